@@ -1,0 +1,1 @@
+"""Drop-in coverage callbacks for training loops (imported as ``seffi.callbacks``)."""

@@ -1,0 +1,1 @@
+"""Gymnasium environments for every seffi task (imported as ``seffi.envs``)."""

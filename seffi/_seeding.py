@@ -1,0 +1,81 @@
+"""The one seeding contract: every random draw flows from one seed through ``SeedSequence``.
+
+Streams are *spawned* (never ``seed + idx``, which correlates neighbouring streams), and ids are
+*hashed* from content so they do not depend on how many inputs were drawn before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+SeedLike = int | np.random.SeedSequence | None
+
+
+def as_seed_sequence(seed: SeedLike) -> np.random.SeedSequence:
+    """Return ``seed`` as a ``SeedSequence`` (``None`` draws fresh OS entropy)."""
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if seed is not None and (not isinstance(seed, int | np.integer) or seed < 0):
+        raise ValueError(f"seed must be a non-negative int, a SeedSequence or None, got {seed!r}")
+    return np.random.SeedSequence(None if seed is None else int(seed))
+
+
+def spawn(seed: SeedLike, n: int) -> list[np.random.SeedSequence]:
+    """Spawn ``n`` independent child sequences of ``seed``.
+
+    Spawning from a fresh ``SeedSequence`` built from the same integer is deterministic, so the same
+    seed always yields the same children regardless of what else was spawned elsewhere.
+    """
+    parent = as_seed_sequence(seed)
+    if isinstance(seed, np.random.SeedSequence):
+        # Do not advance the caller's sequence: derive children from its entropy and spawn key.
+        parent = np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key)
+    return parent.spawn(n)
+
+
+def rngs(seed: SeedLike, n: int) -> list[np.random.Generator]:
+    """``n`` independent generators spawned from ``seed``."""
+    return [np.random.default_rng(s) for s in spawn(seed, n)]
+
+
+def canonical_json(obj: Any) -> str:
+    """Canonical JSON used for hashing: sorted keys, compact, UTF-8, no NaN, no silent fallbacks."""
+
+    def _refuse(o: Any) -> Any:
+        raise TypeError(f"cannot hash object of type {type(o).__name__}: {o!r}")
+
+    return json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_refuse
+    )
+
+
+def stable_id(*parts: Any, length: int = 12) -> str:
+    """A short content hash of ``parts`` (sha256 over canonical JSON); stable across runs and machines."""
+    digest = hashlib.sha256(canonical_json(list(parts)).encode("utf-8")).hexdigest()
+    return digest[:length]
+
+
+def seed_from_text(*parts: Any) -> int:
+    """A 64-bit seed derived from content, for per-input randomness that must not depend on order."""
+    return int(hashlib.sha256(canonical_json(list(parts)).encode("utf-8")).hexdigest()[:16], 16)
+
+
+def check_probabilities(
+    probs: Sequence[float], *, what: str = "probabilities", atol: float = 1e-9
+) -> np.ndarray:
+    """Validate a probability vector: finite, non-negative, summing to 1 (within ``atol``)."""
+    p = np.asarray(probs, dtype=np.float64)
+    if p.ndim != 1 or p.size == 0:
+        raise ValueError(f"{what} must be a non-empty 1-D sequence")
+    if not np.all(np.isfinite(p)):
+        raise ValueError(f"{what} contain NaN or infinity: {p.tolist()}")
+    if np.any(p < 0):
+        raise ValueError(f"{what} must be non-negative, got {p.tolist()}")
+    if abs(p.sum() - 1.0) > atol:
+        raise ValueError(f"{what} must sum to 1, they sum to {p.sum():.12g}")
+    return p

@@ -1,0 +1,110 @@
+"""The ``seffi`` command line.
+
+Each subcommand lives next to the code it drives and registers itself through ``COMMANDS``: a
+mapping from name to ``"module:function"``. The module is imported only when that subcommand runs,
+so ``seffi --help`` stays fast and never imports a training framework.
+
+User errors (:class:`~seffi.errors.SeffiError`, invalid configs) print one readable line to stderr
+and exit with status 2; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+from seffi import __version__
+from seffi.errors import SeffiError
+
+#: name -> ("module:add_arguments_function", "one-line help"). ``add_arguments(parser)`` adds the
+#: subcommand's options and sets ``parser.set_defaults(handler=callable(args) -> int)``.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "tasks": ("seffi.tasks.cli:add_arguments", "list the tasks, their strategies and ambiguity rates"),
+    "run": (
+        "seffi.experiment.cli:add_run_arguments",
+        "train and compare exploration policies (the main job)",
+    ),
+    "report": ("seffi.experiment.cli:add_report_arguments", "re-render plots and report.md of a saved run"),
+    "compare": (
+        "seffi.experiment.cli:add_compare_arguments",
+        "overlay several runs' coverage curves and gains",
+    ),
+    "lane": ("seffi.lanes.cli:add_arguments", "the corrections-to-competence lane"),
+}
+
+
+def _load(spec: str) -> Callable[[argparse.ArgumentParser], None] | None:
+    module, _, func = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module), func)
+    except ModuleNotFoundError as exc:
+        if exc.name and module.startswith(exc.name):  # the subcommand is not built yet
+            return None
+        raise
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The top-level parser; only the subcommand named in ``argv`` gets its options loaded."""
+    parser = argparse.ArgumentParser(
+        prog="seffi", description="Measure the sample efficiency of learning systems."
+    )
+    parser.add_argument("--version", action="version", version=f"seffi {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    wanted = next((a for a in (argv or []) if not a.startswith("-")), None)
+    for name, (spec, help_text) in COMMANDS.items():
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        if name == wanted:
+            add = _load(spec)
+            if add is None:
+                sp.set_defaults(handler=lambda _args, n=name: _not_built(n))
+            else:
+                add(sp)
+    return parser
+
+
+def _not_built(name: str) -> int:
+    print(f"seffi {name}: not available in this version", file=sys.stderr)
+    return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``seffi`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 0 if not argv else 2
+    try:
+        return int(handler(args) or 0)
+    except SeffiError as exc:
+        print(f"seffi {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"seffi {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        from pydantic import ValidationError
+
+        if isinstance(exc, ValidationError):
+            print(
+                f"seffi {args.command}: invalid configuration: {format_validation_error(exc)}",
+                file=sys.stderr,
+            )
+            return 2
+        raise
+
+
+def format_validation_error(exc: Exception) -> str:
+    """One line per pydantic error: ``field.path: message``."""
+    errors = getattr(exc, "errors", lambda: [])()
+    if not errors:
+        return str(exc)
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in errors)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

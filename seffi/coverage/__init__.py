@@ -1,0 +1,1 @@
+"""seffi.coverage (under construction)."""

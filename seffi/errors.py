@@ -1,0 +1,11 @@
+"""Exceptions that carry a message meant for a person.
+
+The CLI prints a :class:`SeffiError` (and pydantic's ``ValidationError``) as one readable line and
+exits non-zero; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class SeffiError(ValueError):
+    """A user error: bad input, bad config, an unusable path. The message says what to fix."""

@@ -1,0 +1,1 @@
+"""The main job: ``seffi run``, ``seffi report``, ``seffi compare``."""

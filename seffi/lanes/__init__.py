@@ -1,0 +1,1 @@
+"""seffi.lanes (under construction)."""

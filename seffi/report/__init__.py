@@ -1,0 +1,1 @@
+"""seffi.report (under construction)."""

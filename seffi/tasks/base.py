@@ -1,0 +1,475 @@
+"""The task contract: inputs, reference traces per strategy, a never-raising validator, a base sampler.
+
+A *task* poses inputs ``x`` whose solutions can be produced by several *strategies* (bubble sort vs
+insertion sort, BFS vs DFS, ...). ``validate_y_text(x, y_text)`` says which strategies a generated
+trace followed — possibly several, when their traces coincide on ``x``. That attribution is what the
+coverage engine counts.
+
+Trace conventions shared by every built-in task:
+
+* a trace is lines of whitespace-separated words; the last line is ``answer ...``;
+* ``valid`` means the trace is a *correct* solution (legal steps and the right answer);
+* ``strategy_matches`` holds the strategies whose *procedure* the steps follow. It is empty on parse
+  failures, illegal steps and off-strategy traces. A trace that follows a procedure but states a wrong
+  answer keeps its matches with ``valid=False``: that is what separates *raw* from *valid* coverage
+  (the seed's guardrail "report valid strategy coverage alongside raw").
+
+Example:
+    >>> from seffi.tasks import get_task
+    >>> task = get_task("hanoi", max_disks=3)
+    >>> x = task.make_inputs(1, seed=0)[0]
+    >>> result = task.validate_y_text(x, task.solve(x, "recursive"))
+    >>> result.valid, sorted(result.strategy_matches)
+    (True, ['iterative', 'recursive', 'smallest_cycle'])
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from seffi._seeding import SeedLike, rngs, seed_from_text, stable_id
+
+#: Longest text ``validate_y_text`` will parse; longer input is rejected in O(1) with a reason.
+MAX_TRACE_CHARS = 100_000
+
+
+class ValidationResult(BaseModel):
+    """What a validator concluded about one generated trace.
+
+    Attributes:
+        parse_ok: The text had the trace format (lines of known words, an answer line).
+        valid: The trace is a correct solution: legal steps and the right answer.
+        strategy_matches: Strategies whose procedure the steps follow (may be several, or none).
+        error: Why parsing or validation failed, for people; ``None`` when valid.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    parse_ok: bool
+    valid: bool
+    strategy_matches: frozenset[str] = frozenset()
+    error: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ValidationResult:
+        if not self.parse_ok and (self.valid or self.strategy_matches):
+            raise ValueError("an unparsable trace can be neither valid nor match a strategy")
+        return self
+
+    @classmethod
+    def unparsable(cls, reason: str) -> ValidationResult:
+        """A parse failure with ``reason``."""
+        return cls(parse_ok=False, valid=False, error=reason)
+
+    @classmethod
+    def invalid(cls, reason: str, matches: frozenset[str] = frozenset()) -> ValidationResult:
+        """A parsed but incorrect trace (``matches`` non-empty only for a right procedure, wrong answer)."""
+        return cls(parse_ok=True, valid=False, strategy_matches=matches, error=reason)
+
+    @classmethod
+    def correct(cls, matches: frozenset[str] | set[str] = frozenset()) -> ValidationResult:
+        """A correct trace following the strategies ``matches`` (empty: correct but off-strategy)."""
+        return cls(parse_ok=True, valid=True, strategy_matches=frozenset(matches))
+
+
+class TaskInput(BaseModel):
+    """One input ``x``. Tasks subclass it with their own (immutable) fields.
+
+    ``id`` is a content hash of the task name and the fields, so the same instance has the same id
+    no matter how many inputs were drawn before it or on which machine.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+
+
+class TaskConfig(BaseModel):
+    """Settings of a task's base sampler, shared by all tasks; tasks add their own fields.
+
+    Attributes:
+        skew: Zipf exponent of the base sampler's strategy probabilities (0 = uniform). Which
+            strategy is rare is drawn per input from its id.
+        invalid_rate: Probability that a base sample is an incorrect trace.
+        off_strategy_rate: Probability that a base sample is correct but follows no strategy.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    skew: float = Field(1.0, ge=0.0, le=10.0)
+    invalid_rate: float = Field(0.1, ge=0.0, le=1.0)
+    off_strategy_rate: float = Field(0.05, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _rates(self) -> TaskConfig:
+        if self.invalid_rate + self.off_strategy_rate >= 1.0:
+            raise ValueError(
+                "invalid_rate + off_strategy_rate must be < 1 (some samples must follow a strategy)"
+            )
+        return self
+
+
+ModeKind = Literal["strategy", "invalid", "off_strategy"]
+
+
+@dataclass(frozen=True)
+class BaseMode:
+    """One branch of the base sampler: what kind of trace it emits and with which probability.
+
+    For ``"strategy"`` and ``"invalid"`` modes ``strategy`` names the procedure the trace follows
+    (an invalid trace is that procedure with a wrong answer); it is ``None`` for off-strategy traces.
+    """
+
+    kind: ModeKind
+    strategy: str | None
+    probability: float
+
+
+@dataclass(frozen=True)
+class TrainingRow:
+    """A labelled row for pretraining a generator: ``strategy`` is the label the sampler used.
+
+    Generated responses are still attributed by ``validate_y_text``, never by these labels.
+    """
+
+    input_id: str
+    prompt: str
+    y_text: str
+    kind: ModeKind
+    strategy: str | None
+
+
+class Vocabulary:
+    r"""A word-level vocabulary for token-level environments.
+
+    Ids 0..3 are ``<pad>``, ``<eos>``, ``<unk>`` and the newline token; task words follow. ``encode``
+    never fails (unknown words map to ``<unk>``) and ``decode(encode(t))`` reproduces any trace in
+    canonical form (single spaces between words, ``\n`` between lines).
+
+    Example:
+        >>> v = Vocabulary(("swap", "0", "1"))
+        >>> v.encode("swap 0 1\nswap 1 0")
+        [4, 5, 6, 3, 4, 6, 5]
+        >>> v.decode([4, 5, 6, 3, 4, 6, 5, 1, 0])
+        'swap 0 1\nswap 1 0'
+    """
+
+    SPECIALS: ClassVar[tuple[str, ...]] = ("<pad>", "<eos>", "<unk>", "\n")
+    PAD: ClassVar[int] = 0
+    EOS: ClassVar[int] = 1
+    UNK: ClassVar[int] = 2
+    NEWLINE: ClassVar[int] = 3
+
+    def __init__(self, words: tuple[str, ...] | list[str]) -> None:
+        words = tuple(dict.fromkeys(words))  # de-duplicate, keep order
+        bad = [w for w in words if not w or any(c.isspace() for c in w) or w in self.SPECIALS]
+        if bad:
+            raise ValueError(f"vocabulary words must be non-empty, without whitespace or specials: {bad!r}")
+        self.tokens: tuple[str, ...] = self.SPECIALS + words
+        self._index = {t: i for i, t in enumerate(self.tokens)}
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Vocabulary) and other.tokens == self.tokens
+
+    def __hash__(self) -> int:
+        return hash(self.tokens)
+
+    def __repr__(self) -> str:
+        return f"Vocabulary({len(self)} tokens)"
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` (no ``<eos>`` appended)."""
+        ids: list[int] = []
+        for n, line in enumerate(text.split("\n")):
+            if n:
+                ids.append(self.NEWLINE)
+            ids.extend(self._index.get(w, self.UNK) for w in line.split())
+        return ids
+
+    def decode(self, ids: Any) -> str:
+        """Text of ``ids`` up to the first ``<eos>``; ``<pad>`` is skipped, ``<unk>`` kept as a word."""
+        lines: list[list[str]] = [[]]
+        for i in ids:
+            i = int(i)
+            if i == self.EOS:
+                break
+            if i == self.PAD:
+                continue
+            if i == self.NEWLINE:
+                lines.append([])
+            elif 0 <= i < len(self.tokens):
+                lines[-1].append(self.tokens[i])
+            else:
+                lines[-1].append("<unk>")
+        return "\n".join(" ".join(words) for words in lines)
+
+
+X = TypeVar("X", bound=TaskInput)
+C = TypeVar("C", bound=TaskConfig)
+
+
+class Task(abc.ABC, Generic[X, C]):
+    """A family of inputs with several solution strategies and a validator that attributes traces.
+
+    Subclasses set ``name``, ``input_cls`` and ``config_cls`` and implement ``strategies``,
+    ``_generate``, ``prompt``, ``solve``, ``_validate``, ``off_strategy_trace``, ``invalid_trace`` and
+    ``vocabulary``. Everything else (ids, seeding, the base sampler and its exact distribution, the
+    never-raising guard around the validator) lives here once.
+    """
+
+    name: ClassVar[str]
+    input_cls: ClassVar[type[TaskInput]]
+    config_cls: ClassVar[type[TaskConfig]] = TaskConfig
+
+    def __init__(self, config: C | None = None, **overrides: Any) -> None:
+        if config is not None and overrides:
+            raise ValueError("pass either a config object or keyword overrides, not both")
+        self.config: C = config if config is not None else self.config_cls(**overrides)  # type: ignore[assignment]
+        if not isinstance(self.config, self.config_cls):
+            raise ValueError(
+                f"{self.name} expects a {self.config_cls.__name__}, got {type(self.config).__name__}"
+            )
+        self._solve_cache: dict[tuple[str, str], str | None] = {}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.config!r})"
+
+    # -- what a task declares -------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def strategies(self) -> tuple[str, ...]:
+        """The declared strategy ids; their number is the default coverage denominator M_x."""
+
+    @abc.abstractmethod
+    def _generate(self, rng: np.random.Generator) -> dict[str, Any]:
+        """Draw the fields of one input (everything but ``id``) from ``rng``."""
+
+    @abc.abstractmethod
+    def prompt(self, x: X) -> str:
+        """The text a generator is conditioned on."""
+
+    @abc.abstractmethod
+    def solve(self, x: X, strategy: str) -> str | None:
+        """The reference trace of ``strategy`` on ``x``; ``None`` when the strategy has no valid trace."""
+
+    @abc.abstractmethod
+    def _validate(self, x: X, y_text: str) -> ValidationResult:
+        """Attribute a trace. Called only with a ``str`` of at most ``MAX_TRACE_CHARS`` characters."""
+
+    @abc.abstractmethod
+    def off_strategy_trace(self, x: X, rng: np.random.Generator) -> str:
+        """A correct trace that follows none of the strategies (validates with empty matches)."""
+
+    @abc.abstractmethod
+    def invalid_trace(self, x: X, strategy: str, rng: np.random.Generator) -> str:
+        """``strategy``'s procedure with a wrong answer.
+
+        The trace parses, has ``valid=False`` and the same matches as ``solve(x, strategy)``. The matches
+        must not depend on ``rng``: the exact base law validates one representative per strategy.
+        """
+
+    @abc.abstractmethod
+    def vocabulary(self) -> Vocabulary:
+        """Words covering every prompt and reference trace under this config."""
+
+    # -- inputs ---------------------------------------------------------------------------------
+
+    def make_inputs(self, n: int, seed: SeedLike = 0) -> list[X]:
+        """``n`` distinct inputs drawn from independent streams spawned from ``seed``.
+
+        Args:
+            n: Number of inputs, ``n >= 0``.
+            seed: Root seed; the i-th input uses the i-th spawned child, so ``make_inputs(5, s)`` is
+                a prefix of ``make_inputs(10, s)``.
+
+        Returns:
+            A list of inputs with content-hashed ids (duplicates redrawn from the same stream).
+        """
+        if not isinstance(n, int) or n < 0:
+            raise ValueError(f"n must be a non-negative int, got {n!r}")
+        inputs: list[X] = []
+        seen: set[str] = set()
+        for rng in rngs(seed, n):
+            for _ in range(1000):
+                x = self.make_input(**self._generate(rng))
+                if x.id not in seen:
+                    break
+            else:  # pragma: no cover - only for degenerate configs with tiny input spaces
+                raise ValueError(f"{self.name}: could not draw {n} distinct inputs under {self.config!r}")
+            seen.add(x.id)
+            inputs.append(x)
+        return inputs
+
+    def make_input(self, **fields: Any) -> X:
+        """Build an input from its fields, computing the content-hashed id."""
+        payload = self.input_cls.model_construct(id="", **fields).model_dump(mode="json", exclude={"id"})
+        return self.input_cls(id=stable_id(self.name, payload), **fields)  # type: ignore[return-value]
+
+    # -- validation -----------------------------------------------------------------------------
+
+    def validate_y_text(self, x: X, y_text: Any) -> ValidationResult:
+        """Which strategies ``y_text`` followed on ``x``. Never raises, on any input.
+
+        Args:
+            x: An input of this task.
+            y_text: The generated trace; non-strings, oversized text and junk give ``parse_ok=False``.
+
+        Returns:
+            A :class:`ValidationResult`; ``error`` says why when it is not valid.
+        """
+        if isinstance(y_text, bytes):
+            try:
+                y_text = y_text.decode("utf-8")
+            except UnicodeDecodeError:
+                return ValidationResult.unparsable("bytes are not valid UTF-8")
+        if not isinstance(y_text, str):
+            return ValidationResult.unparsable(f"expected text, got {type(y_text).__name__}")
+        if len(y_text) > MAX_TRACE_CHARS:
+            return ValidationResult.unparsable(
+                f"trace too long ({len(y_text)} > {MAX_TRACE_CHARS} characters)"
+            )
+        if not y_text.strip():
+            return ValidationResult.unparsable("empty trace")
+        try:
+            return self._validate(x, y_text)
+        except (
+            Exception
+        ) as exc:  # a validator bug must not crash a training loop; tests assert it never fires
+            return ValidationResult.unparsable(f"internal validator error: {type(exc).__name__}: {exc}")
+
+    # -- the base sampler -----------------------------------------------------------------------
+
+    def reference(self, x: X, strategy: str) -> str | None:
+        """Cached ``solve`` (reference traces are pure functions of the input)."""
+        key = (x.id, strategy)
+        if key not in self._solve_cache:
+            if strategy not in self.strategies():
+                raise ValueError(f"{self.name}: unknown strategy {strategy!r}; known: {self.strategies()}")
+            self._solve_cache[key] = self.solve(x, strategy)
+        return self._solve_cache[key]
+
+    def feasible_strategies(self, x: X) -> tuple[str, ...]:
+        """Strategies that have a valid trace on ``x`` (constraints can make some impossible)."""
+        return tuple(s for s in self.strategies() if self.reference(x, s) is not None)
+
+    def reference_match_sets(self, x: X) -> dict[str, frozenset[str]]:
+        """Match set of each feasible strategy's reference trace (what the no-repeat oracle emits).
+
+        A set with several members means two strategies produce the same trace on ``x``.
+        """
+        return {
+            s: self.validate_y_text(x, self.reference(x, s)).strategy_matches
+            for s in self.feasible_strategies(x)
+        }
+
+    def strategy_weights(self, x: X) -> dict[str, float]:
+        """Which strategy the base sampler picks, given it emits an on-strategy trace (sums to 1).
+
+        Zipf weights ``rank ** -skew`` over the feasible strategies, ranked by a permutation drawn
+        from the input's id, so which strategy is rare varies by input.
+        """
+        feasible = self.feasible_strategies(x)
+        if not feasible:
+            return {}
+        order = np.random.default_rng(seed_from_text(self.name, x.id, "rank")).permutation(len(feasible))
+        w = (order + 1.0) ** (-self.config.skew)
+        w = w / w.sum()
+        return {s: float(wi) for s, wi in zip(feasible, w, strict=True)}
+
+    def base_modes(self, x: X) -> list[BaseMode]:
+        """Every branch of the base sampler with its exact probability (they sum to 1)."""
+        weights = self.strategy_weights(x)
+        inv, off = self.config.invalid_rate, self.config.off_strategy_rate
+        if not weights:  # nothing feasible: every sample is off-strategy or invalid-free junk
+            return [BaseMode("off_strategy", None, 1.0)]
+        on = 1.0 - inv - off
+        modes = [BaseMode("strategy", s, on * w) for s, w in weights.items()]
+        if inv > 0:
+            modes += [BaseMode("invalid", s, inv * w) for s, w in weights.items()]
+        if off > 0:
+            modes.append(BaseMode("off_strategy", None, off))
+        return modes
+
+    def base_distribution(self, x: X) -> dict[str, float]:
+        """Probability that a base sample is the (correct) reference trace of each declared strategy.
+
+        The remaining mass ``invalid_rate + off_strategy_rate`` goes to incorrect and off-strategy
+        traces. Infeasible strategies get 0.
+        """
+        dist = dict.fromkeys(self.strategies(), 0.0)
+        for m in self.base_modes(x):
+            if m.kind == "strategy" and m.strategy is not None:
+                dist[m.strategy] += m.probability
+        return dist
+
+    def base_match_distribution(self, x: X, *, valid_only: bool = False) -> dict[frozenset[str], float]:
+        """The exact law of a base sample's match set (what the exact iid baseline consumes).
+
+        Args:
+            x: The input.
+            valid_only: Count matches of correct traces only (an incorrect trace matches nothing).
+
+        Returns:
+            ``{match set: probability}``, probabilities summing to 1; the empty set collects parse
+            failures, incorrect (when ``valid_only``) and off-strategy traces.
+        """
+        probe = np.random.default_rng(seed_from_text(self.name, x.id, "probe"))
+        law: dict[frozenset[str], float] = {}
+        for m in self.base_modes(x):
+            if m.kind == "off_strategy" or m.strategy is None:
+                matches: frozenset[str] = frozenset()
+            elif m.kind == "invalid":
+                res = self.validate_y_text(x, self.invalid_trace(x, m.strategy, probe))
+                matches = frozenset() if valid_only else res.strategy_matches
+            else:
+                matches = self.validate_y_text(x, self.reference(x, m.strategy)).strategy_matches
+            law[matches] = law.get(matches, 0.0) + m.probability
+        return law
+
+    def sample_mode(self, x: X, rng: np.random.Generator) -> BaseMode:
+        """Draw one branch of the base sampler."""
+        modes = self.base_modes(x)
+        p = np.array([m.probability for m in modes])
+        return modes[int(rng.choice(len(modes), p=p / p.sum()))]
+
+    def emit(self, x: X, mode: BaseMode, rng: np.random.Generator) -> str:
+        """The trace a mode produces."""
+        if mode.kind == "off_strategy" or mode.strategy is None:
+            return self.off_strategy_trace(x, rng)
+        if mode.kind == "invalid":
+            return self.invalid_trace(x, mode.strategy, rng)
+        trace = self.reference(x, mode.strategy)
+        assert trace is not None  # base_modes only lists feasible strategies
+        return trace
+
+    def sample_y_text(self, x: X, rng: np.random.Generator) -> str:
+        """One draw of the base sampler (the iid base model) for ``x``."""
+        return self.emit(x, self.sample_mode(x, rng), rng)
+
+    def training_rows(self, n_inputs: int, rows_per_input: int, seed: SeedLike = 0) -> Iterator[TrainingRow]:
+        """Labelled rows (x, y_text, strategy) drawn with the base skew, for pretraining a generator.
+
+        Inputs come from ``make_inputs(n_inputs, seed)``; the rows of input i use their own spawned
+        stream, so the output is reproducible and independent of ``rows_per_input`` ordering.
+        """
+        from seffi._seeding import spawn
+
+        input_seed, row_seed = spawn(seed, 2)
+        inputs = self.make_inputs(n_inputs, input_seed)
+        for x, rng in zip(inputs, rngs(row_seed, n_inputs), strict=True):
+            for _ in range(rows_per_input):
+                mode = self.sample_mode(x, rng)
+                yield TrainingRow(x.id, self.prompt(x), self.emit(x, mode, rng), mode.kind, mode.strategy)
+
+    def describe(self) -> Mapping[str, Any]:
+        """Name, strategies and config, for listings and reports."""
+        return {"name": self.name, "strategies": list(self.strategies()), "config": self.config.model_dump()}

@@ -1,0 +1,23 @@
+"""Shared test helpers."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+import pytest
+
+#: CI sets this so that a missing extra fails the run instead of silently skipping its tests.
+REQUIRE_EXTRAS = os.environ.get("SEFFI_REQUIRE_EXTRAS", "") not in ("", "0", "false")
+
+
+def require(module: str, extra: str) -> ModuleType:
+    """Import ``module`` (provided by ``seffi[extra]``) or skip — or fail when CI requires extras."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        message = f"needs the '{extra}' extra (pip install -e '.[{extra}]'): {exc}"
+        if REQUIRE_EXTRAS:
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
