@@ -1,1 +1,79 @@
-"""seffi.report (under construction)."""
+"""seffi.report — sinks (local + W&B), the report.json schema, plots and report.md.
+
+Modules (flat):
+
+- :mod:`seffi.report.keys` — the W&B key scheme as functions (``coverage_key(k)``, ``auc_key()``,
+  ``gain_key(bound=...)``, ``log_spaced_ks(K)``, ``scalars_from_curves(curves, gain=...)``,
+  ``report_scalars(report)``).
+- :mod:`seffi.report.wandb_run` — :class:`SafeWandbRun`: offline by default, never raises into
+  training (one warning, then ``enabled=False``); ``run_dir``, ``sync_hint``, ``check_login()``.
+- :mod:`seffi.report.sinks` — :class:`Sink` protocol, :class:`LocalSink` (always on: metrics.jsonl,
+  snapshots.jsonl, tracker_state.json, report.json/md, plots), :class:`WandbSink`, :class:`MultiSink`,
+  :func:`default_sinks`.
+- :mod:`seffi.report.schema` — pydantic models of report.json (:class:`Report`, :class:`Comparison`,
+  :class:`PolicyResult`, :class:`CurveSet`, :class:`Gain`, :class:`Barcode`, :class:`LatentCurve`,
+  :class:`TimeToCoverage`), :func:`write_report`, :func:`load_report`, :func:`dumps_report`.
+- :mod:`seffi.report.plots` — matplotlib figures (``plot_coverage``, ``plot_novelty``,
+  ``plot_time_to_coverage``, ``plot_barcode``, ``plot_valid_vs_raw``, ``plot_latent``,
+  ``plot_compare``, ``save_figure``, ``render_report_plots``).
+- :mod:`seffi.report.markdown` — ``render_markdown(report, plots)``.
+
+Usage (what a callback or ``seffi run`` does)::
+
+    from seffi.report import default_sinks, keys, schema
+
+    sink = default_sinks("runs/demo", wandb="offline", config={"budget": 16})  # LocalSink + WandbSink
+    for step, curves, gain in training_progress():                         # your loop
+        sink.log(keys.scalars_from_curves(curves, gain=gain), step)        # every log event
+        sink.log_snapshot(comparison, step)      # W&B tables/images only every log_curves_every calls
+    report = schema.Report(comparisons=[comparison], seed=0)
+    sink.finish(report, tracker_state=tracker.state_dict())   # report.json/md + plots; W&B summary+artifact
+    print(sink.wandb.run.sync_hint)                           # "wandb sync .../wandb/offline-run-..."
+
+    # later: re-render from disk, no recomputation
+    schema.write_report("runs/demo", schema.load_report("runs/demo"))
+
+Offline W&B runs can be read back with ``wandb leet inspect <run_dir> --summary --json``.
+Importing this package imports neither wandb nor matplotlib (both load on first use).
+"""
+
+from __future__ import annotations
+
+from seffi.report import keys
+from seffi.report.schema import (
+    Barcode,
+    Comparison,
+    CurveSet,
+    Gain,
+    LatentCurve,
+    PolicyResult,
+    Report,
+    TimeToCoverage,
+    dumps_report,
+    load_report,
+    write_report,
+)
+from seffi.report.sinks import LocalSink, MultiSink, Sink, WandbSink, default_sinks
+from seffi.report.wandb_run import SafeWandbRun, WandbSinkWarning
+
+__all__ = [
+    "Barcode",
+    "Comparison",
+    "CurveSet",
+    "Gain",
+    "LatentCurve",
+    "LocalSink",
+    "MultiSink",
+    "PolicyResult",
+    "Report",
+    "SafeWandbRun",
+    "Sink",
+    "TimeToCoverage",
+    "WandbSink",
+    "WandbSinkWarning",
+    "default_sinks",
+    "dumps_report",
+    "keys",
+    "load_report",
+    "write_report",
+]

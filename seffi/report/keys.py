@@ -1,0 +1,245 @@
+"""The W&B key scheme (DESIGN.md, "W&B key scheme") as functions, so no caller spells a key by hand.
+
+Every scalar lives under ``seffi/`` and is plotted against the custom step metric ``seffi/step``::
+
+    seffi/coverage/k=<k>                 log-spaced k: 1, 2, 4, ..., and K
+    seffi/auc                            AUC(K) = (1/K) sum_k C(k)
+    seffi/gain_vs_iid (+ _lo, _hi)       (AUC - AUC_iid) / (AUC_oracle - AUC_iid) with CI bounds
+    seffi/full_coverage/k=<K>            F(K) = Pr[|S_K| = M]
+    seffi/time_to_coverage/tau=<tau>/median
+    seffi/novelty/i=<i>                  log-spaced i
+    seffi/valid_rate  seffi/episodes  seffi/inputs
+
+A run that reports several comparisons (tasks x policies) puts a *scope* after the prefix, e.g.
+``seffi/hanoi/learned/auc``; the unscoped form is what a single callback logs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+PREFIX = "seffi"
+STEP_KEY = f"{PREFIX}/step"
+GLOB = f"{PREFIX}/*"
+
+
+def _key(name: str, scope: str | None = None) -> str:
+    if scope:
+        scope = scope.strip("/")
+        return f"{PREFIX}/{scope}/{name}"
+    return f"{PREFIX}/{name}"
+
+
+def _fmt_number(value: float) -> str:
+    """Format a threshold like 0.8 or 1.0 the same way everywhere (``repr`` of the float)."""
+    return repr(float(value))
+
+
+def log_spaced_ks(budget: int) -> list[int]:
+    """Budgets at which scalars are logged: powers of two below ``budget``, then ``budget`` itself.
+
+    Args:
+        budget: the per-input budget K (>= 1).
+
+    Returns:
+        Sorted distinct ints, e.g. ``log_spaced_ks(10) == [1, 2, 4, 8, 10]``.
+    """
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise ValueError(f"budget K must be a positive int, got {budget!r}")
+    ks: list[int] = []
+    k = 1
+    while k < budget:
+        ks.append(k)
+        k *= 2
+    ks.append(budget)
+    return ks
+
+
+def coverage_key(k: int, scope: str | None = None) -> str:
+    """``seffi/coverage/k=<k>``."""
+    return _key(f"coverage/k={int(k)}", scope)
+
+
+def valid_coverage_key(k: int, scope: str | None = None) -> str:
+    """``seffi/valid_coverage/k=<k>`` (coverage counting only valid samples' strategies)."""
+    return _key(f"valid_coverage/k={int(k)}", scope)
+
+
+def auc_key(scope: str | None = None) -> str:
+    """``seffi/auc``."""
+    return _key("auc", scope)
+
+
+def gain_key(scope: str | None = None, bound: str | None = None) -> str:
+    """``seffi/gain_vs_iid``, or its CI bound with ``bound="lo"`` / ``"hi"``."""
+    if bound not in (None, "lo", "hi"):
+        raise ValueError(f"bound must be None, 'lo' or 'hi', got {bound!r}")
+    return _key("gain_vs_iid" + (f"_{bound}" if bound else ""), scope)
+
+
+def full_coverage_key(budget: int, scope: str | None = None) -> str:
+    """``seffi/full_coverage/k=<K>``."""
+    return _key(f"full_coverage/k={int(budget)}", scope)
+
+
+def time_to_coverage_key(tau: float, scope: str | None = None, stat: str = "median") -> str:
+    """``seffi/time_to_coverage/tau=<tau>/<stat>`` (stat: median, restricted_mean, censored)."""
+    return _key(f"time_to_coverage/tau={_fmt_number(tau)}/{stat}", scope)
+
+
+def novelty_key(i: int, scope: str | None = None) -> str:
+    """``seffi/novelty/i=<i>``."""
+    return _key(f"novelty/i={int(i)}", scope)
+
+
+def valid_rate_key(scope: str | None = None) -> str:
+    """``seffi/valid_rate``."""
+    return _key("valid_rate", scope)
+
+
+def episodes_key(scope: str | None = None) -> str:
+    """``seffi/episodes`` (samples seen so far)."""
+    return _key("episodes", scope)
+
+
+def inputs_key(scope: str | None = None) -> str:
+    """``seffi/inputs`` (distinct inputs seen so far)."""
+    return _key("inputs", scope)
+
+
+def curves_key(name: str, scope: str | None = None) -> str:
+    """Key of a curve snapshot (``line_series`` table) or image, e.g. ``seffi/curves/coverage``."""
+    return _key(f"curves/{name}", scope)
+
+
+def _get(curves: Any, name: str) -> Any:
+    if isinstance(curves, Mapping):
+        return curves.get(name)
+    return getattr(curves, name, None)
+
+
+def _finite(value: Any) -> float | None:
+    if value is None:
+        return None
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
+def _at(values: Any, ks: list[int], k: int) -> float | None:
+    """Value of a curve given at budgets ``ks`` (1-based k) at budget ``k``; None when absent."""
+    if values is None:
+        return None
+    try:
+        return _finite(values[ks.index(k)])
+    except (ValueError, IndexError):
+        return None
+
+
+def _tau_summaries(ttc: Any) -> Iterable[tuple[float, float | None, float | None, float | None]]:
+    """(tau, median, restricted_mean, fraction_censored) from a list of summaries or a {tau: ...} map."""
+    if not ttc:
+        return []
+    items = ttc.values() if isinstance(ttc, Mapping) else ttc
+    out = []
+    for s in items:
+        out.append(
+            (
+                float(_get(s, "tau")),
+                _finite(_get(s, "median")),
+                _finite(_get(s, "restricted_mean")),
+                _finite(_get(s, "fraction_censored")),
+            )
+        )
+    return out
+
+
+def scalars_from_curves(
+    curves: Any,
+    *,
+    gain: Any = None,
+    episodes: int | None = None,
+    inputs: int | None = None,
+    scope: str | None = None,
+) -> dict[str, float]:
+    """Turn one policy's curves (+ its gain vs iid) into the scalar dict of the key scheme.
+
+    Args:
+        curves: a :class:`seffi.report.schema.CurveSet`, or any mapping / object with the same field
+            names: ``k`` (int list, shape (K,), 1..K), ``coverage`` (shape (K,)), optional ``novelty``,
+            ``valid_coverage``, ``full_coverage`` (shape (K,)), ``auc``, ``valid_rate``,
+            ``time_to_coverage`` (list of {tau, median, restricted_mean, fraction_censored}),
+            ``n_samples`` and ``n_inputs``.
+        gain: a :class:`seffi.report.schema.Gain` or mapping with ``value``, ``lo``, ``hi``; None skips.
+        episodes: overrides ``curves.n_samples`` for ``seffi/episodes``.
+        inputs: overrides ``curves.n_inputs`` for ``seffi/inputs``.
+        scope: optional scope inserted after ``seffi/`` (several comparisons in one run).
+
+    Returns:
+        ``{key: float}``; quantities that are missing or undefined (NaN, no gain) are left out rather
+        than logged as NaN, so W&B charts do not break.
+    """
+    ks = [int(k) for k in (_get(curves, "k") or [])]
+    out: dict[str, float] = {}
+    if ks:
+        budget = max(ks)
+        for k in log_spaced_ks(budget):
+            for key_fn, name in ((coverage_key, "coverage"), (valid_coverage_key, "valid_coverage")):
+                v = _at(_get(curves, name), ks, k)
+                if v is not None:
+                    out[key_fn(k, scope)] = v
+            v = _at(_get(curves, "novelty"), ks, k)
+            if v is not None:
+                out[novelty_key(k, scope)] = v
+        v = _at(_get(curves, "full_coverage"), ks, budget)
+        if v is not None:
+            out[full_coverage_key(budget, scope)] = v
+    auc = _finite(_get(curves, "auc"))
+    if auc is not None:
+        out[auc_key(scope)] = auc
+    for tau, median, rmean, censored in _tau_summaries(_get(curves, "time_to_coverage")):
+        for stat, v in (("median", median), ("restricted_mean", rmean), ("censored", censored)):
+            if v is not None:
+                out[time_to_coverage_key(tau, scope, stat)] = v
+    valid_rate = _finite(_get(curves, "valid_rate"))
+    if valid_rate is not None:
+        out[valid_rate_key(scope)] = valid_rate
+    if gain is not None:
+        for bound, name in ((None, "value"), ("lo", "lo"), ("hi", "hi")):
+            v = _finite(_get(gain, name))
+            if v is not None:
+                out[gain_key(scope, bound)] = v
+    n_samples = episodes if episodes is not None else _get(curves, "n_samples")
+    if n_samples is not None:
+        out[episodes_key(scope)] = float(n_samples)
+    n_inputs = inputs if inputs is not None else _get(curves, "n_inputs")
+    if n_inputs is not None:
+        out[inputs_key(scope)] = float(n_inputs)
+    return out
+
+
+def report_scopes(report: Any) -> list[tuple[Any, Any, str | None]]:
+    """(comparison, policy result, scope) for every policy in a report.
+
+    The scope is None for a report with one comparison holding one policy (the single-callback
+    case, so its summary has plain ``seffi/auc``); otherwise ``<task>`` and/or ``<policy label>`` are
+    added, only as far as needed to tell entries apart.
+    """
+    comparisons = list(report.comparisons)
+    many_tasks = len(comparisons) > 1
+    out = []
+    for comp in comparisons:
+        many_policies = len(comp.policies) > 1
+        for pol in comp.policies:
+            parts = ([comp.slug] if many_tasks else []) + ([pol.label] if many_policies else [])
+            out.append((comp, pol, "/".join(parts) or None))
+    return out
+
+
+def report_scalars(report: Any) -> dict[str, float]:
+    """Final numbers of every policy in a report, keyed by the scheme (for ``run.summary``)."""
+    out: dict[str, float] = {}
+    for _comp, pol, scope in report_scopes(report):
+        out.update(scalars_from_curves(pol.curves, gain=pol.gain, scope=scope))
+    return out

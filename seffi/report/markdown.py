@@ -1,0 +1,129 @@
+"""report.md: one table per comparison, the plots embedded, and how to read each plot."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from seffi.report.schema import Comparison, CurveSet, Gain, Report
+
+HOW_TO_READ: dict[str, str] = {
+    "coverage": (
+        "Coverage C(k): the expected share of the input's strategies found within k samples. Higher "
+        "and earlier is better; iid (grey) is the base sampler, the oracle (black dashed) never "
+        "repeats a strategy. Shaded bands are 95% CIs. Gain vs iid puts a policy on the iid=0, "
+        "oracle=1 scale."
+    ),
+    "novelty": (
+        "Novelty N(i): the probability that sample i reveals a strategy not seen before. A curve "
+        "that falls fast means later samples are mostly repeats."
+    ),
+    "time_to_coverage": (
+        "Time to coverage: survival curves Pr[T(tau) > k] (lower is better) and the per-run "
+        "distribution of T; runs that never reach tau within K are censored and drawn at K+1."
+    ),
+    "valid_vs_raw": (
+        "Raw vs valid coverage: solid lines count every matched strategy, dotted lines only those "
+        "of correct solutions. A wide gap means coverage earned by invalid outputs."
+    ),
+    "barcode": (
+        "Strategy barcode: one row per input, one column per sample, colour = strategy, white = no "
+        "match, dot = first appearance. Long runs of one colour are redundancy."
+    ),
+    "latent": (
+        "Latent coverage (diagnostic): how many of the router's latent codes were used. It describes "
+        "the method, not the outcome; strategy coverage above is the evaluation target."
+    ),
+}
+
+
+def _num(v: float | None, fmt: str = ".3f") -> str:
+    return "–" if v is None else format(v, fmt)
+
+
+def _ci(v: float | None, lo: float | None, hi: float | None) -> str:
+    if v is None:
+        return "–"
+    if lo is None or hi is None:
+        return _num(v)
+    return f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def _gain(g: Gain | None) -> str:
+    if g is None:
+        return "–"
+    if g.value is None:
+        return f"undefined ({g.reason})"
+    return _ci(g.value, g.lo, g.hi)
+
+
+def _row(c: CurveSet, gain: Gain | None) -> str:
+    t08 = c.ttc(0.8)
+    full = None if c.full_coverage is None else c.full_coverage[-1]
+    cells = [
+        f"{c.label}" + (f" ({c.method})" if c.method else ""),
+        c.role,
+        _ci(c.auc, c.auc_lo, c.auc_hi),
+        _gain(gain) if c.role == "policy" else "–",
+        "–" if t08 is None else (_num(t08.median, "g") if t08.median is not None else f"> {c.budget}"),
+        _num(full),
+        _num(c.valid_rate),
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def comparison_table(comp: Comparison) -> str:
+    """The summary table of one comparison (policies, then iid and oracle)."""
+    head = (
+        f"| sampler | role | AUC@{comp.budget} [95% CI] | gain vs iid [95% CI] | T(0.8) median | "
+        f"full coverage at K={comp.budget} | valid rate |\n|---|---|---|---|---|---|---|"
+    )
+    gains = {id(p.curves): p.gain for p in comp.policies}
+    rows = [_row(c, gains.get(id(c))) for c in comp.curve_sets()]
+    return "\n".join([head, *rows])
+
+
+def render_markdown(report: Report, plots: Mapping[str, str] | None = None) -> str:
+    """Render report.md.
+
+    Args:
+        report: the report.
+        plots: ``{"<slug>/<plot>": relative path}`` as returned (made relative) by
+            :func:`seffi.report.plots.render_report_plots`; plots are embedded in that order.
+    """
+    plots = dict(plots or {})
+    lines = [f"# {report.title}", ""]
+    if report.seed is not None:
+        lines += [f"Seed: `{report.seed}`", ""]
+    if not report.comparisons:
+        lines += ["_No comparisons were recorded._", ""]
+    used: set[str] = set()
+    for index, comp in enumerate(report.comparisons):
+        slug = comp.slug if comp.slug not in used else f"{comp.slug}_{index}"
+        used.add(slug)
+        env = f" — `{comp.env_id}`" if comp.env_id else ""
+        lines += [f"## {comp.task}{env}", ""]
+        strategies = "" if comp.num_strategies is None else f", {comp.num_strategies} strategies per input"
+        lines += [f"Budget K = {comp.budget} samples per input, {comp.n_inputs} inputs{strategies}.", ""]
+        lines += [comparison_table(comp), ""]
+        for note in comp.notes:
+            lines += [f"- {note}"]
+        if comp.notes:
+            lines += [""]
+        for name, rel in plots.items():
+            prefix, _, plot = name.partition("/")
+            if prefix != slug:
+                continue
+            kind = "barcode" if plot.startswith("barcode_") else plot
+            lines += [f"### {plot.replace('_', ' ')}", "", f"![{plot}]({rel})", ""]
+            if kind in HOW_TO_READ:
+                lines += [f"_How to read:_ {HOW_TO_READ[kind]}", ""]
+    lines += [
+        "## Definitions",
+        "",
+        "- AUC@K = (1/K) Σ_k C(k).",
+        "- gain vs iid = (AUC − AUC_iid) / (AUC_oracle − AUC_iid); undefined when the denominator ≤ 0; "
+        "may exceed 1 when traces match several strategies.",
+        "- T(τ) = min{k : |S_k|/M ≥ τ}, censored at K (shown as “> K”).",
+        "",
+    ]
+    return "\n".join(lines)

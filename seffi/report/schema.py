@@ -1,0 +1,379 @@
+"""The report.json schema: everything needed to re-render report.md and the plots without recomputing.
+
+Determinism contract: the same inputs give a byte-identical report.json. So the schema holds no
+timestamps and no absolute paths (callers must not put them in ``config`` / ``meta`` either), keys are
+sorted, floats are written with Python's shortest round-trip ``repr``, and NaN/inf are refused (a
+missing value is ``null``).
+
+Layout::
+
+    Report
+      comparisons: [Comparison]          one per (task, env, budget K, input pool)
+        iid: CurveSet | None             the iid base-sampler baseline (exact or estimated)
+        oracle: CurveSet | None          the no-repeat oracle
+        policies: [PolicyResult]
+          curves: CurveSet               the policy's measured curves
+          gain: Gain | None              gain vs iid with CI (or a reason it is undefined)
+          barcode: Barcode | None        strategy per (input, sample index); -1 = no match
+          latent: LatentCurve | None     router latent-code coverage; a diagnostic, never mixed in
+
+All curves are indexed by budget ``k`` (1-based, increasing); every per-k list has the length of ``k``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from seffi.errors import SeffiError
+
+SCHEMA_VERSION = 1
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+
+FloatList = list[float]
+
+
+def _check_len(name: str, values: Sequence[Any] | None, n: int) -> None:
+    if values is not None and len(values) != n:
+        raise ValueError(f"{name} has length {len(values)}, expected {n} (one value per k)")
+
+
+def _check_band(name: str, lo: Sequence[float] | None, hi: Sequence[float] | None) -> None:
+    if (lo is None) != (hi is None):
+        raise ValueError(f"{name}_lo and {name}_hi must be given together")
+    if lo is not None and hi is not None and any(a > b + 1e-12 for a, b in zip(lo, hi, strict=True)):
+        raise ValueError(f"{name}_lo exceeds {name}_hi somewhere")
+
+
+class TimeToCoverage(_Model):
+    """Summary of T(tau) = min{k : |S_k|/M >= tau}, censored at the budget K.
+
+    Attributes:
+        tau: coverage threshold in (0, 1].
+        median: median of T (None when more than half the runs are censored).
+        restricted_mean: E[min(T, K)].
+        fraction_censored: share of runs that never reached tau within K.
+        survival: Pr[T > k] for each k of the curve set, shape (K,).
+        values: per run T, None where censored; feeds the box/violin panel.
+    """
+
+    tau: float
+    median: float | None = None
+    restricted_mean: float | None = None
+    fraction_censored: float | None = None
+    survival: FloatList | None = None
+    values: list[int | None] | None = None
+
+    @field_validator("tau")
+    @classmethod
+    def _tau_range(cls, v: float) -> float:
+        if not 0.0 < v <= 1.0:
+            raise ValueError(f"tau must be in (0, 1], got {v}")
+        return v
+
+
+class CurveSet(_Model):
+    """One sampler's curves over budgets k (policy, iid baseline or oracle).
+
+    Attributes:
+        label: legend name, e.g. "learned", "iid", "oracle".
+        role: "policy", "iid" or "oracle".
+        method: how the numbers were obtained, e.g. "exact", "empirical", "rarefaction",
+            "extrapolated", "monte_carlo" (shown in report.md so estimates are labelled as such).
+        k: budgets, int list, shape (K,), increasing, >= 1.
+        coverage: C(k), shape (K,); coverage_lo / coverage_hi: CI band, shape (K,).
+        novelty: N(i) = Pr[sample i reveals a new strategy], shape (K,).
+        expected_new: expected number of new strategies at sample i, shape (K,).
+        full_coverage: F(k) = Pr[|S_k| = M], shape (K,).
+        valid_coverage: coverage counting only valid samples, shape (K,) (+ optional band).
+        auc, auc_lo, auc_hi: AUC(K) = mean_k C(k) with CI.
+        time_to_coverage: one summary per tau.
+        valid_rate: share of samples that were valid solutions.
+        n_samples, n_inputs, n_runs: how much data stands behind the curves.
+    """
+
+    label: str
+    role: Literal["policy", "iid", "oracle"] = "policy"
+    method: str | None = None
+    k: list[int]
+    coverage: FloatList
+    coverage_lo: FloatList | None = None
+    coverage_hi: FloatList | None = None
+    novelty: FloatList | None = None
+    expected_new: FloatList | None = None
+    full_coverage: FloatList | None = None
+    valid_coverage: FloatList | None = None
+    valid_coverage_lo: FloatList | None = None
+    valid_coverage_hi: FloatList | None = None
+    auc: float | None = None
+    auc_lo: float | None = None
+    auc_hi: float | None = None
+    time_to_coverage: list[TimeToCoverage] = []
+    valid_rate: float | None = None
+    n_samples: int | None = None
+    n_inputs: int | None = None
+    n_runs: int | None = None
+
+    @model_validator(mode="after")
+    def _shapes(self) -> CurveSet:
+        if not self.k:
+            raise ValueError(f"curve set {self.label!r}: k is empty")
+        if self.k[0] < 1 or any(b <= a for a, b in zip(self.k, self.k[1:], strict=False)):
+            raise ValueError(f"curve set {self.label!r}: k must be increasing and >= 1")
+        n = len(self.k)
+        for name in (
+            "coverage",
+            "coverage_lo",
+            "coverage_hi",
+            "novelty",
+            "expected_new",
+            "full_coverage",
+            "valid_coverage",
+            "valid_coverage_lo",
+            "valid_coverage_hi",
+        ):
+            _check_len(f"curve set {self.label!r}: {name}", getattr(self, name), n)
+        for t in self.time_to_coverage:
+            _check_len(f"curve set {self.label!r}: survival(tau={t.tau})", t.survival, n)
+        _check_band("coverage", self.coverage_lo, self.coverage_hi)
+        _check_band("valid_coverage", self.valid_coverage_lo, self.valid_coverage_hi)
+        return self
+
+    @property
+    def budget(self) -> int:
+        """The largest k (the budget K)."""
+        return self.k[-1]
+
+    def ttc(self, tau: float) -> TimeToCoverage | None:
+        """The time-to-coverage summary for ``tau`` (None if not reported)."""
+        for t in self.time_to_coverage:
+            if math.isclose(t.tau, tau):
+                return t
+        return None
+
+    @classmethod
+    def from_curves(cls, curves: Any, label: str, role: str = "policy", **extra: Any) -> CurveSet:
+        """Adapt a :class:`seffi.coverage` ``Curves`` (or its ``to_dict()``) into a curve set.
+
+        Args:
+            curves: an object with ``to_dict()``, or the dict itself.
+            label: legend name.
+            role: "policy", "iid" or "oracle".
+            **extra: fields to set or override (e.g. ``method="exact"``).
+        """
+        from seffi.report._adapt import curveset_fields
+
+        data = curves.to_dict() if hasattr(curves, "to_dict") else dict(curves)
+        fields = curveset_fields(data)
+        fields.update(extra)
+        return cls(label=label, role=role, **fields)
+
+
+class Gain(_Model):
+    """Gain vs iid: (AUC - AUC_iid) / (AUC_oracle - AUC_iid), with a CI; ``reason`` when undefined."""
+
+    value: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    reason: str | None = None
+
+    @model_validator(mode="after")
+    def _reason_when_missing(self) -> Gain:
+        if self.value is None and not self.reason:
+            raise ValueError("a gain without a value must carry a reason")
+        return self
+
+
+class Barcode(_Model):
+    """Which strategy each sample of each input matched (the qualitative redundancy picture).
+
+    Attributes:
+        strategies: strategy names; cell value j means ``strategies[j]``.
+        input_ids: one per row.
+        matrix: int rows (inputs) x columns (sample index); -1 = matched no strategy. Rows may be
+            shorter than the budget (an input that got fewer samples). A sample matching several
+            strategies shows one of them (callers pick the first *new* one, else the first).
+    """
+
+    strategies: list[str]
+    input_ids: list[str]
+    matrix: list[list[int]]
+
+    @model_validator(mode="after")
+    def _cells(self) -> Barcode:
+        if len(self.matrix) != len(self.input_ids):
+            raise ValueError(f"barcode has {len(self.matrix)} rows but {len(self.input_ids)} input ids")
+        m = len(self.strategies)
+        for row in self.matrix:
+            if any(not -1 <= v < m for v in row):
+                raise ValueError(f"barcode cells must be -1 or a strategy index in [0, {m})")
+        return self
+
+
+class LatentCurve(_Model):
+    """Coverage of the router's latent codes (a method diagnostic, kept apart from strategy coverage)."""
+
+    label: str
+    k: list[int]
+    coverage: FloatList
+    coverage_lo: FloatList | None = None
+    coverage_hi: FloatList | None = None
+    num_codes: int | None = None
+
+    @model_validator(mode="after")
+    def _shapes(self) -> LatentCurve:
+        for name in ("coverage", "coverage_lo", "coverage_hi"):
+            _check_len(f"latent curve {self.label!r}: {name}", getattr(self, name), len(self.k))
+        _check_band("coverage", self.coverage_lo, self.coverage_hi)
+        return self
+
+
+class PolicyResult(_Model):
+    """One policy's results within a comparison."""
+
+    curves: CurveSet
+    gain: Gain | None = None
+    barcode: Barcode | None = None
+    latent: LatentCurve | None = None
+
+    @property
+    def label(self) -> str:
+        """The policy's legend name."""
+        return self.curves.label
+
+
+class Comparison(_Model):
+    """Policies vs the iid baseline and the oracle on one task, env, budget and input pool."""
+
+    task: str
+    env_id: str | None = None
+    budget: int
+    n_inputs: int
+    num_strategies: int | None = None
+    iid: CurveSet | None = None
+    oracle: CurveSet | None = None
+    policies: list[PolicyResult] = []
+    notes: list[str] = []
+
+    @field_validator("budget", "n_inputs")
+    @classmethod
+    def _positive(cls, v: int) -> int:
+        if v < 0:
+            raise ValueError(f"must be non-negative, got {v}")
+        return v
+
+    @property
+    def slug(self) -> str:
+        """A filesystem-safe name for this comparison's plot files."""
+        # The env id names the comparison best (token vs router env of one task); drop the namespace.
+        raw = self.env_id.rsplit("/", 1)[-1] if self.env_id else self.task
+        return "".join(c if c.isalnum() or c in "-_." else "_" for c in raw).strip("_") or "comparison"
+
+    def curve_sets(self) -> list[CurveSet]:
+        """Policies first, then iid and oracle (those present): the order of every legend."""
+        sets = [p.curves for p in self.policies]
+        sets += [c for c in (self.iid, self.oracle) if c is not None]
+        return sets
+
+
+class Report(_Model):
+    """The whole report.json."""
+
+    schema_version: int = SCHEMA_VERSION
+    title: str = "seffi coverage report"
+    seed: int | None = None
+    config: dict[str, Any] | None = None
+    meta: dict[str, str | int | float | bool | None] = {}
+    comparisons: list[Comparison] = []
+
+
+def dumps_report(report: Report) -> str:
+    """Serialise deterministically: sorted keys, 2-space indent, shortest float repr, trailing newline."""
+    data = report.model_dump(mode="json")
+    try:
+        text = json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
+    except ValueError as exc:  # NaN/inf hidden in config or meta
+        raise SeffiError(f"report holds a non-finite number ({exc}); use null for missing values") from exc
+    return text + "\n"
+
+
+def write_report(
+    out_dir: str | Path,
+    report: Report,
+    *,
+    plots: bool = True,
+    markdown: bool = True,
+) -> dict[str, Path]:
+    """Write report.json, the PNG plots and report.md into ``out_dir`` (created if needed).
+
+    Args:
+        out_dir: target folder.
+        report: the report.
+        plots: render PNGs (skip for speed in tight loops).
+        markdown: write report.md.
+
+    Returns:
+        ``{name: path}`` of every file written; "report.json" and "report.md" plus one entry per plot
+        (named like ``"<slug>/coverage"``).
+
+    Raises:
+        SeffiError: ``out_dir`` cannot be created or written.
+    """
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / REPORT_JSON).write_text(dumps_report(report), encoding="utf-8")
+    except OSError as exc:
+        raise SeffiError(f"cannot write the report to {out}: {exc.strerror or exc}") from exc
+    files: dict[str, Path] = {REPORT_JSON: out / REPORT_JSON}
+    plot_files: dict[str, Path] = {}
+    if plots:
+        from seffi.report.plots import render_report_plots
+
+        plot_files = render_report_plots(report, out)
+        files.update(plot_files)
+    if markdown:
+        from seffi.report.markdown import render_markdown
+
+        rel = {name: p.relative_to(out).as_posix() for name, p in plot_files.items()}
+        (out / REPORT_MD).write_text(render_markdown(report, rel), encoding="utf-8")
+        files[REPORT_MD] = out / REPORT_MD
+    return files
+
+
+def load_report(path: str | Path) -> Report:
+    """Load a report from a run folder (or a report.json path).
+
+    Raises:
+        SeffiError: the file is missing, is not JSON, or does not match the schema.
+    """
+    p = Path(path)
+    file = p / REPORT_JSON if p.is_dir() else p
+    if not file.is_file():
+        raise SeffiError(f"no {REPORT_JSON} in {p} (is this a seffi run folder?)")
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SeffiError(f"{file} is not readable JSON: {exc}") from exc
+    if not isinstance(data, Mapping):
+        raise SeffiError(f"{file} does not hold a JSON object")
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise SeffiError(f"{file} has schema_version {version!r}; this seffi reads {SCHEMA_VERSION}")
+    try:
+        return Report.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        raise SeffiError(f"{file} does not match the report schema at {where}: {first.get('msg')}") from exc

@@ -1,0 +1,276 @@
+"""Where logged numbers go: a local folder (always) and W&B (optional, never fatal).
+
+The callbacks and ``seffi run`` talk to one :class:`Sink` (usually a :class:`MultiSink` built by
+:func:`default_sinks`) with three calls:
+
+- ``log(data, step)``: scalars of the key scheme (:mod:`seffi.report.keys`), every log event;
+- ``log_snapshot(comparison, step, scope=None)``: the current curves (policy vs iid vs oracle);
+  W&B only turns every ``log_curves_every``-th call into a ``line_series`` table + image, because
+  each one writes a new table;
+- ``finish(report=None, tracker_state=None)``: final files — report.json/report.md/plots and the
+  tracker state locally, ``run.summary`` + an artifact on W&B.
+
+A W&B failure only ever disables the W&B sink (one warning); the local sink keeps everything.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from seffi.errors import SeffiError
+from seffi.report import keys
+from seffi.report.schema import Comparison, Report, dumps_report, write_report
+from seffi.report.wandb_run import Mode, SafeWandbRun
+
+METRICS_JSONL = "metrics.jsonl"
+SNAPSHOTS_JSONL = "snapshots.jsonl"
+TRACKER_STATE_JSON = "tracker_state.json"
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """What the callbacks and ``seffi run`` log to."""
+
+    def log(self, data: Mapping[str, Any], step: int) -> None:
+        """Log scalars at ``step``."""
+
+    def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
+        """Log a curve snapshot of one comparison."""
+
+    def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
+        """Write final results and close."""
+
+
+def _json_default(obj: Any) -> Any:
+    """NumPy values -> plain JSON; anything else is a bug worth a clear error."""
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, set | frozenset):
+        return sorted(obj)
+    raise TypeError(f"cannot write {type(obj).__name__} to JSON: {obj!r}")
+
+
+def dumps_state(state: Mapping[str, Any]) -> str:
+    """Tracker state as deterministic JSON (sorted keys; numpy arrays become lists)."""
+    return json.dumps(state, sort_keys=True, indent=None, separators=(",", ":"), default=_json_default) + "\n"
+
+
+class LocalSink:
+    """Always-on local sink.
+
+    Files in ``out_dir``: metrics.jsonl (one ``{"step": s, key: value, ...}`` line per ``log``),
+    snapshots.jsonl (one line per ``log_snapshot``), and at ``finish``: tracker_state.json,
+    report.json, report.md and the PNG plots.
+
+    Args:
+        out_dir: the run folder (created).
+        plots: render PNG plots at ``finish``.
+
+    Raises:
+        SeffiError: ``out_dir`` is not writable.
+    """
+
+    def __init__(self, out_dir: str | Path, *, plots: bool = True) -> None:
+        self.out_dir = Path(out_dir)
+        self.plots = plots
+        self.files: dict[str, Path] = {}
+        self.latest: dict[str, Any] = {}
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            self.metrics_path.touch()
+        except OSError as exc:
+            msg = f"cannot write to the output folder {self.out_dir}: {exc.strerror or exc}"
+            raise SeffiError(msg) from exc
+
+    @property
+    def metrics_path(self) -> Path:
+        """Path of metrics.jsonl."""
+        return self.out_dir / METRICS_JSONL
+
+    @property
+    def snapshots_path(self) -> Path:
+        """Path of snapshots.jsonl."""
+        return self.out_dir / SNAPSHOTS_JSONL
+
+    def _append(self, path: Path, record: Mapping[str, Any]) -> None:
+        line = json.dumps(record, sort_keys=True, default=_json_default)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+    def log(self, data: Mapping[str, Any], step: int) -> None:
+        """Append one record (all steps kept, in call order, even out-of-order ones)."""
+        record = {keys.STEP_KEY: int(step), **data}
+        self._append(self.metrics_path, record)
+        self.latest.update(record)
+
+    def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
+        """Append the whole comparison (curves as lists) to snapshots.jsonl."""
+        self._append(
+            self.snapshots_path,
+            {"step": int(step), "scope": scope, "comparison": comparison.model_dump(mode="json")},
+        )
+
+    def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
+        """Write tracker_state.json and report.json / report.md / plots (each when given)."""
+        if tracker_state is not None:
+            path = self.out_dir / TRACKER_STATE_JSON
+            path.write_text(dumps_state(tracker_state), encoding="utf-8")
+            self.files[TRACKER_STATE_JSON] = path
+        if report is not None:
+            self.files.update(write_report(self.out_dir, report, plots=self.plots))
+
+    def records(self) -> list[dict[str, Any]]:
+        """Everything logged so far, read back from metrics.jsonl."""
+        text = self.metrics_path.read_text(encoding="utf-8")
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+class WandbSink:
+    """W&B sink following the key scheme; never raises into training.
+
+    Args:
+        run: a :class:`SafeWandbRun`; when None one is started with ``mode`` and ``**run_kwargs``.
+        mode: W&B mode when starting a run ("offline" by default).
+        log_curves_every: turn every n-th ``log_snapshot`` call (starting with the first) into a
+            ``line_series`` table and (with ``log_images``) a coverage PNG.
+        log_images: also log the coverage figure as an image with each snapshot.
+        **run_kwargs: ``project``, ``dir``, ``name``, ``group``, ``job_type``, ``config``.
+    """
+
+    def __init__(
+        self,
+        run: SafeWandbRun | None = None,
+        *,
+        mode: Mode = "offline",
+        log_curves_every: int = 10,
+        log_images: bool = True,
+        **run_kwargs: Any,
+    ) -> None:
+        if (
+            isinstance(log_curves_every, bool)
+            or not isinstance(log_curves_every, int)
+            or log_curves_every < 1
+        ):
+            raise SeffiError(f"log_curves_every must be a positive int, got {log_curves_every!r}")
+        self.run = run if run is not None else SafeWandbRun(mode=mode, **run_kwargs)
+        self.log_curves_every = log_curves_every
+        self.log_images = log_images
+        self._snapshot_calls = 0
+        self.run.define_step_metric()
+
+    @property
+    def enabled(self) -> bool:
+        """False once W&B failed or when disabled."""
+        return self.run.enabled
+
+    def log(self, data: Mapping[str, Any], step: int) -> None:
+        """Scalars at ``step`` (out-of-order steps are dropped with one warning)."""
+        self.run.log(data, step)
+
+    def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
+        """Every ``log_curves_every``-th call: coverage ``line_series`` (+ image) of all curve sets."""
+        call = self._snapshot_calls
+        self._snapshot_calls += 1
+        if call % self.log_curves_every or not self.run.enabled:
+            return
+        sets = comparison.curve_sets()
+        if not sets:
+            return
+        # line_series needs one shared x axis: use the k grid of the first set, lines on other grids skip.
+        xs = sets[0].k
+        ys = {c.label: c.coverage for c in sets if c.k == xs}
+        title = f"{comparison.task}: coverage C(k), K={comparison.budget}"
+        self.run.log_line_series(keys.curves_key("coverage", scope), xs, ys, title, "k", step)
+        if self.log_images:
+            from seffi.report.plots import plot_coverage, save_figure
+
+            with tempfile.TemporaryDirectory(prefix="seffi-img-") as tmp:
+                png = save_figure(plot_coverage(comparison), Path(tmp) / "coverage.png")
+                # wandb.Image copies the file into the run's media folder at log time.
+                self.run.log_image(keys.curves_key("coverage_plot", scope), png, step, caption=title)
+
+    def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
+        """Final numbers to ``run.summary``; report.json + tracker state as one artifact; finish."""
+        if report is not None:
+            self.run.update_summary(keys.report_scalars(report))
+        if self.run.enabled and (report is not None or tracker_state is not None):
+            with tempfile.TemporaryDirectory(prefix="seffi-art-") as tmp:
+                paths: list[Path] = []
+                if report is not None:
+                    paths.append(Path(tmp) / "report.json")
+                    paths[-1].write_text(dumps_report(report), encoding="utf-8")
+                if tracker_state is not None:
+                    paths.append(Path(tmp) / TRACKER_STATE_JSON)
+                    paths[-1].write_text(dumps_state(tracker_state), encoding="utf-8")
+                name = "seffi-report"
+                if report is not None and len(report.comparisons) == 1:
+                    name = f"seffi-report-{report.comparisons[0].slug}"
+                # add_file copies at call time (the artifact is staged), so the temp dir may go.
+                self.run.log_artifact(name, "seffi-report", paths)
+        self.run.finish()
+
+
+class MultiSink:
+    """Fan-out to several sinks, in order (put the local sink first so its files exist before W&B's)."""
+
+    def __init__(self, sinks: Sequence[Sink]) -> None:
+        self.sinks = list(sinks)
+
+    @property
+    def local(self) -> LocalSink | None:
+        """The first :class:`LocalSink`, if any."""
+        return next((s for s in self.sinks if isinstance(s, LocalSink)), None)
+
+    @property
+    def wandb(self) -> WandbSink | None:
+        """The first :class:`WandbSink`, if any."""
+        return next((s for s in self.sinks if isinstance(s, WandbSink)), None)
+
+    def log(self, data: Mapping[str, Any], step: int) -> None:
+        """Log to every sink."""
+        for s in self.sinks:
+            s.log(data, step)
+
+    def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
+        """Snapshot to every sink."""
+        for s in self.sinks:
+            s.log_snapshot(comparison, step, scope)
+
+    def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
+        """Finish every sink (the local one first)."""
+        for s in self.sinks:
+            s.finish(report, tracker_state)
+
+
+def default_sinks(
+    out_dir: str | Path,
+    *,
+    wandb: Mode = "offline",
+    run: Any = None,
+    log_curves_every: int = 10,
+    plots: bool = True,
+    **run_kwargs: Any,
+) -> MultiSink:
+    """The standard pair: :class:`LocalSink` (always) then :class:`WandbSink` (unless disabled).
+
+    Args:
+        out_dir: local run folder.
+        wandb: "offline" (default), "online" or "disabled".
+        run: an existing ``wandb`` run (or :class:`SafeWandbRun`) to log into.
+        log_curves_every: see :class:`WandbSink`.
+        plots: render PNGs into ``out_dir`` at ``finish``.
+        **run_kwargs: ``project``, ``dir``, ``name``, ``group``, ``job_type``, ``config``.
+    """
+    sinks: list[Sink] = [LocalSink(out_dir, plots=plots)]
+    if isinstance(run, SafeWandbRun) or wandb != "disabled":
+        safe = run if isinstance(run, SafeWandbRun) else SafeWandbRun(mode=wandb, run=run, **run_kwargs)
+        sinks.append(WandbSink(safe, log_curves_every=log_curves_every))
+    return MultiSink(sinks)

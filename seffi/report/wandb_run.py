@@ -1,0 +1,308 @@
+"""A Weights & Biases run that never raises into training.
+
+Any W&B failure (import error, init error, no network, quota, bad data) produces ONE warning
+(:class:`WandbSinkWarning`), sets ``enabled = False`` and turns every later call into a no-op, so the
+training loop and the local sink keep working. ``wandb`` is imported lazily.
+
+Offline runs write ``<dir>/wandb/offline-run-<time>-<id>/`` (``run_dir``). Read one back without a
+network, e.g. in tests or CI::
+
+    wandb leet inspect <run_dir> --summary --json     # one JSON object: state, summary, config
+
+(checked with wandb 0.31: the object's ``"summary"`` holds the latest value of every logged key and
+everything put in ``run.summary``; ``"state"`` is ``"finished"`` after ``finish()``.) Upload later
+with ``wandb sync <run_dir>`` (``sync_hint``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from seffi.errors import SeffiError
+from seffi.report import keys
+
+Mode = Literal["offline", "online", "disabled"]
+MODES: tuple[str, ...] = ("offline", "online", "disabled")
+
+
+class WandbSinkWarning(RuntimeWarning):
+    """W&B failed or dropped data; training and the local report continue."""
+
+
+def _clean(value: Any) -> Any:
+    """NumPy scalars -> Python numbers so W&B and JSON see plain values."""
+    item = getattr(value, "item", None)
+    if item is not None and getattr(value, "ndim", 1) == 0:
+        return item()
+    return value
+
+
+class SafeWandbRun:
+    """A W&B run wrapper whose methods never raise.
+
+    Args:
+        mode: "offline" (default; files only, ``wandb sync`` later), "online" or "disabled".
+        project: W&B project.
+        dir: parent folder of ``wandb/`` (default: W&B's own default, ``WANDB_DIR`` or cwd).
+        name, group, job_type, config: passed to ``wandb.init``.
+        run: an existing run to log into; it is reused as is and not finished by ``finish()``.
+            Without it, an active ``wandb.run`` is reused the same way; otherwise a run is started.
+            Ignored in "disabled" mode.
+        step_key: the custom step metric (the key scheme's ``seffi/step``).
+
+    Attributes:
+        enabled: False once anything failed (or in "disabled" mode).
+        owns_run: True when this object started the run (then ``finish()`` finishes it).
+    """
+
+    def __init__(
+        self,
+        mode: Mode = "offline",
+        project: str = "seffi",
+        dir: str | Path | None = None,  # mirrors wandb.init
+        name: str | None = None,
+        group: str | None = None,
+        job_type: str | None = None,
+        config: Mapping[str, Any] | None = None,
+        run: Any = None,
+        step_key: str = keys.STEP_KEY,
+    ) -> None:
+        if mode not in MODES:
+            raise SeffiError(f"W&B mode must be one of {', '.join(MODES)}, got {mode!r}")
+        self.mode: str = mode
+        self.step_key = step_key
+        self.enabled = False
+        self.owns_run = False
+        self.run: Any = None
+        self._wandb: Any = None
+        self._warned = False
+        self._warned_order = False
+        self._last_step: int | None = None
+        self._defined = False
+        if mode == "disabled":
+            return
+        try:
+            import wandb
+
+            self._wandb = wandb
+            if run is None:
+                run = wandb.run
+            if run is None:
+                if mode == "online" and not self.logged_in():
+                    # wandb.init would prompt for a key (or hang) inside a training process.
+                    raise SeffiError("no W&B login for online mode (run `wandb login` or set WANDB_API_KEY)")
+                if dir is not None:
+                    Path(dir).mkdir(parents=True, exist_ok=True)
+                run = wandb.init(
+                    project=project,
+                    dir=str(dir) if dir is not None else None,
+                    name=name,
+                    group=group,
+                    job_type=job_type,
+                    config=dict(config) if config else None,
+                    mode=mode,
+                )
+                self.owns_run = True
+            self.run = run
+            self.enabled = run is not None
+        except BaseException as exc:  # W&B must never stop training
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            self._fail("init", exc)
+
+    # -- login -----------------------------------------------------------------------------------
+    @staticmethod
+    def logged_in() -> bool:
+        """True when W&B has credentials (env var, settings, .netrc) — without prompting or network."""
+        if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
+            return True
+        try:
+            import wandb
+
+            return bool(wandb.login(prompt=False, verify=False))
+        except Exception:  # any failure means "not usable"
+            return False
+
+    @classmethod
+    def check_login(cls, mode: str = "online") -> None:
+        """Raise one clear :class:`SeffiError` when ``mode`` is "online" and there is no W&B login.
+
+        Call it up front in a CLI, before training starts. Offline / disabled modes need no login.
+        """
+        if mode not in MODES:
+            raise SeffiError(f"W&B mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if mode == "online" and not cls.logged_in():
+            raise SeffiError(
+                "W&B online mode needs a login: run `wandb login` or set WANDB_API_KEY "
+                "(or use --wandb offline and `wandb sync` later)"
+            )
+
+    # -- failure handling --------------------------------------------------------------------------
+    def _fail(self, what: str, exc: BaseException) -> None:
+        self.enabled = False
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"W&B {what} failed ({type(exc).__name__}: {exc}); W&B logging is off for this run, "
+                "training continues and the local report keeps everything",
+                WandbSinkWarning,
+                stacklevel=3,
+            )
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        if not self.enabled:
+            return None
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # W&B must never stop training
+            self._fail(what, exc)
+            return None
+
+    # -- logging -----------------------------------------------------------------------------------
+    def define_step_metric(self, step_key: str | None = None, glob: str = keys.GLOB) -> None:
+        """``define_metric(step_key)`` then ``define_metric(glob, step_metric=step_key)``."""
+        if step_key is not None:
+            self.step_key = step_key
+
+        def _define() -> None:
+            self.run.define_metric(self.step_key)
+            self.run.define_metric(glob, step_metric=self.step_key)
+
+        self._call("define_metric", _define)
+        self._defined = self.enabled
+
+    def _accept_step(self, step: int) -> bool:
+        """Steps must be non-decreasing: W&B would silently drop an older one, so we drop it loudly."""
+        if self._last_step is not None and step < self._last_step:
+            if not self._warned_order:
+                self._warned_order = True
+                warnings.warn(
+                    f"dropping W&B data at step {step}: steps must not decrease "
+                    f"(last was {self._last_step}); "
+                    "further out-of-order steps are dropped silently",
+                    WandbSinkWarning,
+                    stacklevel=3,
+                )
+            return False
+        self._last_step = step
+        return True
+
+    def log(self, data: Mapping[str, Any], step: int) -> bool:
+        """Log ``data`` at ``step`` (written as the ``seffi/step`` value, not W&B's internal step).
+
+        Returns:
+            True when the data went to W&B; False when disabled or dropped (out-of-order step).
+        """
+        if not self.enabled:
+            return False
+        step = int(step)
+        if not self._accept_step(step):
+            return False
+        if not self._defined:
+            self.define_step_metric()
+        payload = {k: _clean(v) for k, v in data.items()}
+        payload[self.step_key] = step
+        self._call("log", self.run.log, payload)
+        return self.enabled
+
+    def log_line_series(
+        self,
+        key: str,
+        xs: Sequence[float],
+        ys_by_label: Mapping[str, Sequence[float]],
+        title: str,
+        xname: str,
+        step: int,
+    ) -> bool:
+        """Log a ``wandb.plot.line_series`` chart (one line per label) — each call writes a new table.
+
+        Lines with NaN/None are dropped point-wise-free: a line containing a missing value is skipped.
+        """
+        if not self.enabled:
+            return False
+        labels, ys = [], []
+        for label, values in ys_by_label.items():
+            vals = [None if v is None else float(v) for v in values]
+            if len(vals) != len(xs) or any(v is None or not math.isfinite(v) for v in vals):
+                continue
+            labels.append(label)
+            ys.append(vals)
+        if not ys:
+            return False
+        chart = self._call(
+            "line_series",
+            self._wandb.plot.line_series,
+            xs=[float(x) for x in xs],
+            ys=ys,
+            keys=labels,
+            title=title,
+            xname=xname,
+        )
+        if chart is None:
+            return False
+        return self.log({key: chart}, step)
+
+    def log_image(self, key: str, path: str | Path, step: int, caption: str | None = None) -> bool:
+        """Log a PNG file as a ``wandb.Image``."""
+        if not self.enabled:
+            return False
+        image = self._call("image", self._wandb.Image, str(path), caption=caption)
+        if image is None:
+            return False
+        return self.log({key: image}, step)
+
+    def update_summary(self, data: Mapping[str, Any]) -> None:
+        """Put final numbers into ``run.summary``."""
+        self._call("summary", self.run.summary.update, {k: _clean(v) for k, v in data.items()})
+
+    def log_artifact(self, name: str, type: str, paths: Sequence[str | Path]) -> None:
+        """Log files as one artifact (the name is sanitised to W&B's allowed characters)."""
+        if not self.enabled:
+            return
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "-", name).strip("-") or "seffi"
+
+        def _log() -> None:
+            artifact = self._wandb.Artifact(safe, type=type)
+            for p in paths:
+                artifact.add_file(str(p))
+            self.run.log_artifact(artifact)
+
+        self._call("artifact", _log)
+
+    def finish(self) -> None:
+        """Finish the run if this object started it; a reused run is left to its owner."""
+        if self.enabled and self.owns_run:
+            self._call("finish", self.run.finish)
+        self.enabled = False
+
+    # -- where the files are -------------------------------------------------------------------------
+    @property
+    def run_dir(self) -> Path | None:
+        """The local run folder (``.../wandb/offline-run-*/`` or ``run-*``); None without a run."""
+        if self.run is None:
+            return None
+        try:
+            return Path(self.run.settings.sync_dir)
+        except Exception:
+            try:
+                return Path(self.run.dir).parent
+            except Exception:
+                return None
+
+    @property
+    def sync_hint(self) -> str | None:
+        """``wandb sync <run_dir>`` for an offline run (None otherwise)."""
+        if self.mode != "offline" or self.run_dir is None:
+            return None
+        try:
+            if self.run.settings.mode != "offline":  # a reused run may be online
+                return None
+        except Exception:
+            pass
+        return f"wandb sync {self.run_dir}"
