@@ -1,0 +1,114 @@
+"""``seffi run``, ``seffi report DIR`` and ``seffi compare DIR...``.
+
+Each ``add_*_arguments(parser)`` adds a subcommand's options and sets its ``handler``; the top-level
+``seffi`` command (seffi/cli.py) imports this module only when one of them runs. User errors raise
+:class:`~seffi.errors.SeffiError` (printed as one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from seffi.errors import SeffiError
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``seffi run``; every one overrides the config file, which overrides the defaults."""
+    parser.description = (
+        "Train a learned exploration router with the coverage callback attached and compare it with iid "
+        "sampling and the no-repeat oracle on router envs. Writes report.json, report.md and plots."
+    )
+    parser.add_argument("--config", metavar="FILE", help="JSON or YAML file of settings (see --print-config)")
+    parser.add_argument(
+        "--print-config", action="store_true", help="print the effective config as JSON and exit"
+    )
+    parser.add_argument("--tasks", help="comma-separated task names (see `seffi tasks`)")
+    parser.add_argument("--seed", type=int, help="root seed (same seed => identical report.json)")
+    parser.add_argument("--budget", type=int, help="K: samples per input for every policy")
+    parser.add_argument("--n-inputs", dest="n_inputs", type=int, help="size of the input pool per task")
+    parser.add_argument("--n-latents", dest="n_latents", type=int, help="latent codes of the router env")
+    parser.add_argument("--skew", type=float, help="Zipf skew of the base sampler (0 = uniform)")
+    parser.add_argument("--rounds", dest="learner.rounds", type=int, help="training passes over the pool")
+    parser.add_argument("--lr", dest="learner.lr", type=float, help="learning rate of the router")
+    parser.add_argument("--bootstrap", type=int, help="bootstrap replicates per CI")
+    parser.add_argument(
+        "--wandb", choices=["online", "offline", "disabled"], help="W&B mode (default offline)"
+    )
+    parser.add_argument("--wandb-project", dest="wandb_project", help="W&B project (default seffi)")
+    parser.add_argument("--out", help="run folder (default runs/<timestamp>)")
+    parser.add_argument(
+        "--no-progress", dest="progress", action="store_const", const=False, help="no live display"
+    )
+    parser.set_defaults(handler=run_command)
+
+
+_RUN_KEYS = (
+    "tasks",
+    "seed",
+    "budget",
+    "n_inputs",
+    "n_latents",
+    "skew",
+    "learner.rounds",
+    "learner.lr",
+    "bootstrap",
+    "wandb",
+    "wandb_project",
+    "out",
+    "progress",
+)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Handler of ``seffi run``."""
+    from seffi.experiment.config import build_config
+
+    overrides: dict[str, Any] = {key: getattr(args, key, None) for key in _RUN_KEYS}
+    config = build_config(args.config, overrides)
+    if args.print_config:
+        print(json.dumps(config.model_dump(mode="json"), indent=2))
+        return 0
+    from seffi.experiment.runner import run_experiment
+
+    run_experiment(config)
+    return 0
+
+
+def add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``seffi report DIR``."""
+    parser.add_argument("dir", metavar="DIR", help="a run folder written by `seffi run`")
+    parser.set_defaults(handler=report_command)
+
+
+def report_command(args: argparse.Namespace) -> int:
+    """Handler of ``seffi report``: re-render plots and report.md from DIR/report.json."""
+    from seffi.experiment.runner import render_run
+
+    written = render_run(Path(args.dir))
+    for path in written:
+        print(path)
+    return 0
+
+
+def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``seffi compare DIR...``."""
+    parser.add_argument("dirs", metavar="DIR", nargs="+", help="run folders written by `seffi run`")
+    parser.add_argument("--out", help="folder for compare.png and compare.md (default: the first DIR)")
+    parser.set_defaults(handler=compare_command)
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    """Handler of ``seffi compare``: one figure and one table over several runs."""
+    from seffi.experiment.runner import compare_runs
+
+    if len({Path(d).resolve() for d in args.dirs}) != len(args.dirs):
+        raise SeffiError("the same run folder is given twice")
+    table, written = compare_runs([Path(d) for d in args.dirs], Path(args.out) if args.out else None)
+    print(table)
+    for path in written:
+        print(path, file=sys.stderr)
+    return 0

@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from seffi.cli import main
+from seffi.experiment.config import DEFAULT_TASKS, RunConfig, build_config
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+def test_print_config_shows_defaults_and_overrides(capsys):
+    code, out, err = _run(
+        capsys, "run", "--print-config", "--tasks", "hanoi", "--budget", "32", "--seed", "1"
+    )
+    assert code == 0, err
+    cfg = json.loads(out)
+    assert cfg["tasks"] == ["hanoi"] and cfg["budget"] == 32 and cfg["seed"] == 1
+    assert cfg["wandb"] == "offline"
+    assert cfg["learner"]["rounds"] == RunConfig.model_fields["learner"].default.rounds
+    assert tuple(RunConfig.model_fields["tasks"].default) == DEFAULT_TASKS
+
+
+def test_config_file_json_and_yaml_then_cli_overrides(tmp_path, capsys):
+    j = tmp_path / "c.json"
+    j.write_text(json.dumps({"tasks": ["hanoi"], "budget": 5, "learner": {"rounds": 3}}))
+    y = tmp_path / "c.yaml"
+    y.write_text("tasks: hanoi\nbudget: 7\nlearner:\n  lr: 0.25\n")
+    assert build_config(j).learner.rounds == 3
+    cfg = build_config(y, {"budget": 9, "learner.rounds": 2, "seed": None})
+    assert (cfg.budget, cfg.learner.lr, cfg.learner.rounds, cfg.tasks) == (9, 0.25, 2, ("hanoi",))
+    code, out, _ = _run(capsys, "run", "--config", str(y), "--rounds", "4", "--print-config")
+    assert code == 0 and json.loads(out)["learner"]["rounds"] == 4
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--tasks", "hanoi,nope_task"], "unknown task(s) nope_task"),
+        (["--tasks", "hanoi", "--budget", "0"], "budget"),
+        (["--tasks", "hanoi", "--skew", "-1"], "skew"),
+        (["--tasks", "hanoi,hanoi"], "duplicate task"),
+    ],
+)
+def test_bad_values_give_one_clear_line(capsys, argv, needle):
+    code, _out, err = _run(capsys, "run", "--print-config", *argv)
+    assert code == 2
+    assert needle in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_config_files(tmp_path, capsys):
+    cases = {
+        "keys.json": (
+            json.dumps({"tasks": ["hanoi"], "budgett": 3}),
+            "budgett: Extra inputs are not permitted",
+        ),
+        "nested.json": (json.dumps({"learner": {"lrr": 1}}), "learner.lrr"),
+        "broken.json": ("{not json", "not valid JSON"),
+        "broken.yaml": ("a: [1, 2\n", "not valid YAML"),
+        "list.yaml": ("- 1\n- 2\n", "must hold a mapping"),
+        "conf.toml": ("x = 1", "must end in .json, .yaml or .yml"),
+    }
+    for name, (text, needle) in cases.items():
+        (tmp_path / name).write_text(text)
+        code, _, err = _run(capsys, "run", "--config", str(tmp_path / name), "--print-config")
+        assert code == 2, name
+        assert needle in err, (name, err)
+        assert "Traceback" not in err
+    code, _, err = _run(capsys, "run", "--config", str(tmp_path / "missing.json"))
+    assert code == 2 and "cannot read config file" in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere; covered by the file-as-folder case")
+def test_unwritable_out(tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    code, _, err = _run(
+        capsys, "run", "--tasks", "hanoi", "--out", str(locked / "run"), "--wandb", "disabled"
+    )
+    assert code == 2 and "cannot write to --out" in err
+
+
+def test_out_that_is_a_file(tmp_path, capsys):
+    f = tmp_path / "file"
+    f.write_text("x")
+    code, _, err = _run(capsys, "run", "--tasks", "hanoi", "--out", str(f), "--wandb", "disabled")
+    assert code == 2 and "exists and is not a folder" in err
+    code, _, err = _run(capsys, "run", "--tasks", "hanoi", "--out", str(f / "sub"), "--wandb", "disabled")
+    assert code == 2 and "cannot write to --out" in err and "Traceback" not in err
+
+
+def test_online_without_login(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code, _, err = _run(capsys, "run", "--tasks", "hanoi", "--out", str(tmp_path / "r"), "--wandb", "online")
+    assert code == 2 and "W&B online mode needs a login" in err
+    assert not (tmp_path / "r").exists()  # checked before anything is written
+
+
+def test_report_and_compare_on_missing_dirs(tmp_path, capsys):
+    code, _, err = _run(capsys, "report", str(tmp_path / "nothing"))
+    assert code == 2 and "no report.json" in err
+    code, _, err = _run(capsys, "compare", str(tmp_path), str(tmp_path))
+    assert code == 2 and "twice" in err
