@@ -512,7 +512,7 @@ class TrainingMonitor:
         """Close the current pass: log its curves at the current episode count; return its AUC."""
         from seffi.report.keys import scalars_from_curves
 
-        curves = self.tracker.curves(self.config.budget)
+        curves = self.tracker.curves(self.config.budget, n_boot=0)  # intervals only at the end
         self.history.append((self.episodes, float(curves.auc)))
         data = _curve_set(curves, "learned (training)", "policy", "empirical")
         self.wandb_run.log(
