@@ -1,1 +1,26 @@
-"""seffi.coverage (under construction)."""
+"""seffi.coverage: how fast a sampler covers an input's strategy space, against iid and an oracle.
+
+Public API::
+
+    from seffi.coverage import CoverageTracker, IidBaseline, OracleBaseline, Curves, Gain
+    t = CoverageTracker(strategies=("a", "b", "c"))
+    t.update(input_id, matches, valid=True, stream=0)
+    c = t.curves(K)
+    gain = c.gain(IidBaseline.from_probabilities(p).curves(K), OracleBaseline(refs).curves(K))
+
+Modules: ``curves`` (result container + pure metric functions), ``runs`` (curves of adaptive runs),
+``estimators`` (exact iid formulas and unbiased rarefaction/extrapolation from samples),
+``baselines`` (``IidBaseline``, ``OracleBaseline``), ``resampling`` (bootstrap), ``tracker``.
+"""
+
+from seffi.coverage.curves import TAUS, Curves, Gain, TimeToCoverage
+from seffi.coverage.tracker import CoverageTracker
+
+__all__ = ["TAUS", "CoverageTracker", "Curves", "Gain", "TimeToCoverage"]
+
+try:  # baselines land in a second step; the tracker API above is already final
+    from seffi.coverage.baselines import IidBaseline, OracleBaseline
+
+    __all__ += ["IidBaseline", "OracleBaseline"]
+except ImportError:  # pragma: no cover
+    pass

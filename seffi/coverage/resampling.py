@@ -1,0 +1,79 @@
+"""Bootstrap resampling over runs/inputs, stratified by task, seeded through ``SeedSequence``.
+
+A bootstrap replicate is represented by a count vector (how often each unit was drawn), so any
+statistic that is a ratio of sums over units is one matrix product for all replicates at once:
+``(W @ num) / (W @ den)`` with W of shape (B, U). This is what makes 1,000 replicates over 2,000
+inputs x K = 256 cost a fraction of a second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from seffi._seeding import SeedLike, as_seed_sequence
+
+__all__ = ["bootstrap_counts", "percentile_interval", "ratio_replicates"]
+
+
+def bootstrap_counts(strata: Sequence[int] | np.ndarray, n_boot: int, seed: SeedLike = 0) -> np.ndarray:
+    """Multinomial resampling counts of units, stratified: each stratum keeps its own size.
+
+    Args:
+        strata: int array, shape (U,): the stratum (task) of each unit.
+        n_boot: number of replicates B (>= 1).
+        seed: seed for a spawned ``SeedSequence`` stream (same seed, same counts).
+
+    Returns:
+        float array, shape (B, U): how often each unit is drawn in each replicate; every row sums
+        within each stratum to that stratum's size.
+    """
+    strata = np.asarray(strata)
+    if strata.ndim != 1:
+        raise ValueError("strata must be a 1-D array")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 1:
+        raise ValueError(f"n_boot must be a positive integer, got {n_boot!r}")
+    rng = np.random.default_rng(as_seed_sequence(seed))
+    W = np.zeros((int(n_boot), strata.size), dtype=np.float64)
+    for h in np.unique(strata):
+        idx = np.flatnonzero(strata == h)
+        W[:, idx] = rng.multinomial(idx.size, np.full(idx.size, 1.0 / idx.size), size=int(n_boot))
+    return W
+
+
+def ratio_replicates(W: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """Replicates of the ratio of sums ``sum_u num[u] / sum_u den[u]`` (NaN where the denominator is 0).
+
+    Args:
+        W: float array, shape (B, U): bootstrap counts.
+        num: float array, shape (U, K).
+        den: float array, shape (U, K) or (U,).
+
+    Returns:
+        float array, shape (B, K).
+    """
+    top = W @ num
+    bottom = W @ den
+    if bottom.ndim == 1:
+        bottom = bottom[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1.0), np.nan)
+
+
+def percentile_interval(reps: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Equal-tailed percentile interval over replicates (axis 0), ignoring NaN replicates.
+
+    Args:
+        reps: float array, shape (B, ...).
+        level: coverage level in (0, 1).
+
+    Returns:
+        (lo, hi): float arrays, shape (...).
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"ci level must be in (0, 1), got {level!r}")
+    a = (1.0 - level) / 2.0
+    with np.errstate(invalid="ignore"):
+        lo, hi = np.nanquantile(np.asarray(reps, dtype=np.float64), [a, 1.0 - a], axis=0)
+    return lo, hi
