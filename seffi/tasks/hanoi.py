@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field, model_validator
 
+from seffi.tasks._steps import parse_int
 from seffi.tasks.base import Task, TaskConfig, TaskInput, ValidationResult, Vocabulary
 from seffi.tasks.registry import register_task
 
@@ -148,19 +149,20 @@ class Hanoi(Task[HanoiInput, HanoiConfig]):
 
     def _validate(self, x: HanoiInput, y_text: str) -> ValidationResult:
         lines = [ln.split() for ln in y_text.strip().split("\n")]
-        if len(lines[-1]) != 2 or lines[-1][0] != "answer" or not lines[-1][1].isdigit():
+        # parse_int, not str.isdigit: "²".isdigit() is True but int("²") raises, and int() of a
+        # 5000-digit word raises too (Python's int-string conversion limit).
+        answer = parse_int(lines[-1][1]) if len(lines[-1]) == 2 and lines[-1][0] == "answer" else None
+        if answer is None:
             return ValidationResult.unparsable("last line must be 'answer <number of moves>'")
         if len(lines) - 1 > 4 * 2**x.n_disks:
             return ValidationResult.unparsable("far more moves than any solution needs")
         moves: list[Move] = []
         for i, words in enumerate(lines[:-1], 1):
-            if (
-                len(words) != 4
-                or words[0] != "move"
-                or not all(w.isdigit() and len(w) < 4 for w in words[1:])
-            ):
+            numbers = [parse_int(w) for w in words[1:]] if len(words) == 4 and words[0] == "move" else [None]
+            if any(v is None for v in numbers):
                 return ValidationResult.unparsable(f"line {i}: expected 'move <disk> <from> <to>'")
-            moves.append((int(words[1]), int(words[2]), int(words[3])))
+            disk, p, q = numbers
+            moves.append((disk, p, q))  # type: ignore[arg-type]
         pegs: list[list[int]] = [[], [], []]
         pegs[x.source] = list(range(x.n_disks, 0, -1))
         for i, (disk, p, q) in enumerate(moves, 1):
@@ -175,7 +177,7 @@ class Hanoi(Task[HanoiInput, HanoiConfig]):
             return ValidationResult.invalid("the tower is not on the target peg at the end")
         optimal = moves == self._moves(x, "recursive")
         matches = frozenset(self.strategies()) if optimal else frozenset()
-        if int(lines[-1][1]) != len(moves):
+        if answer != len(moves):
             return ValidationResult.invalid(
                 f"answer says {lines[-1][1]} moves, the trace has {len(moves)}", matches
             )

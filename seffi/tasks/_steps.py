@@ -1,0 +1,197 @@
+"""Shared machinery of the step-trace tasks: parse lines, simulate, compare against reference steps.
+
+Every built-in task except Hanoi follows one scheme, implemented here once:
+
+* a trace is step lines followed by ``answer ...``; each step line parses into a *canonical step*
+  (a tuple of words/ints; commutative operands are sorted, so ``3 + 4`` and ``4 + 3`` are one step);
+* the steps are simulated on the input; an illegal step or a final state that does not solve the
+  input makes the trace invalid with no matches;
+* a legal, solving trace matches every feasible strategy whose reference step list it equals —
+  several strategies can share a step list on an input, which is how ambiguity arises naturally;
+* the answer line is checked last, so a right procedure with a wrong answer keeps its matches.
+
+Validation is linear in the text length: the number of lines is bounded before splitting, every
+line is parsed in time proportional to its length, and simulation is bounded by the line count.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+
+from seffi.tasks.base import Task, TaskConfig, TaskInput, ValidationResult
+
+Step = tuple[Any, ...]
+Answer = tuple[Any, ...]
+
+#: Longest integer word accepted; longer digit strings are malformed (and would be slow to convert).
+MAX_INT_CHARS = 6
+#: Rejection-sampling attempts for one acceptable input before the config is declared degenerate.
+MAX_DRAWS = 2000
+
+X = TypeVar("X", bound=TaskInput)
+C = TypeVar("C", bound=TaskConfig)
+
+
+def parse_int(word: str) -> int | None:
+    """A non-negative ASCII integer word (at most ``MAX_INT_CHARS`` digits), else ``None``.
+
+    ``str.isdigit`` alone accepts superscripts and other scripts' digits that ``int`` rejects, so
+    the word must be ASCII too.
+    """
+    if 0 < len(word) <= MAX_INT_CHARS and word.isascii() and word.isdigit():
+        return int(word)
+    return None
+
+
+def parse_ints(words: list[str], n: int) -> tuple[int, ...] | None:
+    """Exactly ``n`` integer words, else ``None``."""
+    if len(words) != n:
+        return None
+    values = tuple(parse_int(w) for w in words)
+    return None if any(v is None for v in values) else values  # type: ignore[return-value]
+
+
+def render_words(items: tuple[Any, ...]) -> str:
+    """Words of a step or answer tuple, single-space separated."""
+    return " ".join(str(w) for w in items)
+
+
+def render_trace(steps: list[Step], answer: Answer) -> str:
+    """The canonical trace text: one line per step, then ``answer ...``."""
+    return "\n".join([*(render_words(s) for s in steps), render_words(("answer", *answer))])
+
+
+class StepTask(Task[X, C]):
+    """A task whose traces are canonical step lines plus an answer line (see the module docstring).
+
+    Subclasses implement ``_draw``, ``prompt``, ``vocabulary``, ``strategies``, ``_strategy_steps``,
+    ``_parse_step``, ``_check``, ``_answer``, ``_parse_answer``, ``_wrong_answer``, ``_max_steps`` and
+    ``_off_candidates``.
+    """
+
+    #: Human-readable formats used in parse-error messages.
+    step_format: ClassVar[str]
+    answer_format: ClassVar[str]
+    #: An input is redrawn unless at least this many strategies are feasible on it.
+    min_feasible: ClassVar[int] = 2
+
+    def __init__(self, config: C | None = None, **overrides: Any) -> None:
+        super().__init__(config, **overrides)
+        self._steps_cache: dict[tuple[str, str], list[Step] | None] = {}
+        self._off_cache: dict[str, list[list[Step]]] = {}
+
+    # -- what a step task declares ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _draw(self, rng: np.random.Generator) -> dict[str, Any]:
+        """Draw candidate fields of one input (``_generate`` redraws until the input is acceptable)."""
+
+    @abc.abstractmethod
+    def _strategy_steps(self, x: X, strategy: str) -> list[Step] | None:
+        """The canonical steps ``strategy`` takes on ``x``; ``None`` when it has no valid trace."""
+
+    @abc.abstractmethod
+    def _parse_step(self, x: X, words: list[str]) -> Step | None:
+        """The canonical step of one line's words, or ``None`` when the line is malformed."""
+
+    @abc.abstractmethod
+    def _check(self, x: X, steps: list[Step]) -> str | None:
+        """Simulate ``steps``: ``None`` when every step is legal and the input is solved, else why not."""
+
+    @abc.abstractmethod
+    def _answer(self, x: X, steps: list[Step]) -> Answer:
+        """The correct answer of a legal, solving step list."""
+
+    @abc.abstractmethod
+    def _parse_answer(self, x: X, words: list[str]) -> Answer | None:
+        """The answer value of the words after ``answer``, or ``None`` when malformed."""
+
+    @abc.abstractmethod
+    def _wrong_answer(self, x: X, steps: list[Step], rng: np.random.Generator) -> Answer:
+        """A well-formed answer different from ``_answer(x, steps)``."""
+
+    @abc.abstractmethod
+    def _max_steps(self, x: X) -> int:
+        """More step lines than this make a trace unparsable (no solution needs that many)."""
+
+    @abc.abstractmethod
+    def _off_candidates(self, x: X) -> list[list[Step]]:
+        """Deterministic correct step lists, most of which follow no strategy (filtered here)."""
+
+    # -- derived ----------------------------------------------------------------------------------
+
+    def steps(self, x: X, strategy: str) -> list[Step] | None:
+        """Cached canonical reference steps of ``strategy`` on ``x``."""
+        key = (x.id, strategy)
+        if key not in self._steps_cache:
+            if strategy not in self.strategies():
+                raise ValueError(f"{self.name}: unknown strategy {strategy!r}; known: {self.strategies()}")
+            self._steps_cache[key] = self._strategy_steps(x, strategy)
+        return self._steps_cache[key]
+
+    def off_strategy_steps(self, x: X) -> list[list[Step]]:
+        """Correct step lists of ``x`` that equal no strategy's reference steps (cached)."""
+        if x.id not in self._off_cache:
+            refs = [s for s in (self.steps(x, k) for k in self.strategies()) if s is not None]
+            self._off_cache[x.id] = [
+                c for c in self._off_candidates(x) if c not in refs and self._check(x, c) is None
+            ]
+        return self._off_cache[x.id]
+
+    def _generate(self, rng: np.random.Generator) -> dict[str, Any]:
+        for _ in range(MAX_DRAWS):
+            fields = self._draw(rng)
+            x = self.make_input(**fields)
+            if len(self.feasible_strategies(x)) >= self.min_feasible and self.off_strategy_steps(x):
+                return fields
+        raise ValueError(f"{self.name}: no acceptable input in {MAX_DRAWS} draws under {self.config!r}")
+
+    def solve(self, x: X, strategy: str) -> str | None:
+        steps = self.steps(x, strategy)
+        return None if steps is None else render_trace(steps, self._answer(x, steps))
+
+    def invalid_trace(self, x: X, strategy: str, rng: np.random.Generator) -> str:
+        steps = self.steps(x, strategy)
+        if steps is None:
+            raise ValueError(f"{self.name}: strategy {strategy!r} is infeasible on input {x.id}")
+        return render_trace(steps, self._wrong_answer(x, steps, rng))
+
+    def off_strategy_trace(self, x: X, rng: np.random.Generator) -> str:
+        options = self.off_strategy_steps(x)
+        if not options:  # only for inputs built by hand with make_input; drawn inputs always have one
+            raise ValueError(f"{self.name}: input {x.id} has no correct off-strategy trace")
+        steps = options[int(rng.integers(len(options)))]
+        return render_trace(steps, self._answer(x, steps))
+
+    def _validate(self, x: X, y_text: str) -> ValidationResult:
+        text = y_text.strip()
+        limit = self._max_steps(x)
+        # Count before splitting so a huge many-line junk string is rejected without building lists.
+        if text.count("\n") > limit:
+            return ValidationResult.unparsable(f"more than {limit} step lines; no solution needs that many")
+        lines = text.split("\n")
+        last = lines[-1].split()
+        if not last or last[0] != "answer":
+            return ValidationResult.unparsable("the last line must be 'answer ...'")
+        answer = self._parse_answer(x, last[1:])
+        if answer is None:
+            return ValidationResult.unparsable(f"malformed answer line; expected '{self.answer_format}'")
+        steps: list[Step] = []
+        for i, line in enumerate(lines[:-1], 1):
+            step = self._parse_step(x, line.split())
+            if step is None:
+                return ValidationResult.unparsable(f"line {i}: expected '{self.step_format}'")
+            steps.append(step)
+        problem = self._check(x, steps)
+        if problem is not None:
+            return ValidationResult.invalid(problem)
+        matches = frozenset(s for s in self.strategies() if self.steps(x, s) == steps)
+        expected = self._answer(x, steps)
+        if answer != expected:
+            return ValidationResult.invalid(
+                f"answer says '{render_words(answer)}', the steps give '{render_words(expected)}'", matches
+            )
+        return ValidationResult.correct(matches)

@@ -1,0 +1,173 @@
+"""Pay a target amount with coins: greedy, minimum-coin, ascending and fewest-denominations.
+
+Trace: ``take <coin> <count>`` lines, then ``answer <total number of coins>``. Strategies:
+
+* ``greedy`` — largest coin first, as many as fit; listed descending. Infeasible when it gets stuck
+  (coin sets without a 1).
+* ``min_coin`` — fewest coins (ties: more of the larger coins); listed descending.
+* ``ascending`` — as few of each small coin as possible, smallest first, so small coins only fix
+  the residue the larger ones cannot pay; listed ascending.
+* ``fewest_denominations`` — fewest distinct coins used (ties: fewest coins, then larger coins);
+  listed descending.
+
+On canonical coin sets (e.g. 1 2 5) greedy and min_coin coincide, and a single-denomination payment
+is every strategy's trace — natural ambiguity; non-canonical sets (1 3 4, target 6) pull them apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from seffi.tasks._steps import Answer, Step, StepTask, parse_int, parse_ints
+from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
+from seffi.tasks.registry import register_task
+
+Counts = tuple[int, ...]  # coins used per denomination, ascending denominations
+
+
+class CoinSumConfig(TaskConfig):
+    """``num_coins`` distinct denominations from ``1..max_coin``; targets in ``min_target..max_target``."""
+
+    num_coins: int = Field(3, ge=2, le=5)
+    max_coin: int = Field(9, ge=2, le=20)
+    min_target: int = Field(6, ge=1, le=60)
+    max_target: int = Field(16, ge=1, le=60)
+    include_one: float = Field(0.5, ge=0.0, le=1.0, description="probability that coin 1 is in the set")
+
+    @model_validator(mode="after")
+    def _ranges(self) -> CoinSumConfig:
+        if self.min_target > self.max_target:
+            raise ValueError("min_target must be <= max_target")
+        if self.num_coins > self.max_coin:
+            raise ValueError("num_coins must be <= max_coin (denominations are distinct)")
+        return self
+
+
+class CoinSumInput(TaskInput):
+    """Pay exactly ``target`` with any number of coins of the denominations ``coins`` (ascending)."""
+
+    coins: tuple[int, ...]
+    target: int
+
+
+def _representations(coins: tuple[int, ...], target: int) -> list[Counts]:
+    """Every way to pay ``target``: count vectors over ``coins`` (ascending), in lexicographic order."""
+    out: list[Counts] = []
+
+    def rec(i: int, rest: int, acc: list[int]) -> None:
+        if i == len(coins) - 1:
+            if rest % coins[i] == 0:
+                out.append((*acc, rest // coins[i]))
+            return
+        for k in range(rest // coins[i] + 1):
+            rec(i + 1, rest - k * coins[i], [*acc, k])
+
+    rec(0, target, [])
+    return out
+
+
+def _lines(coins: tuple[int, ...], counts: Counts, descending: bool) -> list[Step]:
+    order = range(len(coins) - 1, -1, -1) if descending else range(len(coins))
+    return [("take", coins[i], counts[i]) for i in order if counts[i]]
+
+
+@register_task
+class CoinSum(StepTask[CoinSumInput, CoinSumConfig]):
+    """Coin change with four payment procedures."""
+
+    name = "coin_sum"
+    input_cls = CoinSumInput
+    config_cls = CoinSumConfig
+    step_format = "take <coin> <count>"
+    answer_format = "answer <number of coins>"
+
+    def strategies(self) -> tuple[str, ...]:
+        return ("greedy", "min_coin", "ascending", "fewest_denominations")
+
+    def _draw(self, rng: np.random.Generator) -> dict[str, Any]:
+        cfg = self.config
+        if rng.random() < cfg.include_one:
+            rest = rng.choice(np.arange(2, cfg.max_coin + 1), size=cfg.num_coins - 1, replace=False)
+            coins = [1, *rest.tolist()]
+        else:
+            coins = rng.choice(np.arange(2, cfg.max_coin + 1), size=cfg.num_coins, replace=False).tolist()
+        target = int(rng.integers(cfg.min_target, cfg.max_target + 1))
+        return {"coins": tuple(sorted(int(c) for c in coins)), "target": target}
+
+    def prompt(self, x: CoinSumInput) -> str:
+        return f"coins {' '.join(map(str, x.coins))} target {x.target}"
+
+    def vocabulary(self) -> Vocabulary:
+        top = max(self.config.max_coin, self.config.max_target + 1)
+        return Vocabulary(("coins", "target", "take", "answer", *map(str, range(top + 1))))
+
+    def _strategy_steps(self, x: CoinSumInput, strategy: str) -> list[Step] | None:
+        coins = x.coins
+        if strategy == "greedy":
+            counts, rest = [0] * len(coins), x.target
+            for i in range(len(coins) - 1, -1, -1):
+                counts[i], rest = divmod(rest, coins[i])
+            return None if rest else _lines(coins, tuple(counts), descending=True)
+        reps = _representations(coins, x.target)
+        if not reps:
+            return None
+
+        def larger_first(c: Counts) -> tuple[int, ...]:  # more of the large coins sorts first
+            return tuple(-k for k in reversed(c))
+
+        if strategy == "min_coin":
+            best = min(reps, key=lambda c: (sum(c), larger_first(c)))
+        elif strategy == "fewest_denominations":
+            best = min(reps, key=lambda c: (sum(k > 0 for k in c), sum(c), larger_first(c)))
+        else:  # ascending: fewest of the smallest coin, then of the next, ...
+            best = min(reps)
+        return _lines(coins, best, descending=strategy != "ascending")
+
+    def _parse_step(self, x: CoinSumInput, words: list[str]) -> Step | None:
+        if len(words) != 3 or words[0] != "take":
+            return None
+        coin, count = parse_int(words[1]), parse_int(words[2])
+        return None if coin is None or count is None else ("take", coin, count)
+
+    def _check(self, x: CoinSumInput, steps: list[Step]) -> str | None:
+        total = 0
+        for k, (_, coin, count) in enumerate(steps, 1):
+            if coin not in x.coins:
+                return f"step {k}: there is no coin {coin}"
+            if count < 1:
+                return f"step {k}: take at least one coin"
+            total += coin * count
+        if total != x.target:
+            return f"the coins sum to {total}, not {x.target}"
+        return None
+
+    def _answer(self, x: CoinSumInput, steps: list[Step]) -> Answer:
+        return (sum(s[2] for s in steps),)
+
+    def _parse_answer(self, x: CoinSumInput, words: list[str]) -> Answer | None:
+        return parse_ints(words, 1)
+
+    def _wrong_answer(self, x: CoinSumInput, steps: list[Step], rng: np.random.Generator) -> Answer:
+        (n,) = self._answer(x, steps)
+        return (n + 1 if n == 1 else n + int(rng.choice([-1, 1])),)
+
+    def _max_steps(self, x: CoinSumInput) -> int:
+        return x.target + 1  # every legal line pays at least 1
+
+    def _off_candidates(self, x: CoinSumInput) -> list[list[Step]]:
+        # Every payment listed descending and ascending, plus each with its first multi-coin line
+        # split in two (no strategy ever splits a denomination); the base class drops references.
+        out: list[list[Step]] = []
+        for counts in _representations(x.coins, x.target):
+            for descending in (True, False):
+                lines = _lines(x.coins, counts, descending)
+                out.append(lines)
+                split = next((i for i, s in enumerate(lines) if s[2] > 1), None)
+                if split is not None:
+                    _, coin, count = lines[split]
+                    halves = [("take", coin, 1), ("take", coin, count - 1)]
+                    out.append([*lines[:split], *halves, *lines[split + 1 :]])
+        return out

@@ -1,0 +1,164 @@
+"""Sort a list by swaps: bubble, insertion, selection and odd-even transposition sort.
+
+Trace: ``swap i j`` lines (positions, in either order — ``swap 2 1`` is ``swap 1 2``), then
+``answer <the sorted list>``. Bubble, insertion and odd-even transposition all swap adjacent
+inversions but in different orders; on lists with few inversions their traces coincide, which is the
+natural ambiguity of this task. Selection swaps distant positions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from seffi.tasks._steps import Answer, Step, StepTask, parse_int, parse_ints
+from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
+from seffi.tasks.registry import register_task
+
+
+class SortSwapsConfig(TaskConfig):
+    """Lists have ``min_length..max_length`` distinct values drawn from ``0..max_value``."""
+
+    min_length: int = Field(4, ge=2, le=8)
+    max_length: int = Field(5, ge=2, le=8)
+    max_value: int = Field(9, ge=1, le=99)
+
+    @model_validator(mode="after")
+    def _ranges(self) -> SortSwapsConfig:
+        if self.min_length > self.max_length:
+            raise ValueError("min_length must be <= max_length")
+        if self.max_value + 1 < self.max_length:
+            raise ValueError("max_value + 1 must be >= max_length (values are distinct)")
+        return self
+
+
+class SortSwapsInput(TaskInput):
+    """Sort ``values`` (distinct) ascending."""
+
+    values: tuple[int, ...]
+
+
+def _bubble(a: list[int]) -> list[Step]:
+    out: list[Step] = []
+    for end in range(len(a) - 1, 0, -1):
+        swapped = False
+        for i in range(end):
+            if a[i] > a[i + 1]:
+                a[i], a[i + 1] = a[i + 1], a[i]
+                out.append(("swap", i, i + 1))
+                swapped = True
+        if not swapped:
+            break
+    return out
+
+
+def _insertion(a: list[int]) -> list[Step]:
+    out: list[Step] = []
+    for i in range(1, len(a)):
+        j = i
+        while j > 0 and a[j - 1] > a[j]:
+            a[j - 1], a[j] = a[j], a[j - 1]
+            out.append(("swap", j - 1, j))
+            j -= 1
+    return out
+
+
+def _selection(a: list[int]) -> list[Step]:
+    out: list[Step] = []
+    for i in range(len(a) - 1):
+        m = min(range(i, len(a)), key=a.__getitem__)
+        if m != i:
+            a[i], a[m] = a[m], a[i]
+            out.append(("swap", i, m))
+    return out
+
+
+def _odd_even(a: list[int]) -> list[Step]:
+    out: list[Step] = []
+    phase = 0  # even pairs (0,1),(2,3),... then odd pairs (1,2),(3,4),..., alternating until sorted
+    while any(a[i] > a[i + 1] for i in range(len(a) - 1)):
+        for i in range(phase, len(a) - 1, 2):
+            if a[i] > a[i + 1]:
+                a[i], a[i + 1] = a[i + 1], a[i]
+                out.append(("swap", i, i + 1))
+        phase ^= 1
+    return out
+
+
+_PROCEDURES = {"bubble": _bubble, "insertion": _insertion, "selection": _selection, "odd_even": _odd_even}
+
+
+@register_task
+class SortSwaps(StepTask[SortSwapsInput, SortSwapsConfig]):
+    """Sorting by swaps with four classic procedures."""
+
+    name = "sort_swaps"
+    input_cls = SortSwapsInput
+    config_cls = SortSwapsConfig
+    step_format = "swap <i> <j>"
+    answer_format = "answer <sorted values>"
+
+    def strategies(self) -> tuple[str, ...]:
+        return tuple(_PROCEDURES)
+
+    def _draw(self, rng: np.random.Generator) -> dict[str, Any]:
+        cfg = self.config
+        n = int(rng.integers(cfg.min_length, cfg.max_length + 1))
+        values = tuple(int(v) for v in rng.choice(cfg.max_value + 1, size=n, replace=False))
+        return {"values": values}
+
+    def prompt(self, x: SortSwapsInput) -> str:
+        return "sort " + " ".join(map(str, x.values))
+
+    def vocabulary(self) -> Vocabulary:
+        top = max(self.config.max_value, self.config.max_length)
+        return Vocabulary(("sort", "swap", "answer", *map(str, range(top + 1))))
+
+    def _strategy_steps(self, x: SortSwapsInput, strategy: str) -> list[Step] | None:
+        return _PROCEDURES[strategy](list(x.values))
+
+    def _parse_step(self, x: SortSwapsInput, words: list[str]) -> Step | None:
+        if len(words) != 3 or words[0] != "swap":
+            return None
+        i, j = parse_int(words[1]), parse_int(words[2])
+        if i is None or j is None:
+            return None
+        return ("swap", min(i, j), max(i, j))
+
+    def _check(self, x: SortSwapsInput, steps: list[Step]) -> str | None:
+        a = list(x.values)
+        for k, (_, i, j) in enumerate(steps, 1):
+            if i == j or j >= len(a):
+                return f"step {k}: positions must be distinct and below {len(a)}"
+            a[i], a[j] = a[j], a[i]
+        if a != sorted(a):
+            return "the list is not sorted after the swaps"
+        return None
+
+    def _answer(self, x: SortSwapsInput, steps: list[Step]) -> Answer:
+        return tuple(sorted(x.values))
+
+    def _parse_answer(self, x: SortSwapsInput, words: list[str]) -> Answer | None:
+        return parse_ints(words, len(x.values))
+
+    def _wrong_answer(self, x: SortSwapsInput, steps: list[Step], rng: np.random.Generator) -> Answer:
+        a = list(sorted(x.values))
+        i = int(rng.integers(len(a) - 1))
+        a[i], a[i + 1] = a[i + 1], a[i]  # values are distinct, so this differs from the sorted list
+        return tuple(a)
+
+    def _max_steps(self, x: SortSwapsInput) -> int:
+        return len(x.values) ** 2 + 4
+
+    def _off_candidates(self, x: SortSwapsInput) -> list[list[Step]]:
+        # A reference with a swap and its immediate undo inserted: correct, but no procedure ever
+        # swaps a pair back (each of them only swaps inversions / places the minimum).
+        base = _bubble(list(x.values))
+        n = len(x.values)
+        return [
+            [*base[:p], ("swap", i, i + 1), ("swap", i, i + 1), *base[p:]]
+            for p in range(len(base) + 1)
+            for i in range(n - 1)
+        ]
