@@ -1,0 +1,217 @@
+"""``seffi lane ...``: run the corrections-to-competence lane, lint concept packs.
+
+Exit codes of ``seffi lane sample-efficiency``: 0 = ran, gate passed; 1 = the replay-determinism gate
+failed (report written; the first divergent snapshot is printed and stored in
+``aggregate.first_divergence``); 2 = a user error (bad pack, unimportable learner) or a concept that
+could not be measured (its error is printed, the other concepts' results are written).
+``seffi lane lint FILE`` prints one line per problem and exits 1 when there is any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
+
+from seffi.errors import SeffiError
+from seffi.lanes.lint import lint_pack
+from seffi.lanes.packs import SPLITS, load_pack
+from seffi.lanes.sample_efficiency import ConceptResult, LaneReport, LearnerFactory, run_lane
+
+#: The reference learner used when ``--learner`` is not given.
+DEFAULT_LEARNER = "seffi.lanes.learners:VaultLearner"
+DEFAULT_OUT = "runs/lane-sample-efficiency"
+#: W&B key prefix of this lane (inside the project's ``seffi/*`` step-metric scheme).
+WANDB_PREFIX = "seffi/lane"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``sample-efficiency`` and ``lint`` sub-subcommands to ``seffi lane``."""
+    sub = parser.add_subparsers(dest="lane_command", metavar="LANE", required=True)
+    se = sub.add_parser(
+        "sample-efficiency",
+        help="corrections-to-competence curves per concept, with the replay-determinism gate",
+        description="Teach each concept's curriculum one correction at a time to fresh learners, probe "
+        "after each, and report curves, first-hit/saturation points and replay determinism.",
+    )
+    se.add_argument("--pack", type=Path, default=None, help="concept pack JSON (default: the standard pack)")
+    se.add_argument("--split", choices=SPLITS, default="public", help="concepts to run (default public)")
+    se.add_argument(
+        "--learner",
+        default=DEFAULT_LEARNER,
+        help=f"learner factory as module:callable (zero arguments; default {DEFAULT_LEARNER})",
+    )
+    se.add_argument(
+        "--out", type=Path, default=Path(DEFAULT_OUT), help=f"output folder (default {DEFAULT_OUT})"
+    )
+    se.add_argument(
+        "--wandb",
+        choices=("offline", "online", "disabled"),
+        default="offline",
+        help="W&B mode (default offline)",
+    )
+    se.add_argument("--wandb-project", default="seffi", help="W&B project (default seffi)")
+    se.set_defaults(handler=run_sample_efficiency)
+    lint = sub.add_parser("lint", help="check a concept pack's anti-overfitting discipline")
+    lint.add_argument("file", type=Path, help="concept pack JSON")
+    lint.set_defaults(handler=run_lint)
+
+
+def load_factory(spec: str) -> LearnerFactory:
+    """Resolve ``module:callable`` to a zero-argument learner factory.
+
+    Raises:
+        SeffiError: malformed spec, module not importable, attribute missing or not callable.
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise SeffiError(f"--learner must look like module:factory, got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or the module itself failing at import time
+        raise SeffiError(
+            f"cannot import learner module {module_name!r}: {type(exc).__name__}: {exc}"
+        ) from None
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise SeffiError(f"learner module {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise SeffiError(f"learner factory {spec!r} is not callable")
+    return obj
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def _print_concept(r: ConceptResult) -> None:
+    if r.error:
+        print(f"  {r.id:<28} ERROR", flush=True)
+        return
+    curve = " ".join(str(p.cumulative_token_hit_count) for p in r.curve)
+    print(
+        f"  {r.id:<28} hits [{curve}]  first hit {_fmt(r.corrections_to_first_hit)}  saturation "
+        f"{_fmt(r.corrections_to_saturation)}  score {_fmt(r.saturation_score)}  replay "
+        f"{_fmt(r.replay_determinism)}",
+        flush=True,
+    )
+
+
+def _log_wandb(report: LaneReport, args: argparse.Namespace, files: list[Path], png: Path) -> str | None:
+    from seffi.report.wandb_run import SafeWandbRun
+
+    SafeWandbRun.check_login(args.wandb)
+    run = SafeWandbRun(
+        args.wandb,
+        project=args.wandb_project,
+        dir=args.out,
+        name=f"lane-{report.pack.get('name', 'pack')}-{report.pack.get('split', '')}",
+        job_type="lane-sample-efficiency",
+        config={"pack": report.pack, "learner": report.learner},
+    )
+    ok = [c for c in report.concepts if c.curve]
+    n_max = max((len(c.curve) for c in ok), default=0)
+    for k in range(n_max):  # one step per k: every concept's hit count at k corrections
+        row: dict[str, Any] = {}
+        for c in ok:
+            if k < len(c.curve):
+                row[f"{WANDB_PREFIX}/hits/{c.id}"] = c.curve[k].cumulative_token_hit_count
+                row[f"{WANDB_PREFIX}/vault_hits/{c.id}"] = c.curve[k].vault_hits
+        run.log(row, step=k)
+    run.log_image(f"{WANDB_PREFIX}/curves", png, step=max(n_max - 1, 0))
+    agg = report.aggregate
+    summary: dict[str, Any] = {
+        f"{WANDB_PREFIX}/{key}": value
+        for key, value in agg.model_dump(exclude={"first_divergence"}).items()
+        if value is not None
+    }
+    if agg.first_divergence is not None:
+        fd = agg.first_divergence
+        summary[f"{WANDB_PREFIX}/first_divergence"] = f"{fd.concept} k={fd.k} {fd.step}"
+    for c in ok:
+        for key in ("corrections_to_first_hit", "corrections_to_saturation", "saturation_score"):
+            value = getattr(c, key)
+            if value is not None:
+                summary[f"{WANDB_PREFIX}/{c.id}/{key}"] = value
+    run.update_summary(summary)
+    run.log_artifact(f"lane-{report.pack.get('name', 'pack')}", "seffi-lane-report", files)
+    hint = run.sync_hint
+    run.finish()
+    return hint
+
+
+def run_sample_efficiency(args: argparse.Namespace) -> int:
+    """Handler of ``seffi lane sample-efficiency``."""
+    from seffi.report.wandb_run import SafeWandbRun
+
+    SafeWandbRun.check_login(args.wandb)  # fail before the (possibly long) run, not after
+    pack, load_errors = load_pack(args.pack)
+    concepts = pack.select(args.split)
+    factory = load_factory(args.learner)
+    out: Path = args.out
+    if out.exists() and not out.is_dir():
+        raise SeffiError(f"--out {out} exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SeffiError(f"cannot create --out {out}: {exc.strerror or exc}") from None
+    print(
+        f"seffi lane sample-efficiency: {len(concepts)} concepts ({args.split}) of pack {pack.name!r} "
+        f"v{pack.version} on {args.learner}",
+        flush=True,
+    )
+    report = run_lane(
+        concepts,
+        factory,
+        pack={
+            "name": pack.name,
+            "version": pack.version,
+            "split": args.split,
+            "source": "standard" if args.pack is None else str(args.pack),
+        },
+        learner=args.learner,
+        load_errors=load_errors,
+        on_concept=_print_concept,
+    )
+    report_path = out / "report.json"
+    report_path.write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    from seffi.lanes.plot import plot_curves
+
+    png = plot_curves(report, out / "curves.png")
+    hint = None
+    if args.wandb != "disabled":
+        hint = _log_wandb(report, args, [report_path, png], png)
+    agg = report.aggregate
+    print(
+        f"aggregate: mean corrections to first hit {_fmt(agg.mean_corrections_to_first_hit)}, to saturation "
+        f"{_fmt(agg.mean_corrections_to_saturation)}, saturation rate {_fmt(agg.saturation_rate)}, replay "
+        f"determinism {_fmt(agg.replay_determinism)} ({agg.n_identical_replays}/{agg.n_snapshots} snapshots)"
+    )
+    print(f"wrote {report_path} and {png}" + (f"; W&B offline run: {hint}" if hint else ""))
+    for error in report.errors:
+        print(f"seffi lane: error: {error}", file=sys.stderr)
+    if not agg.gate_passed:
+        fd = agg.first_divergence
+        where = f"; first divergent snapshot: concept {fd.concept!r}, k={fd.k}, at {fd.step}" if fd else ""
+        print(
+            f"seffi lane: replay-determinism gate FAILED: {_fmt(agg.replay_determinism)} < "
+            f"{agg.gate_threshold}{where}",
+            file=sys.stderr,
+        )
+    if report.errors:
+        return 2
+    return 0 if agg.gate_passed else 1
+
+
+def run_lint(args: argparse.Namespace) -> int:
+    """Handler of ``seffi lane lint FILE``."""
+    problems = lint_pack(args.file)
+    for problem in problems:
+        print(f"{args.file}: {problem}")
+    if not problems:
+        print(f"{args.file}: clean")
+    return 1 if problems else 0
