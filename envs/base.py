@@ -1,0 +1,179 @@
+"""The single-env base class and the pool API shared by single and native vector envs.
+
+An env is a thin shell around an *engine* (``TokenEngine`` / ``RouterEngine``) that steps ``E``
+independent rows with numpy; a single env is an engine with one row. Envs expose, on
+``env.unwrapped`` and on the native vector env alike, what a callback needs to build the exact iid
+baseline and the oracle: ``task``, ``inputs``, ``input_ids``, ``budget``, ``strategies``,
+``base_match_distribution`` and ``reference_match_sets``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+from seffi.errors import SeffiError
+from seffi.tasks.base import Task, TaskInput
+
+from .config import EnvConfig
+from .core import Life, PoolSpec, row_info
+
+
+class Engine(Protocol):
+    """What an env needs from its engine (see ``envs/token.py`` and ``envs/router.py``)."""
+
+    spec: PoolSpec
+    cfg: EnvConfig
+    life: Life
+    single_observation_space: gym.Space[Any]
+    single_action_space: gym.spaces.Discrete
+
+    def restart(self, row: int, gen: np.random.Generator) -> None: ...
+
+    def reset_rows(self, rows: np.ndarray, explicit: np.ndarray | None) -> None: ...
+
+    def step_rows(
+        self, rows: np.ndarray, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]: ...
+
+    def observe(self, rows: np.ndarray) -> Any: ...
+
+
+class PoolAPI:
+    """Read-only view of an env's pool, for baselines and oracles (mixed into single and vector envs)."""
+
+    _engine: Engine
+
+    @property
+    def task(self) -> Task[Any, Any]:
+        """The task instance."""
+        return self._engine.spec.task
+
+    @property
+    def inputs(self) -> list[TaskInput]:
+        """The fixed input pool (a copy of the list)."""
+        return list(self._engine.spec.inputs)
+
+    @property
+    def input_ids(self) -> tuple[str, ...]:
+        """Ids of the pool inputs, in pool order."""
+        return self._engine.spec.input_ids
+
+    @property
+    def budget(self) -> int:
+        """Samples per input in one run (K)."""
+        return self._engine.cfg.budget
+
+    @property
+    def strategies(self) -> tuple[str, ...]:
+        """The task's declared strategies (M = their number = ``info["num_strategies"]``)."""
+        return self._engine.spec.strategies
+
+    @property
+    def config(self) -> EnvConfig:
+        """The validated env settings."""
+        return self._engine.cfg
+
+    def base_match_distribution(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
+        """Exact law of the match set of one draw of this env's iid base model on ``input_id``.
+
+        Args:
+            input_id: A pool input id.
+            valid_only: Count matches of valid traces only (an invalid trace then matches nothing).
+
+        Returns:
+            ``{match set: probability}`` summing to 1.
+        """
+        return self._engine.spec.base_match_distribution(input_id, valid_only=valid_only)  # type: ignore[attr-defined]
+
+    def reference_match_sets(self, input_id: str) -> dict[str, frozenset[str]]:
+        """``task.reference_match_sets`` of a pool input (what the no-repeat oracle emits)."""
+        return self._engine.spec.reference_match_sets(input_id)
+
+
+def explicit_inputs(spec: PoolSpec, options: dict[str, Any] | None, rows: int) -> np.ndarray | None:
+    """Pool indices requested by ``options["input_id"]`` (one id, or one per row), else ``None``."""
+    if not options or options.get("input_id") is None:
+        return None
+    wanted = options["input_id"]
+    if isinstance(wanted, str):
+        return np.full(rows, spec.index_of(wanted), dtype=np.int64)
+    if isinstance(wanted, Sequence | np.ndarray) and len(wanted) == rows:
+        return np.array([spec.index_of(w) for w in wanted], dtype=np.int64)
+    raise SeffiError(f"options['input_id'] must be an input id (str) or {rows} ids, got {wanted!r}")
+
+
+def check_options(options: dict[str, Any] | None, allowed: frozenset[str]) -> None:
+    """Reject misspelt reset options instead of silently ignoring them."""
+    unknown = set(options or {}) - allowed
+    if unknown:
+        raise SeffiError(f"unknown reset option(s) {sorted(unknown)}; supported: {sorted(allowed)}")
+
+
+_ROW0 = np.zeros(1, dtype=np.int64)
+
+
+def first(obs: Any) -> Any:
+    """Row 0 of a batched observation (a dict of arrays or an array)."""
+    if isinstance(obs, dict):
+        return {k: v[0] for k, v in obs.items()}
+    return obs[0]
+
+
+class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
+    """Base of the single seffi envs: one engine row, Gymnasium's reset/step protocol, clear errors."""
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    engine_cls: ClassVar[Any]
+    config_cls: ClassVar[type[EnvConfig]]
+
+    def __init__(self, **kwargs: Any) -> None:
+        from .config import parse_config
+
+        cfg = parse_config(self.config_cls, kwargs)
+        self._engine = self.engine_cls(cfg, 1)
+        self.observation_space = self._engine.single_observation_space
+        self.action_space = self._engine.single_action_space
+        self.render_mode = None
+
+    @property
+    def current_input_id(self) -> str | None:
+        """Id of the input of the current (or last) episode; ``None`` before the first reset."""
+        cur = int(self._engine.life.cur[0])
+        return None if cur < 0 else self._engine.spec.input_ids[cur]
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        """Start an episode on the scheduled input, or on ``options["input_id"]``.
+
+        A seed restarts the env's life (budgets, runs, history and novelty memory) as well as its
+        generator, so ``reset(seed=s)`` followed by the same actions reproduces every step.
+        """
+        check_options(options, frozenset({"input_id"}))
+        explicit = explicit_inputs(self._engine.spec, options, 1)  # validate before touching state
+        super().reset(seed=seed)
+        if seed is not None or not self._engine.life.seeded(0):
+            self._engine.restart(0, self.np_random)
+        self._engine.reset_rows(_ROW0, explicit)
+        return first(self._engine.observe(_ROW0)), {}
+
+    def _check_action(self, action: Any) -> np.ndarray:
+        if isinstance(action, np.ndarray) and action.shape == ():
+            action = action[()]
+        if isinstance(action, bool | np.bool_) or not isinstance(action, int | np.integer):
+            raise SeffiError(f"action must be an integer, got {action!r} ({type(action).__name__})")
+        n = int(self.action_space.n)
+        if not 0 <= action < n:
+            raise SeffiError(f"action {action} is outside the action space Discrete({n})")
+        return np.array([action], dtype=np.int64)
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Apply one action. ``info`` holds the final-episode keys only on the step that ends it."""
+        if not self._engine.life.active[0]:
+            raise SeffiError("the episode is over (or never started): call reset() before step()")
+        actions = self._check_action(action)
+        rewards, term, trunc, fin, cols = self._engine.step_rows(_ROW0, actions)
+        info = row_info(cols, 0) if fin.size else {}
+        return first(self._engine.observe(_ROW0)), float(rewards[0]), bool(term[0]), bool(trunc[0]), info

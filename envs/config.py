@@ -1,0 +1,101 @@
+"""Validated settings of the seffi environments (the keyword arguments of ``gymnasium.make``).
+
+Every env id ``seffi/<Name>-v0`` / ``seffi/<Name>Router-v0`` accepts the fields below as keyword
+arguments; unknown keys and out-of-range values raise one :class:`~seffi.errors.SeffiError` naming the
+field.
+
+Example:
+    >>> cfg = parse_config(TokenEnvConfig, {"task": "hanoi", "budget": 4})
+    >>> cfg.budget, cfg.reward, cfg.schedule
+    (4, 'valid', 'round_robin')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from seffi.errors import SeffiError
+
+#: A user reward: called with the final-step ``info`` dict of one episode, returns the episode reward.
+RewardFn = Callable[[dict[str, Any]], float]
+
+
+class EnvConfig(BaseModel):
+    """Settings shared by the token-level and the router env.
+
+    Attributes:
+        task: Registered task name (set by the env id; see ``seffi.tasks.list_tasks()``).
+        task_config: Overrides of the task's config (``None``: the task's defaults).
+        n_inputs: Size of the fixed input pool, drawn with ``task.make_inputs(n_inputs, seed=input_seed)``.
+        input_seed: Seed of the input pool (independent of the episode seed given to ``reset``).
+        budget: Samples per input in one *run*; ``info["sample_index"]`` counts 1..budget.
+        reward: ``"valid"`` (default: 1 for a valid trace, else 0), ``"novel"`` (``valid`` plus
+            ``novelty_bonus`` per strategy a valid trace adds to this input's run), or a callable
+            ``f(info) -> float`` applied to the final-step info.
+        novelty_bonus: Bonus per newly found strategy in ``"novel"`` mode.
+        schedule: How ``reset()`` without an ``input_id`` picks the input: ``"round_robin"`` (default,
+            cycles the pool, skipping inputs whose budget is used) or ``"random"`` (uniform over inputs
+            with budget left, drawn from the env's seeded generator).
+        history: Add the per-input history of this run to the observation.
+        render_mode: Only ``None`` is supported (the envs have nothing to draw).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    task: str
+    task_config: dict[str, Any] | None = None
+    n_inputs: int = Field(8, ge=1, le=100_000)
+    input_seed: int = Field(0, ge=0)
+    budget: int = Field(16, ge=1, le=1_000_000)
+    reward: Literal["valid", "novel"] | RewardFn = "valid"
+    novelty_bonus: float = Field(1.0, ge=0.0, allow_inf_nan=False)
+    schedule: Literal["round_robin", "random"] = "round_robin"
+    history: bool = False
+    render_mode: None = None
+
+
+class TokenEnvConfig(EnvConfig):
+    """Token-level env settings.
+
+    Attributes:
+        max_length: Output tokens per episode (incl. ``<eos>``); ``None`` derives it from the pool: the
+            longest reference / invalid / off-strategy trace plus a margin of ``max(4, longest // 4)``.
+        history: Add ``"found"`` (strategies found for this input in this run) to the observation.
+    """
+
+    max_length: int | None = Field(None, ge=2, le=100_000)
+
+
+class RouterEnvConfig(EnvConfig):
+    """Router env settings.
+
+    Attributes:
+        n_latents: Number of latent codes Z (``None``: ``max(4, 2 * number of strategies)``).
+        noise: Probability that the generator ignores the latent and draws from the task's base sampler.
+        prior_skew: Zipf exponent of the router prior over latents (0 = uniform), ranked per input.
+        mapping_seed: Seed of the hidden latent -> strategy assignment (hashed with each input's id).
+        history: Add latents tried, strategies found and budget used to the observation (default on).
+    """
+
+    history: bool = True
+    n_latents: int | None = Field(None, ge=1, le=4096)
+    noise: float = Field(0.1, ge=0.0, le=1.0)
+    prior_skew: float = Field(1.0, ge=0.0, le=10.0)
+    mapping_seed: int = Field(0, ge=0)
+
+
+C = TypeVar("C", bound=EnvConfig)
+
+
+def parse_config(cls: type[C], kwargs: Mapping[str, Any]) -> C:
+    """Validate env kwargs into ``cls``; any problem becomes one readable :class:`SeffiError`."""
+    try:
+        return cls(**kwargs)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}" for err in exc.errors()
+        )
+        raise SeffiError(f"invalid {cls.__name__}: {problems}") from None

@@ -1,0 +1,337 @@
+"""Shared machinery of the seffi envs: the input pool, the batched per-input budget state, rewards, infos.
+
+Every env — single or native vector — keeps its state in a :class:`Life` holding ``E`` independent
+rows (``E = 1`` for a single env). Each row behaves exactly like one single env, with its own seeded
+generator, so a native vector env of ``E`` rows gives the same infos as ``SyncVectorEnv`` over ``E``
+single envs by construction.
+
+**Runs and budgets.** Each input gets ``budget`` samples per *run*. ``info["sample_index"]`` is k
+(1..budget) within the run and ``info["run_index"]`` counts the runs of that input. When the schedule
+finds no input with budget left, every input starts a new run (k restarts at 1, history and novelty
+memory are cleared); selecting an exhausted input with ``reset(options={"input_id": ...})`` starts a new
+run of that input alone. ``reset(seed=...)`` starts the env's life afresh (all counters cleared), which
+is what makes seeded rollouts reproducible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from seffi._seeding import canonical_json
+from seffi.errors import SeffiError
+from seffi.tasks import get_task
+from seffi.tasks.base import Task, TaskInput, ValidationResult
+
+from .config import EnvConfig
+
+#: Uniforms drawn per refill of a row's buffer (draws come in blocks so the vector env can index them).
+UNIFORM_BLOCK = 256
+
+#: Keys present in ``info`` exactly on the step that ends an episode, in this order.
+FINAL_INFO_KEYS: tuple[str, ...] = (
+    "input_id",
+    "y_text",
+    "strategy_matches",
+    "valid",
+    "parse_ok",
+    "num_strategies",
+    "sample_index",
+    "budget_exhausted",
+    "run_index",
+    "num_new_strategies",
+)
+
+_SPEC_CACHE: dict[str, Any] = {}
+
+
+def build_task(cfg: EnvConfig) -> Task[Any, Any]:
+    """The task named by ``cfg`` with its config overrides; bad overrides raise a :class:`SeffiError`."""
+    try:
+        return get_task(cfg.task, **(cfg.task_config or {}))
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise SeffiError(f"invalid task_config for {cfg.task!r}: {problems}") from None
+
+
+def cached_spec(kind: str, key_fields: dict[str, Any], build: Any) -> Any:
+    """Build (once per distinct configuration) the immutable pool data shared by envs of one config.
+
+    ``SyncVectorEnv`` of 256 envs would otherwise draw and validate the same pool 256 times.
+    """
+    key = kind + canonical_json(key_fields)
+    if key not in _SPEC_CACHE:
+        if len(_SPEC_CACHE) > 64:  # bounded: configs in a sweep come and go
+            _SPEC_CACHE.clear()
+        _SPEC_CACHE[key] = build()
+    return _SPEC_CACHE[key]
+
+
+class PoolSpec:
+    """The fixed input pool of an env and what a baseline needs about it (immutable, shareable).
+
+    Attributes:
+        task: The task instance.
+        inputs: The pool, ``task.make_inputs(n_inputs, seed=input_seed)``.
+        input_ids: Their ids, in pool order.
+        strategies: ``task.strategies()``; its length M is ``info["num_strategies"]``.
+        ids_array: object array, shape (N,): the ids (for vectorised info assembly).
+    """
+
+    def __init__(self, cfg: EnvConfig) -> None:
+        self.task = build_task(cfg)
+        self.inputs: list[TaskInput] = self.task.make_inputs(cfg.n_inputs, seed=cfg.input_seed)
+        self.input_ids: tuple[str, ...] = tuple(x.id for x in self.inputs)
+        self.strategies: tuple[str, ...] = tuple(self.task.strategies())
+        self.strategy_index = {s: i for i, s in enumerate(self.strategies)}
+        self._index = {xid: i for i, xid in enumerate(self.input_ids)}
+        self.ids_array = object_array(self.input_ids)
+
+    @property
+    def n_inputs(self) -> int:
+        return len(self.inputs)
+
+    def index_of(self, input_id: Any) -> int:
+        """Pool position of ``input_id``; a clear :class:`SeffiError` for an id not in the pool."""
+        try:
+            return self._index[input_id]
+        except (KeyError, TypeError):
+            shown = ", ".join(self.input_ids[:8]) + (" ..." if len(self.input_ids) > 8 else "")
+            raise SeffiError(
+                f"unknown input_id {input_id!r}: not in this env's pool of {len(self.input_ids)} "
+                f"{self.task.name} inputs ({shown})"
+            ) from None
+
+    def match_mask(self, matches: frozenset[str] | Sequence[str]) -> np.ndarray:
+        """bool array, shape (M,): which declared strategies are in ``matches``."""
+        mask = np.zeros(len(self.strategies), dtype=bool)
+        for s in matches:
+            if s in self.strategy_index:
+                mask[self.strategy_index[s]] = True
+        return mask
+
+    def reference_match_sets(self, input_id: str) -> dict[str, frozenset[str]]:
+        """``task.reference_match_sets`` of a pool input (what the no-repeat oracle emits)."""
+        return self.task.reference_match_sets(self.inputs[self.index_of(input_id)])
+
+
+def object_array(values: Sequence[Any]) -> np.ndarray:
+    """A 1-D object array holding ``values`` as elements (tuples stay tuples, never a 2-D array)."""
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
+
+
+class Outcomes:
+    """Validated samples, as columns (one row per finished episode).
+
+    Attributes:
+        y_text: object array, shape (R,): the traces.
+        matches: object array, shape (R,): sorted tuples of matched strategy ids.
+        valid: bool array, shape (R,).
+        parse_ok: bool array, shape (R,).
+        mask: bool array, shape (R, M): matched strategies as a mask over ``strategies``.
+    """
+
+    __slots__ = ("mask", "matches", "parse_ok", "valid", "y_text")
+
+    def __init__(
+        self, y_text: np.ndarray, matches: np.ndarray, valid: np.ndarray, parse_ok: np.ndarray, mask: np.ndarray
+    ) -> None:
+        self.y_text, self.matches, self.valid, self.parse_ok, self.mask = y_text, matches, valid, parse_ok, mask
+
+    @classmethod
+    def from_results(cls, spec: PoolSpec, texts: Sequence[str], results: Sequence[ValidationResult]) -> Outcomes:
+        """Columns of validated traces."""
+        m = len(spec.strategies)
+        mask = np.zeros((len(results), m), dtype=bool)
+        for i, r in enumerate(results):
+            mask[i] = spec.match_mask(r.strategy_matches)
+        return cls(
+            object_array(list(texts)),
+            object_array([tuple(sorted(r.strategy_matches)) for r in results]),
+            np.array([r.valid for r in results], dtype=bool),
+            np.array([r.parse_ok for r in results], dtype=bool),
+            mask,
+        )
+
+    def take(self, idx: Any) -> Outcomes:
+        """The rows ``idx`` of every column."""
+        return Outcomes(self.y_text[idx], self.matches[idx], self.valid[idx], self.parse_ok[idx], self.mask[idx])
+
+
+def to_python(value: Any) -> Any:
+    """A numpy scalar as the plain Python value (what a single env puts in ``info``)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+class Life:
+    """Budget, schedule, history and novelty state of ``E`` independent env rows over one pool.
+
+    Args:
+        spec: The pool.
+        cfg: The env settings (budget, schedule, reward).
+        num_envs: Number of rows E.
+        n_latents: Z for the router env (its history counts latents tried), 0 otherwise.
+    """
+
+    def __init__(self, spec: PoolSpec, cfg: EnvConfig, num_envs: int, n_latents: int = 0) -> None:
+        e, n, m = num_envs, spec.n_inputs, len(spec.strategies)
+        self.spec, self.cfg, self.num_envs = spec, cfg, num_envs
+        self.gens: list[np.random.Generator | None] = [None] * e
+        self.ubuf = np.zeros((e, UNIFORM_BLOCK))
+        self.upos = np.full(e, UNIFORM_BLOCK, dtype=np.int64)
+        self.counts = np.zeros((e, n), dtype=np.int64)  # samples used in the current run
+        self.runs = np.zeros((e, n), dtype=np.int64)  # completed-or-current run number
+        self.rr = np.zeros(e, dtype=np.int64)  # round-robin pointer
+        self.seen = np.zeros((e, n, m), dtype=bool)  # strategies found by valid traces, this run
+        self.tried = np.zeros((e, n, n_latents), dtype=np.int64)  # router: latents tried, this run
+        self.cur = np.full(e, -1, dtype=np.int64)  # input of the current episode
+        self.active = np.zeros(e, dtype=bool)  # an episode is in progress
+        self._arange_n = np.arange(n)
+
+    # -- seeding --------------------------------------------------------------------------------
+
+    def seeded(self, row: int) -> bool:
+        return self.gens[row] is not None
+
+    def restart(self, row: int, gen: np.random.Generator) -> None:
+        """Give ``row`` a (freshly seeded) generator and start its life afresh."""
+        self.gens[row] = gen
+        self.upos[row] = UNIFORM_BLOCK
+        for arr in (self.counts, self.runs, self.seen, self.tried):
+            arr[row] = 0
+        self.rr[row] = 0
+        self.cur[row] = -1
+        self.active[row] = False
+
+    def uniform(self, rows: np.ndarray) -> np.ndarray:
+        """float array, shape (len(rows),): the next uniform of each row's stream."""
+        empty = rows[self.upos[rows] >= UNIFORM_BLOCK]
+        for r in empty:  # rare: once per UNIFORM_BLOCK draws of a row
+            gen = self.gens[r]
+            assert gen is not None
+            self.ubuf[r] = gen.random(UNIFORM_BLOCK)
+            self.upos[r] = 0
+        u = self.ubuf[rows, self.upos[rows]]
+        self.upos[rows] += 1
+        return u
+
+    # -- schedule -------------------------------------------------------------------------------
+
+    def _new_runs(self, rows: np.ndarray, inputs: np.ndarray) -> None:
+        self.counts[rows, inputs] = 0
+        self.runs[rows, inputs] += 1
+        self.seen[rows, inputs] = False
+        self.tried[rows, inputs] = 0
+
+    def begin(self, rows: np.ndarray, explicit: np.ndarray | None = None) -> None:
+        """Pick each row's next input (``explicit`` pool indices, or the schedule) and start an episode."""
+        if rows.size == 0:
+            return
+        budget = self.cfg.budget
+        if explicit is not None:
+            exhausted = self.counts[rows, explicit] >= budget
+            if exhausted.any():
+                self._new_runs(rows[exhausted], explicit[exhausted])
+            choice = explicit
+        else:
+            left = self.counts[rows] < budget
+            done = ~left.any(axis=1)
+            if done.any():  # the whole pool used its budget: every input starts a new run
+                d = rows[done]
+                self.counts[d] = 0
+                self.runs[d] += 1
+                self.seen[d] = False
+                self.tried[d] = 0
+                left[done] = True
+            if self.cfg.schedule == "round_robin":
+                n = self.spec.n_inputs
+                order = (self.rr[rows, None] + self._arange_n) % n
+                first = np.argmax(np.take_along_axis(left, order, axis=1), axis=1)
+                choice = order[np.arange(rows.size), first]
+                self.rr[rows] = (choice + 1) % n
+            else:
+                u = self.uniform(rows)
+                target = np.floor(u * left.sum(axis=1)).astype(np.int64)
+                choice = np.argmax(np.cumsum(left, axis=1) > target[:, None], axis=1)
+        self.cur[rows] = choice
+        self.active[rows] = True
+
+    # -- episode ends ---------------------------------------------------------------------------
+
+    def finish(
+        self, rows: np.ndarray, out: Outcomes, latents: np.ndarray | None = None
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Book finished episodes: budgets, history, novelty; compute rewards and info columns.
+
+        Args:
+            rows: int array, shape (R,): the rows whose episode ended.
+            out: Their validated samples.
+            latents: int array, shape (R,): router latents (adds ``info["z"]``), or ``None``.
+
+        Returns:
+            ``(rewards, columns)``: float array, shape (R,), and ``{info key: array, shape (R,)}``.
+        """
+        inputs = self.cur[rows]
+        self.counts[rows, inputs] += 1
+        k = self.counts[rows, inputs]
+        found = out.mask & out.valid[:, None]
+        new = found & ~self.seen[rows, inputs]
+        n_new = new.sum(axis=1).astype(np.int64)
+        self.seen[rows, inputs] |= found
+        if latents is not None:
+            self.tried[rows, inputs, latents] += 1
+        self.active[rows] = False
+        columns: dict[str, np.ndarray] = {
+            "input_id": self.spec.ids_array[inputs],
+            "y_text": out.y_text,
+            "strategy_matches": out.matches,
+            "valid": out.valid,
+            "parse_ok": out.parse_ok,
+            "num_strategies": np.full(rows.size, len(self.spec.strategies), dtype=np.int64),
+            "sample_index": k,
+            "budget_exhausted": k >= self.cfg.budget,
+            "run_index": self.runs[rows, inputs].copy(),
+            "num_new_strategies": n_new,
+        }
+        if latents is not None:
+            columns["z"] = latents.astype(np.int64)
+        reward = self.cfg.reward
+        if reward == "valid":
+            rewards = out.valid.astype(np.float64)
+        elif reward == "novel":
+            rewards = out.valid.astype(np.float64) + self.cfg.novelty_bonus * n_new
+        else:
+            rewards = np.array([float(reward(row_info(columns, j))) for j in range(rows.size)])
+        return rewards, columns
+
+
+def row_info(columns: dict[str, np.ndarray], j: int) -> dict[str, Any]:
+    """The single-env ``info`` of finished row ``j`` (plain Python values)."""
+    return {key: to_python(col[j]) for key, col in columns.items()}
+
+
+def vector_infos(num_envs: int, rows: np.ndarray, columns: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Gymnasium's vector info layout: per key a length-E array plus a ``_key`` bool mask.
+
+    The fill values and dtypes are those ``SyncVectorEnv`` produces from single-env infos (0 / False
+    for numbers and booleans, ``None`` in object arrays), so the two are directly comparable.
+    """
+    infos: dict[str, Any] = {}
+    if rows.size == 0:
+        return infos
+    for key, col in columns.items():
+        if col.dtype == object:
+            arr = np.full(num_envs, None, dtype=object)
+        else:
+            arr = np.zeros(num_envs, dtype=col.dtype)
+        arr[rows] = col
+        mask = np.zeros(num_envs, dtype=np.bool_)
+        mask[rows] = True
+        infos[key], infos[f"_{key}"] = arr, mask
+    return infos

@@ -1,0 +1,234 @@
+"""Router envs ``seffi/<Name>Router-v0``: the router/generator factorisation, one step per episode.
+
+The action is a latent code ``z`` in ``Discrete(Z)``. A hidden generator turns ``(x, z)`` into a trace:
+
+* each latent is assigned a strategy of ``x`` (a seeded permutation per input, every feasible strategy
+  gets ``Z // F`` or more latents);
+* with probability ``1 - noise`` the generator *executes* that strategy: the reference trace with
+  probability ``1 - invalid_rate - off_strategy_rate``, the strategy with a wrong answer with
+  ``invalid_rate`` (matches kept, ``valid=False``: raw coverage differs from valid coverage), a correct
+  off-strategy trace with ``off_strategy_rate`` (rates from the task config);
+* with probability ``noise`` it ignores ``z`` and draws a branch of the task's base sampler.
+
+The iid base model is the router prior over latents (Zipf with ``prior_skew`` over a per-input
+ranking), so its match-set law — ``base_match_distribution`` — is exact: the prior pushed through the
+generator's branch probabilities. Each branch emits one fixed representative trace per input, which is
+validated once when the pool is built.
+
+**Observation** (float32 ``Box`` in [0, 1]; ``obs_layout`` maps names to slices), in this order:
+
+=========  =====  =========================================================================
+name       size   content
+=========  =====  =========================================================================
+input      N      one-hot of the input's pool position
+prior      Z      the router prior over latents for this input
+tried      Z      (``history``) times each latent was tried in this run / budget
+found      M      (``history``) 1 for strategies found by valid traces in this run
+used       1      (``history``) samples used in this run / budget
+=========  =====  =========================================================================
+
+Example:
+    >>> import gymnasium as gym, seffi.envs
+    >>> env = gym.make("seffi/HanoiRouter-v0", n_inputs=3, budget=4)
+    >>> obs, _ = env.reset(seed=0)
+    >>> obs, reward, terminated, truncated, info = env.step(0)
+    >>> terminated, sorted(env.unwrapped.obs_layout), info["sample_index"]
+    (True, ['found', 'input', 'prior', 'tried', 'used'], 1)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from seffi._seeding import seed_from_text
+
+from .base import SeffiEnv
+from .config import RouterEnvConfig
+from .core import Life, Outcomes, PoolSpec, cached_spec
+from .vector import SeffiVectorEnv
+
+
+class RouterSpec(PoolSpec):
+    """Pool data of a router env: priors, the hidden generator's branch law, validated branch outcomes.
+
+    Attributes:
+        n_latents: Z.
+        prior: float array, shape (N, Z): router prior per input.
+        branch_probs: float array, shape (N, Z, K): generator law over (padded) branches per latent.
+        outcomes: validated branch outcomes, flattened row ``n * K + k``.
+    """
+
+    def __init__(self, cfg: RouterEnvConfig) -> None:
+        super().__init__(cfg)
+        z_count = cfg.n_latents or max(4, 2 * len(self.strategies))
+        self.n_latents = z_count
+        per_input = [self._input_law(x, cfg, z_count) for x in self.inputs]
+        k_max = max(len(texts) for _, _, texts in per_input)
+        n = self.n_inputs
+        self.n_branches = k_max
+        self.prior = np.stack([prior for prior, _, _ in per_input])
+        self.branch_probs = np.zeros((n, z_count, k_max))
+        texts_all: list[str] = []
+        results = []
+        for i, (_, probs, texts) in enumerate(per_input):
+            self.branch_probs[i, :, : probs.shape[1]] = probs
+            padded = texts + [texts[-1]] * (k_max - len(texts))  # zero-probability padding, never drawn
+            texts_all += padded
+            results += [self.task.validate_y_text(self.inputs[i], t) for t in padded]
+        self.outcomes = Outcomes.from_results(self, texts_all, results)
+        cdf = np.cumsum(self.branch_probs, axis=2)
+        # Inverse-CDF sampling draws the first branch with u < cdf; pinning the tail to 1 makes
+        # rounding unable to push a draw past the last real branch.
+        last = np.array([probs.shape[1] - 1 for _, probs, _ in per_input])
+        for i in range(n):
+            cdf[i, :, last[i] :] = 1.0
+        self.cdf = cdf
+
+    def _input_law(
+        self, x: Any, cfg: RouterEnvConfig, z_count: int
+    ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """Router prior (Z,), branch law (Z, K_x) and branch texts (K_x) of one input."""
+        task = self.task
+        rng = np.random.default_rng(seed_from_text(task.name, x.id, "router-map", cfg.mapping_seed))
+        ranks = rng.permutation(z_count)
+        prior = (ranks + 1.0) ** (-cfg.prior_skew)
+        prior /= prior.sum()
+        feasible = task.feasible_strategies(x)
+        probe = np.random.default_rng(seed_from_text(task.name, x.id, "router-text"))
+        if not feasible:  # nothing to execute: every latent yields an off-strategy trace
+            return prior, np.ones((z_count, 1)), [task.off_strategy_trace(x, probe)]
+        f = len(feasible)
+        # Branches: 0..F-1 strategy s, F..2F-1 strategy s with a wrong answer, 2F off-strategy.
+        texts = [task.reference(x, s) or "" for s in feasible]
+        texts += [task.invalid_trace(x, s, probe) for s in feasible]
+        texts.append(task.off_strategy_trace(x, probe))
+        inv, off = task.config.invalid_rate, task.config.off_strategy_rate
+        assign = rng.permutation(z_count) % f  # latent -> feasible strategy, each strategy hit
+        execute = np.zeros((z_count, 2 * f + 1))
+        execute[np.arange(z_count), assign] = 1.0 - inv - off
+        execute[np.arange(z_count), f + assign] = inv
+        execute[:, 2 * f] = off
+        base = np.zeros(2 * f + 1)
+        position = {s: i for i, s in enumerate(feasible)}
+        for mode in task.base_modes(x):
+            if mode.kind == "off_strategy" or mode.strategy is None:
+                base[2 * f] += mode.probability
+            else:
+                base[position[mode.strategy] + (f if mode.kind == "invalid" else 0)] += mode.probability
+        probs = (1.0 - cfg.noise) * execute + cfg.noise * base[None, :]
+        return prior, probs / probs.sum(axis=1, keepdims=True), texts
+
+    def base_match_distribution(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
+        """Law of the match set when z is drawn from the router prior (exact, by enumeration)."""
+        n = self.index_of(input_id)
+        branch = self.prior[n] @ self.branch_probs[n]
+        law: dict[frozenset[str], float] = {}
+        for k, p in enumerate(branch):
+            if p <= 0.0:
+                continue
+            row = n * self.n_branches + k
+            matches = frozenset(self.outcomes.matches[row])
+            if valid_only and not self.outcomes.valid[row]:
+                matches = frozenset()
+            law[matches] = law.get(matches, 0.0) + float(p)
+        return law
+
+
+class RouterEngine:
+    """Batched one-step router episodes of E rows (see the module docstring for the observation)."""
+
+    def __init__(self, cfg: RouterEnvConfig, num_envs: int) -> None:
+        key = cfg.model_dump(
+            include={"task", "task_config", "n_inputs", "input_seed", "n_latents", "noise", "prior_skew",
+                     "mapping_seed"}
+        )
+        self.cfg = cfg
+        self.spec: RouterSpec = cached_spec("router", key, lambda: RouterSpec(cfg))
+        spec = self.spec
+        n, z, m = spec.n_inputs, spec.n_latents, len(spec.strategies)
+        self.life = Life(spec, cfg, num_envs, n_latents=z)
+        sizes = [("input", n), ("prior", z)]
+        if cfg.history:
+            sizes += [("tried", z), ("found", m), ("used", 1)]
+        self.obs_layout: dict[str, slice] = {}
+        start = 0
+        for name, size in sizes:
+            self.obs_layout[name] = slice(start, start + size)
+            start += size
+        self._obs_dim = start
+        self._eye = np.eye(n, dtype=np.float32)
+        self.single_observation_space = spaces.Box(0.0, 1.0, shape=(start,), dtype=np.float32)
+        self.single_action_space = spaces.Discrete(z)
+
+    def restart(self, row: int, gen: np.random.Generator) -> None:
+        self.life.restart(row, gen)
+
+    def reset_rows(self, rows: np.ndarray, explicit: np.ndarray | None) -> None:
+        self.life.begin(rows, explicit)
+
+    def step_rows(
+        self, rows: np.ndarray, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        spec = self.spec
+        inputs = self.life.cur[rows]
+        u = self.life.uniform(rows)
+        branch = (spec.cdf[inputs, actions] <= u[:, None]).sum(axis=1)
+        out = spec.outcomes.take(inputs * spec.n_branches + branch)
+        rewards, cols = self.life.finish(rows, out, latents=actions)
+        return rewards, np.ones(rows.size, dtype=bool), np.zeros(rows.size, dtype=bool), rows, cols
+
+    def observe(self, rows: np.ndarray) -> np.ndarray:
+        life, lay = self.life, self.obs_layout
+        cur = life.cur[rows]
+        obs = np.empty((rows.size, self._obs_dim), dtype=np.float32)
+        obs[:, lay["input"]] = self._eye[cur]
+        obs[:, lay["prior"]] = self.spec.prior[cur]
+        if self.cfg.history:
+            budget = float(self.cfg.budget)
+            obs[:, lay["tried"]] = life.tried[rows, cur] / budget
+            obs[:, lay["found"]] = life.seen[rows, cur]
+            obs[:, lay["used"]] = (life.counts[rows, cur] / budget)[:, None]
+        return obs
+
+
+class RouterAPI:
+    """Router-env extras, on the single and the vector env."""
+
+    _engine: RouterEngine
+
+    @property
+    def n_latents(self) -> int:
+        """Z, the number of latent codes (the action count)."""
+        return self._engine.spec.n_latents
+
+    @property
+    def obs_layout(self) -> dict[str, slice]:
+        """Name -> slice of the flat observation (see the module docstring)."""
+        return dict(self._engine.obs_layout)
+
+    def latent_prior(self, input_id: str) -> np.ndarray:
+        """float array, shape (Z,): the router prior (the iid base model's law over latents)."""
+        spec = self._engine.spec
+        return spec.prior[spec.index_of(input_id)].copy()
+
+    def sample_base_action(self, input_id: str, rng: np.random.Generator) -> int:
+        """One latent drawn from the router prior of ``input_id`` (an iid base-model action)."""
+        prior = self.latent_prior(input_id)
+        return int(rng.choice(prior.size, p=prior))
+
+
+class RouterEnv(RouterAPI, SeffiEnv):
+    """Single router env; see the module docstring. Keyword arguments: :class:`RouterEnvConfig`."""
+
+    engine_cls = RouterEngine
+    config_cls = RouterEnvConfig
+
+
+class RouterVectorEnv(RouterAPI, SeffiVectorEnv):
+    """Native vector router env (``num_envs`` rows); same infos as ``SyncVectorEnv(RouterEnv)``."""
+
+    engine_cls = RouterEngine
+    config_cls = RouterEnvConfig

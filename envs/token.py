@@ -1,0 +1,204 @@
+"""Token-level envs ``seffi/<Name>-v0``: the agent writes ``y_text`` one vocabulary token at a time.
+
+* **Action**: ``Discrete(V)`` over ``task.vocabulary()`` (id 1 = ``<eos>`` ends the episode; ``<pad>``
+  is a no-op word, newline id 3 starts a new line).
+* **Observation** (``Dict`` of fixed-size int64 arrays, SB3-compatible):
+
+  - ``"prompt"``: ``MultiDiscrete`` shape (P,): the prompt's token ids, ``<pad>``-padded; P is the
+    longest prompt of the pool.
+  - ``"output"``: ``MultiDiscrete`` shape (L,): tokens written so far, ``<pad>``-padded.
+  - ``"length"``: ``Discrete(L + 1)``: number of tokens written.
+  - ``"found"`` (only with ``history=True``): ``MultiBinary`` shape (M,): strategies found by valid
+    traces for this input in this run.
+
+* **Episode end**: terminated on ``<eos>``; truncated when L tokens were written without one (L =
+  ``max_length``, derived from the pool's traces by default). Either way the final ``info`` is complete:
+  the written tokens are decoded and validated by the task.
+
+Example:
+    >>> import gymnasium as gym, seffi.envs
+    >>> env = gym.make("seffi/Hanoi-v0", n_inputs=2, budget=3)
+    >>> obs, _ = env.reset(seed=0)
+    >>> u = env.unwrapped
+    >>> for a in u.encode(u.task.solve(u.inputs[0], "recursive")):
+    ...     obs, reward, terminated, truncated, info = env.step(a)
+    >>> terminated, reward, info["valid"], info["sample_index"]
+    (True, 1.0, True, 1)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from seffi._seeding import seed_from_text
+
+from .base import SeffiEnv
+from .config import TokenEnvConfig
+from .core import Life, Outcomes, PoolSpec, cached_spec, object_array
+from .vector import SeffiVectorEnv
+
+#: Validation results kept per spec (the cache only saves time; it never changes a result).
+_CACHE_LIMIT = 200_000
+
+
+class TokenSpec(PoolSpec):
+    """Pool data of a token env: vocabulary, padded prompts, the max length, a validation cache."""
+
+    def __init__(self, cfg: TokenEnvConfig) -> None:
+        super().__init__(cfg)
+        self.vocabulary = self.task.vocabulary()
+        prompts = [self.vocabulary.encode(self.task.prompt(x)) for x in self.inputs]
+        self.prompt_length = max(1, max(len(p) for p in prompts))
+        self.prompt_tokens = np.zeros((self.n_inputs, self.prompt_length), dtype=np.int64)
+        for i, p in enumerate(prompts):
+            self.prompt_tokens[i, : len(p)] = p
+        self.max_length = cfg.max_length or self._derived_max_length()
+        self._cache: dict[tuple[int, bytes], tuple[str, tuple[str, ...], bool, bool, np.ndarray]] = {}
+
+    def _derived_max_length(self) -> int:
+        """Longest pool trace (references, and a few invalid / off-strategy draws) + eos + a margin."""
+        longest = 1
+        for x in self.inputs:
+            probe = np.random.default_rng(seed_from_text(self.task.name, x.id, "token-max-length"))
+            feasible = self.task.feasible_strategies(x)
+            texts = [self.task.reference(x, s) or "" for s in feasible]
+            for _ in range(4):
+                texts += [self.task.invalid_trace(x, s, probe) for s in feasible]
+                texts.append(self.task.off_strategy_trace(x, probe))
+            longest = max(longest, *(len(self.vocabulary.encode(t)) + 1 for t in texts))
+        return longest + max(4, longest // 4)
+
+    def outcomes(self, inputs: np.ndarray, tokens: np.ndarray, lengths: np.ndarray) -> Outcomes:
+        """Decode and validate finished outputs.
+
+        Args:
+            inputs: int array, shape (R,): pool indices.
+            tokens: int array, shape (R, L): output buffers.
+            lengths: int array, shape (R,): tokens written.
+        """
+        rows = []
+        for n, toks, length in zip(inputs.tolist(), tokens, lengths.tolist(), strict=True):
+            written = toks[:length]
+            key = (n, written.tobytes())
+            hit = self._cache.get(key)
+            if hit is None:
+                text = self.vocabulary.decode(written)
+                res = self.task.validate_y_text(self.inputs[n], text)
+                hit = (text, tuple(sorted(res.strategy_matches)), res.valid, res.parse_ok,
+                       self.match_mask(res.strategy_matches))
+                if len(self._cache) >= _CACHE_LIMIT:
+                    self._cache.clear()
+                self._cache[key] = hit
+            rows.append(hit)
+        return Outcomes(
+            object_array([r[0] for r in rows]),
+            object_array([r[1] for r in rows]),
+            np.array([r[2] for r in rows], dtype=bool),
+            np.array([r[3] for r in rows], dtype=bool),
+            np.array([r[4] for r in rows], dtype=bool).reshape(len(rows), len(self.strategies)),
+        )
+
+    def base_match_distribution(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
+        """The task's exact base-sampler law for a pool input."""
+        return self.task.base_match_distribution(self.inputs[self.index_of(input_id)], valid_only=valid_only)
+
+
+class TokenEngine:
+    """Batched token-writing state of E rows (see the module docstring for the spaces)."""
+
+    def __init__(self, cfg: TokenEnvConfig, num_envs: int) -> None:
+        key = cfg.model_dump(include={"task", "task_config", "n_inputs", "input_seed", "max_length"})
+        self.cfg = cfg
+        self.spec: TokenSpec = cached_spec("token", key, lambda: TokenSpec(cfg))
+        self.life = Life(self.spec, cfg, num_envs)
+        length, v = self.spec.max_length, len(self.spec.vocabulary)
+        self.out = np.zeros((num_envs, length), dtype=np.int64)
+        self.length = np.zeros(num_envs, dtype=np.int64)
+        obs: dict[str, spaces.Space[Any]] = {
+            "prompt": spaces.MultiDiscrete(np.full(self.spec.prompt_length, v, dtype=np.int64)),
+            "output": spaces.MultiDiscrete(np.full(length, v, dtype=np.int64)),
+            "length": spaces.Discrete(length + 1),
+        }
+        if cfg.history:
+            obs["found"] = spaces.MultiBinary(len(self.spec.strategies))
+        self.single_observation_space = spaces.Dict(obs)
+        self.single_action_space = spaces.Discrete(v)
+
+    def restart(self, row: int, gen: np.random.Generator) -> None:
+        self.life.restart(row, gen)
+        self.out[row] = 0
+        self.length[row] = 0
+
+    def reset_rows(self, rows: np.ndarray, explicit: np.ndarray | None) -> None:
+        self.life.begin(rows, explicit)
+        self.out[rows] = 0
+        self.length[rows] = 0
+
+    def step_rows(
+        self, rows: np.ndarray, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        self.out[rows, self.length[rows]] = actions
+        self.length[rows] += 1
+        terminated = actions == self.spec.vocabulary.EOS
+        truncated = ~terminated & (self.length[rows] >= self.spec.max_length)
+        done = terminated | truncated
+        rewards = np.zeros(rows.size)
+        fin = rows[done]
+        cols: dict[str, np.ndarray] = {}
+        if fin.size:
+            out = self.spec.outcomes(self.life.cur[fin], self.out[fin], self.length[fin])
+            rewards[done], cols = self.life.finish(fin, out)
+        return rewards, terminated, truncated, fin, cols
+
+    def observe(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        cur = self.life.cur[rows]
+        obs = {
+            "prompt": self.spec.prompt_tokens[cur],
+            "output": self.out[rows],  # fancy indexing copies
+            "length": self.length[rows],
+        }
+        if self.cfg.history:
+            obs["found"] = self.life.seen[rows, cur].astype(np.int8)
+        return obs
+
+
+class TokenAPI:
+    """Token-env extras, on the single and the vector env."""
+
+    _engine: TokenEngine
+
+    @property
+    def vocabulary(self) -> Any:
+        """The task's word-level :class:`~seffi.tasks.base.Vocabulary` (the action ids)."""
+        return self._engine.spec.vocabulary
+
+    @property
+    def max_length(self) -> int:
+        """L: output tokens per episode, ``<eos>`` included."""
+        return self._engine.spec.max_length
+
+    def encode(self, y_text: str) -> list[int]:
+        """The action sequence that writes ``y_text`` (its tokens then ``<eos>``)."""
+        return [*self._engine.spec.vocabulary.encode(y_text), self._engine.spec.vocabulary.EOS]
+
+    def sample_base_y_text(self, input_id: str, rng: np.random.Generator) -> str:
+        """One draw of the task's base sampler (this env's iid base model) for ``input_id``."""
+        spec = self._engine.spec
+        return spec.task.sample_y_text(spec.inputs[spec.index_of(input_id)], rng)
+
+
+class TokenEnv(TokenAPI, SeffiEnv):
+    """Single token-level env; see the module docstring. Keyword arguments: :class:`TokenEnvConfig`."""
+
+    engine_cls = TokenEngine
+    config_cls = TokenEnvConfig
+
+
+class TokenVectorEnv(TokenAPI, SeffiVectorEnv):
+    """Native vector token-level env (``num_envs`` rows); same infos as ``SyncVectorEnv(TokenEnv)``."""
+
+    engine_cls = TokenEngine
+    config_cls = TokenEnvConfig

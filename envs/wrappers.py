@@ -1,0 +1,105 @@
+"""Wrappers that add a novelty bonus to any seffi env (single or vector).
+
+The bonus is ``bonus`` per strategy a finished trace adds to the set already found for its input in
+the current run (a run restarts when ``info["sample_index"] == 1``), read from the final-step ``info``
+alone — so it works on any env whose infos follow the seffi contract. With ``valid_only`` (default)
+only valid traces count, like the envs' built-in ``reward="novel"`` mode; wrapping a ``reward="valid"``
+env reproduces that mode exactly.
+
+Example:
+    >>> import gymnasium as gym, seffi.envs
+    >>> env = NoveltyBonus(gym.make("seffi/HanoiRouter-v0", n_inputs=2), bonus=0.5)
+    >>> _ = env.reset(seed=0)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import VectorEnv, VectorWrapper
+
+from seffi.errors import SeffiError
+
+
+class _Memory:
+    """Strategies found per (stream, input) in the current run."""
+
+    def __init__(self, bonus: float, valid_only: bool) -> None:
+        if not np.isfinite(bonus):
+            raise SeffiError(f"bonus must be finite, got {bonus!r}")
+        self.bonus, self.valid_only = float(bonus), valid_only
+        self.seen: dict[tuple[int, str], set[str]] = {}
+
+    def __call__(self, stream: int, input_id: str, matches: Any, valid: bool, sample_index: int) -> float:
+        key = (stream, input_id)
+        if sample_index == 1 or key not in self.seen:
+            self.seen[key] = set()
+        if self.valid_only and not valid:
+            return 0.0
+        new = set(matches) - self.seen[key]
+        self.seen[key] |= new
+        return self.bonus * len(new)
+
+
+class NoveltyBonus(gym.Wrapper[Any, Any, Any, Any]):
+    """Add ``bonus`` per newly found strategy to the final reward; ``info["novelty_bonus"]`` says how much.
+
+    Args:
+        env: A seffi env (anything whose final ``info`` follows the seffi contract).
+        bonus: Reward per strategy new to this input's run.
+        valid_only: Count strategies of valid traces only.
+    """
+
+    def __init__(self, env: gym.Env[Any, Any], bonus: float = 1.0, valid_only: bool = True) -> None:
+        super().__init__(env)
+        self._memory = _Memory(bonus, valid_only)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        if seed is not None:  # a seeded reset restarts the env's runs, so forget what was found
+            self._memory.seen.clear()
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if "strategy_matches" in info:
+            extra = self._memory(
+                0, info["input_id"], info["strategy_matches"], info["valid"], info["sample_index"]
+            )
+            reward = float(reward) + extra
+            info = {**info, "novelty_bonus": extra}
+        return obs, reward, terminated, truncated, info
+
+
+class VectorNoveltyBonus(VectorWrapper):
+    """:class:`NoveltyBonus` for vector envs (Gymnasium's dict-of-arrays infos, NEXT_STEP autoreset)."""
+
+    def __init__(self, env: VectorEnv, bonus: float = 1.0, valid_only: bool = True) -> None:
+        super().__init__(env)
+        self._memory = _Memory(bonus, valid_only)
+
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        if seed is not None:
+            self._memory.seen.clear()
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        obs, rewards, terminated, truncated, infos = self.env.step(actions)
+        mask = infos.get("_strategy_matches")
+        if mask is not None and mask.any():
+            rewards = np.asarray(rewards, dtype=np.float64).copy()
+            extra = np.zeros(self.num_envs)
+            for i in np.flatnonzero(mask):
+                extra[i] = self._memory(
+                    int(i),
+                    infos["input_id"][i],
+                    infos["strategy_matches"][i],
+                    bool(infos["valid"][i]),
+                    int(infos["sample_index"][i]),
+                )
+            rewards += extra
+            infos = {**infos, "novelty_bonus": extra, "_novelty_bonus": mask.copy()}
+        return obs, rewards, terminated, truncated, infos
