@@ -145,7 +145,9 @@ class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
         cur = int(self._engine.life.cur[0])
         return None if cur < 0 else self._engine.spec.input_ids[cur]
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         """Start an episode on the scheduled input, or on ``options["input_id"]``.
 
         A seed restarts the env's life (budgets, runs, history and novelty memory) as well as its

@@ -106,7 +106,7 @@ class PoolSpec:
             ) from None
 
     def match_mask(self, matches: frozenset[str] | Sequence[str]) -> np.ndarray:
-        """bool array, shape (M,): which declared strategies are in ``matches``."""
+        """Mask over the declared strategies, bool array, shape (M,): which declared strategies are in ``matches``."""
         mask = np.zeros(len(self.strategies), dtype=bool)
         for s in matches:
             if s in self.strategy_index:
@@ -140,12 +140,25 @@ class Outcomes:
     __slots__ = ("mask", "matches", "parse_ok", "valid", "y_text")
 
     def __init__(
-        self, y_text: np.ndarray, matches: np.ndarray, valid: np.ndarray, parse_ok: np.ndarray, mask: np.ndarray
+        self,
+        y_text: np.ndarray,
+        matches: np.ndarray,
+        valid: np.ndarray,
+        parse_ok: np.ndarray,
+        mask: np.ndarray,
     ) -> None:
-        self.y_text, self.matches, self.valid, self.parse_ok, self.mask = y_text, matches, valid, parse_ok, mask
+        self.y_text, self.matches, self.valid, self.parse_ok, self.mask = (
+            y_text,
+            matches,
+            valid,
+            parse_ok,
+            mask,
+        )
 
     @classmethod
-    def from_results(cls, spec: PoolSpec, texts: Sequence[str], results: Sequence[ValidationResult]) -> Outcomes:
+    def from_results(
+        cls, spec: PoolSpec, texts: Sequence[str], results: Sequence[ValidationResult]
+    ) -> Outcomes:
         """Columns of validated traces."""
         m = len(spec.strategies)
         mask = np.zeros((len(results), m), dtype=bool)
@@ -161,7 +174,9 @@ class Outcomes:
 
     def take(self, idx: Any) -> Outcomes:
         """The rows ``idx`` of every column."""
-        return Outcomes(self.y_text[idx], self.matches[idx], self.valid[idx], self.parse_ok[idx], self.mask[idx])
+        return Outcomes(
+            self.y_text[idx], self.matches[idx], self.valid[idx], self.parse_ok[idx], self.mask[idx]
+        )
 
 
 def to_python(value: Any) -> Any:
@@ -210,7 +225,7 @@ class Life:
         self.active[row] = False
 
     def uniform(self, rows: np.ndarray) -> np.ndarray:
-        """float array, shape (len(rows),): the next uniform of each row's stream."""
+        """Next uniforms, float array, shape (len(rows),): the next uniform of each row's stream."""
         empty = rows[self.upos[rows] >= UNIFORM_BLOCK]
         for r in empty:  # rare: once per UNIFORM_BLOCK draws of a row
             gen = self.gens[r]

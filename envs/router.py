@@ -142,8 +142,16 @@ class RouterEngine:
 
     def __init__(self, cfg: RouterEnvConfig, num_envs: int) -> None:
         key = cfg.model_dump(
-            include={"task", "task_config", "n_inputs", "input_seed", "n_latents", "noise", "prior_skew",
-                     "mapping_seed"}
+            include={
+                "task",
+                "task_config",
+                "n_inputs",
+                "input_seed",
+                "n_latents",
+                "noise",
+                "prior_skew",
+                "mapping_seed",
+            }
         )
         self.cfg = cfg
         self.spec: RouterSpec = cached_spec("router", key, lambda: RouterSpec(cfg))
@@ -210,7 +218,7 @@ class RouterAPI:
         return dict(self._engine.obs_layout)
 
     def latent_prior(self, input_id: str) -> np.ndarray:
-        """float array, shape (Z,): the router prior (the iid base model's law over latents)."""
+        """Router prior, float array, shape (Z,): the iid base model (the iid base model's law over latents)."""
         spec = self._engine.spec
         return spec.prior[spec.index_of(input_id)].copy()
 

@@ -87,8 +87,13 @@ class TokenSpec(PoolSpec):
             if hit is None:
                 text = self.vocabulary.decode(written)
                 res = self.task.validate_y_text(self.inputs[n], text)
-                hit = (text, tuple(sorted(res.strategy_matches)), res.valid, res.parse_ok,
-                       self.match_mask(res.strategy_matches))
+                hit = (
+                    text,
+                    tuple(sorted(res.strategy_matches)),
+                    res.valid,
+                    res.parse_ok,
+                    self.match_mask(res.strategy_matches),
+                )
                 if len(self._cache) >= _CACHE_LIMIT:
                     self._cache.clear()
                 self._cache[key] = hit

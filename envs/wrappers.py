@@ -56,7 +56,9 @@ class NoveltyBonus(gym.Wrapper[Any, Any, Any, Any]):
         super().__init__(env)
         self._memory = _Memory(bonus, valid_only)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         if seed is not None:  # a seeded reset restarts the env's runs, so forget what was found
             self._memory.seen.clear()
         return self.env.reset(seed=seed, options=options)
