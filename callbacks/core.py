@@ -25,7 +25,7 @@ import dataclasses
 import os
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -333,6 +333,11 @@ class EnvAccess:
             return self.env.call(name, *args, **kwargs)[0]
         return getattr(self._target, name)(*args, **kwargs)
 
+    def single_action_space(self) -> Any:
+        """The action space of one sub-env."""
+        env = self.env
+        return getattr(env, "single_action_space", None) or getattr(env, "action_space", None)
+
     def env_id(self) -> str | None:
         """The registered id (e.g. ``"seffi/HanoiRouter-v0"``), if known."""
         spec = None
@@ -537,6 +542,9 @@ class CoverageMonitor:
         self._baseline_cache: dict[frozenset[str], tuple[Any, Any]] = {}
         self.finalized = False
         self.last_scalars: dict[str, float] = {}
+        self.last_comparison: Any = None
+        #: Extra policy lines for the final report (the evaluator's earlier evaluations).
+        self.extra_policies: list[Any] = []
 
     # -- construction helpers ---------------------------------------------------------------------
 
@@ -564,18 +572,19 @@ class CoverageMonitor:
 
     def _num_latents(self) -> int | None:
         """Z of a router env (its Discrete action space), for the latent-coverage diagnostic."""
-        if self.access is None or not self.access.has("n_latents"):
+        if self.access is None or not self.access.has("config"):
             return None
-        try:
-            return int(self.access.get("n_latents"))
-        except (TypeError, ValueError):
+        if not hasattr(self.access.get("config"), "n_latents"):  # only router configs have latents
             return None
+        space = self.access.single_action_space()
+        n = getattr(space, "n", None)
+        return int(n) if n is not None else None
 
     def reset_tracker(self) -> None:
         """Start a fresh tracker (and run bookkeeping); the periodic evaluator does this per evaluation."""
         from seffi.coverage import CoverageTracker
 
-        self.tracker = CoverageTracker(strategies=self.strategies)
+        self.tracker = CoverageTracker(strategies=self.strategies, task=self.task_name)
         self.latent_tracker = (
             CoverageTracker(strategies=tuple(str(z) for z in range(self.num_latents)))
             if self.num_latents
@@ -682,6 +691,7 @@ class CoverageMonitor:
                 )
             return None
         comparison, scalars = self.snapshot()
+        self.last_comparison = comparison
         scalars[keys.STEP_KEY] = float(step)
         self.sinks.log(scalars, step)
         self.sinks.log_snapshot(comparison, step, self.scope)
@@ -783,7 +793,14 @@ class CoverageMonitor:
         """The :class:`seffi.report.schema.Report` of everything recorded so far."""
         from seffi.report.schema import Report
 
-        comparisons = [self.snapshot()[0]] if self._counted else []
+        comparisons = []
+        if self._counted:
+            comparison = self.snapshot()[0]
+            if self.extra_policies:
+                comparison = comparison.model_copy(
+                    update={"policies": [*comparison.policies, *self.extra_policies]}
+                )
+            comparisons.append(comparison)
         return Report(
             title=f"seffi coverage: {self.task_name} (K={self.budget})",
             seed=self.seed,
@@ -815,3 +832,157 @@ class CoverageMonitor:
 
     def __exit__(self, *exc: object) -> None:
         self.finalize()
+
+
+# ----------------------------------------------------------------------------------------------------
+# Periodic evaluation: the current policy spends K samples on every eval input of a separate env.
+# ----------------------------------------------------------------------------------------------------
+
+Act = Callable[[Any], Any]
+
+
+def rollout_episodes(
+    env: Any,
+    act: Act,
+    input_ids: Sequence[str],
+    budget: int,
+    *,
+    seed: int | None = None,
+    max_steps_per_episode: int = 100_000,
+) -> list[EpisodeEnd]:
+    """Run ``budget`` episodes on each input with policy ``act`` on a single Gymnasium env.
+
+    ``reset(seed=seed)`` first, so a seffi env starts a fresh life (empty per-input history), then
+    ``reset(options={"input_id": x})`` per episode; the K episodes of an input are consecutive so
+    history-aware policies see their own run.
+
+    Args:
+        env: A single (non-vector) Gymnasium env with the seffi final-info contract.
+        act: Maps one observation to one action (e.g. ``lambda o: model.predict(o)[0]``).
+        input_ids: Inputs to evaluate.
+        budget: Episodes per input, K.
+        seed: Seed of the first reset (``None``: not reseeded).
+        max_steps_per_episode: Guard against an env that never ends an episode.
+
+    Returns:
+        The episode ends, input by input, with ``env_index`` 0 and ``run_index`` = position of the input.
+    """
+    ends: list[EpisodeEnd] = []
+    name = getattr(getattr(env, "spec", None), "id", None)
+    if seed is not None:
+        env.reset(seed=seed)
+    for run, x in enumerate(input_ids):
+        for _ in range(budget):
+            obs, _ = env.reset(options={"input_id": x})
+            for _ in range(max_steps_per_episode):
+                obs, _, terminated, truncated, info = env.step(act(obs))
+                if terminated or truncated:
+                    end = episode_from_info(info, env_index=0, env_name=name)
+                    ends.append(dataclasses.replace(end, run_index=run, sample_index=None))
+                    break
+            else:
+                raise SeffiError(
+                    f"an evaluation episode on {name or 'the env'} did not end within "
+                    f"{max_steps_per_episode} steps"
+                )
+    return ends
+
+
+class CoverageEvaluator:
+    """Periodic evaluation of exploration efficiency, like SB3's ``EvalCallback``.
+
+    Each :meth:`evaluate` call starts a fresh tracker, lets the current policy spend ``budget`` samples
+    on every eval input of ``eval_env``, and logs that evaluation's curves (keys under
+    ``seffi/<scope>/``, default scope ``"eval"``) at the training step, so the W&B chart of
+    ``seffi/eval/gain_vs_iid`` against ``seffi/step`` shows exploration improving over training.
+    The final report holds the last evaluation and, as extra policy lines, earlier ones.
+
+    Args:
+        eval_env: A single seffi env (not vector), separate from the training env.
+        budget: Samples per eval input, K.
+        input_ids: Eval inputs (default: the env's whole pool).
+        seed: Seed of each evaluation's env reset (evaluation i uses ``seed + i``).
+        keep_history: Number of evaluations kept as lines in the final report (evenly spaced).
+        **monitor_kwargs: :class:`CoverageMonitor` arguments (sinks, out_dir, wandb, iid, ...).
+    """
+
+    def __init__(
+        self,
+        eval_env: Any,
+        budget: int,
+        *,
+        input_ids: Sequence[str] | None = None,
+        seed: int = 0,
+        keep_history: int = 6,
+        **monitor_kwargs: Any,
+    ) -> None:
+        if hasattr(eval_env, "num_envs") or hasattr(eval_env, "env_method"):
+            raise SeffiError("the evaluation env must be a single Gymnasium env, not a vector env")
+        monitor_kwargs.setdefault("scope", "eval")
+        monitor_kwargs.setdefault("label", "eval")
+        monitor_kwargs.setdefault("n_boot", 100)
+        self.monitor = CoverageMonitor(budget, env=eval_env, **monitor_kwargs)
+        self.env = eval_env
+        self.budget = int(budget)
+        access = self.monitor.access
+        if input_ids is None:
+            if access is None or not access.has("input_ids"):
+                raise SeffiError("pass input_ids: the evaluation env does not expose its input pool")
+            input_ids = access.get("input_ids")
+        self.input_ids = tuple(str(x) for x in input_ids)
+        env_budget = access.get("budget") if access is not None and access.has("budget") else None
+        if env_budget is not None and int(env_budget) < self.budget:
+            warnings.warn(
+                f"eval env budget {env_budget} < K={self.budget}: samples past {env_budget} start a new "
+                "env run (history cleared); make the eval env with budget >= K",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        self.seed = int(seed)
+        self.keep_history = int(keep_history)
+        self.history: list[tuple[int, Any]] = []  # (step, policy CurveSet) per evaluation
+        self.n_evals = 0
+        self.last_step: int | None = None
+
+    def evaluate(self, act: Act, step: int) -> dict[str, float] | None:
+        """Evaluate policy ``act`` now and log the curves at training ``step``.
+
+        Returns:
+            The logged scalars (``None`` if the step was refused as out of order).
+        """
+        self.monitor.reset_tracker()
+        ends = rollout_episodes(self.env, act, self.input_ids, self.budget, seed=self.seed + self.n_evals)
+        for end in ends:
+            self.monitor.ingest_end(end)
+        self.n_evals += 1
+        self.last_step = int(step)
+        scalars = self.monitor.log(step)
+        if scalars is not None:
+            comparison = self.monitor.last_comparison
+            self.history.append((int(step), comparison.policies[0]))
+        return scalars
+
+    def finalize(self) -> Any:
+        """Write the report (last evaluation + earlier ones as extra lines) and close the sinks."""
+        if self.monitor.finalized:
+            return None
+        extra = []
+        if len(self.history) > 1:
+            earlier = self.history[:-1]
+            n = min(self.keep_history - 1, len(earlier))
+            picks = sorted({round(float(i)) for i in np.linspace(0, len(earlier) - 1, n)}) if n > 0 else []
+            for i in picks:
+                step, result = earlier[i]
+                extra.append(
+                    result.model_copy(
+                        update={
+                            "curves": result.curves.model_copy(
+                                update={"label": f"{self.monitor.label}@{step}"}
+                            )
+                        }
+                    )
+                )
+        self.monitor.extra_policies = extra
+        return self.monitor.finalize()
+
+    close = finalize
