@@ -25,11 +25,28 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "auc": ("auc",),
     "auc_lo": ("auc_lo",),
     "auc_hi": ("auc_hi",),
+    "valid_auc": ("valid_auc",),
+    "valid_auc_lo": ("valid_auc_lo",),
+    "valid_auc_hi": ("valid_auc_hi",),
+    "valid_at_k": ("valid_at_k",),
+    "coverage_by_rarity": ("coverage_by_rarity",),
+    "rarity_bins": ("rarity_bins",),
+    "extrapolated": ("extrapolated",),
+    "notes": ("notes",),
     "valid_rate": ("valid_rate",),
     "n_samples": ("n_samples", "episodes", "samples"),
     "n_inputs": ("n_inputs", "inputs"),
     "n_runs": ("n_runs", "runs"),
     "method": ("method",),
+}
+
+
+# seffi.coverage.Curves.kind -> (CurveSet.role, default method)
+_ROLE_OF_KIND: dict[str, tuple[str, str | None]] = {
+    "policy": ("policy", "empirical"),
+    "iid": ("iid", "exact"),
+    "iid_estimated": ("iid", "estimated"),
+    "oracle": ("oracle", None),
 }
 
 
@@ -60,6 +77,8 @@ def _ttc(data: Mapping[str, Any]) -> list[dict[str, Any]]:
         s = dict(s)
         tau = s.pop("tau", tau)
         entry = {"tau": float(tau)}
+        if "censored" in s and "fraction_censored" not in s:  # seffi.coverage's name
+            s["fraction_censored"] = s.pop("censored")
         for name in ("median", "restricted_mean", "fraction_censored", "survival", "values"):
             if name in s:
                 entry[name] = _plain(s[name])
@@ -76,7 +95,13 @@ def curveset_fields(data: Mapping[str, Any]) -> dict[str, Any]:
                 fields[name] = _plain(data[src])
                 break
     if "k" not in fields and "coverage" in fields:
+        # seffi.coverage.Curves stores K and positions 0..K-1 for k = 1..K.
         fields["k"] = list(range(1, len(fields["coverage"]) + 1))
+    kind = data.get("kind")
+    if kind in _ROLE_OF_KIND:
+        fields["role"], method = _ROLE_OF_KIND[kind]
+        if method and "method" not in fields:
+            fields["method"] = method
     if "k" in fields:
         fields["k"] = [int(k) for k in fields["k"]]
     for name in ("n_samples", "n_inputs", "n_runs"):

@@ -36,6 +36,11 @@ def _figure(
     return fig, axes
 
 
+def _a(values: Sequence[float | None] | None) -> np.ndarray:
+    """Per-k values (null = undefined) as a float array with NaN, which matplotlib leaves as gaps."""
+    return np.array([np.nan if v is None else v for v in (values or [])], dtype=np.float64)
+
+
 def _style(curves: CurveSet, index: int) -> dict[str, object]:
     if curves.role == "oracle":
         return {"color": "black", "linestyle": "--", "linewidth": 1.6}
@@ -86,9 +91,9 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
         label = _legend_label(c)
         if c.auc is not None:
             label += f", AUC={c.auc:.3f}"
-        ax.plot(c.k, y, label=label, marker="o" if len(c.k) <= 12 else None, markersize=3, **style)
+        ax.plot(c.k, _a(y), label=label, marker="o" if len(c.k) <= 12 else None, markersize=3, **style)
         if lo is not None and hi is not None:
-            ax.fill_between(c.k, lo, hi, color=style["color"], alpha=0.15, linewidth=0)
+            ax.fill_between(c.k, _a(lo), _a(hi), color=style["color"], alpha=0.15, linewidth=0)
     ax.set_xlabel("sample budget k (samples per input)")
     ax.set_ylabel("valid-strategy coverage" if valid else "strategy coverage C(k) = E|S_k| / M")
     ax.set_ylim(-0.02, 1.05)
@@ -128,7 +133,7 @@ def plot_novelty(comparison: Comparison) -> Figure:
         if y is None:
             continue
         suffix = "" if c.novelty is not None else " (expected # new)"
-        ax.plot(c.k, y, label=_legend_label(c) + suffix, **style)
+        ax.plot(c.k, _a(y), label=_legend_label(c) + suffix, **style)
     ax.set_xlabel("sample index i")
     ax.set_ylabel(what)
     ax.set_ylim(bottom=-0.02)
@@ -148,7 +153,7 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
             if t is None or t.survival is None:
                 continue
             med = "" if t.median is None else f", median {t.median:g}"
-            ax.step(c.k, t.survival, where="post", label=f"{c.label}{med}", **style)
+            ax.step(c.k, _a(t.survival), where="post", label=f"{c.label}{med}", **style)
         ax.set_xlabel("sample budget k")
         ax.set_ylabel(f"Pr[T({tau:g}) > k]  (not yet at {tau:.0%} coverage)")
         ax.set_ylim(-0.02, 1.05)
@@ -207,17 +212,19 @@ def plot_barcode(barcode: Barcode, *, title: str = "strategy barcode", max_rows:
     cmap = ListedColormap(colors)
     fig, axes = _figure(size=(min(14.0, 3.0 + 0.25 * width), min(12.0, 2.0 + 0.28 * max(n_rows, 1))))
     ax = axes[0, 0]
-    ax.imshow(grid + 2, cmap=cmap, vmin=0, vmax=m + 1, aspect="auto", interpolation="nearest")
+    # 1-based columns so "sample index i" means the same here as in N(i) and C(k).
+    extent = (0.5, grid.shape[1] + 0.5, grid.shape[0] - 0.5, -0.5)
+    ax.imshow(grid + 2, cmap=cmap, vmin=0, vmax=m + 1, aspect="auto", interpolation="nearest", extent=extent)
     fx, fy = [], []
     for i, r in enumerate(rows):
         seen: set[int] = set()
         for j, v in enumerate(r):
             if v >= 0 and v not in seen:
                 seen.add(v)
-                fx.append(j)
+                fx.append(j + 1)
                 fy.append(i)
     ax.scatter(fx, fy, marker="o", s=14, facecolor="white", edgecolor="black", linewidth=0.7, zorder=3)
-    ax.set_xlabel("sample index (0-based)")
+    ax.set_xlabel("sample index i")
     ax.set_ylabel("input")
     ids = barcode.input_ids[:max_rows]
     if n_rows <= 30:
@@ -250,11 +257,11 @@ def plot_valid_vs_raw(comparison: Comparison) -> Figure:
     fig, axes = _figure()
     ax = axes[0, 0]
     for c, style in _styled_sets(comparison):
-        ax.plot(c.k, c.coverage, label=f"{c.label} raw", **style)
+        ax.plot(c.k, _a(c.coverage), label=f"{c.label} raw", **style)
         if c.valid_coverage is not None:
             vs = dict(style, linestyle=":", linewidth=2.2)
             rate = "" if c.valid_rate is None else f" (valid rate {c.valid_rate:.0%})"
-            ax.plot(c.k, c.valid_coverage, label=f"{c.label} valid{rate}", **vs)
+            ax.plot(c.k, _a(c.valid_coverage), label=f"{c.label} valid{rate}", **vs)
     ax.set_xlabel("sample budget k")
     ax.set_ylabel("coverage")
     ax.set_ylim(-0.02, 1.05)
@@ -278,9 +285,11 @@ def plot_latent(comparison: Comparison) -> Figure | None:
     for i, lat in latents:
         color = _POLICY_COLORS[i % len(_POLICY_COLORS)]
         codes = "" if lat.num_codes is None else f" ({lat.num_codes} codes)"
-        ax.plot(lat.k, lat.coverage, color=color, linewidth=2.0, label=f"{lat.label}{codes}")
+        ax.plot(lat.k, _a(lat.coverage), color=color, linewidth=2.0, label=f"{lat.label}{codes}")
         if lat.coverage_lo is not None and lat.coverage_hi is not None:
-            ax.fill_between(lat.k, lat.coverage_lo, lat.coverage_hi, color=color, alpha=0.15, linewidth=0)
+            ax.fill_between(
+                lat.k, _a(lat.coverage_lo), _a(lat.coverage_hi), color=color, alpha=0.15, linewidth=0
+            )
     ax.set_xlabel("sample budget k")
     ax.set_ylabel("latent-code coverage (distinct z / #codes)")
     ax.set_ylim(-0.02, 1.05)
@@ -321,7 +330,7 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
                     )
                     ax.plot(
                         c.k,
-                        c.coverage,
+                        _a(c.coverage),
                         color=color,
                         linestyle=linestyles[r_i % len(linestyles)],
                         linewidth=2.0,
@@ -330,7 +339,7 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
                 if not drew_baselines:
                     for c in (comp.iid, comp.oracle):
                         if c is not None:
-                            ax.plot(c.k, c.coverage, label=f"{c.label} ({run_label})", **_style(c, 0))
+                            ax.plot(c.k, _a(c.coverage), label=f"{c.label} ({run_label})", **_style(c, 0))
                     drew_baselines = True
         ax.set_xlabel("sample budget k")
         ax.set_ylabel("strategy coverage C(k)")

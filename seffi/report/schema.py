@@ -2,8 +2,8 @@
 
 Determinism contract: the same inputs give a byte-identical report.json. So the schema holds no
 timestamps and no absolute paths (callers must not put them in ``config`` / ``meta`` either), keys are
-sorted, floats are written with Python's shortest round-trip ``repr``, and NaN/inf are refused (a
-missing value is ``null``).
+sorted, floats are written with Python's shortest round-trip ``repr``, and curves refuse NaN/inf (a
+missing value is ``null``; a non-finite number inside free-form ``config`` is written as ``null``).
 
 Layout::
 
@@ -41,7 +41,8 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
 
-FloatList = list[float]
+# Per-k values; null marks a value that is undefined at that k (e.g. no run reached k samples).
+FloatList = list[float | None]
 
 
 def _check_len(name: str, values: Sequence[Any] | None, n: int) -> None:
@@ -49,10 +50,11 @@ def _check_len(name: str, values: Sequence[Any] | None, n: int) -> None:
         raise ValueError(f"{name} has length {len(values)}, expected {n} (one value per k)")
 
 
-def _check_band(name: str, lo: Sequence[float] | None, hi: Sequence[float] | None) -> None:
+def _check_band(name: str, lo: Sequence[float | None] | None, hi: Sequence[float | None] | None) -> None:
     if (lo is None) != (hi is None):
         raise ValueError(f"{name}_lo and {name}_hi must be given together")
-    if lo is not None and hi is not None and any(a > b + 1e-12 for a, b in zip(lo, hi, strict=True)):
+    pairs = zip(lo or [], hi or [], strict=True)
+    if any(a is not None and b is not None and a > b + 1e-12 for a, b in pairs):
         raise ValueError(f"{name}_lo exceeds {name}_hi somewhere")
 
 
@@ -97,7 +99,12 @@ class CurveSet(_Model):
         expected_new: expected number of new strategies at sample i, shape (K,).
         full_coverage: F(k) = Pr[|S_k| = M], shape (K,).
         valid_coverage: coverage counting only valid samples, shape (K,) (+ optional band).
-        auc, auc_lo, auc_hi: AUC(K) = mean_k C(k) with CI.
+        valid_at_k: best-of-k correctness Pr[some sample <= k is valid], shape (K,).
+        coverage_by_rarity: coverage contributed by strategies per base-probability bin, shape
+            (n_bins, K), row 0 = most common; ``rarity_bins`` names the rows. Shows whether gains come
+            from avoiding repeats of common strategies or from finding rare ones.
+        extrapolated: bool per k, True where the value is a model-based extrapolation.
+        auc, auc_lo, auc_hi: AUC(K) = mean_k C(k) with CI; valid_auc*: the same for valid coverage.
         time_to_coverage: one summary per tau.
         valid_rate: share of samples that were valid solutions.
         n_samples, n_inputs, n_runs: how much data stands behind the curves.
@@ -116,14 +123,22 @@ class CurveSet(_Model):
     valid_coverage: FloatList | None = None
     valid_coverage_lo: FloatList | None = None
     valid_coverage_hi: FloatList | None = None
+    valid_at_k: FloatList | None = None
+    coverage_by_rarity: list[FloatList] | None = None
+    rarity_bins: list[str] | None = None
+    extrapolated: list[bool] | None = None
     auc: float | None = None
     auc_lo: float | None = None
     auc_hi: float | None = None
+    valid_auc: float | None = None
+    valid_auc_lo: float | None = None
+    valid_auc_hi: float | None = None
     time_to_coverage: list[TimeToCoverage] = []
     valid_rate: float | None = None
     n_samples: int | None = None
     n_inputs: int | None = None
     n_runs: int | None = None
+    notes: list[str] = []
 
     @model_validator(mode="after")
     def _shapes(self) -> CurveSet:
@@ -142,8 +157,15 @@ class CurveSet(_Model):
             "valid_coverage",
             "valid_coverage_lo",
             "valid_coverage_hi",
+            "valid_at_k",
+            "extrapolated",
         ):
             _check_len(f"curve set {self.label!r}: {name}", getattr(self, name), n)
+        for row in self.coverage_by_rarity or []:
+            _check_len(f"curve set {self.label!r}: coverage_by_rarity row", row, n)
+        if self.coverage_by_rarity is not None and self.rarity_bins is not None:
+            if len(self.rarity_bins) != len(self.coverage_by_rarity):
+                raise ValueError(f"curve set {self.label!r}: rarity_bins and coverage_by_rarity rows differ")
         for t in self.time_to_coverage:
             _check_len(f"curve set {self.label!r}: survival(tau={t.tau})", t.survival, n)
         _check_band("coverage", self.coverage_lo, self.coverage_hi)
@@ -163,21 +185,24 @@ class CurveSet(_Model):
         return None
 
     @classmethod
-    def from_curves(cls, curves: Any, label: str, role: str = "policy", **extra: Any) -> CurveSet:
-        """Adapt a :class:`seffi.coverage` ``Curves`` (or its ``to_dict()``) into a curve set.
+    def from_curves(cls, curves: Any, label: str, role: str | None = None, **extra: Any) -> CurveSet:
+        """Adapt a :class:`seffi.coverage.Curves` (or its ``to_dict()``) into a curve set.
 
         Args:
             curves: an object with ``to_dict()``, or the dict itself.
             label: legend name.
-            role: "policy", "iid" or "oracle".
+            role: "policy", "iid" or "oracle"; None derives it from the curves' ``kind``
+                ("iid_estimated" -> "iid" with method "estimated").
             **extra: fields to set or override (e.g. ``method="exact"``).
         """
         from seffi.report._adapt import curveset_fields
 
         data = curves.to_dict() if hasattr(curves, "to_dict") else dict(curves)
         fields = curveset_fields(data)
+        if role is not None:
+            fields["role"] = role
         fields.update(extra)
-        return cls(label=label, role=role, **fields)
+        return cls(label=label, **fields)
 
 
 class Gain(_Model):
@@ -279,6 +304,75 @@ class Comparison(_Model):
         # The env id names the comparison best (token vs router env of one task); drop the namespace.
         raw = self.env_id.rsplit("/", 1)[-1] if self.env_id else self.task
         return "".join(c if c.isalnum() or c in "-_." else "_" for c in raw).strip("_") or "comparison"
+
+    @classmethod
+    def from_curves(
+        cls,
+        *,
+        task: str,
+        policies: Mapping[str, Any],
+        iid: Any = None,
+        oracle: Any = None,
+        env_id: str | None = None,
+        num_strategies: int | None = None,
+        barcodes: Mapping[str, Barcode | Mapping[str, Any]] | None = None,
+        latents: Mapping[str, LatentCurve] | None = None,
+        notes: Sequence[str] = (),
+    ) -> Comparison:
+        """Build a comparison straight from :class:`seffi.coverage.Curves` objects.
+
+        The gain of each policy comes from ``policy_curves.gain(iid, oracle)`` when both baselines
+        are ``Curves`` objects (else it is left out). Budget and input count come from the curves.
+
+        Args:
+            task: task name.
+            policies: ``{label: Curves}``.
+            iid: the iid baseline ``Curves`` (or None).
+            oracle: the oracle ``Curves`` (or None).
+            env_id: env id (names the plot files).
+            num_strategies: M, shown in report.md.
+            notes: caveats shown in report.md.
+            barcodes: ``{label: Barcode or its dict}``; a policy's ``Curves.barcode`` is used otherwise.
+            latents: ``{label: LatentCurve}`` for router policies.
+        """
+
+        def _set(curves: Any, label: str, role: str) -> CurveSet:
+            return CurveSet.from_curves(curves, label, role)
+
+        results = []
+        for label, curves in policies.items():
+            gain = None
+            if hasattr(curves, "gain") and hasattr(iid, "to_dict") and hasattr(oracle, "to_dict"):
+                g = curves.gain(iid, oracle)
+                gain = Gain(**(g.to_dict() if hasattr(g, "to_dict") else dict(g)))
+            raw_bar = (barcodes or {}).get(label)
+            if raw_bar is None:
+                raw_bar = getattr(curves, "barcode", None)
+            bar = raw_bar if isinstance(raw_bar, Barcode) or raw_bar is None else Barcode(**dict(raw_bar))
+            results.append(
+                PolicyResult(
+                    curves=_set(curves, label, "policy"),
+                    gain=gain,
+                    barcode=bar,
+                    latent=(latents or {}).get(label),
+                )
+            )
+        iid_set = _set(iid, "iid", "iid") if iid is not None else None
+        oracle_set = _set(oracle, "oracle", "oracle") if oracle is not None else None
+        ref = results[0].curves if results else iid_set or oracle_set
+        if ref is None:
+            raise ValueError("Comparison.from_curves needs at least one policy or baseline")
+        return cls(
+            task=task,
+            env_id=env_id,
+            budget=ref.budget,
+            n_inputs=int(ref.n_inputs or 0),
+            num_strategies=num_strategies,
+            iid=iid_set,
+            oracle=oracle_set,
+            policies=results,
+            notes=list(notes),
+        )
 
     def curve_sets(self) -> list[CurveSet]:
         """Policies first, then iid and oracle (those present): the order of every legend."""

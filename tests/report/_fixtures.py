@@ -1,0 +1,102 @@
+"""A small report built from closed-form curves (iid with a known law, the single-label oracle)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from seffi.report import (
+    Barcode,
+    Comparison,
+    CurveSet,
+    Gain,
+    LatentCurve,
+    PolicyResult,
+    Report,
+    TimeToCoverage,
+)
+
+K = 16
+P = np.array([0.6, 0.2, 0.1, 0.07, 0.03])  # base-sampler strategy law, single-label
+M = P.size
+KS = np.arange(1, K + 1)
+IID = np.array([(1 - (1 - P) ** k).sum() / M for k in KS])  # E|S_k|/M, exact
+ORACLE = np.minimum(KS, M) / M  # no-repeat sampler
+POLICY = IID + 0.6 * (ORACLE - IID)
+
+
+def _ttc(cov: np.ndarray, tau: float, values: list[int | None]) -> TimeToCoverage:
+    surv = np.clip(1.0 - (cov - tau + 0.3) / 0.4, 0.0, 1.0)
+    return TimeToCoverage(
+        tau=tau,
+        median=float(np.argmax(surv <= 0.5) + 1) if (surv <= 0.5).any() else None,
+        restricted_mean=float(1.0 + surv[:-1].sum()),
+        fraction_censored=float(surv[-1]),
+        survival=surv.tolist(),
+        values=values,
+    )
+
+
+def curve_set(label: str, role: str, cov: np.ndarray, *, band: bool = True) -> CurveSet:
+    """A full curve set around ``cov``."""
+    return CurveSet(
+        label=label,
+        role=role,
+        method="exact" if role != "policy" else "empirical",
+        k=KS.tolist(),
+        coverage=cov.tolist(),
+        coverage_lo=np.clip(cov - 0.05, 0, 1).tolist() if band else None,
+        coverage_hi=np.clip(cov + 0.05, 0, 1).tolist() if band else None,
+        novelty=np.r_[1.0, np.clip(np.diff(cov) * M, 0, 1)].tolist(),
+        full_coverage=(cov**5).tolist(),
+        valid_coverage=(0.8 * cov).tolist(),
+        auc=float(cov.mean()),
+        auc_lo=float(cov.mean()) - 0.02,
+        auc_hi=float(cov.mean()) + 0.02,
+        time_to_coverage=[_ttc(cov, 0.8, [3, 5, 7, None, 9]), _ttc(cov, 1.0, [5, 12, None, None, 16])],
+        valid_rate=0.8,
+        n_samples=320,
+        n_inputs=20,
+        n_runs=20,
+    )
+
+
+def gain_value() -> float:
+    """Gain of POLICY over IID relative to ORACLE, from the AUCs."""
+    return float((POLICY.mean() - IID.mean()) / (ORACLE.mean() - IID.mean()))
+
+
+def comparison(task: str = "hanoi", env_id: str | None = "seffi/HanoiRouter-v0", n_policies: int = 1) -> Comparison:
+    """One comparison with a barcode and a latent curve on the first policy."""
+    rng = np.random.default_rng(0)
+    barcode = Barcode(
+        strategies=["recursive", "iterative", "gray", "bfs", "dfs"],
+        input_ids=[f"in{i:03d}" for i in range(8)],
+        matrix=[rng.choice(np.arange(-1, M), K, p=[0.1, *(0.9 * P)]).tolist() for _ in range(8)],
+    )
+    g = gain_value()
+    policies = [
+        PolicyResult(
+            curves=curve_set("learned" if i == 0 else f"learned{i}", "policy", POLICY),
+            gain=Gain(value=g, lo=g - 0.1, hi=g + 0.1),
+            barcode=barcode if i == 0 else None,
+            latent=LatentCurve(label="learned", k=KS.tolist(), coverage=(1 - 0.85**KS).tolist(), num_codes=8)
+            if i == 0
+            else None,
+        )
+        for i in range(n_policies)
+    ]
+    return Comparison(
+        task=task,
+        env_id=env_id,
+        budget=K,
+        n_inputs=20,
+        num_strategies=M,
+        iid=curve_set("iid", "iid", IID),
+        oracle=curve_set("oracle", "oracle", ORACLE, band=False),
+        policies=policies,
+    )
+
+
+def report() -> Report:
+    """A one-comparison, one-policy report."""
+    return Report(seed=7, config={"budget": K, "tasks": ["hanoi"]}, comparisons=[comparison()])
