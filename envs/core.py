@@ -106,7 +106,7 @@ class PoolSpec:
             ) from None
 
     def match_mask(self, matches: frozenset[str] | Sequence[str]) -> np.ndarray:
-        """Mask over the declared strategies, bool array, shape (M,): which declared strategies are in ``matches``."""
+        """Which declared strategies are in ``matches``: bool array, shape (M,)."""
         mask = np.zeros(len(self.strategies), dtype=bool)
         for s in matches:
             if s in self.strategy_index:

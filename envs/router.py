@@ -218,7 +218,7 @@ class RouterAPI:
         return dict(self._engine.obs_layout)
 
     def latent_prior(self, input_id: str) -> np.ndarray:
-        """Router prior, float array, shape (Z,): the iid base model (the iid base model's law over latents)."""
+        """The router prior (the iid base model): float array, shape (Z,)."""
         spec = self._engine.spec
         return spec.prior[spec.index_of(input_id)].copy()
 

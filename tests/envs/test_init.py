@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+from seffi.envs import env_id, register_envs, registered_ids
+
+from seffi.errors import SeffiError
+from tests.envs.common import CASES, TASKS, make
+from tests.helpers import require
+
+
+def test_every_task_has_both_ids_registered_with_vector_entry_points() -> None:
+    assert register_envs() == []  # idempotent: everything was registered at import
+    ids = set(registered_ids())
+    for task in TASKS:
+        for kind in ("token", "router"):
+            spec = gym.spec(env_id(task, kind))
+            assert spec.id in ids
+            assert spec.vector_entry_point is not None
+            assert spec.kwargs == {"task": task}
+
+
+def test_env_id_camel_cases_task_names() -> None:
+    assert env_id("hanoi") == "seffi/Hanoi-v0"
+    assert env_id("sort_swaps", "token") == "seffi/SortSwaps-v0"
+    assert env_id("sort_swaps", kind="router") == "seffi/SortSwapsRouter-v0"
+    with pytest.raises(SeffiError, match="kind"):
+        env_id("hanoi", "tokens")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("task", "kind"), CASES)
+def test_gymnasium_check_env_passes_without_warnings(task: str, kind: str) -> None:
+    env = make(task, kind)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env.unwrapped)
+    assert [str(w.message) for w in caught] == []
+
+
+@pytest.mark.parametrize(("task", "kind"), CASES)
+def test_sb3_check_env_passes(task: str, kind: str) -> None:
+    sb3_checker = require("stable_baselines3.common.env_checker", "sb3")
+    env = make(task, kind)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sb3_checker.check_env(env.unwrapped, warn=True)
+    assert [str(w.message) for w in caught] == []
+
+
+def test_importing_envs_does_not_import_heavy_frameworks() -> None:
+    code = (
+        "import sys, seffi.envs; heavy = [m for m in ('torch', 'stable_baselines3', 'ray', 'trl', "
+        "'transformers') if m in sys.modules]; assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
