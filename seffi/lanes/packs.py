@@ -137,9 +137,11 @@ def parse_pack(data: Mapping[str, Any], label: str = "<pack>") -> tuple[ConceptP
     for index, raw in enumerate(raw_concepts):
         labelled = concept_label(raw, index)
         # JSON arrays arrive as lists; the strict model wants tuples (immutability), so convert first.
-        fixed = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()} if isinstance(
-            raw, Mapping
-        ) else raw
+        fixed = (
+            {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+            if isinstance(raw, Mapping)
+            else raw
+        )
         try:
             concept = Concept.model_validate(fixed)
         except ValidationError as exc:

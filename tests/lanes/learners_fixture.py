@@ -43,7 +43,9 @@ class RandomLearner(EchoLearner):
 
     def probe(self, question: str) -> ProbeResponse:
         base = super().probe(question)
-        return ProbeResponse(surface=f"{base.surface} nonce {secrets.token_hex(8)}", vault_hits=base.vault_hits)
+        return ProbeResponse(
+            surface=f"{base.surface} nonce {secrets.token_hex(8)}", vault_hits=base.vault_hits
+        )
 
 
 _instances = itertools.count(1)

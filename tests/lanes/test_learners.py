@@ -69,8 +69,12 @@ def test_empty_and_duplicate_corrections_are_rejected() -> None:
 
 
 def test_vault_retrieval_and_association_walk() -> None:
-    corrections = ["Rarefaction is unbiased.", "Unbiased estimators need care.", "Care costs time.",
-                   "Bananas are yellow."]
+    corrections = [
+        "Rarefaction is unbiased.",
+        "Unbiased estimators need care.",
+        "Care costs time.",
+        "Bananas are yellow.",
+    ]
     v = VaultLearner(top_k=3, walk_depth=2)
     for c in corrections:
         assert v.teach(c).accepted

@@ -59,8 +59,13 @@ def test_echo_learner_curve_is_k() -> None:
     [
         ({}, [0, 0, 0, 0, 0], None, None, 0.0),  # never hits
         # last two only, in walk_surface: never saturates
-        ({1: ("", "alpha"), 2: ("", "alpha beta"), 3: ("", "beta gamma"), 4: ("gamma delta", "")},
-         [0, 1, 2, 2, 2], 1, None, 0.5),
+        (
+            {1: ("", "alpha"), 2: ("", "alpha beta"), 3: ("", "beta gamma"), 4: ("gamma delta", "")},
+            [0, 1, 2, 2, 2],
+            1,
+            None,
+            0.5,
+        ),
         # saturates at k=2, then forgets everything: saturation recorded, final score 0
         ({2: (ALL, "")}, [0, 0, 4, 0, 0], 2, 2, 0.0),
         # case-insensitive; token-bounded (alphabet, betas, gamma-ray, xdelta do not count); union of both
@@ -114,8 +119,13 @@ def test_trace_hash_is_computed_by_the_runner_from_steps() -> None:
     point = r.curve[1]
     steps = [
         {"step": "teach", "index": 0, "correction": CONCEPT.curriculum[0], "accepted": True, "reason": None},
-        {"step": "probe", "question": CONCEPT.probe, "surface": CONCEPT.curriculum[0], "walk_surface": "",
-         "vault_hits": 1},
+        {
+            "step": "probe",
+            "question": CONCEPT.probe,
+            "surface": CONCEPT.curriculum[0],
+            "walk_surface": "",
+            "vault_hits": 1,
+        },
     ]
     h = ""
     for s in steps:
@@ -132,7 +142,10 @@ def test_random_learner_fails_the_gate_and_names_the_probe() -> None:
     assert not agg.gate_passed
     assert agg.first_divergence is not None
     assert (agg.first_divergence.concept, agg.first_divergence.k, agg.first_divergence.step) == (
-        "greek", 0, "probe")
+        "greek",
+        0,
+        "probe",
+    )
     assert all(p.first_divergent_step == "probe" for p in report.concepts[0].curve)
     assert _hits(report.concepts[0]) == [0, 1, 2, 3, 4]  # the nonce does not add hits
 
@@ -157,7 +170,8 @@ def test_learner_errors_name_the_concept_and_keep_other_results() -> None:
     report = run_lane([CONCEPT.model_copy(update={"id": "broken"}), empty, short], lf.BrokenLearner)
     by_id = {c.id: c for c in report.concepts}
     assert "concept 'broken': teach(correction[2]) raised RuntimeError: vault is on fire (snapshot k=3)" in (
-        report.errors)
+        report.errors
+    )
     assert "concept 'empty': empty curriculum" in report.errors
     assert len(by_id["broken"].curve) == 3 and by_id["broken"].corrections_to_first_hit is None
     # the short concept never reaches the failing third correction: its results are kept
