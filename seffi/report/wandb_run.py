@@ -259,6 +259,8 @@ class SafeWandbRun:
 
     def update_summary(self, data: Mapping[str, Any]) -> None:
         """Put final numbers into ``run.summary``."""
+        if not self.enabled:
+            return
         self._call("summary", self.run.summary.update, {k: _clean(v) for k, v in data.items()})
 
     def log_artifact(self, name: str, type: str, paths: Sequence[str | Path]) -> None:

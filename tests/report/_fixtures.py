@@ -65,7 +65,9 @@ def gain_value() -> float:
     return float((POLICY.mean() - IID.mean()) / (ORACLE.mean() - IID.mean()))
 
 
-def comparison(task: str = "hanoi", env_id: str | None = "seffi/HanoiRouter-v0", n_policies: int = 1) -> Comparison:
+def comparison(
+    task: str = "hanoi", env_id: str | None = "seffi/HanoiRouter-v0", n_policies: int = 1
+) -> Comparison:
     """One comparison with a barcode and a latent curve on the first policy."""
     rng = np.random.default_rng(0)
     barcode = Barcode(

@@ -31,7 +31,7 @@ def test_report_json_byte_identical_and_round_trips(tmp_path: Path) -> None:
 
 
 def test_load_report_errors(tmp_path: Path) -> None:
-    with pytest.raises(SeffiError, match="no report.json"):
+    with pytest.raises(SeffiError, match=r"no report\.json"):
         load_report(tmp_path)
     (tmp_path / "report.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(SeffiError, match="not readable JSON"):
@@ -78,8 +78,13 @@ def _coverage_dict(kind: str, cov: list[float | None], auc: float, **extra: obje
         "auc": auc,
         "time_to_coverage": {
             "0.8": {"tau": 0.8, "survival": surv, "median": 2.0, "restricted_mean": 2.5, "censored": 0.0},
-            "1.0": {"tau": 1.0, "survival": [1.0, 1.0, 0.75], "median": None, "restricted_mean": 3.0,
-                    "censored": 0.75},
+            "1.0": {
+                "tau": 1.0,
+                "survival": [1.0, 1.0, 0.75],
+                "median": None,
+                "restricted_mean": 3.0,
+                "censored": 0.75,
+            },
         },
         "n_inputs": 4,
         "n_runs": 4,
@@ -91,8 +96,14 @@ def _coverage_dict(kind: str, cov: list[float | None], auc: float, **extra: obje
 
 
 def test_curveset_from_coverage_dict() -> None:
-    d = _coverage_dict("iid_estimated", [0.3, None, 0.9], 0.6, coverage_lo=[0.2, None, 0.8],
-                       coverage_hi=[0.4, None, 1.0], extrapolated=[False, False, True])
+    d = _coverage_dict(
+        "iid_estimated",
+        [0.3, None, 0.9],
+        0.6,
+        coverage_lo=[0.2, None, 0.8],
+        coverage_hi=[0.4, None, 1.0],
+        extrapolated=[False, False, True],
+    )
     cs = CurveSet.from_curves(d, "iid")
     assert cs.k == [1, 2, 3] and cs.role == "iid" and cs.method == "estimated"
     assert cs.coverage == [0.3, None, 0.9]
@@ -134,7 +145,15 @@ def test_markdown_table() -> None:
     assert f"{g.value:.3f} [{g.lo:.3f}, {g.hi:.3f}]" in md
     assert "![coverage](plots/HanoiRouter-v0_coverage.png)" in md
     assert "_How to read:_ Coverage C(k)" in md
-    undefined = Report(comparisons=[rep.comparisons[0].model_copy(update={
-        "policies": [pol.model_copy(update={"gain": Gain(reason="oracle AUC does not exceed iid")})]
-    })])
+    undefined = Report(
+        comparisons=[
+            rep.comparisons[0].model_copy(
+                update={
+                    "policies": [
+                        pol.model_copy(update={"gain": Gain(reason="oracle AUC does not exceed iid")})
+                    ]
+                }
+            )
+        ]
+    )
     assert "undefined (oracle AUC does not exceed iid)" in render_markdown(undefined)

@@ -1,0 +1,129 @@
+"""Sinks end to end: one shared offline W&B run (init is slow), read back with `wandb leet inspect`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seffi.report import WandbSinkWarning, default_sinks, keys, load_report
+from seffi.report.sinks import LocalSink, MultiSink, WandbSink
+from tests.report import _fixtures as fx
+
+STEPS = [10, 20, 15, 30]  # 15 is out of order: it must reach the local sink but never W&B
+
+
+def _leet(run_dir: Path, *args: str) -> str:
+    exe = shutil.which("wandb")
+    assert exe, "the wandb CLI is installed with the wandb package"
+    done = subprocess.run(
+        [exe, "leet", "inspect", str(run_dir), *args], capture_output=True, text=True, timeout=60, check=True
+    )
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def offline_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("sinks")
+    with pytest.MonkeyPatch.context() as mp:
+        for var in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):
+            mp.setenv(var, str(root / var.lower()))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            sink = default_sinks(root / "out", wandb="offline", dir=root / "wb", log_curves_every=2, name="t")
+            assert isinstance(sink, MultiSink) and sink.wandb is not None and sink.wandb.enabled
+            report = fx.report()
+            comp = report.comparisons[0]
+            for i, step in enumerate(STEPS):
+                data = keys.scalars_from_curves(comp.policies[0].curves, gain=comp.policies[0].gain)
+                data[keys.auc_key()] = 0.1 * (i + 1)  # distinguishable per step
+                sink.log(data, step)
+                sink.log_snapshot(comp, step)
+            sink.finish(report, tracker_state={"inputs": {"a": [1, 2]}, "K": fx.K})
+    ours = [w for w in caught if issubclass(w.category, WandbSinkWarning)]
+    return {"sink": sink, "report": report, "warnings": ours, "run_dir": sink.wandb.run.run_dir, "root": root}
+
+
+def test_offline_run_summary_via_leet(offline_run: dict[str, Any]) -> None:
+    run_dir = offline_run["run_dir"]
+    assert run_dir.name.startswith("offline-run-") and list(run_dir.glob("*.wandb"))
+    assert offline_run["sink"].wandb.run.sync_hint == f"wandb sync {run_dir}"
+    summary = json.loads(_leet(run_dir, "--summary", "--json"))
+    assert summary["state"] == "finished"
+    s = summary["summary"]
+    pol = offline_run["report"].comparisons[0].policies[0]
+    assert s["seffi/gain_vs_iid"] == pytest.approx(pol.gain.value)
+    assert s["seffi/gain_vs_iid_lo"] == pytest.approx(pol.gain.lo)
+    # the final summary (report numbers) overrides the last logged auc (0.4)
+    assert s["seffi/auc"] == pytest.approx(pol.curves.auc)
+    assert s["seffi/coverage/k=16"] == pytest.approx(fx.POLICY[-1])
+    assert s["seffi/step"] == 30
+
+
+def test_out_of_order_step_never_reaches_wandb(offline_run: dict[str, Any]) -> None:
+    records = [json.loads(line) for line in _leet(offline_run["run_dir"], "--json").splitlines() if line]
+    history = [r["history"]["item"] for r in records if r.get("type") == "history"]
+    steps = [h["seffi/step"] for h in history]
+    assert 15 not in steps
+    assert steps == sorted(steps) and set(steps) == {10, 20, 30}
+    scalar_rows = [h for h in history if "seffi/auc" in h]
+    assert [h["seffi/auc"] for h in scalar_rows] == pytest.approx([0.1, 0.2, 0.4])
+    # snapshots: calls 0 and 2 (steps 10 and 15) pass log_curves_every=2, but 15 is out of order
+    tables = [h for h in history if any(k.startswith("seffi/curves/coverage_table.") for k in h)]
+    assert [h["seffi/step"] for h in tables] == [10]
+    assert any(k.startswith("seffi/curves/coverage_plot") for h in history for k in h)
+    assert any(r.get("type") == "artifact" for r in records)
+    order = [w for w in offline_run["warnings"] if "steps must not decrease" in str(w.message)]
+    assert len(order) == 1  # one warning, later drops are silent
+
+
+def test_local_sink_keeps_everything(offline_run: dict[str, Any]) -> None:
+    local = offline_run["sink"].local
+    records = local.records()
+    assert [r["seffi/step"] for r in records] == STEPS
+    assert [r["seffi/auc"] for r in records] == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    assert len(local.snapshots_path.read_text().splitlines()) == len(STEPS)
+    assert json.loads((local.out_dir / "tracker_state.json").read_text()) == {
+        "K": 16,
+        "inputs": {"a": [1, 2]},
+    }
+    assert load_report(local.out_dir) == offline_run["report"]
+    assert (local.out_dir / "plots" / "HanoiRouter-v0_coverage.png").stat().st_size > 10_000
+
+
+def test_wandb_init_failure_keeps_local_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import wandb
+
+    def boom(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("quota exceeded")
+
+    monkeypatch.setattr(wandb, "init", boom)
+    monkeypatch.setattr(wandb, "run", None)
+    with pytest.warns(WandbSinkWarning, match="quota exceeded") as rec:
+        sink = default_sinks(tmp_path, wandb="offline")
+        assert sink.wandb is not None and not sink.wandb.enabled
+        for step in (1, 2, 3):
+            sink.log({keys.auc_key(): step / 10}, step)
+            sink.log_snapshot(fx.comparison(), step)
+        sink.finish(fx.report(), tracker_state={"x": 1})
+    assert len([w for w in rec if issubclass(w.category, WandbSinkWarning)]) == 1
+    assert [r[keys.auc_key()] for r in sink.local.records()] == [0.1, 0.2, 0.3]
+    assert load_report(tmp_path) == fx.report()
+    assert (tmp_path / "report.md").is_file() and (tmp_path / "tracker_state.json").is_file()
+    assert sink.wandb.run.sync_hint is None
+
+
+def test_disabled_and_bad_arguments(tmp_path: Path) -> None:
+    sink = default_sinks(tmp_path / "d", wandb="disabled")
+    assert sink.wandb is None and isinstance(sink.local, LocalSink)
+    with pytest.raises(ValueError, match="log_curves_every"):
+        WandbSink(mode="disabled", log_curves_every=0)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ValueError, match="cannot write to the output folder"):
+        LocalSink(blocker / "sub")

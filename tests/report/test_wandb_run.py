@@ -1,0 +1,106 @@
+"""SafeWandbRun without a real W&B backend: a fake run records exactly what reached it."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seffi.errors import SeffiError
+from seffi.report import SafeWandbRun, WandbSinkWarning
+
+
+class FakeSummary(dict):
+    pass
+
+
+class FakeRun:
+    def __init__(self, fail_on: str | None = None) -> None:
+        self.logged: list[dict[str, Any]] = []
+        self.defined: list[tuple[str, str | None]] = []
+        self.summary = FakeSummary()
+        self.fail_on = fail_on
+        self.finished = False
+
+    def define_metric(self, name: str, step_metric: str | None = None) -> None:
+        self.defined.append((name, step_metric))
+
+    def log(self, data: dict[str, Any]) -> None:
+        if self.fail_on and self.fail_on in data:
+            raise ValueError("bad data")
+        self.logged.append(dict(data))
+
+    def finish(self) -> None:
+        self.finished = True
+
+
+def test_steps_must_not_decrease() -> None:
+    run = FakeRun()
+    safe = SafeWandbRun(run=run)
+    assert safe.enabled and not safe.owns_run
+    with pytest.warns(WandbSinkWarning, match="steps must not decrease") as rec:
+        assert safe.log({"seffi/a": 1.0}, 5)
+        assert safe.log({"seffi/a": 2.0}, 5)  # equal steps are fine
+        assert not safe.log({"seffi/a": 3.0}, 4)
+        assert not safe.log({"seffi/a": 4.0}, 1)
+        assert safe.log({"seffi/a": 5.0}, 9)
+    assert len(rec) == 1
+    assert [(d["seffi/step"], d["seffi/a"]) for d in run.logged] == [(5, 1.0), (5, 2.0), (9, 5.0)]
+    assert run.defined == [("seffi/step", None), ("seffi/*", "seffi/step")]
+    safe.finish()
+    assert not run.finished  # a reused run belongs to its owner
+
+
+def test_failure_disables_with_one_warning() -> None:
+    run = FakeRun(fail_on="seffi/bad")
+    safe = SafeWandbRun(run=run)
+    with pytest.warns(WandbSinkWarning, match="bad data") as rec:
+        safe.log({"seffi/ok": 1}, 1)
+        safe.log({"seffi/bad": 1}, 2)
+        safe.log({"seffi/ok": 2}, 3)
+        safe.update_summary({"seffi/auc": 1.0})
+        safe.log_artifact("x", "y", [])
+    assert len(rec) == 1 and not safe.enabled
+    assert [d.get("seffi/ok") for d in run.logged] == [1]
+    assert run.summary == {}
+
+
+def test_line_series_and_summary_and_numpy() -> None:
+    import numpy as np
+
+    run = FakeRun()
+    safe = SafeWandbRun(run=run)
+    ok = safe.log_line_series("seffi/curves/c", [1, 2], {"a": [0.1, 0.2], "b": [0.1, None]}, "t", "k", 3)
+    assert ok and "seffi/curves/c" in run.logged[-1] and run.logged[-1]["seffi/step"] == 3
+    safe.update_summary({"seffi/auc": np.float64(0.5)})
+    assert run.summary == {"seffi/auc": 0.5} and type(run.summary["seffi/auc"]) is float
+
+
+def test_disabled_mode_touches_nothing() -> None:
+    run = FakeRun()
+    safe = SafeWandbRun(mode="disabled", run=run)
+    assert not safe.enabled and not safe.log({"a": 1}, 1) and run.logged == []
+    assert safe.run_dir is None and safe.sync_hint is None
+    with pytest.raises(SeffiError, match="W&B mode"):
+        SafeWandbRun(mode="cloud")  # type: ignore[arg-type]
+
+
+def test_online_without_login(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import wandb
+
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr(wandb, "run", None)
+    with pytest.raises(SeffiError, match="wandb login"):
+        SafeWandbRun.check_login("online")
+    SafeWandbRun.check_login("offline")  # no login needed
+    called = []
+    monkeypatch.setattr(wandb, "init", lambda *a, **k: called.append(1))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        safe = SafeWandbRun(mode="online")
+    assert not safe.enabled and called == []  # never reaches wandb.init (which could prompt)
+    assert sum(issubclass(w.category, WandbSinkWarning) for w in caught) == 1
