@@ -219,8 +219,10 @@ def plot_barcode(barcode: Barcode, *, title: str = "strategy barcode", max_rows:
     for i, r in enumerate(rows):
         seen: set[int] = set()
         for j, v in enumerate(r):
-            if v >= 0 and v not in seen:
-                seen.add(v)
+            # Prefer the recorded flag: a multi-match sample can be new through a strategy not shown.
+            is_new = barcode.new[i][j] if barcode.new is not None else v >= 0 and v not in seen
+            seen.add(v)
+            if is_new:
                 fx.append(j + 1)
                 fy.append(i)
     ax.scatter(fx, fy, marker="o", s=14, facecolor="white", edgecolor="black", linewidth=0.7, zorder=3)

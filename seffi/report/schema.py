@@ -229,11 +229,34 @@ class Barcode(_Model):
         matrix: int rows (inputs) x columns (sample index); -1 = matched no strategy. Rows may be
             shorter than the budget (an input that got fewer samples). A sample matching several
             strategies shows one of them (callers pick the first *new* one, else the first).
+        new: optional bool rows like ``matrix``: the sample added a strategy not seen before in its
+            row (drawn as the first-appearance marker); derived from ``matrix`` when absent.
     """
 
     strategies: list[str]
     input_ids: list[str]
     matrix: list[list[int]]
+    new: list[list[bool]] | None = None
+
+    @classmethod
+    def from_tracker(cls, data: Mapping[str, Any]) -> Barcode:
+        """Adapt ``CoverageTracker.barcode()`` / ``Curves.barcode`` into a barcode.
+
+        Args:
+            data: a dict with ``rows``, ``strategies``, ``first_strategy``, ``new`` and ``lengths``
+                (rows are cut to their recorded length), or this model's own fields.
+        """
+        if "matrix" in data:
+            return cls(**dict(data))
+        lengths = data.get("lengths") or [len(r) for r in data["first_strategy"]]
+        cut = [min(int(n), len(r)) for n, r in zip(lengths, data["first_strategy"], strict=True)]
+        new = data.get("new")
+        return cls(
+            strategies=list(data["strategies"]),
+            input_ids=list(data["rows"]),
+            matrix=[list(r[:n]) for r, n in zip(data["first_strategy"], cut, strict=True)],
+            new=None if new is None else [list(r[:n]) for r, n in zip(new, cut, strict=True)],
+        )
 
     @model_validator(mode="after")
     def _cells(self) -> Barcode:
@@ -243,6 +266,8 @@ class Barcode(_Model):
         for row in self.matrix:
             if any(not -1 <= v < m for v in row):
                 raise ValueError(f"barcode cells must be -1 or a strategy index in [0, {m})")
+        if self.new is not None and [len(r) for r in self.new] != [len(r) for r in self.matrix]:
+            raise ValueError("barcode 'new' must have the shape of 'matrix'")
         return self
 
 
@@ -348,7 +373,9 @@ class Comparison(_Model):
             raw_bar = (barcodes or {}).get(label)
             if raw_bar is None:
                 raw_bar = getattr(curves, "barcode", None)
-            bar = raw_bar if isinstance(raw_bar, Barcode) or raw_bar is None else Barcode(**dict(raw_bar))
+            bar = (
+                raw_bar if isinstance(raw_bar, Barcode) or raw_bar is None else Barcode.from_tracker(raw_bar)
+            )
             results.append(
                 PolicyResult(
                     curves=_set(curves, label, "policy"),
