@@ -267,8 +267,8 @@ class Life:
             if self.cfg.schedule == "round_robin":
                 n = self.spec.n_inputs
                 order = (self.rr[rows, None] + self._arange_n) % n
-                first = np.argmax(np.take_along_axis(left, order, axis=1), axis=1)
-                choice = order[np.arange(rows.size), first]
+                at = np.arange(rows.size)
+                choice = order[at, np.argmax(left[at[:, None], order], axis=1)]
                 self.rr[rows] = (choice + 1) % n
             else:
                 u = self.uniform(rows)

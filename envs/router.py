@@ -167,7 +167,8 @@ class RouterEngine:
             self.obs_layout[name] = slice(start, start + size)
             start += size
         self._obs_dim = start
-        self._eye = np.eye(n, dtype=np.float32)
+        # The input one-hot and prior never change: copy them in one indexing operation per step.
+        self._static = np.concatenate([np.eye(n), spec.prior], axis=1).astype(np.float32)
         self.single_observation_space = spaces.Box(0.0, 1.0, shape=(start,), dtype=np.float32)
         self.single_action_space = spaces.Discrete(z)
 
@@ -192,8 +193,7 @@ class RouterEngine:
         life, lay = self.life, self.obs_layout
         cur = life.cur[rows]
         obs = np.empty((rows.size, self._obs_dim), dtype=np.float32)
-        obs[:, lay["input"]] = self._eye[cur]
-        obs[:, lay["prior"]] = self.spec.prior[cur]
+        obs[:, : self._static.shape[1]] = self._static[cur]
         if self.cfg.history:
             budget = float(self.cfg.budget)
             obs[:, lay["tried"]] = life.tried[rows, cur] / budget
