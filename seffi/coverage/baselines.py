@@ -1,0 +1,892 @@
+"""Reference curves: the iid base sampler (exact or estimated) and the no-repeat oracle.
+
+Both are per-input and aggregate like the tracker: every curve is the mean over inputs. A baseline
+built from a single law (not a mapping keyed by input id) is one input.
+
+Typical use with a task::
+
+    laws = {x.id: task.base_match_distribution(x) for x in inputs}
+    valid = {x.id: task.base_match_distribution(x, valid_only=True) for x in inputs}
+    iid = IidBaseline.from_match_distribution(laws, strategies=task.strategies(), valid_distribution=valid)
+    refs = {x.id: task.reference_match_sets(x) for x in inputs}
+    oracle = OracleBaseline(refs, strategies=task.strategies())
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from seffi._seeding import SeedLike, check_probabilities, rngs
+from seffi.coverage import estimators as est
+from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, check_budget, tau_key
+from seffi.coverage.runs import curves_from_runs, rarity_labels
+from seffi.coverage.tracker import _input_id
+
+__all__ = ["IidBaseline", "OracleBaseline", "rarity_bin_matrix"]
+
+#: Total Monte Carlo runs (split over inputs) used where no exact formula exists.
+MC_RUNS = 20000
+
+
+# -- shared helpers ------------------------------------------------------------------------------
+
+
+def _is_per_input(obj: Mapping[Any, Any], leaf: type | tuple[type, ...]) -> bool:
+    """Whether a mapping is keyed by input id (its values are the per-input objects)."""
+    return (
+        bool(obj)
+        and all(not isinstance(k, leaf) for k in obj)
+        and all(isinstance(v, Mapping) for v in obj.values())
+    )
+
+
+def _columns(
+    used: Iterable[str], strategies: Sequence[str] | None, m: int | None, where: str
+) -> tuple[list[str], int]:
+    """Strategy columns of one input and its denominator M_x; unknown ids raise."""
+    used = set(used)
+    bad = [s for s in used if not isinstance(s, str)]
+    if bad:
+        raise ValueError(f"{where}: strategy ids must be str, got {bad!r}")
+    if strategies is not None:
+        unknown = sorted(used.difference(strategies))
+        if unknown:
+            raise ValueError(f"{where}: unknown strategy ids {unknown}; declared: {list(strategies)}")
+        cols = list(strategies)
+    else:
+        cols = sorted(used)
+    m = len(cols) if m is None else m
+    if isinstance(m, bool) or not isinstance(m, int | np.integer) or m < 1:
+        raise ValueError(f"{where}: num_strategies must be a positive int, got {m!r}")
+    if m < len(cols) and strategies is None:
+        raise ValueError(f"{where}: {len(cols)} distinct strategies seen but num_strategies={m}")
+    if strategies is not None and m != len(cols):
+        raise ValueError(f"{where}: num_strategies={m} but {len(cols)} strategies are declared")
+    # Strategies never seen still count in M_x: pad with columns that are never hit.
+    cols += [f"<unseen {i}>" for i in range(m - len(cols))]
+    return cols, int(m)
+
+
+def _check_strategies(strategies: Sequence[str] | None) -> tuple[str, ...] | None:
+    if strategies is None:
+        return None
+    if isinstance(strategies, str) or not all(isinstance(s, str) for s in strategies):
+        raise ValueError(f"strategies must be a sequence of str ids, got {strategies!r}")
+    ids = tuple(strategies)
+    if not ids or len(set(ids)) != len(ids):
+        raise ValueError(f"strategies must be non-empty and unique, got {ids!r}")
+    return ids
+
+
+def _per_input_m(num_strategies: int | Mapping[Any, int] | None, key: Any) -> int | None:
+    if isinstance(num_strategies, Mapping):
+        if key not in num_strategies and str(key) not in num_strategies:
+            raise ValueError(f"num_strategies has no entry for input {key!r}")
+        return num_strategies.get(key, num_strategies.get(str(key)))
+    return num_strategies
+
+
+def _law_arrays(law: Mapping[Any, float], cols: list[str], where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Validated (atoms (J, M) bool, p (J,)) of a ``{frozenset: probability}`` law."""
+    if not isinstance(law, Mapping) or not law:
+        raise ValueError(f"{where}: a match distribution must be a non-empty {{frozenset: probability}} dict")
+    sets = []
+    for key in law:
+        if isinstance(key, str) or not isinstance(key, frozenset | set | tuple):
+            raise ValueError(
+                f"{where}: match-distribution keys must be frozensets of strategy ids, got {key!r}"
+            )
+        sets.append(frozenset(key))
+    p = check_probabilities([law[k] for k in law], what=f"{where}: probabilities")
+    index = {s: j for j, s in enumerate(cols)}
+    atoms = np.zeros((len(sets), len(cols)), dtype=bool)
+    for r, s in enumerate(sets):
+        atoms[r, [index[x] for x in s]] = True
+    return atoms, p
+
+
+def rarity_ranks(pi: np.ndarray, m: int, n_bins: int) -> np.ndarray:
+    """Quantile bin (0 = most common) of each strategy column by base probability within one input.
+
+    Args:
+        pi: float array, shape (M,): base probabilities (ties broken by column order).
+        m: the denominator M_x.
+        n_bins: number of bins.
+
+    Returns:
+        int array, shape (M,).
+    """
+    order = np.argsort(-np.asarray(pi, dtype=np.float64), kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return np.minimum(rank * n_bins // max(m, 1), n_bins - 1)
+
+
+def rarity_bin_matrix(
+    rarity: Any, input_ids: Sequence[str], columns: Sequence[str], m: np.ndarray, n_bins: int
+) -> np.ndarray:
+    """Rarity bins of tracker columns for each run, from a base law.
+
+    Args:
+        rarity: an ``IidBaseline`` or ``{input_id: {strategy: pi}}`` (a single ``{strategy: pi}``
+            applies to every input).
+        input_ids: the input of each run, R of them.
+        columns: strategy column names, M of them.
+        m: int array, shape (R,): denominators.
+        n_bins: number of bins.
+
+    Returns:
+        int array, shape (R, M).
+    """
+    if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
+        raise ValueError(f"rarity_bins must be a positive int, got {n_bins!r}")
+    table = rarity.marginals() if isinstance(rarity, IidBaseline) else rarity
+    if not isinstance(table, Mapping):
+        raise ValueError("rarity must be an IidBaseline or a {input_id: {strategy: probability}} mapping")
+    single = table.get(None) if None in table else (None if _is_per_input(table, str) else table)
+    out = np.empty((len(input_ids), len(columns)), dtype=np.int64)
+    for r, iid in enumerate(input_ids):
+        pis = single if single is not None else table.get(iid)
+        if pis is None:
+            raise ValueError(f"rarity: no base probabilities for input {iid!r}")
+        out[r] = rarity_ranks(np.array([float(pis.get(s, 0.0)) for s in columns]), int(m[r]), n_bins)
+    return out
+
+
+def _mean_curves(parts: list[Curves], kind: str, K: int, n_bins: int) -> Curves:
+    """Mean over inputs of per-input curves (arrays and survival curves; replicates index-wise)."""
+
+    def mean_of(name: str) -> np.ndarray | None:
+        vals = [getattr(c, name) for c in parts]
+        return None if any(v is None for v in vals) else np.mean(vals, axis=0)
+
+    ttc = {}
+    for key in parts[0].time_to_coverage:
+        surv = np.mean([c.time_to_coverage[key].survival for c in parts], axis=0)
+        means = [c.time_to_coverage[key].mean for c in parts]
+        ttc[key] = TimeToCoverage.from_survival(
+            float(key), surv, mean=None if any(v is None for v in means) else float(np.mean(means))
+        )
+        lo, hi = mean_of_attr(parts, key, "survival_lo"), mean_of_attr(parts, key, "survival_hi")
+        ttc[key].survival_lo, ttc[key].survival_hi = lo, hi
+    out = Curves(
+        kind=kind,
+        K=K,
+        coverage=mean_of("coverage"),
+        novelty=mean_of("novelty"),
+        expected_new=mean_of("expected_new"),
+        full_coverage=mean_of("full_coverage"),
+        auc=float(np.mean([c.auc for c in parts])),
+        time_to_coverage=ttc,
+        n_inputs=len(parts),
+        n_runs=sum(c.n_runs for c in parts),
+        samples=sum(c.samples for c in parts),
+    )
+    for name in (
+        "coverage_lo", "coverage_hi", "novelty_lo", "novelty_hi", "expected_new_lo", "expected_new_hi",
+        "full_coverage_lo", "full_coverage_hi", "valid_coverage", "valid_coverage_lo",
+        "valid_coverage_hi", "valid_at_k", "valid_at_k_lo", "valid_at_k_hi", "coverage_by_rarity",
+        "auc_reps", "valid_auc_reps",
+    ):  # fmt: skip
+        setattr(out, name, mean_of(name))
+    if out.valid_coverage is not None:
+        out.valid_auc = float(out.valid_coverage.mean())
+    for prefix in ("", "valid_"):
+        reps = getattr(out, f"{prefix}auc_reps")
+        if reps is not None:
+            # The interval of a mean over inputs: replicate AUCs of independent per-input bootstraps.
+            setattr(out, f"{prefix}auc_lo", float(np.quantile(reps, 0.025)))
+            setattr(out, f"{prefix}auc_hi", float(np.quantile(reps, 0.975)))
+    if out.coverage_by_rarity is not None:
+        out.rarity_bins = rarity_labels(n_bins)
+    ext = [c.extrapolated for c in parts if c.extrapolated is not None]
+    out.extrapolated = np.any(ext, axis=0) if ext else None
+    out.notes = sorted({note for c in parts for note in c.notes})
+    return out
+
+
+def mean_of_attr(parts: list[Curves], key: str, attr: str) -> np.ndarray | None:
+    vals = [getattr(c.time_to_coverage[key], attr) for c in parts]
+    return None if any(v is None for v in vals) else np.mean(vals, axis=0)
+
+
+def _ttc_from_runs(fh: np.ndarray, m: int, K: int) -> dict[str, TimeToCoverage]:
+    """Time-to-coverage survival curves of simulated full-length runs (first-hit matrix (R, M))."""
+    R = fh.shape[0]
+    c = curves_from_runs(fh, np.full(R, K), np.full(R, m), K, n_boot=0)
+    return c.time_to_coverage
+
+
+# -- iid -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Law:
+    cols: list[str]
+    m: int
+    atoms: np.ndarray  # (J, M) bool
+    p: np.ndarray  # (J,)
+    valid_atoms: np.ndarray | None = None
+    valid_p: np.ndarray | None = None
+    valid_probability: float | None = None
+
+
+@dataclass
+class _Samples:
+    cols: list[str]
+    m: int
+    X: np.ndarray  # (n, M) bool
+    valid: np.ndarray | None = None  # (n,) bool
+
+
+class IidBaseline:
+    """The iid base sampler's curves, per input, averaged over inputs.
+
+    Build it with :meth:`from_probabilities` (single-label known law), :meth:`from_match_distribution`
+    (set-valued known law; exact) or :meth:`from_samples` (unknown law; unbiased estimates from n
+    base samples, extrapolated beyond n). Each accepts one law/sample list, or a mapping
+    ``{input_id: law}`` for per-input laws.
+    """
+
+    def __init__(self, parts: Mapping[str | None, _Law | _Samples]) -> None:
+        if not parts:
+            raise ValueError("IidBaseline needs at least one input")
+        self._parts = dict(parts)
+
+    @property
+    def estimated(self) -> bool:
+        """True when built from samples (curves are estimates with intervals)."""
+        return any(isinstance(v, _Samples) for v in self._parts.values())
+
+    # -- constructors ----------------------------------------------------------------------------
+
+    @classmethod
+    def from_probabilities(
+        cls,
+        probabilities: Mapping[str, float] | Mapping[str, Mapping[str, float]],
+        *,
+        strategies: Sequence[str] | None = None,
+        num_strategies: int | Mapping[str, int] | None = None,
+        valid_probability: float | Mapping[str, float] | None = None,
+    ) -> IidBaseline:
+        """Exact single-label baseline: each base sample matches exactly one strategy.
+
+        Args:
+            probabilities: ``{strategy: p}`` summing to 1, or ``{input_id: {strategy: p}}``.
+            strategies: declared strategy ids (default: the keys; M_x = their number).
+            num_strategies: M_x when strategies are not declared (int or per input).
+            valid_probability: probability that a base sample is correct (for valid@k).
+        """
+        if not isinstance(probabilities, Mapping) or not probabilities:
+            raise ValueError("probabilities must be a non-empty {strategy: probability} dict")
+        laws: dict[Any, Any]
+        if all(isinstance(v, Mapping) for v in probabilities.values()):
+            laws = {k: {frozenset([s]): p for s, p in v.items()} for k, v in probabilities.items()}
+        else:
+            laws = {frozenset([s]): p for s, p in probabilities.items()}
+        return cls.from_match_distribution(
+            laws, strategies=strategies, num_strategies=num_strategies, valid_probability=valid_probability
+        )
+
+    @classmethod
+    def from_match_distribution(
+        cls,
+        distribution: Mapping[Any, Any],
+        *,
+        strategies: Sequence[str] | None = None,
+        num_strategies: int | Mapping[str, int] | None = None,
+        valid_distribution: Mapping[Any, Any] | None = None,
+        valid_probability: float | Mapping[str, float] | None = None,
+    ) -> IidBaseline:
+        """Exact baseline from the law of a base sample's match set.
+
+        Args:
+            distribution: ``{frozenset(strategy ids): probability}`` summing to 1 (e.g.
+                ``task.base_match_distribution(x)``), or ``{input_id: that}``.
+            strategies: declared strategy ids (M_x = their number); default: those in the law.
+            num_strategies: M_x when strategies are not declared (int or per input).
+            valid_distribution: the same law counting only correct samples' matches (e.g.
+                ``task.base_match_distribution(x, valid_only=True)``), for valid-only coverage.
+            valid_probability: probability that a base sample is correct, for valid@k.
+        """
+        strategies = _check_strategies(strategies)
+        per_input = _is_per_input(distribution, (frozenset, set, tuple))
+        laws = distribution if per_input else {None: distribution}
+        if valid_distribution is not None:
+            valid_distribution = valid_distribution if per_input else {None: valid_distribution}
+            if set(valid_distribution) != set(laws):
+                raise ValueError("valid_distribution must cover exactly the inputs of distribution")
+        parts: dict[str | None, _Law] = {}
+        for key, law in laws.items():
+            iid = None if key is None else _input_id(key)
+            where = "match distribution" + ("" if iid is None else f" of input {iid!r}")
+            if not isinstance(law, Mapping):
+                raise ValueError(f"{where}: expected a {{frozenset: probability}} dict")
+            used = {s for ms in law for s in (ms if not isinstance(ms, str) else [ms])}
+            if valid_distribution is not None:
+                used |= {s for ms in valid_distribution[key] for s in ms}
+            cols, m = _columns(used, strategies, _per_input_m(num_strategies, key), where)
+            atoms, p = _law_arrays(law, cols, where)
+            part = _Law(cols, m, atoms, p)
+            if valid_distribution is not None:
+                part.valid_atoms, part.valid_p = _law_arrays(valid_distribution[key], cols, "valid " + where)
+            if valid_probability is not None:
+                v = valid_probability[key] if isinstance(valid_probability, Mapping) else valid_probability
+                if not isinstance(v, float | int) or not 0.0 <= float(v) <= 1.0 or math.isnan(v):
+                    raise ValueError(f"{where}: valid_probability must be in [0, 1], got {v!r}")
+                part.valid_probability = float(v)
+            parts[iid] = part
+        return cls(parts)
+
+    @classmethod
+    def from_samples(
+        cls,
+        samples: Sequence[Iterable[str]] | Mapping[str, Sequence[Iterable[str]]],
+        *,
+        strategies: Sequence[str] | None = None,
+        num_strategies: int | Mapping[str, int] | None = None,
+        valid: Sequence[bool] | Mapping[str, Sequence[bool]] | None = None,
+    ) -> IidBaseline:
+        """Estimated baseline from n iid base samples' match sets (the law is unknown).
+
+        Curves are unbiased U-statistics for k <= n and Chao/iNEXT extrapolations beyond
+        (``Curves.extrapolated``), with iNEXT bootstrap-assemblage intervals.
+
+        Args:
+            samples: list of match sets (each an iterable of strategy ids), or ``{input_id: list}``.
+            strategies: declared strategy ids (M_x = their number); default: those seen.
+            num_strategies: M_x when strategies are not declared (int or per input). Strongly
+                recommended: strategies never seen still belong in the denominator.
+            valid: per-sample correctness (same shape as ``samples``), for valid-only curves.
+        """
+        strategies = _check_strategies(strategies)
+        per_input = isinstance(samples, Mapping)
+        data = samples if per_input else {None: samples}
+        valids = (valid if per_input else {None: valid}) if valid is not None else None
+        parts: dict[str | None, _Samples] = {}
+        for key, rows in data.items():
+            iid = None if key is None else _input_id(key)
+            where = "samples" + ("" if iid is None else f" of input {iid!r}")
+            if isinstance(rows, str | bytes) or not isinstance(rows, Sequence) or len(rows) == 0:
+                raise ValueError(f"{where}: need a non-empty list of match sets")
+            sets = []
+            for r in rows:
+                if isinstance(r, str):
+                    raise ValueError(f"{where}: each sample must be an iterable of ids, not the string {r!r}")
+                sets.append(frozenset(r))
+            cols, m = _columns(
+                {s for ms in sets for s in ms}, strategies, _per_input_m(num_strategies, key), where
+            )
+            index = {s: j for j, s in enumerate(cols)}
+            X = np.zeros((len(sets), m), dtype=bool)
+            for t, ms in enumerate(sets):
+                X[t, [index[s] for s in ms]] = True
+            v = None
+            if valids is not None:
+                if key not in valids or len(valids[key]) != len(sets):
+                    raise ValueError(f"{where}: valid must give one bool per sample")
+                v = np.asarray(valids[key], dtype=bool)
+            parts[iid] = _Samples(cols, m, X, v)
+        return cls(parts)
+
+    # -- results ---------------------------------------------------------------------------------
+
+    def marginals(self) -> dict[str | None, dict[str, float]]:
+        """Base probability pi_s = Pr[s in A] per input (``None`` key for a single-law baseline).
+
+        For sample-based baselines these are incidence frequencies (used only to rank strategies
+        for the common-vs-rare split, never to compute curves).
+        """
+        out = {}
+        for key, part in self._parts.items():
+            pi = est.marginals(part.atoms, part.p) if isinstance(part, _Law) else part.X.mean(axis=0)
+            out[key] = {
+                s: float(v) for s, v in zip(part.cols, pi, strict=True) if not s.startswith("<unseen")
+            }
+        return out
+
+    def curves(
+        self, K: int, *, n_boot: int = 200, seed: SeedLike = 0, rarity_bins: int = 4, ci_level: float = 0.95
+    ) -> Curves:
+        """Curves for k = 1..K, averaged over inputs.
+
+        Args:
+            K: budget.
+            n_boot: bootstrap replicates for sample-based baselines (exact ones have no intervals).
+            seed: seed for Monte Carlo parts and the bootstrap.
+            rarity_bins: number of within-input quantile bins for ``coverage_by_rarity``.
+            ci_level: interval level.
+        """
+        K = check_budget(K)
+        gens = rngs(seed, len(self._parts))
+        mc_runs = max(64, MC_RUNS // len(self._parts))
+        parts = []
+        for (_, part), rng in zip(sorted(self._parts.items(), key=lambda kv: str(kv[0])), gens, strict=True):
+            if isinstance(part, _Law):
+                parts.append(_law_curves(part, K, rng, mc_runs, rarity_bins))
+            else:
+                parts.append(_sample_curves(part, K, rng, n_boot, rarity_bins, ci_level))
+        kind = "iid_estimated" if self.estimated else "iid"
+        c = _mean_curves(parts, kind, K, rarity_bins)
+        c.ci_level, c.n_boot = ci_level, (n_boot if self.estimated else 0)
+        c.seed = seed if isinstance(seed, int) else None
+        return c
+
+
+def _simulate_law_first_hits(
+    atoms: np.ndarray, p: np.ndarray, K: int, runs: int, rng: np.random.Generator
+) -> np.ndarray:
+    """First-hit indices (runs, M) of iid draws from a law (-1 = not within K)."""
+    draws = rng.choice(len(p), size=(runs, K), p=p / p.sum())
+    first_atom = np.full((runs, len(p)), K, dtype=np.int64)
+    for j in range(len(p)):
+        hit = draws == j
+        first_atom[:, j] = np.where(hit.any(axis=1), hit.argmax(axis=1), K)
+    fh = np.where(atoms[None, :, :], first_atom[:, :, None], K).min(axis=1)
+    return np.where(fh >= K, -1, fh)
+
+
+def _law_curves(part: _Law, K: int, rng: np.random.Generator, mc_runs: int, n_bins: int) -> Curves:
+    pi = est.marginals(part.atoms, part.p)
+    ks = np.arange(1, K + 1)
+    per_s = -np.expm1(ks[:, None] * np.log1p(-np.minimum(pi, 1.0))[None, :])  # (K, M) Pr[s in S_k]
+    coverage = per_s.sum(axis=1) / part.m
+    notes = []
+    try:
+        full = est.full_coverage_exact(part.atoms, part.p, part.m, K)
+        mean_t = est.time_to_full_mean(part.atoms, part.p, part.m)
+    except ValueError:  # set-valued with too many strategies: Monte Carlo below
+        full, mean_t = None, None
+    fh = _simulate_law_first_hits(part.atoms, part.p, K, mc_runs, rng)
+    ttc = _ttc_from_runs(fh, part.m, K)
+    notes.append(
+        f"iid time-to-coverage for tau < 1 is Monte Carlo ({mc_runs} runs per input, standard error "
+        f"<= {0.5 / math.sqrt(mc_runs):.4f} per point)"
+    )
+    if full is not None:
+        ttc[tau_key(1.0)] = TimeToCoverage.from_survival(
+            1.0, 1.0 - full, mean=None if not math.isfinite(mean_t) else mean_t
+        )
+    else:
+        full = 1.0 - ttc[tau_key(1.0)].survival
+        notes.append("iid full coverage is Monte Carlo (set-valued law with more than 20 strategies)")
+    c = Curves(
+        kind="iid",
+        K=K,
+        coverage=coverage,
+        novelty=est.novelty_exact(part.atoms, part.p, K),
+        expected_new=(pi[None, :] * np.exp((ks - 1)[:, None] * np.log1p(-np.minimum(pi, 1.0)))).sum(axis=1),
+        full_coverage=full,
+        auc=float(coverage.mean()),
+        time_to_coverage=ttc,
+        n_inputs=1,
+        notes=notes,
+    )
+    bins = rarity_ranks(pi, part.m, n_bins)
+    c.coverage_by_rarity = np.stack([per_s[:, bins == b].sum(axis=1) / part.m for b in range(n_bins)])
+    if part.valid_atoms is not None:
+        vpi = est.marginals(part.valid_atoms, part.valid_p)
+        c.valid_coverage = (
+            -np.expm1(ks[:, None] * np.log1p(-np.minimum(vpi, 1.0))[None, :]).sum(axis=1) / part.m
+        )
+        c.valid_auc = float(c.valid_coverage.mean())
+    if part.valid_probability is not None:
+        c.valid_at_k = -np.expm1(ks * np.log1p(-min(part.valid_probability, 1.0)))
+    return c
+
+
+# -- estimated from samples ----------------------------------------------------------------------
+
+
+def _sample_point(X: np.ndarray, m: int, K: int) -> dict[str, np.ndarray]:
+    """Unbiased curves for k <= n, Chao extrapolation beyond (coverage, expected_new, novelty, full)."""
+    n = X.shape[0]
+    covered = est.rarefaction(X, K)
+    if K > n:
+        covered = np.concatenate([covered, est.chao_extrapolation(X, K, m)])
+    covered = np.minimum(covered, m)
+    expected_new = np.diff(np.r_[0.0, covered])
+    novelty = est.novelty_samples(X, K)
+    if K > n:
+        # Beyond n: expected new strategies times the observed Pr[new]/E[new] ratio at n (= 1 for
+        # single-label data). Model-based, flagged as extrapolated.
+        ratio = novelty[-1] / expected_new[n - 1] if expected_new[n - 1] > 0 else 1.0
+        novelty = np.concatenate([novelty, np.clip(expected_new[n:] * ratio, 0.0, 1.0)])
+    full = est.full_coverage_samples(X, m, K)
+    if K > n:
+        full = np.concatenate([full, np.full(K - n, full[-1] if len(full) else 0.0)])
+    return {"coverage": covered / m, "expected_new": expected_new, "novelty": novelty, "full_coverage": full}
+
+
+def _assemblage(X: np.ndarray, m: int) -> tuple[str, np.ndarray]:
+    """The iNEXT bootstrap assemblage: detected strategies with adjusted probabilities plus the unseen.
+
+    Single-label data get the abundance assemblage (category probabilities; the last category is
+    "no strategy"), set-valued data the incidence assemblage (independent per-strategy inclusion
+    probabilities). Chao et al. 2014, Appendix; the unseen count is capped at M_x - S_obs.
+
+    Returns:
+        ("abundance", probs over categories) or ("incidence", inclusion probabilities).
+    """
+    n = X.shape[0]
+    y = X.sum(axis=0)
+    seen = y[y > 0].astype(np.float64)
+    f1, f2 = int((seen == 1).sum()), int((seen == 2).sum())
+    s_obs = seen.size
+    f0 = est.chao_f0(n, f1, f2, cap=m - s_obs)
+    unseen = math.ceil(f0) if f0 > 0 else 0
+    single = X.sum(axis=1).max(initial=0) <= 1
+    total = seen.sum() if single else float(n)  # abundance: individuals; incidence: sampling units
+    U = seen.sum()
+    if f1 == 0:
+        c_hat = 1.0
+    else:
+        a = (
+            (total - 1) * f1 / ((total - 1) * f1 + 2 * f2)
+            if f2 > 0
+            else (total - 1) * (f1 - 1) / ((total - 1) * (f1 - 1) + 2)
+        )
+        c_hat = 1.0 - f1 / U * a
+    rel = seen / total
+    weight = (rel * (1 - rel) ** total).sum()
+    scale = U / total if not single else 1.0
+    lam = scale * (1 - c_hat) / weight if weight > 0 else 0.0
+    det = rel * (1 - lam * (1 - rel) ** total)
+    und = np.full(unseen, scale * (1 - c_hat) / unseen) if unseen else np.zeros(0)
+    probs = np.clip(np.concatenate([det, und]), 0.0, 1.0)
+    if single:
+        n_strat = (X.sum(axis=1) == 1).sum()
+        probs = probs / probs.sum() * (n_strat / n)
+        return "abundance", np.concatenate([probs, [max(0.0, 1.0 - probs.sum())]])
+    return "incidence", probs
+
+
+def _draw_dataset(
+    kind: str, probs: np.ndarray, n: int, m: int, rng: np.random.Generator, B: int
+) -> list[np.ndarray]:
+    """B bootstrap datasets (n, m) bool drawn from an assemblage (columns beyond m are dropped)."""
+    out = []
+    width = min(m, len(probs) - (1 if kind == "abundance" else 0))
+    for _ in range(B):
+        if kind == "abundance":
+            cat = rng.choice(len(probs), size=n, p=probs / probs.sum())
+            X = np.zeros((n, m), dtype=bool)
+            ok = cat < width
+            X[np.flatnonzero(ok), cat[ok]] = True
+        else:
+            X = np.zeros((n, m), dtype=bool)
+            X[:, :width] = rng.random((n, width)) < probs[:width]
+        out.append(X)
+    return out
+
+
+def _sample_curves(
+    part: _Samples, K: int, rng: np.random.Generator, n_boot: int, n_bins: int, ci_level: float
+) -> Curves:
+    X, m, n = part.X, part.m, part.X.shape[0]
+    point = _sample_point(X, m, K)
+    notes = []
+    if K > n:
+        notes.append(
+            f"iid (estimated) values beyond k = n = {n} are model-based extrapolations (Chao et al. 2014)"
+        )
+    # Time to coverage: prefixes of random permutations are uniform k-subsets (the U-statistic by
+    # Monte Carlo) for k <= n; beyond n the runs continue with draws from the iNEXT assemblage.
+    kind, probs = _assemblage(X, m)
+    runs = 256
+    fh = np.full((runs, m), -1, dtype=np.int64)
+    for r in range(runs):
+        perm = X[rng.permutation(n)]
+        if K > n:
+            perm = np.vstack([perm, _draw_dataset(kind, probs, K - n, m, rng, 1)[0]])
+        perm = perm[:K]
+        hit = perm.any(axis=0)
+        fh[r, hit] = perm[:, hit].argmax(axis=0)
+    ttc = _ttc_from_runs(fh, m, K)
+    surv_full = 1.0 - point["full_coverage"]
+    ttc[tau_key(1.0)] = TimeToCoverage.from_survival(1.0, np.minimum(surv_full, 1.0))
+    notes.append("iid (estimated) time-to-coverage for tau < 1 is Monte Carlo over 256 sample permutations")
+    c = Curves(
+        kind="iid_estimated",
+        K=K,
+        coverage=point["coverage"],
+        novelty=point["novelty"],
+        expected_new=point["expected_new"],
+        full_coverage=point["full_coverage"],
+        auc=float(point["coverage"].mean()),
+        time_to_coverage=ttc,
+        extrapolated=np.arange(1, K + 1) > n,
+        n_inputs=1,
+        n_runs=1,
+        samples=n,
+        notes=notes,
+    )
+    # Per-strategy rarefied contributions, binned by incidence frequency (ranking only).
+    y = X.sum(axis=0)
+    lf = est.log_factorial(n)
+    kk = np.arange(1, min(K, n) + 1)
+    per_s = 1.0 - np.exp(est._log_binom_ratio(n - y[None, :], n, kk[:, None], lf))
+    per_s = np.vstack([per_s, np.repeat(per_s[-1:], K - len(kk), axis=0)]) if K > n else per_s
+    bins = rarity_ranks(y / n, m, n_bins)
+    c.coverage_by_rarity = np.stack([per_s[:, bins == b].sum(axis=1) / m for b in range(n_bins)])
+    if part.valid is not None:
+        Xv = X & part.valid[:, None]
+        vc = est.rarefaction(Xv, K)
+        if K > n:
+            vc = np.concatenate([vc, est.chao_extrapolation(Xv, K, m)])
+        c.valid_coverage = np.minimum(vc, m) / m
+        c.valid_auc = float(c.valid_coverage.mean())
+        nv = int(part.valid.sum())
+        va = 1.0 - np.exp(est._log_binom_ratio(np.full(len(kk), n - nv), n, kk, lf))
+        c.valid_at_k = np.concatenate([va, np.full(K - len(kk), va[-1])]) if K > n else va
+    if n_boot > 0:
+        reps = {name: [] for name in ("coverage", "novelty", "expected_new", "full_coverage")}
+        for Xb in _draw_dataset(kind, probs, n, m, rng, n_boot):
+            pb = _sample_point(Xb, m, K)
+            for name in reps:
+                reps[name].append(pb[name])
+        z = _z(ci_level)
+        for name, r in reps.items():
+            sd = np.std(np.asarray(r), axis=0, ddof=1)
+            hi_cap = 1.0 if name != "expected_new" else np.inf
+            setattr(c, f"{name}_lo", np.clip(point[name] - z * sd, 0.0, hi_cap))
+            setattr(c, f"{name}_hi", np.clip(point[name] + z * sd, 0.0, hi_cap))
+        auc_r = np.asarray(reps["coverage"]).mean(axis=1)
+        # Replicates centred on the estimate (iNEXT intervals are estimate +- z sd).
+        c.auc_reps = c.auc + (auc_r - auc_r.mean())
+        sd = float(np.std(auc_r, ddof=1))
+        c.auc_lo, c.auc_hi = max(0.0, c.auc - z * sd), min(1.0, c.auc + z * sd)
+        c.n_boot = n_boot
+    return c
+
+
+def _z(level: float) -> float:
+    """Standard normal quantile for a two-sided interval (bisection on erf; no scipy)."""
+    target = 0.5 + level / 2
+    lo, hi = 0.0, 10.0
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < target:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def _unambiguous_oracle(f: int, m: int, M: int, K: int, bins: np.ndarray | None, n_bins: int) -> Curves:
+    """Analytic oracle when every reference trace matches exactly its own strategy.
+
+    It covers one new strategy per step until the f feasible ones are exhausted, C(k) = min(k, f) / m.
+    """
+    ks = np.arange(1, K + 1)
+    covered = np.minimum(ks, f).astype(np.float64)
+    ttc = {}
+    for t in TAUS:
+        need = math.ceil(t * m - 1e-9)
+        ttc[tau_key(t)] = TimeToCoverage.from_survival(
+            t, (covered < need).astype(np.float64), mean=float(need) if need <= f else None
+        )
+    c = Curves(
+        kind="oracle",
+        K=K,
+        coverage=covered / m,
+        novelty=(ks <= f).astype(np.float64),
+        expected_new=(ks <= f).astype(np.float64),
+        full_coverage=((covered >= m) & (f >= m)).astype(np.float64),
+        auc=float((covered / m).mean()),
+        time_to_coverage=ttc,
+        n_inputs=1,
+    )
+    c.valid_coverage, c.valid_auc = c.coverage, c.auc
+    c.valid_at_k = np.full(K, 1.0 if f else 0.0)
+    if bins is not None:
+        # Uniform choice among uncovered strategies: each feasible one is covered by step k w.p. min(k, f)/f.
+        per = covered / max(f, 1)
+        c.coverage_by_rarity = np.stack([per * (bins[:f] == b).sum() / m for b in range(n_bins)])
+    return c
+
+
+# -- oracle --------------------------------------------------------------------------------------
+
+
+class OracleBaseline:
+    """The no-repeat oracle, exact per input and averaged over inputs.
+
+    Each step emits the reference trace of a uniformly chosen strategy that is not yet covered (and
+    whose trace still adds something), so it never repeats a strategy.
+
+    Args:
+        reference_sets: ``{strategy: match set of its reference trace}`` (``task.reference_match_sets(x)``;
+            keys are the feasible strategies), or ``{input_id: that}``. None: one input where every
+            one of ``num_strategies`` strategies is feasible and unambiguous.
+        strategies: declared strategy ids (M_x = their number).
+        num_strategies: M_x when strategies are not declared (int or per input).
+        seed: seed of the Monte Carlo fallback.
+        max_states: above this many reachable covered-sets the exact DP gives way to Monte Carlo.
+    """
+
+    def __init__(
+        self,
+        reference_sets: Mapping[Any, Any] | None = None,
+        *,
+        strategies: Sequence[str] | None = None,
+        num_strategies: int | Mapping[str, int] | None = None,
+        seed: SeedLike = 0,
+        max_states: int = 200_000,
+    ) -> None:
+        strategies = _check_strategies(strategies)
+        if reference_sets is None:
+            m = num_strategies if strategies is None else len(strategies)
+            if not isinstance(m, int) or m < 1:
+                raise ValueError("OracleBaseline needs reference_sets, strategies or num_strategies")
+            names = list(strategies) if strategies is not None else [f"s{i}" for i in range(m)]
+            reference_sets = {s: frozenset([s]) for s in names}
+            strategies = tuple(names)
+        if not isinstance(reference_sets, Mapping) or not reference_sets:
+            raise ValueError("reference_sets must be a non-empty {strategy: match set} dict")
+        per_input = all(isinstance(v, Mapping) for v in reference_sets.values())
+        data = reference_sets if per_input else {None: reference_sets}
+        self._parts: dict[str | None, tuple[list[str], int, dict[int, int]]] = {}
+        for key, refs in data.items():
+            iid = None if key is None else _input_id(key)
+            where = "reference sets" + ("" if iid is None else f" of input {iid!r}")
+            if not isinstance(refs, Mapping):
+                raise ValueError(f"{where}: expected a {{strategy: match set}} dict")
+            used = set(refs)
+            for s, ms in refs.items():
+                if isinstance(ms, str) or not isinstance(ms, Iterable):
+                    raise ValueError(f"{where}: match set of {s!r} must be an iterable of ids, got {ms!r}")
+                used |= set(ms)
+            cols, m = _columns(used, strategies, _per_input_m(num_strategies, key), where)
+            index = {s: j for j, s in enumerate(cols)}
+            refmask = {index[s]: sum(1 << index[x] for x in set(ms)) for s, ms in refs.items()}
+            self._parts[iid] = (cols, m, refmask)
+        self.seed, self.max_states = seed, max_states
+
+    def curves(self, K: int, *, rarity: Any = None, rarity_bins: int = 4) -> Curves:
+        """Exact curves (analytic or DP over covered sets; Monte Carlo above ``max_states``).
+
+        Args:
+            K: budget.
+            rarity: base law for the common-vs-rare split (an ``IidBaseline`` or
+                ``{input_id: {strategy: pi}}``); None skips it.
+            rarity_bins: number of bins.
+        """
+        K = check_budget(K)
+        gens = rngs(self.seed, len(self._parts))
+        parts = []
+        for (key, (cols, m, refmask)), rng in zip(
+            sorted(self._parts.items(), key=lambda kv: str(kv[0])), gens, strict=True
+        ):
+            bins = None
+            if rarity is not None:
+                bins = rarity_bin_matrix(rarity, [key], cols, np.array([m]), rarity_bins)[0]
+            parts.append(self._input_curves(cols, m, refmask, K, rng, bins, rarity_bins))
+        return _mean_curves(parts, "oracle", K, rarity_bins)
+
+    def _input_curves(
+        self, cols: list[str], m: int, refmask: dict[int, int], K: int, rng: np.random.Generator,
+        bins: np.ndarray | None, n_bins: int,
+    ) -> Curves:  # fmt: skip
+        M = len(cols)
+        if all(r == 1 << s for s, r in refmask.items()):
+            return _unambiguous_oracle(len(refmask), m, M, K, bins, n_bins)
+        dist: dict[int, float] = {0: 1.0}
+        # Per step: distribution over covered sets (as bitmasks). The chain is absorbed after at
+        # most M steps (every step covers a new strategy or stalls for good), so K costs nothing.
+        per_s = np.zeros((K, M))
+        count_law = np.zeros((K, M + 1))
+        new_prob = np.zeros(K)
+        note = None
+        for k in range(K):
+            nxt: dict[int, float] = {}
+            moved = 0.0
+            for S, pr in dist.items():
+                options = [r for s, r in refmask.items() if not (S >> s) & 1 and (r | S) != S]
+                if not options:
+                    nxt[S] = nxt.get(S, 0.0) + pr
+                    continue
+                share = pr / len(options)
+                moved += pr
+                for r in options:
+                    nxt[S | r] = nxt.get(S | r, 0.0) + share
+            dist = nxt
+            new_prob[k] = moved
+            if len(dist) > self.max_states:
+                note = "mc"
+                break
+            for S, pr in dist.items():
+                count_law[k, bin(S).count("1")] += pr
+                if bins is not None:
+                    per_s[k] += pr * ((S >> np.arange(M)) & 1)
+            if moved == 0.0:
+                count_law[k + 1 :] = count_law[k]
+                per_s[k + 1 :] = per_s[k]
+                break
+        if note == "mc":
+            return self._mc_curves(cols, m, refmask, K, rng, bins, n_bins)
+        sizes = np.arange(M + 1)
+        covered = count_law @ sizes
+        c = Curves(
+            kind="oracle",
+            K=K,
+            coverage=covered / m,
+            novelty=new_prob,
+            expected_new=np.diff(np.r_[0.0, covered]),
+            full_coverage=count_law[:, m:].sum(axis=1) if m <= M else np.zeros(K),
+            auc=float((covered / m).mean()),
+            time_to_coverage={
+                tau_key(t): TimeToCoverage.from_survival(
+                    t, count_law[:, : min(math.ceil(t * m - 1e-9), M + 1)].sum(axis=1)
+                )
+                for t in TAUS
+            },
+            n_inputs=1,
+        )
+        c.valid_coverage, c.valid_auc = c.coverage, c.auc  # reference traces are correct solutions
+        c.valid_at_k = np.full(K, 1.0 if refmask else 0.0)
+        if bins is not None:
+            c.coverage_by_rarity = np.stack([per_s[:, bins == b].sum(axis=1) / m for b in range(n_bins)])
+        return c
+
+    def _mc_curves(
+        self, cols: list[str], m: int, refmask: dict[int, int], K: int, rng: np.random.Generator,
+        bins: np.ndarray | None, n_bins: int,
+    ) -> Curves:  # fmt: skip
+        runs = 4096
+        M = len(cols)
+        fh = np.full((runs, M), -1, dtype=np.int64)
+        for r in range(runs):
+            S, k = 0, 0
+            while k < K:
+                options = [x for s, x in refmask.items() if not (S >> s) & 1 and (x | S) != S]
+                if not options:
+                    break
+                new = options[rng.integers(len(options))] & ~S
+                for j in range(M):
+                    if (new >> j) & 1:
+                        fh[r, j] = k
+                S |= new
+                k += 1
+        c = curves_from_runs(
+            fh,
+            np.full(runs, K),
+            np.full(runs, m),
+            K,
+            n_boot=0,
+            kind="oracle",
+            rarity_bin=None if bins is None else np.tile(bins, (runs, 1)),
+            n_bins=n_bins,
+        )
+        c.notes.append(
+            f"oracle curves are Monte Carlo ({runs} runs; standard error <= {0.5 / math.sqrt(runs):.4f})"
+        )
+        c.valid_coverage, c.valid_auc = c.coverage, c.auc
+        c.valid_at_k = np.full(K, 1.0 if refmask else 0.0)
+        c.n_runs, c.samples = 0, 0
+        return c

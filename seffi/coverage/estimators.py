@@ -1,0 +1,394 @@
+"""Exact iid curves for a known match-set law, and unbiased estimators from n iid base samples.
+
+Pure numpy functions over one input. Inputs are either a *law* -- atoms (J, M) bool (the possible
+match sets over M strategy columns) with probabilities p (J,) -- or *samples* -- an incidence matrix
+X (n, M) bool (sample t matches strategy s). Curves are arrays over k = 1..K.
+
+The plug-in estimate sum_s 1 - (1 - p_hat_s)^k is biased low (it inflates every gain); nothing here
+uses it. Rarefaction (k <= n) uses U-statistics, i.e. averages over all k-subsets of the samples,
+written in closed form with binomial ratios computed from log-factorials so nothing overflows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = [
+    "chao_extrapolation",
+    "full_coverage_exact",
+    "full_coverage_samples",
+    "log_factorial",
+    "marginals",
+    "novelty_exact",
+    "novelty_samples",
+    "rarefaction",
+    "time_to_full_mean",
+]
+
+_NEG = -np.inf
+
+
+def log_factorial(n: int) -> np.ndarray:
+    """Log-factorials log(i!) for i = 0..n: float array, shape (n + 1,)."""
+    return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, n + 1, dtype=np.float64)))])
+
+
+def _log_binom_ratio(a: np.ndarray, n: int, k: np.ndarray, lf: np.ndarray) -> np.ndarray:
+    """Log of C(a, k) / C(n, k) (broadcast over a and k); -inf where a < k."""
+    a, k = np.broadcast_arrays(np.asarray(a, dtype=np.int64), np.asarray(k, dtype=np.int64))
+    ok = a >= k
+    ak = np.where(ok, a - k, 0)
+    out = lf[np.where(ok, a, 0)] - lf[ak] - lf[n] + lf[n - k]
+    return np.where(ok, out, _NEG)
+
+
+def _masks(atoms: np.ndarray) -> np.ndarray:
+    """Bit masks of boolean rows (M <= 62 columns)."""
+    atoms = np.asarray(atoms, dtype=bool)
+    if atoms.shape[1] > 62:
+        raise ValueError(
+            f"set-valued inclusion-exclusion supports at most 62 strategies, got {atoms.shape[1]}"
+        )
+    return (atoms.astype(np.int64) << np.arange(atoms.shape[1], dtype=np.int64)).sum(axis=1)
+
+
+def _submasks(mask: int) -> list[int]:
+    """All non-empty submasks of ``mask``."""
+    out, b = [], mask
+    while b:
+        out.append(b)
+        b = (b - 1) & mask
+    return out
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.int64)
+    return np.array([bin(int(v)).count("1") for v in x.ravel()], dtype=np.int64).reshape(x.shape)
+
+
+# -- known law (exact) ---------------------------------------------------------------------------
+
+
+def marginals(atoms: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """pi_s = Pr[s in A]: float array, shape (M,), from atoms (J, M) bool and p (J,)."""
+    return np.asarray(p, dtype=np.float64) @ np.asarray(atoms, dtype=np.float64)
+
+
+def expected_covered_exact(pi: np.ndarray, K: int) -> np.ndarray:
+    """E|S_k| = sum_s 1 - (1 - pi_s)^k (exact also for set-valued A): float array, shape (K,)."""
+    ks = np.arange(1, K + 1)[:, None]
+    return -np.expm1(ks * np.log1p(-np.minimum(pi, 1.0))[None, :]).sum(axis=1)
+
+
+def novelty_exact(atoms: np.ndarray, p: np.ndarray, K: int) -> np.ndarray:
+    """Pr[A_i not a subset of S_{i-1}] for i = 1..K: float array, shape (K,).
+
+    Pr[A subset of S] = sum_{B subset of A} (-1)^|B| q_B^(i-1), q_B = Pr[A' and B disjoint]; for
+    single-label laws this is sum_s p_s (1 - p_s)^(i-1).
+    """
+    atoms = np.asarray(atoms, dtype=bool)
+    p = np.asarray(p, dtype=np.float64)
+    i1 = np.arange(K, dtype=np.float64)  # i - 1
+    if atoms.sum(axis=1).max(initial=0) <= 1:
+        pi = marginals(atoms, p)
+        keep = pi > 0
+        return (pi[keep][None, :] * np.exp(i1[:, None] * np.log1p(-np.minimum(pi[keep], 1.0)))).sum(axis=1)
+    masks = _masks(atoms)
+    out = np.zeros(K)
+    for mask, pj in zip(masks, p, strict=True):
+        if mask == 0 or pj == 0:
+            continue
+        for b in _submasks(int(mask)):
+            q = p[(masks & b) == 0].sum()
+            sign = -((-1) ** bin(b).count("1"))  # 1 - Pr[A subset S] drops the B = {} term
+            out += pj * sign * (q**i1 if q > 0 else (i1 == 0).astype(float))
+    return np.clip(out, 0.0, 1.0)
+
+
+def _cover_all_dp(sizes: list[float], K: int, log_weight, mean_var, h0: np.ndarray) -> np.ndarray:
+    """H_m(k) = sum_{j>=1} w_m(k, j) H_{m-1}(k - j), a DP whose terms are all non-negative.
+
+    Each step adds one strategy; ``w_m(k, .)`` is a probability law over j (binomial for a known
+    law, hypergeometric for samples), so H stays a probability. Weights below e^-60 of the row's
+    mode are skipped (absolute error < M*K*e^-60, i.e. nothing), which keeps each step banded.
+
+    Args:
+        sizes: per-strategy parameters passed to ``log_weight``/``mean_var``.
+        K: budget.
+        log_weight: (m, k (K+1, 1), j (K+1, W)) -> log w_m(k, j).
+        mean_var: (m, k (K+1,)) -> (mean, variance) of j under w_m(k, .).
+        h0: float array, shape (K + 1,): H_0.
+
+    Returns:
+        float array, shape (K + 1,): H_M(k) for k = 0..K.
+    """
+    h = h0
+    ks = np.arange(K + 1)
+    for m in range(len(sizes)):
+        mu, var = mean_var(m, ks)
+        # e^-60 is ~11 sd for a Gaussian; Poisson-like (small r) tails need the additive slack.
+        half = np.ceil(1.25 * np.sqrt(120.0 * np.maximum(var, 0.0)) + 45.0).astype(np.int64)
+        lo = np.clip(np.floor(mu).astype(np.int64) - half, 1, None)
+        hi = np.minimum(np.ceil(mu).astype(np.int64) + half, ks)
+        width = int(max((hi - lo).max(initial=0) + 1, 1))
+        j = lo[:, None] + np.arange(width)[None, :]
+        ok = (j <= hi[:, None]) & (j >= 1)
+        jj = np.where(ok, j, 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lw = log_weight(m, ks[:, None], jj)
+        w = np.where(ok & np.isfinite(lw), np.exp(np.where(ok, lw, _NEG)), 0.0)
+        u = np.clip(ks[:, None] - jj, 0, K)
+        h = (w * h[u]).sum(axis=1)
+    return h
+
+
+def full_coverage_exact(atoms: np.ndarray, p: np.ndarray, m: int, K: int) -> np.ndarray:
+    """F(k) = Pr[|S_k| = m] for k = 1..K under iid draws from a known law: float array, shape (K,).
+
+    Single-label: k! [x^k] e^{p_0 x} prod_s (e^{p_s x} - 1), computed as the non-negative binomial DP
+    (normalised so every intermediate is a probability; no log-space overflow). Set-valued:
+    inclusion-exclusion sum_B (-1)^|B| q_B^k over the M <= 20 strategy columns.
+
+    Args:
+        atoms: bool array, shape (J, M).
+        p: float array, shape (J,).
+        m: the denominator M_x (strategies beyond the M columns are never covered).
+        K: budget.
+    """
+    atoms = np.asarray(atoms, dtype=bool)
+    p = np.asarray(p, dtype=np.float64)
+    pi = marginals(atoms, p)
+    if atoms.shape[1] != m:
+        raise ValueError(f"law has {atoms.shape[1]} strategy columns but M_x = {m}")
+    if (pi <= 0).any():
+        return np.zeros(K)  # some strategy can never be drawn
+    if atoms.sum(axis=1).max(initial=0) <= 1:
+        return _full_single_label_exact(pi, K)
+    if m > 20:
+        raise ValueError(f"exact full coverage of set-valued laws needs M <= 20 strategies, got {m}")
+    q, sign = _subset_table(_masks(atoms[:, :m]), p, m)
+    ks = np.arange(1, K + 1)
+    return np.clip((sign[None, :] * q[None, :] ** ks[:, None]).sum(axis=1), 0.0, 1.0)
+
+
+def _full_single_label_exact(pi: np.ndarray, K: int) -> np.ndarray:
+    """Single-label F(k), k = 1..K, via the normalised binomial DP (see ``full_coverage_exact``)."""
+    pi = np.sort(pi)[::-1]  # large first: the normaliser P_m grows quickly, keeping bands narrow
+    p0 = max(0.0, 1.0 - pi.sum())
+    cum = p0 + np.cumsum(pi)
+    r = np.minimum(pi / cum, 1.0)
+    lf = log_factorial(K)
+
+    def log_weight(mi: int, k: np.ndarray, j: np.ndarray) -> np.ndarray:
+        rr = r[mi]
+        if rr >= 1.0:  # the first strategy when p_0 = 0: all k draws are this strategy
+            return np.where(j == k, 0.0, _NEG)
+        return lf[k] - lf[j] - lf[np.maximum(k - j, 0)] + j * math.log(rr) + (k - j) * math.log1p(-rr)
+
+    def mean_var(mi: int, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return k * r[mi], k * r[mi] * (1 - r[mi])
+
+    h0 = np.ones(K + 1)
+    return np.clip(_cover_all_dp(list(pi), K, log_weight, mean_var, h0)[1:], 0.0, 1.0)
+
+
+def _subset_table(masks: np.ndarray, w: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """For every B subset of [m]: total weight of atoms disjoint from B, and (-1)^|B|, grouped.
+
+    Uses a subset-sum (zeta) transform: weight of atoms whose mask is a subset of the complement.
+
+    Returns:
+        (values, signs): float arrays, shape (G,): distinct values with their summed signs.
+    """
+    table = np.zeros(1 << m)
+    np.add.at(table, masks, w)
+    for b in range(m):  # zeta transform: table[S] = sum of weights of masks subset of S
+        idx = np.arange(1 << m)
+        has = (idx >> b) & 1 == 1
+        table[has] += table[idx[has] ^ (1 << b)]
+    full = (1 << m) - 1
+    all_b = np.arange(1 << m)
+    vals = table[full ^ all_b]
+    signs = np.where(_popcount_fast(all_b, m) % 2 == 0, 1.0, -1.0)
+    uniq, inv = np.unique(vals, return_inverse=True)
+    summed = np.bincount(inv, weights=signs, minlength=uniq.size)
+    keep = summed != 0
+    return uniq[keep], summed[keep]
+
+
+def _popcount_fast(x: np.ndarray, m: int) -> np.ndarray:
+    c = np.zeros_like(x)
+    for b in range(m):
+        c += (x >> b) & 1
+    return c
+
+
+def time_to_full_mean(atoms: np.ndarray, p: np.ndarray, m: int) -> float:
+    """E[T(1)], the expected number of iid draws to cover all m strategies (inf if impossible).
+
+    Single-label: the integral of 1 - prod_s (1 - e^{-p_s t}) over t >= 0 (Flajolet, Gardy and
+    Thimonier 1992), by Simpson's rule on a log-spaced grid. Set-valued (M <= 20):
+    sum_{B != {}} (-1)^(|B|+1) / (1 - q_B).
+    """
+    atoms = np.asarray(atoms, dtype=bool)
+    p = np.asarray(p, dtype=np.float64)
+    pi = marginals(atoms, p)
+    if m > atoms.shape[1] or (pi[:m] <= 0).any():
+        return math.inf
+    pi = pi[:m]
+    if atoms.sum(axis=1).max(initial=0) <= 1:
+        # t = e^u, dt = t du; the integrand is ~1 below t ~ 1e-3/max p and ~0 beyond ~45/min p.
+        lo, hi = math.log(1e-9 / pi.max()), math.log(80.0 / pi.min())
+        u = np.linspace(lo, hi, 20001)
+        t = np.exp(u)
+        g = -np.expm1(np.log(-np.expm1(-np.outer(t, pi))).sum(axis=1)) * t
+        step = u[1] - u[0]
+        simpson = step / 3 * (g[0] + g[-1] + 4 * g[1:-1:2].sum() + 2 * g[2:-1:2].sum())
+        return float(simpson + math.exp(lo))  # + integral over [0, e^lo] where the integrand is 1
+    if m > 20:
+        raise ValueError(f"E[T(1)] for set-valued laws needs M <= 20 strategies, got {m}")
+    q, sign = _subset_table(_masks(atoms[:, :m]), p, m)
+    nonempty = q < 1.0 - 1e-15  # B = {} has q = 1 and is the only term with q == 1
+    return float((-sign[nonempty] / (1.0 - q[nonempty])).sum())
+
+
+# -- estimated from samples (unbiased for k <= n) -------------------------------------------------
+
+
+def rarefaction(X: np.ndarray, K: int) -> np.ndarray:
+    """Unbiased E|S_k| for k = 1..min(K, n): sum_s [1 - C(n - Y_s, k) / C(n, k)].
+
+    Args:
+        X: bool array, shape (n, M): incidence of strategies in samples (set-valued allowed).
+        K: budget.
+
+    Returns:
+        float array, shape (min(K, n),).
+    """
+    X = np.asarray(X, dtype=bool)
+    n = X.shape[0]
+    y = X.sum(axis=0)
+    y = y[y > 0]
+    kmax = min(K, n)
+    ks = np.arange(1, kmax + 1)
+    lf = log_factorial(n)
+    ratio = np.exp(_log_binom_ratio(n - y[None, :], n, ks[:, None], lf))
+    return (1.0 - ratio).sum(axis=1)
+
+
+def novelty_samples(X: np.ndarray, K: int) -> np.ndarray:
+    """Unbiased Pr[A_i not a subset of S_{i-1}] for i = 1..min(K, n).
+
+    The U-statistic averages, over every sample j as the i-th draw and every (i-1)-subset of the
+    others, whether A_j adds something: (1/n) sum_j -sum_{{} != B subset A_j} (-1)^|B|
+    C(n - Y_B, i-1) / C(n-1, i-1), with Y_B the number of samples meeting B.
+
+    Returns:
+        float array, shape (min(K, n),).
+    """
+    X = np.asarray(X, dtype=bool)
+    n = X.shape[0]
+    kmax = min(K, n)
+    i1 = np.arange(kmax)  # i - 1
+    lf = log_factorial(n)
+    masks = _masks(X)
+    uniq, counts = np.unique(masks, return_counts=True)
+    out = np.zeros(kmax)
+    for mask, c in zip(uniq, counts, strict=True):
+        if mask == 0:
+            continue
+        for b in _submasks(int(mask)):
+            y_b = int(counts[(uniq & b) != 0].sum())
+            sign = -((-1) ** bin(b).count("1"))
+            out += c * sign * np.exp(_log_binom_ratio(n - y_b, n - 1, i1, lf))
+    return np.clip(out / n, 0.0, 1.0)
+
+
+def full_coverage_samples(X: np.ndarray, m: int, K: int) -> np.ndarray:
+    """Unbiased F(k) for k = 1..min(K, n): the fraction of k-subsets of the samples covering all m.
+
+    Single-label: [x^k] prod_s ((1 + x)^{N_s} - 1) / C(n, k) as a hypergeometric DP (non-negative
+    terms). Set-valued: sum_B (-1)^|B| C(n - Y_B, k) / C(n, k) over B subset of [m], m <= 20.
+
+    Returns:
+        float array, shape (min(K, n),).
+    """
+    X = np.asarray(X, dtype=bool)
+    n = X.shape[0]
+    kmax = min(K, n)
+    if m > X.shape[1] or (X[:, :m].sum(axis=0) == 0).any():
+        return np.zeros(kmax)
+    X = X[:, :m]
+    lf = log_factorial(n)
+    ks = np.arange(1, kmax + 1)
+    if X.sum(axis=1).max(initial=0) <= 1:
+        N = np.sort(X.sum(axis=0))[::-1].astype(np.int64)
+        n0 = n - int(N.sum())
+        T = n0 + np.cumsum(N)
+
+        def log_weight(mi: int, k: np.ndarray, j: np.ndarray) -> np.ndarray:
+            # hypergeometric: C(N_m, j) C(T_{m-1}, k - j) / C(T_m, k)
+            Nm, Tm = int(N[mi]), int(T[mi])
+            Tp = Tm - Nm
+            u = k - j
+            ok = (j <= Nm) & (u <= Tp) & (k <= Tm) & (u >= 0)
+            jj, uu, kk = np.where(ok, j, 0), np.where(ok, u, 0), np.where(ok, k, 0)
+            val = (
+                lf[Nm]
+                - lf[jj]
+                - lf[Nm - jj]
+                + lf[Tp]
+                - lf[uu]
+                - lf[np.maximum(Tp - uu, 0)]
+                - (lf[Tm] - lf[kk] - lf[np.maximum(Tm - kk, 0)])
+            )
+            return np.where(ok, val, _NEG)
+
+        def mean_var(mi: int, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            r = N[mi] / T[mi]
+            return k * r, k * r * (1 - r)
+
+        h0 = np.zeros(kmax + 1)
+        h0[: min(n0, kmax) + 1] = 1.0  # subsets of the n0 empty samples cover the empty set
+        return np.clip(_cover_all_dp(list(N), kmax, log_weight, mean_var, h0)[1:], 0.0, 1.0)
+    if m > 20:
+        raise ValueError(f"unbiased full coverage of set-valued samples needs M <= 20, got {m}")
+    # Y_B = n - (number of samples disjoint from B); group the 2^m terms by Y_B (exact integers).
+    disjoint, sign = _subset_table(_masks(X), np.ones(n), m)
+    y_b = n - np.rint(disjoint).astype(np.int64)
+    ratio = np.exp(_log_binom_ratio(n - y_b[None, :], n, ks[:, None], lf))
+    return np.clip((sign[None, :] * ratio).sum(axis=1), 0.0, 1.0)
+
+
+def chao_extrapolation(X: np.ndarray, K: int, m: int) -> np.ndarray:
+    """Model-based E|S_{n+j}| beyond the sample size (Chao et al. 2014, iNEXT), j = 1..K-n.
+
+    S(n+j) = S_obs + f0 [1 - (1 - f1 / (n f0 + f1))^j], f0 = ((n-1)/n) f1^2 / (2 f2) (or
+    ((n-1)/n) f1 (f1-1)/2 when f2 = 0), with f1/f2 the strategies seen in exactly one/two samples
+    (incidence counts for set-valued data), and f0 capped at m - S_obs.
+
+    Returns:
+        float array, shape (max(K - n, 0),).
+    """
+    X = np.asarray(X, dtype=bool)
+    n = X.shape[0]
+    if K <= n:
+        return np.zeros(0)
+    y = X.sum(axis=0)
+    s_obs = int((y > 0).sum())
+    f1, f2 = int((y == 1).sum()), int((y == 2).sum())
+    f0 = chao_f0(n, f1, f2, cap=m - s_obs)
+    j = np.arange(1, K - n + 1, dtype=np.float64)
+    if f0 <= 0 or f1 == 0:
+        return np.full(j.size, float(s_obs))
+    return s_obs + f0 * (1.0 - (1.0 - f1 / (n * f0 + f1)) ** j)
+
+
+def chao_f0(n: int, f1: int, f2: int, *, cap: float = math.inf) -> float:
+    """Chao1 (bias-corrected when f2 = 0) estimate of the number of unseen strategies, capped."""
+    if n <= 0:
+        return 0.0
+    f0 = (n - 1) / n * f1 * f1 / (2 * f2) if f2 > 0 else (n - 1) / n * f1 * (f1 - 1) / 2
+    return float(min(max(f0, 0.0), max(cap, 0.0)))
