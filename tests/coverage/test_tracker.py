@@ -1,0 +1,188 @@
+"""CoverageTracker: hand-computed curves, errors, merge/resume properties (hypothesis)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seffi.coverage import CoverageTracker, Curves, IidBaseline
+
+IDS = ("a", "b", "c")
+
+
+def test_hand_computed_curves() -> None:
+    t = CoverageTracker(strategies=IDS)
+    for ms, v in [({"a"}, False), ({"a"}, True), ({"b", "c"}, True)]:
+        t.update("x", ms, valid=v)
+    for ms, v in [(set(), False), ({"c"}, True), ({"c"}, False)]:
+        t.update("y", ms, valid=v)
+    c = t.curves(3, n_boot=0)
+    np.testing.assert_allclose(c.coverage, [(1 / 3 + 0) / 2, (1 / 3 + 1 / 3) / 2, (1 + 1 / 3) / 2])
+    np.testing.assert_allclose(c.novelty, [0.5, 0.5, 0.5])
+    np.testing.assert_allclose(c.expected_new, [0.5, 0.5, 1.0])
+    np.testing.assert_allclose(c.full_coverage, [0, 0, 0.5])
+    np.testing.assert_allclose(c.valid_coverage, [0, (1 / 3 + 1 / 3) / 2, (1 + 1 / 3) / 2])
+    np.testing.assert_allclose(c.valid_at_k, [0, 1, 1])
+    ttc = c.time_to_coverage
+    np.testing.assert_allclose(ttc["0.5"].survival, [1, 1, 0.5])  # x reaches 2/3 at k = 3
+    assert ttc["0.5"].median == 3 and ttc["1.0"].censored == 0.5
+    assert ttc["1.0"].restricted_mean == pytest.approx(1 + 1 + 1)
+    assert c.auc == pytest.approx(c.coverage.mean())
+
+
+def test_per_input_denominator_and_weighting() -> None:
+    t = CoverageTracker(strategies=None)
+    t.update("x", ["p"], num_strategies=4)
+    t.update("x", ["q"], num_strategies=4, stream=1)  # two runs of x weigh as one input
+    t.update("y", ["r"], num_strategies=2)
+    c = t.curves(1, n_boot=0)
+    assert c.coverage[0] == pytest.approx((0.25 + 0.5) / 2)
+    with pytest.raises(ValueError, match="M_x"):
+        t.update("x", ["p"], num_strategies=5)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda t: t.update("x", {"zz"}), "unknown strategy"),
+        (lambda t: t.update("x", "a"), "iterable"),
+        (lambda t: t.update("x", {"a"}, stream=-1), "stream"),
+        (lambda t: t.curves(0), "budget K"),
+        (lambda t: t.merge(CoverageTracker(strategies=("a", "b"))), "different strategy sets"),
+        (lambda t: t.load_state_dict({"format": "other"}), "not a seffi"),
+        (lambda t: t.load_state_dict("{broken"), "JSON"),
+    ],
+)
+def test_bad_input_raises_one_clear_error(call, match: str) -> None:
+    t = CoverageTracker(strategies=IDS)
+    t.update("x", {"a"})
+    with pytest.raises(ValueError, match=match):
+        call(t)
+
+
+def test_corrupted_state_rejected_and_tracker_unchanged() -> None:
+    t = CoverageTracker(strategies=IDS)
+    t.update("x", {"a"})
+    t.update("x", {"b"})
+    good = t.state_dict()
+    bad = json.loads(json.dumps(good))
+    bad["runs"][0]["first_hit"]["b"] = 7  # beyond the run length
+    with pytest.raises(ValueError, match="corrupted"):
+        t.load_state_dict(bad)
+    bad2 = json.loads(json.dumps(good))
+    del bad2["runs"][0]["counts"]
+    with pytest.raises(ValueError, match="corrupted"):
+        t.load_state_dict(bad2)
+    assert t.state_dict() == good
+
+
+def test_overlapping_runs_refuse_to_merge() -> None:
+    a, b = CoverageTracker(strategies=IDS), CoverageTracker(strategies=IDS)
+    a.update("x", {"a"})
+    b.update("x", {"b"})
+    with pytest.raises(ValueError, match="both trackers hold"):
+        a.merge(b)
+
+
+samples_st = st.lists(
+    st.tuples(
+        st.sampled_from(["x1", "x2", "x3"]),
+        st.integers(0, 2),
+        st.sets(st.sampled_from(IDS), max_size=3),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+def _fill(samples, barcode_rows=2) -> CoverageTracker:
+    t = CoverageTracker(strategies=IDS, barcode_rows=barcode_rows, barcode_cols=4)
+    for iid, stream, ms, v in samples:
+        t.update(iid, ms, valid=v, stream=stream)
+    return t
+
+
+def _split(samples, parts: int):
+    """Give each (input, stream) run to one part (runs are the unit of merging)."""
+    out = [[] for _ in range(parts)]
+    for s in samples:
+        out[(hash(s[0]) * 0 + ord(s[0][-1]) + s[1]) % parts].append(s)
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(samples_st)
+def test_merge_associative_commutative_and_equal_to_single(samples) -> None:
+    p1, p2, p3 = _split(samples, 3)
+    whole = _fill(samples).state_dict()
+    left = _fill(p1).merge(_fill(p2)).merge(_fill(p3)).state_dict()
+    right = _fill(p3).merge(_fill(p2).merge(_fill(p1))).state_dict()
+    assert left == right == whole
+
+
+@settings(max_examples=40, deadline=None)
+@given(samples_st, st.integers(0, 40))
+def test_resume_identical(samples, cut) -> None:
+    full = _fill(samples)
+    first = _fill(samples[:cut])
+    resumed = CoverageTracker().load_state_dict(json.loads(json.dumps(first.state_dict())))
+    for iid, stream, ms, v in samples[cut:]:
+        resumed.update(iid, ms, valid=v, stream=stream)
+    assert resumed.state_dict() == full.state_dict()
+    a, b = full.curves(5, n_boot=50, seed=1), resumed.curves(5, n_boot=50, seed=1)
+    assert a.to_dict() == b.to_dict()
+
+
+@settings(max_examples=40, deadline=None)
+@given(samples_st)
+def test_curves_in_unit_interval_and_monotone(samples) -> None:
+    K = 4
+    t = _fill([(i, 0, ms, v) for i, _, ms, v in samples])
+    t2 = CoverageTracker(strategies=IDS)
+    for iid in t.input_ids():  # equal-length runs: pad every run to K samples
+        runs = [(ms, v) for i, _, ms, v in samples if i == iid][:K]
+        runs += [(set(), False)] * (K - len(runs))
+        for ms, v in runs:
+            t2.update(iid, ms, valid=v)
+    for tr in (t, t2):
+        c = tr.curves(K, n_boot=20)
+        for name in ("coverage", "novelty", "full_coverage", "valid_coverage", "valid_at_k"):
+            arr = getattr(c, name)
+            arr = arr[~np.isnan(arr)]
+            assert ((arr >= 0) & (arr <= 1 + 1e-12)).all()
+    c = t2.curves(K, n_boot=20)
+    assert (np.diff(c.coverage) >= -1e-12).all() and (np.diff(c.full_coverage) >= -1e-12).all()
+    assert (c.coverage_lo <= c.coverage + 1e-6).all() and (c.coverage <= c.coverage_hi + 1e-6).all()
+    rt = Curves.from_dict(json.loads(json.dumps(c.to_dict(), allow_nan=False)))
+    assert rt.to_dict() == c.to_dict()
+
+
+def test_barcode_bounded_and_order_independent() -> None:
+    samples = [("x3", 0, {"b"}, True), ("x1", 0, {"c", "a"}, True), ("x2", 0, set(), False), ("x1", 0, {"a"}, True)]
+    a = _fill(samples, barcode_rows=2)
+    x1 = [s for s in samples if s[0] == "x1"]
+    rest = [s for s in samples if s[0] != "x1"]
+    b = _fill(rest, barcode_rows=2).merge(_fill(x1, barcode_rows=2))
+    bc = a.barcode(3)
+    assert bc["rows"] == ["x1/0", "x2/0"]
+    assert bc["first_strategy"] == [[0, 0, -1], [-1, -1, -1]]
+    assert bc["new"] == [[True, False, False], [False, False, False]]
+    assert a.curves(3, n_boot=0).barcode == bc
+    assert b.barcode(3) == bc  # the kept rows do not depend on update/merge order
+
+
+def test_rarity_split_sums_to_coverage() -> None:
+    t = CoverageTracker(strategies=IDS)
+    rng = np.random.default_rng(0)
+    for x in range(10):
+        for _ in range(6):
+            t.update(f"x{x}", {IDS[rng.choice(3, p=[0.7, 0.2, 0.1])]})
+    base = IidBaseline.from_probabilities({"a": 0.7, "b": 0.2, "c": 0.1})
+    c = t.curves(6, n_boot=0, rarity=base, rarity_bins=3)
+    np.testing.assert_allclose(c.coverage_by_rarity.sum(axis=0), c.coverage)
+    assert c.rarity_bins[0].startswith("q1") and c.coverage_by_rarity[0, 0] > c.coverage_by_rarity[2, 0]
