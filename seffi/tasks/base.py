@@ -33,7 +33,8 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from seffi._seeding import SeedLike, rngs, seed_from_text, stable_id
+from seffi._seeding import SeedLike, rngs, seed_from_text, spawn, stable_id
+from seffi.errors import SeffiError
 
 #: Longest text ``validate_y_text`` will parse; longer input is rejected in O(1) with a reason.
 MAX_TRACE_CHARS = 100_000
@@ -239,6 +240,7 @@ class Task(abc.ABC, Generic[X, C]):
                 f"{self.name} expects a {self.config_cls.__name__}, got {type(self.config).__name__}"
             )
         self._solve_cache: dict[tuple[str, str], str | None] = {}
+        self._modes_cache: dict[str, tuple[list[BaseMode], np.ndarray]] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config!r})"
@@ -303,8 +305,11 @@ class Task(abc.ABC, Generic[X, C]):
                 x = self.make_input(**self._generate(rng))
                 if x.id not in seen:
                     break
-            else:  # pragma: no cover - only for degenerate configs with tiny input spaces
-                raise ValueError(f"{self.name}: could not draw {n} distinct inputs under {self.config!r}")
+            else:  # the config's input space is smaller than n (e.g. hanoi with 2-4 disks has 18)
+                raise SeffiError(
+                    f"{self.name}: could not draw {n} distinct inputs (found {len(seen)}); "
+                    f"widen the task config ({self.config!r}) or ask for fewer inputs"
+                )
             seen.add(x.id)
             inputs.append(x)
         return inputs
@@ -437,9 +442,12 @@ class Task(abc.ABC, Generic[X, C]):
 
     def sample_mode(self, x: X, rng: np.random.Generator) -> BaseMode:
         """Draw one branch of the base sampler."""
-        modes = self.base_modes(x)
-        p = np.array([m.probability for m in modes])
-        return modes[int(rng.choice(len(modes), p=p / p.sum()))]
+        if x.id not in self._modes_cache:  # sampling is the hot path of Monte Carlo and training rows
+            modes = self.base_modes(x)
+            p = np.array([m.probability for m in modes])
+            self._modes_cache[x.id] = (modes, p / p.sum())
+        modes, p = self._modes_cache[x.id]
+        return modes[int(rng.choice(len(modes), p=p))]
 
     def emit(self, x: X, mode: BaseMode, rng: np.random.Generator) -> str:
         """The trace a mode produces."""
@@ -461,8 +469,6 @@ class Task(abc.ABC, Generic[X, C]):
         Inputs come from ``make_inputs(n_inputs, seed)``; the rows of input i use their own spawned
         stream, so the output is reproducible and independent of ``rows_per_input`` ordering.
         """
-        from seffi._seeding import spawn
-
         input_seed, row_seed = spawn(seed, 2)
         inputs = self.make_inputs(n_inputs, input_seed)
         for x, rng in zip(inputs, rngs(row_seed, n_inputs), strict=True):
