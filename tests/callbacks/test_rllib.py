@@ -1,0 +1,184 @@
+"""RLlib: PPO with 2 env runners in local Ray; the driver's merged tracker is exact.
+
+One Ray session for the module (startup is the slow part). The reference is recorded independently:
+a second, plain callback keeps every episode's final info on its runner; the test fetches those and
+feeds one monitor by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tests.helpers import require
+
+ray = require("ray", "rllib")
+require("ray.rllib", "rllib")
+
+from ray.rllib.algorithms.ppo import PPOConfig  # noqa: E402
+from ray.rllib.callbacks.callbacks import RLlibCallback  # noqa: E402
+
+import seffi.envs  # noqa: E402,F401  (registers the env ids)
+from seffi.callbacks.core import CoverageMonitor  # noqa: E402
+from seffi.callbacks.rllib import CoverageCallback, finalize, merge_runner_states  # noqa: E402
+
+ENV_ID = "seffi/HanoiRouter-v0"
+ENV_CONFIG = {"budget": 4, "n_inputs": 3}
+KEEP = ("input_id", "strategy_matches", "valid", "sample_index", "run_index", "z")
+
+
+class Recorder(RLlibCallback):
+    """Independent record: every finished episode's final info, per runner process."""
+
+    episodes: list = []  # noqa: RUF012  (per process: each runner is its own actor process)
+
+    def on_episode_end(self, *, episode, env_runner=None, env_index=0, **kwargs):
+        info = episode.get_infos(-1)
+        Recorder.episodes.append(
+            (env_runner.worker_index, env_index, {k: info[k] for k in KEEP if k in info})
+        )
+
+
+class _Null:
+    def log(self, *a, **k):
+        pass
+
+    log_snapshot = finish = log
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+def _config(out_dir, callbacks):
+    return (
+        PPOConfig()
+        .environment(ENV_ID, env_config=ENV_CONFIG)
+        .env_runners(num_env_runners=2, num_envs_per_env_runner=2, rollout_fragment_length=16)
+        .training(train_batch_size_per_learner=64, minibatch_size=32, num_epochs=1)
+        .fault_tolerance(restart_failed_env_runners=True)
+        .callbacks(callbacks)
+    )
+
+
+def _reference(records):
+    env = __import__("gymnasium").make(ENV_ID, **ENV_CONFIG)
+    ref = CoverageMonitor(ENV_CONFIG["budget"], env=env, sinks=_Null(), n_boot=0)
+    for worker, env_index, info in sorted(records, key=lambda r: (r[0], r[1])):
+        # Keep each runner's own order: sorted() is stable and records arrive in episode order.
+        ref.ingest_episode(info, env_index=1000 * worker + env_index)
+    return ref
+
+
+def test_ppo_two_runners_merge_exact_and_report(ray_session, tmp_path):
+    out = tmp_path / "report"
+    cov = CoverageCallback.configure(out_dir=str(out), wandb="offline", n_boot=50)
+    algo = _config(out, [cov, Recorder]).build_algo()
+    try:
+        results = [algo.train() for _ in range(2)]
+        seffi = results[-1]["seffi"]
+        assert seffi["runners_contributed"] == 2 and seffi["runners_unreachable"] == []
+        records = [
+            r
+            for rs in algo.env_runner_group.foreach_env_runner(
+                lambda r: list(Recorder.episodes), local_env_runner=False
+            )
+            for r in rs
+        ]
+        driver = next(cb for cb in algo.callbacks if isinstance(cb, CoverageCallback))
+        report = finalize(algo)
+    finally:
+        algo.stop()
+
+    merged = driver.monitor.tracker
+    ref = _reference(records)
+    assert merged.n_samples == ref.tracker.n_samples == ref._counted
+    assert len(merged) == len(ref.tracker)
+    assert driver.monitor.episodes == len(records)
+    a, b = merged.curves(4, n_boot=0), ref.tracker.curves(4, n_boot=0)
+    for name in ("coverage", "novelty", "expected_new", "full_coverage", "valid_coverage", "runs_at_k"):
+        np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=0, atol=1e-12, err_msg=name)
+    assert a.auc == pytest.approx(b.auc, abs=1e-12)
+
+    # the merge is a union of runs: the same multiset of per-run states
+    def strip(st):
+        return sorted(
+            json.dumps({k: v for k, v in r.items() if k != "stream"}, sort_keys=True) for r in st["runs"]
+        )
+
+    assert strip(merged.state_dict()) == strip(ref.tracker.state_dict())
+
+    assert report.meta["runners_contributed"] == 2
+    on_disk = json.loads((out / "report.json").read_text())
+    assert on_disk["meta"]["runners_contributed"] == 2
+    assert (out / "metrics.jsonl").stat().st_size > 0
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any("seffi/auc" in rec for rec in lines)
+
+
+def test_dead_runner_keeps_last_state_and_restart_is_new_incarnation(ray_session, tmp_path):
+    cov = CoverageCallback.configure(out_dir=str(tmp_path / "r"), wandb="disabled", n_boot=0, plots=False)
+    algo = _config(tmp_path, [cov]).build_algo()
+    try:
+        algo.train()
+        driver = next(cb for cb in algo.callbacks if isinstance(cb, CoverageCallback))
+        before = {k: s["episodes"] for k, s in driver._snapshots.items()}
+        dead = next(k for k in before if k[0] == 2)
+        try:  # kill runner 2's process
+            algo.env_runner_group.foreach_env_runner(
+                lambda r: os._exit(1), local_env_runner=False, remote_worker_ids=[2], timeout_seconds=5
+            )
+        except Exception:
+            pass
+        driver.gather(algo)
+        assert driver.runner_summary()["runners_unreachable"] == [2]
+        assert driver._snapshots[dead]["episodes"] == before[dead]  # its last state still counts
+        algo.train()
+        algo.train()
+        summary = driver.runner_summary()
+        merged = driver.merged_tracker()
+        total = sum(s["counted"] for s in driver._snapshots.values())
+        assert merged.n_samples == total
+        assert driver._snapshots[dead]["episodes"] == before[dead]
+        assert summary["runners_contributed"] == 2
+        # runner 2 came back (restart) as a second incarnation, or is still missing
+        assert summary["runner_incarnations"] in (2, 3)
+        report = finalize(algo)
+        assert report.meta["runner_incarnations"] == summary["runner_incarnations"]
+    finally:
+        algo.stop()
+
+
+def test_merge_runner_states_gives_each_snapshot_its_own_streams():
+    from seffi.coverage import CoverageTracker
+
+    parts = []
+    for w in range(3):
+        t = CoverageTracker(strategies=("a", "b"))
+        t.update("x", {"a"}, stream=0)
+        t.update("x", {"b"} if w else set(), stream=0)
+        t.update("y", {"a", "b"}, stream=1)
+        parts.append({"tracker": t.state_dict(), "latent": None})
+    merged = merge_runner_states(parts)
+    assert len(merged) == 6 and merged.n_samples == 9
+    assert merge_runner_states(parts, "latent") is None
+    assert merge_runner_states([]) is None
+    ref = CoverageTracker(strategies=("a", "b"))
+    for w in range(3):
+        ref.update("x", {"a"}, stream=10 * w)
+        ref.update("x", {"b"} if w else set(), stream=10 * w)
+        ref.update("y", {"a", "b"}, stream=10 * w + 1)
+    np.testing.assert_array_equal(merged.curves(2, n_boot=0).coverage, ref.curves(2, n_boot=0).coverage)
+
+
+def test_configure_validates_on_the_driver():
+    from seffi.errors import SeffiError
+
+    with pytest.raises(SeffiError, match="log_every"):
+        CoverageCallback.configure(log_every=0)

@@ -1,0 +1,186 @@
+"""TRL GRPO: reward wrapper (junk-safe, gathers straddling groups), callback logging, tiny-LM run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.helpers import require
+
+require("trl", "trl")
+require("torch", "trl")
+
+from datasets import Dataset  # noqa: E402
+from transformers import TrainerCallback  # noqa: E402
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+
+from seffi.callbacks.trl import CoverageReward, GRPOCoverage, completion_text, tiny_causal_lm  # noqa: E402
+from seffi.coverage import CoverageTracker  # noqa: E402
+from seffi.errors import SeffiError  # noqa: E402
+from seffi.tasks import get_task  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def hanoi():
+    task = get_task("hanoi", max_disks=3)
+    return task, task.make_inputs(3, seed=0)
+
+
+def test_reward_validates_junk_without_crashing(hanoi):
+    task, inputs = hanoi
+    x = inputs[0]
+    good = task.solve(x, "recursive")
+    completions = [None, "", b"\xff\xfe", 3, "  ", good, [{"role": "assistant", "content": good}], ["odd"]]
+    reward = CoverageReward(task, inputs)
+    got = reward(["p"] * len(completions), completions, input_id=[x.id] * len(completions))
+    assert got == [0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0]
+    assert all(not r.parse_ok for r in reward.last_results[:5])
+    assert reward.last_results[5] == task.validate_y_text(x, good)
+    with pytest.raises(SeffiError, match="prompt-id column 'input_id'"):
+        reward(["p"], ["q"], other=[1])
+
+
+def test_completion_text_shapes():
+    assert completion_text("a") == "a"
+    assert completion_text([{"role": "assistant", "content": "hi"}]) == "hi"
+    parts = [{"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]
+    assert completion_text(parts) == "ab"
+    assert completion_text(7) == 7
+
+
+def _batch(task, inputs, rng, per_group=4):
+    ids, texts = [], []
+    for x in inputs:
+        for _ in range(per_group):
+            ids.append(x.id)
+            texts.append(task.sample_y_text(x, rng))
+    return ids, texts
+
+
+def test_groups_straddling_processes_are_gathered_before_merging(hanoi, tmp_path):
+    task, inputs = hanoi
+    rng = np.random.default_rng(0)
+    batches = [_batch(task, inputs, rng) for _ in range(3)]
+    # Two ranks split each batch of 12 in the middle: input 1's group of 4 straddles them.
+    rank1_records = []
+
+    def fake_gather(records):
+        return records + rank1_records
+
+    rank0 = GRPOCoverage(task, inputs, out_dir=tmp_path / "r0", gather=fake_gather, n_boot=0, plots=False)
+    alone = GRPOCoverage(task, inputs, out_dir=tmp_path / "alone", n_boot=0, plots=False)
+    reference = CoverageTracker(strategies=task.strategies())
+    for run, (ids, texts) in enumerate(batches):
+        rank1_records[:] = [
+            (
+                i,
+                tuple(sorted(task.validate_y_text(next(x for x in inputs if x.id == i), t).strategy_matches)),
+                task.validate_y_text(next(x for x in inputs if x.id == i), t).valid,
+            )
+            for i, t in zip(ids[6:], texts[6:], strict=True)
+        ]
+        rank0.reward(["p"] * 6, texts[:6], input_id=ids[:6])
+        alone.reward(["p"] * 6, texts[:6], input_id=ids[:6])
+        for i, t in zip(ids, texts, strict=True):
+            res = task.validate_y_text(next(x for x in inputs if x.id == i), t)
+            reference.update(i, res.strategy_matches, valid=res.valid, stream=run)
+    merged = rank0.monitor.tracker
+    assert rank0.budget == 4 and rank0.group_sizes == {4: 9}
+    assert len(merged) == len(reference) == 9 and merged.n_samples == 36
+    a, b = merged.curves(4, n_boot=0), reference.curves(4, n_boot=0)
+    np.testing.assert_allclose(a.coverage, b.coverage, atol=1e-12)
+    np.testing.assert_allclose(a.full_coverage, b.full_coverage, atol=1e-12)
+    # without the gather, rank 0 sees half of input 1's group: runs of 2 instead of 4
+    assert alone.group_sizes == {4: 3, 2: 3}
+
+
+class _Reporter(TrainerCallback):
+    """Stands in for a reporting integration (W&B): records the logs it is handed."""
+
+    def __init__(self):
+        self.seen = []
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        self.seen.append(dict(logs or {}))
+
+
+def test_grpo_tiny_lm_logs_coverage_through_trl(hanoi, tmp_path):
+    task, inputs = hanoi
+    model, tok = tiny_causal_lm(task, seed=0)
+    assert sum(p.numel() for p in model.parameters()) < 10_000
+    ds = Dataset.from_dict({"prompt": [task.prompt(x) for x in inputs], "input_id": [x.id for x in inputs]})
+    seen = []
+
+    def recorder(prompts, completions, input_id, **kwargs):  # independent record of every completion
+        seen.extend(zip(input_id, completions, strict=True))
+        return [0.0] * len(completions)
+
+    cov = GRPOCoverage(task, inputs, out_dir=tmp_path / "grpo", n_boot=20)
+    reporter = _Reporter()
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        use_cpu=True,
+        num_generations=4,
+        per_device_train_batch_size=8,
+        max_completion_length=24,
+        max_steps=3,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        learning_rate=1e-3,
+        seed=0,
+        reward_weights=[1.0, 0.0],
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[cov.reward, recorder],
+        args=args,
+        train_dataset=ds,
+        processing_class=tok,
+        callbacks=[reporter, cov.callback],
+    )
+    trainer.train()
+
+    assert cov.budget == 4 and set(cov.group_sizes) == {4}
+    # the reporter (registered before us) still received the seffi keys: our on_log runs first
+    logged = [rec for rec in reporter.seen if "seffi/auc" in rec]
+    assert len(logged) == 3 and "seffi/coverage/k=4" in logged[-1] and "seffi/gain_vs_iid" in logged[-1]
+    assert any("seffi/auc" in rec for rec in trainer.state.log_history)
+    # the tracker equals one fed by hand with every completion, each prompt occurrence one run
+    ref = CoverageTracker(strategies=task.strategies())
+    runs: dict[str, int] = {}
+    by_id = {x.id: x for x in inputs}
+    for start in range(0, len(seen), 8):
+        batch = seen[start : start + 8]
+        for pid in dict.fromkeys(p for p, _ in batch):
+            run = runs.get(pid, 0)
+            runs[pid] = run + 1
+            for p, text in batch:
+                if p == pid:
+                    res = task.validate_y_text(by_id[p], text)
+                    ref.update(p, res.strategy_matches, valid=res.valid, stream=run)
+    tracker = cov.monitor.tracker
+    assert tracker.n_samples == len(seen) == 24
+    np.testing.assert_allclose(
+        tracker.curves(4, n_boot=0).coverage, ref.curves(4, n_boot=0).coverage, atol=1e-12
+    )
+    report = json.loads((tmp_path / "grpo" / "report.json").read_text())
+    comp = report["comparisons"][0]
+    assert comp["budget"] == 4 and comp["iid"] is not None and comp["oracle"] is not None
+    assert (tmp_path / "grpo" / "metrics.jsonl").stat().st_size > 0
+
+
+def test_labeler_in_place_of_validator(tmp_path):
+    rubric = {"moves": r"\bmove\b", "answer": r"\banswer\b"}
+    cov = GRPOCoverage(labeler=rubric, out_dir=tmp_path / "lab", n_boot=0, plots=False, budget=2)
+    r = cov.reward(["p"] * 4, ["move 1", "answer 3", None, "move answer"], input_id=["a", "a", "b", "b"])
+    assert r == [1.0, 1.0, 0.0, 1.0]
+    t = cov.monitor.tracker
+    assert t.n_samples == 4
+    assert t.curves(2, n_boot=0).coverage.tolist() == pytest.approx(
+        [0.25, 1.0]
+    )  # a: {moves},{answer}; b: {}, {both}
+    with pytest.raises(ValueError, match="task or a labeler"):
+        CoverageReward()
