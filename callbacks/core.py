@@ -760,12 +760,14 @@ class CoverageMonitor:
         latent = None
         if self.latent_tracker is not None and self._has_latent:
             lc = self.latent_tracker.curves(self.budget, n_boot=0, seed=self.seed)
-            latent = LatentCurve(
-                label=self.label,
-                k=[int(k) for k in range(1, self.budget + 1)],
-                coverage=[float(v) for v in lc.coverage],
-                num_codes=self.num_latents,
-            )
+            ok = np.flatnonzero(np.isfinite(lc.coverage))  # k no run reached yet is NaN: leave it out
+            if ok.size:
+                latent = LatentCurve(
+                    label=self.label,
+                    k=[int(i) + 1 for i in ok],
+                    coverage=[float(lc.coverage[i]) for i in ok],
+                    num_codes=self.num_latents,
+                )
         barcode = Barcode(
             strategies=list(self.strategies),
             input_ids=sorted(self._barcode),

@@ -25,6 +25,7 @@ from typing import Any
 
 import gymnasium as gym
 from gymnasium.vector import VectorWrapper
+
 from seffi.callbacks.core import CoverageMonitor
 
 __all__ = ["CoverageVectorWrapper", "CoverageWrapper"]

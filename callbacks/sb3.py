@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from seffi.callbacks.core import CoverageEvaluator, CoverageMonitor, LogUnit, default_out_dir
 from stable_baselines3.common.callbacks import BaseCallback
 
+from seffi.callbacks.core import CoverageEvaluator, CoverageMonitor, LogUnit, default_out_dir
 from seffi.errors import SeffiError
 
 __all__ = ["CoverageCallback"]
@@ -58,6 +58,7 @@ class CoverageCallback(BaseCallback):
         log_curves_every: Curve tables/images on W&B every this many logs.
         n_boot: Bootstrap replicates of the logged CIs.
         seed: Seed of bootstraps and evaluation resets.
+        plots: Render PNG plots into the local report folder at the end.
         verbose: 1 prints one line per log.
     """
 
@@ -81,6 +82,7 @@ class CoverageCallback(BaseCallback):
         log_curves_every: int = 10,
         n_boot: int = 200,
         seed: int = 0,
+        plots: bool = True,
         verbose: int = 0,
     ) -> None:
         super().__init__(verbose=verbose)
@@ -105,6 +107,7 @@ class CoverageCallback(BaseCallback):
             "verbose": verbose,
         }
         self._wandb, self._wandb_kwargs = wandb, dict(wandb_kwargs or {})
+        self._plots = plots
         self._log_every, self._log_unit = log_every, log_unit
         self.monitor: CoverageMonitor | None = None
         self.evaluator: CoverageEvaluator | None = None
@@ -119,7 +122,13 @@ class CoverageCallback(BaseCallback):
         wandb_run = None
         if self.mode in ("stream", "both"):
             stream_dir = self.out_dir / "stream" if self.mode == "both" else self.out_dir
-            sinks = default_sinks(stream_dir, wandb=self._mode(), **self._run_kwargs())
+            sinks = default_sinks(
+                stream_dir,
+                wandb=self._mode(),
+                plots=self._plots,
+                log_curves_every=self._common["log_curves_every"],
+                **self._run_kwargs(),
+            )
             if sinks.wandb is not None and sinks.wandb.enabled:
                 wandb_run = sinks.wandb.run.run  # the raw wandb run, reused (not finished) by eval
             self.monitor = CoverageMonitor(
@@ -135,7 +144,13 @@ class CoverageCallback(BaseCallback):
             eval_dir = self.out_dir / "eval" if self.mode == "both" else self.out_dir
             # Share the W&B run with the streaming monitor: one run, two key scopes.
             kwargs = {"run": wandb_run} if wandb_run is not None else self._run_kwargs()
-            sinks = default_sinks(eval_dir, wandb=self._mode(), **kwargs)
+            sinks = default_sinks(
+                eval_dir,
+                wandb=self._mode(),
+                plots=self._plots,
+                log_curves_every=self._common["log_curves_every"],
+                **kwargs,
+            )
             self.evaluator = CoverageEvaluator(
                 self.eval_env,
                 self.budget,

@@ -1,0 +1,216 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import seffi.envs  # noqa: F401 - registers the env ids
+from seffi.errors import SeffiError
+from tests.callbacks.helpers import assert_curves_match, assert_plots_nonempty, hand_tracker, load_report
+from tests.helpers import require
+
+sb3 = require("stable_baselines3", "sb3")
+torch = require("torch", "sb3")
+torch.set_num_threads(1)  # tiny nets: extra threads only fight over the shared cores
+from stable_baselines3 import PPO  # noqa: E402
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList  # noqa: E402
+from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
+
+from seffi.callbacks.sb3 import CoverageCallback  # noqa: E402
+
+K = 8
+
+
+class Recorder(BaseCallback):
+    """Independent record of every finished episode's info, straight from SB3's locals."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.finals: list[tuple[int, dict[str, Any]]] = []
+
+    def _on_step(self) -> bool:
+        for i, (info, done) in enumerate(zip(self.locals["infos"], self.locals["dones"], strict=True)):
+            if done:
+                self.finals.append((i, dict(info)))
+        return True
+
+
+class RecordFinals(gym.Wrapper):
+    """Eval-env side recorder of final infos."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.finals: list[dict[str, Any]] = []
+
+    def step(self, action: Any) -> Any:
+        out = self.env.step(action)
+        if out[2] or out[3]:
+            self.finals.append(dict(out[4]))
+        return out
+
+
+def _ppo(env_id: str, policy: str, n_envs: int = 2, **env_kwargs: Any) -> PPO:
+    # render_mode=None: make_vec_env defaults to "rgb_array", which seffi envs refuse.
+    venv = make_vec_env(env_id, n_envs=n_envs, seed=0, env_kwargs={"render_mode": None, **env_kwargs})
+    return PPO(
+        policy,
+        venv,
+        n_steps=64,
+        batch_size=64,
+        n_epochs=1,
+        seed=0,
+        device="cpu",
+        policy_kwargs={"net_arch": [32]},
+    )
+
+
+def _check_eval(cb: CoverageCallback, eval_env: RecordFinals, n_inputs: int) -> None:
+    # The last evaluation's curves equal a tracker fed by hand with the eval episodes it ran.
+    per_eval = n_inputs * K
+    assert len(eval_env.finals) == per_eval * cb.evaluator.n_evals
+    assert cb.evaluator.n_evals >= 2
+    last = eval_env.finals[-per_eval:]
+    ref = hand_tracker([(0, f) for f in last], eval_env.unwrapped.strategies, K)
+    rep = load_report(cb.evaluator.monitor.out_dir)
+    (comp,) = rep["comparisons"]
+    assert comp["policies"][0]["curves"]["label"] == "eval"
+    assert_curves_match(comp["policies"][0]["curves"], ref.curves(K, n_boot=0))
+    assert comp["iid"] is not None and comp["oracle"] is not None
+    assert any(p["curves"]["label"].startswith("eval@") for p in comp["policies"][1:])
+
+
+def test_router_env_both_modes_curves_match_and_wandb_summary(tmp_path: Path) -> None:
+    model = _ppo("seffi/SortSwapsRouter-v0", "MlpPolicy", n_inputs=3, budget=K, reward="novel")
+    eval_env = RecordFinals(gym.make("seffi/SortSwapsRouter-v0", n_inputs=3, budget=K, input_seed=1))
+    cb = CoverageCallback(
+        budget=K,
+        mode="both",
+        eval_env=eval_env,
+        eval_freq=400,
+        out_dir=tmp_path,
+        log_every=128,
+        n_boot=50,
+        wandb="offline",
+    )
+    rec = Recorder()
+    model.learn(2048, callback=CallbackList([cb, rec]))
+
+    # Streaming: the report equals a tracker fed by hand with the same episodes.
+    assert len(rec.finals) == cb.monitor.episodes >= 2000
+    ref = hand_tracker(rec.finals, model.get_env().get_attr("strategies")[0], K)
+    rep = load_report(tmp_path / "stream")
+    (comp,) = rep["comparisons"]
+    assert_curves_match(comp["policies"][0]["curves"], ref.curves(K, n_boot=0))
+    assert comp["policies"][0]["gain"]["value"] is not None
+    assert comp["policies"][0]["latent"] is not None  # router: latent coverage, kept separate
+    _check_eval(cb, eval_env, 3)
+
+    # Logged steps increase; both scopes were logged.
+    lines = [json.loads(x) for x in (tmp_path / "stream" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["seffi/step"] for r in lines]
+    assert steps == sorted(set(steps)) and len(steps) >= 10
+    assert "seffi/eval/auc" in json.loads((tmp_path / "eval" / "metrics.jsonl").read_text().splitlines()[-1])
+
+    # The offline W&B run, read back with the W&B CLI, holds the headline numbers.
+    run_dir = cb.wandb_run_dir
+    assert run_dir is not None and run_dir.exists()
+    out = subprocess.run(
+        [sys.executable, "-m", "wandb", "leet", "inspect", str(run_dir), "--summary", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    summary = json.loads(out.stdout)["summary"]
+    assert summary["seffi/auc"] == pytest.approx(comp["policies"][0]["curves"]["auc"])
+    assert "seffi/gain_vs_iid" in summary and "seffi/eval/auc" in summary
+
+
+def test_token_env_both_modes(tmp_path: Path) -> None:
+    model = _ppo("seffi/SortSwaps-v0", "MultiInputPolicy", n_inputs=2, budget=K)
+    eval_env = RecordFinals(gym.make("seffi/SortSwaps-v0", n_inputs=2, budget=K))
+    cb = CoverageCallback(
+        budget=K,
+        mode="both",
+        eval_env=eval_env,
+        eval_freq=300,
+        out_dir=tmp_path,
+        log_every=8,
+        n_boot=20,
+        wandb="disabled",
+    )
+    rec = Recorder()
+    model.learn(1280, callback=CallbackList([cb, rec]))
+    assert len(rec.finals) == cb.monitor.episodes > 10
+    ref = hand_tracker(rec.finals, eval_env.unwrapped.strategies, K)
+    (comp,) = load_report(tmp_path / "stream")["comparisons"]
+    assert_curves_match(comp["policies"][0]["curves"], ref.curves(K, n_boot=0))
+    _check_eval(cb, eval_env, 2)
+
+
+def test_wandb_init_failure_leaves_complete_local_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wandb
+
+    def broken_init(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("no network")
+
+    monkeypatch.setattr(wandb, "init", broken_init)
+    model = _ppo("seffi/SortSwapsRouter-v0", "MlpPolicy", n_inputs=2, budget=K)
+    cb = CoverageCallback(budget=K, out_dir=tmp_path, log_every=64, n_boot=20)  # W&B offline by default
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.learn(512, callback=cb)
+    failures = [w for w in caught if "W&B init failed" in str(w.message)]
+    assert len(failures) == 1 and "no network" in str(failures[0].message)
+    files = {p.name for p in tmp_path.iterdir()}
+    assert {"metrics.jsonl", "report.json", "report.md", "tracker_state.json"} <= files
+    (comp,) = load_report(tmp_path)["comparisons"]
+    assert comp["iid"] and comp["oracle"] and comp["policies"][0]["gain"]["value"] is not None
+    assert comp["policies"][0]["curves"]["n_samples"] == cb.monitor.episodes == 512
+    assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == cb.monitor.n_logs >= 8
+    assert_plots_nonempty(tmp_path)
+
+
+class DropMatches(gym.Wrapper):
+    def step(self, action: Any) -> Any:
+        obs, r, te, tr, info = self.env.step(action)
+        info = {k: v for k, v in info.items() if k != "strategy_matches"}
+        return obs, r, te, tr, info
+
+
+def test_missing_strategy_matches_stops_training_with_a_clear_error(tmp_path: Path) -> None:
+    venv = make_vec_env(
+        "seffi/SortSwapsRouter-v0",
+        n_envs=1,
+        env_kwargs={"n_inputs": 2, "budget": K, "render_mode": None},
+        wrapper_class=DropMatches,
+    )
+    model = PPO("MlpPolicy", venv, n_steps=32, batch_size=32, device="cpu")
+    cb = CoverageCallback(budget=K, out_dir=tmp_path, wandb="disabled")
+    with pytest.raises(SeffiError, match="'strategy_matches'") as err:
+        model.learn(64, callback=cb)
+    assert "seffi/SortSwapsRouter-v0" in str(err.value)
+
+
+def test_user_baseline_replaces_the_env_one(tmp_path: Path) -> None:
+    from seffi.coverage import IidBaseline
+
+    with pytest.raises(SeffiError, match="mode 'eval' needs an eval_env"):
+        CoverageCallback(budget=K, mode="eval")
+    # An "unknown base model": the iid baseline is estimated from base samples the user drew.
+    samples = [("bubble",), ("bubble",), ("insertion",), ("bubble", "odd_even"), ()] * 4
+    user_iid = IidBaseline.from_samples(samples, strategies=("bubble", "insertion", "selection", "odd_even"))
+    model = _ppo("seffi/SortSwapsRouter-v0", "MlpPolicy", n_envs=1, n_inputs=2)
+    cb = CoverageCallback(budget=K, iid=user_iid, out_dir=tmp_path, wandb="disabled", plots=False, n_boot=0)
+    model.learn(128, callback=cb)
+    (comp,) = load_report(tmp_path)["comparisons"]
+    np.testing.assert_allclose(comp["iid"]["coverage"], user_iid.curves(K, n_boot=0).coverage)
