@@ -30,9 +30,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, help="root seed (same seed => identical report.json)")
     parser.add_argument("--budget", type=int, help="K: samples per input for every policy")
     parser.add_argument("--n-inputs", dest="n_inputs", type=int, help="size of the input pool per task")
+    parser.add_argument("--eval-runs", dest="eval_runs", type=int, help="runs per input when measuring")
     parser.add_argument("--n-latents", dest="n_latents", type=int, help="latent codes of the router env")
-    parser.add_argument("--skew", type=float, help="Zipf skew of the base sampler (0 = uniform)")
-    parser.add_argument("--rounds", dest="learner.rounds", type=int, help="training passes over the pool")
+    parser.add_argument(
+        "--prior-skew", dest="prior_skew", type=float, help="Zipf skew of the iid base model over latents"
+    )
+    parser.add_argument("--skew", type=float, help="Zipf skew of the task's own base sampler (0 = uniform)")
+    parser.add_argument("--rounds", dest="learner.rounds", type=int, help="training rounds of the router")
     parser.add_argument("--lr", dest="learner.lr", type=float, help="learning rate of the router")
     parser.add_argument("--bootstrap", type=int, help="bootstrap replicates per CI")
     parser.add_argument(
@@ -51,7 +55,9 @@ _RUN_KEYS = (
     "seed",
     "budget",
     "n_inputs",
+    "eval_runs",
     "n_latents",
+    "prior_skew",
     "skew",
     "learner.rounds",
     "learner.lr",

@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from seffi.errors import SeffiError
 
-#: The default experiment: two tasks whose strategies the base sampler covers unevenly.
-DEFAULT_TASKS: tuple[str, ...] = ("sort_swaps", "coin_sum")
+#: The default experiment: three tasks with four, four and three strategies and different ambiguity.
+DEFAULT_TASKS: tuple[str, ...] = ("sort_swaps", "edit_script", "graph_traversal")
 
 WandbMode = Literal["online", "offline", "disabled"]
 
@@ -33,17 +33,20 @@ class LearnerConfig(BaseModel):
         lr: Policy-gradient step size.
         gamma: Discount of future novelty in the REINFORCE return (0 = immediate reward).
         baseline_decay: EMA factor of the per-sample-index baseline.
-        rounds: Training passes; each pass spends the budget K on every input of the pool.
-        batch_inputs: Input sequences per policy-gradient update.
+        rounds: Training rounds; each round spends the budget K ``train_runs`` times on every input of
+            the pool, then makes one policy-gradient update.
+        train_runs: Runs per input per round (rows of the training vector env per input).
+        input_features: Give the router the input's pool position (it can learn each input's latents).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    lr: float = Field(0.5, gt=0.0, le=100.0)
+    lr: float = Field(1.0, gt=0.0, le=100.0)
     gamma: float = Field(0.0, ge=0.0, le=1.0)
     baseline_decay: float = Field(0.9, ge=0.0, lt=1.0)
-    rounds: int = Field(40, ge=0, le=100_000)
-    batch_inputs: int = Field(8, ge=1, le=100_000)
+    rounds: int = Field(100, ge=0, le=100_000)
+    train_runs: int = Field(4, ge=1, le=1024)
+    input_features: bool = True
 
 
 class RunConfig(BaseModel):
@@ -54,14 +57,18 @@ class RunConfig(BaseModel):
         tasks: Task names (a list, or one comma-separated string).
         n_inputs: Size of the fixed pool of inputs per task.
         budget: K, the samples each policy spends on each input.
-        n_latents: Latent codes of the router env (None: the env's default).
-        skew: Zipf exponent of the base sampler's strategy probabilities (0 = uniform).
+        eval_runs: Runs per input when measuring each policy (more runs, tighter curves).
+        n_latents: Latent codes of the router env (None: the env's default, 2 per strategy).
+        prior_skew: Zipf exponent of the router prior, i.e. of the iid base model over latents.
+        noise: Probability that the router env's generator ignores the latent.
+        skew: Zipf exponent of the task's own base sampler (used by the generator's noise branch).
         task_options: Extra per-task config, ``{task: {field: value}}`` (validated by the task).
         learner: Settings of the learned router.
-        bootstrap: Bootstrap replicates for every CI.
+        bootstrap: Bootstrap replicates for every CI (resampling inputs; paired across policies).
         ci: Confidence level of the CIs.
         wandb: W&B mode; offline by default (files under ``./wandb``, upload with ``wandb sync``).
         wandb_project: W&B project name.
+        log_every: Rounds between two logs of the streaming coverage monitor during training.
         out: Run folder (None: ``runs/<timestamp>``).
         progress: Show the live progress display.
     """
@@ -71,15 +78,19 @@ class RunConfig(BaseModel):
     seed: int = Field(0, ge=0, le=2**63 - 1)
     tasks: tuple[str, ...] = DEFAULT_TASKS
     n_inputs: int = Field(16, ge=1, le=10_000)
-    budget: int = Field(16, ge=1, le=4096)
+    budget: int = Field(8, ge=1, le=4096)
+    eval_runs: int = Field(4, ge=1, le=1024)
     n_latents: int | None = Field(None, ge=2, le=1024)
-    skew: float = Field(1.5, ge=0.0, le=10.0)
+    prior_skew: float = Field(1.0, ge=0.0, le=10.0)
+    noise: float = Field(0.1, ge=0.0, le=1.0)
+    skew: float = Field(1.0, ge=0.0, le=10.0)
     task_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     learner: LearnerConfig = LearnerConfig()
-    bootstrap: int = Field(500, ge=10, le=100_000)
+    bootstrap: int = Field(1000, ge=10, le=100_000)
     ci: float = Field(0.95, gt=0.5, lt=1.0)
     wandb: WandbMode = "offline"
     wandb_project: str = Field("seffi", min_length=1)
+    log_every: int = Field(10, ge=1, le=100_000)
     out: Path | None = None
     progress: bool = True
 
@@ -113,7 +124,7 @@ class RunConfig(BaseModel):
 
     def public_dict(self) -> dict[str, Any]:
         """The config as JSON-ready data, minus what does not change results (out, progress, W&B)."""
-        return self.model_dump(mode="json", exclude={"out", "progress", "wandb", "wandb_project"})
+        return self.model_dump(mode="json", exclude={"out", "progress", "wandb", "wandb_project", "log_every"})
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:

@@ -1,28 +1,31 @@
 """The main job behind ``seffi run``: train a learned exploration router, compare it, write a report.
 
-For each task of the config, on that task's router env (``seffi/<Name>Router-v0``, a fixed pool of
-``n_inputs`` inputs, budget ``K`` per input):
+For each task of the config, on that task's router env (``seffi/<Name>Router-v0``: a fixed pool of
+``n_inputs`` inputs, budget ``K`` per input), three policies are compared:
 
-1. **iid** — the base sampler: latents drawn from the router prior, ``K`` per input. Its measured
-   curves sit next to the *exact* iid baseline computed from the env's base match distribution (a
-   built-in sanity check: the two must agree within their CI).
-2. **oracle** — the no-repeat sampler over the env's reference match sets (exact).
-3. **learned** — :class:`~seffi.experiment.learner.ReinforceRouter`, trained with the novelty reward
-   for ``learner.rounds`` passes over the pool while the streaming coverage monitor watches the
-   training episodes (logged to W&B as they happen), then evaluated *fresh* (empty histories, new
-   seed stream) with budget ``K`` per input.
+1. **iid** — the base model: latents drawn from the router prior. Its curves are *exact*
+   (:class:`seffi.coverage.IidBaseline` over the env's base match distribution); the same sampler is
+   also *measured* on the env ("iid sampler") as a built-in sanity check: its gain must be ~0.
+2. **oracle** — the no-repeat sampler over the env's reference traces (:class:`OracleBaseline`).
+3. **learned router** — :class:`~seffi.experiment.learner.ReinforceRouter`, trained with the env's
+   novelty reward on a native vector env for ``learner.rounds`` rounds while the streaming
+   :class:`~seffi.callbacks.CoverageMonitor` is attached to the training episodes (logged to W&B as
+   they happen, under ``seffi/<task>/train/...``), then measured *fresh* (new env life, empty
+   histories) with budget ``K`` on every input, ``eval_runs`` times.
 
-Everything random is spawned from ``config.seed`` (one child per task, then per policy), so the same
-seed gives a byte-identical report.json (which holds no timestamps or absolute paths).
+The learned router and the measured iid sampler are bootstrapped with the same seed over the same
+inputs, so their intervals are paired. Everything random is spawned from ``config.seed``, so the same
+seed gives a byte-identical report.json (which holds no timestamps, timings or absolute paths).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -31,18 +34,22 @@ import numpy as np
 from seffi._seeding import spawn
 from seffi.errors import SeffiError
 from seffi.experiment.config import RunConfig
-from seffi.experiment.learner import Episode, HistoryFeatures, ReinforceRouter
+from seffi.experiment.learner import ReinforceRouter, RouterFeatures
 
-TAUS = (0.5, 0.8, 1.0)
-STATE_DIR = "tracker_state"
-
+#: Runs per input of the Monte Carlo stand-ins used when ``seffi.coverage.baselines`` is unavailable.
+MC_RUNS = 256
 
 # -- the run folder ---------------------------------------------------------------------------------
 
 
 def default_out() -> Path:
-    """``runs/<timestamp>`` (the timestamp lives in the folder name only, never in report.json)."""
-    return Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
+    """``runs/<UTC timestamp>`` (the timestamp lives in the folder name only, never in report.json)."""
+    base = Path("runs") / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    out, n = base, 1
+    while out.exists():
+        n += 1
+        out = Path(f"{base}-{n}")
+    return out
 
 
 def prepare_out(out: Path | None) -> Path:
@@ -56,7 +63,7 @@ def prepare_out(out: Path | None) -> Path:
         raise SeffiError(f"--out {path} exists and is not a folder")
     probe = path / ".seffi-write-test"
     try:
-        (path / STATE_DIR).mkdir(parents=True, exist_ok=True)
+        path.mkdir(parents=True, exist_ok=True)
         probe.write_text("ok", encoding="utf-8")
         probe.unlink()
     except OSError as exc:
@@ -64,91 +71,405 @@ def prepare_out(out: Path | None) -> Path:
     return path
 
 
-# -- rollouts ---------------------------------------------------------------------------------------
+# -- sinks shared by every task's monitor -----------------------------------------------------------
+
+
+class _Shared:
+    """Forwards a monitor's logs to the run's sinks but leaves ``finish`` to the runner.
+
+    One W&B run and one metrics.jsonl serve every task; each task's monitor logs under its own scope.
+    """
+
+    def __init__(self, sinks: Any) -> None:
+        self.sinks = sinks
+
+    def log(self, data: Any, step: int) -> None:
+        self.sinks.log(data, step)
+
+    def log_snapshot(self, comparison: Any, step: int, scope: str | None = None) -> None:
+        self.sinks.log_snapshot(comparison, step, scope)
+
+    def finish(self, report: Any = None, tracker_state: Any = None) -> None:
+        """Nothing: the runner writes one report for all tasks."""
+
+
+class _Fixed:
+    """A precomputed baseline in the shape the monitor wants (an object with ``curves(K)``)."""
+
+    def __init__(self, curves: Any) -> None:
+        self._curves = curves
+
+    def curves(self, K: int) -> Any:  # noqa: N803 (K is the budget, as everywhere in seffi)
+        if K != self._curves.K:
+            raise SeffiError(f"baseline computed for K={self._curves.K}, asked for K={K}")
+        return self._curves
+
+
+# -- one task -----------------------------------------------------------------------------------------
+
+
+def router_env_id(task_name: str) -> str:
+    """``sort_swaps`` -> ``seffi/SortSwapsRouter-v0``."""
+    from seffi.envs import env_id
+
+    return env_id(task_name, "router")
+
+
+def env_kwargs(task_name: str, config: RunConfig, input_seed: int) -> dict[str, Any]:
+    """Keyword arguments of the task's router env (the same pool for training and measurement)."""
+    kwargs: dict[str, Any] = {
+        "task_config": {"skew": config.skew, **config.task_options.get(task_name, {})},
+        "n_inputs": config.n_inputs,
+        "input_seed": input_seed,
+        "budget": config.budget,
+        "prior_skew": config.prior_skew,
+        "noise": config.noise,
+    }
+    if config.n_latents is not None:
+        kwargs["n_latents"] = config.n_latents
+    return kwargs
+
+
+def make_vec(task_name: str, num_envs: int, **kwargs: Any) -> Any:
+    """The native vector router env of ``task_name`` (``num_envs`` independent rows)."""
+    import gymnasium as gym
+
+    import seffi.envs  # noqa: F401  (registers the seffi/* ids)
+
+    return gym.make_vec(
+        router_env_id(task_name), num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs
+    )
 
 
 @dataclass
 class Rollout:
-    """Every sample a policy drew on one task: ``K`` per input, in input-pool order.
+    """Samples of one policy: rows are (input, run) pairs, ``runs`` consecutive rows per input.
 
     Attributes:
-        input_ids: one per input, shape (n_inputs,).
-        latents: int array, shape (n_inputs, K): the latent code of each sample.
-        matches: per input, per sample, the sorted tuple of matched strategy ids.
-        valid: bool array, shape (n_inputs, K).
+        tracker: The :class:`~seffi.coverage.CoverageTracker` of every sample (stream = row).
+        input_ids: str list, length R: each row's input.
+        latents: int array, shape (R, K): latent chosen at each sample.
+        matches: per row, per sample, the sorted tuple of matched strategy ids.
+        valid: bool array, shape (R, K).
     """
 
+    tracker: Any
     input_ids: list[str]
     latents: np.ndarray
     matches: list[list[tuple[str, ...]]]
     valid: np.ndarray
 
 
-Chooser = Callable[[int, Any, np.random.Generator], int]  # (input index, history, rng) -> latent
+Act = Callable[[np.ndarray, np.random.Generator], np.ndarray]  # (obs (B, D), rng) -> latents (B,)
+
+
+def rollout(envs: Any, act: Act, runs: int, seed: np.random.SeedSequence) -> Rollout:
+    """Spend the budget K ``runs`` times on every input of ``envs`` (a fresh env life, seeded).
+
+    Row ``i`` of the vector env is pinned to input ``i // runs`` via ``reset(options={"input_id":
+    ...})``, so each row's K consecutive samples are one run with its own history.
+    """
+    from seffi.callbacks import episode_ends
+    from seffi.coverage import CoverageTracker
+
+    u = envs.unwrapped
+    budget = u.budget
+    ids = [x for x in u.input_ids for _ in range(runs)]
+    env_seed, act_seed = (int(s.generate_state(1)[0]) for s in spawn(seed, 2))
+    rng = np.random.default_rng(act_seed)
+    tracker = CoverageTracker(strategies=u.strategies, task=u.task.name)
+    latents = np.zeros((len(ids), budget), dtype=np.int64)
+    valid = np.zeros((len(ids), budget), dtype=bool)
+    matches: list[list[tuple[str, ...]]] = [[] for _ in ids]
+    obs, _ = envs.reset(seed=env_seed, options={"input_id": ids})
+    for k in range(budget):
+        if k:
+            obs, _ = envs.reset(options={"input_id": ids})
+        obs, _r, terminated, truncated, infos = envs.step(act(obs, rng))
+        for end in episode_ends(infos, terminated | truncated):
+            row = end.env_index
+            tracker.update(end.input_id, end.matches, valid=end.valid, stream=row)
+            latents[row, k] = -1 if end.z is None else end.z
+            valid[row, k] = end.valid
+            matches[row].append(end.matches)
+    return Rollout(tracker, ids, latents, matches, valid)
+
+
+def exact_baselines(
+    envs: Any, budget: int, seed: np.random.SeedSequence
+) -> tuple[Any, Any, Any, list[str]]:
+    """(iid curves, oracle curves, rarity law, notes) of the env's pool.
+
+    Exact when :mod:`seffi.coverage.baselines` is installed (the iid law is the router prior pushed
+    through the env's hidden generator; the rarity law splits coverage into common vs rare
+    strategies). Otherwise seeded Monte Carlo stand-ins are used (``MC_RUNS`` runs per input of the
+    base model on the env, and of the no-repeat oracle over the reference match sets), no rarity
+    split, and a note in the report says so.
+    """
+    u = envs.unwrapped
+    ids, strategies = list(u.input_ids), tuple(u.strategies)
+    iid_seed, oracle_seed = spawn(seed, 2)
+    try:
+        from seffi.coverage import IidBaseline, OracleBaseline
+    except ImportError:
+        return _monte_carlo_baselines(u.task.name, envs, budget, iid_seed, oracle_seed)
+    raw = {x: u.base_match_distribution(x) for x in ids}
+    valid = {x: u.base_match_distribution(x, valid_only=True) for x in ids}
+    iid = IidBaseline.from_match_distribution(raw, strategies=strategies, valid_distribution=valid)
+    oracle = OracleBaseline(
+        {x: u.reference_match_sets(x) for x in ids},
+        strategies=strategies,
+        seed=int(oracle_seed.generate_state(1)[0]),
+    )
+    iid_curves = iid.curves(budget, seed=int(iid_seed.generate_state(1)[0]))
+    return iid_curves, oracle.curves(budget, rarity=iid), iid, []
+
+
+def _monte_carlo_baselines(
+    task: str, envs: Any, budget: int, iid_seed: np.random.SeedSequence, oracle_seed: np.random.SeedSequence
+) -> tuple[Any, Any, Any, list[str]]:
+    from seffi.coverage import CoverageTracker
+
+    u = envs.unwrapped
+    kwargs = {k: v for k, v in u.config.model_dump().items() if k not in ("task", "reward", "render_mode")}
+    mc_env = make_vec(task, len(u.input_ids) * MC_RUNS, **kwargs)
+    base = ReinforceRouter(u.n_latents, 1)  # zero weights: exactly the router prior
+    iid = rollout(mc_env, lambda obs, rng: _base_act(base, u.obs_layout, obs, rng), MC_RUNS, iid_seed)
+    rng = np.random.default_rng(oracle_seed)
+    oracle = CoverageTracker(strategies=u.strategies, task=task)
+    for x in u.input_ids:
+        refs = u.reference_match_sets(x)
+        for run in range(MC_RUNS):
+            covered: set[str] = set()
+            for _ in range(budget):
+                # The oracle emits the reference of a uniformly chosen strategy not covered yet.
+                todo = sorted(s for s in refs if s not in covered) or sorted(refs)
+                pick = refs[todo[int(rng.integers(len(todo)))]] if todo else frozenset()
+                covered |= set(pick)
+                oracle.update(x, tuple(sorted(pick)), valid=True, stream=run)
+    note = (
+        f"iid and oracle are Monte Carlo estimates ({MC_RUNS} runs per input): seffi.coverage.baselines "
+        "is not installed"
+    )
+    return iid.tracker.curves(budget, n_boot=0), oracle.curves(budget, n_boot=0), None, [note]
+
+
+def _base_act(base: ReinforceRouter, layout: dict[str, slice], obs: np.ndarray, rng: np.random.Generator) -> Any:
+    prior = np.asarray(obs, dtype=np.float64)[:, layout["prior"]]
+    return base.act(np.zeros((len(prior), 1)), np.log(np.maximum(prior, 1e-12)), rng)
 
 
 @dataclass
-class RouterSetting:
-    """What the runner needs from one task's router env (read once, then used as plain data)."""
+class TaskResult:
+    """One task's outcome: the comparison for the report and what goes into the state files."""
 
-    env: Any
-    env_id: str
-    task: Any
-    input_ids: list[str]
-    strategies: tuple[str, ...]
-    n_latents: int
-    prior: np.ndarray  # float, shape (Z,)
-    extras: dict[str, Any] = field(default_factory=dict)
+    comparison: Any
+    state: dict[str, Any]
+    router: dict[str, Any]
 
 
-def sample_input(
-    setting: RouterSetting,
-    index: int,
-    budget: int,
-    choose: Chooser,
-    feats: HistoryFeatures,
-    rng: np.random.Generator,
-    on_info: Callable[[dict[str, Any]], None] | None = None,
-) -> tuple[Episode, list[int], list[tuple[str, ...]], list[bool]]:
-    """Spend ``budget`` samples of one policy on input ``index`` (each sample is a one-step episode).
+class Runner:
+    """Runs every task of a config, logging the training streams into one set of sinks.
 
-    Returns:
-        The learner's episode (features, actions, novelty rewards), and per sample the latent, the
-        matched strategies and validity.
+    Args:
+        config: The run settings.
+        sinks: A :class:`seffi.report.sinks.MultiSink` (local folder + W&B) shared by all tasks.
+        progress: A rich ``Progress`` (or a disabled one).
     """
-    env = setting.env
-    input_id = setting.input_ids[index]
-    history = feats.new_history()
-    episode = Episode()
-    latents: list[int] = []
-    matches: list[tuple[str, ...]] = []
-    valid: list[bool] = []
-    for _ in range(budget):
-        env.reset(options={"input_id": input_id})
-        phi = feats(history, budget)
-        z = int(choose(index, history, rng) if choose is not None else 0)
-        _obs, _reward, _term, _trunc, info = env.step(z)
-        m = tuple(sorted(info["strategy_matches"]))
-        episode.add(phi, z, feats.record(history, z, m))
-        latents.append(z)
-        matches.append(m)
-        valid.append(bool(info.get("valid", True)))
-        if on_info is not None:
-            on_info(info)
-    return episode, latents, matches, valid
+
+    def __init__(self, config: RunConfig, sinks: Any, progress: Any) -> None:
+        self.config, self.sinks, self.progress = config, sinks, progress
+        self.rarity: Any = None  # the current task's base law, for the common-vs-rare split
+        self.step = 0  # seffi/step: training episodes so far, over all tasks (W&B steps must increase)
+
+    def run_task(self, task_name: str, seed: np.random.SeedSequence) -> TaskResult:
+        """The three policies on one task."""
+        from seffi.callbacks import CoverageMonitor
+
+        cfg, lc = self.config, self.config.learner
+        pool_seed, base_seed, train_seed, iid_seed, learned_seed, boot_seed = spawn(seed, 6)
+        kwargs = env_kwargs(task_name, cfg, int(pool_seed.generate_state(1)[0]))
+        n = cfg.n_inputs
+        bar = self.progress.add_task(task_name, total=lc.rounds + 2, status="baselines")
+        # The env's "novel" reward: 1 for a valid trace plus 1 per strategy it adds to its input's run.
+        train_env = make_vec(task_name, n * lc.train_runs, reward="novel", **kwargs)
+        u = train_env.unwrapped
+        strategies = tuple(u.strategies)
+        iid, oracle, self.rarity, notes = exact_baselines(train_env, cfg.budget, base_seed)
+        feats = RouterFeatures(u.obs_layout, use_input=lc.input_features)
+        router = ReinforceRouter(
+            u.n_latents, feats.size, lr=lc.lr, gamma=lc.gamma, baseline_decay=lc.baseline_decay
+        )
+        monitor = CoverageMonitor(
+            cfg.budget,
+            env=train_env,
+            iid=_Fixed(iid),
+            oracle=_Fixed(oracle),
+            sinks=_Shared(self.sinks),
+            scope=f"{task_name}/train",
+            label="learned (training stream)",
+            log_every=cfg.log_every * n * lc.train_runs * cfg.budget,  # episodes per log
+            n_boot=0,  # intervals of the training stream would cost a bootstrap per log
+            seed=int(boot_seed.generate_state(1)[0]),
+        )
+        self.progress.update(bar, status="training")
+        self.train(router, feats, train_env, monitor, train_seed, bar)
+        if monitor.last_step != self.step:  # the final state of the training stream
+            monitor.log(self.step)
+        self.progress.update(bar, advance=1, status="measuring")
+
+        def learned_act(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+            return router.act(*feats(obs), rng)
+
+        untrained = ReinforceRouter(u.n_latents, feats.size)  # zero weights: the iid base model
+
+        def iid_act(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+            return untrained.act(*feats(obs), rng)
+
+        eval_env = make_vec(task_name, n * cfg.eval_runs, **kwargs)
+        learned_run = rollout(eval_env, learned_act, cfg.eval_runs, learned_seed)
+        iid_run = rollout(eval_env, iid_act, cfg.eval_runs, iid_seed)
+        boot = int(boot_seed.generate_state(1)[0])  # one seed for both: the bootstraps are paired
+        comparison = self.compare(
+            task_name,
+            strategies,
+            u.n_latents,
+            {"learned router": learned_run, "iid sampler": iid_run},
+            iid,
+            oracle,
+            boot,
+            notes
+            + [
+                f"learned router: {lc.rounds} rounds x {lc.train_runs} runs of K={cfg.budget} per input "
+                f"with the novelty reward on {n} inputs, then measured fresh ({cfg.eval_runs} runs per "
+                "input) on the same pool",
+                "iid sampler: the base model measured on the env; its gain should be near 0",
+            ],
+        )
+        self.progress.update(bar, advance=1, status="done")
+        state = {
+            "train": monitor.tracker.state_dict(),
+            "learned router": learned_run.tracker.state_dict(),
+            "iid sampler": iid_run.tracker.state_dict(),
+        }
+        return TaskResult(comparison, state, router.state_dict())
+
+    def train(
+        self,
+        router: ReinforceRouter,
+        feats: RouterFeatures,
+        envs: Any,
+        monitor: Any,
+        seed: np.random.SeedSequence,
+        bar: Any,
+    ) -> None:
+        """``rounds`` rounds: each row runs its input for K samples, then one policy-gradient update.
+
+        Every step's infos go to the streaming monitor (``ingest_infos``), which logs every
+        ``log_every`` rounds at ``seffi/step`` = training episodes so far.
+        """
+        lc = self.config.learner
+        u = envs.unwrapped
+        budget = u.budget
+        ids = [x for x in u.input_ids for _ in range(lc.train_runs)]
+        env_seed, act_seed = (int(s.generate_state(1)[0]) for s in spawn(seed, 2))
+        rng = np.random.default_rng(act_seed)
+        rows = len(ids)
+        phi = np.zeros((rows, budget, feats.size))
+        base = np.zeros((rows, budget, u.n_latents))
+        actions = np.zeros((rows, budget), dtype=np.int64)
+        rewards = np.zeros((rows, budget))
+        obs, _ = envs.reset(seed=env_seed, options={"input_id": ids})
+        for r in range(lc.rounds):
+            for k in range(budget):
+                if k or r:
+                    # An explicit input per row: a row whose input used its budget starts a new run.
+                    obs, _ = envs.reset(options={"input_id": ids})
+                phi[:, k], base[:, k] = feats(obs)
+                actions[:, k] = router.act(phi[:, k], base[:, k], rng)
+                obs, rewards[:, k], terminated, truncated, infos = envs.step(actions[:, k])
+                monitor.ingest_infos(infos, terminated | truncated)
+                self.step += rows
+            found = router.update(phi, base, actions, rewards)
+            monitor.maybe_log(self.step)
+            self.progress.update(bar, advance=1, status=f"round {r + 1}: reward {found:.2f} / run")
+
+    def compare(
+        self,
+        task_name: str,
+        strategies: tuple[str, ...],
+        n_latents: int,
+        runs: dict[str, Rollout],
+        iid: Any,
+        oracle: Any,
+        boot: int,
+        notes: list[str],
+    ) -> Any:
+        """The task's :class:`~seffi.report.schema.Comparison`: policies (with gains) vs iid and oracle."""
+        from seffi.report.schema import Comparison, CurveSet, Gain, PolicyResult
+
+        cfg = self.config
+        policies = []
+        for label, run in runs.items():
+            curves = run.tracker.curves(
+                cfg.budget, n_boot=cfg.bootstrap, seed=boot, ci_level=cfg.ci, rarity=self.rarity
+            )
+            g = curves.gain(iid, oracle)
+            policies.append(
+                PolicyResult(
+                    curves=CurveSet.from_curves(curves, label, "policy", valid_rate=float(run.valid.mean())),
+                    gain=Gain(**g.to_dict()),
+                    barcode=barcode(run, strategies),
+                    latent=latent_curve(run, n_latents, label),
+                )
+            )
+        return Comparison(
+            task=task_name,
+            env_id=router_env_id(task_name),
+            budget=cfg.budget,
+            n_inputs=cfg.n_inputs,
+            num_strategies=len(strategies),
+            iid=CurveSet.from_curves(iid, "iid", "iid"),
+            oracle=CurveSet.from_curves(oracle, "oracle", "oracle"),
+            policies=policies,
+            notes=notes,
+        )
 
 
-def evaluate(
-    setting: RouterSetting, budget: int, choose: Chooser, feats: HistoryFeatures, seed: np.random.SeedSequence
-) -> Rollout:
-    """Budget ``K`` on every input of the pool with fresh histories; one spawned stream per input."""
-    lat, mat, val = [], [], []
-    for i, rng in enumerate(np.random.default_rng(s) for s in spawn(seed, len(setting.input_ids))):
-        _ep, z, m, v = sample_input(setting, i, budget, choose, feats, rng)
-        lat.append(z)
-        mat.append(m)
-        val.append(v)
-    return Rollout(list(setting.input_ids), np.asarray(lat, dtype=np.int64), mat, np.asarray(val, dtype=bool))
+def latent_curve(run: Rollout, n_latents: int, label: str) -> Any:
+    """Latent-code coverage (fraction of the Z codes tried by k, mean over runs): a diagnostic."""
+    from seffi.report.schema import LatentCurve
+
+    rows, budget = run.latents.shape
+    tried = np.zeros((rows, n_latents), dtype=bool)
+    cov = np.zeros(budget)
+    for k in range(budget):
+        tried[np.arange(rows), run.latents[:, k]] = True
+        cov[k] = tried.sum(axis=1).mean() / n_latents
+    return LatentCurve(label=label, k=list(range(1, budget + 1)), coverage=cov.tolist(), num_codes=n_latents)
+
+
+def barcode(run: Rollout, strategies: tuple[str, ...]) -> Any:
+    """Strategy per (input, sample) of each input's first run: its first *new* match, else its first
+    match, else -1."""
+    from seffi.report.schema import Barcode
+
+    index = {s: j for j, s in enumerate(strategies)}
+    ids, matrix, done = [], [], set()
+    for x, row in zip(run.input_ids, run.matches, strict=True):
+        if x in done:
+            continue
+        done.add(x)
+        seen: set[str] = set()
+        cells = []
+        for m in row:
+            new = [s for s in m if s not in seen]
+            pick = new[0] if new else (m[0] if m else None)
+            cells.append(index[pick] if pick is not None else -1)
+            seen.update(m)
+        ids.append(x)
+        matrix.append(cells)
+    return Barcode(strategies=list(strategies), input_ids=ids, matrix=matrix)
 
 
 # -- the experiment -----------------------------------------------------------------------------------
@@ -163,375 +484,87 @@ class RunResult:
     files: dict[str, Path]
     seconds: float
     sync_hint: str | None = None
-    table: str = ""
 
 
 def run_experiment(config: RunConfig, *, console: Any = None) -> RunResult:
-    """Run the default experiment described by ``config`` and write the run folder.
+    """Run the experiment described by ``config`` and write the run folder.
+
+    Prints a live progress display while training and a summary table at the end.
 
     Raises:
-        SeffiError: An unknown task, an unwritable ``--out``, a missing W&B login in online mode.
+        SeffiError: An unwritable ``--out`` or a missing W&B login in online mode (checked before any
+            work), or an env that rejects the settings.
     """
     from rich.console import Console
 
+    from seffi.report.sinks import default_sinks
     from seffi.report.wandb_run import SafeWandbRun
 
     start = time.perf_counter()
-    console = console or Console(stderr=True)
-    SafeWandbRun.check_login(config.wandb)  # before any work: online mode without a login is fatal
+    # Not a terminal (a log file, CI): rich would wrap the summary table at 80 columns.
+    console = console or Console(width=None if sys.stdout.isatty() else 140)
+    SafeWandbRun.check_login(config.wandb)  # online mode without a login is fatal, before any work
     out = prepare_out(config.out)
-    pool_root, run_root = spawn(config.seed, 2)  # input pools and policies get independent streams
-    n = len(config.tasks)
-    settings = [make_setting(t, config, s) for t, s in zip(config.tasks, spawn(pool_root, n), strict=True)]
-    wandb_run = SafeWandbRun(
-        mode=config.wandb, project=config.wandb_project, config=config.public_dict(), job_type="seffi-run"
+    sinks = default_sinks(
+        out,
+        wandb=config.wandb,
+        plots=True,
+        project=config.wandb_project,
+        job_type="seffi-run",
+        config=config.public_dict(),
     )
-    comparisons = []
-    task_seeds = spawn(run_root, n)
+    results = []
     with _progress(console, config.progress) as progress:
-        for setting, seed in zip(settings, task_seeds, strict=True):
-            comparisons.append(run_task(setting, config, seed, wandb_run, progress, out))
-    report = build_report(config, comparisons)
-    files = write_run(out, report)
-    log_final(wandb_run, report, files)
-    hint = wandb_run.sync_hint
-    wandb_run.finish()
+        runner = Runner(config, sinks, progress)
+        for name, seed in zip(config.tasks, spawn(config.seed, len(config.tasks)), strict=True):
+            results.append(runner.run_task(name, seed))
+    report = build_report(config, [r.comparison for r in results])
+    state = {name: r.state for name, r in zip(config.tasks, results, strict=True)}
+    save_routers(out, {name: r.router for name, r in zip(config.tasks, results, strict=True)})
+    wandb = sinks.wandb
+    hint = wandb.run.sync_hint if wandb is not None else None
+    local = sinks.local
+    local.finish(report, state)  # report.json, report.md, plots, tracker_state.json
+    if wandb is not None:
+        for name, path in sorted(local.files.items()):
+            if path.suffix == ".png":
+                wandb.run.log_image(f"seffi/plots/{name}", path, step=max(runner.step, 1))
+        wandb.finish(report, state)  # run.summary, report + tracker state as an artifact
     seconds = time.perf_counter() - start
-    table = summary_table(report)
-    console.print(table)
-    console.print(f"run folder: {out}  ({seconds:.1f} s)")
+    console.print(summary_table(report))
+    console.print(f"run folder: {out}  (report.json, report.md, plots; {seconds:.1f} s)")
     if hint:
         console.print(f"W&B offline run saved; upload it with: {hint}")
-    return RunResult(out, report, files, seconds, hint, table)
+    elif wandb is not None and wandb.enabled is False and config.wandb != "disabled":
+        console.print("W&B logging failed (see the warning above); the run folder has everything")
+    return RunResult(out, report, dict(local.files), seconds, hint)
 
 
-def router_env_id(task_name: str) -> str:
-    """``sort_swaps`` -> ``seffi/SortSwapsRouter-v0``."""
-    return "seffi/" + "".join(part.capitalize() for part in task_name.split("_")) + "Router-v0"
-
-
-def make_setting(task_name: str, config: RunConfig, seed: np.random.SeedSequence) -> RouterSetting:
-    """Build one task's router env (its input pool is drawn from ``seed``) and read what the run needs.
-
-    Raises:
-        SeffiError: The task has no router env, or the env rejects the settings.
-    """
-    import gymnasium as gym
-
-    import seffi.envs  # noqa: F401  (registers the seffi/* ids)
-
-    env_id = router_env_id(task_name)
-    if env_id not in gym.registry:
-        raise SeffiError(f"task {task_name!r} has no router env ({env_id} is not registered)")
-    task_config = {"skew": config.skew, **config.task_options.get(task_name, {})}
-    kwargs: dict[str, Any] = {
-        "task_config": task_config,
-        "n_inputs": config.n_inputs,
-        "input_seed": int(seed.generate_state(1)[0]),
-        "budget": config.budget,
-        "reward": "novel",
-    }
-    if config.n_latents is not None:
-        kwargs["n_latents"] = config.n_latents
-    env = gym.make(env_id, **kwargs).unwrapped
-    task = env.task
-    n_latents = int(env.action_space.n)
-    return RouterSetting(
-        env=env,
-        env_id=env_id,
-        task=task,
-        input_ids=list(env.input_ids),
-        strategies=tuple(task.strategies()),
-        n_latents=n_latents,
-        prior=np.full(n_latents, 1.0 / n_latents),
-    )
+def save_routers(out: Path, routers: dict[str, dict[str, Any]]) -> None:
+    """The trained routers' weights, ``out/routers.json`` (canonical JSON)."""
+    try:
+        (out / "routers.json").write_text(json.dumps(routers, sort_keys=True) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise SeffiError(f"cannot write {out / 'routers.json'}: {exc.strerror or exc}") from None
 
 
 def _progress(console: Any, enabled: bool) -> Any:
-    """A rich progress display (one bar per task) — or a silent stand-in with the same methods."""
+    """A rich progress display, one bar per task (disabled: prints nothing)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     return Progress(
-        TextColumn("[bold]{task.description}"),
+        TextColumn("[bold]{task.description:<16}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[status]}"),
         TimeElapsedColumn(),
         console=console,
         disable=not enabled,
-        transient=False,
     )
-
-
-def train_router(
-    setting: RouterSetting,
-    config: RunConfig,
-    feats: HistoryFeatures,
-    seed: np.random.SeedSequence,
-    on_info: Callable[[dict[str, Any]], None] | None = None,
-    on_round: Callable[[int, float], None] | None = None,
-) -> ReinforceRouter:
-    """Train the learned router with the novelty reward: ``rounds`` passes of budget K over the pool.
-
-    Args:
-        setting: The task's router env.
-        config: Run settings (``budget`` and ``learner``).
-        feats: The history featuriser.
-        seed: Stream of this training (router init, sampling and input order).
-        on_info: Called with every final-step info (the streaming coverage monitor hangs here).
-        on_round: Called after each pass with (round index, mean novelty return per input).
-    """
-    lc = config.learner
-    init_seed, sample_seed = spawn(seed, 2)
-    router = ReinforceRouter(
-        setting.n_latents,
-        feats.size,
-        lr=lc.lr,
-        gamma=lc.gamma,
-        baseline_decay=lc.baseline_decay,
-        prior=setting.prior,
-        seed=init_seed,
-    )
-    rng = np.random.default_rng(sample_seed)
-    n = len(setting.input_ids)
-
-    def choose(_i: int, history: Any, r: np.random.Generator) -> int:
-        return router.act(feats(history, config.budget), r)
-
-    for round_index in range(lc.rounds):
-        order = rng.permutation(n)
-        returns = []
-        for start in range(0, n, lc.batch_inputs):
-            batch = [
-                sample_input(setting, int(i), config.budget, choose, feats, rng, on_info)[0]
-                for i in order[start : start + lc.batch_inputs]
-            ]
-            returns.append(router.update(batch) * len(batch))
-        if on_round is not None:
-            on_round(round_index, float(sum(returns) / n))
-    return router
-
-
-def latent_curve(rollout: Rollout, n_latents: int, label: str) -> Any:
-    """Latent-code coverage (fraction of the Z codes tried by k, mean over inputs): a diagnostic."""
-    from seffi.report.schema import LatentCurve
-
-    n, budget = rollout.latents.shape
-    tried = np.zeros((n, n_latents), dtype=bool)
-    cov = np.zeros(budget)
-    for k in range(budget):
-        tried[np.arange(n), rollout.latents[:, k]] = True
-        cov[k] = tried.sum(axis=1).mean() / n_latents
-    return LatentCurve(label=label, k=list(range(1, budget + 1)), coverage=cov.tolist(), num_codes=n_latents)
-
-
-def barcode(rollout: Rollout, strategies: Sequence[str]) -> Any:
-    """Strategy per (input, sample): the first *new* match of a sample, else its first match, else -1."""
-    from seffi.report.schema import Barcode
-
-    index = {s: j for j, s in enumerate(strategies)}
-    matrix = []
-    for row in rollout.matches:
-        seen: set[str] = set()
-        cells = []
-        for m in row:
-            new = [s for s in m if s not in seen]
-            pick = new[0] if new else (m[0] if m else None)
-            cells.append(index[pick] if pick is not None else -1)
-            seen.update(m)
-        matrix.append(cells)
-    return Barcode(strategies=list(strategies), input_ids=list(rollout.input_ids), matrix=matrix)
-
-
-def _curve_set(curves: Any, label: str, role: str, method: str) -> Any:
-    from seffi.report.schema import CurveSet
-
-    return CurveSet.from_curves(curves, label=label, role=role, method=method)
-
-
-def _gain(policy: Any, iid: Any, oracle: Any) -> Any:
-    from seffi.report.schema import Gain
-
-    g = policy.gain(iid, oracle)
-    return Gain(value=g.value, lo=g.lo, hi=g.hi, reason=g.reason if g.value is None else None)
-
-
-def measure(rollout: Rollout, strategies: Sequence[str], budget: int, config: RunConfig, seed: Any) -> Any:
-    """Curves of a policy from its rollout, through a :class:`~seffi.coverage.CoverageTracker`."""
-    from seffi.coverage import CoverageTracker
-
-    tracker = CoverageTracker(strategies=tuple(strategies))
-    for input_id, row, valid in zip(rollout.input_ids, rollout.matches, rollout.valid, strict=True):
-        for m, v in zip(row, valid, strict=True):
-            tracker.update(input_id, m, valid=bool(v), stream=0)
-    curves = tracker.curves(budget, n_boot=config.bootstrap, ci_level=config.ci, seed=seed)
-    return tracker, curves
-
-
-def baselines(setting: RouterSetting, budget: int) -> tuple[Any, Any]:
-    """The exact iid baseline (router prior through the hidden generator) and the exact oracle."""
-    from seffi.coverage import IidBaseline, OracleBaseline
-
-    env = setting.env
-    iid = IidBaseline.from_match_distribution(
-        {i: env.base_match_distribution(i) for i in setting.input_ids}, strategies=setting.strategies
-    ).curves(budget)
-    oracle = OracleBaseline(
-        {i: env.reference_match_sets(i) for i in setting.input_ids}, strategies=setting.strategies
-    ).curves(budget)
-    return iid, oracle
-
-
-def run_task(
-    setting: RouterSetting,
-    config: RunConfig,
-    seed: np.random.SeedSequence,
-    wandb_run: Any,
-    progress: Any,
-    out: Path,
-) -> Any:
-    """The three policies on one task; returns its :class:`~seffi.report.schema.Comparison`."""
-    from seffi.report.schema import Comparison, PolicyResult
-
-    name = setting.task.name
-    budget = config.budget
-    iid_seed, train_seed, eval_seed, boot_seed = spawn(seed, 4)
-    feats = HistoryFeatures(setting.n_latents, setting.strategies)
-    bar = progress.add_task(name, total=config.learner.rounds + 2, status="iid sampler")
-
-    def base_choice(i: int, _history: Any, rng: np.random.Generator) -> int:
-        return int(setting.env.sample_base_action(setting.input_ids[i], rng))
-
-    iid_rollout = evaluate(setting, budget, base_choice, feats, iid_seed)
-    progress.update(bar, advance=1, status="training learned router")
-
-    monitor = make_monitor(setting, config, wandb_run, scope=f"{name}/learned_train")
-
-    def on_round(r: int, ret: float) -> None:
-        auc = monitor.end_pass()
-        progress.update(bar, advance=1, status=f"pass {r + 1}: AUC@K {auc:.3f}, {ret:.2f} new / input")
-
-    router = train_router(setting, config, feats, train_seed, on_info=monitor.on_info, on_round=on_round)
-
-    def learned_choice(_i: int, history: Any, rng: np.random.Generator) -> int:
-        return router.act(feats(history, budget), rng)
-
-    learned_rollout = evaluate(setting, budget, learned_choice, feats, eval_seed)
-    progress.update(bar, advance=1, status="measuring")
-
-    iid_exact, oracle = baselines(setting, budget)
-    boot = [int(s.generate_state(1)[0]) for s in spawn(boot_seed, 2)]
-    learned_tracker, learned = measure(learned_rollout, setting.strategies, budget, config, boot[0])
-    iid_tracker, iid_measured = measure(iid_rollout, setting.strategies, budget, config, boot[1])
-    save_state(out, name, {"learned": learned_tracker, "iid_sampler": iid_tracker}, router)
-    policies = [
-        PolicyResult(
-            curves=_curve_set(learned, "learned", "policy", "empirical"),
-            gain=_gain(learned, iid_exact, oracle),
-            barcode=barcode(learned_rollout, setting.strategies),
-            latent=latent_curve(learned_rollout, setting.n_latents, "learned"),
-        ),
-        PolicyResult(
-            curves=_curve_set(iid_measured, "iid sampler", "policy", "empirical"),
-            gain=_gain(iid_measured, iid_exact, oracle),
-            barcode=barcode(iid_rollout, setting.strategies),
-            latent=latent_curve(iid_rollout, setting.n_latents, "iid sampler"),
-        ),
-    ]
-    return Comparison(
-        task=name,
-        env_id=setting.env_id,
-        budget=budget,
-        n_inputs=len(setting.input_ids),
-        num_strategies=len(setting.strategies),
-        iid=_curve_set(iid_exact, "iid (exact)", "iid", "exact"),
-        oracle=_curve_set(oracle, "oracle", "oracle", "exact"),
-        policies=policies,
-        notes=[
-            f"learned router: {config.learner.rounds} training passes over {len(setting.input_ids)} inputs "
-            f"with the novelty reward, then evaluated fresh with budget {budget}",
-            "'iid sampler' is the base sampler measured on the env; it should agree with 'iid (exact)'",
-        ],
-    )
-
-
-def save_state(out: Path, task: str, trackers: dict[str, Any], router: ReinforceRouter) -> None:
-    """Tracker states and the router's weights under ``out/tracker_state/`` (canonical JSON)."""
-    state = out / STATE_DIR
-    try:
-        for label, tracker in trackers.items():
-            (state / f"{task}.{label.replace(' ', '_')}.json").write_text(
-                json.dumps(_jsonable(tracker.state_dict()), sort_keys=True), encoding="utf-8"
-            )
-        (state / f"{task}.router.json").write_text(json.dumps(router.state_dict(), sort_keys=True), "utf-8")
-    except OSError as exc:
-        raise SeffiError(f"cannot write tracker state to {state}: {exc.strerror or exc}") from None
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = [_jsonable(v) for v in value]
-        return sorted(items, key=repr) if isinstance(value, (set, frozenset)) else items
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
-class TrainingMonitor:
-    """Streams the training episodes into a coverage tracker and logs them to W&B after each pass.
-
-    Each training pass gives every input ``K`` fresh samples, so the curves of pass r are the
-    exploration curves of the router as it was during pass r; logged at ``seffi/step`` = episodes so
-    far, they show exploration efficiency improving while the router trains.
-    """
-
-    def __init__(self, setting: RouterSetting, config: RunConfig, wandb_run: Any, scope: str) -> None:
-        self.setting, self.config, self.wandb_run, self.scope = setting, config, wandb_run, scope
-        self.episodes = 0
-        self.history: list[tuple[int, float]] = []  # (episodes so far, AUC of that pass)
-        self._new_pass()
-
-    def _new_pass(self) -> None:
-        from seffi.coverage import CoverageTracker
-
-        self.tracker = CoverageTracker(strategies=self.setting.strategies)
-
-    def on_info(self, info: dict[str, Any]) -> None:
-        """Feed one step's info (episode ends are recognised by the final-step keys)."""
-        from seffi.callbacks.core import episode_ends
-
-        for end in episode_ends(info, env_name=self.setting.env_id):
-            self.tracker.update(end.input_id, end.matches, valid=end.valid, stream=0)
-            self.episodes += 1
-
-    def end_pass(self) -> float:
-        """Close the current pass: log its curves at the current episode count; return its AUC."""
-        from seffi.report.keys import scalars_from_curves
-
-        curves = self.tracker.curves(self.config.budget, n_boot=0)  # intervals only at the end
-        self.history.append((self.episodes, float(curves.auc)))
-        data = _curve_set(curves, "learned (training)", "policy", "empirical")
-        self.wandb_run.log(
-            scalars_from_curves(data, episodes=self.episodes, scope=self.scope), step=self.episodes
-        )
-        self._new_pass()
-        return float(curves.auc)
-
-
-def make_monitor(setting: RouterSetting, config: RunConfig, wandb_run: Any, scope: str) -> Any:
-    """The streaming coverage monitor attached to the learned router's training episodes."""
-    return TrainingMonitor(setting, config, wandb_run, scope)
-
-
-# -- the report -------------------------------------------------------------------------------------
 
 
 def build_report(config: RunConfig, comparisons: list[Any]) -> Any:
-    """The run's :class:`~seffi.report.schema.Report` (no timestamps, no absolute paths)."""
+    """The run's :class:`~seffi.report.schema.Report` (no timestamps, no timings, no absolute paths)."""
     from seffi import __version__
     from seffi.report.schema import Report
 
@@ -544,26 +577,7 @@ def build_report(config: RunConfig, comparisons: list[Any]) -> Any:
     )
 
 
-def write_run(out: Path, report: Any) -> dict[str, Path]:
-    """report.json, report.md and the plots into ``out``."""
-    from seffi.report.schema import write_report
-
-    return write_report(out, report)
-
-
-def log_final(wandb_run: Any, report: Any, files: dict[str, Path]) -> None:
-    """Final numbers to ``run.summary``, the plots as images, report.json + tracker state as an artifact."""
-    from seffi.report.keys import report_scalars
-
-    if not wandb_run.enabled:
-        return
-    wandb_run.update_summary(report_scalars(report))
-    step = wandb_run._last_step or 0
-    for name, path in files.items():
-        if path.suffix == ".png":
-            wandb_run.log_image(f"seffi/plots/{name}", path, step=step)
-    state = sorted((files["report.json"].parent / STATE_DIR).glob("*.json"))
-    wandb_run.log_artifact("seffi-run", "seffi-report", [files["report.json"], *state])
+# -- the summary table --------------------------------------------------------------------------------
 
 
 def _cell(value: float | None, lo: float | None = None, hi: float | None = None) -> str:
@@ -572,6 +586,9 @@ def _cell(value: float | None, lo: float | None = None, hi: float | None = None)
     if lo is None or hi is None:
         return f"{value:.3f}"
     return f"{value:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+SUMMARY_HEADER = ("task", "policy", "AUC@K [CI]", "gain vs iid [CI]", "T(0.8) median", "F(K)", "valid rate")
 
 
 def summary_rows(report: Any) -> list[list[str]]:
@@ -588,6 +605,10 @@ def summary_rows(report: Any) -> list[list[str]]:
                 g = f"undefined ({gain.reason})"
             else:
                 g = _cell(gain.value, gain.lo, gain.hi)
+            if ttc is None:
+                median = "—"
+            else:
+                median = f"> {comp.budget} (censored)" if ttc.median is None else f"{ttc.median:g}"
             full = curves.full_coverage[-1] if curves.full_coverage else None
             rows.append(
                 [
@@ -595,9 +616,7 @@ def summary_rows(report: Any) -> list[list[str]]:
                     curves.label,
                     _cell(curves.auc, curves.auc_lo, curves.auc_hi),
                     g,
-                    "censored"
-                    if ttc is not None and ttc.median is None
-                    else _cell(ttc.median if ttc else None),
+                    median,
                     _cell(full),
                     _cell(curves.valid_rate),
                 ]
@@ -605,30 +624,21 @@ def summary_rows(report: Any) -> list[list[str]]:
     return rows
 
 
-SUMMARY_HEADER = (
-    "task",
-    "policy",
-    "AUC@K [95% CI]",
-    "gain vs iid [CI]",
-    "T(0.8) median",
-    "F(K)",
-    "valid rate",
-)
-
-
 def summary_table(report: Any) -> Any:
-    """The summary as a rich Table (printable, and ``str``-able through a console)."""
+    """The summary as a rich ``Table``."""
     from rich.table import Table
 
     budget = report.comparisons[0].budget if report.comparisons else "?"
-    table = Table(
-        title=f"seffi run — coverage at budget K={budget} (higher is better; gain: 0 = iid, 1 = oracle)"
-    )
+    table = Table(title=f"seffi run: coverage at budget K={budget} (gain: 0 = iid, 1 = oracle)")
     for h in SUMMARY_HEADER:
-        table.add_column(h, justify="left" if h in ("task", "policy") else "right")
+        left = h in ("task", "policy")
+        table.add_column(h, justify="left" if left else "right", no_wrap=left)
     for row in summary_rows(report):
         table.add_row(*row)
     return table
+
+
+# -- report / compare ---------------------------------------------------------------------------------
 
 
 def render_run(run_dir: Path) -> list[Path]:
