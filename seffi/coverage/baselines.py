@@ -454,7 +454,7 @@ def _simulate_law_first_hits(
 def _law_curves(part: _Law, K: int, rng: np.random.Generator, mc_runs: int, n_bins: int) -> Curves:
     pi = est.marginals(part.atoms, part.p)
     ks = np.arange(1, K + 1)
-    per_s = -np.expm1(ks[:, None] * np.log1p(-np.minimum(pi, 1.0))[None, :])  # (K, M) Pr[s in S_k]
+    per_s = 1.0 - est.pow1m(pi[None, :], ks[:, None])  # (K, M): Pr[s in S_k]
     coverage = per_s.sum(axis=1) / part.m
     notes = []
     try:
@@ -480,7 +480,7 @@ def _law_curves(part: _Law, K: int, rng: np.random.Generator, mc_runs: int, n_bi
         K=K,
         coverage=coverage,
         novelty=est.novelty_exact(part.atoms, part.p, K),
-        expected_new=(pi[None, :] * np.exp((ks - 1)[:, None] * np.log1p(-np.minimum(pi, 1.0)))).sum(axis=1),
+        expected_new=(pi[None, :] * est.pow1m(pi[None, :], (ks - 1)[:, None])).sum(axis=1),
         full_coverage=full,
         auc=float(coverage.mean()),
         time_to_coverage=ttc,
@@ -491,12 +491,10 @@ def _law_curves(part: _Law, K: int, rng: np.random.Generator, mc_runs: int, n_bi
     c.coverage_by_rarity = np.stack([per_s[:, bins == b].sum(axis=1) / part.m for b in range(n_bins)])
     if part.valid_atoms is not None:
         vpi = est.marginals(part.valid_atoms, part.valid_p)
-        c.valid_coverage = (
-            -np.expm1(ks[:, None] * np.log1p(-np.minimum(vpi, 1.0))[None, :]).sum(axis=1) / part.m
-        )
+        c.valid_coverage = (1.0 - est.pow1m(vpi[None, :], ks[:, None])).sum(axis=1) / part.m
         c.valid_auc = float(c.valid_coverage.mean())
     if part.valid_probability is not None:
-        c.valid_at_k = -np.expm1(ks * np.log1p(-min(part.valid_probability, 1.0)))
+        c.valid_at_k = 1.0 - est.pow1m(part.valid_probability, ks)
     return c
 
 

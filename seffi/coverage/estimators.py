@@ -17,12 +17,15 @@ import numpy as np
 
 __all__ = [
     "chao_extrapolation",
+    "chao_f0",
+    "expected_covered_exact",
     "full_coverage_exact",
     "full_coverage_samples",
     "log_factorial",
     "marginals",
     "novelty_exact",
     "novelty_samples",
+    "pow1m",
     "rarefaction",
     "time_to_full_mean",
 ]
@@ -71,6 +74,15 @@ def _popcount(x: np.ndarray) -> np.ndarray:
 # -- known law (exact) ---------------------------------------------------------------------------
 
 
+def pow1m(pi: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """(1 - pi)^e, accurate for tiny pi and exact (0^0 = 1) for pi = 1; broadcasts."""
+    pi = np.minimum(np.asarray(pi, dtype=np.float64), 1.0)
+    e = np.asarray(e, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.exp(e * np.log1p(-pi))
+    return np.where(pi >= 1.0, (e == 0).astype(np.float64), out)
+
+
 def marginals(atoms: np.ndarray, p: np.ndarray) -> np.ndarray:
     """pi_s = Pr[s in A]: float array, shape (M,), from atoms (J, M) bool and p (J,)."""
     return np.asarray(p, dtype=np.float64) @ np.asarray(atoms, dtype=np.float64)
@@ -79,7 +91,7 @@ def marginals(atoms: np.ndarray, p: np.ndarray) -> np.ndarray:
 def expected_covered_exact(pi: np.ndarray, K: int) -> np.ndarray:
     """E|S_k| = sum_s 1 - (1 - pi_s)^k (exact also for set-valued A): float array, shape (K,)."""
     ks = np.arange(1, K + 1)[:, None]
-    return -np.expm1(ks * np.log1p(-np.minimum(pi, 1.0))[None, :]).sum(axis=1)
+    return (1.0 - pow1m(np.asarray(pi)[None, :], ks)).sum(axis=1)
 
 
 def novelty_exact(atoms: np.ndarray, p: np.ndarray, K: int) -> np.ndarray:
@@ -94,7 +106,7 @@ def novelty_exact(atoms: np.ndarray, p: np.ndarray, K: int) -> np.ndarray:
     if atoms.sum(axis=1).max(initial=0) <= 1:
         pi = marginals(atoms, p)
         keep = pi > 0
-        return (pi[keep][None, :] * np.exp(i1[:, None] * np.log1p(-np.minimum(pi[keep], 1.0)))).sum(axis=1)
+        return (pi[keep][None, :] * pow1m(pi[keep][None, :], i1[:, None])).sum(axis=1)
     masks = _masks(atoms)
     out = np.zeros(K)
     for mask, pj in zip(masks, p, strict=True):

@@ -163,7 +163,12 @@ def test_curves_in_unit_interval_and_monotone(samples) -> None:
 
 
 def test_barcode_bounded_and_order_independent() -> None:
-    samples = [("x3", 0, {"b"}, True), ("x1", 0, {"c", "a"}, True), ("x2", 0, set(), False), ("x1", 0, {"a"}, True)]
+    samples = [
+        ("x3", 0, {"b"}, True),
+        ("x1", 0, {"c", "a"}, True),
+        ("x2", 0, set(), False),
+        ("x1", 0, {"a"}, True),
+    ]
     a = _fill(samples, barcode_rows=2)
     x1 = [s for s in samples if s[0] == "x1"]
     rest = [s for s in samples if s[0] != "x1"]

@@ -1,0 +1,130 @@
+"""Baselines against Monte Carlo, per-input aggregation, oracle DP, gain and bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from seffi.coverage import CoverageTracker, IidBaseline, OracleBaseline
+from seffi.coverage import estimators as est
+
+LAW = {frozenset({"a", "b"}): 0.35, frozenset({"c"}): 0.25, frozenset({"b", "d"}): 0.2, frozenset(): 0.2}
+IDS = ("a", "b", "c", "d")
+
+
+def test_exact_set_valued_iid_matches_tracker_monte_carlo() -> None:
+    K, R = 12, 3000
+    rng = np.random.default_rng(5)
+    keys = list(LAW)
+    t = CoverageTracker(strategies=IDS)
+    for r in range(R):
+        for j in rng.choice(len(keys), size=K, p=list(LAW.values())):
+            t.update(f"x{r}", keys[j])
+    mc = t.curves(K, n_boot=0)
+    ex = IidBaseline.from_match_distribution(LAW, strategies=IDS).curves(K)
+    tol = 4 * 0.5 / math.sqrt(R)
+    for name in ("coverage", "novelty", "full_coverage"):
+        np.testing.assert_allclose(getattr(ex, name), getattr(mc, name), atol=tol)
+    for key in ("0.5", "0.8", "1.0"):
+        np.testing.assert_allclose(
+            ex.time_to_coverage[key].survival, mc.time_to_coverage[key].survival, atol=tol + 0.02
+        )
+    assert ex.kind == "iid" and ex.coverage_lo is None
+
+
+def test_per_input_aggregation_is_mean_over_inputs() -> None:
+    laws = {
+        "x": {frozenset({"a"}): 0.9, frozenset({"b"}): 0.1},
+        "y": {frozenset({"a"}): 0.5, frozenset({"b"}): 0.5},
+    }
+    both = IidBaseline.from_match_distribution(laws).curves(6)
+    parts = [IidBaseline.from_match_distribution(v).curves(6) for v in laws.values()]
+    np.testing.assert_allclose(both.coverage, (parts[0].coverage + parts[1].coverage) / 2)
+    np.testing.assert_allclose(both.full_coverage, (parts[0].full_coverage + parts[1].full_coverage) / 2)
+    assert both.n_inputs == 2
+
+
+def test_from_probabilities_closed_forms() -> None:
+    p = {"a": 0.7, "b": 0.2, "c": 0.1}
+    c = IidBaseline.from_probabilities(p, valid_probability=0.6).curves(5)
+    ks = np.arange(1, 6)
+    pv = np.array(list(p.values()))
+    np.testing.assert_allclose(c.coverage, (1 - (1 - pv[None]) ** ks[:, None]).sum(1) / 3)
+    np.testing.assert_allclose(c.novelty, (pv[None] * (1 - pv[None]) ** (ks[:, None] - 1)).sum(1))
+    np.testing.assert_allclose(c.valid_at_k, 1 - 0.4**ks)
+    assert c.time_to_coverage["1.0"].mean == pytest.approx(
+        est.time_to_full_mean(np.eye(3, dtype=bool), pv, 3), rel=1e-9
+    )
+
+
+def test_from_samples_is_rarefaction_then_flagged_extrapolation() -> None:
+    rng = np.random.default_rng(2)
+    samples = [{IDS[i]} for i in rng.choice(4, size=40, p=[0.6, 0.25, 0.1, 0.05])]
+    c = IidBaseline.from_samples(samples, strategies=IDS).curves(60, n_boot=30)
+    X = np.array([[s in ms for s in IDS] for ms in samples])
+    np.testing.assert_allclose(c.coverage[:40], est.rarefaction(X, 40) / 4)
+    assert not c.extrapolated[:40].any() and c.extrapolated[40:].all()
+    assert (c.coverage <= 1).all() and (np.diff(c.coverage) >= -1e-12).all()
+    assert (c.coverage_lo <= c.coverage + 1e-12).all() and c.auc_lo <= c.auc <= c.auc_hi
+
+
+def test_oracle_unambiguous_and_dp_vs_monte_carlo() -> None:
+    c = OracleBaseline({"a": {"a"}, "b": {"b"}}, strategies=("a", "b", "c")).curves(4)
+    np.testing.assert_allclose(c.coverage, [1 / 3, 2 / 3, 2 / 3, 2 / 3])  # c is infeasible
+    refs = {"a": {"a", "b"}, "b": {"b"}, "c": {"c", "d"}, "d": {"d"}}
+    dp = OracleBaseline(refs).curves(5)
+    rng = np.random.default_rng(0)
+    R = 20000
+    cov = np.zeros(5)
+    for _ in range(R):
+        S: set[str] = set()
+        for k in range(5):
+            opts = [s for s in refs if s not in S and not set(refs[s]) <= S]
+            if opts:
+                S |= set(refs[opts[rng.integers(len(opts))]])
+            cov[k] += len(S) / 4
+    np.testing.assert_allclose(dp.coverage, cov / R, atol=0.01)
+    assert dp.coverage[0] == pytest.approx(1.5 / 4)  # a or c cover two strategies, b or d one
+    mc = OracleBaseline(refs, max_states=1).curves(5)  # forced Monte Carlo path
+    np.testing.assert_allclose(mc.coverage, dp.coverage, atol=0.02)
+    assert any("Monte Carlo" in n for n in mc.notes)
+
+
+def test_gain_value_interval_and_undefined_reason() -> None:
+    K = 8
+    iid = IidBaseline.from_probabilities({"a": 0.7, "b": 0.2, "c": 0.1}).curves(K)
+    orc = OracleBaseline({"a": {"a"}, "b": {"b"}, "c": {"c"}}).curves(K)
+    t = CoverageTracker(strategies=("a", "b", "c"))
+    for x in range(30):
+        for i in range(K):
+            t.update(f"x{x}", {"abc"[(i + x) % 3]})  # a perfect no-repeat policy
+    g = t.curves(K, n_boot=200).gain(iid, orc)
+    assert g.value == pytest.approx(1.0) and g.reason is None
+    flat = IidBaseline.from_probabilities({"a": 1.0}).curves(K)
+    und = t.curves(K, n_boot=0).gain(flat, flat)
+    assert und.value is None and "undefined" in und.reason
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"probabilities": {"a": 0.5, "b": -0.1, "c": 0.6}}, "non-negative"),
+        ({"probabilities": {"a": float("nan"), "b": 1.0}}, "NaN"),
+        ({"probabilities": {"a": 0.5, "b": 0.3}}, "sum to 1"),
+        ({"probabilities": {"a": 0.5, "z": 0.5}, "strategies": ("a", "b")}, "unknown strategy"),
+    ],
+)
+def test_bad_probabilities(kwargs, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        IidBaseline.from_probabilities(**kwargs)
+
+
+def test_bad_budget_and_samples() -> None:
+    with pytest.raises(ValueError, match="budget K"):
+        IidBaseline.from_probabilities({"a": 1.0}).curves(-1)
+    with pytest.raises(ValueError, match="not the string"):
+        IidBaseline.from_samples(["ab"])
+    with pytest.raises(ValueError, match="unknown strategy"):
+        OracleBaseline({"a": {"q"}}, strategies=("a",))
