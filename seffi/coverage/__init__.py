@@ -13,14 +13,8 @@ Modules: ``curves`` (result container + pure metric functions), ``runs`` (curves
 ``baselines`` (``IidBaseline``, ``OracleBaseline``), ``resampling`` (bootstrap), ``tracker``.
 """
 
+from seffi.coverage.baselines import IidBaseline, OracleBaseline
 from seffi.coverage.curves import TAUS, Curves, Gain, TimeToCoverage
 from seffi.coverage.tracker import CoverageTracker
 
-__all__ = ["TAUS", "CoverageTracker", "Curves", "Gain", "TimeToCoverage"]
-
-try:  # baselines land in a second step; the tracker API above is already final
-    from seffi.coverage.baselines import IidBaseline, OracleBaseline
-
-    __all__ += ["IidBaseline", "OracleBaseline"]
-except ImportError:  # pragma: no cover
-    pass
+__all__ = ["TAUS", "CoverageTracker", "Curves", "Gain", "IidBaseline", "OracleBaseline", "TimeToCoverage"]

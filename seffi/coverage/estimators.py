@@ -282,12 +282,13 @@ def rarefaction(X: np.ndarray, K: int) -> np.ndarray:
     X = np.asarray(X, dtype=bool)
     n = X.shape[0]
     y = X.sum(axis=0)
-    y = y[y > 0]
+    # Strategies with equal incidence share a term: group them (exact; many rare ones tie).
+    y, mult = np.unique(y[y > 0], return_counts=True)
     kmax = min(K, n)
     ks = np.arange(1, kmax + 1)
     lf = log_factorial(n)
     ratio = np.exp(_log_binom_ratio(n - y[None, :], n, ks[:, None], lf))
-    return (1.0 - ratio).sum(axis=1)
+    return mult.sum() - ratio @ mult
 
 
 def novelty_samples(X: np.ndarray, K: int) -> np.ndarray:
