@@ -124,7 +124,8 @@ class RunConfig(BaseModel):
 
     def public_dict(self) -> dict[str, Any]:
         """The config as JSON-ready data, minus what does not change results (out, progress, W&B)."""
-        return self.model_dump(mode="json", exclude={"out", "progress", "wandb", "wandb_project", "log_every"})
+        ignored = {"out", "progress", "wandb", "wandb_project", "log_every"}
+        return self.model_dump(mode="json", exclude=ignored)
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:

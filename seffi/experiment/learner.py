@@ -145,7 +145,8 @@ class ReinforceRouter:
         Returns:
             float array, shape (..., Z).
         """
-        return softmax(np.asarray(base, dtype=np.float64) + np.asarray(phi, dtype=np.float64) @ self.weights.T)
+        logits = np.asarray(base, dtype=np.float64) + np.asarray(phi, dtype=np.float64) @ self.weights.T
+        return softmax(logits)
 
     def act(self, phi: np.ndarray, base: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One latent per row, drawn from pi(. | obs) by inverse CDF (one uniform per row).
@@ -200,7 +201,8 @@ class ReinforceRouter:
         adv = g - self.baseline[:T]
         # d log pi(a|obs) / dW = (onehot(a) - pi) outer phi
         score = -self.probs(phi, base)  # (R, T, Z)
-        np.put_along_axis(score, actions[..., None], np.take_along_axis(score, actions[..., None], 2) + 1.0, 2)
+        taken = actions[..., None]
+        np.put_along_axis(score, taken, np.take_along_axis(score, taken, 2) + 1.0, 2)
         grad = np.einsum("rtz,rtf->zf", score * adv[..., None], phi)
         self.weights += self.lr * grad / R
         # The first update sets the baseline outright; afterwards an EMA tracks the improving policy.

@@ -99,7 +99,7 @@ class _Fixed:
     def __init__(self, curves: Any) -> None:
         self._curves = curves
 
-    def curves(self, K: int) -> Any:  # noqa: N803 (K is the budget, as everywhere in seffi)
+    def curves(self, K: int) -> Any:
         if K != self._curves.K:
             raise SeffiError(f"baseline computed for K={self._curves.K}, asked for K={K}")
         return self._curves
@@ -195,9 +195,7 @@ def rollout(envs: Any, act: Act, runs: int, seed: np.random.SeedSequence) -> Rol
     return Rollout(tracker, ids, latents, matches, valid)
 
 
-def exact_baselines(
-    envs: Any, budget: int, seed: np.random.SeedSequence
-) -> tuple[Any, Any, Any, list[str]]:
+def exact_baselines(envs: Any, budget: int, seed: np.random.SeedSequence) -> tuple[Any, Any, Any, list[str]]:
     """(iid curves, oracle curves, rarity law, notes) of the env's pool.
 
     Exact when :mod:`seffi.coverage.baselines` is installed (the iid law is the router prior pushed
@@ -254,7 +252,9 @@ def _monte_carlo_baselines(
     return iid.tracker.curves(budget, n_boot=0), oracle.curves(budget, n_boot=0), None, [note]
 
 
-def _base_act(base: ReinforceRouter, layout: dict[str, slice], obs: np.ndarray, rng: np.random.Generator) -> Any:
+def _base_act(
+    base: ReinforceRouter, layout: dict[str, slice], obs: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
     prior = np.asarray(obs, dtype=np.float64)[:, layout["prior"]]
     return base.act(np.zeros((len(prior), 1)), np.log(np.maximum(prior, 1e-12)), rng)
 
@@ -338,8 +338,8 @@ class Runner:
             iid,
             oracle,
             boot,
-            notes
-            + [
+            [
+                *notes,
                 f"learned router: {lc.rounds} rounds x {lc.train_runs} runs of K={cfg.budget} per input "
                 f"with the novelty reward on {n} inputs, then measured fresh ({cfg.eval_runs} runs per "
                 "input) on the same pool",
@@ -415,9 +415,12 @@ class Runner:
                 cfg.budget, n_boot=cfg.bootstrap, seed=boot, ci_level=cfg.ci, rarity=self.rarity
             )
             g = curves.gain(iid, oracle)
+            cs = CurveSet.from_curves(curves, label, "policy", valid_rate=float(run.valid.mean()))
+            times = run_times(run, len(strategies), [t.tau for t in cs.time_to_coverage])
+            ttc = [t.model_copy(update={"values": times[t.tau]}) for t in cs.time_to_coverage]
             policies.append(
                 PolicyResult(
-                    curves=CurveSet.from_curves(curves, label, "policy", valid_rate=float(run.valid.mean())),
+                    curves=cs.model_copy(update={"time_to_coverage": ttc}),
                     gain=Gain(**g.to_dict()),
                     barcode=barcode(run, strategies),
                     latent=latent_curve(run, n_latents, label),
@@ -436,6 +439,25 @@ class Runner:
         )
 
 
+def run_times(run: Rollout, num_strategies: int, taus: list[float]) -> dict[float, list[int | None]]:
+    """Per run (row) T(tau) = min{k : |S_k| / M >= tau}; None where censored at K.
+
+    Returns:
+        ``{tau: list of length R}`` (feeds the per-run panel of the time-to-coverage plot).
+    """
+    out: dict[float, list[int | None]] = {tau: [] for tau in taus}
+    for row in run.matches:
+        seen: set[str] = set()
+        frac = []
+        for m in row:
+            seen.update(m)
+            frac.append(len(seen) / num_strategies)
+        for tau in taus:
+            # The same tolerance as the coverage engine, so 3/4 >= 0.75 holds despite rounding.
+            out[tau].append(next((k + 1 for k, f in enumerate(frac) if f >= tau - 1e-12), None))
+    return out
+
+
 def latent_curve(run: Rollout, n_latents: int, label: str) -> Any:
     """Latent-code coverage (fraction of the Z codes tried by k, mean over runs): a diagnostic."""
     from seffi.report.schema import LatentCurve
@@ -450,8 +472,10 @@ def latent_curve(run: Rollout, n_latents: int, label: str) -> Any:
 
 
 def barcode(run: Rollout, strategies: tuple[str, ...]) -> Any:
-    """Strategy per (input, sample) of each input's first run: its first *new* match, else its first
-    match, else -1."""
+    """Strategy per (input, sample) of each input's first run.
+
+    A cell is the sample's first *new* match, else its first match, else -1 (no match).
+    """
     from seffi.report.schema import Barcode
 
     index = {s: j for j, s in enumerate(strategies)}

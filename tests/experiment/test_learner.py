@@ -1,132 +1,142 @@
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
-from seffi.experiment.learner import Episode, HistoryFeatures, ReinforceRouter, softmax
-
-
-def _run_bandit(router, feats, mapping, budget, n_inputs, rng, learn):
-    """Toy router env: latent z yields strategy mapping[z]; novelty reward. Returns mean coverage curve."""
-    m = len(feats.strategies)
-    curves = np.zeros(budget)
-    episodes = []
-    for _ in range(n_inputs):
-        h = feats.new_history()
-        ep = Episode()
-        for k in range(budget):
-            phi = feats(h, budget)
-            z = router.act(phi, rng)
-            r = feats.record(h, z, [mapping[z]] if mapping[z] is not None else [])
-            ep.add(phi, z, r)
-            curves[k] += h.found.sum() / m
-        episodes.append(ep)
-    if learn:
-        router.update(episodes)
-    return curves / n_inputs
+import seffi.envs  # noqa: F401  (registers the env ids)
+from seffi.experiment.learner import ReinforceRouter, RouterFeatures, softmax
 
 
 def test_softmax_matches_definition():
     x = np.array([[1.0, 2.0, 3.0], [1000.0, 1000.0, -5.0]])
-    ref0 = np.exp(x[0]) / np.exp(x[0]).sum()
-    assert np.allclose(softmax(x)[0], ref0)
+    assert np.allclose(softmax(x)[0], np.exp(x[0]) / np.exp(x[0]).sum())
     assert np.allclose(softmax(x)[1], [0.5, 0.5, 0.0], atol=1e-12)
 
 
 def test_policy_gradient_matches_finite_differences():
     rng = np.random.default_rng(0)
-    router = ReinforceRouter(4, 5, lr=1.0, seed=0)
+    router = ReinforceRouter(4, 5, lr=1.0)
     router.weights = rng.normal(size=(4, 5))
-    phi = rng.normal(size=5)
-    a = 2
-    # analytic score (onehot - p) outer phi
-    p = router.probs(phi)
-    score = (np.eye(4)[a] - p)[:, None] * phi[None, :]
+    phi, base, a = rng.normal(size=5), np.log([0.4, 0.3, 0.2, 0.1]), 2
     eps = 1e-6
-    num = np.zeros_like(score)
+    num = np.zeros_like(router.weights)
+    w0 = router.weights.copy()
     for i in range(4):
         for j in range(5):
-            w = router.weights.copy()
-            router.weights[i, j] += eps
-            up = np.log(router.probs(phi)[a])
-            router.weights = w.copy()
-            router.weights[i, j] -= eps
-            dn = np.log(router.probs(phi)[a])
-            router.weights = w
-            num[i, j] = (up - dn) / (2 * eps)
-    assert np.allclose(num, score, atol=1e-6)
-    # one update with a single one-step episode, reward 1, zero baseline == lr * score
-    ep = Episode()
-    ep.add(phi, a, 1.0)
-    before = router.weights.copy()
-    router.update([ep])
-    assert np.allclose(router.weights - before, score, atol=1e-12)
+            for sign in (1, -1):
+                router.weights = w0.copy()
+                router.weights[i, j] += sign * eps
+                num[i, j] += sign * np.log(router.probs(phi, base)[a]) / (2 * eps)
+    router.weights = w0.copy()
+    # One update from a single one-step run with reward 1 and a zero baseline is lr * d log pi / dW.
+    router.update(phi[None, None], base[None, None], np.array([[a]]), np.array([[1.0]]))
+    assert np.allclose(router.weights - w0, num, atol=1e-6)
 
 
 def test_returns_are_discounted_sums():
     router = ReinforceRouter(2, 1, gamma=0.5)
-    assert np.allclose(router.returns(np.array([1.0, 0.0, 1.0])), [1.25, 0.5, 1.0])
+    assert np.allclose(router.returns(np.array([[1.0, 0.0, 1.0]])), [[1.25, 0.5, 1.0]])
 
 
-def test_untrained_router_is_the_prior():
-    prior = np.array([0.7, 0.2, 0.1])
-    feats = HistoryFeatures(3, ("a", "b", "c"))
-    router = ReinforceRouter(3, feats.size, prior=prior)
-    h = feats.new_history()
-    assert np.allclose(router.probs(feats(h, 4)), prior)
+def test_baseline_is_the_previous_mean_return_per_step():
+    router = ReinforceRouter(2, 1, lr=0.1, baseline_decay=0.5)
+    phi, base = np.ones((2, 2, 1)), np.zeros((2, 2, 2))
+    acts = np.array([[0, 1], [1, 0]])
+    router.update(phi, base, acts, np.array([[1.0, 0.0], [3.0, 2.0]]))
+    assert np.allclose(router.baseline, [2.0, 1.0])  # first update: the batch mean outright
+    router.update(phi, base, acts, np.array([[0.0, 0.0], [0.0, 0.0]]))
+    assert np.allclose(router.baseline, [1.0, 0.5])  # then an EMA with decay 0.5
 
 
-def test_learns_not_to_repeat_on_a_toy_bandit():
-    # Z = M = 4, latent z -> strategy z, a skewed prior: iid repeats latent 0 a lot. The known
-    # optimum (the oracle) tries each latent once: coverage k / M.
-    z, budget = 4, 4
-    strategies = ("a", "b", "c", "d")
-    mapping = list(strategies)
-    prior = np.array([0.7, 0.15, 0.1, 0.05])
-    feats = HistoryFeatures(z, strategies)
-    router = ReinforceRouter(z, feats.size, lr=0.5, prior=prior, seed=1)
-    rng = np.random.default_rng(2)
-    before = _run_bandit(router, feats, mapping, budget, 400, np.random.default_rng(3), learn=False)
-    for _ in range(150):
-        _run_bandit(router, feats, mapping, budget, 16, rng, learn=True)
-    after = _run_bandit(router, feats, mapping, budget, 400, np.random.default_rng(3), learn=False)
-    oracle = np.arange(1, budget + 1) / 4
-    # exact iid coverage under the prior: mean over s of 1 - (1 - p_s)^k
-    iid = np.array([np.mean(1 - (1 - prior) ** k) for k in range(1, budget + 1)])
-    assert np.allclose(before, iid, atol=0.04)  # untrained = base sampler (MC check)
-    assert after.mean() > iid.mean() + 0.5 * (oracle.mean() - iid.mean())
-    assert after[-1] > 0.9
-    # the policy puts little mass on a latent it already tried
-    h = feats.new_history()
-    feats.record(h, 0, ["a"])
-    assert router.probs(feats(h, budget))[0] < 0.1
+def test_untrained_router_is_the_base_model_of_the_env():
+    env = gym.make("seffi/SortSwapsRouter-v0", n_inputs=3, budget=4)
+    u = env.unwrapped
+    feats = RouterFeatures(u.obs_layout)
+    router = ReinforceRouter(u.n_latents, feats.size)
+    for x in u.input_ids:
+        obs, _ = env.reset(options={"input_id": x})
+        phi, base = feats(obs)
+        assert np.allclose(router.probs(phi, base)[0], u.latent_prior(x))
+    # act() draws from probs(): a chi-square-free check of the frequencies on 20k draws.
+    rng = np.random.default_rng(1)
+    p = router.probs(phi, base)[0]
+    draws = router.act(np.repeat(phi, 20_000, 0), np.repeat(base, 20_000, 0), rng)
+    freq = np.bincount(draws, minlength=u.n_latents) / draws.size
+    assert np.abs(freq - p).max() < 4 * np.sqrt(p.max() / draws.size)
 
 
-def test_learns_from_found_strategies_with_a_many_to_one_mapping():
-    # Latents 0 and 1 both give strategy "a", latent 2 gives "b", latent 3 is junk (no match). After
-    # "a" was found via latent 0, latent 1 is useless too: only the `found` features can say so.
-    strategies = ("a", "b")
-    mapping = ["a", "a", "b", None]
-    prior = np.array([0.4, 0.4, 0.1, 0.1])
-    feats = HistoryFeatures(4, strategies)
-    router = ReinforceRouter(4, feats.size, lr=0.5, prior=prior, seed=0)
-    rng = np.random.default_rng(5)
-    for _ in range(200):
-        _run_bandit(router, feats, mapping, 2, 16, rng, learn=True)
-    h = feats.new_history()
-    feats.record(h, 0, ["a"])
-    p = router.probs(feats(h, 2))
-    assert p[2] > 0.7
-    assert p[1] < 0.15
+def test_features_follow_the_observation_history():
+    env = gym.make("seffi/EditScriptRouter-v0", n_inputs=2, budget=4)
+    u = env.unwrapped
+    feats = RouterFeatures(u.obs_layout, use_input=False)
+    z, m = u.n_latents, len(u.strategies)
+    assert feats.size == z + m + 1
+    obs, _ = env.reset(seed=0, options={"input_id": u.input_ids[1]})
+    _, _, _, _, info = env.step(3)
+    obs, _ = env.reset(options={"input_id": u.input_ids[1]})
+    phi, _ = feats(obs)
+    assert phi[0, :z].tolist() == [1.0 if j == 3 else 0.0 for j in range(z)]
+    found = [1.0 if s in info["strategy_matches"] and info["valid"] else 0.0 for s in u.strategies]
+    assert phi[0, z : z + m].tolist() == found
+    assert phi[0, -1] == pytest.approx(1 / 4)
+    assert RouterFeatures(u.obs_layout).size == z + m + 1 + 2  # + the input one-hot
+    with pytest.raises(ValueError, match="history=True"):
+        RouterFeatures(gym.make("seffi/EditScriptRouter-v0", history=False).unwrapped.obs_layout)
 
 
-def test_record_rejects_unknown_strategies_and_bad_args():
-    feats = HistoryFeatures(2, ("a",))
-    with pytest.raises(ValueError, match="unknown strategy 'zz'"):
-        feats.record(feats.new_history(), 0, ["zz"])
-    with pytest.raises(ValueError, match="input_features"):
-        feats(feats.new_history(), 3, np.ones(2))
+def _mean_new(router, feats, envs, ids, budget, rng, learn):
+    """One round on a router vector env: every row runs its input for K samples; returns strategies found."""
+    obs, _ = envs.reset(options={"input_id": ids})
+    rows, f, z = len(ids), feats.size, router.n_latents
+    phi, base = np.zeros((rows, budget, f)), np.zeros((rows, budget, z))
+    acts, rewards = np.zeros((rows, budget), dtype=np.int64), np.zeros((rows, budget))
+    found = 0
+    for k in range(budget):
+        if k:
+            obs, _ = envs.reset(options={"input_id": ids})
+        phi[:, k], base[:, k] = feats(obs)
+        acts[:, k] = router.act(phi[:, k], base[:, k], rng)
+        obs, rewards[:, k], _, _, info = envs.step(acts[:, k])
+        found += int(info["num_new_strategies"].sum())
+    if learn:
+        router.update(phi, base, acts, rewards)
+    return found / rows
+
+
+def test_learns_to_find_more_strategies_than_the_base_model():
+    # The real router env with a steep prior: the base model keeps redrawing its top latent.
+    envs = gym.make_vec(
+        "seffi/SortSwapsRouter-v0",
+        num_envs=32,
+        vectorization_mode="vector_entry_point",
+        n_inputs=8,
+        budget=6,
+        prior_skew=2.0,
+        reward="novel",
+    )
+    u = envs.unwrapped
+    ids = [x for x in u.input_ids for _ in range(4)]
+    envs.reset(seed=0, options={"input_id": ids})
+    feats = RouterFeatures(u.obs_layout)
+    router = ReinforceRouter(u.n_latents, feats.size, lr=1.0)
+    rng = np.random.default_rng(0)
+    before = np.mean([_mean_new(router, feats, envs, ids, 6, rng, learn=False) for _ in range(5)])
+    for _ in range(60):
+        _mean_new(router, feats, envs, ids, 6, rng, learn=True)
+    after = np.mean([_mean_new(router, feats, envs, ids, 6, rng, learn=False) for _ in range(5)])
+    assert after > before + 0.3, (before, after)
+    # What it learned first of all: do not repeat a latent (weight of z on "z was tried" is negative).
+    tried = router.weights[:, : u.n_latents]
+    assert np.diag(tried).mean() < -0.5 < tried[~np.eye(u.n_latents, dtype=bool)].mean()
+
+
+def test_bad_arguments():
     with pytest.raises(ValueError, match="lr"):
-        ReinforceRouter(2, 3, lr=0)
-    with pytest.raises(ValueError, match="prior"):
-        ReinforceRouter(2, 3, prior=np.array([1.0, 0.0]))
+        ReinforceRouter(2, 2, lr=0)
+    with pytest.raises(ValueError, match="gamma"):
+        ReinforceRouter(2, 2, gamma=2)
+    with pytest.raises(ValueError, match="first two dimensions"):
+        ReinforceRouter(2, 2).update(
+            np.zeros((1, 2, 2)), np.zeros((1, 2, 2)), np.zeros((1, 3), dtype=int), np.zeros((1, 3))
+        )

@@ -1,0 +1,177 @@
+"""``seffi run`` end to end on a tiny config, its determinism, ``seffi report`` and ``seffi compare``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from seffi.cli import main
+from seffi.experiment.config import RunConfig
+from seffi.experiment.runner import Rollout, run_times, summary_rows
+from seffi.report.schema import load_report
+
+TINY = [
+    "--tasks",
+    "sort_swaps,graph_traversal",
+    "--n-inputs",
+    "4",
+    "--budget",
+    "4",
+    "--eval-runs",
+    "2",
+    "--rounds",
+    "3",
+    "--bootstrap",
+    "20",
+    "--wandb",
+    "disabled",
+    "--no-progress",
+]
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+@pytest.fixture(scope="module")
+def tiny_runs(tmp_path_factory):
+    """Three tiny runs: seed 0 twice (determinism) and seed 1."""
+    root = tmp_path_factory.mktemp("runs")
+    outs = {}
+    for name, seed in (("a", "0"), ("b", "0"), ("c", "1")):
+        outs[name] = root / name
+        assert main(["run", *TINY, "--seed", seed, "--out", str(outs[name])]) == 0
+    return outs
+
+
+def test_run_writes_the_run_folder_and_prints_the_summary(tmp_path, capsys):
+    out = tmp_path / "run"
+    code, stdout, err = _run(capsys, "run", *TINY, "--tasks", "edit_script", "--out", str(out))
+    assert code == 0, err
+    for name in ("report.json", "report.md", "tracker_state.json", "routers.json", "metrics.jsonl"):
+        assert (out / name).is_file(), name
+    pngs = sorted(p.name for p in (out / "plots").glob("*.png"))
+    assert "EditScriptRouter-v0_coverage.png" in pngs and len(pngs) >= 5
+    for needle in (
+        "learned router",
+        "iid sampler",
+        "oracle",
+        "AUC@K",
+        "gain vs iid",
+        "T(0.8)",
+        "F(K)",
+        "valid",
+    ):
+        assert needle in stdout, needle
+    report = load_report(out)
+    (comp,) = report.comparisons
+    assert (comp.task, comp.budget, comp.n_inputs, comp.env_id) == (
+        "edit_script",
+        4,
+        4,
+        "seffi/EditScriptRouter-v0",
+    )
+    labels = [p.curves.label for p in comp.policies]
+    assert labels == ["learned router", "iid sampler"]
+    assert comp.iid.method == "exact" and comp.oracle is not None
+    # The streaming monitor logged the training stream under its task scope.
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any("seffi/edit_script/train/auc" in r for r in records)
+    steps = [r["seffi/step"] for r in records]
+    assert steps == sorted(steps) and steps[-1] == 3 * 4 * 4 * 4  # rounds x rows x budget episodes
+    state = json.loads((out / "tracker_state.json").read_text())
+    assert set(state["edit_script"]) == {"train", "learned router", "iid sampler"}
+
+
+def test_same_seed_gives_a_byte_identical_report(tiny_runs):
+    a, b, c = (tiny_runs[k] / "report.json" for k in "abc")
+    assert a.read_bytes() == b.read_bytes()
+    assert (tiny_runs["a"] / "tracker_state.json").read_bytes() == (
+        tiny_runs["b"] / "tracker_state.json"
+    ).read_bytes()
+    assert a.read_bytes() != c.read_bytes()
+    assert str(tiny_runs["a"]) not in a.read_text()  # no absolute paths (nor timestamps) inside
+
+
+def test_summary_values_come_from_the_report(tiny_runs):
+    report = load_report(tiny_runs["a"])
+    rows = summary_rows(report)
+    assert len(rows) == 2 * 4  # two tasks x (learned, iid sampler, iid, oracle)
+    for comp in report.comparisons:
+        learned = comp.policies[0]
+        row = next(r for r in rows if r[:2] == [comp.task, "learned router"])
+        assert row[2].startswith(f"{learned.curves.auc:.3f} [{learned.curves.auc_lo:.3f}")
+        if learned.gain.value is not None:
+            assert row[3].startswith(f"{learned.gain.value:.3f}")
+            # The gain is the AUC ratio of the report's own curves.
+            g = (learned.curves.auc - comp.iid.auc) / (comp.oracle.auc - comp.iid.auc)
+            assert learned.gain.value == pytest.approx(g)
+        assert row[5] == f"{learned.curves.full_coverage[-1]:.3f}"
+
+
+def test_report_rerenders_from_report_json(tiny_runs, capsys):
+    d = tiny_runs["b"]
+    before = (d / "report.json").read_bytes()
+    (d / "report.md").unlink()
+    for p in (d / "plots").glob("*.png"):
+        p.unlink()
+    code, out, err = _run(capsys, "report", str(d))
+    assert code == 0, err
+    assert (d / "report.md").is_file() and "report.md" in out
+    assert len(list((d / "plots").glob("*.png"))) >= 5
+    assert (d / "report.json").read_bytes() == before
+
+
+def test_compare_two_real_runs(tiny_runs, tmp_path, capsys):
+    code, out, err = _run(capsys, "compare", str(tiny_runs["a"]), str(tiny_runs["c"]), "--out", str(tmp_path))
+    assert code == 0, err
+    rows = [ln for ln in out.splitlines() if ln.startswith("| sort_swaps")]
+    assert len(rows) == 2 * 2  # two runs x two policies
+    assert (tmp_path / "compare.png").stat().st_size > 1000
+
+
+def test_per_run_times_match_the_tracker_survival(tiny_runs):
+    # Independent reference: the tracker's censored fraction at K is the share of runs that never got there.
+    report = load_report(tiny_runs["a"])
+    for comp in report.comparisons:
+        for pol in comp.policies:
+            for t in pol.curves.time_to_coverage:
+                share = sum(v is None for v in t.values) / len(t.values)
+                assert share == pytest.approx(t.fraction_censored)
+                assert len(t.values) == 4 * 2  # inputs x eval runs
+
+
+def test_run_times_by_hand():
+    run = Rollout(
+        tracker=None,
+        input_ids=["x", "y"],
+        latents=np.zeros((2, 3), dtype=int),
+        matches=[[("a",), ("a",), ("b", "c")], [(), ("a", "b"), ("c", "d")]],
+        valid=np.ones((2, 3), dtype=bool),
+    )
+    assert run_times(run, 4, [0.5, 0.75, 1.0]) == {0.5: [3, 2], 0.75: [3, 3], 1.0: [None, 3]}
+
+
+def test_default_config_is_the_documented_experiment():
+    cfg = RunConfig()
+    assert cfg.tasks == ("sort_swaps", "edit_script", "graph_traversal")
+    assert (cfg.budget, cfg.n_inputs, cfg.wandb, cfg.out) == (8, 16, "offline", None)
+
+
+def test_unknown_task_is_one_line(capsys, tmp_path):
+    code, _, err = _run(capsys, "run", "--tasks", "sort_swap", "--out", str(tmp_path / "r"))
+    assert code == 2 and "unknown task(s) sort_swap" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
+
+
+def test_default_out_is_a_timestamped_runs_folder(monkeypatch, tmp_path):
+    from seffi.experiment.runner import default_out
+
+    monkeypatch.chdir(tmp_path)
+    out = default_out()
+    assert out.parent == Path("runs") and len(out.name) == len("20260101-000000")
