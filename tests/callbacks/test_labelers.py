@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from seffi.callbacks.labelers import (
     CallableLabeler,
     Labeler,
@@ -13,7 +14,6 @@ from seffi.callbacks.labelers import (
     as_labeler,
     coerce_text,
 )
-
 from seffi.tasks import get_task
 from seffi.tasks.base import MAX_TRACE_CHARS, ValidationResult
 
