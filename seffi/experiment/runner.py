@@ -5,12 +5,12 @@ For each task of the config, on that task's router env (``seffi/<Name>Router-v0`
 
 1. **iid** — the base model: latents drawn from the router prior. Its curves are *exact*
    (:class:`seffi.coverage.IidBaseline` over the env's base match distribution); the same sampler is
-   also *measured* on the env ("iid sampler") as a built-in sanity check: its gain must be ~0.
+   also *measured* on the env ("iid-sampler") as a built-in sanity check: its gain must be ~0.
 2. **oracle** — the no-repeat sampler over the env's reference traces (:class:`OracleBaseline`).
-3. **learned router** — :class:`~seffi.experiment.learner.ReinforceRouter`, trained with the env's
+3. **learned** — :class:`~seffi.experiment.learner.ReinforceRouter`, trained with the env's
    novelty reward on a native vector env for ``learner.rounds`` rounds while the streaming
    :class:`~seffi.callbacks.CoverageMonitor` is attached to the training episodes (logged to W&B as
-   they happen, under ``seffi/<task>/train/...``), then measured *fresh* (new env life, empty
+   they happen, under ``seffi/<Name>Router-v0/train/...``), then measured *fresh* (new env life, empty
    histories) with budget ``K`` on every input, ``eval_runs`` times.
 
 The learned router and the measured iid sampler are bootstrapped with the same seed over the same
@@ -113,6 +113,11 @@ def router_env_id(task_name: str) -> str:
     from seffi.envs import env_id
 
     return env_id(task_name, "router")
+
+
+def _slug(task_name: str) -> str:
+    """``sort_swaps`` -> ``SortSwapsRouter-v0``: the comparison slug of the report and the W&B scopes."""
+    return router_env_id(task_name).rsplit("/", 1)[-1]
 
 
 def env_kwargs(task_name: str, config: RunConfig, input_seed: int) -> dict[str, Any]:
@@ -306,7 +311,7 @@ class Runner:
             iid=_Fixed(iid),
             oracle=_Fixed(oracle),
             sinks=_Shared(self.sinks),
-            scope=f"{task_name}/train",
+            scope=f"{_slug(task_name)}/train",  # the slug the final summary keys use too
             label="learned (training stream)",
             log_every=cfg.log_every * n * lc.train_runs * cfg.budget,  # episodes per log
             n_boot=0,  # intervals of the training stream would cost a bootstrap per log
@@ -334,23 +339,23 @@ class Runner:
             task_name,
             strategies,
             u.n_latents,
-            {"learned router": learned_run, "iid sampler": iid_run},
+            {"learned": learned_run, "iid-sampler": iid_run},
             iid,
             oracle,
             boot,
             [
                 *notes,
-                f"learned router: {lc.rounds} rounds x {lc.train_runs} runs of K={cfg.budget} per input "
-                f"with the novelty reward on {n} inputs, then measured fresh ({cfg.eval_runs} runs per "
-                "input) on the same pool",
-                "iid sampler: the base model measured on the env; its gain should be near 0",
+                f"learned: the router after {lc.rounds} rounds x {lc.train_runs} runs of K={cfg.budget} "
+                f"per input with the novelty reward on {n} inputs, then measured fresh ({cfg.eval_runs} "
+                "runs per input) on the same pool",
+                "iid-sampler: the base model measured on the env; its gain should be near 0",
             ],
         )
         self.progress.update(bar, advance=1, status="done")
         state = {
             "train": monitor.tracker.state_dict(),
-            "learned router": learned_run.tracker.state_dict(),
-            "iid sampler": iid_run.tracker.state_dict(),
+            "learned": learned_run.tracker.state_dict(),
+            "iid-sampler": iid_run.tracker.state_dict(),
         }
         return TaskResult(comparison, state, router.state_dict())
 

@@ -58,8 +58,8 @@ def test_run_writes_the_run_folder_and_prints_the_summary(tmp_path, capsys):
     pngs = sorted(p.name for p in (out / "plots").glob("*.png"))
     assert "EditScriptRouter-v0_coverage.png" in pngs and len(pngs) >= 5
     for needle in (
-        "learned router",
-        "iid sampler",
+        "learned",
+        "iid-sampler",
         "oracle",
         "AUC@K",
         "gain vs iid",
@@ -77,15 +77,15 @@ def test_run_writes_the_run_folder_and_prints_the_summary(tmp_path, capsys):
         "seffi/EditScriptRouter-v0",
     )
     labels = [p.curves.label for p in comp.policies]
-    assert labels == ["learned router", "iid sampler"]
+    assert labels == ["learned", "iid-sampler"]
     assert comp.iid.method == "exact" and comp.oracle is not None
     # The streaming monitor logged the training stream under its task scope.
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert any("seffi/edit_script/train/auc" in r for r in records)
+    assert any("seffi/EditScriptRouter-v0/train/auc" in r for r in records)
     steps = [r["seffi/step"] for r in records]
     assert steps == sorted(steps) and steps[-1] == 3 * 4 * 4 * 4  # rounds x rows x budget episodes
     state = json.loads((out / "tracker_state.json").read_text())
-    assert set(state["edit_script"]) == {"train", "learned router", "iid sampler"}
+    assert set(state["edit_script"]) == {"train", "learned", "iid-sampler"}
 
 
 def test_same_seed_gives_a_byte_identical_report(tiny_runs):
@@ -104,7 +104,7 @@ def test_summary_values_come_from_the_report(tiny_runs):
     assert len(rows) == 2 * 4  # two tasks x (learned, iid sampler, iid, oracle)
     for comp in report.comparisons:
         learned = comp.policies[0]
-        row = next(r for r in rows if r[:2] == [comp.task, "learned router"])
+        row = next(r for r in rows if r[:2] == [comp.task, "learned"])
         assert row[2].startswith(f"{learned.curves.auc:.3f} [{learned.curves.auc_lo:.3f}")
         if learned.gain.value is not None:
             assert row[3].startswith(f"{learned.gain.value:.3f}")

@@ -7,7 +7,7 @@ coverage C(k), novelty and the gain vs iid sampling from the task's base sampler
 default) and writes a local report folder. A freshly initialised PPO writes junk for a long time —
 expect coverage near 0 for small budgets; this example shows the wiring, not a tuned agent.
 
-    python examples/sb3_ppo_token_coverage.py --task coin_sum --timesteps 20000
+    python examples/sb3_ppo_token_streaming.py --task coin_sum --timesteps 20000
 """
 
 from __future__ import annotations
