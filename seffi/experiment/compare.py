@@ -1,8 +1,9 @@
 """``seffi compare DIR...``: several saved runs in one figure and one table.
 
-Each run folder holds a report.json (:mod:`seffi.report.schema`). The figure has one panel per task
-found in any run; a panel overlays every run's policy coverage curves (line style per run, colour per
-policy) on the iid and oracle curves of the first run that has that task. The table lists, per task,
+Each run folder holds a report.json (:mod:`seffi.report.schema`). The figure
+(:func:`seffi.report.plots.plot_compare`) has one panel per task found in any run; a panel overlays
+every run's policy coverage curves (line style per run) on the iid and oracle curves of the first run
+that has that task. The table lists, per task,
 run and policy, AUC@K and gain vs iid with their CIs.
 """
 
@@ -81,60 +82,13 @@ def table_markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_compare(reports: list[Any], names: list[str], path: Path) -> Path:
-    """Overlay coverage curves of several runs, one panel per task, and save a PNG at ``path``."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    tasks = sorted({c.task for r in reports for c in r.comparisons})
-    fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 4.2), squeeze=False)
-    styles = ["-", "--", ":", "-."]
-    policy_colours: dict[str, Any] = {}
-    palette = plt.get_cmap("tab10").colors
-    for ax, task in zip(axes[0], tasks, strict=True):
-        reference = None
-        for run_i, (report, name) in enumerate(zip(reports, names, strict=True)):
-            for comp in (c for c in report.comparisons if c.task == task):
-                reference = reference or comp
-                for pol in comp.policies:
-                    c = pol.curves
-                    colour = policy_colours.setdefault(c.label, palette[(len(policy_colours) + 2) % 10])
-                    ax.plot(
-                        c.k, c.coverage, styles[run_i % len(styles)], color=colour, label=f"{name}: {c.label}"
-                    )
-                    if c.coverage_lo is not None and c.coverage_hi is not None:
-                        ax.fill_between(c.k, c.coverage_lo, c.coverage_hi, color=colour, alpha=0.12)
-        if reference is not None:
-            for ref, colour in ((reference.iid, "0.45"), (reference.oracle, "black")):
-                if ref is not None:
-                    ax.plot(
-                        ref.k,
-                        ref.coverage,
-                        color=colour,
-                        lw=1.2,
-                        alpha=0.8,
-                        label=f"{ref.label} ({names[0]})",
-                    )
-        ax.set_title(f"{task}: coverage C(k)")
-        ax.set_xlabel("sample budget k")
-        ax.set_ylabel("expected fraction of strategies found")
-        ax.set_ylim(0, 1.02)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 def compare_runs(dirs: list[Path], out: Path | None = None) -> tuple[str, list[Path]]:
     """Load several run folders, write compare.png and compare.md, return (table, files written).
 
     Raises:
         SeffiError: A folder is missing or holds no valid report.json, or ``out`` is not writable.
     """
+    from seffi.report.plots import plot_compare, save_figure
     from seffi.report.schema import load_report
 
     if not dirs:
@@ -150,7 +104,8 @@ def compare_runs(dirs: list[Path], out: Path | None = None) -> tuple[str, list[P
         raise SeffiError(f"cannot create {target}: {exc.strerror or exc}") from None
     table = table_markdown(compare_table(reports, names))
     try:
-        png = plot_compare(reports, names, target / COMPARE_PNG)
+        fig = plot_compare(dict(zip(names, reports, strict=True)))
+        png = save_figure(fig, target / COMPARE_PNG)
         md = target / COMPARE_MD
         md.write_text(f"# seffi compare\n\n![coverage]({COMPARE_PNG})\n\n{table}", encoding="utf-8")
     except OSError as exc:
