@@ -26,7 +26,9 @@ from seffi.callbacks import CoverageMonitor
 ENV = "seffi/SortSwapsRouter-v0"
 
 
-def ppo_time(steps: int, n_envs: int, budget: int, with_cb: bool, wandb: str, out: str) -> float:
+def ppo_time(
+    steps: int, n_envs: int, budget: int, with_cb: bool, wandb: str, out: str, plots: bool = True
+) -> float:
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
 
@@ -36,7 +38,7 @@ def ppo_time(steps: int, n_envs: int, budget: int, with_cb: bool, wandb: str, ou
         ENV, n_envs=n_envs, seed=0, env_kwargs={"n_inputs": 16, "budget": budget, "render_mode": None}
     )
     model = PPO("MlpPolicy", venv, n_steps=256, batch_size=256, n_epochs=4, seed=0, device="cpu")
-    cb = CoverageCallback(budget=budget, out_dir=out, wandb=wandb) if with_cb else None
+    cb = CoverageCallback(budget=budget, out_dir=out, wandb=wandb, plots=plots) if with_cb else None
     t0 = time.perf_counter()
     model.learn(steps, callback=cb)
     return time.perf_counter() - t0
@@ -83,8 +85,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ppo-steps", type=int, default=8192)
     p.add_argument("--ppo-envs", type=int, default=4)
-    p.add_argument("--loop-steps", type=int, default=2000)
-    p.add_argument("--loop-envs", type=int, default=256)
+    p.add_argument("--loop-steps", type=int, default=1000)
+    p.add_argument("--loop-envs", type=int, default=64)
     p.add_argument("--budget", type=int, default=16)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--wandb", default="disabled", choices=["disabled", "offline"])
@@ -97,6 +99,10 @@ def main() -> None:
     print(f"env {ENV}, K={a.budget}, {a.reps} interleaved repetitions, W&B {a.wandb}")
     b, c = interleaved(lambda cb, out: ppo_time(a.ppo_steps, a.ppo_envs, a.budget, cb, a.wandb, out), a.reps)
     show(f"SB3 PPO, {a.ppo_steps} steps x{a.ppo_envs} envs", b, c)
+    b, c = interleaved(
+        lambda cb, out: ppo_time(a.ppo_steps, a.ppo_envs, a.budget, cb, a.wandb, out, plots=False), a.reps
+    )
+    show("  same, final PNG plots off (one-off cost)", b, c)
     b, c = interleaved(lambda cb, out: loop_time(a.loop_steps, a.loop_envs, a.budget, cb, out), a.reps)
     show(f"vector loop, random actions, {a.loop_steps}x{a.loop_envs} env-steps", b, c)
 

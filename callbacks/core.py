@@ -457,6 +457,9 @@ class CoverageMonitor:
         env_name: Env id used in error messages and the report (default: read from ``env``).
         task_name: Task name for the report (default: read from ``env``).
         verbose: 1 prints a one-line summary at every log.
+        max_overhead: :meth:`maybe_log` defers a due log while the time spent logging exceeds this
+            fraction of the wall time since the monitor was created, so logging never costs more
+            than ~2% of training however small ``log_every`` is (``log``/``finalize`` always run).
 
     Example:
         >>> monitor = CoverageMonitor.for_env(envs, budget=16)      # doctest: +SKIP
@@ -492,6 +495,7 @@ class CoverageMonitor:
         env_name: str | None = None,
         task_name: str | None = None,
         verbose: int = 0,
+        max_overhead: float = 0.02,
     ) -> None:
         if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
             raise SeffiError(f"budget must be a positive int, got {budget!r}")
@@ -514,6 +518,9 @@ class CoverageMonitor:
         self.scope, self.label = scope, label
         self.n_boot, self.seed, self.stream_offset = int(n_boot), int(seed), int(stream_offset)
         self.verbose = verbose
+        self.max_overhead = float(max_overhead)
+        self._created = time.perf_counter()
+        self.log_seconds = 0.0
         self.num_latents = self._num_latents()
         self._owns_sinks = sinks is None
         if sinks is None:
@@ -665,6 +672,8 @@ class CoverageMonitor:
         """Log if ``log_every`` episodes (or steps) passed since the last log. O(1) when not due."""
         if not self.due(step):
             return False
+        if self.log_seconds > self.max_overhead * (time.perf_counter() - self._created):
+            return False  # over the time budget: try again at a later step
         return self.log(step) is not None
 
     def log(self, step: int) -> dict[str, float] | None:
@@ -690,6 +699,7 @@ class CoverageMonitor:
                     stacklevel=2,
                 )
             return None
+        started = time.perf_counter()
         comparison, scalars = self.snapshot()
         self.last_comparison = comparison
         scalars[keys.STEP_KEY] = float(step)
@@ -697,6 +707,7 @@ class CoverageMonitor:
         self.sinks.log_snapshot(comparison, step, self.scope)
         self.last_step = step
         self.n_logs += 1
+        self.log_seconds += time.perf_counter() - started
         self.last_scalars = scalars
         if self.verbose:
             gain = scalars.get(keys.gain_key(self.scope))

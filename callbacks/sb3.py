@@ -59,6 +59,8 @@ class CoverageCallback(BaseCallback):
         n_boot: Bootstrap replicates of the logged CIs.
         seed: Seed of bootstraps and evaluation resets.
         plots: Render PNG plots into the local report folder at the end.
+        max_overhead: Streaming logs are deferred while logging took more than this fraction of
+            the wall time so far (see :class:`~seffi.callbacks.core.CoverageMonitor`).
         verbose: 1 prints one line per log.
     """
 
@@ -83,6 +85,7 @@ class CoverageCallback(BaseCallback):
         n_boot: int = 200,
         seed: int = 0,
         plots: bool = True,
+        max_overhead: float = 0.02,
         verbose: int = 0,
     ) -> None:
         super().__init__(verbose=verbose)
@@ -107,7 +110,7 @@ class CoverageCallback(BaseCallback):
             "verbose": verbose,
         }
         self._wandb, self._wandb_kwargs = wandb, dict(wandb_kwargs or {})
-        self._plots = plots
+        self._plots, self._max_overhead = plots, max_overhead
         self._log_every, self._log_unit = log_every, log_unit
         self.monitor: CoverageMonitor | None = None
         self.evaluator: CoverageEvaluator | None = None
@@ -138,6 +141,7 @@ class CoverageCallback(BaseCallback):
                 out_dir=stream_dir,
                 log_every=self._log_every,
                 log_unit=self._log_unit,
+                max_overhead=self._max_overhead,
                 **self._common,
             )
         if self.mode in ("eval", "both"):
