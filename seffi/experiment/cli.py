@@ -36,8 +36,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--prior-skew", dest="prior_skew", type=float, help="Zipf skew of the iid base model over latents"
     )
     parser.add_argument("--skew", type=float, help="Zipf skew of the task's own base sampler (0 = uniform)")
-    parser.add_argument("--rounds", dest="learner.rounds", type=int, help="training rounds of the router")
-    parser.add_argument("--lr", dest="learner.lr", type=float, help="learning rate of the router")
+    parser.add_argument(
+        "--rounds", dest="learner.rounds", metavar="N", type=int, help="training rounds of the router"
+    )
+    parser.add_argument(
+        "--lr", dest="learner.lr", metavar="LR", type=float, help="learning rate of the router"
+    )
     parser.add_argument("--bootstrap", type=int, help="bootstrap replicates per CI")
     parser.add_argument(
         "--wandb", choices=["online", "offline", "disabled"], help="W&B mode (default offline)"

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -96,6 +99,16 @@ def test_same_seed_gives_a_byte_identical_report(tiny_runs):
     ).read_bytes()
     assert a.read_bytes() != c.read_bytes()
     assert str(tiny_runs["a"]) not in a.read_text()  # no absolute paths (nor timestamps) inside
+
+
+def test_same_seed_in_another_process_with_another_hash_seed(tiny_runs, tmp_path):
+    # Python's str hash differs between processes; nothing in the report may depend on it.
+    out = tmp_path / "again"
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    cmd = [sys.executable, "-m", "seffi.cli", "run", *TINY, "--seed", "0", "--out", str(out)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (out / "report.json").read_bytes() == (tiny_runs["a"] / "report.json").read_bytes()
 
 
 def test_summary_values_come_from_the_report(tiny_runs):
