@@ -27,7 +27,7 @@ from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, check_budget, ta
 from seffi.coverage.runs import curves_from_runs, rarity_labels
 from seffi.coverage.tracker import _input_id
 
-__all__ = ["IidBaseline", "OracleBaseline", "rarity_bin_matrix"]
+__all__ = ["IidBaseline", "OracleBaseline", "assemblage", "inext_coverage_replicates", "rarity_bin_matrix"]
 
 #: Total Monte Carlo runs (split over inputs) used where no exact formula exists.
 MC_RUNS = 20000
@@ -196,12 +196,6 @@ def _mean_curves(parts: list[Curves], kind: str, K: int, n_bins: int) -> Curves:
         setattr(out, name, mean_of(name))
     if out.valid_coverage is not None:
         out.valid_auc = float(out.valid_coverage.mean())
-    for prefix in ("", "valid_"):
-        reps = getattr(out, f"{prefix}auc_reps")
-        if reps is not None:
-            # The interval of a mean over inputs: replicate AUCs of independent per-input bootstraps.
-            setattr(out, f"{prefix}auc_lo", float(np.quantile(reps, 0.025)))
-            setattr(out, f"{prefix}auc_hi", float(np.quantile(reps, 0.975)))
     if out.coverage_by_rarity is not None:
         out.rarity_bins = rarity_labels(n_bins)
     ext = [c.extrapolated for c in parts if c.extrapolated is not None]
@@ -425,14 +419,23 @@ class IidBaseline:
         K = check_budget(K)
         gens = rngs(seed, len(self._parts))
         mc_runs = max(64, MC_RUNS // len(self._parts))
-        parts = []
+        if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
+            raise ValueError(f"n_boot must be a non-negative integer, got {n_boot!r}")
+        if not 0.0 < ci_level < 1.0:
+            raise ValueError(f"ci_level must be in (0, 1), got {ci_level!r}")
+        parts, reps = [], []
         for (_, part), rng in zip(sorted(self._parts.items(), key=lambda kv: str(kv[0])), gens, strict=True):
             if isinstance(part, _Law):
                 parts.append(_law_curves(part, K, rng, mc_runs, rarity_bins))
+                reps.append({})
             else:
-                parts.append(_sample_curves(part, K, rng, n_boot, rarity_bins, ci_level))
+                c_part, r_part = _sample_curves(part, K, rng, int(n_boot), rarity_bins, ci_level)
+                parts.append(c_part)
+                reps.append(r_part)
         kind = "iid_estimated" if self.estimated else "iid"
         c = _mean_curves(parts, kind, K, rarity_bins)
+        if any(reps):
+            _set_intervals(c, _mean_replicates(parts, reps, int(n_boot)), _z(ci_level))
         c.ci_level, c.n_boot = ci_level, (n_boot if self.estimated else 0)
         c.seed = seed if isinstance(seed, int) else None
         return c
@@ -504,10 +507,7 @@ def _law_curves(part: _Law, K: int, rng: np.random.Generator, mc_runs: int, n_bi
 def _sample_point(X: np.ndarray, m: int, K: int) -> dict[str, np.ndarray]:
     """Unbiased curves for k <= n, Chao extrapolation beyond (coverage, expected_new, novelty, full)."""
     n = X.shape[0]
-    covered = est.rarefaction(X, K)
-    if K > n:
-        covered = np.concatenate([covered, est.chao_extrapolation(X, K, m)])
-    covered = np.minimum(covered, m)
+    covered = _covered_from_counts(X.sum(axis=0), n, m, K)
     expected_new = np.diff(np.r_[0.0, covered])
     novelty = est.novelty_samples(X, K)
     if K > n:
@@ -521,71 +521,198 @@ def _sample_point(X: np.ndarray, m: int, K: int) -> dict[str, np.ndarray]:
     return {"coverage": covered / m, "expected_new": expected_new, "novelty": novelty, "full_coverage": full}
 
 
-def _assemblage(X: np.ndarray, m: int) -> tuple[str, np.ndarray]:
-    """The iNEXT bootstrap assemblage: detected strategies with adjusted probabilities plus the unseen.
+def _covered_from_counts(Y: np.ndarray, n: int, m: int, K: int) -> np.ndarray:
+    """Estimated E|S_k|, k = 1..K: rarefaction to n, Chao extrapolation beyond, capped at m.
 
-    Single-label data get the abundance assemblage (category probabilities; the last category is
-    "no strategy"), set-valued data the incidence assemblage (independent per-strategy inclusion
-    probabilities). Chao et al. 2014, Appendix; the unseen count is capped at M_x - S_obs.
+    Args:
+        Y: int array, shape (S,) or (B, S): incidence counts (S may exceed m in bootstrap worlds).
+        n: samples behind each row.
+        m: the denominator M_x.
+        K: budget.
 
     Returns:
-        ("abundance", probs over categories) or ("incidence", inclusion probabilities).
+        float array, shape (K,) or (B, K).
     """
-    n = X.shape[0]
-    y = X.sum(axis=0)
-    seen = y[y > 0].astype(np.float64)
-    f1, f2 = int((seen == 1).sum()), int((seen == 2).sum())
-    s_obs = seen.size
-    f0 = est.chao_f0(n, f1, f2, cap=m - s_obs)
-    unseen = math.ceil(f0) if f0 > 0 else 0
-    single = X.sum(axis=1).max(initial=0) <= 1
-    total = seen.sum() if single else float(n)  # abundance: individuals; incidence: sampling units
-    U = seen.sum()
-    if f1 == 0:
-        c_hat = 1.0
-    else:
-        a = (
-            (total - 1) * f1 / ((total - 1) * f1 + 2 * f2)
-            if f2 > 0
-            else (total - 1) * (f1 - 1) / ((total - 1) * (f1 - 1) + 2)
-        )
-        c_hat = 1.0 - f1 / U * a
-    rel = seen / total
-    weight = (rel * (1 - rel) ** total).sum()
-    scale = U / total if not single else 1.0
-    lam = scale * (1 - c_hat) / weight if weight > 0 else 0.0
-    det = rel * (1 - lam * (1 - rel) ** total)
-    und = np.full(unseen, scale * (1 - c_hat) / unseen) if unseen else np.zeros(0)
-    probs = np.clip(np.concatenate([det, und]), 0.0, 1.0)
-    if single:
-        n_strat = (X.sum(axis=1) == 1).sum()
-        probs = probs / probs.sum() * (n_strat / n)
-        return "abundance", np.concatenate([probs, [max(0.0, 1.0 - probs.sum())]])
-    return "incidence", probs
+    covered = est.rarefaction_counts(Y, n, K)
+    if K > n:
+        covered = np.concatenate([covered, est.chao_extrapolation_counts(Y, n, K, m)], axis=-1)
+    return np.minimum(covered, m)
 
 
-def _draw_dataset(
-    kind: str, probs: np.ndarray, n: int, m: int, rng: np.random.Generator, B: int
-) -> list[np.ndarray]:
-    """B bootstrap datasets (n, m) bool drawn from an assemblage (columns beyond m are dropped)."""
-    out = []
-    width = min(m, len(probs) - (1 if kind == "abundance" else 0))
-    for _ in range(B):
-        if kind == "abundance":
-            cat = rng.choice(len(probs), size=n, p=probs / probs.sum())
-            X = np.zeros((n, m), dtype=bool)
-            ok = cat < width
-            X[np.flatnonzero(ok), cat[ok]] = True
-        else:
-            X = np.zeros((n, m), dtype=bool)
-            X[:, :width] = rng.random((n, width)) < probs[:width]
-        out.append(X)
+def assemblage(Y: np.ndarray, n: int, single: np.ndarray | bool) -> np.ndarray:
+    """The iNEXT bootstrap assemblages of D datasets, from their incidence counts.
+
+    Chao et al. 2014 (Appendix S2; iNEXT's ``EstiBootComm.Ind``/``.Sam``). With y_s the counts out of
+    n samples, f1/f2 the singletons/doubletons and f0 = Chao1 (``est.chao_f0``, *uncapped*), the
+    undetected mass is 1 - C_hat = (f1/n) n f0 / (n f0 + f1) (the Chao-Jost sample-coverage
+    deficit). Detected strategies get y_s/n (1 - w (1 - y_s/n)^n) with
+    w = (1 - C_hat) / sum_s y_s/n (1 - y_s/n)^n, which takes that mass from the rare ones, and
+    ceil(f0) unseen strategies share it equally.
+
+    f0 is not capped at M_x - S_obs here, exactly as in iNEXT: the assemblage only has to mimic the
+    sampling variability of the estimator. Capping it piles the undetected mass onto fewer
+    strategies that the bootstrap then finds too reliably; in the calibration study of
+    ``benchmarks/coverage.py`` that lowered the coverage of 95 % intervals at k <= n by 0.01-0.04.
+    Replicate estimates are still capped at M_x. Single-label data use the abundance assemblage
+    (one category per sample) and samples that match nothing form their own category, so n counts
+    every sample, as in the point estimate; set-valued data use the incidence assemblage
+    (independent inclusion of each strategy in each sample).
+
+    Args:
+        Y: int array, shape (D, m) (or (m,)): per-strategy incidence counts out of n samples.
+        n: samples per dataset.
+        single: bool array, shape (D,) (or a bool): whether each dataset is single-label.
+
+    Returns:
+        float array, shape (D, m + U + 1) (or (m + U + 1,)): column j < m is strategy j's
+        probability (0 when undetected), the next U columns the unseen strategies (the first
+        ceil(f0) of a row share its undetected mass; U is the largest ceil(f0)), and the last the
+        "matches nothing" category (abundance) or 0 (incidence). Abundance rows sum to 1.
+    """
+    Y = np.asarray(Y, dtype=np.int64)
+    rows = np.atleast_2d(Y)
+    single = np.broadcast_to(np.asarray(single, dtype=bool), rows.shape[:1])
+    f1 = (rows == 1).sum(axis=1).astype(np.float64)
+    f2 = (rows == 2).sum(axis=1).astype(np.float64)
+    f0 = est.chao_f0_array(n, f1, f2)
+    unseen = np.ceil(f0 - 1e-9).astype(np.int64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where((unseen > 0) & (f1 > 0), f1 / n * (n * f0 / (n * f0 + f1)), 0.0)
+    rel = rows / n
+    tail = (1.0 - rel) ** n
+    b = (rel * tail).sum(axis=1)
+    w = np.where((a > 0) & (b > 0), a / np.where(b > 0, b, 1.0), 0.0)
+    U = int(unseen.max(initial=0))
+    out = np.zeros((rows.shape[0], rows.shape[1] + U + 1))
+    out[:, : rows.shape[1]] = rel * (1.0 - w[:, None] * tail)
+    slot = np.arange(U)[None, :] < unseen[:, None]
+    out[:, rows.shape[1] : -1] = np.where(slot, a[:, None] / np.maximum(unseen, 1)[:, None], 0.0)
+    out[:, -1] = np.where(single, np.maximum(1.0 - rel.sum(axis=1), 0.0), 0.0)
+    out = np.clip(out, 0.0, 1.0)
+    out[single] /= out[single].sum(axis=1, keepdims=True)
+    return out if Y.ndim == 2 else out[0]
+
+
+def _assemblage_counts(
+    P: np.ndarray, n: int, single: np.ndarray, rng: np.random.Generator, B: int
+) -> np.ndarray:
+    """Incidence counts of B datasets of n samples from each of D assemblages.
+
+    Multinomial (abundance) or independent binomials (incidence): the law of the column sums of
+    datasets drawn from the assemblage, without drawing the match sets.
+
+    Args:
+        P: float array, shape (D, L + 1): assemblages (see ``assemblage``).
+        n: samples per dataset.
+        single: bool array, shape (D,).
+        rng: generator.
+        B: replicates per assemblage.
+
+    Returns:
+        int array, shape (D, B, L).
+    """
+    D, L = P.shape[0], P.shape[1] - 1
+    out = np.zeros((D, B, L), dtype=np.int64)
+    if single.any():
+        out[single] = rng.multinomial(n, P[single], size=(B, int(single.sum())))[..., :-1].swapaxes(0, 1)
+    if (~single).any():
+        q = P[~single, :-1]
+        out[~single] = rng.binomial(n, q, size=(B, *q.shape)).swapaxes(0, 1)
     return out
+
+
+def inext_coverage_replicates(
+    X: np.ndarray, m: int, K: int, n_boot: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Bootstrap replicates of the estimated coverage curve from the iNEXT assemblage.
+
+    Builds each dataset's assemblage (``assemblage``), draws ``n_boot`` datasets of the same size
+    from it and recomputes the estimator (rarefaction to n, Chao extrapolation beyond, capped at m)
+    on each, batched over replicates and datasets. ``IidBaseline.from_samples(...).curves`` reports
+    estimate +- z * sd of these replicates, as iNEXT does.
+
+    Args:
+        X: bool array, shape (n, m) or (D, n, m): incidence matrices of one or D datasets.
+        m: the denominator M_x.
+        K: budget.
+        n_boot: replicates B.
+        rng: generator.
+
+    Returns:
+        float array, shape (B, K) or (D, B, K): replicate coverage fractions C(k).
+    """
+    X = np.asarray(X, dtype=bool)
+    Xs = X[None] if X.ndim == 2 else X
+    n = Xs.shape[1]
+    single = Xs.sum(axis=2).max(axis=1, initial=0) <= 1
+    P = assemblage(Xs.sum(axis=1), n, single)
+    reps = _covered_from_counts(_assemblage_counts(P, n, single, rng, n_boot), n, m, K) / m
+    return reps[0] if X.ndim == 2 else reps
+
+
+def _column_law(P: np.ndarray, detected: np.ndarray) -> np.ndarray:
+    """Per-column probabilities of one assemblage mapped onto the input's m columns.
+
+    Unseen strategy i goes to the i-th never-detected column, so bootstrap datasets (and runs
+    continued beyond n) cover real columns; unseen strategies beyond the free columns are dropped
+    here (they only matter through counts, which keep them).
+
+    Args:
+        P: float array, shape (m + U + 1,): one assemblage.
+        detected: bool array, shape (m,).
+
+    Returns:
+        float array, shape (m,).
+    """
+    m = detected.size
+    q = P[:m].copy()
+    free = np.flatnonzero(~detected)
+    take = min(free.size, P.size - 1 - m)
+    q[free[:take]] = P[m : m + take]
+    return q
+
+
+def _draw_datasets(q: np.ndarray, single: bool, n: int, rng: np.random.Generator, B: int) -> np.ndarray:
+    """B datasets of n samples from per-column probabilities q (m,): bool array, shape (B, n, m).
+
+    Single-label: each sample matches column j w.p. q_j and nothing w.p. 1 - sum q. Set-valued:
+    each column is matched independently w.p. q_j.
+    """
+    m = q.size
+    if not single:
+        return rng.random((B, n, m)) < q
+    cats = rng.choice(m + 1, size=(B, n), p=np.r_[q, max(0.0, 1.0 - q.sum())] / max(q.sum(), 1.0))
+    return cats[..., None] == np.arange(m)
+
+
+def _sd_interval(
+    point: np.ndarray, reps: np.ndarray, z: float, hi_cap: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The iNEXT interval: point +- z * (bootstrap standard deviation), clipped to [0, hi_cap]."""
+    sd = np.std(reps, axis=0, ddof=1) if len(reps) > 1 else np.zeros(np.shape(point))
+    return np.clip(point - z * sd, 0.0, hi_cap), np.clip(point + z * sd, 0.0, hi_cap)
+
+
+#: Curve fields with bootstrap intervals for estimated baselines, and their upper bound.
+_REP_CAPS = {
+    "coverage": 1.0,
+    "novelty": 1.0,
+    "expected_new": math.inf,
+    "full_coverage": 1.0,
+    "valid_coverage": 1.0,
+}
 
 
 def _sample_curves(
     part: _Samples, K: int, rng: np.random.Generator, n_boot: int, n_bins: int, ci_level: float
-) -> Curves:
+) -> tuple[Curves, dict[str, np.ndarray]]:
+    """Estimated curves of one input and its bootstrap replicates centred on the estimates.
+
+    Returns:
+        (curves, reps): reps maps a curve field (and "auc", "valid_auc") to replicates, float
+        arrays of shape (B, K) (or (B,)), shifted so their mean is the point estimate: averaged
+        index-wise over inputs they give the replicates of the mean over inputs.
+    """
     X, m, n = part.X, part.m, part.X.shape[0]
     point = _sample_point(X, m, K)
     notes = []
@@ -595,13 +722,17 @@ def _sample_curves(
         )
     # Time to coverage: prefixes of random permutations are uniform k-subsets (the U-statistic by
     # Monte Carlo) for k <= n; beyond n the runs continue with draws from the iNEXT assemblage.
-    kind, probs = _assemblage(X, m)
+    single = bool(X.sum(axis=1).max(initial=0) <= 1)
+    q = _column_law(assemblage(X.sum(axis=0), n, single), X.any(axis=0))
+    # Independent child streams, so each bootstrap is reproducible on its own (and testable).
+    ttc_rng, boot_rng, sets_rng, valid_rng = rng.spawn(4)
     runs = 256
     fh = np.full((runs, m), -1, dtype=np.int64)
+    extra = _draw_datasets(q, single, K - n, ttc_rng, runs) if K > n else None
     for r in range(runs):
-        perm = X[rng.permutation(n)]
-        if K > n:
-            perm = np.vstack([perm, _draw_dataset(kind, probs, K - n, m, rng, 1)[0]])
+        perm = X[ttc_rng.permutation(n)]
+        if extra is not None:
+            perm = np.vstack([perm, extra[r]])
         perm = perm[:K]
         hit = perm.any(axis=0)
         fh[r, hit] = perm[:, hit].argmax(axis=0)
@@ -632,35 +763,83 @@ def _sample_curves(
     per_s = np.vstack([per_s, np.repeat(per_s[-1:], K - len(kk), axis=0)]) if K > n else per_s
     bins = rarity_ranks(y / n, m, n_bins)
     c.coverage_by_rarity = np.stack([per_s[:, bins == b].sum(axis=1) / m for b in range(n_bins)])
+    Xv = None
     if part.valid is not None:
         Xv = X & part.valid[:, None]
-        vc = est.rarefaction(Xv, K)
-        if K > n:
-            vc = np.concatenate([vc, est.chao_extrapolation(Xv, K, m)])
-        c.valid_coverage = np.minimum(vc, m) / m
+        c.valid_coverage = _covered_from_counts(Xv.sum(axis=0), n, m, K) / m
         c.valid_auc = float(c.valid_coverage.mean())
         nv = int(part.valid.sum())
         va = 1.0 - np.exp(est._log_binom_ratio(np.full(len(kk), n - nv), n, kk, lf))
         c.valid_at_k = np.concatenate([va, np.full(K - len(kk), va[-1])]) if K > n else va
+    reps: dict[str, np.ndarray] = {}
     if n_boot > 0:
-        reps = {name: [] for name in ("coverage", "novelty", "expected_new", "full_coverage")}
-        for Xb in _draw_dataset(kind, probs, n, m, rng, n_boot):
-            pb = _sample_point(Xb, m, K)
-            for name in reps:
-                reps[name].append(pb[name])
-        z = _z(ci_level)
-        for name, r in reps.items():
-            sd = np.std(np.asarray(r), axis=0, ddof=1)
-            hi_cap = 1.0 if name != "expected_new" else np.inf
-            setattr(c, f"{name}_lo", np.clip(point[name] - z * sd, 0.0, hi_cap))
-            setattr(c, f"{name}_hi", np.clip(point[name] + z * sd, 0.0, hi_cap))
-        auc_r = np.asarray(reps["coverage"]).mean(axis=1)
-        # Replicates centred on the estimate (iNEXT intervals are estimate +- z sd).
-        c.auc_reps = c.auc + (auc_r - auc_r.mean())
-        sd = float(np.std(auc_r, ddof=1))
-        c.auc_lo, c.auc_hi = max(0.0, c.auc - z * sd), min(1.0, c.auc + z * sd)
+        # Coverage (and so AUC and expected new) depend on the data only through the counts: one
+        # batched product for all replicates. Novelty and F need match sets, drawn from the same law.
+        reps["coverage"] = inext_coverage_replicates(X, m, K, n_boot, boot_rng)
+        Xb = _draw_datasets(q, single, n, sets_rng, n_boot)
+        reps["expected_new"] = np.diff(reps["coverage"] * m, axis=1, prepend=0.0)
+        nov, full = [], []
+        for b in range(n_boot):
+            xb = Xb[b]
+            if not single:
+                nv_b = est.novelty_samples(xb, K)
+                if K > n:
+                    en = reps["expected_new"][b]
+                    ratio = nv_b[-1] / en[n - 1] if en[n - 1] > 0 else 1.0
+                    nv_b = np.concatenate([nv_b, np.clip(en[n:] * ratio, 0.0, 1.0)])
+                nov.append(nv_b)
+            fb = est.full_coverage_samples(xb, m, K)
+            full.append(np.concatenate([fb, np.full(K - len(fb), fb[-1] if len(fb) else 0.0)]))
+        # Single-label: Pr[new] = E[new] sample by sample, and the two U-statistics coincide.
+        reps["novelty"] = np.clip(reps["expected_new"], 0.0, 1.0) if single else np.asarray(nov)
+        reps["full_coverage"] = np.asarray(full)
+        if Xv is not None:
+            reps["valid_coverage"] = inext_coverage_replicates(Xv, m, K, n_boot, valid_rng)
+        for name in list(reps):
+            pt = getattr(c, name)
+            reps[name] = reps[name] - reps[name].mean(axis=0) + pt  # centred: iNEXT is point +- z sd
+        reps["auc"] = reps["coverage"].mean(axis=1)
+        if "valid_coverage" in reps:
+            reps["valid_auc"] = reps["valid_coverage"].mean(axis=1)
+        _set_intervals(c, reps, _z(ci_level))
         c.n_boot = n_boot
-    return c
+    return c, reps
+
+
+def _mean_replicates(parts: list[Curves], reps: list[dict[str, np.ndarray]], B: int) -> dict[str, np.ndarray]:
+    """Replicates of the mean over inputs from independent per-input (centred) replicates.
+
+    Inputs are bootstrapped independently, so the index-wise mean of their replicates is a
+    replicate of the mean (averaging per-input bounds instead would overstate the width by up to a
+    factor sqrt(inputs)). Inputs without replicates (exact laws) contribute their fixed value.
+    """
+    out = {}
+    for name in set().union(*reps):
+        values = [getattr(p, name) for p in parts]
+        if any(v is None for v in values):
+            continue
+        stack = [
+            r[name] if name in r else np.broadcast_to(np.asarray(v, dtype=np.float64), (B, *np.shape(v)))
+            for v, r in zip(values, reps, strict=True)
+        ]
+        out[name] = np.mean(stack, axis=0)
+    return out
+
+
+def _set_intervals(c: Curves, reps: Mapping[str, np.ndarray], z: float) -> None:
+    """Set ``*_lo``/``*_hi`` (and ``auc_reps``) of curves from centred replicates (iNEXT: +- z sd)."""
+    for name, cap in _REP_CAPS.items():
+        if name in reps:
+            lo, hi = _sd_interval(getattr(c, name), reps[name], z, cap)
+            setattr(c, f"{name}_lo", lo)
+            setattr(c, f"{name}_hi", hi)
+    for prefix in ("", "valid_"):
+        if f"{prefix}auc" in reps:
+            r = reps[f"{prefix}auc"]
+            lo, hi = _sd_interval(np.asarray(getattr(c, f"{prefix}auc")), r, z, 1.0)
+            setattr(c, f"{prefix}auc_reps", r)
+            setattr(c, f"{prefix}auc_lo", float(lo))
+            setattr(c, f"{prefix}auc_hi", float(hi))
 
 
 def _z(level: float) -> float:

@@ -17,7 +17,9 @@ import numpy as np
 
 __all__ = [
     "chao_extrapolation",
+    "chao_extrapolation_counts",
     "chao_f0",
+    "chao_f0_array",
     "expected_covered_exact",
     "full_coverage_exact",
     "full_coverage_samples",
@@ -27,6 +29,7 @@ __all__ = [
     "novelty_samples",
     "pow1m",
     "rarefaction",
+    "rarefaction_counts",
     "time_to_full_mean",
 ]
 
@@ -280,15 +283,44 @@ def rarefaction(X: np.ndarray, K: int) -> np.ndarray:
         float array, shape (min(K, n),).
     """
     X = np.asarray(X, dtype=bool)
-    n = X.shape[0]
-    y = X.sum(axis=0)
-    # Strategies with equal incidence share a term: group them (exact; many rare ones tie).
-    y, mult = np.unique(y[y > 0], return_counts=True)
+    return rarefaction_counts(X.sum(axis=0), X.shape[0], K)
+
+
+def rarefaction_counts(Y: np.ndarray, n: int, K: int) -> np.ndarray:
+    """``rarefaction`` from incidence counts alone, for one dataset or a batch of them.
+
+    The estimator depends on the data only through Y_s (samples containing s), so a batch of
+    bootstrap datasets is one product: (rows x distinct counts) @ (distinct counts x k), with
+    strategies of equal incidence sharing a term (many rare ones tie).
+
+    Args:
+        Y: int array, shape (..., M): per-strategy incidence counts, each in 0..n.
+        n: number of samples behind every row of Y.
+        K: budget.
+
+    Returns:
+        float array, shape (..., min(K, n)).
+    """
+    Y = np.asarray(Y, dtype=np.int64)
+    rows = Y.reshape(-1, Y.shape[-1])
+    if rows.size and (rows.min() < 0 or rows.max() > n):
+        raise ValueError(f"incidence counts must lie in 0..n = {n}")
     kmax = min(K, n)
+    # Distinct non-zero counts by a presence table (linear time; no sort of B x M values).
+    vals = np.flatnonzero(np.bincount(rows.ravel(), minlength=n + 1)[1:]) + 1
+    V = vals.size + 1  # histogram column V - 1 collects the zero counts and is dropped
+    index = np.full(n + 1, V - 1, dtype=np.int64)
+    index[vals] = np.arange(vals.size)
     ks = np.arange(1, kmax + 1)
-    lf = log_factorial(n)
-    ratio = np.exp(_log_binom_ratio(n - y[None, :], n, ks[:, None], lf))
-    return mult.sum() - ratio @ mult
+    seen_k = -np.expm1(_log_binom_ratio(n - vals[:, None], n, ks[None, :], log_factorial(n)))
+    out = np.empty((rows.shape[0], kmax))
+    step = max(1, 4_000_000 // max(V, rows.shape[1]))  # bounds the (rows x distinct counts) histogram
+    for a in range(0, rows.shape[0], step):
+        chunk = index[rows[a : a + step]]
+        flat = (chunk + V * np.arange(chunk.shape[0])[:, None]).ravel()
+        H = np.bincount(flat, minlength=chunk.shape[0] * V).reshape(chunk.shape[0], V)
+        out[a : a + step] = H[:, :-1] @ seen_k
+    return out.reshape(*Y.shape[:-1], kmax)
 
 
 def novelty_samples(X: np.ndarray, K: int) -> np.ndarray:
@@ -386,22 +418,44 @@ def chao_extrapolation(X: np.ndarray, K: int, m: int) -> np.ndarray:
         float array, shape (max(K - n, 0),).
     """
     X = np.asarray(X, dtype=bool)
-    n = X.shape[0]
-    if K <= n:
-        return np.zeros(0)
-    y = X.sum(axis=0)
-    s_obs = int((y > 0).sum())
-    f1, f2 = int((y == 1).sum()), int((y == 2).sum())
-    f0 = chao_f0(n, f1, f2, cap=m - s_obs)
-    j = np.arange(1, K - n + 1, dtype=np.float64)
-    if f0 <= 0 or f1 == 0:
-        return np.full(j.size, float(s_obs))
-    return s_obs + f0 * (1.0 - (1.0 - f1 / (n * f0 + f1)) ** j)
+    return chao_extrapolation_counts(X.sum(axis=0), X.shape[0], K, m)
+
+
+def chao_extrapolation_counts(Y: np.ndarray, n: int, K: int, m: int) -> np.ndarray:
+    """``chao_extrapolation`` from incidence counts, for one dataset or a batch (see ``rarefaction_counts``).
+
+    Args:
+        Y: int array, shape (..., M): per-strategy incidence counts out of n samples.
+        n: number of samples.
+        K: budget.
+        m: the denominator M_x (caps f0 at m - S_obs).
+
+    Returns:
+        float array, shape (..., max(K - n, 0)).
+    """
+    Y = np.asarray(Y, dtype=np.int64)
+    j = np.arange(1, max(K - n, 0) + 1, dtype=np.float64)
+    s_obs = (Y > 0).sum(axis=-1).astype(np.float64)
+    f1 = (Y == 1).sum(axis=-1).astype(np.float64)
+    f2 = (Y == 2).sum(axis=-1).astype(np.float64)
+    f0 = chao_f0_array(n, f1, f2, cap=m - s_obs)
+    live = (f0 > 0) & (f1 > 0)
+    rate = np.where(live, f1 / np.where(live, n * f0 + f1, 1.0), 0.0)
+    return s_obs[..., None] + f0[..., None] * -np.expm1(j * np.log1p(-rate[..., None]))
 
 
 def chao_f0(n: int, f1: int, f2: int, *, cap: float = math.inf) -> float:
     """Chao1 (bias-corrected when f2 = 0) estimate of the number of unseen strategies, capped."""
+    return float(chao_f0_array(n, np.array([f1], float), np.array([f2], float), cap=np.array([cap]))[0])
+
+
+def chao_f0_array(
+    n: int, f1: np.ndarray, f2: np.ndarray, *, cap: np.ndarray | float = math.inf
+) -> np.ndarray:
+    """Vectorised ``chao_f0``: float arrays f1, f2 (and cap), shape (B,) -> f0-hat, shape (B,)."""
+    f1, f2 = np.asarray(f1, dtype=np.float64), np.asarray(f2, dtype=np.float64)
     if n <= 0:
-        return 0.0
-    f0 = (n - 1) / n * f1 * f1 / (2 * f2) if f2 > 0 else (n - 1) / n * f1 * (f1 - 1) / 2
-    return float(min(max(f0, 0.0), max(cap, 0.0)))
+        return np.zeros(f1.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f0 = np.where(f2 > 0, (n - 1) / n * f1 * f1 / (2 * f2), (n - 1) / n * f1 * (f1 - 1) / 2)
+    return np.minimum(np.maximum(f0, 0.0), np.maximum(cap, 0.0))
