@@ -561,9 +561,10 @@ def run_experiment(config: RunConfig, *, console: Any = None) -> RunResult:
         wandb.finish(report, state)  # run.summary, report + tracker state as an artifact
     seconds = time.perf_counter() - start
     console.print(summary_table(report))
-    console.print(f"run folder: {out}  (report.json, report.md, plots; {seconds:.1f} s)")
+    # soft_wrap: long paths stay on one line, so they can be copied as they are.
+    console.print(f"run folder: {out}  (report.json, report.md, plots; {seconds:.1f} s)", soft_wrap=True)
     if hint:
-        console.print(f"W&B offline run saved; upload it with: {hint}")
+        console.print(f"W&B offline run saved; upload it with: {hint}", soft_wrap=True, markup=False)
     elif wandb is not None and wandb.enabled is False and config.wandb != "disabled":
         console.print("W&B logging failed (see the warning above); the run folder has everything")
     return RunResult(out, report, dict(local.files), seconds, hint)

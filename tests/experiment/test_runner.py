@@ -188,3 +188,14 @@ def test_default_out_is_a_timestamped_runs_folder(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     out = default_out()
     assert out.parent == Path("runs") and len(out.name) == len("20260101-000000")
+
+
+def test_wandb_offline_by_default_prints_the_sync_hint(tmp_path, capsys):
+    argv = [a for a in TINY if a not in ("--wandb", "disabled")]
+    code, stdout, err = _run(capsys, "run", *argv, "--tasks", "graph_traversal", "--out", str(tmp_path / "r"))
+    assert code == 0, err
+    hint = next(line for line in stdout.splitlines() if "wandb sync" in line)
+    run_dir = Path(hint.split("wandb sync ", 1)[1].strip())
+    assert run_dir.name.startswith("offline-run-") and run_dir.is_dir()
+    assert run_dir.parent == Path(os.environ["WANDB_DIR"]) / "wandb"  # ./wandb unless WANDB_DIR is set
+    assert any(run_dir.glob("*.wandb"))  # the offline log that `wandb sync` uploads
