@@ -562,7 +562,9 @@ def run_experiment(config: RunConfig, *, console: Any = None) -> RunResult:
     seconds = time.perf_counter() - start
     console.print(summary_table(report))
     # soft_wrap: long paths stay on one line, so they can be copied as they are.
-    console.print(f"run folder: {out}  (report.json, report.md, plots; {seconds:.1f} s)", soft_wrap=True)
+    console.print(
+        f"run folder: {out}  (report.json, report.md, plots; {seconds:.1f} s)", soft_wrap=True, markup=False
+    )
     if hint:
         console.print(f"W&B offline run saved; upload it with: {hint}", soft_wrap=True, markup=False)
     elif wandb is not None and wandb.enabled is False and config.wandb != "disabled":
