@@ -552,6 +552,7 @@ def run_experiment(config: RunConfig, *, console: Any = None) -> RunResult:
     save_routers(out, {name: r.router for name, r in zip(config.tasks, results, strict=True)})
     wandb = sinks.wandb
     hint = wandb.run.sync_hint if wandb is not None else None
+    wandb_ok = wandb is not None and wandb.enabled  # read before finish(), which turns it off
     local = sinks.local
     local.finish(report, state)  # report.json, report.md, plots, tracker_state.json
     if wandb is not None:
@@ -567,7 +568,7 @@ def run_experiment(config: RunConfig, *, console: Any = None) -> RunResult:
     )
     if hint:
         console.print(f"W&B offline run saved; upload it with: {hint}", soft_wrap=True, markup=False)
-    elif wandb is not None and wandb.enabled is False and config.wandb != "disabled":
+    elif config.wandb != "disabled" and not wandb_ok:
         console.print("W&B logging failed (see the warning above); the run folder has everything")
     return RunResult(out, report, dict(local.files), seconds, hint)
 
