@@ -199,3 +199,18 @@ def test_wandb_offline_by_default_prints_the_sync_hint(tmp_path, capsys):
     assert run_dir.name.startswith("offline-run-") and run_dir.is_dir()
     assert run_dir.parent == Path(os.environ["WANDB_DIR"]) / "wandb"  # ./wandb unless WANDB_DIR is set
     assert any(run_dir.glob("*.wandb"))  # the offline log that `wandb sync` uploads
+
+
+def test_a_failing_wandb_never_stops_the_run(tmp_path, capsys, monkeypatch):
+    import wandb
+
+    def broken_init(*args, **kwargs):
+        raise RuntimeError("quota exceeded")
+
+    monkeypatch.setattr(wandb, "init", broken_init)
+    argv = [a for a in TINY if a not in ("--wandb", "disabled")]
+    with pytest.warns(RuntimeWarning, match="quota exceeded"):
+        code, stdout, err = _run(capsys, "run", *argv, "--tasks", "sort_swaps", "--out", str(tmp_path / "r"))
+    assert code == 0, err
+    assert "W&B logging failed" in stdout and "wandb sync" not in stdout
+    assert load_report(tmp_path / "r").comparisons[0].task == "sort_swaps"
