@@ -187,6 +187,162 @@ class CoverageTracker:
         if row is not None and len(row) < self.barcode_cols:
             row.append(sorted(ms, key=self._order_key))
 
+    def update_many(
+        self,
+        input_ids: Sequence[str | int],
+        matches: np.ndarray | Sequence[Iterable[str]],
+        *,
+        valid: bool | Sequence[bool] | np.ndarray = True,
+        stream: int | Sequence[int] | np.ndarray = 0,
+        num_strategies: int | None = None,
+    ) -> None:
+        """Record N samples at once: exactly ``update(input_ids[i], matches[i], ...)`` for i = 0..N-1.
+
+        The batch is grouped by run in numpy, so the Python work is per run touched and strategy
+        column, not per sample (the barcode, when kept, is still filled per sample). The whole batch
+        is checked before anything is recorded: on ValueError the tracker is unchanged.
+
+        Args:
+            input_ids: the N inputs, in sample order.
+            matches: bool array, shape (N, M), whose columns are the declared ``strategies`` (needs
+                declared strategies), or N iterables of strategy ids.
+            valid: bool array, shape (N,), or one bool for every sample.
+            stream: non-negative int array, shape (N,), or one stream for every sample.
+            num_strategies: M_x for every input of the batch (as in :meth:`update`).
+        """
+        ids = [_input_id(x) for x in input_ids]
+        n = len(ids)
+        if isinstance(matches, np.ndarray) and matches.ndim == 2:
+            if self.strategies is None:
+                raise ValueError("a match matrix needs declared strategies (its columns)")
+            if matches.dtype != np.bool_ or matches.shape != (n, len(self.strategies)):
+                raise ValueError(
+                    f"matches must be a bool array of shape ({n}, {len(self.strategies)}), "
+                    f"got {matches.dtype} {matches.shape}"
+                )
+            cols, mat = list(self.strategies), matches
+        else:
+            rows = list(matches)
+            if len(rows) != n:
+                raise ValueError(f"{n} input ids but {len(rows)} match sets")
+            sets = []
+            for ms in rows:
+                if isinstance(ms, str):
+                    raise ValueError(f"matches must be an iterable of strategy ids, not the string {ms!r}")
+                fs = frozenset(ms)
+                bad = [s for s in fs if not isinstance(s, str)]
+                if bad:
+                    raise ValueError(f"strategy ids must be str, got {bad!r}")
+                sets.append(fs)
+            union = frozenset().union(*sets)
+            if self.strategies is not None:
+                unknown = sorted(union.difference(self.strategies))
+                if unknown:
+                    raise ValueError(f"unknown strategy ids {unknown}; declared: {list(self.strategies)}")
+                cols = list(self.strategies)
+            else:
+                cols = sorted(union)
+            index = {s: j for j, s in enumerate(cols)}
+            mat = np.zeros((n, len(cols)), dtype=bool)
+            for i, fs in enumerate(sets):
+                mat[i, [index[s] for s in fs]] = True
+        v = np.asarray(valid)
+        if v.dtype != np.bool_ or v.ndim > 1 or (v.ndim == 1 and v.shape[0] != n):
+            raise ValueError(f"valid must be a bool or a bool array of shape ({n},)")
+        v = np.broadcast_to(v, (n,))
+        st_ = np.asarray(stream)
+        if (
+            not np.issubdtype(st_.dtype, np.integer)
+            or st_.ndim > 1
+            or (st_.ndim == 1 and st_.shape[0] != n)
+            or (st_.size and st_.min() < 0)
+        ):
+            raise ValueError(f"stream must be a non-negative int or an int array of shape ({n},)")
+        st_ = np.broadcast_to(st_.astype(np.int64), (n,))
+        if n == 0:
+            return
+        if num_strategies is not None and (
+            isinstance(num_strategies, bool)
+            or not isinstance(num_strategies, int | np.integer)
+            or num_strategies < 1
+        ):
+            raise ValueError(f"num_strategies must be an int >= 1, got {num_strategies!r}")
+        # M_x per distinct input, resolved like ``update`` does but stored only once all checks pass.
+        m_of: dict[str, int] = {}
+        for iid in dict.fromkeys(ids):
+            known = self._input_m.get((self.task, iid))
+            if num_strategies is not None:
+                if known is not None and known != num_strategies:
+                    raise ValueError(f"input {iid!r} already has M_x={known}, got {num_strategies!r}")
+                m_of[iid] = int(num_strategies)
+            elif known is not None or self.num_strategies is not None:
+                m_of[iid] = known if known is not None else int(self.num_strategies)  # type: ignore[arg-type]
+            else:
+                raise ValueError(
+                    f"input {iid!r}: no strategy count; pass num_strategies= or declare strategies "
+                    "on the tracker"
+                )
+        # Group samples by run, keeping sample order inside each run (stable sort).
+        code = {iid: c for c, iid in enumerate(m_of)}
+        icode = np.fromiter((code[x] for x in ids), dtype=np.int64, count=n)
+        key = icode * (int(st_.max()) + 1) + st_
+        order = np.argsort(key, kind="stable")
+        ks = key[order]
+        starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+        group_of = np.cumsum(np.r_[True, ks[1:] != ks[:-1]]) - 1
+        run_keys: list[RunKey] = []
+        n0 = np.empty(len(starts), dtype=np.int64)
+        names = list(m_of)
+        for g, i in enumerate(order[starts]):
+            rk = (self.task, names[icode[i]], int(st_[i]))
+            run_keys.append(rk)
+            run = self._runs.get(rk)
+            n0[g] = run.n if run is not None else 0
+        pos = n0[group_of] + np.arange(n) - starts[group_of]  # index of each sample in its run
+        big = np.iinfo(np.int64).max
+        m_sorted, v_sorted = mat[order], v[order]
+        first = np.minimum.reduceat(np.where(m_sorted, pos[:, None], big), starts, axis=0)
+        first_v = np.minimum.reduceat(
+            np.where(m_sorted & v_sorted[:, None], pos[:, None], big), starts, axis=0
+        )
+        counts = np.add.reduceat(m_sorted.astype(np.int64), starts, axis=0)
+        n_valid = np.add.reduceat(v_sorted.astype(np.int64), starts)
+        first_valid = np.minimum.reduceat(np.where(v_sorted, pos, big), starts)
+        sizes = np.diff(np.r_[starts, n])
+        for g, rk in enumerate(run_keys):  # M_x can only be exceeded with a small num_strategies
+            run = self._runs.get(rk)
+            seen = set(run.first_hit) if run is not None else set()
+            seen.update(cols[j] for j in np.flatnonzero(counts[g]))
+            m = run.m if run is not None else m_of[rk[1]]
+            if len(seen) > m:
+                raise ValueError(
+                    f"input {rk[1]!r} has matched {len(seen)} distinct strategies but its M_x is {m}"
+                )
+        # Checked: record.
+        for iid, m in m_of.items():
+            self._input_m[(self.task, iid)] = m
+        for g, rk in enumerate(run_keys):
+            run = self._runs.get(rk)
+            if run is None:
+                run = self._runs[rk] = _Run(m=m_of[rk[1]])
+                self._admit_barcode(rk)
+            for j in np.flatnonzero(counts[g]):
+                s = cols[j]
+                run.first_hit.setdefault(s, int(first[g, j]))
+                run.counts[s] = run.counts.get(s, 0) + int(counts[g, j])
+                if first_v[g, j] != big:
+                    run.first_valid_hit.setdefault(s, int(first_v[g, j]))
+            run.n_valid += int(n_valid[g])
+            if run.first_valid < 0 and first_valid[g] != big:
+                run.first_valid = int(first_valid[g])
+            run.n += int(sizes[g])
+            row = self._barcode.get(rk)
+            if row is not None:
+                for i in order[starts[g] : starts[g] + sizes[g]]:
+                    if len(row) >= self.barcode_cols:
+                        break
+                    row.append(sorted((cols[j] for j in np.flatnonzero(mat[i])), key=self._order_key))
+
     def _resolve_m(self, iid: str, num_strategies: int | None) -> int:
         known = self._input_m.get((self.task, iid))
         if num_strategies is not None:

@@ -191,3 +191,45 @@ def test_rarity_split_sums_to_coverage() -> None:
     c = t.curves(6, n_boot=0, rarity=base, rarity_bins=3)
     np.testing.assert_allclose(c.coverage_by_rarity.sum(axis=0), c.coverage)
     assert c.rarity_bins[0].startswith("q1") and c.coverage_by_rarity[0, 0] > c.coverage_by_rarity[2, 0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(samples_st, st.lists(st.integers(0, 40), max_size=4), st.booleans())
+def test_update_many_equals_sequential_updates(samples, cuts, as_matrix) -> None:
+    """Batched updates (split anywhere, matrix or sets) give the state of one update per sample."""
+    want = _fill(samples, barcode_rows=3)
+    got = CoverageTracker(strategies=IDS, barcode_rows=3, barcode_cols=4)
+    bounds = [0, *sorted(c for c in cuts if c <= len(samples)), len(samples)]
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        chunk = samples[a:b]
+        ms = [s[2] for s in chunk]
+        if as_matrix:
+            ms = np.array([[x in m for x in IDS] for m in ms], dtype=bool).reshape(len(chunk), len(IDS))
+        got.update_many(
+            [s[0] for s in chunk],
+            ms,
+            valid=np.array([s[3] for s in chunk], dtype=bool),
+            stream=np.array([s[1] for s in chunk], dtype=np.int64),
+        )
+    assert got.state_dict() == want.state_dict()
+
+
+def test_update_many_checks_the_whole_batch_first() -> None:
+    t = CoverageTracker(strategies=("a", "b"))
+    t.update("x", {"a"})
+    before = t.state_dict()
+    with pytest.raises(ValueError, match="unknown strategy ids"):
+        t.update_many(["x", "y"], [{"b"}, {"zz"}])
+    with pytest.raises(ValueError, match="shape"):
+        t.update_many(["x"], np.ones((1, 3), dtype=bool))
+    with pytest.raises(ValueError, match="stream"):
+        t.update_many(["x"], [{"a"}], stream=-1)
+    with pytest.raises(ValueError, match="M_x is 1"):
+        t.update_many(["y", "y"], [{"a"}, {"b"}], num_strategies=1)
+    assert t.state_dict() == before
+    free = CoverageTracker()
+    free.update_many(["p", "p", "q"], [{"u"}, {"v", "u"}, set()], num_strategies=3)
+    ref = CoverageTracker()
+    for x, ms in (("p", {"u"}), ("p", {"v", "u"}), ("q", set())):
+        ref.update(x, ms, num_strategies=3)
+    assert free.state_dict() == ref.state_dict()
