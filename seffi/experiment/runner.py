@@ -139,8 +139,9 @@ def make_vec(task_name: str, num_envs: int, **kwargs: Any) -> Any:
     """The native vector router env of ``task_name`` (``num_envs`` independent rows)."""
     import gymnasium as gym
 
-    import seffi.envs  # noqa: F401  (registers the seffi/* ids)
+    import seffi.envs
 
+    seffi.envs.register_envs()  # picks up tasks registered after seffi.envs was imported
     return gym.make_vec(
         router_env_id(task_name), num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs
     )

@@ -214,3 +214,33 @@ def test_a_failing_wandb_never_stops_the_run(tmp_path, capsys, monkeypatch):
     assert code == 0, err
     assert "W&B logging failed" in stdout and "wandb sync" not in stdout
     assert load_report(tmp_path / "r").comparisons[0].task == "sort_swaps"
+
+
+def test_a_task_registered_at_runtime_runs_end_to_end(tmp_path, monkeypatch):
+    import gymnasium as gym
+
+    from seffi.experiment.runner import run_experiment
+    from seffi.tasks import registry
+    from seffi.tasks.sort_swaps import SortSwaps
+
+    class MySort(SortSwaps):
+        name = "my_sort"
+
+    monkeypatch.setitem(registry._REGISTRY, "my_sort", MySort)  # removed again after the test
+    try:
+        config = RunConfig(
+            tasks="my_sort",
+            n_inputs=3,
+            budget=3,
+            eval_runs=1,
+            learner={"rounds": 3},
+            bootstrap=10,
+            wandb="disabled",
+            progress=False,
+            out=tmp_path / "r",
+        )
+        result = run_experiment(config)
+        assert [c.env_id for c in result.report.comparisons] == ["seffi/MySortRouter-v0"]
+    finally:
+        for eid in ("seffi/MySort-v0", "seffi/MySortRouter-v0"):
+            gym.registry.pop(eid, None)
