@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -200,7 +201,7 @@ def test_update_many_equals_sequential_updates(samples, cuts, as_matrix) -> None
     want = _fill(samples, barcode_rows=3)
     got = CoverageTracker(strategies=IDS, barcode_rows=3, barcode_cols=4)
     bounds = [0, *sorted(c for c in cuts if c <= len(samples)), len(samples)]
-    for a, b in zip(bounds, bounds[1:], strict=False):
+    for a, b in itertools.pairwise(bounds):
         chunk = samples[a:b]
         ms = [s[2] for s in chunk]
         if as_matrix:
@@ -233,3 +234,27 @@ def test_update_many_checks_the_whole_batch_first() -> None:
     for x, ms in (("p", {"u"}), ("p", {"v", "u"}), ("q", set())):
         ref.update(x, ms, num_strategies=3)
     assert free.state_dict() == ref.state_dict()
+
+
+def test_update_many_long_runs_split_into_many_batches() -> None:
+    """Runs continued across many batches keep their sample positions (seeded random data)."""
+    rng = np.random.default_rng(3)
+    n = 400
+    ids = rng.choice(["x1", "x2"], n).tolist()
+    streams = rng.integers(0, 2, n)
+    mat = rng.random((n, len(IDS))) < 0.15
+    valid = rng.random(n) < 0.6
+    want = CoverageTracker(strategies=IDS, barcode_rows=2, barcode_cols=50)
+    for i in range(n):
+        want.update(
+            ids[i],
+            {s for s, hit in zip(IDS, mat[i], strict=True) if hit},
+            valid=bool(valid[i]),
+            stream=int(streams[i]),
+        )
+    got = CoverageTracker(strategies=IDS, barcode_rows=2, barcode_cols=50)
+    cuts = np.r_[0, np.sort(rng.choice(np.arange(1, n), 40, replace=False)), n]
+    for a, b in itertools.pairwise(cuts):
+        got.update_many(ids[a:b], mat[a:b], valid=valid[a:b], stream=streams[a:b])
+    assert got.state_dict() == want.state_dict()
+    np.testing.assert_array_equal(got.curves(50, n_boot=0).coverage, want.curves(50, n_boot=0).coverage)
