@@ -128,3 +128,39 @@ def test_bad_budget_and_samples() -> None:
         IidBaseline.from_samples(["ab"])
     with pytest.raises(ValueError, match="unknown strategy"):
         OracleBaseline({"a": {"q"}}, strategies=("a",))
+
+
+def test_oracle_monte_carlo_matches_exact_dp_within_its_stated_error() -> None:
+    """The vectorised Monte Carlo fallback against the exact DP on an input where both apply.
+
+    Traces overlap, one trace (g's) does not match its own strategy, and i is infeasible. Every
+    curve must agree within 4 x the standard error the Monte Carlo states in its note.
+    """
+    refs = {
+        "a": {"a", "b"}, "b": {"b"}, "c": {"c", "d", "e"}, "d": {"d"}, "e": {"a", "e"},
+        "f": {"f", "g"}, "g": {"h"}, "h": {"h"},
+    }  # fmt: skip
+    ids = tuple("abcdefghi")
+    K = 12
+    dp = OracleBaseline(refs, strategies=ids).curves(K)
+    mc = OracleBaseline(refs, strategies=ids, seed=5, max_states=1).curves(K)
+    assert not any("Monte Carlo" in n for n in dp.notes)
+    (note,) = [n for n in mc.notes if "Monte Carlo" in n]
+    se, se_new = (float(part.split(",")[0].split(" ")[0]) for part in note.split("<= ")[1:])
+    assert se == pytest.approx(0.5 / math.sqrt(4096), abs=1e-4)
+    assert se_new == pytest.approx(3 * se, abs=1e-4)  # c's trace matches 3 strategies
+    for name in ("coverage", "novelty", "full_coverage"):
+        np.testing.assert_allclose(getattr(mc, name), getattr(dp, name), atol=4 * se, err_msg=name)
+    np.testing.assert_allclose(mc.expected_new, dp.expected_new, atol=4 * se_new)
+    for key in ("0.5", "0.8", "1.0"):
+        np.testing.assert_allclose(
+            mc.time_to_coverage[key].survival, dp.time_to_coverage[key].survival, atol=4 * se
+        )
+    assert dp.full_coverage[-1] == 0.0 and mc.full_coverage[-1] == 0.0  # i is never covered
+    # Every feasible run ends with a..h covered (g only through f's trace): 8 of the 9 strategies.
+    assert dp.coverage[-1] == pytest.approx(8 / 9) and mc.coverage[-1] == pytest.approx(8 / 9)
+    # Seeded through SeedSequence: same seed, same curves; another seed, other draws.
+    again = OracleBaseline(refs, strategies=ids, seed=5, max_states=1).curves(K)
+    np.testing.assert_array_equal(again.coverage, mc.coverage)
+    other = OracleBaseline(refs, strategies=ids, seed=6, max_states=1).curves(K)
+    assert not np.array_equal(other.coverage, mc.coverage)
