@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
+
 import seffi.envs  # noqa: F401  (registers the envs)
 from seffi.envs import env_id
-
 from seffi.tasks import list_tasks
 
 

@@ -15,6 +15,12 @@ The step that ends an episode carries ``info`` keys ``input_id``, ``y_text``, ``
 run), ``budget_exhausted``, ``run_index``, ``num_new_strategies`` (and ``z`` for router envs); other
 steps' ``info`` is empty.
 
+Rendering (:mod:`seffi.envs.render`): ``render_mode="ansi"`` gives a text view (the current input's
+prompt, the output so far, the last sample and its strategy matches), ``render_mode="rgb_array"`` a
+small uint8 coverage grid, shape (H, W, 3) (inputs x strategies, coloured as strategies are found in
+the run) — so SB3's ``make_vec_env``, which asks for ``"rgb_array"``, and video wrappers work. Native
+vector envs return one frame per env, as ``SyncVectorEnv`` does.
+
 Example:
     >>> import gymnasium as gym
     >>> import seffi.envs

@@ -20,11 +20,13 @@ from seffi.tasks.base import Task, TaskInput
 
 from .config import EnvConfig
 from .core import Life, PoolSpec, row_info
+from .render import RENDER_FPS, RENDER_MODES, render_row
 
 
 class Engine(Protocol):
     """What an env needs from its engine (see ``envs/token.py`` and ``envs/router.py``)."""
 
+    kind: str
     spec: PoolSpec
     cfg: EnvConfig
     life: Life
@@ -40,6 +42,8 @@ class Engine(Protocol):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]: ...
 
     def observe(self, rows: np.ndarray) -> Any: ...
+
+    def episode_lines(self, row: int) -> list[str]: ...
 
 
 class PoolAPI:
@@ -123,10 +127,24 @@ def first(obs: Any) -> Any:
     return obs[0]
 
 
-class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
-    """Base of the single seffi envs: one engine row, Gymnasium's reset/step protocol, clear errors."""
+def warn_no_render_mode(env: Any) -> None:
+    """Gymnasium's convention (as in CartPole) for ``render()`` on an env made without a render mode."""
+    eid = env.spec.id if env.spec is not None else "seffi/<Name>-v0"
+    gym.logger.warn(
+        "You are calling render() without a render mode; pass one at creation, e.g. "
+        f'gym.make("{eid}", render_mode="rgb_array") (supported: {list(RENDER_MODES)})'
+    )
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+
+class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
+    """Base of the single seffi envs: one engine row, Gymnasium's reset/step protocol, clear errors.
+
+    ``render_mode`` (``"ansi"`` or ``"rgb_array"``, see :mod:`seffi.envs.render`) is a config field, so
+    ``gym.make(id, render_mode=...)`` — and SB3's ``make_vec_env``, which asks for ``"rgb_array"`` —
+    work; ``gym.make`` adds Gymnasium's wrappers for ``"human"`` and the ``*_list`` modes.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": list(RENDER_MODES), "render_fps": RENDER_FPS}
     engine_cls: ClassVar[Any]
     config_cls: ClassVar[type[EnvConfig]]
 
@@ -137,7 +155,17 @@ class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
         self._engine = self.engine_cls(cfg, 1)
         self.observation_space = self._engine.single_observation_space
         self.action_space = self._engine.single_action_space
-        self.render_mode = None
+        self.render_mode = cfg.render_mode
+
+    def render(self) -> str | np.ndarray | None:
+        """The current frame: text (``"ansi"``) or uint8 array, shape (H, W, 3) (``"rgb_array"``).
+
+        Without a render mode it warns and returns ``None``, as Gymnasium's own envs do.
+        """
+        if self.render_mode is None:
+            warn_no_render_mode(self)
+            return None
+        return render_row(self._engine, 0, self.render_mode)  # type: ignore[arg-type]
 
     @property
     def current_input_id(self) -> str | None:

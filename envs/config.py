@@ -40,7 +40,8 @@ class EnvConfig(BaseModel):
             cycles the pool, skipping inputs whose budget is used) or ``"random"`` (uniform over inputs
             with budget left, drawn from the env's seeded generator).
         history: Add the per-input history of this run to the observation.
-        render_mode: Only ``None`` is supported (the envs have nothing to draw).
+        render_mode: ``None`` (default), ``"ansi"`` (text: prompt, output, last sample, its matches) or
+            ``"rgb_array"`` (uint8 coverage grid, shape (H, W, 3)); see :mod:`seffi.envs.render`.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
@@ -54,7 +55,7 @@ class EnvConfig(BaseModel):
     novelty_bonus: float = Field(1.0, ge=0.0, allow_inf_nan=False)
     schedule: Literal["round_robin", "random"] = "round_robin"
     history: bool = False
-    render_mode: None = None
+    render_mode: Literal["ansi", "rgb_array"] | None = None
 
 
 class TokenEnvConfig(EnvConfig):
@@ -96,6 +97,9 @@ def parse_config(cls: type[C], kwargs: Mapping[str, Any]) -> C:
         return cls(**kwargs)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}" for err in exc.errors()
+            f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}"
+            # A choice among names is easier to fix when the message shows what was passed.
+            + (f" (got {err['input']!r})" if err["type"] == "literal_error" else "")
+            for err in exc.errors()
         )
         raise SeffiError(f"invalid {cls.__name__}: {problems}") from None

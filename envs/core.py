@@ -16,6 +16,7 @@ is what makes seeded rollouts reproducible.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -117,6 +118,14 @@ class PoolSpec:
         """``task.reference_match_sets`` of a pool input (what the no-repeat oracle emits)."""
         return self.task.reference_match_sets(self.inputs[self.index_of(input_id)])
 
+    @cached_property
+    def feasible_mask(self) -> np.ndarray:
+        """Which strategies each input admits: bool array, shape (N, M) (built when first rendered)."""
+        mask = np.zeros((self.n_inputs, len(self.strategies)), dtype=bool)
+        for i, x in enumerate(self.inputs):
+            mask[i] = self.match_mask(self.task.feasible_strategies(x))
+        return mask
+
 
 def object_array(values: Sequence[Any]) -> np.ndarray:
     """A 1-D object array holding ``values`` as elements (tuples stay tuples, never a 2-D array)."""
@@ -187,9 +196,14 @@ def to_python(value: Any) -> Any:
 class Life:
     """Budget, schedule, history and novelty state of ``E`` independent env rows over one pool.
 
+    With ``cfg.render_mode`` set, a row also keeps what only the renderer reads: ``matched`` (strategies
+    whose procedure any trace followed this run, valid or not: bool array, shape (E, N, M)) and
+    ``last_info`` (the final-step info of its latest episode). Without rendering neither is recorded,
+    so training throughput does not pay for it.
+
     Args:
         spec: The pool.
-        cfg: The env settings (budget, schedule, reward).
+        cfg: The env settings (budget, schedule, reward, render mode).
         num_envs: Number of rows E.
         n_latents: Z for the router env (its history counts latents tried), 0 otherwise.
     """
@@ -207,6 +221,9 @@ class Life:
         self.tried = np.zeros((e, n, n_latents), dtype=np.int64)  # router: latents tried, this run
         self.cur = np.full(e, -1, dtype=np.int64)  # input of the current episode
         self.active = np.zeros(e, dtype=bool)  # an episode is in progress
+        self.record = cfg.render_mode is not None
+        self.matched = np.zeros((e, n, m) if self.record else (e, 0, 0), dtype=bool)
+        self.last_info: list[dict[str, Any] | None] = [None] * e
         self._arange_n = np.arange(n)
 
     # -- seeding --------------------------------------------------------------------------------
@@ -218,11 +235,12 @@ class Life:
         """Give ``row`` a (freshly seeded) generator and start its life afresh."""
         self.gens[row] = gen
         self.upos[row] = UNIFORM_BLOCK
-        for arr in (self.counts, self.runs, self.seen, self.tried):
+        for arr in (self.counts, self.runs, self.seen, self.tried, self.matched):
             arr[row] = 0
         self.rr[row] = 0
         self.cur[row] = -1
         self.active[row] = False
+        self.last_info[row] = None
 
     def uniform(self, rows: np.ndarray) -> np.ndarray:
         """Next uniforms, float array, shape (len(rows),): the next uniform of each row's stream."""
@@ -243,6 +261,8 @@ class Life:
         self.runs[rows, inputs] += 1
         self.seen[rows, inputs] = False
         self.tried[rows, inputs] = 0
+        if self.record:
+            self.matched[rows, inputs] = False
 
     def begin(self, rows: np.ndarray, explicit: np.ndarray | None = None) -> None:
         """Pick each row's next input (``explicit`` pool indices, or the schedule) and start an episode."""
@@ -263,6 +283,8 @@ class Life:
                 self.runs[d] += 1
                 self.seen[d] = False
                 self.tried[d] = 0
+                if self.record:
+                    self.matched[d] = False
                 left[done] = True
             if self.cfg.schedule == "round_robin":
                 n = self.spec.n_inputs
@@ -316,6 +338,10 @@ class Life:
         }
         if latents is not None:
             columns["z"] = latents.astype(np.int64)
+        if self.record:
+            self.matched[rows, inputs] |= out.mask
+            for j, r in enumerate(rows.tolist()):
+                self.last_info[r] = row_info(columns, j)
         reward = self.cfg.reward
         if reward == "valid":
             rewards = out.valid.astype(np.float64)

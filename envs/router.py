@@ -140,6 +140,8 @@ class RouterSpec(PoolSpec):
 class RouterEngine:
     """Batched one-step router episodes of E rows (see the module docstring for the observation)."""
 
+    kind = "router"
+
     def __init__(self, cfg: RouterEnvConfig, num_envs: int) -> None:
         key = cfg.model_dump(
             include={
@@ -200,6 +202,12 @@ class RouterEngine:
             obs[:, lay["found"]] = life.seen[rows, cur]
             obs[:, lay["used"]] = (life.counts[rows, cur] / budget)[:, None]
         return obs
+
+    def episode_lines(self, row: int) -> list[str]:
+        """``"ansi"`` lines of a running episode: the latents already tried on its input in this run."""
+        tried = self.life.tried[row, self.life.cur[row]]
+        listed = ", ".join(f"z={z}\u00d7{int(tried[z])}" for z in np.flatnonzero(tried))
+        return [f"latents tried this run: {listed or 'none yet'} (Z={self.spec.n_latents})"]
 
 
 class RouterAPI:

@@ -38,6 +38,7 @@ from seffi._seeding import seed_from_text
 from .base import SeffiEnv
 from .config import TokenEnvConfig
 from .core import Life, Outcomes, PoolSpec, cached_spec, object_array
+from .render import indented
 from .vector import SeffiVectorEnv
 
 #: Validation results kept per spec (the cache only saves time; it never changes a result).
@@ -114,6 +115,8 @@ class TokenSpec(PoolSpec):
 class TokenEngine:
     """Batched token-writing state of E rows (see the module docstring for the spaces)."""
 
+    kind = "token"
+
     def __init__(self, cfg: TokenEnvConfig, num_envs: int) -> None:
         key = cfg.model_dump(include={"task", "task_config", "n_inputs", "input_seed", "max_length"})
         self.cfg = cfg
@@ -168,6 +171,13 @@ class TokenEngine:
         if self.cfg.history:
             obs["found"] = self.life.seen[rows, cur].astype(np.int8)
         return obs
+
+    def episode_lines(self, row: int) -> list[str]:
+        """``"ansi"`` lines of a running episode: the output written so far."""
+        length = int(self.length[row])
+        text = self.spec.vocabulary.decode(self.out[row, :length])
+        head = f"output so far ({length}/{self.spec.max_length} tokens):"
+        return [head, *(indented(text) if length else ["  (nothing yet)"])]
 
 
 class TokenAPI:

@@ -25,16 +25,18 @@ from gymnasium.vector.utils import batch_space
 
 from seffi.errors import SeffiError
 
-from .base import Engine, PoolAPI, check_options, explicit_inputs
+from .base import Engine, PoolAPI, check_options, explicit_inputs, warn_no_render_mode
 from .config import EnvConfig, parse_config
 from .core import vector_infos
+from .render import RENDER_FPS, RENDER_MODES, render_row
 
+_RENDER: dict[str, Any] = {"render_modes": list(RENDER_MODES), "render_fps": RENDER_FPS}
 try:  # gymnasium >= 1.1 names the autoreset modes; 1.0 only has NEXT_STEP
     from gymnasium.vector import AutoresetMode
 
-    _METADATA: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+    _METADATA: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, **_RENDER}
 except ImportError:  # pragma: no cover - gymnasium 1.0
-    _METADATA = {"autoreset_mode": "next_step", "render_modes": []}
+    _METADATA = {"autoreset_mode": "next_step", **_RENDER}
 
 
 class SeffiVectorEnv(VectorEnv, PoolAPI):
@@ -60,10 +62,22 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
         self.single_action_space = self._engine.single_action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
-        self.render_mode = None
+        self.render_mode = cfg.render_mode
         self._rows = np.arange(num_envs, dtype=np.int64)
         self._autoreset = np.zeros(num_envs, dtype=bool)
         self._started = False
+
+    def render(self) -> tuple[str | np.ndarray, ...] | None:
+        """One frame per row, as ``SyncVectorEnv.render`` returns them (see :mod:`seffi.envs.render`).
+
+        Rows whose episode ended on the last step show that episode's end (NEXT_STEP autoreset has not
+        reset them yet), exactly like the single envs inside a ``SyncVectorEnv``. Without a render
+        mode it warns and returns ``None`` (Gymnasium's ``CartPoleVectorEnv`` convention).
+        """
+        if self.render_mode is None:
+            warn_no_render_mode(self)
+            return None
+        return tuple(render_row(self._engine, r, self.render_mode) for r in range(self.num_envs))  # type: ignore[arg-type]
 
     @property
     def current_input_ids(self) -> tuple[str | None, ...]:

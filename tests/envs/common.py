@@ -6,9 +6,9 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+
 import seffi.envs
 from seffi.envs import env_id
-
 from seffi.tasks import list_tasks
 
 TASKS = list_tasks()

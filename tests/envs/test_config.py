@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
+
 from seffi.envs import RouterEnvConfig, TokenEnvConfig, env_id
 from seffi.envs.config import parse_config
-
 from seffi.errors import SeffiError
 
 
@@ -36,7 +36,8 @@ def test_defaults_are_documented_values() -> None:
         ("router", {"prior_skew": -1}, "prior_skew"),
         ("router", {"n_latents": 0}, "n_latents"),
         ("router", {"bugdet": 3}, "bugdet"),
-        ("router", {"render_mode": "human"}, "render_mode"),
+        ("router", {"render_mode": "depth_array"}, "render_mode"),
+        ("token", {"render_mode": "rgb"}, "render_mode"),
     ],
 )
 @pytest.mark.filterwarnings("ignore:.*render_mode")

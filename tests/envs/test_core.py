@@ -6,8 +6,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from seffi.envs import FINAL_INFO_KEYS
 
+from seffi.envs import FINAL_INFO_KEYS
 from seffi.errors import SeffiError
 from tests.envs.common import CASES, KINDS, make, policy_for
 

@@ -7,8 +7,8 @@ import warnings
 import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
-from seffi.envs import env_id, register_envs, registered_ids
 
+from seffi.envs import env_id, register_envs, registered_ids
 from seffi.errors import SeffiError
 from tests.envs.common import CASES, TASKS, make
 from tests.helpers import require
@@ -33,22 +33,25 @@ def test_env_id_camel_cases_task_names() -> None:
         env_id("hanoi", "tokens")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("render_mode", [None, "rgb_array"])
 @pytest.mark.parametrize(("task", "kind"), CASES)
-def test_gymnasium_check_env_passes_without_warnings(task: str, kind: str) -> None:
-    env = make(task, kind)
+def test_gymnasium_check_env_passes_without_warnings(task: str, kind: str, render_mode: str | None) -> None:
+    # check_env also re-makes the env (via its spec) in every declared render mode and checks render().
+    env = make(task, kind, render_mode=render_mode)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         check_env(env.unwrapped)
     assert [str(w.message) for w in caught] == []
 
 
+@pytest.mark.parametrize("render_mode", [None, "rgb_array"])
 @pytest.mark.parametrize(("task", "kind"), CASES)
-def test_sb3_check_env_passes(task: str, kind: str) -> None:
+def test_sb3_check_env_passes(task: str, kind: str, render_mode: str | None) -> None:
     sb3_checker = require("stable_baselines3.common.env_checker", "sb3")
-    env = make(task, kind)
+    env = make(task, kind, render_mode=render_mode)  # "rgb_array" is what SB3's make_vec_env asks for
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        sb3_checker.check_env(env.unwrapped, warn=True)
+        sb3_checker.check_env(env.unwrapped, warn=True, skip_render_check=False)
     assert [str(w.message) for w in caught] == []
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import data_equivalence
-from seffi.envs import FINAL_INFO_KEYS
 
+from seffi.envs import FINAL_INFO_KEYS
 from seffi.errors import SeffiError
 from tests.envs.common import CASES, KINDS, make, make_vec, policy_for
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from seffi.envs import NoveltyBonus, VectorNoveltyBonus
 
+from seffi.envs import NoveltyBonus, VectorNoveltyBonus
 from tests.envs.common import KINDS, make, make_vec, policy_for
 
 
