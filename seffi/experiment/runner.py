@@ -36,9 +36,6 @@ from seffi.errors import SeffiError
 from seffi.experiment.config import RunConfig
 from seffi.experiment.learner import ReinforceRouter, RouterFeatures
 
-#: Runs per input of the Monte Carlo stand-ins used when ``seffi.coverage.baselines`` is unavailable.
-MC_RUNS = 256
-
 # -- the run folder ---------------------------------------------------------------------------------
 
 
@@ -201,68 +198,26 @@ def rollout(envs: Any, act: Act, runs: int, seed: np.random.SeedSequence) -> Rol
     return Rollout(tracker, ids, latents, matches, valid)
 
 
-def exact_baselines(envs: Any, budget: int, seed: np.random.SeedSequence) -> tuple[Any, Any, Any, list[str]]:
-    """(iid curves, oracle curves, rarity law, notes) of the env's pool.
+def exact_baselines(envs: Any, budget: int, seed: np.random.SeedSequence) -> tuple[Any, Any, Any]:
+    """(iid curves, oracle curves, iid baseline) of the env's pool, all exact.
 
-    Exact when :mod:`seffi.coverage.baselines` is installed (the iid law is the router prior pushed
-    through the env's hidden generator; the rarity law splits coverage into common vs rare
-    strategies). Otherwise seeded Monte Carlo stand-ins are used (``MC_RUNS`` runs per input of the
-    base model on the env, and of the no-repeat oracle over the reference match sets), no rarity
-    split, and a note in the report says so.
+    The iid law is the router prior pushed through the env's hidden generator
+    (``base_match_distribution``); the oracle emits the reference traces (``reference_match_sets``).
+    The iid baseline object doubles as the rarity law that splits coverage into common vs rare
+    strategies.
     """
+    from seffi.coverage import IidBaseline, OracleBaseline
+
     u = envs.unwrapped
     ids, strategies = list(u.input_ids), tuple(u.strategies)
-    iid_seed, oracle_seed = spawn(seed, 2)
-    try:
-        from seffi.coverage import IidBaseline, OracleBaseline
-    except ImportError:
-        return _monte_carlo_baselines(u.task.name, envs, budget, iid_seed, oracle_seed)
+    iid_seed, oracle_seed = (int(s.generate_state(1)[0]) for s in spawn(seed, 2))
     raw = {x: u.base_match_distribution(x) for x in ids}
     valid = {x: u.base_match_distribution(x, valid_only=True) for x in ids}
     iid = IidBaseline.from_match_distribution(raw, strategies=strategies, valid_distribution=valid)
     oracle = OracleBaseline(
-        {x: u.reference_match_sets(x) for x in ids},
-        strategies=strategies,
-        seed=int(oracle_seed.generate_state(1)[0]),
+        {x: u.reference_match_sets(x) for x in ids}, strategies=strategies, seed=oracle_seed
     )
-    iid_curves = iid.curves(budget, seed=int(iid_seed.generate_state(1)[0]))
-    return iid_curves, oracle.curves(budget, rarity=iid), iid, []
-
-
-def _monte_carlo_baselines(
-    task: str, envs: Any, budget: int, iid_seed: np.random.SeedSequence, oracle_seed: np.random.SeedSequence
-) -> tuple[Any, Any, Any, list[str]]:
-    from seffi.coverage import CoverageTracker
-
-    u = envs.unwrapped
-    kwargs = {k: v for k, v in u.config.model_dump().items() if k not in ("task", "reward", "render_mode")}
-    mc_env = make_vec(task, len(u.input_ids) * MC_RUNS, **kwargs)
-    base = ReinforceRouter(u.n_latents, 1)  # zero weights: exactly the router prior
-    iid = rollout(mc_env, lambda obs, rng: _base_act(base, u.obs_layout, obs, rng), MC_RUNS, iid_seed)
-    rng = np.random.default_rng(oracle_seed)
-    oracle = CoverageTracker(strategies=u.strategies, task=task)
-    for x in u.input_ids:
-        refs = u.reference_match_sets(x)
-        for run in range(MC_RUNS):
-            covered: set[str] = set()
-            for _ in range(budget):
-                # The oracle emits the reference of a uniformly chosen strategy not covered yet.
-                todo = sorted(s for s in refs if s not in covered) or sorted(refs)
-                pick = refs[todo[int(rng.integers(len(todo)))]] if todo else frozenset()
-                covered |= set(pick)
-                oracle.update(x, tuple(sorted(pick)), valid=True, stream=run)
-    note = (
-        f"iid and oracle are Monte Carlo estimates ({MC_RUNS} runs per input): seffi.coverage.baselines "
-        "is not installed"
-    )
-    return iid.tracker.curves(budget, n_boot=0), oracle.curves(budget, n_boot=0), None, [note]
-
-
-def _base_act(
-    base: ReinforceRouter, layout: dict[str, slice], obs: np.ndarray, rng: np.random.Generator
-) -> np.ndarray:
-    prior = np.asarray(obs, dtype=np.float64)[:, layout["prior"]]
-    return base.act(np.zeros((len(prior), 1)), np.log(np.maximum(prior, 1e-12)), rng)
+    return iid.curves(budget, seed=iid_seed), oracle.curves(budget, rarity=iid), iid
 
 
 @dataclass
@@ -301,7 +256,7 @@ class Runner:
         train_env = make_vec(task_name, n * lc.train_runs, reward="novel", **kwargs)
         u = train_env.unwrapped
         strategies = tuple(u.strategies)
-        iid, oracle, self.rarity, notes = exact_baselines(train_env, cfg.budget, base_seed)
+        iid, oracle, self.rarity = exact_baselines(train_env, cfg.budget, base_seed)
         feats = RouterFeatures(u.obs_layout, use_input=lc.input_features)
         router = ReinforceRouter(
             u.n_latents, feats.size, lr=lc.lr, gamma=lc.gamma, baseline_decay=lc.baseline_decay
@@ -345,7 +300,6 @@ class Runner:
             oracle,
             boot,
             [
-                *notes,
                 f"learned: the router after {lc.rounds} rounds x {lc.train_runs} runs of K={cfg.budget} "
                 f"per input with the novelty reward on {n} inputs, then measured fresh ({cfg.eval_runs} "
                 "runs per input) on the same pool",
