@@ -119,3 +119,26 @@ def test_curves_report_estimate_plus_minus_z_sd_of_the_assemblage_replicates(set
     auc_sd = reps.mean(1).std(ddof=1)
     assert c.auc_lo == pytest.approx(max(0.0, c.auc - Z95 * auc_sd), abs=1e-12)
     assert c.auc_hi == pytest.approx(min(1.0, c.auc + Z95 * auc_sd), abs=1e-12)
+
+
+def test_per_input_interval_is_that_of_the_mean_over_inputs() -> None:
+    """Inputs are bootstrapped independently: U equal inputs shrink the sd by sqrt(U), not 1.
+
+    With 4 copies of one input the mean curve is that input's curve and its sd is sd_1 / 2 (up to
+    bootstrap noise: B = 400 gives ~5 % relative error per sd), whereas averaging the per-input
+    bounds (the old behaviour) would keep the single-input width.
+    """
+    rng = np.random.default_rng(1)
+    ids = [f"s{i}" for i in range(10)]
+    p = 1.0 / np.arange(1, 11)
+    samples = [{ids[j]} for j in rng.choice(10, size=40, p=p / p.sum())]
+    one = IidBaseline.from_samples(samples, strategies=ids).curves(60, n_boot=400, seed=2)
+    four = IidBaseline.from_samples({f"x{u}": samples for u in range(4)}, strategies=ids).curves(
+        60, n_boot=400, seed=2
+    )
+    np.testing.assert_allclose(four.coverage, one.coverage, atol=1e-12)
+    inner = (one.coverage_hi < 1) & (one.coverage_lo > 0)  # away from the clipping at 0 and 1
+    ratio = (four.coverage_hi - four.coverage_lo)[inner] / (one.coverage_hi - one.coverage_lo)[inner]
+    assert 0.4 <= np.median(ratio) <= 0.6, np.median(ratio)
+    assert 0.4 <= (four.auc_hi - four.auc_lo) / (one.auc_hi - one.auc_lo) <= 0.6
+    assert four.auc_reps.shape == (400,) and four.auc_lo < four.auc < four.auc_hi
