@@ -45,9 +45,7 @@ def main(args: Args) -> None:
         args.timesteps, args.n_inputs, args.n_envs, args.eval_freq = 256, 4, 2, 64
     env_id = seffi.envs.env_id(args.task, "router")
     pool = {"n_inputs": args.n_inputs, "budget": args.budget}
-    # render_mode=None: make_vec_env asks for "rgb_array" by default, which seffi envs refuse.
-    train_kwargs = {**pool, "reward": "novel", "render_mode": None}
-    env = make_vec_env(env_id, n_envs=args.n_envs, seed=args.seed, env_kwargs=train_kwargs)
+    env = make_vec_env(env_id, n_envs=args.n_envs, seed=args.seed, env_kwargs={**pool, "reward": "novel"})
     eval_env = gym.make(env_id, **pool)  # a separate single env on the same pool
     model = PPO("MlpPolicy", env, n_steps=128, batch_size=128, ent_coef=0.01, seed=args.seed, device="cpu")
     callback = CoverageCallback(

@@ -46,14 +46,7 @@ def main(args: Args) -> None:
         env_id,
         n_envs=args.n_envs,
         seed=args.seed,
-        # render_mode=None: make_vec_env asks for "rgb_array" by default, which seffi envs refuse.
-        env_kwargs={
-            "n_inputs": args.n_inputs,
-            "budget": args.budget,
-            "reward": "novel",
-            "history": True,
-            "render_mode": None,
-        },
+        env_kwargs={"n_inputs": args.n_inputs, "budget": args.budget, "reward": "novel", "history": True},
     )
     model = PPO("MultiInputPolicy", env, n_steps=64, batch_size=64, seed=args.seed, verbose=0, device="cpu")
     callback = CoverageCallback(
