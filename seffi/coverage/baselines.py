@@ -349,7 +349,12 @@ class IidBaseline:
         """Estimated baseline from n iid base samples' match sets (the law is unknown).
 
         Curves are unbiased U-statistics for k <= n and Chao/iNEXT extrapolations beyond
-        (``Curves.extrapolated``), with iNEXT bootstrap-assemblage intervals.
+        (``Curves.extrapolated``), with iNEXT bootstrap-assemblage intervals: estimate +- z sd of
+        the estimator recomputed on datasets drawn from the assemblage (``assemblage``), as iNEXT
+        reports them. Measured calibration of the 95 % intervals on small skewed laws
+        (M = 10-30, n = 30-60; ``benchmarks/coverage.py``): 0.88-0.94 at k <= n and for the AUC,
+        0.89-0.92 at k = 2n, against 0.82-0.89 at k = n for the naive resample-the-samples
+        bootstrap; the shortfall from 0.95 shrinks as n and M grow.
 
         Args:
             samples: list of match sets (each an iterable of strategy ids), or ``{input_id: list}``.
@@ -412,6 +417,8 @@ class IidBaseline:
         Args:
             K: budget.
             n_boot: bootstrap replicates for sample-based baselines (exact ones have no intervals).
+                Inputs are bootstrapped independently and their replicates averaged index-wise, so
+                the intervals are those of the mean over inputs.
             seed: seed for Monte Carlo parts and the bootstrap.
             rarity_bins: number of within-input quantile bins for ``coverage_by_rarity``.
             ci_level: interval level.

@@ -27,7 +27,7 @@ import pytest
 from seffi._seeding import rngs
 from seffi.coverage import IidBaseline
 from seffi.coverage import estimators as est
-from seffi.coverage.baselines import _z, inext_coverage_replicates
+from seffi.coverage.baselines import _z, assemblage, inext_coverage_replicates
 
 Z95 = _z(0.95)
 
@@ -142,3 +142,23 @@ def test_per_input_interval_is_that_of_the_mean_over_inputs() -> None:
     assert 0.4 <= np.median(ratio) <= 0.6, np.median(ratio)
     assert 0.4 <= (four.auc_hi - four.auc_lo) / (one.auc_hi - one.auc_lo) <= 0.6
     assert four.auc_reps.shape == (400,) and four.auc_lo < four.auc < four.auc_hi
+
+
+def test_assemblage_matches_inext_by_hand() -> None:
+    """iNEXT's EstiBootComm by hand: counts (1, 1, 2, 0, 0) out of n = 10 samples.
+
+    f1 = 2, f2 = 1: f0 = (9/10) 2^2 / 2 = 1.8 -> 2 unseen; 1 - C_hat = (2/10)(18/20) = 0.18, so
+    0.09 each; b = 2 (0.1)(0.9^10) + (0.2)(0.8^10), w = 0.18 / b, detected y/n (1 - w (1 - y/n)^10).
+    Abundance keeps the 6 samples that match nothing as their own category (0.6); incidence does not.
+    """
+    b = 2 * 0.1 * 0.9**10 + 0.2 * 0.8**10
+    w = 0.18 / b
+    det = [0.1 * (1 - w * 0.9**10)] * 2 + [0.2 * (1 - w * 0.8**10), 0.0, 0.0]
+    P = assemblage(np.array([1, 1, 2, 0, 0]), 10, True)
+    np.testing.assert_allclose(P, [*det, 0.09, 0.09, 0.6], atol=1e-12)
+    assert P.sum() == pytest.approx(1.0)
+    np.testing.assert_allclose(assemblage(np.array([1, 1, 2, 0, 0]), 10, False), [*det, 0.09, 0.09, 0.0])
+    # Batched rows pad the unseen slots with zeros; f1 = 0 (or f0 = 0) adds no unseen mass.
+    both = assemblage(np.array([[1, 1, 2, 0, 0], [3, 4, 3, 0, 0]]), 10, np.array([True, True]))
+    np.testing.assert_allclose(both[0], P, atol=1e-12)
+    np.testing.assert_allclose(both[1], [0.3, 0.4, 0.3, 0, 0, 0, 0, 0], atol=1e-12)
