@@ -734,15 +734,11 @@ def _sample_curves(
     # Independent child streams, so each bootstrap is reproducible on its own (and testable).
     ttc_rng, boot_rng, sets_rng, valid_rng = rng.spawn(4)
     runs = 256
-    fh = np.full((runs, m), -1, dtype=np.int64)
-    extra = _draw_datasets(q, single, K - n, ttc_rng, runs) if K > n else None
-    for r in range(runs):
-        perm = X[ttc_rng.permutation(n)]
-        if extra is not None:
-            perm = np.vstack([perm, extra[r]])
-        perm = perm[:K]
-        hit = perm.any(axis=0)
-        fh[r, hit] = perm[:, hit].argmax(axis=0)
+    order = np.argsort(ttc_rng.random((runs, n)), axis=1)[:, :K]  # uniform random permutations
+    seq = X[order]  # (runs, min(K, n), m)
+    if K > n:
+        seq = np.concatenate([seq, _draw_datasets(q, single, K - n, ttc_rng, runs)], axis=1)
+    fh = np.where(seq.any(axis=1), seq.argmax(axis=1), -1)
     ttc = _ttc_from_runs(fh, m, K)
     surv_full = 1.0 - point["full_coverage"]
     ttc[tau_key(1.0)] = TimeToCoverage.from_survival(1.0, np.minimum(surv_full, 1.0))
