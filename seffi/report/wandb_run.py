@@ -97,11 +97,13 @@ class SafeWandbRun:
                 if mode == "online" and not self.logged_in():
                     # wandb.init would prompt for a key (or hang) inside a training process.
                     raise SeffiError("no W&B login for online mode (run `wandb login` or set WANDB_API_KEY)")
-                if dir is not None:
-                    Path(dir).mkdir(parents=True, exist_ok=True)
+                # wandb reads WANDB_DIR once per process; resolve it at every init instead so that
+                # each run lands where the environment (or the caller) says at that moment.
+                dir = Path(dir if dir is not None else os.environ.get("WANDB_DIR") or os.getcwd())
+                dir.mkdir(parents=True, exist_ok=True)
                 run = wandb.init(
                     project=project,
-                    dir=str(dir) if dir is not None else None,
+                    dir=str(dir),
                     name=name,
                     group=group,
                     job_type=job_type,
