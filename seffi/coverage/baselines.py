@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from seffi._seeding import SeedLike, check_probabilities, rngs
+from seffi._seeding import SeedLike, check_probabilities, rngs, spawn
 from seffi.coverage import estimators as est
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, check_budget, tau_key
 from seffi.coverage.runs import curves_from_runs, rarity_labels
@@ -424,19 +424,19 @@ class IidBaseline:
             ci_level: interval level.
         """
         K = check_budget(K)
-        gens = rngs(seed, len(self._parts))
+        seqs = spawn(seed, len(self._parts))
         mc_runs = max(64, MC_RUNS // len(self._parts))
         if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
             raise ValueError(f"n_boot must be a non-negative integer, got {n_boot!r}")
         if not 0.0 < ci_level < 1.0:
             raise ValueError(f"ci_level must be in (0, 1), got {ci_level!r}")
         parts, reps = [], []
-        for (_, part), rng in zip(sorted(self._parts.items(), key=lambda kv: str(kv[0])), gens, strict=True):
+        for (_, part), seq in zip(sorted(self._parts.items(), key=lambda kv: str(kv[0])), seqs, strict=True):
             if isinstance(part, _Law):
-                parts.append(_law_curves(part, K, rng, mc_runs, rarity_bins))
+                parts.append(_law_curves(part, K, np.random.default_rng(seq), mc_runs, rarity_bins))
                 reps.append({})
             else:
-                c_part, r_part = _sample_curves(part, K, rng, int(n_boot), rarity_bins, ci_level)
+                c_part, r_part = _sample_curves(part, K, seq, int(n_boot), rarity_bins, ci_level)
                 parts.append(c_part)
                 reps.append(r_part)
         kind = "iid_estimated" if self.estimated else "iid"
@@ -711,9 +711,12 @@ _REP_CAPS = {
 
 
 def _sample_curves(
-    part: _Samples, K: int, rng: np.random.Generator, n_boot: int, n_bins: int, ci_level: float
+    part: _Samples, K: int, seq: np.random.SeedSequence, n_boot: int, n_bins: int, ci_level: float
 ) -> tuple[Curves, dict[str, np.ndarray]]:
     """Estimated curves of one input and its bootstrap replicates centred on the estimates.
+
+    ``seq`` (this input's spawned ``SeedSequence``) spawns four streams: time-to-coverage runs,
+    the coverage bootstrap, the match-set bootstrap (novelty, F) and the valid-only bootstrap.
 
     Returns:
         (curves, reps): reps maps a curve field (and "auc", "valid_auc") to replicates, float
@@ -732,7 +735,7 @@ def _sample_curves(
     single = bool(X.sum(axis=1).max(initial=0) <= 1)
     q = _column_law(assemblage(X.sum(axis=0), n, single), X.any(axis=0))
     # Independent child streams, so each bootstrap is reproducible on its own (and testable).
-    ttc_rng, boot_rng, sets_rng, valid_rng = rng.spawn(4)
+    ttc_rng, boot_rng, sets_rng, valid_rng = (np.random.default_rng(s) for s in seq.spawn(4))
     runs = 256
     order = np.argsort(ttc_rng.random((runs, n)), axis=1)[:, :K]  # uniform random permutations
     seq = X[order]  # (runs, min(K, n), m)

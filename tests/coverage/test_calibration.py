@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from seffi._seeding import rngs
+from seffi._seeding import spawn
 from seffi.coverage import IidBaseline
 from seffi.coverage import estimators as est
 from seffi.coverage.baselines import _z, assemblage, inext_coverage_replicates
@@ -111,7 +111,7 @@ def test_curves_report_estimate_plus_minus_z_sd_of_the_assemblage_replicates(set
     K, B, seed = 45, 150, 3
     c = IidBaseline.from_samples(samples, strategies=ids).curves(K, n_boot=B, seed=seed)
     X = np.array([[s in ms for s in ids] for ms in samples])
-    boot_rng = rngs(seed, 1)[0].spawn(4)[1]  # the stream curves() gives the coverage bootstrap
+    boot_rng = np.random.default_rng(spawn(seed, 1)[0].spawn(4)[1])  # curves()' coverage bootstrap stream
     reps = inext_coverage_replicates(X, 8, K, B, boot_rng)
     sd = reps.std(0, ddof=1)
     np.testing.assert_allclose(c.coverage_lo, np.clip(c.coverage - Z95 * sd, 0, 1), atol=1e-12)
