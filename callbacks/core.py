@@ -21,6 +21,7 @@ O(finished episodes) in Python.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import time
@@ -32,8 +33,12 @@ from typing import Any, Literal
 
 import numpy as np
 
+from seffi.callbacks.streaming import RunAssigner, RunSums
 from seffi.errors import SeffiError
 from seffi.report import keys
+
+#: Format tag of ``CoverageMonitor.state_dict``; ``load_state_dict``/``merge`` refuse anything else.
+MONITOR_STATE_FORMAT = "seffi.callbacks.monitor/1"
 
 #: Keys that seffi envs put in ``info`` only on the step that ends an episode.
 END_MARKERS: tuple[str, ...] = ("strategy_matches", "y_text")
@@ -134,7 +139,7 @@ def _as_bool_array(dones: Any, n: int | None = None) -> np.ndarray:
 
 
 def _row(vector_info: Mapping[str, Any], i: int) -> dict[str, Any]:
-    """The single-env info at index ``i`` of a Gymnasium dict-of-arrays.
+    """The single-env info at index ``i`` of a Gymnasium dict-of-arrays (slow path: errors, old formats).
 
     Only the keys seffi reads get their values; other keys present at ``i`` map to ``None`` so that a
     missing-key error can still list what the env did report.
@@ -178,6 +183,147 @@ def is_vector_info(infos: Any) -> bool:
     )
 
 
+def _objects(values: Sequence[Any]) -> np.ndarray:
+    """A 1-D object array of ``values`` (tuples stay elements instead of becoming a 2-D array)."""
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
+@dataclass
+class EpisodeColumns:
+    """The episodes that ended in one step, as columns of N entries (the fast ingestion format).
+
+    Attributes:
+        input_id: object array, shape (N,): input ids as the env reported them.
+        matches: object array, shape (N,): the raw ``strategy_matches`` values (checked on use).
+        valid: bool array, shape (N,) (``True`` where the env does not report validity).
+        env_index: int array, shape (N,): sub-env index.
+        sample_index: int array, shape (N,): the env's k, -1 where not reported.
+        run_index: int array, shape (N,): the env's run counter, -1 where not reported.
+        z: int array, shape (N,): router latent, -1 where not reported.
+    """
+
+    input_id: np.ndarray
+    matches: np.ndarray
+    valid: np.ndarray
+    env_index: np.ndarray
+    sample_index: np.ndarray
+    run_index: np.ndarray
+    z: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.valid.shape[0])
+
+    @classmethod
+    def empty(cls) -> EpisodeColumns:
+        """No episodes."""
+        i = np.zeros(0, dtype=np.int64)
+        return cls(_objects([]), _objects([]), np.zeros(0, dtype=bool), i, i, i, i)
+
+    @classmethod
+    def from_ends(cls, ends: Sequence[EpisodeEnd]) -> EpisodeColumns:
+        """Columns of parsed episode ends."""
+
+        def ints(values: Any) -> np.ndarray:
+            return np.fromiter((-1 if v is None else v for v in values), dtype=np.int64, count=len(ends))
+
+        return cls(
+            _objects([e.input_id for e in ends]),
+            _objects([e.matches for e in ends]),
+            np.fromiter((e.valid for e in ends), dtype=bool, count=len(ends)),
+            ints(e.env_index for e in ends),
+            ints(e.sample_index for e in ends),
+            ints(e.run_index for e in ends),
+            ints(e.z for e in ends),
+        )
+
+    @classmethod
+    def concat(cls, parts: Sequence[EpisodeColumns]) -> EpisodeColumns:
+        """One set of columns from several (in order)."""
+        if len(parts) == 1:
+            return parts[0]
+        return cls(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(cls)))
+
+    def take(self, idx: np.ndarray) -> EpisodeColumns:
+        """The episodes at positions ``idx`` (int array or bool mask)."""
+        return EpisodeColumns(*(getattr(self, f.name)[idx] for f in dataclasses.fields(self)))
+
+    def ends(self, env_name: str | None = None) -> list[EpisodeEnd]:
+        """The episodes as :class:`EpisodeEnd` objects (match sets checked and sorted)."""
+
+        def opt(v: int) -> int | None:
+            return None if v < 0 else v
+
+        return [
+            EpisodeEnd(
+                input_id=str(x),
+                matches=normalize_matches(m, env_name, e),
+                valid=bool(v),
+                env_index=e,
+                sample_index=opt(si),
+                z=opt(z),
+                run_index=opt(ri),
+            )
+            for x, m, v, e, si, ri, z in zip(
+                self.input_id,
+                self.matches,
+                self.valid.tolist(),
+                self.env_index.tolist(),
+                self.sample_index.tolist(),
+                self.run_index.tolist(),
+                self.z.tolist(),
+                strict=True,
+            )
+        ]
+
+
+def normalize_matches(raw: Any, env_name: str | None = None, env_index: int = 0) -> tuple[str, ...]:
+    """A ``strategy_matches`` value as a sorted tuple of ids; one clear error for anything else."""
+    if isinstance(raw, (str, bytes)) or not isinstance(raw, (Sequence, frozenset, set, np.ndarray)):
+        raise SeffiError(
+            f"'strategy_matches' in {_describe(env_name, env_index)} must be a tuple of strategy ids, "
+            f"got {type(raw).__name__}: {raw!r}"
+        )
+    return tuple(sorted(str(s) for s in raw))
+
+
+def episode_columns(infos: Any, dones: Any = None, *, env_name: str | None = None) -> EpisodeColumns:
+    """All episode ends in one step's ``infos``, as columns (see :func:`episode_ends`).
+
+    Gymnasium vector infos are read with numpy masks and fancy indexing — no per-episode dicts; SB3
+    lists cost one dict lookup per key per finished episode.
+    """
+    if isinstance(infos, (list, tuple)):
+        return _from_list(infos, dones, env_name)
+    if isinstance(infos, Mapping):
+        if is_vector_info(infos):
+            if "final_info" in infos or "_final_info" in infos:
+                return _from_same_step(infos, dones, env_name)
+            n = _num_envs(infos)
+            if dones is not None:
+                idx = np.flatnonzero(_as_bool_array(dones, n))
+            else:
+                mask = _marker_mask(infos)
+                idx = np.flatnonzero(mask) if mask is not None else np.zeros(0, dtype=np.int64)
+            return _from_vector(infos, idx, env_name)
+        if dones is not None and np.ndim(dones) > 0 and np.size(dones) != 1:
+            # A vector step where nothing had info yet (an empty dict) — no masks, so no ends —
+            # unless dones says otherwise, which means the infos lost the final step.
+            done_idx = np.flatnonzero(_as_bool_array(dones))
+            if done_idx.size:
+                episode_from_info({}, env_index=int(done_idx[0]), env_name=env_name)  # raises
+            return EpisodeColumns.empty()
+        done = (
+            any(k in infos for k in END_MARKERS) if dones is None else bool(np.asarray(dones).reshape(-1)[0])
+        )
+        if not done:
+            return EpisodeColumns.empty()
+        return EpisodeColumns.from_ends([episode_from_info(infos, env_index=0, env_name=env_name)])
+    raise SeffiError(
+        f"infos must be a Gymnasium vector info dict, a list of info dicts (SB3) or one info dict, "
+        f"got {type(infos).__name__}"
+    )
+
+
 def episode_ends(infos: Any, dones: Any = None, *, env_name: str | None = None) -> list[EpisodeEnd]:
     """All episode ends in one step's ``infos``, whatever the format.
 
@@ -196,56 +342,78 @@ def episode_ends(infos: Any, dones: Any = None, *, env_name: str | None = None) 
         SeffiError: A finished episode's info lacks ``strategy_matches``/``input_id``, or the inputs
             have an unknown shape.
     """
-    if isinstance(infos, (list, tuple)):
-        return _from_list(infos, dones, env_name)
-    if isinstance(infos, Mapping):
-        if is_vector_info(infos):
-            return _from_vector(infos, dones, env_name)
-        if dones is not None and np.ndim(dones) > 0 and np.size(dones) != 1:
-            # A vector step where nothing had info yet (an empty dict) — no masks, so no ends —
-            # unless dones says otherwise, which means the infos lost the final step.
-            done_idx = np.flatnonzero(_as_bool_array(dones))
-            if done_idx.size:
-                return [episode_from_info({}, env_index=int(done_idx[0]), env_name=env_name)]
-            return []
-        done = (
-            any(k in infos for k in END_MARKERS) if dones is None else bool(np.asarray(dones).reshape(-1)[0])
-        )
-        return [episode_from_info(infos, env_index=0, env_name=env_name)] if done else []
-    raise SeffiError(
-        f"infos must be a Gymnasium vector info dict, a list of info dicts (SB3) or one info dict, "
-        f"got {type(infos).__name__}"
-    )
+    return episode_columns(infos, dones, env_name=env_name).ends(env_name)
 
 
-def _from_list(infos: Sequence[Mapping[str, Any]], dones: Any, env_name: str | None) -> list[EpisodeEnd]:
+#: (key, fill value where the env did not report it, dtype) of the optional columns.
+_OPTIONAL: tuple[tuple[str, Any, Any], ...] = (
+    ("valid", True, bool),
+    ("sample_index", -1, np.int64),
+    ("run_index", -1, np.int64),
+    ("z", -1, np.int64),
+)
+
+
+def _from_list(infos: Sequence[Mapping[str, Any]], dones: Any, env_name: str | None) -> EpisodeColumns:
     if dones is None:
         idx = [i for i, info in enumerate(infos) if any(k in info for k in END_MARKERS)]
     else:
         idx = np.flatnonzero(_as_bool_array(dones, len(infos))).tolist()
-    return [episode_from_info(infos[i], env_index=i, env_name=env_name) for i in idx]
+    if not idx:
+        return EpisodeColumns.empty()
+    ids, matches, rest = [], [], []
+    for i in idx:
+        info = infos[i]
+        try:
+            ids.append(info["input_id"])
+            matches.append(info["strategy_matches"])
+        except KeyError:
+            episode_from_info(info, env_index=i, env_name=env_name)  # raises the clear error
+        rest.append([info.get(key) for key, _, _ in _OPTIONAL])
+    cols = [
+        np.fromiter((fill if r[j] is None else r[j] for r in rest), dtype=dtype, count=len(idx))
+        for j, (_, fill, dtype) in enumerate(_OPTIONAL)
+    ]
+    env = np.asarray(idx, dtype=np.int64)
+    return EpisodeColumns(_objects(ids), _objects(matches), cols[0], env, cols[1], cols[2], cols[3])
 
 
-def _from_vector(infos: Mapping[str, Any], dones: Any, env_name: str | None) -> list[EpisodeEnd]:
-    if "final_info" in infos or "_final_info" in infos:
-        return _from_same_step(infos, dones, env_name)
-    n = _num_envs(infos)
-    if dones is not None:
-        idx = np.flatnonzero(_as_bool_array(dones, n))
-    else:
-        mask = _marker_mask(infos)
-        if mask is None:
-            return []
-        idx = np.flatnonzero(mask)
-    return [episode_from_info(_row(infos, int(i)), env_index=int(i), env_name=env_name) for i in idx]
+def _from_vector(infos: Mapping[str, Any], idx: np.ndarray, env_name: str | None) -> EpisodeColumns:
+    """Columns of the finished envs ``idx`` of a dict-of-arrays info, by masks and fancy indexing."""
+    if idx.size == 0:
+        return EpisodeColumns.empty()
+    for key in ("strategy_matches", "input_id"):
+        mask = infos.get("_" + key)
+        if key not in infos or (mask is not None and not mask[idx].all()):
+            bad = int(idx[0] if key not in infos or mask is None else idx[~mask[idx]][0])
+            episode_from_info(_row(infos, bad), env_index=bad, env_name=env_name)  # raises
+    cols = []
+    for key, fill, dtype in _OPTIONAL:
+        if key not in infos:
+            cols.append(np.full(idx.size, fill, dtype=dtype))
+            continue
+        values = np.asarray(infos[key])[idx]
+        mask = infos.get("_" + key)
+        have = np.ones(idx.size, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)[idx]
+        if values.dtype == object:  # None where missing: fill first
+            values = np.array([fill if v is None else v for v in values])
+        cols.append(np.where(have, values.astype(dtype), fill))
+    matches = infos["strategy_matches"]
+    matches = (
+        matches[idx]
+        if isinstance(matches, np.ndarray) and matches.dtype == object
+        else _objects([matches[i] for i in idx.tolist()])
+    )
+    ids = np.asarray(infos["input_id"], dtype=object)[idx]
+    return EpisodeColumns(ids, matches, cols[0], idx.astype(np.int64), cols[1], cols[2], cols[3])
 
 
-def _from_same_step(infos: Mapping[str, Any], dones: Any, env_name: str | None) -> list[EpisodeEnd]:
+def _from_same_step(infos: Mapping[str, Any], dones: Any, env_name: str | None) -> EpisodeColumns:
     final = infos.get("final_info")
     mask = infos.get("_final_info")
     if mask is None:
         if final is None:
-            return []
+            return EpisodeColumns.empty()
         mask = np.array([f is not None for f in final]) if not isinstance(final, Mapping) else None
     idx = np.flatnonzero(np.asarray(mask, dtype=bool)) if mask is not None else np.array([], dtype=int)
     if dones is not None:
@@ -253,14 +421,13 @@ def _from_same_step(infos: Mapping[str, Any], dones: Any, env_name: str | None) 
         done_idx = np.flatnonzero(_as_bool_array(dones, len(mask) if mask is not None else None))
         missing = np.setdiff1d(done_idx, idx)
         if missing.size:
-            return [episode_from_info({}, env_index=int(missing[0]), env_name=env_name)]
+            episode_from_info({}, env_index=int(missing[0]), env_name=env_name)  # raises
         idx = done_idx
-    ends = []
-    for i in idx:
-        i = int(i)
-        row = final[i] if not isinstance(final, Mapping) else _row(final, i)
-        ends.append(episode_from_info(row or {}, env_index=i, env_name=env_name))
-    return ends
+    if isinstance(final, Mapping):
+        return _from_vector(final, idx, env_name)
+    # Gymnasium 0.29: an object array of per-env dicts
+    ends = [episode_from_info(final[i] or {}, env_index=int(i), env_name=env_name) for i in idx.tolist()]
+    return EpisodeColumns.from_ends(ends)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -383,48 +550,6 @@ def _wandb_mode(mode: str | None) -> str:
     return "offline"
 
 
-class _RunKeys:
-    """Assigns tracker streams to runs: a run is one input's consecutive samples in one env (row).
-
-    With ``run_index`` from the env (seffi envs report it) a run is (input, env row, run_index). Without
-    it a run restarts when ``sample_index`` does not increase, or after ``budget`` samples. Streams are
-    small ints numbered per input so merged trackers from several workers stay apart via
-    ``stream_offset``.
-    """
-
-    def __init__(self, budget: int, stream_offset: int) -> None:
-        self.budget = budget
-        self.stream_offset = stream_offset
-        # (input, env row) -> [stream, samples so far, last sample_index, run_index]
-        self._open: dict[tuple[str, int], list[Any]] = {}
-        self._n_streams: dict[str, int] = {}
-
-    def assign(self, end: EpisodeEnd) -> tuple[int, int]:
-        """(stream, position k) for ``end``; position > budget means "beyond the budget, skip"."""
-        key = (end.input_id, end.env_index)
-        cur = self._open.get(key)
-        new = cur is None
-        if not new:
-            if end.run_index is not None and cur[3] is not None:
-                new = end.run_index != cur[3]
-            elif end.sample_index is not None and cur[2] is not None:
-                new = end.sample_index <= cur[2]
-            else:
-                new = cur[1] >= self.budget
-        if new:
-            n = self._n_streams.get(end.input_id, 0)
-            self._n_streams[end.input_id] = n + 1
-            cur = [self.stream_offset + n, 0, None, None]
-            self._open[key] = cur
-        cur[1] += 1
-        cur[2], cur[3] = end.sample_index, end.run_index
-        return cur[0], cur[1]
-
-    @property
-    def n_runs(self) -> int:
-        return sum(self._n_streams.values())
-
-
 class CoverageMonitor:
     """Framework-agnostic coverage monitoring: feed episode ends, get curves logged to the sinks.
 
@@ -432,6 +557,13 @@ class CoverageMonitor:
     ``budget`` samples count, so the curves are per-input-budget curves C(k), k = 1..K, averaged over
     runs. Baselines (exact iid and oracle) come from the env (:meth:`for_env`) or from the caller;
     without them the policy curves are still logged, only the gain is missing (with its reason).
+
+    Cost: ingestion is O(num_envs) numpy per step (plus one dict lookup per key per finished episode
+    for SB3 lists); finished episodes are buffered and folded in batches into the tracker
+    (``CoverageTracker.update_many``) and into per-input sums (:class:`~seffi.callbacks.streaming.
+    RunSums`). A log computes point estimates from those sums in O(inputs x K), whatever the number
+    of runs; bootstrap intervals (gain ``_lo``/``_hi``, CI bands) are computed only for curve
+    snapshots (every ``log_curves_every``-th log) and the final report.
 
     Args:
         budget: Per-input sample budget K.
@@ -447,19 +579,18 @@ class CoverageMonitor:
         wandb_kwargs: Extra ``wandb.init`` arguments (project, name, group, config, dir, run).
         log_every: Log after this many new episodes (``log_unit="episodes"``) or steps (``"steps"``).
         log_unit: What ``log_every`` counts.
-        log_curves_every: Curve snapshots (tables/images) on W&B every this many logs.
+        log_curves_every: Every this many logs (starting with the first) a log is a *curve snapshot*:
+            curves with bootstrap intervals go to ``sinks.log_snapshot`` (W&B table + image, a line
+            of snapshots.jsonl) and the gain gets its ``_lo``/``_hi`` bounds.
         scope: Key scope, e.g. ``"eval"`` gives ``seffi/eval/auc`` (``None``: ``seffi/auc``).
         label: Legend name of the policy in plots and report.
-        n_boot: Bootstrap replicates for the CIs of logged numbers (the final report uses the same).
+        n_boot: Bootstrap replicates for snapshot and final intervals (0: no intervals).
         seed: Seed of the bootstrap.
         stream_offset: Added to every stream id, so trackers of several workers merge without clashes.
         plots: Render PNG plots into the local folder at :meth:`finalize`.
         env_name: Env id used in error messages and the report (default: read from ``env``).
         task_name: Task name for the report (default: read from ``env``).
         verbose: 1 prints a one-line summary at every log.
-        max_overhead: :meth:`maybe_log` defers a due log while the time spent logging exceeds this
-            fraction of the wall time since the monitor was created, so logging never costs more
-            than ~2% of training however small ``log_every`` is (``log``/``finalize`` always run).
 
     Example:
         >>> monitor = CoverageMonitor.for_env(envs, budget=16)      # doctest: +SKIP
@@ -470,6 +601,9 @@ class CoverageMonitor:
         ...     monitor.maybe_log(step)
         >>> monitor.close()                                         # doctest: +SKIP
     """
+
+    #: Buffered episodes are folded into the tracker and sums at the latest after this many.
+    flush_every = 4096
 
     def __init__(
         self,
@@ -495,7 +629,6 @@ class CoverageMonitor:
         env_name: str | None = None,
         task_name: str | None = None,
         verbose: int = 0,
-        max_overhead: float = 0.02,
     ) -> None:
         if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
             raise SeffiError(f"budget must be a positive int, got {budget!r}")
@@ -515,11 +648,10 @@ class CoverageMonitor:
         self.strategies: tuple[str, ...] = tuple(str(s) for s in strategies)
         self.user_iid, self.user_oracle = iid, oracle
         self.log_every, self.log_unit = int(log_every), log_unit
+        self.log_curves_every = int(log_curves_every)
         self.scope, self.label = scope, label
         self.n_boot, self.seed, self.stream_offset = int(n_boot), int(seed), int(stream_offset)
         self.verbose = verbose
-        self.max_overhead = float(max_overhead)
-        self._created = time.perf_counter()
         self.log_seconds = 0.0
         self.num_latents = self._num_latents()
         self._owns_sinks = sinks is None
@@ -531,22 +663,23 @@ class CoverageMonitor:
             sinks = default_sinks(
                 self.out_dir,
                 wandb=_wandb_mode(wandb),  # type: ignore[arg-type]
-                log_curves_every=log_curves_every,
+                log_curves_every=1,  # the monitor decides which logs are snapshots
                 plots=plots,
                 **kwargs,
             )
         else:
             self.out_dir = Path(out_dir) if out_dir is not None else None
         self.sinks = sinks
-        self.reset_tracker()
         self.episodes = 0
         self.skipped_beyond_budget = 0
+        self.reset_tracker()
         self.n_logs = 0
         self.last_step: int | None = None
         self._episodes_at_log = 0
         self._step_at_log: int | None = None
         self._warned_order = False
         self._baseline_cache: dict[frozenset[str], tuple[Any, Any]] = {}
+        self._auc_cache: dict[str, tuple[float | None, float | None]] = {}
         self.finalized = False
         self.last_scalars: dict[str, float] = {}
         self.last_comparison: Any = None
@@ -588,22 +721,57 @@ class CoverageMonitor:
         return int(n) if n is not None else None
 
     def reset_tracker(self) -> None:
-        """Start a fresh tracker (and run bookkeeping); the periodic evaluator does this per evaluation."""
+        """Drop all recorded samples (tracker, sums, runs); the periodic evaluator does this per evaluation.
+
+        The lifetime counters ``episodes`` and ``skipped_beyond_budget`` are kept.
+        """
+        self.__dict__.update(self._blank())
+
+    def _blank(self) -> dict[str, Any]:
+        """Fresh recorded-data attributes (see :meth:`state_dict` for what they hold)."""
         from seffi.coverage import CoverageTracker
 
-        self.tracker = CoverageTracker(strategies=self.strategies, task=self.task_name)
-        self.latent_tracker = (
-            CoverageTracker(strategies=tuple(str(z) for z in range(self.num_latents)))
-            if self.num_latents
-            else None
-        )
-        self._runs = _RunKeys(self.budget, self.stream_offset)
-        self._barcode: dict[str, list[int]] = {}
-        self._index = {s: j for j, s in enumerate(self.strategies)}
-        self._inputs: set[str] = set()
-        self._valid = 0
-        self._counted = 0
-        self._has_latent = False
+        M, Z = len(self.strategies), self.num_latents or 0
+        return {
+            "_tracker": CoverageTracker(strategies=self.strategies, task=self.task_name),
+            "_sums": RunSums(M, self.budget, M),
+            "_latent_sums": RunSums(Z, self.budget, Z) if Z else None,
+            "_has_latent": False,
+            "_runs": RunAssigner(self.budget, self.stream_offset),
+            "_input_ids": [],
+            "_input_code": {},
+            "_order_cache": (None, None),
+            "_barcode": {},
+            "_barcode_stream": {},  # input -> the stream its barcode row comes from
+            "_valid": 0,
+            "_counted": 0,
+            "_pending": [],
+            "_n_pending": 0,
+            # strategy_matches value -> row of the match table (a bool row per distinct match set)
+            "_match_code": {},
+            "_match_sets": [],
+            "_match_table": np.zeros((0, M), dtype=bool),
+        }
+
+    # -- recorded data -----------------------------------------------------------------------------
+
+    @property
+    def tracker(self) -> Any:
+        """The :class:`seffi.coverage.CoverageTracker` of every counted sample (buffer flushed first)."""
+        self._flush()
+        return self._tracker
+
+    @property
+    def samples(self) -> int:
+        """Samples that entered the curves (episodes minus those beyond a run's budget K)."""
+        self._flush()
+        return self._counted
+
+    @property
+    def inputs(self) -> list[str]:
+        """Ids of the inputs seen so far, in order of appearance."""
+        self._flush()
+        return list(self._input_ids)
 
     # -- ingestion -----------------------------------------------------------------------------------
 
@@ -620,49 +788,146 @@ class CoverageMonitor:
         Returns:
             The number of episodes recorded.
         """
-        ends = episode_ends(infos, dones, env_name=self.env_name)
-        for end in ends:
-            self.ingest_end(end, env_offset=env_offset)
-        return len(ends)
+        return self.ingest_columns(
+            episode_columns(infos, dones, env_name=self.env_name), env_offset=env_offset
+        )
 
     def ingest_episode(self, info: Mapping[str, Any], *, env_index: int = 0) -> None:
         """Record one finished episode from its final-step ``info`` (single-env loops, RLlib, TRL)."""
         self.ingest_end(episode_from_info(info, env_index=env_index, env_name=self.env_name))
 
     def ingest_end(self, end: EpisodeEnd, *, env_offset: int = 0) -> None:
-        """Record one parsed :class:`EpisodeEnd` (the lowest-level entry point)."""
-        if env_offset:
-            end = dataclasses.replace(end, env_index=end.env_index + env_offset)
-        self.episodes += 1
-        stream, k = self._runs.assign(end)
-        if k > self.budget:
-            # Samples beyond K of a run do not enter C(k) for k <= K; counting them would need O(samples).
-            self.skipped_beyond_budget += 1
-            return
-        self.tracker.update(end.input_id, end.matches, valid=end.valid, stream=stream)
-        if self.latent_tracker is not None and end.z is not None:
-            self.latent_tracker.update(end.input_id, (str(end.z),), valid=True, stream=stream)
-            self._has_latent = True
-        self._inputs.add(end.input_id)
-        self._counted += 1
-        self._valid += int(end.valid)
-        if stream == self.stream_offset:  # the first run of each input draws its barcode row
-            self._barcode.setdefault(end.input_id, []).append(self._barcode_cell(end))
+        """Record one parsed :class:`EpisodeEnd`."""
+        self.ingest_columns(EpisodeColumns.from_ends([end]), env_offset=env_offset)
 
-    def _barcode_cell(self, end: EpisodeEnd) -> int:
-        if not end.matches:
+    def ingest_ends(self, ends: Sequence[EpisodeEnd], *, env_offset: int = 0) -> int:
+        """Record parsed :class:`EpisodeEnd` objects, in order."""
+        return self.ingest_columns(EpisodeColumns.from_ends(ends), env_offset=env_offset)
+
+    def ingest_columns(self, cols: EpisodeColumns, *, env_offset: int = 0) -> int:
+        """Record finished episodes given as columns (the lowest-level entry point).
+
+        Match sets are checked here (an unknown strategy id raises at this step); the episodes are
+        then buffered and folded into the tracker in batches.
+        """
+        n = len(cols)
+        if n == 0:
+            return 0
+        if env_offset:
+            cols = dataclasses.replace(cols, env_index=cols.env_index + int(env_offset))
+        codes = self._match_codes(cols.matches, cols.env_index)
+        self._pending.append((cols, codes))
+        self._n_pending += n
+        self.episodes += n
+        if self._n_pending >= self.flush_every:
+            self._flush()
+        return n
+
+    def _match_codes(self, raw: np.ndarray, env_index: np.ndarray) -> np.ndarray:
+        """Row of the match table of each raw ``strategy_matches`` value (one dict lookup each)."""
+        table = self._match_code
+        try:
+            return np.fromiter((table[m] for m in raw), dtype=np.int64, count=raw.shape[0])
+        except (KeyError, TypeError):  # a new match set, or an unhashable value (a list): slow path
+            return np.array(
+                [self._new_match_code(m, int(e)) for m, e in zip(raw, env_index.tolist(), strict=True)],
+                dtype=np.int64,
+            )
+
+    def _new_match_code(self, raw: Any, env_index: int) -> int:
+        try:
+            return self._match_code[raw]
+        except (KeyError, TypeError):
+            pass
+        ms = normalize_matches(raw, self.env_name, env_index)
+        code = self._match_code.get(ms)
+        if code is None:
+            index = {s: j for j, s in enumerate(self.strategies)}
+            unknown = sorted(set(ms) - set(index))
+            if unknown:
+                raise SeffiError(
+                    f"{_describe(self.env_name, env_index)} reported strategy ids {unknown} that are not "
+                    f"among the declared strategies {list(self.strategies)}"
+                )
+            row = np.zeros((1, len(self.strategies)), dtype=bool)
+            row[0, [index[s] for s in ms]] = True
+            code = self._match_code[ms] = len(self._match_sets)
+            self._match_sets.append(ms)
+            self._match_table = np.concatenate([self._match_table, row])
+        try:
+            self._match_code[raw] = code
+        except TypeError:
+            pass
+        return code
+
+    def _input_codes(self, ids: np.ndarray) -> np.ndarray:
+        table = self._input_code
+        try:
+            return np.fromiter((table[x] for x in ids), dtype=np.int64, count=ids.shape[0])
+        except KeyError:
+            out = np.empty(ids.shape[0], dtype=np.int64)
+            for i, x in enumerate(ids):
+                code = table.get(x)
+                if code is None:
+                    code = table.get(str(x))
+                    if code is None:
+                        code = len(self._input_ids)
+                        self._input_ids.append(str(x))
+                        table[str(x)] = code
+                    table[x] = code
+                out[i] = code
+            return out
+
+    def _flush(self) -> None:
+        """Fold the buffered episodes into the run assignment, the sums and the tracker (in numpy)."""
+        if not self._pending:
+            return
+        pending, self._pending, self._n_pending = self._pending, [], 0
+        cols = EpisodeColumns.concat([c for c, _ in pending])
+        codes = np.concatenate([m for _, m in pending]) if len(pending) > 1 else pending[0][1]
+        u = self._input_codes(cols.input_id)
+        slot, k = self._runs.assign(u, cols.env_index, cols.sample_index, cols.run_index)
+        keep = k <= self.budget
+        if not keep.all():
+            # Samples beyond K of a run do not enter C(k) for k <= K; counting them would need O(samples).
+            self.skipped_beyond_budget += int((~keep).sum())
+            cols, codes, u, slot, k = cols.take(keep), codes[keep], u[keep], slot[keep], k[keep]
+        n = len(cols)
+        if n == 0:
+            return
+        hits = self._match_table[codes]
+        self._sums.add(u, slot, k, hits, cols.valid)
+        if self._latent_sums is not None:
+            Z = self._latent_sums.C
+            z = cols.z
+            ok = (z >= 0) & (z < Z)
+            self._has_latent |= bool(ok.any())
+            lat = np.zeros((n, Z), dtype=bool)
+            lat[np.flatnonzero(ok), z[ok]] = True
+            self._latent_sums.add(u, slot, k, lat, np.ones(n, dtype=bool))
+        streams = self._runs.slot_stream[slot]
+        ids = [self._input_ids[c] for c in u.tolist()]
+        self._tracker.update_many(ids, hits, valid=cols.valid, stream=streams)
+        for i in np.flatnonzero(streams == self.stream_offset).tolist():
+            # The first run of each input draws its barcode row (at most K cells per input).
+            if self._barcode_stream.setdefault(ids[i], self.stream_offset) == self.stream_offset:
+                row = self._barcode.setdefault(ids[i], [])
+                row.append(self._barcode_cell(self._match_sets[codes[i]], row))
+        self._counted += n
+        self._valid += int(cols.valid.sum())
+
+    def _barcode_cell(self, matches: tuple[str, ...], row: list[int]) -> int:
+        if not matches:
             return -1
-        row = self._barcode.get(end.input_id, [])
         seen = {self.strategies[c] for c in row if c >= 0}
-        new = [s for s in end.matches if s not in seen and s in self._index]
-        pick = new[0] if new else end.matches[0]
-        return self._index.get(pick, -1)
+        new = [s for s in matches if s not in seen]
+        return self.strategies.index(new[0] if new else matches[0])
 
     # -- logging ---------------------------------------------------------------------------------------
 
     def due(self, step: int) -> bool:
         """Whether :meth:`maybe_log` would log at ``step``."""
-        if self._counted == 0:
+        if self.episodes == 0:
             return False
         if self.log_unit == "episodes":
             return self.episodes - self._episodes_at_log >= self.log_every
@@ -672,12 +937,10 @@ class CoverageMonitor:
         """Log if ``log_every`` episodes (or steps) passed since the last log. O(1) when not due."""
         if not self.due(step):
             return False
-        if self.log_seconds > self.max_overhead * (time.perf_counter() - self._created):
-            return False  # over the time budget: try again at a later step
         return self.log(step) is not None
 
     def log(self, step: int) -> dict[str, float] | None:
-        """Compute the curves now and send scalars + a snapshot to the sinks at ``step``.
+        """Send the scalars of the key scheme (and, on snapshot logs, the curves) to the sinks at ``step``.
 
         Steps must increase: a step not above the last logged one is refused with one warning (nothing
         is lost: the tracker still holds every episode and the final report uses them all).
@@ -687,6 +950,7 @@ class CoverageMonitor:
         """
         step = int(step)
         self._episodes_at_log, self._step_at_log = self.episodes, step
+        self._flush()
         if self._counted == 0:
             return None
         if self.last_step is not None and step <= self.last_step:
@@ -700,11 +964,15 @@ class CoverageMonitor:
                 )
             return None
         started = time.perf_counter()
-        comparison, scalars = self.snapshot()
-        self.last_comparison = comparison
+        if self.n_logs % self.log_curves_every == 0:
+            comparison, scalars = self.snapshot()
+            self.last_comparison = comparison
+        else:
+            comparison, scalars = None, self.point_scalars()
         scalars[keys.STEP_KEY] = float(step)
         self.sinks.log(scalars, step)
-        self.sinks.log_snapshot(comparison, step, self.scope)
+        if comparison is not None:
+            self.sinks.log_snapshot(comparison, step, self.scope)
         self.last_step = step
         self.n_logs += 1
         self.log_seconds += time.perf_counter() - started
@@ -712,26 +980,95 @@ class CoverageMonitor:
         if self.verbose:
             gain = scalars.get(keys.gain_key(self.scope))
             print(  # opt-in console progress
-                f"[seffi] step {step}: {self.episodes} episodes, {len(self._inputs)} inputs, "
+                f"[seffi] step {step}: {self.episodes} episodes, {len(self._input_ids)} inputs, "
                 f"AUC {scalars.get(keys.auc_key(self.scope), float('nan')):.3f}, "
                 f"gain vs iid {'n/a' if gain is None else f'{gain:.3f}'}"
             )
         return scalars
 
+    def point_scalars(self) -> dict[str, float]:
+        """The scalars of a log from point estimates only, O(inputs x K).
+
+        No bootstrap and no baseline recomputed (per-input baseline AUCs are cached), so the gain
+        comes without ``_lo``/``_hi``.
+        """
+        self._flush()
+        point = self._sums.point(self._input_order())
+        gain = None
+        iid_auc, oracle_auc = self._baseline_aucs()
+        if iid_auc is not None and oracle_auc is not None and point["auc"] is not None:
+            den = oracle_auc - iid_auc
+            if den > 1e-12:  # as Curves.gain: no room for improvement -> undefined
+                gain = {"value": (point["auc"] - iid_auc) / den}
+        scalars = keys.scalars_from_curves(
+            point, gain=gain, episodes=self.episodes, inputs=len(self._input_ids), scope=self.scope
+        )
+        scalars[keys.valid_rate_key(self.scope)] = self._valid / max(self._counted, 1)
+        return scalars
+
+    def _baseline_aucs(self) -> tuple[float | None, float | None]:
+        """(iid AUC, oracle AUC) averaged over the inputs seen, from a per-input cache.
+
+        Both baselines average their per-input curves with equal weights, so their AUC over a set of
+        inputs is the mean of per-input AUCs: a new input costs one small computation, never a
+        recomputation over all inputs.
+        """
+        if self.user_iid is not None or self.user_oracle is not None:
+            if "__user__" not in self._auc_cache:
+                iid, oracle = self.baselines()
+                self._auc_cache["__user__"] = (
+                    iid.auc if iid is not None else None,
+                    oracle.auc if oracle is not None else None,
+                )
+            return self._auc_cache["__user__"]
+        if self.access is None:
+            return None, None
+        for x in self._input_ids:
+            if x not in self._auc_cache:
+                iid, oracle = (
+                    self._iid_curves(frozenset([x]), with_valid=False),
+                    self._oracle_curves(frozenset([x])),
+                )
+                self._auc_cache[x] = (
+                    iid.auc if iid is not None else None,
+                    oracle.auc if oracle is not None else None,
+                )
+        pairs = [self._auc_cache[x] for x in self._input_ids]
+        if not pairs or any(a is None or b is None for a, b in pairs):
+            return None, None
+        return float(np.mean([a for a, _ in pairs])), float(np.mean([b for _, b in pairs]))
+
     # -- curves ----------------------------------------------------------------------------------------
 
-    def curves(self) -> Any:
-        """The policy's :class:`seffi.coverage.Curves` over runs so far (k = 1..K, bootstrap CIs)."""
-        return self.tracker.curves(self.budget, n_boot=self.n_boot, seed=self.seed)
+    def curves(self, *, exact: bool = False) -> Any:
+        """The policy's :class:`seffi.coverage.Curves` over runs so far (k = 1..K, bootstrap CIs).
+
+        Args:
+            exact: Compute them with ``CoverageTracker.curves`` (cost grows with the number of runs;
+                used for the final report) instead of from the streaming sums (O(inputs x K)). Both
+                give the same numbers up to float rounding.
+        """
+        self._flush()
+        if exact:
+            return self._tracker.curves(self.budget, n_boot=self.n_boot, seed=self.seed)
+        return self._sums.curves(self._input_order(), n_boot=self.n_boot, seed=self.seed)
+
+    def _input_order(self) -> np.ndarray:
+        """Input codes in sorted-id order (the tracker's order), cached until a new input appears."""
+        if self._order_cache[0] != len(self._input_ids):
+            order = np.argsort(np.array(self._input_ids, dtype=object), kind="stable").astype(np.int64)
+            self._order_cache = (len(self._input_ids), order)
+        return self._order_cache[1]
 
     def baselines(self) -> tuple[Any, Any]:
         """(iid, oracle) curves for the inputs seen so far (``None`` where unavailable); cached."""
-        seen = frozenset(self._inputs)
+        self._flush()
+        seen = frozenset(self._input_ids)
         if seen not in self._baseline_cache:
             self._baseline_cache = {seen: (self._iid_curves(seen), self._oracle_curves(seen))}
         return self._baseline_cache[seen]
 
-    def _iid_curves(self, inputs: frozenset[str]) -> Any:
+    def _iid_curves(self, inputs: frozenset[str], with_valid: bool = True) -> Any:
         if self.user_iid is not None:
             return self.user_iid.curves(self.budget)
         if self.access is None or not self.access.has("base_match_distribution") or not inputs:
@@ -740,7 +1077,11 @@ class CoverageMonitor:
 
         order = sorted(inputs)
         raw = {x: self.access.call("base_match_distribution", x) for x in order}
-        valid = {x: self.access.call("base_match_distribution", x, valid_only=True) for x in order}
+        valid = (
+            {x: self.access.call("base_match_distribution", x, valid_only=True) for x in order}
+            if with_valid
+            else None
+        )
         return IidBaseline.from_match_distribution(
             raw, strategies=self.strategies, valid_distribution=valid
         ).curves(self.budget)
@@ -756,11 +1097,15 @@ class CoverageMonitor:
         refs = {x: self.access.call("reference_match_sets", x) for x in order}
         return OracleBaseline(refs, strategies=self.strategies, seed=self.seed).curves(self.budget)
 
-    def snapshot(self) -> tuple[Any, dict[str, float]]:
-        """(``Comparison`` for the report/sinks, scalar dict of the key scheme) of the data so far."""
+    def snapshot(self, *, exact: bool = False) -> tuple[Any, dict[str, float]]:
+        """(``Comparison`` for the report/sinks, scalar dict of the key scheme) of the data so far.
+
+        Args:
+            exact: Policy curves from the tracker instead of the streaming sums (see :meth:`curves`).
+        """
         from seffi.report.schema import Barcode, Comparison, CurveSet, Gain, LatentCurve, PolicyResult
 
-        curves = self.curves()
+        curves = self.curves(exact=exact)
         iid, oracle = self.baselines()
         policy_set = CurveSet.from_curves(curves, self.label, "policy")
         if iid is not None and oracle is not None:
@@ -769,16 +1114,15 @@ class CoverageMonitor:
         else:
             gain = Gain(reason="no iid/oracle baseline (not a seffi env and none given)")
         latent = None
-        if self.latent_tracker is not None and self._has_latent:
-            lc = self.latent_tracker.curves(self.budget, n_boot=0, seed=self.seed)
-            ok = np.flatnonzero(np.isfinite(lc.coverage))  # k no run reached yet is NaN: leave it out
-            if ok.size:
-                latent = LatentCurve(
-                    label=self.label,
-                    k=[int(i) + 1 for i in ok],
-                    coverage=[float(lc.coverage[i]) for i in ok],
-                    num_codes=self.num_latents,
-                )
+        if self._latent_sums is not None and self._has_latent:
+            cov = self._latent_sums.point(self._input_order())["coverage"]
+            ok = np.flatnonzero(np.isfinite(cov))  # k no run reached yet is NaN: leave it out
+            latent = LatentCurve(
+                label=self.label,
+                k=[int(i) + 1 for i in ok],
+                coverage=[float(cov[i]) for i in ok],
+                num_codes=self.num_latents,
+            )
         barcode = Barcode(
             strategies=list(self.strategies),
             input_ids=sorted(self._barcode),
@@ -788,17 +1132,212 @@ class CoverageMonitor:
             task=self.task_name,
             env_id=self.env_name,
             budget=self.budget,
-            n_inputs=len(self._inputs),
+            n_inputs=len(self._input_ids),
             num_strategies=len(self.strategies),
             iid=CurveSet.from_curves(iid, "iid", "iid") if iid is not None else None,
             oracle=CurveSet.from_curves(oracle, "oracle", "oracle") if oracle is not None else None,
             policies=[PolicyResult(curves=policy_set, gain=gain, barcode=barcode, latent=latent)],
         )
         scalars = keys.scalars_from_curves(
-            policy_set, gain=gain, episodes=self.episodes, inputs=len(self._inputs), scope=self.scope
+            policy_set, gain=gain, episodes=self.episodes, inputs=len(self._input_ids), scope=self.scope
         )
         scalars[keys.valid_rate_key(self.scope)] = self._valid / max(self._counted, 1)
         return comparison, scalars
+
+    # -- state: checkpoint, resume, exact merge ----------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything recorded, as JSON-safe data (see :meth:`load_state_dict` and :meth:`merge`).
+
+        Holds the tracker state, per-input sums of the streaming estimator, the barcode, counters and
+        the runs still open (so a resumed monitor continues them). Size O(runs x strategies), like the
+        tracker's.
+        """
+        self._flush()
+        open_runs = []
+        for u, env, slot, count, si, ri in self._runs.open_runs():
+            cov, vcov, any_valid = self._sums.open_state(slot)
+            rec = {
+                "input_id": self._input_ids[u],
+                "env_index": env,
+                "stream": int(self._runs.slot_stream[slot]),
+                "count": count,
+                "sample_index": si,
+                "run_index": ri,
+                "covered": cov,
+                "valid_covered": vcov,
+                "any_valid": any_valid,
+            }
+            if self._latent_sums is not None:
+                rec["latent_covered"] = self._latent_sums.open_state(slot)[0]
+            open_runs.append(rec)
+        inputs = {}
+        for u, x in sorted(enumerate(self._input_ids), key=lambda p: p[1]):
+            inputs[x] = {
+                **self._sums.input_state(u),
+                "next_stream": int(self._runs.next_stream[u]),
+                "latent": self._latent_sums.input_state(u) if self._latent_sums is not None else None,
+                "barcode": (
+                    {"stream": self._barcode_stream[x], "cells": list(self._barcode[x])}
+                    if x in self._barcode
+                    else None
+                ),
+            }
+        return {
+            "format": MONITOR_STATE_FORMAT,
+            "budget": self.budget,
+            "strategies": list(self.strategies),
+            "num_latents": self.num_latents,
+            "stream_offset": self.stream_offset,
+            "episodes": self.episodes,
+            "samples": self._counted,
+            "valid": self._valid,
+            "skipped_beyond_budget": self.skipped_beyond_budget,
+            "has_latent": self._has_latent,
+            "inputs": inputs,
+            "open_runs": sorted(open_runs, key=lambda r: (r["input_id"], r["env_index"])),
+            "tracker": self._tracker.state_dict(),
+        }
+
+    def _check_state(self, state: Mapping[str, Any]) -> None:
+        if not isinstance(state, Mapping) or state.get("format") != MONITOR_STATE_FORMAT:
+            raise SeffiError(f"not a CoverageMonitor state (expected format {MONITOR_STATE_FORMAT!r})")
+        mine = (self.budget, list(self.strategies), self.num_latents)
+        theirs = (state.get("budget"), state.get("strategies"), state.get("num_latents"))
+        if mine != theirs:
+            raise SeffiError(
+                f"monitor state has (budget, strategies, latents) {theirs}, this monitor {mine}: "
+                "they do not mix"
+            )
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> CoverageMonitor:
+        """Replace everything recorded with ``state`` (from :meth:`state_dict`); returns self.
+
+        A foreign or corrupted state raises :class:`~seffi.errors.SeffiError` and leaves the monitor
+        unchanged. The monitor's own ``stream_offset`` becomes the state's.
+        """
+        self._check_state(state)
+        saved = {
+            name: getattr(self, name)
+            for name in (*self._blank(), "episodes", "skipped_beyond_budget", "stream_offset")
+        }
+        try:
+            self.stream_offset = int(state["stream_offset"])
+            self.__dict__.update(self._blank())
+            self.episodes = self.skipped_beyond_budget = 0
+            self._merge_state(state, keep_open=True)
+        except (KeyError, TypeError, ValueError) as exc:
+            self.__dict__.update(saved)
+            raise SeffiError(f"corrupted CoverageMonitor state: {type(exc).__name__}: {exc}") from exc
+        return self
+
+    def merge(self, other: CoverageMonitor | Mapping[str, Any]) -> CoverageMonitor:
+        """Add another monitor's (or monitor state's) recorded data to this one; returns self.
+
+        Exact and order-independent, like ``CoverageTracker.merge``: tracker runs form a disjoint
+        union (runs present in both raise — give workers distinct ``stream_offset`` values, or move a
+        state with :meth:`shift_streams`), the per-input sums and counters are integer sums, and the
+        barcode row of an input is the one of its lowest-numbered first run. Curves, counters and the
+        tracker of ``a.merge(b)`` and ``b.merge(a)`` are identical; only the receiving monitor's own
+        open runs continue (the other's env rows are not this monitor's).
+        """
+        state = other.state_dict() if isinstance(other, CoverageMonitor) else other
+        self._check_state(state)
+        self._flush()
+        saved = self.state_dict()
+        try:
+            self._merge_state(state, keep_open=False)
+        except (KeyError, TypeError, ValueError) as exc:
+            self.load_state_dict(saved)
+            if isinstance(exc, SeffiError):
+                raise
+            raise SeffiError(f"cannot merge CoverageMonitor state: {type(exc).__name__}: {exc}") from exc
+        return self
+
+    def _merge_state(self, state: Mapping[str, Any], *, keep_open: bool) -> None:
+        from seffi.coverage import CoverageTracker
+
+        self._tracker.merge(CoverageTracker.from_state_dict(state["tracker"]))
+        top: dict[str, int] = {}  # highest stream per input among the added runs
+        for r in state["tracker"]["runs"]:
+            top[r["input_id"]] = max(top.get(r["input_id"], -1), int(r["stream"]))
+        for x, d in state["inputs"].items():
+            u = int(self._input_codes(_objects([x]))[0])
+            self._runs._grow(u + 1, 0)
+            self._sums.add_input_state(u, d)
+            if self._latent_sums is not None and d.get("latent") is not None:
+                self._latent_sums.add_input_state(u, d["latent"])
+            local = int(d["next_stream"]) if keep_open else top.get(x, -1) - self.stream_offset + 1
+            self._runs.next_stream[u] = max(int(self._runs.next_stream[u]), local)
+            bar = d.get("barcode")
+            if bar is not None:
+                mine = self._barcode_stream.get(x)
+                if mine is None or int(bar["stream"]) < mine:
+                    self._barcode[x] = [int(c) for c in bar["cells"]]
+                    self._barcode_stream[x] = int(bar["stream"])
+        if keep_open:
+            for r in state["open_runs"]:
+                u = self._input_code[r["input_id"]]
+                slot = self._runs.restore_slot(u, int(r["stream"]))
+                self._runs.restore_open(
+                    u, int(r["env_index"]), slot, int(r["count"]), int(r["sample_index"]), int(r["run_index"])
+                )
+                self._sums.set_open_state(slot, r["covered"], r["valid_covered"], bool(r["any_valid"]))
+                if self._latent_sums is not None:
+                    self._latent_sums.set_open_state(slot, r.get("latent_covered", []), [], True)
+        self.episodes += int(state["episodes"])
+        self._counted += int(state["samples"])
+        self._valid += int(state["valid"])
+        self.skipped_beyond_budget += int(state["skipped_beyond_budget"])
+        self._has_latent |= bool(state["has_latent"])
+
+    @staticmethod
+    def shift_streams(state: Mapping[str, Any], offset: int) -> dict[str, Any]:
+        """A copy of a monitor state with every stream moved up by ``offset``.
+
+        Workers that all started at ``stream_offset=0`` hold runs with the same stream numbers; moving
+        each state to its own block (see :meth:`stream_span`) makes them mergeable.
+        """
+        offset = int(offset)
+        out = copy.deepcopy(dict(state))
+        out["stream_offset"] = int(state["stream_offset"]) + offset
+        for r in out["tracker"]["runs"]:
+            r["stream"] = int(r["stream"]) + offset
+        for r in out["open_runs"]:
+            r["stream"] = int(r["stream"]) + offset
+        for d in out["inputs"].values():
+            if d.get("barcode") is not None:
+                d["barcode"]["stream"] = int(d["barcode"]["stream"]) + offset
+        return out
+
+    @staticmethod
+    def stream_span(state: Mapping[str, Any]) -> int:
+        """1 + the highest stream number in a monitor state (0 when it holds no run)."""
+        return 1 + max((int(r["stream"]) for r in state["tracker"]["runs"]), default=-1)
+
+    def load_states(self, states: Sequence[Mapping[str, Any]]) -> CoverageMonitor:
+        """Replace everything recorded with the exact union of ``states`` (e.g. one per worker).
+
+        Each state is moved to its own block of streams (in the order given) before merging, so
+        workers may all use the same ``stream_offset``. Counters are sums; curves equal those of one
+        monitor fed with every episode. On a bad state the monitor is left unchanged.
+        """
+        self._flush()
+        saved = self.state_dict()
+        try:
+            self.__dict__.update(self._blank())
+            self.episodes = self.skipped_beyond_budget = 0
+            offset = 0
+            for state in states:
+                self._check_state(state)
+                self._merge_state(self.shift_streams(state, offset), keep_open=False)
+                offset += self.stream_span(state)
+        except (KeyError, TypeError, ValueError) as exc:
+            self.load_state_dict(saved)
+            if isinstance(exc, SeffiError):
+                raise
+            raise SeffiError(f"cannot merge CoverageMonitor states: {type(exc).__name__}: {exc}") from exc
+        return self
 
     # -- the end ---------------------------------------------------------------------------------------
 
@@ -806,9 +1345,10 @@ class CoverageMonitor:
         """The :class:`seffi.report.schema.Report` of everything recorded so far."""
         from seffi.report.schema import Report
 
+        self._flush()
         comparisons = []
         if self._counted:
-            comparison = self.snapshot()[0]
+            comparison = self.snapshot(exact=True)[0]  # the tracker's curves: the reference numbers
             if self.extra_policies:
                 comparison = comparison.model_copy(
                     update={"policies": [*comparison.policies, *self.extra_policies]}
@@ -830,6 +1370,7 @@ class CoverageMonitor:
         """
         if self.finalized:
             return None
+        self._flush()
         if step is not None and self._counted and (self.last_step is None or step > self.last_step):
             self.log(step)
         report = self.report()
@@ -916,7 +1457,8 @@ class CoverageEvaluator:
         input_ids: Eval inputs (default: the env's whole pool).
         seed: Seed of each evaluation's env reset (evaluation i uses ``seed + i``).
         keep_history: Number of evaluations kept as lines in the final report (evenly spaced).
-        **monitor_kwargs: :class:`CoverageMonitor` arguments (sinks, out_dir, wandb, iid, ...).
+        **monitor_kwargs: :class:`CoverageMonitor` arguments (sinks, out_dir, wandb, iid, ...);
+            ``log_curves_every`` is always 1 (every evaluation is a curve snapshot).
     """
 
     def __init__(
@@ -934,6 +1476,8 @@ class CoverageEvaluator:
         monitor_kwargs.setdefault("scope", "eval")
         monitor_kwargs.setdefault("label", "eval")
         monitor_kwargs.setdefault("n_boot", 100)
+        # One log per evaluation, each a curve snapshot (its comparison goes into the history).
+        monitor_kwargs["log_curves_every"] = 1
         self.monitor = CoverageMonitor(budget, env=eval_env, **monitor_kwargs)
         self.env = eval_env
         self.budget = int(budget)
@@ -965,8 +1509,7 @@ class CoverageEvaluator:
         """
         self.monitor.reset_tracker()
         ends = rollout_episodes(self.env, act, self.input_ids, self.budget, seed=self.seed + self.n_evals)
-        for end in ends:
-            self.monitor.ingest_end(end)
+        self.monitor.ingest_ends(ends)
         self.n_evals += 1
         self.last_step = int(step)
         scalars = self.monitor.log(step)

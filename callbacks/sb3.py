@@ -55,12 +55,11 @@ class CoverageCallback(BaseCallback):
         wandb_kwargs: Extra ``wandb.init`` arguments (project, name, config, ...) or ``run``.
         log_every: Streaming mode logs after this many new episodes.
         log_unit: ``"episodes"`` or ``"steps"`` (``num_timesteps``) for ``log_every``.
-        log_curves_every: Curve tables/images on W&B every this many logs.
+        log_curves_every: Curve snapshots (W&B tables/images, bootstrap intervals) every this many
+            streaming logs (each evaluation is a snapshot).
         n_boot: Bootstrap replicates of the logged CIs.
         seed: Seed of bootstraps and evaluation resets.
         plots: Render PNG plots into the local report folder at the end.
-        max_overhead: Streaming logs are deferred while logging took more than this fraction of
-            the wall time so far (see :class:`~seffi.callbacks.core.CoverageMonitor`).
         verbose: 1 prints one line per log.
     """
 
@@ -85,7 +84,6 @@ class CoverageCallback(BaseCallback):
         n_boot: int = 200,
         seed: int = 0,
         plots: bool = True,
-        max_overhead: float = 0.02,
         verbose: int = 0,
     ) -> None:
         super().__init__(verbose=verbose)
@@ -110,7 +108,7 @@ class CoverageCallback(BaseCallback):
             "verbose": verbose,
         }
         self._wandb, self._wandb_kwargs = wandb, dict(wandb_kwargs or {})
-        self._plots, self._max_overhead = plots, max_overhead
+        self._plots = plots
         self._log_every, self._log_unit = log_every, log_unit
         self.monitor: CoverageMonitor | None = None
         self.evaluator: CoverageEvaluator | None = None
@@ -129,7 +127,7 @@ class CoverageCallback(BaseCallback):
                 stream_dir,
                 wandb=self._mode(),
                 plots=self._plots,
-                log_curves_every=self._common["log_curves_every"],
+                log_curves_every=1,  # the monitor decides which logs are curve snapshots
                 **self._run_kwargs(),
             )
             if sinks.wandb is not None and sinks.wandb.enabled:
@@ -141,7 +139,6 @@ class CoverageCallback(BaseCallback):
                 out_dir=stream_dir,
                 log_every=self._log_every,
                 log_unit=self._log_unit,
-                max_overhead=self._max_overhead,
                 **self._common,
             )
         if self.mode in ("eval", "both"):
@@ -152,7 +149,7 @@ class CoverageCallback(BaseCallback):
                 eval_dir,
                 wandb=self._mode(),
                 plots=self._plots,
-                log_curves_every=self._common["log_curves_every"],
+                log_curves_every=1,  # the monitor decides which logs are curve snapshots
                 **kwargs,
             )
             self.evaluator = CoverageEvaluator(

@@ -43,7 +43,7 @@ def test_plain_loop_matches_hand_tracker(tmp_path: Path, mode: AutoresetMode) ->
     finals: list = []
     envs = _sync(mode, finals)
     monitor = CoverageMonitor.for_env(
-        envs, budget=K, out_dir=tmp_path, wandb="disabled", log_every=30, n_boot=0, max_overhead=1e9
+        envs, budget=K, out_dir=tmp_path, wandb="disabled", log_every=30, n_boot=0
     )
     envs.reset(seed=0)
     envs.action_space.seed(0)

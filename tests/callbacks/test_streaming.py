@@ -1,0 +1,265 @@
+"""Streaming statistics and the monitor's state API, against independent references.
+
+References: ``CoverageTracker.curves`` (the run estimator fed sample by sample) for the streaming
+sums; the per-episode loop for the vectorised run assignment; one monitor fed with every episode
+for merged and resumed monitors.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from seffi.callbacks.core import CoverageMonitor, EpisodeColumns, EpisodeEnd, _objects
+from seffi.callbacks.streaming import RunAssigner, RunSums
+from seffi.coverage import CoverageTracker
+from seffi.errors import SeffiError
+
+STRATS = ("a", "b", "c", "d")
+
+
+class _Null:
+    def __init__(self):
+        self.logged = []
+        self.snapshots = []
+
+    def log(self, data, step):
+        self.logged.append((step, dict(data)))
+
+    def log_snapshot(self, comparison, step, scope=None):
+        self.snapshots.append(step)
+
+    def finish(self, report=None, tracker_state=None):
+        pass
+
+
+def _random_runs(seed: int, n_inputs: int = 5, K: int = 6):
+    """Runs of random length (some shorter than K) with random match sets, samples interleaved."""
+    rng = np.random.default_rng(seed)
+    runs = []
+    for u in range(n_inputs):
+        for _ in range(int(rng.integers(1, 4))):
+            length = int(rng.integers(1, K + 1))
+            hits = rng.random((length, len(STRATS))) < rng.uniform(0.05, 0.5)
+            runs.append((u, hits, rng.random(length) < 0.7))
+    samples = [(r, i) for r, (_, hits, _) in enumerate(runs) for i in range(len(hits))]
+    rng.shuffle(samples)
+    samples.sort(key=lambda s: s[1])  # keep each run in order, interleave across runs
+    return runs, samples
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_run_sums_give_the_tracker_curves_and_intervals(seed: int) -> None:
+    K = 6
+    runs, samples = _random_runs(seed, K=K)
+    ids = [f"x{u}" for u in range(5)]
+    tracker = CoverageTracker(strategies=STRATS)
+    sums = RunSums(len(STRATS), K, len(STRATS))
+    batch = []
+    for r, i in samples:
+        u, hits, valid = runs[r]
+        tracker.update(
+            ids[u], {s for s, h in zip(STRATS, hits[i], strict=True) if h}, valid=bool(valid[i]), stream=r
+        )
+        batch.append((u, r, i + 1, hits[i], valid[i]))
+    for part in (batch[:7], batch[7:20], batch[20:]):  # several batches: open runs continue
+        u, slot, k, hits, valid = (np.array(c) for c in zip(*part, strict=True))
+        sums.add(u, slot, k, hits.astype(bool), valid.astype(bool))
+    want = tracker.curves(K, n_boot=300, seed=4)
+    got = sums.curves(np.argsort(np.array(ids, dtype=object)), n_boot=300, seed=4)
+    for name in ("coverage", "novelty", "expected_new", "full_coverage", "valid_coverage", "valid_at_k"):
+        np.testing.assert_allclose(getattr(got, name), getattr(want, name), atol=1e-12, err_msg=name)
+        for b in ("_lo", "_hi"):  # float32 replicate sums in both: equal up to rounding
+            np.testing.assert_allclose(
+                getattr(got, name + b), getattr(want, name + b), atol=1e-6, err_msg=name + b
+            )
+    np.testing.assert_array_equal(got.runs_at_k, want.runs_at_k)
+    assert got.auc == pytest.approx(want.auc, abs=1e-12)
+    assert (got.auc_lo, got.auc_hi) == pytest.approx((want.auc_lo, want.auc_hi), abs=1e-6)
+    np.testing.assert_allclose(got.auc_reps, want.auc_reps, atol=1e-6)
+    for key, t in want.time_to_coverage.items():
+        g = got.time_to_coverage[key]
+        np.testing.assert_allclose(g.survival, t.survival, atol=1e-12)
+        assert (g.median, g.median_lo, g.median_hi) == (t.median, t.median_lo, t.median_hi)
+        assert g.restricted_mean == pytest.approx(t.restricted_mean, abs=1e-12)
+    assert (got.n_inputs, got.n_runs, got.samples) == (want.n_inputs, want.n_runs, want.samples)
+    assert got.notes == want.notes
+    point = sums.point()
+    np.testing.assert_allclose(point["coverage"], want.coverage, atol=1e-12)
+    assert point["auc"] == pytest.approx(want.auc, abs=1e-12)
+
+
+def _loop_only(assigner: RunAssigner, u, env, si, ri):
+    e = assigner.env_columns(env)
+    assigner._grow(int(u.max()) + 1, len(assigner.env_cols))
+    return assigner._loop(u, e, si, ri)
+
+
+@pytest.mark.parametrize("kind", ["run_index", "sample_index", "mixed", "none"])
+def test_vectorised_run_assignment_equals_the_per_episode_loop(kind: str) -> None:
+    rng = np.random.default_rng(5)
+    K, n = 4, 600
+    u = rng.integers(0, 3, n)
+    env = rng.integers(0, 4, n) * 7  # sparse env indices
+    # env-like indices: per (input, env) counters that restart after K samples
+    si, ri = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    count: dict = {}
+    for i in range(n):
+        c = count.get((u[i], env[i]), 0)
+        count[(u[i], env[i])] = c + 1
+        si[i], ri[i] = c % (K + 1) + 1, c // (K + 1)  # some runs go one past K
+    if kind == "sample_index":
+        ri[:] = -1
+    elif kind == "mixed":
+        ri[rng.random(n) < 0.3] = -1
+    elif kind == "none":
+        ri[:], si[:] = -1, -1
+    fast, slow = RunAssigner(K, stream_offset=3), RunAssigner(K, stream_offset=3)
+    cuts = np.r_[0, np.sort(rng.choice(np.arange(1, n), 30, replace=False)), n]
+    for a, b in itertools.pairwise(cuts):
+        s1, k1 = fast.assign(u[a:b], env[a:b], si[a:b], ri[a:b])
+        s2, k2 = _loop_only(slow, u[a:b], env[a:b], si[a:b], ri[a:b])
+        np.testing.assert_array_equal(k1, k2)
+        np.testing.assert_array_equal(fast.slot_stream[s1], slow.slot_stream[s2])
+    np.testing.assert_array_equal(fast.next_stream, slow.next_stream)
+    if kind == "run_index":
+        assert (k1 <= K + 1).all() and fast.n_slots == len(
+            {(a, b, c) for a, b, c in zip(u, env, ri, strict=True)}
+        )
+
+
+def _ends(seed: int, n: int, inputs=("p", "q", "r"), K: int = 5, envs: int = 3):
+    rng = np.random.default_rng(seed)
+    out, count = [], {}
+    for _ in range(n):
+        x, e = inputs[int(rng.integers(len(inputs)))], int(rng.integers(envs))
+        c = count.get((x, e), 0)
+        count[(x, e)] = c + 1
+        ms = tuple(s for s in STRATS if rng.random() < 0.25)
+        out.append(EpisodeEnd(x, ms, bool(rng.random() < 0.8), e, c % K + 1, None, c // K))
+    return out
+
+
+def _monitor(**kw) -> CoverageMonitor:
+    return CoverageMonitor(5, STRATS, sinks=_Null(), n_boot=50, **kw)
+
+
+def _without_open(state):
+    return {k: v for k, v in state.items() if k != "open_runs"}
+
+
+def test_merge_is_exact_and_order_independent() -> None:
+    ends = _ends(0, 300)
+    whole = _monitor()
+    whole.ingest_ends(ends)
+    parts = [ends[:100], ends[100:220], ends[220:]]
+    # Each worker sees its own env rows (offset), so runs do not straddle workers.
+    monitors = []
+    for w, part in enumerate(parts):
+        m = _monitor(stream_offset=100 * w)
+        m.ingest_ends(
+            [
+                EpisodeEnd(
+                    e.input_id, e.matches, e.valid, e.env_index + 10 * w, e.sample_index, None, e.run_index
+                )
+                for e in part
+            ]
+        )
+        monitors.append(m)
+    ab = _monitor().merge(monitors[0]).merge(monitors[1]).merge(monitors[2])
+    ba = _monitor().merge(monitors[2].state_dict()).merge(monitors[1]).merge(monitors[0])
+    assert _without_open(ab.state_dict()) == _without_open(ba.state_dict())
+    ref = _monitor()  # one monitor fed with all episodes, env rows kept apart like the workers'
+    for w, part in enumerate(parts):
+        ref.ingest_ends(
+            [
+                EpisodeEnd(
+                    e.input_id, e.matches, e.valid, e.env_index + 10 * w, e.sample_index, None, e.run_index
+                )
+                for e in part
+            ]
+        )
+    a, b = ab.curves(exact=True), ref.curves(exact=True)
+    np.testing.assert_allclose(a.coverage, b.coverage, atol=1e-12)
+    np.testing.assert_allclose(ab.curves().coverage, b.coverage, atol=1e-12)  # the merged sums too
+    assert (ab.episodes, ab.samples) == (ref.episodes, ref.samples) == (300, ref.tracker.n_samples)
+    assert ab.point_scalars() == ref.point_scalars()
+    with pytest.raises(SeffiError, match="both trackers hold run"):
+        ab.merge(monitors[0])  # the same runs twice
+    assert ab.samples == 300  # unchanged by the refused merge
+
+
+def test_load_states_puts_each_worker_in_its_own_streams() -> None:
+    ends = _ends(1, 200)
+    states = []
+    for part in (ends[:90], ends[90:]):
+        m = _monitor()  # both workers use stream_offset 0 and env rows 0..2
+        m.ingest_ends(part)
+        states.append(json.loads(json.dumps(m.state_dict())))
+    driver = _monitor().load_states(states)
+    ref = CoverageTracker(strategies=STRATS)
+    for w, st in enumerate(states):
+        for r in st["tracker"]["runs"]:
+            ref.merge(
+                CoverageTracker.from_state_dict(
+                    {**st["tracker"], "runs": [{**r, "stream": r["stream"] + 1000 * w}]}
+                )
+            )
+    np.testing.assert_allclose(
+        driver.curves(exact=True).coverage, ref.curves(5, n_boot=0).coverage, atol=1e-12
+    )
+    np.testing.assert_allclose(driver.curves().coverage, ref.curves(5, n_boot=0).coverage, atol=1e-12)
+    assert driver.episodes == 200 and driver.tracker.n_samples == ref.n_samples
+
+
+def test_resume_continues_open_runs_exactly() -> None:
+    ends = _ends(2, 240)
+    whole = _monitor()
+    whole.ingest_ends(ends)
+    first = _monitor()
+    first.ingest_ends(ends[:111])
+    resumed = _monitor().load_state_dict(json.loads(json.dumps(first.state_dict())))
+    resumed.ingest_ends(ends[111:])
+    assert resumed.state_dict() == whole.state_dict()
+    before = resumed.state_dict()
+    with pytest.raises(SeffiError, match="not a CoverageMonitor state"):
+        resumed.load_state_dict({"format": "nope"})
+    with pytest.raises(SeffiError, match="do not mix"):
+        resumed.load_state_dict({**before, "budget": 7})
+    with pytest.raises(SeffiError, match="corrupted"):
+        resumed.load_state_dict({**before, "inputs": {"p": {"sums": [[1]]}}})
+    assert resumed.state_dict() == before
+
+
+def test_cheap_logs_agree_with_snapshots_and_no_runtime_warnings() -> None:
+    sink = _Null()
+    m = CoverageMonitor(8, STRATS, sinks=sink, n_boot=30, log_every=10, log_curves_every=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # runs shorter than K (NaN columns) must not warn anywhere
+        for step, end in enumerate(_ends(3, 60, K=8)):
+            m.ingest_end(end)
+            m.maybe_log(step)
+        report = m.report()
+    assert m.n_logs == 6 and sink.snapshots == [sink.logged[i][0] for i in (0, 3)]
+    point = m.point_scalars()
+    _, snap = m.snapshot()
+    assert set(snap) - set(point) <= set()  # no gain without baselines: same keys
+    for key, v in point.items():
+        assert snap[key] == pytest.approx(v, abs=1e-12), key
+    assert report.comparisons[0].policies[0].curves.n_runs == len(m.tracker)
+
+
+def test_unknown_strategy_and_bad_matches_raise_at_ingestion() -> None:
+    m = _monitor()
+    cols = EpisodeColumns.from_ends([EpisodeEnd("p", ("zz",), True)])
+    with pytest.raises(SeffiError, match=r"strategy ids \['zz'\]"):
+        m.ingest_columns(cols)
+    bad = EpisodeColumns.from_ends([EpisodeEnd("p", (), True)])
+    bad.matches = _objects(["ab"])
+    with pytest.raises(SeffiError, match="must be a tuple of strategy ids"):
+        m.ingest_columns(bad)
+    assert m.episodes == 0
