@@ -898,6 +898,14 @@ def _unambiguous_oracle(f: int, m: int, M: int, K: int, bins: np.ndarray | None,
 MC_ORACLE_RUNS = 4096
 
 
+def _pack_words(bits: np.ndarray) -> np.ndarray:
+    """Pack bool rows (N, M) into 64-bit words (N, ceil(M / 64)) (zero padding)."""
+    packed = np.packbits(bits, axis=1)
+    pad = (-packed.shape[1]) % 8
+    packed = np.pad(packed, ((0, 0), (0, pad))) if pad else packed
+    return np.ascontiguousarray(packed).view(np.uint64)
+
+
 def oracle_first_hits(
     refmask: Mapping[int, int], M: int, K: int, runs: int, rng: np.random.Generator
 ) -> np.ndarray:
@@ -912,31 +920,37 @@ def oracle_first_hits(
         M: number of strategy columns.
         K: budget.
         runs: number of runs R.
-        rng: generator (one uniform per run and step).
+        rng: generator (one uniform per run, step and feasible strategy).
 
     Returns:
         int array, shape (R, M): 0-based step at which each column was first covered, -1 if never.
     """
     feas = np.fromiter(refmask, dtype=np.int64, count=len(refmask))  # (F,)
     # Python ints, so masks of any width decode (numpy int64 shifts would overflow past 63 columns).
-    R_sets = np.array([[(refmask[int(s)] >> j) & 1 for j in range(M)] for s in feas], dtype=np.float64)
-    R_sets = R_sets.reshape(-1, M)  # (F, M): the match set of each feasible strategy's trace
+    R_sets = np.array([[(refmask[int(s)] >> j) & 1 for j in range(M)] for s in feas], dtype=np.uint8)
+    R_sets = R_sets.reshape(-1, M) > 0  # (F, M): the match set of each feasible strategy's trace
+    R_words = _pack_words(R_sets)  # (F, W) 64-bit words: a set test is one AND per word
     covered = np.zeros((runs, M), dtype=bool)
     fh = np.full((runs, M), -1, dtype=np.int64)
+    active = np.arange(runs)  # runs that can still move; a stalled run stays stalled
     for k in range(min(K, M)):
+        cov = covered[active]
         # Eligible: the strategy itself is uncovered and its trace matches some uncovered column.
-        adds = (~covered).astype(np.float64) @ R_sets.T > 0  # (R, F)
-        eligible = adds & ~covered[:, feas]
-        count = eligible.sum(axis=1)
-        live = count > 0
-        if not live.any():
-            break
-        # Uniform choice among eligible: the (floor(u * count) + 1)-th eligible strategy.
-        target = np.minimum((rng.random(runs) * count).astype(np.int64), np.maximum(count - 1, 0))
-        pick = np.argmax(np.cumsum(eligible, axis=1) > target[:, None], axis=1)
-        new = (R_sets[pick] > 0) & ~covered & live[:, None]
-        fh[new] = k
-        covered |= new
+        free = ~_pack_words(cov)  # padding bits are set here but never in R_words
+        hits = R_words[None, :, :] & free[:, None, :]  # (A, F, W)
+        adds = hits[:, :, 0] != 0 if hits.shape[2] == 1 else (hits != 0).any(axis=2)
+        eligible = adds & ~cov[:, feas]  # (A, F)
+        live = eligible.any(axis=1)
+        if not live.all():
+            active, cov, eligible = active[live], cov[live], eligible[live]
+            if active.size == 0:
+                break
+        # Uniform choice among the eligible: the largest of iid uniform keys.
+        pick = np.argmax(np.where(eligible, rng.random(eligible.shape), -1.0), axis=1)
+        new = R_sets[pick] & ~cov
+        r, c = np.nonzero(new)
+        fh[active[r], c] = k
+        covered[active] = cov | new
     return fh
 
 
