@@ -8,8 +8,9 @@
 4. Calibration of the 95 % intervals of the iid baseline estimated from n samples: over 1,000
    simulated datasets per law, how often the interval at k = n/2, n, 2n (extrapolated) and for
    AUC(2n) contains the exact truth sum_s 1 - (1 - pi_s)^k. Rows: the implemented iNEXT
-   bootstrap assemblage (estimate +- z sd), the same with f0 capped at M - S_obs (the previous
-   implementation), and the naive resample-the-samples bootstrap (estimate +- z sd, and percentile).
+   bootstrap assemblage (estimate +- z sd), the same with f0 capped at M - S_obs (the cap of the
+   previous implementation, everything else as now), and the naive resample-the-samples bootstrap
+   (estimate +- z sd, and percentile).
 5. Oracle Monte Carlo fallback (4,096 runs, vectorised) vs the exact DP on the same input.
 """
 
@@ -169,7 +170,7 @@ def covered_from_counts(Y: np.ndarray, n: int, m: int, K: int) -> np.ndarray:
 
 
 def capped_replicates(X: np.ndarray, m: int, K: int, B: int, rng: np.random.Generator) -> np.ndarray:
-    """The previous implementation's assemblage: f0 capped at M - S_obs, the undetected mass on those.
+    """The assemblage with the previous implementation's cap: f0 <= M - S_obs, the undetected mass on those.
 
     X: (D, n, m) -> (D, B, K) replicate coverage fractions.
     """
