@@ -309,35 +309,51 @@ class CoverageTracker:
         n_valid = np.add.reduceat(v_sorted.astype(np.int64), starts)
         first_valid = np.minimum.reduceat(np.where(v_sorted, pos, big), starts)
         sizes = np.diff(np.r_[starts, n])
-        for g, rk in enumerate(run_keys):  # M_x can only be exceeded with a small num_strategies
-            run = self._runs.get(rk)
-            seen = set(run.first_hit) if run is not None else set()
-            seen.update(cols[j] for j in np.flatnonzero(counts[g]))
-            m = run.m if run is not None else m_of[rk[1]]
-            if len(seen) > m:
-                raise ValueError(
-                    f"input {rk[1]!r} has matched {len(seen)} distinct strategies but its M_x is {m}"
-                )
-        # Checked: record.
+        runs = [self._runs.get(rk) for rk in run_keys]
+        m_run = [r.m if r is not None else m_of[rk[1]] for r, rk in zip(runs, run_keys, strict=True)]
+        if min(m_run) < len(cols):  # M_x can only be exceeded when it is below the column count
+            for g, rk in enumerate(run_keys):
+                seen = set(runs[g].first_hit) if runs[g] is not None else set()
+                seen.update(cols[j] for j in np.flatnonzero(counts[g]))
+                if len(seen) > m_run[g]:
+                    raise ValueError(
+                        f"input {rk[1]!r} has matched {len(seen)} distinct strategies but its M_x is "
+                        f"{m_run[g]}"
+                    )
+        # Checked: record. One Python step per (run, matched column), none per sample.
         for iid, m in m_of.items():
             self._input_m[(self.task, iid)] = m
         for g, rk in enumerate(run_keys):
-            run = self._runs.get(rk)
-            if run is None:
-                run = self._runs[rk] = _Run(m=m_of[rk[1]])
+            if runs[g] is None:
+                runs[g] = self._runs[rk] = _Run(m=m_of[rk[1]])
                 self._admit_barcode(rk)
-            for j in np.flatnonzero(counts[g]):
-                s = cols[j]
-                run.first_hit.setdefault(s, int(first[g, j]))
-                run.counts[s] = run.counts.get(s, 0) + int(counts[g, j])
-                if first_v[g, j] != big:
-                    run.first_valid_hit.setdefault(s, int(first_v[g, j]))
-            run.n_valid += int(n_valid[g])
-            if run.first_valid < 0 and first_valid[g] != big:
-                run.first_valid = int(first_valid[g])
-            run.n += int(sizes[g])
-            row = self._barcode.get(rk)
-            if row is not None:
+        gs, js = np.nonzero(counts)
+        hits = zip(
+            gs.tolist(),
+            js.tolist(),
+            first[gs, js].tolist(),
+            first_v[gs, js].tolist(),
+            counts[gs, js].tolist(),
+            strict=True,
+        )
+        for g, j, f, fv, c in hits:
+            run, s = runs[g], cols[j]
+            run.first_hit.setdefault(s, f)
+            run.counts[s] = run.counts.get(s, 0) + c
+            if fv != big:
+                run.first_valid_hit.setdefault(s, fv)
+        for run, nv, fvi, size in zip(
+            runs, n_valid.tolist(), first_valid.tolist(), sizes.tolist(), strict=True
+        ):
+            run.n_valid += nv
+            if run.first_valid < 0 and fvi != big:
+                run.first_valid = fvi
+            run.n += size
+        if self._barcode:
+            for g, rk in enumerate(run_keys):
+                row = self._barcode.get(rk)
+                if row is None:
+                    continue
                 for i in order[starts[g] : starts[g] + sizes[g]]:
                     if len(row) >= self.barcode_cols:
                         break
