@@ -152,6 +152,9 @@ class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
         from .config import parse_config
 
         cfg = parse_config(self.config_cls, kwargs)
+        # Per instance: SyncVectorEnv writes its autoreset mode into its first env's metadata, which
+        # would otherwise be this class's dict, shared by every env of the process.
+        self.metadata = dict(type(self).metadata)  # type: ignore[misc]
         self._engine = self.engine_cls(cfg, 1)
         self.observation_space = self._engine.single_observation_space
         self.action_space = self._engine.single_action_space

@@ -1,9 +1,19 @@
 """Native batched vector envs (Gymnasium's ``vector_entry_point``, like ``CartPoleVectorEnv``).
 
 One engine steps all ``num_envs`` rows with numpy. Row ``i`` is seeded exactly like the ``i``-th env
-of a ``SyncVectorEnv`` (``reset(seed=s)`` gives it ``s + i``) and autoresets in ``NEXT_STEP`` mode, so
-observations, rewards, terminations and infos (dict of arrays with ``_key`` masks) equal those of
-``SyncVectorEnv`` over the single env for the same seeds and actions.
+of a ``SyncVectorEnv`` (``reset(seed=s)`` gives it ``s + i``), so observations, rewards, terminations
+and infos (dict of arrays with ``_key`` masks) equal those of ``SyncVectorEnv`` over the single env,
+built with the same ``autoreset_mode``, for the same seeds and actions. The three Gymnasium modes
+(``autoreset_mode=`` at construction; ``metadata["autoreset_mode"]`` of the instance says which):
+
+* ``NEXT_STEP`` (default, Gymnasium's default): a row whose episode ended is reset by the *next*
+  ``step``, which ignores its action and returns reward 0 and no info for it.
+* ``SAME_STEP``: the row is reset inside the step that ended its episode; the returned observation is
+  the new episode's first, the ended episode's last observation and info go to ``infos["final_obs"]``
+  and ``infos["final_info"]`` (masks ``_final_obs`` / ``_final_info``; ``final_info`` is itself a dict
+  of arrays with ``_key`` masks). No step is wasted: the choice for one-step router episodes.
+* ``DISABLED``: no autoreset; reset ended rows with ``reset(options={"reset_mask": ...})`` before the
+  next ``step`` (stepping an ended row is an error).
 
 Example:
     >>> import gymnasium as gym, seffi.envs
@@ -16,6 +26,8 @@ Example:
 
 from __future__ import annotations
 
+from enum import Enum
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -30,13 +42,85 @@ from .config import EnvConfig, parse_config
 from .core import vector_infos
 from .render import RENDER_FPS, RENDER_MODES, render_row
 
-_RENDER: dict[str, Any] = {"render_modes": list(RENDER_MODES), "render_fps": RENDER_FPS}
-try:  # gymnasium >= 1.1 names the autoreset modes; 1.0 only has NEXT_STEP
+try:  # gymnasium >= 1.1 names the autoreset modes
     from gymnasium.vector import AutoresetMode
+except ImportError:  # pragma: no cover - gymnasium 1.0 (NEXT_STEP only): the same names and values
 
-    _METADATA: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, **_RENDER}
-except ImportError:  # pragma: no cover - gymnasium 1.0
-    _METADATA = {"autoreset_mode": "next_step", **_RENDER}
+    class AutoresetMode(Enum):  # type: ignore[no-redef]
+        """Gymnasium 1.1's ``gymnasium.vector.AutoresetMode``, for gymnasium 1.0."""
+
+        NEXT_STEP = "NextStep"
+        SAME_STEP = "SameStep"
+        DISABLED = "Disabled"
+
+
+def _final_obs_as_objects() -> bool:
+    """Whether this gymnasium batches ``info["final_obs"]`` as an object array of per-env observations.
+
+    Gymnasium 1.2 special-cases the key in ``VectorEnv._add_info``; earlier 1.x versions batch it like
+    any other info value (an array, shape (E, ...), or a dict of them for Dict observations). Asking
+    ``_add_info`` itself keeps the native env equal to ``SyncVectorEnv`` under either.
+    """
+    probe = SimpleNamespace(num_envs=1)
+    probe._add_info = lambda infos, info, i: VectorEnv._add_info(probe, infos, info, i)  # type: ignore[arg-type]
+    out = VectorEnv._add_info(probe, {}, {"final_obs": np.zeros(2)}, 0)  # type: ignore[arg-type]
+    return out["final_obs"].dtype == object
+
+
+_FINAL_OBS_AS_OBJECTS = _final_obs_as_objects()
+_METADATA: dict[str, Any] = {
+    "autoreset_mode": AutoresetMode.NEXT_STEP,
+    "render_modes": list(RENDER_MODES),
+    "render_fps": RENDER_FPS,
+}
+
+
+def parse_autoreset_mode(mode: Any) -> AutoresetMode:
+    """An ``AutoresetMode`` from the enum, its value (``"SameStep"``) or its name (``"same_step"``)."""
+    if isinstance(mode, AutoresetMode):
+        return mode
+    if isinstance(mode, str):
+        for member in AutoresetMode:
+            if mode in (member.value, member.name) or mode.upper() == member.name:
+                return member
+    choices = ", ".join(f"AutoresetMode.{m.name} ({m.value!r})" for m in AutoresetMode)
+    raise SeffiError(f"autoreset_mode must be one of {choices}, got {mode!r}")
+
+
+def _rows_of(obs: Any, count: int) -> list[Any]:
+    """The per-row observations of a batched observation (views; dicts for Dict observations)."""
+    if isinstance(obs, dict):
+        return [{k: v[j] for k, v in obs.items()} for j in range(count)]
+    return list(obs)
+
+
+def final_obs_info(num_envs: int, rows: np.ndarray, obs: Any) -> tuple[Any, np.ndarray]:
+    """``infos["final_obs"]`` and its mask as ``SyncVectorEnv`` builds them (see ``_final_obs_as_objects``).
+
+    Args:
+        num_envs: E.
+        rows: int array, shape (R,): rows whose episode ended.
+        obs: Their last observations, batched (shape (R, ...) per array).
+    """
+    mask = np.zeros(num_envs, dtype=np.bool_)
+    mask[rows] = True
+    if _FINAL_OBS_AS_OBJECTS:
+        arr = np.full(num_envs, None, dtype=object)
+        for r, o in zip(rows.tolist(), _rows_of(obs, rows.size), strict=True):
+            arr[r] = o
+        return arr, mask
+
+    def batched(values: np.ndarray) -> np.ndarray:
+        out = np.zeros((num_envs, *values.shape[1:]), dtype=values.dtype)
+        out[rows] = values
+        return out
+
+    if isinstance(obs, dict):  # a nested info dict: one array and one mask per key
+        nested: dict[str, Any] = {}
+        for key, values in obs.items():
+            nested[key], nested[f"_{key}"] = batched(values), mask.copy()
+        return nested, mask
+    return batched(obs), mask
 
 
 class SeffiVectorEnv(VectorEnv, PoolAPI):
@@ -44,16 +128,25 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
 
     Args:
         num_envs: Number of independent envs (rows).
+        autoreset_mode: ``AutoresetMode.NEXT_STEP`` (default), ``SAME_STEP`` or ``DISABLED`` (or the
+            enum's value or name as a string); see the module docstring. With ``gymnasium.make_vec``
+            pass it as a keyword argument (``make_vec`` rejects ``vector_kwargs`` for
+            ``vector_entry_point``); a ``SyncVectorEnv`` takes ``vector_kwargs={"autoreset_mode": ...}``.
         **kwargs: The env settings, as for the single env.
     """
 
-    metadata: ClassVar[dict[str, Any]] = _METADATA
+    metadata: ClassVar[dict[str, Any]] = _METADATA  # the class default; each instance gets its own copy
     engine_cls: ClassVar[Any]
     config_cls: ClassVar[type[EnvConfig]]
 
-    def __init__(self, num_envs: int = 1, **kwargs: Any) -> None:
+    def __init__(
+        self, num_envs: int = 1, autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, **kwargs: Any
+    ) -> None:
         if not isinstance(num_envs, int) or num_envs < 1:
             raise SeffiError(f"num_envs must be a positive int, got {num_envs!r}")
+        self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
+        # Per instance: two envs with different modes must not share (and overwrite) one class dict.
+        self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}  # type: ignore[misc]
         kwargs.pop("max_episode_steps", None)  # make_vec forwards the spec's value; episodes end on their own
         cfg = parse_config(self.config_cls, kwargs)
         self.num_envs = num_envs
@@ -70,8 +163,9 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
     def render(self) -> tuple[str | np.ndarray, ...] | None:
         """One frame per row, as ``SyncVectorEnv.render`` returns them (see :mod:`seffi.envs.render`).
 
-        Rows whose episode ended on the last step show that episode's end (NEXT_STEP autoreset has not
-        reset them yet), exactly like the single envs inside a ``SyncVectorEnv``. Without a render
+        In ``NEXT_STEP`` and ``DISABLED`` modes rows whose episode ended on the last step show that
+        episode's end (they are not reset yet); in ``SAME_STEP`` mode they show the new episode — exactly
+        like the single envs inside a ``SyncVectorEnv`` of the same mode. Without a render
         mode it warns and returns ``None`` (Gymnasium's ``CartPoleVectorEnv`` convention).
         """
         if self.render_mode is None:
@@ -120,7 +214,7 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
         return self._engine.observe(self._rows), {}
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Step every row; rows whose episode ended on the previous step are reset instead (NEXT_STEP)."""
+        """Step every row, autoresetting ended episodes as ``autoreset_mode`` says (module docstring)."""
         if not self._started:
             raise SeffiError("call reset() before step()")
         actions = np.asarray(actions)
@@ -129,7 +223,13 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
                 f"actions must be an integer array of shape ({self.num_envs},), "
                 f"got dtype {actions.dtype} shape {actions.shape}"
             )
-        auto = self._autoreset
+        mode = self.autoreset_mode
+        auto = self._autoreset  # only ever set in NEXT_STEP and DISABLED modes
+        if mode is AutoresetMode.DISABLED and auto.any():
+            raise SeffiError(
+                f"env {int(np.flatnonzero(auto)[0])}'s episode is over and autoreset_mode is DISABLED: "
+                "reset it with reset(options={'reset_mask': terminated | truncated}) before step()"
+            )
         live = self._rows[~auto]
         live_actions = actions[live].astype(np.int64, copy=False)
         n = int(self.single_action_space.n)
@@ -138,12 +238,23 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
             raise SeffiError(
                 f"action {int(live_actions[bad][0])} of env {int(live[bad][0])} is outside Discrete({n})"
             )
-        self._engine.reset_rows(self._rows[auto], None)
+        self._engine.reset_rows(self._rows[auto], None)  # NEXT_STEP: the previous step's ended rows
         rewards = np.zeros(self.num_envs, dtype=np.float64)
         terminated = np.zeros(self.num_envs, dtype=np.bool_)
         truncated = np.zeros(self.num_envs, dtype=np.bool_)
         r, term, trunc, fin, cols = self._engine.step_rows(live, live_actions)
         rewards[live], terminated[live], truncated[live] = r, term, trunc
-        self._autoreset = terminated | truncated
-        infos = vector_infos(self.num_envs, fin, cols)
+        if mode is not AutoresetMode.SAME_STEP:
+            self._autoreset = terminated | truncated
+            infos = vector_infos(self.num_envs, fin, cols)
+            return self._engine.observe(self._rows), rewards, terminated, truncated, infos
+        # SAME_STEP: what SyncVectorEnv does per env — record the final obs and info, reset at once
+        # (unseeded, no options: the schedule picks the input). Every ended row is in ``fin``.
+        infos = {}
+        if fin.size:
+            final_obs = self._engine.observe(fin)
+            self._engine.reset_rows(fin, None)
+            infos["final_obs"], infos["_final_obs"] = final_obs_info(self.num_envs, fin, final_obs)
+            infos["final_info"] = vector_infos(self.num_envs, fin, cols)
+            infos["_final_info"] = infos["_final_obs"].copy()
         return self._engine.observe(self._rows), rewards, terminated, truncated, infos

@@ -75,7 +75,12 @@ class NoveltyBonus(gym.Wrapper[Any, Any, Any, Any]):
 
 
 class VectorNoveltyBonus(VectorWrapper):
-    """:class:`NoveltyBonus` for vector envs (Gymnasium's dict-of-arrays infos, NEXT_STEP autoreset)."""
+    """:class:`NoveltyBonus` for vector envs (Gymnasium's dict-of-arrays infos, every autoreset mode).
+
+    ``infos["novelty_bonus"]`` (with its ``_novelty_bonus`` mask) sits where the final-step keys are:
+    at the top level, or inside ``infos["final_info"]`` in ``SAME_STEP`` mode — where a
+    ``SyncVectorEnv`` over :class:`NoveltyBonus`-wrapped single envs puts it.
+    """
 
     def __init__(self, env: VectorEnv, bonus: float = 1.0, valid_only: bool = True) -> None:
         super().__init__(env)
@@ -90,18 +95,21 @@ class VectorNoveltyBonus(VectorWrapper):
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         obs, rewards, terminated, truncated, infos = self.env.step(actions)
-        mask = infos.get("_strategy_matches")
+        same_step = isinstance(infos.get("final_info"), dict)
+        final = infos["final_info"] if same_step else infos
+        mask = final.get("_strategy_matches")
         if mask is not None and mask.any():
             rewards = np.asarray(rewards, dtype=np.float64).copy()
             extra = np.zeros(self.num_envs)
             for i in np.flatnonzero(mask):
                 extra[i] = self._memory(
                     int(i),
-                    infos["input_id"][i],
-                    infos["strategy_matches"][i],
-                    bool(infos["valid"][i]),
-                    int(infos["sample_index"][i]),
+                    final["input_id"][i],
+                    final["strategy_matches"][i],
+                    bool(final["valid"][i]),
+                    int(final["sample_index"][i]),
                 )
             rewards += extra
-            infos = {**infos, "novelty_bonus": extra, "_novelty_bonus": mask.copy()}
+            final = {**final, "novelty_bonus": extra, "_novelty_bonus": mask.copy()}
+            infos = {**infos, "final_info": final} if same_step else final
         return obs, rewards, terminated, truncated, infos

@@ -1,28 +1,40 @@
-"""Native vector envs against SyncVectorEnv over the single env (NEXT_STEP autoreset), every task."""
+"""Native vector envs against SyncVectorEnv over the single env, every task, every autoreset mode."""
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import data_equivalence
+from gymnasium.vector import AutoresetMode
 
-from seffi.envs import FINAL_INFO_KEYS
+from seffi.callbacks.core import episode_ends
+from seffi.envs import FINAL_INFO_KEYS, NoveltyBonus, RouterEnv, RouterVectorEnv, VectorNoveltyBonus
 from seffi.errors import SeffiError
 from tests.envs.common import CASES, KINDS, make, make_vec, policy_for
 
 SETTINGS = {"schedule": "random", "reward": "novel", "history": True, "n_inputs": 4, "budget": 3}
+MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED)
 
 
 def assert_same(a, b, what: str) -> None:
     assert data_equivalence(a, b, exact=True), f"{what} differ:\n{a}\n{b}"
 
 
-@pytest.mark.parametrize(("task", "kind"), CASES)
-def test_native_vector_equals_sync_vector(task: str, kind: str) -> None:
-    e = 5
-    native = make_vec(task, kind, e, **SETTINGS)
-    sync = make_vec(task, kind, e, mode="sync", **SETTINGS)
+def pair(task: str, kind: str, e: int, mode: AutoresetMode, **kwargs) -> tuple:
+    """The native vector env and a SyncVectorEnv over the single env, both in autoreset ``mode``."""
+    native = make_vec(task, kind, e, autoreset_mode=mode, **kwargs)
+    sync = make_vec(task, kind, e, mode="sync", vector_kwargs={"autoreset_mode": mode}, **kwargs)
     assert type(native.unwrapped).__name__.endswith("VectorEnv") and native.unwrapped is not sync.unwrapped
+    assert native.metadata["autoreset_mode"] is sync.metadata["autoreset_mode"] is mode
+    return native, sync
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
+@pytest.mark.parametrize(("task", "kind"), CASES)
+def test_native_vector_equals_sync_vector(task: str, kind: str, mode: AutoresetMode) -> None:
+    e = 5
+    native, sync = pair(task, kind, e, mode, **SETTINGS)
     obs_n, info_n = native.reset(seed=42)
     obs_s, info_s = sync.reset(seed=42)
     assert_same(obs_n, obs_s, "reset obs")
@@ -42,10 +54,25 @@ def test_native_vector_equals_sync_vector(task: str, kind: str) -> None:
             ("infos", info_n, info_s),
         ]:
             assert_same(a, b, f"step {t} {what}")
-        if "_input_id" in info_n:
-            finals += int(info_n["_input_id"].sum())
-            assert set(FINAL_INFO_KEYS) <= set(info_n)
-            assert np.array_equal(info_n["_input_id"], term_n | trunc_n)
+        done = term_n | trunc_n
+        # What the callbacks read: the same episode ends from both, with and without dones.
+        ends = episode_ends(info_n, done)
+        assert ends == episode_ends(info_s, done) == episode_ends(info_n) == episode_ends(info_s)
+        assert [end.env_index for end in ends] == np.flatnonzero(done).tolist()
+        finals += len(ends)
+        final = info_n.get("final_info", {}) if mode is AutoresetMode.SAME_STEP else info_n
+        assert ("final_obs" in info_n) == (mode is AutoresetMode.SAME_STEP and bool(done.any()))
+        if done.any():
+            assert set(FINAL_INFO_KEYS) <= set(final)
+            assert np.array_equal(final["_input_id"], done)
+        if mode is AutoresetMode.SAME_STEP:
+            assert set(info_n) <= {"final_obs", "_final_obs", "final_info", "_final_info"}
+            for mask in ("_final_obs", "_final_info"):
+                assert not done.any() or np.array_equal(info_n[mask], done)
+        if mode is AutoresetMode.DISABLED and done.any():  # the caller resets ended rows itself
+            obs_n, _ = native.reset(options={"reset_mask": done.copy()})
+            obs_s, _ = sync.reset(options={"reset_mask": done.copy()})
+            assert_same(obs_n, obs_s, f"step {t} reset_mask obs")
         if t == steps // 2:  # a partial reset with an explicit input, as Gymnasium passes it
             opts = {
                 "reset_mask": np.array([True, False, True, False, False]),
@@ -55,6 +82,88 @@ def test_native_vector_equals_sync_vector(task: str, kind: str) -> None:
             obs_s, info_s = sync.reset(options=dict(opts))
             assert_same(obs_n, obs_s, "partial reset obs")
     assert finals >= e  # the comparison covered many episode ends
+
+
+@pytest.mark.parametrize("task", ["hanoi", "coin_sum"])
+def test_same_step_router_is_next_step_without_the_reset_only_steps(task: str) -> None:
+    """An independent reference: SAME_STEP's step t is NEXT_STEP's step 2t-1 followed by its reset step 2t.
+
+    Rewards, terminations and infos of the episode ends, ``final_obs`` (NEXT_STEP's ending observation)
+    and the returned observation (NEXT_STEP's reset observation) must all match.
+    """
+    e = 4
+    same = make_vec(task, "router", e, autoreset_mode=AutoresetMode.SAME_STEP, **SETTINGS)
+    nxt = make_vec(task, "router", e, **SETTINGS)
+    obs_s, _ = same.reset(seed=3)
+    obs_n, _ = nxt.reset(seed=3)
+    rng = np.random.default_rng(0)
+    for t in range(15):
+        actions = rng.integers(0, same.unwrapped.n_latents, size=e)
+        obs_s, r_s, term_s, trunc_s, info_s = same.step(actions)
+        end_obs, r_n, term_n, trunc_n, info_n = nxt.step(actions)
+        assert term_s.all() and term_n.all() and not (trunc_s.any() or trunc_n.any())
+        assert np.array_equal(r_s, r_n)
+        assert_same(info_s["final_info"], info_n, f"step {t} final info")
+        assert np.array_equal(np.stack(list(info_s["final_obs"])), end_obs)
+        obs_n, r_reset, term_reset, _, info_reset = nxt.step(actions)  # the wasted reset-only step
+        assert not r_reset.any() and not term_reset.any() and info_reset == {}
+        assert np.array_equal(obs_s, obs_n)
+
+
+def test_disabled_mode_refuses_to_step_an_ended_episode() -> None:
+    vec = make_vec("hanoi", "router", 3, autoreset_mode="Disabled")
+    ids = vec.unwrapped.input_ids
+    vec.reset(seed=0)
+    _, _, _, _, infos = vec.step(np.zeros(3, dtype=np.int64))
+    assert list(infos["input_id"]) == [ids[0]] * 3
+    with pytest.raises(SeffiError, match=r"DISABLED.*reset_mask"):
+        vec.step(np.zeros(3, dtype=np.int64))
+    vec.reset(options={"reset_mask": np.array([True, False, True])})
+    with pytest.raises(SeffiError, match="env 1's episode is over"):
+        vec.step(np.zeros(3, dtype=np.int64))
+    vec.reset(options={"reset_mask": np.array([False, True, False])})
+    _, _, terminated, _, infos = vec.step(np.zeros(3, dtype=np.int64))  # round-robin: the next input
+    assert terminated.all() and list(infos["input_id"]) == [ids[1]] * 3
+
+
+def test_autoreset_mode_is_per_instance_and_validated() -> None:
+    same = RouterVectorEnv(2, autoreset_mode="same_step", task="hanoi")
+    nxt = RouterVectorEnv(2, task="hanoi")
+    disabled = RouterVectorEnv(2, autoreset_mode="DISABLED", task="hanoi")
+    assert same.metadata["autoreset_mode"] is same.autoreset_mode is AutoresetMode.SAME_STEP
+    assert nxt.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
+    assert disabled.metadata["autoreset_mode"] is AutoresetMode.DISABLED
+    assert RouterVectorEnv.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP  # the class default
+    assert same.metadata["render_modes"] == nxt.metadata["render_modes"]
+    with pytest.raises(SeffiError, match="autoreset_mode must be one of"):
+        RouterVectorEnv(2, autoreset_mode="sometimes", task="hanoi")
+    # SyncVectorEnv writes its mode into its first env's metadata: that must stay that env's own.
+    make_vec("hanoi", "router", 2, mode="sync", vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
+    assert "autoreset_mode" not in RouterEnv.metadata
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_vector_novelty_wrapper_in_same_step_mode_equals_sync_over_the_single_wrapper(kind: str) -> None:
+    e, kwargs = 4, {"budget": 3, "reward": "valid"}
+    native = VectorNoveltyBonus(
+        make_vec("coin_sum", kind, e, autoreset_mode=AutoresetMode.SAME_STEP, **kwargs), bonus=1.5
+    )
+    sync = gym.vector.SyncVectorEnv(
+        [lambda: NoveltyBonus(make("coin_sum", kind, **kwargs), bonus=1.5) for _ in range(e)],
+        autoreset_mode=AutoresetMode.SAME_STEP,
+    )
+    obs, _ = native.reset(seed=9)
+    sync.reset(seed=9)
+    policy = policy_for(kind, native, e, seed=2)
+    bonus = 0.0
+    for t in range(40):
+        actions = policy(obs)
+        obs, r_n, *_, info_n = native.step(actions)
+        _, r_s, *_, info_s = sync.step(actions)
+        assert_same(r_n, r_s, f"step {t} rewards")
+        assert_same(info_n, info_s, f"step {t} infos")
+        bonus += float(info_n.get("final_info", {}).get("novelty_bonus", np.zeros(1)).sum())
+    assert bonus > 0
 
 
 @pytest.mark.parametrize("kind", KINDS)
