@@ -158,8 +158,15 @@ def rarity_bin_matrix(
     return out
 
 
-def _mean_curves(parts: list[Curves], kind: str, K: int, n_bins: int) -> Curves:
-    """Mean over inputs of per-input curves (arrays and survival curves; replicates index-wise)."""
+def _mean_curves(
+    parts: list[Curves], kind: str, K: int, n_bins: int, keys: Sequence[str | None] = ()
+) -> Curves:
+    """Mean over inputs of per-input curves (arrays and survival curves; replicates index-wise).
+
+    ``keys`` are the input ids of ``parts``; when they are ids (not the single-law None), the
+    result keeps each input's AUC (``input_keys``, ``input_auc``, ``input_valid_auc``) so that
+    ``Curves.gain`` can resample inputs jointly with a policy's.
+    """
 
     def mean_of(name: str) -> np.ndarray | None:
         vals = [getattr(c, name) for c in parts]
@@ -201,6 +208,12 @@ def _mean_curves(parts: list[Curves], kind: str, K: int, n_bins: int) -> Curves:
     ext = [c.extrapolated for c in parts if c.extrapolated is not None]
     out.extrapolated = np.any(ext, axis=0) if ext else None
     out.notes = sorted({note for c in parts for note in c.notes})
+    if keys and all(k is not None for k in keys):
+        # Baselines do not know the task: their inputs are matched to a policy's by id.
+        out.input_keys = [(None, str(k)) for k in keys]
+        out.input_auc = np.array([c.auc for c in parts], dtype=np.float64)
+        if all(c.valid_auc is not None for c in parts):
+            out.input_valid_auc = np.array([c.valid_auc for c in parts], dtype=np.float64)
     return out
 
 
@@ -431,7 +444,8 @@ class IidBaseline:
         if not 0.0 < ci_level < 1.0:
             raise ValueError(f"ci_level must be in (0, 1), got {ci_level!r}")
         parts, reps = [], []
-        for (_, part), seq in zip(sorted(self._parts.items(), key=lambda kv: str(kv[0])), seqs, strict=True):
+        items = sorted(self._parts.items(), key=lambda kv: str(kv[0]))
+        for (_, part), seq in zip(items, seqs, strict=True):
             if isinstance(part, _Law):
                 parts.append(_law_curves(part, K, np.random.default_rng(seq), mc_runs, rarity_bins))
                 reps.append({})
@@ -440,7 +454,7 @@ class IidBaseline:
                 parts.append(c_part)
                 reps.append(r_part)
         kind = "iid_estimated" if self.estimated else "iid"
-        c = _mean_curves(parts, kind, K, rarity_bins)
+        c = _mean_curves(parts, kind, K, rarity_bins, [key for key, _ in items])
         if any(reps):
             _set_intervals(c, _mean_replicates(parts, reps, int(n_boot)), _z(ci_level))
         c.ci_level, c.n_boot = ci_level, (n_boot if self.estimated else 0)
@@ -1023,14 +1037,13 @@ class OracleBaseline:
         K = check_budget(K)
         gens = rngs(self.seed, len(self._parts))
         parts = []
-        for (key, (cols, m, refmask)), rng in zip(
-            sorted(self._parts.items(), key=lambda kv: str(kv[0])), gens, strict=True
-        ):
+        items = sorted(self._parts.items(), key=lambda kv: str(kv[0]))
+        for (key, (cols, m, refmask)), rng in zip(items, gens, strict=True):
             bins = None
             if rarity is not None:
                 bins = rarity_bin_matrix(rarity, [key], cols, np.array([m]), rarity_bins)[0]
             parts.append(self._input_curves(cols, m, refmask, K, rng, bins, rarity_bins))
-        return _mean_curves(parts, "oracle", K, rarity_bins)
+        return _mean_curves(parts, "oracle", K, rarity_bins, [key for key, _ in items])
 
     def _input_curves(
         self, cols: list[str], m: int, refmask: dict[int, int], K: int, rng: np.random.Generator,

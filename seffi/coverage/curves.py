@@ -17,6 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from seffi._seeding import SeedLike
+from seffi.coverage.resampling import bootstrap_counts
+
 #: The coverage thresholds tau reported for time-to-coverage, as the string keys used in ``Curves``.
 TAUS: tuple[float, ...] = (0.5, 0.8, 1.0)
 #: Format tag of ``Curves.to_dict``; ``from_dict`` refuses anything else.
@@ -230,6 +233,8 @@ _ARRAY_FIELDS = (
     "runs_at_k",
     "auc_reps",
     "valid_auc_reps",
+    "input_auc",
+    "input_valid_auc",
 )
 
 
@@ -264,6 +269,13 @@ class Curves:
         ci_level, n_boot, seed: how the intervals were made.
         auc_reps, valid_auc_reps: float arrays, shape (B,): bootstrap replicates of the AUCs, used by
             :meth:`gain` for its interval.
+        input_keys: the inputs behind the curves, U of them, as (task, input_id) pairs in the order
+            of ``input_auc``; the task is None for baselines (their inputs are matched by id). None
+            when unknown (a single-law baseline, curves from older dicts or other sources).
+        input_auc, input_valid_auc: float arrays, shape (U,): each input's share of ``auc`` /
+            ``valid_auc``, with mean exactly equal to it. For a baseline, the input's own AUC; for a
+            policy whose runs all reach K, likewise; with shorter runs, the linearised contribution
+            (see ``runs.input_auc_contributions``). :meth:`gain` resamples these jointly (paired).
         barcode: optional strategy barcode, see ``CoverageTracker.barcode``.
         notes: human-readable caveats (Monte Carlo error, extrapolation, undefined quantities).
     """
@@ -307,6 +319,9 @@ class Curves:
     seed: int | None = None
     auc_reps: np.ndarray | None = None
     valid_auc_reps: np.ndarray | None = None
+    input_keys: list[tuple[str | None, str]] | None = None
+    input_auc: np.ndarray | None = None
+    input_valid_auc: np.ndarray | None = None
     barcode: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -317,31 +332,81 @@ class Curves:
 
     # -- comparison ------------------------------------------------------------------------------
 
-    def gain(self, iid: Curves, oracle: Curves, *, valid: bool = False) -> Gain:
-        """Gain(K) = (AUC - AUC_iid) / (AUC_oracle - AUC_iid), with a bootstrap interval.
+    def gain(
+        self,
+        iid: Curves,
+        oracle: Curves,
+        *,
+        valid: bool = False,
+        n_boot: int | None = None,
+        seed: SeedLike = None,
+    ) -> Gain:
+        """Gain(K) = (AUC - AUC_iid) / (AUC_oracle - AUC_iid), with a paired bootstrap interval.
 
-        The interval is the percentile interval of the gain over paired bootstrap replicates of the
-        AUCs (baselines without replicates are exact and held fixed). The gain may exceed 1 when
-        traces match several strategies at once.
+        All three AUCs are means over the same inputs, and an input that is easy for the policy is
+        usually easy for iid and the oracle too, so the interval resamples *inputs* jointly for
+        the three (paired), stratified by task: replicate b takes the same multiset of inputs for
+        every curve (``input_auc`` / ``input_valid_auc`` matched by ``input_keys``) and the gain
+        of those means. With the policy's own ``seed`` and ``n_boot`` (the defaults) the input
+        draws are exactly those of the policy's own AUC interval.
+
+        How each curve enters a replicate:
+
+        - per-input curves (``input_keys`` and the per-input AUCs present): resampled with the
+          inputs. Inputs are matched by (task, input_id), or by input_id when the baseline has no
+          task. The policy's inputs must all be in the baseline, else ValueError; a baseline with
+          more inputs than the policy is restricted to the policy's inputs (point value included:
+          the baselines are then the means over the inputs the policy saw). An exact baseline has no
+          within-input noise; an estimated one (``IidBaseline.from_samples``) carries its
+          per-input estimation noise in its per-input values, and resampling inputs already
+          accounts for it (two-stage sampling: the spread of estimated per-input values across
+          inputs is between-input plus within-input variance), so its own iNEXT replicates are
+          not added, which would count that noise twice.
+        - a single-law baseline (one law for every input, ``input_keys`` None, ``n_inputs`` 1):
+          the same value for every input, so it is held fixed (exact) or contributes its own
+          independent replicates ``auc_reps`` (estimated), paired by index.
+        - curves without per-input AUCs but several inputs (dicts written before the paired
+          bootstrap existed, curves built elsewhere): they cannot be paired; their independent
+          replicates ``auc_reps`` are combined by index as in earlier versions, which ignores the
+          correlation between inputs and widens the interval. ``reason`` then says so. When the
+          policy itself has no per-input AUCs, the whole interval is computed this way.
+
+        The point value is unchanged by all this: ``gain_value`` of the three AUCs (over the
+        policy's inputs). The gain may exceed 1 when traces match several strategies at once.
 
         Args:
             iid: the iid baseline's curves (same K).
             oracle: the oracle's curves (same K).
             valid: compare the valid-only AUCs instead of the raw ones.
+            n_boot: bootstrap replicates; default the policy's ``n_boot`` (0: no interval unless a
+                baseline brings replicates).
+            seed: bootstrap seed; default the policy's ``seed`` (0 when it has none).
 
         Returns:
-            A :class:`Gain`; value/lo/hi are None with ``reason`` set when the gain is undefined.
+            A :class:`Gain`; value/lo/hi are None with ``reason`` set when the gain is undefined;
+            ``reason`` also carries a caveat when the interval could not be (fully) paired.
+
+        Raises:
+            ValueError: the curves have different K, or the policy saw inputs a baseline lacks.
         """
         for name, other in (("iid", iid), ("oracle", oracle)):
             if not isinstance(other, Curves):
                 raise ValueError(f"gain: {name} must be Curves, got {type(other).__name__}")
             if other.K != self.K:
                 raise ValueError(f"gain: {name} curves have K={other.K}, these have K={self.K}")
-        attr, reps_attr = ("valid_auc", "valid_auc_reps") if valid else ("auc", "auc_reps")
-        vals = [getattr(c, attr) for c in (self, iid, oracle)]
+        attr, reps_attr, vec_attr = (
+            ("valid_auc", "valid_auc_reps", "input_valid_auc") if valid else ("auc", "auc_reps", "input_auc")
+        )
+        curves = (self, iid, oracle)
+        vals = [getattr(c, attr) for c in curves]
         if any(v is None for v in vals):
-            missing = [n for n, v in zip(("policy", "iid", "oracle"), vals, strict=True) if v is None]
+            missing = [n for n, v in zip(_ROLES, vals, strict=True) if v is None]
             return Gain(None, None, None, f"{attr} not available for: {', '.join(missing)}")
+        design = _paired_design(self, (iid, oracle), vec_attr)
+        if design is not None:
+            for i, vec in enumerate(design.vectors):
+                if design.restricted[i]:  # compared over the policy's inputs only
+                    vals[i + 1] = float(vec.mean())
         den = vals[2] - vals[1]
         if den <= 1e-12:
             return Gain(
@@ -352,18 +417,23 @@ class Curves:
                 "there is no room for improvement, the gain is undefined",
             )
         value = float(gain_value(*vals))
-        reps = [getattr(c, reps_attr) for c in (self, iid, oracle)]
-        if all(r is None for r in reps):
-            return Gain(value, None, None, None)
-        B = max(len(r) for r in reps if r is not None)
-        # Replicates of independent bootstraps are paired by index; exact baselines stay fixed.
-        cols = [np.resize(r, B) if r is not None else np.full(B, v) for r, v in zip(reps, vals, strict=True)]
-        g = gain_value(*cols)
-        g = g[np.isfinite(g)]
-        if g.size == 0:
-            return Gain(value, None, None, "every bootstrap replicate had an undefined gain")
-        lo, hi = _percentile(g, self.ci_level)
-        return Gain(value, float(lo), float(hi), None)
+        B = self.n_boot if n_boot is None else n_boot
+        if isinstance(B, bool) or not isinstance(B, int | np.integer) or B < 0:
+            raise ValueError(f"gain: n_boot must be a non-negative integer, got {n_boot!r}")
+        reps = [getattr(c, reps_attr) for c in curves]
+        if design is None or B == 0:
+            note = None if design is not None else _UNPAIRED_NOTE
+            return _unpaired_interval(value, vals, reps, self.ci_level, note)
+        W = bootstrap_counts(design.strata, int(B), (self.seed or 0) if seed is None else seed)
+        # Stratified counts keep every stratum's size, so each row of W sums to U: W @ a / U is
+        # the replicate mean over inputs.
+        cols = [W @ (getattr(self, vec_attr) / W.shape[1])]
+        for vec, r, v in zip(design.vectors, reps[1:], vals[1:], strict=True):
+            if vec is not None:
+                cols.append(W @ (vec / W.shape[1]))
+            else:  # one value for every input: fixed, or its own independent replicates
+                cols.append(np.resize(r, int(B)) if r is not None else np.full(int(B), v))
+        return _interval(value, gain_value(*cols), self.ci_level, design.note)
 
     # -- serialisation ---------------------------------------------------------------------------
 
@@ -380,7 +450,11 @@ class Curves:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Curves:
-        """Rebuild curves from :meth:`to_dict` output; a foreign or corrupted dict raises ValueError."""
+        """Rebuild curves from :meth:`to_dict` output; a foreign or corrupted dict raises ValueError.
+
+        Dicts written before the per-input fields existed load with them None; :meth:`gain` then
+        falls back to the unpaired interval and says so in ``Gain.reason``.
+        """
         if not isinstance(d, Mapping) or d.get("format") != CURVES_FORMAT:
             raise ValueError(f"not a seffi Curves dict (expected format {CURVES_FORMAT!r})")
         names = {f.name for f in fields(cls)}
@@ -399,9 +473,137 @@ class Curves:
                     )
                     arr = np.array(kw[name], dtype=object)
                     kw[name] = np.where(arr == None, np.nan, arr).astype(dtype)  # noqa: E711
+            if kw.get("input_keys") is not None:
+                kw["input_keys"] = [_input_key(k) for k in kw["input_keys"]]
+                for name in ("input_auc", "input_valid_auc"):
+                    if kw.get(name) is not None and kw[name].shape != (len(kw["input_keys"]),):
+                        raise ValueError(f"{name} has shape {kw[name].shape}, not one value per input key")
             return cls(**kw)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"corrupted Curves dict: {exc}") from exc
+
+
+# -- paired bootstrap of the gain ----------------------------------------------------------------
+
+_ROLES = ("policy", "iid", "oracle")
+_UNPAIRED_NOTE = (
+    "interval not paired over inputs (the policy curves carry no per-input AUCs, e.g. an older dict): "
+    "independent bootstrap replicates combined by index, which overstates the width"
+)
+
+
+@dataclass
+class _Design:
+    """How a paired gain bootstrap resamples inputs.
+
+    Attributes:
+        strata: int array, shape (U,): task stratum of each of the policy's inputs.
+        vectors: per baseline (iid, oracle): its per-input AUCs in the policy's input order, float
+            array of shape (U,), or None when it enters as one value for every input.
+        restricted: per baseline: True when it covered more inputs than the policy.
+        note: caveat for ``Gain.reason`` (a baseline that could not be paired), or None.
+    """
+
+    strata: np.ndarray
+    vectors: list[np.ndarray | None]
+    restricted: list[bool]
+    note: str | None
+
+
+def _paired_design(policy: Curves, baselines: tuple[Curves, Curves], vec_attr: str) -> _Design | None:
+    """Match the baselines' per-input AUCs to the policy's inputs; None when the policy has none.
+
+    Raises:
+        ValueError: the policy saw inputs a baseline does not cover, or ids are ambiguous.
+    """
+    a = getattr(policy, vec_attr)
+    keys = policy.input_keys
+    if a is None or keys is None:
+        return None
+    keys = [(None if t is None else str(t), str(i)) for t, i in keys]
+    if len(keys) != len(a) or len(set(keys)) != len(keys):
+        raise ValueError(f"gain: policy input_keys ({len(keys)}) do not match {vec_attr} ({len(a)})")
+    tasks = sorted({str(t) for t, _ in keys})
+    strata = np.array([tasks.index(str(t)) for t, _ in keys], dtype=np.int64)
+    vectors: list[np.ndarray | None] = []
+    restricted: list[bool] = []
+    unpaired = []
+    for role, b in zip(_ROLES[1:], baselines, strict=True):
+        vec = getattr(b, vec_attr)
+        if vec is None or b.input_keys is None:
+            if b.n_inputs > 1:
+                unpaired.append(role)
+            vectors.append(None)
+            restricted.append(False)
+            continue
+        index = _match_inputs(keys, list(b.input_keys), role)
+        vectors.append(np.asarray(vec, dtype=np.float64)[index])
+        restricted.append(len(index) != len(b.input_keys))
+    note = None
+    if unpaired:
+        note = (
+            f"interval only partly paired: the {' and '.join(unpaired)} curves have several inputs but no "
+            "per-input AUCs (e.g. an older dict); their independent replicates are combined by index"
+        )
+    return _Design(strata, vectors, restricted, note)
+
+
+def _match_inputs(keys: list[tuple[str | None, str]], other: list[Any], role: str) -> np.ndarray:
+    """Positions in ``other`` (a baseline's input keys) of the policy's inputs ``keys``.
+
+    A baseline key with task None matches the policy's input of that id in any task (the id must
+    then be unique among the policy's inputs).
+    """
+    pos: dict[tuple[str | None, str], int] = {}
+    for j, (t, i) in enumerate(other):
+        pos[(None if t is None else str(t), str(i))] = j
+    out, missing = [], []
+    by_id: dict[str, list[str | None]] = {}
+    for t, i in keys:
+        by_id.setdefault(i, []).append(t)
+    for t, i in keys:
+        j = pos.get((t, i))
+        if j is None:
+            j = pos.get((None, i))
+            if j is not None and len(by_id[i]) > 1:
+                raise ValueError(
+                    f"gain: input id {i!r} appears in tasks {sorted(map(str, by_id[i]))} of the policy "
+                    f"but the {role} baseline keys it by id only: give each task its own baseline"
+                )
+        if j is None:
+            missing.append(i if t is None else f"{t}/{i}")
+        else:
+            out.append(j)
+    if missing:
+        raise ValueError(
+            f"gain: the policy saw {len(missing)} input(s) the {role} baseline does not cover "
+            f"(e.g. {missing[:5]}); build the baseline over the policy's inputs"
+        )
+    return np.asarray(out, dtype=np.int64)
+
+
+def _interval(value: float, reps: np.ndarray, level: float, note: str | None) -> Gain:
+    """Gain with the percentile interval of its finite replicates."""
+    g = reps[np.isfinite(reps)]
+    if g.size == 0:
+        return Gain(value, None, None, "every bootstrap replicate had an undefined gain")
+    lo, hi = _percentile(g, level)
+    return Gain(value, float(lo), float(hi), note)
+
+
+def _unpaired_interval(
+    value: float, vals: list[float], reps: list[np.ndarray | None], level: float, note: str | None
+) -> Gain:
+    """The pre-pairing interval: independent replicates of the three AUCs combined by index.
+
+    Curves without replicates (exact baselines) are held fixed. Kept for curves that carry no
+    per-input AUCs; it ignores the correlation across inputs and so overstates the width.
+    """
+    if all(r is None for r in reps):
+        return Gain(value, None, None, None)
+    B = max(len(r) for r in reps if r is not None)
+    cols = [np.resize(r, B) if r is not None else np.full(B, v) for r, v in zip(reps, vals, strict=True)]
+    return _interval(value, gain_value(*cols), level, note)
 
 
 # -- small helpers -------------------------------------------------------------------------------
@@ -412,6 +614,15 @@ def _percentile(reps: np.ndarray, level: float, method: str = "linear") -> tuple
     a = (1.0 - level) / 2.0
     lo, hi = np.quantile(np.asarray(reps, dtype=np.float64), [a, 1.0 - a], axis=0, method=method)
     return lo, hi
+
+
+def _input_key(k: Any) -> tuple[str | None, str]:
+    """A (task, input_id) pair from its JSON form [task or null, input_id]."""
+    if not isinstance(k, list | tuple) or len(k) != 2 or not isinstance(k[1], str):
+        raise ValueError(f"bad input key {k!r}: expected [task or null, input_id]")
+    if k[0] is not None and not isinstance(k[0], str):
+        raise ValueError(f"bad input key {k!r}: the task must be a str or null")
+    return (k[0], k[1])
 
 
 def _opt(v: Any) -> float | None:
@@ -428,7 +639,7 @@ def _jsonable(v: Any) -> Any:
         if np.issubdtype(v.dtype, np.integer):
             return v.astype(int).tolist()
         return [_jsonable(x) for x in v.tolist()] if v.ndim > 1 else [_opt(x) for x in v.tolist()]
-    if isinstance(v, list):
+    if isinstance(v, list | tuple):
         return [_jsonable(x) for x in v]
     if isinstance(v, dict):
         return {str(k): _jsonable(x) for k, x in v.items()}

@@ -18,7 +18,7 @@ import numpy as np
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, check_budget, tau_key
 from seffi.coverage.resampling import bootstrap_counts, percentile_interval
 
-__all__ = ["curves_from_runs", "rarity_labels"]
+__all__ = ["curves_from_runs", "input_auc_contributions", "rarity_labels"]
 
 
 def rarity_labels(n_bins: int) -> list[str]:
@@ -46,6 +46,7 @@ def curves_from_runs(
     seed: int = 0,
     ci_level: float = 0.95,
     kind: str = "policy",
+    input_keys: list[tuple[str | None, str]] | None = None,
 ) -> Curves:
     """Coverage curves (with bootstrap intervals) from per-run first-hit indices.
 
@@ -66,9 +67,12 @@ def curves_from_runs(
         seed: bootstrap seed.
         ci_level: interval level.
         kind: ``Curves.kind``.
+        input_keys: (task, input_id) of each input 0..U-1, stored as ``Curves.input_keys`` so that
+            ``Curves.gain`` can pair the inputs with the baselines'.
 
     Returns:
-        Curves for k = 1..K.
+        Curves for k = 1..K, with the per-input AUC contributions ``input_auc`` (and
+        ``input_valid_auc``), shape (U,).
     """
     K = check_budget(K)
     fh = np.asarray(first_hit, dtype=np.int64)
@@ -149,6 +153,13 @@ def curves_from_runs(
         return vals, surv
 
     point, surv = unpack(stacked.sum(axis=0))
+    den_u = blocks[0]
+    names = list(metrics)
+    input_auc = {
+        name: input_auc_contributions(blocks[1 + names.index(name)], den_u)
+        for name in ("coverage", "valid_coverage")
+        if name in metrics
+    }
     reps: dict[str, np.ndarray] = {}
     surv_reps: dict[str, np.ndarray] = {}
     if n_boot > 0:
@@ -198,6 +209,12 @@ def curves_from_runs(
                 lo, hi = percentile_interval(r, ci_level)
                 setattr(c, f"{prefix}auc_lo", float(lo))
                 setattr(c, f"{prefix}auc_hi", float(hi))
+    c.input_auc = input_auc["coverage"]
+    c.input_valid_auc = input_auc.get("valid_coverage")
+    if input_keys is not None:
+        if len(input_keys) != U:
+            raise ValueError(f"input_keys has {len(input_keys)} entries for {U} inputs")
+        c.input_keys = [(None if t is None else str(t), str(i)) for t, i in input_keys]
     if rarity_bin is not None:
         c.coverage_by_rarity = np.stack([point[f"rarity{b}"] for b in range(n_bins)])
         c.rarity_bins = rarity_labels(n_bins)
@@ -211,6 +228,33 @@ def curves_from_runs(
         first = int(np.argmin(c.runs_at_k)) + 1
         c.notes.append(f"no run reaches k={first}: later values are undefined (NaN)")
     return c
+
+
+def input_auc_contributions(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """Each input's share of the AUC of a ratio-of-sums curve C(k) = sum_u num[u, k] / sum_u den[u, k].
+
+    a_u = AUC + (1/|k'|) sum_{k in k'} U (num[u, k] - C(k) den[u, k]) / D(k), with D(k) =
+    sum_u den[u, k] and k' the budgets some run reaches (D(k) > 0, where C(k) is defined). The
+    mean of a_u is exactly the AUC (the correction terms sum to zero at every k), and when every
+    run reaches K (den = 1) a_u is the input's own AUC, mean_k num[u, k]. With shorter runs it is
+    the first-order (influence-function) contribution, so the replicate mean of resampled a_u is
+    the linearised replicate AUC; a paired gain bootstrap resamples these.
+
+    Args:
+        num: float array, shape (U, K): per-input weighted sums of the metric (coverage x available).
+        den: float array, shape (U, K): per-input weighted counts of runs available at k.
+
+    Returns:
+        float array, shape (U,).
+    """
+    D = den.sum(axis=0)
+    ok = D > 0
+    U = num.shape[0]
+    if not ok.any():
+        return np.full(U, np.nan)
+    C = num[:, ok].sum(axis=0) / D[ok]
+    infl = U * (num[:, ok] - C[None, :] * den[:, ok]) / D[ok][None, :]
+    return C.mean() + infl.mean(axis=1)
 
 
 def _first_hit_histogram(
