@@ -87,11 +87,13 @@ def parse_autoreset_mode(mode: Any) -> AutoresetMode:
     raise SeffiError(f"autoreset_mode must be one of {choices}, got {mode!r}")
 
 
-def _rows_of(obs: Any, count: int) -> list[Any]:
-    """The per-row observations of a batched observation (views; dicts for Dict observations)."""
+def _rows_of(obs: Any, count: int) -> np.ndarray:
+    """The per-row observations of a batched observation: object array, shape (count,), of row views
+    (of dicts of row views for Dict observations)."""
     if isinstance(obs, dict):
-        return [{k: v[j] for k, v in obs.items()} for j in range(count)]
-    return list(obs)
+        rows = ({k: v[j] for k, v in obs.items()} for j in range(count))
+        return np.fromiter(rows, dtype=object, count=count)
+    return np.fromiter(obs, dtype=object, count=count)  # iterating a 2-D array yields its row views
 
 
 def final_obs_info(num_envs: int, rows: np.ndarray, obs: Any) -> tuple[Any, np.ndarray]:
@@ -105,9 +107,11 @@ def final_obs_info(num_envs: int, rows: np.ndarray, obs: Any) -> tuple[Any, np.n
     mask = np.zeros(num_envs, dtype=np.bool_)
     mask[rows] = True
     if _FINAL_OBS_AS_OBJECTS:
+        per_row = _rows_of(obs, rows.size)
+        if rows.size == num_envs:  # every row ended (always, for router envs): rows is 0..E-1, in order
+            return per_row, mask
         arr = np.full(num_envs, None, dtype=object)
-        for r, o in zip(rows.tolist(), _rows_of(obs, rows.size), strict=True):
-            arr[r] = o
+        arr[rows] = per_row
         return arr, mask
 
     def batched(values: np.ndarray) -> np.ndarray:
