@@ -88,8 +88,7 @@ def parse_autoreset_mode(mode: Any) -> AutoresetMode:
 
 
 def _rows_of(obs: Any, count: int) -> np.ndarray:
-    """The per-row observations of a batched observation: object array, shape (count,), of row views
-    (of dicts of row views for Dict observations)."""
+    """Per-row observations: object array, shape (count,), of row views (dicts of them for Dict obs)."""
     if isinstance(obs, dict):
         rows = ({k: v[j] for k, v in obs.items()} for j in range(count))
         return np.fromiter(rows, dtype=object, count=count)
