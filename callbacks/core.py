@@ -729,11 +729,9 @@ class CoverageMonitor:
 
     def _blank(self) -> dict[str, Any]:
         """Fresh recorded-data attributes (see :meth:`state_dict` for what they hold)."""
-        from seffi.coverage import CoverageTracker
-
         M, Z = len(self.strategies), self.num_latents or 0
         return {
-            "_tracker": CoverageTracker(strategies=self.strategies, task=self.task_name),
+            "_tracker": None,  # built from the run arrays on demand (see ``tracker``)
             "_sums": RunSums(M, self.budget, M),
             "_latent_sums": RunSums(Z, self.budget, Z) if Z else None,
             "_has_latent": False,
@@ -757,8 +755,24 @@ class CoverageMonitor:
 
     @property
     def tracker(self) -> Any:
-        """The :class:`seffi.coverage.CoverageTracker` of every counted sample (buffer flushed first)."""
+        """The :class:`seffi.coverage.CoverageTracker` of every counted sample.
+
+        The monitor records runs as numpy arrays (the tracker's per-run fields); the tracker is built
+        from them through its public state format when asked for (O(runs x strategies)), and cached
+        until new episodes arrive.
+        """
         self._flush()
+        if self._tracker is None:
+            from seffi.coverage import CoverageTracker
+
+            state = CoverageTracker(strategies=self.strategies, task=self.task_name).state_dict()
+            slots = np.arange(self._runs.n_slots)
+            ids, streams = self._runs.slot_input.tolist(), self._runs.slot_stream.tolist()
+            state["runs"] = [
+                {"task": self.task_name, "input_id": self._input_ids[ids[i]], "stream": streams[i], **rec}
+                for i, rec in enumerate(self._sums.run_records(slots, self.strategies))
+            ]
+            self._tracker = CoverageTracker.from_state_dict(state)
         return self._tracker
 
     @property
@@ -905,13 +919,13 @@ class CoverageMonitor:
             lat = np.zeros((n, Z), dtype=bool)
             lat[np.flatnonzero(ok), z[ok]] = True
             self._latent_sums.add(u, slot, k, lat, np.ones(n, dtype=bool))
+        self._tracker = None  # rebuilt from the run arrays when asked for
         streams = self._runs.slot_stream[slot]
-        ids = [self._input_ids[c] for c in u.tolist()]
-        self._tracker.update_many(ids, hits, valid=cols.valid, stream=streams)
         for i in np.flatnonzero(streams == self.stream_offset).tolist():
             # The first run of each input draws its barcode row (at most K cells per input).
-            if self._barcode_stream.setdefault(ids[i], self.stream_offset) == self.stream_offset:
-                row = self._barcode.setdefault(ids[i], [])
+            x = self._input_ids[u[i]]
+            if self._barcode_stream.setdefault(x, self.stream_offset) == self.stream_offset:
+                row = self._barcode.setdefault(x, [])
                 row.append(self._barcode_cell(self._match_sets[codes[i]], row))
         self._counted += n
         self._valid += int(cols.valid.sum())
@@ -1025,18 +1039,31 @@ class CoverageMonitor:
             return None, None
         for x in self._input_ids:
             if x not in self._auc_cache:
-                iid, oracle = (
-                    self._iid_curves(frozenset([x]), with_valid=False),
-                    self._oracle_curves(frozenset([x])),
-                )
-                self._auc_cache[x] = (
-                    iid.auc if iid is not None else None,
-                    oracle.auc if oracle is not None else None,
-                )
+                oracle = self._oracle_curves(frozenset([x]))
+                self._auc_cache[x] = (self._iid_auc(x), oracle.auc if oracle is not None else None)
         pairs = [self._auc_cache[x] for x in self._input_ids]
         if not pairs or any(a is None or b is None for a, b in pairs):
             return None, None
         return float(np.mean([a for a, _ in pairs])), float(np.mean([b for _, b in pairs]))
+
+    def _iid_auc(self, x: str) -> float | None:
+        """AUC of the exact iid coverage of input ``x``: (1/K) sum_k (1/M) sum_s 1 - (1 - pi_s)^k.
+
+        pi_s = Pr[s in the base sample's match set]; coverage is linear in strategies, so this is
+        exact for set-valued matches too (the same formula ``IidBaseline`` uses for C(k), without its
+        Monte Carlo time-to-coverage, which a log does not need).
+        """
+        if not self.access.has("base_match_distribution"):  # type: ignore[union-attr]
+            return None
+        from seffi.coverage.estimators import expected_covered_exact
+
+        law = self.access.call("base_match_distribution", x)  # type: ignore[union-attr]
+        index = {s: j for j, s in enumerate(self.strategies)}
+        pi = np.zeros(len(self.strategies))
+        for ms, p in law.items():
+            for s in ms:
+                pi[index[s]] += p
+        return float(expected_covered_exact(np.minimum(pi, 1.0), self.budget).mean() / len(self.strategies))
 
     # -- curves ----------------------------------------------------------------------------------------
 
@@ -1050,7 +1077,7 @@ class CoverageMonitor:
         """
         self._flush()
         if exact:
-            return self._tracker.curves(self.budget, n_boot=self.n_boot, seed=self.seed)
+            return self.tracker.curves(self.budget, n_boot=self.n_boot, seed=self.seed)
         return self._sums.curves(self._input_order(), n_boot=self.n_boot, seed=self.seed)
 
     def _input_order(self) -> np.ndarray:
@@ -1068,7 +1095,7 @@ class CoverageMonitor:
             self._baseline_cache = {seen: (self._iid_curves(seen), self._oracle_curves(seen))}
         return self._baseline_cache[seen]
 
-    def _iid_curves(self, inputs: frozenset[str], with_valid: bool = True) -> Any:
+    def _iid_curves(self, inputs: frozenset[str]) -> Any:
         if self.user_iid is not None:
             return self.user_iid.curves(self.budget)
         if self.access is None or not self.access.has("base_match_distribution") or not inputs:
@@ -1077,11 +1104,7 @@ class CoverageMonitor:
 
         order = sorted(inputs)
         raw = {x: self.access.call("base_match_distribution", x) for x in order}
-        valid = (
-            {x: self.access.call("base_match_distribution", x, valid_only=True) for x in order}
-            if with_valid
-            else None
-        )
+        valid = {x: self.access.call("base_match_distribution", x, valid_only=True) for x in order}
         return IidBaseline.from_match_distribution(
             raw, strategies=self.strategies, valid_distribution=valid
         ).curves(self.budget)
@@ -1156,7 +1179,6 @@ class CoverageMonitor:
         self._flush()
         open_runs = []
         for u, env, slot, count, si, ri in self._runs.open_runs():
-            cov, vcov, any_valid = self._sums.open_state(slot)
             rec = {
                 "input_id": self._input_ids[u],
                 "env_index": env,
@@ -1164,12 +1186,9 @@ class CoverageMonitor:
                 "count": count,
                 "sample_index": si,
                 "run_index": ri,
-                "covered": cov,
-                "valid_covered": vcov,
-                "any_valid": any_valid,
             }
-            if self._latent_sums is not None:
-                rec["latent_covered"] = self._latent_sums.open_state(slot)[0]
+            if self._latent_sums is not None:  # latents are not in the tracker: what the run tried
+                rec["latent_covered"] = np.flatnonzero(self._latent_sums.first_hit[slot] >= 0).tolist()
             open_runs.append(rec)
         inputs = {}
         for u, x in sorted(enumerate(self._input_ids), key=lambda p: p[1]):
@@ -1196,7 +1215,7 @@ class CoverageMonitor:
             "has_latent": self._has_latent,
             "inputs": inputs,
             "open_runs": sorted(open_runs, key=lambda r: (r["input_id"], r["env_index"])),
-            "tracker": self._tracker.state_dict(),
+            "tracker": self.tracker.state_dict(),
         }
 
     def _check_state(self, state: Mapping[str, Any]) -> None:
@@ -1257,10 +1276,32 @@ class CoverageMonitor:
     def _merge_state(self, state: Mapping[str, Any], *, keep_open: bool) -> None:
         from seffi.coverage import CoverageTracker
 
-        self._tracker.merge(CoverageTracker.from_state_dict(state["tracker"]))
+        runs = CoverageTracker.from_state_dict(state["tracker"]).state_dict()["runs"]  # validated
+        have = set(
+            zip(
+                (self._input_ids[c] for c in self._runs.slot_input.tolist()),
+                self._runs.slot_stream.tolist(),
+                strict=True,
+            )
+        )
+        clash = sorted({(r["input_id"], r["stream"]) for r in runs} & have)
+        if clash:
+            raise SeffiError(
+                f"cannot merge: both monitors hold run(s) {clash[:3]} (input, stream); give workers distinct "
+                "stream_offset values or use shift_streams/load_states"
+            )
+        if any(r["m"] != len(self.strategies) or r["task"] != self.task_name for r in runs):
+            raise SeffiError("cannot merge: the state's runs are of another task or strategy count")
+        self._tracker = None
+        slot_of: dict[tuple[str, int], int] = {}
+        for r in runs:
+            u = int(self._input_codes(_objects([r["input_id"]]))[0])
+            slot = self._runs.restore_slot(u, int(r["stream"]))
+            self._sums.set_run(slot, r, self.strategies)
+            slot_of[(r["input_id"], int(r["stream"]))] = slot
         top: dict[str, int] = {}  # highest stream per input among the added runs
-        for r in state["tracker"]["runs"]:
-            top[r["input_id"]] = max(top.get(r["input_id"], -1), int(r["stream"]))
+        for x, st in slot_of:
+            top[x] = max(top.get(x, -1), st)
         for x, d in state["inputs"].items():
             u = int(self._input_codes(_objects([x]))[0])
             self._runs._grow(u + 1, 0)
@@ -1277,14 +1318,17 @@ class CoverageMonitor:
                     self._barcode_stream[x] = int(bar["stream"])
         if keep_open:
             for r in state["open_runs"]:
+                slot = slot_of[(r["input_id"], int(r["stream"]))]
                 u = self._input_code[r["input_id"]]
-                slot = self._runs.restore_slot(u, int(r["stream"]))
-                self._runs.restore_open(
-                    u, int(r["env_index"]), slot, int(r["count"]), int(r["sample_index"]), int(r["run_index"])
-                )
-                self._sums.set_open_state(slot, r["covered"], r["valid_covered"], bool(r["any_valid"]))
+                count, si, ri = int(r["count"]), int(r["sample_index"]), int(r["run_index"])
+                self._runs.restore_open(u, int(r["env_index"]), slot, count, si, ri)
                 if self._latent_sums is not None:
-                    self._latent_sums.set_open_state(slot, r.get("latent_covered", []), [], True)
+                    z = [str(c) for c in r.get("latent_covered", [])]
+                    rec = {"n": count, "n_valid": count, "first_valid": 0, "first_valid_hit": {}}
+                    cols = [str(c) for c in range(self._latent_sums.C)]
+                    self._latent_sums.set_run(
+                        slot, {**rec, "first_hit": dict.fromkeys(z, 0), "counts": {}}, cols
+                    )
         self.episodes += int(state["episodes"])
         self._counted += int(state["samples"])
         self._valid += int(state["valid"])

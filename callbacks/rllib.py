@@ -2,10 +2,11 @@
 
 Every env runner (a Ray actor) records its own finished episodes in its own
 :class:`~seffi.callbacks.core.CoverageMonitor` from ``on_episode_end``. After each training iteration
-the driver asks every healthy runner for its *cumulative* state (tracker ``state_dict`` plus counters,
-a few KB: O(inputs x strategies)), gives each runner incarnation its own block of tracker streams and
-merges the states into one tracker — a disjoint union of runs, so the merged curves are exactly those
-of one tracker fed with all episodes. RLlib's own metric reduction (a mean of per-runner means) is
+the driver asks every healthy runner for its *cumulative* state (``CoverageMonitor.state_dict()``:
+tracker state, per-input sums and counters, O(runs x strategies)) and loads their exact union with
+``CoverageMonitor.load_states`` — each runner incarnation in its own block of tracker streams, runs a
+disjoint union and sums added — so the merged curves are exactly those of one monitor fed with all
+episodes. RLlib's own metric reduction (a mean of per-runner means) is
 not used: it would weigh runners equally instead of runs.
 
 Faults: states are cumulative, so a missed gather loses nothing; a runner that dies keeps its last
@@ -46,7 +47,7 @@ import seffi.envs  # noqa: F401  (registers seffi/* env ids in every runner proc
 from seffi.callbacks.core import CoverageMonitor
 from seffi.errors import SeffiError
 
-__all__ = ["CoverageCallback", "finalize", "merge_runner_states"]
+__all__ = ["CoverageCallback", "finalize"]
 
 #: Callback objects living in this process, by ``id(env_runner)``; how a driver request finds them
 #: without touching RLlib's private attributes.
@@ -74,38 +75,6 @@ def _runner_states(env_runner: Any) -> list[dict[str, Any]]:
         if cb is not None and cb._runner is not None:
             out.append(cb._runner_state())
     return out
-
-
-def _shift_streams(state: Mapping[str, Any], offset: int) -> tuple[dict[str, Any], int]:
-    """Tracker state with every stream moved up by ``offset``; also the stride it occupies."""
-    runs = [dict(r, stream=int(r["stream"]) + offset) for r in state["runs"]]
-    stride = 1 + max((int(r["stream"]) for r in state["runs"]), default=-1)
-    return dict(state, runs=runs), stride
-
-
-def merge_runner_states(states: list[Mapping[str, Any]], tracker_key: str = "tracker") -> Any:
-    """Merge runner snapshots into one tracker, each snapshot in its own block of streams.
-
-    Args:
-        states: Runner snapshots (``{"tracker": state_dict, ...}``), in a deterministic order.
-        tracker_key: Which tracker of the snapshot to merge ("tracker" or "latent").
-
-    Returns:
-        A :class:`~seffi.coverage.CoverageTracker`, or None when no snapshot has that tracker.
-    """
-    from seffi.coverage import CoverageTracker
-
-    merged = None
-    offset = 0
-    for snap in states:
-        state = snap.get(tracker_key)
-        if state is None:
-            continue
-        shifted, stride = _shift_streams(state, offset)
-        offset += stride
-        part = CoverageTracker.from_state_dict(shifted)
-        merged = part if merged is None else merged.merge(part)
-    return merged
 
 
 class CoverageCallback(RLlibCallback):
@@ -203,19 +172,8 @@ class CoverageCallback(RLlibCallback):
         _LOCAL.setdefault(id(env_runner), []).append(weakref.ref(self))
 
     def _runner_state(self) -> dict[str, Any]:
-        m = self._runner
-        assert m is not None
-        return {
-            **self._runner_id,
-            "episodes": m.episodes,
-            "counted": m._counted,
-            "valid": m._valid,
-            "skipped_beyond_budget": m.skipped_beyond_budget,
-            "inputs": sorted(m._inputs),
-            "barcode": {x: list(row) for x, row in m._barcode.items()},
-            "tracker": m.tracker.state_dict(),
-            "latent": m.latent_tracker.state_dict() if m._has_latent and m.latent_tracker else None,
-        }
+        assert self._runner is not None
+        return {**self._runner_id, "monitor": self._runner.state_dict()}
 
     # -- driver side ---------------------------------------------------------------------------------------
 
@@ -297,15 +255,15 @@ class CoverageCallback(RLlibCallback):
 
     def merged_tracker(self) -> Any:
         """The exact union of all runners' trackers (None before any episode)."""
-        return merge_runner_states(self._ordered())
+        return self.monitor.tracker if self.monitor is not None and self._load_merged() else None
 
     def runner_summary(self) -> dict[str, Any]:
         """How many runners (incarnations) contributed, and which known runners did not answer."""
         snaps = self._ordered()
-        contributed = sorted({s["worker_index"] for s in snaps if s["episodes"] > 0})
+        contributed = sorted({s["worker_index"] for s in snaps if s["monitor"]["episodes"] > 0})
         return {
             "runners_contributed": len(contributed),
-            "runner_incarnations": sum(1 for s in snaps if s["episodes"] > 0),
+            "runner_incarnations": sum(1 for s in snaps if s["monitor"]["episodes"] > 0),
             "runners_unreachable": sorted(self._known_workers - self._last_reachable),
             "gather_failures": self._gather_failures,
         }
@@ -318,28 +276,11 @@ class CoverageCallback(RLlibCallback):
         return self.monitor.log(step)
 
     def _load_merged(self) -> bool:
-        # The driver monitor's counters become the sums over runners; its tracker the exact merge.
+        # The driver monitor's data becomes the exact union of the runners' states (public state API).
         m = self.monitor
         assert m is not None
-        snaps = self._ordered()
-        tracker = merge_runner_states(snaps)
-        if tracker is None:
-            return False
-        m.tracker = tracker
-        latent = merge_runner_states(snaps, "latent")
-        if latent is not None:
-            m.latent_tracker, m._has_latent = latent, True
-        m.episodes = sum(s["episodes"] for s in snaps)
-        m._counted = sum(s["counted"] for s in snaps)
-        m._valid = sum(s["valid"] for s in snaps)
-        m.skipped_beyond_budget = sum(s["skipped_beyond_budget"] for s in snaps)
-        m._inputs = {x for s in snaps for x in s["inputs"]}
-        barcode: dict[str, list[int]] = {}
-        for s in snaps:  # the first run of each input, from the first runner that saw it
-            for x, row in s["barcode"].items():
-                barcode.setdefault(x, row)
-        m._barcode = barcode
-        return m._counted > 0
+        m.load_states([s["monitor"] for s in self._ordered()])
+        return m.samples > 0
 
     def finalize(self, algorithm: Any = None) -> Any:
         """Gather a last time, write the report (with the runner summary) and close the sinks."""

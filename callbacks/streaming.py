@@ -19,6 +19,7 @@ both give the same curves and intervals on the same samples.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -80,10 +81,14 @@ class RunSums:
         self.sums = np.zeros((0, self.K, N_STATS), dtype=np.int64)
         self.n_runs = np.zeros(0, dtype=np.int64)
         self.samples = 0
-        # per run slot: what its samples so far covered (only open runs are ever read again)
-        self._covered = np.zeros((0, self.C), dtype=bool)
-        self._valid_covered = np.zeros((0, self.C), dtype=bool)
-        self._any_valid = np.zeros(0, dtype=bool)
+        # Per run slot, the tracker's run state as arrays (first-hit indices are -1 for "never"), so a
+        # batch is recorded by numpy scatters and a CoverageTracker can be built from it on demand.
+        self.first_hit = np.full((0, self.C), -1, dtype=np.int64)
+        self.first_valid_hit = np.full((0, self.C), -1, dtype=np.int64)
+        self.counts = np.zeros((0, self.C), dtype=np.int64)
+        self.n = np.zeros(0, dtype=np.int64)
+        self.n_valid = np.zeros(0, dtype=np.int64)
+        self.first_valid = np.zeros(0, dtype=np.int64)
 
     def grow(self, n_inputs: int, n_slots: int) -> None:
         """Make room for ``n_inputs`` inputs and ``n_slots`` run slots (amortised doubling)."""
@@ -91,12 +96,15 @@ class RunSums:
             extra = n_inputs - self.sums.shape[0]
             self.sums = np.concatenate([self.sums, np.zeros((extra, self.K, N_STATS), dtype=np.int64)])
             self.n_runs = np.concatenate([self.n_runs, np.zeros(extra, dtype=np.int64)])
-        if n_slots > self._any_valid.shape[0]:
-            new = max(n_slots, 2 * self._any_valid.shape[0], 64)
-            extra = new - self._any_valid.shape[0]
-            self._covered = np.concatenate([self._covered, np.zeros((extra, self.C), dtype=bool)])
-            self._valid_covered = np.concatenate([self._valid_covered, np.zeros((extra, self.C), dtype=bool)])
-            self._any_valid = np.concatenate([self._any_valid, np.zeros(extra, dtype=bool)])
+        if n_slots > self.n.shape[0]:
+            extra = max(n_slots, 2 * self.n.shape[0], 64) - self.n.shape[0]
+            for name, fill in (("first_hit", -1), ("first_valid_hit", -1), ("counts", 0)):
+                grown = np.full((extra, self.C), fill, dtype=np.int64)
+                setattr(self, name, np.concatenate([getattr(self, name), grown]))
+            for name, fill in (("n", 0), ("n_valid", 0), ("first_valid", -1)):
+                setattr(
+                    self, name, np.concatenate([getattr(self, name), np.full(extra, fill, dtype=np.int64)])
+                )
 
     def add(
         self, u: np.ndarray, slot: np.ndarray, k: np.ndarray, hits: np.ndarray, valid: np.ndarray
@@ -120,12 +128,18 @@ class RunSums:
         starts = np.flatnonzero(first)
         seg = np.cumsum(first) - 1
         s0 = slot[starts]
-        cov = _cum_or(hits, starts, seg, self._covered[s0])
+        init = self.first_hit[s0] >= 0
+        cov = _cum_or(hits, starts, seg, init)
         before = np.empty_like(cov)
         before[1:] = cov[:-1]
-        before[starts] = self._covered[s0]
-        vcov = _cum_or(hits & valid[:, None], starts, seg, self._valid_covered[s0])
-        any_valid = _cum_or(valid[:, None], starts, seg, self._any_valid[s0][:, None])[:, 0]
+        before[starts] = init
+        vhits = hits & valid[:, None]
+        vinit = self.first_valid_hit[s0] >= 0
+        vcov = _cum_or(vhits, starts, seg, vinit)
+        vbefore = np.empty_like(vcov)
+        vbefore[1:] = vcov[:-1]
+        vbefore[starts] = vinit
+        any_valid = _cum_or(valid[:, None], starts, seg, (self.first_valid[s0] >= 0)[:, None])[:, 0]
         n_after, n_before = cov.sum(axis=1), before.sum(axis=1)
         new = n_after - n_before
         vals = np.empty((n, N_STATS), dtype=np.int64)
@@ -146,31 +160,66 @@ class RunSums:
         np.add.at(self.sums.reshape(-1, N_STATS), u * self.K + (k - 1), vals)
         self.n_runs += np.bincount(u[k == 1], minlength=self.n_runs.shape[0])
         self.samples += n
+        # The tracker's run state: each (run, column) is first hit once, so plain scatters suffice.
+        i, j = np.nonzero(hits & ~before)
+        self.first_hit[slot[i], j] = k[i] - 1
+        i, j = np.nonzero(vhits & ~vbefore)
+        self.first_valid_hit[slot[i], j] = k[i] - 1
+        i, j = np.nonzero(hits)
+        np.add.at(self.counts, (slot[i], j), 1)
         ends = np.r_[starts[1:], n] - 1
-        self._covered[s0], self._valid_covered[s0], self._any_valid[s0] = (
-            cov[ends],
-            vcov[ends],
-            any_valid[ends],
-        )
+        self.n[s0] = k[ends]
+        np.add.at(self.n_valid, slot, valid.astype(np.int64))
+        first_valid_now = valid & ~np.r_[False, any_valid[:-1]]
+        first_valid_now[starts] = valid[starts] & (self.first_valid[s0] < 0)
+        self.first_valid[slot[first_valid_now]] = k[first_valid_now] - 1
 
-    def open_state(self, slot: int) -> tuple[list[int], list[int], bool]:
-        """(covered columns, valid-covered columns, some sample valid) of run ``slot``."""
-        return (
-            np.flatnonzero(self._covered[slot]).tolist(),
-            np.flatnonzero(self._valid_covered[slot]).tolist(),
-            bool(self._any_valid[slot]),
+    def run_records(self, slots: np.ndarray, columns: Sequence[str]) -> list[dict[str, Any]]:
+        """The tracker's per-run fields (``m``, ``n``, ``first_hit``, ...) of run ``slots``."""
+        out = []
+        fh, fvh, cnt = (
+            self.first_hit[slots].tolist(),
+            self.first_valid_hit[slots].tolist(),
+            self.counts[slots].tolist(),
         )
+        scalars = zip(
+            self.n[slots].tolist(),
+            self.n_valid[slots].tolist(),
+            self.first_valid[slots].tolist(),
+            strict=True,
+        )
+        for r, (n, nv, fv) in enumerate(scalars):
+            hit = [j for j, v in enumerate(fh[r]) if v >= 0]
+            out.append(
+                {
+                    "m": self.m,
+                    "n": n,
+                    "first_hit": {columns[j]: fh[r][j] for j in hit},
+                    "first_valid_hit": {columns[j]: fvh[r][j] for j in hit if fvh[r][j] >= 0},
+                    "counts": {columns[j]: cnt[r][j] for j in hit},
+                    "first_valid": fv,
+                    "n_valid": nv,
+                }
+            )
+        return out
 
-    def set_open_state(
-        self, slot: int, covered: list[int], valid_covered: list[int], any_valid: bool
-    ) -> None:
-        """Restore run ``slot``'s state (inverse of :meth:`open_state`)."""
+    def set_run(self, slot: int, record: Mapping[str, Any], columns: Sequence[str]) -> None:
+        """Restore run ``slot`` from tracker run fields (inverse of :meth:`run_records`)."""
         self.grow(0, slot + 1)
-        self._covered[slot] = False
-        self._covered[slot, covered] = True
-        self._valid_covered[slot] = False
-        self._valid_covered[slot, valid_covered] = True
-        self._any_valid[slot] = any_valid
+        index = {s: j for j, s in enumerate(columns)}
+        self.first_hit[slot], self.first_valid_hit[slot], self.counts[slot] = -1, -1, 0
+        for name, arr in (
+            ("first_hit", self.first_hit),
+            ("first_valid_hit", self.first_valid_hit),
+            ("counts", self.counts),
+        ):
+            for s_, v in record[name].items():
+                arr[slot, index[s_]] = int(v)
+        self.n[slot], self.n_valid[slot], self.first_valid[slot] = (
+            record["n"],
+            record["n_valid"],
+            record["first_valid"],
+        )
 
     # -- estimates -------------------------------------------------------------------------------------
 
@@ -359,6 +408,7 @@ class RunAssigner:
         self.o_ri = np.full((0, 0), -1, dtype=np.int64)
         self.next_stream = np.zeros(0, dtype=np.int64)  # per input: the next local stream number
         self._slot_stream = np.zeros(64, dtype=np.int64)
+        self._slot_input = np.zeros(64, dtype=np.int64)
         self.n_slots = 0  # runs created so far
 
     @property
@@ -366,18 +416,26 @@ class RunAssigner:
         """The tracker stream of each run slot: int array, shape (n_slots,)."""
         return self._slot_stream[: self.n_slots]
 
+    @property
+    def slot_input(self) -> np.ndarray:
+        """The input code of each run slot: int array, shape (n_slots,)."""
+        return self._slot_input[: self.n_slots]
+
     def restore_slot(self, u: int, stream: int) -> int:
         """A slot for an existing run of input ``u`` with tracker ``stream`` (when loading a state)."""
         self._grow(u + 1, 0)
-        return int(self._add_slots(np.array([stream], dtype=np.int64))[0])
+        return int(self._add_slots(np.array([stream], dtype=np.int64), np.array([u], dtype=np.int64))[0])
 
-    def _add_slots(self, streams: np.ndarray) -> np.ndarray:
+    def _add_slots(self, streams: np.ndarray, inputs: np.ndarray) -> np.ndarray:
         n = self.n_slots + streams.size
         if n > self._slot_stream.size:
-            self._slot_stream = np.r_[
-                self._slot_stream, np.zeros(max(n, 2 * self._slot_stream.size), dtype=np.int64)
-            ]
+            extra = np.zeros(max(n, 2 * self._slot_stream.size), dtype=np.int64)
+            self._slot_stream, self._slot_input = (
+                np.r_[self._slot_stream, extra],
+                np.r_[self._slot_input, extra],
+            )
         self._slot_stream[self.n_slots : n] = streams
+        self._slot_input[self.n_slots : n] = inputs
         slots = np.arange(self.n_slots, n, dtype=np.int64)
         self.n_slots = n
         return slots
@@ -408,7 +466,7 @@ class RunAssigner:
         local = np.empty(u.size, dtype=np.int64)
         local[order] = self.next_stream[su] + within
         np.add.at(self.next_stream, u, 1)
-        return self._add_slots(self.stream_offset + local)
+        return self._add_slots(self.stream_offset + local, u)
 
     def assign(
         self, u: np.ndarray, env: np.ndarray, sample_index: np.ndarray, run_index: np.ndarray

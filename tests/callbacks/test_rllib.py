@@ -23,7 +23,7 @@ from ray.rllib.callbacks.callbacks import RLlibCallback  # noqa: E402
 
 import seffi.envs  # noqa: E402,F401  (registers the env ids)
 from seffi.callbacks.core import CoverageMonitor  # noqa: E402
-from seffi.callbacks.rllib import CoverageCallback, finalize, merge_runner_states  # noqa: E402
+from seffi.callbacks.rllib import CoverageCallback, finalize  # noqa: E402
 
 ENV_ID = "seffi/HanoiRouter-v0"
 ENV_CONFIG = {"budget": 4, "n_inputs": 3}
@@ -98,7 +98,7 @@ def test_ppo_two_runners_merge_exact_and_report(ray_session, tmp_path):
 
     merged = driver.monitor.tracker
     ref = _reference(records)
-    assert merged.n_samples == ref.tracker.n_samples == ref._counted
+    assert merged.n_samples == ref.tracker.n_samples == ref.samples
     assert len(merged) == len(ref.tracker)
     assert driver.monitor.episodes == len(records)
     a, b = merged.curves(4, n_boot=0), ref.tracker.curves(4, n_boot=0)
@@ -128,7 +128,7 @@ def test_dead_runner_keeps_last_state_and_restart_is_new_incarnation(ray_session
     try:
         algo.train()
         driver = next(cb for cb in algo.callbacks if isinstance(cb, CoverageCallback))
-        before = {k: s["episodes"] for k, s in driver._snapshots.items()}
+        before = {k: s["monitor"]["episodes"] for k, s in driver._snapshots.items()}
         dead = next(k for k in before if k[0] == 2)
         try:  # kill runner 2's process
             algo.env_runner_group.foreach_env_runner(
@@ -138,14 +138,14 @@ def test_dead_runner_keeps_last_state_and_restart_is_new_incarnation(ray_session
             pass
         driver.gather(algo)
         assert driver.runner_summary()["runners_unreachable"] == [2]
-        assert driver._snapshots[dead]["episodes"] == before[dead]  # its last state still counts
+        assert driver._snapshots[dead]["monitor"]["episodes"] == before[dead]  # its last state counts
         algo.train()
         algo.train()
         summary = driver.runner_summary()
         merged = driver.merged_tracker()
-        total = sum(s["counted"] for s in driver._snapshots.values())
+        total = sum(s["monitor"]["samples"] for s in driver._snapshots.values())
         assert merged.n_samples == total
-        assert driver._snapshots[dead]["episodes"] == before[dead]
+        assert driver._snapshots[dead]["monitor"]["episodes"] == before[dead]
         assert summary["runners_contributed"] == 2
         # runner 2 came back (restart) as a second incarnation, or is still missing
         assert summary["runner_incarnations"] in (2, 3)
@@ -155,26 +155,25 @@ def test_dead_runner_keeps_last_state_and_restart_is_new_incarnation(ray_session
         algo.stop()
 
 
-def test_merge_runner_states_gives_each_snapshot_its_own_streams():
-    from seffi.coverage import CoverageTracker
-
-    parts = []
+def test_runner_snapshots_merge_through_the_public_state_api():
+    """Three runners that all used streams 0.. and env row 0: the driver keeps their runs apart."""
+    runners, ref = [], CoverageMonitor(2, ("a", "b"), sinks=_Null(), n_boot=0)
+    cb = CoverageCallback(budget=2)
     for w in range(3):
-        t = CoverageTracker(strategies=("a", "b"))
-        t.update("x", {"a"}, stream=0)
-        t.update("x", {"b"} if w else set(), stream=0)
-        t.update("y", {"a", "b"}, stream=1)
-        parts.append({"tracker": t.state_dict(), "latent": None})
-    merged = merge_runner_states(parts)
-    assert len(merged) == 6 and merged.n_samples == 9
-    assert merge_runner_states(parts, "latent") is None
-    assert merge_runner_states([]) is None
-    ref = CoverageTracker(strategies=("a", "b"))
-    for w in range(3):
-        ref.update("x", {"a"}, stream=10 * w)
-        ref.update("x", {"b"} if w else set(), stream=10 * w)
-        ref.update("y", {"a", "b"}, stream=10 * w + 1)
-    np.testing.assert_array_equal(merged.curves(2, n_boot=0).coverage, ref.curves(2, n_boot=0).coverage)
+        m = CoverageMonitor(2, ("a", "b"), sinks=_Null(), n_boot=0)
+        for x, ms, run in (("x", ("a",), 0), ("x", ("b",) if w else (), 0), ("y", ("a", "b"), 0)):
+            info = {"input_id": x, "strategy_matches": ms, "valid": True, "run_index": run}
+            m.ingest_episode(info)
+            ref.ingest_episode(info, env_index=w)  # the reference keeps runners apart by env row
+        runners.append(m)
+        cb.add_snapshot({"worker_index": w + 1, "incarnation": "i", "pid": 0, "monitor": m.state_dict()})
+    cb.monitor = CoverageMonitor(2, ("a", "b"), sinks=_Null(), n_boot=0)
+    merged = cb.merged_tracker()
+    assert len(merged) == 6 and merged.n_samples == 9 == ref.samples
+    np.testing.assert_array_equal(
+        merged.curves(2, n_boot=0).coverage, ref.tracker.curves(2, n_boot=0).coverage
+    )
+    assert cb.runner_summary()["runners_contributed"] == 3
 
 
 def test_configure_validates_on_the_driver():

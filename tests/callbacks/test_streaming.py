@@ -188,7 +188,7 @@ def test_merge_is_exact_and_order_independent() -> None:
     np.testing.assert_allclose(ab.curves().coverage, b.coverage, atol=1e-12)  # the merged sums too
     assert (ab.episodes, ab.samples) == (ref.episodes, ref.samples) == (300, ref.tracker.n_samples)
     assert ab.point_scalars() == ref.point_scalars()
-    with pytest.raises(SeffiError, match="both trackers hold run"):
+    with pytest.raises(SeffiError, match="both monitors hold run"):
         ab.merge(monitors[0])  # the same runs twice
     assert ab.samples == 300  # unchanged by the refused merge
 
@@ -263,3 +263,30 @@ def test_unknown_strategy_and_bad_matches_raise_at_ingestion() -> None:
     with pytest.raises(SeffiError, match="must be a tuple of strategy ids"):
         m.ingest_columns(bad)
     assert m.episodes == 0
+
+
+def test_tracker_built_from_run_arrays_equals_a_hand_fed_tracker() -> None:
+    from tests.callbacks.helpers import hand_tracker
+
+    ends = _ends(4, 400)
+    m = _monitor()
+    for a in range(0, 400, 37):  # uneven batches
+        m.ingest_ends(ends[a : a + 37])
+        _ = m.tracker  # built mid-way too: later episodes must invalidate it
+    finals = [
+        (
+            e.env_index,
+            {
+                "input_id": e.input_id,
+                "strategy_matches": e.matches,
+                "valid": e.valid,
+                "sample_index": e.sample_index,
+                "run_index": e.run_index,
+            },
+        )
+        for e in ends
+    ]
+    def runs(state):  # the monitor's tracker carries the task name ("unknown" here), the hand one ""
+        return [{k: v for k, v in r.items() if k != "task"} for r in state["runs"]]
+
+    assert runs(m.tracker.state_dict()) == runs(hand_tracker(finals, STRATS, 5).state_dict())
