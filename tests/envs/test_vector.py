@@ -2,19 +2,34 @@
 
 from __future__ import annotations
 
+import inspect
+from types import SimpleNamespace
+
 import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import data_equivalence
-from gymnasium.vector import AutoresetMode
+from gymnasium.vector import SyncVectorEnv, VectorEnv
 
 from seffi.callbacks.core import episode_ends
-from seffi.envs import FINAL_INFO_KEYS, NoveltyBonus, RouterEnv, RouterVectorEnv, VectorNoveltyBonus
+from seffi.envs import (
+    FINAL_INFO_KEYS,
+    AutoresetMode,
+    NoveltyBonus,
+    RouterEnv,
+    RouterVectorEnv,
+    VectorNoveltyBonus,
+)
+from seffi.envs.vector import final_obs_info
 from seffi.errors import SeffiError
 from tests.envs.common import CASES, KINDS, make, make_vec, policy_for
 
 SETTINGS = {"schedule": "random", "reward": "novel", "history": True, "n_inputs": 4, "budget": 3}
 MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED)
+# Gymnasium 1.0's SyncVectorEnv has NEXT_STEP only (no autoreset_mode argument) and no reset_mask:
+# nothing to compare the other modes and partial resets with there.
+SYNC_HAS_MODES = "autoreset_mode" in inspect.signature(SyncVectorEnv.__init__).parameters
+needs_sync_modes = pytest.mark.skipif(not SYNC_HAS_MODES, reason="SyncVectorEnv: NEXT_STEP only")
 
 
 def assert_same(a, b, what: str) -> None:
@@ -23,10 +38,14 @@ def assert_same(a, b, what: str) -> None:
 
 def pair(task: str, kind: str, e: int, mode: AutoresetMode, **kwargs) -> tuple:
     """The native vector env and a SyncVectorEnv over the single env, both in autoreset ``mode``."""
+    if not SYNC_HAS_MODES and mode is not AutoresetMode.NEXT_STEP:
+        pytest.skip(f"gymnasium {gym.__version__}'s SyncVectorEnv has NEXT_STEP only")
     native = make_vec(task, kind, e, autoreset_mode=mode, **kwargs)
-    sync = make_vec(task, kind, e, mode="sync", vector_kwargs={"autoreset_mode": mode}, **kwargs)
+    vector_kwargs = {"autoreset_mode": mode} if SYNC_HAS_MODES else {}
+    sync = make_vec(task, kind, e, mode="sync", vector_kwargs=vector_kwargs, **kwargs)
     assert type(native.unwrapped).__name__.endswith("VectorEnv") and native.unwrapped is not sync.unwrapped
-    assert native.metadata["autoreset_mode"] is sync.metadata["autoreset_mode"] is mode
+    assert native.metadata["autoreset_mode"] is mode
+    assert sync.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP) is mode
     return native, sync
 
 
@@ -73,7 +92,7 @@ def test_native_vector_equals_sync_vector(task: str, kind: str, mode: AutoresetM
             obs_n, _ = native.reset(options={"reset_mask": done.copy()})
             obs_s, _ = sync.reset(options={"reset_mask": done.copy()})
             assert_same(obs_n, obs_s, f"step {t} reset_mask obs")
-        if t == steps // 2:  # a partial reset with an explicit input, as Gymnasium passes it
+        if t == steps // 2 and SYNC_HAS_MODES:  # a partial reset with an explicit input, as Gymnasium does
             opts = {
                 "reset_mask": np.array([True, False, True, False, False]),
                 "input_id": native.unwrapped.input_ids[1],
@@ -84,6 +103,7 @@ def test_native_vector_equals_sync_vector(task: str, kind: str, mode: AutoresetM
     assert finals >= e  # the comparison covered many episode ends
 
 
+@needs_sync_modes
 @pytest.mark.parametrize("task", ["hanoi", "coin_sum"])
 def test_same_step_router_is_next_step_without_the_reset_only_steps(task: str) -> None:
     """An independent reference: SAME_STEP's step t is NEXT_STEP's step 2t-1 followed by its reset step 2t.
@@ -110,6 +130,30 @@ def test_same_step_router_is_next_step_without_the_reset_only_steps(task: str) -
         assert np.array_equal(obs_s, obs_n)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("ended", [[0, 1, 2, 3], [1, 3]], ids=["all rows", "some rows"])
+def test_final_obs_layout_is_the_installed_gymnasiums(kind: str, ended: list[int]) -> None:
+    """``infos["final_obs"]`` as this gymnasium's ``VectorEnv._add_info`` lays it out, row by row.
+
+    Gymnasium 1.1+ gives an object array of per-env observations, 1.0 batches the value like any other
+    info (an array, or a dict of arrays with masks for Dict observations): whichever is installed.
+    """
+    e = 4
+    vec = make_vec("grid_routes", kind, e, history=True)
+    vec.reset(seed=0)
+    rows = np.array(ended)
+    obs = vec.unwrapped._engine.observe(rows)
+    reference = SimpleNamespace(num_envs=e)
+    reference._add_info = lambda infos, info, i: VectorEnv._add_info(reference, infos, info, i)
+    expected: dict = {}
+    for j, r in enumerate(ended):
+        row_obs = {k: v[j] for k, v in obs.items()} if kind == "token" else obs[j]
+        expected = VectorEnv._add_info(reference, expected, {"final_obs": row_obs}, r)
+    arr, mask = final_obs_info(e, rows, obs)
+    assert_same({"final_obs": arr, "_final_obs": mask}, expected, "final_obs")
+
+
+@needs_sync_modes
 def test_disabled_mode_refuses_to_step_an_ended_episode() -> None:
     vec = make_vec("hanoi", "router", 3, autoreset_mode="Disabled")
     ids = vec.unwrapped.input_ids
@@ -138,17 +182,19 @@ def test_autoreset_mode_is_per_instance_and_validated() -> None:
     with pytest.raises(SeffiError, match="autoreset_mode must be one of"):
         RouterVectorEnv(2, autoreset_mode="sometimes", task="hanoi")
     # SyncVectorEnv writes its mode into its first env's metadata: that must stay that env's own.
-    make_vec("hanoi", "router", 2, mode="sync", vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
+    sync = make_vec("hanoi", "router", 2, mode="sync")
+    assert sync.metadata is sync.unwrapped.envs[0].unwrapped.metadata is not RouterEnv.metadata
     assert "autoreset_mode" not in RouterEnv.metadata
 
 
+@needs_sync_modes
 @pytest.mark.parametrize("kind", KINDS)
 def test_vector_novelty_wrapper_in_same_step_mode_equals_sync_over_the_single_wrapper(kind: str) -> None:
     e, kwargs = 4, {"budget": 3, "reward": "valid"}
     native = VectorNoveltyBonus(
         make_vec("coin_sum", kind, e, autoreset_mode=AutoresetMode.SAME_STEP, **kwargs), bonus=1.5
     )
-    sync = gym.vector.SyncVectorEnv(
+    sync = SyncVectorEnv(
         [lambda: NoveltyBonus(make("coin_sum", kind, **kwargs), bonus=1.5) for _ in range(e)],
         autoreset_mode=AutoresetMode.SAME_STEP,
     )
