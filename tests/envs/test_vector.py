@@ -103,7 +103,6 @@ def test_native_vector_equals_sync_vector(task: str, kind: str, mode: AutoresetM
     assert finals >= e  # the comparison covered many episode ends
 
 
-@needs_sync_modes
 @pytest.mark.parametrize("task", ["hanoi", "coin_sum"])
 def test_same_step_router_is_next_step_without_the_reset_only_steps(task: str) -> None:
     """An independent reference: SAME_STEP's step t is NEXT_STEP's step 2t-1 followed by its reset step 2t.
@@ -153,7 +152,6 @@ def test_final_obs_layout_is_the_installed_gymnasiums(kind: str, ended: list[int
     assert_same({"final_obs": arr, "_final_obs": mask}, expected, "final_obs")
 
 
-@needs_sync_modes
 def test_disabled_mode_refuses_to_step_an_ended_episode() -> None:
     vec = make_vec("hanoi", "router", 3, autoreset_mode="Disabled")
     ids = vec.unwrapped.input_ids
