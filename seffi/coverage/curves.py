@@ -554,9 +554,7 @@ def _match_inputs(keys: list[tuple[str | None, str]], other: list[Any], role: st
     A baseline key with task None matches the policy's input of that id in any task (the id must
     then be unique among the policy's inputs).
     """
-    pos: dict[tuple[str | None, str], int] = {}
-    for j, (t, i) in enumerate(other):
-        pos[(None if t is None else str(t), str(i))] = j
+    pos = dict(zip(map(tuple, other), range(len(other)), strict=True))
     out, missing = [], []
     by_id: dict[str, list[str | None]] = {}
     for t, i in keys:
