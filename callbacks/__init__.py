@@ -13,14 +13,25 @@ Public API (stable; adapters for other frameworks build on the core):
 
   - ``ingest_infos(infos, dones=None)`` — one step's infos in any format: Gymnasium vector dict of
     arrays (``NEXT_STEP`` and ``SAME_STEP``/``final_info`` autoreset), SB3 list of dicts, or one
-    single-env dict. Cost O(num_envs) numpy + O(finished episodes) Python. Returns the count ingested.
-  - ``ingest_episode(info, env_index=0)`` — one finished episode's final-step info (RLlib, TRL).
-  - ``ingest_end(EpisodeEnd)`` — already parsed episode (lowest level).
+    single-env dict. Gymnasium dicts are read with numpy masks (no per-episode dicts); finished
+    episodes are buffered and folded in batches (numpy) into per-run arrays and per-input sums.
+    Returns the count ingested.
+  - ``ingest_episode(info, env_index=0)`` — one finished episode's final-step info (RLlib, TRL);
+    ``ingest_end(EpisodeEnd)`` / ``ingest_ends([...])`` / ``ingest_columns(EpisodeColumns)`` — parsed.
   - ``maybe_log(step)`` — logs when ``log_every`` episodes (or steps) passed; ``log(step)`` forces.
-  - ``finalize(step=None)`` / ``close()`` — final log, report files, W&B summary + artifact.
-  - ``tracker`` — the :class:`seffi.coverage.CoverageTracker` (mergeable: give each worker a
-    distinct ``stream_offset`` and merge trackers on the driver).
-  - ``curves()``, ``baselines()``, ``snapshot()``, ``report()`` — the numbers without logging.
+    A log costs O(inputs x K) (point estimates from the per-input sums, gain from cached per-input
+    baseline AUCs); every ``log_curves_every``-th log is a *curve snapshot* with bootstrap
+    intervals (gain ``_lo``/``_hi``, W&B table + image, a line of snapshots.jsonl).
+  - ``finalize(step=None)`` / ``close()`` — final log, report files (curves from the tracker), W&B
+    summary + artifact.
+  - ``tracker`` — the :class:`seffi.coverage.CoverageTracker` of all counted samples (built on
+    demand from the monitor's run arrays).
+  - ``state_dict()`` / ``load_state_dict(state)`` — checkpoint and resume (open runs continue);
+    ``merge(other)`` — exact, order-independent union (runs disjoint: distinct ``stream_offset``
+    or ``CoverageMonitor.shift_streams``); ``load_states(states)`` — the exact union of many
+    workers' states, each in its own block of streams (what the RLlib driver does).
+  - ``curves()``, ``point_scalars()``, ``baselines()``, ``snapshot()``, ``report()`` — the numbers
+    without logging.
 
   A run is one input's consecutive samples in one env row (seffi envs report ``run_index``); only
   its first K samples count. An episode end whose info lacks ``strategy_matches`` raises one
@@ -28,7 +39,8 @@ Public API (stable; adapters for other frameworks build on the core):
 * :class:`CoverageEvaluator` — periodic evaluation (like SB3's ``EvalCallback``): ``evaluate(act,
   step)`` lets policy ``act(obs) -> action`` spend K samples on each eval input of a separate single
   env and logs that evaluation under ``seffi/eval/...``.
-* :func:`episode_ends` / :func:`episode_from_info` / :class:`EpisodeEnd` — the info parsers.
+* :func:`episode_ends` / :func:`episode_columns` / :func:`episode_from_info` / :class:`EpisodeEnd` /
+  :class:`EpisodeColumns` — the info parsers.
 * ``seffi.callbacks.sb3.CoverageCallback(budget=K, eval_env=None, ...)`` — an SB3 ``BaseCallback``
   (imports stable_baselines3; import it explicitly).
 * ``seffi.callbacks.gym`` — the CleanRL-style loop pattern and ``CoverageVectorWrapper`` /
@@ -47,7 +59,9 @@ from seffi.callbacks.core import (
     CoverageEvaluator,
     CoverageMonitor,
     EnvAccess,
+    EpisodeColumns,
     EpisodeEnd,
+    episode_columns,
     episode_ends,
     episode_from_info,
     rollout_episodes,
@@ -57,7 +71,9 @@ __all__ = [
     "CoverageEvaluator",
     "CoverageMonitor",
     "EnvAccess",
+    "EpisodeColumns",
     "EpisodeEnd",
+    "episode_columns",
     "episode_ends",
     "episode_from_info",
     "rollout_episodes",

@@ -15,8 +15,9 @@ Three shapes reach the monitor:
 
 Which envs finished is known for sure from ``dones`` (``terminated | truncated``) when the caller
 passes them; without them an episode end is recognised by the final-step keys seffi envs emit only on
-that step (:data:`END_MARKERS`). Either way the cost per call is O(number of envs) in numpy plus
-O(finished episodes) in Python.
+that step (:data:`END_MARKERS`). Episodes are parsed into columns (:class:`EpisodeColumns`): for
+Gymnasium dict-of-arrays infos by numpy masks and fancy indexing (no per-episode Python beyond one
+dict lookup for the match set), for SB3 lists by a few dict lookups per finished episode.
 """
 
 from __future__ import annotations
@@ -1078,7 +1079,9 @@ class CoverageMonitor:
         self._flush()
         if exact:
             return self.tracker.curves(self.budget, n_boot=self.n_boot, seed=self.seed)
-        return self._sums.curves(self._input_order(), n_boot=self.n_boot, seed=self.seed)
+        order = self._input_order()
+        keys = [(self.task_name, self._input_ids[i]) for i in order.tolist()]
+        return self._sums.curves(order, n_boot=self.n_boot, seed=self.seed, input_keys=keys)
 
     def _input_order(self) -> np.ndarray:
         """Input codes in sorted-id order (the tracker's order), cached until a new input appears."""

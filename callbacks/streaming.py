@@ -26,6 +26,7 @@ import numpy as np
 
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, survival_summary, tau_key
 from seffi.coverage.resampling import bootstrap_counts, percentile_interval
+from seffi.coverage.runs import input_auc_contributions
 
 #: Statistics summed per (input, k): names in storage order. ``risk``/``event`` come once per tau.
 BASE_STATS: tuple[str, ...] = ("runs", "covered", "novel", "new", "full", "valid_covered", "valid_any")
@@ -281,12 +282,22 @@ class RunSums:
         out["time_to_coverage"] = ttc
         return out
 
-    def curves(self, input_order: np.ndarray, *, n_boot: int, seed: int, ci_level: float = 0.95) -> Curves:
+    def curves(
+        self,
+        input_order: np.ndarray,
+        *,
+        n_boot: int,
+        seed: int,
+        ci_level: float = 0.95,
+        input_keys: list[tuple[str | None, str]] | None = None,
+    ) -> Curves:
         """The :class:`~seffi.coverage.Curves` ``CoverageTracker.curves`` gives on the same samples.
 
         Args:
             input_order: int array, shape (U,): inputs in the tracker's order (sorted ids), so the
                 bootstrap draws the same inputs as the tracker's.
+            input_keys: (task, input_id) of the inputs in ``input_order`` (labels the per-input AUC
+                contributions for the paired gain bootstrap).
             n_boot: Bootstrap replicates over inputs (0: no intervals).
             seed: Bootstrap seed.
             ci_level: Interval level.
@@ -341,6 +352,10 @@ class RunSums:
                 lo, hi = percentile_interval(r, ci_level)
                 setattr(c, f"{prefix}auc_lo", float(lo))
                 setattr(c, f"{prefix}auc_hi", float(hi))
+        # Each input's share of the AUCs, for Curves.gain's paired (inputs jointly) bootstrap.
+        c.input_auc = input_auc_contributions(stacked[:, 1, :], stacked[:, 0, :])
+        c.input_valid_auc = input_auc_contributions(stacked[:, 5, :], stacked[:, 0, :])
+        c.input_keys = list(input_keys) if input_keys is not None else None
         short = int((runs_at_k < R).sum())
         if short:
             n_short = int(R - runs_at_k[-1])

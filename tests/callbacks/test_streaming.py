@@ -70,7 +70,8 @@ def test_run_sums_give_the_tracker_curves_and_intervals(seed: int) -> None:
         u, slot, k, hits, valid = (np.array(c) for c in zip(*part, strict=True))
         sums.add(u, slot, k, hits.astype(bool), valid.astype(bool))
     want = tracker.curves(K, n_boot=300, seed=4)
-    got = sums.curves(np.argsort(np.array(ids, dtype=object)), n_boot=300, seed=4)
+    keys = [("", x) for x in sorted(ids)]
+    got = sums.curves(np.argsort(np.array(ids, dtype=object)), n_boot=300, seed=4, input_keys=keys)
     for name in ("coverage", "novelty", "expected_new", "full_coverage", "valid_coverage", "valid_at_k"):
         np.testing.assert_allclose(getattr(got, name), getattr(want, name), atol=1e-12, err_msg=name)
         for b in ("_lo", "_hi"):  # float32 replicate sums in both: equal up to rounding
@@ -88,6 +89,19 @@ def test_run_sums_give_the_tracker_curves_and_intervals(seed: int) -> None:
         assert g.restricted_mean == pytest.approx(t.restricted_mean, abs=1e-12)
     assert (got.n_inputs, got.n_runs, got.samples) == (want.n_inputs, want.n_runs, want.samples)
     assert got.notes == want.notes
+    np.testing.assert_allclose(got.input_auc, want.input_auc, atol=1e-12)
+    np.testing.assert_allclose(got.input_valid_auc, want.input_valid_auc, atol=1e-12)
+    assert got.input_keys == want.input_keys
+    from seffi.coverage import IidBaseline, OracleBaseline
+
+    law = {x: {frozenset({"a"}): 0.7, frozenset({"b", "c"}): 0.2, frozenset({"d"}): 0.1} for x in ids}
+    iid = IidBaseline.from_match_distribution(law, strategies=STRATS).curves(K)
+    oracle = OracleBaseline({x: {s: frozenset({s}) for s in STRATS} for x in ids}, strategies=STRATS).curves(
+        K
+    )
+    g_got, g_want = got.gain(iid, oracle), want.gain(iid, oracle)  # the paired bootstrap sees the same data
+    assert g_got.value == pytest.approx(g_want.value, abs=1e-12)
+    assert (g_got.lo, g_got.hi) == pytest.approx((g_want.lo, g_want.hi), abs=1e-6)
     point = sums.point()
     np.testing.assert_allclose(point["coverage"], want.coverage, atol=1e-12)
     assert point["auc"] == pytest.approx(want.auc, abs=1e-12)
@@ -286,6 +300,7 @@ def test_tracker_built_from_run_arrays_equals_a_hand_fed_tracker() -> None:
         )
         for e in ends
     ]
+
     def runs(state):  # the monitor's tracker carries the task name ("unknown" here), the hand one ""
         return [{k: v for k, v in r.items() if k != "task"} for r in state["runs"]]
 
