@@ -57,9 +57,9 @@ except ImportError:  # pragma: no cover - gymnasium 1.0 (NEXT_STEP only): the sa
 def _final_obs_as_objects() -> bool:
     """Whether this gymnasium batches ``info["final_obs"]`` as an object array of per-env observations.
 
-    Gymnasium 1.2 special-cases the key in ``VectorEnv._add_info``; earlier 1.x versions batch it like
-    any other info value (an array, shape (E, ...), or a dict of them for Dict observations). Asking
-    ``_add_info`` itself keeps the native env equal to ``SyncVectorEnv`` under either.
+    Gymnasium 1.1+ special-cases the key in ``VectorEnv._add_info``; 1.0 batches it like any other
+    info value (an array, shape (E, ...), or a dict of them with masks for Dict observations). Asking
+    ``_add_info`` itself keeps the native env equal to ``VectorEnv._add_info``'s layout under either.
     """
     probe = SimpleNamespace(num_envs=1)
     probe._add_info = lambda infos, info, i: VectorEnv._add_info(probe, infos, info, i)  # type: ignore[arg-type]
