@@ -1,7 +1,10 @@
 """Reference curves: the iid base sampler (exact or estimated) and the no-repeat oracle.
 
 Both are per-input and aggregate like the tracker: every curve is the mean over inputs. A baseline
-built from a single law (not a mapping keyed by input id) is one input.
+built from a single law (not a mapping keyed by input id) is one input, and ``Curves.gain`` uses
+it as the same law for every input of a policy. Per-input baselines keep each input's AUC
+(``Curves.input_keys``/``input_auc``/``input_valid_auc``, keyed by input id) so that the gain's
+bootstrap resamples inputs jointly with the policy's.
 
 Typical use with a task::
 
@@ -431,7 +434,9 @@ class IidBaseline:
             K: budget.
             n_boot: bootstrap replicates for sample-based baselines (exact ones have no intervals).
                 Inputs are bootstrapped independently and their replicates averaged index-wise, so
-                the intervals are those of the mean over inputs.
+                the intervals are those of the mean over inputs. ``Curves.gain`` does not use these
+                replicates for per-input baselines: it resamples the per-input estimates together
+                with the policy's inputs, which already carries their estimation noise.
             seed: seed for Monte Carlo parts and the bootstrap.
             rarity_bins: number of within-input quantile bins for ``coverage_by_rarity``.
             ci_level: interval level.

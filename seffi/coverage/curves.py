@@ -267,8 +267,9 @@ class Curves:
         runs_at_k: int array, shape (K,): number of runs observed for at least k samples (policy).
         n_inputs, n_runs, samples: counts behind the curves (samples = total samples seen).
         ci_level, n_boot, seed: how the intervals were made.
-        auc_reps, valid_auc_reps: float arrays, shape (B,): bootstrap replicates of the AUCs, used by
-            :meth:`gain` for its interval.
+        auc_reps, valid_auc_reps: float arrays, shape (B,): bootstrap replicates of the AUCs.
+            :meth:`gain` uses them only for curves it cannot pair over inputs (a single-law
+            estimated baseline, curves without per-input AUCs).
         input_keys: the inputs behind the curves, U of them, as (task, input_id) pairs in the order
             of ``input_auc``; the task is None for baselines (their inputs are matched by id). None
             when unknown (a single-law baseline, curves from older dicts or other sources).
