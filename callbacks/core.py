@@ -681,6 +681,7 @@ class CoverageMonitor:
         self._warned_order = False
         self._baseline_cache: dict[frozenset[str], tuple[Any, Any]] = {}
         self._auc_cache: dict[str, tuple[float | None, float | None]] = {}
+        self._pool: frozenset[str] | None = None
         self.finalized = False
         self.last_scalars: dict[str, float] = {}
         self.last_comparison: Any = None
@@ -1090,12 +1091,31 @@ class CoverageMonitor:
             self._order_cache = (len(self._input_ids), order)
         return self._order_cache[1]
 
-    def baselines(self) -> tuple[Any, Any]:
-        """(iid, oracle) curves for the inputs seen so far (``None`` where unavailable); cached."""
+    def baselines(self, *, pool: bool = False) -> tuple[Any, Any]:
+        """(iid, oracle) curves for the inputs seen so far (``None`` where unavailable); cached.
+
+        Args:
+            pool: Over the env's whole input pool instead, when the env exposes ``input_ids`` and
+                every input seen is in it. Curve snapshots during training use this: it is computed
+                once, whereas the seen set grows early in training and each new set would mean
+                computing the exact baselines again; ``Curves.gain`` restricts per-input baselines
+                to the policy's inputs, so the gain is the same. The final report uses the seen set.
+        """
         self._flush()
         seen = frozenset(self._input_ids)
+        if pool and self.access is not None and self.user_iid is None and self.user_oracle is None:
+            if self._pool is None:
+                self._pool = (
+                    frozenset(map(str, self.access.get("input_ids")))
+                    if self.access.has("input_ids")
+                    else frozenset()
+                )
+            if seen <= self._pool:
+                seen = self._pool
         if seen not in self._baseline_cache:
-            self._baseline_cache = {seen: (self._iid_curves(seen), self._oracle_curves(seen))}
+            if len(self._baseline_cache) >= 2:  # the pool's and the seen set's
+                self._baseline_cache.clear()
+            self._baseline_cache[seen] = (self._iid_curves(seen), self._oracle_curves(seen))
         return self._baseline_cache[seen]
 
     def _iid_curves(self, inputs: frozenset[str]) -> Any:
@@ -1127,12 +1147,14 @@ class CoverageMonitor:
         """(``Comparison`` for the report/sinks, scalar dict of the key scheme) of the data so far.
 
         Args:
-            exact: Policy curves from the tracker instead of the streaming sums (see :meth:`curves`).
+            exact: Policy curves from the tracker instead of the streaming sums (see :meth:`curves`),
+                and baselines over exactly the inputs seen (else over the env's pool, see
+                :meth:`baselines`).
         """
         from seffi.report.schema import Barcode, Comparison, CurveSet, Gain, LatentCurve, PolicyResult
 
         curves = self.curves(exact=exact)
-        iid, oracle = self.baselines()
+        iid, oracle = self.baselines(pool=not exact)
         policy_set = CurveSet.from_curves(curves, self.label, "policy")
         if iid is not None and oracle is not None:
             g = curves.gain(iid, oracle)

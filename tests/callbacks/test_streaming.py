@@ -305,3 +305,25 @@ def test_tracker_built_from_run_arrays_equals_a_hand_fed_tracker() -> None:
         return [{k: v for k, v in r.items() if k != "task"} for r in state["runs"]]
 
     assert runs(m.tracker.state_dict()) == runs(hand_tracker(finals, STRATS, 5).state_dict())
+
+
+def test_log_gain_from_cached_baseline_aucs_equals_the_snapshot_gain() -> None:
+    import gymnasium as gym
+
+    import seffi.envs  # noqa: F401
+
+    envs = gym.make_vec(
+        "seffi/SortSwapsRouter-v0", num_envs=4, vectorization_mode="vector_entry_point", n_inputs=6, budget=4
+    )
+    m = CoverageMonitor.for_env(envs, budget=4, sinks=_Null(), n_boot=0)
+    envs.reset(seed=0)
+    rng = np.random.default_rng(0)
+    key = "seffi/gain_vs_iid"
+    for steps in (1, 30):  # first with some inputs unseen: the pool baseline is restricted to the seen
+        for _ in range(steps):
+            _, _, term, trunc, infos = envs.step(rng.integers(0, envs.single_action_space.n, 4))
+            m.ingest_infos(infos, term | trunc)
+        assert (len(m.inputs) < 6) == (steps == 1)
+        cheap, (_, snap), (_, exact) = m.point_scalars(), m.snapshot(), m.snapshot(exact=True)
+        assert cheap[key] == pytest.approx(snap[key], abs=1e-9)
+        assert snap[key] == pytest.approx(exact[key], abs=1e-9)
