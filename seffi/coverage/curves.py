@@ -110,7 +110,11 @@ def gain_value(auc_a: np.ndarray, auc_iid: np.ndarray, auc_oracle: np.ndarray) -
 
 @dataclass
 class Gain:
-    """Normalised gain over iid, relative to the oracle. ``value``/``lo``/``hi`` are None with a reason."""
+    """Normalised gain over iid, relative to the oracle.
+
+    ``value``/``lo``/``hi`` are None with a ``reason`` when the gain is undefined; with a value,
+    ``reason`` is None or a caveat about the interval (e.g. it could not be paired over inputs).
+    """
 
     value: float | None
     lo: float | None
