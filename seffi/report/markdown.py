@@ -10,8 +10,8 @@ HOW_TO_READ: dict[str, str] = {
     "coverage": (
         "Coverage C(k): the expected share of the input's strategies found within k samples. Higher "
         "and earlier is better; iid (grey) is the base sampler, the oracle (black dashed) never "
-        "repeats a strategy. Shaded bands are 95% CIs. Gain vs iid puts a policy on the iid=0, "
-        "oracle=1 scale."
+        "repeats a strategy. Shaded bands are 95% CIs. The legend gives each sampler's AUC and each "
+        "policy's gain vs iid with its 95% CI, on the iid = 0, oracle = 1 scale."
     ),
     "novelty": (
         "Novelty N(i): the probability that sample i reveals a strategy not seen before. A curve "
@@ -25,9 +25,18 @@ HOW_TO_READ: dict[str, str] = {
         "Raw vs valid coverage: solid lines count every matched strategy, dotted lines only those "
         "of correct solutions. A wide gap means coverage earned by invalid outputs."
     ),
+    "coverage_by_rarity": (
+        "Common vs rare strategies: each input's strategies are split into quantile bins of their "
+        "base-model probability (q1 = most common, last = rarest). Top: the share of each bin's "
+        "strategies found within k samples (when the oracle reaches full coverage; otherwise the "
+        "coverage the bin contributes). Bottom: each sampler's AUC minus the iid AUC, split by bin; "
+        "a sampler's bars sum to its AUC − AUC_iid. Gains in the common bins come from avoiding "
+        "repeats; gains in the rare bins come from finding strategies the base model seldom produces."
+    ),
     "barcode": (
         "Strategy barcode: one row per input, one column per sample, colour = strategy, white = no "
-        "match, dot = first appearance. Long runs of one colour are redundancy."
+        "match, dot = first appearance; one panel per policy, same rows = same inputs. Long runs of "
+        "one colour are redundancy."
     ),
     "latent": (
         "Latent coverage (diagnostic): how many of the router's latent codes were used. It describes "
@@ -113,7 +122,7 @@ def render_markdown(report: Report, plots: Mapping[str, str] | None = None) -> s
             prefix, _, plot = name.partition("/")
             if prefix != slug:
                 continue
-            kind = "barcode" if plot.startswith("barcode_") else plot
+            kind = "barcode" if plot.startswith("barcode") else plot
             lines += [f"### {plot.replace('_', ' ')}", "", f"![{plot}]({rel})", ""]
             if kind in HOW_TO_READ:
                 lines += [f"_How to read:_ {HOW_TO_READ[kind]}", ""]

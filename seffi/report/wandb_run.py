@@ -55,6 +55,11 @@ class SafeWandbRun:
             Without it, an active ``wandb.run`` is reused the same way; otherwise a run is started.
             Ignored in "disabled" mode.
         step_key: the custom step metric (the key scheme's ``seffi/step``).
+        quiet: keep W&B's own console chatter out of the user's output when this object starts the
+            run. Offline runs are fully silent (``Settings(silent=True)``: no banner, history panel
+            or "wandb sync" footer; seffi prints its own ``sync_hint``); online runs are ``quiet``
+            (W&B still prints the run URL). Warnings about failures come from this class either way.
+            A reused run keeps its own settings.
 
     Attributes:
         enabled: False once anything failed (or in "disabled" mode).
@@ -72,6 +77,7 @@ class SafeWandbRun:
         config: Mapping[str, Any] | None = None,
         run: Any = None,
         step_key: str = keys.STEP_KEY,
+        quiet: bool = True,
     ) -> None:
         if mode not in MODES:
             raise SeffiError(f"W&B mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -109,6 +115,7 @@ class SafeWandbRun:
                     job_type=job_type,
                     config=dict(config) if config else None,
                     mode=mode,
+                    settings=self._settings(wandb, mode, quiet),
                 )
                 self.owns_run = True
             self.run = run
@@ -117,6 +124,14 @@ class SafeWandbRun:
             if isinstance(exc, KeyboardInterrupt):
                 raise
             self._fail("init", exc)
+
+    @staticmethod
+    def _settings(wandb: Any, mode: str, quiet: bool) -> Any:
+        """``wandb.Settings`` for a run this object starts (None: W&B's defaults)."""
+        if not quiet:
+            return None
+        # silent drops every W&B console line, including the online run URL; quiet keeps that one.
+        return wandb.Settings(silent=True) if mode == "offline" else wandb.Settings(quiet=True)
 
     # -- login -----------------------------------------------------------------------------------
     @staticmethod

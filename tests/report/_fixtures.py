@@ -22,6 +22,13 @@ KS = np.arange(1, K + 1)
 IID = np.array([(1 - (1 - P) ** k).sum() / M for k in KS])  # E|S_k|/M, exact
 ORACLE = np.minimum(KS, M) / M  # no-repeat sampler
 POLICY = IID + 0.6 * (ORACLE - IID)
+# Common-vs-rare split: rank quantile bins of the base law (ranks 0..4 -> bins 0,0,1,2,3).
+BINS = np.array([0, 0, 1, 2, 3])
+RARITY_LABELS = ["q1 (most common)", "q2", "q3", "q4 (rarest)"]
+IID_RARITY = np.stack([((1 - (1 - P[BINS == b, None]) ** KS) / M).sum(axis=0) for b in range(4)])
+# A no-repeat oracle in uniformly random strategy order: each bin is found in proportion to its size.
+ORACLE_RARITY = np.stack([(BINS == b).sum() / M * ORACLE for b in range(4)])
+POLICY_RARITY = IID_RARITY + 0.6 * (ORACLE_RARITY - IID_RARITY)
 
 
 def _ttc(cov: np.ndarray, tau: float, values: list[int | None]) -> TimeToCoverage:
@@ -36,8 +43,10 @@ def _ttc(cov: np.ndarray, tau: float, values: list[int | None]) -> TimeToCoverag
     )
 
 
-def curve_set(label: str, role: str, cov: np.ndarray, *, band: bool = True) -> CurveSet:
-    """A full curve set around ``cov``."""
+def curve_set(
+    label: str, role: str, cov: np.ndarray, *, band: bool = True, rarity: np.ndarray | None = None
+) -> CurveSet:
+    """A full curve set around ``cov`` (``rarity``: coverage_by_rarity rows, shape (4, K))."""
     return CurveSet(
         label=label,
         role=role,
@@ -54,6 +63,8 @@ def curve_set(label: str, role: str, cov: np.ndarray, *, band: bool = True) -> C
         auc_hi=float(cov.mean()) + 0.02,
         time_to_coverage=[_ttc(cov, 0.8, [3, 5, 7, None, 9]), _ttc(cov, 1.0, [5, 12, None, None, 16])],
         valid_rate=0.8,
+        coverage_by_rarity=None if rarity is None else rarity.tolist(),
+        rarity_bins=None if rarity is None else RARITY_LABELS,
         n_samples=320,
         n_inputs=20,
         n_runs=20,
@@ -78,7 +89,7 @@ def comparison(
     g = gain_value()
     policies = [
         PolicyResult(
-            curves=curve_set("learned" if i == 0 else f"learned{i}", "policy", POLICY),
+            curves=curve_set("learned" if i == 0 else f"learned{i}", "policy", POLICY, rarity=POLICY_RARITY),
             gain=Gain(value=g, lo=g - 0.1, hi=g + 0.1),
             barcode=barcode if i == 0 else None,
             latent=LatentCurve(label="learned", k=KS.tolist(), coverage=(1 - 0.85**KS).tolist(), num_codes=8)
@@ -93,8 +104,8 @@ def comparison(
         budget=K,
         n_inputs=20,
         num_strategies=M,
-        iid=curve_set("iid", "iid", IID),
-        oracle=curve_set("oracle", "oracle", ORACLE, band=False),
+        iid=curve_set("iid", "iid", IID, rarity=IID_RARITY),
+        oracle=curve_set("oracle", "oracle", ORACLE, band=False, rarity=ORACLE_RARITY),
         policies=policies,
     )
 

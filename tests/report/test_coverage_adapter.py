@@ -51,4 +51,4 @@ def test_curveset_from_real_curves_matches_hand_count(tmp_path: Path) -> None:
     rep = Report(comparisons=[comp])
     write_report(tmp_path, rep)
     assert load_report(tmp_path) == rep
-    assert (tmp_path / "plots" / "toy_barcode_ppo.png").stat().st_size > 0
+    assert (tmp_path / "plots" / "toy_barcode.png").stat().st_size > 0

@@ -9,11 +9,18 @@ from seffi.report import Report, write_report
 from seffi.report import plots as P
 from tests.report import _fixtures as fx
 
+LONG_ENV = "seffi/AVeryLongTaskNameForTestingTitleWrappingRouterWithExtraWords-v12"
+
 
 def _pixel_std(path: Path) -> float:
     from matplotlib.image import imread
 
     return float(np.asarray(imread(path))[..., :3].std())
+
+
+def _drawn(fig):
+    fig.canvas.draw()  # runs the layout engine, as savefig does
+    return fig.canvas.get_renderer()
 
 
 def test_blank_detector_detects_blank(tmp_path: Path) -> None:
@@ -26,7 +33,15 @@ def test_blank_detector_detects_blank(tmp_path: Path) -> None:
 def test_write_report_renders_every_plot(tmp_path: Path) -> None:
     files = write_report(tmp_path, fx.report())
     names = {n.split("/", 1)[1] for n in files if "/" in n}
-    assert names == {"coverage", "novelty", "time_to_coverage", "valid_vs_raw", "barcode_learned", "latent"}
+    assert names == {
+        "coverage",
+        "coverage_by_rarity",
+        "novelty",
+        "time_to_coverage",
+        "valid_vs_raw",
+        "barcode",
+        "latent",
+    }
     for name, path in files.items():
         assert path.is_file() and path.stat().st_size > 0, name
         if path.suffix == ".png":
@@ -36,6 +51,7 @@ def test_write_report_renders_every_plot(tmp_path: Path) -> None:
     for path in files.values():
         if path.suffix == ".png":
             assert f"]({path.relative_to(tmp_path).as_posix()})" in md
+    assert "Common vs rare strategies" in md and "sum to its AUC − AUC_iid" in md
 
 
 def test_optional_panels_only_when_data_exists(tmp_path: Path) -> None:
@@ -43,9 +59,20 @@ def test_optional_panels_only_when_data_exists(tmp_path: Path) -> None:
     bare = comp.model_copy(
         update={"policies": [p.model_copy(update={"latent": None, "barcode": None}) for p in comp.policies]}
     )
-    assert P.plot_latent(bare) is None
-    files = P.render_report_plots(Report(comparisons=[bare]), tmp_path)
-    assert not any("latent" in n or "barcode" in n for n in files)
+    assert P.plot_latent(bare) is None and P.plot_barcodes(bare) is None
+    no_rarity = bare.model_copy(
+        update={
+            "iid": bare.iid.model_copy(update={"coverage_by_rarity": None, "rarity_bins": None}),
+            "oracle": bare.oracle.model_copy(update={"coverage_by_rarity": None, "rarity_bins": None}),
+            "policies": [
+                p.model_copy(update={"curves": p.curves.model_copy(update={"coverage_by_rarity": None})})
+                for p in bare.policies
+            ],
+        }
+    )
+    assert P.plot_coverage_by_rarity(no_rarity) is None
+    files = P.render_report_plots(Report(comparisons=[no_rarity]), tmp_path)
+    assert not any("latent" in n or "barcode" in n or "rarity" in n for n in files)
 
 
 def test_plot_compare_and_null_values(tmp_path: Path) -> None:
@@ -61,3 +88,174 @@ def test_plot_compare_and_null_values(tmp_path: Path) -> None:
     holes = pol.curves.model_copy(update={"coverage": [None, *pol.curves.coverage[1:]]})
     comp = comp.model_copy(update={"policies": [pol.model_copy(update={"curves": holes})]})
     assert _pixel_std(P.save_figure(P.plot_coverage(comp), tmp_path / "holes.png")) > 0.05
+
+
+# -- layout: long titles stay inside the figure, legends stay off the data ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        P.plot_coverage,
+        P.plot_coverage_by_rarity,
+        P.plot_novelty,
+        P.plot_time_to_coverage,
+        P.plot_valid_vs_raw,
+        P.plot_barcodes,
+        P.plot_latent,
+        lambda c: P.plot_barcode(c.policies[0].barcode, title=P._title(c, "strategy barcode, learned")),
+    ],
+)
+def test_no_text_is_cut_off_with_a_long_env_id(make) -> None:
+    from matplotlib.text import Text
+
+    comp = fx.comparison(env_id=LONG_ENV, n_policies=3)
+    fig = make(comp)
+    renderer = _drawn(fig)
+    box = fig.bbox
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    assert any(LONG_ENV in t.get_text().replace("\n", "") for t in texts)  # the env id is shown, whole
+    for t in texts:
+        ext = t.get_window_extent(renderer)
+        inside = (
+            ext.x0 >= box.x0 - 1 and ext.x1 <= box.x1 + 1 and ext.y0 >= box.y0 - 1 and ext.y1 <= box.y1 + 1
+        )
+        assert inside, f"text {t.get_text()!r} at {ext.bounds} leaves the figure {box.bounds}"
+
+
+@pytest.mark.parametrize(
+    "make", [P.plot_coverage, P.plot_valid_vs_raw, P.plot_novelty, P.plot_time_to_coverage]
+)
+def test_legends_sit_outside_the_axes(make) -> None:
+    comp = fx.comparison(n_policies=4)  # 6 samplers: a crowded legend
+    fig = make(comp)
+    renderer = _drawn(fig)
+    assert fig.legends, "one figure legend"
+    assert not any(ax.get_legend() for ax in fig.axes)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert {"learned", "learned3", "oracle"} <= {s.split(":")[0].split(" (")[0] for s in labels}
+    leg = fig.legends[0].get_window_extent(renderer)
+    for ax in fig.axes:
+        assert not leg.overlaps(ax.get_window_extent(renderer)), "the legend covers an axes"
+
+
+def test_coverage_legend_carries_auc_and_gain() -> None:
+    comp = fx.comparison()
+    fig = P.plot_coverage(comp)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    g = comp.policies[0].gain
+    assert f"learned: AUC {fx.POLICY.mean():.3f}, gain {g.value:.2f} [{g.lo:.2f}, {g.hi:.2f}]" in labels
+    assert f"iid (exact): AUC {fx.IID.mean():.3f}" in labels
+
+
+def test_valid_vs_raw_draws_both_curves_per_sampler() -> None:
+    comp = fx.comparison()
+    ax = P.plot_valid_vs_raw(comp).axes[0]
+    lines = {(ln.get_linestyle(), ln.get_color()): ln.get_ydata() for ln in ax.get_lines()}
+    pol = comp.policies[0].curves
+    assert np.allclose(lines[("-", "tab:blue")], pol.coverage)
+    assert np.allclose(lines[(":", "tab:blue")], pol.valid_coverage)
+
+
+# -- common vs rare ------------------------------------------------------------------------------------------
+
+
+def _axes(fig, gid: str):
+    (ax,) = [a for a in fig.axes if a.get_gid() == gid]
+    return ax
+
+
+def test_rarity_plot_shows_per_bin_coverage_and_gain_split() -> None:
+    comp = fx.comparison()
+    fig = P.plot_coverage_by_rarity(comp)
+    facets = _axes(fig, "rarity:facets")
+    # The oracle reaches full coverage at K, so each bin is shown as a share of its own strategies:
+    # bin sizes 2, 1, 1, 1 of M = 5 (hand count of the rank-quantile split of the fixture law).
+    share = np.array([2, 1, 1, 1]) / fx.M
+    lines = {
+        ln.get_label(): np.asarray(ln.get_ydata()) for ln in facets.get_lines() if ln.get_label()[0] != "_"
+    }
+    assert set(lines) == {"learned", "iid", "oracle"}
+    for label, rows in [("learned", fx.POLICY_RARITY), ("iid", fx.IID_RARITY), ("oracle", fx.ORACLE_RARITY)]:
+        y = lines[label]
+        assert np.isnan(y).sum() == 4  # one break after each of the 4 bins
+        assert np.allclose(y[~np.isnan(y)], (rows / share[:, None]).ravel()), label
+    assert np.allclose(lines["oracle"].reshape(4, -1)[:, -2], 1.0)  # every bin complete at K
+    # The rarest bin: the iid finds a 3% strategy within K=16 with probability 1 - 0.97**16.
+    assert lines["iid"].reshape(4, -1)[3, -2] == pytest.approx(1 - 0.97**16)
+
+    bars = _axes(fig, "rarity:delta")
+    heights = {c.get_label(): np.array([r.get_height() for r in c]) for c in bars.containers}
+    expected = 0.6 * (fx.ORACLE_RARITY - fx.IID_RARITY).mean(axis=1)
+    assert np.allclose(heights["learned"], expected)
+    # The split is exact: one sampler's bars add up to its AUC minus the iid AUC.
+    assert heights["learned"].sum() == pytest.approx(fx.POLICY.mean() - fx.IID.mean())
+    assert heights["oracle"].sum() == pytest.approx(fx.ORACLE.mean() - fx.IID.mean())
+    # ... and the fixture's learned policy gains most among the rare strategies, as drawn.
+    assert heights["learned"][3] > heights["learned"][0] > 0
+
+
+def test_rarity_plot_drops_empty_bins_and_falls_back_to_contributions() -> None:
+    # M = 3 strategies in 4 quantile bins: the rank split leaves the last bin empty.
+    k = list(range(1, 5))
+    rows = {"iid": [[0.2, 0.25, 0.3, 0.33], [0.05, 0.1, 0.15, 0.2], [0.01, 0.03, 0.05, 0.07], [0, 0, 0, 0]]}
+    oracle_rows = [[1 / 3, 1 / 3, 1 / 3, 1 / 3], [0, 1 / 3, 1 / 3, 1 / 3], [0, 0, 1 / 3, 1 / 3], [0, 0, 0, 0]]
+    comp = fx.comparison()
+
+    def cs(label: str, role: str, r: list[list[float]]):
+        cov = np.sum(r, axis=0)
+        return comp.iid.model_copy(
+            update={
+                "label": label,
+                "role": role,
+                "k": k,
+                "coverage": cov.tolist(),
+                "coverage_lo": None,
+                "coverage_hi": None,
+                "coverage_by_rarity": r,
+                "rarity_bins": fx.RARITY_LABELS,
+            }
+        )
+
+    small = comp.model_copy(
+        update={
+            "budget": 4,
+            "policies": [],
+            "iid": cs("iid", "iid", rows["iid"]),
+            "oracle": cs("oracle", "oracle", oracle_rows),
+        }
+    )
+    data = P.rarity_panels(small)
+    assert data["normalized"] and data["bins"] == fx.RARITY_LABELS[:3] and data["dropped"] == ["q4 (rarest)"]
+    assert np.allclose(data["curves"]["iid"], np.array(rows["iid"][:3]) * 3)
+    fig = P.plot_coverage_by_rarity(small)
+    assert any("empty bins not shown: q4 (rarest)" in t.get_text() for t in fig.texts)
+    # An oracle short of full coverage at K gives no bin sizes: contributions are drawn as stored.
+    partial = small.model_copy(
+        update={"oracle": cs("oracle", "oracle", [[*r[:3], 0.2] for r in oracle_rows])}
+    )
+    data = P.rarity_panels(partial)
+    assert not data["normalized"] and data["dropped"] == [] and len(data["bins"]) == 4
+    assert np.allclose(data["curves"]["iid"], rows["iid"])
+
+
+def test_barcodes_share_rows_and_colours() -> None:
+    comp = fx.comparison(n_policies=2)
+    second = comp.policies[1].model_copy(update={"barcode": comp.policies[0].barcode})
+    comp = comp.model_copy(update={"policies": [comp.policies[0], second]})
+    fig = P.plot_barcodes(comp)
+    panels = [ax for ax in fig.axes if ax.images]
+    assert len(panels) == 2 and [ax.get_title() for ax in panels] == ["learned", "learned1"]
+    bar = comp.policies[0].barcode
+    img = np.asarray(panels[0].images[0].get_array())
+    assert img.shape[:2] == (len(bar.matrix), fx.K)
+    # Same strategy -> same colour in every cell; no-match cells are white.
+    flat = np.array(bar.matrix)
+    for v in range(-1, fx.M):
+        colours = img[flat == v].reshape(-1, img.shape[-1])
+        if len(colours):
+            assert np.allclose(colours, colours[0])
+            assert np.allclose(colours[0][:3], 1.0) == (v == -1)
+    # First-appearance dots: one per new strategy per row.
+    dots = panels[0].collections[0].get_offsets()
+    assert len(dots) == sum(len({v for v in row if v >= 0}) for row in bar.matrix)

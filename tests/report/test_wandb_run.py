@@ -104,3 +104,52 @@ def test_online_without_login(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         safe = SafeWandbRun(mode="online")
     assert not safe.enabled and called == []  # never reaches wandb.init (which could prompt)
     assert sum(issubclass(w.category, WandbSinkWarning) for w in caught) == 1
+
+
+_QUIET_SCRIPT = """
+import json, sys
+from seffi.report import SafeWandbRun
+run = SafeWandbRun(mode="offline", dir=sys.argv[1], name="quiet")
+assert run.enabled, "offline init failed"
+run.log({"seffi/auc": 0.25}, 1)
+run.update_summary({"seffi/gain_vs_iid": 0.5})
+run.finish()
+print(json.dumps({"run_dir": str(run.run_dir), "hint": run.sync_hint}))
+"""
+
+
+def test_offline_run_is_silent_and_readable(tmp_path: Path) -> None:
+    # A fresh interpreter without the test session's WANDB_SILENT: W&B would print its banner, the
+    # history panel and a "wandb sync" footer; SafeWandbRun must keep all of that off the console
+    # (seffi prints its own sync hint) while still writing a complete offline run.
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("WANDB_SILENT", "WANDB_QUIET")}
+    env["WANDB_MODE"] = "offline"
+    done = subprocess.run(
+        [sys.executable, "-c", _QUIET_SCRIPT, str(tmp_path / "wb")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=True,
+    )
+    assert "wandb" not in done.stderr.lower(), done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert done.stdout.count("wandb sync") == 1 and out["hint"] == f"wandb sync {out['run_dir']}"
+    exe = shutil.which("wandb")
+    assert exe
+    leet = subprocess.run(
+        [exe, "leet", "inspect", out["run_dir"], "--summary", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    summary = json.loads(leet.stdout)
+    assert summary["state"] == "finished"
+    assert summary["summary"]["seffi/gain_vs_iid"] == 0.5 and summary["summary"]["seffi/auc"] == 0.25
