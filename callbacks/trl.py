@@ -86,15 +86,28 @@ def _reward_fn(spec: RewardSpec) -> Callable[[ValidationResult], float]:
     )
 
 
+def _rank_and_world() -> tuple[int, int]:
+    """(rank, world size) of an initialised ``torch.distributed`` group, else (0, 1).
+
+    Read-only on purpose: calling ``accelerate``'s ``PartialState()`` here would *create* its
+    process-global singleton as a side effect (outside a trainer, with default settings), which then
+    leaks into whatever builds an ``Accelerator`` later in the process (a trainer, another test).
+    Under a multi-process launch the trainer initialises ``torch.distributed`` before any reward
+    function runs, so this sees the real rank and world size.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
 def _default_gather(records: list[Any]) -> list[Any]:
     """All ranks' records in rank order (identity on one process)."""
-    try:
-        from accelerate.state import PartialState
-        from accelerate.utils import gather_object
-    except ImportError:  # pragma: no cover - accelerate ships with transformers' Trainer
+    if _rank_and_world()[1] <= 1:
         return records
-    if PartialState().num_processes <= 1:
-        return records
+    from accelerate.utils import gather_object  # the group exists: accelerate's state is the trainer's
+
     return list(gather_object(records))
 
 
@@ -223,12 +236,7 @@ class _TaskFacts:
 
 
 def _is_main_process() -> bool:
-    try:
-        from accelerate.state import PartialState
-
-        return bool(PartialState().is_main_process)
-    except Exception:  # no accelerate state yet: a single process
-        return True
+    return _rank_and_world()[0] == 0
 
 
 class GRPOCoverage:

@@ -173,6 +173,11 @@ def test_grpo_tiny_lm_logs_coverage_through_trl(hanoi, tmp_path):
 
 
 def test_labeler_in_place_of_validator(tmp_path):
+    # Recording outside a trainer must not create accelerate's process-global state: that side
+    # effect made this test depend on which tests ran before it in the same process.
+    from accelerate.state import PartialState
+
+    PartialState._reset_state()
     rubric = {"moves": r"\bmove\b", "answer": r"\banswer\b"}
     cov = GRPOCoverage(labeler=rubric, out_dir=tmp_path / "lab", n_boot=0, plots=False, budget=2)
     r = cov.reward(["p"] * 4, ["move 1", "answer 3", None, "move answer"], input_id=["a", "a", "b", "b"])
@@ -182,5 +187,6 @@ def test_labeler_in_place_of_validator(tmp_path):
     assert t.curves(2, n_boot=0).coverage.tolist() == pytest.approx(
         [0.25, 1.0]
     )  # a: {moves},{answer}; b: {}, {both}
+    assert PartialState._shared_state == {}
     with pytest.raises(ValueError, match="task or a labeler"):
         CoverageReward()
