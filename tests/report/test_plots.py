@@ -259,3 +259,17 @@ def test_barcodes_share_rows_and_colours() -> None:
     # First-appearance dots: one per new strategy per row.
     dots = panels[0].collections[0].get_offsets()
     assert len(dots) == sum(len({v for v in row if v >= 0}) for row in bar.matrix)
+
+
+def test_time_to_coverage_merges_thresholds_only_when_they_coincide() -> None:
+    # M = 5: 80% coverage needs 4 strategies, 100% needs 5 -> two survival panels + the box panel.
+    fig = P.plot_time_to_coverage(fx.comparison())
+    assert [ax.get_title() for ax in fig.axes][:2] == [
+        "survival of T(0.8); dotted: median level",
+        "survival of T(1); dotted: median level",
+    ]
+    # M = 4: ceil(0.8 * 4) = 4 = M, so T(0.8) and T(1) are the same stopping time: one panel.
+    fig = P.plot_time_to_coverage(fx.comparison().model_copy(update={"num_strategies": 4}))
+    assert len(fig.axes) == 2 and fig.axes[0].get_title().startswith("survival of T(0.8) = T(1)")
+    box_labels = [t.get_text() for t in fig.axes[1].get_xticklabels()]
+    assert box_labels == ["learned\nT(0.8) = T(1)", "iid\nT(0.8) = T(1)", "oracle\nT(0.8) = T(1)"]
