@@ -13,8 +13,9 @@ Modules (flat):
 - :mod:`seffi.report.schema` — pydantic models of report.json (:class:`Report`, :class:`Comparison`,
   :class:`PolicyResult`, :class:`CurveSet`, :class:`Gain`, :class:`Barcode`, :class:`LatentCurve`,
   :class:`TimeToCoverage`), :func:`write_report`, :func:`load_report`, :func:`dumps_report`.
-- :mod:`seffi.report.plots` — matplotlib figures (``plot_coverage``, ``plot_novelty``,
-  ``plot_time_to_coverage``, ``plot_barcode``, ``plot_valid_vs_raw``, ``plot_latent``,
+- :mod:`seffi.report.plots` — matplotlib figures (``plot_coverage``, ``plot_coverage_by_rarity``
+  (common vs rare strategies), ``plot_novelty``, ``plot_time_to_coverage``, ``plot_barcode`` /
+  ``plot_barcodes`` (all policies side by side), ``plot_valid_vs_raw``, ``plot_latent``,
   ``plot_compare``, ``save_figure``, ``render_report_plots``).
 - :mod:`seffi.report.markdown` — ``render_markdown(report, plots)``.
 
