@@ -151,7 +151,10 @@ def rarity_bin_matrix(
     table = rarity.marginals() if isinstance(rarity, IidBaseline) else rarity
     if not isinstance(table, Mapping):
         raise ValueError("rarity must be an IidBaseline or a {input_id: {strategy: probability}} mapping")
-    single = table.get(None) if None in table else (None if _is_per_input(table, str) else table)
+    # Input ids and strategy ids are both strings, so the keys cannot tell a per-input table from a
+    # single law; the values can: a law maps to numbers, a per-input table to laws.
+    per_input = bool(table) and all(isinstance(v, Mapping) for v in table.values())
+    single = table.get(None) if None in table else (None if per_input else table)
     out = np.empty((len(input_ids), len(columns)), dtype=np.int64)
     for r, iid in enumerate(input_ids):
         pis = single if single is not None else table.get(iid)

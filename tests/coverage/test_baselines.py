@@ -164,3 +164,24 @@ def test_oracle_monte_carlo_matches_exact_dp_within_its_stated_error() -> None:
     np.testing.assert_array_equal(again.coverage, mc.coverage)
     other = OracleBaseline(refs, strategies=ids, seed=6, max_states=1).curves(K)
     assert not np.array_equal(other.coverage, mc.coverage)
+
+
+def test_rarity_split_of_a_tracker_with_per_input_laws_matches_the_exact_iid_split() -> None:
+    # Regression: input ids and strategy ids are both strings; a {input_id: law} table used to be
+    # read as one shared law, binning strategies by column order instead of base probability.
+    laws = {
+        "x0": {"a": 0.6, "b": 0.25, "c": 0.1, "d": 0.05},
+        "x1": {"a": 0.05, "b": 0.1, "c": 0.25, "d": 0.6},
+    }
+    K, R = 3, 4000
+    rng = np.random.default_rng(11)
+    t = CoverageTracker(strategies=IDS)
+    for r in range(R):
+        for x, law in laws.items():
+            for j in rng.choice(4, size=K, p=list(law.values())):
+                t.update(x, {IDS[j]}, stream=r)
+    base = IidBaseline.from_probabilities(laws, strategies=IDS)
+    mc = t.curves(K, n_boot=0, rarity=base, rarity_bins=4)
+    ex = base.curves(K, rarity_bins=4)
+    np.testing.assert_allclose(mc.coverage_by_rarity, ex.coverage_by_rarity, atol=4 * 0.5 / math.sqrt(2 * R))
+    assert mc.coverage_by_rarity[0, 0] > 0.1 > mc.coverage_by_rarity[3, 0]  # q1 = each input's common one
