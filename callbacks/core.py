@@ -746,6 +746,7 @@ class CoverageMonitor:
             "_valid": 0,
             "_counted": 0,
             "_pending": [],
+            "_rows": [],  # SB3 rows waiting to become columns (see ``_ingest_list``)
             "_n_pending": 0,
             # strategy_matches value -> row of the match table (a bool row per distinct match set)
             "_match_code": {},
@@ -804,9 +805,64 @@ class CoverageMonitor:
         Returns:
             The number of episodes recorded.
         """
+        if isinstance(infos, (list, tuple)) and dones is not None:
+            return self._ingest_list(infos, dones, env_offset)
         return self.ingest_columns(
             episode_columns(infos, dones, env_name=self.env_name), env_offset=env_offset
         )
+
+    def _ingest_list(self, infos: Sequence[Mapping[str, Any]], dones: Any, env_offset: int) -> int:
+        """SB3's list of info dicts: one row tuple per finished episode, columns built at the flush.
+
+        A training step ends a few episodes; building numpy columns for each step would cost more
+        than the dict lookups themselves, so rows are buffered and converted once per flush.
+        """
+        done = np.flatnonzero(_as_bool_array(dones, len(infos))).tolist()
+        rows, codes = self._rows, self._match_code
+        for i in done:
+            info = infos[i]
+            try:
+                matches = info["strategy_matches"]
+                row = (
+                    info["input_id"],
+                    matches,
+                    info.get("valid", True),
+                    i + env_offset,
+                    info.get("sample_index"),
+                    info.get("run_index"),
+                    info.get("z"),
+                )
+                code = codes[matches]
+            except KeyError:
+                episode_from_info(info, env_index=i, env_name=self.env_name)  # raises the clear error
+                code = self._new_match_code(matches, i)  # a match set not seen before
+            except TypeError:  # unhashable (a list): checked and coded the slow way
+                code = self._new_match_code(matches, i)
+            rows.append((*row, code))
+        n = len(done)
+        self._n_pending += n
+        self.episodes += n
+        if self._n_pending >= self.flush_every:
+            self._flush()
+        return n
+
+    def _rows_to_pending(self) -> None:
+        rows, self._rows = self._rows, []
+        n = len(rows)
+
+        def ints(j: int) -> np.ndarray:
+            return np.fromiter((-1 if r[j] is None else r[j] for r in rows), dtype=np.int64, count=n)
+
+        cols = EpisodeColumns(
+            _objects([r[0] for r in rows]),
+            _objects([r[1] for r in rows]),
+            np.fromiter((bool(r[2]) for r in rows), dtype=bool, count=n),
+            ints(3),
+            ints(4),
+            ints(5),
+            ints(6),
+        )
+        self._pending.append((cols, ints(7)))
 
     def ingest_episode(self, info: Mapping[str, Any], *, env_index: int = 0) -> None:
         """Record one finished episode from its final-step ``info`` (single-env loops, RLlib, TRL)."""
@@ -896,6 +952,8 @@ class CoverageMonitor:
 
     def _flush(self) -> None:
         """Fold the buffered episodes into the run assignment, the sums and the tracker (in numpy)."""
+        if self._rows:
+            self._rows_to_pending()
         if not self._pending:
             return
         pending, self._pending, self._n_pending = self._pending, [], 0

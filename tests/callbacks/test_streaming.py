@@ -327,3 +327,34 @@ def test_log_gain_from_cached_baseline_aucs_equals_the_snapshot_gain() -> None:
         cheap, (_, snap), (_, exact) = m.point_scalars(), m.snapshot(), m.snapshot(exact=True)
         assert cheap[key] == pytest.approx(snap[key], abs=1e-9)
         assert snap[key] == pytest.approx(exact[key], abs=1e-9)
+
+
+def test_sb3_list_rows_equal_the_column_path_and_check_matches() -> None:
+    ends = _ends(6, 120, envs=4)
+    by_rows, by_cols = _monitor(), _monitor()
+    for i in range(0, 120, 4):  # SB3: one list of 4 env dicts per step, all done here
+        step = ends[i : i + 4]
+        infos = [
+            {
+                "input_id": e.input_id,
+                "strategy_matches": list(e.matches) if j % 2 else e.matches,
+                "valid": e.valid,
+                "sample_index": e.sample_index,
+                "run_index": e.run_index,
+                "y_text": "t",
+            }
+            for j, e in enumerate(step)
+        ]  # lists (unhashable) and tuples both
+        by_rows.ingest_infos(infos, np.ones(4, dtype=bool))
+        by_cols.ingest_ends(
+            [
+                EpisodeEnd(e.input_id, e.matches, e.valid, j, e.sample_index, None, e.run_index)
+                for j, e in enumerate(step)
+            ]
+        )
+    assert by_rows.state_dict() == by_cols.state_dict()
+    with pytest.raises(SeffiError, match=r"strategy ids \['zz'\]"):
+        by_rows.ingest_infos([{"input_id": "p", "strategy_matches": ("zz",)}], np.ones(1, dtype=bool))
+    with pytest.raises(SeffiError, match="has no 'strategy_matches'"):
+        by_rows.ingest_infos([{"input_id": "p"}], np.ones(1, dtype=bool))
+    assert by_rows.episodes == 120
