@@ -654,6 +654,8 @@ class CoverageMonitor:
         self.n_boot, self.seed, self.stream_offset = int(n_boot), int(seed), int(stream_offset)
         self.verbose = verbose
         self.log_seconds = 0.0
+        #: Wall time spent computing exact baselines (cached: once per input, once per snapshot set).
+        self.baseline_seconds = 0.0
         self.num_latents = self._num_latents()
         self._owns_sinks = sinks is None
         if sinks is None:
@@ -1099,8 +1101,10 @@ class CoverageMonitor:
             return None, None
         for x in self._input_ids:
             if x not in self._auc_cache:
+                started = time.perf_counter()
                 oracle = self._oracle_curves(frozenset([x]))
                 self._auc_cache[x] = (self._iid_auc(x), oracle.auc if oracle is not None else None)
+                self.baseline_seconds += time.perf_counter() - started
         pairs = [self._auc_cache[x] for x in self._input_ids]
         if not pairs or any(a is None or b is None for a, b in pairs):
             return None, None
@@ -1173,7 +1177,9 @@ class CoverageMonitor:
         if seen not in self._baseline_cache:
             if len(self._baseline_cache) >= 2:  # the pool's and the seen set's
                 self._baseline_cache.clear()
+            started = time.perf_counter()
             self._baseline_cache[seen] = (self._iid_curves(seen), self._oracle_curves(seen))
+            self.baseline_seconds += time.perf_counter() - started
         return self._baseline_cache[seen]
 
     def _iid_curves(self, inputs: frozenset[str]) -> Any:
