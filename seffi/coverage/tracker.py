@@ -590,6 +590,7 @@ class CoverageTracker:
             n_boot=n_boot,
             seed=seed,
             ci_level=ci_level,
+            input_keys=[(str(t), str(i)) for t, i in inputs],  # pairs the gain bootstrap by input
         )
         if self._barcode:
             c.barcode = self.barcode(K)
