@@ -683,6 +683,7 @@ class CoverageMonitor:
         self._warned_order = False
         self._baseline_cache: dict[frozenset[str], tuple[Any, Any]] = {}
         self._auc_cache: dict[str, tuple[float | None, float | None]] = {}
+        self._set_cache: dict[str, tuple[Any, Any]] = {}  # "iid"/"oracle" -> (curves, CurveSet)
         self._pool: frozenset[str] | None = None
         self.finalized = False
         self.last_scalars: dict[str, float] = {}
@@ -737,7 +738,8 @@ class CoverageMonitor:
         return {
             "_tracker": None,  # built from the run arrays on demand (see ``tracker``)
             "_sums": RunSums(M, self.budget, M),
-            "_latent_sums": RunSums(Z, self.budget, Z) if Z else None,
+            # latents feed one diagnostic curve (coverage): the cheaper coverage-only sums suffice
+            "_latent_sums": RunSums(Z, self.budget, Z, coverage_only=True) if Z else None,
             "_has_latent": False,
             "_runs": RunAssigner(self.budget, self.stream_offset),
             "_input_ids": [],
@@ -819,7 +821,10 @@ class CoverageMonitor:
         A training step ends a few episodes; building numpy columns for each step would cost more
         than the dict lookups themselves, so rows are buffered and converted once per flush.
         """
-        done = np.flatnonzero(_as_bool_array(dones, len(infos))).tolist()
+        if type(dones) is np.ndarray and dones.dtype == bool and dones.shape == (len(infos),):
+            done = dones.nonzero()[0].tolist()  # SB3's dones: skip the checks and copies below
+        else:
+            done = np.flatnonzero(_as_bool_array(dones, len(infos))).tolist()
         rows, codes = self._rows, self._match_code
         for i in done:
             info = infos[i]
@@ -1246,8 +1251,8 @@ class CoverageMonitor:
             budget=self.budget,
             n_inputs=len(self._input_ids),
             num_strategies=len(self.strategies),
-            iid=CurveSet.from_curves(iid, "iid", "iid") if iid is not None else None,
-            oracle=CurveSet.from_curves(oracle, "oracle", "oracle") if oracle is not None else None,
+            iid=self._baseline_set(iid, "iid"),
+            oracle=self._baseline_set(oracle, "oracle"),
             policies=[PolicyResult(curves=policy_set, gain=gain, barcode=barcode, latent=latent)],
         )
         scalars = keys.scalars_from_curves(
@@ -1255,6 +1260,21 @@ class CoverageMonitor:
         )
         scalars[keys.valid_rate_key(self.scope)] = self._valid / max(self._counted, 1)
         return comparison, scalars
+
+    def _baseline_set(self, curves: Any, kind: str) -> Any:
+        """``CurveSet`` of baseline ``curves``, converted once per (cached) baseline object.
+
+        Baselines are cached (:meth:`baselines`), so every snapshot would convert the same curves
+        again — about half of a snapshot's cost.
+        """
+        if curves is None:
+            return None
+        hit = self._set_cache.get(kind)
+        if hit is None or hit[0] is not curves:  # identity: a recomputed baseline is a new object
+            from seffi.report.schema import CurveSet
+
+            hit = self._set_cache[kind] = (curves, CurveSet.from_curves(curves, kind, kind))
+        return hit[1]
 
     # -- state: checkpoint, resume, exact merge ----------------------------------------------------
 

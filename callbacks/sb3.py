@@ -55,6 +55,11 @@ class CoverageCallback(BaseCallback):
         wandb_kwargs: Extra ``wandb.init`` arguments (project, name, config, ...) or ``run``.
         log_every: Streaming mode logs after this many new episodes.
         log_unit: ``"episodes"`` or ``"steps"`` (``num_timesteps``) for ``log_every``.
+        log_at: When a due streaming log is written. ``"rollout"`` (default): at the end of each
+            rollout (``_on_rollout_end``), at most once per rollout, so coverage gets one W&B point
+            per policy update, on the same steps as SB3's own ``rollout/*`` and ``train/*`` metrics;
+            points inside a rollout would all describe the same frozen policy. ``"step"``: at the
+            first ``VecEnv.step`` where ``log_every`` is reached (finer curves, more logs).
         log_curves_every: Curve snapshots (W&B tables/images, bootstrap intervals) every this many
             streaming logs (each evaluation is a snapshot).
         n_boot: Bootstrap replicates of the logged CIs.
@@ -80,6 +85,7 @@ class CoverageCallback(BaseCallback):
         wandb_kwargs: Mapping[str, Any] | None = None,
         log_every: int = 256,
         log_unit: LogUnit = "episodes",
+        log_at: str = "rollout",
         log_curves_every: int = 10,
         n_boot: int = 200,
         seed: int = 0,
@@ -92,6 +98,8 @@ class CoverageCallback(BaseCallback):
             raise SeffiError(f"mode must be 'stream', 'eval' or 'both', got {mode!r}")
         if mode != "stream" and eval_env is None:
             raise SeffiError(f"mode {mode!r} needs an eval_env (a single seffi env)")
+        if log_at not in ("rollout", "step"):
+            raise SeffiError(f"log_at must be 'rollout' or 'step', got {log_at!r}")
         if isinstance(eval_freq, bool) or not isinstance(eval_freq, int) or eval_freq < 1:
             raise SeffiError(f"eval_freq must be a positive int, got {eval_freq!r}")
         self.budget, self.mode = int(budget), mode
@@ -109,7 +117,7 @@ class CoverageCallback(BaseCallback):
         }
         self._wandb, self._wandb_kwargs = wandb, dict(wandb_kwargs or {})
         self._plots = plots
-        self._log_every, self._log_unit = log_every, log_unit
+        self._log_every, self._log_unit, self.log_at = log_every, log_unit, log_at
         self.monitor: CoverageMonitor | None = None
         self.evaluator: CoverageEvaluator | None = None
         self.report: Any = None
@@ -175,10 +183,16 @@ class CoverageCallback(BaseCallback):
         if self.monitor is not None:
             # SB3 VecEnvs put the finished episode's info in infos[i] at the done step.
             self.monitor.ingest_infos(self.locals["infos"], self.locals["dones"])
-            self.monitor.maybe_log(self.num_timesteps)
+            if self.log_at == "step":
+                self.monitor.maybe_log(self.num_timesteps)
         if self.evaluator is not None and self.n_calls % self.eval_freq == 0:
             self._evaluate()
         return True
+
+    def _on_rollout_end(self) -> None:
+        # The policy is about to change (train() follows): the points of one rollout go out together.
+        if self.monitor is not None and self.log_at == "rollout":
+            self.monitor.maybe_log(self.num_timesteps)
 
     def _evaluate(self) -> None:
         assert self.evaluator is not None

@@ -61,6 +61,22 @@ def _cum_or(x: np.ndarray, starts: np.ndarray, seg: np.ndarray, init: np.ndarray
     return ((c - before[seg]) > 0) | init[seg]
 
 
+def _add_rows(target: np.ndarray, index: np.ndarray, values: np.ndarray) -> None:
+    """``np.add.at(target, index, values)`` for rows, exact in integers and several times faster.
+
+    Args:
+        target: int array, shape (R, S), updated in place.
+        index: int array, shape (N,): target row of each value row (repeats allowed).
+        values: int array, shape (N, S).
+    """
+    if index.size == 0:
+        return
+    order = np.argsort(index, kind="stable")
+    index = index[order]
+    starts = np.flatnonzero(_segment_starts(index))
+    target[index[starts]] += np.add.reduceat(values[order], starts, axis=0)
+
+
 class RunSums:
     """Per-input sums of per-run contributions at each k (the sufficient statistics of the curves).
 
@@ -68,6 +84,9 @@ class RunSums:
         num_columns: Strategy columns C of the match matrices.
         budget: K.
         m: The coverage denominator M (the same for every input).
+        coverage_only: Keep only what a coverage curve needs — the ``runs`` and ``covered`` sums
+            and ``first_hit`` — and leave the other statistics and per-run fields at their initial
+            values (the router envs' latent-coverage diagnostic: about half the work of a full add).
 
     Attributes:
         sums: int array, shape (U, K, N_STATS): for input u and budget k, the sums over runs of
@@ -79,8 +98,9 @@ class RunSums:
             -1 for never; matches per column); n, n_valid, first_valid: int arrays, shape (S,).
     """
 
-    def __init__(self, num_columns: int, budget: int, m: int) -> None:
+    def __init__(self, num_columns: int, budget: int, m: int, *, coverage_only: bool = False) -> None:
         self.C, self.K, self.m = int(num_columns), int(budget), int(m)
+        self.coverage_only = bool(coverage_only)
         self.need = np.array([math.ceil(tau * self.m - 1e-9) for tau in TAUS], dtype=np.int64)
         self.sums = np.zeros((0, self.K, N_STATS), dtype=np.int64)
         self.n_runs = np.zeros(0, dtype=np.int64)
@@ -137,6 +157,9 @@ class RunSums:
         before = np.empty_like(cov)
         before[1:] = cov[:-1]
         before[starts] = init
+        if self.coverage_only:
+            self._add_coverage(u, slot, k, hits, cov, before)
+            return
         vhits = hits & valid[:, None]
         vinit = self.first_valid_hit[s0] >= 0
         vcov = _cum_or(vhits, starts, seg, vinit)
@@ -161,7 +184,7 @@ class RunSums:
         risk = n_before[:, None] < self.need[None, :]
         vals[:, 7::2] = risk
         vals[:, 8::2] = risk & (n_after[:, None] >= self.need[None, :])
-        np.add.at(self.sums.reshape(-1, N_STATS), u * self.K + (k - 1), vals)
+        _add_rows(self.sums.reshape(-1, N_STATS), u * self.K + (k - 1), vals)
         self.n_runs += np.bincount(u[k == 1], minlength=self.n_runs.shape[0])
         self.samples += n
         # The tracker's run state: each (run, column) is first hit once, so plain scatters suffice.
@@ -170,13 +193,46 @@ class RunSums:
         i, j = np.nonzero(vhits & ~vbefore)
         self.first_valid_hit[slot[i], j] = k[i] - 1
         i, j = np.nonzero(hits)
-        np.add.at(self.counts, (slot[i], j), 1)
+        # Scatter only the touched cells: a bincount over all slots would grow with the run count.
+        cells, times = np.unique(slot[i] * self.C + j, return_counts=True)
+        self.counts[cells // self.C, cells % self.C] += times
         ends = np.r_[starts[1:], n] - 1
         self.n[s0] = k[ends]
-        np.add.at(self.n_valid, slot, valid.astype(np.int64))
+        cells, times = np.unique(slot[valid], return_counts=True)
+        self.n_valid[cells] += times
         first_valid_now = valid & ~np.r_[False, any_valid[:-1]]
         first_valid_now[starts] = valid[starts] & (self.first_valid[s0] < 0)
         self.first_valid[slot[first_valid_now]] = k[first_valid_now] - 1
+
+    def _add_coverage(
+        self,
+        u: np.ndarray,
+        slot: np.ndarray,
+        k: np.ndarray,
+        hits: np.ndarray,
+        cov: np.ndarray,
+        before: np.ndarray,
+    ) -> None:
+        """The ``coverage_only`` part of :meth:`add` (arrays sorted by run, cumulative ORs done).
+
+        Args:
+            u: int array, shape (N,): input index of each sample.
+            slot: int array, shape (N,): run slot.
+            k: int array, shape (N,): 1-based position in the run.
+            hits: bool array, shape (N, C): the columns each sample matched.
+            cov: bool array, shape (N, C): the run's columns covered after each sample.
+            before: bool array, shape (N, C): the run's columns covered before each sample.
+        """
+        flat = u * self.K + (k - 1)
+        size = self.sums.shape[0] * self.K
+        view = self.sums.reshape(-1, N_STATS)
+        # bincount, not np.add.at: the same integer sums, several times faster
+        view[:, 0] += np.bincount(flat, minlength=size)
+        view[:, 1] += np.bincount(flat, weights=cov.sum(axis=1), minlength=size).astype(np.int64)
+        self.n_runs += np.bincount(u[k == 1], minlength=self.n_runs.shape[0])
+        self.samples += u.shape[0]
+        i, j = np.nonzero(hits & ~before)
+        self.first_hit[slot[i], j] = k[i] - 1
 
     def run_records(self, slots: np.ndarray, columns: Sequence[str]) -> list[dict[str, Any]]:
         """The tracker's per-run fields (``m``, ``n``, ``first_hit``, ...) of run ``slots``."""

@@ -117,6 +117,9 @@ def test_router_env_both_modes_curves_match_and_wandb_summary(tmp_path: Path) ->
     lines = [json.loads(x) for x in (tmp_path / "stream" / "metrics.jsonl").read_text().splitlines()]
     steps = [r["seffi/step"] for r in lines]
     assert steps == sorted(set(steps)) and len(steps) >= 10
+    # log_at="rollout" (default): one log per rollout (64 steps x 2 envs = 128 episodes >= log_every),
+    # at its end, on the steps SB3 logs its own rollout metrics at.
+    assert steps == [128.0 * (i + 1) for i in range(2048 // 128)]
     assert "seffi/eval/auc" in json.loads((tmp_path / "eval" / "metrics.jsonl").read_text().splitlines()[-1])
 
     # The offline W&B run, read back with the W&B CLI, holds the headline numbers.
@@ -168,7 +171,8 @@ def test_wandb_init_failure_leaves_complete_local_report(
     monkeypatch.setattr(wandb, "init", broken_init)
     model = _ppo("seffi/SortSwapsRouter-v0", "MlpPolicy", n_inputs=2, budget=K)
     # W&B offline by default.
-    cb = CoverageCallback(budget=K, out_dir=tmp_path, log_every=64, n_boot=20)
+    # log_at="step": a log as soon as 64 episodes are in (rollout ends would give one per 128).
+    cb = CoverageCallback(budget=K, out_dir=tmp_path, log_every=64, log_at="step", n_boot=20)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.learn(512, callback=cb)
@@ -209,6 +213,8 @@ def test_user_baseline_replaces_the_env_one(tmp_path: Path) -> None:
 
     with pytest.raises(SeffiError, match="mode 'eval' needs an eval_env"):
         CoverageCallback(budget=K, mode="eval")
+    with pytest.raises(SeffiError, match="log_at must be 'rollout' or 'step'"):
+        CoverageCallback(budget=K, log_at="episode")
     # An "unknown base model": the iid baseline is estimated from base samples the user drew.
     samples = [("bubble",), ("bubble",), ("insertion",), ("bubble", "odd_even"), ()] * 4
     user_iid = IidBaseline.from_samples(samples, strategies=("bubble", "insertion", "selection", "odd_even"))

@@ -358,3 +358,66 @@ def test_sb3_list_rows_equal_the_column_path_and_check_matches() -> None:
     with pytest.raises(SeffiError, match="has no 'strategy_matches'"):
         by_rows.ingest_infos([{"input_id": "p"}], np.ones(1, dtype=bool))
     assert by_rows.episodes == 120
+
+
+def test_add_rows_equals_numpy_add_at() -> None:
+    from seffi.callbacks.streaming import _add_rows
+
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 50, 400):
+        index = rng.integers(0, 12, size=n)
+        values = rng.integers(-5, 6, size=(n, 3))
+        want = rng.integers(0, 9, size=(12, 3))
+        got = want.copy()
+        np.add.at(want, index, values)
+        _add_rows(got, index, values)
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_coverage_only_sums_keep_the_coverage_curve_and_first_hits(seed: int) -> None:
+    K = 6
+    runs, samples = _random_runs(seed, K=K)
+    full = RunSums(len(STRATS), K, len(STRATS))
+    lean = RunSums(len(STRATS), K, len(STRATS), coverage_only=True)
+    batch = [(runs[r][0], r, i + 1, runs[r][1][i], runs[r][2][i]) for r, i in samples]
+    for part in (batch[:5], batch[5:23], batch[23:]):  # several batches: open runs continue
+        cols = [np.array(c) for c in zip(*part, strict=True)]
+        for sums in (full, lean):
+            sums.add(cols[0], cols[1], cols[2], cols[3].astype(bool), cols[4].astype(bool))
+    np.testing.assert_array_equal(lean.sums[:, :, :2], full.sums[:, :, :2])  # runs, covered
+    assert not lean.sums[:, :, 2:].any()  # the rest is never computed
+    np.testing.assert_array_equal(lean.n_runs, full.n_runs)
+    np.testing.assert_array_equal(lean.first_hit, full.first_hit)
+    assert lean.samples == full.samples == len(samples)
+    # The coverage curve, by hand: over the runs reaching k, each weighted 1 / (runs of its input),
+    # the weighted mean of |union of the first k match sets| / M.
+    n_runs = np.bincount([u for u, _, _ in runs])
+    want = []
+    for k in range(1, K + 1):
+        reach = [
+            (1 / n_runs[u], hits[:k].any(axis=0).sum() / len(STRATS)) for u, hits, _ in runs if len(hits) >= k
+        ]
+        want.append(sum(w * c for w, c in reach) / sum(w for w, _ in reach) if reach else np.nan)
+    np.testing.assert_allclose(lean.point()["coverage"], want, atol=1e-12)
+
+
+def test_snapshots_convert_cached_baselines_once() -> None:
+    from seffi.coverage import IidBaseline, OracleBaseline
+    from seffi.report.schema import CurveSet
+
+    law = {x: {frozenset({"a"}): 0.7, frozenset({"b", "c"}): 0.3} for x in ("p", "q", "r")}
+    iid = IidBaseline.from_match_distribution(law, strategies=STRATS)
+    oracle = OracleBaseline({x: {s: frozenset({s}) for s in STRATS} for x in law}, strategies=STRATS)
+    mon = _monitor(iid=iid, oracle=oracle)
+    mon.ingest_ends(_ends(0, 30))
+    first, _ = mon.snapshot()
+    mon.ingest_ends(_ends(1, 30))
+    second, _ = mon.snapshot()
+    assert second.iid is first.iid and second.oracle is first.oracle  # converted once
+    b_iid, b_oracle = mon.baselines(pool=True)
+    assert first.iid == CurveSet.from_curves(b_iid, "iid", "iid")
+    assert first.oracle == CurveSet.from_curves(b_oracle, "oracle", "oracle")
+    mon._baseline_cache.clear()  # a recomputed baseline (a new object) is converted again
+    third, _ = mon.snapshot()
+    assert third.iid is not first.iid and third.iid == first.iid
