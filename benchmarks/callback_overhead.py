@@ -4,11 +4,15 @@ Prints, in one run, wall times with and without the callback side by side (same 
 
 * **loop ratio** — training with the callback's per-step work and its periodic logs (scalars every
   ``log_every`` episodes, curve snapshots with bootstrap intervals every ``log_curves_every`` logs)
-  divided by training without it. This is the number the goal (<= 1.03x) is about.
+  divided by training without it. This is the number the goal (<= 1.03x) is about. The SB3
+  callback checks whether a log is due at each rollout end by default (``log_at="rollout"``: one W&B
+  point per policy update, like SB3's own metrics); on the router env, where every step ends an
+  episode, a second row shows ``log_at="step"`` (a log as soon as ``log_every`` episodes are in,
+  several per rollout) against the same "without" runs.
 * **finalize** — the one-off end-of-training cost (final curves from the tracker, report.json/md,
   PNG plots, W&B summary), in seconds, and the ratio including it, so nothing is hidden.
 
-Repetitions are interleaved (without, with, with, without, ...) so machine noise hits both arms
+Repetitions are interleaved (without, with, with, without, ...) so machine noise hits all arms
 alike; each figure is the median over repetitions (ratios: median of per-pair ratios). torch runs on
 one thread in both arms. Monitor settings are the defaults a user gets (log_every=256 episodes,
 log_curves_every=10, n_boot=200, plots on); W&B is disabled unless ``--wandb offline``.
@@ -66,8 +70,9 @@ class Timing:
 
 
 def ppo_time(
-    env_id: str, steps: int, n_envs: int, budget: int, with_cb: bool, wandb: str, out: str
+    env_id: str, steps: int, n_envs: int, budget: int, log_at: str | None, wandb: str, out: str
 ) -> Timing:
+    """One PPO training; ``log_at`` None: without the callback, else the callback's ``log_at``."""
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
 
@@ -79,7 +84,7 @@ def ppo_time(
     cb = None
     spent = [(0.0, 0.0)]
     in_loop = [0.0]  # baseline seconds spent before the finalize (the finalize may compute more)
-    if with_cb:
+    if log_at is not None:
 
         class Timed(CoverageCallback):
             def _on_training_end(self) -> None:
@@ -88,7 +93,7 @@ def ppo_time(
                 super()._on_training_end()
                 spent[0] = clock.read()
 
-        cb = Timed(budget=budget, out_dir=out, wandb=wandb)
+        cb = Timed(budget=budget, out_dir=out, wandb=wandb, log_at=log_at)
     clock = Clock()
     model.learn(steps, callback=cb)
     total = clock.read()
@@ -98,11 +103,11 @@ def ppo_time(
     return Timing(total, spent[0], cb.monitor.n_logs, cb.monitor.episodes, in_loop[0])
 
 
-def loop_time(steps: int, n_envs: int, budget: int, with_cb: bool, out: str) -> Timing:
+def loop_time(steps: int, n_envs: int, budget: int, arm: str | None, out: str) -> Timing:
     envs = gym.make_vec(
         ROUTER, num_envs=n_envs, vectorization_mode="vector_entry_point", n_inputs=64, budget=budget
     )
-    monitor = CoverageMonitor.for_env(envs, budget=budget, out_dir=out, wandb="disabled") if with_cb else None
+    monitor = CoverageMonitor.for_env(envs, budget=budget, out_dir=out, wandb="disabled") if arm else None
     rng = np.random.default_rng(0)
     actions = rng.integers(0, envs.single_action_space.n, size=(steps, n_envs))
     envs.reset(seed=0)
@@ -125,12 +130,17 @@ def loop_time(steps: int, n_envs: int, budget: int, with_cb: bool, out: str) -> 
     return Timing(total, fin, monitor.n_logs, monitor.episodes, in_loop)
 
 
-def interleaved(fn: Callable[[bool, str], Timing], reps: int) -> tuple[list[Timing], list[Timing]]:
-    base, cb = [], []
+def interleaved(
+    fn: Callable[[str | None, str], Timing], reps: int, arms: tuple[str, ...] = ("rollout",)
+) -> tuple[list[Timing], dict[str, list[Timing]]]:
+    """Timings without the callback (arm None) and with it (one list per arm), order reversed per rep."""
+    base: list[Timing] = []
+    cb: dict[str, list[Timing]] = {a: [] for a in arms}
     for r in range(reps):
-        for with_cb in (False, True) if r % 2 == 0 else (True, False):
+        order = (None, *arms)
+        for arm in order if r % 2 == 0 else order[::-1]:
             with tempfile.TemporaryDirectory() as out:
-                (cb if with_cb else base).append(fn(with_cb, out))
+                (base if arm is None else cb[arm]).append(fn(arm, out))
     return base, cb
 
 
@@ -202,16 +212,23 @@ def main() -> None:
 
     torch.set_num_threads(1)  # both arms on one thread: the comparison, not the speed, is the point
     print(
-        f"K={a.budget}, {a.reps} interleaved repetitions, W&B {a.wandb}, torch threads 1, "
-        "monitor defaults (log_every=256 episodes, log_curves_every=10, n_boot=200, plots on)"
+        f"K={a.budget}, {a.reps} interleaved repetitions, W&B {a.wandb}, torch threads 1, monitor defaults "
+        "(log_every=256 episodes, log_curves_every=10, n_boot=200, plots on; SB3: log_at=rollout)"
     )
-    for env_id, steps in ((ROUTER, a.router_steps), (TOKEN, a.token_steps)):
+    for env_id, steps, arms in (
+        (ROUTER, a.router_steps, ("rollout", "step")),
+        (TOKEN, a.token_steps, ("rollout",)),
+    ):
         b, c = interleaved(
-            lambda cb, out, e=env_id, s=steps: ppo_time(e, s, a.ppo_envs, a.budget, cb, a.wandb, out), a.reps
+            lambda arm, out, e=env_id, s=steps: ppo_time(e, s, a.ppo_envs, a.budget, arm, a.wandb, out),
+            a.reps,
+            arms,
         )
-        record(f"SB3 PPO {env_id}, {steps} steps x{a.ppo_envs} envs", b, c)
-    b, c = interleaved(lambda cb, out: loop_time(a.loop_steps, a.loop_envs, a.budget, cb, out), a.reps)
-    record(f"vector loop {ROUTER}, random actions, {a.loop_steps}x{a.loop_envs}", b, c)
+        for arm in arms:
+            suffix = "" if arm == "rollout" else f", log_at={arm}"
+            record(f"SB3 PPO {env_id}, {steps} steps x{a.ppo_envs} envs{suffix}", b, c[arm])
+    b, c = interleaved(lambda arm, out: loop_time(a.loop_steps, a.loop_envs, a.budget, arm, out), a.reps)
+    record(f"vector loop {ROUTER}, random actions, {a.loop_steps}x{a.loop_envs}", b, c["rollout"])
     show()
     print(
         "loop ratio: training incl. per-step ingestion and periodic logs / training without the callback;\n"
