@@ -830,22 +830,29 @@ class CoverageMonitor:
             info = infos[i]
             try:
                 matches = info["strategy_matches"]
-                row = (
-                    info["input_id"],
-                    matches,
-                    info.get("valid", True),
-                    i + env_offset,
-                    info.get("sample_index"),
-                    info.get("run_index"),
-                    info.get("z"),
-                )
                 code = codes[matches]
             except KeyError:
-                episode_from_info(info, env_index=i, env_name=self.env_name)  # raises the clear error
+                if "strategy_matches" not in info:
+                    episode_from_info(info, env_index=i, env_name=self.env_name)  # raises the clear error
                 code = self._new_match_code(matches, i)  # a match set not seen before
             except TypeError:  # unhashable (a list): checked and coded the slow way
                 code = self._new_match_code(matches, i)
-            rows.append((*row, code))
+            try:
+                rows.append(
+                    (
+                        info["input_id"],
+                        matches,
+                        info.get("valid", True),
+                        i + env_offset,
+                        info.get("sample_index"),
+                        info.get("run_index"),
+                        info.get("z"),
+                        code,
+                    )
+                )
+            except KeyError:
+                episode_from_info(info, env_index=i, env_name=self.env_name)  # raises the clear error
+                raise  # not reached: the parser names the missing key
         n = len(done)
         self._n_pending += n
         self.episodes += n
@@ -856,20 +863,25 @@ class CoverageMonitor:
     def _rows_to_pending(self) -> None:
         rows, self._rows = self._rows, []
         n = len(rows)
+        input_id, matches, valid, *rest = zip(*rows, strict=True)  # in C: one tuple per column
 
-        def ints(j: int) -> np.ndarray:
-            return np.fromiter((-1 if r[j] is None else r[j] for r in rows), dtype=np.int64, count=n)
+        def ints(col: tuple[Any, ...]) -> np.ndarray:
+            try:
+                return np.array(col, dtype=np.int64)
+            except TypeError:  # None (the info did not have the key) -> -1
+                return np.fromiter((-1 if v is None else v for v in col), dtype=np.int64, count=n)
 
+        env_index, sample_index, run_index, z, codes = map(ints, rest)
         cols = EpisodeColumns(
-            _objects([r[0] for r in rows]),
-            _objects([r[1] for r in rows]),
-            np.fromiter((bool(r[2]) for r in rows), dtype=bool, count=n),
-            ints(3),
-            ints(4),
-            ints(5),
-            ints(6),
+            _objects(input_id),
+            _objects(matches),
+            np.fromiter(map(bool, valid), dtype=bool, count=n),
+            env_index,
+            sample_index,
+            run_index,
+            z,
         )
-        self._pending.append((cols, ints(7)))
+        self._pending.append((cols, codes))
 
     def ingest_episode(self, info: Mapping[str, Any], *, env_index: int = 0) -> None:
         """Record one finished episode from its final-step ``info`` (single-env loops, RLlib, TRL)."""

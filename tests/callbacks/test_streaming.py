@@ -357,6 +357,9 @@ def test_sb3_list_rows_equal_the_column_path_and_check_matches() -> None:
         by_rows.ingest_infos([{"input_id": "p", "strategy_matches": ("zz",)}], np.ones(1, dtype=bool))
     with pytest.raises(SeffiError, match="has no 'strategy_matches'"):
         by_rows.ingest_infos([{"input_id": "p"}], np.ones(1, dtype=bool))
+    for matches in (("a",), ("b", "d", "c")):  # a known match set and a new one: the same clear error
+        with pytest.raises(SeffiError, match="has no 'input_id'"):
+            by_rows.ingest_infos([{"strategy_matches": matches}], np.ones(1, dtype=bool))
     assert by_rows.episodes == 120
 
 
