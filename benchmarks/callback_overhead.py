@@ -9,6 +9,10 @@ Prints, in one run, wall times with and without the callback side by side (same 
   point per policy update, like SB3's own metrics); on the router env, where every step ends an
   episode, a second row shows ``log_at="step"`` (a log as soon as ``log_every`` episodes are in,
   several per rollout) against the same "without" runs.
+* **hooks / in-run ratio** — the callback's own time inside the "with" run (timed around its hooks)
+  and that run divided by itself minus it: two runs of a 17 s training differ by several percent on
+  a shared VM, so this figure shows the callback's direct cost without that noise (it misses
+  indirect costs such as cache or GC pressure, which the loop ratio includes).
 * **finalize** — the one-off end-of-training cost (final curves from the tracker, report.json/md,
   PNG plots, W&B summary), in seconds, and the ratio including it, so nothing is hidden.
 
@@ -60,9 +64,11 @@ class Timing:
         logs: int = 0,
         episodes: int = 0,
         baselines: float = 0.0,
+        hooks: float = 0.0,
     ) -> None:
         self.total, self.finalize, self.logs, self.episodes = total, finalize, logs, episodes
         self.baselines = baselines  # wall s of the one-off exact baseline computation (first logs)
+        self.hooks = hooks  # wall s inside the callback's own hooks (ingestion and logs), measured in-run
 
     def loop(self, i: int) -> float:
         """Training time without the finalize (i = 0: wall, 1: cpu)."""
@@ -84,9 +90,21 @@ def ppo_time(
     cb = None
     spent = [(0.0, 0.0)]
     in_loop = [0.0]  # baseline seconds spent before the finalize (the finalize may compute more)
+    hooks = [0.0]
     if log_at is not None:
 
         class Timed(CoverageCallback):
+            def _on_step(self) -> bool:
+                started = time.perf_counter()
+                out = super()._on_step()
+                hooks[0] += time.perf_counter() - started
+                return out
+
+            def _on_rollout_end(self) -> None:
+                started = time.perf_counter()
+                super()._on_rollout_end()
+                hooks[0] += time.perf_counter() - started
+
             def _on_training_end(self) -> None:
                 in_loop[0] = self.monitor.baseline_seconds if self.monitor is not None else 0.0
                 clock = Clock()
@@ -100,7 +118,7 @@ def ppo_time(
     venv.close()
     if cb is None:
         return Timing(total)
-    return Timing(total, spent[0], cb.monitor.n_logs, cb.monitor.episodes, in_loop[0])
+    return Timing(total, spent[0], cb.monitor.n_logs, cb.monitor.episodes, in_loop[0], hooks[0])
 
 
 def loop_time(steps: int, n_envs: int, budget: int, arm: str | None, out: str) -> Timing:
@@ -111,12 +129,15 @@ def loop_time(steps: int, n_envs: int, budget: int, arm: str | None, out: str) -
     rng = np.random.default_rng(0)
     actions = rng.integers(0, envs.single_action_space.n, size=(steps, n_envs))
     envs.reset(seed=0)
+    hooks = 0.0
     clock = Clock()
     for t in range(steps):
         _, _, term, trunc, infos = envs.step(actions[t])
         if monitor is not None:
+            started = time.perf_counter()
             monitor.ingest_infos(infos, term | trunc)
             monitor.maybe_log(t * n_envs)
+            hooks += time.perf_counter() - started
     fin = (0.0, 0.0)
     if monitor is not None:
         in_loop = monitor.baseline_seconds  # before the finalize, which may compute more
@@ -127,7 +148,7 @@ def loop_time(steps: int, n_envs: int, budget: int, arm: str | None, out: str) -
     envs.close()
     if monitor is None:
         return Timing(total)
-    return Timing(total, fin, monitor.n_logs, monitor.episodes, in_loop)
+    return Timing(total, fin, monitor.n_logs, monitor.episodes, in_loop, hooks)
 
 
 def interleaved(
@@ -166,6 +187,8 @@ def record(name: str, base: list[Timing], cb: list[Timing]) -> None:
                 f"{med(c.finalize[i] for c in cb):7.3f}",
                 f"{med(total_r):6.3f}x",
                 f"{cb[0].logs}/{cb[0].episodes}" if i == 0 else "",
+                f"{med(c.hooks for c in cb):6.3f}" if i == 0 else "",
+                f"{med(c.loop(0) / (c.loop(0) - c.hooks) for c in cb):6.3f}x" if i == 0 else "",
                 " ".join(f"{r:.3f}" for r in loop_r),
             )
         )
@@ -184,6 +207,8 @@ def show() -> None:
         "finalize s",
         "incl. finalize",
         "logs/episodes",
+        "hooks s",
+        "in-run ratio",
         "per-pair loop ratios",
     )
     widths = [max(len(str(r[i])) for r in [head, *ROWS]) for i in range(len(head))]
@@ -236,7 +261,9 @@ def main() -> None:
         "baselines: one-off exact iid/oracle computation at the first logs (inside 'with'; 'w/o baselines' "
         "removes it);\n"
         "finalize: one-off end-of-training report (tracker curves, report.json/md, PNG plots), not in the "
-        "loop"
+        "loop;\n"
+        "hooks: wall s inside the callback's hooks during training, timed in the 'with' run itself; in-run "
+        "ratio: that run / (that run - hooks), free of run-to-run machine noise (misses indirect costs)"
     )
 
 
