@@ -10,10 +10,11 @@ report folder (report.json / report.md / plots).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 from dataclasses import dataclass
+
+from seffi.experiment.example_args import parse_args
 
 
 @dataclass
@@ -40,20 +41,6 @@ class Args:
     """seed of PPO and of the bootstrap"""
     smoke: bool = False
     """tiny run for CI: 2 iterations, small batches"""
-
-
-def parse_args() -> Args:
-    """Build an argparse parser from the dataclass fields."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    for f in dataclasses.fields(Args):
-        flag = "--" + f.name.replace("_", "-")
-        if f.type in (bool, "bool"):
-            parser.add_argument(flag, action="store_true")
-        else:
-            parser.add_argument(flag, type=type(f.default), default=f.default)
-    return Args(**vars(parser.parse_args()))
 
 
 def main(args: Args) -> dict:
@@ -98,4 +85,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_args())
+    main(parse_args(Args))

@@ -12,17 +12,18 @@ With a real model, pass ``labeler=`` (a regex rubric or a function) when strateg
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 from dataclasses import dataclass
+
+from seffi.experiment.example_args import parse_args
 
 
 @dataclass
 class Args:
     """Command-line arguments (each field is a ``--flag``)."""
 
-    task: str = "hanoi"
+    task: str = "sort_swaps"
     """seffi task whose prompts and validator are used"""
     n_inputs: int = 8
     """number of task inputs (dataset rows)"""
@@ -42,20 +43,6 @@ class Args:
     """seed of the inputs, the model weights and training"""
     smoke: bool = False
     """tiny run for CI: 3 steps, 4 generations"""
-
-
-def parse_args() -> Args:
-    """Build an argparse parser from the dataclass fields."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    for f in dataclasses.fields(Args):
-        flag = "--" + f.name.replace("_", "-")
-        if f.type in (bool, "bool"):
-            parser.add_argument(flag, action="store_true")
-        else:
-            parser.add_argument(flag, type=type(f.default), default=f.default)
-    return Args(**vars(parser.parse_args()))
 
 
 def main(args: Args) -> dict:
@@ -114,4 +101,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_args())
+    main(parse_args(Args))
