@@ -529,9 +529,12 @@ LogUnit = Literal["episodes", "steps"]
 
 
 def default_out_dir(prefix: str = "seffi") -> Path:
-    """``runs/<prefix>-<UTC timestamp>`` under the working directory (made unique if it exists)."""
+    """A fresh run folder: ``runs/<prefix>-<UTC timestamp>``, or ``runs/<UTC timestamp>`` without a prefix.
+
+    Made unique if it exists; the timestamp lives in the folder name only, never in report.json.
+    """
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    base = Path("runs") / f"{prefix}-{stamp}"
+    base = Path("runs") / (f"{prefix}-{stamp}" if prefix else stamp)
     out, n = base, 1
     while out.exists():
         n += 1

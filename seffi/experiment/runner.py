@@ -25,7 +25,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +40,9 @@ from seffi.experiment.learner import ReinforceRouter, RouterFeatures
 
 def default_out() -> Path:
     """``runs/<UTC timestamp>`` (the timestamp lives in the folder name only, never in report.json)."""
-    base = Path("runs") / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    out, n = base, 1
-    while out.exists():
-        n += 1
-        out = Path(f"{base}-{n}")
-    return out
+    from seffi.callbacks.core import default_out_dir
+
+    return default_out_dir("")
 
 
 def prepare_out(out: Path | None) -> Path:
