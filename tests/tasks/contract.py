@@ -68,13 +68,16 @@ class ContractSuite:
     MC_INPUTS: ClassVar[int] = 3
     MC_SAMPLES: ClassVar[int] = 2000
 
+    # Class-scoped fixtures are classmethods: they run once per class, not on a test instance.
     @pytest.fixture(scope="class")
-    def task(self) -> Task[Any, Any]:
-        return get_task(self.TASK, **self.CONFIG)
+    @classmethod
+    def task(cls) -> Task[Any, Any]:
+        return get_task(cls.TASK, **cls.CONFIG)
 
     @pytest.fixture(scope="class")
-    def inputs(self, task: Task[Any, Any]) -> list[Any]:
-        return task.make_inputs(self.N_INPUTS, seed=SEED)
+    @classmethod
+    def inputs(cls, task: Task[Any, Any]) -> list[Any]:
+        return task.make_inputs(cls.N_INPUTS, seed=SEED)
 
     # -- attribution ------------------------------------------------------------------------------
 
