@@ -69,6 +69,25 @@ def _input_id(input_id: Any) -> str:
     return str(input_id)
 
 
+def _match_set(matches: Any) -> frozenset[str]:
+    """One sample's strategy ids as a frozenset; a bare string or non-str ids raise."""
+    if isinstance(matches, str):
+        raise ValueError(f"matches must be an iterable of strategy ids, not the string {matches!r}")
+    ms = frozenset(matches)
+    bad = [s for s in ms if not isinstance(s, str)]
+    if bad:
+        raise ValueError(f"strategy ids must be str, got {bad!r}")
+    return ms
+
+
+def _check_declared(ids: frozenset[str], strategies: tuple[str, ...] | None) -> None:
+    """Raise on strategy ids outside the declared set (no-op when nothing is declared)."""
+    if strategies is not None:
+        unknown = sorted(ids.difference(strategies))
+        if unknown:
+            raise ValueError(f"unknown strategy ids {unknown}; declared: {list(strategies)}")
+
+
 class CoverageTracker:
     """Accumulates, per (input, stream) run, which strategies were covered and when.
 
@@ -147,16 +166,8 @@ class CoverageTracker:
                 change once set.
         """
         iid = _input_id(input_id)
-        if isinstance(matches, str):
-            raise ValueError(f"matches must be an iterable of strategy ids, not the string {matches!r}")
-        ms = frozenset(matches)
-        bad = [s for s in ms if not isinstance(s, str)]
-        if bad:
-            raise ValueError(f"strategy ids must be str, got {bad!r}")
-        if self.strategies is not None:
-            unknown = sorted(ms.difference(self.strategies))
-            if unknown:
-                raise ValueError(f"unknown strategy ids {unknown}; declared: {list(self.strategies)}")
+        ms = _match_set(matches)
+        _check_declared(ms, self.strategies)
         if isinstance(stream, bool) or not isinstance(stream, int | np.integer) or stream < 0:
             raise ValueError(f"stream must be a non-negative int, got {stream!r}")
         if not isinstance(valid, bool | np.bool_):
@@ -225,23 +236,10 @@ class CoverageTracker:
             rows = list(matches)
             if len(rows) != n:
                 raise ValueError(f"{n} input ids but {len(rows)} match sets")
-            sets = []
-            for ms in rows:
-                if isinstance(ms, str):
-                    raise ValueError(f"matches must be an iterable of strategy ids, not the string {ms!r}")
-                fs = frozenset(ms)
-                bad = [s for s in fs if not isinstance(s, str)]
-                if bad:
-                    raise ValueError(f"strategy ids must be str, got {bad!r}")
-                sets.append(fs)
+            sets = [_match_set(ms) for ms in rows]
             union = frozenset().union(*sets)
-            if self.strategies is not None:
-                unknown = sorted(union.difference(self.strategies))
-                if unknown:
-                    raise ValueError(f"unknown strategy ids {unknown}; declared: {list(self.strategies)}")
-                cols = list(self.strategies)
-            else:
-                cols = sorted(union)
+            _check_declared(union, self.strategies)
+            cols = list(self.strategies) if self.strategies is not None else sorted(union)
             index = {s: j for j, s in enumerate(cols)}
             mat = np.zeros((n, len(cols)), dtype=bool)
             for i, fs in enumerate(sets):
