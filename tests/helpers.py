@@ -13,11 +13,15 @@ REQUIRE_EXTRAS = os.environ.get("SEFFI_REQUIRE_EXTRAS", "") not in ("", "0", "fa
 
 
 def require(module: str, extra: str) -> ModuleType:
-    """Import ``module`` (provided by ``seffi[extra]``) or skip — or fail when CI requires extras."""
+    """Import ``module`` (provided by ``seffi[extra]``) or skip — or fail when CI requires extras.
+
+    Called at module level by the integration test files, so the skip must be module-level too
+    (without ``allow_module_level`` pytest turns it into a collection error).
+    """
     try:
         return importlib.import_module(module)
     except ImportError as exc:
         message = f"needs the '{extra}' extra (pip install -e '.[{extra}]'): {exc}"
         if REQUIRE_EXTRAS:
             pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+        pytest.skip(message, allow_module_level=True)
