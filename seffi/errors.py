@@ -9,3 +9,7 @@ from __future__ import annotations
 
 class SeffiError(ValueError):
     """A user error: bad input, bad config, an unusable path. The message says what to fix."""
+
+
+class RunFolderExists(SeffiError):
+    """The run folder already holds a seffi run; the message names it and says "pass --overwrite"."""

@@ -1,0 +1,148 @@
+"""Run folders: one seffi run per folder, never two mixed, never a silent overwrite.
+
+A run folder is where a command writes its results (``seffi run``, ``seffi compare``, ``seffi lane``,
+the callbacks' ``out_dir``). Writing a second run into a folder that already holds one would
+overwrite report.json, *append* to metrics.jsonl (whose step then goes backwards) and leave the old
+run's plots beside the new ones. So:
+
+- the command line refuses (:func:`prepare_run_folder` raises :class:`~seffi.errors.RunFolderExists`,
+  one line, exit 2) unless ``--overwrite``, which first removes only the earlier run's seffi files;
+- library callers (a training script's callback) never stop training over this:
+  :func:`fresh_run_folder` picks ``DIR-2``, ``DIR-3``, ... and says so in one warning.
+
+:data:`SEFFI_OWNED` is the one list of names a seffi command writes into a run folder; anything else
+in the folder is the user's and is never touched.
+
+Example:
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()) / "run"
+    >>> prepare_run_folder(d, overwrite=False) == d, holds_seffi_run(d)
+    (True, False)
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import shutil
+import warnings
+from pathlib import Path
+
+from seffi.errors import RunFolderExists, SeffiError
+
+#: Names (``fnmatch`` patterns, matched against the entries directly inside the folder) that a seffi
+#: command writes into a run folder. Folders among them (``plots``) are seffi-owned as a whole. The lane
+#: writes report.json and its curve figures (``curves.png``, and ``curves-<page>.png`` when paged).
+SEFFI_OWNED: tuple[str, ...] = (
+    "report.json",
+    "report.md",
+    "metrics.jsonl",
+    "snapshots.jsonl",
+    "tracker_state.json",
+    "routers.json",
+    "plots",
+    "compare.png",
+    "compare.md",
+    "curves.png",
+    "curves-*.png",
+    ".seffi-write-test",
+)
+
+
+def _owned(name: str, owned: tuple[str, ...] = SEFFI_OWNED) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in owned)
+
+
+def _owned_entries(path: Path, owned: tuple[str, ...] = SEFFI_OWNED) -> list[Path]:
+    """The seffi-owned entries directly inside ``path`` (empty when it is not a readable folder)."""
+    try:
+        return sorted(p for p in path.iterdir() if _owned(p.name, owned))
+    except OSError:
+        return []
+
+
+def holds_seffi_run(path: Path) -> bool:
+    """True when the folder ``path`` holds files a seffi run writes (report.json, metrics.jsonl, ...).
+
+    A missing path, a file, or a folder with only the user's own files is not a seffi run. The
+    write-probe file alone (left by a crash between two system calls) does not count either.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        return False
+    return any(p.name != ".seffi-write-test" for p in _owned_entries(path))
+
+
+def _remove(entry: Path) -> None:
+    """Remove one seffi-owned entry; a symlink is unlinked, never followed."""
+    if entry.is_symlink() or not entry.is_dir():
+        entry.unlink()
+    else:
+        shutil.rmtree(entry)
+
+
+def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = SEFFI_OWNED) -> Path:
+    """Create the run folder ``path`` (if needed) and prove it is writable, before any work starts.
+
+    Args:
+        path: The run folder (``--out``).
+        overwrite: When the folder already holds a seffi run, remove that run's seffi-owned files and
+            folders first (never anything else) instead of refusing.
+        owned: The names that count as an earlier run's output (default :data:`SEFFI_OWNED`). A command
+            that writes into another run's folder on purpose narrows it, e.g. ``seffi compare`` passes
+            ``("compare.png", "compare.md")``.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        RunFolderExists: The folder holds an earlier run and ``overwrite`` is False.
+        SeffiError: ``path`` is not a folder, or cannot be created, cleaned or written.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise SeffiError(f"{path} exists and is not a folder")
+    earlier = [p for p in _owned_entries(path, owned) if p.name != ".seffi-write-test"]
+    if earlier and not overwrite:
+        names = ", ".join(p.name for p in earlier[:3]) + (", ..." if len(earlier) > 3 else "")
+        raise RunFolderExists(
+            f"{path} already holds a seffi run ({names}); pass --overwrite to replace it, "
+            "or choose another folder"
+        )
+    probe = path / ".seffi-write-test"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        for entry in earlier:
+            _remove(entry)
+        probe.write_text("ok", encoding="utf-8")
+        probe.unlink()
+    except OSError as exc:
+        raise SeffiError(f"cannot write to {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def fresh_run_folder(path: Path) -> Path:
+    """``path``, or the first free ``path-2``, ``path-3``, ... when ``path`` already holds a seffi run.
+
+    For library callers (a callback's ``out_dir``), which must neither stop training nor mix two runs
+    in one folder. When another folder is used, one :class:`UserWarning` names it. The folder is not
+    created here; the caller's sink creates it.
+
+    Returns:
+        The folder to write the run into: ``path`` itself, or a sibling that does not exist or holds
+        no seffi run.
+    """
+    path = Path(path)
+    if not holds_seffi_run(path):
+        return path
+    n = 2
+    while True:
+        candidate = path.with_name(f"{path.name}-{n}")
+        if not candidate.exists() or (candidate.is_dir() and not holds_seffi_run(candidate)):
+            break
+        n += 1
+    warnings.warn(
+        f"{path} already holds a seffi run; writing this run to {candidate} instead",
+        UserWarning,
+        stacklevel=2,
+    )
+    return candidate

@@ -1,0 +1,114 @@
+"""Run folders are never silently overwritten (issue 11 case 2): the shared helpers."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+
+from seffi.errors import RunFolderExists, SeffiError
+from seffi.report.run_folder import SEFFI_OWNED, fresh_run_folder, holds_seffi_run, prepare_run_folder
+
+
+def _fake_run(folder):
+    """The files an earlier `seffi run` left, plus a user's own file and folder."""
+    (folder / "plots").mkdir(parents=True)
+    (folder / "plots" / "SortSwapsRouter-v0_coverage.png").write_bytes(b"png")
+    for name in ("report.json", "report.md", "metrics.jsonl", "tracker_state.json", "routers.json"):
+        (folder / name).write_text("{}\n")
+    (folder / "notes.txt").write_text("mine")
+    (folder / "data").mkdir()
+    (folder / "data" / "report.json").write_text("user data")
+
+
+def test_holds_seffi_run(tmp_path):
+    """issue 11 case 2: only seffi-owned names make a folder a seffi run."""
+    assert not holds_seffi_run(tmp_path / "missing")
+    (tmp_path / "file").write_text("x")
+    assert not holds_seffi_run(tmp_path / "file")
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "notes.txt").write_text("mine")
+    (user / ".seffi-write-test").write_text("ok")  # a crashed probe alone is not a run
+    assert not holds_seffi_run(user)
+    for name in ("metrics.jsonl", "report.json", "curves.png", "plots"):
+        d = tmp_path / f"with-{name}"
+        d.mkdir()
+        (d / name).mkdir() if name == "plots" else (d / name).write_text("")
+        assert holds_seffi_run(d), name
+    assert {"report.json", "metrics.jsonl", "tracker_state.json", "routers.json", "plots"} <= set(SEFFI_OWNED)
+
+
+def test_prepare_refuses_a_folder_holding_a_run_and_leaves_it_untouched(tmp_path):
+    """issue 11 case 2: refuse with one line naming the folder and --overwrite; nothing is removed."""
+    run = tmp_path / "run"
+    _fake_run(run)
+    before = sorted(str(p.relative_to(run)) for p in run.rglob("*"))
+    with pytest.raises(RunFolderExists) as info:
+        prepare_run_folder(run, overwrite=False)
+    msg = str(info.value)
+    assert "\n" not in msg and str(run) in msg and "pass --overwrite" in msg
+    assert isinstance(info.value, SeffiError)
+    assert sorted(str(p.relative_to(run)) for p in run.rglob("*")) == before
+
+
+def test_prepare_overwrite_removes_only_seffi_files(tmp_path):
+    """issue 11 case 2: --overwrite removes the earlier run's files, never the user's."""
+    run = tmp_path / "run"
+    _fake_run(run)
+    assert prepare_run_folder(run, overwrite=True) == run
+    assert sorted(p.name for p in run.iterdir()) == ["data", "notes.txt"]
+    assert (run / "data" / "report.json").read_text() == "user data"
+    assert not holds_seffi_run(run)
+
+
+def test_prepare_creates_and_checks_the_folder(tmp_path):
+    """issue 11 case 2: a new folder is created; a file or an unwritable folder is one SeffiError line."""
+    new = tmp_path / "a" / "b"
+    assert prepare_run_folder(new, overwrite=False) == new and new.is_dir()
+    assert list(new.iterdir()) == []
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(SeffiError, match="not a folder"):
+        prepare_run_folder(tmp_path / "f", overwrite=True)
+    if os.geteuid() != 0:  # root writes anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(0o500)
+        try:
+            with pytest.raises(SeffiError, match="cannot write"):
+                prepare_run_folder(locked, overwrite=False)
+        finally:
+            locked.chmod(0o700)
+
+
+def test_prepare_with_narrow_owned_names(tmp_path):
+    """issue 11 case 2: `seffi compare` claims only its own names inside another run's folder."""
+    run = tmp_path / "run"
+    _fake_run(run)
+    assert prepare_run_folder(run, overwrite=False, owned=("compare.png", "compare.md")) == run
+    (run / "compare.md").write_text("old")
+    with pytest.raises(RunFolderExists):
+        prepare_run_folder(run, overwrite=False, owned=("compare.png", "compare.md"))
+    prepare_run_folder(run, overwrite=True, owned=("compare.png", "compare.md"))
+    assert not (run / "compare.md").exists() and (run / "report.json").exists()
+
+
+def test_fresh_run_folder_picks_a_suffix_with_one_warning(tmp_path):
+    """issue 11 case 2: a callback's out_dir holding a run -> DIR-2 (then DIR-3), one UserWarning."""
+    run = tmp_path / "run"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fresh_run_folder(run) == run  # missing: used as is, no warning
+        run.mkdir()
+        (run / "notes.txt").write_text("mine")
+        assert fresh_run_folder(run) == run  # the user's files only: still free of runs
+    (run / "metrics.jsonl").write_text("")
+    with pytest.warns(UserWarning) as record:
+        got = fresh_run_folder(run)
+    assert got == tmp_path / "run-2" and not got.exists()
+    assert len(record) == 1 and str(tmp_path / "run-2") in str(record[0].message)
+    got.mkdir()
+    (got / "report.json").write_text("{}")
+    with pytest.warns(UserWarning, match="run-3"):
+        assert fresh_run_folder(run) == tmp_path / "run-3"
