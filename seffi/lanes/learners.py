@@ -45,10 +45,15 @@ IDENTITY_OVERRIDE_PATTERNS: tuple[tuple[str, str], ...] = (
     ("new system prompt", r"\b(?:new|updated|replacement)\s+system\s+prompt\b"),
 )
 _COMPILED = tuple((name, re.compile(rx, re.IGNORECASE)) for name, rx in IDENTITY_OVERRIDE_PATTERNS)
+# One pass over the text answers "any pattern?" for the common, clean case (the linter reviews every
+# correction of a pack); only a hit pays for finding which pattern comes first in the list.
+_ANY = re.compile("|".join(f"(?:{rx})" for _, rx in IDENTITY_OVERRIDE_PATTERNS), re.IGNORECASE)
 
 
 def identity_override(text: str) -> str | None:
     """The name of the first identity-override pattern ``text`` matches, or ``None``."""
+    if _ANY.search(text) is None:
+        return None
     return next((name for name, rx in _COMPILED if rx.search(text)), None)
 
 

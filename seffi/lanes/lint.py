@@ -23,6 +23,7 @@ Rules (each violation is one :class:`LintProblem`):
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,9 @@ def lint_concept(concept: Concept) -> list[str]:
     """The problems of one parsed concept (messages without the concept prefix)."""
     problems: list[str] = []
     tokens = [t.casefold() for t in concept.expected_tokens]
+    # Distinct tokens in first-seen order: every message lists tokens in this order. The per-correction
+    # work below is set intersection, so a concept costs O(its text), not O(corrections x tokens).
+    order = {t: i for i, t in enumerate(dict.fromkeys(tokens))}
     if not concept.curriculum:
         problems.append("empty curriculum")
     if not tokens:
@@ -63,67 +67,80 @@ def lint_concept(concept: Concept) -> list[str]:
             problems.append(f"expected token {tok!r} is not a real word (letters, optionally hyphenated)")
         elif tok.casefold() in STOPWORDS:
             problems.append(f"expected token {tok!r} is a stopword")
-    duplicates = sorted({t for t in tokens if tokens.count(t) > 1})
+    duplicates = sorted(t for t, n in Counter(tokens).items() if n > 1)
     if duplicates:
         problems.append(f"duplicate expected tokens {duplicates}")
-    if concept.curriculum and tokens and len(concept.curriculum) != len(set(tokens)):
+    if concept.curriculum and tokens and len(concept.curriculum) != len(order):
         problems.append(
-            f"{len(concept.curriculum)} corrections but {len(set(tokens))} expected tokens "
+            f"{len(concept.curriculum)} corrections but {len(order)} expected tokens "
             "(each correction must introduce exactly one)"
         )
     if not concept.probe.strip():
         problems.append("empty probe")
-    leaked = [t for t in dict.fromkeys(tokens) if t in token_set(concept.probe)]
+    leaked = sorted(order.keys() & token_set(concept.probe), key=order.__getitem__)
     if leaked:
         problems.append(f"probe leaks expected tokens {leaked}")
-    introduced: set[str] = set()
+    remaining = set(order)
     seen: dict[str, int] = {}
     for i, correction in enumerate(concept.curriculum):
         if _norm(correction) in seen:
             problems.append(f"correction {i} repeats correction {seen[_norm(correction)]}")
         seen.setdefault(_norm(correction), i)
-        present = token_set(correction)
-        new = [t for t in dict.fromkeys(tokens) if t in present and t not in introduced]
+        new = sorted(remaining & token_set(correction), key=order.__getitem__)
         if not new:
             problems.append(f"correction {i} introduces no new expected token")
         elif len(new) > 1:
             problems.append(f"correction {i} is compound: introduces {len(new)} new expected tokens {new}")
-        introduced.update(new)
+        remaining.difference_update(new)
         pattern = identity_override(correction)
         if pattern is not None:
             problems.append(f"correction {i} would be rejected by review (identity override {pattern!r})")
-    never = [t for t in dict.fromkeys(tokens) if t not in introduced]
+    never = sorted(remaining, key=order.__getitem__)
     if concept.curriculum and never:
         problems.append(f"expected tokens never introduced by the curriculum {never}")
     return problems
 
 
 def _disjointness(concepts: list[Concept]) -> list[LintProblem]:
+    """Split-disjointness and probe uniqueness, through hash indexes over the public concepts.
+
+    Comparing every holdout concept with every public one made a 10k-concept pack take minutes; the
+    indexes make the cost linear in the pack plus the number of overlaps found. Problems come out in
+    the same order as the pairwise definition: holdout concepts in pack order, each with its
+    overlapping public concepts in pack order.
+    """
     problems: list[LintProblem] = []
     public = [c for c in concepts if c.split == "public"]
     holdout = [c for c in concepts if c.split == "holdout"]
+    by_probe: dict[str, list[int]] = defaultdict(list)
+    by_tokens: dict[frozenset[str], list[int]] = defaultdict(list)
+    by_correction: dict[str, list[int]] = defaultdict(list)
+    for index, p in enumerate(public):
+        by_probe[_norm(p.probe)].append(index)
+        by_tokens[frozenset(t.casefold() for t in p.expected_tokens)].append(index)
+        for correction in {_norm(c) for c in p.curriculum}:
+            by_correction[correction].append(index)
     for h in holdout:
-        for p in public:
+        same_probe = set(by_probe.get(_norm(h.probe), ()))
+        same_tokens = set(by_tokens.get(frozenset(t.casefold() for t in h.expected_tokens), ()))
+        common: Counter[int] = Counter()
+        for correction in {_norm(c) for c in h.curriculum}:
+            common.update(by_correction.get(correction, ()))
+        for index in sorted(same_probe | same_tokens | common.keys()):
             shared: list[str] = []
-            if _norm(h.probe) == _norm(p.probe):
+            if index in same_probe:
                 shared.append("its probe")
-            if {t.casefold() for t in h.expected_tokens} == {t.casefold() for t in p.expected_tokens}:
+            if index in same_tokens:
                 shared.append("its expected-token set")
-            common = {_norm(c) for c in h.curriculum} & {_norm(c) for c in p.curriculum}
-            if common:
-                shared.append(f"{len(common)} correction(s)")
-            if shared:
-                problems.append(
-                    LintProblem(
-                        concept=h.id,
-                        message=f"holdout overlaps public concept {p.id!r}: shares {', '.join(shared)}",
-                    )
-                )
-    by_probe: dict[str, str] = {}
+            if common[index]:
+                shared.append(f"{common[index]} correction(s)")
+            message = f"holdout overlaps public concept {public[index].id!r}: shares {', '.join(shared)}"
+            problems.append(LintProblem(concept=h.id, message=message))
+    first_with_probe: dict[str, Concept] = {}
     for c in concepts:
-        other = by_probe.setdefault(_norm(c.probe), c.id)
-        if other != c.id and c.split == next(x.split for x in concepts if x.id == other):
-            problems.append(LintProblem(concept=c.id, message=f"same probe as concept {other!r}"))
+        other = first_with_probe.setdefault(_norm(c.probe), c)
+        if other.id != c.id and c.split == other.split:
+            problems.append(LintProblem(concept=c.id, message=f"same probe as concept {other.id!r}"))
     return problems
 
 
@@ -139,10 +156,13 @@ def lint_pack(source: str | Path | Mapping[str, Any]) -> list[LintProblem]:
     raw = data.get("concepts", [])
     ids = [concept_label(r, i) for i, r in enumerate(raw)]
     # An id used by a public and a holdout concept is a split-disjointness violation, not just a dup.
+    splits_of: dict[Any, set[Any]] = defaultdict(set)
+    for r in raw:
+        if isinstance(r, Mapping) and isinstance(r.get("id"), str):
+            splits_of[r["id"]].add(r.get("split"))
     for e in load_errors:
         if e.problem == "duplicate concept id":
-            splits = {r.get("split") for r in raw if isinstance(r, Mapping) and r.get("id") == e.concept}
-            if {"public", "holdout"} <= splits:
+            if {"public", "holdout"} <= splits_of[e.concept]:
                 problems.append(LintProblem(concept=e.concept, message="id used in both public and holdout"))
     for concept in pack.concepts:
         problems.extend(LintProblem(concept=concept.id, message=m) for m in lint_concept(concept))

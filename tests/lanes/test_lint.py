@@ -192,3 +192,28 @@ def test_loader_keeps_good_concepts_next_to_malformed_ones(tmp_path: Path) -> No
     assert [c.id for c in pack.concepts] == ["greek", "colours"]
     assert [e.concept for e in errors] == ["#0", "#3"]
     assert str(errors[0]).startswith("concept '#0': malformed: id: Field required")
+
+
+def _best_lint_seconds(data: dict, repeats: int = 3) -> float:
+    import time
+
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        problems = lint_pack(data)
+        best = min(best, time.perf_counter() - start)
+        assert problems == []  # the generated pack is clean: a timing of real work, not of an early exit
+    return best
+
+
+def test_lint_is_near_linear_in_pack_size() -> None:
+    """issue 11 case 5: lint compared every holdout concept with every public one (10k concepts > 120 s).
+
+    Eight times the concepts must cost well under the 64x a quadratic linter needs (measured: about 8x
+    after the fix, about 60x before); best of three runs against a machine shared with other jobs.
+    """
+    from tests.lanes.packgen import make_pack
+
+    small, large = _best_lint_seconds(make_pack(250)), _best_lint_seconds(make_pack(2000))
+    assert large < 24 * small, f"lint 250 concepts {small:.3f} s, 2000 concepts {large:.3f} s"
+    assert large < 2.0
