@@ -1,0 +1,203 @@
+r"""Read JSON and YAML files a user hands to seffi without ever crashing or exhausting memory.
+
+Every problem is one :class:`~seffi.errors.SeffiError` line that names the file: missing or
+unreadable, larger than a cap, not UTF-8, not valid JSON/YAML, nested deeper than a cap, a YAML
+alias (``*name``: a 1.4 KB "billion laughs" file expands to gigabytes), a duplicate YAML key
+(YAML silently keeps the last one), or a JSON ``NaN``/``Infinity``.
+
+Used by ``seffi run --config``, ``seffi report`` / ``seffi compare`` (report.json) and the lane's
+concept packs::
+
+    from seffi.report.safe_load import load_json_file
+    data = load_json_file(path, what="concept pack")   # SeffiError: "concept pack x.json: ..."
+
+Example:
+    >>> loads_yaml("a: 1\\nb: [1, 2]\\n", source="c.yaml")
+    {'a': 1, 'b': [1, 2]}
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from seffi.errors import SeffiError
+
+#: Default cap on a file's size, in bytes.
+DEFAULT_MAX_BYTES = 64 * 2**20
+#: Default cap on nesting depth (each mapping or list level counts one; a scalar at the top is 0).
+DEFAULT_MAX_DEPTH = 64
+
+
+def read_text(path: str | Path, *, what: str = "file", max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    """The UTF-8 text of ``path`` (a leading byte-order mark is dropped).
+
+    Raises:
+        SeffiError: The file is missing or unreadable, larger than ``max_bytes``, or not UTF-8.
+    """
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(max_bytes + 1)  # never more than the cap in memory
+    except OSError as exc:
+        raise SeffiError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    if len(raw) > max_bytes:
+        raise SeffiError(f"{what} {path} is larger than {max_bytes:,} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SeffiError(
+            f"{what} {path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+        ) from None
+    return text.removeprefix("\ufeff")
+
+
+def check_depth(data: Any, *, source: str, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
+    """Raise one :class:`SeffiError` line when ``data`` nests lists/dicts deeper than ``max_depth``.
+
+    Iterative, so it never hits Python's recursion limit itself.
+    """
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        obj, depth = stack.pop()
+        if isinstance(obj, dict):
+            children = obj.values()
+        elif isinstance(obj, list | tuple):
+            children = obj
+        else:
+            continue
+        if depth + 1 > max_depth:
+            raise SeffiError(f"{source} is nested deeper than {max_depth} levels")
+        stack.extend((child, depth + 1) for child in children)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows (use null for a missing value)")
+
+
+def loads_json(text: str, *, source: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
+    """Parse JSON text; ``source`` names it in the error ("config file x.json").
+
+    Raises:
+        SeffiError: Not valid JSON (with line and column), ``NaN``/``Infinity``, an integer of more
+            than 4,300 digits, or nested deeper than ``max_depth``.
+    """
+    try:
+        data = json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise SeffiError(
+            f"{source} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None
+    except RecursionError:  # the C decoder guards its own recursion
+        raise SeffiError(f"{source} is nested deeper than {max_depth} levels") from None
+    except ValueError as exc:  # NaN/Infinity, or an integer beyond Python's digit limit
+        raise SeffiError(f"{source} is not valid JSON: {str(exc).split(';')[0]}") from None
+    check_depth(data, source=source, max_depth=max_depth)
+    return data
+
+
+def _yaml_loader(max_depth: int) -> tuple[Any, type[Exception]]:
+    """A ``yaml.SafeLoader`` subclass (no aliases, no duplicate keys, bounded nesting) and its refusal.
+
+    The refusal is a YAML error for text that parses but is not accepted; yaml is imported lazily.
+    """
+    import yaml
+    from yaml.constructor import ConstructorError
+    from yaml.events import AliasEvent
+    from yaml.nodes import MappingNode
+
+    class Refused(ConstructorError):
+        """YAML that parses but is refused: an alias, a duplicate key, too deep."""
+
+    class Loader(yaml.SafeLoader):
+        _depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            event = self.peek_event()
+            if isinstance(event, AliasEvent):
+                # Reject every alias: expansion ("billion laughs") is the only thing they add to a config.
+                raise Refused(None, None, f"aliases (*{event.anchor}) are not allowed", event.start_mark)
+            self._depth += 1
+            try:
+                if self._depth > max_depth + 1:  # the top-level node is depth 1 here, 0 in check_depth
+                    raise Refused(None, None, f"nested deeper than {max_depth} levels", event.start_mark)
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, MappingNode):
+                seen: set[Any] = set()
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        duplicate = key in seen
+                        seen.add(key)
+                    except TypeError:  # unhashable: the base class reports it
+                        continue
+                    if duplicate:
+                        raise Refused(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            return super().construct_mapping(node, deep=deep)
+
+    return Loader, Refused
+
+
+def loads_yaml(text: str, *, source: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
+    """Parse YAML text with a safe loader that also rejects aliases and duplicate keys.
+
+    Raises:
+        SeffiError: Not valid YAML (with line and column), an alias, a duplicate key, or nested
+            deeper than ``max_depth``.
+    """
+    import yaml
+
+    loader_class, refused = _yaml_loader(max_depth)
+    loader = None
+    try:
+        loader = loader_class(text)  # the reader checks characters here already
+        data = loader.get_single_data()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = exc.problem or exc.context or "parse error"
+        if isinstance(exc, refused):
+            raise SeffiError(f"{source}: {problem}{where}") from None
+        raise SeffiError(f"{source} is not valid YAML: {problem}{where}") from None
+    except yaml.YAMLError as exc:
+        raise SeffiError(f"{source} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    except RecursionError:  # belt and braces: the composer's depth check should come first
+        raise SeffiError(f"{source} is nested deeper than {max_depth} levels") from None
+    except ValueError as exc:  # e.g. an integer beyond Python's digit limit
+        raise SeffiError(f"{source} is not valid YAML: {str(exc).split(';')[0]}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+    check_depth(data, source=source, max_depth=max_depth)
+    return data
+
+
+def load_json_file(
+    path: str | Path,
+    *,
+    what: str = "file",
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+) -> Any:
+    """Read and parse a JSON file; any problem is one :class:`SeffiError` line naming the file."""
+    text = read_text(path, what=what, max_bytes=max_bytes)
+    return loads_json(text, source=f"{what} {path}", max_depth=max_depth)
+
+
+def load_yaml_file(
+    path: str | Path,
+    *,
+    what: str = "file",
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+) -> Any:
+    """Read and parse a YAML file; any problem is one :class:`SeffiError` line naming the file."""
+    text = read_text(path, what=what, max_bytes=max_bytes)
+    return loads_yaml(text, source=f"{what} {path}", max_depth=max_depth)

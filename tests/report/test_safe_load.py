@@ -1,0 +1,99 @@
+"""The safe JSON/YAML loader behind configs, report.json and packs (issue 11 cases 3 and 7)."""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+
+import pytest
+
+from seffi.errors import SeffiError
+from seffi.report.safe_load import check_depth, load_json_file, load_yaml_file, loads_json, loads_yaml
+
+# 1.4 KB that expands to 9**9 strings with a plain yaml.safe_load.
+LAUGHS = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8)
+)
+
+
+def _one_line(exc_info) -> str:
+    msg = str(exc_info.value)
+    assert "\n" not in msg
+    return msg
+
+
+def test_yaml_aliases_are_refused_fast_and_small():
+    """issue 11 case 3: a billion-laughs YAML is one line, within milliseconds and little memory."""
+    assert len(LAUGHS) < 2000
+    tracemalloc.start()
+    start = time.perf_counter()
+    with pytest.raises(SeffiError) as info:
+        loads_yaml(LAUGHS, source="config file c.yaml")
+    elapsed = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert _one_line(info) == "config file c.yaml: aliases (*a) are not allowed (line 2, column 8)"
+    assert elapsed < 1.0 and peak < 5e6
+
+
+def test_yaml_duplicate_keys_name_the_key():
+    """issue 11 case 3: YAML keeps the last of two equal keys silently; we refuse, naming it."""
+    with pytest.raises(SeffiError) as info:
+        loads_yaml("budget: 8\nseed: 1\nbudget: 16\n", source="c.yaml")
+    assert _one_line(info) == "c.yaml: duplicate key 'budget' (line 3, column 1)"
+    with pytest.raises(SeffiError, match="duplicate key 'skew'"):
+        loads_yaml("task_options:\n  hanoi: {skew: 1, skew: 2}\n", source="c.yaml")
+    # Equal keys in different mappings are fine.
+    assert loads_yaml("a: {x: 1}\nb: {x: 2}\n", source="c.yaml") == {"a": {"x": 1}, "b": {"x": 2}}
+
+
+@pytest.mark.parametrize("kind", ["yaml-flow", "yaml-block", "json"])
+def test_deep_nesting_is_one_line_at_the_cap(kind):
+    """issue 11 cases 3 and 7: depth cap exact; 100k levels give one line, not RecursionError."""
+
+    def text(depth: int) -> str:
+        if kind == "yaml-block":
+            return "".join("  " * i + f"k{i}:\n" for i in range(depth - 1)) + "  " * (depth - 1) + "leaf: 1\n"
+        return "[" * depth + "1" + "]" * depth
+
+    load = loads_json if kind == "json" else loads_yaml
+    assert check_depth(load(text(10), source="f", max_depth=10), source="f", max_depth=10) is None
+    with pytest.raises(SeffiError) as info:
+        load(text(11), source="f", max_depth=10)
+    assert "nested deeper than 10 levels" in _one_line(info)
+    if kind != "yaml-block":
+        with pytest.raises(SeffiError) as info:
+            load(text(100_000), source="f")
+        assert "nested deeper than 64 levels" in _one_line(info)
+
+
+def test_files_non_utf8_too_large_missing(tmp_path):
+    """issue 11 cases 3 and 7: non-UTF-8 bytes, an oversized file and a missing file: one line each."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"budget: 8\nname: caf\xe9\n")
+    with pytest.raises(SeffiError) as info:
+        load_yaml_file(bad, what="config file")
+    assert _one_line(info) == f"config file {bad} is not UTF-8 text (byte 0xe9 at offset 19)"
+    big = tmp_path / "big.json"
+    big.write_text("[" + "1," * 600 + "1]")
+    with pytest.raises(SeffiError, match=r"is larger than 1,000 bytes"):
+        load_json_file(big, max_bytes=1000)
+    with pytest.raises(SeffiError, match="cannot read pack"):
+        load_json_file(tmp_path / "missing.json", what="pack")
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b'\xef\xbb\xbf{"a": 1}')
+    assert load_json_file(bom) == {"a": 1}
+
+
+def test_json_rejects_non_finite_and_huge_ints():
+    """issue 11 case 7: NaN/Infinity and 5,000-digit integers are one line, never a traceback."""
+    with pytest.raises(SeffiError, match="NaN is not a number JSON allows"):
+        loads_json('{"coverage": [NaN]}', source="r.json")
+    with pytest.raises(SeffiError) as info:
+        loads_json('{"budget": ' + "9" * 5000 + "}", source="r.json")
+    assert "4300 digits" in _one_line(info)
+    with pytest.raises(SeffiError) as info:
+        loads_yaml("budget: " + "9" * 5000, source="c.yaml")
+    assert "4300 digits" in _one_line(info)
+    with pytest.raises(SeffiError, match=r"not valid JSON: Expecting value \(line 1, column 6\)"):
+        loads_json('{"a":', source="r.json")
