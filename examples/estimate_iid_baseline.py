@@ -25,12 +25,12 @@ from seffi.experiment.example_args import parse_args
 class Args:
     """Estimate an iid baseline from base samples (rarefaction, extrapolation, CIs) and compare a policy."""
 
-    task: str = "sort_swaps"
+    task: str = "sort_swaps"  # any task of `seffi tasks`
     n_inputs: int = 16  # size of the env's input pool
     base_samples: int = 12  # n, base-model samples per input available for the estimate
     budget: int = 24  # K; k > n is extrapolated
     policy_runs: int = 4  # runs of the policy per input
-    seed: int = 0
+    seed: int = 0  # seed of the env, the samples and the bootstrap
     smoke: bool = False  # tiny sizes, for CI
 
 

@@ -29,7 +29,7 @@ class Args:
     n_inputs: int = 16  # size of the env's fixed input pool
     budget: int = 8  # K, samples per input and run
     runs: int = 8  # runs per input (rows of the vector env per input)
-    seed: int = 0
+    seed: int = 0  # seed of the env, the policy and the bootstrap
     smoke: bool = False  # tiny sizes, for CI
 
 

@@ -16,11 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import gymnasium as gym
-from stable_baselines3 import PPO
-from stable_baselines3.common.env_util import make_vec_env
 
 import seffi.envs
-from seffi.callbacks.sb3 import CoverageCallback
 from seffi.experiment.example_args import parse_args
 
 
@@ -28,19 +25,25 @@ from seffi.experiment.example_args import parse_args
 class Args:
     """SB3 PPO on a router env with the periodic-evaluation coverage callback."""
 
-    task: str = "edit_script"
+    task: str = "edit_script"  # any task of `seffi tasks`
     n_inputs: int = 16  # the env's fixed input pool (the eval env uses the same pool)
     budget: int = 8  # K, samples per input in training runs and in each evaluation
-    n_envs: int = 8
+    n_envs: int = 8  # parallel training envs (SB3 make_vec_env)
     timesteps: int = 30_000  # PPO timesteps (one per sample: router episodes are one step long)
     eval_freq: int = 500  # evaluate every this many vector-env steps (x n_envs timesteps)
-    seed: int = 0
+    seed: int = 0  # seed of the envs and of PPO
     out: str = "runs/sb3_router"  # local report folder (report.json, report.md, plots)
     wandb: str = "offline"  # offline | online | disabled
     smoke: bool = False  # tiny sizes, for CI
 
 
 def main(args: Args) -> None:
+    # Imported here, not at the top, so that --help works without the sb3 extra.
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from seffi.callbacks.sb3 import CoverageCallback
+
     if args.smoke:
         args.timesteps, args.n_inputs, args.n_envs, args.eval_freq = 256, 4, 2, 64
     env_id = seffi.envs.env_id(args.task, "router")
@@ -61,4 +64,4 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
-    main(parse_args(Args))
+    main(parse_args(Args, extra="sb3", modules=("stable_baselines3",)))

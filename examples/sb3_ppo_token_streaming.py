@@ -14,11 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stable_baselines3 import PPO
-from stable_baselines3.common.env_util import make_vec_env
-
 import seffi.envs
-from seffi.callbacks.sb3 import CoverageCallback
 from seffi.experiment.example_args import parse_args
 
 
@@ -29,15 +25,21 @@ class Args:
     task: str = "coin_sum"  # short traces: a token-level agent can finish episodes early on
     n_inputs: int = 8  # the env's fixed input pool
     budget: int = 8  # K, samples per input and run (the coverage curves go to k = K)
-    n_envs: int = 4
+    n_envs: int = 4  # parallel training envs (SB3 make_vec_env)
     timesteps: int = 20_000  # PPO timesteps (tokens written)
-    seed: int = 0
+    seed: int = 0  # seed of the envs and of PPO
     out: str = "runs/sb3_token"  # local report folder (report.json, report.md, plots)
     wandb: str = "offline"  # offline | online | disabled
     smoke: bool = False  # tiny sizes, for CI
 
 
 def main(args: Args) -> None:
+    # Imported here, not at the top, so that --help works without the sb3 extra.
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from seffi.callbacks.sb3 import CoverageCallback
+
     if args.smoke:
         args.timesteps, args.n_inputs, args.budget, args.n_envs = 256, 2, 2, 2
     env_id = seffi.envs.env_id(args.task, "token")
@@ -57,4 +59,4 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
-    main(parse_args(Args))
+    main(parse_args(Args, extra="sb3", modules=("stable_baselines3",)))

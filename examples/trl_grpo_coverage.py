@@ -101,4 +101,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_args(Args))
+    main(parse_args(Args, extra="trl", modules=("trl", "transformers", "datasets")))
