@@ -18,6 +18,7 @@ Typical use with a task::
 from __future__ import annotations
 
 import math
+import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,8 +30,15 @@ from seffi.coverage import estimators as est
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, check_budget, tau_key
 from seffi.coverage.runs import curves_from_runs, rarity_labels
 from seffi.coverage.tracker import _input_id
+from seffi.errors import SeffiError
 
 __all__ = ["IidBaseline", "OracleBaseline", "assemblage", "inext_coverage_replicates", "rarity_bin_matrix"]
+
+#: What ``OracleBaseline`` takes, named in its input-format errors.
+ORACLE_INPUT_FORMAT = (
+    "{strategy: match set of its reference trace} (e.g. task.reference_match_sets(x)) or "
+    "{input_id: that}, not a list of samples' match sets"
+)
 
 #: Total Monte Carlo runs (split over inputs) used where no exact formula exists.
 MC_RUNS = 20000
@@ -1015,6 +1023,11 @@ class OracleBaseline:
         if not isinstance(reference_sets, Mapping) or not reference_sets:
             raise ValueError("reference_sets must be a non-empty {strategy: match set} dict")
         per_input = all(isinstance(v, Mapping) for v in reference_sets.values())
+        if not per_input and any(isinstance(v, Mapping) for v in reference_sets.values()):
+            raise SeffiError(
+                "reference sets mix per-input dicts with other values; "
+                f"the oracle takes {ORACLE_INPUT_FORMAT}"
+            )
         data = reference_sets if per_input else {None: reference_sets}
         self._parts: dict[str | None, tuple[list[str], int, dict[int, int]]] = {}
         for key, refs in data.items():
@@ -1024,8 +1037,17 @@ class OracleBaseline:
                 raise ValueError(f"{where}: expected a {{strategy: match set}} dict")
             used = set(refs)
             for s, ms in refs.items():
-                if isinstance(ms, str) or not isinstance(ms, Iterable):
-                    raise ValueError(f"{where}: match set of {s!r} must be an iterable of ids, got {ms!r}")
+                # A wrong guess at the format (per-input lists of samples, nested lists) used to end in
+                # "TypeError: unhashable type: 'list'" deep inside; name the expected format instead.
+                if (
+                    isinstance(ms, str)
+                    or not isinstance(ms, Iterable)
+                    or not all(isinstance(e, str) for e in ms)
+                ):
+                    raise SeffiError(
+                        f"{where}: match set of {s!r} must be an iterable of strategy ids (str), got "
+                        f"{reprlib.repr(ms)}; the oracle takes {ORACLE_INPUT_FORMAT}"
+                    )
                 used |= set(ms)
             cols, m = _columns(used, strategies, _per_input_m(num_strategies, key), where)
             index = {s: j for j, s in enumerate(cols)}

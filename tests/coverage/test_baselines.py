@@ -185,3 +185,32 @@ def test_rarity_split_of_a_tracker_with_per_input_laws_matches_the_exact_iid_spl
     ex = base.curves(K, rarity_bins=4)
     np.testing.assert_allclose(mc.coverage_by_rarity, ex.coverage_by_rarity, atol=4 * 0.5 / math.sqrt(2 * R))
     assert mc.coverage_by_rarity[0, 0] > 0.1 > mc.coverage_by_rarity[3, 0]  # q1 = each input's common one
+
+
+@pytest.mark.parametrize(
+    "refs",
+    [
+        {"x1": [["a"], ["b"]]},  # per input, a list of samples' match sets (from_samples' format)
+        {"x1": {"a": [["a"]], "b": [["b"]]}},  # per input, nested lists as match sets
+        {"a": [["a"]], "b": [["b"]]},  # one input, nested lists as match sets
+        {"x1": {"a": ["a"], "b": ["b"]}, "x2": [["a"]]},  # per-input dicts mixed with a list
+        {"a": 3, "b": ["b"]},  # a match set that is not iterable
+    ],
+    ids=["per-input-sample-list", "per-input-nested", "nested", "mixed", "not-iterable"],
+)
+def test_oracle_wrong_input_format_is_one_line_seffi_error(refs) -> None:
+    """issue 14 item 5: a wrong guess at the oracle's input format names the expected format.
+
+    Before: ``TypeError: unhashable type: 'list'`` from deep inside the constructor.
+    """
+    from seffi.errors import SeffiError
+
+    with pytest.raises(SeffiError) as exc:
+        OracleBaseline(refs, strategies=["a", "b"])
+    message = str(exc.value)
+    assert "\n" not in message
+    assert "{strategy: match set of its reference trace}" in message
+    assert "task.reference_match_sets(x)" in message
+    # The right format, per input, still works: one exact strategy each, so C(k) = min(k, 2) / 2.
+    ok = OracleBaseline({"x1": {"a": ["a"], "b": frozenset({"b"})}}, strategies=["a", "b"]).curves(3)
+    assert np.allclose(ok.coverage, [0.5, 1.0, 1.0])
