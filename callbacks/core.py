@@ -542,6 +542,51 @@ def default_out_dir(prefix: str = "seffi") -> Path:
     return out
 
 
+def fresh_out_dir(out_dir: str | Path | None, prefix: str = "seffi", *, nested: Sequence[str] = ()) -> Path:
+    """The folder a callback writes its run into: never one that already holds a seffi run.
+
+    Training must not stop over a reused folder, and two runs must never mix in one (report.json
+    overwritten, metrics.jsonl appended to with its step going backwards, old plots beside new ones).
+    So an explicit ``out_dir`` that holds a seffi run is replaced by the first free ``out_dir-2``,
+    ``out_dir-3``, ... with one :class:`UserWarning` naming it (see
+    :func:`seffi.report.run_folder.fresh_run_folder`).
+
+    Args:
+        out_dir: The user's folder; ``None`` gives :func:`default_out_dir` (always fresh).
+        prefix: Prefix of the default folder name.
+        nested: Sub-folders that also hold a run of this layout (the SB3 callback's ``stream``/``eval``
+            in ``mode="both"``): a folder counts as taken when it or one of them holds a seffi run.
+
+    Returns:
+        The folder to write into (not created here; the sinks create it).
+    """
+    from seffi.report.run_folder import fresh_run_folder, holds_seffi_run
+
+    if out_dir is None:
+        return default_out_dir(prefix)
+    path = Path(out_dir)
+    if not nested:
+        return fresh_run_folder(path)
+
+    def taken(p: Path) -> bool:
+        return holds_seffi_run(p) or any(holds_seffi_run(p / sub) for sub in nested)
+
+    if not taken(path):
+        return path
+    n = 2
+    while True:
+        candidate = path.with_name(f"{path.name}-{n}")
+        if not candidate.exists() or (candidate.is_dir() and not taken(candidate)):
+            break
+        n += 1
+    warnings.warn(
+        f"{path} already holds a seffi run; writing this run to {candidate} instead",
+        UserWarning,
+        stacklevel=3,
+    )
+    return candidate
+
+
 def _wandb_mode(mode: str | None) -> str:
     """Explicit mode, else ``WANDB_MODE`` when it names one, else offline (never online by surprise)."""
     if mode is not None:
@@ -578,7 +623,8 @@ class CoverageMonitor:
         oracle: A user oracle baseline — replaces the env's.
         sinks: Where to log (a :class:`seffi.report.sinks.Sink`). ``None``: the default pair, a local
             folder ``out_dir`` (always) and W&B (``wandb`` mode; an active ``wandb.run`` is reused).
-        out_dir: Local report folder for the default sinks (default ``runs/seffi-<timestamp>``).
+        out_dir: Local report folder for the default sinks (default ``runs/seffi-<timestamp>``). If it
+            already holds a seffi run, the run goes to ``out_dir-2`` (``-3``, ...) with one warning.
         wandb: "offline", "online" or "disabled"; ``None`` uses ``WANDB_MODE`` if set, else offline.
         wandb_kwargs: Extra ``wandb.init`` arguments (project, name, group, config, dir, run).
         log_every: Log after this many new episodes (``log_unit="episodes"``) or steps (``"steps"``).
@@ -665,7 +711,8 @@ class CoverageMonitor:
             from seffi.report.sinks import default_sinks
 
             kwargs = dict(wandb_kwargs or {})
-            self.out_dir = Path(out_dir) if out_dir is not None else default_out_dir()
+            # an explicit folder that holds an earlier run gets a fresh sibling (one warning)
+            self.out_dir = fresh_out_dir(out_dir)
             sinks = default_sinks(
                 self.out_dir,
                 wandb=_wandb_mode(wandb),  # type: ignore[arg-type]

@@ -25,7 +25,7 @@ from typing import Any
 
 from stable_baselines3.common.callbacks import BaseCallback
 
-from seffi.callbacks.core import CoverageEvaluator, CoverageMonitor, LogUnit, default_out_dir
+from seffi.callbacks.core import CoverageEvaluator, CoverageMonitor, LogUnit, default_out_dir, fresh_out_dir
 from seffi.errors import SeffiError
 
 __all__ = ["CoverageCallback"]
@@ -50,7 +50,9 @@ class CoverageCallback(BaseCallback):
         iid: A user iid baseline (e.g. ``IidBaseline.from_samples``) for envs without a known base law.
         oracle: A user oracle baseline.
         strategies: Strategy ids, for non-seffi envs (seffi envs expose them).
-        out_dir: Local report folder (default ``runs/seffi-<timestamp>``).
+        out_dir: Local report folder (default ``runs/seffi-<timestamp>``). If it already holds a seffi
+            run when training starts, this run goes to ``out_dir-2`` (``-3``, ...) with one warning;
+            :attr:`out_dir` then names the folder used.
         wandb: ``"offline"`` (default unless ``WANDB_MODE`` says otherwise), ``"online"``, ``"disabled"``.
         wandb_kwargs: Extra ``wandb.init`` arguments (project, name, config, ...) or ``run``.
         log_every: Streaming mode logs after this many new episodes.
@@ -106,6 +108,7 @@ class CoverageCallback(BaseCallback):
         self.eval_env, self.eval_freq, self.eval_inputs = eval_env, eval_freq, eval_inputs
         self.deterministic = deterministic
         self.out_dir = Path(out_dir) if out_dir is not None else default_out_dir()
+        self._requested_out_dir = self.out_dir  # later runs are numbered from it (-2, -3, ...)
         self._common: dict[str, Any] = {
             "iid": iid,
             "oracle": oracle,
@@ -128,6 +131,10 @@ class CoverageCallback(BaseCallback):
     def _init_callback(self) -> None:
         from seffi.report.sinks import default_sinks
 
+        # Decided when training starts (every learn() call): a folder that holds an earlier run, even
+        # one in the "both" layout's sub-folders, is never written into again (one warning, a fresh
+        # out_dir-2, -3, ...).
+        self.out_dir = fresh_out_dir(self._requested_out_dir, nested=("stream", "eval"))
         wandb_run = None
         if self.mode in ("stream", "both"):
             stream_dir = self.out_dir / "stream" if self.mode == "both" else self.out_dir

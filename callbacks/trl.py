@@ -260,8 +260,9 @@ class GRPOCoverage:
         reward: See :class:`CoverageReward`.
         iid: A user iid baseline (e.g. ``IidBaseline.from_samples`` over the base model's samples).
         oracle: A user oracle baseline.
-        out_dir: Local report folder (default ``runs/seffi-<timestamp>``); written by the main
-            process only.
+        out_dir: Local report folder (default ``runs/seffi-grpo-<timestamp>``); written by the main
+            process only. If it already holds a seffi run, this run goes to ``out_dir-2`` (``-3``, ...)
+            with one warning.
         n_boot: Bootstrap replicates for logged CIs.
         seed: Bootstrap seed.
         plots: Render PNG plots at the end of training.
@@ -307,6 +308,7 @@ class GRPOCoverage:
         self.budget = budget
         self.iid, self.oracle = iid, oracle
         self.out_dir, self.n_boot, self.seed, self.plots = out_dir, n_boot, seed, plots
+        self._out_dir_fresh = False
         own_parser = labeler is None or getattr(as_labeler(labeler, strategies), "task", None) is task
         self._facts = _TaskFacts(task, self.reward.inputs) if task is not None and own_parser else None
         self.monitor: Any = None
@@ -340,10 +342,12 @@ class GRPOCoverage:
         return self.monitor
 
     def _out_dir(self) -> Path:
-        if self.out_dir is None:
-            from seffi.callbacks.core import default_out_dir
+        if not self._out_dir_fresh:
+            from seffi.callbacks.core import fresh_out_dir
 
-            self.out_dir = default_out_dir("seffi-grpo")
+            # decided once: a folder holding an earlier run gets a fresh sibling (one warning)
+            self.out_dir = fresh_out_dir(self.out_dir, "seffi-grpo")
+            self._out_dir_fresh = True
         return Path(self.out_dir)
 
     def _ingest(self, records: list[Record]) -> None:

@@ -223,3 +223,26 @@ def test_user_baseline_replaces_the_env_one(tmp_path: Path) -> None:
     model.learn(128, callback=cb)
     (comp,) = load_report(tmp_path)["comparisons"]
     np.testing.assert_allclose(comp["iid"]["coverage"], user_iid.curves(K, n_boot=0).coverage)
+
+
+def test_out_dir_holding_a_run_is_never_written_into_again(tmp_path: Path) -> None:
+    """issue 11 case 2: a reused out_dir (even a "both"-layout one) gets out_dir-2 and one warning."""
+    earlier = tmp_path / "cb" / "stream"
+    earlier.mkdir(parents=True)
+    (earlier / "report.json").write_text('{"earlier": true}')
+    model = _ppo("seffi/SortSwapsRouter-v0", "MlpPolicy", n_envs=1, n_inputs=2, budget=K)
+    cb = CoverageCallback(budget=K, out_dir=tmp_path / "cb", wandb="disabled", plots=False, n_boot=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.learn(64, callback=cb)
+    said = [w for w in caught if issubclass(w.category, UserWarning) and "already holds" in str(w.message)]
+    assert len(said) == 1 and str(tmp_path / "cb-2") in str(said[0].message)
+    assert cb.out_dir == tmp_path / "cb-2"
+    assert load_report(tmp_path / "cb-2")["meta"]["episodes"] == cb.monitor.episodes == 64
+    assert (earlier / "report.json").read_text() == '{"earlier": true}'
+    assert not (tmp_path / "cb" / "report.json").exists()
+    # A second learn() with the same callback is a second run: it goes to cb-3, cb-2 stays as it was.
+    with pytest.warns(UserWarning, match="cb-3"):
+        model.learn(64, callback=cb)
+    assert load_report(tmp_path / "cb-2")["meta"]["episodes"] == 64
+    assert load_report(tmp_path / "cb-3")["meta"]["episodes"] == 64

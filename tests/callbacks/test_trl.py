@@ -190,3 +190,20 @@ def test_labeler_in_place_of_validator(tmp_path):
     assert PartialState._shared_state == {}
     with pytest.raises(ValueError, match="task or a labeler"):
         CoverageReward()
+
+
+def test_out_dir_holding_a_run_gets_a_fresh_sibling(tmp_path):
+    """issue 11 case 2: GRPOCoverage never writes into a folder that already holds a seffi run."""
+    from accelerate.state import PartialState
+
+    PartialState._reset_state()
+    (tmp_path / "grpo").mkdir()
+    (tmp_path / "grpo" / "metrics.jsonl").write_text('{"seffi/step": 9}\n')
+    rubric = {"moves": r"\bmove\b"}
+    cov = GRPOCoverage(labeler=rubric, out_dir=tmp_path / "grpo", n_boot=0, plots=False, budget=2)
+    with pytest.warns(UserWarning, match="grpo-2") as caught:
+        cov.reward(["p"] * 2, ["move 1", "no"], input_id=["a", "a"])
+    assert len([w for w in caught if "already holds" in str(w.message)]) == 1
+    assert cov.monitor.out_dir == tmp_path / "grpo-2" == cov.out_dir
+    assert (tmp_path / "grpo" / "metrics.jsonl").read_text() == '{"seffi/step": 9}\n'
+    PartialState._reset_state()
