@@ -50,7 +50,10 @@ class SafeWandbRun:
         mode: "offline" (default; files only, ``wandb sync`` later), "online" or "disabled".
         project: W&B project.
         dir: parent folder of ``wandb/`` (default: W&B's own default, ``WANDB_DIR`` or cwd).
-        name, group, job_type, config: passed to ``wandb.init``.
+        name: passed to ``wandb.init``.
+        group: passed to ``wandb.init``.
+        job_type: passed to ``wandb.init``.
+        config: passed to ``wandb.init``.
         run: an existing run to log into; it is reused as is and not finished by ``finish()``.
             Without it, an active ``wandb.run`` is reused the same way; otherwise a run is started.
             Ignored in "disabled" mode.
