@@ -15,7 +15,7 @@ is what makes seeded rollouts reproducible.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -166,20 +166,36 @@ class Outcomes:
 
     @classmethod
     def from_results(
-        cls, spec: PoolSpec, texts: Sequence[str], results: Sequence[ValidationResult]
+        cls, spec: PoolSpec, texts: Sequence[str], results: Iterable[ValidationResult]
     ) -> Outcomes:
-        """Columns of validated traces."""
-        m = len(spec.strategies)
-        mask = np.zeros((len(results), m), dtype=bool)
+        """Columns of validated traces.
+
+        Args:
+            spec: The pool (its strategies index the mask).
+            texts: The traces, one per row.
+            results: Their validation results, in the same order; consumed once, so a generator
+                keeps a large pool (hundreds of thousands of rows) from holding every result at once.
+        """
+        r_count, m = len(texts), len(spec.strategies)
+        mask = np.zeros((r_count, m), dtype=bool)
+        valid = np.zeros(r_count, dtype=bool)
+        parse_ok = np.zeros(r_count, dtype=bool)
+        matches = np.empty(r_count, dtype=object)
+        shared: dict[frozenset[str], tuple[str, ...]] = {}  # one tuple per distinct match set
+        filled = 0
         for i, r in enumerate(results):
-            mask[i] = spec.match_mask(r.strategy_matches)
-        return cls(
-            object_array(list(texts)),
-            object_array([tuple(sorted(r.strategy_matches)) for r in results]),
-            np.array([r.valid for r in results], dtype=bool),
-            np.array([r.parse_ok for r in results], dtype=bool),
-            mask,
-        )
+            if i >= r_count:
+                raise ValueError(f"more validation results than the {r_count} texts")
+            key = r.strategy_matches
+            if key not in shared:
+                shared[key] = tuple(sorted(key))
+            matches[i] = shared[key]
+            mask[i] = spec.match_mask(key)
+            valid[i], parse_ok[i] = r.valid, r.parse_ok
+            filled = i + 1
+        if filled != r_count:
+            raise ValueError(f"{filled} validation results for {r_count} texts")
+        return cls(object_array(list(texts)), matches, valid, parse_ok, mask)
 
     def take(self, idx: Any) -> Outcomes:
         """The rows ``idx`` of every column."""
@@ -218,7 +234,8 @@ class Life:
         self.runs = np.zeros((e, n), dtype=np.int64)  # completed-or-current run number
         self.rr = np.zeros(e, dtype=np.int64)  # round-robin pointer
         self.seen = np.zeros((e, n, m), dtype=bool)  # strategies found by valid traces, this run
-        self.tried = np.zeros((e, n, n_latents), dtype=np.int64)  # router: latents tried, this run
+        # Router: latents tried, this run (int32: a count never exceeds the budget, <= 1,000,000).
+        self.tried = np.zeros((e, n, n_latents), dtype=np.int32)
         self.cur = np.full(e, -1, dtype=np.int64)  # input of the current episode
         self.active = np.zeros(e, dtype=bool)  # an episode is in progress
         self.record = cfg.render_mode is not None
@@ -274,30 +291,49 @@ class Life:
             if exhausted.any():
                 self._new_runs(rows[exhausted], explicit[exhausted])
             choice = explicit
+        elif self.cfg.schedule == "round_robin":
+            choice = self._round_robin(rows)
         else:
-            left = self.counts[rows] < budget
-            done = ~left.any(axis=1)
-            if done.any():  # the whole pool used its budget: every input starts a new run
-                d = rows[done]
-                self.counts[d] = 0
-                self.runs[d] += 1
-                self.seen[d] = False
-                self.tried[d] = 0
-                if self.record:
-                    self.matched[d] = False
-                left[done] = True
-            if self.cfg.schedule == "round_robin":
-                n = self.spec.n_inputs
-                order = (self.rr[rows, None] + self._arange_n) % n
-                at = np.arange(rows.size)
-                choice = order[at, np.argmax(left[at[:, None], order], axis=1)]
-                self.rr[rows] = (choice + 1) % n
-            else:
-                u = self.uniform(rows)
-                target = np.floor(u * left.sum(axis=1)).astype(np.int64)
-                choice = np.argmax(np.cumsum(left, axis=1) > target[:, None], axis=1)
+            left = self._budget_left(rows)
+            u = self.uniform(rows)
+            target = np.floor(u * left.sum(axis=1)).astype(np.int64)
+            choice = np.argmax(np.cumsum(left, axis=1) > target[:, None], axis=1)
         self.cur[rows] = choice
         self.active[rows] = True
+
+    def _budget_left(self, rows: np.ndarray) -> np.ndarray:
+        """Which inputs have budget left: bool array, shape (len(rows), N).
+
+        A row whose whole pool used its budget starts a new run of every input first.
+        """
+        left = self.counts[rows] < self.cfg.budget
+        done = ~left.any(axis=1)
+        if done.any():
+            d = rows[done]
+            self.counts[d] = 0
+            self.runs[d] += 1
+            self.seen[d] = False
+            self.tried[d] = 0
+            if self.record:
+                self.matched[d] = False
+            left[done] = True
+        return left
+
+    def _round_robin(self, rows: np.ndarray) -> np.ndarray:
+        """The next input with budget left at or after each row's pointer (cyclic); advances the pointers."""
+        n = self.spec.n_inputs
+        choice = self.rr[rows].copy()
+        # Usually the input at the pointer still has budget, so only the other rows pay for a scan of
+        # the pool: O(rows) per reset instead of O(rows * N) on pools of up to 100,000 inputs.
+        slow = self.counts[rows, choice] >= self.cfg.budget
+        if slow.any():
+            s = rows[slow]
+            left = self._budget_left(s)
+            order = (self.rr[s, None] + self._arange_n) % n
+            at = np.arange(s.size)
+            choice[slow] = order[at, np.argmax(left[at[:, None], order], axis=1)]
+        self.rr[rows] = (choice + 1) % n
+        return choice
 
     # -- episode ends ---------------------------------------------------------------------------
 

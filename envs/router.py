@@ -38,12 +38,14 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
 from seffi._seeding import seed_from_text
+from seffi.tasks.base import ValidationResult
 
 from .base import SeffiEnv
 from .config import RouterEnvConfig
@@ -65,27 +67,43 @@ class RouterSpec(PoolSpec):
         super().__init__(cfg)
         z_count = cfg.n_latents or max(4, 2 * len(self.strategies))
         self.n_latents = z_count
-        per_input = [self._input_law(x, cfg, z_count) for x in self.inputs]
-        k_max = max(len(texts) for _, _, texts in per_input)
         n = self.n_inputs
+        # Written into preallocated arrays input by input (no per-input arrays kept): an input has at
+        # most 2M + 1 branches (its M strategies, each also with a wrong answer, and an off-strategy one).
+        self.prior = np.empty((n, z_count))
+        probs_all = np.zeros((n, z_count, 2 * len(self.strategies) + 1))
+        texts_per_input: list[list[str]] = []
+        for i, x in enumerate(self.inputs):
+            prior, probs, texts = self._input_law(x, cfg, z_count)
+            self.prior[i] = prior
+            probs_all[i, :, : probs.shape[1]] = probs
+            texts_per_input.append(texts)
+        k_max = max(len(texts) for texts in texts_per_input)
         self.n_branches = k_max
-        self.prior = np.stack([prior for prior, _, _ in per_input])
-        self.branch_probs = np.zeros((n, z_count, k_max))
+        self.branch_probs = np.ascontiguousarray(probs_all[:, :, :k_max])
+        del probs_all
         texts_all: list[str] = []
-        results = []
-        for i, (_, probs, texts) in enumerate(per_input):
-            self.branch_probs[i, :, : probs.shape[1]] = probs
-            padded = texts + [texts[-1]] * (k_max - len(texts))  # zero-probability padding, never drawn
-            texts_all += padded
-            results += [self.task.validate_y_text(self.inputs[i], t) for t in padded]
-        self.outcomes = Outcomes.from_results(self, texts_all, results)
+        for texts in texts_per_input:
+            texts_all += texts + [texts[-1]] * (k_max - len(texts))  # zero-probability padding, never drawn
+        self.outcomes = Outcomes.from_results(self, texts_all, self._validated(texts_per_input, k_max))
         cdf = np.cumsum(self.branch_probs, axis=2)
         # Inverse-CDF sampling draws the first branch with u < cdf; pinning the tail to 1 makes
         # rounding unable to push a draw past the last real branch.
-        last = np.array([probs.shape[1] - 1 for _, probs, _ in per_input])
-        for i in range(n):
-            cdf[i, :, last[i] :] = 1.0
+        for i, texts in enumerate(texts_per_input):
+            cdf[i, :, len(texts) - 1 :] = 1.0
         self.cdf = cdf
+
+    def _validated(self, texts_per_input: list[list[str]], k_max: int) -> Iterator[ValidationResult]:
+        """Validation results of every branch text, padding included, yielded one at a time.
+
+        A generator, so a pool of 20,000 inputs never holds its ~180,000 results at once; a padding
+        row repeats its input's last text, whose result it reuses (validation is pure).
+        """
+        for x, texts in zip(self.inputs, texts_per_input, strict=True):
+            results = [self.task.validate_y_text(x, t) for t in texts]
+            yield from results
+            for _ in range(k_max - len(texts)):
+                yield results[-1]
 
     def _input_law(
         self, x: Any, cfg: RouterEnvConfig, z_count: int
@@ -169,8 +187,9 @@ class RouterEngine:
             self.obs_layout[name] = slice(start, start + size)
             start += size
         self._obs_dim = start
-        # The input one-hot and prior never change: copy them in one indexing operation per step.
-        self._static = np.concatenate([np.eye(n), spec.prior], axis=1).astype(np.float32)
+        # The input one-hot is written per observed row, never stored as an (N, N) table: the config
+        # allows N = 100,000 inputs, whose table alone would take 40 GB.
+        self._prior = spec.prior.astype(np.float32)
         self.single_observation_space = spaces.Box(0.0, 1.0, shape=(start,), dtype=np.float32)
         self.single_action_space = spaces.Discrete(z)
 
@@ -195,7 +214,10 @@ class RouterEngine:
         life, lay = self.life, self.obs_layout
         cur = life.cur[rows]
         obs = np.empty((rows.size, self._obs_dim), dtype=np.float32)
-        obs[:, : self._static.shape[1]] = self._static[cur]
+        onehot = obs[:, lay["input"]]  # a view: the writes below fill obs
+        onehot[:] = 0.0
+        onehot[np.arange(rows.size), cur] = 1.0
+        obs[:, lay["prior"]] = self._prior[cur]
         if self.cfg.history:
             budget = float(self.cfg.budget)
             obs[:, lay["tried"]] = life.tried[rows, cur] / budget

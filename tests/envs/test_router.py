@@ -104,3 +104,40 @@ def test_history_observation_layout() -> None:
     no_history = make("graph_traversal", "router", n_inputs=3, history=False).unwrapped
     assert list(no_history.obs_layout) == ["input", "prior"]
     assert no_history.observation_space.shape == (3 + no_history.n_latents,)
+
+
+def test_large_pool_builds_steps_and_stores_no_n_by_n_one_hot_table() -> None:
+    """Issue 11 case 6: the input one-hot is built per observed row, never as a dense (N, N) table.
+
+    The config allows N = 100,000 inputs; an ``np.eye(N)`` table (what each engine used to build)
+    raised MemoryError at N = 20,000. Here N = 1,000: the table's float64 build alone takes 8 MB,
+    while an engine (single and 4-row vector) over an already built pool must take a small multiple of
+    N * (Z + M) bytes.
+    """
+    import tracemalloc
+
+    from seffi.envs import RouterEnv, RouterVectorEnv
+
+    n = 1000
+    RouterEnv(task="sort_swaps", n_inputs=n)  # builds (and caches) the pool: only the engines are measured
+    tracemalloc.start()
+    try:
+        env = RouterEnv(task="sort_swaps", n_inputs=n)
+        lay = env.obs_layout
+        xid = env.input_ids[n - 7]
+        obs, _ = env.reset(seed=0, options={"input_id": xid})
+        obs, _, terminated, _, info = env.step(3)
+        venv = RouterVectorEnv(4, task="sort_swaps", n_inputs=n)
+        vobs, _ = venv.reset(seed=0, options={"input_id": env.input_ids[:4]})
+        venv.step(np.array([0, 1, 2, 3]))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < n * n * 4 // 2, f"{peak} bytes: half of a float32 N x N table"
+    assert terminated and info["input_id"] == xid and info["sample_index"] == 1
+    assert obs.shape == (n + 2 * env.n_latents + len(env.strategies) + 1,)
+    one_hot = obs[lay["input"]]
+    assert np.flatnonzero(one_hot).tolist() == [n - 7] and one_hot[n - 7] == 1.0
+    assert np.array_equal(obs[lay["prior"]], env.latent_prior(xid).astype(np.float32))
+    assert obs[lay["tried"]][3] == pytest.approx(1 / env.budget)
+    assert [np.flatnonzero(row[lay["input"]]).tolist() for row in vobs] == [[0], [1], [2], [3]]
