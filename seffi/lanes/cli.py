@@ -2,8 +2,10 @@
 
 Exit codes of ``seffi lane sample-efficiency``: 0 = ran, gate passed; 1 = the replay-determinism gate
 failed (report written; the first divergent snapshot is printed and stored in
-``aggregate.first_divergence``); 2 = a user error (bad pack, unimportable learner) or a concept that
-could not be measured (its error is printed, the other concepts' results are written).
+``aggregate.first_divergence``); 2 = a user error (bad pack, unimportable learner, ``--out`` already
+holding a seffi run without ``--overwrite``) or a concept that could not be measured (its error is
+printed, the other concepts' results are written; when no concept produced a curve, report.json is
+still written and says so).
 ``seffi lane lint FILE`` prints one line per problem and exits 1 when there is any.
 """
 
@@ -18,7 +20,14 @@ from typing import Any
 from seffi.errors import SeffiError
 from seffi.lanes.lint import lint_pack
 from seffi.lanes.packs import SPLITS, load_pack
-from seffi.lanes.sample_efficiency import ConceptResult, LaneReport, LearnerFactory, run_lane
+from seffi.lanes.sample_efficiency import (
+    ConceptResult,
+    LaneReport,
+    LearnerFactory,
+    describe_exception,
+    run_lane,
+)
+from seffi.report.run_folder import prepare_run_folder
 
 #: The reference learner used when ``--learner`` is not given.
 DEFAULT_LEARNER = "seffi.lanes.learners:VaultLearner"
@@ -44,7 +53,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"learner factory as module:callable (zero arguments; default {DEFAULT_LEARNER})",
     )
     se.add_argument(
-        "--out", type=Path, default=Path(DEFAULT_OUT), help=f"output folder (default {DEFAULT_OUT})"
+        "--out",
+        type=Path,
+        default=Path(DEFAULT_OUT),
+        help=f"output folder (default {DEFAULT_OUT}); refused when it already holds a seffi run",
+    )
+    se.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="when --out already holds a seffi run, remove that run's seffi files first",
     )
     se.add_argument(
         "--wandb",
@@ -70,15 +87,22 @@ def load_factory(spec: str) -> LearnerFactory:
         raise SeffiError(f"--learner must look like module:factory, got {spec!r}")
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, or the module itself failing at import time
-        raise SeffiError(
-            f"cannot import learner module {module_name!r}: {type(exc).__name__}: {exc}"
-        ) from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # ImportError, or the module's own code failing (even sys.exit) at import
+        raise SeffiError(f"cannot import learner module {module_name!r}: {describe_exception(exc)}") from None
     obj: Any = module
     for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise SeffiError(f"learner module {module_name!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise SeffiError(f"learner module {module_name!r} has no attribute {attr!r}") from None
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # a module-level __getattr__ is learner code too
+            raise SeffiError(
+                f"cannot look up {attr!r} in {module_name!r}: {describe_exception(exc)}"
+            ) from None
     if not callable(obj):
         raise SeffiError(f"learner factory {spec!r} is not callable")
     return obj
@@ -152,13 +176,8 @@ def run_sample_efficiency(args: argparse.Namespace) -> int:
     pack, load_errors = load_pack(args.pack)
     concepts = pack.select(args.split)
     factory = load_factory(args.learner)
-    out: Path = args.out
-    if out.exists() and not out.is_dir():
-        raise SeffiError(f"--out {out} exists and is not a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SeffiError(f"cannot create --out {out}: {exc.strerror or exc}") from None
+    # Last of the checks, so that a refused or mistyped command never removes an earlier run.
+    out = prepare_run_folder(args.out, overwrite=args.overwrite)
     print(
         f"seffi lane sample-efficiency: {len(concepts)} concepts ({args.split}) of pack {pack.name!r} "
         f"v{pack.version} on {args.learner}",
@@ -194,7 +213,7 @@ def run_sample_efficiency(args: argparse.Namespace) -> int:
     print(f"wrote {report_path} and {png}" + (f"; W&B offline run: {hint}" if hint else ""))
     for error in report.errors:
         print(f"seffi lane: error: {error}", file=sys.stderr)
-    if not agg.gate_passed:
+    if not agg.gate_passed and agg.n_snapshots:  # no snapshot: nothing was gated, the errors say why
         fd = agg.first_divergence
         where = f"; first divergent snapshot: concept {fd.concept!r}, k={fd.k}, at {fd.step}" if fd else ""
         print(

@@ -24,6 +24,8 @@ Split = Literal["public", "holdout"]
 SPLITS: tuple[str, ...] = ("public", "holdout", "all")
 #: File name (inside ``seffi/lanes/packs``) of the pack written for this project.
 STANDARD_PACK = "standard.json"
+#: Deepest nesting a pack file may have (a valid pack needs 4: pack, concepts, concept, curriculum).
+MAX_DEPTH = 16
 
 
 class Concept(BaseModel):
@@ -83,10 +85,13 @@ def read_pack_data(source: str | Path | Mapping[str, Any] | None = None) -> tupl
     """Read a pack's raw JSON and a label for it (``None`` = the standard pack).
 
     Raises:
-        SeffiError: the file is missing/unreadable, not JSON, or not a JSON object.
+        SeffiError: the file is missing/unreadable, not UTF-8, not JSON, nested deeper than
+            :data:`MAX_DEPTH`, holds a string that is not valid Unicode, or is not a JSON object.
     """
     if isinstance(source, Mapping):
-        return dict(source), "<mapping>"
+        data = dict(source)
+        _check_structure(data, "<mapping>")
+        return data, "<mapping>"
     if source is None:
         label = f"standard pack ({STANDARD_PACK})"
         text = resources.files("seffi.lanes").joinpath("packs", STANDARD_PACK).read_text(encoding="utf-8")
@@ -103,9 +108,63 @@ def read_pack_data(source: str | Path | Mapping[str, Any] | None = None) -> tupl
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SeffiError(f"pack {label} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
+    except RecursionError:  # the decoder recurses per level: "[[[[..." would end in a traceback
+        raise SeffiError(f"pack {label} is nested too deeply (more than {MAX_DEPTH} levels)") from None
+    except ValueError as exc:  # e.g. an integer literal longer than Python's digit limit
+        raise SeffiError(f"pack {label} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise SeffiError(f"pack {label} must be a JSON object with name, version and concepts")
+    _check_structure(data, label)
     return data, label
+
+
+def _check_structure(data: Any, label: str) -> None:
+    r"""Bound the nesting depth and require valid Unicode in every string, before anything else reads it.
+
+    Iterative, so a deep or (for a mapping given in Python) cyclic structure is reported, never a
+    RecursionError. A ``\ud800`` escape is valid JSON but not a character: printing or writing it
+    as UTF-8 fails much later, so a lone surrogate anywhere is rejected here, with where it is.
+
+    Raises:
+        SeffiError: deeper than :data:`MAX_DEPTH`, or a string (value or key) holds a lone surrogate.
+    """
+    # Each entry carries its trail (parent trail, key or index), turned into a path only for a message.
+    stack: list[tuple[Any, int, Any]] = [(data, 1, None)]
+    while stack:
+        value, depth, trail = stack.pop()
+        if isinstance(value, str):
+            if not value.isascii() and not _is_unicode(value):
+                raise SeffiError(f"pack {label}: the string at {_path(trail)} {_SURROGATE}")
+        elif isinstance(value, Mapping | list | tuple):
+            if depth > MAX_DEPTH:
+                raise SeffiError(f"pack {label} is nested too deeply (more than {MAX_DEPTH} levels)")
+            if isinstance(value, Mapping):
+                for key, item in value.items():
+                    if isinstance(key, str) and not key.isascii() and not _is_unicode(key):
+                        raise SeffiError(f"pack {label}: a key at {_path(trail)} {_SURROGATE}")
+                    stack.append((item, depth + 1, (trail, key)))
+            else:
+                stack.extend((item, depth + 1, (trail, i)) for i, item in enumerate(value))
+
+
+_SURROGATE = "holds a lone surrogate escape (not valid Unicode)"
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _path(trail: Any) -> str:
+    """``concepts[3].id`` from a (parent trail, key) chain; ``top level`` for the root."""
+    parts: list[str] = []
+    while trail is not None:
+        trail, key = trail
+        parts.append(f"[{key}]" if isinstance(key, int) else f".{key}")
+    return "".join(reversed(parts)).lstrip(".") or "top level"
 
 
 def parse_pack(data: Mapping[str, Any], label: str = "<pack>") -> tuple[ConceptPack, list[ConceptError]]:

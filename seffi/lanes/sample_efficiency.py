@@ -139,22 +139,49 @@ def _step_label(index: int, n_taught: int) -> str:
     return f"correction[{index}]" if index < n_taught else "probe"
 
 
+def describe_exception(exc: BaseException) -> str:
+    """``"Type: message"`` of an exception raised by learner code, which may not even print itself."""
+    try:
+        text = str(exc)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # a learner's __str__ is learner code too
+        text = "<unprintable>"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def _call(what: str, fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
-    except Exception as exc:  # any learner bug becomes a per-concept error, never a crash of the run
-        raise LearnerFailure(f"{what} raised {type(exc).__name__}: {exc}") from exc
+    except KeyboardInterrupt:  # the person at the keyboard stops the whole run
+        raise
+    except BaseException as exc:
+        # Any learner bug is that concept's error, never the end of the run. BaseException too: a
+        # learner calling sys.exit(0) used to end the lane with status 0 and no report.json.
+        raise LearnerFailure(f"{what} raised {describe_exception(exc)}") from exc
 
 
 def _coerce(value: Any, model: type[BaseModel], what: str) -> Any:
-    if isinstance(value, model):
-        return value
-    if isinstance(value, dict):  # a plain dict with the right fields is accepted (duck-typed learners)
-        try:
+    """``value`` as an exact ``model`` instance, or :class:`LearnerFailure`.
+
+    Reading a returned object can run learner code (a subclass's properties, a dict subclass's
+    ``__getitem__``), so every failure while reading it is the concept's error too. A subclass
+    instance is rebuilt as the exact model, whose fields are then plain validated values.
+    """
+    try:
+        if type(value) is model:
+            return value
+        if isinstance(value, model):
+            return model(**{field: getattr(value, field) for field in model.model_fields})
+        if isinstance(value, dict):  # a plain dict with the right fields is accepted (duck-typed learners)
             return model.model_validate(value)
-        except ValidationError as exc:
-            msgs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            raise LearnerFailure(f"{what} returned an invalid {model.__name__}: {msgs}") from None
+    except ValidationError as exc:
+        msgs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise LearnerFailure(f"{what} returned an invalid {model.__name__}: {msgs}") from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        raise LearnerFailure(f"reading what {what} returned raised {describe_exception(exc)}") from exc
     raise LearnerFailure(f"{what} returned {type(value).__name__}, expected {model.__name__}")
 
 
@@ -177,14 +204,16 @@ def run_snapshot(factory: LearnerFactory, corrections: Sequence[str], probe: str
         LearnerFailure: the factory or learner raised, or returned the wrong type.
     """
     learner = _call("the learner factory", factory)
-    if not (callable(getattr(learner, "teach", None)) and callable(getattr(learner, "probe", None))):
+    teach = _call("looking up teach()", getattr, learner, "teach", None)
+    ask = _call("looking up probe()", getattr, learner, "probe", None)
+    if not (callable(teach) and callable(ask)):
         raise LearnerFailure(
             f"the learner factory returned {type(learner).__name__}, which lacks teach()/probe()"
         )
     steps: list[dict[str, Any]] = []
     accepted = 0
     for i, correction in enumerate(corrections):
-        outcome = _coerce(_call(f"teach(correction[{i}])", learner.teach, correction), TeachOutcome, "teach")
+        outcome = _coerce(_call(f"teach(correction[{i}])", teach, correction), TeachOutcome, "teach")
         accepted += outcome.accepted
         steps.append(
             {
@@ -195,7 +224,7 @@ def run_snapshot(factory: LearnerFactory, corrections: Sequence[str], probe: str
                 "reason": outcome.reason,
             }
         )
-    response = _coerce(_call("probe", learner.probe, probe), ProbeResponse, "probe")
+    response = _coerce(_call("probe", ask, probe), ProbeResponse, "probe")
     steps.append(
         {
             "step": "probe",
@@ -337,6 +366,10 @@ def run_lane(
         learner: how the learner was specified, copied into the report.
         load_errors: concept errors found while loading the pack; reported alongside learner errors.
         on_concept: called after each concept (progress display).
+
+    Returns:
+        The report; ``errors`` lists every concept error and, when no concept produced a curve, one
+        last line saying so.
     """
     results: list[ConceptResult] = []
     for concept in concepts:
@@ -345,10 +378,19 @@ def run_lane(
         if on_concept is not None:
             on_concept(result)
     errors = [str(e) for e in load_errors] + [r.error for r in results if r.error]
+    agg = aggregate(results, n_unloadable=len(load_errors))
+    if agg.n_evaluated == 0:
+        # Nothing was measured, so there is no gate to pass or fail: this is the run's error (the
+        # per-concept errors above say why), not a gate failure.
+        errors.append(
+            "no concepts to run (the pack or split is empty)"
+            if agg.n_concepts == 0
+            else f"no concept produced a complete curve ({agg.n_errors} of {agg.n_concepts} failed)"
+        )
     return LaneReport(
         pack=dict(pack or {}),
         learner=learner,
         concepts=results,
-        aggregate=aggregate(results, n_unloadable=len(load_errors)),
+        aggregate=agg,
         errors=errors,
     )

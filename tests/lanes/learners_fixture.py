@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import secrets
+import sys
 
 from seffi.lanes.sample_efficiency import ProbeResponse, TeachOutcome
 
@@ -92,3 +93,17 @@ class WrongTypeLearner(EchoLearner):
 
 def raising_module_factory() -> EchoLearner:
     return EchoLearner()
+
+
+class AlwaysRaisingLearner(EchoLearner):
+    """Every probe raises, so no concept gets even the k = 0 point of its curve."""
+
+    def probe(self, question: str) -> ProbeResponse:
+        raise RuntimeError("model server unreachable")
+
+
+class ExitingLearner(EchoLearner):
+    """Calls ``sys.exit(0)`` when taught (as a script-style learner might on a fatal condition)."""
+
+    def teach(self, correction: str) -> TeachOutcome:
+        sys.exit(0)

@@ -164,3 +164,169 @@ def test_lint_cli(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     broken.write_text("{")
     assert main(["lane", "lint", str(broken)]) == 2
     assert "is not valid JSON" in capsys.readouterr().err
+
+
+def _lane(tmp_path: Path, *args: str, out: Path | None = None) -> int:
+    out = out or tmp_path / "out"
+    return main(["lane", "sample-efficiency", "--out", str(out), "--wandb", "disabled", *args])
+
+
+@pytest.mark.parametrize(
+    ("learner", "error"),
+    [
+        ("AlwaysRaisingLearner", "probe raised RuntimeError: model server unreachable (snapshot k=0)"),
+        ("ExitingLearner", "teach(correction[0]) raised SystemExit: 0 (snapshot k=1)"),
+    ],
+)
+def test_no_curve_exits_2_with_every_concept_error_and_still_writes_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture, learner: str, error: str
+) -> None:
+    """issue 11 case 5: every learner call raising (even sys.exit(0)) is exit 2, errors printed, report kept.
+
+    Before: plotting raised "number sections must be larger than 0" (exit 1, no errors printed), and a
+    learner calling sys.exit(0) ended the lane with status 0 and no report.json.
+    """
+    pack = _write(tmp_path, GOOD)
+    rc = _lane(
+        tmp_path,
+        "--pack",
+        str(pack),
+        "--split",
+        "all",
+        "--learner",
+        f"tests.lanes.learners_fixture:{learner}",
+    )
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.splitlines() == [
+        f"seffi lane: error: concept 'greek': {error}",
+        f"seffi lane: error: concept 'colours': {error}",
+        "seffi lane: error: no concept produced a complete curve (2 of 2 failed)",
+    ]
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["errors"][-1] == "no concept produced a complete curve (2 of 2 failed)"
+    assert report["aggregate"]["n_evaluated"] == 0 and report["aggregate"]["n_errors"] == 2
+    assert (tmp_path / "out" / "curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_empty_pack_exits_2_and_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """issue 11 case 5: an empty pack (or split) is not a gate failure (exit 1) but exit 2, and says so."""
+    pack = _write(tmp_path, {"name": "empty", "version": 1, "concepts": []})
+    assert _lane(tmp_path, "--pack", str(pack)) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == ["seffi lane: error: no concepts to run (the pack or split is empty)"]
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["concepts"] == [] and report["aggregate"]["n_snapshots"] == 0
+
+
+def test_learner_module_exiting_at_import_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 11 case 5: learner code that calls sys.exit(0) while being imported is a user error, exit 2."""
+    (tmp_path / "exits_on_import.py").write_text("import sys\nsys.exit(0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _lane(tmp_path, "--learner", "exits_on_import:make") == 2
+    err = capsys.readouterr().err
+    assert err == "seffi lane: error: cannot import learner module 'exits_on_import': SystemExit: 0\n"
+    assert not (tmp_path / "out").exists()
+
+
+def test_many_concepts_get_one_overview_figure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """issue 11 case 5: the figure's panel count is capped (1k concepts used to plot for minutes).
+
+    Counted through matplotlib's own ``Figure.savefig``: before, 100 concepts drew 100 panels.
+    """
+    from matplotlib.figure import Figure
+
+    from seffi.lanes import plot
+    from tests.lanes.packgen import write_pack
+
+    saved: list[int] = []
+    original = Figure.savefig
+
+    def counting_savefig(self: Figure, *args, **kwargs):
+        saved.append(sum(ax.get_visible() for ax in self.axes))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", counting_savefig)
+    pack = write_pack(tmp_path / "big.json", 100)
+    assert _lane(tmp_path, "--pack", str(pack), "--split", "all") == 0
+    assert saved == [2]  # all curves at once + the first-hit/saturation histogram
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert len(report["concepts"]) == 100 and report["aggregate"]["saturation_rate"] == 1.0
+    # The cap's boundary, made small so that the test stays fast: up to it, one panel per concept.
+    monkeypatch.setattr(plot, "MAX_PANELS", 3)
+    saved.clear()
+    for n in (3, 4):
+        pack = write_pack(tmp_path / f"p{n}.json", n)
+        assert _lane(tmp_path, "--pack", str(pack), "--split", "all", out=tmp_path / f"o{n}") == 0
+    assert saved == [3, 2]
+
+
+def test_out_holding_a_seffi_run_is_refused_unless_overwrite(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """issue 11 case 2 (lane): a second run never silently overwrites or mixes with the first."""
+    pack = _write(tmp_path, GOOD)
+    out = tmp_path / "out"
+    assert _lane(tmp_path, "--pack", str(pack)) == 0
+    first = (out / "report.json").read_text()
+    (out / "curves-7.png").write_bytes(b"stale page of an earlier run")
+    (out / "notes.txt").write_text("mine")
+    capsys.readouterr()
+    assert _lane(tmp_path, "--pack", str(pack), "--split", "all") == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # refused before any work
+    assert captured.err.startswith(f"seffi lane: error: {out} already holds a seffi run (")
+    assert "--overwrite" in captured.err and len(captured.err.splitlines()) == 1
+    assert (out / "report.json").read_text() == first
+    # A command that fails its own checks removes nothing, even with --overwrite.
+    assert _lane(tmp_path, "--pack", str(pack), "--overwrite", "--learner", "no_such_module_xyz:f") == 2
+    assert (out / "report.json").read_text() == first and (out / "curves-7.png").exists()
+    capsys.readouterr()
+    assert _lane(tmp_path, "--pack", str(pack), "--split", "all", "--overwrite") == 0
+    report = json.loads((out / "report.json").read_text())
+    assert [c["id"] for c in report["concepts"]] == ["greek", "colours"]
+    assert not (out / "curves-7.png").exists()  # the earlier run's seffi files are gone
+    assert (out / "notes.txt").read_text() == "mine"  # the user's are not
+    assert sorted(p.name for p in out.iterdir()) == ["curves.png", "notes.txt", "report.json"]
+
+
+def _deep(levels: int) -> str:
+    return '{"name": "x", "version": 1, "concepts": ' + "[" * levels + "]" * levels + "}"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (_deep(100_000).encode(), "is nested too deeply (more than 16 levels)"),  # RecursionError before
+        (_deep(40).encode(), "is nested too deeply (more than 16 levels)"),
+        ('{"name": "café", "version": 1, "concepts": []}'.encode("latin-1"), "is not UTF-8 text"),
+        (
+            b'{"name": "x", "version": 1, "concepts": [{"id": "\\ud800"}]}',
+            "concepts[0].id holds a lone surrogate",
+        ),
+        (
+            b'{"name": "x", "version": ' + b"9" * 5000 + b', "concepts": []}',
+            "is not valid JSON: Exceeds the limit",
+        ),
+        (b'{"name": "x", "version": 1, "concepts": [}', "is not valid JSON: Expecting value (line 1)"),
+    ],
+    ids=["recursion", "deep", "latin-1", "surrogate", "huge-int", "invalid"],
+)
+@pytest.mark.parametrize("command", ["lint", "sample-efficiency"])
+def test_malformed_pack_files_are_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture, content: bytes, message: str, command: str
+) -> None:
+    """issue 11 case 7 (packs): deep nesting, non-UTF-8 and invalid JSON: one line, exit 2, no traceback."""
+    path = tmp_path / "pack.json"
+    path.write_bytes(content)
+    if command == "lint":
+        rc = main(["lane", "lint", str(path)])
+    else:
+        rc = _lane(tmp_path, "--pack", str(path))
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.startswith(f"seffi lane: error: pack {path}") and message in err
+    assert len(err.splitlines()) == 1
+    assert not (tmp_path / "out").exists()

@@ -3,6 +3,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import sys
 
 import pytest
 
@@ -209,3 +210,72 @@ def test_dict_outcomes_are_accepted_and_bad_fields_rejected() -> None:
     assert r.error is not None and "invalid ProbeResponse" in r.error and "vault_hits" in r.error
     assert TeachOutcome(accepted=False, reason="x").accepted is False
     assert ProbeResponse(surface="s").walk_surface == ""
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise SystemExit(3)
+
+
+class _Quit(BaseException):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("raised", "message"),
+    [
+        (SystemExit(0), "teach(correction[0]) raised SystemExit: 0 (snapshot k=1)"),
+        (GeneratorExit(), "teach(correction[0]) raised GeneratorExit (snapshot k=1)"),
+        (_Quit("bye"), "teach(correction[0]) raised _Quit: bye (snapshot k=1)"),
+        (_Unprintable(), "teach(correction[0]) raised _Unprintable: <unprintable> (snapshot k=1)"),
+    ],
+)
+def test_any_base_exception_from_learner_code_is_the_concepts_error(raised, message) -> None:
+    """issue 11 case 5: learner code raising anything but KeyboardInterrupt is that concept's error."""
+
+    class Raiser(lf.EchoLearner):
+        def teach(self, correction: str) -> TeachOutcome:
+            raise raised
+
+    report = run_lane([CONCEPT, CONCEPT.model_copy(update={"id": "other"})], Raiser)
+    assert report.errors[:2] == [f"concept 'greek': {message}", f"concept 'other': {message}"]
+    assert [len(c.curve) for c in report.concepts] == [1, 1]  # k = 0 (nothing taught) was measured
+
+
+def test_keyboard_interrupt_from_the_learner_stops_the_run() -> None:
+    """issue 11 case 5: the one exception that is not the concept's error is the user's Ctrl-C."""
+
+    class Interrupted(lf.EchoLearner):
+        def probe(self, question: str) -> ProbeResponse:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_lane([CONCEPT], Interrupted)
+
+
+def test_reading_a_returned_object_is_learner_code_too() -> None:
+    """issue 11 case 5: a subclass of the protocol's model whose field access raises is a concept error."""
+
+    class Sneaky(ProbeResponse):
+        def __getattribute__(self, name: str):
+            if name == "walk_surface":
+                sys.exit(0)
+            return super().__getattribute__(name)
+
+    class Learner(lf.EchoLearner):
+        def probe(self, question: str) -> ProbeResponse:
+            return Sneaky(surface="alpha")
+
+    r = run_concept(CONCEPT, Learner)
+    assert r.error == "concept 'greek': reading what probe returned raised SystemExit: 0 (snapshot k=0)"
+
+
+def test_no_concept_measured_is_the_runs_error() -> None:
+    """issue 11 case 5: with no curve there is no gate result; the report says why instead."""
+    report = run_lane([CONCEPT], lf.AlwaysRaisingLearner)
+    assert report.errors == [
+        "concept 'greek': probe raised RuntimeError: model server unreachable (snapshot k=0)",
+        "no concept produced a complete curve (1 of 1 failed)",
+    ]
+    assert report.concepts[0].curve == [] and report.aggregate.n_snapshots == 0
+    assert run_lane([], lf.EchoLearner).errors == ["no concepts to run (the pack or split is empty)"]
