@@ -103,7 +103,13 @@ def format_validation_error(exc: Exception) -> str:
     errors = getattr(exc, "errors", lambda: [])()
     if not errors:
         return str(exc)
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in errors)
+    parts = []
+    for e in errors:
+        msg = e["msg"].removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError
+        where = ".".join(map(str, e["loc"]))
+        # A model-level check (empty loc) names its own fields in the message.
+        parts.append(f"{where}: {msg}" if where else msg)
+    return "; ".join(parts)
 
 
 if __name__ == "__main__":  # pragma: no cover

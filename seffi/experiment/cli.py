@@ -44,10 +44,17 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--bootstrap", type=int, help="bootstrap replicates per CI")
     parser.add_argument(
-        "--wandb", choices=["online", "offline", "disabled"], help="W&B mode (default offline)"
+        "--wandb",
+        choices=["online", "offline", "disabled"],
+        help="W&B mode (default: the config file's, else WANDB_MODE, else offline)",
     )
     parser.add_argument("--wandb-project", dest="wandb_project", help="W&B project (default seffi)")
     parser.add_argument("--out", help="run folder (default runs/<timestamp>)")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier run in --out (its seffi files are removed first; other files stay)",
+    )
     parser.add_argument(
         "--no-progress", dest="progress", action="store_const", const=False, help="no live display"
     )
@@ -84,7 +91,7 @@ def run_command(args: argparse.Namespace) -> int:
         return 0
     from seffi.experiment.runner import run_experiment
 
-    run_experiment(config)
+    run_experiment(config, overwrite=args.overwrite)
     return 0
 
 
@@ -108,6 +115,9 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``seffi compare DIR...``."""
     parser.add_argument("dirs", metavar="DIR", nargs="+", help="run folders written by `seffi run`")
     parser.add_argument("--out", help="folder for compare.png and compare.md (default: the first DIR)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace an earlier compare.png / compare.md in that folder"
+    )
     parser.set_defaults(handler=compare_command)
 
 
@@ -117,7 +127,9 @@ def compare_command(args: argparse.Namespace) -> int:
 
     if len({Path(d).resolve() for d in args.dirs}) != len(args.dirs):
         raise SeffiError("the same run folder is given twice")
-    table, written = compare_runs([Path(d) for d in args.dirs], Path(args.out) if args.out else None)
+    table, written = compare_runs(
+        [Path(d) for d in args.dirs], Path(args.out) if args.out else None, overwrite=args.overwrite
+    )
     print(table)
     for path in written:
         print(path, file=sys.stderr)

@@ -82,13 +82,20 @@ def table_markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def compare_runs(dirs: list[Path], out: Path | None = None) -> tuple[str, list[Path]]:
+def compare_runs(
+    dirs: list[Path], out: Path | None = None, *, overwrite: bool = False
+) -> tuple[str, list[Path]]:
     """Load several run folders, write compare.png and compare.md, return (table, files written).
 
+    The target folder may hold a run (by default it is the first DIR); only an earlier compare.png /
+    compare.md there is refused, unless ``overwrite``.
+
     Raises:
+        RunFolderExists: The target already holds compare.png or compare.md and ``overwrite`` is False.
         SeffiError: A folder is missing or holds no valid report.json, or ``out`` is not writable.
     """
     from seffi.report.plots import plot_compare, save_figure
+    from seffi.report.run_folder import prepare_run_folder
     from seffi.report.schema import load_report
 
     if not dirs:
@@ -98,10 +105,7 @@ def compare_runs(dirs: list[Path], out: Path | None = None) -> tuple[str, list[P
         raise SeffiError("none of the run folders holds any comparison to plot")
     names = _run_names(dirs)
     target = out if out is not None else dirs[0]
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SeffiError(f"cannot create {target}: {exc.strerror or exc}") from None
+    prepare_run_folder(target, overwrite=overwrite, owned=(COMPARE_PNG, COMPARE_MD))
     table = table_markdown(compare_table(reports, names))
     try:
         fig = plot_compare(dict(zip(names, reports, strict=True)))

@@ -12,9 +12,10 @@ Example:
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
-from typing import Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -24,6 +25,7 @@ from seffi.errors import SeffiError
 DEFAULT_TASKS: tuple[str, ...] = ("sort_swaps", "edit_script", "graph_traversal")
 
 WandbMode = Literal["online", "offline", "disabled"]
+WANDB_MODES: tuple[str, ...] = get_args(WandbMode)
 
 
 class LearnerConfig(BaseModel):
@@ -41,12 +43,14 @@ class LearnerConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    lr: float = Field(1.0, gt=0.0, le=100.0)
-    gamma: float = Field(0.0, ge=0.0, le=1.0)
-    baseline_decay: float = Field(0.9, ge=0.0, lt=1.0)
-    rounds: int = Field(100, ge=0, le=100_000)
-    train_runs: int = Field(4, ge=1, le=1024)
-    input_features: bool = True
+    # strict: a bool is never a number and a string never a number or a bool (``rounds: true`` is an
+    # error, not 1); a strict float still takes an int.
+    lr: float = Field(1.0, gt=0.0, le=100.0, strict=True)
+    gamma: float = Field(0.0, ge=0.0, le=1.0, strict=True)
+    baseline_decay: float = Field(0.9, ge=0.0, lt=1.0, strict=True)
+    rounds: int = Field(100, ge=0, le=100_000, strict=True)
+    train_runs: int = Field(4, ge=1, le=1024, strict=True)
+    input_features: bool = Field(True, strict=True)
 
 
 class RunConfig(BaseModel):
@@ -75,24 +79,25 @@ class RunConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    seed: int = Field(0, ge=0, le=2**63 - 1)
+    # Numbers and bools are strict (see LearnerConfig): ``budget: true`` is an error, not 1.
+    seed: int = Field(0, ge=0, le=2**63 - 1, strict=True)
     tasks: tuple[str, ...] = DEFAULT_TASKS
-    n_inputs: int = Field(16, ge=1, le=10_000)
-    budget: int = Field(8, ge=1, le=4096)
-    eval_runs: int = Field(4, ge=1, le=1024)
-    n_latents: int | None = Field(None, ge=2, le=1024)
-    prior_skew: float = Field(1.0, ge=0.0, le=10.0)
-    noise: float = Field(0.1, ge=0.0, le=1.0)
-    skew: float = Field(1.0, ge=0.0, le=10.0)
+    n_inputs: int = Field(16, ge=1, le=10_000, strict=True)
+    budget: int = Field(8, ge=1, le=4096, strict=True)
+    eval_runs: int = Field(4, ge=1, le=1024, strict=True)
+    n_latents: int | None = Field(None, ge=2, le=1024, strict=True)
+    prior_skew: float = Field(1.0, ge=0.0, le=10.0, strict=True)
+    noise: float = Field(0.1, ge=0.0, le=1.0, strict=True)
+    skew: float = Field(1.0, ge=0.0, le=10.0, strict=True)
     task_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     learner: LearnerConfig = LearnerConfig()
-    bootstrap: int = Field(1000, ge=10, le=100_000)
-    ci: float = Field(0.95, gt=0.5, lt=1.0)
+    bootstrap: int = Field(1000, ge=10, le=100_000, strict=True)
+    ci: float = Field(0.95, gt=0.5, lt=1.0, strict=True)
     wandb: WandbMode = "offline"
     wandb_project: str = Field("seffi", min_length=1)
-    log_every: int = Field(10, ge=1, le=100_000)
+    log_every: int = Field(10, ge=1, le=100_000, strict=True)
     out: Path | None = None
-    progress: bool = True
+    progress: bool = Field(True, strict=True)
 
     @field_validator("tasks", mode="before")
     @classmethod
@@ -120,6 +125,10 @@ class RunConfig(BaseModel):
         stray = sorted(set(self.task_options) - set(self.tasks))
         if stray:
             raise ValueError(f"task_options names task(s) not in tasks: {', '.join(stray)}")
+        # Build every task's config now, so a bad value for the last task is found before the first
+        # one trains (and `--print-config` finds it too).
+        for name in self.tasks:
+            check_task_options(name, {"skew": self.skew, **self.task_options.get(name, {})})
         return self
 
     def public_dict(self) -> dict[str, Any]:
@@ -128,33 +137,83 @@ class RunConfig(BaseModel):
         return self.model_dump(mode="json", exclude=ignored)
 
 
+#: Caps on a config file: a config is a few hundred bytes, never megabytes or deep trees.
+MAX_CONFIG_BYTES = 2**20
+MAX_CONFIG_DEPTH = 16
+
+
+def _allowed_types(annotation: Any) -> set[Any]:
+    """The plain types (and ``Literal``) an annotation admits, through ``Optional``, unions, ``Annotated``."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return {Literal}
+    if origin in (Union, UnionType, Annotated):
+        args = get_args(annotation)[:1] if origin is Annotated else get_args(annotation)
+        return set().union(*(_allowed_types(a) for a in args))
+    return {origin or annotation}
+
+
+def check_task_options(task: str, options: dict[str, Any]) -> None:
+    """Validate one task's config overrides as the task will see them.
+
+    Stricter than the task's own (lax) model: a bool is never accepted for a number and a string
+    never for a number or a bool, as everywhere else in the config.
+
+    Raises:
+        ValueError: One line naming ``task_options.<task>.<field>`` (pydantic reports it with the path).
+    """
+    from pydantic import ValidationError
+
+    from seffi.tasks.registry import task_class
+
+    config_cls = task_class(task).config_cls
+    for field, value in options.items():
+        info = config_cls.model_fields.get(field)
+        if info is None:
+            continue  # the model below reports unknown fields with their name
+        allowed = _allowed_types(info.annotation)
+        if Any in allowed or Literal in allowed:
+            continue
+        numeric = bool(allowed & {int, float})
+        if (isinstance(value, bool) and bool not in allowed and numeric) or (
+            isinstance(value, str) and str not in allowed and (numeric or bool in allowed)
+        ):
+            kind = "a number" if numeric else "a bool"
+            raise ValueError(f"task_options.{task}.{field}: {value!r} is not {kind}")
+    try:
+        config_cls(**options)
+    except ValidationError as exc:
+        problems = "; ".join(
+            ".".join(["task_options", task, *map(str, e["loc"])])
+            + ": "
+            + e["msg"].removeprefix("Value error, ")
+            for e in exc.errors()
+        )
+        raise ValueError(problems) from None
+
+
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read a JSON (``.json``) or YAML (``.yaml``/``.yml``) config file into a dict.
 
-    Raises:
-        SeffiError: The file is missing, unreadable, not valid JSON/YAML, or not a mapping.
-    """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SeffiError(f"cannot read config file {path}: {exc.strerror or exc}") from None
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".json":
-            data = json.loads(text)
-        elif suffix in (".yaml", ".yml"):
-            import yaml
+    YAML is read without aliases (a 1.4 KB "billion laughs" would expand to gigabytes) and refuses
+    duplicate keys; both formats are capped at :data:`MAX_CONFIG_BYTES` and :data:`MAX_CONFIG_DEPTH`.
 
-            data = yaml.safe_load(text)
-        else:
-            raise SeffiError(f"config file {path} must end in .json, .yaml or .yml")
-    except (json.JSONDecodeError, ValueError) as exc:
-        if isinstance(exc, SeffiError):
-            raise
-        raise SeffiError(f"config file {path} is not valid JSON: {exc}") from None
-    except Exception as exc:  # yaml.YAMLError, without importing yaml at module level
-        raise SeffiError(f"config file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    Raises:
+        SeffiError: The file is missing, unreadable, too large, not UTF-8, not valid JSON/YAML, too
+            deep, or not a mapping (one line naming the file).
+    """
+    from seffi.report.safe_load import loads_json, loads_yaml, read_text
+
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".json", ".yaml", ".yml"):
+        raise SeffiError(f"config file {path} must end in .json, .yaml or .yml")
+    text = read_text(path, what="config file", max_bytes=MAX_CONFIG_BYTES)
+    source = f"config file {path}"
+    if suffix == ".json":
+        data = loads_json(text, source=source, max_depth=MAX_CONFIG_DEPTH)
+    else:
+        data = loads_yaml(text, source=source, max_depth=MAX_CONFIG_DEPTH)
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -162,12 +221,28 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def wandb_mode_from_env() -> str | None:
+    """The W&B mode ``WANDB_MODE`` names ("online", "offline" or "disabled"), else None.
+
+    W&B's own aliases count too: "run" is online, "dryrun" offline. Anything else is ignored (then
+    the default, offline, applies), as the callbacks do.
+    """
+    env = os.environ.get("WANDB_MODE", "").strip().lower()
+    env = {"run": "online", "dryrun": "offline"}.get(env, env)
+    return env if env in WANDB_MODES else None
+
+
 def build_config(file: str | Path | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
     """Defaults, then ``file``, then ``overrides`` (None values are ignored: "not given on the CLI").
 
     Nested learner settings may be overridden with dotted keys, e.g. ``{"learner.rounds": 5}``.
+    The W&B mode comes from ``overrides`` (``--wandb``), else the file, else ``WANDB_MODE``, else offline.
     """
     data: dict[str, Any] = load_config_file(file) if file is not None else {}
+    if (overrides or {}).get("wandb") is None and "wandb" not in data:
+        env_mode = wandb_mode_from_env()
+        if env_mode is not None:
+            data["wandb"] = env_mode
     for key, value in (overrides or {}).items():
         if value is None:
             continue

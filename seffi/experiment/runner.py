@@ -45,23 +45,20 @@ def default_out() -> Path:
     return default_out_dir("")
 
 
-def prepare_out(out: Path | None) -> Path:
+def prepare_out(out: Path | None, *, overwrite: bool = False) -> Path:
     """Create the run folder and prove it is writable, before any training starts.
 
+    A folder that already holds a seffi run is refused (its metrics.jsonl would be appended to and
+    its plots mixed with the new ones) unless ``overwrite``, which removes that run's seffi files
+    first (see :func:`seffi.report.run_folder.prepare_run_folder`).
+
     Raises:
+        RunFolderExists: The folder holds an earlier run and ``overwrite`` is False.
         SeffiError: The folder cannot be created or written (one line naming the path and the reason).
     """
-    path = Path(out) if out is not None else default_out()
-    if path.exists() and not path.is_dir():
-        raise SeffiError(f"--out {path} exists and is not a folder")
-    probe = path / ".seffi-write-test"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe.write_text("ok", encoding="utf-8")
-        probe.unlink()
-    except OSError as exc:
-        raise SeffiError(f"cannot write to --out {path}: {exc.strerror or exc}") from None
-    return path
+    from seffi.report.run_folder import prepare_run_folder
+
+    return prepare_run_folder(Path(out) if out is not None else default_out(), overwrite=overwrite)
 
 
 # -- sinks shared by every task's monitor -----------------------------------------------------------
@@ -126,6 +123,31 @@ def env_kwargs(task_name: str, config: RunConfig, input_seed: int) -> dict[str, 
     if config.n_latents is not None:
         kwargs["n_latents"] = config.n_latents
     return kwargs
+
+
+def task_env_kwargs(config: RunConfig) -> dict[str, dict[str, Any]]:
+    """Each task's router env kwargs, from the same seeds :meth:`Runner.run_task` spawns."""
+    seeds = spawn(config.seed, len(config.tasks))
+    return {
+        name: env_kwargs(name, config, int(spawn(seed, 6)[0].generate_state(1)[0]))
+        for name, seed in zip(config.tasks, seeds, strict=True)
+    }
+
+
+def check_envs(config: RunConfig) -> None:
+    """Build every task's router env once, before any task trains or the run folder is touched.
+
+    A setting that only the env rejects (its pool, latents, task options) then stops the run up front
+    instead of after the earlier tasks trained. The pools are cached, so training reuses them.
+
+    Raises:
+        SeffiError: An env rejects the settings (one line naming the task).
+    """
+    for name, kwargs in task_env_kwargs(config).items():
+        try:
+            make_vec(name, 1, reward="novel", **kwargs).close()
+        except SeffiError as exc:
+            raise SeffiError(f"task {name}: {exc}") from None
 
 
 def make_vec(task_name: str, num_envs: int, **kwargs: Any) -> Any:
@@ -466,14 +488,21 @@ class RunResult:
     sync_hint: str | None = None
 
 
-def run_experiment(config: RunConfig, *, console: Any = None) -> RunResult:
+def run_experiment(config: RunConfig, *, console: Any = None, overwrite: bool = False) -> RunResult:
     """Run the experiment described by ``config`` and write the run folder.
 
     Prints a live progress display while training and a summary table at the end.
 
+    Args:
+        config: The run settings.
+        console: A rich console (default: stdout).
+        overwrite: Replace an earlier run in ``config.out`` (its seffi files are removed first);
+            without it such a folder is refused.
+
     Raises:
-        SeffiError: An unwritable ``--out`` or a missing W&B login in online mode (checked before any
-            work), or an env that rejects the settings.
+        SeffiError: A missing W&B login in online mode, an env that rejects the settings, or an
+            unwritable ``--out`` or one that holds an earlier run (all checked before any work, in
+            that order, so a bad setting never costs the earlier run's files).
     """
     from rich.console import Console
 
@@ -484,7 +513,8 @@ def run_experiment(config: RunConfig, *, console: Any = None) -> RunResult:
     # Not a terminal (a log file, CI): rich would wrap the summary table at 80 columns.
     console = console or Console(width=None if sys.stdout.isatty() else 140)
     SafeWandbRun.check_login(config.wandb)  # online mode without a login is fatal, before any work
-    out = prepare_out(config.out)
+    check_envs(config)
+    out = prepare_out(config.out, overwrite=overwrite)
     sinks = default_sinks(
         out,
         wandb=config.wandb,
@@ -638,8 +668,10 @@ def render_run(run_dir: Path) -> list[Path]:
     return sorted(p for name, p in files.items() if name != "report.json")
 
 
-def compare_runs(dirs: list[Path], out: Path | None = None) -> tuple[str, list[Path]]:
+def compare_runs(
+    dirs: list[Path], out: Path | None = None, *, overwrite: bool = False
+) -> tuple[str, list[Path]]:
     """``seffi compare DIR...`` (see :mod:`seffi.experiment.compare`)."""
     from seffi.experiment.compare import compare_runs as _compare
 
-    return _compare(dirs, out)
+    return _compare(dirs, out, overwrite=overwrite)

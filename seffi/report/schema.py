@@ -33,6 +33,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 from seffi.errors import SeffiError
 
 SCHEMA_VERSION = 1
+#: Caps when reading a report.json (a large real run writes a few MB at a nesting depth below 12).
+MAX_REPORT_BYTES = 512 * 2**20
+MAX_REPORT_DEPTH = 64
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 
@@ -48,6 +51,25 @@ FloatList = list[float | None]
 def _check_len(name: str, values: Sequence[Any] | None, n: int) -> None:
     if values is not None and len(values) != n:
         raise ValueError(f"{name} has length {len(values)}, expected {n} (one value per k)")
+
+
+#: Largest budget K a report may hold: far above any real run, far below what would exhaust memory
+#: when a plot or a table allocates per k.
+MAX_BUDGET = 10_000_000
+#: Largest input pool a report may name.
+MAX_INPUTS = 1_000_000_000
+#: Rounding slack for values that are probabilities (means of fractions may land a few ulps past 1).
+_EPS = 1e-9
+
+
+def _check_unit(name: str, values: Sequence[Any] | float | None) -> None:
+    """Every value (None skipped) is a probability in [0, 1]."""
+    if values is None:
+        return
+    items = values if isinstance(values, Sequence) else [values]
+    for v in items:
+        if v is not None and not -_EPS <= v <= 1.0 + _EPS:
+            raise ValueError(f"{name} must lie in [0, 1], got {v}")
 
 
 def _check_band(name: str, lo: Sequence[float | None] | None, hi: Sequence[float | None] | None) -> None:
@@ -83,6 +105,18 @@ class TimeToCoverage(_Model):
         if not 0.0 < v <= 1.0:
             raise ValueError(f"tau must be in (0, 1], got {v}")
         return v
+
+    @model_validator(mode="after")
+    def _ranges(self) -> TimeToCoverage:
+        _check_unit(f"time_to_coverage(tau={self.tau}): fraction_censored", self.fraction_censored)
+        _check_unit(f"time_to_coverage(tau={self.tau}): survival", self.survival)
+        for name in ("median", "restricted_mean"):
+            v = getattr(self, name)
+            if v is not None and not 0.0 <= v <= MAX_BUDGET:
+                raise ValueError(f"time_to_coverage(tau={self.tau}): {name} must lie in [0, {MAX_BUDGET}]")
+        if any(v is not None and not 1 <= v <= MAX_BUDGET for v in self.values or []):
+            raise ValueError(f"time_to_coverage(tau={self.tau}): values must lie in [1, {MAX_BUDGET}]")
+        return self
 
 
 class CurveSet(_Model):
@@ -146,6 +180,8 @@ class CurveSet(_Model):
             raise ValueError(f"curve set {self.label!r}: k is empty")
         if self.k[0] < 1 or any(b <= a for a, b in zip(self.k, self.k[1:], strict=False)):
             raise ValueError(f"curve set {self.label!r}: k must be increasing and >= 1")
+        if self.k[-1] > MAX_BUDGET:
+            raise ValueError(f"curve set {self.label!r}: k must not exceed {MAX_BUDGET:,}")
         n = len(self.k)
         for name in (
             "coverage",
@@ -170,6 +206,32 @@ class CurveSet(_Model):
             _check_len(f"curve set {self.label!r}: survival(tau={t.tau})", t.survival, n)
         _check_band("coverage", self.coverage_lo, self.coverage_hi)
         _check_band("valid_coverage", self.valid_coverage_lo, self.valid_coverage_hi)
+        for name in (
+            "coverage",
+            "coverage_lo",
+            "coverage_hi",
+            "novelty",
+            "full_coverage",
+            "valid_coverage",
+            "valid_coverage_lo",
+            "valid_coverage_hi",
+            "valid_at_k",
+            "auc",
+            "auc_lo",
+            "auc_hi",
+            "valid_auc",
+            "valid_auc_lo",
+            "valid_auc_hi",
+            "valid_rate",
+        ):
+            _check_unit(f"curve set {self.label!r}: {name}", getattr(self, name))
+        for row in self.coverage_by_rarity or []:
+            _check_unit(f"curve set {self.label!r}: coverage_by_rarity", row)
+        if any(v is not None and v < 0 for v in self.expected_new or []):
+            raise ValueError(f"curve set {self.label!r}: expected_new must be >= 0")
+        for name in ("n_samples", "n_inputs", "n_runs"):
+            if (getattr(self, name) or 0) < 0:
+                raise ValueError(f"curve set {self.label!r}: {name} must be >= 0")
         return self
 
     @property
@@ -286,6 +348,8 @@ class LatentCurve(_Model):
         for name in ("coverage", "coverage_lo", "coverage_hi"):
             _check_len(f"latent curve {self.label!r}: {name}", getattr(self, name), len(self.k))
         _check_band("coverage", self.coverage_lo, self.coverage_hi)
+        for name in ("coverage", "coverage_lo", "coverage_hi"):
+            _check_unit(f"latent curve {self.label!r}: {name}", getattr(self, name))
         return self
 
 
@@ -316,11 +380,25 @@ class Comparison(_Model):
     policies: list[PolicyResult] = []
     notes: list[str] = []
 
-    @field_validator("budget", "n_inputs")
+    @field_validator("budget")
     @classmethod
-    def _positive(cls, v: int) -> int:
-        if v < 0:
-            raise ValueError(f"must be non-negative, got {v}")
+    def _budget(cls, v: int) -> int:
+        if not 1 <= v <= MAX_BUDGET:
+            raise ValueError(f"must lie in [1, {MAX_BUDGET:,}], got {v}")
+        return v
+
+    @field_validator("n_inputs")
+    @classmethod
+    def _inputs(cls, v: int) -> int:
+        if not 0 <= v <= MAX_INPUTS:
+            raise ValueError(f"must lie in [0, {MAX_INPUTS:,}], got {v}")
+        return v
+
+    @field_validator("num_strategies")
+    @classmethod
+    def _strategies(cls, v: int | None) -> int | None:
+        if v is not None and v < 1:
+            raise ValueError(f"must be >= 1, got {v}")
         return v
 
     @property
@@ -416,7 +494,7 @@ class Report(_Model):
     seed: int | None = None
     config: dict[str, Any] | None = None
     meta: dict[str, str | int | float | bool | None] = {}
-    comparisons: list[Comparison] = []
+    comparisons: list[Comparison]  # required: a report.json without it is not a report
 
 
 def dumps_report(report: Report) -> str:
@@ -479,14 +557,14 @@ def load_report(path: str | Path) -> Report:
     Raises:
         SeffiError: the file is missing, is not JSON, or does not match the schema.
     """
+    from seffi.report.safe_load import load_json_file
+
     p = Path(path)
     file = p / REPORT_JSON if p.is_dir() else p
     if not file.is_file():
         raise SeffiError(f"no {REPORT_JSON} in {p} (is this a seffi run folder?)")
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SeffiError(f"{file} is not readable JSON: {exc}") from exc
+    # Bounded: a hand-edited or hostile report.json is one error line, never a RecursionError.
+    data = load_json_file(file, what="report", max_bytes=MAX_REPORT_BYTES, max_depth=MAX_REPORT_DEPTH)
     if not isinstance(data, Mapping):
         raise SeffiError(f"{file} does not hold a JSON object")
     version = data.get("schema_version")
@@ -496,5 +574,6 @@ def load_report(path: str | Path) -> Report:
         return Report.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(x) for x in first.get("loc", ()))
-        raise SeffiError(f"{file} does not match the report schema at {where}: {first.get('msg')}") from exc
+        where = ".".join(str(x) for x in first.get("loc", ())) or "the top level"
+        msg = str(first.get("msg", "")).removeprefix("Value error, ")
+        raise SeffiError(f"{file} does not match the report schema at {where}: {msg}") from None

@@ -31,6 +31,11 @@ Mode = Literal["offline", "online", "disabled"]
 MODES: tuple[str, ...] = ("offline", "online", "disabled")
 
 
+#: Seconds an online ``wandb.init`` may take before W&B is given up for the run (W&B's own default
+#: is 90 s of retries against an unreachable server). ``WANDB_INIT_TIMEOUT`` overrides it.
+INIT_TIMEOUT_S = 15.0
+
+
 class WandbSinkWarning(RuntimeWarning):
     """W&B failed or dropped data; training and the local report continue."""
 
@@ -130,11 +135,18 @@ class SafeWandbRun:
 
     @staticmethod
     def _settings(wandb: Any, mode: str, quiet: bool) -> Any:
-        """``wandb.Settings`` for a run this object starts (None: W&B's defaults)."""
-        if not quiet:
-            return None
-        # silent drops every W&B console line, including the online run URL; quiet keeps that one.
-        return wandb.Settings(silent=True) if mode == "offline" else wandb.Settings(quiet=True)
+        """``wandb.Settings`` for a run this object starts.
+
+        An online init gives up after :data:`INIT_TIMEOUT_S` (unless ``WANDB_INIT_TIMEOUT`` says
+        otherwise), so a bad key or no network costs seconds, not W&B's 90 s, before training starts.
+        """
+        kwargs: dict[str, Any] = {}
+        if "WANDB_INIT_TIMEOUT" not in os.environ:
+            kwargs["init_timeout"] = INIT_TIMEOUT_S
+        if quiet:
+            # silent drops every W&B console line, including the online run URL; quiet keeps that one.
+            kwargs["silent" if mode == "offline" else "quiet"] = True
+        return wandb.Settings(**kwargs)
 
     # -- login -----------------------------------------------------------------------------------
     @staticmethod
@@ -168,8 +180,10 @@ class SafeWandbRun:
         self.enabled = False
         if not self._warned:
             self._warned = True
+            # One line: W&B's messages may carry advice on further lines (e.g. "increase init_timeout").
+            first = (str(exc).strip().splitlines() or [""])[0]
             warnings.warn(
-                f"W&B {what} failed ({type(exc).__name__}: {exc}); W&B logging is off for this run, "
+                f"W&B {what} failed ({type(exc).__name__}: {first}); W&B logging is off for this run, "
                 "training continues and the local report keeps everything",
                 WandbSinkWarning,
                 stacklevel=3,

@@ -85,7 +85,7 @@ def test_unwritable_out(tmp_path, capsys):
     locked.chmod(0o500)
     target = locked / "run" if os.geteuid() != 0 else Path("/sys/seffi-run")
     code, _, err = _run(capsys, "run", "--tasks", "hanoi", "--out", str(target), "--wandb", "disabled")
-    assert code == 2 and "cannot write to --out" in err and "Traceback" not in err
+    assert code == 2 and "cannot write to" in err and "Traceback" not in err
 
 
 def test_out_that_is_a_file(tmp_path, capsys):
@@ -94,7 +94,7 @@ def test_out_that_is_a_file(tmp_path, capsys):
     code, _, err = _run(capsys, "run", "--tasks", "hanoi", "--out", str(f), "--wandb", "disabled")
     assert code == 2 and "exists and is not a folder" in err
     code, _, err = _run(capsys, "run", "--tasks", "hanoi", "--out", str(f / "sub"), "--wandb", "disabled")
-    assert code == 2 and "cannot write to --out" in err and "Traceback" not in err
+    assert code == 2 and "cannot write to" in err and "Traceback" not in err
 
 
 def test_online_without_login(tmp_path, capsys, monkeypatch):

@@ -81,7 +81,7 @@ def test_plot_compare_and_null_values(tmp_path: Path) -> None:
     path = P.save_figure(P.plot_compare({"run-a": a, "run-b": b}), tmp_path / "compare.png")
     assert _pixel_std(path) > 0.05
     with pytest.raises(ValueError, match="no comparisons"):
-        P.plot_compare({"empty": Report()})
+        P.plot_compare({"empty": Report(comparisons=[])})
     # per-k nulls (undefined values) draw as gaps instead of failing
     comp = fx.comparison()
     pol = comp.policies[0]

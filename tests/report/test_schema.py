@@ -34,7 +34,7 @@ def test_load_report_errors(tmp_path: Path) -> None:
     with pytest.raises(SeffiError, match=r"no report\.json"):
         load_report(tmp_path)
     (tmp_path / "report.json").write_text("{not json", encoding="utf-8")
-    with pytest.raises(SeffiError, match="not readable JSON"):
+    with pytest.raises(SeffiError, match="is not valid JSON"):
         load_report(tmp_path)
     (tmp_path / "report.json").write_text("[1, 2]", encoding="utf-8")
     with pytest.raises(SeffiError, match="JSON object"):
@@ -61,7 +61,7 @@ def test_validation_rejects_bad_curves() -> None:
     with pytest.raises(ValidationError, match="reason"):
         Gain(value=None)
     # curves refuse NaN outright; free-form config values that are not finite become null
-    assert json.loads(dumps_report(Report(config={"x": math.inf})))["config"] == {"x": None}
+    assert json.loads(dumps_report(Report(config={"x": math.inf}, comparisons=[])))["config"] == {"x": None}
 
 
 def _coverage_dict(kind: str, cov: list[float | None], auc: float, **extra: object) -> dict:

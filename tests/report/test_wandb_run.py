@@ -153,3 +153,34 @@ def test_offline_run_is_silent_and_readable(tmp_path: Path) -> None:
     summary = json.loads(leet.stdout)
     assert summary["state"] == "finished"
     assert summary["summary"]["seffi/gain_vs_iid"] == 0.5 and summary["summary"]["seffi/auc"] == 0.25
+
+
+def test_online_init_is_bounded_and_its_failure_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 11 case 8: wandb.init gets init_timeout <= 20 s (W&B's default is 90 s); one-line warning."""
+    import wandb
+
+    from seffi.report.wandb_run import INIT_TIMEOUT_S
+
+    seen: list[Any] = []
+
+    def slow_init(**kwargs: Any) -> Any:
+        seen.append(kwargs["settings"])
+        raise TimeoutError("Timed out while retrying\nConsider increasing the init_timeout setting:\n  ...")
+
+    monkeypatch.setattr(wandb, "init", slow_init)
+    monkeypatch.setattr(wandb, "run", None)
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    monkeypatch.delenv("WANDB_INIT_TIMEOUT", raising=False)
+    with pytest.warns(WandbSinkWarning) as rec:
+        safe = SafeWandbRun(mode="online", dir=tmp_path)
+    assert not safe.enabled and len(rec) == 1
+    assert "\n" not in str(rec[0].message) and "Timed out while retrying)" in str(rec[0].message)
+    assert seen[0].init_timeout == INIT_TIMEOUT_S <= 20
+    assert seen[0].quiet is True
+    # The user's own WANDB_INIT_TIMEOUT wins (W&B reads it itself).
+    monkeypatch.setenv("WANDB_INIT_TIMEOUT", "5")
+    with pytest.warns(WandbSinkWarning):
+        SafeWandbRun(mode="online", dir=tmp_path, quiet=False)
+    assert "init_timeout" not in seen[1].model_fields_set
