@@ -30,11 +30,13 @@ def _fmt(x: float | None) -> str:
 
 def _title(report: LaneReport) -> str:
     agg = report.aggregate
+    # With no snapshot there was nothing to gate: "FAIL" would read as a determinism problem.
+    verdict = "pass" if agg.gate_passed else "FAIL" if agg.n_snapshots else "nothing measured"
     return (
         f"{report.pack.get('name', 'pack')} [{report.pack.get('split', '')}] on {report.learner}: "
         f"first hit {_fmt(agg.mean_corrections_to_first_hit)}, saturation "
         f"{_fmt(agg.mean_corrections_to_saturation)}, saturation rate {_fmt(agg.saturation_rate)}, "
-        f"replay determinism {_fmt(agg.replay_determinism)} ({'pass' if agg.gate_passed else 'FAIL'})"
+        f"replay determinism {_fmt(agg.replay_determinism)} ({verdict})"
     )
 
 
