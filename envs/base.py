@@ -9,7 +9,7 @@ baseline and the oracle: ``task``, ``inputs``, ``input_ids``, ``budget``, ``stra
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 import gymnasium as gym
@@ -111,7 +111,13 @@ def explicit_inputs(spec: PoolSpec, options: dict[str, Any] | None, rows: int) -
 
 
 def check_options(options: dict[str, Any] | None, allowed: frozenset[str]) -> None:
-    """Reject misspelt reset options instead of silently ignoring them."""
+    """Reject misspelt reset options instead of silently ignoring them, and options that are no mapping."""
+    if options is not None and not isinstance(options, Mapping):
+        # Iterating a string would list its characters as "unknown options".
+        raise SeffiError(
+            f"reset options must be a dict such as {{'input_id': ...}} (supported keys: {sorted(allowed)}), "
+            f"got {type(options).__name__} {options!r}"
+        )
     unknown = set(options or {}) - allowed
     if unknown:
         raise SeffiError(f"unknown reset option(s) {sorted(unknown)}; supported: {sorted(allowed)}")
@@ -152,8 +158,9 @@ class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
         from .config import parse_config
 
         cfg = parse_config(self.config_cls, kwargs)
-        # Per instance: SyncVectorEnv writes its autoreset mode into its first env's metadata, which
-        # would otherwise be this class's dict, shared by every env of the process.
+        # Per instance: Gymnasium 1.2's SyncVectorEnv / AsyncVectorEnv write their autoreset mode into
+        # their first env's metadata, which would otherwise be this class's dict, shared by every env of
+        # the process (Gymnasium 1.4 copies the dict first; this copy is then merely redundant).
         self.metadata = dict(type(self).metadata)  # type: ignore[misc]
         self._engine = self.engine_cls(cfg, 1)
         self.observation_space = self._engine.single_observation_space

@@ -1,8 +1,10 @@
 """Validated settings of the seffi environments (the keyword arguments of ``gymnasium.make``).
 
 Every env id ``seffi/<Name>-v0`` / ``seffi/<Name>Router-v0`` accepts the fields below as keyword
-arguments; unknown keys and out-of-range values raise one :class:`~seffi.errors.SeffiError` naming the
-field.
+arguments; unknown keys, out-of-range values and values of the wrong type raise one
+:class:`~seffi.errors.SeffiError` naming the field. Types are not coerced: an integer field takes an
+``int`` (or numpy integer) but never a ``bool``, a string or a float, a number field never a ``bool`` or
+a string, and ``history`` only a ``bool``.
 
 Example:
     >>> cfg = parse_config(TokenEnvConfig, {"task": "hanoi", "budget": 4})
@@ -13,14 +15,48 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import numpy as np
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from seffi.errors import SeffiError
 
 #: A user reward: called with the final-step ``info`` dict of one episode, returns the episode reward.
 RewardFn = Callable[[dict[str, Any]], float]
+
+
+def _integer(value: Any) -> Any:
+    """An ``int`` as itself, a numpy integer as ``int``; ``True``, ``"8"`` or ``8.0`` is refused.
+
+    Pydantic's lax mode would turn ``True`` into 1 and ``"8"`` into 8: a typo'd sweep value would then
+    silently run a different experiment.
+    """
+    if value is None:  # optional fields: ``None`` is checked by the field's own type
+        return value
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        raise ValueError(f"must be an integer, not {type(value).__name__} {value!r}")
+    return int(value)
+
+
+def _number(value: Any) -> Any:
+    """A real number (``int``, ``float`` or numpy scalar) as ``float``; ``bool`` and strings are refused."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+        raise ValueError(f"must be a number, not {type(value).__name__} {value!r}")
+    return float(value)
+
+
+def _boolean(value: Any) -> Any:
+    """``True`` / ``False`` (or a numpy bool) only: ``1`` or ``"yes"`` is not a setting of a flag."""
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"must be True or False, not {type(value).__name__} {value!r}")
+    return bool(value)
+
+
+Integer = Annotated[int, BeforeValidator(_integer)]
+OptionalInteger = Annotated[int | None, BeforeValidator(_integer)]
+Number = Annotated[float, BeforeValidator(_number)]
+Boolean = Annotated[bool, BeforeValidator(_boolean)]
 
 
 class EnvConfig(BaseModel):
@@ -48,13 +84,13 @@ class EnvConfig(BaseModel):
 
     task: str
     task_config: dict[str, Any] | None = None
-    n_inputs: int = Field(8, ge=1, le=100_000)
-    input_seed: int = Field(0, ge=0)
-    budget: int = Field(16, ge=1, le=1_000_000)
+    n_inputs: Integer = Field(8, ge=1, le=100_000)
+    input_seed: Integer = Field(0, ge=0)
+    budget: Integer = Field(16, ge=1, le=1_000_000)
     reward: Literal["valid", "novel"] | RewardFn = "valid"
-    novelty_bonus: float = Field(1.0, ge=0.0, allow_inf_nan=False)
+    novelty_bonus: Number = Field(1.0, ge=0.0, allow_inf_nan=False)
     schedule: Literal["round_robin", "random"] = "round_robin"
-    history: bool = False
+    history: Boolean = False
     render_mode: Literal["ansi", "rgb_array"] | None = None
 
 
@@ -67,7 +103,7 @@ class TokenEnvConfig(EnvConfig):
         history: Add ``"found"`` (strategies found for this input in this run) to the observation.
     """
 
-    max_length: int | None = Field(None, ge=2, le=100_000)
+    max_length: OptionalInteger = Field(None, ge=2, le=100_000)
 
 
 class RouterEnvConfig(EnvConfig):
@@ -81,11 +117,11 @@ class RouterEnvConfig(EnvConfig):
         history: Add latents tried, strategies found and budget used to the observation (default on).
     """
 
-    history: bool = True
-    n_latents: int | None = Field(None, ge=1, le=4096)
-    noise: float = Field(0.1, ge=0.0, le=1.0)
-    prior_skew: float = Field(1.0, ge=0.0, le=10.0)
-    mapping_seed: int = Field(0, ge=0)
+    history: Boolean = True
+    n_latents: OptionalInteger = Field(None, ge=1, le=4096)
+    noise: Number = Field(0.1, ge=0.0, le=1.0)
+    prior_skew: Number = Field(1.0, ge=0.0, le=10.0)
+    mapping_seed: Integer = Field(0, ge=0)
 
 
 C = TypeVar("C", bound=EnvConfig)
@@ -97,7 +133,9 @@ def parse_config(cls: type[C], kwargs: Mapping[str, Any]) -> C:
         return cls(**kwargs)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}"
+            f"{'.'.join(str(p) for p in err['loc']) or 'config'}: "
+            # Pydantic prefixes the messages of our own validators with "Value error, ".
+            + err["msg"].removeprefix("Value error, ")
             # A choice among names is easier to fix when the message shows what was passed.
             + (f" (got {err['input']!r})" if err["type"] == "literal_error" else "")
             for err in exc.errors()

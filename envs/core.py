@@ -351,15 +351,10 @@ class Life:
             ``(rewards, columns)``: float array, shape (R,), and ``{info key: array, shape (R,)}``.
         """
         inputs = self.cur[rows]
-        self.counts[rows, inputs] += 1
-        k = self.counts[rows, inputs]
+        k = self.counts[rows, inputs] + 1
         found = out.mask & out.valid[:, None]
         new = found & ~self.seen[rows, inputs]
         n_new = new.sum(axis=1).astype(np.int64)
-        self.seen[rows, inputs] |= found
-        if latents is not None:
-            self.tried[rows, inputs, latents] += 1
-        self.active[rows] = False
         columns: dict[str, np.ndarray] = {
             "input_id": self.spec.ids_array[inputs],
             "y_text": out.y_text,
@@ -374,18 +369,46 @@ class Life:
         }
         if latents is not None:
             columns["z"] = latents.astype(np.int64)
-        if self.record:
-            self.matched[rows, inputs] |= out.mask
-            for j, r in enumerate(rows.tolist()):
-                self.last_info[r] = row_info(columns, j)
         reward = self.cfg.reward
         if reward == "valid":
             rewards = out.valid.astype(np.float64)
         elif reward == "novel":
             rewards = out.valid.astype(np.float64) + self.cfg.novelty_bonus * n_new
         else:
-            rewards = np.array([float(reward(row_info(columns, j))) for j in range(rows.size)])
+            rewards = np.array([user_reward(reward, row_info(columns, j)) for j in range(rows.size)])
+        # Booked only once every reward is known: a user reward that raises leaves budgets and history
+        # as they were.
+        self.counts[rows, inputs] = k
+        self.seen[rows, inputs] |= found
+        if latents is not None:
+            self.tried[rows, inputs, latents] += 1
+        self.active[rows] = False
+        if self.record:
+            self.matched[rows, inputs] |= out.mask
+            for j, r in enumerate(rows.tolist()):
+                self.last_info[r] = row_info(columns, j)
         return rewards, columns
+
+
+def user_reward(fn: Any, info: dict[str, Any]) -> float:
+    """``fn(info)`` as a float; a value that is not a finite number is a :class:`SeffiError` naming ``fn``.
+
+    A NaN reward would otherwise flow silently into the learner's returns and poison its updates.
+    """
+    value = fn(info)
+    try:
+        reward = float(value)
+    except (TypeError, ValueError):
+        reward = None
+    if reward is None or not np.isfinite(reward):
+        name = getattr(fn, "__qualname__", None) or repr(fn)
+        module = getattr(fn, "__module__", None)
+        where = f"{module}.{name}" if module and module != "builtins" else name
+        raise SeffiError(
+            f"reward function {where} returned {value!r} for input {info.get('input_id')!r} "
+            f"(sample {info.get('sample_index')}); a reward must be a finite number"
+        )
+    return reward
 
 
 def row_info(columns: dict[str, np.ndarray], j: int) -> dict[str, Any]:

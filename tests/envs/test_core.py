@@ -9,7 +9,7 @@ import pytest
 
 from seffi.envs import FINAL_INFO_KEYS
 from seffi.errors import SeffiError
-from tests.envs.common import CASES, KINDS, make, policy_for
+from tests.envs.common import CASES, KINDS, make, make_vec, policy_for
 
 
 def run_episode(env, act, obs) -> tuple[list[dict], dict, float]:
@@ -157,3 +157,52 @@ def test_step_errors_before_reset_after_end_and_on_bad_actions(kind: str) -> Non
     run_episode(env, act, obs)
     with pytest.raises(SeffiError, match="reset"):
         env.step(0)
+
+
+def nan_reward(info: dict) -> float:
+    """A user reward with a bug: NaN for the first sample of every run."""
+    return float("nan") if info["sample_index"] == 1 else 1.0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_user_reward_that_is_not_a_finite_number_is_an_error_naming_the_function(kind: str) -> None:
+    """Issue 11 case 9: a NaN reward used to reach the learner silently."""
+    env = make("coin_sum", kind, reward=nan_reward).unwrapped
+    obs, _ = env.reset(seed=0)
+    target = env.current_input_id
+    with pytest.raises(
+        SeffiError, match=r"reward function tests\.envs\.test_core\.nan_reward returned nan"
+    ) as err:
+        run_episode(env, single_policy(kind, env), obs)
+    assert f"input {target!r} (sample 1)" in str(err.value)
+    vec = make_vec("coin_sum", kind, 2, reward=lambda info: None)
+    obs, _ = vec.reset(seed=0)
+    policy = policy_for(kind, vec, 2, seed=0)
+    with pytest.raises(SeffiError, match=r"reward function .*<lambda> returned None"):
+        for _ in range(200):
+            obs, *_ = vec.step(policy(obs))
+
+
+def test_a_raising_user_reward_leaves_the_budget_unbooked() -> None:
+    """Issue 11 case 9: the failed sample is not counted, so fixing the reward does not skew k."""
+    env = make("coin_sum", "router", reward=nan_reward).unwrapped
+    env.reset(seed=0)
+    with pytest.raises(SeffiError, match="nan_reward"):
+        env.step(0)
+    assert int(env._engine.life.counts[0].sum()) == 0 and not env._engine.life.tried.any()
+    with pytest.raises(SeffiError, match="nan_reward"):  # still sample 1 of the run: still NaN
+        env.step(0)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("options", ["input_id", ["input_id"], 3])
+def test_reset_options_that_are_not_a_mapping_are_refused_whole(kind: str, options: object) -> None:
+    """Issue 11 case 9: ``reset(options='string')`` used to report each character as an unknown option."""
+    env = make("hanoi", kind)
+    with pytest.raises(SeffiError, match=rf"^reset options must be a dict .* got {type(options).__name__} "):
+        env.reset(options=options)
+    vec = make_vec("hanoi", kind, 2)
+    with pytest.raises(SeffiError, match=r"^reset options must be a dict .*'reset_mask'"):
+        vec.reset(options=options)
+    env.reset(seed=0, options={"input_id": env.unwrapped.input_ids[1]})  # a dict still works
+    assert env.unwrapped.current_input_id == env.unwrapped.input_ids[1]
