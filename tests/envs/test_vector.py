@@ -179,10 +179,20 @@ def test_autoreset_mode_is_per_instance_and_validated() -> None:
     assert same.metadata["render_modes"] == nxt.metadata["render_modes"]
     with pytest.raises(SeffiError, match="autoreset_mode must be one of"):
         RouterVectorEnv(2, autoreset_mode="sometimes", task="hanoi")
-    # SyncVectorEnv writes its mode into its first env's metadata: that must stay that env's own.
-    sync = make_vec("hanoi", "router", 2, mode="sync")
-    assert sync.metadata is sync.unwrapped.envs[0].unwrapped.metadata is not RouterEnv.metadata
+    # Gymnasium 1.2's SyncVectorEnv states its mode by writing into its first env's metadata dict (1.4
+    # copies the dict first, Gymnasium PR #1623): the write must reach neither the class dict shared by
+    # every env of the process nor another vector env (issue 11 case 1: holds on both versions).
+    sync_same = make_vec(
+        "hanoi", "router", 2, mode="sync", vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}
+    )
+    sync_next = make_vec("hanoi", "router", 2, mode="sync")
+    assert sync_same.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
+    assert sync_next.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
     assert "autoreset_mode" not in RouterEnv.metadata
+    assert "autoreset_mode" not in make("hanoi", "router").unwrapped.metadata
+    first = sync_same.unwrapped.envs[0].unwrapped
+    assert first.metadata is not RouterEnv.metadata
+    assert first.metadata["render_modes"] == ["ansi", "rgb_array"]
 
 
 @needs_sync_modes
