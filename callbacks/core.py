@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import operator
 import os
 import time
 import warnings
@@ -84,6 +85,287 @@ def _describe(env_name: str | None, env_index: int) -> str:
     return f"{where} (sub-env index {env_index})"
 
 
+# ----------------------------------------------------------------------------------------------------
+# The info contract: one rule per key, checked by one function (:func:`_screen`) on every ingestion
+# path — Gymnasium dict-of-arrays (incl. final_info), SB3 lists, single-env dicts, EpisodeEnd objects.
+# ----------------------------------------------------------------------------------------------------
+
+
+class _Absent:
+    """Marks a key an info did not have. ``None`` is a value the env reported, and is checked."""
+
+    __slots__ = ()
+
+    def __bool__(self) -> bool:  # valid's fill value is True, so ``bool`` of a missing valid is True
+        return True
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+_ABSENT = _Absent()
+_I64_MAX = int(np.iinfo(np.int64).max)
+_I64_MIN = int(np.iinfo(np.int64).min)
+_INT_TYPES = frozenset(
+    {int, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64}
+)
+_BOOLS = (bool, np.bool_)
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """What one info key may hold.
+
+    Attributes:
+        what: The rule in words, for the error message.
+        kinds: numpy dtype kinds a whole (non-object) column may have.
+        types: Exact scalar types accepted at a glance (lists and object arrays).
+        abstract: Types accepted by ``isinstance`` (subclasses), bools excluded unless listed in ``types``.
+        minimum: Smallest allowed int (ints are also at most the int64 maximum), or ``None``.
+    """
+
+    what: str
+    kinds: str
+    types: frozenset[type]
+    abstract: tuple[type, ...]
+    minimum: int | None = None
+
+    def ok(self, v: Any) -> bool:
+        """Whether one value keeps the rule (an absent key always does: the fill value is used)."""
+        t = type(v)
+        if t not in self.types:  # exact types first: the common case, and no bool passes as an int
+            if t is _Absent:
+                return True
+            if not isinstance(v, self.abstract) or (isinstance(v, _BOOLS) and bool not in self.types):
+                return False
+        return self.minimum is None or self.minimum <= v <= _I64_MAX
+
+    def bad(self, values: Any, have: np.ndarray | None) -> np.ndarray | None:
+        """Bool mask of the entries of ``values`` that break the rule (``None``: all keep it).
+
+        Args:
+            values: numpy array (a whole column: checked by dtype and a range reduction, no Python per
+                entry unless its dtype is object) or a sequence (checked per value).
+            have: bool array: entries the env reported (the others are fill values and not checked);
+                ``None``: all reported, or ``_ABSENT`` marks the missing ones.
+        """
+        if isinstance(values, np.ndarray) and values.dtype != object:
+            kind = values.dtype.kind
+            if kind not in self.kinds:
+                out = np.ones(values.shape[0], dtype=bool)
+            elif self.minimum is None or values.size == 0:
+                return None
+            else:  # ufunc reductions directly: the ndarray.min wrapper costs as much again
+                low = np.minimum.reduce(values)
+                if low >= self.minimum and (kind != "u" or np.maximum.reduce(values) <= _I64_MAX):
+                    return None
+                out = values < self.minimum
+                if kind == "u":
+                    out |= values > _I64_MAX
+            if have is not None:
+                out &= have
+            return out if out.any() else None
+        if have is None:
+            if all(map(self.ok, values)):
+                return None
+            out = np.fromiter((not self.ok(v) for v in values), dtype=bool, count=len(values))
+        else:
+            out = np.fromiter(
+                (bool(h) and not self.ok(v) for v, h in zip(values, have, strict=True)),
+                dtype=bool,
+                count=len(values),
+            )
+        return out if out.any() else None
+
+
+_INT = (int, np.integer)
+#: The info contract of the keys the monitor reads (``strategy_matches`` is checked against the
+#: declared strategies when the match set is coded, see :func:`normalize_matches`).
+_RULES: dict[str, _Rule] = {
+    "input_id": _Rule("a str (or int) id", "iuU", frozenset({str, np.str_}) | _INT_TYPES, (str, *_INT)),
+    "valid": _Rule("a bool (or numpy bool)", "b", frozenset(_BOOLS), _BOOLS),
+    "sample_index": _Rule("an int >= 0", "iu", _INT_TYPES, _INT, 0),
+    "run_index": _Rule("an int >= 0", "iu", _INT_TYPES, _INT, 0),
+    "z": _Rule("an int >= 0", "iu", _INT_TYPES, _INT, 0),
+}
+
+
+_MATCHES, _ENV = operator.itemgetter(1), operator.itemgetter(3)  # fields of a _list_rows row
+#: (position in a :func:`_list_rows` row, key) of the checked values.
+_ROW_KEYS: tuple[tuple[int, str], ...] = (
+    (0, "input_id"),
+    (2, "valid"),
+    (4, "sample_index"),
+    (5, "run_index"),
+    (6, "z"),
+)
+#: Row type signature -> (getter of the ints still to range-check, their minimum), or ``None`` when a
+#: type is not one :data:`_RULES` accepts at a glance (then :func:`_screen` decides).
+_ROW_SIGNATURES: dict[tuple[type, ...], tuple[Callable[[Any], tuple[Any, ...]], int] | None] = {}
+
+
+def _row_signature(sig: tuple[type, ...]) -> tuple[Callable[[Any], tuple[Any, ...]], int] | None:
+    """What a row of types ``sig`` still needs checked (see :data:`_ROW_SIGNATURES`), from :data:`_RULES`."""
+    positions, lows = [], []
+    for pos, key in _ROW_KEYS:
+        rule = _RULES[key]
+        if sig[pos] is _Absent:
+            continue
+        if sig[pos] not in rule.types:
+            return None
+        if rule.minimum is not None:
+            positions.append(pos)
+            lows.append(rule.minimum)
+    if not positions:
+        return operator.itemgetter(3, 3), _I64_MIN  # the env index (an int): a tuple to check, no bound
+    if len(set(lows)) > 1:
+        return None  # ints with different minimums: left to _screen (no such rule today)
+    # itemgetter of one index gives the value itself: repeat it so the result is always a tuple
+    return operator.itemgetter(*positions, positions[0]), lows[0]
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+class _Rejects:
+    """The episodes of one ingestion call that break the info contract, and why the first one does.
+
+    Args:
+        env_index: The sub-env index of each episode of the call (int array or list, length N; read
+            only for the error message, so a list costs nothing on the common, all-good path).
+    """
+
+    __slots__ = ("env_index", "key", "mask", "reason", "row")
+
+    def __init__(self, env_index: Sequence[int] | np.ndarray) -> None:
+        self.env_index = env_index
+        self.mask: np.ndarray | None = None
+        self.row = len(env_index)
+        self.key: str | None = None
+        self.reason: str | None = None
+
+    def add(self, mask: np.ndarray, key: str, reason_of: Callable[[int], str]) -> None:
+        """Mark the episodes ``mask`` as bad; ``reason_of(row)`` says why, for the first one."""
+        if not mask.any():
+            return
+        self.mask = mask.copy() if self.mask is None else self.mask | mask
+        row = int(mask.argmax())
+        if row < self.row:
+            self.row, self.key, self.reason = row, key, reason_of(row)
+
+    def __bool__(self) -> bool:
+        return self.mask is not None
+
+    @property
+    def good(self) -> np.ndarray:
+        """Bool array, shape (N,): the episodes that keep the contract."""
+        if self.mask is None:
+            return np.ones(len(self.env_index), dtype=bool)
+        return ~self.mask
+
+    def error(
+        self,
+        env_name: str | None,
+        *,
+        env_offset: int = 0,
+        recorded: int | None = None,
+        rejected: int | None = None,
+    ) -> EpisodeRejected:
+        """The exception naming the key, env and sub-env of the first bad episode.
+
+        Args:
+            env_name: Env id for the message.
+            env_offset: Added to the sub-env index.
+            recorded: Good episodes of the call that were recorded (``None``: outside a monitor).
+            rejected: Episodes refused in the call (default: those marked here).
+        """
+        assert self.mask is not None and self.reason is not None and self.key is not None
+        env = int(self.env_index[self.row]) + int(env_offset)
+        n = int(self.mask.sum()) if rejected is None else int(rejected)
+        message = f"{_describe(env_name, env)}: {self.reason}"
+        if recorded is not None:
+            which = f"{n} finished episodes (the first named here) were" if n > 1 else "this episode was"
+            message += f"; {which} rejected, the other {recorded} of this call recorded"
+        return EpisodeRejected(message, key=self.key, env_index=env, rejected=n, recorded=recorded)
+
+
+_NO_REJECTS = _Rejects(())  # a shared "nothing rejected" (never added to: take a new one for that)
+
+
+class EpisodeRejected(SeffiError):
+    """Finished episodes whose info breaks the contract (a missing key, a value of the wrong type).
+
+    Only the bad episodes are refused: every good episode of the same call is recorded *before* this is
+    raised, and nothing buffered earlier is touched, so a caller that catches it (and fixes or drops
+    the faulty env) loses no good data. The message names the key, the env and the sub-env index of
+    the first bad episode.
+
+    Attributes:
+        key: The offending info key (``"info"`` when the info itself is not a dict).
+        env_index: Sub-env index of the first bad episode (with the caller's ``env_offset``).
+        rejected: Number of episodes refused in the call.
+        recorded: Number of good episodes of the call that were recorded (``None`` outside a monitor).
+    """
+
+    def __init__(
+        self, message: str, *, key: str, env_index: int, rejected: int, recorded: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.key, self.env_index, self.rejected, self.recorded = key, env_index, rejected, recorded
+
+
+def _screen(
+    raw: Mapping[str, Any],
+    have: Mapping[str, np.ndarray | None],
+    rejects: _Rejects,
+    known_ids: set[Any] | None = None,
+) -> None:
+    """Check the values of finished episodes against :data:`_RULES`: the one check of every path.
+
+    Args:
+        raw: key -> the episodes' values (numpy array or sequence; keys absent from all are left out).
+        have: key -> bool array of the entries the env reported (``None`` or missing: see
+            :meth:`_Rule.bad`).
+        rejects: Where the bad episodes are marked.
+        known_ids: Input ids (str) already checked: a column of known ids is accepted with one
+            C-level set test instead of a type check per entry; newly checked str ids are added.
+    """
+    for key, rule in _RULES.items():
+        values = raw.get(key)
+        if values is None:
+            continue
+        if key == "input_id" and known_ids is not None:
+            try:
+                if known_ids.issuperset(values):
+                    continue
+            except TypeError:  # an unhashable id: checked below
+                pass
+        mask = rule.bad(values, have.get(key))
+        if mask is not None:
+            rejects.add(
+                mask,
+                key,
+                lambda row, key=key, rule=rule, values=values: (
+                    f"{key!r} must be {rule.what}, got {_show(values[row])}"
+                ),
+            )
+        if key == "input_id" and known_ids is not None:
+            known_ids.update(
+                v for i, v in enumerate(values) if type(v) is str and (mask is None or not mask[i])
+            )
+
+
+def _missing(key: str, keys: Any) -> str:
+    if keys is None:
+        return "an episode ended but its info is None, not a dict"
+    text = f"an episode ended but its info has no {key!r} (keys: {sorted(map(str, keys))})"
+    if key == "strategy_matches":
+        text += "; coverage needs the final-step info of a seffi env, or a wrapper that passes it through"
+    return text
+
+
 def episode_from_info(
     info: Mapping[str, Any], *, env_index: int = 0, env_name: str | None = None
 ) -> EpisodeEnd:
@@ -98,42 +380,32 @@ def episode_from_info(
         The parsed episode end.
 
     Raises:
-        SeffiError: ``strategy_matches`` or ``input_id`` is missing or malformed. Missing keys are
-            an error rather than an empty match set, because silently counting zero coverage would
-            make a broken wrapper look like a bad policy.
+        EpisodeRejected: ``strategy_matches`` or ``input_id`` is missing, or a value breaks the info
+            contract (``valid`` a bool; ``input_id`` a str or int; ``sample_index``, ``run_index``
+            and ``z`` ints >= 0). Missing keys are an error rather than an empty match
+            set, because silently counting zero coverage would make a broken wrapper look like a bad
+            policy.
     """
-    where = _describe(env_name, env_index)
-    if "strategy_matches" not in info:
-        raise SeffiError(
-            f"an episode ended in {where} but its info has no 'strategy_matches' (keys: "
-            f"{sorted(map(str, info))}); coverage needs the final-step info of a seffi env, or a wrapper "
-            "that passes it through"
-        )
-    if "input_id" not in info:
-        raise SeffiError(f"an episode ended in {where} but its info has no 'input_id'")
-    raw = info["strategy_matches"]
-    if isinstance(raw, (str, bytes)) or not isinstance(raw, (Sequence, frozenset, set, np.ndarray)):
-        raise SeffiError(
-            f"'strategy_matches' in {where} must be a tuple of strategy ids, "
-            f"got {type(raw).__name__}: {raw!r}"
-        )
-    matches = tuple(sorted(str(s) for s in raw))
-    sample_index = info.get("sample_index")
-    z = info.get("z")
-    run_index = info.get("run_index")
-    return EpisodeEnd(
-        input_id=str(info["input_id"]),
-        matches=matches,
-        valid=bool(info.get("valid", True)),
-        env_index=int(env_index),
-        sample_index=None if sample_index is None else int(sample_index),
-        z=None if z is None else int(z),
-        run_index=None if run_index is None else int(run_index),
-    )
+    cols, rejects = _from_list([info], np.array([0]), None)
+    if rejects:
+        rejects.env_index = np.array([env_index])
+        raise rejects.error(env_name)
+    (end,) = cols.ends(env_name)
+    return dataclasses.replace(end, env_index=int(env_index))
 
 
 def _as_bool_array(dones: Any, n: int | None = None) -> np.ndarray:
-    arr = np.asarray(dones, dtype=bool).reshape(-1)
+    """``dones`` as a 1-D bool array; anything but booleans is an error (``1``, ``"no"`` are not dones)."""
+    arr = np.asarray(dones)
+    if arr.dtype != np.bool_:
+        flat = arr.reshape(-1)
+        if arr.dtype != object or not all(isinstance(v, _BOOLS) for v in flat):
+            raise SeffiError(
+                f"'dones' must be booleans (terminated | truncated), got {arr.dtype} values "
+                f"{flat[:4].tolist()!r}"
+            )
+        arr = arr.astype(bool)
+    arr = arr.reshape(-1)
     if n is not None and arr.shape[0] != n:
         raise SeffiError(f"dones has {arr.shape[0]} entries but the infos describe {n} envs")
     return arr
@@ -222,20 +494,15 @@ class EpisodeColumns:
 
     @classmethod
     def from_ends(cls, ends: Sequence[EpisodeEnd]) -> EpisodeColumns:
-        """Columns of parsed episode ends."""
+        """Columns of parsed episode ends.
 
-        def ints(values: Any) -> np.ndarray:
-            return np.fromiter((-1 if v is None else v for v in values), dtype=np.int64, count=len(ends))
-
-        return cls(
-            _objects([e.input_id for e in ends]),
-            _objects([e.matches for e in ends]),
-            np.fromiter((e.valid for e in ends), dtype=bool, count=len(ends)),
-            ints(e.env_index for e in ends),
-            ints(e.sample_index for e in ends),
-            ints(e.run_index for e in ends),
-            ints(e.z for e in ends),
-        )
+        Raises:
+            EpisodeRejected: An end breaks the info contract (e.g. ``valid=None``).
+        """
+        cols, rejects = _from_ends(ends)
+        if rejects:
+            raise rejects.error(None)
+        return cols
 
     @classmethod
     def concat(cls, parts: Sequence[EpisodeColumns]) -> EpisodeColumns:
@@ -279,12 +546,26 @@ class EpisodeColumns:
 
 def normalize_matches(raw: Any, env_name: str | None = None, env_index: int = 0) -> tuple[str, ...]:
     """A ``strategy_matches`` value as a sorted tuple of ids; one clear error for anything else."""
-    if isinstance(raw, (str, bytes)) or not isinstance(raw, (Sequence, frozenset, set, np.ndarray)):
-        raise SeffiError(
-            f"'strategy_matches' in {_describe(env_name, env_index)} must be a tuple of strategy ids, "
-            f"got {type(raw).__name__}: {raw!r}"
-        )
+    problem = _matches_problem(raw)
+    if problem is not None:
+        raise SeffiError(f"{_describe(env_name, env_index)}: {problem}")
     return tuple(sorted(str(s) for s in raw))
+
+
+class _BadMatches(Exception):
+    """A ``strategy_matches`` value the monitor cannot code (its message is the reason)."""
+
+
+def _matches_problem(raw: Any) -> str | None:
+    """Why ``raw`` is not a collection of strategy ids (``None`` when it is one)."""
+    if (
+        isinstance(raw, (str, bytes))
+        or not isinstance(raw, (Sequence, frozenset, set, np.ndarray))
+        or (isinstance(raw, np.ndarray) and raw.ndim != 1)
+    ):
+        shape = f" of shape {raw.shape}" if isinstance(raw, np.ndarray) else ""
+        return f"'strategy_matches' must be a tuple of strategy ids, got {type(raw).__name__}{shape}: {raw!r}"
+    return None
 
 
 def episode_columns(infos: Any, dones: Any = None, *, env_name: str | None = None) -> EpisodeColumns:
@@ -292,33 +573,50 @@ def episode_columns(infos: Any, dones: Any = None, *, env_name: str | None = Non
 
     Gymnasium vector infos are read with numpy masks and fancy indexing — no per-episode dicts; SB3
     lists cost one dict lookup per key per finished episode.
+
+    Raises:
+        EpisodeRejected: A finished episode breaks the info contract (see :func:`episode_from_info`).
     """
+    cols, rejects = _parse(infos, dones, env_name)
+    if rejects:
+        raise rejects.error(env_name)
+    return cols
+
+
+def _parse(
+    infos: Any, dones: Any, env_name: str | None, known_ids: set[Any] | None = None
+) -> tuple[EpisodeColumns, _Rejects]:
+    """(columns of the good episode ends, the bad ones) of one step's ``infos``, whatever the format."""
     if isinstance(infos, (list, tuple)):
-        return _from_list(infos, dones, env_name)
+        if dones is None:
+            idx = np.array(
+                [
+                    i
+                    for i, info in enumerate(infos)
+                    if isinstance(info, Mapping) and any(k in info for k in END_MARKERS)
+                ],
+                dtype=np.int64,
+            )
+        else:
+            idx = np.flatnonzero(_as_bool_array(dones, len(infos)))
+        return _from_list(infos, idx, known_ids)
     if isinstance(infos, Mapping):
         if is_vector_info(infos):
             if "final_info" in infos or "_final_info" in infos:
-                return _from_same_step(infos, dones, env_name)
+                return _from_same_step(infos, dones, known_ids)
             n = _num_envs(infos)
             if dones is not None:
                 idx = np.flatnonzero(_as_bool_array(dones, n))
             else:
                 mask = _marker_mask(infos)
                 idx = np.flatnonzero(mask) if mask is not None else np.zeros(0, dtype=np.int64)
-            return _from_vector(infos, idx, env_name)
+            return _from_vector(infos, idx, known_ids)
         if dones is not None and np.ndim(dones) > 0 and np.size(dones) != 1:
             # A vector step where nothing had info yet (an empty dict) — no masks, so no ends —
             # unless dones says otherwise, which means the infos lost the final step.
-            done_idx = np.flatnonzero(_as_bool_array(dones))
-            if done_idx.size:
-                episode_from_info({}, env_index=int(done_idx[0]), env_name=env_name)  # raises
-            return EpisodeColumns.empty()
-        done = (
-            any(k in infos for k in END_MARKERS) if dones is None else bool(np.asarray(dones).reshape(-1)[0])
-        )
-        if not done:
-            return EpisodeColumns.empty()
-        return EpisodeColumns.from_ends([episode_from_info(infos, env_index=0, env_name=env_name)])
+            return _from_vector(infos, np.flatnonzero(_as_bool_array(dones)), known_ids)
+        done = any(k in infos for k in END_MARKERS) if dones is None else bool(_as_bool_array(dones)[0])
+        return _from_list([infos], np.zeros(int(done), dtype=np.int64), known_ids)
     raise SeffiError(
         f"infos must be a Gymnasium vector info dict, a list of info dicts (SB3) or one info dict, "
         f"got {type(infos).__name__}"
@@ -340,8 +638,9 @@ def episode_ends(infos: Any, dones: Any = None, *, env_name: str | None = None) 
         The finished episodes, in env-index order.
 
     Raises:
-        SeffiError: A finished episode's info lacks ``strategy_matches``/``input_id``, or the inputs
-            have an unknown shape.
+        EpisodeRejected: A finished episode's info lacks ``strategy_matches``/``input_id`` or breaks
+            the info contract.
+        SeffiError: The inputs have an unknown shape, or ``dones`` is not boolean.
     """
     return episode_columns(infos, dones, env_name=env_name).ends(env_name)
 
@@ -355,80 +654,207 @@ _OPTIONAL: tuple[tuple[str, Any, Any], ...] = (
 )
 
 
-def _from_list(infos: Sequence[Mapping[str, Any]], dones: Any, env_name: str | None) -> EpisodeColumns:
-    if dones is None:
-        idx = [i for i, info in enumerate(infos) if any(k in info for k in END_MARKERS)]
-    else:
-        idx = np.flatnonzero(_as_bool_array(dones, len(infos))).tolist()
-    if not idx:
-        return EpisodeColumns.empty()
-    ids, matches, rest = [], [], []
+def _list_rows(
+    infos: Sequence[Any], idx: Sequence[int], env_offset: int = 0, known_ids: set[Any] | None = None
+) -> tuple[list[tuple[Any, ...]], _Rejects]:
+    """The finished envs ``idx`` of a list of info dicts as rows, and the rows that break the contract.
+
+    A row is ``(input_id, matches, valid, env index, sample_index, run_index, z)``, ``_ABSENT`` where a
+    key is missing; a bad row keeps its place (a placeholder), so rows and env indices stay aligned.
+    """
+    rows: list[tuple[Any, ...]] = []
+    missing: list[tuple[int, str, str]] = []
+    signatures = _ROW_SIGNATURES
+    proven = True  # every row's values keep the rules (by type signature and range): no _screen needed
+    last: tuple[type, ...] | None = None
+    check: Any = False
     for i in idx:
         info = infos[i]
         try:
-            ids.append(info["input_id"])
-            matches.append(info["strategy_matches"])
-        except KeyError:
-            episode_from_info(info, env_index=i, env_name=env_name)  # raises the clear error
-        rest.append([info.get(key) for key, _, _ in _OPTIONAL])
-    cols = [
-        np.fromiter((fill if r[j] is None else r[j] for r in rest), dtype=dtype, count=len(idx))
-        for j, (_, fill, dtype) in enumerate(_OPTIONAL)
-    ]
-    env = np.asarray(idx, dtype=np.int64)
-    return EpisodeColumns(_objects(ids), _objects(matches), cols[0], env, cols[1], cols[2], cols[3])
+            row = (
+                info["input_id"],
+                info["strategy_matches"],
+                info.get("valid", _ABSENT),
+                i + env_offset,
+                info.get("sample_index", _ABSENT),
+                info.get("run_index", _ABSENT),
+                info.get("z", _ABSENT),
+            )
+        except (KeyError, TypeError, AttributeError):  # a required key missing, or not a dict at all
+            keys = info if isinstance(info, Mapping) else None
+            key = "info" if keys is None else "input_id" if "strategy_matches" in keys else "strategy_matches"
+            missing.append((len(rows), key, _missing(key, keys)))
+            rows.append((_ABSENT, _ABSENT, _ABSENT, i + env_offset, _ABSENT, _ABSENT, _ABSENT))
+            continue
+        rows.append(row)
+        if proven:
+            # A per-row pre-check derived from _RULES (one dict lookup by the row's types, then the int
+            # ranges): cheaper than _screen's per-key calls for the few episodes of an SB3 step. It only
+            # ever proves rows fine; anything else goes to _screen, which alone decides what is bad.
+            sig = tuple(map(type, row))
+            if sig != last:  # consecutive rows mostly share one signature: skip hashing it
+                check = signatures.get(sig, False)
+                last = sig
+            if check is False:
+                check = _row_signature(sig)
+                if len(signatures) < 1024:
+                    signatures[sig] = check
+            if check is None:
+                proven = False
+            else:
+                values = check[0](row)
+                proven = min(values) >= check[1] and max(values) <= _I64_MAX
+    if proven and not missing:
+        return rows, _NO_REJECTS  # the common case: no numpy, no lists built
+    rejects = _Rejects(list(map(_ENV, rows)))
+    for row_no, key, reason in missing:
+        mask = np.zeros(len(rows), dtype=bool)
+        mask[row_no] = True
+        rejects.add(mask, key, lambda _, reason=reason: reason)
+    if rows and not proven:
+        input_id, _, valid, _, sample_index, run_index, z = zip(*rows, strict=True)
+        raw = {"input_id": input_id, "valid": valid, "sample_index": sample_index, "run_index": run_index}
+        _screen({**raw, "z": z}, {}, rejects, known_ids)
+    return rows, rejects
 
 
-def _from_vector(infos: Mapping[str, Any], idx: np.ndarray, env_name: str | None) -> EpisodeColumns:
-    """Columns of the finished envs ``idx`` of a dict-of-arrays info, by masks and fancy indexing."""
-    if idx.size == 0:
+def _rows_to_columns(rows: Sequence[tuple[Any, ...]]) -> EpisodeColumns:
+    """Columns of checked rows from :func:`_list_rows` (``_ABSENT`` becomes the fill value)."""
+    n = len(rows)
+    if n == 0:
         return EpisodeColumns.empty()
+    input_id, matches, valid, *rest = zip(*rows, strict=True)  # in C: one tuple per column
+
+    def ints(col: tuple[Any, ...]) -> np.ndarray:
+        try:
+            return np.array(col, dtype=np.int64)
+        except TypeError:  # _ABSENT (the info did not have the key) -> -1
+            return np.fromiter((-1 if v is _ABSENT else v for v in col), dtype=np.int64, count=n)
+
+    env_index, sample_index, run_index, z = map(ints, rest)
+    # bool(_ABSENT) is True: valid's fill value
+    valid_col = np.fromiter(map(bool, valid), dtype=bool, count=n)
+    return EpisodeColumns(
+        _objects(input_id), _objects(matches), valid_col, env_index, sample_index, run_index, z
+    )
+
+
+def _from_list(
+    infos: Sequence[Any], idx: np.ndarray, known_ids: set[Any] | None = None, env_offset: int = 0
+) -> tuple[EpisodeColumns, _Rejects]:
+    rows, rejects = _list_rows(infos, idx.tolist(), env_offset, known_ids)
+    if rejects:
+        rows = [r for r, ok in zip(rows, rejects.good.tolist(), strict=True) if ok]
+    return _rows_to_columns(rows), rejects
+
+
+def _from_ends(ends: Sequence[EpisodeEnd]) -> tuple[EpisodeColumns, _Rejects]:
+    """Columns of the good ``ends`` (an EpisodeEnd's ``None`` means "not reported") and the bad ones."""
+
+    def opt(v: Any) -> Any:
+        return _ABSENT if v is None else v
+
+    rows = [
+        (e.input_id, e.matches, e.valid, e.env_index, opt(e.sample_index), opt(e.run_index), opt(e.z))
+        for e in ends
+    ]
+    rejects = _Rejects(np.zeros(len(rows), dtype=np.int64))
+    if rows:
+        input_id, _, valid, env, sample_index, run_index, z = zip(*rows, strict=True)
+        rejects.add(
+            np.fromiter((not _RULES["run_index"].ok(e) for e in env), dtype=bool, count=len(rows)),
+            "env_index",
+            lambda r: f"'env_index' must be an int >= 0, got {_show(env[r])}",
+        )
+        rejects.env_index = np.fromiter(
+            (e if _RULES["run_index"].ok(e) else -1 for e in env), dtype=np.int64, count=len(rows)
+        )
+        raw = {
+            "input_id": input_id,
+            "valid": valid,
+            "sample_index": sample_index,
+            "run_index": run_index,
+            "z": z,
+        }
+        _screen(raw, {}, rejects)
+        if rejects:
+            rows = [r for r, ok in zip(rows, rejects.good.tolist(), strict=True) if ok]
+    return _rows_to_columns(rows), rejects
+
+
+def _typed(values: np.ndarray, have: np.ndarray | None, fill: Any, dtype: Any) -> np.ndarray:
+    """A checked column with the fill value where the env did not report the key."""
+    if values.dtype == object:  # Python values (None where missing): element by element
+        it = values if have is None else (v if h else fill for v, h in zip(values, have, strict=True))
+        return np.fromiter(it, dtype=dtype, count=values.shape[0])
+    out = values.astype(dtype, copy=False)
+    return out if have is None or have.all() else np.where(have, out, fill)
+
+
+def _from_vector(
+    infos: Mapping[str, Any], idx: np.ndarray, known_ids: set[Any] | None = None
+) -> tuple[EpisodeColumns, _Rejects]:
+    """Columns of the finished envs ``idx`` of a dict-of-arrays info, by masks and fancy indexing."""
+    rejects = _Rejects(idx)
+    if idx.size == 0:
+        return EpisodeColumns.empty(), rejects
     for key in ("strategy_matches", "input_id"):
         mask = infos.get("_" + key)
-        if key not in infos or (mask is not None and not mask[idx].all()):
-            bad = int(idx[0] if key not in infos or mask is None else idx[~mask[idx]][0])
-            episode_from_info(_row(infos, bad), env_index=bad, env_name=env_name)  # raises
+        if key not in infos:
+            absent = np.ones(idx.size, dtype=bool)
+        elif mask is not None:
+            absent = ~np.asarray(mask, dtype=bool)[idx]
+        else:
+            continue
+        rejects.add(absent, key, lambda r, key=key: _missing(key, _row(infos, int(idx[r]))))
+    raw: dict[str, Any] = {}
+    have: dict[str, np.ndarray | None] = {}
+    for key in ("input_id", *(k for k, _, _ in _OPTIONAL)):
+        if key in infos:
+            raw[key] = np.asarray(infos[key])[idx]
+            mask = infos.get("_" + key)
+            have[key] = None if mask is None else np.asarray(mask, dtype=bool)[idx]
+    _screen(raw, have, rejects, known_ids)
+    good = None if not rejects else rejects.good
+    if good is not None:
+        if not good.any():
+            return EpisodeColumns.empty(), rejects
+        idx = idx[good]
+        raw = {k: v[good] for k, v in raw.items()}
+        have = {k: None if h is None else h[good] for k, h in have.items()}
     cols = []
     for key, fill, dtype in _OPTIONAL:
-        if key not in infos:
+        if key not in raw:
             cols.append(np.full(idx.size, fill, dtype=dtype))
-            continue
-        values = np.asarray(infos[key])[idx]
-        mask = infos.get("_" + key)
-        have = np.ones(idx.size, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)[idx]
-        if values.dtype == object:  # None where missing: fill first
-            values = np.array([fill if v is None else v for v in values])
-        cols.append(np.where(have, values.astype(dtype), fill))
+        else:
+            cols.append(_typed(raw[key], have[key], fill, dtype))
     matches = infos["strategy_matches"]
     matches = (
         matches[idx]
         if isinstance(matches, np.ndarray) and matches.dtype == object
         else _objects([matches[i] for i in idx.tolist()])
     )
-    ids = np.asarray(infos["input_id"], dtype=object)[idx]
-    return EpisodeColumns(ids, matches, cols[0], idx.astype(np.int64), cols[1], cols[2], cols[3])
+    ids = raw["input_id"] if raw["input_id"].dtype == object else raw["input_id"].astype(object)
+    return EpisodeColumns(ids, matches, cols[0], idx.astype(np.int64), cols[1], cols[2], cols[3]), rejects
 
 
-def _from_same_step(infos: Mapping[str, Any], dones: Any, env_name: str | None) -> EpisodeColumns:
+def _from_same_step(
+    infos: Mapping[str, Any], dones: Any, known_ids: set[Any] | None = None
+) -> tuple[EpisodeColumns, _Rejects]:
     final = infos.get("final_info")
     mask = infos.get("_final_info")
     if mask is None:
         if final is None:
-            return EpisodeColumns.empty()
+            return EpisodeColumns.empty(), _Rejects(np.zeros(0, dtype=np.int64))
         mask = np.array([f is not None for f in final]) if not isinstance(final, Mapping) else None
-    idx = np.flatnonzero(np.asarray(mask, dtype=bool)) if mask is not None else np.array([], dtype=int)
+    idx = np.flatnonzero(np.asarray(mask, dtype=bool)) if mask is not None else np.array([], dtype=np.int64)
     if dones is not None:
-        # dones is the authority: a done env without a final info must be reported, not skipped.
-        done_idx = np.flatnonzero(_as_bool_array(dones, len(mask) if mask is not None else None))
-        missing = np.setdiff1d(done_idx, idx)
-        if missing.size:
-            episode_from_info({}, env_index=int(missing[0]), env_name=env_name)  # raises
-        idx = done_idx
-    if isinstance(final, Mapping):
-        return _from_vector(final, idx, env_name)
+        # dones is the authority: a done env without a final info is a rejected episode, not skipped.
+        idx = np.flatnonzero(_as_bool_array(dones, len(mask) if mask is not None else None))
+    if isinstance(final, Mapping) or final is None:
+        return _from_vector(final or {}, idx, known_ids)
     # Gymnasium 0.29: an object array of per-env dicts
-    ends = [episode_from_info(final[i] or {}, env_index=int(i), env_name=env_name) for i in idx.tolist()]
-    return EpisodeColumns.from_ends(ends)
+    return _from_list(final, idx, known_ids)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -723,6 +1149,8 @@ class CoverageMonitor:
         else:
             self.out_dir = Path(out_dir) if out_dir is not None else None
         self.sinks = sinks
+        #: Input ids (str) that passed the info contract: a column of known ids is checked at once.
+        self._known_ids: set[Any] = set()
         self.episodes = 0
         self.skipped_beyond_budget = 0
         self.reset_tracker()
@@ -800,7 +1228,8 @@ class CoverageMonitor:
             "_valid": 0,
             "_counted": 0,
             "_pending": [],
-            "_rows": [],  # SB3 rows waiting to become columns (see ``_ingest_list``)
+            "_rows": [],  # checked SB3 rows waiting to become columns (see ``_ingest_list``)
+            "_row_codes": [],  # their match-table rows
             "_n_pending": 0,
             # strategy_matches value -> row of the match table (a bool row per distinct match set)
             "_match_code": {},
@@ -849,146 +1278,178 @@ class CoverageMonitor:
     def ingest_infos(self, infos: Any, dones: Any = None, *, env_offset: int = 0) -> int:
         """Record every episode that ended in one step's ``infos``.
 
+        Every finished episode is checked against the info contract as it arrives (``strategy_matches``
+        and ``input_id`` present; ``valid`` a bool; ``input_id`` a str or int; ``sample_index``,
+        ``run_index`` and ``z`` ints >= 0; strategy ids among the declared ones). A bad episode
+        is refused on its own: the good episodes of the same call are recorded first, then
+        :class:`EpisodeRejected` names the key, env and sub-env. Nothing recorded earlier is ever lost,
+        so a caller may catch it and carry on.
+
         Args:
             infos: Gymnasium vector info dict (either autoreset mode), SB3 list of dicts, or one
                 single-env info dict.
             dones: ``terminated | truncated`` of this step: bool array, shape (num_envs,), or a bool.
-                Recommended: with it, an ended episode whose info lacks ``strategy_matches`` raises.
+                Recommended: with it, an ended episode whose info lacks ``strategy_matches`` (or is
+                ``None``) is rejected instead of going unseen.
             env_offset: Added to sub-env indices (e.g. a worker's first env index).
 
         Returns:
             The number of episodes recorded.
+
+        Raises:
+            EpisodeRejected: Some finished episodes broke the contract (after the others were recorded).
+            SeffiError: ``dones`` is not boolean or does not fit the infos (nothing recorded).
         """
         if isinstance(infos, (list, tuple)) and dones is not None:
             return self._ingest_list(infos, dones, env_offset)
-        return self.ingest_columns(
-            episode_columns(infos, dones, env_name=self.env_name), env_offset=env_offset
-        )
+        cols, rejects = _parse(infos, dones, self.env_name, self._known_ids)
+        return self._ingest_checked(cols, rejects, env_offset)
 
     def _ingest_list(self, infos: Sequence[Mapping[str, Any]], dones: Any, env_offset: int) -> int:
-        """SB3's list of info dicts: one row tuple per finished episode, columns built at the flush.
+        """SB3's list of info dicts: checked rows per finished episode, columns built at the flush.
 
         A training step ends a few episodes; building numpy columns for each step would cost more
-        than the dict lookups themselves, so rows are buffered and converted once per flush.
+        than the dict lookups themselves, so checked rows are buffered and converted once per flush.
         """
         if type(dones) is np.ndarray and dones.dtype == bool and dones.shape == (len(infos),):
             done = dones.nonzero()[0].tolist()  # SB3's dones: skip the checks and copies below
         else:
             done = np.flatnonzero(_as_bool_array(dones, len(infos))).tolist()
-        rows, codes = self._rows, self._match_code
-        for i in done:
-            info = infos[i]
-            try:
-                matches = info["strategy_matches"]
-                code = codes[matches]
-            except KeyError:
-                if "strategy_matches" not in info:
-                    episode_from_info(info, env_index=i, env_name=self.env_name)  # raises the clear error
-                code = self._new_match_code(matches, i)  # a match set not seen before
-            except TypeError:  # unhashable (a list): checked and coded the slow way
-                code = self._new_match_code(matches, i)
-            try:
-                rows.append(
-                    (
-                        info["input_id"],
-                        matches,
-                        info.get("valid", True),
-                        i + env_offset,
-                        info.get("sample_index"),
-                        info.get("run_index"),
-                        info.get("z"),
-                        code,
-                    )
-                )
-            except KeyError:
-                episode_from_info(info, env_index=i, env_name=self.env_name)  # raises the clear error
-                raise  # not reached: the parser names the missing key
-        n = len(done)
+        if not done:
+            return 0
+        rows, rejects = _list_rows(infos, done, env_offset, self._known_ids)
+        # map/itemgetter rather than comprehensions: this runs at every SB3 step that ends an episode
+        try:
+            codes = list(map(self._match_code.__getitem__, map(_MATCHES, rows)))
+        except (KeyError, TypeError):  # a new or unhashable match set, or a placeholder row
+            if rejects is _NO_REJECTS:
+                rejects = _Rejects(list(map(_ENV, rows)))
+            codes = self._match_codes_slow(list(map(_MATCHES, rows)), rejects).tolist()
+        bad = rejects.mask
+        if bad is not None:
+            rows = [r for r, b in zip(rows, bad.tolist(), strict=True) if not b]
+            codes = [c for c, b in zip(codes, bad.tolist(), strict=True) if not b]
+        self._rows.extend(rows)
+        self._row_codes.extend(codes)
+        n = len(rows)
         self._n_pending += n
         self.episodes += n
         if self._n_pending >= self.flush_every:
             self._flush()
+        if bad is not None:
+            raise rejects.error(self.env_name, recorded=n)
         return n
 
     def _rows_to_pending(self) -> None:
         rows, self._rows = self._rows, []
-        n = len(rows)
-        input_id, matches, valid, *rest = zip(*rows, strict=True)  # in C: one tuple per column
-
-        def ints(col: tuple[Any, ...]) -> np.ndarray:
-            try:
-                return np.array(col, dtype=np.int64)
-            except TypeError:  # None (the info did not have the key) -> -1
-                return np.fromiter((-1 if v is None else v for v in col), dtype=np.int64, count=n)
-
-        env_index, sample_index, run_index, z, codes = map(ints, rest)
-        cols = EpisodeColumns(
-            _objects(input_id),
-            _objects(matches),
-            np.fromiter(map(bool, valid), dtype=bool, count=n),
-            env_index,
-            sample_index,
-            run_index,
-            z,
-        )
-        self._pending.append((cols, codes))
+        codes, self._row_codes = self._row_codes, []
+        self._pending.append((_rows_to_columns(rows), np.array(codes, dtype=np.int64)))
 
     def ingest_episode(self, info: Mapping[str, Any], *, env_index: int = 0) -> None:
-        """Record one finished episode from its final-step ``info`` (single-env loops, RLlib, TRL)."""
-        self.ingest_end(episode_from_info(info, env_index=env_index, env_name=self.env_name))
+        """Record one finished episode from its final-step ``info`` (single-env loops, RLlib, TRL).
+
+        Raises:
+            EpisodeRejected: The info breaks the contract (see :meth:`ingest_infos`); nothing recorded.
+        """
+        cols, rejects = _from_list([info], np.zeros(1, dtype=np.int64), self._known_ids, int(env_index))
+        self._ingest_checked(cols, rejects)
 
     def ingest_end(self, end: EpisodeEnd, *, env_offset: int = 0) -> None:
         """Record one parsed :class:`EpisodeEnd`."""
-        self.ingest_columns(EpisodeColumns.from_ends([end]), env_offset=env_offset)
+        self.ingest_ends([end], env_offset=env_offset)
 
     def ingest_ends(self, ends: Sequence[EpisodeEnd], *, env_offset: int = 0) -> int:
-        """Record parsed :class:`EpisodeEnd` objects, in order."""
-        return self.ingest_columns(EpisodeColumns.from_ends(ends), env_offset=env_offset)
+        """Record parsed :class:`EpisodeEnd` objects in order (bad ones rejected, as in ingest_infos)."""
+        cols, rejects = _from_ends(ends)
+        return self._ingest_checked(cols, rejects, env_offset)
 
     def ingest_columns(self, cols: EpisodeColumns, *, env_offset: int = 0) -> int:
         """Record finished episodes given as columns (the lowest-level entry point).
 
-        Match sets are checked here (an unknown strategy id raises at this step); the episodes are
-        then buffered and folded into the tracker in batches.
+        Values and match sets are checked here (bad episodes are rejected as in :meth:`ingest_infos`);
+        the episodes are then buffered and folded into the tracker in batches.
+        """
+        rejects = _Rejects(cols.env_index)
+        have = {key: getattr(cols, key) != -1 for key in ("sample_index", "run_index", "z")}
+        raw = {key: getattr(cols, key) for key in ("input_id", "valid", *have)}
+        _screen(raw, have, rejects, self._known_ids)
+        return self._ingest_checked(cols.take(rejects.good) if rejects else cols, rejects, env_offset)
+
+    def _ingest_checked(self, cols: EpisodeColumns, rejects: _Rejects, env_offset: int = 0) -> int:
+        """Record columns whose values were checked, then raise for the episodes ``rejects`` refused.
+
+        Args:
+            cols: The good episodes of the call.
+            rejects: The call's bad episodes (their env indices without ``env_offset``).
+            env_offset: Added to sub-env indices.
         """
         n = len(cols)
-        if n == 0:
-            return 0
-        if env_offset:
-            cols = dataclasses.replace(cols, env_index=cols.env_index + int(env_offset))
-        codes = self._match_codes(cols.matches, cols.env_index)
-        self._pending.append((cols, codes))
-        self._n_pending += n
-        self.episodes += n
-        if self._n_pending >= self.flush_every:
-            self._flush()
+        bad_matches = None
+        if n:
+            if env_offset:
+                cols = dataclasses.replace(cols, env_index=cols.env_index + int(env_offset))
+            try:
+                table = self._match_code
+                codes = np.fromiter((table[m] for m in cols.matches), dtype=np.int64, count=n)
+            except (KeyError, TypeError):  # a new match set, or an unhashable value (a list): slow path
+                bad_matches = _Rejects(cols.env_index)
+                codes = self._match_codes_slow(cols.matches, bad_matches)
+                if bad_matches.mask is not None:
+                    keep = ~bad_matches.mask
+                    cols, codes, n = cols.take(keep), codes[keep], int(keep.sum())
+                else:
+                    bad_matches = None
+            if n:
+                self._pending.append((cols, codes))
+                self._n_pending += n
+                self.episodes += n
+                if self._n_pending >= self.flush_every:
+                    self._flush()
+        if rejects.mask is not None or bad_matches is not None:
+            total = sum(int(r.mask.sum()) for r in (rejects, bad_matches) if r)
+            if rejects.mask is not None:
+                raise rejects.error(self.env_name, env_offset=env_offset, recorded=n, rejected=total)
+            assert bad_matches is not None
+            raise bad_matches.error(self.env_name, recorded=n, rejected=total)
         return n
 
-    def _match_codes(self, raw: np.ndarray, env_index: np.ndarray) -> np.ndarray:
-        """Row of the match table of each raw ``strategy_matches`` value (one dict lookup each)."""
-        table = self._match_code
-        try:
-            return np.fromiter((table[m] for m in raw), dtype=np.int64, count=raw.shape[0])
-        except (KeyError, TypeError):  # a new match set, or an unhashable value (a list): slow path
-            return np.array(
-                [self._new_match_code(m, int(e)) for m, e in zip(raw, env_index.tolist(), strict=True)],
-                dtype=np.int64,
-            )
+    def _match_codes_slow(self, raw: Sequence[Any], rejects: _Rejects) -> np.ndarray:
+        """:meth:`_match_codes` one by one: bad match sets are marked in ``rejects`` (code 0)."""
+        out = np.zeros(len(raw), dtype=np.int64)
+        skip = rejects.mask
+        bad: np.ndarray | None = None
+        reasons: dict[int, str] = {}
+        for i, m in enumerate(raw):
+            if skip is not None and skip[i]:
+                continue  # already rejected (a placeholder row)
+            try:
+                out[i] = self._new_match_code(m)
+            except _BadMatches as exc:
+                if bad is None:
+                    bad = np.zeros(len(raw), dtype=bool)
+                bad[i] = True
+                reasons[i] = str(exc)
+        if bad is not None:
+            rejects.add(bad, "strategy_matches", reasons.__getitem__)
+        return out
 
-    def _new_match_code(self, raw: Any, env_index: int) -> int:
+    def _new_match_code(self, raw: Any) -> int:
         try:
             return self._match_code[raw]
         except (KeyError, TypeError):
             pass
-        ms = normalize_matches(raw, self.env_name, env_index)
+        problem = _matches_problem(raw)
+        if problem is not None:
+            raise _BadMatches(problem)
+        ms = tuple(sorted(str(s) for s in raw))
         code = self._match_code.get(ms)
         if code is None:
             index = {s: j for j, s in enumerate(self.strategies)}
             unknown = sorted(set(ms) - set(index))
             if unknown:
-                raise SeffiError(
-                    f"{_describe(self.env_name, env_index)} reported strategy ids {unknown} that are not "
-                    f"among the declared strategies {list(self.strategies)}"
+                raise _BadMatches(
+                    f"'strategy_matches' holds strategy ids {unknown} that are not among the declared "
+                    f"strategies {list(self.strategies)}"
                 )
             row = np.zeros((1, len(self.strategies)), dtype=bool)
             row[0, [index[s] for s in ms]] = True
