@@ -15,6 +15,7 @@ is what makes seeded rollouts reproducible.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from functools import cached_property
 from typing import Any
@@ -398,14 +399,15 @@ def user_reward(fn: Any, info: dict[str, Any]) -> float:
     value = fn(info)
     try:
         reward = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # None, a string, an int beyond float range
         reward = None
-    if reward is None or not np.isfinite(reward):
+    if reward is None or not math.isfinite(reward):
         name = getattr(fn, "__qualname__", None) or repr(fn)
         module = getattr(fn, "__module__", None)
         where = f"{module}.{name}" if module and module != "builtins" else name
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
         raise SeffiError(
-            f"reward function {where} returned {value!r} for input {info.get('input_id')!r} "
+            f"reward function {where} returned {shown} for input {info.get('input_id')!r} "
             f"(sample {info.get('sample_index')}); a reward must be a finite number"
         )
     return reward
