@@ -139,9 +139,11 @@ class SafeWandbRun:
 
         An online init gives up after :data:`INIT_TIMEOUT_S` (unless ``WANDB_INIT_TIMEOUT`` says
         otherwise), so a bad key or no network costs seconds, not W&B's 90 s, before training starts.
+        A reused run (``run=`` or an active ``wandb.run``) keeps its own settings.
         """
         kwargs: dict[str, Any] = {}
-        if "WANDB_INIT_TIMEOUT" not in os.environ:
+        # Online only: an offline init talks to a local process, which may start slowly on a busy machine.
+        if mode == "online" and "WANDB_INIT_TIMEOUT" not in os.environ:
             kwargs["init_timeout"] = INIT_TIMEOUT_S
         if quiet:
             # silent drops every W&B console line, including the online run URL; quiet keeps that one.
