@@ -2,8 +2,8 @@ r"""Read JSON and YAML files a user hands to seffi without ever crashing or exha
 
 Every problem is one :class:`~seffi.errors.SeffiError` line that names the file: missing or
 unreadable, larger than a cap, not UTF-8, not valid JSON/YAML, nested deeper than a cap, a YAML
-alias (``*name``: a 1.4 KB "billion laughs" file expands to gigabytes), a duplicate YAML key
-(YAML silently keeps the last one), or a JSON ``NaN``/``Infinity``.
+alias (``*name``: a 1.4 KB "billion laughs" file expands to gigabytes), a duplicate key (YAML
+and JSON parsers silently keep the last one), or a JSON ``NaN``/``Infinity``.
 
 Used by ``seffi run --config``, ``seffi report`` / ``seffi compare`` (report.json) and the lane's
 concept packs::
@@ -69,28 +69,46 @@ def check_depth(data: Any, *, source: str, max_depth: int = DEFAULT_MAX_DEPTH) -
             continue
         if depth + 1 > max_depth:
             raise SeffiError(f"{source} is nested deeper than {max_depth} levels")
-        stack.extend((child, depth + 1) for child in children)
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list | tuple))
 
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows (use null for a missing value)")
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data = dict(pairs)
+    if len(data) != len(pairs):  # only then look for the culprit
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(f"duplicate key {key!r}")
+            seen.add(key)
+    return data
+
+
 def loads_json(text: str, *, source: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
     """Parse JSON text; ``source`` names it in the error ("config file x.json").
 
     Raises:
-        SeffiError: Not valid JSON (with line and column), ``NaN``/``Infinity``, an integer of more
-            than 4,300 digits, or nested deeper than ``max_depth``.
+        SeffiError: Not valid JSON (with line and column), a duplicate key (JSON, like YAML, would
+            keep the last one silently), ``NaN``/``Infinity``, an integer of more than 4,300 digits,
+            or nested deeper than ``max_depth``.
     """
     try:
-        data = json.loads(text, parse_constant=_no_constant)
+        data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_pairs)
     except json.JSONDecodeError as exc:
         raise SeffiError(
             f"{source} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         ) from None
     except RecursionError:  # the C decoder guards its own recursion
         raise SeffiError(f"{source} is nested deeper than {max_depth} levels") from None
+    except _DuplicateKey as exc:
+        raise SeffiError(f"{source}: {exc}") from None
     except ValueError as exc:  # NaN/Infinity, or an integer beyond Python's digit limit
         raise SeffiError(f"{source} is not valid JSON: {str(exc).split(';')[0]}") from None
     check_depth(data, source=source, max_depth=max_depth)

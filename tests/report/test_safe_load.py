@@ -37,13 +37,17 @@ def test_yaml_aliases_are_refused_fast_and_small():
 
 
 def test_yaml_duplicate_keys_name_the_key():
-    """issue 11 case 3: YAML keeps the last of two equal keys silently; we refuse, naming it."""
+    """issue 11 case 3: YAML (and JSON) keep the last of two equal keys silently; we refuse, naming it."""
     with pytest.raises(SeffiError) as info:
         loads_yaml("budget: 8\nseed: 1\nbudget: 16\n", source="c.yaml")
     assert _one_line(info) == "c.yaml: duplicate key 'budget' (line 3, column 1)"
     with pytest.raises(SeffiError, match="duplicate key 'skew'"):
         loads_yaml("task_options:\n  hanoi: {skew: 1, skew: 2}\n", source="c.yaml")
+    with pytest.raises(SeffiError) as info:
+        loads_json('{"a": {"x": 1, "x": 2}}', source="c.json")
+    assert _one_line(info) == "c.json: duplicate key 'x'"
     # Equal keys in different mappings are fine.
+    assert loads_json('{"a": {"x": 1}, "b": {"x": 2}}', source="c.json") == {"a": {"x": 1}, "b": {"x": 2}}
     assert loads_yaml("a: {x: 1}\nb: {x: 2}\n", source="c.yaml") == {"a": {"x": 1}, "b": {"x": 2}}
 
 
