@@ -1,0 +1,230 @@
+"""Train-or-load the ladder's two models (base LM, latent mixture), cached by a hash of their config.
+
+Folders live under :func:`default_cache_dir` (``$SEFFI_CACHE`` or ``~/.cache/seffi/models``), one per
+model, named ``<task>-base-<hash>`` / ``<task>-mixture-<hash>`` (:meth:`LMConfig.base_key`). Each holds
+``save_pretrained`` output (``model.safetensors``, ``config.json``, tokenizer files — loadable with
+``AutoModelForCausalLM`` / ``AutoTokenizer``) and ``seffi_meta.json`` (config, data statistics, losses,
+EM history, latent prior, wall times). A folder is written under a temporary name and renamed when
+complete, so an interrupted run never leaves a half-written model behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from seffi._seeding import spawn
+from seffi.errors import SeffiError
+from seffi.tasks import get_task
+from seffi.tasks.base import Task
+
+from .config import LMConfig
+from .lm import META_FILE, TaskLM, examples_from_rows, torch_setup
+from .mixture import train_mixture
+
+#: Progress callback: (phase, done, total) — e.g. ("SFT", step, steps).
+ProgressHook = Callable[[str, int, int], None]
+
+
+def default_cache_dir() -> Path:
+    """``$SEFFI_CACHE`` if set, else ``~/.cache/seffi/models``."""
+    env = os.environ.get("SEFFI_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "seffi" / "models"
+
+
+@dataclass
+class LadderModels:
+    """A task's base LM and latent mixture, with where they live.
+
+    Attributes:
+        cfg: Their config.
+        task: The task instance.
+        base: The base LM (the rung-2 iid sampler).
+        mixture: The latent mixture (action = code).
+        base_dir: Folder of the base LM.
+        mixture_dir: Folder of the mixture.
+        cached: Which of the two were loaded rather than trained: ``{"base": bool, "mixture": bool}``.
+    """
+
+    cfg: LMConfig
+    task: Task[Any, Any]
+    base: TaskLM
+    mixture: TaskLM
+    base_dir: Path
+    mixture_dir: Path
+    cached: dict[str, bool]
+
+    @property
+    def n_codes(self) -> int:
+        """L."""
+        return int(self.mixture.meta["n_codes"])
+
+    @property
+    def prior(self) -> np.ndarray:
+        """Latent prior: share of training rows assigned to each code, shape (L,)."""
+        return np.asarray(self.mixture.meta["prior"], dtype=np.float64)
+
+
+def build_task(cfg: LMConfig) -> Task[Any, Any]:
+    """The task of ``cfg`` with its overrides."""
+    return get_task(cfg.task, **(cfg.task_config or {}))
+
+
+def training_rows(cfg: LMConfig, task: Task[Any, Any] | None = None) -> list[Any]:
+    """``task.training_rows(n_train_inputs, rows_per_input, seed=data_seed)`` as a list."""
+    task = task or build_task(cfg)
+    return list(task.training_rows(cfg.n_train_inputs, cfg.rows_per_input, seed=cfg.data_seed))
+
+
+def training_input_ids(cfg: LMConfig, task: Task[Any, Any] | None = None) -> frozenset[str]:
+    """Ids of the training inputs (the same draw ``task.training_rows`` makes)."""
+    task = task or build_task(cfg)
+    input_seed, _ = spawn(cfg.data_seed, 2)
+    return frozenset(x.id for x in task.make_inputs(cfg.n_train_inputs, input_seed))
+
+
+def _write_atomically(folder: Path, write: Callable[[Path], None]) -> None:
+    tmp = folder.with_name(f".{folder.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    write(tmp)
+    if folder.exists():  # another process finished first: same config, same bits; keep theirs
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    tmp.rename(folder)
+
+
+def _complete(folder: Path) -> bool:
+    return (folder / META_FILE).is_file() and (folder / "config.json").is_file()
+
+
+def train_base(
+    cfg: LMConfig, task: Task[Any, Any], rows: list[Any], hook: ProgressHook | None = None
+) -> TaskLM:
+    """SFT of a fresh model on ``rows`` (see :class:`LMConfig`)."""
+    torch_setup()
+    started = time.perf_counter()
+    from .lm import Layout
+
+    layout = Layout(task.vocabulary())
+    ex = examples_from_rows(layout, rows)
+    lm = TaskLM.create(cfg, task, ex)
+    losses = lm.train(
+        ex,
+        epochs=cfg.epochs,
+        batch_size=cfg.batch_size,
+        lr=cfg.lr,
+        seed=cfg.seed,
+        weight_decay=cfg.weight_decay,
+        hook=None if hook is None else (lambda s, t, _loss: hook("SFT", s, t)),
+    )
+    window = max(1, len(losses) // 20)
+    lm.meta.update(
+        {
+            "kind": "base",
+            "config": cfg.model_dump(mode="json"),
+            "n_params": lm.n_params(),
+            "n_rows": len(rows),
+            "loss_first": float(np.mean(losses[:window])),
+            "loss_last": float(np.mean(losses[-window:])),
+            "loss_curve": [float(np.mean(losses[i : i + window])) for i in range(0, len(losses), window)],
+            "train_seconds": time.perf_counter() - started,
+        }
+    )
+    return lm
+
+
+def train_ladder_models(
+    cfg: LMConfig,
+    cache_dir: str | Path | None = None,
+    *,
+    hook: ProgressHook | None = None,
+    retrain: bool = False,
+) -> LadderModels:
+    """Load the base LM and the mixture of ``cfg`` from the cache, training whichever is missing.
+
+    Args:
+        cfg: Data, model and EM settings.
+        cache_dir: Cache root (default :func:`default_cache_dir`).
+        hook: Progress callback (phase, done, total) for SFT steps and EM phases.
+        retrain: Ignore (and replace) cached folders.
+    """
+    task = build_task(cfg)
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    base_dir, mix_dir = root / cfg.base_key(), root / cfg.mixture_key()
+    if retrain:
+        for d in (base_dir, mix_dir):
+            shutil.rmtree(d, ignore_errors=True)
+    cached = {"base": _complete(base_dir), "mixture": _complete(mix_dir)}
+    rows: list[Any] | None = None
+    if cached["base"]:
+        base = TaskLM.load(base_dir, task)
+    else:
+        rows = training_rows(cfg, task)
+        base = train_base(cfg, task, rows, hook)
+        _write_atomically(base_dir, base.save)
+    if cached["mixture"]:
+        mixture = TaskLM.load(mix_dir, task)
+    else:
+        rows = rows if rows is not None else training_rows(cfg, task)
+        n_codes = cfg.mixture.n_codes or 2 * len(task.strategies())
+        started = time.perf_counter()
+        result = train_mixture(base, rows, n_codes, cfg.mixture, hook)
+        mixture = result.model
+        mixture.meta.update(
+            {
+                "kind": "mixture",
+                "config": cfg.model_dump(mode="json"),
+                "base_key": cfg.base_key(),
+                "n_params": mixture.n_params(),
+                "train_seconds": time.perf_counter() - started,
+            }
+        )
+
+        def write(folder: Path) -> None:
+            mixture.save(folder)
+            np.save(folder / "assignments.npy", result.assignments)
+
+        _write_atomically(mix_dir, write)
+    if base.meta.get("kind") != "base" or mixture.meta.get("kind") != "mixture":
+        raise SeffiError(f"cache folders {base_dir} / {mix_dir} do not hold a base LM and a mixture")
+    return LadderModels(cfg, task, base, mixture, base_dir, mix_dir, cached)
+
+
+def load_ladder_models(folder: str | Path, task_name: str | None = None) -> LadderModels:
+    """Load the two models from ``base/`` + ``mixture/`` in ``folder``, or from a cached mixture folder.
+
+    A cached mixture folder's meta names its base LM's folder (a sibling in the same cache).
+    """
+    folder = Path(folder)
+    if (folder / "base").is_dir() and (folder / "mixture").is_dir():
+        base_dir, mix_dir = folder / "base", folder / "mixture"
+    elif (folder / META_FILE).is_file():
+        meta = json.loads((folder / META_FILE).read_text())
+        if meta.get("kind") != "mixture":
+            raise SeffiError(f"{folder} is a {meta.get('kind')} model folder; pass a mixture folder")
+        base_dir, mix_dir = folder.parent / meta["base_key"], folder
+    else:
+        raise SeffiError(f"{folder} holds neither base/ and mixture/ nor a seffi mixture model")
+    meta = json.loads((mix_dir / META_FILE).read_text())
+    cfg = LMConfig(**meta["config"])
+    if task_name is not None and task_name != cfg.task:
+        raise SeffiError(f"{folder} holds models of task {cfg.task!r}, not {task_name!r}")
+    task = build_task(cfg)
+    return LadderModels(
+        cfg,
+        task,
+        TaskLM.load(base_dir, task),
+        TaskLM.load(mix_dir, task),
+        base_dir,
+        mix_dir,
+        {"base": True, "mixture": True},
+    )

@@ -1,0 +1,107 @@
+"""Settings of the base LM and of the latent mixture (no torch import here: envs validate them cheaply).
+
+A model is a pure function of its config and seed (single-threaded CPU training), so the cache folder
+of a model is named by a hash of exactly these fields (:meth:`LMConfig.base_key`,
+:meth:`LMConfig.mixture_key`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from seffi._seeding import stable_id
+
+#: Bump when training code changes what a config produces, so stale cache folders are not reused.
+MODEL_FORMAT = 1
+
+
+class MixtureConfig(BaseModel):
+    """Hard-EM mixture of generators over latent codes (Shen et al. 2019 style).
+
+    Attributes:
+        n_codes: Number of latent codes L (``None``: twice the task's strategy count).
+        rounds: EM rounds (each: E-step, then M-step).
+        epochs_per_round: Passes over the rows in each M-step.
+        folds: Cross-fitting folds (by input id). With 2 or more, a row's E-step scores it with a model
+            whose M-steps never saw that row's input, so codes cannot latch onto input noise; 1 scores
+            every row with the one model trained on it.
+        final_epochs: Passes of the final model over all rows with the last assignments (cross-fitting
+            only; with one fold the EM model is the final model).
+        code_init_std: Standard deviation of the fresh code-token embeddings. Larger values make the
+            first E-step (before any M-step) a random projection of the traces, which breaks the
+            symmetry between codes.
+        capacity: Most rows a code may take in an E-step, as a multiple of R / L (1: equal shares; 0: no
+            limit, plain argmax — Shen et al.'s rule, which collapses here).
+        revive_below: A code whose share of rows falls below this fraction is re-seeded with a random
+            half of the largest code's rows (the usual guard against dead mixture components).
+        lr: Learning rate of the M-steps (AdamW, constant).
+        seed: Seed of the code embeddings, shuffling and revivals.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    n_codes: int | None = Field(None, ge=2, le=64)
+    rounds: int = Field(4, ge=1, le=50)
+    epochs_per_round: float = Field(1.0, gt=0.0, le=20.0)
+    folds: int = Field(2, ge=1, le=5)
+    final_epochs: float = Field(1.0, ge=0.0, le=20.0)
+    code_init_std: float = Field(1.0, ge=0.0, le=10.0)
+    capacity: float = Field(1.0, ge=0.0, le=64.0)
+    revive_below: float = Field(0.02, ge=0.0, lt=0.5)
+    lr: float = Field(1e-3, gt=0.0, le=1.0)
+    seed: int = Field(0, ge=0)
+
+
+class LMConfig(BaseModel):
+    """A task's base LM: data, architecture and SFT settings; ``mixture`` configures the latent model.
+
+    Attributes:
+        task: Registered task name.
+        task_config: Overrides of the task's config (its base law: skew, invalid and off-strategy rates).
+        n_train_inputs: Distinct training inputs (thousands: with few, the model memorises inputs).
+        rows_per_input: Rows drawn per training input with the task's base law.
+        data_seed: Seed of ``task.training_rows``.
+        arch: ``"gpt2"`` or ``"llama"`` (a transformers config built from the fields below).
+        d_model: Hidden width.
+        n_layer: Transformer blocks.
+        n_head: Attention heads.
+        epochs: SFT passes over the rows.
+        batch_size: Rows per optimiser step.
+        lr: Peak learning rate (AdamW, linear warm-up then cosine decay to 10 %).
+        weight_decay: AdamW weight decay.
+        seed: Seed of initialisation and shuffling.
+        mixture: The latent mixture's settings.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    task: str
+    task_config: dict[str, Any] | None = None
+    n_train_inputs: int = Field(4000, ge=1, le=1_000_000)
+    rows_per_input: int = Field(5, ge=1, le=10_000)
+    data_seed: int = Field(0, ge=0)
+    arch: Literal["gpt2", "llama"] = "gpt2"
+    d_model: int = Field(128, ge=8, le=1024)
+    n_layer: int = Field(2, ge=1, le=24)
+    n_head: int = Field(4, ge=1, le=32)
+    epochs: float = Field(2.0, gt=0.0, le=100.0)
+    batch_size: int = Field(64, ge=1, le=4096)
+    lr: float = Field(2e-3, gt=0.0, le=1.0)
+    weight_decay: float = Field(0.01, ge=0.0, le=1.0)
+    seed: int = Field(0, ge=0)
+    mixture: MixtureConfig = MixtureConfig()
+
+    def base_fields(self) -> dict[str, Any]:
+        """Everything the base LM depends on (the mixture settings excluded)."""
+        return {"format": MODEL_FORMAT, **self.model_dump(mode="json", exclude={"mixture"})}
+
+    def base_key(self) -> str:
+        """Cache key of the base LM: a hash of (task, config, seed)."""
+        return f"{self.task}-base-{stable_id(self.base_fields(), length=16)}"
+
+    def mixture_key(self) -> str:
+        """Cache key of the mixture: the base LM's fields plus the mixture's."""
+        fields = {**self.base_fields(), "mixture": self.mixture.model_dump(mode="json")}
+        return f"{self.task}-mixture-{stable_id(fields, length=16)}"

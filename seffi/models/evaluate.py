@@ -1,0 +1,220 @@
+"""Measurements of the ladder's models on held-out inputs, with the validator as the only labeller.
+
+* **Base LM vs its training law.** Valid rate of temperature-1 samples against the training rows' own
+  valid rate (both judged by ``validate_y_text``), and the total variation between pooled strategy
+  frequencies: each sample's match set spreads weight 1 over its matched strategies (1/|matches|
+  each); samples that match nothing are left out, so the TV compares *which* strategies are followed,
+  while the valid rate compares *how often* the trace is correct. The training law is the task's exact
+  base law on the same inputs (``base_match_distribution``).
+* **Latent purity.** Per code, the strategy mix of its samples (plus the share that matched nothing),
+  and NMI(latent, strategy) over the samples that matched a strategy, the strategy being the match set
+  (an ambiguous trace's set is its own category), codes drawn uniformly. Computed only after training.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from seffi.tasks.base import Task, TaskInput
+
+from .cache import LadderModels, training_rows
+from .lm import TaskLM
+
+
+def nmi(a: Sequence[Any], b: Sequence[Any]) -> float:
+    """Normalised mutual information 2 I(A;B) / (H(A) + H(B)) of two label sequences (0 if both constant)."""
+    if len(a) != len(b):
+        raise ValueError("nmi needs two sequences of equal length")
+    if not len(a):
+        return float("nan")
+    ka = {v: i for i, v in enumerate(dict.fromkeys(a))}
+    kb = {v: i for i, v in enumerate(dict.fromkeys(b))}
+    joint = np.zeros((len(ka), len(kb)))
+    for x, y in zip(a, b, strict=True):
+        joint[ka[x], kb[y]] += 1
+    joint /= joint.sum()
+    pa, pb = joint.sum(1), joint.sum(0)
+
+    def h(p: np.ndarray) -> float:
+        p = p[p > 0]
+        return float(-(p * np.log(p)).sum())
+
+    nz = joint > 0
+    mi = float((joint[nz] * np.log(joint[nz] / np.outer(pa, pb)[nz])).sum())
+    denom = h(pa) + h(pb)
+    return 0.0 if denom <= 0 else max(0.0, 2 * mi / denom)
+
+
+def strategy_frequencies(match_sets: Sequence[Sequence[str]], strategies: Sequence[str]) -> np.ndarray:
+    """Pooled strategy frequencies: each non-empty match set spreads weight 1 evenly over its members."""
+    index = {s: i for i, s in enumerate(strategies)}
+    f = np.zeros(len(strategies))
+    for ms in match_sets:
+        if ms:
+            for s in ms:
+                f[index[s]] += 1.0 / len(ms)
+    return f / f.sum() if f.sum() > 0 else f
+
+
+def law_frequencies(task: Task[Any, Any], inputs: Sequence[TaskInput]) -> np.ndarray:
+    """Pooled strategy frequencies of the task's exact base law on ``inputs`` (see strategy_frequencies)."""
+    strategies = task.strategies()
+    index = {s: i for i, s in enumerate(strategies)}
+    f = np.zeros(len(strategies))
+    for x in inputs:
+        for ms, p in task.base_match_distribution(x).items():
+            for s in ms:
+                f[index[s]] += p / len(ms)
+    return f / f.sum()
+
+
+def tv(p: np.ndarray, q: np.ndarray) -> float:
+    """Total variation distance of two distributions."""
+    return float(0.5 * np.abs(np.asarray(p) - np.asarray(q)).sum())
+
+
+def validate_all(task: Task[Any, Any], xs: Sequence[TaskInput], texts: Sequence[str]) -> list[Any]:
+    """``validate_y_text`` of each (x, text) pair."""
+    return [task.validate_y_text(x, t) for x, t in zip(xs, texts, strict=True)]
+
+
+def sample_base(
+    lm: TaskLM, task: Task[Any, Any], inputs: Sequence[TaskInput], n: int, seed: int
+) -> dict[str, list[Any]]:
+    """``n`` temperature-1 samples per input from ``lm`` with their validation results, by input id."""
+    rng = np.random.default_rng(seed)
+    xs = [x for x in inputs for _ in range(n)]
+    texts = lm.sample_texts([task.prompt(x) for x in xs], rng)
+    results = validate_all(task, xs, texts)
+    out: dict[str, list[Any]] = {x.id: [] for x in inputs}
+    for x, r in zip(xs, results, strict=True):
+        out[x.id].append(r)
+    return out
+
+
+def training_row_stats(models: LadderModels, max_rows: int = 5000) -> dict[str, Any]:
+    """Valid rate and strategy frequencies of (up to ``max_rows``) training rows, by the validator."""
+    from seffi._seeding import spawn
+
+    cfg, task = models.cfg, models.task
+    rows = training_rows(cfg, task)[:max_rows]
+    input_seed, _ = spawn(cfg.data_seed, 2)
+    by_id = {x.id: x for x in task.make_inputs(cfg.n_train_inputs, input_seed)}
+    results = validate_all(task, [by_id[r.input_id] for r in rows], [r.y_text for r in rows])
+    return {
+        "rows": len(rows),
+        "valid_rate": float(np.mean([r.valid for r in results])),
+        "frequencies": strategy_frequencies([sorted(r.strategy_matches) for r in results], task.strategies()),
+    }
+
+
+def latent_samples(
+    mixture: TaskLM, task: Task[Any, Any], inputs: Sequence[TaskInput], n_codes: int, per_code: int, seed: int
+) -> tuple[np.ndarray, list[Any]]:
+    """``per_code`` samples of every code on every input: (codes, validation results)."""
+    rng = np.random.default_rng(seed)
+    xs, codes = [], []
+    for x in inputs:
+        for z in range(n_codes):
+            xs += [x] * per_code
+            codes += [z] * per_code
+    texts = mixture.sample_texts([task.prompt(x) for x in xs], rng, codes=codes)
+    return np.array(codes), validate_all(task, xs, texts)
+
+
+def purity(
+    codes: np.ndarray, results: Sequence[Any], strategies: Sequence[str], n_codes: int
+) -> dict[str, Any]:
+    """Per-code strategy mix and NMI(latent, strategy) of latent samples (see the module docstring).
+
+    Returns:
+        ``matrix``: float array, shape (L, M + 1): per code, the pooled strategy frequencies of its
+        samples scaled by their attributed share, last column the share that matched nothing;
+        ``valid``: valid rate per code; ``nmi``: over attributed samples; ``nmi_valid``: over valid
+        attributed samples.
+    """
+    m = len(strategies)
+    matrix = np.zeros((n_codes, m + 1))
+    valid = np.zeros(n_codes)
+    for z in range(n_codes):
+        sel = [r for c, r in zip(codes, results, strict=True) if c == z]
+        if not sel:
+            continue
+        sets = [sorted(r.strategy_matches) for r in sel]
+        attributed = np.mean([bool(s) for s in sets])
+        matrix[z, :m] = strategy_frequencies(sets, strategies) * attributed
+        matrix[z, m] = 1.0 - attributed
+        valid[z] = np.mean([r.valid for r in sel])
+    attributed = [
+        (int(c), tuple(sorted(r.strategy_matches)))
+        for c, r in zip(codes, results, strict=True)
+        if r.strategy_matches
+    ]
+    valid_attr = [
+        (int(c), tuple(sorted(r.strategy_matches)))
+        for c, r in zip(codes, results, strict=True)
+        if r.strategy_matches and r.valid
+    ]
+    return {
+        "matrix": matrix,
+        "valid": valid,
+        "nmi": nmi(*zip(*attributed, strict=True)) if attributed else float("nan"),
+        "nmi_valid": nmi(*zip(*valid_attr, strict=True)) if valid_attr else float("nan"),
+    }
+
+
+def measure_models(
+    models: LadderModels, inputs: Sequence[TaskInput], *, n_base: int = 16, per_code: int = 4, seed: int = 0
+) -> dict[str, Any]:
+    """Everything the ladder reports about the two models on held-out ``inputs`` (JSON-ready dict)."""
+    task = models.task
+    strategies = task.strategies()
+    rows = training_row_stats(models)
+    base = sample_base(models.base, task, inputs, n_base, seed)
+    flat = [r for rs in base.values() for r in rs]
+    base_freq = strategy_frequencies([sorted(r.strategy_matches) for r in flat], strategies)
+    law_freq = law_frequencies(task, inputs)
+    codes, results = latent_samples(models.mixture, task, inputs, models.n_codes, per_code, seed + 1)
+    pur = purity(codes, results, strategies, models.n_codes)
+    train_nmi = float("nan")
+    assign_file = models.mixture_dir / "assignments.npy"
+    if assign_file.is_file():
+        labels = [r.strategy or "off_strategy" for r in training_rows(models.cfg, task)]
+        assign = np.load(assign_file)
+        if len(assign) == len(labels):
+            train_nmi = nmi(assign.tolist(), labels)
+    return {
+        "task": task.name,
+        "n_inputs": len(inputs),
+        "n_base_samples": n_base,
+        "rows_valid_rate": rows["valid_rate"],
+        "base_valid_rate": float(np.mean([r.valid for r in flat])),
+        "base_parse_rate": float(np.mean([r.parse_ok for r in flat])),
+        "valid_gap": float(np.mean([r.valid for r in flat]) - rows["valid_rate"]),
+        "tv_vs_law": tv(base_freq, law_freq),
+        "tv_vs_rows": tv(base_freq, rows["frequencies"]),
+        "base_frequencies": dict(zip(strategies, base_freq.round(4).tolist(), strict=True)),
+        "law_frequencies": dict(zip(strategies, law_freq.round(4).tolist(), strict=True)),
+        "n_codes": models.n_codes,
+        "prior": models.prior.round(4).tolist(),
+        "nmi": pur["nmi"],
+        "nmi_valid": pur["nmi_valid"],
+        "nmi_train_assignments": train_nmi,
+        "code_valid_rate": pur["valid"].round(4).tolist(),
+        "mixture_valid_rate": float(np.dot(models.prior, pur["valid"])),
+        "purity": pur["matrix"].round(4).tolist(),
+        "purity_columns": [*strategies, "none"],
+        "base_n_params": models.base.n_params(),
+        "base_train_seconds": models.base.meta.get("train_seconds"),
+        "mixture_train_seconds": models.mixture.meta.get("train_seconds"),
+        "em_history": [
+            {k: v for k, v in h.items() if k != "shares"} | {"max_share": max(h["shares"])}
+            for h in models.mixture.meta.get("em_history", [])
+        ],
+        "base_loss_first_last": [models.base.meta.get("loss_first"), models.base.meta.get("loss_last")],
+        "heldout_nan_free": not math.isnan(pur["nmi"]),
+    }

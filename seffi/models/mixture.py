@@ -1,0 +1,218 @@
+"""A mixture of generators over L latent codes, learned by hard EM without strategy labels.
+
+Shen et al. 2019 (*Mixture Models for Diverse Machine Translation: Tricks of the Trade*): one shared
+network conditioned on a code token; the E-step assigns each row to its most likely code,
+``argmax_z log p(y | x, z)`` under a *uniform* prior (a learned prior lets one code absorb every row);
+the M-step trains on the rows with their assigned codes. What is added here, each against a failure
+seen on these tasks:
+
+* **Warm start** from the base LM, which already writes the traces; the mixture only has to learn what
+  the code changes.
+* **Random code embeddings before the first E-step** (``code_init_std``): every code perturbs the base
+  LM differently, so the first assignment is a random projection of the traces rather than a tie.
+* **Cross-fitted E-steps** (``folds``): rows are split into folds by input id; the model that scores a
+  fold was trained only on the other folds, so a code cannot win a row by memorising its input.
+* **Balanced E-step** (``capacity``): no code may take more than ``capacity * R / L`` rows; confident
+  rows choose first. Without them one code — the one trained on the most
+  rows — is the likeliest for every row and the mixture collapses (measured: 100 % of rows to one code
+  from the first E-step on).
+* **Dead-code revival** (``revive_below``): a code left with almost no rows takes over a random half of
+  the largest code's rows.
+
+Only ``input_id``, ``prompt`` and ``y_text`` of a row are read (:func:`~seffi.models.lm.examples_from_rows`):
+strategy labels never reach training. The latent prior is the final assignment frequency of each code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from seffi._seeding import seed_from_text
+
+from .config import MixtureConfig
+from .lm import Example, Layout, TaskLM, examples_from_rows, torch_setup
+
+#: Called with (phase description, done, total) during EM.
+EMHook = Callable[[str, int, int], None]
+
+
+@dataclass
+class EMResult:
+    """The trained mixture and how EM went.
+
+    Attributes:
+        model: The final mixture LM (trained on all rows with the final assignments).
+        assignments: int array, shape (R,): final code of each row.
+        prior: float array, shape (L,): share of rows per code (the latent prior).
+        history: One dict per E-step: ``changed`` (share of rows whose code changed), ``shares``,
+            ``loglik`` (mean best log-likelihood per row, nats), ``revived`` (codes re-seeded).
+    """
+
+    model: TaskLM
+    assignments: np.ndarray
+    prior: np.ndarray
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def fold_of(input_ids: Sequence[str], folds: int) -> np.ndarray:
+    """Cross-fitting fold of each row, from its input id (rows of one input share a fold)."""
+    return np.array([seed_from_text("em-fold", i) % folds for i in input_ids], dtype=np.int64)
+
+
+def init_codes(lm: TaskLM, n_codes: int, std: float, seed: int) -> None:
+    """Fresh N(0, std) input embeddings for the first ``n_codes`` code tokens (seeded)."""
+    emb = lm.model.get_input_embeddings().weight
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        start = lm.layout.code0
+        emb[start : start + n_codes] = torch.randn((n_codes, emb.shape[1]), generator=gen) * std
+
+
+def code_scores(lm: TaskLM, rows: Sequence[Any], n_codes: int) -> np.ndarray:
+    """Log p(y | x, z) of every row under every code: float array, shape (R, L)."""
+    out = np.zeros((len(rows), n_codes))
+    for z in range(n_codes):
+        out[:, z] = lm.score(examples_from_rows(lm.layout, rows, [z] * len(rows)))
+    return out
+
+
+def train_mixture(
+    base: TaskLM, rows: Sequence[Any], n_codes: int, cfg: MixtureConfig, hook: EMHook | None = None
+) -> EMResult:
+    """Hard EM over ``n_codes`` latent codes on ``rows`` (see the module docstring).
+
+    Args:
+        base: The trained base LM (copied, never modified).
+        rows: Objects with ``input_id``, ``prompt`` and ``y_text`` (e.g. ``TrainingRow``).
+        n_codes: L.
+        cfg: EM settings.
+        hook: Progress callback (phase, done, total).
+    """
+    torch_setup()
+    rng = np.random.default_rng(cfg.seed)
+    n_folds = cfg.folds
+    folds = fold_of([r.input_id for r in rows], n_folds)
+    models = []
+    for j in range(n_folds):
+        m = base.copy()
+        init_codes(m, n_codes, cfg.code_init_std, cfg.seed + 1000 * j)
+        models.append(m)
+    total = cfg.rounds * (n_folds + 1) + 1 + (n_folds > 1)
+    done = 0
+
+    def tick(phase: str) -> None:
+        nonlocal done
+        done += 1
+        if hook is not None:
+            hook(phase, done, total)
+
+    history: list[dict[str, Any]] = []
+    assign = np.full(len(rows), -1, dtype=np.int64)
+    assign = _e_step(models, rows, folds, n_codes, cfg, rng, assign, history)
+    tick("E-step 0")
+    layout: Layout = base.layout
+    for r in range(cfg.rounds):
+        for j, m in enumerate(models):
+            train_idx = np.flatnonzero(folds != j) if n_folds > 1 else np.arange(len(rows))
+            ex = _examples(layout, rows, assign, train_idx)
+            m.train(
+                ex,
+                epochs=cfg.epochs_per_round,
+                batch_size=64,
+                lr=cfg.lr,
+                seed=cfg.seed + 7919 * (r + 1) + j,
+                schedule="constant",
+            )
+            tick(f"M-step {r + 1} (model {j + 1}/{n_folds})")
+        assign = _e_step(models, rows, folds, n_codes, cfg, rng, assign, history)
+        tick(f"E-step {r + 1}")
+    final = models[0]
+    if n_folds > 1 and cfg.final_epochs > 0:
+        # Model 0 already knows the codes from the other folds; one pass over every row with the
+        # final assignments makes it the mixture of the whole data.
+        final.train(
+            _examples(layout, rows, assign, np.arange(len(rows))),
+            epochs=cfg.final_epochs,
+            batch_size=64,
+            lr=cfg.lr,
+            seed=cfg.seed + 104729,
+            schedule="cosine",
+        )
+        tick("final M-step")
+    prior = np.bincount(assign, minlength=n_codes).astype(np.float64)
+    prior /= prior.sum()
+    final.meta["n_codes"] = n_codes
+    final.meta["prior"] = prior.tolist()
+    final.meta["em_history"] = history
+    return EMResult(final, assign, prior, history)
+
+
+def balanced_argmax(scores: np.ndarray, capacity: float) -> np.ndarray:
+    """Each row's likeliest code, no code taking more than ``capacity * R / L`` rows (0: plain argmax).
+
+    Rows are served in order of confidence (their best score minus their second best): a row goes to
+    its likeliest code that still has room. With ``capacity = 1`` the codes get equal shares (SwAV's
+    equipartition, made hard), so a code that is better for *every* row — the one trained on the most
+    rows — cannot take them all, while each row still goes where it is relatively likeliest.
+    """
+    if capacity <= 0:
+        return scores.argmax(axis=1)
+    r, n_codes = scores.shape
+    room = np.full(n_codes, int(np.ceil(capacity * r / n_codes)))
+    ranked = np.argsort(-scores, axis=1, kind="stable")
+    top = np.take_along_axis(scores, ranked[:, :2], axis=1) if n_codes > 1 else scores
+    gap = top[:, 0] - (top[:, 1] if n_codes > 1 else 0.0)
+    assign = np.empty(r, dtype=np.int64)
+    for i in np.argsort(-gap, kind="stable").tolist():
+        for z in ranked[i]:
+            if room[z] > 0:
+                room[z] -= 1
+                assign[i] = z
+                break
+    return assign
+
+
+def _examples(layout: Layout, rows: Sequence[Any], assign: np.ndarray, idx: np.ndarray) -> list[Example]:
+    return examples_from_rows(layout, [rows[i] for i in idx], assign[idx].tolist())
+
+
+def _e_step(
+    models: list[TaskLM],
+    rows: Sequence[Any],
+    folds: np.ndarray,
+    n_codes: int,
+    cfg: MixtureConfig,
+    rng: np.random.Generator,
+    previous: np.ndarray,
+    history: list[dict[str, Any]],
+) -> np.ndarray:
+    """Each row to its most likely code under the model of its fold (uniform prior), plus revivals."""
+    scores = np.zeros((len(rows), n_codes))
+    for j, m in enumerate(models):
+        idx = np.flatnonzero(folds == j)
+        if idx.size:
+            scores[idx] = code_scores(m, [rows[i] for i in idx], n_codes)
+    assign = balanced_argmax(scores, cfg.capacity)
+    counts = np.bincount(assign, minlength=n_codes)
+    revived = []
+    for z in np.flatnonzero(counts < cfg.revive_below * len(rows)).tolist():
+        big = int(np.argmax(counts))
+        members = np.flatnonzero(assign == big)
+        take = rng.permutation(members)[: members.size // 2]
+        assign[take] = z
+        counts = np.bincount(assign, minlength=n_codes)
+        revived.append(int(z))
+    history.append(
+        {
+            "changed": float(np.mean(assign != previous)),
+            "shares": (counts / max(len(rows), 1)).round(6).tolist(),
+            "loglik": float(scores.max(axis=1).mean()),
+            "revived": revived,
+        }
+    )
+    return assign

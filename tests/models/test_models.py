@@ -1,0 +1,218 @@
+"""Issue 15 (rung 2): tokenizer, SFT, save/load, cache, hard EM and purity measures on tiny configs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import torch
+
+from seffi.errors import SeffiError
+from seffi.models.cache import build_task, train_base, train_ladder_models, training_rows
+from seffi.models.config import LMConfig, MixtureConfig
+from seffi.models.evaluate import nmi, purity, strategy_frequencies, tv
+from seffi.models.lm import Layout, TaskLM, build_tokenizer, examples_from_rows
+from seffi.models.mixture import balanced_argmax, train_mixture
+from seffi.tasks import get_task
+from tests.models import tiny
+from tests.models.tiny import tiny_cfg
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory):
+    return tiny.tiny_models(tmp_path_factory)
+
+
+def _weights(lm: TaskLM) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in lm.model.state_dict().items()}
+
+
+def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_tokenizer_ids_equal_task_vocabulary_ids() -> None:
+    """Issue 15 item 2: the word-level HF tokenizer built from task.vocabulary() agrees with it."""
+    task = get_task("edit_script")
+    layout = Layout(task.vocabulary())
+    tok = build_tokenizer(layout)
+    rows = list(task.training_rows(5, 2, seed=0))
+    for r in rows:
+        text = f"{r.prompt} <sep> {r.y_text}"
+        assert tok(text)["input_ids"] == [*layout.prefix(r.prompt), *layout.target(r.y_text)[:-1]]
+        assert layout.decode(layout.target(r.y_text)) == r.y_text
+    assert tok.convert_tokens_to_ids("<z3>") == layout.code(3)
+    assert tok.eos_token_id == 1 and tok.pad_token_id == 0
+
+
+def test_sft_loss_goes_down_and_same_seed_gives_identical_weights() -> None:
+    """Issue 15 Done-when: SFT mechanics (loss goes down) and same seed => same weights (bit-exact)."""
+    cfg = tiny_cfg()
+    task = build_task(cfg)
+    rows = training_rows(cfg, task)
+    a = train_base(cfg, task, rows)
+    b = train_base(cfg, task, rows)
+    assert a.meta["loss_last"] < a.meta["loss_first"] - 0.5
+    assert _same(_weights(a), _weights(b))
+    c = train_base(cfg.model_copy(update={"seed": 1}), task, rows)
+    assert not _same(_weights(a), _weights(c))
+
+
+def test_saved_folder_loads_with_auto_classes(tiny_models) -> None:
+    """Issue 15 item 2: save_pretrained folders load with AutoModelForCausalLM / AutoTokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = tiny_models.base_dir
+    assert (folder / "model.safetensors").is_file()
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    tok = AutoTokenizer.from_pretrained(folder)
+    ids = torch.tensor([tok("edit a b to b <sep> del 0")["input_ids"]])
+    with torch.no_grad():
+        expected = tiny_models.base.model(input_ids=ids).logits
+        assert torch.allclose(model(input_ids=ids).logits, expected)
+
+
+def test_cache_reuses_folders_keyed_by_config(tiny_models) -> None:
+    """Issue 15 item 2: a second run with the same (task, config, seed) loads instead of training."""
+    again = train_ladder_models(tiny_cfg(), tiny_models.base_dir.parent)
+    assert again.cached == {"base": True, "mixture": True}
+    assert _same(_weights(again.mixture), _weights(tiny_models.mixture))
+    assert again.prior.tolist() == tiny_models.prior.tolist()
+    assert tiny_cfg(seed=1).base_key() != tiny_cfg().base_key()
+    other_mixture = tiny_cfg(mixture={"rounds": 3})
+    assert other_mixture.base_key() == tiny_cfg().base_key()
+    assert other_mixture.mixture_key() != tiny_cfg().mixture_key()
+    meta = json.loads((tiny_models.mixture_dir / "seffi_meta.json").read_text())
+    assert meta["n_codes"] == 8 and len(meta["prior"]) == 8 and meta["base_key"] == tiny_cfg().base_key()
+
+
+@dataclass(frozen=True)
+class _Row:
+    input_id: str
+    prompt: str
+    y_text: str
+
+
+def test_em_assignments_change_then_stabilise_on_separable_modes() -> None:
+    """Issue 15 Done-when: EM assignments change, then stabilise; codes recover hidden modes (NMI 1)."""
+    task = get_task("edit_script")
+    modes = ["del 0\nanswer a", "sub 1 b\nsub 2 b\nanswer b b", "ins 0 c\nins 1 c\nins 2 c\nanswer c c c"]
+    xs = task.make_inputs(40, seed=0)
+    rows = [_Row(x.id, task.prompt(x), modes[k]) for x in xs for k in range(3)]
+    hidden = [k for _ in xs for k in range(3)]
+    cfg = LMConfig(task="edit_script", d_model=32, n_layer=1, n_head=2, epochs=2, batch_size=32, lr=3e-3)
+    base = train_base(cfg, task, rows)
+    result = train_mixture(base, rows, 3, MixtureConfig(rounds=3, epochs_per_round=1, folds=1, lr=3e-3))
+    changed = [h["changed"] for h in result.history]
+    assert changed[0] == 1.0  # first assignment
+    assert changed[1] > 0.05  # the first M-step moved rows
+    assert changed[-1] == 0.0 and changed[-2] == 0.0  # stable
+    assert nmi(result.assignments.tolist(), hidden) == pytest.approx(1.0)
+    assert result.prior.tolist() == pytest.approx([1 / 3] * 3)
+
+
+def test_no_strategy_label_is_read_scrambled_labels_give_identical_models() -> None:
+    """Issue 15 Done-when: rows whose strategy/kind labels are scrambled train identical base and mixture."""
+    cfg = tiny_cfg(mixture={"rounds": 1, "epochs_per_round": 0.5, "final_epochs": 0.5, "lr": 3e-3})
+    task = build_task(cfg)
+    rows = training_rows(cfg, task)
+    rng = np.random.default_rng(5)
+    strategies = list(task.strategies())
+    scrambled = [
+        dataclasses.replace(r, strategy=strategies[int(rng.integers(4))], kind="off_strategy") for r in rows
+    ]
+    assert any(a.strategy != b.strategy for a, b in zip(rows, scrambled, strict=True))
+    base_a, base_b = train_base(cfg, task, rows), train_base(cfg, task, scrambled)
+    assert _same(_weights(base_a), _weights(base_b))
+    mix_a = train_mixture(base_a, rows, 8, cfg.mixture)
+    mix_b = train_mixture(base_b, scrambled, 8, cfg.mixture)
+    assert mix_a.assignments.tolist() == mix_b.assignments.tolist()
+    assert _same(_weights(mix_a.model), _weights(mix_b.model))
+
+
+def test_balanced_argmax_caps_codes_and_keeps_confident_rows() -> None:
+    """Issue 15 item 3 (collapse guard): a code better for every row cannot take every row."""
+    scores = np.array([[0.0, -5.0], [0.0, -0.1], [0.0, -3.0], [0.0, -0.2]])
+    assert balanced_argmax(scores, 0.0).tolist() == [0, 0, 0, 0]  # plain argmax collapses
+    assert balanced_argmax(scores, 1.0).tolist() == [0, 1, 0, 1]  # least confident rows move
+
+
+def test_nmi_tv_and_purity_values() -> None:
+    """Issue 15 item 3 (purity diagnostics): NMI, TV and the per-code strategy mix on known inputs."""
+    assert nmi([0, 0, 1, 1], ["a", "a", "b", "b"]) == pytest.approx(1.0)
+    assert nmi([0, 1, 0, 1], ["a", "a", "b", "b"]) == pytest.approx(0.0, abs=1e-12)
+    assert tv(np.array([0.5, 0.5]), np.array([1.0, 0.0])) == pytest.approx(0.5)
+    freq = strategy_frequencies([["a"], ["a", "b"], []], ["a", "b"])
+    assert freq.tolist() == pytest.approx([0.75, 0.25])
+
+    class R:
+        def __init__(self, matches: set[str], valid: bool) -> None:
+            self.strategy_matches, self.valid = frozenset(matches), valid
+
+    res = [R({"a"}, True), R({"a"}, True), R(set(), False), R({"b"}, True)]
+    p = purity(np.array([0, 0, 1, 1]), res, ["a", "b"], 2)
+    np.testing.assert_allclose(p["matrix"], [[1.0, 0.0, 0.0], [0.0, 0.5, 0.5]])
+    assert p["valid"].tolist() == [1.0, 0.5]
+    assert p["nmi"] == pytest.approx(1.0)
+
+
+def test_sampling_is_per_row_reproducible_whatever_the_batch(tiny_models) -> None:
+    """Issue 15 item 4: a row's trace depends on its own uniforms only (batched == one at a time)."""
+    lm = tiny_models.mixture
+    task = tiny_models.task
+    xs = task.make_inputs(6, seed=3)
+    prefixes = [lm.layout.prefix(task.prompt(x), i % 8) for i, x in enumerate(xs)]
+    streams = [np.random.default_rng(i).random(200) for i in range(len(xs))]
+
+    def draw(rows_of_batch: list[int]):
+        pos = dict.fromkeys(rows_of_batch, 0)
+
+        def uniforms(idx: np.ndarray) -> np.ndarray:
+            out = []
+            for j in idx.tolist():
+                r = rows_of_batch[j]
+                out.append(streams[r][pos[r]])
+                pos[r] += 1
+            return np.array(out)
+
+        return lm.sample([prefixes[r] for r in rows_of_batch], uniforms)
+
+    batched = draw(list(range(len(xs))))
+    single = [draw([r])[0] for r in range(len(xs))]
+    assert batched == single
+    assert len({tuple(s) for s in batched}) > 1
+
+
+def test_load_rejects_folders_of_other_tasks(tiny_models) -> None:
+    """Issue 15 item 2: loading a model folder for the wrong task is one readable error."""
+    with pytest.raises(SeffiError, match="edit_script"):
+        TaskLM.load(tiny_models.base_dir, get_task("hanoi"))
+    with pytest.raises(SeffiError, match="not a seffi model folder"):
+        TaskLM.load(tiny_models.base_dir.parent, get_task("edit_script"))
+
+
+def test_missing_lm_extra_is_one_line_naming_it() -> None:
+    """Issue 15 item 1: without torch, require_lm() raises a SeffiError naming the 'lm' extra."""
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from seffi.models import require_lm, MissingExtraError\n"
+        "try:\n    require_lm()\nexcept MissingExtraError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "'lm' extra" in out and "torch" in out and len(out.strip().splitlines()) == 1
+
+
+def test_examples_read_only_text_fields() -> None:
+    """Issue 15 item 3: training sequences are built from input_id, prompt and y_text only."""
+    layout = Layout(get_task("edit_script").vocabulary())
+    ex = examples_from_rows(layout, [_Row("i", "edit a to b", "sub 0 b\nanswer b")], [2])
+    assert ex[0].prefix[-1] == layout.code(2) and ex[0].target[-1] == 1
