@@ -107,8 +107,7 @@ def extra_note(extra: str, modules: Sequence[str]) -> str | None:
     if not missing:
         return None
     return (
-        f"this example needs the '{extra}' extra (missing: {', '.join(missing)}): "
-        f"pip install -e '.[{extra}]'"
+        f"this example needs the '{extra}' extra (missing: {', '.join(missing)}): pip install -e '.[{extra}]'"
     )
 
 
