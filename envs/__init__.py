@@ -131,10 +131,18 @@ def registered_ids() -> list[str]:
 
 register_envs()
 
+# Rung 2 of the exploration ladder: ``seffi/<Name>LatentLM-v0`` on learned generators (torch is imported
+# only when such an env is built; see envs/latent_lm.py).
+from .latent_lm import LatentLMEnv, LatentLMVectorEnv, latent_lm_env_id, register_latent_lm_envs  # noqa: E402
+
+register_latent_lm_envs()
+
 __all__ = [
     "FINAL_INFO_KEYS",
     "AutoresetMode",
     "EnvConfig",
+    "LatentLMEnv",
+    "LatentLMVectorEnv",
     "NoveltyBonus",
     "RouterEnv",
     "RouterEnvConfig",
@@ -144,7 +152,9 @@ __all__ = [
     "TokenVectorEnv",
     "VectorNoveltyBonus",
     "env_id",
+    "latent_lm_env_id",
     "parse_autoreset_mode",
     "register_envs",
+    "register_latent_lm_envs",
     "registered_ids",
 ]

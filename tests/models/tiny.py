@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-#: edit_script with 120 training inputs x 3 rows, a 1-layer d=32 GPT-2 and 2 EM rounds: ~5 s of CPU.
+#: edit_script with 100 training inputs x 2 rows, a 1-layer d=32 GPT-2 and 2 short EM rounds: ~3 s of CPU.
 TINY: dict[str, Any] = {
     "task": "edit_script",
-    "n_train_inputs": 120,
-    "rows_per_input": 3,
+    "n_train_inputs": 100,
+    "rows_per_input": 2,
     "d_model": 32,
     "n_layer": 1,
     "n_head": 2,

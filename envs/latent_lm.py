@@ -1,0 +1,296 @@
+"""Latent-LM envs ``seffi/<Name>LatentLM-v0``: the exploration ladder's rung 2, on learned generators.
+
+Like the router envs (:mod:`seffi.envs.router`) an episode is one step and the action is a latent code
+``z`` in ``Discrete(L)`` — but the generator is no longer hand-written: it is the latent mixture LM of
+:mod:`seffi.models`, learned by hard EM without strategy labels, and the trace it samples for
+``(x, z)`` is attributed by the task's validator. The observation and the ``info`` keys are the router
+env's (``z`` included); the latent prior is the mixture's code frequencies, the same for every input.
+
+**No exact iid law.** The iid base model here is the plain base LM (SFT on the task's training rows),
+whose strategy law nobody wrote down. ``base_match_distribution`` therefore raises; the env offers
+``sample_base_y_text`` (one base-LM trace) and ``iid_baseline(n)``, an
+``IidBaseline.from_samples`` over ``n`` validated base samples per pool input (default ``4 * budget``,
+so curves up to K are interpolated, not extrapolated). Pass it to the monitor:
+``CoverageMonitor.for_env(env, budget, iid=env.unwrapped.iid_baseline())``. The oracle still comes from
+the reference traces (``reference_match_sets``).
+
+**Models.** ``model_dir=`` names a folder holding ``base/`` and ``mixture/`` (or a cached mixture
+folder); without it, ``lm=`` (a dict of :class:`seffi.models.LMConfig` fields; the task is the env's)
+trains both models, or loads them from the cache (``cache_dir=``, default ``$SEFFI_CACHE`` or
+``~/.cache/seffi/models``). Needs the ``lm`` extra; without it ``gym.make`` raises one line naming it.
+
+**Vector env.** The native vector env samples every row's trace in one batched generation; each row
+draws its tokens from its own seeded stream, so it equals ``SyncVectorEnv`` over single envs.
+
+Example:
+    >>> import gymnasium as gym, seffi.envs                               # doctest: +SKIP
+    >>> env = gym.make("seffi/EditScriptLatentLM-v0", n_inputs=8, lm={"epochs": 1})  # doctest: +SKIP
+    >>> obs, _ = env.reset(seed=0)                                        # doctest: +SKIP
+    >>> obs, reward, terminated, truncated, info = env.step(0)            # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from pydantic import Field
+
+from seffi.errors import SeffiError
+
+from .base import SeffiEnv
+from .config import EnvConfig
+from .core import Life, Outcomes, PoolSpec, cached_spec
+from .router import RouterAPI
+from .vector import SeffiVectorEnv
+
+
+class LatentLMEnvConfig(EnvConfig):
+    """Latent-LM env settings (the shared :class:`EnvConfig` fields plus the models').
+
+    Attributes:
+        model_dir: Folder of trained models (``base/`` + ``mixture/``, or a cached mixture folder).
+        lm: :class:`seffi.models.LMConfig` fields (without ``task``) to train or load from the cache
+            when ``model_dir`` is not given (``None``: the defaults).
+        cache_dir: Model cache root (``None``: ``$SEFFI_CACHE`` or ``~/.cache/seffi/models``).
+        n_latents: L; ``None`` takes the mixture's (a different value is an error).
+        temperature: Sampling temperature of both LMs (1 = the models' own distributions).
+        iid_samples: Base-LM samples per input for :meth:`LatentLMAPI.iid_baseline` (``None``: 4 x budget).
+        history: Add latents tried, strategies found and budget used to the observation (default on).
+    """
+
+    history: bool = True
+    model_dir: str | None = None
+    lm: dict[str, Any] | None = None
+    cache_dir: str | None = None
+    n_latents: int | None = Field(None, ge=1, le=64)
+    temperature: float = Field(1.0, gt=0.0, le=10.0)
+    iid_samples: int | None = Field(None, ge=1, le=100_000)
+
+
+def load_models(cfg: LatentLMEnvConfig) -> Any:
+    """The env's :class:`seffi.models.LadderModels` (loaded from ``model_dir`` or trained/cached)."""
+    from seffi.models import require_lm
+
+    require_lm()
+    from seffi.models.cache import load_ladder_models, train_ladder_models
+    from seffi.models.config import LMConfig
+
+    if cfg.model_dir is not None:
+        return load_ladder_models(cfg.model_dir, task_name=cfg.task)
+    fields = dict(cfg.lm or {})
+    if fields.get("task", cfg.task) != cfg.task:
+        raise SeffiError(f"lm.task {fields['task']!r} differs from the env's task {cfg.task!r}")
+    fields["task"] = cfg.task
+    fields.setdefault("task_config", cfg.task_config)
+    return train_ladder_models(LMConfig(**fields), cfg.cache_dir)
+
+
+class LatentLMSpec(PoolSpec):
+    """Pool data of a latent-LM env: the models, the latent prior and every (input, code) prefix.
+
+    Attributes:
+        models: The base LM and the mixture.
+        n_latents: L.
+        prior: float array, shape (N, L): the latent prior (the same row for every input).
+    """
+
+    def __init__(self, cfg: LatentLMEnvConfig) -> None:
+        models = load_models(cfg)
+        model_task_config = models.cfg.task_config
+        if cfg.task_config is None:
+            cfg = cfg.model_copy(update={"task_config": model_task_config})
+        elif cfg.task_config != model_task_config:
+            raise SeffiError(
+                f"task_config {cfg.task_config!r} differs from the one the models were trained with "
+                f"({model_task_config!r})"
+            )
+        super().__init__(cfg)
+        self.models = models
+        self.n_latents = models.n_codes
+        if cfg.n_latents is not None and cfg.n_latents != self.n_latents:
+            raise SeffiError(f"n_latents={cfg.n_latents} but the mixture has {self.n_latents} codes")
+        self.prior = np.tile(models.prior, (self.n_inputs, 1))
+        layout = models.mixture.layout
+        self.prompts = [self.task.prompt(x) for x in self.inputs]
+        self.code_prefixes = [[layout.prefix(p, z) for z in range(self.n_latents)] for p in self.prompts]
+        self.base_prefixes = [layout.prefix(p) for p in self.prompts]
+        self.temperature = cfg.temperature
+        self._iid_cache: dict[tuple[Any, ...], Any] = {}
+
+    def base_match_distribution(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
+        """Not available: the base LM's law is unknown (use ``iid_baseline``)."""
+        raise SeffiError(
+            "a LatentLM env has no exact iid law (its base model is a trained LM): build the iid baseline "
+            "from base-LM samples with env.unwrapped.iid_baseline() and pass it as CoverageMonitor(iid=...)"
+        )
+
+    def sample_texts(
+        self, lm: Any, prefixes: list[list[int]], uniforms: Any, inputs: np.ndarray
+    ) -> tuple[list[str], Outcomes]:
+        """Sample one trace per prefix with per-row uniforms, decode and validate them."""
+        ids = lm.sample(prefixes, uniforms, temperature=self.temperature)
+        texts = [lm.layout.decode(i) for i in ids]
+        results = [self.task.validate_y_text(self.inputs[n], t) for n, t in zip(inputs, texts, strict=True)]
+        return texts, Outcomes.from_results(self, texts, results)
+
+
+class LatentLMEngine:
+    """Batched one-step episodes on the learned mixture.
+
+    The observation is the router env's (input one-hot, latent prior, and with ``history`` the latents
+    tried, strategies found and budget used in this run); only how a trace is produced differs.
+    """
+
+    kind = "latent_lm"
+
+    def __init__(self, cfg: LatentLMEnvConfig, num_envs: int) -> None:
+        fields = {"task", "task_config", "n_inputs", "input_seed", "model_dir", "lm", "cache_dir"}
+        key = cfg.model_dump(include=fields | {"n_latents", "temperature"})
+        self.cfg = cfg
+        self.spec: LatentLMSpec = cached_spec("latent_lm", key, lambda: LatentLMSpec(cfg))
+        spec = self.spec
+        n, z, m = spec.n_inputs, spec.n_latents, len(spec.strategies)
+        self.life = Life(spec, cfg, num_envs, n_latents=z)
+        sizes = [("input", n), ("prior", z)]
+        if cfg.history:
+            sizes += [("tried", z), ("found", m), ("used", 1)]
+        self.obs_layout: dict[str, slice] = {}
+        start = 0
+        for name, size in sizes:
+            self.obs_layout[name] = slice(start, start + size)
+            start += size
+        self._obs_dim = start
+        self._prior = spec.prior.astype(np.float32)
+        self.single_observation_space = spaces.Box(0.0, 1.0, shape=(start,), dtype=np.float32)
+        self.single_action_space = spaces.Discrete(z)
+
+    def restart(self, row: int, gen: np.random.Generator) -> None:
+        self.life.restart(row, gen)
+
+    def reset_rows(self, rows: np.ndarray, explicit: np.ndarray | None) -> None:
+        self.life.begin(rows, explicit)
+
+    def step_rows(
+        self, rows: np.ndarray, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        spec, life = self.spec, self.life
+        inputs = life.cur[rows]
+        prefixes = [spec.code_prefixes[i][a] for i, a in zip(inputs.tolist(), actions.tolist(), strict=True)]
+        # Row j of the batch draws its tokens from env row rows[j]'s own stream.
+        _, out = spec.sample_texts(spec.models.mixture, prefixes, lambda idx: life.uniform(rows[idx]), inputs)
+        rewards, cols = life.finish(rows, out, latents=actions)
+        return rewards, np.ones(rows.size, dtype=bool), np.zeros(rows.size, dtype=bool), rows, cols
+
+    def observe(self, rows: np.ndarray) -> np.ndarray:
+        life, lay = self.life, self.obs_layout
+        cur = life.cur[rows]
+        obs = np.zeros((rows.size, self._obs_dim), dtype=np.float32)
+        obs[np.arange(rows.size), lay["input"].start + cur] = 1.0
+        obs[:, lay["prior"]] = self._prior[cur]
+        if self.cfg.history:
+            budget = float(self.cfg.budget)
+            obs[:, lay["tried"]] = life.tried[rows, cur] / budget
+            obs[:, lay["found"]] = life.seen[rows, cur]
+            obs[:, lay["used"]] = (life.counts[rows, cur] / budget)[:, None]
+        return obs
+
+    def episode_lines(self, row: int) -> list[str]:
+        """``"ansi"`` lines of a running episode: the codes already tried on its input in this run."""
+        tried = self.life.tried[row, self.life.cur[row]]
+        listed = ", ".join(f"z={z}\u00d7{int(tried[z])}" for z in np.flatnonzero(tried))
+        return [f"codes tried this run: {listed or 'none yet'} (L={self.spec.n_latents})"]
+
+
+class LatentLMAPI(RouterAPI):
+    """Latent-LM extras on the single and the vector env (plus the router env's: prior, ``n_latents``)."""
+
+    _engine: LatentLMEngine
+
+    @property
+    def models(self) -> Any:
+        """The :class:`seffi.models.LadderModels` (base LM and mixture) behind the env."""
+        return self._engine.spec.models
+
+    def sample_base_y_texts(self, input_id: str, n: int, rng: np.random.Generator) -> list[str]:
+        """``n`` traces of the plain base LM (the iid base model) for ``input_id``, in one batch."""
+        spec = self._engine.spec
+        i = spec.index_of(input_id)
+        return spec.models.base.sample_texts([spec.prompts[i]] * n, rng, temperature=spec.temperature)
+
+    def sample_base_y_text(self, input_id: str, rng: np.random.Generator) -> str:
+        """One trace of the plain base LM for ``input_id``."""
+        return self.sample_base_y_texts(input_id, 1, rng)[0]
+
+    def iid_baseline(self, n: int | None = None, *, seed: int = 0, input_ids: list[str] | None = None) -> Any:
+        """``IidBaseline.from_samples`` over ``n`` validated base-LM samples per input (cached).
+
+        Args:
+            n: Samples per input (default: ``iid_samples`` or ``4 * budget``).
+            seed: Seed of the sampling.
+            input_ids: Inputs to cover (default: the whole pool).
+        """
+        from seffi.coverage import IidBaseline
+
+        spec, cfg = self._engine.spec, self._engine.cfg
+        n = int(n or cfg.iid_samples or 4 * cfg.budget)
+        ids = list(input_ids or spec.input_ids)
+        key = (n, seed, tuple(ids))
+        if key not in spec._iid_cache:
+            rng = np.random.default_rng(seed)
+            xs = np.repeat([spec.index_of(i) for i in ids], n)
+            buf = rng.random((xs.size, spec.models.base.meta["max_new_tokens"] + 1))
+            pos = np.zeros(xs.size, dtype=np.int64)
+
+            def uniforms(rows: np.ndarray) -> np.ndarray:
+                u = buf[rows, pos[rows]]
+                pos[rows] += 1
+                return u
+
+            _, out = spec.sample_texts(
+                spec.models.base, [spec.base_prefixes[i] for i in xs.tolist()], uniforms, xs
+            )
+            samples = {x: [out.matches[j] for j in range(k * n, (k + 1) * n)] for k, x in enumerate(ids)}
+            valid = {x: [bool(v) for v in out.valid[k * n : (k + 1) * n]] for k, x in enumerate(ids)}
+            spec._iid_cache[key] = IidBaseline.from_samples(samples, strategies=spec.strategies, valid=valid)
+        return spec._iid_cache[key]
+
+
+class LatentLMEnv(LatentLMAPI, SeffiEnv):
+    """Single latent-LM env; see the module docstring. Keyword arguments: :class:`LatentLMEnvConfig`."""
+
+    engine_cls = LatentLMEngine
+    config_cls = LatentLMEnvConfig
+
+
+class LatentLMVectorEnv(LatentLMAPI, SeffiVectorEnv):
+    """Native vector latent-LM env: one batched generation per step; equals ``SyncVectorEnv``."""
+
+    engine_cls = LatentLMEngine
+    config_cls = LatentLMEnvConfig
+
+
+def latent_lm_env_id(task_name: str) -> str:
+    """``seffi/<Name>LatentLM-v0`` for a task name (``edit_script`` -> ``seffi/EditScriptLatentLM-v0``)."""
+    camel = "".join(part[:1].upper() + part[1:] for part in task_name.split("_"))
+    return f"seffi/{camel}LatentLM-v0"
+
+
+def register_latent_lm_envs() -> list[str]:
+    """Register ``seffi/<Name>LatentLM-v0`` for every task not registered yet (no torch import)."""
+    from seffi.tasks import list_tasks
+
+    added = []
+    for name in list_tasks():
+        eid = latent_lm_env_id(name)
+        if eid not in gym.registry:
+            gym.register(
+                id=eid,
+                entry_point="seffi.envs.latent_lm:LatentLMEnv",
+                vector_entry_point="seffi.envs.latent_lm:LatentLMVectorEnv",
+                kwargs={"task": name},
+            )
+            added.append(eid)
+    return added
