@@ -32,6 +32,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "overlay several runs' coverage curves and gains",
     ),
     "lane": ("seffi.lanes.cli:add_arguments", "the corrections-to-competence lane"),
+    "ladder": (
+        "seffi.experiment.ladder:add_arguments",
+        "the exploration ladder: router env vs learned generators (needs the lm extra)",
+    ),
 }
 
 

@@ -379,6 +379,10 @@ class Comparison(_Model):
     oracle: CurveSet | None = None
     policies: list[PolicyResult] = []
     notes: list[str] = []
+    #: Exploration-ladder rung (``seffi ladder``): 1 = hand-written router env, 2 = learned generators.
+    rung: int | None = None
+    #: Where the iid curves come from: the env's exact law, or estimated from base-model samples.
+    iid_source: Literal["exact", "samples"] | None = None
 
     @field_validator("budget")
     @classmethod

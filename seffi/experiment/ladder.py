@@ -1,0 +1,771 @@
+"""``seffi ladder``: the exploration ladder's rungs 1 and 2 side by side on one task, pool and budget K.
+
+* **Rung 1** — the router env ``seffi/<Name>Router-v0`` (hand-written latent -> strategy generator,
+  exact iid law), run as ``seffi run`` runs it (:class:`seffi.experiment.runner.Runner`).
+* **Rung 2** — learned generators (:mod:`seffi.models`): a base LM trained by SFT on the task's
+  training rows and a latent mixture learned by hard EM without labels, behind
+  ``seffi/<Name>LatentLM-v0``. The iid curves are estimated from the base LM's own samples
+  (``IidBaseline.from_samples``, ``iid_samples`` per input, default 4 K).
+
+Policies per rung, all measured fresh on the same pool: the untrained router (z from the latent prior),
+a round-robin over latents in prior order (a no-learning explorer) and the trained REINFORCE router
+(:mod:`seffi.experiment.learner`), against iid and the no-repeat oracle. report.json has the schema of
+``seffi run`` with each comparison tagged ``rung`` and ``iid_source`` (``exact`` / ``samples``);
+``ladder.json`` holds the rung-2 model measurements (base-LM valid rate vs the training rows', strategy
+TV vs the training law, latent purity and NMI); plots: coverage per rung, latent vs strategy coverage,
+the latent purity heatmap and valid@k per policy. One offline W&B run gets the streams and the plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from seffi._seeding import spawn
+from seffi.errors import SeffiError
+from seffi.experiment.config import LearnerConfig, RunConfig, WandbMode
+
+#: The default task and its config: see the README's ladder table for why (it came out best).
+DEFAULT_TASK = "sort_swaps"
+DEFAULT_TASK_CONFIG: dict[str, dict[str, Any]] = {"sort_swaps": {"min_length": 3, "max_length": 4}}
+
+#: The base LM and mixture of the full ladder (the measured configuration).
+DEFAULT_LM: dict[str, Any] = {
+    "n_train_inputs": 4000,
+    "rows_per_input": 4,
+    "d_model": 128,
+    "n_layer": 2,
+    "n_head": 4,
+    "epochs": 4,
+    "mixture": {"rounds": 3, "epochs_per_round": 0.5, "final_epochs": 0.5},
+}
+
+#: ``--smoke``: everything tiny (a 1-layer d=32 model on 100 inputs), for a < 60 s end-to-end check.
+SMOKE: dict[str, Any] = {
+    "n_inputs": 4,
+    "budget": 4,
+    "eval_runs": 2,
+    "bootstrap": 50,
+    "learner": {"rounds": 3, "train_runs": 2},
+    "lm": {
+        "n_train_inputs": 100,
+        "rows_per_input": 2,
+        "d_model": 32,
+        "n_layer": 1,
+        "n_head": 2,
+        "epochs": 2,
+        "batch_size": 32,
+        "lr": 3e-3,
+        "mixture": {"rounds": 1, "epochs_per_round": 0.5, "final_epochs": 0.5, "lr": 3e-3},
+    },
+    "measure_inputs": 8,
+    "measure_samples": 4,
+}
+
+
+class LadderConfig(BaseModel):
+    """Settings of ``seffi ladder``.
+
+    Attributes:
+        task: The task (both rungs).
+        task_config: Its config overrides (``None``: the ladder default for the task).
+        seed: Root seed.
+        n_inputs: Pool size (the same pool on both rungs).
+        budget: K.
+        eval_runs: Runs per input when measuring each policy.
+        iid_samples: Base-LM samples per input for the rung-2 iid baseline (``None``: 4 K).
+        lm: :class:`seffi.models.LMConfig` fields of the rung-2 models (``None``: ``DEFAULT_LM``).
+        cache_dir: Model cache (``None``: ``$SEFFI_CACHE`` or ``~/.cache/seffi/models``).
+        learner: REINFORCE router settings (both rungs).
+        bootstrap: Bootstrap replicates per CI.
+        ci: CI level.
+        measure_inputs: Held-out inputs for the model measurements (``ladder.json``).
+        measure_samples: Base-LM samples per held-out input for those measurements.
+        wandb: W&B mode.
+        wandb_project: W&B project.
+        out: Run folder (``None``: ``runs/<timestamp>``).
+        progress: Live progress display.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    task: str = DEFAULT_TASK
+    task_config: dict[str, Any] | None = None
+    seed: int = Field(0, ge=0)
+    n_inputs: int = Field(32, ge=1, le=10_000)
+    budget: int = Field(8, ge=1, le=1024)
+    eval_runs: int = Field(4, ge=1, le=1024)
+    iid_samples: int | None = Field(None, ge=1, le=100_000)
+    lm: dict[str, Any] | None = None
+    cache_dir: Path | None = None
+    learner: LearnerConfig = LearnerConfig(rounds=60)
+    bootstrap: int = Field(1000, ge=10, le=100_000)
+    ci: float = Field(0.95, gt=0.5, lt=1.0)
+    measure_inputs: int = Field(64, ge=1, le=10_000)
+    measure_samples: int = Field(16, ge=1, le=10_000)
+    wandb: WandbMode = "offline"
+    wandb_project: str = "seffi"
+    out: Path | None = None
+    progress: bool = True
+
+    def resolved_task_config(self) -> dict[str, Any]:
+        """The task config both rungs use (``skew`` explicit, so rung 1's env and the LM agree)."""
+        tc = dict(DEFAULT_TASK_CONFIG.get(self.task, {}) if self.task_config is None else self.task_config)
+        tc.setdefault("skew", 1.0)
+        return tc
+
+    def lm_config(self) -> Any:
+        """The rung-2 :class:`seffi.models.LMConfig`."""
+        from seffi.models.config import LMConfig
+
+        fields = {**DEFAULT_LM, **(self.lm or {})}
+        return LMConfig(task=self.task, task_config=self.resolved_task_config(), **fields)
+
+    def run_config(self) -> RunConfig:
+        """The ``seffi run`` config of rung 1 (same task, pool size, K, learner and CIs)."""
+        tc = self.resolved_task_config()
+        options = {k: v for k, v in tc.items() if k != "skew"}
+        return RunConfig(
+            seed=self.seed,
+            tasks=(self.task,),
+            n_inputs=self.n_inputs,
+            budget=self.budget,
+            eval_runs=self.eval_runs,
+            skew=float(tc["skew"]),
+            task_options={self.task: options} if options else {},
+            learner=self.learner,
+            bootstrap=self.bootstrap,
+            ci=self.ci,
+            wandb=self.wandb,
+            wandb_project=self.wandb_project,
+            progress=self.progress,
+        )
+
+    def public_dict(self) -> dict[str, Any]:
+        """JSON-ready settings that change results (no paths, no display or W&B settings)."""
+        return self.model_dump(
+            mode="json", exclude={"out", "progress", "wandb", "wandb_project", "cache_dir"}
+        )
+
+
+def smoke_config(**overrides: Any) -> LadderConfig:
+    """The ``--smoke`` config (tiny everything), with ``overrides``."""
+    return LadderConfig(**{**SMOKE, **overrides})
+
+
+# -- policies -------------------------------------------------------------------------------------------
+
+
+def round_robin_act(obs_layout: dict[str, slice], budget: int) -> Any:
+    """A no-learning explorer: the k-th sample of a run takes the k-th latent in prior order (cycling)."""
+    prior_slice, used_slice = obs_layout["prior"], obs_layout["used"]
+
+    def act(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        prior = obs[:, prior_slice]
+        order = np.argsort(-prior, axis=1, kind="stable")
+        k = np.rint(obs[:, used_slice][:, 0] * budget).astype(np.int64)
+        return order[np.arange(len(obs)), k % prior.shape[1]]
+
+    return act
+
+
+def router_act(router: Any, feats: Any) -> Any:
+    """``(obs, rng) -> latents`` of a :class:`ReinforceRouter` (zero weights: z from the prior)."""
+
+    def act(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return router.act(*feats(obs), rng)
+
+    return act
+
+
+# -- one rung ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RungResult:
+    """A rung's comparison, tracker states and trained router."""
+
+    comparison: Any
+    state: dict[str, Any]
+    router: dict[str, Any]
+
+
+def run_rung(
+    rung: int,
+    runner: Any,
+    make_env: Any,
+    env_id: str,
+    baselines: Any,
+    seed: np.random.SeedSequence,
+    notes: list[str],
+) -> RungResult:
+    """Train the REINFORCE router on ``make_env``'s env, then measure untrained, round-robin and trained.
+
+    Args:
+        rung: 1 or 2 (tags the comparison).
+        runner: A :class:`seffi.experiment.runner.Runner` (its ``train``, ``compare`` and step count).
+        make_env: ``make_env(num_envs, **kwargs)`` -> native vector env of this rung.
+        env_id: The env id named in the comparison.
+        baselines: ``baselines(env) -> (iid curves, oracle curves, rarity law, iid_source)``.
+        seed: This rung's seed.
+        notes: Notes for the comparison.
+    """
+    from seffi.callbacks import CoverageMonitor
+    from seffi.experiment.learner import ReinforceRouter, RouterFeatures
+    from seffi.experiment.runner import _Fixed, _Shared, rollout
+
+    cfg, lc = runner.config, runner.config.learner
+    n, task = cfg.n_inputs, cfg.tasks[0]
+    train_seed, untrained_seed, rr_seed, learned_seed, boot_seed = spawn(seed, 5)
+    slug = env_id.rsplit("/", 1)[-1]
+    bar = runner.progress.add_task(f"rung {rung}", total=lc.rounds + 2, status="baselines")
+    train_env = make_env(n * lc.train_runs, reward="novel")
+    u = train_env.unwrapped
+    strategies = tuple(u.strategies)
+    iid, oracle, runner.rarity, iid_source = baselines(train_env)
+    feats = RouterFeatures(u.obs_layout, use_input=lc.input_features)
+    router = ReinforceRouter(
+        u.n_latents, feats.size, lr=lc.lr, gamma=lc.gamma, baseline_decay=lc.baseline_decay
+    )
+    monitor = CoverageMonitor(
+        cfg.budget,
+        env=train_env,
+        iid=_Fixed(iid),
+        oracle=_Fixed(oracle),
+        sinks=_Shared(runner.sinks),
+        scope=f"{slug}/train",
+        label="trained router (training stream)",
+        log_every=cfg.log_every * n * lc.train_runs * cfg.budget,
+        n_boot=0,
+        seed=int(boot_seed.generate_state(1)[0]),
+    )
+    runner.progress.update(bar, status="training")
+    runner.train(router, feats, train_env, monitor, train_seed, bar)
+    if monitor.last_step != runner.step:
+        monitor.log(runner.step)
+    runner.progress.update(bar, advance=1, status="measuring")
+    eval_env = make_env(n * cfg.eval_runs)
+    untrained = ReinforceRouter(u.n_latents, feats.size)  # zero weights: z from the latent prior
+    runs = {
+        "trained router": rollout(eval_env, router_act(router, feats), cfg.eval_runs, learned_seed),
+        "untrained router": rollout(eval_env, router_act(untrained, feats), cfg.eval_runs, untrained_seed),
+        "round-robin latents": rollout(
+            eval_env, round_robin_act(u.obs_layout, cfg.budget), cfg.eval_runs, rr_seed
+        ),
+    }
+    boot = int(boot_seed.generate_state(1)[0])  # one seed for every policy: paired bootstraps
+    comparison = runner.compare(task, strategies, u.n_latents, runs, iid, oracle, boot, notes)
+    comparison = comparison.model_copy(update={"env_id": env_id, "rung": rung, "iid_source": iid_source})
+    runner.progress.update(bar, advance=1, status="done")
+    state = {label: run.tracker.state_dict() for label, run in runs.items()}
+    state["train"] = monitor.tracker.state_dict()
+    return RungResult(comparison, state, router.state_dict())
+
+
+# -- the ladder -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LadderResult:
+    """What :func:`run_ladder` produced."""
+
+    out: Path
+    report: Any
+    measurements: dict[str, Any]
+    files: dict[str, Path]
+    seconds: float
+    timings: dict[str, float]
+
+
+def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = False) -> LadderResult:
+    """Rungs 1 and 2 on one task, pool and K (see the module docstring); writes the run folder.
+
+    Raises:
+        SeffiError: A bad setting, a missing W&B login in online mode, a missing ``lm`` extra, or an
+            unusable run folder — all before any training.
+    """
+    from rich.console import Console
+
+    from seffi.experiment.runner import Runner, _progress, check_envs, env_kwargs, exact_baselines
+    from seffi.experiment.runner import make_vec as router_vec
+    from seffi.models import require_lm
+    from seffi.report.sinks import default_sinks
+    from seffi.report.wandb_run import SafeWandbRun
+
+    start = time.perf_counter()
+    timings: dict[str, float] = {}
+    console = console or Console(width=None if sys.stdout.isatty() else 140)
+    require_lm()
+    run_cfg = config.run_config()
+    lm_cfg = config.lm_config()
+    SafeWandbRun.check_login(config.wandb)
+    check_envs(run_cfg)
+    out = _prepare_out(config.out, overwrite)
+    sinks = default_sinks(
+        out,
+        wandb=config.wandb,
+        plots=True,
+        project=config.wandb_project,
+        job_type="seffi-ladder",
+        config=config.public_dict(),
+    )
+    task = config.task
+    pool_seed, rung1_seed, rung2_seed, iid_seed, measure_seed = spawn(config.seed, 5)
+    input_seed = int(pool_seed.generate_state(1)[0])
+    kwargs1 = env_kwargs(task, run_cfg, input_seed)
+    with _progress(console, config.progress) as progress:
+        runner = Runner(run_cfg, sinks, progress)
+
+        # Rung 1: the hand-written router env, exact baselines.
+        t0 = time.perf_counter()
+
+        def rung1_baselines(env: Any) -> tuple[Any, Any, Any, str]:
+            iid, oracle, law = exact_baselines(env, config.budget, iid_seed)
+            return iid, oracle, law, "exact"
+
+        rung1 = run_rung(
+            1,
+            runner,
+            lambda num, **kw: router_vec(task, num, **kwargs1, **kw),
+            f"seffi/{_camel(task)}Router-v0",
+            rung1_baselines,
+            rung1_seed,
+            [
+                "rung 1: hand-written latent -> strategy generator (router env); iid exact",
+                "untrained router: z from the router prior (= the iid base model); its gain should be ~0",
+            ],
+        )
+        timings["rung1_seconds"] = time.perf_counter() - t0
+
+        # Rung 2: train (or load) the base LM and the mixture, then the same policies.
+        t0 = time.perf_counter()
+        models = _train_models(lm_cfg, config.cache_dir, progress)
+        timings["models_seconds"] = time.perf_counter() - t0
+        timings["models_cached"] = float(all(models.cached.values()))
+        t0 = time.perf_counter()
+        kwargs2 = {
+            "model_dir": str(models.mixture_dir),
+            "n_inputs": config.n_inputs,
+            "input_seed": input_seed,
+            "budget": config.budget,
+            "iid_samples": config.iid_samples,
+        }
+
+        def rung2_baselines(env: Any) -> tuple[Any, Any, Any, str]:
+            from seffi.coverage import OracleBaseline
+
+            u = env.unwrapped
+            iid = u.iid_baseline(seed=int(iid_seed.generate_state(1)[0]))
+            refs = {x: u.reference_match_sets(x) for x in u.input_ids}
+            oracle = OracleBaseline(refs, strategies=u.strategies, seed=int(iid_seed.generate_state(2)[1]))
+            return iid.curves(config.budget, seed=0), oracle.curves(config.budget, rarity=iid), iid, "samples"
+
+        overlap = len(set(_pool_ids(task, run_cfg, input_seed)) & _train_ids(lm_cfg))
+        n_iid = config.iid_samples or 4 * config.budget
+        rung2 = run_rung(
+            2,
+            runner,
+            lambda num, **kw: _latent_vec(task, num, **kwargs2, **kw),
+            f"seffi/{_camel(task)}LatentLM-v0",
+            rung2_baselines,
+            rung2_seed,
+            [
+                f"rung 2: learned generators; base LM ({models.base.n_params():,} parameters) trained by SFT "
+                f"on {lm_cfg.n_train_inputs * lm_cfg.rows_per_input:,} rows, mixture of "
+                f"{models.n_codes} codes by hard EM without labels",
+                f"iid: estimated from {n_iid} base-LM samples per input (IidBaseline.from_samples)",
+                f"{overlap} of the {config.n_inputs} pool inputs were also training inputs",
+                "untrained router: z from the latent prior (code frequencies); its gain should be ~0",
+            ],
+        )
+        timings["rung2_seconds"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        measurements = _measure(models, lm_cfg, config, measure_seed)
+        timings["measure_seconds"] = time.perf_counter() - t0
+    report = _build_report(config, [rung1.comparison, rung2.comparison], measurements)
+    state = {"rung1": rung1.state, "rung2": rung2.state}
+    (out / "routers.json").write_text(
+        json.dumps({"rung1": rung1.router, "rung2": rung2.router}, sort_keys=True)
+    )
+    (out / "ladder.json").write_text(
+        json.dumps(_finite(measurements), indent=1, sort_keys=True, default=_jsonable, allow_nan=False)
+    )
+    wandb = sinks.wandb
+    hint = wandb.run.sync_hint if wandb is not None else None
+    local = sinks.local
+    local.finish(report, state)
+    files = dict(local.files)
+    files.update(ladder_plots(out, report, measurements))
+    _append_markdown(out, measurements, timings)
+    if wandb is not None:
+        for name, path in sorted(files.items()):
+            if path.suffix == ".png":
+                wandb.run.log_image(f"seffi/plots/{name}", path, step=max(runner.step, 1))
+        wandb.run.log(
+            {f"seffi/ladder/{k}": v for k, v in _scalars(measurements).items()}, step=max(runner.step, 1)
+        )
+        wandb.finish(report, state)
+    seconds = time.perf_counter() - start
+    timings["total_seconds"] = seconds
+    (out / "timings.json").write_text(json.dumps(timings, indent=1, sort_keys=True))
+    console.print(ladder_table(report))
+    console.print(measurement_table(measurements))
+    console.print(f"run folder: {out}  ({seconds:.1f} s)", soft_wrap=True, markup=False)
+    if hint:
+        console.print(f"W&B offline run saved; upload it with: {hint}", soft_wrap=True, markup=False)
+    return LadderResult(out, report, measurements, files, seconds, timings)
+
+
+def _camel(task: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in task.split("_"))
+
+
+def _prepare_out(out: Path | None, overwrite: bool) -> Path:
+    from seffi.experiment.runner import prepare_out
+
+    return prepare_out(out, overwrite=overwrite)
+
+
+def _latent_vec(task: str, num_envs: int, **kwargs: Any) -> Any:
+    import gymnasium as gym
+
+    from seffi.envs.latent_lm import latent_lm_env_id
+
+    return gym.make_vec(
+        latent_lm_env_id(task), num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs
+    )
+
+
+def _pool_ids(task: str, run_cfg: RunConfig, input_seed: int) -> list[str]:
+    from seffi.tasks import get_task
+
+    tc = {"skew": run_cfg.skew, **run_cfg.task_options.get(task, {})}
+    return [x.id for x in get_task(task, **tc).make_inputs(run_cfg.n_inputs, seed=input_seed)]
+
+
+def _train_ids(lm_cfg: Any) -> frozenset[str]:
+    from seffi.models.cache import training_input_ids
+
+    return training_input_ids(lm_cfg)
+
+
+def _train_models(lm_cfg: Any, cache_dir: Path | None, progress: Any) -> Any:
+    """Train or load the rung-2 models with a progress bar per phase (SFT steps, EM phases)."""
+    from seffi.models.cache import train_ladder_models
+
+    bars: dict[str, Any] = {}
+
+    def hook(phase: str, done: int, total: int) -> None:
+        name = "SFT" if phase == "SFT" else "hard EM"
+        if name not in bars:
+            bars[name] = progress.add_task(f"rung 2 {name}", total=total, status="")
+        progress.update(bars[name], completed=done, status=phase)
+
+    return train_ladder_models(lm_cfg, cache_dir, hook=hook)
+
+
+def _measure(models: Any, lm_cfg: Any, config: LadderConfig, seed: np.random.SeedSequence) -> dict[str, Any]:
+    """``measure_models`` on held-out inputs (never training inputs), plus the settings used."""
+    from seffi.models.cache import training_input_ids
+    from seffi.models.evaluate import measure_models
+
+    train = training_input_ids(lm_cfg, models.task)
+    drawn = models.task.make_inputs(config.measure_inputs * 4 + 64, seed=int(seed.generate_state(1)[0]))
+    held_out = [x for x in drawn if x.id not in train][: config.measure_inputs]
+    out = measure_models(
+        models, held_out, n_base=config.measure_samples, per_code=4, seed=int(seed.generate_state(2)[1])
+    )
+    out["lm_config"] = lm_cfg.model_dump(mode="json")
+    out["cache_keys"] = {"base": lm_cfg.base_key(), "mixture": lm_cfg.mixture_key()}
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(type(value).__name__)
+
+
+SCALAR_KEYS = (
+    "rows_valid_rate",
+    "base_valid_rate",
+    "valid_gap",
+    "tv_vs_law",
+    "tv_vs_rows",
+    "nmi",
+    "nmi_valid",
+    "nmi_train_assignments",
+    "mixture_valid_rate",
+)
+
+
+def _scalars(measurements: dict[str, Any]) -> dict[str, float]:
+    out = {}
+    for k in SCALAR_KEYS:
+        v = measurements.get(k)
+        if isinstance(v, int | float) and np.isfinite(v):
+            out[k] = float(v)
+    return out
+
+
+def _build_report(config: LadderConfig, comparisons: list[Any], measurements: dict[str, Any]) -> Any:
+    from seffi import __version__
+    from seffi.report.schema import Report
+
+    meta: dict[str, Any] = {"seffi_version": __version__, "command": "seffi ladder"}
+    meta.update({f"rung2_{k}": round(v, 6) for k, v in _scalars(measurements).items()})
+    return Report(
+        title=f"seffi ladder: rungs 1-2 on {config.task}",
+        seed=config.seed,
+        config=config.public_dict(),
+        meta=meta,
+        comparisons=comparisons,
+    )
+
+
+def ladder_table(report: Any) -> Any:
+    """``seffi run``'s summary rows with a rung column and the iid source."""
+    from types import SimpleNamespace
+
+    from rich.table import Table
+
+    from seffi.experiment.runner import SUMMARY_HEADER, summary_rows
+
+    budget = report.comparisons[0].budget if report.comparisons else "?"
+    table = Table(title=f"seffi ladder: coverage at budget K={budget} (gain: 0 = iid, 1 = oracle)")
+    for h in ("rung", *SUMMARY_HEADER):
+        left = h in ("rung", "task", "policy")
+        table.add_column(h, justify="left" if left else "right", no_wrap=left)
+    for comp in report.comparisons:
+        for row in summary_rows(SimpleNamespace(comparisons=[comp])):
+            if row[1] == "iid":
+                row[1] = f"iid ({comp.iid_source})"
+            table.add_row(str(comp.rung), *row)
+    return table
+
+
+def _finite(value: Any) -> Any:
+    """NaN -> None, recursively (ladder.json stays strict JSON)."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+def measurement_table(m: dict[str, Any]) -> Any:
+    """The rung-2 model measurements as a rich ``Table``."""
+    from rich.table import Table
+
+    table = Table(title=f"rung 2 models on {m['n_inputs']} held-out {m['task']} inputs")
+    table.add_column("measure", no_wrap=True)
+    table.add_column("value", justify="right")
+    table.add_column("target", justify="right")
+    rows = [
+        ("training rows valid rate", f"{m['rows_valid_rate']:.3f}", ""),
+        ("base LM valid rate (T=1)", f"{m['base_valid_rate']:.3f}", "within 0.1 of rows"),
+        ("strategy TV vs training law", f"{m['tv_vs_law']:.3f}", "<= 0.1"),
+        (f"NMI(latent, strategy), L={m['n_codes']}", _fmt(m["nmi"]), ">= 0.6"),
+        ("NMI of EM assignments vs row labels", _fmt(m["nmi_train_assignments"]), ""),
+        ("mixture valid rate (z ~ prior)", f"{m['mixture_valid_rate']:.3f}", ""),
+    ]
+    for r in rows:
+        table.add_row(*r)
+    return table
+
+
+def _fmt(value: Any) -> str:
+    return "—" if value is None or not np.isfinite(value) else f"{value:.3f}"
+
+
+def _append_markdown(out: Path, m: dict[str, Any], timings: dict[str, float]) -> None:
+    """Add the rung-2 model measurements and the ladder plots to report.md."""
+    md = out / "report.md"
+    cols = m["purity_columns"]
+    lines = [
+        "",
+        "## Rung 2 models (held-out inputs)",
+        "",
+        f"- training rows valid rate: {m['rows_valid_rate']:.3f}; base LM valid rate (temperature 1): "
+        f"{m['base_valid_rate']:.3f} (target: within 0.1)",
+        f"- pooled strategy-frequency TV, base LM vs training law: {m['tv_vs_law']:.3f} (target <= 0.1)",
+        f"- NMI(latent, strategy), L = {m['n_codes']}: {_fmt(m['nmi'])} (target >= 0.6; — when no "
+        f"sample matched a strategy); EM assignments vs row labels (post hoc): "
+        f"{_fmt(m['nmi_train_assignments'])}",
+        f"- latent prior: {', '.join(f'{p:.3f}' for p in m['prior'])}",
+        f"- models: {m['base_n_params']:,} parameters; training {timings.get('models_seconds', 0):.0f} s "
+        f"({'cached' if timings.get('models_cached') else 'trained'})",
+        "",
+        "Latent purity (share of each code's samples following each strategy; `none`: matched nothing):",
+        "",
+        "| code | " + " | ".join(cols) + " |",
+        "|---|" + "---|" * len(cols),
+    ]
+    for z, row in enumerate(m["purity"]):
+        lines.append(f"| {z} | " + " | ".join(f"{v:.2f}" for v in row) + " |")
+    lines += ["", "![coverage per rung](ladder_coverage.png)", "", "![latent purity](ladder_purity.png)", ""]
+    with md.open("a", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+def ladder_plots(out: Path, report: Any, m: dict[str, Any]) -> dict[str, Path]:
+    """The ladder's own figures: coverage per rung, latent vs strategy coverage, purity, valid@k."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files: dict[str, Path] = {}
+    comps = report.comparisons
+
+    def save(fig: Any, name: str) -> None:
+        path = out / f"{name}.png"
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        files[name] = path
+
+    fig, axes = plt.subplots(1, len(comps), figsize=(5.5 * len(comps), 4), sharey=True, squeeze=False)
+    for ax, comp in zip(axes[0], comps, strict=True):
+        for cs, style in [(comp.iid, "k--"), (comp.oracle, "k:")]:
+            if cs is not None:
+                ax.plot(
+                    cs.k,
+                    cs.coverage,
+                    style,
+                    label=f"{cs.label} ({comp.iid_source})" if cs is comp.iid else cs.label,
+                )
+        for p in comp.policies:
+            g = p.gain
+            gain = "" if g is None or g.value is None else f", gain {g.value:.2f} [{g.lo:.2f}, {g.hi:.2f}]"
+            ax.plot(p.curves.k, p.curves.coverage, marker="o", ms=3, label=f"{p.curves.label}{gain}")
+        ax.set_title(f"rung {comp.rung}: {comp.env_id}", fontsize=9)
+        ax.set_xlabel("k (samples per input)")
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("strategy coverage C(k)")
+    save(fig, "ladder_coverage")
+
+    fig, axes = plt.subplots(1, len(comps), figsize=(5.5 * len(comps), 4), sharey=True, squeeze=False)
+    for ax, comp in zip(axes[0], comps, strict=True):
+        for i, p in enumerate(comp.policies):
+            color = f"C{i}"
+            ax.plot(p.curves.k, p.curves.coverage, color=color, label=f"{p.curves.label}: strategies")
+            if p.latent is not None:
+                ax.plot(
+                    p.latent.k, p.latent.coverage, color=color, ls="--", label=f"{p.curves.label}: latents"
+                )
+        ax.set_title(f"rung {comp.rung}: latent (dashed) vs strategy coverage", fontsize=9)
+        ax.set_xlabel("k")
+        ax.legend(fontsize=7)
+    save(fig, "ladder_latent_vs_strategy")
+
+    matrix = np.asarray(m["purity"])
+    fig, ax = plt.subplots(figsize=(1.2 * matrix.shape[1] + 2, 0.35 * matrix.shape[0] + 1.8))
+    im = ax.imshow(matrix, vmin=0, vmax=1, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(matrix.shape[1]), m["purity_columns"], rotation=30, ha="right", fontsize=8)
+    ax.set_yticks(range(matrix.shape[0]), [f"z={z} ({p:.2f})" for z, p in enumerate(m["prior"])], fontsize=8)
+    for (i, j), v in np.ndenumerate(matrix):
+        ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w" if v < 0.5 else "k")
+    ax.set_title(f"latent purity (NMI {m['nmi']:.2f}); rows: code (prior)", fontsize=9)
+    fig.colorbar(im, ax=ax)
+    save(fig, "ladder_purity")
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for comp in comps:
+        for p in comp.policies:
+            if p.curves.valid_at_k is not None:
+                ax.plot(
+                    p.curves.k,
+                    p.curves.valid_at_k,
+                    marker="o",
+                    ms=3,
+                    label=f"rung {comp.rung}: {p.curves.label}",
+                )
+        if comp.iid is not None and comp.iid.valid_at_k is not None:
+            ax.plot(comp.iid.k, comp.iid.valid_at_k, "--", label=f"rung {comp.rung}: iid")
+    ax.set_xlabel("k")
+    ax.set_ylabel("valid@k (some sample valid)")
+    ax.set_title("best-of-k correctness per policy", fontsize=9)
+    ax.legend(fontsize=7)
+    save(fig, "ladder_valid_at_k")
+    return files
+
+
+# -- the command --------------------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``seffi ladder``."""
+    parser.description = (
+        "The exploration ladder, rungs 1-2: the hand-written router env and learned generators (a base LM "
+        "trained here and a latent mixture learned without labels) on the same task, pool and budget."
+    )
+    parser.add_argument("--task", help=f"task name (default {DEFAULT_TASK})")
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--budget", type=int, help="K: samples per input")
+    parser.add_argument("--n-inputs", dest="n_inputs", type=int, help="pool size (both rungs)")
+    parser.add_argument("--eval-runs", dest="eval_runs", type=int)
+    parser.add_argument("--rounds", dest="rounds", type=int, help="router training rounds")
+    parser.add_argument("--iid-samples", dest="iid_samples", type=int, help="base-LM samples per input (4K)")
+    parser.add_argument("--lm", help="JSON of seffi.models.LMConfig fields for the rung-2 models")
+    parser.add_argument("--cache-dir", dest="cache_dir", help="model cache (default $SEFFI_CACHE)")
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny models and pool: an end-to-end check (< 60 s)"
+    )
+    parser.add_argument("--wandb", choices=["online", "offline", "disabled"])
+    parser.add_argument("--out", help="run folder (default runs/<timestamp>)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an earlier run in --out")
+    parser.add_argument("--no-progress", dest="progress", action="store_const", const=False)
+    parser.set_defaults(handler=ladder_command)
+
+
+def ladder_command(args: argparse.Namespace) -> int:
+    """Handler of ``seffi ladder``."""
+    from pydantic import ValidationError
+
+    fields: dict[str, Any] = {}
+    for name in (
+        "task",
+        "seed",
+        "budget",
+        "n_inputs",
+        "eval_runs",
+        "iid_samples",
+        "cache_dir",
+        "wandb",
+        "out",
+    ):
+        value = getattr(args, name, None)
+        if value is not None:
+            fields[name] = value
+    if args.progress is False:
+        fields["progress"] = False
+    if args.lm:
+        try:
+            fields["lm"] = json.loads(args.lm)
+        except json.JSONDecodeError as exc:
+            raise SeffiError(f"--lm is not valid JSON: {exc}") from None
+    try:
+        config = smoke_config(**fields) if args.smoke else LadderConfig(**fields)
+        if args.rounds is not None:
+            config = config.model_copy(
+                update={"learner": config.learner.model_copy(update={"rounds": args.rounds})}
+            )
+        LadderConfig.model_validate(config.model_dump())
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise SeffiError(f"invalid ladder settings: {problems}") from None
+    run_ladder(config, overwrite=args.overwrite)
+    return 0

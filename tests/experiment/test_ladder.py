@@ -1,0 +1,95 @@
+"""Issue 15 item 5: ``seffi ladder`` (rungs 1-2) end to end on the ``--smoke`` config."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from seffi.cli import main
+from seffi.experiment.ladder import LadderConfig, round_robin_act, smoke_config
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float, int]:
+    root = tmp_path_factory.mktemp("ladder")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SEFFI_CACHE", str(root / "cache"))
+    mp.setenv("WANDB_DIR", str(root))
+    mp.setenv("WANDB_MODE", "offline")
+    mp.chdir(root)
+    started = time.perf_counter()
+    code = main(["ladder", "--smoke", "--out", str(root / "run"), "--no-progress"])
+    seconds = time.perf_counter() - started
+    mp.undo()
+    return root / "run", seconds, code
+
+
+def test_smoke_runs_both_rungs_within_a_minute(smoke_run: tuple[Path, float, int]) -> None:
+    """Issue 15 Done-when: `seffi ladder --smoke` runs in <= 60 s and writes the run folder."""
+    out, seconds, code = smoke_run
+    assert code == 0
+    assert seconds <= 60, f"--smoke took {seconds:.1f} s"
+    for name in ("report.json", "report.md", "ladder.json", "timings.json", "routers.json"):
+        assert (out / name).is_file(), name
+    for plot in ("ladder_coverage", "ladder_latent_vs_strategy", "ladder_purity", "ladder_valid_at_k"):
+        assert (out / f"{plot}.png").stat().st_size > 1000, plot
+    assert list(out.parent.glob("wandb/offline-run-*")), "no offline W&B run"
+
+
+def test_report_has_both_rungs_tagged_with_the_same_pool(smoke_run: tuple[Path, float, int]) -> None:
+    """Issue 15 item 5: report.json in `seffi run`'s schema, comparisons tagged rung and iid_source."""
+    from seffi.report.schema import load_report
+
+    out, _, _ = smoke_run
+    report = load_report(out)
+    one, two = report.comparisons
+    assert (one.rung, one.iid_source, one.env_id) == (1, "exact", "seffi/SortSwapsRouter-v0")
+    assert (two.rung, two.iid_source, two.env_id) == (2, "samples", "seffi/SortSwapsLatentLM-v0")
+    labels = ["trained router", "untrained router", "round-robin latents"]
+    for comp in (one, two):
+        assert [p.curves.label for p in comp.policies] == labels
+        assert comp.budget == 4 and comp.n_inputs == 4 and comp.oracle is not None and comp.iid is not None
+        assert all(p.gain is not None for p in comp.policies)
+        assert all(p.latent is not None and p.latent.num_codes == 8 for p in comp.policies)
+    # The same pool on both rungs: the barcodes list the same input ids.
+    assert one.policies[0].barcode.input_ids == two.policies[0].barcode.input_ids
+    m = json.loads((out / "ladder.json").read_text())
+    assert m["n_codes"] == 8 and len(m["purity"]) == 8 and len(m["purity"][0]) == 5
+    assert 0.0 <= m["rows_valid_rate"] <= 1.0 and 0.0 <= m["tv_vs_law"] <= 1.0
+    assert report.meta["command"] == "seffi ladder"
+    assert "## Rung 2 models" in (out / "report.md").read_text()
+
+
+def test_round_robin_follows_prior_order() -> None:
+    """Issue 15 item 5: the no-learning explorer takes latents in prior order, cycling with k."""
+    layout = {"prior": slice(0, 3), "used": slice(3, 4)}
+    act = round_robin_act(layout, budget=4)
+    prior = [0.2, 0.5, 0.3]
+    obs = np.array([[*prior, k / 4] for k in range(4)], dtype=np.float32)
+    assert act(obs, np.random.default_rng(0)).tolist() == [1, 2, 0, 1]
+
+
+def test_rung_configs_share_task_config_and_pool_settings() -> None:
+    """Issue 15 item 5: rung 1's router env and rung 2's LM use the same task config and budget."""
+    cfg = LadderConfig(task="sort_swaps", budget=6, n_inputs=12)
+    run = cfg.run_config()
+    lm = cfg.lm_config()
+    assert run.tasks == ("sort_swaps",) and run.budget == 6 and run.n_inputs == 12
+    assert {"skew": run.skew, **run.task_options["sort_swaps"]} == lm.task_config
+    assert smoke_config().lm_config().d_model == 32
+
+
+def test_bad_settings_exit_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 15 item 5: user errors print one line and exit 2."""
+    assert main(["ladder", "--smoke", "--budget", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "budget" in err[0]
+    assert main(["ladder", "--smoke", "--lm", "{not json"]) == 2
+    assert "--lm" in capsys.readouterr().err
