@@ -91,6 +91,19 @@ def training_input_ids(cfg: LMConfig, task: Task[Any, Any] | None = None) -> fro
     return frozenset(x.id for x in task.make_inputs(cfg.n_train_inputs, input_seed))
 
 
+def mixture_row_index(cfg: LMConfig, n_rows: int) -> np.ndarray:
+    """Indices of the training rows the mixture learns from (all, or a seeded subset of ``max_rows``)."""
+    limit = cfg.mixture.max_rows
+    if limit is None or limit >= n_rows:
+        return np.arange(n_rows)
+    return np.sort(np.random.default_rng(cfg.mixture.seed).choice(n_rows, size=limit, replace=False))
+
+
+def mixture_rows(cfg: LMConfig, rows: list[Any]) -> list[Any]:
+    """The training rows of the mixture (see :func:`mixture_row_index`)."""
+    return [rows[i] for i in mixture_row_index(cfg, len(rows)).tolist()]
+
+
 def _write_atomically(folder: Path, write: Callable[[Path], None]) -> None:
     tmp = folder.with_name(f".{folder.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -177,7 +190,8 @@ def train_ladder_models(
         rows = rows if rows is not None else training_rows(cfg, task)
         n_codes = cfg.mixture.n_codes or 2 * len(task.strategies())
         started = time.perf_counter()
-        result = train_mixture(base, rows, n_codes, cfg.mixture, hook)
+        em_rows = mixture_rows(cfg, rows)
+        result = train_mixture(base, em_rows, n_codes, cfg.mixture, hook)
         mixture = result.model
         mixture.meta.update(
             {
@@ -192,6 +206,7 @@ def train_ladder_models(
         def write(folder: Path) -> None:
             mixture.save(folder)
             np.save(folder / "assignments.npy", result.assignments)
+            np.save(folder / "assignment_rows.npy", mixture_row_index(cfg, len(rows)))
 
         _write_atomically(mix_dir, write)
     if base.meta.get("kind") != "base" or mixture.meta.get("kind") != "mixture":

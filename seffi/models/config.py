@@ -17,6 +17,10 @@ from seffi._seeding import stable_id
 MODEL_FORMAT = 1
 
 
+#: Mixture fields added after models were cached; left out of the cache key while unset.
+_LATE_OPTIONAL = ("max_rows",)
+
+
 class MixtureConfig(BaseModel):
     """Hard-EM mixture of generators over latent codes (Shen et al. 2019 style).
 
@@ -37,6 +41,9 @@ class MixtureConfig(BaseModel):
         revive_below: A code whose share of rows falls below this fraction is re-seeded with a random
             half of the largest code's rows (the usual guard against dead mixture components).
         lr: Learning rate of the M-steps (AdamW, constant).
+        max_rows: Learn the mixture on this many training rows (a seeded random subset; ``None``: all).
+            The E-step scores every row under every code, L forward passes per row, so it dominates
+            the cost of EM.
         seed: Seed of the code embeddings, shuffling and revivals.
     """
 
@@ -51,6 +58,7 @@ class MixtureConfig(BaseModel):
     capacity: float = Field(1.0, ge=0.0, le=64.0)
     revive_below: float = Field(0.02, ge=0.0, lt=0.5)
     lr: float = Field(1e-3, gt=0.0, le=1.0)
+    max_rows: int | None = Field(None, ge=1, le=10_000_000)
     seed: int = Field(0, ge=0)
 
 
@@ -103,5 +111,9 @@ class LMConfig(BaseModel):
 
     def mixture_key(self) -> str:
         """Cache key of the mixture: the base LM's fields plus the mixture's."""
-        fields = {**self.base_fields(), "mixture": self.mixture.model_dump(mode="json")}
+        mixture = self.mixture.model_dump(mode="json")
+        for late in _LATE_OPTIONAL:  # unset, they stay out of the hash: cached models stay valid
+            if mixture.get(late) is None:
+                mixture.pop(late, None)
+        fields = {**self.base_fields(), "mixture": mixture}
         return f"{self.task}-mixture-{stable_id(fields, length=16)}"

@@ -183,7 +183,11 @@ def measure_models(
     train_nmi = float("nan")
     assign_file = models.mixture_dir / "assignments.npy"
     if assign_file.is_file():
-        labels = [r.strategy or "off_strategy" for r in training_rows(models.cfg, task)]
+        from .cache import mixture_rows
+
+        labels = [
+            r.strategy or "off_strategy" for r in mixture_rows(models.cfg, training_rows(models.cfg, task))
+        ]
         assign = np.load(assign_file)
         if len(assign) == len(labels):
             train_nmi = nmi(assign.tolist(), labels)

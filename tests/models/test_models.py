@@ -216,3 +216,22 @@ def test_examples_read_only_text_fields() -> None:
     layout = Layout(get_task("edit_script").vocabulary())
     ex = examples_from_rows(layout, [_Row("i", "edit a to b", "sub 0 b\nanswer b")], [2])
     assert ex[0].prefix[-1] == layout.code(2) and ex[0].target[-1] == 1
+
+
+def test_mixture_max_rows_subsets_rows_and_keeps_old_cache_keys() -> None:
+    """Issue 15 item 3 (cost): EM on a seeded subset of rows; unset, the cache key is unchanged."""
+    from seffi.models.cache import mixture_row_index
+
+    cfg = tiny_cfg(mixture={"max_rows": 50})
+    idx = mixture_row_index(cfg, 200)
+    assert len(idx) == 50 and len(set(idx.tolist())) == 50 and idx.tolist() == sorted(idx.tolist())
+    assert mixture_row_index(cfg, 200).tolist() == idx.tolist()
+    assert mixture_row_index(tiny_cfg(), 200).tolist() == list(range(200))
+    assert tiny_cfg(mixture={"max_rows": 50}).mixture_key() != tiny_cfg().mixture_key()
+    # A config without max_rows hashes exactly as before the field existed (cached models stay valid).
+    from seffi._seeding import stable_id
+
+    old = tiny_cfg().mixture.model_dump(mode="json")
+    del old["max_rows"]
+    expected = f"edit_script-mixture-{stable_id({**tiny_cfg().base_fields(), 'mixture': old}, length=16)}"
+    assert tiny_cfg().mixture_key() == expected
