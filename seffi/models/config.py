@@ -19,6 +19,8 @@ MODEL_FORMAT = 1
 
 #: Mixture fields added after models were cached; left out of the cache key while unset.
 _LATE_OPTIONAL = ("max_rows",)
+#: Fields added later with a default that differs from what older caches used.
+_LATE_DEFAULTS = {"mode": "batch"}
 
 
 class MixtureConfig(BaseModel):
@@ -26,6 +28,8 @@ class MixtureConfig(BaseModel):
 
     Attributes:
         n_codes: Number of latent codes L (``None``: twice the task's strategy count).
+        mode: ``"online"`` (E-step per minibatch, then one gradient step: codes specialise within an
+            epoch) or ``"batch"`` (E-step over all rows, then an M-step of ``epochs_per_round``).
         rounds: EM rounds (each: E-step, then M-step).
         epochs_per_round: Passes over the rows in each M-step.
         folds: Cross-fitting folds (by input id). With 2 or more, a row's E-step scores it with a model
@@ -50,6 +54,7 @@ class MixtureConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     n_codes: int | None = Field(None, ge=2, le=64)
+    mode: Literal["online", "batch"] = "online"
     rounds: int = Field(4, ge=1, le=50)
     epochs_per_round: float = Field(1.0, gt=0.0, le=20.0)
     folds: int = Field(2, ge=1, le=5)
@@ -115,5 +120,8 @@ class LMConfig(BaseModel):
         for late in _LATE_OPTIONAL:  # unset, they stay out of the hash: cached models stay valid
             if mixture.get(late) is None:
                 mixture.pop(late, None)
+        for late, old in _LATE_DEFAULTS.items():  # the old behaviour hashes as it did before the field
+            if mixture.get(late) == old:
+                mixture.pop(late)
         fields = {**self.base_fields(), "mixture": mixture}
         return f"{self.task}-mixture-{stable_id(fields, length=16)}"

@@ -35,7 +35,7 @@ import torch
 from seffi._seeding import seed_from_text
 
 from .config import MixtureConfig
-from .lm import Example, Layout, TaskLM, examples_from_rows, torch_setup
+from .lm import Example, Layout, TaskLM, _batch, examples_from_rows, torch_setup
 
 #: Called with (phase description, done, total) during EM.
 EMHook = Callable[[str, int, int], None]
@@ -113,9 +113,11 @@ def train_mixture(
 
     history: list[dict[str, Any]] = []
     assign = np.full(len(rows), -1, dtype=np.int64)
+    layout: Layout = base.layout
+    if cfg.mode == "online":
+        return _online(models, rows, folds, n_codes, cfg, rng, hook, history)
     assign = _e_step(models, rows, folds, n_codes, cfg, rng, assign, history)
     tick("E-step 0")
-    layout: Layout = base.layout
     for r in range(cfg.rounds):
         for j, m in enumerate(models):
             train_idx = np.flatnonzero(folds != j) if n_folds > 1 else np.arange(len(rows))
@@ -175,6 +177,139 @@ def balanced_argmax(scores: np.ndarray, capacity: float) -> np.ndarray:
                 assign[i] = z
                 break
     return assign
+
+
+def align_codes(models: list[TaskLM], rows: Sequence[Any], n_codes: int) -> list[list[int]]:
+    """Relabel the codes of models 1.. so that they agree with model 0 on ``rows``; returns the maps.
+
+    Cross-fitted models each learn the code labelling of the other, so nothing stops them from ending up
+    with permuted labels (they then swap labellings every step). Both models take their likeliest code
+    on each row; codes are matched greedily by co-occurrence and model j's code embeddings reordered.
+    """
+    ref = code_scores(models[0], rows, n_codes).argmax(axis=1)
+    maps = []
+    for m in models[1:]:
+        own = code_scores(m, rows, n_codes).argmax(axis=1)
+        counts = np.zeros((n_codes, n_codes))
+        np.add.at(counts, (ref, own), 1.0)
+        perm = np.full(n_codes, -1)
+        used = np.zeros(n_codes, dtype=bool)
+        for flat in np.argsort(-counts, axis=None, kind="stable").tolist():
+            p, q = divmod(flat, n_codes)
+            if perm[p] < 0 and not used[q]:
+                perm[p], used[q] = q, True
+        emb = m.model.get_input_embeddings().weight
+        start = m.layout.code0
+        with torch.no_grad():
+            emb[start : start + n_codes] = emb[start : start + n_codes][torch.from_numpy(perm)].clone()
+        maps.append(perm.tolist())
+    return maps
+
+
+class _Trainer:
+    """A persistent AdamW on one model, one step per call (online EM)."""
+
+    def __init__(self, lm: TaskLM, lr: float) -> None:
+        self.lm = lm
+        self.opt = torch.optim.AdamW(lm.model.parameters(), lr=lr, weight_decay=0.0, betas=(0.9, 0.98))
+
+    def step(self, examples: list[Example]) -> float:
+        model = self.lm.model
+        model.train()
+        ids, mask, labels = _batch(examples)
+        out = model(input_ids=ids, attention_mask=mask, labels=labels)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        model.eval()
+        return float(out.loss.detach())
+
+
+def _online(
+    models: list[TaskLM],
+    rows: Sequence[Any],
+    folds: np.ndarray,
+    n_codes: int,
+    cfg: MixtureConfig,
+    rng: np.random.Generator,
+    hook: EMHook | None,
+    history: list[dict[str, Any]],
+) -> EMResult:
+    """Online hard EM (Shen et al.'s hard EM with the E-step per minibatch; multiple-choice learning).
+
+    Each minibatch of rows of fold ``f`` is scored under every code by model ``f`` (which never trains on
+    fold ``f``), each row takes its likeliest code (balanced within the batch), and the *other* model
+    takes one gradient step on the rows with those codes. With one fold the same model scores and
+    trains. A final E-step over all rows gives the assignments; model 0 then trains on every row.
+    """
+    n_folds = len(models)
+    trainers = [_Trainer(m, cfg.lr) for m in models]
+    layout = models[0].layout
+    batch = 64
+    by_fold = [np.flatnonzero(folds == f) for f in range(n_folds)]
+    steps_per_epoch = sum(int(np.ceil(len(ix) / batch)) for ix in by_fold)
+    total_steps = max(1, round(steps_per_epoch * cfg.rounds * cfg.epochs_per_round))
+    total = total_steps + 1 + (cfg.final_epochs > 0)
+    assign = np.full(len(rows), -1, dtype=np.int64)
+    step = 0
+    epoch_assign = assign.copy()
+    probe = [rows[i] for i in rng.permutation(len(rows))[:256].tolist()]
+    align_every = max(1, steps_per_epoch // 4)
+    while step < total_steps:
+        plan = []
+        for f, ix in enumerate(by_fold):
+            perm = rng.permutation(ix)
+            plan += [(f, perm[b : b + batch]) for b in range(0, len(perm), batch)]
+        for j in rng.permutation(len(plan)).tolist():
+            if step >= total_steps:
+                break
+            f, idx = plan[j]
+            part = [rows[i] for i in idx.tolist()]
+            scores = code_scores(models[f], part, n_codes)
+            z = balanced_argmax(scores, cfg.capacity)
+            assign[idx] = z
+            trainers[(f + 1) % n_folds].step(examples_from_rows(layout, part, z.tolist()))
+            step += 1
+            if n_folds > 1 and step % align_every == 0:
+                align_codes(models, probe, n_codes)
+            if hook is not None:
+                hook("online EM", step, total)
+        seen = epoch_assign >= 0
+        history.append(
+            {
+                "changed": float(np.mean(assign[seen] != epoch_assign[seen])) if seen.any() else 1.0,
+                "shares": (np.bincount(assign[assign >= 0], minlength=n_codes) / max(1, (assign >= 0).sum()))
+                .round(6)
+                .tolist(),
+                "loglik": float("nan"),
+                "revived": [],
+            }
+        )
+        epoch_assign = assign.copy()
+    if n_folds > 1:
+        align_codes(models, probe, n_codes)
+    assign = _e_step(models, rows, folds, n_codes, cfg, rng, epoch_assign, history)
+    if hook is not None:
+        hook("final E-step", total_steps + 1, total)
+    final = models[0]
+    if cfg.final_epochs > 0:
+        final.train(
+            _examples(layout, rows, assign, np.arange(len(rows))),
+            epochs=cfg.final_epochs,
+            batch_size=batch,
+            lr=cfg.lr,
+            seed=cfg.seed + 104729,
+            schedule="cosine",
+        )
+        if hook is not None:
+            hook("final M-step", total, total)
+    prior = np.bincount(assign, minlength=n_codes).astype(np.float64)
+    prior /= prior.sum()
+    final.meta["n_codes"] = n_codes
+    final.meta["prior"] = prior.tolist()
+    final.meta["em_history"] = history
+    return EMResult(final, assign, prior, history)
 
 
 def _examples(layout: Layout, rows: Sequence[Any], assign: np.ndarray, idx: np.ndarray) -> list[Example]:

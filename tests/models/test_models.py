@@ -111,13 +111,31 @@ def test_em_assignments_change_then_stabilise_on_separable_modes() -> None:
     hidden = [k for _ in xs for k in range(3)]
     cfg = LMConfig(task="edit_script", d_model=32, n_layer=1, n_head=2, epochs=2, batch_size=32, lr=3e-3)
     base = train_base(cfg, task, rows)
-    result = train_mixture(base, rows, 3, MixtureConfig(rounds=3, epochs_per_round=1, folds=1, lr=3e-3))
+    em = MixtureConfig(mode="batch", rounds=3, epochs_per_round=1, folds=1, lr=3e-3)
+    result = train_mixture(base, rows, 3, em)
     changed = [h["changed"] for h in result.history]
     assert changed[0] == 1.0  # first assignment
     assert changed[1] > 0.05  # the first M-step moved rows
     assert changed[-1] == 0.0 and changed[-2] == 0.0  # stable
     assert nmi(result.assignments.tolist(), hidden) == pytest.approx(1.0)
     assert result.prior.tolist() == pytest.approx([1 / 3] * 3)
+
+
+def test_online_cross_fitted_em_recovers_separable_modes() -> None:
+    """Issue 15 item 3: online hard EM with cross-fitted E-steps puts each hidden mode on its own code."""
+    task = get_task("edit_script")
+    modes = ["del 0\nanswer a", "sub 1 b\nsub 2 b\nanswer b b", "ins 0 c\nins 1 c\nins 2 c\nanswer c c c"]
+    xs = task.make_inputs(40, seed=0)
+    rows = [_Row(x.id, task.prompt(x), modes[k]) for x in xs for k in range(3)]
+    hidden = [k for _ in xs for k in range(3)]
+    cfg = LMConfig(task="edit_script", d_model=32, n_layer=1, n_head=2, epochs=2, batch_size=32, lr=3e-3)
+    base = train_base(cfg, task, rows)
+    em = MixtureConfig(
+        mode="online", rounds=12, epochs_per_round=1, folds=2, final_epochs=0.5, lr=1e-2, code_init_std=0.02
+    )
+    result = train_mixture(base, rows, 3, em)
+    assert nmi(result.assignments.tolist(), hidden) > 0.9
+    assert len(result.history) == 13  # twelve online epochs and the final E-step
 
 
 def test_no_strategy_label_is_read_scrambled_labels_give_identical_models() -> None:
