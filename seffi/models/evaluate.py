@@ -9,6 +9,9 @@
 * **Latent purity.** Per code, the strategy mix of its samples (plus the share that matched nothing),
   and NMI(latent, strategy) over the samples that matched a strategy, the strategy being the match set
   (an ambiguous trace's set is its own category), codes drawn uniformly. Computed only after training.
+  Also over the unambiguous samples only (one strategy each), and the *ceiling*: the NMI between the
+  training rows' own strategy labels and their match sets — what a latent equal to the true strategy
+  would score with L = M codes; ambiguity alone keeps it below 1.
 """
 
 from __future__ import annotations
@@ -105,8 +108,13 @@ def training_row_stats(models: LadderModels, max_rows: int = 5000) -> dict[str, 
     input_seed, _ = spawn(cfg.data_seed, 2)
     by_id = {x.id: x for x in task.make_inputs(cfg.n_train_inputs, input_seed)}
     results = validate_all(task, [by_id[r.input_id] for r in rows], [r.y_text for r in rows])
+    # What NMI a perfect latent could reach here: the rows' own strategy labels against the match sets
+    # the validator gives their traces (ambiguous traces merge strategies into one category).
+    pairs = [(r.strategy, tuple(sorted(v.strategy_matches))) for r, v in zip(rows, results, strict=True)]
+    pairs = [p for p in pairs if p[0] is not None and p[1]]
     return {
         "rows": len(rows),
+        "nmi_ceiling": nmi(*zip(*pairs, strict=True)) if pairs else float("nan"),
         "valid_rate": float(np.mean([r.valid for r in results])),
         "frequencies": strategy_frequencies([sorted(r.strategy_matches) for r in results], task.strategies()),
     }
@@ -159,7 +167,10 @@ def purity(
         for c, r in zip(codes, results, strict=True)
         if r.strategy_matches and r.valid
     ]
+    single = [(c, s) for c, s in attributed if len(s) == 1]
     return {
+        "nmi_unambiguous": nmi(*zip(*single, strict=True)) if single else float("nan"),
+        "unambiguous_share": len(single) / len(attributed) if attributed else float("nan"),
         "matrix": matrix,
         "valid": valid,
         "nmi": nmi(*zip(*attributed, strict=True)) if attributed else float("nan"),
@@ -207,6 +218,9 @@ def measure_models(
         "prior": models.prior.round(4).tolist(),
         "nmi": pur["nmi"],
         "nmi_valid": pur["nmi_valid"],
+        "nmi_unambiguous": pur["nmi_unambiguous"],
+        "unambiguous_share": pur["unambiguous_share"],
+        "nmi_ceiling_rows": rows["nmi_ceiling"],
         "nmi_train_assignments": train_nmi,
         "code_valid_rate": pur["valid"].round(4).tolist(),
         "mixture_valid_rate": float(np.dot(models.prior, pur["valid"])),
