@@ -82,8 +82,10 @@ def test_rung_configs_share_task_config_and_pool_settings() -> None:
     run = cfg.run_config()
     lm = cfg.lm_config()
     assert run.tasks == ("sort_swaps",) and run.budget == 6 and run.n_inputs == 12
-    assert {"skew": run.skew, **run.task_options["sort_swaps"]} == lm.task_config
+    assert run.task_options["sort_swaps"] == lm.task_config == {"min_length": 3, "max_length": 4}
     assert smoke_config().lm_config().d_model == 32
+    # The full ladder's models are the measured ones (their cache keys match the experiments').
+    assert LadderConfig(task="grid_routes").lm_config().task_config is None
 
 
 def test_bad_settings_exit_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
