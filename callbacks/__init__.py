@@ -34,8 +34,12 @@ Public API (stable; adapters for other frameworks build on the core):
     without logging.
 
   A run is one input's consecutive samples in one env row (seffi envs report ``run_index``); only
-  its first K samples count. An episode end whose info lacks ``strategy_matches`` raises one
-  :class:`~seffi.errors.SeffiError` naming the key and the env.
+  its first K samples count. Every finished episode is checked as it arrives, by one set of rules on
+  every path (``strategy_matches`` and ``input_id`` present; ``valid`` a bool; ``input_id`` a str or
+  int; ``sample_index``/``run_index``/``z`` ints >= 0; ``dones`` booleans). A bad episode is
+  rejected on its own: the good ones of the same call are recorded first, then
+  :class:`EpisodeRejected` (a :class:`~seffi.errors.SeffiError`) names the key, the env and the
+  sub-env; nothing recorded earlier is lost, so a caller may catch it and carry on.
 * :class:`CoverageEvaluator` — periodic evaluation (like SB3's ``EvalCallback``): ``evaluate(act,
   step)`` lets policy ``act(obs) -> action`` spend K samples on each eval input of a separate single
   env and logs that evaluation under ``seffi/eval/...``.
@@ -61,6 +65,7 @@ from seffi.callbacks.core import (
     EnvAccess,
     EpisodeColumns,
     EpisodeEnd,
+    EpisodeRejected,
     episode_columns,
     episode_ends,
     episode_from_info,
@@ -73,6 +78,7 @@ __all__ = [
     "EnvAccess",
     "EpisodeColumns",
     "EpisodeEnd",
+    "EpisodeRejected",
     "episode_columns",
     "episode_ends",
     "episode_from_info",

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import operator
 import os
 import time
@@ -35,7 +36,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from seffi.callbacks.streaming import RunAssigner, RunSums
+from seffi.callbacks.streaming import N_STATS, RunAssigner, RunSums
 from seffi.errors import SeffiError
 from seffi.report import keys
 
@@ -122,6 +123,9 @@ class _Rule:
         types: Exact scalar types accepted at a glance (lists and object arrays).
         abstract: Types accepted by ``isinstance`` (subclasses), bools excluded unless listed in ``types``.
         minimum: Smallest allowed int (ints are also at most the int64 maximum), or ``None``.
+        integral: Integral floats (``3.0``) count as ints. Gymnasium stores a step's column as floats
+            when the first env to report it gave a float, so a good env's ``3`` arrives as ``3.0``;
+            NaN, infinities and fractions never pass.
     """
 
     what: str
@@ -129,6 +133,7 @@ class _Rule:
     types: frozenset[type]
     abstract: tuple[type, ...]
     minimum: int | None = None
+    integral: bool = False
 
     def ok(self, v: Any) -> bool:
         """Whether one value keeps the rule (an absent key always does: the fill value is used)."""
@@ -136,6 +141,8 @@ class _Rule:
         if t not in self.types:  # exact types first: the common case, and no bool passes as an int
             if t is _Absent:
                 return True
+            if self.integral and isinstance(v, (float, np.floating)):
+                return math.isfinite(v) and float(v).is_integer() and (self.minimum or 0) <= v <= _I64_MAX
             if not isinstance(v, self.abstract) or (isinstance(v, _BOOLS) and bool not in self.types):
                 return False
         return self.minimum is None or self.minimum <= v <= _I64_MAX
@@ -153,6 +160,9 @@ class _Rule:
             kind = values.dtype.kind
             if kind not in self.kinds:
                 out = np.ones(values.shape[0], dtype=bool)
+            elif kind == "f":  # integral floats only (see ``integral``); NaN fails every comparison
+                fine = (np.floor(values) == values) & (values >= (self.minimum or 0)) & (values < 2.0**63)
+                out = ~fine
             elif self.minimum is None or values.size == 0:
                 return None
             else:  # ufunc reductions directly: the ndarray.min wrapper costs as much again
@@ -184,9 +194,9 @@ _INT = (int, np.integer)
 _RULES: dict[str, _Rule] = {
     "input_id": _Rule("a str (or int) id", "iuU", frozenset({str, np.str_}) | _INT_TYPES, (str, *_INT)),
     "valid": _Rule("a bool (or numpy bool)", "b", frozenset(_BOOLS), _BOOLS),
-    "sample_index": _Rule("an int >= 0", "iu", _INT_TYPES, _INT, 0),
-    "run_index": _Rule("an int >= 0", "iu", _INT_TYPES, _INT, 0),
-    "z": _Rule("an int >= 0", "iu", _INT_TYPES, _INT, 0),
+    "sample_index": _Rule("an int >= 0", "iuf", _INT_TYPES, _INT, 0, integral=True),
+    "run_index": _Rule("an int >= 0", "iuf", _INT_TYPES, _INT, 0, integral=True),
+    "z": _Rule("an int >= 0", "iuf", _INT_TYPES, _INT, 0, integral=True),
 }
 
 
@@ -290,6 +300,13 @@ class _Rejects:
             message += f"; {which} rejected, the other {recorded} of this call recorded"
         return EpisodeRejected(message, key=self.key, env_index=env, rejected=n, recorded=recorded)
 
+
+class _StateProblem(Exception):
+    """One field of a monitor state that is wrong (its message names the field)."""
+
+
+#: Largest count a monitor state may hold: beyond 2**53 float conversions lose integers and sums overflow.
+_STATE_MAX = 2**53
 
 _NO_REJECTS = _Rejects(())  # a shared "nothing rejected" (never added to: take a new one for that)
 
@@ -787,6 +804,8 @@ def _typed(values: np.ndarray, have: np.ndarray | None, fill: Any, dtype: Any) -
     if values.dtype == object:  # Python values (None where missing): element by element
         it = values if have is None else (v if h else fill for v, h in zip(values, have, strict=True))
         return np.fromiter(it, dtype=dtype, count=values.shape[0])
+    if values.dtype.kind == "f" and have is not None:  # unreported entries may be NaN: no cast warning
+        values = np.where(have, values, fill)
     out = values.astype(dtype, copy=False)
     return out if have is None or have.all() else np.where(have, out, fill)
 
@@ -1851,6 +1870,12 @@ class CoverageMonitor:
         }
 
     def _check_state(self, state: Mapping[str, Any]) -> None:
+        """Validate a monitor state completely, before anything is changed (one SeffiError naming the field).
+
+        Every field :meth:`_merge_state` reads is checked for type and range, so loading or merging
+        cannot fail half-way; counts are bounded (<= 2**53), so a state like ``n = 10**30`` is refused
+        here rather than overflowing later in ``curves()``.
+        """
         if not isinstance(state, Mapping) or state.get("format") != MONITOR_STATE_FORMAT:
             raise SeffiError(f"not a CoverageMonitor state (expected format {MONITOR_STATE_FORMAT!r})")
         mine = (self.budget, list(self.strategies), self.num_latents)
@@ -1860,26 +1885,121 @@ class CoverageMonitor:
                 f"monitor state has (budget, strategies, latents) {theirs}, this monitor {mine}: "
                 "they do not mix"
             )
+        try:
+            self._check_state_fields(state)
+        except _StateProblem as exc:
+            raise SeffiError(f"corrupted CoverageMonitor state: {exc}") from None
+
+    def _check_state_fields(self, state: Mapping[str, Any]) -> None:
+        from seffi.coverage import CoverageTracker
+
+        K, M, Z = self.budget, len(self.strategies), self.num_latents or 0
+
+        def field(parent: Mapping[str, Any], key: str, where: str) -> Any:
+            if not isinstance(parent, Mapping) or key not in parent:
+                raise _StateProblem(f"{where}: missing {key!r}")
+            return parent[key]
+
+        def count(value: Any, where: str, lo: int = 0, hi: int = _STATE_MAX) -> int:
+            if isinstance(value, _BOOLS) or not isinstance(value, (int, np.integer)) or not lo <= value <= hi:
+                raise _StateProblem(f"{where} must be an int in [{lo}, {hi}], got {_show(value)}")
+            return int(value)
+
+        def sums(value: Any, where: str) -> None:
+            try:
+                arr = np.asarray(value)
+            except (ValueError, TypeError) as exc:  # ragged lists
+                raise _StateProblem(f"{where}: {exc}") from None
+            if arr.shape != (K, N_STATS) or arr.dtype.kind not in "iu":
+                raise _StateProblem(
+                    f"{where} must be ints of shape ({K}, {N_STATS}), got {arr.dtype} {arr.shape}"
+                )
+            if arr.size and (arr.min() < 0 or arr.max() > _STATE_MAX):
+                raise _StateProblem(f"{where} holds counts outside [0, {_STATE_MAX}]")
+
+        top = "state"
+        count(field(state, "stream_offset", top), "stream_offset")
+        counters = {
+            k: count(field(state, k, top), k)
+            for k in ("episodes", "samples", "valid", "skipped_beyond_budget")
+        }
+        if counters["valid"] > counters["samples"]:
+            raise _StateProblem("valid exceeds samples")
+        if not isinstance(field(state, "has_latent", top), bool):
+            raise _StateProblem(f"has_latent must be a bool, got {_show(state['has_latent'])}")
+        try:
+            tracker = CoverageTracker.from_state_dict(field(state, "tracker", top)).state_dict()
+        except ValueError as exc:
+            raise _StateProblem(f"tracker: {exc}") from None
+        runs = set()
+        for r in tracker["runs"]:
+            where = f"tracker run ({r['input_id']!r}, stream {r['stream']})"
+            count(r["stream"], f"{where} stream")
+            count(r["n"], f"{where} n", hi=K)  # the monitor keeps at most K samples of a run
+            runs.add((r["input_id"], r["stream"]))
+        inputs = field(state, "inputs", top)
+        if not isinstance(inputs, Mapping):
+            raise _StateProblem(f"inputs must be a mapping, got {_show(inputs)}")
+        for x, d in inputs.items():
+            where = f"inputs[{x!r}]"
+            if not isinstance(x, str):
+                raise _StateProblem(f"{where}: input ids must be str")
+            count(field(d, "n_runs", where), f"{where}.n_runs")
+            sums(field(d, "sums", where), f"{where}.sums")
+            count(field(d, "next_stream", where), f"{where}.next_stream")
+            latent = d.get("latent")
+            if latent is not None:
+                if not Z:
+                    raise _StateProblem(f"{where}.latent given but this monitor has no latents")
+                count(field(latent, "n_runs", f"{where}.latent"), f"{where}.latent.n_runs")
+                sums(field(latent, "sums", f"{where}.latent"), f"{where}.latent.sums")
+            bar = d.get("barcode")
+            if bar is not None:
+                count(field(bar, "stream", f"{where}.barcode"), f"{where}.barcode.stream")
+                cells = field(bar, "cells", f"{where}.barcode")
+                if not isinstance(cells, list) or len(cells) > K:
+                    raise _StateProblem(f"{where}.barcode.cells must be a list of at most {K} cells")
+                for c in cells:
+                    count(c, f"{where}.barcode cell", lo=-1, hi=M - 1)
+        open_runs = field(state, "open_runs", top)
+        if not isinstance(open_runs, list):
+            raise _StateProblem(f"open_runs must be a list, got {_show(open_runs)}")
+        for i, r in enumerate(open_runs):
+            where = f"open_runs[{i}]"
+            x = field(r, "input_id", where)
+            stream = count(field(r, "stream", where), f"{where}.stream")
+            if not isinstance(x, str) or (x, stream) not in runs or x not in inputs:
+                raise _StateProblem(f"{where} is run ({x!r}, stream {stream}), which the state does not hold")
+            count(field(r, "env_index", where), f"{where}.env_index")
+            count(field(r, "count", where), f"{where}.count", lo=1, hi=K)
+            count(field(r, "sample_index", where), f"{where}.sample_index", lo=-1)
+            count(field(r, "run_index", where), f"{where}.run_index", lo=-1)
+            covered = r.get("latent_covered", [])
+            if not isinstance(covered, list):
+                raise _StateProblem(f"{where}.latent_covered must be a list")
+            for c in covered:
+                count(c, f"{where}.latent_covered", hi=max(Z - 1, 0))
 
     def load_state_dict(self, state: Mapping[str, Any]) -> CoverageMonitor:
         """Replace everything recorded with ``state`` (from :meth:`state_dict`); returns self.
 
-        A foreign or corrupted state raises :class:`~seffi.errors.SeffiError` and leaves the monitor
-        unchanged. The monitor's own ``stream_offset`` becomes the state's.
+        The state is validated completely and loaded into a scratch copy first; only a complete load
+        replaces this monitor's data. So a foreign or corrupted state raises
+        :class:`~seffi.errors.SeffiError` and leaves the monitor unchanged (``state_dict()``,
+        ``curves()`` and ingestion work as before). The monitor's own ``stream_offset`` becomes the
+        state's.
         """
         self._check_state(state)
-        saved = {
-            name: getattr(self, name)
-            for name in (*self._blank(), "episodes", "skipped_beyond_budget", "stream_offset")
-        }
+        scratch = copy.copy(self)  # shares sinks and caches; every recorded-data field is replaced
+        scratch.stream_offset = int(state["stream_offset"])
+        scratch.__dict__.update(scratch._blank())
+        scratch.episodes = scratch.skipped_beyond_budget = 0
         try:
-            self.stream_offset = int(state["stream_offset"])
-            self.__dict__.update(self._blank())
-            self.episodes = self.skipped_beyond_budget = 0
-            self._merge_state(state, keep_open=True)
-        except (KeyError, TypeError, ValueError) as exc:
-            self.__dict__.update(saved)
+            scratch._merge_state(state, keep_open=True)
+        except Exception as exc:  # not expected after _check_state; this monitor is untouched either way
             raise SeffiError(f"corrupted CoverageMonitor state: {type(exc).__name__}: {exc}") from exc
+        for name in (*self._blank(), "episodes", "skipped_beyond_budget", "stream_offset"):
+            setattr(self, name, getattr(scratch, name))
         return self
 
     def merge(self, other: CoverageMonitor | Mapping[str, Any]) -> CoverageMonitor:
@@ -1898,7 +2018,7 @@ class CoverageMonitor:
         saved = self.state_dict()
         try:
             self._merge_state(state, keep_open=False)
-        except (KeyError, TypeError, ValueError) as exc:
+        except Exception as exc:  # not expected after _check_state; the saved state is restored
             self.load_state_dict(saved)
             if isinstance(exc, SeffiError):
                 raise
@@ -2008,7 +2128,7 @@ class CoverageMonitor:
                 self._check_state(state)
                 self._merge_state(self.shift_streams(state, offset), keep_open=False)
                 offset += self.stream_span(state)
-        except (KeyError, TypeError, ValueError) as exc:
+        except Exception as exc:  # a bad state (or a clash): the saved state is restored
             self.load_state_dict(saved)
             if isinstance(exc, SeffiError):
                 raise

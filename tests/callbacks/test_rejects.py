@@ -1,0 +1,390 @@
+"""The monitor never loses good episodes and always names the bad key (issue 11 case 4)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from gymnasium.vector import VectorEnv
+
+from seffi.callbacks import CoverageMonitor, EpisodeEnd, EpisodeRejected, episode_ends
+from seffi.callbacks.core import _RULES, _list_rows, _Rejects, _screen
+from seffi.errors import SeffiError
+
+STRATS = ("a", "b", "c")
+ENV = "fake/Env-v0"
+
+
+class _Null:
+    def log(self, data, step):
+        pass
+
+    def log_snapshot(self, comparison, step, scope=None):
+        pass
+
+    def finish(self, report=None, tracker_state=None):
+        pass
+
+
+def _monitor(**kw: Any) -> CoverageMonitor:
+    return CoverageMonitor(4, STRATS, sinks=_Null(), n_boot=0, env_name=ENV, **kw)
+
+
+def _info(t: int, **over: Any) -> dict[str, Any]:
+    """The final info of the t-th good episode: input x<t % 3>, k = t // 3 % 4 + 1, run t // 12."""
+    info = {
+        "input_id": f"x{t % 3}",
+        "strategy_matches": (STRATS[t % 3],) if t % 4 else (),
+        "valid": t % 5 != 0,
+        "sample_index": t // 3 % 4 + 1,
+        "run_index": t // 12,
+    }
+    info.update(over)
+    return info
+
+
+def _state(m: CoverageMonitor) -> str:
+    return json.dumps(m.state_dict(), sort_keys=True)
+
+
+def _vector_infos(infos: list[dict[str, Any] | None]) -> dict[str, Any]:
+    """A Gymnasium dict-of-arrays built the way Gymnasium's own vector envs build it."""
+
+    class V(VectorEnv):
+        def __init__(self, n: int) -> None:
+            self.num_envs = n
+
+    v, out = V(len(infos)), {}
+    for i, info in enumerate(infos):
+        if info is not None:
+            out = v._add_info(out, info, i)
+    return out
+
+
+def test_sb3_list_bad_sample_index_rejects_only_that_episode() -> None:
+    """issue 11 case 4a: 'abc' beside a full buffer is refused at ingestion by name; no good one lost."""
+    m, ref = _monitor(), _monitor()
+    good = [_info(t) for t in range(4095)]
+    for t in range(0, 4095, 5):  # SB3 steps of 5 envs, all ending an episode; 4,095 buffered
+        step = good[t : t + 5]
+        assert m.ingest_infos(step, np.ones(len(step), dtype=bool)) == len(step)
+    for t in range(0, 4095, 5):
+        step = good[t : t + 5]
+        ref.ingest_infos(step, np.ones(len(step), dtype=bool))
+    assert m._n_pending == 4095  # one short of a flush: everything is still in the buffer
+    bad = [_info(4095), _info(4096, sample_index="abc"), _info(4097)]
+    with pytest.raises(EpisodeRejected) as err:
+        m.ingest_infos(bad, np.array([True, True, True]))
+    e = err.value
+    assert isinstance(e, SeffiError)
+    assert (e.key, e.env_index, e.rejected, e.recorded) == ("sample_index", 1, 1, 2)
+    text = str(e)
+    assert "'sample_index'" in text and "'abc'" in text and ENV in text and "sub-env index 1" in text
+    assert "\n" not in text
+    # The buffer (now past flush_every, so flushed) and the two good episodes of the call all count.
+    ref.ingest_infos([bad[0], {}, bad[2]], np.array([True, False, True]))  # same sub-envs, bad one left out
+    assert m.samples == m.episodes == 4097 == ref.samples
+    same = _state(m) == _state(ref)  # (a bool: pytest's diff of two long JSON strings takes minutes)
+    assert same
+    # Training goes on: later steps and flushes work.
+    m.ingest_infos([_info(4098)], np.array([True]))
+    assert m.samples == 4098
+
+
+def test_done_env_with_none_info_is_rejected_by_name() -> None:
+    """issue 11 case 4b: a done env whose info is None is a rejected episode (not UnboundLocalError)."""
+    m = _monitor()
+    with pytest.raises(
+        EpisodeRejected, match=r"sub-env index 0\): an episode ended but its info is None"
+    ) as err:
+        m.ingest_infos([None, _info(1)], np.array([True, True]))
+    assert (err.value.key, err.value.env_index, err.value.recorded) == ("info", 0, 1)
+    assert m.samples == 1
+    # Gymnasium 0.29's final_info object array with a None for a done env: the same.
+    legacy = {"final_info": np.array([_info(2), None], dtype=object), "_final_info": np.array([True, False])}
+    with pytest.raises(EpisodeRejected, match=r"sub-env index 1\): an episode ended but its info is None"):
+        m.ingest_infos(legacy, np.array([True, True]))
+    assert m.samples == 2
+    # Without dones, a None info is not an episode end (no final-step keys): nothing to reject.
+    assert m.ingest_infos([None, _info(3)]) == 1
+
+
+def _paths() -> list[str]:
+    return ["gym_vector", "gym_final_info", "sb3_list", "single_dict", "episode_end", "list_no_dones"]
+
+
+BAD_VALUES = [
+    ("valid", None),
+    ("valid", 1),
+    ("valid", "yes"),
+    ("input_id", None),
+    ("input_id", 3.5),
+    ("input_id", True),
+    ("sample_index", math.nan),
+    ("sample_index", 2.5),
+    ("sample_index", "abc"),
+    ("sample_index", None),
+    ("sample_index", -2),
+    ("sample_index", 10**30),
+    ("z", math.nan),
+    ("z", 1.25),
+    ("run_index", True),
+    ("strategy_matches", np.array("a")),
+    ("strategy_matches", "a"),
+    ("strategy_matches", ("zzz",)),
+]
+
+
+def _ingest(m: CoverageMonitor, path: str, infos: list[dict[str, Any]]) -> int:
+    """Feed the infos (all ending an episode) through one ingestion path."""
+    done = np.ones(len(infos), dtype=bool)
+    if path == "gym_vector":
+        return m.ingest_infos(_vector_infos(infos), done)
+    if path == "gym_final_info":
+        n = len(infos)
+        return m.ingest_infos(
+            {"final_info": _vector_infos(infos), "_final_info": done, "_obs": np.ones(n, bool)}, done
+        )
+    if path == "sb3_list":
+        return m.ingest_infos(infos, done)
+    if path == "list_no_dones":
+        return m.ingest_infos([dict(i, y_text="t") for i in infos])
+    if path == "single_dict":
+        total = 0
+        for i, info in enumerate(infos):  # one env: one call per episode
+            try:
+                m.ingest_infos(info, True)
+                total += 1
+            except EpisodeRejected as exc:
+                exc.single_index = i  # type: ignore[attr-defined]
+                raise
+        return total
+    ends = [
+        EpisodeEnd(
+            i["input_id"], i["strategy_matches"], i["valid"], 0, i["sample_index"], i.get("z"), i["run_index"]
+        )
+        for i in infos
+    ]
+    return m.ingest_ends(ends)
+
+
+@pytest.mark.parametrize("path", _paths())
+@pytest.mark.parametrize(("key", "value"), BAD_VALUES, ids=[f"{k}={v!r}"[:30] for k, v in BAD_VALUES])
+def test_one_rule_on_every_path(path: str, key: str, value: Any) -> None:
+    """issue 11 case 4c: the same bad value is rejected, by name, on every ingestion path; goods count."""
+    if path == "episode_end" and key == "sample_index" and value is None:
+        pytest.skip("EpisodeEnd's None means 'not reported' (its documented type is int | None)")
+    m, ref = _monitor(), _monitor()
+    good = [_info(t, z=t % 2) for t in range(3)]
+    bad = dict(_info(3, z=1), **{key: value})
+    # Bad first: Gymnasium types a step's column by the first env that reports it (the worst case).
+    infos = [bad, *good] if path != "single_dict" else [*good, bad]
+    expect = 3
+    if path.startswith("gym"):
+        try:
+            column = _vector_infos(infos)[key]
+        except (ValueError, TypeError, OverflowError):
+            pytest.skip("Gymnasium itself cannot store this value next to the good ones (it raises)")
+        if key in _RULES and _RULES[key].bad(column[1:], None) is not None:
+            # Gymnasium typed the column by the bad value and coerced the good ones (True -> 1): seffi
+            # cannot trust them and rejects the column, still naming the key.
+            expect = 0
+    with pytest.raises(EpisodeRejected) as err:
+        _ingest(m, path, infos)
+    e = err.value
+    assert e.key == key
+    assert f"'{key}'" in str(e) and "\n" not in str(e)
+    if path != "episode_end":
+        assert ENV in str(e)
+    ref.ingest_ends(
+        [
+            EpisodeEnd(
+                i["input_id"], i["strategy_matches"], i["valid"], 0, i["sample_index"], i["z"], i["run_index"]
+            )
+            for i in good
+        ]
+    )
+    assert m.samples == expect, "the good episodes of the call are recorded"
+    if expect:
+        np.testing.assert_array_equal(m.curves().coverage, ref.curves().coverage)
+        assert m.curves().auc == ref.curves().auc > 0
+
+
+@pytest.mark.parametrize("path", ["gym_vector", "sb3_list", "single_dict"])
+@pytest.mark.parametrize("dones", [np.array([1, 0]), ["no", "no"], np.array([0.0, 1.0]), [None, True]])
+def test_non_boolean_dones_name_dones_and_record_nothing(path: str, dones: Any) -> None:
+    """issue 11 case 4c: dones must be booleans on every path (1, 'no', 0.0, None are not)."""
+    m = _monitor()
+    infos = [_info(0), _info(1)]
+    feed = {"gym_vector": _vector_infos(infos), "sb3_list": infos, "single_dict": infos[0]}[path]
+    with pytest.raises(SeffiError, match="'dones' must be booleans"):
+        m.ingest_infos(feed, dones if path != "single_dict" else dones[:1])
+    assert m.episodes == 0
+
+
+def test_integral_floats_from_gymnasium_columns_are_ints() -> None:
+    """issue 11 case 4c: a good env's 3 stored as 3.0 (a float column) still counts; a NaN does not."""
+    m = _monitor()
+    vec = _vector_infos([_info(0, sample_index=math.nan), _info(1, sample_index=2)])
+    assert vec["sample_index"].dtype == np.float64
+    with pytest.raises(
+        EpisodeRejected, match=r"sub-env index 0\): 'sample_index' must be an int >= 0, got float"
+    ):
+        m.ingest_infos(vec, np.array([True, True]))
+    assert m.samples == 1
+    assert m.ingest_infos([_info(2, sample_index=3.0)], np.array([True])) == 1
+
+
+def test_valid_none_counts_the_same_everywhere() -> None:
+    """issue 11 case 4c: valid=None used to be invalid on SB3/single paths and valid on the vector path."""
+    outcomes = set()
+    for path in ("gym_vector", "gym_final_info", "sb3_list", "single_dict"):
+        m = _monitor()
+        try:
+            _ingest(m, path, [_info(1, valid=None)])
+            outcomes.add(("recorded", m._valid))
+        except EpisodeRejected as exc:
+            outcomes.add(("rejected", exc.key))
+    assert outcomes == {("rejected", "valid")}
+
+
+def test_row_precheck_agrees_with_the_one_check() -> None:
+    """issue 11 case 4c: the SB3 rows' fast pre-check never accepts what _screen rejects (fuzzed)."""
+    rng = np.random.default_rng(11)
+    pool: list[Any] = [
+        0,
+        1,
+        7,
+        -1,
+        2**63,
+        2**63 - 1,
+        True,
+        False,
+        None,
+        "x",
+        "",
+        2.0,
+        2.5,
+        math.nan,
+        math.inf,
+        np.int64(3),
+        np.int32(-4),
+        np.uint64(2**64 - 1),
+        np.bool_(True),
+        np.float32(1.0),
+        np.str_("y"),
+        (1,),
+    ]
+    for _ in range(2000):
+        infos = []
+        for _ in range(int(rng.integers(1, 5))):
+            info = {"strategy_matches": ()}
+            for key in ("input_id", "valid", "sample_index", "run_index", "z"):
+                if key == "input_id" or rng.random() < 0.8:
+                    info[key] = pool[int(rng.integers(len(pool)))]
+            infos.append(info)
+        rows, rejects = _list_rows(infos, range(len(infos)))
+        alone = _Rejects(list(range(len(rows))))
+        cols = list(zip(*rows, strict=True))
+        raw = {
+            k: cols[p]
+            for p, k in ((0, "input_id"), (2, "valid"), (4, "sample_index"), (5, "run_index"), (6, "z"))
+        }
+        _screen(raw, {}, alone)
+        got = np.zeros(len(rows), bool) if rejects.mask is None else rejects.mask
+        want = np.zeros(len(rows), bool) if alone.mask is None else alone.mask
+        assert got.tolist() == want.tolist(), infos
+        for info, bad in zip(infos, want.tolist(), strict=True):  # and _screen is the rule table itself
+            assert bad == (not all(_RULES[k].ok(v) for k, v in info.items() if k in _RULES)), info
+
+
+def test_episode_ends_outside_a_monitor_raise_the_same_error() -> None:
+    """issue 11 case 4c: the public parsers apply the same rule (no monitor: nothing recorded)."""
+    with pytest.raises(EpisodeRejected, match=r"env 'e' \(sub-env index 1\): 'valid' must be a bool"):
+        episode_ends([_info(0), _info(1, valid=None)], np.array([True, True]), env_name="e")
+
+
+# -- load_state_dict / merge ------------------------------------------------------------------------------
+
+
+def _filled() -> CoverageMonitor:
+    m = _monitor()
+    m.ingest_infos([_info(t) for t in range(40)], np.ones(40, dtype=bool))
+    return m
+
+
+CORRUPTIONS = {
+    "inputs is a list": lambda s: s.update(inputs=[]),
+    "input entry is a str": lambda s: s["inputs"].update(x0="junk"),
+    "tracker run n = 10**30": lambda s: s["tracker"]["runs"][0].update(n=10**30),
+    "episodes = 10**30": lambda s: s.update(episodes=10**30),
+    "sums hold 10**30": lambda s: s["inputs"]["x0"]["sums"][0].__setitem__(0, 10**30),
+    "sums ragged": lambda s: s["inputs"]["x0"]["sums"].pop(),
+    "open run not in tracker": lambda s: s["open_runs"][0].update(stream=999),
+    "open_runs is None": lambda s: s.update(open_runs=None),
+    "barcode cell out of range": lambda s: s["inputs"]["x0"]["barcode"]["cells"].append(99),
+    "has_latent a str": lambda s: s.update(has_latent="yes"),
+    "stream_offset negative": lambda s: s.update(stream_offset=-1),
+    "n_runs a float": lambda s: s["inputs"]["x1"].update(n_runs=1.5),
+    "valid > samples": lambda s: s.update(valid=10**6),
+    "tracker missing": lambda s: s.pop("tracker"),
+}
+
+
+@pytest.mark.parametrize("name", list(CORRUPTIONS))
+def test_corrupt_state_is_refused_and_the_monitor_unchanged(name: str) -> None:
+    """issue 11 case 4d: validated before anything changes; overflowing counts refused at load."""
+    m = _filled()
+    before = _state(m)
+    curves = m.curves().coverage
+    bad = copy.deepcopy(m.state_dict())
+    CORRUPTIONS[name](bad)
+    for op in (m.load_state_dict, m.merge):
+        with pytest.raises(SeffiError) as err:
+            op(bad)
+        assert "\n" not in str(err.value)
+        unchanged = _state(m) == before
+        assert unchanged
+        np.testing.assert_array_equal(m.curves().coverage, curves)
+    # Still fully usable.
+    m.ingest_infos([_info(40)], np.array([True]))
+    assert m.samples == 41
+
+
+def test_fuzzed_states_load_or_leave_the_monitor_unchanged() -> None:
+    """issue 11 case 4d: any leaf replaced by junk either loads or raises SeffiError, never half-loads."""
+    rng = np.random.default_rng(4)
+    m = _filled()
+    good = m.state_dict()
+    before = _state(m)
+    junk: list[Any] = [None, "s", -1, 10**30, 1.5, [], {}, True, [[1]], 2**62]
+
+    def leaves(node: Any, path: tuple = ()) -> list[tuple]:
+        if isinstance(node, dict):
+            return [p for k, v in node.items() for p in leaves(v, (*path, k))] + [path]
+        if isinstance(node, list):
+            return [p for i, v in enumerate(node) for p in leaves(v, (*path, i))] + [path]
+        return [path]
+
+    paths = [p for p in leaves(good) if p]
+    for _ in range(300):
+        state = copy.deepcopy(good)
+        path = paths[int(rng.integers(len(paths)))]
+        parent = state
+        for k in path[:-1]:
+            parent = parent[k]
+        parent[path[-1]] = junk[int(rng.integers(len(junk)))]
+        target = _monitor()
+        target.load_state_dict(good)
+        try:
+            target.load_state_dict(state)
+        except SeffiError:
+            unchanged = _state(target) == before
+            assert unchanged, path
+            continue
+        target.state_dict()  # a state that loads is a working monitor
+        target.curves()
