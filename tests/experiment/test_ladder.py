@@ -50,8 +50,8 @@ def test_report_has_both_rungs_tagged_with_the_same_pool(smoke_run: tuple[Path, 
     out, _, _ = smoke_run
     report = load_report(out)
     one, two = report.comparisons
-    assert (one.rung, one.iid_source, one.env_id) == (1, "exact", "seffi/SortSwapsRouter-v0")
-    assert (two.rung, two.iid_source, two.env_id) == (2, "samples", "seffi/SortSwapsLatentLM-v0")
+    assert (one.rung, one.iid_source, one.env_id) == (1, "exact", "seffi/GridRoutesRouter-v0")
+    assert (two.rung, two.iid_source, two.env_id) == (2, "samples", "seffi/GridRoutesLatentLM-v0")
     labels = ["trained router", "untrained router", "round-robin latents"]
     for comp in (one, two):
         assert [p.curves.label for p in comp.policies] == labels
