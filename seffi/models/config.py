@@ -34,14 +34,15 @@ class MixtureConfig(BaseModel):
         epochs_per_round: Passes over the rows in each M-step.
         folds: Cross-fitting folds (by input id). With 2 or more, a row's E-step scores it with a model
             whose M-steps never saw that row's input, so codes cannot latch onto input noise; 1 scores
-            every row with the one model trained on it.
-        final_epochs: Passes of the final model over all rows with the last assignments (cross-fitting
-            only; with one fold the EM model is the final model).
-        code_init_std: Standard deviation of the fresh code-token embeddings. Larger values make the
-            first E-step (before any M-step) a random projection of the traces, which breaks the
-            symmetry between codes.
+            every row with the one model trained on it. Measured on sort_swaps (online EM, 8 epochs):
+            NMI 0.21 with one fold, 0.06 with two, so the default is 1.
+        final_epochs: Passes of model 0 over all rows with the last assignments (0: none).
+        code_init_std: Standard deviation of the fresh code-token embeddings (GPT-2's init scale by
+            default; 1.0 wrecked the warm-started model: mean log-likelihood -49 instead of -3 nats).
         capacity: Most rows a code may take in an E-step, as a multiple of R / L (1: equal shares; 0: no
-            limit, plain argmax — Shen et al.'s rule, which collapses here).
+            limit, plain argmax — Shen et al.'s rule, which collapses here: one code took every row).
+            Measured on grid_routes: 2.0 with lr 1e-3 gave NMI 0.31 and mixture valid rate 0.68, against
+            0.23 and 0.62 with 1.0 and lr 3e-3.
         revive_below: A code whose share of rows falls below this fraction is re-seeded with a random
             half of the largest code's rows (the usual guard against dead mixture components).
         lr: Learning rate of the M-steps (AdamW, constant).
@@ -55,12 +56,12 @@ class MixtureConfig(BaseModel):
 
     n_codes: int | None = Field(None, ge=2, le=64)
     mode: Literal["online", "batch"] = "online"
-    rounds: int = Field(4, ge=1, le=50)
+    rounds: int = Field(8, ge=1, le=50)
     epochs_per_round: float = Field(1.0, gt=0.0, le=20.0)
-    folds: int = Field(2, ge=1, le=5)
-    final_epochs: float = Field(1.0, ge=0.0, le=20.0)
-    code_init_std: float = Field(1.0, ge=0.0, le=10.0)
-    capacity: float = Field(1.0, ge=0.0, le=64.0)
+    folds: int = Field(1, ge=1, le=5)
+    final_epochs: float = Field(0.0, ge=0.0, le=20.0)
+    code_init_std: float = Field(0.02, ge=0.0, le=10.0)
+    capacity: float = Field(2.0, ge=0.0, le=64.0)
     revive_below: float = Field(0.02, ge=0.0, lt=0.5)
     lr: float = Field(1e-3, gt=0.0, le=1.0)
     max_rows: int | None = Field(None, ge=1, le=10_000_000)

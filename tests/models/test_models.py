@@ -111,7 +111,9 @@ def test_em_assignments_change_then_stabilise_on_separable_modes() -> None:
     hidden = [k for _ in xs for k in range(3)]
     cfg = LMConfig(task="edit_script", d_model=32, n_layer=1, n_head=2, epochs=2, batch_size=32, lr=3e-3)
     base = train_base(cfg, task, rows)
-    em = MixtureConfig(mode="batch", rounds=3, epochs_per_round=1, folds=1, lr=3e-3)
+    em = MixtureConfig(
+        mode="batch", rounds=3, epochs_per_round=1, folds=1, lr=3e-3, capacity=1.0, code_init_std=1.0
+    )
     result = train_mixture(base, rows, 3, em)
     changed = [h["changed"] for h in result.history]
     assert changed[0] == 1.0  # first assignment
@@ -131,7 +133,14 @@ def test_online_cross_fitted_em_recovers_separable_modes() -> None:
     cfg = LMConfig(task="edit_script", d_model=32, n_layer=1, n_head=2, epochs=2, batch_size=32, lr=3e-3)
     base = train_base(cfg, task, rows)
     em = MixtureConfig(
-        mode="online", rounds=12, epochs_per_round=1, folds=2, final_epochs=0.5, lr=1e-2, code_init_std=0.02
+        mode="online",
+        rounds=12,
+        epochs_per_round=1,
+        folds=2,
+        final_epochs=0.5,
+        lr=1e-2,
+        code_init_std=0.02,
+        capacity=1.0,
     )
     result = train_mixture(base, rows, 3, em)
     assert nmi(result.assignments.tolist(), hidden) > 0.9
