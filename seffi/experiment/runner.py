@@ -68,12 +68,28 @@ class _Shared:
     """Forwards a monitor's logs to the run's sinks but leaves ``finish`` to the runner.
 
     One W&B run and one metrics.jsonl serve every task; each task's monitor logs under its own scope.
+    ``seffi/step`` counts training episodes over all tasks (W&B steps must not decrease within a run);
+    each log also carries the task's own axis ``seffi/<scope>/step`` = this task's training episodes
+    so far (``step - start``), which W&B plots the task's keys against.
+
+    Args:
+        sinks: The run's sinks.
+        scope: The task's training scope (``<Name>Router-v0/train``); None adds no axis.
+        start: ``seffi/step`` when the task started training.
     """
 
-    def __init__(self, sinks: Any) -> None:
-        self.sinks = sinks
+    def __init__(self, sinks: Any, scope: str | None = None, start: int = 0) -> None:
+        from seffi.report import keys
+
+        self.sinks, self.start = sinks, int(start)
+        self.step_key = keys.step_key(scope) if scope else None
+        wandb = getattr(sinks, "wandb", None)
+        if self.step_key is not None and wandb is not None:
+            wandb.run.add_step_axis(scope)
 
     def log(self, data: Any, step: int) -> None:
+        if self.step_key is not None:
+            data = {**data, self.step_key: float(int(step) - self.start)}
         self.sinks.log(data, step)
 
     def log_snapshot(self, comparison: Any, step: int, scope: str | None = None) -> None:
@@ -259,7 +275,9 @@ class Runner:
     def __init__(self, config: RunConfig, sinks: Any, progress: Any) -> None:
         self.config, self.sinks, self.progress = config, sinks, progress
         self.rarity: Any = None  # the current task's base law, for the common-vs-rare split
-        self.step = 0  # seffi/step: training episodes so far, over all tasks (W&B steps must increase)
+        # seffi/step: training episodes so far over all tasks (W&B steps must not decrease); each task's
+        # keys also carry their own seffi/<Name>Router-v0/train/step (see _Shared)
+        self.step = 0
 
     def run_task(self, task_name: str, seed: np.random.SeedSequence) -> TaskResult:
         """The three policies on one task."""
@@ -279,13 +297,14 @@ class Runner:
         router = ReinforceRouter(
             u.n_latents, feats.size, lr=lc.lr, gamma=lc.gamma, baseline_decay=lc.baseline_decay
         )
+        scope = f"{_slug(task_name)}/train"  # the slug the final summary keys use too
         monitor = CoverageMonitor(
             cfg.budget,
             env=train_env,
             iid=_Fixed(iid),
             oracle=_Fixed(oracle),
-            sinks=_Shared(self.sinks),
-            scope=f"{_slug(task_name)}/train",  # the slug the final summary keys use too
+            sinks=_Shared(self.sinks, scope, start=self.step),
+            scope=scope,
             label="learned (training stream)",
             log_every=cfg.log_every * n * lc.train_runs * cfg.budget,  # episodes per log
             n_boot=0,  # intervals of the training stream would cost a bootstrap per log
@@ -344,7 +363,8 @@ class Runner:
         """``rounds`` rounds: each row runs its input for K samples, then one policy-gradient update.
 
         Every step's infos go to the streaming monitor (``ingest_infos``), which logs every
-        ``log_every`` rounds at ``seffi/step`` = training episodes so far.
+        ``log_every`` rounds at ``seffi/step`` = training episodes so far over all tasks, with the task's
+        own ``seffi/<Name>Router-v0/train/step`` = this task's training episodes so far.
         """
         lc = self.config.learner
         u = envs.unwrapped
@@ -519,6 +539,7 @@ def run_experiment(config: RunConfig, *, console: Any = None, overwrite: bool = 
         out,
         wandb=config.wandb,
         plots=True,
+        log_curves_every=1,  # each monitor decides which of its logs are curve snapshots
         project=config.wandb_project,
         job_type="seffi-run",
         config=config.public_dict(),
@@ -531,9 +552,9 @@ def run_experiment(config: RunConfig, *, console: Any = None, overwrite: bool = 
     report = build_report(config, [r.comparison for r in results])
     state = {name: r.state for name, r in zip(config.tasks, results, strict=True)}
     save_routers(out, {name: r.router for name, r in zip(config.tasks, results, strict=True)})
+    from seffi.report.sinks import closing_lines
+
     wandb = sinks.wandb
-    hint = wandb.run.sync_hint if wandb is not None else None
-    wandb_ok = wandb is not None and wandb.enabled  # read before finish(), which turns it off
     local = sinks.local
     local.finish(report, state)  # report.json, report.md, plots, tracker_state.json
     if wandb is not None:
@@ -543,14 +564,10 @@ def run_experiment(config: RunConfig, *, console: Any = None, overwrite: bool = 
         wandb.finish(report, state)  # run.summary, report + tracker state as an artifact
     seconds = time.perf_counter() - start
     console.print(summary_table(report))
-    # soft_wrap: long paths stay on one line, so they can be copied as they are.
-    console.print(
-        f"run folder: {out}  (report.json, report.md, plots; {seconds:.1f} s)", soft_wrap=True, markup=False
-    )
-    if hint:
-        console.print(f"W&B offline run saved; upload it with: {hint}", soft_wrap=True, markup=False)
-    elif config.wandb != "disabled" and not wandb_ok:
-        console.print("W&B logging failed (see the warning above); the run folder has everything")
+    for line in closing_lines(out, wandb, seconds=seconds):
+        # soft_wrap: long paths stay on one line, so they can be copied as they are.
+        console.print(line, soft_wrap=True, markup=False)
+    hint = wandb.run.sync_hint if wandb is not None else None
     return RunResult(out, report, dict(local.files), seconds, hint)
 
 

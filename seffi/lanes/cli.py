@@ -132,7 +132,7 @@ def _log_wandb(report: LaneReport, args: argparse.Namespace, files: list[Path], 
     run = SafeWandbRun(
         args.wandb,
         project=args.wandb_project,
-        dir=args.out,
+        # no dir: like every seffi run, under ./wandb (or $WANDB_DIR), not inside the report folder
         name=f"lane-{report.pack.get('name', 'pack')}-{report.pack.get('split', '')}",
         job_type="lane-sample-efficiency",
         config={"pack": report.pack, "learner": report.learner},

@@ -11,7 +11,9 @@ Every scalar lives under ``seffi/`` and is plotted against the custom step metri
     seffi/valid_rate  seffi/episodes  seffi/inputs
 
 A run that reports several comparisons (tasks x policies) puts a *scope* after the prefix, e.g.
-``seffi/hanoi/learned/auc``; the unscoped form is what a single callback logs.
+``seffi/hanoi/learned/auc``; the unscoped form is what a single callback logs. ``seffi run`` plots
+each task's training stream against that stream's own step, ``seffi/<Name>Router-v0/train/step``
+(:func:`step_key`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,15 @@ def _key(name: str, scope: str | None = None) -> str:
 def _fmt_number(value: float) -> str:
     """Format a threshold like 0.8 or 1.0 the same way everywhere (``repr`` of the float)."""
     return repr(float(value))
+
+
+def step_key(scope: str | None = None) -> str:
+    """``seffi/step``, or a scoped stream's own step metric ``seffi/<scope>/step``.
+
+    ``seffi run`` gives each task's training stream its own axis (``seffi/<Name>Router-v0/train/step``
+    = that task's training episodes so far); a single callback logs against ``seffi/step``.
+    """
+    return _key("step", scope)
 
 
 def log_spaced_ks(budget: int) -> list[int]:

@@ -26,7 +26,7 @@ import numpy as np
 from seffi.errors import SeffiError
 from seffi.report import keys
 from seffi.report.schema import Comparison, Report, dumps_report, write_report
-from seffi.report.wandb_run import Mode, SafeWandbRun
+from seffi.report.wandb_run import Mode, SafeWandbRun, display_path
 
 METRICS_JSONL = "metrics.jsonl"
 SNAPSHOTS_JSONL = "snapshots.jsonl"
@@ -139,8 +139,9 @@ class WandbSink:
     Args:
         run: a :class:`SafeWandbRun`; when None one is started with ``mode`` and ``**run_kwargs``.
         mode: W&B mode when starting a run ("offline" by default).
-        log_curves_every: turn every n-th ``log_snapshot`` call (starting with the first) into a
-            ``line_series`` table and (with ``log_images``) a coverage PNG.
+        log_curves_every: turn every n-th ``log_snapshot`` call of each scope (starting with the first)
+            into a ``line_series`` table and (with ``log_images``) a coverage PNG; each scope (a task's
+            training stream in ``seffi run``) counts its own calls, so every scope gets its snapshots.
         log_images: also log the coverage figure as an image with each snapshot.
         **run_kwargs: ``project``, ``dir``, ``name``, ``group``, ``job_type``, ``config``.
     """
@@ -163,7 +164,7 @@ class WandbSink:
         self.run = run if run is not None else SafeWandbRun(mode=mode, **run_kwargs)
         self.log_curves_every = log_curves_every
         self.log_images = log_images
-        self._snapshot_calls = 0
+        self._snapshot_calls: dict[str | None, int] = {}  # per scope
         self.run.define_step_metric()
 
     @property
@@ -177,8 +178,8 @@ class WandbSink:
 
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
         """Every ``log_curves_every``-th call: coverage ``line_series`` (+ image) of all curve sets."""
-        call = self._snapshot_calls
-        self._snapshot_calls += 1
+        call = self._snapshot_calls.get(scope, 0)
+        self._snapshot_calls[scope] = call + 1
         if call % self.log_curves_every or not self.run.enabled:
             return
         sets = comparison.curve_sets()
@@ -274,3 +275,41 @@ def default_sinks(
         safe = run if isinstance(run, SafeWandbRun) else SafeWandbRun(mode=wandb, run=run, **run_kwargs)
         sinks.append(WandbSink(safe, log_curves_every=log_curves_every))
     return MultiSink(sinks)
+
+
+def closing_lines(
+    out_dir: str | Path | None,
+    wandb: SafeWandbRun | WandbSink | None = None,
+    *,
+    contents: str = "report.json, report.md, plots",
+    seconds: float | None = None,
+    prefix: str = "",
+) -> list[str]:
+    """What a finished run prints once at the end: where its report went and how to upload W&B.
+
+    ``seffi run`` and every adapter (SB3 callback, RLlib ``finalize``, TRL callback, a
+    :class:`~seffi.callbacks.CoverageMonitor` that owns its sinks) print these lines, so the wording is
+    one. Paths under the current directory are shown relative to it.
+
+    Args:
+        out_dir: The local report folder (None: no folder line).
+        wandb: The run's W&B sink or :class:`SafeWandbRun` (None: W&B was off or not seffi's).
+        contents: What the folder holds, in words.
+        seconds: Wall time, added to the folder line when given.
+        prefix: Put before each line (the adapters use ``"[seffi] "`` inside a training log).
+
+    Returns:
+        The lines: the folder, then ``wandb sync ...`` for an offline run, or one line saying W&B
+        failed (its warning came earlier) when it did.
+    """
+    run = wandb.run if isinstance(wandb, WandbSink) else wandb
+    lines = []
+    if out_dir is not None:
+        timing = f"; {seconds:.1f} s" if seconds is not None else ""
+        lines.append(f"{prefix}run folder: {display_path(out_dir)}  ({contents}{timing})")
+    hint = run.sync_hint if run is not None else None
+    if hint:
+        lines.append(f"{prefix}W&B offline run saved; upload it with: {hint}")
+    elif run is not None and run.mode != "disabled" and run.failed:
+        lines.append(f"{prefix}W&B logging failed (see the warning above); the run folder has everything")
+    return lines

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shlex
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -70,7 +71,8 @@ class SafeWandbRun:
             A reused run keeps its own settings.
 
     Attributes:
-        enabled: False once anything failed (or in "disabled" mode).
+        enabled: False once anything failed (or in "disabled" mode), and after ``finish()``.
+        failed: True once a W&B call failed (unlike ``enabled``, it stays False after ``finish()``).
         owns_run: True when this object started the run (then ``finish()`` finishes it).
     """
 
@@ -92,6 +94,7 @@ class SafeWandbRun:
         self.mode: str = mode
         self.step_key = step_key
         self.enabled = False
+        self.failed = False
         self.owns_run = False
         self.run: Any = None
         self._wandb: Any = None
@@ -99,6 +102,10 @@ class SafeWandbRun:
         self._warned_order = False
         self._last_step: int | None = None
         self._defined = False
+        #: Extra step axes: key prefix (``seffi/<scope>/``) -> its step key (see ``add_step_axis``).
+        self._axes: dict[str, str] = {}
+        self._axis_defined: set[str] = set()
+        self._axis_last: dict[str, Any] = {}  # step key -> its last logged value
         if mode == "disabled":
             return
         try:
@@ -180,6 +187,7 @@ class SafeWandbRun:
     # -- failure handling --------------------------------------------------------------------------
     def _fail(self, what: str, exc: BaseException) -> None:
         self.enabled = False
+        self.failed = True
         if not self._warned:
             self._warned = True
             # One line: W&B's messages may carry advice on further lines (e.g. "increase init_timeout").
@@ -213,6 +221,48 @@ class SafeWandbRun:
         self._call("define_metric", _define)
         self._defined = self.enabled
 
+    def add_step_axis(self, scope: str) -> str:
+        """Give the keys under ``seffi/<scope>/`` their own step metric, ``seffi/<scope>/step``.
+
+        Used by ``seffi run`` so each task's training stream counts its own episodes. W&B matches
+        overlapping ``define_metric`` globs (``seffi/*`` and ``seffi/<scope>/*``) in no fixed order, so no
+        second glob is defined: :meth:`log` defines each new key under the prefix by its exact name with
+        ``step_metric=seffi/<scope>/step`` before its first value (an exact definition beats any glob).
+        The caller puts the axis value into the logged data (:func:`seffi.report.keys.step_key`).
+
+        Returns:
+            The axis' step key.
+        """
+        step_key = keys.step_key(scope)
+        self._axes[step_key[: -len("step")]] = step_key
+        self._call("define_metric", lambda: self.run.define_metric(step_key))
+        self._axis_defined.add(step_key)
+        return step_key
+
+    def _axis_of(self, name: str) -> str | None:
+        """The extra step axis of key ``name`` (the longest matching prefix wins), or None."""
+        prefix = max((p for p in self._axes if name.startswith(p)), key=len, default=None)
+        return self._axes[prefix] if prefix is not None else None
+
+    def _with_axes(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Define new keys of extra axes by exact name, and give every row the value of its axes.
+
+        A row without its axis value (a curve snapshot logged after the scalars) gets the axis' last
+        value, so a table or image sits at the right x in the file itself, not only after upload.
+        """
+        for name in list(payload):
+            axis = self._axis_of(name)
+            if axis is None or name == axis:
+                if name in self._axes.values():
+                    self._axis_last[name] = payload[name]
+                continue
+            if name not in self._axis_defined:
+                self._axis_defined.add(name)
+                self._call("define_metric", lambda n=name, a=axis: self.run.define_metric(n, step_metric=a))
+            if axis not in payload and axis in self._axis_last:
+                payload[axis] = self._axis_last[axis]
+        return payload
+
     def _accept_step(self, step: int) -> bool:
         """Steps must be non-decreasing: W&B would silently drop an older one, so we drop it loudly."""
         if self._last_step is not None and step < self._last_step:
@@ -244,6 +294,8 @@ class SafeWandbRun:
             self.define_step_metric()
         payload = {k: _clean(v) for k, v in data.items()}
         payload[self.step_key] = step
+        if self._axes:
+            payload = self._with_axes(payload)
         self._call("log", self.run.log, payload)
         return self.enabled
 
@@ -335,7 +387,11 @@ class SafeWandbRun:
 
     @property
     def sync_hint(self) -> str | None:
-        """``wandb sync <run_dir>`` for an offline run (None otherwise)."""
+        """``wandb sync <run_dir>`` for an offline run (None otherwise).
+
+        The folder is given relative to the current directory when it lies under it (the usual
+        ``wandb/offline-run-...``), so the command is short and works as printed from where the user is.
+        """
         if self.mode != "offline" or self.run_dir is None:
             return None
         try:
@@ -343,4 +399,13 @@ class SafeWandbRun:
                 return None
         except Exception:
             pass
-        return f"wandb sync {self.run_dir}"
+        return f"wandb sync {shlex.quote(display_path(self.run_dir))}"
+
+
+def display_path(path: str | Path) -> str:
+    """``path`` relative to the current directory when it lies under it, else as an absolute path."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(p.resolve()) if p.is_absolute() else str(p)
