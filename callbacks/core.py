@@ -2161,6 +2161,9 @@ class CoverageMonitor:
     def finalize(self, step: int | None = None) -> Any:
         """Log a last time (if ``step`` is new), then write the report and close the sinks. Idempotent.
 
+        A monitor that made its own sinks then prints where the report went and, for an offline W&B
+        run, the ``wandb sync`` command (:func:`seffi.report.sinks.closing_lines`).
+
         Returns:
             The final report (``None`` if called before).
         """
@@ -2173,6 +2176,12 @@ class CoverageMonitor:
         # The sinks put the report's final scalars into run.summary and upload report + tracker state.
         self.sinks.finish(report, self.tracker.state_dict())
         self.finalized = True
+        if self._owns_sinks:
+            # Sinks the caller passed in belong to an adapter (or seffi run), which says this once itself.
+            from seffi.report.sinks import closing_lines
+
+            for line in closing_lines(self.out_dir, getattr(self.sinks, "wandb", None), prefix="[seffi] "):
+                print(line, flush=True)
         return report
 
     close = finalize

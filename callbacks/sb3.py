@@ -219,6 +219,22 @@ class CoverageCallback(BaseCallback):
             self.eval_report = self.evaluator.finalize()
         if self.monitor is not None:
             self.report = self.monitor.finalize(self.num_timesteps)
+        self._print_closing()
+
+    def _print_closing(self) -> None:
+        """Say once where the report went and how to upload an offline W&B run (as ``seffi run`` does)."""
+        from seffi.report.sinks import closing_lines
+
+        contents = "report.json, report.md, plots"
+        if self.mode == "both":
+            contents = f"stream/ and eval/: {contents}"
+        wandb = None
+        for owner in (self.monitor, self.evaluator.monitor if self.evaluator else None):
+            sink = getattr(getattr(owner, "sinks", None), "wandb", None)
+            if sink is not None and (wandb is None or sink.run.owns_run):
+                wandb = sink  # the sink that started the shared run knows its folder and its failures
+        for line in closing_lines(self.out_dir, wandb, contents=contents, prefix="[seffi] "):
+            print(line, flush=True)
 
     # -- conveniences ------------------------------------------------------------------------------
 

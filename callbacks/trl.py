@@ -426,13 +426,18 @@ class CoverageTrainerCallback(TrainerCallback):
         self.last_logged = scalars
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        """Write report.json/md, plots and the tracker state (main process)."""
+        """Write report.json/md, plots and the tracker state, and print the folder (main process)."""
         monitor = self.coverage.monitor
         if monitor is None or not state.is_world_process_zero or monitor.finalized:
             return
         monitor.finalize(
             int(state.global_step) + 1 if monitor.last_step is not None else int(state.global_step)
         )
+        from seffi.report.sinks import closing_lines
+
+        # W&B is TRL's own run (its integration prints the sync footer); seffi names its local folder.
+        for line in closing_lines(monitor.out_dir, prefix="[seffi] "):
+            print(line, flush=True)
 
 
 def tiny_causal_lm(task: Task, *, hidden: int = 16, layers: int = 1, seed: int = 0) -> tuple[Any, Any]:

@@ -86,7 +86,10 @@ def _check_eval(cb: CoverageCallback, eval_env: RecordFinals, n_inputs: int) -> 
     assert any(p["curves"]["label"].startswith("eval@") for p in comp["policies"][1:])
 
 
-def test_router_env_both_modes_curves_match_and_wandb_summary(tmp_path: Path) -> None:
+def test_router_env_both_modes_curves_match_and_wandb_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Also issue 14 case 3: at the end the callback prints its folder and the sync command, once."""
     model = _ppo("seffi/SortSwapsRouter-v0", "MlpPolicy", n_inputs=3, budget=K, reward="novel")
     eval_env = RecordFinals(gym.make("seffi/SortSwapsRouter-v0", n_inputs=3, budget=K, input_seed=1))
     cb = CoverageCallback(
@@ -136,6 +139,13 @@ def test_router_env_both_modes_curves_match_and_wandb_summary(tmp_path: Path) ->
     assert summary["seffi/auc"] == pytest.approx(comp["policies"][0]["curves"]["auc"])
     assert "seffi/gain_vs_iid" in summary and "seffi/eval/auc" in summary
 
+    # One closing message for both folders and the one shared W&B run (issue 14 case 3).
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[seffi] ")]
+    assert printed == [
+        f"[seffi] run folder: {tmp_path}  (stream/ and eval/: report.json, report.md, plots)",
+        f"[seffi] W&B offline run saved; upload it with: wandb sync {run_dir}",
+    ]
+
 
 def test_token_env_both_modes(tmp_path: Path) -> None:
     model = _ppo("seffi/SortSwaps-v0", "MultiInputPolicy", n_inputs=2, budget=K)
@@ -161,8 +171,9 @@ def test_token_env_both_modes(tmp_path: Path) -> None:
 
 
 def test_wandb_init_failure_leaves_complete_local_report(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Also issue 14 case 3: the closing message names the folder and says W&B failed."""
     import wandb
 
     def broken_init(*args: Any, **kwargs: Any) -> Any:
@@ -185,6 +196,11 @@ def test_wandb_init_failure_leaves_complete_local_report(
     assert comp["policies"][0]["curves"]["n_samples"] == cb.monitor.episodes == 512
     assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == cb.monitor.n_logs >= 8
     assert_plots_nonempty(tmp_path)
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[seffi] ")]
+    assert printed == [
+        f"[seffi] run folder: {tmp_path}  (report.json, report.md, plots)",
+        "[seffi] W&B logging failed (see the warning above); the run folder has everything",
+    ]
 
 
 class DropMatches(gym.Wrapper):

@@ -127,3 +127,23 @@ def test_disabled_and_bad_arguments(tmp_path: Path) -> None:
     blocker.write_text("x")
     with pytest.raises(ValueError, match="cannot write to the output folder"):
         LocalSink(blocker / "sub")
+
+
+def test_every_scope_gets_its_first_curve_snapshot() -> None:
+    """Issue 14 case 3 (curve tables for every task): the snapshot counter is per scope.
+
+    Before, one counter served every scope, so with ``log_curves_every=10`` only the first task's
+    training stream ever got a ``coverage`` table and ``coverage_plot`` image.
+    """
+    from seffi.report import SafeWandbRun
+    from tests.report.test_wandb_run import FakeRun
+
+    run = FakeRun()
+    sink = WandbSink(SafeWandbRun(run=run), log_curves_every=10)
+    comp = fx.report().comparisons[0]
+    for step, scope in enumerate(("A-v0/train", "A-v0/train", "B-v0/train", "B-v0/train")):
+        sink.log_snapshot(comp, step, scope)
+    tables = [k for row in run.logged for k in row if k.endswith("/curves/coverage")]
+    images = [k for row in run.logged for k in row if k.endswith("/curves/coverage_plot")]
+    assert tables == ["seffi/A-v0/train/curves/coverage", "seffi/B-v0/train/curves/coverage"]
+    assert images == ["seffi/A-v0/train/curves/coverage_plot", "seffi/B-v0/train/curves/coverage_plot"]

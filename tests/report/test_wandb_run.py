@@ -184,3 +184,76 @@ def test_online_init_is_bounded_and_its_failure_is_one_line(
     with pytest.warns(WandbSinkWarning):
         SafeWandbRun(mode="online", dir=tmp_path, quiet=False)
     assert "init_timeout" not in seen[1].model_fields_set
+
+
+class _Settings:
+    def __init__(self, sync_dir: Path) -> None:
+        self.sync_dir, self.mode = str(sync_dir), "offline"
+
+
+def test_sync_hint_is_relative_under_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 14 case 3 (relative sync hint): ``wandb sync wandb/offline-run-...`` from where the user is."""
+    run = FakeRun()
+    run.settings = _Settings(tmp_path / "wandb" / "offline-run-1-abc")  # type: ignore[attr-defined]
+    monkeypatch.chdir(tmp_path)
+    assert SafeWandbRun(run=run).sync_hint == "wandb sync wandb/offline-run-1-abc"
+    # Outside the current directory the absolute path stays, quoted for the shell when needed.
+    elsewhere = tmp_path / "my runs" / "wandb" / "offline-run-2-def"
+    run.settings = _Settings(elsewhere)  # type: ignore[attr-defined]
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    assert SafeWandbRun(run=run).sync_hint == f"wandb sync '{elsewhere}'"
+
+
+def test_a_step_axis_defines_its_keys_by_name_and_fills_its_step() -> None:
+    """Issue 14 case 3 (per-task step axes): keys under ``seffi/<scope>/`` plot against its own step.
+
+    W&B matches overlapping globs in no fixed order, so each key is defined by its exact name; a row
+    without the axis value (a curve snapshot) gets the axis' last value.
+    """
+    run = FakeRun()
+    safe = SafeWandbRun(run=run)
+    safe.define_step_metric()
+    assert safe.add_step_axis("T-v0/train") == "seffi/T-v0/train/step"
+    safe.log({"seffi/T-v0/train/auc": 0.5, "seffi/T-v0/train/step": 7.0}, 107)
+    safe.log({"seffi/T-v0/train/curves/coverage": "table"}, 107)
+    safe.log({"seffi/plots/x": "image"}, 200)
+    assert run.defined == [
+        ("seffi/step", None),
+        ("seffi/*", "seffi/step"),
+        ("seffi/T-v0/train/step", None),
+        ("seffi/T-v0/train/auc", "seffi/T-v0/train/step"),
+        ("seffi/T-v0/train/curves/coverage", "seffi/T-v0/train/step"),
+    ]
+    assert run.logged[1] == {
+        "seffi/T-v0/train/curves/coverage": "table",
+        "seffi/T-v0/train/step": 7.0,
+        "seffi/step": 107,
+    }
+    assert run.logged[2] == {"seffi/plots/x": "image", "seffi/step": 200}  # the run-wide axis
+
+
+def test_closing_lines_name_the_folder_and_the_sync_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 14 case 3: the one message seffi run and every adapter print at the end."""
+    from seffi.report.sinks import closing_lines
+
+    run = FakeRun()
+    run.settings = _Settings(tmp_path / "wandb" / "offline-run-1-abc")  # type: ignore[attr-defined]
+    monkeypatch.chdir(tmp_path)
+    assert closing_lines(tmp_path / "runs" / "r", SafeWandbRun(run=run), seconds=1.25) == [
+        "run folder: runs/r  (report.json, report.md, plots; 1.2 s)",
+        "W&B offline run saved; upload it with: wandb sync wandb/offline-run-1-abc",
+    ]
+    assert closing_lines("runs/r", SafeWandbRun(mode="disabled"), prefix="[seffi] ") == [
+        "[seffi] run folder: runs/r  (report.json, report.md, plots)"
+    ]
+    broken = SafeWandbRun(run=FakeRun(fail_on="seffi/x"))
+    with pytest.warns(WandbSinkWarning):
+        broken.log({"seffi/x": 1}, 1)
+    assert closing_lines(None, broken) == [
+        "W&B logging failed (see the warning above); the run folder has everything"
+    ]
