@@ -110,3 +110,29 @@ def test_gym_make_single_env_works_with_gymnasium_wrappers() -> None:
         if term or trunc:
             env.reset()
     assert [(e.input_id, e.matches, e.valid) for e in got] == env.unwrapped.log
+
+
+def test_a_monitor_with_its_own_sinks_says_where_its_report_went(tmp_path, capsys, monkeypatch) -> None:
+    """Issue 14 case 3: ``close()`` prints the folder and the sync command once (as ``seffi run``).
+
+    Sinks passed in belong to an adapter or ``seffi run``, which prints the message itself.
+    """
+    from seffi.callbacks.core import CoverageMonitor
+    from seffi.report.sinks import LocalSink
+
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wb"))
+    monkeypatch.chdir(tmp_path)
+    monitor = CoverageMonitor(2, ("a", "b"), out_dir="out", wandb="offline", plots=False, n_boot=0)
+    monitor.ingest_end(EpisodeEnd("x", ("a",), True, sample_index=1, run_index=0))
+    monitor.close()
+    monitor.close()  # idempotent: nothing printed twice
+    run_dir = monitor.sinks.wandb.run.run_dir.relative_to(tmp_path)
+    assert str(run_dir).startswith("wb/wandb/offline-run-")
+    assert capsys.readouterr().out.splitlines() == [
+        "[seffi] run folder: out  (report.json, report.md, plots)",
+        f"[seffi] W&B offline run saved; upload it with: wandb sync {run_dir}",
+    ]
+    passed = CoverageMonitor(2, ("a", "b"), sinks=LocalSink(tmp_path / "own"), n_boot=0)
+    passed.ingest_end(EpisodeEnd("x", ("b",), True, sample_index=1, run_index=0))
+    passed.close()
+    assert capsys.readouterr().out == ""

@@ -245,3 +245,46 @@ def test_a_task_registered_at_runtime_runs_end_to_end(tmp_path, monkeypatch):
     finally:
         for eid in ("seffi/MySort-v0", "seffi/MySortRouter-v0"):
             gym.registry.pop(eid, None)
+
+
+def test_each_task_has_its_own_wandb_step_axis_and_curve_tables(tmp_path, capsys, monkeypatch):
+    """Issue 14 case 3: per-task step axes, curve tables for every task, a relative sync hint.
+
+    ``seffi/step`` counts training episodes over all tasks (the second task used to start at the
+    first one's total); each task's keys now carry ``seffi/<Name>Router-v0/train/step`` = that task's
+    training episodes so far and are plotted against it. Each task gets its own curve table and image.
+    """
+    wandb_dir = tmp_path / "wb"
+    monkeypatch.setenv("WANDB_DIR", str(wandb_dir))
+    monkeypatch.chdir(tmp_path)
+    argv = [a for a in TINY if a not in ("--wandb", "disabled")]
+    code, stdout, err = _run(capsys, "run", *argv, "--out", "r")
+    assert code == 0, err
+    episodes = 3 * 4 * 4 * 4  # rounds x rows x budget, per task
+    records = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    for i, slug in enumerate(("SortSwapsRouter-v0", "GraphTraversalRouter-v0")):
+        rows = [r for r in records if f"seffi/{slug}/train/auc" in r]
+        assert rows and [r[f"seffi/{slug}/train/step"] for r in rows][-1] == episodes
+        assert rows[-1]["seffi/step"] == (i + 1) * episodes  # the run-wide axis keeps counting
+    hint = next(line for line in stdout.splitlines() if "wandb sync" in line)
+    rel = hint.split("wandb sync ", 1)[1].strip()
+    assert rel.startswith("wb/wandb/offline-run-") and (tmp_path / rel).is_dir()
+    done = subprocess.run(
+        [sys.executable, "-m", "wandb", "leet", "inspect", str(tmp_path / rel), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    defined = [r["metric"] for r in lines if r["type"] == "metric"]
+    metrics = {m.get("name"): m.get("step_metric") for m in defined}
+    history = [r["history"]["item"] for r in lines if r["type"] == "history"]
+    for slug in ("SortSwapsRouter-v0", "GraphTraversalRouter-v0"):
+        axis = f"seffi/{slug}/train/step"
+        assert metrics[f"seffi/{slug}/train/auc"] == axis
+        assert metrics[f"seffi/{slug}/train/curves/coverage"] == axis
+        curves = f"seffi/{slug}/train/curves/coverage"
+        tables = [h for h in history if any(k.startswith(f"{curves}_table") for k in h)]
+        images = [h for h in history if any(k.startswith(f"{curves}_plot") for k in h)]
+        assert len(tables) == 1 and len(images) == 1 and tables[0][axis] == episodes

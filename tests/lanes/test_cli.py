@@ -16,7 +16,11 @@ def _write(tmp_path: Path, data: dict, name: str = "pack.json") -> Path:
     return path
 
 
-def test_default_run_end_to_end_with_offline_wandb(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_default_run_end_to_end_with_offline_wandb(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Also issue 14 case 3: the offline W&B run lands under $WANDB_DIR/wandb, not in the report folder."""
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wb"))
     out = tmp_path / "out"
     assert main(["lane", "sample-efficiency", "--out", str(out), "--wandb", "offline"]) == 0
     report = json.loads((out / "report.json").read_text())
@@ -30,9 +34,10 @@ def test_default_run_end_to_end_with_offline_wandb(tmp_path: Path, capsys: pytes
         assert [p["k"] for p in c["curve"]] == list(range(c["n_corrections"] + 1))
         assert {"cumulative_token_hit_count", "vault_hits", "trace_hash"} <= set(c["curve"][0])
     assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    runs = list((out / "wandb").glob("offline-run-*"))
+    runs = list((tmp_path / "wb" / "wandb").glob("offline-run-*"))
     assert len(runs) == 1 and any(runs[0].glob("*.wandb"))
-    assert "wandb sync" in capsys.readouterr().out
+    assert not (out / "wandb").exists()
+    assert f"wandb sync {runs[0]}" in capsys.readouterr().out
     # Determinism: the same run again gives a byte-identical report.
     again = tmp_path / "again"
     assert main(["lane", "sample-efficiency", "--out", str(again), "--wandb", "disabled"]) == 0
