@@ -13,12 +13,15 @@ import pytest
 from gymnasium.utils.env_checker import check_env, data_equivalence
 from gymnasium.vector import SyncVectorEnv
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from tests.helpers import require
+
+# The imports below need the lm extra: require() skips (or, in CI, fails) first.
+# ruff: noqa: E402
+require("torch", "lm")
+require("transformers", "lm")
 
 from seffi.envs import FINAL_INFO_KEYS, AutoresetMode, latent_lm_env_id
 from seffi.errors import SeffiError
-from tests.helpers import require
 from tests.models import tiny
 
 EID = latent_lm_env_id("edit_script")

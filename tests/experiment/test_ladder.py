@@ -9,8 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from tests.helpers import require
+
+# The imports below need the lm extra: require() skips (or, in CI, fails) first.
+# ruff: noqa: E402
+require("torch", "lm")
+require("transformers", "lm")
 
 from seffi.cli import main
 from seffi.experiment.ladder import LadderConfig, round_robin_act, smoke_config

@@ -11,8 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from tests.helpers import require
+
+# The imports below need the lm extra: require() skips (or, in CI, fails) first.
+# ruff: noqa: E402
+require("torch", "lm")
+require("transformers", "lm")
 
 import torch
 
