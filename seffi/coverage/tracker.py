@@ -175,14 +175,18 @@ class CoverageTracker:
         m = self._resolve_m(iid, num_strategies)
         key = (self.task, iid, int(stream))
         run = self._runs.get(key)
+        # Every check runs before the first write: a refused sample must not leave an empty run
+        # behind (it would count as a run that never reaches k and reweight the input).
+        seen = (set(run.first_hit) if run is not None else set()) | ms
+        m_run = run.m if run is not None else m
+        if len(seen) > m_run:
+            raise ValueError(
+                f"input {iid!r} has matched {len(seen)} distinct strategies but its M_x is {m_run}"
+            )
+        self._input_m[(self.task, iid)] = m
         if run is None:
             run = self._runs[key] = _Run(m=m)
             self._admit_barcode(key)
-        seen = set(run.first_hit) | ms
-        if len(seen) > run.m:
-            raise ValueError(
-                f"input {iid!r} has matched {len(seen)} distinct strategies but its M_x is {run.m}"
-            )
         i = run.n
         for s in ms:
             run.first_hit.setdefault(s, i)
@@ -358,6 +362,7 @@ class CoverageTracker:
                     row.append(sorted((cols[j] for j in np.flatnonzero(mat[i])), key=self._order_key))
 
     def _resolve_m(self, iid: str, num_strategies: int | None) -> int:
+        """M_x for ``iid`` (checked, not stored: the caller stores it once the whole sample passed)."""
         known = self._input_m.get((self.task, iid))
         if num_strategies is not None:
             if isinstance(num_strategies, bool) or not isinstance(num_strategies, int | np.integer):
@@ -375,7 +380,6 @@ class CoverageTracker:
             raise ValueError(
                 f"input {iid!r}: no strategy count; pass num_strategies= or declare strategies on the tracker"
             )
-        self._input_m[(self.task, iid)] = m
         return m
 
     def _order_key(self, s: str) -> tuple[int, str]:

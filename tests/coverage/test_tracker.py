@@ -258,3 +258,28 @@ def test_update_many_long_runs_split_into_many_batches() -> None:
         got.update_many(ids[a:b], mat[a:b], valid=valid[a:b], stream=streams[a:b])
     assert got.state_dict() == want.state_dict()
     np.testing.assert_array_equal(got.curves(50, n_boot=0).coverage, want.curves(50, n_boot=0).coverage)
+
+
+def test_update_is_atomic_when_m_x_is_exceeded() -> None:
+    """Issue 13 case 8: a refused sample leaves no empty run behind (C(2) stays 0.75, not 0.667)."""
+    t = CoverageTracker(None, barcode_rows=4)
+    t.update("x", ["a"], num_strategies=2)
+    t.update("x", ["b"])
+    t.update("y", ["a"], num_strategies=2)
+    t.update("y", ["a"])
+    np.testing.assert_allclose(t.curves(2, n_boot=0).coverage, [0.5, 0.75])
+    before = t.state_dict()
+    with pytest.raises(ValueError, match="matched 3 distinct strategies but its M_x is 2"):
+        t.update("x", ["a", "b", "c"], stream=1)  # a new run of x, refused on its first sample
+    with pytest.raises(ValueError, match="matched 3 distinct strategies but its M_x is 2"):
+        t.update("y", ["b", "c"])  # an existing run
+    with pytest.raises(ValueError, match="matched 2 distinct strategies but its M_x is 1"):
+        t.update("z", ["a", "b"], num_strategies=1)  # a new input: its M_x must not stick either
+    assert t.state_dict() == before
+    assert len(t) == 2 and t.input_ids() == ["x", "y"]
+    np.testing.assert_allclose(t.curves(2, n_boot=0).coverage, [0.5, 0.75])
+    # z's refused M_x was not recorded, so z can start with another one.
+    t.update("z", ["a", "b"], num_strategies=2)
+    with pytest.raises(ValueError, match="matched 4 distinct strategies but its M_x is 2"):
+        t.update_many(["x", "x"], [["a"], ["b", "c", "d"]], stream=1)
+    assert len(t) == 3
