@@ -105,6 +105,14 @@ def gain_value(auc_a: np.ndarray, auc_iid: np.ndarray, auc_oracle: np.ndarray) -
         return np.where(den > 1e-12, (a - i) / np.where(den > 1e-12, den, 1.0), np.nan)
 
 
+def _budget_reached(c: Curves) -> int:
+    """The largest k such that the curve is defined at every budget 1..k (policy: some run reaches k)."""
+    ok = np.isfinite(np.asarray(c.coverage, dtype=np.float64))
+    if c.runs_at_k is not None:
+        ok &= np.asarray(c.runs_at_k) > 0
+    return int(np.argmin(ok)) if not ok.all() else int(ok.size)
+
+
 # -- result containers ---------------------------------------------------------------------------
 
 
@@ -403,6 +411,18 @@ class Curves:
             ("valid_auc", "valid_auc_reps", "input_valid_auc") if valid else ("auc", "auc_reps", "input_auc")
         )
         curves = (self, iid, oracle)
+        reached = [_budget_reached(c) for c in curves]
+        if min(reached) < self.K:
+            # An AUC over fewer than K budgets (nanmean over the defined k) is an AUC at a smaller
+            # budget: comparing it with an AUC@K of another curve is no gain at all.
+            sides = ", ".join(f"{n} reaches k={r}" for n, r in zip(_ROLES, reached, strict=True))
+            return Gain(
+                None,
+                None,
+                None,
+                f"not every curve reaches K={self.K} ({sides}): the AUCs would compare different "
+                "budgets, the gain is undefined",
+            )
         vals = [getattr(c, attr) for c in curves]
         if any(v is None for v in vals):
             missing = [n for n, v in zip(_ROLES, vals, strict=True) if v is None]

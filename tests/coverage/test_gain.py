@@ -281,3 +281,37 @@ def test_round_trip_keeps_per_input_fields_and_rejects_corrupted_keys() -> None:
     bad["input_keys"] = [["t", 3]] * 6
     with pytest.raises(ValueError, match="bad input key"):
         Curves.from_dict(bad)
+
+
+def test_gain_refuses_when_runs_stop_before_k() -> None:
+    """Issue 13 case 1: an iid policy whose runs all stop at 4 samples, K = 8, has no gain at K.
+
+    On the code before the fix this reported a gain from the policy's AUC@4 against the baselines'
+    AUC@8 (here -0.167 [-0.273, -0.055]) with ``reason=None``.
+    """
+    law = {"a": 0.7, "b": 0.2, "c": 0.07, "d": 0.03}
+    ids, p = list(law), list(law.values())
+    rng = np.random.default_rng(0)
+    t = CoverageTracker(ids)
+    for x in range(8):
+        for s in range(4):
+            for _ in range(4):
+                t.update(f"x{x}", {ids[rng.choice(4, p=p)]}, stream=s)
+    K = 8
+    pol = t.curves(K, n_boot=200)
+    iid = IidBaseline.from_probabilities(law).curves(K)
+    oracle = OracleBaseline(num_strategies=4).curves(K)
+    assert pol.runs_at_k.tolist() == [32] * 4 + [0] * 4
+    for valid in (False, True):
+        g = pol.gain(iid, oracle, valid=valid)
+        assert (g.value, g.lo, g.hi) == (None, None, None)
+        assert "policy reaches k=4, iid reaches k=8, oracle reaches k=8" in g.reason
+    # Swapped roles: a baseline that stops short is refused the same way.
+    g = iid.gain(pol, oracle)
+    assert g.value is None and "iid reaches k=4" in g.reason
+    # Once one run per input reaches K the gain is defined again.
+    for x in range(8):
+        for _ in range(K):
+            t.update(f"x{x}", {ids[rng.choice(4, p=p)]}, stream=9)
+    g = t.curves(K, n_boot=50).gain(iid, oracle)
+    assert g.value is not None and g.reason is None
