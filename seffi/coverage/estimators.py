@@ -23,10 +23,12 @@ __all__ = [
     "expected_covered_exact",
     "full_coverage_exact",
     "full_coverage_samples",
+    "full_coverage_samples_many",
     "log_factorial",
     "marginals",
     "novelty_exact",
     "novelty_samples",
+    "novelty_samples_many",
     "pow1m",
     "rarefaction",
     "rarefaction_counts",
@@ -334,21 +336,53 @@ def novelty_samples(X: np.ndarray, K: int) -> np.ndarray:
         float array, shape (min(K, n),).
     """
     X = np.asarray(X, dtype=bool)
-    n = X.shape[0]
+    return novelty_samples_many(X[None], K)[0]
+
+
+def novelty_samples_many(X: np.ndarray, K: int) -> np.ndarray:
+    """``novelty_samples`` of D datasets of the same size at once: X bool (D, n, m) -> (D, min(K, n)).
+
+    The signed terms depend on B only through Y_B, an integer in 1..n, so they are first summed
+    into exact integer coefficients per (dataset, Y_B) and then multiplied by one (n, K) table of
+    binomial ratios: the work is one vectorised pass over the (dataset, distinct match set,
+    non-empty subset B) triples, with no Python loop over samples, subsets or datasets.
+    """
+    X = np.asarray(X, dtype=bool)
+    D, n, m = X.shape
     kmax = min(K, n)
     i1 = np.arange(kmax)  # i - 1
     lf = log_factorial(n)
-    masks = _masks(X)
-    uniq, counts = np.unique(masks, return_counts=True)
-    out = np.zeros(kmax)
-    for mask, c in zip(uniq, counts, strict=True):
-        if mask == 0:
-            continue
-        for b in _submasks(int(mask)):
-            y_b = int(counts[(uniq & b) != 0].sum())
-            sign = -((-1) ** bin(b).count("1"))
-            out += c * sign * np.exp(_log_binom_ratio(n - y_b, n - 1, i1, lf))
-    return np.clip(out / n, 0.0, 1.0)
+    # ratio[y, i-1] = C(n - y, i-1) / C(n - 1, i-1) for y = 0..n
+    ratio = np.exp(_log_binom_ratio(n - np.arange(n + 1)[:, None], n - 1, i1[None, :], lf))
+    coef = np.zeros((D, n + 1))
+    if D == 0 or n == 0:
+        return np.zeros((D, kmax))
+    masks = _masks(X.reshape(D * n, m)).reshape(D, n)
+    # Distinct (dataset, match set) pairs with their multiplicities: identical samples share terms.
+    d_all, m_all = np.repeat(np.arange(D), n), masks.ravel()
+    order = np.lexsort((m_all, d_all))
+    d_s, m_s = d_all[order], m_all[order]
+    first = np.flatnonzero(np.r_[True, (d_s[1:] != d_s[:-1]) | (m_s[1:] != m_s[:-1])])
+    d_of, u = d_s[first], m_s[first]
+    mult = np.diff(np.r_[first, d_s.size])
+    bits = ((u[:, None] >> np.arange(m, dtype=np.int64)) & 1).astype(bool)
+    size = bits.sum(axis=1)
+    for r in np.unique(size[size > 0]).tolist():
+        g = np.flatnonzero(size == r)
+        pos = np.nonzero(bits[g])[1].reshape(g.size, r)  # bit positions, ascending per row
+        q = np.arange(1, 1 << r, dtype=np.int64)
+        pattern = (q[None, :] >> np.arange(r, dtype=np.int64)[:, None]) & 1  # (r, 2^r - 1)
+        sign = np.where(pattern.sum(axis=0) % 2 == 1, 1.0, -1.0)  # -(-1)^|B|
+        sub = (np.int64(1) << pos) @ pattern  # (G, 2^r - 1): every non-empty B subset of A
+        # Chunks bound the (triples x n) intermediate for large match sets.
+        step = max(1, (1 << 22) // max(n * sub.shape[1], 1))
+        for c0 in range(0, g.size, step):
+            gc = g[c0 : c0 + step]
+            sc = sub[c0 : c0 + gc.size]
+            y = ((masks[d_of[gc]][:, :, None] & sc[:, None, :]) != 0).sum(axis=1)  # (G, 2^r - 1)
+            w = mult[gc][:, None] * sign[None, :]
+            np.add.at(coef, (np.broadcast_to(d_of[gc][:, None], y.shape), y), w)
+    return np.clip(coef @ ratio / n, 0.0, 1.0)
 
 
 def full_coverage_samples(X: np.ndarray, m: int, K: int) -> np.ndarray:
@@ -367,7 +401,6 @@ def full_coverage_samples(X: np.ndarray, m: int, K: int) -> np.ndarray:
         return np.zeros(kmax)
     X = X[:, :m]
     lf = log_factorial(n)
-    ks = np.arange(1, kmax + 1)
     if X.sum(axis=1).max(initial=0) <= 1:
         N = np.sort(X.sum(axis=0))[::-1].astype(np.int64)
         n0 = n - int(N.sum())
@@ -398,13 +431,74 @@ def full_coverage_samples(X: np.ndarray, m: int, K: int) -> np.ndarray:
         h0 = np.zeros(kmax + 1)
         h0[: min(n0, kmax) + 1] = 1.0  # subsets of the n0 empty samples cover the empty set
         return np.clip(_cover_all_dp(list(N), kmax, log_weight, mean_var, h0)[1:], 0.0, 1.0)
+    return _full_set_valued(X[None], m, K)[0]
+
+
+def full_coverage_samples_many(X: np.ndarray, m: int, K: int) -> np.ndarray:
+    """``full_coverage_samples`` of D datasets of the same size: X bool (D, n, >= m) -> (D, min(K, n)).
+
+    Datasets missing a strategy are 0, single-label ones take the DP of ``full_coverage_samples``
+    and the set-valued rest share one batched inclusion-exclusion (``_full_set_valued``).
+    """
+    X = np.asarray(X, dtype=bool)
+    D, n = X.shape[:2]
+    out = np.zeros((D, min(K, n)))
+    if m > X.shape[2] or D == 0:
+        return out
+    X = X[:, :, :m]
+    full = X.any(axis=1).all(axis=1)
+    single = X.sum(axis=2).max(axis=1, initial=0) <= 1
+    for d in np.flatnonzero(full & single):
+        out[d] = full_coverage_samples(X[d], m, K)
+    sv = np.flatnonzero(full & ~single)
+    if sv.size:
+        out[sv] = _full_set_valued(X[sv], m, K)
+    return out
+
+
+def _full_set_valued(X: np.ndarray, m: int, K: int) -> np.ndarray:
+    """Set-valued F(k) = sum_B (-1)^|B| C(n - Y_B, k) / C(n, k) for D datasets: X bool (D, n, m).
+
+    n - Y_B is the number of samples inside the complement S of B, an integer in 0..n: a subset-sum
+    (zeta) transform over the 2^m bitmasks gives it for every S in O(m 2^m) integer additions, and
+    the signs (-1)^(m - |S|) are summed per value first, so the binomial ratios are taken n + 1
+    times instead of 2^m times.
+    """
+    D, n, _ = X.shape
     if m > 20:
         raise ValueError(f"unbiased full coverage of set-valued samples needs M <= 20, got {m}")
-    # Y_B = n - (number of samples disjoint from B); group the 2^m terms by Y_B (exact integers).
-    disjoint, sign = _subset_table(_masks(X), np.ones(n), m)
-    y_b = n - np.rint(disjoint).astype(np.int64)
-    ratio = np.exp(_log_binom_ratio(n - y_b[None, :], n, ks[:, None], lf))
-    return np.clip((sign[None, :] * ratio).sum(axis=1), 0.0, 1.0)
+    kmax = min(K, n)
+    lf = log_factorial(n)
+    ks = np.arange(1, kmax + 1)
+    # ratio[v, k-1] = C(v, k) / C(n, k) for v = 0..n
+    ratio = np.exp(_log_binom_ratio(np.arange(n + 1)[:, None], n, ks[None, :], lf))
+    size = 1 << m
+    # key = 2 x count + parity of |S| <= 2n + 1: the smallest integer type keeps the 2^m sweeps cheap.
+    dtype = next(t for t in (np.int8, np.int16, np.int64) if 2 * n + 1 <= np.iinfo(t).max)
+    parity = np.zeros(size, dtype=dtype)
+    for b in range(m):
+        parity ^= ((np.arange(size) >> b) & 1).astype(dtype)
+    masks = _masks(X.reshape(D * n, m)).reshape(D, n)
+    coef = np.zeros((D, n + 1))
+    width = 2 * n + 2
+    # Datasets on the last (contiguous) axis, so even the low-bit passes of the zeta transform
+    # move whole rows; chunks keep a table near cache size.
+    step = int(min(D, max(1, (1 << 21) // size)))
+    for c0 in range(0, D, step):
+        mc = masks[c0 : c0 + step]
+        dc = mc.shape[0]
+        table = np.zeros((size, dc), dtype=dtype)
+        np.add.at(table, (mc.ravel(), np.repeat(np.arange(dc), n)), 2)
+        for b in range(m):  # zeta: table[S] = 2 x (number of samples whose mask is a subset of S)
+            t = table.reshape(-1, 2, (1 << b) * dc)
+            t[:, 1, :] += t[:, 0, :]
+        table += parity[:, None]
+        keys = table.astype(np.int64) + np.arange(dc, dtype=np.int64)[None, :] * width
+        cnt = np.bincount(keys.ravel(), minlength=dc * width).reshape(dc, width)
+        # (-1)^(m - |S|): even |S| counts positively when m is even
+        even, odd = cnt[:, 0::2], cnt[:, 1::2]
+        coef[c0 : c0 + dc] = even - odd if m % 2 == 0 else odd - even
+    return np.clip(coef @ ratio, 0.0, 1.0)
 
 
 def chao_extrapolation(X: np.ndarray, K: int, m: int) -> np.ndarray:
