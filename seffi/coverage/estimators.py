@@ -381,7 +381,9 @@ def novelty_samples_many(X: np.ndarray, K: int) -> np.ndarray:
             sc = sub[c0 : c0 + gc.size]
             y = ((masks[d_of[gc]][:, :, None] & sc[:, None, :]) != 0).sum(axis=1)  # (G, 2^r - 1)
             w = mult[gc][:, None] * sign[None, :]
-            np.add.at(coef, (np.broadcast_to(d_of[gc][:, None], y.shape), y), w)
+            coef += np.bincount(
+                (d_of[gc][:, None] * (n + 1) + y).ravel(), weights=w.ravel(), minlength=D * (n + 1)
+            ).reshape(D, n + 1)
     return np.clip(coef @ ratio / n, 0.0, 1.0)
 
 
