@@ -1619,7 +1619,9 @@ class CoverageMonitor:
         point = self._sums.point(self._input_order())
         gain = None
         iid_auc, oracle_auc = self._baseline_aucs()
-        if iid_auc is not None and oracle_auc is not None and point["auc"] is not None:
+        # As Curves.gain: no gain at K until some run reaches K (an AUC over fewer budgets is another K).
+        reaches_k = bool(np.isfinite(np.asarray(point["coverage"], dtype=np.float64)[-1]))
+        if iid_auc is not None and oracle_auc is not None and point["auc"] is not None and reaches_k:
             den = oracle_auc - iid_auc
             if den > 1e-12:  # as Curves.gain: no room for improvement -> undefined
                 gain = {"value": (point["auc"] - iid_auc) / den}

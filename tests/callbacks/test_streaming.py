@@ -312,21 +312,31 @@ def test_log_gain_from_cached_baseline_aucs_equals_the_snapshot_gain() -> None:
 
     import seffi.envs  # noqa: F401
 
-    envs = gym.make_vec(
-        "seffi/SortSwapsRouter-v0", num_envs=4, vectorization_mode="vector_entry_point", n_inputs=6, budget=4
-    )
-    m = CoverageMonitor.for_env(envs, budget=4, sinks=_Null(), n_boot=0)
-    envs.reset(seed=0)
-    rng = np.random.default_rng(0)
     key = "seffi/gain_vs_iid"
-    for steps in (1, 30):  # first with some inputs unseen: the pool baseline is restricted to the seen
-        for _ in range(steps):
-            _, _, term, trunc, infos = envs.step(rng.integers(0, envs.single_action_space.n, 4))
-            m.ingest_infos(infos, term | trunc)
-        assert (len(m.inputs) < 6) == (steps == 1)
-        cheap, (_, snap), (_, exact) = m.point_scalars(), m.snapshot(), m.snapshot(exact=True)
-        assert cheap[key] == pytest.approx(snap[key], abs=1e-9)
-        assert snap[key] == pytest.approx(exact[key], abs=1e-9)
+    # K = 1: every run reaches K at once, so the first check has a gain while some inputs are still
+    # unseen (the pool baseline is restricted to the seen ones). K = 4: after 1 and 31 steps no run
+    # has reached K yet, so neither path reports a gain (issue 13 case 1); after 201 steps both do.
+    for K, schedule, has_gain in ((1, (1, 30), (True, True)), (4, (1, 30, 170), (False, False, True))):
+        envs = gym.make_vec(
+            "seffi/SortSwapsRouter-v0",
+            num_envs=4,
+            vectorization_mode="vector_entry_point",
+            n_inputs=6,
+            budget=4,
+        )
+        m = CoverageMonitor.for_env(envs, budget=K, sinks=_Null(), n_boot=0)
+        envs.reset(seed=0)
+        rng = np.random.default_rng(0)
+        for steps, expect in zip(schedule, has_gain, strict=True):
+            for _ in range(steps):
+                _, _, term, trunc, infos = envs.step(rng.integers(0, envs.single_action_space.n, 4))
+                m.ingest_infos(infos, term | trunc)
+            assert (len(m.inputs) < 6) == (steps == 1)
+            cheap, (_, snap), (_, exact) = m.point_scalars(), m.snapshot(), m.snapshot(exact=True)
+            assert (key in cheap) == (key in snap) == (key in exact) == expect
+            if expect:
+                assert cheap[key] == pytest.approx(snap[key], abs=1e-9)
+                assert snap[key] == pytest.approx(exact[key], abs=1e-9)
 
 
 def test_sb3_list_rows_equal_the_column_path_and_check_matches() -> None:
