@@ -35,15 +35,14 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 from pydantic import Field
 
 from seffi.errors import SeffiError
 
 from .base import SeffiEnv
 from .config import EnvConfig
-from .core import Life, Outcomes, PoolSpec, cached_spec
-from .router import RouterAPI
+from .core import Outcomes, PoolSpec, cached_spec
+from .router import LatentCodeEngine, RouterAPI
 from .vector import SeffiVectorEnv
 
 
@@ -137,7 +136,7 @@ class LatentLMSpec(PoolSpec):
         return texts, Outcomes.from_results(self, texts, results)
 
 
-class LatentLMEngine:
+class LatentLMEngine(LatentCodeEngine):
     """Batched one-step episodes on the learned mixture.
 
     The observation is the router env's (input one-hot, latent prior, and with ``history`` the latents
@@ -145,33 +144,14 @@ class LatentLMEngine:
     """
 
     kind = "latent_lm"
+    code_names = ("codes", "L")
 
     def __init__(self, cfg: LatentLMEnvConfig, num_envs: int) -> None:
         fields = {"task", "task_config", "n_inputs", "input_seed", "model_dir", "lm", "cache_dir"}
         key = cfg.model_dump(include=fields | {"n_latents", "temperature"})
         self.cfg = cfg
         self.spec: LatentLMSpec = cached_spec("latent_lm", key, lambda: LatentLMSpec(cfg))
-        spec = self.spec
-        n, z, m = spec.n_inputs, spec.n_latents, len(spec.strategies)
-        self.life = Life(spec, cfg, num_envs, n_latents=z)
-        sizes = [("input", n), ("prior", z)]
-        if cfg.history:
-            sizes += [("tried", z), ("found", m), ("used", 1)]
-        self.obs_layout: dict[str, slice] = {}
-        start = 0
-        for name, size in sizes:
-            self.obs_layout[name] = slice(start, start + size)
-            start += size
-        self._obs_dim = start
-        self._prior = spec.prior.astype(np.float32)
-        self.single_observation_space = spaces.Box(0.0, 1.0, shape=(start,), dtype=np.float32)
-        self.single_action_space = spaces.Discrete(z)
-
-    def restart(self, row: int, gen: np.random.Generator) -> None:
-        self.life.restart(row, gen)
-
-    def reset_rows(self, rows: np.ndarray, explicit: np.ndarray | None) -> None:
-        self.life.begin(rows, explicit)
+        self._init_codes(self.spec, cfg, num_envs)
 
     def step_rows(
         self, rows: np.ndarray, actions: np.ndarray
@@ -183,25 +163,6 @@ class LatentLMEngine:
         _, out = spec.sample_texts(spec.models.mixture, prefixes, lambda idx: life.uniform(rows[idx]), inputs)
         rewards, cols = life.finish(rows, out, latents=actions)
         return rewards, np.ones(rows.size, dtype=bool), np.zeros(rows.size, dtype=bool), rows, cols
-
-    def observe(self, rows: np.ndarray) -> np.ndarray:
-        life, lay = self.life, self.obs_layout
-        cur = life.cur[rows]
-        obs = np.zeros((rows.size, self._obs_dim), dtype=np.float32)
-        obs[np.arange(rows.size), lay["input"].start + cur] = 1.0
-        obs[:, lay["prior"]] = self._prior[cur]
-        if self.cfg.history:
-            budget = float(self.cfg.budget)
-            obs[:, lay["tried"]] = life.tried[rows, cur] / budget
-            obs[:, lay["found"]] = life.seen[rows, cur]
-            obs[:, lay["used"]] = (life.counts[rows, cur] / budget)[:, None]
-        return obs
-
-    def episode_lines(self, row: int) -> list[str]:
-        """``"ansi"`` lines of a running episode: the codes already tried on its input in this run."""
-        tried = self.life.tried[row, self.life.cur[row]]
-        listed = ", ".join(f"z={z}\u00d7{int(tried[z])}" for z in np.flatnonzero(tried))
-        return [f"codes tried this run: {listed or 'none yet'} (L={self.spec.n_latents})"]
 
 
 class LatentLMAPI(RouterAPI):

@@ -155,27 +155,19 @@ class RouterSpec(PoolSpec):
         return law
 
 
-class RouterEngine:
-    """Batched one-step router episodes of E rows (see the module docstring for the observation)."""
+class LatentCodeEngine:
+    """What the engines whose action is a latent code share: the observation and the run bookkeeping.
 
-    kind = "router"
+    The observation (see the module docstring) is the input's one-hot, its latent prior and, with
+    ``history``, the latents tried, strategies found and budget used in this run. Subclasses build a
+    spec with ``n_inputs``, ``n_latents``, ``strategies`` and ``prior`` (shape (N, Z)), call
+    :meth:`_init_codes`, and say how a latent becomes a trace in ``step_rows``.
+    """
 
-    def __init__(self, cfg: RouterEnvConfig, num_envs: int) -> None:
-        key = cfg.model_dump(
-            include={
-                "task",
-                "task_config",
-                "n_inputs",
-                "input_seed",
-                "n_latents",
-                "noise",
-                "prior_skew",
-                "mapping_seed",
-            }
-        )
-        self.cfg = cfg
-        self.spec: RouterSpec = cached_spec("router", key, lambda: RouterSpec(cfg))
-        spec = self.spec
+    #: How ``"ansi"`` renders the codes: (plural noun, symbol of their count).
+    code_names: tuple[str, str] = ("latents", "Z")
+
+    def _init_codes(self, spec: Any, cfg: Any, num_envs: int) -> None:
         n, z, m = spec.n_inputs, spec.n_latents, len(spec.strategies)
         self.life = Life(spec, cfg, num_envs, n_latents=z)
         sizes = [("input", n), ("prior", z)]
@@ -199,17 +191,6 @@ class RouterEngine:
     def reset_rows(self, rows: np.ndarray, explicit: np.ndarray | None) -> None:
         self.life.begin(rows, explicit)
 
-    def step_rows(
-        self, rows: np.ndarray, actions: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        spec = self.spec
-        inputs = self.life.cur[rows]
-        u = self.life.uniform(rows)
-        branch = (spec.cdf[inputs, actions] <= u[:, None]).sum(axis=1)
-        out = spec.outcomes.take(inputs * spec.n_branches + branch)
-        rewards, cols = self.life.finish(rows, out, latents=actions)
-        return rewards, np.ones(rows.size, dtype=bool), np.zeros(rows.size, dtype=bool), rows, cols
-
     def observe(self, rows: np.ndarray) -> np.ndarray:
         life, lay = self.life, self.obs_layout
         cur = life.cur[rows]
@@ -226,10 +207,45 @@ class RouterEngine:
         return obs
 
     def episode_lines(self, row: int) -> list[str]:
-        """``"ansi"`` lines of a running episode: the latents already tried on its input in this run."""
+        """``"ansi"`` lines of a running episode: the codes already tried on its input in this run."""
+        noun, symbol = self.code_names
         tried = self.life.tried[row, self.life.cur[row]]
         listed = ", ".join(f"z={z}\u00d7{int(tried[z])}" for z in np.flatnonzero(tried))
-        return [f"latents tried this run: {listed or 'none yet'} (Z={self.spec.n_latents})"]
+        return [f"{noun} tried this run: {listed or 'none yet'} ({symbol}={self.spec.n_latents})"]
+
+
+class RouterEngine(LatentCodeEngine):
+    """Batched one-step router episodes of E rows (see the module docstring for the observation)."""
+
+    kind = "router"
+
+    def __init__(self, cfg: RouterEnvConfig, num_envs: int) -> None:
+        key = cfg.model_dump(
+            include={
+                "task",
+                "task_config",
+                "n_inputs",
+                "input_seed",
+                "n_latents",
+                "noise",
+                "prior_skew",
+                "mapping_seed",
+            }
+        )
+        self.cfg = cfg
+        self.spec: RouterSpec = cached_spec("router", key, lambda: RouterSpec(cfg))
+        self._init_codes(self.spec, cfg, num_envs)
+
+    def step_rows(
+        self, rows: np.ndarray, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        spec = self.spec
+        inputs = self.life.cur[rows]
+        u = self.life.uniform(rows)
+        branch = (spec.cdf[inputs, actions] <= u[:, None]).sum(axis=1)
+        out = spec.outcomes.take(inputs * spec.n_branches + branch)
+        rewards, cols = self.life.finish(rows, out, latents=actions)
+        return rewards, np.ones(rows.size, dtype=bool), np.zeros(rows.size, dtype=bool), rows, cols
 
 
 class RouterAPI:
