@@ -168,16 +168,18 @@ def test_coverage_monitor_end_to_end(model_dir: str, tmp_path) -> None:
     )
     envs.reset(seed=0)
     rng = np.random.default_rng(1)
-    for step in range(8):
+    # A run is one (input, env row) sequence; 16 steps of 3 rows let every run reach K = 4, so the
+    # gain is defined (a gain from runs shorter than K would compare different budgets).
+    for step in range(16):
         _, _, term, trunc, infos = envs.step(rng.integers(0, 8, size=3))
         monitor.ingest_infos(infos, term | trunc)
         monitor.maybe_log(step)
-    report = monitor.finalize(step=8)
+    report = monitor.finalize(step=16)
     comp = report.comparisons[0]
     assert comp.task == "edit_script" and comp.budget == budget
     assert comp.iid is not None and comp.oracle is not None
     policy = comp.policies[0]
-    assert policy.curves.n_samples == 24
+    assert policy.curves.n_samples == 48
     assert policy.gain is not None and policy.gain.value is not None
     assert policy.latent is not None and policy.latent.num_codes == 8
     assert (tmp_path / "run" / "report.json").is_file()
