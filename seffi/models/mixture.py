@@ -146,12 +146,7 @@ def train_mixture(
             schedule="cosine",
         )
         tick("final M-step")
-    prior = np.bincount(assign, minlength=n_codes).astype(np.float64)
-    prior /= prior.sum()
-    final.meta["n_codes"] = n_codes
-    final.meta["prior"] = prior.tolist()
-    final.meta["em_history"] = history
-    return EMResult(final, assign, prior, history)
+    return _result(final, assign, n_codes, history)
 
 
 def balanced_argmax(scores: np.ndarray, capacity: float) -> np.ndarray:
@@ -304,6 +299,11 @@ def _online(
         )
         if hook is not None:
             hook("final M-step", total, total)
+    return _result(final, assign, n_codes, history)
+
+
+def _result(final: Any, assign: np.ndarray, n_codes: int, history: Any) -> EMResult:
+    """The EM result; the latent prior is the codes' assignment frequencies, stored with the model."""
     prior = np.bincount(assign, minlength=n_codes).astype(np.float64)
     prior /= prior.sum()
     final.meta["n_codes"] = n_codes
