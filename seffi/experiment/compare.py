@@ -96,7 +96,7 @@ def compare_runs(
     """
     from seffi.report.plots import plot_compare, save_figure
     from seffi.report.run_folder import prepare_run_folder
-    from seffi.report.schema import load_report
+    from seffi.report.files import load_report
 
     if not dirs:
         raise SeffiError("give at least one run folder")

@@ -11,8 +11,10 @@ Modules (flat):
   snapshots.jsonl, tracker_state.json, report.json/md, plots), :class:`WandbSink`, :class:`MultiSink`,
   :func:`default_sinks`.
 - :mod:`seffi.report.schema` — pydantic models of report.json (:class:`Report`, :class:`Comparison`,
-  :class:`PolicyResult`, :class:`CurveSet`, :class:`Gain`, :class:`Barcode`, :class:`LatentCurve`,
-  :class:`TimeToCoverage`), :func:`write_report`, :func:`load_report`, :func:`dumps_report`.
+  :class:`PolicyResult`, :class:`CurveSet`, :class:`Barcode`, :class:`LatentCurve`; :class:`Gain` and
+  :class:`TimeToCoverage` are :mod:`seffi.coverage`'s own models).
+- :mod:`seffi.report.files` — :func:`write_report` (report.json, plots, report.md), :func:`load_report`,
+  :func:`dumps_report`.
 - :mod:`seffi.report.plots` — matplotlib figures (``plot_coverage``, ``plot_coverage_by_rarity``
   (common vs rare strategies), ``plot_novelty``, ``plot_time_to_coverage``, ``plot_barcode`` /
   ``plot_barcodes`` (all policies side by side), ``plot_valid_vs_raw``, ``plot_latent``,
@@ -21,7 +23,7 @@ Modules (flat):
 
 Usage (what a callback or ``seffi run`` does)::
 
-    from seffi.report import default_sinks, keys, schema
+    from seffi.report import default_sinks, keys, load_report, schema, write_report
 
     sink = default_sinks("runs/demo", wandb="offline", config={"budget": 16})  # LocalSink + WandbSink
     for step, curves, gain in training_progress():                         # your loop
@@ -32,7 +34,7 @@ Usage (what a callback or ``seffi run`` does)::
     print(sink.wandb.run.sync_hint)                           # "wandb sync .../wandb/offline-run-..."
 
     # later: re-render from disk, no recomputation
-    schema.write_report("runs/demo", schema.load_report("runs/demo"))
+    write_report("runs/demo", load_report("runs/demo"))
 
 Offline W&B runs can be read back with ``wandb leet inspect <run_dir> --summary --json``.
 Importing this package imports neither wandb nor matplotlib (both load on first use).
@@ -41,6 +43,7 @@ Importing this package imports neither wandb nor matplotlib (both load on first 
 from __future__ import annotations
 
 from seffi.report import keys
+from seffi.report.files import dumps_report, load_report, write_report
 from seffi.report.schema import (
     Barcode,
     Comparison,
@@ -50,9 +53,6 @@ from seffi.report.schema import (
     PolicyResult,
     Report,
     TimeToCoverage,
-    dumps_report,
-    load_report,
-    write_report,
 )
 from seffi.report.sinks import LocalSink, MultiSink, Sink, WandbSink, default_sinks
 from seffi.report.wandb_run import SafeWandbRun, WandbSinkWarning

@@ -25,7 +25,8 @@ import numpy as np
 
 from seffi.errors import SeffiError
 from seffi.report import keys
-from seffi.report.schema import Comparison, Report, dumps_report, write_report
+from seffi.report.files import dumps_report, write_report
+from seffi.report.schema import Comparison, Report
 from seffi.report.wandb_run import Mode, SafeWandbRun, display_path
 
 METRICS_JSONL = "metrics.jsonl"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from seffi.cli import main
-from seffi.report.schema import dumps_report, load_report
+from seffi.report.files import dumps_report, load_report
 
 TINY = [
     "--tasks",

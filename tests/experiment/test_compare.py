@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from seffi.cli import main
-from seffi.report.schema import Comparison, CurveSet, Gain, PolicyResult, Report, dumps_report
+from seffi.report.files import dumps_report
+from seffi.report.schema import Comparison, CurveSet, Gain, PolicyResult, Report
 
 
 def _report(auc_shift: float) -> Report:

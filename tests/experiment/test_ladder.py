@@ -49,7 +49,7 @@ def test_smoke_runs_both_rungs_within_a_minute(smoke_run: tuple[Path, float, int
 
 def test_report_has_both_rungs_tagged_with_the_same_pool(smoke_run: tuple[Path, float, int]) -> None:
     """Issue 15 item 5: report.json in `seffi run`'s schema, comparisons tagged rung and iid_source."""
-    from seffi.report.schema import load_report
+    from seffi.report.files import load_report
 
     out, _, _ = smoke_run
     report = load_report(out)

@@ -14,7 +14,7 @@ import pytest
 from seffi.cli import main
 from seffi.experiment.config import RunConfig
 from seffi.experiment.runner import Rollout, run_times, summary_rows
-from seffi.report.schema import load_report
+from seffi.report.files import load_report
 
 TINY = [
     "--tasks",

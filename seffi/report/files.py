@@ -1,0 +1,114 @@
+"""report.json on disk: deterministic serialisation, bounded loading, and rendering a run folder.
+
+Owns the file side of :mod:`seffi.report.schema`: :func:`dumps_report` (sorted keys, shortest float
+repr, no NaN), :func:`write_report` (report.json, then the PNG plots and report.md rendered from it)
+and :func:`load_report` (size- and depth-capped, one-line errors).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from seffi.errors import SeffiError
+from seffi.report.markdown import render_markdown
+from seffi.report.safe_load import load_json_file
+from seffi.report.schema import SCHEMA_VERSION, Report
+
+#: Caps when reading a report.json (a large real run writes a few MB at a nesting depth below 12).
+MAX_REPORT_BYTES = 512 * 2**20
+MAX_REPORT_DEPTH = 64
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+
+__all__ = [
+    "MAX_REPORT_BYTES",
+    "MAX_REPORT_DEPTH",
+    "REPORT_JSON",
+    "REPORT_MD",
+    "dumps_report",
+    "load_report",
+    "write_report",
+]
+
+
+def dumps_report(report: Report) -> str:
+    """Serialise deterministically: sorted keys, 2-space indent, shortest float repr, trailing newline."""
+    data = report.model_dump(mode="json")
+    try:
+        text = json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
+    except ValueError as exc:  # NaN/inf hidden in config or meta
+        raise SeffiError(f"report holds a non-finite number ({exc}); use null for missing values") from exc
+    return text + "\n"
+
+
+def write_report(
+    out_dir: str | Path,
+    report: Report,
+    *,
+    plots: bool = True,
+    markdown: bool = True,
+) -> dict[str, Path]:
+    """Write report.json, the PNG plots and report.md into ``out_dir`` (created if needed).
+
+    Args:
+        out_dir: target folder.
+        report: the report.
+        plots: render PNGs (skip for speed in tight loops).
+        markdown: write report.md.
+
+    Returns:
+        ``{name: path}`` of every file written; "report.json" and "report.md" plus one entry per plot
+        (named like ``"<slug>/coverage"``).
+
+    Raises:
+        SeffiError: ``out_dir`` cannot be created or written.
+    """
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / REPORT_JSON).write_text(dumps_report(report), encoding="utf-8")
+    except OSError as exc:
+        raise SeffiError(f"cannot write the report to {out}: {exc.strerror or exc}") from exc
+    files: dict[str, Path] = {REPORT_JSON: out / REPORT_JSON}
+    plot_files: dict[str, Path] = {}
+    if plots:
+        # The plotting modules are large and skipped with plots=False: load them on first use.
+        from seffi.report.plots import render_report_plots
+
+        plot_files = render_report_plots(report, out)
+        files.update(plot_files)
+    if markdown:
+        rel = {name: p.relative_to(out).as_posix() for name, p in plot_files.items()}
+        (out / REPORT_MD).write_text(render_markdown(report, rel), encoding="utf-8")
+        files[REPORT_MD] = out / REPORT_MD
+    return files
+
+
+def load_report(path: str | Path) -> Report:
+    """Load a report from a run folder (or a report.json path).
+
+    Raises:
+        SeffiError: the file is missing, is not JSON, or does not match the schema.
+    """
+    p = Path(path)
+    file = p / REPORT_JSON if p.is_dir() else p
+    if not file.is_file():
+        raise SeffiError(f"no {REPORT_JSON} in {p} (is this a seffi run folder?)")
+    # Bounded: a hand-edited or hostile report.json is one error line, never a RecursionError.
+    data = load_json_file(file, what="report", max_bytes=MAX_REPORT_BYTES, max_depth=MAX_REPORT_DEPTH)
+    if not isinstance(data, Mapping):
+        raise SeffiError(f"{file} does not hold a JSON object")
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise SeffiError(f"{file} has schema_version {version!r}; this seffi reads {SCHEMA_VERSION}")
+    try:
+        return Report.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ())) or "the top level"
+        msg = str(first.get("msg", "")).removeprefix("Value error, ")
+        raise SeffiError(f"{file} does not match the report schema at {where}: {msg}") from None
