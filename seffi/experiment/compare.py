@@ -2,9 +2,9 @@
 
 Each run folder holds a report.json (:mod:`seffi.report.schema`). The figure
 (:func:`seffi.report.plots.plot_compare`) has one panel per task found in any run; a panel overlays
-every run's policy coverage curves (line style per run) on the iid and oracle curves of the first run
-that has that task. The table lists, per task,
-run and policy, AUC@K and gain vs iid with their CIs.
+every run's policy coverage curves with their CI bands (line style per run) and each run's own iid and
+oracle curves (runs may use other priors). Runs that measured a task at different budgets K are refused
+with one line. The table lists, per task, run and policy, AUC@K and gain vs iid with their CIs.
 """
 
 from __future__ import annotations
@@ -91,12 +91,14 @@ def compare_runs(
     compare.md there is refused, unless ``overwrite``.
 
     Raises:
+        IncompatibleRuns: Two runs measured one task at different budgets K.
         RunFolderExists: The target already holds compare.png or compare.md and ``overwrite`` is False.
         SeffiError: A folder is missing or holds no valid report.json, or ``out`` is not writable.
     """
-    from seffi.report.plots import plot_compare, save_figure
-    from seffi.report.run_folder import prepare_run_folder
     from seffi.report.files import load_report
+    from seffi.report.plots import plot_compare, save_figure
+    from seffi.report.plots_compare import check_overlay
+    from seffi.report.run_folder import prepare_run_folder
 
     if not dirs:
         raise SeffiError("give at least one run folder")
@@ -104,6 +106,8 @@ def compare_runs(
     if not any(r.comparisons for r in reports):
         raise SeffiError("none of the run folders holds any comparison to plot")
     names = _run_names(dirs)
+    # Before the target folder is touched: a refused overlay leaves nothing behind.
+    check_overlay(dict(zip(names, reports, strict=True)))
     target = out if out is not None else dirs[0]
     prepare_run_folder(target, overwrite=overwrite, owned=(COMPARE_PNG, COMPARE_MD))
     table = table_markdown(compare_table(reports, names))

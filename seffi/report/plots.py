@@ -15,136 +15,102 @@ Conventions, so figures compare at a glance:
 from __future__ import annotations
 
 import math
-import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from seffi.report.schema import Barcode, Comparison, CurveSet, PolicyResult, Report
+from seffi.report._plot_base import (
+    _POLICY_COLORS,
+    DPI,
+    PLOTS_DIR,
+    _a,
+    _axes_legend_below,
+    _budget_axis,
+    _figure,
+    _gain_text,
+    _legend_below,
+    _legend_label,
+    _styled_sets,
+    _suptitle,
+    _title,
+    _wrap,
+    save_figure,
+)
+from seffi.report.plots_compare import (
+    eval_series,
+    plot_compare,
+    plot_gain_vs_step,
+)
+from seffi.report.plots_detail import (
+    plot_barcode,
+    plot_barcodes,
+    plot_coverage_by_rarity,
+    rarity_panels,
+)
+from seffi.report.schema import Comparison, CurveSet, Report
 
 if TYPE_CHECKING:
-    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-PLOTS_DIR = "plots"
-DPI = 100
-_POLICY_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink")
-_TITLE_SIZE = 11.0
-_LEGEND_SIZE = 8.0
-# PNG zlib level: these plots are large flat-colour areas, where level 1 encodes about 3x faster than
-# the default 6 for files within a few percent of the size (measured on a `seffi run` report).
-_PNG_OPTIONS = {"compress_level": 1}
-# Unhinted glyphs: text rendering is the largest single cost of a plot; at these font sizes and 100 dpi
-# unhinted antialiased text is as legible as autohinted text (compared side by side) and ~13% faster.
-_SAVE_RC = {"text.hinting": "no_hinting"}
+__all__ = [
+    "DPI",
+    "PLOTS_DIR",
+    "eval_series",
+    "oracle_exceeded",
+    "plot_barcode",
+    "plot_barcodes",
+    "plot_compare",
+    "plot_coverage",
+    "plot_coverage_by_rarity",
+    "plot_gain_vs_step",
+    "plot_latent",
+    "plot_novelty",
+    "plot_time_to_coverage",
+    "plot_valid_vs_raw",
+    "rarity_panels",
+    "render_report_plots",
+    "save_figure",
+]
+# Kept importable from here (tests and callers used them before the split).
+_ = (_POLICY_COLORS, _wrap)
+
+#: Text of the note drawn when a sampler's coverage exceeds the oracle's at some k.
+ORACLE_NOTE = (
+    "note: the oracle is not a pointwise upper bound; a sampler whose traces match several strategies "
+    "(or that is lucky at small k) can sit above it at some k"
+)
 
 
-def _figure(
-    nrows: int = 1, ncols: int = 1, size: tuple[float, float] = (7.0, 4.5)
-) -> tuple[Figure, np.ndarray]:
-    """A Figure on its own Agg canvas with an ``(nrows, ncols)`` grid of axes."""
-    fig = _blank_figure(size)
-    axes = fig.subplots(nrows, ncols, squeeze=False)
-    return fig, axes
+def oracle_exceeded(comparison: Comparison, *, tol: float = 1e-9) -> list[int]:
+    """The budgets k where some policy's coverage is above the oracle's (empty when none is).
 
-
-def _blank_figure(size: tuple[float, float]) -> Figure:
-    # Figure() + Agg canvas (not pyplot): no global state, no GUI, safe in worker threads.
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    # The figure dpi equals the save dpi, so the layout pass and the final draw measure text at the
-    # same resolution and the second one hits matplotlib's text-metrics cache.
-    fig = Figure(figsize=size, dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _a(values: Sequence[float | None] | None) -> np.ndarray:
-    """Per-k values (null = undefined) as a float array with NaN, which matplotlib leaves as gaps."""
-    return np.array([np.nan if v is None else v for v in (values or [])], dtype=np.float64)
-
-
-def _style(curves: CurveSet, index: int) -> dict[str, Any]:
-    if curves.role == "oracle":
-        return {"color": "black", "linestyle": "--", "linewidth": 1.6}
-    if curves.role == "iid":
-        return {"color": "tab:gray", "linestyle": "-", "linewidth": 1.8}
-    return {"color": _POLICY_COLORS[index % len(_POLICY_COLORS)], "linestyle": "-", "linewidth": 2.0}
-
-
-def _styled_sets(comparison: Comparison) -> list[tuple[CurveSet, dict[str, Any]]]:
-    out, n_policy = [], 0
-    for c in comparison.curve_sets():
-        out.append((c, _style(c, n_policy)))
-        n_policy += c.role == "policy"
-    return out
-
-
-def _legend_label(c: CurveSet) -> str:
-    extra = f" ({c.method})" if c.method and c.role != "policy" else ""
-    return f"{c.label}{extra}"
-
-
-def _wrap(text: str, width_in: float, size: float = _TITLE_SIZE) -> list[str]:
-    """Split ``text`` into lines that fit ``width_in`` inches at font ``size`` (DejaVu Sans)."""
-    # DejaVu Sans averages ~0.52 em per glyph on mixed-case titles; 0.56 leaves a margin (tested with a
-    # long CamelCase env id, see tests/report/test_plots.py).
-    chars = max(16, int(width_in * 72.0 / (0.56 * size)))
-    return textwrap.wrap(text, chars, break_on_hyphens=False) or [""]
-
-
-def _title(comparison: Comparison, what: str, width_in: float = 7.0) -> str:
-    """Figure title: ``"<task>: <what>"`` then ``"<env id> · K=.., n inputs"``, wrapped to the width."""
-    where = f"{comparison.env_id} · " if comparison.env_id else ""
-    detail = f"{where}budget K={comparison.budget}, {comparison.n_inputs} inputs"
-    return "\n".join(_wrap(f"{comparison.task}: {what}", width_in) + _wrap(detail, width_in))
-
-
-def _suptitle(fig: Figure, text: str) -> None:
-    fig.suptitle(text, fontsize=_TITLE_SIZE)
-
-
-def _legend_below(fig: Figure, handles: Sequence[Any], labels: Sequence[str]) -> None:
-    """One figure legend under the axes, in as many columns as fit the figure width."""
-    if not handles:
-        return
-    width_in = fig.get_figwidth()
-    # One entry ~ handle (0.45 in) + text (0.55 em per char) + padding.
-    entry_in = 0.6 + max(len(s) for s in labels) * 0.55 * _LEGEND_SIZE / 72.0
-    ncols = int(max(1, min(len(labels), width_in // entry_in)))
-    fig.legend(handles, labels, loc="outside lower center", ncols=ncols, fontsize=_LEGEND_SIZE, frameon=False)
-
-
-def _axes_legend_below(fig: Figure, ax: Axes) -> None:
-    handles, labels = ax.get_legend_handles_labels()
-    _legend_below(fig, handles, labels)
-
-
-def _budget_axis(ax: Axes, budget: int) -> None:
-    ax.set_xlim(0.5, budget + 0.5)
-    if budget <= 20:
-        ax.set_xticks(range(1, budget + 1, max(1, budget // 10)))
-    ax.grid(True, alpha=0.3)
-
-
-def _gain_text(p: PolicyResult) -> str:
-    g = p.gain
-    if g is None:
-        return ""
-    if g.value is None:
-        return ", gain n/a"
-    if g.lo is not None and g.hi is not None:
-        return f", gain {g.value:.2f} [{g.lo:.2f}, {g.hi:.2f}]"
-    return f", gain {g.value:.2f}"
+    The no-repeat oracle maximises coverage in expectation only for single-strategy traces and over the
+    whole budget; a policy can beat it at a given k (multi-strategy traces, luck at k = 1), which a reader
+    would otherwise take for a bug.
+    """
+    oracle = comparison.oracle
+    if oracle is None:
+        return []
+    ref = dict(zip(oracle.k, _a(oracle.coverage), strict=True))
+    out: set[int] = set()
+    for p in comparison.policies:
+        for k, v in zip(p.curves.k, _a(p.curves.coverage), strict=True):
+            o = ref.get(k)
+            if o is not None and np.isfinite(v) and np.isfinite(o) and v > o + tol:
+                out.add(int(k))
+    return sorted(out)
 
 
 def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
     """Main figure: coverage C(k) with CI bands, policies vs iid vs oracle.
 
     The legend (below the axes) gives each sampler's AUC and, for policies, the gain vs iid with CI.
+    The title says "(shaded: 95% CI)" only when a band is drawn. Where a policy is above the oracle at
+    some k, a note under the axes says the oracle is not a pointwise upper bound. A series of periodic
+    evaluations (``eval@<step>`` lines, see :func:`eval_series`) is drawn as thin lines without bands,
+    the last evaluation with its band: :func:`plot_gain_vs_step` shows the series with CIs.
 
     Args:
         comparison: the comparison to draw.
@@ -153,10 +119,17 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
     fig, axes = _figure(size=(7.0, 5.0))
     ax = axes[0, 0]
     gains = {id(p.curves): _gain_text(p) for p in comparison.policies}
+    series = eval_series(comparison)
+    # Earlier evaluations of a series: a stack of overlapping CI bands is unreadable, so no bands.
+    faded = {id(p.curves) for _, p in series[:-1]} if len(series) >= 3 else set()
+    banded = False
     for c, style in _styled_sets(comparison):
         y = c.valid_coverage if valid else c.coverage
         lo, hi = (c.valid_coverage_lo, c.valid_coverage_hi) if valid else (c.coverage_lo, c.coverage_hi)
         if y is None:
+            continue
+        if id(c) in faded:
+            ax.plot(c.k, _a(y), color=style["color"], linewidth=0.9, alpha=0.55, label=c.label)
             continue
         label = _legend_label(c)
         auc = c.valid_auc if valid else c.auc
@@ -167,12 +140,30 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
         ax.plot(c.k, _a(y), label=label, marker="o" if len(c.k) <= 12 else None, markersize=3, **style)
         if lo is not None and hi is not None:
             ax.fill_between(c.k, _a(lo), _a(hi), color=style["color"], alpha=0.15, linewidth=0)
+            banded = True
     ax.set_xlabel("sample budget k (samples per input)")
     ax.set_ylabel("valid-strategy coverage" if valid else "strategy coverage C(k) = E|S_k| / M")
     ax.set_ylim(-0.02, 1.05)
     _budget_axis(ax, comparison.budget)
+    above = [] if valid else oracle_exceeded(comparison)
+    if above:
+        ks = ", ".join(str(k) for k in above[:6]) + (", …" if len(above) > 6 else "")
+        note = f"{ORACLE_NOTE} (here: k = {ks})"
+        ax.text(
+            0.99,
+            0.02,
+            "\n".join(_wrap(note, 4.2, 7.0)),
+            transform=ax.transAxes,
+            ha="right",
+            va="bottom",
+            fontsize=7,
+            color="0.25",
+            gid="oracle-note",
+        )
     _axes_legend_below(fig, ax)
-    what = "valid coverage" if valid else "strategy coverage (shaded: 95% CI)"
+    what = "valid coverage" if valid else "strategy coverage"
+    if banded:
+        what += " (shaded: 95% CI)"
     _suptitle(fig, _title(comparison, what, fig.get_figwidth()))
     return fig
 
@@ -261,6 +252,11 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
         for patch, color in zip(parts["boxes"], colors, strict=True):
             patch.set_facecolor(color)
             patch.set_alpha(0.35)
+        # Each median in its own series colour: matplotlib's default (orange for every box) reads as
+        # the second policy's colour.
+        for median, color in zip(parts["medians"], colors, strict=True):
+            median.set_color(color)
+            median.set_linewidth(2.2)
         box_ax.axhline(comparison.budget + 1, color="0.5", linestyle=":", linewidth=1)
         box_ax.annotate(
             "censored (> K)",
@@ -280,135 +276,6 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
     box_ax.grid(True, axis="y", alpha=0.3)
     _legend_below(fig, list(legend.values()), list(legend))
     _suptitle(fig, _title(comparison, "time to coverage", fig.get_figwidth()))
-    return fig
-
-
-# -- strategy barcodes ----------------------------------------------------------------------------------
-
-
-def _strategy_colors(names: Sequence[str]) -> dict[str, Any]:
-    import matplotlib
-
-    cmap = matplotlib.colormaps["tab20" if len(names) > 10 else "tab10"]
-    return {s: cmap(j % cmap.N) for j, s in enumerate(names)}
-
-
-def _draw_barcode(
-    ax: Axes, barcode: Barcode, colors: Mapping[str, Any], max_rows: int, ylabels: bool
-) -> None:
-    """Draw one barcode as an RGB image (one rasterized artist, however many cells) + first-hit dots."""
-    from matplotlib.colors import to_rgb
-
-    rows = barcode.matrix[:max_rows]
-    n_rows = max(len(rows), 1)
-    width = max(max((len(r) for r in rows), default=1), 1)
-    # Palette index: 0 = beyond the row (light grey), 1 = no match (white), 2 + j = strategy j.
-    palette = np.array(
-        [to_rgb("0.92"), (1.0, 1.0, 1.0), *(to_rgb(colors[s]) for s in barcode.strategies)], dtype=np.float64
-    )
-    grid = np.zeros((n_rows, width), dtype=np.int64)
-    for i, r in enumerate(rows):
-        grid[i, : len(r)] = np.asarray(r, dtype=np.int64) + 2
-    # 1-based columns so "sample index i" means the same here as in N(i) and C(k).
-    extent = (0.5, width + 0.5, n_rows - 0.5, -0.5)
-    ax.imshow(palette[grid], aspect="auto", interpolation="nearest", extent=extent)
-    fx, fy = [], []
-    for i, r in enumerate(rows):
-        seen: set[int] = set()
-        for j, v in enumerate(r):
-            # Prefer the recorded flag: a multi-match sample can be new through a strategy not shown.
-            is_new = barcode.new[i][j] if barcode.new is not None else v >= 0 and v not in seen
-            seen.add(v)
-            if is_new:
-                fx.append(j + 1)
-                fy.append(i)
-    # Marker area follows the cell size, so dense barcodes (large K) are not covered in dots.
-    cell_pt = 72.0 * ax.get_position().width * ax.figure.get_figwidth() / width
-    size = float(np.clip((0.4 * cell_pt) ** 2, 1.0, 14.0))
-    ax.scatter(fx, fy, marker="o", s=size, facecolor="white", edgecolor="black", linewidth=0.6, zorder=3)
-    ax.set_xlabel("sample index i")
-    if ylabels and len(rows) <= 30:
-        ax.set_yticks(range(len(rows)), [i[:12] for i in barcode.input_ids[:max_rows]], fontsize=7)
-    elif not ylabels:
-        ax.tick_params(axis="y", labelleft=False)
-
-
-def _barcode_legend(fig: Figure, colors: Mapping[str, Any]) -> None:
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-
-    handles: list[Any] = [Patch(facecolor=c, label=s) for s, c in colors.items()]
-    handles.append(Patch(facecolor="white", edgecolor="0.6", label="no match"))
-    handles.append(
-        Line2D(
-            [],
-            [],
-            marker="o",
-            linestyle="",
-            markerfacecolor="white",
-            markeredgecolor="black",
-            label="first appearance",
-        )
-    )
-    fig.legend(handles=handles, loc="outside right upper", fontsize=7, frameon=False)
-
-
-def _barcode_size(n_panels: int, width: int, n_rows: int, n_strategies: int) -> tuple[float, float]:
-    panel = float(np.clip(1.0 + 0.22 * width, 2.2, 7.0))
-    legend = 1.9  # strategy names at font size 7
-    height = float(np.clip(1.7 + 0.27 * n_rows, 3.2, 12.0))
-    return 1.1 + n_panels * panel + legend, max(height, 1.6 + 0.2 * n_strategies)
-
-
-def plot_barcode(barcode: Barcode, *, title: str = "strategy barcode", max_rows: int = 60) -> Figure:
-    """Strategy barcode: rows inputs, columns sample index, colour = strategy, dot at first appearance.
-
-    Cells with no match are white; cells past a row's end are light grey. Only the first
-    ``max_rows`` inputs are drawn (stated in the title) so the figure stays legible.
-    """
-    rows = barcode.matrix[:max_rows]
-    width = max((len(r) for r in rows), default=1)
-    fig = _blank_figure(_barcode_size(1, width, len(rows), len(barcode.strategies)))
-    ax = fig.subplots()
-    colors = _strategy_colors(barcode.strategies)
-    _draw_barcode(ax, barcode, colors, max_rows, ylabels=True)
-    ax.set_ylabel("input")
-    _barcode_legend(fig, colors)
-    shown = "" if len(barcode.matrix) <= max_rows else f" (first {max_rows} of {len(barcode.matrix)} inputs)"
-    lines = [line for part in (title + shown).split("\n") for line in _wrap(part, fig.get_figwidth())]
-    _suptitle(fig, "\n".join(lines))
-    return fig
-
-
-def plot_barcodes(comparison: Comparison, *, max_rows: int = 60) -> Figure | None:
-    """The barcodes of all policies of a comparison side by side (one panel each, shared colours).
-
-    Panels share the input axis when the policies saw the same inputs in the same order, so the same
-    row is the same input across panels and redundancy can be compared directly.
-
-    Returns:
-        The figure, or None when no policy carries a barcode.
-    """
-    pols = [p for p in comparison.policies if p.barcode is not None]
-    if not pols:
-        return None
-    bars = [p.barcode for p in pols if p.barcode is not None]
-    names: list[str] = []
-    for b in bars:
-        names += [s for s in b.strategies if s not in names]
-    colors = _strategy_colors(names)
-    same_rows = all(b.input_ids[:max_rows] == bars[0].input_ids[:max_rows] for b in bars)
-    width = max(max((len(r) for r in b.matrix[:max_rows]), default=1) for b in bars)
-    n_rows = max(len(b.matrix[:max_rows]) for b in bars)
-    fig = _blank_figure(_barcode_size(len(bars), width, n_rows, len(names)))
-    axes = fig.subplots(1, len(bars), squeeze=False, sharey=same_rows)[0]
-    for i, (ax, pol, bar) in enumerate(zip(axes, pols, bars, strict=True)):
-        _draw_barcode(ax, bar, colors, max_rows, ylabels=i == 0 or not same_rows)
-        cut = "" if len(bar.matrix) <= max_rows else f" (first {max_rows} of {len(bar.matrix)})"
-        ax.set_title(f"{pol.label}{cut}", fontsize=9)
-    axes[0].set_ylabel("input")
-    _barcode_legend(fig, colors)
-    _suptitle(fig, _title(comparison, "strategy barcodes", fig.get_figwidth()))
     return fig
 
 
@@ -447,148 +314,6 @@ def plot_valid_vs_raw(comparison: Comparison) -> Figure:
     return fig
 
 
-# -- common vs rare strategies ----------------------------------------------------------------------------
-
-
-def rarity_panels(comparison: Comparison) -> dict[str, Any] | None:
-    """The numbers behind :func:`plot_coverage_by_rarity` (also used by tests).
-
-    Rows of ``coverage_by_rarity`` are the coverage *contributed* by each base-probability quantile bin
-    (row 0 = most common), so they sum to C(k). When the oracle reaches full coverage at K, its rows at
-    K are the bins' shares of the strategies; each row is then divided by that share, giving "share of
-    this bin's strategies found by k" on a 0..1 scale, and empty bins (share 0, e.g. M=3 with 4 bins)
-    are dropped. Otherwise the raw contributions are shown.
-
-    Returns:
-        None when no curve set has ``coverage_by_rarity``; else a dict with ``bins`` (labels shown),
-        ``normalized`` (bool), ``ceiling`` (share per shown bin or None), ``curves``
-        (``{label: float array, shape (n_shown, K)}``), ``k`` (``{label: k list}``), ``dropped``
-        (labels of empty bins) and ``delta`` (``{label: float array, shape (n_shown,)}``: mean over k
-        of the bin's contribution minus the iid's, for policies and the oracle; bars over all bins sum to
-        AUC - AUC_iid; empty when the iid has no rarity rows).
-    """
-    sets = [c for c in comparison.curve_sets() if c.coverage_by_rarity]
-    if not sets:
-        return None
-    n_bins = len(sets[0].coverage_by_rarity or [])
-    sets = [c for c in sets if len(c.coverage_by_rarity or []) == n_bins]
-    labels = sets[0].rarity_bins or [f"q{b + 1}" for b in range(n_bins)]
-    rows = {c.label: np.array([_a(r) for r in c.coverage_by_rarity or []]) for c in sets}
-    oracle = comparison.oracle
-    ceiling: np.ndarray | None = None
-    if oracle is not None and oracle.label in rows and (oracle.coverage[-1] or 0.0) >= 1.0 - 1e-9:
-        ceiling = rows[oracle.label][:, -1]
-    keep = np.ones(n_bins, dtype=bool) if ceiling is None else ceiling > 1e-12
-    curves = {
-        label: (r[keep] / ceiling[keep, None]) if ceiling is not None else r[keep]
-        for label, r in rows.items()
-    }
-    delta: dict[str, np.ndarray] = {}
-    iid = comparison.iid
-    if iid is not None and iid.label in rows:
-        base = np.nanmean(rows[iid.label], axis=1)
-        for c in sets:
-            if c.role != "iid":
-                delta[c.label] = (np.nanmean(rows[c.label], axis=1) - base)[keep]
-    return {
-        "bins": [lab for lab, k in zip(labels, keep, strict=True) if k],
-        "dropped": [lab for lab, k in zip(labels, keep, strict=True) if not k],
-        "normalized": ceiling is not None,
-        "ceiling": None if ceiling is None else ceiling[keep],
-        "curves": curves,
-        "k": {c.label: c.k for c in sets},
-        "delta": delta,
-    }
-
-
-def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
-    """Common vs rare: coverage of each base-probability quantile bin, policies vs iid vs oracle.
-
-    Top: one facet per bin (most common on the left), the share of that bin's strategies found by k.
-    A policy that only avoids repeats gains in the common bins; one that finds genuinely rare
-    strategies gains in the rare bins. Bottom: the AUC difference to iid split by bin (the bars of
-    one sampler sum to AUC - AUC_iid), i.e. where each sampler's gain comes from.
-
-    The facets share one axes (offset x ranges, one line per sampler with gaps between bins): it
-    reads like small multiples with a shared y scale at a fraction of the drawing cost.
-
-    Returns:
-        The figure, or None when no curve set carries ``coverage_by_rarity``.
-    """
-    data = rarity_panels(comparison)
-    if data is None or not data["bins"]:
-        return None
-    from matplotlib.transforms import blended_transform_factory
-
-    bins: list[str] = data["bins"]
-    n = len(bins)
-    has_delta = bool(data["delta"])
-    fig, axes = _figure(2 if has_delta else 1, 1, size=(max(7.0, 2.2 * n + 1.2), 7.4 if has_delta else 4.8))
-    ax = axes[0, 0]
-    ax.set_gid("rarity:facets")
-    K = comparison.budget
-    gap = max(1.0, 0.3 * K)
-    offsets = [b * (K + gap) for b in range(n)]
-    legend: dict[str, Any] = {}
-    for c, style in _styled_sets(comparison):
-        if c.label not in data["curves"]:
-            continue
-        k = np.asarray(data["k"][c.label], dtype=np.float64)
-        rows = data["curves"][c.label]
-        # One line per sampler across all facets; NaN breaks the line between facets.
-        xs = np.concatenate([np.r_[off + k, np.nan] for off in offsets])
-        ys = np.concatenate([np.r_[rows[b], np.nan] for b in range(n)])
-        (line,) = ax.plot(xs, ys, label=c.label, **style)
-        legend.setdefault(_legend_label(c), line)
-    top = 1.0 if data["normalized"] else max(1e-9, *(np.nanmax(v) for v in data["curves"].values()))
-    ax.set_ylim(-0.02, top * 1.05)
-    ax.set_xlim(0.5, offsets[-1] + K + 0.5)
-    head = blended_transform_factory(ax.transData, ax.transAxes)
-    for b, (name, off) in enumerate(zip(bins, offsets, strict=True)):
-        ax.text(off + (K + 1) / 2, 1.01, name, transform=head, ha="center", va="bottom", fontsize=9)
-        if b:
-            ax.axvline(off - gap / 2, color="0.6", linewidth=0.8)
-    ticks = sorted({1, max(1, K // 2), K})
-    ax.set_xticks([off + t for off in offsets for t in ticks], [str(t) for _ in offsets for t in ticks])
-    ax.tick_params(axis="x", labelsize=8)
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.set_xlabel("sample budget k, per base-probability quantile bin (left: most common)")
-    ax.set_ylabel(
-        "share of the bin's strategies found" if data["normalized"] else "coverage from the bin (found / M)"
-    )
-    if has_delta:
-        bx = axes[1, 0]
-        bx.set_gid("rarity:delta")
-        deltas = [(c, s) for c, s in _styled_sets(comparison) if c.label in data["delta"]]
-        width = 0.8 / max(len(deltas), 1)
-        x = np.arange(n, dtype=np.float64)
-        for j, (c, style) in enumerate(deltas):
-            oracle = c.role == "oracle"
-            bx.bar(
-                x + (j - (len(deltas) - 1) / 2) * width,
-                data["delta"][c.label],
-                width * 0.92,
-                label=c.label,
-                facecolor="none" if oracle else style["color"],
-                edgecolor="black" if oracle else style["color"],
-                linestyle="--" if oracle else "-",
-                alpha=1.0 if oracle else 0.75,
-            )
-        bx.axhline(0.0, color="0.3", linewidth=0.8)
-        bx.set_xticks(x, bins)
-        bx.set_ylabel("AUC - AUC_iid from the bin")
-        bx.set_title(
-            "where the gain over iid comes from (one sampler's bars sum to its AUC - AUC_iid)", fontsize=9
-        )
-        bx.grid(True, axis="y", alpha=0.3)
-    if data["dropped"]:
-        fig.text(0.005, 0.005, f"empty bins not shown: {', '.join(data['dropped'])}", fontsize=7, color="0.4")
-    _legend_below(fig, list(legend.values()), list(legend))
-    what = "coverage of common vs rare strategies (base-probability quantiles)"
-    _suptitle(fig, _title(comparison, what, fig.get_figwidth()))
-    return fig
-
-
 def plot_latent(comparison: Comparison) -> Figure | None:
     """Latent-code coverage of router policies: a method diagnostic, drawn apart from strategy coverage.
 
@@ -618,79 +343,12 @@ def plot_latent(comparison: Comparison) -> Figure | None:
     return fig
 
 
-def plot_compare(reports: Mapping[str, Report]) -> Figure:
-    """Overlay several runs: one panel per task, each run's policies plus the first run's iid/oracle.
-
-    Args:
-        reports: ``{run label: report}``, in legend order.
-    """
-    tasks: list[str] = []
-    for rep in reports.values():
-        for comp in rep.comparisons:
-            if comp.task not in tasks:
-                tasks.append(comp.task)
-    if not tasks:
-        raise ValueError("no comparisons to overlay")
-    fig, axes = _figure(1, len(tasks), size=(6.0 * len(tasks), 5.2))
-    linestyles = ("-", "-.", ":", (0, (5, 1)))
-    for ax, task in zip(axes[0], tasks, strict=True):
-        drew_baselines = False
-        budget = 1
-        for r_i, (run_label, rep) in enumerate(reports.items()):
-            for comp in rep.comparisons:
-                if comp.task != task:
-                    continue
-                budget = max(budget, comp.budget)
-                for p_i, pol in enumerate(comp.policies):
-                    c = pol.curves
-                    color = _POLICY_COLORS[(r_i * 3 + p_i) % len(_POLICY_COLORS)]
-                    gain = (
-                        "" if pol.gain is None or pol.gain.value is None else f", gain {pol.gain.value:.2f}"
-                    )
-                    ax.plot(
-                        c.k,
-                        _a(c.coverage),
-                        color=color,
-                        linestyle=linestyles[r_i % len(linestyles)],
-                        linewidth=2.0,
-                        label=f"{run_label}: {c.label}{gain}",
-                    )
-                if not drew_baselines:
-                    for c in (comp.iid, comp.oracle):
-                        if c is not None:
-                            ax.plot(c.k, _a(c.coverage), label=f"{c.label} ({run_label})", **_style(c, 0))
-                    drew_baselines = True
-        ax.set_xlabel("sample budget k")
-        ax.set_ylabel("strategy coverage C(k)")
-        ax.set_ylim(-0.02, 1.05)
-        _budget_axis(ax, budget)
-        # Per panel (tasks differ in their runs), in the lower right where rising curves leave room.
-        ax.legend(loc="lower right", fontsize=7, framealpha=0.85)
-        ax.set_title("\n".join(_wrap(f"{task}: coverage across runs (K={budget})", 6.0, 10.0)), fontsize=10)
-    return fig
-
-
-def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
-    """Write ``fig`` as PNG (parent folders created)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    import matplotlib
-
-    # Layout and drawing both happen inside savefig, so the text settings apply to both.
-    with matplotlib.rc_context(_SAVE_RC):
-        # No "Software" metadata: equal figures give equal bytes across matplotlib patch versions.
-        fig.savefig(path, dpi=dpi, metadata={"Software": None}, pil_kwargs=_PNG_OPTIONS)
-    # No fig.clear(): it re-initialises every axes (~5-10 ms each) only to drop it; an unreferenced
-    # Agg figure (no pyplot registry) is freed by the garbage collector like any other object.
-    return path
-
-
 def render_report_plots(report: Report, out_dir: str | Path) -> dict[str, Path]:
     """Write every plot of ``report`` under ``out_dir/plots/``.
 
     Returns:
         ``{"<slug>/<plot>": path}`` with plot in coverage, coverage_by_rarity, novelty,
-        time_to_coverage, valid_vs_raw, barcode, latent (those that apply), in that order.
+        time_to_coverage, valid_vs_raw, barcode, latent, gain_vs_step (those that apply), in that order.
     """
     out = Path(out_dir) / PLOTS_DIR
     files: dict[str, Path] = {}
@@ -714,4 +372,5 @@ def render_report_plots(report: Report, out_dir: str | Path) -> dict[str, Path]:
             _save("valid_vs_raw", plot_valid_vs_raw(comp))
         _save("barcode", plot_barcodes(comp))
         _save("latent", plot_latent(comp))
+        _save("gain_vs_step", plot_gain_vs_step(comp))
     return files
