@@ -1,0 +1,179 @@
+"""Periodic evaluation: the current policy spends K samples on every eval input of a separate env."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from seffi.callbacks.core import CoverageMonitor
+from seffi.callbacks.infos import EpisodeEnd, episode_from_info
+from seffi.errors import SeffiError
+
+# ----------------------------------------------------------------------------------------------------
+# Periodic evaluation: the current policy spends K samples on every eval input of a separate env.
+# ----------------------------------------------------------------------------------------------------
+
+Act = Callable[[Any], Any]
+
+
+def rollout_episodes(
+    env: Any,
+    act: Act,
+    input_ids: Sequence[str],
+    budget: int,
+    *,
+    seed: int | None = None,
+    max_steps_per_episode: int = 100_000,
+) -> list[EpisodeEnd]:
+    """Run ``budget`` episodes on each input with policy ``act`` on a single Gymnasium env.
+
+    ``reset(seed=seed)`` first, so a seffi env starts a fresh life (empty per-input history), then
+    ``reset(options={"input_id": x})`` per episode; the K episodes of an input are consecutive so
+    history-aware policies see their own run.
+
+    Args:
+        env: A single (non-vector) Gymnasium env with the seffi final-info contract.
+        act: Maps one observation to one action (e.g. ``lambda o: model.predict(o)[0]``).
+        input_ids: Inputs to evaluate.
+        budget: Episodes per input, K.
+        seed: Seed of the first reset (``None``: not reseeded).
+        max_steps_per_episode: Guard against an env that never ends an episode.
+
+    Returns:
+        The episode ends, input by input, with ``env_index`` 0 and ``run_index`` = position of the input.
+    """
+    ends: list[EpisodeEnd] = []
+    name = getattr(getattr(env, "spec", None), "id", None)
+    if seed is not None:
+        env.reset(seed=seed)
+    for run, x in enumerate(input_ids):
+        for _ in range(budget):
+            obs, _ = env.reset(options={"input_id": x})
+            for _ in range(max_steps_per_episode):
+                obs, _, terminated, truncated, info = env.step(act(obs))
+                if terminated or truncated:
+                    end = episode_from_info(info, env_index=0, env_name=name)
+                    ends.append(dataclasses.replace(end, run_index=run, sample_index=None))
+                    break
+            else:
+                raise SeffiError(
+                    f"an evaluation episode on {name or 'the env'} did not end within "
+                    f"{max_steps_per_episode} steps"
+                )
+    return ends
+
+
+class CoverageEvaluator:
+    """Periodic evaluation of exploration efficiency, like SB3's ``EvalCallback``.
+
+    Each :meth:`evaluate` call starts a fresh tracker, lets the current policy spend ``budget`` samples
+    on every eval input of ``eval_env``, and logs that evaluation's curves (keys under
+    ``seffi/<scope>/``, default scope ``"eval"``) at the training step, so the W&B chart of
+    ``seffi/eval/gain_vs_iid`` against ``seffi/step`` shows exploration improving over training.
+    The final report holds the last evaluation and, as extra policy lines, earlier ones.
+
+    Args:
+        eval_env: A single seffi env (not vector), separate from the training env.
+        budget: Samples per eval input, K.
+        input_ids: Eval inputs (default: the env's whole pool).
+        seed: Seed of each evaluation's env reset (evaluation i uses ``seed + i``).
+        keep_history: Number of evaluations kept as lines in the final report (evenly spaced); None
+            (the default) keeps every one. When it drops some, finalize warns which steps it left out.
+        **monitor_kwargs: :class:`CoverageMonitor` arguments (sinks, out_dir, wandb, iid, ...);
+            ``log_curves_every`` is always 1 (every evaluation is a curve snapshot).
+    """
+
+    def __init__(
+        self,
+        eval_env: Any,
+        budget: int,
+        *,
+        input_ids: Sequence[str] | None = None,
+        seed: int = 0,
+        keep_history: int | None = None,
+        **monitor_kwargs: Any,
+    ) -> None:
+        if hasattr(eval_env, "num_envs") or hasattr(eval_env, "env_method"):
+            raise SeffiError("the evaluation env must be a single Gymnasium env, not a vector env")
+        monitor_kwargs.setdefault("scope", "eval")
+        monitor_kwargs.setdefault("label", "eval")
+        monitor_kwargs.setdefault("n_boot", 100)
+        # One log per evaluation, each a curve snapshot (its comparison goes into the history).
+        monitor_kwargs["log_curves_every"] = 1
+        self.monitor = CoverageMonitor(budget, env=eval_env, **monitor_kwargs)
+        self.env = eval_env
+        self.budget = int(budget)
+        access = self.monitor.access
+        if input_ids is None:
+            if access is None or not access.has("input_ids"):
+                raise SeffiError("pass input_ids: the evaluation env does not expose its input pool")
+            input_ids = access.get("input_ids")
+        self.input_ids = tuple(str(x) for x in input_ids)
+        env_budget = access.get("budget") if access is not None and access.has("budget") else None
+        if env_budget is not None and int(env_budget) < self.budget:
+            warnings.warn(
+                f"eval env budget {env_budget} < K={self.budget}: samples past {env_budget} start a new "
+                "env run (history cleared); make the eval env with budget >= K",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        self.seed = int(seed)
+        self.keep_history = None if keep_history is None else int(keep_history)
+        self.history: list[tuple[int, Any]] = []  # (step, policy CurveSet) per evaluation
+        self.n_evals = 0
+        self.last_step: int | None = None
+
+    def evaluate(self, act: Act, step: int) -> dict[str, float] | None:
+        """Evaluate policy ``act`` now and log the curves at training ``step``.
+
+        Returns:
+            The logged scalars (``None`` if the step was refused as out of order).
+        """
+        self.monitor.reset_tracker()
+        ends = rollout_episodes(self.env, act, self.input_ids, self.budget, seed=self.seed + self.n_evals)
+        self.monitor.ingest_ends(ends)
+        self.n_evals += 1
+        self.last_step = int(step)
+        scalars = self.monitor.log(step)
+        if scalars is not None:
+            comparison = self.monitor.last_comparison
+            self.history.append((int(step), comparison.policies[0]))
+        return scalars
+
+    def finalize(self) -> Any:
+        """Write the report (last evaluation + earlier ones as extra lines) and close the sinks."""
+        if self.monitor.finalized:
+            return None
+        extra = []
+        if len(self.history) > 1:
+            earlier = self.history[:-1]
+            keep = len(earlier) + 1 if self.keep_history is None else self.keep_history
+            n = min(keep - 1, len(earlier))
+            picks = sorted({round(float(i)) for i in np.linspace(0, len(earlier) - 1, n)}) if n > 0 else []
+            dropped = [earlier[i][0] for i in range(len(earlier)) if i not in picks]
+            if dropped:  # never silently: the report's table would look complete
+                warnings.warn(
+                    f"keep_history={self.keep_history}: the report leaves out the evaluations at steps "
+                    f"{', '.join(map(str, dropped))}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+            for i in picks:
+                step, result = earlier[i]
+                extra.append(
+                    result.model_copy(
+                        update={
+                            "curves": result.curves.model_copy(
+                                update={"label": f"{self.monitor.label}@{step}"}
+                            )
+                        }
+                    )
+                )
+        self.monitor.extra_policies = extra
+        return self.monitor.finalize()
+
+    close = finalize
