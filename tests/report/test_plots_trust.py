@@ -1,0 +1,194 @@
+"""Plots that cannot mislead (issue 14 case 4): each test inspects the drawn matplotlib artists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.collections import PolyCollection
+from matplotlib.colors import to_rgba
+
+from seffi.errors import SeffiError
+from seffi.report import Comparison, CurveSet, Gain, PolicyResult, Report
+from seffi.report import plots as P
+from tests.report import _fixtures as fx
+
+
+def _texts(fig) -> list[str]:
+    out = [t.get_text() for t in fig.texts]
+    for ax in fig.axes:
+        out += [t.get_text() for t in ax.texts] + [ax.get_title()]
+    if fig._suptitle is not None:
+        out.append(fig._suptitle.get_text())
+    return out
+
+
+def _bands(ax) -> list[PolyCollection]:
+    return [c for c in ax.collections if isinstance(c, PolyCollection)]
+
+
+def _with_policy(comp: Comparison, cov: np.ndarray, label: str = "learned") -> Comparison:
+    pol = PolicyResult(curves=fx.curve_set(label, "policy", cov), gain=Gain(value=0.5, lo=0.4, hi=0.6))
+    return comp.model_copy(update={"policies": [pol]})
+
+
+def test_oracle_note_when_a_policy_is_above_the_oracle() -> None:
+    """Issue 14 case 4a: "learned" above the oracle at k = 1 carries a note; none when it stays below."""
+    comp = fx.comparison()
+    above = fx.POLICY.copy()
+    above[0] = min(1.0, fx.ORACLE[0] + 0.1)  # k = 1: above the oracle
+    fig = P.plot_coverage(_with_policy(comp, above))
+    notes = [t for t in _texts(fig) if "not a pointwise upper bound" in t]
+    assert len(notes) == 1 and "k = 1" in notes[0]
+    assert P.oracle_exceeded(_with_policy(comp, above)) == [1]
+    below = P.plot_coverage(comp)  # the fixture's policy is below the oracle everywhere
+    assert not any("upper bound" in t for t in _texts(below))
+
+
+def test_box_medians_take_their_series_colour() -> None:
+    """Issue 14 case 4b: each time-to-coverage box median has its own series colour (not all orange)."""
+    fig = P.plot_time_to_coverage(fx.comparison(n_policies=2))
+    box_ax = fig.axes[-1]
+    patches = [p for p in box_ax.patches if p.get_facecolor()[3] > 0]
+    medians = [ln for ln in box_ax.lines if len(ln.get_xdata()) == 2 and ln.get_linewidth() > 2.0]
+    assert len(medians) == len(patches) >= 4
+    for patch, median in zip(patches, medians, strict=True):
+        assert to_rgba(median.get_color())[:3] == pytest.approx(patch.get_facecolor()[:3])
+    assert len({to_rgba(m.get_color()) for m in medians}) >= 3  # learned, learned1, iid, oracle differ
+
+
+def test_ci_note_only_when_something_is_shaded() -> None:
+    """Issue 14 case 4e: no "(shaded: 95% CI)" when no band is drawn, and "1 input" not "1 inputs"."""
+    comp = fx.comparison()
+    bare = comp.model_copy(
+        update={
+            "policies": [],
+            "n_inputs": 1,
+            "iid": comp.iid.model_copy(update={"coverage_lo": None, "coverage_hi": None}),
+        }
+    )
+    fig = P.plot_coverage(bare)
+    title = fig._suptitle.get_text()
+    assert not _bands(fig.axes[0])
+    assert "shaded" not in title and "1 inputs" not in title and "1 input" in title
+    assert "(shaded: 95% CI)" in P.plot_coverage(comp)._suptitle.get_text()
+
+
+def _run(k_budget: int, iid_shift: float = 0.0) -> Report:
+    comp = fx.comparison()
+    if k_budget != fx.K:
+        cut = slice(0, k_budget)
+
+        def trim(c: CurveSet) -> CurveSet:
+            data = c.model_dump()
+            for key, v in list(data.items()):
+                if isinstance(v, list) and len(v) == fx.K and key != "time_to_coverage":
+                    data[key] = v[cut]
+            data["time_to_coverage"] = []
+            data["coverage_by_rarity"] = data["rarity_bins"] = None
+            return CurveSet(**data)
+
+        comp = comp.model_copy(
+            update={
+                "budget": k_budget,
+                "iid": trim(comp.iid),
+                "oracle": trim(comp.oracle),
+                "policies": [
+                    p.model_copy(update={"curves": trim(p.curves), "barcode": None}) for p in comp.policies
+                ],
+            }
+        )
+    if iid_shift:
+        iid = comp.iid.model_copy(update={"coverage": list(np.clip(fx.IID + iid_shift, 0, 1)), "auc": 0.5})
+        comp = comp.model_copy(update={"iid": iid})
+    return Report(comparisons=[comp])
+
+
+def test_compare_draws_each_runs_baselines_and_bands() -> None:
+    """Issue 14 case 4c: compare.png draws both runs' iid/oracle (other prior) and each policy's CI band."""
+    fig = P.plot_compare({"a": _run(fx.K), "b": _run(fx.K, iid_shift=0.1)})
+    ax = fig.axes[0]
+    labels = [ln.get_label() for ln in ax.lines]
+    assert "b: iid (AUC 0.500)" in labels and f"a: iid (AUC {fx.IID.mean():.3f})" in labels
+    assert sum(": oracle" in lab for lab in labels) == 2
+    iid_lines = [ln for ln in ax.lines if ": iid" in ln.get_label()]
+    assert not np.allclose(iid_lines[0].get_ydata(), iid_lines[1].get_ydata())  # each run's own prior
+    assert len(_bands(ax)) == 2  # one CI band per run's policy
+    assert "K=16" in ax.get_title()
+
+
+def test_compare_refuses_runs_with_different_budgets(tmp_path: Path) -> None:
+    """Issue 14 case 4c: a K=12 run is not drawn under a K=16 title; one line names both budgets."""
+    with pytest.raises(SeffiError) as err:
+        P.plot_compare({"k16": _run(16), "k12": _run(12)})
+    msg = str(err.value)
+    assert "\n" not in msg and "K=16 in k16" in msg and "K=12 in k12" in msg
+
+    from seffi.experiment.compare import compare_runs
+    from seffi.report import write_report
+
+    write_report(tmp_path / "k16", _run(16), plots=False)
+    write_report(tmp_path / "k12", _run(12), plots=False)
+    with pytest.raises(SeffiError, match="different budgets"):
+        compare_runs([tmp_path / "k16", tmp_path / "k12"], tmp_path / "cmp")
+    assert not (tmp_path / "cmp" / "compare.png").exists()
+
+
+def _eval_comparison(n_evals: int) -> Comparison:
+    comp = fx.comparison()
+    pols = []
+    for i in range(n_evals):
+        g = 0.1 * i
+        label = "eval" if i == n_evals - 1 else f"eval@{4000 * (i + 1)}"
+        gain = Gain(value=g, lo=g - 0.2, hi=g + 0.2)
+        pols.append(PolicyResult(curves=fx.curve_set(label, "policy", fx.POLICY), gain=gain))
+    # The evaluator lists the final evaluation first, then earlier ones.
+    return comp.model_copy(update={"policies": [pols[-1], *pols[:-1]]})
+
+
+def test_many_evaluations_become_a_gain_vs_step_panel(tmp_path: Path) -> None:
+    """Issue 14 case 4d: 6 evaluations: one CI band on the coverage plot, a gain-vs-step panel with CI."""
+    comp = _eval_comparison(6)
+    cov = P.plot_coverage(comp)
+    assert len(_bands(cov.axes[0])) == 2  # the last evaluation's and the iid's, not 6 stacked ones
+    fig = P.plot_gain_vs_step(comp)
+    assert fig is not None
+    ax = fig.axes[0]
+    (line,) = [ln for ln in ax.lines if ln.get_label() == "gain vs iid"]
+    assert list(line.get_xdata()) == [4000, 8000, 12000, 16000, 20000, 24000]  # final: one spacing on
+    assert list(line.get_ydata()) == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4, 0.5])
+    assert len(_bands(ax)) == 1
+    assert [t.get_text() for t in ax.get_xticklabels()][-1] == "final"
+    files = P.render_report_plots(Report(comparisons=[comp]), tmp_path)
+    assert any(name.endswith("/gain_vs_step") for name in files)
+    assert P.plot_gain_vs_step(fx.comparison()) is None  # one policy: no series
+
+
+class _FakeMonitor:
+    finalized = False
+    label = "eval"
+
+    def __init__(self) -> None:
+        self.extra_policies: list = []
+
+    def finalize(self):
+        return [p.label for p in self.extra_policies]
+
+
+def _evaluator(keep_history):
+    from seffi.callbacks.evaluator import CoverageEvaluator
+
+    ev = CoverageEvaluator.__new__(CoverageEvaluator)  # the finalize logic alone, no env
+    ev.monitor, ev.keep_history = _FakeMonitor(), keep_history
+    pol = PolicyResult(curves=fx.curve_set("eval", "policy", fx.POLICY))
+    ev.history = [(4000 * (i + 1), pol) for i in range(8)]
+    return ev
+
+
+def test_evaluator_keeps_every_evaluation() -> None:
+    """Issue 14 case 4d: the eval report keeps all 7 earlier evaluations (it used to keep 5 of 7)."""
+    labels = _evaluator(None).finalize()
+    assert labels == [f"eval@{4000 * (i + 1)}" for i in range(7)]
+    with pytest.warns(RuntimeWarning, match="leaves out the evaluations at steps 8000, 24000"):
+        assert len(_evaluator(6).finalize()) == 5
