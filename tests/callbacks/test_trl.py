@@ -16,10 +16,11 @@ from datasets import Dataset  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from seffi.callbacks.trl import CoverageReward, GRPOCoverage, completion_text, tiny_causal_lm  # noqa: E402
+from seffi.callbacks.trl import CoverageReward, GRPOCoverage, completion_text  # noqa: E402
 from seffi.coverage import CoverageTracker  # noqa: E402
 from seffi.errors import SeffiError  # noqa: E402
 from seffi.tasks import get_task  # noqa: E402
+from tests.callbacks.tiny_lm import tiny_causal_lm  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +76,12 @@ def test_groups_straddling_processes_are_gathered_before_merging(hanoi, tmp_path
     for run, (ids, texts) in enumerate(batches):
         rank1_records[:] = [
             (
-                i,
-                tuple(sorted(task.validate_y_text(next(x for x in inputs if x.id == i), t).strategy_matches)),
-                task.validate_y_text(next(x for x in inputs if x.id == i), t).valid,
+                1,
+                (
+                    i,
+                    tuple(sorted(task.validate_y_text(next(x for x in inputs if x.id == i), t).strategy_matches)),
+                    task.validate_y_text(next(x for x in inputs if x.id == i), t).valid,
+                ),
             )
             for i, t in zip(ids[6:], texts[6:], strict=True)
         ]

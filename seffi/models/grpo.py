@@ -1,0 +1,362 @@
+"""GRPO on a task LM (rung 3): group rewards, sampling with GRPO's settings, the reference model's iid.
+
+* **Reward modes** (:func:`group_rewards`). ``"valid"`` (1 for a correct completion) and ``"matched"``
+  (1 for following any strategy) score each completion alone. ``"diversity"`` scores a completion
+  within its GRPO group of G completions of one prompt::
+
+      r_i = valid_i * ((1 - w) + w / c_i),   c_i = #{j in group : valid_j and A_j = A_i}
+
+  where ``A_i`` is completion i's match set (its strategy set) and ``w`` the diversity weight
+  (default 0.5). A valid completion whose strategy set no other valid completion of the group shares
+  scores 1; one of c valid completions sharing a set scores ``1 - w + w/c``; an invalid one 0. It
+  depends on the group only through the multiset of (valid, match set), so the order of the
+  completions within a group does not change any completion's reward.
+* **Sampling** (:func:`sample_completions`) with the generation settings GRPO uses
+  (:func:`generation_config`: ``max_completion_length``, temperature, top-p/k, min-p, repetition
+  penalty, ``generation_kwargs``), seeded inside ``torch.random.fork_rng`` so drawing baselines never
+  moves the trainer's random stream.
+* **The reference model's iid** (:func:`reference_iid`): n completions per prompt from the model
+  before any update, labelled like training completions, as ``IidBaseline.from_samples``.
+* **A task LM for TRL** (:func:`trl_policy`): a :mod:`seffi.models` folder loaded with
+  ``AutoModelForCausalLM`` / ``AutoTokenizer``, the dataset prompt (``prompt <sep>``), the decoder
+  that keeps newlines (the HF tokenizer drops the special ``<nl>`` when TRL decodes), and the tokens
+  the seffi sampler never emits (suppressed in generation too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from seffi.errors import SeffiError
+from seffi.tasks.base import Task, TaskInput, ValidationResult
+
+#: Record of one completion: (input id, sorted match set, valid).
+Record = tuple[str, tuple[str, ...], bool]
+REWARD_MODES = ("valid", "matched", "diversity")
+
+
+def split_groups(records: Sequence[Record], size: int | None) -> list[list[int]]:
+    """Indices of each GRPO group: consecutive records of one prompt, at most ``size`` each.
+
+    TRL lays a generation batch out prompt by prompt (each prompt's G completions adjacent, rank 0's
+    share first), so a group is a maximal run of one input id, cut every ``size`` records (the same
+    prompt drawn twice in a row makes two groups).
+    """
+    groups: list[list[int]] = []
+    for i, rec in enumerate(records):
+        last = groups[-1] if groups else None
+        if last is None or records[last[0]][0] != rec[0] or (size is not None and len(last) >= size):
+            groups.append([i])
+        else:
+            last.append(i)
+    return groups
+
+
+def diversity_rewards(group: Sequence[Record], weight: float = 0.5) -> list[float]:
+    """``valid_i * ((1 - w) + w / c_i)`` for each completion of one group (module docstring)."""
+    if not 0.0 <= weight <= 1.0:
+        raise SeffiError(f"diversity weight must be in [0, 1], got {weight!r}")
+    counts: dict[tuple[str, ...], int] = {}
+    for _, matches, valid in group:
+        if valid:
+            counts[matches] = counts.get(matches, 0) + 1
+    return [(1.0 - weight) + weight / counts[m] if v else 0.0 for _, m, v in group]
+
+
+def reward_function(spec: Any) -> Callable[[ValidationResult], float] | None:
+    """The per-completion reward of ``spec``; None for the group mode ``"diversity"``."""
+    if spec == "valid":
+        return lambda r: 1.0 if r.valid else 0.0
+    if spec == "matched":  # following any strategy, correct or not (a shaping option)
+        return lambda r: 1.0 if r.strategy_matches else 0.0
+    if spec == "diversity":
+        return None
+    if callable(spec):
+        return spec
+    raise SeffiError(
+        f"reward must be one of {REWARD_MODES} or a callable(ValidationResult) -> float, got {spec!r}"
+    )
+
+
+def group_rewards(records: Sequence[Record], size: int | None, weight: float = 0.5) -> list[float]:
+    """Diversity rewards of a whole (gathered) generation batch, group by group."""
+    out = [0.0] * len(records)
+    for idx in split_groups(records, size):
+        for i, r in zip(idx, diversity_rewards([records[i] for i in idx], weight), strict=True):
+            out[i] = r
+    return out
+
+
+# -- sampling with GRPO's settings ------------------------------------------------------------------------
+
+
+def generation_config(args: Any, model: Any, tokenizer: Any) -> Any:
+    """The ``GenerationConfig`` GRPOTrainer builds from ``args`` (TRL's regular generation path)."""
+    from transformers import GenerationConfig
+
+    kw: dict[str, Any] = {
+        "max_new_tokens": int(getattr(args, "max_completion_length", 32) or 32),
+        "do_sample": True,
+        "pad_token_id": tokenizer.pad_token_id,
+        "eos_token_id": model.generation_config.eos_token_id or tokenizer.eos_token_id,
+        "temperature": getattr(args, "temperature", 1.0),
+        "top_p": getattr(args, "top_p", 1.0),
+        "top_k": getattr(args, "top_k", 0),
+        "min_p": getattr(args, "min_p", None),
+        "repetition_penalty": getattr(args, "repetition_penalty", 1.0),
+    }
+    kw.update(getattr(args, "generation_kwargs", None) or {})
+    return GenerationConfig(**kw)
+
+
+def sample_completions(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    n: int,
+    gen: Any,
+    *,
+    seed: int,
+    decode: Callable[[Sequence[int]], str] | None = None,
+    batch_size: int = 256,
+) -> list[list[str]]:
+    """``n`` completions of each prompt (texts, decoded as TRL does unless ``decode`` is given).
+
+    Seeded inside ``torch.random.fork_rng``: the caller's torch random state is left untouched.
+    """
+    import torch
+
+    eos = gen.eos_token_id if isinstance(gen.eos_token_id, list) else [gen.eos_token_id]
+    rows = [p for p in prompts for _ in range(n)]
+    texts: list[str] = []
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.random.fork_rng(), torch.no_grad():
+            torch.manual_seed(seed)
+            for b in range(0, len(rows), batch_size):
+                enc = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in rows[b : b + batch_size]]
+                width = max(len(e) for e in enc)
+                ids = torch.full((len(enc), width), tokenizer.pad_token_id, dtype=torch.long)
+                mask = torch.zeros_like(ids)
+                for r, e in enumerate(enc):
+                    ids[r, width - len(e) :] = torch.tensor(e)
+                    mask[r, width - len(e) :] = 1
+                out = model.generate(input_ids=ids, attention_mask=mask, generation_config=gen)
+                for row in out[:, width:].tolist():
+                    cut = next((i for i, t in enumerate(row) if t in eos), len(row))
+                    row = row[: cut + 1]  # TRL keeps the eos in completion_ids
+                    texts.append(decode(row) if decode else tokenizer.decode(row, skip_special_tokens=True))
+    finally:
+        model.train(was_training)
+    return [texts[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+
+def label_samples(
+    labeler: Callable[[Any, Any], ValidationResult],
+    ids: Sequence[str],
+    inputs: Sequence[Any],
+    texts: Sequence[Sequence[str]],
+) -> tuple[dict[str, list[frozenset[str]]], dict[str, list[bool]]]:
+    """Match sets and validity of each input's samples, keyed by input id.
+
+    ``inputs`` are what the labeler is given: task inputs, or the prompts when labelling without a task.
+    """
+    sets: dict[str, list[frozenset[str]]] = {}
+    valid: dict[str, list[bool]] = {}
+    for key, x, row in zip(ids, inputs, texts, strict=True):
+        results = [labeler(x, t) for t in row]
+        sets[key] = [frozenset(r.strategy_matches) for r in results]
+        valid[key] = [bool(r.valid) for r in results]
+    return sets, valid
+
+
+def reference_iid(
+    model: Any,
+    tokenizer: Any,
+    args: Any,
+    labeler: Any,
+    ids: Sequence[str],
+    inputs: Sequence[Any],
+    prompts: Sequence[str],
+    n: int,
+    *,
+    seed: int,
+    decode: Callable[[Sequence[int]], str] | None = None,
+) -> Any:
+    """``IidBaseline.from_samples`` over ``n`` completions per prompt of ``model`` (the reference)."""
+    from seffi.coverage import IidBaseline
+
+    gen = generation_config(args, model, tokenizer)
+    texts = sample_completions(model, tokenizer, prompts, n, gen, seed=seed, decode=decode)
+    sets, valid = label_samples(labeler, ids, inputs, texts)
+    return IidBaseline.from_samples(sets, strategies=labeler.strategies, valid=valid)
+
+
+# -- a task LM as a TRL policy ----------------------------------------------------------------------------
+
+
+@dataclass
+class TRLPolicy:
+    """A :mod:`seffi.models` folder ready for GRPOTrainer.
+
+    Attributes:
+        model: ``AutoModelForCausalLM.from_pretrained(folder)``.
+        tokenizer: ``AutoTokenizer.from_pretrained(folder)`` (word level, left padding).
+        decode: Completion ids -> trace text (newlines kept; pass as ``GRPOCoverage(decode=...)``).
+        suppress: Token ids the seffi sampler never emits (``GRPOConfig(generation_kwargs=
+            {"suppress_tokens": suppress})``).
+        folder: Where the model lives.
+    """
+
+    model: Any
+    tokenizer: Any
+    decode: Callable[[Sequence[int]], str]
+    suppress: list[int]
+    folder: Path
+
+    @staticmethod
+    def prompt(task: Task[Any, Any], x: TaskInput) -> str:
+        """The dataset prompt of ``x``: the task prompt and the separator the LM was trained after."""
+        from .lm import SEP
+
+        return f"{task.prompt(x)} {SEP}"
+
+
+def trl_policy(folder: str | Path, task: Task[Any, Any]) -> TRLPolicy:
+    """Load a base LM folder (``seffi.models``) as a TRL policy for ``task``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .lm import Layout, torch_setup
+
+    torch_setup()
+    folder = Path(folder)
+    if not (folder / "config.json").is_file():
+        raise SeffiError(f"{folder} is not a saved model folder (no config.json)")
+    layout = Layout(task.vocabulary())
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.padding_side = "left"
+    return TRLPolicy(model, tokenizer, layout.decode, [int(t) for t in layout.banned], folder)
+
+
+def base_lm_folder(cfg: Any, cache_dir: str | Path | None = None, hook: Any = None) -> Path:
+    """The cached base LM folder of ``cfg`` (an :class:`~seffi.models.LMConfig`), trained if missing.
+
+    Only the base LM: the latent mixture is not needed for GRPO. Written under a temporary name and
+    renamed, like :func:`seffi.models.cache.train_ladder_models` (same folder name, so either reuses
+    the other's model).
+    """
+    import os
+    import shutil
+
+    from .cache import build_task, default_cache_dir, train_base, training_rows
+
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    folder = root / cfg.base_key()
+    if (folder / "config.json").is_file() and (folder / "seffi_meta.json").is_file():
+        return folder
+    root.mkdir(parents=True, exist_ok=True)
+    task = build_task(cfg)
+    lm = train_base(cfg, task, training_rows(cfg, task), hook)
+    tmp = folder.with_name(f".{folder.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    lm.save(tmp)
+    if folder.exists():  # another process finished first: same config, same bits
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        tmp.rename(folder)
+    return folder
+
+
+def prompts_from_dataset(dataset: Any, id_column: str) -> dict[str, str]:
+    """``{input id: prompt}`` from a dataset with ``prompt`` and ``id_column`` columns (first wins)."""
+    cols = getattr(dataset, "column_names", None) or []
+    if "prompt" not in cols or id_column not in cols:
+        return {}
+    out: dict[str, str] = {}
+    for pid, p in zip(dataset[id_column], dataset["prompt"], strict=True):
+        if isinstance(p, str):
+            out.setdefault(str(pid), p)
+    return out
+
+
+def resolve_prompts(
+    explicit: Mapping[str, str] | None, dataset: Any, id_column: str, task: Any, inputs: Mapping[str, Any]
+) -> dict[str, str]:
+    """Prompts of the reference samples: given, else the training dataset's, else ``task.prompt``."""
+    if explicit:
+        return {str(k): v for k, v in explicit.items()}
+    found = prompts_from_dataset(dataset, id_column) if dataset is not None else {}
+    if found:
+        return found
+    if task is None or not inputs:
+        raise SeffiError(
+            "the reference iid needs the prompts: pass iid_prompts={input_id: prompt}, or a task and inputs"
+        )
+    return {k: task.prompt(x) for k, x in inputs.items()}
+
+
+def rank_and_world() -> tuple[int, int]:
+    """(rank, world size) of an initialised ``torch.distributed`` group, else (0, 1).
+
+    Read-only on purpose: calling ``accelerate``'s ``PartialState()`` here would *create* its
+    process-global singleton as a side effect, which then leaks into whatever builds an
+    ``Accelerator`` later in the process. Under a multi-process launch the trainer initialises
+    ``torch.distributed`` before any callback or reward function runs.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def default_gather(records: list[Any]) -> list[Any]:
+    """All ranks' records in rank order (identity on one process)."""
+    if rank_and_world()[1] <= 1:
+        return records
+    from accelerate.utils import gather_object  # the group exists: accelerate's state is the trainer's
+
+    return list(gather_object(records))
+
+
+def seed_of(seed: int, *salt: int) -> int:
+    """A 31-bit seed derived from ``seed`` and ``salt`` (``SeedSequence``, never ``seed + i``)."""
+    return int(np.random.SeedSequence([seed, *salt]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+class TaskFacts:
+    """What the monitor's baselines read from an env, answered from a task and its inputs."""
+
+    def __init__(self, task: Task[Any, Any], inputs: Mapping[str, TaskInput]) -> None:
+        self.task = task
+        self._inputs = inputs
+        self.strategies = tuple(task.strategies())
+        self.input_ids = list(inputs)
+
+    def base_match_distribution(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
+        """The task's exact base law of ``input_id``'s match sets."""
+        return self.task.base_match_distribution(self._inputs[input_id], valid_only=valid_only)
+
+    def reference_match_sets(self, input_id: str) -> dict[str, frozenset[str]]:
+        """The match set of each strategy's reference trace (the oracle's samples)."""
+        return self.task.reference_match_sets(self._inputs[input_id])
+
+
+class NullSinks:
+    """Sinks that drop everything (non-main processes keep a tracker replica but write nothing)."""
+
+    def log(self, data: Any, step: int) -> None:
+        """Drop."""
+
+    def log_snapshot(self, comparison: Any, step: int, scope: str | None = None) -> None:
+        """Drop."""
+
+    def finish(self, report: Any = None, tracker_state: Any = None) -> None:
+        """Drop."""
