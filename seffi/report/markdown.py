@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from seffi.report.caveats import comparison_caveats
 from seffi.report.schema import Comparison, CurveSet, Gain, Report
 
 HOW_TO_READ: dict[str, str] = {
@@ -37,6 +38,10 @@ HOW_TO_READ: dict[str, str] = {
         "Strategy barcode: one row per input, one column per sample, colour = strategy, white = no "
         "match, dot = first appearance; one panel per policy, same rows = same inputs. Long runs of "
         "one colour are redundancy."
+    ),
+    "gain_vs_step": (
+        "Gain over training: the gain vs iid of each periodic evaluation (with its 95% CI band) against "
+        "the training step at which it ran; the last point is the final evaluation."
     ),
     "latent": (
         "Latent coverage (diagnostic): how many of the router's latent codes were used. It describes "
@@ -114,6 +119,9 @@ def render_markdown(report: Report, plots: Mapping[str, str] | None = None) -> s
         strategies = "" if comp.num_strategies is None else f", {comp.num_strategies} strategies per input"
         lines += [f"Budget K = {comp.budget} samples per input, {comp.n_inputs} inputs{strategies}.", ""]
         lines += [comparison_table(comp), ""]
+        # Said next to the numbers they qualify (the rules live in seffi.report.caveats).
+        lines += [f"> **Warning:** {note}" for note in comparison_caveats(comp)]
+        lines += [""] if lines[-1].startswith("> **Warning:**") else []
         for note in comp.notes:
             lines += [f"- {note}"]
         if comp.notes:

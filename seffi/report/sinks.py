@@ -202,7 +202,9 @@ class WandbSink:
     def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
         """Final numbers to ``run.summary``; report.json + tracker state as one artifact; finish."""
         if report is not None:
-            self.run.update_summary(keys.report_scalars(report))
+            from seffi.report.caveats import summary_notes
+
+            self.run.update_summary({**keys.report_scalars(report), **summary_notes(report)})
         if self.run.enabled and (report is not None or tracker_state is not None):
             with tempfile.TemporaryDirectory(prefix="seffi-art-") as tmp:
                 paths: list[Path] = []
@@ -285,6 +287,7 @@ def closing_lines(
     contents: str = "report.json, report.md, plots",
     seconds: float | None = None,
     prefix: str = "",
+    report: Report | None = None,
 ) -> list[str]:
     """What a finished run prints once at the end: where its report went and how to upload W&B.
 
@@ -298,13 +301,16 @@ def closing_lines(
         contents: What the folder holds, in words.
         seconds: Wall time, added to the folder line when given.
         prefix: Put before each line (the adapters use ``"[seffi] "`` inside a training log).
+        report: The final report, for its caveats (:mod:`seffi.report.caveats`); None reads
+            ``out_dir/report.json`` when there is one.
 
     Returns:
-        The lines: the folder, then ``wandb sync ...`` for an offline run, or one line saying W&B
-        failed (its warning came earlier) when it did.
+        The caveat warnings (a gain with no room to mean anything, infeasible strategies), the folder,
+        then ``wandb sync ...`` for an offline run, or one line saying W&B failed (its warning came
+        earlier) when it did.
     """
     run = wandb.run if isinstance(wandb, WandbSink) else wandb
-    lines = []
+    lines = [f"{prefix}{line}" for line in _caveat_lines(out_dir, report)]
     if out_dir is not None:
         timing = f"; {seconds:.1f} s" if seconds is not None else ""
         lines.append(f"{prefix}run folder: {display_path(out_dir)}  ({contents}{timing})")
@@ -314,3 +320,17 @@ def closing_lines(
     elif run is not None and run.mode != "disabled" and run.failed:
         lines.append(f"{prefix}W&B logging failed (see the warning above); the run folder has everything")
     return lines
+
+
+def _caveat_lines(out_dir: str | Path | None, report: Report | None) -> list[str]:
+    """:func:`seffi.report.caveats.console_lines` of ``report`` (or of ``out_dir/report.json``)."""
+    from seffi.report.caveats import console_lines
+
+    if report is None and out_dir is not None and (Path(out_dir) / "report.json").is_file():
+        try:
+            from seffi.report.files import load_report
+
+            report = load_report(out_dir)
+        except Exception:  # a closing message never fails a finished run
+            return []
+    return [] if report is None else console_lines(report)

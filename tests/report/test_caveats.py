@@ -1,0 +1,65 @@
+"""Meaningless numbers are flagged where they are shown (issue 14 case 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from seffi.report import Report
+from seffi.report import caveats as C
+from seffi.report.markdown import render_markdown
+from seffi.report.sinks import closing_lines
+from tests.report import _fixtures as fx
+
+
+def _hanoi_like() -> Report:
+    """iid AUC 0.993 vs oracle 1.000, like the README's RLlib snippet on Hanoi (issue 14 case 2a)."""
+    comp = fx.comparison()
+    iid = comp.iid.model_copy(update={"auc": 0.993})
+    oracle = comp.oracle.model_copy(update={"auc": 1.0})
+    return Report(comparisons=[comp.model_copy(update={"iid": iid, "oracle": oracle})])
+
+
+def test_gain_room_rule() -> None:
+    """Issue 14 case 2a: the rule is one pure function with a stated threshold of 0.05."""
+    assert C.GAIN_ROOM_THRESHOLD == 0.05
+    note = C.gain_room_caveat(0.993, 1.0)
+    assert note is not None and "0.007 < 0.05" in note
+    assert C.gain_room_caveat(0.783, 0.907) is None  # seffi run's sort_swaps: room 0.124
+    assert C.gain_room_caveat(0.95, 0.999, threshold=0.04) is None
+    assert C.gain_room_caveat(None, 1.0) is None
+
+
+def test_gain_warning_in_report_md_console_and_wandb_summary(tmp_path: Path) -> None:
+    """Issue 14 case 2a: the warning appears in report.md, the closing console lines and run.summary."""
+    rep = _hanoi_like()
+    md = render_markdown(rep)
+    assert md.count("> **Warning:** gain vs iid is unreliable") == 1
+    lines = closing_lines(None, report=rep)
+    assert lines and lines[0].startswith("warning (hanoi): gain vs iid is unreliable")
+    assert list(C.summary_notes(rep)) == ["seffi/caveats"]
+    # Nothing when the room is fine (the fixture's own AUCs differ by > 0.05).
+    ok = Report(comparisons=[fx.comparison()])
+    assert "Warning" not in render_markdown(ok) and closing_lines(None, report=ok) == []
+    # The closing lines read report.json from the run folder when the caller passes no report.
+    from seffi.report import write_report
+
+    write_report(tmp_path, rep, plots=False)
+    assert closing_lines(tmp_path)[0].startswith("warning (hanoi)")
+
+
+def test_infeasible_strategies_are_named() -> None:
+    """Issue 14 case 2b: coin_sum-like oracle C(16) = 0.9625 < 1 names 3.85 feasible of 4 and F(16)."""
+    note = C.infeasible_caveat(0.9625, 4, 16, 0.938)
+    assert note == (
+        "4 strategies are declared per input but only 3.85 are feasible on average: the oracle reaches "
+        "C(16) = 0.963, F(16) = 0.938; coverage counts shares of all 4 declared strategies"
+    )
+    assert C.infeasible_caveat(1.0, 4, 16, 1.0) is None
+    assert C.infeasible_caveat(0.5, 4, 2) is None  # K < M: the oracle cannot reach 1 anyway
+    comp = fx.comparison()
+    short = np.array(fx.ORACLE) * 0.96
+    oracle = comp.oracle.model_copy(update={"coverage": short.tolist()})
+    notes = C.comparison_caveats(comp.model_copy(update={"oracle": oracle}))
+    assert len(notes) == 1 and "only 4.80 are feasible" in notes[0]
