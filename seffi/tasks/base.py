@@ -407,14 +407,27 @@ class Task(abc.ABC, Generic[X, C]):
     def base_distribution(self, x: X) -> dict[str, float]:
         """Probability that a base sample is the (correct) reference trace of each declared strategy.
 
-        The remaining mass ``invalid_rate + off_strategy_rate`` goes to incorrect and off-strategy
-        traces. Infeasible strategies get 0.
+        It sums to less than 1 (0.85 with the default config): the missing mass is named by
+        :meth:`base_remainder` — ``invalid`` (a strategy's procedure with a wrong answer, default 0.10)
+        and ``off_strategy`` (a correct trace that follows no declared strategy, default 0.05).
+        Infeasible strategies get 0.
         """
         dist = dict.fromkeys(self.strategies(), 0.0)
         for m in self.base_modes(x):
             if m.kind == "strategy" and m.strategy is not None:
                 dist[m.strategy] += m.probability
         return dist
+
+    def base_remainder(self, x: X) -> dict[str, float]:
+        """The base sampler's mass outside :meth:`base_distribution`: ``{"invalid": p, "off_strategy": q}``.
+
+        ``sum(base_distribution(x).values()) + p + q == 1`` (up to rounding).
+        """
+        out = {"invalid": 0.0, "off_strategy": 0.0}
+        for m in self.base_modes(x):
+            if m.kind != "strategy" or m.strategy is None:
+                out[m.kind] += m.probability
+        return out
 
     def base_match_distribution(self, x: X, *, valid_only: bool = False) -> dict[frozenset[str], float]:
         """The exact law of a base sample's match set (what the exact iid baseline consumes).

@@ -48,9 +48,10 @@ def run(args: argparse.Namespace) -> int:
         ("task", "left"),
         ("strategies", "left"),
         ("inputs", "right"),
-        ("feasible", "right"),
+        ("feasible / input\nmean [min, max]", "right"),
         ("ambiguity (reference)", "right"),
         ("ambiguity (base)", "right"),
+        ("base law: strategy /\ninvalid / off-strategy", "right"),
         ("trace tokens mean/max", "right"),
     ]:
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
@@ -59,10 +60,17 @@ def run(args: argparse.Namespace) -> int:
             s.name,
             ", ".join(s.strategies),
             str(s.inputs),
-            f"{s.mean_feasible:.2f}",
+            f"{s.mean_feasible:.2f} [{s.min_feasible}, {s.max_feasible}]",
             f"{s.reference_ambiguity:.3f}",
             f"{s.base_ambiguity:.3f}",
+            f"{s.base_strategy_mass:.2f} / {s.base_invalid:.2f} / {s.base_off_strategy:.2f}",
             f"{s.mean_trace_tokens:.1f}/{s.max_trace_tokens}",
         )
+    table.caption = (
+        "feasible: strategies with a correct reference trace on an input — the oracle covers only those, "
+        "so with fewer than M feasible its F(K) < 1; base law: mass of base samples that are a strategy's "
+        "correct trace (task.base_distribution), incorrect traces and correct traces that follow no strategy "
+        "(task.base_remainder)"
+    )
     Console(width=160).print(table)
     return 0

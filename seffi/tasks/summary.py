@@ -35,7 +35,14 @@ class TaskSummary:
         inputs: Distinct inputs in the pool.
         reference_ambiguity: Fraction of reference traces matching more than one strategy.
         base_ambiguity: Mean probability that a base sample matches more than one strategy.
-        mean_feasible: Mean number of feasible strategies per input.
+        mean_feasible: Mean number of feasible strategies per input (the oracle covers only these:
+            with fewer than M feasible, its C(K) and F(K) stay below 1 at K >= M).
+        min_feasible: Fewest feasible strategies on an input of the pool.
+        max_feasible: Most feasible strategies on an input of the pool.
+        base_strategy_mass: Mean mass of ``base_distribution`` (base samples that are a strategy's
+            correct reference trace).
+        base_invalid: Mean base mass of incorrect traces (``base_remainder(x)["invalid"]``).
+        base_off_strategy: Mean base mass of correct traces that follow no declared strategy.
         mean_trace_tokens: Mean vocabulary tokens of a reference trace (no ``<eos>``).
         max_trace_tokens: Longest reference trace in tokens.
     """
@@ -48,6 +55,11 @@ class TaskSummary:
     mean_feasible: float
     mean_trace_tokens: float
     max_trace_tokens: int
+    min_feasible: int = 0
+    max_feasible: int = 0
+    base_strategy_mass: float = 0.0
+    base_invalid: float = 0.0
+    base_off_strategy: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -76,6 +88,7 @@ def summarize(task: Task[Any, Any], n_inputs: int = 200, seed: SeedLike = 0) -> 
     inputs = input_pool(task, n_inputs, seed)
     vocab = task.vocabulary()
     ambiguous, references, base, feasible, tokens = 0, 0, [], [], []
+    mass, invalid, off = [], [], []
     for x in inputs:
         match_sets = task.reference_match_sets(x)
         feasible.append(len(match_sets))
@@ -85,6 +98,10 @@ def summarize(task: Task[Any, Any], n_inputs: int = 200, seed: SeedLike = 0) -> 
             tokens.append(len(vocab.encode(task.reference(x, strategy))))
         law = task.base_match_distribution(x)
         base.append(sum(p for m, p in law.items() if len(m) > 1))
+        rest = task.base_remainder(x)
+        mass.append(sum(task.base_distribution(x).values()))
+        invalid.append(rest["invalid"])
+        off.append(rest["off_strategy"])
     return TaskSummary(
         name=task.name,
         strategies=task.strategies(),
@@ -94,4 +111,9 @@ def summarize(task: Task[Any, Any], n_inputs: int = 200, seed: SeedLike = 0) -> 
         mean_feasible=float(np.mean(feasible)),
         mean_trace_tokens=float(np.mean(tokens)) if tokens else 0.0,
         max_trace_tokens=max(tokens, default=0),
+        min_feasible=min(feasible, default=0),
+        max_feasible=max(feasible, default=0),
+        base_strategy_mass=float(np.mean(mass)),
+        base_invalid=float(np.mean(invalid)),
+        base_off_strategy=float(np.mean(off)),
     )
