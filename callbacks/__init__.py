@@ -59,18 +59,11 @@ Importing this package never imports torch, stable_baselines3, ray or trl.
 
 from __future__ import annotations
 
-from seffi.callbacks.core import (
-    CoverageEvaluator,
-    CoverageMonitor,
-    EnvAccess,
-    EpisodeColumns,
-    EpisodeEnd,
-    EpisodeRejected,
-    episode_columns,
-    episode_ends,
-    episode_from_info,
-    rollout_episodes,
-)
+from seffi.callbacks.core import CoverageMonitor
+from seffi.callbacks.env_access import EnvAccess
+from seffi.callbacks.evaluator import CoverageEvaluator, rollout_episodes
+from seffi.callbacks.infos import EpisodeColumns, EpisodeEnd, episode_columns, episode_ends, episode_from_info
+from seffi.callbacks.rules import EpisodeRejected
 
 __all__ = [
     "CoverageEvaluator",

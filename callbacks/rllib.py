@@ -333,7 +333,7 @@ def _step(algorithm: Any, result: Mapping[str, Any]) -> int:
 
 
 def _env_budget(env: Any) -> int:
-    from seffi.callbacks.core import EnvAccess
+    from seffi.callbacks.env_access import EnvAccess
 
     access = EnvAccess(env)
     if not access.has("budget"):

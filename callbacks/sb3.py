@@ -25,7 +25,8 @@ from typing import Any
 
 from stable_baselines3.common.callbacks import BaseCallback
 
-from seffi.callbacks.core import CoverageEvaluator, CoverageMonitor, LogUnit, default_out_dir, fresh_out_dir
+from seffi.callbacks.core import CoverageMonitor, LogUnit, default_out_dir, fresh_out_dir
+from seffi.callbacks.evaluator import CoverageEvaluator
 from seffi.errors import SeffiError
 
 __all__ = ["CoverageCallback"]

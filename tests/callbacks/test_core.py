@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from seffi.callbacks.core import EpisodeEnd, episode_ends
+from seffi.callbacks.infos import EpisodeEnd, episode_ends
 from seffi.errors import SeffiError
 from tests.callbacks.fake_env import FakeCoverageEnv
 

@@ -12,7 +12,8 @@ import pytest
 from gymnasium.vector import VectorEnv
 
 from seffi.callbacks import CoverageMonitor, EpisodeEnd, EpisodeRejected, episode_ends
-from seffi.callbacks.core import _RULES, _list_rows, _Rejects, _screen
+from seffi.callbacks.infos import _list_rows
+from seffi.callbacks.rules import _RULES, _Rejects, _screen
 from seffi.errors import SeffiError
 
 STRATS = ("a", "b", "c")

@@ -14,7 +14,8 @@ import warnings
 import numpy as np
 import pytest
 
-from seffi.callbacks.core import CoverageMonitor, EpisodeColumns, EpisodeEnd, _objects
+from seffi.callbacks.core import CoverageMonitor
+from seffi.callbacks.infos import EpisodeColumns, EpisodeEnd, _objects
 from seffi.callbacks.streaming import RunAssigner, RunSums
 from seffi.coverage import CoverageTracker
 from seffi.errors import SeffiError

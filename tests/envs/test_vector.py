@@ -11,7 +11,7 @@ import pytest
 from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.vector import SyncVectorEnv, VectorEnv
 
-from seffi.callbacks.core import episode_ends
+from seffi.callbacks.infos import episode_ends
 from seffi.envs import (
     FINAL_INFO_KEYS,
     AutoresetMode,
