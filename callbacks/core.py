@@ -9,10 +9,11 @@ import time
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
+from seffi.callbacks.config import MonitorConfig
 from seffi.callbacks.env_access import EnvAccess
 from seffi.callbacks.infos import (
     EpisodeColumns,
@@ -46,7 +47,6 @@ _STATE_MAX = 2**53
 # The monitor: episodes in, tracker updated, curves vs baselines out to the sinks.
 # ----------------------------------------------------------------------------------------------------
 
-LogUnit = Literal["episodes", "steps"]
 
 
 def default_out_dir(prefix: str = "seffi") -> Path:
@@ -178,36 +178,26 @@ class CoverageMonitor:
 
     def __init__(
         self,
-        budget: int,
+        budget: int | None = None,
         strategies: Sequence[str] | None = None,
         *,
         env: Any = None,
-        iid: Any = None,
-        oracle: Any = None,
-        sinks: Any = None,
-        out_dir: str | Path | None = None,
-        wandb: str | None = None,
-        wandb_kwargs: Mapping[str, Any] | None = None,
-        log_every: int = 256,
-        log_unit: LogUnit = "episodes",
-        log_curves_every: int = 10,
-        scope: str | None = None,
-        label: str = "policy",
-        n_boot: int = 200,
-        seed: int = 0,
-        stream_offset: int = 0,
-        plots: bool = True,
-        env_name: str | None = None,
-        task_name: str | None = None,
-        verbose: int = 0,
+        config: MonitorConfig | None = None,
+        **options: Any,
     ) -> None:
-        if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
-            raise SeffiError(f"budget must be a positive int, got {budget!r}")
-        for name, value in (("log_every", log_every), ("log_curves_every", log_curves_every)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise SeffiError(f"{name} must be a positive int, got {value!r}")
-        if log_unit not in ("episodes", "steps"):
-            raise SeffiError(f"log_unit must be 'episodes' or 'steps', got {log_unit!r}")
+        if budget is not None:
+            options["budget"] = budget
+        if strategies is not None:
+            options["strategies"] = strategies
+        cfg = self.config = MonitorConfig.build(config, **options)
+        if cfg.budget is None:
+            raise SeffiError("CoverageMonitor needs a budget K (a positive int)")
+        budget, strategies = cfg.budget, cfg.strategies
+        iid, oracle, sinks, out_dir, wandb = cfg.iid, cfg.oracle, cfg.sinks, cfg.out_dir, cfg.wandb
+        wandb_kwargs, log_every, log_unit = cfg.wandb_kwargs, cfg.log_every, cfg.log_unit
+        log_curves_every, scope, label, n_boot = cfg.log_curves_every, cfg.scope, cfg.label, cfg.n_boot
+        seed, stream_offset, plots, verbose = cfg.seed, cfg.stream_offset, cfg.plots, cfg.verbose
+        env_name, task_name = cfg.env_name, cfg.task_name
         self.budget = int(budget)
         self.access = EnvAccess(env) if env is not None else None
         self.env_name = env_name or (self.access.env_id() if self.access else None)

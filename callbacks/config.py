@@ -1,0 +1,121 @@
+"""``MonitorConfig``: every option of a coverage monitor, declared once for the monitor and all adapters.
+
+Adapters (SB3, RLlib, TRL, Gymnasium wrappers) take a ``MonitorConfig`` (or its fields as keyword
+arguments) and hand it on, so an option is documented and checked in exactly one place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from seffi.errors import SeffiError
+
+__all__ = ["LogUnit", "MonitorConfig"]
+
+LogUnit = Literal["episodes", "steps"]
+
+
+def _positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise SeffiError(f"{name} must be a positive int, got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MonitorConfig:
+    """What a :class:`~seffi.callbacks.CoverageMonitor` measures, where it logs and how often.
+
+    Attributes:
+        budget: Per-input sample budget K (``None``: an adapter reads it from the env).
+        strategies: Declared strategy ids (the coverage denominator M). ``None``: read from the env.
+        iid: A user iid baseline (e.g. ``IidBaseline.from_samples(...)``) — replaces the env's.
+        oracle: A user oracle baseline — replaces the env's.
+        sinks: Where to log (a :class:`seffi.report.sinks.Sink`). ``None``: the default pair, a local
+            folder ``out_dir`` (always) and W&B (``wandb`` mode; an active ``wandb.run`` is reused).
+        out_dir: Local report folder for the default sinks (default ``runs/seffi-<timestamp>``). If it
+            already holds a seffi run, the run goes to ``out_dir-2`` (``-3``, ...) with one warning.
+        wandb: "offline", "online" or "disabled"; ``None`` uses ``WANDB_MODE`` if set, else offline.
+        wandb_kwargs: Extra ``wandb.init`` arguments (project, name, group, config, dir, run).
+        log_every: Log after this many new episodes (``log_unit="episodes"``) or steps (``"steps"``).
+        log_unit: What ``log_every`` counts.
+        log_curves_every: Every this many logs (starting with the first) a log is a *curve snapshot*:
+            curves with bootstrap intervals go to ``sinks.log_snapshot`` (W&B table + image, a line
+            of snapshots.jsonl) and the gain gets its ``_lo``/``_hi`` bounds.
+        scope: Key scope, e.g. ``"eval"`` gives ``seffi/eval/auc`` (``None``: ``seffi/auc``).
+        label: Legend name of the policy in plots and report.
+        n_boot: Bootstrap replicates for snapshot and final intervals (0: no intervals).
+        seed: Seed of the bootstrap.
+        stream_offset: Added to every stream id, so trackers of several workers merge without clashes.
+        plots: Render PNG plots into the local folder at ``finalize``.
+        env_name: Env id used in error messages and the report (default: read from the env).
+        task_name: Task name for the report (default: read from the env).
+        verbose: 1 prints a one-line summary at every log.
+
+    Example:
+        >>> cfg = MonitorConfig(budget=16, n_boot=100, wandb="disabled")
+        >>> cfg.replace(scope="eval").scope
+        'eval'
+    """
+
+    budget: int | None = None
+    strategies: Sequence[str] | None = None
+    iid: Any = None
+    oracle: Any = None
+    sinks: Any = None
+    out_dir: str | Path | None = None
+    wandb: str | None = None
+    wandb_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    log_every: int = 256
+    log_unit: LogUnit = "episodes"
+    log_curves_every: int = 10
+    scope: str | None = None
+    label: str = "policy"
+    n_boot: int = 200
+    seed: int = 0
+    stream_offset: int = 0
+    plots: bool = True
+    env_name: str | None = None
+    task_name: str | None = None
+    verbose: int = 0
+
+    def __post_init__(self) -> None:
+        if self.budget is not None:
+            _positive_int("budget", self.budget)
+        _positive_int("log_every", self.log_every)
+        _positive_int("log_curves_every", self.log_curves_every)
+        if self.log_unit not in ("episodes", "steps"):
+            raise SeffiError(f"log_unit must be 'episodes' or 'steps', got {self.log_unit!r}")
+        for name in ("n_boot", "seed", "stream_offset"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise SeffiError(f"{name} must be a non-negative int, got {value!r}")
+        if self.wandb is not None and self.wandb not in ("online", "offline", "disabled"):
+            raise SeffiError(f"wandb must be 'online', 'offline' or 'disabled', got {self.wandb!r}")
+
+    @classmethod
+    def fields(cls) -> tuple[str, ...]:
+        """The option names, in declaration order."""
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def build(cls, config: MonitorConfig | None = None, **options: Any) -> MonitorConfig:
+        """``config`` (or the defaults) with ``options`` on top; an unknown option is one clear error.
+
+        Args:
+            config: A base config, or ``None`` for the defaults.
+            **options: Any :class:`MonitorConfig` field.
+        """
+        unknown = sorted(set(options) - set(cls.fields()))
+        if unknown:
+            raise SeffiError(f"unknown monitor option(s) {unknown}; options are {list(cls.fields())}")
+        base = config if config is not None else cls()
+        return dataclasses.replace(base, **options) if options else base
+
+    def replace(self, **options: Any) -> MonitorConfig:
+        """A copy with ``options`` changed (checked like the constructor)."""
+        return MonitorConfig.build(self, **options)
