@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from seffi.errors import SeffiError
+from seffi.lanes.learners import RecallLearner
 from seffi.lanes.lint import lint_pack
 from seffi.lanes.packs import SPLITS, load_pack
 from seffi.lanes.sample_efficiency import (
@@ -25,12 +26,15 @@ from seffi.lanes.sample_efficiency import (
     LaneReport,
     LearnerFactory,
     describe_exception,
+    fmt_number,
     run_lane,
 )
 from seffi.report.run_folder import prepare_run_folder
 
 #: The reference learner used when ``--learner`` is not given.
 DEFAULT_LEARNER = "seffi.lanes.learners:VaultLearner"
+#: The recall control measured beside every learner: it repeats every correction it was taught.
+RECALL_CONTROL = "seffi.lanes.learners:RecallLearner"
 DEFAULT_OUT = "runs/lane-sample-efficiency"
 #: W&B key prefix of this lane (inside the project's ``seffi/*`` step-metric scheme).
 WANDB_PREFIX = "seffi/lane"
@@ -108,8 +112,7 @@ def load_factory(spec: str) -> LearnerFactory:
     return obj
 
 
-def _fmt(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3g}"
+_fmt = fmt_number
 
 
 def _print_concept(r: ConceptResult) -> None:
@@ -161,6 +164,12 @@ def _log_wandb(report: LaneReport, args: argparse.Namespace, files: list[Path], 
             value = getattr(c, key)
             if value is not None:
                 summary[f"{WANDB_PREFIX}/{c.id}/{key}"] = value
+    rc = report.recall_control
+    if rc is not None:
+        for key in ("mean_corrections_to_first_hit", "mean_corrections_to_saturation", "saturation_rate"):
+            value = getattr(rc.aggregate, key)
+            if value is not None:
+                summary[f"{WANDB_PREFIX}/recall_control/{key}"] = value
     run.update_summary(summary)
     run.log_artifact(f"lane-{report.pack.get('name', 'pack')}", "seffi-lane-report", files)
     hint = run.sync_hint
@@ -195,6 +204,8 @@ def run_sample_efficiency(args: argparse.Namespace) -> int:
         learner=args.learner,
         load_errors=load_errors,
         on_concept=_print_concept,
+        control=RecallLearner,
+        control_name=RECALL_CONTROL,
     )
     report_path = out / "report.json"
     report_path.write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
@@ -210,6 +221,14 @@ def run_sample_efficiency(args: argparse.Namespace) -> int:
         f"{_fmt(agg.mean_corrections_to_saturation)}, saturation rate {_fmt(agg.saturation_rate)}, replay "
         f"determinism {_fmt(agg.replay_determinism)} ({agg.n_identical_replays}/{agg.n_snapshots} snapshots)"
     )
+    rc = report.recall_control
+    if rc is not None:
+        ra = rc.aggregate
+        print(
+            f"recall control (repeats every correction): first hit {_fmt(ra.mean_corrections_to_first_hit)}, "
+            f"to saturation {_fmt(ra.mean_corrections_to_saturation)}, saturation rate "
+            f"{_fmt(ra.saturation_rate)} — what pure recall scores on this metric"
+        )
     print(f"wrote {report_path} and {png}" + (f"; W&B offline run: {hint}" if hint else ""))
     for error in report.errors:
         print(f"seffi lane: error: {error}", file=sys.stderr)

@@ -128,6 +128,33 @@ class VaultLearner:
         )
 
 
+class RecallLearner:
+    """The recall control: repeats every correction it was taught, verbatim, as its answer.
+
+    It understands nothing: its probe answer is every accepted correction joined (the question is
+    ignored). Under the lane's token-hit metric it still saturates every linted concept after its last
+    correction (each correction introduces one expected token), so its curve is what *pure recall*
+    scores; the lane report draws it beside the learner's curve. A learner at or below this curve has
+    shown nothing beyond recall.
+
+    Args:
+        review: the teaching review (default :func:`review_correction`); ``None`` accepts everything.
+    """
+
+    def __init__(self, review: Callable[[str], TeachOutcome] | None = review_correction) -> None:
+        self.review = review
+        self.taught: list[str] = []
+
+    def teach(self, correction: str) -> TeachOutcome:
+        outcome = self.review(correction) if self.review is not None else TeachOutcome(accepted=True)
+        if outcome.accepted:
+            self.taught.append(correction)
+        return outcome
+
+    def probe(self, question: str) -> ProbeResponse:
+        return ProbeResponse(surface=" ".join(self.taught), vault_hits=len(self.taught))
+
+
 #: Prompt used by :class:`TextGenerationLearner`; ``{facts}`` is one "- correction" line per
 #: accepted correction (or "(none)"), ``{question}`` the probe.
 DEFAULT_TEMPLATE = (

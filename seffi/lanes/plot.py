@@ -17,27 +17,35 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from seffi.lanes.sample_efficiency import LaneReport
+from seffi.lanes.sample_efficiency import LaneReport, fmt_number
 
 _NCOLS = 4
 #: Most concepts drawn as one panel each; more get the overview figure (same file name).
 MAX_PANELS = 24
 
 
-def _fmt(x: float | None) -> str:
-    return "—" if x is None else f"{x:.3g}"
+_fmt = fmt_number
 
 
 def _title(report: LaneReport) -> str:
     agg = report.aggregate
     # With no snapshot there was nothing to gate: "FAIL" would read as a determinism problem.
     verdict = "pass" if agg.gate_passed else "FAIL" if agg.n_snapshots else "nothing measured"
-    return (
+    title = (
         f"{report.pack.get('name', 'pack')} [{report.pack.get('split', '')}] on {report.learner}: "
         f"first hit {_fmt(agg.mean_corrections_to_first_hit)}, saturation "
         f"{_fmt(agg.mean_corrections_to_saturation)}, saturation rate {_fmt(agg.saturation_rate)}, "
         f"replay determinism {_fmt(agg.replay_determinism)} ({verdict})"
     )
+    rc = report.recall_control
+    if rc is not None:
+        ra = rc.aggregate
+        title += (
+            "\nrecall control (repeats every correction): first hit "
+            f"{_fmt(ra.mean_corrections_to_first_hit)}, saturation "
+            f"{_fmt(ra.mean_corrections_to_saturation)}, saturation rate {_fmt(ra.saturation_rate)}"
+        )
+    return title
 
 
 def _save(fig: Any, path: str | Path) -> Path:
@@ -84,6 +92,14 @@ def plot_curves(report: LaneReport, path: str | Path) -> Path:
         hits = [p.cumulative_token_hit_count for p in c.curve]
         ax.step(ks, hits, where="post", color="C0", lw=1.8, label="expected-token hits")
         ax.plot(ks, hits, "o", color="C0", ms=3)
+        control = report.recall_control.hits.get(c.id) if report.recall_control else None
+        if control:
+            # Over the learner's curve (dashed, so both show where they are equal): what repeating
+            # every taught correction scores on this metric.
+            ax.step(
+                range(len(control)), control, where="post", color="C1", lw=1.2, ls="--",
+                label="recall control (repeats every correction)", gid=f"recall-control:{c.id}", zorder=3,
+            )  # fmt: skip
         ax.plot(ks, [p.vault_hits for p in c.curve], ":", color="0.55", lw=1.2, label="vault hits")
         ax.axhline(c.n_expected_tokens, ls="--", color="0.4", lw=0.8, label="saturation target")
         if c.corrections_to_first_hit is not None:
@@ -184,6 +200,21 @@ def plot_overview(report: LaneReport, path: str | Path) -> Path:
     left.step(ks_mean, means, where="post", color="C3", lw=2.2, label="mean over concepts")
     left.plot(ks_mean, means, "o", color="C3", ms=4)
     left.plot([], [], color="C0", alpha=0.6, label=f"each concept ({len(ok)})")
+    rc = report.recall_control
+    if rc is not None and rc.hits:
+        target = {c.id: max(c.n_expected_tokens, 1) for c in ok}
+        rsum: dict[int, float] = defaultdict(float)
+        rcount: dict[int, int] = defaultdict(int)
+        for cid, hs in rc.hits.items():
+            for k, h in enumerate(hs):
+                if cid in target:
+                    rsum[k] += h / target[cid]
+                    rcount[k] += 1
+        rks = sorted(rsum)
+        left.step(
+            rks, [rsum[k] / rcount[k] for k in rks], where="post", color="C1", lw=1.6, ls="--",
+            label="recall control mean (repeats every correction)", gid="recall-control:mean",
+        )  # fmt: skip
     if bad_k:
         left.plot(bad_k, bad_y, "x", color="black", ms=7, mew=1.5, label="replay diverged")
     left.axhline(1.0, ls="--", color="0.4", lw=0.8, label="saturation")

@@ -120,6 +120,19 @@ class Aggregate(BaseModel):
     first_divergence: Divergence | None = None
 
 
+class RecallControl(BaseModel):
+    """The recall control's curves: what a learner that repeats every correction scores.
+
+    ``hits`` maps each concept id to the control's cumulative token-hit count after k = 0..n
+    corrections (the same probe and metric as the learner's curve); ``aggregate`` holds its pack-level
+    numbers (first hit, saturation, saturation rate) for a side-by-side reading.
+    """
+
+    learner: str
+    hits: dict[str, list[int]]
+    aggregate: Aggregate
+
+
 class LaneReport(BaseModel):
     """The full lane report (what ``report.json`` holds)."""
 
@@ -129,6 +142,8 @@ class LaneReport(BaseModel):
     concepts: list[ConceptResult]
     aggregate: Aggregate
     errors: list[str]
+    #: The recall control (:class:`seffi.lanes.learners.RecallLearner`) on the same concepts.
+    recall_control: RecallControl | None = None
 
 
 class LearnerFailure(Exception):
@@ -302,6 +317,20 @@ def run_concept(concept: Concept, factory: LearnerFactory) -> ConceptResult:
     return result
 
 
+def fmt_number(x: float | None) -> str:
+    """The one rounding of lane numbers in the console, the figure and the README: 3 decimals at most.
+
+    ``None`` is "-", an int is itself, a float is rounded to 3 decimals with trailing zeros dropped
+    (1.125 -> "1.125", 1.1875 -> "1.188", 1.0 -> "1.0"); report.json keeps the exact value.
+    """
+    if x is None:
+        return "-"
+    if isinstance(x, int):
+        return str(x)
+    text = f"{x:.3f}".rstrip("0")
+    return text + "0" if text.endswith(".") else text
+
+
 def _mean(values: list[int]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -356,6 +385,8 @@ def run_lane(
     learner: str = "",
     load_errors: Sequence[ConceptError] = (),
     on_concept: Callable[[ConceptResult], None] | None = None,
+    control: LearnerFactory | None = None,
+    control_name: str = "seffi.lanes.learners:RecallLearner",
 ) -> LaneReport:
     """Run every concept and assemble the report.
 
@@ -366,13 +397,17 @@ def run_lane(
         learner: how the learner was specified, copied into the report.
         load_errors: concept errors found while loading the pack; reported alongside learner errors.
         on_concept: called after each concept (progress display).
+        control: factory of the recall control (e.g. :class:`seffi.lanes.learners.RecallLearner`),
+            measured on the same concepts into ``recall_control``; None leaves it out.
+        control_name: how the control is named in the report.
 
     Returns:
         The report; ``errors`` lists every concept error and, when no concept produced a curve, one
         last line saying so.
     """
     results: list[ConceptResult] = []
-    for concept in concepts:
+    concepts_run = list(concepts)
+    for concept in concepts_run:
         result = run_concept(concept, factory)
         results.append(result)
         if on_concept is not None:
@@ -387,10 +422,19 @@ def run_lane(
             if agg.n_concepts == 0
             else f"no concept produced a complete curve ({agg.n_errors} of {agg.n_concepts} failed)"
         )
+    recall = None
+    if control is not None:
+        controls = [run_concept(c, control) for c in concepts_run]
+        recall = RecallControl(
+            learner=control_name,
+            hits={r.id: [p.cumulative_token_hit_count for p in r.curve] for r in controls if r.curve},
+            aggregate=aggregate(controls),
+        )
     return LaneReport(
         pack=dict(pack or {}),
         learner=learner,
         concepts=results,
         aggregate=agg,
         errors=errors,
+        recall_control=recall,
     )
