@@ -13,7 +13,8 @@ Modules (flat):
 - :mod:`seffi.lanes.hashing` — chained sha256 over canonical JSON (DESIGN.md "Trace hash recipe").
 - :mod:`seffi.lanes.packs` — concept-pack model, tolerant loader, the shipped standard pack.
 - :mod:`seffi.lanes.lint` — the anti-overfitting linter.
-- :mod:`seffi.lanes.learners` — :class:`VaultLearner` (reference), :class:`TextGenerationLearner`.
+- :mod:`seffi.lanes.learners` — :class:`VaultLearner` (reference), :class:`TextGenerationLearner`,
+  :class:`RecallLearner` (the recall control: repeats every correction it was taught).
 - :mod:`seffi.lanes.plot` — the small-multiples curve plot; :mod:`seffi.lanes.cli` — ``seffi lane``.
 
 Usage::
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 from seffi.lanes.learners import (
     IDENTITY_OVERRIDE_PATTERNS,
+    RecallLearner,
     TextGenerationLearner,
     VaultLearner,
     review_correction,
@@ -50,6 +52,7 @@ from seffi.lanes.sample_efficiency import (
     Learner,
     LearnerFactory,
     ProbeResponse,
+    RecallControl,
     TeachOutcome,
     aggregate,
     curve_metrics,
@@ -72,6 +75,8 @@ __all__ = [
     "LearnerFactory",
     "LintProblem",
     "ProbeResponse",
+    "RecallControl",
+    "RecallLearner",
     "TeachOutcome",
     "TextGenerationLearner",
     "VaultLearner",
