@@ -527,7 +527,7 @@ def _law_curves(part: _Law, K: int, rng: np.random.Generator, mc_runs: int, n_bi
             1.0, 1.0 - full, mean=None if not math.isfinite(mean_t) else mean_t
         )
     else:
-        full = 1.0 - ttc[tau_key(1.0)].survival
+        full = 1.0 - np.asarray(ttc[tau_key(1.0)].survival)
         notes.append("iid full coverage is Monte Carlo (set-valued law with more than 20 strategies)")
     c = Curves(
         kind="iid",

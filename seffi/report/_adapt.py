@@ -1,6 +1,7 @@
-"""Map a coverage-engine ``Curves.to_dict()`` onto :class:`seffi.report.schema.CurveSet` fields.
+"""Read a coverage ``Curves`` (or its ``to_dict()``) into the fields of a report curve set.
 
-Kept in one place so a renamed field in the coverage engine is a one-line change here.
+Driven by the column table (:mod:`seffi.coverage.columns`): each column names its ``Curves``
+attribute and its report.json field, so there is no second list of names here.
 """
 
 from __future__ import annotations
@@ -10,36 +11,8 @@ from typing import Any
 
 import numpy as np
 
-# CurveSet field -> accepted source names (first present wins).
-_ALIASES: dict[str, tuple[str, ...]] = {
-    "k": ("k", "ks"),
-    "coverage": ("coverage", "mean_coverage"),
-    "coverage_lo": ("coverage_lo",),
-    "coverage_hi": ("coverage_hi",),
-    "novelty": ("novelty",),
-    "expected_new": ("expected_new", "expected_new_count", "new_count"),
-    "full_coverage": ("full_coverage",),
-    "valid_coverage": ("valid_coverage",),
-    "valid_coverage_lo": ("valid_coverage_lo",),
-    "valid_coverage_hi": ("valid_coverage_hi",),
-    "auc": ("auc",),
-    "auc_lo": ("auc_lo",),
-    "auc_hi": ("auc_hi",),
-    "valid_auc": ("valid_auc",),
-    "valid_auc_lo": ("valid_auc_lo",),
-    "valid_auc_hi": ("valid_auc_hi",),
-    "valid_at_k": ("valid_at_k",),
-    "coverage_by_rarity": ("coverage_by_rarity",),
-    "rarity_bins": ("rarity_bins",),
-    "extrapolated": ("extrapolated",),
-    "notes": ("notes",),
-    "valid_rate": ("valid_rate",),
-    "n_samples": ("n_samples", "episodes", "samples"),
-    "n_inputs": ("n_inputs", "inputs"),
-    "n_runs": ("n_runs", "runs"),
-    "method": ("method",),
-}
-
+from seffi.coverage.columns import COLUMNS
+from seffi.coverage.summaries import TimeToCoverage
 
 # seffi.coverage.Curves.kind -> (CurveSet.role, default method)
 _ROLE_OF_KIND: dict[str, tuple[str, str | None]] = {
@@ -63,49 +36,58 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _ttc(data: Mapping[str, Any]) -> list[dict[str, Any]]:
-    raw = data.get("time_to_coverage")
-    if not raw:
-        return []
-    items: list[tuple[Any, Any]]
-    if isinstance(raw, Mapping):
-        items = list(raw.items())
-    else:
-        items = [(None, s) for s in raw]
+def _ttc(raw: Any) -> list[TimeToCoverage]:
+    """Point summaries (no intervals: report.json keeps its v1 keys) sorted by tau.
+
+    Args:
+        raw: ``{tau key: TimeToCoverage or its dict}`` as ``Curves`` holds it, or a list of them.
+    """
+    items = list(raw.items()) if isinstance(raw, Mapping) else [(None, t) for t in raw or []]
     out = []
-    for tau, s in items:
-        s = dict(s)
-        tau = s.pop("tau", tau)
-        entry = {"tau": float(tau)}
-        if "censored" in s and "fraction_censored" not in s:  # seffi.coverage's name
-            s["fraction_censored"] = s.pop("censored")
-        for name in ("median", "restricted_mean", "fraction_censored", "survival", "values"):
-            if name in s:
-                entry[name] = _plain(s[name])
-        out.append(entry)
-    return sorted(out, key=lambda e: e["tau"])
+    for key, t in items:
+        if not isinstance(t, TimeToCoverage):
+            data = dict(t)
+            data.setdefault("tau", None if key is None else float(key))
+            t = TimeToCoverage.from_dict(data)
+        out.append(t.point())
+    return sorted(out, key=lambda t: t.tau)
 
 
-def curveset_fields(data: Mapping[str, Any]) -> dict[str, Any]:
-    """CurveSet keyword arguments from a curves dict (unknown keys are ignored)."""
+def curveset_fields(curves: Any) -> dict[str, Any]:
+    """``CurveSet`` keyword arguments from a ``Curves`` or its dict (missing metrics are left out)."""
+    if not isinstance(curves, Mapping) and not hasattr(curves, "coverage") and hasattr(curves, "to_dict"):
+        curves = curves.to_dict()  # another result object in the Curves.to_dict form
+    if isinstance(curves, Mapping):
+        get = curves.get
+    else:
+
+        def get(name: str) -> Any:
+            return getattr(curves, name, None)
+
     fields: dict[str, Any] = {}
-    for name, sources in _ALIASES.items():
-        for src in sources:
-            if src in data and data[src] is not None:
-                fields[name] = _plain(data[src])
-                break
-    if "k" not in fields and "coverage" in fields:
-        # seffi.coverage.Curves stores K and positions 0..K-1 for k = 1..K.
-        fields["k"] = list(range(1, len(fields["coverage"]) + 1))
-    kind = data.get("kind")
+    for c in COLUMNS:
+        if not c.curves_name:  # not held by Curves (the gain, the caller's valid rate)
+            continue
+        sources = [c.curves_name] + ([f"{c.curves_name}_lo", f"{c.curves_name}_hi"] if c.report_ci else [])
+        targets = [c.name] + ([f"{c.name}_lo", f"{c.name}_hi"] if c.report_ci else [])
+        for src, dst in zip(sources, targets, strict=True):
+            value = get(src)
+            if value is None:
+                continue
+            if c.shape == "tau":
+                fields[dst] = _ttc(value)
+            elif c.dtype == "int":
+                fields[dst] = int(value)
+            else:
+                fields[dst] = _plain(value)
+    # Curves holds k = 1..K in positions 0..K-1.
+    fields["k"] = list(range(1, len(fields.get("coverage") or []) + 1))
+    for name in ("rarity_bins", "notes", "method"):
+        if get(name) is not None:
+            fields[name] = _plain(get(name))
+    kind = get("kind")
     if kind in _ROLE_OF_KIND:
         fields["role"], method = _ROLE_OF_KIND[kind]
         if method and "method" not in fields:
             fields["method"] = method
-    if "k" in fields:
-        fields["k"] = [int(k) for k in fields["k"]]
-    for name in ("n_samples", "n_inputs", "n_runs"):
-        if name in fields:
-            fields[name] = int(fields[name])
-    fields["time_to_coverage"] = _ttc(data)
     return fields

@@ -26,41 +26,38 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, create_model, field_validator, model_validator
+
+from seffi.coverage.columns import COLUMNS, Column
+from seffi.coverage.summaries import MAX_BUDGET, FloatList, Gain, TimeToCoverage, check_unit
+from seffi.report._adapt import curveset_fields
+
+__all__ = [
+    "MAX_BUDGET",
+    "MAX_INPUTS",
+    "SCHEMA_VERSION",
+    "Barcode",
+    "Comparison",
+    "CurveSet",
+    "Gain",
+    "LatentCurve",
+    "PolicyResult",
+    "Report",
+    "TimeToCoverage",
+]
 
 SCHEMA_VERSION = 1
+#: Largest input pool a report may name.
+MAX_INPUTS = 1_000_000_000
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
 
-# Per-k values; null marks a value that is undefined at that k (e.g. no run reached k samples).
-FloatList = list[float | None]
-
-
 def _check_len(name: str, values: Sequence[Any] | None, n: int) -> None:
     if values is not None and len(values) != n:
         raise ValueError(f"{name} has length {len(values)}, expected {n} (one value per k)")
-
-
-#: Largest budget K a report may hold: far above any real run, far below what would exhaust memory
-#: when a plot or a table allocates per k.
-MAX_BUDGET = 10_000_000
-#: Largest input pool a report may name.
-MAX_INPUTS = 1_000_000_000
-#: Rounding slack for values that are probabilities (means of fractions may land a few ulps past 1).
-_EPS = 1e-9
-
-
-def _check_unit(name: str, values: Sequence[Any] | float | None) -> None:
-    """Every value (None skipped) is a probability in [0, 1]."""
-    if values is None:
-        return
-    items = values if isinstance(values, Sequence) else [values]
-    for v in items:
-        if v is not None and not -_EPS <= v <= 1.0 + _EPS:
-            raise ValueError(f"{name} must lie in [0, 1], got {v}")
 
 
 def _check_band(name: str, lo: Sequence[float | None] | None, hi: Sequence[float | None] | None) -> None:
@@ -71,158 +68,65 @@ def _check_band(name: str, lo: Sequence[float | None] | None, hi: Sequence[float
         raise ValueError(f"{name}_lo exceeds {name}_hi somewhere")
 
 
-class TimeToCoverage(_Model):
-    """Summary of T(tau) = min{k : |S_k|/M >= tau}, censored at the budget K.
-
-    Attributes:
-        tau: coverage threshold in (0, 1].
-        median: median of T (None when more than half the runs are censored).
-        restricted_mean: E[min(T, K)].
-        fraction_censored: share of runs that never reached tau within K.
-        survival: Pr[T > k] for each k of the curve set, shape (K,).
-        values: per run T, None where censored; feeds the box/violin panel.
-    """
-
-    tau: float
-    median: float | None = None
-    restricted_mean: float | None = None
-    fraction_censored: float | None = None
-    survival: FloatList | None = None
-    values: list[int | None] | None = None
-
-    @field_validator("tau")
-    @classmethod
-    def _tau_range(cls, v: float) -> float:
-        if not 0.0 < v <= 1.0:
-            raise ValueError(f"tau must be in (0, 1], got {v}")
-        return v
-
-    @model_validator(mode="after")
-    def _ranges(self) -> TimeToCoverage:
-        _check_unit(f"time_to_coverage(tau={self.tau}): fraction_censored", self.fraction_censored)
-        _check_unit(f"time_to_coverage(tau={self.tau}): survival", self.survival)
-        for name in ("median", "restricted_mean"):
-            v = getattr(self, name)
-            if v is not None and not 0.0 <= v <= MAX_BUDGET:
-                raise ValueError(f"time_to_coverage(tau={self.tau}): {name} must lie in [0, {MAX_BUDGET}]")
-        if any(v is not None and not 1 <= v <= MAX_BUDGET for v in self.values or []):
-            raise ValueError(f"time_to_coverage(tau={self.tau}): values must lie in [1, {MAX_BUDGET}]")
-        return self
+def _check_range(name: str, values: Sequence[Any] | float | None, *, unit: bool) -> None:
+    """Probabilities lie in [0, 1]; other metrics (counts of new strategies) are >= 0."""
+    if unit:
+        check_unit(name, values)
+    elif any(v is not None and v < 0 for v in (values if isinstance(values, Sequence) else [values])):
+        raise ValueError(f"{name} must be >= 0")
 
 
-class CurveSet(_Model):
-    """One sampler's curves over budgets k (policy, iid baseline or oracle).
+#: The metric columns a curve set holds (the gain belongs to a policy result, not to a curve set).
+_SET_COLUMNS: tuple[Column, ...] = tuple(c for c in COLUMNS if c.shape != "gain")
 
-    Attributes:
-        label: legend name, e.g. "learned", "iid", "oracle".
-        role: "policy", "iid" or "oracle".
-        method: how the numbers were obtained, e.g. "exact", "empirical", "rarefaction",
-            "extrapolated", "monte_carlo" (shown in report.md so estimates are labelled as such).
-        k: budgets, int list, shape (K,), increasing, >= 1.
-        coverage: C(k), shape (K,); coverage_lo / coverage_hi: CI band, shape (K,).
-        novelty: N(i) = Pr[sample i reveals a new strategy], shape (K,).
-        expected_new: expected number of new strategies at sample i, shape (K,).
-        full_coverage: F(k) = Pr[|S_k| = M], shape (K,).
-        valid_coverage: coverage counting only valid samples, shape (K,) (+ optional band).
-        valid_at_k: best-of-k correctness Pr[some sample <= k is valid], shape (K,).
-        coverage_by_rarity: coverage contributed by strategies per base-probability bin, shape
-            (n_bins, K), row 0 = most common; ``rarity_bins`` names the rows. Shows whether gains come
-            from avoiding repeats of common strategies or from finding rare ones.
-        extrapolated: bool per k, True where the value is a model-based extrapolation.
-        auc, auc_lo, auc_hi: AUC(K) = mean_k C(k) with CI; valid_auc*: the same for valid coverage.
-        time_to_coverage: one summary per tau.
-        valid_rate: share of samples that were valid solutions.
-        n_samples, n_inputs, n_runs: how much data stands behind the curves.
-    """
+
+def _names(c: Column) -> list[str]:
+    """The report.json fields of a column: its values, then its interval bounds when it has them."""
+    return [c.name] + ([f"{c.name}_lo", f"{c.name}_hi"] if c.report_ci else [])
+
+
+class _CurveSetBase(_Model):
+    """The fixed fields of :class:`CurveSet`; the metric fields come from the column table."""
 
     label: str
     role: Literal["policy", "iid", "oracle"] = "policy"
     method: str | None = None
     k: list[int]
-    coverage: FloatList
-    coverage_lo: FloatList | None = None
-    coverage_hi: FloatList | None = None
-    novelty: FloatList | None = None
-    expected_new: FloatList | None = None
-    full_coverage: FloatList | None = None
-    valid_coverage: FloatList | None = None
-    valid_coverage_lo: FloatList | None = None
-    valid_coverage_hi: FloatList | None = None
-    valid_at_k: FloatList | None = None
-    coverage_by_rarity: list[FloatList] | None = None
     rarity_bins: list[str] | None = None
-    extrapolated: list[bool] | None = None
-    auc: float | None = None
-    auc_lo: float | None = None
-    auc_hi: float | None = None
-    valid_auc: float | None = None
-    valid_auc_lo: float | None = None
-    valid_auc_hi: float | None = None
-    time_to_coverage: list[TimeToCoverage] = []
-    valid_rate: float | None = None
-    n_samples: int | None = None
-    n_inputs: int | None = None
-    n_runs: int | None = None
     notes: list[str] = []
 
     @model_validator(mode="after")
-    def _shapes(self) -> CurveSet:
+    def _shapes(self) -> _CurveSetBase:
+        where = f"curve set {self.label!r}"
         if not self.k:
-            raise ValueError(f"curve set {self.label!r}: k is empty")
+            raise ValueError(f"{where}: k is empty")
         if self.k[0] < 1 or any(b <= a for a, b in zip(self.k, self.k[1:], strict=False)):
-            raise ValueError(f"curve set {self.label!r}: k must be increasing and >= 1")
+            raise ValueError(f"{where}: k must be increasing and >= 1")
         if self.k[-1] > MAX_BUDGET:
-            raise ValueError(f"curve set {self.label!r}: k must not exceed {MAX_BUDGET:,}")
+            raise ValueError(f"{where}: k must not exceed {MAX_BUDGET:,}")
         n = len(self.k)
-        for name in (
-            "coverage",
-            "coverage_lo",
-            "coverage_hi",
-            "novelty",
-            "expected_new",
-            "full_coverage",
-            "valid_coverage",
-            "valid_coverage_lo",
-            "valid_coverage_hi",
-            "valid_at_k",
-            "extrapolated",
-        ):
-            _check_len(f"curve set {self.label!r}: {name}", getattr(self, name), n)
-        for row in self.coverage_by_rarity or []:
-            _check_len(f"curve set {self.label!r}: coverage_by_rarity row", row, n)
-        if self.coverage_by_rarity is not None and self.rarity_bins is not None:
-            if len(self.rarity_bins) != len(self.coverage_by_rarity):
-                raise ValueError(f"curve set {self.label!r}: rarity_bins and coverage_by_rarity rows differ")
-        for t in self.time_to_coverage:
-            _check_len(f"curve set {self.label!r}: survival(tau={t.tau})", t.survival, n)
-        _check_band("coverage", self.coverage_lo, self.coverage_hi)
-        _check_band("valid_coverage", self.valid_coverage_lo, self.valid_coverage_hi)
-        for name in (
-            "coverage",
-            "coverage_lo",
-            "coverage_hi",
-            "novelty",
-            "full_coverage",
-            "valid_coverage",
-            "valid_coverage_lo",
-            "valid_coverage_hi",
-            "valid_at_k",
-            "auc",
-            "auc_lo",
-            "auc_hi",
-            "valid_auc",
-            "valid_auc_lo",
-            "valid_auc_hi",
-            "valid_rate",
-        ):
-            _check_unit(f"curve set {self.label!r}: {name}", getattr(self, name))
-        for row in self.coverage_by_rarity or []:
-            _check_unit(f"curve set {self.label!r}: coverage_by_rarity", row)
-        if any(v is not None and v < 0 for v in self.expected_new or []):
-            raise ValueError(f"curve set {self.label!r}: expected_new must be >= 0")
-        for name in ("n_samples", "n_inputs", "n_runs"):
-            if (getattr(self, name) or 0) < 0:
-                raise ValueError(f"curve set {self.label!r}: {name} must be >= 0")
+        for c in _SET_COLUMNS:
+            values = {name: getattr(self, name) for name in _names(c)}
+            if c.shape == "k":
+                for name, v in values.items():
+                    _check_len(f"{where}: {name}", v, n)
+                if c.report_ci:
+                    _check_band(c.name, values[f"{c.name}_lo"], values[f"{c.name}_hi"])
+            elif c.shape == "bins_k":
+                for row in values[c.name] or []:
+                    _check_len(f"{where}: {c.name} row", row, n)
+            elif c.shape == "tau":
+                for t in values[c.name]:
+                    _check_len(f"{where}: survival(tau={t.tau})", t.survival, n)
+            elif c.shape == "count" and (values[c.name] or 0) < 0:
+                raise ValueError(f"{where}: {c.name} must be >= 0")
+            if c.dtype == "float" and c.shape != "tau":
+                for name, v in values.items():
+                    for row in (v or []) if c.shape == "bins_k" else [v]:
+                        _check_range(f"{where}: {name}", row, unit=c.unit)
+        bins, rows = self.rarity_bins, getattr(self, "coverage_by_rarity", None)
+        if rows is not None and bins is not None and len(bins) != len(rows):
+            raise ValueError(f"{where}: rarity_bins and coverage_by_rarity rows differ")
         return self
 
     @property
@@ -232,7 +136,7 @@ class CurveSet(_Model):
 
     def ttc(self, tau: float) -> TimeToCoverage | None:
         """The time-to-coverage summary for ``tau`` (None if not reported)."""
-        for t in self.time_to_coverage:
+        for t in getattr(self, "time_to_coverage", []):
             if math.isclose(t.tau, tau):
                 return t
         return None
@@ -242,35 +146,60 @@ class CurveSet(_Model):
         """Adapt a :class:`seffi.coverage.Curves` (or its ``to_dict()``) into a curve set.
 
         Args:
-            curves: an object with ``to_dict()``, or the dict itself.
+            curves: a ``Curves``, or the dict of its ``to_dict()``.
             label: legend name.
             role: "policy", "iid" or "oracle"; None derives it from the curves' ``kind``
                 ("iid_estimated" -> "iid" with method "estimated").
             **extra: fields to set or override (e.g. ``method="exact"``).
         """
-        from seffi.report._adapt import curveset_fields
-
-        data = curves.to_dict() if hasattr(curves, "to_dict") else dict(curves)
-        fields = curveset_fields(data)
+        fields = curveset_fields(curves)
         if role is not None:
             fields["role"] = role
         fields.update(extra)
         return cls(label=label, **fields)
 
 
-class Gain(_Model):
-    """Gain vs iid: (AUC - AUC_iid) / (AUC_oracle - AUC_iid), with a CI; ``reason`` when undefined."""
+def _field(c: Column, bound: bool) -> tuple[Any, Any]:
+    """(type, default) of one metric field of :class:`CurveSet`."""
+    if c.shape == "tau":
+        return list[TimeToCoverage], []
+    kind: Any = {
+        "k": list[bool] | None if c.dtype == "bool" else FloatList | None,
+        "bins_k": list[FloatList] | None,
+        "scalar": float | None,
+        "count": int | None,
+    }[c.shape]
+    if c.required and not bound:
+        return kind.__args__[0], ...
+    return kind, None
 
-    value: float | None = None
-    lo: float | None = None
-    hi: float | None = None
-    reason: str | None = None
 
-    @model_validator(mode="after")
-    def _reason_when_missing(self) -> Gain:
-        if self.value is None and not self.reason:
-            raise ValueError("a gain without a value must carry a reason")
-        return self
+CurveSet = create_model(
+    "CurveSet",
+    __base__=_CurveSetBase,
+    __module__=__name__,
+    __doc__="""One sampler's curves over budgets k (policy, iid baseline or oracle).
+
+    Attributes:
+        label: legend name, e.g. "learned", "iid", "oracle".
+        role: "policy", "iid" or "oracle".
+        method: how the numbers were obtained, e.g. "exact", "empirical", "estimated",
+            "extrapolated", "monte_carlo" (shown in report.md so estimates are labelled as such).
+        k: budgets, int list, shape (K,), increasing, >= 1.
+        rarity_bins: names of the rows of ``coverage_by_rarity`` (row 0 = most common).
+        notes: caveats.
+
+    The metric fields (``coverage`` with ``coverage_lo``/``coverage_hi``, ``novelty``, ``full_coverage``,
+    ``time_to_coverage``, ``auc``, ``valid_rate``, ``n_samples``, ...) are declared by
+    :data:`seffi.coverage.columns.COLUMNS`: per-k lists have the length of ``k`` (null where undefined),
+    probabilities lie in [0, 1], and a band's ``_lo`` never exceeds its ``_hi``.
+    """,
+    **{
+        name: _field(c, name != c.name)
+        for c in _SET_COLUMNS
+        for name in _names(c)
+    },
+)
 
 
 class Barcode(_Model):
@@ -340,7 +269,7 @@ class LatentCurve(_Model):
             _check_len(f"latent curve {self.label!r}: {name}", getattr(self, name), len(self.k))
         _check_band("coverage", self.coverage_lo, self.coverage_hi)
         for name in ("coverage", "coverage_lo", "coverage_hi"):
-            _check_unit(f"latent curve {self.label!r}: {name}", getattr(self, name))
+            check_unit(f"latent curve {self.label!r}: {name}", getattr(self, name))
         return self
 
 
@@ -442,7 +371,7 @@ class Comparison(_Model):
             gain = None
             if hasattr(curves, "gain") and hasattr(iid, "to_dict") and hasattr(oracle, "to_dict"):
                 g = curves.gain(iid, oracle)
-                gain = Gain(**(g.to_dict() if hasattr(g, "to_dict") else dict(g)))
+                gain = g if isinstance(g, Gain) else Gain.model_validate(dict(g))
             raw_bar = (barcodes or {}).get(label)
             if raw_bar is None:
                 raw_bar = getattr(curves, "barcode", None)

@@ -30,7 +30,7 @@ def test_hand_computed_curves() -> None:
     np.testing.assert_allclose(c.valid_at_k, [0, 1, 1])
     ttc = c.time_to_coverage
     np.testing.assert_allclose(ttc["0.5"].survival, [1, 1, 0.5])  # x reaches 2/3 at k = 3
-    assert ttc["0.5"].median == 3 and ttc["1.0"].censored == 0.5
+    assert ttc["0.5"].median == 3 and ttc["1.0"].fraction_censored == 0.5
     assert ttc["1.0"].restricted_mean == pytest.approx(1 + 1 + 1)
     assert c.auc == pytest.approx(c.coverage.mean())
 

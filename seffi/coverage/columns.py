@@ -1,0 +1,225 @@
+"""The metric column table: every quantity the curves report, declared once.
+
+Each :class:`Column` says where the quantity lives in :class:`~seffi.coverage.curves.Curves`, in
+report.json (``seffi.report.schema.CurveSet``), under which W&B key and in which report.md column,
+whether it carries an interval and what the estimator needs to compute it. The report schema, the
+W&B keys and the markdown table are built from :data:`COLUMNS`; adding a metric is one row here
+plus its estimator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "BY_NAME",
+    "COLUMNS",
+    "MARKDOWN_TAU",
+    "PER_K",
+    "Column",
+    "column",
+    "curves_arrays",
+]
+
+#: How a column is indexed: per budget k (K values), per rarity bin and k, per threshold tau (a
+#: time-to-coverage summary each), one number, a count of data, or a comparison against baselines.
+Shape = Literal["k", "bins_k", "tau", "scalar", "count", "gain"]
+#: Which budgets a per-k column is logged to W&B at: log-spaced k, or only at K.
+WandbAt = Literal["log_k", "budget"]
+#: What the estimator needs beyond each run's first-hit indices: the correctness of each sample,
+#: the base law (rarity bins), a model-based extrapolation, or the caller (not estimated).
+Needs = Literal["valid", "base_law", "extrapolation", "caller"]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One reported quantity and everything that shows it.
+
+    Attributes:
+        name: field of report.json's curve set (``CurveSet``); for shape "gain", of the policy result.
+        shape: how it is indexed (:data:`Shape`).
+        curves: attribute of ``Curves`` ("" when ``Curves`` does not hold it); default ``name``.
+        dtype: "float", "bool" or "int" values.
+        ci: ``Curves`` holds ``<curves>_lo`` / ``<curves>_hi`` (a bootstrap interval).
+        report_ci: report.json holds ``<name>_lo`` / ``<name>_hi`` too.
+        unit: the values are probabilities in [0, 1] (checked by the schema); else they are >= 0.
+        required: report.json's curve set must have it.
+        wandb: W&B key stem under ``seffi/`` (``"coverage"`` -> ``seffi/coverage/k=<k>``); None: not
+            logged.
+        wandb_at: which budgets a per-k column is logged at.
+        wandb_index: the letter of the budget in the key (``novelty/i=<i>``).
+        header: report.md table header ("{K}" becomes the budget); None: not in the table.
+        needs: what the estimator needs beyond first hits; None: first hits alone.
+        doc: one line saying what it is.
+    """
+
+    name: str
+    shape: Shape
+    doc: str
+    curves: str | None = None
+    dtype: Literal["float", "bool", "int"] = "float"
+    ci: bool = False
+    report_ci: bool = False
+    unit: bool = False
+    required: bool = False
+    wandb: str | None = None
+    wandb_at: WandbAt | None = None
+    wandb_index: str = "k"
+    header: str | None = None
+    needs: Needs | None = None
+
+    @property
+    def curves_name(self) -> str:
+        """The attribute of ``Curves`` ("" when ``Curves`` does not hold it)."""
+        return self.name if self.curves is None else self.curves
+
+
+#: report.md shows time to coverage at this threshold.
+MARKDOWN_TAU = 0.8
+
+#: Every column; those with a header appear in report.md's table in this order.
+COLUMNS: tuple[Column, ...] = (
+    Column(
+        "coverage",
+        "k",
+        "C(k) = E[|S_k| / M]",
+        ci=True,
+        report_ci=True,
+        unit=True,
+        required=True,
+        wandb="coverage",
+        wandb_at="log_k",
+    ),
+    Column(
+        "novelty",
+        "k",
+        "N(i) = Pr[sample i adds a strategy not seen before]",
+        ci=True,
+        unit=True,
+        wandb="novelty",
+        wandb_at="log_k",
+        wandb_index="i",
+    ),
+    Column("expected_new", "k", "expected number of new strategies at sample i", ci=True),
+    Column(
+        "valid_coverage",
+        "k",
+        "coverage counting only the strategies of correct samples",
+        ci=True,
+        report_ci=True,
+        unit=True,
+        wandb="valid_coverage",
+        wandb_at="log_k",
+        needs="valid",
+    ),
+    Column(
+        "valid_at_k",
+        "k",
+        "best-of-k correctness, Pr[some sample <= k is correct]",
+        ci=True,
+        unit=True,
+        needs="valid",
+    ),
+    Column(
+        "coverage_by_rarity",
+        "bins_k",
+        "coverage contributed per base-probability bin (row 0 = most common)",
+        unit=True,
+        needs="base_law",
+    ),
+    Column(
+        "extrapolated",
+        "k",
+        "True where the value is a model-based extrapolation",
+        dtype="bool",
+        needs="extrapolation",
+    ),
+    Column(
+        "auc",
+        "scalar",
+        "AUC(K) = (1/K) sum_k C(k)",
+        ci=True,
+        report_ci=True,
+        unit=True,
+        wandb="auc",
+        header="AUC@{K} [95% CI]",
+    ),
+    Column(
+        "gain",
+        "gain",
+        "(AUC - AUC_iid) / (AUC_oracle - AUC_iid)",
+        curves="",
+        ci=True,
+        wandb="gain_vs_iid",
+        header="gain vs iid [95% CI]",
+    ),
+    Column(
+        "time_to_coverage",
+        "tau",
+        "T(tau) = min{k : |S_k|/M >= tau}: survival Pr[T > k], median, restricted mean, censored",
+        wandb="time_to_coverage",
+        header=f"T({MARKDOWN_TAU:g}) median",
+    ),
+    Column(
+        "full_coverage",
+        "k",
+        "F(k) = Pr[|S_k| = M]",
+        ci=True,
+        unit=True,
+        wandb="full_coverage",
+        wandb_at="budget",
+        header="full coverage at K={K}",
+    ),
+    Column(
+        "valid_auc",
+        "scalar",
+        "AUC of valid_coverage",
+        ci=True,
+        report_ci=True,
+        unit=True,
+        needs="valid",
+    ),
+    Column(
+        "valid_rate",
+        "scalar",
+        "share of samples that were correct",
+        curves="",
+        unit=True,
+        wandb="valid_rate",
+        header="valid rate",
+        needs="caller",
+    ),
+    Column("n_samples", "count", "samples behind the curves", curves="samples", dtype="int",
+           wandb="episodes"),
+    Column("n_inputs", "count", "inputs behind the curves", dtype="int", wandb="inputs"),
+    Column("n_runs", "count", "runs behind the curves", dtype="int"),
+)
+
+#: Column by name.
+BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
+
+#: The float per-k curves an estimator computes from runs (``Curves`` attribute names, in order).
+PER_K: tuple[str, ...] = tuple(
+    c.curves_name for c in COLUMNS if c.shape == "k" and c.dtype == "float" and c.needs != "caller"
+)
+
+
+def column(name: str) -> Column:
+    """The column called ``name`` (KeyError names the known ones)."""
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"no metric column {name!r}; known: {sorted(BY_NAME)}") from None
+
+
+def curves_arrays() -> tuple[str, ...]:
+    """``Curves`` attributes that hold arrays of a column: per-k values, their bounds, rarity rows."""
+    out: list[str] = []
+    for c in COLUMNS:
+        if c.shape not in ("k", "bins_k") or not c.curves_name:
+            continue
+        out.append(c.curves_name)
+        if c.ci:
+            out += [f"{c.curves_name}_lo", f"{c.curves_name}_hi"]
+    return tuple(out)

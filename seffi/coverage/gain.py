@@ -1,0 +1,278 @@
+"""The gain over iid: its formula (:func:`gain_value`, the only place it is written) and its interval.
+
+:func:`paired_gain` is ``Curves.gain``: the point value of three AUCs and a bootstrap interval that
+resamples inputs jointly for the policy, iid and the oracle (paired, stratified by task).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from seffi._seeding import SeedLike
+from seffi.coverage.resampling import bootstrap_counts
+from seffi.coverage.summaries import Gain, percentile
+
+if TYPE_CHECKING:  # annotations only: curves.py imports this module
+    from seffi.coverage.curves import Curves
+
+__all__ = ["Gain", "gain_value", "paired_gain"]
+
+
+def gain_value(auc_a: np.ndarray, auc_iid: np.ndarray, auc_oracle: np.ndarray) -> np.ndarray:
+    """Gain(K) = (AUC_A - AUC_iid) / (AUC_oracle - AUC_iid); NaN where the denominator is <= 0.
+
+    Args:
+        auc_a: float array, shape (...): the method's AUC.
+        auc_iid: float array, shape (...) (broadcastable): the iid AUC.
+        auc_oracle: float array, shape (...) (broadcastable): the oracle AUC.
+
+    Returns:
+        float array, the broadcast shape (...).
+    """
+    a, i, o = (np.asarray(v, dtype=np.float64) for v in (auc_a, auc_iid, auc_oracle))
+    den = o - i
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 1e-12, (a - i) / np.where(den > 1e-12, den, 1.0), np.nan)
+
+
+def _budget_reached(c: Curves) -> int:
+    """The largest k such that the curve is defined at every budget 1..k (policy: some run reaches k)."""
+    ok = np.isfinite(np.asarray(c.coverage, dtype=np.float64))
+    if c.runs_at_k is not None:
+        ok &= np.asarray(c.runs_at_k) > 0
+    return int(np.argmin(ok)) if not ok.all() else int(ok.size)
+
+
+def paired_gain(
+    policy: Curves,
+    iid: Curves,
+    oracle: Curves,
+    *,
+    valid: bool = False,
+    n_boot: int | None = None,
+    seed: SeedLike = None,
+) -> Gain:
+    """Gain(K) = (AUC - AUC_iid) / (AUC_oracle - AUC_iid), with a paired bootstrap interval.
+
+    All three AUCs are means over the same inputs, and an input that is easy for the policy is
+    usually easy for iid and the oracle too, so the interval resamples *inputs* jointly for
+    the three (paired), stratified by task: replicate b takes the same multiset of inputs for
+    every curve (``input_auc`` / ``input_valid_auc`` matched by ``input_keys``) and the gain
+    of those means. With the policy's own ``seed`` and ``n_boot`` (the defaults) the input
+    draws are exactly those of the policy's own AUC interval.
+
+    How each curve enters a replicate:
+
+    - per-input curves (``input_keys`` and the per-input AUCs present): resampled with the
+      inputs. Inputs are matched by (task, input_id), or by input_id when the baseline has no
+      task. The policy's inputs must all be in the baseline, else ValueError; a baseline with
+      more inputs than the policy is restricted to the policy's inputs (point value included:
+      the baselines are then the means over the inputs the policy saw). An exact baseline has no
+      within-input noise; an estimated one (``IidBaseline.from_samples``) carries its
+      per-input estimation noise in its per-input values, and resampling inputs already
+      accounts for it (two-stage sampling: the spread of estimated per-input values across
+      inputs is between-input plus within-input variance), so its own iNEXT replicates are
+      not added, which would count that noise twice.
+    - a single-law baseline (one law for every input, ``input_keys`` None, ``n_inputs`` 1):
+      the same value for every input, so it is held fixed (exact) or contributes its own
+      independent replicates ``auc_reps`` (estimated), paired by index.
+    - curves without per-input AUCs but several inputs (dicts written before the paired
+      bootstrap existed, curves built elsewhere): they cannot be paired; their independent
+      replicates ``auc_reps`` are combined by index as in earlier versions, which ignores the
+      correlation between inputs and widens the interval. ``reason`` then says so. When the
+      policy itself has no per-input AUCs, the whole interval is computed this way.
+
+    The point value is unchanged by all this: ``gain_value`` of the three AUCs (over the
+    policy's inputs). The gain may exceed 1 when traces match several strategies at once.
+
+    Args:
+        policy: the policy's curves.
+        iid: the iid baseline's curves (same K).
+        oracle: the oracle's curves (same K).
+        valid: compare the valid-only AUCs instead of the raw ones.
+        n_boot: bootstrap replicates; default the policy's ``n_boot`` (0: no interval unless a
+            baseline brings replicates).
+        seed: bootstrap seed; default the policy's ``seed`` (0 when it has none).
+
+    Returns:
+        A :class:`Gain`; value/lo/hi are None with ``reason`` set when the gain is undefined;
+        ``reason`` also carries a caveat when the interval could not be (fully) paired.
+
+    Raises:
+        ValueError: the curves have different K, or the policy saw inputs a baseline lacks.
+    """
+    for name, other in (("iid", iid), ("oracle", oracle)):
+        if not isinstance(other, type(policy)):
+            raise ValueError(f"gain: {name} must be Curves, got {type(other).__name__}")
+        if other.K != policy.K:
+            raise ValueError(f"gain: {name} curves have K={other.K}, these have K={policy.K}")
+    attr, reps_attr, vec_attr = (
+        ("valid_auc", "valid_auc_reps", "input_valid_auc") if valid else ("auc", "auc_reps", "input_auc")
+    )
+    curves = (policy, iid, oracle)
+    reached = [_budget_reached(c) for c in curves]
+    if min(reached) < policy.K:
+        # An AUC over fewer than K budgets (nanmean over the defined k) is an AUC at a smaller
+        # budget: comparing it with an AUC@K of another curve is no gain at all.
+        sides = ", ".join(f"{n} reaches k={r}" for n, r in zip(_ROLES, reached, strict=True))
+        return Gain(
+            reason=f"not every curve reaches K={policy.K} ({sides}): the AUCs would compare different "
+            "budgets, the gain is undefined",
+        )
+    vals = [getattr(c, attr) for c in curves]
+    if any(v is None for v in vals):
+        missing = [n for n, v in zip(_ROLES, vals, strict=True) if v is None]
+        return Gain(reason=f"{attr} not available for: {', '.join(missing)}")
+    design = _paired_design(policy, (iid, oracle), vec_attr)
+    if design is not None:
+        for i, vec in enumerate(design.vectors):
+            if design.restricted[i]:  # compared over the policy's inputs only
+                vals[i + 1] = float(vec.mean())
+    den = vals[2] - vals[1]
+    if den <= 1e-12:
+        return Gain(
+            reason=f"oracle AUC ({vals[2]:.6g}) does not exceed iid AUC ({vals[1]:.6g}) at K={policy.K}: "
+            "there is no room for improvement, the gain is undefined",
+        )
+    value = float(gain_value(*vals))
+    B = policy.n_boot if n_boot is None else n_boot
+    if isinstance(B, bool) or not isinstance(B, int | np.integer) or B < 0:
+        raise ValueError(f"gain: n_boot must be a non-negative integer, got {n_boot!r}")
+    reps = [getattr(c, reps_attr) for c in curves]
+    if design is None or B == 0:
+        note = None if design is not None else _UNPAIRED_NOTE
+        return _unpaired_interval(value, vals, reps, policy.ci_level, note)
+    W = bootstrap_counts(design.strata, int(B), (policy.seed or 0) if seed is None else seed)
+    # Stratified counts keep every stratum's size, so each row of W sums to U: W @ a / U is
+    # the replicate mean over inputs.
+    cols = [W @ (getattr(policy, vec_attr) / W.shape[1])]
+    for vec, r, v in zip(design.vectors, reps[1:], vals[1:], strict=True):
+        if vec is not None:
+            cols.append(W @ (vec / W.shape[1]))
+        else:  # one value for every input: fixed, or its own independent replicates
+            cols.append(np.resize(r, int(B)) if r is not None else np.full(int(B), v))
+    return _interval(value, gain_value(*cols), policy.ci_level, design.note)
+
+# -- serialisation ---------------------------------------------------------------------------
+
+
+_ROLES = ("policy", "iid", "oracle")
+_UNPAIRED_NOTE = (
+    "interval not paired over inputs (the policy curves carry no per-input AUCs, e.g. an older dict): "
+    "independent bootstrap replicates combined by index, which overstates the width"
+)
+
+
+@dataclass
+class _Design:
+    """How a paired gain bootstrap resamples inputs.
+
+    Attributes:
+        strata: int array, shape (U,): task stratum of each of the policy's inputs.
+        vectors: per baseline (iid, oracle): its per-input AUCs in the policy's input order, float
+            array of shape (U,), or None when it enters as one value for every input.
+        restricted: per baseline: True when it covered more inputs than the policy.
+        note: caveat for ``Gain.reason`` (a baseline that could not be paired), or None.
+    """
+
+    strata: np.ndarray
+    vectors: list[np.ndarray | None]
+    restricted: list[bool]
+    note: str | None
+
+
+def _paired_design(policy: Curves, baselines: tuple[Curves, Curves], vec_attr: str) -> _Design | None:
+    """Match the baselines' per-input AUCs to the policy's inputs; None when the policy has none.
+
+    Raises:
+        ValueError: the policy saw inputs a baseline does not cover, or ids are ambiguous.
+    """
+    a = getattr(policy, vec_attr)
+    keys = policy.input_keys
+    if a is None or keys is None:
+        return None
+    keys = [(None if t is None else str(t), str(i)) for t, i in keys]
+    if len(keys) != len(a) or len(set(keys)) != len(keys):
+        raise ValueError(f"gain: policy input_keys ({len(keys)}) do not match {vec_attr} ({len(a)})")
+    tasks = sorted({str(t) for t, _ in keys})
+    strata = np.array([tasks.index(str(t)) for t, _ in keys], dtype=np.int64)
+    vectors: list[np.ndarray | None] = []
+    restricted: list[bool] = []
+    unpaired = []
+    for role, b in zip(_ROLES[1:], baselines, strict=True):
+        vec = getattr(b, vec_attr)
+        if vec is None or b.input_keys is None:
+            if b.n_inputs > 1:
+                unpaired.append(role)
+            vectors.append(None)
+            restricted.append(False)
+            continue
+        index = _match_inputs(keys, list(b.input_keys), role)
+        vectors.append(np.asarray(vec, dtype=np.float64)[index])
+        restricted.append(len(index) != len(b.input_keys))
+    note = None
+    if unpaired:
+        note = (
+            f"interval only partly paired: the {' and '.join(unpaired)} curves have several inputs but no "
+            "per-input AUCs (e.g. an older dict); their independent replicates are combined by index"
+        )
+    return _Design(strata, vectors, restricted, note)
+
+
+def _match_inputs(keys: list[tuple[str | None, str]], other: list[Any], role: str) -> np.ndarray:
+    """Positions in ``other`` (a baseline's input keys) of the policy's inputs ``keys``.
+
+    A baseline key with task None matches the policy's input of that id in any task (the id must
+    then be unique among the policy's inputs).
+    """
+    pos = dict(zip(map(tuple, other), range(len(other)), strict=True))
+    out, missing = [], []
+    by_id: dict[str, list[str | None]] = {}
+    for t, i in keys:
+        by_id.setdefault(i, []).append(t)
+    for t, i in keys:
+        j = pos.get((t, i))
+        if j is None:
+            j = pos.get((None, i))
+            if j is not None and len(by_id[i]) > 1:
+                raise ValueError(
+                    f"gain: input id {i!r} appears in tasks {sorted(map(str, by_id[i]))} of the policy "
+                    f"but the {role} baseline keys it by id only: give each task its own baseline"
+                )
+        if j is None:
+            missing.append(i if t is None else f"{t}/{i}")
+        else:
+            out.append(j)
+    if missing:
+        raise ValueError(
+            f"gain: the policy saw {len(missing)} input(s) the {role} baseline does not cover "
+            f"(e.g. {missing[:5]}); build the baseline over the policy's inputs"
+        )
+    return np.asarray(out, dtype=np.int64)
+
+
+def _interval(value: float, reps: np.ndarray, level: float, note: str | None) -> Gain:
+    """Gain with the percentile interval of its finite replicates."""
+    g = reps[np.isfinite(reps)]
+    if g.size == 0:
+        return Gain(value=value, reason="every bootstrap replicate had an undefined gain")
+    lo, hi = percentile(g, level)
+    return Gain(value=value, lo=float(lo), hi=float(hi), reason=note)
+
+
+def _unpaired_interval(
+    value: float, vals: list[float], reps: list[np.ndarray | None], level: float, note: str | None
+) -> Gain:
+    """The pre-pairing interval: independent replicates of the three AUCs combined by index.
+
+    Curves without replicates (exact baselines) are held fixed. Kept for curves that carry no
+    per-input AUCs; it ignores the correlation across inputs and so overstates the width.
+    """
+    if all(r is None for r in reps):
+        return Gain(value=value)
+    B = max(len(r) for r in reps if r is not None)
+    cols = [np.resize(r, B) if r is not None else np.full(B, v) for r, v in zip(reps, vals, strict=True)]
+    return _interval(value, gain_value(*cols), level, note)

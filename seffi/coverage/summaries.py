@@ -1,0 +1,263 @@
+"""The two summary models coverage results and report.json share: :class:`Gain` and :class:`TimeToCoverage`.
+
+One definition each: the coverage layer builds them, :mod:`seffi.report.schema` stores them as they
+are (pydantic, JSON-native lists, NaN refused, a missing value is ``None``). Also owns
+:func:`survival_summary`, the pure function behind a time-to-coverage summary.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import numpy as np
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+__all__ = [
+    "MAX_BUDGET",
+    "FloatList",
+    "Gain",
+    "TimeToCoverage",
+    "check_unit",
+    "percentile",
+    "survival_summary",
+]
+
+#: Largest budget K a result may hold: far above any real run, far below what would exhaust memory
+#: when a plot or a table allocates per k.
+MAX_BUDGET = 10_000_000
+#: Rounding slack for values that are probabilities (means of fractions may land a few ulps past 1).
+_EPS = 1e-9
+
+
+def _plain_floats(value: Any) -> Any:
+    """A float array becomes a list with NaN as None; anything else is left to the field's own check."""
+    if isinstance(value, np.ndarray):
+        return [None if not math.isfinite(x) else x for x in value.astype(np.float64).tolist()]
+    return value
+
+
+#: Per-k values; None marks a value that is undefined at that k (e.g. no run reached k samples).
+#: NumPy arrays are accepted (NaN -> None); a NaN inside a plain list is refused.
+FloatList = Annotated[list[float | None], BeforeValidator(_plain_floats)]
+
+
+def check_unit(name: str, values: Sequence[Any] | float | None) -> None:
+    """Raise ValueError unless every value (None skipped) is a probability in [0, 1]."""
+    if values is None:
+        return
+    items = values if isinstance(values, Sequence) else [values]
+    for v in items:
+        if v is not None and not -_EPS <= v <= 1.0 + _EPS:
+            raise ValueError(f"{name} must lie in [0, 1], got {v}")
+
+
+def percentile(reps: np.ndarray, level: float, method: str = "linear") -> tuple[np.ndarray, np.ndarray]:
+    """Percentile interval of replicates along axis 0 (shape (B, ...) -> two arrays of shape (...))."""
+    a = (1.0 - level) / 2.0
+    lo, hi = np.quantile(np.asarray(reps, dtype=np.float64), [a, 1.0 - a], axis=0, method=method)
+    return lo, hi
+
+
+def _opt(v: Any) -> float | None:
+    """A finite float, or None for NaN/inf (censored or undefined)."""
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def survival_summary(survival: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Median, restricted mean and censored fraction of a time-to-event survival curve.
+
+    The survival curve is S(k) = Pr[T > k] for k = 1..K (S(0) = 1 is implied). The median is the
+    smallest k with S(k) <= 1/2 (NaN when not reached by K: it is censored); the restricted mean is
+    E[min(T, K)] = sum_{k=0}^{K-1} S(k); the censored fraction is S(K).
+
+    Args:
+        survival: float array, shape (..., K).
+
+    Returns:
+        (median, restricted_mean, censored): float arrays, shape (...).
+    """
+    s = np.asarray(survival, dtype=np.float64)
+    K = s.shape[-1]
+    reached = s <= 0.5 + 1e-12
+    first = np.argmax(reached, axis=-1)
+    median = np.where(reached.any(axis=-1), first + 1.0, np.nan)
+    restricted_mean = 1.0 + s[..., : K - 1].sum(axis=-1)
+    return median, restricted_mean, s[..., K - 1].copy()
+
+
+class Gain(BaseModel):
+    """Gain(K) = (AUC - AUC_iid) / (AUC_oracle - AUC_iid) with an interval, or why it is undefined.
+
+    ``value``/``lo``/``hi`` are None with a ``reason`` when the gain is undefined; with a value,
+    ``reason`` is None or a caveat about the interval (e.g. it could not be paired over inputs).
+    The gain may exceed 1 when traces match several strategies at once.
+    """
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+    value: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    reason: str | None = None
+
+    @model_validator(mode="after")
+    def _reason_when_missing(self) -> Gain:
+        if self.value is None and not self.reason:
+            raise ValueError("a gain without a value must carry a reason")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (the report.json form)."""
+        return self.model_dump()
+
+
+#: Fields of :class:`TimeToCoverage` written only when set: report.json (point summaries) keeps the
+#: six always-present keys it has had since schema version 1.
+_SPARSE = (
+    "survival_lo",
+    "survival_hi",
+    "median_lo",
+    "median_hi",
+    "restricted_mean_lo",
+    "restricted_mean_hi",
+    "fraction_censored_lo",
+    "fraction_censored_hi",
+    "mean",
+)
+
+
+class TimeToCoverage(BaseModel):
+    """Time to reach coverage tau, T(tau) = min{k : |S_k|/M >= tau}, censored at the budget K.
+
+    Attributes:
+        tau: the threshold, in (0, 1].
+        survival: Pr[T > k] for k = 1..K, shape (K,).
+        median: smallest k with Pr[T > k] <= 1/2; None when not reached by K (censored).
+        restricted_mean: E[min(T, K)].
+        fraction_censored: share of runs not reaching tau by K, Pr[T > K].
+        values: per run T, None where censored (feeds the report's box panel).
+        mean: the unrestricted E[T] when known exactly (iid with a known law, tau = 1), else None.
+        *_lo, *_hi: bootstrap interval bounds (None for exact baselines or when undefined).
+    """
+
+    # Not frozen: a baseline averaged over inputs sets its survival band after construction;
+    # assignments are validated like construction (arrays become lists).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, validate_assignment=True)
+
+    tau: float
+    median: float | None = None
+    restricted_mean: float | None = None
+    fraction_censored: float | None = Field(
+        default=None, validation_alias=AliasChoices("fraction_censored", "censored")
+    )
+    survival: FloatList | None = None
+    values: list[int | None] | None = None
+    survival_lo: FloatList | None = None
+    survival_hi: FloatList | None = None
+    median_lo: float | None = None
+    median_hi: float | None = None
+    restricted_mean_lo: float | None = None
+    restricted_mean_hi: float | None = None
+    fraction_censored_lo: float | None = Field(
+        default=None, validation_alias=AliasChoices("fraction_censored_lo", "censored_lo")
+    )
+    fraction_censored_hi: float | None = Field(
+        default=None, validation_alias=AliasChoices("fraction_censored_hi", "censored_hi")
+    )
+    mean: float | None = None
+
+    @field_validator("tau")
+    @classmethod
+    def _tau_range(cls, v: float) -> float:
+        if not 0.0 < v <= 1.0:
+            raise ValueError(f"tau must be in (0, 1], got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _ranges(self) -> TimeToCoverage:
+        where = f"time_to_coverage(tau={self.tau})"
+        for name in ("fraction_censored", "survival", "survival_lo", "survival_hi"):
+            check_unit(f"{where}: {name}", getattr(self, name))
+        for name in ("median", "restricted_mean"):
+            v = getattr(self, name)
+            if v is not None and not 0.0 <= v <= MAX_BUDGET:
+                raise ValueError(f"{where}: {name} must lie in [0, {MAX_BUDGET}]")
+        if any(v is not None and not 1 <= v <= MAX_BUDGET for v in self.values or []):
+            raise ValueError(f"{where}: values must lie in [1, {MAX_BUDGET}]")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        for name in _SPARSE:
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
+
+    @classmethod
+    def from_survival(
+        cls,
+        tau: float,
+        survival: np.ndarray,
+        reps: np.ndarray | None = None,
+        *,
+        level: float = 0.95,
+        mean: float | None = None,
+    ) -> TimeToCoverage:
+        """Summaries of a survival curve, with percentile intervals from bootstrap replicates.
+
+        Args:
+            tau: the threshold.
+            survival: float array, shape (K,).
+            reps: float array, shape (B, K): replicate survival curves, or None.
+            level: interval level.
+            mean: the exact unrestricted mean, when known.
+        """
+        s = np.clip(np.asarray(survival, dtype=np.float64), 0.0, 1.0)
+        med, rmean, cens = survival_summary(s)
+        kw: dict[str, Any] = {
+            "tau": float(tau),
+            "survival": s,
+            "median": _opt(med),
+            "restricted_mean": float(rmean),
+            "fraction_censored": float(cens),
+            "mean": None if mean is None else _opt(mean),
+        }
+        if reps is not None and len(reps):
+            reps = np.clip(reps, 0.0, 1.0)
+            kw["survival_lo"], kw["survival_hi"] = percentile(reps, level)
+            rmed, rrm, rc = survival_summary(reps)
+            # A replicate whose median is censored counts as +inf, so the interval is honest about it.
+            # Medians are integers: take order statistics instead of interpolating between them.
+            lo, hi = percentile(np.where(np.isnan(rmed), np.inf, rmed), level, method="nearest")
+            kw["median_lo"], kw["median_hi"] = _opt(lo), _opt(hi)
+            lo, hi = percentile(rrm, level)
+            kw["restricted_mean_lo"], kw["restricted_mean_hi"] = float(lo), float(hi)
+            lo, hi = percentile(rc, level)
+            kw["fraction_censored_lo"], kw["fraction_censored_hi"] = float(lo), float(hi)
+        return cls(**kw)
+
+    def point(self) -> TimeToCoverage:
+        """These summaries without intervals or the exact mean (what report.json stores)."""
+        return self.model_copy(update=dict.fromkeys(_SPARSE))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (unset intervals left out); :meth:`from_dict` inverts it."""
+        return self.model_dump()
+
+    @classmethod
+    def from_dict(cls, d: Any) -> TimeToCoverage:
+        """Inverse of :meth:`to_dict`; also reads the earlier ``censored`` key names."""
+        return cls.model_validate(d)
