@@ -1,13 +1,14 @@
-"""GRPO (TRL) on a seffi task's prompts, measuring how well each prompt's completion group explores.
+"""GRPO (TRL) on the task's locally trained base LM, measuring how well each prompt's group explores.
 
-Each prompt's ``num_generations`` completions are one run with budget K = num_generations: coverage
-C(k), novelty and gain vs the task's iid base sampler are added to TRL's logs (so they land in its W&B
-run as ``train/seffi/...``) and written to a local report. The model is a tiny randomly initialised
-causal LM with a word-level tokenizer built locally from the task vocabulary — nothing is downloaded.
-With a real model, pass ``labeler=`` (a regex rubric or a function) when strategies cannot be parsed.
+The policy starts from the ladder's rung-2 base LM (trained here by SFT on the task's rows, cached
+under ``$SEFFI_CACHE``; trained on first use). Each prompt's ``num_generations`` completions are one run
+with budget K = num_generations: coverage C(k), novelty and the gain vs the *reference model's own*
+samples go into TRL's logs (its W&B run shows ``train/seffi/...``) and a local report. Every
+``eval_every`` steps the policy and the reference model answer held-out prompts ``eval_samples`` times:
+valid@k (pass@k) and C(k) for k up to n, the crossover k and the solvable share.
 
-    python examples/trl_grpo_coverage.py --smoke              # ~30 s on CPU
-    python examples/trl_grpo_coverage.py --task sort_swaps --max-steps 200 --report-to wandb
+    python examples/trl_grpo_coverage.py --smoke                         # tiny LM, ~1 min on CPU
+    python examples/trl_grpo_coverage.py --reward diversity --max-steps 60 --report-to wandb
 """
 
 from __future__ import annotations
@@ -23,58 +24,88 @@ from seffi.experiment.example_args import parse_args
 class Args:
     """Command-line arguments (each field is a ``--flag``)."""
 
-    task: str = "sort_swaps"
-    """seffi task whose prompts and validator are used"""
-    n_inputs: int = 8
-    """number of task inputs (dataset rows)"""
+    task: str = "grid_routes"
+    """seffi task (the ladder's default); its rung-2 base LM is the policy"""
+    model_dir: str = ""
+    """a seffi.models base LM folder (default: the ladder's, trained and cached if missing)"""
+    n_inputs: int = 16
+    """training prompts"""
+    eval_inputs: int = 16
+    """held-out prompts for valid@k / C(k)"""
+    eval_samples: int = 64
+    """samples per held-out prompt (k runs up to this n)"""
+    eval_every: int = 20
+    """evaluate the policy every this many steps"""
     num_generations: int = 8
     """completions per prompt = the per-input budget K"""
-    max_steps: int = 50
+    prompts_per_step: int = 4
+    """prompts per optimizer step"""
+    max_steps: int = 60
     """GRPO optimizer steps"""
-    max_completion_length: int = 48
-    """tokens per completion"""
-    learning_rate: float = 1e-3
-    """AdamW learning rate"""
+    learning_rate: float = 1e-4
+    """AdamW learning rate (0: the sanity run, gain ~ 0)"""
+    reward: str = "valid"
+    """valid (correctness only) or diversity (order-independent group diversity)"""
     report_to: str = "none"
     """TRL reporting: none or wandb (W&B then carries train/seffi/* keys)"""
     out_dir: str = "runs/trl-grpo-coverage"
     """local report folder"""
     seed: int = 0
-    """seed of the inputs, the model weights and training"""
+    """seed of the inputs and training"""
     smoke: bool = False
-    """tiny run for CI: 3 steps, 4 generations"""
+    """tiny run for CI: the smoke-sized base LM, 3 steps"""
 
 
 def main(args: Args) -> dict:
-    """Train and return the report's headline numbers."""
+    """Train and return the headline numbers."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from seffi.callbacks.trl import GRPOCoverage, tiny_causal_lm
-    from seffi.tasks import get_task
+    from seffi.callbacks.trl import GRPOCoverage
+    from seffi.experiment.ladder import LadderConfig, smoke_config
+    from seffi.models.cache import build_task
+    from seffi.models.grpo import base_lm_folder, trl_policy
+    from seffi.models.passk import PassAtKEval
 
     if args.smoke:
-        args = dataclasses.replace(args, n_inputs=3, num_generations=4, max_steps=3, max_completion_length=24)
-    task = get_task(args.task)
-    inputs = task.make_inputs(args.n_inputs, seed=args.seed)
+        args = dataclasses.replace(
+            args, n_inputs=4, eval_inputs=4, eval_samples=8, eval_every=2, max_steps=3, prompts_per_step=2
+        )
+    ladder = smoke_config(task=args.task) if args.smoke else LadderConfig(task=args.task)
+    lm_cfg = ladder.lm_config()
+    task = build_task(lm_cfg)
+    policy = trl_policy(args.model_dir or base_lm_folder(lm_cfg), task)
+    drawn = task.make_inputs(args.n_inputs + args.eval_inputs, seed=args.seed)
+    train, held_out = drawn[: args.n_inputs], drawn[args.n_inputs :]
     dataset = Dataset.from_dict(
-        {"prompt": [task.prompt(x) for x in inputs], "input_id": [x.id for x in inputs]}
+        {"prompt": [policy.prompt(task, x) for x in train], "input_id": [x.id for x in train]}
     )
-    model, tokenizer = tiny_causal_lm(task, seed=args.seed)
-
-    cov = GRPOCoverage(task, inputs, id_column="input_id", out_dir=args.out_dir, seed=args.seed)
+    cov = GRPOCoverage(
+        task, train, reward=args.reward, decode=policy.decode, out_dir=args.out_dir, seed=args.seed
+    )
+    evaluation = PassAtKEval(
+        task,
+        held_out,
+        prompt=policy.prompt,
+        n=args.eval_samples,
+        every=args.eval_every,
+        decode=policy.decode,
+        out_dir=args.out_dir,
+        seed=args.seed,
+    )
     trainer = GRPOTrainer(
-        model=model,
-        processing_class=tokenizer,
-        reward_funcs=[cov.reward],  # 1 for a valid trace; records every completion's strategies
-        callbacks=[cov.callback],  # seffi/* scalars into TRL's logs + the local report
+        model=policy.model,
+        processing_class=policy.tokenizer,
+        reward_funcs=[cov.reward],  # labels every completion, records its strategies, scores it
+        callbacks=[cov.callback, evaluation],  # seffi/* scalars into TRL's logs + the local report
         train_dataset=dataset,
         args=GRPOConfig(
             output_dir=f"{args.out_dir}/trainer",
             use_cpu=True,
             num_generations=args.num_generations,
-            per_device_train_batch_size=2 * args.num_generations,
-            max_completion_length=args.max_completion_length,
+            per_device_train_batch_size=args.prompts_per_step * args.num_generations,
+            max_completion_length=policy.max_new_tokens,
+            generation_kwargs={"suppress_tokens": policy.suppress},  # tokens the seffi sampler never emits
             max_steps=args.max_steps,
             learning_rate=args.learning_rate,
             logging_steps=1,
@@ -84,16 +115,16 @@ def main(args: Args) -> dict:
         ),
     )
     trainer.train()
-    report = cov.monitor.report()
-    comp = report.comparisons[0]
-    policy = comp.policies[0]
+    comp = cov.monitor.report().comparisons[0]
+    last = evaluation.history[-1][2] if evaluation.history else {}
     out = {
+        "reward": args.reward,
+        "learning_rate": args.learning_rate,
         "budget": comp.budget,
-        "policy_auc": policy.curves.auc,
-        "iid_auc": comp.iid.auc if comp.iid else None,
-        "oracle_auc": comp.oracle.auc if comp.oracle else None,
-        "gain": policy.gain.value,
-        "gain_reason": policy.gain.reason,
+        "train_auc": comp.policies[0].curves.auc,
+        "reference_iid_auc": comp.iid.auc if comp.iid else None,
+        "train_gain": comp.policies[0].gain.value,
+        "eval": {k.removeprefix("seffi/eval/"): v for k, v in last.items()},
         "completions": cov.monitor.episodes,
     }
     print(json.dumps(out, default=str))

@@ -25,6 +25,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,6 +213,7 @@ class TRLPolicy:
         suppress: Token ids the seffi sampler never emits (``GRPOConfig(generation_kwargs=
             {"suppress_tokens": suppress})``).
         folder: Where the model lives.
+        max_new_tokens: The trace length the model was sized for (``GRPOConfig.max_completion_length``).
     """
 
     model: Any
@@ -219,6 +221,7 @@ class TRLPolicy:
     decode: Callable[[Sequence[int]], str]
     suppress: list[int]
     folder: Path
+    max_new_tokens: int
 
     @staticmethod
     def prompt(task: Task[Any, Any], x: TaskInput) -> str:
@@ -242,7 +245,10 @@ def trl_policy(folder: str | Path, task: Task[Any, Any]) -> TRLPolicy:
     model = AutoModelForCausalLM.from_pretrained(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     tokenizer.padding_side = "left"
-    return TRLPolicy(model, tokenizer, layout.decode, [int(t) for t in layout.banned], folder)
+    meta_file = folder / "seffi_meta.json"
+    meta = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
+    max_new = int(meta.get("max_new_tokens", 32))
+    return TRLPolicy(model, tokenizer, layout.decode, [int(t) for t in layout.banned], folder, max_new)
 
 
 def base_lm_folder(cfg: Any, cache_dir: str | Path | None = None, hook: Any = None) -> Path:

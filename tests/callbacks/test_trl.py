@@ -79,7 +79,9 @@ def test_groups_straddling_processes_are_gathered_before_merging(hanoi, tmp_path
                 1,
                 (
                     i,
-                    tuple(sorted(task.validate_y_text(next(x for x in inputs if x.id == i), t).strategy_matches)),
+                    tuple(
+                        sorted(task.validate_y_text(next(x for x in inputs if x.id == i), t).strategy_matches)
+                    ),
                     task.validate_y_text(next(x for x in inputs if x.id == i), t).valid,
                 ),
             )
@@ -211,3 +213,92 @@ def test_out_dir_holding_a_run_gets_a_fresh_sibling(tmp_path):
     assert cov.monitor.out_dir == tmp_path / "grpo-2" == cov.out_dir
     assert (tmp_path / "grpo" / "metrics.jsonl").read_text() == '{"seffi/step": 9}\n'
     PartialState._reset_state()
+
+
+def _grpo(model, tok, ds, cov, tmp_path, lr, steps=3, reward_funcs=None):
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        use_cpu=True,
+        num_generations=4,
+        per_device_train_batch_size=8,
+        max_completion_length=12,
+        max_steps=steps,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        learning_rate=lr,
+        seed=0,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward_funcs or [cov.reward],
+        args=args,
+        train_dataset=ds,
+        processing_class=tok,
+        callbacks=[cov.callback],
+    )
+    trainer.train()
+    return trainer
+
+
+def test_iid_is_the_reference_models_own_samples_and_lr0_gain_contains_0(tmp_path):
+    """Issue 16 case 1: default iid = n reference samples per prompt (from_samples); lr = 0: CI holds 0."""
+    from seffi.coverage import IidBaseline, OracleBaseline
+    from seffi.models.grpo import generation_config, sample_completions
+
+    task = get_task("hanoi", max_disks=3)
+    inputs = task.make_inputs(4, seed=1)
+    # A rubric over frequent words: the random LM's word salad then follows "strategies" often.
+    rubric = {"move": r"\bmove\b", "answer": r"\banswer\b", "to": r"\bto\b", "a": r"\bA\b"}
+    model, tok = tiny_causal_lm(task, seed=3)
+    ds = Dataset.from_dict({"prompt": [task.prompt(x) for x in inputs], "input_id": [x.id for x in inputs]})
+    oracle = OracleBaseline(num_strategies=4)
+    seen = []
+
+    def recorder(prompts, completions, input_id, **kwargs):
+        seen.extend(completions)
+        return [0.0] * len(completions)
+
+    cov = GRPOCoverage(labeler=rubric, out_dir=tmp_path / "g", n_boot=200, oracle=oracle, seed=5)
+    trainer = _grpo(model, tok, ds, cov, tmp_path, lr=0.0, steps=8, reward_funcs=[cov.reward, recorder])
+    assert isinstance(cov.iid, IidBaseline) and cov.iid.estimated
+    iid_curves = cov.iid.curves(4, n_boot=0)
+    assert iid_curves.samples == 4 * 16 and iid_curves.n_inputs == 4  # 4 K samples for each of 4 prompts
+    # The same draw, redone by hand from the initial weights (lr = 0 keeps them) and GRPO's settings.
+    gen = generation_config(trainer.args, model, tok)
+    prompts = {x.id: task.prompt(x) for x in inputs}
+    ids = sorted(prompts)
+    from seffi.models.grpo import seed_of
+
+    texts = sample_completions(model, tok, [prompts[i] for i in ids], 16, gen, seed=seed_of(5, 1))
+    labels = {
+        i: [cov.reward.labeler(prompts[i], t).strategy_matches for t in row]
+        for i, row in zip(ids, texts, strict=True)
+    }
+    again = IidBaseline.from_samples(labels, strategies=cov.reward.labeler.strategies).curves(4, n_boot=0)
+    np.testing.assert_allclose(again.coverage, iid_curves.coverage, atol=1e-12)
+    comp = json.loads((tmp_path / "g" / "report.json").read_text())["comparisons"][0]
+    gain = comp["policies"][0]["gain"]
+    assert 0.05 < comp["iid"]["auc"] < 0.95  # informative: the rubric neither always nor never matches
+    assert gain["lo"] <= 0.0 <= gain["hi"], gain
+    assert len(seen) == 8 * 8
+
+
+def test_drawing_the_reference_does_not_move_trainings_random_stream(hanoi, tmp_path):
+    """Issue 16 case 1: iid="reference" and iid="task" train on identical completions (fork_rng)."""
+    task, inputs = hanoi
+    ds = Dataset.from_dict({"prompt": [task.prompt(x) for x in inputs], "input_id": [x.id for x in inputs]})
+    runs = {}
+    for mode in ("reference", "task"):
+        seen = []
+
+        def recorder(prompts, completions, input_id, _seen=seen, **kwargs):
+            _seen.extend(completions)
+            return [0.0] * len(completions)
+
+        model, tok = tiny_causal_lm(task, seed=0)
+        cov = GRPOCoverage(task, inputs, out_dir=tmp_path / mode, n_boot=0, plots=False, iid=mode)
+        _grpo(model, tok, ds, cov, tmp_path / mode, lr=1e-3, steps=2, reward_funcs=[cov.reward, recorder])
+        runs[mode] = (seen, cov)
+    assert runs["reference"][0] == runs["task"][0] and len(runs["task"][0]) == 16
+    assert runs["reference"][1].iid.estimated and runs["task"][1].iid == "task"
