@@ -19,8 +19,10 @@ each task's training stream against that stream's own step, ``seffi/<Name>Router
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
+
+from seffi.coverage.columns import COLUMNS, Column, column
 
 PREFIX = "seffi"
 STEP_KEY = f"{PREFIX}/step"
@@ -68,56 +70,76 @@ def log_spaced_ks(budget: int) -> list[int]:
     return ks
 
 
+def metric_key(name: str, k: int | None = None, scope: str | None = None) -> str:
+    """W&B key of the metric column ``name`` (:mod:`seffi.coverage.columns`), at budget ``k`` if per-k.
+
+    ``metric_key("coverage", 4) == "seffi/coverage/k=4"``, ``metric_key("novelty", 2) ==
+    "seffi/novelty/i=2"``, ``metric_key("auc") == "seffi/auc"``.
+
+    Raises:
+        KeyError: no such column, or it is not logged to W&B.
+        ValueError: a per-k column without ``k``.
+    """
+    c = column(name)
+    if c.wandb is None:
+        raise KeyError(f"metric column {name!r} is not logged to W&B")
+    if c.shape != "k":
+        return _key(c.wandb, scope)
+    if k is None:
+        raise ValueError(f"{name} is logged per budget: give k")
+    return _key(f"{c.wandb}/{c.wandb_index}={int(k)}", scope)
+
+
 def coverage_key(k: int, scope: str | None = None) -> str:
     """``seffi/coverage/k=<k>``."""
-    return _key(f"coverage/k={int(k)}", scope)
+    return metric_key("coverage", k, scope)
 
 
 def valid_coverage_key(k: int, scope: str | None = None) -> str:
     """``seffi/valid_coverage/k=<k>`` (coverage counting only valid samples' strategies)."""
-    return _key(f"valid_coverage/k={int(k)}", scope)
+    return metric_key("valid_coverage", k, scope)
 
 
 def auc_key(scope: str | None = None) -> str:
     """``seffi/auc``."""
-    return _key("auc", scope)
+    return metric_key("auc", scope=scope)
 
 
 def gain_key(scope: str | None = None, bound: str | None = None) -> str:
     """``seffi/gain_vs_iid``, or its CI bound with ``bound="lo"`` / ``"hi"``."""
     if bound not in (None, "lo", "hi"):
         raise ValueError(f"bound must be None, 'lo' or 'hi', got {bound!r}")
-    return _key("gain_vs_iid" + (f"_{bound}" if bound else ""), scope)
+    return metric_key("gain", scope=scope) + (f"_{bound}" if bound else "")
 
 
 def full_coverage_key(budget: int, scope: str | None = None) -> str:
     """``seffi/full_coverage/k=<K>``."""
-    return _key(f"full_coverage/k={int(budget)}", scope)
+    return metric_key("full_coverage", budget, scope)
 
 
 def time_to_coverage_key(tau: float, scope: str | None = None, stat: str = "median") -> str:
     """``seffi/time_to_coverage/tau=<tau>/<stat>`` (stat: median, restricted_mean, censored)."""
-    return _key(f"time_to_coverage/tau={_fmt_number(tau)}/{stat}", scope)
+    return f"{metric_key('time_to_coverage', scope=scope)}/tau={_fmt_number(tau)}/{stat}"
 
 
 def novelty_key(i: int, scope: str | None = None) -> str:
     """``seffi/novelty/i=<i>``."""
-    return _key(f"novelty/i={int(i)}", scope)
+    return metric_key("novelty", i, scope)
 
 
 def valid_rate_key(scope: str | None = None) -> str:
     """``seffi/valid_rate``."""
-    return _key("valid_rate", scope)
+    return metric_key("valid_rate", scope=scope)
 
 
 def episodes_key(scope: str | None = None) -> str:
     """``seffi/episodes`` (samples seen so far)."""
-    return _key("episodes", scope)
+    return metric_key("n_samples", scope=scope)
 
 
 def inputs_key(scope: str | None = None) -> str:
     """``seffi/inputs`` (distinct inputs seen so far)."""
-    return _key("inputs", scope)
+    return metric_key("n_inputs", scope=scope)
 
 
 def curves_key(name: str, scope: str | None = None) -> str:
@@ -148,22 +170,35 @@ def _at(values: Any, ks: list[int], k: int) -> float | None:
         return None
 
 
-def _tau_summaries(ttc: Any) -> Iterable[tuple[float, float | None, float | None, float | None]]:
-    """(tau, median, restricted_mean, fraction_censored) from a list of summaries or a {tau: ...} map."""
-    if not ttc:
-        return []
-    items = ttc.values() if isinstance(ttc, Mapping) else ttc
-    out = []
-    for s in items:
-        out.append(
-            (
-                float(_get(s, "tau")),
-                _finite(_get(s, "median")),
-                _finite(_get(s, "restricted_mean")),
-                _finite(_get(s, "fraction_censored")),
-            )
-        )
-    return out
+#: Time-to-coverage statistics logged per tau: (key suffix, ``TimeToCoverage`` field).
+_TTC_STATS = (("median", "median"), ("restricted_mean", "restricted_mean"), ("censored", "fraction_censored"))
+
+
+def _column_scalars(
+    c: Column, curves: Any, gain: Any, ks: list[int], counts: Mapping[str, Any], scope: str | None
+) -> dict[str, float]:
+    """The W&B scalars of one column (its undefined values left out)."""
+    out: dict[str, float | None] = {}
+    if c.shape == "k" and ks:
+        budget = max(ks)
+        at = log_spaced_ks(budget) if c.wandb_at == "log_k" else [budget]
+        values = _get(curves, c.name)
+        out = {metric_key(c.name, k, scope): _at(values, ks, k) for k in at}
+    elif c.shape == "scalar":
+        out = {metric_key(c.name, scope=scope): _finite(_get(curves, c.name))}
+    elif c.shape == "tau":
+        items = _get(curves, c.name) or []
+        for s in items.values() if isinstance(items, Mapping) else items:
+            for stat, field in _TTC_STATS:
+                out[time_to_coverage_key(float(_get(s, "tau")), scope, stat)] = _finite(_get(s, field))
+    elif c.shape == "gain" and gain is not None:
+        for bound, field in ((None, "value"), ("lo", "lo"), ("hi", "hi")):
+            out[gain_key(scope, bound)] = _finite(_get(gain, field))
+    elif c.shape == "count":
+        n = counts.get(c.name)
+        n = n if n is not None else _get(curves, c.name)
+        out = {metric_key(c.name, scope=scope): None if n is None else float(n)}
+    return {key: v for key, v in out.items() if v is not None}
 
 
 def scalars_from_curves(
@@ -192,41 +227,11 @@ def scalars_from_curves(
         than logged as NaN, so W&B charts do not break.
     """
     ks = [int(k) for k in (_get(curves, "k") or [])]
+    counts = {"n_samples": episodes, "n_inputs": inputs}
     out: dict[str, float] = {}
-    if ks:
-        budget = max(ks)
-        for k in log_spaced_ks(budget):
-            for key_fn, name in ((coverage_key, "coverage"), (valid_coverage_key, "valid_coverage")):
-                v = _at(_get(curves, name), ks, k)
-                if v is not None:
-                    out[key_fn(k, scope)] = v
-            v = _at(_get(curves, "novelty"), ks, k)
-            if v is not None:
-                out[novelty_key(k, scope)] = v
-        v = _at(_get(curves, "full_coverage"), ks, budget)
-        if v is not None:
-            out[full_coverage_key(budget, scope)] = v
-    auc = _finite(_get(curves, "auc"))
-    if auc is not None:
-        out[auc_key(scope)] = auc
-    for tau, median, rmean, censored in _tau_summaries(_get(curves, "time_to_coverage")):
-        for stat, v in (("median", median), ("restricted_mean", rmean), ("censored", censored)):
-            if v is not None:
-                out[time_to_coverage_key(tau, scope, stat)] = v
-    valid_rate = _finite(_get(curves, "valid_rate"))
-    if valid_rate is not None:
-        out[valid_rate_key(scope)] = valid_rate
-    if gain is not None:
-        for bound, name in ((None, "value"), ("lo", "lo"), ("hi", "hi")):
-            v = _finite(_get(gain, name))
-            if v is not None:
-                out[gain_key(scope, bound)] = v
-    n_samples = episodes if episodes is not None else _get(curves, "n_samples")
-    if n_samples is not None:
-        out[episodes_key(scope)] = float(n_samples)
-    n_inputs = inputs if inputs is not None else _get(curves, "n_inputs")
-    if n_inputs is not None:
-        out[inputs_key(scope)] = float(n_inputs)
+    for c in COLUMNS:
+        if c.wandb is not None:
+            out.update(_column_scalars(c, curves, gain, ks, counts, scope))
     return out
 
 

@@ -1,11 +1,18 @@
-"""report.md: one table per comparison, the plots embedded, and how to read each plot."""
+"""report.md: one summary table per comparison, the plots embedded, and how to read each plot.
+
+The table's metric columns and their order come from :mod:`seffi.coverage.columns`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from seffi.coverage.columns import COLUMNS, MARKDOWN_TAU, Column
 from seffi.report.caveats import comparison_caveats
 from seffi.report.schema import Comparison, CurveSet, Gain, Report
+
+#: The table's metric columns, in table order.
+_TABLE: tuple[Column, ...] = tuple(c for c in COLUMNS if c.header)
 
 HOW_TO_READ: dict[str, str] = {
     "coverage": (
@@ -70,27 +77,33 @@ def _gain(g: Gain | None) -> str:
     return _ci(g.value, g.lo, g.hi)
 
 
+def _cell(col: Column, c: CurveSet, gain: Gain | None) -> str:
+    """One metric cell: a per-k column at K, a scalar with its interval, T at ``MARKDOWN_TAU``."""
+    if col.shape == "gain":
+        return _gain(gain) if c.role == "policy" else "–"
+    if col.shape == "tau":
+        t = c.ttc(MARKDOWN_TAU)
+        if t is None:
+            return "–"
+        return _num(t.median, "g") if t.median is not None else f"> {c.budget}"
+    value = getattr(c, col.name)
+    if col.shape == "k":
+        return _num(None if value is None else value[-1])
+    if col.report_ci:
+        return _ci(value, getattr(c, f"{col.name}_lo"), getattr(c, f"{col.name}_hi"))
+    return _num(value)
+
+
 def _row(c: CurveSet, gain: Gain | None) -> str:
-    t08 = c.ttc(0.8)
-    full = None if c.full_coverage is None else c.full_coverage[-1]
-    cells = [
-        f"{c.label}" + (f" ({c.method})" if c.method else ""),
-        c.role,
-        _ci(c.auc, c.auc_lo, c.auc_hi),
-        _gain(gain) if c.role == "policy" else "–",
-        "–" if t08 is None else (_num(t08.median, "g") if t08.median is not None else f"> {c.budget}"),
-        _num(full),
-        _num(c.valid_rate),
-    ]
+    cells = [f"{c.label}" + (f" ({c.method})" if c.method else ""), c.role]
+    cells += [_cell(col, c, gain) for col in _TABLE]
     return "| " + " | ".join(cells) + " |"
 
 
 def comparison_table(comp: Comparison) -> str:
     """The summary table of one comparison (policies, then iid and oracle)."""
-    head = (
-        f"| sampler | role | AUC@{comp.budget} [95% CI] | gain vs iid [95% CI] | T(0.8) median | "
-        f"full coverage at K={comp.budget} | valid rate |\n|---|---|---|---|---|---|---|"
-    )
+    headers = ["sampler", "role"] + [str(col.header).format(K=comp.budget) for col in _TABLE]
+    head = "| " + " | ".join(headers) + " |\n|" + "---|" * len(headers)
     gains = {id(p.curves): p.gain for p in comp.policies}
     rows = [_row(c, gains.get(id(c))) for c in comp.curve_sets()]
     return "\n".join([head, *rows])

@@ -315,3 +315,30 @@ def test_gain_refuses_when_runs_stop_before_k() -> None:
             t.update(f"x{x}", {ids[rng.choice(4, p=p)]}, stream=9)
     g = t.curves(K, n_boot=50).gain(iid, oracle)
     assert g.value is not None and g.reason is None
+
+
+def test_one_gain_and_one_time_to_coverage_model() -> None:
+    """Issue 12 case 3: the report stores ``Curves.gain``'s ``Gain`` and the curves' ``TimeToCoverage``
+    as they are (one model each, no alias table); report.json keeps its schema-1 keys."""
+    import seffi.report.schema as schema
+    from seffi.coverage import Gain, TimeToCoverage
+    from seffi.coverage import gain as gain_module
+
+    assert schema.Gain is Gain and schema.TimeToCoverage is TimeToCoverage
+    assert gain_value is gain_module.gain_value
+    t = CoverageTracker(strategies=("a", "b"))
+    for matches in ({"a"}, {"a"}, {"b"}):
+        t.update("x", matches)
+    c = t.curves(3, n_boot=10, seed=0)
+    ttc = c.time_to_coverage["1.0"]
+    assert ttc.median == 3.0 and ttc.fraction_censored == 0.0 and ttc.survival == [1.0, 1.0, 0.0]
+    assert ttc.survival_lo is not None  # the bootstrap band stays on the coverage side ...
+    dumped = schema.CurveSet.from_curves(c, "p").model_dump(mode="json")["time_to_coverage"][-1]
+    # ... and report.json holds the point summary under its v1 names.
+    assert sorted(dumped) == ["fraction_censored", "median", "restricted_mean", "survival", "tau", "values"]
+    iid = IidBaseline.from_probabilities({"x": {"a": 0.9, "b": 0.1}}).curves(3)
+    g = c.gain(iid, OracleBaseline(strategies=("a", "b")).curves(3))
+    result = schema.PolicyResult(curves=schema.CurveSet.from_curves(c, "p"), gain=g)
+    assert isinstance(g, Gain) and result.gain is g
+    # An old Curves dict spelled the censored share "censored"; it still loads.
+    assert TimeToCoverage.from_dict({"tau": 1.0, "censored": 0.25}).fraction_censored == 0.25
