@@ -40,6 +40,8 @@ class Args:
     """completions per prompt = the per-input budget K"""
     prompts_per_step: int = 4
     """prompts per optimizer step"""
+    per_device_batch: int = 0
+    """completions per process and step (0: prompts_per_step * num_generations; smaller splits groups)"""
     max_steps: int = 60
     """GRPO optimizer steps"""
     learning_rate: float = 1e-4
@@ -54,6 +56,8 @@ class Args:
     """seed of the inputs and training"""
     smoke: bool = False
     """tiny run for CI: the smoke-sized base LM, 3 steps"""
+    record_dir: str = ""
+    """write each rank's completions, seffi log keys and (rank 0) tracker state here (2-process check)"""
 
 
 def main(args: Args) -> dict:
@@ -93,17 +97,24 @@ def main(args: Args) -> dict:
         out_dir=args.out_dir,
         seed=args.seed,
     )
+    recorded: list[list[str]] = []
+
+    def record(prompts, completions, completion_ids, input_id, **kwargs):  # weight 0: only records
+        recorded.extend([str(i), policy.decode(c)] for i, c in zip(input_id, completion_ids, strict=True))
+        return [0.0] * len(completions)
+
     trainer = GRPOTrainer(
         model=policy.model,
         processing_class=policy.tokenizer,
-        reward_funcs=[cov.reward],  # labels every completion, records its strategies, scores it
+        # cov.reward labels every completion, records its strategies and scores it
+        reward_funcs=[cov.reward, record] if args.record_dir else [cov.reward],
         callbacks=[cov.callback, evaluation],  # seffi/* scalars into TRL's logs + the local report
         train_dataset=dataset,
         args=GRPOConfig(
             output_dir=f"{args.out_dir}/trainer",
             use_cpu=True,
             num_generations=args.num_generations,
-            per_device_train_batch_size=args.prompts_per_step * args.num_generations,
+            per_device_train_batch_size=args.per_device_batch or args.prompts_per_step * args.num_generations,
             max_completion_length=policy.max_new_tokens,
             generation_kwargs={"suppress_tokens": policy.suppress},  # tokens the seffi sampler never emits
             max_steps=args.max_steps,
@@ -112,9 +123,12 @@ def main(args: Args) -> dict:
             save_strategy="no",
             report_to=args.report_to,
             seed=args.seed,
+            reward_weights=[1.0, 0.0] if args.record_dir else None,
         ),
     )
     trainer.train()
+    if args.record_dir:
+        write_record(args.record_dir, trainer, cov, recorded)
     comp = cov.monitor.report().comparisons[0]
     last = evaluation.history[-1][2] if evaluation.history else {}
     out = {
@@ -129,6 +143,24 @@ def main(args: Args) -> dict:
     }
     print(json.dumps(out, default=str))
     return out
+
+
+def write_record(folder: str, trainer, cov, recorded: list) -> None:
+    """``rank<r>.json``: this rank's completions (local order), seffi keys per log, rank 0's tracker."""
+    from pathlib import Path
+
+    rank = trainer.accelerator.process_index
+    keys = [sorted(k for k in rec if k.startswith("seffi/")) for rec in trainer.state.log_history]
+    data = {
+        "rank": rank,
+        "world": trainer.accelerator.num_processes,
+        "completions": recorded,
+        "log_keys": keys,
+    }
+    if rank == 0:
+        data["tracker"] = cov.monitor.tracker.state_dict()
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    (Path(folder) / f"rank{rank}.json").write_text(json.dumps(data, default=str))
 
 
 if __name__ == "__main__":
