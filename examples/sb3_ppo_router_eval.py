@@ -60,7 +60,27 @@ def main(args: Args) -> None:
         verbose=1,
     )
     model.learn(args.timesteps, callback=callback)
-    print(f"report folder: {args.out}")
+    for line in gain_lines(args.out):
+        print(line)
+
+
+def gain_lines(out: str) -> list[str]:
+    """The evaluated gain vs iid with its 95% CI, per evaluation (the numbers of the report's table)."""
+    from seffi.report import load_report
+    from seffi.report.plots_compare import eval_series
+
+    (comp,) = load_report(out).comparisons
+    lines = ["gain vs iid [95% CI] per evaluation (0 = iid, 1 = oracle):"]
+    for step, pol in eval_series(comp) or [(None, p) for p in comp.policies]:
+        g = pol.gain
+        if g is None or g.value is None:
+            text = f"undefined ({'no gain' if g is None else g.reason})"
+        elif g.lo is None or g.hi is None:
+            text = f"{g.value:.3f}"
+        else:
+            text = f"{g.value:.3f} [{g.lo:.3f}, {g.hi:.3f}]"
+        lines.append(f"  {'final' if step is None else f'step {step:>6}'}: {text}")
+    return lines
 
 
 if __name__ == "__main__":
