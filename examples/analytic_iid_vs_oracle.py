@@ -64,7 +64,7 @@ def main(args: Args) -> None:
     print(f"AUC@{K}: iid {iid.auc:.3f}, oracle {oracle.auc:.3f}")
 
     comparison = Comparison.from_curves(
-        task=f"Zipf(M={m}, skew={args.skew:g})", policies={}, iid=iid, oracle=oracle
+        task=f"Zipf(M={m}, skew={args.skew:g}) base model, exact curves", policies={}, iid=iid, oracle=oracle
     )
     path = save_figure(plot_coverage(comparison), Path(args.out) / "coverage.png")
     print(f"plot: {path}")
