@@ -9,13 +9,14 @@ from typing import Any
 
 import numpy as np
 
+from seffi.callbacks.config import MonitorConfig
 from seffi.callbacks.core import CoverageMonitor
+from seffi.callbacks.env_access import EnvAccess
 from seffi.callbacks.infos import EpisodeEnd, episode_from_info
 from seffi.errors import SeffiError
 
-# ----------------------------------------------------------------------------------------------------
-# Periodic evaluation: the current policy spends K samples on every eval input of a separate env.
-# ----------------------------------------------------------------------------------------------------
+__all__ = ["CoverageEvaluator", "rollout_episodes"]
+
 
 Act = Callable[[Any], Any]
 
@@ -78,42 +79,47 @@ class CoverageEvaluator:
 
     Args:
         eval_env: A single seffi env (not vector), separate from the training env.
-        budget: Samples per eval input, K.
+        budget: Samples per eval input, K (default: ``config.budget``).
         input_ids: Eval inputs (default: the env's whole pool).
-        seed: Seed of each evaluation's env reset (evaluation i uses ``seed + i``).
         keep_history: Number of evaluations kept as lines in the final report (evenly spaced); None
             (the default) keeps every one. When it drops some, finalize warns which steps it left out.
-        **monitor_kwargs: :class:`CoverageMonitor` arguments (sinks, out_dir, wandb, iid, ...);
-            ``log_curves_every`` is always 1 (every evaluation is a curve snapshot).
+        config: The monitor options (:class:`~seffi.callbacks.MonitorConfig`; without one,
+            ``n_boot=100``). An unset ``scope`` becomes ``"eval"`` (keys ``seffi/eval/...``) and the
+            default label ``"eval"``; ``log_curves_every`` is always 1 (every evaluation is a curve
+            snapshot); evaluation i resets the env with ``seed + i``.
+        **options: :class:`~seffi.callbacks.MonitorConfig` fields on top of ``config`` (sinks,
+            out_dir, wandb, iid, seed, ...).
     """
 
     def __init__(
         self,
         eval_env: Any,
-        budget: int,
+        budget: int | None = None,
         *,
         input_ids: Sequence[str] | None = None,
-        seed: int = 0,
         keep_history: int | None = None,
-        **monitor_kwargs: Any,
+        config: MonitorConfig | None = None,
+        **options: Any,
     ) -> None:
         if hasattr(eval_env, "num_envs") or hasattr(eval_env, "env_method"):
             raise SeffiError("the evaluation env must be a single Gymnasium env, not a vector env")
-        monitor_kwargs.setdefault("scope", "eval")
-        monitor_kwargs.setdefault("label", "eval")
-        monitor_kwargs.setdefault("n_boot", 100)
+        if budget is not None:
+            options["budget"] = budget
         # One log per evaluation, each a curve snapshot (its comparison goes into the history).
-        monitor_kwargs["log_curves_every"] = 1
-        self.monitor = CoverageMonitor(budget, env=eval_env, **monitor_kwargs)
+        options["log_curves_every"] = 1
+        cfg = MonitorConfig.build(config if config is not None else MonitorConfig(n_boot=100), **options)
+        # Evaluation keys never mix with training keys in a shared W&B run.
+        cfg = cfg.replace(scope=cfg.scope or "eval", label="eval" if cfg.label == "policy" else cfg.label)
+        self.monitor = CoverageMonitor(env=eval_env, config=cfg)
         self.env = eval_env
-        self.budget = int(budget)
-        access = self.monitor.access
+        self.budget = self.monitor.budget
+        access = EnvAccess(eval_env)
         if input_ids is None:
-            if access is None or not access.has("input_ids"):
+            if not access.has("input_ids"):
                 raise SeffiError("pass input_ids: the evaluation env does not expose its input pool")
             input_ids = access.get("input_ids")
         self.input_ids = tuple(str(x) for x in input_ids)
-        env_budget = access.get("budget") if access is not None and access.has("budget") else None
+        env_budget = access.get("budget") if access.has("budget") else None
         if env_budget is not None and int(env_budget) < self.budget:
             warnings.warn(
                 f"eval env budget {env_budget} < K={self.budget}: samples past {env_budget} start a new "
@@ -121,7 +127,7 @@ class CoverageEvaluator:
                 RuntimeWarning,
                 stacklevel=2,
             )
-        self.seed = int(seed)
+        self.seed = cfg.seed
         self.keep_history = None if keep_history is None else int(keep_history)
         self.history: list[tuple[int, Any]] = []  # (step, policy CurveSet) per evaluation
         self.n_evals = 0

@@ -26,6 +26,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.vector import VectorWrapper
 
+from seffi.callbacks.config import MonitorConfig
 from seffi.callbacks.core import CoverageMonitor
 
 __all__ = ["CoverageVectorWrapper", "CoverageWrapper"]
@@ -39,13 +40,21 @@ class CoverageVectorWrapper(VectorWrapper):
 
     Args:
         env: A seffi vector env (native, ``SyncVectorEnv`` or ``AsyncVectorEnv``).
-        budget: Per-input sample budget K.
-        **monitor_kwargs: :class:`~seffi.callbacks.core.CoverageMonitor` arguments.
+        budget: Per-input sample budget K (default: ``config.budget``).
+        config: The monitor options (:class:`~seffi.callbacks.MonitorConfig`).
+        **options: :class:`~seffi.callbacks.MonitorConfig` fields on top of ``config``.
     """
 
-    def __init__(self, env: gym.vector.VectorEnv, budget: int, **monitor_kwargs: Any) -> None:
+    def __init__(
+        self,
+        env: gym.vector.VectorEnv,
+        budget: int | None = None,
+        *,
+        config: MonitorConfig | None = None,
+        **options: Any,
+    ) -> None:
         super().__init__(env)
-        self.monitor = CoverageMonitor.for_env(env, budget, **monitor_kwargs)
+        self.monitor = CoverageMonitor(budget, env=env, config=config, **options)
         self.global_step = 0
 
     def step(self, actions: Any) -> Any:
@@ -61,11 +70,16 @@ class CoverageVectorWrapper(VectorWrapper):
 
 
 class CoverageWrapper(gym.Wrapper):
-    """A single Gymnasium env that records coverage of every finished episode (see the vector version)."""
+    """A single Gymnasium env that records coverage of every finished episode.
 
-    def __init__(self, env: gym.Env, budget: int, **monitor_kwargs: Any) -> None:
+    Arguments as for :class:`CoverageVectorWrapper`; the step counter advances by 1 per ``step``.
+    """
+
+    def __init__(
+        self, env: gym.Env, budget: int | None = None, *, config: MonitorConfig | None = None, **options: Any
+    ) -> None:
         super().__init__(env)
-        self.monitor = CoverageMonitor.for_env(env, budget, **monitor_kwargs)
+        self.monitor = CoverageMonitor(budget, env=env, config=config, **options)
         self.global_step = 0
 
     def step(self, action: Any) -> Any:

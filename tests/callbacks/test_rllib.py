@@ -24,6 +24,7 @@ from ray.rllib.callbacks.callbacks import RLlibCallback  # noqa: E402
 import seffi.envs  # noqa: E402,F401  (registers the env ids)
 from seffi.callbacks.core import CoverageMonitor  # noqa: E402
 from seffi.callbacks.rllib import CoverageCallback, finalize  # noqa: E402
+from seffi.callbacks.workers import worker_snapshot  # noqa: E402
 
 ENV_ID = "seffi/HanoiRouter-v0"
 ENV_CONFIG = {"budget": 4, "n_inputs": 3}
@@ -128,7 +129,7 @@ def test_dead_runner_keeps_last_state_and_restart_is_new_incarnation(ray_session
     try:
         algo.train()
         driver = next(cb for cb in algo.callbacks if isinstance(cb, CoverageCallback))
-        before = {k: s["monitor"]["episodes"] for k, s in driver._snapshots.items()}
+        before = {k: s["episodes"] for k, s in driver.workers.snapshots.items()}
         dead = next(k for k in before if k[0] == 2)
         try:  # kill runner 2's process
             algo.env_runner_group.foreach_env_runner(
@@ -137,15 +138,15 @@ def test_dead_runner_keeps_last_state_and_restart_is_new_incarnation(ray_session
         except Exception:
             pass
         driver.gather(algo)
-        assert driver.runner_summary()["runners_unreachable"] == [2]
-        assert driver._snapshots[dead]["monitor"]["episodes"] == before[dead]  # its last state counts
+        assert driver.workers.summary()["runners_unreachable"] == [2]
+        assert driver.workers.snapshots[dead]["episodes"] == before[dead]  # its last state counts
         algo.train()
         algo.train()
-        summary = driver.runner_summary()
+        summary = driver.workers.summary()
         merged = driver.merged_tracker()
-        total = sum(s["monitor"]["samples"] for s in driver._snapshots.values())
+        total = sum(s["samples"] for s in driver.workers.snapshots.values())
         assert merged.n_samples == total
-        assert driver._snapshots[dead]["monitor"]["episodes"] == before[dead]
+        assert driver.workers.snapshots[dead]["episodes"] == before[dead]
         assert summary["runners_contributed"] == 2
         # runner 2 came back (restart) as a second incarnation, or is still missing
         assert summary["runner_incarnations"] in (2, 3)
@@ -166,14 +167,14 @@ def test_runner_snapshots_merge_through_the_public_state_api():
             m.ingest_episode(info)
             ref.ingest_episode(info, env_index=w)  # the reference keeps runners apart by env row
         runners.append(m)
-        cb.add_snapshot({"worker_index": w + 1, "incarnation": "i", "pid": 0, "monitor": m.state_dict()})
+        cb.workers.add(worker_snapshot(m, {"worker_index": w + 1, "incarnation": "i", "pid": 0}))
     cb.monitor = CoverageMonitor(2, ("a", "b"), sinks=_Null(), n_boot=0)
     merged = cb.merged_tracker()
     assert len(merged) == 6 and merged.n_samples == 9 == ref.samples
     np.testing.assert_array_equal(
         merged.curves(2, n_boot=0).coverage, ref.tracker.curves(2, n_boot=0).coverage
     )
-    assert cb.runner_summary()["runners_contributed"] == 3
+    assert cb.workers.summary()["runners_contributed"] == 3
 
 
 def test_configure_validates_on_the_driver():
@@ -181,3 +182,35 @@ def test_configure_validates_on_the_driver():
 
     with pytest.raises(SeffiError, match="log_every"):
         CoverageCallback.configure(log_every=0)
+
+
+def test_callback_takes_a_monitor_config(tmp_path):
+    """issue 12 step 4: CoverageCallback(config=MonitorConfig(n_boot=0, wandb="disabled")) builds the
+    driver's and the runners' monitors with those values; an unknown option is one SeffiError."""
+    import gymnasium as gym
+
+    from seffi.callbacks import MonitorConfig
+    from seffi.errors import SeffiError
+
+    with pytest.raises(SeffiError, match=r"unknown monitor option\(s\) \['n_bot'\]"):
+        CoverageCallback.configure(n_bot=0)
+    cfg = MonitorConfig(n_boot=0, wandb="disabled", seed=3)
+    env = gym.make(ENV_ID, **ENV_CONFIG)
+    cb = CoverageCallback.configure(env=env, config=cfg, out_dir=str(tmp_path))()
+    cb.on_algorithm_init(algorithm=None)
+    m = cb.monitor
+    assert (m.budget, m.n_boot, m.seed, m.sinks.wandb) == (ENV_CONFIG["budget"], 0, 3, None)
+    assert m.out_dir == tmp_path
+
+    class Runner:
+        worker_index = 4
+
+    x, s = env.unwrapped.input_ids[0], env.unwrapped.strategies[0]
+
+    class Episode:
+        def get_infos(self, i):
+            return {"input_id": x, "strategy_matches": (s,), "valid": True, "run_index": 0}
+
+    cb.on_episode_end(episode=Episode(), env_runner=Runner(), env=env)
+    assert (cb.runner.n_boot, cb.runner.budget, cb.runner.episodes) == (0, ENV_CONFIG["budget"], 1)
+    assert cb.identity["worker_index"] == 4
