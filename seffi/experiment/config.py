@@ -12,7 +12,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -20,6 +19,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from seffi.errors import SeffiError
+from seffi.report.wandb_run import wandb_mode_from_env
 
 #: The default experiment: three tasks with four, four and three strategies and different ambiguity.
 DEFAULT_TASKS: tuple[str, ...] = ("sort_swaps", "edit_script", "graph_traversal")
@@ -219,17 +219,6 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SeffiError(f"config file {path} must hold a mapping of settings, got {type(data).__name__}")
     return data
-
-
-def wandb_mode_from_env() -> str | None:
-    """The W&B mode ``WANDB_MODE`` names ("online", "offline" or "disabled"), else None.
-
-    W&B's own aliases count too: "run" is online, "dryrun" offline. Anything else is ignored (then
-    the default, offline, applies), as the callbacks do.
-    """
-    env = os.environ.get("WANDB_MODE", "").strip().lower()
-    env = {"run": "online", "dryrun": "offline"}.get(env, env)
-    return env if env in WANDB_MODES else None
 
 
 def build_config(file: str | Path | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:

@@ -6,10 +6,13 @@ Modules (flat):
   ``gain_key(bound=...)``, ``log_spaced_ks(K)``, ``scalars_from_curves(curves, gain=...)``,
   ``report_scalars(report)``).
 - :mod:`seffi.report.wandb_run` — :class:`SafeWandbRun`: offline by default, never raises into
-  training (one warning, then ``enabled=False``); ``run_dir``, ``sync_hint``, ``check_login()``.
+  training (one warning, then ``enabled=False``); ``run_dir``, ``sync_hint``, ``check_login()``;
+  :func:`wandb_mode` (explicit, else ``WANDB_MODE``, else offline).
 - :mod:`seffi.report.sinks` — :class:`Sink` protocol, :class:`LocalSink` (always on: metrics.jsonl,
   snapshots.jsonl, tracker_state.json, report.json/md, plots), :class:`WandbSink`, :class:`MultiSink`,
-  :func:`default_sinks`.
+  :class:`NullSink`, :class:`ForwardingSink`, :func:`default_sinks`.
+- :mod:`seffi.report.run_folder` — one run per folder: :func:`default_out_dir`, :func:`fresh_out_dir`
+  (callbacks), ``prepare_run_folder`` (command line).
 - :mod:`seffi.report.schema` — pydantic models of report.json (:class:`Report`, :class:`Comparison`,
   :class:`PolicyResult`, :class:`CurveSet`, :class:`Barcode`, :class:`LatentCurve`; :class:`Gain` and
   :class:`TimeToCoverage` are :mod:`seffi.coverage`'s own models).
@@ -44,6 +47,7 @@ from __future__ import annotations
 
 from seffi.report import keys
 from seffi.report.files import dumps_report, load_report, write_report
+from seffi.report.run_folder import default_out_dir, fresh_out_dir
 from seffi.report.schema import (
     Barcode,
     Comparison,
@@ -54,17 +58,19 @@ from seffi.report.schema import (
     Report,
     TimeToCoverage,
 )
-from seffi.report.sinks import LocalSink, MultiSink, Sink, WandbSink, default_sinks
-from seffi.report.wandb_run import SafeWandbRun, WandbSinkWarning
+from seffi.report.sinks import ForwardingSink, LocalSink, MultiSink, NullSink, Sink, WandbSink, default_sinks
+from seffi.report.wandb_run import SafeWandbRun, WandbSinkWarning, wandb_mode
 
 __all__ = [
     "Barcode",
     "Comparison",
     "CurveSet",
+    "ForwardingSink",
     "Gain",
     "LatentCurve",
     "LocalSink",
     "MultiSink",
+    "NullSink",
     "PolicyResult",
     "Report",
     "SafeWandbRun",
@@ -72,9 +78,12 @@ __all__ = [
     "TimeToCoverage",
     "WandbSink",
     "WandbSinkWarning",
+    "default_out_dir",
     "default_sinks",
     "dumps_report",
+    "fresh_out_dir",
     "keys",
     "load_report",
+    "wandb_mode",
     "write_report",
 ]

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import fnmatch
 import shutil
+import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 from seffi.errors import RunFolderExists, SeffiError
@@ -120,29 +122,71 @@ def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = 
     return path
 
 
-def fresh_run_folder(path: Path) -> Path:
+def fresh_run_folder(path: Path, *, nested: Sequence[str] = (), stacklevel: int = 2) -> Path:
     """``path``, or the first free ``path-2``, ``path-3``, ... when ``path`` already holds a seffi run.
 
     For library callers (a callback's ``out_dir``), which must neither stop training nor mix two runs
-    in one folder. When another folder is used, one :class:`UserWarning` names it. The folder is not
-    created here; the caller's sink creates it.
+    in one folder (report.json overwritten, metrics.jsonl appended to with its step going backwards,
+    old plots beside new ones). When another folder is used, one :class:`UserWarning` names it. The
+    folder is not created here; the caller's sink creates it.
+
+    Args:
+        path: The folder asked for.
+        nested: Sub-folders that also hold a run of this layout (the SB3 callback's ``stream``/``eval``
+            in ``mode="both"``): a folder counts as taken when it or one of them holds a seffi run.
+        stacklevel: Of the warning (2: the caller's line).
 
     Returns:
         The folder to write the run into: ``path`` itself, or a sibling that does not exist or holds
         no seffi run.
     """
     path = Path(path)
-    if not holds_seffi_run(path):
+
+    def taken(p: Path) -> bool:
+        return holds_seffi_run(p) or any(holds_seffi_run(p / sub) for sub in nested)
+
+    if not taken(path):
         return path
     n = 2
     while True:
         candidate = path.with_name(f"{path.name}-{n}")
-        if not candidate.exists() or (candidate.is_dir() and not holds_seffi_run(candidate)):
+        if not candidate.exists() or (candidate.is_dir() and not taken(candidate)):
             break
         n += 1
     warnings.warn(
         f"{path} already holds a seffi run; writing this run to {candidate} instead",
         UserWarning,
-        stacklevel=2,
+        stacklevel=stacklevel,
     )
     return candidate
+
+
+def default_out_dir(prefix: str = "seffi") -> Path:
+    """A fresh run folder: ``runs/<prefix>-<UTC timestamp>``, or ``runs/<UTC timestamp>`` without a prefix.
+
+    Made unique if it exists; the timestamp lives in the folder name only, never in report.json.
+    """
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    base = Path("runs") / (f"{prefix}-{stamp}" if prefix else stamp)
+    out, n = base, 1
+    while out.exists():
+        n += 1
+        out = Path(f"{base}-{n}")
+    return out
+
+
+def fresh_out_dir(out_dir: str | Path | None, prefix: str = "seffi", *, nested: Sequence[str] = ()) -> Path:
+    """The folder a callback writes its run into: never one that already holds a seffi run.
+
+    Args:
+        out_dir: The user's folder (see :func:`fresh_run_folder`); ``None`` gives
+            :func:`default_out_dir` (always fresh).
+        prefix: Prefix of the default folder name.
+        nested: See :func:`fresh_run_folder`.
+
+    Returns:
+        The folder to write into (not created here; the sinks create it).
+    """
+    if out_dir is None:
+        return default_out_dir(prefix)
+    return fresh_run_folder(Path(out_dir), nested=nested, stacklevel=4)

@@ -11,6 +11,8 @@ The callbacks and ``seffi run`` talk to one :class:`Sink` (usually a :class:`Mul
   tracker state locally, ``run.summary`` + an artifact on W&B.
 
 A W&B failure only ever disables the W&B sink (one warning); the local sink keeps everything.
+:class:`NullSink` drops everything (a worker's replica); :class:`ForwardingSink` shares a run's sinks
+between several monitors and leaves ``finish`` to the run's owner.
 """
 
 from __future__ import annotations
@@ -252,6 +254,58 @@ class MultiSink:
         """Finish every sink (the local one first)."""
         for s in self.sinks:
             s.finish(report, tracker_state)
+
+
+class NullSink:
+    """Drops everything.
+
+    For a process that keeps a tracker replica but must write nothing (an RLlib env runner, a non-main
+    TRL process): the driver or main process logs the merged numbers.
+    """
+
+    def log(self, data: Mapping[str, Any], step: int) -> None:
+        """Drop."""
+
+    def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
+        """Drop."""
+
+    def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
+        """Drop."""
+
+
+class ForwardingSink:
+    """Forwards logs to a run's sinks but leaves ``finish`` to the run's owner.
+
+    ``seffi run`` gives every task's monitor one of these over the run's shared sinks: one W&B run and
+    one metrics.jsonl serve every task, and the runner writes one report for all of them. With a
+    ``scope``, each log also carries the scope's own step axis ``seffi/<scope>/step`` = ``step -
+    start`` (W&B's ``seffi/step`` must not decrease within a run, so it counts over all scopes).
+
+    Args:
+        sinks: The run's sinks (a :class:`MultiSink` or any :class:`Sink`).
+        scope: The scope (a task's training stream, ``<Name>Router-v0/train``); None adds no axis.
+        start: The run's step when this scope started.
+    """
+
+    def __init__(self, sinks: Sink, scope: str | None = None, start: int = 0) -> None:
+        self.sinks, self.start = sinks, int(start)
+        self.step_key = keys.step_key(scope) if scope else None
+        wandb = getattr(sinks, "wandb", None)
+        if self.step_key is not None and wandb is not None:
+            wandb.run.add_step_axis(scope)
+
+    def log(self, data: Mapping[str, Any], step: int) -> None:
+        """Forward, with the scope's own step added."""
+        if self.step_key is not None:
+            data = {**data, self.step_key: float(int(step) - self.start)}
+        self.sinks.log(data, step)
+
+    def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
+        """Forward."""
+        self.sinks.log_snapshot(comparison, step, scope)
+
+    def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
+        """Nothing: the owner of the run finishes the shared sinks once."""
 
 
 def default_sinks(

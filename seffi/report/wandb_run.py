@@ -30,6 +30,25 @@ from seffi.report import keys
 
 Mode = Literal["offline", "online", "disabled"]
 MODES: tuple[str, ...] = ("offline", "online", "disabled")
+#: W&B's own aliases of ``WANDB_MODE``.
+_MODE_ALIASES = {"run": "online", "dryrun": "offline"}
+
+
+def wandb_mode_from_env() -> str | None:
+    """The W&B mode ``WANDB_MODE`` names ("online", "offline" or "disabled"), else None.
+
+    W&B's own aliases count too: "run" is online, "dryrun" offline; anything else is ignored.
+    """
+    env = os.environ.get("WANDB_MODE", "").strip().lower()
+    env = _MODE_ALIASES.get(env, env)
+    return env if env in MODES else None
+
+
+def wandb_mode(mode: str | None = None) -> str:
+    """The W&B mode to use: ``mode`` when given, else ``WANDB_MODE``, else offline (never online unasked)."""
+    if mode is not None:
+        return mode
+    return wandb_mode_from_env() or "offline"
 
 
 #: Seconds an online ``wandb.init`` may take before W&B is given up for the run (W&B's own default

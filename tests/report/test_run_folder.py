@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -112,3 +113,27 @@ def test_fresh_run_folder_picks_a_suffix_with_one_warning(tmp_path):
     (got / "report.json").write_text("{}")
     with pytest.warns(UserWarning, match="run-3"):
         assert fresh_run_folder(run) == tmp_path / "run-3"
+
+
+def test_fresh_out_dir_default_and_nested(tmp_path, monkeypatch):
+    """Issue 12 case 5: the callbacks' run-folder helpers live in seffi.report (one definition): an
+    explicit folder holding a run in a nested layout moves to a suffix, None gives runs/<prefix>-<UTC>."""
+    from seffi.report.run_folder import default_out_dir, fresh_out_dir
+
+    (tmp_path / "cb" / "eval").mkdir(parents=True)
+    (tmp_path / "cb" / "eval" / "report.json").write_text("{}")
+    (tmp_path / "cb-2").mkdir()
+    (tmp_path / "cb-2" / "metrics.jsonl").write_text("")
+    with pytest.warns(UserWarning, match="cb-3"):
+        assert fresh_out_dir(tmp_path / "cb", nested=("stream", "eval")) == tmp_path / "cb-3"
+    # Without the nested names the top folder holds no run of its own: it is used as it is.
+    assert fresh_out_dir(tmp_path / "cb") == tmp_path / "cb"
+    monkeypatch.chdir(tmp_path)
+    import seffi.report.run_folder as rf
+
+    monkeypatch.setattr(rf.time, "strftime", lambda fmt, t: "20260101-000000")
+    first = fresh_out_dir(None, "p")
+    assert first == Path("runs/p-20260101-000000")
+    first.mkdir(parents=True)
+    assert default_out_dir("p") == Path("runs/p-20260101-000000-2")  # same second: made unique
+    assert default_out_dir("") == Path("runs/20260101-000000")

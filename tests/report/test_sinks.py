@@ -147,3 +147,29 @@ def test_every_scope_gets_its_first_curve_snapshot() -> None:
     images = [k for row in run.logged for k in row if k.endswith("/curves/coverage_plot")]
     assert tables == ["seffi/A-v0/train/curves/coverage", "seffi/B-v0/train/curves/coverage"]
     assert images == ["seffi/A-v0/train/curves/coverage_plot", "seffi/B-v0/train/curves/coverage_plot"]
+
+
+def test_null_and_forwarding_sinks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 12 case 5: one NullSink and one ForwardingSink in seffi.report (they were written in the
+    RLlib and TRL adapters and the runner); W&B mode resolution is one function."""
+    from seffi.report import ForwardingSink, NullSink, Sink, wandb_mode
+    from seffi.report.wandb_run import wandb_mode_from_env
+
+    null = NullSink()
+    assert isinstance(null, Sink)
+    null.log({"seffi/auc": 1.0}, 1)
+    null.finish(fx.report())
+    shared = MultiSink([LocalSink(tmp_path, plots=False)])
+    fwd = ForwardingSink(shared, scope="Hanoi/train", start=10)
+    fwd.log({"seffi/auc": 0.5}, 14)
+    fwd.log_snapshot(fx.comparison(), 14, "Hanoi/train")
+    fwd.finish(fx.report())  # the run's owner finishes the shared sinks, not a forwarder
+    assert not (tmp_path / "report.json").exists()
+    assert shared.local.records() == [{"seffi/step": 14, "seffi/auc": 0.5, "seffi/Hanoi/train/step": 4.0}]
+    assert len((tmp_path / "snapshots.jsonl").read_text().splitlines()) == 1
+    cases = (("", "offline"), ("dryrun", "offline"), ("run", "online"), ("DISABLED", "disabled"))
+    for env, expected in cases:
+        monkeypatch.setenv("WANDB_MODE", env)
+        assert wandb_mode() == expected and wandb_mode("online") == "online"
+    monkeypatch.setenv("WANDB_MODE", "bogus")
+    assert wandb_mode_from_env() is None and wandb_mode() == "offline"
