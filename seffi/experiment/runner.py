@@ -40,7 +40,7 @@ from seffi.experiment.learner import ReinforceRouter, RouterFeatures
 
 def default_out() -> Path:
     """``runs/<UTC timestamp>`` (the timestamp lives in the folder name only, never in report.json)."""
-    from seffi.callbacks.core import default_out_dir
+    from seffi.report.run_folder import default_out_dir
 
     return default_out_dir("")
 
@@ -678,7 +678,7 @@ def render_run(run_dir: Path) -> list[Path]:
     Raises:
         SeffiError: DIR is missing, holds no valid report.json, or is not writable.
     """
-    from seffi.report.schema import load_report, write_report
+    from seffi.report.files import load_report, write_report
 
     report = load_report(run_dir)
     files = write_report(run_dir, report)
