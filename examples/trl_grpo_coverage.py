@@ -48,6 +48,8 @@ class Args:
     """AdamW learning rate (0: the sanity run, gain ~ 0)"""
     reward: str = "valid"
     """valid (correctness only) or diversity (order-independent group diversity)"""
+    diversity_weight: float = 0.5
+    """w of the diversity reward: valid * ((1 - w) + w / #valid completions sharing the strategy set)"""
     report_to: str = "none"
     """TRL reporting: none or wandb (W&B then carries train/seffi/* keys)"""
     out_dir: str = "runs/trl-grpo-coverage"
@@ -85,7 +87,13 @@ def main(args: Args) -> dict:
         {"prompt": [policy.prompt(task, x) for x in train], "input_id": [x.id for x in train]}
     )
     cov = GRPOCoverage(
-        task, train, reward=args.reward, decode=policy.decode, out_dir=args.out_dir, seed=args.seed
+        task,
+        train,
+        reward=args.reward,
+        diversity_weight=args.diversity_weight,
+        decode=policy.decode,
+        out_dir=args.out_dir,
+        seed=args.seed,
     )
     evaluation = PassAtKEval(
         task,
