@@ -34,8 +34,9 @@ import seffi.envs  # noqa: F401  (registers seffi/* env ids in every runner proc
 from seffi.callbacks.config import MonitorConfig
 from seffi.callbacks.core import CoverageMonitor
 from seffi.callbacks.env_access import EnvAccess
-from seffi.callbacks.workers import MergedMonitor, NullSink, WorkerStates, worker_identity, worker_snapshot
+from seffi.callbacks.workers import MergedMonitor, WorkerStates, worker_identity, worker_snapshot
 from seffi.errors import SeffiError
+from seffi.report.sinks import NullSink
 
 __all__ = ["CoverageCallback", "finalize"]
 

@@ -15,20 +15,7 @@ from typing import Any
 
 from seffi.callbacks.core import CoverageMonitor
 
-__all__ = ["MergedMonitor", "NullSink", "WorkerStates", "worker_identity", "worker_snapshot"]
-
-
-class NullSink:
-    """Workers log nothing themselves; the driver logs the merged numbers."""
-
-    def log(self, data: Any, step: int) -> None:
-        """Drop."""
-
-    def log_snapshot(self, comparison: Any, step: int, scope: str | None = None) -> None:
-        """Drop."""
-
-    def finish(self, report: Any = None, tracker_state: Any = None) -> None:
-        """Drop."""
+__all__ = ["MergedMonitor", "WorkerStates", "worker_identity", "worker_snapshot"]
 
 
 def worker_snapshot(monitor: CoverageMonitor, identity: Mapping[str, Any]) -> dict[str, Any]:

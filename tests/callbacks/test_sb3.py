@@ -262,3 +262,27 @@ def test_out_dir_holding_a_run_is_never_written_into_again(tmp_path: Path) -> No
         model.learn(64, callback=cb)
     assert load_report(tmp_path / "cb-2")["meta"]["episodes"] == 64
     assert load_report(tmp_path / "cb-3")["meta"]["episodes"] == 64
+
+
+def test_callback_takes_a_monitor_config(tmp_path: Path) -> None:
+    """issue 12 step 4: CoverageCallback(config=MonitorConfig(n_boot=0, wandb="disabled")) builds its
+    streaming monitor and its evaluator with those values; options go on top; a typo is one error."""
+    from seffi.callbacks import MonitorConfig
+
+    with pytest.raises(SeffiError, match=r"unknown monitor option\(s\) \['n_bot'\]"):
+        CoverageCallback(budget=K, n_bot=0)
+    with pytest.raises(SeffiError, match="needs budget=K"):
+        CoverageCallback(config=MonitorConfig(n_boot=0))
+    cfg = MonitorConfig(n_boot=0, wandb="disabled", seed=5)
+    eval_env = gym.make("seffi/SortSwapsRouter-v0", n_inputs=2, budget=K)
+    cb = CoverageCallback(
+        K, mode="both", eval_env=eval_env, eval_freq=32, config=cfg, out_dir=tmp_path, plots=False
+    )
+    model = _ppo("seffi/SortSwapsRouter-v0", "MlpPolicy", n_envs=1, n_inputs=2, budget=K)
+    model.learn(64, callback=cb)
+    for monitor in (cb.monitor, cb.evaluator.monitor):
+        assert (monitor.budget, monitor.n_boot, monitor.seed, monitor.sinks.wandb) == (K, 0, 5, None)
+    assert (cb.monitor.scope, cb.evaluator.monitor.scope) == (None, "eval")
+    assert cb.monitor.out_dir == tmp_path / "stream" and cb.evaluator.monitor.out_dir == tmp_path / "eval"
+    assert cb.evaluator.n_evals == 2 and cb.monitor.episodes == 64
+    assert cb.wandb_run_dir is None
