@@ -32,6 +32,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from seffi._seeding import spawn
 from seffi.errors import SeffiError
 from seffi.experiment.config import LearnerConfig, RunConfig, WandbMode
+from seffi.experiment.ladder_report import (
+    append_markdown,
+    build_report,
+    finite,
+    jsonable,
+    ladder_plots,
+    ladder_table,
+    measurement_table,
+    scalars,
+)
 
 #: The default task: the one task whose base LM met both targets (valid rate within 0.1 of the rows',
 #: strategy TV <= 0.1) in the measurements, with the highest NMI ceiling among those (README table).
@@ -398,13 +408,13 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
         t0 = time.perf_counter()
         measurements = _measure(models, lm_cfg, config, measure_seed)
         timings["measure_seconds"] = time.perf_counter() - t0
-    report = _build_report(config, [rung1.comparison, rung2.comparison], measurements)
+    report = build_report(config, [rung1.comparison, rung2.comparison], measurements)
     state = {"rung1": rung1.state, "rung2": rung2.state}
     (out / "routers.json").write_text(
         json.dumps({"rung1": rung1.router, "rung2": rung2.router}, sort_keys=True)
     )
     (out / "ladder.json").write_text(
-        json.dumps(_finite(measurements), indent=1, sort_keys=True, default=_jsonable, allow_nan=False)
+        json.dumps(finite(measurements), indent=1, sort_keys=True, default=jsonable, allow_nan=False)
     )
     wandb = sinks.wandb
     hint = wandb.run.sync_hint if wandb is not None else None
@@ -412,13 +422,13 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
     local.finish(report, state)
     files = dict(local.files)
     files.update(ladder_plots(out, report, measurements))
-    _append_markdown(out, measurements, timings)
+    append_markdown(out, measurements, timings)
     if wandb is not None:
         for name, path in sorted(files.items()):
             if path.suffix == ".png":
                 wandb.run.log_image(f"seffi/plots/{name}", path, step=max(runner.step, 1))
         wandb.run.log(
-            {f"seffi/ladder/{k}": v for k, v in _scalars(measurements).items()}, step=max(runner.step, 1)
+            {f"seffi/ladder/{k}": v for k, v in scalars(measurements).items()}, step=max(runner.step, 1)
         )
         wandb.finish(report, state)
     seconds = time.perf_counter() - start
@@ -507,226 +517,6 @@ def _measure(models: Any, lm_cfg: Any, config: LadderConfig, seed: np.random.See
     out["lm_config"] = lm_cfg.model_dump(mode="json")
     out["cache_keys"] = {"base": lm_cfg.base_key(), "mixture": lm_cfg.mixture_key()}
     return out
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(type(value).__name__)
-
-
-SCALAR_KEYS = (
-    "rows_valid_rate",
-    "base_valid_rate",
-    "valid_gap",
-    "tv_vs_law",
-    "tv_vs_rows",
-    "nmi",
-    "nmi_valid",
-    "nmi_unambiguous",
-    "nmi_ceiling_rows",
-    "nmi_train_assignments",
-    "mixture_valid_rate",
-)
-
-
-def _scalars(measurements: dict[str, Any]) -> dict[str, float]:
-    out = {}
-    for k in SCALAR_KEYS:
-        v = measurements.get(k)
-        if isinstance(v, int | float) and np.isfinite(v):
-            out[k] = float(v)
-    return out
-
-
-def _build_report(config: LadderConfig, comparisons: list[Any], measurements: dict[str, Any]) -> Any:
-    from seffi import __version__
-    from seffi.report.schema import Report
-
-    meta: dict[str, Any] = {"seffi_version": __version__, "command": "seffi ladder"}
-    meta.update({f"rung2_{k}": round(v, 6) for k, v in _scalars(measurements).items()})
-    return Report(
-        title=f"seffi ladder: rungs 1-2 on {config.task}",
-        seed=config.seed,
-        config=config.public_dict(),
-        meta=meta,
-        comparisons=comparisons,
-    )
-
-
-def ladder_table(report: Any) -> Any:
-    """``seffi run``'s summary rows with a rung column and the iid source."""
-    from types import SimpleNamespace
-
-    from rich.table import Table
-
-    from seffi.experiment.runner import SUMMARY_HEADER, summary_rows
-
-    budget = report.comparisons[0].budget if report.comparisons else "?"
-    table = Table(title=f"seffi ladder: coverage at budget K={budget} (gain: 0 = iid, 1 = oracle)")
-    for h in ("rung", *SUMMARY_HEADER):
-        left = h in ("rung", "task", "policy")
-        table.add_column(h, justify="left" if left else "right", no_wrap=left)
-    for comp in report.comparisons:
-        for row in summary_rows(SimpleNamespace(comparisons=[comp])):
-            if row[1] == "iid":
-                row[1] = f"iid ({comp.iid_source})"
-            table.add_row(str(comp.rung), *row)
-    return table
-
-
-def _finite(value: Any) -> Any:
-    """NaN -> None, recursively (ladder.json stays strict JSON)."""
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value
-
-
-def measurement_table(m: dict[str, Any]) -> Any:
-    """The rung-2 model measurements as a rich ``Table``."""
-    from rich.table import Table
-
-    table = Table(title=f"rung 2 models on {m['n_inputs']} held-out {m['task']} inputs")
-    table.add_column("measure", no_wrap=True)
-    table.add_column("value", justify="right")
-    table.add_column("target", justify="right")
-    rows = [
-        ("training rows valid rate", f"{m['rows_valid_rate']:.3f}", ""),
-        ("base LM valid rate (T=1)", f"{m['base_valid_rate']:.3f}", "within 0.1 of rows"),
-        ("strategy TV vs training law", f"{m['tv_vs_law']:.3f}", "<= 0.1"),
-        (f"NMI(latent, strategy), L={m['n_codes']}", _fmt(m["nmi"]), ">= 0.6"),
-        ("NMI over unambiguous samples", _fmt(m.get("nmi_unambiguous")), ""),
-        ("NMI ceiling (row labels vs match sets)", _fmt(m.get("nmi_ceiling_rows")), ""),
-        ("NMI of EM assignments vs row labels", _fmt(m["nmi_train_assignments"]), ""),
-        ("mixture valid rate (z ~ prior)", f"{m['mixture_valid_rate']:.3f}", ""),
-    ]
-    for r in rows:
-        table.add_row(*r)
-    return table
-
-
-def _fmt(value: Any) -> str:
-    return "—" if value is None or not np.isfinite(value) else f"{value:.3f}"
-
-
-def _append_markdown(out: Path, m: dict[str, Any], timings: dict[str, float]) -> None:
-    """Add the rung-2 model measurements and the ladder plots to report.md."""
-    md = out / "report.md"
-    cols = m["purity_columns"]
-    lines = [
-        "",
-        "## Rung 2 models (held-out inputs)",
-        "",
-        f"- training rows valid rate: {m['rows_valid_rate']:.3f}; base LM valid rate (temperature 1): "
-        f"{m['base_valid_rate']:.3f} (target: within 0.1)",
-        f"- pooled strategy-frequency TV, base LM vs training law: {m['tv_vs_law']:.3f} (target <= 0.1)",
-        f"- NMI(latent, strategy), L = {m['n_codes']}: {_fmt(m['nmi'])} (target >= 0.6; — when no "
-        f"sample matched a strategy); EM assignments vs row labels (post hoc): "
-        f"{_fmt(m['nmi_train_assignments'])}; over unambiguous samples: {_fmt(m.get('nmi_unambiguous'))}; "
-        f"ceiling (the rows' own labels vs their match sets): {_fmt(m.get('nmi_ceiling_rows'))}",
-        f"- latent prior: {', '.join(f'{p:.3f}' for p in m['prior'])}",
-        f"- models: {m['base_n_params']:,} parameters; training {timings.get('models_seconds', 0):.0f} s "
-        f"({'cached' if timings.get('models_cached') else 'trained'})",
-        "",
-        "Latent purity (share of each code's samples following each strategy; `none`: matched nothing):",
-        "",
-        "| code | " + " | ".join(cols) + " |",
-        "|---|" + "---|" * len(cols),
-    ]
-    for z, row in enumerate(m["purity"]):
-        lines.append(f"| {z} | " + " | ".join(f"{v:.2f}" for v in row) + " |")
-    lines += ["", "![coverage per rung](ladder_coverage.png)", "", "![latent purity](ladder_purity.png)", ""]
-    with md.open("a", encoding="utf-8") as fh:
-        fh.write("\n".join(lines) + "\n")
-
-
-def ladder_plots(out: Path, report: Any, m: dict[str, Any]) -> dict[str, Path]:
-    """The ladder's own figures: coverage per rung, latent vs strategy coverage, purity, valid@k."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    files: dict[str, Path] = {}
-    comps = report.comparisons
-
-    def save(fig: Any, name: str) -> None:
-        path = out / f"{name}.png"
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        files[name] = path
-
-    fig, axes = plt.subplots(1, len(comps), figsize=(5.5 * len(comps), 4), sharey=True, squeeze=False)
-    for ax, comp in zip(axes[0], comps, strict=True):
-        for cs, style in [(comp.iid, "k--"), (comp.oracle, "k:")]:
-            if cs is not None:
-                ax.plot(
-                    cs.k,
-                    cs.coverage,
-                    style,
-                    label=f"{cs.label} ({comp.iid_source})" if cs is comp.iid else cs.label,
-                )
-        for p in comp.policies:
-            g = p.gain
-            gain = "" if g is None or g.value is None else f", gain {g.value:.2f} [{g.lo:.2f}, {g.hi:.2f}]"
-            ax.plot(p.curves.k, p.curves.coverage, marker="o", ms=3, label=f"{p.curves.label}{gain}")
-        ax.set_title(f"rung {comp.rung}: {comp.env_id}", fontsize=9)
-        ax.set_xlabel("k (samples per input)")
-        ax.legend(fontsize=7)
-    axes[0][0].set_ylabel("strategy coverage C(k)")
-    save(fig, "ladder_coverage")
-
-    fig, axes = plt.subplots(1, len(comps), figsize=(5.5 * len(comps), 4), sharey=True, squeeze=False)
-    for ax, comp in zip(axes[0], comps, strict=True):
-        for i, p in enumerate(comp.policies):
-            color = f"C{i}"
-            ax.plot(p.curves.k, p.curves.coverage, color=color, label=f"{p.curves.label}: strategies")
-            if p.latent is not None:
-                ax.plot(
-                    p.latent.k, p.latent.coverage, color=color, ls="--", label=f"{p.curves.label}: latents"
-                )
-        ax.set_title(f"rung {comp.rung}: latent (dashed) vs strategy coverage", fontsize=9)
-        ax.set_xlabel("k")
-        ax.legend(fontsize=7)
-    save(fig, "ladder_latent_vs_strategy")
-
-    matrix = np.asarray(m["purity"])
-    fig, ax = plt.subplots(figsize=(1.2 * matrix.shape[1] + 2, 0.35 * matrix.shape[0] + 1.8))
-    im = ax.imshow(matrix, vmin=0, vmax=1, cmap="viridis", aspect="auto")
-    ax.set_xticks(range(matrix.shape[1]), m["purity_columns"], rotation=30, ha="right", fontsize=8)
-    ax.set_yticks(range(matrix.shape[0]), [f"z={z} ({p:.2f})" for z, p in enumerate(m["prior"])], fontsize=8)
-    for (i, j), v in np.ndenumerate(matrix):
-        ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w" if v < 0.5 else "k")
-    ax.set_title(f"latent purity (NMI {m['nmi']:.2f}); rows: code (prior)", fontsize=9)
-    fig.colorbar(im, ax=ax)
-    save(fig, "ladder_purity")
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for comp in comps:
-        for p in comp.policies:
-            if p.curves.valid_at_k is not None:
-                ax.plot(
-                    p.curves.k,
-                    p.curves.valid_at_k,
-                    marker="o",
-                    ms=3,
-                    label=f"rung {comp.rung}: {p.curves.label}",
-                )
-        if comp.iid is not None and comp.iid.valid_at_k is not None:
-            ax.plot(comp.iid.k, comp.iid.valid_at_k, "--", label=f"rung {comp.rung}: iid")
-    ax.set_xlabel("k")
-    ax.set_ylabel("valid@k (some sample valid)")
-    ax.set_title("best-of-k correctness per policy", fontsize=9)
-    ax.legend(fontsize=7)
-    save(fig, "ladder_valid_at_k")
-    return files
 
 
 # -- the command --------------------------------------------------------------------------------------------
