@@ -1,7 +1,7 @@
-"""Read a coverage ``Curves`` (or its ``to_dict()``) into the fields of a report curve set.
+"""Read a coverage ``Curves`` (or its ``to_dict()``) into the fields of a report ``CurveSet``.
 
 Driven by the column table (:mod:`seffi.coverage.columns`): each column names its ``Curves``
-attribute and its report.json field, so there is no second list of names here.
+attribute and its report.json field.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
-"""The W&B key scheme (DESIGN.md, "W&B key scheme") as functions, so no caller spells a key by hand.
+"""The W&B key scheme (DESIGN.md, "W&B key scheme") as functions: no caller spells a key by hand.
 
-Every scalar lives under ``seffi/`` and is plotted against the custom step metric ``seffi/step``::
-
-    seffi/coverage/k=<k>                 log-spaced k: 1, 2, 4, ..., and K
-    seffi/auc                            AUC(K) = (1/K) sum_k C(k)
-    seffi/gain_vs_iid (+ _lo, _hi)       (AUC - AUC_iid) / (AUC_oracle - AUC_iid) with CI bounds
-    seffi/full_coverage/k=<K>            F(K) = Pr[|S_K| = M]
-    seffi/time_to_coverage/tau=<tau>/median
-    seffi/novelty/i=<i>                  log-spaced i
-    seffi/valid_rate  seffi/episodes  seffi/inputs
-
-A run that reports several comparisons (tasks x policies) puts a *scope* after the prefix, e.g.
-``seffi/hanoi/learned/auc``; the unscoped form is what a single callback logs. ``seffi run`` plots
-each task's training stream against that stream's own step, ``seffi/<Name>Router-v0/train/step``
-(:func:`step_key`).
+Owns ``seffi/<stem>[/k=<k>]`` keys of the metric columns (:mod:`seffi.coverage.columns` gives each
+column its stem), the step keys, scoping (``seffi/<task>/<policy>/auc`` when a report has several
+comparisons) and :func:`scalars_from_curves` / :func:`report_scalars`.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """Run folders: one seffi run per folder, never two mixed, never a silent overwrite.
 
-A run folder is where a command writes its results (``seffi run``, ``seffi compare``, ``seffi lane``,
-the callbacks' ``out_dir``). Writing a second run into a folder that already holds one would
-overwrite report.json, *append* to metrics.jsonl (whose step then goes backwards) and leave the old
-run's plots beside the new ones. So:
-
-- the command line refuses (:func:`prepare_run_folder` raises :class:`~seffi.errors.RunFolderExists`,
-  one line, exit 2) unless ``--overwrite``, which first removes only the earlier run's seffi files;
-- library callers (a training script's callback) never stop training over this:
-  :func:`fresh_run_folder` picks ``DIR-2``, ``DIR-3``, ... and says so in one warning.
-
-:data:`SEFFI_OWNED` is the one list of names a seffi command writes into a run folder; anything else
-in the folder is the user's and is never touched.
+Owns :data:`SEFFI_OWNED` (the names a seffi command writes), :func:`prepare_run_folder` (command line:
+refuse an earlier run unless ``--overwrite``), :func:`fresh_run_folder` / :func:`fresh_out_dir`
+(callbacks: move to ``DIR-2``, ``DIR-3``, ... with one warning) and :func:`default_out_dir`.
 
 Example:
     >>> import tempfile

@@ -1,18 +1,11 @@
-r"""Read JSON and YAML files a user hands to seffi without ever crashing or exhausting memory.
+r"""Read the JSON and YAML files a user hands to seffi without crashing or exhausting memory.
 
-Every problem is one :class:`~seffi.errors.SeffiError` line that names the file: missing or
-unreadable, larger than a cap, not UTF-8, not valid JSON/YAML, nested deeper than a cap, a YAML
-alias (``*name``: a 1.4 KB "billion laughs" file expands to gigabytes), a duplicate key (YAML
-and JSON parsers silently keep the last one), or a JSON ``NaN``/``Infinity``.
-
-Used by ``seffi run --config``, ``seffi report`` / ``seffi compare`` (report.json) and the lane's
-concept packs::
-
-    from seffi.report.safe_load import load_json_file
-    data = load_json_file(path, what="concept pack")   # SeffiError: "concept pack x.json: ..."
+Owns :func:`load_json_file`, :func:`loads_yaml` and friends: size and depth caps, no YAML aliases,
+no duplicate keys, no JSON NaN; every problem is one :class:`~seffi.errors.SeffiError` line naming
+the file.
 
 Example:
-    >>> loads_yaml("a: 1\\nb: [1, 2]\\n", source="c.yaml")
+    >>> loads_yaml("a: 1\nb: [1, 2]\n", source="c.yaml")
     {'a': 1, 'b': [1, 2]}
 """
 

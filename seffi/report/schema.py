@@ -1,23 +1,9 @@
-"""The report.json schema: everything needed to re-render report.md and the plots without recomputing.
+"""The report.json models (pydantic): everything needed to re-render report.md and the plots.
 
-Determinism contract: the same inputs give a byte-identical report.json. So the schema holds no
-timestamps and no absolute paths (callers must not put them in ``config`` / ``meta`` either), keys are
-sorted, floats are written with Python's shortest round-trip ``repr``, and curves refuse NaN/inf (a
-missing value is ``null``; a non-finite number inside free-form ``config`` is written as ``null``).
-
-Layout::
-
-    Report
-      comparisons: [Comparison]          one per (task, env, budget K, input pool)
-        iid: CurveSet | None             the iid base-sampler baseline (exact or estimated)
-        oracle: CurveSet | None          the no-repeat oracle
-        policies: [PolicyResult]
-          curves: CurveSet               the policy's measured curves
-          gain: Gain | None              gain vs iid with CI (or a reason it is undefined)
-          barcode: Barcode | None        strategy per (input, sample index); -1 = no match
-          latent: LatentCurve | None     router latent-code coverage; a diagnostic, never mixed in
-
-All curves are indexed by budget ``k`` (1-based, increasing); every per-k list has the length of ``k``.
+Owns ``Report -> Comparison -> PolicyResult/CurveSet/Barcode/LatentCurve``; ``Gain`` and
+``TimeToCoverage`` are :mod:`seffi.coverage.summaries`' and ``CurveSet``'s metric fields come from the
+column table. No timestamps or absolute paths, NaN refused (a missing value is null), so the same
+run gives the same bytes. Files and rendering live in :mod:`seffi.report.files`.
 """
 
 from __future__ import annotations

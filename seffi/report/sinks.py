@@ -1,18 +1,9 @@
 """Where logged numbers go: a local folder (always) and W&B (optional, never fatal).
 
-The callbacks and ``seffi run`` talk to one :class:`Sink` (usually a :class:`MultiSink` built by
-:func:`default_sinks`) with three calls:
-
-- ``log(data, step)``: scalars of the key scheme (:mod:`seffi.report.keys`), every log event;
-- ``log_snapshot(comparison, step, scope=None)``: the current curves (policy vs iid vs oracle);
-  W&B only turns every ``log_curves_every``-th call into a ``line_series`` table + image, because
-  each one writes a new table;
-- ``finish(report=None, tracker_state=None)``: final files — report.json/report.md/plots and the
-  tracker state locally, ``run.summary`` + an artifact on W&B.
-
-A W&B failure only ever disables the W&B sink (one warning); the local sink keeps everything.
-:class:`NullSink` drops everything (a worker's replica); :class:`ForwardingSink` shares a run's sinks
-between several monitors and leaves ``finish`` to the run's owner.
+Owns the :class:`Sink` protocol (``log``, ``log_snapshot``, ``finish``) and its implementations:
+:class:`LocalSink`, :class:`WandbSink`, :class:`MultiSink` (fan-out, :func:`default_sinks`),
+:class:`NullSink` (a worker's replica) and :class:`ForwardingSink` (monitors sharing a run's sinks),
+plus the closing console lines. A W&B failure only disables the W&B sink.
 """
 
 from __future__ import annotations

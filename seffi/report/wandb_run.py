@@ -1,17 +1,9 @@
-"""A Weights & Biases run that never raises into training.
+"""A Weights & Biases run that never raises into training, and the W&B mode to use.
 
-Any W&B failure (import error, init error, no network, quota, bad data) produces ONE warning
-(:class:`WandbSinkWarning`), sets ``enabled = False`` and turns every later call into a no-op, so the
-training loop and the local sink keep working. ``wandb`` is imported lazily.
-
-Offline runs write ``<dir>/wandb/offline-run-<time>-<id>/`` (``run_dir``). Read one back without a
-network, e.g. in tests or CI::
-
-    wandb leet inspect <run_dir> --summary --json     # one JSON object: state, summary, config
-
-(checked with wandb 0.31: the object's ``"summary"`` holds the latest value of every logged key and
-everything put in ``run.summary``; ``"state"`` is ``"finished"`` after ``finish()``.) Upload later
-with ``wandb sync <run_dir>`` (``sync_hint``).
+Owns :class:`SafeWandbRun` (any W&B failure is ONE :class:`WandbSinkWarning`, then every call is a
+no-op; ``wandb`` imported lazily; offline runs read back with ``wandb leet inspect <run_dir>
+--summary --json``, uploaded with ``wandb sync``) and :func:`wandb_mode` (explicit, else
+``WANDB_MODE``, else offline).
 """
 
 from __future__ import annotations
