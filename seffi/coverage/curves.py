@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from seffi._seeding import SeedLike
 from seffi.coverage.columns import curves_arrays
 from seffi.coverage.gain import gain_value, paired_gain
 from seffi.coverage.summaries import Gain, TimeToCoverage, survival_summary
@@ -170,33 +169,9 @@ class Curves:
 
     # -- comparison ------------------------------------------------------------------------------
 
-    def gain(
-        self,
-        iid: Curves,
-        oracle: Curves,
-        *,
-        valid: bool = False,
-        n_boot: int | None = None,
-        seed: SeedLike = None,
-    ) -> Gain:
-        """Gain(K) = (AUC - AUC_iid) / (AUC_oracle - AUC_iid) with a paired bootstrap interval over inputs.
-
-        See :func:`seffi.coverage.gain.paired_gain` (this is it, with these curves as the policy).
-
-        Args:
-            iid: the iid baseline's curves (same K).
-            oracle: the oracle's curves (same K).
-            valid: compare the valid-only AUCs instead of the raw ones.
-            n_boot: bootstrap replicates; default these curves' ``n_boot``.
-            seed: bootstrap seed; default these curves' ``seed`` (0 when they have none).
-
-        Returns:
-            A :class:`Gain` (value None with a ``reason`` when undefined).
-
-        Raises:
-            ValueError: the curves have different K, or the policy saw inputs a baseline lacks.
-        """
-        return paired_gain(self, iid, oracle, valid=valid, n_boot=n_boot, seed=seed)
+    #: ``curves.gain(iid, oracle)``: Gain(K) with a paired bootstrap interval over inputs, see
+    #: :func:`seffi.coverage.gain.paired_gain` (these curves are its ``policy``).
+    gain = paired_gain
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict: arrays become lists, NaN becomes None; ``from_dict`` inverts it."""
