@@ -35,7 +35,7 @@ from seffi.coverage.baselines import (
     oracle_first_hits,
 )
 from seffi.coverage.resampling import bootstrap_counts, percentile_interval
-from seffi.coverage.runs import curves_from_runs
+from seffi.coverage.sums import curves_from_runs
 
 Z95 = 1.959963984540054
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, survival_summary, tau_key
 from seffi.coverage.resampling import bootstrap_counts, percentile_interval
-from seffi.coverage.runs import input_auc_contributions
+from seffi.coverage.sums import input_auc_contributions
 
 #: Statistics summed per (input, k): names in storage order. ``risk``/``event`` come once per tau.
 BASE_STATS: tuple[str, ...] = ("runs", "covered", "novel", "new", "full", "valid_covered", "valid_any")

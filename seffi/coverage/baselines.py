@@ -28,7 +28,7 @@ import numpy as np
 from seffi._seeding import SeedLike, check_probabilities, rngs, spawn
 from seffi.coverage import estimators as est
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, check_budget, tau_key
-from seffi.coverage.runs import curves_from_runs, rarity_labels
+from seffi.coverage.sums import curves_from_runs, rarity_labels
 from seffi.coverage.tracker import _input_id
 from seffi.errors import SeffiError
 

@@ -1,64 +1,36 @@
-"""``CoverageTracker``: mergeable, checkpointable per-(input, stream) coverage state.
+"""``CoverageTracker``: the one owner of recorded run data — runs, inputs, barcode, latent codes.
 
-State is declared once (``_RUN_FIELDS`` with the merge rule of the whole structure: runs are a
-disjoint union keyed by (task, input_id, stream)); ``update``, ``merge``, ``state_dict`` and
-``load_state_dict`` all derive from it. Per run we keep only first-hit indices and counts, so memory
-is O(runs x strategies), never O(samples) -- except the optional, bounded strategy barcode.
+State is declared once (:data:`STATE` — each field with how it merges); ``update``/``record``,
+``merge``, ``state_dict``/``load_state_dict`` and stream shifting all follow that table. A run is one
+input's sample sequence in one stream; per run we keep first-hit indices (``seffi.coverage.sums.
+RunTable``), so memory is O(runs x strategies), never O(samples). With a ``budget`` K the per-input
+sums of the curves are also kept up to date as samples arrive, so a log costs O(inputs x K).
 """
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from seffi.coverage import _tracker_state as state_io
+from seffi.coverage.assign import RunAssigner
 from seffi.coverage.curves import Curves, check_budget
-from seffi.coverage.runs import curves_from_runs
+from seffi.coverage.sums import InputSums, RunTable, curves_from_sums, fold, point_from_sums, sums_from_runs
 
-__all__ = ["STATE_FORMAT", "CoverageTracker"]
+__all__ = ["STATE", "STATE_FORMAT", "CoverageTracker"]
 
-#: Format tag of ``state_dict``; ``load_state_dict`` refuses anything else.
-STATE_FORMAT = "seffi.coverage.tracker/1"
-
-RunKey = tuple[str, str, int]  # (task, input_id, stream)
-
-
-@dataclass
-class _Run:
-    """One run: the sample sequence of one input in one stream.
-
-    Attributes:
-        m: the denominator M_x.
-        n: samples seen.
-        first_hit: strategy -> index of the first sample matching it.
-        first_valid_hit: strategy -> index of the first *correct* sample matching it.
-        counts: strategy -> number of samples matching it.
-        first_valid: index of the first correct sample, -1 if none.
-        n_valid: number of correct samples.
-    """
-
-    m: int
-    n: int = 0
-    first_hit: dict[str, int] = field(default_factory=dict)
-    first_valid_hit: dict[str, int] = field(default_factory=dict)
-    counts: dict[str, int] = field(default_factory=dict)
-    first_valid: int = -1
-    n_valid: int = 0
-
-
-#: The declared per-run state: field -> JSON type. Everything else derives from this table.
-_RUN_FIELDS: dict[str, type] = {
-    "m": int,
-    "n": int,
-    "first_hit": dict,
-    "first_valid_hit": dict,
-    "counts": dict,
-    "first_valid": int,
-    "n_valid": int,
+STATE_FORMAT = state_io.STATE_FORMAT
+#: The recorded state, declared once: field -> how two trackers' values combine in ``merge``.
+STATE: dict[str, str] = {
+    "inputs": "union by (task, input id); M_x must agree",
+    "runs": "disjoint union by (task, input id, stream); a run in both trackers is an error",
+    "barcode": "per input, the row of its lowest stream; the barcode_rows smallest inputs",
+    "latent": "per run, like runs (latent codes tried: a diagnostic, never strategy coverage)",
+    "open_runs": "kept from the tracker merged into (resume); a merged-in tracker's runs are closed",
+    "samples, valid, skipped": "sums",
 }
 
 
@@ -80,26 +52,38 @@ def _match_set(matches: Any) -> frozenset[str]:
     return ms
 
 
-def _check_declared(ids: frozenset[str], strategies: tuple[str, ...] | None) -> None:
-    """Raise on strategy ids outside the declared set (no-op when nothing is declared)."""
-    if strategies is not None:
-        unknown = sorted(ids.difference(strategies))
-        if unknown:
-            raise ValueError(f"unknown strategy ids {unknown}; declared: {list(strategies)}")
+def _int_array(value: Any, n: int, name: str) -> np.ndarray:
+    arr = np.asarray(value)
+    if (
+        not np.issubdtype(arr.dtype, np.integer)
+        or arr.ndim > 1
+        or (arr.ndim == 1 and arr.shape[0] != n)
+        or (arr.size and arr.min() < 0)
+    ):
+        raise ValueError(f"{name} must be a non-negative int or an int array of shape ({n},)")
+    return np.broadcast_to(arr.astype(np.int64), (n,))
 
 
 class CoverageTracker:
-    """Accumulates, per (input, stream) run, which strategies were covered and when.
+    """Records, per (input, stream) run, which strategies were covered and when.
 
     Args:
-        strategies: the declared strategy ids (a sequence of str; unknown ids in ``update`` raise),
-            or an int M: strategies are then free-form ids and M is the default denominator.
-            None: free-form ids; every input's M_x must then come with its first ``update``.
+        strategies: the declared strategy ids (a sequence of str; unknown ids raise), or an int M:
+            strategies are then free-form ids and M is the default denominator. None: free-form ids;
+            every input's M_x must then come with its first ``update``.
         task: task name; runs of different tasks form separate bootstrap strata after ``merge``.
-        barcode_rows: keep per-sample data (the "strategy barcode") for this many runs -- the runs
-            with the smallest (task, input_id, stream) keys, so the choice does not depend on update
-            or merge order. 0 (default) keeps none. Memory: barcode_rows x barcode_cols cells.
-        barcode_cols: number of leading samples kept per barcode row.
+        budget: K, or None. With K, only each run's first K samples are recorded (later ones are
+            counted in ``skipped``), per-input sums are kept for O(inputs x K) logs, and
+            :meth:`curves` defaults to K.
+        barcode_rows: keep the strategy barcode of this many inputs (the smallest (task, input_id)
+            keys, so the choice does not depend on update or merge order). 0 keeps none.
+        barcode_cols: samples kept per barcode row.
+        num_latents: Z > 0 records which latent codes each run tried (``record(..., z=...)``).
+        stream_offset: first stream number of runs that :meth:`record` opens.
+
+    The barcode rule (one, everywhere): a row is an input's lowest-stream run; a cell is the first
+    strategy (declared order; alphabetical when free-form) the sample adds to its run's coverage,
+    else its first matched strategy, else -1 (no match).
 
     Example:
         >>> t = CoverageTracker(strategies=("a", "b", "c"))
@@ -112,8 +96,11 @@ class CoverageTracker:
         strategies: Sequence[str] | int | None = None,
         *,
         task: str = "",
+        budget: int | None = None,
         barcode_rows: int = 0,
         barcode_cols: int = 256,
+        num_latents: int = 0,
+        stream_offset: int = 0,
     ) -> None:
         if isinstance(strategies, bool):
             raise ValueError("strategies must be a sequence of ids, a count or None")
@@ -133,17 +120,96 @@ class CoverageTracker:
             self.strategies, self.num_strategies = ids, len(ids)
         if not isinstance(task, str):
             raise ValueError(f"task must be a str, got {task!r}")
-        for name, v in (("barcode_rows", barcode_rows), ("barcode_cols", barcode_cols)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        for name, v in (
+            ("barcode_rows", barcode_rows),
+            ("barcode_cols", barcode_cols),
+            ("num_latents", num_latents),
+            ("stream_offset", stream_offset),
+        ):
+            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 0:
                 raise ValueError(f"{name} must be a non-negative int, got {v!r}")
         self.task = task
-        self.barcode_rows, self.barcode_cols = barcode_rows, barcode_cols
-        self._runs: dict[RunKey, _Run] = {}
-        self._input_m: dict[tuple[str, str], int] = {}
-        # barcode: run key -> list of (sorted matched strategies, valid) per sample, first barcode_cols
-        self._barcode: dict[RunKey, list[list[str]]] = {}
+        self.budget = None if budget is None else check_budget(budget)
+        self.barcode_rows, self.barcode_cols = int(barcode_rows), int(barcode_cols)
+        self.num_latents, self.stream_offset = int(num_latents), int(stream_offset)
+        self.reset()
 
-    # -- accumulation ----------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Drop everything recorded (the declared state back to empty)."""
+        self.columns: list[str] = list(self.strategies or ())
+        self._col = {s: j for j, s in enumerate(self.columns)}
+        self.keys: list[tuple[str, str]] = []  # input code -> (task, input_id)
+        self._code: dict[Any, int] = {}  # (task, input_id) -> input code (and raw ids on the record path)
+        self._m = np.zeros(16, dtype=np.int64)  # M_x per input code (capacity doubles)
+        self._bar_stream = np.full(16, np.iinfo(np.int64).max, dtype=np.int64)  # barcode row's stream
+        self.assigner = RunAssigner(self.budget or 1, self.stream_offset)
+        self._slot_of: dict[tuple[int, int], int] = {}  # (input code, stream) -> slot
+        self.runs = RunTable(len(self.columns))
+        self.sums = InputSums(self.budget) if self.budget else None
+        self.latent_runs = RunTable(self.num_latents) if self.num_latents else None
+        self.latent_sums = InputSums(self.budget) if self.budget and self.num_latents else None
+        self.has_latent = False
+        self._barcode: dict[int, tuple[int, list[int], list[bool]]] = {}  # code -> (stream, cells, new)
+        self.samples = self.valid = self.skipped = 0
+        self._order: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
+
+    @property
+    def m(self) -> np.ndarray:
+        """M_x per input code: int array, shape (U,)."""
+        return self._m[: len(self.keys)]
+
+    # -- coding --------------------------------------------------------------------------------------
+
+    def _input_code(self, key: tuple[str, str], m: int) -> int:
+        code = self._code.get(key)
+        if code is None:
+            code = self._code[key] = len(self.keys)
+            self.keys.append(key)
+            if code >= self._m.size:
+                self._m = np.r_[self._m, np.zeros(self._m.size, dtype=np.int64)]
+                big = np.full(self._bar_stream.size, np.iinfo(np.int64).max, dtype=np.int64)
+                self._bar_stream = np.r_[self._bar_stream, big]
+            self._m[code] = m
+            self.assigner._grow(code + 1, 0)
+            if self.sums is not None:
+                self.sums.grow(code + 1)
+            if self.latent_sums is not None:
+                self.latent_sums.grow(code + 1)
+        return code
+
+    def _column(self, s: str) -> int:
+        j = self._col.get(s)
+        if j is None:
+            j = self._col[s] = len(self.columns)
+            self.columns.append(s)
+            self.runs.grow(0, len(self.columns))
+        return j
+
+    def _resolve_m(self, key: tuple[str, str], num_strategies: int | None) -> int:
+        """M_x of input ``key`` (checked, not stored)."""
+        code = self._code.get(key)
+        known = int(self.m[code]) if code is not None else None
+        if num_strategies is not None:
+            if isinstance(num_strategies, bool) or not isinstance(num_strategies, int | np.integer):
+                raise ValueError(f"num_strategies must be an int, got {num_strategies!r}")
+            if num_strategies < 1:
+                raise ValueError(f"num_strategies must be >= 1, got {num_strategies}")
+            if known is not None and known != num_strategies:
+                raise ValueError(f"input {key[1]!r} already has M_x={known}, got {num_strategies!r}")
+            return int(num_strategies)
+        if known is not None:
+            return known
+        if self.num_strategies is not None:
+            return self.num_strategies
+        raise ValueError(
+            f"input {key[1]!r}: no strategy count; pass num_strategies= or declare strategies on the tracker"
+        )
+
+    def _order_key(self, s: str) -> tuple[int, str]:
+        """Declared order when strategies are declared, else alphabetical."""
+        return (self.strategies.index(s), s) if self.strategies is not None else (0, s)
+
+    # -- recording -----------------------------------------------------------------------------------
 
     def update(
         self,
@@ -154,53 +220,22 @@ class CoverageTracker:
         stream: int = 0,
         num_strategies: int | None = None,
     ) -> None:
-        """Record one sample of ``input_id`` in ``stream``.
+        """Record one sample of ``input_id`` in ``stream`` (each (input, stream) is one run, in order).
 
         Args:
             input_id: the input.
             matches: strategy ids the sample's trace matches (empty for parse failures/off-strategy).
             valid: whether the sample is a correct solution.
-            stream: the stream (e.g. vector-env index) the sample belongs to; each (input, stream)
-                is its own run, whose samples are in order.
-            num_strategies: M_x for this input (defaults to the declared strategy count); must not
-                change once set.
+            stream: the stream (e.g. vector-env index) the sample belongs to.
+            num_strategies: M_x for this input (defaults to the declared count); fixed once set.
         """
-        iid = _input_id(input_id)
-        ms = _match_set(matches)
-        _check_declared(ms, self.strategies)
-        if isinstance(stream, bool) or not isinstance(stream, int | np.integer) or stream < 0:
-            raise ValueError(f"stream must be a non-negative int, got {stream!r}")
         if not isinstance(valid, bool | np.bool_):
             raise ValueError(f"valid must be a bool, got {valid!r}")
-        m = self._resolve_m(iid, num_strategies)
-        key = (self.task, iid, int(stream))
-        run = self._runs.get(key)
-        # Every check runs before the first write: a refused sample must not leave an empty run
-        # behind (it would count as a run that never reaches k and reweight the input).
-        seen = (set(run.first_hit) if run is not None else set()) | ms
-        m_run = run.m if run is not None else m
-        if len(seen) > m_run:
-            raise ValueError(
-                f"input {iid!r} has matched {len(seen)} distinct strategies but its M_x is {m_run}"
-            )
-        self._input_m[(self.task, iid)] = m
-        if run is None:
-            run = self._runs[key] = _Run(m=m)
-            self._admit_barcode(key)
-        i = run.n
-        for s in ms:
-            run.first_hit.setdefault(s, i)
-            run.counts[s] = run.counts.get(s, 0) + 1
-            if valid:
-                run.first_valid_hit.setdefault(s, i)
-        if valid:
-            run.n_valid += 1
-            if run.first_valid < 0:
-                run.first_valid = i
-        run.n += 1
-        row = self._barcode.get(key)
-        if row is not None and len(row) < self.barcode_cols:
-            row.append(sorted(ms, key=self._order_key))
+        if isinstance(stream, bool) or not isinstance(stream, int | np.integer) or stream < 0:
+            raise ValueError(f"stream must be a non-negative int, got {stream!r}")
+        self.update_many(
+            [input_id], [matches], valid=bool(valid), stream=int(stream), num_strategies=num_strategies
+        )
 
     def update_many(
         self,
@@ -213,14 +248,12 @@ class CoverageTracker:
     ) -> None:
         """Record N samples at once: exactly ``update(input_ids[i], matches[i], ...)`` for i = 0..N-1.
 
-        The batch is grouped by run in numpy, so the Python work is per run touched and strategy
-        column, not per sample (the barcode, when kept, is still filled per sample). The whole batch
-        is checked before anything is recorded: on ValueError the tracker is unchanged.
+        The whole batch is checked before anything is recorded: on ValueError the tracker is unchanged.
 
         Args:
             input_ids: the N inputs, in sample order.
-            matches: bool array, shape (N, M), whose columns are the declared ``strategies`` (needs
-                declared strategies), or N iterables of strategy ids.
+            matches: bool array, shape (N, M), whose columns are the declared ``strategies``, or N
+                iterables of strategy ids.
             valid: bool array, shape (N,), or one bool for every sample.
             stream: non-negative int array, shape (N,), or one stream for every sample.
             num_strategies: M_x for every input of the batch (as in :meth:`update`).
@@ -235,172 +268,220 @@ class CoverageTracker:
                     f"matches must be a bool array of shape ({n}, {len(self.strategies)}), "
                     f"got {matches.dtype} {matches.shape}"
                 )
-            cols, mat = list(self.strategies), matches
+            mat, names = matches, list(self.strategies)
         else:
-            rows = list(matches)
-            if len(rows) != n:
-                raise ValueError(f"{n} input ids but {len(rows)} match sets")
-            sets = [_match_set(ms) for ms in rows]
+            sets = [_match_set(ms) for ms in matches]
+            if len(sets) != n:
+                raise ValueError(f"{n} input ids but {len(sets)} match sets")
             union = frozenset().union(*sets)
-            _check_declared(union, self.strategies)
-            cols = list(self.strategies) if self.strategies is not None else sorted(union)
-            index = {s: j for j, s in enumerate(cols)}
-            mat = np.zeros((n, len(cols)), dtype=bool)
+            if self.strategies is not None:
+                unknown = sorted(union.difference(self.strategies))
+                if unknown:
+                    raise ValueError(f"unknown strategy ids {unknown}; declared: {list(self.strategies)}")
+                names = list(self.strategies)
+            else:
+                names = sorted(union)
+            index = {s: j for j, s in enumerate(names)}
+            mat = np.zeros((n, len(names)), dtype=bool)
             for i, fs in enumerate(sets):
                 mat[i, [index[s] for s in fs]] = True
         v = np.asarray(valid)
         if v.dtype != np.bool_ or v.ndim > 1 or (v.ndim == 1 and v.shape[0] != n):
             raise ValueError(f"valid must be a bool or a bool array of shape ({n},)")
         v = np.broadcast_to(v, (n,))
-        st_ = np.asarray(stream)
-        if (
-            not np.issubdtype(st_.dtype, np.integer)
-            or st_.ndim > 1
-            or (st_.ndim == 1 and st_.shape[0] != n)
-            or (st_.size and st_.min() < 0)
-        ):
-            raise ValueError(f"stream must be a non-negative int or an int array of shape ({n},)")
-        st_ = np.broadcast_to(st_.astype(np.int64), (n,))
+        st = _int_array(stream, n, "stream")
         if n == 0:
             return
-        if num_strategies is not None and (
-            isinstance(num_strategies, bool)
-            or not isinstance(num_strategies, int | np.integer)
-            or num_strategies < 1
-        ):
-            raise ValueError(f"num_strategies must be an int >= 1, got {num_strategies!r}")
-        # M_x per distinct input, resolved like ``update`` does but stored only once all checks pass.
-        m_of: dict[str, int] = {}
-        for iid in dict.fromkeys(ids):
-            known = self._input_m.get((self.task, iid))
-            if num_strategies is not None:
-                if known is not None and known != num_strategies:
-                    raise ValueError(f"input {iid!r} already has M_x={known}, got {num_strategies!r}")
-                m_of[iid] = int(num_strategies)
-            elif known is not None or self.num_strategies is not None:
-                m_of[iid] = known if known is not None else int(self.num_strategies)  # type: ignore[arg-type]
-            else:
+        m_of = {x: self._resolve_m((self.task, x), num_strategies) for x in dict.fromkeys(ids)}
+        # Check M_x before the first write: a refused batch must not leave runs behind.
+        keys = list(zip(ids, st.tolist(), strict=True))
+        seen: dict[tuple[str, int], set[str]] = {}
+        # M_x can only be exceeded when it is below the column count: skip the per-sample check otherwise
+        limit = len(set(self.columns).union(names))
+        for (x, s), row in zip(keys, mat, strict=True) if min(m_of.values()) < limit else ():
+            got = seen.get((x, s))
+            if got is None:
+                got = seen[(x, s)] = self._run_strategies(x, s)
+            got.update(names[j] for j in np.flatnonzero(row))
+            if len(got) > m_of[x]:
                 raise ValueError(
-                    f"input {iid!r}: no strategy count; pass num_strategies= or declare strategies "
-                    "on the tracker"
+                    f"input {x!r} has matched {len(got)} distinct strategies but its M_x is {m_of[x]}"
                 )
-        # Group samples by run, keeping sample order inside each run (stable sort).
-        code = {iid: c for c, iid in enumerate(m_of)}
-        icode = np.fromiter((code[x] for x in ids), dtype=np.int64, count=n)
-        key = icode * (int(st_.max()) + 1) + st_
-        order = np.argsort(key, kind="stable")
-        ks = key[order]
-        starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
-        group_of = np.cumsum(np.r_[True, ks[1:] != ks[:-1]]) - 1
-        run_keys: list[RunKey] = []
-        n0 = np.empty(len(starts), dtype=np.int64)
-        names = list(m_of)
-        for g, i in enumerate(order[starts]):
-            rk = (self.task, names[icode[i]], int(st_[i]))
-            run_keys.append(rk)
-            run = self._runs.get(rk)
-            n0[g] = run.n if run is not None else 0
-        pos = n0[group_of] + np.arange(n) - starts[group_of]  # index of each sample in its run
-        big = np.iinfo(np.int64).max
-        m_sorted, v_sorted = mat[order], v[order]
-        first = np.minimum.reduceat(np.where(m_sorted, pos[:, None], big), starts, axis=0)
-        first_v = np.minimum.reduceat(
-            np.where(m_sorted & v_sorted[:, None], pos[:, None], big), starts, axis=0
-        )
-        counts = np.add.reduceat(m_sorted.astype(np.int64), starts, axis=0)
-        n_valid = np.add.reduceat(v_sorted.astype(np.int64), starts)
-        first_valid = np.minimum.reduceat(np.where(v_sorted, pos, big), starts)
-        sizes = np.diff(np.r_[starts, n])
-        runs = [self._runs.get(rk) for rk in run_keys]
-        m_run = [r.m if r is not None else m_of[rk[1]] for r, rk in zip(runs, run_keys, strict=True)]
-        if min(m_run) < len(cols):  # M_x can only be exceeded when it is below the column count
-            for g, rk in enumerate(run_keys):
-                seen = set(runs[g].first_hit) if runs[g] is not None else set()
-                seen.update(cols[j] for j in np.flatnonzero(counts[g]))
-                if len(seen) > m_run[g]:
-                    raise ValueError(
-                        f"input {rk[1]!r} has matched {len(seen)} distinct strategies but its M_x is "
-                        f"{m_run[g]}"
-                    )
-        # Checked: record. One Python step per (run, matched column), none per sample.
-        for iid, m in m_of.items():
-            self._input_m[(self.task, iid)] = m
-        for g, rk in enumerate(run_keys):
-            if runs[g] is None:
-                runs[g] = self._runs[rk] = _Run(m=m_of[rk[1]])
-                self._admit_barcode(rk)
-        gs, js = np.nonzero(counts)
-        hits = zip(
-            gs.tolist(),
-            js.tolist(),
-            first[gs, js].tolist(),
-            first_v[gs, js].tolist(),
-            counts[gs, js].tolist(),
-            strict=True,
-        )
-        for g, j, f, fv, c in hits:
-            run, s = runs[g], cols[j]
-            run.first_hit.setdefault(s, f)
-            run.counts[s] = run.counts.get(s, 0) + c
-            if fv != big:
-                run.first_valid_hit.setdefault(s, fv)
-        for run, nv, fvi, size in zip(
-            runs, n_valid.tolist(), first_valid.tolist(), sizes.tolist(), strict=True
-        ):
-            run.n_valid += nv
-            if run.first_valid < 0 and fvi != big:
-                run.first_valid = fvi
-            run.n += size
-        if self._barcode:
-            for g, rk in enumerate(run_keys):
-                row = self._barcode.get(rk)
-                if row is None:
-                    continue
-                for i in order[starts[g] : starts[g] + sizes[g]]:
-                    if len(row) >= self.barcode_cols:
-                        break
-                    row.append(sorted((cols[j] for j in np.flatnonzero(mat[i])), key=self._order_key))
+        u = np.array([self._input_code((self.task, x), m_of[x]) for x in ids], dtype=np.int64)
+        slots = np.empty(n, dtype=np.int64)
+        for i, (_, s) in enumerate(keys):
+            slots[i] = self._slot(int(u[i]), s)
+        cols = np.array([self._column(s) for s in names], dtype=np.int64)
+        hits = np.zeros((n, len(self.columns)), dtype=bool)
+        hits[:, cols] = mat
+        self._fold(u, slots, hits, v)
 
-    def _resolve_m(self, iid: str, num_strategies: int | None) -> int:
-        """M_x for ``iid`` (checked, not stored: the caller stores it once the whole sample passed)."""
-        known = self._input_m.get((self.task, iid))
-        if num_strategies is not None:
-            if isinstance(num_strategies, bool) or not isinstance(num_strategies, int | np.integer):
-                raise ValueError(f"num_strategies must be an int, got {num_strategies!r}")
-            if num_strategies < 1:
-                raise ValueError(f"num_strategies must be >= 1, got {num_strategies}")
-            if known is not None and known != num_strategies:
-                raise ValueError(f"input {iid!r} already has M_x={known}, got {num_strategies!r}")
-            m = int(num_strategies)
-        elif known is not None:
-            m = known
-        elif self.num_strategies is not None:
-            m = self.num_strategies
-        else:
-            raise ValueError(
-                f"input {iid!r}: no strategy count; pass num_strategies= or declare strategies on the tracker"
-            )
-        return m
+    def _run_strategies(self, x: str, stream: int) -> set[str]:
+        code = self._code.get((self.task, x))
+        slot = None if code is None else self._slot_of.get((code, stream))
+        if slot is None:
+            return set()
+        return {self.columns[j] for j in np.flatnonzero(self.runs.first_hit[slot, : len(self.columns)] >= 0)}
 
-    def _order_key(self, s: str) -> tuple[int, str]:
-        """Declared order when strategies are declared, else alphabetical."""
-        if self.strategies is not None:
-            return (self.strategies.index(s), s)
-        return (0, s)
+    def _slot(self, u: int, stream: int) -> int:
+        """The slot of run (input ``u``, ``stream``), created on first use."""
+        slot = self._slot_of.get((u, stream))
+        if slot is None:
+            slot = self._slot_of[(u, stream)] = self.assigner.restore_slot(u, stream)
+            local = stream - self.stream_offset + 1
+            if local > self.assigner.next_stream[u]:  # record() must never reuse this stream
+                self.assigner.next_stream[u] = local
+        return slot
 
-    def _admit_barcode(self, key: RunKey) -> None:
-        """Keep the barcode of the ``barcode_rows`` smallest run keys.
+    def _fold(self, u: np.ndarray, slots: np.ndarray, hits: np.ndarray, valid: np.ndarray) -> None:
+        """Positions in their runs, then the run table, sums and barcode (``update``'s path)."""
+        self.runs.grow(self.assigner.n_slots)
+        order = np.argsort(slots, kind="stable")
+        ss = slots[order]
+        starts = np.flatnonzero(np.r_[True, ss[1:] != ss[:-1]])
+        within = np.arange(ss.size) - np.repeat(starts, np.diff(np.r_[starts, ss.size]))
+        k = np.empty_like(slots)
+        k[order] = self.runs.n[ss] + within + 1
+        self._record_positions(u, slots, k, hits, valid, None)
 
-        New runs start empty, so a run evicted once can never qualify again: the kept set is always
-        complete and independent of update/merge order.
+    def record(
+        self,
+        input_ids: np.ndarray,
+        env_index: np.ndarray,
+        sample_index: np.ndarray,
+        run_index: np.ndarray,
+        hits: np.ndarray,
+        valid: np.ndarray,
+        z: np.ndarray | None = None,
+    ) -> int:
+        """Record finished episodes of a training loop, assigning each to its run (the monitor's path).
+
+        A run is one input's consecutive samples in one env row (see :class:`~seffi.coverage.assign.
+        RunAssigner`); needs declared strategies and a ``budget``. Inputs get M = the declared count.
+
+        Args:
+            input_ids: object array, shape (N,): str (or int) input ids.
+            env_index: int array, shape (N,).
+            sample_index: int array, shape (N,): the env's position k, -1 if not reported.
+            run_index: int array, shape (N,): the env's run counter, -1 if not reported.
+            hits: bool array, shape (N, M): the declared strategies each episode matched.
+            valid: bool array, shape (N,).
+            z: int array, shape (N,): latent code (-1 if none), or None.
+
+        Returns:
+            The number of samples recorded (the rest were beyond their run's budget).
         """
+        if self.budget is None or self.strategies is None:
+            raise ValueError("record() needs declared strategies and a budget")
+        u = self._codes(input_ids)
+        slot, k = self.assigner.assign(u, env_index, sample_index, run_index)
+        new = self.assigner.n_slots - len(self._slot_of)
+        if new:  # register the runs just opened (one dict entry per run, not per sample)
+            fresh = np.arange(self.assigner.n_slots - new, self.assigner.n_slots)
+            su, st = self.assigner.slot_input[fresh].tolist(), self.assigner.slot_stream[fresh].tolist()
+            self._slot_of.update(zip(zip(su, st, strict=True), fresh.tolist(), strict=True))
+        self.runs.grow(self.assigner.n_slots)
+        before = self.samples
+        self._record_positions(u, slot, k, hits, valid, z)
+        return self.samples - before
+
+    def _codes(self, ids: np.ndarray) -> np.ndarray:
+        """Input codes of raw ids (str or int), new inputs added with M = the declared count."""
+        table = self._code
+        try:
+            return np.fromiter((table[x] for x in ids), dtype=np.int64, count=ids.shape[0])
+        except (KeyError, TypeError):
+            out = np.empty(ids.shape[0], dtype=np.int64)
+            for i, x in enumerate(ids):
+                code = table.get(x) if isinstance(x, str) else None
+                if code is None:
+                    key = (self.task, _input_id(x))
+                    code = self._input_code(key, self.num_strategies)  # type: ignore[arg-type]
+                    table[key[1]] = code
+                    if isinstance(x, int | np.integer):
+                        table[x] = code
+                out[i] = code
+            return out
+
+    def _record_positions(
+        self,
+        u: np.ndarray,
+        slot: np.ndarray,
+        k: np.ndarray,
+        hits: np.ndarray,
+        valid: np.ndarray,
+        z: np.ndarray | None,
+    ) -> None:
+        if u.shape[0] == 0:
+            return
+        in_budget = k <= self.budget if self.budget is not None else None
+        if in_budget is not None and not in_budget.all():
+            # Samples beyond K never enter C(k <= K); keeping them would cost O(samples).
+            self.skipped += int((~in_budget).sum())
+            keep = in_budget
+            u, slot, k, hits, valid = u[keep], slot[keep], k[keep], hits[keep], valid[keep]
+            z = z[keep] if z is not None else None
+        self._barcode_cells(u, slot, k, hits)
+        fold(self.runs, self.sums, u, slot, k, hits, valid, self.m)
+        if z is not None and self.latent_runs is not None:
+            Z = self.num_latents
+            ok = (z >= 0) & (z < Z)
+            self.has_latent |= bool(ok.any())
+            lat = np.zeros((u.shape[0], Z), dtype=bool)
+            lat[np.flatnonzero(ok), z[ok]] = True
+            self.latent_runs.grow(self.assigner.n_slots)
+            Zs = np.full(self.m.shape, Z)
+            fold(self.latent_runs, self.latent_sums, u, slot, k, lat, valid, Zs, coverage_only=True)
+        self.samples += int(u.shape[0])
+        self.valid += int(valid.sum())
+
+    def _barcode_cells(self, u: np.ndarray, slot: np.ndarray, k: np.ndarray, hits: np.ndarray) -> None:
+        """Append the barcode cells of samples in their input's barcode run (before folding them)."""
         if self.barcode_rows == 0:
             return
-        self._barcode[key] = []
-        if len(self._barcode) > self.barcode_rows:
-            del self._barcode[max(self._barcode)]
+        streams = self.assigner.slot_stream[slot]
+        # Only samples of a run whose stream is not above its input's row can be barcode cells
+        # (at most K per input): the Python loop below never sees the bulk of the batch.
+        cand = np.flatnonzero(streams <= self._bar_stream[u])
+        if cand.size == 0:
+            return
+        rank = [self._order_key(s) for s in self.columns]
+        col_order = sorted(range(len(self.columns)), key=rank.__getitem__)
+        seen: dict[int, set[int]] = {}
+        for i in cand[np.lexsort((k[cand], slot[cand]))].tolist():
+            code, stream, sl = int(u[i]), int(streams[i]), int(slot[i])
+            row = self._barcode.get(code)
+            if row is None or stream < row[0]:
+                if k[i] != 1:
+                    continue
+                if not self._admit_barcode(code):
+                    self._bar_stream[code] = -1  # beyond barcode_rows for good
+                    continue
+                row = self._barcode[code] = (stream, [], [])
+                self._bar_stream[code] = stream
+            if stream != row[0] or len(row[1]) >= self.barcode_cols:
+                continue
+            got = seen.get(sl)
+            if got is None:
+                got = seen[sl] = set(np.flatnonzero(self.runs.first_hit[sl] >= 0).tolist())
+            matched = [j for j in col_order if hits[i, j]]
+            new = [j for j in matched if j not in got]
+            got.update(matched)
+            row[1].append(new[0] if new else (matched[0] if matched else -1))
+            row[2].append(bool(new))
 
-    # -- merging ---------------------------------------------------------------------------------
+    def _admit_barcode(self, code: int) -> bool:
+        """Keep rows of the ``barcode_rows`` smallest input keys (an evicted input never returns)."""
+        if code in self._barcode or len(self._barcode) < self.barcode_rows:
+            return True
+        worst = max(self._barcode, key=self.keys.__getitem__)
+        if self.keys[code] > self.keys[worst]:
+            return False
+        del self._barcode[worst]
+        self._bar_stream[worst] = -1  # evicted for good: no later sample qualifies
+        return True
+
+    # -- merging and checkpoints ---------------------------------------------------------------------
 
     def merge(self, other: CoverageTracker) -> CoverageTracker:
         """Add another tracker's runs to this one (in place; returns self).
@@ -411,51 +492,15 @@ class CoverageTracker:
         """
         if not isinstance(other, CoverageTracker):
             raise ValueError(f"can only merge a CoverageTracker, got {type(other).__name__}")
-        if (self.strategies, self.num_strategies) != (other.strategies, other.num_strategies):
-            raise ValueError(
-                "cannot merge trackers with different strategy sets: "
-                f"{self.strategies or self.num_strategies!r} vs {other.strategies or other.num_strategies!r}"
-            )
-        if (self.barcode_rows, self.barcode_cols) != (other.barcode_rows, other.barcode_cols):
-            raise ValueError("cannot merge trackers with different barcode_rows/barcode_cols")
-        clash = sorted(set(self._runs) & set(other._runs))
-        if clash:
-            raise ValueError(f"cannot merge: both trackers hold run(s) {clash[:3]} (task, input_id, stream)")
-        for key, m in other._input_m.items():
-            if self._input_m.get(key, m) != m:
-                raise ValueError(f"cannot merge: input {key[1]!r} has M_x {self._input_m[key]} vs {m}")
-        self._input_m.update(other._input_m)
-        self._runs.update(copy.deepcopy(other._runs))
-        self._barcode.update(copy.deepcopy(other._barcode))
-        for key in sorted(self._barcode)[self.barcode_rows :]:
-            del self._barcode[key]
+        state_io.merge_into(self, other.state_dict(), keep_open=False)
         return self
 
-    # -- checkpointing ---------------------------------------------------------------------------
-
     def state_dict(self) -> dict[str, Any]:
-        """JSON-serialisable state (plain dicts, lists, str and int; runs in sorted key order)."""
-        runs = []
-        for (task, iid, stream), run in sorted(self._runs.items()):
-            d: dict[str, Any] = {"task": task, "input_id": iid, "stream": stream}
-            for name in _RUN_FIELDS:
-                v = getattr(run, name)
-                d[name] = dict(sorted(v.items())) if isinstance(v, dict) else v
-            if (task, iid, stream) in self._barcode:
-                d["barcode"] = copy.deepcopy(self._barcode[(task, iid, stream)])
-            runs.append(d)
-        return {
-            "format": STATE_FORMAT,
-            "strategies": None if self.strategies is None else list(self.strategies),
-            "num_strategies": self.num_strategies,
-            "task": self.task,
-            "barcode_rows": self.barcode_rows,
-            "barcode_cols": self.barcode_cols,
-            "runs": runs,
-        }
+        """JSON-safe state (format version 2: integer arrays, runs in sorted key order)."""
+        return state_io.to_state(self)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> CoverageTracker:
-        """Replace this tracker's state with ``state`` (from :meth:`state_dict`); returns self.
+        """Replace this tracker's state with ``state`` (version 1 or 2); returns self.
 
         A foreign or corrupted state raises ValueError and leaves the tracker unchanged.
         """
@@ -464,66 +509,71 @@ class CoverageTracker:
         return self
 
     @classmethod
-    def from_state_dict(cls, state: Mapping[str, Any]) -> CoverageTracker:
-        """A new tracker from :meth:`state_dict` output (validated; ValueError when corrupted)."""
+    def from_state_dict(cls, state: Mapping[str, Any] | str | bytes) -> CoverageTracker:
+        """A new tracker from :meth:`state_dict` output (versions 1 and 2; ValueError when corrupted)."""
         if isinstance(state, str | bytes):
             try:
                 state = json.loads(state)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"tracker state is not valid JSON: {exc}") from exc
-        if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
-            raise ValueError(f"not a seffi CoverageTracker state (expected format {STATE_FORMAT!r})")
-        try:
-            strategies = state["strategies"]
-            spec = strategies if strategies is not None else state["num_strategies"]
-            t = cls(
-                spec,
-                task=state["task"],
-                barcode_rows=state["barcode_rows"],
-                barcode_cols=state["barcode_cols"],
-            )
-            for d in state["runs"]:
-                key = (d["task"], _input_id(d["input_id"]), d["stream"])
-                if not isinstance(key[0], str) or not isinstance(key[2], int) or key[2] < 0:
-                    raise ValueError(f"bad run key {key!r}")
-                if key in t._runs:
-                    raise ValueError(f"duplicate run {key!r}")
-                run = _Run(**{name: _typed(d[name], typ, name) for name, typ in _RUN_FIELDS.items()})
-                _check_run(run, t.strategies, key)
-                if t._input_m.setdefault(key[:2], run.m) != run.m:
-                    raise ValueError(f"input {key[1]!r} has inconsistent M_x across runs")
-                t._runs[key] = run
-                if "barcode" in d:
-                    rows = d["barcode"]
-                    if not isinstance(rows, list) or len(rows) > min(run.n, t.barcode_cols):
-                        raise ValueError(f"bad barcode for run {key!r}")
-                    if not all(isinstance(r, list) and all(isinstance(s, str) for s in r) for r in rows):
-                        raise ValueError(f"bad barcode for run {key!r}")
-                    t._barcode[key] = [list(r) for r in rows]
-            if len(t._barcode) > t.barcode_rows:
-                raise ValueError("more barcode rows than barcode_rows")
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise ValueError(f"corrupted CoverageTracker state: {type(exc).__name__}: {exc}") from exc
-        return t
+        return state_io.from_state(cls, state)
 
-    # -- results ---------------------------------------------------------------------------------
+    @staticmethod
+    def shift_streams(state: Mapping[str, Any], offset: int) -> dict[str, Any]:
+        """A copy of a (version 2) state with every stream moved up by ``offset`` (workers' blocks)."""
+        return state_io.shift_streams(state, offset)
+
+    @staticmethod
+    def stream_span(state: Mapping[str, Any]) -> int:
+        """1 + the highest stream number in a state (0 when it holds no run)."""
+        return state_io.stream_span(state)
+
+    # -- results -------------------------------------------------------------------------------------
 
     def __len__(self) -> int:
         """Number of runs."""
-        return len(self._runs)
+        return self.assigner.n_slots
 
     @property
     def n_samples(self) -> int:
         """Total samples recorded."""
-        return sum(r.n for r in self._runs.values())
+        return self.samples
 
     def input_ids(self) -> list[str]:
         """Sorted ids of the inputs seen (over all tasks)."""
-        return sorted({iid for _, iid, _ in self._runs})
+        return sorted({x for _, x in self.keys})
+
+    def input_order(self) -> np.ndarray:
+        """Input codes in sorted (task, input_id) order; cached until a new input appears."""
+        if self._order[0] != len(self.keys):
+            order = sorted(range(len(self.keys)), key=self.keys.__getitem__)
+            self._order = (len(self.keys), np.array(order, dtype=np.int64))
+        return self._order[1]
+
+    def point(self) -> dict[str, Any]:
+        """Point estimates at the budget for a log, O(inputs x K) (needs ``budget``)."""
+        if self.sums is None:
+            raise ValueError("point() needs a tracker budget")
+        return point_from_sums(self._trimmed(self.sums), self.m, self.input_order())
+
+    def latent_coverage(self) -> np.ndarray | None:
+        """Latent-code coverage per k (NaN where no run reached k), or None when none was recorded."""
+        if self.latent_sums is None or not self.has_latent:
+            return None
+        Z = np.full(self.m.shape, self.num_latents)
+        return point_from_sums(self._trimmed(self.latent_sums), Z, self.input_order())["coverage"]
+
+    def _trimmed(self, sums: InputSums) -> InputSums:
+        U = len(self.keys)
+        if sums.sums.shape[0] == U:
+            return sums
+        out = InputSums(sums.budget)
+        out.sums, out.n_runs = sums.sums[:U], sums.n_runs[:U]
+        return out
 
     def curves(
         self,
-        K: int,
+        K: int | None = None,
         *,
         n_boot: int = 1000,
         seed: int = 0,
@@ -534,140 +584,86 @@ class CoverageTracker:
         """The policy's curves for k = 1..K with bootstrap intervals (inputs resampled within tasks).
 
         Args:
-            K: budget.
+            K: budget (default: the tracker's ``budget``).
             n_boot: bootstrap replicates (0 skips intervals).
             seed: bootstrap seed.
             ci_level: interval level.
             rarity: the base law for the common-vs-rare split: an ``IidBaseline`` or a mapping
                 ``{input_id: {strategy: base probability pi_s}}``; None skips the split.
             rarity_bins: number of within-input quantile bins of base probability.
-
-        Returns:
-            Curves with kind "policy" (and the barcode, when kept).
         """
+        if K is None:
+            if self.budget is None:
+                raise ValueError("curves() needs K (the tracker has no budget)")
+            K = self.budget
         K = check_budget(K)
-        if not self._runs:
+        if self.assigner.n_slots == 0:
             raise ValueError("the tracker has no samples yet: cannot compute curves")
-        keys = sorted(self._runs)
-        columns = (
-            list(self.strategies)
-            if self.strategies is not None
-            else sorted({s for r in self._runs.values() for s in r.first_hit})
-        )
-        col = {s: j for j, s in enumerate(columns)}
-        R, M = len(keys), max(len(columns), 1)
-        fh = np.full((R, M), -1, dtype=np.int64)
-        fvh = np.full((R, M), -1, dtype=np.int64)
-        lengths = np.empty(R, dtype=np.int64)
-        m = np.empty(R, dtype=np.int64)
-        fv = np.empty(R, dtype=np.int64)
-        for r, key in enumerate(keys):
-            run = self._runs[key]
-            for s, i in run.first_hit.items():
-                fh[r, col[s]] = i
-            for s, i in run.first_valid_hit.items():
-                fvh[r, col[s]] = i
-            lengths[r], m[r], fv[r] = run.n, run.m, run.first_valid
-        inputs = sorted({k[:2] for k in keys})
-        uidx = {k: u for u, k in enumerate(inputs)}
-        unit = np.array([uidx[k[:2]] for k in keys])
-        tasks = sorted({k[0] for k in keys})
-        strata = np.array([tasks.index(k[0]) for k in inputs])
-        bins = None
-        if rarity is not None:
-            from seffi.coverage.baselines import rarity_bin_matrix
+        order = self.input_order()
+        tasks = sorted({t for t, _ in self.keys})
+        strata = np.array([tasks.index(self.keys[c][0]) for c in order.tolist()], dtype=np.int64)
+        keys = [self.keys[c] for c in order.tolist()]
+        if K == self.budget and rarity is None and self.sums is not None:
+            sums, rare = self._trimmed(self.sums), None
+        else:
+            S = self.assigner.n_slots
+            unit = self.assigner.slot_input
+            bins = None
+            if rarity is not None:
+                from seffi.coverage.baselines import rarity_bin_matrix
 
-            bins = rarity_bin_matrix(rarity, [k[1] for k in keys], columns, m, rarity_bins)
-        c = curves_from_runs(
-            fh,
-            lengths,
-            m,
-            K,
-            unit=unit,
+                bins = rarity_bin_matrix(
+                    rarity, [self.keys[c][1] for c in unit.tolist()], self.columns, self.m[unit], rarity_bins
+                )
+            sums, rare = sums_from_runs(
+                self.runs.first_hit[:S, : len(self.columns)],
+                self.runs.n[:S],
+                unit,
+                self.m,
+                K,
+                first_valid_hit=self.runs.first_valid_hit[:S, : len(self.columns)],
+                first_valid=self.runs.first_valid[:S],
+                rarity_bin=bins,
+                n_bins=rarity_bins,
+            )
+        c = curves_from_sums(
+            sums,
+            self.m,
+            order=order,
             strata=strata,
-            first_valid=fv,
-            first_valid_hit=fvh,
-            rarity_bin=bins,
-            n_bins=rarity_bins,
             n_boot=n_boot,
             seed=seed,
             ci_level=ci_level,
-            input_keys=[(str(t), str(i)) for t, i in inputs],  # pairs the gain bootstrap by input
+            input_keys=keys,
+            samples=self.samples,
+            rarity=rare,
         )
         if self._barcode:
             c.barcode = self.barcode(K)
         return c
 
     def barcode(self, K: int | None = None) -> dict[str, Any]:
-        """Per-sample data of the kept runs, for a "strategy barcode" plot.
+        """The strategy barcode (see the class docstring for the rule), JSON-safe.
 
         Returns:
-            A JSON-safe dict: ``rows`` (list of "task/input_id/stream" labels, R of them),
-            ``strategies`` (column labels for the values), ``first_strategy`` (int, R x C nested
-            lists: index into ``strategies`` of the first matched strategy of each sample, -1 for no
-            match or no sample), ``new`` (bool, R x C: the sample added a new strategy), ``lengths``
-            (samples recorded per row). C = min(K, barcode_cols).
+            ``rows`` ("task/input_id/stream" labels), ``input_ids``, ``strategies`` (column labels),
+            ``first_strategy`` (int, rows x C: the cell, -1 for no match or no sample), ``new``
+            (bool, rows x C: the sample added a strategy), ``lengths`` (samples per row).
+            C = min(K, barcode_cols).
         """
         cols = self.barcode_cols if K is None else min(check_budget(K), self.barcode_cols)
-        keys = sorted(self._barcode)
-        names = (
-            list(self.strategies)
-            if self.strategies is not None
-            else sorted({s for k in keys for sample in self._barcode[k] for s in sample})
-        )
+        codes = sorted(self._barcode, key=self.keys.__getitem__)
+        names = list(self.strategies) if self.strategies is not None else sorted(self.columns)
         index = {s: j for j, s in enumerate(names)}
-        first, new, lengths = [], [], []
-        for key in keys:
-            seen: set[str] = set()
-            f_row, n_row = [-1] * cols, [False] * cols
-            for i, sample in enumerate(self._barcode[key][:cols]):
-                if sample:
-                    f_row[i] = index[min(sample, key=self._order_key)]
-                n_row[i] = not set(sample) <= seen
-                seen.update(sample)
-            first.append(f_row)
-            new.append(n_row)
-            lengths.append(len(self._barcode[key]))
-        return {
-            "rows": [f"{t}/{i}/{s}" if t else f"{i}/{s}" for t, i, s in keys],
-            "strategies": names,
-            "first_strategy": first,
-            "new": new,
-            "lengths": lengths,
-        }
-
-
-def _typed(v: Any, typ: type, name: str) -> Any:
-    if typ is int and (isinstance(v, bool) or not isinstance(v, int)):
-        raise ValueError(f"run field {name!r} must be an int, got {v!r}")
-    if typ is dict:
-        if not isinstance(v, dict) or not all(
-            isinstance(k, str) and isinstance(i, int) and not isinstance(i, bool) for k, i in v.items()
-        ):
-            raise ValueError(f"run field {name!r} must map strategy ids to ints, got {v!r}")
-        return dict(v)
-    return v
-
-
-def _check_run(run: _Run, strategies: tuple[str, ...] | None, key: RunKey) -> None:
-    """Internal consistency of a loaded run (a corrupted state must not produce silent nonsense)."""
-    problems = []
-    if run.m < 1 or run.n < 0 or not 0 <= run.n_valid <= run.n:
-        problems.append("bad m/n/n_valid")
-    if not -1 <= run.first_valid < max(run.n, 0) or (run.first_valid < 0) != (run.n_valid == 0):
-        problems.append("bad first_valid")
-    if set(run.counts) != set(run.first_hit) or len(run.first_hit) > run.m:
-        problems.append("counts/first_hit disagree")
-    if not set(run.first_valid_hit) <= set(run.first_hit):
-        problems.append("first_valid_hit has strategies never hit")
-    for s, i in run.first_hit.items():
-        if not 0 <= i < run.n or not 1 <= run.counts[s] <= run.n - i:
-            problems.append(f"bad first hit/count of {s!r}")
-        if s in run.first_valid_hit and not i <= run.first_valid_hit[s] < run.n:
-            problems.append(f"bad first valid hit of {s!r}")
-    if strategies is not None:
-        unknown = set(run.first_hit) - set(strategies)
-        if unknown:
-            problems.append(f"unknown strategy ids {sorted(unknown)}")
-    if problems:
-        raise ValueError(f"corrupted CoverageTracker state, run {key!r}: {'; '.join(problems)}")
+        out: dict[str, Any] = {"rows": [], "input_ids": [], "strategies": names}
+        out.update(first_strategy=[], new=[], lengths=[])
+        for code in codes:
+            stream, cells, new = self._barcode[code]
+            task, x = self.keys[code]
+            out["rows"].append(f"{task}/{x}/{stream}" if task else f"{x}/{stream}")
+            out["input_ids"].append(x)
+            row = [index[self.columns[c]] if c >= 0 else -1 for c in cells[:cols]]
+            out["first_strategy"].append(row + [-1] * (cols - len(row)))
+            out["new"].append(list(new[:cols]) + [False] * (cols - len(row)))
+            out["lengths"].append(len(cells))
+        return out

@@ -71,11 +71,11 @@ def test_corrupted_state_rejected_and_tracker_unchanged() -> None:
     t.update("x", {"b"})
     good = t.state_dict()
     bad = json.loads(json.dumps(good))
-    bad["runs"][0]["first_hit"]["b"] = 7  # beyond the run length
+    bad["runs"]["first_hit"][0][1] = 7  # beyond the run length
     with pytest.raises(ValueError, match="corrupted"):
         t.load_state_dict(bad)
     bad2 = json.loads(json.dumps(good))
-    del bad2["runs"][0]["counts"]
+    del bad2["runs"]["n_valid"]
     with pytest.raises(ValueError, match="corrupted"):
         t.load_state_dict(bad2)
     assert t.state_dict() == good
