@@ -198,7 +198,7 @@ class GroupCoverage:
     def _ensure_monitor(self, budget: int) -> Any:
         if self.monitor is None:
             from seffi.callbacks import CoverageMonitor
-            from seffi.callbacks.core import fresh_out_dir
+            from seffi.report.run_folder import fresh_out_dir
             from seffi.report.sinks import default_sinks
 
             main = grpo.rank_and_world()[0] == 0

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from seffi.callbacks import CoverageMonitor
-from seffi.callbacks.core import fresh_out_dir
+from seffi.report.run_folder import fresh_out_dir
 
 STRATS = ("a", "b")
 
