@@ -17,10 +17,16 @@ __all__ = [
     "COLUMNS",
     "MARKDOWN_TAU",
     "PER_K",
+    "SUM_STATS",
     "Column",
     "column",
     "curves_arrays",
 ]
+
+#: What an estimator sums over runs per (input, k), in storage order: the runs that reached k, then
+#: the statistics a per-k column is the ratio of (``Column.stat``; divided by M_x when
+#: ``Column.per_strategy``). Time to coverage adds a (risk, event) pair per tau after these.
+SUM_STATS: tuple[str, ...] = ("runs", "covered", "novel", "new", "full", "valid_covered", "valid_any")
 
 #: How a column is indexed: per budget k (K values), per rarity bin and k, per threshold tau (a
 #: time-to-coverage summary each), one number, a count of data, or a comparison against baselines.
@@ -51,6 +57,9 @@ class Column:
         wandb_index: the letter of the budget in the key (``novelty/i=<i>``).
         header: report.md table header ("{K}" becomes the budget); None: not in the table.
         needs: what the estimator needs beyond first hits; None: first hits alone.
+        stat: for a per-k column estimated from runs, the statistic of :data:`SUM_STATS` summed over
+            runs whose ratio to ``runs`` it is; None: not estimated that way.
+        per_strategy: the statistic counts strategies: divide by M_x to get a fraction.
         doc: one line saying what it is.
     """
 
@@ -68,6 +77,8 @@ class Column:
     wandb_index: str = "k"
     header: str | None = None
     needs: Needs | None = None
+    stat: str | None = None
+    per_strategy: bool = False
 
     @property
     def curves_name(self) -> str:
@@ -90,6 +101,8 @@ COLUMNS: tuple[Column, ...] = (
         required=True,
         wandb="coverage",
         wandb_at="log_k",
+        stat="covered",
+        per_strategy=True,
     ),
     Column(
         "novelty",
@@ -100,8 +113,9 @@ COLUMNS: tuple[Column, ...] = (
         wandb="novelty",
         wandb_at="log_k",
         wandb_index="i",
+        stat="novel",
     ),
-    Column("expected_new", "k", "expected number of new strategies at sample i", ci=True),
+    Column("expected_new", "k", "expected number of new strategies at sample i", ci=True, stat="new"),
     Column(
         "valid_coverage",
         "k",
@@ -112,6 +126,8 @@ COLUMNS: tuple[Column, ...] = (
         wandb="valid_coverage",
         wandb_at="log_k",
         needs="valid",
+        stat="valid_covered",
+        per_strategy=True,
     ),
     Column(
         "valid_at_k",
@@ -120,6 +136,7 @@ COLUMNS: tuple[Column, ...] = (
         ci=True,
         unit=True,
         needs="valid",
+        stat="valid_any",
     ),
     Column(
         "coverage_by_rarity",
@@ -170,6 +187,7 @@ COLUMNS: tuple[Column, ...] = (
         wandb="full_coverage",
         wandb_at="budget",
         header="full coverage at K={K}",
+        stat="full",
     ),
     Column(
         "valid_auc",
@@ -199,9 +217,10 @@ COLUMNS: tuple[Column, ...] = (
 #: Column by name.
 BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
 
-#: The float per-k curves an estimator computes from runs (``Curves`` attribute names, in order).
+#: The per-k curves an estimator computes from runs (``Curves`` attribute names), in the storage
+#: order of their statistics in :data:`SUM_STATS`.
 PER_K: tuple[str, ...] = tuple(
-    c.curves_name for c in COLUMNS if c.shape == "k" and c.dtype == "float" and c.needs != "caller"
+    c.curves_name for c in sorted((c for c in COLUMNS if c.stat), key=lambda c: SUM_STATS.index(str(c.stat)))
 )
 
 

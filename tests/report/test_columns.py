@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from seffi.coverage import CoverageTracker, Curves, IidBaseline, OracleBaseline
-from seffi.coverage.columns import COLUMNS, PER_K, column, curves_arrays
+from seffi.coverage.columns import COLUMNS, PER_K, SUM_STATS, column, curves_arrays
 from seffi.report import Comparison, CurveSet, PolicyResult, Report, keys, write_report
 
 STRATEGIES = ("a", "b", "c")
@@ -82,7 +82,8 @@ def test_every_column_reaches_report_json_and_wandb(tmp_path: Path) -> None:
 
 def test_table_matches_curves_and_curveset() -> None:
     """Issue 12 case 2 (columns): each column names real ``Curves`` / ``CurveSet`` fields, and the
-    estimator's per-k list and the ``Curves`` array list are read off the table."""
+    estimator's per-k list (with the statistic each is the ratio of) and the ``Curves`` array list are
+    read off the table."""
     curve_fields = set(Curves.__dataclass_fields__)
     for c in COLUMNS:
         if c.curves_name:
@@ -91,7 +92,9 @@ def test_table_matches_curves_and_curveset() -> None:
                 assert {f"{c.curves_name}_lo", f"{c.curves_name}_hi"} <= curve_fields, c.name
         if c.shape != "gain":
             assert c.name in CurveSet.model_fields, c.name
-    assert PER_K == ("coverage", "novelty", "expected_new", "valid_coverage", "valid_at_k", "full_coverage")
+    # The estimator's order: that of the summed statistics.
+    assert PER_K == ("coverage", "novelty", "expected_new", "full_coverage", "valid_coverage", "valid_at_k")
+    assert all(c.stat in SUM_STATS for c in COLUMNS if c.stat) and SUM_STATS[0] == "runs"
     assert "full_coverage_hi" in curves_arrays() and "coverage_by_rarity" in curves_arrays()
     with pytest.raises(KeyError, match="known"):
         column("nope")
