@@ -63,3 +63,17 @@ def test_infeasible_strategies_are_named() -> None:
     oracle = comp.oracle.model_copy(update={"coverage": short.tolist()})
     notes = C.comparison_caveats(comp.model_copy(update={"oracle": oracle}))
     assert len(notes) == 1 and "only 4.80 are feasible" in notes[0]
+
+
+def test_wandb_summary_carries_the_caveat() -> None:
+    """Issue 14 case 2a: WandbSink.finish puts ``seffi/caveats`` next to the gain in run.summary."""
+    from seffi.report import SafeWandbRun
+    from seffi.report.sinks import WandbSink
+    from tests.report.test_wandb_run import FakeRun
+
+    run = FakeRun()
+    sink = WandbSink(SafeWandbRun(run=run), log_images=False)
+    sink.run.log_artifact = lambda *a, **k: None  # no artifact store behind the fake run
+    sink.finish(_hanoi_like())
+    assert run.summary["seffi/caveats"].startswith("gain vs iid is unreliable")
+    assert any("gain" in k for k in run.summary if k != "seffi/caveats")  # next to the final numbers
