@@ -150,14 +150,14 @@ def _field(c: Column, bound: bool) -> tuple[Any, Any]:
     if c.shape == "tau":
         return list[TimeToCoverage], []
     kind: Any = {
-        "k": list[bool] | None if c.dtype == "bool" else FloatList | None,
-        "bins_k": list[FloatList] | None,
-        "scalar": float | None,
-        "count": int | None,
+        "k": list[bool] if c.dtype == "bool" else FloatList,
+        "bins_k": list[FloatList],
+        "scalar": float,
+        "count": int,
     }[c.shape]
     if c.required and not bound:
-        return kind.__args__[0], ...
-    return kind, None
+        return kind, ...
+    return kind | None, None
 
 
 CurveSet = create_model(
