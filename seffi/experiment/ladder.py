@@ -1,4 +1,4 @@
-"""``seffi ladder``: the exploration ladder's rungs 1 and 2 side by side on one task, pool and budget K.
+"""``seffi ladder``: the exploration ladder's rungs 1-3 side by side on one task, pool and budget K.
 
 * **Rung 1** — the router env ``seffi/<Name>Router-v0`` (hand-written latent -> strategy generator,
   exact iid law), run as ``seffi run`` runs it (:class:`seffi.experiment.runner.Runner`).
@@ -6,6 +6,9 @@
   training rows and a latent mixture learned by hard EM without labels, behind
   ``seffi/<Name>LatentLM-v0``. The iid curves are estimated from the base LM's own samples
   (``IidBaseline.from_samples``, ``iid_samples`` per input, default 4 K).
+* **Rung 3** — GRPO (TRL) on the rung-2 base LM with the validity reward, the group-diversity reward
+  and a learning-rate-0 sanity run (:mod:`seffi.experiment.ladder_rung3`); iid = the reference
+  model's own samples; valid@k and C(k) up to n on held-out prompts with the crossover k.
 
 Policies per rung, all measured fresh on the same pool: the untrained router (z from the latent prior),
 a round-robin over latents in prior order (a no-learning explorer) and the trained REINFORCE router
@@ -18,7 +21,6 @@ the latent purity heatmap and valid@k per policy. One offline W&B run gets the s
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -34,14 +36,20 @@ from seffi.errors import SeffiError
 from seffi.experiment.config import LearnerConfig, RunConfig, WandbMode
 from seffi.experiment.ladder_report import (
     append_markdown,
+    append_rung3_markdown,
     build_report,
     finite,
     jsonable,
     ladder_plots,
     ladder_table,
+    log_rung3_wandb,
     measurement_table,
+    rung3_plots,
+    rung3_summary,
     scalars,
 )
+from seffi.experiment.ladder_cli import add_arguments, ladder_command  # noqa: F401  (seffi.cli's entry)
+from seffi.experiment.ladder_rung3 import GRPOSettings, run_rung3
 
 #: The default task: the one task whose base LM met both targets (valid rate within 0.1 of the rows',
 #: strategy TV <= 0.1) in the measurements, with the highest NMI ceiling among those (README table).
@@ -88,6 +96,7 @@ SMOKE: dict[str, Any] = {
     },
     "measure_inputs": 8,
     "measure_samples": 4,
+    "grpo": {"steps": 2, "prompts_per_step": 2, "eval_inputs": 2, "eval_samples": 8, "eval_every": 2},
 }
 
 
@@ -109,6 +118,7 @@ class LadderConfig(BaseModel):
         ci: CI level.
         measure_inputs: Held-out inputs for the model measurements (``ladder.json``).
         measure_samples: Base-LM samples per held-out input for those measurements.
+        grpo: Rung 3's GRPO runs (:class:`~seffi.experiment.ladder_rung3.GRPOSettings`).
         wandb: W&B mode.
         wandb_project: W&B project.
         out: Run folder (``None``: ``runs/<timestamp>``).
@@ -131,6 +141,7 @@ class LadderConfig(BaseModel):
     ci: float = Field(0.95, gt=0.5, lt=1.0)
     measure_inputs: int = Field(64, ge=1, le=10_000)
     measure_samples: int = Field(16, ge=1, le=10_000)
+    grpo: GRPOSettings = GRPOSettings()
     wandb: WandbMode = "offline"
     wandb_project: str = "seffi"
     out: Path | None = None
@@ -304,7 +315,7 @@ class LadderResult:
 
 
 def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = False) -> LadderResult:
-    """Rungs 1 and 2 on one task, pool and K (see the module docstring); writes the run folder.
+    """Rungs 1-3 on one task, pool and K (see the module docstring); writes the run folder.
 
     Raises:
         SeffiError: A bad setting, a missing W&B login in online mode, a missing ``lm`` extra, or an
@@ -336,7 +347,7 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
         config=config.public_dict(),
     )
     task = config.task
-    pool_seed, rung1_seed, rung2_seed, iid_seed, measure_seed = spawn(config.seed, 5)
+    pool_seed, rung1_seed, rung2_seed, iid_seed, measure_seed, rung3_seed = spawn(config.seed, 6)
     input_seed = int(pool_seed.generate_state(1)[0])
     kwargs1 = env_kwargs(task, run_cfg, input_seed)
     with _progress(console, config.progress) as progress:
@@ -408,8 +419,17 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
         t0 = time.perf_counter()
         measurements = _measure(models, lm_cfg, config, measure_seed)
         timings["measure_seconds"] = time.perf_counter() - t0
-    report = build_report(config, [rung1.comparison, rung2.comparison], measurements)
-    state = {"rung1": rung1.state, "rung2": rung2.state}
+        rung3 = None
+        if config.grpo.enabled:  # Rung 3: GRPO on the base LM, the same pool and K.
+            t0 = time.perf_counter()
+            pool = models.task.make_inputs(config.n_inputs, seed=input_seed)
+            rung3 = run_rung3(config, runner, models, pool, rung3_seed, out)
+            timings["rung3_seconds"] = time.perf_counter() - t0
+    comparisons = [rung1.comparison, rung2.comparison] + ([rung3.comparison] if rung3 else [])
+    report = build_report(config, comparisons, measurements)
+    state = {"rung1": rung1.state, "rung2": rung2.state, **({"rung3": rung3.state} if rung3 else {})}
+    if rung3 is not None:
+        (out / "rung3.json").write_text(json.dumps(finite(rung3_summary(rung3)), indent=1, allow_nan=False))
     (out / "routers.json").write_text(
         json.dumps({"rung1": rung1.router, "rung2": rung2.router}, sort_keys=True)
     )
@@ -423,6 +443,9 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
     files = dict(local.files)
     files.update(ladder_plots(out, report, measurements))
     append_markdown(out, measurements, timings)
+    if rung3 is not None:
+        files.update(rung3_plots(out, rung3))
+        append_rung3_markdown(out, rung3, report.comparisons[-1])
     if wandb is not None:
         for name, path in sorted(files.items()):
             if path.suffix == ".png":
@@ -430,6 +453,8 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
         wandb.run.log(
             {f"seffi/ladder/{k}": v for k, v in scalars(measurements).items()}, step=max(runner.step, 1)
         )
+        if rung3 is not None:
+            log_rung3_wandb(wandb.run, rung3, max(runner.step, 1))
         wandb.finish(report, state)
     seconds = time.perf_counter() - start
     timings["total_seconds"] = seconds
@@ -517,71 +542,3 @@ def _measure(models: Any, lm_cfg: Any, config: LadderConfig, seed: np.random.See
     out["lm_config"] = lm_cfg.model_dump(mode="json")
     out["cache_keys"] = {"base": lm_cfg.base_key(), "mixture": lm_cfg.mixture_key()}
     return out
-
-
-# -- the command --------------------------------------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``seffi ladder``."""
-    parser.description = (
-        "The exploration ladder, rungs 1-2: the hand-written router env and learned generators (a base LM "
-        "trained here and a latent mixture learned without labels) on the same task, pool and budget."
-    )
-    parser.add_argument("--task", help=f"task name (default {DEFAULT_TASK})")
-    parser.add_argument("--seed", type=int)
-    parser.add_argument("--budget", type=int, help="K: samples per input")
-    parser.add_argument("--n-inputs", dest="n_inputs", type=int, help="pool size (both rungs)")
-    parser.add_argument("--eval-runs", dest="eval_runs", type=int)
-    parser.add_argument("--rounds", dest="rounds", type=int, help="router training rounds")
-    parser.add_argument("--iid-samples", dest="iid_samples", type=int, help="base-LM samples per input (4K)")
-    parser.add_argument("--lm", help="JSON of seffi.models.LMConfig fields for the rung-2 models")
-    parser.add_argument("--cache-dir", dest="cache_dir", help="model cache (default $SEFFI_CACHE)")
-    parser.add_argument(
-        "--smoke", action="store_true", help="tiny models and pool: an end-to-end check (< 60 s)"
-    )
-    parser.add_argument("--wandb", choices=["online", "offline", "disabled"])
-    parser.add_argument("--out", help="run folder (default runs/<timestamp>)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an earlier run in --out")
-    parser.add_argument("--no-progress", dest="progress", action="store_const", const=False)
-    parser.set_defaults(handler=ladder_command)
-
-
-def ladder_command(args: argparse.Namespace) -> int:
-    """Handler of ``seffi ladder``."""
-    from pydantic import ValidationError
-
-    fields: dict[str, Any] = {}
-    for name in (
-        "task",
-        "seed",
-        "budget",
-        "n_inputs",
-        "eval_runs",
-        "iid_samples",
-        "cache_dir",
-        "wandb",
-        "out",
-    ):
-        value = getattr(args, name, None)
-        if value is not None:
-            fields[name] = value
-    if args.progress is False:
-        fields["progress"] = False
-    if args.lm:
-        try:
-            fields["lm"] = json.loads(args.lm)
-        except json.JSONDecodeError as exc:
-            raise SeffiError(f"--lm is not valid JSON: {exc}") from None
-    try:
-        config = smoke_config(**fields) if args.smoke else LadderConfig(**fields)
-        if args.rounds is not None:
-            config = config.model_copy(
-                update={"learner": config.learner.model_copy(update={"rounds": args.rounds})}
-            )
-        LadderConfig.model_validate(config.model_dump())
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise SeffiError(f"invalid ladder settings: {problems}") from None
-    run_ladder(config, overwrite=args.overwrite)
-    return 0

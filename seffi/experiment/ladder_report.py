@@ -54,7 +54,7 @@ def build_report(config: Any, comparisons: list[Any], measurements: dict[str, An
     meta: dict[str, Any] = {"seffi_version": __version__, "command": "seffi ladder"}
     meta.update({f"rung2_{k}": round(v, 6) for k, v in scalars(measurements).items()})
     return Report(
-        title=f"seffi ladder: rungs 1-2 on {config.task}",
+        title=f"seffi ladder: rungs 1-{len(comparisons)} on {config.task}",
         seed=config.seed,
         config=config.public_dict(),
         meta=meta,
@@ -234,3 +234,91 @@ def ladder_plots(out: Path, report: Any, m: dict[str, Any]) -> dict[str, Path]:
     ax.legend(fontsize=7)
     save(fig, "ladder_valid_at_k")
     return files
+
+
+# -- rung 3 ---------------------------------------------------------------------------------------------
+
+
+def rung3_summary(r3: Any) -> dict[str, Any]:
+    """rung3.json: per run its facts and held-out evaluation history, plus the base model's curves.
+
+    Facts: reward, lr, wall time, training AUC and valid rate; history: valid@k, C(k), crossover k,
+    solvable share and gain vs the base at every evaluation.
+    """
+    return {
+        "base": r3.base_eval.to_json() if r3.base_eval is not None else None,
+        "runs": {
+            label: {**facts, "final": r3.evals[label].to_json(), "history": r3.history.get(label, [])}
+            for label, facts in r3.runs.items()
+        },
+    }
+
+
+def rung3_plots(out: Path, r3: Any) -> dict[str, Path]:
+    """``ladder_passk.png``: valid@k and C(k) for k up to n, base vs each GRPO-trained model."""
+    from seffi.models.passk import plot_passk
+
+    if r3.base_eval is None or not r3.evals:
+        return {}
+    return {"ladder_passk": plot_passk(out / "ladder_passk.png", r3.base_eval, r3.evals)}
+
+
+def _ci(v: Any, lo: Any, hi: Any) -> str:
+    if v is None:
+        return "—"
+    return f"{v:.3f}" + ("" if lo is None or hi is None else f" [{lo:.3f}, {hi:.3f}]")
+
+
+def append_rung3_markdown(out: Path, r3: Any, comparison: Any) -> None:
+    """Add rung 3's table (pool gain with CI, held-out valid@k / C(k), crossover, solvable) to report.md."""
+    base = r3.base_eval
+    n = base.n
+    k = comparison.budget
+    gains = {p.curves.label: p.gain for p in comparison.policies}
+    lines = [
+        "",
+        "## Rung 3: GRPO on the base LM",
+        "",
+        f"Pool gain: fresh runs of K = {k} completions per pool prompt after training, against the "
+        "reference model's own samples (95% CI). Held-out: n = "
+        f"{n} samples per prompt on {len(base.prompt_ids)} held-out prompts; crossover k = the first k at "
+        "which the base model's valid@k exceeds the trained model's.",
+        "",
+        f"| model | pool gain | valid rate | valid@1 | valid@{k} | valid@{n} | C({k}) | C({n}) "
+        f"| solvable@{n} | crossover k | held-out gain vs base | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| reference (base) | 0 | {base.valid_rate:.3f} | {base.valid_at_k[0]:.3f} | "
+        f"{base.valid_at_k[k - 1]:.3f} | {base.valid_at_k[-1]:.3f} | {base.coverage[k - 1]:.3f} | "
+        f"{base.coverage[-1]:.3f} | {base.solvable:.3f} | — | — | — |",
+    ]
+    for label, res in r3.evals.items():
+        g = gains.get(label)
+        ev = r3.runs[label]["eval"]
+        cross = f"{int(ev['crossover_k'])}" if ev.get("crossover_found") else f"none within {n}"
+        lines.append(
+            f"| {label} | {_ci(g.value, g.lo, g.hi) if g else '—'} | {res.valid_rate:.3f} | "
+            f"{res.valid_at_k[0]:.3f} | {res.valid_at_k[k - 1]:.3f} | {res.valid_at_k[-1]:.3f} | "
+            f"{res.coverage[k - 1]:.3f} | {res.coverage[-1]:.3f} | {res.solvable:.3f} | {cross} | "
+            f"{_ci(ev.get('gain_vs_base'), ev.get('gain_vs_base_lo'), ev.get('gain_vs_base_hi'))} | "
+            f"{r3.runs[label]['seconds']:.0f} |"
+        )
+    lines += ["", "![valid@k and C(k), base vs trained](ladder_passk.png)", ""]
+    with (out / "report.md").open("a", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+def log_rung3_wandb(run: Any, r3: Any, step: int) -> None:
+    """Rung 3 into the ladder's W&B run: final scalars per model and valid@k / C(k) line series."""
+    data: dict[str, float] = {}
+    for label, facts in r3.runs.items():
+        slug = label.split()[1].lower().replace("=", "")
+        for key, v in facts["eval"].items():
+            if isinstance(v, int | float) and np.isfinite(v):
+                data[f"seffi/rung3/{slug}/{key}"] = float(v)
+    run.log(data, step=step)
+    base = r3.base_eval
+    ks = list(range(1, base.n + 1))
+    for attr, title in (("valid_at_k", "valid@k"), ("coverage", "C(k)")):
+        ys = {"reference (base)": getattr(base, attr).tolist()}
+        ys.update({label: getattr(res, attr).tolist() for label, res in r3.evals.items()})
+        run.log_line_series(f"seffi/rung3/{attr}", ks, ys, f"rung 3: {title}, base vs GRPO", "k", step)

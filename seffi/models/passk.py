@@ -186,6 +186,7 @@ class PassAtKEval(TrainerCallback):
         out_dir: Where ``eval.json`` and ``eval_passk.png`` go (main process; None: nowhere).
         seed: Seed of the samples and the bootstrap.
         gather: ``gather(list) -> list`` over ranks (default: accelerate's when several processes run).
+        base: A reference evaluation already made (same prompts, n and seed): reused, not redrawn.
 
     Attributes:
         base: The reference model's :class:`EvalResult` (after train begin).
@@ -205,6 +206,7 @@ class PassAtKEval(TrainerCallback):
         out_dir: str | Path | None = None,
         seed: int = 0,
         gather: Callable[[list[Any]], list[Any]] | None = None,
+        base: EvalResult | None = None,
     ) -> None:
         if n < 1 or every < 1:
             raise SeffiError(f"n and every must be >= 1, got n={n}, every={every}")
@@ -216,7 +218,7 @@ class PassAtKEval(TrainerCallback):
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self._gather = gather or grpo.default_gather
         self.strategies = tuple(task.strategies())
-        self.base: EvalResult | None = None
+        self.base: EvalResult | None = base
         self.history: list[tuple[int, EvalResult, dict[str, float]]] = []
         self._pending: dict[str, float] = {}
         self._oracle: dict[str, float] = {}
@@ -280,7 +282,8 @@ class PassAtKEval(TrainerCallback):
         self.budget = self.budget or int(getattr(args, "num_generations", 8) or 8)
         tok = kwargs.get("processing_class") or kwargs.get("tokenizer")
         self._tok = tok
-        self.base = self.evaluate(model, tok, args, salt=0)
+        if self.base is None:
+            self.base = self.evaluate(model, tok, args, salt=0)
 
     def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         """Evaluate the policy every ``every`` steps (every rank: the gather is a collective)."""

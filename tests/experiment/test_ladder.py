@@ -1,4 +1,4 @@
-"""Issue 15 item 5: ``seffi ladder`` (rungs 1-2) end to end on the ``--smoke`` config."""
+"""Issues 15 item 5 and 16 item 6: ``seffi ladder`` (rungs 1-3) end to end on the ``--smoke`` config."""
 
 from __future__ import annotations
 
@@ -35,14 +35,16 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float, in
     return root / "run", seconds, code
 
 
-def test_smoke_runs_both_rungs_within_a_minute(smoke_run: tuple[Path, float, int]) -> None:
-    """Issue 15 Done-when: `seffi ladder --smoke` runs in <= 60 s and writes the run folder."""
+def test_smoke_runs_three_rungs_within_90_seconds(smoke_run: tuple[Path, float, int]) -> None:
+    """Issue 16 Done-when: `seffi ladder --smoke` (rungs 1-3) runs in <= 90 s and writes the run folder."""
     out, seconds, code = smoke_run
     assert code == 0
-    assert seconds <= 60, f"--smoke took {seconds:.1f} s"
-    for name in ("report.json", "report.md", "ladder.json", "timings.json", "routers.json"):
+    assert seconds <= 90, f"--smoke took {seconds:.1f} s"
+    for name in ("report.json", "report.md", "ladder.json", "timings.json", "routers.json", "rung3.json"):
         assert (out / name).is_file(), name
-    for plot in ("ladder_coverage", "ladder_latent_vs_strategy", "ladder_purity", "ladder_valid_at_k"):
+    plots = ("ladder_coverage", "ladder_latent_vs_strategy", "ladder_purity", "ladder_valid_at_k")
+    plots += ("ladder_passk",)
+    for plot in plots:
         assert (out / f"{plot}.png").stat().st_size > 1000, plot
     assert list(out.parent.glob("wandb/offline-run-*")), "no offline W&B run"
 
@@ -53,7 +55,7 @@ def test_report_has_both_rungs_tagged_with_the_same_pool(smoke_run: tuple[Path, 
 
     out, _, _ = smoke_run
     report = load_report(out)
-    one, two = report.comparisons
+    one, two, _ = report.comparisons
     assert (one.rung, one.iid_source, one.env_id) == (1, "exact", "seffi/GridRoutesRouter-v0")
     assert (two.rung, two.iid_source, two.env_id) == (2, "samples", "seffi/GridRoutesLatentLM-v0")
     labels = ["trained router", "untrained router", "round-robin latents"]
@@ -69,6 +71,40 @@ def test_report_has_both_rungs_tagged_with_the_same_pool(smoke_run: tuple[Path, 
     assert 0.0 <= m["rows_valid_rate"] <= 1.0 and 0.0 <= m["tv_vs_law"] <= 1.0
     assert report.meta["command"] == "seffi ladder"
     assert "## Rung 2 models" in (out / "report.md").read_text()
+
+
+def test_rung3_grpo_runs_share_the_pool_and_report_passk(smoke_run: tuple[Path, float, int]) -> None:
+    """Issue 16 items 3, 4, 6: rung 3 = GRPO validity / diversity / lr=0 on the pool, iid from samples."""
+    from seffi.report.schema import load_report
+
+    out, _, _ = smoke_run
+    report = load_report(out)
+    one, _, three = report.comparisons
+    assert (three.rung, three.iid_source, three.budget) == (3, "samples", 4)
+    labels = ["GRPO validity reward", "GRPO diversity reward", "GRPO lr=0 (sanity)"]
+    assert [p.curves.label for p in three.policies] == labels
+    assert all(p.gain is not None and p.latent is None for p in three.policies)
+    assert three.policies[0].barcode.input_ids == one.policies[0].barcode.input_ids  # the same pool
+    r3 = json.loads((out / "rung3.json").read_text())
+    assert r3["base"]["n"] == 8 and len(r3["base"]["valid_at_k"]) == 8 and len(r3["base"]["coverage"]) == 8
+    assert list(r3["runs"]) == labels
+    assert [r3["runs"][lab]["lr"] for lab in labels] == [1e-3, 1e-3, 0.0]
+    assert [r3["runs"][lab]["reward"] for lab in labels] == ["valid", "diversity", "valid"]
+    for lab in labels:
+        ev = r3["runs"][lab]["eval"]
+        assert {"valid@1", "valid@8", "coverage@8", "solvable", "crossover_k", "crossover_found"} <= set(ev)
+        assert [h["step"] for h in r3["runs"][lab]["history"]] == [2]
+    md = (out / "report.md").read_text()
+    assert "## Rung 3: GRPO on the base LM" in md and "| GRPO diversity reward |" in md
+    assert json.loads((out / "timings.json").read_text())["rung3_seconds"] > 0
+    assert report.title == "seffi ladder: rungs 1-3 on grid_routes"
+
+
+def test_bad_grpo_steps_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 16 item 6: a bad --grpo-steps exits 2 with one line naming the setting."""
+    assert main(["ladder", "--smoke", "--grpo-steps", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "grpo.steps" in err[0]
 
 
 def test_round_robin_follows_prior_order() -> None:

@@ -1,0 +1,270 @@
+"""Rung 3 of ``seffi ladder``: GRPO (TRL) on the rung-2 base LM, validity vs diversity reward.
+
+Three GRPO runs from the same base LM with the same seed, steps and prompts (the ladder's pool, one
+group of K = ``budget`` completions per prompt and step): the plain validity reward, the
+order-independent group-diversity reward (:mod:`seffi.models.grpo`) and a learning-rate-0 sanity run.
+The iid baseline is the reference model's own samples (``IidBaseline.from_samples``, 4 K per pool
+prompt, drawn once before training, GRPO's generation settings). After training each policy is
+measured fresh on the pool like rungs 1-2 (``eval_runs`` runs of K per prompt: coverage, gain with a
+CI, valid@k), and on held-out prompts with n samples per prompt (:mod:`seffi.models.passk`: valid@k
+and C(k) for k up to n, the crossover k, the solvable share), periodically during training too.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class GRPOSettings(BaseModel):
+    """Rung 3's GRPO runs.
+
+    Attributes:
+        enabled: Run rung 3.
+        steps: GRPO optimizer steps per run.
+        lr: Learning rate of the validity and diversity runs (AdamW, TRL's linear decay).
+        prompts_per_step: Prompts per step (each with K completions).
+        diversity_weight: ``w`` of the diversity reward.
+        eval_inputs: Held-out prompts for valid@k / C(k).
+        eval_samples: Samples per held-out prompt (k runs up to this n).
+        eval_every: Evaluate every this many steps (and at the end).
+        logging_steps: TRL logging (and coverage log) interval.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = True
+    steps: int = Field(40, ge=1, le=100_000)
+    lr: float = Field(1e-3, ge=0.0, le=1.0)
+    prompts_per_step: int = Field(4, ge=1, le=4096)
+    diversity_weight: float = Field(0.5, ge=0.0, le=1.0)
+    eval_inputs: int = Field(16, ge=1, le=10_000)
+    eval_samples: int = Field(64, ge=1, le=10_000)
+    eval_every: int = Field(20, ge=1, le=100_000)
+    logging_steps: int = Field(5, ge=1, le=100_000)
+
+
+#: (label, reward mode, learning-rate factor): the three runs of rung 3.
+RUNS = (
+    ("GRPO validity reward", "valid", 1.0),
+    ("GRPO diversity reward", "diversity", 1.0),
+    ("GRPO lr=0 (sanity)", "valid", 0.0),
+)
+
+
+@dataclass
+class Rung3Result:
+    """Rung 3's comparison (fresh pool measurement), held-out evaluations and per-run facts."""
+
+    comparison: Any
+    state: dict[str, Any]
+    base_eval: Any
+    evals: dict[str, Any] = field(default_factory=dict)
+    history: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def held_out_inputs(task: Any, exclude: set[str], n: int, seed: int) -> list[Any]:
+    """``n`` inputs not in ``exclude`` (small input spaces: as many as exist)."""
+    from seffi.errors import SeffiError
+
+    want = 4 * n + 64
+    while True:
+        try:
+            drawn = task.make_inputs(want, seed=seed)
+            break
+        except SeffiError:
+            if want <= 8:
+                raise
+            want //= 2
+    out = [x for x in drawn if x.id not in exclude][:n]
+    if not out:
+        raise SeffiError(f"{task.name}: no held-out input left for rung 3's evaluation")
+    return out
+
+
+def _grpo_args(cfg: Any, s: GRPOSettings, out: Path, lr: float, max_new: int, suppress: list[int]) -> Any:
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(out / "trainer"),
+        use_cpu=True,
+        num_generations=cfg.budget,
+        per_device_train_batch_size=s.prompts_per_step * cfg.budget,
+        max_completion_length=max_new,
+        generation_kwargs={"suppress_tokens": suppress},
+        max_steps=s.steps,
+        learning_rate=lr,
+        logging_steps=s.logging_steps,
+        save_strategy="no",
+        report_to="none",  # the ladder's own W&B run gets rung 3's results (one run per command)
+        seed=cfg.seed,
+        disable_tqdm=True,
+    )
+
+
+def _measure_pool(policy: Any, task: Any, pool: list[Any], cfg: Any, gen: Any, seed: int) -> Any:
+    """``eval_runs`` fresh runs of K completions per pool prompt from the trained policy."""
+    from seffi.coverage import CoverageTracker
+    from seffi.experiment.runner import Rollout
+    from seffi.models.grpo import sample_completions
+
+    n = cfg.eval_runs * cfg.budget
+    prompts = [policy.prompt(task, x) for x in pool]
+    texts = sample_completions(
+        policy.model, policy.tokenizer, prompts, n, gen, seed=seed, decode=policy.decode
+    )
+    tracker = CoverageTracker(strategies=task.strategies())
+    ids, matches, valid = [], [], []
+    stream = 0
+    for x, row in zip(pool, texts, strict=True):
+        for r in range(cfg.eval_runs):
+            res = [task.validate_y_text(x, t) for t in row[r * cfg.budget : (r + 1) * cfg.budget]]
+            for v in res:
+                tracker.update(x.id, v.strategy_matches, valid=v.valid, stream=stream)
+            stream += 1
+            ids.append(x.id)
+            matches.append([tuple(sorted(v.strategy_matches)) for v in res])
+            valid.append([bool(v.valid) for v in res])
+    latents = np.zeros((len(ids), cfg.budget), dtype=np.int64)
+    return Rollout(tracker, ids, latents, matches, np.array(valid, dtype=bool))
+
+
+class _Progress:
+    """A ``TrainerCallback`` advancing a rich progress bar per GRPO step."""
+
+    def __new__(cls, progress: Any, bar: Any) -> Any:
+        from transformers import TrainerCallback
+
+        class Bar(TrainerCallback):
+            def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                progress.update(bar, completed=int(state.global_step))
+
+        return Bar()
+
+
+def run_rung3(
+    config: Any, runner: Any, models: Any, pool: list[Any], seed: np.random.SeedSequence, out: Path
+) -> Rung3Result:
+    """The three GRPO runs, their fresh pool measurement and held-out evaluations (module docstring).
+
+    Args:
+        config: The :class:`~seffi.experiment.ladder.LadderConfig` (budget, eval_runs, grpo settings).
+        runner: The ladder's :class:`~seffi.experiment.runner.Runner` (comparison, progress).
+        models: The rung-2 :class:`~seffi.models.LadderModels` (the base LM is the policy).
+        pool: The pool's task inputs (GRPO's training prompts).
+        seed: Rung 3's seed.
+        out: Folder for each run's local GRPO report (``rung3/<run>/``).
+    """
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from seffi.callbacks.trl import GRPOCoverage
+    from seffi.coverage import OracleBaseline
+    from seffi.models.grpo import generation_config, seed_of, trl_policy
+    from seffi.models.passk import PassAtKEval
+
+    s: GRPOSettings = config.grpo
+    task = models.task
+    strategies = tuple(task.strategies())
+    root = int(seed.generate_state(1)[0])
+    held_out = held_out_inputs(task, {x.id for x in pool}, s.eval_inputs, seed_of(root, 1))
+    dataset_rows = {"prompt": [], "input_id": []}
+    iid: Any = "reference"
+    base_eval = None
+    result = Rung3Result(None, {}, None)
+    rollouts: dict[str, Any] = {}
+    for i, (label, reward, factor) in enumerate(RUNS):
+        started = time.perf_counter()
+        slug = label.split()[1].lower().replace("=", "")
+        policy = trl_policy(models.base_dir, task)
+        if not dataset_rows["prompt"]:
+            dataset_rows = {
+                "prompt": [policy.prompt(task, x) for x in pool],
+                "input_id": [x.id for x in pool],
+            }
+        cov = GRPOCoverage(
+            task,
+            pool,
+            reward=reward,
+            diversity_weight=s.diversity_weight,
+            decode=policy.decode,
+            iid=iid,  # drawn by the first run at train begin, then shared: one reference sample
+            iid_samples=config.iid_samples or 4 * config.budget,
+            out_dir=out / "rung3" / slug,
+            n_boot=0,
+            seed=root,
+            plots=False,
+        )
+        evaluation = PassAtKEval(
+            task,
+            held_out,
+            prompt=policy.prompt,
+            n=s.eval_samples,
+            every=s.eval_every,
+            decode=policy.decode,
+            out_dir=out / "rung3" / slug,
+            seed=root,
+            base=base_eval,
+        )
+        args = _grpo_args(
+            config, s, out / "rung3" / slug, s.lr * factor, policy.max_new_tokens, policy.suppress
+        )
+        bar = runner.progress.add_task(f"rung 3 {label}", total=s.steps, status="GRPO")
+        trainer = GRPOTrainer(
+            model=policy.model,
+            processing_class=policy.tokenizer,
+            reward_funcs=[cov.reward],
+            callbacks=[cov.callback, evaluation, _Progress(runner.progress, bar)],
+            train_dataset=Dataset.from_dict(dataset_rows),
+            args=args,
+        )
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)  # TRL's per-step log dicts would flood the console
+        trainer.train()
+        iid, base_eval = cov.iid, evaluation.base
+        runner.progress.update(bar, status="measuring")
+        gen = generation_config(args, policy.model, policy.tokenizer)
+        rollouts[label] = _measure_pool(policy, task, pool, config, gen, seed_of(root, 100 + i))
+        final = evaluation.history[-1]
+        result.evals[label] = final[1]
+        result.history[label] = [{"step": st, **sc} for st, _, sc in evaluation.history]
+        train_comp = cov.monitor.report().comparisons[0] if cov.monitor is not None else None
+        result.runs[label] = {
+            "reward": reward,
+            "lr": s.lr * factor,
+            "seconds": time.perf_counter() - started,
+            "train_auc": train_comp.policies[0].curves.auc if train_comp else None,
+            "train_valid_rate": cov.monitor.last_scalars.get("seffi/valid_rate") if cov.monitor else None,
+            "eval": {k.removeprefix("seffi/eval/"): v for k, v in final[2].items()},
+        }
+        runner.progress.update(bar, completed=s.steps, status="done")
+    result.base_eval = base_eval
+    iid_curves = iid.curves(config.budget, seed=seed_of(root, 3))
+    refs = {x.id: task.reference_match_sets(x) for x in pool}
+    oracle = OracleBaseline(refs, strategies=strategies, seed=seed_of(root, 2)).curves(
+        config.budget, rarity=iid
+    )
+    runner.rarity = iid
+    n_iid = config.iid_samples or 4 * config.budget
+    notes = [
+        f"rung 3: GRPO (TRL) on the rung-2 base LM, {s.steps} steps x {s.prompts_per_step} prompts x K = "
+        f"{config.budget} completions, lr {s.lr:g}; rewards: validity, group diversity "
+        f"(w = {s.diversity_weight})",
+        f"iid: the reference model's own samples, {n_iid} per pool prompt (IidBaseline.from_samples)",
+        "policies measured after training: fresh runs of K completions per pool prompt",
+        "GRPO lr=0 (sanity): the policy stays the reference model; its gain should be ~0",
+    ]
+    comp = runner.compare(task.name, strategies, 1, rollouts, iid_curves, oracle, seed_of(root, 4), notes)
+    policies = [p.model_copy(update={"latent": None}) for p in comp.policies]
+    result.comparison = comp.model_copy(
+        update={"env_id": "trl/GRPO on the base LM", "rung": 3, "iid_source": "samples", "policies": policies}
+    )
+    result.state = {label: run.tracker.state_dict() for label, run in rollouts.items()}
+    return result
