@@ -27,14 +27,9 @@ import numpy as np
 
 from seffi.coverage import IidBaseline, OracleBaseline
 from seffi.coverage import estimators as est
-from seffi.coverage.baselines import (
-    MC_ORACLE_RUNS,
-    _assemblage_counts,
-    assemblage,
-    inext_coverage_replicates,
-    oracle_first_hits,
-)
+from seffi.coverage.oracle import MC_ORACLE_RUNS, oracle_first_hits
 from seffi.coverage.resampling import bootstrap_counts, percentile_interval
+from seffi.coverage.samples import _assemblage_counts, assemblage, inext_coverage_replicates
 from seffi.coverage.sums import curves_from_runs
 
 Z95 = 1.959963984540054

@@ -105,6 +105,18 @@ def check(state: Any) -> dict[str, Any]:
     if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
         raise ValueError(f"not a seffi CoverageTracker state (expected format {STATE_FORMAT!r})")
     try:
+        for name in ("barcode_rows", "barcode_cols", "num_latents", "stream_offset"):
+            _ints([state[name]], name, (1,))
+        if state["budget"] is not None:
+            _ints([state["budget"]], "budget", (1,), 1)
+        if not isinstance(state["task"], str) or not isinstance(state["has_latent"], bool):
+            raise ValueError("task must be a str and has_latent a bool")
+        declared = state["strategies"]
+        ok = declared is None or (isinstance(declared, list) and all(isinstance(x, str) for x in declared))
+        if not ok:
+            raise ValueError("strategies must be a list of str or null")
+        if state["num_strategies"] is not None:
+            _ints([state["num_strategies"]], "num_strategies", (1,), 1)
         cols = state["columns"]
         if not isinstance(cols, list) or not all(isinstance(c, str) for c in cols):
             raise ValueError("columns must be strategy ids")
@@ -158,6 +170,8 @@ def check(state: Any) -> dict[str, Any]:
                 raise ValueError("a barcode row names an unknown input")
         for name in ("samples", "valid", "skipped"):
             _ints([state[name]], name, (1,))
+        if state["valid"] > state["samples"] or state["samples"] < int(n.sum()):
+            raise ValueError("valid must not exceed samples, nor runs hold more samples than recorded")
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"corrupted CoverageTracker state: {type(exc).__name__}: {exc}") from exc
     except ValueError as exc:
@@ -376,3 +390,53 @@ def from_v1(state: Mapping[str, Any]) -> dict[str, Any]:
         }
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"corrupted CoverageTracker state (version 1): {type(exc).__name__}: {exc}") from exc
+
+
+def from_monitor_v1(state: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+    """(version-2 tracker state, episodes) of a version-1 ``CoverageMonitor`` state.
+
+    Version 1 kept the latent-code diagnostic only as per-input sums, not per run, so it restarts
+    empty; every curve, counter, open run and barcode row carries over.
+    """
+    try:
+        s = from_v1(state["tracker"])
+        s["budget"] = int(state["budget"])
+        s["num_latents"] = int(state["num_latents"] or 0)
+        s["stream_offset"] = int(state["stream_offset"])
+        ids = s["inputs"]["input_id"]
+        code = {x: u for u, x in enumerate(ids)}
+        s["inputs"]["next_stream"] = [int(state["inputs"][x]["next_stream"]) for x in ids]
+        run_of = {
+            (u, st): r for r, (u, st) in enumerate(zip(s["runs"]["input"], s["runs"]["stream"], strict=True))
+        }
+        s["open_runs"] = sorted(
+            (
+                {
+                    "run": run_of[(code[r["input_id"]], int(r["stream"]))],
+                    "env_index": int(r["env_index"]),
+                    "count": int(r["count"]),
+                    "sample_index": int(r["sample_index"]),
+                    "run_index": int(r["run_index"]),
+                }
+                for r in state["open_runs"]
+            ),
+            key=lambda r: r["run"],
+        )
+        if s["num_latents"]:
+            s["runs"]["latent_first_hit"] = [[-1] * s["num_latents"] for _ in s["runs"]["input"]]
+        s["barcode"] = []
+        for x in ids:
+            bar = state["inputs"][x].get("barcode")
+            if bar is not None:
+                cells = [int(c) for c in bar["cells"]]
+                new, seen = [], set()
+                for c in cells:  # v1 stored cells only: a cell is new when its strategy is
+                    new.append(int(c >= 0 and c not in seen))
+                    seen.add(c)
+                row = {"input": code[x], "stream": int(bar["stream"]), "cells": cells, "new": new}
+                s["barcode"].append(row)
+        s["samples"], s["valid"] = int(state["samples"]), int(state["valid"])
+        s["skipped"] = int(state["skipped_beyond_budget"])
+        return s, int(state["episodes"])
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"corrupted CoverageMonitor state (version 1): {type(exc).__name__}: {exc}") from exc

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from seffi.coverage import _tracker_state as state_io
+from seffi.coverage._common import _input_id, rarity_bin_matrix
 from seffi.coverage.assign import RunAssigner
 from seffi.coverage.curves import Curves, check_budget
 from seffi.coverage.sums import InputSums, RunTable, curves_from_sums, fold, point_from_sums, sums_from_runs
@@ -32,13 +33,6 @@ STATE: dict[str, str] = {
     "open_runs": "kept from the tracker merged into (resume); a merged-in tracker's runs are closed",
     "samples, valid, skipped": "sums",
 }
-
-
-def _input_id(input_id: Any) -> str:
-    """Input ids are strings; ints are accepted and turned into their decimal string."""
-    if isinstance(input_id, bool) or not isinstance(input_id, str | int | np.integer):
-        raise ValueError(f"input_id must be a str (or int), got {type(input_id).__name__}: {input_id!r}")
-    return str(input_id)
 
 
 def _match_set(matches: Any) -> frozenset[str]:
@@ -492,7 +486,10 @@ class CoverageTracker:
         """
         if not isinstance(other, CoverageTracker):
             raise ValueError(f"can only merge a CoverageTracker, got {type(other).__name__}")
-        state_io.merge_into(self, other.state_dict(), keep_open=False)
+        # Merged into a copy first: a merge that fails half-way must leave this tracker unchanged.
+        fresh = state_io.from_state(type(self), self.state_dict())
+        state_io.merge_into(fresh, other.state_dict(), keep_open=False)
+        self.__dict__.update(fresh.__dict__)
         return self
 
     def state_dict(self) -> dict[str, Any]:
@@ -610,8 +607,6 @@ class CoverageTracker:
             unit = self.assigner.slot_input
             bins = None
             if rarity is not None:
-                from seffi.coverage.baselines import rarity_bin_matrix
-
                 bins = rarity_bin_matrix(
                     rarity, [self.keys[c][1] for c in unit.tolist()], self.columns, self.m[unit], rarity_bins
                 )

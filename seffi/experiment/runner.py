@@ -34,6 +34,7 @@ from seffi._seeding import spawn
 from seffi.errors import SeffiError
 from seffi.experiment.config import RunConfig
 from seffi.experiment.learner import ReinforceRouter, RouterFeatures
+from seffi.report.sinks import ForwardingSink
 
 # -- the run folder ---------------------------------------------------------------------------------
 
@@ -59,56 +60,6 @@ def prepare_out(out: Path | None, *, overwrite: bool = False) -> Path:
     from seffi.report.run_folder import prepare_run_folder
 
     return prepare_run_folder(Path(out) if out is not None else default_out(), overwrite=overwrite)
-
-
-# -- sinks shared by every task's monitor -----------------------------------------------------------
-
-
-class _Shared:
-    """Forwards a monitor's logs to the run's sinks but leaves ``finish`` to the runner.
-
-    One W&B run and one metrics.jsonl serve every task; each task's monitor logs under its own scope.
-    ``seffi/step`` counts training episodes over all tasks (W&B steps must not decrease within a run);
-    each log also carries the task's own axis ``seffi/<scope>/step`` = this task's training episodes
-    so far (``step - start``), which W&B plots the task's keys against.
-
-    Args:
-        sinks: The run's sinks.
-        scope: The task's training scope (``<Name>Router-v0/train``); None adds no axis.
-        start: ``seffi/step`` when the task started training.
-    """
-
-    def __init__(self, sinks: Any, scope: str | None = None, start: int = 0) -> None:
-        from seffi.report import keys
-
-        self.sinks, self.start = sinks, int(start)
-        self.step_key = keys.step_key(scope) if scope else None
-        wandb = getattr(sinks, "wandb", None)
-        if self.step_key is not None and wandb is not None:
-            wandb.run.add_step_axis(scope)
-
-    def log(self, data: Any, step: int) -> None:
-        if self.step_key is not None:
-            data = {**data, self.step_key: float(int(step) - self.start)}
-        self.sinks.log(data, step)
-
-    def log_snapshot(self, comparison: Any, step: int, scope: str | None = None) -> None:
-        self.sinks.log_snapshot(comparison, step, scope)
-
-    def finish(self, report: Any = None, tracker_state: Any = None) -> None:
-        """Nothing: the runner writes one report for all tasks."""
-
-
-class _Fixed:
-    """A precomputed baseline in the shape the monitor wants (an object with ``curves(K)``)."""
-
-    def __init__(self, curves: Any) -> None:
-        self._curves = curves
-
-    def curves(self, K: int) -> Any:
-        if K != self._curves.K:
-            raise SeffiError(f"baseline computed for K={self._curves.K}, asked for K={K}")
-        return self._curves
 
 
 # -- one task -----------------------------------------------------------------------------------------
@@ -214,7 +165,10 @@ def rollout(envs: Any, act: Act, runs: int, seed: np.random.SeedSequence) -> Rol
     ids = [x for x in u.input_ids for _ in range(runs)]
     env_seed, act_seed = (int(s.generate_state(1)[0]) for s in spawn(seed, 2))
     rng = np.random.default_rng(act_seed)
-    tracker = CoverageTracker(strategies=u.strategies, task=u.task.name)
+    # One barcode row per input (its first run: the lowest stream), K cells each.
+    tracker = CoverageTracker(
+        strategies=u.strategies, task=u.task.name, barcode_rows=len(u.input_ids), barcode_cols=budget
+    )
     latents = np.zeros((len(ids), budget), dtype=np.int64)
     valid = np.zeros((len(ids), budget), dtype=bool)
     matches: list[list[tuple[str, ...]]] = [[] for _ in ids]
@@ -232,26 +186,19 @@ def rollout(envs: Any, act: Act, runs: int, seed: np.random.SeedSequence) -> Rol
     return Rollout(tracker, ids, latents, matches, valid)
 
 
-def exact_baselines(envs: Any, budget: int, seed: np.random.SeedSequence) -> tuple[Any, Any, Any]:
-    """(iid curves, oracle curves, iid baseline) of the env's pool, all exact.
+def exact_baselines(envs: Any, budget: int, seed: np.random.SeedSequence) -> Any:
+    """The env pool's exact baselines (:class:`~seffi.coverage.env_baselines.EnvBaselines`).
 
     The iid law is the router prior pushed through the env's hidden generator
-    (``base_match_distribution``); the oracle emits the reference traces (``reference_match_sets``).
-    The iid baseline object doubles as the rarity law that splits coverage into common vs rare
-    strategies.
+    (``base_match_distribution``); the oracle emits the reference traces (``reference_match_sets``),
+    its coverage split by the iid law's rarity bins.
     """
-    from seffi.coverage import IidBaseline, OracleBaseline
+    from seffi.coverage.env_baselines import EnvBaselines
 
-    u = envs.unwrapped
-    ids, strategies = list(u.input_ids), tuple(u.strategies)
     iid_seed, oracle_seed = (int(s.generate_state(1)[0]) for s in spawn(seed, 2))
-    raw = {x: u.base_match_distribution(x) for x in ids}
-    valid = {x: u.base_match_distribution(x, valid_only=True) for x in ids}
-    iid = IidBaseline.from_match_distribution(raw, strategies=strategies, valid_distribution=valid)
-    oracle = OracleBaseline(
-        {x: u.reference_match_sets(x) for x in ids}, strategies=strategies, seed=oracle_seed
+    return EnvBaselines.from_env(
+        envs.unwrapped, budget, seed=oracle_seed, iid_seed=iid_seed, oracle_rarity=True
     )
-    return iid.curves(budget, seed=iid_seed), oracle.curves(budget, rarity=iid), iid
 
 
 @dataclass
@@ -276,7 +223,7 @@ class Runner:
         self.config, self.sinks, self.progress = config, sinks, progress
         self.rarity: Any = None  # the current task's base law, for the common-vs-rare split
         # seffi/step: training episodes so far over all tasks (W&B steps must not decrease); each task's
-        # keys also carry their own seffi/<Name>Router-v0/train/step (see _Shared)
+        # keys also carry their own seffi/<Name>Router-v0/train/step (see ForwardingSink)
         self.step = 0
 
     def run_task(self, task_name: str, seed: np.random.SeedSequence) -> TaskResult:
@@ -292,7 +239,9 @@ class Runner:
         train_env = make_vec(task_name, n * lc.train_runs, reward="novel", **kwargs)
         u = train_env.unwrapped
         strategies = tuple(u.strategies)
-        iid, oracle, self.rarity = exact_baselines(train_env, cfg.budget, base_seed)
+        baselines = exact_baselines(train_env, cfg.budget, base_seed)
+        iid, oracle = baselines.curves(u.input_ids)
+        self.rarity = baselines.iid_baseline
         feats = RouterFeatures(u.obs_layout, use_input=lc.input_features)
         router = ReinforceRouter(
             u.n_latents, feats.size, lr=lc.lr, gamma=lc.gamma, baseline_decay=lc.baseline_decay
@@ -301,9 +250,8 @@ class Runner:
         monitor = CoverageMonitor(
             cfg.budget,
             env=train_env,
-            iid=_Fixed(iid),
-            oracle=_Fixed(oracle),
-            sinks=_Shared(self.sinks, scope, start=self.step),
+            baselines=baselines,
+            sinks=ForwardingSink(self.sinks, scope, start=self.step),
             scope=scope,
             label="learned (training stream)",
             log_every=cfg.log_every * n * lc.train_runs * cfg.budget,  # episodes per log
@@ -404,7 +352,7 @@ class Runner:
         notes: list[str],
     ) -> Any:
         """The task's :class:`~seffi.report.schema.Comparison`: policies (with gains) vs iid and oracle."""
-        from seffi.report.schema import Comparison, CurveSet, Gain, PolicyResult
+        from seffi.report.schema import Barcode, Comparison, CurveSet, PolicyResult
 
         cfg = self.config
         policies = []
@@ -419,8 +367,8 @@ class Runner:
             policies.append(
                 PolicyResult(
                     curves=cs.model_copy(update={"time_to_coverage": ttc}),
-                    gain=Gain(**g.to_dict()),
-                    barcode=barcode(run, strategies),
+                    gain=g,
+                    barcode=Barcode.from_tracker(curves.barcode),
                     latent=latent_curve(run, n_latents, label),
                 )
             )
@@ -467,34 +415,6 @@ def latent_curve(run: Rollout, n_latents: int, label: str) -> Any:
         tried[np.arange(rows), run.latents[:, k]] = True
         cov[k] = tried.sum(axis=1).mean() / n_latents
     return LatentCurve(label=label, k=list(range(1, budget + 1)), coverage=cov.tolist(), num_codes=n_latents)
-
-
-def barcode(run: Rollout, strategies: tuple[str, ...]) -> Any:
-    """Strategy per (input, sample) of each input's first run.
-
-    A cell is the sample's first *new* match, else its first match, else -1 (no match).
-    """
-    from seffi.report.schema import Barcode
-
-    index = {s: j for j, s in enumerate(strategies)}
-    ids, matrix, done = [], [], set()
-    for x, row in zip(run.input_ids, run.matches, strict=True):
-        if x in done:
-            continue
-        done.add(x)
-        seen: set[str] = set()
-        cells = []
-        for m in row:
-            new = [s for s in m if s not in seen]
-            pick = new[0] if new else (m[0] if m else None)
-            cells.append(index[pick] if pick is not None else -1)
-            seen.update(m)
-        ids.append(x)
-        matrix.append(cells)
-    return Barcode(strategies=list(strategies), input_ids=ids, matrix=matrix)
-
-
-# -- the experiment -----------------------------------------------------------------------------------
 
 
 @dataclass

@@ -221,7 +221,7 @@ class Barcode(_Model):
         new = data.get("new")
         return cls(
             strategies=list(data["strategies"]),
-            input_ids=list(data["rows"]),
+            input_ids=list(data.get("input_ids") or data["rows"]),
             matrix=[list(r[:n]) for r, n in zip(data["first_strategy"], cut, strict=True)],
             new=None if new is None else [list(r[:n]) for r, n in zip(new, cut, strict=True)],
         )

@@ -76,7 +76,7 @@ def test_sb3_list_bad_sample_index_rejects_only_that_episode() -> None:
     for t in range(0, 4095, 5):
         step = good[t : t + 5]
         ref.ingest_infos(step, np.ones(len(step), dtype=bool))
-    assert m._n_pending == 4095  # one short of a flush: everything is still in the buffer
+    assert m.buffer.pending == 4095  # one short of a flush: everything is still in the buffer
     bad = [_info(4095), _info(4096, sample_index="abc"), _info(4097)]
     with pytest.raises(EpisodeRejected) as err:
         m.ingest_infos(bad, np.array([True, True, True]))
@@ -319,19 +319,19 @@ def _filled() -> CoverageMonitor:
 
 
 CORRUPTIONS = {
-    "inputs is a list": lambda s: s.update(inputs=[]),
-    "input entry is a str": lambda s: s["inputs"].update(x0="junk"),
-    "tracker run n = 10**30": lambda s: s["tracker"]["runs"][0].update(n=10**30),
+    "inputs is a list": lambda s: s["tracker"].update(inputs=[]),
+    "input M_x is a str": lambda s: s["tracker"]["inputs"].update(m="junk"),
+    "tracker run n = 10**30": lambda s: s["tracker"]["runs"]["n"].__setitem__(0, 10**30),
     "episodes = 10**30": lambda s: s.update(episodes=10**30),
-    "sums hold 10**30": lambda s: s["inputs"]["x0"]["sums"][0].__setitem__(0, 10**30),
-    "sums ragged": lambda s: s["inputs"]["x0"]["sums"].pop(),
-    "open run not in tracker": lambda s: s["open_runs"][0].update(stream=999),
-    "open_runs is None": lambda s: s.update(open_runs=None),
-    "barcode cell out of range": lambda s: s["inputs"]["x0"]["barcode"]["cells"].append(99),
-    "has_latent a str": lambda s: s.update(has_latent="yes"),
-    "stream_offset negative": lambda s: s.update(stream_offset=-1),
-    "n_runs a float": lambda s: s["inputs"]["x1"].update(n_runs=1.5),
-    "valid > samples": lambda s: s.update(valid=10**6),
+    "first hit 10**30": lambda s: s["tracker"]["runs"]["first_hit"][0].__setitem__(0, 10**30),
+    "first hits ragged": lambda s: s["tracker"]["runs"]["first_hit"][0].pop(),
+    "open run not in tracker": lambda s: s["tracker"]["open_runs"][0].update(run=999),
+    "open_runs is None": lambda s: s["tracker"].update(open_runs=None),
+    "barcode cell out of range": lambda s: s["tracker"]["barcode"][0]["cells"].__setitem__(0, 99),
+    "has_latent a str": lambda s: s["tracker"].update(has_latent="yes"),
+    "stream_offset negative": lambda s: s["tracker"].update(stream_offset=-1),
+    "n_valid a float": lambda s: s["tracker"]["runs"]["n_valid"].__setitem__(1, 1.5),
+    "valid > samples": lambda s: s["tracker"].update(valid=10**6),
     "tracker missing": lambda s: s.pop("tracker"),
 }
 

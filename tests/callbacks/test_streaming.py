@@ -1,8 +1,7 @@
 """Streaming statistics and the monitor's state API, against independent references.
 
-References: ``CoverageTracker.curves`` (the run estimator fed sample by sample) for the streaming
-sums; the per-episode loop for the vectorised run assignment; one monitor fed with every episode
-for merged and resumed monitors.
+References: the per-episode loop for the vectorised run assignment; a tracker fed by hand for the
+monitor's; one monitor fed with every episode for merged and resumed monitors.
 """
 
 from __future__ import annotations
@@ -16,8 +15,8 @@ import pytest
 
 from seffi.callbacks.core import CoverageMonitor
 from seffi.callbacks.infos import EpisodeColumns, EpisodeEnd, _objects
-from seffi.callbacks.streaming import RunAssigner, RunSums
 from seffi.coverage import CoverageTracker
+from seffi.coverage.assign import RunAssigner
 from seffi.errors import SeffiError
 
 STRATS = ("a", "b", "c", "d")
@@ -53,59 +52,7 @@ def _random_runs(seed: int, n_inputs: int = 5, K: int = 6):
     return runs, samples
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_run_sums_give_the_tracker_curves_and_intervals(seed: int) -> None:
-    K = 6
-    runs, samples = _random_runs(seed, K=K)
-    ids = [f"x{u}" for u in range(5)]
-    tracker = CoverageTracker(strategies=STRATS)
-    sums = RunSums(len(STRATS), K, len(STRATS))
-    batch = []
-    for r, i in samples:
-        u, hits, valid = runs[r]
-        tracker.update(
-            ids[u], {s for s, h in zip(STRATS, hits[i], strict=True) if h}, valid=bool(valid[i]), stream=r
-        )
-        batch.append((u, r, i + 1, hits[i], valid[i]))
-    for part in (batch[:7], batch[7:20], batch[20:]):  # several batches: open runs continue
-        u, slot, k, hits, valid = (np.array(c) for c in zip(*part, strict=True))
-        sums.add(u, slot, k, hits.astype(bool), valid.astype(bool))
-    want = tracker.curves(K, n_boot=300, seed=4)
-    keys = [("", x) for x in sorted(ids)]
-    got = sums.curves(np.argsort(np.array(ids, dtype=object)), n_boot=300, seed=4, input_keys=keys)
-    for name in ("coverage", "novelty", "expected_new", "full_coverage", "valid_coverage", "valid_at_k"):
-        np.testing.assert_allclose(getattr(got, name), getattr(want, name), atol=1e-12, err_msg=name)
-        for b in ("_lo", "_hi"):  # float32 replicate sums in both: equal up to rounding
-            np.testing.assert_allclose(
-                getattr(got, name + b), getattr(want, name + b), atol=1e-6, err_msg=name + b
-            )
-    np.testing.assert_array_equal(got.runs_at_k, want.runs_at_k)
-    assert got.auc == pytest.approx(want.auc, abs=1e-12)
-    assert (got.auc_lo, got.auc_hi) == pytest.approx((want.auc_lo, want.auc_hi), abs=1e-6)
-    np.testing.assert_allclose(got.auc_reps, want.auc_reps, atol=1e-6)
-    for key, t in want.time_to_coverage.items():
-        g = got.time_to_coverage[key]
-        np.testing.assert_allclose(g.survival, t.survival, atol=1e-12)
-        assert (g.median, g.median_lo, g.median_hi) == (t.median, t.median_lo, t.median_hi)
-        assert g.restricted_mean == pytest.approx(t.restricted_mean, abs=1e-12)
-    assert (got.n_inputs, got.n_runs, got.samples) == (want.n_inputs, want.n_runs, want.samples)
-    assert got.notes == want.notes
-    np.testing.assert_allclose(got.input_auc, want.input_auc, atol=1e-12)
-    np.testing.assert_allclose(got.input_valid_auc, want.input_valid_auc, atol=1e-12)
-    assert got.input_keys == want.input_keys
-    from seffi.coverage import IidBaseline, OracleBaseline
 
-    law = {x: {frozenset({"a"}): 0.7, frozenset({"b", "c"}): 0.2, frozenset({"d"}): 0.1} for x in ids}
-    iid = IidBaseline.from_match_distribution(law, strategies=STRATS).curves(K)
-    oracle = OracleBaseline({x: {s: frozenset({s}) for s in STRATS} for x in ids}, strategies=STRATS).curves(
-        K
-    )
-    g_got, g_want = got.gain(iid, oracle), want.gain(iid, oracle)  # the paired bootstrap sees the same data
-    assert g_got.value == pytest.approx(g_want.value, abs=1e-12)
-    assert (g_got.lo, g_got.hi) == pytest.approx((g_want.lo, g_want.hi), abs=1e-6)
-    point = sums.point()
-    np.testing.assert_allclose(point["coverage"], want.coverage, atol=1e-12)
-    assert point["auc"] == pytest.approx(want.auc, abs=1e-12)
 
 
 def _loop_only(assigner: RunAssigner, u, env, si, ri):
@@ -216,14 +163,17 @@ def test_load_states_puts_each_worker_in_its_own_streams() -> None:
         m.ingest_ends(part)
         states.append(json.loads(json.dumps(m.state_dict())))
     driver = _monitor().load_states(states)
-    ref = CoverageTracker(strategies=STRATS)
-    for w, st in enumerate(states):
-        for r in st["tracker"]["runs"]:
-            ref.merge(
-                CoverageTracker.from_state_dict(
-                    {**st["tracker"], "runs": [{**r, "stream": r["stream"] + 1000 * w}]}
-                )
-            )
+    ref = CoverageTracker(strategies=STRATS, task="unknown", budget=5)
+    for w, st in enumerate(states):  # each worker's runs moved to its own block of streams by hand
+        worker = CoverageTracker.from_state_dict(st["tracker"])
+        moved = CoverageTracker(strategies=STRATS, task="unknown", budget=5)
+        for slot in range(len(worker)):
+            x = worker.keys[int(worker.assigner.slot_input[slot])][1]
+            stream = int(worker.assigner.slot_stream[slot]) + 1000 * w
+            for i in range(int(worker.runs.n[slot])):
+                hit = [s for j, s in enumerate(STRATS) if worker.runs.first_hit[slot, j] == i]
+                moved.update(x, hit, valid=bool(worker.runs.first_valid[slot] <= i), stream=stream)
+        ref.merge(moved)
     np.testing.assert_allclose(
         driver.curves(exact=True).coverage, ref.curves(5, n_boot=0).coverage, atol=1e-12
     )
@@ -244,9 +194,10 @@ def test_resume_continues_open_runs_exactly() -> None:
     with pytest.raises(SeffiError, match="not a CoverageMonitor state"):
         resumed.load_state_dict({"format": "nope"})
     with pytest.raises(SeffiError, match="do not mix"):
-        resumed.load_state_dict({**before, "budget": 7})
+        resumed.load_state_dict({**before, "tracker": {**before["tracker"], "budget": 7}})
     with pytest.raises(SeffiError, match="corrupted"):
-        resumed.load_state_dict({**before, "inputs": {"p": {"sums": [[1]]}}})
+        bad = {**before["tracker"], "inputs": {"p": {"sums": [[1]]}}}
+        resumed.load_state_dict({**before, "tracker": bad})
     assert resumed.state_dict() == before
 
 
@@ -303,7 +254,7 @@ def test_tracker_built_from_run_arrays_equals_a_hand_fed_tracker() -> None:
     ]
 
     def runs(state):  # the monitor's tracker carries the task name ("unknown" here), the hand one ""
-        return [{k: v for k, v in r.items() if k != "task"} for r in state["runs"]]
+        return state["inputs"]["input_id"], state["runs"]
 
     assert runs(m.tracker.state_dict()) == runs(hand_tracker(finals, STRATS, 5).state_dict())
 
@@ -374,46 +325,10 @@ def test_sb3_list_rows_equal_the_column_path_and_check_matches() -> None:
     assert by_rows.episodes == 120
 
 
-def test_add_rows_equals_numpy_add_at() -> None:
-    from seffi.callbacks.streaming import _add_rows
-
-    rng = np.random.default_rng(3)
-    for n in (0, 1, 50, 400):
-        index = rng.integers(0, 12, size=n)
-        values = rng.integers(-5, 6, size=(n, 3))
-        want = rng.integers(0, 9, size=(12, 3))
-        got = want.copy()
-        np.add.at(want, index, values)
-        _add_rows(got, index, values)
-        np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("seed", [0, 5])
-def test_coverage_only_sums_keep_the_coverage_curve_and_first_hits(seed: int) -> None:
-    K = 6
-    runs, samples = _random_runs(seed, K=K)
-    full = RunSums(len(STRATS), K, len(STRATS))
-    lean = RunSums(len(STRATS), K, len(STRATS), coverage_only=True)
-    batch = [(runs[r][0], r, i + 1, runs[r][1][i], runs[r][2][i]) for r, i in samples]
-    for part in (batch[:5], batch[5:23], batch[23:]):  # several batches: open runs continue
-        cols = [np.array(c) for c in zip(*part, strict=True)]
-        for sums in (full, lean):
-            sums.add(cols[0], cols[1], cols[2], cols[3].astype(bool), cols[4].astype(bool))
-    np.testing.assert_array_equal(lean.sums[:, :, :2], full.sums[:, :, :2])  # runs, covered
-    assert not lean.sums[:, :, 2:].any()  # the rest is never computed
-    np.testing.assert_array_equal(lean.n_runs, full.n_runs)
-    np.testing.assert_array_equal(lean.first_hit, full.first_hit)
-    assert lean.samples == full.samples == len(samples)
-    # The coverage curve, by hand: over the runs reaching k, each weighted 1 / (runs of its input),
-    # the weighted mean of |union of the first k match sets| / M.
-    n_runs = np.bincount([u for u, _, _ in runs])
-    want = []
-    for k in range(1, K + 1):
-        reach = [
-            (1 / n_runs[u], hits[:k].any(axis=0).sum() / len(STRATS)) for u, hits, _ in runs if len(hits) >= k
-        ]
-        want.append(sum(w * c for w, c in reach) / sum(w for w, _ in reach) if reach else np.nan)
-    np.testing.assert_allclose(lean.point()["coverage"], want, atol=1e-12)
+
+
 
 
 def test_snapshots_convert_cached_baselines_once() -> None:
@@ -432,6 +347,6 @@ def test_snapshots_convert_cached_baselines_once() -> None:
     b_iid, b_oracle = mon.baselines(pool=True)
     assert first.iid == CurveSet.from_curves(b_iid, "iid", "iid")
     assert first.oracle == CurveSet.from_curves(b_oracle, "oracle", "oracle")
-    mon._baseline_cache.clear()  # a recomputed baseline (a new object) is converted again
+    mon.env_baselines._curves.clear()  # a recomputed baseline (a new object) is converted again
     third, _ = mon.snapshot()
     assert third.iid is not first.iid and third.iid == first.iid

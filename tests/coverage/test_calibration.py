@@ -27,7 +27,7 @@ import pytest
 from seffi._seeding import spawn
 from seffi.coverage import IidBaseline
 from seffi.coverage import estimators as est
-from seffi.coverage.baselines import _z, assemblage, inext_coverage_replicates
+from seffi.coverage.samples import _z, assemblage, inext_coverage_replicates
 
 Z95 = _z(0.95)
 

@@ -1,0 +1,263 @@
+"""Helpers shared by the baselines: input formats, per-input laws, rarity bins, curve averaging."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from seffi._seeding import check_probabilities
+from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
+from seffi.coverage.sums import rarity_labels
+
+#: What ``OracleBaseline`` takes, named in its input-format errors.
+ORACLE_INPUT_FORMAT = (
+    "{strategy: match set of its reference trace} (e.g. task.reference_match_sets(x)) or "
+    "{input_id: that}, not a list of samples' match sets"
+)
+
+#: Total Monte Carlo runs (split over inputs) used where no exact formula exists.
+MC_RUNS = 20000
+
+
+# -- shared helpers ------------------------------------------------------------------------------
+
+
+def _is_per_input(obj: Mapping[Any, Any], leaf: type | tuple[type, ...]) -> bool:
+    """Whether a mapping is keyed by input id (its values are the per-input objects)."""
+    return (
+        bool(obj)
+        and all(not isinstance(k, leaf) for k in obj)
+        and all(isinstance(v, Mapping) for v in obj.values())
+    )
+
+
+def _columns(
+    used: Iterable[str], strategies: Sequence[str] | None, m: int | None, where: str
+) -> tuple[list[str], int]:
+    """Strategy columns of one input and its denominator M_x; unknown ids raise."""
+    used = set(used)
+    bad = [s for s in used if not isinstance(s, str)]
+    if bad:
+        raise ValueError(f"{where}: strategy ids must be str, got {bad!r}")
+    if strategies is not None:
+        unknown = sorted(used.difference(strategies))
+        if unknown:
+            raise ValueError(f"{where}: unknown strategy ids {unknown}; declared: {list(strategies)}")
+        cols = list(strategies)
+    else:
+        cols = sorted(used)
+    m = len(cols) if m is None else m
+    if isinstance(m, bool) or not isinstance(m, int | np.integer) or m < 1:
+        raise ValueError(f"{where}: num_strategies must be a positive int, got {m!r}")
+    if m < len(cols) and strategies is None:
+        raise ValueError(f"{where}: {len(cols)} distinct strategies seen but num_strategies={m}")
+    if strategies is not None and m != len(cols):
+        raise ValueError(f"{where}: num_strategies={m} but {len(cols)} strategies are declared")
+    # Strategies never seen still count in M_x: pad with columns that are never hit.
+    cols += [f"<unseen {i}>" for i in range(m - len(cols))]
+    return cols, int(m)
+
+
+def _check_strategies(strategies: Sequence[str] | None) -> tuple[str, ...] | None:
+    if strategies is None:
+        return None
+    if isinstance(strategies, str) or not all(isinstance(s, str) for s in strategies):
+        raise ValueError(f"strategies must be a sequence of str ids, got {strategies!r}")
+    ids = tuple(strategies)
+    if not ids or len(set(ids)) != len(ids):
+        raise ValueError(f"strategies must be non-empty and unique, got {ids!r}")
+    return ids
+
+
+def _per_input_m(num_strategies: int | Mapping[Any, int] | None, key: Any) -> int | None:
+    if isinstance(num_strategies, Mapping):
+        if key not in num_strategies and str(key) not in num_strategies:
+            raise ValueError(f"num_strategies has no entry for input {key!r}")
+        return num_strategies.get(key, num_strategies.get(str(key)))
+    return num_strategies
+
+
+def _law_arrays(law: Mapping[Any, float], cols: list[str], where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Validated (atoms (J, M) bool, p (J,)) of a ``{frozenset: probability}`` law."""
+    if not isinstance(law, Mapping) or not law:
+        raise ValueError(f"{where}: a match distribution must be a non-empty {{frozenset: probability}} dict")
+    sets = []
+    for key in law:
+        if isinstance(key, str) or not isinstance(key, frozenset | set | tuple):
+            raise ValueError(
+                f"{where}: match-distribution keys must be frozensets of strategy ids, got {key!r}"
+            )
+        sets.append(frozenset(key))
+    p = check_probabilities([law[k] for k in law], what=f"{where}: probabilities")
+    index = {s: j for j, s in enumerate(cols)}
+    atoms = np.zeros((len(sets), len(cols)), dtype=bool)
+    for r, s in enumerate(sets):
+        atoms[r, [index[x] for x in s]] = True
+    return atoms, p
+
+
+def rarity_ranks(pi: np.ndarray, m: int, n_bins: int) -> np.ndarray:
+    """Quantile bin (0 = most common) of each strategy column by base probability within one input.
+
+    Args:
+        pi: float array, shape (M,): base probabilities (ties broken by column order).
+        m: the denominator M_x.
+        n_bins: number of bins.
+
+    Returns:
+        int array, shape (M,).
+    """
+    order = np.argsort(-np.asarray(pi, dtype=np.float64), kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return np.minimum(rank * n_bins // max(m, 1), n_bins - 1)
+
+
+def rarity_bin_matrix(
+    rarity: Any, input_ids: Sequence[str], columns: Sequence[str], m: np.ndarray, n_bins: int
+) -> np.ndarray:
+    """Rarity bins of tracker columns for each run, from a base law.
+
+    Args:
+        rarity: an ``IidBaseline`` or ``{input_id: {strategy: pi}}`` (a single ``{strategy: pi}``
+            applies to every input).
+        input_ids: the input of each run, R of them.
+        columns: strategy column names, M of them.
+        m: int array, shape (R,): denominators.
+        n_bins: number of bins.
+
+    Returns:
+        int array, shape (R, M).
+    """
+    if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
+        raise ValueError(f"rarity_bins must be a positive int, got {n_bins!r}")
+    table = rarity.marginals() if callable(getattr(rarity, "marginals", None)) else rarity  # an IidBaseline
+    if not isinstance(table, Mapping):
+        raise ValueError("rarity must be an IidBaseline or a {input_id: {strategy: probability}} mapping")
+    # Input ids and strategy ids are both strings, so the keys cannot tell a per-input table from a
+    # single law; the values can: a law maps to numbers, a per-input table to laws.
+    per_input = bool(table) and all(isinstance(v, Mapping) for v in table.values())
+    single = table.get(None) if None in table else (None if per_input else table)
+    out = np.empty((len(input_ids), len(columns)), dtype=np.int64)
+    for r, iid in enumerate(input_ids):
+        pis = single if single is not None else table.get(iid)
+        if pis is None:
+            raise ValueError(f"rarity: no base probabilities for input {iid!r}")
+        out[r] = rarity_ranks(np.array([float(pis.get(s, 0.0)) for s in columns]), int(m[r]), n_bins)
+    return out
+
+
+def _mean_curves(
+    parts: list[Curves], kind: str, K: int, n_bins: int, keys: Sequence[str | None] = ()
+) -> Curves:
+    """Mean over inputs of per-input curves (arrays and survival curves; replicates index-wise).
+
+    ``keys`` are the input ids of ``parts``; when they are ids (not the single-law None), the
+    result keeps each input's AUC (``input_keys``, ``input_auc``, ``input_valid_auc``) so that
+    ``Curves.gain`` can resample inputs jointly with a policy's.
+    """
+
+    def mean_of(name: str) -> np.ndarray | None:
+        vals = [getattr(c, name) for c in parts]
+        return None if any(v is None for v in vals) else np.mean(vals, axis=0)
+
+    ttc = {}
+    for key in parts[0].time_to_coverage:
+        surv = np.mean([c.time_to_coverage[key].survival for c in parts], axis=0)
+        means = [c.time_to_coverage[key].mean for c in parts]
+        ttc[key] = TimeToCoverage.from_survival(
+            float(key), surv, mean=None if any(v is None for v in means) else float(np.mean(means))
+        )
+        lo, hi = mean_of_attr(parts, key, "survival_lo"), mean_of_attr(parts, key, "survival_hi")
+        ttc[key].survival_lo, ttc[key].survival_hi = lo, hi
+    out = Curves(
+        kind=kind,
+        K=K,
+        coverage=mean_of("coverage"),
+        novelty=mean_of("novelty"),
+        expected_new=mean_of("expected_new"),
+        full_coverage=mean_of("full_coverage"),
+        auc=float(np.mean([c.auc for c in parts])),
+        time_to_coverage=ttc,
+        n_inputs=len(parts),
+        n_runs=sum(c.n_runs for c in parts),
+        samples=sum(c.samples for c in parts),
+    )
+    for name in (
+        "coverage_lo", "coverage_hi", "novelty_lo", "novelty_hi", "expected_new_lo", "expected_new_hi",
+        "full_coverage_lo", "full_coverage_hi", "valid_coverage", "valid_coverage_lo",
+        "valid_coverage_hi", "valid_at_k", "valid_at_k_lo", "valid_at_k_hi", "coverage_by_rarity",
+        "auc_reps", "valid_auc_reps",
+    ):  # fmt: skip
+        setattr(out, name, mean_of(name))
+    if out.valid_coverage is not None:
+        out.valid_auc = float(out.valid_coverage.mean())
+    if out.coverage_by_rarity is not None:
+        out.rarity_bins = rarity_labels(n_bins)
+    ext = [c.extrapolated for c in parts if c.extrapolated is not None]
+    out.extrapolated = np.any(ext, axis=0) if ext else None
+    out.notes = sorted({note for c in parts for note in c.notes})
+    if keys and all(k is not None for k in keys):
+        # Baselines do not know the task: their inputs are matched to a policy's by id.
+        out.input_keys = [(None, str(k)) for k in keys]
+        out.input_auc = np.array([c.auc for c in parts], dtype=np.float64)
+        if all(c.valid_auc is not None for c in parts):
+            out.input_valid_auc = np.array([c.valid_auc for c in parts], dtype=np.float64)
+    return out
+
+
+def mean_of_attr(parts: list[Curves], key: str, attr: str) -> np.ndarray | None:
+    vals = [getattr(c.time_to_coverage[key], attr) for c in parts]
+    return None if any(v is None for v in vals) else np.mean(vals, axis=0)
+
+
+def _ttc_from_runs(fh: np.ndarray, m: int, K: int) -> dict[str, TimeToCoverage]:
+    """Time-to-coverage survival curves of simulated full-length runs (first-hit matrix (R, M))."""
+    # The Kaplan-Meier estimate of ``curves_from_runs`` without censoring (every run has K samples),
+    # computed alone: the full curves machinery cost more than the rest of a sample baseline.
+    R, M = fh.shape
+    ks = np.arange(1, K + 1)
+    never = np.iinfo(np.int64).max // 2
+    sorted_fh = np.sort(np.where(fh < 0, never, fh), axis=1)
+    out = {}
+    for tau in TAUS:
+        need = math.ceil(tau * m - 1e-9)
+        t_hit = sorted_fh[:, need - 1] + 1 if need <= M else np.full(R, never)  # TAUS > 0: need >= 1
+        event = t_hit <= K
+        time = np.where(event, t_hit, K)
+        d = np.bincount(t_hit[event] - 1, minlength=K)[:K].astype(np.float64)
+        at_risk = (time[:, None] >= ks[None, :]).sum(axis=0).astype(np.float64)
+        hazard = np.where(at_risk > 0, d / np.where(at_risk > 0, at_risk, 1.0), 0.0)
+        out[tau_key(tau)] = TimeToCoverage.from_survival(float(tau), np.cumprod(1.0 - hazard))
+    return out
+
+
+@dataclass
+class _Law:
+    cols: list[str]
+    m: int
+    atoms: np.ndarray  # (J, M) bool
+    p: np.ndarray  # (J,)
+    valid_atoms: np.ndarray | None = None
+    valid_p: np.ndarray | None = None
+    valid_probability: float | None = None
+
+
+@dataclass
+class _Samples:
+    cols: list[str]
+    m: int
+    X: np.ndarray  # (n, M) bool
+    valid: np.ndarray | None = None  # (n,) bool
+
+
+
+def _input_id(input_id: Any) -> str:
+    """Input ids are strings; ints are accepted and turned into their decimal string."""
+    if isinstance(input_id, bool) or not isinstance(input_id, str | int | np.integer):
+        raise ValueError(f"input_id must be a str (or int), got {type(input_id).__name__}: {input_id!r}")
+    return str(input_id)

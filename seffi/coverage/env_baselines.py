@@ -1,0 +1,189 @@
+"""``EnvBaselines``: the exact iid and oracle baselines of an env's inputs, computed once and cached.
+
+One object serves the monitor (per-input AUCs for every log), the evaluator and ``seffi run`` (full
+curves for the report). It reads an env's facts through three callables, so it knows no env API:
+``base_law(x, valid_only)`` -> ``{match set: probability}``, ``references(x)`` -> the oracle's
+reference match sets, and ``pool()`` -> every input id. A user baseline (``iid=``/``oracle=``)
+replaces the env's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from seffi._seeding import SeedLike
+from seffi.coverage.curves import Curves, check_budget
+from seffi.coverage.gain import gain_value
+from seffi.coverage.iid import IidBaseline
+from seffi.coverage.oracle import OracleBaseline
+
+__all__ = ["EnvBaselines"]
+
+BaseLaw = Callable[..., Any]
+
+
+class EnvBaselines:
+    """Exact iid and oracle curves of an env's inputs, cached per input (AUCs) and per input set (curves).
+
+    Args:
+        strategies: The declared strategy ids.
+        budget: K.
+        base_law: ``base_law(x, valid_only=False)``: the iid base sampler's law of input ``x`` over
+            match sets (``task.base_match_distribution``); None: no exact iid baseline.
+        references: ``references(x)``: the oracle's reference match sets of ``x``; None: no oracle.
+        pool: ``pool()``: every input id of the env (baselines over the whole pool are computed once).
+        iid: A user iid baseline (e.g. ``IidBaseline.from_samples``), used instead of ``base_law``.
+        oracle: A user oracle baseline, used instead of ``references``.
+        seed: Seed of the oracle's Monte Carlo parts.
+        iid_seed: Seed of the iid curves' Monte Carlo parts (time to coverage).
+        oracle_rarity: Split the oracle's coverage by the iid law's rarity bins (the report's panel).
+
+    Example:
+        >>> from seffi.tasks import get_task                           # doctest: +SKIP
+        >>> b = EnvBaselines.from_env(env.unwrapped, budget=8)           # doctest: +SKIP
+        >>> iid, oracle = b.curves(env.unwrapped.input_ids)              # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        strategies: Sequence[str],
+        budget: int,
+        *,
+        base_law: BaseLaw | None = None,
+        references: Callable[[str], Any] | None = None,
+        pool: Callable[[], Iterable[str]] | None = None,
+        iid: Any = None,
+        oracle: Any = None,
+        seed: SeedLike = 0,
+        iid_seed: SeedLike = 0,
+        oracle_rarity: bool = False,
+    ) -> None:
+        self.strategies = tuple(strategies)
+        self.budget = check_budget(budget)
+        self.base_law, self.references, self._pool_fn = base_law, references, pool
+        self.user_iid, self.user_oracle = iid, oracle
+        self.seed, self.iid_seed, self.oracle_rarity = seed, iid_seed, oracle_rarity
+        #: Wall time spent computing baselines (each computed once).
+        self.seconds = 0.0
+        self._aucs: dict[str, tuple[float | None, float | None]] = {}
+        self._curves: dict[frozenset[str], tuple[Curves | None, Curves | None]] = {}
+        self._pool: frozenset[str] | None = None
+        self.iid_baseline: IidBaseline | None = None  # of the last iid curves (the rarity law of a report)
+
+    @classmethod
+    def from_env(cls, env: Any, budget: int, **kwargs: Any) -> EnvBaselines:
+        """Baselines of a seffi env (``env.unwrapped`` of a single or native vector env).
+
+        Args:
+            env: An object with ``strategies``, ``input_ids``, ``base_match_distribution`` and
+                ``reference_match_sets`` (every seffi router env's ``unwrapped``).
+            budget: K.
+            **kwargs: Other :class:`EnvBaselines` arguments.
+        """
+        return cls(
+            env.strategies,
+            budget,
+            base_law=getattr(env, "base_match_distribution", None),
+            references=getattr(env, "reference_match_sets", None),
+            pool=lambda: env.input_ids,
+            **kwargs,
+        )
+
+    @property
+    def available(self) -> bool:
+        """Whether both baselines exist (else the gain is undefined)."""
+        has_iid = self.user_iid is not None or self.base_law is not None
+        return has_iid and (self.user_oracle is not None or self.references is not None)
+
+    def _iid(self, inputs: Sequence[str]) -> IidBaseline | None:
+        if self.user_iid is not None:
+            return self.user_iid
+        if self.base_law is None or not inputs:
+            return None
+        raw = {x: self.base_law(x) for x in inputs}
+        valid = {x: self.base_law(x, valid_only=True) for x in inputs}
+        return IidBaseline.from_match_distribution(raw, strategies=self.strategies, valid_distribution=valid)
+
+    def _oracle(self, inputs: Sequence[str]) -> OracleBaseline | None:
+        if self.user_oracle is not None:
+            return self.user_oracle
+        if self.references is None or not inputs:
+            return None
+        refs = {x: self.references(x) for x in inputs}
+        return OracleBaseline(refs, strategies=self.strategies, seed=self.seed)
+
+    def _iid_curves(self, iid: Any) -> Curves | None:
+        if iid is None:
+            return None
+        if iid is self.user_iid:  # a user object may not take a seed (any object with .curves(K))
+            return iid.curves(self.budget)
+        return iid.curves(self.budget, seed=self.iid_seed)
+
+    def aucs(self, inputs: Sequence[str]) -> tuple[float | None, float | None]:
+        """(iid AUC, oracle AUC) over ``inputs``: the mean of per-input AUCs, each computed once.
+
+        Both baselines weigh every input the same, so their AUC over a set of inputs is the mean of
+        per-input AUCs: a new input costs one small computation, never a recomputation over all.
+        """
+        if self.user_iid is not None or self.user_oracle is not None:
+            if "" not in self._aucs:
+                iid, oracle = self.curves(inputs)
+                self._aucs[""] = (iid.auc if iid else None, oracle.auc if oracle else None)
+            return self._aucs[""]
+        for x in inputs:
+            if x not in self._aucs:
+                started = time.perf_counter()
+                iid = self._iid([x])
+                oracle = self._oracle([x])
+                self._aucs[x] = (
+                    iid.aucs(self.budget)[x] if iid is not None else None,
+                    oracle.curves(self.budget).auc if oracle is not None else None,
+                )
+                self.seconds += time.perf_counter() - started
+        pairs = [self._aucs[x] for x in inputs]
+        if not pairs or any(a is None or b is None for a, b in pairs):
+            return None, None
+        return float(np.mean([a for a, _ in pairs])), float(np.mean([b for _, b in pairs]))
+
+    def point_gain(self, policy_auc: float | None, inputs: Sequence[str]) -> float | None:
+        """The gain of a policy AUC over ``inputs`` (no interval; None when undefined)."""
+        iid_auc, oracle_auc = self.aucs(inputs)
+        if policy_auc is None or iid_auc is None or oracle_auc is None:
+            return None
+        g = float(gain_value(policy_auc, iid_auc, oracle_auc))
+        return g if np.isfinite(g) else None
+
+    def curves(self, inputs: Iterable[str], *, pool: bool = False) -> tuple[Curves | None, Curves | None]:
+        """(iid, oracle) curves over ``inputs`` (``None`` where unavailable); cached.
+
+        Args:
+            inputs: The input ids.
+            pool: Over the env's whole pool instead, when every input is in it. Curve snapshots
+                during training use this: it is computed once, whereas the set of inputs seen grows
+                early in training and each new set would mean computing the baselines again;
+                ``Curves.gain`` restricts per-input baselines to the policy's inputs, so the gain is
+                the same.
+        """
+        seen = frozenset(inputs)
+        if pool and self._pool_fn is not None and self.user_iid is None and self.user_oracle is None:
+            if self._pool is None:
+                self._pool = frozenset(map(str, self._pool_fn()))
+            if seen <= self._pool:
+                seen = self._pool
+        if seen not in self._curves:
+            if len(self._curves) >= 2:  # the pool's and the seen set's
+                self._curves.clear()
+            started = time.perf_counter()
+            order = sorted(seen)
+            iid, oracle = self._iid(order), self._oracle(order)
+            self.iid_baseline = iid
+            self._curves[seen] = (
+                self._iid_curves(iid),
+                oracle.curves(self.budget, rarity=iid if self.oracle_rarity else None) if oracle else None,
+            )
+            self.seconds += time.perf_counter() - started
+        return self._curves[seen]

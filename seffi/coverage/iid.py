@@ -1,0 +1,321 @@
+"""``IidBaseline``: the iid base sampler's curves — exact from a known law, estimated from samples."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from seffi._seeding import SeedLike, spawn
+from seffi.coverage import estimators as est
+from seffi.coverage._common import (
+    MC_RUNS,
+    _check_strategies,
+    _columns,
+    _input_id,
+    _is_per_input,
+    _Law,
+    _law_arrays,
+    _mean_curves,
+    _per_input_m,
+    _Samples,
+    _ttc_from_runs,
+    rarity_ranks,
+)
+from seffi.coverage.curves import Curves, TimeToCoverage, check_budget, tau_key
+from seffi.coverage.samples import _mean_replicates, _sample_curves, _sample_point, _set_intervals, _z
+
+__all__ = ["IidBaseline"]
+
+class IidBaseline:
+    """The iid base sampler's curves, per input, averaged over inputs.
+
+    Build it with :meth:`from_probabilities` (single-label known law), :meth:`from_match_distribution`
+    (set-valued known law; exact) or :meth:`from_samples` (unknown law; unbiased estimates from n
+    base samples, extrapolated beyond n). Each accepts one law/sample list, or a mapping
+    ``{input_id: law}`` for per-input laws.
+    """
+
+    def __init__(self, parts: Mapping[str | None, _Law | _Samples]) -> None:
+        if not parts:
+            raise ValueError("IidBaseline needs at least one input")
+        self._parts = dict(parts)
+
+    @property
+    def estimated(self) -> bool:
+        """True when built from samples (curves are estimates with intervals)."""
+        return any(isinstance(v, _Samples) for v in self._parts.values())
+
+    # -- constructors ----------------------------------------------------------------------------
+
+    @classmethod
+    def from_probabilities(
+        cls,
+        probabilities: Mapping[str, float] | Mapping[str, Mapping[str, float]],
+        *,
+        strategies: Sequence[str] | None = None,
+        num_strategies: int | Mapping[str, int] | None = None,
+        valid_probability: float | Mapping[str, float] | None = None,
+    ) -> IidBaseline:
+        """Exact single-label baseline: each base sample matches exactly one strategy.
+
+        Args:
+            probabilities: ``{strategy: p}`` summing to 1, or ``{input_id: {strategy: p}}``.
+            strategies: declared strategy ids (default: the keys; M_x = their number).
+            num_strategies: M_x when strategies are not declared (int or per input).
+            valid_probability: probability that a base sample is correct (for valid@k).
+        """
+        if not isinstance(probabilities, Mapping) or not probabilities:
+            raise ValueError("probabilities must be a non-empty {strategy: probability} dict")
+        laws: dict[Any, Any]
+        if all(isinstance(v, Mapping) for v in probabilities.values()):
+            laws = {k: {frozenset([s]): p for s, p in v.items()} for k, v in probabilities.items()}
+        else:
+            laws = {frozenset([s]): p for s, p in probabilities.items()}
+        return cls.from_match_distribution(
+            laws, strategies=strategies, num_strategies=num_strategies, valid_probability=valid_probability
+        )
+
+    @classmethod
+    def from_match_distribution(
+        cls,
+        distribution: Mapping[Any, Any],
+        *,
+        strategies: Sequence[str] | None = None,
+        num_strategies: int | Mapping[str, int] | None = None,
+        valid_distribution: Mapping[Any, Any] | None = None,
+        valid_probability: float | Mapping[str, float] | None = None,
+    ) -> IidBaseline:
+        """Exact baseline from the law of a base sample's match set.
+
+        Args:
+            distribution: ``{frozenset(strategy ids): probability}`` summing to 1 (e.g.
+                ``task.base_match_distribution(x)``), or ``{input_id: that}``.
+            strategies: declared strategy ids (M_x = their number); default: those in the law.
+            num_strategies: M_x when strategies are not declared (int or per input).
+            valid_distribution: the same law counting only correct samples' matches (e.g.
+                ``task.base_match_distribution(x, valid_only=True)``), for valid-only coverage.
+            valid_probability: probability that a base sample is correct, for valid@k.
+        """
+        strategies = _check_strategies(strategies)
+        per_input = _is_per_input(distribution, (frozenset, set, tuple))
+        laws = distribution if per_input else {None: distribution}
+        if valid_distribution is not None:
+            valid_distribution = valid_distribution if per_input else {None: valid_distribution}
+            if set(valid_distribution) != set(laws):
+                raise ValueError("valid_distribution must cover exactly the inputs of distribution")
+        parts: dict[str | None, _Law] = {}
+        for key, law in laws.items():
+            iid = None if key is None else _input_id(key)
+            where = "match distribution" + ("" if iid is None else f" of input {iid!r}")
+            if not isinstance(law, Mapping):
+                raise ValueError(f"{where}: expected a {{frozenset: probability}} dict")
+            used = {s for ms in law for s in (ms if not isinstance(ms, str) else [ms])}
+            if valid_distribution is not None:
+                used |= {s for ms in valid_distribution[key] for s in ms}
+            cols, m = _columns(used, strategies, _per_input_m(num_strategies, key), where)
+            atoms, p = _law_arrays(law, cols, where)
+            part = _Law(cols, m, atoms, p)
+            if valid_distribution is not None:
+                part.valid_atoms, part.valid_p = _law_arrays(valid_distribution[key], cols, "valid " + where)
+            if valid_probability is not None:
+                v = valid_probability[key] if isinstance(valid_probability, Mapping) else valid_probability
+                if not isinstance(v, float | int) or not 0.0 <= float(v) <= 1.0 or math.isnan(v):
+                    raise ValueError(f"{where}: valid_probability must be in [0, 1], got {v!r}")
+                part.valid_probability = float(v)
+            parts[iid] = part
+        return cls(parts)
+
+    @classmethod
+    def from_samples(
+        cls,
+        samples: Sequence[Iterable[str]] | Mapping[str, Sequence[Iterable[str]]],
+        *,
+        strategies: Sequence[str] | None = None,
+        num_strategies: int | Mapping[str, int] | None = None,
+        valid: Sequence[bool] | Mapping[str, Sequence[bool]] | None = None,
+    ) -> IidBaseline:
+        """Estimated baseline from n iid base samples' match sets (the law is unknown).
+
+        Curves are unbiased U-statistics for k <= n and Chao/iNEXT extrapolations beyond
+        (``Curves.extrapolated``), with iNEXT bootstrap-assemblage intervals: estimate +- z sd of
+        the estimator recomputed on datasets drawn from the assemblage (``assemblage``), as iNEXT
+        reports them. Measured calibration of the 95 % intervals on small skewed laws
+        (M = 10-30, n = 30-60; ``benchmarks/coverage.py``): 0.88-0.94 at k <= n and for the AUC,
+        0.89-0.92 at k = 2n, against 0.82-0.89 at k = n for the naive resample-the-samples
+        bootstrap; the shortfall from 0.95 shrinks as n and M grow.
+
+        Args:
+            samples: list of match sets (each an iterable of strategy ids), or ``{input_id: list}``.
+            strategies: declared strategy ids (M_x = their number); default: those seen.
+            num_strategies: M_x when strategies are not declared (int or per input). Strongly
+                recommended: strategies never seen still belong in the denominator.
+            valid: per-sample correctness (same shape as ``samples``), for valid-only curves.
+        """
+        strategies = _check_strategies(strategies)
+        per_input = isinstance(samples, Mapping)
+        data = samples if per_input else {None: samples}
+        valids = (valid if per_input else {None: valid}) if valid is not None else None
+        parts: dict[str | None, _Samples] = {}
+        for key, rows in data.items():
+            iid = None if key is None else _input_id(key)
+            where = "samples" + ("" if iid is None else f" of input {iid!r}")
+            if isinstance(rows, str | bytes) or not isinstance(rows, Sequence) or len(rows) == 0:
+                raise ValueError(f"{where}: need a non-empty list of match sets")
+            sets = []
+            for r in rows:
+                if isinstance(r, str):
+                    raise ValueError(f"{where}: each sample must be an iterable of ids, not the string {r!r}")
+                sets.append(frozenset(r))
+            cols, m = _columns(
+                {s for ms in sets for s in ms}, strategies, _per_input_m(num_strategies, key), where
+            )
+            index = {s: j for j, s in enumerate(cols)}
+            X = np.zeros((len(sets), m), dtype=bool)
+            for t, ms in enumerate(sets):
+                X[t, [index[s] for s in ms]] = True
+            v = None
+            if valids is not None:
+                if key not in valids or len(valids[key]) != len(sets):
+                    raise ValueError(f"{where}: valid must give one bool per sample")
+                v = np.asarray(valids[key], dtype=bool)
+            parts[iid] = _Samples(cols, m, X, v)
+        return cls(parts)
+
+    # -- results ---------------------------------------------------------------------------------
+
+    def marginals(self) -> dict[str | None, dict[str, float]]:
+        """Base probability pi_s = Pr[s in A] per input (``None`` key for a single-law baseline).
+
+        For sample-based baselines these are incidence frequencies (used only to rank strategies
+        for the common-vs-rare split, never to compute curves).
+        """
+        out = {}
+        for key, part in self._parts.items():
+            pi = est.marginals(part.atoms, part.p) if isinstance(part, _Law) else part.X.mean(axis=0)
+            out[key] = {
+                s: float(v) for s, v in zip(part.cols, pi, strict=True) if not s.startswith("<unseen")
+            }
+        return out
+
+    def aucs(self, K: int) -> dict[str | None, float]:
+        """AUC@K of each input's coverage: exact for laws (no Monte Carlo), estimated from samples.
+
+        The same coverage as :meth:`curves` at a fraction of its cost (a log needs only the AUC).
+
+        Returns:
+            ``{input key: AUC}`` (the key is ``None`` for a single law).
+        """
+        K = check_budget(K)
+        ks = np.arange(1, K + 1)
+        out: dict[str | None, float] = {}
+        for key, part in self._parts.items():
+            if isinstance(part, _Law):
+                pi = est.marginals(part.atoms, part.p)
+                out[key] = float(((1.0 - est.pow1m(pi[None, :], ks[:, None])).sum(axis=1) / part.m).mean())
+            else:
+                out[key] = float(np.mean(_sample_point(part.X, part.m, K)["coverage"]))
+        return out
+
+    def curves(
+        self, K: int, *, n_boot: int = 200, seed: SeedLike = 0, rarity_bins: int = 4, ci_level: float = 0.95
+    ) -> Curves:
+        """Curves for k = 1..K, averaged over inputs.
+
+        Args:
+            K: budget.
+            n_boot: bootstrap replicates for sample-based baselines (exact ones have no intervals).
+                Inputs are bootstrapped independently and their replicates averaged index-wise, so
+                the intervals are those of the mean over inputs. ``Curves.gain`` does not use these
+                replicates for per-input baselines: it resamples the per-input estimates together
+                with the policy's inputs, which already carries their estimation noise.
+            seed: seed for Monte Carlo parts and the bootstrap.
+            rarity_bins: number of within-input quantile bins for ``coverage_by_rarity``.
+            ci_level: interval level.
+        """
+        K = check_budget(K)
+        seqs = spawn(seed, len(self._parts))
+        mc_runs = max(64, MC_RUNS // len(self._parts))
+        if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
+            raise ValueError(f"n_boot must be a non-negative integer, got {n_boot!r}")
+        if not 0.0 < ci_level < 1.0:
+            raise ValueError(f"ci_level must be in (0, 1), got {ci_level!r}")
+        parts, reps = [], []
+        items = sorted(self._parts.items(), key=lambda kv: str(kv[0]))
+        for (_, part), seq in zip(items, seqs, strict=True):
+            if isinstance(part, _Law):
+                parts.append(_law_curves(part, K, np.random.default_rng(seq), mc_runs, rarity_bins))
+                reps.append({})
+            else:
+                c_part, r_part = _sample_curves(part, K, seq, int(n_boot), rarity_bins, ci_level)
+                parts.append(c_part)
+                reps.append(r_part)
+        kind = "iid_estimated" if self.estimated else "iid"
+        c = _mean_curves(parts, kind, K, rarity_bins, [key for key, _ in items])
+        if any(reps):
+            _set_intervals(c, _mean_replicates(parts, reps, int(n_boot)), _z(ci_level))
+        c.ci_level, c.n_boot = ci_level, (n_boot if self.estimated else 0)
+        c.seed = seed if isinstance(seed, int) else None
+        return c
+
+
+def _simulate_law_first_hits(
+    atoms: np.ndarray, p: np.ndarray, K: int, runs: int, rng: np.random.Generator
+) -> np.ndarray:
+    """First-hit indices (runs, M) of iid draws from a law (-1 = not within K)."""
+    draws = rng.choice(len(p), size=(runs, K), p=p / p.sum())
+    first_atom = np.full((runs, len(p)), K, dtype=np.int64)
+    for j in range(len(p)):
+        hit = draws == j
+        first_atom[:, j] = np.where(hit.any(axis=1), hit.argmax(axis=1), K)
+    fh = np.where(atoms[None, :, :], first_atom[:, :, None], K).min(axis=1)
+    return np.where(fh >= K, -1, fh)
+
+
+def _law_curves(part: _Law, K: int, rng: np.random.Generator, mc_runs: int, n_bins: int) -> Curves:
+    pi = est.marginals(part.atoms, part.p)
+    ks = np.arange(1, K + 1)
+    per_s = 1.0 - est.pow1m(pi[None, :], ks[:, None])  # (K, M): Pr[s in S_k]
+    coverage = per_s.sum(axis=1) / part.m
+    notes = []
+    try:
+        full = est.full_coverage_exact(part.atoms, part.p, part.m, K)
+        mean_t = est.time_to_full_mean(part.atoms, part.p, part.m)
+    except ValueError:  # set-valued with too many strategies: Monte Carlo below
+        full, mean_t = None, None
+    fh = _simulate_law_first_hits(part.atoms, part.p, K, mc_runs, rng)
+    ttc = _ttc_from_runs(fh, part.m, K)
+    notes.append(
+        f"iid time-to-coverage for tau < 1 is Monte Carlo ({mc_runs} runs per input, standard error "
+        f"<= {0.5 / math.sqrt(mc_runs):.4f} per point)"
+    )
+    if full is not None:
+        ttc[tau_key(1.0)] = TimeToCoverage.from_survival(
+            1.0, 1.0 - full, mean=None if not math.isfinite(mean_t) else mean_t
+        )
+    else:
+        full = 1.0 - np.asarray(ttc[tau_key(1.0)].survival)
+        notes.append("iid full coverage is Monte Carlo (set-valued law with more than 20 strategies)")
+    c = Curves(
+        kind="iid",
+        K=K,
+        coverage=coverage,
+        novelty=est.novelty_exact(part.atoms, part.p, K),
+        expected_new=(pi[None, :] * est.pow1m(pi[None, :], (ks - 1)[:, None])).sum(axis=1),
+        full_coverage=full,
+        auc=float(coverage.mean()),
+        time_to_coverage=ttc,
+        n_inputs=1,
+        notes=notes,
+    )
+    bins = rarity_ranks(pi, part.m, n_bins)
+    c.coverage_by_rarity = np.stack([per_s[:, bins == b].sum(axis=1) / part.m for b in range(n_bins)])
+    if part.valid_atoms is not None:
+        vpi = est.marginals(part.valid_atoms, part.valid_p)
+        c.valid_coverage = (1.0 - est.pow1m(vpi[None, :], ks[:, None])).sum(axis=1) / part.m
+        c.valid_auc = float(c.valid_coverage.mean())
+    if part.valid_probability is not None:
+        c.valid_at_k = 1.0 - est.pow1m(part.valid_probability, ks)
+    return c
