@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     se.add_argument(
         "--learner",
         default=DEFAULT_LEARNER,
-        help=f"learner factory as module:callable (zero arguments; default {DEFAULT_LEARNER})",
+        help=f"learner factory as module:callable, importable from the current directory or the installed "
+        f"packages (zero arguments; default {DEFAULT_LEARNER})",
     )
     se.add_argument(
         "--out",
@@ -89,6 +91,11 @@ def load_factory(spec: str) -> LearnerFactory:
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise SeffiError(f"--learner must look like module:factory, got {spec!r}")
+    # Like `python -m`: a package in the current directory is importable without PYTHONPATH=. (the
+    # `seffi` console script puts only its own bin folder first on sys.path). It stays on the path so
+    # the learner's own lazy imports resolve the same way.
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except KeyboardInterrupt:
