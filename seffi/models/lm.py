@@ -65,10 +65,16 @@ class Layout:
 
     Args:
         vocab: ``task.vocabulary()``.
+        code_slot: Where a code token goes: ``"after_sep"`` (``prompt <sep> <z> trace``) or ``"sep"``
+            (``prompt <z> trace``: the code takes the separator's place, so the trace keeps the positions
+            the base LM was trained on). Read from a model's meta by :meth:`TaskLM.load`.
     """
 
-    def __init__(self, vocab: Vocabulary) -> None:
+    def __init__(self, vocab: Vocabulary, code_slot: str = "after_sep") -> None:
+        if code_slot not in ("after_sep", "sep"):
+            raise SeffiError(f"unknown code_slot {code_slot!r} (after_sep or sep)")
         self.vocab = vocab
+        self.code_slot = code_slot
         self.words: list[str] = [NEWLINE if t == "\n" else t for t in vocab.tokens]
         self.sep = len(self.words)
         self.code0 = self.sep + 1
@@ -84,10 +90,13 @@ class Layout:
         return self.code0 + z
 
     def prefix(self, prompt: str, code: int | None = None) -> list[int]:
-        """Ids of ``prompt <sep> [<z code>]``."""
+        """Ids of ``prompt <sep> [<z code>]`` (``prompt <z code>`` with ``code_slot="sep"``)."""
         ids = [*self.vocab.encode(prompt), self.sep]
         if code is not None:
-            ids.append(self.code(code))
+            if self.code_slot == "sep":
+                ids[-1] = self.code(code)
+            else:
+                ids.append(self.code(code))
         return ids
 
     def target(self, y_text: str) -> list[int]:
@@ -256,7 +265,7 @@ class TaskLM:
             raise SeffiError(f"{path} holds a model of task {meta.get('task')!r}, not {task.name!r}")
         model = AutoModelForCausalLM.from_pretrained(path)
         model.eval()
-        return cls(model, Layout(task.vocabulary()), meta)
+        return cls(model, Layout(task.vocabulary(), meta.get("code_slot", "after_sep")), meta)
 
     # -- training -----------------------------------------------------------------------------------
 
