@@ -28,17 +28,21 @@ from .cache import LadderModels, training_rows
 from .lm import TaskLM
 
 
-def nmi(a: Sequence[Any], b: Sequence[Any]) -> float:
-    """Normalised mutual information 2 I(A;B) / (H(A) + H(B)) of two label sequences (0 if both constant)."""
-    if len(a) != len(b):
-        raise ValueError("nmi needs two sequences of equal length")
+def nmi(a: Sequence[Any], b: Sequence[Any], weights: Sequence[float] | None = None) -> float:
+    """Normalised mutual information 2 I(A;B) / (H(A) + H(B)) of two label sequences (0 if both constant).
+
+    ``weights`` (default 1 each) weigh the pairs, e.g. to give every value of ``a`` the same total mass.
+    """
+    if len(a) != len(b) or (weights is not None and len(weights) != len(a)):
+        raise ValueError("nmi needs sequences of equal length")
     if not len(a):
         return float("nan")
     ka = {v: i for i, v in enumerate(dict.fromkeys(a))}
     kb = {v: i for i, v in enumerate(dict.fromkeys(b))}
     joint = np.zeros((len(ka), len(kb)))
-    for x, y in zip(a, b, strict=True):
-        joint[ka[x], kb[y]] += 1
+    w = np.ones(len(a)) if weights is None else np.asarray(weights, dtype=np.float64)
+    for x, y, wi in zip(a, b, w, strict=True):
+        joint[ka[x], kb[y]] += wi
     joint /= joint.sum()
     pa, pb = joint.sum(1), joint.sum(0)
 
@@ -99,11 +103,45 @@ def sample_base(
     return out
 
 
+def split_ceiling(pairs: Sequence[tuple[str, Any]], n_codes: int, seed: int = 0) -> float:
+    """NMI of an ideal latent with ``n_codes`` codes, scored the way :func:`purity` scores samples.
+
+    The ideal latent knows each row's true strategy: the ``n_codes`` codes are dealt to the strategies in
+    proportion to their row counts (largest remainder, at least one each while codes last) and a
+    strategy's rows are split at random among its codes. Like the sample NMI (codes drawn uniformly) every
+    code gets the same total weight. With ``L = 2 M`` this is what a perfectly pure mixture could reach
+    at best against match sets: splitting a strategy over two codes adds latent entropy no strategy
+    explains, and ambiguous traces merge strategies.
+
+    Args:
+        pairs: (true strategy, match set) of attributed rows.
+        n_codes: L.
+        seed: Seed of the random split.
+    """
+    labels = sorted({s for s, _ in pairs})
+    counts = np.array([sum(1 for s, _ in pairs if s == lab) for lab in labels], dtype=np.float64)
+    share = counts / counts.sum() * n_codes
+    deal = np.maximum(np.floor(share), 1).astype(np.int64)
+    while deal.sum() > n_codes:
+        deal[np.argmax(deal)] -= 1
+    for i in np.argsort(-(share - np.floor(share)), kind="stable"):
+        if deal.sum() >= n_codes:
+            break
+        deal[i] += 1
+    first = np.concatenate([[0], np.cumsum(deal)[:-1]])
+    rng = np.random.default_rng(seed)
+    index = {lab: i for i, lab in enumerate(labels)}
+    codes = [int(first[index[s]] + rng.integers(deal[index[s]])) for s, _ in pairs]
+    per_code = np.bincount(codes, minlength=n_codes).astype(np.float64)
+    return nmi(codes, [m for _, m in pairs], weights=[1.0 / per_code[c] for c in codes])
+
+
 def training_row_stats(models: LadderModels, max_rows: int = 5000) -> dict[str, Any]:
     """Valid rate and strategy frequencies of (up to ``max_rows``) training rows, by the validator."""
     from seffi._seeding import spawn
 
     cfg, task = models.cfg, models.task
+    n_codes = models.n_codes
     rows = training_rows(cfg, task)[:max_rows]
     input_seed, _ = spawn(cfg.data_seed, 2)
     by_id = {x.id: x for x in task.make_inputs(cfg.n_train_inputs, input_seed)}
@@ -115,6 +153,7 @@ def training_row_stats(models: LadderModels, max_rows: int = 5000) -> dict[str, 
     return {
         "rows": len(rows),
         "nmi_ceiling": nmi(*zip(*pairs, strict=True)) if pairs else float("nan"),
+        "nmi_ceiling_split": split_ceiling(pairs, n_codes, seed=cfg.data_seed) if pairs else float("nan"),
         "valid_rate": float(np.mean([r.valid for r in results])),
         "frequencies": strategy_frequencies([sorted(r.strategy_matches) for r in results], task.strategies()),
     }
@@ -221,6 +260,7 @@ def measure_models(
         "nmi_unambiguous": pur["nmi_unambiguous"],
         "unambiguous_share": pur["unambiguous_share"],
         "nmi_ceiling_rows": rows["nmi_ceiling"],
+        "nmi_ceiling_split": rows["nmi_ceiling_split"],
         "nmi_train_assignments": train_nmi,
         "code_valid_rate": pur["valid"].round(4).tolist(),
         "mixture_valid_rate": float(np.dot(models.prior, pur["valid"])),

@@ -65,20 +65,54 @@ def fold_of(input_ids: Sequence[str], folds: int) -> np.ndarray:
 
 
 def init_codes(lm: TaskLM, n_codes: int, std: float, seed: int) -> None:
-    """Fresh N(0, std) input embeddings for the first ``n_codes`` code tokens (seeded)."""
+    """Fresh input embeddings for the first ``n_codes`` code tokens (seeded).
+
+    ``N(0, std)`` with the code after the separator; with ``code_slot="sep"`` the separator's embedding
+    plus ``N(0, std)`` noise, so that each code starts as the base LM (up to the noise).
+    """
     emb = lm.model.get_input_embeddings().weight
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         start = lm.layout.code0
-        emb[start : start + n_codes] = torch.randn((n_codes, emb.shape[1]), generator=gen) * std
+        centre = emb[lm.layout.sep].clone() if lm.layout.code_slot == "sep" else torch.zeros(emb.shape[1])
+        emb[start : start + n_codes] = centre + torch.randn((n_codes, emb.shape[1]), generator=gen) * std
 
 
 def code_scores(lm: TaskLM, rows: Sequence[Any], n_codes: int) -> np.ndarray:
-    """Log p(y | x, z) of every row under every code: float array, shape (R, L)."""
-    out = np.zeros((len(rows), n_codes))
+    """Log p(y | x, z) of every row under every code: float array, shape (R, L).
+
+    All R x L sequences go through :meth:`TaskLM.score` together (bigger batches than one code at a
+    time: the E-step is most of EM's cost).
+    """
+    examples = []
     for z in range(n_codes):
-        out[:, z] = lm.score(examples_from_rows(lm.layout, rows, [z] * len(rows)))
-    return out
+        examples += examples_from_rows(lm.layout, rows, [z] * len(rows))
+    return lm.score(examples, batch_size=512).reshape(n_codes, len(rows)).T.copy()
+
+
+def freeze_to_codes(lm: TaskLM, n_codes: int) -> Callable[[], None]:
+    """Make only the first ``n_codes`` code-token embeddings trainable; returns the undo function.
+
+    Every other weight gets ``requires_grad = False``; the input-embedding matrix stays trainable but
+    its gradient is masked to the code rows (AdamW without weight decay then never moves other rows:
+    their moments stay 0).
+    """
+    params = list(lm.model.parameters())
+    before = [p.requires_grad for p in params]
+    for p in params:
+        p.requires_grad_(False)
+    emb = lm.model.get_input_embeddings().weight
+    emb.requires_grad_(True)
+    mask = torch.zeros((emb.shape[0], 1), dtype=emb.dtype)
+    mask[lm.layout.code0 : lm.layout.code0 + n_codes] = 1.0
+    handle = emb.register_hook(lambda grad: grad * mask)
+
+    def undo() -> None:
+        handle.remove()
+        for p, flag in zip(params, before, strict=True):
+            p.requires_grad_(flag)
+
+    return undo
 
 
 def train_mixture(
@@ -100,8 +134,57 @@ def train_mixture(
     models = []
     for j in range(n_folds):
         m = base.copy()
+        if cfg.code_slot != "after_sep":
+            m.layout = Layout(base.layout.vocab, cfg.code_slot)
+            m.meta["code_slot"] = cfg.code_slot
         init_codes(m, n_codes, cfg.code_init_std, cfg.seed + 1000 * j)
         models.append(m)
+    if cfg.warm_epochs > 0:
+        _warm_up(models, rows, folds, n_codes, cfg, rng, hook)
+    undo = [freeze_to_codes(m, n_codes) for m in models] if cfg.trainable == "codes" else []
+    try:
+        return _train(models, rows, folds, n_codes, cfg, rng, hook)
+    finally:
+        for u in undo:
+            u()
+
+
+def _warm_up(
+    models: list[TaskLM],
+    rows: Sequence[Any],
+    folds: np.ndarray,
+    n_codes: int,
+    cfg: MixtureConfig,
+    rng: np.random.Generator,
+    hook: EMHook | None,
+) -> None:
+    """SFT of each model on its rows with uniformly random codes (see ``MixtureConfig.warm_epochs``)."""
+    codes = rng.integers(n_codes, size=len(rows))
+    for j, m in enumerate(models):
+        idx = np.flatnonzero(folds != j) if len(models) > 1 else np.arange(len(rows))
+        m.train(
+            _examples(m.layout, rows, codes, idx),
+            epochs=cfg.warm_epochs,
+            batch_size=64,
+            lr=cfg.warm_lr,
+            seed=cfg.seed + 31337 + j,
+            schedule="cosine",
+            hook=None if hook is None else (lambda s, t, _loss: hook("warm-up", s, t)),
+        )
+
+
+def _train(
+    models: list[TaskLM],
+    rows: Sequence[Any],
+    folds: np.ndarray,
+    n_codes: int,
+    cfg: MixtureConfig,
+    rng: np.random.Generator,
+    hook: EMHook | None,
+) -> EMResult:
+    """Batch or online EM on the prepared (warm-started, code-initialised) models."""
+    n_folds = len(models)
+    base = models[0]
     total = cfg.rounds * (n_folds + 1) + 1 + (n_folds > 1)
     done = 0
 
@@ -206,7 +289,8 @@ class _Trainer:
 
     def __init__(self, lm: TaskLM, lr: float) -> None:
         self.lm = lm
-        self.opt = torch.optim.AdamW(lm.model.parameters(), lr=lr, weight_decay=0.0, betas=(0.9, 0.98))
+        self.params = [p for p in lm.model.parameters() if p.requires_grad]
+        self.opt = torch.optim.AdamW(self.params, lr=lr, weight_decay=0.0, betas=(0.9, 0.98))
 
     def step(self, examples: list[Example]) -> float:
         model = self.lm.model
@@ -214,7 +298,7 @@ class _Trainer:
         ids, mask, labels = _batch(examples)
         out = model(input_ids=ids, attention_mask=mask, labels=labels)
         out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(self.params, 1.0)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         model.eval()

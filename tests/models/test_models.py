@@ -23,9 +23,9 @@ import torch
 from seffi.errors import SeffiError
 from seffi.models.cache import build_task, train_base, train_ladder_models, training_rows
 from seffi.models.config import LMConfig, MixtureConfig
-from seffi.models.evaluate import nmi, purity, strategy_frequencies, tv
+from seffi.models.evaluate import nmi, purity, split_ceiling, strategy_frequencies, tv
 from seffi.models.lm import Layout, TaskLM, build_tokenizer, examples_from_rows
-from seffi.models.mixture import balanced_argmax, train_mixture
+from seffi.models.mixture import balanced_argmax, code_scores, freeze_to_codes, train_mixture
 from seffi.tasks import get_task
 from tests.models import tiny
 from tests.models.tiny import tiny_cfg
@@ -263,6 +263,113 @@ def test_mixture_max_rows_subsets_rows_and_keeps_old_cache_keys() -> None:
     from seffi._seeding import stable_id
 
     old = tiny_cfg().mixture.model_dump(mode="json")
-    del old["max_rows"]
+    for late in ("max_rows", "trainable", "warm_epochs", "warm_lr"):
+        del old[late]
     expected = f"edit_script-mixture-{stable_id({**tiny_cfg().base_fields(), 'mixture': old}, length=16)}"
     assert tiny_cfg().mixture_key() == expected
+
+
+def test_new_mixture_fields_at_their_old_values_keep_cache_keys() -> None:
+    """Issue 15 item 3 (frozen-base mixture): trainable="all" and no warm-up hash as before the fields."""
+    plain = tiny_cfg()
+    same = tiny_cfg(mixture={**tiny.TINY["mixture"], "trainable": "all", "warm_epochs": 0, "warm_lr": 1e-2})
+    assert same.mixture_key() == plain.mixture_key()
+    codes = tiny_cfg(mixture={**tiny.TINY["mixture"], "trainable": "codes"})
+    warm = tiny_cfg(mixture={**tiny.TINY["mixture"], "warm_epochs": 1})
+    assert len({plain.mixture_key(), codes.mixture_key(), warm.mixture_key()}) == 3
+    assert codes.base_key() == plain.base_key()  # the base LM is shared
+
+
+def test_codes_only_em_keeps_every_base_weight_and_moves_only_code_embeddings() -> None:
+    """Issue 15 item 3 (frozen-base mixture): with trainable="codes" after a warm-up, EM changes only the
+    L code-token embedding rows; the warm-up alone moves the transformer (it learns the code slot)."""
+    cfg = tiny_cfg()
+    task = build_task(cfg)
+    rows = training_rows(cfg, task)[:96]
+    base = train_base(cfg, task, rows)
+    warm_only = MixtureConfig(warm_epochs=1, rounds=1, epochs_per_round=0.01, lr=1e-9, trainable="codes")
+    frozen = MixtureConfig(warm_epochs=1, rounds=2, epochs_per_round=1, lr=3e-2, trainable="codes")
+    a = _weights(train_mixture(base, rows, 4, warm_only).model)
+    result = train_mixture(base, rows, 4, frozen)
+    b = _weights(result.model)
+    emb = "transformer.wte.weight"
+    code0 = base.layout.code0
+    assert all(torch.equal(a[k], b[k]) for k in a if k != emb)  # EM left every transformer weight alone
+    moved = (a[emb] - b[emb]).abs().sum(dim=1).nonzero().flatten().tolist()
+    assert moved and set(moved) <= set(range(code0, code0 + 4))  # only code rows (an unused code stays)
+    attn = "transformer.h.0.attn.c_attn.weight"
+    assert not torch.equal(a[attn], _weights(base)[attn])
+    assert all(p.requires_grad for p in result.model.model.parameters())  # unfrozen for later fine-tuning
+
+
+def test_freeze_to_codes_masks_gradients_and_undoes() -> None:
+    """Issue 15 item 3: freeze_to_codes leaves one trainable tensor whose gradient is zero off the codes."""
+    cfg = tiny_cfg()
+    task = build_task(cfg)
+    rows = training_rows(cfg, task)[:8]
+    lm = TaskLM.create(cfg, task, examples_from_rows(Layout(task.vocabulary()), rows))
+    undo = freeze_to_codes(lm, 3)
+    trainable = [p for p in lm.model.parameters() if p.requires_grad]
+    assert len(trainable) == 1
+    out = lm.model(**dict(zip(("input_ids", "attention_mask", "labels"), _batch_of(lm, rows), strict=True)))
+    out.loss.backward()
+    grad = trainable[0].grad.abs().sum(dim=1)
+    codes = set(range(lm.layout.code0, lm.layout.code0 + 3))
+    assert set(grad.nonzero().flatten().tolist()) == codes  # every used code row, and nothing else
+    undo()
+    assert all(p.requires_grad for p in lm.model.parameters())
+
+
+def _batch_of(lm: TaskLM, rows: list) -> tuple:
+    from seffi.models.lm import _batch
+
+    return _batch(examples_from_rows(lm.layout, rows, [i % 3 for i in range(len(rows))]))
+
+
+def test_code_scores_batched_equal_one_code_at_a_time(tiny_models) -> None:
+    """Issue 15 item 3: scoring every code in one batch gives each code's own log-likelihoods."""
+    mixture = tiny_models.mixture
+    rows = training_rows(tiny_models.cfg, tiny_models.task)[:20]
+    got = code_scores(mixture, rows, 3)
+    for z in range(3):
+        own = mixture.score(examples_from_rows(mixture.layout, rows, [z] * len(rows)))
+        np.testing.assert_allclose(got[:, z], own, rtol=1e-5, atol=1e-4)
+
+
+def test_nmi_weights_and_split_ceiling_values() -> None:
+    """Issue 15 Done-when (NMI target): a pure latent split over 2 codes per strategy scores 2/3 at best."""
+    assert nmi([0, 0, 1], ["a", "a", "b"], weights=[0.5, 0.5, 1.0]) == pytest.approx(1.0)
+    assert nmi([0, 0, 1, 1], ["a", "b", "a", "b"], weights=[1, 0, 0, 1]) == pytest.approx(1.0)
+    pairs = [("a", ("a",))] * 400 + [("b", ("b",))] * 400
+    assert split_ceiling(pairs, 2) == pytest.approx(1.0)
+    # L = 2M, two codes per strategy: I = log 2, H(latent) = log 4, H(strategy) = log 2 -> 2/3.
+    assert split_ceiling(pairs, 4) == pytest.approx(2 / 3, abs=0.01)
+    # Ambiguity lowers it: half of a's traces also match b, a category of its own. H(latent) = 1 bit,
+    # H(match set) = 1.5 bits, I = 1 bit -> 2 / 2.5.
+    ambiguous = [("a", ("a",))] * 200 + [("a", ("a", "b"))] * 200 + [("b", ("b",))] * 400
+    assert split_ceiling(ambiguous, 2) == pytest.approx(0.8)
+
+
+def test_code_in_the_separator_slot_starts_as_the_base_lm(tiny_models, tmp_path) -> None:
+    """Issue 15 item 3 (mixture validity): with code_slot="sep" the code replaces <sep>, the trace keeps
+    the base LM's positions, and codes initialised at the separator's embedding give the base LM's own
+    log-likelihoods (the untrained mixture is the base LM); the slot is saved with the model."""
+    from seffi.models.mixture import init_codes
+
+    base = tiny_models.base
+    layout = Layout(base.layout.vocab, "sep")
+    assert layout.prefix("edit a to b", 3) == [*base.layout.prefix("edit a to b")[:-1], layout.code(3)]
+    assert layout.prefix("edit a to b") == base.layout.prefix("edit a to b")
+    rows = training_rows(tiny_models.cfg, tiny_models.task)[:16]
+    mix = base.copy()
+    mix.layout, mix.meta["code_slot"] = layout, "sep"
+    init_codes(mix, 3, 0.0, seed=0)
+    own = base.score(examples_from_rows(base.layout, rows))
+    np.testing.assert_allclose(code_scores(mix, rows, 3), np.repeat(own[:, None], 3, axis=1), atol=1e-4)
+    old = base.copy()  # a code after the separator shifts the trace: not the base LM's likelihoods
+    init_codes(old, 3, 0.0, seed=0)
+    assert np.abs(code_scores(old, rows, 3)[:, 0] - own).max() > 0.1
+    mix.save(tmp_path / "m")
+    assert TaskLM.load(tmp_path / "m", tiny_models.task).layout.code_slot == "sep"
+    with pytest.raises(SeffiError, match="code_slot"):
+        Layout(base.layout.vocab, "front")
