@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from seffi.coverage.env_baselines import EnvBaselines
 from seffi.errors import SeffiError
 
-# ----------------------------------------------------------------------------------------------------
-# Reading what a baseline needs out of any env (single, Gymnasium vector, SB3 VecEnv).
-# ----------------------------------------------------------------------------------------------------
+__all__ = ["EnvAccess"]
 
 
 class EnvAccess:
@@ -94,3 +94,58 @@ class EnvAccess:
             except AttributeError:
                 spec = None
         return getattr(spec, "id", None)
+
+    # -- the facts a monitor reads once ----------------------------------------------------------------
+
+    def task_name(self, default: str | None) -> str:
+        """The env's task name (``task.name``), else ``default``, else "unknown"."""
+        if self.has("task"):
+            task = self.get("task")
+            name = getattr(task, "name", None) or (task if isinstance(task, str) else None)
+            if name:
+                return str(name)
+        return default or "unknown"
+
+    def num_latents(self) -> int:
+        """Z of a router env (its Discrete action space), for the latent-coverage diagnostic; else 0."""
+        if not self.has("config") or not hasattr(self.get("config"), "n_latents"):  # only router configs
+            return 0
+        return int(getattr(self.single_action_space(), "n", 0) or 0)
+
+    def baselines(self, strategies: Sequence[str], budget: int, **kwargs: Any) -> EnvBaselines:
+        """The env's exact iid and oracle baselines (whatever of them it exposes), computed lazily.
+
+        Args:
+            strategies: The declared strategy ids.
+            budget: K.
+            **kwargs: Other :class:`~seffi.coverage.env_baselines.EnvBaselines` arguments.
+        """
+
+        def method(name: str) -> Any:
+            if not self.has(name):
+                return None
+            return lambda *args, **kw: self.call(name, *args, **kw)
+
+        pool = (lambda: self.get("input_ids")) if self.has("input_ids") else None
+        return EnvBaselines(
+            strategies,
+            budget,
+            base_law=method("base_match_distribution"),
+            references=method("reference_match_sets"),
+            pool=pool,
+            **kwargs,
+        )
+
+
+def env_facts(access: EnvAccess | None, config: Any) -> tuple[str | None, str, tuple[str, ...], int]:
+    """(env id, task name, strategy ids, latent codes Z) of a monitor: the config's, else the env's.
+
+    Raises:
+        SeffiError: Neither the config nor the env gives the strategies.
+    """
+    env_name = config.env_name or (access.env_id() if access else None)
+    task = config.task_name or (access.task_name(env_name) if access else env_name) or "unknown"
+    if config.strategies is None and (access is None or not access.has("strategies")):
+        raise SeffiError("CoverageMonitor needs `strategies` or a seffi `env` that exposes them")
+    found = config.strategies if config.strategies is not None else access.get("strategies")  # type: ignore[union-attr]
+    return env_name, task, tuple(str(s) for s in found), access.num_latents() if access else 0

@@ -64,7 +64,29 @@ class EpisodeBuffer:
     # -- entry points ----------------------------------------------------------------------------------
 
     def add_infos(self, infos: Any, dones: Any = None, *, env_offset: int = 0) -> int:
-        """Buffer every episode that ended in one step's ``infos`` (see ``CoverageMonitor.ingest_infos``)."""
+        """Buffer every episode that ended in one step's ``infos``.
+
+        Every finished episode is checked against the info contract (``strategy_matches`` and
+        ``input_id`` present; ``valid`` a bool; ``input_id`` a str or int; ``sample_index``,
+        ``run_index`` and ``z`` ints >= 0; strategy ids among the declared ones). A bad episode is
+        refused on its own: the good ones of the call are buffered first, then
+        :class:`~seffi.callbacks.rules.EpisodeRejected` names the key, env and sub-env.
+
+        Args:
+            infos: Gymnasium vector info dict (either autoreset mode), SB3 list of dicts, or one
+                single-env info dict.
+            dones: ``terminated | truncated`` of this step: bool array, shape (num_envs,), or a bool.
+                Recommended: with it, an ended episode whose info lacks ``strategy_matches`` is
+                rejected instead of going unseen.
+            env_offset: Added to sub-env indices (e.g. a worker's first env index).
+
+        Returns:
+            The number of episodes buffered.
+
+        Raises:
+            EpisodeRejected: Some finished episodes broke the contract (after the others were buffered).
+            SeffiError: ``dones`` is not boolean or does not fit the infos (nothing buffered).
+        """
         if isinstance(infos, (list, tuple)) and dones is not None:
             return self._add_list(infos, dones, env_offset)
         cols, rejects = _parse(infos, dones, self.env_name, self.known_ids)

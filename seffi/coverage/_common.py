@@ -11,7 +11,7 @@ import numpy as np
 
 from seffi._seeding import check_probabilities
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
-from seffi.coverage.sums import rarity_labels
+from seffi.coverage.sums_curves import rarity_labels
 
 #: What ``OracleBaseline`` takes, named in its input-format errors.
 ORACLE_INPUT_FORMAT = (
@@ -261,3 +261,26 @@ def _input_id(input_id: Any) -> str:
     if isinstance(input_id, bool) or not isinstance(input_id, str | int | np.integer):
         raise ValueError(f"input_id must be a str (or int), got {type(input_id).__name__}: {input_id!r}")
     return str(input_id)
+
+
+def _match_set(matches: Any) -> frozenset[str]:
+    """One sample's strategy ids as a frozenset; a bare string or non-str ids raise."""
+    if isinstance(matches, str):
+        raise ValueError(f"matches must be an iterable of strategy ids, not the string {matches!r}")
+    ms = frozenset(matches)
+    bad = [s for s in ms if not isinstance(s, str)]
+    if bad:
+        raise ValueError(f"strategy ids must be str, got {bad!r}")
+    return ms
+
+
+def _int_array(value: Any, n: int, name: str) -> np.ndarray:
+    arr = np.asarray(value)
+    if (
+        not np.issubdtype(arr.dtype, np.integer)
+        or arr.ndim > 1
+        or (arr.ndim == 1 and arr.shape[0] != n)
+        or (arr.size and arr.min() < 0)
+    ):
+        raise ValueError(f"{name} must be a non-negative int or an int array of shape ({n},)")
+    return np.broadcast_to(arr.astype(np.int64), (n,))

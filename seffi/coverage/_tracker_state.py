@@ -53,7 +53,7 @@ def to_state(t: CoverageTracker) -> dict[str, Any]:
     open_runs = sorted(
         (int(run_pos[slot]), env, count, si, ri) for _, env, slot, count, si, ri in t.assigner.open_runs()
     )
-    bar = sorted(t._barcode.items(), key=lambda kv: new_code[kv[0]])
+    bar = sorted(t.bar.data.items(), key=lambda kv: new_code[kv[0]])
     return {
         "format": STATE_FORMAT,
         "strategies": None if t.strategies is None else list(t.strategies),
@@ -262,13 +262,11 @@ def _apply(t: CoverageTracker, s: Mapping[str, Any], *, keep_open: bool) -> None
             u = int(t.assigner.slot_input[slots[r["run"]]])
             slot = int(slots[r["run"]])
             t.assigner.restore_open(u, r["env_index"], slot, r["count"], r["sample_index"], r["run_index"])
+    t.bar.grow(len(t.keys))
     for b in s["barcode"]:
         code = codes[b["input"]]
-        row = t._barcode.get(code)
-        if (row is None or b["stream"] < row[0]) and t._admit_barcode(code):
-            cells = [int(cols[c]) if c >= 0 else -1 for c in b["cells"]]
-            t._barcode[code] = (b["stream"], cells, [bool(x) for x in b["new"]])
-            t._bar_stream[code] = b["stream"]
+        cells = [int(cols[c]) if c >= 0 else -1 for c in b["cells"]]
+        t.bar.put(code, b["stream"], cells, [bool(x) for x in b["new"]], t.keys)
     t.samples += s["samples"]
     t.valid += s["valid"]
     t.skipped += s["skipped"]

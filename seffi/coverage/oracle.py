@@ -20,7 +20,7 @@ from seffi.coverage._common import (
     rarity_bin_matrix,
 )
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, check_budget, tau_key
-from seffi.coverage.sums import curves_from_runs
+from seffi.coverage.sums_curves import curves_from_runs
 from seffi.errors import SeffiError
 
 __all__ = ["OracleBaseline"]

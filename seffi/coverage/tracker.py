@@ -16,10 +16,12 @@ from typing import Any
 import numpy as np
 
 from seffi.coverage import _tracker_state as state_io
-from seffi.coverage._common import _input_id, rarity_bin_matrix
+from seffi.coverage._common import _input_id, _int_array, _match_set, rarity_bin_matrix
 from seffi.coverage.assign import RunAssigner
+from seffi.coverage.barcode import BarcodeRows
 from seffi.coverage.curves import Curves, check_budget
-from seffi.coverage.sums import InputSums, RunTable, curves_from_sums, fold, point_from_sums, sums_from_runs
+from seffi.coverage.sums import InputSums, RunTable, fold, sums_from_runs
+from seffi.coverage.sums_curves import curves_from_sums, point_from_sums
 
 __all__ = ["STATE", "STATE_FORMAT", "CoverageTracker"]
 
@@ -33,29 +35,6 @@ STATE: dict[str, str] = {
     "open_runs": "kept from the tracker merged into (resume); a merged-in tracker's runs are closed",
     "samples, valid, skipped": "sums",
 }
-
-
-def _match_set(matches: Any) -> frozenset[str]:
-    """One sample's strategy ids as a frozenset; a bare string or non-str ids raise."""
-    if isinstance(matches, str):
-        raise ValueError(f"matches must be an iterable of strategy ids, not the string {matches!r}")
-    ms = frozenset(matches)
-    bad = [s for s in ms if not isinstance(s, str)]
-    if bad:
-        raise ValueError(f"strategy ids must be str, got {bad!r}")
-    return ms
-
-
-def _int_array(value: Any, n: int, name: str) -> np.ndarray:
-    arr = np.asarray(value)
-    if (
-        not np.issubdtype(arr.dtype, np.integer)
-        or arr.ndim > 1
-        or (arr.ndim == 1 and arr.shape[0] != n)
-        or (arr.size and arr.min() < 0)
-    ):
-        raise ValueError(f"{name} must be a non-negative int or an int array of shape ({n},)")
-    return np.broadcast_to(arr.astype(np.int64), (n,))
 
 
 class CoverageTracker:
@@ -135,7 +114,6 @@ class CoverageTracker:
         self.keys: list[tuple[str, str]] = []  # input code -> (task, input_id)
         self._code: dict[Any, int] = {}  # (task, input_id) -> input code (and raw ids on the record path)
         self._m = np.zeros(16, dtype=np.int64)  # M_x per input code (capacity doubles)
-        self._bar_stream = np.full(16, np.iinfo(np.int64).max, dtype=np.int64)  # barcode row's stream
         self.assigner = RunAssigner(self.budget or 1, self.stream_offset)
         self._slot_of: dict[tuple[int, int], int] = {}  # (input code, stream) -> slot
         self.runs = RunTable(len(self.columns))
@@ -143,7 +121,7 @@ class CoverageTracker:
         self.latent_runs = RunTable(self.num_latents) if self.num_latents else None
         self.latent_sums = InputSums(self.budget) if self.budget and self.num_latents else None
         self.has_latent = False
-        self._barcode: dict[int, tuple[int, list[int], list[bool]]] = {}  # code -> (stream, cells, new)
+        self.bar = BarcodeRows(self.barcode_rows, self.barcode_cols)
         self.samples = self.valid = self.skipped = 0
         self._order: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
 
@@ -161,8 +139,6 @@ class CoverageTracker:
             self.keys.append(key)
             if code >= self._m.size:
                 self._m = np.r_[self._m, np.zeros(self._m.size, dtype=np.int64)]
-                big = np.full(self._bar_stream.size, np.iinfo(np.int64).max, dtype=np.int64)
-                self._bar_stream = np.r_[self._bar_stream, big]
             self._m[code] = m
             self.assigner._grow(code + 1, 0)
             if self.sums is not None:
@@ -415,7 +391,18 @@ class CoverageTracker:
             keep = in_budget
             u, slot, k, hits, valid = u[keep], slot[keep], k[keep], hits[keep], valid[keep]
             z = z[keep] if z is not None else None
-        self._barcode_cells(u, slot, k, hits)
+        self.bar.grow(len(self.keys))
+        rank = [self._order_key(s) for s in self.columns]
+        self.bar.add(
+            u,
+            slot,
+            k,
+            hits,
+            self.assigner.slot_stream[slot],
+            lambda sl: set(np.flatnonzero(self.runs.first_hit[sl] >= 0).tolist()),
+            self.keys,
+            sorted(range(len(self.columns)), key=rank.__getitem__),
+        )
         fold(self.runs, self.sums, u, slot, k, hits, valid, self.m)
         if z is not None and self.latent_runs is not None:
             Z = self.num_latents
@@ -428,52 +415,6 @@ class CoverageTracker:
             fold(self.latent_runs, self.latent_sums, u, slot, k, lat, valid, Zs, coverage_only=True)
         self.samples += int(u.shape[0])
         self.valid += int(valid.sum())
-
-    def _barcode_cells(self, u: np.ndarray, slot: np.ndarray, k: np.ndarray, hits: np.ndarray) -> None:
-        """Append the barcode cells of samples in their input's barcode run (before folding them)."""
-        if self.barcode_rows == 0:
-            return
-        streams = self.assigner.slot_stream[slot]
-        # Only samples of a run whose stream is not above its input's row can be barcode cells
-        # (at most K per input): the Python loop below never sees the bulk of the batch.
-        cand = np.flatnonzero(streams <= self._bar_stream[u])
-        if cand.size == 0:
-            return
-        rank = [self._order_key(s) for s in self.columns]
-        col_order = sorted(range(len(self.columns)), key=rank.__getitem__)
-        seen: dict[int, set[int]] = {}
-        for i in cand[np.lexsort((k[cand], slot[cand]))].tolist():
-            code, stream, sl = int(u[i]), int(streams[i]), int(slot[i])
-            row = self._barcode.get(code)
-            if row is None or stream < row[0]:
-                if k[i] != 1:
-                    continue
-                if not self._admit_barcode(code):
-                    self._bar_stream[code] = -1  # beyond barcode_rows for good
-                    continue
-                row = self._barcode[code] = (stream, [], [])
-                self._bar_stream[code] = stream
-            if stream != row[0] or len(row[1]) >= self.barcode_cols:
-                continue
-            got = seen.get(sl)
-            if got is None:
-                got = seen[sl] = set(np.flatnonzero(self.runs.first_hit[sl] >= 0).tolist())
-            matched = [j for j in col_order if hits[i, j]]
-            new = [j for j in matched if j not in got]
-            got.update(matched)
-            row[1].append(new[0] if new else (matched[0] if matched else -1))
-            row[2].append(bool(new))
-
-    def _admit_barcode(self, code: int) -> bool:
-        """Keep rows of the ``barcode_rows`` smallest input keys (an evicted input never returns)."""
-        if code in self._barcode or len(self._barcode) < self.barcode_rows:
-            return True
-        worst = max(self._barcode, key=self.keys.__getitem__)
-        if self.keys[code] > self.keys[worst]:
-            return False
-        del self._barcode[worst]
-        self._bar_stream[worst] = -1  # evicted for good: no later sample qualifies
-        return True
 
     # -- merging and checkpoints ---------------------------------------------------------------------
 
@@ -633,12 +574,12 @@ class CoverageTracker:
             samples=self.samples,
             rarity=rare,
         )
-        if self._barcode:
+        if self.bar.data:
             c.barcode = self.barcode(K)
         return c
 
     def barcode(self, K: int | None = None) -> dict[str, Any]:
-        """The strategy barcode (see the class docstring for the rule), JSON-safe.
+        """The strategy barcode (rule: :mod:`seffi.coverage.barcode`), JSON-safe.
 
         Returns:
             ``rows`` ("task/input_id/stream" labels), ``input_ids``, ``strategies`` (column labels),
@@ -646,19 +587,5 @@ class CoverageTracker:
             (bool, rows x C: the sample added a strategy), ``lengths`` (samples per row).
             C = min(K, barcode_cols).
         """
-        cols = self.barcode_cols if K is None else min(check_budget(K), self.barcode_cols)
-        codes = sorted(self._barcode, key=self.keys.__getitem__)
         names = list(self.strategies) if self.strategies is not None else sorted(self.columns)
-        index = {s: j for j, s in enumerate(names)}
-        out: dict[str, Any] = {"rows": [], "input_ids": [], "strategies": names}
-        out.update(first_strategy=[], new=[], lengths=[])
-        for code in codes:
-            stream, cells, new = self._barcode[code]
-            task, x = self.keys[code]
-            out["rows"].append(f"{task}/{x}/{stream}" if task else f"{x}/{stream}")
-            out["input_ids"].append(x)
-            row = [index[self.columns[c]] if c >= 0 else -1 for c in cells[:cols]]
-            out["first_strategy"].append(row + [-1] * (cols - len(row)))
-            out["new"].append(list(new[:cols]) + [False] * (cols - len(row)))
-            out["lengths"].append(len(cells))
-        return out
+        return self.bar.to_dict(self.keys, self.columns, names, None if K is None else check_budget(K))

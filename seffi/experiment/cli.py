@@ -103,10 +103,11 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 
 def report_command(args: argparse.Namespace) -> int:
     """Handler of ``seffi report``: re-render plots and report.md from DIR/report.json."""
-    from seffi.experiment.runner import render_run
+    from seffi.report.files import load_report, write_report
 
-    written = render_run(Path(args.dir))
-    for path in written:
+    run_dir = Path(args.dir)
+    files = write_report(run_dir, load_report(run_dir))
+    for path in sorted(p for name, p in files.items() if name != "report.json"):
         print(path)
     return 0
 
@@ -123,7 +124,7 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
 
 def compare_command(args: argparse.Namespace) -> int:
     """Handler of ``seffi compare``: one figure and one table over several runs."""
-    from seffi.experiment.runner import compare_runs
+    from seffi.experiment.compare import compare_runs
 
     if len({Path(d).resolve() for d in args.dirs}) != len(args.dirs):
         raise SeffiError("the same run folder is given twice")

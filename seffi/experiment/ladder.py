@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from seffi._seeding import spawn
 from seffi.errors import SeffiError
 from seffi.experiment.config import LearnerConfig, RunConfig, WandbMode
+from seffi.experiment.ladder_cli import add_arguments, ladder_command  # noqa: F401  (seffi.cli's entry)
 from seffi.experiment.ladder_report import (
     append_markdown,
     append_rung3_markdown,
@@ -48,7 +49,6 @@ from seffi.experiment.ladder_report import (
     rung3_summary,
     scalars,
 )
-from seffi.experiment.ladder_cli import add_arguments, ladder_command  # noqa: F401  (seffi.cli's entry)
 from seffi.experiment.ladder_rung3 import GRPOSettings, run_rung3
 
 #: The default task: the one task whose base LM met both targets (valid rate within 0.1 of the rows',
@@ -215,6 +215,19 @@ def router_act(router: Any, feats: Any) -> Any:
     return act
 
 
+class FixedCurves:
+    """Precomputed baseline curves in the shape the monitor wants (an object with ``curves(K)``)."""
+
+    def __init__(self, curves: Any) -> None:
+        self._curves = curves
+
+    def curves(self, K: int, **_: Any) -> Any:
+        """The curves (computed for K; another K is refused; options such as ``rarity`` are fixed)."""
+        if K != self._curves.K:
+            raise SeffiError(f"baseline computed for K={self._curves.K}, asked for K={K}")
+        return self._curves
+
+
 # -- one rung ---------------------------------------------------------------------------------------------
 
 
@@ -249,7 +262,8 @@ def run_rung(
     """
     from seffi.callbacks import CoverageMonitor
     from seffi.experiment.learner import ReinforceRouter, RouterFeatures
-    from seffi.experiment.runner import _Fixed, _Shared, rollout
+    from seffi.experiment.runner import rollout
+    from seffi.report.sinks import ForwardingSink
 
     cfg, lc = runner.config, runner.config.learner
     n, task = cfg.n_inputs, cfg.tasks[0]
@@ -267,9 +281,9 @@ def run_rung(
     monitor = CoverageMonitor(
         cfg.budget,
         env=train_env,
-        iid=_Fixed(iid),
-        oracle=_Fixed(oracle),
-        sinks=_Shared(runner.sinks),
+        iid=FixedCurves(iid),
+        oracle=FixedCurves(oracle),
+        sinks=ForwardingSink(runner.sinks),
         scope=f"{slug}/train",
         label="trained router (training stream)",
         log_every=cfg.log_every * n * lc.train_runs * cfg.budget,
@@ -357,7 +371,9 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
         t0 = time.perf_counter()
 
         def rung1_baselines(env: Any) -> tuple[Any, Any, Any, str]:
-            iid, oracle, law = exact_baselines(env, config.budget, iid_seed)
+            baselines = exact_baselines(env, config.budget, iid_seed)
+            iid, oracle = baselines.curves(env.unwrapped.input_ids)
+            law = baselines.iid_baseline
             return iid, oracle, law, "exact"
 
         rung1 = run_rung(

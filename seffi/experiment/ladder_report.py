@@ -68,7 +68,7 @@ def ladder_table(report: Any) -> Any:
 
     from rich.table import Table
 
-    from seffi.experiment.runner import SUMMARY_HEADER, summary_rows
+    from seffi.experiment.summary import SUMMARY_HEADER, summary_rows
 
     budget = report.comparisons[0].budget if report.comparisons else "?"
     table = Table(title=f"seffi ladder: coverage at budget K={budget} (gain: 0 = iid, 1 = oracle)")

@@ -119,7 +119,10 @@ def _measure_pool(policy: Any, task: Any, pool: list[Any], cfg: Any, gen: Any, s
     texts = sample_completions(
         policy.model, policy.tokenizer, prompts, n, gen, seed=seed, decode=policy.decode
     )
-    tracker = CoverageTracker(strategies=task.strategies())
+    # One barcode row per input (its first run: the lowest stream), K cells each — as seffi run's.
+    tracker = CoverageTracker(
+        strategies=task.strategies(), task=task.name, barcode_rows=len(pool), barcode_cols=cfg.budget
+    )
     ids, matches, valid = [], [], []
     stream = 0
     for x, row in zip(pool, texts, strict=True):

@@ -34,6 +34,7 @@ from seffi._seeding import spawn
 from seffi.errors import SeffiError
 from seffi.experiment.config import RunConfig
 from seffi.experiment.learner import ReinforceRouter, RouterFeatures
+from seffi.experiment.summary import summary_table
 from seffi.report.sinks import ForwardingSink
 
 # -- the run folder ---------------------------------------------------------------------------------
@@ -529,86 +530,3 @@ def build_report(config: RunConfig, comparisons: list[Any]) -> Any:
 
 
 # -- the summary table --------------------------------------------------------------------------------
-
-
-def _cell(value: float | None, lo: float | None = None, hi: float | None = None) -> str:
-    if value is None:
-        return "—"
-    if lo is None or hi is None:
-        return f"{value:.3f}"
-    return f"{value:.3f} [{lo:.3f}, {hi:.3f}]"
-
-
-SUMMARY_HEADER = ("task", "policy", "AUC@K [CI]", "gain vs iid [CI]", "T(0.8) median", "F(K)", "valid rate")
-
-
-def summary_rows(report: Any) -> list[list[str]]:
-    """Summary rows: task, policy, AUC@K [CI], gain vs iid [CI], T(0.8) median, F(K), valid rate."""
-    rows = []
-    for comp in report.comparisons:
-        entries = [(p.curves, p.gain) for p in comp.policies]
-        entries += [(c, None) for c in (comp.iid, comp.oracle) if c is not None]
-        for curves, gain in entries:
-            ttc = curves.ttc(0.8)
-            if gain is None:
-                g = "—"
-            elif gain.value is None:
-                g = f"undefined ({gain.reason})"
-            else:
-                g = _cell(gain.value, gain.lo, gain.hi)
-            if ttc is None:
-                median = "—"
-            else:
-                median = f"> {comp.budget} (censored)" if ttc.median is None else f"{ttc.median:g}"
-            full = curves.full_coverage[-1] if curves.full_coverage else None
-            rows.append(
-                [
-                    comp.task,
-                    curves.label,
-                    _cell(curves.auc, curves.auc_lo, curves.auc_hi),
-                    g,
-                    median,
-                    _cell(full),
-                    _cell(curves.valid_rate),
-                ]
-            )
-    return rows
-
-
-def summary_table(report: Any) -> Any:
-    """The summary as a rich ``Table``."""
-    from rich.table import Table
-
-    budget = report.comparisons[0].budget if report.comparisons else "?"
-    table = Table(title=f"seffi run: coverage at budget K={budget} (gain: 0 = iid, 1 = oracle)")
-    for h in SUMMARY_HEADER:
-        left = h in ("task", "policy")
-        table.add_column(h, justify="left" if left else "right", no_wrap=left)
-    for row in summary_rows(report):
-        table.add_row(*row)
-    return table
-
-
-# -- report / compare ---------------------------------------------------------------------------------
-
-
-def render_run(run_dir: Path) -> list[Path]:
-    """``seffi report DIR``: re-render report.md and the plots from DIR/report.json.
-
-    Raises:
-        SeffiError: DIR is missing, holds no valid report.json, or is not writable.
-    """
-    from seffi.report.files import load_report, write_report
-
-    report = load_report(run_dir)
-    files = write_report(run_dir, report)
-    return sorted(p for name, p in files.items() if name != "report.json")
-
-
-def compare_runs(
-    dirs: list[Path], out: Path | None = None, *, overwrite: bool = False
-) -> tuple[str, list[Path]]:
-    """``seffi compare DIR...`` (see :mod:`seffi.experiment.compare`)."""
-    from seffi.experiment.compare import compare_runs as _compare
-
-    return _compare(dirs, out, overwrite=overwrite)

@@ -248,3 +248,13 @@ def report_scalars(report: Any) -> dict[str, float]:
     for _comp, pol, scope in report_scopes(report):
         out.update(scalars_from_curves(pol.curves, gain=pol.gain, scope=scope))
     return out
+
+
+def progress_line(
+    scalars: Mapping[str, float], scope: str | None, step: int, episodes: int, inputs: int
+) -> str:
+    """One console line of a log (a monitor's ``verbose=1``)."""
+    gain = scalars.get(gain_key(scope))
+    auc = scalars.get(auc_key(scope), float("nan"))
+    shown = "n/a" if gain is None else f"{gain:.3f}"
+    return f"[seffi] step {step}: {episodes} episodes, {inputs} inputs, AUC {auc:.3f}, gain vs iid {shown}"

@@ -325,6 +325,28 @@ def default_sinks(
     return MultiSink(sinks)
 
 
+def own_sinks(
+    out_dir: str | Path | None, wandb: str | None, plots: bool, wandb_kwargs: Mapping[str, Any]
+) -> tuple[Path, Sink]:
+    """(folder, sinks) of a callback that makes its own: :func:`default_sinks` in a fresh folder.
+
+    Args:
+        out_dir: The user's folder (a folder holding a seffi run gets ``-2``, ``-3``, ...; see
+            :func:`seffi.report.run_folder.fresh_out_dir`), or None for ``runs/seffi-<timestamp>``.
+        wandb: W&B mode (None: ``WANDB_MODE`` if set, else offline).
+        plots: Render PNG plots at the end.
+        wandb_kwargs: Extra ``wandb.init`` arguments.
+    """
+    from seffi.report.run_folder import fresh_out_dir
+    from seffi.report.wandb_run import wandb_mode
+
+    folder = fresh_out_dir(out_dir)
+    # The caller decides which logs are curve snapshots: every snapshot it sends is one.
+    mode = wandb_mode(wandb)
+    sinks = default_sinks(folder, wandb=mode, log_curves_every=1, plots=plots, **dict(wandb_kwargs))
+    return folder, sinks
+
+
 def closing_lines(
     out_dir: str | Path | None,
     wandb: SafeWandbRun | WandbSink | None = None,

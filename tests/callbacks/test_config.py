@@ -89,11 +89,11 @@ def test_gym_wrappers_and_evaluator_take_a_config(tmp_path: Path) -> None:
     single = CoverageWrapper(_single(), config=cfg.replace(budget=K), out_dir=tmp_path / "one", n_boot=5)
     evaluator = CoverageEvaluator(_single(), K, config=cfg, out_dir=tmp_path / "eval")
     for monitor, n_boot in ((wrapped.monitor, 0), (single.monitor, 5), (evaluator.monitor, 0)):
-        assert (monitor.budget, monitor.n_boot, monitor.log_every) == (K, n_boot, 3)
+        assert (monitor.budget, monitor.n_boot, monitor.config.log_every) == (K, n_boot, 3)
         assert monitor.sinks.wandb is None  # wandb="disabled": only the local sink
     assert wrapped.monitor.out_dir == tmp_path / "vec" and single.monitor.out_dir == tmp_path / "one"
     # The evaluator keeps its own key scope and one curve snapshot per evaluation.
-    assert (evaluator.monitor.scope, evaluator.monitor.label, evaluator.monitor.log_curves_every) == (
+    assert (evaluator.monitor.scope, evaluator.monitor.label, evaluator.monitor.config.log_curves_every) == (
         "eval",
         "eval",
         1,

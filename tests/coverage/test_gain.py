@@ -32,7 +32,7 @@ import pytest
 from seffi.coverage import CoverageTracker, Curves, IidBaseline, OracleBaseline
 from seffi.coverage.curves import gain_value
 from seffi.coverage.resampling import bootstrap_counts
-from seffi.coverage.sums import curves_from_runs, input_auc_contributions
+from seffi.coverage.sums_curves import curves_from_runs, input_auc_contributions
 
 K = 8
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from seffi.coverage.resampling import bootstrap_counts, percentile_interval
-from seffi.coverage.sums import curves_from_runs
+from seffi.coverage.sums_curves import curves_from_runs
 
 
 def test_counts_are_stratified_and_seeded() -> None:

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from seffi.coverage import CoverageTracker
-from seffi.coverage.sums import InputSums, RunTable, _add_rows, curves_from_sums, fold, point_from_sums
+from seffi.coverage.sums import InputSums, RunTable, _add_rows, fold
+from seffi.coverage.sums_curves import curves_from_sums, point_from_sums
 
 STRATS = ("a", "b", "c", "d")
 

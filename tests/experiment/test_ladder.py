@@ -75,7 +75,7 @@ def test_report_has_both_rungs_tagged_with_the_same_pool(smoke_run: tuple[Path, 
 
 def test_rung3_grpo_runs_share_the_pool_and_report_passk(smoke_run: tuple[Path, float, int]) -> None:
     """Issue 16 items 3, 4, 6: rung 3 = GRPO validity / diversity / lr=0 on the pool, iid from samples."""
-    from seffi.report.schema import load_report
+    from seffi.report.files import load_report
 
     out, _, _ = smoke_run
     report = load_report(out)

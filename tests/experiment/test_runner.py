@@ -13,7 +13,8 @@ import pytest
 
 from seffi.cli import main
 from seffi.experiment.config import RunConfig
-from seffi.experiment.runner import Rollout, run_times, summary_rows
+from seffi.experiment.runner import Rollout, run_times
+from seffi.experiment.summary import summary_rows
 from seffi.report.files import load_report
 
 TINY = [

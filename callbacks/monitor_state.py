@@ -1,0 +1,89 @@
+"""A monitor's checkpoint: the tracker's state plus the episode counter (format 2; reads format 1).
+
+Everything recorded belongs to the tracker, so a monitor state is ``{"format", "episodes",
+"tracker"}``; merging, resuming and moving workers into their own streams are the tracker's
+operations. Every error here is one :class:`~seffi.errors.SeffiError` line, and nothing is changed
+before a state has been checked completely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from seffi.coverage import _tracker_state as state_io
+from seffi.coverage.tracker import CoverageTracker
+from seffi.errors import SeffiError
+
+__all__ = ["MONITOR_STATE_FORMAT", "loaded", "merged", "pack", "shift_streams", "stream_span", "union"]
+
+#: Format tag of ``CoverageMonitor.state_dict`` (version 1 states still load).
+MONITOR_STATE_FORMAT = "seffi.callbacks.monitor/2"
+
+
+def pack(tracker: CoverageTracker, episodes: int) -> dict[str, Any]:
+    """The JSON-safe monitor state."""
+    return {"format": MONITOR_STATE_FORMAT, "episodes": episodes, "tracker": tracker.state_dict()}
+
+
+def unpack(state: Any, like: CoverageTracker) -> tuple[dict[str, Any], int]:
+    """(checked tracker state, episodes) of a monitor state (version 1 or 2) that fits tracker ``like``."""
+    try:
+        if isinstance(state, Mapping) and state.get("format") == state_io.MONITOR_V1_FORMAT:
+            tracker, episodes = state_io.from_monitor_v1(state)
+        elif isinstance(state, Mapping) and state.get("format") == MONITOR_STATE_FORMAT:
+            tracker, episodes = state["tracker"], state["episodes"]
+        else:
+            raise ValueError(f"not a CoverageMonitor state (expected format {MONITOR_STATE_FORMAT!r})")
+        checked = state_io.check(tracker)
+        mine = (like.budget, list(like.strategies or ()), like.task)
+        if (checked["budget"], checked["strategies"], checked["task"]) != mine:
+            raise ValueError("the state's budget, strategies or task do not mix with this monitor's")
+        if isinstance(episodes, bool) or not isinstance(episodes, int) or not 0 <= episodes < 2**53:
+            raise ValueError("episodes must be a non-negative int")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SeffiError(f"corrupted CoverageMonitor state: {exc}") from exc
+    return checked, episodes
+
+
+def loaded(state: Any, like: CoverageTracker) -> tuple[CoverageTracker, int]:
+    """(tracker, episodes) of a monitor state, its open runs still open (resume)."""
+    checked, episodes = unpack(state, like)
+    try:
+        return CoverageTracker.from_state_dict(checked), episodes
+    except Exception as exc:  # not expected after the check; the caller is untouched either way
+        raise SeffiError(f"corrupted CoverageMonitor state: {type(exc).__name__}: {exc}") from exc
+
+
+def merged(tracker: CoverageTracker, state: Any) -> int:
+    """Merge a monitor state's runs into ``tracker`` (exact, atomic); returns its episode count."""
+    checked, episodes = unpack(state, tracker)
+    try:
+        tracker.merge(CoverageTracker.from_state_dict(checked))
+    except Exception as exc:  # the tracker merges atomically: nothing changed
+        text = str(exc).replace("both trackers", "both monitors")
+        raise SeffiError(f"{text}; give workers distinct stream_offset values or use load_states") from exc
+    return episodes
+
+
+def union(states: Sequence[Any], fresh: CoverageTracker) -> tuple[CoverageTracker, int]:
+    """The exact union of workers' states, each moved to its own block of streams, merged into ``fresh``."""
+    parts = [unpack(s, fresh) for s in states]
+    offset = 0
+    try:
+        for tracker_state, _ in parts:
+            fresh.merge(CoverageTracker.from_state_dict(CoverageTracker.shift_streams(tracker_state, offset)))
+            offset += CoverageTracker.stream_span(tracker_state)
+    except Exception as exc:  # merged into a scratch tracker: the caller is unchanged
+        raise SeffiError(f"cannot merge CoverageMonitor states: {exc}") from exc
+    return fresh, sum(e for _, e in parts)
+
+
+def shift_streams(state: Mapping[str, Any], offset: int) -> dict[str, Any]:
+    """A copy of a monitor state with every stream moved up by ``offset``."""
+    return {**state, "tracker": CoverageTracker.shift_streams(state["tracker"], offset)}
+
+
+def stream_span(state: Mapping[str, Any]) -> int:
+    """1 + the highest stream number in a monitor state (0 when it holds no run)."""
+    return CoverageTracker.stream_span(state["tracker"])

@@ -1,0 +1,111 @@
+"""From a tracker and its baselines to the report schema: one policy's ``Comparison``.
+
+The monitor and the evaluator call this for every curve snapshot and the final report; converting
+cached baseline curves is the costly part, so their ``CurveSet`` is kept per baseline object.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from seffi.report.schema import Barcode, Comparison, CurveSet, Gain, LatentCurve, PolicyResult, Report
+
+__all__ = ["BaselineSets", "monitor_report", "policy_comparison"]
+
+NO_BASELINE = "no iid/oracle baseline (not a seffi env and none given)"
+
+
+class BaselineSets:
+    """``CurveSet`` of baseline curves, converted once per baseline object (identity-keyed)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[Any, CurveSet]] = {}
+
+    def __call__(self, curves: Any, kind: str) -> CurveSet | None:
+        """The curve set of ``curves`` (``None`` for no baseline) with role and label ``kind``."""
+        if curves is None:
+            return None
+        hit = self._cache.get(kind)
+        if hit is None or hit[0] is not curves:  # a recomputed baseline is a new object
+            hit = self._cache[kind] = (curves, CurveSet.from_curves(curves, kind, kind))
+        return hit[1]
+
+    def clear(self) -> None:
+        """Forget every converted baseline."""
+        self._cache.clear()
+
+
+def policy_comparison(
+    tracker: Any,
+    curves: Any,
+    iid: Any,
+    oracle: Any,
+    *,
+    label: str,
+    env_id: str | None,
+    baseline_sets: BaselineSets,
+) -> tuple[Comparison, CurveSet, Gain]:
+    """(comparison, the policy's curve set, its gain) for the report and the sinks.
+
+    Args:
+        tracker: The :class:`~seffi.coverage.CoverageTracker` (budget K) the curves came from.
+        curves: The policy's :class:`~seffi.coverage.Curves`.
+        iid: iid baseline curves, or None.
+        oracle: Oracle baseline curves, or None.
+        label: The policy's legend name.
+        env_id: The env id for the report.
+        baseline_sets: The cache of converted baselines.
+    """
+    valid_rate = tracker.valid / max(tracker.samples, 1)
+    policy_set = CurveSet.from_curves(curves, label, "policy", valid_rate=valid_rate)
+    gain = curves.gain(iid, oracle) if iid is not None and oracle is not None else Gain(reason=NO_BASELINE)
+    latent = None
+    cov = tracker.latent_coverage()
+    if cov is not None:
+        ok = [i for i in range(len(cov)) if cov[i] == cov[i]]  # k no run reached yet is NaN: left out
+        latent = LatentCurve(
+            label=label,
+            k=[i + 1 for i in ok],
+            coverage=[float(cov[i]) for i in ok],
+            num_codes=tracker.num_latents,
+        )
+    comparison = Comparison(
+        task=tracker.task,
+        env_id=env_id,
+        budget=tracker.budget,
+        n_inputs=len(tracker.keys),
+        num_strategies=len(tracker.strategies),
+        iid=baseline_sets(iid, "iid"),
+        oracle=baseline_sets(oracle, "oracle"),
+        policies=[
+            PolicyResult(
+                curves=policy_set,
+                gain=gain,
+                barcode=Barcode.from_tracker(tracker.barcode(tracker.budget)),
+                latent=latent,
+            )
+        ],
+    )
+    return comparison, policy_set, gain
+
+
+def monitor_report(monitor: Any, comparison: Comparison | None) -> Report:
+    """A monitor's report: its comparison (plus the evaluator's earlier policies) and counters.
+
+    Args:
+        monitor: A :class:`~seffi.callbacks.CoverageMonitor`.
+        comparison: Its final comparison, or None before any sample.
+    """
+    comparisons = []
+    if comparison is not None:
+        extra = monitor.extra_policies
+        policies = {"policies": [*comparison.policies, *extra]}
+        comparisons.append(comparison.model_copy(update=policies) if extra else comparison)
+    cfg = monitor.config
+    return Report(
+        title=f"seffi coverage: {monitor.task_name} (K={monitor.budget})",
+        seed=monitor.seed,
+        config={"budget": monitor.budget, "log_every": cfg.log_every, "log_unit": cfg.log_unit},
+        meta={"episodes": monitor.episodes, "skipped_beyond_budget": monitor.skipped_beyond_budget},
+        comparisons=comparisons,
+    )
