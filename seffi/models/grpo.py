@@ -231,8 +231,35 @@ class TRLPolicy:
         return f"{task.prompt(x)} {SEP}"
 
 
+def positions_from_mask(model: Any) -> Any:
+    """Make a full-sequence forward without ``position_ids`` number positions from the attention mask.
+
+    GRPOTrainer left-pads prompts of different lengths and scores completions with ``model(input_ids,
+    attention_mask)``; transformers then numbers positions 0..L-1 *including* the padding, while
+    ``generate`` numbered them from the mask. For absolute-position models (GPT-2, the task LMs) the
+    policy would be trained on other positions than it sampled with — measured here: correctness-only
+    GRPO *lowered* the valid rate (0.88 -> 0.79 in 60 steps). RoPE models are unaffected (relative).
+    Forwards with a cache or explicit ``position_ids`` are left alone.
+    """
+
+    def hook(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        mask = kwargs.get("attention_mask")
+        if (
+            kwargs.get("position_ids") is None
+            and ids is not None
+            and mask is not None
+            and mask.shape == ids.shape
+        ):
+            kwargs["position_ids"] = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        return args, kwargs
+
+    model.register_forward_pre_hook(hook, with_kwargs=True)
+    return model
+
+
 def trl_policy(folder: str | Path, task: Task[Any, Any]) -> TRLPolicy:
-    """Load a base LM folder (``seffi.models``) as a TRL policy for ``task``."""
+    """Load a base LM folder (``seffi.models``) as a TRL policy for ``task`` (positions from the mask)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from .lm import Layout, torch_setup
@@ -242,7 +269,7 @@ def trl_policy(folder: str | Path, task: Task[Any, Any]) -> TRLPolicy:
     if not (folder / "config.json").is_file():
         raise SeffiError(f"{folder} is not a saved model folder (no config.json)")
     layout = Layout(task.vocabulary())
-    model = AutoModelForCausalLM.from_pretrained(folder)
+    model = positions_from_mask(AutoModelForCausalLM.from_pretrained(folder))
     tokenizer = AutoTokenizer.from_pretrained(folder)
     tokenizer.padding_side = "left"
     meta_file = folder / "seffi_meta.json"
