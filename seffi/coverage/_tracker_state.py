@@ -44,12 +44,12 @@ def to_state(t: CoverageTracker) -> dict[str, Any]:
         "n": t.runs.n[runs].tolist(),
         "n_valid": t.runs.n_valid[runs].tolist(),
         "first_valid": t.runs.first_valid[runs].tolist(),
-        "first_hit": t.runs.first_hit[runs, :C].tolist(),
-        "first_valid_hit": t.runs.first_valid_hit[runs, :C].tolist(),
+        "first_hit": _pack_rows(t.runs.first_hit[runs, :C]),
+        "first_valid_hit": _pack_rows(t.runs.first_valid_hit[runs, :C]),
     }
     if t.latent_runs is not None:
         t.latent_runs.grow(S)
-        state_runs["latent_first_hit"] = t.latent_runs.first_hit[runs].tolist()
+        state_runs["latent_first_hit"] = _pack_rows(t.latent_runs.first_hit[runs])
     open_runs = sorted(
         (int(run_pos[slot]), env, count, si, ri) for _, env, slot, count, si, ri in t.assigner.open_runs()
     )
@@ -84,6 +84,31 @@ def to_state(t: CoverageTracker) -> dict[str, Any]:
     }
 
 
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def _pack_rows(matrix: np.ndarray) -> list[str] | list[list[int]]:
+    """First-hit rows, compact: one character per cell ("-" = never, else a base-36 digit).
+
+    Used when every index is below 36 (any budget K <= 36), else lists of ints: ~3x smaller states.
+    """
+    if matrix.size and matrix.max() >= len(_DIGITS):
+        return matrix.tolist()
+    table = np.array(["-", *_DIGITS])
+    return ["".join(row) for row in table[matrix + 1].tolist()]
+
+
+def _unpack_rows(value: Any, where: str) -> Any:
+    """Inverse of :func:`_pack_rows` (lists of ints pass through; a bad character raises)."""
+    if not isinstance(value, list) or not value or not isinstance(value[0], str):
+        return value
+    index = {c: i - 1 for i, c in enumerate(["-", *_DIGITS])}
+    try:
+        return [[index[c] for c in row] for row in value]
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{where} holds a bad packed row") from exc
+
+
 # -- checking ---------------------------------------------------------------------------------------------
 
 
@@ -105,6 +130,7 @@ def check(state: Any) -> dict[str, Any]:
     if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
         raise ValueError(f"not a seffi CoverageTracker state (expected format {STATE_FORMAT!r})")
     try:
+        state = {**state, "runs": dict(state["runs"])}  # packed rows are unpacked into a copy
         for name in ("barcode_rows", "barcode_cols", "num_latents", "stream_offset"):
             _ints([state[name]], name, (1,))
         if state["budget"] is not None:
@@ -143,6 +169,9 @@ def check(state: Any) -> dict[str, Any]:
         n = _ints(runs["n"], "runs.n", (R,), 1, (budget + 1) if budget else _MAX)
         nv = _ints(runs["n_valid"], "runs.n_valid", (R,))
         fv = _ints(runs["first_valid"], "runs.first_valid", (R,), -1)
+        for name in ("first_hit", "first_valid_hit", "latent_first_hit"):
+            if name in runs:
+                runs[name] = _unpack_rows(runs[name], f"runs.{name}")
         fh = _ints(runs["first_hit"], "runs.first_hit", (R, C), -1).reshape(R, C)
         fvh = _ints(runs["first_valid_hit"], "runs.first_valid_hit", (R, C), -1).reshape(R, C)
         if (nv > n).any() or (fv >= n).any() or ((fv < 0) != (nv == 0)).any():
@@ -399,6 +428,7 @@ def from_monitor_v1(state: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
     try:
         s = from_v1(state["tracker"])
         s["budget"] = int(state["budget"])
+        s["barcode_rows"], s["barcode_cols"] = 2**31, s["budget"]  # the monitor's: a row per input
         s["num_latents"] = int(state["num_latents"] or 0)
         s["stream_offset"] = int(state["stream_offset"])
         ids = s["inputs"]["input_id"]

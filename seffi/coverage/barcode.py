@@ -43,6 +43,8 @@ class BarcodeRows:
         """Whether input ``code`` may hold a row (evicting the largest key when full; for good)."""
         if code in self.data or len(self.data) < self.rows:
             return True
+        if not self.data:  # rows == 0: no barcode at all
+            return False
         worst = max(self.data, key=keys.__getitem__)
         if keys[code] > keys[worst]:
             self.stream[code] = -1

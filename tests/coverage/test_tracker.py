@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -71,7 +72,7 @@ def test_corrupted_state_rejected_and_tracker_unchanged() -> None:
     t.update("x", {"b"})
     good = t.state_dict()
     bad = json.loads(json.dumps(good))
-    bad["runs"]["first_hit"][0][1] = 7  # beyond the run length
+    bad["runs"]["first_hit"][0] = "07-"  # b first hit at sample 7: beyond the run length
     with pytest.raises(ValueError, match="corrupted"):
         t.load_state_dict(bad)
     bad2 = json.loads(json.dumps(good))
@@ -283,3 +284,54 @@ def test_update_is_atomic_when_m_x_is_exceeded() -> None:
     with pytest.raises(ValueError, match="matched 4 distinct strategies but its M_x is 2"):
         t.update_many(["x", "x"], [["a"], ["b", "c", "d"]], stream=1)
     assert len(t) == 3
+
+
+def test_version_1_states_still_load() -> None:
+    """Issue 12 step 1: states written by the code before the redesign (tests/coverage/data/
+    states_v1.json, written by that code from random samples) load with the same curves, and a v1
+    monitor state resumes its open runs and ends with the curves of the whole run."""
+    from seffi.callbacks import CoverageMonitor, EpisodeEnd
+
+    data = json.loads((Path(__file__).parent / "data" / "states_v1.json").read_text())
+    old = data["tracker"]
+    t = CoverageTracker.from_state_dict(old["state"])
+    c = t.curves(6, n_boot=0)
+    for name in ("coverage", "full_coverage", "valid_coverage"):
+        np.testing.assert_allclose(getattr(c, name), old[name], atol=1e-12, err_msg=name)
+    assert c.auc == pytest.approx(old["auc"], abs=1e-12)
+    assert t.state_dict()["format"] == "seffi.coverage.tracker/2"
+    mon = data["monitor"]
+
+    class Null:
+        def log(self, *a, **k): ...
+        def log_snapshot(self, *a, **k): ...
+        def finish(self, *a, **k): ...
+
+    m = CoverageMonitor(5, ("a", "b", "c", "d"), sinks=Null(), n_boot=0).load_state_dict(mon["state"])
+    rest = [
+        EpisodeEnd(x, tuple(ms), v, env_index=e, sample_index=k, run_index=r)
+        for x, ms, v, e, k, r in mon["rest"]
+    ]
+    m.ingest_ends(rest)
+    got = m.curves()
+    np.testing.assert_allclose(got.coverage, mon["coverage"], atol=1e-12)
+    np.testing.assert_allclose(got.valid_coverage, mon["valid_coverage"], atol=1e-12)
+    assert (m.samples, m.episodes) == (mon["samples"], mon["episodes"])
+
+
+def test_state_is_compact_and_round_trips() -> None:
+    """Issue 14 case 6 (tracker_state.json compact): first-hit rows are packed one character per cell,
+    the rows take under half their unpacked size, and the state loads back to the same curves."""
+    rng = np.random.default_rng(3)
+    ids = tuple("abcdefghij")  # ten strategies, like a router's latent codes
+    t = CoverageTracker(strategies=ids, budget=8)
+    for i in range(3000):
+        t.update(f"x{i % 50}", {s for s in ids if rng.random() < 0.2}, stream=i // 400)
+    state = t.state_dict()
+    assert all(isinstance(r, str) and len(r) == len(ids) for r in state["runs"]["first_hit"])
+    for name in ("first_hit", "first_valid_hit"):
+        unpacked = getattr(t.runs, name)[: len(t)].tolist()
+        assert len(json.dumps(state["runs"][name])) < 0.5 * len(json.dumps(unpacked))
+    back = CoverageTracker.from_state_dict(json.loads(json.dumps(state)))
+    assert back.state_dict() == state
+    np.testing.assert_array_equal(back.curves(n_boot=0).coverage, t.curves(n_boot=0).coverage)
