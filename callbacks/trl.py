@@ -125,13 +125,17 @@ class GRPOCoverage(GroupCoverage):
         self.callback = CoverageTrainerCallback(self)
 
     def _place_callback(self, trainer: Any) -> None:
-        # Our on_log must run before the reporting integrations (W&B, ...) read ``logs``.
+        # Callbacks that add to ``logs`` (ours, and any flagged ``adds_to_logs`` such as
+        # seffi.models.passk.PassAtKEval) must run before the reporting integrations (W&B, ...) read it.
         cbs = getattr(getattr(trainer, "callback_handler", None), "callbacks", None)
         if not isinstance(cbs, list) or self.callback not in cbs:
             return
-        cbs.remove(self.callback)
-        first = next((i for i, cb in enumerate(cbs) if type(cb).__name__ != "DefaultFlowCallback"), len(cbs))
-        cbs.insert(first, self.callback)
+        ours = [cb for cb in cbs if cb is self.callback or getattr(cb, "adds_to_logs", False)]
+        rest = [cb for cb in cbs if cb not in ours]
+        first = next(
+            (i for i, cb in enumerate(rest) if type(cb).__name__ != "DefaultFlowCallback"), len(rest)
+        )
+        cbs[:] = rest[:first] + ours + rest[first:]
 
 
 class CoverageTrainerCallback(TrainerCallback):

@@ -44,7 +44,7 @@ class Args:
     """completions per process and step (0: prompts_per_step * num_generations; smaller splits groups)"""
     max_steps: int = 60
     """GRPO optimizer steps"""
-    learning_rate: float = 1e-4
+    learning_rate: float = 3e-4
     """AdamW learning rate (0: the sanity run, gain ~ 0)"""
     reward: str = "valid"
     """valid (correctness only) or diversity (order-independent group diversity)"""

@@ -39,8 +39,8 @@ class GRPOSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     enabled: bool = True
-    steps: int = Field(40, ge=1, le=100_000)
-    lr: float = Field(1e-3, ge=0.0, le=1.0)
+    steps: int = Field(60, ge=1, le=100_000)
+    lr: float = Field(3e-4, ge=0.0, le=1.0)
     prompts_per_step: int = Field(4, ge=1, le=4096)
     diversity_weight: float = Field(0.5, ge=0.0, le=1.0)
     eval_inputs: int = Field(16, ge=1, le=10_000)

@@ -4,13 +4,15 @@
   (1 for following any strategy) score each completion alone. ``"diversity"`` scores a completion
   within its GRPO group of G completions of one prompt::
 
-      r_i = valid_i * ((1 - w) + w / c_i),   c_i = #{j in group : valid_j and A_j = A_i}
+      r_i = valid_i * ((1 - w) + w * [A_i != {}] / c_i),   c_i = #{j in group : valid_j and A_j = A_i}
 
   where ``A_i`` is completion i's match set (its strategy set) and ``w`` the diversity weight
   (default 0.5). A valid completion whose strategy set no other valid completion of the group shares
-  scores 1; one of c valid completions sharing a set scores ``1 - w + w/c``; an invalid one 0. It
-  depends on the group only through the multiset of (valid, match set), so the order of the
-  completions within a group does not change any completion's reward.
+  scores 1; one of c valid completions sharing a set scores ``1 - w + w/c``; an invalid one 0. A valid
+  completion that follows no declared strategy gets no diversity bonus (``1 - w``): measured on
+  grid_routes, without that rule off-strategy traces were the cheapest way to be "unique" and the
+  trained model's strategy coverage fell. The reward depends on the group only through the multiset
+  of (valid, match set), so the order of the completions within a group changes nothing.
 * **Sampling** (:func:`sample_completions`) with the generation settings GRPO uses
   (:func:`generation_config`: ``max_completion_length``, temperature, top-p/k, min-p, repetition
   penalty, ``generation_kwargs``), seeded inside ``torch.random.fork_rng`` so drawing baselines never
@@ -59,14 +61,14 @@ def split_groups(records: Sequence[Record], size: int | None) -> list[list[int]]
 
 
 def diversity_rewards(group: Sequence[Record], weight: float = 0.5) -> list[float]:
-    """``valid_i * ((1 - w) + w / c_i)`` for each completion of one group (module docstring)."""
+    """``valid_i * ((1 - w) + w * [A_i != {}] / c_i)`` for each completion of one group (module docstring)."""
     if not 0.0 <= weight <= 1.0:
         raise SeffiError(f"diversity weight must be in [0, 1], got {weight!r}")
     counts: dict[tuple[str, ...], int] = {}
     for _, matches, valid in group:
         if valid:
             counts[matches] = counts.get(matches, 0) + 1
-    return [(1.0 - weight) + weight / counts[m] if v else 0.0 for _, m, v in group]
+    return [(1.0 - weight) + (weight / counts[m] if m else 0.0) if v else 0.0 for _, m, v in group]
 
 
 def reward_function(spec: Any) -> Callable[[ValidationResult], float] | None:

@@ -302,11 +302,17 @@ class PassAtKEval(TrainerCallback):
             self._wandb_curves(step, result)
             self.write()
 
+    #: Moved ahead of the reporting integrations by ``GRPOCoverage`` (they read ``logs`` after us).
+    adds_to_logs = True
+
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
-        """Add the latest evaluation's scalars to the next log (every rank)."""
-        if logs is not None and self._pending:
-            logs.update(self._pending)
-            self._pending = {}
+        """Add the latest evaluation's scalars to the next log (every rank) and to its history entry."""
+        if logs is None or not self._pending:
+            return
+        logs.update(self._pending)
+        if state.log_history and state.log_history[-1].get("step") == state.global_step:
+            state.log_history[-1].update(self._pending)  # the trainer copied logs before on_log
+        self._pending = {}
 
     def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         """Evaluate the final policy unless the last step was just evaluated."""

@@ -19,6 +19,7 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from seffi.callbacks.trl import CoverageReward, GRPOCoverage, completion_text  # noqa: E402
 from seffi.coverage import CoverageTracker  # noqa: E402
 from seffi.errors import SeffiError  # noqa: E402
+from seffi.models.passk import PassAtKEval  # noqa: E402
 from seffi.tasks import get_task  # noqa: E402
 from tests.callbacks.tiny_lm import tiny_causal_lm  # noqa: E402
 
@@ -124,6 +125,8 @@ def test_grpo_tiny_lm_logs_coverage_through_trl(hanoi, tmp_path):
         return [0.0] * len(completions)
 
     cov = GRPOCoverage(task, inputs, out_dir=tmp_path / "grpo", n_boot=20)
+    held_out = [x for x in task.make_inputs(8, seed=5) if x.id not in {y.id for y in inputs}][:2]
+    evaluation = PassAtKEval(task, held_out, n=4, every=2, out_dir=tmp_path / "grpo", seed=0)
     reporter = _Reporter()
     args = GRPOConfig(
         output_dir=str(tmp_path / "out"),
@@ -145,11 +148,16 @@ def test_grpo_tiny_lm_logs_coverage_through_trl(hanoi, tmp_path):
         args=args,
         train_dataset=ds,
         processing_class=tok,
-        callbacks=[reporter, cov.callback],
+        callbacks=[reporter, cov.callback, evaluation],
     )
     trainer.train()
 
     assert cov.budget == 4 and set(cov.group_sizes) == {4}
+    # issue 16 case 4: the evaluation's scalars reach the reporter too (moved ahead of it) and the history
+    assert [s for s, _, _ in evaluation.history] == [2, 3] and evaluation.base.n == 4
+    assert any("seffi/eval/valid@1" in rec and "seffi/eval/crossover_k" in rec for rec in reporter.seen)
+    assert any("seffi/eval/valid@4" in rec for rec in trainer.state.log_history)
+    assert json.loads((tmp_path / "grpo" / "eval.json").read_text())["history"][-1]["step"] == 3
     # the reporter (registered before us) still received the seffi keys: our on_log runs first
     logged = [rec for rec in reporter.seen if "seffi/auc" in rec]
     assert len(logged) == 3 and "seffi/coverage/k=4" in logged[-1] and "seffi/gain_vs_iid" in logged[-1]

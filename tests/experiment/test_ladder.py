@@ -88,7 +88,7 @@ def test_rung3_grpo_runs_share_the_pool_and_report_passk(smoke_run: tuple[Path, 
     r3 = json.loads((out / "rung3.json").read_text())
     assert r3["base"]["n"] == 8 and len(r3["base"]["valid_at_k"]) == 8 and len(r3["base"]["coverage"]) == 8
     assert list(r3["runs"]) == labels
-    assert [r3["runs"][lab]["lr"] for lab in labels] == [1e-3, 1e-3, 0.0]
+    assert [r3["runs"][lab]["lr"] for lab in labels] == [3e-4, 3e-4, 0.0]
     assert [r3["runs"][lab]["reward"] for lab in labels] == ["valid", "diversity", "valid"]
     for lab in labels:
         ev = r3["runs"][lab]["eval"]

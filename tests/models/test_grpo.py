@@ -21,19 +21,19 @@ from seffi.models.passk import crossover_k, evaluate_samples, gain_vs_base, unbi
 
 
 def test_diversity_reward_formula_and_group_permutations() -> None:
-    """Issue 16 case 2: r_i = valid_i ((1-w) + w / c_i); permuting a group moves rewards with completions."""
+    """Issue 16 case 2: r_i = valid_i ((1-w) + w [A_i != {}] / c_i); a permuted group's rewards move along."""
     group = [
         ("x", ("a",), True),
         ("x", ("a",), True),
         ("x", ("b",), True),
         ("x", ("a", "b"), True),
         ("x", ("b",), False),  # invalid: 0, and it does not count in c
-        ("x", (), True),  # valid off-strategy: its own (empty) set
+        ("x", (), True),  # valid but off-strategy: no diversity bonus
         ("x", ("a",), True),
         ("x", ("b",), True),
     ]
     got = diversity_rewards(group, weight=0.5)
-    assert got == pytest.approx([0.5 + 0.5 / 3, 0.5 + 0.5 / 3, 0.75, 1.0, 0.0, 1.0, 0.5 + 0.5 / 3, 0.75])
+    assert got == pytest.approx([0.5 + 0.5 / 3, 0.5 + 0.5 / 3, 0.75, 1.0, 0.0, 0.5, 0.5 + 0.5 / 3, 0.75])
     assert diversity_rewards(group, weight=0.0) == [1, 1, 1, 1, 0, 1, 1, 1]  # w = 0: plain validity
     rng = np.random.default_rng(0)
     for _ in range(50):
