@@ -307,17 +307,9 @@ def _rebuild_sums(t: CoverageTracker) -> None:
     """Per-input sums derived from every run (exactly what folding the samples one by one gives)."""
     if t.sums is None:
         return
-    S, C, U = t.assigner.n_slots, len(t.columns), len(t.keys)
+    S, U = t.assigner.n_slots, len(t.keys)
     unit = t.assigner.slot_input
-    t.sums, _ = sums_from_runs(
-        t.runs.first_hit[:S, :C],
-        t.runs.n[:S],
-        unit,
-        t.m,
-        t.budget,  # type: ignore[arg-type]
-        first_valid_hit=t.runs.first_valid_hit[:S, :C],
-        first_valid=t.runs.first_valid[:S],
-    )
+    t.sums, _ = t.derived_sums(t.budget)  # type: ignore[arg-type]
     if t.latent_sums is not None and t.latent_runs is not None:
         t.latent_runs.grow(S)
         Z = np.full(U, t.num_latents)

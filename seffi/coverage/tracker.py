@@ -509,6 +509,20 @@ class CoverageTracker:
         out.sums, out.n_runs = sums.sums[:U], sums.n_runs[:U]
         return out
 
+    def derived_sums(self, K: int, **rarity: Any) -> tuple[InputSums, np.ndarray | None]:
+        """Per-input sums for budget K derived from the runs (``sums_from_runs``; ``rarity``: its options)."""
+        S, C = self.assigner.n_slots, len(self.columns)
+        return sums_from_runs(
+            self.runs.first_hit[:S, :C],
+            self.runs.n[:S],
+            self.assigner.slot_input,
+            self.m,
+            K,
+            first_valid_hit=self.runs.first_valid_hit[:S, :C],
+            first_valid=self.runs.first_valid[:S],
+            **rarity,
+        )
+
     def curves(
         self,
         K: int | None = None,
@@ -544,24 +558,12 @@ class CoverageTracker:
         if K == self.budget and rarity is None and self.sums is not None:
             sums, rare = self._trimmed(self.sums), None
         else:
-            S = self.assigner.n_slots
-            unit = self.assigner.slot_input
             bins = None
             if rarity is not None:
-                bins = rarity_bin_matrix(
-                    rarity, [self.keys[c][1] for c in unit.tolist()], self.columns, self.m[unit], rarity_bins
-                )
-            sums, rare = sums_from_runs(
-                self.runs.first_hit[:S, : len(self.columns)],
-                self.runs.n[:S],
-                unit,
-                self.m,
-                K,
-                first_valid_hit=self.runs.first_valid_hit[:S, : len(self.columns)],
-                first_valid=self.runs.first_valid[:S],
-                rarity_bin=bins,
-                n_bins=rarity_bins,
-            )
+                unit = self.assigner.slot_input
+                ids = [self.keys[c][1] for c in unit.tolist()]
+                bins = rarity_bin_matrix(rarity, ids, self.columns, self.m[unit], rarity_bins)
+            sums, rare = self.derived_sums(K, rarity_bin=bins, n_bins=rarity_bins)
         c = curves_from_sums(
             sums,
             self.m,

@@ -37,21 +37,6 @@ class _Null:
         pass
 
 
-def _random_runs(seed: int, n_inputs: int = 5, K: int = 6):
-    """Runs of random length (some shorter than K) with random match sets, samples interleaved."""
-    rng = np.random.default_rng(seed)
-    runs = []
-    for u in range(n_inputs):
-        for _ in range(int(rng.integers(1, 4))):
-            length = int(rng.integers(1, K + 1))
-            hits = rng.random((length, len(STRATS))) < rng.uniform(0.05, 0.5)
-            runs.append((u, hits, rng.random(length) < 0.7))
-    samples = [(r, i) for r, (_, hits, _) in enumerate(runs) for i in range(len(hits))]
-    rng.shuffle(samples)
-    samples.sort(key=lambda s: s[1])  # keep each run in order, interleave across runs
-    return runs, samples
-
-
 
 
 
