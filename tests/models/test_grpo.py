@@ -99,3 +99,24 @@ def test_crossover_k_and_gain_vs_base() -> None:
     better = gain_vs_base(evaluate_samples(spread, valid, ("a", "b")), base, oracle, 4, n_boot=50)
     assert 0 < better["value"] <= 1 and better["lo"] <= better["value"] <= better["hi"]
     assert list(itertools.islice(better, 3)) == ["value", "lo", "hi"]
+
+
+def test_left_padding_does_not_move_an_absolute_position_policy() -> None:
+    """Issue 16 case 3: with positions from the mask a left-padded forward (TRL) equals the unpadded one."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from seffi.models.grpo import positions_from_mask
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=20, n_embd=16, n_layer=1, n_head=2, n_positions=32)).eval()
+    seq = torch.tensor([[5, 6, 7, 8]])
+    padded = torch.tensor([[0, 0, 5, 6, 7, 8]])
+    mask = torch.tensor([[0, 0, 1, 1, 1, 1]])
+    with torch.no_grad():
+        alone = model(input_ids=seq).logits[0]
+        shifted = model(input_ids=padded, attention_mask=mask).logits[0, 2:]
+        assert (alone - shifted).abs().max() > 1e-3  # transformers numbers the padding too
+        positions_from_mask(model)
+        fixed = model(input_ids=padded, attention_mask=mask).logits[0, 2:]
+    torch.testing.assert_close(fixed, alone, rtol=0, atol=1e-5)
