@@ -49,7 +49,7 @@ from seffi.experiment.ladder_report import (
     rung3_summary,
     scalars,
 )
-from seffi.experiment.ladder_rung3 import GRPOSettings, run_rung3
+from seffi.experiment.ladder_rung3 import GRPOSettings, require_trl, run_rung3
 
 #: The default task: the one task whose base LM met both targets (valid rate within 0.1 of the rows',
 #: strategy TV <= 0.1) in the measurements, with the highest NMI ceiling among those (README table).
@@ -347,6 +347,8 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
     timings: dict[str, float] = {}
     console = console or Console(width=None if sys.stdout.isatty() else 140)
     require_lm()
+    if config.grpo.enabled:
+        require_trl()
     run_cfg = config.run_config()
     lm_cfg = config.lm_config()
     SafeWandbRun.check_login(config.wandb)

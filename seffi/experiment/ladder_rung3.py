@@ -69,6 +69,25 @@ class Rung3Result:
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+def require_trl() -> None:
+    """Raise one readable line unless rung 3's dependencies (the ``trl`` extra) import."""
+    import importlib
+
+    from seffi.models import MissingExtraError
+
+    missing = []
+    for module in ("trl", "datasets", "accelerate"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        raise MissingExtraError(
+            f"rung 3 (GRPO) needs the 'trl' extra ({', '.join(missing)} missing): pip install 'seffi[trl]', "
+            "or skip it with --no-rung3"
+        )
+
+
 def held_out_inputs(task: Any, exclude: set[str], n: int, seed: int) -> list[Any]:
     """``n`` inputs not in ``exclude`` (small input spaces: as many as exist)."""
     from seffi.errors import SeffiError

@@ -107,6 +107,18 @@ def test_bad_grpo_steps_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(err) == 1 and "grpo.steps" in err[0]
 
 
+def test_rung3_without_the_trl_extra_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 16 item 6: without the trl extra, one line naming it (and --no-rung3), exit 2."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "trl", None)  # import trl now raises ImportError
+    assert main(["ladder", "--smoke", "--wandb", "disabled", "--out", "unused"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'trl' extra" in err[0] and "--no-rung3" in err[0]
+
+
 def test_round_robin_follows_prior_order() -> None:
     """Issue 15 item 5: the no-learning explorer takes latents in prior order, cycling with k."""
     layout = {"prior": slice(0, 3), "used": slice(3, 4)}
