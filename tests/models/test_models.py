@@ -263,7 +263,7 @@ def test_mixture_max_rows_subsets_rows_and_keeps_old_cache_keys() -> None:
     from seffi._seeding import stable_id
 
     old = tiny_cfg().mixture.model_dump(mode="json")
-    for late in ("max_rows", "trainable", "warm_epochs", "warm_lr"):
+    for late in ("max_rows", "trainable", "code_slot", "warm_epochs", "warm_lr"):
         del old[late]
     expected = f"edit_script-mixture-{stable_id({**tiny_cfg().base_fields(), 'mixture': old}, length=16)}"
     assert tiny_cfg().mixture_key() == expected
@@ -272,11 +272,13 @@ def test_mixture_max_rows_subsets_rows_and_keeps_old_cache_keys() -> None:
 def test_new_mixture_fields_at_their_old_values_keep_cache_keys() -> None:
     """Issue 15 item 3 (frozen-base mixture): trainable="all" and no warm-up hash as before the fields."""
     plain = tiny_cfg()
-    same = tiny_cfg(mixture={**tiny.TINY["mixture"], "trainable": "all", "warm_epochs": 0, "warm_lr": 1e-2})
+    old_values = {"trainable": "all", "code_slot": "after_sep", "warm_epochs": 0, "warm_lr": 1}
+    same = tiny_cfg(mixture={**tiny.TINY["mixture"], **old_values})
     assert same.mixture_key() == plain.mixture_key()
     codes = tiny_cfg(mixture={**tiny.TINY["mixture"], "trainable": "codes"})
     warm = tiny_cfg(mixture={**tiny.TINY["mixture"], "warm_epochs": 1})
-    assert len({plain.mixture_key(), codes.mixture_key(), warm.mixture_key()}) == 3
+    slot = tiny_cfg(mixture={**tiny.TINY["mixture"], "code_slot": "sep"})
+    assert len({plain.mixture_key(), codes.mixture_key(), warm.mixture_key(), slot.mixture_key()}) == 4
     assert codes.base_key() == plain.base_key()  # the base LM is shared
 
 
