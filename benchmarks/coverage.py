@@ -30,7 +30,7 @@ from seffi.coverage import estimators as est
 from seffi.coverage.oracle import MC_ORACLE_RUNS, oracle_first_hits
 from seffi.coverage.resampling import bootstrap_counts, percentile_interval
 from seffi.coverage.samples import _assemblage_counts, assemblage, inext_coverage_replicates
-from seffi.coverage.sums import curves_from_runs
+from seffi.coverage.sums_curves import curves_from_runs
 
 Z95 = 1.959963984540054
 

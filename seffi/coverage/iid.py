@@ -25,7 +25,13 @@ from seffi.coverage._common import (
     rarity_ranks,
 )
 from seffi.coverage.curves import Curves, TimeToCoverage, check_budget, tau_key
-from seffi.coverage.samples import _mean_replicates, _sample_curves, _sample_point, _set_intervals, _z
+from seffi.coverage.samples import (
+    _mean_replicates,
+    _sample_curves,
+    _sample_point,
+    _set_intervals,
+    full_trials,
+)
 
 __all__ = ["IidBaseline"]
 
@@ -255,7 +261,9 @@ class IidBaseline:
         kind = "iid_estimated" if self.estimated else "iid"
         c = _mean_curves(parts, kind, K, rarity_bins, [key for key, _ in items])
         if any(reps):
-            _set_intervals(c, _mean_replicates(parts, reps, int(n_boot)), _z(ci_level))
+            ns = [p.X.shape[0] for _, p in items if isinstance(p, _Samples)]
+            trials = full_trials(np.array(ns), K) if len(ns) == len(items) else None
+            _set_intervals(c, _mean_replicates(parts, reps, int(n_boot)), ci_level, trials)
         c.ci_level, c.n_boot = ci_level, (n_boot if self.estimated else 0)
         c.seed = seed if isinstance(seed, int) else None
         return c

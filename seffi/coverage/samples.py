@@ -9,13 +9,14 @@ import numpy as np
 
 from seffi.coverage import estimators as est
 from seffi.coverage._common import _Samples, _ttc_from_runs, rarity_ranks
-from seffi.coverage.curves import Curves, TimeToCoverage, tau_key
+from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
+from seffi.coverage.summaries import percentile
 
 # -- estimated from samples ----------------------------------------------------------------------
 
 
 def _sample_point(X: np.ndarray, m: int, K: int) -> dict[str, np.ndarray]:
-    """Unbiased curves for k <= n, Chao extrapolation beyond (coverage, expected_new, novelty, full)."""
+    """Unbiased curves for k <= n, model-based beyond (coverage, expected_new, novelty, full)."""
     n = X.shape[0]
     covered = _covered_from_counts(X.sum(axis=0), n, m, K)
     expected_new = np.diff(np.r_[0.0, covered])
@@ -26,8 +27,9 @@ def _sample_point(X: np.ndarray, m: int, K: int) -> dict[str, np.ndarray]:
         ratio = novelty[-1] / expected_new[n - 1] if expected_new[n - 1] > 0 else 1.0
         novelty = np.concatenate([novelty, np.clip(expected_new[n:] * ratio, 0.0, 1.0)])
     full = est.full_coverage_samples(X, m, K)
-    if K > n:
-        full = np.concatenate([full, np.full(K - n, full[-1] if len(full) else 0.0)])
+    if K > n:  # model-based: the law of finding the missing strategies given the data
+        single = np.array([X.sum(axis=1).max(initial=0) <= 1])
+        full = np.concatenate([full, _beyond_n(X.sum(axis=0)[None], n, m, single, K - n, [])[0][0]])
     return {"coverage": covered / m, "expected_new": expected_new, "novelty": novelty, "full_coverage": full}
 
 
@@ -155,100 +157,250 @@ def inext_coverage_replicates(
     Xs = X[None] if X.ndim == 2 else X
     n = Xs.shape[1]
     single = Xs.sum(axis=2).max(axis=1, initial=0) <= 1
-    P = assemblage(Xs.sum(axis=1), n, single)
+    Y = Xs.sum(axis=1)
+    P = assemblage(Y, n, single)
+    # Without singletons the assemblage has no undetected mass, so every replicate sees exactly the
+    # detected strategies and the interval collapses onto the estimate, although the m - S_obs
+    # strategies never seen do exist (M_x is known). They get the posterior mean of a uniform prior,
+    # as in ``model_law``:
+    # in the calibration study this removed the worst misses (errors of 5-30 sd at k = n).
+    empty = (P[:, m:-1].sum(axis=1) == 0) & (Y == 0).any(axis=1)
+    if empty.any():
+        prior = np.where(single[empty], 1.0 / (n + m), 1.0 / (n + 2))[:, None]
+        P[empty, :m] = np.where(Y[empty] == 0, prior, P[empty, :m])
+        fix = empty & single
+        P[fix] /= np.maximum(P[fix].sum(axis=1, keepdims=True), 1.0)
     reps = _covered_from_counts(_assemblage_counts(P, n, single, rng, n_boot), n, m, K) / m
     return reps[0] if X.ndim == 2 else reps
 
 
-def _column_law(P: np.ndarray, detected: np.ndarray) -> np.ndarray:
-    """Per-column probabilities of one assemblage mapped onto the input's m columns.
+def model_law(Y: np.ndarray, n: int, m: int, single: np.ndarray | bool) -> np.ndarray:
+    """A per-column law fitted to incidence counts, with the undetected mass on the unseen columns.
 
-    Unseen strategy i goes to the i-th never-detected column, so bootstrap datasets (and runs
-    continued beyond n) cover real columns; unseen strategies beyond the free columns are dropped
-    here (they only matter through counts, which keep them).
+    Detected strategies get the iNEXT assemblage probabilities y_s/n (1 - w (1 - y_s/n)^n) (see
+    ``assemblage``); the u = m - S_obs never-detected columns share the undetected mass
+    (1 - C_hat) = (f1/n) n f0 / (n f0 + f1) (Chao-Jost) equally. Unlike the assemblage, the
+    number of unseen strategies is the known u, not ceil(f0): full coverage needs every one of the
+    m columns, so a model with fewer unseen strategies than u could never reach it. Without
+    singletons the Chao-Jost mass is 0 although u strategies were never seen; each then gets its
+    posterior mean under a uniform prior: 1 / (n + m) (single-label, Dirichlet(1, ..., 1)) or
+    1 / (n + 2) (set-valued, a Beta(1, 1) per strategy). With
+    u = 0 the detected strategies keep their raw frequencies.
 
     Args:
-        P: float array, shape (m + U + 1,): one assemblage.
-        detected: bool array, shape (m,).
+        Y: int array, shape (..., m): incidence counts out of n samples.
+        n: samples per dataset.
+        m: the denominator M_x (columns of Y).
+        single: bool (array broadcastable to Y's leading shape): single-label data (then the
+            row is a categorical law whose remainder 1 - sum q means "matches nothing").
 
     Returns:
-        float array, shape (m,).
+        float array, shape (..., m): q_s, the probability that a sample matches column s.
     """
-    m = detected.size
-    q = P[:m].copy()
-    free = np.flatnonzero(~detected)
-    take = min(free.size, P.size - 1 - m)
-    q[free[:take]] = P[m : m + take]
-    return q
+    Y = np.asarray(Y, dtype=np.int64)
+    rows = Y.reshape(-1, Y.shape[-1])
+    single = np.broadcast_to(np.asarray(single, dtype=bool), Y.shape[:-1]).reshape(-1)
+    f1 = (rows == 1).sum(axis=1).astype(np.float64)
+    f2 = (rows == 2).sum(axis=1).astype(np.float64)
+    f0 = est.chao_f0_array(n, f1, f2)
+    u = (rows == 0).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where((u > 0) & (f0 > 0) & (f1 > 0), f1 / n * (n * f0 / (n * f0 + f1)), 0.0)
+    prior = np.where(single, 1.0 / (n + m), 1.0 / (n + 2))  # uniform-prior posterior mean of an unseen one
+    r = np.where(u > 0, np.where(a > 0, a / np.maximum(u, 1), prior), 0.0)
+    rel = rows / n
+    tail = (1.0 - rel) ** n
+    b = (rel * tail).sum(axis=1)
+    w = np.where((a > 0) & (b > 0), a / np.where(b > 0, b, 1.0), 0.0)
+    q = np.where(rows > 0, rel * (1.0 - w[:, None] * tail), r[:, None])
+    q = np.clip(q, 0.0, 1.0)
+    tot = q.sum(axis=1)
+    over = single & (tot > 1.0)
+    q[over] /= tot[over, None]
+    return q.reshape(Y.shape)
 
 
-def _draw_datasets(q: np.ndarray, single: bool, n: int, rng: np.random.Generator, B: int) -> np.ndarray:
-    """B datasets of n samples from per-column probabilities q (m,): bool array, shape (B, n, m).
+def _missing_found(u: np.ndarray, r: np.ndarray, J: int, single: np.ndarray) -> np.ndarray:
+    """Law of how many of u missing columns (each of probability r per draw) j more draws find.
 
-    Single-label: each sample matches column j w.p. q_j and nothing w.p. 1 - sum q. Set-valued:
-    each column is matched independently w.p. q_j.
+    Single-label: a draw finds a new one w.p. (u - f) r given f found (a Markov chain over f).
+    Set-valued (independent inclusion): each column is found w.p. 1 - (1 - r)^j independently.
+
+    Args:
+        u: int array, shape (D,): missing columns.
+        r: float array, shape (D,): per-draw probability of each.
+        J: draws, j = 1..J.
+        single: bool array, shape (D,).
+
+    Returns:
+        float array, shape (D, J, max(u) + 1): Pr[f found after j draws].
     """
-    m = q.size
-    if not single:
-        return rng.random((B, n, m)) < q
-    cats = rng.choice(m + 1, size=(B, n), p=np.r_[q, max(0.0, 1.0 - q.sum())] / max(q.sum(), 1.0))
-    return cats[..., None] == np.arange(m)
+    D = u.shape[0]
+    U = int(u.max(initial=0))
+    f = np.arange(U + 1)
+    out = np.zeros((D, J, U + 1))
+    if J == 0:
+        return out
+    if (~single).any():
+        s = ~single
+        j = np.arange(1, J + 1, dtype=np.float64)
+        pj = -np.expm1(j[None, :] * np.log1p(-np.minimum(r[s], 1.0))[:, None])  # (Ds, J)
+        lf = est.log_factorial(U)
+        uu = u[s][:, None, None]
+        ok = f[None, None, :] <= uu
+        ff = np.where(ok, f[None, None, :], 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            logp = (
+                lf[uu] - lf[ff] - lf[np.where(ok, uu - ff, 0)]
+                + ff * np.log(pj[:, :, None]) + (uu - ff) * np.log1p(-pj[:, :, None])
+            )
+        pmf = np.where(ok, np.exp(np.where(np.isnan(logp), -np.inf, logp)), 0.0)
+        pmf = np.where(ok & (pj[:, :, None] >= 1.0), (ff == uu).astype(np.float64), pmf)
+        out[s] = pmf
+    if single.any():
+        s = np.flatnonzero(single)
+        P = np.zeros((s.size, U + 1))
+        P[:, 0] = 1.0
+        step = np.clip((u[s][:, None] - f[None, :]) * r[s][:, None], 0.0, 1.0)  # Pr[new | f found]
+        for j in range(J):
+            moved = P * step
+            P = P - moved
+            P[:, 1:] += moved[:, :-1]
+            out[s, j] = P
+    return out
 
 
-def _sd_interval(
-    point: np.ndarray, reps: np.ndarray, z: float, hi_cap: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """The iNEXT interval: point +- z * (bootstrap standard deviation), clipped to [0, hi_cap]."""
-    sd = np.std(reps, axis=0, ddof=1) if len(reps) > 1 else np.zeros(np.shape(point))
-    return np.clip(point - z * sd, 0.0, hi_cap), np.clip(point + z * sd, 0.0, hi_cap)
+def _full_law(q: np.ndarray, K: int) -> np.ndarray:
+    """F(k) ~ prod_s 1 - (1 - q_s)^k, k = 1..K, under per-column laws q (D, m).
+
+    Exact for independent inclusion (set-valued model law); for a single-label law an upper
+    approximation (occupancy counts are negatively associated). Used only for the spread of F
+    replicates where no Wilson interval applies (see ``_set_intervals``).
+
+    Returns:
+        float array, shape (D, K).
+    """
+    ks = np.arange(1, K + 1, dtype=np.float64)
+    with np.errstate(divide="ignore"):  # q = 1: log1p(-1) = -inf, and the factor is 1 as it should be
+        miss = np.log1p(-np.minimum(q, 1.0))[:, :, None]
+    return np.clip(np.prod(-np.expm1(ks[None, None, :] * miss), axis=1), 0.0, 1.0)
 
 
-#: Curve fields with bootstrap intervals for estimated baselines, and their upper bound.
-_REP_CAPS = {
+def _beyond_n(Y: np.ndarray, n: int, m: int, single: np.ndarray, J: int, needs: list[int]) -> tuple:
+    """Full coverage and time-to-coverage survival at k = n + 1..n + J, given n observed samples.
+
+    After the n samples the covered set is S_obs exactly; what remains is finding the u = m - S_obs
+    missing strategies, whose per-draw probabilities ``model_law`` estimates. So
+    F(n + j) = 1 if S_obs = m, else Pr[all u found in j draws], and Pr[T(tau) > n + j] =
+    Pr[S_obs + found < ceil(tau m)]: the conditional law of the future given the data with the
+    missing probabilities plugged in (model-based: ``Curves.extrapolated``).
+
+    Returns:
+        (full, survival): float arrays, shape (D, J) and (len(needs), D, J).
+    """
+    Y = np.asarray(Y, dtype=np.int64)
+    s_obs = (Y > 0).sum(axis=1)
+    u = m - s_obs
+    q = model_law(Y, n, m, single)
+    r = np.where(u > 0, np.where(Y == 0, q, 0.0).max(axis=1), 0.0)
+    found = _missing_found(u, r, J, single)  # (D, J, U + 1)
+    D = Y.shape[0]
+    full = np.where(u[:, None] == 0, 1.0, found[np.arange(D), :, u].reshape(D, J) if J else np.zeros((D, 0)))
+    surv = []
+    f = np.arange(found.shape[2])
+    for need in needs:
+        short = (f[None, :] < (need - s_obs)[:, None]).astype(np.float64)  # (D, U + 1)
+        surv.append(np.einsum("djf,df->dj", found, short))
+    return np.clip(full, 0.0, 1.0), np.clip(np.asarray(surv).reshape(len(needs), D, J), 0.0, 1.0)
+
+
+def _draw_counts(q: np.ndarray, single: np.ndarray, n: int, rng: np.random.Generator, B: int) -> np.ndarray:
+    """Incidence counts (D, B, m) of B datasets of n samples from each per-column law q (D, m)."""
+    D, m = q.shape
+    out = np.zeros((D, B, m), dtype=np.int64)
+    for d in range(D):
+        if single[d]:
+            p = np.r_[q[d], max(0.0, 1.0 - q[d].sum())]
+            out[d] = rng.multinomial(n, p / p.sum(), size=B)[:, :m]
+        else:
+            out[d] = rng.binomial(n, q[d], size=(B, m))
+    return out
+
+
+#: Replicates behind the sd of set-valued novelty (tiled to ``n_boot``).
+NOVELTY_REPLICATES = 64
+
+#: Curve fields whose interval is estimate +- z sd of centred replicates (iNEXT), with their upper bound.
+_SD_CAPS = {
     "coverage": 1.0,
     "novelty": 1.0,
     "expected_new": math.inf,
-    "full_coverage": 1.0,
     "valid_coverage": 1.0,
 }
+#: Curve fields whose interval is the percentile interval of uncentred model replicates, widened to
+#: contain the estimate (see ``_sample_curves``).
+_PERCENTILE_FIELDS = ("full_coverage",)
 
 
 def _sample_curves(
     part: _Samples, K: int, seq: np.random.SeedSequence, n_boot: int, n_bins: int, ci_level: float
 ) -> tuple[Curves, dict[str, np.ndarray]]:
-    """Estimated curves of one input and its bootstrap replicates centred on the estimates.
+    """Estimated curves of one input and its bootstrap replicates.
 
     ``seq`` (this input's spawned ``SeedSequence``) spawns four streams: time-to-coverage runs,
-    the coverage bootstrap, the match-set bootstrap (novelty, F) and the valid-only bootstrap.
+    the coverage bootstrap, the model bootstrap (novelty, F) and the valid-only bootstrap.
+
+    Intervals:
+
+    - C(k), expected new, AUC and valid coverage: iNEXT, estimate +- z sd of the estimator
+      recomputed on datasets drawn from the bootstrap assemblage (``inext_coverage_replicates``).
+    - N(i): single-label, the expected number new (from the coverage replicates); set-valued,
+      +- z sd of the novelty U-statistic on ``NOVELTY_REPLICATES`` datasets drawn from
+      ``model_law`` (independent inclusion of each strategy).
+    - F(k): the estimate at k = n is the indicator "every strategy was seen", so an interval around
+      it cannot say how uncertain F is. Instead, the percentile interval of F under the model law
+      fitted to each bootstrap dataset, widened to contain the estimate (never zero-width where
+      the model gives F strictly between 0 and 1). At k <= n of every input ``_set_intervals``
+      replaces it by the Wilson interval with floor(n / k) trials (``full_trials``).
 
     Returns:
         (curves, reps): reps maps a curve field (and "auc", "valid_auc") to replicates, float
-        arrays of shape (B, K) (or (B,)), shifted so their mean is the point estimate: averaged
-        index-wise over inputs they give the replicates of the mean over inputs.
+        arrays of shape (B, K) (or (B,)); fields of ``_SD_CAPS`` are shifted so their mean is the
+        point estimate. Averaged index-wise over inputs they give the replicates of the mean.
     """
     X, m, n = part.X, part.m, part.X.shape[0]
     point = _sample_point(X, m, K)
+    Y = X.sum(axis=0)
+    single = bool(X.sum(axis=1).max(initial=0) <= 1)
     notes = []
     if K > n:
         notes.append(
-            f"iid (estimated) values beyond k = n = {n} are model-based extrapolations (Chao et al. 2014)"
+            f"iid (estimated) values beyond k = n = {n} are model-based extrapolations: coverage by Chao "
+            "et al. 2014, full coverage and time to coverage from the estimated law of the unseen strategies"
         )
-    # Time to coverage: prefixes of random permutations are uniform k-subsets (the U-statistic by
-    # Monte Carlo) for k <= n; beyond n the runs continue with draws from the iNEXT assemblage.
-    single = bool(X.sum(axis=1).max(initial=0) <= 1)
-    q = _column_law(assemblage(X.sum(axis=0), n, single), X.any(axis=0))
     # Independent child streams, so each bootstrap is reproducible on its own (and testable).
-    ttc_rng, boot_rng, sets_rng, valid_rng = (np.random.default_rng(s) for s in seq.spawn(4))
+    ttc_rng, boot_rng, model_rng, valid_rng = (np.random.default_rng(s) for s in seq.spawn(4))
+    # Time to coverage at k <= n: prefixes of random permutations are uniform k-subsets (the
+    # U-statistic by Monte Carlo); beyond n the exact law of the future given the data (_beyond_n).
+    kn = min(K, n)
     runs = 256
-    order = np.argsort(ttc_rng.random((runs, n)), axis=1)[:, :K]  # uniform random permutations
-    seq = X[order]  # (runs, min(K, n), m)
-    if K > n:
-        seq = np.concatenate([seq, _draw_datasets(q, single, K - n, ttc_rng, runs)], axis=1)
-    fh = np.where(seq.any(axis=1), seq.argmax(axis=1), -1)
-    ttc = _ttc_from_runs(fh, m, K)
-    surv_full = 1.0 - point["full_coverage"]
-    ttc[tau_key(1.0)] = TimeToCoverage.from_survival(1.0, np.minimum(surv_full, 1.0))
-    notes.append("iid (estimated) time-to-coverage for tau < 1 is Monte Carlo over 256 sample permutations")
+    order = np.argsort(ttc_rng.random((runs, n)), axis=1)[:, :kn]  # uniform random permutations
+    seqx = X[order]  # (runs, kn, m)
+    fh = np.where(seqx.any(axis=1), seqx.argmax(axis=1), -1)
+    ttc_n = _ttc_from_runs(fh, m, kn)
+    needs = [math.ceil(tau * m - 1e-9) for tau in TAUS]
+    single_arr = np.array([single])
+    surv_beyond = _beyond_n(Y[None], n, m, single_arr, K - n, needs)[1][:, 0] if K > n else None
+    ttc = {}
+    for i, tau in enumerate(TAUS):
+        key = tau_key(tau)
+        surv = 1.0 - point["full_coverage"][:kn] if tau == 1.0 else np.asarray(ttc_n[key].survival)
+        if surv_beyond is not None:
+            surv = np.concatenate([surv, surv_beyond[i]])
+        ttc[key] = TimeToCoverage.from_survival(tau, np.minimum(surv, 1.0))
+    notes.append(
+        "iid (estimated) time-to-coverage for tau < 1 and k <= n is Monte Carlo over 256 sample permutations"
+    )
     c = Curves(
         kind="iid_estimated",
         K=K,
@@ -265,12 +417,11 @@ def _sample_curves(
         notes=notes,
     )
     # Per-strategy rarefied contributions, binned by incidence frequency (ranking only).
-    y = X.sum(axis=0)
     lf = est.log_factorial(n)
-    kk = np.arange(1, min(K, n) + 1)
-    per_s = 1.0 - np.exp(est._log_binom_ratio(n - y[None, :], n, kk[:, None], lf))
+    kk = np.arange(1, kn + 1)
+    per_s = 1.0 - np.exp(est._log_binom_ratio(n - Y[None, :], n, kk[:, None], lf))
     per_s = np.vstack([per_s, np.repeat(per_s[-1:], K - len(kk), axis=0)]) if K > n else per_s
-    bins = rarity_ranks(y / n, m, n_bins)
+    bins = rarity_ranks(Y / n, m, n_bins)
     c.coverage_by_rarity = np.stack([per_s[:, bins == b].sum(axis=1) / m for b in range(n_bins)])
     Xv = None
     if part.valid is not None:
@@ -283,32 +434,45 @@ def _sample_curves(
     reps: dict[str, np.ndarray] = {}
     if n_boot > 0:
         # Coverage (and so AUC and expected new) depend on the data only through the counts: one
-        # batched product for all replicates. Novelty and F need match sets, drawn from the same law.
+        # batched product for all replicates.
         reps["coverage"] = inext_coverage_replicates(X, m, K, n_boot, boot_rng)
-        Xb = _draw_datasets(q, single, n, sets_rng, n_boot)
         reps["expected_new"] = np.diff(reps["coverage"] * m, axis=1, prepend=0.0)
-        # All replicates at once (a per-replicate loop here was ~0.5 s per set-valued input).
-        if not single:
-            nov = est.novelty_samples_many(Xb, K)
+        # Novelty and F from counts too: the model law refitted to datasets drawn from it (no match
+        # sets, no 2^m subset sums: a set-valued input costs about what a single-label one does).
+        Yb = _draw_counts(model_law(Y[None], n, m, single_arr), single_arr, n, model_rng, n_boot)[0]
+        singles = np.full(n_boot, single)
+        qb = model_law(Yb, n, m, singles)
+        if single:  # Pr[new] = E[new] sample by sample: the two U-statistics coincide
+            reps["novelty"] = np.clip(reps["expected_new"], 0.0, 1.0)
+        else:
+            # Set-valued novelty depends on which strategies come together: the U-statistic on
+            # match sets drawn from the model law (independent inclusion), all replicates at once.
+            # Only its sd enters the interval, and 64 replicates estimate an sd to ~9 %: more cost
+            # most of a set-valued input's time (the 2^|A| subsets of every match set).
+            q = model_law(Y[None], n, m, single_arr)[0]
+            b_nov = min(n_boot, NOVELTY_REPLICATES)
+            nov = est.novelty_samples_many(model_rng.random((b_nov, n, m)) < q, K)
+            nov = np.resize(nov, (n_boot, nov.shape[1]))
             if K > n:  # same extension as the point estimate, replicate by replicate
                 en = reps["expected_new"]
                 at_n = en[:, n - 1]
                 ratio = np.where(at_n > 0, nov[:, -1] / np.where(at_n > 0, at_n, 1.0), 1.0)
                 nov = np.concatenate([nov, np.clip(en[:, n:] * ratio[:, None], 0.0, 1.0)], axis=1)
-        full = est.full_coverage_samples_many(Xb, m, K)
-        full = np.concatenate([full, np.repeat(full[:, -1:], K - full.shape[1], axis=1)], axis=1)
-        # Single-label: Pr[new] = E[new] sample by sample, and the two U-statistics coincide.
-        reps["novelty"] = np.clip(reps["expected_new"], 0.0, 1.0) if single else nov
+            reps["novelty"] = nov
+        full = _full_law(qb, kn)
+        if K > n:
+            full = np.concatenate([full, _beyond_n(Yb, n, m, singles, K - n, [])[0]], axis=1)
         reps["full_coverage"] = full
         if Xv is not None:
             reps["valid_coverage"] = inext_coverage_replicates(Xv, m, K, n_boot, valid_rng)
         for name in list(reps):
-            pt = getattr(c, name)
-            reps[name] = reps[name] - reps[name].mean(axis=0) + pt  # centred: iNEXT is point +- z sd
+            if name in _SD_CAPS:
+                pt = getattr(c, name)
+                reps[name] = reps[name] - reps[name].mean(axis=0) + pt  # centred: iNEXT is point +- z sd
         reps["auc"] = reps["coverage"].mean(axis=1)
         if "valid_coverage" in reps:
             reps["valid_auc"] = reps["valid_coverage"].mean(axis=1)
-        _set_intervals(c, reps, _z(ci_level))
+        _set_intervals(c, reps, ci_level, full_trials(n, K))
         c.n_boot = n_boot
     return c, reps
 
@@ -333,13 +497,78 @@ def _mean_replicates(parts: list[Curves], reps: list[dict[str, np.ndarray]], B: 
     return out
 
 
-def _set_intervals(c: Curves, reps: Mapping[str, np.ndarray], z: float) -> None:
-    """Set ``*_lo``/``*_hi`` (and ``auc_reps``) of curves from centred replicates (iNEXT: +- z sd)."""
-    for name, cap in _REP_CAPS.items():
+def _sd_interval(
+    point: np.ndarray, reps: np.ndarray, z: float, hi_cap: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The iNEXT interval: point +- z * (bootstrap standard deviation), clipped to [0, hi_cap]."""
+    sd = np.std(reps, axis=0, ddof=1) if len(reps) > 1 else np.zeros(np.shape(point))
+    return np.clip(point - z * sd, 0.0, hi_cap), np.clip(point + z * sd, 0.0, hi_cap)
+
+
+def wilson_interval(p: np.ndarray, trials: np.ndarray, z: float) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval of a proportion p from ``trials`` Bernoulli trials, exact at 0 and 1.
+
+    At p = 0 (p = 1) the upper (lower) bound is the Clopper-Pearson one, 1 - (alpha/2)^(1/trials)
+    ((alpha/2)^(1/trials)): with one trial, as F(n) has, Wilson's 0.79 would miss every F above it.
+    """
+    p = np.clip(np.asarray(p, dtype=np.float64), 0.0, 1.0)
+    t = np.maximum(np.asarray(trials, dtype=np.float64), 1.0)
+    den = 1.0 + z * z / t
+    centre = (p + z * z / (2 * t)) / den
+    half = z / den * np.sqrt(p * (1 - p) / t + z * z / (4 * t * t))
+    lo, hi = centre - half, centre + half
+    tail = (1.0 - math.erf(z / math.sqrt(2))) / 2  # alpha / 2
+    edge = tail ** (1.0 / t)
+    lo = np.where(p <= 0.0, 0.0, np.where(p >= 1.0, edge, lo))
+    hi = np.where(p >= 1.0, 1.0, np.where(p <= 0.0, 1.0 - edge, hi))
+    return np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
+
+
+def full_trials(n: int | np.ndarray, K: int) -> np.ndarray:
+    """Hoeffding's effective number of independent trials behind the F(k) U-statistic: floor(n / k).
+
+    The U-statistic averages the indicator "these k samples cover everything" over all k-subsets;
+    it is at least as concentrated as a mean of floor(n / k) independent indicators (disjoint
+    subsets; Hoeffding 1963), so a binomial interval with that many trials is conservative. 0 for
+    k > n (no samples behind it: extrapolated).
+
+    Args:
+        n: samples per input, an int or int array of shape (U,) (trials add up over inputs).
+        K: budget.
+
+    Returns:
+        float array, shape (K,).
+    """
+    ns = np.atleast_1d(np.asarray(n, dtype=np.int64))
+    k = np.arange(1, K + 1)
+    per = ns[:, None] // k[None, :]
+    return np.where((per > 0).all(axis=0), per.sum(axis=0), 0).astype(np.float64)
+
+
+def _set_intervals(
+    c: Curves, reps: Mapping[str, np.ndarray], level: float, trials: np.ndarray | None = None
+) -> None:
+    """Set ``*_lo``/``*_hi`` (and ``auc_reps``) of curves from their replicates (see ``_sample_curves``).
+
+    ``trials`` (K,): the effective number of trials behind F(k) (``full_trials``); F(k) gets the
+    Wilson interval where it is >= 1, and the percentile-and-estimate interval elsewhere.
+    """
+    z = _z(level)
+    for name, cap in _SD_CAPS.items():
         if name in reps:
             lo, hi = _sd_interval(getattr(c, name), reps[name], z, cap)
             setattr(c, f"{name}_lo", lo)
             setattr(c, f"{name}_hi", hi)
+    for name in _PERCENTILE_FIELDS:
+        if name in reps:
+            pt = np.asarray(getattr(c, name), dtype=np.float64)
+            lo, hi = percentile(reps[name], level)
+            lo, hi = np.minimum(lo, pt), np.maximum(hi, pt)
+            if trials is not None:
+                wlo, whi = wilson_interval(pt, trials, z)
+                lo, hi = np.where(trials >= 1, wlo, lo), np.where(trials >= 1, whi, hi)
+            setattr(c, f"{name}_lo", np.clip(lo, 0.0, 1.0))
+            setattr(c, f"{name}_hi", np.clip(hi, 0.0, 1.0))
     for prefix in ("", "valid_"):
         if f"{prefix}auc" in reps:
             r = reps[f"{prefix}auc"]

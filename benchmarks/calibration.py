@@ -1,0 +1,340 @@
+"""Calibration of seffi's intervals and extrapolations (issue 13): every case side by side with its target.
+
+Run ``python benchmarks/calibration.py`` (about 3-4 minutes on 2 shared cores; ``--datasets N`` to
+change the number of simulated datasets per case, default 1,000; ``--only iid`` or ``--only policy``
+for one half). Every number goes through the public API:
+
+- iid from samples: ``IidBaseline.from_samples(samples, strategies=...).curves(K, n_boot=200)`` on
+  datasets of n samples drawn from a known law; the truth is
+  ``IidBaseline.from_match_distribution(law).curves(K)`` (exact C, N, F; T by 20,000 Monte Carlo
+  runs). Rows: how often the 95 % interval of C(k), N(i), AUC and F(k) at k <= n contains the
+  truth (target 0.93-0.97; F >= 0.90 and the share of zero-width F intervals where 0 < F < 1),
+  and beyond n the bias of F(k) and of the time-to-full-coverage median.
+- the gain against an iid baseline extrapolated from n = 4 samples (K = 8) for a policy that *is*
+  iid (the true gain is 0).
+- policies through ``CoverageTracker``: an iid policy's runs simulated into a tracker,
+  ``tracker.curves(K, n_boot=200)`` and ``curves.gain(iid, oracle)`` with exact baselines; inputs
+  drawn from a population of laws (the truth is the population mean), 2-64 inputs, runs per
+  input 4; short runs (stopping at 4, K = 8).
+
+Each row prints the measured value, its binomial standard error where it is a frequency, and the
+target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from seffi.coverage import CoverageTracker, IidBaseline, OracleBaseline
+
+B_BOOT = 200
+
+
+# -- laws ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Law:
+    """A known match-set law over M strategies: atoms (J, M) bool with probabilities p (J,)."""
+
+    name: str
+    atoms: np.ndarray
+    p: np.ndarray
+
+    @property
+    def m(self) -> int:
+        return self.atoms.shape[1]
+
+    @property
+    def cols(self) -> list[str]:
+        return [f"s{j}" for j in range(self.m)]
+
+    def distribution(self) -> dict[frozenset[str], float]:
+        cols = self.cols
+        out: dict[frozenset[str], float] = {}
+        for a, q in zip(self.atoms, self.p, strict=True):
+            key = frozenset(cols[j] for j in np.flatnonzero(a))
+            out[key] = out.get(key, 0.0) + float(q)
+        return out
+
+    def draw(self, rng: np.random.Generator, n: int) -> list[list[str]]:
+        cols = self.cols
+        idx = rng.choice(len(self.p), size=n, p=self.p)
+        return [[cols[j] for j in np.flatnonzero(self.atoms[i])] for i in idx]
+
+
+def single_law(name: str, w: np.ndarray) -> Law:
+    w = np.asarray(w, dtype=np.float64)
+    return Law(name, np.eye(len(w), dtype=bool), w / w.sum())
+
+
+def zipf(name: str, m: int, a: float) -> Law:
+    return single_law(name, 1.0 / np.arange(1, m + 1) ** a)
+
+
+def set_valued(name: str, m: int, sets: list[tuple[int, ...]], w: np.ndarray) -> Law:
+    atoms = np.zeros((len(sets), m), dtype=bool)
+    for r, s in enumerate(sets):
+        atoms[r, list(s)] = True
+    w = np.asarray(w, dtype=np.float64)
+    return Law(name, atoms, w / w.sum())
+
+
+def set6() -> Law:
+    """Set-valued, M = 6: pairs and singles with skewed weights (true T(1) median 16)."""
+    sets = [(0,), (0, 1), (1, 2), (2,), (3,), (3, 4), (4,), (5,), (0, 5)]
+    w = np.array([6.0, 4.0, 3.0, 3.0, 2.0, 1.6, 1.0, 0.9, 0.45])
+    return set_valued("set-valued M=6", 6, sets, w)
+
+
+def set_skew(m: int = 10) -> Law:
+    """Set-valued, M strategies: random 1-3 strategy sets with Zipf(1.3) weights (seeded)."""
+    rng = np.random.default_rng(7)
+    sets = [tuple(rng.choice(m, rng.integers(1, 4), replace=False).tolist()) for _ in range(2 * m)]
+    sets += [(j,) for j in range(m)]  # every strategy reachable
+    w = np.r_[1.0 / np.arange(1, 2 * m + 1) ** 1.3, np.full(m, 0.02)]
+    return set_valued(f"set-valued skewed M={m}", m, sets, w)
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def freq(hits: list[bool] | np.ndarray) -> tuple[float, float]:
+    h = np.asarray(hits, dtype=np.float64)
+    h = h[np.isfinite(h)]
+    if h.size == 0:
+        return math.nan, math.nan
+    p = float(h.mean())
+    return p, math.sqrt(max(p * (1 - p), 1e-12) / h.size)
+
+
+def row(case: str, what: str, value: float, se: float | None, target: str, ok: bool | None) -> None:
+    se_txt = f"± {se:.3f}" if se is not None and math.isfinite(se) else "       "
+    flag = "" if ok is None else ("ok" if ok else "NOT MET")
+    print(f"{case:<34} {what:<30} {value:>8.3f} {se_txt:<8} {target:<16} {flag}")
+
+
+def inside(lo: float, hi: float, truth: float, eps: float = 1e-9) -> bool:
+    return lo - eps <= truth <= hi + eps
+
+
+# -- iid from samples --------------------------------------------------------------------------
+
+
+def iid_case(law: Law, n: int, K: int, D: int, seed: int) -> None:
+    """Coverage of the from_samples intervals at k <= n, bias of F and T beyond n."""
+    truth = IidBaseline.from_match_distribution(law.distribution(), strategies=law.cols).curves(K, seed=1)
+    t_full = truth.time_to_coverage["1.0"]
+    ks = sorted({max(1, n // 2), n})
+    rng = np.random.default_rng(seed)
+    hits: dict[str, list[bool]] = {}
+    zero_width: list[bool] = []
+    f_beyond: list[np.ndarray] = []
+    med: list[float] = []
+    cens: list[float] = []
+    t0 = time.perf_counter()
+    for d in range(D):
+        c = IidBaseline.from_samples(law.draw(rng, n), strategies=law.cols).curves(K, n_boot=B_BOOT, seed=d)
+        for k in ks:
+            i = k - 1
+            hits.setdefault(f"C({k})", []).append(inside(c.coverage_lo[i], c.coverage_hi[i], truth.coverage[i]))
+            hits.setdefault(f"N({k})", []).append(inside(c.novelty_lo[i], c.novelty_hi[i], truth.novelty[i]))
+            f = truth.full_coverage[i]
+            if 0.02 < f < 0.98:  # F uncertain: the interval must have width and contain it
+                lo, hi = c.full_coverage_lo[i], c.full_coverage_hi[i]
+                hits.setdefault(f"F({k})", []).append(inside(lo, hi, f))
+                zero_width.append(hi - lo < 1e-9)
+        if K == n:
+            hits.setdefault(f"AUC@{n}", []).append(inside(c.auc_lo, c.auc_hi, truth.auc))
+        if K > n:
+            f_beyond.append(np.asarray(c.full_coverage[n:], dtype=np.float64))
+            m = c.time_to_coverage["1.0"].median
+            med.append(math.inf if m is None else m)
+            cens.append(c.time_to_coverage["1.0"].fraction_censored)
+    secs = time.perf_counter() - t0
+    name = f"{law.name}, n={n}"
+    for what, h in hits.items():
+        p, se = freq(h)
+        tgt = (0.90, 1.0) if what.startswith("F") else (0.93, 0.97)
+        row(name, f"95% CI covers {what}", p, se, f"{tgt[0]:.2f}-{tgt[1]:.2f}", tgt[0] <= p <= tgt[1])
+    if zero_width:
+        p, se = freq(zero_width)
+        row(name, "zero-width F CIs (0<F<1)", p, se, "0", p == 0.0)
+    if f_beyond:
+        fb = np.mean(f_beyond, axis=0)
+        for j in sorted({0, (K - n) // 2, K - n - 1}):
+            k = n + j + 1
+            bias = float(fb[j] - truth.full_coverage[k - 1])
+            sd = float(np.std([f[j] for f in f_beyond]) / math.sqrt(len(f_beyond)))
+            row(name, f"F({k}) bias (truth {truth.full_coverage[k - 1]:.3f})", bias, sd, "|bias| <= 0.05",
+                abs(bias) <= 0.05)
+        fin = np.asarray(med)
+        tm = t_full.median
+        row(name, f"T(1) median reported censored", float(np.mean(~np.isfinite(fin))), None,
+            f"truth {'censored' if tm is None else 'not censored'}", None)
+        if np.isfinite(fin).any():
+            row(name, f"T(1) median (truth {tm})", float(np.median(fin[np.isfinite(fin)])), None,
+                f"{tm}", None)
+        row(name, f"T(1) censored frac (truth {t_full.fraction_censored:.3f})", float(np.mean(cens)), None,
+            f"{t_full.fraction_censored:.3f}", abs(float(np.mean(cens)) - t_full.fraction_censored) <= 0.05)
+    print(f"{'':<34} ({D} datasets, {secs:.1f} s, {1e3 * secs / D:.1f} ms per dataset)")
+
+
+def gain_extrapolated_case(D: int, seed: int) -> None:
+    """An iid policy's gain against an iid baseline from n = 4 samples at K = 8 (true gain 0)."""
+    law = zipf("single-label Zipf M=6", 6, 1.0)
+    n, K, inputs, runs = 4, 8, 16, 8
+    dist = law.distribution()
+    oracle = OracleBaseline({law.cols[j]: {law.cols[j]} for j in range(law.m)}).curves(K)
+    rng = np.random.default_rng(seed)
+    gains, covered, flagged = [], [], []
+    t0 = time.perf_counter()
+    for d in range(D):
+        t = CoverageTracker(strategies=law.cols, budget=K)
+        for u in range(inputs):
+            for r in range(runs):
+                for ms in law.draw(rng, K):
+                    t.update(f"x{u}", ms, stream=r)
+        pol = t.curves(K, n_boot=B_BOOT, seed=d)
+        iid = IidBaseline.from_samples(
+            {f"x{u}": law.draw(rng, n) for u in range(inputs)}, strategies=law.cols
+        ).curves(K, n_boot=0, seed=d)
+        g = pol.gain(iid, OracleBaseline({f"x{u}": {c: {c} for c in law.cols} for u in range(inputs)}).curves(K))
+        if g.value is not None:
+            gains.append(g.value)
+            covered.append(inside(g.lo, g.hi, 0.0) if g.lo is not None else math.nan)
+        flagged.append(bool(g.reason) and "extrapolat" in g.reason or "extrapolat" in " ".join(iid.notes))
+    del dist, oracle
+    secs = time.perf_counter() - t0
+    name = f"gain vs iid from n={n}, K={K}"
+    g = np.asarray(gains)
+    row(name, "mean gain of an iid policy", float(g.mean()), float(g.std() / math.sqrt(g.size)), "0 (measured)",
+        None)
+    p, se = freq(covered)
+    row(name, "gain CI covers 0", p, se, "(measured)", None)
+    p, _ = freq(flagged)
+    row(name, "says extrapolated", p, None, "1.00", p == 1.0)
+    print(f"{'':<34} ({D} datasets, {secs:.1f} s)")
+
+
+# -- policies through the tracker --------------------------------------------------------------
+
+
+def population_law(rng: np.random.Generator, m: int) -> np.ndarray:
+    """One input's single-label law from a population: Dirichlet(0.7) over m strategies."""
+    return rng.dirichlet(np.full(m, 0.7))
+
+
+def policy_case(n_inputs: int, D: int, seed: int, *, runs: int = 4, K: int = 8, stop: int | None = None) -> None:
+    """An iid policy on inputs drawn from a population: coverage of C(k), AUC, gain and F(K) CIs.
+
+    The truth is the population mean (inputs as a sample from a population), computed by Monte
+    Carlo over 20,000 input laws once per case. The policy is iid, so the true gain is 0.
+    """
+    m = 5
+    cols = [f"s{j}" for j in range(m)]
+    rng = np.random.default_rng(seed)
+    pop = [population_law(rng, m) for _ in range(4000)]
+    ks = np.arange(1, K + 1)
+    cov_pop = np.mean([(1 - (1 - p[None, :]) ** ks[:, None]).sum(1) / m for p in pop], axis=0)
+    full_pop = float(np.mean([
+        IidBaseline.from_probabilities(dict(zip(cols, p, strict=True))).curves(K, seed=0).full_coverage[-1]
+        for p in pop[:400]
+    ]))
+    hits: dict[str, list[bool]] = {}
+    reasons: list[bool] = []
+    t0 = time.perf_counter()
+    for d in range(D):
+        laws = [population_law(rng, m) for _ in range(n_inputs)]
+        t = CoverageTracker(strategies=cols, budget=K)
+        for u, p in enumerate(laws):
+            for r in range(runs):
+                length = K if stop is None else stop
+                for j in rng.choice(m, size=length, p=p):
+                    t.update(f"x{u}", {cols[j]}, stream=r)
+        pol = t.curves(K, n_boot=B_BOOT, seed=d)
+        probs = {f"x{u}": dict(zip(cols, p, strict=True)) for u, p in enumerate(laws)}
+        iid = IidBaseline.from_probabilities(probs).curves(K, seed=0)
+        orc = OracleBaseline({f"x{u}": {c: {c} for c in cols} for u in range(n_inputs)}).curves(K)
+        g = pol.gain(iid, orc)
+        if stop is not None:
+            reasons.append(g.value is None and bool(g.reason))
+            cov4 = pol.coverage[stop - 1]
+            hits.setdefault(f"C({stop}) CI", []).append(
+                inside(pol.coverage_lo[stop - 1], pol.coverage_hi[stop - 1], cov_pop[stop - 1])
+                if pol.coverage_lo is not None and np.isfinite(cov4) else False
+            )
+            continue
+        # The gain's truth: an iid policy has gain 0 against its own exact iid law.
+        if g.value is not None and g.lo is not None:
+            hits.setdefault("gain CI covers 0", []).append(inside(g.lo, g.hi, 0.0))
+        for k in (max(1, K // 2), K):
+            hits.setdefault(f"C({k}) CI", []).append(inside(pol.coverage_lo[k - 1], pol.coverage_hi[k - 1],
+                                                            cov_pop[k - 1]))
+        hits.setdefault(f"AUC@{K} CI", []).append(inside(pol.auc_lo, pol.auc_hi, float(cov_pop.mean())))
+        hits.setdefault(f"F({K}) CI", []).append(inside(pol.full_coverage_lo[-1], pol.full_coverage_hi[-1],
+                                                        full_pop))
+    secs = time.perf_counter() - t0
+    name = f"iid policy, {n_inputs} inputs x {runs} runs" + (f", runs stop at {stop}" if stop else "")
+    for what, h in hits.items():
+        p, se = freq(h)
+        if n_inputs >= 8 and stop is None:
+            row(name, f"95% {what}", p, se, "0.93-0.97", 0.93 <= p <= 0.97)
+        else:
+            row(name, f"95% {what}", p, se, "(note below 8)", None)
+    if reasons:
+        p, _ = freq(reasons)
+        row(name, "gain refused with a reason", p, None, "1.00", p == 1.0)
+    print(f"{'':<34} ({D} datasets, {secs:.1f} s)")
+
+
+# -- main ----------------------------------------------------------------------------------------
+
+
+def iid_cases(D: int) -> None:
+    cases: list[tuple[Law, int, int]] = [
+        (single_law("single-label uniform M=4", np.ones(4)), 8, 8),
+        (zipf("single-label Zipf(1) M=10", 10, 1.0), 20, 20),
+        (zipf("single-label Zipf(1.5) M=20", 20, 1.5), 40, 40),
+        (set_skew(10), 30, 30),
+        (set6(), 12, 12),
+        (set6(), 12, 30),
+        (single_law("single-label uniform M=4", np.ones(4)), 8, 20),
+    ]
+    for i, (law, n, K) in enumerate(cases):
+        iid_case(law, n, K, D, seed=100 + i)
+
+
+def policy_cases(D: int) -> None:
+    for u in (2, 4, 8, 16, 64):
+        policy_case(u, D, seed=200 + u)
+    policy_case(16, D, seed=300, stop=4)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--datasets", type=int, default=1000, help="simulated datasets per case")
+    ap.add_argument("--only", choices=("iid", "gain", "policy"), default=None)
+    args = ap.parse_args(argv)
+    D = args.datasets
+    print(f"{'case':<34} {'quantity':<30} {'value':>8} {'SE':<8} {'target':<16}")
+    t0 = time.perf_counter()
+    steps: list[tuple[str, Callable[[int], None]]] = [
+        ("iid", iid_cases), ("gain", lambda d: gain_extrapolated_case(d, 400)), ("policy", policy_cases),
+    ]
+    for key, fn in steps:
+        if args.only in (None, key):
+            fn(D)
+    print(f"total {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
