@@ -138,6 +138,7 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
         if not valid:
             label += gains.get(id(c), "")
         ax.plot(c.k, _a(y), label=label, marker="o" if len(c.k) <= 12 else None, markersize=3, **style)
+        _mark_extrapolated(ax, c, y, style)
         if lo is not None and hi is not None:
             ax.fill_between(c.k, _a(lo), _a(hi), color=style["color"], alpha=0.15, linewidth=0)
             banded = True
@@ -166,6 +167,25 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
         what += " (shaded: 95% CI)"
     _suptitle(fig, _title(comparison, what, fig.get_figwidth()))
     return fig
+
+
+def _mark_extrapolated(ax: Any, c: CurveSet, y: Sequence[float | None], style: dict[str, Any]) -> None:
+    """Draw a curve's extrapolated part (``extrapolated``: k > n of an iid baseline from n samples) dashed.
+
+    A white line under a dashed one of the curve's colour turns the solid stretch dashed; a dotted
+    vertical line and a label mark where the model-based extrapolation starts (issue 13).
+    """
+    ext = np.asarray(getattr(c, "extrapolated", None) or [], dtype=bool)
+    if not ext.any():
+        return
+    first = int(np.argmax(ext))
+    k, v = np.asarray(c.k)[max(first - 1, 0) :], _a(y)[max(first - 1, 0) :]
+    width = float(style.get("linewidth", 1.8))
+    ax.plot(k, v, color="white", linewidth=width + 0.8, label="_nolegend_")
+    dashed = {"color": style["color"], "linestyle": "--", "linewidth": width}
+    ax.plot(k, v, label="_nolegend_", gid="extrapolated", **dashed)
+    ax.axvline(c.k[first], color="0.6", linestyle=":", linewidth=0.8)
+    ax.text(c.k[first], 0.01, f" {c.label} extrapolated", fontsize=7, color="0.35", ha="left", va="bottom")
 
 
 def plot_novelty(comparison: Comparison) -> Figure:
