@@ -177,7 +177,8 @@ def _warm_up(
     hook: EMHook | None,
 ) -> None:
     """SFT of each model on its rows with uniformly random codes (see ``MixtureConfig.warm_epochs``)."""
-    codes = rng.integers(n_codes, size=len(rows))
+    codes = kmeans_codes(models[0], rows, n_codes, cfg.seed) if cfg.init == "kmeans" else None
+    codes = rng.integers(n_codes, size=len(rows)) if codes is None else codes
     for j, m in enumerate(models):
         idx = np.flatnonzero(folds != j) if len(models) > 1 else np.arange(len(rows))
         m.train(
@@ -189,6 +190,43 @@ def _warm_up(
             schedule="cosine",
             hook=None if hook is None else (lambda s, t, _loss: hook("warm-up", s, t)),
         )
+
+
+@torch.no_grad()
+def trace_features(lm: TaskLM, rows: Sequence[Any], batch_size: int = 256) -> np.ndarray:
+    """Mean last hidden state of ``lm`` over the positions that predict each row's trace: shape (R, d)."""
+    examples = examples_from_rows(lm.layout, rows)
+    out = []
+    for b in range(0, len(examples), batch_size):
+        ids, mask, labels = _batch(examples[b : b + batch_size])
+        hidden = lm.model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states[-1]
+        predicts = torch.zeros(labels.shape, dtype=hidden.dtype)
+        predicts[:, :-1] = (labels[:, 1:] >= 0).to(hidden.dtype)  # position t predicts token t + 1
+        out.append(((hidden * predicts[..., None]).sum(1) / predicts.sum(1, keepdim=True)).double().numpy())
+    return np.concatenate(out)
+
+
+def kmeans(x: np.ndarray, k: int, seed: int, iters: int = 50) -> np.ndarray:
+    """Lloyd's k-means with k-means++ seeding: the cluster of each row of ``x`` (int array)."""
+    rng = np.random.default_rng(seed)
+    centres = [x[rng.integers(len(x))]]
+    for _ in range(k - 1):
+        d = np.min(((x[:, None, :] - np.array(centres)[None]) ** 2).sum(-1), axis=1)
+        centres.append(x[rng.choice(len(x), p=d / d.sum())] if d.sum() > 0 else x[rng.integers(len(x))])
+    c = np.array(centres)
+    assign = np.zeros(len(x), dtype=np.int64)
+    for _ in range(iters):
+        new = ((x[:, None, :] - c[None]) ** 2).sum(-1).argmin(axis=1)
+        if (new == assign).all() and _ > 0:
+            break
+        assign = new
+        c = np.array([x[assign == j].mean(0) if (assign == j).any() else c[j] for j in range(k)])
+    return assign
+
+
+def kmeans_codes(lm: TaskLM, rows: Sequence[Any], n_codes: int, seed: int) -> np.ndarray:
+    """Initial codes: k-means clusters of the (warm-started) LM's trace features (no label read)."""
+    return kmeans(trace_features(lm, rows), n_codes, seed)
 
 
 def _train(

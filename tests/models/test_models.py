@@ -263,7 +263,7 @@ def test_mixture_max_rows_subsets_rows_and_keeps_old_cache_keys() -> None:
     from seffi._seeding import stable_id
 
     old = tiny_cfg().mixture.model_dump(mode="json")
-    for late in ("max_rows", "trainable", "code_slot", "warm_epochs", "warm_lr"):
+    for late in ("max_rows", "trainable", "code_slot", "init", "warm_epochs", "warm_lr"):
         del old[late]
     expected = f"edit_script-mixture-{stable_id({**tiny_cfg().base_fields(), 'mixture': old}, length=16)}"
     assert tiny_cfg().mixture_key() == expected
@@ -375,3 +375,25 @@ def test_code_in_the_separator_slot_starts_as_the_base_lm(tiny_models, tmp_path)
     assert TaskLM.load(tmp_path / "m", tiny_models.task).layout.code_slot == "sep"
     with pytest.raises(SeffiError, match="code_slot"):
         Layout(base.layout.vocab, "front")
+
+
+def test_kmeans_init_finds_separable_modes_from_trace_features() -> None:
+    """Issue 15 item 3 (k-means code init): clusters of the base LM's trace features recover hidden modes
+    without labels; init="kmeans" without a warm-up to teach them is refused."""
+    from pydantic import ValidationError
+
+    from seffi.models.mixture import kmeans, kmeans_codes
+
+    pts = np.array([[0.0, 0.0], [0.1, 0.0], [5.0, 5.0], [5.1, 5.0], [0.0, 9.0], [0.1, 9.1]])
+    assert nmi(kmeans(pts, 3, seed=0).tolist(), [0, 0, 1, 1, 2, 2]) == pytest.approx(1.0)
+    task = get_task("edit_script")
+    modes = ["del 0\nanswer a", "sub 1 b\nsub 2 b\nanswer b b", "ins 0 c\nins 1 c\nins 2 c\nanswer c c c"]
+    xs = task.make_inputs(30, seed=0)
+    rows = [_Row(x.id, task.prompt(x), modes[k]) for x in xs for k in range(3)]
+    cfg = LMConfig(task="edit_script", d_model=32, n_layer=1, n_head=2, epochs=2, batch_size=32, lr=3e-3)
+    base = train_base(cfg, task, rows)
+    codes = kmeans_codes(base, rows, 3, seed=0)
+    assert nmi(codes.tolist(), [k for _ in xs for k in range(3)]) == pytest.approx(1.0)
+    with pytest.raises(ValidationError, match="warm_epochs"):
+        MixtureConfig(init="kmeans")
+    assert MixtureConfig(init="kmeans", warm_epochs=1).init == "kmeans"
