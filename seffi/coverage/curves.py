@@ -135,6 +135,10 @@ class Curves:
     full_coverage_hi: np.ndarray | None = None
     auc_lo: float | None = None
     auc_hi: float | None = None
+    #: Standard errors of the AUCs when the intervals cover run-to-run noise only (fewer than
+    #: ``resampling.MIN_INPUTS`` inputs; else None): ``gain`` uses them instead of resampling inputs.
+    auc_se: float | None = None
+    valid_auc_se: float | None = None
     valid_coverage: np.ndarray | None = None
     valid_coverage_lo: np.ndarray | None = None
     valid_coverage_hi: np.ndarray | None = None
@@ -169,9 +173,18 @@ class Curves:
 
     # -- comparison ------------------------------------------------------------------------------
 
-    #: ``curves.gain(iid, oracle)``: Gain(K) with a paired bootstrap interval over inputs, see
-    #: :func:`seffi.coverage.gain.paired_gain` (these curves are its ``policy``).
-    gain = paired_gain
+    def gain(self, iid: Curves, oracle: Curves, **kwargs: Any) -> Gain:
+        """Gain(K) with a paired bootstrap interval over inputs, see :func:`seffi.coverage.gain.paired_gain`.
+
+        These curves are its ``policy``; ``kwargs`` (``valid``, ``n_boot``, ``seed``) go to it. When the
+        iid curves are extrapolated at some k <= K (an iid baseline estimated from fewer than K
+        samples per input), a defined gain says so in ``reason`` (issue 13).
+        """
+        g = paired_gain(self, iid, oracle, **kwargs)
+        note = extrapolation_note(iid)
+        if note is None or g.value is None:
+            return g
+        return g.model_copy(update={"reason": note if not g.reason else f"{g.reason}; {note}"})
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict: arrays become lists, NaN becomes None; ``from_dict`` inverts it."""
@@ -220,6 +233,18 @@ class Curves:
 
 
 # -- small helpers -------------------------------------------------------------------------------
+
+
+def extrapolation_note(curves: Curves) -> str | None:
+    """A caveat for a gain against these (iid) curves when some of their k are extrapolated, else None."""
+    ext = curves.extrapolated
+    if ext is None or not np.any(ext):
+        return None
+    first = int(np.argmax(np.asarray(ext, dtype=bool))) + 1
+    return (
+        f"the iid AUC is extrapolated beyond its samples from k = {first} to K = {curves.K} (model-based, "
+        "Chao et al. 2014): the gain depends on that model"
+    )
 
 
 def _input_key(k: Any) -> tuple[str | None, str]:

@@ -242,11 +242,31 @@ def report_scopes(report: Any) -> list[tuple[Any, Any, str | None]]:
     return out
 
 
+def iid_extrapolated_key(scope: str | None = None) -> str:
+    """``seffi/iid_extrapolated_from_k``: the first budget at which the iid curve is an extrapolation."""
+    return _key("iid_extrapolated_from_k", scope)
+
+
+def extrapolated_from_k(curves: Any) -> int | None:
+    """The first k whose value is a model-based extrapolation (``extrapolated``), or None."""
+    flags, ks = _get(curves, "extrapolated"), _get(curves, "k")
+    if not flags or not ks:
+        return None
+    return next((int(k) for k, e in zip(ks, flags, strict=False) if e), None)
+
+
 def report_scalars(report: Any) -> dict[str, float]:
-    """Final numbers of every policy in a report, keyed by the scheme (for ``run.summary``)."""
+    """Final numbers of every policy in a report, keyed by the scheme (for ``run.summary``).
+
+    When a comparison's iid curve is extrapolated beyond its samples (issue 13), its policies'
+    scopes also get :func:`iid_extrapolated_key` (absent otherwise): their gains compare against it.
+    """
     out: dict[str, float] = {}
-    for _comp, pol, scope in report_scopes(report):
+    for comp, pol, scope in report_scopes(report):
         out.update(scalars_from_curves(pol.curves, gain=pol.gain, scope=scope))
+        first = extrapolated_from_k(getattr(comp, "iid", None))
+        if first is not None:
+            out[iid_extrapolated_key(scope)] = float(first)
     return out
 
 

@@ -1,0 +1,148 @@
+"""The iid baseline estimated from n samples at the edges (issue 13): F intervals, beyond n, flags.
+
+Fast versions of the iid rows of ``benchmarks/calibration.py`` (there: 1,000 datasets per case).
+Each test names its issue-13 case and fails on the code before the change (noted per test).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from seffi.coverage import IidBaseline, OracleBaseline
+from seffi.coverage.samples import _beyond_n, full_trials, model_law, wilson_interval
+from seffi.report import keys
+from seffi.report.schema import Comparison, CurveSet, Report
+
+UNIFORM4 = ("a", "b", "c", "d")
+#: The set-valued M = 6 law of the calibration script: true T(1) median 16 (n = 12 samples).
+SET6_SETS = [(0,), (0, 1), (1, 2), (2,), (3,), (3, 4), (4,), (5,), (0, 5)]
+SET6_W = np.array([6.0, 4.0, 3.0, 3.0, 2.0, 1.6, 1.0, 0.9, 0.45])
+SET6_COLS = [f"s{j}" for j in range(6)]
+
+
+def _set6() -> dict[frozenset[str], float]:
+    p = SET6_W / SET6_W.sum()
+    return {frozenset(SET6_COLS[j] for j in s): float(q) for s, q in zip(SET6_SETS, p, strict=True)}
+
+
+def _draw(law: dict[frozenset[str], float], rng: np.random.Generator, n: int) -> list[frozenset[str]]:
+    keys_ = list(law)
+    return [keys_[i] for i in rng.choice(len(keys_), size=n, p=list(law.values()))]
+
+
+def test_full_coverage_interval_covers_and_is_never_zero_width_uniform_m4_n8() -> None:
+    """Issue 13 case 4: uniform M = 4, n = 8: the F(8) and F(4) intervals cover the truth >= 0.9 of the
+    time and none is zero-width (before: +- z sd around the U-statistic covered F(8) 64 % of the time
+    and 33 % of intervals had zero width)."""
+    law = {frozenset({s}): 0.25 for s in UNIFORM4}
+    truth = IidBaseline.from_match_distribution(law).curves(8).full_coverage
+    rng = np.random.default_rng(13)
+    hits, widths = [], []
+    for d in range(150):
+        c = IidBaseline.from_samples(_draw(law, rng, 8), strategies=UNIFORM4).curves(8, n_boot=20, seed=d)
+        for k in (4, 8):
+            lo, hi = c.full_coverage_lo[k - 1], c.full_coverage_hi[k - 1]
+            hits.append(lo - 1e-12 <= truth[k - 1] <= hi + 1e-12)
+            widths.append(hi - lo)
+    assert np.mean(hits) >= 0.9
+    assert min(widths) > 0.1
+
+
+def test_wilson_interval_with_hoeffding_trials() -> None:
+    """Issue 13 case 4: the F(k) interval at k <= n is Wilson with floor(n / k) trials, exact (Clopper-
+    Pearson) at 0 and 1, and no trials beyond n (absent before: no such interval existed)."""
+    np.testing.assert_array_equal(full_trials(8, 10), [8, 4, 2, 2, 1, 1, 1, 1, 0, 0])
+    np.testing.assert_array_equal(full_trials(np.array([8, 3]), 4), [11, 5, 3, 0])  # k = 4 > 3: none
+    lo, hi = wilson_interval(np.array([0.0, 1.0, 0.5]), np.array([1.0, 1.0, 4.0]), 1.959963984540054)
+    np.testing.assert_allclose(lo[:2], [0.0, 0.025])
+    np.testing.assert_allclose(hi[:2], [0.975, 1.0])
+    # Wilson at p = 1/2, t = 4: centre 1/2, half-width z / (1 + z^2/4) sqrt(1/16 + z^2/64)
+    z = 1.959963984540054
+    half = z / (1 + z * z / 4) * math.sqrt(1 / 16 + z * z / 64)
+    np.testing.assert_allclose([lo[2], hi[2]], [0.5 - half, 0.5 + half])
+
+
+def test_full_coverage_and_time_to_full_beyond_n_are_nearly_unbiased_set_valued() -> None:
+    """Issue 13 case 5: set-valued M = 6, n = 12, K = 30: F(k > n) is the law of finding the missing
+    strategies, not a flat copy of F(n); its mean over datasets is within 0.06 of the truth, and the
+    T(1) censored fraction within 0.06 of the true 0.173 (before: F(22) biased by -0.34 and T(1)
+    reported censored in 64-66 % of datasets)."""
+    law = _set6()
+    K, n = 30, 12
+    truth = IidBaseline.from_match_distribution(law, strategies=SET6_COLS).curves(K)
+    rng = np.random.default_rng(5)
+    f, cens, grew = [], [], []
+    for d in range(150):
+        c = IidBaseline.from_samples(_draw(law, rng, n), strategies=SET6_COLS).curves(K, n_boot=0, seed=d)
+        f.append(c.full_coverage)
+        cens.append(c.time_to_coverage["1.0"].fraction_censored)
+        if c.full_coverage[n - 1] == 0.0:
+            grew.append(c.full_coverage[-1] > c.full_coverage[n])
+        assert c.extrapolated[n:].all() and not c.extrapolated[:n].any()
+    f = np.mean(f, axis=0)
+    for k in (13, 22, 30):
+        assert abs(f[k - 1] - truth.full_coverage[k - 1]) < 0.06, k
+    assert abs(np.mean(cens) - truth.time_to_coverage["1.0"].fraction_censored) < 0.06
+    assert all(grew) and grew  # never flat where the missing strategies can still be found
+
+
+def test_beyond_n_closed_forms() -> None:
+    """Issue 13 case 5: after n samples with u strategies missing, each at the model's per-draw
+    probability r, F(n + j) is (1 - (1 - r)^j)^u (set-valued) or the single-label occupancy law, and
+    T(tau) survival is Pr[S_obs + found < ceil(tau M)] (absent before: F(n + j) = F(n))."""
+    Y = np.array([[5, 4, 0, 0], [5, 4, 3, 0], [3, 3, 2, 2]])
+    n, m = 12, 4
+    single = np.array([False, True, False])
+    q = model_law(Y, n, m, single)
+    full, surv = _beyond_n(Y, n, m, single, 3, [3, 4])
+    r0 = q[0, 2]
+    assert q[0, 3] == pytest.approx(r0) and r0 > 0
+    j = np.arange(1, 4)
+    np.testing.assert_allclose(full[0], (1 - (1 - r0) ** j) ** 2)
+    np.testing.assert_allclose(surv[0, 0], (1 - r0) ** (2 * j))  # need 3: one of two missing found
+    r1 = q[1, 3]
+    np.testing.assert_allclose(full[1], 1 - (1 - r1) ** j)  # one missing: single-label, found w.p. r
+    np.testing.assert_allclose(full[2], 1.0)
+    np.testing.assert_allclose(surv[:, 2], 0.0)
+
+
+def test_coverage_interval_does_not_collapse_without_singletons() -> None:
+    """Issue 13 case 6: M = 6 declared, 3 strategies seen 4-8 times each and none once: the C(n)
+    interval must reach well above S_obs / M (before: the assemblage had no unseen mass, every
+    replicate saw exactly the 3 strategies and the interval was [0.5, 0.5])."""
+    samples = [{"s0"}] * 6 + [{"s1"}] * 4 + [{"s2"}] * 2 + [{"s0", "s1"}] * 2 + [{"s2"}] * 2
+    c = IidBaseline.from_samples(samples, strategies=SET6_COLS).curves(16, n_boot=200, seed=1)
+    assert c.coverage[-1] == pytest.approx(0.5)
+    assert c.coverage_hi[-1] > 0.6
+    assert c.full_coverage_hi[-1] > 0.5  # F(n) = 0 here, but the law is far from known
+
+
+def test_extrapolation_reaches_gain_report_json_and_wandb_summary(tmp_path) -> None:
+    """Issue 13 case 7: an iid baseline from n = 4 samples at K = 8 is extrapolated from k = 5: the gain
+    against it says so, report.json's iid curve set carries ``extrapolated`` and the W&B summary the
+    key ``seffi/iid_extrapolated_from_k`` = 5 (before: no caveat on the gain, no summary key); an
+    exact baseline adds neither."""
+    inputs = [f"x{u}" for u in range(6)]
+    rng = np.random.default_rng(3)
+    law = {s: 0.25 for s in UNIFORM4}
+    policy = IidBaseline.from_probabilities({x: law for x in inputs}).curves(8)
+    iid = IidBaseline.from_samples(
+        {x: [[UNIFORM4[j]] for j in rng.integers(0, 4, 4)] for x in inputs}, strategies=UNIFORM4
+    ).curves(8, n_boot=20)
+    oracle = OracleBaseline({x: {s: {s} for s in UNIFORM4} for x in inputs}).curves(8)
+    g = policy.gain(iid, oracle, n_boot=50)
+    assert g.value is not None and "extrapolated beyond its samples from k = 5" in g.reason
+    exact = IidBaseline.from_probabilities({x: law for x in inputs}).curves(8)
+    assert policy.gain(exact, oracle, n_boot=50).reason is None
+    comp = Comparison.from_curves(task="t", policies={"p": policy}, iid=iid, oracle=oracle)
+    report = Report(comparisons=[comp])
+    assert report.comparisons[0].iid.extrapolated == [False] * 4 + [True] * 4
+    summary = keys.report_scalars(report)
+    assert summary[keys.iid_extrapolated_key()] == 5.0
+    plain_comp = Comparison.from_curves(task="t", policies={"p": policy}, iid=exact, oracle=oracle)
+    plain = Report(comparisons=[plain_comp])
+    assert keys.iid_extrapolated_key() not in keys.report_scalars(plain)
+    assert CurveSet.from_curves(exact, "iid").extrapolated is None
