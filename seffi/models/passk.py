@@ -7,8 +7,9 @@ From n samples per held-out prompt (``c`` of them valid; ``Y_s`` of them matchin
 * **C(k)**: ``(1/M) sum_s [1 - C(n - Y_s, k) / C(n, k)]`` per prompt (rarefaction, the same
   U-statistic as ``IidBaseline.from_samples``), averaged.
 * **crossover k**: the smallest k <= n at which the reference (base) model's valid@k exceeds the
-  trained model's (Yue et al. 2025 find one for every RLVR model); ``None`` when there is none within n.
-  When the base is already ahead at k = 1 the crossover is 1.
+  trained model's by more than 0.001 (Yue et al. 2025 find one for every RLVR model); ``None`` when
+  there is none within n. When the base is already ahead at k = 1 the crossover is 1. The margin keeps
+  two curves that both saturate at 1 (differences ~1e-6) from "crossing" on rounding noise.
 * **solvable share**: the share of prompts some of the n samples solves (valid@n per prompt is 1).
 * **gain vs the reference**: ``(AUC_policy - AUC_base) / (AUC_oracle - AUC_base)`` at budget K from
   the same per-prompt C(k) estimates, with a bootstrap CI over prompts.
@@ -120,8 +121,8 @@ def evaluate_samples(
     )
 
 
-def crossover_k(base: Sequence[float], policy: Sequence[float], tol: float = 1e-12) -> int | None:
-    """Smallest k (1-based) with ``base[k-1] > policy[k-1]``; None when the base never leads."""
+def crossover_k(base: Sequence[float], policy: Sequence[float], tol: float = 1e-3) -> int | None:
+    """Smallest k (1-based) with ``base[k-1] > policy[k-1] + tol``; None when the base never leads."""
     b, p = np.asarray(base, dtype=np.float64), np.asarray(policy, dtype=np.float64)
     ahead = np.flatnonzero(b > p + tol)
     return int(ahead[0]) + 1 if ahead.size else None

@@ -89,6 +89,7 @@ def test_crossover_k_and_gain_vs_base() -> None:
     assert crossover_k([0.2, 0.5, 0.9], [0.4, 0.6, 0.8]) == 3
     assert crossover_k([0.2, 0.5], [0.4, 0.6]) is None
     assert crossover_k([0.5, 0.6], [0.4, 0.6]) == 1
+    assert crossover_k([0.9, 0.9999995, 1.0], [0.95, 0.9999990, 1.0]) is None  # saturated: no crossing
     sets = {f"p{i}": [frozenset({"a"})] * 6 + [frozenset({"b"})] * 2 for i in range(6)}
     valid = {k: [True] * 8 for k in sets}
     base = evaluate_samples(sets, valid, ("a", "b"))
