@@ -337,6 +337,7 @@ def iid_cases(D: int) -> None:
         (set6(), 12, 12),
         (set6(), 12, 30),
         (single_law("single-label uniform M=4", np.ones(4)), 8, 20),
+        (zipf("single-label Zipf(1) M=10", 10, 1.0), 20, 40),
     ]
     for i, (law, n, K) in enumerate(cases):
         iid_case(law, n, K, D, seed=100 + i)
