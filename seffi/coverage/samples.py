@@ -423,6 +423,10 @@ def _sample_curves(
     per_s = np.vstack([per_s, np.repeat(per_s[-1:], K - len(kk), axis=0)]) if K > n else per_s
     bins = rarity_ranks(Y / n, m, n_bins)
     c.coverage_by_rarity = np.stack([per_s[:, bins == b].sum(axis=1) / m for b in range(n_bins)])
+    if K > n:
+        # Beyond n only strategies not yet seen can be found, and they rank rarest: the extrapolated
+        # gain in coverage goes to the last bin, so the rows still sum to the coverage.
+        c.coverage_by_rarity[-1, n:] += c.coverage[n:] - c.coverage_by_rarity[:, n:].sum(axis=0)
     Xv = None
     if part.valid is not None:
         Xv = X & part.valid[:, None]
@@ -430,7 +434,11 @@ def _sample_curves(
         c.valid_auc = float(c.valid_coverage.mean())
         nv = int(part.valid.sum())
         va = 1.0 - np.exp(est._log_binom_ratio(np.full(len(kk), n - nv), n, kk, lf))
-        c.valid_at_k = np.concatenate([va, np.full(K - len(kk), va[-1])]) if K > n else va
+        if K > n:  # given the data: 1 if a sample was correct, else a correct one in the next j draws
+            rate = 1.0 / (n + 2)  # uniform-prior posterior mean of a rate never seen in n samples
+            more = 1.0 if nv > 0 else -np.expm1(np.arange(1, K - n + 1) * math.log1p(-rate))
+            va = np.concatenate([va, np.broadcast_to(more, (K - n,))])
+        c.valid_at_k = va
     reps: dict[str, np.ndarray] = {}
     if n_boot > 0:
         # Coverage (and so AUC and expected new) depend on the data only through the counts: one
