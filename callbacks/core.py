@@ -190,7 +190,7 @@ class CoverageMonitor:
         (refused with one warning; the tracker keeps every episode for the final report).
         """
         step = int(step)
-        if not self.schedule.start(step, self.episodes) or self.samples == 0:
+        if not self.schedule.start(step, self.episodes) or self.tracker.complete_runs() == 0:
             return None
         started = time.perf_counter()
         comparison, scalars = self.snapshot() if self.schedule.snapshot else (None, self.point_scalars())
@@ -283,7 +283,7 @@ class CoverageMonitor:
 
     def report(self) -> Any:
         """The :class:`seffi.report.schema.Report` of everything recorded so far."""
-        comparison = self.snapshot(exact=True)[0] if self.samples else None
+        comparison = self.snapshot(exact=True)[0] if self.tracker.complete_runs() else None
         return monitor_report(self, comparison)
 
     def finalize(self, step: int | None = None) -> Any:
@@ -293,7 +293,7 @@ class CoverageMonitor:
         """
         if self.finalized:
             return None
-        if step is not None and self.samples and (self.last_step is None or step > self.last_step):
+        if step is not None and (self.last_step is None or step > self.last_step):
             self.log(step)
         report = self.report()
         self.sinks.finish(report, self.tracker.state_dict())  # run.summary, report files, state artifact

@@ -7,12 +7,13 @@ resamples inputs jointly for the policy, iid and the oracle (paired, stratified 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from seffi._seeding import SeedLike
-from seffi.coverage.resampling import bootstrap_counts
+from seffi.coverage.resampling import bootstrap_counts, expanded_level
 from seffi.coverage.summaries import Gain, percentile
 
 if TYPE_CHECKING:  # annotations only: curves.py imports this module
@@ -141,6 +142,17 @@ def paired_gain(
     B = policy.n_boot if n_boot is None else n_boot
     if isinstance(B, bool) or not isinstance(B, int | np.integer) or B < 0:
         raise ValueError(f"gain: n_boot must be a non-negative integer, got {n_boot!r}")
+    se = getattr(policy, "valid_auc_se" if valid else "auc_se", None)
+    if se is not None and B > 0:
+        # Too few inputs to resample them (the policy's own intervals say so): the interval covers
+        # the policy's run-to-run noise on these inputs, with the baselines' AUCs held fixed.
+        z = NormalDist().inv_cdf(0.5 + policy.ci_level / 2.0)
+        return Gain(
+            value=value,
+            lo=value - z * se / den,
+            hi=value + z * se / den,
+            reason=f"only {policy.n_inputs} input(s): the interval covers run-to-run noise on these inputs",
+        )
     reps = [getattr(c, reps_attr) for c in curves]
     if design is None or B == 0:
         note = None if design is not None else _UNPAIRED_NOTE
@@ -154,7 +166,9 @@ def paired_gain(
             cols.append(W @ (vec / W.shape[1]))
         else:  # one value for every input: fixed, or its own independent replicates
             cols.append(np.resize(r, int(B)) if r is not None else np.full(int(B), v))
-    return _interval(value, gain_value(*cols), policy.ci_level, design.note)
+    # Few inputs make a percentile bootstrap too narrow: Hesterberg's expanded percentile.
+    level = expanded_level(policy.ci_level, int(W.shape[1]))
+    return _interval(value, gain_value(*cols), level, design.note)
 
 # -- serialisation ---------------------------------------------------------------------------
 

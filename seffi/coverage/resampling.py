@@ -8,13 +8,15 @@ inputs x K = 256 cost a fraction of a second.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from statistics import NormalDist
 
 import numpy as np
 
 from seffi._seeding import SeedLike, as_seed_sequence
 
-__all__ = ["bootstrap_counts", "percentile_interval", "ratio_replicates"]
+__all__ = ["MIN_INPUTS", "bootstrap_counts", "expanded_level", "percentile_interval", "ratio_replicates"]
 
 
 def bootstrap_counts(strata: Sequence[int] | np.ndarray, n_boot: int, seed: SeedLike = 0) -> np.ndarray:
@@ -89,3 +91,41 @@ def percentile_interval(reps: np.ndarray, level: float = 0.95) -> tuple[np.ndarr
     if some.any():
         lo[some], hi[some] = np.nanquantile(flat[:, some], [a, 1.0 - a], axis=0)
     return lo.reshape(reps.shape[1:]), hi.reshape(reps.shape[1:])
+
+
+#: Fewer inputs than this and an interval over inputs means little (a percentile bootstrap over 2
+#: or 4 inputs covered the truth 48% and 79% of the time): intervals then cover run-to-run noise
+#: for the inputs seen only, and say so.
+MIN_INPUTS = 8
+
+
+def expanded_level(level: float, n: int) -> float:
+    """The level whose percentile interval is Hesterberg's *expanded percentile* interval for n units.
+
+    A percentile bootstrap of a mean over n units is too narrow for small n: it uses the plug-in
+    variance ((n - 1) / n of the unbiased one) and normal instead of t tails. Hesterberg (2015,
+    "What teachers should know about the bootstrap", Am. Stat. 69(4)) widens it by taking the
+    percentiles at alpha' / 2 = Phi(-sqrt(n / (n - 1)) t_{alpha / 2, n - 1}).
+
+    Args:
+        level: Nominal level, e.g. 0.95.
+        n: Number of resampled units (inputs), >= 2.
+
+    Returns:
+        The level to hand to :func:`percentile_interval` (>= ``level``).
+    """
+    if n < 2:
+        return level
+    normal = NormalDist()
+    z = normal.inv_cdf(0.5 + level / 2.0)
+    t = _t_quantile(z, n - 1)
+    return 1.0 - 2.0 * normal.cdf(-math.sqrt(n / (n - 1)) * t)
+
+
+def _t_quantile(z: float, df: int) -> float:
+    """Student t quantile from the normal one (Abramowitz & Stegun 26.7.5; |error| < 1e-4 at df >= 5)."""
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4

@@ -98,20 +98,27 @@ class RunTable:
 
 @dataclass
 class InputSums:
-    """Per-input sums of per-run contributions (the sufficient statistics of the curves).
+    """Per-input sums over an input's complete runs (the sufficient statistics of the curves).
 
     Attributes:
-        sums: int array, shape (U, K, N_STATS): for input u and budget k, the sums over runs of
+        sums: int array, shape (U, K, N_STATS): for input u and budget k, the sums over its runs of
             ``BASE_STATS`` then (risk, event) per tau in ``TAUS``.
-        n_runs: int array, shape (U,): runs per input.
+        sq: int array, shape (U, K, N_STATS): the sums of squares (within-input variances).
+        auc_sq: int array, shape (U, 2): sums over runs of A_r^2, A_r = sum_k covered_r(k) (column
+            0) or valid_covered_r(k) (column 1): a run's AUC is A_r / (K M_x).
+        n_runs: int array, shape (U,): complete runs per input.
     """
 
     budget: int
     sums: np.ndarray = field(init=False)
+    sq: np.ndarray = field(init=False)
+    auc_sq: np.ndarray = field(init=False)
     n_runs: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
         self.sums = np.zeros((0, self.budget, N_STATS), dtype=np.int64)
+        self.sq = np.zeros((0, self.budget, N_STATS), dtype=np.int64)
+        self.auc_sq = np.zeros((0, 2), dtype=np.int64)
         self.n_runs = np.zeros(0, dtype=np.int64)
 
     def grow(self, n_inputs: int) -> None:
@@ -119,8 +126,23 @@ class InputSums:
         have = self.sums.shape[0]
         if n_inputs > have:
             extra = max(n_inputs, 2 * have, 16) - have
-            self.sums = np.concatenate([self.sums, np.zeros((extra, self.budget, N_STATS), dtype=np.int64)])
-            self.n_runs = np.concatenate([self.n_runs, np.zeros(extra, dtype=np.int64)])
+            for name in ("sums", "sq", "auc_sq", "n_runs"):
+                arr = getattr(self, name)
+                setattr(self, name, np.concatenate([arr, np.zeros((extra, *arr.shape[1:]), dtype=np.int64)]))
+
+    def add(self, other: InputSums) -> None:
+        """Add another set of sums over the same inputs (exact: integers)."""
+        U = other.sums.shape[0]
+        self.grow(U)
+        for name in ("sums", "sq", "auc_sq", "n_runs"):
+            getattr(self, name)[:U] += getattr(other, name)
+
+    def take(self, order: np.ndarray) -> InputSums:
+        """The sums of inputs ``order`` (in that order)."""
+        out = InputSums(self.budget)
+        for name in ("sums", "sq", "auc_sq", "n_runs"):
+            setattr(out, name, getattr(self, name)[order])
+        return out
 
 
 # -- the streaming update ---------------------------------------------------------------------------------
@@ -167,11 +189,12 @@ def fold(
     *,
     coverage_only: bool = False,
 ) -> None:
-    """Add samples to the run table and (when given) the per-input sums, in place.
+    """Add samples to the run table, and each run that completes (reaches K) to the per-input sums.
 
     Samples may come in any order across runs, in order within a run; ``k`` must not exceed
-    ``sums.budget``. With ``coverage_only`` only ``runs``/``covered`` and ``first_hit``/``n`` are
-    kept (the latent-code diagnostic: about half the work).
+    ``sums.budget``. A run enters the sums only once complete, so every curve uses the same runs at
+    every k (incomplete runs are counted by the caller, never mixed in). With ``coverage_only`` the
+    correct-sample fields are not kept (the latent-code diagnostic).
 
     Args:
         runs: The run table (slots must exist: ``runs.grow`` first).
@@ -202,14 +225,35 @@ def fold(
     runs.n[s0] = k[ends]
     i, j = np.nonzero(hits & ~before)
     runs.first_hit[slot[i], j] = k[i] - 1  # each (run, column) is first hit once: plain scatters
-    if coverage_only:
-        if sums is not None:
-            view = sums.sums.reshape(-1, N_STATS)
-            flat = u * sums.budget + (k - 1)
-            view[:, 0] += np.bincount(flat, minlength=view.shape[0])
-            view[:, 1] += np.bincount(flat, weights=cov.sum(axis=1), minlength=view.shape[0]).astype(np.int64)
-            sums.n_runs += np.bincount(u[k == 1], minlength=sums.n_runs.shape[0])
-        return
+    if not coverage_only:
+        _fold_valid(runs, slot, k, hits, valid, starts, seg, s0)
+    if sums is not None:  # a run enters the sums once complete: its K-th sample just arrived
+        done = k == sums.budget
+        if done.any():
+            sl, uu = slot[done], u[done]
+            part, _ = sums_from_runs(
+                runs.first_hit[sl],
+                runs.n[sl],
+                uu,
+                m[: int(uu.max()) + 1],
+                sums.budget,
+                first_valid_hit=None if coverage_only else runs.first_valid_hit[sl],
+                first_valid=None if coverage_only else runs.first_valid[sl],
+            )
+            sums.add(part)
+
+
+def _fold_valid(
+    runs: RunTable,
+    slot: np.ndarray,
+    k: np.ndarray,
+    hits: np.ndarray,
+    valid: np.ndarray,
+    starts: np.ndarray,
+    seg: np.ndarray,
+    s0: np.ndarray,
+) -> None:
+    """The run table's correct-sample fields (arrays sorted by run, as in :func:`fold`)."""
     vhits = hits & valid[:, None]
     vinit = runs.first_valid_hit[s0] >= 0
     vcov = _cum_or(vhits, starts, seg, vinit)
@@ -217,27 +261,6 @@ def fold(
     vbefore[1:] = vcov[:-1]
     vbefore[starts] = vinit
     any_valid = _cum_or(valid[:, None], starts, seg, (runs.first_valid[s0] >= 0)[:, None])[:, 0]
-    if sums is not None:
-        n_after, n_before = cov.sum(axis=1), before.sum(axis=1)
-        new = n_after - n_before
-        need = _need(m)[u]
-        vals = np.empty((n, N_STATS), dtype=np.int64)
-        per_stat = {
-            "runs": 1,
-            "covered": n_after,
-            "novel": new > 0,
-            "new": new,
-            "full": n_after >= m[u],
-            "valid_covered": vcov.sum(axis=1),
-            "valid_any": any_valid,
-        }
-        for name, value in per_stat.items():
-            vals[:, _S[name]] = value
-        risk = n_before[:, None] < need
-        vals[:, 7::2] = risk
-        vals[:, 8::2] = risk & (n_after[:, None] >= need)
-        _add_rows(sums.sums.reshape(-1, N_STATS), u * sums.budget + (k - 1), vals)
-        sums.n_runs += np.bincount(u[k == 1], minlength=sums.n_runs.shape[0])
     i, j = np.nonzero(vhits & ~vbefore)
     runs.first_valid_hit[slot[i], j] = k[i] - 1
     cells, times = np.unique(slot[valid], return_counts=True)
@@ -285,7 +308,10 @@ def sums_from_runs(
     rarity_bin: np.ndarray | None = None,
     n_bins: int = 4,
 ) -> tuple[InputSums, np.ndarray | None]:
-    """The per-input sums :func:`fold` would have added, derived from finished runs, for budget K.
+    """The per-input sums of the runs that reached K (what :func:`fold` adds), for any budget K.
+
+    Runs shorter than K are left out: the curves use the same runs at every k, so every input
+    weighs the same at every k and C(k) is monotone.
 
     Args:
         first_hit: int array, shape (R, C): 0-based index of the first sample of run r matching
@@ -303,46 +329,55 @@ def sums_from_runs(
         (sums, rarity): ``rarity`` is an int array, shape (U, n_bins, K), of covered strategies per
         rarity bin summed per input (None without ``rarity_bin``).
     """
-    fh = np.asarray(first_hit, dtype=np.int64)
-    unit = np.asarray(unit, dtype=np.int64)
+    keep = np.asarray(lengths, dtype=np.int64) >= K
+    fh = np.asarray(first_hit, dtype=np.int64)[keep]
+    unit = np.asarray(unit, dtype=np.int64)[keep]
     m = np.asarray(m, dtype=np.int64)
     U = m.shape[0]
+    out = InputSums(K)
+    out.grow(U)
+    for name in ("sums", "sq", "auc_sq", "n_runs"):  # exactly U rows
+        setattr(out, name, getattr(out, name)[:U])
+    rarity = None if rarity_bin is None else np.zeros((U, n_bins, K), dtype=np.int64)
+    if not keep.any():
+        return out, rarity
     ks = np.arange(1, K + 1)
-    avail = np.asarray(lengths, dtype=np.int64)[:, None] >= ks[None, :]  # (R, K)
     new = _first_hit_histogram(fh, K)
     covered = np.cumsum(new, axis=1)
-    mr = m[unit][:, None]
     order = np.argsort(unit, kind="stable")
     starts = np.flatnonzero(_segment_starts(unit[order]))
     present = unit[order][starts]
-    out = InputSums(K)
-    out.grow(U)
-    out.sums = np.zeros((U, K, N_STATS), dtype=np.int64)
+
+    def total(x: np.ndarray) -> np.ndarray:  # per-input sums over runs (one sort for all)
+        return np.add.reduceat(x.astype(np.int64)[order], starts, axis=0)
 
     def put(stat: int, x: np.ndarray) -> None:
-        # Per-input sums of one (R, K) statistic of the runs observed at k (one sort for all).
-        out.sums[present, :, stat] = np.add.reduceat((x * avail).astype(np.int64)[order], starts, axis=0)
+        out.sums[present, :, stat] = total(x)
+        out.sq[present, :, stat] = total(x.astype(np.int64) ** 2)
 
     put(_S["runs"], np.ones_like(covered))
     put(_S["covered"], covered)
     put(_S["novel"], new > 0)
     put(_S["new"], new)
-    put(_S["full"], covered >= mr)
+    put(_S["full"], covered >= m[unit][:, None])
+    A = np.zeros((fh.shape[0], 2), dtype=np.int64)
+    A[:, 0] = covered.sum(axis=1)
     if first_valid_hit is not None:
-        put(_S["valid_covered"], np.cumsum(_first_hit_histogram(first_valid_hit, K), axis=1))
+        valid_covered = np.cumsum(_first_hit_histogram(np.asarray(first_valid_hit)[keep], K), axis=1)
+        put(_S["valid_covered"], valid_covered)
+        A[:, 1] = valid_covered.sum(axis=1)
     if first_valid is not None:
-        fv = np.asarray(first_valid, dtype=np.int64)[:, None]
+        fv = np.asarray(first_valid, dtype=np.int64)[keep][:, None]
         put(_S["valid_any"], (fv >= 0) & (fv < ks[None, :]))
+    out.auc_sq[present] = total(A**2)
     before = covered - new
     need = _need(m)[unit]  # (R, T)
     for t in range(len(TAUS)):
         risk = before < need[:, t : t + 1]
         put(7 + 2 * t, risk)
         put(8 + 2 * t, risk & (covered >= need[:, t : t + 1]))
-    out.n_runs = np.bincount(unit, minlength=U).astype(np.int64)
-    rarity = None
-    if rarity_bin is not None:
-        by_bin = _first_hit_histogram(fh, K, rarity_bin, n_bins).cumsum(axis=2) * avail[:, None, :]
-        rarity = np.zeros((U, n_bins, K), dtype=np.int64)
-        rarity[present] = np.add.reduceat(by_bin.astype(np.int64)[order], starts, axis=0)
+    out.n_runs[present] = total(np.ones(fh.shape[0]))
+    if rarity is not None:
+        by_bin = _first_hit_histogram(fh, K, np.asarray(rarity_bin)[keep], n_bins).cumsum(axis=2)
+        rarity[present] = total(by_bin)
     return out, rarity

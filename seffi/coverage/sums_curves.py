@@ -7,12 +7,13 @@ stratified by task. The sums come from :mod:`seffi.coverage.sums` (streamed or d
 
 from __future__ import annotations
 
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, check_budget, survival_summary, tau_key
-from seffi.coverage.resampling import bootstrap_counts, percentile_interval
+from seffi.coverage.resampling import MIN_INPUTS, bootstrap_counts, expanded_level, percentile_interval
 from seffi.coverage.sums import METRICS, N_STATS, PER_STRATEGY, InputSums, sums_from_runs
 
 __all__ = [
@@ -50,23 +51,6 @@ def _mean_finite(x: np.ndarray) -> Any:
     """Mean over the last axis of the finite entries (``np.nanmean`` without empty-slice warnings)."""
     ok = np.isfinite(x)
     return np.where(ok, x, 0.0).sum(axis=-1) / np.maximum(ok.sum(axis=-1), 1)
-
-
-def _interval(reps: np.ndarray, reached: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile interval per column of replicates (B, K), NaN where no run reached k.
-
-    Columns without NaN replicates take the vectorised ``np.quantile`` (what ``percentile_interval``'s
-    ``nanquantile`` computes there, much faster), the rest ``percentile_interval``.
-    """
-    lo, hi = np.full(reps.shape[1], np.nan), np.full(reps.shape[1], np.nan)
-    full = reached & np.isfinite(reps).all(axis=0)
-    part = reached & ~full
-    if full.any():
-        a = (1.0 - level) / 2.0
-        lo[full], hi[full] = np.quantile(reps[:, full], [a, 1.0 - a], axis=0)
-    if part.any():
-        lo[part], hi[part] = percentile_interval(reps[:, part], level)
-    return lo, hi
 
 
 def point_from_sums(sums: InputSums, m: np.ndarray, order: np.ndarray | None = None) -> dict[str, Any]:
@@ -118,8 +102,16 @@ def curves_from_sums(
     samples: int | None = None,
     valid: bool = True,
     rarity: np.ndarray | None = None,
+    incomplete: int = 0,
 ) -> Curves:
-    """Curves for k = 1..K with bootstrap intervals over inputs (stratified by ``strata``).
+    """Curves for k = 1..K over the inputs' complete runs, with intervals.
+
+    Every input with a complete run weighs the same; inputs without one are left out and counted.
+    Intervals: with at least :data:`~seffi.coverage.resampling.MIN_INPUTS` inputs, the bootstrap
+    over inputs (stratified by ``strata``; Hesterberg's expanded percentile, see
+    :func:`~seffi.coverage.resampling.expanded_level`) — they cover what another draw of inputs
+    would give. With fewer, normal intervals from the run-to-run variance within each input (two
+    complete runs per input at least), covering these inputs only; a note says so.
 
     Args:
         sums: Per-input sums (U inputs).
@@ -133,31 +125,40 @@ def curves_from_sums(
         kind: ``Curves.kind``.
         input_keys: (task, input_id) of the inputs in ``order`` (labels the per-input AUC
             contributions for the paired gain bootstrap).
-        samples: Samples recorded (``Curves.samples``; default: the samples within K).
+        samples: Samples recorded (``Curves.samples``; default: the samples of complete runs).
         valid: Whether the valid statistics were recorded (else valid curves are ``None``).
-        rarity: int array, shape (U, B, K): covered strategies per rarity bin (see
-            :func:`sums_from_runs`), or None.
+        rarity: int array, shape (U, B, K): covered strategies per rarity bin, or None.
+        incomplete: Runs that have not reached K (left out; reported in the notes).
     """
     K = sums.budget
-    U = m.shape[0]
-    order = np.arange(U) if order is None else np.asarray(order, dtype=np.int64)
-    raw, n_runs, m = sums.sums[order], sums.n_runs[order], np.asarray(m)[order]
-    stacked = _weighted(raw, n_runs, m)  # (U, N_STATS, K)
+    order = np.arange(m.shape[0]) if order is None else np.asarray(order, dtype=np.int64)
+    has_runs = sums.n_runs[order] > 0
+    empty = int((~has_runs).sum())
+    if strata is not None:
+        strata = np.asarray(strata)[has_runs]
+    if input_keys is not None:
+        if len(input_keys) != order.size:
+            raise ValueError(f"input_keys has {len(input_keys)} entries for {order.size} inputs")
+        input_keys = [key for key, ok in zip(input_keys, has_runs.tolist(), strict=True) if ok]
+    order = order[has_runs]
+    part, m = sums.take(order), np.asarray(m)[order]
+    U, R = order.size, int(part.n_runs.sum())
+    if U == 0:
+        raise ValueError(f"no run has reached K={K} yet ({incomplete} incomplete runs): no curves")
+    stacked = _weighted(part.sums, part.n_runs, m)  # (U, N_STATS, K)
     point, surv = _unpack(stacked.sum(axis=0))
-    reached = point["coverage"] == point["coverage"]  # not NaN: some run reached k
+    metrics = [name for name in METRICS if valid or name not in ("valid_coverage", "valid_at_k")]
+    over_inputs = U >= MIN_INPUTS
+    level = expanded_level(ci_level, U) if over_inputs else ci_level
     reps: dict[str, np.ndarray] = {}
     surv_reps: dict[str, np.ndarray] = {}
-    W = None
-    if n_boot > 0:
+    if n_boot > 0 and over_inputs:
         W = bootstrap_counts(np.zeros(U, dtype=np.int64) if strata is None else strata, n_boot, seed)
         # float32 halves the cost of the one big product; integer counts times values in [0, 1]
         # summed over a few thousand inputs stay accurate to ~1e-6, far below any CI width.
         flat = stacked.reshape(U, -1).astype(np.float32)
         boot = (W.astype(np.float32) @ flat).astype(np.float64)
         reps, surv_reps = _unpack(boot.reshape(n_boot, N_STATS, K))
-    runs_at_k = raw[:, :, 0].sum(axis=0)
-    R = int(n_runs.sum())
-    metrics = [name for name in METRICS if valid or name not in ("valid_coverage", "valid_at_k")]
     c = Curves(
         kind=kind,
         K=K,
@@ -165,15 +166,15 @@ def curves_from_sums(
         novelty=point["novelty"],
         expected_new=point["expected_new"],
         full_coverage=point["full_coverage"],
-        auc=float(_mean_finite(point["coverage"])),
+        auc=float(point["coverage"].mean()),
         time_to_coverage={
-            key: TimeToCoverage.from_survival(float(key), surv[key], surv_reps.get(key), level=ci_level)
+            key: TimeToCoverage.from_survival(float(key), surv[key], surv_reps.get(key), level=level)
             for key in surv
         },
-        runs_at_k=runs_at_k.astype(np.int64),
+        runs_at_k=np.full(K, R, dtype=np.int64),
         n_inputs=U,
         n_runs=R,
-        samples=int(runs_at_k.sum()) if samples is None else int(samples),
+        samples=R * K if samples is None else int(samples),
         ci_level=ci_level,
         n_boot=int(n_boot),
         seed=seed if n_boot > 0 else None,
@@ -181,43 +182,87 @@ def curves_from_sums(
     for name in metrics:
         setattr(c, name, point[name])
         if name in reps:
-            lo, hi = _interval(reps[name], reached, ci_level)  # no reductions over empty columns
+            lo, hi = percentile_interval(reps[name], level)
             setattr(c, f"{name}_lo", lo)
             setattr(c, f"{name}_hi", hi)
     for prefix, name in (("", "coverage"), ("valid_", "valid_coverage")):
         if name not in metrics:
             continue
-        setattr(c, f"{prefix}auc", float(_mean_finite(point[name])))
+        setattr(c, f"{prefix}auc", float(point[name].mean()))
         if name in reps:
-            r = _mean_finite(reps[name])
+            r = reps[name].mean(axis=1)
             setattr(c, f"{prefix}auc_reps", r)
-            lo, hi = percentile_interval(r, ci_level)
+            lo, hi = percentile_interval(r, level)
             setattr(c, f"{prefix}auc_lo", float(lo))
             setattr(c, f"{prefix}auc_hi", float(hi))
+    if n_boot > 0 and not over_inputs:
+        _within_input_intervals(c, part, m, metrics, ci_level)
     # Each input's share of the AUCs, for Curves.gain's paired (inputs jointly) bootstrap.
     c.input_auc = input_auc_contributions(stacked[:, 1, :], stacked[:, 0, :])
     if valid:
         c.input_valid_auc = input_auc_contributions(stacked[:, 5, :], stacked[:, 0, :])
     if input_keys is not None:
-        if len(input_keys) != U:
-            raise ValueError(f"input_keys has {len(input_keys)} entries for {U} inputs")
         c.input_keys = [(None if t is None else str(t), str(i)) for t, i in input_keys]
     if rarity is not None:
-        w = (1.0 / np.maximum(n_runs, 1) / m)[:, None, None]
-        by_bin = (rarity[order] * w).sum(axis=0)  # (B, K)
-        den = stacked[:, 0, :].sum(axis=0)
-        c.coverage_by_rarity = np.where(den > 0, by_bin / np.where(den > 0, den, 1.0), np.nan)
+        w = (1.0 / part.n_runs / m)[:, None, None]
+        c.coverage_by_rarity = (rarity[order] * w).sum(axis=0) / U  # (B, K)
         c.rarity_bins = rarity_labels(rarity.shape[1])
-    if (runs_at_k < R).any():
+    if incomplete or empty:
         c.notes.append(
-            f"{int(R - runs_at_k[-1])} of {R} runs have fewer than K={K} samples: the estimate at k uses "
-            "the runs_at_k runs observed that long; time-to-coverage treats short runs as censored "
-            "(Kaplan-Meier)"
+            f"{incomplete} run(s) have fewer than K={K} samples and are left out (a run counts once it "
+            f"reaches K, so every k uses the same runs)"
+            + (f"; {empty} input(s) have no complete run and are left out" if empty else "")
         )
-    if (runs_at_k == 0).any():
-        first = int(np.argmin(runs_at_k)) + 1
-        c.notes.append(f"no run reaches k={first}: later values are undefined (NaN)")
     return c
+
+
+def _within_input_intervals(
+    c: Curves, part: InputSums, m: np.ndarray, metrics: list[str], level: float
+) -> None:
+    """Normal intervals from the run-to-run variance within each input (too few inputs to resample).
+
+    With U inputs, input u's mean over its R_u runs has variance s_u^2 / R_u, so a mean over inputs
+    has variance sum_u s_u^2 / R_u / U^2. It covers these inputs' run-to-run noise only.
+    """
+    U, R = part.n_runs.shape[0], part.n_runs
+    if (R < 2).any():
+        c.notes.append(
+            f"no interval: only {U} input(s), too few to resample (fewer than {MIN_INPUTS}), and an input "
+            "has a single complete run, so its run-to-run variance is unknown"
+        )
+        return
+    z = NormalDist().inv_cdf(0.5 + level / 2.0)
+
+    def se(total: np.ndarray, squares: np.ndarray, scale: np.ndarray) -> np.ndarray:
+        """Standard error of the mean over inputs of per-input run means; arrays (U, ...)."""
+        shape = (-1,) + (1,) * (total.ndim - 1)
+        n = R.reshape(shape)
+        var = (squares - total**2 / n) / (n - 1) * scale.reshape(shape) ** 2
+        return np.sqrt((np.maximum(var, 0.0) / n).sum(axis=0)) / U
+
+    for name in metrics:
+        j = METRICS[name]
+        scale = 1.0 / m if j in PER_STRATEGY else np.ones(U)
+        err = se(part.sums[:, :, j].astype(np.float64), part.sq[:, :, j].astype(np.float64), scale)
+        value = getattr(c, name)
+        top = 1.0 if name != "expected_new" else np.inf
+        setattr(c, f"{name}_lo", np.clip(value - z * err, 0.0, top))
+        setattr(c, f"{name}_hi", np.clip(value + z * err, 0.0, top))
+    K = part.budget
+    for col, (prefix, name) in enumerate((("", "coverage"), ("valid_", "valid_coverage"))):
+        if name not in metrics:
+            continue
+        total = part.sums[:, :, METRICS[name]].sum(axis=1).astype(np.float64)
+        err = float(se(total, part.auc_sq[:, col].astype(np.float64), 1.0 / (K * m)))
+        value = getattr(c, f"{prefix}auc")
+        setattr(c, f"{prefix}auc_se", err)
+        setattr(c, f"{prefix}auc_lo", float(np.clip(value - z * err, 0.0, 1.0)))
+        setattr(c, f"{prefix}auc_hi", float(np.clip(value + z * err, 0.0, 1.0)))
+    c.notes.append(
+        f"only {U} input(s) (fewer than {MIN_INPUTS}): intervals cover run-to-run noise for these inputs "
+        "only (normal, from the variance between each input's complete runs), not what other inputs "
+        "would give; time to coverage has none"
+    )
 
 
 def curves_from_runs(

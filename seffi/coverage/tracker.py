@@ -488,6 +488,13 @@ class CoverageTracker:
             self._order = (len(self.keys), np.array(order, dtype=np.int64))
         return self._order[1]
 
+    def complete_runs(self, K: int | None = None) -> int:
+        """Runs that reached K (default: the budget): the only ones the curves use."""
+        K = self.budget if K is None else K
+        if K is None:
+            raise ValueError("complete_runs() needs K (the tracker has no budget)")
+        return int((self.runs.n[: self.assigner.n_slots] >= K).sum())
+
     def point(self) -> dict[str, Any]:
         """Point estimates at the budget for a log, O(inputs x K) (needs ``budget``)."""
         if self.sums is None:
@@ -505,9 +512,7 @@ class CoverageTracker:
         U = len(self.keys)
         if sums.sums.shape[0] == U:
             return sums
-        out = InputSums(sums.budget)
-        out.sums, out.n_runs = sums.sums[:U], sums.n_runs[:U]
-        return out
+        return sums.take(np.arange(U))
 
     def derived_sums(self, K: int, **rarity: Any) -> tuple[InputSums, np.ndarray | None]:
         """Per-input sums for budget K derived from the runs (``sums_from_runs``; ``rarity``: its options)."""
@@ -564,9 +569,11 @@ class CoverageTracker:
                 ids = [self.keys[c][1] for c in unit.tolist()]
                 bins = rarity_bin_matrix(rarity, ids, self.columns, self.m[unit], rarity_bins)
             sums, rare = self.derived_sums(K, rarity_bin=bins, n_bins=rarity_bins)
+        S = self.assigner.n_slots
         c = curves_from_sums(
             sums,
             self.m,
+            incomplete=int((self.runs.n[:S] < K).sum()),
             order=order,
             strata=strata,
             n_boot=n_boot,

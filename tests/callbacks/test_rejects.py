@@ -210,9 +210,9 @@ def test_one_rule_on_every_path(path: str, key: str, value: Any) -> None:
         ]
     )
     assert m.samples == expect, "the good episodes of the call are recorded"
-    if expect:
-        np.testing.assert_array_equal(m.curves().coverage, ref.curves().coverage)
-        assert m.curves().auc == ref.curves().auc > 0
+    if expect:  # the same runs as a monitor fed only the good episodes (too short for curves at K)
+        assert m.tracker.state_dict()["runs"] == ref.tracker.state_dict()["runs"]
+        assert m.tracker.runs.first_hit[: len(m.tracker)].max() >= 0
 
 
 @pytest.mark.parametrize("path", ["gym_vector", "sb3_list", "single_dict"])
@@ -342,7 +342,6 @@ def test_corrupt_state_is_refused_and_the_monitor_unchanged(name: str) -> None:
     """issue 11 case 4d: validated before anything changes; overflowing counts refused at load."""
     m = _filled()
     before = _state(m)
-    curves = m.curves().coverage
     bad = copy.deepcopy(m.state_dict())
     CORRUPTIONS[name](bad)
     for op in (m.load_state_dict, m.merge):
@@ -351,7 +350,6 @@ def test_corrupt_state_is_refused_and_the_monitor_unchanged(name: str) -> None:
         assert "\n" not in str(err.value)
         unchanged = _state(m) == before
         assert unchanged
-        np.testing.assert_array_equal(m.curves().coverage, curves)
     # Still fully usable.
     m.ingest_infos([_info(40)], np.array([True]))
     assert m.samples == 41
@@ -389,4 +387,4 @@ def test_fuzzed_states_load_or_leave_the_monitor_unchanged() -> None:
             assert unchanged, path
             continue
         target.state_dict()  # a state that loads is a working monitor
-        target.curves()
+        target.tracker.point()

@@ -195,13 +195,16 @@ def test_cheap_logs_agree_with_snapshots_and_no_runtime_warnings() -> None:
             m.ingest_end(end)
             m.maybe_log(step)
         report = m.report()
-    assert m.n_logs == 6 and sink.snapshots == [sink.logged[i][0] for i in (0, 3)]
+    # Issue 13 case 1: nothing is logged before the first run reaches K (8 samples).
+    first_complete = next(i for i, e in enumerate(_ends(3, 60, K=8)) if e.sample_index == 8)
+    assert m.n_logs == 3 and sink.logged[0][0] >= first_complete
+    assert sink.snapshots == [sink.logged[0][0]]  # logs 0, 3, 6, ... are snapshots
     point = m.point_scalars()
     _, snap = m.snapshot()
     assert set(snap) - set(point) <= set()  # no gain without baselines: same keys
     for key, v in point.items():
         assert snap[key] == pytest.approx(v, abs=1e-12), key
-    assert report.comparisons[0].policies[0].curves.n_runs == len(m.tracker)
+    assert report.comparisons[0].policies[0].curves.n_runs == m.tracker.complete_runs() == 4 < len(m.tracker)
 
 
 def test_unknown_strategy_and_bad_matches_raise_at_ingestion() -> None:
@@ -269,6 +272,11 @@ def test_log_gain_from_cached_baseline_aucs_equals_the_snapshot_gain() -> None:
                 _, _, term, trunc, infos = envs.step(rng.integers(0, envs.single_action_space.n, 4))
                 m.ingest_infos(infos, term | trunc)
             assert (len(m.inputs) < 6) == (steps == 1)
+            if not expect:  # no run has reached K: no gain, and no curves to snapshot (issue 13 case 1)
+                assert key not in m.point_scalars()
+                with pytest.raises(ValueError, match=f"no run has reached K={K}"):
+                    m.snapshot()
+                continue
             cheap, (_, snap), (_, exact) = m.point_scalars(), m.snapshot(), m.snapshot(exact=True)
             assert (key in cheap) == (key in snap) == (key in exact) == expect
             if expect:

@@ -31,7 +31,7 @@ import pytest
 
 from seffi.coverage import CoverageTracker, Curves, IidBaseline, OracleBaseline
 from seffi.coverage.curves import gain_value
-from seffi.coverage.resampling import bootstrap_counts
+from seffi.coverage.resampling import bootstrap_counts, expanded_level
 from seffi.coverage.sums_curves import curves_from_runs, input_auc_contributions
 
 K = 8
@@ -124,8 +124,9 @@ def test_input_auc_is_exact_per_input_auc_for_full_runs_and_mean_is_auc() -> Non
     per_run = np.array([[(fh[r][fh[r] >= 0] < k).sum() / M for k in range(1, K + 1)] for r in range(R)])
     np.testing.assert_allclose(c.input_auc, per_run.mean(1).reshape(4, 3).mean(1))
     assert c.input_auc.mean() == pytest.approx(c.auc)
-    # Short runs: the contributions still average to the AUC exactly.
+    # Short runs (left out: only complete ones count): the contributions still average to the AUC.
     lengths = rng.integers(2, K + 1, size=R)
+    lengths[::3] = K
     fh_short = np.where(fh < lengths[:, None], fh, -1)
     cs = curves_from_runs(fh_short, lengths, m, K, unit=unit, n_boot=0)
     assert cs.input_auc.mean() == pytest.approx(cs.auc)
@@ -264,7 +265,8 @@ def test_valid_gain_is_paired_on_valid_aucs() -> None:
     assert g.value == pytest.approx(float(gain_value(c.valid_auc, iid.valid_auc, orc.valid_auc)))
     W = bootstrap_counts(np.zeros(20, dtype=np.int64), 300, 2) / 20
     reps = gain_value(W @ c.input_valid_auc, W @ iid.input_valid_auc, W @ orc.input_valid_auc)
-    lo, hi = np.quantile(reps[np.isfinite(reps)], [0.025, 0.975])
+    a = (1 - expanded_level(0.95, 20)) / 2  # Hesterberg's expanded percentile for 20 inputs
+    lo, hi = np.quantile(reps[np.isfinite(reps)], [a, 1 - a])
     assert (g.lo, g.hi) == pytest.approx((lo, hi))
 
 
@@ -298,16 +300,17 @@ def test_gain_refuses_when_runs_stop_before_k() -> None:
             for _ in range(4):
                 t.update(f"x{x}", {ids[rng.choice(4, p=p)]}, stream=s)
     K = 8
-    pol = t.curves(K, n_boot=200)
     iid = IidBaseline.from_probabilities(law).curves(K)
     oracle = OracleBaseline(num_strategies=4).curves(K)
-    assert pol.runs_at_k.tolist() == [32] * 4 + [0] * 4
-    for valid in (False, True):
-        g = pol.gain(iid, oracle, valid=valid)
-        assert (g.value, g.lo, g.hi) == (None, None, None)
-        assert "policy reaches k=4, iid reaches k=8, oracle reaches k=8" in g.reason
-    # Swapped roles: a baseline that stops short is refused the same way.
-    g = iid.gain(pol, oracle)
+    # Issue 13 case 1: no curves from runs that stop short (they would mix budgets); the error says why.
+    with pytest.raises(ValueError, match=r"no run has reached K=8 yet \(32 incomplete runs\)"):
+        t.curves(K, n_boot=200)
+    # A curve that stops short (here a baseline cut at k = 4 by hand) is refused by Curves.gain.
+    cut = dataclasses.replace(iid, coverage=np.r_[iid.coverage[:4], [np.nan] * 4])
+    g = cut.gain(iid, oracle)
+    assert (g.value, g.lo, g.hi) == (None, None, None)
+    assert "policy reaches k=4, iid reaches k=8, oracle reaches k=8" in g.reason
+    g = iid.gain(cut, oracle)
     assert g.value is None and "iid reaches k=4" in g.reason
     # Once one run per input reaches K the gain is defined again.
     for x in range(8):
@@ -327,8 +330,9 @@ def test_one_gain_and_one_time_to_coverage_model() -> None:
     assert schema.Gain is Gain and schema.TimeToCoverage is TimeToCoverage
     assert gain_value is gain_module.gain_value
     t = CoverageTracker(strategies=("a", "b"))
-    for matches in ({"a"}, {"a"}, {"b"}):
-        t.update("x", matches)
+    for x in range(8):  # enough inputs for the bootstrap over inputs (and its survival band)
+        for matches in ({"a"}, {"a"}, {"b"}):
+            t.update(f"x{x}", matches)
     c = t.curves(3, n_boot=10, seed=0)
     ttc = c.time_to_coverage["1.0"]
     assert ttc.median == 3.0 and ttc.fraction_censored == 0.0 and ttc.survival == [1.0, 1.0, 0.0]
@@ -336,7 +340,7 @@ def test_one_gain_and_one_time_to_coverage_model() -> None:
     dumped = schema.CurveSet.from_curves(c, "p").model_dump(mode="json")["time_to_coverage"][-1]
     # ... and report.json holds the point summary under its v1 names.
     assert sorted(dumped) == ["fraction_censored", "median", "restricted_mean", "survival", "tau", "values"]
-    iid = IidBaseline.from_probabilities({"x": {"a": 0.9, "b": 0.1}}).curves(3)
+    iid = IidBaseline.from_probabilities({f"x{x}": {"a": 0.9, "b": 0.1} for x in range(8)}).curves(3)
     g = c.gain(iid, OracleBaseline(strategies=("a", "b")).curves(3))
     result = schema.PolicyResult(curves=schema.CurveSet.from_curves(c, "p"), gain=g)
     assert isinstance(g, Gain) and result.gain is g

@@ -10,19 +10,19 @@ import numpy as np
 import pytest
 
 from seffi.coverage import CoverageTracker
-from seffi.coverage.sums import InputSums, RunTable, _add_rows, fold
+from seffi.coverage.sums import InputSums, RunTable, fold
 from seffi.coverage.sums_curves import curves_from_sums, point_from_sums
 
 STRATS = ("a", "b", "c", "d")
 
 
 def _random_runs(seed: int, n_inputs: int = 5, K: int = 6):
-    """Runs of random length (some shorter than K) with random match sets, samples interleaved."""
+    """2-4 runs per input, most complete (some shorter than K), random match sets, samples interleaved."""
     rng = np.random.default_rng(seed)
     runs = []
     for u in range(n_inputs):
-        for _ in range(int(rng.integers(1, 4))):
-            length = int(rng.integers(1, K + 1))
+        for r in range(int(rng.integers(2, 5))):
+            length = K if r < 2 or rng.random() < 0.5 else int(rng.integers(1, K))
             hits = rng.random((length, len(STRATS))) < rng.uniform(0.05, 0.5)
             runs.append((u, hits, rng.random(length) < 0.7))
     samples = [(r, i) for r, (_, hits, _) in enumerate(runs) for i in range(len(hits))]
@@ -40,15 +40,14 @@ def _fold_batches(parts, n_inputs: int, K: int, *, coverage_only: bool = False):
         u, slot, k, hits, valid = (np.array(c) for c in zip(*part, strict=True))
         table.grow(int(slot.max()) + 1)
         fold(table, sums, u, slot, k, hits.astype(bool), valid.astype(bool), m, coverage_only=coverage_only)
-    sums.sums, sums.n_runs = sums.sums[:n_inputs], sums.n_runs[:n_inputs]
-    return table, sums
+    return table, sums.take(np.arange(n_inputs))
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_run_sums_give_the_tracker_curves_and_intervals(seed: int) -> None:
     K = 6
-    runs, samples = _random_runs(seed, K=K)
-    ids = [f"x{u}" for u in range(5)]
+    runs, samples = _random_runs(seed, n_inputs=10, K=K)  # >= MIN_INPUTS: the bootstrap over inputs
+    ids = [f"x{u}" for u in range(10)]
     tracker = CoverageTracker(strategies=STRATS)
     batch = []
     for r, i in samples:
@@ -62,7 +61,10 @@ def test_run_sums_give_the_tracker_curves_and_intervals(seed: int) -> None:
     keys = [("", x) for x in sorted(ids)]
     m = np.full(len(ids), len(STRATS))
     order = np.argsort(np.array(ids, dtype=object))
-    got = curves_from_sums(sums, m, order=order, n_boot=300, seed=4, input_keys=keys, samples=len(samples))
+    short = sum(len(hits) < K for _, hits, _ in runs)
+    got = curves_from_sums(
+        sums, m, order=order, n_boot=300, seed=4, input_keys=keys, samples=len(samples), incomplete=short
+    )
     for name in ("coverage", "novelty", "expected_new", "full_coverage", "valid_coverage", "valid_at_k"):
         np.testing.assert_allclose(getattr(got, name), getattr(want, name), atol=1e-12, err_msg=name)
         for b in ("_lo", "_hi"):  # float32 replicate sums in both: equal up to rounding
@@ -98,18 +100,6 @@ def test_run_sums_give_the_tracker_curves_and_intervals(seed: int) -> None:
     assert point["auc"] == pytest.approx(want.auc, abs=1e-12)
 
 
-def test_add_rows_equals_numpy_add_at() -> None:
-    rng = np.random.default_rng(3)
-    for n in (0, 1, 50, 400):
-        index = rng.integers(0, 12, size=n)
-        values = rng.integers(-5, 6, size=(n, 3))
-        want = rng.integers(0, 9, size=(12, 3))
-        got = want.copy()
-        np.add.at(want, index, values)
-        _add_rows(got, index, values)
-        np.testing.assert_array_equal(got, want)
-
-
 @pytest.mark.parametrize("seed", [0, 5])
 def test_coverage_only_sums_keep_the_coverage_curve_and_first_hits(seed: int) -> None:
     K = 6
@@ -119,18 +109,75 @@ def test_coverage_only_sums_keep_the_coverage_curve_and_first_hits(seed: int) ->
     U = 1 + max(u for u, _, _ in runs)
     full_runs, full = _fold_batches(parts, U, K)
     lean_runs, lean = _fold_batches(parts, U, K, coverage_only=True)
-    np.testing.assert_array_equal(lean.sums[:, :, :2], full.sums[:, :, :2])  # runs, covered
-    assert not lean.sums[:, :, 2:].any()  # the rest is never computed
+    np.testing.assert_array_equal(lean.sums[:, :, :5], full.sums[:, :, :5])  # runs .. full
+    assert not lean.sums[:, :, 5:7].any()  # no correct-sample statistics
     np.testing.assert_array_equal(lean.n_runs, full.n_runs)
     np.testing.assert_array_equal(lean_runs.first_hit, full_runs.first_hit)
-    assert lean.sums[:, :, 0].sum() == full.sums[:, :, 0].sum() == len(samples)
-    # The coverage curve, by hand: over the runs reaching k, each weighted 1 / (runs of its input),
-    # the weighted mean of |union of the first k match sets| / M.
-    n_runs = np.bincount([u for u, _, _ in runs])
+    complete = [(u, hits) for u, hits, _ in runs if len(hits) == K]
+    assert lean.sums[:, :, 0].sum() == len(complete) * K
+    # Issue 13 cases 1-2, by hand: only complete runs, each input's runs averaged, inputs equal.
     want = []
     for k in range(1, K + 1):
-        reach = [
-            (1 / n_runs[u], hits[:k].any(axis=0).sum() / len(STRATS)) for u, hits, _ in runs if len(hits) >= k
-        ]
-        want.append(sum(w * c for w, c in reach) / sum(w for w, _ in reach) if reach else np.nan)
+        per_input = {}
+        for u, hits in complete:
+            per_input.setdefault(u, []).append(hits[:k].any(axis=0).sum() / len(STRATS))
+        want.append(np.mean([np.mean(v) for v in per_input.values()]))
     np.testing.assert_allclose(point_from_sums(lean, np.full(U, len(STRATS)))["coverage"], want, atol=1e-12)
+
+
+def test_short_runs_are_left_out_and_inputs_weigh_the_same() -> None:
+    """Issue 13 cases 1-2: an iid policy whose easy input's runs stop at 4 (K = 8) no longer drags C(k)
+    (the old estimator gave C(4) 0.446 instead of 0.572 and C(8) 0.16 too low); the short runs are
+    counted in a note, C is monotone, and an input without a complete run is left out."""
+    K = 8
+    t = CoverageTracker(strategies=STRATS, budget=K)
+    rng = np.random.default_rng(0)
+    for r in range(40):  # x_easy: one strategy only (covers 1/4 at once); half its runs stop at 4
+        for _ in range(K if r % 2 else 4):
+            t.update("x_easy", {"a"}, stream=r)
+    for r in range(40):  # x_hard: uniform over the four strategies, every run complete
+        for _ in range(K):
+            t.update("x_hard", {STRATS[int(rng.integers(4))]}, stream=r)
+    for _ in range(3):  # x_short: never complete
+        t.update("x_short", {"b"}, stream=0)
+    c = t.curves(n_boot=0)
+    hard = 1 - (3 / 4) ** np.arange(1, K + 1)  # expected coverage of a uniform law over 4
+    want = (0.25 + hard) / 2  # each complete input weighs 1/2 at every k
+    np.testing.assert_allclose(c.coverage, want, atol=0.04)
+    assert (np.diff(c.coverage) >= 0).all()
+    assert c.n_inputs == 2 and c.n_runs == 60
+    note = "21 run(s) have fewer than K=8"
+    assert any(note in n and "1 input(s) have no complete run" in n for n in c.notes), c.notes
+
+
+def test_within_input_intervals_below_the_minimum_number_of_inputs() -> None:
+    """Issue 13 case 3: one input with 50 runs gave zero-width intervals; now a normal interval from
+    the run-to-run variance (checked by hand) with a note saying what it covers, and the gain's too."""
+    K = 4
+    t = CoverageTracker(strategies=STRATS, budget=K)
+    rng = np.random.default_rng(1)
+    per_run = []
+    for r in range(50):
+        seen = set()
+        cov = []
+        for _ in range(K):
+            s = STRATS[int(rng.integers(4))]
+            t.update("x", {s}, stream=r)
+            seen.add(s)
+            cov.append(len(seen) / 4)
+        per_run.append(cov)
+    per_run = np.array(per_run)
+    c = t.curves(n_boot=100)
+    se = per_run.std(axis=0, ddof=1) / np.sqrt(50)
+    half = np.minimum(1.959964 * se, 1 - c.coverage)
+    np.testing.assert_allclose(c.coverage_hi - c.coverage, half, atol=1e-6)
+    auc_se = per_run.mean(axis=1).std(ddof=1) / np.sqrt(50)
+    assert c.auc_se == pytest.approx(auc_se, rel=1e-9) and c.auc_hi - c.auc_lo > 0
+    assert any("run-to-run noise for these inputs only" in n for n in c.notes)
+    from seffi.coverage import IidBaseline, OracleBaseline
+
+    iid = IidBaseline.from_probabilities({"x": dict.fromkeys(STRATS, 0.25)}, strategies=STRATS).curves(K)
+    oracle = OracleBaseline({"x": {s: frozenset({s}) for s in STRATS}}, strategies=STRATS).curves(K)
+    g = c.gain(iid, oracle)
+    assert g.lo < g.value < g.hi and "run-to-run noise" in g.reason
+    assert g.hi - g.value == pytest.approx(1.959964 * auc_se / (oracle.auc - iid.auc), rel=1e-5)
