@@ -27,7 +27,15 @@ import pytest
 from seffi._seeding import spawn
 from seffi.coverage import IidBaseline
 from seffi.coverage import estimators as est
-from seffi.coverage.samples import _z, assemblage, inext_coverage_replicates
+from seffi.coverage.samples import (
+    _covered_from_counts,
+    _draw_counts,
+    _widen,
+    _z,
+    assemblage,
+    inext_coverage_replicates,
+    model_law,
+)
 
 Z95 = _z(0.95)
 
@@ -101,7 +109,9 @@ def test_inext_intervals_are_calibrated_and_beat_the_naive_bootstrap() -> None:
 
 @pytest.mark.parametrize("set_valued", [False, True])
 def test_curves_report_estimate_plus_minus_z_sd_of_the_assemblage_replicates(set_valued: bool) -> None:
-    """``IidBaseline.from_samples(...).curves`` intervals are exactly the ones calibrated above."""
+    """``IidBaseline.from_samples(...).curves`` intervals are estimate +- z sd, the sd the larger of the
+    assemblage's (calibrated above) and that of the model law with the known unseen strategies
+    (issue 13 case 6)."""
     rng = np.random.default_rng(9)
     ids = [f"s{i}" for i in range(8)]
     if set_valued:
@@ -113,10 +123,16 @@ def test_curves_report_estimate_plus_minus_z_sd_of_the_assemblage_replicates(set
     X = np.array([[s in ms for s in ids] for ms in samples])
     boot_rng = np.random.default_rng(spawn(seed, 1)[0].spawn(4)[1])  # curves()' coverage bootstrap stream
     reps = inext_coverage_replicates(X, 8, K, B, boot_rng)
-    sd = reps.std(0, ddof=1)
+    model_rng = np.random.default_rng(spawn(seed, 1)[0].spawn(4)[2])  # the model-law stream
+    single = np.array([X.sum(1).max() <= 1])
+    n = X.shape[0]
+    Yb = _draw_counts(model_law(X.sum(0)[None], n, 8, single), single, n, model_rng, B)[0]
+    other = _covered_from_counts(Yb, n, 8, K) / 8
+    sd = np.maximum(reps.std(0, ddof=1), other.std(0, ddof=1))
     np.testing.assert_allclose(c.coverage_lo, np.clip(c.coverage - Z95 * sd, 0, 1), atol=1e-12)
     np.testing.assert_allclose(c.coverage_hi, np.clip(c.coverage + Z95 * sd, 0, 1), atol=1e-12)
-    auc_sd = reps.mean(1).std(ddof=1)
+    # The AUC's replicates: the mean over k of the widened curve replicates, widened again.
+    auc_sd = _widen(_widen(reps, other).mean(1), other.mean(1)).std(ddof=1)
     assert c.auc_lo == pytest.approx(max(0.0, c.auc - Z95 * auc_sd), abs=1e-12)
     assert c.auc_hi == pytest.approx(min(1.0, c.auc + Z95 * auc_sd), abs=1e-12)
 
