@@ -153,28 +153,22 @@ def _segment_starts(keys: np.ndarray) -> np.ndarray:
     return np.r_[True, keys[1:] != keys[:-1]] if keys.size else np.zeros(0, dtype=bool)
 
 
-def _cum_or(x: np.ndarray, starts: np.ndarray, seg: np.ndarray, init: np.ndarray) -> np.ndarray:
-    """Cumulative OR along axis 0 restarted at each segment, OR-ed with each segment's initial row.
-
-    Args:
-        x: bool array, shape (N, C).
-        starts: int array, shape (G,): first row of each segment.
-        seg: int array, shape (N,): segment of each row.
-        init: bool array, shape (G, C).
-    """
-    c = np.cumsum(x, axis=0, dtype=np.int64)
-    before = c[starts] - x[starts]
-    return ((c - before[seg]) > 0) | init[seg]
+def _first_index(cells: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct cells, the smallest k of each): the first time each (run, column) cell was hit."""
+    order = np.lexsort((k, cells))
+    cells, k = cells[order], k[order]
+    first = _segment_starts(cells)
+    return cells[first], k[first]
 
 
-def _add_rows(target: np.ndarray, index: np.ndarray, values: np.ndarray) -> None:
-    """``np.add.at(target, index, values)`` for rows, exact in integers and several times faster."""
-    if index.size == 0:
+def _set_first(target: np.ndarray, cells: np.ndarray, k: np.ndarray) -> None:
+    """Write first-hit indices (0-based) into flat ``target`` where it still holds -1 (never)."""
+    if cells.size == 0:
         return
-    order = np.argsort(index, kind="stable")
-    index = index[order]
-    starts = np.flatnonzero(_segment_starts(index))
-    target[index[starts]] += np.add.reduceat(values[order], starts, axis=0)
+    cells, k = _first_index(cells, k)
+    flat = target.reshape(-1)
+    unset = flat[cells] < 0  # a hit in an earlier batch came first (a run's samples come in order)
+    flat[cells[unset]] = k[unset] - 1
 
 
 def fold(
@@ -207,26 +201,18 @@ def fold(
         m: int array, shape (U,): M_x of every input.
         coverage_only: Keep only what a coverage curve needs.
     """
-    n = u.shape[0]
-    if n == 0:
+    if u.shape[0] == 0:
         return
-    order = np.lexsort((k, slot))
-    u, slot, k, hits, valid = u[order], slot[order], k[order], hits[order], valid[order]
-    first = _segment_starts(slot)
-    starts = np.flatnonzero(first)
-    seg = np.cumsum(first) - 1
-    s0 = slot[starts]
-    init = runs.first_hit[s0] >= 0
-    cov = _cum_or(hits, starts, seg, init)
-    before = np.empty_like(cov)
-    before[1:] = cov[:-1]
-    before[starts] = init
-    ends = np.r_[starts[1:], n] - 1
-    runs.n[s0] = k[ends]
-    i, j = np.nonzero(hits & ~before)
-    runs.first_hit[slot[i], j] = k[i] - 1  # each (run, column) is first hit once: plain scatters
+    C = runs.columns
+    np.maximum.at(runs.n, slot, k)
+    i, j = np.nonzero(hits)
+    _set_first(runs.first_hit, slot[i] * C + j, k[i])
     if not coverage_only:
-        _fold_valid(runs, slot, k, hits, valid, starts, seg, s0)
+        i, j = np.nonzero(hits & valid[:, None])
+        _set_first(runs.first_valid_hit, slot[i] * C + j, k[i])
+        v = np.flatnonzero(valid)
+        np.add.at(runs.n_valid, slot[v], 1)
+        _set_first(runs.first_valid, slot[v], k[v])
     if sums is not None:  # a run enters the sums once complete: its K-th sample just arrived
         done = k == sums.budget
         if done.any():
@@ -241,33 +227,6 @@ def fold(
                 first_valid=None if coverage_only else runs.first_valid[sl],
             )
             sums.add(part)
-
-
-def _fold_valid(
-    runs: RunTable,
-    slot: np.ndarray,
-    k: np.ndarray,
-    hits: np.ndarray,
-    valid: np.ndarray,
-    starts: np.ndarray,
-    seg: np.ndarray,
-    s0: np.ndarray,
-) -> None:
-    """The run table's correct-sample fields (arrays sorted by run, as in :func:`fold`)."""
-    vhits = hits & valid[:, None]
-    vinit = runs.first_valid_hit[s0] >= 0
-    vcov = _cum_or(vhits, starts, seg, vinit)
-    vbefore = np.empty_like(vcov)
-    vbefore[1:] = vcov[:-1]
-    vbefore[starts] = vinit
-    any_valid = _cum_or(valid[:, None], starts, seg, (runs.first_valid[s0] >= 0)[:, None])[:, 0]
-    i, j = np.nonzero(vhits & ~vbefore)
-    runs.first_valid_hit[slot[i], j] = k[i] - 1
-    cells, times = np.unique(slot[valid], return_counts=True)
-    runs.n_valid[cells] += times
-    first_valid_now = valid & ~np.r_[False, any_valid[:-1]]
-    first_valid_now[starts] = valid[starts] & (runs.first_valid[s0] < 0)
-    runs.first_valid[slot[first_valid_now]] = k[first_valid_now] - 1
 
 
 # -- the same sums from finished runs ---------------------------------------------------------------------
@@ -294,6 +253,39 @@ def _first_hit_histogram(
     flat = (np.arange(R)[:, None] * n_bins + b) * (K + 1) + col
     hist = np.bincount(flat.ravel(), minlength=R * n_bins * (K + 1)).reshape(R, n_bins, K + 1)[:, :, :K]
     return hist[:, 0, :] if bins is None else hist
+
+
+#: Runs per block in :func:`sums_from_runs`: (block, K, N_STATS) int64 stays a few MB.
+_CHUNK = 4096
+
+
+def _run_stats(
+    fh: np.ndarray, m: np.ndarray, K: int, fvh: np.ndarray | None, fv: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every statistic of complete runs at every k: int array (R, K, N_STATS), and A_r (R, 2)."""
+    R = fh.shape[0]
+    new = _first_hit_histogram(fh, K)
+    covered = np.cumsum(new, axis=1)
+    stats = np.zeros((R, K, N_STATS), dtype=np.int64)
+    stats[:, :, _S["runs"]] = 1
+    stats[:, :, _S["covered"]] = covered
+    stats[:, :, _S["novel"]] = new > 0
+    stats[:, :, _S["new"]] = new
+    stats[:, :, _S["full"]] = covered >= m[:, None]
+    A = np.zeros((R, 2), dtype=np.int64)
+    A[:, 0] = covered.sum(axis=1)
+    if fvh is not None:
+        valid_covered = np.cumsum(_first_hit_histogram(fvh, K), axis=1)
+        stats[:, :, _S["valid_covered"]] = valid_covered
+        A[:, 1] = valid_covered.sum(axis=1)
+    if fv is not None:
+        stats[:, :, _S["valid_any"]] = (fv[:, None] >= 0) & (fv[:, None] < np.arange(1, K + 1)[None, :])
+    before = covered - new
+    need = _need(m)  # (R, T)
+    risk = before[:, :, None] < need[:, None, :]
+    stats[:, :, 7::2] = risk
+    stats[:, :, 8::2] = risk & (covered[:, :, None] >= need[:, None, :])
+    return stats, A
 
 
 def sums_from_runs(
@@ -341,6 +333,29 @@ def sums_from_runs(
     rarity = None if rarity_bin is None else np.zeros((U, n_bins, K), dtype=np.int64)
     if not keep.any():
         return out, rarity
+    fvh = None if first_valid_hit is None else np.asarray(first_valid_hit, dtype=np.int64)[keep]
+    fv = None if first_valid is None else np.asarray(first_valid, dtype=np.int64)[keep]
+    rb = None if rarity_bin is None else np.asarray(rarity_bin)[keep]
+    order = np.argsort(unit, kind="stable")
+    fh, unit = fh[order], unit[order]
+    fvh = None if fvh is None else fvh[order]
+    fv = None if fv is None else fv[order]
+    rb = None if rb is None else rb[order]
+    # Runs in chunks, all statistics at once: a (chunk, K, N_STATS) block and one reduction per chunk.
+    for a in range(0, fh.shape[0], _CHUNK):
+        b = min(a + _CHUNK, fh.shape[0])
+        part_fvh = None if fvh is None else fvh[a:b]
+        stats, A = _run_stats(fh[a:b], m[unit[a:b]], K, part_fvh, None if fv is None else fv[a:b])
+        starts = np.flatnonzero(_segment_starts(unit[a:b]))
+        present = unit[a:b][starts]
+        out.sums[present] += np.add.reduceat(stats, starts, axis=0)
+        out.sq[present] += np.add.reduceat(stats * stats, starts, axis=0)
+        out.auc_sq[present] += np.add.reduceat(A * A, starts, axis=0)
+        out.n_runs[present] += np.diff(np.r_[starts, b - a])
+        if rarity is not None:
+            by_bin = _first_hit_histogram(fh[a:b], K, rb[a:b], n_bins).cumsum(axis=2)  # type: ignore[index]
+            rarity[present] += np.add.reduceat(by_bin, starts, axis=0)
+    return out, rarity
     ks = np.arange(1, K + 1)
     new = _first_hit_histogram(fh, K)
     covered = np.cumsum(new, axis=1)

@@ -53,6 +53,15 @@ def _mean_finite(x: np.ndarray) -> Any:
     return np.where(ok, x, 0.0).sum(axis=-1) / np.maximum(ok.sum(axis=-1), 1)
 
 
+def _percentiles(reps: np.ndarray, level: float) -> tuple[Any, Any]:
+    """``percentile_interval`` over axis 0; ``np.quantile`` when nothing is NaN (the usual case, faster)."""
+    if np.isfinite(reps).all():
+        a = (1.0 - level) / 2.0
+        lo, hi = np.quantile(reps, [a, 1.0 - a], axis=0)
+        return lo, hi
+    return percentile_interval(reps, level)
+
+
 def point_from_sums(sums: InputSums, m: np.ndarray, order: np.ndarray | None = None) -> dict[str, Any]:
     """Point estimates for a log, O(inputs x K): the fields ``seffi.report.keys`` reads.
 
@@ -182,7 +191,7 @@ def curves_from_sums(
     for name in metrics:
         setattr(c, name, point[name])
         if name in reps:
-            lo, hi = percentile_interval(reps[name], level)
+            lo, hi = _percentiles(reps[name], level)
             setattr(c, f"{name}_lo", lo)
             setattr(c, f"{name}_hi", hi)
     for prefix, name in (("", "coverage"), ("valid_", "valid_coverage")):
@@ -192,7 +201,7 @@ def curves_from_sums(
         if name in reps:
             r = reps[name].mean(axis=1)
             setattr(c, f"{prefix}auc_reps", r)
-            lo, hi = percentile_interval(r, level)
+            lo, hi = _percentiles(r, level)
             setattr(c, f"{prefix}auc_lo", float(lo))
             setattr(c, f"{prefix}auc_hi", float(hi))
     if n_boot > 0 and not over_inputs:
