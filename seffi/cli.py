@@ -33,8 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "lane": ("seffi.lanes.cli:add_arguments", "the corrections-to-competence lane"),
     "ladder": (
-        "seffi.experiment.ladder:add_arguments",
-        "the exploration ladder: router env vs learned generators (needs the lm extra)",
+        "seffi.experiment.ladder_cli:add_arguments",
+        "the exploration ladder: rungs 1-3, router env, learned generators, GRPO (needs the lm extra)",
     ),
 }
 

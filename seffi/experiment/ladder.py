@@ -34,7 +34,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from seffi._seeding import spawn
 from seffi.errors import SeffiError
 from seffi.experiment.config import LearnerConfig, RunConfig, WandbMode
-from seffi.experiment.ladder_cli import add_arguments, ladder_command  # noqa: F401  (seffi.cli's entry)
 from seffi.experiment.ladder_report import (
     append_markdown,
     append_rung3_markdown,
