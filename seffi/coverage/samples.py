@@ -314,6 +314,29 @@ def _beyond_n(Y: np.ndarray, n: int, m: int, single: np.ndarray, J: int, needs: 
     return np.clip(full, 0.0, 1.0), np.clip(np.asarray(surv).reshape(len(needs), D, J), 0.0, 1.0)
 
 
+def _set_datasets(X: np.ndarray, rng: np.random.Generator, B: int) -> np.ndarray:
+    """B datasets of n match sets from the abundance assemblage of the distinct match sets of X (n, m).
+
+    Each distinct match set is a category (so strategies that come together stay together); the
+    assemblage's undetected mass goes to single never-seen strategies (the empty set when every
+    strategy was seen).
+
+    Returns:
+        bool array, shape (B, n, m).
+    """
+    n, m = X.shape
+    sets, counts = np.unique(X, axis=0, return_counts=True)
+    P = assemblage(counts, n, True)
+    unseen = np.flatnonzero(~X.any(axis=0))
+    U = P.size - 1 - sets.shape[0]
+    extra = np.zeros((U, m), dtype=bool)
+    if unseen.size:
+        extra[np.arange(U), unseen[np.arange(U) % unseen.size]] = True
+    atoms = np.vstack([sets, extra, np.zeros((1, m), dtype=bool)])
+    idx = rng.choice(atoms.shape[0], size=(B, n), p=P / P.sum())
+    return atoms[idx]
+
+
 def _draw_counts(q: np.ndarray, single: np.ndarray, n: int, rng: np.random.Generator, B: int) -> np.ndarray:
     """Incidence counts (D, B, m) of B datasets of n samples from each per-column law q (D, m)."""
     D, m = q.shape
@@ -355,8 +378,10 @@ def _sample_curves(
     - C(k), expected new, AUC and valid coverage: iNEXT, estimate +- z sd of the estimator
       recomputed on datasets drawn from the bootstrap assemblage (``inext_coverage_replicates``).
     - N(i): single-label, the expected number new (from the coverage replicates); set-valued,
-      +- z sd of the novelty U-statistic on ``NOVELTY_REPLICATES`` datasets drawn from
-      ``model_law`` (independent inclusion of each strategy).
+      +- z sd of the novelty U-statistic on ``NOVELTY_REPLICATES`` datasets drawn from the
+      abundance assemblage of the distinct match sets (``_set_datasets``: strategies that come
+      together stay together; with independent strategies instead, N(n/2) covered 0.90-0.91 on a
+      set-valued M = 6 law, 0.93 this way).
     - F(k): the estimate at k = n is the indicator "every strategy was seen", so an interval around
       it cannot say how uncertain F is. Instead, the percentile interval of F under the model law
       fitted to each bootstrap dataset, widened to contain the estimate (never zero-width where
@@ -461,13 +486,12 @@ def _sample_curves(
             reps["novelty"] = np.clip(reps["expected_new"], 0.0, 1.0)
         else:
             # Set-valued novelty depends on which strategies come together: the U-statistic on
-            # match sets drawn from the model law (independent inclusion), all replicates at once.
+            # datasets of the observed match sets (plus unseen ones), all replicates at once.
             # Only its sd enters the interval, from NOVELTY_REPLICATES replicates (more cost most of
             # a set-valued input's time: the 2^|A| subsets of every match set); their spread is
             # widened by t_{B-1} / z, the Student correction for an sd estimated from B values.
-            q = model_law(Y[None], n, m, single_arr)[0]
             b_nov = min(n_boot, NOVELTY_REPLICATES)
-            nov = est.novelty_samples_many(model_rng.random((b_nov, n, m)) < q, K)
+            nov = est.novelty_samples_many(_set_datasets(X, model_rng, b_nov), K)
             if b_nov > 1:
                 z = _z(ci_level)
                 nov = nov.mean(axis=0) + (nov - nov.mean(axis=0)) * (_t_quantile(ci_level, b_nov - 1) / z)
