@@ -121,9 +121,11 @@ def ppo_time(
     return Timing(total, spent[0], cb.monitor.n_logs, cb.monitor.episodes, in_loop[0], hooks[0])
 
 
-def loop_time(steps: int, n_envs: int, budget: int, arm: str | None, out: str) -> Timing:
+def loop_time(steps: int, n_envs: int, n_inputs: int, budget: int, arm: str | None, out: str) -> Timing:
+    # A router env row cycles through the inputs, so a run (one input in one row) reaches K after
+    # n_inputs x K episodes of that row: with few inputs the loop's runs complete and it logs.
     envs = gym.make_vec(
-        ROUTER, num_envs=n_envs, vectorization_mode="vector_entry_point", n_inputs=64, budget=budget
+        ROUTER, num_envs=n_envs, vectorization_mode="vector_entry_point", n_inputs=n_inputs, budget=budget
     )
     monitor = CoverageMonitor.for_env(envs, budget=budget, out_dir=out, wandb="disabled") if arm else None
     rng = np.random.default_rng(0)
@@ -227,6 +229,7 @@ def main() -> None:
     p.add_argument("--ppo-envs", type=int, default=4)
     p.add_argument("--loop-steps", type=int, default=1000)
     p.add_argument("--loop-envs", type=int, default=64)
+    p.add_argument("--loop-inputs", type=int, default=8, help="inputs of the vector loop's env")
     p.add_argument("--budget", type=int, default=16)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--wandb", default="disabled", choices=["disabled", "offline"])
@@ -244,6 +247,8 @@ def main() -> None:
         (ROUTER, a.router_steps, ("rollout", "step")),
         (TOKEN, a.token_steps, ("rollout",)),
     ):
+        if steps <= 0:  # --router-steps 0 / --token-steps 0 skip that workload
+            continue
         b, c = interleaved(
             lambda arm, out, e=env_id, s=steps: ppo_time(e, s, a.ppo_envs, a.budget, arm, a.wandb, out),
             a.reps,
@@ -252,9 +257,16 @@ def main() -> None:
         for arm in arms:
             suffix = "" if arm == "rollout" else f", log_at={arm}"
             record(f"SB3 PPO {env_id}, {steps} steps x{a.ppo_envs} envs{suffix}", b, c[arm])
-    b, c = interleaved(lambda arm, out: loop_time(a.loop_steps, a.loop_envs, a.budget, arm, out), a.reps)
-    record(f"vector loop {ROUTER}, random actions, {a.loop_steps}x{a.loop_envs}", b, c["rollout"])
+    b, c = interleaved(
+        lambda arm, out: loop_time(a.loop_steps, a.loop_envs, a.loop_inputs, a.budget, arm, out), a.reps
+    )
+    name = f"vector loop {ROUTER}, random actions, {a.loop_steps}x{a.loop_envs}, {a.loop_inputs} inputs"
+    record(name, b, c["rollout"])
+    loop_with = statistics.median(t.total[0] - t.finalize[0] for t in c["rollout"])
+    per = (loop_with - statistics.median(t.total[0] for t in b)) / max(c["rollout"][0].episodes, 1) * 1e6
+    hooks = statistics.median(t.hooks / max(t.episodes, 1) for t in c["rollout"]) * 1e6
     show()
+    print(f"vector loop: the monitor costs {per:.2f} us per finished episode ({hooks:.2f} us in its hooks)")
     print(
         "loop ratio: training incl. per-step ingestion and periodic logs / training without the callback;\n"
         "cpu: process CPU time (less sensitive than wall time to other load on a shared machine);\n"
