@@ -16,7 +16,15 @@ import numpy as np
 
 from seffi._seeding import SeedLike, as_seed_sequence
 
-__all__ = ["MIN_INPUTS", "bootstrap_counts", "expanded_level", "percentile_interval", "ratio_replicates"]
+__all__ = [
+    "MIN_INPUTS",
+    "bootstrap_counts",
+    "expanded_level",
+    "normal_quantile",
+    "percentile_interval",
+    "ratio_replicates",
+    "t_quantile",
+]
 
 
 def bootstrap_counts(strata: Sequence[int] | np.ndarray, n_boot: int, seed: SeedLike = 0) -> np.ndarray:
@@ -116,14 +124,21 @@ def expanded_level(level: float, n: int) -> float:
     """
     if n < 2:
         return level
-    normal = NormalDist()
-    z = normal.inv_cdf(0.5 + level / 2.0)
-    t = _t_quantile(z, n - 1)
-    return 1.0 - 2.0 * normal.cdf(-math.sqrt(n / (n - 1)) * t)
+    t = t_quantile(level, n - 1)
+    return 1.0 - 2.0 * NormalDist().cdf(-math.sqrt(n / (n - 1)) * t)
 
 
-def _t_quantile(z: float, df: int) -> float:
-    """Student t quantile from the normal one (Abramowitz & Stegun 26.7.5; |error| < 1e-4 at df >= 5)."""
+def normal_quantile(level: float) -> float:
+    """The standard normal quantile of a two-sided ``level`` interval (1.959964 for 0.95)."""
+    return NormalDist().inv_cdf(0.5 + level / 2.0)
+
+
+def t_quantile(level: float, df: int) -> float:
+    """Student t quantile of a two-sided ``level`` interval (Abramowitz & Stegun 26.7.5).
+
+    |error| < 1e-4 at df >= 5 (2.36462 vs 2.364624 at df = 7); no scipy.
+    """
+    z = normal_quantile(level)
     g1 = (z**3 + z) / 4
     g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
     g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384

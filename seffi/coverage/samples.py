@@ -10,6 +10,8 @@ import numpy as np
 from seffi.coverage import estimators as est
 from seffi.coverage._common import _Samples, _ttc_from_runs, rarity_ranks
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
+from seffi.coverage.extrapolate import _beyond_n, _full_law, model_law
+from seffi.coverage.resampling import normal_quantile, t_quantile
 from seffi.coverage.summaries import percentile
 
 # -- estimated from samples ----------------------------------------------------------------------
@@ -172,146 +174,6 @@ def inext_coverage_replicates(
         P[fix] /= np.maximum(P[fix].sum(axis=1, keepdims=True), 1.0)
     reps = _covered_from_counts(_assemblage_counts(P, n, single, rng, n_boot), n, m, K) / m
     return reps[0] if X.ndim == 2 else reps
-
-
-def model_law(Y: np.ndarray, n: int, m: int, single: np.ndarray | bool) -> np.ndarray:
-    """A per-column law fitted to incidence counts, with the undetected mass on the unseen columns.
-
-    Detected strategies get the iNEXT assemblage probabilities y_s/n (1 - w (1 - y_s/n)^n) (see
-    ``assemblage``); the u = m - S_obs never-detected columns share the undetected mass
-    (1 - C_hat) = (f1/n) n f0 / (n f0 + f1) (Chao-Jost) equally. Unlike the assemblage, the
-    number of unseen strategies is the known u, not ceil(f0): full coverage needs every one of the
-    m columns, so a model with fewer unseen strategies than u could never reach it. Without
-    singletons the Chao-Jost mass is 0 although u strategies were never seen; each then gets its
-    posterior mean under a uniform prior: 1 / (n + m) (single-label, Dirichlet(1, ..., 1)) or
-    1 / (n + 2) (set-valued, a Beta(1, 1) per strategy). With
-    u = 0 the detected strategies keep their raw frequencies.
-
-    Args:
-        Y: int array, shape (..., m): incidence counts out of n samples.
-        n: samples per dataset.
-        m: the denominator M_x (columns of Y).
-        single: bool (array broadcastable to Y's leading shape): single-label data (then the
-            row is a categorical law whose remainder 1 - sum q means "matches nothing").
-
-    Returns:
-        float array, shape (..., m): q_s, the probability that a sample matches column s.
-    """
-    Y = np.asarray(Y, dtype=np.int64)
-    rows = Y.reshape(-1, Y.shape[-1])
-    single = np.broadcast_to(np.asarray(single, dtype=bool), Y.shape[:-1]).reshape(-1)
-    f1 = (rows == 1).sum(axis=1).astype(np.float64)
-    f2 = (rows == 2).sum(axis=1).astype(np.float64)
-    f0 = est.chao_f0_array(n, f1, f2)
-    u = (rows == 0).sum(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.where((u > 0) & (f0 > 0) & (f1 > 0), f1 / n * (n * f0 / (n * f0 + f1)), 0.0)
-    prior = np.where(single, 1.0 / (n + m), 1.0 / (n + 2))  # uniform-prior posterior mean of an unseen one
-    r = np.where(u > 0, np.where(a > 0, a / np.maximum(u, 1), prior), 0.0)
-    rel = rows / n
-    tail = (1.0 - rel) ** n
-    b = (rel * tail).sum(axis=1)
-    w = np.where((a > 0) & (b > 0), a / np.where(b > 0, b, 1.0), 0.0)
-    q = np.where(rows > 0, rel * (1.0 - w[:, None] * tail), r[:, None])
-    q = np.clip(q, 0.0, 1.0)
-    tot = q.sum(axis=1)
-    over = single & (tot > 1.0)
-    q[over] /= tot[over, None]
-    return q.reshape(Y.shape)
-
-
-def _missing_found(u: np.ndarray, r: np.ndarray, J: int, single: np.ndarray) -> np.ndarray:
-    """Law of how many of u missing columns (each of probability r per draw) j more draws find.
-
-    Single-label: a draw finds a new one w.p. (u - f) r given f found (a Markov chain over f).
-    Set-valued (independent inclusion): each column is found w.p. 1 - (1 - r)^j independently.
-
-    Args:
-        u: int array, shape (D,): missing columns.
-        r: float array, shape (D,): per-draw probability of each.
-        J: draws, j = 1..J.
-        single: bool array, shape (D,).
-
-    Returns:
-        float array, shape (D, J, max(u) + 1): Pr[f found after j draws].
-    """
-    D = u.shape[0]
-    U = int(u.max(initial=0))
-    f = np.arange(U + 1)
-    out = np.zeros((D, J, U + 1))
-    if J == 0:
-        return out
-    if (~single).any():
-        s = ~single
-        j = np.arange(1, J + 1, dtype=np.float64)
-        pj = -np.expm1(j[None, :] * np.log1p(-np.minimum(r[s], 1.0))[:, None])  # (Ds, J)
-        lf = est.log_factorial(U)
-        uu = u[s][:, None, None]
-        ok = f[None, None, :] <= uu
-        ff = np.where(ok, f[None, None, :], 0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            logp = (
-                lf[uu] - lf[ff] - lf[np.where(ok, uu - ff, 0)]
-                + ff * np.log(pj[:, :, None]) + (uu - ff) * np.log1p(-pj[:, :, None])
-            )
-        pmf = np.where(ok, np.exp(np.where(np.isnan(logp), -np.inf, logp)), 0.0)
-        pmf = np.where(ok & (pj[:, :, None] >= 1.0), (ff == uu).astype(np.float64), pmf)
-        out[s] = pmf
-    if single.any():
-        s = np.flatnonzero(single)
-        P = np.zeros((s.size, U + 1))
-        P[:, 0] = 1.0
-        step = np.clip((u[s][:, None] - f[None, :]) * r[s][:, None], 0.0, 1.0)  # Pr[new | f found]
-        for j in range(J):
-            moved = P * step
-            P = P - moved
-            P[:, 1:] += moved[:, :-1]
-            out[s, j] = P
-    return out
-
-
-def _full_law(q: np.ndarray, K: int) -> np.ndarray:
-    """F(k) ~ prod_s 1 - (1 - q_s)^k, k = 1..K, under per-column laws q (D, m).
-
-    Exact for independent inclusion (set-valued model law); for a single-label law an upper
-    approximation (occupancy counts are negatively associated). Used only for the spread of F
-    replicates where no Wilson interval applies (see ``_set_intervals``).
-
-    Returns:
-        float array, shape (D, K).
-    """
-    ks = np.arange(1, K + 1, dtype=np.float64)
-    with np.errstate(divide="ignore"):  # q = 1: log1p(-1) = -inf, and the factor is 1 as it should be
-        miss = np.log1p(-np.minimum(q, 1.0))[:, :, None]
-    return np.clip(np.prod(-np.expm1(ks[None, None, :] * miss), axis=1), 0.0, 1.0)
-
-
-def _beyond_n(Y: np.ndarray, n: int, m: int, single: np.ndarray, J: int, needs: list[int]) -> tuple:
-    """Full coverage and time-to-coverage survival at k = n + 1..n + J, given n observed samples.
-
-    After the n samples the covered set is S_obs exactly; what remains is finding the u = m - S_obs
-    missing strategies, whose per-draw probabilities ``model_law`` estimates. So
-    F(n + j) = 1 if S_obs = m, else Pr[all u found in j draws], and Pr[T(tau) > n + j] =
-    Pr[S_obs + found < ceil(tau m)]: the conditional law of the future given the data with the
-    missing probabilities plugged in (model-based: ``Curves.extrapolated``).
-
-    Returns:
-        (full, survival): float arrays, shape (D, J) and (len(needs), D, J).
-    """
-    Y = np.asarray(Y, dtype=np.int64)
-    s_obs = (Y > 0).sum(axis=1)
-    u = m - s_obs
-    q = model_law(Y, n, m, single)
-    r = np.where(u > 0, np.where(Y == 0, q, 0.0).max(axis=1), 0.0)
-    found = _missing_found(u, r, J, single)  # (D, J, U + 1)
-    D = Y.shape[0]
-    full = np.where(u[:, None] == 0, 1.0, found[np.arange(D), :, u].reshape(D, J) if J else np.zeros((D, 0)))
-    surv = []
-    f = np.arange(found.shape[2])
-    for need in needs:
-        short = (f[None, :] < (need - s_obs)[:, None]).astype(np.float64)  # (D, U + 1)
-        surv.append(np.einsum("djf,df->dj", found, short))
-    return np.clip(full, 0.0, 1.0), np.clip(np.asarray(surv).reshape(len(needs), D, J), 0.0, 1.0)
 
 
 def _set_datasets(X: np.ndarray, rng: np.random.Generator, B: int) -> np.ndarray:
@@ -498,8 +360,8 @@ def _sample_curves(
             q = model_law(Y[None], n, m, single_arr)[0]
             nov = _pool(nov, est.novelty_samples_many(model_rng.random((b_nov, n, m)) < q, K))
             if b_nov > 1:
-                z = _z(ci_level)
-                nov = nov.mean(axis=0) + (nov - nov.mean(axis=0)) * (_t_quantile(ci_level, b_nov - 1) / z)
+                z = normal_quantile(ci_level)
+                nov = nov.mean(axis=0) + (nov - nov.mean(axis=0)) * (t_quantile(ci_level, b_nov - 1) / z)
             nov = np.resize(nov, (n_boot, nov.shape[1]))
             if K > n:  # same extension as the point estimate, replicate by replicate
                 en = reps["expected_new"]
@@ -625,7 +487,7 @@ def _set_intervals(
     ``trials`` (K,): the effective number of trials behind F(k) (``full_trials``); F(k) gets the
     Wilson interval where it is >= 1, and the percentile-and-estimate interval elsewhere.
     """
-    z = _z(level)
+    z = normal_quantile(level)
     for name, cap in _SD_CAPS.items():
         if name in reps:
             lo, hi = _sd_interval(getattr(c, name), reps[name], z, cap)
@@ -648,25 +510,3 @@ def _set_intervals(
             setattr(c, f"{prefix}auc_reps", r)
             setattr(c, f"{prefix}auc_lo", float(lo))
             setattr(c, f"{prefix}auc_hi", float(hi))
-
-
-def _t_quantile(level: float, df: int) -> float:
-    """Two-sided Student t quantile (Cornish-Fisher expansion in 1/df; error < 1e-3 for df >= 10)."""
-    z = _z(level)
-    g1 = (z**3 + z) / 4
-    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
-    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
-    return z + g1 / df + g2 / df**2 + g3 / df**3
-
-
-def _z(level: float) -> float:
-    """Standard normal quantile for a two-sided interval (bisection on erf; no scipy)."""
-    target = 0.5 + level / 2
-    lo, hi = 0.0, 10.0
-    for _ in range(80):
-        mid = (lo + hi) / 2
-        if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < target:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2

@@ -27,17 +27,17 @@ import pytest
 from seffi._seeding import spawn
 from seffi.coverage import IidBaseline
 from seffi.coverage import estimators as est
+from seffi.coverage.resampling import normal_quantile
 from seffi.coverage.samples import (
     _covered_from_counts,
     _draw_counts,
     _widen,
-    _z,
     assemblage,
     inext_coverage_replicates,
     model_law,
 )
 
-Z95 = _z(0.95)
+Z95 = normal_quantile(0.95)
 
 
 def _estimate(Y: np.ndarray, n: int, m: int, K: int) -> np.ndarray:
