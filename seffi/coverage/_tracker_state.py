@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from seffi.coverage.sums import sums_from_runs
+from seffi.coverage.sums import RunTable, sums_from_runs
 
 if TYPE_CHECKING:
     from seffi.coverage.tracker import CoverageTracker
@@ -41,12 +41,10 @@ def to_state(t: CoverageTracker) -> dict[str, Any]:
     state_runs: dict[str, Any] = {
         "input": unit[runs].tolist(),
         "stream": stream[runs].tolist(),
-        "n": t.runs.n[runs].tolist(),
-        "n_valid": t.runs.n_valid[runs].tolist(),
-        "first_valid": t.runs.first_valid[runs].tolist(),
-        "first_hit": _pack_rows(t.runs.first_hit[runs, :C]),
-        "first_valid_hit": _pack_rows(t.runs.first_valid_hit[runs, :C]),
     }
+    for name in RunTable.FIELDS:  # the per-run fields, declared once in RunTable
+        values = getattr(t.runs, name)[runs]
+        state_runs[name] = _pack_rows(values[:, :C]) if name in RunTable.MATRIX_FIELDS else values.tolist()
     if t.latent_runs is not None:
         t.latent_runs.grow(S)
         state_runs["latent_first_hit"] = _pack_rows(t.latent_runs.first_hit[runs])
@@ -276,10 +274,12 @@ def _apply(t: CoverageTracker, s: Mapping[str, Any], *, keep_open: bool) -> None
     )
     t.runs.grow(t.assigner.n_slots)
     if R:
-        for name in ("n", "n_valid", "first_valid"):
-            getattr(t.runs, name)[slots] = runs[name]
-        for name in ("first_hit", "first_valid_hit"):
-            getattr(t.runs, name)[slots[:, None], cols[None, :]] = np.asarray(runs[name], dtype=np.int64)
+        for name in RunTable.FIELDS:
+            values = np.asarray(runs[name], dtype=np.int64)
+            if name in RunTable.MATRIX_FIELDS:
+                getattr(t.runs, name)[slots[:, None], cols[None, :]] = values
+            else:
+                getattr(t.runs, name)[slots] = values
         if t.latent_runs is not None and "latent_first_hit" in runs:
             t.latent_runs.grow(t.assigner.n_slots)
             t.latent_runs.first_hit[slots] = np.asarray(runs["latent_first_hit"], dtype=np.int64)

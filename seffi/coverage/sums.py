@@ -91,10 +91,6 @@ class RunTable:
                 grown = np.full(shape, fill, dtype=np.int64)
                 setattr(self, name, np.concatenate([getattr(self, name), grown]))
 
-    def take(self, slots: np.ndarray) -> dict[str, np.ndarray]:
-        """Copies of every field at ``slots``."""
-        return {name: getattr(self, name)[slots].copy() for name in self.FIELDS}
-
 
 @dataclass
 class InputSums:

@@ -1,7 +1,9 @@
 """``CoverageTracker``: the one owner of recorded run data — runs, inputs, barcode, latent codes.
 
-State is declared once (:data:`STATE` — each field with how it merges); ``update``/``record``,
-``merge``, ``state_dict``/``load_state_dict`` and stream shifting all follow that table. A run is one
+The per-run fields are declared once (``seffi.coverage.sums.RunTable.FIELDS``, with their fill
+values): growing, saving and loading iterate them. :data:`STATE` states how each part of the state
+merges; ``seffi.coverage._tracker_state`` implements those rules for ``merge``, ``state_dict`` /
+``load_state_dict`` and stream shifting. A run is one
 input's sample sequence in one stream; per run we keep first-hit indices (``seffi.coverage.sums.
 RunTable``), so memory is O(runs x strategies), never O(samples). With a ``budget`` K the per-input
 sums of the curves are also kept up to date as samples arrive, so a log costs O(inputs x K).
@@ -26,7 +28,7 @@ from seffi.coverage.sums_curves import curves_from_sums, point_from_sums
 __all__ = ["STATE", "STATE_FORMAT", "CoverageTracker"]
 
 STATE_FORMAT = state_io.STATE_FORMAT
-#: The recorded state, declared once: field -> how two trackers' values combine in ``merge``.
+#: How each part of the recorded state combines in ``merge`` (the rules ``_tracker_state`` implements).
 STATE: dict[str, str] = {
     "inputs": "union by (task, input id); M_x must agree",
     "runs": "disjoint union by (task, input id, stream); a run in both trackers is an error",
