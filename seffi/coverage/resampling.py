@@ -20,6 +20,7 @@ __all__ = [
     "MIN_INPUTS",
     "bootstrap_counts",
     "expanded_level",
+    "mean_score_interval",
     "normal_quantile",
     "percentile_interval",
     "ratio_replicates",
@@ -134,13 +135,100 @@ def normal_quantile(level: float) -> float:
 
 
 def t_quantile(level: float, df: int) -> float:
-    """Student t quantile of a two-sided ``level`` interval (Abramowitz & Stegun 26.7.5).
+    """Student t quantile of a two-sided ``level`` interval, no scipy.
 
-    |error| < 1e-4 at df >= 5 (2.36462 vs 2.364624 at df = 7); no scipy.
+    Exact closed forms at df = 1 (Cauchy) and df = 2; Abramowitz & Stegun 26.7.5 above, with
+    |error| < 1e-4 at df >= 5 (2.36462 vs 2.364624 at df = 7) and < 4e-3 at df = 3, 4.
     """
+    p = 0.5 + level / 2.0
+    if df <= 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2.0 * p - 1.0) * math.sqrt(2.0 / (4.0 * p * (1.0 - p)))
     z = normal_quantile(level)
     g1 = (z**3 + z) / 4
     g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
     g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
     g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
     return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+
+
+def mean_score_interval(
+    values: np.ndarray,
+    level: float = 0.95,
+    *,
+    strata: Sequence[int] | np.ndarray | None = None,
+    runs: Sequence[int] | np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Score interval for the mean over units (inputs) of values in [0, 1], with an estimated dispersion.
+
+    The mean of U per-input values y_u in [0, 1] (a coverage fraction, or the share of an input's
+    runs that reached full coverage) is treated like a proportion whose variance is a fraction
+    phi of the binomial one: Var(mean) = phi mu (1 - mu) / U. The interval is Wilson's (1927)
+    score interval with the effective sample size n_eff = U / phi (Kish 1965), i.e. the set of
+    mu with (mean - mu)^2 <= c^2 phi mu (1 - mu) / U, and c the t quantile with U - H degrees of
+    freedom (H strata) because phi is estimated (Korn & Graubard 1998, "Confidence intervals for
+    proportions with small expected number of positive counts estimated from survey data",
+    Survey Methodology 24(2)). Why not a bootstrap percentile: with few inputs and a skewed,
+    bounded population (full coverage is 0 on most inputs), the resampled means rarely see the
+    rare high inputs, so percentile (and BCa, and bootstrap-t) intervals are too short above —
+    the expanded percentile interval covered F(8) 0.73 of the time with 8 inputs. The score
+    interval evaluates the variance at the hypothesised mu, not at the sample's, so a sample that
+    happens to hold few high inputs still gets a long upper arm.
+
+    phi is the ratio of the (stratified) sample variance of the mean to mu (1 - mu) / U, held to
+    what is possible. Above, phi <= 1: a [0, 1]-valued variable has variance <= mu (1 - mu)
+    (Bhatia & Davis 2000), so the interval is never wider than Wilson's over U inputs. Below, when
+    each run contributes a 0/1 outcome (``runs`` given: y_u is the share of R_u runs), the law of
+    total variance gives Var(y_u) >= mu_u (1 - mu_u) / R_u: within-input noise alone bounds the
+    variance, so an input mix that happens to look identical (every input with one full-coverage
+    run of four) still gets an interval. When the mean is 0 or 1, nothing can be estimated and
+    phi = 1, the bound: 8 inputs without a single full-coverage run give F in [0, 0.41].
+
+    Measured (``benchmarks/calibration.py`` and an easier and a harder input mix, 8-64 inputs): F(K)
+    0.95-0.98, C(k) and AUC 0.94-0.96, where the expanded percentile bootstrap gave F(K) 0.73-0.92.
+    Part of the F excess at 8 inputs is datasets in which no input reached full coverage, which
+    every honest interval covers.
+
+    Args:
+        values: float array, shape (U, ...): per-input values in [0, 1] (NaN where undefined;
+            a column with any NaN gets NaN bounds).
+        level: Interval level in (0, 1).
+        strata: int array, shape (U,): stratum (task) of each input; the variance is the
+            stratified one (each stratum keeps its share, as in the stratified bootstrap).
+        runs: int array, shape (U,): complete runs per input, when each run's value is 0 or 1.
+
+    Returns:
+        (lo, hi): float arrays, shape (...).
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"ci level must be in (0, 1), got {level!r}")
+    y = np.asarray(values, dtype=np.float64)
+    U = y.shape[0]
+    if U < 2:
+        raise ValueError(f"a score interval over units needs at least 2 units, got {U}")
+    strata = np.zeros(U, dtype=np.int64) if strata is None else np.asarray(strata)
+    mu = y.mean(axis=0)
+    var = np.zeros(y.shape[1:])  # variance of the mean, stratified
+    floor = np.zeros(y.shape[1:])  # its lower bound from 0/1 runs (sum over inputs of binomial)
+    groups = np.unique(strata)
+    for h in groups:
+        yh = y[strata == h]
+        if yh.shape[0] > 1:  # a stratum of one input is drawn as itself: no variance
+            var += yh.shape[0] * yh.var(axis=0, ddof=1) / U**2
+        if runs is not None:
+            mh = yh.mean(axis=0)
+            r_max = float(np.max(np.asarray(runs)[strata == h]))
+            floor += yh.shape[0] * mh * (1.0 - mh) / r_max / U**2
+    bern = mu * (1.0 - mu) / U  # Var(mean) when every value is 0 or 1: the largest possible
+    with np.errstate(divide="ignore", invalid="ignore"):
+        phi = np.where(bern > 0, np.maximum(var, floor) / np.where(bern > 0, bern, 1.0), 1.0)
+    phi = np.clip(phi, 0.0, 1.0)
+    c2 = t_quantile(level, max(U - groups.size, 1)) ** 2
+    # Wilson's interval with n_eff = U / phi depends on c^2 / n_eff = c^2 phi / U only.
+    g = c2 * phi / U
+    centre = (mu + g / 2.0) / (1.0 + g)
+    half = np.sqrt(g * mu * (1.0 - mu) + g * g / 4.0) / (1.0 + g)
+    lo = np.clip(centre - half, 0.0, 1.0)
+    hi = np.clip(centre + half, 0.0, 1.0)
+    return lo, hi

@@ -13,7 +13,13 @@ from typing import Any
 import numpy as np
 
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, check_budget, survival_summary, tau_key
-from seffi.coverage.resampling import MIN_INPUTS, bootstrap_counts, expanded_level, percentile_interval
+from seffi.coverage.resampling import (
+    MIN_INPUTS,
+    bootstrap_counts,
+    expanded_level,
+    mean_score_interval,
+    percentile_interval,
+)
 from seffi.coverage.sums import METRICS, N_STATS, PER_STRATEGY, InputSums, sums_from_runs
 
 __all__ = [
@@ -51,6 +57,19 @@ def _mean_finite(x: np.ndarray) -> Any:
     """Mean over the last axis of the finite entries (``np.nanmean`` without empty-slice warnings)."""
     ok = np.isfinite(x)
     return np.where(ok, x, 0.0).sum(axis=-1) / np.maximum(ok.sum(axis=-1), 1)
+
+
+#: Metrics whose per-input value lies in [0, 1] get the score interval over inputs
+#: (:func:`~seffi.coverage.resampling.mean_score_interval`); True where each run's value is 0 or 1
+#: (an indicator: the variance has a binomial floor). ``expected_new`` (a count) and time to coverage
+#: (Kaplan-Meier) keep the expanded percentile bootstrap.
+_SCORE_METRICS: dict[str, bool] = {
+    "coverage": False,
+    "valid_coverage": False,
+    "novelty": True,
+    "full_coverage": True,
+    "valid_at_k": True,
+}
 
 
 def _percentiles(reps: np.ndarray, level: float) -> tuple[Any, Any]:
@@ -116,11 +135,14 @@ def curves_from_sums(
     """Curves for k = 1..K over the inputs' complete runs, with intervals.
 
     Every input with a complete run weighs the same; inputs without one are left out and counted.
-    Intervals: with at least :data:`~seffi.coverage.resampling.MIN_INPUTS` inputs, the bootstrap
-    over inputs (stratified by ``strata``; Hesterberg's expanded percentile, see
-    :func:`~seffi.coverage.resampling.expanded_level`) — they cover what another draw of inputs
-    would give. With fewer, normal intervals from the run-to-run variance within each input (two
-    complete runs per input at least), covering these inputs only; a note says so.
+    Intervals: with at least :data:`~seffi.coverage.resampling.MIN_INPUTS` inputs, they cover what
+    another draw of inputs would give (stratified by ``strata``): C(k), N(i), F(k), valid curves
+    and the AUCs by the score interval for a mean of [0, 1] values
+    (:func:`~seffi.coverage.resampling.mean_score_interval`); expected new strategies and time to
+    coverage by the bootstrap over inputs (Hesterberg's expanded percentile, see
+    :func:`~seffi.coverage.resampling.expanded_level`). With fewer, normal intervals from the
+    run-to-run variance within each input (two complete runs per input at least), covering these
+    inputs only; a note says so.
 
     Args:
         sums: Per-input sums (U inputs).
@@ -188,20 +210,27 @@ def curves_from_sums(
         n_boot=int(n_boot),
         seed=seed if n_boot > 0 else None,
     )
+    # Each input's curves (the mean over its complete runs), shape (U, K): the score intervals' data.
+    per_input, _ = _unpack(stacked)
     for name in metrics:
         setattr(c, name, point[name])
-        if name in reps:
+        if name not in reps:
+            continue
+        if name in _SCORE_METRICS:
+            runs = part.n_runs if _SCORE_METRICS[name] else None
+            lo, hi = mean_score_interval(per_input[name], ci_level, strata=strata, runs=runs)
+        else:
             lo, hi = _percentiles(reps[name], level)
-            setattr(c, f"{name}_lo", lo)
-            setattr(c, f"{name}_hi", hi)
+        setattr(c, f"{name}_lo", lo)
+        setattr(c, f"{name}_hi", hi)
     for prefix, name in (("", "coverage"), ("valid_", "valid_coverage")):
         if name not in metrics:
             continue
         setattr(c, f"{prefix}auc", float(point[name].mean()))
         if name in reps:
-            r = reps[name].mean(axis=1)
-            setattr(c, f"{prefix}auc_reps", r)
-            lo, hi = _percentiles(r, level)
+            # The replicates stay: Curves.gain pairs them when per-input contributions are missing.
+            setattr(c, f"{prefix}auc_reps", reps[name].mean(axis=1))
+            lo, hi = mean_score_interval(per_input[name].mean(axis=1), ci_level, strata=strata)
             setattr(c, f"{prefix}auc_lo", float(lo))
             setattr(c, f"{prefix}auc_hi", float(hi))
     if n_boot > 0 and not over_inputs:
