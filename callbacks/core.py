@@ -142,6 +142,10 @@ class CoverageMonitor:
         """Record the episodes that ended in one step's ``infos`` (checks: ``EpisodeBuffer.add_infos``)."""
         return self._ingest(self.buffer.add_infos, infos, dones, env_offset=env_offset)
 
+    def ingest_steps(self, steps: Sequence[tuple[Sequence[Any], Any]]) -> int:
+        """Record the episodes of consecutive SB3 steps, ``(infos, dones)`` each, as one batch."""
+        return self._ingest(self.buffer.add_steps, steps)
+
     def ingest_episode(self, info: Mapping[str, Any], *, env_index: int = 0) -> None:
         """Record one finished episode from its final-step ``info`` (single-env loops, RLlib, TRL)."""
         self._ingest(self.buffer.add_info, info, env_index=env_index)

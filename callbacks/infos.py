@@ -527,22 +527,18 @@ def _from_vector(
     rejects = _Rejects(idx)
     if idx.size == 0:
         return EpisodeColumns.empty(), rejects
-    for key in ("strategy_matches", "input_id"):
-        mask = infos.get("_" + key)
-        if key not in infos:
-            absent = np.ones(idx.size, dtype=bool)
-        elif mask is not None:
-            absent = ~np.asarray(mask, dtype=bool)[idx]
-        else:
-            continue
-        rejects.add(absent, key, lambda r, key=key: _missing(key, _row(infos, int(idx[r]))))
     raw: dict[str, Any] = {}
-    have: dict[str, np.ndarray | None] = {}
-    for key in ("input_id", *(k for k, _, _ in _OPTIONAL)):
-        if key in infos:
-            raw[key] = np.asarray(infos[key])[idx]
-            mask = infos.get("_" + key)
-            have[key] = None if mask is None else np.asarray(mask, dtype=bool)[idx]
+    have: dict[str, np.ndarray | None] = {}  # None: every finished env reported the key (no fill)
+    for key in ("strategy_matches", "input_id", *(k for k, _, _ in _OPTIONAL)):
+        value, mask = infos.get(key), infos.get("_" + key)
+        h = None if mask is None or key not in infos else np.asarray(mask, dtype=bool)[idx]
+        if h is not None and np.count_nonzero(h) == h.size:  # C call: ndarray.all costs twice as much
+            h = None
+        if key in ("strategy_matches", "input_id") and (h is not None or key not in infos):
+            absent = ~h if h is not None else np.ones(idx.size, dtype=bool)
+            rejects.add(absent, key, lambda r, key=key: _missing(key, _row(infos, int(idx[r]))))
+        if key != "strategy_matches" and key in infos:
+            raw[key], have[key] = np.asarray(value)[idx], h
     _screen(raw, have, rejects, known_ids)
     good = None if not rejects else rejects.good
     if good is not None:

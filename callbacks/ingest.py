@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -24,10 +25,22 @@ from seffi.callbacks.infos import (
     _from_list,
     _list_rows,
     _matches_problem,
+    _num_envs,
     _parse,
     _rows_to_columns,
 )
-from seffi.callbacks.rules import _ENV, _MATCHES, _NO_REJECTS, _Rejects, _screen
+from seffi.callbacks.rules import (
+    _ABSENT,
+    _ENV,
+    _I64_MAX,
+    _MATCHES,
+    _NO_REJECTS,
+    _ROW_KEYS,
+    _RULES,
+    _Absent,
+    _Rejects,
+    _screen,
+)
 
 __all__ = ["EpisodeBuffer"]
 
@@ -87,10 +100,48 @@ class EpisodeBuffer:
             EpisodeRejected: Some finished episodes broke the contract (after the others were buffered).
             SeffiError: ``dones`` is not boolean or does not fit the infos (nothing buffered).
         """
-        if isinstance(infos, (list, tuple)) and dones is not None:
+        if type(dones) is np.ndarray and dones.dtype == np.bool_:
+            if isinstance(infos, (list, tuple)):
+                return self._add_list(infos, dones, env_offset)
+            if type(infos) is dict and dones.ndim == 1 and not dones.any():
+                # No episode ended (every other step of a NEXT_STEP vector env): whatever the info
+                # format, nothing to read, once the infos are known to describe as many envs as dones.
+                n = _num_envs(infos)
+                if n is None or n == dones.shape[0]:
+                    return 0
+        elif isinstance(infos, (list, tuple)) and dones is not None:
             return self._add_list(infos, dones, env_offset)
         cols, rejects = _parse(infos, dones, self.env_name, self.known_ids)
         return self._add_checked(cols, rejects, env_offset)
+
+    def add_steps(self, steps: Sequence[tuple[Sequence[Any], Any]]) -> int:
+        """Buffer the episodes of several SB3 steps, in order: ``add_infos(infos, dones)`` for each.
+
+        The common case (every step a list of info dicts with a bool ``dones`` array, every finished
+        info keeping the contract with a known match set) is read and checked for the whole batch at
+        once, a column at a time (:func:`_proven_rows`); anything else is replayed step by step
+        through :meth:`add_infos`, so an error is raised exactly as there, after the good episodes of
+        the steps before it.
+
+        Args:
+            steps: ``(infos, dones)`` of consecutive ``VecEnv.step`` calls.
+
+        Returns:
+            The number of episodes buffered.
+        """
+        rows = _batch_rows(steps)
+        if rows is not None:
+            try:
+                codes = list(map(self._match_code.__getitem__, map(_MATCHES, rows)))
+            except (KeyError, TypeError):  # a new or unhashable match set: coded (or refused) per step
+                rows = None
+        if rows is None:
+            return sum(self.add_infos(infos, dones) for infos, dones in steps)
+        self._rows.extend(rows)
+        self._row_codes.extend(codes)
+        self.pending += len(rows)
+        self.episodes += len(rows)
+        return len(rows)
 
     def add_info(self, info: Mapping[str, Any], *, env_index: int = 0) -> int:
         """Buffer one finished episode from its final-step ``info``."""
@@ -168,7 +219,7 @@ class EpisodeBuffer:
                 cols = dataclasses.replace(cols, env_index=cols.env_index + int(env_offset))
             try:
                 table = self._match_code
-                codes = np.fromiter((table[m] for m in cols.matches), dtype=np.int64, count=n)
+                codes = np.fromiter(map(table.__getitem__, cols.matches), dtype=np.int64, count=n)
             except (KeyError, TypeError):  # a new match set, or an unhashable value (a list): slow path
                 bad_matches = _Rejects(cols.env_index)
                 codes = self._codes_slow(cols.matches, bad_matches)
@@ -238,3 +289,61 @@ class EpisodeBuffer:
         except TypeError:
             pass
         return code
+
+
+def _batch_rows(steps: Sequence[tuple[Sequence[Any], Any]]) -> list[tuple[Any, ...]] | None:
+    """The finished episodes of SB3 ``steps`` as rows (as :func:`~seffi.callbacks.infos._list_rows`).
+
+    ``None`` unless every step is a list with a bool ``dones`` array and every row keeps the contract.
+    """
+    if not steps or not all(
+        type(d) is np.ndarray and d.dtype == np.bool_ and d.shape == (len(i),) and isinstance(i, list)
+        for i, d in steps
+    ):
+        return None
+    n = len(steps[0][0])
+    if n == 0 or any(len(i) != n for i, _ in steps):
+        return None
+    flat = list(chain.from_iterable(i for i, _ in steps))
+    pos = np.concatenate([d for _, d in steps]).nonzero()[0]
+    try:
+        # One comprehension over the whole batch (the slow path names a missing key per episode).
+        rows = [
+            (
+                info["input_id"],
+                info["strategy_matches"],
+                info.get("valid", _ABSENT),
+                e,
+                info.get("sample_index", _ABSENT),
+                info.get("run_index", _ABSENT),
+                info.get("z", _ABSENT),
+            )
+            for p, e in zip(pos.tolist(), (pos % n).tolist(), strict=True)
+            for info in (flat[p],)
+        ]
+    except (KeyError, TypeError, AttributeError):
+        return None
+    return rows if _proven_rows(rows) else None
+
+
+def _proven_rows(rows: Sequence[tuple[Any, ...]]) -> bool:
+    """Whether every row keeps :data:`~seffi.callbacks.rules._RULES` at a glance, checked per column.
+
+    The set of a column's value types against the rule's exact types, then the int ranges by one
+    ``min``/``max``: C-level loops, where a per-row check would cost a Python call per episode.
+    ``False`` does not mean bad: :func:`~seffi.callbacks.rules._screen` decides that on the slow path.
+    """
+    if not rows:
+        return True
+    cols = list(zip(*rows, strict=True))
+    for pos, key in _ROW_KEYS:
+        rule, col = _RULES[key], cols[pos]
+        types = set(map(type, col))
+        absent = _Absent in types
+        if not types - {_Absent} <= rule.types:
+            return False
+        if rule.minimum is not None:
+            values = [v for v in col if v is not _ABSENT] if absent else col
+            if values and (min(values) < rule.minimum or max(values) > _I64_MAX):
+                return False
+    return True

@@ -53,8 +53,10 @@ class CoverageCallback(BaseCallback):
         log_at: When a due streaming log is written. ``"rollout"`` (default): at the end of each
             rollout, at most once per rollout, so coverage gets one W&B point per policy update, on the
             steps of SB3's own ``rollout/*`` and ``train/*`` metrics (points inside a rollout would all
-            describe the same frozen policy). ``"step"``: at the first ``VecEnv.step`` where
-            ``log_every`` is reached (finer curves, more logs).
+            describe the same frozen policy); the rollout's episodes are read and checked in one batch
+            at its end (so :attr:`monitor` counts them from then on, and an info that breaks the
+            contract is reported there). ``"step"``: at the first ``VecEnv.step`` where ``log_every``
+            is reached (finer curves, more logs; episodes are read at every step).
         config: The monitor options shared by every adapter (:class:`~seffi.callbacks.MonitorConfig`:
             iid, oracle, strategies, out_dir, wandb, wandb_kwargs, log_every, log_unit,
             log_curves_every, n_boot, seed, plots, verbose, ...). Here ``out_dir`` that already holds
@@ -102,6 +104,8 @@ class CoverageCallback(BaseCallback):
             self.out_dir = default_out_dir()
         self._requested_out_dir = self.out_dir  # later runs are numbered from it (-2, -3, ...)
         self.monitor: CoverageMonitor | None = None
+        # log_at="rollout": the (infos, dones) of the rollout's steps, read in one batch at its end
+        self._steps: list[tuple[Any, Any]] | None = None
         self.evaluator: CoverageEvaluator | None = None
         self.report: Any = None
         self.eval_report: Any = None
@@ -116,6 +120,7 @@ class CoverageCallback(BaseCallback):
         run = None
         if self.mode in ("stream", "both"):
             self.monitor = CoverageMonitor(env=self.training_env, config=self._part_config("stream"))
+            self._steps = [] if self.log_at == "rollout" else None
             wandb = getattr(self.monitor.sinks, "wandb", None)
             if wandb is not None and wandb.enabled:
                 run = wandb.run.run  # the raw wandb run, reused (not finished) by the evaluation
@@ -145,7 +150,14 @@ class CoverageCallback(BaseCallback):
         return cfg.replace(sinks=sinks, out_dir=folder)
 
     def _on_step(self) -> bool:
-        if self.monitor is not None:
+        steps = self._steps
+        if steps is not None:
+            # Nothing reads the episodes before the rollout ends (the log waits for it), so a step
+            # costs one append and the rollout's episodes are checked and coded together (~10x less
+            # work per episode). SB3 never changes a step's dones array or info dicts afterwards:
+            # its own rollout buffer keeps the dones as the next step's episode starts.
+            steps.append((self.locals["infos"], self.locals["dones"]))
+        elif self.monitor is not None:
             # SB3 VecEnvs put the finished episode's info in infos[i] at the done step.
             self.monitor.ingest_infos(self.locals["infos"], self.locals["dones"])
             if self.log_at == "step":
@@ -157,7 +169,14 @@ class CoverageCallback(BaseCallback):
     def _on_rollout_end(self) -> None:
         # The policy is about to change (train() follows): the points of one rollout go out together.
         if self.monitor is not None and self.log_at == "rollout":
+            self._ingest_steps()
             self.monitor.maybe_log(self.num_timesteps)
+
+    def _ingest_steps(self) -> None:
+        """Record the episodes of the steps since the last call (``log_at="rollout"``)."""
+        steps, self._steps = self._steps, []
+        if steps and self.monitor is not None:
+            self.monitor.ingest_steps(steps)
 
     def _evaluate(self) -> None:
         assert self.evaluator is not None
@@ -176,6 +195,8 @@ class CoverageCallback(BaseCallback):
                 self._evaluate()
             self.eval_report = self.evaluator.finalize()
         if self.monitor is not None:
+            if self._steps:  # training stopped inside a rollout
+                self._ingest_steps()
             self.report = self.monitor.finalize(self.num_timesteps)
         if self.config.sinks is None:  # sinks the caller passed in are the caller's to announce
             self._print_closing()

@@ -115,7 +115,8 @@ def test_done_env_with_none_info_is_rejected_by_name() -> None:
 
 
 def _paths() -> list[str]:
-    return ["gym_vector", "gym_final_info", "sb3_list", "single_dict", "episode_end", "list_no_dones"]
+    lists = ["sb3_list", "sb3_steps", "list_no_dones"]
+    return ["gym_vector", "gym_final_info", *lists, "single_dict", "episode_end"]
 
 
 BAD_VALUES = [
@@ -152,6 +153,8 @@ def _ingest(m: CoverageMonitor, path: str, infos: list[dict[str, Any]]) -> int:
         )
     if path == "sb3_list":
         return m.ingest_infos(infos, done)
+    if path == "sb3_steps":  # a rollout read as one batch (SB3's log_at="rollout"), issue 12
+        return m.ingest_steps([(infos, done)])
     if path == "list_no_dones":
         return m.ingest_infos([dict(i, y_text="t") for i in infos])
     if path == "single_dict":

@@ -286,3 +286,47 @@ def test_callback_takes_a_monitor_config(tmp_path: Path) -> None:
     assert cb.monitor.out_dir == tmp_path / "stream" and cb.evaluator.monitor.out_dir == tmp_path / "eval"
     assert cb.evaluator.n_evals == 2 and cb.monitor.episodes == 64
     assert cb.wandb_run_dir is None
+
+
+class _StopAt(BaseCallback):
+    """Stops training after ``n`` steps (inside a rollout when ``n`` is not a multiple of n_steps)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+
+    def _on_step(self) -> bool:
+        return self.n_calls < self.n
+
+
+def test_rollout_logging_reads_each_rollout_once_and_keeps_a_stopped_one(tmp_path: Path) -> None:
+    """issue 12 (callback overhead): with log_at="rollout" a step costs one append; the episodes are
+    read once per rollout, and a training stopped inside a rollout still records every episode."""
+    model = _ppo("seffi/SortSwapsRouter-v0", "MlpPolicy", n_inputs=2, budget=K)
+    cb = CoverageCallback(budget=K, out_dir=tmp_path, wandb="disabled", plots=False, n_boot=0, log_every=64)
+    rec = Recorder()
+    calls: list[int] = []
+    init = cb._init_callback
+
+    def spied_init() -> None:  # count the monitor's ingestion calls and the episodes of each
+        init()
+        assert cb.monitor is not None
+        for name in ("ingest_infos", "ingest_steps"):
+            real = getattr(cb.monitor, name)
+
+            def spy(*args: Any, real: Any = real, **kwargs: Any) -> int:
+                got = real(*args, **kwargs)
+                calls.append(got)
+                return got
+
+            setattr(cb.monitor, name, spy)
+
+    cb._init_callback = spied_init  # type: ignore[method-assign]
+    model.learn(4 * 64 * 2, callback=CallbackList([cb, rec, _StopAt(2 * 64 + 10)]))
+    # two full rollouts of 64 steps x 2 envs, then 10 steps of a third one, stopped
+    assert len(rec.finals) == cb.monitor.episodes == sum(calls) == 2 * 128 + 20
+    assert calls == [128, 128, 20]
+    assert load_report(tmp_path)["meta"]["episodes"] == 276
+    ref = hand_tracker(rec.finals, model.get_env().get_attr("strategies")[0], K)
+    (comp,) = load_report(tmp_path)["comparisons"]
+    assert_curves_match(comp["policies"][0]["curves"], ref.curves(K, n_boot=0))
