@@ -241,18 +241,22 @@ def policy_case(
     K: int = 8,
     stop: int | None = None,
     mixed: bool = False,
+    m: int = 5,
+    alpha: float = 0.7,
+    mix: str = "",
 ) -> None:
     """An iid policy on inputs drawn from a population: coverage of C(k), AUC, gain and F(K) CIs.
 
-    The population is ``POOL`` single-label laws over 5 strategies (Dirichlet(0.7) draws); each
-    dataset draws its inputs uniformly from it, so the truth is the pool mean (inputs as a sample
-    from a population), exact. The policy is iid, so its true gain is 0. The iid baseline of a
-    dataset is exact too: the mean of its inputs' exact curves, precomputed per law.
+    The population is ``POOL`` single-label laws over ``m`` strategies (Dirichlet(``alpha``) draws;
+    0.7 and 5 by default, a larger alpha is an easier mix of inputs, a smaller one with more
+    strategies a harder one); each dataset draws its inputs uniformly from it, so the truth is the
+    pool mean (inputs as a sample from a population), exact. The policy is iid, so its true gain
+    is 0. The iid baseline of a dataset is exact too: the mean of its inputs' exact curves,
+    precomputed per law.
     """
-    m = 5
     cols = [f"s{j}" for j in range(m)]
     rng = np.random.default_rng(seed)
-    pool = rng.dirichlet(np.full(m, 0.7), size=POOL)
+    pool = rng.dirichlet(np.full(m, alpha), size=POOL)
     ks = np.arange(1, K + 1)
     cov_law = (1 - (1 - pool[:, None, :]) ** ks[None, :, None]).sum(2) / m  # (POOL, K)
     full_law = np.array([est.full_coverage_exact(np.eye(m, dtype=bool), p, m, K) for p in pool])
@@ -311,6 +315,9 @@ def policy_case(
                                                         full_pop))
     secs = time.perf_counter() - t0
     name = f"iid policy, {n_inputs} inputs x {runs} runs"
+    if mix:
+        name = f"{mix}, {n_inputs} inputs"
+        print(f"{mix}: Dirichlet({alpha}) laws over {m} strategies, true F({K}) = {full_pop:.3f}")
     if stop:
         name = f"{n_inputs} inputs: {runs} runs stop at {stop}" + (f" + {runs} full" if mixed else "")
     for what, h in hits.items():
@@ -348,6 +355,11 @@ def policy_cases(D: int) -> None:
         policy_case(u, D, seed=200 + u)
     policy_case(16, D, seed=300, stop=4)
     policy_case(16, D, seed=301, stop=4, mixed=True)
+    # Populations the interval method was not designed on: an easier and a harder mix of inputs.
+    for u in (8, 16, 64):
+        policy_case(u, D, seed=500 + u, alpha=2.0, mix="easier mix")
+    for u in (8, 16, 64):
+        policy_case(u, D, seed=600 + u, m=6, alpha=0.5, mix="harder mix")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -203,14 +203,15 @@ def mean_score_interval(
     """
     if not 0.0 < level < 1.0:
         raise ValueError(f"ci level must be in (0, 1), got {level!r}")
-    y = np.asarray(values, dtype=np.float64)
-    U = y.shape[0]
+    values = np.asarray(values, dtype=np.float64)
+    U, shape = values.shape[0], values.shape[1:]
     if U < 2:
         raise ValueError(f"a score interval over units needs at least 2 units, got {U}")
+    y = values.reshape(U, -1)  # (U, columns): one code path for a curve and for a single AUC
     strata = np.zeros(U, dtype=np.int64) if strata is None else np.asarray(strata)
     mu = y.mean(axis=0)
-    var = np.zeros(y.shape[1:])  # variance of the mean, stratified
-    floor = np.zeros(y.shape[1:])  # its lower bound from 0/1 runs (sum over inputs of binomial)
+    var = np.zeros(y.shape[1])  # variance of the mean, stratified
+    floor = np.zeros(y.shape[1])  # its lower bound from 0/1 runs (sum over inputs of binomial)
     groups = np.unique(strata)
     for h in groups:
         yh = y[strata == h]
@@ -231,4 +232,46 @@ def mean_score_interval(
     half = np.sqrt(g * mu * (1.0 - mu) + g * g / 4.0) / (1.0 + g)
     lo = np.clip(centre - half, 0.0, 1.0)
     hi = np.clip(centre + half, 0.0, 1.0)
-    return lo, hi
+    # Wilson's bound is too high when a handful of events carry the estimate (coverage dips near 0;
+    # here: F(8) 0.004, 64 inputs, covered 0.91). With x = mean * n_eff <= 3 effective events, the
+    # bound is lowered to the Poisson one, as in Brown, Cai & DasGupta's modified Wilson interval
+    # (2001, Stat. Sci. 16(2), sec. 4.1.1); by symmetry the same at the top for 1 - mean.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n_eff = np.where(g > 0, c2 / np.where(g > 0, g, 1.0), np.inf)
+    for side, p in ((lo, mu), (hi, 1.0 - mu)):
+        x = p * n_eff
+        few = np.isfinite(x) & (x > 0) & (x <= 3.0)
+        if few.any():
+            bound = _poisson_lower(x[few], 1.0 - level) / n_eff[few]
+            if side is lo:
+                side[few] = np.minimum(side[few], bound)
+            else:
+                side[few] = np.maximum(side[few], 1.0 - bound)
+    return lo.reshape(shape), hi.reshape(shape)
+
+
+def _poisson_lower(x: np.ndarray, alpha: float) -> np.ndarray:
+    """The lower ``alpha`` quantile of Gamma(x, 1) (for integer x, chi2_{2x, alpha} / 2): float array like x.
+
+    The lower confidence bound of a Poisson mean after x events, continuous in x (x may be an
+    effective, non-integer count). Bisection on the regularised incomplete gamma P(x, lam), by its
+    power series (x <= 3 and lam < x here, so 60 terms are far more than enough).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    lgam = np.array([math.lgamma(v + 1.0) for v in x.ravel()]).reshape(x.shape)
+
+    def cdf(lam: np.ndarray) -> np.ndarray:
+        term = np.ones_like(lam)
+        total = np.ones_like(lam)
+        for n in range(1, 60):
+            term = term * lam / (x + n)
+            total = total + term
+        with np.errstate(divide="ignore"):
+            return np.exp(-lam + x * np.log(lam) - lgam) * total
+
+    a, b = np.zeros_like(x), x.copy()  # the alpha quantile (alpha < 1/2) lies below the mean x
+    for _ in range(60):
+        mid = (a + b) / 2.0
+        below = cdf(mid) < alpha
+        a, b = np.where(below, mid, a), np.where(below, b, mid)
+    return (a + b) / 2.0
