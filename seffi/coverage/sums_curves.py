@@ -211,7 +211,8 @@ def curves_from_sums(
         seed=seed if n_boot > 0 else None,
     )
     # Each input's curves (the mean over its complete runs), shape (U, K): the score intervals' data.
-    per_input, _ = _unpack(stacked)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_input = {name: stacked[:, METRICS[name], :] / stacked[:, 0, :] for name in _SCORE_METRICS}
     for name in metrics:
         setattr(c, name, point[name])
         if name not in reps:
