@@ -1,8 +1,10 @@
 """Per-input sums -> curves: point estimates for logs, curves with bootstrap intervals for snapshots.
 
 Every input weighs the same (its runs are averaged); a run shorter than k does not enter the estimate
-at k; time-to-coverage is Kaplan-Meier (short runs are censored). Intervals: the bootstrap over inputs,
-stratified by task. The sums come from :mod:`seffi.coverage.sums` (streamed or derived from runs).
+at k; time-to-coverage is Kaplan-Meier (short runs are censored). Intervals, over inputs and stratified
+by task: a score interval for a mean of [0, 1] values where the metric is one (C, N, F, valid curves,
+AUC), the bootstrap over inputs elsewhere. The sums come from :mod:`seffi.coverage.sums` (streamed or
+derived from runs).
 """
 
 from __future__ import annotations
