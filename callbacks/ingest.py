@@ -4,7 +4,8 @@ Every ingestion path ends here: Gymnasium dict-of-arrays infos, SB3 lists, singl
 :class:`~seffi.callbacks.infos.EpisodeEnd` objects and raw columns. Each episode is checked against
 the info contract as it arrives (a bad one is refused on its own, after the good ones of the call are
 buffered); its ``strategy_matches`` value is coded once into a row of a bool match table, so a batch
-reaches the tracker as numpy columns plus a (N, M) hit matrix.
+reaches the tracker as numpy columns plus a (N, M) hit matrix. SB3 lists are kept as checked row
+tuples until the drain; a whole rollout of them can be checked at once (:meth:`EpisodeBuffer.add_steps`).
 """
 
 from __future__ import annotations

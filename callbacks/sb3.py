@@ -153,9 +153,10 @@ class CoverageCallback(BaseCallback):
         steps = self._steps
         if steps is not None:
             # Nothing reads the episodes before the rollout ends (the log waits for it), so a step
-            # costs one append and the rollout's episodes are checked and coded together (~10x less
-            # work per episode). SB3 never changes a step's dones array or info dicts afterwards:
-            # its own rollout buffer keeps the dones as the next step's episode starts.
+            # costs one append and the rollout's episodes are checked and coded together, a column
+            # at a time (half the work per episode, none of it inside SB3's step loop). SB3 never
+            # changes a step's dones or info dicts afterwards: it keeps the dones as the next
+            # step's episode starts.
             steps.append((self.locals["infos"], self.locals["dones"]))
         elif self.monitor is not None:
             # SB3 VecEnvs put the finished episode's info in infos[i] at the done step.
