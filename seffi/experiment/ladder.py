@@ -95,7 +95,15 @@ SMOKE: dict[str, Any] = {
     },
     "measure_inputs": 8,
     "measure_samples": 4,
-    "grpo": {"steps": 2, "prompts_per_step": 2, "eval_inputs": 2, "eval_samples": 8, "eval_every": 2},
+    "grpo": {
+        "steps": 2,
+        "prompts_per_step": 2,
+        "pool_runs": 2,
+        "iid_samples": 8,
+        "eval_inputs": 2,
+        "eval_samples": 8,
+        "eval_every": 2,
+    },
 }
 
 
