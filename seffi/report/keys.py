@@ -7,6 +7,7 @@ comparisons) and :func:`scalars_from_curves` / :func:`report_scalars`.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -149,18 +150,46 @@ def _finite(value: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def _at(values: Any, ks: list[int], k: int) -> float | None:
-    """Value of a curve given at budgets ``ks`` (1-based k) at budget ``k``; None when absent."""
-    if values is None:
-        return None
+def _at(values: Any, i: int) -> float | None:
+    """``values[i]`` as a finite float; None when absent or undefined."""
     try:
-        return _finite(values[ks.index(k)])
-    except (ValueError, IndexError):
+        return _finite(values[i])
+    except IndexError:
         return None
 
 
 #: Time-to-coverage statistics logged per tau: (key suffix, ``TimeToCoverage`` field).
 _TTC_STATS = (("median", "median"), ("restricted_mean", "restricted_mean"), ("censored", "fraction_censored"))
+
+
+@functools.lru_cache(maxsize=256)
+def _per_k_keys(name: str, ks: tuple[int, ...], scope: str | None) -> tuple[tuple[str, int], ...]:
+    """(key, index into ``ks``) of a per-k column's logged budgets (absent budgets left out)."""
+    budget = max(ks)
+    at = log_spaced_ks(budget) if column(name).wandb_at == "log_k" else [budget]
+    return tuple((metric_key(name, k, scope), ks.index(k)) for k in at if k in ks)
+
+
+@functools.lru_cache(maxsize=256)
+def _tau_keys(tau: float, scope: str | None) -> tuple[tuple[str, str], ...]:
+    """(key, ``TimeToCoverage`` field) of the statistics logged for one tau."""
+    return tuple((time_to_coverage_key(tau, scope, stat), field) for stat, field in _TTC_STATS)
+
+
+@functools.lru_cache(maxsize=64)
+def _fixed_keys(scope: str | None) -> dict[str, str]:
+    """Keys of the scalar and count columns for ``scope`` (built once: a log runs every ~1 ms)."""
+    return {
+        c.name: metric_key(c.name, scope=scope)
+        for c in COLUMNS
+        if c.wandb is not None and c.shape in ("scalar", "count")
+    }
+
+
+@functools.lru_cache(maxsize=64)
+def _gain_keys(scope: str | None) -> tuple[tuple[str, str], ...]:
+    """(key, ``Gain`` field) of the gain and its interval bounds."""
+    return tuple((gain_key(scope, b), field) for b, field in ((None, "value"), ("lo", "lo"), ("hi", "hi")))
 
 
 def _column_scalars(
@@ -169,24 +198,23 @@ def _column_scalars(
     """The W&B scalars of one column (its undefined values left out)."""
     out: dict[str, float | None] = {}
     if c.shape == "k" and ks:
-        budget = max(ks)
-        at = log_spaced_ks(budget) if c.wandb_at == "log_k" else [budget]
         values = _get(curves, c.name)
-        out = {metric_key(c.name, k, scope): _at(values, ks, k) for k in at}
+        if values is not None:
+            out = {key: _at(values, i) for key, i in _per_k_keys(c.name, tuple(ks), scope)}
     elif c.shape == "scalar":
-        out = {metric_key(c.name, scope=scope): _finite(_get(curves, c.name))}
+        out = {_fixed_keys(scope)[c.name]: _finite(_get(curves, c.name))}
     elif c.shape == "tau":
         items = _get(curves, c.name) or []
         for s in items.values() if isinstance(items, Mapping) else items:
-            for stat, field in _TTC_STATS:
-                out[time_to_coverage_key(float(_get(s, "tau")), scope, stat)] = _finite(_get(s, field))
+            for key, field in _tau_keys(float(_get(s, "tau")), scope):
+                out[key] = _finite(_get(s, field))
     elif c.shape == "gain" and gain is not None:
-        for bound, field in ((None, "value"), ("lo", "lo"), ("hi", "hi")):
-            out[gain_key(scope, bound)] = _finite(_get(gain, field))
+        for key, field in _gain_keys(scope):
+            out[key] = _finite(_get(gain, field))
     elif c.shape == "count":
         n = counts.get(c.name)
         n = n if n is not None else _get(curves, c.name)
-        out = {metric_key(c.name, scope=scope): None if n is None else float(n)}
+        out = {_fixed_keys(scope)[c.name]: None if n is None else float(n)}
     return {key: v for key, v in out.items() if v is not None}
 
 

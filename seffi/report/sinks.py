@@ -77,6 +77,7 @@ class LocalSink:
         self.plots = plots
         self.files: dict[str, Path] = {}
         self.latest: dict[str, Any] = {}
+        self._handles: dict[Path, Any] = {}  # path -> open text file (append mode)
         try:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             self.metrics_path.touch()
@@ -96,8 +97,19 @@ class LocalSink:
 
     def _append(self, path: Path, record: Mapping[str, Any]) -> None:
         line = json.dumps(record, sort_keys=True, default=_json_default)
-        with path.open("a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+        # One handle per file for the sink's life (opening per log cost ~0.1 ms, a log's other work
+        # ~1 ms); flushed per record so the file is complete after every log, as readers expect.
+        fh = self._handles.get(path)
+        if fh is None or fh.closed:
+            fh = self._handles[path] = path.open("a", encoding="utf-8")
+        fh.write(line + "\n")
+        fh.flush()
+
+    def close(self) -> None:
+        """Close the open metrics/snapshots files (a later log reopens them for appending)."""
+        for fh in self._handles.values():
+            fh.close()
+        self._handles.clear()
 
     def log(self, data: Mapping[str, Any], step: int) -> None:
         """Append one record (all steps kept, in call order, even out-of-order ones)."""
@@ -113,7 +125,8 @@ class LocalSink:
         )
 
     def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
-        """Write tracker_state.json and report.json / report.md / plots (each when given)."""
+        """Write tracker_state.json and report.json / report.md / plots (each when given); close the logs."""
+        self.close()
         if tracker_state is not None:
             path = self.out_dir / TRACKER_STATE_JSON
             path.write_text(dumps_state(tracker_state), encoding="utf-8")
