@@ -284,7 +284,8 @@ def append_rung3_markdown(out: Path, r3: Any, comparison: Any) -> None:
         f"Pool gain: fresh runs of K = {k} completions per pool prompt after training, against the "
         "reference model's own samples (95% CI). Held-out: n = "
         f"{n} samples per prompt on {len(base.prompt_ids)} held-out prompts; crossover k = the first k at "
-        "which the base model's valid@k exceeds the trained model's.",
+        "which the base model's valid@k is ahead of the trained model's beyond noise (paired 97.5% "
+        "lower bound over prompts above 0).",
         "",
         f"| model | pool gain | valid rate | valid@1 | valid@{k} | valid@{n} | C({k}) | C({n}) "
         f"| solvable@{n} | crossover k | held-out gain vs base | seconds |",

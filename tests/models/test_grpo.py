@@ -84,6 +84,42 @@ def test_evaluation_curves_match_the_iid_estimator() -> None:
     assert res.valid_rate == pytest.approx(sum(map(sum, valid.values())) / 48)
 
 
+def test_crossover_needs_a_lead_beyond_noise_over_prompts() -> None:
+    """Issue 16 case 4: per-prompt curves cross only where the base's lead is significant over prompts.
+
+    The lr = 0 sanity run (the base resampled) "crossed" at k = 1 with the mean-curve rule; reference
+    values by hand: paired differences d = base - policy per prompt, bound mean - t(0.975, P-1) * sd/sqrt(P).
+    """
+    rng = np.random.default_rng(3)
+    # The same model twice: 32 prompts, valid rate 0.88, n = 64 samples each -> no significant lead.
+    p_valid = rng.uniform(0.6, 1.0, size=32)
+    a = evaluate_samples(
+        {f"p{i}": [frozenset()] * 64 for i in range(32)},
+        {f"p{i}": list(rng.random(64) < p_valid[i]) for i in range(32)},
+        ("a",),
+    )
+    b = evaluate_samples(
+        {f"p{i}": [frozenset()] * 64 for i in range(32)},
+        {f"p{i}": list(rng.random(64) < p_valid[i]) for i in range(32)},
+        ("a",),
+    )
+    assert a.per_prompt_valid_at_k.shape == (32, 64)
+    np.testing.assert_allclose(a.per_prompt_valid_at_k.mean(axis=0), a.valid_at_k, atol=1e-12)
+    assert crossover_k(a.per_prompt_valid_at_k, b.per_prompt_valid_at_k) is None
+    assert crossover_k(b.per_prompt_valid_at_k, a.per_prompt_valid_at_k) is None
+    # ... while the mean curves alone "cross" one way or the other on sampling noise.
+    assert crossover_k(a.valid_at_k, b.valid_at_k) or crossover_k(b.valid_at_k, a.valid_at_k)
+    # A hand-made lead: 4 prompts, lead 0.1 everywhere at k = 2 but noisy at k = 1.
+    base = np.array([[0.5, 0.9], [0.9, 0.9], [0.6, 0.8], [0.8, 0.8]])
+    pol = np.array([[0.4, 0.8], [1.0, 0.8], [0.5, 0.7], [0.9, 0.7]])
+    # k = 1: d = (0.1, -0.1, 0.1, -0.1), mean 0 -> no; k = 2: d = 0.1 each, sd 0 -> bound 0.1 > 0.
+    assert crossover_k(base, pol) == 2
+    # The mean-curve form (shape (n,)) keeps the plain margin rule.
+    assert crossover_k(base.mean(axis=0), pol.mean(axis=0)) == 2
+    with pytest.raises(SeffiError):
+        crossover_k(base, pol[:3])
+
+
 def test_crossover_k_and_gain_vs_base() -> None:
     """Issue 16 case 4: the first k where the base overtakes the policy; gain 0 for identical samples."""
     assert crossover_k([0.2, 0.5, 0.9], [0.4, 0.6, 0.8]) == 3
