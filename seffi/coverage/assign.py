@@ -8,6 +8,8 @@ from seffi.coverage.sums import _segment_starts
 
 __all__ = ["RunAssigner"]
 
+_LUT_MAX = 1 << 16  # env indices below this are looked up in an array (larger ones: the dict)
+
 
 class RunAssigner:
     """Which run (tracker stream) each episode end belongs to, and its position k in that run.
@@ -28,6 +30,10 @@ class RunAssigner:
     def __init__(self, budget: int, stream_offset: int = 0) -> None:
         self.budget, self.stream_offset = int(budget), int(stream_offset)
         self.env_cols: dict[int, int] = {}  # env index -> column of the open-run arrays
+        # env index -> column as an array (-1: none), rebuilt when env_cols grows: a batch's columns
+        # in one gather instead of a unique + dict pass per log
+        self._env_lut = np.full(0, -1, dtype=np.int64)
+        self._lut_for = 0  # len(env_cols) the lookup table was built for
         # open run of (input code, env column): slot (-1 none), samples so far, last indices (-1 unknown)
         self.o_slot = np.full((0, 0), -1, dtype=np.int64)
         self.o_cnt = np.zeros((0, 0), dtype=np.int64)
@@ -58,8 +64,8 @@ class RunAssigner:
         if n > self._slot_stream.size:
             extra = np.zeros(max(n, 2 * self._slot_stream.size), dtype=np.int64)
             self._slot_stream, self._slot_input = (
-                np.r_[self._slot_stream, extra],
-                np.r_[self._slot_input, extra],
+                np.concatenate([self._slot_stream, extra]),
+                np.concatenate([self._slot_input, extra]),
             )
         self._slot_stream[self.n_slots : n] = streams
         self._slot_input[self.n_slots : n] = inputs
@@ -76,12 +82,21 @@ class RunAssigner:
             new = np.full((U2, E2), fill, dtype=np.int64)
             new[:U, :E] = getattr(self, name)
             setattr(self, name, new)
-        self.next_stream = np.r_[self.next_stream, np.zeros(U2 - U, dtype=np.int64)]
+        self.next_stream = np.concatenate([self.next_stream, np.zeros(U2 - U, dtype=np.int64)])
 
     def env_columns(self, env: np.ndarray) -> np.ndarray:
-        """Columns of env indices (new indices get new columns)."""
+        """Columns of env indices (new indices get new columns, in increasing env index)."""
+        lut = self._env_lut
+        if self._lut_for == len(self.env_cols) and env.size and 0 <= env.min() and env.max() < lut.size:
+            cols = lut[env]
+            if (cols >= 0).all():
+                return cols
         uniq, inv = np.unique(env, return_inverse=True)
         cols = np.array([self.env_cols.setdefault(int(e), len(self.env_cols)) for e in uniq.tolist()])
+        small = {e: c for e, c in self.env_cols.items() if 0 <= e < _LUT_MAX}
+        self._env_lut = np.full(max(small, default=-1) + 1, -1, dtype=np.int64)
+        self._env_lut[list(small)] = list(small.values())
+        self._lut_for = len(self.env_cols)
         return cols[inv].astype(np.int64)
 
     def _new_slots(self, u: np.ndarray) -> np.ndarray:
@@ -165,7 +180,8 @@ class RunAssigner:
         has_open = o_slot >= 0
         if (has_open & (o_key < 0)).any():
             return None  # an open run without this index: the loop's fallback rules apply
-        prev = np.r_[np.int64(-1), kk[:-1]]
+        prev = np.empty_like(kk)
+        prev[0], prev[1:] = -1, kk[:-1]
         prev[gstarts] = o_key
         new = kk != prev if differs else kk <= prev
         new[gstarts] |= ~has_open
@@ -181,7 +197,8 @@ class RunAssigner:
         fresh = fresh[np.argsort(order[seg_first[fresh]], kind="stable")]
         seg_slot[fresh] = self._new_slots(u[order[seg_first[fresh]]])
         slot_sorted = seg_slot[seg]
-        gends = np.r_[gstarts[1:], n] - 1
+        gends = np.empty_like(gstarts)
+        gends[:-1], gends[-1] = gstarts[1:] - 1, n - 1
         last_orig = order[gends]
         self.o_slot.flat[gp] = slot_sorted[gends]
         self.o_cnt.flat[gp] = k[gends]

@@ -146,7 +146,11 @@ class InputSums:
 
 def _segment_starts(keys: np.ndarray) -> np.ndarray:
     """Bool array, shape (N,): True where a run of equal consecutive ``keys`` starts."""
-    return np.r_[True, keys[1:] != keys[:-1]] if keys.size else np.zeros(0, dtype=bool)
+    out = np.empty(keys.size, dtype=bool)
+    if keys.size:  # np.r_ costs ~20 us a call: too much on the per-log path
+        out[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=out[1:])
+    return out
 
 
 def _first_index(cells: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -157,14 +161,23 @@ def _first_index(cells: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return cells[first], k[first]
 
 
+_NEVER_YET = np.iinfo(np.int64).max
+
+
 def _set_first(target: np.ndarray, cells: np.ndarray, k: np.ndarray) -> None:
-    """Write first-hit indices (0-based) into flat ``target`` where it still holds -1 (never)."""
+    """Write first-hit indices (0-based) into flat ``target`` where it still holds -1 (never).
+
+    The smallest k per cell by ``np.minimum.at`` on the cells still unset (a hit in an earlier batch
+    came first: a run's samples come in order): the same integers as sorting the hits by (cell, k),
+    in a third of the numpy calls.
+    """
     if cells.size == 0:
         return
-    cells, k = _first_index(cells, k)
     flat = target.reshape(-1)
-    unset = flat[cells] < 0  # a hit in an earlier batch came first (a run's samples come in order)
-    flat[cells[unset]] = k[unset] - 1
+    unset = flat[cells] < 0
+    cells, k = cells[unset], k[unset]
+    flat[cells] = _NEVER_YET
+    np.minimum.at(flat, cells, k - 1)
 
 
 def fold(

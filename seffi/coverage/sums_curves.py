@@ -19,7 +19,7 @@ from seffi.coverage.resampling import (
     MIN_INPUTS,
     bootstrap_counts,
     expanded_level,
-    mean_score_interval,
+    mean_score_intervals,
     percentile_interval,
 )
 from seffi.coverage.sums import METRICS, N_STATS, PER_STRATEGY, InputSums, sums_from_runs
@@ -215,25 +215,25 @@ def curves_from_sums(
     # Each input's curves (the mean over its complete runs), shape (U, K): the score intervals' data.
     with np.errstate(divide="ignore", invalid="ignore"):
         per_input = {name: stacked[:, METRICS[name], :] / stacked[:, 0, :] for name in _SCORE_METRICS}
+    aucs = [(p, name) for p, name in (("", "coverage"), ("valid_", "valid_coverage")) if name in metrics]
+    # Every score interval of the snapshot (curves, then AUCs) in one pass: one Poisson bisection.
+    scored = [name for name in metrics if name in reps and name in _SCORE_METRICS]
+    blocks = [(per_input[name], part.n_runs if _SCORE_METRICS[name] else None) for name in scored]
+    blocks += [(per_input[name].mean(axis=1), None) for _, name in aucs if name in reps]
+    got = iter(mean_score_intervals(blocks, ci_level, strata=strata) if blocks else [])
     for name in metrics:
         setattr(c, name, point[name])
         if name not in reps:
             continue
-        if name in _SCORE_METRICS:
-            runs = part.n_runs if _SCORE_METRICS[name] else None
-            lo, hi = mean_score_interval(per_input[name], ci_level, strata=strata, runs=runs)
-        else:
-            lo, hi = _percentiles(reps[name], level)
+        lo, hi = next(got) if name in _SCORE_METRICS else _percentiles(reps[name], level)
         setattr(c, f"{name}_lo", lo)
         setattr(c, f"{name}_hi", hi)
-    for prefix, name in (("", "coverage"), ("valid_", "valid_coverage")):
-        if name not in metrics:
-            continue
+    for prefix, name in aucs:
         setattr(c, f"{prefix}auc", float(point[name].mean()))
         if name in reps:
             # The replicates stay: Curves.gain pairs them when per-input contributions are missing.
             setattr(c, f"{prefix}auc_reps", reps[name].mean(axis=1))
-            lo, hi = mean_score_interval(per_input[name].mean(axis=1), ci_level, strata=strata)
+            lo, hi = next(got)
             setattr(c, f"{prefix}auc_lo", float(lo))
             setattr(c, f"{prefix}auc_hi", float(hi))
     if n_boot > 0 and not over_inputs:

@@ -22,7 +22,7 @@ from seffi.coverage._common import _input_id, _int_array, _match_set, rarity_bin
 from seffi.coverage.assign import RunAssigner
 from seffi.coverage.barcode import BarcodeRows
 from seffi.coverage.curves import Curves, check_budget
-from seffi.coverage.sums import InputSums, RunTable, fold, sums_from_runs
+from seffi.coverage.sums import InputSums, RunTable, _segment_starts, fold, sums_from_runs
 from seffi.coverage.sums_curves import curves_from_sums, point_from_sums
 
 __all__ = ["STATE", "STATE_FORMAT", "CoverageTracker"]
@@ -126,6 +126,7 @@ class CoverageTracker:
         self.bar = BarcodeRows(self.barcode_rows, self.barcode_cols)
         self.samples = self.valid = self.skipped = 0
         self._order: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
+        self._point: tuple[Any, Any, dict[str, Any]] = (None, None, {})  # (sums, key, point()) last
 
     @property
     def m(self) -> np.ndarray:
@@ -310,8 +311,8 @@ class CoverageTracker:
         self.runs.grow(self.assigner.n_slots)
         order = np.argsort(slots, kind="stable")
         ss = slots[order]
-        starts = np.flatnonzero(np.r_[True, ss[1:] != ss[:-1]])
-        within = np.arange(ss.size) - np.repeat(starts, np.diff(np.r_[starts, ss.size]))
+        starts = np.flatnonzero(_segment_starts(ss))
+        within = np.arange(ss.size) - np.repeat(starts, np.diff(np.append(starts, ss.size)))
         k = np.empty_like(slots)
         k[order] = self.runs.n[ss] + within + 1
         self._record_positions(u, slots, k, hits, valid, None)
@@ -361,7 +362,7 @@ class CoverageTracker:
         """Input codes of raw ids (str or int), new inputs added with M = the declared count."""
         table = self._code
         try:
-            return np.fromiter((table[x] for x in ids), dtype=np.int64, count=ids.shape[0])
+            return np.fromiter(map(table.__getitem__, ids.tolist()), dtype=np.int64, count=ids.shape[0])
         except (KeyError, TypeError):
             out = np.empty(ids.shape[0], dtype=np.int64)
             for i, x in enumerate(ids):
@@ -396,15 +397,10 @@ class CoverageTracker:
         self.bar.grow(len(self.keys))
         rank = [self._order_key(s) for s in self.columns]
         self.bar.add(
-            u,
-            slot,
-            k,
-            hits,
-            self.assigner.slot_stream[slot],
+            u, slot, k, hits, self.assigner.slot_stream[slot],
             lambda sl: set(np.flatnonzero(self.runs.first_hit[sl] >= 0).tolist()),
-            self.keys,
-            sorted(range(len(self.columns)), key=rank.__getitem__),
-        )
+            self.keys, sorted(range(len(self.columns)), key=rank.__getitem__),
+        )  # fmt: skip
         fold(self.runs, self.sums, u, slot, k, hits, valid, self.m)
         if z is not None and self.latent_runs is not None:
             Z = self.num_latents
@@ -501,7 +497,13 @@ class CoverageTracker:
         """Point estimates at the budget for a log, O(inputs x K) (needs ``budget``)."""
         if self.sums is None:
             raise ValueError("point() needs a tracker budget")
-        return point_from_sums(self._trimmed(self.sums), self.m, self.input_order())
+        # Sums change only when a run completes (or inputs are added): most logs see the same sums,
+        # so the last estimates are reused (a shallow copy: callers may add keys).
+        key, (sums, last, got) = (len(self.keys), int(self.sums.n_runs.sum())), self._point
+        if sums is not self.sums or last != key:
+            got = point_from_sums(self._trimmed(self.sums), self.m, self.input_order())
+            self._point = (self.sums, key, got)
+        return dict(got)
 
     def latent_coverage(self) -> np.ndarray | None:
         """Latent-code coverage per k (NaN where no run reached k), or None when none was recorded."""
@@ -573,18 +575,9 @@ class CoverageTracker:
             sums, rare = self.derived_sums(K, rarity_bin=bins, n_bins=rarity_bins)
         S = self.assigner.n_slots
         c = curves_from_sums(
-            sums,
-            self.m,
-            incomplete=int((self.runs.n[:S] < K).sum()),
-            order=order,
-            strata=strata,
-            n_boot=n_boot,
-            seed=seed,
-            ci_level=ci_level,
-            input_keys=keys,
-            samples=self.samples,
-            rarity=rare,
-        )
+            sums, self.m, incomplete=int((self.runs.n[:S] < K).sum()), order=order, strata=strata,
+            n_boot=n_boot, seed=seed, ci_level=ci_level, input_keys=keys, samples=self.samples, rarity=rare,
+        )  # fmt: skip
         if self.bar.data:
             c.barcode = self.barcode(K)
         return c
