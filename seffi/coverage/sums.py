@@ -153,14 +153,6 @@ def _segment_starts(keys: np.ndarray) -> np.ndarray:
     return out
 
 
-def _first_index(cells: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct cells, the smallest k of each): the first time each (run, column) cell was hit."""
-    order = np.lexsort((k, cells))
-    cells, k = cells[order], k[order]
-    first = _segment_starts(cells)
-    return cells[first], k[first]
-
-
 _NEVER_YET = np.iinfo(np.int64).max
 
 
@@ -268,33 +260,53 @@ def _first_hit_histogram(
 _CHUNK = 4096
 
 
+#: Statistics whose per-run value is 0 or 1: their sums of squares are their sums.
+_COUNTS = ("covered", "new", "valid_covered")
+_INDICATOR = np.array([name not in _COUNTS for name in BASE_STATS] + [True] * 2 * len(TAUS))
+
+
 def _run_stats(
-    fh: np.ndarray, m: np.ndarray, K: int, fvh: np.ndarray | None, fv: np.ndarray | None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Every statistic of complete runs at every k: int array (R, K, N_STATS), and A_r (R, 2)."""
+    fh: np.ndarray,
+    m: np.ndarray,
+    K: int,
+    fvh: np.ndarray | None,
+    fv: np.ndarray | None,
+    starts: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-input sums, sums of squares (both (P, K, N_STATS)) and A_r^2 sums (P, 2) of complete runs.
+
+    Runs come grouped by input, ``starts`` the first run of each of the P groups. Each statistic is
+    one contiguous (R, K) block (strided writes into (R, K, N_STATS) cost several times more), and
+    only the three count statistics are squared: an indicator's square is itself.
+    """
     R = fh.shape[0]
     new = _first_hit_histogram(fh, K)
     covered = np.cumsum(new, axis=1)
-    stats = np.zeros((R, K, N_STATS), dtype=np.int64)
-    stats[:, :, _S["runs"]] = 1
-    stats[:, :, _S["covered"]] = covered
-    stats[:, :, _S["novel"]] = new > 0
-    stats[:, :, _S["new"]] = new
-    stats[:, :, _S["full"]] = covered >= m[:, None]
+    stats = np.zeros((N_STATS, R, K), dtype=np.int64)
+    stats[_S["runs"]] = 1
+    stats[_S["covered"]] = covered
+    stats[_S["novel"]] = new > 0
+    stats[_S["new"]] = new
+    stats[_S["full"]] = covered >= m[:, None]
     A = np.zeros((R, 2), dtype=np.int64)
     A[:, 0] = covered.sum(axis=1)
     if fvh is not None:
         valid_covered = np.cumsum(_first_hit_histogram(fvh, K), axis=1)
-        stats[:, :, _S["valid_covered"]] = valid_covered
+        stats[_S["valid_covered"]] = valid_covered
         A[:, 1] = valid_covered.sum(axis=1)
     if fv is not None:
-        stats[:, :, _S["valid_any"]] = (fv[:, None] >= 0) & (fv[:, None] < np.arange(1, K + 1)[None, :])
+        stats[_S["valid_any"]] = (fv[:, None] >= 0) & (fv[:, None] < np.arange(1, K + 1)[None, :])
     before = covered - new
     need = _need(m)  # (R, T)
-    risk = before[:, :, None] < need[:, None, :]
-    stats[:, :, 7::2] = risk
-    stats[:, :, 8::2] = risk & (covered[:, :, None] >= need[:, None, :])
-    return stats, A
+    for t in range(need.shape[1]):
+        risk = before < need[:, t : t + 1]
+        stats[7 + 2 * t] = risk
+        stats[8 + 2 * t] = risk & (covered >= need[:, t : t + 1])
+    total = np.add.reduceat(stats, starts, axis=1)  # (N_STATS, P, K)
+    sq = total.copy()
+    for j in np.flatnonzero(~_INDICATOR).tolist():
+        sq[j] = np.add.reduceat(stats[j] * stats[j], starts, axis=0)
+    return total.transpose(1, 2, 0), sq.transpose(1, 2, 0), np.add.reduceat(A * A, starts, axis=0)
 
 
 def sums_from_runs(
@@ -353,55 +365,15 @@ def sums_from_runs(
     # Runs in chunks, all statistics at once: a (chunk, K, N_STATS) block and one reduction per chunk.
     for a in range(0, fh.shape[0], _CHUNK):
         b = min(a + _CHUNK, fh.shape[0])
-        part_fvh = None if fvh is None else fvh[a:b]
-        stats, A = _run_stats(fh[a:b], m[unit[a:b]], K, part_fvh, None if fv is None else fv[a:b])
+        part_fvh, part_fv = (None if x is None else x[a:b] for x in (fvh, fv))
         starts = np.flatnonzero(_segment_starts(unit[a:b]))
         present = unit[a:b][starts]
-        out.sums[present] += np.add.reduceat(stats, starts, axis=0)
-        out.sq[present] += np.add.reduceat(stats * stats, starts, axis=0)
-        out.auc_sq[present] += np.add.reduceat(A * A, starts, axis=0)
+        total, sq, a_sq = _run_stats(fh[a:b], m[unit[a:b]], K, part_fvh, part_fv, starts)
+        out.sums[present] += total
+        out.sq[present] += sq
+        out.auc_sq[present] += a_sq
         out.n_runs[present] += np.diff(np.r_[starts, b - a])
         if rarity is not None:
             by_bin = _first_hit_histogram(fh[a:b], K, rb[a:b], n_bins).cumsum(axis=2)  # type: ignore[index]
             rarity[present] += np.add.reduceat(by_bin, starts, axis=0)
-    return out, rarity
-    ks = np.arange(1, K + 1)
-    new = _first_hit_histogram(fh, K)
-    covered = np.cumsum(new, axis=1)
-    order = np.argsort(unit, kind="stable")
-    starts = np.flatnonzero(_segment_starts(unit[order]))
-    present = unit[order][starts]
-
-    def total(x: np.ndarray) -> np.ndarray:  # per-input sums over runs (one sort for all)
-        return np.add.reduceat(x.astype(np.int64)[order], starts, axis=0)
-
-    def put(stat: int, x: np.ndarray) -> None:
-        out.sums[present, :, stat] = total(x)
-        out.sq[present, :, stat] = total(x.astype(np.int64) ** 2)
-
-    put(_S["runs"], np.ones_like(covered))
-    put(_S["covered"], covered)
-    put(_S["novel"], new > 0)
-    put(_S["new"], new)
-    put(_S["full"], covered >= m[unit][:, None])
-    A = np.zeros((fh.shape[0], 2), dtype=np.int64)
-    A[:, 0] = covered.sum(axis=1)
-    if first_valid_hit is not None:
-        valid_covered = np.cumsum(_first_hit_histogram(np.asarray(first_valid_hit)[keep], K), axis=1)
-        put(_S["valid_covered"], valid_covered)
-        A[:, 1] = valid_covered.sum(axis=1)
-    if first_valid is not None:
-        fv = np.asarray(first_valid, dtype=np.int64)[keep][:, None]
-        put(_S["valid_any"], (fv >= 0) & (fv < ks[None, :]))
-    out.auc_sq[present] = total(A**2)
-    before = covered - new
-    need = _need(m)[unit]  # (R, T)
-    for t in range(len(TAUS)):
-        risk = before < need[:, t : t + 1]
-        put(7 + 2 * t, risk)
-        put(8 + 2 * t, risk & (covered >= need[:, t : t + 1]))
-    out.n_runs[present] = total(np.ones(fh.shape[0]))
-    if rarity is not None:
-        by_bin = _first_hit_histogram(fh, K, np.asarray(rarity_bin)[keep], n_bins).cumsum(axis=2)
-        rarity[present] = total(by_bin)
     return out, rarity

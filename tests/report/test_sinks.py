@@ -173,3 +173,33 @@ def test_null_and_forwarding_sinks(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert wandb_mode() == expected and wandb_mode("online") == "online"
     monkeypatch.setenv("WANDB_MODE", "bogus")
     assert wandb_mode_from_env() is None and wandb_mode() == "offline"
+
+
+def test_local_sink_keeps_its_files_open_and_every_record_readable(tmp_path: Path) -> None:
+    """Issue 12 (log path): one handle per file, flushed per record, closed at finish, reopened after."""
+    sink = LocalSink(tmp_path / "run", plots=False)
+    sink.log({"seffi/auc": 0.5}, 1)
+    first = sink._handles[sink.metrics_path]
+    sink.log({"seffi/auc": 0.625}, 2)
+    assert sink._handles[sink.metrics_path] is first  # not reopened per log
+    # Readable by another reader before finish: each record is flushed.
+    lines = sink.metrics_path.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(x)["seffi/auc"] for x in lines] == [0.5, 0.625]
+    sink.finish()
+    assert first.closed and not sink._handles
+    sink.log({"seffi/auc": 0.75}, 3)  # a late log appends, it never truncates
+    sink.close()
+    assert [r[keys.STEP_KEY] for r in sink.records()] == [1, 2, 3]
+
+
+def test_scalars_keys_cached_per_scope_and_budgets() -> None:
+    """Issue 12 (log path): keys built once still follow the scope and the budgets given."""
+    curves = {"k": [1, 2, 3], "coverage": [0.25, 0.5, float("nan")], "auc": 0.375}
+    plain = keys.scalars_from_curves(curves)
+    scoped = keys.scalars_from_curves(curves, scope="t/p")
+    assert plain[keys.coverage_key(2)] == 0.5 and keys.coverage_key(3) not in plain  # NaN left out
+    assert scoped[keys.coverage_key(2, "t/p")] == 0.5 and keys.coverage_key(2) not in scoped
+    short = keys.scalars_from_curves({"k": [1, 2], "coverage": [0.25, 0.5]})
+    assert short[keys.coverage_key(2)] == 0.5 and keys.coverage_key(1) in short
+    gapped = keys.scalars_from_curves({"k": [1, 2, 4], "coverage": [0.1, 0.2, 0.4]})
+    assert gapped[keys.coverage_key(4)] == 0.4
