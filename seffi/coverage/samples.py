@@ -11,6 +11,7 @@ from seffi.coverage import estimators as est
 from seffi.coverage._common import _Samples, _ttc_from_runs, rarity_ranks
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
 from seffi.coverage.extrapolate import _beyond_n, _full_law, model_law
+from seffi.coverage.jackknife import jackknife_novelty_sd
 from seffi.coverage.resampling import normal_quantile, t_quantile
 from seffi.coverage.summaries import percentile
 
@@ -242,7 +243,8 @@ def _sample_curves(
     - N(i): single-label, the expected number new (from the coverage replicates); set-valued,
       +- z sd of the novelty U-statistic on ``NOVELTY_REPLICATES`` datasets of each of two
       worlds, the observed match sets (``_set_datasets``) and independent strategies
-      (``model_law``), their variances pooled.
+      (``model_law``), their variances pooled; at i <= n / 2 the sd is the delete-one
+      jackknife's instead, times t_{n-1} / z (``jackknife.jackknife_novelty_sd``).
     - F(k): the estimate at k = n is the indicator "every strategy was seen", so an interval around
       it cannot say how uncertain F is. Instead, the percentile interval of F under the model law
       fitted to each bootstrap dataset, widened to contain the estimate (never zero-width where
@@ -363,6 +365,7 @@ def _sample_curves(
                 z = normal_quantile(ci_level)
                 nov = nov.mean(axis=0) + (nov - nov.mean(axis=0)) * (t_quantile(ci_level, b_nov - 1) / z)
             nov = np.resize(nov, (n_boot, nov.shape[1]))
+            nov = jackknife_novelty_sd(X, nov, ci_level, model_rng)
             if K > n:  # same extension as the point estimate, replicate by replicate
                 en = reps["expected_new"]
                 at_n = en[:, n - 1]
