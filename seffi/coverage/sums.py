@@ -207,10 +207,11 @@ def fold(
     C = runs.columns
     np.maximum.at(runs.n, slot, k)
     i, j = np.nonzero(hits)
-    _set_first(runs.first_hit, slot[i] * C + j, k[i])
+    cells, ki = slot[i] * C + j, k[i]
+    _set_first(runs.first_hit, cells, ki)
     if not coverage_only:
-        i, j = np.nonzero(hits & valid[:, None])
-        _set_first(runs.first_valid_hit, slot[i] * C + j, k[i])
+        vi = valid[i]  # the valid samples' hits: a subset of the hits just found
+        _set_first(runs.first_valid_hit, cells[vi], ki[vi])
         v = np.flatnonzero(valid)
         np.add.at(runs.n_valid, slot[v], 1)
         _set_first(runs.first_valid, slot[v], k[v])
