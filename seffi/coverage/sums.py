@@ -178,11 +178,12 @@ def fold(
     u: np.ndarray,
     slot: np.ndarray,
     k: np.ndarray,
-    hits: np.ndarray,
+    hits: np.ndarray | None,
     valid: np.ndarray,
     m: np.ndarray,
     *,
     coverage_only: bool = False,
+    hit: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> None:
     """Add samples to the run table, and each run that completes (reaches K) to the per-input sums.
 
@@ -201,12 +202,14 @@ def fold(
         valid: bool array, shape (N,): the sample was correct.
         m: int array, shape (U,): M_x of every input.
         coverage_only: Keep only what a coverage curve needs.
+        hit: ``np.nonzero(hits)`` when already known (``hits`` may then be None): row-major
+            (sample, column) pairs, e.g. the one latent code of each sample.
     """
     if u.shape[0] == 0:
         return
     C = runs.columns
     np.maximum.at(runs.n, slot, k)
-    i, j = np.nonzero(hits)
+    i, j = np.nonzero(hits) if hit is None else hit
     cells, ki = slot[i] * C + j, k[i]
     _set_first(runs.first_hit, cells, ki)
     if not coverage_only:

@@ -406,11 +406,10 @@ class CoverageTracker:
             Z = self.num_latents
             ok = (z >= 0) & (z < Z)
             self.has_latent |= bool(ok.any())
-            lat = np.zeros((u.shape[0], Z), dtype=bool)
-            lat[np.flatnonzero(ok), z[ok]] = True
             self.latent_runs.grow(self.assigner.n_slots)
-            Zs = np.full(self.m.shape, Z)
-            fold(self.latent_runs, self.latent_sums, u, slot, k, lat, valid, Zs, coverage_only=True)
+            Zs, i = np.full(self.m.shape, Z), np.flatnonzero(ok)  # one code per sample: its hit is (i, z)
+            lat = (self.latent_runs, self.latent_sums)
+            fold(*lat, u, slot, k, None, valid, Zs, coverage_only=True, hit=(i, z[i]))
         self.samples += int(u.shape[0])
         self.valid += int(valid.sum())
 
