@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from seffi._seeding import SeedLike
-from seffi.coverage.resampling import bootstrap_counts, expanded_level, t_quantile
+from seffi.coverage.resampling import (
+    bootstrap_counts,
+    expanded_level,
+    stratified_mean_variance,
+    t_quantile,
+)
 from seffi.coverage.summaries import Gain, percentile
 
 if TYPE_CHECKING:  # annotations only: curves.py imports this module
@@ -313,16 +318,10 @@ def ratio_t_interval(
     Returns:
         (lo, hi) floats.
     """
-    U = num.size
-    r = num - value * den
-    var = 0.0
-    groups = np.unique(strata)
-    for h in groups:
-        rh = r[strata == h]
-        if rh.size > 1:  # a stratum of one input is drawn as itself: no variance
-            var += rh.size * float(rh.var(ddof=1)) / U**2
+    strata = np.asarray(strata)
+    var = float(stratified_mean_variance(num - value * den, strata))  # of the residuals' mean
     se = math.sqrt(var) / float(den.mean())
-    half = t_quantile(level, max(U - groups.size, 1)) * se
+    half = t_quantile(level, max(num.size - np.unique(strata).size, 1)) * se
     return value - half, value + half
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "normal_quantile",
     "percentile_interval",
     "ratio_replicates",
+    "stratified_mean_variance",
     "t_quantile",
 ]
 
@@ -212,6 +213,26 @@ def mean_score_interval(
     return mean_score_intervals([(values, runs)], level, strata=strata)[0]
 
 
+def stratified_mean_variance(y: np.ndarray, strata: np.ndarray) -> np.ndarray:
+    """Variance of the mean over units, stratified: ``sum_h U_h s_h^2 / U^2``.
+
+    Args:
+        y: float array, shape (U,) or (U, columns): one value (row) per unit.
+        strata: int array, shape (U,): stratum (task) of each unit.
+
+    Returns:
+        float array, shape ``y.shape[1:]``. A stratum of one unit adds nothing: the stratified
+        bootstrap draws it as itself.
+    """
+    U = y.shape[0]
+    var = np.zeros(y.shape[1:])
+    for h in np.unique(strata):
+        yh = y[strata == h]
+        if yh.shape[0] > 1:
+            var += yh.shape[0] * yh.var(axis=0, ddof=1) / U**2
+    return var
+
+
 def mean_score_intervals(
     blocks: Sequence[tuple[np.ndarray, Sequence[int] | np.ndarray | None]],
     level: float = 0.95,
@@ -245,14 +266,12 @@ def mean_score_intervals(
     bounds = np.cumsum([0] + [a.reshape(U, -1).shape[1] for a in arrays])
     strata = np.zeros(U, dtype=np.int64) if strata is None else np.asarray(strata)
     mu = y.mean(axis=0)
-    var = np.zeros(y.shape[1])  # variance of the mean, stratified
+    var = stratified_mean_variance(y, strata)
     floor = np.zeros(y.shape[1])  # its lower bound from 0/1 runs (sum over inputs of binomial)
     groups = np.unique(strata)
     for h in groups:
         in_h = strata == h
         yh = y[in_h]
-        if yh.shape[0] > 1:  # a stratum of one input is drawn as itself: no variance
-            var += yh.shape[0] * yh.var(axis=0, ddof=1) / U**2
         for (_, runs), a, b in zip(blocks, bounds[:-1], bounds[1:], strict=True):
             if runs is not None:
                 mh = yh[:, a:b].mean(axis=0)
