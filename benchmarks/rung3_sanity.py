@@ -44,6 +44,7 @@ def main(args: Args) -> None:
     import torch
     from rich.progress import Progress
 
+    from seffi.callbacks.labelers import as_labeler
     from seffi.coverage import OracleBaseline
     from seffi.experiment import ladder_rung3 as rung3
     from seffi.experiment.ladder import LadderConfig, _train_models, spawn
@@ -65,16 +66,7 @@ def main(args: Args) -> None:
     strategies = tuple(task.strategies())
     refs = {x.id: task.reference_match_sets(x) for x in pool}
 
-    class Labeler:
-        """The task's validator as reference_iid's labeler."""
-
-        def __init__(self) -> None:
-            self.strategies = strategies
-
-        def __call__(self, x, text):
-            return task.validate_y_text(x, text)
-
-    n_iid = cfg.grpo.iid_samples or 16 * cfg.budget
+    n_iid = cfg.grpo.reference_samples(cfg.budget)
     prompts = [policy.prompt(task, x) for x in pool]
     ids = [x.id for x in pool]
     gains, covers, widths = [], [], []
@@ -84,7 +76,7 @@ def main(args: Args) -> None:
             policy.model,
             policy.tokenizer,
             grpo_args,
-            Labeler(),
+            as_labeler(task),
             ids,
             pool,
             prompts,

@@ -56,6 +56,10 @@ class GRPOSettings(BaseModel):
     eval_every: int = Field(20, ge=1, le=100_000)
     logging_steps: int = Field(5, ge=1, le=100_000)
 
+    def reference_samples(self, budget: int) -> int:
+        """Reference-model samples per pool prompt: ``iid_samples``, or 16 K by default."""
+        return self.iid_samples or 16 * budget
+
 
 #: (label, reward mode, learning-rate factor): the three runs of rung 3.
 RUNS = (
@@ -210,7 +214,7 @@ def run_rung3(
     base_eval = None
     result = Rung3Result(None, {}, None)
     rollouts: dict[str, Any] = {}
-    n_iid = s.iid_samples or 16 * config.budget
+    n_iid = s.reference_samples(config.budget)
     for i, (label, reward, factor) in enumerate(RUNS):
         started = time.perf_counter()
         slug = label.split()[1].lower().replace("=", "")

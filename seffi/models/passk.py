@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from transformers import TrainerCallback
 
+from seffi.coverage.resampling import t_quantile
 from seffi.errors import SeffiError
 
 from . import grpo
@@ -146,8 +147,6 @@ def crossover_k(base: Any, policy: Any, tol: float = 1e-3, level: float = 0.95) 
         lead = np.atleast_2d(b - p).mean(axis=0)
         ahead = np.flatnonzero(lead > tol)
     else:
-        from seffi.coverage.resampling import t_quantile
-
         d = b - p  # (prompts, n)
         lead = d.mean(axis=0)
         se = d.std(axis=0, ddof=1) / np.sqrt(d.shape[0])
