@@ -12,6 +12,7 @@ written in closed form with binomial ratios computed from log-factorials so noth
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -26,6 +27,7 @@ __all__ = [
     "full_coverage_samples_many",
     "log_factorial",
     "marginals",
+    "nonempty_subsets",
     "novelty_exact",
     "novelty_samples",
     "novelty_samples_many",
@@ -339,6 +341,28 @@ def novelty_samples(X: np.ndarray, K: int) -> np.ndarray:
     return novelty_samples_many(X[None], K)[0]
 
 
+def nonempty_subsets(sets: np.ndarray, m: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Every non-empty subset B of each distinct match set A, grouped by |A| (the U-statistics' terms).
+
+    Args:
+        sets: int64 array, shape (S,): match-set bitmasks over m strategies.
+        m: Number of strategies.
+
+    Yields:
+        ``(g, sub, sign)`` per set size r >= 1 (an empty set has no term): ``g`` int array, shape
+        (G,): the sets of size r; ``sub`` int64 array, shape (G, 2^r - 1): their subsets' masks;
+        ``sign`` float array, shape (2^r - 1,): ``-(-1)^|B|``.
+    """
+    bits = ((sets[:, None] >> np.arange(m, dtype=np.int64)) & 1).astype(bool)
+    size = bits.sum(axis=1)
+    for r in np.unique(size[size > 0]).tolist():
+        g = np.flatnonzero(size == r)
+        pos = np.nonzero(bits[g])[1].reshape(g.size, r)  # bit positions, ascending per row
+        q = np.arange(1, 1 << r, dtype=np.int64)
+        pattern = (q[None, :] >> np.arange(r, dtype=np.int64)[:, None]) & 1  # (r, 2^r - 1)
+        yield g, (np.int64(1) << pos) @ pattern, np.where(pattern.sum(axis=0) % 2 == 1, 1.0, -1.0)
+
+
 def novelty_samples_many(X: np.ndarray, K: int) -> np.ndarray:
     """``novelty_samples`` of D datasets of the same size at once: X bool (D, n, m) -> (D, min(K, n)).
 
@@ -365,15 +389,7 @@ def novelty_samples_many(X: np.ndarray, K: int) -> np.ndarray:
     first = np.flatnonzero(np.r_[True, (d_s[1:] != d_s[:-1]) | (m_s[1:] != m_s[:-1])])
     d_of, u = d_s[first], m_s[first]
     mult = np.diff(np.r_[first, d_s.size])
-    bits = ((u[:, None] >> np.arange(m, dtype=np.int64)) & 1).astype(bool)
-    size = bits.sum(axis=1)
-    for r in np.unique(size[size > 0]).tolist():
-        g = np.flatnonzero(size == r)
-        pos = np.nonzero(bits[g])[1].reshape(g.size, r)  # bit positions, ascending per row
-        q = np.arange(1, 1 << r, dtype=np.int64)
-        pattern = (q[None, :] >> np.arange(r, dtype=np.int64)[:, None]) & 1  # (r, 2^r - 1)
-        sign = np.where(pattern.sum(axis=0) % 2 == 1, 1.0, -1.0)  # -(-1)^|B|
-        sub = (np.int64(1) << pos) @ pattern  # (G, 2^r - 1): every non-empty B subset of A
+    for g, sub, sign in nonempty_subsets(u, m):
         # Chunks bound the (triples x n) intermediate for large match sets.
         step = max(1, (1 << 22) // max(n * sub.shape[1], 1))
         for c0 in range(0, g.size, step):

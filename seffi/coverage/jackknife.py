@@ -88,16 +88,11 @@ def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
     left = np.maximum(n - 1 - np.arange(n + 1), 0)  # samples not meeting B, y = 0..n
     rho = np.exp(est._log_binom_ratio(left[:, None], n - 2, i1[None, :], lf))
     rho[n] = 0.0  # Y_B = n: then every sample meets B and the value cancels exactly
-    bits = ((sets[:, None] >> np.arange(m, dtype=np.int64)) & 1).astype(bool)
-    size = bits.sum(axis=1)
     sub, sign, owner = [], [], []
-    for r in np.unique(size[size > 0]).tolist():  # an empty match set brings nothing new
-        g = np.flatnonzero(size == r)
-        pos = np.nonzero(bits[g])[1].reshape(g.size, r)  # bit positions, ascending per row
-        pattern = (np.arange(1, 1 << r, dtype=np.int64)[None, :] >> np.arange(r, dtype=np.int64)[:, None]) & 1
-        sub.append(((np.int64(1) << pos) @ pattern).ravel())  # every non-empty B subset of A
-        sign.append(np.tile(np.where(pattern.sum(axis=0) % 2 == 1, 1.0, -1.0), g.size))
-        owner.append(np.repeat(g, pattern.shape[1]))
+    for g, subsets, signs in est.nonempty_subsets(sets, m):  # an empty match set brings nothing new
+        sub.append(subsets.ravel())
+        sign.append(np.tile(signs, g.size))
+        owner.append(np.repeat(g, signs.size))
     out = np.zeros((n, kmax))
     if not sub:
         return out
