@@ -4,7 +4,10 @@ Like the router envs (:mod:`seffi.envs.router`) an episode is one step and the a
 ``z`` in ``Discrete(L)`` — but the generator is no longer hand-written: it is the latent mixture LM of
 :mod:`seffi.models`, learned by hard EM without strategy labels, and the trace it samples for
 ``(x, z)`` is attributed by the task's validator. The observation and the ``info`` keys are the router
-env's (``z`` included); the latent prior is the mixture's code frequencies, the same for every input.
+env's (``z`` included). The latent prior is the mixture's: ``p(z | x)`` read from the mixture LM when it
+learned one (``MixtureConfig.prior="input"``, the ladder's default), else the codes' assignment
+frequencies, the same for every input. Drawing ``z`` from it and then the trace is the mixture's own
+ancestral sampling, the analogue of the router env's iid base model.
 
 **No exact iid law.** The iid base model here is the plain base LM (SFT on the task's training rows),
 whose strategy law nobody wrote down. ``base_match_distribution`` therefore raises; the env offers
@@ -93,7 +96,7 @@ class LatentLMSpec(PoolSpec):
     Attributes:
         models: The base LM and the mixture.
         n_latents: L.
-        prior: float array, shape (N, L): the latent prior (the same row for every input).
+        prior: float array, shape (N, L): the latent prior of each input (see the module docstring).
     """
 
     def __init__(self, cfg: LatentLMEnvConfig) -> None:
@@ -111,9 +114,9 @@ class LatentLMSpec(PoolSpec):
         self.n_latents = models.n_codes
         if cfg.n_latents is not None and cfg.n_latents != self.n_latents:
             raise SeffiError(f"n_latents={cfg.n_latents} but the mixture has {self.n_latents} codes")
-        self.prior = np.tile(models.prior, (self.n_inputs, 1))
         layout = models.mixture.layout
         self.prompts = [self.task.prompt(x) for x in self.inputs]
+        self.prior = models.input_prior(self.prompts)
         self.code_prefixes = [[layout.prefix(p, z) for z in range(self.n_latents)] for p in self.prompts]
         self.base_prefixes = [layout.prefix(p) for p in self.prompts]
         self.temperature = cfg.temperature

@@ -55,7 +55,8 @@ from seffi.experiment.ladder_rung3 import GRPOSettings, require_trl, run_rung3
 DEFAULT_TASK = "grid_routes"
 DEFAULT_TASK_CONFIG: dict[str, dict[str, Any]] = {"sort_swaps": {"min_length": 3, "max_length": 4}}
 
-#: Online hard EM on 4000 rows, 8 epochs, one fold, codes capped at twice the mean share (measured best).
+#: Online hard EM on 4000 rows, 8 epochs, one fold, codes capped at twice the mean share (measured best),
+#: the latent prior learned per input (``MixtureConfig.prior``).
 _MIXTURE: dict[str, Any] = {
     "mode": "online",
     "folds": 1,
@@ -66,6 +67,7 @@ _MIXTURE: dict[str, Any] = {
     "code_init_std": 0.02,
     "lr": 0.001,
     "capacity": 2.0,
+    "prior": "input",
 }
 #: The rung-2 models per task ("*": any other task); the measured configurations.
 DEFAULT_LM: dict[str, dict[str, Any]] = {
@@ -437,7 +439,7 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
                 f"{models.n_codes} codes by hard EM without labels",
                 f"iid: estimated from {n_iid} base-LM samples per input (IidBaseline.from_samples)",
                 f"{overlap} of the {config.n_inputs} pool inputs were also training inputs",
-                "untrained router: z from the latent prior (code frequencies); its gain should be ~0",
+                "untrained router: z from the mixture's latent prior (its ancestral sampling); its gain should be ~0",
             ],
         )
         timings["rung2_seconds"] = time.perf_counter() - t0

@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,8 +69,22 @@ class LadderModels:
 
     @property
     def prior(self) -> np.ndarray:
-        """Latent prior: share of training rows assigned to each code, shape (L,)."""
+        """Global latent prior: share of training rows assigned to each code, shape (L,)."""
         return np.asarray(self.mixture.meta["prior"], dtype=np.float64)
+
+    @property
+    def per_input_prior(self) -> bool:
+        """Whether the mixture learned ``p(z | x)`` (``MixtureConfig.prior="input"``)."""
+        return self.mixture.meta.get("prior_kind", "global") == "input"
+
+    def input_prior(self, prompts: Sequence[str]) -> np.ndarray:
+        """The latent prior of each prompt: float array, shape (len(prompts), L).
+
+        ``p(z | x)`` from the mixture for a per-input prior, else the global prior on every row.
+        """
+        if self.per_input_prior:
+            return self.mixture.code_distribution(prompts, self.n_codes)
+        return np.tile(self.prior, (len(prompts), 1))
 
 
 def build_task(cfg: LMConfig) -> Task[Any, Any]:

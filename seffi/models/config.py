@@ -22,7 +22,13 @@ _LATE_OPTIONAL = ("max_rows",)
 #: Fields added later whose zero value reproduces the older behaviour; left out of the key while 0.
 _LATE_ZERO = ("warm_epochs",)
 #: Fields added later with a default that differs from what older caches used.
-_LATE_DEFAULTS = {"mode": "batch", "trainable": "all", "code_slot": "after_sep", "init": "random"}
+_LATE_DEFAULTS = {
+    "mode": "batch",
+    "trainable": "all",
+    "code_slot": "after_sep",
+    "init": "random",
+    "prior": "global",
+}
 
 
 class MixtureConfig(BaseModel):
@@ -45,6 +51,16 @@ class MixtureConfig(BaseModel):
             (k-means with L clusters of the base LM's trace representations — the mean last hidden state
             over the trace — so EM starts from a partition by what the trace *does*, not by how surprising
             it is; measured on grid_routes training rows: NMI(cluster, strategy label) 0.33).
+        prior: The latent prior. ``"global"``: the codes' assignment frequencies, one distribution for
+            every input. ``"input"``: ``p(z | x)``, learned by the mixture itself — the code token is part
+            of every M-step's target, so the LM fits the assignment frequencies *per input* — and read
+            from its logits at the code position. The E-step still scores ``log p(y | x, z)`` under a
+            uniform prior. Why: the strategies a trace can follow depend on the input (walls block
+            routes), so a code that is pure for one strategy writes invalid traces where that strategy
+            is infeasible; under a global prior every pure code costs validity, and the mixture's
+            marginal drifts from the base LM (measured on grid_routes: valid 0.68 vs 0.85). Under
+            ``p(z | x)`` ancestral sampling is the joint the LM was trained on, so its marginal is the
+            training law again.
         warm_epochs: Before EM, passes of the copied base LM (every weight) over the rows with a code drawn
             uniformly at random per row: the model learns to read a trace after a code token (the base LM
             never saw one; with frozen weights an unseen token there costs ~60 nats per row) while the
@@ -85,6 +101,7 @@ class MixtureConfig(BaseModel):
     trainable: Literal["all", "codes"] = "all"
     code_slot: Literal["after_sep", "sep"] = "after_sep"
     init: Literal["random", "kmeans"] = "random"
+    prior: Literal["global", "input"] = "global"
     warm_epochs: float = Field(0.0, ge=0.0, le=20.0)
     warm_lr: float = Field(5e-4, gt=0.0, le=1.0)
     rounds: int = Field(8, ge=1, le=50)

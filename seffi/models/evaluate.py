@@ -161,28 +161,42 @@ def training_row_stats(models: LadderModels, max_rows: int = 5000) -> dict[str, 
 
 def latent_samples(
     mixture: TaskLM, task: Task[Any, Any], inputs: Sequence[TaskInput], n_codes: int, per_code: int, seed: int
-) -> tuple[np.ndarray, list[Any]]:
-    """``per_code`` samples of every code on every input: (codes, validation results)."""
+) -> tuple[np.ndarray, np.ndarray, list[Any]]:
+    """``per_code`` samples of every code on every input: (codes, input index, validation results)."""
     rng = np.random.default_rng(seed)
-    xs, codes = [], []
-    for x in inputs:
+    xs, codes, where = [], [], []
+    for n, x in enumerate(inputs):
         for z in range(n_codes):
             xs += [x] * per_code
             codes += [z] * per_code
+            where += [n] * per_code
     texts = mixture.sample_texts([task.prompt(x) for x in xs], rng, codes=codes)
-    return np.array(codes), validate_all(task, xs, texts)
+    return np.array(codes), np.array(where), validate_all(task, xs, texts)
 
 
 def purity(
-    codes: np.ndarray, results: Sequence[Any], strategies: Sequence[str], n_codes: int
+    codes: np.ndarray,
+    results: Sequence[Any],
+    strategies: Sequence[str],
+    n_codes: int,
+    weights: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Per-code strategy mix and NMI(latent, strategy) of latent samples (see the module docstring).
+
+    Args:
+        codes: int array, shape (S,): each sample's code.
+        results: Each sample's validation result.
+        strategies: The task's strategies.
+        n_codes: L.
+        weights: float array, shape (S,): each sample's probability under the model's own joint
+            (``p(x) p(z | x)`` over the number of samples of that (x, z)); gives ``nmi_joint``. ``None``:
+            every code equally likely.
 
     Returns:
         ``matrix``: float array, shape (L, M + 1): per code, the pooled strategy frequencies of its
         samples scaled by their attributed share, last column the share that matched nothing;
-        ``valid``: valid rate per code; ``nmi``: over attributed samples; ``nmi_valid``: over valid
-        attributed samples.
+        ``valid``: valid rate per code; ``nmi``: over attributed samples, codes equally likely;
+        ``nmi_joint``: the same with ``weights``; ``nmi_valid``: over valid attributed samples.
     """
     m = len(strategies)
     matrix = np.zeros((n_codes, m + 1))
@@ -207,7 +221,13 @@ def purity(
         if r.strategy_matches and r.valid
     ]
     single = [(c, s) for c, s in attributed if len(s) == 1]
+    nmi_joint = float("nan")
+    if weights is not None:
+        keep = [i for i, r in enumerate(results) if r.strategy_matches]
+        if keep:
+            nmi_joint = nmi([int(codes[i]) for i in keep], [a[1] for a in attributed], weights=weights[keep])
     return {
+        "nmi_joint": nmi_joint,
         "nmi_unambiguous": nmi(*zip(*single, strict=True)) if single else float("nan"),
         "unambiguous_share": len(single) / len(attributed) if attributed else float("nan"),
         "matrix": matrix,
@@ -228,8 +248,11 @@ def measure_models(
     flat = [r for rs in base.values() for r in rs]
     base_freq = strategy_frequencies([sorted(r.strategy_matches) for r in flat], strategies)
     law_freq = law_frequencies(task, inputs)
-    codes, results = latent_samples(models.mixture, task, inputs, models.n_codes, per_code, seed + 1)
-    pur = purity(codes, results, strategies, models.n_codes)
+    codes, where, results = latent_samples(models.mixture, task, inputs, models.n_codes, per_code, seed + 1)
+    # The model's own joint: x uniform over the held-out inputs, z from the latent prior of x.
+    prior = models.input_prior([task.prompt(x) for x in inputs])
+    joint = prior[where, codes] / (per_code * len(inputs))
+    pur = purity(codes, results, strategies, models.n_codes, weights=joint)
     train_nmi = float("nan")
     assign_file = models.mixture_dir / "assignments.npy"
     if assign_file.is_file():
@@ -254,8 +277,11 @@ def measure_models(
         "base_frequencies": dict(zip(strategies, base_freq.round(4).tolist(), strict=True)),
         "law_frequencies": dict(zip(strategies, law_freq.round(4).tolist(), strict=True)),
         "n_codes": models.n_codes,
-        "prior": models.prior.round(4).tolist(),
+        "prior": prior.mean(axis=0).round(4).tolist(),
+        "prior_kind": "input" if models.per_input_prior else "global",
+        "prior_entropy_per_input": float(np.mean(-(prior * np.log(np.maximum(prior, 1e-300))).sum(1))),
         "nmi": pur["nmi"],
+        "nmi_joint": pur["nmi_joint"],
         "nmi_valid": pur["nmi_valid"],
         "nmi_unambiguous": pur["nmi_unambiguous"],
         "unambiguous_share": pur["unambiguous_share"],
@@ -263,7 +289,7 @@ def measure_models(
         "nmi_ceiling_split": rows["nmi_ceiling_split"],
         "nmi_train_assignments": train_nmi,
         "code_valid_rate": pur["valid"].round(4).tolist(),
-        "mixture_valid_rate": float(np.dot(models.prior, pur["valid"])),
+        "mixture_valid_rate": float(np.dot(joint, [r.valid for r in results])),
         "purity": pur["matrix"].round(4).tolist(),
         "purity_columns": [*strategies, "none"],
         "base_n_params": models.base.n_params(),

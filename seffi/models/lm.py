@@ -2,7 +2,7 @@
 
 A sequence is ``prompt <sep> [<zC>] trace <eos>``: the prompt's words, a separator, for the latent
 mixture one code token, then the trace's words (newlines are the token ``<nl>``). The loss covers the
-trace and ``<eos>`` only. Token ids ``0 .. V-1`` are exactly the ids of ``task.vocabulary()``, so
+trace and ``<eos>`` (and the code token for a mixture that learns its per-input prior). Token ids ``0 .. V-1`` are exactly the ids of ``task.vocabulary()``, so
 ``Vocabulary.encode`` / ``decode`` and the saved Hugging Face tokenizer agree; ``<sep>`` and
 ``MAX_CODES`` code tokens follow. The base LM never sees a code token; the mixture uses the first L.
 
@@ -444,6 +444,31 @@ class TaskLM:
             step_pos = step_pos[:, -1:] + 1
             mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype)], dim=1)
 
+    @torch.no_grad()
+    def code_distribution(self, prompts: Sequence[str], n_codes: int, batch_size: int = 512) -> np.ndarray:
+        """The model's ``p(z | x)`` over the first ``n_codes`` codes: float array, shape (len(prompts), L).
+
+        Read from the logits at the code token's position (renormalised over the L codes); meaningful for
+        a mixture trained with ``learn_code`` (:class:`~seffi.models.config.MixtureConfig` ``prior="input"``).
+        """
+        torch_setup()
+        self.model.eval()
+        codes = np.arange(self.layout.code0, self.layout.code0 + n_codes)
+        prefixes = [self.layout.prefix(p, 0)[:-1] for p in prompts]  # everything before the code token
+        out = np.zeros((len(prompts), n_codes))
+        for b in range(0, len(prefixes), batch_size):
+            part = prefixes[b : b + batch_size]
+            width = max(len(p) for p in part)
+            ids = torch.zeros((len(part), width), dtype=torch.long)
+            mask = torch.zeros_like(ids)
+            for r, p in enumerate(part):  # left padding: the last position is every row's last token
+                ids[r, width - len(p) :] = torch.tensor(p)
+                mask[r, width - len(p) :] = 1
+            pos = (mask.cumsum(1) - 1).clamp(min=0)
+            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -1].double()
+            out[b : b + len(part)] = torch.softmax(logits[:, codes], dim=-1).numpy()
+        return out
+
     def sample_texts(
         self,
         prompts: Sequence[str],
@@ -471,17 +496,25 @@ class TaskLM:
 
 
 def examples_from_rows(
-    layout: Layout, rows: Sequence[Any], codes: Sequence[int] | None = None
+    layout: Layout, rows: Sequence[Any], codes: Sequence[int] | None = None, *, learn_code: bool = False
 ) -> list[Example]:
-    """Training sequences of rows (``input_id``, ``prompt``, ``y_text``); no other row field is read."""
-    return [
-        Example(
-            r.input_id,
-            tuple(layout.prefix(r.prompt, None if codes is None else int(codes[i]))),
-            tuple(layout.target(r.y_text)),
-        )
-        for i, r in enumerate(rows)
-    ]
+    """Training sequences of rows (``input_id``, ``prompt``, ``y_text``); no other row field is read.
+
+    Args:
+        layout: The token layout.
+        rows: The rows.
+        codes: One latent code per row (``None``: no code token, the base LM's sequences).
+        learn_code: Put the code token in the target, so training also fits ``p(z | x)`` (the mixture's
+            per-input latent prior) and :meth:`TaskLM.score` returns ``log p(z | x) + log p(y | x, z)``.
+    """
+    out = []
+    for i, r in enumerate(rows):
+        prefix = layout.prefix(r.prompt, None if codes is None else int(codes[i]))
+        target = layout.target(r.y_text)
+        if learn_code and codes is not None:
+            prefix, target = prefix[:-1], [prefix[-1], *target]
+        out.append(Example(r.input_id, tuple(prefix), tuple(target)))
+    return out
 
 
 class Timer:

@@ -185,7 +185,7 @@ def _warm_up(
     for j, m in enumerate(models):
         idx = np.flatnonzero(folds != j) if len(models) > 1 else np.arange(len(rows))
         m.train(
-            _examples(m.layout, rows, codes, idx),
+            _examples(m.layout, rows, codes, idx, cfg),
             epochs=cfg.warm_epochs,
             batch_size=64,
             lr=cfg.warm_lr,
@@ -263,7 +263,7 @@ def _train(
     for r in range(cfg.rounds):
         for j, m in enumerate(models):
             train_idx = np.flatnonzero(folds != j) if n_folds > 1 else np.arange(len(rows))
-            ex = _examples(layout, rows, assign, train_idx)
+            ex = _examples(layout, rows, assign, train_idx, cfg)
             m.train(
                 ex,
                 epochs=cfg.epochs_per_round,
@@ -280,7 +280,7 @@ def _train(
         # Model 0 already knows the codes from the other folds; one pass over every row with the
         # final assignments makes it the mixture of the whole data.
         final.train(
-            _examples(layout, rows, assign, np.arange(len(rows))),
+            _examples(layout, rows, assign, np.arange(len(rows)), cfg),
             epochs=cfg.final_epochs,
             batch_size=64,
             lr=cfg.lr,
@@ -288,7 +288,7 @@ def _train(
             schedule="cosine",
         )
         tick("final M-step")
-    return _result(final, assign, n_codes, history)
+    return _result(final, assign, n_codes, history, cfg)
 
 
 def balanced_argmax(scores: np.ndarray, capacity: float) -> np.ndarray:
@@ -407,7 +407,7 @@ def _online(
             scores = code_scores(models[f], part, n_codes)
             z = balanced_argmax(scores, cfg.capacity)
             assign[idx] = z
-            trainers[(f + 1) % n_folds].step(examples_from_rows(layout, part, z.tolist()))
+            trainers[(f + 1) % n_folds].step(_examples(layout, part, z, np.arange(len(part)), cfg))
             step += 1
             if n_folds > 1 and step % align_every == 0:
                 align_codes(models, probe, n_codes)
@@ -433,7 +433,7 @@ def _online(
     final = models[0]
     if cfg.final_epochs > 0:
         final.train(
-            _examples(layout, rows, assign, np.arange(len(rows))),
+            _examples(layout, rows, assign, np.arange(len(rows)), cfg),
             epochs=cfg.final_epochs,
             batch_size=batch,
             lr=cfg.lr,
@@ -442,21 +442,31 @@ def _online(
         )
         if hook is not None:
             hook("final M-step", total, total)
-    return _result(final, assign, n_codes, history)
+    return _result(final, assign, n_codes, history, cfg)
 
 
-def _result(final: Any, assign: np.ndarray, n_codes: int, history: Any) -> EMResult:
-    """The EM result; the latent prior is the codes' assignment frequencies, stored with the model."""
+def _result(final: Any, assign: np.ndarray, n_codes: int, history: Any, cfg: MixtureConfig) -> EMResult:
+    """The EM result; the global latent prior is the codes' assignment frequencies, stored with the model.
+
+    With ``prior="input"`` the meta also says so (``prior_kind``): the env then reads ``p(z | x)`` from
+    the model (:meth:`TaskLM.code_distribution`), which fitted these frequencies per input.
+    """
     prior = np.bincount(assign, minlength=n_codes).astype(np.float64)
     prior /= prior.sum()
     final.meta["n_codes"] = n_codes
     final.meta["prior"] = prior.tolist()
+    final.meta["prior_kind"] = cfg.prior
     final.meta["em_history"] = history
     return EMResult(final, assign, prior, history)
 
 
-def _examples(layout: Layout, rows: Sequence[Any], assign: np.ndarray, idx: np.ndarray) -> list[Example]:
-    return examples_from_rows(layout, [rows[i] for i in idx], assign[idx].tolist())
+def _examples(
+    layout: Layout, rows: Sequence[Any], assign: np.ndarray, idx: np.ndarray, cfg: MixtureConfig
+) -> list[Example]:
+    """M-step sequences of rows ``idx`` with their codes (the code learned too with ``prior="input"``)."""
+    return examples_from_rows(
+        layout, [rows[i] for i in idx], assign[idx].tolist(), learn_code=cfg.prior == "input"
+    )
 
 
 def _e_step(

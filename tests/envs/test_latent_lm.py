@@ -207,3 +207,21 @@ def test_gym_make_without_lm_extra_names_the_extra(model_dir: str) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "'lm' extra" in out.stdout and len(out.stdout.strip().splitlines()) == 1, out.stderr
+
+
+def test_learned_per_input_prior_is_the_observed_prior(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Issue 15 item 4: with a mixture that learned p(z | x) (prior="input") each input's observed prior
+    is the mixture's own code distribution for that prompt, and the vector env's rows agree."""
+    from seffi.models.cache import train_ladder_models
+
+    cfg = tiny.tiny_cfg(mixture={**tiny.TINY["mixture"], "prior": "input"})
+    models = train_ladder_models(cfg, tiny.tiny_cache(tmp_path_factory))
+    assert models.per_input_prior
+    env = make(str(models.mixture_dir))
+    u = env.unwrapped
+    expected = models.mixture.code_distribution([u.task.prompt(x) for x in u.inputs], models.n_codes)
+    assert not np.allclose(expected[0], expected[1])  # the prior depends on the input
+    for i, x in enumerate(u.inputs):
+        np.testing.assert_allclose(u.latent_prior(x.id), expected[i], rtol=1e-12)
+    obs, _ = env.reset(seed=0, options={"input_id": u.inputs[1].id})
+    np.testing.assert_allclose(obs[u.obs_layout["prior"]], expected[1], rtol=1e-6)

@@ -24,7 +24,7 @@ from seffi.errors import SeffiError
 from seffi.models.cache import build_task, train_base, train_ladder_models, training_rows
 from seffi.models.config import LMConfig, MixtureConfig
 from seffi.models.evaluate import nmi, purity, split_ceiling, strategy_frequencies, tv
-from seffi.models.lm import Layout, TaskLM, build_tokenizer, examples_from_rows
+from seffi.models.lm import Example, Layout, TaskLM, build_tokenizer, examples_from_rows
 from seffi.models.mixture import balanced_argmax, code_scores, freeze_to_codes, train_mixture
 from seffi.tasks import get_task
 from tests.models import tiny
@@ -263,7 +263,7 @@ def test_mixture_max_rows_subsets_rows_and_keeps_old_cache_keys() -> None:
     from seffi._seeding import stable_id
 
     old = tiny_cfg().mixture.model_dump(mode="json")
-    for late in ("max_rows", "trainable", "code_slot", "init", "warm_epochs", "warm_lr"):
+    for late in ("max_rows", "trainable", "code_slot", "init", "prior", "warm_epochs", "warm_lr"):
         del old[late]
     expected = f"edit_script-mixture-{stable_id({**tiny_cfg().base_fields(), 'mixture': old}, length=16)}"
     assert tiny_cfg().mixture_key() == expected
@@ -278,7 +278,10 @@ def test_new_mixture_fields_at_their_old_values_keep_cache_keys() -> None:
     codes = tiny_cfg(mixture={**tiny.TINY["mixture"], "trainable": "codes"})
     warm = tiny_cfg(mixture={**tiny.TINY["mixture"], "warm_epochs": 1})
     slot = tiny_cfg(mixture={**tiny.TINY["mixture"], "code_slot": "sep"})
-    assert len({plain.mixture_key(), codes.mixture_key(), warm.mixture_key(), slot.mixture_key()}) == 4
+    learned = tiny_cfg(mixture={**tiny.TINY["mixture"], "prior": "input"})
+    assert tiny_cfg(mixture={**tiny.TINY["mixture"], "prior": "global"}).mixture_key() == plain.mixture_key()
+    keys = {plain.mixture_key(), codes.mixture_key(), warm.mixture_key(), slot.mixture_key(), learned.mixture_key()}
+    assert len(keys) == 5
     assert codes.base_key() == plain.base_key()  # the base LM is shared
 
 
@@ -397,3 +400,70 @@ def test_kmeans_init_finds_separable_modes_from_trace_features() -> None:
     with pytest.raises(ValidationError, match="warm_epochs"):
         MixtureConfig(init="kmeans")
     assert MixtureConfig(init="kmeans", warm_epochs=1).init == "kmeans"
+
+
+def test_learned_prior_follows_the_input_and_matches_the_scores() -> None:
+    """Issue 15 items 3-4 (per-input latent prior): with prior="input" the code token is trained too, so
+    the mixture's p(z | x) is the codes' assignment frequencies *per input*: on a prompt whose rows take
+    two modes it splits between their codes, on a prompt with one mode it picks that mode's code. The
+    batched read-out equals exp(score) of the single code token, renormalised (an independent path)."""
+    task = get_task("edit_script")
+    modes = ["del 0\nanswer a", "sub 1 b\nsub 2 b\nanswer b b", "ins 0 c\nins 1 c\nins 2 c\nanswer c c c"]
+    xs = task.make_inputs(2, seed=0)
+    two, one = task.prompt(xs[0]), task.prompt(xs[1])
+    rows = [_Row(f"a{i}", two, modes[i % 2]) for i in range(60)] + [_Row(f"b{i}", one, modes[2]) for i in range(30)]
+    hidden = [i % 2 for i in range(60)] + [2] * 30
+    cfg = LMConfig(task="edit_script", d_model=32, n_layer=1, n_head=2, epochs=2, batch_size=32, lr=3e-3)
+    base = train_base(cfg, task, rows)
+    em = MixtureConfig(
+        mode="batch", rounds=3, epochs_per_round=20, lr=1e-2, capacity=1.0, code_init_std=1.0, prior="input"
+    )
+    result = train_mixture(base, rows, 3, em)
+    assert nmi(result.assignments.tolist(), hidden) == pytest.approx(1.0)
+    code_of = {h: int(result.assignments[hidden.index(h)]) for h in range(3)}
+    dist = result.model.code_distribution([two, one], 3)
+    assert dist.sum(axis=1) == pytest.approx([1.0, 1.0])
+    assert dist[1, code_of[2]] > 0.9
+    assert 0.3 < dist[0, code_of[0]] < 0.7 and 0.3 < dist[0, code_of[1]] < 0.7
+    # Independent path: log p(z | x) as the score of a one-token target after the prompt's prefix.
+    layout = result.model.layout
+    singles = [
+        Example("x", tuple(layout.prefix(p)), (layout.code(z),)) for p in (two, one) for z in range(3)
+    ]
+    by_score = np.exp(result.model.score(singles)).reshape(2, 3)
+    np.testing.assert_allclose(dist, by_score / by_score.sum(axis=1, keepdims=True), atol=1e-6)
+    assert result.model.meta["prior_kind"] == "input"
+
+
+def test_learned_prior_examples_put_the_code_in_the_target() -> None:
+    """Issue 15 item 3: learn_code moves the code token from the prefix to the front of the target."""
+    layout = Layout(get_task("edit_script").vocabulary())
+    row = _Row("i", "edit a to b", "sub 0 b\nanswer b")
+    plain = examples_from_rows(layout, [row], [2])[0]
+    learned = examples_from_rows(layout, [row], [2], learn_code=True)[0]
+    assert learned.prefix == plain.prefix[:-1] and learned.target == (layout.code(2), *plain.target)
+    assert examples_from_rows(layout, [row], learn_code=True) == examples_from_rows(layout, [row])
+
+
+def test_global_prior_models_give_the_same_prior_to_every_input(tiny_models) -> None:
+    """Issue 15 item 4: a mixture without a learned prior keeps the codes' frequencies for every input."""
+    assert not tiny_models.per_input_prior
+    prior = tiny_models.input_prior(["edit a to b", "edit b to c"])
+    np.testing.assert_allclose(prior, np.tile(tiny_models.prior, (2, 1)))
+
+
+def test_purity_joint_nmi_weighs_samples_by_the_prior() -> None:
+    """Issue 15 (NMI under the model's own joint): weights that drop a code's samples drop the code."""
+
+    class R:
+        def __init__(self, matches: set[str]) -> None:
+            self.strategy_matches, self.valid = frozenset(matches), True
+
+    # Code 0 -> a, code 1 -> b, code 2 -> a or b: uniform codes mix; weight 0 on code 2 gives a pure latent.
+    res = [R({"a"}), R({"a"}), R({"b"}), R({"b"}), R({"a"}), R({"b"})]
+    codes = np.array([0, 0, 1, 1, 2, 2])
+    uniform = purity(codes, res, ["a", "b"], 3, weights=np.full(6, 1 / 6))
+    dropped = purity(codes, res, ["a", "b"], 3, weights=np.array([1, 1, 1, 1, 0, 0]) / 4)
+    assert uniform["nmi_joint"] == pytest.approx(uniform["nmi"])
+    assert dropped["nmi_joint"] == pytest.approx(1.0)
+    assert uniform["nmi"] < 0.8
