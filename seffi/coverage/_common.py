@@ -255,7 +255,6 @@ class _Samples:
     valid: np.ndarray | None = None  # (n,) bool
 
 
-
 def _input_id(input_id: Any) -> str:
     """Input ids are strings; ints are accepted and turned into their decimal string."""
     if isinstance(input_id, bool) or not isinstance(input_id, str | int | np.integer):

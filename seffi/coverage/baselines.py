@@ -14,6 +14,7 @@ Typical use with a task::
     refs = {x.id: task.reference_match_sets(x) for x in inputs}
     oracle = OracleBaseline(refs, strategies=task.strategies())
 """
+
 from __future__ import annotations
 
 from seffi.coverage._common import rarity_bin_matrix

@@ -208,8 +208,9 @@ COLUMNS: tuple[Column, ...] = (
         header="valid rate",
         needs="caller",
     ),
-    Column("n_samples", "count", "samples behind the curves", curves="samples", dtype="int",
-           wandb="episodes"),
+    Column(
+        "n_samples", "count", "samples behind the curves", curves="samples", dtype="int", wandb="episodes"
+    ),
     Column("n_inputs", "count", "inputs behind the curves", dtype="int", wandb="inputs"),
     Column("n_runs", "count", "runs behind the curves", dtype="int"),
 )

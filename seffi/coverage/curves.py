@@ -52,8 +52,6 @@ def check_budget(K: Any) -> int:
     return int(K)
 
 
-
-
 def auc(coverage: np.ndarray) -> np.ndarray:
     """Coverage area under the curve, AUC(K) = (1/K) sum_k C(k).
 

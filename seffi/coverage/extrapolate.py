@@ -84,8 +84,11 @@ def _missing_found(u: np.ndarray, r: np.ndarray, J: int, single: np.ndarray) -> 
         ff = np.where(ok, f[None, None, :], 0)
         with np.errstate(divide="ignore", invalid="ignore"):
             logp = (
-                lf[uu] - lf[ff] - lf[np.where(ok, uu - ff, 0)]
-                + ff * np.log(pj[:, :, None]) + (uu - ff) * np.log1p(-pj[:, :, None])
+                lf[uu]
+                - lf[ff]
+                - lf[np.where(ok, uu - ff, 0)]
+                + ff * np.log(pj[:, :, None])
+                + (uu - ff) * np.log1p(-pj[:, :, None])
             )
         pmf = np.where(ok, np.exp(np.where(np.isnan(logp), -np.inf, logp)), 0.0)
         pmf = np.where(ok & (pj[:, :, None] >= 1.0), (ff == uu).astype(np.float64), pmf)

@@ -189,6 +189,7 @@ def paired_gain(
     level = expanded_level(policy.ci_level, int(W.shape[1]))
     return _interval(value, gain_value(*cols), level, design.note)
 
+
 # -- serialisation ---------------------------------------------------------------------------
 
 

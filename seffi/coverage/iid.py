@@ -35,6 +35,7 @@ from seffi.coverage.samples import (
 
 __all__ = ["IidBaseline"]
 
+
 class IidBaseline:
     """The iid base sampler's curves, per input, averaged over inputs.
 

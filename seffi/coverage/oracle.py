@@ -25,6 +25,7 @@ from seffi.errors import SeffiError
 
 __all__ = ["OracleBaseline"]
 
+
 def _unambiguous_oracle(f: int, m: int, M: int, K: int, bins: np.ndarray | None, n_bins: int) -> Curves:
     """Analytic oracle when every reference trace matches exactly its own strategy.
 

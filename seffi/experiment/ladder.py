@@ -439,7 +439,8 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
                 f"{models.n_codes} codes by hard EM without labels",
                 f"iid: estimated from {n_iid} base-LM samples per input (IidBaseline.from_samples)",
                 f"{overlap} of the {config.n_inputs} pool inputs were also training inputs",
-                "untrained router: z from the mixture's latent prior (its ancestral sampling); its gain should be ~0",
+                "untrained router: z from the mixture's latent prior (its ancestral sampling); "
+                "its gain should be ~0",
             ],
         )
         timings["rung2_seconds"] = time.perf_counter() - t0

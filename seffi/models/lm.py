@@ -2,8 +2,9 @@
 
 A sequence is ``prompt <sep> [<zC>] trace <eos>``: the prompt's words, a separator, for the latent
 mixture one code token, then the trace's words (newlines are the token ``<nl>``). The loss covers the
-trace and ``<eos>`` (and the code token for a mixture that learns its per-input prior). Token ids ``0 .. V-1`` are exactly the ids of ``task.vocabulary()``, so
-``Vocabulary.encode`` / ``decode`` and the saved Hugging Face tokenizer agree; ``<sep>`` and
+trace and ``<eos>`` (and the code token for a mixture that learns its per-input prior). Token ids
+``0 .. V-1`` are exactly the ids of ``task.vocabulary()``, so ``Vocabulary.encode`` / ``decode`` and the
+saved Hugging Face tokenizer agree; ``<sep>`` and
 ``MAX_CODES`` code tokens follow. The base LM never sees a code token; the mixture uses the first L.
 
 Determinism: everything runs on CPU with one torch thread (:func:`torch_setup`), initialisation and

@@ -180,11 +180,7 @@ CurveSet = create_model(
     :data:`seffi.coverage.columns.COLUMNS`: per-k lists have the length of ``k`` (null where undefined),
     probabilities lie in [0, 1], and a band's ``_lo`` never exceeds its ``_hi``.
     """,
-    **{
-        name: _field(c, name != c.name)
-        for c in _SET_COLUMNS
-        for name in _names(c)
-    },
+    **{name: _field(c, name != c.name) for c in _SET_COLUMNS for name in _names(c)},
 )
 
 

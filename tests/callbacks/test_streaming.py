@@ -37,9 +37,6 @@ class _Null:
         pass
 
 
-
-
-
 def _loop_only(assigner: RunAssigner, u, env, si, ri):
     e = assigner.env_columns(env)
     assigner._grow(int(u.max()) + 1, len(assigner.env_cols))
@@ -316,12 +313,6 @@ def test_sb3_list_rows_equal_the_column_path_and_check_matches() -> None:
         with pytest.raises(SeffiError, match="has no 'input_id'"):
             by_rows.ingest_infos([{"strategy_matches": matches}], np.ones(1, dtype=bool))
     assert by_rows.episodes == 120
-
-
-
-
-
-
 
 
 def test_snapshots_convert_cached_baselines_once() -> None:

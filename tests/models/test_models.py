@@ -280,7 +280,7 @@ def test_new_mixture_fields_at_their_old_values_keep_cache_keys() -> None:
     slot = tiny_cfg(mixture={**tiny.TINY["mixture"], "code_slot": "sep"})
     learned = tiny_cfg(mixture={**tiny.TINY["mixture"], "prior": "input"})
     assert tiny_cfg(mixture={**tiny.TINY["mixture"], "prior": "global"}).mixture_key() == plain.mixture_key()
-    keys = {plain.mixture_key(), codes.mixture_key(), warm.mixture_key(), slot.mixture_key(), learned.mixture_key()}
+    keys = {c.mixture_key() for c in (plain, codes, warm, slot, learned)}
     assert len(keys) == 5
     assert codes.base_key() == plain.base_key()  # the base LM is shared
 
@@ -411,7 +411,8 @@ def test_learned_prior_follows_the_input_and_matches_the_scores() -> None:
     modes = ["del 0\nanswer a", "sub 1 b\nsub 2 b\nanswer b b", "ins 0 c\nins 1 c\nins 2 c\nanswer c c c"]
     xs = task.make_inputs(2, seed=0)
     two, one = task.prompt(xs[0]), task.prompt(xs[1])
-    rows = [_Row(f"a{i}", two, modes[i % 2]) for i in range(60)] + [_Row(f"b{i}", one, modes[2]) for i in range(30)]
+    rows = [_Row(f"a{i}", two, modes[i % 2]) for i in range(60)]
+    rows += [_Row(f"b{i}", one, modes[2]) for i in range(30)]
     hidden = [i % 2 for i in range(60)] + [2] * 30
     cfg = LMConfig(task="edit_script", d_model=32, n_layer=1, n_head=2, epochs=2, batch_size=32, lr=3e-3)
     base = train_base(cfg, task, rows)
@@ -427,9 +428,7 @@ def test_learned_prior_follows_the_input_and_matches_the_scores() -> None:
     assert 0.3 < dist[0, code_of[0]] < 0.7 and 0.3 < dist[0, code_of[1]] < 0.7
     # Independent path: log p(z | x) as the score of a one-token target after the prompt's prefix.
     layout = result.model.layout
-    singles = [
-        Example("x", tuple(layout.prefix(p)), (layout.code(z),)) for p in (two, one) for z in range(3)
-    ]
+    singles = [Example("x", tuple(layout.prefix(p)), (layout.code(z),)) for p in (two, one) for z in range(3)]
     by_score = np.exp(result.model.score(singles)).reshape(2, 3)
     np.testing.assert_allclose(dist, by_score / by_score.sum(axis=1, keepdims=True), atol=1e-6)
     assert result.model.meta["prior_kind"] == "input"
