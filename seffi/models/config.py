@@ -72,7 +72,10 @@ class MixtureConfig(BaseModel):
             whose M-steps never saw that row's input, so codes cannot latch onto input noise; 1 scores
             every row with the one model trained on it. Measured on sort_swaps (online EM, 8 epochs):
             NMI 0.21 with one fold, 0.06 with two, so the default is 1.
-        final_epochs: Passes of model 0 over all rows with the last assignments (0: none).
+        final_epochs: Passes of model 0 over all rows with the last assignments, learning rate ``lr``
+            decaying by a cosine (0: none). Online EM stops mid-move on a constant rate; this pass
+            settles the mixture (measured on grid_routes: held-out NLL per token 0.1069 -> 0.0960,
+            mixture valid rate 0.65 -> 0.79 with 1 epoch; more epochs overfit the EM rows).
         code_init_std: Standard deviation of the fresh code-token embeddings (GPT-2's init scale by
             default; 1.0 wrecked the warm-started model: mean log-likelihood -49 instead of -3 nats).
         capacity: Most rows a code may take in an E-step, as a multiple of R / L (1: equal shares; 0: no
