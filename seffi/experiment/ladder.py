@@ -95,7 +95,7 @@ SMOKE: dict[str, Any] = {
         "epochs": 2,
         "batch_size": 32,
         "lr": 3e-3,
-        "mixture": {"rounds": 1, "epochs_per_round": 0.5, "final_epochs": 0.5, "lr": 3e-3},
+        "mixture": {"rounds": 1, "epochs_per_round": 0.5, "final_epochs": 0.5, "lr": 3e-3, "prior": "input"},
     },
     "measure_inputs": 8,
     "measure_samples": 4,

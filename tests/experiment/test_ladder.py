@@ -69,6 +69,9 @@ def test_report_has_both_rungs_tagged_with_the_same_pool(smoke_run: tuple[Path, 
     m = json.loads((out / "ladder.json").read_text())
     assert m["n_codes"] == 8 and len(m["purity"]) == 8 and len(m["purity"][0]) == 5
     assert 0.0 <= m["rows_valid_rate"] <= 1.0 and 0.0 <= m["tv_vs_law"] <= 1.0
+    assert m["prior_kind"] == "input" and len(m["prior"]) == 8
+    assert sum(m["prior"]) == pytest.approx(1, abs=1e-3)
+    assert "nmi_joint" in m and 0.0 <= m["mixture_valid_rate"] <= 1.0
     assert report.meta["command"] == "seffi ladder"
     assert "## Rung 2 models" in (out / "report.md").read_text()
 
