@@ -8,7 +8,9 @@
   base law on the same inputs (``base_match_distribution``).
 * **Latent purity.** Per code, the strategy mix of its samples (plus the share that matched nothing),
   and NMI(latent, strategy) over the samples that matched a strategy, the strategy being the match set
-  (an ambiguous trace's set is its own category), codes drawn uniformly. Computed only after training.
+  (an ambiguous trace's set is its own category): ``nmi_joint`` under the mixture's own joint law (x
+  uniform over the inputs, z from its latent prior ``p(z | x)``: each (x, z) sample weighted by it) and
+  ``nmi`` with every code equally likely. Computed only after training.
   Also over the unambiguous samples only (one strategy each), and the *ceiling*: the NMI between the
   training rows' own strategy labels and their match sets — what a latent equal to the true strategy
   would score with L = M codes; ambiguity alone keeps it below 1.
