@@ -70,7 +70,7 @@ def main(args: Args) -> dict:
     from seffi.callbacks.trl import GRPOCoverage
     from seffi.experiment.ladder import LadderConfig, smoke_config
     from seffi.models.cache import build_task
-    from seffi.models.grpo import base_lm_folder, trl_policy
+    from seffi.models.grpo import CPU_TRAINING, base_lm_folder, trl_policy
     from seffi.models.passk import PassAtKEval
 
     if args.smoke:
@@ -132,6 +132,7 @@ def main(args: Args) -> dict:
             report_to=args.report_to,
             seed=args.seed,
             reward_weights=[1.0, 0.0] if args.record_dir else None,
+            **CPU_TRAINING,  # full precision, no checkpointing: TRL's defaults slow CPU runs 5-8x
         ),
     )
     trainer.train()

@@ -122,6 +122,8 @@ def held_out_inputs(task: Any, exclude: set[str], n: int, seed: int) -> list[Any
 def _grpo_args(cfg: Any, s: GRPOSettings, out: Path, lr: float, max_new: int, suppress: list[int]) -> Any:
     from trl import GRPOConfig
 
+    from seffi.models.grpo import CPU_TRAINING
+
     return GRPOConfig(
         output_dir=str(out / "trainer"),
         use_cpu=True,
@@ -136,6 +138,7 @@ def _grpo_args(cfg: Any, s: GRPOSettings, out: Path, lr: float, max_new: int, su
         report_to="none",  # the ladder's own W&B run gets rung 3's results (one run per command)
         seed=cfg.seed,
         disable_tqdm=True,
+        **CPU_TRAINING,
     )
 
 

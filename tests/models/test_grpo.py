@@ -157,3 +157,16 @@ def test_left_padding_does_not_move_an_absolute_position_policy() -> None:
         positions_from_mask(model)
         fixed = model(input_ids=padded, attention_mask=mask).logits[0, 2:]
     torch.testing.assert_close(fixed, alone, rtol=0, atol=1e-5)
+
+
+def test_rung3_trains_in_full_precision_without_checkpointing(tmp_path) -> None:
+    """Issue 16 (rung 3 on CPU): whatever the installed TRL defaults to, rung 3's GRPOConfig is fp32
+    without gradient checkpointing (TRL 1.16 turned bf16 autocast on by default: 5-8x slower on CPU and
+    other numerics)."""
+    require("trl", "trl")
+    from seffi.experiment.ladder import LadderConfig
+    from seffi.experiment.ladder_rung3 import GRPOSettings, _grpo_args
+
+    args = _grpo_args(LadderConfig(), GRPOSettings(), tmp_path, 3e-4, 16, [0])
+    assert (args.bf16, args.fp16, args.gradient_checkpointing) == (False, False, False)
+    assert args.use_cpu and args.learning_rate == 3e-4 and args.num_generations == 8
