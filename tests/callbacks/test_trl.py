@@ -19,6 +19,7 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from seffi.callbacks.trl import CoverageReward, GRPOCoverage, completion_text  # noqa: E402
 from seffi.coverage import CoverageTracker  # noqa: E402
 from seffi.errors import SeffiError  # noqa: E402
+from seffi.models.grpo import CPU_TRAINING  # noqa: E402
 from seffi.models.passk import PassAtKEval  # noqa: E402
 from seffi.tasks import get_task  # noqa: E402
 from tests.callbacks.tiny_lm import tiny_causal_lm  # noqa: E402
@@ -141,6 +142,7 @@ def test_grpo_tiny_lm_logs_coverage_through_trl(hanoi, tmp_path):
         learning_rate=1e-3,
         seed=0,
         reward_weights=[1.0, 0.0],
+        **CPU_TRAINING,
     )
     trainer = GRPOTrainer(
         model=model,
@@ -236,6 +238,7 @@ def _grpo(model, tok, ds, cov, tmp_path, lr, steps=3, reward_funcs=None):
         save_strategy="no",
         learning_rate=lr,
         seed=0,
+        **CPU_TRAINING,
     )
     trainer = GRPOTrainer(
         model=model,
