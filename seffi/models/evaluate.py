@@ -212,11 +212,8 @@ def purity(
         matrix[z, :m] = strategy_frequencies(sets, strategies) * attributed
         matrix[z, m] = 1.0 - attributed
         valid[z] = np.mean([r.valid for r in sel])
-    attributed = [
-        (int(c), tuple(sorted(r.strategy_matches)))
-        for c, r in zip(codes, results, strict=True)
-        if r.strategy_matches
-    ]
+    keep = [i for i, r in enumerate(results) if r.strategy_matches]
+    attributed = [(int(codes[i]), tuple(sorted(results[i].strategy_matches))) for i in keep]
     valid_attr = [
         (int(c), tuple(sorted(r.strategy_matches)))
         for c, r in zip(codes, results, strict=True)
@@ -224,10 +221,8 @@ def purity(
     ]
     single = [(c, s) for c, s in attributed if len(s) == 1]
     nmi_joint = float("nan")
-    if weights is not None:
-        keep = [i for i, r in enumerate(results) if r.strategy_matches]
-        if keep:
-            nmi_joint = nmi([int(codes[i]) for i in keep], [a[1] for a in attributed], weights=weights[keep])
+    if weights is not None and attributed:
+        nmi_joint = nmi(*zip(*attributed, strict=True), weights=np.asarray(weights)[keep])
     return {
         "nmi_joint": nmi_joint,
         "nmi_unambiguous": nmi(*zip(*single, strict=True)) if single else float("nan"),

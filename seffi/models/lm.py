@@ -4,8 +4,8 @@ A sequence is ``prompt <sep> [<zC>] trace <eos>``: the prompt's words, a separat
 mixture one code token, then the trace's words (newlines are the token ``<nl>``). The loss covers the
 trace and ``<eos>`` (and the code token for a mixture that learns its per-input prior). Token ids
 ``0 .. V-1`` are exactly the ids of ``task.vocabulary()``, so ``Vocabulary.encode`` / ``decode`` and the
-saved Hugging Face tokenizer agree; ``<sep>`` and
-``MAX_CODES`` code tokens follow. The base LM never sees a code token; the mixture uses the first L.
+saved Hugging Face tokenizer agree; ``<sep>`` and ``MAX_CODES`` code tokens follow. The base LM never
+sees a code token; the mixture uses the first L.
 
 Determinism: everything runs on CPU with one torch thread (:func:`torch_setup`), initialisation and
 shuffling are seeded, so the same config and seed give bit-identical weights on one machine and torch
@@ -188,6 +188,17 @@ def _batch(
         if with_labels:
             labels[r, len(e.prefix) : len(seq)] = torch.tensor(e.target)
     return ids, mask, labels
+
+
+def _left_padded(prefixes: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Left-padded ``(input_ids, attention_mask, position_ids)`` of prefixes (positions skip the padding)."""
+    width = max(len(p) for p in prefixes)
+    ids = torch.zeros((len(prefixes), width), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for r, p in enumerate(prefixes):
+        ids[r, width - len(p) :] = torch.tensor(list(p))
+        mask[r, width - len(p) :] = 1
+    return ids, mask, (mask.cumsum(1) - 1).clamp(min=0)
 
 
 def _batches(examples: Sequence[Example], size: int, rng: np.random.Generator) -> list[list[int]]:
@@ -406,12 +417,7 @@ class TaskLM:
                 f"prompt of {width} tokens + {limit} new tokens exceeds the model's "
                 f"{self.meta['n_positions']} positions"
             )
-        ids = torch.zeros((n, width), dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for r, p in enumerate(prefixes):
-            ids[r, width - len(p) :] = torch.tensor(list(p))
-            mask[r, width - len(p) :] = 1
-        pos = (mask.cumsum(1) - 1).clamp(min=0)
+        ids, mask, pos = _left_padded(prefixes)
         banned = torch.from_numpy(self.layout.banned)
         active = np.ones(n, dtype=bool)
         past = None
@@ -459,13 +465,7 @@ class TaskLM:
         out = np.zeros((len(prompts), n_codes))
         for b in range(0, len(prefixes), batch_size):
             part = prefixes[b : b + batch_size]
-            width = max(len(p) for p in part)
-            ids = torch.zeros((len(part), width), dtype=torch.long)
-            mask = torch.zeros_like(ids)
-            for r, p in enumerate(part):  # left padding: the last position is every row's last token
-                ids[r, width - len(p) :] = torch.tensor(p)
-                mask[r, width - len(p) :] = 1
-            pos = (mask.cumsum(1) - 1).clamp(min=0)
+            ids, mask, pos = _left_padded(part)  # the last position is every row's last token
             logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -1].double()
             out[b : b + len(part)] = torch.softmax(logits[:, codes], dim=-1).numpy()
         return out
