@@ -340,6 +340,8 @@ def test_code_scores_batched_equal_one_code_at_a_time(tiny_models) -> None:
     for z in range(3):
         own = mixture.score(examples_from_rows(mixture.layout, rows, [z] * len(rows)))
         np.testing.assert_allclose(got[:, z], own, rtol=1e-5, atol=1e-4)
+    # Batches that split codes and mix lengths (the E-step's batch size is a speed setting only).
+    np.testing.assert_allclose(code_scores(mixture, rows, 3, batch_size=7), got, rtol=1e-5, atol=1e-4)
 
 
 def test_nmi_weights_and_split_ceiling_values() -> None:
