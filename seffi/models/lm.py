@@ -361,6 +361,61 @@ class TaskLM:
             out[idx] = (picked * (tgt >= 0)).sum(dim=1).double().numpy()
         return out
 
+    @torch.no_grad()
+    def score_codes(
+        self, prompts: Sequence[str], targets: Sequence[Sequence[int]], n_codes: int, batch_size: int = 128
+    ) -> np.ndarray:
+        """Log p(target | prompt, z) of each row under each of the first ``n_codes`` codes, in nats.
+
+        The same numbers as :meth:`score` on the L sequences ``prefix(prompt, z) + target`` of a row (the
+        code token itself is not scored: a uniform prior), computed once per prompt instead of L times:
+        the part before the code token runs once, and its KV cache is shared by the row's L branches.
+
+        Args:
+            prompts: Each row's prompt text.
+            targets: Each row's target ids (:meth:`Layout.target`).
+            n_codes: L.
+            batch_size: Sequences (rows x L) per forward pass.
+
+        Returns:
+            Float array, shape (len(prompts), L).
+        """
+        torch_setup()
+        self.model.eval()
+        # Identical rows are scored once, so they get identical scores: a row's floats depend on the
+        # padding of the batch it lands in, and hard EM breaks ties between equal rows by position.
+        ids: dict[tuple[str, tuple[int, ...]], int] = {}
+        keys = zip(prompts, map(tuple, targets), strict=True)
+        copy_of = np.array([ids.setdefault(k, len(ids)) for k in keys])
+        unique = np.unique(copy_of, return_index=True)[1]  # the first row of each distinct (prompt, target)
+        out = np.zeros((len(unique), n_codes))
+        per_batch = max(1, batch_size // n_codes)
+        order = unique[np.argsort([len(targets[r]) for r in unique], kind="stable")]  # less padding
+        for b in range(0, len(order), per_batch):
+            rows = order[b : b + per_batch]
+            # Left-padded: every prefix ends in the last column, where the branches continue.
+            ids, mask, pos = _left_padded([self.layout.prefix(prompts[r], 0)[:-1] for r in rows])
+            head = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
+            past = head[_CACHE_ARG]
+            past.batch_repeat_interleave(n_codes)  # row i's cache becomes rows i L .. i L + L - 1
+            branches = [(self.layout.code(z), *targets[r]) for r in rows.tolist() for z in range(n_codes)]
+            width = max(len(s) for s in branches)
+            tail = torch.zeros((len(branches), width), dtype=torch.long)
+            tail_mask = torch.zeros_like(tail)
+            for i, seq in enumerate(branches):
+                tail[i, : len(seq)] = torch.tensor(seq)
+                tail_mask[i, : len(seq)] = 1
+            logits = self.model(
+                input_ids=tail,
+                attention_mask=torch.cat([mask.repeat_interleave(n_codes, dim=0), tail_mask], dim=1),
+                position_ids=pos[:, -1:].repeat_interleave(n_codes, dim=0) + 1 + torch.arange(width),
+                **{_CACHE_ARG: past},
+            ).logits[:, :-1].float()
+            picked = torch.log_softmax(logits, dim=-1).gather(2, tail[:, 1:].unsqueeze(-1)).squeeze(-1)
+            scores = (picked * tail_mask[:, 1:]).sum(dim=1).double().numpy().reshape(len(rows), n_codes)
+            out[copy_of[rows]] = scores
+        return out[copy_of]
+
     def mean_loss(self, examples: Sequence[Example]) -> float:
         """Mean per-token negative log-likelihood of the targets."""
         tokens = sum(len(e.target) for e in examples)

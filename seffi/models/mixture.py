@@ -113,15 +113,13 @@ def init_codes(lm: TaskLM, n_codes: int, std: float, seed: int) -> None:
 def code_scores(lm: TaskLM, rows: Sequence[Any], n_codes: int, batch_size: int = 128) -> np.ndarray:
     """Log p(y | x, z) of every row under every code: float array, shape (R, L).
 
-    All R x L sequences go through :meth:`TaskLM.score` together, ``batch_size`` at a time. The E-step
-    is most of EM's cost, and small batches, whose activations stay near the core's cache, score
-    faster per sequence than big ones (``benchmarks/em_step.py``: 128 is about 1.6x faster than 512 on
-    the ladder's model, and gives the same assignments).
+    The E-step, most of EM's cost: :meth:`TaskLM.score_codes` runs each distinct row's prompt once for
+    its L codes, ``batch_size`` sequences per forward pass (small batches keep a layer's activations
+    small). ``benchmarks/em_step.py`` compares it with scoring whole sequences; on grid_routes both give
+    the same assignments and weights.
     """
-    examples = []
-    for z in range(n_codes):
-        examples += examples_from_rows(lm.layout, rows, [z] * len(rows))
-    return lm.score(examples, batch_size=batch_size).reshape(n_codes, len(rows)).T.copy()
+    targets = [lm.layout.target(r.y_text) for r in rows]
+    return lm.score_codes([r.prompt for r in rows], targets, n_codes, batch_size=batch_size)
 
 
 def freeze_to_codes(lm: TaskLM, n_codes: int) -> Callable[[], None]:

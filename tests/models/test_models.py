@@ -342,6 +342,9 @@ def test_code_scores_batched_equal_one_code_at_a_time(tiny_models) -> None:
         np.testing.assert_allclose(got[:, z], own, rtol=1e-5, atol=1e-4)
     # Batches that split codes and mix lengths (the E-step's batch size is a speed setting only).
     np.testing.assert_allclose(code_scores(mixture, rows, 3, batch_size=7), got, rtol=1e-5, atol=1e-4)
+    # Copies of a row get the same floats wherever they land: hard EM breaks ties by position.
+    doubled = code_scores(mixture, rows + rows[::-1], 3, batch_size=7)
+    np.testing.assert_array_equal(doubled[:20], doubled[20:][::-1])
 
 
 def test_nmi_weights_and_split_ceiling_values() -> None:
