@@ -201,6 +201,22 @@ def _left_padded(prefixes: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch
     return ids, mask, (mask.cumsum(1) - 1).clamp(min=0)
 
 
+def _label_log_likelihood(logits: torch.Tensor, labels: torch.Tensor) -> np.ndarray:
+    """Sum of log p(label) over each row's labelled positions (``logits[:, t]`` predicts token ``t + 1``).
+
+    Args:
+        logits: Float tensor, shape (B, T, V).
+        labels: Long tensor, shape (B, T); -100 where nothing is scored.
+
+    Returns:
+        Float array, shape (B,), in nats.
+    """
+    tgt = labels[:, 1:]
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    picked = logp.gather(2, tgt.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return (picked * (tgt >= 0)).sum(dim=1).double().numpy()
+
+
 def _batches(examples: Sequence[Example], size: int, rng: np.random.Generator) -> list[list[int]]:
     """Shuffled batches of similar length (sorted within chunks of 32 batches) for less padding."""
     order = rng.permutation(len(examples))
@@ -354,11 +370,7 @@ class TaskLM:
         for b in range(0, len(order), batch_size):
             idx = order[b : b + batch_size]
             ids, mask, labels = _batch([examples[i] for i in idx])
-            logits = self.model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
-            tgt = labels[:, 1:]
-            logp = torch.log_softmax(logits, dim=-1)
-            picked = logp.gather(2, tgt.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-            out[idx] = (picked * (tgt >= 0)).sum(dim=1).double().numpy()
+            out[idx] = _label_log_likelihood(self.model(input_ids=ids, attention_mask=mask).logits, labels)
         return out
 
     @torch.no_grad()
@@ -398,22 +410,17 @@ class TaskLM:
             head = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
             past = head[_CACHE_ARG]
             past.batch_repeat_interleave(n_codes)  # row i's cache becomes rows i L .. i L + L - 1
-            branches = [(self.layout.code(z), *targets[r]) for r in rows.tolist() for z in range(n_codes)]
-            width = max(len(s) for s in branches)
-            tail = torch.zeros((len(branches), width), dtype=torch.long)
-            tail_mask = torch.zeros_like(tail)
-            for i, seq in enumerate(branches):
-                tail[i, : len(seq)] = torch.tensor(seq)
-                tail_mask[i, : len(seq)] = 1
+            # Each branch is the code token (context, not scored) and the row's target.
+            tail, tail_mask, labels = _batch(
+                [Example("", (self.layout.code(z),), tuple(targets[r])) for r in rows for z in range(n_codes)]
+            )
             logits = self.model(
                 input_ids=tail,
                 attention_mask=torch.cat([mask.repeat_interleave(n_codes, dim=0), tail_mask], dim=1),
-                position_ids=pos[:, -1:].repeat_interleave(n_codes, dim=0) + 1 + torch.arange(width),
+                position_ids=pos[:, -1:].repeat_interleave(n_codes, dim=0) + 1 + torch.arange(tail.shape[1]),
                 **{_CACHE_ARG: past},
-            ).logits[:, :-1].float()
-            picked = torch.log_softmax(logits, dim=-1).gather(2, tail[:, 1:].unsqueeze(-1)).squeeze(-1)
-            scores = (picked * tail_mask[:, 1:]).sum(dim=1).double().numpy().reshape(len(rows), n_codes)
-            out[copy_of[rows]] = scores
+            ).logits
+            out[copy_of[rows]] = _label_log_likelihood(logits, labels).reshape(len(rows), n_codes)
         return out[copy_of]
 
     def mean_loss(self, examples: Sequence[Example]) -> float:
