@@ -379,9 +379,10 @@ class TaskLM:
     ) -> np.ndarray:
         """Log p(target | prompt, z) of each row under each of the first ``n_codes`` codes, in nats.
 
-        The same numbers as :meth:`score` on the L sequences ``prefix(prompt, z) + target`` of a row (the
-        code token itself is not scored: a uniform prior), computed once per prompt instead of L times:
-        the part before the code token runs once, and its KV cache is shared by the row's L branches.
+        :meth:`score` of the L sequences ``prefix(prompt, z) + target`` of a row (the code token itself is
+        not scored: a uniform prior), up to float rounding (~1e-6 nats), with the prompt computed once
+        instead of L times: the part before the code token runs once, and its KV cache is shared by the
+        row's L branches.
 
         Args:
             prompts: Each row's prompt text.
@@ -396,9 +397,9 @@ class TaskLM:
         self.model.eval()
         # Identical rows are scored once, so they get identical scores: a row's floats depend on the
         # padding of the batch it lands in, and hard EM breaks ties between equal rows by position.
-        ids: dict[tuple[str, tuple[int, ...]], int] = {}
+        distinct: dict[tuple[str, tuple[int, ...]], int] = {}
         keys = zip(prompts, map(tuple, targets), strict=True)
-        copy_of = np.array([ids.setdefault(k, len(ids)) for k in keys])
+        copy_of = np.array([distinct.setdefault(k, len(distinct)) for k in keys])
         unique = np.unique(copy_of, return_index=True)[1]  # the first row of each distinct (prompt, target)
         out = np.zeros((len(unique), n_codes))
         per_batch = max(1, batch_size // n_codes)
