@@ -214,11 +214,7 @@ def purity(
         valid[z] = np.mean([r.valid for r in sel])
     keep = [i for i, r in enumerate(results) if r.strategy_matches]
     attributed = [(int(codes[i]), tuple(sorted(results[i].strategy_matches))) for i in keep]
-    valid_attr = [
-        (int(c), tuple(sorted(r.strategy_matches)))
-        for c, r in zip(codes, results, strict=True)
-        if r.strategy_matches and r.valid
-    ]
+    valid_attr = [a for i, a in zip(keep, attributed, strict=True) if results[i].valid]
     single = [(c, s) for c, s in attributed if len(s) == 1]
     nmi_joint = float("nan")
     if weights is not None and attributed:
