@@ -18,7 +18,7 @@ from seffi.coverage.env_baselines import EnvBaselines
 from seffi.coverage.tracker import CoverageTracker
 from seffi.errors import SeffiError
 from seffi.report import keys
-from seffi.report.assemble import BaselineSets, monitor_report, policy_comparison
+from seffi.report.assemble import BaselineSets, curves_dataframe, monitor_report, policy_comparison
 from seffi.report.sinks import own_sinks
 
 __all__ = ["MONITOR_STATE_FORMAT", "CoverageMonitor", "LogUnit"]
@@ -236,6 +236,33 @@ class CoverageMonitor:
     def curves(self, *, exact: bool = False) -> Any:
         """The policy's :class:`~seffi.coverage.Curves`, k = 1..K, with bootstrap CIs (``exact``: ignored)."""
         return self.tracker.curves(self.budget, n_boot=self.n_boot, seed=self.seed)
+
+    def metrics(self) -> dict[str, float]:
+        """A copy of the flat scalars of the latest log (``{}`` before the first), keys as logged.
+
+        The same dict went to the sinks (W&B, ``metrics.jsonl``): ``seffi/auc``,
+        ``seffi/coverage/k=<k>``, ``seffi/gain_vs_iid``, ..., ``seffi/step`` (scoped keys when the
+        monitor has a ``scope``).
+        """
+        return dict(self.last_scalars)
+
+    def to_dataframe(self) -> Any:
+        """The curves so far as a long pandas DataFrame: one row per (method, k), k = 1..K.
+
+        ``method`` is ``"policy"`` (the recorded samples, bootstrap CIs as :meth:`curves`), then
+        ``"iid"`` and ``"oracle"`` when the monitor has them, over the inputs seen (the final
+        report's baselines). Columns: ``seffi.report.assemble.FRAME_COLUMNS`` (method, label, k,
+        coverage, coverage_lo, coverage_hi, novelty, full_coverage, valid_coverage, valid_at_k, auc).
+        Empty (the same columns) before the first complete sample. It recomputes the curves; for
+        the logged numbers without cost, use :meth:`metrics`.
+
+        Raises:
+            SeffiError: pandas is not installed (``pip install pandas``).
+        """
+        if self.tracker.samples == 0:
+            return curves_dataframe({}, label=self.label)
+        iid, oracle = self.baselines()
+        return curves_dataframe({"policy": self.curves(), "iid": iid, "oracle": oracle}, label=self.label)
 
     def baselines(self, *, pool: bool = False) -> tuple[Any, Any]:
         """(iid, oracle) curves over the inputs seen (or the env's pool, see ``EnvBaselines.curves``)."""

@@ -150,6 +150,18 @@ class CoverageEvaluator:
             self.history.append((int(step), comparison.policies[0]))
         return scalars
 
+    def metrics(self) -> dict[str, float]:
+        """A copy of the latest evaluation's logged scalars (``seffi/<scope>/...``; ``{}`` before one)."""
+        return self.monitor.metrics()
+
+    def curves(self) -> Any:
+        """The latest evaluation's policy :class:`~seffi.coverage.Curves` (with bootstrap CIs)."""
+        return self.monitor.curves()
+
+    def to_dataframe(self) -> Any:
+        """The latest evaluation's curves, long format (see ``CoverageMonitor.to_dataframe``)."""
+        return self.monitor.to_dataframe()
+
     def finalize(self) -> Any:
         """Write the report (last evaluation + earlier ones as extra lines) and close the sinks."""
         if self.monitor.finalized:

@@ -110,6 +110,53 @@ class CoverageCallback(BaseCallback):
         self.report: Any = None
         self.eval_report: Any = None
 
+    # -- read API (the same names as CoverageMonitor's) -----------------------------------------------
+
+    def _part(self, part: str | None) -> CoverageMonitor | None:
+        """The monitor of ``part`` ("stream" or "eval"; ``None``: "stream" unless the mode is "eval")."""
+        part = part or ("eval" if self.mode == "eval" else "stream")
+        if part not in ("stream", "eval"):
+            raise SeffiError(f"part must be 'stream' or 'eval', got {part!r}")
+        if self.mode != "both" and part != self.mode:
+            raise SeffiError(f"this callback runs mode {self.mode!r}: it has no {part!r} part")
+        return self.monitor if part == "stream" else (self.evaluator.monitor if self.evaluator else None)
+
+    def metrics(self, part: str | None = None) -> dict[str, float]:
+        """A copy of the latest logged flat scalars (``{}`` before the first log).
+
+        Args:
+            part: ``"stream"`` (training episodes, keys ``seffi/...``) or ``"eval"`` (the latest
+                evaluation, keys ``seffi/eval/...``). ``None``: the streaming part, or the evaluation
+                in mode ``"eval"``; so in mode ``"both"`` ``metrics()`` is the stream's and
+                ``metrics("eval")`` the evaluation's.
+        """
+        monitor = self._part(part)
+        return monitor.metrics() if monitor is not None else {}
+
+    def curves(self, part: str | None = None) -> Any:
+        """The current policy :class:`~seffi.coverage.Curves` of ``part`` (as :meth:`metrics`).
+
+        Raises:
+            SeffiError: before training starts (nothing recorded yet).
+        """
+        monitor = self._part(part)
+        if monitor is None:
+            raise SeffiError("no coverage recorded yet: curves() is available once training has started")
+        return monitor.curves()
+
+    def to_dataframe(self, part: str | None = None) -> Any:
+        """The curves of ``part`` (as :meth:`metrics`) as a long DataFrame, one row per (method, k).
+
+        See :meth:`seffi.callbacks.CoverageMonitor.to_dataframe` (policy, iid and oracle rows). Empty
+        before training starts.
+        """
+        monitor = self._part(part)
+        if monitor is None:
+            from seffi.report.assemble import curves_dataframe
+
+            return curves_dataframe({})
+        return monitor.to_dataframe()
+
     # -- SB3 hooks -----------------------------------------------------------------------------------
 
     def _init_callback(self) -> None:

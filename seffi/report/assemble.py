@@ -8,11 +8,60 @@ from __future__ import annotations
 
 from typing import Any
 
+from seffi.errors import SeffiError
 from seffi.report.schema import Barcode, Comparison, CurveSet, Gain, LatentCurve, PolicyResult, Report
 
-__all__ = ["BaselineSets", "monitor_report", "policy_comparison"]
+__all__ = ["FRAME_COLUMNS", "BaselineSets", "curves_dataframe", "monitor_report", "policy_comparison"]
 
 NO_BASELINE = "no iid/oracle baseline (not a seffi env and none given)"
+
+#: Columns of :func:`curves_dataframe`, in order (NaN where a method does not have the quantity).
+FRAME_COLUMNS = (
+    "method", "label", "k", "coverage", "coverage_lo", "coverage_hi", "novelty", "full_coverage",
+    "valid_coverage", "valid_at_k", "auc",
+)  # fmt: skip
+
+
+def curves_dataframe(curves: Any, *, label: str = "policy") -> Any:
+    """A long-format pandas DataFrame of curves: one row per (method, k), k = 1..K.
+
+    Args:
+        curves: ``{method: Curves or None}`` in row order (``None`` entries are left out), e.g.
+            ``{"policy": ..., "iid": ..., "oracle": ...}``.
+        label: The ``label`` column of the ``"policy"`` rows (baselines carry their method name).
+
+    Returns:
+        A DataFrame with the columns :data:`FRAME_COLUMNS`; ``*_lo`` / ``*_hi`` and quantities a
+        method lacks (an exact baseline has no interval) are NaN; ``auc`` repeats the method's AUC@K.
+
+    Raises:
+        SeffiError: pandas is not installed.
+    """
+    try:
+        import pandas as pd
+    except ImportError as exc:  # pandas is optional: only this export needs it
+        raise SeffiError("to_dataframe() needs pandas: pip install pandas") from exc
+    import numpy as np
+
+    columns: dict[str, list[Any]] = {name: [] for name in FRAME_COLUMNS}
+    for method, c in curves.items():
+        if c is None:
+            continue
+        K = int(c.K)
+
+        def col(name: str, c: Any = c, K: int = K) -> np.ndarray:
+            v = getattr(c, name, None)
+            return np.full(K, np.nan) if v is None else np.asarray(v, dtype=float).reshape(K)
+
+        columns["method"] += [method] * K
+        columns["label"] += [label if method == "policy" else method] * K
+        columns["k"] += list(range(1, K + 1))
+        for name in FRAME_COLUMNS[3:-1]:
+            columns[name] += col(name).tolist()
+        auc = c.auc if c.auc is not None else float("nan")
+        columns["auc"] += [float(auc)] * K
+    frame = pd.DataFrame(columns, columns=list(FRAME_COLUMNS))
+    return frame.astype({"method": str, "label": str, "k": "int64"})
 
 
 class BaselineSets:

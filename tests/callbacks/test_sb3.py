@@ -170,6 +170,50 @@ def test_token_env_both_modes(tmp_path: Path) -> None:
     _check_eval(cb, eval_env, 2)
 
 
+def test_read_api_in_both_mode_reads_the_stream_by_default_and_the_evaluation_on_request(
+    tmp_path: Path,
+) -> None:
+    model = _ppo("seffi/SortSwaps-v0", "MultiInputPolicy", n_inputs=2, budget=K)
+    eval_env = RecordFinals(gym.make("seffi/SortSwaps-v0", n_inputs=2, budget=K))
+    cb = CoverageCallback(
+        budget=K, mode="both", eval_env=eval_env, eval_freq=200, out_dir=tmp_path, log_every=8,
+        n_boot=0, wandb="disabled", plots=False,
+    )  # fmt: skip
+    assert cb.metrics() == {} and cb.metrics("eval") == {}  # before training
+    assert len(cb.to_dataframe()) == 0
+    with pytest.raises(SeffiError, match="once training has started"):
+        cb.curves()
+    rec = Recorder()
+    model.learn(640, callback=CallbackList([cb, rec]))
+
+    # metrics(): the streaming monitor's last log, the very dict written to metrics.jsonl.
+    stream_lines = (tmp_path / "stream" / "metrics.jsonl").read_text().splitlines()
+    assert cb.metrics() == json.loads(stream_lines[-1]) == cb.monitor.metrics()
+    assert "seffi/auc" in cb.metrics() and not any(k.startswith("seffi/eval/") for k in cb.metrics())
+    eval_lines = (tmp_path / "eval" / "metrics.jsonl").read_text().splitlines()
+    assert cb.metrics("eval") == json.loads(eval_lines[-1]) and "seffi/eval/auc" in cb.metrics("eval")
+
+    # curves() / to_dataframe(): the stream's equal a tracker fed by hand with every training episode.
+    ref = hand_tracker(rec.finals, eval_env.unwrapped.strategies, K).curves(K, n_boot=0)
+    np.testing.assert_allclose(cb.curves().coverage, ref.coverage, rtol=1e-12)
+    frame = cb.to_dataframe()
+    assert list(frame["method"].unique()) == ["policy", "iid", "oracle"]
+    np.testing.assert_allclose(frame.query("method == 'policy'")["coverage"], ref.coverage, rtol=1e-12)
+    # The evaluation's: the last evaluation's K episodes per eval input.
+    last_eval = eval_env.finals[-2 * K :]
+    ref_eval = hand_tracker([(0, f) for f in last_eval], eval_env.unwrapped.strategies, K).curves(K, n_boot=0)
+    np.testing.assert_allclose(cb.curves("eval").coverage, ref_eval.coverage, rtol=1e-12)
+    assert cb.to_dataframe("eval").query("method == 'policy'")["auc"].iloc[0] == pytest.approx(ref_eval.auc)
+    with pytest.raises(SeffiError, match="'stream' or 'eval'"):
+        cb.metrics("train")
+
+
+def test_read_api_of_a_stream_callback_has_no_eval_part(tmp_path: Path) -> None:
+    cb = CoverageCallback(budget=K, out_dir=tmp_path, wandb="disabled")
+    with pytest.raises(SeffiError, match="no 'eval' part"):
+        cb.metrics("eval")
+
+
 def test_wandb_init_failure_leaves_complete_local_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
