@@ -87,6 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SeffiError as exc:
         print(f"seffi {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk, an unwritable folder: what was written before stays valid
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        print(f"seffi {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"seffi {args.command}: interrupted", file=sys.stderr)
         return 130
@@ -100,6 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 2
         raise
+    finally:
+        from seffi.report.run_folder import release_run_folders
+
+        release_run_folders()
 
 
 def format_validation_error(exc: Exception) -> str:

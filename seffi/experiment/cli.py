@@ -106,7 +106,7 @@ def report_command(args: argparse.Namespace) -> int:
     from seffi.report.files import load_report, write_report
 
     run_dir = Path(args.dir)
-    files = write_report(run_dir, load_report(run_dir))
+    files = write_report(run_dir, load_report(run_dir), report_json=False)  # the only copy stays as it is
     for path in sorted(p for name, p in files.items() if name != "report.json"):
         print(path)
     return 0

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from seffi._io import write_atomic
 from seffi._seeding import spawn
 from seffi.errors import SeffiError
 from seffi.experiment.config import LearnerConfig, RunConfig, WandbMode
@@ -459,12 +460,12 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
     report = build_report(config, comparisons, measurements)
     state = {"rung1": rung1.state, "rung2": rung2.state, **({"rung3": rung3.state} if rung3 else {})}
     if rung3 is not None:
-        (out / "rung3.json").write_text(json.dumps(finite(rung3_summary(rung3)), indent=1, allow_nan=False))
-    (out / "routers.json").write_text(
-        json.dumps({"rung1": rung1.router, "rung2": rung2.router}, sort_keys=True)
-    )
-    (out / "ladder.json").write_text(
-        json.dumps(finite(measurements), indent=1, sort_keys=True, default=jsonable, allow_nan=False)
+        write_atomic(out / "rung3.json", json.dumps(finite(rung3_summary(rung3)), indent=1, allow_nan=False))
+    routers = {"rung1": rung1.router, "rung2": rung2.router}
+    write_atomic(out / "routers.json", json.dumps(routers, sort_keys=True))
+    write_atomic(
+        out / "ladder.json",
+        json.dumps(finite(measurements), indent=1, sort_keys=True, default=jsonable, allow_nan=False),
     )
     wandb = sinks.wandb
     hint = wandb.run.sync_hint if wandb is not None else None
@@ -488,7 +489,7 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
         wandb.finish(report, state)
     seconds = time.perf_counter() - start
     timings["total_seconds"] = seconds
-    (out / "timings.json").write_text(json.dumps(timings, indent=1, sort_keys=True))
+    write_atomic(out / "timings.json", json.dumps(timings, indent=1, sort_keys=True))
     console.print(ladder_table(report))
     console.print(measurement_table(measurements))
     console.print(f"run folder: {out}  ({seconds:.1f} s)", soft_wrap=True, markup=False)

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from seffi._io import write_atomic, write_figure
+
 
 def jsonable(value: Any) -> Any:
     """``json.dumps`` default: numpy arrays and scalars to Python."""
@@ -154,8 +156,7 @@ def append_markdown(out: Path, m: dict[str, Any], timings: dict[str, float]) -> 
     for z, row in enumerate(m["purity"]):
         lines.append(f"| {z} | " + " | ".join(f"{v:.2f}" for v in row) + " |")
     lines += ["", "![coverage per rung](ladder_coverage.png)", "", "![latent purity](ladder_purity.png)", ""]
-    with md.open("a", encoding="utf-8") as fh:
-        fh.write("\n".join(lines) + "\n")
+    write_atomic(md, md.read_text(encoding="utf-8") + "\n".join(lines) + "\n")
 
 
 def ladder_plots(out: Path, report: Any, m: dict[str, Any]) -> dict[str, Path]:
@@ -171,7 +172,7 @@ def ladder_plots(out: Path, report: Any, m: dict[str, Any]) -> dict[str, Path]:
     def save(fig: Any, name: str) -> None:
         path = out / f"{name}.png"
         fig.tight_layout()
-        fig.savefig(path, dpi=110)
+        write_figure(fig, path, dpi=110)
         plt.close(fig)
         files[name] = path
 
@@ -309,8 +310,8 @@ def append_rung3_markdown(out: Path, r3: Any, comparison: Any) -> None:
             f"{r3.runs[label]['seconds']:.0f} |"
         )
     lines += ["", "![valid@k and C(k), base vs trained](ladder_passk.png)", ""]
-    with (out / "report.md").open("a", encoding="utf-8") as fh:
-        fh.write("\n".join(lines) + "\n")
+    md = out / "report.md"
+    write_atomic(md, md.read_text(encoding="utf-8") + "\n".join(lines) + "\n")
 
 
 def log_rung3_wandb(run: Any, r3: Any, step: int) -> None:

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from seffi._io import write_atomic
 from seffi.errors import SeffiError
 from seffi.lanes.learners import RecallLearner
 from seffi.lanes.lint import lint_pack
@@ -215,7 +216,7 @@ def run_sample_efficiency(args: argparse.Namespace) -> int:
         control_name=RECALL_CONTROL,
     )
     report_path = out / "report.json"
-    report_path.write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    write_atomic(report_path, report.model_dump_json(indent=2) + "\n")
     from seffi.lanes.plot import plot_curves
 
     png = plot_curves(report, out / "curves.png")

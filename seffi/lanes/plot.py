@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from seffi._io import write_figure
 from seffi.lanes.sample_efficiency import LaneReport, fmt_number
 
 _NCOLS = 4
@@ -53,7 +54,7 @@ def _save(fig: Any, path: str | Path) -> Path:
 
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    write_figure(fig, out, dpi=110)
     plt.close(fig)
     return out
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from seffi._io import write_figure
 from seffi.report.schema import Comparison, CurveSet, PolicyResult
 
 if TYPE_CHECKING:
@@ -142,7 +143,7 @@ def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
     # Layout and drawing both happen inside savefig, so the text settings apply to both.
     with matplotlib.rc_context(_SAVE_RC):
         # No "Software" metadata: equal figures give equal bytes across matplotlib patch versions.
-        fig.savefig(path, dpi=dpi, metadata={"Software": None}, pil_kwargs=_PNG_OPTIONS)
+        write_figure(fig, path, dpi=dpi, metadata={"Software": None}, pil_kwargs=_PNG_OPTIONS)
     # No fig.clear(): it re-initialises every axes (~5-10 ms each) only to drop it; an unreferenced
     # Agg figure (no pyplot registry) is freed by the garbage collector like any other object.
     return path

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from seffi._io import write_atomic
 from seffi.errors import SeffiError
 from seffi.report.markdown import render_markdown
 from seffi.report.safe_load import load_json_file
@@ -51,6 +52,7 @@ def write_report(
     *,
     plots: bool = True,
     markdown: bool = True,
+    report_json: bool = True,
 ) -> dict[str, Path]:
     """Write report.json, the PNG plots and report.md into ``out_dir`` (created if needed).
 
@@ -59,6 +61,8 @@ def write_report(
         report: the report.
         plots: render PNGs (skip for speed in tight loops).
         markdown: write report.md.
+        report_json: write report.json; ``False`` re-renders plots and report.md from a report that
+            is already on disk and never touches its only copy.
 
     Returns:
         ``{name: path}`` of every file written; "report.json" and "report.md" plus one entry per plot
@@ -70,7 +74,8 @@ def write_report(
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        (out / REPORT_JSON).write_text(dumps_report(report), encoding="utf-8")
+        if report_json:
+            write_atomic(out / REPORT_JSON, dumps_report(report))
     except OSError as exc:
         raise SeffiError(f"cannot write the report to {out}: {exc.strerror or exc}") from exc
     files: dict[str, Path] = {REPORT_JSON: out / REPORT_JSON}
@@ -79,11 +84,17 @@ def write_report(
         # The plotting modules are large and skipped with plots=False: load them on first use.
         from seffi.report.plots import render_report_plots
 
-        plot_files = render_report_plots(report, out)
+        try:
+            plot_files = render_report_plots(report, out)
+        except OSError as exc:  # a full disk or an unwritable plots/ folder: what was written stays valid
+            raise SeffiError(f"cannot write the plots to {out}: {exc.strerror or exc}") from exc
         files.update(plot_files)
     if markdown:
         rel = {name: p.relative_to(out).as_posix() for name, p in plot_files.items()}
-        (out / REPORT_MD).write_text(render_markdown(report, rel), encoding="utf-8")
+        try:
+            write_atomic(out / REPORT_MD, render_markdown(report, rel))
+        except OSError as exc:
+            raise SeffiError(f"cannot write {REPORT_MD} to {out}: {exc.strerror or exc}") from exc
         files[REPORT_MD] = out / REPORT_MD
     return files
 

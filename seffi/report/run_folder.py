@@ -13,7 +13,9 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import fnmatch
+import os
 import shutil
 import time
 import warnings
@@ -41,6 +43,91 @@ SEFFI_OWNED: tuple[str, ...] = (
 )
 
 
+#: The lock file that claims a run folder for one process (created with ``O_EXCL``; holds the pid).
+LOCK_FILE = ".seffi-lock"
+#: Locks this process holds, released by :func:`release_run_folders` (and at exit).
+_CLAIMED: set[Path] = set()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def _lock_owner(lock: Path) -> int | None:
+    try:
+        text = lock.read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def claim_run_folder(path: Path, *, overwrite: bool = False) -> Path:
+    """Claim the existing folder ``path`` for this process: one atomic ``O_EXCL`` create of its lock file.
+
+    Two runs started together on one folder cannot both pass: the second finds the first's lock. A
+    lock left by a process that no longer runs (a killed run) is reported; ``overwrite`` takes it
+    over with a warning.
+
+    Args:
+        path: The run folder (it must exist).
+        overwrite: Take over a stale lock.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        SeffiError: Another live process holds the folder, or a stale lock is found without
+            ``overwrite``.
+    """
+    lock = Path(path) / LOCK_FILE
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            fd = None
+        except OSError as exc:
+            raise SeffiError(f"cannot write to {path}: {exc.strerror or exc}") from None
+        if fd is not None:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(f"{os.getpid()}\n")
+            _CLAIMED.add(lock)
+            return path
+        owner = _lock_owner(lock)
+        if owner == os.getpid():
+            return path
+        if owner is not None and _pid_alive(owner):
+            raise SeffiError(f"{path} is in use by another seffi run (pid {owner}); choose another folder")
+        if not overwrite:
+            raise SeffiError(
+                f"{path} holds the lock of a seffi run that no longer runs (pid {owner}); pass "
+                f"--overwrite to replace that run, or remove {lock} if nothing uses the folder"
+            )
+        warnings.warn(f"taking over the stale lock of pid {owner} in {path}", UserWarning, stacklevel=3)
+        lock.unlink(missing_ok=True)
+    raise SeffiError(f"cannot claim {path}: its lock file keeps coming back")  # pragma: no cover
+
+
+def _release(lock: Path) -> None:
+    if _lock_owner(lock) == os.getpid():
+        lock.unlink(missing_ok=True)
+    _CLAIMED.discard(lock)
+
+
+def release_run_folders() -> None:
+    """Remove the locks this process holds (a lock another process has taken over stays)."""
+    for lock in list(_CLAIMED):
+        _release(lock)
+
+
+atexit.register(release_run_folders)
+
+
 def _owned(name: str, owned: tuple[str, ...] = SEFFI_OWNED) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in owned)
 
@@ -57,12 +144,27 @@ def holds_seffi_run(path: Path) -> bool:
     """True when the folder ``path`` holds files a seffi run writes (report.json, metrics.jsonl, ...).
 
     A missing path, a file, or a folder with only the user's own files is not a seffi run. The
-    write-probe file alone (left by a crash between two system calls) does not count either.
+    write-probe file alone (left by a crash between two system calls) does not count either. An
+    empty metrics.jsonl does: a callback's run that has not logged yet looks like that.
     """
     path = Path(path)
     if not path.is_dir():
         return False
     return any(p.name != ".seffi-write-test" for p in _owned_entries(path))
+
+
+def _earlier_output(entry: Path) -> bool:
+    """Whether an owned entry of a claimed folder is an earlier run's output worth protecting.
+
+    The folder's lock rules out a live run, so an empty file there is what a run stopped before its
+    first log left behind: nothing to lose.
+    """
+    if entry.name == ".seffi-write-test":
+        return False
+    try:
+        return entry.is_dir() or entry.stat().st_size > 0
+    except OSError:
+        return False
 
 
 def _remove(entry: Path) -> None:
@@ -94,8 +196,17 @@ def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = 
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise SeffiError(f"{path} exists and is not a folder")
-    earlier = [p for p in _owned_entries(path, owned) if p.name != ".seffi-write-test"]
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SeffiError(f"cannot write to {path}: {exc.strerror or exc}") from None
+    lock = path / LOCK_FILE
+    held_before = lock in _CLAIMED
+    claim_run_folder(path, overwrite=overwrite)  # before the check: the check and the claim are one step
+    earlier = [p for p in _owned_entries(path, owned) if _earlier_output(p)]
     if earlier and not overwrite:
+        if not held_before:  # refused: the folder is left exactly as it was
+            _release(lock)
         names = ", ".join(p.name for p in earlier[:3]) + (", ..." if len(earlier) > 3 else "")
         raise RunFolderExists(
             f"{path} already holds a seffi run ({names}); pass --overwrite to replace it, "
@@ -103,8 +214,7 @@ def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = 
         )
     probe = path / ".seffi-write-test"
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        for entry in earlier:
+        for entry in [*earlier, *(p for p in _owned_entries(path, owned) if p not in earlier)]:
             _remove(entry)
         probe.write_text("ok", encoding="utf-8")
         probe.unlink()

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from seffi.errors import RunFolderExists, SeffiError
-from seffi.report.run_folder import SEFFI_OWNED, fresh_run_folder, holds_seffi_run, prepare_run_folder
+from seffi.report.run_folder import (
+    LOCK_FILE,
+    SEFFI_OWNED,
+    fresh_run_folder,
+    holds_seffi_run,
+    prepare_run_folder,
+    release_run_folders,
+)
 
 
 def _fake_run(folder):
@@ -24,7 +31,7 @@ def _fake_run(folder):
 
 
 def test_holds_seffi_run(tmp_path):
-    """issue 11 case 2: only seffi-owned names make a folder a seffi run."""
+    """Only seffi-owned names make a folder a seffi run."""
     assert not holds_seffi_run(tmp_path / "missing")
     (tmp_path / "file").write_text("x")
     assert not holds_seffi_run(tmp_path / "file")
@@ -59,6 +66,8 @@ def test_prepare_overwrite_removes_only_seffi_files(tmp_path):
     run = tmp_path / "run"
     _fake_run(run)
     assert prepare_run_folder(run, overwrite=True) == run
+    assert sorted(p.name for p in run.iterdir()) == [LOCK_FILE, "data", "notes.txt"]  # claimed while it runs
+    release_run_folders()
     assert sorted(p.name for p in run.iterdir()) == ["data", "notes.txt"]
     assert (run / "data" / "report.json").read_text() == "user data"
     assert not holds_seffi_run(run)
@@ -68,6 +77,8 @@ def test_prepare_creates_and_checks_the_folder(tmp_path):
     """issue 11 case 2: a new folder is created; a file or an unwritable folder is one SeffiError line."""
     new = tmp_path / "a" / "b"
     assert prepare_run_folder(new, overwrite=False) == new and new.is_dir()
+    assert [p.name for p in new.iterdir()] == [LOCK_FILE]
+    release_run_folders()
     assert list(new.iterdir()) == []
     (tmp_path / "f").write_text("x")
     with pytest.raises(SeffiError, match="not a folder"):
@@ -137,3 +148,62 @@ def test_fresh_out_dir_default_and_nested(tmp_path, monkeypatch):
     first.mkdir(parents=True)
     assert default_out_dir("p") == Path("runs/p-20260101-000000-2")  # same second: made unique
     assert default_out_dir("") == Path("runs/20260101-000000")
+
+
+def _hold_lock(folder, ready, stop):
+    """Child process: claim ``folder`` and keep it until told to stop."""
+    prepare_run_folder(folder, overwrite=False)
+    ready.set()
+    stop.wait(30)
+    release_run_folders()
+
+
+def test_a_folder_claimed_by_a_live_run_is_refused_even_with_overwrite(tmp_path):
+    """Two runs on one folder: the second is refused while the first runs, so no folder mixes two runs."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    ready, stop = ctx.Event(), ctx.Event()
+    child = ctx.Process(target=_hold_lock, args=(tmp_path / "run", ready, stop))
+    child.start()
+    try:
+        assert ready.wait(60)
+        for overwrite in (False, True):
+            with pytest.raises(SeffiError, match=f"in use by another seffi run \\(pid {child.pid}\\)"):
+                prepare_run_folder(tmp_path / "run", overwrite=overwrite)
+    finally:
+        stop.set()
+        child.join(30)
+    assert not (tmp_path / "run" / LOCK_FILE).exists()
+    assert prepare_run_folder(tmp_path / "run", overwrite=False) == tmp_path / "run"
+    release_run_folders()
+
+
+def test_a_stale_lock_of_a_dead_process_is_reported_and_taken_only_with_overwrite(tmp_path):
+    """A killed run's lock names its pid; the rerun refuses it, --overwrite takes it over with a warning."""
+    import subprocess
+    import sys
+
+    code = "import os; print(os.getpid())"
+    dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    pid = int(dead.stdout)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / LOCK_FILE).write_text(f"{pid}\n")
+    with pytest.raises(SeffiError, match=f"no longer runs \\(pid {pid}\\).*--overwrite"):
+        prepare_run_folder(run, overwrite=False)
+    assert (run / LOCK_FILE).read_text().strip() == str(pid)  # reported, not silently taken
+    with pytest.warns(UserWarning, match=f"stale lock of pid {pid}"):
+        prepare_run_folder(run, overwrite=True)
+    release_run_folders()
+    assert not (run / LOCK_FILE).exists()
+
+
+def test_an_interrupted_run_that_left_only_an_empty_log_does_not_block_the_rerun(tmp_path):
+    """A 0-byte metrics.jsonl (a run stopped before its first log) is no earlier run to protect."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("")
+    assert prepare_run_folder(run, overwrite=False) == run
+    assert not (run / "metrics.jsonl").exists()
+    release_run_folders()
