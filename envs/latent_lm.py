@@ -18,9 +18,10 @@ so curves up to K are interpolated, not extrapolated). Pass it to the monitor:
 the reference traces (``reference_match_sets``).
 
 **Models.** ``model_dir=`` names a folder holding ``base/`` and ``mixture/`` (or a cached mixture
-folder); without it, ``lm=`` (a dict of :class:`seffi.models.LMConfig` fields; the task is the env's)
-trains both models, or loads them from the cache (``cache_dir=``, default ``$SEFFI_CACHE`` or
-``~/.cache/seffi/models``). Needs the ``lm`` extra; without it ``gym.make`` raises one line naming it.
+folder); without it, ``lm=`` (a dict of :class:`seffi.models.LMConfig` fields, ``{}`` for the
+defaults; the task is the env's) trains both models, or loads them from the cache (``cache_dir=``,
+default ``$SEFFI_CACHE`` or ``~/.cache/seffi/models``); with neither, making the env is one error line.
+Needs the ``lm`` extra; without it ``gym.make`` raises one line naming it.
 
 **Vector env.** The native vector env samples every row's trace in one batched generation; each row
 draws its tokens from its own seeded stream, so it equals ``SyncVectorEnv`` over single envs.
@@ -55,7 +56,8 @@ class LatentLMEnvConfig(EnvConfig):
     Attributes:
         model_dir: Folder of trained models (``base/`` + ``mixture/``, or a cached mixture folder).
         lm: :class:`seffi.models.LMConfig` fields (without ``task``) to train or load from the cache
-            when ``model_dir`` is not given (``None``: the defaults).
+            when ``model_dir`` is not given (``{}``: the defaults). With neither, making the env
+            raises one line saying what to pass.
         cache_dir: Model cache root (``None``: ``$SEFFI_CACHE`` or ``~/.cache/seffi/models``).
         n_latents: L; ``None`` takes the mixture's (a different value is an error).
         temperature: Sampling temperature of both LMs (1 = the models' own distributions).
@@ -76,13 +78,19 @@ def load_models(cfg: LatentLMEnvConfig) -> Any:
     """The env's :class:`seffi.models.LadderModels` (loaded from ``model_dir`` or trained/cached)."""
     from seffi.models import require_lm
 
+    if cfg.model_dir is None and cfg.lm is None:  # training takes minutes: never started by a bare make
+        raise SeffiError(
+            f"{latent_lm_env_id(cfg.task)} needs trained models: pass model_dir=DIR (a folder with base/ "
+            "and mixture/, such as one `seffi ladder` cached) or lm={...} (LMConfig fields, {} for the "
+            "defaults) to train them here, minutes on a CPU, cached under cache_dir"
+        )
     require_lm()
     from seffi.models.cache import load_ladder_models, train_ladder_models
     from seffi.models.config import LMConfig
 
     if cfg.model_dir is not None:
         return load_ladder_models(cfg.model_dir, task_name=cfg.task)
-    fields = dict(cfg.lm or {})
+    fields = dict(cfg.lm)
     if fields.get("task", cfg.task) != cfg.task:
         raise SeffiError(f"lm.task {fields['task']!r} differs from the env's task {cfg.task!r}")
     fields["task"] = cfg.task

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from seffi.errors import SeffiError
+from seffi.report.safe_load import read_text
 
 Split = Literal["public", "holdout"]
 #: Split selector accepted by :meth:`ConceptPack.select` and the CLI.
@@ -26,6 +27,9 @@ SPLITS: tuple[str, ...] = ("public", "holdout", "all")
 STANDARD_PACK = "standard.json"
 #: Deepest nesting a pack file may have (a valid pack needs 4: pack, concepts, concept, curriculum).
 MAX_DEPTH = 16
+#: Largest pack file read, in bytes (the standard pack is about 20 kB; a pack of a thousand concepts
+#: stays under 2 MB), so a wrong path such as /dev/zero is one error line, never a MemoryError.
+MAX_PACK_BYTES = 8 * 2**20
 
 
 class Concept(BaseModel):
@@ -98,12 +102,7 @@ def read_pack_data(source: str | Path | Mapping[str, Any] | None = None) -> tupl
     else:
         path = Path(source)
         label = str(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SeffiError(f"cannot read pack {label}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise SeffiError(f"pack {label} is not UTF-8 text") from None
+        text = read_text(path, what="pack", max_bytes=MAX_PACK_BYTES)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

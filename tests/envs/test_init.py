@@ -61,3 +61,24 @@ def test_importing_envs_does_not_import_heavy_frameworks() -> None:
         "'transformers') if m in sys.modules]; assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_every_registered_id_makes_with_its_defaults_or_refuses_in_one_line():
+    """A bare gym.make / make_vec either gives a working env or one SeffiError line saying what to pass."""
+    ids = sorted(e for e in gym.registry if e.startswith("seffi/"))
+    assert len(ids) >= 21
+    refused = []
+    def make_vec(i):
+        return gym.make_vec(i, num_envs=2, vectorization_mode="vector_entry_point")
+
+    for eid in ids:
+        for build in (gym.make, make_vec):
+            try:
+                env = build(eid)
+            except SeffiError as exc:
+                assert "\n" not in str(exc) and "model_dir=" in str(exc), eid
+                refused.append(eid)
+                continue
+            env.reset(seed=0)
+            env.close()
+    assert sorted(set(refused)) == [e for e in ids if e.endswith("LatentLM-v0")]

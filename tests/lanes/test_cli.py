@@ -335,3 +335,18 @@ def test_malformed_pack_files_are_one_line_exit_2(
     assert err.startswith(f"seffi lane: error: pack {path}") and message in err
     assert len(err.splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["lint", "sample-efficiency"])
+def test_an_endless_or_oversized_pack_file_is_one_line_not_a_memory_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture, command: str
+) -> None:
+    """/dev/zero and a 9 MB file are refused by size before they are read whole."""
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (9 * 2**20))
+    for source in ("/dev/zero", str(big)):
+        out = ["--out", str(tmp_path / "out"), "--wandb", "disabled"]
+        args = ["lane", "lint", source] if command == "lint" else ["lane", command, "--pack", source, *out]
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and f"pack {source} is larger than 8,388,608 bytes" in err
