@@ -20,10 +20,45 @@ from seffi.coverage.curves import Curves, check_budget
 from seffi.coverage.gain import gain_value
 from seffi.coverage.iid import IidBaseline
 from seffi.coverage.oracle import OracleBaseline
+from seffi.errors import SeffiError
 
-__all__ = ["EnvBaselines"]
+__all__ = ["EnvBaselines", "check_agrees"]
 
 BaseLaw = Callable[..., Any]
+
+
+def check_agrees(what: str, baseline: Any, strategies: Sequence[str]) -> None:
+    """Raise unless a user baseline counts coverage over the monitor's strategies (same ids, same M).
+
+    A baseline with another M measures another quantity: its AUC, and so the gain, would be silently
+    wrong (an iid law over 3 of 4 declared strategies reaches C = 1 where the policy's ceiling is
+    0.75). Objects without ``strategy_sets()`` (any object with ``curves(K)``) are not checked.
+
+    Args:
+        what: "iid" or "oracle" (for the message).
+        baseline: The baseline, or None.
+        strategies: The monitor's declared strategy ids.
+
+    Raises:
+        SeffiError: Some input of the baseline has another M, or names an id the monitor does not declare.
+    """
+    sets = getattr(baseline, "strategy_sets", None)
+    if baseline is None or not callable(sets):
+        return
+    declared, m_monitor = set(strategies), len(strategies)
+    for key, (ids, m) in sets().items():
+        unknown = sorted(set(ids) - declared)
+        if m == m_monitor and not unknown:
+            continue
+        where = "" if key is None else f" (input {key!r})"
+        unnamed = f" and {m - len(ids)} unnamed" if m > len(ids) else ""
+        problem = f"names {unknown}, which the monitor does not declare" if unknown else "has another M"
+        raise SeffiError(
+            f"the {what} baseline{where} counts coverage over M = {m} strategies {sorted(ids)}{unnamed}, "
+            f"but the monitor's M = {m_monitor}: {sorted(declared)}; the {what} baseline {problem}. "
+            f"Build it with strategies={list(strategies)}"
+            + (" (IidBaseline.from_match_distribution for a law over match sets)" if what == "iid" else "")
+        )
 
 
 class EnvBaselines:
@@ -36,11 +71,15 @@ class EnvBaselines:
             match sets (``task.base_match_distribution``); None: no exact iid baseline.
         references: ``references(x)``: the oracle's reference match sets of ``x``; None: no oracle.
         pool: ``pool()``: every input id of the env (baselines over the whole pool are computed once).
-        iid: A user iid baseline (e.g. ``IidBaseline.from_samples``), used instead of ``base_law``.
-        oracle: A user oracle baseline, used instead of ``references``.
+        iid: A user iid baseline (e.g. ``IidBaseline.from_samples``), used instead of ``base_law``;
+            its strategy ids and M must be the monitor's (:func:`check_agrees`).
+        oracle: A user oracle baseline, used instead of ``references``; checked the same way.
         seed: Seed of the oracle's Monte Carlo parts.
         iid_seed: Seed of the iid curves' Monte Carlo parts (time to coverage).
         oracle_rarity: Split the oracle's coverage by the iid law's rarity bins (the report's panel).
+
+    Raises:
+        SeffiError: A user baseline counts coverage over other strategies or another M.
 
     Example:
         >>> from seffi.tasks import get_task                           # doctest: +SKIP
@@ -64,6 +103,8 @@ class EnvBaselines:
     ) -> None:
         self.strategies = tuple(strategies)
         self.budget = check_budget(budget)
+        for what, baseline in (("iid", iid), ("oracle", oracle)):
+            check_agrees(what, baseline, self.strategies)
         self.base_law, self.references, self._pool_fn = base_law, references, pool
         self.user_iid, self.user_oracle = iid, oracle
         self.seed, self.iid_seed, self.oracle_rarity = seed, iid_seed, oracle_rarity
@@ -106,7 +147,14 @@ class EnvBaselines:
             return None
         raw = {x: self.base_law(x) for x in inputs}
         valid = {x: self.base_law(x, valid_only=True) for x in inputs}
-        return IidBaseline.from_match_distribution(raw, strategies=self.strategies, valid_distribution=valid)
+        try:
+            return IidBaseline.from_match_distribution(
+                raw, strategies=self.strategies, valid_distribution=valid
+            )
+        except SeffiError:
+            raise
+        except ValueError as exc:  # the env's law names other strategies, or is no law
+            raise SeffiError(f"the env's base_match_distribution: {exc}") from exc
 
     def _oracle(self, inputs: Sequence[str]) -> OracleBaseline | None:
         if self.user_oracle is not None:
@@ -114,7 +162,12 @@ class EnvBaselines:
         if self.references is None or not inputs:
             return None
         refs = {x: self.references(x) for x in inputs}
-        return OracleBaseline(refs, strategies=self.strategies, seed=self.seed)
+        try:
+            return OracleBaseline(refs, strategies=self.strategies, seed=self.seed)
+        except SeffiError:
+            raise
+        except ValueError as exc:
+            raise SeffiError(f"the env's reference_match_sets: {exc}") from exc
 
     def _iid_curves(self, iid: Any) -> Curves | None:
         if iid is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -55,6 +56,16 @@ class IidBaseline:
         """True when built from samples (curves are estimates with intervals)."""
         return any(isinstance(v, _Samples) for v in self._parts.values())
 
+    def strategy_sets(self) -> dict[str | None, tuple[tuple[str, ...], int]]:
+        """Per input key (``None`` for a single law): (the strategy ids the baseline names, M_x).
+
+        M_x exceeds the number of ids when ``num_strategies`` counted strategies it never named.
+        """
+        return {
+            key: (tuple(s for s in part.cols if not s.startswith("<unseen")), int(part.m))
+            for key, part in self._parts.items()
+        }
+
     # -- constructors ----------------------------------------------------------------------------
 
     @classmethod
@@ -70,9 +81,17 @@ class IidBaseline:
 
         Args:
             probabilities: ``{strategy: p}`` summing to 1, or ``{input_id: {strategy: p}}``.
-            strategies: declared strategy ids (default: the keys; M_x = their number).
+            strategies: declared strategy ids (M_x = their number). Without them (and without
+                ``num_strategies``) M_x is inferred as the number of keys, with a warning: a declared
+                strategy the base model never uses still counts in a monitor's M.
             num_strategies: M_x when strategies are not declared (int or per input).
             valid_probability: probability that a base sample is correct (for valid@k).
+
+        Each sample matches exactly one strategy here; for a law over match sets (a sample that can
+        follow several strategies, or none) use :meth:`from_match_distribution`.
+
+        Warns:
+            UserWarning: M is inferred (neither ``strategies`` nor ``num_strategies`` given).
         """
         if not isinstance(probabilities, Mapping) or not probabilities:
             raise ValueError("probabilities must be a non-empty {strategy: probability} dict")
@@ -81,9 +100,12 @@ class IidBaseline:
             laws = {k: {frozenset([s]): p for s, p in v.items()} for k, v in probabilities.items()}
         else:
             laws = {frozenset([s]): p for s, p in probabilities.items()}
-        return cls.from_match_distribution(
+        baseline = cls.from_match_distribution(
             laws, strategies=strategies, num_strategies=num_strategies, valid_probability=valid_probability
         )
+        if strategies is None and num_strategies is None:
+            _warn_inferred_m(baseline, "from_probabilities")
+        return baseline
 
     @classmethod
     def from_match_distribution(
@@ -103,7 +125,8 @@ class IidBaseline:
             strategies: declared strategy ids (M_x = their number); default: those in the law.
             num_strategies: M_x when strategies are not declared (int or per input).
             valid_distribution: the same law counting only correct samples' matches (e.g.
-                ``task.base_match_distribution(x, valid_only=True)``), for valid-only coverage.
+                ``task.base_match_distribution(x, valid_only=True)``), for valid-only coverage. It may
+                leave out the incorrect samples (total below 1): their mass matches nothing.
             valid_probability: probability that a base sample is correct, for valid@k.
         """
         strategies = _check_strategies(strategies)
@@ -126,7 +149,8 @@ class IidBaseline:
             atoms, p = _law_arrays(law, cols, where)
             part = _Law(cols, m, atoms, p)
             if valid_distribution is not None:
-                part.valid_atoms, part.valid_p = _law_arrays(valid_distribution[key], cols, "valid " + where)
+                valid_law = _with_invalid_mass(valid_distribution[key])
+                part.valid_atoms, part.valid_p = _law_arrays(valid_law, cols, "valid " + where)
             if valid_probability is not None:
                 v = valid_probability[key] if isinstance(valid_probability, Mapping) else valid_probability
                 if not isinstance(v, float | int) or not 0.0 <= float(v) <= 1.0 or math.isnan(v):
@@ -172,10 +196,14 @@ class IidBaseline:
 
         Args:
             samples: list of match sets (each an iterable of strategy ids), or ``{input_id: list}``.
-            strategies: declared strategy ids (M_x = their number); default: those seen.
+            strategies: declared strategy ids (M_x = their number). Without them (and without
+                ``num_strategies``) M_x is the number of strategies seen, with a warning.
             num_strategies: M_x when strategies are not declared (int or per input). Strongly
                 recommended: strategies never seen still belong in the denominator.
             valid: per-sample correctness (same shape as ``samples``), for valid-only curves.
+
+        Warns:
+            UserWarning: M is inferred (neither ``strategies`` nor ``num_strategies`` given).
         """
         strategies = _check_strategies(strategies)
         per_input = isinstance(samples, Mapping)
@@ -205,7 +233,10 @@ class IidBaseline:
                     raise ValueError(f"{where}: valid must give one bool per sample")
                 v = np.asarray(valids[key], dtype=bool)
             parts[iid] = _Samples(cols, m, X, v)
-        return cls(parts)
+        baseline = cls(parts)
+        if strategies is None and num_strategies is None:
+            _warn_inferred_m(baseline, "from_samples")
+        return baseline
 
     # -- results ---------------------------------------------------------------------------------
 
@@ -284,6 +315,35 @@ class IidBaseline:
         c.ci_level, c.n_boot = ci_level, (n_boot if self.estimated else 0)
         c.seed = seed if isinstance(seed, int) else None
         return c
+
+
+def _with_invalid_mass(law: Any) -> Any:
+    """A valid-only law whose total is below 1, completed: the missing mass matches nothing."""
+    if not isinstance(law, Mapping):
+        return law
+    try:
+        total = math.fsum(float(v) for v in law.values())
+    except (TypeError, ValueError):
+        return law  # _law_arrays names the bad value
+    if not math.isfinite(total) or not 0.0 <= total < 1.0 - 1e-9:
+        return law
+    padded = dict(law)
+    padded[frozenset()] = float(padded.get(frozenset(), 0.0)) + (1.0 - total)
+    return padded
+
+
+def _warn_inferred_m(baseline: IidBaseline, constructor: str) -> None:
+    """One warning that M comes from the ids a constructor saw (not from declared strategies)."""
+    sets = baseline.strategy_sets()
+    ms = sorted({m for _, m in sets.values()})
+    ids = sorted({s for names, _ in sets.values() for s in names})
+    warnings.warn(
+        f"IidBaseline.{constructor} without strategies= infers M from the ids it was given "
+        f"(M = {', '.join(map(str, ms))}: {ids}); a declared strategy the base model never uses still "
+        "counts in a monitor's M, so pass strategies=<every declared id> (or num_strategies=M)",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 def _simulate_law_first_hits(

@@ -190,6 +190,13 @@ class OracleBaseline:
             self._parts[iid] = (cols, m, refmask)
         self.seed, self.max_states = seed, max_states
 
+    def strategy_sets(self) -> dict[str | None, tuple[tuple[str, ...], int]]:
+        """Per input key (``None`` for a single input): (the strategy ids the oracle names, M_x)."""
+        return {
+            key: (tuple(s for s in cols if not s.startswith("<unseen")), int(m))
+            for key, (cols, m, _) in self._parts.items()
+        }
+
     def curves(self, K: int, *, rarity: Any = None, rarity_bins: int = 4) -> Curves:
         """Exact curves (analytic or DP over covered sets; Monte Carlo above ``max_states``).
 
