@@ -55,6 +55,13 @@ class MonitorConfig:
         env_name: Env id used in error messages and the report (default: read from the env).
         task_name: Task name for the report (default: read from the env).
         verbose: 1 prints a one-line summary at every log.
+        window: Streaming logs describe the runs completed in the last ``window`` episodes (default
+            4096), so the logged coverage and gain follow the policy as it trains (like SB3's
+            ``stats_window_size``) instead of averaging over everything since training began; the
+            runs are dated by the log at which the monitor folded them in (see
+            :class:`~seffi.callbacks.schedule.RecentRuns`: with ``window`` a multiple of an
+            episode-based ``log_every`` the window is exact). ``None``: every run since the start.
+            The final report and :meth:`~seffi.callbacks.CoverageMonitor.curves` always use every run.
 
     Example:
         >>> cfg = MonitorConfig(budget=16, n_boot=100, wandb="disabled")
@@ -82,12 +89,15 @@ class MonitorConfig:
     env_name: str | None = None
     task_name: str | None = None
     verbose: int = 0
+    window: int | None = 4096
 
     def __post_init__(self) -> None:
         if self.budget is not None:
             _positive_int("budget", self.budget)
         _positive_int("log_every", self.log_every)
         _positive_int("log_curves_every", self.log_curves_every)
+        if self.window is not None:
+            _positive_int("window", self.window)
         if self.log_unit not in ("episodes", "steps"):
             raise SeffiError(f"log_unit must be 'episodes' or 'steps', got {self.log_unit!r}")
         for name in ("n_boot", "seed", "stream_offset"):

@@ -7,14 +7,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from seffi.callbacks import monitor_state
 from seffi.callbacks.config import LogUnit, MonitorConfig
 from seffi.callbacks.env_access import EnvAccess, env_facts
 from seffi.callbacks.infos import EpisodeColumns, EpisodeEnd
 from seffi.callbacks.ingest import EpisodeBuffer
 from seffi.callbacks.monitor_state import MONITOR_STATE_FORMAT
-from seffi.callbacks.schedule import LogSchedule
+from seffi.callbacks.schedule import LogSchedule, RecentRuns, window_curves, window_sums
 from seffi.coverage.env_baselines import EnvBaselines
+from seffi.coverage.sums_curves import point_from_sums
 from seffi.coverage.tracker import CoverageTracker
 from seffi.errors import SeffiError
 from seffi.report import keys
@@ -79,6 +82,8 @@ class CoverageMonitor:
         else:
             self.out_dir, self.sinks = Path(cfg.out_dir) if cfg.out_dir is not None else None, cfg.sinks
         self.buffer = EpisodeBuffer(self.strategies, self.env_name)
+        #: Dates the runs for the streaming logs' window (None: ``window=None``, or merged data).
+        self.recent = RecentRuns(cfg.window) if cfg.window is not None else None
         self.reset_tracker()
         self.schedule = LogSchedule(cfg.log_every, cfg.log_unit, cfg.log_curves_every)
         self.baseline_sets = BaselineSets()
@@ -108,6 +113,8 @@ class CoverageMonitor:
         """Drop all recorded samples (the evaluator does this per evaluation); ``episodes`` stays."""
         self.buffer.clear()
         self._tracker = self._new_tracker()
+        if self.recent is not None:
+            self.recent.reset(since=self.episodes)
 
     @property
     def tracker(self) -> CoverageTracker:
@@ -116,6 +123,8 @@ class CoverageMonitor:
         if got is not None:  # fold the buffered episodes: run assignment, sums, barcode, latents
             c, hits = got
             self._tracker.record(c.input_id, c.env_index, c.sample_index, c.run_index, hits, c.valid, c.z)
+            if self.recent is not None:  # date the runs this batch completed
+                self.recent.folded(self._tracker, self.episodes)
         return self._tracker
 
     @property
@@ -197,7 +206,10 @@ class CoverageMonitor:
         if not self.schedule.start(step, self.episodes) or self.tracker.complete_runs() == 0:
             return None
         started = time.perf_counter()
-        comparison, scalars = self.snapshot() if self.schedule.snapshot else (None, self.point_scalars())
+        window = self._window()
+        empty = window is not None and window[0] is not None and window[0].size == 0
+        snap = self.schedule.snapshot and not empty  # an empty window has no curves, only counts
+        comparison, scalars = self._snapshot(window) if snap else (None, self._point_scalars(window))
         self.last_comparison = comparison or self.last_comparison
         scalars[keys.STEP_KEY] = float(step)
         self.sinks.log(scalars, step)
@@ -215,22 +227,50 @@ class CoverageMonitor:
         """Wall time spent computing baselines (each once)."""
         return self.env_baselines.seconds
 
+    def _window(self) -> tuple[Any, int] | None:
+        """(runs in the streaming window or None for all of them, its first episode); None: no window."""
+        if self.recent is None:
+            return None
+        _ = self.tracker  # fold the buffer first: its runs are dated now
+        return self.recent.slots(self.episodes)
+
     def point_scalars(self) -> dict[str, float]:
-        """The scalars of a log from point estimates only, O(inputs x K) (the gain without interval)."""
-        point = self.tracker.point()
+        """The scalars of a log from point estimates only, O(inputs x K) (the gain without interval).
+
+        Over the runs of the streaming window (``window``; see :meth:`log`).
+        """
+        return self._point_scalars(self._window())
+
+    def _point_scalars(self, window: tuple[Any, int] | None) -> dict[str, float]:
+        slots = window[0] if window is not None else None
+        if slots is None:
+            point, inputs = self.tracker.point(), self.inputs
+        else:
+            t = self._tracker
+            point = point_from_sums(window_sums(t, slots), t.m, t.input_order())
+            inputs = [t.keys[c][1] for c in np.unique(t.assigner.slot_input[slots]).tolist()]
         gain = None
         # As Curves.gain: no gain until some run reaches K (an AUC over fewer budgets is another K).
         if point["auc"] is not None and point["coverage"][-1] == point["coverage"][-1]:
-            value = self.env_baselines.point_gain(point["auc"], self.inputs)
+            value = self.env_baselines.point_gain(point["auc"], inputs)
             gain = {"value": value} if value is not None else None
-        return self._scalars(point, gain)
+        return self._scalars(point, gain, window)
 
-    def _scalars(self, curves: Any, gain: Any) -> dict[str, float]:
+    def _scalars(self, curves: Any, gain: Any, window: tuple[Any, int] | None = None) -> dict[str, float]:
         t = self._tracker
         scalars = keys.scalars_from_curves(
             curves, gain=gain, episodes=self.episodes, inputs=len(t.keys), scope=self.scope
         )
-        scalars[keys.valid_rate_key(self.scope)] = t.valid / max(t.samples, 1)
+        slots = window[0] if window is not None else None
+        if slots is None:
+            scalars[keys.valid_rate_key(self.scope)] = t.valid / max(t.samples, 1)
+        else:
+            n = int(t.runs.n[slots].sum())
+            scalars[keys.valid_rate_key(self.scope)] = int(t.runs.n_valid[slots].sum()) / max(n, 1)
+        if window is not None:
+            runs = t.complete_runs() if slots is None else int(slots.size)
+            scalars[keys.window_key("runs", self.scope)] = float(runs)
+            scalars[keys.window_key("episodes", self.scope)] = float(self.episodes - window[1])
         return scalars
 
     def curves(self, *, exact: bool = False) -> Any:
@@ -269,13 +309,27 @@ class CoverageMonitor:
         return self.env_baselines.curves(self.inputs, pool=pool)
 
     def snapshot(self, *, exact: bool = False) -> tuple[Any, dict[str, float]]:
-        """(``Comparison``, key-scheme scalars) so far; ``exact``: baselines over the inputs seen."""
+        """(``Comparison``, key-scheme scalars) so far; ``exact``: every run, baselines over the inputs seen.
+
+        Without ``exact``, the policy curves are those of the streaming window (as :meth:`log`);
+        barcode and latent coverage always cover every run.
+        """
+        return self._snapshot(None if exact else self._window(), exact=exact)
+
+    def _snapshot(
+        self, window: tuple[Any, int] | None, *, exact: bool = False
+    ) -> tuple[Any, dict[str, float]]:
         iid, oracle = self.baselines(pool=not exact)
+        slots = window[0] if window is not None else None
+        if slots is None or slots.size == 0:
+            curves = self.curves()
+        else:
+            curves = window_curves(self._tracker, slots, n_boot=self.n_boot, seed=self.seed)
         comparison, policy_set, gain = policy_comparison(
-            self.tracker, self.curves(), iid, oracle, label=self.label, env_id=self.env_name,
+            self.tracker, curves, iid, oracle, label=self.label, env_id=self.env_name,
             baseline_sets=self.baseline_sets,
         )  # fmt: skip
-        return comparison, self._scalars(policy_set, gain)
+        return comparison, self._scalars(policy_set, gain, window)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything recorded, JSON-safe: the tracker's state and ``episodes``."""
@@ -288,6 +342,8 @@ class CoverageMonitor:
         """
         self._replace(*monitor_state.loaded(state, self._tracker))
         self.stream_offset = self._tracker.stream_offset
+        if self.recent is not None:  # the loaded runs have no dates: windows hold the runs completed after
+            self.recent.reset(self._tracker, since=self.episodes)
         return self
 
     def merge(self, other: CoverageMonitor | Mapping[str, Any]) -> CoverageMonitor:
@@ -298,11 +354,13 @@ class CoverageMonitor:
         """
         state = other.state_dict() if isinstance(other, CoverageMonitor) else other
         self.buffer.episodes += monitor_state.merged(self.tracker, state)
+        self.recent = None  # merged runs have no dates: the streaming logs cover every run
         return self
 
     def load_states(self, states: Sequence[Mapping[str, Any]]) -> CoverageMonitor:
         """Replace everything recorded with the exact union of workers' ``states`` (own streams each)."""
         self._replace(*monitor_state.union(states, self._new_tracker()))
+        self.recent = None  # merged runs have no dates: the streaming logs cover every run
         return self
 
     def _replace(self, tracker: CoverageTracker, episodes: int) -> None:

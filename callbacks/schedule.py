@@ -1,12 +1,16 @@
-"""``LogSchedule``: when a monitor logs, which logs are curve snapshots, and that steps increase."""
+"""When a monitor logs (``LogSchedule``) and which runs a streaming log covers (``RecentRuns``)."""
 
 from __future__ import annotations
 
 import warnings
+from collections import deque
+from typing import Any
+
+import numpy as np
 
 from seffi.callbacks.config import LogUnit
 
-__all__ = ["LogSchedule"]
+__all__ = ["LogSchedule", "RecentRuns"]
 
 
 class LogSchedule:
@@ -59,3 +63,98 @@ class LogSchedule:
         """A log was written at ``step``."""
         self.last_step = step
         self.n_logs += 1
+
+
+class RecentRuns:
+    """Which complete runs fall in a streaming log's window: those completed in the last ``window`` episodes.
+
+    The monitor folds buffered episodes into its tracker in batches (at every log, and every
+    ``flush_every`` episodes); a batch covers the episodes ``(start, end]`` ingested since the
+    previous fold, and every run that reached K in it completed within them. A log at episode
+    count ``E`` uses the runs of the batches that lie entirely in the last ``window`` episodes
+    (``start >= E - window``), and always those of the latest batch that completed any run. With
+    logs every ``log_every`` episodes and ``window`` a multiple of it, that is exactly the runs
+    completed in the last ``window`` episodes. Cost per fold: the runs still open; per log: the runs
+    in the window.
+
+    Args:
+        window: Episodes the window reaches back.
+    """
+
+    def __init__(self, window: int) -> None:
+        self.window = int(window)
+        self.reset()
+
+    def reset(self, tracker: Any = None, *, since: int = 0) -> None:
+        """Start over: no run in the window; ``tracker``'s runs so far (if given) stay out of it.
+
+        Args:
+            tracker: A tracker whose existing runs are older than any window (a loaded state).
+            since: The episode count the next batch starts at.
+        """
+        self.batches: deque[tuple[int, np.ndarray]] = deque()  # (batch start, slots completed in it)
+        self.dropped = tracker is not None  # some complete runs are outside the window
+        self.start = int(since)  # where the next batch starts
+        if tracker is None:
+            self._open, self._seen = np.zeros(0, dtype=np.int64), 0
+        else:
+            S = tracker.assigner.n_slots
+            self._open = np.flatnonzero(tracker.runs.n[:S] < tracker.budget).astype(np.int64)
+            self._seen = S
+
+    def folded(self, tracker: Any, end: int) -> None:
+        """A batch ending at episode count ``end`` went into ``tracker``: date the runs it completed."""
+        S = tracker.assigner.n_slots
+        cand = np.concatenate([self._open, np.arange(self._seen, S, dtype=np.int64)])
+        self._seen = S
+        done = tracker.runs.n[cand] >= tracker.budget
+        if done.any():
+            self.batches.append((self.start, cand[done]))
+        self._open = cand[~done]
+        self.start = int(end)
+
+    def slots(self, episodes: int) -> tuple[np.ndarray | None, int]:
+        """(slots of the runs in the window at episode count ``episodes``, the episode it starts at).
+
+        The slots are ``None`` when the window holds every complete run of the tracker (nothing
+        dropped yet): then the cumulative numbers are the window's.
+        """
+        while len(self.batches) > 1 and self.batches[0][0] < episodes - self.window:
+            self.batches.popleft()
+            self.dropped = True
+        start = self.batches[0][0] if self.batches else min(self.start, int(episodes))
+        if not self.dropped:
+            return None, start
+        if not self.batches:
+            return np.zeros(0, dtype=np.int64), start
+        return np.concatenate([s for _, s in self.batches]), start
+
+
+def window_sums(tracker: Any, slots: np.ndarray) -> Any:
+    """The tracker's per-input sums over the runs ``slots`` only (the same integers ``fold`` adds)."""
+    from seffi.coverage.sums import sums_from_runs
+
+    C, runs = len(tracker.columns), tracker.runs
+    sums, _ = sums_from_runs(
+        runs.first_hit[slots, :C],
+        runs.n[slots],
+        tracker.assigner.slot_input[slots],
+        tracker.m,
+        tracker.budget,
+        first_valid_hit=runs.first_valid_hit[slots, :C],
+        first_valid=runs.first_valid[slots],
+    )
+    return sums
+
+
+def window_curves(tracker: Any, slots: np.ndarray, *, n_boot: int, seed: int) -> Any:
+    """The policy's :class:`~seffi.coverage.Curves` over the runs ``slots`` (as ``tracker.curves``)."""
+    from seffi.coverage.sums_curves import curves_from_sums
+
+    order = tracker.input_order()
+    tasks = sorted({t for t, _ in tracker.keys})
+    strata = np.array([tasks.index(tracker.keys[c][0]) for c in order.tolist()], dtype=np.int64)
+    return curves_from_sums(
+        window_sums(tracker, slots), tracker.m, order=order, strata=strata, n_boot=n_boot, seed=seed,
+        input_keys=[tracker.keys[c] for c in order.tolist()], samples=int(tracker.runs.n[slots].sum()),
+    )  # fmt: skip

@@ -132,6 +132,28 @@ def inputs_key(scope: str | None = None) -> str:
     return metric_key("n_inputs", scope=scope)
 
 
+def window_key(name: str, scope: str | None = None) -> str:
+    """``seffi/window/runs`` or ``seffi/window/episodes``: what a windowed streaming log covers.
+
+    ``runs``: the complete runs in the window; ``episodes``: how many episodes back it reaches.
+    """
+    if name not in ("runs", "episodes"):
+        raise ValueError(f"window key name must be 'runs' or 'episodes', got {name!r}")
+    return _key(f"window/{name}", scope)
+
+
+def baseline_auc_key(role: str, scope: str | None = None) -> str:
+    """``seffi/auc_iid`` or ``seffi/auc_oracle``: the baselines' AUC@K a gain compares against."""
+    if role not in ("iid", "oracle"):
+        raise ValueError(f"role must be 'iid' or 'oracle', got {role!r}")
+    return _key(f"auc_{role}", scope)
+
+
+def gain_denominator_key(scope: str | None = None) -> str:
+    """``seffi/gain_denominator``: AUC_oracle - AUC_iid, the room the gain is a fraction of."""
+    return _key("gain_denominator", scope)
+
+
 def curves_key(name: str, scope: str | None = None) -> str:
     """Key of a curve snapshot (``line_series`` table) or image, e.g. ``seffi/curves/coverage``."""
     return _key(f"curves/{name}", scope)
@@ -292,9 +314,28 @@ def report_scalars(report: Any) -> dict[str, float]:
     out: dict[str, float] = {}
     for comp, pol, scope in report_scopes(report):
         out.update(scalars_from_curves(pol.curves, gain=pol.gain, scope=scope))
+        out.update(baseline_scalars(comp, scope))
         first = extrapolated_from_k(getattr(comp, "iid", None))
         if first is not None:
             out[iid_extrapolated_key(scope)] = float(first)
+    return out
+
+
+def baseline_scalars(comparison: Any, scope: str | None = None) -> dict[str, float]:
+    """The comparison's iid and oracle AUC@K and the gain's denominator AUC_oracle - AUC_iid.
+
+    Keyed like the policy's numbers (``seffi/<scope>/auc_iid``, ``.../auc_oracle``,
+    ``.../gain_denominator``), so each gain in ``run.summary`` sits next to the numbers it divides;
+    a missing baseline leaves its keys out.
+    """
+    aucs = {}
+    for role in ("iid", "oracle"):
+        auc = _finite(_get(_get(comparison, role), "auc")) if _get(comparison, role) is not None else None
+        if auc is not None:
+            aucs[role] = auc
+    out = {baseline_auc_key(role, scope): auc for role, auc in aucs.items()}
+    if len(aucs) == 2:
+        out[gain_denominator_key(scope)] = aucs["oracle"] - aucs["iid"]
     return out
 
 

@@ -131,7 +131,9 @@ def test_merge_is_exact_and_order_independent() -> None:
     np.testing.assert_allclose(a.coverage, b.coverage, atol=1e-12)
     np.testing.assert_allclose(ab.curves().coverage, b.coverage, atol=1e-12)  # the merged sums too
     assert (ab.episodes, ab.samples) == (ref.episodes, ref.samples) == (300, ref.tracker.n_samples)
-    assert ab.point_scalars() == ref.point_scalars()
+    # A merged monitor logs over every run (merged runs carry no completion dates: no window keys).
+    windowless = {k: v for k, v in ref.point_scalars().items() if not k.startswith("seffi/window/")}
+    assert ab.point_scalars() == windowless and ab.recent is None
     with pytest.raises(SeffiError, match="both monitors hold run"):
         ab.merge(monitors[0])  # the same runs twice
     assert ab.samples == 300  # unchanged by the refused merge
@@ -334,3 +336,140 @@ def test_snapshots_convert_cached_baselines_once() -> None:
     mon.env_baselines._curves.clear()  # a recomputed baseline (a new object) is converted again
     third, _ = mon.snapshot()
     assert third.iid is not first.iid and third.iid == first.iid
+
+
+# -- the streaming window --------------------------------------------------------------------------------
+
+WIN_K = 4
+WIN_STRATS = ("a", "b", "c")
+#: Each input's base law over single strategies (exact iid baseline) and the oracle's references.
+WIN_LAWS = {"x0": (0.6, 0.3, 0.1), "x1": (0.2, 0.2, 0.6), "x2": (0.5, 0.45, 0.05)}
+
+
+def _window_stream(n_episodes: int, seed: int = 3) -> list[tuple[int, str, str]]:
+    """(env row, input, strategy) per episode: 3 env rows, each running K-sample runs on one input
+    at a time (the next input in turn); strategies drawn so that the policy changes half way."""
+    rng = np.random.default_rng(seed)
+    out, pos, row_input = [], [0, 0, 0], [0, 1, 2]
+    for e in range(n_episodes):
+        row = e % 3
+        x = f"x{row_input[row] % 3}"
+        late = e >= n_episodes // 2  # the "trained" half explores: it avoids repeats
+        if late:
+            s = WIN_STRATS[pos[row] % 3]
+        else:
+            s = WIN_STRATS[int(rng.choice(3, p=WIN_LAWS[x]))]
+        out.append((row, x, s))
+        pos[row] += 1
+        if pos[row] == WIN_K:
+            pos[row], row_input[row] = 0, row_input[row] + 1
+    return out
+
+
+def _window_monitor(window: int | None, log_every: int, sinks: _Null) -> CoverageMonitor:
+    from seffi.coverage.env_baselines import EnvBaselines
+
+    laws = {x: {frozenset([s]): p for s, p in zip(WIN_STRATS, ps, strict=True)} for x, ps in WIN_LAWS.items()}
+    baselines = EnvBaselines(
+        WIN_STRATS,
+        WIN_K,
+        base_law=lambda x, valid_only=False: laws[x],
+        references=lambda x: {s: frozenset([s]) for s in WIN_STRATS},
+    )
+    return CoverageMonitor(
+        WIN_K, WIN_STRATS, baselines=baselines, sinks=sinks, window=window, log_every=log_every,
+        log_curves_every=1000, n_boot=0,
+    )  # fmt: skip
+
+
+def _hand_window(stream: list[tuple[int, str, str]], first: int, last: int) -> dict[str, float]:
+    """C(k), AUC and gain over the runs whose K-th sample is episode first..last (1-based), by hand."""
+    runs: dict[tuple[int, int], list[tuple[str, str]]] = {}
+    open_run: dict[int, int] = {}
+    done: list[tuple[int, list[tuple[str, str]]]] = []
+    for e, (row, x, s) in enumerate(stream, start=1):
+        r = open_run.setdefault(row, len(runs))
+        runs.setdefault((row, r), []).append((x, s))
+        if len(runs[(row, r)]) == WIN_K:
+            done.append((e, runs[(row, r)]))
+            del open_run[row]
+    per_input: dict[str, list[list[float]]] = {}
+    for e, samples in done:
+        if first <= e <= last:
+            seen: set[str] = set()
+            cov = []
+            for _, s in samples:
+                seen.add(s)
+                cov.append(len(seen) / 3)
+            per_input.setdefault(samples[0][0], []).append(cov)
+    curve = np.mean([np.mean(c, axis=0) for c in per_input.values()], axis=0)
+    auc = float(curve.mean())
+    iid = np.mean(
+        [np.mean([np.mean([1 - (1 - p) ** k for p in WIN_LAWS[x]]) for k in range(1, 5)]) for x in per_input]
+    )
+    oracle = np.mean([min(k, 3) / 3 for k in range(1, 5)])
+    runs = sum(map(len, per_input.values()))
+    return {"coverage": curve, "auc": auc, "gain": (auc - iid) / (oracle - iid), "runs": runs}
+
+
+def test_streaming_logs_cover_the_runs_completed_in_the_last_window_episodes() -> None:
+    L, W, n = 48, 96, 480
+    stream = _window_stream(n)
+    sinks = _Null()
+    monitor = _window_monitor(W, L, sinks)
+    for row, x, s in stream:
+        monitor.ingest_episode({"input_id": x, "strategy_matches": (s,), "valid": True}, env_index=row)
+        monitor.maybe_log(monitor.episodes)
+    steps = [step for step, _ in sinks.logged]
+    assert steps == list(range(L, n + 1, L))
+    for step, scalars in sinks.logged:
+        # Logs at multiples of L and W = 2L: exactly the runs completed in episodes (step - W, step].
+        hand = _hand_window(stream, max(1, step - W + 1), step)
+        assert scalars["seffi/coverage/k=1"] == pytest.approx(hand["coverage"][0], abs=1e-12)
+        assert scalars["seffi/coverage/k=2"] == pytest.approx(hand["coverage"][1], abs=1e-12)
+        assert scalars["seffi/coverage/k=4"] == pytest.approx(hand["coverage"][3], abs=1e-12)
+        assert scalars["seffi/auc"] == pytest.approx(hand["auc"], abs=1e-12)
+        assert scalars["seffi/gain_vs_iid"] == pytest.approx(hand["gain"], abs=1e-12)
+        assert scalars["seffi/window/episodes"] == min(step, W)
+        assert scalars["seffi/episodes"] == step  # counts stay lifetime
+    # The window follows the policy: the last log sees only the exploring half, the cumulative
+    # numbers (the final report) average both halves.
+    last = sinks.logged[-1][1]
+    everything = _hand_window(stream, 1, n)
+    assert last["seffi/gain_vs_iid"] > everything["gain"] + 0.2
+    report = monitor.report()
+    assert report.comparisons[0].policies[0].curves.auc == pytest.approx(everything["auc"], abs=1e-12)
+
+
+def test_window_none_logs_every_run_since_the_start() -> None:
+    L, n = 48, 480
+    stream = _window_stream(n)
+    sinks = _Null()
+    monitor = _window_monitor(None, L, sinks)
+    for row, x, s in stream:
+        monitor.ingest_episode({"input_id": x, "strategy_matches": (s,), "valid": True}, env_index=row)
+        monitor.maybe_log(monitor.episodes)
+    for step, scalars in sinks.logged:
+        hand = _hand_window(stream, 1, step)
+        assert scalars["seffi/auc"] == pytest.approx(hand["auc"], abs=1e-12)
+        assert not any(k.startswith("seffi/window/") for k in scalars)
+
+
+def test_window_snapshot_curves_are_the_windows_and_bit_identical_while_it_holds_everything() -> None:
+    L, W, n = 48, 96, 240
+    stream = _window_stream(n)
+    windowed, cumulative = _Null(), _Null()
+    a, b = _window_monitor(W, L, windowed), _window_monitor(10_000, L, cumulative)
+    for row, x, s in stream:
+        for m in (a, b):
+            m.ingest_episode({"input_id": x, "strategy_matches": (s,), "valid": True}, env_index=row)
+            m.maybe_log(m.episodes)
+    # A window wider than the stream: the same numbers as no window, to the bit.
+    first_two = [s for _, s in windowed.logged[:2]]
+    assert first_two == [s for _, s in cumulative.logged[:2]]
+    comparison, scalars = a.snapshot()
+    hand = _hand_window(stream, n - W + 1, n)
+    np.testing.assert_allclose(comparison.policies[0].curves.coverage, hand["coverage"], atol=1e-12)
+    assert scalars["seffi/window/runs"] == hand["runs"]
+    exact = a.snapshot(exact=True)[0]  # the report's: every run
+    np.testing.assert_allclose(exact.policies[0].curves.coverage, _hand_window(stream, 1, n)["coverage"])
