@@ -1,8 +1,27 @@
-"""Uniform access to what a seffi env exposes (sub-env 0 of any container)."""
+"""One safe way to read what an env exposes (sub-env 0 of any container).
+
+Every adapter reads an env's facts (``strategies``, ``input_ids``, ``budget``, ``task``,
+``n_latents``, ``spec``) and its two optional methods (``base_match_distribution(input_id,
+valid_only=False)``, ``reference_match_sets(input_id)``) through :class:`EnvAccess`. The rules:
+
+* **Local envs are read directly.** A single env (with any Gymnasium wrappers), the sub-env 0 of a
+  ``SyncVectorEnv`` or an SB3 ``DummyVecEnv`` (under any vector wrappers such as
+  ``RecordEpisodeStatistics``, ``NormalizeReward`` or ``VecNormalize``) and a native vector env are
+  in this process: ``get_wrapper_attr`` looks through the wrappers.
+* **Remote envs are asked, never shipped.** For an SB3 ``SubprocVecEnv`` presence is tested with
+  ``has_attr`` and for a Gymnasium ``AsyncVectorEnv`` with ``call("has_wrapper_attr", name)``; both
+  answer a bool, so a missing optional attribute never raises inside a worker (an exception there
+  stops the worker for good). Plain attributes come back with ``get_attr``/``call(name)``; methods are
+  called in the worker with their arguments (``env_method``/``call(name, *args)``) and only their
+  result, plain data, comes back. No bound method, and so no env, ever goes through a pipe.
+* **Nothing the caller gave is probed.** ``env_facts`` and :meth:`EnvAccess.baselines` skip every fact
+  the monitor config already holds (strategies, task and env names, iid and oracle baselines).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from seffi.coverage.env_baselines import EnvBaselines
@@ -10,71 +29,162 @@ from seffi.errors import SeffiError
 
 __all__ = ["EnvAccess"]
 
+#: Errors by which a parent process learns that a subprocess env's worker has died.
+_PIPE_ERRORS = (EOFError, BrokenPipeError, ConnectionError)
+
+
+def _base_vector_env(env: Any) -> Any:
+    """The innermost Gymnasium vector env under any ``VectorWrapper`` (its ``unwrapped``)."""
+    try:
+        return env.unwrapped
+    except AttributeError:
+        return env
+
+
+def _innermost_venv(env: Any) -> Any:
+    """The SB3 ``VecEnv`` under any ``VecEnvWrapper`` (``VecNormalize``, ``VecMonitor``, ...)."""
+    seen = 0
+    while seen < 64:  # a wrapper chain, never a cycle; the bound only guards against odd objects
+        inner = vars(env).get("venv") if hasattr(env, "__dict__") else None
+        if inner is None:
+            return env
+        env, seen = inner, seen + 1
+    return env
+
+
+def _local_get(target: Any, name: str) -> Any:
+    """``name`` of a local env, looked up through its Gymnasium wrappers."""
+    getter = getattr(target, "get_wrapper_attr", None)
+    if callable(getter):
+        return getter(name)
+    return getattr(getattr(target, "unwrapped", target), name)
+
 
 class EnvAccess:
-    """Uniform attribute/method access to sub-env 0 of any env container.
-
-    seffi envs expose ``task``, ``input_ids``, ``budget``, ``strategies``,
-    ``base_match_distribution(input_id, valid_only=False)`` and ``reference_match_sets(input_id)`` on
-    ``env.unwrapped`` (and on native vector envs themselves). Wrappers, SB3 VecEnvs (possibly in
-    subprocesses) and Gymnasium ``AsyncVectorEnv`` each hide them differently; this class asks the
-    right way once, so the monitor never cares.
+    """Read-only access to sub-env 0 of any env container, safe for subprocess envs.
 
     Args:
-        env: A ``gymnasium.Env``, a ``gymnasium.vector.VectorEnv`` or an SB3 ``VecEnv``.
+        env: A ``gymnasium.Env`` (wrapped or not), a ``gymnasium.vector.VectorEnv`` (``SyncVectorEnv``,
+            ``AsyncVectorEnv``, a native vector env, under any vector wrappers) or an SB3 ``VecEnv``
+            (``DummyVecEnv``, ``SubprocVecEnv``, under any ``VecEnvWrapper``).
+
+    Attributes:
+        kind: ``"local"`` (read in this process), ``"sb3_subproc"`` or ``"gym_async"`` (asked through
+            the container's pipes).
     """
 
     def __init__(self, env: Any) -> None:
         self.env = env
-        self._target: Any = None
-        if hasattr(env, "env_method") and hasattr(env, "get_attr"):  # SB3 VecEnv (maybe subprocess)
-            self._kind = "sb3"
-        elif hasattr(env, "call") and hasattr(env, "num_envs") and not self._native(env):
-            self._kind = "gym_vector"
-            sub = getattr(env, "envs", None)  # SyncVectorEnv: talk to the sub-env directly
-            if sub:
-                self._kind, self._target = "direct", sub[0].unwrapped
+        self._remote: Any = None
+        self._has: dict[str, bool] = {}
+        self._values: dict[str, Any] = {}
+        if hasattr(env, "env_method") and hasattr(env, "get_attr"):  # an SB3 VecEnv
+            venv = _innermost_venv(env)
+            envs = getattr(venv, "envs", None)
+            if isinstance(envs, Sequence) and envs:  # DummyVecEnv: the sub-envs live here
+                self.kind, self._target = "local", envs[0]
+            else:
+                self.kind, self._target, self._remote = "sb3_subproc", None, venv
+        elif hasattr(env, "num_envs") and hasattr(env, "single_action_space"):
+            base = _base_vector_env(env)
+            envs = getattr(base, "envs", None)
+            if isinstance(envs, Sequence) and envs:  # SyncVectorEnv
+                self.kind, self._target = "local", envs[0]
+            elif callable(getattr(base, "call", None)) and not hasattr(base, "strategies"):
+                self.kind, self._target, self._remote = "gym_async", None, base  # AsyncVectorEnv
+            else:  # a native vector env carries the facts itself
+                self.kind, self._target = "local", base
         else:
-            self._kind = "direct"
-            self._target = getattr(env, "unwrapped", env)
+            self.kind, self._target = "local", env
 
-    @staticmethod
-    def _native(env: Any) -> bool:
-        # A seffi native vector env carries the facts itself (its unwrapped is the batched env).
-        return hasattr(getattr(env, "unwrapped", env), "base_match_distribution")
+    # -- the three operations --------------------------------------------------------------------------
 
     def has(self, name: str) -> bool:
-        """Whether the env exposes ``name`` (attribute or method)."""
-        try:
-            self.get(name)
-        except (AttributeError, SeffiError):
-            return False
-        return True
+        """Whether sub-env 0 exposes ``name`` (attribute, property or method); asked once, cached.
+
+        A remote env answers with a bool, so a missing name never raises inside its worker.
+        """
+        if name not in self._has:
+            if self._remote is None:
+                try:
+                    _local_get(self._target, name)
+                    found = True
+                except Exception:  # a property that raises is as good as absent
+                    found = False
+            elif self.kind == "sb3_subproc":
+                found = self._ask(name, lambda: self._sb3_has(name))
+            else:
+                found = self._ask(name, lambda: all(self._remote.call("has_wrapper_attr", name)))
+            self._has[name] = bool(found)
+        return self._has[name]
+
+    def _sb3_has(self, name: str) -> bool:
+        venv = self._remote
+        if callable(getattr(venv, "has_attr", None)):  # SB3 >= 2.4: answered by every worker
+            return bool(venv.has_attr(name))
+        return bool(venv.env_method("has_wrapper_attr", name, indices=[0])[0])
 
     def get(self, name: str) -> Any:
-        """Attribute ``name`` of sub-env 0.
+        """The plain attribute ``name`` of sub-env 0 (read once, cached).
+
+        Only data attributes are read this way (a method is called with :meth:`call`); a remote env
+        sends the value back pickled, so it must be plain data.
 
         Raises:
-            AttributeError: the env does not have it.
+            AttributeError: The env does not have it.
         """
-        if self._kind == "sb3":
-            try:
-                return self.env.get_attr(name, indices=[0])[0]
-            except AttributeError:
-                raise
-            except Exception as exc:  # SubprocVecEnv re-raises remote errors as other types
-                raise AttributeError(name) from exc
-        if self._kind == "gym_vector":
-            return self.env.get_attr(name)[0]
-        return getattr(self._target, name)
+        if name in self._values:
+            return self._values[name]
+        if not self.has(name):
+            raise AttributeError(f"the env has no attribute {name!r}")
+        if self._remote is None:
+            value = _local_get(self._target, name)
+        elif self.kind == "sb3_subproc":
+            value = self._ask(name, lambda: self._remote.get_attr(name, indices=[0])[0])
+        else:
+            value = self._ask(name, lambda: self._remote.call(name)[0])
+        self._values[name] = value
+        return value
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        """Call method ``name`` of sub-env 0."""
-        if self._kind == "sb3":
-            return self.env.env_method(name, *args, indices=[0], **kwargs)[0]
-        if self._kind == "gym_vector":
-            return self.env.call(name, *args, **kwargs)[0]
-        return getattr(self._target, name)(*args, **kwargs)
+        """Call method ``name`` of sub-env 0 with the arguments (in its worker, for a remote env)."""
+        if self._remote is None:
+            return _local_get(self._target, name)(*args, **kwargs)
+        if self.kind == "sb3_subproc":
+            return self._ask(name, lambda: self._remote.env_method(name, *args, indices=[0], **kwargs)[0])
+        return self._ask(name, lambda: self._remote.call(name, *args, **kwargs)[0])
+
+    def _ask(self, name: str, request: Callable[[], Any]) -> Any:
+        """Run one request to a remote env; its failure becomes one readable error."""
+        try:
+            return request()
+        except _PIPE_ERRORS as exc:
+            raise SeffiError(
+                f"reading `{name}` from the {self._describe()} failed: a worker has stopped "
+                f"({type(exc).__name__}: {exc}); the worker's own traceback is printed above"
+            ) from exc
+        except SeffiError:
+            raise
+        except Exception as exc:  # Gymnasium re-raises a worker's error (and has shut that worker down)
+            raise SeffiError(
+                f"`{name}` raised in the {self._describe()}'s worker: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _describe(self) -> str:
+        return {"sb3_subproc": "SB3 subprocess VecEnv", "gym_async": "Gymnasium AsyncVectorEnv"}.get(
+            self.kind, "env"
+        )
+
+    def method(self, name: str) -> Callable[..., Any] | None:
+        """A local callable that calls method ``name`` of sub-env 0, or None when the env has none."""
+        if not self.has(name):
+            return None
+        if self._remote is None:
+            found = _local_get(self._target, name)
+            return found if callable(found) else None
+        return lambda *args, **kwargs: self.call(name, *args, **kwargs)
+
+    # -- the facts a monitor reads once ----------------------------------------------------------------
 
     def single_action_space(self) -> Any:
         """The action space of one sub-env."""
@@ -84,18 +194,13 @@ class EnvAccess:
     def env_id(self) -> str | None:
         """The registered id (e.g. ``"seffi/HanoiRouter-v0"``), if known."""
         spec = None
-        for obj in (self.env, self._target):
-            spec = getattr(obj, "spec", None)
+        for obj in (self.env, _base_vector_env(self.env), self._target):
+            spec = getattr(obj, "spec", None) if obj is not None else None
             if spec is not None:
                 break
-        if spec is None and self._kind != "direct":
-            try:
-                spec = self.get("spec")
-            except AttributeError:
-                spec = None
+        if spec is None and self._remote is not None and self.has("spec"):
+            spec = self.get("spec")
         return getattr(spec, "id", None)
-
-    # -- the facts a monitor reads once ----------------------------------------------------------------
 
     def task_name(self, default: str | None) -> str:
         """The env's task name (``task.name``), else ``default``, else "unknown"."""
@@ -107,45 +212,71 @@ class EnvAccess:
         return default or "unknown"
 
     def num_latents(self) -> int:
-        """Z of a router env (its Discrete action space), for the latent-coverage diagnostic; else 0."""
-        if not self.has("config") or not hasattr(self.get("config"), "n_latents"):  # only router configs
+        """Z of a router-style env (``n_latents``, or a local env's ``config.n_latents``); else 0.
+
+        Latent coverage is a diagnostic of envs whose Discrete action picks a latent code.
+        """
+        space = self.single_action_space()
+        if not hasattr(space, "n"):  # only a Discrete action picks a latent code
             return 0
-        return int(getattr(self.single_action_space(), "n", 0) or 0)
+        if self.has("n_latents"):
+            z = self.get("n_latents")
+            try:
+                return max(int(operator.index(z)), 0) if not isinstance(z, bool) else 0
+            except TypeError:  # not an int: some other meaning of the name
+                return 0
+        if self._remote is None and self.has("config") and hasattr(self.get("config"), "n_latents"):
+            return int(getattr(space, "n", 0) or 0)
+        return 0
 
     def baselines(self, strategies: Sequence[str], budget: int, **kwargs: Any) -> EnvBaselines:
         """The env's exact iid and oracle baselines (whatever of them it exposes), computed lazily.
+
+        A baseline the caller passes (``iid=``/``oracle=`` in ``kwargs``) is used as is: the env's
+        corresponding method is not even looked up.
 
         Args:
             strategies: The declared strategy ids.
             budget: K.
             **kwargs: Other :class:`~seffi.coverage.env_baselines.EnvBaselines` arguments.
         """
+        given_iid, given_oracle = kwargs.get("iid") is not None, kwargs.get("oracle") is not None
+        base_law = None if given_iid else self.method("base_match_distribution")
+        references = None if given_oracle else self.method("reference_match_sets")
+        pool = None
+        # The pool serves only baselines computed from the env's own methods.
+        if not (given_iid or given_oracle) and (base_law or references) and self.has("input_ids"):
+            pool = lambda: self.get("input_ids")  # noqa: E731 - read when first needed
+        return EnvBaselines(strategies, budget, base_law=base_law, references=references, pool=pool, **kwargs)
 
-        def method(name: str) -> Any:
-            if not self.has(name):
-                return None
-            return lambda *args, **kw: self.call(name, *args, **kw)
 
-        pool = (lambda: self.get("input_ids")) if self.has("input_ids") else None
-        return EnvBaselines(
-            strategies,
-            budget,
-            base_law=method("base_match_distribution"),
-            references=method("reference_match_sets"),
-            pool=pool,
-            **kwargs,
-        )
+def _check_ids(found: Any, where: str) -> tuple[str, ...]:
+    if callable(found) or isinstance(found, str | bytes) or not isinstance(found, Sequence | set | frozenset):
+        raise SeffiError(f"{where} must be a sequence of strategy ids (e.g. a tuple of str), got {found!r}")
+    ids = tuple(str(s) for s in found)
+    if not ids or len(set(ids)) != len(ids):
+        raise SeffiError(f"{where} must be non-empty and unique, got {list(ids)}")
+    return ids
 
 
 def env_facts(access: EnvAccess | None, config: Any) -> tuple[str | None, str, tuple[str, ...], int]:
     """(env id, task name, strategy ids, latent codes Z) of a monitor: the config's, else the env's.
 
+    What the config holds is never asked of the env.
+
     Raises:
-        SeffiError: Neither the config nor the env gives the strategies.
+        SeffiError: Neither the config nor the env gives the strategies, or they are no list of ids.
     """
     env_name = config.env_name or (access.env_id() if access else None)
     task = config.task_name or (access.task_name(env_name) if access else env_name) or "unknown"
-    if config.strategies is None and (access is None or not access.has("strategies")):
-        raise SeffiError("CoverageMonitor needs `strategies` or a seffi `env` that exposes them")
-    found = config.strategies if config.strategies is not None else access.get("strategies")  # type: ignore[union-attr]
-    return env_name, task, tuple(str(s) for s in found), access.num_latents() if access else 0
+    if config.strategies is not None:
+        strategies = _check_ids(config.strategies, "strategies")
+    elif access is not None and access.has("strategies"):
+        strategies = _check_ids(access.get("strategies"), "the env's `strategies`")
+    else:
+        where = "" if access is None else f" (the {access._describe()} has no `strategies` attribute)"
+        raise SeffiError(
+            "CoverageMonitor needs `strategies` (the declared strategy ids, the coverage denominator M): "
+            f"pass strategies=(...) or give the env a `strategies` attribute{where}"
+        )
+    return env_name, task, strategies, access.num_latents() if access else 0

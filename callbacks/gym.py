@@ -39,7 +39,8 @@ class CoverageVectorWrapper(VectorWrapper):
     writes the report.
 
     Args:
-        env: A seffi vector env (native, ``SyncVectorEnv`` or ``AsyncVectorEnv``).
+        env: A Gymnasium vector env of any kind (native, ``SyncVectorEnv``, ``AsyncVectorEnv``, under any
+            vector wrappers) whose sub-envs meet the info contract (``docs/custom-env.md``).
         budget: Per-input sample budget K (default: ``config.budget``).
         config: The monitor options (:class:`~seffi.callbacks.MonitorConfig`).
         **options: :class:`~seffi.callbacks.MonitorConfig` fields on top of ``config``.
@@ -53,8 +54,10 @@ class CoverageVectorWrapper(VectorWrapper):
         config: MonitorConfig | None = None,
         **options: Any,
     ) -> None:
-        super().__init__(env)
+        # The monitor first: if it cannot be built, no half-made wrapper exists whose clean-up at
+        # garbage collection would close the caller's env or look for a monitor.
         self.monitor = CoverageMonitor(budget, env=env, config=config, **options)
+        super().__init__(env)
         self.global_step = 0
 
     def step(self, actions: Any) -> Any:
@@ -65,7 +68,9 @@ class CoverageVectorWrapper(VectorWrapper):
         return obs, rewards, terminations, truncations, infos
 
     def close(self, **kwargs: Any) -> None:
-        self.monitor.finalize(self.global_step)
+        monitor = getattr(self, "monitor", None)
+        if monitor is not None:
+            monitor.finalize(getattr(self, "global_step", None))
         super().close(**kwargs)
 
 
@@ -78,8 +83,10 @@ class CoverageWrapper(gym.Wrapper):
     def __init__(
         self, env: gym.Env, budget: int | None = None, *, config: MonitorConfig | None = None, **options: Any
     ) -> None:
-        super().__init__(env)
+        # The monitor first: if it cannot be built, no half-made wrapper exists whose clean-up at
+        # garbage collection would close the caller's env or look for a monitor.
         self.monitor = CoverageMonitor(budget, env=env, config=config, **options)
+        super().__init__(env)
         self.global_step = 0
 
     def step(self, action: Any) -> Any:
@@ -90,5 +97,7 @@ class CoverageWrapper(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
     def close(self) -> None:
-        self.monitor.finalize(self.global_step)
+        monitor = getattr(self, "monitor", None)
+        if monitor is not None:
+            monitor.finalize(getattr(self, "global_step", None))
         super().close()
