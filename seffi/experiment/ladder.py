@@ -125,6 +125,8 @@ class LadderConfig(BaseModel):
         iid_samples: Base-LM samples per input for the rung-2 iid baseline (``None``: 4 K).
         lm: :class:`seffi.models.LMConfig` fields of the rung-2 models (``None``: ``DEFAULT_LM``).
         cache_dir: Model cache (``None``: ``$SEFFI_CACHE`` or ``~/.cache/seffi/models``).
+        retrain: ``None``: use cached models whose digests check out, retrain damaged ones (one
+            warning each); ``True``: retrain every cached model; ``False``: refuse a damaged cache.
         learner: REINFORCE router settings (both rungs).
         bootstrap: Bootstrap replicates per CI.
         ci: CI level.
@@ -148,6 +150,7 @@ class LadderConfig(BaseModel):
     iid_samples: int | None = Field(None, ge=1, le=100_000)
     lm: dict[str, Any] | None = None
     cache_dir: Path | None = None
+    retrain: bool | None = None
     learner: LearnerConfig = LearnerConfig(rounds=30, train_runs=2)
     bootstrap: int = Field(1000, ge=10, le=100_000)
     ci: float = Field(0.95, gt=0.5, lt=1.0)
@@ -193,7 +196,7 @@ class LadderConfig(BaseModel):
     def public_dict(self) -> dict[str, Any]:
         """JSON-ready settings that change results (no paths, no display or W&B settings)."""
         return self.model_dump(
-            mode="json", exclude={"out", "progress", "wandb", "wandb_project", "cache_dir"}
+            mode="json", exclude={"out", "progress", "wandb", "wandb_project", "cache_dir", "retrain"}
         )
 
 
@@ -406,7 +409,7 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
 
         # Rung 2: train (or load) the base LM and the mixture, then the same policies.
         t0 = time.perf_counter()
-        models = _train_models(lm_cfg, config.cache_dir, progress)
+        models = _train_models(lm_cfg, config.cache_dir, progress, config.retrain)
         timings["models_seconds"] = time.perf_counter() - t0
         timings["models_cached"] = float(all(models.cached.values()))
         t0 = time.perf_counter()
@@ -531,7 +534,7 @@ def _train_ids(lm_cfg: Any) -> frozenset[str]:
     return training_input_ids(lm_cfg)
 
 
-def _train_models(lm_cfg: Any, cache_dir: Path | None, progress: Any) -> Any:
+def _train_models(lm_cfg: Any, cache_dir: Path | None, progress: Any, retrain: bool | None = None) -> Any:
     """Train or load the rung-2 models with a progress bar per phase (SFT steps, EM phases)."""
     from seffi.models.cache import train_ladder_models
 
@@ -543,7 +546,7 @@ def _train_models(lm_cfg: Any, cache_dir: Path | None, progress: Any) -> Any:
             bars[name] = progress.add_task(f"rung 2 {name}", total=total, status="")
         progress.update(bars[name], completed=done, status=phase)
 
-    return train_ladder_models(lm_cfg, cache_dir, hook=hook)
+    return train_ladder_models(lm_cfg, cache_dir, hook=hook, retrain=retrain)
 
 
 def _measure(models: Any, lm_cfg: Any, config: LadderConfig, seed: np.random.SeedSequence) -> dict[str, Any]:

@@ -29,6 +29,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iid-samples", dest="iid_samples", type=int, help="base-LM samples per input (4K)")
     parser.add_argument("--lm", help="JSON of seffi.models.LMConfig fields for the rung-2 models")
     parser.add_argument("--cache-dir", dest="cache_dir", help="model cache (default $SEFFI_CACHE)")
+    cache = parser.add_mutually_exclusive_group()
+    cache.add_argument(
+        "--retrain",
+        dest="retrain",
+        action="store_const",
+        const=True,
+        help="retrain the rung-2 models even when the cache holds them",
+    )
+    cache.add_argument(
+        "--no-retrain",
+        dest="retrain",
+        action="store_const",
+        const=False,
+        help="refuse a damaged model cache instead of retraining it (default: retrain it with a warning)",
+    )
     parser.add_argument(
         "--smoke", action="store_true", help="tiny models and pool: an end-to-end check (< 60 s)"
     )
@@ -56,6 +71,7 @@ def ladder_command(args: argparse.Namespace) -> int:
         "eval_runs",
         "iid_samples",
         "cache_dir",
+        "retrain",
         "wandb",
         "out",
     ):

@@ -5,15 +5,20 @@ model, named ``<task>-base-<hash>`` / ``<task>-mixture-<hash>`` (:meth:`LMConfig
 ``save_pretrained`` output (``model.safetensors``, ``config.json``, tokenizer files — loadable with
 ``AutoModelForCausalLM`` / ``AutoTokenizer``) and ``seffi_meta.json`` (config, data statistics, losses,
 EM history, latent prior, wall times). A folder is written under a temporary name and renamed when
-complete, so an interrupted run never leaves a half-written model behind.
+complete, so an interrupted run never leaves a half-written model behind, and it carries
+``seffi_manifest.json``: the sha256 digest of every file, checked before a cached model is used. A
+folder whose files changed or went missing is retrained with one warning (``retrain=False`` refuses
+it instead; ``retrain=True`` retrains whatever the cache holds).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from seffi._io import write_atomic
 from seffi._seeding import spawn
 from seffi.errors import SeffiError
 from seffi.tasks import get_task
@@ -118,10 +124,78 @@ def mixture_rows(cfg: LMConfig, rows: list[Any]) -> list[Any]:
     return [rows[i] for i in mixture_row_index(cfg, len(rows)).tolist()]
 
 
+#: The digests of a model folder's files, written after training and checked before every use.
+MANIFEST_FILE = "seffi_manifest.json"
+MANIFEST_FORMAT = "seffi.models.manifest/1"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _model_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST_FILE)
+
+
+def write_manifest(folder: str | Path) -> None:
+    """Write the sha256 digest and size of every file in ``folder`` to its manifest."""
+    folder = Path(folder)
+    files = {
+        p.relative_to(folder).as_posix(): {"sha256": _sha256(p), "bytes": p.stat().st_size}
+        for p in _model_files(folder)
+    }
+    text = json.dumps({"format": MANIFEST_FORMAT, "files": files}, indent=1, sort_keys=True) + "\n"
+    write_atomic(folder / MANIFEST_FILE, text)
+
+
+def manifest_problem(folder: str | Path) -> str | None:
+    """Why ``folder`` cannot be trusted (no manifest, a file missing or changed); None when it checks out."""
+    folder = Path(folder)
+    try:
+        manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+        files = manifest["files"] if manifest.get("format") == MANIFEST_FORMAT else None
+    except FileNotFoundError:
+        return f"no {MANIFEST_FILE}"
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        files = None
+    if not isinstance(files, dict) or not files:
+        return f"{MANIFEST_FILE} is not a manifest"
+    for name, entry in sorted(files.items()):
+        path = folder / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if not isinstance(entry, dict) or path.stat().st_size != entry.get("bytes"):
+            return f"{name} changed size"
+        if _sha256(path) != entry.get("sha256"):
+            return f"{name} does not match its sha256 digest"
+    return None
+
+
+def _check_cached(folder: Path, retrain: bool | None) -> None:
+    """Remove a cached folder that must be retrained: any, with ``retrain``; a damaged one, by default."""
+    if not folder.exists():
+        return
+    if retrain:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    problem = manifest_problem(folder)
+    if problem is None:
+        return
+    if retrain is False:
+        raise SeffiError(f"model cache {folder} is damaged ({problem}); retrain it, or remove the folder")
+    warnings.warn(f"model cache {folder} is damaged ({problem}); retraining it", UserWarning, stacklevel=3)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def _write_atomically(folder: Path, write: Callable[[Path], None]) -> None:
     tmp = folder.with_name(f".{folder.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     write(tmp)
+    write_manifest(tmp)
     if folder.exists():  # another process finished first: same config, same bits; keep theirs
         shutil.rmtree(tmp, ignore_errors=True)
         return
@@ -173,7 +247,7 @@ def train_ladder_models(
     cache_dir: str | Path | None = None,
     *,
     hook: ProgressHook | None = None,
-    retrain: bool = False,
+    retrain: bool | None = None,
 ) -> LadderModels:
     """Load the base LM and the mixture of ``cfg`` from the cache, training whichever is missing.
 
@@ -181,15 +255,19 @@ def train_ladder_models(
         cfg: Data, model and EM settings.
         cache_dir: Cache root (default :func:`default_cache_dir`).
         hook: Progress callback (phase, done, total) for SFT steps and EM phases.
-        retrain: Ignore (and replace) cached folders.
+        retrain: ``None`` (default): use cached folders whose manifest checks out, retrain damaged
+            ones with one warning each. ``True``: retrain and replace every cached folder. ``False``:
+            never retrain a damaged folder, raise instead.
+
+    Raises:
+        SeffiError: A cached folder is damaged and ``retrain`` is False.
     """
     task = build_task(cfg)
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     root.mkdir(parents=True, exist_ok=True)
     base_dir, mix_dir = root / cfg.base_key(), root / cfg.mixture_key()
-    if retrain:
-        for d in (base_dir, mix_dir):
-            shutil.rmtree(d, ignore_errors=True)
+    for d in (base_dir, mix_dir):
+        _check_cached(d, retrain)
     cached = {"base": _complete(base_dir), "mixture": _complete(mix_dir)}
     rows: list[Any] | None = None
     if cached["base"]:
@@ -243,8 +321,15 @@ def load_ladder_models(folder: str | Path, task_name: str | None = None) -> Ladd
         base_dir, mix_dir = folder.parent / meta["base_key"], folder
     else:
         raise SeffiError(f"{folder} holds neither base/ and mixture/ nor a seffi mixture model")
-    meta = json.loads((mix_dir / META_FILE).read_text())
-    cfg = LMConfig(**meta["config"])
+    for d in (base_dir, mix_dir):
+        problem = manifest_problem(d)
+        if problem is not None and (d / MANIFEST_FILE).exists():  # a folder without one is the user's own
+            raise SeffiError(f"model folder {d} is damaged ({problem})")
+    try:
+        meta = json.loads((mix_dir / META_FILE).read_text())
+        cfg = LMConfig(**meta["config"])
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise SeffiError(f"cannot read the mixture's {META_FILE} in {mix_dir}: {exc}") from None
     if task_name is not None and task_name != cfg.task:
         raise SeffiError(f"{folder} holds models of task {cfg.task!r}, not {task_name!r}")
     task = build_task(cfg)

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from seffi._io import write_atomic
 from seffi.errors import SeffiError
 from seffi.tasks.base import Task, Vocabulary
 
@@ -276,7 +277,7 @@ class TaskLM:
         path.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(path, safe_serialization=True)
         build_tokenizer(self.layout).save_pretrained(path)
-        (path / META_FILE).write_text(json.dumps(self.meta, indent=2, sort_keys=True))
+        write_atomic(path / META_FILE, json.dumps(self.meta, indent=2, sort_keys=True))
 
     @classmethod
     def load(cls, path: str | Path, task: Task[Any, Any]) -> TaskLM:
@@ -288,10 +289,18 @@ class TaskLM:
         meta_file = path / META_FILE
         if not meta_file.is_file():
             raise SeffiError(f"{path} is not a seffi model folder (no {META_FILE})")
-        meta = json.loads(meta_file.read_text())
-        if meta.get("task") != task.name:
-            raise SeffiError(f"{path} holds a model of task {meta.get('task')!r}, not {task.name!r}")
-        model = AutoModelForCausalLM.from_pretrained(path)
+        try:
+            meta = json.loads(meta_file.read_text())
+        except (OSError, ValueError) as exc:
+            raise SeffiError(f"cannot read {meta_file}: {exc}") from None
+        if not isinstance(meta, dict) or meta.get("task") != task.name:
+            got = meta.get("task") if isinstance(meta, dict) else None
+            raise SeffiError(f"{path} holds a model of task {got!r}, not {task.name!r}")
+        try:
+            model = AutoModelForCausalLM.from_pretrained(path)
+        except Exception as exc:  # SafetensorError, OSError, JSON and config errors: a damaged folder
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise SeffiError(f"cannot load the model in {path}: {type(exc).__name__}: {msg}") from None
         model.eval()
         return cls(model, Layout(task.vocabulary(), meta.get("code_slot", "after_sep")), meta)
 
