@@ -3,6 +3,11 @@
 Framework-independent part of the RLlib adapter: each worker (an env-runner incarnation) sends its
 *cumulative* :meth:`CoverageMonitor.state_dict`; the driver keeps the latest one per incarnation and
 loads their exact union with :meth:`CoverageMonitor.load_states` (each in its own block of streams).
+
+The driver never builds the env: the workers read it where it lives and send plain data, its facts
+(:func:`worker_facts`: budget, strategies, names) and, for each input they saw, its exact base law
+and reference match sets (:class:`WorkerLaws`), from which the driver computes the baselines
+(:class:`GatheredLaws`). Nothing but dicts, sets and floats crosses the process boundary.
 """
 
 from __future__ import annotations
@@ -13,15 +18,164 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from seffi.callbacks.config import MonitorConfig
 from seffi.callbacks.core import CoverageMonitor
+from seffi.coverage.env_baselines import EnvBaselines
+from seffi.errors import SeffiError
 
-__all__ = ["MergedMonitor", "WorkerStates", "worker_identity", "worker_snapshot"]
+__all__ = [
+    "GatheredLaws",
+    "MergedMonitor",
+    "WorkerLaws",
+    "WorkerStates",
+    "agreed_facts",
+    "worker_facts",
+    "worker_identity",
+    "worker_snapshot",
+]
+
+#: The facts of a worker's env that the driver's monitor needs (all must agree across workers).
+FACTS = ("budget", "strategies", "env_name", "task_name", "num_latents", "base_law", "references")
 
 
-def worker_snapshot(monitor: CoverageMonitor, identity: Mapping[str, Any]) -> dict[str, Any]:
-    """What a worker sends: its identity (``worker_index``, ``incarnation``), counts and monitor state."""
+def worker_snapshot(
+    monitor: CoverageMonitor, identity: Mapping[str, Any], laws: WorkerLaws | None = None
+) -> dict[str, Any]:
+    """What a worker sends: its identity (``worker_index``, ``incarnation``), counts and monitor state.
+
+    Args:
+        monitor: The worker's monitor.
+        identity: :func:`worker_identity`.
+        laws: The worker's :class:`WorkerLaws`; the snapshot then carries the laws of every input
+            the monitor has seen (``"laws"``).
+    """
     counts = {"episodes": monitor.episodes, "samples": monitor.samples}
-    return {**identity, **counts, "monitor": monitor.state_dict()}
+    snap = {**identity, **counts, "monitor": monitor.state_dict()}
+    if laws is not None:
+        snap["laws"] = laws.update(monitor.inputs)
+    return snap
+
+
+def worker_facts(monitor: CoverageMonitor, laws: WorkerLaws | None = None) -> dict[str, Any]:
+    """What the driver needs to build its monitor, read from a worker's monitor (plain data).
+
+    ``base_law``/``references`` say whether the worker will send the env's exact iid law and oracle
+    reference sets (False when the env lacks them or the user passed ``iid=``/``oracle=``).
+    """
+    return {
+        "budget": int(monitor.budget),
+        "strategies": tuple(monitor.strategies),
+        "env_name": monitor.env_name,
+        "task_name": monitor.task_name,
+        "num_latents": int(monitor.num_latents),
+        "base_law": laws is not None and laws.base_law is not None,
+        "references": laws is not None and laws.references is not None,
+    }
+
+
+def agreed_facts(answers: Iterable[tuple[int, Mapping[str, Any]]]) -> dict[str, Any] | None:
+    """The facts all workers agree on (None when none answered).
+
+    Args:
+        answers: ``(worker_index, facts or {"error": message})`` per worker.
+
+    Raises:
+        SeffiError: A worker could not read its env (its message), or two workers disagree.
+    """
+    first: tuple[int, Mapping[str, Any]] | None = None
+    for worker, facts in answers:
+        if "error" in facts:
+            raise SeffiError(f"env runner {worker}: {facts['error']}")
+        if first is None:
+            first = (worker, facts)
+            continue
+        for name in FACTS:
+            if facts.get(name) != first[1].get(name):
+                raise SeffiError(
+                    f"env runners {first[0]} and {worker} disagree on the env's {name}: "
+                    f"{first[1].get(name)!r} vs {facts.get(name)!r}; every runner must measure the same task"
+                )
+    return dict(first[1]) if first is not None else None
+
+
+class WorkerLaws:
+    """A worker's record of its env's exact base law and reference sets, per input seen (plain data).
+
+    Each input's entry is read once from the env (through the worker monitor's baselines, i.e.
+    :class:`~seffi.callbacks.env_access.EnvAccess`); an env method that raises is recorded as an
+    error message, which the driver raises as a :class:`~seffi.errors.SeffiError` if it needs that
+    baseline.
+
+    Args:
+        baselines: The worker monitor's :class:`~seffi.coverage.env_baselines.EnvBaselines`.
+        iid: Read the base law (False when the user gave ``iid=``: the env is not asked).
+        oracle: Read the reference sets (False when the user gave ``oracle=``).
+    """
+
+    def __init__(self, baselines: EnvBaselines, *, iid: bool = True, oracle: bool = True) -> None:
+        self.base_law = baselines.base_law if iid else None
+        self.references = baselines.references if oracle else None
+        self.entries: dict[str, dict[str, Any]] = {}
+
+    def update(self, inputs: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The entries of ``inputs`` (read from the env for the new ones), as plain dicts."""
+        for x in inputs:
+            if x not in self.entries:
+                self.entries[x] = self._read(x)
+        return {x: self.entries[x] for x in inputs}
+
+    def _read(self, x: str) -> dict[str, Any]:
+        entry: dict[str, Any] = {}
+        if self.base_law is not None:
+            try:
+                entry["base"] = _law(self.base_law(x))
+                entry["base_valid"] = _law(self.base_law(x, valid_only=True))
+            except Exception as exc:  # the driver raises it where a baseline is needed
+                entry["base_error"] = f"{type(exc).__name__}: {exc}"
+        if self.references is not None:
+            try:
+                entry["references"] = {str(s): frozenset(map(str, a)) for s, a in self.references(x).items()}
+            except Exception as exc:
+                entry["references_error"] = f"{type(exc).__name__}: {exc}"
+        return entry
+
+
+def _law(law: Mapping[Any, Any]) -> dict[frozenset[str], float]:
+    return {frozenset(map(str, a)): float(p) for a, p in law.items()}
+
+
+class GatheredLaws:
+    """The driver's copy of the workers' :class:`WorkerLaws` entries, served as an env's methods.
+
+    :meth:`base_law` and :meth:`references` have the signatures of the env's
+    ``base_match_distribution`` and ``reference_match_sets``, so an
+    :class:`~seffi.coverage.env_baselines.EnvBaselines` computes the exact baselines from them.
+    """
+
+    def __init__(self) -> None:
+        self.entries: dict[str, tuple[int, Mapping[str, Any]]] = {}
+
+    def add(self, laws: Mapping[str, Mapping[str, Any]], worker_index: int) -> None:
+        """Keep the entries of inputs not seen before (every worker reads the same env law)."""
+        for x, entry in laws.items():
+            self.entries.setdefault(str(x), (int(worker_index), entry))
+
+    def base_law(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
+        """The env's ``base_match_distribution(input_id, valid_only)`` as a worker read it."""
+        return dict(self._get(input_id, "base_valid" if valid_only else "base", "base law"))
+
+    def references(self, input_id: str) -> dict[str, frozenset[str]]:
+        """The env's ``reference_match_sets(input_id)`` as a worker read it."""
+        return dict(self._get(input_id, "references", "reference match sets"))
+
+    def _get(self, x: str, key: str, what: str) -> Any:
+        if x not in self.entries:
+            raise SeffiError(f"no env runner sent the {what} of input {x!r}")
+        worker, entry = self.entries[x]
+        error = entry.get(key.replace("_valid", "") + "_error")
+        if error is not None:
+            raise SeffiError(f"env runner {worker} could not read the env's {what} of input {x!r}: {error}")
+        return entry[key]
 
 
 def worker_identity(worker_index: int) -> dict[str, Any]:
@@ -42,12 +196,19 @@ class WorkerStates:
         self.last_reachable: set[int] = set()
         self.known_workers: set[int] = set()
         self.gather_failures = 0
+        #: The env laws the workers sent, for the driver's baselines.
+        self.laws = GatheredLaws()
 
     def add(self, snap: Mapping[str, Any]) -> None:
-        """Store one worker's cumulative snapshot (replacing that incarnation's older one)."""
+        """Store one worker's cumulative snapshot (replacing that incarnation's older one).
+
+        Its env laws (``"laws"``, see :func:`worker_snapshot`) go to :attr:`laws`.
+        """
         key = (int(snap["worker_index"]), str(snap["incarnation"]))
         self._first_seen.setdefault(key, len(self._first_seen))
-        self.snapshots[key] = dict(snap)
+        snap = dict(snap)
+        self.laws.add(snap.pop("laws", None) or {}, key[0])
+        self.snapshots[key] = snap
 
     def answered(self, snaps: Iterable[Mapping[str, Any]]) -> int:
         """Record one gather's answers; returns how many workers answered."""
@@ -96,6 +257,35 @@ class MergedMonitor(CoverageMonitor):
 
     #: Set by the driver before :meth:`finalize`: :meth:`WorkerStates.summary`.
     workers_summary: Mapping[str, Any] | None = None
+
+    @classmethod
+    def from_facts(cls, facts: Mapping[str, Any], config: MonitorConfig, laws: GatheredLaws) -> MergedMonitor:
+        """The driver's monitor from the workers' :func:`agreed_facts`, without an env.
+
+        Its exact baselines come from ``laws`` (what the workers read from their envs) where the
+        workers have them; ``config.iid``/``config.oracle`` replace them as usual.
+        """
+        strategies, budget = tuple(facts["strategies"]), int(config.budget or facts["budget"])
+        cfg = config.replace(
+            budget=budget,
+            strategies=config.strategies if config.strategies is not None else strategies,
+            env_name=config.env_name or facts.get("env_name"),
+            task_name=config.task_name or facts.get("task_name"),
+        )
+        baselines = EnvBaselines(
+            tuple(str(s) for s in cfg.strategies),  # type: ignore[union-attr]
+            budget,
+            base_law=laws.base_law if facts.get("base_law") else None,
+            references=laws.references if facts.get("references") else None,
+            iid=cfg.iid,
+            oracle=cfg.oracle,
+            seed=cfg.seed,
+        )
+        monitor = cls(config=cfg, baselines=baselines)
+        if facts.get("num_latents"):  # the latent-coverage diagnostic of router envs
+            monitor.num_latents = int(facts["num_latents"])
+            monitor.reset_tracker()
+        return monitor
 
     def report(self) -> Any:
         """The report, with the workers' summary in ``meta`` (lists joined: meta holds scalars)."""
