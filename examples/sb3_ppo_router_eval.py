@@ -60,7 +60,7 @@ def main(args: Args) -> None:
         verbose=1,
     )
     model.learn(args.timesteps, callback=callback)
-    for line in gain_lines(args.out):
+    for line in gain_lines(str(callback.out_dir)):  # the folder used: a taken --out moves to OUT-2
         print(line)
 
 
@@ -71,7 +71,9 @@ def gain_lines(out: str) -> list[str]:
 
     (comp,) = load_report(out).comparisons
     lines = ["gain vs iid [95% CI] per evaluation (0 = iid, 1 = oracle):"]
-    for step, pol in eval_series(comp) or [(None, p) for p in comp.policies]:
+    # eval_series needs two earlier evaluations; with fewer, the "<label>@<step>" labels give the steps.
+    steps = [(int(p.label.rsplit("@", 1)[1]) if "@" in p.label else None, p) for p in comp.policies]
+    for step, pol in eval_series(comp) or sorted(steps, key=lambda t: (t[0] is None, t[0] or 0)):
         g = pol.gain
         if g is None or g.value is None:
             text = f"undefined ({'no gain' if g is None else g.reason})"

@@ -42,3 +42,32 @@ def test_gain_lines_print_every_evaluation_with_its_ci(tmp_path: Path) -> None:
         "  step   8000: 0.324 [0.100, 0.500]",
         "  final: 0.566 [0.379, 0.741]",
     ]
+
+
+def test_a_second_run_into_a_taken_folder_prints_the_gains_of_its_own_folder(tmp_path: Path) -> None:
+    """The callback moves a run whose --out holds an earlier run to OUT-2; the example reads OUT-2."""
+    import os
+    import subprocess
+
+    from tests.helpers import require
+
+    require("stable_baselines3", "sb3")
+    from seffi.report import load_report
+
+    path = ROOT / "examples" / "sb3_ppo_router_eval.py"
+    env = {**os.environ, "WANDB_MODE": "disabled", "MPLBACKEND": "Agg"}
+    printed = []
+    for seed in (0, 1):
+        args = ["--smoke", "--seed", str(seed), "--out", "runs/eval", "--wandb", "disabled"]
+        proc = subprocess.run(
+            [sys.executable, str(path), *args],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=True,
+        )  # fmt: skip
+        printed.append([line for line in proc.stdout.splitlines() if line.startswith("  final: ")])
+    finals = []
+    for folder in ("runs/eval", "runs/eval-2"):
+        policies = load_report(tmp_path / folder).comparisons[0].policies
+        g = next(p.gain for p in policies if p.curves.label == "eval")
+        finals.append(f"  final: {g.value:.3f} [{g.lo:.3f}, {g.hi:.3f}]")
+    assert finals[0] != finals[1]  # two seeds, two results: the check below can tell them apart
+    assert printed == [[finals[0]], [finals[1]]]
