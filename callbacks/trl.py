@@ -1,8 +1,9 @@
 """TRL GRPO integration: a coverage-recording reward function and a logging ``TrainerCallback``.
 
-GRPO samples ``num_generations`` completions per prompt: exactly a per-input sample budget. Each
-prompt's group is one *run* of that prompt with K = ``num_generations``, so coverage C(k), novelty and
-the gain vs iid describe how well the groups explore the strategy space while GRPO trains::
+GRPO samples ``num_generations`` (G) completions per prompt: a per-input sample budget. Each prompt's
+group is one *run* of that prompt with K = G (or G / K runs of K consecutive completions when
+``budget`` K divides G; any other K is refused at train begin), so coverage C(k), novelty and the gain
+vs iid describe how well the groups explore the strategy space while GRPO trains::
 
     from seffi.callbacks.trl import GRPOCoverage
 
@@ -10,12 +11,18 @@ the gain vs iid describe how well the groups explore the strategy space while GR
     trainer = GRPOTrainer(model=model, args=GRPOConfig(num_generations=8, ...), train_dataset=ds,
                           reward_funcs=[cov.reward], callbacks=[cov.callback], processing_class=tok)
     trainer.train()          # seffi/* keys land in TRL's logs (so in its W&B run) + runs/grpo/report.*
+    cov.metrics(), cov.curves(), cov.to_dataframe()   # the numbers in code
 
-**iid** is by default the *reference model's* own sampling: at train begin, before any update,
-``iid_samples`` completions per dataset prompt are drawn with GRPO's generation settings, labelled
-like training completions and estimated with ``IidBaseline.from_samples``; ``iid="task"`` uses the
-task's synthetic base sampler. **Rewards**: ``"valid"``, ``"matched"``, the order-independent
-``"diversity"`` (formula in :mod:`seffi.models.grpo`) or a callable. **Labeling** is
+**iid** is by default the *reference model's* own sampling: ``iid_samples`` completions per dataset
+prompt (string or chat messages: the prompt tokens TRL generates from), drawn at the first training
+batch from the unchanged model with GRPO's generation settings, labelled like training completions
+and estimated with ``IidBaseline.from_samples``; that batch's own completions count among them, and
+an on-disk cache keeps the rest (:class:`~seffi.models.group_coverage.GroupCoverage`).
+``iid="task"`` uses the task's synthetic base sampler. **Checkpoints**: each TRL checkpoint folder
+gets ``seffi_coverage.json`` (the reference samples and the monitor's state); ``resume_from_checkpoint``
+restores it, so the monitor continues in its folder and the reference is never redrawn.
+**Rewards**: ``"valid"``, ``"matched"``, the order-independent ``"diversity"`` (formula in
+:mod:`seffi.models.grpo`, over the whole group of G) or a callable. **Labeling** is
 ``task.validate_y_text`` or a labeler (:mod:`seffi.callbacks.labelers`); junk completions score 0.
 
 **Processes.** Under accelerate/DeepSpeed TRL splits each generation batch across ranks, so a group
@@ -28,7 +35,10 @@ report.json/md, plots) always goes to ``out_dir``. Evaluation generations are no
 
 from __future__ import annotations
 
+import json
+import warnings
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
@@ -36,10 +46,33 @@ from transformers import TrainerCallback
 from seffi.errors import SeffiError
 from seffi.models.group_coverage import GroupCoverage, GroupScorer
 
-__all__ = ["CoverageReward", "CoverageTrainerCallback", "GRPOCoverage", "completion_text"]
+__all__ = [
+    "CHECKPOINT_FILE",
+    "CoverageReward",
+    "CoverageTrainerCallback",
+    "GRPOCoverage",
+    "checkpoint_state_path",
+    "completion_text",
+]
 
 #: Keyword arguments TRL passes to every reward function (not dataset columns).
 _TRL_KWARGS = ("trainer_state", "log_extra", "log_metric", "environments")
+#: The file seffi adds to each TRL checkpoint folder.
+CHECKPOINT_FILE = "seffi_coverage.json"
+
+
+def checkpoint_state_path(output_dir: str | Path, step: int) -> Path:
+    """Where the seffi state of TRL's checkpoint at ``step`` lives (``<output_dir>/checkpoint-<step>/``)."""
+    return Path(output_dir) / f"checkpoint-{int(step)}" / CHECKPOINT_FILE
+
+
+def _jsonable(obj: Any) -> Any:
+    """Numpy scalars and arrays, sets and paths as JSON values."""
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    return str(obj)
 
 
 def completion_text(completion: Any) -> Any:
@@ -108,8 +141,10 @@ class GRPOCoverage(GroupCoverage):
     """Coverage of GRPO's completion groups: a reward function plus a ``TrainerCallback``.
 
     Arguments: see :class:`seffi.models.group_coverage.GroupCoverage`. The default ``iid="reference"``
-    is drawn by :attr:`callback` at train begin from the trainer's model, tokenizer and generation
-    settings, over the train dataset's prompts.
+    is prepared by :attr:`callback` at train begin (the train dataset's prompts, the trainer's model,
+    tokenizer and generation settings) and drawn at the first training batch, before any update.
+    Read the numbers with :meth:`metrics`, :meth:`curves` and :meth:`to_dataframe` (also on
+    :attr:`callback`).
 
     Attributes:
         reward: The reward function to put in ``reward_funcs``.
@@ -139,25 +174,79 @@ class GRPOCoverage(GroupCoverage):
 
 
 class CoverageTrainerCallback(TrainerCallback):
-    """Draws the reference iid, adds seffi's scalars to TRL's logs and writes the local report.
+    """Draws or restores the reference iid, adds seffi's scalars to TRL's logs, saves with checkpoints.
 
     Created by :class:`GRPOCoverage` (``cov.callback``); pass it in ``callbacks=[...]``.
+
+    Attributes:
+        last_logged: The ``seffi/*`` scalars of the latest log (as :meth:`metrics`).
     """
 
     def __init__(self, coverage: GRPOCoverage) -> None:
         self.coverage = coverage
         self.last_logged: dict[str, float] = {}
+        self._logged_episodes = -1
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-        """Take K from ``num_generations``; draw the reference iid (each rank: same seed, same samples)."""
+        """Check K against ``num_generations``; restore a resumed run, else prepare the reference draw.
+
+        Raises:
+            SeffiError: ``budget`` does not divide ``num_generations``; the dataset has no prompts.
+        """
         cov = self.coverage
-        if cov.budget is None and getattr(args, "num_generations", None):
-            cov.budget = int(args.num_generations)
-        cov.reward.group_size = cov.budget
+        cov.configure_groups(getattr(args, "num_generations", None))
+        step = int(getattr(state, "global_step", 0) or 0)
+        if step > 0:
+            self._resume(args, step)
+            return
         tokenizer = kwargs.get("processing_class") or kwargs.get("tokenizer")
         if cov.iid == "reference" and model is not None and tokenizer is not None:
             loader = kwargs.get("train_dataloader")
-            cov.draw_reference_iid(model, tokenizer, args, getattr(loader, "dataset", None))
+            cov.prepare_reference(model, tokenizer, args, getattr(loader, "dataset", None))
+
+    def _resume(self, args: Any, step: int) -> None:
+        """Continue from the seffi state in ``checkpoint-<step>`` (never a reference from trained weights)."""
+        cov = self.coverage
+        path = checkpoint_state_path(args.output_dir, step)
+        if path.is_file():
+            try:
+                state = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise SeffiError(f"cannot read the seffi state {path}: {exc}") from exc
+            cov.load_state_dict(state, step)
+            return
+        fallback = "the task's base sampler" if cov.facts is not None else "none (no gain is computed)"
+        warnings.warn(
+            f"resumed at step {step}, but {path} holds no seffi state: the reference iid is not drawn from "
+            f"the trained weights, the iid baseline is {fallback}, and coverage restarts from this step",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        if cov.iid == "reference":
+            cov.iid = None
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Write the reference samples and the monitor's state into the new checkpoint (main process)."""
+        if not state.is_world_process_zero:
+            return
+        path = checkpoint_state_path(args.output_dir, int(state.global_step))
+        if not path.parent.is_dir():
+            return  # a custom save location: nothing to put it next to
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps(self.coverage.state_dict(), default=_jsonable), encoding="utf-8")
+        tmp.replace(path)
+
+    def metrics(self) -> dict[str, float]:
+        """A copy of the latest logged ``seffi/*`` scalars (``{}`` before the first log)."""
+        return self.coverage.metrics()
+
+    def curves(self) -> Any:
+        """The policy's current :class:`~seffi.coverage.Curves` (see :meth:`GRPOCoverage.curves`)."""
+        return self.coverage.curves()
+
+    def to_dataframe(self) -> Any:
+        """Policy, iid and oracle curves as a long DataFrame (see :meth:`GRPOCoverage.to_dataframe`)."""
+        return self.coverage.to_dataframe()
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
         """Put the ``seffi/*`` scalars into ``logs`` — on every rank, so all ranks log the same keys."""
@@ -167,6 +256,7 @@ class CoverageTrainerCallback(TrainerCallback):
             return  # e.g. the end-of-training summary log at the same step
         scalars = {k: float(v) for k, v in (monitor.log(step) or {}).items() if v is not None}
         logs.update(scalars)
+        self._logged_episodes = monitor.episodes
         if scalars and state.log_history and state.log_history[-1].get("step") == step:
             state.log_history[-1].update(scalars)
         self.last_logged = scalars
@@ -176,9 +266,11 @@ class CoverageTrainerCallback(TrainerCallback):
         monitor = self.coverage.monitor
         if monitor is None or not state.is_world_process_zero or monitor.finalized:
             return
-        monitor.finalize(
-            int(state.global_step) + 1 if monitor.last_step is not None else int(state.global_step)
-        )
+        step: int | None = int(state.global_step)
+        if monitor.last_step is not None and step is not None and step <= monitor.last_step:
+            # a last log only for completions recorded after the latest one (at a step of its own)
+            step = monitor.last_step + 1 if monitor.episodes != self._logged_episodes else None
+        monitor.finalize(step)
         from seffi.report.sinks import closing_lines
 
         # W&B is TRL's own run (its integration prints the sync footer); seffi names its local folder.

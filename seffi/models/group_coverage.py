@@ -2,13 +2,18 @@
 
 :class:`GroupScorer` labels a batch of completions, gathers every process's records, feeds them to a
 sink and returns rewards (:mod:`seffi.models.grpo` reward modes). :class:`GroupCoverage` turns each
-prompt's group into one run of a :class:`~seffi.callbacks.CoverageMonitor` and holds the baselines:
-by default the *reference model's* own samples drawn before training (``IidBaseline.from_samples``).
-:mod:`seffi.callbacks.trl` adapts both to TRL (reward-function kwargs, a ``TrainerCallback``).
+prompt's group into runs of a :class:`~seffi.callbacks.CoverageMonitor` and holds the baselines: by
+default the *reference model's* own samples (``IidBaseline.from_samples``), drawn at the first
+training batch from the unchanged model, over at most ``reference_prompts`` prompts, reusing that
+batch's completions and an on-disk cache. Its :meth:`~GroupCoverage.state_dict` is what a trainer
+checkpoint needs to resume without redrawing anything. :mod:`seffi.callbacks.trl` adapts both to TRL
+(reward-function kwargs, a ``TrainerCallback``).
 """
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -18,6 +23,11 @@ from seffi.errors import SeffiError
 from seffi.tasks.base import Task, TaskInput
 
 from . import grpo
+
+#: Format tag of :meth:`GroupCoverage.state_dict`.
+STATE_FORMAT = "seffi.models.group_coverage/1"
+#: Default cap on the prompts of the reference iid.
+REFERENCE_PROMPTS = 256
 
 
 class GroupScorer:
@@ -37,7 +47,7 @@ class GroupScorer:
 
     Attributes:
         sink: Receives each gathered batch of records ``[(input_id, matches, valid), ...]``.
-        group_size: Completions per group (set from the trainer's ``num_generations``).
+        group_size: Completions per group (the trainer's ``num_generations``): the diversity reward's group.
         last_results: Validation results of the latest local batch.
     """
 
@@ -94,7 +104,11 @@ class GroupScorer:
 
 
 class GroupCoverage:
-    """Each prompt's group of completions as one run of a coverage monitor, with its baselines.
+    """Each prompt's group of completions as runs of a coverage monitor, with its baselines.
+
+    A group of G completions (GRPO's ``num_generations``) is G / K runs of K = ``budget`` consecutive
+    completions: K must divide G (:meth:`configure_groups`). The diversity reward always scores the
+    whole group of G.
 
     Args:
         task, inputs, labeler, strategies, id_column, reward, diversity_weight, decode, gather: See
@@ -105,17 +119,30 @@ class GroupCoverage:
             ``IidBaseline.from_samples``) or None. Until the reference is drawn, ``"reference"``
             falls back to the task's sampler.
         iid_samples: Reference samples per prompt (default 4 K: the baseline interpolates at k <= K).
-        iid_prompts: ``{input id: prompt}`` for the reference samples (default: the train dataset's).
+        iid_prompts: ``{input id: prompt}`` for the reference samples (default: the train dataset's);
+            a prompt is a string or a list of chat messages.
+        reference_prompts: At most this many prompts get reference samples (a subsample drawn from
+            ``seed``; None: every prompt). With ``iid="reference"`` the monitor then records the
+            groups of these prompts only, so coverage and gain are over the same prompts.
+        reference_cache: Folder of the on-disk cache of reference completions (True: ``$SEFFI_CACHE``
+            or ``~/.cache/seffi/models``, subfolder ``reference-iid``; False/None: no cache).
+        reuse_first_batch: Count the first training batch's completions (drawn from the unchanged
+            model with the same settings) as reference samples of their prompts.
         oracle: A user oracle (default: the task's reference traces).
         out_dir: Local report folder (one holding a run gets a fresh sibling, with one warning).
         n_boot: Bootstrap replicates for logged CIs.
-        seed: Seed of the bootstrap and of the reference samples.
+        seed: Seed of the bootstrap, the prompt subsample and the reference samples.
         plots: PNG plots at the end.
 
     Attributes:
         reward: The reward function (``reward_class``).
         monitor: The :class:`~seffi.callbacks.CoverageMonitor` (after the first batch).
-        group_sizes: ``{group size: count}`` of the groups seen.
+        group_sizes: ``{group size: count}`` of the groups seen (each group is G / K runs).
+        reference: The reference samples ``{"ids", "n", "sets", "valid"}`` once drawn (or restored).
+        reference_cost: What the reference cost: ``prompts`` (of ``of_prompts``),
+            ``samples_per_prompt``, ``samples`` = ``drawn`` + ``reused`` + ``cached``,
+            ``generate_calls``, ``seconds``, the draw's ``seed`` and the ``cache`` file.
+        monitored: The prompt ids the monitor records (None: every prompt).
     """
 
     reward_class: ClassVar[type[GroupScorer]] = GroupScorer
@@ -134,7 +161,10 @@ class GroupCoverage:
         decode: Callable[[Sequence[int]], str] | None = None,
         iid: Any = "reference",
         iid_samples: int | None = None,
-        iid_prompts: Mapping[str, str] | None = None,
+        iid_prompts: Mapping[str, Any] | None = None,
+        reference_prompts: int | None = REFERENCE_PROMPTS,
+        reference_cache: str | Path | bool | None = True,
+        reuse_first_batch: bool = True,
         oracle: Any = None,
         out_dir: str | Path | None = None,
         n_boot: int = 200,
@@ -142,8 +172,9 @@ class GroupCoverage:
         plots: bool = True,
         gather: Callable[[list[Any]], list[Any]] | None = None,
     ) -> None:
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
-            raise SeffiError(f"budget must be a positive int, got {budget!r}")
+        for name, value in (("budget", budget), ("reference_prompts", reference_prompts)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise SeffiError(f"{name} must be a positive int or None, got {value!r}")
         if not (iid in ("reference", "task", None) or hasattr(iid, "curves")):
             raise SeffiError(
                 f"iid must be 'reference', 'task', None or a baseline with .curves(K), got {iid!r}"
@@ -154,46 +185,67 @@ class GroupCoverage:
         )  # fmt: skip
         self.reward.sink = self._ingest
         self.budget, self.iid, self.iid_samples, self.iid_prompts = budget, iid, iid_samples, iid_prompts
+        self.reference_prompts, self.reuse_first_batch = reference_prompts, bool(reuse_first_batch)
+        self.reference_cache = reference_cache
         self.oracle, self.out_dir, self.n_boot, self.seed, self.plots = oracle, out_dir, n_boot, seed, plots
         own_parser = labeler is None or getattr(self.reward.labeler, "task", None) is task
-        self.facts = grpo.TaskFacts(task, self.reward.inputs) if task is not None and own_parser else None
+        self.facts = TaskFacts(task, self.reward.inputs) if task is not None and own_parser else None
         self.monitor: Any = None
         self._occurrences: dict[str, int] = {}
         self.batches = 0
         self.group_sizes: dict[int, int] = {}
+        self.reference: dict[str, Any] | None = None
+        self.reference_cost: dict[str, Any] | None = None
+        self.monitored: frozenset[str] | None = None
+        self._pending: dict[str, Any] | None = None  # a reference draw waiting for the first batch
+        self._resumed = False
 
-    def draw_reference_iid(self, model: Any, tokenizer: Any, args: Any, dataset: Any = None) -> Any:
-        """Sample ``model`` (``iid_samples`` per prompt, ``args``' generation settings) into the iid.
+    # -- groups and runs ----------------------------------------------------------------------------
 
-        Also sets the oracle from the task's reference traces over the same prompts (unless given),
-        so both baselines cover every prompt from the first log on.
+    def configure_groups(self, group_size: int | None) -> None:
+        """Set G (the trainer's completions per prompt); K defaults to it and must divide it.
+
+        Raises:
+            SeffiError: ``budget`` does not divide ``group_size`` (names the divisors).
         """
-        r = self.reward
-        prompts = grpo.resolve_prompts(self.iid_prompts, dataset, r.id_column, r.task, r.inputs)
-        ids = sorted(prompts)
-        n = self.iid_samples or 4 * int(self.budget or getattr(args, "num_generations", 8))
-        xs = [r.inputs.get(i, prompts[i]) for i in ids]
-        texts = [prompts[i] for i in ids]
-        self.iid = grpo.reference_iid(
-            model,
-            tokenizer,
-            args,
-            r.labeler,
-            ids,
-            xs,
-            texts,
-            n,
-            seed=grpo.seed_of(self.seed, 1),
-            decode=r.decode,
-        )
-        if self.oracle is None and self.facts is not None:
-            from seffi.coverage import OracleBaseline
-
-            refs = {i: self.facts.reference_match_sets(i) for i in ids if i in r.inputs}
-            self.oracle = OracleBaseline(
-                refs, strategies=self.facts.strategies, seed=grpo.seed_of(self.seed, 2)
+        if group_size is None:
+            return
+        g = int(group_size)
+        if self.budget is None:
+            self.budget = g
+        if self.budget > g or g % self.budget:
+            divisors = [d for d in range(1, g + 1) if g % d == 0]
+            raise SeffiError(
+                f"budget={self.budget} does not fit num_generations={g}: each group of {g} completions of "
+                f"one prompt is recorded as {g}/K runs of K consecutive completions, so K must divide {g} "
+                f"(one of {divisors}); leave budget unset for K = num_generations"
             )
-        return self.iid
+        self.reward.group_size = g
+
+    def _ingest(self, records: list[grpo.Record]) -> None:
+        """Feed one gathered generation batch: each group of G completions is G / K runs of K."""
+        from seffi.callbacks.core import EpisodeEnd
+
+        if self._pending is not None:  # the first batch: the model is still the reference
+            self.draw_reference_iid(first_batch=records)
+        groups = grpo.split_groups(records, self.reward.group_size or self.budget)
+        if not groups:
+            return
+        for g in groups:
+            self.group_sizes[len(g)] = self.group_sizes.get(len(g), 0) + 1
+        self.budget = self.budget or max(len(g) for g in groups)
+        monitor = self._ensure_monitor(self.budget)
+        for g in groups:
+            pid = records[g[0]][0]
+            if self.monitored is not None and pid not in self.monitored:
+                continue
+            for start in range(0, len(g), self.budget):
+                run = self._occurrences[pid] = self._occurrences.get(pid, -1) + 1
+                for k, i in enumerate(g[start : start + self.budget], start=1):
+                    monitor.ingest_end(
+                        EpisodeEnd(pid, records[i][1], records[i][2], sample_index=k, run_index=run)
+                    )
+        self.batches += 1
 
     def _ensure_monitor(self, budget: int) -> Any:
         if self.monitor is None:
@@ -202,7 +254,7 @@ class GroupCoverage:
             from seffi.report.sinks import default_sinks
 
             main = grpo.rank_and_world()[0] == 0
-            if main:  # decided once: a folder holding an earlier run gets a fresh sibling
+            if main and not self._resumed:  # decided once: a folder holding an earlier run gets a sibling
                 self.out_dir = fresh_out_dir(self.out_dir, "seffi-grpo")
             self.monitor = CoverageMonitor(
                 budget,
@@ -213,7 +265,7 @@ class GroupCoverage:
                 # W&B goes through the trainer's own logging; locally a folder (main process only).
                 sinks=default_sinks(Path(self.out_dir), wandb="disabled", plots=self.plots)
                 if main
-                else grpo.NullSinks(),
+                else NullSinks(),
                 out_dir=Path(self.out_dir) if main else None,
                 n_boot=self.n_boot,
                 seed=self.seed,
@@ -222,22 +274,283 @@ class GroupCoverage:
             )
         return self.monitor
 
-    def _ingest(self, records: list[grpo.Record]) -> None:
-        """Feed one gathered generation batch: each prompt's group of completions is one run."""
-        from seffi.callbacks.core import EpisodeEnd
+    # -- the reference iid --------------------------------------------------------------------------
 
-        groups = grpo.split_groups(records, self.budget)
-        if not groups:
-            return
-        for g in groups:
-            self.group_sizes[len(g)] = self.group_sizes.get(len(g), 0) + 1
-        self.budget = self.budget or max(len(g) for g in groups)
-        monitor = self._ensure_monitor(self.budget)
-        for g in groups:
-            pid = records[g[0]][0]
-            run = self._occurrences[pid] = self._occurrences.get(pid, -1) + 1
-            for k, i in enumerate(g, start=1):
-                monitor.ingest_end(
-                    EpisodeEnd(pid, records[i][1], records[i][2], sample_index=k, run_index=run)
-                )
-        self.batches += 1
+    def _reference_context(self, model: Any, tokenizer: Any, args: Any, dataset: Any) -> dict[str, Any]:
+        r = self.reward
+        prompts = grpo.resolve_prompts(self.iid_prompts, dataset, r.id_column, r.task, r.inputs)
+        ids = grpo.subsample_ids(list(prompts), self.reference_prompts, grpo.seed_of(self.seed, 3))
+        chosen = {i: prompts[i] for i in ids}
+        return {
+            "model": model,
+            "tokenizer": tokenizer,
+            "args": args,
+            "prompts": chosen,
+            "total": len(prompts),
+        }
+
+    def prepare_reference(self, model: Any, tokenizer: Any, args: Any, dataset: Any = None) -> None:
+        """Resolve the reference prompts now (errors before training); draw at the first batch.
+
+        With ``reuse_first_batch=False`` the samples are drawn right away.
+
+        Raises:
+            SeffiError: No prompts for the reference (a dataset without ``prompt``/``id_column``).
+        """
+        self._pending = self._reference_context(model, tokenizer, args, dataset)
+        if not self.reuse_first_batch:
+            self.draw_reference_iid()
+
+    def draw_reference_iid(
+        self, model: Any = None, tokenizer: Any = None, args: Any = None, dataset: Any = None, *,
+        first_batch: Sequence[grpo.Record] | None = None, trainer: Any = None,
+    ) -> Any:  # fmt: skip
+        """Sample the reference model (``iid_samples`` per prompt, GRPO's generation) into the iid.
+
+        Each prompt gets n samples: its completions in ``first_batch`` (the trainer's first batch,
+        drawn from the same unchanged model, when ``reuse_first_batch``), then cached ones, then
+        fresh ones. Also sets the oracle from the task's reference traces over the same prompts
+        (unless given), so both baselines cover every recorded prompt from the first log on.
+        Without ``model`` it draws what :meth:`prepare_reference` prepared.
+
+        Raises:
+            SeffiError: Nothing prepared and no model given.
+        """
+        if model is not None:
+            self._pending = self._reference_context(model, tokenizer, args, dataset)
+        ctx, self._pending = self._pending, None
+        if ctx is None:
+            raise SeffiError("draw_reference_iid needs the model, tokenizer and trainer args")
+        started = time.perf_counter()
+        r, trainer = self.reward, trainer or self.reward.trainer
+        model, tokenizer, args, prompts = ctx["model"], ctx["tokenizer"], ctx["args"], ctx["prompts"]
+        ids = list(prompts)
+        n = self.iid_samples or 4 * int(self.budget or getattr(args, "num_generations", 8))
+        reused: dict[str, list[tuple[tuple[str, ...], bool]]] = {i: [] for i in ids}
+        for pid, matches, ok in first_batch if self.reuse_first_batch and first_batch else ():
+            if pid in reused and len(reused[pid]) < n:
+                reused[pid].append((matches, ok))
+        prompt_ids = grpo.prompt_token_ids(
+            tokenizer, [prompts[i] for i in ids], tools=getattr(trainer, "tools", None),
+            chat_template=getattr(trainer, "chat_template", None),
+            chat_template_kwargs=getattr(trainer, "chat_template_kwargs", None)
+            or getattr(args, "chat_template_kwargs", None),
+        )  # fmt: skip
+        gen = grpo.generation_config(args, model, tokenizer)
+        keys = [grpo.digest(p) for p in prompt_ids]
+        cache = self._cache(model, gen)
+        cached = [cache.get(k, n - len(reused[i])) if cache else [] for i, k in zip(ids, keys, strict=True)]
+        need = [n - len(reused[i]) - len(c) for i, c in zip(ids, cached, strict=True)]
+        # The seed depends on what is drawn: a draw topping up cached samples never repeats them.
+        salt = int(grpo.digest([[k, n - m, m] for k, m in zip(keys, need, strict=True)])[:7], 16)
+        draw_seed = grpo.seed_of(self.seed, 1, salt)
+        fresh, calls = grpo.generate_ids(
+            model,
+            prompt_ids,
+            need,
+            gen,
+            seed=draw_seed,
+            training=True,
+            checkpointing_kwargs=getattr(args, "gradient_checkpointing_kwargs", None),
+        )
+        main = grpo.rank_and_world()[0] == 0
+        if cache is not None and any(need):
+            for k, rows in zip(keys, fresh, strict=True):
+                cache.put(k, rows)
+            if main:
+                cache.save()
+        sets: dict[str, list[list[str]]] = {}
+        valid: dict[str, list[bool]] = {}
+        for i, old, new in zip(ids, cached, fresh, strict=True):
+            x = r.inputs.get(i, prompts[i])
+            labels = [r.labeler(x, grpo.decode_completion(tokenizer, c, r.decode)) for c in old + new]
+            sets[i] = [list(m) for m, _ in reused[i]] + [sorted(v.strategy_matches) for v in labels]
+            valid[i] = [v for _, v in reused[i]] + [bool(v.valid) for v in labels]
+        self.reference = {"ids": ids, "n": n, "sets": sets, "valid": valid}
+        self._set_reference_baselines()
+        self.reference_cost = {
+            "prompts": len(ids), "of_prompts": ctx["total"], "samples_per_prompt": n, "samples": n * len(ids),
+            "drawn": sum(need), "reused": sum(map(len, reused.values())), "cached": sum(map(len, cached)),
+            "generate_calls": calls, "seconds": time.perf_counter() - started, "seed": draw_seed,
+            "cache": str(cache.path) if cache else None,
+        }  # fmt: skip
+        if main:
+            print(cost_line(self.reference_cost), flush=True)
+        return self.iid
+
+    def _cache(self, model: Any, gen: Any) -> grpo.ReferenceCache | None:
+        if self.reference_cache in (None, False):
+            return None
+        if self.reference_cache is True:
+            from .cache import default_cache_dir
+
+            folder = default_cache_dir() / "reference-iid"
+        else:
+            folder = Path(self.reference_cache)
+        key = grpo.digest({
+            "format": grpo.ReferenceCache.FORMAT, "weights": grpo.weights_digest(model),
+            "generation": gen.to_dict(), "seed": self.seed, "mode": "train",
+        })  # fmt: skip
+        return grpo.ReferenceCache(folder, key)
+
+    def _set_reference_baselines(self) -> None:
+        """The iid (and, unless given, the task oracle) from :attr:`reference`; record those prompts only."""
+        from seffi.coverage import IidBaseline, OracleBaseline
+
+        ref = self.reference
+        assert ref is not None
+        self.iid = IidBaseline.from_samples(
+            {i: [frozenset(m) for m in ref["sets"][i]] for i in ref["ids"]},
+            strategies=self.reward.labeler.strategies,
+            valid={i: list(ref["valid"][i]) for i in ref["ids"]},
+        )
+        self.monitored = frozenset(ref["ids"])
+        if self.oracle is None and self.facts is not None:
+            refs = {i: self.facts.reference_match_sets(i) for i in ref["ids"] if i in self.reward.inputs}
+            self.oracle = OracleBaseline(
+                refs, strategies=self.facts.strategies, seed=grpo.seed_of(self.seed, 2)
+            )
+
+    # -- checkpoints --------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resumed run needs (JSON-safe): the reference samples and the monitor's state."""
+        m = self.monitor
+        return {
+            "format": STATE_FORMAT, "out_dir": str(self.out_dir) if self.out_dir is not None else None,
+            "budget": self.budget, "group_size": self.reward.group_size, "reference": self.reference,
+            "reference_cost": self.reference_cost,
+            "monitored": sorted(self.monitored) if self.monitored is not None else None,
+            "monitor": m.state_dict() if m is not None else None,
+            "schedule": {"n_logs": m.schedule.n_logs, "last_step": m.schedule.last_step} if m else None,
+            "last_scalars": dict(m.last_scalars) if m is not None else {},
+            "occurrences": dict(self._occurrences), "batches": self.batches,
+            "group_sizes": {str(k): v for k, v in self.group_sizes.items()},
+        }  # fmt: skip
+
+    def load_state_dict(self, state: Mapping[str, Any], step: int | None = None) -> GroupCoverage:
+        """Continue from :meth:`state_dict`: same reference samples, same monitor and folder.
+
+        Args:
+            state: A saved state.
+            step: The step resumed at; the local logs' lines after it (a discarded future) are dropped.
+
+        Raises:
+            SeffiError: Not such a state, or its K differs from this run's.
+        """
+        if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
+            raise SeffiError(f"not a GroupCoverage state (expected format {STATE_FORMAT!r})")
+        if self.budget is not None and state.get("budget") not in (None, self.budget):
+            raise SeffiError(
+                f"the checkpoint's budget K={state['budget']} differs from this run's K={self.budget}"
+            )
+        self.budget = self.budget or state.get("budget")
+        self._pending, self._resumed = None, True
+        self.out_dir = state.get("out_dir") or self.out_dir
+        self.reference, self.reference_cost = state.get("reference"), state.get("reference_cost")
+        if self.reference is not None and self.iid == "reference":
+            self._set_reference_baselines()
+        if state.get("monitored") is not None:
+            self.monitored = frozenset(state["monitored"])
+        self._occurrences = {str(k): int(v) for k, v in state.get("occurrences", {}).items()}
+        self.batches = int(state.get("batches", 0))
+        self.group_sizes = {int(k): int(v) for k, v in state.get("group_sizes", {}).items()}
+        if grpo.rank_and_world()[0] == 0 and self.out_dir is not None and step is not None:
+            for name, key in (("metrics.jsonl", "seffi/step"), ("snapshots.jsonl", "step")):
+                drop_lines_after(Path(self.out_dir) / name, key, step)
+        if state.get("monitor") is not None and self.budget is not None:
+            monitor = self._ensure_monitor(self.budget)
+            monitor.load_state_dict(state["monitor"])
+            schedule = state.get("schedule") or {}
+            monitor.schedule.n_logs = int(schedule.get("n_logs") or 0)
+            monitor.schedule.last_step = schedule.get("last_step")
+            monitor.last_scalars = {str(k): float(v) for k, v in (state.get("last_scalars") or {}).items()}
+        return self
+
+    # -- reading the numbers ------------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, float]:
+        """A copy of the latest logged ``seffi/*`` scalars (``{}`` before the first log)."""
+        return self.monitor.metrics() if self.monitor is not None else {}
+
+    def curves(self) -> Any:
+        """The policy's current :class:`~seffi.coverage.Curves` (k = 1..K).
+
+        Raises:
+            SeffiError: No completion recorded yet.
+        """
+        if self.monitor is None:
+            raise SeffiError("no completion recorded yet: curves exist after the first training batch")
+        return self.monitor.curves()
+
+    def to_dataframe(self) -> Any:
+        """Policy, iid and oracle curves as a long pandas DataFrame (one row per (method, k)).
+
+        Raises:
+            SeffiError: pandas is missing, or no completion recorded yet.
+        """
+        if self.monitor is None:
+            raise SeffiError("no completion recorded yet: the curves exist after the first training batch")
+        return self.monitor.to_dataframe()
+
+
+def cost_line(cost: Mapping[str, Any]) -> str:
+    """The console line stating what the reference iid cost."""
+    line = (
+        f"[seffi] reference iid: {cost['prompts']} prompts x {cost['samples_per_prompt']} samples = "
+        f"{cost['samples']} ({cost['drawn']} drawn in {cost['generate_calls']} generate calls, "
+        f"{cost['reused']} reused from the first training batch, {cost['cached']} from the cache) "
+        f"in {cost['seconds']:.1f} s"
+    )
+    if cost["prompts"] < cost["of_prompts"]:
+        line += (
+            f"; prompts capped at {cost['prompts']} of {cost['of_prompts']} (reference_prompts): coverage "
+            "and gain are over these"
+        )
+    return line
+
+
+def drop_lines_after(path: Path, key: str, step: int) -> None:
+    """Keep the JSON lines of ``path`` whose ``key`` is at most ``step`` (a resumed run rewinds its log)."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            if float(json.loads(line).get(key, step)) > step:
+                continue
+        except (ValueError, AttributeError, TypeError):
+            pass  # a line seffi did not write as such: left alone
+        kept.append(line)
+    path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+
+
+class TaskFacts:
+    """What the monitor's baselines read from an env, answered from a task and its inputs."""
+
+    def __init__(self, task: Task[Any, Any], inputs: Mapping[str, TaskInput]) -> None:
+        self.task = task
+        self._inputs = inputs
+        self.strategies = tuple(task.strategies())
+        self.input_ids = list(inputs)
+
+    def base_match_distribution(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
+        """The task's exact base law of ``input_id``'s match sets."""
+        return self.task.base_match_distribution(self._inputs[input_id], valid_only=valid_only)
+
+    def reference_match_sets(self, input_id: str) -> dict[str, frozenset[str]]:
+        """The match set of each strategy's reference trace (the oracle's samples)."""
+        return self.task.reference_match_sets(self._inputs[input_id])
+
+
+class NullSinks:
+    """Sinks that drop everything (non-main processes keep a tracker replica but write nothing)."""
+
+    def log(self, data: Any, step: int) -> None:
+        """Drop."""
+
+    def log_snapshot(self, comparison: Any, step: int, scope: str | None = None) -> None:
+        """Drop."""
+
+    def finish(self, report: Any = None, tracker_state: Any = None) -> None:
+        """Drop."""

@@ -13,12 +13,17 @@
   grid_routes, without that rule off-strategy traces were the cheapest way to be "unique" and the
   trained model's strategy coverage fell. The reward depends on the group only through the multiset
   of (valid, match set), so the order of the completions within a group changes nothing.
-* **Sampling** (:func:`sample_completions`) with the generation settings GRPO uses
-  (:func:`generation_config`: ``max_completion_length``, temperature, top-p/k, min-p, repetition
-  penalty, ``generation_kwargs``), seeded inside ``torch.random.fork_rng`` so drawing baselines never
-  moves the trainer's random stream.
+* **Sampling as GRPOTrainer does** (:func:`generate_ids`): the prompt tokens TRL generates from
+  (:func:`prompt_token_ids`: a conversational prompt through the chat template with the generation
+  prompt, a string through the tokenizer), the generation config it builds (:func:`generation_config`:
+  ``max_completion_length``, temperature, top-p/k, min-p, repetition penalty, its eos ids,
+  ``generation_kwargs``) and its train-mode generation, seeded inside ``torch.random.fork_rng`` so
+  drawing baselines never moves the trainer's random stream. :func:`sample_completions` samples text
+  prompts in eval mode (evaluations, the ladder's pool).
 * **The reference model's iid** (:func:`reference_iid`): n completions per prompt from the model
-  before any update, labelled like training completions, as ``IidBaseline.from_samples``.
+  before any update, labelled like training completions, as ``IidBaseline.from_samples``; the TRL
+  path (:class:`seffi.models.group_coverage.GroupCoverage`) adds a prompt cap (:func:`subsample_ids`)
+  and an on-disk cache of completions (:class:`ReferenceCache`, keyed by :func:`weights_digest`).
 * **A task LM for TRL** (:func:`trl_policy`): a :mod:`seffi.models` folder loaded with
   ``AutoModelForCausalLM`` / ``AutoTokenizer``, the dataset prompt (``prompt <sep>``), the decoder
   that keeps newlines (the HF tokenizer drops the special ``<nl>`` when TRL decodes), and the tokens
@@ -27,8 +32,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,6 +105,13 @@ def group_rewards(records: Sequence[Record], size: int | None, weight: float = 0
 # -- sampling with GRPO's settings ------------------------------------------------------------------------
 
 
+def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
+    """Every id that ends a completion, as GRPOTrainer collects them: the tokenizer's, then the model's."""
+    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
+    return ids if tokenizer.eos_token_id in ids else [tokenizer.eos_token_id, *ids]
+
+
 def generation_config(args: Any, model: Any, tokenizer: Any) -> Any:
     """The ``GenerationConfig`` GRPOTrainer builds from ``args`` (TRL's regular generation path)."""
     from transformers import GenerationConfig
@@ -106,15 +120,135 @@ def generation_config(args: Any, model: Any, tokenizer: Any) -> Any:
         "max_new_tokens": int(getattr(args, "max_completion_length", 32) or 32),
         "do_sample": True,
         "pad_token_id": tokenizer.pad_token_id,
-        "eos_token_id": model.generation_config.eos_token_id or tokenizer.eos_token_id,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": eos_token_ids(model, tokenizer),
         "temperature": getattr(args, "temperature", 1.0),
         "top_p": getattr(args, "top_p", 1.0),
         "top_k": getattr(args, "top_k", 0),
         "min_p": getattr(args, "min_p", None),
         "repetition_penalty": getattr(args, "repetition_penalty", 1.0),
+        "cache_implementation": getattr(args, "cache_implementation", None),
     }
     kw.update(getattr(args, "generation_kwargs", None) or {})
-    return GenerationConfig(**kw)
+    return GenerationConfig(**kw, disable_compile=True)
+
+
+def is_conversational(prompt: Any) -> bool:
+    """Whether a dataset prompt is a list of chat messages (TRL's conversational format)."""
+    return (
+        isinstance(prompt, list) and bool(prompt) and isinstance(prompt[0], Mapping) and "role" in prompt[0]
+    )
+
+
+def prompt_token_ids(
+    tokenizer: Any,
+    prompts: Sequence[Any],
+    *,
+    tools: Any = None,
+    chat_template: str | None = None,
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+) -> list[list[int]]:
+    """The token ids GRPOTrainer generates from for each dataset prompt (``_tokenize_prompts``, TRL 1.x).
+
+    A conversational prompt (a list of ``{"role", "content"}`` messages) goes through the tokenizer's
+    chat template with ``add_generation_prompt=True`` (and the trainer's ``tools``, ``chat_template``
+    and ``chat_template_kwargs``); a string prompt through the tokenizer itself, special tokens
+    included, as TRL calls it.
+    """
+    out: list[list[int]] = []
+    for p in prompts:
+        if is_conversational(p):
+            enc = tokenizer.apply_chat_template(
+                conversation=[p],
+                tools=tools or None,  # as TRL: an empty tool list renders tool boilerplate on some templates
+                chat_template=chat_template,
+                add_generation_prompt=True,
+                tokenize=True,
+                return_dict=True,
+                **dict(chat_template_kwargs or {}),
+            )["input_ids"]
+            out.append([int(t) for t in (enc[0] if enc and isinstance(enc[0], list) else enc)])
+        elif isinstance(p, str):
+            out.append([int(t) for t in tokenizer(text=[p])["input_ids"][0]])
+        else:
+            raise SeffiError(
+                f"a reference prompt must be a string or a list of chat messages, got {type(p).__name__}"
+            )
+    return out
+
+
+@contextmanager
+def generation_mode(model: Any, training: bool | None, checkpointing_kwargs: Any = None) -> Iterator[None]:
+    """The model in the mode it samples in: ``training`` True/False, or None for eval (the default).
+
+    GRPOTrainer generates with the model in train mode (dropout as the trainer left it) and activation
+    (gradient) checkpointing switched off for the generation; ``training=True`` reproduces that.
+    """
+    names = (
+        "is_activation_checkpointing",
+        "activation_checkpointing_disable",
+        "activation_checkpointing_enable",
+    )
+    if not hasattr(type(model), names[0]):  # transformers < 5.20 names it gradient checkpointing
+        names = tuple(n.replace("activation", "gradient") for n in names)
+    was_training, checkpointing = model.training, bool(getattr(model, names[0], False))
+    model.train(bool(training))
+    if checkpointing:
+        getattr(model, names[1])()
+    try:
+        yield
+    finally:
+        if checkpointing:
+            getattr(model, names[2])(checkpointing_kwargs)
+        model.train(was_training)
+
+
+def generate_ids(
+    model: Any,
+    prompt_ids: Sequence[Sequence[int]],
+    counts: Sequence[int] | int,
+    gen: Any,
+    *,
+    seed: int,
+    batch_size: int = 256,
+    training: bool | None = None,
+    checkpointing_kwargs: Any = None,
+) -> tuple[list[list[list[int]]], int]:
+    """``counts[i]`` completions of prompt i as token ids (cut after the first eos, which is kept).
+
+    Prompts are left-padded with ``gen.pad_token_id`` in rows of at most ``batch_size``, seeded inside
+    ``torch.random.fork_rng`` (the caller's torch random state is left untouched); ``training`` and
+    ``checkpointing_kwargs`` as :func:`generation_mode`.
+
+    Returns:
+        (completions per prompt, number of ``model.generate`` calls).
+    """
+    import torch
+
+    counts = [counts] * len(prompt_ids) if isinstance(counts, int) else list(counts)
+    eos = set(gen.eos_token_id if isinstance(gen.eos_token_id, list) else [gen.eos_token_id])
+    rows = [i for i, c in enumerate(counts) for _ in range(c)]
+    out: list[list[list[int]]] = [[] for _ in prompt_ids]
+    calls = 0
+    device = next(model.parameters()).device
+    with generation_mode(model, training, checkpointing_kwargs), torch.random.fork_rng(), torch.no_grad():
+        torch.manual_seed(seed)
+        for b in range(0, len(rows), batch_size):
+            enc = [list(prompt_ids[i]) for i in rows[b : b + batch_size]]
+            width = max(len(e) for e in enc)
+            ids = torch.full((len(enc), width), gen.pad_token_id, dtype=torch.long)
+            mask = torch.zeros_like(ids)
+            for r, e in enumerate(enc):
+                ids[r, width - len(e) :] = torch.tensor(e, dtype=torch.long)
+                mask[r, width - len(e) :] = 1
+            got = model.generate(
+                input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=gen
+            )
+            calls += 1
+            for i, row in zip(rows[b : b + batch_size], got[:, width:].tolist(), strict=True):
+                cut = next((j for j, t in enumerate(row) if t in eos), len(row))
+                out[i].append(row[: cut + 1])  # TRL keeps the eos in completion_ids
+    return out, calls
 
 
 def sample_completions(
@@ -128,36 +262,21 @@ def sample_completions(
     decode: Callable[[Sequence[int]], str] | None = None,
     batch_size: int = 256,
 ) -> list[list[str]]:
-    """``n`` completions of each prompt (texts, decoded as TRL does unless ``decode`` is given).
+    """``n`` completions of each text prompt (eval mode; decoded as TRL does unless ``decode`` is given).
 
-    Seeded inside ``torch.random.fork_rng``: the caller's torch random state is left untouched.
+    Prompts are tokenized without special tokens; seeded inside ``torch.random.fork_rng``: the
+    caller's torch random state is left untouched.
     """
-    import torch
+    enc = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    ids, _ = generate_ids(model, enc, n, gen, seed=seed, batch_size=batch_size)
+    return [[decode_completion(tokenizer, c, decode) for c in row] for row in ids]
 
-    eos = gen.eos_token_id if isinstance(gen.eos_token_id, list) else [gen.eos_token_id]
-    rows = [p for p in prompts for _ in range(n)]
-    texts: list[str] = []
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.random.fork_rng(), torch.no_grad():
-            torch.manual_seed(seed)
-            for b in range(0, len(rows), batch_size):
-                enc = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in rows[b : b + batch_size]]
-                width = max(len(e) for e in enc)
-                ids = torch.full((len(enc), width), tokenizer.pad_token_id, dtype=torch.long)
-                mask = torch.zeros_like(ids)
-                for r, e in enumerate(enc):
-                    ids[r, width - len(e) :] = torch.tensor(e)
-                    mask[r, width - len(e) :] = 1
-                out = model.generate(input_ids=ids, attention_mask=mask, generation_config=gen)
-                for row in out[:, width:].tolist():
-                    cut = next((i for i, t in enumerate(row) if t in eos), len(row))
-                    row = row[: cut + 1]  # TRL keeps the eos in completion_ids
-                    texts.append(decode(row) if decode else tokenizer.decode(row, skip_special_tokens=True))
-    finally:
-        model.train(was_training)
-    return [texts[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+def decode_completion(
+    tokenizer: Any, ids: Sequence[int], decode: Callable[[Sequence[int]], str] | None
+) -> str:
+    """A completion's text as the reward function sees it (``decode``, else TRL's decoding)."""
+    return decode(ids) if decode else tokenizer.decode(ids, skip_special_tokens=True)
 
 
 def label_samples(
@@ -316,21 +435,24 @@ def base_lm_folder(cfg: Any, cache_dir: str | Path | None = None, hook: Any = No
     return folder
 
 
-def prompts_from_dataset(dataset: Any, id_column: str) -> dict[str, str]:
-    """``{input id: prompt}`` from a dataset with ``prompt`` and ``id_column`` columns (first wins)."""
+def prompts_from_dataset(dataset: Any, id_column: str) -> dict[str, Any]:
+    """``{input id: prompt}`` from a dataset with ``prompt`` and ``id_column`` columns (first wins).
+
+    A prompt is a string or a list of chat messages (TRL's conversational format).
+    """
     cols = getattr(dataset, "column_names", None) or []
     if "prompt" not in cols or id_column not in cols:
         return {}
-    out: dict[str, str] = {}
+    out: dict[str, Any] = {}
     for pid, p in zip(dataset[id_column], dataset["prompt"], strict=True):
-        if isinstance(p, str):
+        if isinstance(p, str) or is_conversational(p):
             out.setdefault(str(pid), p)
     return out
 
 
 def resolve_prompts(
-    explicit: Mapping[str, str] | None, dataset: Any, id_column: str, task: Any, inputs: Mapping[str, Any]
-) -> dict[str, str]:
+    explicit: Mapping[str, Any] | None, dataset: Any, id_column: str, task: Any, inputs: Mapping[str, Any]
+) -> dict[str, Any]:
     """Prompts of the reference samples: given, else the training dataset's, else ``task.prompt``."""
     if explicit:
         return {str(k): v for k, v in explicit.items()}
@@ -338,10 +460,86 @@ def resolve_prompts(
     if found:
         return found
     if task is None or not inputs:
+        cols = getattr(dataset, "column_names", None)
         raise SeffiError(
-            "the reference iid needs the prompts: pass iid_prompts={input_id: prompt}, or a task and inputs"
+            "the reference iid needs the prompts: a train dataset with 'prompt' (strings or chat messages) "
+            f"and {id_column!r} columns (this one has {cols}), iid_prompts={{input_id: prompt}}, or a task "
+            "and inputs"
         )
     return {k: task.prompt(x) for k, x in inputs.items()}
+
+
+def subsample_ids(ids: Sequence[str], cap: int | None, seed: int) -> list[str]:
+    """``cap`` of the sorted ``ids``, drawn without replacement from ``seed`` (all of them when None)."""
+    order = sorted(ids)
+    if cap is None or cap >= len(order):
+        return order
+    pick = np.random.default_rng(seed).choice(len(order), size=cap, replace=False)
+    return [order[i] for i in sorted(pick)]
+
+
+def weights_digest(model: Any) -> str:
+    """A hex digest of every parameter and buffer (names, dtypes, shapes, bytes) of ``model``."""
+    import torch
+
+    h = hashlib.blake2b(digest_size=16)
+    h.update(str(getattr(getattr(model, "config", None), "_name_or_path", "")).encode())
+    for name, t in sorted(model.state_dict().items()):
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}".encode())
+        flat = t.detach().to("cpu").contiguous().reshape(-1)
+        h.update(flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
+    return h.hexdigest()
+
+
+def digest(obj: Any) -> str:
+    """A short hex digest of a JSON-able object."""
+    text = json.dumps(obj, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+class ReferenceCache:
+    """Reference completions on disk: ``{prompt digest: [completion ids, ...]}`` in one JSON file per key.
+
+    The key digests the model weights, the generation config, the sampling mode and the seed; a
+    prompt's entry is keyed by its token ids (so by the tokenizer, chat template and prompt). Entries
+    are token ids, so the labeler and the decoder can change without invalidating them. Written
+    atomically by the main process; a damaged file is ignored (and rewritten).
+    """
+
+    FORMAT = "seffi.models.reference_cache/1"
+
+    def __init__(self, folder: str | Path, key: str) -> None:
+        self.path = Path(folder) / f"{key}.json"
+        self.entries: dict[str, list[list[int]]] = {}
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            if isinstance(data, dict) and data.get("format") == self.FORMAT:
+                self.entries = {str(k): [list(map(int, c)) for c in v] for k, v in data["entries"].items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            self.entries = {}
+
+    def get(self, prompt_key: str, n: int) -> list[list[int]]:
+        """Up to ``n`` cached completions of a prompt (the first ones stored)."""
+        return self.entries.get(prompt_key, [])[:n]
+
+    def put(self, prompt_key: str, completions: Sequence[Sequence[int]]) -> None:
+        """Append completions of a prompt (in memory; :meth:`save` writes)."""
+        self.entries.setdefault(prompt_key, []).extend([list(map(int, c)) for c in completions])
+
+    def save(self) -> None:
+        """Write the file (tmp + rename); an unwritable folder is skipped with a warning."""
+        import os
+        import warnings
+
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}")
+            tmp.write_text(json.dumps({"format": self.FORMAT, "entries": self.entries}), encoding="utf-8")
+            tmp.replace(self.path)
+        except OSError as exc:
+            warnings.warn(
+                f"reference-iid cache not written to {self.path}: {exc}", RuntimeWarning, stacklevel=2
+            )
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -371,34 +569,3 @@ def default_gather(records: list[Any]) -> list[Any]:
 def seed_of(seed: int, *salt: int) -> int:
     """A 31-bit seed derived from ``seed`` and ``salt`` (``SeedSequence``, never ``seed + i``)."""
     return int(np.random.SeedSequence([seed, *salt]).generate_state(1)[0] & 0x7FFFFFFF)
-
-
-class TaskFacts:
-    """What the monitor's baselines read from an env, answered from a task and its inputs."""
-
-    def __init__(self, task: Task[Any, Any], inputs: Mapping[str, TaskInput]) -> None:
-        self.task = task
-        self._inputs = inputs
-        self.strategies = tuple(task.strategies())
-        self.input_ids = list(inputs)
-
-    def base_match_distribution(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
-        """The task's exact base law of ``input_id``'s match sets."""
-        return self.task.base_match_distribution(self._inputs[input_id], valid_only=valid_only)
-
-    def reference_match_sets(self, input_id: str) -> dict[str, frozenset[str]]:
-        """The match set of each strategy's reference trace (the oracle's samples)."""
-        return self.task.reference_match_sets(self._inputs[input_id])
-
-
-class NullSinks:
-    """Sinks that drop everything (non-main processes keep a tracker replica but write nothing)."""
-
-    def log(self, data: Any, step: int) -> None:
-        """Drop."""
-
-    def log_snapshot(self, comparison: Any, step: int, scope: str | None = None) -> None:
-        """Drop."""
-
-    def finish(self, report: Any = None, tracker_state: Any = None) -> None:
-        """Drop."""

@@ -19,10 +19,16 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from seffi.callbacks.trl import CoverageReward, GRPOCoverage, completion_text  # noqa: E402
 from seffi.coverage import CoverageTracker  # noqa: E402
 from seffi.errors import SeffiError  # noqa: E402
-from seffi.models.grpo import CPU_TRAINING  # noqa: E402
+from seffi.models.grpo import CPU_TRAINING, diversity_rewards  # noqa: E402
 from seffi.models.passk import PassAtKEval  # noqa: E402
 from seffi.tasks import get_task  # noqa: E402
 from tests.callbacks.tiny_lm import tiny_causal_lm  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _own_reference_cache(tmp_path, monkeypatch):
+    """The default reference-iid cache goes to $SEFFI_CACHE: a fresh folder per test."""
+    monkeypatch.setenv("SEFFI_CACHE", str(tmp_path / "seffi-cache"))
 
 
 @pytest.fixture(scope="module")
@@ -253,9 +259,10 @@ def _grpo(model, tok, ds, cov, tmp_path, lr, steps=3, reward_funcs=None):
 
 
 def test_iid_is_the_reference_models_own_samples_and_lr0_gain_contains_0(tmp_path):
-    """Issue 16 case 1: default iid = n reference samples per prompt (from_samples); lr = 0: CI holds 0."""
+    """Default iid = n reference samples per prompt (from_samples): the first batch's completions, then
+    fresh ones drawn as GRPO draws; lr = 0: the gain's interval holds 0."""
     from seffi.coverage import IidBaseline, OracleBaseline
-    from seffi.models.grpo import generation_config, sample_completions
+    from seffi.models.grpo import generate_ids, generation_config, prompt_token_ids
 
     task = get_task("hanoi", max_disks=3)
     inputs = task.make_inputs(4, seed=1)
@@ -263,11 +270,11 @@ def test_iid_is_the_reference_models_own_samples_and_lr0_gain_contains_0(tmp_pat
     rubric = {"move": r"\bmove\b", "answer": r"\banswer\b", "to": r"\bto\b", "a": r"\bA\b"}
     model, tok = tiny_causal_lm(task, seed=3)
     ds = Dataset.from_dict({"prompt": [task.prompt(x) for x in inputs], "input_id": [x.id for x in inputs]})
-    oracle = OracleBaseline(num_strategies=4)
+    oracle = OracleBaseline(strategies=tuple(rubric))
     seen = []
 
     def recorder(prompts, completions, input_id, **kwargs):
-        seen.extend(completions)
+        seen.extend(zip(input_id, completions, strict=True))
         return [0.0] * len(completions)
 
     cov = GRPOCoverage(labeler=rubric, out_dir=tmp_path / "g", n_boot=200, oracle=oracle, seed=5)
@@ -275,18 +282,28 @@ def test_iid_is_the_reference_models_own_samples_and_lr0_gain_contains_0(tmp_pat
     assert isinstance(cov.iid, IidBaseline) and cov.iid.estimated
     iid_curves = cov.iid.curves(4, n_boot=0)
     assert iid_curves.samples == 4 * 16 and iid_curves.n_inputs == 4  # 4 K samples for each of 4 prompts
-    # The same draw, redone by hand from the initial weights (lr = 0 keeps them) and GRPO's settings.
-    gen = generation_config(trainer.args, model, tok)
+    cost = cov.reference_cost
+    assert (cost["samples"], cost["reused"], cost["cached"], cost["drawn"]) == (64, 8, 0, 56)
+    # The same draw, redone by hand: the first batch's 8 completions (2 prompts x 4), then 16 - reused
+    # fresh samples per prompt from the initial weights (lr = 0 keeps them), GRPO's settings, train mode.
+    labeler = cov.reward.labeler
+    first = {}
+    for pid, text in seen[:8]:
+        first.setdefault(pid, []).append(labeler(None, text).strategy_matches)
     prompts = {x.id: task.prompt(x) for x in inputs}
     ids = sorted(prompts)
-    from seffi.models.grpo import seed_of
-
-    texts = sample_completions(model, tok, [prompts[i] for i in ids], 16, gen, seed=seed_of(5, 1))
+    fresh, calls = generate_ids(
+        model, prompt_token_ids(tok, [prompts[i] for i in ids]), [16 - len(first.get(i, [])) for i in ids],
+        generation_config(trainer.args, model, tok), seed=cost["seed"], training=True,
+    )  # fmt: skip
+    assert calls == cost["generate_calls"] == 1
     labels = {
-        i: [cov.reward.labeler(prompts[i], t).strategy_matches for t in row]
-        for i, row in zip(ids, texts, strict=True)
+        i: first.get(i, [])
+        + [labeler(None, tok.decode(c, skip_special_tokens=True)).strategy_matches for c in row]
+        for i, row in zip(ids, fresh, strict=True)
     }
-    again = IidBaseline.from_samples(labels, strategies=cov.reward.labeler.strategies).curves(4, n_boot=0)
+    assert {i: [sorted(m) for m in v] for i, v in labels.items()} == cov.reference["sets"]
+    again = IidBaseline.from_samples(labels, strategies=labeler.strategies).curves(4, n_boot=0)
     np.testing.assert_allclose(again.coverage, iid_curves.coverage, atol=1e-12)
     comp = json.loads((tmp_path / "g" / "report.json").read_text())["comparisons"][0]
     gain = comp["policies"][0]["gain"]
@@ -313,3 +330,160 @@ def test_drawing_the_reference_does_not_move_trainings_random_stream(hanoi, tmp_
         runs[mode] = (seen, cov)
     assert runs["reference"][0] == runs["task"][0] and len(runs["task"][0]) == 16
     assert runs["reference"][1].iid.estimated and runs["task"][1].iid == "task"
+
+
+def _count_rows(model):
+    """Wrap ``model.generate`` to record the rows of every call (TRL's and the reference's)."""
+    generate, rows = model.generate, []
+
+    def counted(*args, **kwargs):
+        rows.append(int(kwargs["input_ids"].shape[0]))
+        return generate(*args, **kwargs)
+
+    model.generate = counted
+    return rows
+
+
+def _grpo6(model, tok, ds, cov, out, *, steps=2, per_device=12, reward_funcs=None):
+    args = GRPOConfig(
+        output_dir=str(out), use_cpu=True, num_generations=6, per_device_train_batch_size=per_device,
+        max_completion_length=12, max_steps=steps, logging_steps=1, report_to="none", save_strategy="no",
+        learning_rate=1e-3, seed=0, disable_tqdm=True, **CPU_TRAINING,
+    )  # fmt: skip
+    trainer = GRPOTrainer(
+        model=model, reward_funcs=reward_funcs or [cov.reward], args=args, train_dataset=ds,
+        processing_class=tok, callbacks=[cov.callback],
+    )  # fmt: skip
+    trainer.train()
+    return trainer
+
+
+def test_budget_that_does_not_divide_num_generations_is_refused_at_train_begin(hanoi, tmp_path):
+    task, inputs = hanoi
+    model, tok = tiny_causal_lm(task, seed=0)
+    rows = _count_rows(model)
+    ds = Dataset.from_dict({"prompt": [task.prompt(x) for x in inputs], "input_id": [x.id for x in inputs]})
+    cov = GRPOCoverage(task, inputs, budget=4, out_dir=tmp_path / "g", n_boot=0, plots=False)
+    with pytest.raises(SeffiError, match=r"budget=4 does not fit num_generations=6.*one of \[1, 2, 3, 6\]"):
+        _grpo6(model, tok, ds, cov, tmp_path / "out")
+    assert rows == [] and cov.monitor is None  # refused before anything was generated or recorded
+
+
+def test_budget_dividing_num_generations_records_each_group_as_runs_of_k(hanoi, tmp_path):
+    """K = 3 with G = 6: each group is 2 runs of 3 consecutive completions; the reward sees all 6."""
+    task, inputs = hanoi
+    by_id = {x.id: x for x in inputs}
+    model, tok = tiny_causal_lm(task, seed=0)
+    ds = Dataset.from_dict({"prompt": [task.prompt(x) for x in inputs], "input_id": [x.id for x in inputs]})
+    seen = []
+
+    def recorder(prompts, completions, input_id, **kwargs):
+        seen.append(list(zip(input_id, completions, strict=True)))
+        return [0.0] * len(completions)
+
+    cov = GRPOCoverage(task, inputs, budget=3, iid="task", out_dir=tmp_path / "g", n_boot=0, plots=False)
+    _grpo6(model, tok, ds, cov, tmp_path / "out", reward_funcs=[cov.reward, recorder])
+    assert cov.budget == 3 and cov.reward.group_size == 6 and cov.group_sizes == {6: 4}
+    ref = CoverageTracker(strategies=task.strategies())
+    stream = 0
+    for batch in seen:
+        for start in range(0, len(batch), 3):  # runs of 3 in TRL's order
+            for pid, text in batch[start : start + 3]:
+                res = task.validate_y_text(by_id[pid], text)
+                ref.update(pid, res.strategy_matches, valid=res.valid, stream=stream)
+            stream += 1
+    tracker = cov.monitor.tracker
+    assert tracker.n_samples == 24 and len(tracker) == len(ref) == 8
+    np.testing.assert_allclose(
+        tracker.curves(3, n_boot=0).coverage, ref.curves(3, n_boot=0).coverage, atol=1e-12
+    )
+    # the diversity reward scores whole groups of 6, not the runs of 3
+    div = GRPOCoverage(
+        task, inputs, budget=3, reward="diversity", out_dir=tmp_path / "d", n_boot=0, plots=False
+    )
+    div.configure_groups(6)
+    x = inputs[0]
+    texts = [task.solve(x, "recursive")] * 3 + [task.solve(x, s) for s in task.strategies()[:3]]
+    got = div.reward(["p"] * 6, texts, input_id=[x.id] * 6)
+    results = [task.validate_y_text(x, t) for t in texts]
+    records = [(x.id, tuple(sorted(r.strategy_matches)), r.valid) for r in results]
+    assert got == pytest.approx(diversity_rewards(records, 0.5))
+    assert got != pytest.approx(diversity_rewards(records[:3], 0.5) + diversity_rewards(records[3:], 0.5))
+
+
+def test_reference_prompts_cap_draws_a_seeded_subsample_and_records_only_those(tmp_path, capsys):
+    from seffi.models.grpo import seed_of, subsample_ids
+
+    task = get_task("hanoi", max_disks=3)
+    inputs = task.make_inputs(6, seed=2)
+    model, tok = tiny_causal_lm(task, seed=0)
+    rows = _count_rows(model)
+    ds = Dataset.from_dict({"prompt": [task.prompt(x) for x in inputs], "input_id": [x.id for x in inputs]})
+    cov = GRPOCoverage(
+        task, inputs, reference_prompts=2, out_dir=tmp_path / "g", n_boot=0, plots=False, seed=3
+    )
+    _grpo(model, tok, ds, cov, tmp_path, lr=1e-3, steps=3)
+    picked = subsample_ids([x.id for x in inputs], 2, seed_of(3, 3))
+    assert cov.reference["ids"] == picked and len(picked) == 2 and cov.monitored == set(picked)
+    assert set(cov.monitor.inputs) <= set(picked)  # the other prompts' groups train but are not recorded
+    cost = cov.reference_cost
+    assert (cost["prompts"], cost["of_prompts"], cost["samples"]) == (2, 6, 2 * 16)
+    assert sum(rows) == 3 * 8 + cost["drawn"]  # TRL's 3 steps x 8, then the reference's rows
+    out = capsys.readouterr().out
+    assert "[seffi] reference iid: 2 prompts x 16 samples = 32" in out and "prompts capped at 2 of 6" in out
+    # 6 groups in 3 steps: one epoch over the 6 prompts, so each recorded prompt's group once
+    assert cov.monitor.tracker.n_samples == 2 * 4 and sum(cov.group_sizes.values()) == 6
+    comp = json.loads((tmp_path / "g" / "report.json").read_text())["comparisons"][0]
+    assert comp["policies"][0]["gain"]["value"] is not None  # over the same 2 prompts as the iid
+
+
+def test_reference_cache_serves_a_second_run_with_the_same_weights(hanoi, tmp_path):
+    task, inputs = hanoi
+    ds = Dataset.from_dict({"prompt": [task.prompt(x) for x in inputs], "input_id": [x.id for x in inputs]})
+    runs = []
+    for seed in (0, 0, 1):  # the same weights twice, then other weights
+        model, tok = tiny_causal_lm(task, seed=seed)
+        rows = _count_rows(model)
+        cov = GRPOCoverage(
+            task,
+            inputs,
+            reference_cache=tmp_path / "cache",
+            out_dir=tmp_path / f"g{len(runs)}",
+            n_boot=0,
+            plots=False,
+        )
+        _grpo(model, tok, ds, cov, tmp_path / f"o{len(runs)}", lr=1e-3, steps=1)
+        runs.append((cov, rows))
+    (a, _), (b, rows_b), (c, _) = runs
+    assert a.reference_cost["drawn"] == 3 * 16 - 8 and a.reference_cost["cached"] == 0
+    assert b.reference_cost["drawn"] == 0 and b.reference_cost["cached"] == a.reference_cost["drawn"]
+    assert rows_b == [8]  # TRL's one step: nothing generated for the reference
+    assert b.reference == a.reference and b.reference_cost["cache"] == a.reference_cost["cache"]
+    assert c.reference_cost["cached"] == 0 and c.reference_cost["cache"] != a.reference_cost["cache"]
+
+
+def test_resume_without_seffi_state_never_draws_the_reference_from_trained_weights(hanoi, tmp_path):
+    task, inputs = hanoi
+    ds = Dataset.from_dict({"prompt": [task.prompt(x) for x in inputs], "input_id": [x.id for x in inputs]})
+
+    def trainer_for(model, tok, cov, steps, callbacks):
+        args = GRPOConfig(
+            output_dir=str(tmp_path / "out"), use_cpu=True, num_generations=4, per_device_train_batch_size=8,
+            max_completion_length=12, max_steps=steps, logging_steps=1, report_to="none",
+            save_strategy="steps", save_steps=1, learning_rate=1e-3, seed=0, disable_tqdm=True,
+            **CPU_TRAINING,
+        )  # fmt: skip
+        return GRPOTrainer(
+            model=model, reward_funcs=[cov.reward], args=args, train_dataset=ds, processing_class=tok,
+            callbacks=callbacks,
+        )  # fmt: skip
+
+    model, tok = tiny_causal_lm(task, seed=0)
+    plain = GRPOCoverage(task, inputs, out_dir=tmp_path / "plain", n_boot=0, plots=False)
+    trainer_for(model, tok, plain, 1, []).train()  # a checkpoint written without seffi's callback
+    model, tok = tiny_causal_lm(task, seed=0)
+    rows = _count_rows(model)
+    cov = GRPOCoverage(task, inputs, out_dir=tmp_path / "g", n_boot=0, plots=False)
+    with pytest.warns(RuntimeWarning, match="holds no seffi state: the reference iid is not drawn"):
+        trainer_for(model, tok, cov, 2, [cov.callback]).train(resume_from_checkpoint=True)
+    assert rows == [8] and cov.reference is None and cov.iid is None  # only TRL's step 2 generated
