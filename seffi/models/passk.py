@@ -15,19 +15,26 @@ From n samples per held-out prompt (``c`` of them valid; ``Y_s`` of them matchin
   curves that both saturate at 1 (differences ~1e-6) from crossing on rounding noise.
 * **solvable share**: the share of prompts some of the n samples solves (valid@n per prompt is 1).
 * **gain vs the reference**: ``(AUC_policy - AUC_base) / (AUC_oracle - AUC_base)`` at budget K from
-  the same per-prompt C(k) estimates, with a bootstrap CI over prompts.
+  the same per-prompt C(k) estimates, with a two-stage bootstrap interval (:func:`gain_vs_base`):
+  prompts are resampled, then each drawn prompt's n samples, independently for the base and the
+  policy, and the unbiased estimators are recomputed. The policy and the base are each estimated from
+  their own n samples per prompt, so an unchanged model differs from its base by sampling noise alone;
+  an interval from resampling prompts alone misses that noise on few prompts
+  (``benchmarks/passk_calibration.py`` measures both).
 
-:class:`PassAtKEval` is a ``TrainerCallback`` (TRL's GRPO has no ``compute_metrics``): it samples the
-reference model once at train begin and the current policy every ``every`` steps, adds the scalars to
-the trainer's logs (``seffi/eval/...``; W&B: ``train/seffi/eval/...``), logs the curves as W&B
-``line_series`` to the active run, and writes ``eval.json`` + ``eval_passk.png`` to ``out_dir``.
-Prompts are split over ranks and the per-prompt counts gathered, so every rank logs the same keys.
+:class:`PassAtKEval` is a ``TrainerCallback`` (TRL's GRPO has no ``compute_metrics``). It labels
+completions with a seffi task or any labeler (:mod:`seffi.callbacks.labelers`), with prompts from the
+task or given as text or as conversational messages (rendered with the tokenizer's chat template, as
+TRL renders them). It samples the reference model once at train begin and the current policy every
+``every`` steps, adds the scalars to the trainer's logs (``seffi/eval/...``; W&B:
+``train/seffi/eval/...``), logs the curves as W&B ``line_series`` to the active run, and writes
+``eval.json`` + ``eval_passk.png`` to ``out_dir``. Prompts are split over ranks and the per-prompt
+counts gathered, so every rank logs the same keys.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +43,7 @@ from typing import Any
 import numpy as np
 from transformers import TrainerCallback
 
-from seffi.coverage.resampling import t_quantile
+from seffi.coverage.resampling import bootstrap_counts, t_quantile
 from seffi.errors import SeffiError
 
 from . import grpo
@@ -72,6 +79,8 @@ class EvalResult:
         per_prompt_coverage: float array, shape (prompts, n): C(k) of each prompt.
         prompt_ids: The prompts' input ids (row order).
         per_prompt_valid_at_k: float array, shape (prompts, n): valid@k of each prompt.
+        sample_sets: bool array, shape (prompts, n, M): which strategies each sample matched (what the
+            two-stage interval of :func:`gain_vs_base` resamples); None when not recorded.
     """
 
     n: int
@@ -82,6 +91,7 @@ class EvalResult:
     per_prompt_coverage: np.ndarray
     prompt_ids: list[str]
     per_prompt_valid_at_k: np.ndarray | None = None
+    sample_sets: np.ndarray | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready fields (curves as lists)."""
@@ -109,11 +119,12 @@ def evaluate_samples(
     ks = np.arange(1, n + 1)
     c = np.array([sum(bool(v) for v in valid[i]) for i in ids])
     index = {s: j for j, s in enumerate(strategies)}
-    y = np.zeros((len(ids), len(strategies)), dtype=np.int64)
+    x = np.zeros((len(ids), n, len(strategies)), dtype=bool)
     for r, i in enumerate(ids):
-        for ms in sets[i]:
+        for t, ms in enumerate(sets[i]):
             for s in ms:
-                y[r, index[s]] += 1
+                x[r, t, index[s]] = True
+    y = x.sum(axis=1)  # (prompts, M): samples matching each strategy
     per_s = unbiased_at_k(n, y.reshape(-1), ks).reshape(len(ids), len(strategies), n)
     cov = per_s.mean(axis=1)  # (prompts, n)
     valid_at_k = unbiased_at_k(n, c, ks)  # (prompts, n)
@@ -126,6 +137,7 @@ def evaluate_samples(
         per_prompt_coverage=cov,
         prompt_ids=ids,
         per_prompt_valid_at_k=valid_at_k,
+        sample_sets=x,
     )
 
 
@@ -163,6 +175,49 @@ def per_prompt(result: EvalResult, attr: str) -> np.ndarray:
     return rows if rows is not None else getattr(result, attr)
 
 
+def auc_table(n: int, budget: int) -> np.ndarray:
+    """AUC@K share of one strategy matched by ``y`` of ``n`` samples, for y = 0..n.
+
+    ``mean_{k <= K} [1 - C(n - y, k) / C(n, k)]``: a prompt's AUC@K is the mean of this over its M
+    strategies (C(k) is a mean over strategies, the AUC a mean over k).
+    """
+    return unbiased_at_k(n, np.arange(n + 1), np.arange(1, budget + 1)).mean(axis=1)
+
+
+def resampled_auc(result: EvalResult, budget: int, draws: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Two-stage bootstrap replicates of the mean AUC@K over prompts.
+
+    Replicate b takes prompt p ``draws[b, p]`` times; each time, its n samples are redrawn with
+    replacement from its own n and its AUC@K recomputed by the unbiased estimator.
+
+    Args:
+        result: An evaluation with ``sample_sets``.
+        budget: K.
+        draws: int array, shape (B, prompts): how often each prompt is drawn (rows sum to prompts).
+        rng: The second stage's generator.
+
+    Returns:
+        float array, shape (B,).
+    """
+    assert result.sample_sets is not None
+    n_boot, prompts = draws.shape
+    table = auc_table(result.n, budget)
+    total = np.zeros(n_boot)
+    rows = np.arange(n_boot)
+    for p in range(prompts):
+        times = int(draws[:, p].sum())
+        if times == 0:
+            continue
+        # Resampling samples = a multinomial over the prompt's distinct match sets (atoms).
+        x = result.sample_sets[p]
+        key = np.ascontiguousarray(np.packbits(x, axis=1))  # one opaque value per match set
+        _, first, freq = np.unique(key.view(f"V{key.shape[1]}")[:, 0], return_index=True, return_counts=True)
+        atoms = x[first]
+        y = rng.multinomial(result.n, freq / freq.sum(), size=times) @ atoms.astype(np.int64)
+        total += np.bincount(np.repeat(rows, draws[:, p]), weights=table[y].mean(axis=1), minlength=n_boot)
+    return total / prompts
+
+
 def gain_vs_base(
     policy: EvalResult,
     base: EvalResult,
@@ -172,17 +227,38 @@ def gain_vs_base(
     n_boot: int = 1000,
     seed: int = 0,
     level: float = 0.95,
-) -> dict[str, float | None]:
-    """Gain at budget K of the policy's samples over the base model's, with a bootstrap CI over prompts.
+) -> dict[str, Any]:
+    """Gain at budget K of the policy's samples over the base model's, with a two-stage bootstrap interval.
+
+    The interval's replicates resample the prompts (both models on the same drawn prompts, paired), then
+    within each drawn prompt the base's and the policy's n samples independently
+    (:func:`resampled_auc`), and take the ratio of the replicate means; the interval is their
+    percentile interval. Both models are estimated from their own n samples per prompt, and a model
+    equal to the base still differs from it by that noise: resampling prompts alone covers 0 for an
+    unchanged model in only 0.82-0.87 of seeds on 4-8 prompts (it is carried by the few prompts whose
+    estimates moved, all in one direction), the two-stage interval in 0.98-0.99; with the rung-3
+    counts (32 prompts, n = 64, K = 8) 0.93 against 0.99 (``benchmarks/passk_calibration.py``). The
+    two-stage bootstrap counts the within-prompt noise twice (once in the spread of the prompts'
+    estimates, once in the second stage; Davison & Hinkley 1997, sec. 3.8), so it errs wide, about
+    1.4 times the prompt-only width when the two models are equal. The oracle AUC is exact per prompt.
 
     Args:
         policy: The trained model's evaluation.
         base: The reference model's evaluation (same prompts).
         oracle_auc: ``{prompt id: AUC@K of the no-repeat oracle}``.
         budget: K (<= n).
-        n_boot: Bootstrap replicates (prompts resampled with replacement).
+        n_boot: Bootstrap replicates (0: no interval).
         seed: Bootstrap seed.
-        level: CI level.
+        level: Interval level.
+
+    Returns:
+        ``{"value", "lo", "hi", "interval"}``: value None when the oracle does not exceed the base;
+        lo/hi None without replicates or when more than ``(1 - level) / 2`` of the replicates have
+        no room above the base (the ratio is unbounded there); interval ``"two-stage"``, or
+        ``"prompts"`` (prompts resampled only) when an evaluation carries no ``sample_sets``.
+
+    Raises:
+        SeffiError: Different prompts, or a budget outside 1..n.
     """
     if policy.prompt_ids != base.prompt_ids:
         raise SeffiError("policy and base were evaluated on different prompts")
@@ -190,31 +266,77 @@ def gain_vs_base(
         raise SeffiError(f"budget {budget} must be within 1..n")
     a = policy.per_prompt_coverage[:, :budget].mean(axis=1)
     i = base.per_prompt_coverage[:, :budget].mean(axis=1)
-    o = np.array([oracle_auc[p] for p in policy.prompt_ids])
+    o = np.array([oracle_auc[p] for p in policy.prompt_ids], dtype=np.float64)
+    two_stage = policy.sample_sets is not None and base.sample_sets is not None
+    out: dict[str, Any] = {"value": None, "lo": None, "hi": None}
+    out["interval"] = "two-stage" if two_stage else "prompts"
+    den = o.mean() - i.mean()
+    if den <= 1e-12:
+        return out
+    out["value"] = float((a.mean() - i.mean()) / den)
+    if n_boot < 1:
+        return out
+    draws = bootstrap_counts(np.zeros(a.size, dtype=np.int64), int(n_boot), seed).astype(np.int64)
+    if two_stage:
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 1]))
+        pol, ref = resampled_auc(policy, budget, draws, rng), resampled_auc(base, budget, draws, rng)
+    else:
+        pol, ref = draws @ a / a.size, draws @ i / a.size
+    room = draws @ o / a.size - ref
+    with np.errstate(divide="ignore", invalid="ignore"):
+        reps = np.where(room > 1e-12, (pol - ref) / room, np.nan)
+    if np.mean(~np.isfinite(reps)) > (1 - level) / 2:
+        return out
+    lo, hi = np.quantile(reps[np.isfinite(reps)], [(1 - level) / 2, (1 + level) / 2])
+    out["lo"], out["hi"] = float(lo), float(hi)
+    return out
 
-    def gain(idx: np.ndarray) -> float:
-        den = o[idx].mean() - i[idx].mean()
-        return float((a[idx].mean() - i[idx].mean()) / den) if den > 1e-12 else float("nan")
 
-    point = gain(np.arange(len(a)))
-    rng = np.random.default_rng(seed)
-    reps = np.array([gain(rng.integers(0, len(a), len(a))) for _ in range(n_boot)])
-    reps = reps[np.isfinite(reps)]
-    if not np.isfinite(point):
-        return {"value": None, "lo": None, "hi": None}
-    if reps.size < 10:
-        return {"value": point, "lo": None, "hi": None}
-    lo, hi = np.quantile(reps, [(1 - level) / 2, (1 + level) / 2])
-    return {"value": point, "lo": float(lo), "hi": float(hi)}
+def is_conversational(prompt: Any) -> bool:
+    """Whether ``prompt`` is a list of chat messages (TRL's conversational format)."""
+    listed = isinstance(prompt, list) and bool(prompt)
+    return listed and all(isinstance(m, Mapping) and "role" in m for m in prompt)
+
+
+def render_prompt(prompt: Any, tokenizer: Any, args: Any = None) -> str:
+    """The text a prompt is sampled from: text as it is, messages through the tokenizer's chat template.
+
+    Messages are rendered the way TRL's GRPO renders them (``trl.data_utils.maybe_apply_chat_template``
+    with the generation prompt after a final user turn, and ``args.chat_template_kwargs``).
+
+    Raises:
+        SeffiError: Neither text nor messages, or messages for a tokenizer without a chat template.
+    """
+    if isinstance(prompt, str):
+        return prompt
+    if not is_conversational(prompt):
+        raise SeffiError(
+            f"a prompt must be text or a list of {{'role', 'content'}} messages, got {type(prompt).__name__}"
+        )
+    if not getattr(tokenizer, "chat_template", None):
+        raise SeffiError("conversational prompts need a tokenizer with a chat template (chat_template)")
+    from trl.data_utils import maybe_apply_chat_template
+
+    kwargs = getattr(args, "chat_template_kwargs", None) or {}
+    return maybe_apply_chat_template({"prompt": prompt}, tokenizer, **kwargs)["prompt"]
 
 
 class PassAtKEval(TrainerCallback):
     """Periodic base-vs-policy evaluation on held-out prompts (see the module docstring).
 
     Args:
-        task: The seffi task (validator, strategies, reference traces for the oracle).
-        inputs: Held-out task inputs (never GRPO's training prompts).
-        prompt: ``prompt(task, x) -> str``, the text the policy is prompted with (default ``task.prompt``).
+        labeler: Who labels completions: a seffi ``Task`` (its ``validate_y_text``; its prompts and
+            reference traces are the defaults below) or any labeler (:func:`seffi.callbacks.labelers.
+            as_labeler`: a ``Labeler``, a ``{strategy: regex}`` rubric, or ``fn(x, text)`` with
+            ``strategies``).
+        inputs: The held-out prompts (never GRPO's training prompts): task inputs (objects with an
+            ``id``; the labeler gets the input), or ``{prompt id: prompt}`` with each prompt a text or a
+            list of chat messages (the labeler gets the prompt as given).
+        strategies: Declared strategy ids for a bare labeling function.
+        prompt: ``prompt(labeler, x) -> text or messages`` for task inputs (default ``task.prompt``).
+        oracle: ``{prompt id: {strategy: match set of its reference trace}}`` for the gain's no-repeat
+            oracle (default: a task's ``reference_match_sets``; with a labeler, every declared strategy
+            feasible and matched alone by its reference, C_oracle(k) = min(k, M) / M).
         n: Samples per prompt (k runs up to n).
         every: Evaluate the policy every ``every`` optimizer steps (and at the end).
         budget: K of the gain (default: ``num_generations``).
@@ -227,14 +349,19 @@ class PassAtKEval(TrainerCallback):
     Attributes:
         base: The reference model's :class:`EvalResult` (after train begin).
         history: ``[(step, EvalResult, scalars), ...]`` of the policy's evaluations.
+
+    Raises:
+        SeffiError: No inputs, no labeler, prompts of the wrong kind, or oracle sets missing a prompt.
     """
 
     def __init__(
         self,
-        task: Any,
-        inputs: Sequence[Any],
+        labeler: Any,
+        inputs: Sequence[Any] | Mapping[str, Any],
         *,
-        prompt: Callable[[Any, Any], str] | None = None,
+        strategies: Sequence[str] | None = None,
+        prompt: Callable[[Any, Any], Any] | None = None,
+        oracle: Mapping[str, Mapping[str, Any]] | None = None,
         n: int = 64,
         every: int = 20,
         budget: int | None = None,
@@ -244,36 +371,70 @@ class PassAtKEval(TrainerCallback):
         gather: Callable[[list[Any]], list[Any]] | None = None,
         base: EvalResult | None = None,
     ) -> None:
+        from seffi.callbacks.labelers import as_labeler
+        from seffi.tasks.base import Task
+
         if n < 1 or every < 1:
             raise SeffiError(f"n and every must be >= 1, got n={n}, every={every}")
-        self.task, self.inputs = task, list(inputs)
+        self.task = labeler if isinstance(labeler, Task) else None
+        try:
+            self.labeler = as_labeler(labeler, strategies)
+        except ValueError as exc:
+            raise SeffiError(f"PassAtKEval: {exc}") from None
+        self.strategies = tuple(self.labeler.strategies)
+        if isinstance(inputs, Mapping):
+            if prompt is not None:
+                raise SeffiError("prompt= applies to task inputs; {prompt id: prompt} inputs are the prompts")
+            if self.task is not None:
+                raise SeffiError(
+                    "a Task labels its own inputs: pass them as a list (prompt= for chat messages), or "
+                    "label {prompt id: prompt} with a labeler"
+                )
+            self.ids = [str(k) for k in inputs]
+            self.inputs: list[Any] = list(inputs.values())
+            self._texts: list[Any] = self.inputs
+            for pid, p in zip(self.ids, self.inputs, strict=True):
+                if not (isinstance(p, str) or is_conversational(p)):
+                    raise SeffiError(f"prompt {pid!r} must be text or a list of chat messages, got {p!r:.80}")
+        elif isinstance(inputs, Sequence) and all(hasattr(x, "id") for x in inputs):
+            if prompt is None and self.task is None:
+                raise SeffiError("task inputs need prompt=(labeler, x) -> prompt, or pass {id: prompt}")
+            self.inputs = list(inputs)
+            self.ids = [str(x.id) for x in self.inputs]
+            self._texts = []  # rendered at evaluation (prompt may be a method of a model wrapper)
+        else:
+            raise SeffiError("inputs must be task inputs (with .id) or a {prompt id: prompt} mapping")
         if not self.inputs:
             raise SeffiError("PassAtKEval needs at least one held-out input")
+        if len(set(self.ids)) != len(self.ids):
+            raise SeffiError("held-out inputs must have distinct ids")
+        if oracle is not None and set(map(str, oracle)) < set(self.ids):
+            missing = sorted(set(self.ids) - set(map(str, oracle)))[:5]
+            raise SeffiError(f"oracle= has no reference sets for prompts {missing}")
         self.prompt = prompt or (lambda t, x: t.prompt(x))
+        self.oracle = oracle
         self.n, self.every, self.budget, self.decode, self.seed = n, every, budget, decode, seed
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self._gather = gather or grpo.default_gather
-        self.strategies = tuple(task.strategies())
         self.base: EvalResult | None = base
         self.history: list[tuple[int, EvalResult, dict[str, float]]] = []
         self._pending: dict[str, float] = {}
         self._oracle: dict[str, float] = {}
 
+    def prompt_texts(self, tokenizer: Any, args: Any = None) -> list[str]:
+        """The text each held-out prompt is sampled from (chat messages rendered as TRL renders them)."""
+        raw = self._texts or [self.prompt(self.task or self.labeler, x) for x in self.inputs]
+        return [render_prompt(p, tokenizer, args) for p in raw]
+
     def evaluate(self, model: Any, tokenizer: Any, args: Any, salt: int) -> EvalResult:
         """Sample ``n`` completions per prompt (this rank's share), gather, and evaluate them."""
         rank, world = grpo.rank_and_world()
-        mine = self.inputs[rank::world]
+        texts = self.prompt_texts(tokenizer, args)[rank::world]
         gen = grpo.generation_config(args, model, tokenizer)
-        texts = grpo.sample_completions(
-            model,
-            tokenizer,
-            [self.prompt(self.task, x) for x in mine],
-            self.n,
-            gen,
-            seed=grpo.seed_of(self.seed, 10 + rank, salt),
-            decode=self.decode,
-        )
-        sets, valid = grpo.label_samples(self.task.validate_y_text, [x.id for x in mine], mine, texts)
+        seed = grpo.seed_of(self.seed, 10 + rank, salt)
+        samples = grpo.sample_completions(model, tokenizer, texts, self.n, gen, seed=seed, decode=self.decode)
+        ids, mine = self.ids[rank::world], self.inputs[rank::world]
+        sets, valid = grpo.label_samples(self.labeler, ids, mine, samples)
         rows = self._gather([(i, [sorted(s) for s in sets[i]], valid[i]) for i in sets])
         all_sets = {i: [frozenset(s) for s in ss] for i, ss, _ in rows}
         return evaluate_samples(all_sets, {i: v for i, _, v in rows}, self.strategies)
@@ -282,10 +443,15 @@ class PassAtKEval(TrainerCallback):
         if not self._oracle:
             from seffi.coverage import OracleBaseline
 
-            for x in self.inputs:
-                refs = {x.id: self.task.reference_match_sets(x)}
+            for pid, x in zip(self.ids, self.inputs, strict=True):
+                if self.oracle is not None:
+                    refs: Any = {pid: self.oracle[pid]}
+                elif self.task is not None:
+                    refs = {pid: self.task.reference_match_sets(x)}
+                else:
+                    refs = None  # every declared strategy feasible, each matched alone
                 curve = OracleBaseline(refs, strategies=self.strategies, seed=self.seed).curves(budget)
-                self._oracle[x.id] = float(curve.auc)
+                self._oracle[pid] = float(curve.auc)
         return self._oracle
 
     def scalars(self, result: EvalResult, budget: int) -> dict[str, float]:
@@ -435,8 +601,3 @@ def plot_passk(path: Path, base: EvalResult, policies: Mapping[str, EvalResult])
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
-
-
-def finite_or_none(value: Any) -> Any:
-    """NaN/inf -> None (strict JSON)."""
-    return value if not isinstance(value, float) or math.isfinite(value) else None
