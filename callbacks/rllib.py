@@ -166,10 +166,9 @@ class CoverageCallback(RLlibCallback):
         _LOCAL.setdefault(id(env_runner), []).append(weakref.ref(self))
         self.identity = worker_identity(getattr(env_runner, "worker_index", 0) or 0)
         try:
-            # Runners log nothing and compute no baselines: the driver logs the merged numbers.
-            cfg = self.config.replace(
-                budget=self._budget(env), sinks=NullSink(), plots=False, n_boot=0, iid=None, oracle=None
-            )
+            # Runners log nothing and compute no baselines: the driver logs the merged numbers. A
+            # user iid/oracle stays in the config so that the env is not asked for its own.
+            cfg = self.config.replace(budget=self._budget(env), sinks=NullSink(), plots=False, n_boot=0)
             self.runner = CoverageMonitor(env=env, config=cfg)
         except SeffiError as exc:  # sent to the driver, which raises it once, at build time
             self.error = str(exc)
