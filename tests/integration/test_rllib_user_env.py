@@ -67,8 +67,11 @@ def ray_session():
     ray.shutdown()
 
 
-def _train(tmp_path, laws, *variants, iterations=2):
+def _train(tmp_path, laws, *variants, iterations=2, vectorize="sync"):
     """PPO on the user env with one seffi callback per ``variants`` (monitor options each).
+
+    ``vectorize="async"``: every runner steps its sub-envs in subprocesses (a Gymnasium
+    ``AsyncVectorEnv``), so the runner reads the env's facts and laws through pipes.
 
     Trains, reads each driver callback (the first through the module functions, the others through
     their methods), finalizes. Returns one dict per variant and the log folder.
@@ -86,7 +89,10 @@ def _train(tmp_path, laws, *variants, iterations=2):
         PPOConfig()
         .environment(ENV_NAME, env_config=env_config)
         .env_runners(
-            num_env_runners=NUM_RUNNERS, num_envs_per_env_runner=ENVS_PER_RUNNER, rollout_fragment_length=16
+            num_env_runners=NUM_RUNNERS,
+            num_envs_per_env_runner=ENVS_PER_RUNNER,
+            rollout_fragment_length=16,
+            gym_env_vectorize_mode=vectorize,
         )
         .training(train_batch_size_per_learner=64, minibatch_size=32, num_epochs=1)
         .rl_module(model_config={"fcnet_hiddens": [8], "vf_share_layers": True})
@@ -172,8 +178,8 @@ def _check_policy_matches_hand(run):
     return comp, hand_c, frame
 
 
-def test_ppo_two_runners_user_env_with_laws_matches_hand_count_with_exact_gain(ray_session, tmp_path):
-    (run,) = _train(tmp_path, True, {})
+def test_ppo_two_runners_async_user_env_with_laws_matches_hand_count_with_exact_gain(ray_session, tmp_path):
+    (run,) = _train(tmp_path, True, {}, vectorize="async")
     comp, hand_c, frame = _check_policy_matches_hand(run)
     iid_c, oracle_c = user_env.hand_iid_coverage(BUDGET), _hand_oracle(BUDGET)
     np.testing.assert_allclose(comp.iid.coverage, iid_c, rtol=0, atol=1e-9)
