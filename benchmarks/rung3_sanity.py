@@ -8,17 +8,28 @@ of K per pool prompt exactly as ``seffi ladder`` rung 3 does (same pool, generat
 path: :func:`seffi.models.grpo.reference_iid`, the rung's pool measurement and the runner's
 comparison), and prints the gain's mean and spread and how often its 95 % interval contains 0.
 
+``--held-out`` measures rung 3's other gain the same way: ``PassAtKEval``'s held-out gain vs the base
+(the ladder's held-out prompts, n samples each; :func:`seffi.models.passk.gain_vs_base`), the base LM
+evaluated twice per measurement seed with independent samples, with the two-stage interval and with the
+interval resampling prompts only side by side. It also recomputes the ladder's own lr = 0 draw (the
+reference evaluation against the evaluation at the last step, same seeds as ``seffi ladder``: the
+table's "held-out gain vs base" of the sanity row) with both intervals. ``--no-pool`` skips the pool
+measurement. ``benchmarks/passk_calibration.py`` does the same from known laws, without a model.
+
 Needs the ``lm`` and ``trl`` extras and the ladder's cached base LM (``seffi ladder`` trains it once,
 or this script does). Run ``python benchmarks/rung3_sanity.py`` (about 5 minutes for 40 seeds on 2
-shared cores); ``--pool-runs 4 --iid-samples 32`` measures the design rung 3 had before.
+shared cores; ``--held-out`` adds about as much); ``--pool-runs 4 --iid-samples 32`` measures the
+design rung 3 had before.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,40 +43,57 @@ class Args:
         pool_runs: Runs of K per pool prompt on the policy side (rung 3's ``grpo.pool_runs``).
         iid_samples: Reference samples per pool prompt (``None``: rung 3's default, 16 K).
         cache_dir: Model cache (default ``$SEFFI_CACHE``).
+        held_out: Also measure ``PassAtKEval``'s held-out gain interval.
+        pool: Measure the pool gain.
     """
 
     seeds: int = 40
     pool_runs: int = 16
     iid_samples: int | None = None
     cache_dir: str | None = None
+    held_out: bool = False
+    pool: bool = True
 
 
 def main(args: Args) -> None:
     import torch
+
+    from seffi.experiment import ladder_rung3 as rung3
+    from seffi.experiment.ladder import LadderConfig, spawn
+    from seffi.models.cache import build_task
+    from seffi.models.grpo import base_lm_folder, generation_config, trl_policy
+
+    torch.set_num_threads(1)
+    grpo = {"pool_runs": args.pool_runs, "iid_samples": args.iid_samples}
+    cfg = LadderConfig(grpo=grpo, cache_dir=args.cache_dir)
+    lm_cfg = cfg.lm_config()
+    task = build_task(lm_cfg)
+    policy = trl_policy(base_lm_folder(lm_cfg, cfg.cache_dir), task)  # only the base LM is needed
+    pool_seed, *_, rung3_seed = spawn(cfg.seed, 6)  # the ladder's pool and rung-3 seeds
+    pool = task.make_inputs(cfg.n_inputs, seed=int(pool_seed.generate_state(1)[0]))
+    grpo_args = rung3._grpo_args(cfg, cfg.grpo, Path("unused"), 0.0, policy.max_new_tokens, policy.suppress)
+    gen = generation_config(grpo_args, policy.model, policy.tokenizer)
+    if args.pool:
+        pool_gain(args, cfg, task, pool, policy, grpo_args, gen)
+    if args.held_out:
+        held_out_gain(args, cfg, task, pool, policy, grpo_args, int(rung3_seed.generate_state(1)[0]))
+
+
+def pool_gain(
+    args: Args, cfg: Any, task: Any, pool: list[Any], policy: Any, grpo_args: Any, gen: Any
+) -> None:
+    """The pool gain of the reference against its own iid sample, over measurement seeds."""
     from rich.progress import Progress
 
     from seffi.callbacks.labelers import as_labeler
     from seffi.coverage import OracleBaseline
     from seffi.experiment import ladder_rung3 as rung3
-    from seffi.experiment.ladder import LadderConfig, _train_models, spawn
     from seffi.experiment.runner import Runner
-    from seffi.models.grpo import generation_config, reference_iid, seed_of, trl_policy
+    from seffi.models.grpo import reference_iid, seed_of
 
-    torch.set_num_threads(1)
-    grpo = {"pool_runs": args.pool_runs, "iid_samples": args.iid_samples}
-    cfg = LadderConfig(grpo=grpo, cache_dir=args.cache_dir)
-    quiet = Progress(disable=True)
-    models = _train_models(cfg.lm_config(), cfg.cache_dir, quiet)
-    pool_seed = spawn(cfg.seed, 6)[0]  # the ladder's pool
-    task = models.task
-    pool = task.make_inputs(cfg.n_inputs, seed=int(pool_seed.generate_state(1)[0]))
-    runner = Runner(cfg.run_config(), [], quiet)
-    policy = trl_policy(models.base_dir, task)
-    grpo_args = rung3._grpo_args(cfg, cfg.grpo, Path("unused"), 0.0, policy.max_new_tokens, policy.suppress)
-    gen = generation_config(grpo_args, policy.model, policy.tokenizer)
+    runner = Runner(cfg.run_config(), [], Progress(disable=True))
     strategies = tuple(task.strategies())
     refs = {x.id: task.reference_match_sets(x) for x in pool}
-
     n_iid = cfg.grpo.reference_samples(cfg.budget)
     prompts = [policy.prompt(task, x) for x in pool]
     ids = [x.id for x in pool]
@@ -106,6 +134,62 @@ def main(args: Args) -> None:
     print(f"  ({time.perf_counter() - started:.0f} s)")
 
 
+def held_out_gain(
+    args: Args, cfg: Any, task: Any, pool: list[Any], policy: Any, grpo_args: Any, root: int
+) -> None:
+    """PassAtKEval's held-out gain of the base LM against itself: two-stage vs prompts-only intervals."""
+    from seffi.experiment import ladder_rung3 as rung3
+    from seffi.models.grpo import seed_of
+    from seffi.models.passk import PassAtKEval, gain_vs_base
+
+    s = cfg.grpo
+    held_out = rung3.held_out_inputs(task, {x.id for x in pool}, s.eval_inputs, seed_of(root, 1))
+
+    def both(seed: int, salts: tuple[int, int]) -> tuple[float, dict[str, tuple[float, float]]]:
+        ev = PassAtKEval(
+            task, held_out, prompt=policy.prompt, n=s.eval_samples, decode=policy.decode, seed=seed
+        )
+        base, again = (ev.evaluate(policy.model, policy.tokenizer, grpo_args, salt=t) for t in salts)
+        oracle = ev.oracle_aucs(cfg.budget)
+        out = {}
+        for kind, (p, b) in (
+            ("two-stage", (again, base)),
+            (
+                "prompts",
+                (dataclasses.replace(again, sample_sets=None), dataclasses.replace(base, sample_sets=None)),
+            ),
+        ):
+            g = gain_vs_base(p, b, oracle, cfg.budget, seed=seed)
+            out[kind] = (g["lo"], g["hi"])
+        return g["value"], out
+
+    started = time.perf_counter()
+    value, ladder = both(root, (0, s.steps))  # the ladder's reference and its lr = 0 run's last evaluation
+    two, only = ladder["two-stage"], ladder["prompts"]
+    print(
+        f"{task.name}, {len(held_out)} held-out prompts, n = {s.eval_samples}, K = {cfg.budget}; the "
+        f"ladder's lr = 0 held-out gain vs base: {value:+.3f}, two-stage [{two[0]:+.3f}, {two[1]:+.3f}], "
+        f"prompts only [{only[0]:+.3f}, {only[1]:+.3f}]"
+    )
+    values, hits, widths = [], {"two-stage": [], "prompts": []}, {"two-stage": [], "prompts": []}
+    for i in range(args.seeds):
+        v, cis = both(seed_of(15, i), (0, 1))
+        values.append(v)
+        for kind, (lo, hi) in cis.items():
+            hits[kind].append(lo is not None and lo <= 0.0 <= hi)
+            widths[kind].append(hi - lo if lo is not None else np.nan)
+    g = np.array(values)
+    print(f"  base LM against itself, {args.seeds} seeds: gain mean {g.mean():+.3f}, sd {g.std(ddof=1):.3f}")
+    for kind in ("two-stage", "prompts"):
+        share = float(np.mean(hits[kind]))
+        se = (share * (1 - share) / args.seeds) ** 0.5
+        print(
+            f"  {kind:>9s} 95% CI contains 0: {share:.3f} ± {se:.3f} (target >= 0.93); "
+            f"mean width {np.nanmean(widths[kind]):.3f}"
+        )
+    print(f"  ({time.perf_counter() - started:.0f} s)")
+
+
 def parse() -> Args:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     d = Args()
@@ -113,6 +197,8 @@ def parse() -> Args:
     p.add_argument("--pool-runs", type=int, default=d.pool_runs)
     p.add_argument("--iid-samples", type=int, default=d.iid_samples)
     p.add_argument("--cache-dir", default=d.cache_dir)
+    p.add_argument("--held-out", action="store_true", help="also measure PassAtKEval's held-out gain")
+    p.add_argument("--no-pool", dest="pool", action="store_false", help="skip the pool gain")
     return Args(**vars(p.parse_args()))
 
 

@@ -15,12 +15,8 @@ From n samples per held-out prompt (``c`` of them valid; ``Y_s`` of them matchin
   curves that both saturate at 1 (differences ~1e-6) from crossing on rounding noise.
 * **solvable share**: the share of prompts some of the n samples solves (valid@n per prompt is 1).
 * **gain vs the reference**: ``(AUC_policy - AUC_base) / (AUC_oracle - AUC_base)`` at budget K from
-  the same per-prompt C(k) estimates, with a two-stage bootstrap interval (:func:`gain_vs_base`):
-  prompts are resampled, then each drawn prompt's n samples, independently for the base and the
-  policy, and the unbiased estimators are recomputed. The policy and the base are each estimated from
-  their own n samples per prompt, so an unchanged model differs from its base by sampling noise alone;
-  an interval from resampling prompts alone misses that noise on few prompts
-  (``benchmarks/passk_calibration.py`` measures both).
+  the same per-prompt C(k) estimates, with a two-stage bootstrap interval (:func:`gain_vs_base`:
+  prompts resampled, then each drawn prompt's n samples of each model, the estimators recomputed).
 
 :class:`PassAtKEval` is a ``TrainerCallback`` (TRL's GRPO has no ``compute_metrics``). It labels
 completions with a seffi task or any labeler (:mod:`seffi.callbacks.labelers`), with prompts from the
@@ -230,17 +226,15 @@ def gain_vs_base(
 ) -> dict[str, Any]:
     """Gain at budget K of the policy's samples over the base model's, with a two-stage bootstrap interval.
 
-    The interval's replicates resample the prompts (both models on the same drawn prompts, paired), then
-    within each drawn prompt the base's and the policy's n samples independently
-    (:func:`resampled_auc`), and take the ratio of the replicate means; the interval is their
-    percentile interval. Both models are estimated from their own n samples per prompt, and a model
-    equal to the base still differs from it by that noise: resampling prompts alone covers 0 for an
-    unchanged model in only 0.82-0.87 of seeds on 4-8 prompts (it is carried by the few prompts whose
-    estimates moved, all in one direction), the two-stage interval in 0.98-0.99; with the rung-3
-    counts (32 prompts, n = 64, K = 8) 0.93 against 0.99 (``benchmarks/passk_calibration.py``). The
-    two-stage bootstrap counts the within-prompt noise twice (once in the spread of the prompts'
-    estimates, once in the second stage; Davison & Hinkley 1997, sec. 3.8), so it errs wide, about
-    1.4 times the prompt-only width when the two models are equal. The oracle AUC is exact per prompt.
+    Replicates resample the prompts (paired: both models on the same drawn prompts), then each drawn
+    prompt's n samples, independently for the base and the policy (:func:`resampled_auc`); the interval
+    is the percentile interval of the ratio of their means. Both models are estimated from their own
+    n samples per prompt, so even an unchanged model differs from its base by that noise, which on few
+    prompts sits in a few prompts' estimates: resampling prompts only covers 0 for an unchanged model in
+    0.82-0.87 of seeds on 4-8 prompts, the two-stage interval in 0.98-0.99 (rung 3's 32 prompts:
+    0.93 vs 0.99; ``benchmarks/passk_calibration.py``). It errs wide, counting the within-prompt noise
+    twice (in the prompts' spread and in the second stage; Davison & Hinkley 1997, sec. 3.8): about 1.4
+    times the prompts-only width for an unchanged model. The oracle AUC is exact per prompt.
 
     Args:
         policy: The trained model's evaluation.
@@ -408,18 +402,17 @@ class PassAtKEval(TrainerCallback):
             raise SeffiError("PassAtKEval needs at least one held-out input")
         if len(set(self.ids)) != len(self.ids):
             raise SeffiError("held-out inputs must have distinct ids")
-        if oracle is not None and set(map(str, oracle)) < set(self.ids):
-            missing = sorted(set(self.ids) - set(map(str, oracle)))[:5]
-            raise SeffiError(f"oracle= has no reference sets for prompts {missing}")
+        self.oracle = {str(k): v for k, v in oracle.items()} if oracle is not None else None
+        if self.oracle is not None and not set(self.ids) <= set(self.oracle):
+            raise SeffiError(f"oracle= has no reference sets for {sorted(set(self.ids) - set(self.oracle))}")
         self.prompt = prompt or (lambda t, x: t.prompt(x))
-        self.oracle = oracle
         self.n, self.every, self.budget, self.decode, self.seed = n, every, budget, decode, seed
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self._gather = gather or grpo.default_gather
         self.base: EvalResult | None = base
         self.history: list[tuple[int, EvalResult, dict[str, float]]] = []
         self._pending: dict[str, float] = {}
-        self._oracle: dict[str, float] = {}
+        self._oracle: dict[int, dict[str, float]] = {}
 
     def prompt_texts(self, tokenizer: Any, args: Any = None) -> list[str]:
         """The text each held-out prompt is sampled from (chat messages rendered as TRL renders them)."""
@@ -439,10 +432,12 @@ class PassAtKEval(TrainerCallback):
         all_sets = {i: [frozenset(s) for s in ss] for i, ss, _ in rows}
         return evaluate_samples(all_sets, {i: v for i, _, v in rows}, self.strategies)
 
-    def _oracle_aucs(self, budget: int) -> dict[str, float]:
-        if not self._oracle:
+    def oracle_aucs(self, budget: int) -> dict[str, float]:
+        """``{prompt id: AUC@K of the no-repeat oracle}`` (the gain's top; computed once per K)."""
+        if budget not in self._oracle:
             from seffi.coverage import OracleBaseline
 
+            self._oracle[budget] = {}
             for pid, x in zip(self.ids, self.inputs, strict=True):
                 if self.oracle is not None:
                     refs: Any = {pid: self.oracle[pid]}
@@ -451,8 +446,8 @@ class PassAtKEval(TrainerCallback):
                 else:
                     refs = None  # every declared strategy feasible, each matched alone
                 curve = OracleBaseline(refs, strategies=self.strategies, seed=self.seed).curves(budget)
-                self._oracle[pid] = float(curve.auc)
-        return self._oracle
+                self._oracle[budget][pid] = float(curve.auc)
+        return self._oracle[budget]
 
     def scalars(self, result: EvalResult, budget: int) -> dict[str, float]:
         """The logged numbers of one policy evaluation against the base."""
@@ -471,7 +466,7 @@ class PassAtKEval(TrainerCallback):
         cross = crossover_k(per_prompt(self.base, "valid_at_k"), per_prompt(result, "valid_at_k"))
         out["seffi/eval/crossover_found"] = float(cross is not None)
         out["seffi/eval/crossover_k"] = float(cross if cross is not None else n + 1)  # n + 1: none within n
-        g = gain_vs_base(result, self.base, self._oracle_aucs(k), k, seed=self.seed)
+        g = gain_vs_base(result, self.base, self.oracle_aucs(k), k, seed=self.seed)
         for name, v in (("", g["value"]), ("_lo", g["lo"]), ("_hi", g["hi"])):
             if v is not None:
                 out[f"seffi/eval/gain_vs_base{name}"] = float(v)

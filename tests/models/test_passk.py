@@ -376,8 +376,8 @@ def test_pass_at_k_eval_labels_chat_prompts_with_a_labeler_and_counts_coverage_b
         assert result.per_prompt_valid_at_k[r, 1] == pytest.approx(hit)
     assert any(ms for rows in by_prompt.values() for ms, _ in rows), "the salad names some strategy"
     oracle_auc = np.mean([min(k, 3) / 3 for k in range(1, 5)])
-    assert ev._oracle_aucs(4) == pytest.approx({pid: oracle_auc for pid in PROMPTS})
-    g = gain_vs_base(result, ev.base, ev._oracle_aucs(4), 4, seed=3)
+    assert ev.oracle_aucs(4) == pytest.approx({pid: oracle_auc for pid in PROMPTS})
+    g = gain_vs_base(result, ev.base, ev.oracle_aucs(4), 4, seed=3)
     assert scalars["seffi/eval/gain_vs_base"] == pytest.approx(g["value"])
     assert scalars["seffi/eval/gain_vs_base_lo"] <= g["value"] <= scalars["seffi/eval/gain_vs_base_hi"]
 
@@ -387,6 +387,12 @@ def test_pass_at_k_eval_takes_a_regex_rubric_and_refuses_what_it_cannot_label() 
     rubric = RegexRubric({s: rf"\b{s}\b" for s in STRATEGIES})
     ev = PassAtKEval(rubric, {"p": "find a route"}, n=4)
     assert ev.strategies == STRATEGIES and ev.ids == ["p"]
+    refs = {"bfs": {"bfs"}, "dfs": {"dfs", "bfs"}}  # this prompt's feasible strategies' reference traces
+    ev = PassAtKEval(rubric, {"p": "find a route"}, oracle={"p": refs}, n=4)
+    want = OracleBaseline({"p": refs}, strategies=STRATEGIES).curves(4).auc
+    assert ev.oracle_aucs(4) == pytest.approx({"p": want}) and want < np.mean(
+        [min(k, 3) / 3 for k in range(1, 5)]
+    )
     task = get_task("hanoi", max_disks=3)
     with pytest.raises(SeffiError, match="strategies"):
         PassAtKEval(lambda x, t: ["bfs"], {"p": "q"})
@@ -423,4 +429,4 @@ def test_pass_at_k_eval_with_a_task_keeps_its_prompts_validator_and_reference_tr
         .auc
         for y in inputs
     }
-    assert ev._oracle_aucs(4) == pytest.approx(want)
+    assert ev.oracle_aucs(4) == pytest.approx(want)
