@@ -30,6 +30,7 @@ from seffi.callbacks import CoverageMonitor
 from seffi.callbacks.gym import CoverageVectorWrapper
 from seffi.coverage import IidBaseline, OracleBaseline
 from tests.callbacks.helpers import load_report
+from tests.callbacks.test_env_access import _asked, _probed
 from tests.docs.test_docs import python_blocks
 from tests.helpers import require
 from tests.integration.user_env import (
@@ -168,6 +169,32 @@ def test_sb3_ppo_with_coverage_callback_counts_what_the_envs_emitted(
         venv.close()
     assert callback.monitor.strategies == STRATEGIES
     check_report(callback.out_dir, _logged(paths), laws, callback.monitor.episodes)
+
+
+def test_sb3_subproc_env_is_asked_nothing_the_caller_passes(tmp_path: Path) -> None:
+    """strategies=, iid=, oracle=, task_name= and env_name= given: the workers are never asked for them."""
+    log = tmp_path / "asked.jsonl"
+    venv = VecNormalize(
+        SubprocVecEnv([functools.partial(_probed, str(log), False)] * N_ENVS, start_method="fork")
+    )
+    callback = CoverageCallback(
+        K,
+        strategies=STRATEGIES,
+        task_name="planning",
+        env_name="user/Planner-v0",
+        out_dir=tmp_path / "run",
+        **MONITOR_OPTIONS,
+        **_explicit_baselines("explicit"),
+    )
+    try:
+        _ppo(venv).learn(64, callback=callback)
+    finally:
+        venv.close()
+    skipped = {"strategies", "task", "spec", "base_match_distribution", "reference_match_sets", "input_ids"}
+    assert not _asked(log) & skipped, _asked(log)
+    report = load_report(callback.out_dir)["comparisons"][0]
+    assert report["task"] == "planning" and report["env_id"] == "user/Planner-v0"
+    assert report["policies"][0]["gain"]["value"] is not None
 
 
 class Recorder(BaseCallback):
