@@ -378,6 +378,9 @@ class CoverageMonitor:
     def finalize(self, step: int | None = None) -> Any:
         """Log a last time (if ``step`` is new), write the report, close the sinks; idempotent.
 
+        Sinks that draw charts (W&B) get the report's coverage chart: C(k) of every policy line of
+        the report (everything recorded), iid and oracle, under ``seffi/[<scope>/]curves/coverage``.
+
         A monitor that made its own sinks prints where the report went and the ``wandb sync`` command.
         """
         if self.finalized:
@@ -385,6 +388,9 @@ class CoverageMonitor:
         if step is not None and (self.last_step is None or step > self.last_step):
             self.log(step)
         report = self.report()
+        final = getattr(self.sinks, "log_final_curves", None)
+        if final is not None and report.comparisons:  # the chart ends on every policy of the report
+            final(report.comparisons[0], None, self.scope)
         self.sinks.finish(report, self.tracker.state_dict())  # run.summary, report files, state artifact
         self.finalized = True
         if self._owns_sinks:  # sinks passed in belong to an adapter (or seffi run), which says this itself

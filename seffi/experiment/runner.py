@@ -256,6 +256,8 @@ class Runner:
             scope=scope,
             label="learned (training stream)",
             log_every=cfg.log_every * n * lc.train_runs * cfg.budget,  # episodes per log
+            # each log describes the router of its last log_every rounds, not every round since the start
+            window=cfg.log_every * n * lc.train_runs * cfg.budget,
             n_boot=0,  # intervals of the training stream would cost a bootstrap per log
             seed=int(boot_seed.generate_state(1)[0]),
         )
@@ -263,6 +265,10 @@ class Runner:
         self.train(router, feats, train_env, monitor, train_seed, bar)
         if monitor.last_step != self.step:  # the final state of the training stream
             monitor.log(self.step)
+        final = getattr(self.sinks, "log_final_curves", None)
+        if final is not None and monitor.tracker.complete_runs():
+            # The training stream's chart ends on its last window (snapshots are every 10th log only).
+            final(monitor.snapshot()[0], self.step, scope)
         self.progress.update(bar, advance=1, status="measuring")
 
         def learned_act(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -482,6 +488,8 @@ def run_experiment(config: RunConfig, *, console: Any = None, overwrite: bool = 
         for name, path in sorted(local.files.items()):
             if path.suffix == ".png":
                 wandb.run.log_image(f"seffi/plots/{name}", path, step=max(runner.step, 1))
+        for comparison in report.comparisons:  # one chart per task: every policy, iid and oracle
+            wandb.log_final_curves(comparison, max(runner.step, 1), comparison.slug, image=False)
         wandb.finish(report, state)  # run.summary, report + tracker state as an artifact
     seconds = time.perf_counter() - start
     console.print(summary_table(report))

@@ -189,6 +189,21 @@ class WandbSink:
         self._snapshot_calls[scope] = call + 1
         if call % self.log_curves_every or not self.run.enabled:
             return
+        self._curves(comparison, step, scope, image=self.log_images)
+
+    def log_final_curves(
+        self, comparison: Comparison, step: int | None = None, scope: str | None = None, *, image: bool = True
+    ) -> None:
+        """The final coverage chart of a comparison: C(k) of every policy, iid and oracle, in one chart.
+
+        Under the same key as the curve snapshots (``keys.curves_key("coverage", scope)``), so the
+        chart ends on the final policies whatever ``log_curves_every`` is; with ``image`` the coverage
+        plot goes to ``.../curves/coverage_plot`` at ``step`` (default: the last logged step).
+        """
+        if self.run.enabled:
+            self._curves(comparison, step, scope, image=image and self.log_images)
+
+    def _curves(self, comparison: Comparison, step: int | None, scope: str | None, *, image: bool) -> None:
         sets = comparison.curve_sets()
         if not sets:
             return
@@ -197,13 +212,14 @@ class WandbSink:
         ys = {c.label: c.coverage for c in sets if c.k == xs}
         title = f"{comparison.task}: coverage C(k), K={comparison.budget}"
         self.run.log_line_series(keys.curves_key("coverage", scope), xs, ys, title, "k", step)
-        if self.log_images:
+        if image:
             from seffi.report.plots import plot_coverage, save_figure
 
+            at = step if step is not None else (self.run.last_step or 0)
             with tempfile.TemporaryDirectory(prefix="seffi-img-") as tmp:
                 png = save_figure(plot_coverage(comparison), Path(tmp) / "coverage.png")
                 # wandb.Image copies the file into the run's media folder at log time.
-                self.run.log_image(keys.curves_key("coverage_plot", scope), png, step, caption=title)
+                self.run.log_image(keys.curves_key("coverage_plot", scope), png, at, caption=title)
 
     def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
         """Final numbers to ``run.summary``; report.json + tracker state as one artifact; finish."""
@@ -253,6 +269,15 @@ class MultiSink:
         """Snapshot to every sink."""
         for s in self.sinks:
             s.log_snapshot(comparison, step, scope)
+
+    def log_final_curves(
+        self, comparison: Comparison, step: int | None = None, scope: str | None = None, *, image: bool = True
+    ) -> None:
+        """The final coverage chart, to every sink that draws one (:meth:`WandbSink.log_final_curves`)."""
+        for s in self.sinks:
+            final = getattr(s, "log_final_curves", None)
+            if final is not None:
+                final(comparison, step, scope, image=image)
 
     def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
         """Finish every sink (the local one first)."""
@@ -307,6 +332,14 @@ class ForwardingSink:
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
         """Forward."""
         self.sinks.log_snapshot(comparison, step, scope)
+
+    def log_final_curves(
+        self, comparison: Comparison, step: int | None = None, scope: str | None = None, *, image: bool = True
+    ) -> None:
+        """Forward (to sinks that draw a final chart)."""
+        final = getattr(self.sinks, "log_final_curves", None)
+        if final is not None:
+            final(comparison, step, scope, image=image)
 
     def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
         """Nothing: the owner of the run finishes the shared sinks once."""

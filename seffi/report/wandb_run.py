@@ -317,13 +317,21 @@ class SafeWandbRun:
         ys_by_label: Mapping[str, Sequence[float]],
         title: str,
         xname: str,
-        step: int,
+        step: int | None = None,
     ) -> bool:
-        """Log a ``wandb.plot.line_series`` chart (one line per label) — each call writes a new table.
+        """Show a ``wandb.plot.line_series`` chart (one line per label) under ``key``; a new call replaces it.
 
-        Lines with NaN/None are dropped point-wise-free: a line containing a missing value is skipped.
+        W&B's line-series panel draws the table ``run.summary["<key>_table"]``: the table goes there
+        and the chart into the run config (``_wandb.visualize``), as ``run.log`` would do, but without
+        a history row, whose ``ncols``/``nrows`` would be charted as metrics (``wandb leet`` does) and
+        which the chart never reads. A run without that hook (an older or stand-in run) gets the
+        chart through ``run.log`` at ``step``. A ``step`` below the last logged one is dropped (as
+        :meth:`log` drops it); a line with a NaN/None value is skipped.
+
+        Returns:
+            True when the chart went to W&B.
         """
-        if not self.enabled:
+        if not self.enabled or (step is not None and not self._accept_step(int(step))):
             return False
         labels, ys = [], []
         for label, values in ys_by_label.items():
@@ -345,7 +353,23 @@ class SafeWandbRun:
         )
         if chart is None:
             return False
-        return self.log({key: chart}, step)
+        publish = getattr(self.run, "_config_callback", None)
+        spec = getattr(chart, "spec", None)
+        if publish is None or spec is None or not hasattr(chart, "set_key"):
+            return self.log({key: chart}, step if step is not None else (self._last_step or 0))
+
+        def _show() -> None:
+            chart.set_key(key)
+            publish(key=spec.config_key, val=spec.config_value)
+            self.run.summary[spec.table_key] = chart.table
+
+        self._call("line_series", _show)
+        return self.enabled
+
+    @property
+    def last_step(self) -> int | None:
+        """The last step that went to W&B (None before the first)."""
+        return self._last_step
 
     def log_image(self, key: str, path: str | Path, step: int, caption: str | None = None) -> bool:
         """Log a PNG file as a ``wandb.Image``."""

@@ -75,3 +75,27 @@ def test_report_scalars_scoping() -> None:
     assert "seffi/hanoi/learned1/auc" in scoped
     assert "seffi/sort/auc" in scoped
     assert "seffi/auc" not in scoped
+
+
+def test_report_scalars_hold_the_baseline_aucs_and_the_gain_denominator() -> None:
+    iid_auc, oracle_auc = float(fx.IID.mean()), float(fx.ORACLE.mean())
+    single = keys.report_scalars(fx.report())
+    assert single["seffi/auc_iid"] == pytest.approx(iid_auc)
+    assert single["seffi/auc_oracle"] == pytest.approx(oracle_auc)
+    assert single["seffi/gain_denominator"] == pytest.approx(oracle_auc - iid_auc)
+    # The gain is the fraction of that room the policy takes.
+    room = (single["seffi/auc"] - single["seffi/auc_iid"]) / single["seffi/gain_denominator"]
+    assert room == pytest.approx(single["seffi/gain_vs_iid"])
+    two = [fx.comparison("hanoi", None, 2), fx.comparison("sort", None)]
+    multi = keys.report_scalars(Report(comparisons=two))
+    for scope in ("hanoi/learned", "hanoi/learned1", "sort"):
+        assert multi[f"seffi/{scope}/auc_iid"] == pytest.approx(iid_auc)
+        assert multi[f"seffi/{scope}/gain_denominator"] == pytest.approx(oracle_auc - iid_auc)
+    no_oracle = fx.comparison().model_copy(update={"oracle": None})
+    alone = keys.report_scalars(Report(comparisons=[no_oracle]))
+    assert "seffi/auc_iid" in alone
+    assert "seffi/auc_oracle" not in alone and "seffi/gain_denominator" not in alone
+    assert keys.baseline_auc_key("oracle", "eval") == "seffi/eval/auc_oracle"
+    assert keys.window_key("runs") == "seffi/window/runs"
+    with pytest.raises(ValueError, match="iid"):
+        keys.baseline_auc_key("policy")

@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from seffi.report import WandbSinkWarning, default_sinks, keys, load_report
@@ -74,12 +75,67 @@ def test_out_of_order_step_never_reaches_wandb(offline_run: dict[str, Any]) -> N
     scalar_rows = [h for h in history if "seffi/auc" in h]
     assert [h["seffi/auc"] for h in scalar_rows] == pytest.approx([0.1, 0.2, 0.4])
     # snapshots: calls 0 and 2 (steps 10 and 15) pass log_curves_every=2, but 15 is out of order
-    tables = [h for h in history if any(k.startswith("seffi/curves/coverage_table.") for k in h)]
-    assert [h["seffi/step"] for h in tables] == [10]
-    assert any(k.startswith("seffi/curves/coverage_plot") for h in history for k in h)
+    images = [h for h in history if any(k.startswith("seffi/curves/coverage_plot.") for k in h)]
+    assert [h["seffi/step"] for h in images] == [10]
+    charts = [
+        k for r in records if r.get("type") == "config" for k in r["config"]["update"] if "visualize" in k
+    ]
+    assert charts == ["_wandb.visualize.seffi/curves/coverage"]  # the step-10 snapshot only
     assert any(r.get("type") == "artifact" for r in records)
     order = [w for w in offline_run["warnings"] if "steps must not decrease" in str(w.message)]
     assert len(order) == 1  # one warning, later drops are silent
+
+
+def test_tables_never_enter_the_history_so_nothing_but_scalars_is_charted(
+    offline_run: dict[str, Any],
+) -> None:
+    run_dir = offline_run["run_dir"]
+    records = [json.loads(line) for line in _leet(run_dir, "--json").splitlines() if line]
+    history = [r["history"]["item"] for r in records if r.get("type") == "history"]
+    # Every number of a history row is a seffi scalar or a field of an image (``wandb leet`` draws
+    # images as media, and charts every other number, as W&B's workspace does).
+    image_fields = {"height", "width", "size"}
+    for row in history:
+        for key, value in row.items():
+            if key.startswith("_") or not isinstance(value, (int, float)):
+                continue
+            media, _, field = key.rpartition(".")
+            kind = row.get(f"{media}._type")
+            assert kind is None or (kind == "image-file" and field in image_fields), key
+    assert not any(v == "table-file" for row in history for v in row.values())
+    # The chart's table is the summary's: the step-10 snapshot, one line per curve set, C(k) exact.
+    summary = json.loads(_leet(run_dir, "--summary", "--json"))["summary"]
+    meta = summary["seffi/curves/coverage_table"]
+    assert meta["_type"] == "table-file"
+    table = json.loads((run_dir / "files" / meta["path"]).read_text())
+    col = {name: i for i, name in enumerate(table["columns"])}
+    lines: dict[str, list[float]] = {}
+    for row in table["data"]:
+        lines.setdefault(row[col["lineKey"]], []).append(row[col["lineVal"]])
+    assert set(lines) == {"learned", "iid", "oracle"}
+    np.testing.assert_allclose(lines["iid"], fx.IID, rtol=1e-12)
+    np.testing.assert_allclose(lines["oracle"], fx.ORACLE, rtol=1e-12)
+    np.testing.assert_allclose(lines["learned"], fx.POLICY, rtol=1e-12)
+
+
+def test_final_curves_chart_every_policy_whatever_log_curves_every() -> None:
+    from seffi.report import ForwardingSink, SafeWandbRun
+    from tests.report.test_wandb_run import FakeRun
+
+    run = FakeRun()
+    wandb = WandbSink(SafeWandbRun(run=run), log_curves_every=10)
+    shared = MultiSink([wandb])
+    comp = fx.comparison("sort", None, 3)
+    shared.log({"seffi/auc": 0.5}, 40)
+    ForwardingSink(shared).log_final_curves(comp, None, "Sort-v0")
+    ((key, _),) = run.config_updates
+    assert key == ("_wandb", "visualize", "seffi/Sort-v0/curves/coverage")
+    labels = [row[1] for row in run.summary["seffi/Sort-v0/curves/coverage_table"].data]
+    assert sorted(set(labels)) == ["iid", "learned", "learned1", "learned2", "oracle"]
+    images = [(row["seffi/step"], k) for row in run.logged for k in row if k.endswith("coverage_plot")]
+    assert images == [(40, "seffi/Sort-v0/curves/coverage_plot")]  # at the last logged step
+    wandb.log_final_curves(comp, 41, "Sort-v0", image=False)
+    assert len(run.config_updates) == 2 and len(run.logged) == 2  # the chart again, no image
 
 
 def test_local_sink_keeps_everything(offline_run: dict[str, Any]) -> None:
@@ -143,7 +199,7 @@ def test_every_scope_gets_its_first_curve_snapshot() -> None:
     comp = fx.report().comparisons[0]
     for step, scope in enumerate(("A-v0/train", "A-v0/train", "B-v0/train", "B-v0/train")):
         sink.log_snapshot(comp, step, scope)
-    tables = [k for row in run.logged for k in row if k.endswith("/curves/coverage")]
+    tables = [key[2] for key, _ in run.config_updates]
     images = [k for row in run.logged for k in row if k.endswith("/curves/coverage_plot")]
     assert tables == ["seffi/A-v0/train/curves/coverage", "seffi/B-v0/train/curves/coverage"]
     assert images == ["seffi/A-v0/train/curves/coverage_plot", "seffi/B-v0/train/curves/coverage_plot"]

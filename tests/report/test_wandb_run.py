@@ -23,9 +23,14 @@ class FakeRun:
         self.summary = FakeSummary()
         self.fail_on = fail_on
         self.finished = False
+        self.config_updates: list[tuple[Any, Any]] = []
 
     def define_metric(self, name: str, step_metric: str | None = None) -> None:
         self.defined.append((name, step_metric))
+
+    def _config_callback(self, key: Any = None, val: Any = None, data: Any = None) -> None:
+        # wandb.Run's hook for nested config keys (where line-series charts are declared)
+        self.config_updates.append((key, val))
 
     def log(self, data: dict[str, Any]) -> None:
         if self.fail_on and self.fail_on in data:
@@ -67,15 +72,39 @@ def test_failure_disables_with_one_warning() -> None:
     assert run.summary == {}
 
 
-def test_line_series_and_summary_and_numpy() -> None:
+def test_line_series_goes_to_the_summary_and_the_chart_config_never_to_history() -> None:
     import numpy as np
 
     run = FakeRun()
     safe = SafeWandbRun(run=run)
     ok = safe.log_line_series("seffi/curves/c", [1, 2], {"a": [0.1, 0.2], "b": [0.1, None]}, "t", "k", 3)
-    assert ok and "seffi/curves/c" in run.logged[-1] and run.logged[-1]["seffi/step"] == 3
+    assert ok and run.logged == []  # no history row: its table's ncols/nrows would be charted
+    ((key, spec),) = run.config_updates
+    assert key == ("_wandb", "visualize", "seffi/curves/c")
+    assert spec["panel_config"]["panelDefId"] == "wandb/lineseries/v0"
+    table = run.summary["seffi/curves/c_table"]
+    assert sorted(map(tuple, table.data)) == [(1.0, "a", 0.1), (2.0, "a", 0.2)]  # "b" has a None: skipped
+    # A later call replaces the chart's table; a step older than the last one is dropped.
+    assert safe.log_line_series("seffi/curves/c", [1, 2], {"z": [0.3, 0.4]}, "t", "k", 5)
+    assert [row[1] for row in run.summary["seffi/curves/c_table"].data] == ["z", "z"]
+    with pytest.warns(WandbSinkWarning, match="steps must not decrease"):
+        assert not safe.log_line_series("seffi/curves/c", [1, 2], {"old": [0.3, 0.4]}, "t", "k", 4)
+    assert [row[1] for row in run.summary["seffi/curves/c_table"].data] == ["z", "z"]
     safe.update_summary({"seffi/auc": np.float64(0.5)})
-    assert run.summary == {"seffi/auc": 0.5} and type(run.summary["seffi/auc"]) is float
+    assert run.summary["seffi/auc"] == 0.5 and type(run.summary["seffi/auc"]) is float
+
+
+class _RunWithoutChartHook(FakeRun):
+    """A stand-in run without wandb.Run's config hook: charts go through ``log``."""
+
+    _config_callback = None  # type: ignore[assignment]
+
+
+def test_line_series_without_the_config_hook_is_logged_at_its_step() -> None:
+    run = _RunWithoutChartHook()
+    safe = SafeWandbRun(run=run)
+    assert safe.log_line_series("seffi/curves/c", [1, 2], {"a": [0.1, 0.2]}, "t", "k", 3)
+    assert "seffi/curves/c" in run.logged[-1] and run.logged[-1]["seffi/step"] == 3
 
 
 def test_disabled_mode_touches_nothing() -> None:
