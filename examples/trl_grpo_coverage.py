@@ -3,7 +3,9 @@
 The policy starts from the ladder's rung-2 base LM (trained here by SFT on the task's rows, cached
 under ``$SEFFI_CACHE``; trained on first use). Each prompt's ``num_generations`` completions are one run
 with budget K = num_generations: coverage C(k), novelty and the gain vs the *reference model's own*
-samples go into TRL's logs (its W&B run shows ``train/seffi/...``) and a local report. Every
+samples go into TRL's logs (its W&B run shows ``train/seffi/...``) and a local report. The reference
+takes 4 K samples per prompt (at most ``--reference-prompts`` prompts), the first training batch's among
+them; the rest are drawn once and cached (a line states the cost). Every
 ``eval_every`` steps the policy and the reference model answer held-out prompts ``eval_samples`` times:
 valid@k (pass@k) and C(k) for k up to n, the crossover k and the solvable share.
 
@@ -38,6 +40,8 @@ class Args:
     """evaluate the policy every this many steps"""
     num_generations: int = 8
     """completions per prompt = the per-input budget K"""
+    reference_prompts: int = 256
+    """at most this many prompts get reference-iid samples, 4 K each (0: every prompt)"""
     prompts_per_step: int = 4
     """prompts per optimizer step"""
     per_device_batch: int = 0
@@ -92,6 +96,7 @@ def main(args: Args) -> dict:
         reward=args.reward,
         diversity_weight=args.diversity_weight,
         decode=policy.decode,
+        reference_prompts=args.reference_prompts or None,  # cached under $SEFFI_CACHE/reference-iid
         out_dir=args.out_dir,
         seed=args.seed,
     )
@@ -149,6 +154,7 @@ def main(args: Args) -> dict:
         "train_gain": comp.policies[0].gain.value,
         "eval": {k.removeprefix("seffi/eval/"): v for k, v in last.items()},
         "completions": cov.monitor.episodes,
+        "reference_cost": cov.reference_cost,  # samples drawn / reused / cached, generate calls, seconds
     }
     print(json.dumps(out, default=str))
     return out
