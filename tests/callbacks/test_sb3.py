@@ -138,6 +138,15 @@ def test_router_env_both_modes_curves_match_and_wandb_summary(
     summary = json.loads(out.stdout)["summary"]
     assert summary["seffi/auc"] == pytest.approx(comp["policies"][0]["curves"]["auc"])
     assert "seffi/gain_vs_iid" in summary and "seffi/eval/auc" in summary
+    assert summary["seffi/auc_iid"] == pytest.approx(comp["iid"]["auc"])
+    assert summary["seffi/gain_denominator"] == pytest.approx(comp["oracle"]["auc"] - comp["iid"]["auc"])
+    # One final chart per part: the stream's report and the evaluations (the last and the earlier ones).
+    for key, part in (("seffi/curves/coverage", "stream"), ("seffi/eval/curves/coverage", "eval")):
+        meta = summary[f"{key}_table"]
+        table = json.loads((run_dir / "files" / meta["path"]).read_text())
+        labels = {row[table["columns"].index("lineKey")] for row in table["data"]}
+        (final,) = load_report(tmp_path / part)["comparisons"]
+        assert labels == {p["curves"]["label"] for p in final["policies"]} | {"iid", "oracle"}
 
     # One closing message for both folders and the one shared W&B run (issue 14 case 3).
     printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[seffi] ")]
