@@ -27,6 +27,11 @@ Usage::
     seffi_rllib.finalize(algo)        # report.json/md + plots, W&B summary; then algo.stop()
 
 Evaluation env runners are not recorded: they are not the exploration process being measured.
+
+Cost (measured on 2 shared CPU cores, PPO, 2 runners x 2 envs, a tiny model): an iteration of 256 env
+steps takes 2-3 s, of which seffi's gather + merge + log is 30-300 ms (the first computes the exact
+baselines); Ray peaks at about 1.3 GB over all its processes; ``ray.init`` and ``build_algo`` take
+15-35 s each. Runner states are cumulative, so a gather grows with the runs recorded.
 """
 
 from __future__ import annotations
