@@ -40,7 +40,7 @@ def main(args: Args) -> None:
     p = np.arange(1, m + 1, dtype=float) ** -args.skew
     p /= p.sum()
 
-    iid = IidBaseline.from_probabilities(dict(zip(names, p, strict=True))).curves(K)
+    iid = IidBaseline.from_probabilities(dict(zip(names, p, strict=True)), strategies=names).curves(K)
     oracle = OracleBaseline(strategies=names).curves(K)
 
     # Sanity check against the closed form (the library uses DPs and exact formulas internally).

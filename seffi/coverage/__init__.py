@@ -1,16 +1,19 @@
 """seffi.coverage: how fast a sampler covers an input's strategy space, against iid and an oracle.
 
-Public API::
+Example:
+    >>> from seffi.coverage import CoverageTracker, IidBaseline, OracleBaseline
+    >>> ids = ("a", "b", "c")
+    >>> t = CoverageTracker(strategies=ids)
+    >>> for matches in ({"a"}, {"a"}, {"b", "c"}):
+    ...     t.update("x1", matches)
+    >>> c = t.curves(3, n_boot=0)
+    >>> iid = IidBaseline.from_probabilities({"a": 0.8, "b": 0.15, "c": 0.05}, strategies=ids).curves(3)
+    >>> round(c.gain(iid, OracleBaseline(strategies=ids).curves(3)).value, 3)
+    0.534
 
-    from seffi.coverage import CoverageTracker, IidBaseline, OracleBaseline, Curves, Gain
-    t = CoverageTracker(strategies=("a", "b", "c"))
-    t.update(input_id, matches, valid=True, stream=0)
-    c = t.curves(K)
-    gain = c.gain(IidBaseline.from_probabilities(p).curves(K), OracleBaseline(refs).curves(K))
-
-Modules: ``curves`` (result container + pure metric functions), ``runs`` (curves of adaptive runs),
-``estimators`` (exact iid formulas and unbiased rarefaction/extrapolation from samples),
-``baselines`` (``IidBaseline``, ``OracleBaseline``), ``resampling`` (bootstrap), ``tracker``.
+Modules: ``tracker`` (recorded runs), ``curves`` (the result container), ``estimators`` (exact iid
+formulas, unbiased rarefaction and extrapolation from samples), ``baselines`` (``IidBaseline``,
+``OracleBaseline``), ``gain``, ``resampling`` (bootstrap).
 """
 
 from seffi.coverage.baselines import IidBaseline, OracleBaseline

@@ -139,7 +139,9 @@ def hand_iid_coverage(budget: int, law: Mapping[frozenset[str], float] = BASE_LA
     return np.array([sum(1 - (1 - pi[s]) ** k for s in STRATEGIES) / m for k in range(1, budget + 1)])
 
 
-def make_planner(budget: int = 4, start: int = 0, log_path: str | None = None, laws: bool = True) -> PlannerEnv:
+def make_planner(
+    budget: int = 4, start: int = 0, log_path: str | None = None, laws: bool = True
+) -> PlannerEnv:
     """A module-level factory (picklable with ``functools.partial``, as subprocess vector envs need)."""
     cls = PlannerEnvWithLaws if laws else PlannerEnv
     return cls(budget=budget, start=start, log_path=log_path)
