@@ -487,3 +487,15 @@ def test_resume_without_seffi_state_never_draws_the_reference_from_trained_weigh
     with pytest.warns(RuntimeWarning, match="holds no seffi state: the reference iid is not drawn"):
         trainer_for(model, tok, cov, 2, [cov.callback]).train(resume_from_checkpoint=True)
     assert rows == [8] and cov.reference is None and cov.iid is None  # only TRL's step 2 generated
+
+
+def test_reuse_first_batch_off_draws_every_reference_sample_at_train_begin(hanoi, tmp_path):
+    task, inputs = hanoi
+    model, tok = tiny_causal_lm(task, seed=0)
+    rows = _count_rows(model)
+    ds = Dataset.from_dict({"prompt": [task.prompt(x) for x in inputs], "input_id": [x.id for x in inputs]})
+    cov = GRPOCoverage(task, inputs, reuse_first_batch=False, out_dir=tmp_path / "g", n_boot=0, plots=False)
+    _grpo(model, tok, ds, cov, tmp_path, lr=1e-3, steps=2)
+    cost = cov.reference_cost
+    assert (cost["drawn"], cost["reused"], cost["cached"]) == (3 * 16, 0, 0)
+    assert rows == [3 * 16, 8, 8]  # the reference first (train begin), then TRL's two steps
