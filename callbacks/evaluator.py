@@ -86,7 +86,8 @@ class CoverageEvaluator:
         config: The monitor options (:class:`~seffi.callbacks.MonitorConfig`; without one,
             ``n_boot=100``). An unset ``scope`` becomes ``"eval"`` (keys ``seffi/eval/...``) and the
             default label ``"eval"``; ``log_curves_every`` is always 1 (every evaluation is a curve
-            snapshot); evaluation i resets the env with ``seed + i``.
+            snapshot) and ``window`` None (each evaluation starts fresh); evaluation i resets the env
+            with ``seed + i``.
         **options: :class:`~seffi.callbacks.MonitorConfig` fields on top of ``config`` (sinks,
             out_dir, wandb, iid, seed, ...).
     """
@@ -108,8 +109,11 @@ class CoverageEvaluator:
         # One log per evaluation, each a curve snapshot (its comparison goes into the history).
         options["log_curves_every"] = 1
         cfg = MonitorConfig.build(config if config is not None else MonitorConfig(n_boot=100), **options)
-        # Evaluation keys never mix with training keys in a shared W&B run.
-        cfg = cfg.replace(scope=cfg.scope or "eval", label="eval" if cfg.label == "policy" else cfg.label)
+        # Evaluation keys never mix with training keys in a shared W&B run; each evaluation starts
+        # fresh, so its numbers are that evaluation's (no streaming window).
+        cfg = cfg.replace(
+            scope=cfg.scope or "eval", label="eval" if cfg.label == "policy" else cfg.label, window=None
+        )
         self.monitor = CoverageMonitor(env=eval_env, config=cfg)
         self.env = eval_env
         self.budget = self.monitor.budget

@@ -201,6 +201,9 @@ def test_read_api_in_both_mode_reads_the_stream_by_default_and_the_evaluation_on
     assert "seffi/auc" in cb.metrics() and not any(k.startswith("seffi/eval/") for k in cb.metrics())
     eval_lines = (tmp_path / "eval" / "metrics.jsonl").read_text().splitlines()
     assert cb.metrics("eval") == json.loads(eval_lines[-1]) and "seffi/eval/auc" in cb.metrics("eval")
+    # The stream logs its recent window; an evaluation is fresh, with no window.
+    assert cb.metrics()["seffi/window/episodes"] > 0
+    assert not any(k.startswith("seffi/eval/window/") for k in cb.metrics("eval"))
 
     # curves() / to_dataframe(): the stream's equal a tracker fed by hand with every training episode.
     ref = hand_tracker(rec.finals, eval_env.unwrapped.strategies, K).curves(K, n_boot=0)
