@@ -235,6 +235,11 @@ def run_rung3(
             decode=policy.decode,
             iid=iid,  # drawn by the first run at train begin, then shared: one reference sample
             iid_samples=n_iid,
+            # The pool comparison needs the reference on every pool prompt, all drawn at train begin
+            # from the seed (none taken from the first batch, none from an earlier run's cache).
+            reference_prompts=None,
+            reuse_first_batch=False,
+            reference_cache=False,
             out_dir=out / "rung3" / slug,
             n_boot=0,
             seed=root,
