@@ -17,7 +17,7 @@ vs iid describe how well the groups explore the strategy space while GRPO trains
 prompt (string or chat messages: the prompt tokens TRL generates from), drawn at the first training
 batch from the unchanged model with GRPO's generation settings, labelled like training completions
 and estimated with ``IidBaseline.from_samples``; that batch's own completions count among them, and
-an on-disk cache keeps the rest (:class:`~seffi.models.group_coverage.GroupCoverage`).
+an on-disk cache keeps the rest (:class:`~seffi.callbacks.groups.GroupCoverage`).
 ``iid="task"`` uses the task's synthetic base sampler. **Checkpoints**: each TRL checkpoint folder
 gets ``seffi_coverage.json`` (the reference samples and the monitor's state); ``resume_from_checkpoint``
 restores it, so the monitor continues in its folder and the reference is never redrawn.
@@ -43,8 +43,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from seffi.callbacks.groups import GroupCoverage, GroupScorer
 from seffi.errors import SeffiError
-from seffi.models.group_coverage import GroupCoverage, GroupScorer
 
 __all__ = [
     "CHECKPOINT_FILE",
@@ -96,7 +96,7 @@ def completion_text(completion: Any) -> Any:
 class CoverageReward(GroupScorer):
     """A GRPO reward function: labels completions, records their match sets, returns rewards.
 
-    Arguments: see :class:`seffi.models.group_coverage.GroupScorer` (task, inputs, labeler, strategies,
+    Arguments: see :class:`seffi.callbacks.groups.GroupScorer` (task, inputs, labeler, strategies,
     id_column, reward, diversity_weight, decode, gather).
     """
 
@@ -140,7 +140,7 @@ class CoverageReward(GroupScorer):
 class GRPOCoverage(GroupCoverage):
     """Coverage of GRPO's completion groups: a reward function plus a ``TrainerCallback``.
 
-    Arguments: see :class:`seffi.models.group_coverage.GroupCoverage`. The default ``iid="reference"``
+    Arguments: see :class:`seffi.callbacks.groups.GroupCoverage`. The default ``iid="reference"``
     is prepared by :attr:`callback` at train begin (the train dataset's prompts, the trainer's model,
     tokenizer and generation settings) and drawn at the first training batch, before any update.
     Read the numbers with :meth:`metrics`, :meth:`curves` and :meth:`to_dataframe` (also on

@@ -22,7 +22,7 @@
   prompts in eval mode (evaluations, the ladder's pool).
 * **The reference model's iid** (:func:`reference_iid`): n completions per prompt from the model
   before any update, labelled like training completions, as ``IidBaseline.from_samples``; the TRL
-  path (:class:`seffi.models.group_coverage.GroupCoverage`) adds a prompt cap (:func:`subsample_ids`)
+  path (:class:`seffi.callbacks.groups.GroupCoverage`) adds a prompt cap (:func:`subsample_ids`)
   and an on-disk cache of completions (:class:`ReferenceCache`, keyed by :func:`weights_digest`).
 * **A task LM for TRL** (:func:`trl_policy`): a :mod:`seffi.models` folder loaded with
   ``AutoModelForCausalLM`` / ``AutoTokenizer``, the dataset prompt (``prompt <sep>``), the decoder

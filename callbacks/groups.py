@@ -18,14 +18,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from seffi.callbacks.labelers import as_labeler
 from seffi.errors import SeffiError
+from seffi.labelers import as_labeler
+from seffi.models import grpo
 from seffi.tasks.base import Task, TaskInput
 
-from . import grpo
-
 #: Format tag of :meth:`GroupCoverage.state_dict`.
-STATE_FORMAT = "seffi.models.group_coverage/1"
+STATE_FORMAT = "seffi.callbacks.groups/1"
 #: Default cap on the prompts of the reference iid.
 REFERENCE_PROMPTS = 256
 
@@ -382,7 +381,7 @@ class GroupCoverage:
         if self.reference_cache in (None, False):
             return None
         if self.reference_cache is True:
-            from .cache import default_cache_dir
+            from seffi.models.cache import default_cache_dir
 
             folder = default_cache_dir() / "reference-iid"
         else:

@@ -1,0 +1,271 @@
+r"""Labelers: who decides which strategies a generated text followed.
+
+For seffi's built-in tasks the answer is ``task.validate_y_text``, which parses the trace. When the
+strategies cannot be parsed out of the text (free-form LLM output, a proof sketch, code in any style)
+the seed asks for an *independent labeling mechanism*: a rubric of regular expressions, or any user
+function returning strategy ids. A :class:`Labeler` is that mechanism behind one interface, used in
+place of ``validate_y_text`` by the TRL reward wrapper (and by anything else that attributes text).
+
+Every labeler returns a :class:`~seffi.tasks.base.ValidationResult` and **never raises** on the
+text: non-strings, empty text, bytes that are not UTF-8 and user-function exceptions all come back as
+``parse_ok=False`` with a reason, exactly like junk given to ``validate_y_text``.
+
+Example:
+    >>> rubric = RegexRubric({"recursion": r"\bdef (\w+)\(.*\n.*\1\(", "loop": r"\bfor\b|\bwhile\b"})
+    >>> sorted(rubric(None, "def f(n):\n    return f(n - 1)").strategy_matches)
+    ['recursion']
+    >>> rubric(None, b"\xff\xfe").error
+    'bytes are not valid UTF-8'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from seffi.tasks.base import MAX_TRACE_CHARS, Task, ValidationResult
+
+__all__ = [
+    "CallableLabeler",
+    "Labeler",
+    "RegexRubric",
+    "TaskLabeler",
+    "as_labeler",
+    "coerce_text",
+]
+
+
+@runtime_checkable
+class Labeler(Protocol):
+    """Attributes a generated text to strategies; used in place of ``task.validate_y_text``.
+
+    Attributes:
+        strategies: The declared strategy ids (their number is the coverage denominator M).
+    """
+
+    strategies: tuple[str, ...]
+
+    def __call__(self, x: Any, y_text: Any) -> ValidationResult:
+        """Label ``y_text`` generated for input ``x``. Must never raise."""
+        ...
+
+
+def coerce_text(y_text: Any) -> tuple[str | None, str | None]:
+    """Normalise a completion to text, the way ``validate_y_text`` treats junk.
+
+    Args:
+        y_text: Anything a generator or trainer produced.
+
+    Returns:
+        ``(text, None)`` for usable text, or ``(None, reason)`` when it is bytes that are not UTF-8,
+        not text at all, empty/whitespace, or longer than ``MAX_TRACE_CHARS``.
+    """
+    if isinstance(y_text, (bytes, bytearray, memoryview)):
+        try:
+            y_text = bytes(y_text).decode("utf-8")
+        except UnicodeDecodeError:
+            return None, "bytes are not valid UTF-8"
+    if not isinstance(y_text, str):
+        return None, f"expected text, got {type(y_text).__name__}"
+    if len(y_text) > MAX_TRACE_CHARS:
+        return None, f"text too long ({len(y_text)} > {MAX_TRACE_CHARS} characters)"
+    if not y_text.strip():
+        return None, "empty text"
+    return y_text, None
+
+
+def _declared(strategies: Iterable[str], what: str) -> tuple[str, ...]:
+    out = tuple(dict.fromkeys(str(s) for s in strategies))
+    if not out:
+        raise ValueError(f"{what} needs at least one strategy id")
+    return out
+
+
+class TaskLabeler:
+    """The default labeler: a seffi task's own parser, ``task.validate_y_text``.
+
+    Args:
+        task: A :class:`~seffi.tasks.base.Task`.
+    """
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.strategies: tuple[str, ...] = tuple(task.strategies())
+
+    def __call__(self, x: Any, y_text: Any) -> ValidationResult:
+        """``task.validate_y_text(x, y_text)`` (already never raises)."""
+        return self.task.validate_y_text(x, y_text)
+
+    def __repr__(self) -> str:
+        return f"TaskLabeler({self.task.name!r})"
+
+
+class RegexRubric:
+    """A rubric of regular expressions: strategy ``s`` matched iff its pattern is found in the text.
+
+    Args:
+        patterns: ``{strategy id: regex}`` (strings are compiled with ``flags``; compiled patterns are
+            used as they are). Every key is a declared strategy.
+        valid: Optional regex (or ``callable(x, text) -> bool``) deciding correctness. Without it
+            every parseable text counts as valid, so valid coverage equals raw coverage.
+        flags: ``re`` flags for string patterns (default ``re.MULTILINE``).
+
+    Raises:
+        ValueError: No patterns, or a pattern that does not compile (named in the message).
+    """
+
+    def __init__(
+        self,
+        patterns: Mapping[str, str | re.Pattern[str]],
+        *,
+        valid: str | re.Pattern[str] | Callable[[Any, str], bool] | None = None,
+        flags: int = re.MULTILINE,
+    ) -> None:
+        if not isinstance(patterns, Mapping):
+            raise ValueError(
+                f"patterns must be a mapping of strategy id -> regex, got {type(patterns).__name__}"
+            )
+        self.strategies = _declared(patterns, "RegexRubric")
+        self._patterns: dict[str, re.Pattern[str]] = {}
+        for sid, pat in patterns.items():
+            self._patterns[str(sid)] = self._compile(pat, flags, f"pattern of strategy {sid!r}")
+        if valid is None or callable(valid):
+            self._valid: re.Pattern[str] | Callable[[Any, str], bool] | None = valid
+        else:
+            self._valid = self._compile(valid, flags, "valid pattern")
+
+    @staticmethod
+    def _compile(pattern: str | re.Pattern[str], flags: int, what: str) -> re.Pattern[str]:
+        if isinstance(pattern, re.Pattern):
+            return pattern
+        if not isinstance(pattern, str):
+            raise ValueError(f"the {what} must be a regex string, got {type(pattern).__name__}")
+        try:
+            return re.compile(pattern, flags)
+        except re.error as exc:
+            raise ValueError(f"the {what} does not compile: {exc}") from exc
+
+    def __call__(self, x: Any, y_text: Any) -> ValidationResult:
+        """Strategies whose pattern occurs in ``y_text``; junk is ``parse_ok=False``."""
+        text, reason = coerce_text(y_text)
+        if text is None:
+            return ValidationResult.unparsable(reason or "unusable text")
+        matches = frozenset(s for s, p in self._patterns.items() if p.search(text))
+        if self._valid is None:
+            return ValidationResult.correct(matches)
+        try:
+            ok = (
+                bool(self._valid.search(text))
+                if isinstance(self._valid, re.Pattern)
+                else bool(self._valid(x, text))
+            )
+        except Exception as exc:  # a user validity check must not crash training
+            return ValidationResult.invalid(f"valid check raised {type(exc).__name__}: {exc}", matches)
+        return (
+            ValidationResult.correct(matches)
+            if ok
+            else ValidationResult.invalid("rubric: not valid", matches)
+        )
+
+    def __repr__(self) -> str:
+        return f"RegexRubric({list(self.strategies)})"
+
+
+class CallableLabeler:
+    """Any user function as a labeler.
+
+    The function is called as ``fn(x, text)`` with usable text only (junk is rejected before it is
+    called) and may return:
+
+    * an iterable of strategy ids (the text counts as valid),
+    * a ``(strategy_ids, valid)`` pair, or
+    * a :class:`~seffi.tasks.base.ValidationResult`.
+
+    Ids outside the declared ``strategies`` are dropped (they are not part of the denominator) and
+    named in ``error``; an exception inside ``fn`` becomes ``parse_ok=False`` with its message.
+
+    Args:
+        fn: The labelling function.
+        strategies: The declared strategy ids.
+
+    Raises:
+        ValueError: ``fn`` is not callable or ``strategies`` is empty.
+    """
+
+    def __init__(self, fn: Callable[[Any, str], Any], strategies: Iterable[str]) -> None:
+        if not callable(fn):
+            raise ValueError(f"labeler must be callable, got {type(fn).__name__}")
+        self.fn = fn
+        self.strategies = _declared(strategies, "CallableLabeler")
+        self._known = frozenset(self.strategies)
+
+    def __call__(self, x: Any, y_text: Any) -> ValidationResult:
+        """Run ``fn`` and normalise its answer; never raises."""
+        text, reason = coerce_text(y_text)
+        if text is None:
+            return ValidationResult.unparsable(reason or "unusable text")
+        try:
+            out = self.fn(x, text)
+            if isinstance(out, ValidationResult):
+                result = out
+            else:
+                valid = True
+                if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], bool):
+                    out, valid = out
+                if isinstance(out, (str, bytes)):  # one id, not an iterable of characters
+                    out = (out,)
+                ids = frozenset(str(s) for s in out)
+                result = (
+                    ValidationResult.correct(ids)
+                    if valid
+                    else ValidationResult.invalid("labeler: not valid", ids)
+                )
+        except Exception as exc:  # user code must not crash a training loop
+            return ValidationResult.unparsable(f"labeler raised {type(exc).__name__}: {exc}")
+        unknown = result.strategy_matches - self._known
+        if not unknown:
+            return result
+        note = f"labeler returned undeclared strategy ids {sorted(unknown)} (dropped)"
+        kept = result.strategy_matches & self._known
+        if not result.parse_ok:
+            return result
+        if result.valid:
+            return ValidationResult(parse_ok=True, valid=True, strategy_matches=kept, error=note)
+        return ValidationResult.invalid(f"{result.error}; {note}" if result.error else note, kept)
+
+    def __repr__(self) -> str:
+        return f"CallableLabeler({getattr(self.fn, '__name__', self.fn)!r}, {list(self.strategies)})"
+
+
+def as_labeler(obj: Any, strategies: Iterable[str] | None = None) -> Labeler:
+    """Turn what a user passed into a :class:`Labeler`.
+
+    Args:
+        obj: A :class:`~seffi.tasks.base.Task` (its ``validate_y_text``), a labeler, a mapping of
+            ``{strategy id: regex}`` (a :class:`RegexRubric`), or a callable ``fn(x, text)`` (needs
+            ``strategies``).
+        strategies: Declared strategy ids for a bare callable.
+
+    Returns:
+        A labeler.
+
+    Raises:
+        ValueError: ``obj`` is none of these, or a callable came without ``strategies``.
+    """
+    if isinstance(obj, Task):
+        return TaskLabeler(obj)
+    if isinstance(obj, (TaskLabeler, RegexRubric, CallableLabeler)):
+        return obj
+    if isinstance(obj, Mapping):
+        return RegexRubric(obj)
+    if isinstance(obj, Labeler):  # a user class with .strategies and __call__
+        return obj
+    if callable(obj):
+        if strategies is None:
+            raise ValueError("a labeling function needs the declared strategy ids: pass strategies=[...]")
+        return CallableLabeler(obj, strategies)
+    raise ValueError(
+        f"cannot label with {type(obj).__name__}: pass a seffi Task, a Labeler, a mapping of "
+        "strategy id -> regex, or a callable fn(x, text) with strategies=[...]"
+    )
