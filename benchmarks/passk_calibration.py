@@ -20,7 +20,7 @@ The first row uses rung 3's counts (``seffi ladder``: 32 held-out prompts, n = 6
 evaluation's 1,000 bootstrap replicates); the others vary the prompts and samples (few prompts: a small
 held-out set as in a quick TRL run).
 
-Run ``python benchmarks/passk_calibration.py`` (about 10 minutes on 2 shared cores; ``--seeds N``
+Run ``python benchmarks/passk_calibration.py`` (about 20 minutes on 2 busy shared cores; ``--seeds N``
 datasets per row, default 1,000; ``--quick`` for 200). Needs the ``lm`` extra (transformers).
 """
 
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         cells = []
         for kind in ("prompts", "two-stage"):
             c, w = r[f"{kind}_cover"], r[f"{kind}_width"]
-            extra = f" ({r[f'{kind}_undefined']:.0%} undefined)" if r[f"{kind}_undefined"] else ""
+            extra = f" ({r[f'{kind}_undefined']:.1%} undefined)" if r[f"{kind}_undefined"] else ""
             cells.append(f"{c:.3f} ± {se(c):.3f}  {w:.3f}{extra}")
         print(
             f"{case.name:44s} {r['truth']:+7.3f} | {cells[0]:>27s} | {cells[1]:>24s}"
