@@ -62,6 +62,14 @@ class MonitorConfig:
             :class:`~seffi.callbacks.schedule.RecentRuns`: with ``window`` a multiple of an
             episode-based ``log_every`` the window is exact). ``None``: every run since the start.
             The final report and :meth:`~seffi.callbacks.CoverageMonitor.curves` always use every run.
+        checkpoint_every: Also write a checkpoint (tracker_state.json and report.json, each replaced
+            whole) at the first log after this many more episodes (``None``: by time only).
+        checkpoint_seconds: Write a checkpoint at the first log after this many seconds since the
+            last one (default 300; ``None``: by episodes only). A killed run keeps its last
+            checkpoint: ``seffi report DIR`` renders it and ``resume_from=DIR`` continues from it.
+        resume_from: A run folder holding a checkpoint (or a finished run's tracker_state.json): the
+            monitor starts from its recorded runs and episodes (open runs continue) and, unless
+            ``out_dir`` names another folder, keeps writing into it.
 
     Example:
         >>> cfg = MonitorConfig(budget=16, n_boot=100, wandb="disabled")
@@ -90,14 +98,22 @@ class MonitorConfig:
     task_name: str | None = None
     verbose: int = 0
     window: int | None = 4096
+    checkpoint_every: int | None = None
+    checkpoint_seconds: float | None = 300.0
+    resume_from: str | Path | None = None
 
     def __post_init__(self) -> None:
         if self.budget is not None:
             _positive_int("budget", self.budget)
         _positive_int("log_every", self.log_every)
         _positive_int("log_curves_every", self.log_curves_every)
-        if self.window is not None:
-            _positive_int("window", self.window)
+        for name in ("window", "checkpoint_every"):
+            if getattr(self, name) is not None:
+                _positive_int(name, getattr(self, name))
+        seconds = self.checkpoint_seconds
+        number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+        if seconds is not None and (not number or seconds <= 0):
+            raise SeffiError(f"checkpoint_seconds must be a positive number or None, got {seconds!r}")
         if self.log_unit not in ("episodes", "steps"):
             raise SeffiError(f"log_unit must be 'episodes' or 'steps', got {self.log_unit!r}")
         for name in ("n_boot", "seed", "stream_offset"):

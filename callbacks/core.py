@@ -77,15 +77,23 @@ class CoverageMonitor:
             else EnvBaselines(self.strategies, self.budget, **kwargs)
         )
         self._owns_sinks = cfg.sinks is None
+        resume = Path(cfg.resume_from) if cfg.resume_from is not None else None
+        resumed = monitor_state.read_checkpoint(resume) if resume is not None else None
         if cfg.sinks is None:  # the default pair; a folder that holds a run gets a fresh sibling
-            self.out_dir, self.sinks = own_sinks(cfg.out_dir, cfg.wandb, cfg.plots, cfg.wandb_kwargs)
+            same = resume is not None and (cfg.out_dir is None or Path(cfg.out_dir) == resume)
+            folder = resume if same else cfg.out_dir
+            self.out_dir, self.sinks = own_sinks(folder, cfg.wandb, cfg.plots, cfg.wandb_kwargs, reuse=same)
         else:
             self.out_dir, self.sinks = Path(cfg.out_dir) if cfg.out_dir is not None else None, cfg.sinks
         self.buffer = EpisodeBuffer(self.strategies, self.env_name)
         #: Dates the runs for the streaming logs' window (None: ``window=None``, or merged data).
         self.recent = RecentRuns(cfg.window) if cfg.window is not None else None
         self.reset_tracker()
+        if resumed is not None:  # a checkpoint's runs and episodes; its open runs continue
+            self.load_state_dict(resumed)
         self.schedule = LogSchedule(cfg.log_every, cfg.log_unit, cfg.log_curves_every)
+        #: (episodes, time) of the last checkpoint.
+        self._checkpointed = (self.episodes, time.monotonic())
         self.baseline_sets = BaselineSets()
         self.log_seconds, self.finalized = 0.0, False
         self.last_scalars: dict[str, float] = {}
@@ -116,16 +124,20 @@ class CoverageMonitor:
         if self.recent is not None:
             self.recent.reset(since=self.episodes)
 
-    @property
-    def tracker(self) -> CoverageTracker:
-        """The :class:`~seffi.coverage.CoverageTracker` that owns every counted sample."""
+    def flush(self) -> CoverageTracker:
+        """Fold the buffered episodes into the tracker (run assignment, sums, barcode, latents)."""
         got = self.buffer.drain()
-        if got is not None:  # fold the buffered episodes: run assignment, sums, barcode, latents
+        if got is not None:
             c, hits = got
             self._tracker.record(c.input_id, c.env_index, c.sample_index, c.run_index, hits, c.valid, c.z)
             if self.recent is not None:  # date the runs this batch completed
                 self.recent.folded(self._tracker, self.episodes)
         return self._tracker
+
+    @property
+    def tracker(self) -> CoverageTracker:
+        """The :class:`~seffi.coverage.CoverageTracker` that owns every counted sample (flushed first)."""
+        return self.flush()
 
     @property
     def episodes(self) -> int:
@@ -217,6 +229,8 @@ class CoverageMonitor:
             self.sinks.log_snapshot(comparison, step, self.scope)
         self.schedule.done(step)
         self.last_scalars = scalars
+        if self._checkpoint_due():
+            self.checkpoint()
         self.log_seconds += time.perf_counter() - started
         if self.config.verbose:  # opt-in console progress
             print(keys.progress_line(scalars, self.scope, step, self.episodes, len(self._tracker.keys)))
@@ -370,24 +384,52 @@ class CoverageMonitor:
     shift_streams = staticmethod(monitor_state.shift_streams)
     stream_span = staticmethod(monitor_state.stream_span)
 
-    def report(self) -> Any:
-        """The :class:`seffi.report.schema.Report` of everything recorded so far."""
+    def report(self, **meta: Any) -> Any:
+        """The :class:`seffi.report.schema.Report` of everything recorded so far (plus ``meta`` entries)."""
         comparison = self.snapshot(exact=True)[0] if self.tracker.complete_runs() else None
-        return monitor_report(self, comparison)
+        report = monitor_report(self, comparison)
+        return report.model_copy(update={"meta": {**report.meta, **meta}}) if meta else report
 
-    def finalize(self, step: int | None = None) -> Any:
+    def _checkpoint_due(self) -> bool:
+        every, seconds = self.config.checkpoint_every, self.config.checkpoint_seconds
+        episodes, at = self._checkpointed
+        return (every is not None and self.episodes - episodes >= every) or (
+            seconds is not None and time.monotonic() - at >= seconds
+        )
+
+    def checkpoint(self) -> bool:
+        """Write tracker_state.json and report.json of the run so far (marked ``checkpoint``).
+
+        A killed run keeps its last checkpoint: ``seffi report DIR`` renders it and
+        ``resume_from=DIR`` continues from it. Sinks without files (W&B only, forwarding) skip it.
+
+        Returns:
+            Whether a checkpoint was written.
+        """
+        save = getattr(self.sinks, "checkpoint", None)
+        self._checkpointed = (self.episodes, time.monotonic())
+        if save is None or self.finalized:
+            return False
+        save(self.report(checkpoint=True), self.tracker.state_dict())
+        return True
+
+    def finalize(self, step: int | None = None, *, interrupted: bool = False) -> Any:
         """Log a last time (if ``step`` is new), write the report, close the sinks; idempotent.
 
         Sinks that draw charts (W&B) get the report's coverage chart: C(k) of every policy line of
         the report (everything recorded), iid and oracle, under ``seffi/[<scope>/]curves/coverage``.
 
         A monitor that made its own sinks prints where the report went and the ``wandb sync`` command.
+
+        Args:
+            step: The step of the last log.
+            interrupted: The run was stopped early (Ctrl-C, SIGTERM): the report says so in its meta.
         """
         if self.finalized:
             return None
         if step is not None and (self.last_step is None or step > self.last_step):
             self.log(step)
-        report = self.report()
+        report = self.report(interrupted=True) if interrupted else self.report()
         final = getattr(self.sinks, "log_final_curves", None)
         if final is not None and report.comparisons:  # the chart ends on every policy of the report
             final(report.comparisons[0], None, self.scope)
@@ -405,5 +447,7 @@ class CoverageMonitor:
     def __enter__(self) -> CoverageMonitor:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.finalize()
+    def __exit__(self, exc_type: Any, *exc: object) -> None:
+        # Ctrl-C inside the ``with`` block: what was measured is still written, marked interrupted.
+        stopped = exc_type is not None and issubclass(exc_type, KeyboardInterrupt | SystemExit)
+        self.finalize(interrupted=stopped)

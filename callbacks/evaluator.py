@@ -166,8 +166,12 @@ class CoverageEvaluator:
         """The latest evaluation's curves, long format (see ``CoverageMonitor.to_dataframe``)."""
         return self.monitor.to_dataframe()
 
-    def finalize(self) -> Any:
-        """Write the report (last evaluation + earlier ones as extra lines) and close the sinks."""
+    def finalize(self, *, interrupted: bool = False) -> Any:
+        """Write the report (last evaluation + earlier ones as extra lines) and close the sinks.
+
+        Args:
+            interrupted: Training was stopped early: the report says so in its meta.
+        """
         if self.monitor.finalized:
             return None
         extra = []
@@ -196,6 +200,6 @@ class CoverageEvaluator:
                     )
                 )
         self.monitor.extra_policies = extra
-        return self.monitor.finalize()
+        return self.monitor.finalize(interrupted=interrupted)
 
     close = finalize

@@ -9,13 +9,28 @@ before a state has been checked completely.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from seffi.coverage import _tracker_state as state_io
 from seffi.coverage.tracker import CoverageTracker
 from seffi.errors import SeffiError
 
-__all__ = ["MONITOR_STATE_FORMAT", "loaded", "merged", "pack", "shift_streams", "stream_span", "union"]
+__all__ = [
+    "MONITOR_STATE_FORMAT",
+    "loaded",
+    "merged",
+    "pack",
+    "read_checkpoint",
+    "shift_streams",
+    "stream_span",
+    "union",
+]
+
+#: The tracker state a run folder holds (a checkpoint's, or a finished run's).
+TRACKER_STATE_JSON = "tracker_state.json"
+#: Largest tracker_state.json read back (about 10 bytes per episode: room for 10^8 episodes).
+MAX_STATE_BYTES = 2**30
 
 #: Format tag of ``CoverageMonitor.state_dict`` (version 1 states still load).
 MONITOR_STATE_FORMAT = "seffi.callbacks.monitor/2"
@@ -44,6 +59,27 @@ def unpack(state: Any, like: CoverageTracker) -> tuple[dict[str, Any], int]:
     except (ValueError, KeyError, TypeError) as exc:
         raise SeffiError(f"corrupted CoverageMonitor state: {exc}") from exc
     return checked, episodes
+
+
+def read_checkpoint(folder: Path) -> dict[str, Any]:
+    """The monitor state of a run folder's tracker_state.json: its runs, episodes = samples + skipped.
+
+    Raises:
+        SeffiError: The folder holds no tracker_state.json, or it is not valid JSON.
+    """
+    from seffi.report.safe_load import load_json_file
+
+    path = Path(folder) / TRACKER_STATE_JSON
+    if not path.is_file():
+        raise SeffiError(f"resume_from={folder}: no {TRACKER_STATE_JSON} there (no checkpoint was written)")
+    tracker = load_json_file(path, what="tracker state", max_bytes=MAX_STATE_BYTES, max_depth=16)
+    if not isinstance(tracker, Mapping):
+        raise SeffiError(f"corrupted CoverageMonitor state: {path} does not hold a JSON object")
+    counts = [tracker.get("samples"), tracker.get("skipped")]
+    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+        raise SeffiError(f"corrupted CoverageMonitor state: {path} has no sample counts")
+    # Every episode a monitor folds is either a sample or one beyond its run's budget.
+    return {"format": MONITOR_STATE_FORMAT, "episodes": counts[0] + counts[1], "tracker": dict(tracker)}
 
 
 def loaded(state: Any, like: CoverageTracker) -> tuple[CoverageTracker, int]:

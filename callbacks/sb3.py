@@ -26,6 +26,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from seffi.callbacks.config import MonitorConfig
 from seffi.callbacks.core import CoverageMonitor
 from seffi.callbacks.evaluator import CoverageEvaluator
+from seffi.callbacks.interrupts import StopOnSignal
 from seffi.errors import SeffiError
 from seffi.report.run_folder import default_out_dir, fresh_out_dir
 from seffi.report.sinks import closing_lines, default_sinks
@@ -104,6 +105,7 @@ class CoverageCallback(BaseCallback):
             self.out_dir = default_out_dir()
         self._requested_out_dir = self.out_dir  # later runs are numbered from it (-2, -3, ...)
         self.monitor: CoverageMonitor | None = None
+        self._stop = StopOnSignal()
         # log_at="rollout": the (infos, dones) of the rollout's steps, read in one batch at its end
         self._steps: list[tuple[Any, Any]] | None = None
         self.evaluator: CoverageEvaluator | None = None
@@ -160,7 +162,13 @@ class CoverageCallback(BaseCallback):
     # -- SB3 hooks -----------------------------------------------------------------------------------
 
     def _init_callback(self) -> None:
-        if self.config.sinks is None:
+        # The first Ctrl-C / SIGTERM stops training at the next step so the report is written, then
+        # is delivered as usual (KeyboardInterrupt out of learn()).
+        self._stop = StopOnSignal()
+        self._stop.install()
+        if self.config.sinks is None and self.config.resume_from is not None and self.config.out_dir is None:
+            self.out_dir = Path(self.config.resume_from)  # a resumed run continues its own folder
+        elif self.config.sinks is None:
             # Decided when training starts (every learn() call): a folder that holds an earlier run,
             # even in the "both" layout's sub-folders, is never written into again.
             self.out_dir = fresh_out_dir(self._requested_out_dir, nested=("stream", "eval"))
@@ -212,7 +220,7 @@ class CoverageCallback(BaseCallback):
                 self.monitor.maybe_log(self.num_timesteps)
         if self.evaluator is not None and self.n_calls % self.eval_freq == 0:
             self._evaluate()
-        return True
+        return not self._stop.requested
 
     def _on_rollout_end(self) -> None:
         # The policy is about to change (train() follows): the points of one rollout go out together.
@@ -237,17 +245,20 @@ class CoverageCallback(BaseCallback):
         self.evaluator.evaluate(act, self.num_timesteps)
 
     def _on_training_end(self) -> None:
+        stopped = self._stop.requested
         # Evaluation first: in "both" mode it logs into the run the streaming monitor owns and finishes.
         if self.evaluator is not None:
-            if self.evaluator.n_evals == 0 or self.evaluator.last_step != self.num_timesteps:
+            due = self.evaluator.n_evals == 0 or self.evaluator.last_step != self.num_timesteps
+            if due and not stopped:  # a stop request is answered without a last evaluation
                 self._evaluate()
-            self.eval_report = self.evaluator.finalize()
+            self.eval_report = self.evaluator.finalize(interrupted=stopped)
         if self.monitor is not None:
             if self._steps:  # training stopped inside a rollout
                 self._ingest_steps()
-            self.report = self.monitor.finalize(self.num_timesteps)
+            self.report = self.monitor.finalize(self.num_timesteps, interrupted=stopped)
         if self.config.sinks is None:  # sinks the caller passed in are the caller's to announce
             self._print_closing()
+        self._stop.reraise()  # KeyboardInterrupt after a Ctrl-C; nothing otherwise
 
     def _print_closing(self) -> None:
         """Say once where the report went and how to upload an offline W&B run (as ``seffi run`` does)."""

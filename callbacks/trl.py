@@ -43,7 +43,9 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from seffi._io import write_atomic
 from seffi.callbacks.groups import GroupCoverage, GroupScorer
+from seffi.callbacks.interrupts import StopOnSignal
 from seffi.errors import SeffiError
 
 __all__ = [
@@ -186,6 +188,12 @@ class CoverageTrainerCallback(TrainerCallback):
         self.coverage = coverage
         self.last_logged: dict[str, float] = {}
         self._logged_episodes = -1
+        self._stop = StopOnSignal()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Ask the trainer to stop after a Ctrl-C or SIGTERM (the report is written at train end)."""
+        if self._stop.requested:
+            control.should_training_stop = True
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         """Check K against ``num_generations``; restore a resumed run, else prepare the reference draw.
@@ -195,6 +203,8 @@ class CoverageTrainerCallback(TrainerCallback):
         """
         cov = self.coverage
         cov.configure_groups(getattr(args, "num_generations", None))
+        if state.is_world_process_zero:  # Ctrl-C / SIGTERM: stop at the next step, write, then stop
+            self._stop.install()
         step = int(getattr(state, "global_step", 0) or 0)
         if step > 0:
             self._resume(args, step)
@@ -232,9 +242,7 @@ class CoverageTrainerCallback(TrainerCallback):
         path = checkpoint_state_path(args.output_dir, int(state.global_step))
         if not path.parent.is_dir():
             return  # a custom save location: nothing to put it next to
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(self.coverage.state_dict(), default=_jsonable), encoding="utf-8")
-        tmp.replace(path)
+        write_atomic(path, json.dumps(self.coverage.state_dict(), default=_jsonable))
 
     def metrics(self) -> dict[str, float]:
         """A copy of the latest logged ``seffi/*`` scalars (``{}`` before the first log)."""
@@ -263,6 +271,12 @@ class CoverageTrainerCallback(TrainerCallback):
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Write report.json/md, plots and the tracker state, and print the folder (main process)."""
+        try:
+            self._finish(state)
+        finally:
+            self._stop.reraise()  # KeyboardInterrupt after a Ctrl-C; nothing otherwise
+
+    def _finish(self, state: Any) -> None:
         monitor = self.coverage.monitor
         if monitor is None or not state.is_world_process_zero or monitor.finalized:
             return
@@ -270,7 +284,7 @@ class CoverageTrainerCallback(TrainerCallback):
         if monitor.last_step is not None and step is not None and step <= monitor.last_step:
             # a last log only for completions recorded after the latest one (at a step of its own)
             step = monitor.last_step + 1 if monitor.episodes != self._logged_episodes else None
-        monitor.finalize(step)
+        monitor.finalize(step, interrupted=self._stop.requested)
         from seffi.report.sinks import closing_lines
 
         # W&B is TRL's own run (its integration prints the sync footer); seffi names its local folder.

@@ -21,15 +21,19 @@ seed gives a byte-identical report.json (which holds no timestamps, timings or a
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from seffi._io import write_atomic
 from seffi._seeding import spawn
 from seffi.errors import SeffiError
 from seffi.experiment.config import RunConfig
@@ -471,39 +475,96 @@ def run_experiment(config: RunConfig, *, console: Any = None, overwrite: bool = 
         job_type="seffi-run",
         config=config.public_dict(),
     )
-    results = []
-    with _progress(console, config.progress) as progress:
-        runner = Runner(config, sinks, progress)
-        for name, seed in zip(config.tasks, spawn(config.seed, len(config.tasks)), strict=True):
-            results.append(runner.run_task(name, seed))
-    report = build_report(config, [r.comparison for r in results])
-    state = {name: r.state for name, r in zip(config.tasks, results, strict=True)}
-    save_routers(out, {name: r.router for name, r in zip(config.tasks, results, strict=True)})
+    results: list[TaskResult] = []
+    runner: Runner | None = None
+    try:
+        with _progress(console, config.progress) as progress, _sigterm_as_interrupt():
+            runner = Runner(config, sinks, progress)
+            for name, seed in zip(config.tasks, spawn(config.seed, len(config.tasks)), strict=True):
+                results.append(runner.run_task(name, seed))
+                if len(results) < len(config.tasks):  # a kill from here on keeps the finished tasks
+                    _write_results(out, config, results, sinks, checkpoint=True)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: write what was measured, marked, then stop
+        if results:
+            _write_results(out, config, results, sinks, step=runner.step if runner else 1, interrupted=True)
+            console.print(
+                f"interrupted: the report in {out} covers the {len(results)} finished task(s) of "
+                f"{len(config.tasks)}", soft_wrap=True, markup=False,
+            )  # fmt: skip
+        raise
+    assert runner is not None
+    report, files = _write_results(out, config, results, sinks, step=runner.step)
     from seffi.report.sinks import closing_lines
 
     wandb = sinks.wandb
-    local = sinks.local
-    local.finish(report, state)  # report.json, report.md, plots, tracker_state.json
-    if wandb is not None:
-        for name, path in sorted(local.files.items()):
-            if path.suffix == ".png":
-                wandb.run.log_image(f"seffi/plots/{name}", path, step=max(runner.step, 1))
-        for comparison in report.comparisons:  # one chart per task: every policy, iid and oracle
-            wandb.log_final_curves(comparison, max(runner.step, 1), comparison.slug, image=False)
-        wandb.finish(report, state)  # run.summary, report + tracker state as an artifact
     seconds = time.perf_counter() - start
     console.print(summary_table(report))
     for line in closing_lines(out, wandb, seconds=seconds):
         # soft_wrap: long paths stay on one line, so they can be copied as they are.
         console.print(line, soft_wrap=True, markup=False)
     hint = wandb.run.sync_hint if wandb is not None else None
-    return RunResult(out, report, dict(local.files), seconds, hint)
+    return RunResult(out, report, files, seconds, hint)
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt inside the block (main thread only), so both end the same way."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _write_results(
+    out: Path,
+    config: RunConfig,
+    results: list[TaskResult],
+    sinks: Any,
+    *,
+    step: int = 1,
+    checkpoint: bool = False,
+    interrupted: bool = False,
+) -> tuple[Any, dict[str, Path]]:
+    """Write the report of the finished tasks: a checkpoint (report.json, state), or the final files.
+
+    Returns:
+        (report, local files written).
+    """
+    report = build_report(config, [r.comparison for r in results])
+    marks = {"checkpoint": checkpoint, "interrupted": interrupted}
+    if any(marks.values()):
+        report = report.model_copy(update={"meta": {**report.meta, **{k: v for k, v in marks.items() if v}}})
+    done = list(zip(config.tasks, results, strict=False))  # the finished tasks, in order
+    state = {name: r.state for name, r in done}
+    save_routers(out, {name: r.router for name, r in done})
+    local = sinks.local
+    if checkpoint:
+        local.checkpoint(report, state)
+        return report, dict(local.files)
+    wandb = sinks.wandb
+    local.finish(report, state)  # report.json, report.md, plots, tracker_state.json
+    if wandb is not None:
+        for name, path in sorted(local.files.items()):
+            if path.suffix == ".png":
+                wandb.run.log_image(f"seffi/plots/{name}", path, step=max(step, 1))
+        for comparison in report.comparisons:  # one chart per task: every policy, iid and oracle
+            wandb.log_final_curves(comparison, max(step, 1), comparison.slug, image=False)
+        wandb.finish(report, state)  # run.summary, report + tracker state as an artifact
+    return report, dict(local.files)
 
 
 def save_routers(out: Path, routers: dict[str, dict[str, Any]]) -> None:
     """The trained routers' weights, ``out/routers.json`` (canonical JSON)."""
     try:
-        (out / "routers.json").write_text(json.dumps(routers, sort_keys=True) + "\n", encoding="utf-8")
+        write_atomic(out / "routers.json", json.dumps(routers, sort_keys=True) + "\n")
     except OSError as exc:
         raise SeffiError(f"cannot write {out / 'routers.json'}: {exc.strerror or exc}") from None
 

@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from seffi._io import append_line, read_jsonl, write_atomic
 from seffi.errors import SeffiError
 from seffi.report import keys
 from seffi.report.files import dumps_report, write_report
@@ -98,12 +99,12 @@ class LocalSink:
     def _append(self, path: Path, record: Mapping[str, Any]) -> None:
         line = json.dumps(record, sort_keys=True, default=_json_default)
         # One handle per file for the sink's life (opening per log cost ~0.1 ms, a log's other work
-        # ~1 ms); flushed per record so the file is complete after every log, as readers expect.
+        # ~1 ms); one whole line per record, flushed, so the file is complete after every log (a
+        # write that fails on a full disk is cut back to the last whole line).
         fh = self._handles.get(path)
         if fh is None or fh.closed:
             fh = self._handles[path] = path.open("a", encoding="utf-8")
-        fh.write(line + "\n")
-        fh.flush()
+        append_line(fh, line)
 
     def close(self) -> None:
         """Close the open metrics/snapshots files (a later log reopens them for appending)."""
@@ -124,20 +125,38 @@ class LocalSink:
             {"step": int(step), "scope": scope, "comparison": comparison.model_dump(mode="json")},
         )
 
+    def _write_state(self, tracker_state: Mapping[str, Any]) -> None:
+        path = self.out_dir / TRACKER_STATE_JSON
+        try:
+            write_atomic(path, dumps_state(tracker_state))
+        except OSError as exc:
+            reason = exc.strerror or exc
+            raise SeffiError(f"cannot write {TRACKER_STATE_JSON} to {self.out_dir}: {reason}") from exc
+        self.files[TRACKER_STATE_JSON] = path
+
     def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
-        """Write tracker_state.json and report.json / report.md / plots (each when given); close the logs."""
+        """Write tracker_state.json and report.json / report.md / plots (each when given); close the logs.
+
+        Every file is replaced whole (written aside, then renamed), so a kill or a full disk leaves
+        the previous checkpoint's file or the new one, never a truncated one.
+        """
         self.close()
         if tracker_state is not None:
-            path = self.out_dir / TRACKER_STATE_JSON
-            path.write_text(dumps_state(tracker_state), encoding="utf-8")
-            self.files[TRACKER_STATE_JSON] = path
+            self._write_state(tracker_state)
         if report is not None:
             self.files.update(write_report(self.out_dir, report, plots=self.plots))
 
+    def checkpoint(self, report: Report, tracker_state: Mapping[str, Any]) -> None:
+        """Write tracker_state.json and report.json of a run still in progress (no plots, no report.md).
+
+        ``seffi report DIR`` renders them, and a monitor's ``resume_from=DIR`` continues from them.
+        """
+        self._write_state(tracker_state)
+        self.files.update(write_report(self.out_dir, report, plots=False, markdown=False))
+
     def records(self) -> list[dict[str, Any]]:
-        """Everything logged so far, read back from metrics.jsonl."""
-        text = self.metrics_path.read_text(encoding="utf-8")
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        """Everything logged so far, read back from metrics.jsonl (a partial last line is skipped)."""
+        return read_jsonl(self.metrics_path)
 
 
 class WandbSink:
@@ -284,6 +303,13 @@ class MultiSink:
         for s in self.sinks:
             s.finish(report, tracker_state)
 
+    def checkpoint(self, report: Report, tracker_state: Mapping[str, Any]) -> None:
+        """Checkpoint every sink that keeps files (the local one)."""
+        for s in self.sinks:
+            save = getattr(s, "checkpoint", None)
+            if save is not None:
+                save(report, tracker_state)
+
 
 class NullSink:
     """Drops everything.
@@ -372,7 +398,12 @@ def default_sinks(
 
 
 def own_sinks(
-    out_dir: str | Path | None, wandb: str | None, plots: bool, wandb_kwargs: Mapping[str, Any]
+    out_dir: str | Path | None,
+    wandb: str | None,
+    plots: bool,
+    wandb_kwargs: Mapping[str, Any],
+    *,
+    reuse: bool = False,
 ) -> tuple[Path, Sink]:
     """(folder, sinks) of a callback that makes its own: :func:`default_sinks` in a fresh folder.
 
@@ -382,11 +413,12 @@ def own_sinks(
         wandb: W&B mode (None: ``WANDB_MODE`` if set, else offline).
         plots: Render PNG plots at the end.
         wandb_kwargs: Extra ``wandb.init`` arguments.
+        reuse: Write into ``out_dir`` even though it holds a run (a resumed run continues its folder).
     """
     from seffi.report.run_folder import fresh_out_dir
     from seffi.report.wandb_run import wandb_mode
 
-    folder = fresh_out_dir(out_dir)
+    folder = Path(out_dir) if reuse and out_dir is not None else fresh_out_dir(out_dir)
     # The caller decides which logs are curve snapshots: every snapshot it sends is one.
     mode = wandb_mode(wandb)
     sinks = default_sinks(folder, wandb=mode, log_curves_every=1, plots=plots, **dict(wandb_kwargs))
