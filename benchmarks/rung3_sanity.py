@@ -85,10 +85,10 @@ def pool_gain(
     """The pool gain of the reference against its own iid sample, over measurement seeds."""
     from rich.progress import Progress
 
-    from seffi.callbacks.labelers import as_labeler
     from seffi.coverage import OracleBaseline
     from seffi.experiment import ladder_rung3 as rung3
     from seffi.experiment.runner import Runner
+    from seffi.labelers import as_labeler
     from seffi.models.grpo import reference_iid, seed_of
 
     runner = Runner(cfg.run_config(), [], Progress(disable=True))

@@ -19,7 +19,7 @@ From n samples per held-out prompt (``c`` of them valid; ``Y_s`` of them matchin
   prompts resampled, then each drawn prompt's n samples of each model, the estimators recomputed).
 
 :class:`PassAtKEval` is a ``TrainerCallback`` (TRL's GRPO has no ``compute_metrics``). It labels
-completions with a seffi task or any labeler (:mod:`seffi.callbacks.labelers`), with prompts from the
+completions with a seffi task or any labeler (:mod:`seffi.labelers`), with prompts from the
 task or given as text or as conversational messages (rendered with the tokenizer's chat template, as
 TRL renders them). It samples the reference model once at train begin and the current policy every
 ``every`` steps, adds the scalars to the trainer's logs (``seffi/eval/...``; W&B:
@@ -320,9 +320,8 @@ class PassAtKEval(TrainerCallback):
 
     Args:
         labeler: Who labels completions: a seffi ``Task`` (its ``validate_y_text``; its prompts and
-            reference traces are the defaults below) or any labeler (:func:`seffi.callbacks.labelers.
-            as_labeler`: a ``Labeler``, a ``{strategy: regex}`` rubric, or ``fn(x, text)`` with
-            ``strategies``).
+            reference traces are the defaults below) or any labeler (:func:`seffi.labelers.as_labeler`:
+            a ``Labeler``, a ``{strategy: regex}`` rubric, or ``fn(x, text)`` with ``strategies``).
         inputs: The held-out prompts (never GRPO's training prompts): task inputs (objects with an
             ``id``; the labeler gets the input), or ``{prompt id: prompt}`` with each prompt a text or a
             list of chat messages (the labeler gets the prompt as given).

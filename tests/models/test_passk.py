@@ -22,9 +22,9 @@ from tests.helpers import require
 torch = require("torch", "lm")
 require("transformers", "lm")
 
-from seffi.callbacks.labelers import CallableLabeler, RegexRubric
 from seffi.coverage import IidBaseline, OracleBaseline
 from seffi.errors import SeffiError
+from seffi.labelers import CallableLabeler, RegexRubric
 from seffi.models.passk import (
     PassAtKEval,
     auc_table,
