@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import repeat
+
 import numpy as np
 
 from seffi.coverage.sums import _segment_starts
@@ -9,18 +11,21 @@ from seffi.coverage.sums import _segment_starts
 __all__ = ["RunAssigner"]
 
 _LUT_MAX = 1 << 16  # env indices below this are looked up in an array (larger ones: the dict)
+_SHIFT = 32  # open-run key: input code << 32 | env column
 
 
 class RunAssigner:
     """Which run (tracker stream) each episode end belongs to, and its position k in that run.
 
-    A run is one input's consecutive samples in one env row. With ``run_index`` from the env (seffi
-    envs report it) a run changes when the run index does; otherwise when ``sample_index`` does not
-    increase; without either, after ``budget`` samples. Streams are numbered per input from
-    ``stream_offset`` in order of appearance, so trackers of several workers merge without clashes.
-    Batches where every episode has a ``run_index`` (or none has one and every one has a
-    ``sample_index``) are assigned in numpy; anything else goes through the per-episode loop, with
-    the same result. The open run of each (input, env row) lives in dense arrays, shape (U, E).
+    A run is one input's consecutive samples in one env row. A sample starts a new run when its
+    (input, env row) has no open run; else, when it and the open run's last sample both carry a
+    ``run_index``, when the run index changes; else, when both carry a ``sample_index``, when the
+    sample index does not increase; else after ``budget`` samples. Streams are numbered per input
+    from ``stream_offset`` in order of appearance, so trackers of several workers merge without
+    clashes. Every batch is assigned in numpy (rows that mix the rules within one (input, env row)
+    are worked out sample by sample, with the same result). The open run of each (input, env row)
+    pair seen lives in one row of flat arrays found through a dict: memory grows with the pairs
+    seen, not with inputs x env rows.
 
     Args:
         budget: K.
@@ -29,16 +34,18 @@ class RunAssigner:
 
     def __init__(self, budget: int, stream_offset: int = 0) -> None:
         self.budget, self.stream_offset = int(budget), int(stream_offset)
-        self.env_cols: dict[int, int] = {}  # env index -> column of the open-run arrays
+        self.env_cols: dict[int, int] = {}  # env index -> column (in order of first appearance)
         # env index -> column as an array (-1: none), rebuilt when env_cols grows: a batch's columns
         # in one gather instead of a unique + dict pass per log
         self._env_lut = np.full(0, -1, dtype=np.int64)
         self._lut_for = 0  # len(env_cols) the lookup table was built for
-        # open run of (input code, env column): slot (-1 none), samples so far, last indices (-1 unknown)
-        self.o_slot = np.full((0, 0), -1, dtype=np.int64)
-        self.o_cnt = np.zeros((0, 0), dtype=np.int64)
-        self.o_si = np.full((0, 0), -1, dtype=np.int64)
-        self.o_ri = np.full((0, 0), -1, dtype=np.int64)
+        self._row: dict[int, int] = {}  # (input code << 32 | env column) -> open-run row
+        self.o_key = np.zeros(0, dtype=np.int64)
+        # per row: open run slot (-1 none), its samples so far, its last sample's indices (-1 unknown)
+        self.o_slot = np.zeros(0, dtype=np.int64)
+        self.o_cnt = np.zeros(0, dtype=np.int64)
+        self.o_si = np.zeros(0, dtype=np.int64)
+        self.o_ri = np.zeros(0, dtype=np.int64)
         self.next_stream = np.zeros(0, dtype=np.int64)  # per input: the next local stream number
         self._slot_stream = np.zeros(64, dtype=np.int64)
         self._slot_input = np.zeros(64, dtype=np.int64)
@@ -54,35 +61,36 @@ class RunAssigner:
         """The input code of each run slot: int array, shape (n_slots,)."""
         return self._slot_input[: self.n_slots]
 
+    def ensure_inputs(self, n_inputs: int) -> None:
+        """Room for input codes below ``n_inputs`` (amortised doubling)."""
+        have = self.next_stream.size
+        if n_inputs > have:
+            grown = np.zeros(max(n_inputs, 2 * have, 16), dtype=np.int64)
+            grown[:have] = self.next_stream
+            self.next_stream = grown
+
     def restore_slot(self, u: int, stream: int) -> int:
         """A slot for an existing run of input ``u`` with tracker ``stream`` (when loading a state)."""
-        self._grow(u + 1, 0)
-        return int(self._add_slots(np.array([stream], dtype=np.int64), np.array([u], dtype=np.int64))[0])
+        return int(self.add_slots(np.array([stream], dtype=np.int64), np.array([u], dtype=np.int64))[0])
 
-    def _add_slots(self, streams: np.ndarray, inputs: np.ndarray) -> np.ndarray:
+    def add_slots(self, streams: np.ndarray, inputs: np.ndarray) -> np.ndarray:
+        """Slots for runs with the given streams and input codes (in order); their streams are raised past."""
         n = self.n_slots + streams.size
         if n > self._slot_stream.size:
-            extra = np.zeros(max(n, 2 * self._slot_stream.size), dtype=np.int64)
-            self._slot_stream, self._slot_input = (
-                np.concatenate([self._slot_stream, extra]),
-                np.concatenate([self._slot_input, extra]),
-            )
+            size = max(n, 2 * self._slot_stream.size)
+            for name in ("_slot_stream", "_slot_input"):
+                grown = np.zeros(size, dtype=np.int64)
+                grown[: self.n_slots] = getattr(self, name)[: self.n_slots]
+                setattr(self, name, grown)
         self._slot_stream[self.n_slots : n] = streams
         self._slot_input[self.n_slots : n] = inputs
+        if inputs.size:
+            self.ensure_inputs(int(inputs.max()) + 1)
+            # record() must never reuse a stream: the next one is above every stream in use
+            np.maximum.at(self.next_stream, inputs, streams - self.stream_offset + 1)
         slots = np.arange(self.n_slots, n, dtype=np.int64)
         self.n_slots = n
         return slots
-
-    def _grow(self, n_inputs: int, n_envs: int) -> None:
-        U, E = self.o_slot.shape
-        if n_inputs <= U and n_envs <= E:
-            return
-        U2, E2 = max(n_inputs, U, 2 * U if n_inputs > U else U), max(n_envs, E)
-        for name, fill in (("o_slot", -1), ("o_cnt", 0), ("o_si", -1), ("o_ri", -1)):
-            new = np.full((U2, E2), fill, dtype=np.int64)
-            new[:U, :E] = getattr(self, name)
-            setattr(self, name, new)
-        self.next_stream = np.concatenate([self.next_stream, np.zeros(U2 - U, dtype=np.int64)])
 
     def env_columns(self, env: np.ndarray) -> np.ndarray:
         """Columns of env indices (new indices get new columns, in increasing env index)."""
@@ -99,6 +107,24 @@ class RunAssigner:
         self._lut_for = len(self.env_cols)
         return cols[inv].astype(np.int64)
 
+    def _rows(self, keys: np.ndarray) -> np.ndarray:
+        """Open-run rows of (input << 32 | env column) keys (distinct), new rows for new pairs."""
+        rows = np.fromiter(map(self._row.get, keys.tolist(), repeat(-1)), dtype=np.int64, count=keys.size)
+        new = np.flatnonzero(rows < 0)
+        if new.size:
+            have = len(self._row)
+            fresh = np.arange(have, have + new.size, dtype=np.int64)
+            self._row.update(zip(keys[new].tolist(), fresh.tolist(), strict=True))
+            if have + new.size > self.o_key.size:
+                size = max(have + new.size, 2 * self.o_key.size, 64)
+                for name, fill in (("o_key", 0), ("o_slot", -1), ("o_cnt", 0), ("o_si", -1), ("o_ri", -1)):
+                    grown = np.full(size, fill, dtype=np.int64)
+                    grown[:have] = getattr(self, name)[:have]
+                    setattr(self, name, grown)
+            self.o_key[fresh] = keys[new]
+            rows[new] = fresh
+        return rows
+
     def _new_slots(self, u: np.ndarray) -> np.ndarray:
         """Slots for new runs of inputs ``u`` (in that order), with their streams."""
         order = np.argsort(u, kind="stable")
@@ -107,8 +133,7 @@ class RunAssigner:
         within = np.arange(su.size) - np.flatnonzero(first)[np.cumsum(first) - 1]
         local = np.empty(u.size, dtype=np.int64)
         local[order] = self.next_stream[su] + within
-        np.add.at(self.next_stream, u, 1)
-        return self._add_slots(self.stream_offset + local, u)
+        return self.add_slots(self.stream_offset + local, u)
 
     def assign(
         self, u: np.ndarray, env: np.ndarray, sample_index: np.ndarray, run_index: np.ndarray
@@ -124,69 +149,17 @@ class RunAssigner:
         n = u.shape[0]
         if n == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        e = self.env_columns(env)
-        self._grow(int(u.max()) + 1, len(self.env_cols))
-        if (run_index >= 0).all():
-            got = self._vectorised(u, e, sample_index, run_index, self.o_ri, run_index, True)
-        elif (run_index < 0).all() and (sample_index >= 0).all():
-            got = self._vectorised(u, e, sample_index, run_index, self.o_si, sample_index, False)
-        else:
-            got = None
-        return got if got is not None else self._loop(u, e, sample_index, run_index)
-
-    def _loop(
-        self, u: np.ndarray, e: np.ndarray, sample_index: np.ndarray, run_index: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        n = u.shape[0]
-        slots, ks = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-        rows = zip(u.tolist(), e.tolist(), sample_index.tolist(), run_index.tolist(), strict=True)
-        for i, (ui, ei, si, ri) in enumerate(rows):
-            slot = int(self.o_slot[ui, ei])
-            new = slot < 0
-            if not new:
-                last_si, last_ri = self.o_si[ui, ei], self.o_ri[ui, ei]
-                if ri >= 0 and last_ri >= 0:
-                    new = ri != last_ri
-                elif si >= 0 and last_si >= 0:
-                    new = si <= last_si
-                else:
-                    new = self.o_cnt[ui, ei] >= self.budget
-            if new:
-                slot = int(self._new_slots(np.array([ui]))[0])
-                self.o_slot[ui, ei], self.o_cnt[ui, ei] = slot, 0
-            self.o_cnt[ui, ei] += 1
-            self.o_si[ui, ei], self.o_ri[ui, ei] = si, ri
-            slots[i], ks[i] = slot, self.o_cnt[ui, ei]
-        return slots, ks
-
-    def _vectorised(
-        self,
-        u: np.ndarray,
-        e: np.ndarray,
-        sample_index: np.ndarray,
-        run_index: np.ndarray,
-        last: np.ndarray,
-        key: np.ndarray,
-        differs: bool,
-    ) -> tuple[np.ndarray, np.ndarray] | None:
-        n = u.shape[0]
-        pair = u * self.o_slot.shape[1] + e
+        self.ensure_inputs(int(u.max()) + 1)
+        pair = (u << _SHIFT) | self.env_columns(env)
         order = np.argsort(pair, kind="stable")
-        ps, kk = pair[order], key[order]
+        ps = pair[order]
         gfirst = _segment_starts(ps)
         gstarts = np.flatnonzero(gfirst)
-        gp = ps[gstarts]
-        # reshape(-1): views of the (contiguous) open-run arrays; ``.flat`` indexing costs more per call
-        f_slot, f_cnt, f_si, f_ri = (a.reshape(-1) for a in (self.o_slot, self.o_cnt, self.o_si, self.o_ri))
-        o_slot, o_cnt, o_key = f_slot[gp], f_cnt[gp], last.reshape(-1)[gp]
+        rows = self._rows(ps[gstarts])
+        o_slot, o_cnt = self.o_slot[rows], self.o_cnt[rows]
         has_open = o_slot >= 0
-        if (has_open & (o_key < 0)).any():
-            return None  # an open run without this index: the loop's fallback rules apply
-        prev = np.empty_like(kk)
-        prev[0], prev[1:] = -1, kk[:-1]
-        prev[gstarts] = o_key
-        new = kk != prev if differs else kk <= prev
-        new[gstarts] |= ~has_open
+        si, ri = sample_index[order], run_index[order]
+        new = self._boundaries(si, ri, gfirst, gstarts, has_open, o_cnt, self.o_si[rows], self.o_ri[rows])
         boundary = new | gfirst
         seg = np.cumsum(boundary) - 1
         seg_first = np.flatnonzero(boundary)
@@ -194,40 +167,121 @@ class RunAssigner:
         g_of_seg = np.cumsum(gfirst)[seg_first] - 1
         k = np.arange(n) - seg_first[seg] + 1 + np.where(cont, o_cnt[g_of_seg], 0)[seg]
         seg_slot = np.where(cont, o_slot[g_of_seg], -1)
-        # New runs get slots and streams in the order they appear in the batch, as in the loop.
+        # New runs get slots and streams in the order they appear in the batch.
         fresh = np.flatnonzero(~cont)
         fresh = fresh[np.argsort(order[seg_first[fresh]], kind="stable")]
         seg_slot[fresh] = self._new_slots(u[order[seg_first[fresh]]])
         slot_sorted = seg_slot[seg]
         gends = np.empty_like(gstarts)
         gends[:-1], gends[-1] = gstarts[1:] - 1, n - 1
-        last_orig = order[gends]
-        f_slot[gp] = slot_sorted[gends]
-        f_cnt[gp] = k[gends]
-        f_si[gp] = sample_index[last_orig]
-        f_ri[gp] = run_index[last_orig]
+        last = order[gends]
+        self.o_slot[rows] = slot_sorted[gends]
+        self.o_cnt[rows] = k[gends]
+        self.o_si[rows] = sample_index[last]
+        self.o_ri[rows] = run_index[last]
         slots, ks = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
         slots[order], ks[order] = slot_sorted, k
         return slots, ks
 
+    def _boundaries(
+        self,
+        si: np.ndarray,
+        ri: np.ndarray,
+        gfirst: np.ndarray,
+        gstarts: np.ndarray,
+        has_open: np.ndarray,
+        o_cnt: np.ndarray,
+        o_si: np.ndarray,
+        o_ri: np.ndarray,
+    ) -> np.ndarray:
+        """Whether each sample (grouped by (input, env row), in order) starts a new run."""
+        n, K = si.size, self.budget
+        prev_si, prev_ri = np.empty_like(si), np.empty_like(ri)
+        prev_si[1:], prev_ri[1:] = si[:-1], ri[:-1]
+        prev_si[gstarts], prev_ri[gstarts] = o_si, o_ri  # the open run's last sample (-1 when none)
+        by_ri = (ri >= 0) & (prev_ri >= 0)
+        by_si = ~by_ri & (si >= 0) & (prev_si >= 0)
+        new = np.where(by_ri, ri != prev_ri, by_si & (si <= prev_si))
+        opens = np.zeros(n, dtype=bool)  # a group's first sample without an open run
+        opens[gstarts[~has_open]] = True
+        new |= opens
+        by_count = ~by_ri & ~by_si & ~opens
+        if not by_count.any():
+            return new
+        group = np.cumsum(gfirst) - 1
+        g_size = np.diff(np.r_[gstarts, n])
+        mixed = np.bincount(group, weights=by_count, minlength=gstarts.size) < g_size - opens[gstarts]
+        # Groups ruled by the count alone: a run ends after K samples, counting from the open run's.
+        pure = by_count & ~mixed[group]
+        if pure.any():
+            j = np.arange(n) - gstarts[group]
+            start = np.where(has_open, np.maximum(K - o_cnt, 0), 0)[group]
+            new[pure] = ((j >= start) & ((j - start) % K == 0))[pure]
+        for g in np.flatnonzero(
+            mixed & np.bincount(group, weights=by_count, minlength=gstarts.size).astype(bool)
+        ):
+            a, b = gstarts[g], gstarts[g] + g_size[g]
+            count = int(o_cnt[g]) if has_open[g] else 0
+            for i in range(a, b):  # the rules interleave: sample by sample
+                if by_count[i]:
+                    new[i] = count >= K
+                count = 1 if new[i] else count + 1
+        return new
+
+    def _loop(
+        self, u: np.ndarray, e: np.ndarray, sample_index: np.ndarray, run_index: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The rules of :meth:`assign`, one episode at a time (env columns ``e``): a reference for tests."""
+        n = u.shape[0]
+        slots, ks = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+        rows = zip(u.tolist(), e.tolist(), sample_index.tolist(), run_index.tolist(), strict=True)
+        for i, (ui, ei, si, ri) in enumerate(rows):
+            r = int(self._rows(np.array([(ui << _SHIFT) | ei], dtype=np.int64))[0])
+            slot = int(self.o_slot[r])
+            new = slot < 0
+            if not new:
+                last_si, last_ri = self.o_si[r], self.o_ri[r]
+                if ri >= 0 and last_ri >= 0:
+                    new = ri != last_ri
+                elif si >= 0 and last_si >= 0:
+                    new = si <= last_si
+                else:
+                    new = self.o_cnt[r] >= self.budget
+            if new:
+                slot = int(self._new_slots(np.array([ui], dtype=np.int64))[0])
+                self.o_slot[r], self.o_cnt[r] = slot, 0
+            self.o_cnt[r] += 1
+            self.o_si[r], self.o_ri[r] = si, ri
+            slots[i], ks[i] = slot, self.o_cnt[r]
+        return slots, ks
+
+    def _grow(self, n_inputs: int, n_envs: int) -> None:
+        """Room for input codes below ``n_inputs`` (env rows need none: open runs are keyed by pair)."""
+        del n_envs
+        self.ensure_inputs(n_inputs)
+
     def open_runs(self) -> list[tuple[int, int, int, int, int, int]]:
         """(input code, env index, slot, samples so far, last sample_index, last run_index) of open runs."""
         env_of = {c: e for e, c in self.env_cols.items()}
-        us, cs = np.nonzero(self.o_slot >= 0)
+        n = len(self._row)
+        rows = np.flatnonzero(self.o_slot[:n] >= 0)
+        keys = self.o_key[rows]
+        order = np.argsort(keys, kind="stable")  # by (input code, env column)
         return [
             (
-                int(a),
-                env_of[int(b)],
-                int(self.o_slot[a, b]),
-                int(self.o_cnt[a, b]),
-                int(self.o_si[a, b]),
-                int(self.o_ri[a, b]),
+                int(key >> _SHIFT),
+                env_of[int(key & ((1 << _SHIFT) - 1))],
+                int(self.o_slot[r]),
+                int(self.o_cnt[r]),
+                int(self.o_si[r]),
+                int(self.o_ri[r]),
             )
-            for a, b in zip(us.tolist(), cs.tolist(), strict=True)
+            for key, r in zip(keys[order].tolist(), rows[order].tolist(), strict=True)
         ]
 
     def restore_open(self, u: int, env: int, slot: int, count: int, si: int, ri: int) -> None:
         """Reopen a run (inverse of :meth:`open_runs`)."""
         col = self.env_cols.setdefault(int(env), len(self.env_cols))
-        self._grow(u + 1, len(self.env_cols))
-        self.o_slot[u, col], self.o_cnt[u, col], self.o_si[u, col], self.o_ri[u, col] = slot, count, si, ri
+        self.ensure_inputs(u + 1)
+        r = int(self._rows(np.array([(u << _SHIFT) | col], dtype=np.int64))[0])
+        self.o_slot[r], self.o_cnt[r], self.o_si[r], self.o_ri[r] = slot, count, si, ri

@@ -3,18 +3,24 @@
 The rule (one, everywhere): a row is an input's lowest-stream run, kept for the ``rows`` smallest
 (task, input_id) keys, so the choice depends on neither update nor merge order; a cell is the first
 strategy (declared order; alphabetical when free-form) the sample adds to its run's coverage, else
-its first matched strategy, else -1 (no match). Memory: rows x cols cells.
+its first matched strategy, else -1 (no match). Memory: rows x cols cells. The cells of a batch are
+found in numpy; only a row's start (once per input) is decided in Python, so the cost of a batch does
+not grow with the number of inputs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["BarcodeRows"]
+from seffi.coverage.sums import _segment_starts
 
+__all__ = ["BARCODE_ROWS", "BarcodeRows"]
+
+#: Barcode rows a monitor keeps by default: the 64 smallest (task, input_id) keys.
+BARCODE_ROWS = 64
 _NONE = np.iinfo(np.int64).max  # no row yet: any stream qualifies
 
 
@@ -28,16 +34,25 @@ class BarcodeRows:
 
     def __init__(self, rows: int, cols: int) -> None:
         self.rows, self.cols = int(rows), int(cols)
-        self.data: dict[int, tuple[int, list[int], list[bool]]] = {}  # code -> (stream, cells, new)
+        # code -> [stream, cells (int array, cols), new (bool array, cols), length]
+        self.data: dict[int, list[Any]] = {}
         # The row's stream per input code (_NONE: none yet; -1: never, beyond ``rows``), so the
-        # samples that can be cells are found in numpy and the Python loop never sees the rest.
+        # samples that can be cells are found in numpy.
         self.stream = np.full(16, _NONE, dtype=np.int64)
+        self._worst: int | None = None  # the largest key among the rows (cached while full)
 
     def grow(self, n_inputs: int) -> None:
         """Room for ``n_inputs`` input codes."""
-        if n_inputs > self.stream.size:
-            extra = np.full(max(n_inputs, 2 * self.stream.size) - self.stream.size, _NONE, dtype=np.int64)
-            self.stream = np.r_[self.stream, extra]
+        have = self.stream.size
+        if n_inputs > have:
+            grown = np.full(max(n_inputs, 2 * have), _NONE, dtype=np.int64)
+            grown[:have] = self.stream
+            self.stream = grown
+
+    def rows_held(self) -> Iterator[tuple[int, int, list[int], list[bool]]]:
+        """(code, stream, cells, new flags) of every row (the cells recorded so far)."""
+        for code, (stream, cells, new, length) in self.data.items():
+            yield code, int(stream), cells[:length].tolist(), new[:length].tolist()
 
     def admit(self, code: int, keys: Sequence[Any]) -> bool:
         """Whether input ``code`` may hold a row (evicting the largest key when full; for good)."""
@@ -45,20 +60,31 @@ class BarcodeRows:
             return True
         if not self.data:  # rows == 0: no barcode at all
             return False
-        worst = max(self.data, key=keys.__getitem__)
+        if self._worst is None:
+            self._worst = max(self.data, key=keys.__getitem__)
+        worst = self._worst
         if keys[code] > keys[worst]:
             self.stream[code] = -1
             return False
         del self.data[worst]
         self.stream[worst] = -1
+        self._worst = None
         return True
+
+    def _start(self, code: int, stream: int) -> None:
+        self.data[code] = [stream, np.full(self.cols, -1, dtype=np.int64), np.zeros(self.cols, dtype=bool), 0]
+        self.stream[code] = stream
+        self._worst = None
 
     def put(self, code: int, stream: int, cells: list[int], new: list[bool], keys: Sequence[Any]) -> None:
         """Keep a whole row (from a merged or loaded state) if its stream is the input's lowest."""
+        self.grow(code + 1)
         row = self.data.get(code)
         if (row is None or stream < row[0]) and self.admit(code, keys):
-            self.data[code] = (stream, cells, new)
-            self.stream[code] = stream
+            self._start(code, stream)
+            got = self.data[code]
+            w = min(len(cells), self.cols)
+            got[1][:w], got[2][:w], got[3] = cells[:w], new[:w], w
 
     def add(
         self,
@@ -67,11 +93,11 @@ class BarcodeRows:
         k: np.ndarray,
         hits: np.ndarray,
         streams: np.ndarray,
-        covered: Callable[[int], set[int]],
+        covered: Callable[[np.ndarray], np.ndarray],
         keys: Sequence[Any],
-        col_order: list[int],
+        col_order: np.ndarray,
     ) -> None:
-        """Append the cells of a batch's samples that fall in a barcode row (before they are folded).
+        """Set the cells of a batch's samples that fall in a barcode row (before they are folded).
 
         Args:
             u: int array, shape (N,): input codes.
@@ -79,32 +105,52 @@ class BarcodeRows:
             k: int array, shape (N,): positions in the runs (1-based).
             hits: bool array, shape (N, C): matched columns.
             streams: int array, shape (N,): the runs' streams.
-            covered: ``covered(slot)``: the columns the run covered before this batch.
+            covered: ``covered(slots)``: bool array, shape (len(slots), C), the columns each run
+                covered before this batch.
             keys: (task, input_id) per input code.
-            col_order: columns in the rule's order.
+            col_order: int array: columns in the rule's order.
         """
-        if self.rows == 0:
+        if self.rows == 0 or u.size == 0:
             return
-        cand = np.flatnonzero(streams <= self.stream[u])
-        seen: dict[int, set[int]] = {}
-        for i in cand[np.lexsort((k[cand], slot[cand]))].tolist():
-            code, stream, sl = int(u[i]), int(streams[i]), int(slot[i])
-            row = self.data.get(code)
-            if row is None or stream < row[0]:
-                if k[i] != 1 or not self.admit(code, keys):
-                    continue
-                row = self.data[code] = (stream, [], [])
-                self.stream[code] = stream
-            if stream != row[0] or len(row[1]) >= self.cols:
-                continue
-            got = seen.get(sl)
-            if got is None:
-                got = seen[sl] = covered(sl)
-            matched = [j for j in col_order if hits[i, j]]
-            new = [j for j in matched if j not in got]
-            got.update(matched)
-            row[1].append(new[0] if new else (matched[0] if matched else -1))
-            row[2].append(bool(new))
+        self.grow(int(u.max()) + 1)
+        start = (k == 1) & (streams < self.stream[u])  # a run that may (re)start an input's row
+        if start.any():
+            i = np.flatnonzero(start)
+            i = i[np.lexsort((streams[i], u[i]))]
+            first = i[_segment_starts(u[i])]  # each input's lowest such stream
+            for code, stream in zip(u[first].tolist(), streams[first].tolist(), strict=True):
+                row = self.data.get(code)
+                if (row is None or stream < row[0]) and self.admit(code, keys):
+                    self._start(code, stream)
+        live = np.flatnonzero((streams == self.stream[u]) & (k <= self.cols))
+        if live.size == 0:
+            return
+        live = live[np.lexsort((k[live], slot[live]))]
+        H = hits[live]
+        # What each sample's run had covered before it: before this batch, or by its earlier samples
+        # in it (a running count within each run's segment, the sample's own hits taken out).
+        seg = _segment_starts(slot[live])
+        run_count = np.cumsum(H, axis=0, dtype=np.int64)
+        first = np.maximum.accumulate(np.where(seg, np.arange(seg.size), 0))  # each sample's run start
+        before = np.where((first > 0)[:, None], run_count[np.maximum(first - 1, 0)], 0)
+        seen = covered(slot[live]) | (run_count - H - before > 0)
+        fresh = (H & ~seen)[:, col_order]
+        matched = H[:, col_order]
+        cell = np.where(
+            fresh.any(axis=1),
+            col_order[fresh.argmax(axis=1)],
+            np.where(matched.any(axis=1), col_order[matched.argmax(axis=1)], -1),
+        )
+        is_new = fresh.any(axis=1)
+        codes = u[live]
+        pos = k[live] - 1
+        order = np.argsort(codes, kind="stable")
+        bounds = np.flatnonzero(_segment_starts(codes[order]))
+        for a, b in zip(bounds.tolist(), [*bounds[1:].tolist(), order.size], strict=True):
+            idx = order[a:b]
+            row = self.data[int(codes[idx[0]])]
+            row[1][pos[idx]], row[2][pos[idx]] = cell[idx], is_new[idx]
+            row[3] = max(row[3], int(pos[idx].max()) + 1)
 
     def to_dict(
         self, keys: Sequence[tuple[str, str]], columns: Sequence[str], names: list[str], K: int | None
@@ -115,12 +161,12 @@ class BarcodeRows:
         out: dict[str, Any] = {"rows": [], "input_ids": [], "strategies": names}
         out.update(first_strategy=[], new=[], lengths=[])
         for code in sorted(self.data, key=keys.__getitem__):
-            stream, cells, new = self.data[code]
+            stream, cells, new, length = self.data[code]
             task, x = keys[code]
-            row = [index[columns[c]] if c >= 0 else -1 for c in cells[:cols]]
+            row = [index[columns[c]] if c >= 0 else -1 for c in cells[: min(length, cols)].tolist()]
             out["rows"].append(f"{task}/{x}/{stream}" if task else f"{x}/{stream}")
             out["input_ids"].append(x)
             out["first_strategy"].append(row + [-1] * (cols - len(row)))
-            out["new"].append(list(new[:cols]) + [False] * (cols - len(row)))
-            out["lengths"].append(len(cells))
+            out["new"].append(new[: min(length, cols)].tolist() + [False] * (cols - len(row)))
+            out["lengths"].append(int(length))
         return out

@@ -9,8 +9,9 @@ inputs x K = 256 cost a fraction of a second.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from seffi._seeding import SeedLike, as_seed_sequence
 
 __all__ = [
     "MIN_INPUTS",
+    "bootstrap_blocks",
     "bootstrap_counts",
     "expanded_level",
     "mean_score_interval",
@@ -43,21 +45,55 @@ def bootstrap_counts(strata: Sequence[int] | np.ndarray, n_boot: int, seed: Seed
         within each stratum to that stratum's size.
     """
     strata = np.asarray(strata)
-    if strata.ndim != 1:
-        raise ValueError("strata must be a 1-D array")
+    W = np.zeros((int(n_boot) if _valid_n_boot(n_boot) else 0, strata.size), dtype=np.float64)
+    for _, idx, rows, part in bootstrap_blocks(strata, n_boot, seed, max(int(n_boot), 1)):
+        W[rows, idx] = part
+    return W
+
+
+def _valid_n_boot(n_boot: object) -> bool:
     if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 1:
         raise ValueError(f"n_boot must be a positive integer, got {n_boot!r}")
+    return True
+
+
+def bootstrap_blocks(
+    strata: Sequence[int] | np.ndarray, n_boot: int, seed: SeedLike = 0, block: int = 64
+) -> Iterator[tuple[Any, np.ndarray, slice, np.ndarray]]:
+    """The counts of :func:`bootstrap_counts`, ``block`` replicates of one stratum at a time.
+
+    The draws are those of :func:`bootstrap_counts` with the same seed (one generator, stratum by
+    stratum, replicates in order), so any block size gives the same counts; memory is
+    ``block x stratum size``.
+
+    Args:
+        strata: int array, shape (U,): the stratum (task) of each unit.
+        n_boot: number of replicates B (>= 1).
+        seed: seed for a spawned ``SeedSequence`` stream.
+        block: replicates per block at least (>= 1); more while a block holds at most
+            :data:`_BLOCK_CELLS` counts (so small strata come in one block).
+
+    Yields:
+        ``(stratum, idx, rows, W)``: the stratum, its units (int array), the replicates (a slice of
+        0..B-1) and their counts, float array, shape (len(rows), len(idx)).
+    """
+    strata = np.asarray(strata)
+    if strata.ndim != 1:
+        raise ValueError("strata must be a 1-D array")
+    _valid_n_boot(n_boot)
     rng = np.random.default_rng(as_seed_sequence(seed))
     B = int(n_boot)
-    W = np.zeros((B, strata.size), dtype=np.float64)
     for h in np.unique(strata):
         idx = np.flatnonzero(strata == h)
         n = idx.size
-        # n uniform draws with replacement per replicate, counted in one bincount: the same
-        # multinomial law as rng.multinomial(n, [1/n] * n), several times faster.
-        draws = rng.integers(0, n, size=(B, n)) + (np.arange(B) * n)[:, None]
-        W[:, idx] = np.bincount(draws.ravel(), minlength=B * n).reshape(B, n)
-    return W
+        step = max(block, _BLOCK_CELLS // max(n, 1)) if block < B else B
+        for a in range(0, B, step):
+            b = min(a + step, B)
+            # n uniform draws with replacement per replicate, counted in one bincount: the same
+            # multinomial law as rng.multinomial(n, [1/n] * n), several times faster.
+            draws = rng.integers(0, n, size=(b - a, n)) + (np.arange(b - a) * n)[:, None]
+            part = np.bincount(draws.ravel(), minlength=(b - a) * n).reshape(b - a, n)
+            yield h, idx, slice(a, b), part.astype(np.float64)
 
 
 def ratio_replicates(W: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -103,6 +139,12 @@ def percentile_interval(reps: np.ndarray, level: float = 0.95) -> tuple[np.ndarr
         lo[some], hi[some] = np.nanquantile(flat[:, some], [a, 1.0 - a], axis=0)
     return lo.reshape(reps.shape[1:]), hi.reshape(reps.shape[1:])
 
+
+#: Counts (replicates x units) a bootstrap block may hold: ~30 MB with the draws behind them.
+_BLOCK_CELLS = 1 << 20
+
+#: Cells (units x columns) per chunk of :func:`mean_score_intervals`' per-column statistics.
+_CHUNK_CELLS = 1 << 20
 
 #: Fewer inputs than this and an interval over inputs means little (a percentile bootstrap over 2
 #: or 4 inputs covered the truth 48% and 79% of the time): intervals then cover run-to-run noise
@@ -261,22 +303,34 @@ def mean_score_intervals(
         raise ValueError(f"a score interval over units needs at least 2 units, got {U}")
     if any(a.shape[0] != U for a in arrays):
         raise ValueError("every block needs the same units (first axis)")
-    # (U, columns): one code path for curves and single AUCs; each block's columns stay contiguous.
-    y = np.concatenate([a.reshape(U, -1) for a in arrays], axis=1)
-    bounds = np.cumsum([0] + [a.reshape(U, -1).shape[1] for a in arrays])
+    # (U, columns) per block: one code path for curves and single AUCs. The per-column statistics
+    # are taken over column chunks, so no (U x all columns) copy is ever made (a snapshot over 10^5
+    # inputs); each column sees the same additions as over the whole.
+    flats = [a.reshape(U, -1) for a in arrays]
+    bounds = np.cumsum([0] + [f.shape[1] for f in flats])
     strata = np.zeros(U, dtype=np.int64) if strata is None else np.asarray(strata)
-    mu = y.mean(axis=0)
-    var = stratified_mean_variance(y, strata)
-    floor = np.zeros(y.shape[1])  # its lower bound from 0/1 runs (sum over inputs of binomial)
     groups = np.unique(strata)
-    for h in groups:
-        in_h = strata == h
-        yh = y[in_h]
-        for (_, runs), a, b in zip(blocks, bounds[:-1], bounds[1:], strict=True):
-            if runs is not None:
-                mh = yh[:, a:b].mean(axis=0)
-                r_max = float(np.max(np.asarray(runs)[in_h]))
-                floor[a:b] += yh.shape[0] * mh * (1.0 - mh) / r_max / U**2
+    in_groups = [strata == h for h in groups]
+    width = int(bounds[-1])
+    mu, var = np.empty(width), np.zeros(width)
+    floor = np.zeros(width)  # its lower bound from 0/1 runs (sum over inputs of binomial)
+    chunk = max(2, _CHUNK_CELLS // U)
+    for flat, (_, runs), a in zip(flats, blocks, bounds[:-1], strict=True):
+        for j0, j1 in _chunks(flat.shape[1], chunk):
+            # A single column is padded to two: numpy sums one column pairwise, wider ones row by
+            # row, and row by row is what the whole (units x columns) matrix gets.
+            y = np.zeros((U, max(j1 - j0, 2)))
+            y[:, : j1 - j0] = flat[:, j0:j1]
+            w, cols = j1 - j0, slice(a + j0, a + j1)
+            mu[cols] = y.mean(axis=0)[:w]
+            for in_h in in_groups:
+                yh = y[in_h]
+                if yh.shape[0] > 1:  # a stratum of one unit adds nothing (drawn as itself)
+                    var[cols] += (yh.shape[0] * yh.var(axis=0, ddof=1) / U**2)[:w]
+                if runs is not None:
+                    mh = yh.mean(axis=0)[:w]
+                    r_max = float(np.max(np.asarray(runs)[in_h]))
+                    floor[cols] += yh.shape[0] * mh * (1.0 - mh) / r_max / U**2
     bern = mu * (1.0 - mu) / U  # Var(mean) when every value is 0 or 1: the largest possible
     with np.errstate(divide="ignore", invalid="ignore"):
         phi = np.where(bern > 0, np.maximum(var, floor) / np.where(bern > 0, bern, 1.0), 1.0)
@@ -305,6 +359,14 @@ def mean_score_intervals(
         (lo[a:b].reshape(arr.shape[1:]), hi[a:b].reshape(arr.shape[1:]))
         for arr, a, b in zip(arrays, bounds[:-1], bounds[1:], strict=True)
     ]
+
+
+def _chunks(width: int, size: int) -> list[tuple[int, int]]:
+    """Column ranges of at most ``size`` (>= 2) over 0..width; a last single column joins the one before."""
+    out = [(j, min(j + size, width)) for j in range(0, width, size)]
+    if len(out) > 1 and out[-1][1] - out[-1][0] == 1:
+        out[-2:] = [(out[-2][0], width)]
+    return out
 
 
 def _poisson_lower(x: np.ndarray, alpha: float) -> np.ndarray:

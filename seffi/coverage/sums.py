@@ -2,24 +2,43 @@
 
 Every per-k quantity of a run (coverage after k samples, whether sample k was new, the Kaplan-Meier
 event and at-risk indicators at k, ...) is fixed the moment the run's k-th sample arrives, so the
-curves need only, per input, integer *sums over runs* of those contributions: an array of shape
-(U, K, N_STATS), whose statistics are the column table's (``seffi.coverage.columns``). They come
-from two places that give the same integers — :func:`fold` adds a batch of samples as they arrive
-(the streaming path), :func:`sums_from_runs` derives them from per-run first-hit indices for any K.
-:mod:`seffi.coverage.sums_curves` turns them into curves. Integer sums merge exactly in any order.
+curves need only, per input, integer *sums over runs* of those contributions. They are the 13
+statistics of :data:`BASE_STATS` (then a (risk, event) pair per tau), of which 7 determine the
+rest (:data:`INC_STATS`: the new strategies, whether any, the new strategies of correct samples,
+the first correct sample and the event per tau, each at k): covered is the running sum of new, full
+coverage that of the tau = 1 event, the at-risk count the complete runs minus the earlier events.
+:class:`InputSums` stores those 7 and rebuilds the 13 exactly. The sums come from two places that
+give the same integers — :func:`fold` records a batch of samples in the run table and
+:meth:`InputSums.add_runs` adds each run that completes (the streaming path), :func:`sums_from_runs`
+derives them from per-run first-hit indices for any K. :class:`GroupTotals` keeps the sums added
+up per (complete runs, M_x), so a log's point estimates cost O(groups x K) whatever the number of
+inputs. :mod:`seffi.coverage.sums_curves` turns sums into curves. Integer sums merge exactly in
+any order.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import ClassVar
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
 from seffi.coverage.columns import COLUMNS, PER_K, SUM_STATS
 from seffi.coverage.curves import TAUS
+from seffi.coverage.state import RUN_TABLE_FIELDS
 
-__all__ = ["BASE_STATS", "METRICS", "N_STATS", "InputSums", "RunTable", "fold", "sums_from_runs"]
+__all__ = [
+    "BASE_STATS",
+    "INC_STATS",
+    "METRICS",
+    "N_STATS",
+    "GroupTotals",
+    "InputSums",
+    "RunTable",
+    "fold",
+    "fold_latent",
+    "sums_from_runs",
+]
 
 BY_CURVES = {c.curves_name: c for c in COLUMNS if c.stat}
 #: Statistics summed per (input, k), in storage order (the column table's); ``risk``/``event`` follow
@@ -31,6 +50,15 @@ METRICS: dict[str, int] = {name: SUM_STATS.index(str(BY_CURVES[name].stat)) for 
 PER_STRATEGY: tuple[int, ...] = tuple(j for name, j in METRICS.items() if BY_CURVES[name].per_strategy)
 N_STATS = len(BASE_STATS) + 2 * len(TAUS)
 _S = {name: j for j, name in enumerate(BASE_STATS)}
+#: What :class:`InputSums` stores per (input, k): the statistics the 13 of ``BASE_STATS`` follow from.
+INC_STATS: tuple[str, ...] = ("new", "novel", "valid_new", "valid_first", *(f"event_{t:g}" for t in TAUS))
+N_INC = len(INC_STATS)
+_I = {name: j for j, name in enumerate(INC_STATS)}
+if 1.0 not in TAUS:  # full coverage is the running sum of the tau = 1 event
+    raise ImportError("seffi.coverage.sums needs tau = 1 in TAUS")
+_FULL = _I["event_1"]
+#: Statistics whose per-run value is a count (not 0/1): only their squares differ from their sums.
+SQUARED: tuple[int, ...] = (_S["covered"], _S["new"], _S["valid_covered"])
 
 
 def _need(m: np.ndarray) -> np.ndarray:
@@ -38,12 +66,11 @@ def _need(m: np.ndarray) -> np.ndarray:
     return np.ceil(np.asarray(m, dtype=np.float64)[:, None] * np.array(TAUS)[None, :] - 1e-9).astype(np.int64)
 
 
-# -- state -----------------------------------------------------------------------------------------------
+# -- the run table --------------------------------------------------------------------------------------
 
 
-@dataclass
 class RunTable:
-    """Per run slot, what the curves need: first-hit indices (-1 = never) and lengths.
+    """Per run slot, the declared per-run fields (``seffi.coverage.state.STATE``, ``runs.*``).
 
     Attributes:
         first_hit: int array, shape (S, C): 0-based index of the run's first sample matching column c.
@@ -51,94 +78,171 @@ class RunTable:
         n: int array, shape (S,): samples in the run.
         n_valid: int array, shape (S,): correct samples.
         first_valid: int array, shape (S,): index of the first correct sample, -1 if none.
+        latent_first_hit: int array, shape (S, Z): first sample with latent code z (only when Z > 0).
+
+    Args:
+        columns: strategy columns C.
+        latents: latent codes Z (0: no latent field).
     """
 
-    columns: int
-    first_hit: np.ndarray = field(init=False)
-    first_valid_hit: np.ndarray = field(init=False)
-    n: np.ndarray = field(init=False)
-    n_valid: np.ndarray = field(init=False)
-    first_valid: np.ndarray = field(init=False)
+    def __init__(self, columns: int, latents: int = 0) -> None:
+        self.columns, self.latents = int(columns), int(latents)
+        self.fields = [p for p in RUN_TABLE_FIELDS if p.width != "num_latents" or self.latents > 0]
+        for p in self.fields:
+            setattr(self, p.key, np.full((0, *self._width(p)), p.fill, dtype=np.int64))
 
-    #: Field -> fill value of a fresh slot; the per-run state is declared here once.
-    FIELDS: ClassVar[dict[str, int]] = {
-        "first_hit": -1,
-        "first_valid_hit": -1,
-        "n": 0,
-        "n_valid": 0,
-        "first_valid": -1,
-    }
-    MATRIX_FIELDS: ClassVar[tuple[str, ...]] = ("first_hit", "first_valid_hit")
-
-    def __post_init__(self) -> None:
-        for name, fill in self.FIELDS.items():
-            shape = (0, self.columns) if name in self.MATRIX_FIELDS else (0,)
-            setattr(self, name, np.full(shape, fill, dtype=np.int64))
+    def _width(self, p: Any) -> tuple[int, ...]:
+        if p.width is None:
+            return ()
+        return (self.columns,) if p.width == "columns" else (self.latents,)
 
     def grow(self, n_slots: int, n_columns: int | None = None) -> None:
         """Room for ``n_slots`` slots (amortised doubling) and ``n_columns`` columns."""
         if n_columns is not None and n_columns > self.columns:
-            for name in self.MATRIX_FIELDS:
-                arr = getattr(self, name)
-                pad = np.full((arr.shape[0], n_columns - self.columns), self.FIELDS[name], dtype=np.int64)
-                setattr(self, name, np.concatenate([arr, pad], axis=1))
+            for p in self.fields:
+                if p.width == "columns":
+                    arr = getattr(self, p.key)
+                    pad = np.full((arr.shape[0], n_columns - self.columns), p.fill, dtype=np.int64)
+                    setattr(self, p.key, np.concatenate([arr, pad], axis=1))
             self.columns = n_columns
         have = self.n.shape[0]
         if n_slots > have:
-            extra = max(n_slots, 2 * have, 64) - have
-            for name, fill in self.FIELDS.items():
-                shape = (extra, self.columns) if name in self.MATRIX_FIELDS else (extra,)
-                grown = np.full(shape, fill, dtype=np.int64)
-                setattr(self, name, np.concatenate([getattr(self, name), grown]))
+            size = max(n_slots, 2 * have, 64)
+            for p in self.fields:
+                arr = getattr(self, p.key)
+                grown = np.full((size, *self._width(p)), p.fill, dtype=np.int64)
+                grown[:have] = arr
+                setattr(self, p.key, grown)
 
 
-@dataclass
+# -- per-input sums -------------------------------------------------------------------------------------
+
+
 class InputSums:
     """Per-input sums over an input's complete runs (the sufficient statistics of the curves).
 
     Attributes:
-        sums: int array, shape (U, K, N_STATS): for input u and budget k, the sums over its runs of
-            ``BASE_STATS`` then (risk, event) per tau in ``TAUS``.
-        sq: int array, shape (U, K, N_STATS): the sums of squares (within-input variances).
-        auc_sq: int array, shape (U, 2): sums over runs of A_r^2, A_r = sum_k covered_r(k) (column
-            0) or valid_covered_r(k) (column 1): a run's AUC is A_r / (K M_x).
+        budget: K.
+        inc: int array, shape (U, K, N_INC): per input and budget k the sums over its runs of
+            :data:`INC_STATS` (the 13 statistics of :attr:`sums` follow from them and ``n_runs``).
         n_runs: int array, shape (U,): complete runs per input.
+        sq: int array, shape (U, K, 3), or None: sums of squares of the count statistics
+            (:data:`SQUARED`; an indicator's square is itself), for within-input variances.
+        auc_sq: int array, shape (U, 2), or None: sums over runs of A_r^2, A_r = sum_k covered_r(k)
+            (column 0) or valid_covered_r(k) (column 1): a run's AUC is A_r / (K M_x).
+
+    Args:
+        budget: K.
+        dtype: integer type of ``inc`` (the tracker keeps int32 and widens when a count could overflow).
+        squares: keep ``sq`` and ``auc_sq``.
     """
 
-    budget: int
-    sums: np.ndarray = field(init=False)
-    sq: np.ndarray = field(init=False)
-    auc_sq: np.ndarray = field(init=False)
-    n_runs: np.ndarray = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.sums = np.zeros((0, self.budget, N_STATS), dtype=np.int64)
-        self.sq = np.zeros((0, self.budget, N_STATS), dtype=np.int64)
-        self.auc_sq = np.zeros((0, 2), dtype=np.int64)
+    def __init__(self, budget: int, *, dtype: Any = np.int64, squares: bool = True) -> None:
+        self.budget = int(budget)
+        self.inc = np.zeros((0, self.budget, N_INC), dtype=dtype)
         self.n_runs = np.zeros(0, dtype=np.int64)
+        self.sq = np.zeros((0, self.budget, len(SQUARED)), dtype=np.int64) if squares else None
+        self.auc_sq = np.zeros((0, 2), dtype=np.int64) if squares else None
+
+    @property
+    def n_inputs(self) -> int:
+        """Rows held."""
+        return self.n_runs.shape[0]
+
+    @property
+    def sums(self) -> np.ndarray:
+        """Int array, shape (U, K, N_STATS): ``BASE_STATS`` then (risk, event) per tau, rebuilt exactly."""
+        return self.full()
+
+    def full(self, rows: np.ndarray | slice | None = None) -> np.ndarray:
+        """The 13 statistics of ``rows`` (default all): int array, shape (R, K, N_STATS)."""
+        rows = slice(None) if rows is None else rows
+        return _rebuild(self.inc[rows].astype(np.int64), self.n_runs[rows])
+
+    def squares(self, j: int, rows: np.ndarray | slice | None = None) -> np.ndarray:
+        """Sums of squares of statistic ``j`` over each input's runs: int array, shape (R, K)."""
+        rows = slice(None) if rows is None else rows
+        if j in SQUARED:
+            if self.sq is None:
+                raise ValueError("these sums keep no squares (derive them from the runs)")
+            return self.sq[rows, :, SQUARED.index(j)]
+        return self.full(rows)[:, :, j]
+
+    def _resize(self, n: int) -> None:
+        for name in ("inc", "n_runs", "sq", "auc_sq"):
+            arr = getattr(self, name)
+            if arr is not None:
+                grown = np.zeros((n, *arr.shape[1:]), dtype=arr.dtype)
+                grown[: min(n, arr.shape[0])] = arr[:n]
+                setattr(self, name, grown)
 
     def grow(self, n_inputs: int) -> None:
-        """Room for ``n_inputs`` inputs (amortised doubling)."""
-        have = self.sums.shape[0]
+        """Room for ``n_inputs`` rows (amortised doubling; rows beyond the old ones are zero)."""
+        have = self.n_runs.shape[0]
         if n_inputs > have:
-            extra = max(n_inputs, 2 * have, 16) - have
-            for name in ("sums", "sq", "auc_sq", "n_runs"):
-                arr = getattr(self, name)
-                setattr(self, name, np.concatenate([arr, np.zeros((extra, *arr.shape[1:]), dtype=np.int64)]))
+            self._resize(max(n_inputs, 2 * have, 16))
+
+    def trimmed(self, n: int) -> InputSums:
+        """These sums with exactly ``n`` rows (a view when they already have them)."""
+        if self.n_runs.shape[0] == n:
+            return self
+        out = InputSums(self.budget, dtype=self.inc.dtype, squares=self.sq is not None)
+        for name in ("inc", "n_runs", "sq", "auc_sq"):
+            arr = getattr(self, name)
+            if arr is not None:
+                grown = np.zeros((n, *arr.shape[1:]), dtype=arr.dtype)
+                grown[: min(n, arr.shape[0])] = arr[:n]
+                setattr(out, name, grown)
+        return out
 
     def add(self, other: InputSums) -> None:
         """Add another set of sums over the same inputs (exact: integers)."""
-        U = other.sums.shape[0]
+        U = other.n_runs.shape[0]
         self.grow(U)
-        for name in ("sums", "sq", "auc_sq", "n_runs"):
-            getattr(self, name)[:U] += getattr(other, name)
+        self.add_at(np.arange(U), other)
+
+    def add_at(self, rows: np.ndarray, part: InputSums) -> None:
+        """Add ``part``'s rows to rows ``rows`` (distinct) of these sums (exact, widening if needed)."""
+        if self.inc.dtype != np.int64 and rows.size:
+            top = int(part.inc.max(initial=0)) + int(self.inc[rows].max(initial=0))
+            if top >= np.iinfo(self.inc.dtype).max:
+                self.inc = self.inc.astype(np.int64)  # a count would leave the narrow type: widen once
+        self.inc[rows] += part.inc.astype(self.inc.dtype, copy=False)
+        self.n_runs[rows] += part.n_runs
+        if self.sq is not None and part.sq is not None:
+            self.sq[rows] += part.sq
+            self.auc_sq[rows] += part.auc_sq  # type: ignore[index]
 
     def take(self, order: np.ndarray) -> InputSums:
         """The sums of inputs ``order`` (in that order)."""
-        out = InputSums(self.budget)
-        for name in ("sums", "sq", "auc_sq", "n_runs"):
-            setattr(out, name, getattr(self, name)[order])
+        out = InputSums(self.budget, dtype=self.inc.dtype, squares=self.sq is not None)
+        for name in ("inc", "n_runs", "sq", "auc_sq"):
+            arr = getattr(self, name)
+            if arr is not None:
+                setattr(out, name, arr[order])
         return out
+
+
+def _rebuild(inc: np.ndarray, n_runs: np.ndarray) -> np.ndarray:
+    """The 13 statistics, shape (R, K, N_STATS), from the stored 7 (R, K, N_INC) and complete runs (R,).
+
+    Every step is an integer running sum, so the rebuilt sums are exactly those of the runs.
+    """
+    R, K = inc.shape[:2]
+    out = np.empty((R, K, N_STATS), dtype=np.int64)
+    runs = np.asarray(n_runs, dtype=np.int64)[:, None]
+    out[:, :, _S["runs"]] = runs
+    out[:, :, _S["covered"]] = np.cumsum(inc[:, :, _I["new"]], axis=1)
+    out[:, :, _S["novel"]] = inc[:, :, _I["novel"]]
+    out[:, :, _S["new"]] = inc[:, :, _I["new"]]
+    out[:, :, _S["full"]] = np.cumsum(inc[:, :, _FULL], axis=1)
+    out[:, :, _S["valid_covered"]] = np.cumsum(inc[:, :, _I["valid_new"]], axis=1)
+    out[:, :, _S["valid_any"]] = np.cumsum(inc[:, :, _I["valid_first"]], axis=1)
+    for t in range(len(TAUS)):
+        event = inc[:, :, _I["new"] + 4 + t]
+        out[:, :, 7 + 2 * t] = runs - (np.cumsum(event, axis=1) - event)  # at risk: no event before k
+        out[:, :, 8 + 2 * t] = event
+    return out
 
 
 # -- the streaming update ---------------------------------------------------------------------------------
@@ -160,8 +264,7 @@ def _set_first(target: np.ndarray, cells: np.ndarray, k: np.ndarray) -> None:
     """Write first-hit indices (0-based) into flat ``target`` where it still holds -1 (never).
 
     The smallest k per cell by ``np.minimum.at`` on the cells still unset (a hit in an earlier batch
-    came first: a run's samples come in order): the same integers as sorting the hits by (cell, k),
-    in a third of the numpy calls.
+    came first: a run's samples come in order).
     """
     if cells.size == 0:
         return
@@ -174,42 +277,31 @@ def _set_first(target: np.ndarray, cells: np.ndarray, k: np.ndarray) -> None:
 
 def fold(
     runs: RunTable,
-    sums: InputSums | None,
-    u: np.ndarray,
     slot: np.ndarray,
     k: np.ndarray,
-    hits: np.ndarray | None,
+    hits: np.ndarray,
     valid: np.ndarray,
-    m: np.ndarray,
     *,
     coverage_only: bool = False,
-    hit: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> None:
-    """Add samples to the run table, and each run that completes (reaches K) to the per-input sums.
+    """Record samples in the run table (first hits, lengths, correct samples).
 
-    Samples may come in any order across runs, in order within a run; ``k`` must not exceed
-    ``sums.budget``. A run enters the sums only once complete, so every curve uses the same runs at
-    every k (incomplete runs are counted by the caller, never mixed in). With ``coverage_only`` the
-    correct-sample fields are not kept (the latent-code diagnostic).
+    Samples may come in any order across runs, in order within a run. A run's K-th sample makes it
+    complete: add it to the per-input sums then (:meth:`InputSums.add_runs`).
 
     Args:
         runs: The run table (slots must exist: ``runs.grow`` first).
-        sums: The per-input sums (inputs must exist), or ``None`` to update the run table only.
-        u: int array, shape (N,): input index of each sample.
         slot: int array, shape (N,): run slot.
         k: int array, shape (N,): 1-based position of the sample in its run.
         hits: bool array, shape (N, C): the columns each sample matched.
         valid: bool array, shape (N,): the sample was correct.
-        m: int array, shape (U,): M_x of every input.
-        coverage_only: Keep only what a coverage curve needs.
-        hit: ``np.nonzero(hits)`` when already known (``hits`` may then be None): row-major
-            (sample, column) pairs, e.g. the one latent code of each sample.
+        coverage_only: Keep only the first hits and lengths.
     """
-    if u.shape[0] == 0:
+    if slot.shape[0] == 0:
         return
     C = runs.columns
     np.maximum.at(runs.n, slot, k)
-    i, j = np.nonzero(hits) if hit is None else hit
+    i, j = np.nonzero(hits)
     cells, ki = slot[i] * C + j, k[i]
     _set_first(runs.first_hit, cells, ki)
     if not coverage_only:
@@ -218,20 +310,14 @@ def fold(
         v = np.flatnonzero(valid)
         np.add.at(runs.n_valid, slot[v], 1)
         _set_first(runs.first_valid, slot[v], k[v])
-    if sums is not None:  # a run enters the sums once complete: its K-th sample just arrived
-        done = k == sums.budget
-        if done.any():
-            sl, uu = slot[done], u[done]
-            part, _ = sums_from_runs(
-                runs.first_hit[sl],
-                runs.n[sl],
-                uu,
-                m[: int(uu.max()) + 1],
-                sums.budget,
-                first_valid_hit=None if coverage_only else runs.first_valid_hit[sl],
-                first_valid=None if coverage_only else runs.first_valid[sl],
-            )
-            sums.add(part)
+
+
+def fold_latent(runs: RunTable, slot: np.ndarray, k: np.ndarray, z: np.ndarray) -> bool:
+    """Record each sample's latent code ``z`` (int array, shape (N,); -1 or >= Z: none); True if any."""
+    Z = runs.latents
+    ok = np.flatnonzero((z >= 0) & (z < Z))
+    _set_first(runs.latent_first_hit, slot[ok] * Z + z[ok], k[ok])
+    return bool(ok.size)
 
 
 # -- the same sums from finished runs ---------------------------------------------------------------------
@@ -260,57 +346,65 @@ def _first_hit_histogram(
     return hist[:, 0, :] if bins is None else hist
 
 
-#: Runs per block in :func:`sums_from_runs`: (block, K, N_STATS) int64 stays a few MB.
+#: Runs per block in :func:`sums_from_runs`: (block, K) int64 per statistic stays a few MB.
 _CHUNK = 4096
 
 
-#: Statistics whose per-run value is 0 or 1: their sums of squares are their sums.
-_COUNTS = ("covered", "new", "valid_covered")
-_INDICATOR = np.array([name not in _COUNTS for name in BASE_STATS] + [True] * 2 * len(TAUS))
-
-
-def _run_stats(
+def _run_increments(
     fh: np.ndarray,
     m: np.ndarray,
     K: int,
     fvh: np.ndarray | None,
     fv: np.ndarray | None,
     starts: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-input sums, sums of squares (both (P, K, N_STATS)) and A_r^2 sums (P, 2) of complete runs.
+    squares: bool,
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """Per-group sums of the stored statistics (P, K, N_INC), and squares (P, K, 3), A^2 (P, 2) or None.
 
-    Runs come grouped by input, ``starts`` the first run of each of the P groups. Each statistic is
-    one contiguous (R, K) block (strided writes into (R, K, N_STATS) cost several times more), and
-    only the three count statistics are squared: an indicator's square is itself.
+    Runs come grouped by input, ``starts`` the first run of each of the P groups (np.add.reduceat).
     """
     R = fh.shape[0]
     new = _first_hit_histogram(fh, K)
     covered = np.cumsum(new, axis=1)
-    stats = np.zeros((N_STATS, R, K), dtype=np.int64)
-    stats[_S["runs"]] = 1
-    stats[_S["covered"]] = covered
-    stats[_S["novel"]] = new > 0
-    stats[_S["new"]] = new
-    stats[_S["full"]] = covered >= m[:, None]
-    A = np.zeros((R, 2), dtype=np.int64)
-    A[:, 0] = covered.sum(axis=1)
+    inc = np.zeros((N_INC, R, K), dtype=np.int64)
+    inc[_I["new"]] = new
+    inc[_I["novel"]] = new > 0
+    valid_covered = None
     if fvh is not None:
-        valid_covered = np.cumsum(_first_hit_histogram(fvh, K), axis=1)
-        stats[_S["valid_covered"]] = valid_covered
-        A[:, 1] = valid_covered.sum(axis=1)
+        vnew = _first_hit_histogram(fvh, K)
+        inc[_I["valid_new"]] = vnew
+        valid_covered = np.cumsum(vnew, axis=1)
     if fv is not None:
-        stats[_S["valid_any"]] = (fv[:, None] >= 0) & (fv[:, None] < np.arange(1, K + 1)[None, :])
+        first = (fv >= 0) & (fv < K)
+        inc[_I["valid_first"], np.flatnonzero(first), fv[first]] = 1
     before = covered - new
     need = _need(m)  # (R, T)
     for t in range(need.shape[1]):
-        risk = before < need[:, t : t + 1]
-        stats[7 + 2 * t] = risk
-        stats[8 + 2 * t] = risk & (covered >= need[:, t : t + 1])
-    total = np.add.reduceat(stats, starts, axis=1)  # (N_STATS, P, K)
-    sq = total.copy()
-    for j in np.flatnonzero(~_INDICATOR).tolist():
-        sq[j] = np.add.reduceat(stats[j] * stats[j], starts, axis=0)
-    return total.transpose(1, 2, 0), sq.transpose(1, 2, 0), np.add.reduceat(A * A, starts, axis=0)
+        inc[_I["new"] + 4 + t] = (before < need[:, t : t + 1]) & (covered >= need[:, t : t + 1])
+    total = np.add.reduceat(inc, starts, axis=1).transpose(1, 2, 0)  # (P, K, N_INC)
+    if not squares:
+        return total, None, None
+    sq = np.zeros((starts.size, K, len(SQUARED)), dtype=np.int64)
+    sq[:, :, 0] = np.add.reduceat(covered * covered, starts, axis=0)
+    sq[:, :, 1] = np.add.reduceat(new * new, starts, axis=0)
+    A = np.zeros((R, 2), dtype=np.int64)
+    A[:, 0] = covered.sum(axis=1)
+    if valid_covered is not None:
+        sq[:, :, 2] = np.add.reduceat(valid_covered * valid_covered, starts, axis=0)
+        A[:, 1] = valid_covered.sum(axis=1)
+    return total, sq, np.add.reduceat(A * A, starts, axis=0)
+
+
+def _grouped_runs(unit: np.ndarray, *arrays: np.ndarray | None) -> Iterator[tuple[Any, ...]]:
+    """Runs sorted by input, in blocks of at most ``_CHUNK``: (present inputs, starts, *arrays' blocks)."""
+    order = np.argsort(unit, kind="stable")
+    unit = unit[order]
+    arrays = tuple(None if a is None else a[order] for a in arrays)
+    for a in range(0, unit.size, _CHUNK):
+        b = min(a + _CHUNK, unit.size)
+        starts = np.flatnonzero(_segment_starts(unit[a:b]))
+        counts = np.diff(np.r_[starts, b - a])
+        yield (unit[a:b][starts], starts, counts, unit[a:b], *(None if x is None else x[a:b] for x in arrays))
 
 
 def sums_from_runs(
@@ -324,8 +418,9 @@ def sums_from_runs(
     first_valid: np.ndarray | None = None,
     rarity_bin: np.ndarray | None = None,
     n_bins: int = 4,
+    squares: bool = True,
 ) -> tuple[InputSums, np.ndarray | None]:
-    """The per-input sums of the runs that reached K (what :func:`fold` adds), for any budget K.
+    """The per-input sums of the runs that reached K (what the streaming path adds), for any budget K.
 
     Runs shorter than K are left out: the curves use the same runs at every k, so every input
     weighs the same at every k and C(k) is monotone.
@@ -341,43 +436,129 @@ def sums_from_runs(
         first_valid: int array, shape (R,), or None.
         rarity_bin: int array, shape (R, C): base-probability quantile bin of each column, or None.
         n_bins: number of rarity bins.
+        squares: also sum the squares (within-input variances; :attr:`InputSums.sq`).
 
     Returns:
-        (sums, rarity): ``rarity`` is an int array, shape (U, n_bins, K), of covered strategies per
-        rarity bin summed per input (None without ``rarity_bin``).
+        (sums, rarity): ``sums`` has U rows; ``rarity`` is an int array, shape (U, n_bins, K), of
+        covered strategies per rarity bin summed per input (None without ``rarity_bin``).
     """
     keep = np.asarray(lengths, dtype=np.int64) >= K
-    fh = np.asarray(first_hit, dtype=np.int64)[keep]
-    unit = np.asarray(unit, dtype=np.int64)[keep]
     m = np.asarray(m, dtype=np.int64)
     U = m.shape[0]
-    out = InputSums(K)
-    out.grow(U)
-    for name in ("sums", "sq", "auc_sq", "n_runs"):  # exactly U rows
-        setattr(out, name, getattr(out, name)[:U])
+    out = InputSums(K, squares=squares)
+    out._resize(U)  # exactly U rows
     rarity = None if rarity_bin is None else np.zeros((U, n_bins, K), dtype=np.int64)
     if not keep.any():
         return out, rarity
+    fh = np.asarray(first_hit, dtype=np.int64)[keep]
+    unit = np.asarray(unit, dtype=np.int64)[keep]
     fvh = None if first_valid_hit is None else np.asarray(first_valid_hit, dtype=np.int64)[keep]
     fv = None if first_valid is None else np.asarray(first_valid, dtype=np.int64)[keep]
     rb = None if rarity_bin is None else np.asarray(rarity_bin)[keep]
-    order = np.argsort(unit, kind="stable")
-    fh, unit = fh[order], unit[order]
-    fvh = None if fvh is None else fvh[order]
-    fv = None if fv is None else fv[order]
-    rb = None if rb is None else rb[order]
-    # Runs in chunks, all statistics at once: a (chunk, K, N_STATS) block and one reduction per chunk.
-    for a in range(0, fh.shape[0], _CHUNK):
-        b = min(a + _CHUNK, fh.shape[0])
-        part_fvh, part_fv = (None if x is None else x[a:b] for x in (fvh, fv))
-        starts = np.flatnonzero(_segment_starts(unit[a:b]))
-        present = unit[a:b][starts]
-        total, sq, a_sq = _run_stats(fh[a:b], m[unit[a:b]], K, part_fvh, part_fv, starts)
-        out.sums[present] += total
-        out.sq[present] += sq
-        out.auc_sq[present] += a_sq
-        out.n_runs[present] += np.diff(np.r_[starts, b - a])
+    for present, starts, counts, units, bfh, bfvh, bfv, brb in _grouped_runs(unit, fh, fvh, fv, rb):
+        total, sq, a_sq = _run_increments(bfh, m[units], K, bfvh, bfv, starts, squares)
+        out.inc[present] += total
+        out.n_runs[present] += counts
+        if squares:
+            out.sq[present] += sq  # type: ignore[index]
+            out.auc_sq[present] += a_sq  # type: ignore[index]
         if rarity is not None:
-            by_bin = _first_hit_histogram(fh[a:b], K, rb[a:b], n_bins).cumsum(axis=2)  # type: ignore[index]
+            by_bin = _first_hit_histogram(bfh, K, brb, n_bins).cumsum(axis=2)
             rarity[present] += np.add.reduceat(by_bin, starts, axis=0)
     return out, rarity
+
+
+def run_sums(
+    runs: RunTable,
+    slots: np.ndarray,
+    unit: np.ndarray,
+    m: np.ndarray,
+    K: int,
+    *,
+    latent: bool = False,
+    squares: bool = False,
+) -> InputSums:
+    """Per-input sums (P rows, ``unit`` in 0..P-1) of the complete runs among ``slots`` of a run table.
+
+    Args:
+        runs: The run table.
+        slots: int array, shape (R,): run slots.
+        unit: int array, shape (R,): the row of each run's input, in 0..P-1.
+        m: int array, shape (P,): M_x of each row (Z for the latent codes).
+        K: budget.
+        latent: the sums of the latent codes tried (coverage only) instead of the strategies.
+        squares: also sum the squares.
+    """
+    C = runs.columns
+    if latent:
+        fh, fvh, fv = runs.latent_first_hit[slots], None, None
+    else:
+        fh, fvh, fv = runs.first_hit[slots, :C], runs.first_valid_hit[slots, :C], runs.first_valid[slots]
+    sums, _ = sums_from_runs(
+        fh, runs.n[slots], unit, m, K, first_valid_hit=fvh, first_valid=fv, squares=squares
+    )
+    return sums
+
+
+# -- totals by group, for logs ----------------------------------------------------------------------------
+
+
+class GroupTotals:
+    """The per-input sums added up per group of inputs with the same (complete runs, M_x).
+
+    Every input of a group weighs the same in the point estimates (each run 1 / (runs x M_x)), so
+    the estimates need only the group totals: a log costs O(groups x K), and moving an input whose
+    runs completed from one group to the next costs O(K). Integer totals: any order of updates
+    gives the same numbers.
+
+    Args:
+        budget: K.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = int(budget)
+        self.groups: dict[tuple[int, int], list[Any]] = {}  # (runs, M_x) -> [inputs, (K, N_INC) totals]
+
+    def _apply(self, n: np.ndarray, m: np.ndarray, inc: np.ndarray, sign: int) -> None:
+        keep = n > 0
+        if not keep.any():
+            return
+        n, m, inc = n[keep], m[keep], inc[keep].astype(np.int64)
+        key = n * (np.int64(1) << 21) + m  # M_x < 2^21 (MAX_STRATEGIES)
+        order = np.argsort(key, kind="stable")
+        key, inc = key[order], inc[order]
+        starts = np.flatnonzero(_segment_starts(key))
+        counts = np.diff(np.r_[starts, key.size])
+        totals = np.add.reduceat(inc, starts, axis=0)
+        for g, c, tot in zip(key[starts].tolist(), counts.tolist(), totals, strict=True):
+            entry = self.groups.setdefault((g >> 21, g & ((1 << 21) - 1)), [0, 0])
+            entry[0] += sign * c
+            entry[1] = entry[1] + sign * tot
+            if entry[0] == 0:
+                del self.groups[(g >> 21, g & ((1 << 21) - 1))]
+
+    def move(
+        self, m: np.ndarray, old_n: np.ndarray, old: np.ndarray, new_n: np.ndarray, new: np.ndarray
+    ) -> None:
+        """Inputs whose sums went from (old_n runs, ``old``) to (new_n, ``new``): (R,), (R, K, N_INC)."""
+        self._apply(old_n, m, old, -1)
+        self._apply(new_n, m, new, +1)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(runs, M_x, inputs, totals (G, K, N_INC)) of the groups in sorted (runs, M_x) order."""
+        keys = sorted(self.groups)
+        if not keys:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z, z, np.zeros((0, self.budget, N_INC), dtype=np.int64)
+        n = np.array([k[0] for k in keys], dtype=np.int64)
+        m = np.array([k[1] for k in keys], dtype=np.int64)
+        count = np.array([self.groups[k][0] for k in keys], dtype=np.int64)
+        tot = np.stack([self.groups[k][1] for k in keys])
+        return n, m, count, tot
+
+    @classmethod
+    def of(cls, sums: InputSums, m: np.ndarray) -> GroupTotals:
+        """The group totals of ``sums`` (rows with M_x ``m``)."""
+        out = cls(sums.budget)
+        out._apply(sums.n_runs, np.asarray(m, dtype=np.int64), sums.inc, +1)
+        return out

@@ -14,23 +14,31 @@ from typing import Any
 
 import numpy as np
 
+from seffi.coverage.boot import Replicates
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, check_budget, survival_summary, tau_key
-from seffi.coverage.resampling import (
-    MIN_INPUTS,
-    bootstrap_counts,
-    expanded_level,
-    mean_score_intervals,
-    percentile_interval,
+from seffi.coverage.resampling import MIN_INPUTS, expanded_level, mean_score_intervals, percentile_interval
+from seffi.coverage.sums import (
+    METRICS,
+    N_STATS,
+    PER_STRATEGY,
+    GroupTotals,
+    InputSums,
+    _rebuild,
+    sums_from_runs,
 )
-from seffi.coverage.sums import METRICS, N_STATS, PER_STRATEGY, InputSums, sums_from_runs
 
 __all__ = [
     "curves_from_runs",
     "curves_from_sums",
     "input_auc_contributions",
     "point_from_sums",
+    "point_from_totals",
+    "point_in_order",
     "rarity_labels",
 ]
+
+#: Inputs per block when turning per-input sums into curves (bounds the float copies).
+INPUT_BLOCK = 4096
 
 
 def _weighted(sums: np.ndarray, n_runs: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -84,24 +92,49 @@ def _percentiles(reps: np.ndarray, level: float) -> tuple[Any, Any]:
 
 
 def point_from_sums(sums: InputSums, m: np.ndarray, order: np.ndarray | None = None) -> dict[str, Any]:
-    """Point estimates for a log, O(inputs x K): the fields ``seffi.report.keys`` reads.
+    """Point estimates for a log from per-input sums, O(inputs x K): the fields ``seffi.report.keys`` reads.
+
+    The same numbers as :func:`point_from_totals` of the sums' :class:`~seffi.coverage.sums.GroupTotals`
+    (integer totals per (complete runs, M_x), so neither input order nor merges change a digit).
 
     Args:
         sums: Per-input sums.
         m: int array, shape (U,): M_x per input.
-        order: int array, shape (U,): the order in which inputs are summed (pass a canonical one,
-            e.g. sorted ids, for bit-identical numbers however the data was merged).
+        order: ignored (kept for callers: the integer group totals do not depend on order).
 
     Returns:
         ``k``, the metric curves (float arrays, shape (K,), NaN where no run reached k), ``auc``,
         ``valid_auc`` and ``time_to_coverage`` (list of {tau, median, restricted_mean,
         fraction_censored}).
     """
-    U = m.shape[0]
-    order = np.arange(U) if order is None else order
-    vals, surv = _unpack(_weighted(sums.sums[order], sums.n_runs[order], m[order]).sum(axis=0))
+    del order
+    return point_from_totals(GroupTotals.of(sums, m))
+
+
+def point_from_totals(totals: GroupTotals) -> dict[str, Any]:
+    """Point estimates for a log from the group totals, O(groups x K) (see :func:`point_from_sums`)."""
+    n, m, count, tot = totals.arrays()
+    return _point(_weighted(_rebuild(tot, count * n), n, m).sum(axis=0), totals.budget)
+
+
+def point_in_order(sums: InputSums, m: np.ndarray) -> dict[str, Any]:
+    """Point estimates from per-input sums added input by input in their order (as :func:`curves_from_sums`).
+
+    The numbers of the curves' point estimates, to the last digit (:func:`point_from_sums` adds the
+    same values in another order: they agree to ~1e-16).
+    """
+    total = np.zeros((N_STATS, sums.budget))
+    for a in range(0, sums.n_inputs, INPUT_BLOCK):
+        rows = np.arange(a, min(a + INPUT_BLOCK, sums.n_inputs))
+        st = _weighted(sums.full(rows), sums.n_runs[rows], np.asarray(m)[rows])
+        total = st.sum(axis=0) if a == 0 else np.concatenate([total[None], st]).sum(axis=0)
+    return _point(total, sums.budget)
+
+
+def _point(total: np.ndarray, K: int) -> dict[str, Any]:
+    vals, surv = _unpack(total)
     reached = np.isfinite(vals["coverage"])
-    out: dict[str, Any] = {"k": list(range(1, sums.budget + 1)), **vals}
+    out: dict[str, Any] = {"k": list(range(1, K + 1)), **vals}
     out["auc"] = float(_mean_finite(vals["coverage"])) if reached.any() else None
     out["valid_auc"] = float(_mean_finite(vals["valid_coverage"])) if reached.any() else None
     out["time_to_coverage"] = []
@@ -133,6 +166,7 @@ def curves_from_sums(
     valid: bool = True,
     rarity: np.ndarray | None = None,
     incomplete: int = 0,
+    absent: int = 0,
 ) -> Curves:
     """Curves for k = 1..K over the inputs' complete runs, with intervals.
 
@@ -162,11 +196,13 @@ def curves_from_sums(
         valid: Whether the valid statistics were recorded (else valid curves are ``None``).
         rarity: int array, shape (U, B, K): covered strategies per rarity bin, or None.
         incomplete: Runs that have not reached K (left out; reported in the notes).
+        absent: Inputs without a complete run that ``sums`` does not hold (counted in the notes with
+            those it holds).
     """
     K = sums.budget
     order = np.arange(m.shape[0]) if order is None else np.asarray(order, dtype=np.int64)
     has_runs = sums.n_runs[order] > 0
-    empty = int((~has_runs).sum())
+    empty = int((~has_runs).sum()) + int(absent)
     if strata is not None:
         strata = np.asarray(strata)[has_runs]
     if input_keys is not None:
@@ -174,24 +210,38 @@ def curves_from_sums(
             raise ValueError(f"input_keys has {len(input_keys)} entries for {order.size} inputs")
         input_keys = [key for key, ok in zip(input_keys, has_runs.tolist(), strict=True) if ok]
     order = order[has_runs]
-    part, m = sums.take(order), np.asarray(m)[order]
-    U, R = order.size, int(part.n_runs.sum())
+    m = np.asarray(m)[order]
+    n_runs = sums.n_runs[order]
+    U, R = order.size, int(n_runs.sum())
     if U == 0:
         raise ValueError(f"no run has reached K={K} yet ({incomplete} incomplete runs): no curves")
-    stacked = _weighted(part.sums, part.n_runs, m)  # (U, N_STATS, K)
-    point, surv = _unpack(stacked.sum(axis=0))
     metrics = [name for name in METRICS if valid or name not in ("valid_coverage", "valid_at_k")]
     over_inputs = U >= MIN_INPUTS
     level = expanded_level(ci_level, U) if over_inputs else ci_level
-    reps: dict[str, np.ndarray] = {}
-    surv_reps: dict[str, np.ndarray] = {}
-    if n_boot > 0 and over_inputs:
-        W = bootstrap_counts(np.zeros(U, dtype=np.int64) if strata is None else strata, n_boot, seed)
-        # float32 halves the cost of the one big product; integer counts times values in [0, 1]
-        # summed over a few thousand inputs stay accurate to ~1e-6, far below any CI width.
-        flat = stacked.reshape(U, -1).astype(np.float32)
-        boot = (W.astype(np.float32) @ flat).astype(np.float64)
-        reps, surv_reps = _unpack(boot.reshape(n_boot, N_STATS, K))
+    boot = n_boot > 0 and over_inputs
+    reps = (
+        Replicates(U, K, np.zeros(U, dtype=np.int64) if strata is None else strata, n_boot, seed)
+        if boot
+        else None
+    )
+    # One pass over the inputs in blocks (canonical order): each input's weighted sums (its runs
+    # averaged), summed in order for the point estimates (the same additions as one sum over all),
+    # each input's curves for the score intervals, its AUC share and the bootstrap's data.
+    total: np.ndarray | None = None
+    per_input = {name: np.empty((U, K)) for name in _SCORE_METRICS}
+    num, den, vnum = np.empty((U, K)), np.empty((U, K)), np.empty((U, K))
+    for a in range(0, U, INPUT_BLOCK):
+        b = min(a + INPUT_BLOCK, U)
+        st = _weighted(sums.full(order[a:b]), n_runs[a:b], m[a:b])  # (B, N_STATS, K)
+        total = st.sum(axis=0) if total is None else np.concatenate([total[None], st]).sum(axis=0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for name, out in per_input.items():
+                np.divide(st[:, METRICS[name], :], st[:, 0, :], out=out[a:b])
+        num[a:b], den[a:b], vnum[a:b] = st[:, 1, :], st[:, 0, :], st[:, 5, :]
+        if reps is not None:
+            reps.add(a, st)
+    point, surv = _unpack(total)  # type: ignore[arg-type]
+    draws = reps.result() if reps is not None else None
     c = Curves(
         kind=kind,
         K=K,
@@ -201,7 +251,9 @@ def curves_from_sums(
         full_coverage=point["full_coverage"],
         auc=float(point["coverage"].mean()),
         time_to_coverage={
-            key: TimeToCoverage.from_survival(float(key), surv[key], surv_reps.get(key), level=level)
+            key: TimeToCoverage.from_survival(
+                float(key), surv[key], None if draws is None else draws.survival[key], level=level
+            )
             for key in surv
         },
         runs_at_k=np.full(K, R, dtype=np.int64),
@@ -212,40 +264,37 @@ def curves_from_sums(
         n_boot=int(n_boot),
         seed=seed if n_boot > 0 else None,
     )
-    # Each input's curves (the mean over its complete runs), shape (U, K): the score intervals' data.
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_input = {name: stacked[:, METRICS[name], :] / stacked[:, 0, :] for name in _SCORE_METRICS}
     aucs = [(p, name) for p, name in (("", "coverage"), ("valid_", "valid_coverage")) if name in metrics]
     # Every score interval of the snapshot (curves, then AUCs) in one pass: one Poisson bisection.
-    scored = [name for name in metrics if name in reps and name in _SCORE_METRICS]
-    blocks = [(per_input[name], part.n_runs if _SCORE_METRICS[name] else None) for name in scored]
-    blocks += [(per_input[name].mean(axis=1), None) for _, name in aucs if name in reps]
+    scored = [name for name in metrics if boot and name in _SCORE_METRICS]
+    blocks = [(per_input[name], n_runs if _SCORE_METRICS[name] else None) for name in scored]
+    blocks += [(per_input[name].mean(axis=1), None) for _, name in aucs if boot]
     got = iter(mean_score_intervals(blocks, ci_level, strata=strata) if blocks else [])
     for name in metrics:
         setattr(c, name, point[name])
-        if name not in reps:
+        if not boot or (name not in _SCORE_METRICS and name != "expected_new"):
             continue
-        lo, hi = next(got) if name in _SCORE_METRICS else _percentiles(reps[name], level)
+        lo, hi = next(got) if name in _SCORE_METRICS else _percentiles(draws.expected_new, level)  # type: ignore[union-attr]
         setattr(c, f"{name}_lo", lo)
         setattr(c, f"{name}_hi", hi)
     for prefix, name in aucs:
         setattr(c, f"{prefix}auc", float(point[name].mean()))
-        if name in reps:
+        if boot:
             # The replicates stay: Curves.gain pairs them when per-input contributions are missing.
-            setattr(c, f"{prefix}auc_reps", reps[name].mean(axis=1))
+            setattr(c, f"{prefix}auc_reps", draws.auc if prefix == "" else draws.valid_auc)  # type: ignore[union-attr]
             lo, hi = next(got)
             setattr(c, f"{prefix}auc_lo", float(lo))
             setattr(c, f"{prefix}auc_hi", float(hi))
     if n_boot > 0 and not over_inputs:
-        _within_input_intervals(c, part, m, metrics, ci_level)
+        _within_input_intervals(c, sums.take(order), m, metrics, ci_level)
     # Each input's share of the AUCs, for Curves.gain's paired (inputs jointly) bootstrap.
-    c.input_auc = input_auc_contributions(stacked[:, 1, :], stacked[:, 0, :])
+    c.input_auc = input_auc_contributions(num, den)
     if valid:
-        c.input_valid_auc = input_auc_contributions(stacked[:, 5, :], stacked[:, 0, :])
+        c.input_valid_auc = input_auc_contributions(vnum, den)
     if input_keys is not None:
         c.input_keys = [(None if t is None else str(t), str(i)) for t, i in input_keys]
     if rarity is not None:
-        w = (1.0 / part.n_runs / m)[:, None, None]
+        w = (1.0 / n_runs / m)[:, None, None]
         c.coverage_by_rarity = (rarity[order] * w).sum(axis=0) / U  # (B, K)
         c.rarity_bins = rarity_labels(rarity.shape[1])
     if incomplete or empty:
@@ -266,6 +315,7 @@ def _within_input_intervals(
     has variance sum_u s_u^2 / R_u / U^2. It covers these inputs' run-to-run noise only.
     """
     U, R = part.n_runs.shape[0], part.n_runs
+    full = part.full()
     if (R < 2).any():
         c.notes.append(
             f"no interval: only {U} input(s), too few to resample (fewer than {MIN_INPUTS}), and an input "
@@ -284,7 +334,7 @@ def _within_input_intervals(
     for name in metrics:
         j = METRICS[name]
         scale = 1.0 / m if j in PER_STRATEGY else np.ones(U)
-        err = se(part.sums[:, :, j].astype(np.float64), part.sq[:, :, j].astype(np.float64), scale)
+        err = se(full[:, :, j].astype(np.float64), part.squares(j).astype(np.float64), scale)
         value = getattr(c, name)
         top = 1.0 if name != "expected_new" else np.inf
         setattr(c, f"{name}_lo", np.clip(value - z * err, 0.0, top))
@@ -293,7 +343,7 @@ def _within_input_intervals(
     for col, (prefix, name) in enumerate((("", "coverage"), ("valid_", "valid_coverage"))):
         if name not in metrics:
             continue
-        total = part.sums[:, :, METRICS[name]].sum(axis=1).astype(np.float64)
+        total = full[:, :, METRICS[name]].sum(axis=1).astype(np.float64)
         err = float(se(total, part.auc_sq[:, col].astype(np.float64), 1.0 / (K * m)))
         value = getattr(c, f"{prefix}auc")
         setattr(c, f"{prefix}auc_se", err)

@@ -1,57 +1,61 @@
 """``CoverageTracker``: the one owner of recorded run data — runs, inputs, barcode, latent codes.
 
-The per-run fields are declared once (``seffi.coverage.sums.RunTable.FIELDS``, with their fill
-values): growing, saving and loading iterate them. :data:`STATE` states how each part of the state
-merges; ``seffi.coverage._tracker_state`` implements those rules for ``merge``, ``state_dict`` /
-``load_state_dict`` and stream shifting. A run is one
-input's sample sequence in one stream; per run we keep first-hit indices (``seffi.coverage.sums.
-RunTable``), so memory is O(runs x strategies), never O(samples). With a ``budget`` K the per-input
-sums of the curves are also kept up to date as samples arrive, so a log costs O(inputs x K).
+The state is declared once (:data:`seffi.coverage.state.STATE`: every part with its bounds and merge
+rule); ``reset``, ``merge``, ``state_dict`` / ``load_state_dict`` and stream shifting follow from it. A
+run is one input's sample sequence in one stream; per run we keep first-hit indices
+(``seffi.coverage.sums.RunTable``), so memory is O(runs x strategies), never O(samples). With a
+``budget`` K the per-input sums of the curves are updated as runs complete, only for the inputs
+they belong to, and their totals per (complete runs, M_x) too: a batch costs what it holds, a log
+O(groups x K), whatever the number of inputs.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
 
-from seffi.coverage import _tracker_state as state_io
-from seffi.coverage._common import _input_id, _int_array, _match_set, rarity_bin_matrix
+from seffi.coverage import state as state_io
+from seffi.coverage._common import _input_id, rarity_bin_matrix
 from seffi.coverage.assign import RunAssigner
-from seffi.coverage.barcode import BarcodeRows
+from seffi.coverage.barcode import BARCODE_ROWS, BarcodeRows
 from seffi.coverage.curves import Curves, check_budget
-from seffi.coverage.sums import InputSums, RunTable, _segment_starts, fold, sums_from_runs
-from seffi.coverage.sums_curves import curves_from_sums, point_from_sums
+from seffi.coverage.resampling import MIN_INPUTS
+from seffi.coverage.state import MAX_BUDGET, MAX_LATENTS, MAX_STRATEGIES, STATE, STATE_FORMAT
+from seffi.coverage.sums import (
+    GroupTotals,
+    InputSums,
+    RunTable,
+    fold,
+    fold_latent,
+    run_sums,
+    sums_from_runs,
+)
+from seffi.coverage.sums_curves import curves_from_sums, point_from_totals, point_in_order
+from seffi.coverage.tracker_update import UpdatePath
 
-__all__ = ["STATE", "STATE_FORMAT", "CoverageTracker"]
+__all__ = ["BARCODE_ROWS", "STATE", "STATE_FORMAT", "CoverageTracker"]
 
-STATE_FORMAT = state_io.STATE_FORMAT
-#: How each part of the recorded state combines in ``merge`` (the rules ``_tracker_state`` implements).
-STATE: dict[str, str] = {
-    "inputs": "union by (task, input id); M_x must agree",
-    "runs": "disjoint union by (task, input id, stream); a run in both trackers is an error",
-    "barcode": "per input, the row of its lowest stream; the barcode_rows smallest inputs",
-    "latent": "per run, like runs (latent codes tried: a diagnostic, never strategy coverage)",
-    "open_runs": "kept from the tracker merged into (resume); a merged-in tracker's runs are closed",
-    "samples, valid, skipped": "sums",
-}
+_BIG = 2**53
 
 
-class CoverageTracker:
+class CoverageTracker(UpdatePath):
     """Records, per (input, stream) run, which strategies were covered and when.
 
     Args:
         strategies: the declared strategy ids (a sequence of str; unknown ids raise), or an int M:
-            strategies are then free-form ids and M is the default denominator. None: free-form ids;
-            every input's M_x must then come with its first ``update``.
+            strategies are then free-form ids and M is the default denominator (and the largest
+            M_x). None: free-form ids; every input's M_x must then come with its first ``update``.
         task: task name; runs of different tasks form separate bootstrap strata after ``merge``.
-        budget: K, or None. With K, only each run's first K samples are recorded (later ones are
-            counted in ``skipped``), per-input sums are kept for O(inputs x K) logs, and
-            :meth:`curves` defaults to K.
+        budget: K (at most ``state.MAX_BUDGET``), or None. With K, only each run's first K samples
+            are recorded (later ones are counted in ``skipped``), per-input sums are kept as runs
+            complete, and :meth:`curves` defaults to K.
         barcode_rows: keep the strategy barcode of this many inputs (the smallest (task, input_id)
-            keys, so the choice does not depend on update or merge order). 0 keeps none.
+            keys, so the choice does not depend on update or merge order). 0 keeps none; a
+            monitor keeps :data:`BARCODE_ROWS`.
         barcode_cols: samples kept per barcode row.
         num_latents: Z > 0 records which latent codes each run tried (``record(..., z=...)``).
         stream_offset: first stream number of runs that :meth:`record` opens.
@@ -80,8 +84,8 @@ class CoverageTracker:
         if isinstance(strategies, bool):
             raise ValueError("strategies must be a sequence of ids, a count or None")
         if isinstance(strategies, int | np.integer):
-            if strategies < 1:
-                raise ValueError(f"strategy count must be >= 1, got {strategies}")
+            if not 1 <= strategies <= MAX_STRATEGIES:
+                raise ValueError(f"strategy count must be in [1, {MAX_STRATEGIES}], got {strategies}")
             self.strategies: tuple[str, ...] | None = None
             self.num_strategies: int | None = int(strategies)
         elif strategies is None:
@@ -90,43 +94,52 @@ class CoverageTracker:
             if isinstance(strategies, str) or not all(isinstance(s, str) for s in strategies):
                 raise ValueError(f"strategies must be a sequence of str ids, got {strategies!r}")
             ids = tuple(strategies)
-            if not ids or len(set(ids)) != len(ids):
-                raise ValueError(f"strategies must be non-empty and unique, got {ids!r}")
+            if not ids or len(set(ids)) != len(ids) or len(ids) > MAX_STRATEGIES:
+                raise ValueError(
+                    f"strategies must be non-empty and unique (at most {MAX_STRATEGIES}), got {ids!r}"
+                )
             self.strategies, self.num_strategies = ids, len(ids)
         if not isinstance(task, str):
             raise ValueError(f"task must be a str, got {task!r}")
-        for name, v in (
-            ("barcode_rows", barcode_rows),
-            ("barcode_cols", barcode_cols),
-            ("num_latents", num_latents),
-            ("stream_offset", stream_offset),
+        for name, v, hi in (
+            ("barcode_rows", barcode_rows, 2**31),
+            ("barcode_cols", barcode_cols, MAX_BUDGET),
+            ("num_latents", num_latents, MAX_LATENTS),
+            ("stream_offset", stream_offset, _BIG - 1),
         ):
-            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 0:
-                raise ValueError(f"{name} must be a non-negative int, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int | np.integer) or not 0 <= v <= hi:
+                raise ValueError(f"{name} must be an int in [0, {hi}], got {v!r}")
         self.task = task
         self.budget = None if budget is None else check_budget(budget)
+        if self.budget is not None and self.budget > MAX_BUDGET:
+            raise ValueError(f"budget K must be at most {MAX_BUDGET}, got {budget}")
         self.barcode_rows, self.barcode_cols = int(barcode_rows), int(barcode_cols)
         self.num_latents, self.stream_offset = int(num_latents), int(stream_offset)
         self.reset()
 
     def reset(self) -> None:
-        """Drop everything recorded (the declared state back to empty)."""
+        """Drop everything recorded (every part of :data:`~seffi.coverage.state.STATE` back to empty)."""
         self.columns: list[str] = list(self.strategies or ())
         self._col = {s: j for j, s in enumerate(self.columns)}
         self.keys: list[tuple[str, str]] = []  # input code -> (task, input_id)
         self._code: dict[Any, int] = {}  # (task, input_id) -> input code (and raw ids on the record path)
         self._m = np.zeros(16, dtype=np.int64)  # M_x per input code (capacity doubles)
         self.assigner = RunAssigner(self.budget or 1, self.stream_offset)
-        self._slot_of: dict[tuple[int, int], int] = {}  # (input code, stream) -> slot
-        self.runs = RunTable(len(self.columns))
-        self.sums = InputSums(self.budget) if self.budget else None
-        self.latent_runs = RunTable(self.num_latents) if self.num_latents else None
-        self.latent_sums = InputSums(self.budget) if self.budget and self.num_latents else None
-        self.has_latent = False
+        self._slots: dict[tuple[int, int], int] = {}  # (input code, stream) -> slot, synced lazily
+        self._slots_synced = 0
+        self.runs = RunTable(len(self.columns), self.num_latents)
+        # Per-input sums of complete runs: a row per input with a complete run (``_row_of``).
+        self.sums = InputSums(self.budget, dtype=np.int32, squares=False) if self.budget else None
+        self.totals = GroupTotals(self.budget) if self.budget else None
+        self._row_of = np.full(16, -1, dtype=np.int64)  # input code -> row of ``sums`` (-1: none)
+        self._row_code = np.zeros(0, dtype=np.int64)  # row of ``sums`` -> input code
         self.bar = BarcodeRows(self.barcode_rows, self.barcode_cols)
-        self.samples = self.valid = self.skipped = 0
+        for p in state_io.COUNTERS:
+            setattr(self, p.name, bool(p.fill) if p.kind == "bool" else p.fill)
         self._order: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
-        self._point: tuple[Any, Any, dict[str, Any]] = (None, None, {})  # (sums, key, point()) last
+        self._rule: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
+        self._version = 0  # bumped whenever the sums change
+        self._point: tuple[int, dict[str, Any]] = (-1, {})
 
     @property
     def m(self) -> np.ndarray:
@@ -141,13 +154,11 @@ class CoverageTracker:
             code = self._code[key] = len(self.keys)
             self.keys.append(key)
             if code >= self._m.size:
-                self._m = np.r_[self._m, np.zeros(self._m.size, dtype=np.int64)]
+                grown = np.zeros(2 * self._m.size, dtype=np.int64)
+                grown[: self._m.size] = self._m
+                self._m = grown
             self._m[code] = m
-            self.assigner._grow(code + 1, 0)
-            if self.sums is not None:
-                self.sums.grow(code + 1)
-            if self.latent_sums is not None:
-                self.latent_sums.grow(code + 1)
+            self.assigner.ensure_inputs(code + 1)
         return code
 
     def _column(self, s: str) -> int:
@@ -165,8 +176,11 @@ class CoverageTracker:
         if num_strategies is not None:
             if isinstance(num_strategies, bool) or not isinstance(num_strategies, int | np.integer):
                 raise ValueError(f"num_strategies must be an int, got {num_strategies!r}")
-            if num_strategies < 1:
-                raise ValueError(f"num_strategies must be >= 1, got {num_strategies}")
+            top = self.num_strategies or MAX_STRATEGIES
+            if not 1 <= num_strategies <= top:
+                raise ValueError(
+                    f"num_strategies must be in [1, {top}] (the tracker's count), got {num_strategies}"
+                )
             if known is not None and known != num_strategies:
                 raise ValueError(f"input {key[1]!r} already has M_x={known}, got {num_strategies!r}")
             return int(num_strategies)
@@ -178,144 +192,27 @@ class CoverageTracker:
             f"input {key[1]!r}: no strategy count; pass num_strategies= or declare strategies on the tracker"
         )
 
-    def _order_key(self, s: str) -> tuple[int, str]:
-        """Declared order when strategies are declared, else alphabetical."""
-        return (self.strategies.index(s), s) if self.strategies is not None else (0, s)
+    def _rule_order(self) -> np.ndarray:
+        """Columns in the barcode rule's order: declared order when declared, else alphabetical."""
+        if self._rule[0] != len(self.columns):
+            order = sorted(range(len(self.columns)), key=self.columns.__getitem__)
+            if self.strategies is not None:
+                order = list(range(len(self.columns)))  # the columns are the declared strategies
+            self._rule = (len(self.columns), np.array(order, dtype=np.int64))
+        return self._rule[1]
+
+    @property
+    def _slot_of(self) -> dict[tuple[int, int], int]:
+        """(input code, stream) -> slot of every run (brought up to date when asked for)."""
+        S = self.assigner.n_slots
+        if self._slots_synced < S:
+            a = self._slots_synced
+            inputs, streams = self.assigner.slot_input[a:].tolist(), self.assigner.slot_stream[a:].tolist()
+            self._slots.update(zip(zip(inputs, streams, strict=True), range(a, S), strict=True))
+            self._slots_synced = S
+        return self._slots
 
     # -- recording -----------------------------------------------------------------------------------
-
-    def update(
-        self,
-        input_id: str | int,
-        matches: Iterable[str],
-        *,
-        valid: bool = True,
-        stream: int = 0,
-        num_strategies: int | None = None,
-    ) -> None:
-        """Record one sample of ``input_id`` in ``stream`` (each (input, stream) is one run, in order).
-
-        Args:
-            input_id: the input.
-            matches: strategy ids the sample's trace matches (empty for parse failures/off-strategy).
-            valid: whether the sample is a correct solution.
-            stream: the stream (e.g. vector-env index) the sample belongs to.
-            num_strategies: M_x for this input (defaults to the declared count); fixed once set.
-        """
-        if not isinstance(valid, bool | np.bool_):
-            raise ValueError(f"valid must be a bool, got {valid!r}")
-        if isinstance(stream, bool) or not isinstance(stream, int | np.integer) or stream < 0:
-            raise ValueError(f"stream must be a non-negative int, got {stream!r}")
-        self.update_many(
-            [input_id], [matches], valid=bool(valid), stream=int(stream), num_strategies=num_strategies
-        )
-
-    def update_many(
-        self,
-        input_ids: Sequence[str | int],
-        matches: np.ndarray | Sequence[Iterable[str]],
-        *,
-        valid: bool | Sequence[bool] | np.ndarray = True,
-        stream: int | Sequence[int] | np.ndarray = 0,
-        num_strategies: int | None = None,
-    ) -> None:
-        """Record N samples at once: exactly ``update(input_ids[i], matches[i], ...)`` for i = 0..N-1.
-
-        The whole batch is checked before anything is recorded: on ValueError the tracker is unchanged.
-
-        Args:
-            input_ids: the N inputs, in sample order.
-            matches: bool array, shape (N, M), whose columns are the declared ``strategies``, or N
-                iterables of strategy ids.
-            valid: bool array, shape (N,), or one bool for every sample.
-            stream: non-negative int array, shape (N,), or one stream for every sample.
-            num_strategies: M_x for every input of the batch (as in :meth:`update`).
-        """
-        ids = [_input_id(x) for x in input_ids]
-        n = len(ids)
-        if isinstance(matches, np.ndarray) and matches.ndim == 2:
-            if self.strategies is None:
-                raise ValueError("a match matrix needs declared strategies (its columns)")
-            if matches.dtype != np.bool_ or matches.shape != (n, len(self.strategies)):
-                raise ValueError(
-                    f"matches must be a bool array of shape ({n}, {len(self.strategies)}), "
-                    f"got {matches.dtype} {matches.shape}"
-                )
-            mat, names = matches, list(self.strategies)
-        else:
-            sets = [_match_set(ms) for ms in matches]
-            if len(sets) != n:
-                raise ValueError(f"{n} input ids but {len(sets)} match sets")
-            union = frozenset().union(*sets)
-            if self.strategies is not None:
-                unknown = sorted(union.difference(self.strategies))
-                if unknown:
-                    raise ValueError(f"unknown strategy ids {unknown}; declared: {list(self.strategies)}")
-                names = list(self.strategies)
-            else:
-                names = sorted(union)
-            index = {s: j for j, s in enumerate(names)}
-            mat = np.zeros((n, len(names)), dtype=bool)
-            for i, fs in enumerate(sets):
-                mat[i, [index[s] for s in fs]] = True
-        v = np.asarray(valid)
-        if v.dtype != np.bool_ or v.ndim > 1 or (v.ndim == 1 and v.shape[0] != n):
-            raise ValueError(f"valid must be a bool or a bool array of shape ({n},)")
-        v = np.broadcast_to(v, (n,))
-        st = _int_array(stream, n, "stream")
-        if n == 0:
-            return
-        m_of = {x: self._resolve_m((self.task, x), num_strategies) for x in dict.fromkeys(ids)}
-        # Check M_x before the first write: a refused batch must not leave runs behind.
-        keys = list(zip(ids, st.tolist(), strict=True))
-        seen: dict[tuple[str, int], set[str]] = {}
-        # M_x can only be exceeded when it is below the column count: skip the per-sample check otherwise
-        limit = len(set(self.columns).union(names))
-        for (x, s), row in zip(keys, mat, strict=True) if min(m_of.values()) < limit else ():
-            got = seen.get((x, s))
-            if got is None:
-                got = seen[(x, s)] = self._run_strategies(x, s)
-            got.update(names[j] for j in np.flatnonzero(row))
-            if len(got) > m_of[x]:
-                raise ValueError(
-                    f"input {x!r} has matched {len(got)} distinct strategies but its M_x is {m_of[x]}"
-                )
-        u = np.array([self._input_code((self.task, x), m_of[x]) for x in ids], dtype=np.int64)
-        slots = np.empty(n, dtype=np.int64)
-        for i, (_, s) in enumerate(keys):
-            slots[i] = self._slot(int(u[i]), s)
-        cols = np.array([self._column(s) for s in names], dtype=np.int64)
-        hits = np.zeros((n, len(self.columns)), dtype=bool)
-        hits[:, cols] = mat
-        self._fold(u, slots, hits, v)
-
-    def _run_strategies(self, x: str, stream: int) -> set[str]:
-        code = self._code.get((self.task, x))
-        slot = None if code is None else self._slot_of.get((code, stream))
-        if slot is None:
-            return set()
-        return {self.columns[j] for j in np.flatnonzero(self.runs.first_hit[slot, : len(self.columns)] >= 0)}
-
-    def _slot(self, u: int, stream: int) -> int:
-        """The slot of run (input ``u``, ``stream``), created on first use."""
-        slot = self._slot_of.get((u, stream))
-        if slot is None:
-            slot = self._slot_of[(u, stream)] = self.assigner.restore_slot(u, stream)
-            local = stream - self.stream_offset + 1
-            if local > self.assigner.next_stream[u]:  # record() must never reuse this stream
-                self.assigner.next_stream[u] = local
-        return slot
-
-    def _fold(self, u: np.ndarray, slots: np.ndarray, hits: np.ndarray, valid: np.ndarray) -> None:
-        """Positions in their runs, then the run table, sums and barcode (``update``'s path)."""
-        self.runs.grow(self.assigner.n_slots)
-        order = np.argsort(slots, kind="stable")
-        ss = slots[order]
-        starts = np.flatnonzero(_segment_starts(ss))
-        within = np.arange(ss.size) - np.repeat(starts, np.diff(np.append(starts, ss.size)))
-        k = np.empty_like(slots)
-        k[order] = self.runs.n[ss] + within + 1
-        self._record_positions(u, slots, k, hits, valid, None)
 
     def record(
         self,
@@ -331,6 +228,7 @@ class CoverageTracker:
 
         A run is one input's consecutive samples in one env row (see :class:`~seffi.coverage.assign.
         RunAssigner`); needs declared strategies and a ``budget``. Inputs get M = the declared count.
+        The cost of a batch grows with its size (and the runs it completes), not with the inputs seen.
 
         Args:
             input_ids: object array, shape (N,): str (or int) input ids.
@@ -348,11 +246,6 @@ class CoverageTracker:
             raise ValueError("record() needs declared strategies and a budget")
         u = self._codes(input_ids)
         slot, k = self.assigner.assign(u, env_index, sample_index, run_index)
-        new = self.assigner.n_slots - len(self._slot_of)
-        if new:  # register the runs just opened (one dict entry per run, not per sample)
-            fresh = np.arange(self.assigner.n_slots - new, self.assigner.n_slots)
-            su, st = self.assigner.slot_input[fresh].tolist(), self.assigner.slot_stream[fresh].tolist()
-            self._slot_of.update(zip(zip(su, st, strict=True), fresh.tolist(), strict=True))
         self.runs.grow(self.assigner.n_slots)
         before = self.samples
         self._record_positions(u, slot, k, hits, valid, z)
@@ -360,21 +253,22 @@ class CoverageTracker:
 
     def _codes(self, ids: np.ndarray) -> np.ndarray:
         """Input codes of raw ids (str or int), new inputs added with M = the declared count."""
-        table = self._code
+        table, raw = self._code, ids.tolist()
         try:
-            return np.fromiter(map(table.__getitem__, ids.tolist()), dtype=np.int64, count=ids.shape[0])
-        except (KeyError, TypeError):
-            out = np.empty(ids.shape[0], dtype=np.int64)
-            for i, x in enumerate(ids):
-                code = table.get(x) if isinstance(x, str) else None
-                if code is None:
-                    key = (self.task, _input_id(x))
-                    code = self._input_code(key, self.num_strategies)  # type: ignore[arg-type]
-                    table[key[1]] = code
-                    if isinstance(x, int | np.integer):
-                        table[x] = code
-                out[i] = code
-            return out
+            out = np.fromiter(map(table.get, raw, repeat(-1)), dtype=np.int64, count=len(raw))
+        except TypeError:  # an unhashable id: _input_id names it below
+            out = np.full(len(raw), -1, dtype=np.int64)
+        for i in np.flatnonzero(out < 0).tolist():
+            x = raw[i]
+            code = table.get(x, -1) if isinstance(x, str) else -1  # added earlier in this batch
+            if code < 0:
+                key = (self.task, _input_id(x))
+                code = self._input_code(key, self.num_strategies)  # type: ignore[arg-type]
+                table[key[1]] = code
+                if isinstance(x, int | np.integer):
+                    table[x] = code
+            out[i] = code
+        return out
 
     def _record_positions(
         self,
@@ -387,55 +281,92 @@ class CoverageTracker:
     ) -> None:
         if u.shape[0] == 0:
             return
-        in_budget = k <= self.budget if self.budget is not None else None
-        if in_budget is not None and not in_budget.all():
-            # Samples beyond K never enter C(k <= K); keeping them would cost O(samples).
-            self.skipped += int((~in_budget).sum())
-            keep = in_budget
-            u, slot, k, hits, valid = u[keep], slot[keep], k[keep], hits[keep], valid[keep]
-            z = z[keep] if z is not None else None
-        self.bar.grow(len(self.keys))
-        rank = [self._order_key(s) for s in self.columns]
-        self.bar.add(
-            u, slot, k, hits, self.assigner.slot_stream[slot],
-            lambda sl: set(np.flatnonzero(self.runs.first_hit[sl] >= 0).tolist()),
-            self.keys, sorted(range(len(self.columns)), key=rank.__getitem__),
-        )  # fmt: skip
-        fold(self.runs, self.sums, u, slot, k, hits, valid, self.m)
-        if z is not None and self.latent_runs is not None:
-            Z = self.num_latents
-            ok = (z >= 0) & (z < Z)
-            self.has_latent |= bool(ok.any())
-            self.latent_runs.grow(self.assigner.n_slots)
-            Zs, i = np.full(self.m.shape, Z), np.flatnonzero(ok)  # one code per sample: its hit is (i, z)
-            lat = (self.latent_runs, self.latent_sums)
-            fold(*lat, u, slot, k, None, valid, Zs, coverage_only=True, hit=(i, z[i]))
+        if self.budget is not None:
+            keep = k <= self.budget
+            if not keep.all():
+                # Samples beyond K never enter C(k <= K); keeping them would cost O(samples).
+                self.skipped += int((~keep).sum())
+                u, slot, k, hits, valid = u[keep], slot[keep], k[keep], hits[keep], valid[keep]
+                z = z[keep] if z is not None else None
+        if self.bar.rows:
+            C = len(self.columns)
+            self.bar.add(
+                u, slot, k, hits, self.assigner.slot_stream[slot],
+                lambda sl: self.runs.first_hit[sl, :C] >= 0, self.keys, self._rule_order(),
+            )  # fmt: skip
+        fold(self.runs, slot, k, hits, valid)
+        if z is not None and self.num_latents:
+            self.has_latent |= fold_latent(self.runs, slot, k, z)
+        if self.sums is not None:
+            done = k == self.budget  # a run enters the sums once complete: its K-th sample just arrived
+            if done.any():
+                self._complete(slot[done], u[done])
         self.samples += int(u.shape[0])
         self.valid += int(valid.sum())
+
+    def _complete(self, slots: np.ndarray, u: np.ndarray) -> None:
+        """Add complete runs to their inputs' sums and move those inputs between the group totals."""
+        codes, unit = np.unique(u, return_inverse=True)
+        if codes[-1] >= self._row_of.size:
+            grown = np.full(max(int(codes[-1]) + 1, 2 * self._row_of.size), -1, dtype=np.int64)
+            grown[: self._row_of.size] = self._row_of
+            self._row_of = grown
+        rows = self._row_of[codes]
+        new = np.flatnonzero(rows < 0)
+        if new.size:  # first complete run of these inputs: a row each
+            have = self._row_code.size
+            rows[new] = np.arange(have, have + new.size)
+            self._row_of[codes[new]] = rows[new]
+            self._row_code = np.concatenate([self._row_code, codes[new]])
+            self.sums.grow(have + new.size)  # type: ignore[union-attr]
+        sums, m = self.sums, self.m[codes]
+        part = run_sums(self.runs, slots, unit, m, self.budget)  # type: ignore[arg-type]
+        old_n, old = sums.n_runs[rows].copy(), sums.inc[rows].copy()  # type: ignore[union-attr]
+        sums.add_at(rows, part)  # type: ignore[union-attr]
+        self.totals.move(m, old_n, old, sums.n_runs[rows], sums.inc[rows])  # type: ignore[union-attr]
+        self._version += 1
+
+    def _rebuild_sums(self) -> None:
+        """Per-input sums and totals derived from every complete run (as recording them one by one)."""
+        if self.budget is None:
+            return
+        S = self.assigner.n_slots
+        done = np.flatnonzero(self.runs.n[:S] >= self.budget)
+        codes, unit = np.unique(self.assigner.slot_input[done], return_inverse=True)
+        m = self.m[codes]
+        part = run_sums(self.runs, done, unit, m, self.budget)
+        self.sums = InputSums(self.budget, dtype=np.int32, squares=False)
+        self.sums._resize(codes.size)
+        self.sums.add_at(np.arange(codes.size), part)
+        self._row_of = np.full(max(len(self.keys), 16), -1, dtype=np.int64)
+        self._row_of[codes] = np.arange(codes.size)
+        self._row_code = codes.astype(np.int64)
+        self.totals = GroupTotals.of(self.sums, m)
+        self._version += 1
 
     # -- merging and checkpoints ---------------------------------------------------------------------
 
     def merge(self, other: CoverageTracker) -> CoverageTracker:
         """Add another tracker's runs to this one (in place; returns self).
 
-        Runs are a disjoint union keyed by (task, input_id, stream), so merging is exact,
-        associative and commutative. Both trackers must declare the same strategies (or count) and
-        barcode bounds; a run present in both raises (give each worker its own streams).
+        By the merge rules of :data:`~seffi.coverage.state.STATE`: runs are a disjoint union keyed
+        by (task, input_id, stream), so merging is exact, associative and commutative. Both trackers
+        must declare the same strategies (or count), budget and latent codes; a run present in both
+        raises (give each worker its own streams). The barcode keeps this tracker's bounds.
         """
         if not isinstance(other, CoverageTracker):
             raise ValueError(f"can only merge a CoverageTracker, got {type(other).__name__}")
-        # Merged into a copy first: a merge that fails half-way must leave this tracker unchanged.
-        fresh = state_io.from_state(type(self), self.state_dict())
-        state_io.merge_into(fresh, other.state_dict(), keep_open=False)
+        # Merged into a new tracker first: a merge that fails half-way leaves this one unchanged.
+        fresh = state_io.load(type(self), state_io.merge(state_io.dump(self), state_io.dump(other)))
         self.__dict__.update(fresh.__dict__)
         return self
 
     def state_dict(self) -> dict[str, Any]:
-        """JSON-safe state (format version 2: integer arrays, runs in sorted key order)."""
-        return state_io.to_state(self)
+        """JSON-safe state (format 2: integer arrays, runs in sorted key order)."""
+        return state_io.to_json(state_io.dump(self))
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> CoverageTracker:
-        """Replace this tracker's state with ``state`` (version 1 or 2); returns self.
+    def load_state_dict(self, state: Mapping[str, Any] | str | bytes) -> CoverageTracker:
+        """Replace this tracker's state with ``state`` (format 1 or 2); returns self.
 
         A foreign or corrupted state raises ValueError and leaves the tracker unchanged.
         """
@@ -444,18 +375,60 @@ class CoverageTracker:
         return self
 
     @classmethod
-    def from_state_dict(cls, state: Mapping[str, Any] | str | bytes) -> CoverageTracker:
-        """A new tracker from :meth:`state_dict` output (versions 1 and 2; ValueError when corrupted)."""
+    def from_state_dict(
+        cls, state: Mapping[str, Any] | str | bytes, *, barcode_rows: int | None = None
+    ) -> CoverageTracker:
+        """A new tracker from :meth:`state_dict` output (formats 1 and 2; ValueError when corrupted).
+
+        Args:
+            state: the state, or its JSON text.
+            barcode_rows: keep this many barcode rows (the smallest keys) instead of the state's.
+        """
         if isinstance(state, str | bytes):
             try:
                 state = json.loads(state)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"tracker state is not valid JSON: {exc}") from exc
-        return state_io.from_state(cls, state)
+        return state_io.load(cls, state, barcode_rows=barcode_rows)
+
+    def _restore(self, s: Mapping[str, Any]) -> None:
+        """Fill this fresh tracker with a checked state (``state.load``)."""
+        inp, runs = s["inputs"], s["runs"]
+        self.keys = list(zip(inp["task"], inp["input_id"], strict=True))
+        U = len(self.keys)
+        self._code = {key: i for i, key in enumerate(self.keys)}
+        self._code.update({x: i for i, (t, x) in enumerate(self.keys) if t == self.task})  # raw ids
+        self._m = np.zeros(max(16, U), dtype=np.int64)
+        self._m[:U] = inp["m"]
+        self._order = (U, np.arange(U, dtype=np.int64))  # stored inputs are in sorted key order
+        self.columns = list(s["columns"])
+        self._col = {c: j for j, c in enumerate(self.columns)}
+        self.runs = RunTable(len(self.columns), self.num_latents)
+        self.assigner.ensure_inputs(U)
+        R = len(runs["input"])
+        self.assigner.add_slots(
+            np.asarray(runs["stream"], dtype=np.int64), np.asarray(runs["input"], dtype=np.int64)
+        )
+        self.assigner.next_stream[:U] = np.maximum(self.assigner.next_stream[:U], inp["next_stream"])
+        self.runs.grow(R)
+        for p in self.runs.fields:
+            if p.key in runs:
+                getattr(self.runs, p.key)[:R] = runs[p.key]
+        for r in s["open_runs"]:
+            code = int(runs["input"][r["run"]])
+            self.assigner.restore_open(
+                code, r["env_index"], r["run"], r["count"], r["sample_index"], r["run_index"]
+            )
+        self.bar.grow(U)
+        for b in s["barcode"]:
+            self.bar.put(b["input"], b["stream"], list(b["cells"]), [bool(x) for x in b["new"]], self.keys)
+        for p in state_io.COUNTERS:
+            setattr(self, p.name, s[p.name])
+        self._rebuild_sums()
 
     @staticmethod
     def shift_streams(state: Mapping[str, Any], offset: int) -> dict[str, Any]:
-        """A copy of a (version 2) state with every stream moved up by ``offset`` (workers' blocks)."""
+        """A copy of a state with every stream moved up by ``offset`` (workers' blocks)."""
         return state_io.shift_streams(state, offset)
 
     @staticmethod
@@ -492,30 +465,43 @@ class CoverageTracker:
             raise ValueError("complete_runs() needs K (the tracker has no budget)")
         return int((self.runs.n[: self.assigner.n_slots] >= K).sum())
 
-    def point(self) -> dict[str, Any]:
-        """Point estimates at the budget for a log, O(inputs x K) (needs ``budget``)."""
-        if self.sums is None:
+    def _window(self, slots: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(runs, their rows 0..P-1, input codes of the rows in sorted key order) of run slots ``slots``."""
+        slots = np.asarray(slots, dtype=np.int64).reshape(-1)
+        if slots.size and (slots.min() < 0 or slots.max() >= self.assigner.n_slots):
+            raise ValueError(f"slots must be runs of this tracker (0..{self.assigner.n_slots - 1})")
+        rank = np.empty(len(self.keys), dtype=np.int64)
+        rank[self.input_order()] = np.arange(len(self.keys))
+        ranks, unit = np.unique(rank[self.assigner.slot_input[slots]], return_inverse=True)
+        return slots, unit.reshape(-1), self.input_order()[ranks]
+
+    def point(self, slots: Any = None) -> dict[str, Any]:
+        """Point estimates at the budget for a log (needs ``budget``).
+
+        Args:
+            slots: run slots to estimate from (a streaming window), or None for every run. Every run
+                at once costs O(groups x K) (the group totals are kept as runs complete); a window
+                O(its runs x K).
+        """
+        if self.sums is None or self.totals is None:
             raise ValueError("point() needs a tracker budget")
-        # Sums change only when a run completes (or inputs are added): most logs see the same sums,
-        # so the last estimates are reused (a shallow copy: callers may add keys).
-        key, (sums, last, got) = (len(self.keys), int(self.sums.n_runs.sum())), self._point
-        if sums is not self.sums or last != key:
-            got = point_from_sums(self._trimmed(self.sums), self.m, self.input_order())
-            self._point = (self.sums, key, got)
-        return dict(got)
+        if slots is not None:
+            runs, unit, codes = self._window(slots)
+            part = run_sums(self.runs, runs, unit, self.m[codes], self.budget)  # type: ignore[arg-type]
+            return point_from_totals(GroupTotals.of(part, self.m[codes]))
+        if self._point[0] != self._version:  # most logs see the same sums: reuse the last estimates
+            self._point = (self._version, point_from_totals(self.totals))
+        return dict(self._point[1])  # a shallow copy: callers may add keys
 
     def latent_coverage(self) -> np.ndarray | None:
         """Latent-code coverage per k (NaN where no run reached k), or None when none was recorded."""
-        if self.latent_sums is None or not self.has_latent:
+        if self.budget is None or not self.num_latents or not self.has_latent:
             return None
-        Z = np.full(self.m.shape, self.num_latents)
-        return point_from_sums(self._trimmed(self.latent_sums), Z, self.input_order())["coverage"]
-
-    def _trimmed(self, sums: InputSums) -> InputSums:
-        U = len(self.keys)
-        if sums.sums.shape[0] == U:
-            return sums
-        return sums.take(np.arange(U))
+        S = self.assigner.n_slots
+        runs, unit, codes = self._window(np.flatnonzero(self.runs.n[:S] >= self.budget))
+        Z = np.full(codes.size, self.num_latents)
+        part = run_sums(self.runs, runs, unit, Z, self.budget, latent=True)
+        return point_in_order(part, Z)["coverage"]  # inputs in sorted key order, as the curves
 
     def derived_sums(self, K: int, **rarity: Any) -> tuple[InputSums, np.ndarray | None]:
         """Per-input sums for budget K derived from the runs (``sums_from_runs``; ``rarity``: its options)."""
@@ -540,6 +526,7 @@ class CoverageTracker:
         ci_level: float = 0.95,
         rarity: Any = None,
         rarity_bins: int = 4,
+        slots: Any = None,
     ) -> Curves:
         """The policy's curves for k = 1..K with bootstrap intervals (inputs resampled within tasks).
 
@@ -551,6 +538,7 @@ class CoverageTracker:
             rarity: the base law for the common-vs-rare split: an ``IidBaseline`` or a mapping
                 ``{input_id: {strategy: base probability pi_s}}``; None skips the split.
             rarity_bins: number of within-input quantile bins of base probability.
+            slots: run slots to estimate from (a streaming window), or None for every run.
         """
         if K is None:
             if self.budget is None:
@@ -561,21 +549,38 @@ class CoverageTracker:
             raise ValueError("the tracker has no samples yet: cannot compute curves")
         order = self.input_order()
         tasks = sorted({t for t, _ in self.keys})
-        strata = np.array([tasks.index(self.keys[c][0]) for c in order.tolist()], dtype=np.int64)
-        keys = [self.keys[c] for c in order.tolist()]
-        if K == self.budget and rarity is None and self.sums is not None:
-            sums, rare = self._trimmed(self.sums), None
+        task_of = {t: i for i, t in enumerate(tasks)}
+        S, U = self.assigner.n_slots, len(self.keys)
+        if slots is not None:
+            runs, unit, codes = self._window(slots)
+            sums = run_sums(self.runs, runs, unit, self.m[codes], K, squares=True)
+            m, samples, absent = self.m[codes], int(self.runs.n[runs].sum()), U - codes.size
+            incomplete = int((self.runs.n[runs] < K).sum())
+            rare = None
         else:
-            bins = None
-            if rarity is not None:
-                unit = self.assigner.slot_input
-                ids = [self.keys[c][1] for c in unit.tolist()]
-                bins = rarity_bin_matrix(rarity, ids, self.columns, self.m[unit], rarity_bins)
-            sums, rare = self.derived_sums(K, rarity_bin=bins, n_bins=rarity_bins)
-        S = self.assigner.n_slots
+            samples, incomplete = self.samples, int((self.runs.n[:S] < K).sum())
+            streamed = K == self.budget and rarity is None and self.sums is not None
+            rows = np.full(U, -1, dtype=np.int64)
+            have = min(U, self._row_of.size)
+            rows[:have] = self._row_of[:have]
+            rows = rows[order]  # the sums row of each input in sorted key order (-1: no complete run)
+            if streamed and (rows >= 0).sum() >= MIN_INPUTS:
+                codes = order[rows >= 0]
+                sums = self.sums.take(rows[rows >= 0])  # type: ignore[union-attr]
+                m, absent, rare = self.m[codes], U - codes.size, None
+            else:
+                bins = None
+                if rarity is not None:
+                    unit = self.assigner.slot_input
+                    ids = [self.keys[c][1] for c in unit.tolist()]
+                    bins = rarity_bin_matrix(rarity, ids, self.columns, self.m[unit], rarity_bins)
+                sums, rare = self.derived_sums(K, rarity_bin=bins, n_bins=rarity_bins)
+                sums, m, codes, absent = sums.take(order), self.m[order], order, 0
+                rare = None if rare is None else rare[order]
+        strata = np.array([task_of[self.keys[c][0]] for c in codes.tolist()], dtype=np.int64)
         c = curves_from_sums(
-            sums, self.m, incomplete=int((self.runs.n[:S] < K).sum()), order=order, strata=strata,
-            n_boot=n_boot, seed=seed, ci_level=ci_level, input_keys=keys, samples=self.samples, rarity=rare,
+            sums, m, incomplete=incomplete, strata=strata, n_boot=n_boot, seed=seed, ci_level=ci_level,
+            input_keys=[self.keys[c] for c in codes.tolist()], samples=samples, rarity=rare, absent=absent,
         )  # fmt: skip
         if self.bar.data:
             c.barcode = self.barcode(K)

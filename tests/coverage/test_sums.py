@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from seffi.coverage import CoverageTracker
-from seffi.coverage.sums import InputSums, RunTable, fold
+from seffi.coverage.sums import InputSums, RunTable, fold, run_sums
 from seffi.coverage.sums_curves import curves_from_sums, point_from_sums
 
 STRATS = ("a", "b", "c", "d")
@@ -32,14 +32,19 @@ def _random_runs(seed: int, n_inputs: int = 5, K: int = 6):
 
 
 def _fold_batches(parts, n_inputs: int, K: int, *, coverage_only: bool = False):
-    """Fold batches of (input, run slot, k, hits, valid) samples into a run table and input sums."""
-    table, sums = RunTable(len(STRATS)), InputSums(K)
+    """Fold batches of (input, run slot, k, hits, valid) samples into a run table, adding each run to
+    its input's sums the moment it completes (the streaming path)."""
+    table, sums = RunTable(len(STRATS)), InputSums(K, squares=False)
     sums.grow(n_inputs)
     m = np.full(n_inputs, len(STRATS))
     for part in parts:
         u, slot, k, hits, valid = (np.array(c) for c in zip(*part, strict=True))
         table.grow(int(slot.max()) + 1)
-        fold(table, sums, u, slot, k, hits.astype(bool), valid.astype(bool), m, coverage_only=coverage_only)
+        fold(table, slot, k, hits.astype(bool), valid.astype(bool), coverage_only=coverage_only)
+        done = k == K
+        if done.any():
+            rows, unit = np.unique(u[done], return_inverse=True)
+            sums.add_at(rows, run_sums(table, slot[done], unit, m[rows], K))
     return table, sums.take(np.arange(n_inputs))
 
 

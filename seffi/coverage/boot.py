@@ -1,0 +1,140 @@
+"""Bootstrap replicates of the policy curves over inputs: exact resampling in blocks, or its normal limit.
+
+``curves_from_sums`` hands each block of inputs' weighted per-input values (shape (B, N_STATS, K),
+inputs in canonical order) to :class:`Replicates`; :meth:`Replicates.result` returns the replicates
+the intervals need: expected new strategies per k, both AUCs and the Kaplan-Meier survival per tau.
+
+With fewer than :data:`NORMAL_INPUTS` inputs the replicates are the stratified multinomial
+bootstrap over inputs (``resampling.bootstrap_blocks``), drawn :data:`REPLICATE_BLOCK` replicates
+at a time: peak memory is inputs x block, not inputs x replicates, and the draws are those of one
+call for the whole set (the same seed gives the same replicates). From :data:`NORMAL_INPUTS` inputs
+on, a replicate's totals are drawn from their normal limit instead: the totals of a bootstrap
+resample of U units have mean sum_u x_u and covariance sum_h sum_{u in h} (x_u - mean_h)(x_u -
+mean_h)^T (h the strata), and by the central limit theorem their law is that normal up to
+O(1/sqrt(U)) in the quantiles (skewness gamma moves a 97.5 % quantile by ~gamma (z^2 - 1) / (6
+sqrt(U)) sd: below 0.03 sd at U >= 20,000 for any per-input value with |gamma| <= 10, against a
+Monte Carlo error of ~0.08 sd for the percentiles of 1,000 replicates). Drawing them costs
+O(replicates x statistics^2) instead of O(replicates x inputs). The ratios and Kaplan-Meier products
+are then taken replicate by replicate as for the exact bootstrap (counts clipped at 0, hazards to
+[0, 1]).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from seffi._seeding import as_seed_sequence
+from seffi.coverage.curves import TAUS, tau_key
+from seffi.coverage.resampling import bootstrap_blocks
+from seffi.coverage.sums import N_STATS
+
+__all__ = ["NORMAL_INPUTS", "REPLICATE_BLOCK", "Replicates"]
+
+#: From this many inputs on, replicates come from the normal limit of the bootstrap totals.
+NORMAL_INPUTS = 20_000
+#: Replicates drawn per block by the exact bootstrap.
+REPLICATE_BLOCK = 64
+
+
+@dataclass
+class Draws:
+    """The replicates an interval needs (B replicates).
+
+    Attributes:
+        expected_new: float array, shape (B, K).
+        auc: float array, shape (B,).
+        valid_auc: float array, shape (B,).
+        survival: tau key -> float array, shape (B, K): Kaplan-Meier survival Pr[T(tau) > k].
+    """
+
+    expected_new: np.ndarray
+    auc: np.ndarray
+    valid_auc: np.ndarray
+    survival: dict[str, np.ndarray]
+
+
+class Replicates:
+    """Collects weighted per-input values block by block, then draws the bootstrap replicates.
+
+    Args:
+        U: inputs.
+        K: budget.
+        strata: int array, shape (U,): stratum of each input (canonical order).
+        n_boot: replicates B (>= 1).
+        seed: bootstrap seed.
+    """
+
+    def __init__(self, U: int, K: int, strata: np.ndarray, n_boot: int, seed: int) -> None:
+        self.U, self.K, self.n_boot, self.seed = U, K, int(n_boot), seed
+        self.strata = np.asarray(strata)
+        self.normal = U >= NORMAL_INPUTS
+        if self.normal:
+            P = 3 + (1 + len(TAUS)) * K
+            self.groups, self.group_of = np.unique(self.strata, return_inverse=True)
+            self.xtx = np.zeros((P, P))
+            self.total = np.zeros((self.groups.size, P))
+            self.count = np.bincount(self.group_of, minlength=self.groups.size).astype(np.float64)
+        else:
+            # float32 halves the cost of the one big product; integer counts times values in [0, 1]
+            # summed over a few thousand inputs stay accurate to ~1e-6, far below any CI width.
+            self.flat = np.empty((U, N_STATS * K), dtype=np.float32)
+
+    def _features(self, st: np.ndarray) -> np.ndarray:
+        """Per input: runs weight, mean (valid) coverage over k, new per k, events per tau and k."""
+        parts = [
+            st[:, 0, :1],
+            st[:, 1, :].mean(axis=1)[:, None],
+            st[:, 5, :].mean(axis=1)[:, None],
+            st[:, 3, :],
+        ]
+        parts += [st[:, 8 + 2 * t, :] for t in range(len(TAUS))]
+        return np.concatenate(parts, axis=1)
+
+    def add(self, start: int, st: np.ndarray) -> None:
+        """Weighted values of inputs ``start .. start + len(st)`` (canonical order): (B, N_STATS, K)."""
+        B = st.shape[0]
+        if not self.normal:
+            self.flat[start : start + B] = st.reshape(B, -1)
+            return
+        x = self._features(st)
+        self.xtx += x.T @ x
+        np.add.at(self.total, self.group_of[start : start + B], x)
+
+    def result(self) -> Draws:
+        """The replicates, exact or from the normal limit (see the module docstring)."""
+        return self._normal() if self.normal else self._exact()
+
+    def _exact(self) -> Draws:
+        from seffi.coverage.sums_curves import _unpack
+
+        K = self.K
+        boot = np.zeros((self.n_boot, N_STATS * K))
+        part, which = None, None
+        for h, idx, rows, W in bootstrap_blocks(self.strata, self.n_boot, self.seed, REPLICATE_BLOCK):
+            if which != h:  # the inputs of this stratum, copied once (none with one stratum)
+                part, which = (self.flat if idx.size == self.U else self.flat[idx]), h
+            boot[rows] += (W.astype(np.float32) @ part).astype(np.float64)
+        reps, surv = _unpack(boot.reshape(self.n_boot, N_STATS, K))
+        return Draws(
+            reps["expected_new"], reps["coverage"].mean(axis=1), reps["valid_coverage"].mean(axis=1), surv
+        )
+
+    def _normal(self) -> Draws:
+        K, B = self.K, self.n_boot
+        mean_outer = (self.total.T / np.maximum(self.count, 1.0)) @ self.total  # sum_h n_h mean_h mean_h^T
+        scatter = self.xtx - mean_outer
+        lam, vec = np.linalg.eigh((scatter + scatter.T) / 2.0)
+        root = vec * np.sqrt(np.clip(lam, 0.0, None))[None, :]
+        rng = np.random.default_rng(as_seed_sequence(self.seed))
+        draws = self.total.sum(axis=0)[None, :] + rng.standard_normal((B, root.shape[0])) @ root.T
+        den = np.maximum(draws[:, 0], 1e-300)
+        new = np.clip(draws[:, 3 : 3 + K], 0.0, None)
+        survival = {}
+        for t, tau in enumerate(TAUS):
+            d = np.clip(draws[:, 3 + (1 + t) * K : 3 + (2 + t) * K], 0.0, None)
+            r = den[:, None] - (np.cumsum(d, axis=1) - d)
+            hazard = np.where(r > 0, np.clip(d / np.where(r > 0, r, 1.0), 0.0, 1.0), 0.0)
+            survival[tau_key(tau)] = np.cumprod(1.0 - hazard, axis=1)
+        return Draws(new / den[:, None], draws[:, 1] / den, draws[:, 2] / den, survival)

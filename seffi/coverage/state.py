@@ -1,0 +1,436 @@
+"""The tracker's recorded state, declared once: every part with its type, bounds and merge rule.
+
+:data:`STATE` lists each part of a ``CoverageTracker``'s state — its settings, the per-input and
+per-run arrays, the open runs, the barcode rows and the counters — with the rule by which two
+trackers' parts merge and the bounds a stored value must respect. Everything else follows from it:
+the empty state (``empty_runs``, ``COUNTERS``), :func:`check` (a stored state bounded by its own
+declaration before anything is allocated), :func:`dump` / :func:`to_json` (``state_dict``),
+:func:`load` (``load_state_dict``), :func:`merge` and :func:`shift_streams`. The stored layout is
+format 2 (``seffi.coverage.tracker/2``: integer arrays, inputs and runs in sorted key order, first-hit
+rows packed one character per cell when every index is below 36); format-1 states and format-1
+monitor states are converted by :mod:`seffi.coverage.state_v1`. Per-input sums are never stored:
+they are derived from the runs when a state is loaded, so a state holds each run once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from seffi.coverage.tracker import CoverageTracker
+
+__all__ = [
+    "MAX_BUDGET",
+    "MAX_LATENTS",
+    "MAX_STRATEGIES",
+    "MAX_SUM_CELLS",
+    "STATE",
+    "STATE_FORMAT",
+    "Part",
+    "check",
+    "dump",
+    "load",
+    "merge",
+    "shift_streams",
+    "stream_span",
+    "to_json",
+]
+
+STATE_FORMAT = "seffi.coverage.tracker/2"
+#: Caps on the sizes a state (or a tracker) may declare: each sizes an allocation.
+MAX_BUDGET = 2**16  # K: samples per run (the per-input sums hold K values per statistic)
+MAX_LATENTS = 2**16  # Z: latent codes (a column per code in every run)
+MAX_STRATEGIES = 2**20  # M: strategies (a column per strategy in every run)
+#: Inputs with a complete run x K: the per-input sums a loaded state needs (7 integers a cell).
+MAX_SUM_CELLS = 2**28
+_BIG = 2**53  # counts, streams and indices stay below this (exact as JSON numbers)
+
+Where = Literal["setting", "counter", "inputs", "runs", "open_runs", "barcode"]
+Bound = int | Callable[[Mapping[str, Any]], int]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of the state.
+
+    Attributes:
+        name: key in the state; ``inputs.*`` / ``runs.*`` are columns of those tables.
+        where: which part of the state it belongs to.
+        merge: how two trackers' values combine (see :data:`MERGE_RULES`).
+        doc: one line saying what it is.
+        kind: "int", "bool", "str" or "ids" (a list of str).
+        null: the value may be null (settings).
+        lo: smallest allowed integer.
+        hi: exclusive upper bound: an int, or a function of the (checked) settings.
+        width: for a matrix column, the setting whose value is its width ("columns": their count).
+        fill: value of a fresh row (the empty state).
+        stream: holds stream numbers (moved by :func:`shift_streams`).
+        when: the part is present only when this holds of the settings.
+    """
+
+    name: str
+    where: Where
+    merge: str
+    doc: str
+    kind: Literal["int", "bool", "str", "ids"] = "int"
+    null: bool = False
+    lo: int = 0
+    hi: Bound = _BIG
+    width: str | None = None
+    fill: int = 0
+    stream: bool = False
+    when: Callable[[Mapping[str, Any]], bool] | None = None
+
+    @property
+    def key(self) -> str:
+        """The name inside its table (``runs.first_hit`` -> ``first_hit``)."""
+        return self.name.split(".", 1)[-1]
+
+
+#: What each merge rule means.
+MERGE_RULES: dict[str, str] = {
+    "agree": "must be equal in both trackers",
+    "keep": "the value of the tracker merged into (barcode bounds: the other's rows are cut to fit)",
+    "union": "the tracker merged into's, then the other's new ones in its order",
+    "key": "a key column: inputs are a union by (task, input_id), runs a disjoint union by (input, stream)",
+    "max": "the larger (and above every stream a merged run uses)",
+    "disjoint": "a run in both trackers is an error (give each worker its own streams)",
+    "open": "the tracker merged into's open runs stay open; the other's are closed",
+    "lowest_stream": "per input the row of its lowest stream, for the barcode_rows smallest (task, input_id)",
+    "sum": "the sum",
+    "or": "true if true in either",
+}
+
+
+def _m_hi(s: Mapping[str, Any]) -> int:
+    return int(s["num_strategies"] or MAX_STRATEGIES) + 1
+
+
+def _n_hi(s: Mapping[str, Any]) -> int:
+    return int(s["budget"]) + 1 if s["budget"] is not None else _BIG
+
+
+def _u_hi(s: Mapping[str, Any]) -> int:
+    return max(len(s["inputs"]["input_id"]), 1)
+
+
+#: Every part of a tracker's state, in storage order.
+STATE: tuple[Part, ...] = (
+    Part("strategies", "setting", "agree", "declared strategy ids (the columns), or null", "ids", True),
+    Part("num_strategies", "setting", "agree", "declared count M", null=True, lo=1, hi=MAX_STRATEGIES + 1),
+    Part("task", "setting", "keep", "task name (a bootstrap stratum)", "str"),
+    Part("budget", "setting", "agree", "K: samples per run kept", null=True, lo=1, hi=MAX_BUDGET + 1),
+    Part("barcode_rows", "setting", "keep", "inputs with a barcode row", hi=2**31 + 1),
+    Part("barcode_cols", "setting", "keep", "samples per barcode row", hi=MAX_BUDGET + 1),
+    Part("num_latents", "setting", "agree", "Z: latent codes recorded per run", hi=MAX_LATENTS + 1),
+    Part("stream_offset", "setting", "keep", "first stream number of record()'s runs", stream=True),
+    Part("columns", "setting", "union", "strategy id of each column of the first-hit rows", "ids"),
+    Part("inputs.task", "inputs", "key", "task of each input", "str"),
+    Part("inputs.input_id", "inputs", "key", "id of each input", "str"),
+    Part("inputs.m", "inputs", "agree", "M_x: the input's strategy count", lo=1, hi=_m_hi),
+    Part("inputs.next_stream", "inputs", "max", "next stream record() opens for the input (local)"),
+    Part("runs.input", "runs", "key", "the run's input (index into inputs)", hi=_u_hi),
+    Part("runs.stream", "runs", "key", "the run's stream", stream=True),
+    Part(
+        "runs.first_hit",
+        "runs",
+        "disjoint",
+        "first sample matching each column",
+        lo=-1,
+        width="columns",
+        fill=-1,
+    ),
+    Part(
+        "runs.first_valid_hit",
+        "runs",
+        "disjoint",
+        "first correct sample matching each column",
+        lo=-1,
+        width="columns",
+        fill=-1,
+    ),
+    Part("runs.n", "runs", "disjoint", "samples in the run", lo=1, hi=_n_hi),
+    Part("runs.n_valid", "runs", "disjoint", "correct samples in the run"),
+    Part(
+        "runs.first_valid", "runs", "disjoint", "index of the first correct sample, -1 none", lo=-1, fill=-1
+    ),
+    Part(
+        "runs.latent_first_hit",
+        "runs",
+        "disjoint",
+        "first sample with each latent code",
+        lo=-1,
+        width="num_latents",
+        fill=-1,
+        when=lambda s: s["num_latents"] > 0,
+    ),
+    Part("open_runs", "open_runs", "open", "runs record() continues: (run, env_index, count, indices)"),
+    Part("barcode", "barcode", "lowest_stream", "barcode rows: (input, stream, cells, new)"),
+    Part("samples", "counter", "sum", "samples recorded (in runs)"),
+    Part("valid", "counter", "sum", "correct samples recorded"),
+    Part("skipped", "counter", "sum", "samples beyond their run's budget (not recorded)"),
+    Part("has_latent", "counter", "or", "some sample carried a latent code", "bool"),
+)
+BY_NAME = {p.name: p for p in STATE}
+SETTINGS = tuple(p for p in STATE if p.where == "setting")
+COUNTERS = tuple(p for p in STATE if p.where == "counter")
+INPUT_FIELDS = tuple(p for p in STATE if p.where == "inputs")
+RUN_FIELDS = tuple(p for p in STATE if p.where == "runs")
+#: Per-run fields kept in the tracker's run table (the keys live in its run assigner).
+RUN_TABLE_FIELDS = tuple(p for p in RUN_FIELDS if p.merge != "key")
+OPEN_FIELDS = ("run", "env_index", "count", "sample_index", "run_index")
+
+
+def present(part: Part, s: Mapping[str, Any]) -> bool:
+    """Whether ``part`` is part of a state with settings ``s``."""
+    return part.when is None or bool(part.when(s))
+
+
+def width(part: Part, s: Mapping[str, Any]) -> int | None:
+    """The width of a matrix column under settings ``s`` (None for a vector)."""
+    if part.width is None:
+        return None
+    return len(s["columns"]) if part.width == "columns" else int(s[part.width])
+
+
+def _hi(part: Part, s: Mapping[str, Any]) -> int:
+    return part.hi(s) if callable(part.hi) else part.hi
+
+
+# -- values -----------------------------------------------------------------------------------------------
+
+
+def _int(value: Any, where: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or not lo <= value < hi:
+        raise ValueError(f"{where} must be an int in [{lo}, {hi}), got {_short(value)}")
+    return int(value)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def pack_rows(matrix: np.ndarray) -> list[str] | list[list[int]]:
+    """First-hit rows, compact: one character per cell ("-" = never, else a base-36 digit).
+
+    Used when every index is below 36 (any budget K <= 36), else lists of ints: ~3x smaller states.
+    """
+    if matrix.size and matrix.max() >= len(_DIGITS):
+        return matrix.tolist()
+    table = np.array(["-", *_DIGITS])
+    return ["".join(row) for row in table[matrix + 1].tolist()]
+
+
+def check(state: Any) -> dict[str, Any]:
+    """A validated state (format 2; format 1 is converted), every value bounded by its declaration.
+
+    See :func:`seffi.coverage.state_check.check`.
+    """
+    from seffi.coverage.state_check import check as check_state
+
+    return check_state(state)
+
+
+# -- writing ----------------------------------------------------------------------------------------------
+
+
+def dump(t: CoverageTracker) -> dict[str, Any]:
+    """Tracker ``t``'s state, checked-form (inputs and runs in sorted key order, columns as arrays)."""
+    S = t.assigner.n_slots
+    order = t.input_order()
+    new_code = np.empty(len(t.keys), dtype=np.int64)
+    new_code[order] = np.arange(order.size)
+    unit = new_code[t.assigner.slot_input]
+    stream = t.assigner.slot_stream
+    runs = np.lexsort((stream, unit)) if S else np.zeros(0, dtype=np.int64)
+    run_pos = np.empty(S, dtype=np.int64)
+    run_pos[runs] = np.arange(S)
+    s: dict[str, Any] = {"format": STATE_FORMAT}
+    for p in SETTINGS:
+        s[p.name] = list(t.columns) if p.name == "columns" else getattr(t, p.name)
+    if s["strategies"] is not None:
+        s["strategies"] = list(s["strategies"])
+    keys = [t.keys[c] for c in order.tolist()]
+    s["inputs"] = {"task": [k[0] for k in keys], "input_id": [k[1] for k in keys]}
+    s["inputs"]["m"] = t.m[order]
+    s["inputs"]["next_stream"] = t.assigner.next_stream[: len(t.keys)][order]
+    s["runs"] = {"input": unit[runs], "stream": stream[runs]}
+    C = len(t.columns)
+    for p in RUN_TABLE_FIELDS:
+        if present(p, s):
+            values = getattr(t.runs, p.key)[:S][runs]
+            s["runs"][p.key] = values[:, :C] if p.width == "columns" else values
+    for p in COUNTERS:
+        s[p.name] = getattr(t, p.name)
+    s["open_runs"] = [
+        dict(zip(OPEN_FIELDS, r, strict=True))
+        for r in sorted(
+            (int(run_pos[slot]), env, count, si, ri) for _, env, slot, count, si, ri in t.assigner.open_runs()
+        )
+    ]
+    s["barcode"] = [
+        {"input": int(new_code[code]), "stream": st, "cells": cells, "new": [int(b) for b in new]}
+        for code, st, cells, new in sorted(t.bar.rows_held(), key=lambda r: new_code[r[0]])
+    ]
+    return s
+
+
+def to_json(s: Mapping[str, Any]) -> dict[str, Any]:
+    """A checked-form state as JSON-safe data (the stored layout; first-hit rows packed)."""
+    out: dict[str, Any] = {"format": STATE_FORMAT}
+    for p in SETTINGS:
+        out[p.name] = s[p.name]
+    out["inputs"] = {
+        "task": list(s["inputs"]["task"]),
+        "input_id": list(s["inputs"]["input_id"]),
+        **{p.key: np.asarray(s["inputs"][p.key]).tolist() for p in INPUT_FIELDS if p.merge != "key"},
+    }
+    out["runs"] = {}
+    for p in RUN_FIELDS:
+        if p.key in s["runs"]:
+            values = np.asarray(s["runs"][p.key], dtype=np.int64)
+            out["runs"][p.key] = pack_rows(values) if p.width else values.tolist()
+    out["open_runs"] = [dict(r) for r in s["open_runs"]]
+    out["barcode"] = [dict(b) for b in s["barcode"]]
+    for p in COUNTERS:
+        out[p.name] = s[p.name]
+    # The stored key order of format 2 (settings, tables, open runs, barcode, counters).
+    return out
+
+
+# -- reading ----------------------------------------------------------------------------------------------
+
+
+def load(cls: type[CoverageTracker], state: Any, *, barcode_rows: int | None = None) -> CoverageTracker:
+    """A new tracker holding ``state`` (checked first; its open runs stay open).
+
+    Args:
+        cls: the tracker class.
+        state: a stored or checked state.
+        barcode_rows: keep this many barcode rows (the smallest keys) instead of the state's.
+    """
+    s = check(state)
+    if barcode_rows is not None:
+        rows = _int(barcode_rows, "barcode_rows", 0, 2**31 + 1)
+        s = {**s, "barcode_rows": rows, "barcode": sorted(s["barcode"], key=lambda b: b["input"])[:rows]}
+    spec = s["strategies"] if s["strategies"] is not None else s["num_strategies"]
+    t = cls(spec, **{p.name: s[p.name] for p in SETTINGS if p.name not in ("strategies", "num_strategies",
+                                                                             "columns")})  # fmt: skip
+    t._restore(s)
+    return t
+
+
+def merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """The checked-form state ``a`` with ``b``'s runs added, by the merge rules of :data:`STATE`.
+
+    Raises:
+        ValueError: the settings differ, an input's M_x differs, or a run is in both.
+    """
+    agree = [p.name for p in SETTINGS if p.merge == "agree"]
+    mine, theirs = (tuple(x[name] for name in agree) for x in (a, b))
+    if mine != theirs:
+        raise ValueError(
+            "cannot merge trackers with different strategy sets, budget or latent codes: "
+            f"{mine!r} vs {theirs!r}"
+        )
+    s: dict[str, Any] = {"format": STATE_FORMAT}
+    for p in SETTINGS:
+        s[p.name] = a[p.name]
+    s["columns"] = list(a["columns"]) + [c for c in b["columns"] if c not in set(a["columns"])]
+    col_of = {c: j for j, c in enumerate(s["columns"])}
+    b_cols = np.array([col_of[c] for c in b["columns"]], dtype=np.int64)
+    ka = list(zip(a["inputs"]["task"], a["inputs"]["input_id"], strict=True))
+    kb = list(zip(b["inputs"]["task"], b["inputs"]["input_id"], strict=True))
+    keys = sorted(set(ka) | set(kb))
+    index = {k: i for i, k in enumerate(keys)}
+    ia = np.array([index[k] for k in ka], dtype=np.int64)
+    ib = np.array([index[k] for k in kb], dtype=np.int64)
+    m = np.zeros(len(keys), dtype=np.int64)
+    m[ib] = b["inputs"]["m"]
+    mine_m = np.asarray(a["inputs"]["m"], dtype=np.int64)
+    both = (m[ia] != 0) & (m[ia] != mine_m)
+    if both.any():
+        j = int(np.flatnonzero(both)[0])
+        raise ValueError(f"cannot merge: input {ka[j][1]!r} has M_x {int(mine_m[j])} vs {int(m[ia[j]])}")
+    m[ia] = mine_m
+    nxt = np.zeros(len(keys), dtype=np.int64)
+    nxt[ia] = a["inputs"]["next_stream"]  # the other's runs are closed: its next streams do not apply
+    s["inputs"] = {"task": [k[0] for k in keys], "input_id": [k[1] for k in keys], "m": m, "next_stream": nxt}
+    ra, rb = a["runs"], b["runs"]
+    unit = np.concatenate([ia[ra["input"]], ib[rb["input"]]]).astype(np.int64)
+    stream = np.concatenate([ra["stream"], rb["stream"]]).astype(np.int64)
+    pair = unit * (_BIG + 1) + stream
+    uniq, counts = np.unique(pair, return_counts=True)
+    if (counts > 1).any():
+        dup = uniq[counts > 1][:3]
+        clash = [
+            (keys[int(p // (_BIG + 1))][0], keys[int(p // (_BIG + 1))][1], int(p % (_BIG + 1))) for p in dup
+        ]
+        raise ValueError(f"cannot merge: both trackers hold run(s) {clash} (task, input_id, stream)")
+    order = np.lexsort((stream, unit))
+    s["runs"] = {"input": unit[order], "stream": stream[order]}
+    C = len(s["columns"])
+    for p in RUN_TABLE_FIELDS:
+        if p.key not in ra:
+            continue
+        va, vb = np.asarray(ra[p.key], dtype=np.int64), np.asarray(rb[p.key], dtype=np.int64)
+        if p.width == "columns":
+            wa = np.full((va.shape[0], C), p.fill, dtype=np.int64)
+            wa[:, : va.shape[1]] = va
+            wb = np.full((vb.shape[0], C), p.fill, dtype=np.int64)
+            wb[:, b_cols] = vb
+            va, vb = wa, wb
+        s["runs"][p.key] = np.concatenate([va, vb])[order]
+    pos = np.empty(order.size, dtype=np.int64)
+    pos[order] = np.arange(order.size)
+    s["open_runs"] = sorted(
+        ({**r, "run": int(pos[r["run"]])} for r in a["open_runs"]), key=lambda r: r["run"]
+    )
+    bars: dict[int, dict[str, Any]] = {}
+    for rows, codes, cols in ((a["barcode"], ia, None), (b["barcode"], ib, b_cols)):
+        for row in rows:
+            code = int(codes[row["input"]])
+            cells = [int(cols[c]) if cols is not None and c >= 0 else c for c in row["cells"]]
+            if code not in bars or row["stream"] < bars[code]["stream"]:
+                bars[code] = {**row, "input": code, "cells": cells}
+    cut = s["barcode_cols"]
+    s["barcode"] = [
+        {**bars[c], "cells": bars[c]["cells"][:cut], "new": bars[c]["new"][:cut]}
+        for c in sorted(bars)[: s["barcode_rows"]]
+    ]
+    for p in COUNTERS:
+        s[p.name] = (a[p.name] or b[p.name]) if p.merge == "or" else a[p.name] + b[p.name]
+    return s
+
+
+# -- workers' streams -------------------------------------------------------------------------------------
+
+
+def shift_streams(state: Any, offset: int) -> dict[str, Any]:
+    """A copy of a state (JSON-safe) with every stream moved up by ``offset``."""
+    s = check(state)
+    offset = _int(offset, "offset", 0, _BIG)
+    s = {**s, "runs": dict(s["runs"])}
+    for p in STATE:
+        if p.stream and p.where == "setting":
+            s[p.name] = _int(s[p.name] + offset, p.name, 0, _BIG)
+        elif p.stream:
+            s["runs"][p.key] = s["runs"][p.key] + offset
+            if s["runs"][p.key].size and s["runs"][p.key].max() >= _BIG:
+                raise ValueError(f"shifting by {offset} moves streams past {_BIG}")
+    s["barcode"] = [{**b, "stream": b["stream"] + offset} for b in s["barcode"]]
+    return to_json(s)
+
+
+def stream_span(state: Any) -> int:
+    """1 + the highest stream number in a state (0 when it holds no run)."""
+    streams = check(state)["runs"]["stream"]
+    return int(streams.max()) + 1 if streams.size else 0
