@@ -44,6 +44,7 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, encoding: s
     payload = data.encode(encoding) if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, _file_mode())  # mkstemp makes 0600; a written file gets what open() would give
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
             fh.flush()
@@ -53,6 +54,13 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, encoding: s
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _file_mode() -> int:
+    """The permission bits ``open(path, "w")`` gives a new file: 0o666 less the process umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def write_figure(fig: Any, path: str | os.PathLike[str], **savefig: Any) -> None:

@@ -106,3 +106,12 @@ def test_sigkill_at_random_moments_never_leaves_a_damaged_file(tmp_path):
             assert data["pad"] == [data["i"]] * 50000
             seen.add(data["i"])
     assert seen, "the writer never finished one write in 20 runs"
+
+
+def test_written_files_get_the_usual_permissions(tmp_path):
+    old = os.umask(0o022)
+    try:
+        write_atomic(tmp_path / "report.json", "{}")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "report.json").stat().st_mode & 0o777 == 0o644
