@@ -12,9 +12,10 @@ written in closed form with binomial ratios computed from log-factorials so noth
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import numpy as np
+
+from seffi.coverage.subsets import distinct_sets, meet_counts, nonempty_subsets, used_masks
 
 __all__ = [
     "chao_extrapolation",
@@ -114,7 +115,7 @@ def novelty_exact(atoms: np.ndarray, p: np.ndarray, K: int) -> np.ndarray:
         pi = marginals(atoms, p)
         keep = pi > 0
         return (pi[keep][None, :] * pow1m(pi[keep][None, :], i1[:, None])).sum(axis=1)
-    masks = _masks(atoms)
+    masks = used_masks(atoms)[0]
     out = np.zeros(K)
     for mask, pj in zip(masks, p, strict=True):
         if mask == 0 or pj == 0:
@@ -341,65 +342,44 @@ def novelty_samples(X: np.ndarray, K: int) -> np.ndarray:
     return novelty_samples_many(X[None], K)[0]
 
 
-def nonempty_subsets(sets: np.ndarray, m: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Every non-empty subset B of each distinct match set A, grouped by |A| (the U-statistics' terms).
-
-    Args:
-        sets: int64 array, shape (S,): match-set bitmasks over m strategies.
-        m: Number of strategies.
-
-    Yields:
-        ``(g, sub, sign)`` per set size r >= 1 (an empty set has no term): ``g`` int array, shape
-        (G,): the sets of size r; ``sub`` int64 array, shape (G, 2^r - 1): their subsets' masks;
-        ``sign`` float array, shape (2^r - 1,): ``-(-1)^|B|``.
-    """
-    bits = ((sets[:, None] >> np.arange(m, dtype=np.int64)) & 1).astype(bool)
-    size = bits.sum(axis=1)
-    for r in np.unique(size[size > 0]).tolist():
-        g = np.flatnonzero(size == r)
-        pos = np.nonzero(bits[g])[1].reshape(g.size, r)  # bit positions, ascending per row
-        q = np.arange(1, 1 << r, dtype=np.int64)
-        pattern = (q[None, :] >> np.arange(r, dtype=np.int64)[:, None]) & 1  # (r, 2^r - 1)
-        yield g, (np.int64(1) << pos) @ pattern, np.where(pattern.sum(axis=0) % 2 == 1, 1.0, -1.0)
-
-
 def novelty_samples_many(X: np.ndarray, K: int) -> np.ndarray:
     """``novelty_samples`` of D datasets of the same size at once: X bool (D, n, m) -> (D, min(K, n)).
 
     The signed terms depend on B only through Y_B, an integer in 1..n, so they are first summed
     into exact integer coefficients per (dataset, Y_B) and then multiplied by one (n, K) table of
-    binomial ratios: the work is one vectorised pass over the (dataset, distinct match set,
-    non-empty subset B) triples, with no Python loop over samples, subsets or datasets.
+    binomial ratios. Single-label datasets need only the incidence counts (B = {s}, Y_B = Y_s: any
+    M); set-valued ones take Y_B from superset counts (``seffi.coverage.subsets``), linear in n.
+
+    Raises:
+        ValueError: set-valued datasets name more than 62 distinct strategies (one line, what to do).
     """
     X = np.asarray(X, dtype=bool)
     D, n, m = X.shape
     kmax = min(K, n)
+    if D == 0 or n == 0:
+        return np.zeros((D, kmax))
     i1 = np.arange(kmax)  # i - 1
     lf = log_factorial(n)
     # ratio[y, i-1] = C(n - y, i-1) / C(n - 1, i-1) for y = 0..n
     ratio = np.exp(_log_binom_ratio(n - np.arange(n + 1)[:, None], n - 1, i1[None, :], lf))
     coef = np.zeros((D, n + 1))
-    if D == 0 or n == 0:
-        return np.zeros((D, kmax))
-    masks = _masks(X.reshape(D * n, m)).reshape(D, n)
-    # Distinct (dataset, match set) pairs with their multiplicities: identical samples share terms.
-    d_all, m_all = np.repeat(np.arange(D), n), masks.ravel()
-    order = np.lexsort((m_all, d_all))
-    d_s, m_s = d_all[order], m_all[order]
-    first = np.flatnonzero(np.r_[True, (d_s[1:] != d_s[:-1]) | (m_s[1:] != m_s[:-1])])
-    d_of, u = d_s[first], m_s[first]
-    mult = np.diff(np.r_[first, d_s.size])
-    for g, sub, sign in nonempty_subsets(u, m):
-        # Chunks bound the (triples x n) intermediate for large match sets.
-        step = max(1, (1 << 22) // max(n * sub.shape[1], 1))
-        for c0 in range(0, g.size, step):
-            gc = g[c0 : c0 + step]
-            sc = sub[c0 : c0 + gc.size]
-            y = ((masks[d_of[gc]][:, :, None] & sc[:, None, :]) != 0).sum(axis=1)  # (G, 2^r - 1)
-            w = mult[gc][:, None] * sign[None, :]
-            coef += np.bincount(
-                (d_of[gc][:, None] * (n + 1) + y).ravel(), weights=w.ravel(), minlength=D * (n + 1)
-            ).reshape(D, n + 1)
+    single = X.sum(axis=2).max(axis=1) <= 1
+    if single.any():  # one term per strategy seen: Y_s samples, each with Y_B = Y_s
+        Y = X[single].sum(axis=1)  # (Ds, m)
+        rows = np.repeat(np.flatnonzero(single), m) * (n + 1) + Y.ravel()
+        coef += np.bincount(rows, weights=Y.ravel().astype(np.float64), minlength=D * (n + 1)).reshape(
+            D, n + 1
+        )
+    sv = np.flatnonzero(~single)
+    if sv.size:
+        masks, bits = used_masks(X[sv].reshape(sv.size * n, m))
+        d_of, u, mult = distinct_sets(masks.reshape(sv.size, n))
+        groups = list(nonempty_subsets(u, bits))
+        for (g, _, sign), y in zip(groups, meet_counts(d_of, u, mult, groups), strict=True):
+            w = mult[g][:, None] * sign[None, :]
+            coef[sv] += np.bincount(
+                (d_of[g][:, None] * (n + 1) + y).ravel(), weights=w.ravel(), minlength=sv.size * (n + 1)
+            ).reshape(sv.size, n + 1)
     return np.clip(coef @ ratio / n, 0.0, 1.0)
 
 
@@ -407,7 +387,9 @@ def full_coverage_samples(X: np.ndarray, m: int, K: int) -> np.ndarray:
     """Unbiased F(k) for k = 1..min(K, n): the fraction of k-subsets of the samples covering all m.
 
     Single-label: [x^k] prod_s ((1 + x)^{N_s} - 1) / C(n, k) as a hypergeometric DP (non-negative
-    terms). Set-valued: sum_B (-1)^|B| C(n - Y_B, k) / C(n, k) over B subset of [m], m <= 20.
+    terms). Set-valued: sum_B (-1)^|B| C(n - Y_B, k) / C(n, k) over B subset of [m] when
+    m <= :data:`EXACT_SET_STRATEGIES`; beyond, the share of random sample orders covering all
+    within k (standard error <= 0.008, ``_full_by_permutations``).
 
     Returns:
         float array, shape (min(K, n),).
@@ -474,6 +456,40 @@ def full_coverage_samples_many(X: np.ndarray, m: int, K: int) -> np.ndarray:
     return out
 
 
+#: Strategies up to which set-valued F(k) from samples is the exact U-statistic (a 2^M transform).
+EXACT_SET_STRATEGIES = 20
+#: Random orders of the samples behind set-valued F(k) beyond :data:`EXACT_SET_STRATEGIES` strategies.
+PERMUTATIONS = 4000
+
+
+def _full_by_permutations(X: np.ndarray, K: int) -> np.ndarray:
+    """Set-valued F(k) of D datasets X bool (D, n, m) by Monte Carlo over random orders of the samples.
+
+    The first k samples of a uniformly random order are a uniform k-subset, so the share of
+    :data:`PERMUTATIONS` orders whose first k samples cover every column is an unbiased estimate of
+    the U-statistic at every k, with standard error sqrt(F (1 - F) / R) <= 0.5 / sqrt(R) = 0.008.
+    Each order costs O(n m): the cover time is the latest first occurrence of a column. The
+    generator is seeded from the data, so the same samples give the same estimate.
+    """
+    D, n, m = X.shape
+    kmax = min(K, n)
+    out = np.zeros((D, kmax))
+    for d in range(D):
+        Xd = np.ascontiguousarray(X[d])
+        if not Xd.any(axis=0).all():
+            continue  # a strategy no sample holds: F = 0
+        rng = np.random.default_rng(
+            np.frombuffer(np.packbits(Xd).tobytes(), dtype=np.uint8).astype(np.uint32)
+        )
+        done = np.zeros(PERMUTATIONS, dtype=np.int64)  # position (1-based) where the order covers all
+        for a in range(0, PERMUTATIONS, 512):
+            rank = np.argsort(rng.random((min(512, PERMUTATIONS - a), n)), axis=1).argsort(axis=1)
+            first = np.stack([rank[:, Xd[:, s]].min(axis=1) for s in range(m)], axis=1)
+            done[a : a + rank.shape[0]] = first.max(axis=1) + 1
+        out[d] = np.searchsorted(np.sort(done), np.arange(1, kmax + 1), side="right") / PERMUTATIONS
+    return out
+
+
 def _full_set_valued(X: np.ndarray, m: int, K: int) -> np.ndarray:
     """Set-valued F(k) = sum_B (-1)^|B| C(n - Y_B, k) / C(n, k) for D datasets: X bool (D, n, m).
 
@@ -483,8 +499,8 @@ def _full_set_valued(X: np.ndarray, m: int, K: int) -> np.ndarray:
     times instead of 2^m times.
     """
     D, n, _ = X.shape
-    if m > 20:
-        raise ValueError(f"unbiased full coverage of set-valued samples needs M <= 20, got {m}")
+    if m > EXACT_SET_STRATEGIES:
+        return _full_by_permutations(X, K)
     kmax = min(K, n)
     lf = log_factorial(n)
     ks = np.arange(1, kmax + 1)

@@ -6,6 +6,7 @@ import numpy as np
 
 from seffi.coverage import estimators as est
 from seffi.coverage.resampling import normal_quantile, t_quantile
+from seffi.coverage.subsets import meet_counts, nonempty_subsets, used_masks
 
 __all__ = ["delete_one_novelty", "jackknife_novelty_sd"]
 
@@ -74,36 +75,69 @@ def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
     turns the first sum into one total minus a (samples x subsets) product.
 
     Args:
-        X: bool array, shape (n, m), n >= 2, m <= 62.
+        X: bool array, shape (n, m), n >= 2, at most 62 strategies used.
         kmax: largest i, <= n - 1.
 
     Returns:
         float array, shape (n, kmax): row l is N(1..kmax) without sample l.
     """
-    n, m = X.shape
-    masks = est._masks(X)
+    n, _ = X.shape
+    masks, bits = used_masks(X)
     sets, inverse, mult = np.unique(masks, return_inverse=True, return_counts=True)
     lf = est.log_factorial(n)
     i1 = np.arange(kmax)
     left = np.maximum(n - 1 - np.arange(n + 1), 0)  # samples not meeting B, y = 0..n
     rho = np.exp(est._log_binom_ratio(left[:, None], n - 2, i1[None, :], lf))
     rho[n] = 0.0  # Y_B = n: then every sample meets B and the value cancels exactly
-    sub, sign, owner = [], [], []
-    for g, subsets, signs in est.nonempty_subsets(sets, m):  # an empty match set brings nothing new
-        sub.append(subsets.ravel())
-        sign.append(np.tile(signs, g.size))
-        owner.append(np.repeat(g, signs.size))
     out = np.zeros((n, kmax))
-    if not sub:
+    groups = list(nonempty_subsets(sets, bits))  # an empty match set brings nothing new
+    if not groups:
         return out
-    B, s_B, own = np.concatenate(sub), np.concatenate(sign), np.concatenate(owner)
-    meets = ((masks[None, :] & B[:, None]) != 0).astype(np.float64)  # (subsets, n): d_lB
-    Y = meets.sum(axis=1).astype(np.int64)
-    w = s_B * mult[own]  # every sample j holding the set carries the term
-    at, below = rho[Y], rho[Y - 1]
-    total = w @ at  # (kmax,)
-    # Sample l's own term, per distinct set: a (sets x subsets) indicator product.
-    belongs = (own[None, :] == np.arange(sets.size)[:, None]).astype(np.float64)
-    own_term = belongs @ (s_B[:, None] * below)
-    out = total[None, :] - meets.T @ (w[:, None] * (at - below)) - own_term[inverse]
+    S, width = sets.size, n + 1
+    # Each term is a coefficient (an exact integer) times a row of a table indexed by y = Y_B:
+    # sum_B w_B rho(Y_B), sample l's own terms sum_(B subset A_l) s_B rho(Y_B - 1), and the part of
+    # the first sum from subsets that A_l meets, sum_B [A_l meets B] w_B (rho(Y_B) - rho(Y_B - 1)).
+    # The last, by inclusion-exclusion over T subset of A_l: sum_T (-1)^(|T|+1) c(T, y) with
+    # c(T, y) = sum of w_B over subsets B containing T with Y_B = y: linear in n, no (subsets x n) table.
+    total, own = np.zeros(width), np.zeros((S, width))
+    pair_t, pair_y, pair_w, ask_set, ask_t, ask_sign = [], [], [], [], [], []
+    for (g, sub, sign), Y in zip(
+        groups, meet_counts(np.zeros(S, dtype=np.int64), masks[None], mult, groups), strict=True
+    ):
+        w = mult[g][:, None] * sign[None, :]  # every sample j holding the set carries the term
+        total += np.bincount(Y.ravel(), weights=w.ravel(), minlength=width)
+        rows = np.repeat(g, sign.size) * width + (Y - 1).ravel()
+        own += np.bincount(rows, weights=np.tile(sign, g.size), minlength=S * width).reshape(S, width)
+        q, t = _pairs(sub.shape[1])
+        pair_t.append(sub[:, t].ravel())
+        pair_y.append(Y[:, q].ravel())
+        pair_w.append(w[:, q].ravel())
+        ask_set.append(np.repeat(g, sign.size))
+        ask_t.append(sub.ravel())
+        ask_sign.append(np.tile(sign, g.size))
+    T, y, w = np.concatenate(pair_t), np.concatenate(pair_y), np.concatenate(pair_w)
+    values, tid = np.unique(T, return_inverse=True)
+    keys, kinv = np.unique(tid.reshape(-1) * width + y, return_inverse=True)
+    c = np.bincount(kinv.reshape(-1), weights=w)  # c(T, y) per distinct (T, y), sorted by T then y
+    c_tid = keys // width
+    lo = np.searchsorted(c_tid, np.arange(values.size), side="left")
+    hi = np.searchsorted(c_tid, np.arange(values.size), side="right")
+    q_tid = np.searchsorted(values, np.concatenate(ask_t))
+    q_set, q_sign = np.concatenate(ask_set), np.concatenate(ask_sign)
+    size = hi[q_tid] - lo[q_tid]
+    which = np.repeat(np.arange(q_tid.size), size)
+    idx = lo[q_tid][which] + (np.arange(which.size) - np.repeat(np.cumsum(size) - size, size))
+    meet = np.bincount(
+        q_set[which] * width + keys[idx] % width, weights=q_sign[which] * c[idx], minlength=S * width
+    ).reshape(S, width)
+    step = np.zeros((width, kmax))
+    step[1:] = rho[1:] - rho[:-1]  # rho(y) - rho(y - 1)
+    out = (total @ rho)[None, :] - (meet @ step)[inverse] - (own @ rho)[inverse]
     return out / (n - 1)
+
+
+def _pairs(P: int) -> tuple[np.ndarray, np.ndarray]:
+    """(q, t) column pairs of a set's subsets (columns 0..P-1 are patterns 1..P) with pattern t inside q."""
+    pat = np.arange(1, P + 1)
+    q, t = np.nonzero((pat[None, :] & ~pat[:, None]) == 0)  # t's bits within q's
+    return q, t

@@ -266,6 +266,12 @@ def _sample_curves(
             f"iid (estimated) values beyond k = n = {n} are model-based extrapolations: coverage by Chao "
             "et al. 2014, full coverage and time to coverage from the estimated law of the unseen strategies"
         )
+    if not single and m > est.EXACT_SET_STRATEGIES:
+        notes.append(
+            f"iid (estimated) full coverage at k <= n is Monte Carlo over {est.PERMUTATIONS} random orders "
+            f"of the samples (set-valued, more than {est.EXACT_SET_STRATEGIES} strategies; standard error "
+            f"<= {0.5 / math.sqrt(est.PERMUTATIONS):.3f})"
+        )
     # Independent child streams, so each bootstrap is reproducible on its own (and testable).
     ttc_rng, boot_rng, model_rng, valid_rng = (np.random.default_rng(s) for s in seq.spawn(4))
     # Time to coverage at k <= n: prefixes of random permutations are uniform k-subsets (the

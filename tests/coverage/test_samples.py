@@ -151,8 +151,9 @@ def test_extrapolation_reaches_gain_report_json_and_wandb_summary(tmp_path) -> N
 
 def test_set_valued_from_samples_flat_law_is_fast() -> None:
     """Issue 13 case 9: a flat set-valued law where every strategy appears (n = 40, M = 15, K = 60, 200
-    replicates) takes well under 60 ms per input (measured 13-24 ms on 2 shared cores; before: F and
-    novelty replicates over all 2^15 subsets took 80-170 ms, the original per-replicate loops ~0.5 s)."""
+    replicates) takes well under 60 ms of CPU per input (measured 25-40 ms on 2 shared cores; before: F
+    and novelty replicates over all 2^15 subsets took 80-170 ms, the original per-replicate loops ~0.5
+    s). CPU time, not wall time: a loaded machine does not fail it."""
     import time
 
     M, n, K = 15, 40, 60
@@ -163,9 +164,9 @@ def test_set_valued_from_samples_flat_law_is_fast() -> None:
     base.curves(K, n_boot=200, seed=1)  # warm-up
     best = math.inf
     for _ in range(3):
-        t = time.perf_counter()
+        t = time.process_time()
         c = base.curves(K, n_boot=200, seed=1)
-        best = min(best, time.perf_counter() - t)
+        best = min(best, time.process_time() - t)
     assert best < 0.06
     assert c.full_coverage[n - 1] == 1.0 and c.full_coverage_lo[n - 1] < 0.1  # F(n): one trial
 
