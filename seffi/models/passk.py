@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from transformers import TrainerCallback
 
+from seffi._io import write_atomic
 from seffi.coverage.resampling import bootstrap_counts, t_quantile
 from seffi.errors import SeffiError
 
@@ -562,7 +563,7 @@ class PassAtKEval(TrainerCallback):
         text = json.dumps(
             self.summary(), indent=1, default=lambda v: None if isinstance(v, float) else str(v)
         )
-        (self.out_dir / "eval.json").write_text(text)
+        write_atomic(self.out_dir / "eval.json", text)
         if self.history:
             plot_passk(
                 self.out_dir / "eval_passk.png",
