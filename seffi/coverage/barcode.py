@@ -118,6 +118,15 @@ class BarcodeRows:
             i = np.flatnonzero(start)
             i = i[np.lexsort((streams[i], u[i]))]
             first = i[_segment_starts(u[i])]  # each input's lowest such stream
+            if len(self.data) >= self.rows:  # full: only a key below the largest held can get a row
+                if self._worst is None:
+                    self._worst = max(self.data, key=keys.__getitem__)
+                top = keys[self._worst]
+                ok = np.fromiter(
+                    (c in self.data or keys[c] < top for c in u[first].tolist()), bool, first.size
+                )
+                self.stream[u[first[~ok]]] = -1  # for good, as admit would
+                first = first[ok]
             for code, stream in zip(u[first].tolist(), streams[first].tolist(), strict=True):
                 row = self.data.get(code)
                 if (row is None or stream < row[0]) and self.admit(code, keys):

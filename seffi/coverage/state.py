@@ -3,7 +3,7 @@
 :data:`STATE` lists each part of a ``CoverageTracker``'s state — its settings, the per-input and
 per-run arrays, the open runs, the barcode rows and the counters — with the rule by which two
 trackers' parts merge and the bounds a stored value must respect. Everything else follows from it:
-the empty state (``empty_runs``, ``COUNTERS``), :func:`check` (a stored state bounded by its own
+the empty state (``COUNTERS``, ``RUN_TABLE_FIELDS``), :func:`check` (a stored state bounded by its own
 declaration before anything is allocated), :func:`dump` / :func:`to_json` (``state_dict``),
 :func:`load` (``load_state_dict``), :func:`merge` and :func:`shift_streams`. The stored layout is
 format 2 (``seffi.coverage.tracker/2``: integer arrays, inputs and runs in sorted key order, first-hit
@@ -324,8 +324,44 @@ def load(cls: type[CoverageTracker], state: Any, *, barcode_rows: int | None = N
     spec = s["strategies"] if s["strategies"] is not None else s["num_strategies"]
     t = cls(spec, **{p.name: s[p.name] for p in SETTINGS if p.name not in ("strategies", "num_strategies",
                                                                              "columns")})  # fmt: skip
-    t._restore(s)
+    _fill(t, s)
     return t
+
+
+def _fill(t: CoverageTracker, s: Mapping[str, Any]) -> None:
+    """Fill fresh tracker ``t`` with checked state ``s`` (inputs and runs in their stored order)."""
+    inp, runs = s["inputs"], s["runs"]
+    t.keys = list(zip(inp["task"], inp["input_id"], strict=True))
+    U = len(t.keys)
+    t._code = {key: i for i, key in enumerate(t.keys)}
+    t._code.update({x: i for i, (task, x) in enumerate(t.keys) if task == t.task})  # raw ids
+    t._m = np.zeros(max(16, U), dtype=np.int64)
+    t._m[:U] = inp["m"]
+    t._order = (U, np.arange(U, dtype=np.int64))  # stored inputs are in sorted key order
+    t.columns = list(s["columns"])
+    t._col = {c: j for j, c in enumerate(t.columns)}
+    from seffi.coverage.sums import RunTable  # sums reads this module's declaration
+
+    t.runs = RunTable(len(t.columns), t.num_latents)
+    t.assigner.ensure_inputs(U)
+    R = len(runs["input"])
+    t.assigner.add_slots(
+        np.asarray(runs["stream"], dtype=np.int64), np.asarray(runs["input"], dtype=np.int64)
+    )
+    t.assigner.next_stream[:U] = np.maximum(t.assigner.next_stream[:U], inp["next_stream"])
+    t.runs.grow(R)
+    for p in t.runs.fields:
+        if p.key in runs:
+            getattr(t.runs, p.key)[:R] = runs[p.key]
+    for r in s["open_runs"]:
+        code = int(runs["input"][r["run"]])
+        t.assigner.restore_open(code, r["env_index"], r["run"], r["count"], r["sample_index"], r["run_index"])
+    t.bar.grow(U)
+    for b in s["barcode"]:
+        t.bar.put(b["input"], b["stream"], list(b["cells"]), [bool(x) for x in b["new"]], t.keys)
+    for p in COUNTERS:
+        setattr(t, p.name, s[p.name])
+    t._rebuild_sums()
 
 
 def merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:

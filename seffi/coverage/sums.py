@@ -507,35 +507,47 @@ class GroupTotals:
     """The per-input sums added up per group of inputs with the same (complete runs, M_x).
 
     Every input of a group weighs the same in the point estimates (each run 1 / (runs x M_x)), so
-    the estimates need only the group totals: a log costs O(groups x K), and moving an input whose
-    runs completed from one group to the next costs O(K). Integer totals: any order of updates
-    gives the same numbers.
+    the estimates need only the group totals: a log costs O(groups x K), and moving inputs whose
+    runs completed from one group to the next costs O(moved inputs x K) in numpy. Integer totals:
+    any order of updates gives the same numbers.
 
     Args:
         budget: K.
     """
 
+    _BITS = 21  # M_x < 2^21 (MAX_STRATEGIES): a group's key is runs << 21 | M_x
+
     def __init__(self, budget: int) -> None:
         self.budget = int(budget)
-        self.groups: dict[tuple[int, int], list[Any]] = {}  # (runs, M_x) -> [inputs, (K, N_INC) totals]
+        self.keys = np.zeros(0, dtype=np.int64)  # sorted group keys
+        self.count = np.zeros(0, dtype=np.int64)  # inputs per group
+        self.total = np.zeros((0, self.budget, N_INC), dtype=np.int64)
 
     def _apply(self, n: np.ndarray, m: np.ndarray, inc: np.ndarray, sign: int) -> None:
         keep = n > 0
         if not keep.any():
             return
-        n, m, inc = n[keep], m[keep], inc[keep].astype(np.int64)
-        key = n * (np.int64(1) << 21) + m  # M_x < 2^21 (MAX_STRATEGIES)
+        key = (n[keep].astype(np.int64) << self._BITS) | m[keep].astype(np.int64)
         order = np.argsort(key, kind="stable")
-        key, inc = key[order], inc[order]
+        key = key[order]
         starts = np.flatnonzero(_segment_starts(key))
         counts = np.diff(np.r_[starts, key.size])
-        totals = np.add.reduceat(inc, starts, axis=0)
-        for g, c, tot in zip(key[starts].tolist(), counts.tolist(), totals, strict=True):
-            entry = self.groups.setdefault((g >> 21, g & ((1 << 21) - 1)), [0, 0])
-            entry[0] += sign * c
-            entry[1] = entry[1] + sign * tot
-            if entry[0] == 0:
-                del self.groups[(g >> 21, g & ((1 << 21) - 1))]
+        totals = np.add.reduceat(inc[keep][order].astype(np.int64), starts, axis=0)
+        key = key[starts]
+        pos = np.searchsorted(self.keys, key)
+        have = self.keys[np.minimum(pos, self.keys.size - 1)] if self.keys.size else key + 1
+        new = (pos >= self.keys.size) | (have != key)
+        if new.any():  # groups not seen yet: inserted in key order
+            at = pos[new]
+            self.keys = np.insert(self.keys, at, key[new])
+            self.count = np.insert(self.count, at, 0)
+            self.total = np.insert(self.total, at, 0, axis=0)
+            pos = np.searchsorted(self.keys, key)
+        self.count[pos] += sign * counts
+        self.total[pos] += sign * totals
+        empty = self.count == 0
+        if empty.any():
+            self.keys, self.count, self.total = self.keys[~empty], self.count[~empty], self.total[~empty]
 
     def move(
         self, m: np.ndarray, old_n: np.ndarray, old: np.ndarray, new_n: np.ndarray, new: np.ndarray
@@ -546,15 +558,8 @@ class GroupTotals:
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(runs, M_x, inputs, totals (G, K, N_INC)) of the groups in sorted (runs, M_x) order."""
-        keys = sorted(self.groups)
-        if not keys:
-            z = np.zeros(0, dtype=np.int64)
-            return z, z, z, np.zeros((0, self.budget, N_INC), dtype=np.int64)
-        n = np.array([k[0] for k in keys], dtype=np.int64)
-        m = np.array([k[1] for k in keys], dtype=np.int64)
-        count = np.array([self.groups[k][0] for k in keys], dtype=np.int64)
-        tot = np.stack([self.groups[k][1] for k in keys])
-        return n, m, count, tot
+        mask = (np.int64(1) << self._BITS) - 1
+        return self.keys >> self._BITS, self.keys & mask, self.count, self.total
 
     @classmethod
     def of(cls, sums: InputSums, m: np.ndarray) -> GroupTotals:

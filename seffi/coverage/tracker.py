@@ -161,6 +161,18 @@ class CoverageTracker(UpdatePath):
             self.assigner.ensure_inputs(code + 1)
         return code
 
+    def _add_inputs(self, keys: list[tuple[str, str]], m: int | None) -> None:
+        """New inputs ``keys`` (not seen yet), each with M_x = ``m`` (the record path's batch of them)."""
+        start = len(self.keys)
+        self.keys.extend(keys)
+        self._code.update(zip(keys, range(start, start + len(keys)), strict=True))
+        if len(self.keys) > self._m.size:
+            grown = np.zeros(max(len(self.keys), 2 * self._m.size), dtype=np.int64)
+            grown[: self._m.size] = self._m
+            self._m = grown
+        self._m[start : len(self.keys)] = m
+        self.assigner.ensure_inputs(len(self.keys))
+
     def _column(self, s: str) -> int:
         j = self._col.get(s)
         if j is None:
@@ -258,16 +270,17 @@ class CoverageTracker(UpdatePath):
             out = np.fromiter(map(table.get, raw, repeat(-1)), dtype=np.int64, count=len(raw))
         except TypeError:  # an unhashable id: _input_id names it below
             out = np.full(len(raw), -1, dtype=np.int64)
-        for i in np.flatnonzero(out < 0).tolist():
-            x = raw[i]
-            code = table.get(x, -1) if isinstance(x, str) else -1  # added earlier in this batch
-            if code < 0:
-                key = (self.task, _input_id(x))
-                code = self._input_code(key, self.num_strategies)  # type: ignore[arg-type]
-                table[key[1]] = code
-                if isinstance(x, int | np.integer):
-                    table[x] = code
-            out[i] = code
+        miss = np.flatnonzero(out < 0)
+        if miss.size:  # new inputs: added at once, in order of appearance
+            new = list(dict.fromkeys(raw[i] for i in miss.tolist()))
+            keys = [(self.task, x if type(x) is str else _input_id(x)) for x in new]
+            self._add_inputs([k for k in dict.fromkeys(keys) if k not in self._code], self.num_strategies)
+            codes = [self._code[k] for k in keys]
+            table.update(zip((k[1] for k in keys), codes, strict=True))
+            table.update((x, c) for x, c in zip(new, codes, strict=True) if not isinstance(x, str))
+            out[miss] = np.fromiter(
+                map(table.__getitem__, (raw[i] for i in miss.tolist())), np.int64, miss.size
+            )
         return out
 
     def _record_positions(
@@ -390,41 +403,6 @@ class CoverageTracker(UpdatePath):
             except json.JSONDecodeError as exc:
                 raise ValueError(f"tracker state is not valid JSON: {exc}") from exc
         return state_io.load(cls, state, barcode_rows=barcode_rows)
-
-    def _restore(self, s: Mapping[str, Any]) -> None:
-        """Fill this fresh tracker with a checked state (``state.load``)."""
-        inp, runs = s["inputs"], s["runs"]
-        self.keys = list(zip(inp["task"], inp["input_id"], strict=True))
-        U = len(self.keys)
-        self._code = {key: i for i, key in enumerate(self.keys)}
-        self._code.update({x: i for i, (t, x) in enumerate(self.keys) if t == self.task})  # raw ids
-        self._m = np.zeros(max(16, U), dtype=np.int64)
-        self._m[:U] = inp["m"]
-        self._order = (U, np.arange(U, dtype=np.int64))  # stored inputs are in sorted key order
-        self.columns = list(s["columns"])
-        self._col = {c: j for j, c in enumerate(self.columns)}
-        self.runs = RunTable(len(self.columns), self.num_latents)
-        self.assigner.ensure_inputs(U)
-        R = len(runs["input"])
-        self.assigner.add_slots(
-            np.asarray(runs["stream"], dtype=np.int64), np.asarray(runs["input"], dtype=np.int64)
-        )
-        self.assigner.next_stream[:U] = np.maximum(self.assigner.next_stream[:U], inp["next_stream"])
-        self.runs.grow(R)
-        for p in self.runs.fields:
-            if p.key in runs:
-                getattr(self.runs, p.key)[:R] = runs[p.key]
-        for r in s["open_runs"]:
-            code = int(runs["input"][r["run"]])
-            self.assigner.restore_open(
-                code, r["env_index"], r["run"], r["count"], r["sample_index"], r["run_index"]
-            )
-        self.bar.grow(U)
-        for b in s["barcode"]:
-            self.bar.put(b["input"], b["stream"], list(b["cells"]), [bool(x) for x in b["new"]], self.keys)
-        for p in state_io.COUNTERS:
-            setattr(self, p.name, s[p.name])
-        self._rebuild_sums()
 
     @staticmethod
     def shift_streams(state: Mapping[str, Any], offset: int) -> dict[str, Any]:
