@@ -523,16 +523,18 @@ class GroupTotals:
         self.count = np.zeros(0, dtype=np.int64)  # inputs per group
         self.total = np.zeros((0, self.budget, N_INC), dtype=np.int64)
 
-    def _apply(self, n: np.ndarray, m: np.ndarray, inc: np.ndarray, sign: int) -> None:
+    def _apply(self, n: np.ndarray, m: np.ndarray, inc: np.ndarray, sign: np.ndarray | int) -> None:
+        """Add ``sign`` x each input's sums (R, K, N_INC) to its group (runs ``n``, M_x ``m``)."""
+        sign = np.broadcast_to(np.asarray(sign, dtype=np.int64), n.shape)
         keep = n > 0
         if not keep.any():
             return
         key = (n[keep].astype(np.int64) << self._BITS) | m[keep].astype(np.int64)
         order = np.argsort(key, kind="stable")
-        key = key[order]
+        key, sign = key[order], sign[keep][order]
         starts = np.flatnonzero(_segment_starts(key))
-        counts = np.diff(np.r_[starts, key.size])
-        totals = np.add.reduceat(inc[keep][order].astype(np.int64), starts, axis=0)
+        counts = np.add.reduceat(sign, starts)
+        totals = np.add.reduceat(inc[keep][order].astype(np.int64) * sign[:, None, None], starts, axis=0)
         key = key[starts]
         pos = np.searchsorted(self.keys, key)
         have = self.keys[np.minimum(pos, self.keys.size - 1)] if self.keys.size else key + 1
@@ -543,8 +545,8 @@ class GroupTotals:
             self.count = np.insert(self.count, at, 0)
             self.total = np.insert(self.total, at, 0, axis=0)
             pos = np.searchsorted(self.keys, key)
-        self.count[pos] += sign * counts
-        self.total[pos] += sign * totals
+        self.count[pos] += counts
+        self.total[pos] += totals
         empty = self.count == 0
         if empty.any():
             self.keys, self.count, self.total = self.keys[~empty], self.count[~empty], self.total[~empty]
@@ -553,8 +555,9 @@ class GroupTotals:
         self, m: np.ndarray, old_n: np.ndarray, old: np.ndarray, new_n: np.ndarray, new: np.ndarray
     ) -> None:
         """Inputs whose sums went from (old_n runs, ``old``) to (new_n, ``new``): (R,), (R, K, N_INC)."""
-        self._apply(old_n, m, old, -1)
-        self._apply(new_n, m, new, +1)
+        R = old_n.shape[0]
+        sign = np.r_[np.full(R, -1, dtype=np.int64), np.ones(R, dtype=np.int64)]
+        self._apply(np.r_[old_n, new_n], np.r_[m, m], np.concatenate([old, new]), sign)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(runs, M_x, inputs, totals (G, K, N_INC)) of the groups in sorted (runs, M_x) order."""
@@ -565,5 +568,5 @@ class GroupTotals:
     def of(cls, sums: InputSums, m: np.ndarray) -> GroupTotals:
         """The group totals of ``sums`` (rows with M_x ``m``)."""
         out = cls(sums.budget)
-        out._apply(sums.n_runs, np.asarray(m, dtype=np.int64), sums.inc, +1)
+        out._apply(sums.n_runs, np.asarray(m, dtype=np.int64), sums.inc, 1)
         return out
