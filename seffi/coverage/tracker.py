@@ -448,10 +448,12 @@ class CoverageTracker(UpdatePath):
         slots = np.asarray(slots, dtype=np.int64).reshape(-1)
         if slots.size and (slots.min() < 0 or slots.max() >= self.assigner.n_slots):
             raise ValueError(f"slots must be runs of this tracker (0..{self.assigner.n_slots - 1})")
-        rank = np.empty(len(self.keys), dtype=np.int64)
-        rank[self.input_order()] = np.arange(len(self.keys))
-        ranks, unit = np.unique(rank[self.assigner.slot_input[slots]], return_inverse=True)
-        return slots, unit.reshape(-1), self.input_order()[ranks]
+        codes, unit = np.unique(self.assigner.slot_input[slots], return_inverse=True)
+        # The inputs present, in sorted key order: O(present log present), not a sort of every input.
+        by_key = np.array(sorted(range(codes.size), key=lambda i: self.keys[codes[i]]), dtype=np.int64)
+        row = np.empty(codes.size, dtype=np.int64)
+        row[by_key] = np.arange(codes.size)
+        return slots, row[unit.reshape(-1)], codes[by_key]
 
     def point(self, slots: Any = None) -> dict[str, Any]:
         """Point estimates at the budget for a log (needs ``budget``).
@@ -525,9 +527,6 @@ class CoverageTracker(UpdatePath):
         K = check_budget(K)
         if self.assigner.n_slots == 0:
             raise ValueError("the tracker has no samples yet: cannot compute curves")
-        order = self.input_order()
-        tasks = sorted({t for t, _ in self.keys})
-        task_of = {t: i for i, t in enumerate(tasks)}
         S, U = self.assigner.n_slots, len(self.keys)
         if slots is not None:
             runs, unit, codes = self._window(slots)
@@ -536,6 +535,7 @@ class CoverageTracker(UpdatePath):
             incomplete = int((self.runs.n[runs] < K).sum())
             rare = None
         else:
+            order = self.input_order()
             samples, incomplete = self.samples, int((self.runs.n[:S] < K).sum())
             streamed = K == self.budget and rarity is None and self.sums is not None
             rows = np.full(U, -1, dtype=np.int64)
@@ -555,7 +555,9 @@ class CoverageTracker(UpdatePath):
                 sums, rare = self.derived_sums(K, rarity_bin=bins, n_bins=rarity_bins)
                 sums, m, codes, absent = sums.take(order), self.m[order], order, 0
                 rare = None if rare is None else rare[order]
-        strata = np.array([task_of[self.keys[c][0]] for c in codes.tolist()], dtype=np.int64)
+        task = [self.keys[c][0] for c in codes.tolist()]
+        task_of = {t: i for i, t in enumerate(sorted(set(task)))}  # a stratum per task
+        strata = np.array([task_of[t] for t in task], dtype=np.int64)
         c = curves_from_sums(
             sums, m, incomplete=incomplete, strata=strata, n_boot=n_boot, seed=seed, ci_level=ci_level,
             input_keys=[self.keys[c] for c in codes.tolist()], samples=samples, rarity=rare, absent=absent,
