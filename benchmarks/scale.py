@@ -21,9 +21,14 @@ in ten, and is correct half the time. ``--no-index`` leaves out ``sample_index``
 then end after K samples: the assigner's fallback path). CPU times come from one shared, loaded
 machine: read the ratios between columns and between runs of this script, not the absolute values.
 
-    python benchmarks/scale.py                                  # ~2-4 minutes on 2 shared cores
+``--monitor`` feeds a Gymnasium-style stream instead (64 rows, K = 8, M = 32, one run per input, the
+inputs cycling through the U ids) to ``CoverageMonitor`` with its default logging (no W&B, no plots)
+and prints its CPU microseconds per episode (ingest and logs) and peak RSS.
+
+    python benchmarks/scale.py                                  # ~1 minute on 2 shared cores
     python benchmarks/scale.py --episodes 200000 --inputs 100,10000 --n-boot 200
-    cd /work/orig && python /path/to/benchmarks/scale.py ...    # the same stream on another checkout
+    python benchmarks/scale.py --monitor --episodes 400000 --inputs 100,100000
+    cd /other/checkout && python /path/to/benchmarks/scale.py   # the same stream on another checkout
 
 The script imports whichever ``seffi`` the interpreter finds (run it from another checkout's venv for
 a before/after comparison; ``--barcode-rows`` sets the tracker's barcode rows, 64 by default, the
@@ -124,6 +129,50 @@ def measure(n_inputs: int, episodes: int, envs: int, n_boot: int, barcode_rows: 
     }
 
 
+def monitor_stream(n_inputs: int, episodes: int, seed: int):
+    """Yield 64-row steps of episode ends (Gymnasium-style: K = 8, one run per input, inputs cycling)."""
+    from seffi.callbacks import EpisodeEnd
+
+    rng = np.random.default_rng(seed)
+    envs, K8 = 64, 8
+    strategies = [f"s{j}" for j in range(M)]
+    zipf = 1.0 / np.arange(1, M + 1) ** 1.1
+    zipf /= zipf.sum()
+    phase = (np.arange(envs) * 3) % K8
+    for step in range(episodes // envs):
+        g = step + phase
+        run = g // K8 * envs + np.arange(envs)  # a run per (row, block of K samples)
+        strat = rng.choice(M, size=envs, p=zipf)
+        yield step, [
+            EpisodeEnd(f"x{int(r) % n_inputs:07d}", (strategies[(s + r) % M],), bool(v), env_index=e,
+                       sample_index=int(k) + 1, run_index=int(r))
+            for e, (r, k, s, v) in enumerate(zip(run, g % K8, strat, rng.random(envs) < 0.5, strict=True))
+        ]  # fmt: skip
+
+
+def measure_monitor(n_inputs: int, episodes: int) -> dict:
+    """CoverageMonitor with its default logging (no W&B, no plots) fed ``episodes`` ends."""
+    from seffi.callbacks import CoverageMonitor
+
+    class Null:
+        def log(self, *a, **k): ...
+        def log_snapshot(self, *a, **k): ...
+        def finish(self, *a, **k): ...
+
+    m = CoverageMonitor(8, [f"s{j}" for j in range(M)], sinks=Null())
+    total = 0.0
+    for step, ends in monitor_stream(n_inputs, episodes, seed=n_inputs):
+        t = time.process_time()
+        m.ingest_ends(ends)
+        m.maybe_log((step + 1) * 64)
+        total += time.process_time() - t
+    return {
+        "monitor us/ep": 1e6 * total / episodes,
+        "logs": m.n_logs,
+        "max RSS MB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--inputs", default="100,10000,100000", help="comma-separated U values")
@@ -132,8 +181,12 @@ def main() -> None:
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--barcode-rows", type=int, default=64)
     ap.add_argument("--no-index", action="store_true", help="episodes without sample_index/run_index")
+    ap.add_argument("--monitor", action="store_true", help="CoverageMonitor, default logging, K = 8")
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child is not None and args.monitor:
+        print(json.dumps(measure_monitor(args.child, args.episodes)))
+        return
     if args.child is not None:
         got = measure(args.child, args.episodes, args.envs, args.n_boot, args.barcode_rows, not args.no_index)
         print(json.dumps(got))
@@ -141,8 +194,9 @@ def main() -> None:
     us = [int(x) for x in args.inputs.split(",")]
     import seffi
 
+    what = "CoverageMonitor, default logging, K = 8" if args.monitor else f"K = {K}"
     print(
-        f"seffi from {os.path.dirname(seffi.__file__)}; {args.episodes} episodes, K = {K}, M = {M}, "
+        f"seffi from {os.path.dirname(seffi.__file__)}; {args.episodes} episodes, {what}, M = {M}, "
         f"{args.envs} env rows, batches of {BATCH}, n_boot = {args.n_boot}, barcode_rows = "
         f"{args.barcode_rows}, {'no indices' if args.no_index else 'sample_index and run_index'}"
     )
@@ -163,14 +217,16 @@ def main() -> None:
             str(args.barcode_rows),
         ]
         cmd += ["--no-index"] if args.no_index else []
+        cmd += ["--monitor"] if args.monitor else []
         env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
         if out.returncode != 0:
             sys.exit(f"U = {u} failed:\n{out.stderr}")
         rows[u] = json.loads(out.stdout.strip().splitlines()[-1])
-        print(
-            f"  U = {u}: done (AUC {rows[u]['_auc']:.4f} over {rows[u]['_runs']} complete runs)", flush=True
+        got = (
+            f" (AUC {rows[u]['_auc']:.4f} over {rows[u]['_runs']} complete runs)" if "_auc" in rows[u] else ""
         )
+        print(f"  U = {u}: done{got}", flush=True)
     names = [k for k in rows[us[0]] if not k.startswith("_")]
     head = "| U | " + " | ".join(names) + " |"
     print(head)

@@ -450,7 +450,8 @@ class CoverageTracker(UpdatePath):
             raise ValueError(f"slots must be runs of this tracker (0..{self.assigner.n_slots - 1})")
         codes, unit = np.unique(self.assigner.slot_input[slots], return_inverse=True)
         # The inputs present, in sorted key order: O(present log present), not a sort of every input.
-        by_key = np.array(sorted(range(codes.size), key=lambda i: self.keys[codes[i]]), dtype=np.int64)
+        keys = [self.keys[c] for c in codes.tolist()]
+        by_key = np.array(sorted(range(codes.size), key=keys.__getitem__), dtype=np.int64)
         row = np.empty(codes.size, dtype=np.int64)
         row[by_key] = np.arange(codes.size)
         return slots, row[unit.reshape(-1)], codes[by_key]
