@@ -8,12 +8,19 @@ end-of-training hook, which writes the report (marked interrupted) and calls :me
 to deliver the signal as the program expects: ``KeyboardInterrupt`` for SIGINT, the previous SIGTERM
 handler (by default: the process ends) for SIGTERM. A second signal while stopping acts at once, as
 it would without seffi. Handlers are installed only from the main thread.
+
+A trainer that dies of an exception never calls the end-of-training hook, so the handlers stay
+installed; they remember the trainer's loop frame and, when it is no longer running, hand the signal
+straight to the previous handler (Ctrl-C after a crashed ``learn()`` is a plain KeyboardInterrupt).
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 __all__ = ["StopOnSignal"]
@@ -33,21 +40,49 @@ class StopOnSignal:
     def __init__(self) -> None:
         self.received: int | None = None
         self._previous: dict[int, Any] = {}
+        self._loop: tuple[int, Any] | None = None  # (id, code) of the trainer's loop frame
 
     @property
     def requested(self) -> bool:
         """Whether a signal asked training to stop."""
         return self.received is not None
 
-    def install(self) -> bool:
-        """Take over SIGINT and SIGTERM until :meth:`restore`; False (nothing done) off the main thread."""
+    def install(self, loop: Iterable[str] = ()) -> bool:
+        """Take over SIGINT and SIGTERM until :meth:`restore`; False (nothing done) off the main thread.
+
+        Args:
+            loop: Names of the trainer's loop function (``"learn"``, ``"train"``): the nearest calling
+                frame of that name is the loop; once it has returned, signals go to the previous handler.
+        """
         if threading.current_thread() is not threading.main_thread() or self._previous:
             return False
+        names, frame = set(loop), sys._getframe(1)
+        while names and frame is not None and frame.f_code.co_name not in names:
+            frame = frame.f_back
+        self._loop = (id(frame), frame.f_code) if names and frame is not None else None
         for sig in self.SIGNALS:
             self._previous[sig] = signal.signal(sig, self._handle)
         return True
 
+    def _running(self, frame: Any) -> bool:
+        """Whether the trainer's loop frame is on the stack the signal interrupted."""
+        if self._loop is None:
+            return True
+        while frame is not None:
+            if id(frame) == self._loop[0] and frame.f_code is self._loop[1]:
+                return True
+            frame = frame.f_back
+        return False
+
     def _handle(self, signum: int, frame: Any) -> None:
+        if not self._running(frame):  # the trainer died without its end hook: act as if never installed
+            previous = self._previous.get(signum, signal.SIG_DFL)
+            self.restore()
+            if callable(previous):
+                previous(signum, frame)
+            elif previous == signal.SIG_DFL:
+                os.kill(os.getpid(), signum)
+            return
         self.received = signum
         self.restore()  # a second signal acts at once
         print(

@@ -165,7 +165,7 @@ class CoverageCallback(BaseCallback):
         # The first Ctrl-C / SIGTERM stops training at the next step so the report is written, then
         # is delivered as usual (KeyboardInterrupt out of learn()).
         self._stop = StopOnSignal()
-        self._stop.install()
+        self._stop.install(loop=("learn",))
         if self.config.sinks is None and self.config.resume_from is not None and self.config.out_dir is None:
             self.out_dir = Path(self.config.resume_from)  # a resumed run continues its own folder
         elif self.config.sinks is None:

@@ -204,7 +204,7 @@ class CoverageTrainerCallback(TrainerCallback):
         cov = self.coverage
         cov.configure_groups(getattr(args, "num_generations", None))
         if state.is_world_process_zero:  # Ctrl-C / SIGTERM: stop at the next step, write, then stop
-            self._stop.install()
+            self._stop.install(loop=("_inner_training_loop", "train"))
         step = int(getattr(state, "global_step", 0) or 0)
         if step > 0:
             self._resume(args, step)

@@ -75,6 +75,25 @@ def test_ctrl_c_during_sb3_training_writes_the_report_marked_interrupted(tmp_pat
     assert "SIGINT: stopping at the next step" in capsys.readouterr().out
 
 
+class _CrashAt(BaseCallback):
+    def _on_step(self) -> bool:
+        if self.n_calls == 5:
+            raise RuntimeError("the user's callback fails")
+        return True
+
+
+def test_ctrl_c_after_a_training_that_crashed_is_a_plain_keyboard_interrupt(tmp_path):
+    """A learn() that dies of an exception never reaches the end hook: Ctrl-C afterwards acts at once."""
+    model, _ = _ppo(tmp_path)
+    cb = CoverageCallback(budget=K, out_dir=tmp_path / "run", wandb="disabled", plots=False, n_boot=0)
+    with pytest.raises(RuntimeError, match="user's callback fails"):
+        model.learn(1000, callback=CallbackList([cb, _CrashAt()]))
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)  # the handler runs at the next bytecode; never reached
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_resume_from_a_checkpoint_continues_the_runs_and_equals_an_uninterrupted_monitor(tmp_path):
     """A monitor checkpointed at episode E and resumed there ends with the uninterrupted tracker."""
     rng = np.random.default_rng(0)

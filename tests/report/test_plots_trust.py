@@ -172,7 +172,7 @@ class _FakeMonitor:
     def __init__(self) -> None:
         self.extra_policies: list = []
 
-    def finalize(self):
+    def finalize(self, *, interrupted=False):
         return [p.label for p in self.extra_policies]
 
 
