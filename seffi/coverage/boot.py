@@ -28,7 +28,7 @@ import numpy as np
 from seffi._seeding import as_seed_sequence
 from seffi.coverage.curves import TAUS, tau_key
 from seffi.coverage.resampling import bootstrap_blocks
-from seffi.coverage.sums import N_STATS
+from seffi.coverage.sums import METRICS, N_STATS
 
 __all__ = ["NORMAL_INPUTS", "REPLICATE_BLOCK", "Replicates"]
 
@@ -36,6 +36,20 @@ __all__ = ["NORMAL_INPUTS", "REPLICATE_BLOCK", "Replicates"]
 NORMAL_INPUTS = 20_000
 #: Replicates drawn per block by the exact bootstrap.
 REPLICATE_BLOCK = 64
+
+
+def unpack_stats(s: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Summed blocks, shape (..., N_STATS, K) -> metric curves and Kaplan-Meier survival curves."""
+    den = s[..., 0, :]
+    pos = den > 0
+    safe = np.where(pos, den, 1.0)
+    vals = {name: np.where(pos, s[..., j, :] / safe, np.nan) for name, j in METRICS.items()}
+    surv = {}
+    for t, tau in enumerate(TAUS):
+        r, d = s[..., 7 + 2 * t, :], s[..., 8 + 2 * t, :]
+        hazard = np.where(r > 0, d / np.where(r > 0, r, 1.0), 0.0)
+        surv[tau_key(tau)] = np.cumprod(1.0 - hazard, axis=-1)
+    return vals, surv
 
 
 @dataclass
@@ -107,7 +121,6 @@ class Replicates:
         return self._normal() if self.normal else self._exact()
 
     def _exact(self) -> Draws:
-        from seffi.coverage.sums_curves import _unpack
 
         K = self.K
         boot = np.zeros((self.n_boot, N_STATS * K))
@@ -116,7 +129,7 @@ class Replicates:
             if which != h:  # the inputs of this stratum, copied once (none with one stratum)
                 part, which = (self.flat if idx.size == self.U else self.flat[idx]), h
             boot[rows] += (W.astype(np.float32) @ part).astype(np.float64)
-        reps, surv = _unpack(boot.reshape(self.n_boot, N_STATS, K))
+        reps, surv = unpack_stats(boot.reshape(self.n_boot, N_STATS, K))
         return Draws(
             reps["expected_new"], reps["coverage"].mean(axis=1), reps["valid_coverage"].mean(axis=1), surv
         )

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from seffi.coverage.boot import Replicates
-from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, check_budget, survival_summary, tau_key
+from seffi.coverage.boot import Replicates, unpack_stats
+from seffi.coverage.curves import Curves, TimeToCoverage, check_budget, survival_summary
 from seffi.coverage.resampling import MIN_INPUTS, expanded_level, mean_score_intervals, percentile_interval
 from seffi.coverage.sums import (
     METRICS,
@@ -47,20 +47,6 @@ def _weighted(sums: np.ndarray, n_runs: np.ndarray, m: np.ndarray) -> np.ndarray
     scale[:, list(PER_STRATEGY)] = 1.0 / np.asarray(m, dtype=np.float64)[:, None]
     w = 1.0 / np.maximum(n_runs, 1)
     return (sums * (scale * w[:, None])[:, None, :]).transpose(0, 2, 1)
-
-
-def _unpack(s: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Summed blocks, shape (..., N_STATS, K) -> metric curves and Kaplan-Meier survival curves."""
-    den = s[..., 0, :]
-    pos = den > 0
-    safe = np.where(pos, den, 1.0)
-    vals = {name: np.where(pos, s[..., j, :] / safe, np.nan) for name, j in METRICS.items()}
-    surv = {}
-    for t, tau in enumerate(TAUS):
-        r, d = s[..., 7 + 2 * t, :], s[..., 8 + 2 * t, :]
-        hazard = np.where(r > 0, d / np.where(r > 0, r, 1.0), 0.0)
-        surv[tau_key(tau)] = np.cumprod(1.0 - hazard, axis=-1)
-    return vals, surv
 
 
 def _mean_finite(x: np.ndarray) -> Any:
@@ -132,7 +118,7 @@ def point_in_order(sums: InputSums, m: np.ndarray) -> dict[str, Any]:
 
 
 def _point(total: np.ndarray, K: int) -> dict[str, Any]:
-    vals, surv = _unpack(total)
+    vals, surv = unpack_stats(total)
     reached = np.isfinite(vals["coverage"])
     out: dict[str, Any] = {"k": list(range(1, K + 1)), **vals}
     out["auc"] = float(_mean_finite(vals["coverage"])) if reached.any() else None
@@ -240,7 +226,7 @@ def curves_from_sums(
         num[a:b], den[a:b], vnum[a:b] = st[:, 1, :], st[:, 0, :], st[:, 5, :]
         if reps is not None:
             reps.add(a, st)
-    point, surv = _unpack(total)  # type: ignore[arg-type]
+    point, surv = unpack_stats(total)  # type: ignore[arg-type]
     draws = reps.result() if reps is not None else None
     c = Curves(
         kind=kind,

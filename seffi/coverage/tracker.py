@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from seffi.coverage import state as state_io
+from seffi.coverage import state_io
 from seffi.coverage._common import _input_id, rarity_bin_matrix
 from seffi.coverage.assign import RunAssigner
 from seffi.coverage.barcode import BARCODE_ROWS, BarcodeRows
