@@ -496,8 +496,7 @@ def run_experiment(config: RunConfig, *, console: Any = None, overwrite: bool = 
     report, files = _write_results(out, config, results, sinks, step=runner.step)
     from seffi.report.sinks import closing_lines
 
-    wandb = sinks.wandb
-    seconds = time.perf_counter() - start
+    wandb, seconds = sinks.wandb, time.perf_counter() - start
     console.print(summary_table(report))
     for line in closing_lines(out, wandb, seconds=seconds):
         # soft_wrap: long paths stay on one line, so they can be copied as they are.

@@ -286,16 +286,15 @@ class TaskLM:
 
         torch_setup()
         path = Path(path)
-        meta_file = path / META_FILE
-        if not meta_file.is_file():
+        if not (meta_file := path / META_FILE).is_file():
             raise SeffiError(f"{path} is not a seffi model folder (no {META_FILE})")
         try:
             meta = json.loads(meta_file.read_text())
         except (OSError, ValueError) as exc:
             raise SeffiError(f"cannot read {meta_file}: {exc}") from None
-        if not isinstance(meta, dict) or meta.get("task") != task.name:
-            got = meta.get("task") if isinstance(meta, dict) else None
-            raise SeffiError(f"{path} holds a model of task {got!r}, not {task.name!r}")
+        meta = meta if isinstance(meta, dict) else {}
+        if meta.get("task") != task.name:
+            raise SeffiError(f"{path} holds a model of task {meta.get('task')!r}, not {task.name!r}")
         try:
             model = AutoModelForCausalLM.from_pretrained(path)
         except Exception as exc:  # SafetensorError, OSError, JSON and config errors: a damaged folder
