@@ -60,8 +60,14 @@ class StopOnSignal:
         while names and frame is not None and frame.f_code.co_name not in names:
             frame = frame.f_back
         self._loop = (id(frame), frame.f_code) if names and frame is not None else None
+        here = sys._getframe()
         for sig in self.SIGNALS:
-            self._previous[sig] = signal.signal(sig, self._handle)
+            previous = signal.signal(sig, self._handle)
+            owner = getattr(previous, "__self__", None)
+            while isinstance(owner, StopOnSignal) and owner is not self and not owner._running(here):
+                previous = owner._previous.get(sig, signal.SIG_DFL)  # a dead trainer's handler: skip it
+                owner = getattr(previous, "__self__", None)
+            self._previous[sig] = previous
         return True
 
     def _running(self, frame: Any) -> bool:
