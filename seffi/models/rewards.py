@@ -1,0 +1,530 @@
+"""Group reward rules of RL exploration methods, as pure functions over GRPO groups (rung 3's benchmark).
+
+A *group* is the list of :data:`~seffi.models.grpo.Record` ``(input id, sorted match set, valid)`` of
+the G completions of one prompt, in TRL's order (:func:`~seffi.models.grpo.split_groups`). Each rule
+returns one float per record, in record order, and is meant as a GRPO reward: TRL then subtracts the
+group mean (and, unless ``scale_rewards="none"``, divides by the group's standard deviation).
+
+* ``"valid"``: 1 for a valid completion, 0 otherwise (the baseline).
+* ``"diversity"``: seffi's group-diversity reward, :func:`seffi.models.grpo.diversity_rewards`.
+* ``"unlikeliness"``: :func:`unlikeliness_rewards` (He, Fried & Welleck 2025): valid completions the
+  policy finds unlikely score more than likely ones. Needs the policy's sequence log-probabilities
+  (:func:`sequence_logprobs`).
+* ``"passk"``: :func:`passk_advantages` (Chen et al. 2025): the analytic pass@k group advantage, used
+  as the reward with ``scale_rewards="none"``.
+* ``"outcome_ucb"``: :func:`historical_bonus` (Song, Kempe & Munos 2025): a UCB-style bonus on how often
+  the completion's outcome (its match set) was seen before for this input, kept in
+  :class:`OutcomeCounts`.
+* ``"outcome_batch"``: :func:`batch_penalty_rewards` (Song, Kempe & Munos 2025): a penalty on outcomes
+  repeated within the group.
+
+The *outcome* of a completion is its sorted match set, the tuple of strategies it follows. The empty
+tuple ("follows no declared strategy") is an outcome like any other: a completion that follows no
+strategy is one more distinct answer, as an off-strategy final answer is in the papers' math setting.
+
+:data:`METHODS` names every rule with the inputs it needs, and :func:`batch_rewards` applies one over a
+whole (gathered) generation batch, group by group. Nothing here imports torch at module import;
+:func:`sequence_logprobs` imports it when called.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from seffi.errors import SeffiError
+
+from .grpo import Record, diversity_rewards, split_groups
+
+#: He, Fried & Welleck's rank penalty (``lean.rank_penalty=0.25`` in their released GRPO recipe).
+UNLIKELINESS_BETA = 0.25
+#: Outcome-bonus scale of the two outcome rules. Not a value from Song et al.: half the validity reward,
+#: the scale of seffi's default diversity weight; a benchmark sets it explicitly.
+OUTCOME_C = 0.5
+
+Outcome = tuple[str, ...]
+
+
+def _valid(group: Sequence[Record]) -> np.ndarray:
+    """The validity of each record as a float array of shape (G,)."""
+    return np.array([1.0 if rec[2] else 0.0 for rec in group], dtype=np.float64)
+
+
+def _check_scale(name: str, value: float, low: float, high: float | None = None) -> float:
+    """``value`` as a float within [low, high], else one readable SeffiError."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise SeffiError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(x) or x < low or (high is not None and x > high):
+        bound = f"in [{low:g}, {high:g}]" if high is not None else f">= {low:g}"
+        raise SeffiError(f"{name} must be {bound}, got {value!r}")
+    return x
+
+
+# -- unlikeliness reward (He, Fried & Welleck 2025) -------------------------------------------------------
+
+
+def ascending_ranks(values: Sequence[float]) -> np.ndarray:
+    """Rank of each value in ascending order (0 = smallest); tied values share the mean of their ranks.
+
+    Args:
+        values: Shape (G,) of comparable floats (``-inf`` allowed).
+
+    Returns:
+        Float array of shape (G,): ranks in [0, G-1]; ``[-1, -1, -2]`` gives ``[1.5, 1.5, 0]``.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x), dtype=np.float64)
+    i = 0
+    while i < len(x):
+        j = i
+        while j + 1 < len(x) and x[order[j + 1]] == x[order[i]]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2.0  # mid-rank: the tie's value, never its record order
+        i = j + 1
+    return ranks
+
+
+def unlikeliness_rewards(
+    group: Sequence[Record], logprobs: Sequence[float], beta: float = UNLIKELINESS_BETA
+) -> list[float]:
+    """The unlikeliness reward of each completion of one group.
+
+    He, Fried & Welleck (2025), "Rewarding the Unlikely: Lifting GRPO Beyond Distribution Sharpening"
+    (EMNLP). The G completions are ranked by the policy's log-probability, ``u_i`` in {0, ..., G-1}
+    with 0 for the *least* likely completion, and::
+
+        r_i = valid_i * (1 - beta * u_i / G)
+
+    so a valid completion scores between ``1 - beta (G-1)/G`` (the most likely one) and 1 (the least
+    likely one), and an invalid one 0. Written with the descending rank ``d_i = G-1-u_i`` (0 = most
+    likely) this is ``1 - beta (G - 1 - d_i) / G``.
+
+    Source of the form: the authors' released implementation (``rewarding-unlikely-release``,
+    ``RayLeanTrainer._compute_advantages``: ``ranks = argsort(argsort(logp))``, ``score * (1 - ranks / G
+    * rank_penalty)``) and its GRPO recipe's ``rank_penalty=0.25``. As there, every completion of the
+    group is ranked (invalid ones take ranks too, and score 0 anyway), and the authors rank by the
+    *mean* token log-probability of the completion (``sequence_logprobs(..., reduction="mean")``). The
+    paper's printed formula could not be read here; a version written ``1 - beta (G - d_i)/G`` would
+    lower every valid completion's reward by ``beta / G`` relative to this one.
+
+    Ties: completions with equal log-probability share the mean of their ranks (:func:`ascending_ranks`),
+    so equal inputs get equal rewards and permuting the group permutes the rewards.
+
+    Args:
+        group: G records of one prompt.
+        logprobs: Shape (G,): the policy's log-probability of each completion (sum or mean over its
+            tokens), aligned with ``group``.
+        beta: The rank penalty, in [0, 1] (0 gives the validity reward; at most 1 keeps every valid
+            completion above every invalid one).
+
+    Returns:
+        G rewards in [0, 1].
+
+    Raises:
+        SeffiError: ``beta`` outside [0, 1], ``logprobs`` of another length, NaN or ``+inf``.
+    """
+    beta = _check_scale("unlikeliness beta", beta, 0.0, 1.0)
+    lp = np.asarray(logprobs, dtype=np.float64).reshape(-1)
+    if len(lp) != len(group):
+        raise SeffiError(f"unlikeliness needs one log-probability per completion: {len(lp)} for {len(group)}")
+    if np.isnan(lp).any() or np.isposinf(lp).any():
+        raise SeffiError(f"log-probabilities must be finite or -inf, got {lp.tolist()}")
+    if not len(group):
+        return []
+    u = ascending_ranks(lp)
+    return (_valid(group) * (1.0 - beta * u / len(group))).tolist()
+
+
+def sequence_logprobs(
+    model: Any,
+    prompt_ids: Sequence[Sequence[int]],
+    completion_ids: Sequence[Sequence[int]],
+    *,
+    reduction: str = "sum",
+    batch_size: int = 64,
+) -> np.ndarray:
+    """The policy's log-probability of each completion given its prompt (torch, imported here).
+
+    ``log p(c | p) = sum_t log softmax(logits(p + c[:t]))[c_t]`` over the completion's tokens
+    (``reduction="sum"``), or that sum divided by the completion length (``"mean"``, what He et al.
+    rank by). Rows are right-padded, so every real token keeps positions 0..L-1 and, the model being
+    causal, sees no padding. The model runs in eval mode under ``torch.no_grad`` (its mode is restored).
+
+    Args:
+        model: A causal LM returning ``.logits`` of shape (B, L, V).
+        prompt_ids: B prompts, each a non-empty list of token ids.
+        completion_ids: B completions (TRL's ``completion_ids``, eos kept), aligned with ``prompt_ids``.
+        reduction: ``"sum"`` or ``"mean"``; an empty completion scores 0 either way.
+        batch_size: Rows per forward pass.
+
+    Returns:
+        Float64 array of shape (B,).
+
+    Raises:
+        SeffiError: Lists of different lengths, an empty prompt, an unknown reduction.
+    """
+    if reduction not in ("sum", "mean"):
+        raise SeffiError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
+    if len(prompt_ids) != len(completion_ids):
+        raise SeffiError(f"{len(prompt_ids)} prompts for {len(completion_ids)} completions")
+    if any(len(p) == 0 for p in prompt_ids):
+        raise SeffiError("every prompt needs at least one token to condition the completion on")
+    import torch
+
+    out = np.zeros(len(prompt_ids), dtype=np.float64)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for b in range(0, len(prompt_ids), batch_size):
+                rows = [
+                    list(p) + list(c)
+                    for p, c in zip(
+                        prompt_ids[b : b + batch_size], completion_ids[b : b + batch_size], strict=True
+                    )
+                ]
+                width = max(len(r) for r in rows)
+                ids = torch.zeros((len(rows), width), dtype=torch.long)
+                mask = torch.zeros_like(ids)
+                for r, row in enumerate(rows):
+                    ids[r, : len(row)] = torch.tensor(row, dtype=torch.long)
+                    mask[r, : len(row)] = 1
+                logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
+                logp = torch.log_softmax(logits.float(), dim=-1)
+                for r in range(len(rows)):
+                    i = b + r
+                    start, n = len(prompt_ids[i]), len(completion_ids[i])
+                    if n == 0:
+                        continue
+                    pos = torch.arange(start - 1, start + n - 1, device=logp.device)
+                    tok = ids[r, start : start + n].to(logp.device)
+                    total = float(logp[r, pos, tok].sum())
+                    out[i] = total / n if reduction == "mean" else total
+    finally:
+        model.train(was_training)
+    return out
+
+
+# -- pass@k advantage (Chen et al. 2025) ------------------------------------------------------------------
+
+
+def passk_advantages(group: Sequence[Record], k: int) -> list[float]:
+    """The analytic pass@k advantage of each completion of one group.
+
+    Chen et al. (2025), "Pass@k Training for Adaptively Balancing Exploration and Exploitation of Large
+    Reasoning Models" (``RUCAIBox/Passk_Training``, ``code/passk_adv.py``: ``calc_adv``). With N
+    completions of which c are valid, the mean pass@k reward over all k-subsets of the group and its
+    standard deviation are::
+
+        R = 1 - C(N-c, k) / C(N, k),        sigma = sqrt(R (1 - R))
+
+    and::
+
+        A_valid   = (1 - R) / sigma
+        A_invalid = (1 - R - C(N-c-1, k-1) / C(N-1, k-1)) / sigma
+
+    This is the subset-level advantage ``(max_{j in S} valid_j - R) / sigma`` averaged over the
+    k-subsets S that contain the completion. A group where every k-subset holds a valid completion
+    (``N - c < k``) or none does (``c = 0``) has sigma = 0 and gets 0 everywhere (the authors' code
+    divides by ``sigma + 1e-6``, which gives the same 0). k = 1 gives GRPO's ``(valid_i - c/N) /
+    sigma``.
+
+    The advantages sum to zero over the group (``N (1-R) = (N-c) C(N-c-1, k-1) / C(N-1, k-1)``), so
+    used as the reward with TRL's ``scale_rewards="none"``, GRPO's subtraction of the group mean leaves
+    them unchanged; with the default ``scale_rewards="group"`` TRL would divide them again by their own
+    standard deviation.
+
+    Args:
+        group: N records of one prompt.
+        k: The pass@k budget, 1 <= k <= N.
+
+    Returns:
+        N advantages.
+
+    Raises:
+        SeffiError: ``k`` not an integer in [1, N].
+    """
+    n = len(group)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise SeffiError(f"pass@k needs an integer k, got {k!r}")
+    k = int(k)
+    if not 1 <= k <= n:
+        raise SeffiError(f"pass@k needs 1 <= k <= group size, got k={k} for a group of {n}")
+    c = sum(1 for rec in group if rec[2])
+    if c == 0 or n - c < k:
+        return [0.0] * n
+    mean = 1 - Fraction(math.comb(n - c, k), math.comb(n, k))  # exact: no cancellation near 0 or 1
+    sigma = math.sqrt(mean * (1 - mean))
+    a_valid = float(1 - mean) / sigma
+    a_invalid = float(1 - mean - Fraction(math.comb(n - c - 1, k - 1), math.comb(n - 1, k - 1))) / sigma
+    return [a_valid if rec[2] else a_invalid for rec in group]
+
+
+# -- outcome-based exploration (Song, Kempe & Munos 2025) -------------------------------------------------
+
+
+class OutcomeCounts:
+    """Historical counts N(x, o): how many completions of input x had outcome o (its match set).
+
+    State of :func:`historical_bonus`: one instance per training run, updated after every batch's
+    bonuses are computed. Every completion is counted, valid or not; the empty match set is an outcome.
+    """
+
+    def __init__(self, counts: Mapping[str, Mapping[Outcome, int]] | None = None) -> None:
+        self._counts: dict[str, dict[Outcome, int]] = {}
+        for x, row in (counts or {}).items():
+            for o, n in row.items():
+                if int(n) < 0:
+                    raise SeffiError(f"an outcome count must be >= 0, got {n!r} for {x!r}, {o!r}")
+                self._counts.setdefault(str(x), {})[tuple(o)] = int(n)
+
+    def count(self, input_id: str, outcome: Iterable[str]) -> int:
+        """N(x, o): completions of ``input_id`` seen so far with match set ``outcome``."""
+        return self._counts.get(input_id, {}).get(tuple(outcome), 0)
+
+    def total(self, input_id: str) -> int:
+        """Completions of ``input_id`` seen so far."""
+        return sum(self._counts.get(input_id, {}).values())
+
+    def update(self, records: Iterable[Record]) -> None:
+        """Count each record's outcome under its input id."""
+        for x, outcome, _ in records:
+            row = self._counts.setdefault(x, {})
+            row[tuple(outcome)] = row.get(tuple(outcome), 0) + 1
+
+    def as_dict(self) -> dict[str, dict[Outcome, int]]:
+        """A copy of the counts, ``{input id: {outcome: N}}`` (the constructor takes it back)."""
+        return {x: dict(row) for x, row in self._counts.items()}
+
+    def __repr__(self) -> str:
+        return f"OutcomeCounts({len(self._counts)} inputs, {sum(map(self.total, self._counts))} completions)"
+
+
+def historical_bonus(
+    group: Sequence[Record],
+    counts: OutcomeCounts,
+    c: float = OUTCOME_C,
+    *,
+    valid_only: bool = False,
+    update: bool = True,
+) -> list[float]:
+    """Validity plus a UCB-style bonus on rarely seen outcomes, for each completion of one group.
+
+    Song, Kempe & Munos (2025), "Outcome-based Exploration for LLM Reasoning", historical exploration::
+
+        r_i = valid_i + c / sqrt(1 + N(x, o_i))
+
+    where ``N(x, o_i)`` is the number of earlier completions of input x with outcome ``o_i`` (its
+    match set) in ``counts``, read *before* this group is counted: a never-seen outcome gets the full
+    bonus c, and completions sharing an outcome within the group get the same bonus. After the bonuses
+    are computed the group is added to ``counts`` (``update=True``). The paper's UCB bonus is of this
+    ``1 / sqrt(count)`` form; its exact normalisation and which completions receive it (the paper also
+    studies baselined variants) could not be read here, so this form is the one stated above: by
+    default every completion gets the bonus (a rarely seen wrong outcome is exploration too, the
+    paper's point on unsolved questions); ``valid_only=True`` gives it to valid completions only.
+
+    Args:
+        group: G records of one prompt.
+        counts: The historical counts (updated in place unless ``update=False``).
+        c: Bonus scale, >= 0.
+        valid_only: Give the bonus to valid completions only (every completion is still counted).
+        update: Count this group's outcomes after computing its rewards.
+
+    Returns:
+        G rewards in [0, 1 + c].
+
+    Raises:
+        SeffiError: ``c`` negative or not finite.
+    """
+    c = _check_scale("outcome bonus c", c, 0.0)
+    out = []
+    for x, outcome, valid in group:
+        bonus = c / math.sqrt(1 + counts.count(x, outcome)) if (valid or not valid_only) else 0.0
+        out.append((1.0 if valid else 0.0) + bonus)
+    if update:
+        counts.update(group)
+    return out
+
+
+def batch_penalty_rewards(
+    group: Sequence[Record], c: float = OUTCOME_C, *, valid_only: bool = False
+) -> list[float]:
+    """Validity minus a penalty on outcomes repeated within the group, for each completion.
+
+    Song, Kempe & Munos (2025), "Outcome-based Exploration for LLM Reasoning", batch exploration::
+
+        r_i = valid_i - c * (n_{o_i} - 1) / (G - 1)
+
+    where ``n_{o_i}`` is the number of completions of the group with completion i's outcome (its match
+    set, the empty set included): a completion whose outcome is unique in the group is not penalised,
+    one whose outcome every other completion shares loses c. A group of one is never penalised. The
+    paper penalises within-batch repetition of outcomes; its exact normalisation could not be read
+    here, so this form is the one stated above. ``valid_only=True`` counts and penalises valid
+    completions only (``n`` then counts valid completions, as seffi's diversity reward does).
+
+    Args:
+        group: G records of one prompt.
+        c: Penalty scale, >= 0.
+        valid_only: Count and penalise valid completions only.
+
+    Returns:
+        G rewards in [-c, 1].
+
+    Raises:
+        SeffiError: ``c`` negative or not finite.
+    """
+    c = _check_scale("outcome penalty c", c, 0.0)
+    g = len(group)
+    seen: dict[Outcome, int] = {}
+    for _, outcome, valid in group:
+        if valid or not valid_only:
+            seen[tuple(outcome)] = seen.get(tuple(outcome), 0) + 1
+    out = []
+    for _, outcome, valid in group:
+        penalised = g > 1 and (valid or not valid_only)
+        penalty = c * (seen[tuple(outcome)] - 1) / (g - 1) if penalised else 0.0
+        out.append((1.0 if valid else 0.0) - penalty)
+    return out
+
+
+# -- registry and whole batches ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Method:
+    """A group reward rule by name.
+
+    Attributes:
+        name: Registry key.
+        description: One line for tables and ``--help``.
+        needs: Inputs :func:`batch_rewards` must be given: ``"logprobs"``, ``"k"``, ``"counts"``.
+        options: Keyword options of the rule (``beta``, ``c``, ``weight``, ``valid_only``).
+        source: The paper the rule comes from.
+    """
+
+    name: str
+    description: str
+    needs: tuple[str, ...]
+    options: tuple[str, ...]
+    source: str
+
+
+METHODS: dict[str, Method] = {
+    m.name: m
+    for m in (
+        Method("valid", "1 for a valid completion, 0 otherwise", (), (), "the validity baseline"),
+        Method(
+            "diversity",
+            "validity, with a bonus for a strategy set no other valid completion of the group shares",
+            (),
+            ("weight",),
+            "seffi (seffi.models.grpo.diversity_rewards)",
+        ),
+        Method(
+            "unlikeliness",
+            "valid completions ranked by log-probability: the unlikely ones score more",
+            ("logprobs",),
+            ("beta",),
+            "He, Fried & Welleck 2025, Rewarding the Unlikely (EMNLP)",
+        ),
+        Method(
+            "passk",
+            "the analytic pass@k group advantage (use with scale_rewards='none')",
+            ("k",),
+            (),
+            "Chen et al. 2025, Pass@k Training",
+        ),
+        Method(
+            "outcome_ucb",
+            "validity plus c / sqrt(1 + N(x, strategy set)) over the run's history",
+            ("counts",),
+            ("c", "valid_only"),
+            "Song, Kempe & Munos 2025, Outcome-based Exploration (historical)",
+        ),
+        Method(
+            "outcome_batch",
+            "validity minus c (n - 1)/(G - 1) for a strategy set shared by n completions of the group",
+            (),
+            ("c", "valid_only"),
+            "Song, Kempe & Munos 2025, Outcome-based Exploration (batch)",
+        ),
+    )
+}
+
+
+def batch_rewards(
+    method: str,
+    records: Sequence[Record],
+    size: int | None,
+    *,
+    logprobs: Sequence[float] | None = None,
+    k: int | None = None,
+    counts: OutcomeCounts | None = None,
+    **options: Any,
+) -> list[float]:
+    """Rewards of a whole (gathered) generation batch under ``method``, group by group.
+
+    Groups are :func:`~seffi.models.grpo.split_groups` (consecutive records of one prompt, cut every
+    ``size``), as :func:`~seffi.models.grpo.group_rewards` does. For ``"outcome_ucb"`` every group's
+    bonus is read from the counts as they stood before the batch and the whole batch is counted after,
+    so a prompt drawn twice in one batch gets the same bonuses in both groups.
+
+    Args:
+        method: A key of :data:`METHODS`.
+        records: The batch's records, in TRL's order.
+        size: Group size (``num_generations``), or None for maximal runs of one input id.
+        logprobs: Shape (len(records),): for ``"unlikeliness"``.
+        k: For ``"passk"``.
+        counts: For ``"outcome_ucb"`` (updated in place).
+        **options: The method's options (:attr:`Method.options`).
+
+    Returns:
+        One reward per record, in record order.
+
+    Raises:
+        SeffiError: An unknown method or option, a missing input, or a rule's own argument errors.
+    """
+    spec = METHODS.get(method)
+    if spec is None:
+        raise SeffiError(f"unknown reward method {method!r}; choose one of {sorted(METHODS)}")
+    unknown = sorted(set(options) - set(spec.options))
+    if unknown:
+        raise SeffiError(f"reward method {method!r} takes options {list(spec.options)}, got {unknown}")
+    given = {"logprobs": logprobs, "k": k, "counts": counts}
+    missing = [name for name in spec.needs if given[name] is None]
+    if missing:
+        raise SeffiError(f"reward method {method!r} needs {', '.join(missing)}")
+    if logprobs is not None and len(logprobs) != len(records):
+        raise SeffiError(f"{len(logprobs)} log-probabilities for a batch of {len(records)} completions")
+    lp = np.asarray(logprobs, dtype=np.float64) if logprobs is not None else None
+    before = OutcomeCounts(counts.as_dict()) if method == "outcome_ucb" and counts is not None else None
+
+    def rule(group: list[Record], idx: list[int]) -> list[float]:
+        if method == "valid":
+            return _valid(group).tolist()
+        if method == "diversity":
+            return diversity_rewards(group, **options)
+        if method == "unlikeliness":
+            return unlikeliness_rewards(group, lp[idx], **options)  # type: ignore[index]
+        if method == "passk":
+            return passk_advantages(group, k)  # type: ignore[arg-type]
+        if method == "outcome_ucb":
+            return historical_bonus(group, before, update=False, **options)  # type: ignore[arg-type]
+        return batch_penalty_rewards(group, **options)
+
+    out = [0.0] * len(records)
+    for idx in split_groups(records, size):
+        for i, r in zip(idx, rule([records[i] for i in idx], idx), strict=True):
+            out[i] = r
+    if method == "outcome_ucb":
+        counts.update(records)  # type: ignore[union-attr]
+    return out
