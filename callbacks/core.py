@@ -15,9 +15,9 @@ from seffi.callbacks.env_access import EnvAccess, env_facts
 from seffi.callbacks.infos import EpisodeColumns, EpisodeEnd
 from seffi.callbacks.ingest import EpisodeBuffer
 from seffi.callbacks.monitor_state import MONITOR_STATE_FORMAT
-from seffi.callbacks.schedule import LogSchedule, RecentRuns, window_curves, window_sums
-from seffi.coverage.env_baselines import EnvBaselines
-from seffi.coverage.sums_curves import point_from_sums
+from seffi.callbacks.schedule import LogSchedule, RecentRuns
+from seffi.coverage.barcode import BARCODE_ROWS
+from seffi.coverage.env_baselines import EnvBaselines, SeenInputs
 from seffi.coverage.tracker import CoverageTracker
 from seffi.errors import SeffiError
 from seffi.report import keys
@@ -111,7 +111,7 @@ class CoverageMonitor:
             self.strategies,
             task=self.task_name,
             budget=self.budget,
-            barcode_rows=2**31,  # one row per input (at most K cells each)
+            barcode_rows=BARCODE_ROWS,  # the smallest input keys: a barcode's cost stays flat in inputs
             barcode_cols=self.budget,
             num_latents=self.num_latents,
             stream_offset=self.stream_offset,
@@ -121,6 +121,7 @@ class CoverageMonitor:
         """Drop all recorded samples (the evaluator does this per evaluation); ``episodes`` stays."""
         self.buffer.clear()
         self._tracker = self._new_tracker()
+        self._seen = SeenInputs()
         if self.recent is not None:
             self.recent.reset(since=self.episodes)
 
@@ -157,7 +158,7 @@ class CoverageMonitor:
     @property
     def inputs(self) -> list[str]:
         """Ids of the inputs seen so far, in order of appearance."""
-        return [x for _, x in self.tracker.keys]
+        return list(self._seen.update(self.tracker).ids)
 
     def ingest_infos(self, infos: Any, dones: Any = None, *, env_offset: int = 0) -> int:
         """Record the episodes that ended in one step's ``infos`` (checks: ``EpisodeBuffer.add_infos``)."""
@@ -257,16 +258,17 @@ class CoverageMonitor:
 
     def _point_scalars(self, window: tuple[Any, int] | None) -> dict[str, float]:
         slots = window[0] if window is not None else None
-        if slots is None:
-            point, inputs = self.tracker.point(), self.inputs
-        else:
-            t = self._tracker
-            point = point_from_sums(window_sums(t, slots), t.m, t.input_order())
-            inputs = [t.keys[c][1] for c in np.unique(t.assigner.slot_input[slots]).tolist()]
+        t = self.tracker
+        point = t.point(slots=slots)
         gain = None
         # As Curves.gain: no gain until some run reaches K (an AUC over fewer budgets is another K).
         if point["auc"] is not None and point["coverage"][-1] == point["coverage"][-1]:
-            value = self.env_baselines.point_gain(point["auc"], inputs)
+            if slots is None:  # every input seen: running sums, O(new inputs) per log
+                aucs = self._seen.update(t, self.env_baselines).mean_aucs()
+            else:
+                codes = np.unique(t.assigner.slot_input[slots]).tolist()
+                aucs = self.env_baselines.aucs([t.keys[c][1] for c in codes])
+            value = self.env_baselines.gain_of(point["auc"], *aucs)
             gain = {"value": value} if value is not None else None
         return self._scalars(point, gain, window)
 
@@ -338,7 +340,7 @@ class CoverageMonitor:
         if slots is None or slots.size == 0:
             curves = self.curves()
         else:
-            curves = window_curves(self._tracker, slots, n_boot=self.n_boot, seed=self.seed)
+            curves = self._tracker.curves(n_boot=self.n_boot, seed=self.seed, slots=slots)
         comparison, policy_set, gain = policy_comparison(
             self.tracker, curves, iid, oracle, label=self.label, env_id=self.env_name,
             baseline_sets=self.baseline_sets,
@@ -380,6 +382,7 @@ class CoverageMonitor:
     def _replace(self, tracker: CoverageTracker, episodes: int) -> None:
         self.buffer.clear()
         self._tracker, self.buffer.episodes = tracker, episodes
+        self._seen = SeenInputs()
 
     shift_streams = staticmethod(monitor_state.shift_streams)
     stream_span = staticmethod(monitor_state.stream_span)

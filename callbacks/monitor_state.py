@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from seffi.coverage import _tracker_state as state_io
+from seffi.coverage import state_io, state_v1
+from seffi.coverage.barcode import BARCODE_ROWS
 from seffi.coverage.tracker import CoverageTracker
 from seffi.errors import SeffiError
 
@@ -44,8 +45,8 @@ def pack(tracker: CoverageTracker, episodes: int) -> dict[str, Any]:
 def unpack(state: Any, like: CoverageTracker) -> tuple[dict[str, Any], int]:
     """(checked tracker state, episodes) of a monitor state (version 1 or 2) that fits tracker ``like``."""
     try:
-        if isinstance(state, Mapping) and state.get("format") == state_io.MONITOR_V1_FORMAT:
-            tracker, episodes = state_io.from_monitor_v1(state)
+        if isinstance(state, Mapping) and state.get("format") == state_v1.MONITOR_V1_FORMAT:
+            tracker, episodes = state_v1.from_monitor_v1(state)
         elif isinstance(state, Mapping) and state.get("format") == MONITOR_STATE_FORMAT:
             tracker, episodes = state["tracker"], state["episodes"]
         else:
@@ -86,7 +87,7 @@ def loaded(state: Any, like: CoverageTracker) -> tuple[CoverageTracker, int]:
     """(tracker, episodes) of a monitor state, its open runs still open (resume)."""
     checked, episodes = unpack(state, like)
     try:
-        return CoverageTracker.from_state_dict(checked), episodes
+        return CoverageTracker.from_state_dict(checked, barcode_rows=BARCODE_ROWS), episodes
     except Exception as exc:  # not expected after the check; the caller is untouched either way
         raise SeffiError(f"corrupted CoverageMonitor state: {type(exc).__name__}: {exc}") from exc
 
@@ -95,7 +96,7 @@ def merged(tracker: CoverageTracker, state: Any) -> int:
     """Merge a monitor state's runs into ``tracker`` (exact, atomic); returns its episode count."""
     checked, episodes = unpack(state, tracker)
     try:
-        tracker.merge(CoverageTracker.from_state_dict(checked))
+        tracker.merge(CoverageTracker.from_state_dict(checked, barcode_rows=BARCODE_ROWS))
     except Exception as exc:  # the tracker merges atomically: nothing changed
         text = str(exc).replace("both trackers", "both monitors")
         raise SeffiError(f"{text}; give workers distinct stream_offset values or use load_states") from exc

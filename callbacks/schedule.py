@@ -128,33 +128,3 @@ class RecentRuns:
         if not self.batches:
             return np.zeros(0, dtype=np.int64), start
         return np.concatenate([s for _, s in self.batches]), start
-
-
-def window_sums(tracker: Any, slots: np.ndarray) -> Any:
-    """The tracker's per-input sums over the runs ``slots`` only (the same integers ``fold`` adds)."""
-    from seffi.coverage.sums import sums_from_runs
-
-    C, runs = len(tracker.columns), tracker.runs
-    sums, _ = sums_from_runs(
-        runs.first_hit[slots, :C],
-        runs.n[slots],
-        tracker.assigner.slot_input[slots],
-        tracker.m,
-        tracker.budget,
-        first_valid_hit=runs.first_valid_hit[slots, :C],
-        first_valid=runs.first_valid[slots],
-    )
-    return sums
-
-
-def window_curves(tracker: Any, slots: np.ndarray, *, n_boot: int, seed: int) -> Any:
-    """The policy's :class:`~seffi.coverage.Curves` over the runs ``slots`` (as ``tracker.curves``)."""
-    from seffi.coverage.sums_curves import curves_from_sums
-
-    order = tracker.input_order()
-    tasks = sorted({t for t, _ in tracker.keys})
-    strata = np.array([tasks.index(tracker.keys[c][0]) for c in order.tolist()], dtype=np.int64)
-    return curves_from_sums(
-        window_sums(tracker, slots), tracker.m, order=order, strata=strata, n_boot=n_boot, seed=seed,
-        input_keys=[tracker.keys[c] for c in order.tolist()], samples=int(tracker.runs.n[slots].sum()),
-    )  # fmt: skip

@@ -22,7 +22,7 @@ from seffi.coverage.iid import IidBaseline
 from seffi.coverage.oracle import OracleBaseline
 from seffi.errors import SeffiError
 
-__all__ = ["EnvBaselines", "check_agrees"]
+__all__ = ["EnvBaselines", "SeenInputs", "check_agrees"]
 
 BaseLaw = Callable[..., Any]
 
@@ -204,7 +204,11 @@ class EnvBaselines:
 
     def point_gain(self, policy_auc: float | None, inputs: Sequence[str]) -> float | None:
         """The gain of a policy AUC over ``inputs`` (no interval; None when undefined)."""
-        iid_auc, oracle_auc = self.aucs(inputs)
+        return self.gain_of(policy_auc, *self.aucs(inputs))
+
+    @staticmethod
+    def gain_of(policy_auc: float | None, iid_auc: float | None, oracle_auc: float | None) -> float | None:
+        """The gain of a policy AUC against baseline AUCs (no interval; None when undefined)."""
         if policy_auc is None or iid_auc is None or oracle_auc is None:
             return None
         g = float(gain_value(policy_auc, iid_auc, oracle_auc))
@@ -240,3 +244,48 @@ class EnvBaselines:
             )
             self.seconds += time.perf_counter() - started
         return self._curves[seen]
+
+
+class SeenInputs:
+    """A tracker's input ids in order of appearance, with the running sums of their baseline AUCs.
+
+    A tracker only ever appends inputs, so each log folds in the inputs that appeared since the
+    last one: the mean baseline AUC over every input seen costs O(new inputs) per log, not
+    O(inputs). Another tracker (a monitor replaced its own) starts the sums over.
+    """
+
+    def __init__(self) -> None:
+        self._restart(None)
+
+    def _restart(self, tracker: Any) -> None:
+        self.ids: list[str] = []
+        self._tracker, self._summed, self._sums, self._complete = tracker, 0, [0.0, 0.0], True
+        self._baselines: EnvBaselines | None = None
+
+    def update(self, tracker: Any, baselines: EnvBaselines | None = None) -> SeenInputs:
+        """Append ``tracker``'s new inputs; with ``baselines``, add their per-input AUCs to the sums."""
+        if tracker is not self._tracker or len(tracker.keys) < len(self.ids):
+            self._restart(tracker)
+        self.ids.extend(x for _, x in tracker.keys[len(self.ids) :])
+        if baselines is None:
+            return self
+        self._baselines = baselines
+        if baselines.user_iid is None and baselines.user_oracle is None:
+            for x in self.ids[self._summed :]:
+                iid, oracle = baselines.aucs([x])  # each input's AUCs are computed once, then cached
+                if iid is None or oracle is None:
+                    self._complete = False
+                else:
+                    self._sums[0] += iid
+                    self._sums[1] += oracle
+            self._summed = len(self.ids)
+        return self
+
+    def mean_aucs(self) -> tuple[float | None, float | None]:
+        """(iid AUC, oracle AUC) over the inputs seen (``EnvBaselines.aucs`` of all of them)."""
+        b = self._baselines
+        if b is not None and (b.user_iid is not None or b.user_oracle is not None):
+            return b.aucs(self.ids)  # one AUC over the inputs, computed once
+        if not self._summed or not self._complete:
+            return None, None
+        return self._sums[0] / self._summed, self._sums[1] / self._summed
