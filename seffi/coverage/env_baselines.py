@@ -225,6 +225,13 @@ class EnvBaselines:
                 ``Curves.gain`` restricts per-input baselines to the policy's inputs, so the gain is
                 the same.
         """
+        if (
+            self.user_iid is None
+            and self.base_law is None
+            and self.user_oracle is None
+            and self.references is None
+        ):
+            return None, None  # nothing to compute: skip the O(inputs) set of ids
         seen = frozenset(inputs)
         if pool and self._pool_fn is not None and self.user_iid is None and self.user_oracle is None:
             if self._pool is None:
