@@ -6,9 +6,22 @@ model, named ``<task>-base-<hash>`` / ``<task>-mixture-<hash>`` (:meth:`LMConfig
 ``AutoModelForCausalLM`` / ``AutoTokenizer``) and ``seffi_meta.json`` (config, data statistics, losses,
 EM history, latent prior, wall times). A folder is written under a temporary name and renamed when
 complete, so an interrupted run never leaves a half-written model behind, and it carries
-``seffi_manifest.json``: the sha256 digest of every file, checked before a cached model is used. A
-folder whose files changed or went missing is retrained with one warning (``retrain=False`` refuses
-it instead; ``retrain=True`` retrains whatever the cache holds).
+``seffi_manifest.json``: the sha256 digest of every file, checked before a cached model is used, and
+the library stack that trained it (:func:`training_stack`). A folder whose files changed or went
+missing is retrained with one warning (``retrain=False`` refuses it instead; ``retrain=True`` retrains
+whatever the cache holds).
+
+Same weights means bit-identical on one stack only. Training is a pure function of the config and
+seed on a given stack — torch (with its build), transformers, tokenizers, numpy, Python major.minor,
+CPU architecture, thread count (:func:`~seffi.models.config.numerics_stack`) and torch's CPU
+capability — and a clean-cache retrain there reproduces the cached weights byte for byte; another
+stack trains another model from the same config. So the key hashes the stack: a machine with other
+versions trains its own folder instead of loading one trained elsewhere, and folders keyed before the
+stack was part of the key are never found. A folder whose manifest names another stack (copied from
+another machine, renamed, or trained on another CPU capability, which the key leaves out) is handled
+like a damaged one: retrained with one warning, refused with ``retrain=False``.
+
+Importing this module does not import torch; training and loading do.
 """
 
 from __future__ import annotations
@@ -22,7 +35,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,9 +45,14 @@ from seffi.errors import SeffiError
 from seffi.tasks import get_task
 from seffi.tasks.base import Task
 
+from . import config as _config
 from .config import LMConfig
-from .lm import META_FILE, TaskLM, examples_from_rows, torch_setup
-from .mixture import train_mixture
+
+if TYPE_CHECKING:
+    from .lm import TaskLM
+
+#: Each model folder's metadata (the same name as :data:`seffi.models.lm.META_FILE`, which imports torch).
+META_FILE = "seffi_meta.json"
 
 #: Progress callback: (phase, done, total) — e.g. ("SFT", step, steps).
 ProgressHook = Callable[[str, int, int], None]
@@ -141,15 +159,48 @@ def _model_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST_FILE)
 
 
+def training_stack() -> dict[str, str]:
+    """The stack models train on here: :func:`~seffi.models.config.numerics_stack` and torch's CPU capability.
+
+    The capability (``torch.backends.cpu.get_cpu_capability()``: ``"AVX2"``, ``"AVX512"``, ...) selects
+    ATen's vector kernels, so it changes the rounding of training; reading it imports torch, so it is
+    recorded in the manifest and checked before a cached folder is loaded rather than hashed into the key.
+    """
+    import torch
+
+    return {**_config.numerics_stack(), "cpu_capability": str(torch.backends.cpu.get_cpu_capability())}
+
+
 def write_manifest(folder: str | Path) -> None:
-    """Write the sha256 digest and size of every file in ``folder`` to its manifest."""
+    """Write each file's sha256 digest and size, and :func:`training_stack`, to ``folder``'s manifest."""
     folder = Path(folder)
     files = {
         p.relative_to(folder).as_posix(): {"sha256": _sha256(p), "bytes": p.stat().st_size}
         for p in _model_files(folder)
     }
-    text = json.dumps({"format": MANIFEST_FORMAT, "files": files}, indent=1, sort_keys=True) + "\n"
-    write_atomic(folder / MANIFEST_FILE, text)
+    manifest = {"format": MANIFEST_FORMAT, "files": files, "stack": training_stack()}
+    write_atomic(folder / MANIFEST_FILE, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+
+
+def stack_difference(folder: str | Path) -> str | None:
+    """How the stack in ``folder``'s manifest differs from :func:`training_stack`; None when they agree.
+
+    Returns:
+        A one-line description (``"torch 2.12.0+cpu there, 2.13.0+cpu here"``), or None.
+    """
+    try:
+        recorded = json.loads((Path(folder) / MANIFEST_FILE).read_text(encoding="utf-8")).get("stack")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if not isinstance(recorded, dict):
+        return f"its {MANIFEST_FILE} names no library stack"
+    here = training_stack()
+    diffs = [
+        f"{name} {recorded.get(name, 'unrecorded')} there, {here.get(name, 'unknown')} here"
+        for name in sorted(set(here) | set(recorded))
+        if str(recorded.get(name)) != str(here.get(name))
+    ]
+    return "; ".join(diffs) or None
 
 
 def manifest_problem(folder: str | Path) -> str | None:
@@ -183,11 +234,16 @@ def _check_cached(folder: Path, retrain: bool | None) -> None:
         shutil.rmtree(folder, ignore_errors=True)
         return
     problem = manifest_problem(folder)
-    if problem is None:
-        return
+    if problem is not None:
+        why = f"is damaged ({problem})"
+    else:
+        other = stack_difference(folder)
+        if other is None:
+            return
+        why = f"was trained on another library stack ({other}), so its weights are not what this one trains"
     if retrain is False:
-        raise SeffiError(f"model cache {folder} is damaged ({problem}); retrain it, or remove the folder")
-    warnings.warn(f"model cache {folder} is damaged ({problem}); retraining it", UserWarning, stacklevel=3)
+        raise SeffiError(f"model cache {folder} {why}; retrain it, or remove the folder")
+    warnings.warn(f"model cache {folder} {why}; retraining it", UserWarning, stacklevel=3)
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -210,9 +266,10 @@ def train_base(
     cfg: LMConfig, task: Task[Any, Any], rows: list[Any], hook: ProgressHook | None = None
 ) -> TaskLM:
     """SFT of a fresh model on ``rows`` (see :class:`LMConfig`)."""
+    from .lm import Layout, TaskLM, examples_from_rows, torch_setup
+
     torch_setup()
     started = time.perf_counter()
-    from .lm import Layout
 
     layout = Layout(task.vocabulary())
     ex = examples_from_rows(layout, rows)
@@ -256,12 +313,16 @@ def train_ladder_models(
         cache_dir: Cache root (default :func:`default_cache_dir`).
         hook: Progress callback (phase, done, total) for SFT steps and EM phases.
         retrain: ``None`` (default): use cached folders whose manifest checks out, retrain damaged
-            ones with one warning each. ``True``: retrain and replace every cached folder. ``False``:
-            never retrain a damaged folder, raise instead.
+            ones and ones whose manifest names another library stack with one warning each. ``True``:
+            retrain and replace every cached folder. ``False``: never retrain such a folder, raise
+            instead.
 
     Raises:
-        SeffiError: A cached folder is damaged and ``retrain`` is False.
+        SeffiError: A cached folder is damaged or from another stack and ``retrain`` is False.
     """
+    from .lm import TaskLM
+    from .mixture import train_mixture
+
     task = build_task(cfg)
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     root.mkdir(parents=True, exist_ok=True)
@@ -306,11 +367,49 @@ def train_ladder_models(
     return LadderModels(cfg, task, base, mixture, base_dir, mix_dir, cached)
 
 
+def cached_base_folder(
+    cfg: LMConfig,
+    cache_dir: str | Path | None = None,
+    *,
+    hook: ProgressHook | None = None,
+    retrain: bool | None = None,
+) -> Path:
+    """The cache folder of ``cfg``'s base LM alone (what GRPO starts from), trained when missing.
+
+    The folder, checks and ``retrain`` semantics of :func:`train_ladder_models`, without the mixture: a
+    damaged folder or one from another library stack is retrained with one warning (refused with
+    ``retrain=False``), and a new one is written atomically with its manifest.
+
+    Args:
+        cfg: Data, model and SFT settings.
+        cache_dir: Cache root (default :func:`default_cache_dir`).
+        hook: Progress callback (phase, done, total) for SFT steps.
+        retrain: As in :func:`train_ladder_models`.
+
+    Returns:
+        The folder (``save_pretrained`` layout).
+
+    Raises:
+        SeffiError: The cached folder is damaged or from another stack and ``retrain`` is False.
+    """
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    folder = root / cfg.base_key()
+    _check_cached(folder, retrain)
+    if not _complete(folder):
+        task = build_task(cfg)
+        _write_atomically(folder, train_base(cfg, task, training_rows(cfg, task), hook).save)
+    return folder
+
+
 def load_ladder_models(folder: str | Path, task_name: str | None = None) -> LadderModels:
     """Load the two models from ``base/`` + ``mixture/`` in ``folder``, or from a cached mixture folder.
 
-    A cached mixture folder's meta names its base LM's folder (a sibling in the same cache).
+    A cached mixture folder's meta names its base LM's folder (a sibling in the same cache). The folders
+    are the caller's choice, so a manifest naming another library stack does not stop them loading.
     """
+    from .lm import TaskLM
+
     folder = Path(folder)
     if (folder / "base").is_dir() and (folder / "mixture").is_dir():
         base_dir, mix_dir = folder / "base", folder / "mixture"
