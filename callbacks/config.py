@@ -48,7 +48,10 @@ class MonitorConfig:
             of snapshots.jsonl) and the gain gets its ``_lo``/``_hi`` bounds.
         scope: Key scope, e.g. ``"eval"`` gives ``seffi/eval/auc`` (``None``: ``seffi/auc``).
         label: Legend name of the policy in plots and report.
-        n_boot: Bootstrap replicates for snapshot and final intervals (0: no intervals).
+        n_boot: Bootstrap replicates of the final report's intervals (0: no intervals).
+        snapshot_n_boot: Bootstrap replicates of mid-training curve snapshots, at most ``n_boot``
+            (``None``: ``n_boot``). Snapshots are frequent and read as a trend; fewer replicates make
+            each one cheaper, and the final report's intervals still use ``n_boot``.
         seed: Seed of the bootstrap.
         stream_offset: Added to every stream id, so trackers of several workers merge without clashes.
         plots: Render PNG plots into the local folder at ``finalize``.
@@ -91,6 +94,7 @@ class MonitorConfig:
     scope: str | None = None
     label: str = "policy"
     n_boot: int = 200
+    snapshot_n_boot: int | None = 100
     seed: int = 0
     stream_offset: int = 0
     plots: bool = True
@@ -116,8 +120,10 @@ class MonitorConfig:
             raise SeffiError(f"checkpoint_seconds must be a positive number or None, got {seconds!r}")
         if self.log_unit not in ("episodes", "steps"):
             raise SeffiError(f"log_unit must be 'episodes' or 'steps', got {self.log_unit!r}")
-        for name in ("n_boot", "seed", "stream_offset"):
+        for name in ("n_boot", "snapshot_n_boot", "seed", "stream_offset"):
             value = getattr(self, name)
+            if value is None and name == "snapshot_n_boot":
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
                 raise SeffiError(f"{name} must be a non-negative int, got {value!r}")
         if self.wandb is not None and self.wandb not in ("online", "offline", "disabled"):

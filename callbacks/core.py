@@ -68,6 +68,9 @@ class CoverageMonitor:
             raise SeffiError("CoverageMonitor needs a budget K (a positive int)")
         self.budget, self.scope, self.label = int(cfg.budget), cfg.scope, cfg.label
         self.n_boot, self.seed, self.stream_offset = int(cfg.n_boot), int(cfg.seed), int(cfg.stream_offset)
+        #: Bootstrap replicates of mid-training snapshots (the final report uses ``n_boot``).
+        snap_boot = cfg.snapshot_n_boot
+        self.snapshot_n_boot = self.n_boot if snap_boot is None else min(self.n_boot, int(snap_boot))
         self.access = EnvAccess(env) if env is not None else None
         self.env_name, self.task_name, self.strategies, self.num_latents = env_facts(self.access, cfg)
         kwargs = {"iid": cfg.iid, "oracle": cfg.oracle, "seed": self.seed}
@@ -222,7 +225,10 @@ class CoverageMonitor:
         window = self._window()
         empty = window is not None and window[0] is not None and window[0].size == 0
         snap = self.schedule.snapshot and not empty  # an empty window has no curves, only counts
-        comparison, scalars = self._snapshot(window) if snap else (None, self._point_scalars(window))
+        if snap:
+            comparison, scalars = self._snapshot(window, n_boot=self.snapshot_n_boot)
+        else:
+            comparison, scalars = None, self._point_scalars(window)
         self.last_comparison = comparison or self.last_comparison
         scalars[keys.STEP_KEY] = float(step)
         self.sinks.log(scalars, step)
@@ -333,14 +339,14 @@ class CoverageMonitor:
         return self._snapshot(None if exact else self._window(), exact=exact)
 
     def _snapshot(
-        self, window: tuple[Any, int] | None, *, exact: bool = False
+        self, window: tuple[Any, int] | None, *, exact: bool = False, n_boot: int | None = None
     ) -> tuple[Any, dict[str, float]]:
         iid, oracle = self.baselines(pool=not exact)
         slots = window[0] if window is not None else None
-        if slots is None or slots.size == 0:
-            curves = self.curves()
-        else:
-            curves = self._tracker.curves(n_boot=self.n_boot, seed=self.seed, slots=slots)
+        if slots is not None and slots.size == 0:
+            slots = None
+        n_boot = self.n_boot if n_boot is None else n_boot
+        curves = self.tracker.curves(self.budget, n_boot=n_boot, seed=self.seed, slots=slots)
         comparison, policy_set, gain = policy_comparison(
             self.tracker, curves, iid, oracle, label=self.label, env_id=self.env_name,
             baseline_sets=self.baseline_sets,

@@ -136,3 +136,32 @@ def test_a_monitor_with_its_own_sinks_says_where_its_report_went(tmp_path, capsy
     passed.ingest_end(EpisodeEnd("x", ("b",), True, sample_index=1, run_index=0))
     passed.close()
     assert capsys.readouterr().out == ""
+
+
+def test_snapshots_use_snapshot_n_boot_and_the_final_report_n_boot(tmp_path, monkeypatch) -> None:
+    """Snapshots draw ``snapshot_n_boot`` bootstrap replicates; the final report draws ``n_boot``."""
+    from seffi.callbacks.core import CoverageMonitor
+    from seffi.coverage.tracker import CoverageTracker
+    from seffi.report.sinks import LocalSink
+
+    drawn: list[int] = []
+    curves = CoverageTracker.curves
+
+    def spy(self, *args, **kwargs):
+        drawn.append(kwargs["n_boot"])
+        return curves(self, *args, **kwargs)
+
+    monkeypatch.setattr(CoverageTracker, "curves", spy)
+    monitor = CoverageMonitor(
+        2, ("a", "b"), sinks=LocalSink(tmp_path / "run", plots=False), n_boot=40, snapshot_n_boot=7,
+        log_every=2, log_curves_every=1,
+    )  # fmt: skip
+    for i in range(8):
+        end = EpisodeEnd(f"x{i // 2 % 3}", ("ab"[i % 2],), True, sample_index=1 + i % 2, run_index=i // 2)
+        monitor.ingest_end(end)
+        monitor.maybe_log(i + 1)
+    assert drawn and set(drawn) == {7}
+    drawn.clear()
+    monitor.close()
+    assert drawn == [40]
+    assert CoverageMonitor(2, ("a",), sinks=LocalSink(tmp_path / "b"), n_boot=5).snapshot_n_boot == 5
