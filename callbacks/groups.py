@@ -1,7 +1,8 @@
 """Coverage of grouped policy samples (GRPO's completion groups), independent of the trainer library.
 
 :class:`GroupScorer` labels a batch of completions, gathers every process's records, feeds them to a
-sink and returns rewards (:mod:`seffi.models.grpo` reward modes). :class:`GroupCoverage` turns each
+sink and returns rewards (:mod:`seffi.models.grpo` reward modes and the exploration methods of
+:data:`seffi.models.rewards.METHODS`, :mod:`seffi.callbacks.group_methods`). :class:`GroupCoverage` turns each
 prompt's group into runs of a :class:`~seffi.callbacks.CoverageMonitor` and holds the baselines: by
 default the *reference model's* own samples (``IidBaseline.from_samples``), drawn at the first
 training batch from the unchanged model, over at most ``reference_prompts`` prompts, reusing that
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from seffi.callbacks.group_methods import RewardMethod, local_logprobs
 from seffi.errors import SeffiError
 from seffi.labelers import as_labeler
 from seffi.models import grpo
@@ -38,16 +40,25 @@ class GroupScorer:
         labeler: A Labeler, a ``{strategy: regex}`` rubric or ``fn(x, text) -> ids`` (+ ``strategies``).
         strategies: Declared strategy ids for a bare labeling callable.
         id_column: Dataset column holding each prompt's input id.
-        reward: ``"valid"``, ``"matched"``, ``"diversity"`` or ``callable(ValidationResult) -> float``.
-        diversity_weight: ``w`` of the diversity reward.
+        reward: ``"valid"``, ``"matched"``, a method of :data:`seffi.models.rewards.METHODS`
+            (``"diversity"``, ``"unlikeliness"``, ``"passk"``, ``"outcome_ucb"``, ``"outcome_batch"``;
+            their trainer settings: :mod:`seffi.callbacks.group_methods`) or
+            ``callable(ValidationResult) -> float``.
+        reward_options: The method's options, e.g. ``{"beta": 0.25}``, ``{"k": 4}``, ``{"c": 0.5}``.
+        diversity_weight: ``w`` of the diversity reward (``reward_options={"weight": w}`` wins).
+        logprob_fn: ``fn(prompts, completion_ids) -> log-probabilities`` of a local batch for
+            ``"unlikeliness"`` (default on the TRL path: the trainer's current model).
         decode: ``decode(completion_ids) -> text`` used instead of the library's decoded text (a task
             LM's tokenizer drops its special newline token when decoding).
         gather: ``gather(list) -> list`` of every rank's list in rank order (default: accelerate's).
 
     Attributes:
         sink: Receives each gathered batch of records ``[(input_id, matches, valid), ...]``.
-        group_size: Completions per group (the trainer's ``num_generations``): the diversity reward's group.
+        group_size: Completions per group (the trainer's ``num_generations``): a group reward's group.
+        method: The :class:`~seffi.callbacks.group_methods.RewardMethod` of a group reward (else None).
         last_results: Validation results of the latest local batch.
+        last_logprobs: The log-probabilities the latest local batch was scored with (unlikeliness).
+        logprob_cost: ``batches``, ``rows`` and ``seconds`` spent computing log-probabilities.
     """
 
     def __init__(
@@ -59,9 +70,11 @@ class GroupScorer:
         strategies: Iterable[str] | None = None,
         id_column: str = "input_id",
         reward: Any = "valid",
+        reward_options: Mapping[str, Any] | None = None,
         diversity_weight: float = 0.5,
         decode: Callable[[Sequence[int]], str] | None = None,
         gather: Callable[[list[Any]], list[Any]] | None = None,
+        logprob_fn: Callable[[Sequence[Any], Any], Sequence[float]] | None = None,
     ) -> None:
         if labeler is None and task is None:
             raise ValueError("CoverageReward needs a task or a labeler")
@@ -73,45 +86,61 @@ class GroupScorer:
         self._reward = grpo.reward_function(reward)
         grpo.diversity_rewards([], diversity_weight)  # refuses a bad weight now, not mid-training
         self.weight = diversity_weight
+        self.method = RewardMethod.of(reward, reward_options, diversity_weight, per_completion=self._reward)
+        self.logprob_fn = logprob_fn
         self.group_size: int | None = None
         self._gather = gather or grpo.default_gather
         self.sink: Callable[[list[grpo.Record]], None] | None = None
         self.last_results: list[Any] = []
+        self.last_logprobs: list[float] | None = None
+        self.logprob_cost = {"batches": 0, "rows": 0, "seconds": 0.0}
 
     def score(
-        self, ids: Sequence[Any], prompts: Sequence[Any], texts: Sequence[Any], training: bool
-    ) -> list[float]:
-        """Label one local batch, record the gathered batch (when training), return local rewards."""
+        self, ids: Sequence[Any], prompts: Sequence[Any], texts: Sequence[Any], training: bool, *,
+        completion_ids: Any = None, policy_logprobs: Callable[[], Sequence[float]] | None = None,
+    ) -> list[float]:  # fmt: skip
+        """Label one local batch, record the gathered batch (when training), return local rewards.
+
+        ``training`` batches are recorded and advance a method's state; ``completion_ids`` go to
+        ``logprob_fn``; ``policy_logprobs() -> log-probabilities`` (the trainer's policy) serves
+        ``"unlikeliness"`` when no ``logprob_fn`` was given (``group_methods.local_logprobs``).
+        """
         results = [
             self.labeler(self.inputs.get(str(i), p), t) for i, p, t in zip(ids, prompts, texts, strict=True)
         ]
         self.last_results = results
         if not training and self._reward is not None:
             return [float(self._reward(r)) for r in results]
+        lps = None
+        if self.method is not None and self.method.needs_logprobs:
+            lps = self.last_logprobs = local_logprobs(self, prompts, completion_ids, policy_logprobs)
         rank = grpo.rank_and_world()[0]
         records = [
             (str(i), tuple(sorted(r.strategy_matches)), bool(r.valid))
             for i, r in zip(ids, results, strict=True)
         ]
-        tagged = self._gather([(rank, rec) for rec in records])  # a collective: every rank calls it
+        # A collective (every rank calls it); log-probabilities travel with their records.
+        payload = [(rank, rec, *([] if lps is None else [lps[j]])) for j, rec in enumerate(records)]
+        tagged = self._gather(payload)
         if training and self.sink is not None:
-            self.sink([rec for _, rec in tagged])
-        if self._reward is not None:
-            return [float(self._reward(r)) for r in results]
-        scores = grpo.group_rewards([rec for _, rec in tagged], self.group_size, self.weight)
-        return [s for (r, _), s in zip(tagged, scores, strict=True) if r == rank]
+            self.sink([t[1] for t in tagged])
+        if self.method is None:
+            return [float(self._reward(r)) for r in results]  # type: ignore[misc]
+        gathered_lps = [t[2] for t in tagged] if lps is not None else None
+        scores = self.method.score([t[1] for t in tagged], self.group_size, gathered_lps, training)
+        return [s for t, s in zip(tagged, scores, strict=True) if t[0] == rank]
 
 
 class GroupCoverage:
     """Each prompt's group of completions as runs of a coverage monitor, with its baselines.
 
     A group of G completions (GRPO's ``num_generations``) is G / K runs of K = ``budget`` consecutive
-    completions: K must divide G (:meth:`configure_groups`). The diversity reward always scores the
-    whole group of G.
+    completions: K must divide G (:meth:`configure_groups`). A group reward (diversity, unlikeliness,
+    pass@k, the outcome rules) always scores the whole group of G.
 
     Args:
-        task, inputs, labeler, strategies, id_column, reward, diversity_weight, decode, gather: See
-            :class:`GroupScorer`.
+        task, inputs, labeler, strategies, id_column, reward, reward_options, diversity_weight, decode,
+            gather, logprob_fn: See :class:`GroupScorer`.
         budget: K (default: the group size, e.g. GRPO's ``num_generations``).
         iid: ``"reference"`` (the policy's own samples before training: :meth:`draw_reference_iid`),
             ``"task"`` (the task's synthetic base sampler), a baseline object (``.curves(K)``, e.g.
@@ -156,6 +185,7 @@ class GroupCoverage:
         id_column: str = "input_id",
         budget: int | None = None,
         reward: Any = "valid",
+        reward_options: Mapping[str, Any] | None = None,
         diversity_weight: float = 0.5,
         decode: Callable[[Sequence[int]], str] | None = None,
         iid: Any = "reference",
@@ -170,6 +200,7 @@ class GroupCoverage:
         seed: int = 0,
         plots: bool = True,
         gather: Callable[[list[Any]], list[Any]] | None = None,
+        logprob_fn: Callable[[Sequence[Any], Any], Sequence[float]] | None = None,
     ) -> None:
         for name, value in (("budget", budget), ("reference_prompts", reference_prompts)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
@@ -180,7 +211,8 @@ class GroupCoverage:
             )
         self.reward = self.reward_class(
             task, inputs, labeler=labeler, strategies=strategies, id_column=id_column, reward=reward,
-            diversity_weight=diversity_weight, decode=decode, gather=gather,
+            reward_options=reward_options, diversity_weight=diversity_weight, decode=decode, gather=gather,
+            logprob_fn=logprob_fn,
         )  # fmt: skip
         self.reward.sink = self._ingest
         self.budget, self.iid, self.iid_samples, self.iid_prompts = budget, iid, iid_samples, iid_prompts
@@ -205,7 +237,8 @@ class GroupCoverage:
         """Set G (the trainer's completions per prompt); K defaults to it and must divide it.
 
         Raises:
-            SeffiError: ``budget`` does not divide ``group_size`` (names the divisors).
+            SeffiError: ``budget`` does not divide ``group_size`` (names the divisors); pass@k's k
+                exceeds ``group_size``.
         """
         if group_size is None:
             return
@@ -219,6 +252,8 @@ class GroupCoverage:
                 f"one prompt is recorded as {g}/K runs of K consecutive completions, so K must divide {g} "
                 f"(one of {divisors}); leave budget unset for K = num_generations"
             )
+        if self.reward.method is not None:
+            self.reward.method.check_group_size(g)
         self.reward.group_size = g
 
     def _ingest(self, records: list[grpo.Record]) -> None:
@@ -413,7 +448,7 @@ class GroupCoverage:
     # -- checkpoints --------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything a resumed run needs (JSON-safe): the reference samples and the monitor's state."""
+        """Everything a resumed run needs (JSON-safe): reference samples, monitor state, outcome counts."""
         m = self.monitor
         return {
             "format": STATE_FORMAT, "out_dir": str(self.out_dir) if self.out_dir is not None else None,
@@ -425,6 +460,7 @@ class GroupCoverage:
             "last_scalars": dict(m.last_scalars) if m is not None else {},
             "occurrences": dict(self._occurrences), "batches": self.batches,
             "group_sizes": {str(k): v for k, v in self.group_sizes.items()},
+            "outcome_counts": self.reward.method.state() if self.reward.method is not None else None,
         }  # fmt: skip
 
     def load_state_dict(self, state: Mapping[str, Any], step: int | None = None) -> GroupCoverage:
@@ -454,6 +490,8 @@ class GroupCoverage:
         self._occurrences = {str(k): int(v) for k, v in state.get("occurrences", {}).items()}
         self.batches = int(state.get("batches", 0))
         self.group_sizes = {int(k): int(v) for k, v in state.get("group_sizes", {}).items()}
+        if self.reward.method is not None:  # outcome_ucb's history continues where it stopped
+            self.reward.method.load_state(state.get("outcome_counts"))
         if grpo.rank_and_world()[0] == 0 and self.out_dir is not None and step is not None:
             for name, key in (("metrics.jsonl", "seffi/step"), ("snapshots.jsonl", "step")):
                 drop_lines_after(Path(self.out_dir) / name, key, step)

@@ -21,9 +21,16 @@ an on-disk cache keeps the rest (:class:`~seffi.callbacks.groups.GroupCoverage`)
 ``iid="task"`` uses the task's synthetic base sampler. **Checkpoints**: each TRL checkpoint folder
 gets ``seffi_coverage.json`` (the reference samples and the monitor's state); ``resume_from_checkpoint``
 restores it, so the monitor continues in its folder and the reference is never redrawn.
-**Rewards**: ``"valid"``, ``"matched"``, the order-independent ``"diversity"`` (formula in
-:mod:`seffi.models.grpo`, over the whole group of G) or a callable. **Labeling** is
-``task.validate_y_text`` or a labeler (:mod:`seffi.callbacks.labelers`); junk completions score 0.
+**Rewards** (``reward=``, options in ``reward_options=``): ``"valid"``, ``"matched"``, a callable, or
+an exploration method of :data:`seffi.models.rewards.METHODS` scored over each whole group of G:
+``"diversity"`` (formula in :mod:`seffi.models.grpo`), ``"unlikeliness"`` (``{"beta": 0.25}``),
+``"passk"`` (``{"k": 4}``; needs ``GRPOConfig(scale_rewards="none")``, refused otherwise at train
+begin), ``"outcome_ucb"`` and ``"outcome_batch"`` (``{"c": 0.5}``). ``"unlikeliness"`` ranks by the
+policy's log-probability, computed inside the reward call from ``trainer.model``: one extra no-grad
+forward pass over the batch per generation batch (:func:`seffi.callbacks.group_methods.policy_logprobs`).
+``"outcome_ucb"``'s outcome counts persist across steps and in the checkpoint state. Settings per
+method: :mod:`seffi.callbacks.group_methods`. **Labeling** is ``task.validate_y_text`` or a labeler
+(:mod:`seffi.callbacks.labelers`); junk completions score 0.
 
 **Processes.** Under accelerate/DeepSpeed TRL splits each generation batch across ranks, so a group
 may straddle processes: the reward function gathers every rank's records (``gather_object``, reached
@@ -44,6 +51,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from seffi._io import write_atomic
+from seffi.callbacks.group_methods import check_scaling, policy_logprobs
 from seffi.callbacks.groups import GroupCoverage, GroupScorer
 from seffi.callbacks.interrupts import StopOnSignal
 from seffi.errors import SeffiError
@@ -99,7 +107,9 @@ class CoverageReward(GroupScorer):
     """A GRPO reward function: labels completions, records their match sets, returns rewards.
 
     Arguments: see :class:`seffi.callbacks.groups.GroupScorer` (task, inputs, labeler, strategies,
-    id_column, reward, diversity_weight, decode, gather).
+    id_column, reward, reward_options, diversity_weight, decode, gather, logprob_fn). Under a trainer,
+    ``"unlikeliness"`` scores each local batch with the trainer's current model unless ``logprob_fn``
+    is given.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -114,7 +124,8 @@ class CoverageReward(GroupScorer):
         """Score one (local) batch, record the gathered batch, and return one reward per completion.
 
         Raises:
-            SeffiError: The dataset has no ``id_column`` (named with the columns TRL passed).
+            SeffiError: The dataset has no ``id_column`` (named with the columns TRL passed); the
+                trainer scales a pass@k reward.
         """
         ids = kwargs.get(self.id_column)
         if ids is None:
@@ -128,6 +139,12 @@ class CoverageReward(GroupScorer):
         # TRL passes ``log_metric``, a bound method of the trainer: the one handle on it we get.
         trainer = getattr(kwargs.get("log_metric"), "__self__", None)
         if trainer is not None and trainer is not self.trainer:
+            args = getattr(trainer, "args", None)
+            check_scaling(
+                self.method,
+                getattr(args, "scale_rewards", None),
+                getattr(args, "multi_objective_aggregation", None),
+            )
             self.trainer = trainer
             if self.on_trainer is not None:
                 self.on_trainer(trainer)
@@ -136,7 +153,13 @@ class CoverageReward(GroupScorer):
         else:
             texts = [completion_text(c) for c in completions]
         training = bool(getattr(getattr(self.trainer, "model", None), "training", True))
-        return self.score(ids, prompts, texts, training)
+        policy = None
+        if self.trainer is not None and self.method is not None and self.method.needs_logprobs:
+            reduction = self.method.reduction
+            policy = lambda: policy_logprobs(self.trainer, prompts, completion_ids, reduction)  # noqa: E731
+        return self.score(
+            ids, prompts, texts, training, completion_ids=completion_ids, policy_logprobs=policy
+        )
 
 
 class GRPOCoverage(GroupCoverage):
@@ -199,9 +222,15 @@ class CoverageTrainerCallback(TrainerCallback):
         """Check K against ``num_generations``; restore a resumed run, else prepare the reference draw.
 
         Raises:
-            SeffiError: ``budget`` does not divide ``num_generations``; the dataset has no prompts.
+            SeffiError: ``budget`` does not divide ``num_generations``; the dataset has no prompts; a
+                ``"passk"`` reward with ``scale_rewards`` other than ``"none"`` or a k above G.
         """
         cov = self.coverage
+        check_scaling(
+            cov.reward.method,
+            getattr(args, "scale_rewards", None),
+            getattr(args, "multi_objective_aggregation", None),
+        )
         cov.configure_groups(getattr(args, "num_generations", None))
         if state.is_world_process_zero:  # Ctrl-C / SIGTERM: stop at the next step, write, then stop
             self._stop.install(loop=("_inner_training_loop", "train"))

@@ -47,7 +47,9 @@ from seffi.tasks.base import Task, TaskInput, ValidationResult
 
 #: Record of one completion: (input id, sorted match set, valid).
 Record = tuple[str, tuple[str, ...], bool]
-REWARD_MODES = ("valid", "matched", "diversity")
+#: Group reward rules (:data:`seffi.models.rewards.METHODS`, ``"valid"`` aside): scored over a whole group.
+GROUP_MODES = ("diversity", "unlikeliness", "passk", "outcome_ucb", "outcome_batch")
+REWARD_MODES = ("valid", "matched", *GROUP_MODES)
 
 
 def split_groups(records: Sequence[Record], size: int | None) -> list[list[int]]:
@@ -79,12 +81,12 @@ def diversity_rewards(group: Sequence[Record], weight: float = 0.5) -> list[floa
 
 
 def reward_function(spec: Any) -> Callable[[ValidationResult], float] | None:
-    """The per-completion reward of ``spec``; None for the group mode ``"diversity"``."""
+    """The per-completion reward of ``spec``; None for a group mode (:data:`GROUP_MODES`)."""
     if spec == "valid":
         return lambda r: 1.0 if r.valid else 0.0
     if spec == "matched":  # following any strategy, correct or not (a shaping option)
         return lambda r: 1.0 if r.strategy_matches else 0.0
-    if spec == "diversity":
+    if isinstance(spec, str) and spec in GROUP_MODES:
         return None
     if callable(spec):
         return spec
