@@ -421,9 +421,12 @@ class GroupCoverage:
             folder = default_cache_dir() / "reference-iid"
         else:
             folder = Path(self.reference_cache)
+        from seffi.models.config import numerics_stack
+
+        # The same weights sample other tokens on another library stack: its samples are its own.
         key = grpo.digest({
             "format": grpo.ReferenceCache.FORMAT, "weights": grpo.weights_digest(model),
-            "generation": gen.to_dict(), "seed": self.seed, "mode": "train",
+            "generation": gen.to_dict(), "seed": self.seed, "mode": "train", "stack": numerics_stack(),
         })  # fmt: skip
         return grpo.ReferenceCache(folder, key)
 

@@ -411,30 +411,12 @@ def trl_policy(folder: str | Path, task: Task[Any, Any]) -> TRLPolicy:
 def base_lm_folder(cfg: Any, cache_dir: str | Path | None = None, hook: Any = None) -> Path:
     """The cached base LM folder of ``cfg`` (an :class:`~seffi.models.LMConfig`), trained if missing.
 
-    Only the base LM: the latent mixture is not needed for GRPO. Written under a temporary name and
-    renamed, like :func:`seffi.models.cache.train_ladder_models` (same folder name, so either reuses
-    the other's model).
+    Only the base LM: the latent mixture is not needed for GRPO. The folder, checks and manifest of
+    :func:`seffi.models.cache.cached_base_folder`, so the ladder and GRPO reuse each other's model.
     """
-    import os
-    import shutil
+    from .cache import cached_base_folder
 
-    from .cache import build_task, default_cache_dir, train_base, training_rows
-
-    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    folder = root / cfg.base_key()
-    if (folder / "config.json").is_file() and (folder / "seffi_meta.json").is_file():
-        return folder
-    root.mkdir(parents=True, exist_ok=True)
-    task = build_task(cfg)
-    lm = train_base(cfg, task, training_rows(cfg, task), hook)
-    tmp = folder.with_name(f".{folder.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    lm.save(tmp)
-    if folder.exists():  # another process finished first: same config, same bits
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        tmp.rename(folder)
-    return folder
+    return cached_base_folder(cfg, cache_dir, hook=hook)
 
 
 def prompts_from_dataset(dataset: Any, id_column: str) -> dict[str, Any]:
