@@ -1,4 +1,4 @@
-"""Calibration of seffi's intervals and extrapolations (issue 13): every case side by side with its target.
+"""Calibration of seffi's intervals and extrapolations: every case side by side with its target.
 
 Run ``python benchmarks/calibration.py`` (about 3-4 minutes on 2 shared cores; ``--datasets N`` to
 change the number of simulated datasets per case, default 1,000; ``--only iid`` or ``--only policy``
@@ -178,17 +178,41 @@ def iid_case(law: Law, n: int, K: int, D: int, seed: int) -> None:
             k = n + j + 1
             bias = float(fb[j] - truth.full_coverage[k - 1])
             sd = float(np.std([f[j] for f in f_beyond]) / math.sqrt(len(f_beyond)))
-            row(name, f"F({k}) bias (truth {truth.full_coverage[k - 1]:.3f})", bias, sd, "|bias| <= 0.05",
-                abs(bias) <= 0.05)
+            row(
+                name,
+                f"F({k}) bias (truth {truth.full_coverage[k - 1]:.3f})",
+                bias,
+                sd,
+                "|bias| <= 0.05",
+                abs(bias) <= 0.05,
+            )
         fin = np.asarray(med)
         tm = t_full.median
-        row(name, "T(1) median reported censored", float(np.mean(~np.isfinite(fin))), None,
-            f"truth {'censored' if tm is None else 'not censored'}", None)
+        row(
+            name,
+            "T(1) median reported censored",
+            float(np.mean(~np.isfinite(fin))),
+            None,
+            f"truth {'censored' if tm is None else 'not censored'}",
+            None,
+        )
         if np.isfinite(fin).any():
-            row(name, f"T(1) median (truth {tm})", float(np.median(fin[np.isfinite(fin)])), None,
-                f"{tm}", None)
-        row(name, f"T(1) censored frac (truth {t_full.fraction_censored:.3f})", float(np.mean(cens)), None,
-            f"{t_full.fraction_censored:.3f}", abs(float(np.mean(cens)) - t_full.fraction_censored) <= 0.05)
+            row(
+                name,
+                f"T(1) median (truth {tm})",
+                float(np.median(fin[np.isfinite(fin)])),
+                None,
+                f"{tm}",
+                None,
+            )
+        row(
+            name,
+            f"T(1) censored frac (truth {t_full.fraction_censored:.3f})",
+            float(np.mean(cens)),
+            None,
+            f"{t_full.fraction_censored:.3f}",
+            abs(float(np.mean(cens)) - t_full.fraction_censored) <= 0.05,
+        )
     print(f"{'':<34} ({D} datasets, {secs:.1f} s, {1e3 * secs / D:.1f} ms per dataset)")
 
 
@@ -310,11 +334,13 @@ def policy_case(
         if g.value is not None and g.lo is not None:
             hits.setdefault("gain CI covers 0", []).append(inside(g.lo, g.hi, 0.0))
         for k in (max(1, K // 2), K):
-            hits.setdefault(f"C({k}) CI", []).append(inside(pol.coverage_lo[k - 1], pol.coverage_hi[k - 1],
-                                                            cov_pop[k - 1]))
+            hits.setdefault(f"C({k}) CI", []).append(
+                inside(pol.coverage_lo[k - 1], pol.coverage_hi[k - 1], cov_pop[k - 1])
+            )
         hits.setdefault(f"AUC@{K} CI", []).append(inside(pol.auc_lo, pol.auc_hi, float(cov_pop.mean())))
-        hits.setdefault(f"F({K}) CI", []).append(inside(pol.full_coverage_lo[-1], pol.full_coverage_hi[-1],
-                                                        full_pop))
+        hits.setdefault(f"F({K}) CI", []).append(
+            inside(pol.full_coverage_lo[-1], pol.full_coverage_hi[-1], full_pop)
+        )
     secs = time.perf_counter() - t0
     name = f"iid policy, {n_inputs} inputs x {runs} runs"
     if mix:
@@ -373,7 +399,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'case':<34} {'quantity':<30} {'value':>8} {'SE':<8} {'target':<16}")
     t0 = time.perf_counter()
     steps: list[tuple[str, Callable[[int], None]]] = [
-        ("iid", iid_cases), ("gain", lambda d: gain_extrapolated_case(d, 400)), ("policy", policy_cases),
+        ("iid", iid_cases),
+        ("gain", lambda d: gain_extrapolated_case(d, 400)),
+        ("policy", policy_cases),
     ]
     for key, fn in steps:
         if args.only in (None, key):

@@ -5,7 +5,7 @@ the model, no gradient), then takes one gradient step on them (the M-step); the 
 cost. Two scorers:
 
 * ``full:B`` — every row's L sequences ``prompt <sep> <z> trace`` scored whole, ``B`` sequences per
-  forward pass (``full:512`` was the ladder's E-step before this benchmark);
+  forward pass (the straightforward scorer, the reference);
 * ``shared:B`` — :func:`seffi.models.mixture.code_scores` as shipped: each distinct row's prompt runs
   once and its KV cache is shared by the L code branches, ``B`` sequences per pass.
 

@@ -38,7 +38,7 @@ interleaved round-robin over the consumers (order reversed every other repetitio
 hits all alike; min and median over repetitions are shown, and the ratio to the floor: the median over
 repetitions of each repetition's ratio to the floor's time in that repetition (and min over min).
 Net rows subtract, repetition by repetition, the replay env's time of the same repetition. The targets
-(issue: seffi with default logging <= 5x the floor, ingest only <= 2.5x) are judged on the median.
+(seffi with default logging <= 5x the floor, ingest only <= 2.5x) are judged on the median.
 W&B is disabled; no network; torch (imported by SB3) runs on one thread.
 
     python benchmarks/peers.py                       # ~1-2 minutes on 2 shared cores

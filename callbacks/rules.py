@@ -161,7 +161,7 @@ def _row_signature(sig: tuple[type, ...]) -> tuple[Callable[[Any], tuple[Any, ..
     if not positions:
         return operator.itemgetter(3, 3), _I64_MIN  # the env index (an int): a tuple to check, no bound
     if len(set(lows)) > 1:
-        return None  # ints with different minimums: left to _screen (no such rule today)
+        return None  # ints with different minimums: left to _screen, which checks each rule
     # itemgetter of one index gives the value itself: repeat it so the result is always a tuple
     return operator.itemgetter(*positions, positions[0]), lows[0]
 
@@ -231,7 +231,6 @@ class _Rejects:
             which = f"{n} finished episodes (the first named here) were" if n > 1 else "this episode was"
             message += f"; {which} rejected, the other {recorded} of this call recorded"
         return EpisodeRejected(message, key=self.key, env_index=env, rejected=n, recorded=recorded)
-
 
 
 _NO_REJECTS = _Rejects(())  # a shared "nothing rejected" (never added to: take a new one for that)

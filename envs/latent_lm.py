@@ -1,7 +1,7 @@
 """Latent-LM envs ``seffi/<Name>LatentLM-v0``: the exploration ladder's rung 2, on learned generators.
 
 Like the router envs (:mod:`seffi.envs.router`) an episode is one step and the action is a latent code
-``z`` in ``Discrete(L)`` — but the generator is no longer hand-written: it is the latent mixture LM of
+``z`` in ``Discrete(L)`` — but the generator is not hand-written: it is the latent mixture LM of
 :mod:`seffi.models`, learned by hard EM without strategy labels, and the trace it samples for
 ``(x, z)`` is attributed by the task's validator. The observation and the ``info`` keys are the router
 env's (``z`` included). The latent prior is the mixture's: ``p(z | x)`` read from the mixture LM when it

@@ -176,7 +176,7 @@ class Curves:
 
         These curves are its ``policy``; ``kwargs`` (``valid``, ``n_boot``, ``seed``) go to it. When the
         iid curves are extrapolated at some k <= K (an iid baseline estimated from fewer than K
-        samples per input), a defined gain says so in ``reason`` (issue 13).
+        samples per input), a defined gain says so in ``reason``.
         """
         g = paired_gain(self, iid, oracle, **kwargs)
         note = extrapolation_note(iid)

@@ -305,7 +305,7 @@ def ratio_t_interval(
     ~0.08) has lighter tails than the t statistic, while the plug-in standard error is unbiased
     (rms 0.0348 against a true sd of 0.0352 over 1,500 datasets), so studentizing with t tails
     puts the missing width back. Measured (``benchmarks/calibration.py``, 1,000 datasets per row,
-    iid policies, true gain 0): 0.935 on that row (was 0.907), 0.935-0.962 on every policy row
+    iid policies, true gain 0): 0.935 on that row (the bootstrap: 0.907), 0.935-0.962 on every policy row
     with 8-64 inputs (the bootstrap: 0.907-0.949); with 64 inputs it runs 0.96, a little above
     the bootstrap's 0.95, within the 0.93-0.97 target.
 

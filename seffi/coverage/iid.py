@@ -189,7 +189,8 @@ class IidBaseline:
           on set-valued laws; N 0.92-0.99.
         - F(k), k <= n: Wilson interval with floor(n / k) trials (Hoeffding: the U-statistic is at
           least as concentrated as that many independent indicators), exact at 0 and 1; never
-          zero-width; coverage >= 0.98 in every case (before: 0.15-0.80, up to 84 % zero-width).
+          zero-width; coverage >= 0.98 in every case (+- z sd around the U-statistic: 0.15-0.80, up
+          to 84 % zero-width).
         - Beyond n: percentile interval of the model refitted to bootstrap datasets, containing the
           estimate. Measured bias of F(k > n): within 0.02 on a set-valued M = 6 law at n = 12,
           -0.06 to -0.16 for a uniform M = 4 law at n = 8 (a strategy missing from 8 samples is

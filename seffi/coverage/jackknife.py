@@ -26,7 +26,7 @@ def jackknife_novelty_sd(
     by t_{n-1} / z, n - 1 being the jackknife's degrees of freedom. Measured
     (``benchmarks/calibration.py``, 1,000 datasets): N(6) of the set-valued M = 6 law with n = 12
     covers 0.935 / 0.947 (bootstrap alone: 0.915 / 0.925, its sd 11-17% too small), N(15) of the
-    skewed M = 10 law with n = 30 0.972 (was 0.983). Rejected on the same laws (600 and 300
+    skewed M = 10 law with n = 30 0.972 (bootstrap alone: 0.983). Rejected on the same laws (600 and 300
     datasets): the jackknife at every i < n (N(11) of M = 6 0.91, N(29) of M = 10 0.74: the
     delete-one spread at high degree is mostly noise), the larger of the two sds (N(15) 0.99),
     and Wilson-type intervals with an effective size from either sd (0.69-0.72 near i = n,

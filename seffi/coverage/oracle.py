@@ -172,7 +172,7 @@ class OracleBaseline:
                 raise ValueError(f"{where}: expected a {{strategy: match set}} dict")
             used = set(refs)
             for s, ms in refs.items():
-                # A wrong guess at the format (per-input lists of samples, nested lists) used to end in
+                # A wrong guess at the format (per-input lists of samples, nested lists) would end in
                 # "TypeError: unhashable type: 'list'" deep inside; name the expected format instead.
                 if (
                     isinstance(ms, str)

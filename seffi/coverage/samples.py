@@ -345,7 +345,8 @@ def _sample_curves(
         # M_x - S_obs): the coverage sd is the larger of the two, per k and for the AUC. Datasets
         # that missed many rare strategies have few singletons, so the assemblage alone gave them
         # too small an sd: on a Zipf(1.5) law with M = 20, n = 40 the interval of C(n) covered 0.90,
-        # 0.93 with the larger sd; elsewhere the change is <= 0.005 (``benchmarks/calibration.py``).
+        # 0.93 with the larger sd; elsewhere it moves the coverage by <= 0.005
+        # (``benchmarks/calibration.py``).
         cov_model = _covered_from_counts(Yb, n, m, K) / m
         reps["coverage"] = _widen(cov, cov_model)
         reps["expected_new"] = np.diff(reps["coverage"] * m, axis=1, prepend=0.0)

@@ -172,7 +172,7 @@ def _call(what: str, fn: Callable[..., Any], *args: Any) -> Any:
         raise
     except BaseException as exc:
         # Any learner bug is that concept's error, never the end of the run. BaseException too: a
-        # learner calling sys.exit(0) used to end the lane with status 0 and no report.json.
+        # learner calling sys.exit(0) would otherwise end the lane with status 0 and no report.json.
         raise LearnerFailure(f"{what} raised {describe_exception(exc)}") from exc
 
 

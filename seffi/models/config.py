@@ -77,9 +77,9 @@ def numerics_stack() -> dict[str, str]:
     return stack
 
 
-#: Mixture fields added after models were cached; left out of the cache key while unset.
+#: Mixture fields left out of the cache key while unset, so a config without them keeps its key.
 _LATE_OPTIONAL = ("max_rows",)
-#: Fields added later whose zero value reproduces the older behaviour; left out of the key while 0.
+#: Fields whose zero value means "off"; left out of the key while 0, so the key is the one without them.
 _LATE_ZERO = ("warm_epochs",)
 #: Fields added later with a default that differs from what older caches used.
 _LATE_DEFAULTS = {
@@ -240,7 +240,7 @@ class LMConfig(BaseModel):
             if mixture.get(late) == 0:
                 mixture.pop(late)
                 mixture.pop("warm_lr", None)
-        for late, old in _LATE_DEFAULTS.items():  # the old behaviour hashes as it did before the field
+        for late, old in _LATE_DEFAULTS.items():  # the field at its default: the key without it
             if mixture.get(late) == old:
                 mixture.pop(late)
         fields = {**self.base_fields(), "mixture": mixture}

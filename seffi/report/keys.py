@@ -308,7 +308,7 @@ def extrapolated_from_k(curves: Any) -> int | None:
 def report_scalars(report: Any) -> dict[str, float]:
     """Final numbers of every policy in a report, keyed by the scheme (for ``run.summary``).
 
-    When a comparison's iid curve is extrapolated beyond its samples (issue 13), its policies'
+    When a comparison's iid curve is extrapolated beyond its samples, its policies'
     scopes also get :func:`iid_extrapolated_key` (absent otherwise): their gains compare against it.
     """
     out: dict[str, float] = {}

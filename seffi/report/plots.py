@@ -173,7 +173,7 @@ def _mark_extrapolated(ax: Any, c: CurveSet, y: Sequence[float | None], style: d
     """Draw a curve's extrapolated part (``extrapolated``: k > n of an iid baseline from n samples) dashed.
 
     A white line under a dashed one of the curve's colour turns the solid stretch dashed; a dotted
-    vertical line and a label mark where the model-based extrapolation starts (issue 13).
+    vertical line and a label mark where the model-based extrapolation starts.
     """
     ext = np.asarray(getattr(c, "extrapolated", None) or [], dtype=bool)
     if not ext.any():
