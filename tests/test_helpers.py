@@ -1,4 +1,4 @@
-"""The integration-test guard: a missing extra skips its whole module (issue 11 case 1)."""
+"""The integration-test guard: a missing extra skips its whole module."""
 
 import os
 import subprocess
@@ -39,7 +39,7 @@ MODULE_LEVEL = """
 
 
 def test_missing_extra_skips_the_module_with_a_reason(tmp_path):
-    """issue 11 case 1: a module-level require() was a collection error on a core-only install."""
+    """A module-level require() skips the module on a core-only install, never a collection error."""
     result = _run_pytest_on(tmp_path, MODULE_LEVEL, require_extras=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 passed, 1 skipped" in result.stdout

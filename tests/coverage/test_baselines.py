@@ -167,8 +167,8 @@ def test_oracle_monte_carlo_matches_exact_dp_within_its_stated_error() -> None:
 
 
 def test_rarity_split_of_a_tracker_with_per_input_laws_matches_the_exact_iid_split() -> None:
-    # Regression: input ids and strategy ids are both strings; a {input_id: law} table used to be
-    # read as one shared law, binning strategies by column order instead of base probability.
+    # Input ids and strategy ids are both strings: a {input_id: law} table is per-input laws, never
+    # one shared law (that would bin strategies by column order instead of base probability).
     laws = {
         "x0": {"a": 0.6, "b": 0.25, "c": 0.1, "d": 0.05},
         "x1": {"a": 0.05, "b": 0.1, "c": 0.25, "d": 0.6},
@@ -199,9 +199,9 @@ def test_rarity_split_of_a_tracker_with_per_input_laws_matches_the_exact_iid_spl
     ids=["per-input-sample-list", "per-input-nested", "nested", "mixed", "not-iterable"],
 )
 def test_oracle_wrong_input_format_is_one_line_seffi_error(refs) -> None:
-    """issue 14 item 5: a wrong guess at the oracle's input format names the expected format.
+    """A wrong guess at the oracle's input format names the expected format.
 
-    Before: ``TypeError: unhashable type: 'list'`` from deep inside the constructor.
+    Never ``TypeError: unhashable type: 'list'`` from deep inside the constructor.
     """
     from seffi.errors import SeffiError
 
@@ -216,11 +216,11 @@ def test_oracle_wrong_input_format_is_one_line_seffi_error(refs) -> None:
     assert np.allclose(ok.coverage, [0.5, 1.0, 1.0])
 
 
-# -- issue 13 case 9: the batched set-valued estimators against the per-replicate reference -------
+# -- the batched set-valued estimators against the per-replicate reference -------
 
 
 def _ref_novelty(X: np.ndarray, K: int) -> np.ndarray:
-    """The implementation before issue 13 (one Python step per distinct match set and subset B)."""
+    """The per-replicate reference novelty: one Python step per distinct match set and subset B."""
     n = X.shape[0]
     i1 = np.arange(min(K, n))
     lf = est.log_factorial(n)
@@ -238,7 +238,7 @@ def _ref_novelty(X: np.ndarray, K: int) -> np.ndarray:
 
 
 def _ref_full(X: np.ndarray, m: int, K: int) -> np.ndarray:
-    """Set-valued F(k) before issue 13: one inclusion-exclusion over the 2^m subsets per dataset."""
+    """The reference set-valued F(k): one inclusion-exclusion over the 2^m subsets per dataset."""
     n = X.shape[0]
     ks = np.arange(1, min(K, n) + 1)
     if m > X.shape[1] or not X[:, :m].any(axis=0).all():
@@ -253,7 +253,7 @@ def _ref_full(X: np.ndarray, m: int, K: int) -> np.ndarray:
 
 
 def test_batched_set_valued_estimators_equal_the_reference() -> None:
-    """Issue 13 case 9: novelty and F of many random set-valued datasets equal the old loops (1e-12)."""
+    """Novelty and F of many random set-valued datasets equal the reference loops (1e-12)."""
     rng = np.random.default_rng(13)
     for _ in range(60):
         D, n, m = int(rng.integers(1, 5)), int(rng.integers(1, 25)), int(rng.integers(1, 8))
@@ -269,7 +269,7 @@ def test_batched_set_valued_estimators_equal_the_reference() -> None:
 
 
 def _reference_loops(monkeypatch) -> None:
-    """Route the batched estimators through the per-replicate reference (the old code path)."""
+    """Route the batched estimators through the per-replicate reference (one Python loop per replicate)."""
     monkeypatch.setattr(est, "novelty_samples_many", lambda X, K: np.stack([_ref_novelty(x, K) for x in X]))
     monkeypatch.setattr(
         est, "full_coverage_samples_many", lambda X, m, K: np.stack([_ref_full(x, m, K) for x in X])
@@ -277,11 +277,11 @@ def _reference_loops(monkeypatch) -> None:
 
 
 def test_set_valued_from_samples_is_fast_and_unchanged(monkeypatch) -> None:
-    """Issue 13 case 9: set-valued from_samples curves at n = 40, M = 15 (was ~0.5 s per input).
+    """Set-valued from_samples curves at n = 40, M = 15: fast and equal to the reference.
 
     The same seed gives the same curves and intervals as the per-replicate reference (1e-12), and
     on the benchmark's law the batched version takes well under 0.1 s per input (measured
-    0.02-0.03 s; the old per-replicate loop took 0.34-0.5 s).
+    0.02-0.03 s; the per-replicate reference takes 0.34-0.5 s).
     """
     import time
 

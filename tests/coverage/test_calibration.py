@@ -110,8 +110,7 @@ def test_inext_intervals_are_calibrated_and_beat_the_naive_bootstrap() -> None:
 @pytest.mark.parametrize("set_valued", [False, True])
 def test_curves_report_estimate_plus_minus_z_sd_of_the_assemblage_replicates(set_valued: bool) -> None:
     """``IidBaseline.from_samples(...).curves`` intervals are estimate +- z sd, the sd the larger of the
-    assemblage's (calibrated above) and that of the model law with the known unseen strategies
-    (issue 13 case 6)."""
+    assemblage's (calibrated above) and that of the model law with the known unseen strategies."""
     rng = np.random.default_rng(9)
     ids = [f"s{i}" for i in range(8)]
     if set_valued:
@@ -142,7 +141,7 @@ def test_per_input_interval_is_that_of_the_mean_over_inputs() -> None:
 
     With 4 copies of one input the mean curve is that input's curve and its sd is sd_1 / 2 (up to
     bootstrap noise: B = 400 gives ~5 % relative error per sd), whereas averaging the per-input
-    bounds (the old behaviour) would keep the single-input width.
+    bounds instead would keep the single-input width.
     """
     rng = np.random.default_rng(1)
     ids = [f"s{i}" for i in range(10)]
@@ -181,7 +180,7 @@ def test_assemblage_matches_inext_by_hand() -> None:
 
 
 def test_intervals_without_singletons_cover_set_valued_m6() -> None:
-    """Issue 13 case 6: set-valued M = 6 law, n = 12 (the calibration script's): many datasets miss a
+    """Set-valued M = 6 law, n = 12 (the calibration script's): many datasets miss a
     strategy and have no singleton, so the assemblage had no unseen mass and the interval collapsed
     onto the estimate (coverage of C(n) 0.85-0.87, AUC 0.89-0.92). With the known M_x - S_obs
     strategies given a uniform-prior mass, C(n/2), C(n) and AUC(n) cover >= 0.93 (measured

@@ -14,8 +14,8 @@ every dataset stacked), so 2,000 datasets cost a few seconds.
 Expected values. Measured with this design (5 independent seeds, 600-1,000 datasets each, U = 40,
 80, 160): the paired percentile interval covered 0.927-0.945 (the small shortfall from 0.95 is the
 percentile bootstrap's with a few dozen inputs: its variance lacks the (U - 1)/U factor and the
-t-quantile), median width 0.13 at U = 80; the studentized ratio interval that replaced it (issue 13)
-covers 0.950 here (U = 60, 2,000 datasets); the old interval (policy replicates only, baselines
+t-quantile), median width 0.13 at U = 80; the studentized ratio interval
+covers 0.950 here (U = 60, 2,000 datasets); an unpaired interval (policy replicates only, baselines
 held fixed) covers 0.996-1.000 with 1.65x the width. With D = 2,000 datasets a rate has a binomial
 standard error of 0.005, so the paired rate must lie in [0.93, 0.97] (2 SE below the measured
 mean, 5 SE above) and the unpaired one must over-cover (>= 0.98) with intervals at least 1.4x
@@ -95,7 +95,7 @@ def test_paired_gain_interval_is_calibrated_and_narrower_than_unpaired() -> None
             input_keys=[("task", ids[i]) for i in sub], n_boot=B, seed=d,
         )  # fmt: skip
         paired = policy.gain(iid, oracle)
-        # The old interval on the same data: the policy's own replicates (the same input draws),
+        # The unpaired interval on the same data: the policy's own replicates (the same input draws),
         # baselines over the same inputs held fixed.
         old = dataclasses.replace(
             policy, input_keys=None, input_auc=None, auc_reps=bootstrap_counts(np.zeros(U), B, d) @ a[d] / U
@@ -228,7 +228,7 @@ def test_gain_refuses_inputs_the_baseline_lacks_and_ambiguous_ids() -> None:
         both.gain(IidBaseline.from_probabilities(laws).curves(K), orc)
 
 
-def test_gain_with_single_law_and_old_dict_baselines() -> None:
+def test_gain_with_a_single_law_and_curves_without_per_input_aucs() -> None:
     t, laws, refs = _tracker_and_baselines(20)
     c = t.curves(K, n_boot=200)
     orc = OracleBaseline(refs).curves(K)
@@ -265,7 +265,7 @@ def test_valid_gain_is_paired_on_valid_aucs() -> None:
     orc = OracleBaseline(refs).curves(K)
     g = c.gain(iid, orc, valid=True)
     assert g.value == pytest.approx(float(gain_value(c.valid_auc, iid.valid_auc, orc.valid_auc)))
-    # Issue 13 case 3: the studentized ratio interval, by hand. Inputs matched by id.
+    # The studentized ratio interval, by hand. Inputs matched by id.
     pos = {k: i for i, (_, k) in enumerate(iid.input_keys)}
     opos = {k: i for i, (_, k) in enumerate(orc.input_keys)}
     ids = [k for _, k in c.input_keys]
@@ -294,9 +294,9 @@ def test_round_trip_keeps_per_input_fields_and_rejects_corrupted_keys() -> None:
 
 
 def test_gain_refuses_when_runs_stop_before_k() -> None:
-    """Issue 13 case 1: an iid policy whose runs all stop at 4 samples, K = 8, has no gain at K.
+    """An iid policy whose runs all stop at 4 samples, K = 8, has no gain at K.
 
-    On the code before the fix this reported a gain from the policy's AUC@4 against the baselines'
+    Mixing budgets would report a gain from the policy's AUC@4 against the baselines'
     AUC@8 (here -0.167 [-0.273, -0.055]) with ``reason=None``.
     """
     law = {"a": 0.7, "b": 0.2, "c": 0.07, "d": 0.03}
@@ -310,7 +310,7 @@ def test_gain_refuses_when_runs_stop_before_k() -> None:
     K = 8
     iid = IidBaseline.from_probabilities(law).curves(K)
     oracle = OracleBaseline(num_strategies=4).curves(K)
-    # Issue 13 case 1: no curves from runs that stop short (they would mix budgets); the error says why.
+    # No curves from runs that stop short (they would mix budgets); the error says why.
     with pytest.raises(ValueError, match=r"no run has reached K=8 yet \(32 incomplete runs\)"):
         t.curves(K, n_boot=200)
     # A curve that stops short (here a baseline cut at k = 4 by hand) is refused by Curves.gain.
@@ -329,7 +329,7 @@ def test_gain_refuses_when_runs_stop_before_k() -> None:
 
 
 def test_one_gain_and_one_time_to_coverage_model() -> None:
-    """Issue 12 case 3: the report stores ``Curves.gain``'s ``Gain`` and the curves' ``TimeToCoverage``
+    """The report stores ``Curves.gain``'s ``Gain`` and the curves' ``TimeToCoverage``
     as they are (one model each, no alias table); report.json keeps its schema-1 keys."""
     import seffi.report.schema as schema
     from seffi.coverage import Gain, TimeToCoverage
@@ -352,7 +352,7 @@ def test_one_gain_and_one_time_to_coverage_model() -> None:
     g = c.gain(iid, OracleBaseline(strategies=("a", "b")).curves(3))
     result = schema.PolicyResult(curves=schema.CurveSet.from_curves(c, "p"), gain=g)
     assert isinstance(g, Gain) and result.gain is g
-    # An old Curves dict spelled the censored share "censored"; it still loads.
+    # A Curves dict may spell the censored share "censored"; it loads.
     assert TimeToCoverage.from_dict({"tau": 1.0, "censored": 0.25}).fraction_censored == 0.25
 
 
@@ -384,7 +384,7 @@ def _harder_mix_gain_coverage(gain_fn, D: int = 2000, U: int = 16, R: int = 4, s
 
 
 def test_gain_interval_covers_on_the_harder_input_mix() -> None:
-    """Issue 13 case 3: the gain interval on the calibration's harder input mix (Dirichlet(0.5) laws
+    """The gain interval on the calibration's harder input mix (Dirichlet(0.5) laws
     over 6 strategies, 16 inputs x 4 runs, K = 8, an iid policy: true gain 0).
 
     The expanded percentile bootstrap covered 0 in 0.907 of the 1,000 calibration datasets; on these
@@ -393,7 +393,7 @@ def test_gain_interval_covers_on_the_harder_input_mix() -> None:
     differences have lighter tails than the t statistic. The studentized ratio interval covers
     0.9515 / 0.955 (seeds 2, 3: 0.9525, 0.953), and 0.935 in the calibration. With 4,000 datasets
     the rate's binomial SE is 0.0035, and the paired difference is +0.010 to +0.016 on every seed:
-    >= 0.947 sits about 1.5 SE above the old method and 2 SE below the new one.
+    >= 0.947 sits about 1.5 SE above the percentile bootstrap and 2 SE below the studentized interval.
     """
     from seffi.coverage.gain import paired_gain
 

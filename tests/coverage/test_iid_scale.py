@@ -29,7 +29,7 @@ def _cpu(fn, reps: int = 3) -> float:
 
 
 def test_single_label_samples_over_100_strategies() -> None:
-    """M = 100 single-label strategies (the previous release refused M > 62): coverage, novelty and
+    """M = 100 single-label strategies (above the set-valued limit of 62): coverage, novelty and
     expected new strategies at k <= n equal their closed forms from the incidence counts."""
     M, n, K = 100, 60, 80
     cols = [f"s{j}" for j in range(M)]
@@ -51,7 +51,7 @@ def test_single_label_samples_over_100_strategies() -> None:
 
 def test_set_valued_samples_may_name_few_of_many_declared_strategies() -> None:
     """Set-valued samples naming 8 of 80 declared strategies: novelty equals brute force over every
-    ordered tuple of the samples (the previous release refused any M > 62)."""
+    ordered tuple of the samples."""
     cols = [f"s{j}" for j in range(80)]
     rng = np.random.default_rng(4)
     n = 6
@@ -79,7 +79,7 @@ def test_set_valued_samples_naming_more_than_62_strategies_refused_in_one_line()
 
 
 def test_set_valued_full_coverage_beyond_20_strategies_within_its_stated_error() -> None:
-    """Set-valued F(k) with M = 24 (the previous release refused M > 20): the share of random sample
+    """Set-valued F(k) with M = 24 (too many subsets to enumerate: Monte Carlo): the share of random sample
     orders equals the fraction of covering k-subsets (brute force) within 4 standard errors."""
     m, n = 24, 12
     rng = np.random.default_rng(8)
@@ -99,7 +99,7 @@ def test_set_valued_full_coverage_beyond_20_strategies_within_its_stated_error()
 
 def test_set_valued_from_samples_cost_is_linear_in_n() -> None:
     """A flat set-valued law (M = 15): the CPU cost of the curves at n = 640 is under 6x that at
-    n = 160 (linear: 4x; the previous release, comparing every subset with every sample, 11-15x)."""
+    n = 160 (linear: 4x; comparing every subset with every sample would cost 11-15x)."""
     M, K = 15, 64
     cols = [f"s{j}" for j in range(M)]
 

@@ -1,4 +1,4 @@
-"""The cheaper log path (issue 12, "the periodic log work") gives the numbers the plain definitions give.
+"""The fast periodic log path gives the numbers the plain definitions give.
 
 Each test pins a fast path to a reference computed independently: per-run statistics summed by hand,
 one score interval per block, a fresh ``point_from_sums``, the dict of env columns.
@@ -60,7 +60,7 @@ def _reference_sums(fh, lengths, unit, m, K, fvh, fv):
 
 @pytest.mark.parametrize("chunk", [3, 4096])
 def test_sums_from_runs_match_per_run_statistics_by_hand(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
-    """Issue 12 (log path): the blocked per-statistic reduction gives every integer of the plain sums."""
+    """The blocked per-statistic reduction gives every integer of the plain sums."""
     monkeypatch.setattr(sums_mod, "_CHUNK", chunk)  # 3: runs of one input span several chunks
     rng = np.random.default_rng(7)
     R, C, K, U = 23, 5, 6, 4
@@ -81,7 +81,7 @@ def test_sums_from_runs_match_per_run_statistics_by_hand(monkeypatch: pytest.Mon
 
 
 def test_mean_score_intervals_equal_one_interval_per_block() -> None:
-    """Issue 12 (log path): a snapshot's score intervals in one pass equal the separate calls.
+    """A snapshot's score intervals in one pass equal the separate calls.
 
     The blocks mix curves with and without the 0/1-run floor, single AUCs, two strata, and columns
     with a few effective events (the Poisson bound on both sides).
@@ -107,7 +107,7 @@ def test_mean_score_intervals_equal_one_interval_per_block() -> None:
 
 
 def test_point_estimates_are_reused_until_a_run_completes_and_follow_loads() -> None:
-    """Issue 12 (log path): ``point()`` is recomputed when a run completes, never stale, never shared."""
+    """``point()`` is recomputed when a run completes, never stale, never shared."""
     K = 3
     t = CoverageTracker(("a", "b", "c"), budget=K)
     ones = np.ones(1, dtype=bool)
@@ -136,7 +136,7 @@ def test_point_estimates_are_reused_until_a_run_completes_and_follow_loads() -> 
 
 
 def test_env_columns_by_lookup_table_equal_the_dict() -> None:
-    """Issue 12 (log path): env columns by lookup table equal the dict's (new, huge, restored envs)."""
+    """Env columns by lookup table equal the dict's (new, huge, restored envs)."""
     a = RunAssigner(4)
     seen: dict[int, int] = {}
 

@@ -63,7 +63,7 @@ def test_end_to_end_run_bootstrap_calibration() -> None:
 
 
 def test_policy_full_coverage_interval_covers_with_8_inputs() -> None:
-    """Issue 13 case 3: F(K) of a policy over 8 inputs drawn from a skewed population covers >= 0.92.
+    """F(K) of a policy over 8 inputs drawn from a skewed population covers >= 0.92.
 
     Inputs are single-label laws (Dirichlet(0.7) over 5 strategies, K = 8, 4 runs each): full
     coverage is 0 on most inputs, so the expanded percentile bootstrap over inputs covered the
@@ -90,7 +90,7 @@ def test_policy_full_coverage_interval_covers_with_8_inputs() -> None:
 
 
 def test_score_interval_bounds_and_floors() -> None:
-    """Issue 13 case 3: the score interval's variance is held between the binomial floor and Bhatia-Davis.
+    """The score interval's variance is held between the binomial floor and Bhatia-Davis.
 
     No event in 8 inputs: [0, t^2 / (8 + t^2)] (Wilson over 8 inputs, t with 7 df), not [0, 0].
     Every input with one full-coverage run of four: no sample variance, but the binomial floor of
@@ -124,7 +124,7 @@ def test_score_interval_bounds_and_floors() -> None:
 
 
 def test_score_interval_uses_the_poisson_bound_for_a_few_events() -> None:
-    """Issue 13 case 3: one full-coverage run in 64 inputs x 4 runs gets the Poisson lower bound.
+    """One full-coverage run in 64 inputs x 4 runs gets the Poisson lower bound.
 
     Wilson's lower bound after one event in ~256 effective trials is ~5e-4, above a true F of 4e-4
     that gives such data; the bound is lowered to chi2_{2x, 0.05} / 2 / n_eff with x = mean * n_eff

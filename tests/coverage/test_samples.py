@@ -1,7 +1,6 @@
-"""The iid baseline estimated from n samples at the edges (issue 13): F intervals, beyond n, flags.
+"""The iid baseline estimated from n samples at the edges: F intervals, beyond n, flags.
 
 Fast versions of the iid rows of ``benchmarks/calibration.py`` (there: 1,000 datasets per case).
-Each test names its issue-13 case and fails on the code before the change (noted per test).
 """
 
 from __future__ import annotations
@@ -35,9 +34,9 @@ def _draw(law: dict[frozenset[str], float], rng: np.random.Generator, n: int) ->
 
 
 def test_full_coverage_interval_covers_and_is_never_zero_width_uniform_m4_n8() -> None:
-    """Issue 13 case 4: uniform M = 4, n = 8: the F(8) and F(4) intervals cover the truth >= 0.9 of the
-    time and none is zero-width (before: +- z sd around the U-statistic covered F(8) 64 % of the time
-    and 33 % of intervals had zero width)."""
+    """Uniform M = 4, n = 8: the F(8) and F(4) intervals cover the truth >= 0.9 of the
+    time and none is zero-width (+- z sd around the U-statistic covers F(8) 64 % of the time
+    and 33 % of its intervals have zero width)."""
     law = {frozenset({s}): 0.25 for s in UNIFORM4}
     truth = IidBaseline.from_match_distribution(law).curves(8).full_coverage
     rng = np.random.default_rng(13)
@@ -53,8 +52,8 @@ def test_full_coverage_interval_covers_and_is_never_zero_width_uniform_m4_n8() -
 
 
 def test_wilson_interval_with_hoeffding_trials() -> None:
-    """Issue 13 case 4: the F(k) interval at k <= n is Wilson with floor(n / k) trials, exact (Clopper-
-    Pearson) at 0 and 1, and no trials beyond n (absent before: no such interval existed)."""
+    """The F(k) interval at k <= n is Wilson with floor(n / k) trials, exact (Clopper-
+    Pearson) at 0 and 1, and no trials beyond n."""
     np.testing.assert_array_equal(full_trials(8, 10), [8, 4, 2, 2, 1, 1, 1, 1, 0, 0])
     np.testing.assert_array_equal(full_trials(np.array([8, 3]), 4), [11, 5, 3, 0])  # k = 4 > 3: none
     lo, hi = wilson_interval(np.array([0.0, 1.0, 0.5]), np.array([1.0, 1.0, 4.0]), 1.959963984540054)
@@ -67,10 +66,10 @@ def test_wilson_interval_with_hoeffding_trials() -> None:
 
 
 def test_full_coverage_and_time_to_full_beyond_n_are_nearly_unbiased_set_valued() -> None:
-    """Issue 13 case 5: set-valued M = 6, n = 12, K = 30: F(k > n) is the law of finding the missing
+    """Set-valued M = 6, n = 12, K = 30: F(k > n) is the law of finding the missing
     strategies, not a flat copy of F(n); its mean over datasets is within 0.06 of the truth, and the
-    T(1) censored fraction within 0.06 of the true 0.173 (before: F(22) biased by -0.34 and T(1)
-    reported censored in 64-66 % of datasets)."""
+    T(1) censored fraction within 0.06 of the true 0.173 (a flat copy biases F(22) by -0.34 and
+    reports T(1) censored in 64-66 % of datasets)."""
     law = _set6()
     K, n = 30, 12
     truth = IidBaseline.from_match_distribution(law, strategies=SET6_COLS).curves(K)
@@ -91,9 +90,9 @@ def test_full_coverage_and_time_to_full_beyond_n_are_nearly_unbiased_set_valued(
 
 
 def test_beyond_n_closed_forms() -> None:
-    """Issue 13 case 5: after n samples with u strategies missing, each at the model's per-draw
+    """After n samples with u strategies missing, each at the model's per-draw
     probability r, F(n + j) is (1 - (1 - r)^j)^u (set-valued) or the single-label occupancy law, and
-    T(tau) survival is Pr[S_obs + found < ceil(tau M)] (absent before: F(n + j) = F(n))."""
+    T(tau) survival is Pr[S_obs + found < ceil(tau M)] (not the flat F(n + j) = F(n))."""
     Y = np.array([[5, 4, 0, 0], [5, 4, 3, 0], [3, 3, 2, 2]])
     n, m = 12, 4
     single = np.array([False, True, False])
@@ -111,9 +110,9 @@ def test_beyond_n_closed_forms() -> None:
 
 
 def test_coverage_interval_does_not_collapse_without_singletons() -> None:
-    """Issue 13 case 6: M = 6 declared, 3 strategies seen 4-8 times each and none once: the C(n)
-    interval must reach well above S_obs / M (before: the assemblage had no unseen mass, every
-    replicate saw exactly the 3 strategies and the interval was [0.5, 0.5])."""
+    """M = 6 declared, 3 strategies seen 4-8 times each and none once: the C(n)
+    interval must reach well above S_obs / M (an assemblage without unseen mass would see exactly the
+    3 strategies in every replicate: the interval [0.5, 0.5])."""
     samples = [{"s0"}] * 6 + [{"s1"}] * 4 + [{"s2"}] * 2 + [{"s0", "s1"}] * 2 + [{"s2"}] * 2
     c = IidBaseline.from_samples(samples, strategies=SET6_COLS).curves(16, n_boot=200, seed=1)
     assert c.coverage[-1] == pytest.approx(0.5)
@@ -122,9 +121,9 @@ def test_coverage_interval_does_not_collapse_without_singletons() -> None:
 
 
 def test_extrapolation_reaches_gain_report_json_and_wandb_summary(tmp_path) -> None:
-    """Issue 13 case 7: an iid baseline from n = 4 samples at K = 8 is extrapolated from k = 5: the gain
+    """An iid baseline from n = 4 samples at K = 8 is extrapolated from k = 5: the gain
     against it says so, report.json's iid curve set carries ``extrapolated`` and the W&B summary the
-    key ``seffi/iid_extrapolated_from_k`` = 5 (before: no caveat on the gain, no summary key); an
+    key ``seffi/iid_extrapolated_from_k`` = 5; an
     exact baseline adds neither."""
     inputs = [f"x{u}" for u in range(6)]
     rng = np.random.default_rng(3)
@@ -150,10 +149,10 @@ def test_extrapolation_reaches_gain_report_json_and_wandb_summary(tmp_path) -> N
 
 
 def test_set_valued_from_samples_flat_law_is_fast() -> None:
-    """Issue 13 case 9: a flat set-valued law where every strategy appears (n = 40, M = 15, K = 60, 200
-    replicates) takes well under 60 ms of CPU per input (measured 25-40 ms on 2 shared cores; before: F
-    and novelty replicates over all 2^15 subsets took 80-170 ms, the original per-replicate loops ~0.5
-    s). CPU time, not wall time: a loaded machine does not fail it."""
+    """A flat set-valued law where every strategy appears (n = 40, M = 15, K = 60, 200
+    replicates) takes well under 60 ms of CPU per input (measured 25-40 ms on 2 shared cores; F and
+    novelty replicates over all 2^15 subsets take 80-170 ms, per-replicate loops ~0.5 s). CPU time,
+    not wall time: a loaded machine does not fail it."""
     import time
 
     M, n, K = 15, 40, 60
@@ -172,9 +171,9 @@ def test_set_valued_from_samples_flat_law_is_fast() -> None:
 
 
 def test_delete_one_novelty_equals_recomputing_without_each_sample() -> None:
-    """Issue 13 case 6: the one-pass delete-one novelty U-statistics behind the jackknife sd equal
+    """The one-pass delete-one novelty U-statistics behind the jackknife sd equal
     ``novelty_samples_many`` on the n datasets without one sample each (empty and repeated match
-    sets included). The function is new: before the change there was nothing to compare."""
+    sets included)."""
     from seffi.coverage import estimators as est
     from seffi.coverage.jackknife import delete_one_novelty
 
@@ -205,14 +204,14 @@ def _set6_novelty_intervals(
 
 
 def test_set_valued_novelty_interval_has_the_jackknife_width() -> None:
-    """Issue 13 case 6: set-valued N(n/2) from samples (the M = 6 law, n = 12, N(6) = 0.265).
+    """Set-valued N(n/2) from samples (the M = 6 law, n = 12, N(6) = 0.265).
 
-    The pooled bootstrap sd of the novelty U-statistic was too small there: over these 300 datasets
-    the mean half-width was 0.85 of 1.96 x the estimates' own sd, and the interval covered N(6)
+    The pooled bootstrap sd of the novelty U-statistic is too small there: over these 300 datasets
+    its mean half-width is 0.85 of 1.96 x the estimates' own sd, and its interval covers N(6)
     0.927 (calibration, 1,000 datasets: 0.915-0.925). With the delete-one jackknife sd and a
     t_{n-1} quantile at i <= n/2 the ratio is 1.29 and the coverage 0.940 (calibration
     0.935-0.947). Bands: the sd of 300 estimates is known to ~4%, so the width ratio must lie in
-    [1.0, 1.5]; the coverage (SE 0.014) must be >= 0.93, which the old 0.927 also misses.
+    [1.0, 1.5]; the coverage (SE 0.014) must be >= 0.93, which the pooled bootstrap's 0.927 misses.
     """
     est_, lo, hi, truth = _set6_novelty_intervals(300)
     ratio = float(np.mean((hi - lo) / 2) / (1.959964 * est_.std()))
@@ -222,9 +221,9 @@ def test_set_valued_novelty_interval_has_the_jackknife_width() -> None:
 
 
 def test_jackknife_sd_replaces_the_spread_at_low_degree_only() -> None:
-    """Issue 13 case 6: ``jackknife_novelty_sd`` sets the replicates' sd at i <= n/2 to the delete-one
+    """``jackknife_novelty_sd`` sets the replicates' sd at i <= n/2 to the delete-one
     jackknife sd times t_{n-1}/z (random signs where the replicates did not move) and leaves i > n/2
-    alone. The function is new: before the change the bootstrap spread was reported at every i."""
+    alone."""
     from seffi.coverage import estimators as est
     from seffi.coverage.jackknife import delete_one_novelty, jackknife_novelty_sd
     from seffi.coverage.resampling import normal_quantile, t_quantile

@@ -48,8 +48,8 @@ def _reference_runs(K: int, batches):
 
 @pytest.mark.parametrize("kind", ["none", "mixed_rows", "mixed_samples", "run_index"])
 def test_run_assignment_equals_the_rules_one_episode_at_a_time(kind: str) -> None:
-    """Every episode's stream and position: the vectorised assigner (count rule included: the
-    previous release looped in Python over every episode without indices) equals the rules applied
+    """Every episode's stream and position: the vectorised assigner (count rule included,
+    without a Python loop over the episodes) equals the rules applied
     one episode at a time, over many batches, with env rows that switch rules between batches."""
     rng = np.random.default_rng({"none": 1, "mixed_rows": 2, "mixed_samples": 3, "run_index": 4}[kind])
     batches = []
@@ -183,9 +183,9 @@ def test_point_estimates_are_the_curves_and_do_not_depend_on_arrival_order() -> 
 
 def test_ingest_and_log_cost_flat_in_the_number_of_inputs() -> None:
     """The same stream over 20,000 distinct inputs instead of 100: record() under 2.5x the CPU per
-    episode, point() under 3x (the previous release: 6x and ~90x, with per-batch work over every
-    input and every input's sums re-weighted at each log); without run indices under 2.5x the
-    indexed cost (the previous release looped over each episode in Python: 5-7x)."""
+    episode, point() under 3x (per-batch work over every input and every input's sums re-weighted at each
+    log would cost 6x and ~90x); without run indices under 2.5x the indexed cost (a Python loop over
+    each episode costs 5-7x)."""
     few_ingest, few_point, _ = _costs(100, 80_000)
     many_ingest, many_point, _ = _costs(20_000, 80_000)
     assert many_ingest < 2.5 * few_ingest, (few_ingest, many_ingest)
@@ -195,9 +195,9 @@ def test_ingest_and_log_cost_flat_in_the_number_of_inputs() -> None:
 
 
 def test_curves_memory_bounded_at_many_inputs() -> None:
-    """1,000 replicates over 25,000 inputs: under 100 MB traced during curves() (the previous release
-    held inputs x replicates counts: ~400 MB); over 3,000 inputs (the exact bootstrap, in blocks)
-    under 60 MB (was ~80 MB)."""
+    """1,000 replicates over 25,000 inputs: under 100 MB traced during curves() (inputs x
+    replicates counts would take ~400 MB); over 3,000 inputs (the exact bootstrap, in blocks) under
+    60 MB."""
     for U, episodes, cap in ((25_000, 100_000, 100), (5_000, 20_000, 60)):
         t = CoverageTracker(STRATS, budget=K)
         for b in _stream(U, episodes):

@@ -1,8 +1,8 @@
-"""The tracker's declared state: bounds checked before anything is allocated, the previous release's
-states load with its numbers, and every part of the declaration is what ``state_dict`` holds.
+"""The tracker's declared state: bounds checked before anything is allocated, format-2
+states load with their numbers, and every part of the declaration is what ``state_dict`` holds.
 
-References: states and numbers written by the release before the declaration
-(``tests/coverage/data/states_v2.json``, written by ``data/make_states_v2.py`` at commit 5c8a181);
+References: format-2 states and the numbers computed from them (``tests/coverage/data/states_v2.json``,
+written by ``data/make_states_v2.py`` with seffi at commit 5c8a181);
 hand-edited copies of them for the corruptions.
 """
 
@@ -50,8 +50,8 @@ def _edited(name: str, edit) -> dict:
     return s
 
 
-def test_states_written_by_the_previous_release_load_with_its_numbers() -> None:
-    """Format-2 states of the previous release load, write back identically and give its curves."""
+def test_format_2_states_load_write_back_identically_and_give_their_curves() -> None:
+    """Format-2 states load, write back identically and give the curves they were written with."""
     for name, K in (("recorded", 4), ("updated", 5)):
         old = DATA[name]
         t = CoverageTracker.from_state_dict(old["state"])
@@ -99,8 +99,8 @@ def test_states_written_by_the_previous_release_load_with_its_numbers() -> None:
     ],
 )
 def test_hand_edited_state_refused_in_one_line_before_allocating(case, edit, match) -> None:
-    """Each edit was accepted by the previous release (M_x = 10^15 gave coverage 3.4e-15; budget or
-    num_latents = 10^12 ended in MemoryError allocating PiB): now one "corrupted" line, < 16 MB."""
+    """Each edit is refused in one "corrupted" line, within 16 MB (unchecked, M_x = 10^15 gives coverage
+    3.4e-15 and budget or num_latents = 10^12 a MemoryError allocating PiB)."""
     _one_line_refusal(_edited("recorded", edit), match)
 
 
@@ -135,8 +135,7 @@ def test_corrupted_monitor_state_is_one_seffi_error_line() -> None:
 
 def test_a_run_recorded_past_its_budget_still_resumes() -> None:
     """A run whose env kept its run index past K is open with more samples than it holds (the rest
-    were skipped): the previous release wrote such states but refused them ("an open run does not
-    match its run"); they load, and the resumed tracker goes on as the uninterrupted one."""
+    were skipped): such states load, and the resumed tracker goes on as the uninterrupted one."""
     K = 3
 
     def batch(t: CoverageTracker, ri: int, n: int, start: int) -> None:

@@ -120,7 +120,7 @@ def test_coverage_only_sums_keep_the_coverage_curve_and_first_hits(seed: int) ->
     np.testing.assert_array_equal(lean_runs.first_hit, full_runs.first_hit)
     complete = [(u, hits) for u, hits, _ in runs if len(hits) == K]
     assert lean.sums[:, :, 0].sum() == len(complete) * K
-    # Issue 13 cases 1-2, by hand: only complete runs, each input's runs averaged, inputs equal.
+    # By hand: only complete runs, each input's runs averaged, inputs equal.
     want = []
     for k in range(1, K + 1):
         per_input = {}
@@ -131,8 +131,8 @@ def test_coverage_only_sums_keep_the_coverage_curve_and_first_hits(seed: int) ->
 
 
 def test_short_runs_are_left_out_and_inputs_weigh_the_same() -> None:
-    """Issue 13 cases 1-2: an iid policy whose easy input's runs stop at 4 (K = 8) no longer drags C(k)
-    (the old estimator gave C(4) 0.446 instead of 0.572 and C(8) 0.16 too low); the short runs are
+    """An iid policy whose easy input's runs stop at 4 (K = 8) does not drag C(k) down
+    (pooling the short runs gives C(4) 0.446 instead of 0.572 and C(8) 0.16 too low); the short runs are
     counted in a note, C is monotone, and an input without a complete run is left out."""
     K = 8
     t = CoverageTracker(strategies=STRATS, budget=K)
@@ -156,7 +156,7 @@ def test_short_runs_are_left_out_and_inputs_weigh_the_same() -> None:
 
 
 def test_within_input_intervals_below_the_minimum_number_of_inputs() -> None:
-    """Issue 13 case 3: one input with 50 runs gave zero-width intervals; now a normal interval from
+    """One input with 50 runs gets a normal interval (not a zero-width one) from
     the run-to-run variance (checked by hand) with a note saying what it covers, and the gain's too."""
     K = 4
     t = CoverageTracker(strategies=STRATS, budget=K)

@@ -267,7 +267,7 @@ def test_update_many_long_runs_split_into_many_batches() -> None:
 
 
 def test_update_is_atomic_when_m_x_is_exceeded() -> None:
-    """Issue 13 case 8: a refused sample leaves no empty run behind (C(2) stays 0.75, not 0.667)."""
+    """A refused sample leaves no empty run behind (C(2) stays 0.75, not 0.667)."""
     t = CoverageTracker(None, barcode_rows=4)
     t.update("x", ["a"], num_strategies=2)
     t.update("x", ["b"])
@@ -291,9 +291,9 @@ def test_update_is_atomic_when_m_x_is_exceeded() -> None:
     assert len(t) == 3
 
 
-def test_version_1_states_still_load() -> None:
-    """Issue 12 step 1: states written by the code before the redesign (tests/coverage/data/
-    states_v1.json, written by that code from random samples) load with the same curves, and a v1
+def test_version_1_states_load_with_their_curves() -> None:
+    """Format-1 states (tests/coverage/data/states_v1.json, written in that format from random
+    samples) load with the same curves, and a v1
     monitor state resumes its open runs and ends with the curves of the whole run."""
     from seffi.callbacks import CoverageMonitor, EpisodeEnd
 
@@ -301,7 +301,7 @@ def test_version_1_states_still_load() -> None:
     old = data["tracker"]
     t = CoverageTracker.from_state_dict(old["state"])
     c = t.curves(5, n_boot=0)
-    # By hand from the v1 run dicts (issue 13 rule: complete runs only, inputs weigh the same).
+    # By hand from the v1 run dicts (complete runs only, inputs weigh the same).
     per_input: dict[str, list[list[float]]] = {}
     for run in old["state"]["runs"]:
         if run["n"] >= 5:
@@ -333,7 +333,7 @@ def test_version_1_states_still_load() -> None:
 
 
 def test_state_is_compact_and_round_trips() -> None:
-    """Issue 14 case 6 (tracker_state.json compact): first-hit rows are packed one character per cell,
+    """tracker_state.json is compact: first-hit rows are packed one character per cell,
     the rows take under half their unpacked size, and the state loads back to the same curves."""
     rng = np.random.default_rng(3)
     ids = tuple("abcdefghij")  # ten strategies, like a router's latent codes

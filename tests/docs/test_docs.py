@@ -1,4 +1,4 @@
-"""Every ```python block of every docs/*.md page runs (issue 14 item 5: "each page's code runs in a test").
+"""Every ```python block of every docs/*.md page runs.
 
 A page's blocks run in order as one script (later blocks use names from earlier ones), in a fresh
 Python process (a page may register a task or envs; that must not leak into other tests) with a
@@ -28,7 +28,7 @@ from tests.helpers import REQUIRE_EXTRAS
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted((ROOT / "docs").glob("*.md"))
-#: The pages the issue names; each must show runnable code.
+#: The index and the guides; each must show runnable code.
 GUIDES = ("index.md", "custom-env.md", "custom-task.md", "custom-llm.md", "plots.md", "wandb.md")
 
 _MARKER = re.compile(r"<!--\s*docs-test:\s*requires\s+(\S+)\s+(\S+)\s*-->")
@@ -93,7 +93,7 @@ def page_script(page: Path) -> tuple[str, list[str]]:
 
 
 def test_block_extraction_and_markers() -> None:
-    """issue 14 item 5: the extractor finds python blocks only, in order, with their extra markers."""
+    """The extractor finds python blocks only, in order, with their extra markers."""
     text = "\n".join(
         [
             "# t",
@@ -120,7 +120,7 @@ def test_block_extraction_and_markers() -> None:
 
 
 def test_every_guide_page_has_code() -> None:
-    """issue 14 item 5: the index and the five guide pages exist and each shows runnable python."""
+    """The index and the five guide pages exist and each shows runnable python."""
     names = {p.name for p in PAGES}
     for name in GUIDES:
         assert name in names, f"docs/{name} is missing"
@@ -129,7 +129,7 @@ def test_every_guide_page_has_code() -> None:
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
 def test_page_code_runs(page: Path, tmp_path: Path) -> None:
-    """issue 14 item 5: each docs page's python blocks run, in order, core-only unless marked."""
+    """Each docs page's python blocks run, in order, core-only unless marked."""
     script, left_out = page_script(page)
     if not script.strip():
         pytest.skip("; ".join(left_out) or f"{page.name} has no python blocks")
@@ -150,7 +150,7 @@ def test_page_code_runs(page: Path, tmp_path: Path) -> None:
 
 
 def test_license_and_citation_match_pyproject() -> None:
-    """issue 14 item 5: LICENSE is MIT as pyproject says, and CITATION.cff (CFF 1.2.0) states its version."""
+    """LICENSE is MIT as pyproject says, and CITATION.cff (CFF 1.2.0) states its version."""
     import yaml
 
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")  # tomllib is 3.11+; 3.10 is supported

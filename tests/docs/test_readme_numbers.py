@@ -1,8 +1,8 @@
-"""The README's numbers and scripts/readme_numbers.py stay in step (issue 14 case 1).
+"""The README's numbers and scripts/readme_numbers.py stay in step.
 
 The full regeneration (``python scripts/readme_numbers.py --check``) re-runs ``seffi run`` and the SB3
 example, which takes about a minute; here are its cheap parts: every block is where the script looks,
-the lane table (0.1 s in process) is exactly what the runner measures now, and the tables and sentences
+the lane table (0.1 s in process) is exactly what the runner measures, and the tables and sentences
 the slow commands produce have the format the script writes.
 """
 
@@ -34,7 +34,7 @@ def readme() -> str:
 
 
 def test_every_block_and_time_is_where_the_script_looks(rn, readme: str) -> None:
-    """Issue 14 case 1: one marked block per producer; the quoted wall times are found."""
+    """One marked block per producer; the quoted wall times are found."""
     for name in rn.PRODUCERS:
         assert rn.read_block(readme, name).strip(), name
     assert re.search(rn.SEFFI_RUN_TIME, readme) and re.search(rn.SB3_TIME, readme)
@@ -43,14 +43,14 @@ def test_every_block_and_time_is_where_the_script_looks(rn, readme: str) -> None
 
 
 def test_lane_table_is_what_the_lane_measures(rn, readme: str, tmp_path: Path) -> None:
-    """Issue 14 case 1: README lane table == seffi lane on both splits (holdout first hit 1.125)."""
+    """README lane table == seffi lane on both splits (holdout first hit 1.125)."""
     produced = rn.produce_lane(tmp_path, readme).body
     assert rn.read_block(readme, "lane") == produced
     assert "| holdout | 8 | 1.125 |" in produced
 
 
 def test_seffi_run_table_has_the_scripts_format(rn, readme: str) -> None:
-    """Issue 14 case 1: every row of the seffi-run block is one the script writes (3 decimals, CIs, minus)."""
+    """Every row of the seffi-run block is one the script writes (3 decimals, CIs, minus)."""
     n = r"−?\d\.\d{3}"
     policy = re.compile(
         rf"^\| \w+ \| (learned|iid-sampler) \| {n} \[{n}, {n}\] \| {n} \[{n}, {n}\] \| "
@@ -67,7 +67,7 @@ def test_seffi_run_table_has_the_scripts_format(rn, readme: str) -> None:
 
 
 def test_sb3_sentence_has_the_scripts_format(rn, readme: str) -> None:
-    """Issue 14 case 1: the SB3 sentence quotes first and final gain with 3-decimal CIs and its time."""
+    """The SB3 sentence quotes first and final gain with 3-decimal CIs and its time."""
     body = rn.read_block(readme, "sb3-eval")
     n = r"−?\d\.\d{3}"
     assert re.search(rf"{n} \[{n}, {n}\] after \d+k steps, {n} \[{n}, {n}\] at the end\.", body), body

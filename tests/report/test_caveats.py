@@ -1,4 +1,4 @@
-"""Meaningless numbers are flagged where they are shown (issue 14 case 2)."""
+"""Meaningless numbers are flagged where they are shown."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tests.report import _fixtures as fx
 
 
 def _hanoi_like() -> Report:
-    """iid AUC 0.993 vs oracle 1.000, like the README's RLlib snippet on Hanoi (issue 14 case 2a)."""
+    """iid AUC 0.993 vs oracle 1.000, like the README's RLlib snippet on Hanoi."""
     comp = fx.comparison()
     iid = comp.iid.model_copy(update={"auc": 0.993})
     oracle = comp.oracle.model_copy(update={"auc": 1.0})
@@ -22,7 +22,7 @@ def _hanoi_like() -> Report:
 
 
 def test_gain_room_rule() -> None:
-    """Issue 14 case 2a: the rule is one pure function with a stated threshold of 0.05."""
+    """The rule is one pure function with a stated threshold of 0.05."""
     assert C.GAIN_ROOM_THRESHOLD == 0.05
     note = C.gain_room_caveat(0.993, 1.0)
     assert note is not None and "0.007 < 0.05" in note
@@ -32,7 +32,7 @@ def test_gain_room_rule() -> None:
 
 
 def test_gain_warning_in_report_md_console_and_wandb_summary(tmp_path: Path) -> None:
-    """Issue 14 case 2a: the warning appears in report.md, the closing console lines and run.summary."""
+    """The warning appears in report.md, the closing console lines and run.summary."""
     rep = _hanoi_like()
     md = render_markdown(rep)
     assert md.count("> **Warning:** gain vs iid is unreliable") == 1
@@ -50,7 +50,7 @@ def test_gain_warning_in_report_md_console_and_wandb_summary(tmp_path: Path) -> 
 
 
 def test_infeasible_strategies_are_named() -> None:
-    """Issue 14 case 2b: coin_sum-like oracle C(16) = 0.9625 < 1 names 3.85 feasible of 4 and F(16)."""
+    """coin_sum-like oracle C(16) = 0.9625 < 1 names 3.85 feasible of 4 and F(16)."""
     note = C.infeasible_caveat(0.9625, 4, 16, 0.938)
     assert note == (
         "4 strategies are declared per input but only 3.85 are feasible on average: the oracle reaches "
@@ -66,7 +66,7 @@ def test_infeasible_strategies_are_named() -> None:
 
 
 def test_wandb_summary_carries_the_caveat() -> None:
-    """Issue 14 case 2a: WandbSink.finish puts ``seffi/caveats`` next to the gain in run.summary."""
+    """WandbSink.finish puts ``seffi/caveats`` next to the gain in run.summary."""
     from seffi.report import SafeWandbRun
     from seffi.report.sinks import WandbSink
     from tests.report.test_wandb_run import FakeRun

@@ -1,4 +1,4 @@
-"""The metric column table reaches every sink (issue 12, "What to build" 2: one table of columns).
+"""The metric column table reaches every sink (one table of columns).
 
 A tiny tracker run end to end (valid flags, a base law for the rarity split, an estimated iid
 baseline that extrapolates past its samples) goes through ``CurveSet.from_curves`` into report.json
@@ -30,7 +30,7 @@ LAW = {"a": 0.6, "b": 0.3, "c": 0.1}
 def _report(tmp_path: Path) -> tuple[dict, dict[str, float], Curves]:
     t = CoverageTracker(strategies=STRATEGIES, task="toy")
     for input_id, seq in SEQS.items():
-        for stream in (0, 1):  # two runs per input: few inputs get within-input intervals (issue 13)
+        for stream in (0, 1):  # two runs per input: few inputs get within-input intervals
             for matches, valid in seq[stream:] + seq[:stream]:
                 t.update(input_id, matches, valid=valid, stream=stream)
     iid_exact = IidBaseline.from_probabilities({x: LAW for x in SEQS})
@@ -56,7 +56,7 @@ def _report(tmp_path: Path) -> tuple[dict, dict[str, float], Curves]:
 
 
 def test_every_column_reaches_report_json_and_wandb(tmp_path: Path) -> None:
-    """Issue 12 case 2 (columns): every declared column is filled in report.json and, when it has a
+    """Every declared column is filled in report.json and, when it has a
     W&B stem, logged under ``seffi/<stem>``."""
     comp, scalars, curves = _report(tmp_path)
     policy = comp["policies"][0]
@@ -82,7 +82,7 @@ def test_every_column_reaches_report_json_and_wandb(tmp_path: Path) -> None:
 
 
 def test_table_matches_curves_and_curveset() -> None:
-    """Issue 12 case 2 (columns): each column names real ``Curves`` / ``CurveSet`` fields, and the
+    """Each column names real ``Curves`` / ``CurveSet`` fields, and the
     estimator's per-k list (with the statistic each is the ratio of) and the ``Curves`` array list are
     read off the table."""
     curve_fields = set(Curves.__dataclass_fields__)

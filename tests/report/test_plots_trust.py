@@ -1,4 +1,4 @@
-"""Plots that cannot mislead (issue 14 case 4): each test inspects the drawn matplotlib artists."""
+"""Plots that cannot mislead: each test inspects the drawn matplotlib artists."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _with_policy(comp: Comparison, cov: np.ndarray, label: str = "learned") -> C
 
 
 def test_oracle_note_when_a_policy_is_above_the_oracle() -> None:
-    """Issue 14 case 4a: "learned" above the oracle at k = 1 carries a note; none when it stays below."""
+    """A "learned" policy above the oracle at k = 1 carries a note; none when it stays below."""
     comp = fx.comparison()
     above = fx.POLICY.copy()
     above[0] = min(1.0, fx.ORACLE[0] + 0.1)  # k = 1: above the oracle
@@ -47,7 +47,7 @@ def test_oracle_note_when_a_policy_is_above_the_oracle() -> None:
 
 
 def test_box_medians_take_their_series_colour() -> None:
-    """Issue 14 case 4b: each time-to-coverage box median has its own series colour (not all orange)."""
+    """Each time-to-coverage box median has its own series colour (not all orange)."""
     fig = P.plot_time_to_coverage(fx.comparison(n_policies=2))
     box_ax = fig.axes[-1]
     patches = [p for p in box_ax.patches if p.get_facecolor()[3] > 0]
@@ -59,7 +59,7 @@ def test_box_medians_take_their_series_colour() -> None:
 
 
 def test_ci_note_only_when_something_is_shaded() -> None:
-    """Issue 14 case 4e: no "(shaded: 95% CI)" when no band is drawn, and "1 input" not "1 inputs"."""
+    """No "(shaded: 95% CI)" when no band is drawn, and "1 input" not "1 inputs"."""
     comp = fx.comparison()
     bare = comp.model_copy(
         update={
@@ -106,7 +106,7 @@ def _run(k_budget: int, iid_shift: float = 0.0) -> Report:
 
 
 def test_compare_draws_each_runs_baselines_and_bands() -> None:
-    """Issue 14 case 4c: compare.png draws both runs' iid/oracle (other prior) and each policy's CI band."""
+    """compare.png draws both runs' iid/oracle (other prior) and each policy's CI band."""
     fig = P.plot_compare({"a": _run(fx.K), "b": _run(fx.K, iid_shift=0.1)})
     ax = fig.axes[0]
     labels = [ln.get_label() for ln in ax.lines]
@@ -119,7 +119,7 @@ def test_compare_draws_each_runs_baselines_and_bands() -> None:
 
 
 def test_compare_refuses_runs_with_different_budgets(tmp_path: Path) -> None:
-    """Issue 14 case 4c: a K=12 run is not drawn under a K=16 title; one line names both budgets."""
+    """A K=12 run is not drawn under a K=16 title; one line names both budgets."""
     with pytest.raises(SeffiError) as err:
         P.plot_compare({"k16": _run(16), "k12": _run(12)})
     msg = str(err.value)
@@ -148,7 +148,7 @@ def _eval_comparison(n_evals: int) -> Comparison:
 
 
 def test_many_evaluations_become_a_gain_vs_step_panel(tmp_path: Path) -> None:
-    """Issue 14 case 4d: 6 evaluations: one CI band on the coverage plot, a gain-vs-step panel with CI."""
+    """6 evaluations: one CI band on the coverage plot, a gain-vs-step panel with CI."""
     comp = _eval_comparison(6)
     cov = P.plot_coverage(comp)
     assert len(_bands(cov.axes[0])) == 2  # the last evaluation's and the iid's, not 6 stacked ones
@@ -187,7 +187,7 @@ def _evaluator(keep_history):
 
 
 def test_evaluator_keeps_every_evaluation() -> None:
-    """Issue 14 case 4d: the eval report keeps all 7 earlier evaluations (it used to keep 5 of 7)."""
+    """The eval report keeps all 7 earlier evaluations, none dropped."""
     labels = _evaluator(None).finalize()
     assert labels == [f"eval@{4000 * (i + 1)}" for i in range(7)]
     with pytest.warns(RuntimeWarning, match="leaves out the evaluations at steps 8000, 24000"):

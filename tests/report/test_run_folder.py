@@ -1,4 +1,4 @@
-"""Run folders are never silently overwritten (issue 11 case 2): the shared helpers."""
+"""Run folders are never silently overwritten: the shared helpers."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_holds_seffi_run(tmp_path):
 
 
 def test_prepare_refuses_a_folder_holding_a_run_and_leaves_it_untouched(tmp_path):
-    """issue 11 case 2: refuse with one line naming the folder and --overwrite; nothing is removed."""
+    """Refuse with one line naming the folder and --overwrite; nothing is removed."""
     run = tmp_path / "run"
     _fake_run(run)
     before = sorted(str(p.relative_to(run)) for p in run.rglob("*"))
@@ -62,7 +62,7 @@ def test_prepare_refuses_a_folder_holding_a_run_and_leaves_it_untouched(tmp_path
 
 
 def test_prepare_overwrite_removes_only_seffi_files(tmp_path):
-    """issue 11 case 2: --overwrite removes the earlier run's files, never the user's."""
+    """--overwrite removes the earlier run's files, never the user's."""
     run = tmp_path / "run"
     _fake_run(run)
     assert prepare_run_folder(run, overwrite=True) == run
@@ -74,7 +74,7 @@ def test_prepare_overwrite_removes_only_seffi_files(tmp_path):
 
 
 def test_prepare_creates_and_checks_the_folder(tmp_path):
-    """issue 11 case 2: a new folder is created; a file or an unwritable folder is one SeffiError line."""
+    """A new folder is created; a file or an unwritable folder is one SeffiError line."""
     new = tmp_path / "a" / "b"
     assert prepare_run_folder(new, overwrite=False) == new and new.is_dir()
     assert [p.name for p in new.iterdir()] == [LOCK_FILE]
@@ -95,7 +95,7 @@ def test_prepare_creates_and_checks_the_folder(tmp_path):
 
 
 def test_prepare_with_narrow_owned_names(tmp_path):
-    """issue 11 case 2: `seffi compare` claims only its own names inside another run's folder."""
+    """`seffi compare` claims only its own names inside another run's folder."""
     run = tmp_path / "run"
     _fake_run(run)
     assert prepare_run_folder(run, overwrite=False, owned=("compare.png", "compare.md")) == run
@@ -107,7 +107,7 @@ def test_prepare_with_narrow_owned_names(tmp_path):
 
 
 def test_fresh_run_folder_picks_a_suffix_with_one_warning(tmp_path):
-    """issue 11 case 2: a callback's out_dir holding a run -> DIR-2 (then DIR-3), one UserWarning."""
+    """A callback's out_dir holding a run -> DIR-2 (then DIR-3), one UserWarning."""
     run = tmp_path / "run"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -127,7 +127,7 @@ def test_fresh_run_folder_picks_a_suffix_with_one_warning(tmp_path):
 
 
 def test_fresh_out_dir_default_and_nested(tmp_path, monkeypatch):
-    """Issue 12 case 5: the callbacks' run-folder helpers live in seffi.report (one definition): an
+    """The callbacks' run-folder helpers live in seffi.report (one definition): an
     explicit folder holding a run in a nested layout moves to a suffix, None gives runs/<prefix>-<UTC>."""
     from seffi.report.run_folder import default_out_dir, fresh_out_dir
 

@@ -1,4 +1,4 @@
-"""The safe JSON/YAML loader behind configs, report.json and packs (issue 11 cases 3 and 7)."""
+"""The safe JSON/YAML loader behind configs, report.json and packs."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def _one_line(exc_info) -> str:
 
 
 def test_yaml_aliases_are_refused_fast_and_small():
-    """issue 11 case 3: a billion-laughs YAML is one line, within milliseconds and little memory."""
+    """A billion-laughs YAML is one line, within milliseconds and little memory."""
     assert len(LAUGHS) < 2000
     tracemalloc.start()
     start = time.perf_counter()
@@ -37,7 +37,7 @@ def test_yaml_aliases_are_refused_fast_and_small():
 
 
 def test_yaml_duplicate_keys_name_the_key():
-    """issue 11 case 3: YAML (and JSON) keep the last of two equal keys silently; we refuse, naming it."""
+    """YAML (and JSON) keep the last of two equal keys silently; we refuse, naming it."""
     with pytest.raises(SeffiError) as info:
         loads_yaml("budget: 8\nseed: 1\nbudget: 16\n", source="c.yaml")
     assert _one_line(info) == "c.yaml: duplicate key 'budget' (line 3, column 1)"
@@ -53,7 +53,7 @@ def test_yaml_duplicate_keys_name_the_key():
 
 @pytest.mark.parametrize("kind", ["yaml-flow", "yaml-block", "json"])
 def test_deep_nesting_is_one_line_at_the_cap(kind):
-    """issue 11 cases 3 and 7: depth cap exact; 100k levels give one line, not RecursionError."""
+    """Depth cap exact; 100k levels give one line, not RecursionError."""
 
     def text(depth: int) -> str:
         if kind == "yaml-block":
@@ -72,7 +72,7 @@ def test_deep_nesting_is_one_line_at_the_cap(kind):
 
 
 def test_files_non_utf8_too_large_missing(tmp_path):
-    """issue 11 cases 3 and 7: non-UTF-8 bytes, an oversized file and a missing file: one line each."""
+    """Non-UTF-8 bytes, an oversized file and a missing file: one line each."""
     bad = tmp_path / "bad.yaml"
     bad.write_bytes(b"budget: 8\nname: caf\xe9\n")
     with pytest.raises(SeffiError) as info:
@@ -90,7 +90,7 @@ def test_files_non_utf8_too_large_missing(tmp_path):
 
 
 def test_json_rejects_non_finite_and_huge_ints():
-    """issue 11 case 7: NaN/Infinity and 5,000-digit integers are one line, never a traceback."""
+    """NaN/Infinity and 5,000-digit integers are one line, never a traceback."""
     with pytest.raises(SeffiError, match="NaN is not a number JSON allows"):
         loads_json('{"coverage": [NaN]}', source="r.json")
     with pytest.raises(SeffiError) as info:

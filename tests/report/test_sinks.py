@@ -186,10 +186,10 @@ def test_disabled_and_bad_arguments(tmp_path: Path) -> None:
 
 
 def test_every_scope_gets_its_first_curve_snapshot() -> None:
-    """Issue 14 case 3 (curve tables for every task): the snapshot counter is per scope.
+    """Curve tables for every task: the snapshot counter is per scope.
 
-    Before, one counter served every scope, so with ``log_curves_every=10`` only the first task's
-    training stream ever got a ``coverage`` table and ``coverage_plot`` image.
+    One counter for every scope would, with ``log_curves_every=10``, give only the first task's
+    training stream a ``coverage`` table and ``coverage_plot`` image.
     """
     from seffi.report import SafeWandbRun
     from tests.report.test_wandb_run import FakeRun
@@ -206,7 +206,7 @@ def test_every_scope_gets_its_first_curve_snapshot() -> None:
 
 
 def test_null_and_forwarding_sinks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 12 case 5: one NullSink and one ForwardingSink in seffi.report (they were written in the
+    """One NullSink and one ForwardingSink in seffi.report (used by the
     RLlib and TRL adapters and the runner); W&B mode resolution is one function."""
     from seffi.report import ForwardingSink, NullSink, Sink, wandb_mode
     from seffi.report.wandb_run import wandb_mode_from_env
@@ -232,7 +232,7 @@ def test_null_and_forwarding_sinks(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_local_sink_keeps_its_files_open_and_every_record_readable(tmp_path: Path) -> None:
-    """Issue 12 (log path): one handle per file, flushed per record, closed at finish, reopened after."""
+    """One handle per file, flushed per record, closed at finish, reopened after."""
     sink = LocalSink(tmp_path / "run", plots=False)
     sink.log({"seffi/auc": 0.5}, 1)
     first = sink._handles[sink.metrics_path]
@@ -249,7 +249,7 @@ def test_local_sink_keeps_its_files_open_and_every_record_readable(tmp_path: Pat
 
 
 def test_scalars_keys_cached_per_scope_and_budgets() -> None:
-    """Issue 12 (log path): keys built once still follow the scope and the budgets given."""
+    """Keys built once still follow the scope and the budgets given."""
     curves = {"k": [1, 2, 3], "coverage": [0.25, 0.5, float("nan")], "auc": 0.375}
     plain = keys.scalars_from_curves(curves)
     scoped = keys.scalars_from_curves(curves, scope="t/p")

@@ -187,7 +187,7 @@ def test_offline_run_is_silent_and_readable(tmp_path: Path) -> None:
 def test_online_init_is_bounded_and_its_failure_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """issue 11 case 8: wandb.init gets init_timeout <= 20 s (W&B's default is 90 s); one-line warning."""
+    """wandb.init gets init_timeout <= 20 s (W&B's default is 90 s); one-line warning."""
     import wandb
 
     from seffi.report.wandb_run import INIT_TIMEOUT_S
@@ -223,7 +223,7 @@ class _Settings:
 def test_sync_hint_is_relative_under_the_current_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 14 case 3 (relative sync hint): ``wandb sync wandb/offline-run-...`` from where the user is."""
+    """The sync hint is relative: ``wandb sync wandb/offline-run-...`` from where the user is."""
     run = FakeRun()
     run.settings = _Settings(tmp_path / "wandb" / "offline-run-1-abc")  # type: ignore[attr-defined]
     monkeypatch.chdir(tmp_path)
@@ -237,7 +237,7 @@ def test_sync_hint_is_relative_under_the_current_directory(
 
 
 def test_a_step_axis_defines_its_keys_by_name_and_fills_its_step() -> None:
-    """Issue 14 case 3 (per-task step axes): keys under ``seffi/<scope>/`` plot against its own step.
+    """Per-task step axes: keys under ``seffi/<scope>/`` plot against its own step.
 
     W&B matches overlapping globs in no fixed order, so each key is defined by its exact name; a row
     without the axis value (a curve snapshot) gets the axis' last value.
@@ -267,7 +267,7 @@ def test_a_step_axis_defines_its_keys_by_name_and_fills_its_step() -> None:
 def test_closing_lines_name_the_folder_and_the_sync_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 14 case 3: the one message seffi run and every adapter print at the end."""
+    """The one message seffi run and every adapter print at the end."""
     from seffi.report.sinks import closing_lines
 
     run = FakeRun()

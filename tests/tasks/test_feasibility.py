@@ -1,4 +1,4 @@
-"""Infeasible strategies and the base law's missing mass are named (issue 14 case 2b)."""
+"""Infeasible strategies and the base law's missing mass are named."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from seffi.tasks.cli import collect
 
 
 def test_base_remainder_names_the_missing_mass() -> None:
-    """Issue 14 case 2b: base_distribution sums to 0.85; the rest is 0.10 invalid + 0.05 off-strategy."""
+    """base_distribution sums to 0.85; the rest is 0.10 invalid + 0.05 off-strategy."""
     task = get_task("coin_sum")
     for x in task.make_inputs(5, seed=0):
         on = sum(task.base_distribution(x).values())
@@ -20,7 +20,7 @@ def test_base_remainder_names_the_missing_mass() -> None:
 
 
 def test_seffi_tasks_reports_feasible_range_and_base_mass(capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 14 case 2b: coin_sum has 3.85 feasible strategies per input on average, 3 to 4."""
+    """coin_sum has 3.85 feasible strategies per input on average, 3 to 4."""
     (s,) = collect(["coin_sum"], pool=200, seed=0)
     assert round(s.mean_feasible, 2) == 3.85 and (s.min_feasible, s.max_feasible) == (3, 4)
     assert (s.base_strategy_mass, s.base_invalid, s.base_off_strategy) == pytest.approx((0.85, 0.10, 0.05))

@@ -1,7 +1,7 @@
-"""Writes states_v2.json: format-2 states written by the release before the declared state (commit 5c8a181).
+"""Writes states_v2.json: format-2 states as seffi at commit 5c8a181 writes them.
 
-Run with that release's seffi importable (``python tests/coverage/data/make_states_v2.py OUT``). Each
-entry holds a state as that release wrote it and the numbers it computed from it, so a newer reader
+Run with seffi at that commit importable (``python tests/coverage/data/make_states_v2.py OUT``). Each
+entry holds a state as that version writes it and the numbers it computes from it, so a reader
 can be checked against them: a budgeted tracker fed through ``record()`` (latent codes, barcode rows,
 runs open at the end, some streams without run indices), a free-form tracker fed through
 ``update()``, and a ``CoverageMonitor`` state with the episodes that continue it.
