@@ -7,8 +7,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from seffi.callbacks import monitor_state
 from seffi.callbacks.config import LogUnit, MonitorConfig
 from seffi.callbacks.env_access import EnvAccess, env_facts
@@ -126,7 +124,7 @@ class CoverageMonitor:
         self._tracker = self._new_tracker()
         self._seen = SeenInputs()
         if self.recent is not None:
-            self.recent.reset(since=self.episodes)
+            self.recent.reset(self._tracker, since=self.episodes)
 
     def flush(self) -> CoverageTracker:
         """Fold the buffered episodes into the tracker (run assignment, sums, barcode, latents)."""
@@ -265,15 +263,17 @@ class CoverageMonitor:
     def _point_scalars(self, window: tuple[Any, int] | None) -> dict[str, float]:
         slots = window[0] if window is not None else None
         t = self.tracker
-        point = t.point(slots=slots)
+        win = self.recent.sums if slots is not None and self.recent is not None else None
+        point = t.point() if win is None else win.point()
         gain = None
         # As Curves.gain: no gain until some run reaches K (an AUC over fewer budgets is another K).
         if point["auc"] is not None and point["coverage"][-1] == point["coverage"][-1]:
-            if slots is None:  # every input seen: running sums, O(new inputs) per log
+            if win is None:  # every input seen: running sums, O(new inputs) per log
                 aucs = self._seen.update(t, self.env_baselines).mean_aucs()
+            elif self.env_baselines.sources:
+                aucs = self.env_baselines.aucs([t.keys[c][1] for c in win.input_codes().tolist()])
             else:
-                codes = np.unique(t.assigner.slot_input[slots]).tolist()
-                aucs = self.env_baselines.aucs([t.keys[c][1] for c in codes])
+                aucs = (None, None)
             value = self.env_baselines.gain_of(point["auc"], *aucs)
             gain = {"value": value} if value is not None else None
         return self._scalars(point, gain, window)
@@ -284,13 +284,13 @@ class CoverageMonitor:
             curves, gain=gain, episodes=self.episodes, inputs=len(t.keys), scope=self.scope
         )
         slots = window[0] if window is not None else None
-        if slots is None:
+        win = self.recent.sums if slots is not None and self.recent is not None else None
+        if win is None:
             scalars[keys.valid_rate_key(self.scope)] = t.valid / max(t.samples, 1)
         else:
-            n = int(t.runs.n[slots].sum())
-            scalars[keys.valid_rate_key(self.scope)] = int(t.runs.n_valid[slots].sum()) / max(n, 1)
+            scalars[keys.valid_rate_key(self.scope)] = win.valid / max(win.samples, 1)
         if window is not None:
-            runs = t.complete_runs() if slots is None else int(slots.size)
+            runs = t.complete_runs() if win is None else win.runs
             scalars[keys.window_key("runs", self.scope)] = float(runs)
             scalars[keys.window_key("episodes", self.scope)] = float(self.episodes - window[1])
         return scalars
@@ -365,7 +365,7 @@ class CoverageMonitor:
         self._replace(*monitor_state.loaded(state, self._tracker))
         self.stream_offset = self._tracker.stream_offset
         if self.recent is not None:  # the loaded runs have no dates: windows hold the runs completed after
-            self.recent.reset(self._tracker, since=self.episodes)
+            self.recent.reset(self._tracker, since=self.episodes, loaded=True)
         return self
 
     def merge(self, other: CoverageMonitor | Mapping[str, Any]) -> CoverageMonitor:
@@ -376,13 +376,13 @@ class CoverageMonitor:
         """
         state = other.state_dict() if isinstance(other, CoverageMonitor) else other
         self.buffer.episodes += monitor_state.merged(self.tracker, state)
-        self.recent = None  # merged runs have no dates: the streaming logs cover every run
+        self.recent = self._tracker.completed = None  # merged runs have no dates: logs cover every run
         return self
 
     def load_states(self, states: Sequence[Mapping[str, Any]]) -> CoverageMonitor:
         """Replace everything recorded with the exact union of workers' ``states`` (own streams each)."""
         self._replace(*monitor_state.union(states, self._new_tracker()))
-        self.recent = None  # merged runs have no dates: the streaming logs cover every run
+        self.recent = self._tracker.completed = None  # merged runs have no dates: logs cover every run
         return self
 
     def _replace(self, tracker: CoverageTracker, episodes: int) -> None:

@@ -65,17 +65,95 @@ class LogSchedule:
         self.n_logs += 1
 
 
+class WindowBatch:
+    """The runs one fold completed: their slots and, per input, the sums of those runs.
+
+    Args:
+        tracker: The tracker the runs are in.
+        parts: ``tracker.completed`` entries of one fold: (slots, input codes, their InputSums).
+    """
+
+    def __init__(self, tracker: Any, parts: list[tuple[np.ndarray, np.ndarray, Any]]) -> None:
+        self.slots = np.concatenate([p[0] for p in parts])
+        codes = np.concatenate([p[1] for p in parts])
+        inc = np.concatenate([p[2].inc for p in parts]).astype(np.int64)
+        n = np.concatenate([p[2].n_runs for p in parts])
+        if len(parts) > 1:  # one input may complete runs in several parts of a fold
+            codes, row = np.unique(codes, return_inverse=True)
+            inc_by = np.zeros((codes.size, *inc.shape[1:]), dtype=np.int64)
+            n_by = np.zeros(codes.size, dtype=np.int64)
+            np.add.at(inc_by, row, inc)
+            np.add.at(n_by, row, n)
+            inc, n = inc_by, n_by
+        self.codes, self.inc, self.n_runs = codes, inc, n
+        self.m = tracker.m[codes]
+        self.samples = int(tracker.runs.n[self.slots].sum())
+        self.valid = int(tracker.runs.n_valid[self.slots].sum())
+
+
+class WindowSums:
+    """Per-input sums and group totals of the runs in a streaming window, kept as batches enter and leave.
+
+    Integer sums, so a window's point estimates equal those recomputed from its runs
+    (``tracker.point(slots=...)``) whatever the order batches came and went in; a log costs
+    O(groups x K) and a batch O(its inputs x K).
+
+    Args:
+        budget: K.
+    """
+
+    def __init__(self, budget: int) -> None:
+        from seffi.coverage.sums import N_INC, GroupTotals
+
+        self.budget = int(budget)
+        self.n_runs = np.zeros(0, dtype=np.int64)  # window runs per input code
+        self.inc = np.zeros((0, self.budget, N_INC), dtype=np.int64)
+        self.totals = GroupTotals(self.budget)
+        self.runs = self.samples = self.valid = 0
+
+    def apply(self, batch: WindowBatch, sign: int) -> None:
+        """Add (``sign`` = 1) or remove (-1) a batch's runs."""
+        codes = batch.codes
+        if codes.size == 0:
+            return
+        top = int(codes[-1]) + 1
+        if top > self.n_runs.size:  # room for more input codes (amortised doubling)
+            size, have = max(top, 2 * self.n_runs.size, 16), self.n_runs.size
+            inc = np.zeros((size, *batch.inc.shape[1:]), dtype=np.int64)
+            inc[:have] = self.inc
+            n = np.zeros(size, dtype=np.int64)
+            n[:have] = self.n_runs
+            self.inc, self.n_runs = inc, n
+        old_n, old = self.n_runs[codes].copy(), self.inc[codes].copy()
+        self.n_runs[codes] += sign * batch.n_runs
+        self.inc[codes] += sign * batch.inc
+        self.totals.move(batch.m, old_n, old, self.n_runs[codes], self.inc[codes])
+        self.runs += sign * int(batch.slots.size)
+        self.samples += sign * batch.samples
+        self.valid += sign * batch.valid
+
+    def point(self) -> dict[str, Any]:
+        """Point estimates over the window's runs (``tracker.point(slots=...)``, O(groups x K))."""
+        from seffi.coverage.sums_curves import point_from_totals
+
+        return point_from_totals(self.totals)
+
+    def input_codes(self) -> np.ndarray:
+        """Codes of the inputs with a run in the window, ascending."""
+        return np.flatnonzero(self.n_runs > 0)
+
+
 class RecentRuns:
     """Which complete runs fall in a streaming log's window: those completed in the last ``window`` episodes.
 
     The monitor folds buffered episodes into its tracker in batches (at every log, and every
     ``flush_every`` episodes); a batch covers the episodes ``(start, end]`` ingested since the
-    previous fold, and every run that reached K in it completed within them. A log at episode
-    count ``E`` uses the runs of the batches that lie entirely in the last ``window`` episodes
-    (``start >= E - window``), and always those of the latest batch that completed any run. With
-    logs every ``log_every`` episodes and ``window`` a multiple of it, that is exactly the runs
-    completed in the last ``window`` episodes. Cost per fold: the runs still open; per log: the runs
-    in the window.
+    previous fold, and every run that reached K in it completed within them (the tracker reports
+    them through ``tracker.completed``). A log at episode count ``E`` uses the runs of the batches
+    that lie entirely in the last ``window`` episodes (``start >= E - window``), and always those of
+    the latest batch that completed any run. With logs every ``log_every`` episodes and ``window``
+    a multiple of it, that is exactly the runs completed in the last ``window`` episodes. The
+    window's sums (:class:`WindowSums`) change as batches enter and leave: a log costs O(groups x K).
 
     Args:
         window: Episodes the window reaches back.
@@ -83,35 +161,38 @@ class RecentRuns:
 
     def __init__(self, window: int) -> None:
         self.window = int(window)
-        self.reset()
+        self.batches: deque[tuple[int, WindowBatch]] = deque()
+        self.sums: WindowSums | None = None
+        self.dropped, self.start = False, 0
 
-    def reset(self, tracker: Any = None, *, since: int = 0) -> None:
-        """Start over: no run in the window; ``tracker``'s runs so far (if given) stay out of it.
+    def reset(self, tracker: Any, *, since: int = 0, loaded: bool = False) -> None:
+        """Start over on ``tracker``: no run in the window; runs it holds already stay out of it.
 
         Args:
-            tracker: A tracker whose existing runs are older than any window (a loaded state).
+            tracker: The tracker whose completed runs the window follows (from now on).
             since: The episode count the next batch starts at.
+            loaded: ``tracker`` holds runs older than any window (a loaded state).
         """
-        self.batches: deque[tuple[int, np.ndarray]] = deque()  # (batch start, slots completed in it)
-        self.dropped = tracker is not None  # some complete runs are outside the window
+        self.batches = deque()  # (batch start, the runs completed in it)
+        self.sums = WindowSums(tracker.budget)
+        self.dropped = bool(loaded)  # some complete runs are outside the window
         self.start = int(since)  # where the next batch starts
-        if tracker is None:
-            self._open, self._seen = np.zeros(0, dtype=np.int64), 0
-        else:
-            S = tracker.assigner.n_slots
-            self._open = np.flatnonzero(tracker.runs.n[:S] < tracker.budget).astype(np.int64)
-            self._seen = S
+        tracker.completed = []
 
     def folded(self, tracker: Any, end: int) -> None:
         """A batch ending at episode count ``end`` went into ``tracker``: date the runs it completed."""
-        S = tracker.assigner.n_slots
-        cand = np.concatenate([self._open, np.arange(self._seen, S, dtype=np.int64)])
-        self._seen = S
-        done = tracker.runs.n[cand] >= tracker.budget
-        if done.any():
-            self.batches.append((self.start, cand[done]))
-        self._open = cand[~done]
+        parts, tracker.completed = tracker.completed or [], []
+        if parts:
+            batch = WindowBatch(tracker, parts)
+            self.batches.append((self.start, batch))
+            self.sums.apply(batch, 1)  # type: ignore[union-attr]
         self.start = int(end)
+
+    def _drop_old(self, episodes: int) -> None:
+        while len(self.batches) > 1 and self.batches[0][0] < episodes - self.window:
+            _, batch = self.batches.popleft()
+            self.sums.apply(batch, -1)  # type: ignore[union-attr]
+            self.dropped = True
 
     def slots(self, episodes: int) -> tuple[np.ndarray | None, int]:
         """(slots of the runs in the window at episode count ``episodes``, the episode it starts at).
@@ -119,12 +200,10 @@ class RecentRuns:
         The slots are ``None`` when the window holds every complete run of the tracker (nothing
         dropped yet): then the cumulative numbers are the window's.
         """
-        while len(self.batches) > 1 and self.batches[0][0] < episodes - self.window:
-            self.batches.popleft()
-            self.dropped = True
+        self._drop_old(episodes)
         start = self.batches[0][0] if self.batches else min(self.start, int(episodes))
         if not self.dropped:
             return None, start
         if not self.batches:
             return np.zeros(0, dtype=np.int64), start
-        return np.concatenate([s for _, s in self.batches]), start
+        return np.concatenate([b.slots for _, b in self.batches]), start

@@ -135,6 +135,11 @@ class EnvBaselines:
         )
 
     @property
+    def sources(self) -> bool:
+        """Whether any baseline can be computed (an env law, references or a user baseline)."""
+        return any(b is not None for b in (self.user_iid, self.base_law, self.user_oracle, self.references))
+
+    @property
     def available(self) -> bool:
         """Whether both baselines exist (else the gain is undefined)."""
         has_iid = self.user_iid is not None or self.base_law is not None

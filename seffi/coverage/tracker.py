@@ -115,6 +115,9 @@ class CoverageTracker(UpdatePath):
             raise ValueError(f"budget K must be at most {MAX_BUDGET}, got {budget}")
         self.barcode_rows, self.barcode_cols = int(barcode_rows), int(barcode_cols)
         self.num_latents, self.stream_offset = int(num_latents), int(stream_offset)
+        #: A list to receive (slots, input codes, their InputSums) of the runs each fold completes
+        #: (a streaming window keeps its sums from them); None: not kept. Not part of the state.
+        self.completed: list[tuple[np.ndarray, np.ndarray, InputSums]] | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -334,6 +337,8 @@ class CoverageTracker(UpdatePath):
             self.sums.grow(have + new.size)  # type: ignore[union-attr]
         sums, m = self.sums, self.m[codes]
         part = run_sums(self.runs, slots, unit, m, self.budget)  # type: ignore[arg-type]
+        if self.completed is not None:
+            self.completed.append((slots, codes, part))
         old_n, old = sums.n_runs[rows].copy(), sums.inc[rows].copy()  # type: ignore[union-attr]
         sums.add_at(rows, part)  # type: ignore[union-attr]
         self.totals.move(m, old_n, old, sums.n_runs[rows], sums.inc[rows])  # type: ignore[union-attr]

@@ -194,7 +194,7 @@ def test_cheap_logs_agree_with_snapshots_and_no_runtime_warnings() -> None:
             m.ingest_end(end)
             m.maybe_log(step)
         report = m.report()
-    # Issue 13 case 1: nothing is logged before the first run reaches K (8 samples).
+    # Nothing is logged before the first run reaches K (8 samples).
     first_complete = next(i for i, e in enumerate(_ends(3, 60, K=8)) if e.sample_index == 8)
     assert m.n_logs == 3 and sink.logged[0][0] >= first_complete
     assert sink.snapshots == [sink.logged[0][0]]  # logs 0, 3, 6, ... are snapshots
@@ -254,7 +254,7 @@ def test_log_gain_from_cached_baseline_aucs_equals_the_snapshot_gain() -> None:
     key = "seffi/gain_vs_iid"
     # K = 1: every run reaches K at once, so the first check has a gain while some inputs are still
     # unseen (the pool baseline is restricted to the seen ones). K = 4: after 1 and 31 steps no run
-    # has reached K yet, so neither path reports a gain (issue 13 case 1); after 201 steps both do.
+    # has reached K yet, so neither path reports a gain; after 201 steps both do.
     for K, schedule, has_gain in ((1, (1, 30), (True, True)), (4, (1, 30, 170), (False, False, True))):
         envs = gym.make_vec(
             "seffi/SortSwapsRouter-v0",
@@ -271,7 +271,7 @@ def test_log_gain_from_cached_baseline_aucs_equals_the_snapshot_gain() -> None:
                 _, _, term, trunc, infos = envs.step(rng.integers(0, envs.single_action_space.n, 4))
                 m.ingest_infos(infos, term | trunc)
             assert (len(m.inputs) < 6) == (steps == 1)
-            if not expect:  # no run has reached K: no gain, and no curves to snapshot (issue 13 case 1)
+            if not expect:  # no run has reached K: no gain, and no curves to snapshot
                 assert key not in m.point_scalars()
                 with pytest.raises(ValueError, match=f"no run has reached K={K}"):
                     m.snapshot()
@@ -473,3 +473,57 @@ def test_window_snapshot_curves_are_the_windows_and_bit_identical_while_it_holds
     assert scalars["seffi/window/runs"] == hand["runs"]
     exact = a.snapshot(exact=True)[0]  # the report's: every run
     np.testing.assert_allclose(exact.policies[0].curves.coverage, _hand_window(stream, 1, n)["coverage"])
+
+
+def test_window_sums_kept_as_batches_come_and_go_equal_the_window_recomputed_from_its_runs() -> None:
+    """A streaming log's point estimates, run, sample and valid counts equal those of its runs recomputed."""
+    ends = _ends(11, 3000, inputs=tuple(f"x{i}" for i in range(40)), envs=4)
+    m = CoverageMonitor(5, STRATS, sinks=_Null(), n_boot=0, log_every=64, window=256)
+    m.flush_every = 97  # folds that do not line up with the logs: some batches hold several parts
+    checked = 0
+    for i in range(0, len(ends), 37):
+        m.ingest_ends(ends[i : i + 37])
+        if m.maybe_log(i + 37):
+            slots, _ = m.recent.slots(m.episodes)
+            if slots is None or slots.size == 0:
+                continue
+            t, win = m.tracker, m.recent.sums
+            _same(win.point(), t.point(slots=slots))
+            assert (win.runs, win.samples) == (slots.size, int(t.runs.n[slots].sum()))
+            assert win.valid == int(t.runs.n_valid[slots].sum())
+            assert sorted(win.input_codes().tolist()) == np.unique(t.assigner.slot_input[slots]).tolist()
+            checked += 1
+    assert checked > 20 and m.recent.dropped
+
+
+def _same(a: dict, b: dict) -> None:
+    """Two point-estimate dicts equal to the last digit (NaN equal to NaN)."""
+    assert a.keys() == b.keys()
+    for k in a:
+        x, y = a[k], b[k]
+        if isinstance(x, list) and x and isinstance(x[0], dict):
+            assert json.dumps(x) == json.dumps(y), k
+        else:
+            np.testing.assert_array_equal(np.asarray(x, dtype=float), np.asarray(y, dtype=float), err_msg=k)
+
+
+def test_a_batch_of_several_completion_parts_sums_each_input_once() -> None:
+    """Runs completed in several parts of one fold (one input in two parts) add up per input."""
+    from seffi.callbacks.schedule import WindowBatch, WindowSums
+
+    rng = np.random.default_rng(3)
+    t = CoverageTracker(STRATS, task="t", budget=2)
+    t.completed = []
+    for i in range(60):  # each update completes at most one run: one part each
+        hits = {s for s in STRATS if rng.random() < 0.3}
+        t.update(f"x{i % 5}", hits, valid=bool(rng.random() < 0.7), stream=i // 10)
+    inputs = {int(c) for _, codes, _ in t.completed for c in codes}
+    assert len(t.completed) > 5 and len(inputs) < len(t.completed)
+    batch = WindowBatch(t, t.completed)
+    win = WindowSums(2)
+    win.apply(batch, 1)
+    done = np.flatnonzero(t.runs.n[: t.assigner.n_slots] >= 2)
+    np.testing.assert_array_equal(np.sort(batch.slots), done)
+    _same(win.point(), t.point(slots=done))
+    win.apply(batch, -1)
+    assert (win.runs, win.samples, win.valid) == (0, 0, 0) and win.totals.keys.size == 0
