@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from seffi._io import write_atomic
 from seffi._seeding import spawn
@@ -118,12 +118,19 @@ class LadderConfig(BaseModel):
     Attributes:
         task: The task (both rungs).
         task_config: Its config overrides (``None``: the ladder default for the task).
-        seed: Root seed.
+        seed: Root seed of the pool, the iid samples, router training and the held-out measurements
+            (the rung-2 models do not depend on it).
+        model_seed: Seed of model *training*: the base LM's initialisation and shuffling
+            (``LMConfig.seed``) and the mixture's code embeddings, row subset, shuffling and revivals
+            (``MixtureConfig.seed``); rung 3's GRPO runs derive their seed from it. Each model seed is
+            its own pair of cached models. The training rows (``LMConfig.data_seed``) stay the task's:
+            they are the data, not training noise. ``lm`` may not set another seed.
         n_inputs: Pool size (the same pool on both rungs).
         budget: K.
         eval_runs: Runs per input when measuring each policy.
         iid_samples: Base-LM samples per input for the rung-2 iid baseline (``None``: 4 K).
-        lm: :class:`seffi.models.LMConfig` fields of the rung-2 models (``None``: ``DEFAULT_LM``).
+        lm: :class:`seffi.models.LMConfig` fields of the rung-2 models, over the task's ``DEFAULT_LM``
+            entry; a ``mixture`` dict is merged into the default mixture's fields (``None``: the defaults).
         cache_dir: Model cache (``None``: ``$SEFFI_CACHE`` or ``~/.cache/seffi/models``).
         retrain: ``None``: use cached models whose digests check out, retrain damaged ones (one
             warning each); ``True``: retrain every cached model; ``False``: refuse a damaged cache.
@@ -144,6 +151,7 @@ class LadderConfig(BaseModel):
     task: str = DEFAULT_TASK
     task_config: dict[str, Any] | None = None
     seed: int = Field(0, ge=0)
+    model_seed: int = Field(0, ge=0)
     n_inputs: int = Field(32, ge=1, le=10_000)
     budget: int = Field(8, ge=1, le=1024)
     eval_runs: int = Field(4, ge=1, le=1024)
@@ -162,6 +170,21 @@ class LadderConfig(BaseModel):
     out: Path | None = None
     progress: bool = True
 
+    @model_validator(mode="after")
+    def _one_model_seed(self) -> LadderConfig:
+        lm = self.lm or {}
+        mixture = lm.get("mixture")
+        given = {"lm.seed": lm.get("seed")}
+        if isinstance(mixture, dict):
+            given["lm.mixture.seed"] = mixture.get("seed")
+        for name, value in given.items():
+            if value is not None and value != self.model_seed:
+                raise ValueError(
+                    f"{name} = {value!r} differs from model_seed = {self.model_seed}; set the seed of model "
+                    "training with model_seed (--model-seed) alone"
+                )
+        return self
+
     def resolved_task_config(self) -> dict[str, Any]:
         """The task config both rungs use (the ladder default for the task unless given)."""
         return dict(DEFAULT_TASK_CONFIG.get(self.task, {}) if self.task_config is None else self.task_config)
@@ -170,7 +193,12 @@ class LadderConfig(BaseModel):
         """The rung-2 :class:`seffi.models.LMConfig` (its cache key sees the task config as given)."""
         from seffi.models.config import LMConfig
 
-        fields = {**DEFAULT_LM.get(self.task, DEFAULT_LM["*"]), **(self.lm or {})}
+        fields = merge_lm(DEFAULT_LM.get(self.task, DEFAULT_LM["*"]), self.lm or {})
+        fields["seed"] = self.model_seed
+        mixture = fields.get("mixture") or {}
+        if isinstance(mixture, BaseModel):
+            mixture = mixture.model_dump()
+        fields["mixture"] = {**mixture, "seed": self.model_seed}
         return LMConfig(task=self.task, task_config=self.resolved_task_config() or None, **fields)
 
     def run_config(self) -> RunConfig:
@@ -198,6 +226,23 @@ class LadderConfig(BaseModel):
         return self.model_dump(
             mode="json", exclude={"out", "progress", "wandb", "wandb_project", "cache_dir", "retrain"}
         )
+
+
+def merge_lm(defaults: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``LMConfig`` fields: ``overrides`` over ``defaults``, a ``mixture`` dict merged field by field.
+
+    Args:
+        defaults: The task's ``DEFAULT_LM`` entry.
+        overrides: The user's fields (``LadderConfig.lm``).
+
+    Returns:
+        A new dict; ``overrides["mixture"]`` keeps every default mixture field it does not name.
+    """
+    fields = {**defaults, **overrides}
+    base, extra = defaults.get("mixture"), overrides.get("mixture")
+    if isinstance(base, dict) and isinstance(extra, dict):
+        fields["mixture"] = {**base, **extra}
+    return fields
 
 
 def smoke_config(**overrides: Any) -> LadderConfig:

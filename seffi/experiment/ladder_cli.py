@@ -21,7 +21,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "diversity reward), on the same task, pool and budget."
     )
     parser.add_argument("--task", help=f"task name (default {DEFAULT_TASK})")
-    parser.add_argument("--seed", type=int)
+    parser.add_argument(
+        "--seed", type=int, help="root seed: pool, iid samples, router training, held-out draws (default 0)"
+    )
+    parser.add_argument(
+        "--model-seed",
+        dest="model_seed",
+        type=int,
+        help="seed of model training: base LM init and shuffling, mixture codes and rows, rung 3's GRPO "
+        "(default 0; each seed trains and caches its own models; the training data stay the same)",
+    )
     parser.add_argument("--budget", type=int, help="K: samples per input")
     parser.add_argument("--n-inputs", dest="n_inputs", type=int, help="pool size (both rungs)")
     parser.add_argument("--eval-runs", dest="eval_runs", type=int)
@@ -66,6 +75,7 @@ def ladder_command(args: argparse.Namespace) -> int:
     for name in (
         "task",
         "seed",
+        "model_seed",
         "budget",
         "n_inputs",
         "eval_runs",
