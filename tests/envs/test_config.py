@@ -77,13 +77,13 @@ def test_bad_task_config_and_unknown_task_are_clear_errors() -> None:
 def test_settings_of_the_wrong_type_are_refused_not_coerced(
     kind: str, kwargs: dict, field: str, shown: str
 ) -> None:
-    """Issue 11 case 9: ``budget='8'`` and ``budget=True`` used to become 8 and 1; bools are never ints."""
+    """``budget='8'`` and ``budget=True`` are refused, not read as 8 and 1; bools are never ints."""
     with pytest.raises(SeffiError, match=rf"^invalid \w+EnvConfig: {field}: must be .*{shown}"):
         gym.make(env_id("hanoi", kind), **kwargs)
 
 
 def test_bools_are_never_ints_while_numpy_numbers_are_numbers() -> None:
-    """Issue 11 case 9: refusing bools and strings must not refuse numpy numbers from a sweep."""
+    """Refusing bools and strings must not refuse numpy numbers from a sweep."""
     for flag in (True, np.True_):
         with pytest.raises(SeffiError, match="budget: must be an integer, not bool"):
             parse_config(RouterEnvConfig, {"task": "hanoi", "budget": flag})

@@ -166,7 +166,7 @@ def nan_reward(info: dict) -> float:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_user_reward_that_is_not_a_finite_number_is_an_error_naming_the_function(kind: str) -> None:
-    """Issue 11 case 9: a NaN reward used to reach the learner silently."""
+    """A NaN reward never reaches the learner silently."""
     env = make("coin_sum", kind, reward=nan_reward).unwrapped
     obs, _ = env.reset(seed=0)
     target = env.current_input_id
@@ -184,7 +184,7 @@ def test_a_user_reward_that_is_not_a_finite_number_is_an_error_naming_the_functi
 
 
 def test_a_raising_user_reward_leaves_the_budget_unbooked() -> None:
-    """Issue 11 case 9: the failed sample is not counted, so fixing the reward does not skew k."""
+    """The failed sample is not counted, so fixing the reward does not skew k."""
     env = make("coin_sum", "router", reward=nan_reward).unwrapped
     env.reset(seed=0)
     with pytest.raises(SeffiError, match="nan_reward"):
@@ -197,7 +197,7 @@ def test_a_raising_user_reward_leaves_the_budget_unbooked() -> None:
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("options", ["input_id", ["input_id"], 3])
 def test_reset_options_that_are_not_a_mapping_are_refused_whole(kind: str, options: object) -> None:
-    """Issue 11 case 9: ``reset(options='string')`` used to report each character as an unknown option."""
+    """``reset(options='string')`` is refused whole, not read as one unknown option per character."""
     env = make("hanoi", kind)
     with pytest.raises(SeffiError, match=rf"^reset options must be a dict .* got {type(options).__name__} "):
         env.reset(options=options)

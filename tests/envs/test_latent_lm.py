@@ -1,4 +1,4 @@
-"""Issue 15 item 4: ``seffi/<Name>LatentLM-v0`` on the tiny learned mixture (checkers, vectors, monitor)."""
+"""``seffi/<Name>LatentLM-v0`` on the tiny learned mixture (checkers, vectors, monitor)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def make(model_dir: str, **kwargs):
 
 
 def test_registered_with_vector_entry_point() -> None:
-    """Issue 15 item 4: every task has a LatentLM id with a native vector entry point."""
+    """Every task has a LatentLM id with a native vector entry point."""
     spec = gym.spec(EID)
     assert EID == "seffi/EditScriptLatentLM-v0"
     assert spec.vector_entry_point == "seffi.envs.latent_lm:LatentLMVectorEnv"
@@ -46,7 +46,7 @@ def test_registered_with_vector_entry_point() -> None:
 
 
 def test_episode_info_has_router_keys_and_latent(model_dir: str) -> None:
-    """Issue 15 item 4: one-step episodes, action = code, same info keys as the router envs."""
+    """One-step episodes, action = code, same info keys as the router envs."""
     env = make(model_dir)
     u = env.unwrapped
     assert u.n_latents == 8 and env.action_space.n == 8
@@ -64,7 +64,7 @@ def test_episode_info_has_router_keys_and_latent(model_dir: str) -> None:
 
 
 def test_same_seed_same_traces(model_dir: str) -> None:
-    """Issue 15 item 4: seeded resets reproduce every sampled trace."""
+    """Seeded resets reproduce every sampled trace."""
     env = make(model_dir)
 
     def rollout() -> list[str]:
@@ -81,7 +81,7 @@ def test_same_seed_same_traces(model_dir: str) -> None:
 
 
 def test_gymnasium_check_env_passes_without_warnings(model_dir: str) -> None:
-    """Issue 15 Done-when: Gymnasium's env checker."""
+    """Gymnasium's env checker passes without a warning."""
     env = make(model_dir)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -90,7 +90,7 @@ def test_gymnasium_check_env_passes_without_warnings(model_dir: str) -> None:
 
 
 def test_sb3_check_env_passes(model_dir: str) -> None:
-    """Issue 15 Done-when: SB3's check_env."""
+    """SB3's check_env passes without a warning."""
     sb3_checker = require("stable_baselines3.common.env_checker", "sb3")
     env = make(model_dir)
     with warnings.catch_warnings(record=True) as caught:
@@ -101,7 +101,7 @@ def test_sb3_check_env_passes(model_dir: str) -> None:
 
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=lambda m: m.name)
 def test_native_vector_equals_sync_vector(model_dir: str, mode: AutoresetMode) -> None:
-    """Issue 15 Done-when: the batched native vector env equals SyncVectorEnv over single envs."""
+    """The batched native vector env equals SyncVectorEnv over single envs."""
     if not SYNC_HAS_MODES and mode is not AutoresetMode.NEXT_STEP:
         pytest.skip("SyncVectorEnv: NEXT_STEP only")
     kwargs = {"model_dir": model_dir, "n_inputs": 4, "budget": 3, "schedule": "random", "reward": "novel"}
@@ -131,7 +131,7 @@ def test_native_vector_equals_sync_vector(model_dir: str, mode: AutoresetMode) -
 
 
 def test_no_exact_iid_law_and_sampled_baseline(model_dir: str) -> None:
-    """Issue 15 item 4: no exact law; iid_baseline = IidBaseline.from_samples of n >= 4K base samples."""
+    """No exact law; iid_baseline = IidBaseline.from_samples of n >= 4K base samples."""
     env = make(model_dir)
     u = env.unwrapped
     with pytest.raises(SeffiError, match="iid_baseline"):
@@ -149,7 +149,7 @@ def test_no_exact_iid_law_and_sampled_baseline(model_dir: str) -> None:
 
 
 def test_coverage_monitor_end_to_end(model_dir: str, tmp_path) -> None:
-    """Issue 15 Done-when: CoverageMonitor on the LatentLM vector env with the sampled iid baseline."""
+    """CoverageMonitor runs on the LatentLM vector env with the sampled iid baseline."""
     from seffi.callbacks import CoverageMonitor
 
     budget = 4
@@ -186,7 +186,7 @@ def test_coverage_monitor_end_to_end(model_dir: str, tmp_path) -> None:
 
 
 def test_bad_settings_are_one_line_errors(model_dir: str) -> None:
-    """Issue 15 item 4: wrong n_latents or task_config are readable SeffiErrors."""
+    """Wrong n_latents or task_config are readable SeffiErrors."""
     with pytest.raises(SeffiError, match="8 codes"):
         make(model_dir, n_latents=5)
     with pytest.raises(SeffiError, match="task_config"):
@@ -196,7 +196,7 @@ def test_bad_settings_are_one_line_errors(model_dir: str) -> None:
 
 
 def test_gym_make_without_lm_extra_names_the_extra(model_dir: str) -> None:
-    """Issue 15 item 1: gym.make of a LatentLM env without torch -> one line naming the 'lm' extra."""
+    """gym.make of a LatentLM env without torch -> one line naming the 'lm' extra."""
     code = (
         "import sys; sys.modules['torch'] = None\n"
         "import gymnasium as gym, seffi.envs\n"
@@ -210,7 +210,7 @@ def test_gym_make_without_lm_extra_names_the_extra(model_dir: str) -> None:
 
 
 def test_learned_per_input_prior_is_the_observed_prior(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Issue 15 item 4: with a mixture that learned p(z | x) (prior="input") each input's observed prior
+    """With a mixture that learned p(z | x) (prior="input") each input's observed prior
     is the mixture's own code distribution for that prompt, and the vector env's rows agree."""
     from seffi.models.cache import train_ladder_models
 

@@ -107,10 +107,10 @@ def test_history_observation_layout() -> None:
 
 
 def test_large_pool_builds_steps_and_stores_no_n_by_n_one_hot_table() -> None:
-    """Issue 11 case 6: the input one-hot is built per observed row, never as a dense (N, N) table.
+    """The input one-hot is built per observed row, never as a dense (N, N) table.
 
-    The config allows N = 100,000 inputs; an ``np.eye(N)`` table (what each engine used to build)
-    raised MemoryError at N = 20,000. Here N = 1,000: the table's float64 build alone takes 8 MB,
+    The config allows N = 100,000 inputs; an ``np.eye(N)`` table per engine
+    raises MemoryError at N = 20,000. Here N = 1,000: the table's float64 build alone takes 8 MB,
     while an engine (single and 4-row vector) over an already built pool must take a small multiple of
     N * (Z + M) bytes.
     """

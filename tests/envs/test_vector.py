@@ -181,7 +181,7 @@ def test_autoreset_mode_is_per_instance_and_validated() -> None:
         RouterVectorEnv(2, autoreset_mode="sometimes", task="hanoi")
     # Gymnasium 1.2's SyncVectorEnv states its mode by writing into its first env's metadata dict (1.4
     # copies the dict first, Gymnasium PR #1623): the write must reach neither the class dict shared by
-    # every env of the process nor another vector env (issue 11 case 1: holds on both versions).
+    # every env of the process nor another vector env (on both versions).
     sync_same = make_vec(
         "hanoi", "router", 2, mode="sync", vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}
     )

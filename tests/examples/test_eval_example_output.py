@@ -1,6 +1,6 @@
-"""examples/sb3_ppo_router_eval.py prints every evaluation's gain with its CI (issue 14 case 1).
+"""examples/sb3_ppo_router_eval.py prints every evaluation's gain with its CI.
 
-The console used to print only the report folder; the README quoted CIs that no command showed.
+The README quotes these CIs, so a command must show them.
 ``gain_lines`` reads the run's report.json, so it is tested here on a written report, no SB3 needed.
 """
 
@@ -27,7 +27,7 @@ def _example():
 
 
 def test_gain_lines_print_every_evaluation_with_its_ci(tmp_path: Path) -> None:
-    """Issue 14 case 1: first and final evaluation with CIs, in step order, none dropped."""
+    """First and final evaluation with CIs, in step order, none dropped."""
     gains = [(4000, 0.193, -0.042, 0.405), (8000, 0.324, 0.1, 0.5), (None, 0.566, 0.379, 0.741)]
     pols = []
     for step, v, lo, hi in gains:

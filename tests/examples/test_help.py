@@ -1,4 +1,4 @@
-"""``examples/*.py --help``: works without extras and documents every field (issue 14 item 6)."""
+"""``examples/*.py --help``: works without extras and documents every field."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def _squash(text: str) -> str:
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_help_shows_every_field_help(path: Path) -> None:
-    """issue 14 item 6: ``--help`` shows every dataclass field's help text (RLlib/TRL hid it)."""
+    """``--help`` shows every dataclass field's help text (RLlib and TRL included)."""
     proc = _run(path, "--help")
     assert proc.returncode == 0, proc.stderr[-3000:]
     shown = _squash(proc.stdout)
@@ -91,9 +91,9 @@ def test_help_shows_every_field_help(path: Path) -> None:
     ids=lambda p: p.name,
 )
 def test_help_without_extra_names_it(path: Path, tmp_path: Path) -> None:
-    """issue 14 item 6: without the extra, ``--help`` prints one line naming it, then the help.
+    """Without the extra, ``--help`` prints one line naming it, then the help.
 
-    Before the fix the SB3 examples died with ``ModuleNotFoundError`` at import; running one
+    The examples never die with ``ModuleNotFoundError`` at import; running one
     without its extra must also be one line and exit status 2, not a traceback.
     """
     extra, module = next(v for k, v in EXTRAS.items() if path.name.startswith(k))
@@ -112,7 +112,7 @@ def test_help_without_extra_names_it(path: Path, tmp_path: Path) -> None:
 
 
 def test_field_help_reads_comments_docstrings_and_metadata() -> None:
-    """issue 14 item 6: the shared parser's three ways to document a field, and a literal %."""
+    """The shared parser's three ways to document a field, and a literal %."""
 
     @dataclass
     class Args:
@@ -134,7 +134,7 @@ def test_field_help_reads_comments_docstrings_and_metadata() -> None:
 
 
 def test_parse_args_with_missing_extra_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    """issue 14 item 6: a missing extra is one line on stderr and exit status 2, found without importing."""
+    """A missing extra is one line on stderr and exit status 2, found without importing."""
 
     @dataclass
     class Args:

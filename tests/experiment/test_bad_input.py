@@ -1,5 +1,5 @@
-"""Bad input never costs data (issue 11): run folders (case 2), config files (case 3), malformed
-report.json (case 7) and the W&B mode and init timeout (case 8), through the ``seffi`` command."""
+"""Bad input never costs data: run folders, config files, malformed report.json and the W&B
+mode and init timeout, through the ``seffi`` command."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def _one_error_line(code: int, err: str) -> str:
 
 
 def test_run_refuses_a_folder_holding_a_run_then_overwrite_replaces_it(tmp_path, capsys):
-    """issue 11 case 2: `seffi run --out DIR` on an earlier run exits 2 and changes nothing;
+    """`seffi run --out DIR` on an earlier run exits 2 and changes nothing;
     --overwrite removes that run's files (old plots, metrics) but keeps the user's own files."""
     out = tmp_path / "run"
     assert _run(capsys, "run", *TINY, "--out", out)[0] == 0
@@ -75,7 +75,7 @@ def test_run_refuses_a_folder_holding_a_run_then_overwrite_replaces_it(tmp_path,
 
 
 def test_compare_refuses_to_overwrite_an_earlier_compare(tmp_path, capsys):
-    """issue 11 case 2: `seffi compare` into a folder with compare.md/png exits 2 unless --overwrite."""
+    """`seffi compare` into a folder with compare.md/png exits 2 unless --overwrite."""
     from tests.experiment.test_compare import _report
 
     dirs = []
@@ -126,7 +126,7 @@ CONFIG_CASES = [
 
 @pytest.mark.parametrize(("name", "content", "needle"), CONFIG_CASES, ids=[c[0] for c in CONFIG_CASES])
 def test_bad_config_files_are_one_line(tmp_path, capsys, name, content, needle):
-    """issue 11 case 3: aliases, non-UTF-8, deep nesting (not "not valid YAML"), duplicate keys, size,
+    """Aliases, non-UTF-8, deep nesting (not "not valid YAML"), duplicate keys, size,
     and bools or strings for numbers are each one line and exit 2, within a second."""
     path = tmp_path / name
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
@@ -137,7 +137,7 @@ def test_bad_config_files_are_one_line(tmp_path, capsys, name, content, needle):
 
 
 def test_every_task_option_is_checked_before_any_work(tmp_path, capsys, monkeypatch):
-    """issue 11 case 3: a bad task_options value for the second task stops the run before the first
+    """A bad task_options value for the second task stops the run before the first
     task trains and before the run folder is touched."""
     from seffi.experiment import runner
 
@@ -155,7 +155,7 @@ def test_every_task_option_is_checked_before_any_work(tmp_path, capsys, monkeypa
 
 
 def test_env_level_settings_are_checked_before_any_work(tmp_path, capsys, monkeypatch):
-    """issue 11 case 3: every task's env is built before the first task trains."""
+    """Every task's env is built before the first task trains."""
     from seffi.experiment import runner
 
     built = []
@@ -217,7 +217,7 @@ def _bad_reports() -> dict[str, tuple[object, str]]:
 @pytest.mark.parametrize("case", list(_bad_reports()))
 @pytest.mark.parametrize("command", ["report", "compare"])
 def test_malformed_report_json_is_one_line(tmp_path, capsys, case, command):
-    """issue 11 case 7: deep nesting, non-UTF-8 and out-of-range values in report.json (all accepted
+    """Deep nesting, non-UTF-8 and out-of-range values in report.json (all accepted
     or a traceback before) are one line and exit 2, in `seffi report` and `seffi compare`."""
     data, needle = _bad_reports()[case]
     bad = _write_report(tmp_path / "bad", data)
@@ -233,7 +233,7 @@ def test_malformed_report_json_is_one_line(tmp_path, capsys, case, command):
 
 
 def test_wandb_mode_precedence_flag_then_config_then_env(tmp_path, capsys, monkeypatch):
-    """issue 11 case 8: --wandb wins, then the config file, then WANDB_MODE, then offline."""
+    """--wandb wins, then the config file, then WANDB_MODE, then offline."""
 
     def mode(*argv):
         code, out, err = _run(capsys, "run", "--tasks", "hanoi", "--print-config", *argv)

@@ -249,11 +249,11 @@ def test_a_task_registered_at_runtime_runs_end_to_end(tmp_path, monkeypatch):
 
 
 def test_each_task_has_its_own_wandb_step_axis_and_curve_tables(tmp_path, capsys, monkeypatch):
-    """Issue 14 case 3: per-task step axes, curve tables for every task, a relative sync hint.
+    """Per-task step axes, curve tables for every task, a relative sync hint.
 
-    ``seffi/step`` counts training episodes over all tasks (the second task used to start at the
-    first one's total); each task's keys now carry ``seffi/<Name>Router-v0/train/step`` = that task's
-    training episodes so far and are plotted against it. Each task gets its own curve table and image.
+    ``seffi/step`` counts training episodes over all tasks; each task's keys carry
+    ``seffi/<Name>Router-v0/train/step`` = that task's training episodes so far and are plotted
+    against it. Each task gets its own curve table and image.
     """
     wandb_dir = tmp_path / "wb"
     monkeypatch.setenv("WANDB_DIR", str(wandb_dir))

@@ -1,4 +1,4 @@
-"""Generate large, lint-clean concept packs from code (issue 11 case 5: scale of lint and the lane).
+"""Generate large, lint-clean concept packs from code (to test lint and the lane at scale).
 
 Big packs are made on the fly instead of committed. Run as a script to time ``seffi lane lint`` and
 ``seffi lane sample-efficiency`` on generated packs::

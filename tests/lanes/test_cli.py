@@ -19,7 +19,7 @@ def _write(tmp_path: Path, data: dict, name: str = "pack.json") -> Path:
 def test_default_run_end_to_end_with_offline_wandb(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Also issue 14 case 3: the offline W&B run lands under $WANDB_DIR/wandb, not in the report folder."""
+    """The offline W&B run lands under $WANDB_DIR/wandb, not in the report folder."""
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wb"))
     out = tmp_path / "out"
     assert main(["lane", "sample-efficiency", "--out", str(out), "--wandb", "offline"]) == 0
@@ -186,7 +186,7 @@ def _lane(tmp_path: Path, *args: str, out: Path | None = None) -> int:
 def test_no_curve_exits_2_with_every_concept_error_and_still_writes_the_report(
     tmp_path: Path, capsys: pytest.CaptureFixture, learner: str, error: str
 ) -> None:
-    """issue 11 case 5: every learner call raising (even sys.exit(0)) is exit 2, errors printed, report kept.
+    """Every learner call raising (even sys.exit(0)) is exit 2, errors printed, report kept.
 
     Before: plotting raised "number sections must be larger than 0" (exit 1, no errors printed), and a
     learner calling sys.exit(0) ended the lane with status 0 and no report.json.
@@ -215,7 +215,7 @@ def test_no_curve_exits_2_with_every_concept_error_and_still_writes_the_report(
 
 
 def test_empty_pack_exits_2_and_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """issue 11 case 5: an empty pack (or split) is not a gate failure (exit 1) but exit 2, and says so."""
+    """An empty pack (or split) is not a gate failure (exit 1) but exit 2, and says so."""
     pack = _write(tmp_path, {"name": "empty", "version": 1, "concepts": []})
     assert _lane(tmp_path, "--pack", str(pack)) == 2
     err = capsys.readouterr().err
@@ -227,7 +227,7 @@ def test_empty_pack_exits_2_and_writes_the_report(tmp_path: Path, capsys: pytest
 def test_learner_module_exiting_at_import_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """issue 11 case 5: learner code that calls sys.exit(0) while being imported is a user error, exit 2."""
+    """Learner code that calls sys.exit(0) while being imported is a user error, exit 2."""
     (tmp_path / "exits_on_import.py").write_text("import sys\nsys.exit(0)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert _lane(tmp_path, "--learner", "exits_on_import:make") == 2
@@ -237,9 +237,9 @@ def test_learner_module_exiting_at_import_is_one_line(
 
 
 def test_many_concepts_get_one_overview_figure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """issue 11 case 5: the figure's panel count is capped (1k concepts used to plot for minutes).
+    """The figure's panel count is capped (one panel per concept takes minutes at 1k concepts).
 
-    Counted through matplotlib's own ``Figure.savefig``: before, 100 concepts drew 100 panels.
+    Counted through matplotlib's own ``Figure.savefig``: 100 concepts draw one overview figure.
     """
     from matplotlib.figure import Figure
 
@@ -271,7 +271,7 @@ def test_many_concepts_get_one_overview_figure(tmp_path: Path, monkeypatch: pyte
 def test_out_holding_a_seffi_run_is_refused_unless_overwrite(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    """issue 11 case 2 (lane): a second run never silently overwrites or mixes with the first."""
+    """A second lane run never silently overwrites or mixes with the first."""
     pack = _write(tmp_path, GOOD)
     out = tmp_path / "out"
     assert _lane(tmp_path, "--pack", str(pack)) == 0
@@ -323,7 +323,7 @@ def _deep(levels: int) -> str:
 def test_malformed_pack_files_are_one_line_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture, content: bytes, message: str, command: str
 ) -> None:
-    """issue 11 case 7 (packs): deep nesting, non-UTF-8 and invalid JSON: one line, exit 2, no traceback."""
+    """Packs with deep nesting, non-UTF-8 and invalid JSON: one line, exit 2, no traceback."""
     path = tmp_path / "pack.json"
     path.write_bytes(content)
     if command == "lint":

@@ -207,10 +207,10 @@ def _best_lint_seconds(data: dict, repeats: int = 3) -> float:
 
 
 def test_lint_is_near_linear_in_pack_size() -> None:
-    """issue 11 case 5: lint compared every holdout concept with every public one (10k concepts > 120 s).
+    """Lint does not compare every holdout concept with every public one (10k concepts: > 120 s).
 
-    Eight times the concepts must cost well under the 64x a quadratic linter needs (measured: about 8x
-    after the fix, about 60x before); best of three runs against a machine shared with other jobs.
+    Eight times the concepts must cost well under the 64x a quadratic linter needs (measured: about 8x;
+    a quadratic one about 60x); best of three runs against a machine shared with other jobs.
     """
     from tests.lanes.packgen import make_pack
 

@@ -231,7 +231,7 @@ class _Quit(BaseException):
     ],
 )
 def test_any_base_exception_from_learner_code_is_the_concepts_error(raised, message) -> None:
-    """issue 11 case 5: learner code raising anything but KeyboardInterrupt is that concept's error."""
+    """Learner code raising anything but KeyboardInterrupt is that concept's error."""
 
     class Raiser(lf.EchoLearner):
         def teach(self, correction: str) -> TeachOutcome:
@@ -243,7 +243,7 @@ def test_any_base_exception_from_learner_code_is_the_concepts_error(raised, mess
 
 
 def test_keyboard_interrupt_from_the_learner_stops_the_run() -> None:
-    """issue 11 case 5: the one exception that is not the concept's error is the user's Ctrl-C."""
+    """The one exception that is not the concept's error is the user's Ctrl-C."""
 
     class Interrupted(lf.EchoLearner):
         def probe(self, question: str) -> ProbeResponse:
@@ -254,7 +254,7 @@ def test_keyboard_interrupt_from_the_learner_stops_the_run() -> None:
 
 
 def test_reading_a_returned_object_is_learner_code_too() -> None:
-    """issue 11 case 5: a subclass of the protocol's model whose field access raises is a concept error."""
+    """A subclass of the protocol's model whose field access raises is a concept error."""
 
     class Sneaky(ProbeResponse):
         def __getattribute__(self, name: str):
@@ -271,7 +271,7 @@ def test_reading_a_returned_object_is_learner_code_too() -> None:
 
 
 def test_no_concept_measured_is_the_runs_error() -> None:
-    """issue 11 case 5: with no curve there is no gate result; the report says why instead."""
+    """With no curve there is no gate result; the report says why instead."""
     report = run_lane([CONCEPT], lf.AlwaysRaisingLearner)
     assert report.errors == [
         "concept 'greek': probe raised RuntimeError: model server unreachable (snapshot k=0)",
