@@ -39,7 +39,7 @@ ENTRY_POINTS = {
 
 @pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
 def test_unknown_option_is_one_error_naming_it(entry: str) -> None:
-    """issue 12 step 4: a misspelt option fails at once, with one line that names it and the options."""
+    """A misspelt option fails at once, with one line that names it and the options."""
     with pytest.raises(SeffiError) as err:
         ENTRY_POINTS[entry](n_bot=0, wandb="disabled")
     message = str(err.value)
@@ -61,7 +61,7 @@ def test_unknown_option_is_one_error_naming_it(entry: str) -> None:
     ],
 )
 def test_bad_values_are_refused_by_the_config(option: str, value: object, says: str) -> None:
-    """issue 12 step 4: each bad value is one SeffiError naming the option (constructor and replace)."""
+    """Each bad value is one SeffiError naming the option (constructor and replace)."""
     with pytest.raises(SeffiError, match=f"^{option} must"):
         MonitorConfig(**{option: value})
     with pytest.raises(SeffiError) as err:
@@ -70,7 +70,7 @@ def test_bad_values_are_refused_by_the_config(option: str, value: object, says: 
 
 
 def test_options_override_the_config_and_leave_it_unchanged() -> None:
-    """issue 12 step 4: ``build(config, **options)`` = config with options on top; configs are frozen."""
+    """``build(config, **options)`` = config with options on top; configs are frozen."""
     base = MonitorConfig(budget=8, n_boot=0, wandb="disabled", label="ppo")
     built = MonitorConfig.build(base, n_boot=7, scope="eval")
     assert (built.budget, built.n_boot, built.wandb) == (8, 7, "disabled")
@@ -82,7 +82,7 @@ def test_options_override_the_config_and_leave_it_unchanged() -> None:
 
 
 def test_gym_wrappers_and_evaluator_take_a_config(tmp_path: Path) -> None:
-    """issue 12 step 4: an adapter given config=MonitorConfig(n_boot=0, wandb="disabled") builds a
+    """An adapter given config=MonitorConfig(n_boot=0, wandb="disabled") builds a
     monitor with those values; keyword options go on top of the config."""
     cfg = MonitorConfig(n_boot=0, wandb="disabled", log_every=3)
     wrapped = CoverageVectorWrapper(_vector(), K, config=cfg, out_dir=tmp_path / "vec")
@@ -106,7 +106,7 @@ def test_gym_wrappers_and_evaluator_take_a_config(tmp_path: Path) -> None:
 
 
 def test_package_exports_what_a_user_needs() -> None:
-    """issue 12 step 4: ``seffi.callbacks`` exports the user-facing names, not internals."""
+    """``seffi.callbacks`` exports the user-facing names, not internals."""
     assert sorted(seffi.callbacks.__all__) == [
         "CoverageEvaluator",
         "CoverageMonitor",

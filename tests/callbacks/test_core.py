@@ -113,7 +113,7 @@ def test_gym_make_single_env_works_with_gymnasium_wrappers() -> None:
 
 
 def test_a_monitor_with_its_own_sinks_says_where_its_report_went(tmp_path, capsys, monkeypatch) -> None:
-    """Issue 14 case 3: ``close()`` prints the folder and the sync command once (as ``seffi run``).
+    """``close()`` prints the folder and the sync command once (as ``seffi run``).
 
     Sinks passed in belong to an adapter or ``seffi run``, which prints the message itself.
     """

@@ -57,7 +57,7 @@ def test_plain_loop_matches_hand_tracker(tmp_path: Path, mode: AutoresetMode) ->
     ref = hand_tracker(finals, envs.envs[0].unwrapped.strategies, K)
     (comp,) = load_report(tmp_path)["comparisons"]
     assert_curves_match(comp["policies"][0]["curves"], ref.curves(K, n_boot=0))
-    # A log every 30 episodes, none before the first run reaches K (issue 13: no curves from
+    # A log every 30 episodes, none before the first run reaches K (no curves from
     # incomplete runs); the attempts before it are skipped, not shifted.
     first = 1 + next(i for i, (_, info) in enumerate(finals) if info["sample_index"] == K)
     assert monitor.episodes // 30 - (first + 29) // 30 <= monitor.n_logs <= monitor.episodes // 30

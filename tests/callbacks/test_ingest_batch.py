@@ -1,4 +1,4 @@
-"""SB3 steps read as one batch (``EpisodeBuffer.add_steps``) equal step-by-step ingestion (issue 12)."""
+"""SB3 steps read as one batch (``EpisodeBuffer.add_steps``) equal step-by-step ingestion."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def _drained(buf: EpisodeBuffer) -> dict[str, Any]:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_batched_steps_equal_step_by_step(seed: int) -> None:
-    """issue 12 (callback overhead): a rollout read in one batch gives the same columns and match
+    """A rollout read in one batch gives the same columns and match
     codes, in the same order, as the same steps fed one by one (new match sets appear mid-batch)."""
     steps = _steps(seed)
     one, batch = EpisodeBuffer(STRATS), EpisodeBuffer(STRATS)
@@ -63,7 +63,7 @@ def test_batched_steps_equal_step_by_step(seed: int) -> None:
 
 
 def test_batch_with_a_bad_episode_raises_as_step_by_step() -> None:
-    """issue 12: a batch holding a bad episode is replayed step by step: the same error, the episodes
+    """A batch holding a bad episode is replayed step by step: the same error, the episodes
     of the steps before it recorded, as if SB3 had fed the steps one by one."""
     steps = _steps(3, n_steps=12)
     steps[0][0][0].update(input_id="x0", strategy_matches=("a",))  # a known match set for the batch
@@ -92,7 +92,7 @@ def test_batch_with_a_bad_episode_raises_as_step_by_step() -> None:
 
 
 def test_batch_precheck_never_accepts_what_the_one_check_rejects() -> None:
-    """issue 12: the per-column pre-check of a batch only ever proves rows fine (fuzzed against _screen)."""
+    """The per-column pre-check of a batch only ever proves rows fine (fuzzed against _screen)."""
     rng = np.random.default_rng(12)
     hostile: list[Any] = [-1, 2**63, True, None, "", 2.0, 2.5, math.nan, np.int32(-4), np.uint64(2**64 - 1),
                           np.float32(1.0), (1,), [1]]  # fmt: skip

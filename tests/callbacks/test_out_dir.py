@@ -1,4 +1,4 @@
-"""Callbacks' ``out_dir`` never mixes two runs (issue 11 case 2, the callbacks part)."""
+"""Callbacks' ``out_dir`` never mixes two runs."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def _episodes(folder: Path) -> int:
 
 
 def test_monitor_out_dir_holding_a_run_gets_a_fresh_sibling_and_one_warning(tmp_path: Path) -> None:
-    """issue 11 case 2: a second monitor on the same out_dir writes to out_dir-2, the first run intact."""
+    """A second monitor on the same out_dir writes to out_dir-2, the first run intact."""
     first = tmp_path / "run"
     _run(first, 4)
     before = {p.name: p.read_bytes() for p in first.iterdir() if p.is_file()}
@@ -49,7 +49,7 @@ def test_monitor_out_dir_holding_a_run_gets_a_fresh_sibling_and_one_warning(tmp_
 
 
 def test_folder_with_only_user_files_is_used_without_warning(tmp_path: Path) -> None:
-    """issue 11 case 2: a folder holding no seffi run (only the user's files) is used as given."""
+    """A folder holding no seffi run (only the user's files) is used as given."""
     (tmp_path / "notes.txt").write_text("mine")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -59,7 +59,7 @@ def test_folder_with_only_user_files_is_used_without_warning(tmp_path: Path) -> 
 
 
 def test_nested_layout_counts_as_a_run(tmp_path: Path) -> None:
-    """issue 11 case 2: the SB3 "both" layout (runs in stream/ and eval/) makes the folder taken."""
+    """The SB3 "both" layout (runs in stream/ and eval/) makes the folder taken."""
     (tmp_path / "cb" / "eval").mkdir(parents=True)
     (tmp_path / "cb" / "eval" / "report.json").write_text("{}")
     (tmp_path / "cb-2").write_text("a file, not a folder: skipped")

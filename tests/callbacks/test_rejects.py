@@ -1,4 +1,4 @@
-"""The monitor never loses good episodes and always names the bad key (issue 11 case 4)."""
+"""The monitor never loses good episodes and always names the bad key."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def _vector_infos(infos: list[dict[str, Any] | None]) -> dict[str, Any]:
 
 
 def test_sb3_list_bad_sample_index_rejects_only_that_episode() -> None:
-    """issue 11 case 4a: 'abc' beside a full buffer is refused at ingestion by name; no good one lost."""
+    """'abc' beside a full buffer is refused at ingestion by name; no good one lost."""
     m, ref = _monitor(), _monitor()
     good = [_info(t) for t in range(4095)]
     for t in range(0, 4095, 5):  # SB3 steps of 5 envs, all ending an episode; 4,095 buffered
@@ -97,7 +97,7 @@ def test_sb3_list_bad_sample_index_rejects_only_that_episode() -> None:
 
 
 def test_done_env_with_none_info_is_rejected_by_name() -> None:
-    """issue 11 case 4b: a done env whose info is None is a rejected episode (not UnboundLocalError)."""
+    """A done env whose info is None is a rejected episode (not UnboundLocalError)."""
     m = _monitor()
     with pytest.raises(
         EpisodeRejected, match=r"sub-env index 0\): an episode ended but its info is None"
@@ -153,7 +153,7 @@ def _ingest(m: CoverageMonitor, path: str, infos: list[dict[str, Any]]) -> int:
         )
     if path == "sb3_list":
         return m.ingest_infos(infos, done)
-    if path == "sb3_steps":  # a rollout read as one batch (SB3's log_at="rollout"), issue 12
+    if path == "sb3_steps":  # a rollout read as one batch (SB3's log_at="rollout")
         return m.ingest_steps([(infos, done)])
     if path == "list_no_dones":
         return m.ingest_infos([dict(i, y_text="t") for i in infos])
@@ -179,7 +179,7 @@ def _ingest(m: CoverageMonitor, path: str, infos: list[dict[str, Any]]) -> int:
 @pytest.mark.parametrize("path", _paths())
 @pytest.mark.parametrize(("key", "value"), BAD_VALUES, ids=[f"{k}={v!r}"[:30] for k, v in BAD_VALUES])
 def test_one_rule_on_every_path(path: str, key: str, value: Any) -> None:
-    """issue 11 case 4c: the same bad value is rejected, by name, on every ingestion path; goods count."""
+    """The same bad value is rejected, by name, on every ingestion path; goods count."""
     if path == "episode_end" and key == "sample_index" and value is None:
         pytest.skip("EpisodeEnd's None means 'not reported' (its documented type is int | None)")
     m, ref = _monitor(), _monitor()
@@ -221,7 +221,7 @@ def test_one_rule_on_every_path(path: str, key: str, value: Any) -> None:
 @pytest.mark.parametrize("path", ["gym_vector", "sb3_list", "single_dict"])
 @pytest.mark.parametrize("dones", [np.array([1, 0]), ["no", "no"], np.array([0.0, 1.0]), [None, True]])
 def test_non_boolean_dones_name_dones_and_record_nothing(path: str, dones: Any) -> None:
-    """issue 11 case 4c: dones must be booleans on every path (1, 'no', 0.0, None are not)."""
+    """Dones must be booleans on every path (1, 'no', 0.0, None are not)."""
     m = _monitor()
     infos = [_info(0), _info(1)]
     feed = {"gym_vector": _vector_infos(infos), "sb3_list": infos, "single_dict": infos[0]}[path]
@@ -231,7 +231,7 @@ def test_non_boolean_dones_name_dones_and_record_nothing(path: str, dones: Any) 
 
 
 def test_integral_floats_from_gymnasium_columns_are_ints() -> None:
-    """issue 11 case 4c: a good env's 3 stored as 3.0 (a float column) still counts; a NaN does not."""
+    """A good env's 3 stored as 3.0 (a float column) still counts; a NaN does not."""
     m = _monitor()
     vec = _vector_infos([_info(0, sample_index=math.nan), _info(1, sample_index=2)])
     assert vec["sample_index"].dtype == np.float64
@@ -244,7 +244,7 @@ def test_integral_floats_from_gymnasium_columns_are_ints() -> None:
 
 
 def test_valid_none_counts_the_same_everywhere() -> None:
-    """issue 11 case 4c: valid=None used to be invalid on SB3/single paths and valid on the vector path."""
+    """valid=None counts the same on the vector, final_info, SB3 and single-dict paths."""
     outcomes = set()
     for path in ("gym_vector", "gym_final_info", "sb3_list", "single_dict"):
         m = _monitor()
@@ -257,7 +257,7 @@ def test_valid_none_counts_the_same_everywhere() -> None:
 
 
 def test_row_precheck_agrees_with_the_one_check() -> None:
-    """issue 11 case 4c: the SB3 rows' fast pre-check never accepts what _screen rejects (fuzzed)."""
+    """The SB3 rows' fast pre-check never accepts what _screen rejects (fuzzed)."""
     rng = np.random.default_rng(11)
     pool: list[Any] = [
         0,
@@ -307,7 +307,7 @@ def test_row_precheck_agrees_with_the_one_check() -> None:
 
 
 def test_episode_ends_outside_a_monitor_raise_the_same_error() -> None:
-    """issue 11 case 4c: the public parsers apply the same rule (no monitor: nothing recorded)."""
+    """The public parsers apply the same rule (no monitor: nothing recorded)."""
     with pytest.raises(EpisodeRejected, match=r"env 'e' \(sub-env index 1\): 'valid' must be a bool"):
         episode_ends([_info(0), _info(1, valid=None)], np.array([True, True]), env_name="e")
 
@@ -342,7 +342,7 @@ CORRUPTIONS = {
 
 @pytest.mark.parametrize("name", list(CORRUPTIONS))
 def test_corrupt_state_is_refused_and_the_monitor_unchanged(name: str) -> None:
-    """issue 11 case 4d: validated before anything changes; overflowing counts refused at load."""
+    """Validated before anything changes; overflowing counts refused at load."""
     m = _filled()
     before = _state(m)
     bad = copy.deepcopy(m.state_dict())
@@ -359,7 +359,7 @@ def test_corrupt_state_is_refused_and_the_monitor_unchanged(name: str) -> None:
 
 
 def test_fuzzed_states_load_or_leave_the_monitor_unchanged() -> None:
-    """issue 11 case 4d: any leaf replaced by junk either loads or raises SeffiError, never half-loads."""
+    """Any leaf replaced by junk either loads or raises SeffiError, never half-loads."""
     rng = np.random.default_rng(4)
     m = _filled()
     good = m.state_dict()

@@ -196,7 +196,7 @@ def test_configure_validates_on_the_driver():
 
 
 def test_callback_takes_a_monitor_config(tmp_path):
-    """issue 12 step 4: CoverageCallback(config=MonitorConfig(n_boot=0, wandb="disabled")) builds the
+    """CoverageCallback(config=MonitorConfig(n_boot=0, wandb="disabled")) builds the
     driver's and the runners' monitors with those values; an unknown option is one SeffiError."""
     import gymnasium as gym
 

@@ -89,7 +89,7 @@ def _check_eval(cb: CoverageCallback, eval_env: RecordFinals, n_inputs: int) -> 
 def test_router_env_both_modes_curves_match_and_wandb_summary(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Also issue 14 case 3: at the end the callback prints its folder and the sync command, once."""
+    """At the end the callback prints its folder and the sync command, once."""
     model = _ppo("seffi/SortSwapsRouter-v0", "MlpPolicy", n_inputs=3, budget=K, reward="novel")
     eval_env = RecordFinals(gym.make("seffi/SortSwapsRouter-v0", n_inputs=3, budget=K, input_seed=1))
     cb = CoverageCallback(
@@ -148,7 +148,7 @@ def test_router_env_both_modes_curves_match_and_wandb_summary(
         (final,) = load_report(tmp_path / part)["comparisons"]
         assert labels == {p["curves"]["label"] for p in final["policies"]} | {"iid", "oracle"}
 
-    # One closing message for both folders and the one shared W&B run (issue 14 case 3).
+    # One closing message for both folders and the one shared W&B run.
     printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[seffi] ")]
     assert printed == [
         f"[seffi] run folder: {tmp_path}  (stream/ and eval/: report.json, report.md, plots)",
@@ -229,7 +229,7 @@ def test_read_api_of_a_stream_callback_has_no_eval_part(tmp_path: Path) -> None:
 def test_wandb_init_failure_leaves_complete_local_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Also issue 14 case 3: the closing message names the folder and says W&B failed."""
+    """The closing message names the folder and says W&B failed."""
     import wandb
 
     def broken_init(*args: Any, **kwargs: Any) -> Any:
@@ -298,7 +298,7 @@ def test_user_baseline_replaces_the_env_one(tmp_path: Path) -> None:
 
 
 def test_out_dir_holding_a_run_is_never_written_into_again(tmp_path: Path) -> None:
-    """issue 11 case 2: a reused out_dir (even a "both"-layout one) gets out_dir-2 and one warning."""
+    """A reused out_dir (even a "both"-layout one) gets out_dir-2 and one warning."""
     earlier = tmp_path / "cb" / "stream"
     earlier.mkdir(parents=True)
     (earlier / "report.json").write_text('{"earlier": true}')
@@ -321,7 +321,7 @@ def test_out_dir_holding_a_run_is_never_written_into_again(tmp_path: Path) -> No
 
 
 def test_callback_takes_a_monitor_config(tmp_path: Path) -> None:
-    """issue 12 step 4: CoverageCallback(config=MonitorConfig(n_boot=0, wandb="disabled")) builds its
+    """CoverageCallback(config=MonitorConfig(n_boot=0, wandb="disabled")) builds its
     streaming monitor and its evaluator with those values; options go on top; a typo is one error."""
     from seffi.callbacks import MonitorConfig
 
@@ -356,7 +356,7 @@ class _StopAt(BaseCallback):
 
 
 def test_rollout_logging_reads_each_rollout_once_and_keeps_a_stopped_one(tmp_path: Path) -> None:
-    """issue 12 (callback overhead): with log_at="rollout" a step costs one append; the episodes are
+    """With log_at="rollout" a step costs one append; the episodes are
     read once per rollout, and a training stopped inside a rollout still records every episode."""
     model = _ppo("seffi/SortSwapsRouter-v0", "MlpPolicy", n_inputs=2, budget=K)
     cb = CoverageCallback(budget=K, out_dir=tmp_path, wandb="disabled", plots=False, n_boot=0, log_every=64)

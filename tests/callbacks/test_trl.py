@@ -161,7 +161,7 @@ def test_grpo_tiny_lm_logs_coverage_through_trl(hanoi, tmp_path):
     trainer.train()
 
     assert cov.budget == 4 and set(cov.group_sizes) == {4}
-    # issue 16 case 4: the evaluation's scalars reach the reporter too (moved ahead of it) and the history
+    # The evaluation's scalars reach the reporter too (the evaluation runs before it) and the history
     assert [s for s, _, _ in evaluation.history] == [2, 3] and evaluation.base.n == 4
     assert any("seffi/eval/valid@1" in rec and "seffi/eval/crossover_k" in rec for rec in reporter.seen)
     assert any("seffi/eval/valid@4" in rec for rec in trainer.state.log_history)
@@ -215,7 +215,7 @@ def test_labeler_in_place_of_validator(tmp_path):
 
 
 def test_out_dir_holding_a_run_gets_a_fresh_sibling(tmp_path):
-    """issue 11 case 2: GRPOCoverage never writes into a folder that already holds a seffi run."""
+    """GRPOCoverage never writes into a folder that already holds a seffi run."""
     from accelerate.state import PartialState
 
     PartialState._reset_state()
@@ -313,7 +313,7 @@ def test_iid_is_the_reference_models_own_samples_and_lr0_gain_contains_0(tmp_pat
 
 
 def test_drawing_the_reference_does_not_move_trainings_random_stream(hanoi, tmp_path):
-    """Issue 16 case 1: iid="reference" and iid="task" train on identical completions (fork_rng)."""
+    """iid="reference" and iid="task" train on identical completions (fork_rng)."""
     task, inputs = hanoi
     ds = Dataset.from_dict({"prompt": [task.prompt(x) for x in inputs], "input_id": [x.id for x in inputs]})
     runs = {}

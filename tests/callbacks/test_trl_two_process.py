@@ -1,4 +1,4 @@
-"""Issue 16 case 5: the TRL example under two real processes (accelerate, gloo on CPU).
+"""The TRL example under two real processes (accelerate, gloo on CPU).
 
 ``accelerate launch --multi_gpu --num_processes 2`` with ``ACCELERATE_USE_CPU=1`` starts two torchrun
 workers on CPU (gloo). (``accelerate launch --cpu --num_processes 2`` starts *one* process in
@@ -75,7 +75,7 @@ def _records(root: Path) -> tuple[dict, dict]:
 
 
 def test_merged_tracker_equals_the_independent_record(two_process_run: tuple[Path, float]) -> None:
-    """Issue 16 case 5: rank 0's tracker == one built from both ranks' own records (groups straddle)."""
+    """Rank 0's tracker == one built from both ranks' own records (groups straddle)."""
     from seffi.tasks import get_task
 
     root, seconds = two_process_run
@@ -117,7 +117,7 @@ def test_merged_tracker_equals_the_independent_record(two_process_run: tuple[Pat
 
 
 def test_every_rank_logs_the_same_seffi_keys(two_process_run: tuple[Path, float]) -> None:
-    """Issue 16 case 5: no rank logs a seffi key another rank never logs (coverage and evaluation)."""
+    """No rank logs a seffi key another rank never logs (coverage and evaluation)."""
     root, _ = two_process_run
     r0, r1 = _records(root)
     assert r0["log_keys"] == r1["log_keys"]

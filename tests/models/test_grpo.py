@@ -16,7 +16,7 @@ from seffi.models.grpo import diversity_rewards, group_rewards, reward_function,
 
 
 def test_diversity_reward_formula_and_group_permutations() -> None:
-    """Issue 16 case 2: r_i = valid_i ((1-w) + w [A_i != {}] / c_i); a permuted group's rewards move along."""
+    """r_i = valid_i ((1-w) + w [A_i != {}] / c_i); a permuted group's rewards move along."""
     group = [
         ("x", ("a",), True),
         ("x", ("a",), True),
@@ -43,7 +43,7 @@ def test_diversity_reward_formula_and_group_permutations() -> None:
 
 
 def test_groups_are_consecutive_runs_cut_at_the_group_size() -> None:
-    """Issue 16 case 2: a batch's groups (one prompt twice in a row makes two groups of G)."""
+    """A batch's groups (one prompt twice in a row makes two groups of G)."""
     recs = [("p", (), True)] * 4 + [("q", (), True)] * 2 + [("p", (), True)] * 2
     assert split_groups(recs, 2) == [[0, 1], [2, 3], [4, 5], [6, 7]]
     assert split_groups(recs, None) == [[0, 1, 2, 3], [4, 5], [6, 7]]
@@ -52,7 +52,7 @@ def test_groups_are_consecutive_runs_cut_at_the_group_size() -> None:
 
 
 def test_left_padding_does_not_move_an_absolute_position_policy() -> None:
-    """Issue 16 case 3: with positions from the mask a left-padded forward (TRL) equals the unpadded one."""
+    """With positions from the mask a left-padded forward (TRL) equals the unpadded one."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -73,7 +73,7 @@ def test_left_padding_does_not_move_an_absolute_position_policy() -> None:
 
 
 def test_rung3_trains_in_full_precision_without_checkpointing(tmp_path) -> None:
-    """Issue 16 (rung 3 on CPU): whatever the installed TRL defaults to, rung 3's GRPOConfig is fp32
+    """On CPU, whatever the installed TRL defaults to, rung 3's GRPOConfig is fp32
     without gradient checkpointing (TRL 1.16 turned bf16 autocast on by default: 5-8x slower on CPU and
     other numerics)."""
     require("trl", "trl")

@@ -1,4 +1,4 @@
-"""Issue 15 (rung 2): tokenizer, SFT, save/load, cache, hard EM and purity measures on tiny configs."""
+"""Rung 2's models: tokenizer, SFT, save/load, cache, hard EM and purity measures on tiny configs."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
 
 
 def test_tokenizer_ids_equal_task_vocabulary_ids() -> None:
-    """Issue 15 item 2: the word-level HF tokenizer built from task.vocabulary() agrees with it."""
+    """The word-level HF tokenizer built from task.vocabulary() agrees with it."""
     task = get_task("edit_script")
     layout = Layout(task.vocabulary())
     tok = build_tokenizer(layout)
@@ -59,7 +59,7 @@ def test_tokenizer_ids_equal_task_vocabulary_ids() -> None:
 
 
 def test_sft_loss_goes_down_and_same_seed_gives_identical_weights() -> None:
-    """Issue 15 Done-when: SFT mechanics (loss goes down) and same seed => same weights (bit-exact)."""
+    """SFT mechanics (loss goes down) and same seed => same weights (bit-exact)."""
     cfg = tiny_cfg()
     task = build_task(cfg)
     rows = training_rows(cfg, task)
@@ -72,7 +72,7 @@ def test_sft_loss_goes_down_and_same_seed_gives_identical_weights() -> None:
 
 
 def test_saved_folder_loads_with_auto_classes(tiny_models) -> None:
-    """Issue 15 item 2: save_pretrained folders load with AutoModelForCausalLM / AutoTokenizer."""
+    """save_pretrained folders load with AutoModelForCausalLM / AutoTokenizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = tiny_models.base_dir
@@ -86,7 +86,7 @@ def test_saved_folder_loads_with_auto_classes(tiny_models) -> None:
 
 
 def test_cache_reuses_folders_keyed_by_config(tiny_models) -> None:
-    """Issue 15 item 2: a second run with the same (task, config, seed) loads instead of training."""
+    """A second run with the same (task, config, seed) loads instead of training."""
     again = train_ladder_models(tiny_cfg(), tiny_models.base_dir.parent)
     assert again.cached == {"base": True, "mixture": True}
     assert _same(_weights(again.mixture), _weights(tiny_models.mixture))
@@ -107,7 +107,7 @@ class _Row:
 
 
 def test_em_assignments_change_then_stabilise_on_separable_modes() -> None:
-    """Issue 15 Done-when: EM assignments change, then stabilise; codes recover hidden modes (NMI 1)."""
+    """EM assignments change, then stabilise; codes recover hidden modes (NMI 1)."""
     task = get_task("edit_script")
     modes = ["del 0\nanswer a", "sub 1 b\nsub 2 b\nanswer b b", "ins 0 c\nins 1 c\nins 2 c\nanswer c c c"]
     xs = task.make_inputs(40, seed=0)
@@ -128,7 +128,7 @@ def test_em_assignments_change_then_stabilise_on_separable_modes() -> None:
 
 
 def test_online_cross_fitted_em_recovers_separable_modes() -> None:
-    """Issue 15 item 3: online hard EM with cross-fitted E-steps puts each hidden mode on its own code."""
+    """Online hard EM with cross-fitted E-steps puts each hidden mode on its own code."""
     task = get_task("edit_script")
     modes = ["del 0\nanswer a", "sub 1 b\nsub 2 b\nanswer b b", "ins 0 c\nins 1 c\nins 2 c\nanswer c c c"]
     xs = task.make_inputs(40, seed=0)
@@ -152,7 +152,7 @@ def test_online_cross_fitted_em_recovers_separable_modes() -> None:
 
 
 def test_no_strategy_label_is_read_scrambled_labels_give_identical_models() -> None:
-    """Issue 15 Done-when: rows whose strategy/kind labels are scrambled train identical base and mixture."""
+    """Rows whose strategy/kind labels are scrambled train identical base and mixture."""
     mixture = {"rounds": 1, "epochs_per_round": 0.5, "final_epochs": 0.5, "lr": 3e-3, "prior": "input"}
     cfg = tiny_cfg(mixture=mixture)  # the ladder's kind of mixture: it learns p(z | x) too
     task = build_task(cfg)
@@ -172,14 +172,14 @@ def test_no_strategy_label_is_read_scrambled_labels_give_identical_models() -> N
 
 
 def test_balanced_argmax_caps_codes_and_keeps_confident_rows() -> None:
-    """Issue 15 item 3 (collapse guard): a code better for every row cannot take every row."""
+    """Collapse guard: a code better for every row cannot take every row."""
     scores = np.array([[0.0, -5.0], [0.0, -0.1], [0.0, -3.0], [0.0, -0.2]])
     assert balanced_argmax(scores, 0.0).tolist() == [0, 0, 0, 0]  # plain argmax collapses
     assert balanced_argmax(scores, 1.0).tolist() == [0, 1, 0, 1]  # least confident rows move
 
 
 def test_nmi_tv_and_purity_values() -> None:
-    """Issue 15 item 3 (purity diagnostics): NMI, TV and the per-code strategy mix on known inputs."""
+    """Purity diagnostics: NMI, TV and the per-code strategy mix on known inputs."""
     assert nmi([0, 0, 1, 1], ["a", "a", "b", "b"]) == pytest.approx(1.0)
     assert nmi([0, 1, 0, 1], ["a", "a", "b", "b"]) == pytest.approx(0.0, abs=1e-12)
     assert tv(np.array([0.5, 0.5]), np.array([1.0, 0.0])) == pytest.approx(0.5)
@@ -198,7 +198,7 @@ def test_nmi_tv_and_purity_values() -> None:
 
 
 def test_sampling_is_per_row_reproducible_whatever_the_batch(tiny_models) -> None:
-    """Issue 15 item 4: a row's trace depends on its own uniforms only (batched == one at a time)."""
+    """A row's trace depends on its own uniforms only (batched == one at a time)."""
     lm = tiny_models.mixture
     task = tiny_models.task
     xs = task.make_inputs(6, seed=3)
@@ -225,7 +225,7 @@ def test_sampling_is_per_row_reproducible_whatever_the_batch(tiny_models) -> Non
 
 
 def test_load_rejects_folders_of_other_tasks(tiny_models) -> None:
-    """Issue 15 item 2: loading a model folder for the wrong task is one readable error."""
+    """Loading a model folder for the wrong task is one readable error."""
     with pytest.raises(SeffiError, match="edit_script"):
         TaskLM.load(tiny_models.base_dir, get_task("hanoi"))
     with pytest.raises(SeffiError, match="not a seffi model folder"):
@@ -233,7 +233,7 @@ def test_load_rejects_folders_of_other_tasks(tiny_models) -> None:
 
 
 def test_missing_lm_extra_is_one_line_naming_it() -> None:
-    """Issue 15 item 1: without torch, require_lm() raises a SeffiError naming the 'lm' extra."""
+    """Without torch, require_lm() raises a SeffiError naming the 'lm' extra."""
     code = (
         "import sys; sys.modules['torch'] = None\n"
         "from seffi.models import require_lm, MissingExtraError\n"
@@ -244,14 +244,14 @@ def test_missing_lm_extra_is_one_line_naming_it() -> None:
 
 
 def test_examples_read_only_text_fields() -> None:
-    """Issue 15 item 3: training sequences are built from input_id, prompt and y_text only."""
+    """Training sequences are built from input_id, prompt and y_text only."""
     layout = Layout(get_task("edit_script").vocabulary())
     ex = examples_from_rows(layout, [_Row("i", "edit a to b", "sub 0 b\nanswer b")], [2])
     assert ex[0].prefix[-1] == layout.code(2) and ex[0].target[-1] == 1
 
 
-def test_mixture_max_rows_subsets_rows_and_keeps_old_cache_keys() -> None:
-    """Issue 15 item 3 (cost): EM on a seeded subset of rows; unset, the cache key is unchanged."""
+def test_mixture_max_rows_subsets_rows_and_unset_leaves_the_cache_key() -> None:
+    """EM on a seeded subset of rows (max_rows); unset, it is left out of the cache key."""
     from seffi.models.cache import mixture_row_index
 
     cfg = tiny_cfg(mixture={"max_rows": 50})
@@ -260,7 +260,7 @@ def test_mixture_max_rows_subsets_rows_and_keeps_old_cache_keys() -> None:
     assert mixture_row_index(cfg, 200).tolist() == idx.tolist()
     assert mixture_row_index(tiny_cfg(), 200).tolist() == list(range(200))
     assert tiny_cfg(mixture={"max_rows": 50}).mixture_key() != tiny_cfg().mixture_key()
-    # A config without max_rows hashes exactly as before the field existed (cached models stay valid).
+    # A config without max_rows hashes as if the field did not exist (cached models stay valid).
     from seffi._seeding import stable_id
 
     old = tiny_cfg().mixture.model_dump(mode="json")
@@ -270,11 +270,11 @@ def test_mixture_max_rows_subsets_rows_and_keeps_old_cache_keys() -> None:
     assert tiny_cfg().mixture_key() == expected
 
 
-def test_new_mixture_fields_at_their_old_values_keep_cache_keys() -> None:
-    """Issue 15 item 3 (frozen-base mixture): trainable="all" and no warm-up hash as before the fields."""
+def test_mixture_fields_at_their_defaults_are_left_out_of_the_cache_key() -> None:
+    """Frozen-base mixture fields: trainable="all" and no warm-up hash as a config without the fields."""
     plain = tiny_cfg()
-    old_values = {"trainable": "all", "code_slot": "after_sep", "warm_epochs": 0, "warm_lr": 1}
-    same = tiny_cfg(mixture={**tiny.TINY["mixture"], **old_values})
+    defaults = {"trainable": "all", "code_slot": "after_sep", "warm_epochs": 0, "warm_lr": 1}
+    same = tiny_cfg(mixture={**tiny.TINY["mixture"], **defaults})
     assert same.mixture_key() == plain.mixture_key()
     codes = tiny_cfg(mixture={**tiny.TINY["mixture"], "trainable": "codes"})
     warm = tiny_cfg(mixture={**tiny.TINY["mixture"], "warm_epochs": 1})
@@ -287,7 +287,7 @@ def test_new_mixture_fields_at_their_old_values_keep_cache_keys() -> None:
 
 
 def test_codes_only_em_keeps_every_base_weight_and_moves_only_code_embeddings() -> None:
-    """Issue 15 item 3 (frozen-base mixture): with trainable="codes" after a warm-up, EM changes only the
+    """Frozen-base mixture: with trainable="codes" after a warm-up, EM changes only the
     L code-token embedding rows; the warm-up alone moves the transformer (it learns the code slot)."""
     cfg = tiny_cfg()
     task = build_task(cfg)
@@ -309,7 +309,7 @@ def test_codes_only_em_keeps_every_base_weight_and_moves_only_code_embeddings() 
 
 
 def test_freeze_to_codes_masks_gradients_and_undoes() -> None:
-    """Issue 15 item 3: freeze_to_codes leaves one trainable tensor whose gradient is zero off the codes."""
+    """freeze_to_codes leaves one trainable tensor whose gradient is zero off the codes."""
     cfg = tiny_cfg()
     task = build_task(cfg)
     rows = training_rows(cfg, task)[:8]
@@ -333,7 +333,7 @@ def _batch_of(lm: TaskLM, rows: list) -> tuple:
 
 
 def test_code_scores_batched_equal_one_code_at_a_time(tiny_models) -> None:
-    """Issue 15 item 3: scoring every code in one batch gives each code's own log-likelihoods."""
+    """Scoring every code in one batch gives each code's own log-likelihoods."""
     mixture = tiny_models.mixture
     rows = training_rows(tiny_models.cfg, tiny_models.task)[:20]
     got = code_scores(mixture, rows, 3)
@@ -348,7 +348,7 @@ def test_code_scores_batched_equal_one_code_at_a_time(tiny_models) -> None:
 
 
 def test_nmi_weights_and_split_ceiling_values() -> None:
-    """Issue 15 Done-when (NMI target): a pure latent split over 2 codes per strategy scores 2/3 at best."""
+    """NMI ceiling: a pure latent split over 2 codes per strategy scores 2/3 at best."""
     assert nmi([0, 0, 1], ["a", "a", "b"], weights=[0.5, 0.5, 1.0]) == pytest.approx(1.0)
     assert nmi([0, 0, 1, 1], ["a", "b", "a", "b"], weights=[1, 0, 0, 1]) == pytest.approx(1.0)
     pairs = [("a", ("a",))] * 400 + [("b", ("b",))] * 400
@@ -362,7 +362,7 @@ def test_nmi_weights_and_split_ceiling_values() -> None:
 
 
 def test_code_in_the_separator_slot_starts_as_the_base_lm(tiny_models, tmp_path) -> None:
-    """Issue 15 item 3 (mixture validity): with code_slot="sep" the code replaces <sep>, the trace keeps
+    """Mixture validity: with code_slot="sep" the code replaces <sep>, the trace keeps
     the base LM's positions, and codes initialised at the separator's embedding give the base LM's own
     log-likelihoods (the untrained mixture is the base LM); the slot is saved with the model."""
     from seffi.models.mixture import init_codes
@@ -387,7 +387,7 @@ def test_code_in_the_separator_slot_starts_as_the_base_lm(tiny_models, tmp_path)
 
 
 def test_kmeans_init_finds_separable_modes_from_trace_features() -> None:
-    """Issue 15 item 3 (k-means code init): clusters of the base LM's trace features recover hidden modes
+    """K-means code init: clusters of the base LM's trace features recover hidden modes
     without labels; init="kmeans" without a warm-up to teach them is refused."""
     from pydantic import ValidationError
 
@@ -409,7 +409,7 @@ def test_kmeans_init_finds_separable_modes_from_trace_features() -> None:
 
 
 def test_learned_prior_follows_the_input_and_matches_the_scores() -> None:
-    """Issue 15 items 3-4 (per-input latent prior): with prior="input" the code token is trained too, so
+    """Per-input latent prior: with prior="input" the code token is trained too, so
     the mixture's p(z | x) is the codes' assignment frequencies *per input*: on a prompt whose rows take
     two modes it splits between their codes, on a prompt with one mode it picks that mode's code. The
     batched read-out equals exp(score) of the single code token, renormalised (an independent path)."""
@@ -441,7 +441,7 @@ def test_learned_prior_follows_the_input_and_matches_the_scores() -> None:
 
 
 def test_learned_prior_examples_put_the_code_in_the_target() -> None:
-    """Issue 15 item 3: learn_code moves the code token from the prefix to the front of the target."""
+    """learn_code moves the code token from the prefix to the front of the target."""
     layout = Layout(get_task("edit_script").vocabulary())
     row = _Row("i", "edit a to b", "sub 0 b\nanswer b")
     plain = examples_from_rows(layout, [row], [2])[0]
@@ -451,14 +451,14 @@ def test_learned_prior_examples_put_the_code_in_the_target() -> None:
 
 
 def test_global_prior_models_give_the_same_prior_to_every_input(tiny_models) -> None:
-    """Issue 15 item 4: a mixture without a learned prior keeps the codes' frequencies for every input."""
+    """A mixture without a learned prior keeps the codes' frequencies for every input."""
     assert not tiny_models.per_input_prior
     prior = tiny_models.input_prior(["edit a to b", "edit b to c"])
     np.testing.assert_allclose(prior, np.tile(tiny_models.prior, (2, 1)))
 
 
 def test_purity_joint_nmi_weighs_samples_by_the_prior() -> None:
-    """Issue 15 (NMI under the model's own joint): weights that drop a code's samples drop the code."""
+    """NMI under the model's own joint: weights that drop a code's samples drop the code."""
 
     class R:
         def __init__(self, matches: set[str]) -> None:
