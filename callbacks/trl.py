@@ -50,6 +50,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from seffi._convert import plain
 from seffi._io import write_atomic
 from seffi.callbacks.group_methods import check_scaling, policy_logprobs
 from seffi.callbacks.groups import GroupCoverage, GroupScorer
@@ -77,12 +78,9 @@ def checkpoint_state_path(output_dir: str | Path, step: int) -> Path:
 
 
 def _jsonable(obj: Any) -> Any:
-    """Numpy scalars and arrays, sets and paths as JSON values."""
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    if isinstance(obj, (set, frozenset)):
-        return sorted(obj)
-    return str(obj)
+    """Numpy scalars and arrays and sets as JSON values; anything else (a path) as its text."""
+    converted = plain(obj)
+    return str(obj) if converted is obj else converted
 
 
 def completion_text(completion: Any) -> Any:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from seffi._convert import plain
 from seffi._seeding import canonical_json
 from seffi.errors import SeffiError
 from seffi.tasks import get_task
@@ -203,11 +204,6 @@ class Outcomes:
         return Outcomes(
             self.y_text[idx], self.matches[idx], self.valid[idx], self.parse_ok[idx], self.mask[idx]
         )
-
-
-def to_python(value: Any) -> Any:
-    """A numpy scalar as the plain Python value (what a single env puts in ``info``)."""
-    return value.item() if isinstance(value, np.generic) else value
 
 
 class Life:
@@ -415,7 +411,7 @@ def user_reward(fn: Any, info: dict[str, Any]) -> float:
 
 def row_info(columns: dict[str, np.ndarray], j: int) -> dict[str, Any]:
     """The single-env ``info`` of finished row ``j`` (plain Python values)."""
-    return {key: to_python(col[j]) for key, col in columns.items()}
+    return {key: plain(col[j]) for key, col in columns.items()}
 
 
 def vector_infos(num_envs: int, rows: np.ndarray, columns: dict[str, np.ndarray]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ TREES = {"seffi": "seffi", "envs": "seffi.envs", "callbacks": "seffi.callbacks"}
 ALIASES = {"envs": "seffi.envs", "callbacks": "seffi.callbacks"}
 #: Layers below the adapters: they must not import envs, callbacks or the experiments.
 LOWER = (
+    "seffi._convert",
     "seffi._io",
     "seffi._seeding",
     "seffi.coverage",

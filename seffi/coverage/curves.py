@@ -10,13 +10,13 @@ columns, ``B`` of bootstrap replicates.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
+from seffi._convert import jsonable
 from seffi.coverage.columns import curves_arrays
 from seffi.coverage.gain import gain_value, paired_gain
 from seffi.coverage.summaries import Gain, TimeToCoverage, survival_summary
@@ -192,7 +192,7 @@ class Curves:
             if f.name == "time_to_coverage":
                 out[f.name] = {k: t.to_dict() for k, t in v.items()}
             else:
-                out[f.name] = _jsonable(v)
+                out[f.name] = jsonable(v)
         return out
 
     @classmethod
@@ -252,28 +252,3 @@ def _input_key(k: Any) -> tuple[str | None, str]:
     if k[0] is not None and not isinstance(k[0], str):
         raise ValueError(f"bad input key {k!r}: the task must be a str or null")
     return (k[0], k[1])
-
-
-def _opt(v: Any) -> float | None:
-    """A finite float, or None for NaN/inf (censored or undefined)."""
-    v = float(v)
-    return v if math.isfinite(v) else None
-
-
-def _jsonable(v: Any) -> Any:
-    """Arrays to nested lists and non-finite floats to None, recursively."""
-    if isinstance(v, np.ndarray):
-        if v.dtype == bool:
-            return v.tolist()
-        if np.issubdtype(v.dtype, np.integer):
-            return v.astype(int).tolist()
-        return [_jsonable(x) for x in v.tolist()] if v.ndim > 1 else [_opt(x) for x in v.tolist()]
-    if isinstance(v, list | tuple):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, float | np.floating):
-        return _opt(v)
-    if isinstance(v, np.integer | np.bool_):
-        return v.item()
-    return v

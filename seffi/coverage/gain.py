@@ -17,10 +17,11 @@ from seffi._seeding import SeedLike
 from seffi.coverage.resampling import (
     bootstrap_counts,
     expanded_level,
+    percentile_interval,
     stratified_mean_variance,
     t_quantile,
 )
-from seffi.coverage.summaries import Gain, percentile
+from seffi.coverage.summaries import Gain
 
 if TYPE_CHECKING:  # annotations only: curves.py imports this module
     from seffi.coverage.curves import Curves
@@ -331,7 +332,7 @@ def _interval(value: float, reps: np.ndarray, level: float, note: str | None) ->
     g = reps[np.isfinite(reps)]
     if g.size == 0:
         return Gain(value=value, reason="every bootstrap replicate had an undefined gain")
-    lo, hi = percentile(g, level)
+    lo, hi = percentile_interval(g, level, skip_nan=False)
     return Gain(value=value, lo=float(lo), hi=float(hi), reason=note)
 
 

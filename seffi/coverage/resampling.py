@@ -115,12 +115,17 @@ def ratio_replicates(W: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndar
         return np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1.0), np.nan)
 
 
-def percentile_interval(reps: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+def percentile_interval(
+    reps: np.ndarray, level: float = 0.95, method: str = "linear", *, skip_nan: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     """Equal-tailed percentile interval over replicates (axis 0), ignoring NaN replicates.
 
     Args:
         reps: float array, shape (B, ...).
         level: coverage level in (0, 1).
+        method: ``np.quantile``'s method.
+        skip_nan: Ignore NaN replicates (a column of only NaN gets NaN bounds); False: a NaN
+            replicate makes its column's bounds NaN.
 
     Returns:
         (lo, hi): float arrays, shape (...).
@@ -129,6 +134,9 @@ def percentile_interval(reps: np.ndarray, level: float = 0.95) -> tuple[np.ndarr
         raise ValueError(f"ci level must be in (0, 1), got {level!r}")
     a = (1.0 - level) / 2.0
     reps = np.asarray(reps, dtype=np.float64)
+    if not skip_nan or not np.isnan(reps).any():  # the usual case: plain quantiles
+        lo, hi = np.quantile(reps, [a, 1.0 - a], axis=0, method=method)
+        return lo, hi
     flat = reps.reshape(reps.shape[0], -1)
     # Columns where every replicate is NaN (no run reaches that k) get NaN bounds; quantiles are
     # taken only over the others, so numpy has no all-NaN slice to warn about.
@@ -136,7 +144,7 @@ def percentile_interval(reps: np.ndarray, level: float = 0.95) -> tuple[np.ndarr
     lo = np.full(flat.shape[1], np.nan)
     hi = np.full(flat.shape[1], np.nan)
     if some.any():
-        lo[some], hi[some] = np.nanquantile(flat[:, some], [a, 1.0 - a], axis=0)
+        lo[some], hi[some] = np.nanquantile(flat[:, some], [a, 1.0 - a], axis=0, method=method)
     return lo.reshape(reps.shape[1:]), hi.reshape(reps.shape[1:])
 
 

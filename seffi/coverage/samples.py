@@ -12,8 +12,7 @@ from seffi.coverage._common import _Samples, _ttc_from_runs, rarity_ranks
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
 from seffi.coverage.extrapolate import _beyond_n, _full_law, model_law
 from seffi.coverage.jackknife import jackknife_novelty_sd
-from seffi.coverage.resampling import normal_quantile, t_quantile
-from seffi.coverage.summaries import percentile
+from seffi.coverage.resampling import normal_quantile, percentile_interval, t_quantile
 
 # -- estimated from samples ----------------------------------------------------------------------
 
@@ -506,7 +505,7 @@ def _set_intervals(
     for name in _PERCENTILE_FIELDS:
         if name in reps:
             pt = np.asarray(getattr(c, name), dtype=np.float64)
-            lo, hi = percentile(reps[name], level)
+            lo, hi = percentile_interval(reps[name], level, skip_nan=False)
             lo, hi = np.minimum(lo, pt), np.maximum(hi, pt)
             if trials is not None:
                 wlo, whi = wilson_interval(pt, trials, z)

@@ -7,7 +7,6 @@ are (pydantic, JSON-native lists, NaN refused, a missing value is ``None``). Als
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Annotated, Any
 
@@ -23,13 +22,15 @@ from pydantic import (
     model_validator,
 )
 
+from seffi._convert import finite
+from seffi.coverage.resampling import percentile_interval
+
 __all__ = [
     "MAX_BUDGET",
     "FloatList",
     "Gain",
     "TimeToCoverage",
     "check_unit",
-    "percentile",
     "survival_summary",
 ]
 
@@ -42,9 +43,7 @@ _EPS = 1e-9
 
 def _plain_floats(value: Any) -> Any:
     """A float array becomes a list with NaN as None; anything else is left to the field's own check."""
-    if isinstance(value, np.ndarray):
-        return [None if not math.isfinite(x) else x for x in value.astype(np.float64).tolist()]
-    return value
+    return [finite(x) for x in value.astype(np.float64).tolist()] if isinstance(value, np.ndarray) else value
 
 
 #: Per-k values; None marks a value that is undefined at that k (e.g. no run reached k samples).
@@ -60,19 +59,6 @@ def check_unit(name: str, values: Sequence[Any] | float | None) -> None:
     for v in items:
         if v is not None and not -_EPS <= v <= 1.0 + _EPS:
             raise ValueError(f"{name} must lie in [0, 1], got {v}")
-
-
-def percentile(reps: np.ndarray, level: float, method: str = "linear") -> tuple[np.ndarray, np.ndarray]:
-    """Percentile interval of replicates along axis 0 (shape (B, ...) -> two arrays of shape (...))."""
-    a = (1.0 - level) / 2.0
-    lo, hi = np.quantile(np.asarray(reps, dtype=np.float64), [a, 1.0 - a], axis=0, method=method)
-    return lo, hi
-
-
-def _opt(v: Any) -> float | None:
-    """A finite float, or None for NaN/inf (censored or undefined)."""
-    v = float(v)
-    return v if math.isfinite(v) else None
 
 
 def survival_summary(survival: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -230,22 +216,24 @@ class TimeToCoverage(BaseModel):
         kw: dict[str, Any] = {
             "tau": float(tau),
             "survival": s,
-            "median": _opt(med),
+            "median": finite(med),
             "restricted_mean": float(rmean),
             "fraction_censored": float(cens),
-            "mean": None if mean is None else _opt(mean),
+            "mean": None if mean is None else finite(mean),
         }
         if reps is not None and len(reps):
             reps = np.clip(reps, 0.0, 1.0)
-            kw["survival_lo"], kw["survival_hi"] = percentile(reps, level)
+            kw["survival_lo"], kw["survival_hi"] = percentile_interval(reps, level, skip_nan=False)
             rmed, rrm, rc = survival_summary(reps)
             # A replicate whose median is censored counts as +inf, so the interval is honest about it.
             # Medians are integers: take order statistics instead of interpolating between them.
-            lo, hi = percentile(np.where(np.isnan(rmed), np.inf, rmed), level, method="nearest")
-            kw["median_lo"], kw["median_hi"] = _opt(lo), _opt(hi)
-            lo, hi = percentile(rrm, level)
+            lo, hi = percentile_interval(
+                np.where(np.isnan(rmed), np.inf, rmed), level, "nearest", skip_nan=False
+            )
+            kw["median_lo"], kw["median_hi"] = finite(lo), finite(hi)
+            lo, hi = percentile_interval(rrm, level, skip_nan=False)
             kw["restricted_mean_lo"], kw["restricted_mean_hi"] = float(lo), float(hi)
-            lo, hi = percentile(rc, level)
+            lo, hi = percentile_interval(rc, level, skip_nan=False)
             kw["fraction_censored_lo"], kw["fraction_censored_hi"] = float(lo), float(hi)
         return cls(**kw)
 

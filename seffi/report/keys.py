@@ -8,10 +8,10 @@ comparisons) and :func:`scalars_from_curves` / :func:`report_scalars`.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Mapping
 from typing import Any
 
+from seffi._convert import finite
 from seffi.coverage.columns import COLUMNS, Column, column
 
 PREFIX = "seffi"
@@ -165,17 +165,10 @@ def _get(curves: Any, name: str) -> Any:
     return getattr(curves, name, None)
 
 
-def _finite(value: Any) -> float | None:
-    if value is None:
-        return None
-    v = float(value)
-    return v if math.isfinite(v) else None
-
-
 def _at(values: Any, i: int) -> float | None:
     """``values[i]`` as a finite float; None when absent or undefined."""
     try:
-        return _finite(values[i])
+        return finite(values[i])
     except IndexError:
         return None
 
@@ -224,15 +217,15 @@ def _column_scalars(
         if values is not None:
             out = {key: _at(values, i) for key, i in _per_k_keys(c.name, tuple(ks), scope)}
     elif c.shape == "scalar":
-        out = {_fixed_keys(scope)[c.name]: _finite(_get(curves, c.name))}
+        out = {_fixed_keys(scope)[c.name]: finite(_get(curves, c.name))}
     elif c.shape == "tau":
         items = _get(curves, c.name) or []
         for s in items.values() if isinstance(items, Mapping) else items:
             for key, field in _tau_keys(float(_get(s, "tau")), scope):
-                out[key] = _finite(_get(s, field))
+                out[key] = finite(_get(s, field))
     elif c.shape == "gain" and gain is not None:
         for key, field in _gain_keys(scope):
-            out[key] = _finite(_get(gain, field))
+            out[key] = finite(_get(gain, field))
     elif c.shape == "count":
         n = counts.get(c.name)
         n = n if n is not None else _get(curves, c.name)
@@ -330,7 +323,7 @@ def baseline_scalars(comparison: Any, scope: str | None = None) -> dict[str, flo
     """
     aucs = {}
     for role in ("iid", "oracle"):
-        auc = _finite(_get(_get(comparison, role), "auc")) if _get(comparison, role) is not None else None
+        auc = finite(_get(_get(comparison, role), "auc")) if _get(comparison, role) is not None else None
         if auc is not None:
             aucs[role] = auc
     out = {baseline_auc_key(role, scope): auc for role, auc in aucs.items()}

@@ -14,8 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-import numpy as np
-
+from seffi._convert import json_default
 from seffi._io import append_line, read_jsonl, write_atomic
 from seffi.errors import SeffiError
 from seffi.report import keys
@@ -42,20 +41,9 @@ class Sink(Protocol):
         """Write final results and close."""
 
 
-def _json_default(obj: Any) -> Any:
-    """NumPy values -> plain JSON; anything else is a bug worth a clear error."""
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, set | frozenset):
-        return sorted(obj)
-    raise TypeError(f"cannot write {type(obj).__name__} to JSON: {obj!r}")
-
-
 def dumps_state(state: Mapping[str, Any]) -> str:
     """Tracker state as deterministic JSON (sorted keys; numpy arrays become lists)."""
-    return json.dumps(state, sort_keys=True, indent=None, separators=(",", ":"), default=_json_default) + "\n"
+    return json.dumps(state, sort_keys=True, indent=None, separators=(",", ":"), default=json_default) + "\n"
 
 
 class LocalSink:
@@ -97,7 +85,7 @@ class LocalSink:
         return self.out_dir / SNAPSHOTS_JSONL
 
     def _append(self, path: Path, record: Mapping[str, Any]) -> None:
-        line = json.dumps(record, sort_keys=True, default=_json_default)
+        line = json.dumps(record, sort_keys=True, default=json_default)
         # One handle per file for the sink's life (opening per log cost ~0.1 ms, a log's other work
         # ~1 ms); one whole line per record, flushed, so the file is complete after every log (a
         # write that fails on a full disk is cut back to the last whole line).

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from seffi._convert import plain
 from seffi.errors import SeffiError
 from seffi.report import keys
 
@@ -50,14 +51,6 @@ INIT_TIMEOUT_S = 15.0
 
 class WandbSinkWarning(RuntimeWarning):
     """W&B failed or dropped data; training and the local report continue."""
-
-
-def _clean(value: Any) -> Any:
-    """NumPy scalars -> Python numbers so W&B and JSON see plain values."""
-    item = getattr(value, "item", None)
-    if item is not None and getattr(value, "ndim", 1) == 0:
-        return item()
-    return value
 
 
 class SafeWandbRun:
@@ -303,7 +296,7 @@ class SafeWandbRun:
             return False
         if not self._defined:
             self.define_step_metric()
-        payload = {k: _clean(v) for k, v in data.items()}
+        payload = {k: plain(v) for k, v in data.items()}
         payload[self.step_key] = step
         if self._axes:
             payload = self._with_axes(payload)
@@ -384,7 +377,7 @@ class SafeWandbRun:
         """Put final numbers into ``run.summary``."""
         if not self.enabled:
             return
-        self._call("summary", self.run.summary.update, {k: _clean(v) for k, v in data.items()})
+        self._call("summary", self.run.summary.update, {k: plain(v) for k, v in data.items()})
 
     def log_artifact(self, name: str, type: str, paths: Sequence[str | Path]) -> None:
         """Log files as one artifact (the name is sanitised to W&B's allowed characters)."""

@@ -1,0 +1,68 @@
+"""Plain Python values from NumPy ones: the one converter for JSON files, W&B, env infos and reports."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = ["finite", "json_default", "jsonable", "plain"]
+
+
+def plain(value: Any) -> Any:
+    """A NumPy scalar or 0-d array as its Python value, an array as a nested list, a set as a sorted list.
+
+    Anything else is returned unchanged.
+
+    Example:
+        >>> plain(np.float32(0.5)), plain(np.arange(3)), plain({"b", "a"})
+        (0.5, [0, 1, 2], ['a', 'b'])
+    """
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.item() if value.ndim == 0 else value.tolist()
+    if isinstance(value, set | frozenset):
+        return sorted(value)
+    return value
+
+
+def finite(value: Any) -> float | None:
+    """``value`` as a float, or None when it is None, NaN or infinite (undefined, censored)."""
+    if value is None:
+        return None
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
+def jsonable(value: Any) -> Any:
+    """Arrays to nested lists and non-finite floats to None, recursively (dict keys become str).
+
+    Example:
+        >>> jsonable({"c": np.array([0.5, np.nan]), "n": np.int64(3)})
+        {'c': [0.5, None], 'n': 3}
+    """
+    if isinstance(value, np.ndarray):
+        if value.dtype == bool or np.issubdtype(value.dtype, np.integer):
+            return value.tolist()
+        return (
+            [jsonable(x) for x in value.tolist()] if value.ndim > 1 else [finite(x) for x in value.tolist()]
+        )
+    if isinstance(value, list | tuple):
+        return [jsonable(x) for x in value]
+    if isinstance(value, dict):
+        return {str(k): jsonable(x) for k, x in value.items()}
+    if isinstance(value, float | np.floating):
+        return finite(value)
+    if isinstance(value, np.integer | np.bool_):
+        return value.item()
+    return value
+
+
+def json_default(obj: Any) -> Any:
+    """``json.dumps(default=...)``: NumPy values and sets as plain JSON; anything else raises TypeError."""
+    converted = plain(obj)
+    if converted is obj:
+        raise TypeError(f"cannot write {type(obj).__name__} to JSON: {obj!r}")
+    return converted
