@@ -3,11 +3,11 @@
 Each ``plot_*`` returns a ``matplotlib.figure.Figure`` (or None when it has nothing to draw);
 :func:`save_figure` writes a PNG; :func:`render_report_plots` writes every plot of a report.
 
-Conventions, so figures compare at a glance:
+Conventions, so figures compare at a glance (all defined in :mod:`seffi.report.plots_style`):
 
-- colours are fixed by role: policies take the tab10 cycle, iid is grey, the oracle a black dashed line;
-- the title (a figure suptitle, wrapped to the figure width so long env ids never run off the edge)
-  says task, what is shown, env id, budget K and the number of inputs;
+- colours are fixed by role: policies take strong tab10 colours; iid is a grey dotted line, the oracle
+  a black dashed one, a sanity-check policy (``iid-sampler``) a light grey dash-dot line;
+- one title line: task, what is shown and the number of inputs (the env id belongs to the caption);
 - legends of line plots sit below the axes, outside the data, so they never hide a curve;
 - constrained layout places everything, so nothing is cut off.
 """
@@ -21,23 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from seffi.report._plot_base import (
-    _POLICY_COLORS,
-    DPI,
-    PLOTS_DIR,
-    _a,
-    _axes_legend_below,
-    _budget_axis,
-    _figure,
-    _gain_text,
-    _legend_below,
-    _legend_label,
-    _styled_sets,
-    _suptitle,
-    _title,
-    _wrap,
-    save_figure,
-)
+from seffi.report._plot_base import DPI, PLOTS_DIR, _a, _figure, _gain_text, save_figure
 from seffi.report.plots_compare import (
     eval_series,
     plot_compare,
@@ -49,6 +33,22 @@ from seffi.report.plots_detail import (
     plot_coverage_by_rarity,
     rarity_panels,
 )
+from seffi.report.plots_style import (
+    STYLE,
+    axes_legend_below,
+    budget_axis,
+    corner_note,
+    finish,
+    font,
+    is_sanity,
+    legend_below,
+    legend_label,
+    policy_styles,
+    styled_sets,
+    suptitle,
+    title,
+    wrap,
+)
 from seffi.report.schema import Comparison, CurveSet, Report
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DPI",
     "PLOTS_DIR",
+    "STYLE",
     "eval_series",
     "oracle_exceeded",
     "plot_barcode",
@@ -73,9 +74,6 @@ __all__ = [
     "render_report_plots",
     "save_figure",
 ]
-# Kept importable from here (tests and callers used them before the split).
-_ = (_POLICY_COLORS, _wrap)
-
 #: Text of the note drawn when a sampler's coverage exceeds the oracle's at some k.
 ORACLE_NOTE = (
     "note: the oracle is not a pointwise upper bound; a sampler whose traces match several strategies "
@@ -106,16 +104,20 @@ def oracle_exceeded(comparison: Comparison, *, tol: float = 1e-9) -> list[int]:
 def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
     """Main figure: coverage C(k) with CI bands, policies vs iid vs oracle.
 
-    The legend (below the axes) gives each sampler's AUC and, for policies, the gain vs iid with CI.
-    The title says "(shaded: 95% CI)" only when a band is drawn. Where a policy is above the oracle at
-    some k, a note under the axes says the oracle is not a pointwise upper bound. A series of periodic
-    evaluations (``eval@<step>`` lines, see :func:`eval_series`) is drawn as thin lines without bands,
-    the last evaluation with its band: :func:`plot_gain_vs_step` shows the series with CIs.
+    The legend (below the axes) gives each sampler's AUC and, for policies, the gain vs iid with CI,
+    and a "shaded: 95% CI" entry when a band is drawn. Sanity-check policies (see
+    :func:`seffi.report.plots_style.is_sanity`) are drawn as a muted line without a band. Where a
+    policy is above the oracle at some k, a note in the axes says the oracle is not a pointwise upper
+    bound. A series of periodic evaluations (``eval@<step>`` lines, see :func:`eval_series`) is drawn as
+    thin lines without bands, the last evaluation with its band: :func:`plot_gain_vs_step` shows the
+    series with CIs.
 
     Args:
         comparison: the comparison to draw.
         valid: draw valid-only coverage instead of raw coverage.
     """
+    from matplotlib.patches import Patch
+
     fig, axes = _figure(size=(7.0, 5.0))
     ax = axes[0, 0]
     gains = {id(p.curves): _gain_text(p) for p in comparison.policies}
@@ -123,7 +125,7 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
     # Earlier evaluations of a series: a stack of overlapping CI bands is unreadable, so no bands.
     faded = {id(p.curves) for _, p in series[:-1]} if len(series) >= 3 else set()
     banded = False
-    for c, style in _styled_sets(comparison):
+    for c, style in styled_sets(comparison):
         y = c.valid_coverage if valid else c.coverage
         lo, hi = (c.valid_coverage_lo, c.valid_coverage_hi) if valid else (c.coverage_lo, c.coverage_hi)
         if y is None:
@@ -131,42 +133,35 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
         if id(c) in faded:
             ax.plot(c.k, _a(y), color=style["color"], linewidth=0.9, alpha=0.55, label=c.label)
             continue
-        label = _legend_label(c)
+        label = legend_label(c)
         auc = c.valid_auc if valid else c.auc
         if auc is not None:
             label += f": AUC {auc:.3f}"
         if not valid:
             label += gains.get(id(c), "")
-        ax.plot(c.k, _a(y), label=label, marker="o" if len(c.k) <= 12 else None, markersize=3, **style)
+        marker = "o" if len(c.k) <= 12 and c.role == "policy" and not is_sanity(c) else None
+        ax.plot(c.k, _a(y), label=label, marker=marker, markersize=4, **style)
         _mark_extrapolated(ax, c, y, style)
-        if lo is not None and hi is not None:
-            ax.fill_between(c.k, _a(lo), _a(hi), color=style["color"], alpha=0.15, linewidth=0)
+        # Bands for the policies and the iid only: a sanity check's band would cover the iid's.
+        if lo is not None and hi is not None and not is_sanity(c):
+            ax.fill_between(c.k, _a(lo), _a(hi), color=style["color"], alpha=STYLE["band_alpha"], linewidth=0)
             banded = True
     ax.set_xlabel("sample budget k (samples per input)")
     ax.set_ylabel("valid-strategy coverage" if valid else "strategy coverage C(k) = E|S_k| / M")
     ax.set_ylim(-0.02, 1.05)
-    _budget_axis(ax, comparison.budget)
+    budget_axis(ax, comparison.budget)
     above = [] if valid else oracle_exceeded(comparison)
     if above:
         ks = ", ".join(str(k) for k in above[:6]) + (", …" if len(above) > 6 else "")
-        note = f"{ORACLE_NOTE} (here: k = {ks})"
-        ax.text(
-            0.99,
-            0.02,
-            "\n".join(_wrap(note, 4.2, 7.0)),
-            transform=ax.transAxes,
-            ha="right",
-            va="bottom",
-            fontsize=7,
-            color="0.25",
-            gid="oracle-note",
-        )
-    _axes_legend_below(fig, ax)
-    what = "valid coverage" if valid else "strategy coverage"
+        note = [*wrap(ORACLE_NOTE, 4.0, font("note")), f"(here: k = {ks})"]
+        corner_note(ax, note, gid="oracle-note")
+    handles, labels = ax.get_legend_handles_labels()
     if banded:
-        what += " (shaded: 95% CI)"
-    _suptitle(fig, _title(comparison, what, fig.get_figwidth()))
-    return fig
+        handles.append(Patch(facecolor="0.5", alpha=2 * STYLE["band_alpha"], linewidth=0))
+        labels.append("shaded: 95% CI")
+    legend_below(fig, handles, labels)
+    suptitle(fig, title(comparison, "valid coverage" if valid else "strategy coverage"))
+    return finish(fig)
 
 
 def _mark_extrapolated(ax: Any, c: CurveSet, y: Sequence[float | None], style: dict[str, Any]) -> None:
@@ -185,26 +180,27 @@ def _mark_extrapolated(ax: Any, c: CurveSet, y: Sequence[float | None], style: d
     dashed = {"color": style["color"], "linestyle": "--", "linewidth": width}
     ax.plot(k, v, label="_nolegend_", gid="extrapolated", **dashed)
     ax.axvline(c.k[first], color="0.6", linestyle=":", linewidth=0.8)
-    ax.text(c.k[first], 0.01, f" {c.label} extrapolated", fontsize=7, color="0.35", ha="left", va="bottom")
+    note = f" {c.label} extrapolated"
+    ax.text(c.k[first], 0.01, note, fontsize=font("note"), color="0.35", ha="left", va="bottom")
 
 
 def plot_novelty(comparison: Comparison) -> Figure:
     """Marginal novelty N(i) = Pr[sample i reveals a new strategy] (expected new count if that is all)."""
     fig, axes = _figure(size=(7.0, 4.8))
     ax = axes[0, 0]
-    for c, style in _styled_sets(comparison):
+    for c, style in styled_sets(comparison):
         y = c.novelty if c.novelty is not None else c.expected_new
         if y is None:
             continue
         suffix = "" if c.novelty is not None else " (expected # new)"
-        ax.plot(c.k, _a(y), label=_legend_label(c) + suffix, **style)
+        ax.plot(c.k, _a(y), label=legend_label(c) + suffix, **style)
     ax.set_xlabel("sample index i")
     ax.set_ylabel("novelty N(i) = Pr[sample i is new]")
     ax.set_ylim(bottom=-0.02)
-    _budget_axis(ax, comparison.budget)
-    _axes_legend_below(fig, ax)
-    _suptitle(fig, _title(comparison, "marginal novelty", fig.get_figwidth()))
-    return fig
+    budget_axis(ax, comparison.budget)
+    axes_legend_below(fig, ax)
+    suptitle(fig, title(comparison, "marginal novelty"))
+    return finish(fig)
 
 
 def _tau_groups(sets: Sequence[CurveSet], taus: Sequence[float], m: int | None) -> list[list[float]]:
@@ -232,13 +228,13 @@ def _tau_groups(sets: Sequence[CurveSet], taus: Sequence[float], m: int | None) 
 def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 1.0)) -> Figure:
     """Survival Pr[T(tau) > k] per tau, plus a box panel of per-run T (censored runs drawn at K+1).
 
-    A survival curve crosses the dotted 0.5 line at the median T. One legend (below) serves all panels.
+    A survival curve crosses the thin 0.5 line at the median T. One legend (below) serves all panels.
     Thresholds that give the same T for every sampler (with M <= 4 strategies, 80% coverage already
     needs all of them) share one panel, titled e.g. "T(0.8) = T(1)".
     """
-    styled = _styled_sets(comparison)
+    styled = styled_sets(comparison)
     groups = _tau_groups([c for c, _ in styled], taus, comparison.num_strategies)
-    fig, axes = _figure(1, len(groups) + 1, size=(4.2 * (len(groups) + 1), 4.6))
+    fig, axes = _figure(1, len(groups) + 1, size=(min(10.0, 4.0 * (len(groups) + 1)), 4.8))
     names = [" = ".join(f"T({tau:g})" for tau in g) for g in groups]
     legend: dict[str, Any] = {}
     for ax, group, name in zip(axes[0, :-1], groups, names, strict=True):
@@ -247,14 +243,26 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
             t = c.ttc(tau)
             if t is None or t.survival is None:
                 continue
-            (line,) = ax.step(c.k, _a(t.survival), where="post", **style)
-            legend.setdefault(_legend_label(c), line)
-        ax.axhline(0.5, color="0.55", linestyle=":", linewidth=1)
+            (line,) = ax.step(c.k, _a(t.survival), where="post", label=legend_label(c), **style)
+            legend.setdefault(legend_label(c), line)
+        # A thin solid line: dotted and dashed mean the baselines here.
+        ax.axhline(0.5, color="0.6", linewidth=0.9)
+        ax.annotate(
+            "median",
+            (0.0, 0.5),
+            xycoords=("axes fraction", "data"),
+            xytext=(3, -3),
+            textcoords="offset points",
+            ha="left",
+            va="top",
+            fontsize=font("note"),
+            color="0.4",
+        )
         ax.set_xlabel("sample budget k")
-        ax.set_ylabel(f"Pr[T({tau:g}) > k]  (not yet at {tau:.0%} coverage)")
+        ax.set_ylabel(f"Pr[T({tau:g}) > k]  (below {tau:.0%} coverage)")
         ax.set_ylim(-0.02, 1.05)
-        _budget_axis(ax, comparison.budget)
-        ax.set_title(f"survival of {name}; dotted: median level", fontsize=9)
+        budget_axis(ax, comparison.budget, narrow=True)
+        ax.set_title(f"survival of {name}")
     box_ax = axes[0, -1]
     data, labels, colors = [], [], []
     for c, style in styled:
@@ -264,11 +272,13 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
                 continue
             # Censored runs sit at K+1 so the box shows them as "beyond the budget".
             data.append([comparison.budget + 1 if v is None else v for v in t.values])
-            labels.append(f"{c.label}\n{name}")
+            labels.append(c.label if len(groups) == 1 else f"{c.label} {name}")
             colors.append(style["color"])
     if data:
         parts = box_ax.boxplot(data, patch_artist=True, widths=0.6)
-        box_ax.set_xticks(range(1, len(labels) + 1), labels, fontsize=7)
+        # One line per box, slanted, when thresholds split the boxes: two-line labels would collide.
+        slant = {} if len(groups) == 1 else {"rotation": 35, "ha": "right", "rotation_mode": "anchor"}
+        box_ax.set_xticks(range(1, len(labels) + 1), labels, **slant)
         for patch, color in zip(parts["boxes"], colors, strict=True):
             patch.set_facecolor(color)
             patch.set_alpha(0.35)
@@ -285,17 +295,19 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
             xytext=(3, -3),
             textcoords="offset points",
             va="top",
-            fontsize=7,
+            fontsize=font("note"),
             color="0.4",
         )
         box_ax.set_ylim(top=comparison.budget + 1.6)
     else:
         box_ax.text(0.5, 0.5, "no per-run values", ha="center", va="center", transform=box_ax.transAxes)
     box_ax.set_ylabel("samples needed T(tau)")
-    box_ax.set_title("T per run", fontsize=9)
+    box_ax.set_title(f"{names[0]} per run" if len(groups) == 1 else "T per run")
     box_ax.grid(True, axis="y", alpha=0.3)
-    _legend_below(fig, list(legend.values()), list(legend))
-    _suptitle(fig, _title(comparison, "time to coverage", fig.get_figwidth()))
+    legend_below(fig, list(legend.values()), list(legend))
+    suptitle(fig, title(comparison, "time to coverage"))
+    finish(fig)
+    box_ax.tick_params(axis="x", labelsize=font("note"))  # one label per (sampler, threshold)
     return fig
 
 
@@ -312,26 +324,26 @@ def plot_valid_vs_raw(comparison: Comparison) -> Figure:
     ax = axes[0, 0]
     handles: list[Any] = []
     labels: list[str] = []
-    for c, style in _styled_sets(comparison):
-        (line,) = ax.plot(c.k, _a(c.coverage), **style)
+    for c, style in styled_sets(comparison):
+        # Line style means raw vs valid here, so every sampler is solid/dotted; colour names it.
+        (line,) = ax.plot(c.k, _a(c.coverage), **dict(style, linestyle="-", linewidth=2.0))
         if c.valid_coverage is not None:
-            ax.plot(c.k, _a(c.valid_coverage), **dict(style, linestyle=":", linewidth=2.2))
+            ax.plot(c.k, _a(c.valid_coverage), **dict(style, linestyle=":", linewidth=2.4))
         rate = "" if c.valid_rate is None else f" (valid rate {c.valid_rate:.0%})"
         handles.append(line)
-        labels.append(_legend_label(c) + rate)
+        labels.append(legend_label(c) + rate)
     handles += [
         Line2D([], [], color="0.3", linestyle="-", linewidth=2.0),
-        Line2D([], [], color="0.3", linestyle=":", linewidth=2.2),
+        Line2D([], [], color="0.3", linestyle=":", linewidth=2.4),
     ]
     labels += ["raw: every matched strategy", "valid: correct solutions only"]
     ax.set_xlabel("sample budget k")
     ax.set_ylabel("coverage")
     ax.set_ylim(-0.02, 1.05)
-    _budget_axis(ax, comparison.budget)
-    _legend_below(fig, handles, labels)
-    what = "raw (solid) vs valid (dotted) strategy coverage"
-    _suptitle(fig, _title(comparison, what, fig.get_figwidth()))
-    return fig
+    budget_axis(ax, comparison.budget)
+    legend_below(fig, handles, labels)
+    suptitle(fig, title(comparison, "raw vs valid strategy coverage"))
+    return finish(fig)
 
 
 def plot_latent(comparison: Comparison) -> Figure | None:
@@ -340,27 +352,32 @@ def plot_latent(comparison: Comparison) -> Figure | None:
     Returns:
         The figure, or None when no policy carries a latent curve.
     """
-    latents = [(i, p.latent) for i, p in enumerate(comparison.policies) if p.latent is not None]
+    latents = [(p, p.latent) for p in comparison.policies if p.latent is not None]
     if not latents:
         return None
+    styles = policy_styles(comparison)
     fig, axes = _figure(size=(7.0, 4.8))
     ax = axes[0, 0]
-    for i, lat in latents:
-        color = _POLICY_COLORS[i % len(_POLICY_COLORS)]
+    for pol, lat in latents:
+        style = styles[pol.label]  # the policy's colour and line in every plot
         codes = "" if lat.num_codes is None else f" ({lat.num_codes} codes)"
-        ax.plot(lat.k, _a(lat.coverage), color=color, linewidth=2.0, label=f"{lat.label}{codes}")
-        if lat.coverage_lo is not None and lat.coverage_hi is not None:
+        ax.plot(lat.k, _a(lat.coverage), label=f"{legend_label(pol.curves)}{codes}", **style)
+        if lat.coverage_lo is not None and lat.coverage_hi is not None and not is_sanity(pol.curves):
             ax.fill_between(
-                lat.k, _a(lat.coverage_lo), _a(lat.coverage_hi), color=color, alpha=0.15, linewidth=0
+                lat.k,
+                _a(lat.coverage_lo),
+                _a(lat.coverage_hi),
+                color=style["color"],
+                alpha=STYLE["band_alpha"],
+                linewidth=0,
             )
     ax.set_xlabel("sample budget k")
     ax.set_ylabel("latent-code coverage (distinct z / #codes)")
     ax.set_ylim(-0.02, 1.05)
-    _budget_axis(ax, comparison.budget)
-    _axes_legend_below(fig, ax)
-    what = "router latent-code coverage (DIAGNOSTIC, not strategy coverage)"
-    _suptitle(fig, _title(comparison, what, fig.get_figwidth()))
-    return fig
+    budget_axis(ax, comparison.budget)
+    axes_legend_below(fig, ax)
+    suptitle(fig, title(comparison, "router latent-code coverage, a diagnostic"))
+    return finish(fig)
 
 
 def render_report_plots(report: Report, out_dir: str | Path) -> dict[str, Path]:

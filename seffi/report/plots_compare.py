@@ -1,8 +1,9 @@
 """Figures over several results: runs overlaid (``seffi compare``) and a series of periodic evaluations.
 
-- :func:`plot_compare` overlays several runs, one panel per task. Each run's policies are drawn with
-  their CI bands next to *that run's own* iid and oracle curves (runs may use other priors or
-  skews). Runs whose budget K differs on a task are refused with one line
+- :func:`plot_compare` draws several runs as small multiples, a row per task and a column per run
+  (shared y): each run's policies with their CI bands next to *that run's own* iid and oracle curves
+  (runs may use other priors or skews), each gain vs iid written in its panel. Runs whose budget K
+  differs on a task are refused with one line
   (:class:`IncompatibleRuns`): their coverage curves live on different x ranges and their AUCs
   average over different budgets, so an overlay would compare unlike numbers.
 - :func:`plot_gain_vs_step` draws the gain vs iid (with its CI) of every periodic evaluation against
@@ -18,22 +19,26 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from seffi.errors import SeffiError
-from seffi.report._plot_base import (
-    _POLICY_COLORS,
-    _a,
-    _budget_axis,
-    _figure,
-    _style,
-    _suptitle,
-    _title,
-    _wrap,
+from seffi.report._plot_base import _a, _figure, _gain_text
+from seffi.report.plots_style import (
+    STYLE,
+    budget_axis,
+    corner_note,
+    finish,
+    font,
+    is_sanity,
+    legend_below,
+    legend_label,
+    policy_color,
+    role_style,
+    suptitle,
+    title,
 )
 from seffi.report.schema import Comparison, PolicyResult, Report
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-_LINESTYLES = ("-", "-.", ":", (0, (5, 1)))
 _EVAL_LABEL = re.compile(r"^(?P<base>.+)@(?P<step>\d+)$")
 
 
@@ -61,18 +66,21 @@ def check_overlay(reports: Mapping[str, Report]) -> None:
 
 
 def plot_compare(reports: Mapping[str, Report]) -> Figure:
-    """Overlay several runs: one panel per task, each run's policies (CI bands) and its own iid/oracle.
+    """Several runs as small multiples: a row per task, a column per run, each against its own baselines.
 
-    Baselines are drawn per run (thin, in the run's line style) because runs may differ in prior or
-    skew; identical baselines simply coincide.
+    A panel holds one run's policies (CI bands for all but sanity checks) and that run's own iid and
+    oracle curves, because runs may differ in prior or skew; the gains vs iid are written in the panel.
+    A policy label has one colour in every panel, and all panels share the y axis.
 
     Args:
-        reports: ``{run label: report}``, in legend order.
+        reports: ``{run label: report}``, in column order.
 
     Raises:
         IncompatibleRuns: two runs measured one task at different budgets.
         ValueError: no run holds a comparison.
     """
+    from matplotlib.patches import Patch
+
     tasks: list[str] = []
     for rep in reports.values():
         for comp in rep.comparisons:
@@ -81,44 +89,64 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
     if not tasks:
         raise ValueError("no comparisons to overlay")
     check_overlay(reports)
-    fig, axes = _figure(1, len(tasks), size=(6.0 * len(tasks), 5.4))
-    for ax, task in zip(axes[0], tasks, strict=True):
-        budget = 1
-        for r_i, (run_label, rep) in enumerate(reports.items()):
-            dash = _LINESTYLES[r_i % len(_LINESTYLES)]
-            for comp in rep.comparisons:
-                if comp.task != task:
-                    continue
-                budget = comp.budget
-                for p_i, pol in enumerate(comp.policies):
-                    c = pol.curves
-                    color = _POLICY_COLORS[(r_i * 3 + p_i) % len(_POLICY_COLORS)]
-                    g = pol.gain
-                    gain = "" if g is None or g.value is None else f", gain {g.value:.2f}"
-                    if g is not None and g.value is not None and g.lo is not None and g.hi is not None:
-                        gain += f" [{g.lo:.2f}, {g.hi:.2f}]"
-                    ax.plot(
-                        c.k, _a(c.coverage), color=color, linestyle=dash, linewidth=2.0,
-                        label=f"{run_label}: {c.label}{gain}",
-                    )  # fmt: skip
-                    if c.coverage_lo is not None and c.coverage_hi is not None:
-                        ax.fill_between(
-                            c.k, _a(c.coverage_lo), _a(c.coverage_hi), color=color, alpha=0.13, linewidth=0
-                        )
-                for c in (comp.iid, comp.oracle):
-                    if c is not None:
-                        style = dict(_style(c, 0), linestyle=dash, linewidth=1.3)
-                        auc = "" if c.auc is None else f" (AUC {c.auc:.3f})"
-                        ax.plot(c.k, _a(c.coverage), label=f"{run_label}: {c.label}{auc}", **style)
-        ax.set_xlabel("sample budget k")
-        ax.set_ylabel("strategy coverage C(k)")
-        ax.set_ylim(-0.02, 1.05)
-        _budget_axis(ax, budget)
-        # Per panel (tasks differ in their runs), in the lower right where rising curves leave room.
-        ax.legend(loc="lower right", fontsize=7, framealpha=0.85)
-        what = f"{task}: coverage across runs (K={budget}; shaded: 95% CI; each run's own iid/oracle)"
-        ax.set_title("\n".join(_wrap(what, 6.0, 10.0)), fontsize=10)
-    return fig
+    colors: dict[str, str] = {}  # one colour per policy label across runs and tasks
+    for rep in reports.values():
+        for comp in rep.comparisons:
+            for pol in comp.policies:
+                if not is_sanity(pol.curves) and pol.label not in colors:
+                    colors[pol.label] = policy_color(len(colors))
+    runs = list(reports)
+    fig, axes = _figure(len(tasks), len(runs), size=(max(7.0, 0.9 + 3.5 * len(runs)), 1.6 + 2.7 * len(tasks)))
+    legend: dict[str, object] = {}
+    for row, task in enumerate(tasks):
+        for col, run in enumerate(runs):
+            ax = axes[row, col]
+            ax.set_gid(f"compare:{task}:{run}")
+            comp = next((c for c in reports[run].comparisons if c.task == task), None)
+            if row == 0:
+                ax.set_title(run)
+            if col == 0:
+                ax.set_ylabel(f"{task}\ncoverage C(k)")
+            if row == len(tasks) - 1:
+                ax.set_xlabel("sample budget k")
+            ax.set_ylim(-0.02, 1.05)
+            if comp is None:
+                ax.text(0.5, 0.5, "task not in this run", ha="center", va="center", transform=ax.transAxes)
+                continue
+            gains = []
+            for pol in comp.policies:
+                c = pol.curves
+                style = role_style(c, 0)
+                if not is_sanity(c):
+                    style["color"] = colors[c.label]
+                (line,) = ax.plot(c.k, _a(c.coverage), label=legend_label(c), **style)
+                legend.setdefault(legend_label(c), line)
+                if c.coverage_lo is not None and c.coverage_hi is not None and not is_sanity(c):
+                    ax.fill_between(
+                        c.k,
+                        _a(c.coverage_lo),
+                        _a(c.coverage_hi),
+                        color=style["color"],
+                        alpha=STYLE["band_alpha"],
+                        linewidth=0,
+                    )
+                if pol.gain is not None:
+                    gains.append(f"{c.label}: {_gain_text(pol).removeprefix(', ')}")
+            for c in (comp.iid, comp.oracle):
+                if c is not None:
+                    (line,) = ax.plot(c.k, _a(c.coverage), label=c.label, **role_style(c, 0))
+                    legend.setdefault(f"{c.label} (the run's own)", line)
+            if gains:
+                corner_note(ax, gains)
+            budget_axis(ax, comp.budget, narrow=True)
+    for ax in axes[:, 1:].ravel():
+        ax.tick_params(axis="y", labelleft=False)
+    handles, labels = list(legend.values()), list(legend)
+    handles.append(Patch(facecolor="0.5", alpha=2 * STYLE["band_alpha"], linewidth=0))
+    labels.append("shaded: 95% CI")
+    legend_below(fig, handles, labels)
+    suptitle(fig, "strategy coverage by task (rows) and run (columns)")
+    return finish(fig)
 
 
 def eval_series(comparison: Comparison) -> list[tuple[int | None, PolicyResult]]:
@@ -173,20 +201,19 @@ def plot_gain_vs_step(comparison: Comparison) -> Figure | None:
         val.append(g.value)
         lo.append(g.value if g.lo is None else g.lo)
         hi.append(g.value if g.hi is None else g.hi)
-    color = _POLICY_COLORS[0]
-    ax.fill_between(xs, lo, hi, color=color, alpha=0.18, linewidth=0, label="95% CI")
-    ax.plot(xs, val, color=color, marker="o", linewidth=2.0, label="gain vs iid")
-    ax.axhline(0.0, color="tab:gray", linewidth=1.2, label="iid (0)")
-    ax.axhline(1.0, color="black", linestyle="--", linewidth=1.2, label="oracle (1)")
+    color = policy_color(0)
+    ax.fill_between(xs, lo, hi, color=color, alpha=STYLE["band_alpha"] + 0.05, linewidth=0, label="95% CI")
+    ax.plot(xs, val, color=color, marker="o", linewidth=STYLE["policy"]["linewidth"], label="gain vs iid")
+    ax.axhline(0.0, **STYLE["iid"], label="iid (0)")
+    ax.axhline(1.0, **STYLE["oracle"], label="oracle (1)")
     ticks = [f"{int(x):,}" if s is not None else "final" for x, (s, _) in zip(xs, series, strict=True)]
     if len(xs) <= 12:
-        ax.set_xticks(xs, ticks, fontsize=7, rotation=30)
+        ax.set_xticks(xs, ticks, rotation=30)
     ax.set_xlabel("training step of the evaluation")
     ax.set_ylabel("gain vs iid (0 = iid, 1 = oracle)")
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper left", fontsize=7, framealpha=0.85)
+    ax.legend(loc="upper left", fontsize=font("legend"), framealpha=0.85)
     if missing:
-        fig.text(0.005, 0.005, "gain undefined: " + "; ".join(missing), fontsize=7, color="0.3")
-    what = f"gain over training ({len(series)} evaluations)"
-    _suptitle(fig, _title(comparison, what, fig.get_figwidth()))
-    return fig
+        fig.text(0.005, 0.005, "gain undefined: " + "; ".join(missing), fontsize=font("note"), color="0.3")
+    suptitle(fig, title(comparison, f"gain over training ({len(series)} evaluations)"))
+    return finish(fig)

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from seffi.report._plot_base import (
-    _a,
-    _blank_figure,
-    _figure,
-    _legend_below,
-    _legend_label,
-    _styled_sets,
-    _suptitle,
-    _title,
-    _wrap,
+from seffi.coverage.barcode import BARCODE_ROWS
+from seffi.report._plot_base import _a, _blank_figure
+from seffi.report.plots_style import (
+    STYLE,
+    finish,
+    font,
+    k_ticks,
+    legend_below,
+    legend_label,
+    strategy_colors,
+    styled_sets,
+    suptitle,
+    title,
 )
 from seffi.report.schema import Barcode, Comparison
 
@@ -24,15 +28,24 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-
 # -- strategy barcodes ----------------------------------------------------------------------------------
 
+# An id a reader can use as a row label: short, and not a hash (8+ hex digits).
+_READABLE_ID = re.compile(r"^(?![0-9a-f]{8,}$).{1,8}$", re.IGNORECASE)
 
-def _strategy_colors(names: Sequence[str]) -> dict[str, Any]:
-    import matplotlib
 
-    cmap = matplotlib.colormaps["tab20" if len(names) > 10 else "tab10"]
-    return {s: cmap(j % cmap.N) for j, s in enumerate(names)}
+def row_labels(input_ids: Sequence[str]) -> tuple[list[str], str]:
+    """Row tick labels and the y-axis label of a barcode.
+
+    Short readable ids label their rows; hash-like or long ids are replaced by the row number
+    (1-based, rows sorted by input id), so no tick shows an unreadable hash.
+
+    Returns:
+        ``(labels, ylabel)``.
+    """
+    if input_ids and all(_READABLE_ID.match(i) for i in input_ids):
+        return list(input_ids), "input id (its first run)"
+    return [str(i + 1) for i in range(len(input_ids))], "input # (sorted by id; its first run)"
 
 
 def _draw_barcode(
@@ -44,9 +57,14 @@ def _draw_barcode(
     rows = barcode.matrix[:max_rows]
     n_rows = max(len(rows), 1)
     width = max(max((len(r) for r in rows), default=1), 1)
-    # Palette index: 0 = beyond the row (light grey), 1 = no match (white), 2 + j = strategy j.
+    # Palette index: 0 = beyond the row, 1 = no match, 2 + j = strategy j.
     palette = np.array(
-        [to_rgb("0.92"), (1.0, 1.0, 1.0), *(to_rgb(colors[s]) for s in barcode.strategies)], dtype=np.float64
+        [
+            to_rgb(STYLE["beyond_row"]),
+            to_rgb(STYLE["no_match"]),
+            *(to_rgb(colors[s]) for s in barcode.strategies),
+        ],
+        dtype=np.float64,
     )
     grid = np.zeros((n_rows, width), dtype=np.int64)
     for i, r in enumerate(rows):
@@ -64,14 +82,19 @@ def _draw_barcode(
             if is_new:
                 fx.append(j + 1)
                 fy.append(i)
-    # Marker area follows the cell size, so dense barcodes (large K) are not covered in dots.
-    cell_pt = 72.0 * ax.get_position().width * ax.figure.get_figwidth() / width
-    size = float(np.clip((0.4 * cell_pt) ** 2, 1.0, 14.0))
-    ax.scatter(fx, fy, marker="o", s=size, facecolor="white", edgecolor="black", linewidth=0.6, zorder=3)
+    # Marker area follows the cell size, so dense barcodes (large K or many rows) are not covered in dots.
+    fig_w, fig_h = ax.figure.get_figwidth(), ax.figure.get_figheight()
+    cell_pt = 72.0 * min(ax.get_position().width * fig_w / width, ax.get_position().height * fig_h / n_rows)
+    size = float(np.clip((0.45 * cell_pt) ** 2, 2.0, 30.0))
+    ax.scatter(fx, fy, marker="o", s=size, facecolor="white", edgecolor="black", linewidth=0.7, zorder=3)
     ax.set_xlabel("sample index i")
-    if ylabels and len(rows) <= 30:
-        ax.set_yticks(range(len(rows)), [i[:12] for i in barcode.input_ids[:max_rows]], fontsize=7)
-    elif not ylabels:
+    ax.set_xticks(k_ticks(width, 16, 8))
+    labels, _ = row_labels(barcode.input_ids[:max_rows])
+    # Every row labelled up to 32 rows; beyond, about 16 labels (rows at ~15 px each stay legible).
+    step = 1 if len(rows) <= 32 else int(np.ceil(len(rows) / 16))
+    ticks = [i for i in range(len(rows)) if i == 0 or (i + 1) % step == 0]
+    ax.set_yticks(ticks, [labels[i] for i in ticks])
+    if not ylabels:
         ax.tick_params(axis="y", labelleft=False)
 
 
@@ -79,54 +102,64 @@ def _barcode_legend(fig: Figure, colors: Mapping[str, Any]) -> None:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles: list[Any] = [Patch(facecolor=c, label=s) for s, c in colors.items()]
-    handles.append(Patch(facecolor="white", edgecolor="0.6", label="no match"))
-    handles.append(
-        Line2D(
-            [],
-            [],
-            marker="o",
-            linestyle="",
-            markerfacecolor="white",
-            markeredgecolor="black",
-            label="first appearance",
-        )
-    )
-    fig.legend(handles=handles, loc="outside right upper", fontsize=7, frameon=False)
+    handles: list[Any] = [Patch(facecolor=c, edgecolor="0.5", linewidth=0.5) for c in colors.values()]
+    labels = list(colors)
+    handles.append(Patch(facecolor=STYLE["no_match"], edgecolor="0.5", linewidth=0.5))
+    labels.append("no match")
+    dot = {"marker": "o", "linestyle": "", "markerfacecolor": "white", "markeredgecolor": "black"}
+    handles.append(Line2D([], [], **dot))
+    labels.append("first appearance")
+    legend_below(fig, handles, labels)
 
 
-def _barcode_size(n_panels: int, width: int, n_rows: int, n_strategies: int) -> tuple[float, float]:
-    panel = float(np.clip(1.0 + 0.22 * width, 2.2, 7.0))
-    legend = 1.9  # strategy names at font size 7
-    height = float(np.clip(1.7 + 0.27 * n_rows, 3.2, 12.0))
-    return 1.1 + n_panels * panel + legend, max(height, 1.6 + 0.2 * n_strategies)
+def _barcode_size(n_panels: int, width: int, n_rows: int) -> tuple[float, float]:
+    panel = float(np.clip(1.0 + 0.22 * width, 2.4, 6.0))
+    # ~0.25 in a row up to 24 rows, then shrinking to ~0.15 in (64 rows in a 12 in figure).
+    height = float(np.clip(2.2 + 0.25 * min(n_rows, 24) + 0.15 * max(n_rows - 24, 0), 3.6, 12.5))
+    return max(7.0, 1.2 + n_panels * panel), height
 
 
-def plot_barcode(barcode: Barcode, *, title: str = "strategy barcode", max_rows: int = 60) -> Figure:
+def _rows_note(n_shown: int, n_rows: int, n_runs: int | None) -> str:
+    """How many runs the rows are, e.g. "16 of 64 runs shown" (the y label says which run)."""
+    if n_runs is not None and n_runs > n_shown:
+        return f"{n_shown} of {n_runs} runs shown"
+    if n_rows > n_shown:
+        return f"first {n_shown} of {n_rows} rows shown"
+    return ""
+
+
+def plot_barcode(
+    barcode: Barcode,
+    *,
+    title: str = "strategy barcode",
+    max_rows: int = BARCODE_ROWS,
+    n_runs: int | None = None,
+) -> Figure:
     """Strategy barcode: rows inputs, columns sample index, colour = strategy, dot at first appearance.
 
-    Cells with no match are white; cells past a row's end are light grey. Only the first
-    ``max_rows`` inputs are drawn (stated in the title) so the figure stays legible.
+    Cells with no match are white; cells past a row's end are light grey. Only the first ``max_rows``
+    rows are drawn (by default as many as a monitor keeps); the title says how many of ``n_runs``
+    runs (when given) or of the barcode's rows that is.
     """
     rows = barcode.matrix[:max_rows]
     width = max((len(r) for r in rows), default=1)
-    fig = _blank_figure(_barcode_size(1, width, len(rows), len(barcode.strategies)))
+    fig = _blank_figure(_barcode_size(1, width, len(rows)))
     ax = fig.subplots()
-    colors = _strategy_colors(barcode.strategies)
+    colors = strategy_colors(barcode.strategies)
     _draw_barcode(ax, barcode, colors, max_rows, ylabels=True)
-    ax.set_ylabel("input")
+    ax.set_ylabel(row_labels(barcode.input_ids[:max_rows])[1])
     _barcode_legend(fig, colors)
-    shown = "" if len(barcode.matrix) <= max_rows else f" (first {max_rows} of {len(barcode.matrix)} inputs)"
-    lines = [line for part in (title + shown).split("\n") for line in _wrap(part, fig.get_figwidth())]
-    _suptitle(fig, "\n".join(lines))
-    return fig
+    note = _rows_note(len(rows), len(barcode.matrix), n_runs)
+    suptitle(fig, f"{title}, {note}" if note else title)
+    return finish(fig)
 
 
-def plot_barcodes(comparison: Comparison, *, max_rows: int = 60) -> Figure | None:
+def plot_barcodes(comparison: Comparison, *, max_rows: int = BARCODE_ROWS) -> Figure | None:
     """The barcodes of all policies of a comparison side by side (one panel each, shared colours).
 
     Panels share the input axis when the policies saw the same inputs in the same order, so the same
-    row is the same input across panels and redundancy can be compared directly.
+    row is the same input across panels and redundancy can be compared directly. Strategy colours come
+    from :func:`seffi.report.plots_style.strategy_colors`, never from the policy palette.
 
     Returns:
         The figure, or None when no policy carries a barcode.
@@ -138,20 +171,26 @@ def plot_barcodes(comparison: Comparison, *, max_rows: int = 60) -> Figure | Non
     names: list[str] = []
     for b in bars:
         names += [s for s in b.strategies if s not in names]
-    colors = _strategy_colors(names)
+    colors = strategy_colors(names)
     same_rows = all(b.input_ids[:max_rows] == bars[0].input_ids[:max_rows] for b in bars)
     width = max(max((len(r) for r in b.matrix[:max_rows]), default=1) for b in bars)
     n_rows = max(len(b.matrix[:max_rows]) for b in bars)
-    fig = _blank_figure(_barcode_size(len(bars), width, n_rows, len(names)))
+    fig = _blank_figure(_barcode_size(len(bars), width, n_rows))
     axes = fig.subplots(1, len(bars), squeeze=False, sharey=same_rows)[0]
-    for i, (ax, pol, bar) in enumerate(zip(axes, pols, bars, strict=True)):
+    notes = [
+        _rows_note(len(b.matrix[:max_rows]), len(b.matrix), p.curves.n_runs)
+        for p, b in zip(pols, bars, strict=True)
+    ]
+    shared = notes[0] if len(set(notes)) == 1 else ""
+    for i, (ax, pol, bar, note) in enumerate(zip(axes, pols, bars, notes, strict=True)):
         _draw_barcode(ax, bar, colors, max_rows, ylabels=i == 0 or not same_rows)
-        cut = "" if len(bar.matrix) <= max_rows else f" (first {max_rows} of {len(bar.matrix)})"
-        ax.set_title(f"{pol.label}{cut}", fontsize=9)
-    axes[0].set_ylabel("input")
+        name = legend_label(pol.curves)
+        ax.set_title(name if shared or not note else f"{name}\n{note}")
+    axes[0].set_ylabel(row_labels(bars[0].input_ids[:max_rows])[1])
     _barcode_legend(fig, colors)
-    _suptitle(fig, _title(comparison, "strategy barcodes", fig.get_figwidth()))
-    return fig
+    what = "strategy barcodes" + (f", {shared}" if shared else "")
+    suptitle(fig, f"{comparison.task}: {what}" if shared else title(comparison, what))
+    return finish(fig)
 
 
 # -- common vs rare strategies ----------------------------------------------------------------------------
@@ -211,13 +250,12 @@ def rarity_panels(comparison: Comparison) -> dict[str, Any] | None:
 def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
     """Common vs rare: coverage of each base-probability quantile bin, policies vs iid vs oracle.
 
-    Top: one facet per bin (most common on the left), the share of that bin's strategies found by k.
-    A policy that only avoids repeats gains in the common bins; one that finds genuinely rare
-    strategies gains in the rare bins. Bottom: the AUC difference to iid split by bin (the bars of
-    one sampler sum to AUC - AUC_iid), i.e. where each sampler's gain comes from.
-
-    The facets share one axes (offset x ranges, one line per sampler with gaps between bins): it
-    reads like small multiples with a shared y scale at a fraction of the drawing cost.
+    Top: small multiples, one facet per base-probability quantile bin (most common on the left,
+    shared y; a tick at every k up to K = 8), the share of that
+    bin's strategies found by k. A policy that only avoids repeats gains in the common bins; one that
+    finds genuinely rare strategies gains in the rare bins. Bottom: the AUC difference to iid split by
+    bin (the bars of one sampler sum to AUC - AUC_iid), i.e. where each sampler's gain comes from.
+    Each row has its own legend below it: lines for the facets, patches for the bars.
 
     Returns:
         The figure, or None when no curve set carries ``coverage_by_rarity``.
@@ -225,48 +263,34 @@ def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
     data = rarity_panels(comparison)
     if data is None or not data["bins"]:
         return None
-    from matplotlib.transforms import blended_transform_factory
-
     bins: list[str] = data["bins"]
     n = len(bins)
     has_delta = bool(data["delta"])
-    fig, axes = _figure(2 if has_delta else 1, 1, size=(max(7.0, 2.2 * n + 1.2), 7.4 if has_delta else 4.8))
-    ax = axes[0, 0]
-    ax.set_gid("rarity:facets")
+    fig = _blank_figure((max(7.0, 1.9 * n + 1.2), 7.8 if has_delta else 4.6))
+    top_fig, bottom_fig = fig.subfigures(2, 1, height_ratios=[1.2, 1.0]) if has_delta else (fig, None)
+    facets = top_fig.subplots(1, n, sharey=True, squeeze=False)[0]
     K = comparison.budget
-    gap = max(1.0, 0.3 * K)
-    offsets = [b * (K + gap) for b in range(n)]
-    legend: dict[str, Any] = {}
-    for c, style in _styled_sets(comparison):
-        if c.label not in data["curves"]:
-            continue
-        k = np.asarray(data["k"][c.label], dtype=np.float64)
-        rows = data["curves"][c.label]
-        # One line per sampler across all facets; NaN breaks the line between facets.
-        xs = np.concatenate([np.r_[off + k, np.nan] for off in offsets])
-        ys = np.concatenate([np.r_[rows[b], np.nan] for b in range(n)])
-        (line,) = ax.plot(xs, ys, label=c.label, **style)
-        legend.setdefault(_legend_label(c), line)
+    styled = [(c, s) for c, s in styled_sets(comparison) if c.label in data["curves"]]
+    for b, (ax, name) in enumerate(zip(facets, bins, strict=True)):
+        ax.set_gid(f"rarity:facet:{b}")
+        for c, style in styled:
+            ax.plot(data["k"][c.label], data["curves"][c.label][b], label=legend_label(c), **style)
+        ax.set_title(name)
+        ax.set_xlabel("sample budget k")
+        ax.set_xlim(0.5, K + 0.5)
+        ax.set_xticks(k_ticks(K, 8, 5))
+        ax.grid(True, alpha=0.3)
     top = 1.0 if data["normalized"] else max(1e-9, *(np.nanmax(v) for v in data["curves"].values()))
-    ax.set_ylim(-0.02, top * 1.05)
-    ax.set_xlim(0.5, offsets[-1] + K + 0.5)
-    head = blended_transform_factory(ax.transData, ax.transAxes)
-    for b, (name, off) in enumerate(zip(bins, offsets, strict=True)):
-        ax.text(off + (K + 1) / 2, 1.01, name, transform=head, ha="center", va="bottom", fontsize=9)
-        if b:
-            ax.axvline(off - gap / 2, color="0.6", linewidth=0.8)
-    ticks = sorted({1, max(1, K // 2), K})
-    ax.set_xticks([off + t for off in offsets for t in ticks], [str(t) for _ in offsets for t in ticks])
-    ax.tick_params(axis="x", labelsize=8)
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.set_xlabel("sample budget k, per base-probability quantile bin (left: most common)")
-    ax.set_ylabel(
-        "share of the bin's strategies found" if data["normalized"] else "coverage from the bin (found / M)"
+    facets[0].set_ylim(-0.02, top * 1.05)
+    facets[0].set_ylabel(
+        "share of the bin's\nstrategies found" if data["normalized"] else "coverage from the bin\n(found / M)"
     )
-    if has_delta:
-        bx = axes[1, 0]
+    handles, labels = facets[0].get_legend_handles_labels()
+    legend_below(top_fig, handles, labels)
+    if bottom_fig is not None:
+        bx = bottom_fig.subplots()
         bx.set_gid("rarity:delta")
-        deltas = [(c, s) for c, s in _styled_sets(comparison) if c.label in data["delta"]]
+        deltas = [(c, s) for c, s in styled if c.label in data["delta"]]
         width = 0.8 / max(len(deltas), 1)
         x = np.arange(n, dtype=np.float64)
         for j, (c, style) in enumerate(deltas):
@@ -275,22 +299,22 @@ def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
                 x + (j - (len(deltas) - 1) / 2) * width,
                 data["delta"][c.label],
                 width * 0.92,
-                label=c.label,
+                label=legend_label(c),
                 facecolor="none" if oracle else style["color"],
-                edgecolor="black" if oracle else style["color"],
+                edgecolor=style["color"],
                 linestyle="--" if oracle else "-",
-                alpha=1.0 if oracle else 0.75,
+                linewidth=1.2 if oracle else 0.0,
+                alpha=1.0 if oracle else 0.8,
             )
         bx.axhline(0.0, color="0.3", linewidth=0.8)
         bx.set_xticks(x, bins)
-        bx.set_ylabel("AUC - AUC_iid from the bin")
-        bx.set_title(
-            "where the gain over iid comes from (one sampler's bars sum to its AUC - AUC_iid)", fontsize=9
-        )
+        bx.set_ylabel("AUC - AUC_iid\nfrom the bin")
+        bx.set_title("where the gain over iid comes from (a sampler's bars sum to its AUC - AUC_iid)")
         bx.grid(True, axis="y", alpha=0.3)
+        handles, labels = bx.get_legend_handles_labels()  # the bars' Rectangle patches
+        legend_below(bottom_fig, handles, labels)
     if data["dropped"]:
-        fig.text(0.005, 0.005, f"empty bins not shown: {', '.join(data['dropped'])}", fontsize=7, color="0.4")
-    _legend_below(fig, list(legend.values()), list(legend))
-    what = "coverage of common vs rare strategies (base-probability quantiles)"
-    _suptitle(fig, _title(comparison, what, fig.get_figwidth()))
-    return fig
+        note = f"empty bins not shown: {', '.join(data['dropped'])}"
+        fig.text(0.005, 0.005, note, fontsize=font("note"), color="0.4")
+    suptitle(fig, title(comparison, "coverage of common vs rare strategies"))
+    return finish(fig)

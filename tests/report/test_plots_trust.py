@@ -59,7 +59,7 @@ def test_box_medians_take_their_series_colour() -> None:
 
 
 def test_ci_note_only_when_something_is_shaded() -> None:
-    """No "(shaded: 95% CI)" when no band is drawn, and "1 input" not "1 inputs"."""
+    """No "shaded: 95% CI" legend entry when no band is drawn, and "1 input" not "1 inputs"."""
     comp = fx.comparison()
     bare = comp.model_copy(
         update={
@@ -71,8 +71,13 @@ def test_ci_note_only_when_something_is_shaded() -> None:
     fig = P.plot_coverage(bare)
     title = fig._suptitle.get_text()
     assert not _bands(fig.axes[0])
-    assert "shaded" not in title and "1 inputs" not in title and "1 input" in title
-    assert "(shaded: 95% CI)" in P.plot_coverage(comp)._suptitle.get_text()
+    assert "1 inputs" not in title and "1 input" in title
+    assert not any("shaded" in t for t in _legend_texts(fig))
+    assert "shaded: 95% CI" in _legend_texts(P.plot_coverage(comp))
+
+
+def _legend_texts(fig) -> list[str]:
+    return [t.get_text() for leg in fig.legends for t in leg.get_texts()]
 
 
 def _run(k_budget: int, iid_shift: float = 0.0) -> Report:
@@ -105,17 +110,39 @@ def _run(k_budget: int, iid_shift: float = 0.0) -> Report:
     return Report(comparisons=[comp])
 
 
-def test_compare_draws_each_runs_baselines_and_bands() -> None:
-    """compare.png draws both runs' iid/oracle (other prior) and each policy's CI band."""
+def _panel(fig, gid: str):
+    (ax,) = [a for a in fig.axes if a.get_gid() == gid]
+    return ax
+
+
+def test_compare_draws_one_panel_per_task_and_run_with_its_own_baselines() -> None:
+    """compare.png: a panel per (task, run), each with its run's iid/oracle and one policy band."""
     fig = P.plot_compare({"a": _run(fx.K), "b": _run(fx.K, iid_shift=0.1)})
-    ax = fig.axes[0]
-    labels = [ln.get_label() for ln in ax.lines]
-    assert "b: iid (AUC 0.500)" in labels and f"a: iid (AUC {fx.IID.mean():.3f})" in labels
-    assert sum(": oracle" in lab for lab in labels) == 2
-    iid_lines = [ln for ln in ax.lines if ": iid" in ln.get_label()]
-    assert not np.allclose(iid_lines[0].get_ydata(), iid_lines[1].get_ydata())  # each run's own prior
-    assert len(_bands(ax)) == 2  # one CI band per run's policy
-    assert "K=16" in ax.get_title()
+    a, b = _panel(fig, "compare:hanoi:a"), _panel(fig, "compare:hanoi:b")
+    for ax in (a, b):
+        assert [ln.get_label() for ln in ax.lines] == ["learned", "iid", "oracle"]  # 3 lines, not 6
+        assert len(_bands(ax)) == 1  # the policy's CI band only
+        assert np.allclose(ax.lines[2].get_ydata(), fx.ORACLE)
+    assert np.allclose(a.lines[1].get_ydata(), fx.IID)
+    assert np.allclose(b.lines[1].get_ydata(), np.clip(fx.IID + 0.1, 0, 1))  # each run's own prior
+    assert a.get_title() == "a" and b.get_title() == "b"  # short column titles, never wrapped
+    assert "\n" not in fig._suptitle.get_text()
+    g = fx.comparison().policies[0].gain
+    assert [t.get_text() for t in a.texts] == [f"learned: gain {g.value:.2f} [{g.lo:.2f}, {g.hi:.2f}]"]
+
+
+def test_compare_splits_many_runs_into_small_multiples() -> None:
+    """Four runs of two tasks: 8 panels of at most 4 lines and 1 band each, not one crowded panel."""
+    two = Report(comparisons=[fx.comparison("hanoi"), fx.comparison("sort", n_policies=2)])
+    fig = P.plot_compare({f"run{i}": two for i in range(4)})
+    panels = [ax for ax in fig.axes if (ax.get_gid() or "").startswith("compare:")]
+    assert len(panels) == 8
+    assert max(len(ax.lines) for ax in panels) == 4  # sort: learned, learned1, iid, oracle
+    assert max(len(_bands(ax)) for ax in panels) == 2  # sort: its two policies
+    assert all("\n" not in ax.get_title() for ax in fig.axes)
+    # A policy label keeps its colour in every panel.
+    colours = {(ln.get_label(), to_rgba(ln.get_color())) for ax in panels for ln in ax.lines}
+    assert len({label for label, _ in colours}) == len(colours)
 
 
 def test_compare_refuses_runs_with_different_budgets(tmp_path: Path) -> None:
