@@ -7,9 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import seffi.coverage as coverage
 from seffi.report import Barcode, Comparison, CurveSet, Report, keys, load_report, write_report
-
-coverage = pytest.importorskip("seffi.coverage")
 
 SEQS = {  # input -> match sets of its samples (one stream each)
     "x0": [{"a"}, {"a"}, {"b"}, set(), {"c"}],
