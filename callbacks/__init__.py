@@ -4,13 +4,18 @@ Add one object to a training loop and get strategy coverage C(k), novelty N(i) a
 sampling in Weights & Biases (offline by default) and in a local report folder (report.json,
 report.md, plots, metrics.jsonl, tracker_state.json).
 
-* :class:`CoverageMonitor` — framework-agnostic: ``CoverageMonitor.for_env(envs, budget=K)``, then
-  ``ingest_infos(infos, dones)`` and ``maybe_log(step)`` each step, ``close()`` at the end.
-* :class:`MonitorConfig` — every monitor option (W&B mode, out_dir, log_every, n_boot, ...), declared
-  once; the monitor and every adapter take ``config=`` or its fields as keyword arguments.
-* :class:`CoverageEvaluator` — periodic evaluation (like SB3's ``EvalCallback``).
-* :class:`EpisodeEnd` / :func:`episode_ends` — one finished episode, parsed from any info format.
-* :class:`EpisodeRejected` — a finished episode that breaks the info contract (a ``SeffiError``).
+* [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] — framework-agnostic:
+  ``CoverageMonitor.for_env(envs, budget=K)``, then ``ingest_infos(infos, dones)`` and ``maybe_log(step)``
+  each step, ``close()`` at the end.
+* [`MonitorConfig`][seffi.callbacks.MonitorConfig] — every monitor option (W&B mode, out_dir, log_every,
+  n_boot, ...), declared once; the monitor and every adapter take ``config=`` or its fields as keyword
+  arguments.
+* [`CoverageEvaluator`][seffi.callbacks.CoverageEvaluator] — periodic evaluation (like SB3's
+  ``EvalCallback``).
+* [`EpisodeEnd`][seffi.callbacks.EpisodeEnd] / [`episode_ends`][seffi.callbacks.episode_ends] — one finished
+  episode, parsed from any info format.
+* [`EpisodeRejected`][seffi.callbacks.EpisodeRejected] — a finished episode that breaks the info contract (a
+  ``SeffiError``).
 
 Adapters, imported explicitly (each needs its extra): ``seffi.callbacks.sb3.CoverageCallback``,
 ``seffi.callbacks.rllib.CoverageCallback``, ``seffi.callbacks.trl``, and the Gymnasium wrappers in

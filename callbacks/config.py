@@ -28,15 +28,15 @@ def _positive_int(name: str, value: Any) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class MonitorConfig:
-    """What a :class:`~seffi.callbacks.CoverageMonitor` measures, where it logs and how often.
+    """What a [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] measures, where it logs and how often.
 
     Attributes:
         budget: Per-input sample budget K (``None``: an adapter reads it from the env).
         strategies: Declared strategy ids (the coverage denominator M). ``None``: read from the env.
         iid: A user iid baseline (e.g. ``IidBaseline.from_samples(...)``) — replaces the env's.
         oracle: A user oracle baseline — replaces the env's.
-        sinks: Where to log (a :class:`seffi.report.sinks.Sink`). ``None``: the default pair, a local
-            folder ``out_dir`` (always) and W&B (``wandb`` mode; an active ``wandb.run`` is reused).
+        sinks: Where to log (a [`seffi.report.sinks.Sink`][seffi.report.Sink]). ``None``: the default pair, a
+            local folder ``out_dir`` (always) and W&B (``wandb`` mode; an active ``wandb.run`` is reused).
         out_dir: Local report folder for the default sinks (default ``runs/seffi-<timestamp>``). If it
             already holds a seffi run, the run goes to ``out_dir-2`` (``-3``, ...) with one warning.
         wandb: "offline", "online" or "disabled"; ``None`` uses ``WANDB_MODE`` if set, else offline.
@@ -62,9 +62,9 @@ class MonitorConfig:
             4096), so the logged coverage and gain follow the policy as it trains (like SB3's
             ``stats_window_size``) instead of averaging over everything since training began; the
             runs are dated by the log at which the monitor folded them in (see
-            :class:`~seffi.callbacks.schedule.RecentRuns`: with ``window`` a multiple of an
+            `RecentRuns`: with ``window`` a multiple of an
             episode-based ``log_every`` the window is exact). ``None``: every run since the start.
-            The final report and :meth:`~seffi.callbacks.CoverageMonitor.curves` always use every run.
+            The final report and [`curves`][seffi.callbacks.CoverageMonitor.curves] always use every run.
         checkpoint_every: Also write a checkpoint (tracker_state.json and report.json, each replaced
             whole) at the first log after this many more episodes (``None``: by time only).
         checkpoint_seconds: Write a checkpoint at the first log after this many seconds since the
@@ -140,7 +140,7 @@ class MonitorConfig:
 
         Args:
             config: A base config, or ``None`` for the defaults.
-            **options: Any :class:`MonitorConfig` field.
+            **options: Any [`MonitorConfig`][seffi.callbacks.MonitorConfig] field.
         """
         unknown = sorted(set(options) - set(cls.fields()))
         if unknown:

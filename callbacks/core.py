@@ -29,7 +29,7 @@ class CoverageMonitor:
     """Framework-agnostic coverage monitoring: feed episode ends, get curves logged to the sinks.
 
     The monitor owns the log schedule, the step order and the sinks; the recorded data belongs to
-    :attr:`tracker` (a :class:`~seffi.coverage.CoverageTracker` with budget K; a run is one input's
+    `tracker` (a [`CoverageTracker`][seffi.coverage.CoverageTracker] with budget K; a run is one input's
     samples in one env row). Episodes are checked and buffered, then folded into the tracker in
     batches; a log costs O(inputs x K); bootstrap intervals come only with curve snapshots and the
     final report. Without baselines (env or caller) only the gain is missing, with its reason.
@@ -38,8 +38,8 @@ class CoverageMonitor:
         budget: Per-input sample budget K (or ``config.budget``).
         strategies: Declared strategy ids (the coverage denominator M). ``None``: taken from ``env``.
         env: A seffi env (single, Gymnasium vector or SB3 VecEnv) to read strategies and baselines from.
-        config: A :class:`~seffi.callbacks.config.MonitorConfig`; ``**options`` (its fields) go on top.
-        baselines: Precomputed :class:`~seffi.coverage.env_baselines.EnvBaselines`.
+        config: A [`MonitorConfig`][seffi.callbacks.MonitorConfig]; ``**options`` (its fields) go on top.
+        baselines: Precomputed [`EnvBaselines`][seffi.coverage.env_baselines.EnvBaselines].
 
     Example:
         >>> monitor = CoverageMonitor.for_env(envs, budget=16)  # doctest: +SKIP
@@ -138,7 +138,7 @@ class CoverageMonitor:
 
     @property
     def tracker(self) -> CoverageTracker:
-        """The :class:`~seffi.coverage.CoverageTracker` that owns every counted sample (flushed first)."""
+        """The `CoverageTracker` that owns every counted sample (flushed first)."""
         return self.flush()
 
     @property
@@ -174,11 +174,11 @@ class CoverageMonitor:
         self._ingest(self.buffer.add_info, info, env_index=env_index)
 
     def ingest_end(self, end: EpisodeEnd, *, env_offset: int = 0) -> None:
-        """Record one parsed :class:`~seffi.callbacks.infos.EpisodeEnd`."""
+        """Record one parsed [`EpisodeEnd`][seffi.callbacks.EpisodeEnd]."""
         self._ingest(self.buffer.add_ends, [end], env_offset=env_offset)
 
     def ingest_ends(self, ends: Sequence[EpisodeEnd], *, env_offset: int = 0) -> int:
-        """Record parsed episode ends in order (bad ones rejected, as in :meth:`ingest_infos`)."""
+        """Record parsed episode ends in order (bad ones rejected, as in `ingest_infos`)."""
         return self._ingest(self.buffer.add_ends, ends, env_offset=env_offset)
 
     def ingest_columns(self, cols: EpisodeColumns, *, env_offset: int = 0) -> int:
@@ -203,7 +203,7 @@ class CoverageMonitor:
         return self.schedule.last_step
 
     def due(self, step: int) -> bool:
-        """Whether :meth:`maybe_log` would log at ``step``."""
+        """Whether `maybe_log` would log at ``step``."""
         return self.schedule.due(step, self.episodes)
 
     def maybe_log(self, step: int) -> bool:
@@ -256,7 +256,7 @@ class CoverageMonitor:
     def point_scalars(self) -> dict[str, float]:
         """The scalars of a log from point estimates only, O(inputs x K) (the gain without interval).
 
-        Over the runs of the streaming window (``window``; see :meth:`log`).
+        Over the runs of the streaming window (``window``; see `log`).
         """
         return self._point_scalars(self._window())
 
@@ -296,7 +296,7 @@ class CoverageMonitor:
         return scalars
 
     def curves(self, *, exact: bool = False) -> Any:
-        """The policy's :class:`~seffi.coverage.Curves`, k = 1..K, with bootstrap CIs (``exact``: ignored)."""
+        """The policy's `Curves`, k = 1..K, with bootstrap CIs (``exact``: ignored)."""
         return self.tracker.curves(self.budget, n_boot=self.n_boot, seed=self.seed)
 
     def metrics(self) -> dict[str, float]:
@@ -311,12 +311,12 @@ class CoverageMonitor:
     def to_dataframe(self) -> Any:
         """The curves so far as a long pandas DataFrame: one row per (method, k), k = 1..K.
 
-        ``method`` is ``"policy"`` (the recorded samples, bootstrap CIs as :meth:`curves`), then
+        ``method`` is ``"policy"`` (the recorded samples, bootstrap CIs as `curves`), then
         ``"iid"`` and ``"oracle"`` when the monitor has them, over the inputs seen (the final
         report's baselines). Columns: ``seffi.report.assemble.FRAME_COLUMNS`` (method, label, k,
         coverage, coverage_lo, coverage_hi, novelty, full_coverage, valid_coverage, valid_at_k, auc).
         Empty (the same columns) before the first complete sample. It recomputes the curves; for
-        the logged numbers without cost, use :meth:`metrics`.
+        the logged numbers without cost, use `metrics`.
 
         Raises:
             SeffiError: pandas is not installed (``pip install pandas``).
@@ -333,7 +333,7 @@ class CoverageMonitor:
     def snapshot(self, *, exact: bool = False) -> tuple[Any, dict[str, float]]:
         """(``Comparison``, key-scheme scalars) so far; ``exact``: every run, baselines over the inputs seen.
 
-        Without ``exact``, the policy curves are those of the streaming window (as :meth:`log`);
+        Without ``exact``, the policy curves are those of the streaming window (as `log`);
         barcode and latent coverage always cover every run.
         """
         return self._snapshot(None if exact else self._window(), exact=exact)
@@ -360,7 +360,7 @@ class CoverageMonitor:
     def load_state_dict(self, state: Mapping[str, Any]) -> CoverageMonitor:
         """Replace everything recorded with ``state`` (format 1 or 2); open runs continue.
 
-        A foreign or corrupted state raises one :class:`~seffi.errors.SeffiError` and changes nothing.
+        A foreign or corrupted state raises one `SeffiError` and changes nothing.
         """
         self._replace(*monitor_state.loaded(state, self._tracker))
         self.stream_offset = self._tracker.stream_offset
@@ -372,7 +372,7 @@ class CoverageMonitor:
         """Add another monitor's (or state's) data: exact, order-independent, atomic (as the tracker's).
 
         Runs present in both raise (give workers distinct ``stream_offset`` values, or move a state
-        with :meth:`shift_streams`); only this monitor's own open runs continue.
+        with `shift_streams`); only this monitor's own open runs continue.
         """
         state = other.state_dict() if isinstance(other, CoverageMonitor) else other
         self.buffer.episodes += monitor_state.merged(self.tracker, state)
@@ -394,7 +394,7 @@ class CoverageMonitor:
     stream_span = staticmethod(monitor_state.stream_span)
 
     def report(self, **meta: Any) -> Any:
-        """The :class:`seffi.report.schema.Report` of everything recorded so far (plus ``meta`` entries)."""
+        """The `seffi.report.schema.Report` of everything recorded so far (plus ``meta`` entries)."""
         comparison = self.snapshot(exact=True)[0] if self.tracker.complete_runs() else None
         report = monitor_report(self, comparison)
         return report.model_copy(update={"meta": {**report.meta, **meta}}) if meta else report

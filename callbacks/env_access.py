@@ -2,7 +2,7 @@
 
 Every adapter reads an env's facts (``strategies``, ``input_ids``, ``budget``, ``task``,
 ``n_latents``, ``spec``) and its two optional methods (``base_match_distribution(input_id,
-valid_only=False)``, ``reference_match_sets(input_id)``) through :class:`EnvAccess`. The rules:
+valid_only=False)``, ``reference_match_sets(input_id)``) through `EnvAccess`. The rules:
 
 * **Local envs are read directly.** A single env (with any Gymnasium wrappers), the sub-env 0 of a
   ``SyncVectorEnv`` or an SB3 ``DummyVecEnv`` (under any vector wrappers such as
@@ -14,7 +14,7 @@ valid_only=False)``, ``reference_match_sets(input_id)``) through :class:`EnvAcce
   stops the worker for good). Plain attributes come back with ``get_attr``/``call(name)``; methods are
   called in the worker with their arguments (``env_method``/``call(name, *args)``) and only their
   result, plain data, comes back. No bound method, and so no env, ever goes through a pipe.
-* **Nothing the caller gave is probed.** ``env_facts`` and :meth:`EnvAccess.baselines` skip every fact
+* **Nothing the caller gave is probed.** ``env_facts`` and `EnvAccess.baselines` skip every fact
   the monitor config already holds (strategies, task and env names, iid and oracle baselines).
 """
 
@@ -127,7 +127,7 @@ class EnvAccess:
     def get(self, name: str) -> Any:
         """The plain attribute ``name`` of sub-env 0 (read once, cached).
 
-        Only data attributes are read this way (a method is called with :meth:`call`); a remote env
+        Only data attributes are read this way (a method is called with `call`); a remote env
         sends the value back pickled, so it must be plain data.
 
         Raises:
@@ -238,7 +238,7 @@ class EnvAccess:
         Args:
             strategies: The declared strategy ids.
             budget: K.
-            **kwargs: Other :class:`~seffi.coverage.env_baselines.EnvBaselines` arguments.
+            **kwargs: Other [`EnvBaselines`][seffi.coverage.env_baselines.EnvBaselines] arguments.
         """
         given_iid, given_oracle = kwargs.get("iid") is not None, kwargs.get("oracle") is not None
         base_law = None if given_iid else self.method("base_match_distribution")

@@ -71,7 +71,7 @@ def rollout_episodes(
 class CoverageEvaluator:
     """Periodic evaluation of exploration efficiency, like SB3's ``EvalCallback``.
 
-    Each :meth:`evaluate` call starts a fresh tracker, lets the current policy spend ``budget`` samples
+    Each `evaluate` call starts a fresh tracker, lets the current policy spend ``budget`` samples
     on every eval input of ``eval_env``, and logs that evaluation's curves (keys under
     ``seffi/<scope>/``, default scope ``"eval"``) at the training step, so the W&B chart of
     ``seffi/eval/gain_vs_iid`` against ``seffi/step`` shows exploration improving over training.
@@ -83,12 +83,12 @@ class CoverageEvaluator:
         input_ids: Eval inputs (default: the env's whole pool).
         keep_history: Number of evaluations kept as lines in the final report (evenly spaced); None
             (the default) keeps every one. When it drops some, finalize warns which steps it left out.
-        config: The monitor options (:class:`~seffi.callbacks.MonitorConfig`; without one,
+        config: The monitor options ([`MonitorConfig`][seffi.callbacks.MonitorConfig]; without one,
             ``n_boot=100``). An unset ``scope`` becomes ``"eval"`` (keys ``seffi/eval/...``) and the
             default label ``"eval"``; ``log_curves_every`` is always 1 (every evaluation is a curve
             snapshot) and ``window`` None (each evaluation starts fresh); evaluation i resets the env
             with ``seed + i``.
-        **options: :class:`~seffi.callbacks.MonitorConfig` fields on top of ``config`` (sinks,
+        **options: [`MonitorConfig`][seffi.callbacks.MonitorConfig] fields on top of ``config`` (sinks,
             out_dir, wandb, iid, seed, ...).
     """
 
@@ -159,7 +159,7 @@ class CoverageEvaluator:
         return self.monitor.metrics()
 
     def curves(self) -> Any:
-        """The latest evaluation's policy :class:`~seffi.coverage.Curves` (with bootstrap CIs)."""
+        """The latest evaluation's policy [`Curves`][seffi.coverage.Curves] (with bootstrap CIs)."""
         return self.monitor.curves()
 
     def to_dataframe(self) -> Any:

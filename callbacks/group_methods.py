@@ -1,26 +1,26 @@
-"""Exploration-method rewards of a group scorer: the rules of :data:`seffi.models.rewards.METHODS`.
+"""Exploration-method rewards of a group scorer: the rules of `seffi.models.rewards.METHODS`.
 
-:class:`RewardMethod` binds one method name and its options to a scorer
-(:class:`seffi.callbacks.groups.GroupScorer`): it checks the options when the scorer is built, owns
+`RewardMethod` binds one method name and its options to a scorer
+(`seffi.callbacks.groups.GroupScorer`): it checks the options when the scorer is built, owns
 the method's state across steps (the outcome counts of ``"outcome_ucb"``) and scores a whole gathered
-generation batch with :func:`seffi.models.rewards.batch_rewards`, group by group.
+generation batch with `seffi.models.rewards.batch_rewards`, group by group.
 
 What each method needs from the trainer (TRL's ``GRPOConfig``):
 
 * ``"valid"``, ``"diversity"``, ``"outcome_batch"``: nothing; options ``weight`` (diversity),
   ``c`` and ``valid_only`` (outcome_batch).
 * ``"unlikeliness"``: the policy's sequence log-probability of each completion. On the TRL path
-  :func:`policy_logprobs` computes it inside the reward call from the trainer's current model: one
+  `policy_logprobs` computes it inside the reward call from the trainer's current model: one
   extra no-grad forward pass over the batch's prompts + completions per generation batch (the
   generation itself is the dominant cost: a forward per generated token). Options ``beta`` and
   ``reduction`` (``"mean"``, the default and what He et al. rank by, or ``"sum"``). He et al.'s
   companion of more updates per batch is TRL's ``num_iterations``; nothing here depends on it.
 * ``"passk"``: option ``k`` (required, 1 <= k <= ``num_generations``). The reward *is* the analytic
   advantage, so the trainer must not normalise it again: ``GRPOConfig(scale_rewards="none")`` (and
-  the default ``multi_objective_aggregation="sum_then_normalize"``); :func:`check_scaling` refuses
+  the default ``multi_objective_aggregation="sum_then_normalize"``); `check_scaling` refuses
   any other setting.
 * ``"outcome_ucb"``: options ``c`` and ``valid_only``; the historical counts live on the method
-  (:attr:`RewardMethod.counts`), survive across steps and are part of the coverage object's
+  (`RewardMethod.counts`), survive across steps and are part of the coverage object's
   checkpoint state.
 """
 
@@ -35,23 +35,23 @@ import numpy as np
 from seffi.errors import SeffiError
 from seffi.models import grpo, rewards
 
-#: Options the scorer takes besides the rule's own (:attr:`seffi.models.rewards.Method.options`).
+#: Options the scorer takes besides the rule's own (`seffi.models.rewards.Method.options`).
 EXTRA_OPTIONS = {"unlikeliness": ("reduction",), "passk": ("k",)}
 
 
 class RewardMethod:
-    """One method of :data:`~seffi.models.rewards.METHODS` with its options and state.
+    """One method of `METHODS` with its options and state.
 
     Args:
-        name: A key of :data:`~seffi.models.rewards.METHODS`.
+        name: A key of `METHODS`.
         options: The method's options, e.g. ``{"beta": 0.25}``, ``{"k": 4}``, ``{"c": 0.5}``.
 
     Attributes:
         name: The method name.
-        options: The rule's keyword options (passed to :func:`~seffi.models.rewards.batch_rewards`).
+        options: The rule's keyword options (passed to `batch_rewards`).
         k: pass@k's k (``"passk"`` only).
         reduction: How a completion's token log-probabilities are combined (``"unlikeliness"`` only).
-        counts: The run's :class:`~seffi.models.rewards.OutcomeCounts` (``"outcome_ucb"`` only).
+        counts: The run's `OutcomeCounts` (``"outcome_ucb"`` only).
         needs_logprobs: Whether scoring needs the policy's log-probabilities.
 
     Raises:
@@ -146,7 +146,7 @@ class RewardMethod:
         return [[x, list(o), n] for x, row in sorted(self.counts.as_dict().items()) for o, n in row.items()]
 
     def load_state(self, rows: Sequence[Sequence[Any]] | None) -> None:
-        """Restore :meth:`state` (ignored by a method without counts)."""
+        """Restore `state` (ignored by a method without counts)."""
         if self.counts is None or rows is None:
             return
         table: dict[str, dict[tuple[str, ...], int]] = {}
@@ -212,7 +212,7 @@ def policy_logprobs(
     """Each completion's log-probability under the trainer's current policy (one no-grad forward pass).
 
     The prompt tokens are re-derived from TRL's ``prompts`` exactly as GRPOTrainer tokenises them
-    (:func:`seffi.models.grpo.prompt_token_ids` with the trainer's tools, chat template and its
+    (`seffi.models.grpo.prompt_token_ids` with the trainer's tools, chat template and its
     kwargs); the completion tokens are TRL's ``completion_ids`` (eos kept). Logits are divided by
     ``GRPOConfig.temperature`` as in GRPOTrainer's own log-probabilities; the model runs in eval mode
     (no dropout), so the ranking is deterministic. Custom ``rollout_func`` or multi-turn tool rollouts,
@@ -256,7 +256,7 @@ def local_logprobs(
     """The log-probabilities of a scorer's local batch, timed into ``scorer.logprob_cost``.
 
     ``scorer.logprob_fn(prompts, completion_ids)`` when given, else ``policy()`` (on the TRL path the
-    trainer's current model, :func:`policy_logprobs`).
+    trainer's current model, `policy_logprobs`).
 
     Raises:
         SeffiError: Neither is available; the function returned another number of values, or a NaN.

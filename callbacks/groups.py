@@ -1,14 +1,14 @@
 """Coverage of grouped policy samples (GRPO's completion groups), independent of the trainer library.
 
-:class:`GroupScorer` labels a batch of completions, gathers every process's records, feeds them to a
-sink and returns rewards (:mod:`seffi.models.grpo` reward modes and the exploration methods of
-:data:`seffi.models.rewards.METHODS`, :mod:`seffi.callbacks.group_methods`). :class:`GroupCoverage` turns each
-prompt's group into runs of a :class:`~seffi.callbacks.CoverageMonitor` and holds the baselines: by
+`GroupScorer` labels a batch of completions, gathers every process's records, feeds them to a
+sink and returns rewards (`seffi.models.grpo` reward modes and the exploration methods of
+`seffi.models.rewards.METHODS`, `seffi.callbacks.group_methods`). `GroupCoverage` turns each
+prompt's group into runs of a [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] and holds the baselines: by
 default the *reference model's* own samples (``IidBaseline.from_samples``), drawn at the first
 training batch from the unchanged model, over at most ``reference_prompts`` prompts, reusing that
-batch's completions and an on-disk cache. Its :meth:`~GroupCoverage.state_dict` is what a trainer
-checkpoint needs to resume without redrawing anything. :mod:`seffi.callbacks.trl` adapts both to TRL
-(reward-function kwargs, a ``TrainerCallback``).
+batch's completions and an on-disk cache. Its `state_dict` is what a trainer
+checkpoint needs to resume without redrawing anything. [`seffi.callbacks.trl`][seffi.callbacks.trl] adapts
+both to TRL (reward-function kwargs, a ``TrainerCallback``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from seffi.labelers import as_labeler
 from seffi.models import grpo
 from seffi.tasks.base import Task, TaskInput
 
-#: Format tag of :meth:`GroupCoverage.state_dict`.
+#: Format tag of `GroupCoverage.state_dict`.
 STATE_FORMAT = "seffi.callbacks.groups/1"
 #: Default cap on the prompts of the reference iid.
 REFERENCE_PROMPTS = 256
@@ -40,9 +40,9 @@ class GroupScorer:
         labeler: A Labeler, a ``{strategy: regex}`` rubric or ``fn(x, text) -> ids`` (+ ``strategies``).
         strategies: Declared strategy ids for a bare labeling callable.
         id_column: Dataset column holding each prompt's input id.
-        reward: ``"valid"``, ``"matched"``, a method of :data:`seffi.models.rewards.METHODS`
+        reward: ``"valid"``, ``"matched"``, a method of `seffi.models.rewards.METHODS`
             (``"diversity"``, ``"unlikeliness"``, ``"passk"``, ``"outcome_ucb"``, ``"outcome_batch"``;
-            their trainer settings: :mod:`seffi.callbacks.group_methods`) or
+            their trainer settings: `seffi.callbacks.group_methods`) or
             ``callable(ValidationResult) -> float``.
         reward_options: The method's options, e.g. ``{"beta": 0.25}``, ``{"k": 4}``, ``{"c": 0.5}``.
         diversity_weight: ``w`` of the diversity reward (``reward_options={"weight": w}`` wins).
@@ -55,7 +55,7 @@ class GroupScorer:
     Attributes:
         sink: Receives each gathered batch of records ``[(input_id, matches, valid), ...]``.
         group_size: Completions per group (the trainer's ``num_generations``): a group reward's group.
-        method: The :class:`~seffi.callbacks.group_methods.RewardMethod` of a group reward (else None).
+        method: The `RewardMethod` of a group reward (else None).
         last_results: Validation results of the latest local batch.
         last_logprobs: The log-probabilities the latest local batch was scored with (unlikeliness).
         logprob_cost: ``batches``, ``rows`` and ``seconds`` spent computing log-probabilities.
@@ -135,14 +135,14 @@ class GroupCoverage:
     """Each prompt's group of completions as runs of a coverage monitor, with its baselines.
 
     A group of G completions (GRPO's ``num_generations``) is G / K runs of K = ``budget`` consecutive
-    completions: K must divide G (:meth:`configure_groups`). A group reward (diversity, unlikeliness,
+    completions: K must divide G (`configure_groups`). A group reward (diversity, unlikeliness,
     pass@k, the outcome rules) always scores the whole group of G.
 
     Args:
         task, inputs, labeler, strategies, id_column, reward, reward_options, diversity_weight, decode,
-            gather, logprob_fn: See :class:`GroupScorer`.
+            gather, logprob_fn: See `GroupScorer`.
         budget: K (default: the group size, e.g. GRPO's ``num_generations``).
-        iid: ``"reference"`` (the policy's own samples before training: :meth:`draw_reference_iid`),
+        iid: ``"reference"`` (the policy's own samples before training: `draw_reference_iid`),
             ``"task"`` (the task's synthetic base sampler), a baseline object (``.curves(K)``, e.g.
             ``IidBaseline.from_samples``) or None. Until the reference is drawn, ``"reference"``
             falls back to the task's sampler.
@@ -164,7 +164,7 @@ class GroupCoverage:
 
     Attributes:
         reward: The reward function (``reward_class``).
-        monitor: The :class:`~seffi.callbacks.CoverageMonitor` (after the first batch).
+        monitor: The [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] (after the first batch).
         group_sizes: ``{group size: count}`` of the groups seen (each group is G / K runs).
         reference: The reference samples ``{"ids", "n", "sets", "valid"}`` once drawn (or restored).
         reference_cost: What the reference cost: ``prompts`` (of ``of_prompts``),
@@ -345,7 +345,7 @@ class GroupCoverage:
         drawn from the same unchanged model, when ``reuse_first_batch``), then cached ones, then
         fresh ones. Also sets the oracle from the task's reference traces over the same prompts
         (unless given), so both baselines cover every recorded prompt from the first log on.
-        Without ``model`` it draws what :meth:`prepare_reference` prepared.
+        Without ``model`` it draws what `prepare_reference` prepared.
 
         Raises:
             SeffiError: Nothing prepared and no model given.
@@ -431,7 +431,7 @@ class GroupCoverage:
         return grpo.ReferenceCache(folder, key)
 
     def _set_reference_baselines(self) -> None:
-        """The iid (and, unless given, the task oracle) from :attr:`reference`; record those prompts only."""
+        """The iid (and, unless given, the task oracle) from `reference`; record those prompts only."""
         from seffi.coverage import IidBaseline, OracleBaseline
 
         ref = self.reference
@@ -467,7 +467,7 @@ class GroupCoverage:
         }  # fmt: skip
 
     def load_state_dict(self, state: Mapping[str, Any], step: int | None = None) -> GroupCoverage:
-        """Continue from :meth:`state_dict`: same reference samples, same monitor and folder.
+        """Continue from `state_dict`: same reference samples, same monitor and folder.
 
         Args:
             state: A saved state.
@@ -514,7 +514,7 @@ class GroupCoverage:
         return self.monitor.metrics() if self.monitor is not None else {}
 
     def curves(self) -> Any:
-        """The policy's current :class:`~seffi.coverage.Curves` (k = 1..K).
+        """The policy's current [`Curves`][seffi.coverage.Curves] (k = 1..K).
 
         Raises:
             SeffiError: No completion recorded yet.

@@ -1,22 +1,25 @@
 """Plain Gymnasium loops (CleanRL style): the few lines that add coverage monitoring.
 
-Manual pattern — four lines in a hand-written vector loop::
+Manual pattern — four lines in a hand-written vector loop:
 
-    import gymnasium as gym, seffi.envs
-    from seffi.callbacks import CoverageMonitor
+```python
+import gymnasium as gym, seffi.envs
+from seffi.callbacks import CoverageMonitor
 
-    envs = gym.make_vec("seffi/HanoiRouter-v0", num_envs=8, budget=16)
-    monitor = CoverageMonitor.for_env(envs, budget=16)            # 1: build (baselines from the env)
-    obs, _ = envs.reset(seed=0)
-    for global_step in range(0, 100_000, envs.num_envs):
-        obs, rewards, terminations, truncations, infos = envs.step(agent(obs))
-        monitor.ingest_infos(infos, terminations | truncations)   # 2: record finished episodes
-        monitor.maybe_log(global_step)                            # 3: log every `log_every` episodes
-    monitor.close()                                               # 4: report.json, plots, W&B summary
+envs = gym.make_vec("seffi/HanoiRouter-v0", num_envs=8, budget=16)
+monitor = CoverageMonitor.for_env(envs, budget=16)            # 1: build (baselines from the env)
+obs, _ = envs.reset(seed=0)
+for global_step in range(0, 100_000, envs.num_envs):
+    obs, rewards, terminations, truncations, infos = envs.step(agent(obs))
+    monitor.ingest_infos(infos, terminations | truncations)   # 2: record finished episodes
+    monitor.maybe_log(global_step)                            # 3: log every `log_every` episodes
+monitor.close()                                               # 4: report.json, plots, W&B summary
+```
 
-Or wrap the env and forget about it (:class:`CoverageVectorWrapper` / :class:`CoverageWrapper`), which
-do exactly those calls inside ``step`` and ``close``. Both autoreset modes work; a single env works the
-same with ``monitor.ingest_infos(info, terminated or truncated)``.
+Or wrap the env and forget about it ([`CoverageVectorWrapper`][seffi.callbacks.gym.CoverageVectorWrapper] /
+[`CoverageWrapper`][seffi.callbacks.gym.CoverageWrapper]), which do exactly those calls inside ``step`` and
+``close``. Both autoreset modes work; a single env works the same with
+``monitor.ingest_infos(info, terminated or truncated)``.
 """
 
 from __future__ import annotations
@@ -42,8 +45,8 @@ class CoverageVectorWrapper(VectorWrapper):
         env: A Gymnasium vector env of any kind (native, ``SyncVectorEnv``, ``AsyncVectorEnv``, under any
             vector wrappers) whose sub-envs meet the info contract (``docs/custom-env.md``).
         budget: Per-input sample budget K (default: ``config.budget``).
-        config: The monitor options (:class:`~seffi.callbacks.MonitorConfig`).
-        **options: :class:`~seffi.callbacks.MonitorConfig` fields on top of ``config``.
+        config: The monitor options ([`MonitorConfig`][seffi.callbacks.MonitorConfig]).
+        **options: [`MonitorConfig`][seffi.callbacks.MonitorConfig] fields on top of ``config``.
     """
 
     def __init__(
@@ -77,7 +80,8 @@ class CoverageVectorWrapper(VectorWrapper):
 class CoverageWrapper(gym.Wrapper):
     """A single Gymnasium env that records coverage of every finished episode.
 
-    Arguments as for :class:`CoverageVectorWrapper`; the step counter advances by 1 per ``step``.
+    Arguments as for [`CoverageVectorWrapper`][seffi.callbacks.gym.CoverageVectorWrapper]; the step counter
+    advances by 1 per ``step``.
     """
 
     def __init__(

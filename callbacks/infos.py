@@ -15,7 +15,7 @@ Three shapes reach the monitor:
 
 Which envs finished is known for sure from ``dones`` (``terminated | truncated``) when the caller
 passes them; without them an episode end is recognised by the final-step keys seffi envs emit only on
-that step (:data:`END_MARKERS`). Episodes are parsed into columns (:class:`EpisodeColumns`): for
+that step (`END_MARKERS`). Episodes are parsed into columns (`EpisodeColumns`): for
 Gymnasium dict-of-arrays infos by numpy masks and fancy indexing (no per-episode Python beyond one
 dict lookup for the match set), for SB3 lists by a few dict lookups per finished episode.
 """
@@ -96,7 +96,7 @@ def _missing(key: str, keys: Any) -> str:
 def episode_from_info(
     info: Mapping[str, Any], *, env_index: int = 0, env_name: str | None = None
 ) -> EpisodeEnd:
-    """Turn the final-step ``info`` of one episode into an :class:`EpisodeEnd`.
+    """Turn the final-step ``info`` of one episode into an [`EpisodeEnd`][seffi.callbacks.EpisodeEnd].
 
     Args:
         info: The info dict of the step that ended the episode.
@@ -243,7 +243,7 @@ class EpisodeColumns:
         return EpisodeColumns(*(getattr(self, f.name)[idx] for f in dataclasses.fields(self)))
 
     def ends(self, env_name: str | None = None) -> list[EpisodeEnd]:
-        """The episodes as :class:`EpisodeEnd` objects (match sets checked and sorted)."""
+        """The episodes as `EpisodeEnd` objects (match sets checked and sorted)."""
 
         def opt(v: int) -> int | None:
             return None if v < 0 else v
@@ -296,13 +296,13 @@ def _matches_problem(raw: Any) -> str | None:
 
 
 def episode_columns(infos: Any, dones: Any = None, *, env_name: str | None = None) -> EpisodeColumns:
-    """All episode ends in one step's ``infos``, as columns (see :func:`episode_ends`).
+    """All episode ends in one step's ``infos``, as columns (see `episode_ends`).
 
     Gymnasium vector infos are read with numpy masks and fancy indexing — no per-episode dicts; SB3
     lists cost one dict lookup per key per finished episode.
 
     Raises:
-        EpisodeRejected: A finished episode breaks the info contract (see :func:`episode_from_info`).
+        EpisodeRejected: A finished episode breaks the info contract (see `episode_from_info`).
     """
     cols, rejects = _parse(infos, dones, env_name)
     if rejects:
@@ -357,7 +357,7 @@ def episode_ends(infos: Any, dones: Any = None, *, env_name: str | None = None) 
         infos: A Gymnasium vector info dict, an SB3 list of info dicts, or one single-env info dict.
         dones: Which envs finished on this step (``terminated | truncated``): bool array, shape
             (num_envs,), or a bool for a single env. Optional; without it episode ends are recognised
-            by the final-step keys (:data:`END_MARKERS`), so an end whose info lost them goes unseen —
+            by the final-step keys (`END_MARKERS`), so an end whose info lost them goes unseen —
             pass ``dones`` to get an error instead.
         env_name: Env id used in error messages.
 
@@ -446,7 +446,7 @@ def _list_rows(
 
 
 def _rows_to_columns(rows: Sequence[tuple[Any, ...]]) -> EpisodeColumns:
-    """Columns of checked rows from :func:`_list_rows` (``_ABSENT`` becomes the fill value)."""
+    """Columns of checked rows from `_list_rows` (``_ABSENT`` becomes the fill value)."""
     n = len(rows)
     if n == 0:
         return EpisodeColumns.empty()

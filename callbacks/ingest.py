@@ -1,11 +1,11 @@
 """``EpisodeBuffer``: finished episodes checked, coded and buffered until the tracker takes them.
 
 Every ingestion path ends here: Gymnasium dict-of-arrays infos, SB3 lists, single-env dicts, parsed
-:class:`~seffi.callbacks.infos.EpisodeEnd` objects and raw columns. Each episode is checked against
+[`EpisodeEnd`][seffi.callbacks.EpisodeEnd] objects and raw columns. Each episode is checked against
 the info contract as it arrives (a bad one is refused on its own, after the good ones of the call are
 buffered); its ``strategy_matches`` value is coded once into a row of a bool match table, so a batch
 reaches the tracker as numpy columns plus a (N, M) hit matrix. SB3 lists are kept as checked row
-tuples until the drain; a whole rollout of them can be checked at once (:meth:`EpisodeBuffer.add_steps`).
+tuples until the drain; a whole rollout of them can be checked at once (`EpisodeBuffer.add_steps`).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class EpisodeBuffer:
         ``input_id`` present; ``valid`` a bool; ``input_id`` a str or int; ``sample_index``,
         ``run_index`` and ``z`` ints >= 0; strategy ids among the declared ones). A bad episode is
         refused on its own: the good ones of the call are buffered first, then
-        :class:`~seffi.callbacks.rules.EpisodeRejected` names the key, env and sub-env.
+        [`EpisodeRejected`][seffi.callbacks.EpisodeRejected] names the key, env and sub-env.
 
         Args:
             infos: Gymnasium vector info dict (either autoreset mode), SB3 list of dicts, or one
@@ -120,8 +120,8 @@ class EpisodeBuffer:
 
         The common case (every step a list of info dicts with a bool ``dones`` array, every finished
         info keeping the contract with a known match set) is read and checked for the whole batch at
-        once, a column at a time (:func:`_proven_rows`); anything else is replayed step by step
-        through :meth:`add_infos`, so an error is raised exactly as there, after the good episodes of
+        once, a column at a time (`_proven_rows`); anything else is replayed step by step
+        through `add_infos`, so an error is raised exactly as there, after the good episodes of
         the steps before it.
 
         Args:
@@ -150,7 +150,7 @@ class EpisodeBuffer:
         return self._add_checked(cols, rejects)
 
     def add_ends(self, ends: Sequence[EpisodeEnd], *, env_offset: int = 0) -> int:
-        """Buffer parsed :class:`EpisodeEnd` objects in order."""
+        """Buffer parsed [`EpisodeEnd`][seffi.callbacks.EpisodeEnd] objects in order."""
         cols, rejects = _from_ends(ends)
         return self._add_checked(cols, rejects, env_offset)
 
@@ -293,7 +293,7 @@ class EpisodeBuffer:
 
 
 def _batch_rows(steps: Sequence[tuple[Sequence[Any], Any]]) -> list[tuple[Any, ...]] | None:
-    """The finished episodes of SB3 ``steps`` as rows (as :func:`~seffi.callbacks.infos._list_rows`).
+    """The finished episodes of SB3 ``steps`` as rows (as `_list_rows`).
 
     ``None`` unless every step is a list with a bool ``dones`` array and every row keeps the contract.
     """
@@ -328,11 +328,11 @@ def _batch_rows(steps: Sequence[tuple[Sequence[Any], Any]]) -> list[tuple[Any, .
 
 
 def _proven_rows(rows: Sequence[tuple[Any, ...]]) -> bool:
-    """Whether every row keeps :data:`~seffi.callbacks.rules._RULES` at a glance, checked per column.
+    """Whether every row keeps `_RULES` at a glance, checked per column.
 
     The set of a column's value types against the rule's exact types, then the int ranges by one
     ``min``/``max``: C-level loops, where a per-row check would cost a Python call per episode.
-    ``False`` does not mean bad: :func:`~seffi.callbacks.rules._screen` decides that on the slow path.
+    ``False`` does not mean bad: `_screen` decides that on the slow path.
     """
     if not rows:
         return True

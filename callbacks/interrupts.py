@@ -1,10 +1,10 @@
 """Ctrl-C and SIGTERM during training: stop at the next step, write what was measured, then stop as asked.
 
 A trainer's callback cannot catch an exception raised inside the trainer's loop, so a plain Ctrl-C
-loses every measurement the callback holds. :class:`StopOnSignal` turns the first SIGINT or SIGTERM
+loses every measurement the callback holds. `StopOnSignal` turns the first SIGINT or SIGTERM
 into a request the adapter passes on at its next hook (SB3: ``_on_step`` returns False; TRL:
 ``control.should_training_stop``); the trainer then ends its loop normally and calls the adapter's
-end-of-training hook, which writes the report (marked interrupted) and calls :meth:`StopOnSignal.reraise`
+end-of-training hook, which writes the report (marked interrupted) and calls `StopOnSignal.reraise`
 to deliver the signal as the program expects: ``KeyboardInterrupt`` for SIGINT, the previous SIGTERM
 handler (by default: the process ends) for SIGTERM. A second signal while stopping acts at once, as
 it would without seffi. Handlers are installed only from the main thread.
@@ -48,7 +48,7 @@ class StopOnSignal:
         return self.received is not None
 
     def install(self, loop: Iterable[str] = ()) -> bool:
-        """Take over SIGINT and SIGTERM until :meth:`restore`; False (nothing done) off the main thread.
+        """Take over SIGINT and SIGTERM until `restore`; False (nothing done) off the main thread.
 
         Args:
             loop: Names of the trainer's loop function (``"learn"``, ``"train"``): the nearest calling

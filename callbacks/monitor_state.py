@@ -2,7 +2,7 @@
 
 Everything recorded belongs to the tracker, so a monitor state is ``{"format", "episodes",
 "tracker"}``; merging, resuming and moving workers into their own streams are the tracker's
-operations. Every error here is one :class:`~seffi.errors.SeffiError` line, and nothing is changed
+operations. Every error here is one `SeffiError` line, and nothing is changed
 before a state has been checked completely.
 """
 

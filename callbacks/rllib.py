@@ -2,7 +2,7 @@
 
 Every env runner records its finished episodes in its own monitor from ``on_episode_end``. After
 each training iteration the driver fetches every healthy runner's *cumulative* state and loads
-their exact union (:class:`seffi.callbacks.workers.WorkerStates`), so the merged curves are those of
+their exact union (`seffi.callbacks.workers.WorkerStates`), so the merged curves are those of
 one monitor fed with all episodes; RLlib's own mean of per-runner means would weigh runners, not
 runs. A runner that dies keeps its last gathered state; a restarted one is a new incarnation.
 ``result["seffi"]`` and ``report.json`` (``meta``) say how many runners contributed.
@@ -14,17 +14,19 @@ Gymnasium id), and sends plain data: budget, strategies and, when the env has
 inputs it saw, from which the driver computes the iid and oracle baselines. ``iid=``/``oracle=``
 replace those (the env is then not asked); ``env=`` gives the driver an env of its own instead.
 
-Usage::
+Usage:
 
-    from seffi.callbacks import rllib as seffi_rllib
+```python
+from seffi.callbacks import rllib as seffi_rllib
 
-    config = (PPOConfig().environment("seffi/HanoiRouter-v0", env_config={"budget": 8})
-              .env_runners(num_env_runners=2)
-              .callbacks(seffi_rllib.CoverageCallback.configure(out_dir="runs/ppo", wandb="offline")))
-    algo = config.build_algo()
-    result = algo.train()             # result["seffi"]: seffi_rllib.metrics(algo) + the runner counts
-    seffi_rllib.curves(algo)          # the merged policy Curves; seffi_rllib.to_dataframe(algo): pandas
-    seffi_rllib.finalize(algo)        # report.json/md + plots, W&B summary; then algo.stop()
+config = (PPOConfig().environment("seffi/HanoiRouter-v0", env_config={"budget": 8})
+          .env_runners(num_env_runners=2)
+          .callbacks(seffi_rllib.CoverageCallback.configure(out_dir="runs/ppo", wandb="offline")))
+algo = config.build_algo()
+result = algo.train()             # result["seffi"]: seffi_rllib.metrics(algo) + the runner counts
+seffi_rllib.curves(algo)          # the merged policy Curves; seffi_rllib.to_dataframe(algo): pandas
+seffi_rllib.finalize(algo)        # report.json/md + plots, W&B summary; then algo.stop()
+```
 
 Evaluation env runners are not recorded: they are not the exploration process being measured.
 
@@ -100,9 +102,11 @@ class CoverageCallback(RLlibCallback):
     """An ``RLlibCallback`` measuring exploration coverage across all env runners.
 
     RLlib instantiates callbacks itself without arguments, so configure it with
-    :meth:`configure` (a picklable ``functools.partial``) — or subclass and set the arguments.
-    On the driver, read it with :func:`metrics`, :func:`curves` and :func:`to_dataframe` (or the
-    methods of the same names on :func:`coverage_callback`).
+    `configure` (a picklable ``functools.partial``) — or subclass and set the arguments.
+    On the driver, read it with [`metrics`][seffi.callbacks.rllib.CoverageCallback.metrics],
+    [`curves`][seffi.callbacks.rllib.CoverageCallback.curves] and
+    [`to_dataframe`][seffi.callbacks.rllib.CoverageCallback.to_dataframe] (or the methods of the same names on
+    [`coverage_callback`][seffi.callbacks.rllib.coverage_callback]).
 
     Args:
         budget: Per-input sample budget K; default: ``config.budget``, else the env's ``budget``.
@@ -111,9 +115,9 @@ class CoverageCallback(RLlibCallback):
         log_every: Gather, merge and log every this many *training iterations* (the driver logs
             per iteration, so ``MonitorConfig.log_every``/``log_unit`` do not apply here).
         gather_timeout_s: How long the driver waits for runners' states.
-        config: The monitor options shared by every adapter (:class:`~seffi.callbacks.MonitorConfig`:
+        config: The monitor options shared by every adapter ([`MonitorConfig`][seffi.callbacks.MonitorConfig]:
             out_dir, wandb, wandb_kwargs, iid, oracle, strategies, n_boot, seed, plots, verbose, ...).
-        **options: :class:`~seffi.callbacks.MonitorConfig` fields on top of ``config``.
+        **options: [`MonitorConfig`][seffi.callbacks.MonitorConfig] fields on top of ``config``.
     """
 
     def __init__(
@@ -239,7 +243,7 @@ class CoverageCallback(RLlibCallback):
 
     @property
     def result_key(self) -> str:
-        """The key of ``result`` under which :meth:`on_train_result` puts the merged scalars.
+        """The key of ``result`` under which `on_train_result` puts the merged scalars.
 
         ``"seffi"``, or ``"seffi_<i>"`` for the i-th seffi callback (i >= 1) of an algorithm with several.
         """
@@ -269,12 +273,13 @@ class CoverageCallback(RLlibCallback):
         """A copy of the latest logged merged scalars (``{}`` before the first log).
 
         ``result["seffi"]`` of that iteration holds the same keys and values, plus the runner counts
-        (``runners_contributed``, ...). See :meth:`seffi.callbacks.CoverageMonitor.metrics`.
+        (``runners_contributed``, ...). See
+        [`seffi.callbacks.CoverageMonitor.metrics`][seffi.callbacks.CoverageMonitor.metrics].
         """
         return self.monitor.metrics() if self.monitor is not None else {}
 
     def curves(self, algorithm: Any = None) -> Any:
-        """The merged policy :class:`~seffi.coverage.Curves` (fresh from the runners given ``algorithm``).
+        """The merged policy [`Curves`][seffi.coverage.Curves] (fresh from the runners given ``algorithm``).
 
         Raises:
             SeffiError: before the algorithm is built, or before any runner finished an episode.
@@ -284,7 +289,8 @@ class CoverageCallback(RLlibCallback):
     def to_dataframe(self, algorithm: Any = None) -> Any:
         """The merged curves (policy, iid, oracle) as a long pandas DataFrame, one row per (method, k).
 
-        See :meth:`seffi.callbacks.CoverageMonitor.to_dataframe`; empty before any episode.
+        See [`seffi.callbacks.CoverageMonitor.to_dataframe`][seffi.callbacks.CoverageMonitor.to_dataframe];
+        empty before any episode.
         """
         return self._current(algorithm, empty_ok=True).to_dataframe()
 
@@ -318,7 +324,7 @@ def _callbacks(algorithm: Any) -> list[CoverageCallback]:
 
 
 def coverage_callback(algorithm: Any) -> CoverageCallback:
-    """The driver-side seffi :class:`CoverageCallback` of ``algorithm`` (the first, if several).
+    """The driver-side seffi `CoverageCallback` of ``algorithm`` (the first, if several).
 
     Raises:
         SeffiError: ``algorithm`` has no seffi callback.
@@ -338,7 +344,7 @@ def metrics(algorithm: Any) -> dict[str, float]:
 
 
 def curves(algorithm: Any) -> Any:
-    """The merged policy :class:`~seffi.coverage.Curves`, gathered from the runners now."""
+    """The merged policy [`Curves`][seffi.coverage.Curves], gathered from the runners now."""
     return coverage_callback(algorithm).curves(algorithm)
 
 
@@ -348,7 +354,7 @@ def to_dataframe(algorithm: Any) -> Any:
 
 
 def finalize(algorithm: Any) -> Any:
-    """Finalize every seffi :class:`CoverageCallback` of ``algorithm`` (call before ``algo.stop()``).
+    """Finalize every seffi `CoverageCallback` of ``algorithm`` (call before ``algo.stop()``).
 
     Returns:
         The report of the (first) seffi callback, or None if there is none or it already finished.

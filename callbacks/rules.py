@@ -19,7 +19,7 @@ def _describe(env_name: str | None, env_index: int) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------
-# The info contract: one rule per key, checked by one function (:func:`_screen`) on every ingestion
+# The info contract: one rule per key, checked by one function (`_screen`) on every ingestion
 # path — Gymnasium dict-of-arrays (incl. final_info), SB3 lists, single-env dicts, EpisodeEnd objects.
 # ----------------------------------------------------------------------------------------------------
 
@@ -122,7 +122,7 @@ class _Rule:
 
 _INT = (int, np.integer)
 #: The info contract of the keys the monitor reads (``strategy_matches`` is checked against the
-#: declared strategies when the match set is coded, see :func:`normalize_matches`).
+#: declared strategies when the match set is coded, see `normalize_matches`).
 _RULES: dict[str, _Rule] = {
     "input_id": _Rule("a str (or int) id", "iuU", frozenset({str, np.str_}) | _INT_TYPES, (str, *_INT)),
     "valid": _Rule("a bool (or numpy bool)", "b", frozenset(_BOOLS), _BOOLS),
@@ -133,7 +133,7 @@ _RULES: dict[str, _Rule] = {
 
 
 _MATCHES, _ENV = operator.itemgetter(1), operator.itemgetter(3)  # fields of a _list_rows row
-#: (position in a :func:`_list_rows` row, key) of the checked values.
+#: (position in a `_list_rows` row, key) of the checked values.
 _ROW_KEYS: tuple[tuple[int, str], ...] = (
     (0, "input_id"),
     (2, "valid"),
@@ -142,12 +142,12 @@ _ROW_KEYS: tuple[tuple[int, str], ...] = (
     (6, "z"),
 )
 #: Row type signature -> (getter of the ints still to range-check, their minimum), or ``None`` when a
-#: type is not one :data:`_RULES` accepts at a glance (then :func:`_screen` decides).
+#: type is not one `_RULES` accepts at a glance (then `_screen` decides).
 _ROW_SIGNATURES: dict[tuple[type, ...], tuple[Callable[[Any], tuple[Any, ...]], int] | None] = {}
 
 
 def _row_signature(sig: tuple[type, ...]) -> tuple[Callable[[Any], tuple[Any, ...]], int] | None:
-    """What a row of types ``sig`` still needs checked (see :data:`_ROW_SIGNATURES`), from :data:`_RULES`."""
+    """What a row of types ``sig`` still needs checked (see `_ROW_SIGNATURES`), from `_RULES`."""
     positions, lows = [], []
     for pos, key in _ROW_KEYS:
         rule = _RULES[key]
@@ -264,12 +264,12 @@ def _screen(
     rejects: _Rejects,
     known_ids: set[Any] | None = None,
 ) -> None:
-    """Check the values of finished episodes against :data:`_RULES`: the one check of every path.
+    """Check the values of finished episodes against `_RULES`: the one check of every path.
 
     Args:
         raw: key -> the episodes' values (numpy array or sequence; keys absent from all are left out).
         have: key -> bool array of the entries the env reported (``None`` or missing: see
-            :meth:`_Rule.bad`).
+            `_Rule.bad`).
         rejects: Where the bad episodes are marked.
         known_ids: Input ids (str) already checked: a column of known ids is accepted with one
             C-level set test instead of a type check per entry; newly checked str ids are added.

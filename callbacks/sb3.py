@@ -1,4 +1,4 @@
-"""Stable-Baselines3 adapter: :class:`CoverageCallback`, a drop-in ``BaseCallback``.
+"""Stable-Baselines3 adapter: `CoverageCallback`, a drop-in ``BaseCallback``.
 
 Example:
     >>> import gymnasium as gym, seffi.envs                           # doctest: +SKIP
@@ -55,16 +55,16 @@ class CoverageCallback(BaseCallback):
             rollout, at most once per rollout, so coverage gets one W&B point per policy update, on the
             steps of SB3's own ``rollout/*`` and ``train/*`` metrics (points inside a rollout would all
             describe the same frozen policy); the rollout's episodes are read and checked in one batch
-            at its end (so :attr:`monitor` counts them from then on, and an info that breaks the
+            at its end (so `monitor` counts them from then on, and an info that breaks the
             contract is reported there). ``"step"``: at the first ``VecEnv.step`` where ``log_every``
             is reached (finer curves, more logs; episodes are read at every step).
-        config: The monitor options shared by every adapter (:class:`~seffi.callbacks.MonitorConfig`:
+        config: The monitor options shared by every adapter ([`MonitorConfig`][seffi.callbacks.MonitorConfig]:
             iid, oracle, strategies, out_dir, wandb, wandb_kwargs, log_every, log_unit,
             log_curves_every, n_boot, seed, plots, verbose, ...). Here ``out_dir`` that already holds
-            a seffi run when training starts gives ``out_dir-2`` (``-3``, ...; :attr:`out_dir` names
+            a seffi run when training starts gives ``out_dir-2`` (``-3``, ...; `out_dir` names
             the folder used), ``log_unit="steps"`` counts ``num_timesteps``, ``seed`` also seeds the
             evaluation resets and ``verbose`` is also SB3's. Evaluation logs under scope ``"eval"``.
-        **options: :class:`~seffi.callbacks.MonitorConfig` fields on top of ``config``.
+        **options: [`MonitorConfig`][seffi.callbacks.MonitorConfig] fields on top of ``config``.
     """
 
     def __init__(
@@ -136,7 +136,7 @@ class CoverageCallback(BaseCallback):
         return monitor.metrics() if monitor is not None else {}
 
     def curves(self, part: str | None = None) -> Any:
-        """The current policy :class:`~seffi.coverage.Curves` of ``part`` (as :meth:`metrics`).
+        """The current policy [`Curves`][seffi.coverage.Curves] of ``part`` (as `metrics`).
 
         Raises:
             SeffiError: before training starts (nothing recorded yet).
@@ -147,10 +147,10 @@ class CoverageCallback(BaseCallback):
         return monitor.curves()
 
     def to_dataframe(self, part: str | None = None) -> Any:
-        """The curves of ``part`` (as :meth:`metrics`) as a long DataFrame, one row per (method, k).
+        """The curves of ``part`` (as `metrics`) as a long DataFrame, one row per (method, k).
 
-        See :meth:`seffi.callbacks.CoverageMonitor.to_dataframe` (policy, iid and oracle rows). Empty
-        before training starts.
+        See [`seffi.callbacks.CoverageMonitor.to_dataframe`][seffi.callbacks.CoverageMonitor.to_dataframe]
+        (policy, iid and oracle rows). Empty before training starts.
         """
         monitor = self._part(part)
         if monitor is None:

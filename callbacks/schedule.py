@@ -153,7 +153,7 @@ class RecentRuns:
     that lie entirely in the last ``window`` episodes (``start >= E - window``), and always those of
     the latest batch that completed any run. With logs every ``log_every`` episodes and ``window``
     a multiple of it, that is exactly the runs completed in the last ``window`` episodes. The
-    window's sums (:class:`WindowSums`) change as batches enter and leave: a log costs O(groups x K).
+    window's sums (`WindowSums`) change as batches enter and leave: a log costs O(groups x K).
 
     Args:
         window: Episodes the window reaches back.

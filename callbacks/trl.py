@@ -3,34 +3,36 @@
 GRPO samples ``num_generations`` (G) completions per prompt: a per-input sample budget. Each prompt's
 group is one *run* of that prompt with K = G (or G / K runs of K consecutive completions when
 ``budget`` K divides G; any other K is refused at train begin), so coverage C(k), novelty and the gain
-vs iid describe how well the groups explore the strategy space while GRPO trains::
+vs iid describe how well the groups explore the strategy space while GRPO trains:
 
-    from seffi.callbacks.trl import GRPOCoverage
+```python
+from seffi.callbacks.trl import GRPOCoverage
 
-    cov = GRPOCoverage(task, inputs, id_column="input_id", out_dir="runs/grpo")
-    trainer = GRPOTrainer(model=model, args=GRPOConfig(num_generations=8, ...), train_dataset=ds,
-                          reward_funcs=[cov.reward], callbacks=[cov.callback], processing_class=tok)
-    trainer.train()          # seffi/* keys land in TRL's logs (so in its W&B run) + runs/grpo/report.*
-    cov.metrics(), cov.curves(), cov.to_dataframe()   # the numbers in code
+cov = GRPOCoverage(task, inputs, id_column="input_id", out_dir="runs/grpo")
+trainer = GRPOTrainer(model=model, args=GRPOConfig(num_generations=8, ...), train_dataset=ds,
+                      reward_funcs=[cov.reward], callbacks=[cov.callback], processing_class=tok)
+trainer.train()          # seffi/* keys land in TRL's logs (so in its W&B run) + runs/grpo/report.*
+cov.metrics(), cov.curves(), cov.to_dataframe()   # the numbers in code
+```
 
 **iid** is by default the *reference model's* own sampling: ``iid_samples`` completions per dataset
 prompt (string or chat messages: the prompt tokens TRL generates from), drawn at the first training
 batch from the unchanged model with GRPO's generation settings, labelled like training completions
 and estimated with ``IidBaseline.from_samples``; that batch's own completions count among them, and
-an on-disk cache keeps the rest (:class:`~seffi.callbacks.groups.GroupCoverage`).
+an on-disk cache keeps the rest (`GroupCoverage`).
 ``iid="task"`` uses the task's synthetic base sampler. **Checkpoints**: each TRL checkpoint folder
 gets ``seffi_coverage.json`` (the reference samples and the monitor's state); ``resume_from_checkpoint``
 restores it, so the monitor continues in its folder and the reference is never redrawn.
 **Rewards** (``reward=``, options in ``reward_options=``): ``"valid"``, ``"matched"``, a callable, or
-an exploration method of :data:`seffi.models.rewards.METHODS` scored over each whole group of G:
-``"diversity"`` (formula in :mod:`seffi.models.grpo`), ``"unlikeliness"`` (``{"beta": 0.25}``),
+an exploration method of `seffi.models.rewards.METHODS` scored over each whole group of G:
+``"diversity"`` (formula in `seffi.models.grpo`), ``"unlikeliness"`` (``{"beta": 0.25}``),
 ``"passk"`` (``{"k": 4}``; needs ``GRPOConfig(scale_rewards="none")``, refused otherwise at train
 begin), ``"outcome_ucb"`` and ``"outcome_batch"`` (``{"c": 0.5}``). ``"unlikeliness"`` ranks by the
 policy's log-probability, computed inside the reward call from ``trainer.model``: one extra no-grad
-forward pass over the batch per generation batch (:func:`seffi.callbacks.group_methods.policy_logprobs`).
+forward pass over the batch per generation batch (`seffi.callbacks.group_methods.policy_logprobs`).
 ``"outcome_ucb"``'s outcome counts persist across steps and in the checkpoint state. Settings per
-method: :mod:`seffi.callbacks.group_methods`. **Labeling** is ``task.validate_y_text`` or a labeler
-(:mod:`seffi.callbacks.labelers`); junk completions score 0.
+method: `seffi.callbacks.group_methods`. **Labeling** is ``task.validate_y_text`` or a labeler
+(`seffi.callbacks.labelers`); junk completions score 0.
 
 **Processes.** Under accelerate/DeepSpeed TRL splits each generation batch across ranks, so a group
 may straddle processes: the reward function gathers every rank's records (``gather_object``, reached
@@ -104,7 +106,7 @@ def completion_text(completion: Any) -> Any:
 class CoverageReward(GroupScorer):
     """A GRPO reward function: labels completions, records their match sets, returns rewards.
 
-    Arguments: see :class:`seffi.callbacks.groups.GroupScorer` (task, inputs, labeler, strategies,
+    Arguments: see `seffi.callbacks.groups.GroupScorer` (task, inputs, labeler, strategies,
     id_column, reward, reward_options, diversity_weight, decode, gather, logprob_fn). Under a trainer,
     ``"unlikeliness"`` scores each local batch with the trainer's current model unless ``logprob_fn``
     is given.
@@ -163,16 +165,16 @@ class CoverageReward(GroupScorer):
 class GRPOCoverage(GroupCoverage):
     """Coverage of GRPO's completion groups: a reward function plus a ``TrainerCallback``.
 
-    Arguments: see :class:`seffi.callbacks.groups.GroupCoverage`. The default ``iid="reference"``
-    is prepared by :attr:`callback` at train begin (the train dataset's prompts, the trainer's model,
+    Arguments: see `seffi.callbacks.groups.GroupCoverage`. The default ``iid="reference"``
+    is prepared by `callback` at train begin (the train dataset's prompts, the trainer's model,
     tokenizer and generation settings) and drawn at the first training batch, before any update.
-    Read the numbers with :meth:`metrics`, :meth:`curves` and :meth:`to_dataframe` (also on
-    :attr:`callback`).
+    Read the numbers with `metrics`, `curves` and `to_dataframe` (also on
+    `callback`).
 
     Attributes:
         reward: The reward function to put in ``reward_funcs``.
         callback: The ``TrainerCallback`` to put in ``callbacks``.
-        monitor: The :class:`~seffi.callbacks.CoverageMonitor` (after the first batch).
+        monitor: The [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] (after the first batch).
     """
 
     reward_class = CoverageReward
@@ -199,10 +201,11 @@ class GRPOCoverage(GroupCoverage):
 class CoverageTrainerCallback(TrainerCallback):
     """Draws or restores the reference iid, adds seffi's scalars to TRL's logs, saves with checkpoints.
 
-    Created by :class:`GRPOCoverage` (``cov.callback``); pass it in ``callbacks=[...]``.
+    Created by [`GRPOCoverage`][seffi.callbacks.trl.GRPOCoverage] (``cov.callback``); pass it in
+    ``callbacks=[...]``.
 
     Attributes:
-        last_logged: The ``seffi/*`` scalars of the latest log (as :meth:`metrics`).
+        last_logged: The ``seffi/*`` scalars of the latest log (as `metrics`).
     """
 
     def __init__(self, coverage: GRPOCoverage) -> None:
@@ -276,11 +279,11 @@ class CoverageTrainerCallback(TrainerCallback):
         return self.coverage.metrics()
 
     def curves(self) -> Any:
-        """The policy's current :class:`~seffi.coverage.Curves` (see :meth:`GRPOCoverage.curves`)."""
+        """The policy's current [`Curves`][seffi.coverage.Curves] (see `GRPOCoverage.curves`)."""
         return self.coverage.curves()
 
     def to_dataframe(self) -> Any:
-        """Policy, iid and oracle curves as a long DataFrame (see :meth:`GRPOCoverage.to_dataframe`)."""
+        """Policy, iid and oracle curves as a long DataFrame (see `GRPOCoverage.to_dataframe`)."""
         return self.coverage.to_dataframe()
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:

@@ -1,13 +1,15 @@
 """Distributed workers' cumulative monitor states, kept on the driver and merged exactly.
 
 Framework-independent part of the RLlib adapter: each worker (an env-runner incarnation) sends its
-*cumulative* :meth:`CoverageMonitor.state_dict`; the driver keeps the latest one per incarnation and
-loads their exact union with :meth:`CoverageMonitor.load_states` (each in its own block of streams).
+*cumulative* [`CoverageMonitor.state_dict`][seffi.callbacks.CoverageMonitor.state_dict]; the driver keeps the
+latest one per incarnation and loads their exact union with
+[`CoverageMonitor.load_states`][seffi.callbacks.CoverageMonitor.load_states] (each in its own block of
+streams).
 
 The driver never builds the env: the workers read it where it lives and send plain data, its facts
-(:func:`worker_facts`: budget, strategies, names) and, for each input they saw, its exact base law
-and reference match sets (:class:`WorkerLaws`), from which the driver computes the baselines
-(:class:`GatheredLaws`). Nothing but dicts, sets and floats crosses the process boundary.
+(`worker_facts`: budget, strategies, names) and, for each input they saw, its exact base law
+and reference match sets (`WorkerLaws`), from which the driver computes the baselines
+(`GatheredLaws`). Nothing but dicts, sets and floats crosses the process boundary.
 """
 
 from __future__ import annotations
@@ -45,8 +47,8 @@ def worker_snapshot(
 
     Args:
         monitor: The worker's monitor.
-        identity: :func:`worker_identity`.
-        laws: The worker's :class:`WorkerLaws`; the snapshot then carries the laws of every input
+        identity: `worker_identity`.
+        laws: The worker's `WorkerLaws`; the snapshot then carries the laws of every input
             the monitor has seen (``"laws"``).
     """
     counts = {"episodes": monitor.episodes, "samples": monitor.samples}
@@ -102,12 +104,12 @@ class WorkerLaws:
     """A worker's record of its env's exact base law and reference sets, per input seen (plain data).
 
     Each input's entry is read once from the env (through the worker monitor's baselines, i.e.
-    :class:`~seffi.callbacks.env_access.EnvAccess`); an env method that raises is recorded as an
-    error message, which the driver raises as a :class:`~seffi.errors.SeffiError` if it needs that
+    `EnvAccess`); an env method that raises is recorded as an
+    error message, which the driver raises as a `SeffiError` if it needs that
     baseline.
 
     Args:
-        baselines: The worker monitor's :class:`~seffi.coverage.env_baselines.EnvBaselines`.
+        baselines: The worker monitor's [`EnvBaselines`][seffi.coverage.env_baselines.EnvBaselines].
         iid: Read the base law (False when the user gave ``iid=``: the env is not asked).
         oracle: Read the reference sets (False when the user gave ``oracle=``).
     """
@@ -145,11 +147,11 @@ def _law(law: Mapping[Any, Any]) -> dict[frozenset[str], float]:
 
 
 class GatheredLaws:
-    """The driver's copy of the workers' :class:`WorkerLaws` entries, served as an env's methods.
+    """The driver's copy of the workers' `WorkerLaws` entries, served as an env's methods.
 
-    :meth:`base_law` and :meth:`references` have the signatures of the env's
+    `base_law` and `references` have the signatures of the env's
     ``base_match_distribution`` and ``reference_match_sets``, so an
-    :class:`~seffi.coverage.env_baselines.EnvBaselines` computes the exact baselines from them.
+    [`EnvBaselines`][seffi.coverage.env_baselines.EnvBaselines] computes the exact baselines from them.
     """
 
     def __init__(self) -> None:
@@ -202,7 +204,7 @@ class WorkerStates:
     def add(self, snap: Mapping[str, Any]) -> None:
         """Store one worker's cumulative snapshot (replacing that incarnation's older one).
 
-        Its env laws (``"laws"``, see :func:`worker_snapshot`) go to :attr:`laws`.
+        Its env laws (``"laws"``, see `worker_snapshot`) go to `laws`.
         """
         key = (int(snap["worker_index"]), str(snap["incarnation"]))
         self._first_seen.setdefault(key, len(self._first_seen))
@@ -255,12 +257,12 @@ class WorkerStates:
 class MergedMonitor(CoverageMonitor):
     """The driver's monitor: its report's ``meta`` also says which workers contributed."""
 
-    #: Set by the driver before :meth:`finalize`: :meth:`WorkerStates.summary`.
+    #: Set by the driver before `finalize`: `WorkerStates.summary`.
     workers_summary: Mapping[str, Any] | None = None
 
     @classmethod
     def from_facts(cls, facts: Mapping[str, Any], config: MonitorConfig, laws: GatheredLaws) -> MergedMonitor:
-        """The driver's monitor from the workers' :func:`agreed_facts`, without an env.
+        """The driver's monitor from the workers' `agreed_facts`, without an env.
 
         Its exact baselines come from ``laws`` (what the workers read from their envs) where the
         workers have them; ``config.iid``/``config.oracle`` replace them as usual.
