@@ -2,20 +2,20 @@
 
 Importing this package registers, for each task in ``seffi.tasks.list_tasks()``:
 
-* ``seffi/<Name>-v0`` — token-level env (:class:`~seffi.envs.token.TokenEnv`), and
-* ``seffi/<Name>Router-v0`` — router env (:class:`~seffi.envs.router.RouterEnv`),
+* ``seffi/<Name>-v0`` — token-level env ([`TokenEnv`][seffi.envs.TokenEnv]), and
+* ``seffi/<Name>Router-v0`` — router env ([`RouterEnv`][seffi.envs.RouterEnv]),
 
 each with a native vector env (``gymnasium.make_vec(id, num_envs, vectorization_mode="vector_entry_point")``).
-``Name`` is the CamelCase task name (``sort_swaps`` -> ``SortSwaps``); :func:`env_id` builds it.
-Keyword arguments of ``gymnasium.make`` are validated by :class:`TokenEnvConfig` /
-:class:`RouterEnvConfig`.
+``Name`` is the CamelCase task name (``sort_swaps`` -> ``SortSwaps``); [`env_id`][seffi.envs.env_id] builds
+it. Keyword arguments of ``gymnasium.make`` are validated by [`TokenEnvConfig`][seffi.envs.TokenEnvConfig] /
+[`RouterEnvConfig`][seffi.envs.RouterEnvConfig].
 
 The step that ends an episode carries ``info`` keys ``input_id``, ``y_text``, ``strategy_matches``
 (sorted tuple), ``valid``, ``parse_ok``, ``num_strategies``, ``sample_index`` (k, 1-based, per input and
 run), ``budget_exhausted``, ``run_index``, ``num_new_strategies`` (and ``z`` for router envs); other
 steps' ``info`` is empty.
 
-**Autoreset modes** (:mod:`seffi.envs.vector`). The native vector envs take Gymnasium's
+**Autoreset modes** (`seffi.envs.vector`). The native vector envs take Gymnasium's
 ``autoreset_mode=`` (``AutoresetMode.NEXT_STEP``, the default, ``SAME_STEP`` or ``DISABLED``, also as
 ``"same_step"`` etc.) and state it in ``envs.metadata["autoreset_mode"]``; in each mode they equal a
 ``SyncVectorEnv(..., autoreset_mode=...)`` of the single env. ``NEXT_STEP`` stays the default because it
@@ -29,17 +29,19 @@ mode every step samples every row; the returned ``obs`` is already the next epis
 observation, the ended episode's last one and its info are in ``infos["final_obs"]`` /
 ``infos["final_info"]`` (a dict of arrays with ``_key`` masks, selected by ``infos["_final_info"]``).
 A one-step episode's transition is just ``(obs, action, reward)`` — no bootstrapping, no final obs
-needed::
+needed:
 
-    envs = gym.make_vec("seffi/HanoiRouter-v0", num_envs=64, vectorization_mode="vector_entry_point",
-                        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    obs, _ = envs.reset(seed=0)
-    for _ in range(steps):
-        actions = policy(obs)                      # obs: float32, shape (64, D)
-        next_obs, rewards, terminated, truncated, infos = envs.step(actions)
-        learner.record(obs, actions, rewards)      # every row ended: one sample each
-        monitor.ingest_infos(infos, terminated | truncated)  # seffi.callbacks reads final_info
-        obs = next_obs
+```python
+envs = gym.make_vec("seffi/HanoiRouter-v0", num_envs=64, vectorization_mode="vector_entry_point",
+                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+obs, _ = envs.reset(seed=0)
+for _ in range(steps):
+    actions = policy(obs)                      # obs: float32, shape (64, D)
+    next_obs, rewards, terminated, truncated, infos = envs.step(actions)
+    learner.record(obs, actions, rewards)      # every row ended: one sample each
+    monitor.ingest_infos(infos, terminated | truncated)  # seffi.callbacks reads final_info
+    obs = next_obs
+```
 
 Rows then follow the env's input schedule (round-robin by default). To pin row ``i`` to an input of
 your choice instead, call ``envs.reset(options={"input_id": ids})`` before each step (any mode; in
@@ -47,7 +49,7 @@ your choice instead, call ``envs.reset(options={"input_id": ids})`` before each 
 A ``SyncVectorEnv`` takes the mode as ``vector_kwargs={"autoreset_mode": ...}``; SB3's and RLlib's
 vector envs do their own autoreset around the single env.
 
-Rendering (:mod:`seffi.envs.render`): ``render_mode="ansi"`` gives a text view (the current input's
+Rendering (`seffi.envs.render`): ``render_mode="ansi"`` gives a text view (the current input's
 prompt, the output so far, the last sample and its strategy matches), ``render_mode="rgb_array"`` a
 small uint8 coverage grid, shape (H, W, 3) (inputs x strategies, coloured as strategies are found in
 the run) — so SB3's ``make_vec_env``, which asks for ``"rgb_array"``, and video wrappers work. Native

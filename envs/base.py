@@ -145,7 +145,7 @@ def warn_no_render_mode(env: Any) -> None:
 class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
     """Base of the single seffi envs: one engine row, Gymnasium's reset/step protocol, clear errors.
 
-    ``render_mode`` (``"ansi"`` or ``"rgb_array"``, see :mod:`seffi.envs.render`) is a config field, so
+    ``render_mode`` (``"ansi"`` or ``"rgb_array"``, see `seffi.envs.render`) is a config field, so
     ``gym.make(id, render_mode=...)`` — and SB3's ``make_vec_env``, which asks for ``"rgb_array"`` —
     work; ``gym.make`` adds Gymnasium's wrappers for ``"human"`` and the ``*_list`` modes.
     """

@@ -2,7 +2,7 @@
 
 Every env id ``seffi/<Name>-v0`` / ``seffi/<Name>Router-v0`` accepts the fields below as keyword
 arguments; unknown keys, out-of-range values and values of the wrong type raise one
-:class:`~seffi.errors.SeffiError` naming the field. Types are not coerced: an integer field takes an
+`SeffiError` naming the field. Types are not coerced: an integer field takes an
 ``int`` (or numpy integer) but never a ``bool``, a string or a float, a number field never a ``bool`` or
 a string, and ``history`` only a ``bool``.
 
@@ -77,7 +77,7 @@ class EnvConfig(BaseModel):
             with budget left, drawn from the env's seeded generator).
         history: Add the per-input history of this run to the observation.
         render_mode: ``None`` (default), ``"ansi"`` (text: prompt, output, last sample, its matches) or
-            ``"rgb_array"`` (uint8 coverage grid, shape (H, W, 3)); see :mod:`seffi.envs.render`.
+            ``"rgb_array"`` (uint8 coverage grid, shape (H, W, 3)); see `seffi.envs.render`.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
@@ -128,7 +128,7 @@ C = TypeVar("C", bound=EnvConfig)
 
 
 def parse_config(cls: type[C], kwargs: Mapping[str, Any]) -> C:
-    """Validate env kwargs into ``cls``; any problem becomes one readable :class:`SeffiError`."""
+    """Validate env kwargs into ``cls``; any problem becomes one readable `SeffiError`."""
     try:
         return cls(**kwargs)
     except ValidationError as exc:

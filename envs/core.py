@@ -1,6 +1,6 @@
 """Shared machinery of the seffi envs: the input pool, the batched per-input budget state, rewards, infos.
 
-Every env — single or native vector — keeps its state in a :class:`Life` holding ``E`` independent
+Every env — single or native vector — keeps its state in a `Life` holding ``E`` independent
 rows (``E = 1`` for a single env). Each row behaves exactly like one single env, with its own seeded
 generator, so a native vector env of ``E`` rows gives the same infos as ``SyncVectorEnv`` over ``E``
 single envs by construction.
@@ -52,7 +52,7 @@ _SPEC_CACHE: dict[str, Any] = {}
 
 
 def build_task(cfg: EnvConfig) -> Task[Any, Any]:
-    """The task named by ``cfg`` with its config overrides; bad overrides raise a :class:`SeffiError`."""
+    """The task named by ``cfg`` with its config overrides; bad overrides raise a `SeffiError`."""
     try:
         return get_task(cfg.task, **(cfg.task_config or {}))
     except ValidationError as exc:
@@ -98,7 +98,7 @@ class PoolSpec:
         return len(self.inputs)
 
     def index_of(self, input_id: Any) -> int:
-        """Pool position of ``input_id``; a clear :class:`SeffiError` for an id not in the pool."""
+        """Pool position of ``input_id``; a clear `SeffiError` for an id not in the pool."""
         try:
             return self._index[input_id]
         except (KeyError, TypeError):
@@ -388,7 +388,7 @@ class Life:
 
 
 def user_reward(fn: Any, info: dict[str, Any]) -> float:
-    """``fn(info)`` as a float; a value that is not a finite number is a :class:`SeffiError` naming ``fn``.
+    """``fn(info)`` as a float; a value that is not a finite number is a `SeffiError` naming ``fn``.
 
     A NaN reward would otherwise flow silently into the learner's returns and poison its updates.
     """

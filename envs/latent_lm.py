@@ -1,8 +1,8 @@
 """Latent-LM envs ``seffi/<Name>LatentLM-v0``: the exploration ladder's rung 2, on learned generators.
 
-Like the router envs (:mod:`seffi.envs.router`) an episode is one step and the action is a latent code
+Like the router envs (`seffi.envs.router`) an episode is one step and the action is a latent code
 ``z`` in ``Discrete(L)`` — but the generator is not hand-written: it is the latent mixture LM of
-:mod:`seffi.models`, learned by hard EM without strategy labels, and the trace it samples for
+`seffi.models`, learned by hard EM without strategy labels, and the trace it samples for
 ``(x, z)`` is attributed by the task's validator. The observation and the ``info`` keys are the router
 env's (``z`` included). The latent prior is the mixture's: ``p(z | x)`` read from the mixture LM when it
 learned one (``MixtureConfig.prior="input"``, the ladder's default), else the codes' assignment
@@ -18,7 +18,7 @@ so curves up to K are interpolated, not extrapolated). Pass it to the monitor:
 the reference traces (``reference_match_sets``).
 
 **Models.** ``model_dir=`` names a folder holding ``base/`` and ``mixture/`` (or a cached mixture
-folder); without it, ``lm=`` (a dict of :class:`seffi.models.LMConfig` fields, ``{}`` for the
+folder); without it, ``lm=`` (a dict of `seffi.models.LMConfig` fields, ``{}`` for the
 defaults; the task is the env's) trains both models, or loads them from the cache (``cache_dir=``,
 default ``$SEFFI_CACHE`` or ``~/.cache/seffi/models``); with neither, making the env is one error line.
 Needs the ``lm`` extra; without it ``gym.make`` raises one line naming it.
@@ -51,17 +51,17 @@ from .vector import SeffiVectorEnv
 
 
 class LatentLMEnvConfig(EnvConfig):
-    """Latent-LM env settings (the shared :class:`EnvConfig` fields plus the models').
+    """Latent-LM env settings (the shared [`EnvConfig`][seffi.envs.EnvConfig] fields plus the models').
 
     Attributes:
         model_dir: Folder of trained models (``base/`` + ``mixture/``, or a cached mixture folder).
-        lm: :class:`seffi.models.LMConfig` fields (without ``task``) to train or load from the cache
+        lm: `seffi.models.LMConfig` fields (without ``task``) to train or load from the cache
             when ``model_dir`` is not given (``{}``: the defaults). With neither, making the env
             raises one line saying what to pass.
         cache_dir: Model cache root (``None``: ``$SEFFI_CACHE`` or ``~/.cache/seffi/models``).
         n_latents: L; ``None`` takes the mixture's (a different value is an error).
         temperature: Sampling temperature of both LMs (1 = the models' own distributions).
-        iid_samples: Base-LM samples per input for :meth:`LatentLMAPI.iid_baseline` (``None``: 4 x budget).
+        iid_samples: Base-LM samples per input for `LatentLMAPI.iid_baseline` (``None``: 4 x budget).
         history: Add latents tried, strategies found and budget used to the observation (default on).
     """
 
@@ -75,7 +75,7 @@ class LatentLMEnvConfig(EnvConfig):
 
 
 def load_models(cfg: LatentLMEnvConfig) -> Any:
-    """The env's :class:`seffi.models.LadderModels` (loaded from ``model_dir`` or trained/cached)."""
+    """The env's `seffi.models.LadderModels` (loaded from ``model_dir`` or trained/cached)."""
     from seffi.models import require_lm
 
     if cfg.model_dir is None and cfg.lm is None:  # training takes minutes: never started by a bare make
@@ -183,7 +183,7 @@ class LatentLMAPI(RouterAPI):
 
     @property
     def models(self) -> Any:
-        """The :class:`seffi.models.LadderModels` (base LM and mixture) behind the env."""
+        """The `seffi.models.LadderModels` (base LM and mixture) behind the env."""
         return self._engine.spec.models
 
     def sample_base_y_texts(self, input_id: str, n: int, rng: np.random.Generator) -> list[str]:
@@ -231,7 +231,7 @@ class LatentLMAPI(RouterAPI):
 
 
 class LatentLMEnv(LatentLMAPI, SeffiEnv):
-    """Single latent-LM env; see the module docstring. Keyword arguments: :class:`LatentLMEnvConfig`."""
+    """Single latent-LM env; see the module docstring. Keyword arguments: `LatentLMEnvConfig`."""
 
     engine_cls = LatentLMEngine
     config_cls = LatentLMEnvConfig

@@ -8,9 +8,9 @@ vector env renders exactly what ``SyncVectorEnv`` over the single env renders.
   tried (router env) while an episode runs, the last finished sample (its ``y_text``, validity and
   strategy matches), and the strategies found for the current input in this run.
 * ``"rgb_array"``: uint8 array, shape (H, W, 3). One row of cells per pool input (at most
-  :data:`MAX_ROWS`; a larger pool shows the window of :data:`MAX_ROWS` inputs that holds the current
+  `MAX_ROWS`; a larger pool shows the window of `MAX_ROWS` inputs that holds the current
   one), one column per strategy, after a first column whose bar shows the share of the input's budget
-  used in this run. Cell colours (:data:`COLORS`): ``"valid"`` — a valid trace followed the strategy
+  used in this run. Cell colours (`COLORS`): ``"valid"`` — a valid trace followed the strategy
   in this run; ``"raw"`` — only invalid traces did (the procedure with a wrong answer: raw but not valid
   coverage); ``"empty"`` — not found yet; ``"infeasible"`` — the input admits no trace of the strategy.
   The current input's row is outlined (``"current"``) and the last sample's matches carry a dot

@@ -161,7 +161,7 @@ class LatentCodeEngine:
     The observation (see the module docstring) is the input's one-hot, its latent prior and, with
     ``history``, the latents tried, strategies found and budget used in this run. Subclasses build a
     spec with ``n_inputs``, ``n_latents``, ``strategies`` and ``prior`` (shape (N, Z)), call
-    :meth:`_init_codes`, and say how a latent becomes a trace in ``step_rows``.
+    `_init_codes`, and say how a latent becomes a trace in ``step_rows``.
     """
 
     #: How ``"ansi"`` renders the codes: (plural noun, symbol of their count).
@@ -275,7 +275,7 @@ class RouterAPI:
 
 
 class RouterEnv(RouterAPI, SeffiEnv):
-    """Single router env; see the module docstring. Keyword arguments: :class:`RouterEnvConfig`."""
+    """Single router env; see the module docstring. Keyword arguments: `RouterEnvConfig`."""
 
     engine_cls = RouterEngine
     config_cls = RouterEnvConfig

@@ -187,7 +187,7 @@ class TokenAPI:
 
     @property
     def vocabulary(self) -> Any:
-        """The task's word-level :class:`~seffi.tasks.base.Vocabulary` (the action ids)."""
+        """The task's word-level [`Vocabulary`][seffi.tasks.Vocabulary] (the action ids)."""
         return self._engine.spec.vocabulary
 
     @property
@@ -206,7 +206,7 @@ class TokenAPI:
 
 
 class TokenEnv(TokenAPI, SeffiEnv):
-    """Single token-level env; see the module docstring. Keyword arguments: :class:`TokenEnvConfig`."""
+    """Single token-level env; see the module docstring. Keyword arguments: `TokenEnvConfig`."""
 
     engine_cls = TokenEngine
     config_cls = TokenEnvConfig

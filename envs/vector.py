@@ -164,7 +164,7 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
         self._started = False
 
     def render(self) -> tuple[str | np.ndarray, ...] | None:
-        """One frame per row, as ``SyncVectorEnv.render`` returns them (see :mod:`seffi.envs.render`).
+        """One frame per row, as ``SyncVectorEnv.render`` returns them (see `seffi.envs.render`).
 
         In ``NEXT_STEP`` and ``DISABLED`` modes rows whose episode ended on the last step show that
         episode's end (they are not reset yet); in ``SAME_STEP`` mode they show the new episode — exactly

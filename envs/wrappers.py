@@ -75,11 +75,11 @@ class NoveltyBonus(gym.Wrapper[Any, Any, Any, Any]):
 
 
 class VectorNoveltyBonus(VectorWrapper):
-    """:class:`NoveltyBonus` for vector envs (Gymnasium's dict-of-arrays infos, every autoreset mode).
+    """`NoveltyBonus` for vector envs (Gymnasium's dict-of-arrays infos, every autoreset mode).
 
     ``infos["novelty_bonus"]`` (with its ``_novelty_bonus`` mask) sits where the final-step keys are:
     at the top level, or inside ``infos["final_info"]`` in ``SAME_STEP`` mode — where a
-    ``SyncVectorEnv`` over :class:`NoveltyBonus`-wrapped single envs puts it.
+    ``SyncVectorEnv`` over [`NoveltyBonus`][seffi.envs.NoveltyBonus]-wrapped single envs puts it.
     """
 
     def __init__(self, env: VectorEnv, bonus: float = 1.0, valid_only: bool = True) -> None:
