@@ -231,7 +231,7 @@ class RunAssigner:
     def _loop(
         self, u: np.ndarray, e: np.ndarray, sample_index: np.ndarray, run_index: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The rules of :meth:`assign`, one episode at a time (env columns ``e``): a reference for tests."""
+        """The rules of `assign`, one episode at a time (env columns ``e``): a reference for tests."""
         n = u.shape[0]
         slots, ks = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
         rows = zip(u.tolist(), e.tolist(), sample_index.tolist(), run_index.tolist(), strict=True)
@@ -280,7 +280,7 @@ class RunAssigner:
         ]
 
     def restore_open(self, u: int, env: int, slot: int, count: int, si: int, ri: int) -> None:
-        """Reopen a run (inverse of :meth:`open_runs`)."""
+        """Reopen a run (inverse of `open_runs`)."""
         col = self.env_cols.setdefault(int(env), len(self.env_cols))
         self.ensure_inputs(u + 1)
         r = int(self._rows(np.array([(u << _SHIFT) | col], dtype=np.int64))[0])

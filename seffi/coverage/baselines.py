@@ -6,13 +6,15 @@ it as the same law for every input of a policy. Per-input baselines keep each in
 (``Curves.input_keys``/``input_auc``/``input_valid_auc``, keyed by input id) so that the gain's
 bootstrap resamples inputs jointly with the policy's.
 
-Typical use with a task::
+Typical use with a task:
 
-    laws = {x.id: task.base_match_distribution(x) for x in inputs}
-    valid = {x.id: task.base_match_distribution(x, valid_only=True) for x in inputs}
-    iid = IidBaseline.from_match_distribution(laws, strategies=task.strategies(), valid_distribution=valid)
-    refs = {x.id: task.reference_match_sets(x) for x in inputs}
-    oracle = OracleBaseline(refs, strategies=task.strategies())
+```python
+laws = {x.id: task.base_match_distribution(x) for x in inputs}
+valid = {x.id: task.base_match_distribution(x, valid_only=True) for x in inputs}
+iid = IidBaseline.from_match_distribution(laws, strategies=task.strategies(), valid_distribution=valid)
+refs = {x.id: task.reference_match_sets(x) for x in inputs}
+oracle = OracleBaseline(refs, strategies=task.strategies())
+```
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """Bootstrap replicates of the policy curves over inputs: exact resampling in blocks, or its normal limit.
 
 ``curves_from_sums`` hands each block of inputs' weighted per-input values (shape (B, N_STATS, K),
-inputs in canonical order) to :class:`Replicates`; :meth:`Replicates.result` returns the replicates
+inputs in canonical order) to `Replicates`; `Replicates.result` returns the replicates
 the intervals need: expected new strategies per k, both AUCs and the Kaplan-Meier survival per tau.
 
-With fewer than :data:`NORMAL_INPUTS` inputs the replicates are the stratified multinomial
-bootstrap over inputs (``resampling.bootstrap_blocks``), drawn :data:`REPLICATE_BLOCK` replicates
+With fewer than `NORMAL_INPUTS` inputs the replicates are the stratified multinomial
+bootstrap over inputs (``resampling.bootstrap_blocks``), drawn `REPLICATE_BLOCK` replicates
 at a time: peak memory is inputs x block, not inputs x replicates, and the draws are those of one
-call for the whole set (the same seed gives the same replicates). From :data:`NORMAL_INPUTS` inputs
+call for the whole set (the same seed gives the same replicates). From `NORMAL_INPUTS` inputs
 on, a replicate's totals are drawn from their normal limit instead: the totals of a bootstrap
 resample of U units have mean sum_u x_u and covariance sum_h sum_{u in h} (x_u - mean_h)(x_u -
 mean_h)^T (h the strata), and by the central limit theorem their law is that normal up to

@@ -1,9 +1,9 @@
 """The metric column table: every quantity the curves report, declared once.
 
-Each :class:`Column` says where the quantity lives in :class:`~seffi.coverage.curves.Curves`, in
-report.json (``seffi.report.schema.CurveSet``), under which W&B key and in which report.md column,
-whether it carries an interval and what the estimator needs to compute it. The report schema, the
-W&B keys and the markdown table are built from :data:`COLUMNS`; adding a metric is one row here
+Each [`Column`][seffi.coverage.columns.Column] says where the quantity lives in
+[`Curves`][seffi.coverage.Curves], in report.json (``seffi.report.schema.CurveSet``), under which W&B key and
+in which report.md column, whether it carries an interval and what the estimator needs to compute it. The
+report schema, the W&B keys and the markdown table are built from `COLUMNS`; adding a metric is one row here
 plus its estimator.
 """
 
@@ -44,7 +44,7 @@ class Column:
 
     Attributes:
         name: field of report.json's curve set (``CurveSet``); for shape "gain", of the policy result.
-        shape: how it is indexed (:data:`Shape`).
+        shape: how it is indexed (`Shape`).
         curves: attribute of ``Curves`` ("" when ``Curves`` does not hold it); default ``name``.
         dtype: "float", "bool" or "int" values.
         ci: ``Curves`` holds ``<curves>_lo`` / ``<curves>_hi`` (a bootstrap interval).
@@ -57,7 +57,7 @@ class Column:
         wandb_index: the letter of the budget in the key (``novelty/i=<i>``).
         header: report.md table header ("{K}" becomes the budget); None: not in the table.
         needs: what the estimator needs beyond first hits; None: first hits alone.
-        stat: for a per-k column estimated from runs, the statistic of :data:`SUM_STATS` summed over
+        stat: for a per-k column estimated from runs, the statistic of `SUM_STATS` summed over
             runs whose ratio to ``runs`` it is; None: not estimated that way.
         per_strategy: the statistic counts strategies: divide by M_x to get a fraction.
         doc: one line saying what it is.
@@ -219,7 +219,7 @@ COLUMNS: tuple[Column, ...] = (
 BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
 
 #: The per-k curves an estimator computes from runs (``Curves`` attribute names), in the storage
-#: order of their statistics in :data:`SUM_STATS`.
+#: order of their statistics in `SUM_STATS`.
 PER_K: tuple[str, ...] = tuple(
     c.curves_name for c in sorted((c for c in COLUMNS if c.stat), key=lambda c: SUM_STATS.index(str(c.stat)))
 )

@@ -1,7 +1,8 @@
-"""Coverage curves: the :class:`Curves` result container (k = 1..K of one sampler) and ``auc``.
+"""Coverage curves: the `Curves` result container (k = 1..K of one sampler) and ``auc``.
 
-The gain lives in :mod:`seffi.coverage.gain`, the summary models in :mod:`seffi.coverage.summaries`
-and resampling in :mod:`seffi.coverage.resampling`; their public names are re-exported here.
+The gain lives in `seffi.coverage.gain`, the summary models in `seffi.coverage.summaries`
+and resampling in [`seffi.coverage.resampling`][seffi.coverage.resampling]; their public names are re-exported
+here.
 
 Conventions used in every docstring: ``K`` is the sample budget and arrays indexed by budget hold
 k = 1..K in positions 0..K-1; ``R`` is a number of runs, ``U`` of units (inputs), ``M`` of strategy
@@ -67,7 +68,7 @@ def auc(coverage: np.ndarray) -> np.ndarray:
 # -- the result container ------------------------------------------------------------------------
 
 
-#: Array-valued fields of ``Curves``: the metric columns' (see :mod:`seffi.coverage.columns`), then the
+#: Array-valued fields of ``Curves``: the metric columns' (see `seffi.coverage.columns`), then the
 #: run counts and per-input / bootstrap arrays the gain needs.
 _ARRAY_FIELDS = (*curves_arrays(), "runs_at_k", "auc_reps", "valid_auc_reps", "input_auc", "input_valid_auc")
 
@@ -102,7 +103,7 @@ class Curves:
         n_inputs, n_runs, samples: counts behind the curves (samples = total samples seen).
         ci_level, n_boot, seed: how the intervals were made.
         auc_reps, valid_auc_reps: float arrays, shape (B,): bootstrap replicates of the AUCs.
-            :meth:`gain` uses them only for curves it cannot pair over inputs (a single-law
+            `gain` uses them only for curves it cannot pair over inputs (a single-law
             estimated baseline, curves without per-input AUCs).
         input_keys: the inputs behind the curves, U of them, as (task, input_id) pairs in the order
             of ``input_auc``; the task is None for baselines (their inputs are matched by id). None
@@ -110,7 +111,7 @@ class Curves:
         input_auc, input_valid_auc: float arrays, shape (U,): each input's share of ``auc`` /
             ``valid_auc``, with mean exactly equal to it. For a baseline, the input's own AUC; for a
             policy whose runs all reach K, likewise; with shorter runs, the linearised contribution
-            (see ``runs.input_auc_contributions``). :meth:`gain` resamples these jointly (paired).
+            (see ``runs.input_auc_contributions``). `gain` resamples these jointly (paired).
         barcode: optional strategy barcode, see ``CoverageTracker.barcode``.
         notes: human-readable caveats (Monte Carlo error, extrapolation, undefined quantities).
     """
@@ -172,7 +173,7 @@ class Curves:
     # -- comparison ------------------------------------------------------------------------------
 
     def gain(self, iid: Curves, oracle: Curves, **kwargs: Any) -> Gain:
-        """Gain(K) with a paired bootstrap interval over inputs, see :func:`seffi.coverage.gain.paired_gain`.
+        """Gain(K) with a paired bootstrap interval over inputs, see `seffi.coverage.gain.paired_gain`.
 
         These curves are its ``policy``; ``kwargs`` (``valid``, ``n_boot``, ``seed``) go to it. When the
         iid curves are extrapolated at some k <= K (an iid baseline estimated from fewer than K
@@ -197,9 +198,9 @@ class Curves:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Curves:
-        """Rebuild curves from :meth:`to_dict` output; a foreign or corrupted dict raises ValueError.
+        """Rebuild curves from `to_dict` output; a foreign or corrupted dict raises ValueError.
 
-        Dicts written before the per-input fields existed load with them None; :meth:`gain` then
+        Dicts written before the per-input fields existed load with them None; `gain` then
         falls back to the unpaired interval and says so in ``Gain.reason``.
         """
         if not isinstance(d, Mapping) or d.get("format") != CURVES_FORMAT:

@@ -72,7 +72,8 @@ class EnvBaselines:
         references: ``references(x)``: the oracle's reference match sets of ``x``; None: no oracle.
         pool: ``pool()``: every input id of the env (baselines over the whole pool are computed once).
         iid: A user iid baseline (e.g. ``IidBaseline.from_samples``), used instead of ``base_law``;
-            its strategy ids and M must be the monitor's (:func:`check_agrees`).
+            its strategy ids and M must be the monitor's
+            ([`check_agrees`][seffi.coverage.env_baselines.check_agrees]).
         oracle: A user oracle baseline, used instead of ``references``; checked the same way.
         seed: Seed of the oracle's Monte Carlo parts.
         iid_seed: Seed of the iid curves' Monte Carlo parts (time to coverage).
@@ -123,7 +124,7 @@ class EnvBaselines:
             env: An object with ``strategies``, ``input_ids``, ``base_match_distribution`` and
                 ``reference_match_sets`` (every seffi router env's ``unwrapped``).
             budget: K.
-            **kwargs: Other :class:`EnvBaselines` arguments.
+            **kwargs: Other [`EnvBaselines`][seffi.coverage.env_baselines.EnvBaselines] arguments.
         """
         return cls(
             env.strategies,

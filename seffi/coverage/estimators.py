@@ -388,7 +388,7 @@ def full_coverage_samples(X: np.ndarray, m: int, K: int) -> np.ndarray:
 
     Single-label: [x^k] prod_s ((1 + x)^{N_s} - 1) / C(n, k) as a hypergeometric DP (non-negative
     terms). Set-valued: sum_B (-1)^|B| C(n - Y_B, k) / C(n, k) over B subset of [m] when
-    m <= :data:`EXACT_SET_STRATEGIES`; beyond, the share of random sample orders covering all
+    m <= `EXACT_SET_STRATEGIES`; beyond, the share of random sample orders covering all
     within k (standard error <= 0.008, ``_full_by_permutations``).
 
     Returns:
@@ -458,7 +458,7 @@ def full_coverage_samples_many(X: np.ndarray, m: int, K: int) -> np.ndarray:
 
 #: Strategies up to which set-valued F(k) from samples is the exact U-statistic (a 2^M transform).
 EXACT_SET_STRATEGIES = 20
-#: Random orders of the samples behind set-valued F(k) beyond :data:`EXACT_SET_STRATEGIES` strategies.
+#: Random orders of the samples behind set-valued F(k) beyond `EXACT_SET_STRATEGIES` strategies.
 PERMUTATIONS = 4000
 
 
@@ -466,7 +466,7 @@ def _full_by_permutations(X: np.ndarray, K: int) -> np.ndarray:
     """Set-valued F(k) of D datasets X bool (D, n, m) by Monte Carlo over random orders of the samples.
 
     The first k samples of a uniformly random order are a uniform k-subset, so the share of
-    :data:`PERMUTATIONS` orders whose first k samples cover every column is an unbiased estimate of
+    `PERMUTATIONS` orders whose first k samples cover every column is an unbiased estimate of
     the U-statistic at every k, with standard error sqrt(F (1 - F) / R) <= 0.5 / sqrt(R) = 0.008.
     Each order costs O(n m): the cover time is the latest first occurrence of a column. The
     generator is seeded from the data, so the same samples give the same estimate.

@@ -1,6 +1,6 @@
-"""The gain over iid: its formula (:func:`gain_value`, the only place it is written) and its interval.
+"""The gain over iid: its formula (`gain_value`, the only place it is written) and its interval.
 
-:func:`paired_gain` is ``Curves.gain``: the point value of three AUCs and a bootstrap interval that
+`paired_gain` is ``Curves.gain``: the point value of three AUCs and a bootstrap interval that
 resamples inputs jointly for the policy, iid and the oracle (paired, stratified by task).
 """
 
@@ -112,7 +112,7 @@ def paired_gain(
         seed: bootstrap seed; default the policy's ``seed`` (0 when it has none).
 
     Returns:
-        A :class:`Gain`; value/lo/hi are None with ``reason`` set when the gain is undefined;
+        A [`Gain`][seffi.coverage.Gain]; value/lo/hi are None with ``reason`` set when the gain is undefined;
         ``reason`` also carries a caveat when the interval could not be (fully) paired.
 
     Raises:

@@ -41,8 +41,8 @@ __all__ = ["IidBaseline"]
 class IidBaseline:
     """The iid base sampler's curves, per input, averaged over inputs.
 
-    Build it with :meth:`from_probabilities` (single-label known law), :meth:`from_match_distribution`
-    (set-valued known law; exact) or :meth:`from_samples` (unknown law; unbiased estimates from n
+    Build it with `from_probabilities` (single-label known law), `from_match_distribution`
+    (set-valued known law; exact) or `from_samples` (unknown law; unbiased estimates from n
     base samples, extrapolated beyond n). Each accepts one law/sample list, or a mapping
     ``{input_id: law}`` for per-input laws.
     """
@@ -89,7 +89,7 @@ class IidBaseline:
             valid_probability: probability that a base sample is correct (for valid@k).
 
         Each sample matches exactly one strategy here; for a law over match sets (a sample that can
-        follow several strategies, or none) use :meth:`from_match_distribution`.
+        follow several strategies, or none) use `from_match_distribution`.
 
         Warns:
             UserWarning: M is inferred (neither ``strategies`` nor ``num_strategies`` given).
@@ -277,7 +277,7 @@ class IidBaseline:
     def aucs(self, K: int) -> dict[str | None, float]:
         """AUC@K of each input's coverage: exact for laws (no Monte Carlo), estimated from samples.
 
-        The same coverage as :meth:`curves` at a fraction of its cost (a log needs only the AUC).
+        The same coverage as `curves` at a fraction of its cost (a log needs only the AUC).
 
         Returns:
             ``{input key: AUC}`` (the key is ``None`` for a single law).

@@ -60,18 +60,18 @@ def _valid_n_boot(n_boot: object) -> bool:
 def bootstrap_blocks(
     strata: Sequence[int] | np.ndarray, n_boot: int, seed: SeedLike = 0, block: int = 64
 ) -> Iterator[tuple[Any, np.ndarray, slice, np.ndarray]]:
-    """The counts of :func:`bootstrap_counts`, ``block`` replicates of one stratum at a time.
+    """The counts of `bootstrap_counts`, ``block`` replicates of one stratum at a time.
 
-    The draws are those of :func:`bootstrap_counts` with the same seed (one generator, stratum by
-    stratum, replicates in order), so any block size gives the same counts; memory is
-    ``block x stratum size``.
+    The draws are those of [`bootstrap_counts`][seffi.coverage.resampling.bootstrap_counts] with the same seed
+    (one generator, stratum by stratum, replicates in order), so any block size gives the same counts; memory
+    is ``block x stratum size``.
 
     Args:
         strata: int array, shape (U,): the stratum (task) of each unit.
         n_boot: number of replicates B (>= 1).
         seed: seed for a spawned ``SeedSequence`` stream.
         block: replicates per block at least (>= 1); more while a block holds at most
-            :data:`_BLOCK_CELLS` counts (so small strata come in one block).
+            `_BLOCK_CELLS` counts (so small strata come in one block).
 
     Yields:
         ``(stratum, idx, rows, W)``: the stratum, its units (int array), the replicates (a slice of
@@ -151,7 +151,7 @@ def percentile_interval(
 #: Counts (replicates x units) a bootstrap block may hold: ~30 MB with the draws behind them.
 _BLOCK_CELLS = 1 << 20
 
-#: Cells (units x columns) per chunk of :func:`mean_score_intervals`' per-column statistics.
+#: Cells (units x columns) per chunk of `mean_score_intervals`' per-column statistics.
 _CHUNK_CELLS = 1 << 20
 
 #: Fewer inputs than this and an interval over inputs means little (a percentile bootstrap over 2
@@ -173,7 +173,8 @@ def expanded_level(level: float, n: int) -> float:
         n: Number of resampled units (inputs), >= 2.
 
     Returns:
-        The level to hand to :func:`percentile_interval` (>= ``level``).
+        The level to hand to [`percentile_interval`][seffi.coverage.resampling.percentile_interval] (>=
+        ``level``).
     """
     if n < 2:
         return level
@@ -289,14 +290,14 @@ def mean_score_intervals(
     *,
     strata: Sequence[int] | np.ndarray | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """:func:`mean_score_interval` of several ``(values, runs)`` blocks over the same units, in one pass.
+    """`mean_score_interval` of several ``(values, runs)`` blocks over the same units, in one pass.
 
     Every column is computed as alone (the same numbers), but the blocks share the per-stratum
     passes and one Poisson bisection: a snapshot's seven intervals cost about one.
 
     Args:
         blocks: ``(values, runs)`` pairs: values of shape (U, ...) and ``runs`` as in
-            :func:`mean_score_interval` (or None).
+            [`mean_score_interval`][seffi.coverage.resampling.mean_score_interval] (or None).
         level: Interval level in (0, 1).
         strata: int array, shape (U,): stratum (task) of each input.
 

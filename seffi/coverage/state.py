@@ -1,15 +1,15 @@
 """The tracker's recorded state, declared once: every part with its type, bounds and merge rule.
 
-:data:`STATE` lists each part of a ``CoverageTracker``'s state — its settings, the per-input and
+`STATE` lists each part of a ``CoverageTracker``'s state — its settings, the per-input and
 per-run arrays, the open runs, the barcode rows and the counters — with the rule by which two
 trackers' parts merge and the bounds a stored value must respect. Everything else follows from it:
-the empty state (``COUNTERS``, ``RUN_TABLE_FIELDS``), :func:`seffi.coverage.state_check.check` (a
+the empty state (``COUNTERS``, ``RUN_TABLE_FIELDS``), `seffi.coverage.state_check.check` (a
 stored state bounded by its own declaration before anything is allocated) and the operations of
-:mod:`seffi.coverage.state_io` (``dump`` / ``to_json`` for ``state_dict``, ``load``, ``merge``,
+`seffi.coverage.state_io` (``dump`` / ``to_json`` for ``state_dict``, ``load``, ``merge``,
 ``shift_streams``). The stored layout is
 format 2 (``seffi.coverage.tracker/2``: integer arrays, inputs and runs in sorted key order, first-hit
 rows packed one character per cell when every index is below 36); format-1 states and format-1
-monitor states are converted by :mod:`seffi.coverage.state_v1`. Per-input sums are never stored:
+monitor states are converted by `seffi.coverage.state_v1`. Per-input sums are never stored:
 they are derived from the runs when a state is loaded, so a state holds each run once.
 """
 
@@ -54,7 +54,7 @@ class Part:
     Attributes:
         name: key in the state; ``inputs.*`` / ``runs.*`` are columns of those tables.
         where: which part of the state it belongs to.
-        merge: how two trackers' values combine (see :data:`MERGE_RULES`).
+        merge: how two trackers' values combine (see `MERGE_RULES`).
         doc: one line saying what it is.
         kind: "int", "bool", "str" or "ids" (a list of str).
         null: the value may be null (settings).
@@ -62,7 +62,7 @@ class Part:
         hi: exclusive upper bound: an int, or a function of the (checked) settings.
         width: for a matrix column, the setting whose value is its width ("columns": their count).
         fill: value of a fresh row (the empty state).
-        stream: holds stream numbers (moved by :func:`shift_streams`).
+        stream: holds stream numbers (moved by `shift_streams`).
         when: the part is present only when this holds of the settings.
     """
 

@@ -1,4 +1,4 @@
-"""Checking a stored tracker state against its declaration (:data:`seffi.coverage.state.STATE`).
+"""Checking a stored tracker state against its declaration (`seffi.coverage.state.STATE`).
 
 The settings are checked first and bound everything else; the sizes that allocate memory are capped
 before anything is allocated; every problem is one ValueError line.
@@ -90,12 +90,12 @@ def check(state: Any) -> dict[str, Any]:
 
     The settings are checked first and bound everything else (M_x <= num_strategies, first hits
     inside their runs, run lengths <= budget, ...), the counters must agree with the runs, and the
-    sizes that allocate memory are capped (:data:`MAX_BUDGET`, :data:`MAX_LATENTS`,
-    :data:`MAX_STRATEGIES`, :data:`MAX_SUM_CELLS`) before anything is allocated.
+    sizes that allocate memory are capped (`MAX_BUDGET`, `MAX_LATENTS`,
+    `MAX_STRATEGIES`, `MAX_SUM_CELLS`) before anything is allocated.
 
     Returns:
-        The state with its table columns as int arrays (packed rows unpacked); :func:`check`,
-        :func:`load` and :func:`to_json` accept it.
+        The state with its table columns as int arrays (packed rows unpacked); `check`,
+        `load` and `to_json` accept it.
 
     Raises:
         ValueError: one line, "corrupted CoverageTracker state: <the first problem>" (or "not a

@@ -1,8 +1,8 @@
-"""Operations on the tracker's declared state (:mod:`seffi.coverage.state`): dump, load, merge, shift.
+"""Operations on the tracker's declared state (`seffi.coverage.state`): dump, load, merge, shift.
 
-:func:`dump` / :func:`to_json` give ``state_dict``, :func:`load` checks a stored state
-(:func:`seffi.coverage.state_check.check`) and fills a tracker from it, :func:`merge` combines two
-states by the declared merge rules, :func:`shift_streams` moves a state's runs to other streams.
+`dump` / `to_json` give ``state_dict``, `load` checks a stored state
+(`seffi.coverage.state_check.check`) and fills a tracker from it, `merge` combines two
+states by the declared merge rules, `shift_streams` moves a state's runs to other streams.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def _fill(t: CoverageTracker, s: Mapping[str, Any]) -> None:
 
 
 def merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
-    """The checked-form state ``a`` with ``b``'s runs added, by the merge rules of :data:`STATE`.
+    """The checked-form state ``a`` with ``b``'s runs added, by the merge rules of `STATE`.
 
     Raises:
         ValueError: the settings differ, an input's M_x differs, or a run is in both.

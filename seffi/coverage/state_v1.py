@@ -1,8 +1,8 @@
 """Format-1 states, converted to format 2: ``CoverageTracker`` states and ``CoverageMonitor`` states.
 
 Format 1 kept runs as dicts of strategy -> first-hit index; a format-1 monitor state kept the
-latent-code diagnostic only as per-input sums. :func:`from_v1` and :func:`from_monitor_v1` return
-format-2 states (``seffi.coverage.state``) that :func:`seffi.coverage.state_check.check` then bounds.
+latent-code diagnostic only as per-input sums. `from_v1` and `from_monitor_v1` return
+format-2 states (``seffi.coverage.state``) that `seffi.coverage.state_check.check` then bounds.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ to each of its own subsets: sum_j 2^|A_j| additions), Y_B = sum over non-empty T
 (-1)^(|T|+1) c(T), a signed subset-sum over the |A| bits of each set. The work is linear in n and
 exponential only in the size of a match set, never in the number of strategies M. Bitmasks are
 taken over the strategies some sample matches, so M itself is unbounded; at most
-:data:`MAX_SET_STRATEGIES` distinct strategies may appear in set-valued match sets.
+`MAX_SET_STRATEGIES` distinct strategies may appear in set-valued match sets.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def used_masks(X: np.ndarray) -> tuple[np.ndarray, int]:
     """Bitmasks of boolean rows over the columns some row uses: (int64 array, shape (N,), bits used).
 
     Raises:
-        ValueError: more than :data:`MAX_SET_STRATEGIES` columns are used (one line, what to do).
+        ValueError: more than `MAX_SET_STRATEGIES` columns are used (one line, what to do).
     """
     X = np.asarray(X, dtype=bool)
     used = np.flatnonzero(X.any(axis=0))

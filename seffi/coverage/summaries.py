@@ -1,8 +1,8 @@
-"""The two summary models coverage results and report.json share: :class:`Gain` and :class:`TimeToCoverage`.
+"""The two summary models coverage results and report.json share: `Gain` and `TimeToCoverage`.
 
-One definition each: the coverage layer builds them, :mod:`seffi.report.schema` stores them as they
+One definition each: the coverage layer builds them, `seffi.report.schema` stores them as they
 are (pydantic, JSON-native lists, NaN refused, a missing value is ``None``). Also owns
-:func:`survival_summary`, the pure function behind a time-to-coverage summary.
+`survival_summary`, the pure function behind a time-to-coverage summary.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class Gain(BaseModel):
         return self.model_dump()
 
 
-#: Fields of :class:`TimeToCoverage` written only when set: report.json (point summaries) keeps the
+#: Fields of `TimeToCoverage` written only when set: report.json (point summaries) keeps the
 #: six always-present keys it has had since schema version 1.
 _SPARSE = (
     "survival_lo",
@@ -242,10 +242,10 @@ class TimeToCoverage(BaseModel):
         return self.model_copy(update=dict.fromkeys(_SPARSE))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict (unset intervals left out); :meth:`from_dict` inverts it."""
+        """JSON-safe dict (unset intervals left out); `from_dict` inverts it."""
         return self.model_dump()
 
     @classmethod
     def from_dict(cls, d: Any) -> TimeToCoverage:
-        """Inverse of :meth:`to_dict`; also reads the earlier ``censored`` key names."""
+        """Inverse of `to_dict`; also reads the earlier ``censored`` key names."""
         return cls.model_validate(d)

@@ -3,17 +3,18 @@
 Every per-k quantity of a run (coverage after k samples, whether sample k was new, the Kaplan-Meier
 event and at-risk indicators at k, ...) is fixed the moment the run's k-th sample arrives, so the
 curves need only, per input, integer *sums over runs* of those contributions. They are the 13
-statistics of :data:`BASE_STATS` (then a (risk, event) pair per tau), of which 7 determine the
-rest (:data:`INC_STATS`: the new strategies, whether any, the new strategies of correct samples,
+statistics of `BASE_STATS` (then a (risk, event) pair per tau), of which 7 determine the
+rest (`INC_STATS`: the new strategies, whether any, the new strategies of correct samples,
 the first correct sample and the event per tau, each at k): covered is the running sum of new, full
 coverage that of the tau = 1 event, the at-risk count the complete runs minus the earlier events.
-:class:`InputSums` stores those 7 and rebuilds the 13 exactly. The sums come from two places that
-give the same integers — :func:`fold` records a batch of samples in the run table and
-:meth:`InputSums.add_runs` adds each run that completes (the streaming path), :func:`sums_from_runs`
-derives them from per-run first-hit indices for any K. :class:`GroupTotals` keeps the sums added
-up per (complete runs, M_x), so a log's point estimates cost O(groups x K) whatever the number of
-inputs. :mod:`seffi.coverage.sums_curves` turns sums into curves. Integer sums merge exactly in
-any order.
+[`InputSums`][seffi.coverage.sums.InputSums] stores those 7 and rebuilds the 13 exactly. The sums come from
+two places that give the same integers — [`fold`][seffi.coverage.sums.fold] records a batch of samples in the
+run table and `InputSums.add_runs` adds each run that completes (the streaming path),
+[`sums_from_runs`][seffi.coverage.sums.sums_from_runs] derives them from per-run first-hit indices for any K.
+[`GroupTotals`][seffi.coverage.sums.GroupTotals] keeps the sums added up per (complete runs, M_x), so a log's
+point estimates cost O(groups x K) whatever the number of inputs.
+[`seffi.coverage.sums_curves`][seffi.coverage.sums_curves] turns sums into curves. Integer sums merge exactly
+in any order.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ METRICS: dict[str, int] = {name: SUM_STATS.index(str(BY_CURVES[name].stat)) for 
 PER_STRATEGY: tuple[int, ...] = tuple(j for name, j in METRICS.items() if BY_CURVES[name].per_strategy)
 N_STATS = len(BASE_STATS) + 2 * len(TAUS)
 _S = {name: j for j, name in enumerate(BASE_STATS)}
-#: What :class:`InputSums` stores per (input, k): the statistics the 13 of ``BASE_STATS`` follow from.
+#: What `InputSums` stores per (input, k): the statistics the 13 of ``BASE_STATS`` follow from.
 INC_STATS: tuple[str, ...] = ("new", "novel", "valid_new", "valid_first", *(f"event_{t:g}" for t in TAUS))
 N_INC = len(INC_STATS)
 _I = {name: j for j, name in enumerate(INC_STATS)}
@@ -124,10 +125,10 @@ class InputSums:
     Attributes:
         budget: K.
         inc: int array, shape (U, K, N_INC): per input and budget k the sums over its runs of
-            :data:`INC_STATS` (the 13 statistics of :attr:`sums` follow from them and ``n_runs``).
+            `INC_STATS` (the 13 statistics of `sums` follow from them and ``n_runs``).
         n_runs: int array, shape (U,): complete runs per input.
         sq: int array, shape (U, K, 3), or None: sums of squares of the count statistics
-            (:data:`SQUARED`; an indicator's square is itself), for within-input variances.
+            (`SQUARED`; an indicator's square is itself), for within-input variances.
         auc_sq: int array, shape (U, 2), or None: sums over runs of A_r^2, A_r = sum_k covered_r(k)
             (column 0) or valid_covered_r(k) (column 1): a run's AUC is A_r / (K M_x).
 
@@ -287,7 +288,7 @@ def fold(
     """Record samples in the run table (first hits, lengths, correct samples).
 
     Samples may come in any order across runs, in order within a run. A run's K-th sample makes it
-    complete: add it to the per-input sums then (:meth:`InputSums.add_runs`).
+    complete: add it to the per-input sums then (`InputSums.add_runs`).
 
     Args:
         runs: The run table (slots must exist: ``runs.grow`` first).
@@ -346,7 +347,7 @@ def _first_hit_histogram(
     return hist[:, 0, :] if bins is None else hist
 
 
-#: Runs per block in :func:`sums_from_runs`: (block, K) int64 per statistic stays a few MB.
+#: Runs per block in `sums_from_runs`: (block, K) int64 per statistic stays a few MB.
 _CHUNK = 4096
 
 
@@ -436,7 +437,7 @@ def sums_from_runs(
         first_valid: int array, shape (R,), or None.
         rarity_bin: int array, shape (R, C): base-probability quantile bin of each column, or None.
         n_bins: number of rarity bins.
-        squares: also sum the squares (within-input variances; :attr:`InputSums.sq`).
+        squares: also sum the squares (within-input variances; `InputSums.sq`).
 
     Returns:
         (sums, rarity): ``sums`` has U rows; ``rarity`` is an int array, shape (U, n_bins, K), of

@@ -3,8 +3,8 @@
 Every input weighs the same (its runs are averaged); a run shorter than k does not enter the estimate
 at k; time-to-coverage is Kaplan-Meier (short runs are censored). Intervals, over inputs and stratified
 by task: a score interval for a mean of [0, 1] values where the metric is one (C, N, F, valid curves,
-AUC), the bootstrap over inputs elsewhere. The sums come from :mod:`seffi.coverage.sums` (streamed or
-derived from runs).
+AUC), the bootstrap over inputs elsewhere. The sums come from [`seffi.coverage.sums`][seffi.coverage.sums]
+(streamed or derived from runs).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def _mean_finite(x: np.ndarray) -> Any:
 
 
 #: Metrics whose per-input value lies in [0, 1] get the score interval over inputs
-#: (:func:`~seffi.coverage.resampling.mean_score_interval`); True where each run's value is 0 or 1
+#: (`mean_score_interval`); True where each run's value is 0 or 1
 #: (an indicator: the variance has a binomial floor). ``expected_new`` (a count) and time to coverage
 #: (Kaplan-Meier) keep the expanded percentile bootstrap.
 _SCORE_METRICS: dict[str, bool] = {
@@ -71,8 +71,9 @@ _SCORE_METRICS: dict[str, bool] = {
 def point_from_sums(sums: InputSums, m: np.ndarray, order: np.ndarray | None = None) -> dict[str, Any]:
     """Point estimates for a log from per-input sums, O(inputs x K): the fields ``seffi.report.keys`` reads.
 
-    The same numbers as :func:`point_from_totals` of the sums' :class:`~seffi.coverage.sums.GroupTotals`
-    (integer totals per (complete runs, M_x), so neither input order nor merges change a digit).
+    The same numbers as [`point_from_totals`][seffi.coverage.sums_curves.point_from_totals] of the sums'
+    [`GroupTotals`][seffi.coverage.sums.GroupTotals] (integer totals per (complete runs, M_x), so neither
+    input order nor merges change a digit).
 
     Args:
         sums: Per-input sums.
@@ -89,16 +90,17 @@ def point_from_sums(sums: InputSums, m: np.ndarray, order: np.ndarray | None = N
 
 
 def point_from_totals(totals: GroupTotals) -> dict[str, Any]:
-    """Point estimates for a log from the group totals, O(groups x K) (see :func:`point_from_sums`)."""
+    """Point estimates for a log from the group totals, O(groups x K) (see `point_from_sums`)."""
     n, m, count, tot = totals.arrays()
     return _point(_weighted(_rebuild(tot, count * n), n, m).sum(axis=0), totals.budget)
 
 
 def point_in_order(sums: InputSums, m: np.ndarray) -> dict[str, Any]:
-    """Point estimates from per-input sums added input by input in their order (as :func:`curves_from_sums`).
+    """Point estimates from per-input sums added input by input in their order (as `curves_from_sums`).
 
-    The numbers of the curves' point estimates, to the last digit (:func:`point_from_sums` adds the
-    same values in another order: they agree to ~1e-16).
+    The numbers of the curves' point estimates, to the last digit
+    ([`point_from_sums`][seffi.coverage.sums_curves.point_from_sums] adds the same values in another order:
+    they agree to ~1e-16).
     """
     total = np.zeros((N_STATS, sums.budget))
     for a in range(0, sums.n_inputs, INPUT_BLOCK):
@@ -148,12 +150,12 @@ def curves_from_sums(
     """Curves for k = 1..K over the inputs' complete runs, with intervals.
 
     Every input with a complete run weighs the same; inputs without one are left out and counted.
-    Intervals: with at least :data:`~seffi.coverage.resampling.MIN_INPUTS` inputs, they cover what
+    Intervals: with at least `MIN_INPUTS` inputs, they cover what
     another draw of inputs would give (stratified by ``strata``): C(k), N(i), F(k), valid curves
     and the AUCs by the score interval for a mean of [0, 1] values
-    (:func:`~seffi.coverage.resampling.mean_score_interval`); expected new strategies and time to
-    coverage by the bootstrap over inputs (Hesterberg's expanded percentile, see
-    :func:`~seffi.coverage.resampling.expanded_level`). With fewer, normal intervals from the
+    ([`mean_score_interval`][seffi.coverage.resampling.mean_score_interval]); expected new strategies and time
+    to coverage by the bootstrap over inputs (Hesterberg's expanded percentile, see
+    [`expanded_level`][seffi.coverage.resampling.expanded_level]). With fewer, normal intervals from the
     run-to-run variance within each input (two complete runs per input at least), covering these
     inputs only; a note says so.
 
@@ -351,7 +353,7 @@ def curves_from_runs(
     kind: str = "policy",
     input_keys: list[tuple[str | None, str]] | None = None,
 ) -> Curves:
-    """Curves from per-run first-hit indices: :func:`sums_from_runs` then :func:`curves_from_sums`.
+    """Curves from per-run first-hit indices: `sums_from_runs` then `curves_from_sums`.
 
     Args:
         first_hit: int array, shape (R, C): first sample of run r matching column c, or -1.

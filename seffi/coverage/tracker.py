@@ -1,6 +1,6 @@
 """``CoverageTracker``: the one owner of recorded run data — runs, inputs, barcode, latent codes.
 
-The state is declared once (:data:`seffi.coverage.state.STATE`: every part with its bounds and merge
+The state is declared once (`seffi.coverage.state.STATE`: every part with its bounds and merge
 rule); ``reset``, ``merge``, ``state_dict`` / ``load_state_dict`` and stream shifting follow from it. A
 run is one input's sample sequence in one stream; per run we keep first-hit indices
 (``seffi.coverage.sums.RunTable``), so memory is O(runs x strategies), never O(samples). With a
@@ -52,13 +52,13 @@ class CoverageTracker(UpdatePath):
         task: task name; runs of different tasks form separate bootstrap strata after ``merge``.
         budget: K (at most ``state.MAX_BUDGET``), or None. With K, only each run's first K samples
             are recorded (later ones are counted in ``skipped``), per-input sums are kept as runs
-            complete, and :meth:`curves` defaults to K.
+            complete, and `curves` defaults to K.
         barcode_rows: keep the strategy barcode of this many inputs (the smallest (task, input_id)
             keys, so the choice does not depend on update or merge order). 0 keeps none; a
-            monitor keeps :data:`BARCODE_ROWS`.
+            monitor keeps `BARCODE_ROWS`.
         barcode_cols: samples kept per barcode row.
         num_latents: Z > 0 records which latent codes each run tried (``record(..., z=...)``).
-        stream_offset: first stream number of runs that :meth:`record` opens.
+        stream_offset: first stream number of runs that `record` opens.
 
     The barcode rule (one, everywhere): a row is an input's lowest-stream run; a cell is the first
     strategy (declared order; alphabetical when free-form) the sample adds to its run's coverage,
@@ -121,7 +121,7 @@ class CoverageTracker(UpdatePath):
         self.reset()
 
     def reset(self) -> None:
-        """Drop everything recorded (every part of :data:`~seffi.coverage.state.STATE` back to empty)."""
+        """Drop everything recorded (every part of `STATE` back to empty)."""
         self.columns: list[str] = list(self.strategies or ())
         self._col = {s: j for j, s in enumerate(self.columns)}
         self.keys: list[tuple[str, str]] = []  # input code -> (task, input_id)
@@ -241,8 +241,8 @@ class CoverageTracker(UpdatePath):
     ) -> int:
         """Record finished episodes of a training loop, assigning each to its run (the monitor's path).
 
-        A run is one input's consecutive samples in one env row (see :class:`~seffi.coverage.assign.
-        RunAssigner`); needs declared strategies and a ``budget``. Inputs get M = the declared count.
+        A run is one input's consecutive samples in one env row (see `RunAssigner`); needs declared
+        strategies and a ``budget``. Inputs get M = the declared count.
         The cost of a batch grows with its size (and the runs it completes), not with the inputs seen.
 
         Args:
@@ -367,7 +367,7 @@ class CoverageTracker(UpdatePath):
     def merge(self, other: CoverageTracker) -> CoverageTracker:
         """Add another tracker's runs to this one (in place; returns self).
 
-        By the merge rules of :data:`~seffi.coverage.state.STATE`: runs are a disjoint union keyed
+        By the merge rules of `STATE`: runs are a disjoint union keyed
         by (task, input_id, stream), so merging is exact, associative and commutative. Both trackers
         must declare the same strategies (or count), budget and latent codes; a run present in both
         raises (give each worker its own streams). The barcode keeps this tracker's bounds.
@@ -396,7 +396,7 @@ class CoverageTracker(UpdatePath):
     def from_state_dict(
         cls, state: Mapping[str, Any] | str | bytes, *, barcode_rows: int | None = None
     ) -> CoverageTracker:
-        """A new tracker from :meth:`state_dict` output (formats 1 and 2; ValueError when corrupted).
+        """A new tracker from `state_dict` output (formats 1 and 2; ValueError when corrupted).
 
         Args:
             state: the state, or its JSON text.
@@ -573,7 +573,7 @@ class CoverageTracker(UpdatePath):
         return c
 
     def barcode(self, K: int | None = None) -> dict[str, Any]:
-        """The strategy barcode (rule: :mod:`seffi.coverage.barcode`), JSON-safe.
+        """The strategy barcode (rule: `seffi.coverage.barcode`), JSON-safe.
 
         Returns:
             ``rows`` ("task/input_id/stream" labels), ``input_ids``, ``strategies`` (column labels),

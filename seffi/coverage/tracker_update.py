@@ -1,6 +1,6 @@
 """The update path of ``CoverageTracker``: samples given one by one or in batches by (input, stream).
 
-:class:`UpdatePath` is mixed into :class:`~seffi.coverage.tracker.CoverageTracker`; the monitor's
+`UpdatePath` is mixed into [`CoverageTracker`][seffi.coverage.CoverageTracker]; the monitor's
 path (``record``) lives there.
 """
 
@@ -72,7 +72,7 @@ class UpdatePath:
                 iterables of strategy ids.
             valid: bool array, shape (N,), or one bool for every sample.
             stream: non-negative int array, shape (N,), or one stream for every sample.
-            num_strategies: M_x for every input of the batch (as in :meth:`update`).
+            num_strategies: M_x for every input of the batch (as in `update`).
         """
         ids = [_input_id(x) for x in input_ids]
         n = len(ids)
