@@ -1,11 +1,13 @@
 """seffi.report: the report.json schema and files, report.md, plots, W&B keys and the sinks.
 
-Importing it imports neither wandb nor matplotlib (both load on first use). Typical use::
+Importing it imports neither wandb nor matplotlib (both load on first use). Typical use:
 
-    sink = default_sinks("runs/demo", wandb="offline")          # LocalSink + WandbSink
-    sink.log(keys.scalars_from_curves(curves, gain=gain), step)
-    sink.finish(Report(comparisons=[comparison]), tracker_state=tracker.state_dict())
-    write_report("runs/demo", load_report("runs/demo"))        # re-render, no recomputation
+```python
+sink = default_sinks("runs/demo", wandb="offline")          # LocalSink + WandbSink
+sink.log(keys.scalars_from_curves(curves, gain=gain), step)
+sink.finish(Report(comparisons=[comparison]), tracker_state=tracker.state_dict())
+write_report("runs/demo", load_report("runs/demo"))        # re-render, no recomputation
+```
 """
 
 from __future__ import annotations

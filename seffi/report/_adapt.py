@@ -1,7 +1,7 @@
 """Read a coverage ``Curves`` (or its ``to_dict()``) into the fields of a report ``CurveSet``.
 
-Driven by the column table (:mod:`seffi.coverage.columns`): each column names its ``Curves``
-attribute and its report.json field.
+Driven by the column table ([`seffi.coverage.columns`][seffi.coverage.columns]): each column names its
+``Curves`` attribute and its report.json field.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ __all__ = ["FRAME_COLUMNS", "BaselineSets", "curves_dataframe", "monitor_report"
 
 NO_BASELINE = "no iid/oracle baseline (not a seffi env and none given)"
 
-#: Columns of :func:`curves_dataframe`, in order (NaN where a method does not have the quantity).
+#: Columns of `curves_dataframe`, in order (NaN where a method does not have the quantity).
 FRAME_COLUMNS = (
     "method", "label", "k", "coverage", "coverage_lo", "coverage_hi", "novelty", "full_coverage",
     "valid_coverage", "valid_at_k", "auc",
@@ -31,7 +31,7 @@ def curves_dataframe(curves: Any, *, label: str = "policy") -> Any:
         label: The ``label`` column of the ``"policy"`` rows (baselines carry their method name).
 
     Returns:
-        A DataFrame with the columns :data:`FRAME_COLUMNS`; ``*_lo`` / ``*_hi`` and quantities a
+        A DataFrame with the columns `FRAME_COLUMNS`; ``*_lo`` / ``*_hi`` and quantities a
         method lacks (an exact baseline has no interval) are NaN; ``auc`` repeats the method's AUC@K.
 
     Raises:
@@ -97,8 +97,8 @@ def policy_comparison(
     """(comparison, the policy's curve set, its gain) for the report and the sinks.
 
     Args:
-        tracker: The :class:`~seffi.coverage.CoverageTracker` (budget K) the curves came from.
-        curves: The policy's :class:`~seffi.coverage.Curves`.
+        tracker: The [`CoverageTracker`][seffi.coverage.CoverageTracker] (budget K) the curves came from.
+        curves: The policy's [`Curves`][seffi.coverage.Curves].
         iid: iid baseline curves, or None.
         oracle: Oracle baseline curves, or None.
         label: The policy's legend name.
@@ -142,7 +142,7 @@ def monitor_report(monitor: Any, comparison: Comparison | None) -> Report:
     """A monitor's report: its comparison (plus the evaluator's earlier policies) and counters.
 
     Args:
-        monitor: A :class:`~seffi.callbacks.CoverageMonitor`.
+        monitor: A [`CoverageMonitor`][seffi.callbacks.CoverageMonitor].
         comparison: Its final comparison, or None before any sample.
     """
     comparisons = []

@@ -4,7 +4,7 @@ One place decides the rules, as pure functions over the report schema, so the co
 the W&B summary say the same thing:
 
 - **No room for a gain.** gain = (AUC − AUC_iid) / (AUC_oracle − AUC_iid). When the oracle is barely
-  better than iid (AUC_oracle − AUC_iid below :data:`GAIN_ROOM_THRESHOLD`), the denominator is tiny:
+  better than iid (AUC_oracle − AUC_iid below `GAIN_ROOM_THRESHOLD`), the denominator is tiny:
   a small AUC difference (noise) becomes a large gain of either sign, and the CI is wide. The gain is
   still shown, with this warning.
 - **Infeasible strategies.** M_x counts every declared strategy, but some are infeasible on some inputs
@@ -79,7 +79,7 @@ def infeasible_caveat(
 
 
 def comparison_caveats(comparison: Any, threshold: float = GAIN_ROOM_THRESHOLD) -> list[str]:
-    """Every caveat of one :class:`~seffi.report.schema.Comparison` (empty when there is none)."""
+    """Every caveat of one [`Comparison`][seffi.report.Comparison] (empty when there is none)."""
     out: list[str] = []
     iid, oracle = comparison.iid, comparison.oracle
     has_gain = any(p.gain is not None and p.gain.value is not None for p in comparison.policies)

@@ -1,8 +1,9 @@
 """report.json on disk: deterministic serialisation, bounded loading, and rendering a run folder.
 
-Owns the file side of :mod:`seffi.report.schema`: :func:`dumps_report` (sorted keys, shortest float
-repr, no NaN), :func:`write_report` (report.json, then the PNG plots and report.md rendered from it)
-and :func:`load_report` (size- and depth-capped, one-line errors).
+Owns the file side of `seffi.report.schema`: [`dumps_report`][seffi.report.dumps_report] (sorted keys,
+shortest float repr, no NaN), [`write_report`][seffi.report.write_report] (report.json, then the PNG plots and
+report.md rendered from it) and [`load_report`][seffi.report.load_report] (size- and depth-capped, one-line
+errors).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The W&B key scheme (DESIGN.md, "W&B key scheme") as functions: no caller spells a key by hand.
 
-Owns ``seffi/<stem>[/k=<k>]`` keys of the metric columns (:mod:`seffi.coverage.columns` gives each
-column its stem), the step keys, scoping (``seffi/<task>/<policy>/auc`` when a report has several
-comparisons) and :func:`scalars_from_curves` / :func:`report_scalars`.
+Owns ``seffi/<stem>[/k=<k>]`` keys of the metric columns ([`seffi.coverage.columns`][seffi.coverage.columns]
+gives each column its stem), the step keys, scoping (``seffi/<task>/<policy>/auc`` when a report has several
+comparisons) and [`scalars_from_curves`][seffi.report.keys.scalars_from_curves] /
+[`report_scalars`][seffi.report.keys.report_scalars].
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def log_spaced_ks(budget: int) -> list[int]:
 
 
 def metric_key(name: str, k: int | None = None, scope: str | None = None) -> str:
-    """W&B key of the metric column ``name`` (:mod:`seffi.coverage.columns`), at budget ``k`` if per-k.
+    """W&B key of the metric column ``name`` (`seffi.coverage.columns`), at budget ``k`` if per-k.
 
     ``metric_key("coverage", 4) == "seffi/coverage/k=4"``, ``metric_key("novelty", 2) ==
     "seffi/novelty/i=2"``, ``metric_key("auc") == "seffi/auc"``.
@@ -244,12 +245,13 @@ def scalars_from_curves(
     """Turn one policy's curves (+ its gain vs iid) into the scalar dict of the key scheme.
 
     Args:
-        curves: a :class:`seffi.report.schema.CurveSet`, or any mapping / object with the same field
+        curves: a `seffi.report.schema.CurveSet`, or any mapping / object with the same field
             names: ``k`` (int list, shape (K,), 1..K), ``coverage`` (shape (K,)), optional ``novelty``,
             ``valid_coverage``, ``full_coverage`` (shape (K,)), ``auc``, ``valid_rate``,
             ``time_to_coverage`` (list of {tau, median, restricted_mean, fraction_censored}),
             ``n_samples`` and ``n_inputs``.
-        gain: a :class:`seffi.report.schema.Gain` or mapping with ``value``, ``lo``, ``hi``; None skips.
+        gain: a [`seffi.report.schema.Gain`][seffi.coverage.Gain] or mapping with ``value``, ``lo``, ``hi``;
+            None skips.
         episodes: overrides ``curves.n_samples`` for ``seffi/episodes``.
         inputs: overrides ``curves.n_inputs`` for ``seffi/inputs``.
         scope: optional scope inserted after ``seffi/`` (several comparisons in one run).
@@ -302,7 +304,8 @@ def report_scalars(report: Any) -> dict[str, float]:
     """Final numbers of every policy in a report, keyed by the scheme (for ``run.summary``).
 
     When a comparison's iid curve is extrapolated beyond its samples, its policies'
-    scopes also get :func:`iid_extrapolated_key` (absent otherwise): their gains compare against it.
+    scopes also get [`iid_extrapolated_key`][seffi.report.keys.iid_extrapolated_key] (absent otherwise): their
+    gains compare against it.
     """
     out: dict[str, float] = {}
     for comp, pol, scope in report_scopes(report):

@@ -1,6 +1,6 @@
 """report.md: one summary table per comparison, the plots embedded, and how to read each plot.
 
-The table's metric columns and their order come from :mod:`seffi.coverage.columns`.
+The table's metric columns and their order come from [`seffi.coverage.columns`][seffi.coverage.columns].
 """
 
 from __future__ import annotations
@@ -115,7 +115,8 @@ def render_markdown(report: Report, plots: Mapping[str, str] | None = None) -> s
     Args:
         report: the report.
         plots: ``{"<slug>/<plot>": relative path}`` as returned (made relative) by
-            :func:`seffi.report.plots.render_report_plots`; plots are embedded in that order.
+            [`seffi.report.plots.render_report_plots`][seffi.report.plots.render_report_plots]; plots are
+            embedded in that order.
     """
     plots = dict(plots or {})
     lines = [f"# {report.title}", ""]

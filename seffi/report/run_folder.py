@@ -1,8 +1,9 @@
 """Run folders: one seffi run per folder, never two mixed, never a silent overwrite.
 
-Owns :data:`SEFFI_OWNED` (the names a seffi command writes), :func:`prepare_run_folder` (command line:
-refuse an earlier run unless ``--overwrite``), :func:`fresh_run_folder` / :func:`fresh_out_dir`
-(callbacks: move to ``DIR-2``, ``DIR-3``, ... with one warning) and :func:`default_out_dir`.
+Owns `SEFFI_OWNED` (the names a seffi command writes), `prepare_run_folder` (command line:
+refuse an earlier run unless ``--overwrite``), `fresh_run_folder` /
+[`fresh_out_dir`][seffi.report.fresh_out_dir] (callbacks: move to ``DIR-2``, ``DIR-3``, ... with one warning)
+and [`default_out_dir`][seffi.report.default_out_dir].
 
 Example:
     >>> import tempfile
@@ -45,7 +46,7 @@ SEFFI_OWNED: tuple[str, ...] = (
 
 #: The lock file that claims a run folder for one process (created with ``O_EXCL``; holds the pid).
 LOCK_FILE = ".seffi-lock"
-#: Locks this process holds, released by :func:`release_run_folders` (and at exit).
+#: Locks this process holds, released by `release_run_folders` (and at exit).
 _CLAIMED: set[Path] = set()
 
 
@@ -182,7 +183,7 @@ def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = 
         path: The run folder (``--out``).
         overwrite: When the folder already holds a seffi run, remove that run's seffi-owned files and
             folders first (never anything else) instead of refusing.
-        owned: The names that count as an earlier run's output (default :data:`SEFFI_OWNED`). A command
+        owned: The names that count as an earlier run's output (default `SEFFI_OWNED`). A command
             that writes into another run's folder on purpose narrows it, e.g. ``seffi compare`` passes
             ``("compare.png", "compare.md")``.
 
@@ -228,7 +229,7 @@ def fresh_run_folder(path: Path, *, nested: Sequence[str] = (), stacklevel: int 
 
     For library callers (a callback's ``out_dir``), which must neither stop training nor mix two runs
     in one folder (report.json overwritten, metrics.jsonl appended to with its step going backwards,
-    old plots beside new ones). When another folder is used, one :class:`UserWarning` names it. The
+    old plots beside new ones). When another folder is used, one `UserWarning` names it. The
     folder is not created here; the caller's sink creates it.
 
     Args:
@@ -280,10 +281,10 @@ def fresh_out_dir(out_dir: str | Path | None, prefix: str = "seffi", *, nested: 
     """The folder a callback writes its run into: never one that already holds a seffi run.
 
     Args:
-        out_dir: The user's folder (see :func:`fresh_run_folder`); ``None`` gives
-            :func:`default_out_dir` (always fresh).
+        out_dir: The user's folder (see `fresh_run_folder`); ``None`` gives
+            [`default_out_dir`][seffi.report.default_out_dir] (always fresh).
         prefix: Prefix of the default folder name.
-        nested: See :func:`fresh_run_folder`.
+        nested: See `fresh_run_folder`.
 
     Returns:
         The folder to write into (not created here; the sinks create it).

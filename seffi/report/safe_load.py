@@ -1,7 +1,7 @@
 r"""Read the JSON and YAML files a user hands to seffi without crashing or exhausting memory.
 
-Owns :func:`load_json_file`, :func:`loads_yaml` and friends: size and depth caps, no YAML aliases,
-no duplicate keys, no JSON NaN; every problem is one :class:`~seffi.errors.SeffiError` line naming
+Owns `load_json_file`, `loads_yaml` and friends: size and depth caps, no YAML aliases,
+no duplicate keys, no JSON NaN; every problem is one `SeffiError` line naming
 the file.
 
 Example:
@@ -47,7 +47,7 @@ def read_text(path: str | Path, *, what: str = "file", max_bytes: int = DEFAULT_
 
 
 def check_depth(data: Any, *, source: str, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
-    """Raise one :class:`SeffiError` line when ``data`` nests lists/dicts deeper than ``max_depth``.
+    """Raise one `SeffiError` line when ``data`` nests lists/dicts deeper than ``max_depth``.
 
     Iterative, so it never hits Python's recursion limit itself.
     """
@@ -197,7 +197,7 @@ def load_json_file(
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_depth: int = DEFAULT_MAX_DEPTH,
 ) -> Any:
-    """Read and parse a JSON file; any problem is one :class:`SeffiError` line naming the file."""
+    """Read and parse a JSON file; any problem is one `SeffiError` line naming the file."""
     text = read_text(path, what=what, max_bytes=max_bytes)
     return loads_json(text, source=f"{what} {path}", max_depth=max_depth)
 
@@ -209,6 +209,6 @@ def load_yaml_file(
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_depth: int = DEFAULT_MAX_DEPTH,
 ) -> Any:
-    """Read and parse a YAML file; any problem is one :class:`SeffiError` line naming the file."""
+    """Read and parse a YAML file; any problem is one `SeffiError` line naming the file."""
     text = read_text(path, what=what, max_bytes=max_bytes)
     return loads_yaml(text, source=f"{what} {path}", max_depth=max_depth)

@@ -1,9 +1,9 @@
 """The report.json models (pydantic): everything needed to re-render report.md and the plots.
 
 Owns ``Report -> Comparison -> PolicyResult/CurveSet/Barcode/LatentCurve``; ``Gain`` and
-``TimeToCoverage`` are :mod:`seffi.coverage.summaries`' and ``CurveSet``'s metric fields come from the
+``TimeToCoverage`` are `seffi.coverage.summaries`' and ``CurveSet``'s metric fields come from the
 column table. No timestamps or absolute paths, NaN refused (a missing value is null), so the same
-run gives the same bytes. Files and rendering live in :mod:`seffi.report.files`.
+run gives the same bytes. Files and rendering live in `seffi.report.files`.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def _names(c: Column) -> list[str]:
 
 
 class _CurveSetBase(_Model):
-    """The fixed fields of :class:`CurveSet`; the metric fields come from the column table."""
+    """The fixed fields of `CurveSet`; the metric fields come from the column table."""
 
     label: str
     role: Literal["policy", "iid", "oracle"] = "policy"
@@ -129,7 +129,7 @@ class _CurveSetBase(_Model):
 
     @classmethod
     def from_curves(cls, curves: Any, label: str, role: str | None = None, **extra: Any) -> CurveSet:
-        """Adapt a :class:`seffi.coverage.Curves` (or its ``to_dict()``) into a curve set.
+        """Adapt a [`seffi.coverage.Curves`][seffi.coverage.Curves] (or its ``to_dict()``) into a curve set.
 
         Args:
             curves: a ``Curves``, or the dict of its ``to_dict()``.
@@ -146,7 +146,7 @@ class _CurveSetBase(_Model):
 
 
 def _field(c: Column, bound: bool) -> tuple[Any, Any]:
-    """(type, default) of one metric field of :class:`CurveSet`."""
+    """(type, default) of one metric field of `CurveSet`."""
     if c.shape == "tau":
         return list[TimeToCoverage], []
     kind: Any = {
@@ -177,7 +177,7 @@ CurveSet = create_model(
 
     The metric fields (``coverage`` with ``coverage_lo``/``coverage_hi``, ``novelty``, ``full_coverage``,
     ``time_to_coverage``, ``auc``, ``valid_rate``, ``n_samples``, ...) are declared by
-    :data:`seffi.coverage.columns.COLUMNS`: per-k lists have the length of ``k`` (null where undefined),
+    `seffi.coverage.columns.COLUMNS`: per-k lists have the length of ``k`` (null where undefined),
     probabilities lie in [0, 1], and a band's ``_lo`` never exceeds its ``_hi``.
     """,
     **{name: _field(c, name != c.name) for c in _SET_COLUMNS for name in _names(c)},
@@ -328,7 +328,7 @@ class Comparison(_Model):
         latents: Mapping[str, LatentCurve] | None = None,
         notes: Sequence[str] = (),
     ) -> Comparison:
-        """Build a comparison straight from :class:`seffi.coverage.Curves` objects.
+        """Build a comparison straight from [`seffi.coverage.Curves`][seffi.coverage.Curves] objects.
 
         The gain of each policy comes from ``policy_curves.gain(iid, oracle)`` when both baselines
         are ``Curves`` objects (else it is left out). Budget and input count come from the curves.

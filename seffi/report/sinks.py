@@ -1,9 +1,10 @@
 """Where logged numbers go: a local folder (always) and W&B (optional, never fatal).
 
-Owns the :class:`Sink` protocol (``log``, ``log_snapshot``, ``finish``) and its implementations:
-:class:`LocalSink`, :class:`WandbSink`, :class:`MultiSink` (fan-out, :func:`default_sinks`),
-:class:`NullSink` (a worker's replica) and :class:`ForwardingSink` (monitors sharing a run's sinks),
-plus the closing console lines. A W&B failure only disables the W&B sink.
+Owns the [`Sink`][seffi.report.Sink] protocol (``log``, ``log_snapshot``, ``finish``) and its implementations:
+[`LocalSink`][seffi.report.LocalSink], [`WandbSink`][seffi.report.WandbSink],
+[`MultiSink`][seffi.report.MultiSink] (fan-out, [`default_sinks`][seffi.report.default_sinks]),
+[`NullSink`][seffi.report.NullSink] (a worker's replica) and [`ForwardingSink`][seffi.report.ForwardingSink]
+(monitors sharing a run's sinks), plus the closing console lines. A W&B failure only disables the W&B sink.
 """
 
 from __future__ import annotations
@@ -151,7 +152,8 @@ class WandbSink:
     """W&B sink following the key scheme; never raises into training.
 
     Args:
-        run: a :class:`SafeWandbRun`; when None one is started with ``mode`` and ``**run_kwargs``.
+        run: a [`SafeWandbRun`][seffi.report.SafeWandbRun]; when None one is started with ``mode`` and
+            ``**run_kwargs``.
         mode: W&B mode when starting a run ("offline" by default).
         log_curves_every: turn every n-th ``log_snapshot`` call of each scope (starting with the first)
             into a ``line_series`` table and (with ``log_images``) a coverage PNG; each scope (a task's
@@ -259,12 +261,12 @@ class MultiSink:
 
     @property
     def local(self) -> LocalSink | None:
-        """The first :class:`LocalSink`, if any."""
+        """The first [`LocalSink`][seffi.report.LocalSink], if any."""
         return next((s for s in self.sinks if isinstance(s, LocalSink)), None)
 
     @property
     def wandb(self) -> WandbSink | None:
-        """The first :class:`WandbSink`, if any."""
+        """The first [`WandbSink`][seffi.report.WandbSink], if any."""
         return next((s for s in self.sinks if isinstance(s, WandbSink)), None)
 
     def log(self, data: Mapping[str, Any], step: int) -> None:
@@ -280,7 +282,7 @@ class MultiSink:
     def log_final_curves(
         self, comparison: Comparison, step: int | None = None, scope: str | None = None, *, image: bool = True
     ) -> None:
-        """The final coverage chart, to every sink that draws one (:meth:`WandbSink.log_final_curves`)."""
+        """The final coverage chart, to every sink that draws one (`WandbSink.log_final_curves`)."""
         for s in self.sinks:
             final = getattr(s, "log_final_curves", None)
             if final is not None:
@@ -325,7 +327,7 @@ class ForwardingSink:
     start`` (W&B's ``seffi/step`` must not decrease within a run, so it counts over all scopes).
 
     Args:
-        sinks: The run's sinks (a :class:`MultiSink` or any :class:`Sink`).
+        sinks: The run's sinks (a [`MultiSink`][seffi.report.MultiSink] or any [`Sink`][seffi.report.Sink]).
         scope: The scope (a task's training stream, ``<Name>Router-v0/train``); None adds no axis.
         start: The run's step when this scope started.
     """
@@ -368,13 +370,13 @@ def default_sinks(
     plots: bool = True,
     **run_kwargs: Any,
 ) -> MultiSink:
-    """The standard pair: :class:`LocalSink` (always) then :class:`WandbSink` (unless disabled).
+    """The standard pair: [`LocalSink`][seffi.report.LocalSink] (always) then `WandbSink` (unless disabled).
 
     Args:
         out_dir: local run folder.
         wandb: "offline" (default), "online" or "disabled".
-        run: an existing ``wandb`` run (or :class:`SafeWandbRun`) to log into.
-        log_curves_every: see :class:`WandbSink`.
+        run: an existing ``wandb`` run (or [`SafeWandbRun`][seffi.report.SafeWandbRun]) to log into.
+        log_curves_every: see [`WandbSink`][seffi.report.WandbSink].
         plots: render PNGs into ``out_dir`` at ``finish``.
         **run_kwargs: ``project``, ``dir``, ``name``, ``group``, ``job_type``, ``config``.
     """
@@ -393,11 +395,12 @@ def own_sinks(
     *,
     reuse: bool = False,
 ) -> tuple[Path, Sink]:
-    """(folder, sinks) of a callback that makes its own: :func:`default_sinks` in a fresh folder.
+    """(folder, sinks) of a callback that makes its own: `default_sinks` in a fresh folder.
 
     Args:
         out_dir: The user's folder (a folder holding a seffi run gets ``-2``, ``-3``, ...; see
-            :func:`seffi.report.run_folder.fresh_out_dir`), or None for ``runs/seffi-<timestamp>``.
+            [`seffi.report.run_folder.fresh_out_dir`][seffi.report.fresh_out_dir]), or None for
+            ``runs/seffi-<timestamp>``.
         wandb: W&B mode (None: ``WANDB_MODE`` if set, else offline).
         plots: Render PNG plots at the end.
         wandb_kwargs: Extra ``wandb.init`` arguments.
@@ -425,16 +428,17 @@ def closing_lines(
     """What a finished run prints once at the end: where its report went and how to upload W&B.
 
     ``seffi run`` and every adapter (SB3 callback, RLlib ``finalize``, TRL callback, a
-    :class:`~seffi.callbacks.CoverageMonitor` that owns its sinks) print these lines, so the wording is
-    one. Paths under the current directory are shown relative to it.
+    [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] that owns its sinks) print these lines, so the
+    wording is one. Paths under the current directory are shown relative to it.
 
     Args:
         out_dir: The local report folder (None: no folder line).
-        wandb: The run's W&B sink or :class:`SafeWandbRun` (None: W&B was off or not seffi's).
+        wandb: The run's W&B sink or [`SafeWandbRun`][seffi.report.SafeWandbRun] (None: W&B was off or not
+            seffi's).
         contents: What the folder holds, in words.
         seconds: Wall time, added to the folder line when given.
         prefix: Put before each line (the adapters use ``"[seffi] "`` inside a training log).
-        report: The final report, for its caveats (:mod:`seffi.report.caveats`); None reads
+        report: The final report, for its caveats ([`seffi.report.caveats`][seffi.report.caveats]); None reads
             ``out_dir/report.json`` when there is one.
 
     Returns:
@@ -456,7 +460,7 @@ def closing_lines(
 
 
 def _caveat_lines(out_dir: str | Path | None, report: Report | None) -> list[str]:
-    """:func:`seffi.report.caveats.console_lines` of ``report`` (or of ``out_dir/report.json``)."""
+    """`seffi.report.caveats.console_lines` of ``report`` (or of ``out_dir/report.json``)."""
     from seffi.report.caveats import console_lines
 
     if report is None and out_dir is not None and (Path(out_dir) / "report.json").is_file():

@@ -1,9 +1,9 @@
 """A Weights & Biases run that never raises into training, and the W&B mode to use.
 
-Owns :class:`SafeWandbRun` (any W&B failure is ONE :class:`WandbSinkWarning`, then every call is a
-no-op; ``wandb`` imported lazily; offline runs read back with ``wandb leet inspect <run_dir>
---summary --json``, uploaded with ``wandb sync``) and :func:`wandb_mode` (explicit, else
-``WANDB_MODE``, else offline).
+Owns [`SafeWandbRun`][seffi.report.SafeWandbRun] (any W&B failure is ONE
+[`WandbSinkWarning`][seffi.report.WandbSinkWarning], then every call is a no-op; ``wandb`` imported lazily;
+offline runs read back with ``wandb leet inspect <run_dir> --summary --json``, uploaded with ``wandb sync``)
+and [`wandb_mode`][seffi.report.wandb_mode] (explicit, else ``WANDB_MODE``, else offline).
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ class SafeWandbRun:
     def _settings(wandb: Any, mode: str, quiet: bool) -> Any:
         """``wandb.Settings`` for a run this object starts.
 
-        An online init gives up after :data:`INIT_TIMEOUT_S` (unless ``WANDB_INIT_TIMEOUT`` says
+        An online init gives up after `INIT_TIMEOUT_S` (unless ``WANDB_INIT_TIMEOUT`` says
         otherwise), so a bad key or no network costs seconds, not W&B's 90 s, before training starts.
         A reused run (``run=`` or an active ``wandb.run``) keeps its own settings.
         """
@@ -176,7 +176,7 @@ class SafeWandbRun:
 
     @classmethod
     def check_login(cls, mode: str = "online") -> None:
-        """Raise one clear :class:`SeffiError` when ``mode`` is "online" and there is no W&B login.
+        """Raise one clear `SeffiError` when ``mode`` is "online" and there is no W&B login.
 
         Call it up front in a CLI, before training starts. Offline / disabled modes need no login.
         """
@@ -230,9 +230,10 @@ class SafeWandbRun:
 
         Used by ``seffi run`` so each task's training stream counts its own episodes. W&B matches
         overlapping ``define_metric`` globs (``seffi/*`` and ``seffi/<scope>/*``) in no fixed order, so no
-        second glob is defined: :meth:`log` defines each new key under the prefix by its exact name with
+        second glob is defined: `log` defines each new key under the prefix by its exact name with
         ``step_metric=seffi/<scope>/step`` before its first value (an exact definition beats any glob).
-        The caller puts the axis value into the logged data (:func:`seffi.report.keys.step_key`).
+        The caller puts the axis value into the logged data
+        ([`seffi.report.keys.step_key`][seffi.report.keys.step_key]).
 
         Returns:
             The axis' step key.
@@ -319,7 +320,7 @@ class SafeWandbRun:
         a history row, whose ``ncols``/``nrows`` would be charted as metrics (``wandb leet`` does) and
         which the chart never reads. A run without that hook (an older or stand-in run) gets the
         chart through ``run.log`` at ``step``. A ``step`` below the last logged one is dropped (as
-        :meth:`log` drops it); a line with a NaN/None value is skipped.
+        `log` drops it); a line with a NaN/None value is skipped.
 
         Returns:
             True when the chart went to W&B.
