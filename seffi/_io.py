@@ -1,9 +1,9 @@
 """Crash-safe file output: whole files appear complete or not at all; JSONL lines never half-written.
 
-Every file seffi writes goes through :func:`write_atomic` (a temporary file in the same folder,
+Every file seffi writes goes through `write_atomic` (a temporary file in the same folder,
 flushed and fsynced, then ``os.replace``d over the target, so a kill or a full disk leaves either the
-old file or the new one) or :func:`append_line` (one ``write`` of a whole line; a failed write is cut
-back so the file still ends on a line boundary). :func:`read_jsonl` skips a partial last line, with a
+old file or the new one) or `append_line` (one ``write`` of a whole line; a failed write is cut
+back so the file still ends on a line boundary). `read_jsonl` skips a partial last line, with a
 warning, should one be left by a crash of an older writer or by another program.
 
 Example:
@@ -64,7 +64,7 @@ def _file_mode() -> int:
 
 
 def write_figure(fig: Any, path: str | os.PathLike[str], **savefig: Any) -> None:
-    """Render a matplotlib figure to PNG in memory, then :func:`write_atomic` it to ``path``.
+    """Render a matplotlib figure to PNG in memory, then `write_atomic` it to ``path``.
 
     Args:
         fig: A matplotlib ``Figure``.

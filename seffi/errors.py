@@ -1,6 +1,6 @@
 """Exceptions that carry a message meant for a person.
 
-The CLI prints a :class:`SeffiError` (and pydantic's ``ValidationError``) as one readable line and
+The CLI prints a `SeffiError` (and pydantic's ``ValidationError``) as one readable line and
 exits non-zero; anything else is a bug and keeps its traceback.
 """
 

@@ -3,10 +3,10 @@ r"""Labelers: who decides which strategies a generated text followed.
 For seffi's built-in tasks the answer is ``task.validate_y_text``, which parses the trace. When the
 strategies cannot be parsed out of the text (free-form LLM output, a proof sketch, code in any style)
 the seed asks for an *independent labeling mechanism*: a rubric of regular expressions, or any user
-function returning strategy ids. A :class:`Labeler` is that mechanism behind one interface, used in
-place of ``validate_y_text`` by the TRL reward wrapper (and by anything else that attributes text).
+function returning strategy ids. A [`Labeler`][seffi.labelers.Labeler] is that mechanism behind one interface,
+used in place of ``validate_y_text`` by the TRL reward wrapper (and by anything else that attributes text).
 
-Every labeler returns a :class:`~seffi.tasks.base.ValidationResult` and **never raises** on the
+Every labeler returns a [`ValidationResult`][seffi.tasks.ValidationResult] and **never raises** on the
 text: non-strings, empty text, bytes that are not UTF-8 and user-function exceptions all come back as
 ``parse_ok=False`` with a reason, exactly like junk given to ``validate_y_text``.
 
@@ -86,7 +86,7 @@ class TaskLabeler:
     """The default labeler: a seffi task's own parser, ``task.validate_y_text``.
 
     Args:
-        task: A :class:`~seffi.tasks.base.Task`.
+        task: A [`Task`][seffi.tasks.Task].
     """
 
     def __init__(self, task: Task) -> None:
@@ -180,7 +180,7 @@ class CallableLabeler:
 
     * an iterable of strategy ids (the text counts as valid),
     * a ``(strategy_ids, valid)`` pair, or
-    * a :class:`~seffi.tasks.base.ValidationResult`.
+    * a [`ValidationResult`][seffi.tasks.ValidationResult].
 
     Ids outside the declared ``strategies`` are dropped (they are not part of the denominator) and
     named in ``error``; an exception inside ``fn`` becomes ``parse_ok=False`` with its message.
@@ -239,12 +239,12 @@ class CallableLabeler:
 
 
 def as_labeler(obj: Any, strategies: Iterable[str] | None = None) -> Labeler:
-    """Turn what a user passed into a :class:`Labeler`.
+    """Turn what a user passed into a [`Labeler`][seffi.labelers.Labeler].
 
     Args:
-        obj: A :class:`~seffi.tasks.base.Task` (its ``validate_y_text``), a labeler, a mapping of
-            ``{strategy id: regex}`` (a :class:`RegexRubric`), or a callable ``fn(x, text)`` (needs
-            ``strategies``).
+        obj: A [`Task`][seffi.tasks.Task] (its ``validate_y_text``), a labeler, a mapping of
+            ``{strategy id: regex}`` (a [`RegexRubric`][seffi.labelers.RegexRubric]), or a callable
+            ``fn(x, text)`` (needs ``strategies``).
         strategies: Declared strategy ids for a bare callable.
 
     Returns:

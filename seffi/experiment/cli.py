@@ -2,7 +2,7 @@
 
 Each ``add_*_arguments(parser)`` adds a subcommand's options and sets its ``handler``; the top-level
 ``seffi`` command (seffi/cli.py) imports this module only when one of them runs. User errors raise
-:class:`~seffi.errors.SeffiError` (printed as one line, exit 2).
+`SeffiError` (printed as one line, exit 2).
 """
 
 from __future__ import annotations

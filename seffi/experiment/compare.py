@@ -1,10 +1,10 @@
 """``seffi compare DIR...``: several saved runs in one figure and one table.
 
-Each run folder holds a report.json (:mod:`seffi.report.schema`). The figure
-(:func:`seffi.report.plots.plot_compare`) has one panel per task found in any run; a panel overlays
-every run's policy coverage curves with their CI bands (line style per run) and each run's own iid and
-oracle curves (runs may use other priors). Runs that measured a task at different budgets K are refused
-with one line. The table lists, per task, run and policy, AUC@K and gain vs iid with their CIs.
+Each run folder holds a report.json (`seffi.report.schema`). The figure
+([`seffi.report.plots.plot_compare`][seffi.report.plots_compare.plot_compare]) has one panel per task found in
+any run; a panel overlays every run's policy coverage curves with their CI bands (line style per run) and each
+run's own iid and oracle curves (runs may use other priors). Runs that measured a task at different budgets K
+are refused with one line. The table lists, per task, run and policy, AUC@K and gain vs iid with their CIs.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def compare_table(reports: list[Any], names: list[str]) -> list[dict[str, Any]]:
     """One row per (task, run, policy): AUC@K and gain vs iid with CIs.
 
     Args:
-        reports: loaded :class:`seffi.report.schema.Report` objects.
+        reports: loaded [`seffi.report.schema.Report`][seffi.report.Report] objects.
         names: one display name per report.
 
     Returns:

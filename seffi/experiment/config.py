@@ -29,7 +29,7 @@ WANDB_MODES: tuple[str, ...] = get_args(WandbMode)
 
 
 class LearnerConfig(BaseModel):
-    """Settings of the learned exploration router (see :mod:`seffi.experiment.learner`).
+    """Settings of the learned exploration router (see `seffi.experiment.learner`).
 
     Attributes:
         lr: Policy-gradient step size.
@@ -196,7 +196,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read a JSON (``.json``) or YAML (``.yaml``/``.yml``) config file into a dict.
 
     YAML is read without aliases (a 1.4 KB "billion laughs" would expand to gigabytes) and refuses
-    duplicate keys; both formats are capped at :data:`MAX_CONFIG_BYTES` and :data:`MAX_CONFIG_DEPTH`.
+    duplicate keys; both formats are capped at `MAX_CONFIG_BYTES` and `MAX_CONFIG_DEPTH`.
 
     Raises:
         SeffiError: The file is missing, unreadable, too large, not UTF-8, not valid JSON/YAML, too

@@ -7,9 +7,11 @@ common latents. This router learns, from the env's *novelty reward* alone (the n
 sample adds to its input's run), to spread its budget over latents that reveal new strategies.
 
 Policy. A softmax over the ``Z`` latents whose logits are the base model's plus a learned linear
-correction::
+correction:
 
-    pi(z | obs) = softmax(log prior_x + W @ phi(obs))[z],      W: float array, shape (Z, F)
+```text
+pi(z | obs) = softmax(log prior_x + W @ phi(obs))[z],      W: float array, shape (Z, F)
+```
 
 ``W`` starts at zero, so an untrained router *is* the iid base model. ``phi`` (shape ``(F,)``) is read
 from the router env's observation (its ``obs_layout``) and holds the *per-input history* of the
@@ -22,9 +24,11 @@ factorization). That is trained and evaluated on the same fixed pool: it is expl
 inputs, not generalisation to unseen ones.
 
 Learning. REINFORCE with a baseline (Williams 1992): for each run (one input's ``K`` one-step
-episodes) ``G_t = sum_{t' >= t} gamma^(t'-t) r_t'`` and::
+episodes) ``G_t = sum_{t' >= t} gamma^(t'-t) r_t'`` and:
 
-    W += lr * mean_runs sum_t (G_t - b_t) * (onehot(a_t) - pi(. | obs_t)) outer phi_t
+```text
+W += lr * mean_runs sum_t (G_t - b_t) * (onehot(a_t) - pi(. | obs_t)) outer phi_t
+```
 
 with ``b_t`` a running mean of ``G_t`` per sample index ``t`` (the novelty expected at step ``t``
 falls with ``t``, so one scalar baseline would bias early steps up and late steps down). ``gamma``
@@ -57,7 +61,7 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 
 class RouterFeatures:
-    """Turns router-env observations into ``(phi, base_logits)`` for :class:`ReinforceRouter`.
+    """Turns router-env observations into ``(phi, base_logits)`` for `ReinforceRouter`.
 
     Layout of ``phi`` (shape ``(F,)``): ``tried`` (1.0 for each latent already tried in this run),
     ``found`` (1.0 for each strategy already found), ``used`` (fraction of the budget spent) and, with

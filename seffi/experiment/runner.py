@@ -4,12 +4,13 @@ For each task of the config, on that task's router env (``seffi/<Name>Router-v0`
 ``n_inputs`` inputs, budget ``K`` per input), three policies are compared:
 
 1. **iid** — the base model: latents drawn from the router prior. Its curves are *exact*
-   (:class:`seffi.coverage.IidBaseline` over the env's base match distribution); the same sampler is
-   also *measured* on the env ("iid-sampler") as a built-in sanity check: its gain must be ~0.
-2. **oracle** — the no-repeat sampler over the env's reference traces (:class:`OracleBaseline`).
-3. **learned** — :class:`~seffi.experiment.learner.ReinforceRouter`, trained with the env's
+   ([`seffi.coverage.IidBaseline`][seffi.coverage.IidBaseline] over the env's base match distribution); the
+   same sampler is also *measured* on the env ("iid-sampler") as a built-in sanity check: its gain must be ~0.
+2. **oracle** — the no-repeat sampler over the env's reference traces
+   ([`OracleBaseline`][seffi.coverage.OracleBaseline]).
+3. **learned** — `ReinforceRouter`, trained with the env's
    novelty reward on a native vector env for ``learner.rounds`` rounds while the streaming
-   :class:`~seffi.callbacks.CoverageMonitor` is attached to the training episodes (logged to W&B as
+   [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] is attached to the training episodes (logged to W&B as
    they happen, under ``seffi/<Name>Router-v0/train/...``), then measured *fresh* (new env life, empty
    histories) with budget ``K`` on every input, ``eval_runs`` times.
 
@@ -56,7 +57,7 @@ def prepare_out(out: Path | None, *, overwrite: bool = False) -> Path:
 
     A folder that already holds a seffi run is refused (its metrics.jsonl would be appended to and
     its plots mixed with the new ones) unless ``overwrite``, which removes that run's seffi files
-    first (see :func:`seffi.report.run_folder.prepare_run_folder`).
+    first (see `seffi.report.run_folder.prepare_run_folder`).
 
     Raises:
         RunFolderExists: The folder holds an earlier run and ``overwrite`` is False.
@@ -98,7 +99,7 @@ def env_kwargs(task_name: str, config: RunConfig, input_seed: int) -> dict[str, 
 
 
 def task_env_kwargs(config: RunConfig) -> dict[str, dict[str, Any]]:
-    """Each task's router env kwargs, from the same seeds :meth:`Runner.run_task` spawns."""
+    """Each task's router env kwargs, from the same seeds `Runner.run_task` spawns."""
     seeds = spawn(config.seed, len(config.tasks))
     return {
         name: env_kwargs(name, config, int(spawn(seed, 6)[0].generate_state(1)[0]))
@@ -139,7 +140,7 @@ class Rollout:
     """Samples of one policy: rows are (input, run) pairs, ``runs`` consecutive rows per input.
 
     Attributes:
-        tracker: The :class:`~seffi.coverage.CoverageTracker` of every sample (stream = row).
+        tracker: The [`CoverageTracker`][seffi.coverage.CoverageTracker] of every sample (stream = row).
         input_ids: str list, length R: each row's input.
         latents: int array, shape (R, K): latent chosen at each sample.
         matches: per row, per sample, the sorted tuple of matched strategy ids.
@@ -192,7 +193,7 @@ def rollout(envs: Any, act: Act, runs: int, seed: np.random.SeedSequence) -> Rol
 
 
 def exact_baselines(envs: Any, budget: int, seed: np.random.SeedSequence) -> Any:
-    """The env pool's exact baselines (:class:`~seffi.coverage.env_baselines.EnvBaselines`).
+    """The env pool's exact baselines ([`EnvBaselines`][seffi.coverage.env_baselines.EnvBaselines]).
 
     The iid law is the router prior pushed through the env's hidden generator
     (``base_match_distribution``); the oracle emits the reference traces (``reference_match_sets``),
@@ -220,7 +221,8 @@ class Runner:
 
     Args:
         config: The run settings.
-        sinks: A :class:`seffi.report.sinks.MultiSink` (local folder + W&B) shared by all tasks.
+        sinks: A [`seffi.report.sinks.MultiSink`][seffi.report.MultiSink] (local folder + W&B) shared by all
+            tasks.
         progress: A rich ``Progress`` (or a disabled one).
     """
 
@@ -362,7 +364,7 @@ class Runner:
         boot: int,
         notes: list[str],
     ) -> Any:
-        """The task's :class:`~seffi.report.schema.Comparison`: policies (with gains) vs iid and oracle."""
+        """The task's [`Comparison`][seffi.report.Comparison]: policies (with gains) vs iid and oracle."""
         from seffi.report.schema import Barcode, Comparison, CurveSet, PolicyResult
 
         cfg = self.config
@@ -430,7 +432,7 @@ def latent_curve(run: Rollout, n_latents: int, label: str) -> Any:
 
 @dataclass
 class RunResult:
-    """What :func:`run_experiment` produced."""
+    """What `run_experiment` produced."""
 
     out: Path
     report: Any
@@ -584,7 +586,7 @@ def _progress(console: Any, enabled: bool) -> Any:
 
 
 def build_report(config: RunConfig, comparisons: list[Any]) -> Any:
-    """The run's :class:`~seffi.report.schema.Report` (no timestamps, no timings, no absolute paths)."""
+    """The run's [`Report`][seffi.report.Report] (no timestamps, no timings, no absolute paths)."""
     from seffi import __version__
     from seffi.report.schema import Report
 

@@ -8,24 +8,29 @@ replay-determinism gate (>= 0.95). Nothing else is thresholded.
 
 Modules (flat):
 
-- :mod:`seffi.lanes.sample_efficiency` — :class:`TeachOutcome`, :class:`ProbeResponse`, the
-  :class:`Learner` protocol, :func:`run_concept`, :func:`run_lane`, :func:`aggregate`, report models.
-- :mod:`seffi.lanes.hashing` — chained sha256 over canonical JSON (DESIGN.md "Trace hash recipe").
-- :mod:`seffi.lanes.packs` — concept-pack model, tolerant loader, the shipped standard pack.
-- :mod:`seffi.lanes.lint` — the anti-overfitting linter.
-- :mod:`seffi.lanes.learners` — :class:`VaultLearner` (reference), :class:`TextGenerationLearner`,
-  :class:`RecallLearner` (the recall control: repeats every correction it was taught).
-- :mod:`seffi.lanes.plot` — the small-multiples curve plot; :mod:`seffi.lanes.cli` — ``seffi lane``.
+- `seffi.lanes.sample_efficiency` — [`TeachOutcome`][seffi.lanes.TeachOutcome],
+  [`ProbeResponse`][seffi.lanes.ProbeResponse], the [`Learner`][seffi.lanes.Learner] protocol,
+  [`run_concept`][seffi.lanes.run_concept], [`run_lane`][seffi.lanes.run_lane],
+  [`aggregate`][seffi.lanes.aggregate], report models.
+- `seffi.lanes.hashing` — chained sha256 over canonical JSON (DESIGN.md "Trace hash recipe").
+- `seffi.lanes.packs` — concept-pack model, tolerant loader, the shipped standard pack.
+- `seffi.lanes.lint` — the anti-overfitting linter.
+- `seffi.lanes.learners` — [`VaultLearner`][seffi.lanes.VaultLearner] (reference),
+  [`TextGenerationLearner`][seffi.lanes.TextGenerationLearner], [`RecallLearner`][seffi.lanes.RecallLearner]
+  (the recall control: repeats every correction it was taught).
+- `seffi.lanes.plot` — the small-multiples curve plot; `seffi.lanes.cli` — ``seffi lane``.
 
-Usage::
+Usage:
 
-    from seffi.lanes import run_lane, standard_pack, VaultLearner, text_generation_factory
+```python
+from seffi.lanes import run_lane, standard_pack, VaultLearner, text_generation_factory
 
-    report = run_lane(standard_pack().select("public"), VaultLearner)
-    print(report.aggregate.replay_determinism, report.aggregate.gate_passed)
+report = run_lane(standard_pack().select("public"), VaultLearner)
+print(report.aggregate.replay_determinism, report.aggregate.gate_passed)
 
-    # any prompt -> text callable (e.g. an LLM with greedy decoding) becomes a learner
-    report = run_lane(standard_pack().select("holdout"), text_generation_factory(my_generate))
+# any prompt -> text callable (e.g. an LLM with greedy decoding) becomes a learner
+report = run_lane(standard_pack().select("holdout"), text_generation_factory(my_generate))
+```
 
 Importing this package imports neither matplotlib nor wandb.
 """

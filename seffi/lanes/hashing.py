@@ -4,7 +4,7 @@ Each snapshot is a sequence of discrete steps (the taught corrections with their
 the probe and its response). Step k is hashed together with the previous digest,
 ``h_k = sha256(h_{k-1} || canonical(step_k))`` with ``h_{-1} = ""``, so two runs of the same snapshot
 can be compared step by step and the first divergent step named, not just "the hashes differ".
-Canonical JSON is :func:`seffi._seeding.canonical_json` (sorted keys, compact, UTF-8, no NaN, refuses
+Canonical JSON is `seffi._seeding.canonical_json` (sorted keys, compact, UTF-8, no NaN, refuses
 unknown types); floats are turned into fixed-format strings first because their ``repr`` is not a
 contract. Python's ``hash()`` is never used: it is salted per process.
 """

@@ -1,7 +1,7 @@
 """Learners: the deterministic reference vault learner and an adapter for text-generation callables.
 
-Both share :func:`review_correction`, the teaching review: a correction is accepted when it is a
-non-empty proposition and does not try to override the learner's identity or instructions.
+Both share [`review_correction`][seffi.lanes.review_correction], the teaching review: a correction is accepted
+when it is a non-empty proposition and does not try to override the learner's identity or instructions.
 """
 
 from __future__ import annotations
@@ -70,9 +70,9 @@ def review_correction(correction: str) -> TeachOutcome:
 class VaultLearner:
     """A deterministic learner that stores reviewed propositions and answers by retrieval.
 
-    ``teach`` runs :func:`review_correction` and stores accepted propositions (exact duplicates are
-    rejected so a repeated correction cannot inflate retrieval). ``probe`` ranks stored propositions
-    by the number of content tokens shared with the question (ties: older first), puts the best
+    ``teach`` runs [`review_correction`][seffi.lanes.review_correction] and stores accepted propositions
+    (exact duplicates are rejected so a repeated correction cannot inflate retrieval). ``probe`` ranks stored
+    propositions by the number of content tokens shared with the question (ties: older first), puts the best
     ``top_k`` in ``surface`` (``vault_hits`` = how many), then walks associations — propositions sharing
     at least one content token with a reached one — for ``walk_depth`` hops into ``walk_surface``.
     No randomness, no global state: two fresh instances taught the same corrections answer the same.
@@ -138,7 +138,8 @@ class RecallLearner:
     shown nothing beyond recall.
 
     Args:
-        review: the teaching review (default :func:`review_correction`); ``None`` accepts everything.
+        review: the teaching review (default [`review_correction`][seffi.lanes.review_correction]); ``None``
+            accepts everything.
     """
 
     def __init__(self, review: Callable[[str], TeachOutcome] | None = review_correction) -> None:
@@ -155,7 +156,7 @@ class RecallLearner:
         return ProbeResponse(surface=" ".join(self.taught), vault_hits=len(self.taught))
 
 
-#: Prompt used by :class:`TextGenerationLearner`; ``{facts}`` is one "- correction" line per
+#: Prompt used by `TextGenerationLearner`; ``{facts}`` is one "- correction" line per
 #: accepted correction (or "(none)"), ``{question}`` the probe.
 DEFAULT_TEMPLATE = (
     "You have been taught the following facts:\n{facts}\n\n"
@@ -173,7 +174,8 @@ class TextGenerationLearner:
 
     Args:
         generate: ``prompt -> completion``; e.g. ``lambda p: pipe(p, do_sample=False)[0]["generated_text"]``.
-        review: the teaching review (default :func:`review_correction`); ``None`` accepts everything.
+        review: the teaching review (default [`review_correction`][seffi.lanes.review_correction]); ``None``
+            accepts everything.
         template: prompt template with ``{facts}`` and ``{question}`` fields.
     """
 
@@ -210,7 +212,7 @@ class TextGenerationLearner:
 def text_generation_factory(
     generate: Callable[[str], str], **kwargs: object
 ) -> Callable[[], TextGenerationLearner]:
-    """A zero-argument factory of fresh :class:`TextGenerationLearner` s sharing ``generate``."""
+    """A zero-argument factory of fresh `TextGenerationLearner` objects sharing ``generate``."""
 
     def factory() -> TextGenerationLearner:
         return TextGenerationLearner(generate, **kwargs)  # type: ignore[arg-type]

@@ -1,8 +1,8 @@
 """The concept-pack linter: the anti-overfitting discipline of the lane, one problem per line.
 
-Rules (each violation is one :class:`LintProblem`):
+Rules (each violation is one [`LintProblem`][seffi.lanes.LintProblem]):
 
-* **Structure** — every concept parses (see :mod:`seffi.lanes.packs`); ids are unique.
+* **Structure** — every concept parses (see `seffi.lanes.packs`); ids are unique.
 * **Non-empty** — a curriculum and an expected-token list, the same length (one token per correction).
 * **Real words** — each expected token is alphabetic word parts joined by single hyphens, not a
   stopword, and unique within its concept (case-insensitive).

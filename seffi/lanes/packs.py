@@ -2,9 +2,9 @@
 
 A pack is ``{"name", "version", "concepts": [{"id", "split", "probe", "expected_tokens",
 "curriculum"}]}``. A broken pack *file* (unreadable, not JSON, no concept list) is a
-:class:`~seffi.errors.SeffiError`; a broken *concept* is reported as a :class:`ConceptError` naming it,
+`SeffiError`; a broken *concept* is reported as a [`ConceptError`][seffi.lanes.ConceptError] naming it,
 and the other concepts still load, so one typo does not throw away a whole run.
-The model checks structure only; the anti-overfitting discipline lives in :mod:`seffi.lanes.lint`.
+The model checks structure only; the anti-overfitting discipline lives in `seffi.lanes.lint`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from seffi.errors import SeffiError
 from seffi.report.safe_load import read_text
 
 Split = Literal["public", "holdout"]
-#: Split selector accepted by :meth:`ConceptPack.select` and the CLI.
+#: Split selector accepted by `ConceptPack.select` and the CLI.
 SPLITS: tuple[str, ...] = ("public", "holdout", "all")
 #: File name (inside ``seffi/lanes/packs``) of the pack written for this project.
 STANDARD_PACK = "standard.json"
@@ -90,7 +90,7 @@ def read_pack_data(source: str | Path | Mapping[str, Any] | None = None) -> tupl
 
     Raises:
         SeffiError: the file is missing/unreadable, not UTF-8, not JSON, nested deeper than
-            :data:`MAX_DEPTH`, holds a string that is not valid Unicode, or is not a JSON object.
+            `MAX_DEPTH`, holds a string that is not valid Unicode, or is not a JSON object.
     """
     if isinstance(source, Mapping):
         data = dict(source)
@@ -125,7 +125,7 @@ def _check_structure(data: Any, label: str) -> None:
     as UTF-8 fails much later, so a lone surrogate anywhere is rejected here, with where it is.
 
     Raises:
-        SeffiError: deeper than :data:`MAX_DEPTH`, or a string (value or key) holds a lone surrogate.
+        SeffiError: deeper than `MAX_DEPTH`, or a string (value or key) holds a lone surrogate.
     """
     # Each entry carries its trail (parent trail, key or index), turned into a path only for a message.
     stack: list[tuple[Any, int, Any]] = [(data, 1, None)]
@@ -170,8 +170,8 @@ def parse_pack(data: Mapping[str, Any], label: str = "<pack>") -> tuple[ConceptP
     """Build a pack from raw JSON, keeping every well-formed concept.
 
     Returns:
-        The pack of valid concepts and one :class:`ConceptError` per malformed concept (duplicate ids
-        are malformed too: results are keyed by id).
+        The pack of valid concepts and one [`ConceptError`][seffi.lanes.ConceptError] per malformed concept
+        (duplicate ids are malformed too: results are keyed by id).
 
     Raises:
         SeffiError: the pack-level fields are missing or of the wrong type.
@@ -216,7 +216,7 @@ def parse_pack(data: Mapping[str, Any], label: str = "<pack>") -> tuple[ConceptP
 def load_pack(
     source: str | Path | Mapping[str, Any] | None = None,
 ) -> tuple[ConceptPack, list[ConceptError]]:
-    """Read and parse a pack file (``None`` = the standard pack); see :func:`parse_pack`."""
+    """Read and parse a pack file (``None`` = the standard pack); see `parse_pack`."""
     data, label = read_pack_data(source)
     return parse_pack(data, label)
 

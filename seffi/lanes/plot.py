@@ -1,6 +1,6 @@
 """The lane's curve figure: small multiples for a few concepts, an overview for many.
 
-Up to :data:`MAX_PANELS` concepts get one panel each: expected-token hits (y) against corrections
+Up to `MAX_PANELS` concepts get one panel each: expected-token hits (y) against corrections
 taught (x), the saturation target as a dashed line, the first hit (green circle) and the first saturated
 snapshot (red star) marked, vault hits as a faint dotted line, and snapshots whose replay diverged as
 black crosses. A larger pack gets one overview figure instead (a panel costs about 0.1 s, so 1,000
@@ -62,7 +62,7 @@ def _save(fig: Any, path: str | Path) -> Path:
 def plot_curves(report: LaneReport, path: str | Path) -> Path:
     """Render ``report``'s curves to a PNG at ``path`` and return the path.
 
-    Small multiples for up to :data:`MAX_PANELS` concepts, :func:`plot_overview` beyond, and a
+    Small multiples for up to `MAX_PANELS` concepts, `plot_overview` beyond, and a
     message figure when no concept produced a curve.
     """
     import matplotlib

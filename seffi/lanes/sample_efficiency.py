@@ -142,7 +142,7 @@ class LaneReport(BaseModel):
     concepts: list[ConceptResult]
     aggregate: Aggregate
     errors: list[str]
-    #: The recall control (:class:`seffi.lanes.learners.RecallLearner`) on the same concepts.
+    #: The recall control (`seffi.lanes.learners.RecallLearner`) on the same concepts.
     recall_control: RecallControl | None = None
 
 
@@ -177,7 +177,7 @@ def _call(what: str, fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def _coerce(value: Any, model: type[BaseModel], what: str) -> Any:
-    """``value`` as an exact ``model`` instance, or :class:`LearnerFailure`.
+    """``value`` as an exact ``model`` instance, or `LearnerFailure`.
 
     Reading a returned object can run learner code (a subclass's properties, a dict subclass's
     ``__getitem__``), so every failure while reading it is the concept's error too. A subclass
@@ -397,8 +397,9 @@ def run_lane(
         learner: how the learner was specified, copied into the report.
         load_errors: concept errors found while loading the pack; reported alongside learner errors.
         on_concept: called after each concept (progress display).
-        control: factory of the recall control (e.g. :class:`seffi.lanes.learners.RecallLearner`),
-            measured on the same concepts into ``recall_control``; None leaves it out.
+        control: factory of the recall control (e.g.
+            [`seffi.lanes.learners.RecallLearner`][seffi.lanes.RecallLearner]), measured on the same concepts
+            into ``recall_control``; None leaves it out.
         control_name: how the control is named in the report.
 
     Returns:

@@ -6,8 +6,8 @@ skewed base law), and a mixture of generators over ``L`` latent codes — one co
 trace — is learned from the same rows by hard EM, without reading a strategy label.
 
 This package needs the ``lm`` extra (torch, transformers, tokenizers, safetensors). Importing
-``seffi.models`` itself is cheap; the submodules import torch. :func:`require_lm` raises one readable
-:class:`~seffi.errors.SeffiError` naming the extra when it is missing.
+``seffi.models`` itself is cheap; the submodules import torch. `require_lm` raises one readable
+`SeffiError` naming the extra when it is missing.
 
 Example:
     >>> from seffi.models import LMConfig, train_ladder_models       # doctest: +SKIP
@@ -41,7 +41,7 @@ class MissingExtraError(SeffiError):
 
 
 def require_lm() -> None:
-    """Raise a one-line :class:`MissingExtraError` unless torch and transformers import."""
+    """Raise a one-line `MissingExtraError` unless torch and transformers import."""
     missing = []
     for module in ("torch", "transformers", "tokenizers", "safetensors"):
         try:

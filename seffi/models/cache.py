@@ -1,19 +1,19 @@
 """Train-or-load the ladder's two models (base LM, latent mixture), cached by a hash of their config.
 
-Folders live under :func:`default_cache_dir` (``$SEFFI_CACHE`` or ``~/.cache/seffi/models``), one per
-model, named ``<task>-base-<hash>`` / ``<task>-mixture-<hash>`` (:meth:`LMConfig.base_key`). Each holds
+Folders live under `default_cache_dir` (``$SEFFI_CACHE`` or ``~/.cache/seffi/models``), one per
+model, named ``<task>-base-<hash>`` / ``<task>-mixture-<hash>`` (`LMConfig.base_key`). Each holds
 ``save_pretrained`` output (``model.safetensors``, ``config.json``, tokenizer files — loadable with
 ``AutoModelForCausalLM`` / ``AutoTokenizer``) and ``seffi_meta.json`` (config, data statistics, losses,
 EM history, latent prior, wall times). A folder is written under a temporary name and renamed when
 complete, so an interrupted run never leaves a half-written model behind, and it carries
 ``seffi_manifest.json``: the sha256 digest of every file, checked before a cached model is used, and
-the library stack that trained it (:func:`training_stack`). A folder whose files changed or went
+the library stack that trained it (`training_stack`). A folder whose files changed or went
 missing is retrained with one warning (``retrain=False`` refuses it instead; ``retrain=True`` retrains
 whatever the cache holds).
 
 Same weights means bit-identical on one stack only. Training is a pure function of the config and
 seed on a given stack — torch (with its build), transformers, tokenizers, numpy, Python major.minor,
-CPU architecture, thread count (:func:`~seffi.models.config.numerics_stack`) and torch's CPU
+CPU architecture, thread count (`numerics_stack`) and torch's CPU
 capability — and a clean-cache retrain there reproduces the cached weights byte for byte; another
 stack trains another model from the same config. So the key hashes the stack: a machine with other
 versions trains its own folder instead of loading one trained elsewhere, and folders keyed before the
@@ -51,7 +51,7 @@ from .config import LMConfig
 if TYPE_CHECKING:
     from .lm import TaskLM
 
-#: Each model folder's metadata (the same name as :data:`seffi.models.lm.META_FILE`, which imports torch).
+#: Each model folder's metadata (the same name as `seffi.models.lm.META_FILE`, which imports torch).
 META_FILE = "seffi_meta.json"
 
 #: Progress callback: (phase, done, total) — e.g. ("SFT", step, steps).
@@ -138,7 +138,7 @@ def mixture_row_index(cfg: LMConfig, n_rows: int) -> np.ndarray:
 
 
 def mixture_rows(cfg: LMConfig, rows: list[Any]) -> list[Any]:
-    """The training rows of the mixture (see :func:`mixture_row_index`)."""
+    """The training rows of the mixture (see `mixture_row_index`)."""
     return [rows[i] for i in mixture_row_index(cfg, len(rows)).tolist()]
 
 
@@ -160,7 +160,7 @@ def _model_files(folder: Path) -> list[Path]:
 
 
 def training_stack() -> dict[str, str]:
-    """The stack models train on here: :func:`~seffi.models.config.numerics_stack` and torch's CPU capability.
+    """The stack models train on here: `numerics_stack` and torch's CPU capability.
 
     The capability (``torch.backends.cpu.get_cpu_capability()``: ``"AVX2"``, ``"AVX512"``, ...) selects
     ATen's vector kernels, so it changes the rounding of training; reading it imports torch, so it is
@@ -172,7 +172,7 @@ def training_stack() -> dict[str, str]:
 
 
 def write_manifest(folder: str | Path) -> None:
-    """Write each file's sha256 digest and size, and :func:`training_stack`, to ``folder``'s manifest."""
+    """Write each file's sha256 digest and size, and `training_stack`, to ``folder``'s manifest."""
     folder = Path(folder)
     files = {
         p.relative_to(folder).as_posix(): {"sha256": _sha256(p), "bytes": p.stat().st_size}
@@ -183,7 +183,7 @@ def write_manifest(folder: str | Path) -> None:
 
 
 def stack_difference(folder: str | Path) -> str | None:
-    """How the stack in ``folder``'s manifest differs from :func:`training_stack`; None when they agree.
+    """How the stack in ``folder``'s manifest differs from `training_stack`; None when they agree.
 
     Returns:
         A one-line description (``"torch 2.12.0+cpu there, 2.13.0+cpu here"``), or None.
@@ -265,7 +265,7 @@ def _complete(folder: Path) -> bool:
 def train_base(
     cfg: LMConfig, task: Task[Any, Any], rows: list[Any], hook: ProgressHook | None = None
 ) -> TaskLM:
-    """SFT of a fresh model on ``rows`` (see :class:`LMConfig`)."""
+    """SFT of a fresh model on ``rows`` (see `LMConfig`)."""
     from .lm import Layout, TaskLM, examples_from_rows, torch_setup
 
     torch_setup()
@@ -310,7 +310,7 @@ def train_ladder_models(
 
     Args:
         cfg: Data, model and EM settings.
-        cache_dir: Cache root (default :func:`default_cache_dir`).
+        cache_dir: Cache root (default `default_cache_dir`).
         hook: Progress callback (phase, done, total) for SFT steps and EM phases.
         retrain: ``None`` (default): use cached folders whose manifest checks out, retrain damaged
             ones and ones whose manifest names another library stack with one warning each. ``True``:
@@ -376,15 +376,15 @@ def cached_base_folder(
 ) -> Path:
     """The cache folder of ``cfg``'s base LM alone (what GRPO starts from), trained when missing.
 
-    The folder, checks and ``retrain`` semantics of :func:`train_ladder_models`, without the mixture: a
+    The folder, checks and ``retrain`` semantics of `train_ladder_models`, without the mixture: a
     damaged folder or one from another library stack is retrained with one warning (refused with
     ``retrain=False``), and a new one is written atomically with its manifest.
 
     Args:
         cfg: Data, model and SFT settings.
-        cache_dir: Cache root (default :func:`default_cache_dir`).
+        cache_dir: Cache root (default `default_cache_dir`).
         hook: Progress callback (phase, done, total) for SFT steps.
-        retrain: As in :func:`train_ladder_models`.
+        retrain: As in `train_ladder_models`.
 
     Returns:
         The folder (``save_pretrained`` layout).

@@ -1,9 +1,9 @@
 """A labeler that is not the validator: a small classifier trained on labelled reference traces.
 
 The seed's rung 3 labels traces at LLM scale, with an independent mechanism whose own error enters
-every coverage number. :class:`ClassifierLabeler` is the smallest such mechanism a researcher would
+every coverage number. `ClassifierLabeler` is the smallest such mechanism a researcher would
 build: it learns, from texts whose strategy match sets are known (reference traces labelled once by
-a person or by a task's validator), to predict the match set of a new text. :func:`agreement`
+a person or by a task's validator), to predict the match set of a new text. `agreement`
 measures how far its labels are from a reference labeler's (per-strategy confusion matrices, Cohen's
 kappa, the exact-set rate), so a reader sees the labeler error beside the coverage result.
 
@@ -79,7 +79,7 @@ def _declared(strategies: Iterable[str]) -> tuple[str, ...]:
 
 
 class ClassifierLabeler:
-    """Predicts a trace's strategy match set from its token n-grams; a :class:`~seffi.labelers.Labeler`.
+    """Predicts a trace's strategy match set from its token n-grams; a [`Labeler`][seffi.labelers.Labeler].
 
     Model: one-vs-rest L2-regularised logistic regression, one binary decision per strategy
     (``p_s >= threshold``), on a bag of token n-grams (``n = 1..max_n``, default 1-2; sublinear counts
@@ -97,11 +97,11 @@ class ClassifierLabeler:
     ``x`` goes to ``valid`` alone. Validity (is the trace a correct solution?) is not the classifier's
     job: ``valid(x, text) -> bool`` is the researcher's correctness check, e.g.
     ``lambda x, y: task.validate_y_text(x, y).valid``. Without it every usable text counts as valid
-    (valid coverage then equals raw coverage), as with :class:`~seffi.labelers.RegexRubric`.
+    (valid coverage then equals raw coverage), as with [`RegexRubric`][seffi.labelers.RegexRubric].
 
     Never raises on the text: ``None``, non-text, bytes that are not UTF-8, empty and over-long text
-    come back as ``parse_ok=False`` with no matches (:func:`~seffi.labelers.coerce_text`); an exception
-    inside ``valid`` gives ``valid=False`` with its message and keeps the predicted matches.
+    come back as ``parse_ok=False`` with no matches ([`coerce_text`][seffi.labelers.coerce_text]); an
+    exception inside ``valid`` gives ``valid=False`` with its message and keeps the predicted matches.
 
     Args:
         valid: ``callable(x, text) -> bool`` deciding correctness, or ``None`` (every usable text valid).
@@ -114,8 +114,8 @@ class ClassifierLabeler:
         tol: Stop once the gradient's largest entry is below this.
 
     Attributes:
-        strategies: The declared strategy ids (set by :meth:`fit`; empty before).
-        features: The n-gram vocabulary, in column order (set by :meth:`fit`).
+        strategies: The declared strategy ids (set by `fit`; empty before).
+        features: The n-gram vocabulary, in column order (set by `fit`).
         n_iter: Gradient steps the last fit took.
 
     Raises:
@@ -188,7 +188,7 @@ class ClassifierLabeler:
             texts: Training traces. Entries that are not usable text (``coerce_text``) are skipped:
                 the labeler maps them to the empty set without consulting the model.
             match_sets: The match set of each text: an iterable of strategy ids, or a
-                :class:`~seffi.tasks.base.ValidationResult` (its ``strategy_matches``), e.g. the output
+                [`ValidationResult`][seffi.tasks.ValidationResult] (its ``strategy_matches``), e.g. the output
                 of ``TaskLabeler(task)(x, text)``.
             strategies: The declared strategy ids (every id in ``match_sets`` must be one).
 
@@ -281,7 +281,7 @@ class ClassifierLabeler:
     def __call__(self, x: Any, y_text: Any) -> ValidationResult:
         """Label ``y_text`` (generated for ``x``): predicted matches, validity from ``valid``.
 
-        Never raises on ``y_text`` or inside ``valid``; raises :class:`SeffiError` only when the labeler
+        Never raises on ``y_text`` or inside ``valid``; raises `SeffiError` only when the labeler
         was never fitted (a setup error, caught at the first call).
         """
         self._fitted()
@@ -354,7 +354,7 @@ def agreement(
 
     Args:
         reference: The reference match set of each trace (e.g. the task validator's): iterables of
-            strategy ids, or :class:`~seffi.tasks.base.ValidationResult` (their ``strategy_matches``).
+            strategy ids, or [`ValidationResult`][seffi.tasks.ValidationResult] (their ``strategy_matches``).
         predicted: The other labeler's match set of the same traces, in the same order.
         strategies: The declared strategy ids; every id in either side must be one.
 
@@ -362,7 +362,7 @@ def agreement(
         ``{"n", "strategies", "per_strategy", "pooled", "exact_set_rate", "mean_kappa"}``:
 
         * ``per_strategy[s]``: the 2x2 table ``tp, fp, fn, tn`` (reference yes/no x predicted yes/no),
-          ``agreement`` (share of equal decisions) and ``kappa`` (:func:`cohen_kappa`);
+          ``agreement`` (share of equal decisions) and ``kappa`` (`cohen_kappa`);
         * ``pooled``: every (trace, strategy) decision in one table (``tp, fp, fn, tn``,
           ``agreement``) with ``kappa`` whose chance agreement is the mean of the per-strategy chance
           agreements — the agreement expected from each strategy's own yes-rates. ``kappa_one_table``
@@ -373,7 +373,7 @@ def agreement(
         * ``exact_set_rate``: share of traces whose two match sets are equal;
         * ``mean_kappa``: mean of the per-strategy kappas that are defined (``nan`` if none is).
 
-        Kappas are ``nan`` where undefined (see :func:`cohen_kappa`); rates are ``nan`` with no trace.
+        Kappas are ``nan`` where undefined (see `cohen_kappa`); rates are ``nan`` with no trace.
 
     Raises:
         SeffiError: The two sides differ in length, or hold an undeclared id.

@@ -2,7 +2,7 @@
 
 A model is a pure function of its config, its seed and the library stack that trains it
 (single-threaded CPU training), so the cache folder of a model is named by a hash of exactly these
-fields and of :func:`numerics_stack` (:meth:`LMConfig.base_key`, :meth:`LMConfig.mixture_key`).
+fields and of `numerics_stack` (`LMConfig.base_key`, `LMConfig.mixture_key`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from seffi._seeding import stable_id
 #: Bump when training code changes what a config produces, so stale cache folders are not reused.
 MODEL_FORMAT = 1
 
-#: Distributions whose installed version is part of every model's cache key (see :func:`numerics_stack`).
+#: Distributions whose installed version is part of every model's cache key (see `numerics_stack`).
 NUMERICS_PACKAGES = ("torch", "transformers", "tokenizers", "numpy")
 
 
@@ -57,15 +57,15 @@ def numerics_stack() -> dict[str, str]:
         machine: the CPU architecture (``x86_64``, ``arm64``): a different kernel set and float
             contraction.
         torch_threads: ``SEFFI_TORCH_THREADS`` (default 1), the intra-op threads training runs on
-            (:func:`seffi.models.lm.torch_setup`): the reductions' split, hence their rounding,
+            (`seffi.models.lm.torch_setup`): the reductions' split, hence their rounding,
             follows the thread count.
 
     Excluded:
         safetensors: storage only; it writes and reads the tensors' bytes exactly.
         torch's CPU capability (AVX2, AVX512, ...): ATen picks its vector kernels by it, but reading
-            it needs ``import torch``; :func:`seffi.models.cache.training_stack` records it in each
+            it needs ``import torch``; `seffi.models.cache.training_stack` records it in each
             folder's manifest and the cache checks it before loading, where torch is imported anyway.
-        seffi itself: changes of what training computes bump :data:`MODEL_FORMAT`.
+        seffi itself: changes of what training computes bump `MODEL_FORMAT`.
 
     Returns:
         ``{component: version}``; a package that is not installed reads ``"absent"``.
@@ -135,7 +135,7 @@ class MixtureConfig(BaseModel):
         final_epochs: Passes of model 0 over all rows with the last assignments, learning rate ``lr``
             decaying by a cosine (0: none). Online EM stops mid-move on a constant rate; this pass
             settles the mixture (measured on grid_routes: mixture valid rate 0.65 with none, 0.80 / 0.82
-            / 0.82 with 1 / 3 / 5 epochs; see :mod:`seffi.models.mixture`).
+            / 0.82 with 1 / 3 / 5 epochs; see `seffi.models.mixture`).
         code_init_std: Standard deviation of the fresh code-token embeddings (GPT-2's init scale by
             default; 1.0 wrecked the warm-started model: mean log-likelihood -49 instead of -3 nats).
         capacity: Most rows a code may take in an E-step, as a multiple of R / L (1: equal shares; 0: no
@@ -227,7 +227,7 @@ class LMConfig(BaseModel):
         }
 
     def base_key(self) -> str:
-        """Cache key of the base LM: a hash of (task, config, seed, :func:`numerics_stack`)."""
+        """Cache key of the base LM: a hash of (task, config, seed, `numerics_stack`)."""
         return f"{self.task}-base-{stable_id(self.base_fields(), length=16)}"
 
     def mixture_key(self) -> str:

@@ -106,7 +106,7 @@ def sample_base(
 
 
 def split_ceiling(pairs: Sequence[tuple[str, Any]], n_codes: int, seed: int = 0) -> float:
-    """NMI of an ideal latent with ``n_codes`` codes, scored the way :func:`purity` scores samples.
+    """NMI of an ideal latent with ``n_codes`` codes, scored the way `purity` scores samples.
 
     The ideal latent knows each row's true strategy: the ``n_codes`` codes are dealt to the strategies in
     proportion to their row counts (largest remainder, at least one each while codes last) and a

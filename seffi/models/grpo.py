@@ -1,10 +1,12 @@
 """GRPO on a task LM (rung 3): group rewards, sampling with GRPO's settings, the reference model's iid.
 
-* **Reward modes** (:func:`group_rewards`). ``"valid"`` (1 for a correct completion) and ``"matched"``
+* **Reward modes** (`group_rewards`). ``"valid"`` (1 for a correct completion) and ``"matched"``
   (1 for following any strategy) score each completion alone. ``"diversity"`` scores a completion
-  within its GRPO group of G completions of one prompt::
+  within its GRPO group of G completions of one prompt:
 
-      r_i = valid_i * ((1 - w) + w * [A_i != {}] / c_i),   c_i = #{j in group : valid_j and A_j = A_i}
+  ```text
+  r_i = valid_i * ((1 - w) + w * [A_i != {}] / c_i),   c_i = #{j in group : valid_j and A_j = A_i}
+  ```
 
   where ``A_i`` is completion i's match set (its strategy set) and ``w`` the diversity weight
   (default 0.5). A valid completion whose strategy set no other valid completion of the group shares
@@ -13,18 +15,18 @@
   grid_routes, without that rule off-strategy traces were the cheapest way to be "unique" and the
   trained model's strategy coverage fell. The reward depends on the group only through the multiset
   of (valid, match set), so the order of the completions within a group changes nothing.
-* **Sampling as GRPOTrainer does** (:func:`generate_ids`): the prompt tokens TRL generates from
-  (:func:`prompt_token_ids`: a conversational prompt through the chat template with the generation
-  prompt, a string through the tokenizer), the generation config it builds (:func:`generation_config`:
+* **Sampling as GRPOTrainer does** (`generate_ids`): the prompt tokens TRL generates from
+  (`prompt_token_ids`: a conversational prompt through the chat template with the generation
+  prompt, a string through the tokenizer), the generation config it builds (`generation_config`:
   ``max_completion_length``, temperature, top-p/k, min-p, repetition penalty, its eos ids,
   ``generation_kwargs``) and its train-mode generation, seeded inside ``torch.random.fork_rng`` so
-  drawing baselines never moves the trainer's random stream. :func:`sample_completions` samples text
+  drawing baselines never moves the trainer's random stream. `sample_completions` samples text
   prompts in eval mode (evaluations, the ladder's pool).
-* **The reference model's iid** (:func:`reference_iid`): n completions per prompt from the model
+* **The reference model's iid** (`reference_iid`): n completions per prompt from the model
   before any update, labelled like training completions, as ``IidBaseline.from_samples``; the TRL
-  path (:class:`seffi.callbacks.groups.GroupCoverage`) adds a prompt cap (:func:`subsample_ids`)
-  and an on-disk cache of completions (:class:`ReferenceCache`, keyed by :func:`weights_digest`).
-* **A task LM for TRL** (:func:`trl_policy`): a :mod:`seffi.models` folder loaded with
+  path (`seffi.callbacks.groups.GroupCoverage`) adds a prompt cap (`subsample_ids`)
+  and an on-disk cache of completions (`ReferenceCache`, keyed by `weights_digest`).
+* **A task LM for TRL** (`trl_policy`): a `seffi.models` folder loaded with
   ``AutoModelForCausalLM`` / ``AutoTokenizer``, the dataset prompt (``prompt <sep>``), the decoder
   that keeps newlines (the HF tokenizer drops the special ``<nl>`` when TRL decodes), and the tokens
   the seffi sampler never emits (suppressed in generation too).
@@ -47,7 +49,7 @@ from seffi.tasks.base import Task, TaskInput, ValidationResult
 
 #: Record of one completion: (input id, sorted match set, valid).
 Record = tuple[str, tuple[str, ...], bool]
-#: Group reward rules (:data:`seffi.models.rewards.METHODS`, ``"valid"`` aside): scored over a whole group.
+#: Group reward rules (`seffi.models.rewards.METHODS`, ``"valid"`` aside): scored over a whole group.
 GROUP_MODES = ("diversity", "unlikeliness", "passk", "outcome_ucb", "outcome_batch")
 REWARD_MODES = ("valid", "matched", *GROUP_MODES)
 
@@ -81,7 +83,7 @@ def diversity_rewards(group: Sequence[Record], weight: float = 0.5) -> list[floa
 
 
 def reward_function(spec: Any) -> Callable[[ValidationResult], float] | None:
-    """The per-completion reward of ``spec``; None for a group mode (:data:`GROUP_MODES`)."""
+    """The per-completion reward of ``spec``; None for a group mode (`GROUP_MODES`)."""
     if spec == "valid":
         return lambda r: 1.0 if r.valid else 0.0
     if spec == "matched":  # following any strategy, correct or not (a shaping option)
@@ -220,7 +222,7 @@ def generate_ids(
 
     Prompts are left-padded with ``gen.pad_token_id`` in rows of at most ``batch_size``, seeded inside
     ``torch.random.fork_rng`` (the caller's torch random state is left untouched); ``training`` and
-    ``checkpointing_kwargs`` as :func:`generation_mode`.
+    ``checkpointing_kwargs`` as `generation_mode`.
 
     Returns:
         (completions per prompt, number of ``model.generate`` calls).
@@ -334,7 +336,7 @@ CPU_TRAINING: dict[str, Any] = {"bf16": False, "fp16": False, "gradient_checkpoi
 
 @dataclass
 class TRLPolicy:
-    """A :mod:`seffi.models` folder ready for GRPOTrainer.
+    """A `seffi.models` folder ready for GRPOTrainer.
 
     Attributes:
         model: ``AutoModelForCausalLM.from_pretrained(folder)``.
@@ -409,10 +411,10 @@ def trl_policy(folder: str | Path, task: Task[Any, Any]) -> TRLPolicy:
 
 
 def base_lm_folder(cfg: Any, cache_dir: str | Path | None = None, hook: Any = None) -> Path:
-    """The cached base LM folder of ``cfg`` (an :class:`~seffi.models.LMConfig`), trained if missing.
+    """The cached base LM folder of ``cfg`` (an `LMConfig`), trained if missing.
 
     Only the base LM: the latent mixture is not needed for GRPO. The folder, checks and manifest of
-    :func:`seffi.models.cache.cached_base_folder`, so the ladder and GRPO reuse each other's model.
+    `seffi.models.cache.cached_base_folder`, so the ladder and GRPO reuse each other's model.
     """
     from .cache import cached_base_folder
 
@@ -507,7 +509,7 @@ class ReferenceCache:
         return self.entries.get(prompt_key, [])[:n]
 
     def put(self, prompt_key: str, completions: Sequence[Sequence[int]]) -> None:
-        """Append completions of a prompt (in memory; :meth:`save` writes)."""
+        """Append completions of a prompt (in memory; `save` writes)."""
         self.entries.setdefault(prompt_key, []).extend([list(map(int, c)) for c in completions])
 
     def save(self) -> None:

@@ -7,7 +7,7 @@ trace and ``<eos>`` (and the code token for a mixture that learns its per-input 
 saved Hugging Face tokenizer agree; ``<sep>`` and ``MAX_CODES`` code tokens follow. The base LM never
 sees a code token; the mixture uses the first L.
 
-Determinism: everything runs on CPU with one torch thread (:func:`torch_setup`), initialisation and
+Determinism: everything runs on CPU with one torch thread (`torch_setup`), initialisation and
 shuffling are seeded, so the same config and seed give bit-identical weights on one machine and torch
 version. Sampling draws one uniform per generated token from the caller's per-row stream, so a row's
 trace depends only on its own stream, not on which other rows share the batch (up to float rounding of
@@ -69,7 +69,7 @@ class Layout:
         vocab: ``task.vocabulary()``.
         code_slot: Where a code token goes: ``"after_sep"`` (``prompt <sep> <z> trace``) or ``"sep"``
             (``prompt <z> trace``: the code takes the separator's place, so the trace keeps the positions
-            the base LM was trained on). Read from a model's meta by :meth:`TaskLM.load`.
+            the base LM was trained on). Read from a model's meta by `TaskLM.load`.
     """
 
     def __init__(self, vocab: Vocabulary, code_slot: str = "after_sep") -> None:
@@ -281,7 +281,7 @@ class TaskLM:
 
     @classmethod
     def load(cls, path: str | Path, task: Task[Any, Any]) -> TaskLM:
-        """Load a folder written by :meth:`save` (any ``AutoModelForCausalLM`` folder with the meta)."""
+        """Load a folder written by `save` (any ``AutoModelForCausalLM`` folder with the meta)."""
         from transformers import AutoModelForCausalLM
 
         torch_setup()
@@ -387,14 +387,14 @@ class TaskLM:
     ) -> np.ndarray:
         """Log p(target | prompt, z) of each row under each of the first ``n_codes`` codes, in nats.
 
-        :meth:`score` of the L sequences ``prefix(prompt, z) + target`` of a row (the code token itself is
+        `score` of the L sequences ``prefix(prompt, z) + target`` of a row (the code token itself is
         not scored: a uniform prior), up to float rounding (~1e-6 nats), with the prompt computed once
         instead of L times: the part before the code token runs once, and its KV cache is shared by the
         row's L branches.
 
         Args:
             prompts: Each row's prompt text.
-            targets: Each row's target ids (:meth:`Layout.target`).
+            targets: Each row's target ids (`Layout.target`).
             n_codes: L.
             batch_size: Sequences (rows x L) per forward pass.
 
@@ -527,7 +527,7 @@ class TaskLM:
         """The model's ``p(z | x)`` over the first ``n_codes`` codes: float array, shape (len(prompts), L).
 
         Read from the logits at the code token's position (renormalised over the L codes); meaningful for
-        a mixture trained with ``learn_code`` (:class:`~seffi.models.config.MixtureConfig` ``prior="input"``).
+        a mixture trained with ``learn_code`` (`MixtureConfig` ``prior="input"``).
         """
         torch_setup()
         self.model.eval()
@@ -550,7 +550,7 @@ class TaskLM:
     ) -> list[str]:
         """Sampled traces for ``prompts`` (optionally conditioned on ``codes``), rows sharing ``rng``.
 
-        Convenience for measurements; the envs pass per-row streams to :meth:`sample` instead.
+        Convenience for measurements; the envs pass per-row streams to `sample` instead.
         """
         prefixes = [
             self.layout.prefix(p, None if codes is None else int(codes[i])) for i, p in enumerate(prompts)
@@ -577,7 +577,7 @@ def examples_from_rows(
         rows: The rows.
         codes: One latent code per row (``None``: no code token, the base LM's sequences).
         learn_code: Put the code token in the target, so training also fits ``p(z | x)`` (the mixture's
-            per-input latent prior) and :meth:`TaskLM.score` returns ``log p(z | x) + log p(y | x, z)``.
+            per-input latent prior) and `TaskLM.score` returns ``log p(z | x) + log p(y | x, z)``.
     """
     out = []
     for i, r in enumerate(rows):

@@ -113,7 +113,7 @@ def init_codes(lm: TaskLM, n_codes: int, std: float, seed: int) -> None:
 def code_scores(lm: TaskLM, rows: Sequence[Any], n_codes: int, batch_size: int = 128) -> np.ndarray:
     """Log p(y | x, z) of every row under every code: float array, shape (R, L).
 
-    The E-step, most of EM's cost: :meth:`TaskLM.score_codes` runs each distinct row's prompt once for
+    The E-step, most of EM's cost: `TaskLM.score_codes` runs each distinct row's prompt once for
     its L codes, ``batch_size`` sequences per forward pass (small batches keep a layer's activations
     small). Measured with ``benchmarks/em_step.py`` on grid_routes: one EM round takes 0.39x the time of
     scoring every row's L sequences whole, 512 per pass, with the same assignments and weights.
@@ -460,7 +460,7 @@ def _result(final: Any, assign: np.ndarray, n_codes: int, history: Any, cfg: Mix
     """The EM result; the global latent prior is the codes' assignment frequencies, stored with the model.
 
     With ``prior="input"`` the meta also says so (``prior_kind``): the env then reads ``p(z | x)`` from
-    the model (:meth:`TaskLM.code_distribution`), which fitted these frequencies per input.
+    the model (`TaskLM.code_distribution`), which fitted these frequencies per input.
     """
     prior = np.bincount(assign, minlength=n_codes).astype(np.float64)
     prior /= prior.sum()

@@ -15,11 +15,11 @@ From n samples per held-out prompt (``c`` of them valid; ``Y_s`` of them matchin
   curves that both saturate at 1 (differences ~1e-6) from crossing on rounding noise.
 * **solvable share**: the share of prompts some of the n samples solves (valid@n per prompt is 1).
 * **gain vs the reference**: ``(AUC_policy - AUC_base) / (AUC_oracle - AUC_base)`` at budget K from
-  the same per-prompt C(k) estimates, with a two-stage bootstrap interval (:func:`gain_vs_base`:
+  the same per-prompt C(k) estimates, with a two-stage bootstrap interval (`gain_vs_base`:
   prompts resampled, then each drawn prompt's n samples of each model, the estimators recomputed).
 
-:class:`PassAtKEval` is a ``TrainerCallback`` (TRL's GRPO has no ``compute_metrics``). It labels
-completions with a seffi task or any labeler (:mod:`seffi.labelers`), with prompts from the
+`PassAtKEval` is a ``TrainerCallback`` (TRL's GRPO has no ``compute_metrics``). It labels
+completions with a seffi task or any labeler ([`seffi.labelers`][seffi.labelers]), with prompts from the
 task or given as text or as conversational messages (rendered with the tokenizer's chat template, as
 TRL renders them). It samples the reference model once at train begin and the current policy every
 ``every`` steps, adds the scalars to the trainer's logs (``seffi/eval/...``; W&B:
@@ -77,7 +77,7 @@ class EvalResult:
         prompt_ids: The prompts' input ids (row order).
         per_prompt_valid_at_k: float array, shape (prompts, n): valid@k of each prompt.
         sample_sets: bool array, shape (prompts, n, M): which strategies each sample matched (what the
-            two-stage interval of :func:`gain_vs_base` resamples); None when not recorded.
+            two-stage interval of `gain_vs_base` resamples); None when not recorded.
     """
 
     n: int
@@ -228,7 +228,7 @@ def gain_vs_base(
     """Gain at budget K of the policy's samples over the base model's, with a two-stage bootstrap interval.
 
     Replicates resample the prompts (paired: both models on the same drawn prompts), then each drawn
-    prompt's n samples, independently for the base and the policy (:func:`resampled_auc`); the interval
+    prompt's n samples, independently for the base and the policy (`resampled_auc`); the interval
     is the percentile interval of the ratio of their means. Both models are estimated from their own
     n samples per prompt, so even an unchanged model differs from its base by that noise, which on few
     prompts sits in a few prompts' estimates: resampling prompts only covers 0 for an unchanged model in
@@ -321,8 +321,9 @@ class PassAtKEval(TrainerCallback):
 
     Args:
         labeler: Who labels completions: a seffi ``Task`` (its ``validate_y_text``; its prompts and
-            reference traces are the defaults below) or any labeler (:func:`seffi.labelers.as_labeler`:
-            a ``Labeler``, a ``{strategy: regex}`` rubric, or ``fn(x, text)`` with ``strategies``).
+            reference traces are the defaults below) or any labeler
+            ([`seffi.labelers.as_labeler`][seffi.labelers.as_labeler]: a ``Labeler``, a ``{strategy: regex}``
+            rubric, or ``fn(x, text)`` with ``strategies``).
         inputs: The held-out prompts (never GRPO's training prompts): task inputs (objects with an
             ``id``; the labeler gets the input), or ``{prompt id: prompt}`` with each prompt a text or a
             list of chat messages (the labeler gets the prompt as given).
@@ -341,7 +342,7 @@ class PassAtKEval(TrainerCallback):
         base: A reference evaluation already made (same prompts, n and seed): reused, not redrawn.
 
     Attributes:
-        base: The reference model's :class:`EvalResult` (after train begin).
+        base: The reference model's `EvalResult` (after train begin).
         history: ``[(step, EvalResult, scalars), ...]`` of the policy's evaluations.
 
     Raises:

@@ -1,30 +1,30 @@
 """Group reward rules of RL exploration methods, as pure functions over GRPO groups (rung 3's benchmark).
 
-A *group* is the list of :data:`~seffi.models.grpo.Record` ``(input id, sorted match set, valid)`` of
-the G completions of one prompt, in TRL's order (:func:`~seffi.models.grpo.split_groups`). Each rule
+A *group* is the list of `Record` ``(input id, sorted match set, valid)`` of
+the G completions of one prompt, in TRL's order (`split_groups`). Each rule
 returns one float per record, in record order, and is meant as a GRPO reward: TRL then subtracts the
 group mean (and, unless ``scale_rewards="none"``, divides by the group's standard deviation).
 
 * ``"valid"``: 1 for a valid completion, 0 otherwise (the baseline).
-* ``"diversity"``: seffi's group-diversity reward, :func:`seffi.models.grpo.diversity_rewards`.
-* ``"unlikeliness"``: :func:`unlikeliness_rewards` (He, Fried & Welleck 2025): valid completions the
+* ``"diversity"``: seffi's group-diversity reward, `seffi.models.grpo.diversity_rewards`.
+* ``"unlikeliness"``: `unlikeliness_rewards` (He, Fried & Welleck 2025): valid completions the
   policy finds unlikely score more than likely ones. Needs the policy's sequence log-probabilities
-  (:func:`sequence_logprobs`).
-* ``"passk"``: :func:`passk_advantages` (Chen et al. 2025): the analytic pass@k group advantage, used
+  (`sequence_logprobs`).
+* ``"passk"``: `passk_advantages` (Chen et al. 2025): the analytic pass@k group advantage, used
   as the reward with ``scale_rewards="none"``.
-* ``"outcome_ucb"``: :func:`historical_bonus` (Song, Kempe & Munos 2025): a UCB-style bonus on how often
+* ``"outcome_ucb"``: `historical_bonus` (Song, Kempe & Munos 2025): a UCB-style bonus on how often
   the completion's outcome (its match set) was seen before for this input, kept in
-  :class:`OutcomeCounts`.
-* ``"outcome_batch"``: :func:`batch_penalty_rewards` (Song, Kempe & Munos 2025): a penalty on outcomes
+  `OutcomeCounts`.
+* ``"outcome_batch"``: `batch_penalty_rewards` (Song, Kempe & Munos 2025): a penalty on outcomes
   repeated within the group.
 
 The *outcome* of a completion is its sorted match set, the tuple of strategies it follows. The empty
 tuple ("follows no declared strategy") is an outcome like any other: a completion that follows no
 strategy is one more distinct answer, as an off-strategy final answer is in the papers' math setting.
 
-:data:`METHODS` names every rule with the inputs it needs, and :func:`batch_rewards` applies one over a
+`METHODS` names every rule with the inputs it needs, and `batch_rewards` applies one over a
 whole (gathered) generation batch, group by group. Nothing here imports torch at module import;
-:func:`sequence_logprobs` imports it when called.
+`sequence_logprobs` imports it when called.
 """
 
 from __future__ import annotations
@@ -99,9 +99,11 @@ def unlikeliness_rewards(
 
     He, Fried & Welleck (2025), "Rewarding the Unlikely: Lifting GRPO Beyond Distribution Sharpening"
     (EMNLP). The G completions are ranked by the policy's log-probability, ``u_i`` in {0, ..., G-1}
-    with 0 for the *least* likely completion, and::
+    with 0 for the *least* likely completion, and:
 
-        r_i = valid_i * (1 - beta * u_i / G)
+    ```text
+    r_i = valid_i * (1 - beta * u_i / G)
+    ```
 
     so a valid completion scores between ``1 - beta (G-1)/G`` (the most likely one) and 1 (the least
     likely one), and an invalid one 0. Written with the descending rank ``d_i = G-1-u_i`` (0 = most
@@ -115,7 +117,7 @@ def unlikeliness_rewards(
     paper's printed formula could not be read here; a version written ``1 - beta (G - d_i)/G`` would
     lower every valid completion's reward by ``beta / G`` relative to this one.
 
-    Ties: completions with equal log-probability share the mean of their ranks (:func:`ascending_ranks`),
+    Ties: completions with equal log-probability share the mean of their ranks (`ascending_ranks`),
     so equal inputs get equal rewards and permuting the group permutes the rewards.
 
     Args:
@@ -223,14 +225,18 @@ def passk_advantages(group: Sequence[Record], k: int) -> list[float]:
     Chen et al. (2025), "Pass@k Training for Adaptively Balancing Exploration and Exploitation of Large
     Reasoning Models" (``RUCAIBox/Passk_Training``, ``code/passk_adv.py``: ``calc_adv``). With N
     completions of which c are valid, the mean pass@k reward over all k-subsets of the group and its
-    standard deviation are::
+    standard deviation are:
 
-        R = 1 - C(N-c, k) / C(N, k),        sigma = sqrt(R (1 - R))
+    ```python
+    R = 1 - C(N-c, k) / C(N, k),        sigma = sqrt(R (1 - R))
+    ```
 
-    and::
+    and:
 
-        A_valid   = (1 - R) / sigma
-        A_invalid = (1 - R - C(N-c-1, k-1) / C(N-1, k-1)) / sigma
+    ```text
+    A_valid   = (1 - R) / sigma
+    A_invalid = (1 - R - C(N-c-1, k-1) / C(N-1, k-1)) / sigma
+    ```
 
     This is the subset-level advantage ``(max_{j in S} valid_j - R) / sigma`` averaged over the
     k-subsets S that contain the completion. A group where every k-subset holds a valid completion
@@ -275,7 +281,7 @@ def passk_advantages(group: Sequence[Record], k: int) -> list[float]:
 class OutcomeCounts:
     """Historical counts N(x, o): how many completions of input x had outcome o (its match set).
 
-    State of :func:`historical_bonus`: one instance per training run, updated after every batch's
+    State of `historical_bonus`: one instance per training run, updated after every batch's
     bonuses are computed. Every completion is counted, valid or not; the empty match set is an outcome.
     """
 
@@ -319,9 +325,11 @@ def historical_bonus(
 ) -> list[float]:
     """Validity plus a UCB-style bonus on rarely seen outcomes, for each completion of one group.
 
-    Song, Kempe & Munos (2025), "Outcome-based Exploration for LLM Reasoning", historical exploration::
+    Song, Kempe & Munos (2025), "Outcome-based Exploration for LLM Reasoning", historical exploration:
 
-        r_i = valid_i + c / sqrt(1 + N(x, o_i))
+    ```text
+    r_i = valid_i + c / sqrt(1 + N(x, o_i))
+    ```
 
     where ``N(x, o_i)`` is the number of earlier completions of input x with outcome ``o_i`` (its
     match set) in ``counts``, read *before* this group is counted: a never-seen outcome gets the full
@@ -360,9 +368,11 @@ def batch_penalty_rewards(
 ) -> list[float]:
     """Validity minus a penalty on outcomes repeated within the group, for each completion.
 
-    Song, Kempe & Munos (2025), "Outcome-based Exploration for LLM Reasoning", batch exploration::
+    Song, Kempe & Munos (2025), "Outcome-based Exploration for LLM Reasoning", batch exploration:
 
-        r_i = valid_i - c * (n_{o_i} - 1) / (G - 1)
+    ```text
+    r_i = valid_i - c * (n_{o_i} - 1) / (G - 1)
+    ```
 
     where ``n_{o_i}`` is the number of completions of the group with completion i's outcome (its match
     set, the empty set included): a completion whose outcome is unique in the group is not penalised,
@@ -406,7 +416,7 @@ class Method:
     Attributes:
         name: Registry key.
         description: One line for tables and ``--help``.
-        needs: Inputs :func:`batch_rewards` must be given: ``"logprobs"``, ``"k"``, ``"counts"``.
+        needs: Inputs `batch_rewards` must be given: ``"logprobs"``, ``"k"``, ``"counts"``.
         options: Keyword options of the rule (``beta``, ``c``, ``weight``, ``valid_only``).
         source: The paper the rule comes from.
     """
@@ -473,19 +483,19 @@ def batch_rewards(
 ) -> list[float]:
     """Rewards of a whole (gathered) generation batch under ``method``, group by group.
 
-    Groups are :func:`~seffi.models.grpo.split_groups` (consecutive records of one prompt, cut every
-    ``size``), as :func:`~seffi.models.grpo.group_rewards` does. For ``"outcome_ucb"`` every group's
+    Groups are `split_groups` (consecutive records of one prompt, cut every
+    ``size``), as `group_rewards` does. For ``"outcome_ucb"`` every group's
     bonus is read from the counts as they stood before the batch and the whole batch is counted after,
     so a prompt drawn twice in one batch gets the same bonuses in both groups.
 
     Args:
-        method: A key of :data:`METHODS`.
+        method: A key of `METHODS`.
         records: The batch's records, in TRL's order.
         size: Group size (``num_generations``), or None for maximal runs of one input id.
         logprobs: Shape (len(records),): for ``"unlikeliness"``.
         k: For ``"passk"``.
         counts: For ``"outcome_ucb"`` (updated in place).
-        **options: The method's options (:attr:`Method.options`).
+        **options: The method's options (`Method.options`).
 
     Returns:
         One reward per record, in record order.

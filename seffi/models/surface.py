@@ -3,16 +3,16 @@
 Lee et al. (2026, "Are We Measuring Strategy or Phrasing?") find that surface metrics are unreliable
 proxies for approach-level diversity. seffi measures the approach level exactly (its validators
 attribute every trace); these functions give the surface level of the same groups, so the two can be
-put side by side (:func:`rank_correlation` across methods and checkpoints).
+put side by side (`rank_correlation` across methods and checkpoints).
 
 A *group* is the sequence of G completion strings sampled for one prompt. Tokens are the
 whitespace-separated words of a text (``text.split()``, so newlines separate tokens too). Metrics:
 
-* :func:`distinct_n` — distinct n-grams / total n-grams, pooled over the group (Li et al. 2016);
-* :func:`pairwise_edit_distance` — mean over pairs ``i < j`` of the token-level Levenshtein distance
+* `distinct_n` — distinct n-grams / total n-grams, pooled over the group (Li et al. 2016);
+* `pairwise_edit_distance` — mean over pairs ``i < j`` of the token-level Levenshtein distance
   divided by the longer token count;
-* :func:`distinct_rate` — distinct strings / G;
-* :func:`surface_metrics` — all of them as one flat dict.
+* `distinct_rate` — distinct strings / G;
+* `surface_metrics` — all of them as one flat dict.
 
 This module needs numpy only (no torch).
 
@@ -44,7 +44,7 @@ __all__ = [
     "surface_metrics",
 ]
 
-#: The keys of :func:`surface_metrics`, in order.
+#: The keys of `surface_metrics`, in order.
 SURFACE_KEYS = ("distinct_1", "distinct_2", "distinct_3", "distinct_4", "edit_distance", "distinct_rate")
 
 # Pairs are processed in chunks so one DP row over a chunk holds at most this many cells (~8 MB).
@@ -199,7 +199,7 @@ def surface_metrics(texts: Sequence[str]) -> dict[str, float]:
         texts: The group's completion strings.
 
     Returns:
-        ``{"distinct_1".."distinct_4", "edit_distance", "distinct_rate"}`` (keys :data:`SURFACE_KEYS`).
+        ``{"distinct_1".."distinct_4", "edit_distance", "distinct_rate"}`` (keys `SURFACE_KEYS`).
 
     Raises:
         SeffiError: ``texts`` is not a sequence of strings.

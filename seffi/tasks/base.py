@@ -329,7 +329,7 @@ class Task(abc.ABC, Generic[X, C]):
             y_text: The generated trace; non-strings, oversized text and junk give ``parse_ok=False``.
 
         Returns:
-            A :class:`ValidationResult`; ``error`` says why when it is not valid.
+            A [`ValidationResult`][seffi.tasks.ValidationResult]; ``error`` says why when it is not valid.
         """
         if isinstance(y_text, bytes):
             try:
@@ -408,7 +408,7 @@ class Task(abc.ABC, Generic[X, C]):
         """Probability that a base sample is the (correct) reference trace of each declared strategy.
 
         It sums to less than 1 (0.85 with the default config): the missing mass is named by
-        :meth:`base_remainder` — ``invalid`` (a strategy's procedure with a wrong answer, default 0.10)
+        `base_remainder` — ``invalid`` (a strategy's procedure with a wrong answer, default 0.10)
         and ``off_strategy`` (a correct trace that follows no declared strategy, default 0.05).
         Infeasible strategies get 0.
         """
@@ -419,7 +419,7 @@ class Task(abc.ABC, Generic[X, C]):
         return dist
 
     def base_remainder(self, x: X) -> dict[str, float]:
-        """The base sampler's mass outside :meth:`base_distribution`: ``{"invalid": p, "off_strategy": q}``.
+        """The base sampler's mass outside `base_distribution`: ``{"invalid": p, "off_strategy": q}``.
 
         ``sum(base_distribution(x).values()) + p + q == 1`` (up to rounding).
         """

@@ -1,6 +1,6 @@
 """``seffi tasks``: list the tasks with their strategies and measured ambiguity rates.
 
-Ambiguity is measured on a fixed seeded input pool (see :mod:`seffi.tasks.summary`), so the
+Ambiguity is measured on a fixed seeded input pool (see `seffi.tasks.summary`), so the
 numbers are reproducible: same ``--seed`` and ``--pool``, same table.
 """
 

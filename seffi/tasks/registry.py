@@ -27,7 +27,7 @@ def list_tasks() -> list[str]:
 
 
 def task_class(name: str) -> type[Task[Any, Any]]:
-    """The class registered as ``name``; a :class:`SeffiError` listing the known names otherwise."""
+    """The class registered as ``name``; a `SeffiError` listing the known names otherwise."""
     try:
         return _REGISTRY[name]
     except KeyError:
