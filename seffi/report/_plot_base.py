@@ -1,7 +1,8 @@
 """Shared pieces of the report figures: the Agg figure factory, NaN gaps, gain text and PNG writing.
 
-Used by :mod:`seffi.report.plots` (per-comparison figures), :mod:`seffi.report.plots_detail`
-(barcodes, common vs rare) and :mod:`seffi.report.plots_compare` (several runs, evaluation series).
+Used by [`seffi.report.plots`][seffi.report.plots] (per-comparison figures), `seffi.report.plots_detail`
+(barcodes, common vs rare) and [`seffi.report.plots_compare`][seffi.report.plots_compare] (several runs,
+evaluation series).
 """
 
 from __future__ import annotations

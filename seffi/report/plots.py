@@ -1,9 +1,10 @@
 """Matplotlib figures of a report (Agg canvas; pure functions: schema objects in, Figure out).
 
 Each ``plot_*`` returns a ``matplotlib.figure.Figure`` (or None when it has nothing to draw);
-:func:`save_figure` writes a PNG; :func:`render_report_plots` writes every plot of a report.
+[`save_figure`][seffi.report.plots.save_figure] writes a PNG;
+[`render_report_plots`][seffi.report.plots.render_report_plots] writes every plot of a report.
 
-Conventions, so figures compare at a glance (all defined in :mod:`seffi.report.plots_style`):
+Conventions, so figures compare at a glance (all defined in `seffi.report.plots_style`):
 
 - colours are fixed by role: policies take strong tab10 colours; iid is a grey dotted line, the oracle
   a black dashed one, a sanity-check policy (``iid-sampler``) a light grey dash-dot line;
@@ -106,10 +107,11 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
 
     The legend (below the axes) gives each sampler's AUC and, for policies, the gain vs iid with CI,
     and a "shaded: 95% CI" entry when a band is drawn. Sanity-check policies (see
-    :func:`seffi.report.plots_style.is_sanity`) are drawn as a muted line without a band. Where a
+    `seffi.report.plots_style.is_sanity`) are drawn as a muted line without a band. Where a
     policy is above the oracle at some k, a note in the axes says the oracle is not a pointwise upper
-    bound. A series of periodic evaluations (``eval@<step>`` lines, see :func:`eval_series`) is drawn as
-    thin lines without bands, the last evaluation with its band: :func:`plot_gain_vs_step` shows the
+    bound. A series of periodic evaluations (``eval@<step>`` lines, see
+    [`eval_series`][seffi.report.plots_compare.eval_series]) is drawn as thin lines without bands, the last
+    evaluation with its band: [`plot_gain_vs_step`][seffi.report.plots_compare.plot_gain_vs_step] shows the
     series with CIs.
 
     Args:

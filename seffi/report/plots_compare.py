@@ -1,13 +1,14 @@
 """Figures over several results: runs overlaid (``seffi compare``) and a series of periodic evaluations.
 
-- :func:`plot_compare` draws several runs as small multiples, a row per task and a column per run
-  (shared y): each run's policies with their CI bands next to *that run's own* iid and oracle curves
-  (runs may use other priors or skews), each gain vs iid written in its panel. Runs whose budget K
-  differs on a task are refused with one line
-  (:class:`IncompatibleRuns`): their coverage curves live on different x ranges and their AUCs
-  average over different budgets, so an overlay would compare unlike numbers.
-- :func:`plot_gain_vs_step` draws the gain vs iid (with its CI) of every periodic evaluation against
-  the training step, instead of stacking one CI band per evaluation on the coverage plot.
+- [`plot_compare`][seffi.report.plots_compare.plot_compare] draws several runs as small multiples, a row per
+  task and a column per run (shared y): each run's policies with their CI bands next to *that run's own* iid
+  and oracle curves (runs may use other priors or skews), each gain vs iid written in its panel. Runs whose
+  budget K differs on a task are refused with one line
+  ([`IncompatibleRuns`][seffi.report.plots_compare.IncompatibleRuns]): their coverage curves live on different
+  x ranges and their AUCs average over different budgets, so an overlay would compare unlike numbers.
+- [`plot_gain_vs_step`][seffi.report.plots_compare.plot_gain_vs_step] draws the gain vs iid (with its CI) of
+  every periodic evaluation against the training step, instead of stacking one CI band per evaluation on the
+  coverage plot.
 """
 
 from __future__ import annotations
@@ -153,8 +154,9 @@ def eval_series(comparison: Comparison) -> list[tuple[int | None, PolicyResult]]
     """The periodic evaluations of a comparison, oldest first: ``(step, policy)``.
 
     Earlier evaluations carry a ``<label>@<step>`` label (see
-    :class:`seffi.callbacks.evaluator.CoverageEvaluator`); the final one keeps the plain ``<label>``
-    and comes last with step None. Empty when the comparison holds fewer than two ``@`` lines.
+    [`seffi.callbacks.evaluator.CoverageEvaluator`][seffi.callbacks.CoverageEvaluator]); the final one keeps
+    the plain ``<label>`` and comes last with step None. Empty when the comparison holds fewer than two ``@``
+    lines.
     """
     groups: dict[str, list[tuple[int, PolicyResult]]] = {}
     for pol in comparison.policies:

@@ -159,7 +159,7 @@ def plot_barcodes(comparison: Comparison, *, max_rows: int = BARCODE_ROWS) -> Fi
 
     Panels share the input axis when the policies saw the same inputs in the same order, so the same
     row is the same input across panels and redundancy can be compared directly. Strategy colours come
-    from :func:`seffi.report.plots_style.strategy_colors`, never from the policy palette.
+    from `seffi.report.plots_style.strategy_colors`, never from the policy palette.
 
     Returns:
         The figure, or None when no policy carries a barcode.
@@ -197,7 +197,7 @@ def plot_barcodes(comparison: Comparison, *, max_rows: int = BARCODE_ROWS) -> Fi
 
 
 def rarity_panels(comparison: Comparison) -> dict[str, Any] | None:
-    """The numbers behind :func:`plot_coverage_by_rarity` (also used by tests).
+    """The numbers behind `plot_coverage_by_rarity` (also used by tests).
 
     Rows of ``coverage_by_rarity`` are the coverage *contributed* by each base-probability quantile bin
     (row 0 = most common), so they sum to C(k). When the oracle reaches full coverage at K, its rows at

@@ -2,7 +2,7 @@
 
 - Policies take strong tab10 colours (grey and pink left out: grey is the iid's, pink is too close
   to a strategy colour); baselines are muted: iid a grey dotted line, the oracle a black dashed one,
-  and a sanity-check policy (a measured iid sampler, see :func:`is_sanity`) a light grey dash-dot line.
+  and a sanity-check policy (a measured iid sampler, see `is_sanity`) a light grey dash-dot line.
 - Strategies (barcode cells) take a qualitative palette of their own (Set2), so a colour never means
   a strategy in one figure and a policy in another; strategy j of a task always gets the same colour.
 - One title line per figure: task and what is shown. The env id, budget and run details belong to the
@@ -60,7 +60,7 @@ def font(role: str) -> float:
 
 
 def is_sanity(c: CurveSet) -> bool:
-    """Whether a policy curve set is a sanity check (its label matches :data:`SANITY_LABEL`)."""
+    """Whether a policy curve set is a sanity check (its label matches `SANITY_LABEL`)."""
     return c.role == "policy" and bool(SANITY_LABEL.search(c.label))
 
 
@@ -92,7 +92,7 @@ def styled_sets(comparison: Comparison) -> list[tuple[CurveSet, dict[str, Any]]]
 
 
 def policy_styles(comparison: Comparison) -> dict[str, dict[str, Any]]:
-    """``{policy label: line style}``, the styles :func:`styled_sets` gives the policies."""
+    """``{policy label: line style}``, the styles `styled_sets` gives the policies."""
     return {c.label: s for c, s in styled_sets(comparison) if c.role == "policy"}
 
 
@@ -158,7 +158,7 @@ def legend_below(fig: Figure | SubFigure, handles: Sequence[Any], labels: Sequen
 
 
 def axes_legend_below(fig: Figure, ax: Axes) -> None:
-    """:func:`legend_below` with the labelled artists of ``ax``."""
+    """`legend_below` with the labelled artists of ``ax``."""
     handles, labels = ax.get_legend_handles_labels()
     legend_below(fig, handles, labels)
 
@@ -196,7 +196,7 @@ def corner_note(ax: Axes, lines: Sequence[str], **kwargs: Any) -> None:
 
 
 def finish(fig: Figure) -> Figure:
-    """Apply the font sizes of :data:`STYLE` to every axes' ticks, axis labels and panel titles."""
+    """Apply the font sizes of `STYLE` to every axes' ticks, axis labels and panel titles."""
     for ax in fig.axes:
         ax.tick_params(labelsize=font("tick"))
         ax.xaxis.label.set_fontsize(font("label"))
