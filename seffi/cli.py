@@ -36,6 +36,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "seffi.experiment.ladder_cli:add_arguments",
         "the exploration ladder: rungs 1-3, router env, learned generators, GRPO (needs the lm extra)",
     ),
+    "bench": (
+        "seffi.experiment.bench_cli:add_arguments",
+        "benchmarks: `seffi bench exploration` compares RL exploration methods (needs the lm and trl extras)",
+    ),
 }
 
 

@@ -1,0 +1,493 @@
+"""The tables, correlations, files and W&B run of ``seffi bench exploration``.
+
+Pure assembly (:func:`method_row`, :func:`checkpoint_points`, :func:`correlations`,
+:func:`method_summary`) works on plain dicts so it can be checked against hand-computed inputs;
+:func:`finish` runs the pool comparisons (one per seed and labeler, every method against the base's
+own iid with paired bootstraps) and writes ``bench.json``, ``bench.md``, ``bench.png``, the records
+and the W&B run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from seffi.models.surface import SURFACE_KEYS, rank_correlation
+
+#: Numbers of a smoke run are a check of the code path, not a measurement.
+SMOKE_NOTE = "--smoke: tiny models trained for seconds and 2 GRPO steps; these numbers are not results"
+#: What each surface metric is compared with across methods and checkpoints.
+TARGETS = ("coverage_k", "heldout_gain")
+
+
+def _f(v: Any) -> float | None:
+    return None if v is None or not np.isfinite(float(v)) else float(v)
+
+
+# -- rows -----------------------------------------------------------------------------------------------
+
+
+def method_row(
+    slug: str,
+    label: str,
+    seed: int,
+    budget: int,
+    pool: Mapping[str, Mapping[str, Any]],
+    final: Any,
+    scalars: Mapping[str, float],
+    surface: Mapping[str, float],
+    base_valid_at_1: float,
+    seconds: float,
+) -> dict[str, Any]:
+    """One table row.
+
+    Args:
+        slug: Method slug.
+        label: Method label.
+        seed: Model seed.
+        budget: K.
+        pool: ``{labeler: {"value", "lo", "hi", "valid_rate"}}``: the pool gain under each labeler.
+        final: The last held-out :class:`~seffi.models.passk.EvalResult`.
+        scalars: Its ``PassAtKEval.scalars`` (gain vs base, crossover).
+        surface: Surface metrics of its groups of K.
+        base_valid_at_1: The base's held-out valid@1 (the target's bar).
+        seconds: Wall time of the method.
+    """
+    v = pool.get("validator", {})
+    c = pool.get("classifier", {})
+    found = scalars.get("seffi/eval/crossover_found", 0.0) > 0
+    row = {
+        "method": slug,
+        "label": label,
+        "seed": seed,
+        "pool_gain": _f(v.get("value")),
+        "pool_gain_lo": _f(v.get("lo")),
+        "pool_gain_hi": _f(v.get("hi")),
+        "pool_valid": _f(v.get("valid_rate")),
+        "pool_gain_classifier": _f(c.get("value")),
+        "pool_gain_classifier_lo": _f(c.get("lo")),
+        "pool_gain_classifier_hi": _f(c.get("hi")),
+        "valid_at_1": float(final.valid_at_k[0]),
+        "coverage_k": float(final.coverage[budget - 1]),
+        "coverage_n": float(final.coverage[-1]),
+        "n": int(final.n),
+        "heldout_gain": _f(scalars.get("seffi/eval/gain_vs_base")),
+        "heldout_gain_lo": _f(scalars.get("seffi/eval/gain_vs_base_lo")),
+        "heldout_gain_hi": _f(scalars.get("seffi/eval/gain_vs_base_hi")),
+        "heldout_interval": "two-stage" if final.sample_sets is not None else "prompts",
+        "crossover_k": int(scalars["seffi/eval/crossover_k"]) if found else None,
+        "solvable": float(final.solvable),
+        "base_valid_at_1": float(base_valid_at_1),
+        "seconds": float(seconds),
+    }
+    row.update({k: _f(surface.get(k)) for k in SURFACE_KEYS})
+    row["pool_ci_above_0"] = row["pool_gain_lo"] is not None and row["pool_gain_lo"] > 0
+    row["meets_target"] = bool(row["pool_ci_above_0"] and row["valid_at_1"] >= base_valid_at_1)
+    lo, hi = row["pool_gain_lo"], row["pool_gain_hi"]
+    row["pool_ci_contains_0"] = lo is not None and hi is not None and lo <= 0.0 <= hi
+    return row
+
+
+def base_row(seed: int, budget: int, base: Any, surface: Mapping[str, float]) -> dict[str, Any]:
+    """The reference (base) row of one seed: its held-out numbers."""
+    row = {
+        "method": "base",
+        "label": "reference (base LM)",
+        "seed": seed,
+        "valid_at_1": float(base.valid_at_k[0]),
+        "coverage_k": float(base.coverage[budget - 1]),
+        "coverage_n": float(base.coverage[-1]),
+        "n": int(base.n),
+        "solvable": float(base.solvable),
+        "pool_gain": 0.0,
+        "heldout_gain": 0.0,
+    }
+    row.update({k: _f(surface.get(k)) for k in SURFACE_KEYS})
+    return row
+
+
+def method_summary(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per method over its seeds: mean and sd of the headline numbers, and the target count.
+
+    Returns:
+        One dict per method (first-seen order): ``method``, ``label``, ``seeds``, ``<field>_mean`` /
+        ``<field>_sd`` for the pool gains, held-out valid@1, C(K), C(n) and gain, ``target_seeds``
+        (seeds with the pool gain CI above 0 at held-out valid@1 >= the base's) and
+        ``pool_ci_contains_0_seeds``.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        out.setdefault(r["method"], {"method": r["method"], "label": r["label"], "rows": []})["rows"].append(
+            r
+        )
+    fields = (
+        "pool_gain",
+        "pool_gain_classifier",
+        "pool_valid",
+        "valid_at_1",
+        "coverage_k",
+        "coverage_n",
+        "heldout_gain",
+        "seconds",
+    )
+    result = []
+    for m in out.values():
+        rs = m.pop("rows")
+        m["seeds"] = [r["seed"] for r in rs]
+        for f in fields:
+            vals = np.array([r[f] for r in rs if r.get(f) is not None], dtype=np.float64)
+            m[f"{f}_mean"] = float(vals.mean()) if vals.size else None
+            m[f"{f}_sd"] = float(vals.std(ddof=1)) if vals.size > 1 else None
+        m["target_seeds"] = [r["seed"] for r in rs if r.get("meets_target")]
+        m["pool_ci_contains_0_seeds"] = [r["seed"] for r in rs if r.get("pool_ci_contains_0")]
+        result.append(m)
+    return result
+
+
+# -- surface vs strategy --------------------------------------------------------------------------------
+
+
+def checkpoint_points(
+    seed: int,
+    budget: int,
+    base: Any,
+    base_surface: Mapping[str, float],
+    histories: Mapping[str, Sequence[tuple[int, Any, Mapping[str, float]]]],
+    surfaces: Mapping[str, Mapping[int, Mapping[str, float]]],
+) -> list[dict[str, Any]]:
+    """One point per (method, evaluation step) of a seed, plus the base at step 0.
+
+    Each point holds ``seed``, ``method``, ``step``, ``coverage_k`` (held-out C(K)), ``coverage_n``,
+    ``valid_at_1``, ``heldout_gain`` (vs the base; 0 for the base) and the surface metrics.
+    """
+    points = [
+        {
+            "seed": seed,
+            "method": "base",
+            "step": 0,
+            "coverage_k": float(base.coverage[budget - 1]),
+            "coverage_n": float(base.coverage[-1]),
+            "valid_at_1": float(base.valid_at_k[0]),
+            "heldout_gain": 0.0,
+            **{k: _f(base_surface.get(k)) for k in SURFACE_KEYS},
+        }
+    ]
+    for slug, history in histories.items():
+        for step, res, sc in history:
+            surf = surfaces.get(slug, {}).get(int(step), {})
+            points.append(
+                {
+                    "seed": seed,
+                    "method": slug,
+                    "step": int(step),
+                    "coverage_k": float(res.coverage[budget - 1]),
+                    "coverage_n": float(res.coverage[-1]),
+                    "valid_at_1": float(res.valid_at_k[0]),
+                    "heldout_gain": _f(sc.get("seffi/eval/gain_vs_base")),
+                    **{k: _f(surf.get(k)) for k in SURFACE_KEYS},
+                }
+            )
+    return points
+
+
+def _rho(points: Sequence[Mapping[str, Any]], a: str, b: str) -> tuple[float, int]:
+    pairs = [(p[a], p[b]) for p in points if p.get(a) is not None and p.get(b) is not None]
+    if len(pairs) < 2:
+        return float("nan"), len(pairs)
+    x, y = zip(*pairs, strict=True)
+    return rank_correlation(list(x), list(y)), len(pairs)
+
+
+def correlations(points: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Spearman's rho of each surface metric with strategy coverage and the gain.
+
+    Args:
+        points: :func:`checkpoint_points` of every seed (methods x checkpoints, base included).
+        rows: :func:`method_row` rows (final numbers per method and seed).
+
+    Returns:
+        ``{"checkpoints": {metric: {target: {"rho", "n"}}}`` over every point pooled,
+        ``"checkpoints_per_seed"`` (the same per seed), ``"final_pool_gain": {metric: {"rho", "n"}}``
+        (final held-out surface vs the validator's pool gain across methods and seeds) and
+        ``"winners"``: per seed and metric the method with the highest surface value and the one with
+        the highest pool gain, and per metric the method whose surface rank and pool-gain rank differ
+        most (pooled over seeds).
+    """
+    out: dict[str, Any] = {
+        "checkpoints": {},
+        "checkpoints_per_seed": {},
+        "final_pool_gain": {},
+        "winners": {},
+    }
+    for key in SURFACE_KEYS:
+        out["checkpoints"][key] = {}
+        for t in TARGETS:
+            rho, n = _rho(points, key, t)
+            out["checkpoints"][key][t] = {"rho": _f(rho), "n": n}
+    for seed in sorted({p["seed"] for p in points}):
+        sub = [p for p in points if p["seed"] == seed]
+        out["checkpoints_per_seed"][str(seed)] = {
+            key: {t: _f(_rho(sub, key, t)[0]) for t in TARGETS} for key in SURFACE_KEYS
+        }
+    finals = [r for r in rows if r.get("pool_gain") is not None]
+    for key in SURFACE_KEYS:
+        rho, n = _rho(finals, key, "pool_gain")
+        out["final_pool_gain"][key] = {"rho": _f(rho), "n": n}
+    for seed in sorted({r["seed"] for r in finals}):
+        sub = [r for r in finals if r["seed"] == seed]
+        best = max(sub, key=lambda r: r["pool_gain"])["method"]
+        out["winners"][str(seed)] = {
+            "pool_gain": best,
+            **{
+                key: max((r for r in sub if r.get(key) is not None), key=lambda r: r[key])["method"]
+                for key in SURFACE_KEYS
+                if any(r.get(key) is not None for r in sub)
+            },
+        }
+    out["disagreement"] = {key: most_disagreeing(finals, key) for key in SURFACE_KEYS}
+    return out
+
+
+def most_disagreeing(rows: Sequence[Mapping[str, Any]], key: str) -> dict[str, Any] | None:
+    """The method whose mean rank by ``key`` differs most from its mean rank by pool gain.
+
+    Ranks are 1 = highest within each seed, averaged over the seeds a method has.
+    """
+    ranks: dict[str, list[tuple[float, float]]] = {}
+    for seed in sorted({r["seed"] for r in rows}):
+        sub = [r for r in rows if r["seed"] == seed and r.get(key) is not None]
+        if len(sub) < 2:
+            continue
+        by_s = _desc_ranks([r[key] for r in sub])
+        by_g = _desc_ranks([r["pool_gain"] for r in sub])
+        for r, a, b in zip(sub, by_s, by_g, strict=True):
+            ranks.setdefault(r["method"], []).append((a, b))
+    if not ranks:
+        return None
+    mean = {
+        m: (float(np.mean([a for a, _ in v])), float(np.mean([b for _, b in v]))) for m, v in ranks.items()
+    }
+    worst = max(mean, key=lambda m: (abs(mean[m][0] - mean[m][1]), m))
+    return {"method": worst, "surface_rank": mean[worst][0], "gain_rank": mean[worst][1], "of": len(mean)}
+
+
+def _desc_ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks, 1 = largest; ties share the mean rank."""
+    x = -np.asarray(values, dtype=np.float64)
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x))
+    i = 0
+    while i < len(x):
+        j = i
+        while j + 1 < len(x) and x[order[j + 1]] == x[order[i]]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks.tolist()
+
+
+# -- pool comparisons -----------------------------------------------------------------------------------
+
+
+def pool_comparisons(seed_result: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{labeler: {slug: {"value", "lo", "hi", "valid_rate", "auc"}}}``: every method vs the base's iid."""
+    from rich.progress import Progress
+
+    from seffi.experiment.runner import Runner
+    from seffi.models.grpo import seed_of
+
+    ctx, runs = seed_result["context"], seed_result["runs"]
+    cfg = ctx.cfg
+    lad = cfg.ladder(0)
+    runner = Runner(lad.run_config(), [], Progress(disable=True))
+    strategies = tuple(ctx.task.strategies())
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for name in ctx.labelers:
+        iid = ctx.iid[name]
+        runner.rarity = iid
+        iid_curves = iid.curves(cfg.budget, seed=seed_of(ctx.seed, 5))
+        oracle = ctx.oracle[name].curves(cfg.budget, rarity=iid)
+        rollouts = {slug: run.pool.rollouts[name] for slug, run in runs.items()}
+        comp = runner.compare(
+            ctx.task.name, strategies, 1, rollouts, iid_curves, oracle, seed_of(ctx.seed, 6), []
+        )
+        out[name] = {}
+        for slug, p in zip(rollouts, comp.policies, strict=True):
+            g = p.gain
+            out[name][slug] = {
+                "value": g.value,
+                "lo": g.lo,
+                "hi": g.hi,
+                "reason": g.reason,
+                "valid_rate": float(rollouts[slug].valid.mean()),
+                "auc": p.curves.auc,
+            }
+        out[name]["_iid_auc"] = {"value": float(iid_curves.auc)}
+        out[name]["_oracle_auc"] = {"value": float(oracle.auc)}
+    return out
+
+
+# -- files ----------------------------------------------------------------------------------------------
+
+
+def records(seed_result: Mapping[str, Any], slug: str) -> dict[str, Any]:
+    """A method's saved samples: the labelled pool runs and the last held-out evaluation."""
+    ctx, run = seed_result["context"], seed_result["runs"][slug]
+    pool = {"input_ids": [x.id for x in ctx.pool], "texts": run.pool.texts}
+    for name, ro in run.pool.rollouts.items():
+        pool[name] = {
+            "run_input_ids": ro.input_ids,
+            "matches": [[list(m) for m in row] for row in ro.matches],
+            "valid": ro.valid.tolist(),
+        }
+    texts, sets, valid = run.final_samples
+    held = {
+        "input_ids": [x.id for x in ctx.held_out],
+        "texts": texts,
+        "matches": {i: [sorted(m) for m in v] for i, v in sets.items()},
+        "valid": valid,
+    }
+    history = [
+        {
+            "step": st,
+            "valid_at_k": r.valid_at_k.tolist(),
+            "coverage": r.coverage.tolist(),
+            "solvable": r.solvable,
+            "scalars": sc,
+            "surface": run.surface.get(int(st)),
+        }
+        for st, r, sc in run.history
+    ]
+    return {
+        "method": slug,
+        "seed": seed_result["seed"],
+        "budget": ctx.cfg.budget,
+        "pool": pool,
+        "held_out": held,
+        "history": history,
+        "train": run.train,
+        "seconds": run.seconds,
+    }
+
+
+def write_json(path: Path, obj: Any) -> Path:
+    """``obj`` as JSON at ``path`` (atomically; NaN and infinities as null)."""
+    import json
+
+    from seffi._io import write_atomic
+    from seffi.experiment.ladder_report import finite, jsonable
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(finite(obj), indent=1, default=jsonable, allow_nan=False))
+    return path
+
+
+def finish(
+    config: Any,
+    seeds: Mapping[int, dict[str, Any]],
+    out: Path,
+    console: Any,
+    seconds: float,
+    command: str | None = None,
+) -> tuple[dict[str, Any], dict[str, Path]]:
+    """Assemble rows and correlations, write every file and the W&B run, print the table."""
+    from seffi.experiment.bench_plots import bench_figure, console_lines, console_table, log_bench, markdown
+
+    rows, bases, points, seed_facts = [], [], [], {}
+    files: dict[str, Path] = {}
+    for s, res in seeds.items():
+        res["seed"] = s
+        ctx, runs = res["context"], res["runs"]
+        gains = pool_comparisons(res)
+        bases.append(base_row(s, config.budget, ctx.base_eval, res["base_surface"]))
+        base_v1 = float(ctx.base_eval.valid_at_k[0])
+        for slug, run in runs.items():
+            step, final, sc = run.history[-1]
+            pool = {name: gains[name][slug] for name in gains}
+            rows.append(
+                method_row(
+                    slug,
+                    run.method.label,
+                    s,
+                    config.budget,
+                    pool,
+                    final,
+                    sc,
+                    run.surface.get(int(step), {}),
+                    base_v1,
+                    run.seconds,
+                )
+            )
+            rows[-1]["pool_surface"] = run.pool.surface
+            rows[-1]["train"] = run.train
+            rows[-1]["cpu_seconds"] = run.cpu_seconds
+            files[f"records/seed-{s}/{slug}"] = write_json(
+                out / "records" / f"seed-{s}" / f"{slug}.json", records(res, slug)
+            )
+        points += checkpoint_points(
+            s,
+            config.budget,
+            ctx.base_eval,
+            res["base_surface"],
+            {k: r.history for k, r in runs.items()},
+            {k: r.surface for k, r in runs.items()},
+        )
+        seed_facts[str(s)] = {
+            "measurement_seed": ctx.seed,
+            "pool_ids": [x.id for x in ctx.pool],
+            "held_out_ids": [x.id for x in ctx.held_out],
+            "agreement": res["agreement"],
+            "classifier_training_traces": res["classifier_rows"],
+            "models_cached": res["models_cached"],
+            "baseline_seconds": res["baseline_seconds"],
+            "seconds": res.get("seconds"),
+            "cpu_seconds": res.get("cpu_seconds"),
+            "iid_auc": {n: g["_iid_auc"]["value"] for n, g in gains.items()},
+            "oracle_auc": {n: g["_oracle_auc"]["value"] for n, g in gains.items()},
+            "base_curves": {
+                "valid_at_k": ctx.base_eval.valid_at_k.tolist(),
+                "coverage": ctx.base_eval.coverage.tolist(),
+            },
+            "final_curves": {
+                slug: {
+                    "valid_at_k": r.history[-1][1].valid_at_k.tolist(),
+                    "coverage": r.history[-1][1].coverage.tolist(),
+                }
+                for slug, r in runs.items()
+            },
+        }
+    summary = {
+        "format": "seffi.bench.exploration/1",
+        "command": command,
+        "smoke": bool(config.smoke),
+        "note": SMOKE_NOTE if config.smoke else None,
+        "config": config.public_dict(),
+        "task_config": config.resolved_task_config(),
+        "strategies": list(next(iter(seeds.values()))["context"].task.strategies()) if seeds else [],
+        "rows": rows,
+        "base": bases,
+        "methods": method_summary(rows),
+        "points": points,
+        "correlations": correlations(points, rows),
+        "seeds": seed_facts,
+        "seconds": seconds,
+    }
+    files["bench.json"] = write_json(out / "bench.json", summary)
+    files["bench.png"] = bench_figure(out / "bench.png", summary)
+    from seffi._io import write_atomic
+
+    write_atomic(out / "bench.md", markdown(summary))
+    files["bench.md"] = out / "bench.md"
+    hint = log_bench(config, summary, files, out)
+    console.print(console_table(summary))
+    for line in console_lines(summary):
+        console.print(line, markup=False, soft_wrap=True)
+    if config.smoke:
+        console.print(SMOKE_NOTE, markup=False)
+    console.print(f"bench folder: {out}  ({seconds:.1f} s)", soft_wrap=True, markup=False)
+    if hint:
+        console.print(f"W&B offline run saved; upload it with: {hint}", soft_wrap=True, markup=False)
+    return summary, files
