@@ -1,52 +1,79 @@
-"""Keep README.md's numbers in sync with the commands that produce them.
+"""Keep the numbers and figures of README.md and docs/*.md in step with what produces them.
 
-Every generated block of the README sits between ``<!-- readme-numbers:NAME -->`` and
-``<!-- /readme-numbers:NAME -->`` markers; wall times quoted in the prose are checked in place. This
-script re-runs the commands the README shows and compares::
+Every generated region of a page sits between ``<!-- readme-numbers:NAME -->`` and
+``<!-- /readme-numbers:NAME -->`` markers (each name in exactly one page). A *producer* makes the
+expected bodies of one or more blocks, the figures they describe and the wall times quoted in the
+prose::
 
-    python scripts/readme_numbers.py --check            # exit 1 and a diff when the README drifted
-    python scripts/readme_numbers.py --write            # rewrite the blocks (and out-of-tolerance times)
-    python scripts/readme_numbers.py --check --only lane,seffi-run   # a subset
+    python scripts/readme_numbers.py --check                 # exit 1 and a diff when a page drifted
+    python scripts/readme_numbers.py --write                 # rewrite the blocks, figures and times
+    python scripts/readme_numbers.py --check --only lane,cli   # a subset
+    python scripts/readme_numbers.py --write --only benchmarks --refresh   # re-run the long commands
 
-Blocks (command -> what is compared, exactly):
+Producers that run in ``--check`` (a few minutes in all):
 
-- ``seffi-run``: ``seffi run --wandb disabled --no-progress`` (the default experiment, seed 0) -> the
-  summary table, every digit;
-- ``lane``: ``seffi lane sample-efficiency --split public|holdout`` (in process, no W&B) -> the lane
-  table, one rounding (:func:`seffi.lanes.sample_efficiency.fmt_number`);
-- ``sb3-eval``: ``python examples/sb3_ppo_router_eval.py`` (needs the sb3 extra) -> the first and final
-  evaluated gain vs iid with their CIs, and its wall time.
+- ``seffi-run``: ``seffi run --no-progress`` (the default experiment, seed 0) -> README's summary table,
+  the caption of ``docs/coverage.png`` (the legend's numbers) and the figure itself, pixel for pixel,
+  plus the wall time on the performance page;
+- ``caveat``: ``seffi run --tasks sort_swaps,coin_sum --budget 16 --seed 1`` and ``seffi tasks`` ->
+  the feasibility warning quoted on the statistics page;
+- ``lane``: ``seffi lane sample-efficiency --split public|holdout`` (in process) -> the lane table;
+- ``sb3-eval``: ``python examples/sb3_ppo_router_eval.py`` (needs the sb3 extra) -> its gains and time;
+- ``cli``: ``seffi <command> --help`` for every command -> docs/cli.md;
+- ``citation``: CITATION.cff -> README's BibTeX;
+- ``delegated``: the pages in :data:`DELEGATED` that have a checker of their own (it is run).
 
-Wall times (``seffi run``, the SB3 example) depend on the machine and its load: they are checked to
-within a factor of :data:`TIME_TOLERANCE` of the README's figure, and ``--write`` replaces a time only
-when it is outside that band. The exploration ladder (7.5 min from a clean cache) and the
-``benchmarks/`` figures are not re-run here: run the scripts named in the README's Performance table.
+Producers of long runs (``scripts/readme_results.py``) compare the pages with committed results and
+re-run nothing unless ``--write --refresh`` is given:
+
+- ``ladder``: ``docs/results/ladder/`` (the files of one ``seffi ladder`` run) -> docs/ladder.md's
+  tables, captions and findings, and its two figures;
+- ``benchmarks``: ``docs/results/benchmarks/<name>.txt`` (each benchmark's printed output) -> one
+  ``bench-<name>`` block each on the performance and statistics pages.
+
+Wall times measured here depend on the machine and its load: they agree within a factor of
+:data:`TIME_TOLERANCE`, and ``--write`` replaces a time only when it is outside that band.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import hashlib
+import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "scripts") not in sys.path:  # readme_results.py sits next to this file
+    sys.path.insert(0, str(ROOT / "scripts"))
+if __name__ == "__main__":  # one module, whether run as a script or imported by readme_results
+    sys.modules.setdefault("readme_numbers", sys.modules["__main__"])
 README = ROOT / "README.md"
-#: A measured wall time agrees with the README when within this factor of it (shared 2-core machine).
+DOCS = ROOT / "docs"
+RESULTS = DOCS / "results"
+#: A measured wall time agrees with a page when within this factor of it (shared 2-core machine).
 TIME_TOLERANCE = 2.0
-MINUS = "\u2212"  # the README's tables use a typographic minus
+MINUS = "\u2212"  # the pages' tables use a typographic minus
+#: Width of the generated CLI reference (no horizontal scrolling on the docs site).
+HELP_COLUMNS = 88
+def pages() -> list[Path]:
+    """README.md and every docs/*.md page."""
+    return [README, *sorted(DOCS.glob("*.md"))]
 
 
 def block_re(name: str) -> re.Pattern[str]:
-    """The README region of block ``name`` (group 1: its body, without the markers)."""
+    """The region of block ``name`` (group 1: its body, without the markers)."""
     return re.compile(
         rf"<!-- readme-numbers:{re.escape(name)} -->\n(.*?)<!-- /readme-numbers:{re.escape(name)} -->\n",
         re.DOTALL,
@@ -61,7 +88,7 @@ def read_block(text: str, name: str) -> str:
     """
     found = block_re(name).findall(text)
     if len(found) != 1:
-        raise KeyError(f"README must hold exactly one readme-numbers:{name} block, found {len(found)}")
+        raise KeyError(f"the page must hold exactly one readme-numbers:{name} block, found {len(found)}")
     return found[0]
 
 
@@ -72,11 +99,16 @@ def replace_block(text: str, name: str, body: str) -> str:
     return block_re(name).sub(lambda _: start + body + end, text)
 
 
-# -- formatting (the README's conventions) ------------------------------------------------------------
+def block_names(text: str) -> list[str]:
+    """The names of the blocks ``text`` opens, in order."""
+    return re.findall(r"<!-- readme-numbers:([\w-]+) -->", text)
+
+
+# -- formatting (the pages' conventions) ---------------------------------------------------------------
 
 
 def num(x: float | None, digits: int = 3) -> str:
-    """A number as the README's tables print it: fixed digits, typographic minus; None is empty."""
+    """A number as the tables print it: fixed digits, typographic minus; None is empty."""
     if x is None:
         return ""
     text = f"{x:.{digits}f}"
@@ -85,11 +117,13 @@ def num(x: float | None, digits: int = 3) -> str:
     return text.replace("-", MINUS)
 
 
-def ci(v: float | None, lo: float | None, hi: float | None) -> str:
+def ci(v: float | None, lo: float | None, hi: float | None, digits: int = 3) -> str:
     """``v [lo, hi]`` (or ``v`` without a band)."""
     if v is None:
         return ""
-    return num(v) if lo is None or hi is None else f"{num(v)} [{num(lo)}, {num(hi)}]"
+    if lo is None or hi is None:
+        return num(v, digits)
+    return f"{num(v, digits)} [{num(lo, digits)}, {num(hi, digits)}]"
 
 
 def median(t: object | None, budget: int) -> str:
@@ -100,9 +134,14 @@ def median(t: object | None, budget: int) -> str:
     return f"> {budget} (censored)" if m is None else f"{m:g}"
 
 
-def seffi_run_table(report: object) -> str:
-    """The README's table of the default ``seffi run`` (one row per policy, one iid / oracle row)."""
-    comps = report.comparisons  # type: ignore[attr-defined]
+def _row(cells: list[str]) -> str:
+    """A markdown table row; an empty cell is written "| |"."""
+    return ("| " + " | ".join(cells) + " |").replace("|  |", "| |")
+
+
+def seffi_run_table(report: Any) -> str:
+    """The table of the default ``seffi run`` (one row per policy, one iid / oracle row)."""
+    comps = report.comparisons
     budget = comps[0].budget
     head = ["task", "policy", f"AUC@{budget} [95% CI]", "gain vs iid [95% CI]", "T(0.8) median"]
     lines = ["| " + " | ".join([*head, f"F({budget})", "valid rate"]) + " |", "|---|---|---|---|---|---|---|"]
@@ -122,13 +161,23 @@ def seffi_run_table(report: object) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _row(cells: list[str]) -> str:
-    """A markdown table row; an empty cell is written "| |" as in the README."""
-    return ("| " + " | ".join(cells) + " |").replace("|  |", "| |")
+def coverage_caption(report: Any, task: str = "sort_swaps") -> str:
+    """The caption of docs/coverage.png: the numbers its legend shows (AUC, gain with its 95% CI)."""
+    comp = next(c for c in report.comparisons if c.task == task)
+    parts = []
+    for pol in comp.policies:
+        g = pol.gain
+        gain = "" if g is None or g.value is None else f", gain {ci(g.value, g.lo, g.hi, 2)}"
+        parts.append(f"{pol.curves.label} AUC {num(pol.curves.auc)}{gain}")
+    parts += [f"iid AUC {num(comp.iid.auc)}", f"oracle AUC {num(comp.oracle.auc)}"]
+    return (
+        f"*`{task}` in the default `seffi run` (K = {comp.budget}, {comp.n_inputs} inputs): the expected "
+        "share of the strategies found by sample k, with 95% bands. Legend: " + "; ".join(parts) + ".*\n"
+    )
 
 
-def lane_table(reports: dict[str, object]) -> str:
-    """The README's lane table: one row per split of the standard pack on the reference learner."""
+def lane_table(reports: dict[str, Any]) -> str:
+    """The lane table: one row per split of the standard pack on the reference learner."""
     from seffi.lanes.sample_efficiency import fmt_number as f
 
     lines = [
@@ -137,8 +186,7 @@ def lane_table(reports: dict[str, object]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for split, rep in reports.items():
-        a = rep.aggregate  # type: ignore[attr-defined]
-        r = rep.recall_control.aggregate  # type: ignore[attr-defined]
+        a, r = rep.aggregate, rep.recall_control.aggregate
         det = f"{f(a.replay_determinism)} ({a.n_identical_replays}/{a.n_snapshots} snapshots)"
         control = (
             f"{f(r.mean_corrections_to_first_hit)} / {f(r.mean_corrections_to_saturation)} / "
@@ -151,17 +199,17 @@ def lane_table(reports: dict[str, object]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def sb3_eval_text(report: object, seconds: float, stated: float | None) -> str:
-    """The README's sentence on the SB3 evaluation example (the time kept while within tolerance)."""
+def sb3_eval_text(report: Any, seconds: float, stated: float | None) -> str:
+    """The sentence on the SB3 evaluation example (the time kept while within tolerance)."""
     from seffi.report.plots_compare import eval_series
 
-    (comp,) = report.comparisons  # type: ignore[attr-defined]
+    (comp,) = report.comparisons
     series = eval_series(comp)
     (first_step, first), (_, final) = series[0], series[-1]
     shown = stated if stated is not None and within(seconds, stated) else round(seconds)
     g0, g1 = first.gain, final.gain
     return (
-        "With default arguments on this machine, `sb3_ppo_router_eval.py` (30k PPO timesteps, "
+        "With default arguments, `sb3_ppo_router_eval.py` (30k PPO timesteps, "
         f"~{shown:g} s,\n{len(series)} evaluations) prints the evaluated gain vs iid with its 95% CI for "
         f"every evaluation:\n{ci(g0.value, g0.lo, g0.hi)} after {first_step // 1000}k steps, "
         f"{ci(g1.value, g1.lo, g1.hi)} at the end.\n"
@@ -173,41 +221,97 @@ def within(measured: float, stated: float) -> bool:
     return abs(math.log(max(measured, 1e-9) / max(stated, 1e-9))) <= math.log(TIME_TOLERANCE)
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def fenced(text: str, lang: str = "text") -> str:
+    """``text`` in a code fence."""
+    return f"```{lang}\n{text.rstrip()}\n```\n"
+
+
 # -- producing the numbers ----------------------------------------------------------------------------
 
 
 @dataclass
 class Result:
-    """What one block's command produced: the expected body, plus timed prose to check in place."""
+    """What one producer made: expected block bodies, figures to compare, timed prose to check."""
 
-    body: str
+    blocks: dict[str, str]
     #: (regex with one group = the stated seconds, measured seconds)
-    times: list[tuple[str, float]]
+    times: list[tuple[str, float]] = field(default_factory=list)
+    #: (committed figure, freshly made one): equal pixel for pixel, or the check fails
+    figures: list[tuple[Path, Path]] = field(default_factory=list)
+    #: (committed file, expected sha256): a figure that must come from the committed run
+    digests: list[tuple[Path, str]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
 
 
-def _run(cmd: list[str], cwd: Path) -> float:
-    env = {**os.environ, "MPLBACKEND": "Agg"}
+@dataclass
+class Context:
+    """What a producer gets: a scratch folder, the pages' text, and whether to re-run long commands."""
+
+    tmp: Path
+    text: dict[Path, str]
+    refresh: bool = False
+    ladder_dir: Path | None = None
+
+    def all_text(self) -> str:
+        return "\n".join(self.text.values())
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "MPLBACKEND": "Agg", "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
+
+
+def _run(cmd: list[str], cwd: Path, stderr: bool = True) -> tuple[float, str]:
+    """(wall seconds, stdout and, when ``stderr``, stderr) of ``cmd``; exits with its stderr on failure."""
     started = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"readme_numbers: {' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
-    return time.perf_counter() - started
+    return time.perf_counter() - started, proc.stdout + (proc.stderr if stderr else "")
 
 
-SEFFI_RUN_TIME = r"default `seffi run` wall time \(goal < 60 s\) \| `time seffi run` \| \*\*([0-9.]+) s\*\*"
+SEFFI = [sys.executable, "-c", "import sys; from seffi.cli import main; sys.exit(main())"]
+SEFFI_RUN_TIME = r"The default `seffi run` [^*]*takes\s+\*\*([0-9.]+) s\*\*"
 SB3_TIME = r"`sb3_ppo_router_eval.py` \(30k PPO timesteps, ~([0-9.]+) s"
 
 
-def produce_seffi_run(tmp: Path, text: str) -> Result:
-    """The default ``seffi run`` in ``tmp``: its table and wall time."""
+def produce_seffi_run(ctx: Context) -> Result:
+    """The default ``seffi run``: its table, the coverage figure and its caption, its wall time."""
     from seffi.report import load_report
 
-    # Timed as the README states it (offline W&B included); the table does not depend on W&B.
-    seconds = _run([sys.executable, "-m", "seffi.cli", "run", "--no-progress", "--out", "run"], tmp)
-    return Result(seffi_run_table(load_report(tmp / "run")), [(SEFFI_RUN_TIME, seconds)])
+    # Timed as the performance page states it; the numbers do not depend on W&B.
+    seconds, _ = _run([*SEFFI, "run", "--no-progress", "--wandb", "disabled", "--out", "run"], ctx.tmp)
+    report = load_report(ctx.tmp / "run")
+    figure = ctx.tmp / "run" / "plots" / "SortSwapsRouter-v0_coverage.png"
+    return Result(
+        {"seffi-run": seffi_run_table(report), "coverage-figure": coverage_caption(report)},
+        times=[(SEFFI_RUN_TIME, seconds)],
+        figures=[(DOCS / "coverage.png", figure)],
+    )
 
 
-def produce_lane(tmp: Path, text: str) -> Result:
+def produce_caveat(ctx: Context) -> Result:
+    """The feasibility warning of a run with coin_sum, and coin_sum's feasible share from ``seffi tasks``."""
+    argv = ["run", "--tasks", "sort_swaps,coin_sum", "--budget", "16", "--seed", "1"]
+    _, out = _run([*SEFFI, *argv, "--no-progress", "--wandb", "disabled", "--out", "caveat"], ctx.tmp)
+    lines = (ln.strip() for ln in out.splitlines())
+    warning = next((ln for ln in lines if ln.startswith("warning (coin_sum)")), None)
+    _, listing = _run([*SEFFI, "tasks", "coin_sum", "--json"], ctx.tmp)
+    (info,) = json.loads(listing)
+    problems = [] if warning else ["caveat: the coin_sum run printed no feasibility warning"]
+    body = (
+        f"`seffi tasks coin_sum`: {len(info['strategies'])} strategies are declared per input and "
+        f"{num(info['mean_feasible'], 2)} are feasible on average ({info['min_feasible']} to "
+        f"{info['max_feasible']}; {info['inputs']} distinct inputs in 200 seeded draws). "
+        "`seffi " + " ".join(argv) + "` says so before its table:\n\n> " + (warning or "") + "\n"
+    )
+    return Result({"caveat": body}, problems=problems)
+
+
+def produce_lane(ctx: Context) -> Result:
     """Both splits of the standard pack on the reference learner, with the recall control."""
     from seffi.lanes.learners import RecallLearner, VaultLearner
     from seffi.lanes.packs import standard_pack
@@ -216,26 +320,124 @@ def produce_lane(tmp: Path, text: str) -> Result:
     pack = standard_pack()
     splits = ("public", "holdout")
     reports = {s: run_lane(pack.select(s), VaultLearner, control=RecallLearner) for s in splits}
-    del tmp, text  # in process: no folder, no prose to check
-    return Result(lane_table(reports), [])
+    return Result({"lane": lane_table(reports)})
 
 
-def produce_sb3_eval(tmp: Path, text: str) -> Result:
-    """The SB3 evaluation example in ``tmp``: first and final gain with CIs, and its wall time."""
+def produce_sb3_eval(ctx: Context) -> Result:
+    """The SB3 evaluation example: first and final gain with CIs, and its wall time."""
     from seffi.report import load_report
 
     script = ROOT / "examples" / "sb3_ppo_router_eval.py"
-    seconds = _run([sys.executable, str(script), "--wandb", "disabled", "--out", "sb3"], tmp)
-    m = re.search(SB3_TIME, text)
+    seconds, _ = _run([sys.executable, str(script), "--wandb", "disabled", "--out", "sb3"], ctx.tmp)
+    m = re.search(SB3_TIME, ctx.all_text())
     stated = float(m.group(1)) if m else None
-    return Result(sb3_eval_text(load_report(tmp / "sb3"), seconds, stated), [(SB3_TIME, seconds)])
+    body = sb3_eval_text(load_report(ctx.tmp / "sb3"), seconds, stated)
+    return Result({"sb3-eval": body}, times=[(SB3_TIME, seconds)])
 
 
-PRODUCERS: dict[str, Callable[[Path, str], Result]] = {
+_HELP = """
+import contextlib, io, json, re, sys
+from seffi.cli import main
+def run(argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        try:
+            main(argv)
+        except SystemExit:
+            pass
+    return out.getvalue()
+found, todo = {}, [[]]
+while todo:
+    argv = todo.pop(0)
+    text = found[" ".join(["seffi", *argv])] = run([*argv, "--help"])
+    # argparse lists each subcommand as a row indented by 4 under the subcommand group's heading
+    todo += [[*argv, n] for n in re.findall(r"^ {4}([a-z][\\w-]*)(?:  |$)", text, flags=re.MULTILINE)]
+print(json.dumps(found))
+"""
+
+
+def produce_cli(ctx: Context) -> Result:
+    """docs/cli.md's reference: the ``--help`` of ``seffi`` and of every (sub)command, in order."""
+    env = {**_env(), "COLUMNS": str(HELP_COLUMNS), "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run([sys.executable, "-c", _HELP], cwd=ctx.tmp, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"readme_numbers: seffi --help failed:\n{proc.stderr[-3000:]}")
+    helps: dict[str, str] = json.loads(proc.stdout)
+    parts = []
+    for command, text in helps.items():
+        parts.append(f"### `{command}`\n\n" + fenced(text))
+    return Result({"cli": "\n".join(parts)})
+
+
+def produce_citation(ctx: Context) -> Result:
+    """README's BibTeX entry from CITATION.cff (title, authors, version, year, license)."""
+    import yaml
+
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
+    authors = " and ".join("{" + a["name"] + "}" for a in cff["authors"])
+    entry = (
+        "@software{seffi,\n"
+        f"  title   = {{{cff['title']}}},\n"
+        f"  author  = {{{authors}}},\n"
+        f"  version = {{{cff['version']}}},\n"
+        f"  year    = {{{str(cff['date-released'])[:4]}}},\n"
+        f"  license = {{{cff['license']}}},\n"
+        "}"
+    )
+    return Result({"citation": fenced(entry, "bibtex")})
+
+
+# -- committed results: the ladder and the benchmarks (scripts/readme_results.py) -------------------
+
+
+def produce_ladder(ctx: Context) -> Result:
+    """docs/ladder.md's tables, captions and findings from the committed ``seffi ladder`` results."""
+    import readme_results
+
+    return readme_results.produce_ladder(ctx)
+
+
+def produce_benchmarks(ctx: Context) -> Result:
+    """One ``bench-<name>`` block per committed benchmark output."""
+    import readme_results
+
+    return readme_results.produce_benchmarks(ctx)
+
+
+#: Pages with a checker of their own: (page, the command that exits 1 when the page drifted).
+DELEGATED: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("docs/ladder-seeds.md", ("scripts/ladder_seeds.py", "--check")),
+)
+
+
+def produce_delegated(ctx: Context) -> Result:
+    """Run each existing page's own checker (its blocks are not this script's to write)."""
+    problems = []
+    for page, cmd in DELEGATED:
+        if (ROOT / page).is_file() and (ROOT / cmd[0]).is_file():
+            proc = subprocess.run(
+                [sys.executable, *cmd], cwd=ROOT, env=_env(), capture_output=True, text=True
+            )
+            if proc.returncode != 0:
+                said = (proc.stdout + proc.stderr)[-2000:]
+                problems.append(f"{page}: `python {' '.join(cmd)}` failed:\n{said}")
+    return Result({}, problems=problems)
+
+
+PRODUCERS: dict[str, Callable[[Context], Result]] = {
     "seffi-run": produce_seffi_run,
+    "caveat": produce_caveat,
     "lane": produce_lane,
     "sb3-eval": produce_sb3_eval,
+    "cli": produce_cli,
+    "citation": produce_citation,
+    "ladder": produce_ladder,
+    "benchmarks": produce_benchmarks,
+    "delegated": produce_delegated,
 }
+
+
+# -- comparing ---------------------------------------------------------------------------------------
 
 
 def check_times(text: str, times: list[tuple[str, float]]) -> tuple[str, list[str]]:
@@ -244,55 +446,127 @@ def check_times(text: str, times: list[tuple[str, float]]) -> tuple[str, list[st
     for pattern, measured in times:
         m = re.search(pattern, text)
         if m is None:
-            problems.append(f"time not found in README: /{pattern}/")
-            continue
+            continue  # the caller reports a time found on no page
         stated = float(m.group(1))
         if not within(measured, stated):
             problems.append(
-                f"wall time {stated:g} s in the README, measured {measured:.1f} s "
+                f"wall time {stated:g} s on the page, measured {measured:.1f} s "
                 f"(tolerance x{TIME_TOLERANCE:g})"
             )
             text = text[: m.start(1)] + f"{measured:.1f}" + text[m.end(1) :]
     return text, problems
 
 
+def same_image(a: Path, b: Path) -> str | None:
+    """None when the two PNGs have the same pixels, else what differs."""
+    import matplotlib.image as mpimg
+    import numpy as np
+
+    if not a.is_file():
+        return f"{a.relative_to(ROOT)} is missing"
+    x, y = mpimg.imread(a), mpimg.imread(b)
+    if x.shape != y.shape:
+        return f"{a.relative_to(ROOT)}: {x.shape[1]}x{x.shape[0]} px, regenerated {y.shape[1]}x{y.shape[0]}"
+    differ = int(np.any(x != y, axis=-1).sum()) if x.ndim == 3 else int((x != y).sum())
+    if differ == 0:
+        return None
+    return f"{a.relative_to(ROOT)}: {differ} pixels differ from the regenerated figure"
+
+
+def apply(result: Result, text: dict[Path, str], write: bool) -> list[str]:
+    """Compare one producer's result with the pages (updating ``text`` and figures when writing)."""
+    problems = list(result.problems)
+    for name, body in result.blocks.items():
+        holders = [p for p, t in text.items() if name in block_names(t)]
+        if len(holders) != 1:
+            problems.append(f"block {name}: found in {len(holders)} pages ({', '.join(map(str, holders))})")
+            continue
+        (page,) = holders
+        have = read_block(text[page], name)
+        if have != body:
+            rel = page.relative_to(ROOT)
+            diff = difflib.unified_diff(
+                have.splitlines(), body.splitlines(), str(rel), "measured", lineterm=""
+            )
+            problems.append(f"block {name} ({rel}) differs:\n" + "\n".join(diff))
+            text[page] = replace_block(text[page], name, body)
+    for pattern, measured in result.times:
+        holders = [p for p, t in text.items() if re.search(pattern, t)]
+        if not holders:
+            problems.append(f"time not found on any page: /{pattern}/")
+        for page in holders:
+            text[page], time_problems = check_times(text[page], [(pattern, measured)])
+            problems += time_problems
+    for committed, fresh in result.figures:
+        diff = same_image(committed, fresh)
+        if diff:
+            problems.append("figure " + diff)
+            if write:
+                shutil.copyfile(fresh, committed)
+    for path, digest in result.digests:
+        if not path.is_file() or _sha256(path) != digest:
+            problems.append(f"figure {path.relative_to(ROOT)} is not the one of the committed results")
+    return problems
+
+
+def expected_blocks() -> set[str]:
+    """The name of every block some producer writes."""
+    import readme_results
+
+    names = {"seffi-run", "coverage-figure", "caveat", "lane", "sb3-eval", "cli", "citation"}
+    return names | readme_results.BLOCKS
+
+
+def unproduced(text: dict[Path, str]) -> list[str]:
+    """Blocks on the pages that no producer writes (a typo, or a producer left out)."""
+    expected = expected_blocks()
+    return [
+        f"block {name} in {page.relative_to(ROOT)}: no producer writes it"
+        for page, t in text.items()
+        for name in block_names(t)
+        if name not in expected
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Check or rewrite the README; exit status 1 when ``--check`` finds drift."""
+    """Check or rewrite the pages; exit status 1 when ``--check`` finds drift."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--check", action="store_true", help="exit 1 when a README number drifted")
-    mode.add_argument("--write", action="store_true", help="rewrite the README's blocks and stale times")
-    parser.add_argument("--only", help=f"comma-separated blocks (default all: {', '.join(PRODUCERS)})")
+    mode.add_argument("--check", action="store_true", help="exit 1 when a page's number or figure drifted")
+    mode.add_argument("--write", action="store_true", help="rewrite the blocks, figures and stale times")
+    parser.add_argument("--only", help=f"comma-separated producers (default all: {', '.join(PRODUCERS)})")
+    parser.add_argument(
+        "--refresh", action="store_true", help="with --write: re-run the ladder and the benchmarks"
+    )
+    parser.add_argument(
+        "--ladder-dir", type=Path, help="with --refresh: take the ladder results from this run folder"
+    )
     args = parser.parse_args(argv)
     names = args.only.split(",") if args.only else list(PRODUCERS)
     unknown = [n for n in names if n not in PRODUCERS]
     if unknown:
-        parser.error(f"unknown block(s): {', '.join(unknown)}")
-    original = README.read_text(encoding="utf-8")
-    text, problems = original, []
+        parser.error(f"unknown producer(s): {', '.join(unknown)}")
+    if args.refresh and not args.write:
+        parser.error("--refresh re-runs long commands and rewrites results: use it with --write")
+    original = {p: p.read_text(encoding="utf-8") for p in pages()}
+    text = dict(original)
+    problems = [] if args.only else unproduced(text)
     with tempfile.TemporaryDirectory(prefix="seffi-readme-") as tmp:
         for name in names:
             print(f"readme_numbers: {name} ...", file=sys.stderr, flush=True)
             work = Path(tmp) / name
             work.mkdir()
-            result = PRODUCERS[name](work, text)
-            have = read_block(text, name)
-            if have != result.body:
-                diff = difflib.unified_diff(
-                    have.splitlines(), result.body.splitlines(), "README", "measured", lineterm=""
-                )
-                problems.append(f"block {name} differs:\n" + "\n".join(diff))
-                text = replace_block(text, name, result.body)
-            text, time_problems = check_times(text, result.times)
-            problems += time_problems
+            ctx = Context(work, text, refresh=args.refresh, ladder_dir=args.ladder_dir)
+            problems += apply(PRODUCERS[name](ctx), text, args.write)
     for p in problems:
         print(p)
     if args.write:
-        if text != original:
-            README.write_text(text, encoding="utf-8")
-            print(f"readme_numbers: updated {README}")
+        for page, body in text.items():
+            if body != original[page]:
+                page.write_text(body, encoding="utf-8")
+                print(f"readme_numbers: updated {page.relative_to(ROOT)}")
         return 0
-    print("readme_numbers: " + ("README numbers drifted" if problems else "README numbers agree"))
+    print("readme_numbers: " + ("pages drifted" if problems else "every number and figure agrees"))
     return 1 if problems else 0
 
 
