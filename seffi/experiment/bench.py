@@ -23,6 +23,7 @@ labelled pool and final held-out samples) and an offline W&B run with one ``line
 from __future__ import annotations
 
 import gc
+import json
 import sys
 import time
 from dataclasses import dataclass
@@ -252,6 +253,43 @@ def run_exploration_bench(
         gc.unfreeze()  # each GRPO run freezes what is alive before it (bench_methods._train)
     result = finish(config, seeds, out, console, time.perf_counter() - started, command)
     return BenchResult(out, result[0], result[1], time.perf_counter() - started)
+
+
+def combine_benches(
+    folders: list[Path], *, out: Path | None = None, console: Any = None, overwrite: bool = False,
+    wandb: str = "offline",
+) -> BenchResult:  # fmt: skip
+    """One table from benches run separately on other seeds with the same settings (``--combine``).
+
+    Each folder's ``bench.json`` is read; rows, checkpoints and per-seed facts are pooled and the
+    per-method summary and correlations recomputed (:func:`~seffi.experiment.bench_report.combine_summaries`).
+    The records stay in the source folders.
+
+    Raises:
+        SeffiError: A folder without a readable ``bench.json``, settings that differ, a repeated seed, or
+            an unusable output folder.
+    """
+    from rich.console import Console
+
+    from seffi.experiment.bench_report import combine_summaries, publish
+    from seffi.experiment.runner import default_out
+    from seffi.report.run_folder import prepare_run_folder
+
+    started = time.perf_counter()
+    console = console or Console(width=None if sys.stdout.isatty() else 140)
+    summaries = []
+    for folder in folders:
+        path = Path(folder) / "bench.json"
+        try:
+            summaries.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            raise SeffiError(f"cannot read {path}: {exc}") from None
+    summary = combine_summaries(summaries)
+    summary["combined_from"] = [str(Path(f)) for f in folders]
+    target = prepare_run_folder(out or default_out(), overwrite=overwrite, owned=OWNED)
+    cfg = BenchConfig(**{**summary["config"], "wandb": wandb})
+    files = publish(cfg, summary, target, console)
+    return BenchResult(target, summary, files, time.perf_counter() - started)
 
 
 # -- one seed -------------------------------------------------------------------------------------------

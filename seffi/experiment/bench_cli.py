@@ -75,6 +75,10 @@ def add_exploration_arguments(p: argparse.ArgumentParser) -> None:
         "--smoke", action="store_true",
         help="tiny models, one seed, 2 steps per method: an end-to-end check (<= 90 s), not results",
     )  # fmt: skip
+    p.add_argument(
+        "--combine", nargs="+", metavar="DIR",
+        help="combine benches of the same settings run on other seeds into one table in --out (no training)",
+    )  # fmt: skip
     p.add_argument("--wandb", choices=["online", "offline", "disabled"], help="W&B mode (default offline)")
     p.add_argument("--out", help="output folder (default runs/<timestamp>)")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier bench in --out")
@@ -92,7 +96,7 @@ def command_line(args: argparse.Namespace) -> str:
         ("methods", "--methods"), ("budget", "--budget"), ("n_inputs", "--n-inputs"), ("steps", "--steps"),
         ("lr", "--lr"), ("pool_runs", "--pool-runs"), ("eval_samples", "--eval-samples"),
         ("eval_inputs", "--eval-inputs"), ("lm", "--lm"), ("cache_dir", "--cache-dir"), ("wandb", "--wandb"),
-        ("out", "--out"),
+        ("out", "--out"), ("combine", "--combine"),
     ):  # fmt: skip
         value = getattr(args, action_dest, None)
         if value is None:
@@ -124,6 +128,14 @@ def exploration_command(args: argparse.Namespace) -> int:
 
     from seffi.experiment.bench import BenchConfig, run_exploration_bench, smoke_bench_config
 
+    if args.combine:
+        from pathlib import Path
+
+        from seffi.experiment.bench import combine_benches
+
+        combine_benches([Path(d) for d in args.combine], out=Path(args.out) if args.out else None,
+                        overwrite=args.overwrite, wandb=args.wandb or "offline")  # fmt: skip
+        return 0
     fields: dict[str, Any] = {}
     for name in ("setting", "seed", "budget", "n_inputs", "cache_dir", "retrain", "wandb", "out"):
         value = getattr(args, name, None)

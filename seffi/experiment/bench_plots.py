@@ -187,8 +187,12 @@ def markdown(summary: Mapping[str, Any]) -> str:
     lines = [f"# seffi bench exploration: {cfg['task']}, setting {cfg['setting']}", ""]
     if summary.get("note"):
         lines += [f"**{summary['note']}.**", ""]
-    if summary.get("command"):
-        lines += [f"Command: `{summary['command']}`", ""]
+    commands = summary.get("command")
+    if isinstance(commands, list):
+        lines += ["Commands (one bench per seed, then `--combine`):", ""]
+        lines += [f"    {c}" for c in commands if c] + [""]
+    elif commands:
+        lines += [f"Command: `{commands}`", ""]
     lines += [
         f"Task config {summary['task_config'] or '(the task default)'}; K = {cfg['budget']}; pool of "
         f"{cfg['n_inputs']} prompts; GRPO {g['steps']} steps x {g['prompts_per_step']} prompts x K, "
@@ -268,7 +272,7 @@ def bench_figure(path: Path, summary: Mapping[str, Any]) -> Path:
 
     methods = [m["method"] for m in summary["methods"]]
     labels = {m["method"]: m["label"] for m in summary["methods"]}
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    fig, axes = plt.subplots(2, 3, figsize=(18, 9))
     ax = axes[0, 0]
     seeds = sorted({r["seed"] for r in summary["rows"]})
     for j, s in enumerate(seeds):
@@ -336,6 +340,30 @@ def bench_figure(path: Path, summary: Mapping[str, Any]) -> Path:
     ax.set_title(f"every method x checkpoint x seed: Spearman rho = {_num(rho, '{:+.2f}')}", fontsize=9)
     ax.set_xlabel("distinct-2 of each group of K (surface)")
     ax.set_ylabel("held-out C(K) (strategy coverage)")
+    ax.legend(fontsize=6)
+    ax = axes[0, 2]
+    c = summary["correlations"]
+    x = np.arange(len(SURFACE_KEYS))
+    bars = (
+        ("held-out C(K), checkpoints", [c["checkpoints"][k]["coverage_k"]["rho"] for k in SURFACE_KEYS]),
+        ("held-out gain, checkpoints", [c["checkpoints"][k]["heldout_gain"]["rho"] for k in SURFACE_KEYS]),
+        ("pool gain, final", [c["final_pool_gain"][k]["rho"] for k in SURFACE_KEYS]),
+    )
+    for j, (name, vals) in enumerate(bars):
+        ax.bar(x + (j - 1) * 0.27, [np.nan if v is None else v for v in vals], 0.27, label=name)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xticks(x, [SURFACE_NAMES[k] for k in SURFACE_KEYS])
+    ax.set_ylim(-1, 1)
+    ax.set_ylabel("Spearman rho of the surface metric with ...")
+    ax.legend(fontsize=7)
+    ax = axes[1, 2]
+    for i, m in enumerate(methods):
+        rows = [r for r in summary["rows"] if r["method"] == m and r.get("pool_gain") is not None]
+        ax.scatter([r["distinct_2"] for r in rows], [r["pool_gain"] for r in rows], s=18, color=f"C{i % 10}",
+                   label=labels[m])  # fmt: skip
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xlabel("distinct-2 of the final held-out groups")
+    ax.set_ylabel("pool gain vs the base's iid")
     ax.legend(fontsize=6)
     if summary.get("note"):
         fig.suptitle(summary["note"], color="red", fontsize=10)

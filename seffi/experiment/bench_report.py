@@ -385,6 +385,81 @@ def write_json(path: Path, obj: Any) -> Path:
     return path
 
 
+def publish(config: Any, summary: dict[str, Any], out: Path, console: Any) -> dict[str, Path]:
+    """Write ``bench.json``, ``bench.png`` and ``bench.md`` and the W&B run, and print the table.
+
+    Returns:
+        ``{name: path}`` of the files written.
+    """
+    from seffi._io import write_atomic
+    from seffi.experiment.bench_plots import bench_figure, console_lines, console_table, log_bench, markdown
+
+    files = {"bench.json": write_json(out / "bench.json", summary)}
+    files["bench.png"] = bench_figure(out / "bench.png", summary)
+    write_atomic(out / "bench.md", markdown(summary))
+    files["bench.md"] = out / "bench.md"
+    hint = log_bench(config, summary, files, out)
+    console.print(console_table(summary))
+    for line in console_lines(summary):
+        console.print(line, markup=False, soft_wrap=True)
+    if summary.get("smoke"):
+        console.print(SMOKE_NOTE, markup=False)
+    console.print(f"bench folder: {out}  ({summary['seconds']:.1f} s)", soft_wrap=True, markup=False)
+    if hint:
+        console.print(f"W&B offline run saved; upload it with: {hint}", soft_wrap=True, markup=False)
+    return files
+
+
+def combine_summaries(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One summary from several benches of the same settings on other seeds (e.g. one process per seed).
+
+    Rows, base rows, checkpoints and per-seed facts are pooled; the per-method summary and the
+    correlations are recomputed over all of them.
+
+    Raises:
+        SeffiError: No summary, settings that differ beyond the seeds, or a seed in two of them.
+    """
+    from seffi.errors import SeffiError
+
+    if not summaries:
+        raise SeffiError("nothing to combine: give at least one bench folder")
+    first = summaries[0]
+
+    def settings(s: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in s["config"].items() if k != "seeds"}
+
+    seeds: list[int] = []
+    for s in summaries:
+        if s.get("format") != first.get("format") or settings(s) != settings(first):
+            diff = sorted(
+                k
+                for k in set(settings(s)) | set(settings(first))
+                if settings(s).get(k) != settings(first).get(k)
+            )
+            raise SeffiError(
+                f"benches with other settings cannot be combined (they differ in {diff or ['format']})"
+            )
+        seeds += list(s["config"]["seeds"])
+    if len(set(seeds)) != len(seeds):
+        raise SeffiError(f"a seed appears in more than one bench: {sorted(seeds)}")
+    rows = [r for s in summaries for r in s["rows"]]
+    points = [p for s in summaries for p in s["points"]]
+    out = dict(first)
+    out.update({
+        "command": [s.get("command") for s in summaries],
+        "config": {**first["config"], "seeds": sorted(seeds)},
+        "rows": sorted(rows, key=lambda r: r["seed"]),
+        "base": sorted((b for s in summaries for b in s["base"]), key=lambda b: b["seed"]),
+        "points": points,
+        "methods": method_summary(sorted(rows, key=lambda r: r["seed"])),
+        "correlations": correlations(points, rows),
+        "seeds": {k: v for s in summaries for k, v in s["seeds"].items()},
+        "seconds": float(sum(s["seconds"] for s in summaries)),
+        "smoke": any(s.get("smoke") for s in summaries),
+    })  # fmt: skip
+    return out
+
+
 def finish(
     config: Any,
     seeds: Mapping[int, dict[str, Any]],
@@ -394,8 +469,6 @@ def finish(
     command: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, Path]]:
     """Assemble rows and correlations, write every file and the W&B run, print the table."""
-    from seffi.experiment.bench_plots import bench_figure, console_lines, console_table, log_bench, markdown
-
     rows, bases, points, seed_facts = [], [], [], {}
     files: dict[str, Path] = {}
     for s, res in seeds.items():
@@ -475,19 +548,5 @@ def finish(
         "seeds": seed_facts,
         "seconds": seconds,
     }
-    files["bench.json"] = write_json(out / "bench.json", summary)
-    files["bench.png"] = bench_figure(out / "bench.png", summary)
-    from seffi._io import write_atomic
-
-    write_atomic(out / "bench.md", markdown(summary))
-    files["bench.md"] = out / "bench.md"
-    hint = log_bench(config, summary, files, out)
-    console.print(console_table(summary))
-    for line in console_lines(summary):
-        console.print(line, markup=False, soft_wrap=True)
-    if config.smoke:
-        console.print(SMOKE_NOTE, markup=False)
-    console.print(f"bench folder: {out}  ({seconds:.1f} s)", soft_wrap=True, markup=False)
-    if hint:
-        console.print(f"W&B offline run saved; upload it with: {hint}", soft_wrap=True, markup=False)
+    files.update(publish(config, summary, out, console))
     return summary, files

@@ -23,6 +23,7 @@ from seffi.cli import main
 from seffi.experiment.bench_methods import METHOD_SLUGS
 from seffi.experiment.bench_report import (
     checkpoint_points,
+    combine_summaries,
     correlations,
     method_row,
     method_summary,
@@ -166,6 +167,35 @@ def test_mixture_completions_start_with_the_router_code_and_train_without_it(
     assert [len(m) for m in got["env_mask"]] == [len(c) for c in got["completion_ids"]]
     assert got["logprobs"] is None and len(got["prompt_ids"]) == 4
     assert "<unk>" not in sampler.decode(got["completion_ids"][0])
+
+
+def test_combine_rewrites_a_bench_from_its_json(smoke: tuple[Path, float, int], tmp_path: Path) -> None:
+    """`--combine DIR` rebuilds the table from bench.json alone (no model, no training); a repeated seed
+    is one error line, exit 2."""
+    out, _, _ = smoke
+    again = tmp_path / "again"
+    assert (
+        main(["bench", "exploration", "--combine", str(out), "--out", str(again), "--wandb", "disabled"]) == 0
+    )
+    a, b = _summary(out), _summary(again)
+    assert (
+        a["rows"] == b["rows"] and a["correlations"] == b["correlations"] and b["combined_from"] == [str(out)]
+    )
+    assert (again / "bench.png").stat().st_size > 500 and "| GRPO lr = 0 (sanity) | 0 |" in (
+        again / "bench.md"
+    ).read_text()
+    dup = [
+        "bench",
+        "exploration",
+        "--combine",
+        str(out),
+        str(out),
+        "--out",
+        str(tmp_path / "dup"),
+        "--wandb",
+        "disabled",
+    ]
+    assert main(dup) == 2
 
 
 def test_bench_flags_all_have_help_and_bad_methods_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -326,3 +356,34 @@ def test_group_surface_is_the_mean_over_groups_of_k() -> None:
     groups = [["a b", "a b"], ["c d", "a c"], ["x y z", "x y z"], ["x y z", "y"]]
     for k in SURFACE_KEYS:
         assert got[k] == pytest.approx(np.mean([surface_metrics(g)[k] for g in groups]))
+
+
+def test_combined_benches_pool_rows_and_recompute_the_summary() -> None:
+    """Two one-seed benches of the same settings give one table; other settings or a repeated seed are
+    refused with one message."""
+    from seffi.errors import SeffiError
+
+    def bench(seed: int, gain: float, lr: float = 3e-4) -> dict:
+        row = {"method": "a", "label": "A", "seed": seed, "pool_gain": gain, "pool_gain_classifier": None,
+               "pool_valid": 0.9, "valid_at_1": 0.9, "coverage_k": 0.5 + gain, "coverage_n": 0.6,
+               "heldout_gain": gain, "seconds": 1.0, "meets_target": gain > 0, "pool_ci_contains_0": False,
+               **{k: 0.1 + gain for k in SURFACE_KEYS}}  # fmt: skip
+        point = {"seed": seed, "method": "a", "step": 2, "coverage_k": 0.5 + gain, "heldout_gain": gain,
+                 **{k: 0.1 + gain for k in SURFACE_KEYS}}  # fmt: skip
+        return {"format": "seffi.bench.exploration/1", "command": f"seffi bench exploration --seeds {seed}",
+                "config": {"seeds": [seed], "grpo": {"lr": lr}}, "rows": [row], "base": [{"seed": seed}],
+                "points": [point], "seeds": {str(seed): {}}, "seconds": 10.0, "smoke": False}  # fmt: skip
+
+    both = combine_summaries([bench(1, 0.2), bench(0, -0.2)])
+    assert both["config"]["seeds"] == [0, 1] and [r["seed"] for r in both["rows"]] == [0, 1]
+    (m,) = both["methods"]
+    assert m["pool_gain_mean"] == pytest.approx(0.0) and m["target_seeds"] == [1]
+    assert both["correlations"]["checkpoints"]["distinct_2"]["coverage_k"] == {
+        "rho": pytest.approx(1.0),
+        "n": 2,
+    }
+    assert both["seconds"] == 20.0 and len(both["command"]) == 2
+    with pytest.raises(SeffiError, match="differ in"):
+        combine_summaries([bench(0, 0.1), bench(1, 0.1, lr=1e-3)])
+    with pytest.raises(SeffiError, match="more than one"):
+        combine_summaries([bench(0, 0.1), bench(0, 0.1)])
