@@ -51,6 +51,7 @@ MEASURES: tuple[tuple[str, str, str], ...] = (
     ("trained_gain", "trained router gain [95% CI]", "gain"),
     ("trained_valid", "trained router valid rate", "value"),
     ("untrained_gain", "untrained router gain [95% CI]", "gain"),
+    ("untrained_valid", "untrained router valid rate", "value"),
     ("models_seconds", "SFT + EM wall time (s)", "seconds"),
     ("total_seconds", "ladder wall time (s)", "seconds"),
 )
@@ -175,6 +176,7 @@ def conclusions(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             f"the round-robin's valid rate >= {VALID_TARGET:g}",
             lambda r: ge(r["round_robin_valid"], VALID_TARGET),
         ),
+        (f"the mixture's valid rate >= {VALID_TARGET:g}", lambda r: ge(r["mixture_valid"], VALID_TARGET)),
         (
             "the base LM's valid rate is within 0.1 of the training rows'",
             lambda r: abs(r["base_valid"] - r["rows_valid"]) <= 0.1,
@@ -280,6 +282,12 @@ cache, one process per seed, one torch thread, grid_routes with the ladder defau
 The CI beside each gain is the measurement's (bootstrap over inputs and runs, 95 %); the spread over
 seeds is the sample sd of the point values. `mean CI ±` is the mean half-width of those CIs: a spread
 over seeds well above it means retraining moves the figure more than measuring it again does.
+
+Two valid rates sit side by side: the *mixture valid rate* is the mixture's own ancestral sampling (z
+from its prior p(z | x)) on the held-out inputs of `ladder.json`; the *round-robin valid rate* is the
+share of valid samples the round-robin draws on the pool — it forces every code in turn, including codes
+whose strategy the input blocks, so it is lower. The untrained router samples z from the prior, so its
+valid rate is the mixture's on the pool.
 """
 
 

@@ -349,3 +349,8 @@ def test_ladder_seeds_reads_a_real_ladder_run(seeds_script, smoke_run: tuple[Pat
         m["base_valid_rate"],
     )
     assert record["model_seed"] == 0 and record["models_cached"] is False
+
+
+def test_ladder_seeds_docs_agree_with_their_json(seeds_script) -> None:
+    """docs/ladder-seeds.md is what docs/ladder_seeds.json generates (the drift check, no retraining)."""
+    assert seeds_script.check(seeds_script.DOCS_JSON, seeds_script.DOCS_MD) == []
