@@ -1,18 +1,18 @@
 """``seffi ladder``: the exploration ladder's rungs 1-3 side by side on one task, pool and budget K.
 
 * **Rung 1** — the router env ``seffi/<Name>Router-v0`` (hand-written latent -> strategy generator,
-  exact iid law), run as ``seffi run`` runs it (:class:`seffi.experiment.runner.Runner`).
-* **Rung 2** — learned generators (:mod:`seffi.models`): a base LM trained by SFT on the task's
+  exact iid law), run as ``seffi run`` runs it (`seffi.experiment.runner.Runner`).
+* **Rung 2** — learned generators (`seffi.models`): a base LM trained by SFT on the task's
   training rows and a latent mixture learned by hard EM without labels, behind
   ``seffi/<Name>LatentLM-v0``. The iid curves are estimated from the base LM's own samples
   (``IidBaseline.from_samples``, ``iid_samples`` per input, default 4 K).
 * **Rung 3** — GRPO (TRL) on the rung-2 base LM with the validity reward, the group-diversity reward
-  and a learning-rate-0 sanity run (:mod:`seffi.experiment.ladder_rung3`); iid = the reference
+  and a learning-rate-0 sanity run (`seffi.experiment.ladder_rung3`); iid = the reference
   model's own samples; valid@k and C(k) up to n on held-out prompts with the crossover k.
 
 Policies per rung, all measured fresh on the same pool: the untrained router (z from the latent prior),
 a round-robin over latents in prior order (a no-learning explorer) and the trained REINFORCE router
-(:mod:`seffi.experiment.learner`), against iid and the no-repeat oracle. report.json has the schema of
+(`seffi.experiment.learner`), against iid and the no-repeat oracle. report.json has the schema of
 ``seffi run`` with each comparison tagged ``rung`` and ``iid_source`` (``exact`` / ``samples``);
 ``ladder.json`` holds the rung-2 model measurements (base-LM valid rate vs the training rows', strategy
 TV vs the training law, latent purity and NMI); plots: coverage per rung, latent vs strategy coverage,
@@ -129,7 +129,7 @@ class LadderConfig(BaseModel):
         budget: K.
         eval_runs: Runs per input when measuring each policy.
         iid_samples: Base-LM samples per input for the rung-2 iid baseline (``None``: 4 K).
-        lm: :class:`seffi.models.LMConfig` fields of the rung-2 models, over the task's ``DEFAULT_LM``
+        lm: `seffi.models.LMConfig` fields of the rung-2 models, over the task's ``DEFAULT_LM``
             entry; a ``mixture`` dict is merged into the default mixture's fields (``None``: the defaults).
         cache_dir: Model cache (``None``: ``$SEFFI_CACHE`` or ``~/.cache/seffi/models``).
         retrain: ``None``: use cached models whose digests check out, retrain damaged ones (one
@@ -139,7 +139,7 @@ class LadderConfig(BaseModel):
         ci: CI level.
         measure_inputs: Held-out inputs for the model measurements (``ladder.json``).
         measure_samples: Base-LM samples per held-out input for those measurements.
-        grpo: Rung 3's GRPO runs (:class:`~seffi.experiment.ladder_rung3.GRPOSettings`).
+        grpo: Rung 3's GRPO runs (`GRPOSettings`).
         wandb: W&B mode.
         wandb_project: W&B project.
         out: Run folder (``None``: ``runs/<timestamp>``).
@@ -190,7 +190,7 @@ class LadderConfig(BaseModel):
         return dict(DEFAULT_TASK_CONFIG.get(self.task, {}) if self.task_config is None else self.task_config)
 
     def lm_config(self) -> Any:
-        """The rung-2 :class:`seffi.models.LMConfig` (its cache key sees the task config as given)."""
+        """The rung-2 `seffi.models.LMConfig` (its cache key sees the task config as given)."""
         from seffi.models.config import LMConfig
 
         fields = merge_lm(DEFAULT_LM.get(self.task, DEFAULT_LM["*"]), self.lm or {})
@@ -267,7 +267,7 @@ def round_robin_act(obs_layout: dict[str, slice], budget: int) -> Any:
 
 
 def router_act(router: Any, feats: Any) -> Any:
-    """``(obs, rng) -> latents`` of a :class:`ReinforceRouter` (zero weights: z from the prior)."""
+    """``(obs, rng) -> latents`` of a `ReinforceRouter` (zero weights: z from the prior)."""
 
     def act(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return router.act(*feats(obs), rng)
@@ -313,7 +313,7 @@ def run_rung(
 
     Args:
         rung: 1 or 2 (tags the comparison).
-        runner: A :class:`seffi.experiment.runner.Runner` (its ``train``, ``compare`` and step count).
+        runner: A `seffi.experiment.runner.Runner` (its ``train``, ``compare`` and step count).
         make_env: ``make_env(num_envs, **kwargs)`` -> native vector env of this rung.
         env_id: The env id named in the comparison.
         baselines: ``baselines(env) -> (iid curves, oracle curves, rarity law, iid_source)``.
@@ -378,7 +378,7 @@ def run_rung(
 
 @dataclass
 class LadderResult:
-    """What :func:`run_ladder` produced."""
+    """What `run_ladder` produced."""
 
     out: Path
     report: Any

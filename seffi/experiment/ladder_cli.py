@@ -1,4 +1,4 @@
-"""The ``seffi ladder`` command line: options and the handler (the work is :func:`run_ladder`)."""
+"""The ``seffi ladder`` command line: options and the handler (the work is `run_ladder`)."""
 
 from __future__ import annotations
 

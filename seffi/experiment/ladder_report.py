@@ -50,7 +50,7 @@ def scalars(measurements: dict[str, Any]) -> dict[str, float]:
 
 
 def build_report(config: Any, comparisons: list[Any], measurements: dict[str, Any]) -> Any:
-    """The ladder's :class:`~seffi.report.schema.Report` (``seffi run``'s schema)."""
+    """The ladder's [`Report`][seffi.report.Report] (``seffi run``'s schema)."""
     from seffi import __version__
     from seffi.report.schema import Report
 
