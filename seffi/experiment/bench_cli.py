@@ -30,12 +30,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_exploration_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``seffi bench exploration``."""
-    from seffi.experiment.bench import SETTINGS
-    from seffi.experiment.bench_methods import METHOD_SLUGS
+    try:
+        from seffi.experiment.bench import SETTINGS
+        from seffi.experiment.bench_methods import METHOD_SLUGS
+    except ImportError:  # no lm extra: the options still show; running the command names the extra
+        SETTINGS, METHOD_SLUGS = {}, ()
 
     p.add_argument(
         "--setting",
-        choices=sorted(SETTINGS),
+        choices=sorted(SETTINGS) or None,
         help="grid_routes setting: default (3-4 cells a side, <= 3 walls) or hard (4-5 cells, <= 6 walls)",
     )
     p.add_argument(
@@ -48,7 +51,7 @@ def add_exploration_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seed", type=int, help="seed of the pool, held-out and classifier prompts (default 0)")
     p.add_argument(
-        "--methods", nargs="+", choices=METHOD_SLUGS, metavar="METHOD",
+        "--methods", nargs="+", choices=METHOD_SLUGS or None, metavar="METHOD",
         help=f"methods to run (default all): {', '.join(METHOD_SLUGS)}",
     )  # fmt: skip
     p.add_argument("--budget", type=int, help="K: completions per GRPO group and coverage budget (default 8)")
@@ -126,6 +129,9 @@ def exploration_command(args: argparse.Namespace) -> int:
     """Handler of ``seffi bench exploration``."""
     from pydantic import ValidationError
 
+    from seffi.models import require_lm
+
+    require_lm()  # one line naming the lm extra instead of an ImportError from deep inside
     from seffi.experiment.bench import BenchConfig, run_exploration_bench, smoke_bench_config
 
     if args.combine:

@@ -10,13 +10,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from seffi.errors import SeffiError
 from seffi.models import grpo
-from seffi.models.passk import EvalResult
+
+if TYPE_CHECKING:  # passk imports transformers: only when a bench runs, not for `seffi bench --help`
+    from seffi.models.passk import EvalResult
 
 # -- sampling -------------------------------------------------------------------------------------------
 
@@ -211,6 +213,8 @@ def ordered_eval(
     cov = np.logical_or.accumulate(x[:, order], axis=2).mean(axis=3).mean(axis=1)  # (prompts, n)
     vk = np.logical_or.accumulate(v[:, order], axis=2).mean(axis=1)
     c = v.sum(axis=1)
+    from seffi.models.passk import EvalResult
+
     return EvalResult(
         n=n,
         valid_at_k=vk.mean(axis=0),
