@@ -4,7 +4,7 @@ Each subcommand lives next to the code it drives and registers itself through ``
 mapping from name to ``"module:function"``. The module is imported only when that subcommand runs,
 so ``seffi --help`` stays fast and never imports a training framework.
 
-User errors (:class:`~seffi.errors.SeffiError`, invalid configs) print one readable line to stderr
+User errors (`SeffiError`, invalid configs) print one readable line to stderr
 and exit with status 2; anything else is a bug and keeps its traceback.
 """
 

@@ -1,4 +1,4 @@
-"""The ``seffi bench`` command line: ``seffi bench exploration`` (the work: :func:`run_exploration_bench`)."""
+"""The ``seffi bench`` command line: ``seffi bench exploration`` (the work: `run_exploration_bench`)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The methods of ``seffi bench exploration``: how each policy samples, trains and is measured.
 
-Every method runs on the same TRL GRPO path (:class:`trl.GRPOTrainer`, same seed, prompts, steps and
-K) and differs in one reward or one sampling rule (:data:`METHOD_SLUGS`):
+Every method runs on the same TRL GRPO path (`trl.GRPOTrainer`, same seed, prompts, steps and
+K) and differs in one reward or one sampling rule (`METHOD_SLUGS`):
 
-* GRPO on the base LM with a reward of :data:`seffi.models.rewards.METHODS` (validity, unlikeliness,
+* GRPO on the base LM with a reward of `seffi.models.rewards.METHODS` (validity, unlikeliness,
   unlikeliness with two updates per batch, pass@k, outcome UCB, outcome batch penalty, seffi's group
   diversity) and a learning-rate-0 run (the sanity check: the policy stays the base);
 * the base LM sampled at temperature 1.3, no training (measured like the others);
@@ -16,11 +16,11 @@ K) and differs in one reward or one sampling rule (:data:`METHOD_SLUGS`):
   and masked out of the loss (``env_mask``), so GRPO trains the generator given the code, never the
   router's choice.
 
-Measurement (:class:`BenchEval`, :func:`measure_pool`): held-out valid@k and C(k) up to n every
+Measurement (`BenchEval`, `measure_pool`): held-out valid@k and C(k) up to n every
 ``eval_every`` steps with the surface metrics of each group of K; after training, ``pool_runs`` runs
 of K per pool prompt labelled by every labeler (the task's validator and the classifier). Samples of
 a policy whose codes are distinct within a run are not exchangeable, so their held-out curves come from
-:func:`ordered_eval` (the first k samples of runs of K, every cyclic order of the runs), not from the
+`ordered_eval` (the first k samples of runs of K, every cyclic order of the runs), not from the
 rarefaction estimator, and their held-out gain interval resamples prompts only.
 """
 
@@ -65,7 +65,7 @@ class Method:
         label: Table label.
         kind: ``"grpo"`` (GRPO on the base LM), ``"temperature"`` (the base sampled hotter, no training)
             or ``"mixture"`` (GRPO on the latent mixture, codes chosen by a router).
-        reward: The reward method (:data:`seffi.models.rewards.METHODS`).
+        reward: The reward method (`seffi.models.rewards.METHODS`).
         options: The reward's options.
         lr_factor: Multiplies the bench's learning rate (0: the sanity run).
         num_iterations: GRPO updates per generation batch (TRL's ``num_iterations``).
@@ -87,7 +87,7 @@ class Method:
 
 
 def bench_methods(cfg: Any) -> list[Method]:
-    """The bench's methods with the settings of ``cfg`` (a :class:`~seffi.experiment.bench.BenchConfig`)."""
+    """The bench's methods with the settings of ``cfg`` (a `BenchConfig`)."""
     k = cfg.passk_k or max(1, cfg.budget // 2)
     beta = {"beta": cfg.unlikeliness_beta}
     table = {
@@ -152,7 +152,7 @@ def bench_methods(cfg: Any) -> list[Method]:
 
 
 class BenchEval(PassAtKEval):
-    """:class:`~seffi.models.passk.PassAtKEval` sampling through a :class:`Sampler`, with surface metrics.
+    """`PassAtKEval` sampling through a `Sampler`, with surface metrics.
 
     Args:
         task: The task (its validator labels the held-out samples).
@@ -201,7 +201,7 @@ class PoolSamples:
     """A policy's fresh runs of K on the pool, labelled by every labeler.
 
     Attributes:
-        rollouts: ``{labeler: Rollout}`` (:class:`seffi.experiment.runner.Rollout`).
+        rollouts: ``{labeler: Rollout}`` (`seffi.experiment.runner.Rollout`).
         texts: Completions per pool prompt (``pool_runs`` runs of K, in order).
         surface: Surface metrics of the runs (groups of K), averaged.
     """
@@ -214,7 +214,7 @@ class PoolSamples:
 def label_rollout(
     task: Any, pool: Sequence[Any], texts: Sequence[Sequence[str]], labeler: Any, budget: int
 ) -> Any:
-    """One :class:`~seffi.experiment.runner.Rollout` of the pool texts under ``labeler`` (runs of K)."""
+    """One `Rollout` of the pool texts under ``labeler`` (runs of K)."""
     from seffi.coverage import CoverageTracker
     from seffi.experiment.runner import Rollout
 

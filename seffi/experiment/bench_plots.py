@@ -1,6 +1,6 @@
 """What a reader sees of ``seffi bench exploration``: the markdown, the console table, the figure, W&B.
 
-Everything here reads the summary dict ``bench.json`` holds (:func:`seffi.experiment.bench_report.finish`).
+Everything here reads the summary dict ``bench.json`` holds (`seffi.experiment.bench_report.finish`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The tables, correlations, files and W&B run of ``seffi bench exploration``.
 
-Pure assembly (:func:`method_row`, :func:`checkpoint_points`, :func:`correlations`,
-:func:`method_summary`) works on plain dicts so it can be checked against hand-computed inputs;
-:func:`finish` runs the pool comparisons (one per seed and labeler, every method against the base's
+Pure assembly (`method_row`, `checkpoint_points`, `correlations`,
+`method_summary`) works on plain dicts so it can be checked against hand-computed inputs;
+`finish` runs the pool comparisons (one per seed and labeler, every method against the base's
 own iid with paired bootstraps) and writes ``bench.json``, ``bench.md``, ``bench.png``, the records
 and the W&B run.
 """
@@ -50,7 +50,7 @@ def method_row(
         seed: Model seed.
         budget: K.
         pool: ``{labeler: {"value", "lo", "hi", "valid_rate"}}``: the pool gain under each labeler.
-        final: The last held-out :class:`~seffi.models.passk.EvalResult`.
+        final: The last held-out `EvalResult`.
         scalars: Its ``PassAtKEval.scalars`` (gain vs base, crossover).
         surface: Surface metrics of its groups of K.
         base_valid_at_1: The base's held-out valid@1 (the target's bar).
@@ -205,8 +205,8 @@ def correlations(points: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str
     """Spearman's rho of each surface metric with strategy coverage and the gain.
 
     Args:
-        points: :func:`checkpoint_points` of every seed (methods x checkpoints, base included).
-        rows: :func:`method_row` rows (final numbers per method and seed).
+        points: `checkpoint_points` of every seed (methods x checkpoints, base included).
+        rows: `method_row` rows (final numbers per method and seed).
 
     Returns:
         ``{"checkpoints": {metric: {target: {"rho", "n"}}}`` over every point pooled,

@@ -1,10 +1,10 @@
 """Sampling of ``seffi bench exploration``: forced latent codes, and curves of non-exchangeable samples.
 
-* :class:`Sampler`: a policy's own sampling (``seffi.models.grpo.sample_completions``), or a router's
-  code as the completion's first token, then the mixture's trace (:func:`generate_forced` with the
-  :class:`FirstToken` logits processor; ``rollout_func`` for TRL's GRPOTrainer).
-* :func:`ordered_eval`: valid@k and C(k) of samples drawn in runs whose order matters.
-* :func:`group_surface`: surface diversity of each group of K samples, averaged.
+* `Sampler`: a policy's own sampling (``seffi.models.grpo.sample_completions``), or a router's
+  code as the completion's first token, then the mixture's trace (`generate_forced` with the
+  `FirstToken` logits processor; ``rollout_func`` for TRL's GRPOTrainer).
+* `ordered_eval`: valid@k and C(k) of samples drawn in runs whose order matters.
+* `group_surface`: surface diversity of each group of K samples, averaged.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class Sampler:
     """How a method's policy draws completions: its own sampling, or a router's codes then the trace.
 
     Args:
-        policy: The :class:`~seffi.models.grpo.TRLPolicy` (base LM or mixture).
+        policy: The `TRLPolicy` (base LM or mixture).
         codes: None (plain sampling), ``"distinct"`` or ``"iid"`` (mixture).
         priors: ``{dataset prompt: p(z | x)}`` of the untrained mixture (mixture only).
         code0: Token id of code 0 (mixture only).

@@ -2,11 +2,11 @@
 
 Three GRPO runs from the same base LM with the same seed, steps and prompts (the ladder's pool, one
 group of K = ``budget`` completions per prompt and step): the plain validity reward, the
-order-independent group-diversity reward (:mod:`seffi.models.grpo`) and a learning-rate-0 sanity run.
+order-independent group-diversity reward (`seffi.models.grpo`) and a learning-rate-0 sanity run.
 The iid baseline is the reference model's own samples (``IidBaseline.from_samples``, 16 K per pool
 prompt, drawn once before training, GRPO's generation settings). After training each policy is
 measured fresh on the pool like rungs 1-2 (``pool_runs`` runs of K per prompt: coverage, gain with a
-CI, valid@k), and on held-out prompts with n samples per prompt (:mod:`seffi.models.passk`: valid@k
+CI, valid@k), and on held-out prompts with n samples per prompt (`seffi.models.passk`: valid@k
 and C(k) for k up to n, the crossover k, the solvable share), periodically during training too.
 """
 
@@ -192,9 +192,9 @@ def run_rung3(
     """The three GRPO runs, their fresh pool measurement and held-out evaluations (module docstring).
 
     Args:
-        config: The :class:`~seffi.experiment.ladder.LadderConfig` (budget, grpo settings).
-        runner: The ladder's :class:`~seffi.experiment.runner.Runner` (comparison, progress).
-        models: The rung-2 :class:`~seffi.models.LadderModels` (the base LM is the policy).
+        config: The `LadderConfig` (budget, grpo settings).
+        runner: The ladder's `Runner` (comparison, progress).
+        models: The rung-2 `LadderModels` (the base LM is the policy).
         pool: The pool's task inputs (GRPO's training prompts).
         seed: Rung 3's seed.
         out: Folder for each run's local GRPO report (``rung3/<run>/``).
