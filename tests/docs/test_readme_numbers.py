@@ -65,6 +65,12 @@ def test_cli_reference_is_every_commands_help(rn, text, tmp_path: Path) -> None:
     for command in ("seffi run", "seffi compare", "seffi ladder", "seffi lane sample-efficiency"):
         assert f"### `{command}`" in produced
     assert all(len(line) <= rn.HELP_COLUMNS for line in produced.splitlines() if not line.startswith("#"))
+    table = text[ROOT / "docs" / "cli.md"].split("<!-- readme-numbers:cli -->")[0]
+    leaves = [c for c in re.findall(r"### `(seffi[\w -]*)`", produced)
+              if not any(o.startswith(c + " ") for o in re.findall(r"### `(seffi[\w -]*)`", produced))]
+    for command in leaves:  # every command without subcommands has a row in the page's own table
+        if command != "seffi":
+            assert f"| `{command}" in table, command
 
 
 def test_bibtex_is_citation_cff(rn, text, tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 The SB3 snippet imports ``MyEnv`` from ``my_project``: here that module is the shared researcher's env
 (``tests.integration.user_env``, written without seffi imports) with K = 8 samples per input. The TRL
 snippet hands GRPOTrainer ``"path/to/model"``: here a tiny randomly initialised causal LM and its
-tokenizer saved to a folder, as a user's checkpoint would be. Only the training length (and, for TRL, CPU settings) is cut down.
+tokenizer saved to a folder, as a user's checkpoint would be. Only the training length (and, for TRL,
+the CPU settings) is cut down.
 """
 
 from __future__ import annotations
