@@ -10,7 +10,8 @@ prose::
     python scripts/readme_numbers.py --check --only lane,cli   # a subset
     python scripts/readme_numbers.py --write --only benchmarks --refresh   # re-run the long commands
 
-Producers that run in ``--check`` (a few minutes in all):
+Run it with every extra installed (``pip install -e '.[all]'``): the SB3 example and the CLI
+reference of ``seffi bench`` need them. Producers that run in ``--check`` (a few minutes in all):
 
 - ``seffi-run``: ``seffi run --no-progress`` (the default experiment, seed 0) -> README's summary table,
   the caption of ``docs/coverage.png`` (the legend's numbers) and the figure itself, pixel for pixel,

@@ -59,7 +59,15 @@ def test_lane_table_is_what_the_lane_measures(rn, text, tmp_path: Path) -> None:
 
 
 def test_cli_reference_is_every_commands_help(rn, text, tmp_path: Path) -> None:
-    """docs/cli.md holds the --help of seffi and of every subcommand, as they print it now."""
+    """docs/cli.md holds the --help of seffi and of every subcommand, as they print it now.
+
+    The reference is written with every extra installed (``seffi bench``'s choices come from the
+    ``lm`` and ``trl`` extras), so this comparison needs them too.
+    """
+    from tests.helpers import require
+
+    require("transformers", "lm")
+    require("trl", "trl")
     produced = rn.produce_cli(rn.Context(tmp_path, text)).blocks["cli"]
     assert body(rn, text, "cli") == produced
     for command in ("seffi run", "seffi compare", "seffi ladder", "seffi lane sample-efficiency"):
