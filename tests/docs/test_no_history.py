@@ -19,8 +19,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("seffi", "callbacks", "envs", "tests", "benchmarks", "examples", "scripts")
-#: This file: its pattern list and docstring quote the phrases it looks for.
-SKIP = {Path(__file__).resolve()}
+#: Files whose pattern lists quote the phrases they look for: this one and the docs pages' scan.
+SKIP = {Path(__file__).resolve(), ROOT / "tests" / "docs" / "test_readme_pages.py"}
 
 _GAP = r"[\s#'\"]+"  # between two words: spaces, line breaks, a comment's '#', quotes of "a" "b"
 #: Phrases about the project's own history, whole words, any case.
