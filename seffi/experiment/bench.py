@@ -1,19 +1,19 @@
 """``seffi bench exploration``: which RL exploration methods keep or widen strategy coverage.
 
 Rung 3 of the ladder as a benchmark. For each model-training seed (SFT + EM of rung 2's models, then
-every GRPO run) the bench trains every method of :mod:`seffi.experiment.bench_methods` from the same
+every GRPO run) the bench trains every method of `seffi.experiment.bench_methods` from the same
 base LM on the same pool prompts with the same seed, steps and K, and measures each one the same way:
 
 * **pool gain vs the base's own iid** [95 % CI]: ``pool_runs`` fresh runs of K per pool prompt against
   the base LM's own samples (``IidBaseline.from_samples``, 16 K per prompt, drawn once per seed), under
-  two labelers: the task's validator and a classifier (:class:`~seffi.models.classifier.ClassifierLabeler`)
+  two labelers: the task's validator and a classifier (`ClassifierLabeler`)
   trained on base samples of other prompts labelled by the validator, whose agreement with the
   validator (confusion, Cohen's kappa) is measured on the base's held-out samples;
 * **held-out** valid@1, C(K) and C(n), gain vs the base [95 % CI], the crossover k and the share of
-  prompts solvable within n samples (:mod:`seffi.models.passk`), every ``eval_every`` steps;
+  prompts solvable within n samples (`seffi.models.passk`), every ``eval_every`` steps;
 * **surface diversity** of each group of K (distinct-1..4, pairwise edit distance, distinct rate;
-  :mod:`seffi.models.surface`) at every evaluation, and its rank correlation with C(K) and with the
-  gain across methods and checkpoints (:mod:`seffi.experiment.bench_report`).
+  `seffi.models.surface`) at every evaluation, and its rank correlation with C(K) and with the
+  gain across methods and checkpoints (`seffi.experiment.bench_report`).
 
 Writes ``bench.json`` (config, one row per method and seed, the per-step records, correlations,
 labeler agreement), ``bench.md``, ``bench.png``, ``records/seed-<s>/<method>.json`` (each method's
@@ -83,13 +83,13 @@ class BenchConfig(BaseModel):
     """Settings of ``seffi bench exploration``.
 
     Attributes:
-        setting: ``"default"`` or ``"hard"`` (:data:`SETTINGS`).
+        setting: ``"default"`` or ``"hard"`` (`SETTINGS`).
         task: The task (grid_routes: the settings are its configs).
         task_config: Task config overrides (``None``: the setting's).
         seeds: Model-training seeds: each trains (or loads) its own base LM and mixture
             (``LadderConfig.model_seed``), then every method's GRPO run and measurement.
         seed: Seed of the prompts (pool, held-out and classifier prompts: the same for every model seed).
-        methods: Which methods to run (:data:`~seffi.experiment.bench_methods.METHOD_SLUGS`).
+        methods: Which methods to run (`METHOD_SLUGS`).
         n_inputs: Pool size (GRPO's training prompts).
         budget: K (GRPO's group size and the coverage budget).
         grpo: Steps, learning rate, prompts per step, pool runs, iid samples, held-out evaluation.
@@ -159,7 +159,7 @@ class BenchConfig(BaseModel):
         return self.task_config if self.task_config is not None else SETTINGS[self.setting]
 
     def ladder(self, model_seed: int) -> Any:
-        """The :class:`~seffi.experiment.ladder.LadderConfig` whose rung-2 models this seed uses."""
+        """The `LadderConfig` whose rung-2 models this seed uses."""
         from seffi.experiment.ladder import LadderConfig
 
         return LadderConfig(
@@ -196,7 +196,7 @@ def smoke_bench_config(**overrides: Any) -> BenchConfig:
 
 @dataclass
 class BenchResult:
-    """What :func:`run_exploration_bench` produced.
+    """What `run_exploration_bench` produced.
 
     Attributes:
         out: The output folder.
@@ -262,7 +262,7 @@ def combine_benches(
     """One table from benches run separately on other seeds with the same settings (``--combine``).
 
     Each folder's ``bench.json`` is read; rows, checkpoints and per-seed facts are pooled and the
-    per-method summary and correlations recomputed (:func:`~seffi.experiment.bench_report.combine_summaries`).
+    per-method summary and correlations recomputed (`combine_summaries`).
     The records stay in the source folders.
 
     Raises:
