@@ -43,8 +43,12 @@ from seffi.experiment.ladder_rung3 import GRPOSettings
 #: prompts unsolved within n = 64 samples (so a valid@k crossover can appear or not).
 SETTINGS: dict[str, dict[str, Any] | None] = {
     "default": None,
-    "hard": {"min_size": 4, "max_size": 5, "max_walls": 6},
+    "hard": {"min_size": 5, "max_size": 6, "max_walls": 8},
 }
+#: `LMConfig` fields of each setting over the ladder's defaults (`BenchConfig.lm` goes over these). With
+#: the ladder's 280 training grids the base LM solved every held-out 5-6 grid within 8 samples (its
+#: errors are slips, not prompts it cannot do); 60 training grids leave held-out grids it never solves.
+SETTING_LM: dict[str, dict[str, Any]] = {"default": {}, "hard": {"n_train_inputs": 60}}
 
 #: ``--smoke``: tiny models and pools, two GRPO steps per method: an end-to-end check, not a result.
 SMOKE: dict[str, Any] = {
@@ -158,6 +162,11 @@ class BenchConfig(BaseModel):
         """The task config: ``task_config`` if given, else the setting's."""
         return self.task_config if self.task_config is not None else SETTINGS[self.setting]
 
+    def lm_fields(self) -> dict[str, Any] | None:
+        """`LMConfig` fields over the ladder's defaults: the setting's (`SETTING_LM`), then `lm`."""
+        fields = {**SETTING_LM[self.setting], **(self.lm or {})}
+        return fields or None
+
     def ladder(self, model_seed: int) -> Any:
         """The `LadderConfig` whose rung-2 models this seed uses."""
         from seffi.experiment.ladder import LadderConfig
@@ -169,7 +178,7 @@ class BenchConfig(BaseModel):
             model_seed=model_seed,
             n_inputs=self.n_inputs,
             budget=self.budget,
-            lm=self.lm,
+            lm=self.lm_fields(),
             cache_dir=self.cache_dir,
             retrain=self.retrain,
             bootstrap=self.bootstrap,

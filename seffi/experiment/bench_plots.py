@@ -334,6 +334,7 @@ def bench_figure(path: Path, summary: Mapping[str, Any]) -> Path:
                 [p["coverage_k"] for p in mine],
                 s=14,
                 color="k" if m == "base" else f"C{(i - 1) % 10}",
+                marker="x" if i > 10 else "o",  # the 11th method reuses the first colour
                 label=labels.get(m, "reference (base)"),
             )
     rho = summary["correlations"]["checkpoints"]["distinct_2"]["coverage_k"]["rho"]
@@ -360,7 +361,7 @@ def bench_figure(path: Path, summary: Mapping[str, Any]) -> Path:
     for i, m in enumerate(methods):
         rows = [r for r in summary["rows"] if r["method"] == m and r.get("pool_gain") is not None]
         ax.scatter([r["distinct_2"] for r in rows], [r["pool_gain"] for r in rows], s=18, color=f"C{i % 10}",
-                   label=labels[m])  # fmt: skip
+                   marker="x" if i >= 10 else "o", label=labels[m])  # fmt: skip
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xlabel("distinct-2 of the final held-out groups")
     ax.set_ylabel("pool gain vs the base's iid")
