@@ -76,6 +76,27 @@ def test_smoke_runs_every_method_within_90_seconds(smoke: tuple[Path, float, int
         assert rec["history"][-1]["step"] == s["config"]["grpo"]["steps"]
 
 
+def test_smoke_wandb_run_holds_one_line_series_per_method(smoke: tuple[Path, float, int]) -> None:
+    """The offline W&B run, read back with the W&B CLI: one C(k) line-series table per method and each
+    method's mean pool gain as in bench.json."""
+    import subprocess
+    import sys
+
+    out, _, _ = smoke
+    (run_dir,) = out.parent.glob("wandb/offline-run-*")
+    read = subprocess.run(
+        [sys.executable, "-m", "wandb", "leet", "inspect", str(run_dir), "--summary", "--json"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    summary = json.loads(read.stdout)["summary"]
+    tables = sorted(k.split("/")[2] for k in summary if k.endswith("/coverage_curve_table"))
+    assert tables == sorted(METHOD_SLUGS)
+    means = [m for m in _summary(out)["methods"] if m["pool_gain_mean"] is not None]
+    assert means
+    for m in means:
+        assert summary[f"seffi/bench/{m['method']}/pool_gain_mean"] == pytest.approx(m["pool_gain_mean"])
+
+
 def test_smoke_lr0_policy_is_the_base_within_its_ci(smoke: tuple[Path, float, int]) -> None:
     """lr = 0 leaves the base LM unchanged: its final held-out samples are the base's own samples at the
     same seed (drawn here again from the cached base), and its pool gain CI contains 0."""
