@@ -28,6 +28,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_exploration_arguments(p)
 
 
+def _setting_help(settings: dict[str, dict[str, Any] | None]) -> str:
+    """``--setting``'s help, each setting's grid sizes and walls read from its task config.
+
+    Args:
+        settings: `seffi.experiment.bench.SETTINGS` (``{}`` without the lm extra).
+
+    Returns:
+        One line naming every setting, e.g. ``default (3-4 cells a side, <= 3 walls)``.
+    """
+    if not settings:
+        return "grid_routes setting (default or hard)"
+    from seffi.tasks.grid_routes import GridRoutesConfig
+
+    parts = []
+    for name, overrides in settings.items():
+        cfg = GridRoutesConfig(**(overrides or {}))
+        parts.append(f"{name} ({cfg.min_size}-{cfg.max_size} cells a side, <= {cfg.max_walls} walls)")
+    return "grid_routes setting: " + " or ".join(parts)
+
+
 def add_exploration_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``seffi bench exploration``."""
     try:
@@ -36,11 +56,7 @@ def add_exploration_arguments(p: argparse.ArgumentParser) -> None:
     except ImportError:  # no lm extra: the options still show; running the command names the extra
         SETTINGS, METHOD_SLUGS = {}, ()
 
-    p.add_argument(
-        "--setting",
-        choices=sorted(SETTINGS) or None,
-        help="grid_routes setting: default (3-4 cells a side, <= 3 walls) or hard (4-5 cells, <= 6 walls)",
-    )
+    p.add_argument("--setting", choices=sorted(SETTINGS) or None, help=_setting_help(SETTINGS))
     p.add_argument(
         "--task-config",
         dest="task_config",
