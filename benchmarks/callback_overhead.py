@@ -18,7 +18,7 @@ Prints, in one run, wall times with and without the callback side by side (same 
 
 Repetitions are interleaved (without, with, with, without, ...) so machine noise hits all arms
 alike; each figure is the median over repetitions (ratios: median of per-pair ratios). torch runs on
-one thread in both arms. Monitor settings are the defaults a user gets (log_every=256 episodes,
+one thread in both arms. Monitor settings are the defaults a user gets (log_every=1024 episodes,
 log_curves_every=10, n_boot=200, plots on); W&B is disabled unless ``--wandb offline``.
 
     python benchmarks/callback_overhead.py                 # ~5 minutes on 2 shared cores
@@ -241,7 +241,7 @@ def main() -> None:
     torch.set_num_threads(1)  # both arms on one thread: the comparison, not the speed, is the point
     print(
         f"K={a.budget}, {a.reps} interleaved repetitions, W&B {a.wandb}, torch threads 1, monitor defaults "
-        "(log_every=256 episodes, log_curves_every=10, n_boot=200, plots on; SB3: log_at=rollout)"
+        "(log_every=1024 episodes, log_curves_every=10, n_boot=200, plots on; SB3: log_at=rollout)"
     )
     for env_id, steps, arms in (
         (ROUTER, a.router_steps, ("rollout", "step")),

@@ -24,7 +24,7 @@ dict, as an SB3 ``DummyVecEnv`` would see them. Then each consumer gets the reco
 * **seffi ingest only** — ``CoverageMonitor(budget=K, strategies=..., wandb="disabled")``:
   ``ingest_infos(infos, dones)`` per step and ``flush()`` at the end; no log.
 * **seffi default logging** — the same plus ``maybe_log(step)`` every step with the default
-  schedule (``log_every=256`` episodes, ``log_curves_every=10``, ``n_boot=200``, ``window=4096``);
+  schedule (``log_every=1024`` episodes, ``log_curves_every=10``, ``n_boot=200``, ``window=4096``);
   ``close()`` (final report, tracker_state.json, PNG plots when ``plots``) is timed on its own and is
   not in the per-episode figure. Plots are on by default, so the row runs with them and with
   ``plots=False``; with W&B disabled plots are drawn only at ``close()``. The *first log* column is

@@ -32,6 +32,9 @@ BENCHMARKS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("em-step", ("benchmarks/em_step.py",)),
     ("calibration", ("benchmarks/calibration.py",)),
     ("rung3-sanity", ("benchmarks/rung3_sanity.py", "--held-out")),
+    ("scale", ("benchmarks/scale.py",)),
+    ("scale-monitor", ("benchmarks/scale.py", "--monitor", "--episodes", "400000", "--inputs", "100,100000")),
+    ("peers", ("benchmarks/peers.py",)),
 )
 LADDER_FILES = ("report.json", "ladder.json", "rung3.json", "timings.json")
 #: The blocks of docs/ladder.md.
@@ -248,6 +251,32 @@ def produce_ladder(ctx: Context) -> Result:
     return Result(blocks, figures=figures, digests=digests, problems=problems)
 
 
+def _columns(line: str) -> list[str]:
+    """Cells of one row of a benchmark's fixed-width table (two or more spaces apart)."""
+    import re
+
+    return [c for c in re.split(r"\s{2,}", line.strip()) if c]
+
+
+def cost_block(peers: str, scale: str, monitor: str) -> str:
+    """The README's cost table from the committed outputs of peers.py and scale.py (and --monitor)."""
+    rows = {c[0]: c for c in map(_columns, peers.splitlines()) if len(c) > 3}
+    cells = {name: rows[name] for name in ("numpy floor", "RecordEpisodeStatistics", "SB3 Monitor x64",
+                                           "seffi ingest only", "seffi default logging")}
+    lines = ["| consumer (one recorded 64-env stream) | CPU µs per episode (median) | × the numpy floor |",
+             "|---|---|---|"]
+    lines += [f"| {name} | {c[2]} | {c[3]} |" for name, c in cells.items()]
+    table = [ln.split("|")[1:-1] for ln in scale.splitlines() if ln.startswith("| 100,000")]
+    mon = {ln.split("|")[1].strip(): ln.split("|")[2].strip() for ln in monitor.splitlines()
+           if ln.startswith("| 100")}
+    u = [c.strip() for c in table[0]]
+    lines += ["", f"At 10^5 distinct inputs (10^6 episodes, K = 16) the tracker ingests at {u[1]} µs per "
+              f"episode, a streaming log's `point()` takes {u[2]} ms and the final `curves()` {u[3]} s "
+              f"({u[4]} MB); `CoverageMonitor` with default logging costs {mon['100,000']} µs per episode "
+              f"at 10^5 inputs and {mon['100']} at 10^2."]
+    return "\n".join(lines) + "\n"
+
+
 def refresh_benchmarks(ctx: Context) -> None:
     """Run every benchmark of :data:`BENCHMARKS` and commit its printed output."""
     dest = RESULTS / "benchmarks"
@@ -274,7 +303,11 @@ def produce_benchmarks(ctx: Context) -> Result:
             problems.append(f"benchmarks: {path.relative_to(ROOT)} is missing (run --write --refresh)")
             continue
         blocks[f"bench-{name}"] = fenced(path.read_text(encoding="utf-8"))
+    if not problems:
+        text = {n: (RESULTS / "benchmarks" / f"{n}.txt").read_text(encoding="utf-8")
+                for n in ("peers", "scale", "scale-monitor")}
+        blocks["bench-cost"] = cost_block(text["peers"], text["scale"], text["scale-monitor"])
     return Result(blocks, problems=problems)
 
 
-BLOCKS = set(LADDER_BLOCKS) | {f"bench-{name}" for name, _ in BENCHMARKS}
+BLOCKS = set(LADDER_BLOCKS) | {f"bench-{name}" for name, _ in BENCHMARKS} | {"bench-cost"}

@@ -18,7 +18,7 @@ Modules (flat):
 - `seffi.lanes.learners` — [`VaultLearner`][seffi.lanes.VaultLearner] (reference),
   [`TextGenerationLearner`][seffi.lanes.TextGenerationLearner], [`RecallLearner`][seffi.lanes.RecallLearner]
   (the recall control: repeats every correction it was taught).
-- `seffi.lanes.plot` — the small-multiples curve plot; `seffi.lanes.cli` — ``seffi lane``.
+- `seffi.lanes.plot` — the small-multiples curve plot; `seffi.cli.lane` — ``seffi lane``.
 
 Usage:
 

@@ -22,7 +22,9 @@ from typing import Any
 import numpy as np
 
 from seffi._seeding import SeedLike, rngs
+from seffi.errors import SeffiError
 from seffi.tasks.base import Task
+from seffi.tasks.registry import get_task, list_tasks
 
 
 @dataclass(frozen=True)
@@ -117,3 +119,12 @@ def summarize(task: Task[Any, Any], n_inputs: int = 200, seed: SeedLike = 0) -> 
         base_invalid=float(np.mean(invalid)),
         base_off_strategy=float(np.mean(off)),
     )
+
+
+def collect(names: list[str] | None = None, pool: int = 200, seed: int = 0) -> list[TaskSummary]:
+    """Summaries of ``names`` (default: every registered task) with default configs."""
+    if pool < 1:
+        raise SeffiError(f"--pool must be >= 1, got {pool}")
+    if seed < 0:
+        raise SeffiError(f"--seed must be >= 0, got {seed}")
+    return [summarize(get_task(name), n_inputs=pool, seed=seed) for name in (names or list_tasks())]

@@ -101,7 +101,19 @@ def test_benchmark_outputs_are_the_committed_files(rn, text, tmp_path: Path) -> 
     assert not result.problems
     for name, expected in result.blocks.items():
         assert body(rn, text, name) == expected, name
-        assert expected.startswith("```text\n$ python benchmarks/")
+        assert name == "bench-cost" or expected.startswith("```text\n$ python benchmarks/")
+
+
+def test_readme_cost_numbers_each_come_from_a_committed_benchmark_output(rn, text, tmp_path: Path) -> None:
+    """Every number of the README's cost block appears in peers.py's or scale.py's committed output."""
+    block = rn.produce_benchmarks(rn.Context(tmp_path, text)).blocks["bench-cost"]
+    outputs = "".join(
+        (rn.RESULTS / "benchmarks" / f"{n}.txt").read_text(encoding="utf-8")
+        for n in ("peers", "scale", "scale-monitor")
+    )
+    numbers = set(re.findall(r"\d+\.\d+x?", block))
+    assert len(numbers) >= 12  # five consumers x two columns, and the scale sentence
+    assert all(n in outputs for n in numbers), sorted(n for n in numbers if n not in outputs)
 
 
 def test_seffi_run_table_has_the_scripts_format(rn, text) -> None:

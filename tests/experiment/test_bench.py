@@ -223,7 +223,7 @@ def test_bench_flags_all_have_help_and_bad_methods_exit_2(capsys: pytest.Capture
     """Every option of `seffi bench exploration` has help text; an unknown method is one line, exit 2."""
     import argparse
 
-    from seffi.experiment.bench_cli import add_exploration_arguments
+    from seffi.cli.bench import add_exploration_arguments
 
     p = argparse.ArgumentParser()
     add_exploration_arguments(p)

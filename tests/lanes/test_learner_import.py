@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from seffi.lanes.cli import load_factory
+from seffi.cli.lane import load_factory
 
 
 def test_learner_package_in_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from seffi.tasks import get_task
-from seffi.tasks.cli import collect
+from seffi.tasks.summary import collect
 
 
 def test_base_remainder_names_the_missing_mass() -> None:

@@ -1,8 +1,9 @@
 """The ``seffi`` command line.
 
-Each subcommand lives next to the code it drives and registers itself through ``COMMANDS``: a
-mapping from name to ``"module:function"``. The module is imported only when that subcommand runs,
-so ``seffi --help`` stays fast and never imports a training framework.
+Each subcommand is one module of this package (``seffi.cli.run``, ``.ladder``, ``.bench``, ``.lane``,
+``.tasks``) registered in ``COMMANDS``: a mapping from name to ``"module:function"``. The module is
+imported only when that subcommand runs, so ``seffi --help`` stays fast and never imports a
+training framework.
 
 User errors (`SeffiError`, invalid configs) print one readable line to stderr
 and exit with status 2; anything else is a bug and keeps its traceback.
@@ -21,23 +22,23 @@ from seffi.errors import SeffiError
 #: name -> ("module:add_arguments_function", "one-line help"). ``add_arguments(parser)`` adds the
 #: subcommand's options and sets ``parser.set_defaults(handler=callable(args) -> int)``.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "tasks": ("seffi.tasks.cli:add_arguments", "list the tasks, their strategies and ambiguity rates"),
+    "tasks": ("seffi.cli.tasks:add_arguments", "list the tasks, their strategies and ambiguity rates"),
     "run": (
-        "seffi.experiment.cli:add_run_arguments",
+        "seffi.cli.run:add_run_arguments",
         "train and compare exploration policies (the main job)",
     ),
-    "report": ("seffi.experiment.cli:add_report_arguments", "re-render plots and report.md of a saved run"),
+    "report": ("seffi.cli.run:add_report_arguments", "re-render plots and report.md of a saved run"),
     "compare": (
-        "seffi.experiment.cli:add_compare_arguments",
+        "seffi.cli.run:add_compare_arguments",
         "overlay several runs' coverage curves and gains",
     ),
-    "lane": ("seffi.lanes.cli:add_arguments", "the corrections-to-competence lane"),
+    "lane": ("seffi.cli.lane:add_arguments", "the corrections-to-competence lane"),
     "ladder": (
-        "seffi.experiment.ladder_cli:add_arguments",
+        "seffi.cli.ladder:add_arguments",
         "the exploration ladder: rungs 1-3, router env, learned generators, GRPO (needs the lm extra)",
     ),
     "bench": (
-        "seffi.experiment.bench_cli:add_arguments",
+        "seffi.cli.bench:add_arguments",
         "benchmarks: `seffi bench exploration` compares RL exploration methods (needs the lm and trl extras)",
     ),
 }
@@ -126,7 +127,3 @@ def format_validation_error(exc: Exception) -> str:
         # A model-level check (empty loc) names its own fields in the message.
         parts.append(f"{where}: {msg}" if where else msg)
     return "; ".join(parts)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -9,9 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from seffi.errors import SeffiError
-from seffi.tasks.registry import get_task, list_tasks
-from seffi.tasks.summary import TaskSummary, summarize
+from seffi.tasks.summary import collect
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,15 +21,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the input pool (default 0)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(handler=run)
-
-
-def collect(names: list[str] | None = None, pool: int = 200, seed: int = 0) -> list[TaskSummary]:
-    """Summaries of ``names`` (default: every registered task) with default configs."""
-    if pool < 1:
-        raise SeffiError(f"--pool must be >= 1, got {pool}")
-    if seed < 0:
-        raise SeffiError(f"--seed must be >= 0, got {seed}")
-    return [summarize(get_task(name), n_inputs=pool, seed=seed) for name in (names or list_tasks())]
 
 
 def run(args: argparse.Namespace) -> int:

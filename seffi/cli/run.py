@@ -1,7 +1,7 @@
 """``seffi run``, ``seffi report DIR`` and ``seffi compare DIR...``.
 
 Each ``add_*_arguments(parser)`` adds a subcommand's options and sets its ``handler``; the top-level
-``seffi`` command (seffi/cli.py) imports this module only when one of them runs. User errors raise
+``seffi`` command (`seffi.cli`) imports this module only when one of them runs. User errors raise
 `SeffiError` (printed as one line, exit 2).
 """
 
