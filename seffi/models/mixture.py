@@ -72,6 +72,9 @@ from .lm import Example, Layout, TaskLM, _batch, examples_from_rows, torch_setup
 #: Called with (phase description, done, total) during EM.
 EMHook = Callable[[str, int, int], None]
 
+#: Rows per M-step minibatch.
+_BATCH = 64
+
 
 @dataclass
 class EMResult:
@@ -88,6 +91,31 @@ class EMResult:
     model: TaskLM
     assignments: np.ndarray
     prior: np.ndarray
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _EMRun:
+    """What every EM phase reads: one model per fold, the rows and their folds, the settings.
+
+    Attributes:
+        models: One model per fold; model ``j`` scores fold ``j`` and trains on the others.
+        rows: The EM rows.
+        folds: int array, shape (R,): cross-fitting fold of each row.
+        n_codes: L.
+        cfg: EM settings.
+        rng: The EM's random generator (revivals, online batch order).
+        hook: Progress callback (phase, done, total).
+        history: One dict per E-step (see `EMResult.history`).
+    """
+
+    models: list[TaskLM]
+    rows: Sequence[Any]
+    folds: np.ndarray
+    n_codes: int
+    cfg: MixtureConfig
+    rng: np.random.Generator
+    hook: EMHook | None
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -171,34 +199,28 @@ def train_mixture(
             m.meta["code_slot"] = cfg.code_slot
         init_codes(m, n_codes, cfg.code_init_std, cfg.seed + 1000 * j)
         models.append(m)
+    em = _EMRun(models, rows, folds, n_codes, cfg, rng, hook)
     if cfg.warm_epochs > 0:
-        _warm_up(models, rows, folds, n_codes, cfg, rng, hook)
+        _warm_up(em)
     undo = [freeze_to_codes(m, n_codes) for m in models] if cfg.trainable == "codes" else []
     try:
-        return _train(models, rows, folds, n_codes, cfg, rng, hook)
+        return _online(em) if cfg.mode == "online" else _train(em)
     finally:
         for u in undo:
             u()
 
 
-def _warm_up(
-    models: list[TaskLM],
-    rows: Sequence[Any],
-    folds: np.ndarray,
-    n_codes: int,
-    cfg: MixtureConfig,
-    rng: np.random.Generator,
-    hook: EMHook | None,
-) -> None:
+def _warm_up(em: _EMRun) -> None:
     """SFT of each model on its rows with uniformly random codes (see ``MixtureConfig.warm_epochs``)."""
-    codes = kmeans_codes(models[0], rows, n_codes, cfg.seed) if cfg.init == "kmeans" else None
-    codes = rng.integers(n_codes, size=len(rows)) if codes is None else codes
-    for j, m in enumerate(models):
-        idx = np.flatnonzero(folds != j) if len(models) > 1 else np.arange(len(rows))
+    cfg, hook = em.cfg, em.hook
+    codes = kmeans_codes(em.models[0], em.rows, em.n_codes, cfg.seed) if cfg.init == "kmeans" else None
+    codes = em.rng.integers(em.n_codes, size=len(em.rows)) if codes is None else codes
+    for j, m in enumerate(em.models):
+        idx = np.flatnonzero(em.folds != j) if len(em.models) > 1 else np.arange(len(em.rows))
         m.train(
-            _examples(m.layout, rows, codes, idx, cfg),
+            _examples(m.layout, em.rows, codes, idx, cfg),
             epochs=cfg.warm_epochs,
-            batch_size=64,
+            batch_size=_BATCH,
             lr=cfg.warm_lr,
             seed=cfg.seed + 31337 + j,
             schedule="cosine",
@@ -243,63 +265,42 @@ def kmeans_codes(lm: TaskLM, rows: Sequence[Any], n_codes: int, seed: int) -> np
     return kmeans(trace_features(lm, rows), n_codes, seed)
 
 
-def _train(
-    models: list[TaskLM],
-    rows: Sequence[Any],
-    folds: np.ndarray,
-    n_codes: int,
-    cfg: MixtureConfig,
-    rng: np.random.Generator,
-    hook: EMHook | None,
-) -> EMResult:
-    """Batch or online EM on the prepared (warm-started, code-initialised) models."""
+def _train(em: _EMRun) -> EMResult:
+    """Batch EM on the prepared (warm-started, code-initialised) models."""
+    models, rows, cfg = em.models, em.rows, em.cfg
     n_folds = len(models)
-    base = models[0]
     total = cfg.rounds * (n_folds + 1) + 1 + (n_folds > 1)
     done = 0
 
     def tick(phase: str) -> None:
         nonlocal done
         done += 1
-        if hook is not None:
-            hook(phase, done, total)
+        if em.hook is not None:
+            em.hook(phase, done, total)
 
-    history: list[dict[str, Any]] = []
-    assign = np.full(len(rows), -1, dtype=np.int64)
-    layout: Layout = base.layout
-    if cfg.mode == "online":
-        return _online(models, rows, folds, n_codes, cfg, rng, hook, history)
-    assign = _e_step(models, rows, folds, n_codes, cfg, rng, assign, history)
+    assign = _e_step(em, np.full(len(rows), -1, dtype=np.int64))
     tick("E-step 0")
     for r in range(cfg.rounds):
         for j, m in enumerate(models):
-            train_idx = np.flatnonzero(folds != j) if n_folds > 1 else np.arange(len(rows))
-            ex = _examples(layout, rows, assign, train_idx, cfg)
+            train_idx = np.flatnonzero(em.folds != j) if n_folds > 1 else np.arange(len(rows))
+            ex = _examples(models[0].layout, rows, assign, train_idx, cfg)
             m.train(
                 ex,
                 epochs=cfg.epochs_per_round,
-                batch_size=64,
+                batch_size=_BATCH,
                 lr=cfg.lr,
                 seed=cfg.seed + 7919 * (r + 1) + j,
                 schedule="constant",
             )
             tick(f"M-step {r + 1} (model {j + 1}/{n_folds})")
-        assign = _e_step(models, rows, folds, n_codes, cfg, rng, assign, history)
+        assign = _e_step(em, assign)
         tick(f"E-step {r + 1}")
-    final = models[0]
     if n_folds > 1 and cfg.final_epochs > 0:
         # Model 0 already knows the codes from the other folds; one pass over every row with the
         # final assignments makes it the mixture of the whole data.
-        final.train(
-            _examples(layout, rows, assign, np.arange(len(rows)), cfg),
-            epochs=cfg.final_epochs,
-            batch_size=64,
-            lr=cfg.lr,
-            seed=cfg.seed + 104729,
-            schedule="cosine",
-        )
+        _settle(em, assign)
         tick("final M-step")
-    return _result(final, assign, n_codes, history, cfg)
+    return _result(em, assign)
 
 
 def balanced_argmax(scores: np.ndarray, capacity: float) -> np.ndarray:
@@ -375,16 +376,7 @@ class _Trainer:
         return float(out.loss.detach())
 
 
-def _online(
-    models: list[TaskLM],
-    rows: Sequence[Any],
-    folds: np.ndarray,
-    n_codes: int,
-    cfg: MixtureConfig,
-    rng: np.random.Generator,
-    hook: EMHook | None,
-    history: list[dict[str, Any]],
-) -> EMResult:
+def _online(em: _EMRun) -> EMResult:
     """Online hard EM (Shen et al.'s hard EM with the E-step per minibatch; multiple-choice learning).
 
     Each minibatch of rows of fold ``f`` is scored under every code by model ``f`` (which never trains on
@@ -392,11 +384,12 @@ def _online(
     takes one gradient step on the rows with those codes. With one fold the same model scores and
     trains. A final E-step over all rows gives the assignments; model 0 then trains on every row.
     """
+    models, rows, n_codes, cfg, rng, hook = em.models, em.rows, em.n_codes, em.cfg, em.rng, em.hook
     n_folds = len(models)
     trainers = [_Trainer(m, cfg.lr) for m in models]
     layout = models[0].layout
-    batch = 64
-    by_fold = [np.flatnonzero(folds == f) for f in range(n_folds)]
+    batch = _BATCH
+    by_fold = [np.flatnonzero(em.folds == f) for f in range(n_folds)]
     steps_per_epoch = sum(int(np.ceil(len(ix) / batch)) for ix in by_fold)
     total_steps = max(1, round(steps_per_epoch * cfg.rounds * cfg.epochs_per_round))
     total = total_steps + 1 + (cfg.final_epochs > 0)
@@ -425,7 +418,7 @@ def _online(
             if hook is not None:
                 hook("online EM", step, total)
         seen = epoch_assign >= 0
-        history.append(
+        em.history.append(
             {
                 "changed": float(np.mean(assign[seen] != epoch_assign[seen])) if seen.any() else 1.0,
                 "shares": (np.bincount(assign[assign >= 0], minlength=n_codes) / max(1, (assign >= 0).sum()))
@@ -438,37 +431,43 @@ def _online(
         epoch_assign = assign.copy()
     if n_folds > 1:
         align_codes(models, probe, n_codes)
-    assign = _e_step(models, rows, folds, n_codes, cfg, rng, epoch_assign, history)
+    assign = _e_step(em, epoch_assign)
     if hook is not None:
         hook("final E-step", total_steps + 1, total)
-    final = models[0]
     if cfg.final_epochs > 0:
-        final.train(
-            _examples(layout, rows, assign, np.arange(len(rows)), cfg),
-            epochs=cfg.final_epochs,
-            batch_size=batch,
-            lr=cfg.lr,
-            seed=cfg.seed + 104729,
-            schedule="cosine",
-        )
+        _settle(em, assign)
         if hook is not None:
             hook("final M-step", total, total)
-    return _result(final, assign, n_codes, history, cfg)
+    return _result(em, assign)
 
 
-def _result(final: Any, assign: np.ndarray, n_codes: int, history: Any, cfg: MixtureConfig) -> EMResult:
+def _settle(em: _EMRun, assign: np.ndarray) -> None:
+    """Settling pass: model 0 trains on every row with the final codes (``MixtureConfig.final_epochs``)."""
+    cfg = em.cfg
+    em.models[0].train(
+        _examples(em.models[0].layout, em.rows, assign, np.arange(len(em.rows)), cfg),
+        epochs=cfg.final_epochs,
+        batch_size=_BATCH,
+        lr=cfg.lr,
+        seed=cfg.seed + 104729,
+        schedule="cosine",
+    )
+
+
+def _result(em: _EMRun, assign: np.ndarray) -> EMResult:
     """The EM result; the global latent prior is the codes' assignment frequencies, stored with the model.
 
     With ``prior="input"`` the meta also says so (``prior_kind``): the env then reads ``p(z | x)`` from
     the model (`TaskLM.code_distribution`), which fitted these frequencies per input.
     """
-    prior = np.bincount(assign, minlength=n_codes).astype(np.float64)
+    final = em.models[0]
+    prior = np.bincount(assign, minlength=em.n_codes).astype(np.float64)
     prior /= prior.sum()
-    final.meta["n_codes"] = n_codes
+    final.meta["n_codes"] = em.n_codes
     final.meta["prior"] = prior.tolist()
-    final.meta["prior_kind"] = cfg.prior
-    final.meta["em_history"] = history
-    return EMResult(final, assign, prior, history)
+    final.meta["prior_kind"] = em.cfg.prior
+    final.meta["em_history"] = em.history
+    return EMResult(final, assign, prior, em.history)
 
 
 def _examples(
@@ -480,20 +479,17 @@ def _examples(
     )
 
 
-def _e_step(
-    models: list[TaskLM],
-    rows: Sequence[Any],
-    folds: np.ndarray,
-    n_codes: int,
-    cfg: MixtureConfig,
-    rng: np.random.Generator,
-    previous: np.ndarray,
-    history: list[dict[str, Any]],
-) -> np.ndarray:
-    """Each row to its most likely code under the model of its fold (uniform prior), plus revivals."""
+def _e_step(em: _EMRun, previous: np.ndarray) -> np.ndarray:
+    """Each row to its most likely code under the model of its fold (uniform prior), plus revivals.
+
+    Args:
+        em: The EM run; the step's statistics are appended to ``em.history``.
+        previous: int array, shape (R,): the codes before this step (-1: none yet).
+    """
+    rows, n_codes, cfg = em.rows, em.n_codes, em.cfg
     scores = np.zeros((len(rows), n_codes))
-    for j, m in enumerate(models):
-        idx = np.flatnonzero(folds == j)
+    for j, m in enumerate(em.models):
+        idx = np.flatnonzero(em.folds == j)
         if idx.size:
             scores[idx] = code_scores(m, [rows[i] for i in idx], n_codes)
     assign = balanced_argmax(scores, cfg.capacity)
@@ -502,11 +498,11 @@ def _e_step(
     for z in np.flatnonzero(counts < cfg.revive_below * len(rows)).tolist():
         big = int(np.argmax(counts))
         members = np.flatnonzero(assign == big)
-        take = rng.permutation(members)[: members.size // 2]
+        take = em.rng.permutation(members)[: members.size // 2]
         assign[take] = z
         counts = np.bincount(assign, minlength=n_codes)
         revived.append(int(z))
-    history.append(
+    em.history.append(
         {
             "changed": float(np.mean(assign != previous)),
             "shares": (counts / max(len(rows), 1)).round(6).tolist(),
