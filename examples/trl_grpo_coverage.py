@@ -74,7 +74,7 @@ def main(args: Args) -> dict:
     from seffi.callbacks.trl import GRPOCoverage
     from seffi.experiment.ladder import LadderConfig, smoke_config
     from seffi.models.cache import build_task
-    from seffi.models.grpo import CPU_TRAINING, base_lm_folder, trl_policy
+    from seffi.models.grpo import base_lm_folder, cpu_training, trl_policy
     from seffi.models.passk import PassAtKEval
 
     if args.smoke:
@@ -137,7 +137,7 @@ def main(args: Args) -> dict:
             report_to=args.report_to,
             seed=args.seed,
             reward_weights=[1.0, 0.0] if args.record_dir else None,
-            **CPU_TRAINING,  # full precision, no checkpointing: TRL's defaults slow CPU runs 5-8x
+            **cpu_training(),  # full precision, no checkpointing: TRL's defaults slow CPU runs 5-8x
         ),
     )
     trainer.train()

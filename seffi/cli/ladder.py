@@ -109,4 +109,7 @@ def ladder_command(args: argparse.Namespace) -> int:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise SeffiError(f"invalid ladder settings: {problems}") from None
     run_ladder(config, overwrite=args.overwrite)
+    if args.smoke:
+        print("seffi ladder --smoke: tiny models trained for seconds, an end-to-end check; "
+              "its numbers are not results (run without --smoke for them)")
     return 0

@@ -291,7 +291,7 @@ def grpo_args(
     """The ``GRPOConfig`` of a method (every method: the same seed, steps, batch and K)."""
     from trl import GRPOConfig
 
-    from seffi.models.grpo import CPU_TRAINING
+    from seffi.models.grpo import cpu_training
 
     extra: dict[str, Any] = {}
     if method.scale_rewards is not None:
@@ -311,7 +311,7 @@ def grpo_args(
         report_to="none",
         seed=seed,
         disable_tqdm=True,
-        **CPU_TRAINING,
+        **cpu_training(),
         **extra,
     )
 
@@ -476,20 +476,22 @@ def _train(
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is TRL's documented hook
         kwargs["rollout_func"] = sampler.rollout_func(ctx.seed)
     progress.update(bar, status="GRPO")
-    trainer = GRPOTrainer(
-        model=policy.model,
-        processing_class=policy.tokenizer,
-        reward_funcs=[cov.reward],
-        callbacks=[cov.callback, evaluation, _Bar(progress, bar)],
-        train_dataset=Dataset.from_dict(rows),
-        args=args,
-        **kwargs,
-    )
-    trainer.remove_callback(PrinterCallback)
-    # accelerate runs gc.collect() when training ends: 1-2 s over this process's millions of objects (the
-    # libraries' and the bench's). Frozen, the objects alive now are skipped; run_exploration_bench unfreezes.
-    gc.freeze()
-    trainer.train()
+    with grpo.quiet_trainer():
+        trainer = GRPOTrainer(
+            model=policy.model,
+            processing_class=policy.tokenizer,
+            reward_funcs=[cov.reward],
+            callbacks=[cov.callback, evaluation, _Bar(progress, bar)],
+            train_dataset=Dataset.from_dict(rows),
+            args=args,
+            **kwargs,
+        )
+        trainer.remove_callback(PrinterCallback)
+        # accelerate runs gc.collect() when training ends: 1-2 s over this process's millions of objects
+        # (the libraries' and the bench's). Frozen, the objects alive now are skipped;
+        # run_exploration_bench unfreezes.
+        gc.freeze()
+        trainer.train()
     m = cov.monitor
     comp = m.report().comparisons[0] if m is not None else None
     return {

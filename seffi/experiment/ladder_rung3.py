@@ -122,7 +122,7 @@ def held_out_inputs(task: Any, exclude: set[str], n: int, seed: int) -> list[Any
 def _grpo_args(cfg: Any, s: GRPOSettings, out: Path, lr: float, max_new: int, suppress: list[int]) -> Any:
     from trl import GRPOConfig
 
-    from seffi.models.grpo import CPU_TRAINING
+    from seffi.models.grpo import cpu_training
 
     return GRPOConfig(
         output_dir=str(out / "trainer"),
@@ -138,7 +138,7 @@ def _grpo_args(cfg: Any, s: GRPOSettings, out: Path, lr: float, max_new: int, su
         report_to="none",  # the ladder's own W&B run gets rung 3's results (one run per command)
         seed=cfg.seed,
         disable_tqdm=True,
-        **CPU_TRAINING,
+        **cpu_training(),
     )
 
 
@@ -204,7 +204,7 @@ def run_rung3(
 
     from seffi.callbacks.trl import GRPOCoverage
     from seffi.coverage import OracleBaseline
-    from seffi.models.grpo import generation_config, seed_of, trl_policy
+    from seffi.models.grpo import generation_config, quiet_trainer, seed_of, trl_policy
     from seffi.models.passk import PassAtKEval
 
     s: GRPOSettings = config.grpo
@@ -260,18 +260,19 @@ def run_rung3(
             config, s, out / "rung3" / slug, s.lr * factor, policy.max_new_tokens, policy.suppress
         )
         bar = runner.progress.add_task(f"rung 3 {label}", total=s.steps, status="GRPO")
-        trainer = GRPOTrainer(
-            model=policy.model,
-            processing_class=policy.tokenizer,
-            reward_funcs=[cov.reward],
-            callbacks=[cov.callback, evaluation, _Progress(runner.progress, bar)],
-            train_dataset=Dataset.from_dict(dataset_rows),
-            args=args,
-        )
         from transformers.trainer_callback import PrinterCallback
 
-        trainer.remove_callback(PrinterCallback)  # TRL's per-step log dicts would flood the console
-        trainer.train()
+        with quiet_trainer():
+            trainer = GRPOTrainer(
+                model=policy.model,
+                processing_class=policy.tokenizer,
+                reward_funcs=[cov.reward],
+                callbacks=[cov.callback, evaluation, _Progress(runner.progress, bar)],
+                train_dataset=Dataset.from_dict(dataset_rows),
+                args=args,
+            )
+            trainer.remove_callback(PrinterCallback)  # TRL's per-step log dicts would flood the console
+            trainer.train()
         iid, base_eval = cov.iid, evaluation.base
         runner.progress.update(bar, status="measuring")
         gen = generation_config(args, policy.model, policy.tokenizer)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -107,6 +108,20 @@ def group_rewards(records: Sequence[Record], size: int | None, weight: float = 0
 
 
 # -- sampling with GRPO's settings ------------------------------------------------------------------------
+
+
+#: transformers' deprecation notices that TRL's own code triggers (its config defaults
+#: ``gradient_checkpointing``, its trainer reads ``model.is_gradient_checkpointing``): nothing a caller
+#: changes.
+_TRL_INTERNAL_DEPRECATIONS = r"`(is_)?gradient_checkpointing` is deprecated"
+
+
+@contextmanager
+def quiet_trainer() -> Iterator[None]:
+    """Silence the deprecation notices TRL's trainer raises from inside transformers (not the caller's)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_TRL_INTERNAL_DEPRECATIONS, category=FutureWarning)
+        yield
 
 
 def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
@@ -331,7 +346,17 @@ def reference_iid(
 #: checkpointing; on CPU bf16 changes the training numerics and, with checkpointing, made each 60-step
 #: rung-3 run 5-8x slower (TRL 1.16: 220-290 s instead of about 30 s). Both are memory savings that a
 #: 0.4 M-parameter model does not need, so they are off, whatever the installed TRL's defaults.
-CPU_TRAINING: dict[str, Any] = {"bf16": False, "fp16": False, "gradient_checkpointing": False}
+def cpu_training() -> dict[str, Any]:
+    """``GRPOConfig`` keyword arguments: full precision, no checkpointing (see above).
+
+    Checkpointing is named ``activation_checkpointing`` where the installed transformers has it
+    (``gradient_checkpointing`` is its deprecated alias there) and ``gradient_checkpointing`` before.
+    """
+    from transformers import TrainingArguments
+
+    new_name = "activation_checkpointing" in TrainingArguments.__dataclass_fields__
+    checkpointing = "activation_checkpointing" if new_name else "gradient_checkpointing"
+    return {"bf16": False, "fp16": False, checkpointing: False}
 
 
 @dataclass

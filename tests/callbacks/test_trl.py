@@ -19,7 +19,7 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from seffi.callbacks.trl import CoverageReward, GRPOCoverage, completion_text  # noqa: E402
 from seffi.coverage import CoverageTracker  # noqa: E402
 from seffi.errors import SeffiError  # noqa: E402
-from seffi.models.grpo import CPU_TRAINING, diversity_rewards  # noqa: E402
+from seffi.models.grpo import cpu_training, diversity_rewards  # noqa: E402
 from seffi.models.passk import PassAtKEval  # noqa: E402
 from seffi.tasks import get_task  # noqa: E402
 from tests.callbacks.tiny_lm import tiny_causal_lm  # noqa: E402
@@ -148,7 +148,7 @@ def test_grpo_tiny_lm_logs_coverage_through_trl(hanoi, tmp_path):
         learning_rate=1e-3,
         seed=0,
         reward_weights=[1.0, 0.0],
-        **CPU_TRAINING,
+        **cpu_training(),
     )
     trainer = GRPOTrainer(
         model=model,
@@ -244,7 +244,7 @@ def _grpo(model, tok, ds, cov, tmp_path, lr, steps=3, reward_funcs=None):
         save_strategy="no",
         learning_rate=lr,
         seed=0,
-        **CPU_TRAINING,
+        **cpu_training(),
     )
     trainer = GRPOTrainer(
         model=model,
@@ -348,7 +348,7 @@ def _grpo6(model, tok, ds, cov, out, *, steps=2, per_device=12, reward_funcs=Non
     args = GRPOConfig(
         output_dir=str(out), use_cpu=True, num_generations=6, per_device_train_batch_size=per_device,
         max_completion_length=12, max_steps=steps, logging_steps=1, report_to="none", save_strategy="no",
-        learning_rate=1e-3, seed=0, disable_tqdm=True, **CPU_TRAINING,
+        learning_rate=1e-3, seed=0, disable_tqdm=True, **cpu_training(),
     )  # fmt: skip
     trainer = GRPOTrainer(
         model=model, reward_funcs=reward_funcs or [cov.reward], args=args, train_dataset=ds,
@@ -471,7 +471,7 @@ def test_resume_without_seffi_state_never_draws_the_reference_from_trained_weigh
             output_dir=str(tmp_path / "out"), use_cpu=True, num_generations=4, per_device_train_batch_size=8,
             max_completion_length=12, max_steps=steps, logging_steps=1, report_to="none",
             save_strategy="steps", save_steps=1, learning_rate=1e-3, seed=0, disable_tqdm=True,
-            **CPU_TRAINING,
+            **cpu_training(),
         )  # fmt: skip
         return GRPOTrainer(
             model=model, reward_funcs=[cov.reward], args=args, train_dataset=ds, processing_class=tok,

@@ -24,7 +24,7 @@ from seffi.callbacks.trl import GRPOCoverage  # noqa: E402
 from seffi.errors import SeffiError  # noqa: E402
 from seffi.labelers import RegexRubric  # noqa: E402
 from seffi.models import grpo, rewards  # noqa: E402
-from seffi.models.grpo import CPU_TRAINING  # noqa: E402
+from seffi.models.grpo import cpu_training  # noqa: E402
 from seffi.tasks import get_task  # noqa: E402
 from tests.callbacks.tiny_lm import tiny_causal_lm  # noqa: E402
 
@@ -224,7 +224,7 @@ def _hanoi_run(tmp_path, method, options, *, steps=2, **config):
     args = GRPOConfig(
         output_dir=str(tmp_path / "out"), use_cpu=True, num_generations=4, per_device_train_batch_size=8,
         max_completion_length=12, max_steps=steps, logging_steps=1, report_to="none", save_strategy="no",
-        learning_rate=1e-2, seed=0, disable_tqdm=True, reward_weights=[1.0, 0.0], **CPU_TRAINING, **config,
+        learning_rate=1e-2, seed=0, disable_tqdm=True, reward_weights=[1.0, 0.0], **cpu_training(), **config,
     )  # fmt: skip
     trainer = GRPOTrainer(
         model=model, reward_funcs=[cov.reward, recorder], args=args, train_dataset=ds,

@@ -95,10 +95,10 @@ def test_readme_trl_snippet_trains_a_user_model_folder(tmp_path: Path) -> None:
     assert code.count('"path/to/model"') == 1 and config in code
     fast = (
         'GRPOConfig(output_dir="out", num_generations=8, max_steps=1, max_completion_length=8, '
-        'use_cpu=True, report_to="none", save_strategy="no", disable_tqdm=True, **CPU_TRAINING)'
+        'use_cpu=True, report_to="none", save_strategy="no", disable_tqdm=True, **cpu_training())'
     )
     code = code.replace('"path/to/model"', repr(str(tmp_path / "model"))).replace(config, fast)
-    code = "from seffi.models.grpo import CPU_TRAINING\n" + code + "\nprint(sorted(cov.metrics()))\n"
+    code = "from seffi.models.grpo import cpu_training\n" + code + "\nprint(sorted(cov.metrics()))\n"
     proc = run(code, tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "seffi/auc" in proc.stdout

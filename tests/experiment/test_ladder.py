@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +22,9 @@ require("transformers", "lm")
 from seffi.cli import main
 from seffi.experiment.ladder import LadderConfig, round_robin_act, smoke_config
 
+#: What the smoke run printed and warned (filled by the ``smoke_run`` fixture).
+SMOKE_OUTPUT: dict[str, object] = {}
+
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float, int]:
@@ -29,8 +35,13 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float, in
     mp.setenv("WANDB_MODE", "offline")
     mp.chdir(root)
     started = time.perf_counter()
-    code = main(["ladder", "--smoke", "--out", str(root / "run"), "--no-progress"])
+    stdout = io.StringIO()
+    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(stdout):
+        warnings.simplefilter("always")
+        code = main(["ladder", "--smoke", "--out", str(root / "run"), "--no-progress"])
     seconds = time.perf_counter() - started
+    said = [f"{w.category.__name__}: {w.message}" for w in caught]
+    SMOKE_OUTPUT.update(stdout=stdout.getvalue(), warnings=said)
     mp.undo()
     return root / "run", seconds, code
 
@@ -47,6 +58,19 @@ def test_smoke_runs_three_rungs_within_90_seconds(smoke_run: tuple[Path, float, 
     for plot in plots:
         assert (out / f"{plot}.png").stat().st_size > 1000, plot
     assert list(out.parent.glob("wandb/offline-run-*")), "no offline W&B run"
+
+
+def test_smoke_says_its_numbers_are_not_results_and_raises_no_deprecation_warning(
+    smoke_run: tuple[Path, float, int],
+) -> None:
+    """The smoke run's last line says it is a check; no Future- or DeprecationWarning reaches the user."""
+    assert smoke_run[2] == 0
+    assert str(SMOKE_OUTPUT["stdout"]).rstrip().splitlines()[-1].endswith(
+        "its numbers are not results (run without --smoke for them)"
+    )
+    kinds = ("FutureWarning", "DeprecationWarning")
+    deprecations = [w for w in SMOKE_OUTPUT["warnings"] if w.startswith(kinds)]
+    assert not deprecations, deprecations
 
 
 def test_report_has_both_rungs_tagged_with_the_same_pool(smoke_run: tuple[Path, float, int]) -> None:

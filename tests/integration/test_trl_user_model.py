@@ -29,7 +29,7 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from seffi.callbacks.labelers import RegexRubric  # noqa: E402
 from seffi.callbacks.trl import GRPOCoverage, checkpoint_state_path  # noqa: E402
 from seffi.coverage import OracleBaseline  # noqa: E402
-from seffi.models.grpo import CPU_TRAINING, prompt_token_ids  # noqa: E402
+from seffi.models.grpo import cpu_training, prompt_token_ids  # noqa: E402
 
 STRATEGIES = ("astar", "bfs", "dfs", "greedy")
 SPECIAL = ["<pad>", "<|im_end|>", "<|im_start|>", "<unk>"]
@@ -150,7 +150,7 @@ def grpo_args(out, steps, **kw):
     return GRPOConfig(
         output_dir=str(out), use_cpu=True, num_generations=G, per_device_train_batch_size=PER_STEP,
         max_completion_length=8, max_steps=steps, logging_steps=1, report_to="none", learning_rate=1e-2,
-        seed=0, reward_weights=[1.0, 0.0], disable_tqdm=True, **{"save_strategy": "no", **kw}, **CPU_TRAINING,
+        seed=0, reward_weights=[1.0, 0.0], disable_tqdm=True, **{"save_strategy": "no", **kw}, **cpu_training(),
     )  # fmt: skip
 
 
