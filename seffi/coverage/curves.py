@@ -197,6 +197,37 @@ class Curves:
         return out
 
     @classmethod
+    def from_point(
+        cls,
+        kind: str,
+        K: int,
+        point: Mapping[str, np.ndarray],
+        time_to_coverage: dict[str, TimeToCoverage],
+        **other: Any,
+    ) -> Curves:
+        """Curves from point estimates, their AUC the mean coverage.
+
+        Args:
+            kind: See ``Curves.kind``.
+            K: The budget.
+            point: ``coverage``, ``novelty``, ``expected_new`` and ``full_coverage``: float arrays,
+                shape (K,).
+            time_to_coverage: See ``Curves.time_to_coverage``.
+            **other: The other fields of ``Curves``.
+        """
+        return cls(
+            kind=kind,
+            K=K,
+            coverage=point["coverage"],
+            novelty=point["novelty"],
+            expected_new=point["expected_new"],
+            full_coverage=point["full_coverage"],
+            auc=float(point["coverage"].mean()),
+            time_to_coverage=time_to_coverage,
+            **other,
+        )
+
+    @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Curves:
         """Rebuild curves from `to_dict` output; a foreign or corrupted dict raises ValueError.
 

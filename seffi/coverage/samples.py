@@ -294,14 +294,10 @@ def _sample_curves(
     notes.append(
         "iid (estimated) time-to-coverage for tau < 1 and k <= n is Monte Carlo over 256 sample permutations"
     )
-    c = Curves(
-        kind="iid_estimated",
-        K=K,
-        coverage=point["coverage"],
-        novelty=point["novelty"],
-        expected_new=point["expected_new"],
-        full_coverage=point["full_coverage"],
-        auc=float(point["coverage"].mean()),
+    c = Curves.from_point(
+        "iid_estimated",
+        K,
+        point,
         time_to_coverage=ttc,
         extrapolated=np.arange(1, K + 1) > n,
         n_inputs=1,

@@ -221,14 +221,10 @@ def curves_from_sums(
             reps.add(a, st)
     point, surv = unpack_stats(total)  # type: ignore[arg-type]
     draws = reps.result() if reps is not None else None
-    c = Curves(
-        kind=kind,
-        K=K,
-        coverage=point["coverage"],
-        novelty=point["novelty"],
-        expected_new=point["expected_new"],
-        full_coverage=point["full_coverage"],
-        auc=float(point["coverage"].mean()),
+    c = Curves.from_point(
+        kind,
+        K,
+        point,
         time_to_coverage={
             key: TimeToCoverage.from_survival(
                 float(key), surv[key], None if draws is None else draws.survival[key], level=level
