@@ -7,7 +7,7 @@ per-seed figures with their measurement CIs, the mean and sample sd over seeds, 
 conclusions hold on every seed::
 
     python scripts/ladder_seeds.py                                  # seeds 0,1,2, a fresh temp cache
-    python scripts/ladder_seeds.py --cache-dir /work/cache/models   # an empty (or new) folder of your own
+    python scripts/ladder_seeds.py --cache-dir CACHE   # CACHE: an empty (or new) folder of your own
     python scripts/ladder_seeds.py --from-runs runs/ladder-seeds    # the table of finished runs, no training
     python scripts/ladder_seeds.py --check                          # docs page agrees with its JSON
 
@@ -429,8 +429,8 @@ def main(argv: list[str] | None = None) -> int:
         records = run_seeds(seeds, cache.resolve(), runs.resolve(), args.smoke)
         command = "OMP_NUM_THREADS=1 python scripts/ladder_seeds.py " + shlex.join(
             ["--seeds", args.seeds]
-            + (["--cache-dir", str(args.cache_dir)] if args.cache_dir else [])
-            + (["--runs", str(args.runs)] if args.runs else [])
+            + (["--cache-dir", "CACHE"] if args.cache_dir else [])  # the page names no machine's folders
+            + (["--runs", "RUNS"] if args.runs else [])
             + (["--smoke"] if args.smoke else [])
         )
     from seffi.models.config import numerics_stack

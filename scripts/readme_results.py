@@ -287,6 +287,7 @@ def refresh_benchmarks(ctx: Context) -> None:
         seconds, out = _run([sys.executable, *cmd], ROOT, stderr=False)  # stdout: the measurements
         # the temporary run folders a benchmark's callbacks announce say nothing about its costs
         out = "\n".join(ln for ln in out.splitlines() if not ln.startswith("[seffi] run folder: /tmp"))
+        out = out.replace(f"{ROOT}{os.sep}", "." + os.sep)  # "seffi from ./seffi": no machine's folders
         cores = os.cpu_count()
         head = f"$ python {' '.join(cmd)}\n# {seconds:.0f} s, load average {load:.1f} on {cores} cores\n"
         (dest / f"{name}.txt").write_text(head + out.rstrip() + "\n", encoding="utf-8")
