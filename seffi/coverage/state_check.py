@@ -23,6 +23,7 @@ from seffi.coverage.state import (
     RUN_FIELDS,
     SETTINGS,
     STATE_FORMAT,
+    Part,
     _hi,
     _int,
     present,
@@ -115,22 +116,25 @@ def check(state: Any) -> dict[str, Any]:
         raise ValueError(f"corrupted CoverageTracker state: {exc}") from exc
 
 
+def _scalar(p: Part, value: Any, s: dict[str, Any]) -> Any:
+    """A setting or counter checked against its declared kind (an int bounded by the parts in ``s``)."""
+    if value is None and p.null:
+        return None
+    if p.kind == "ids":
+        if not isinstance(value, list | tuple) or not all(isinstance(x, str) for x in value):
+            raise ValueError(f"{p.name} must be a list of str" + (" or null" if p.null else ""))
+        return list(value)
+    if p.kind in ("str", "bool"):
+        if not isinstance(value, str if p.kind == "str" else bool):
+            raise ValueError(f"{p.name} must be a {p.kind}")
+        return value
+    return _int(value, p.name, p.lo, _hi(p, s))
+
+
 def _checked(state: Mapping[str, Any]) -> dict[str, Any]:
     s: dict[str, Any] = {"format": STATE_FORMAT}
     for p in SETTINGS:
-        value = state[p.name]
-        if value is None and p.null:
-            s[p.name] = None
-        elif p.kind == "ids":
-            if not isinstance(value, list | tuple) or not all(isinstance(x, str) for x in value):
-                raise ValueError(f"{p.name} must be a list of str" + (" or null" if p.null else ""))
-            s[p.name] = list(value)
-        elif p.kind == "str":
-            if not isinstance(value, str):
-                raise ValueError(f"{p.name} must be a str")
-            s[p.name] = value
-        else:
-            s[p.name] = _int(value, p.name, p.lo, _hi(p, s))
+        s[p.name] = _scalar(p, state[p.name], s)
     cols = s["columns"]
     if len(set(cols)) != len(cols) or len(cols) > MAX_STRATEGIES:
         raise ValueError(f"columns must be at most {MAX_STRATEGIES} unique strategy ids")
@@ -166,13 +170,7 @@ def _checked(state: Mapping[str, Any]) -> dict[str, Any]:
         elif p.key in runs:
             raise ValueError(f"{p.name} is present but its declaration says it is not")
     for p in COUNTERS:
-        value = state[p.name]
-        if p.kind == "bool":
-            if not isinstance(value, bool):
-                raise ValueError(f"{p.name} must be a bool")
-            s[p.name] = value
-        else:
-            s[p.name] = _int(value, p.name, p.lo, _hi(p, s))
+        s[p.name] = _scalar(p, state[p.name], s)
     s["open_runs"] = _open_runs(state["open_runs"], s)
     s["barcode"] = _barcode(state["barcode"], s)
     _invariants(s)
