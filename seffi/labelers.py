@@ -75,6 +75,34 @@ def coerce_text(y_text: Any) -> tuple[str | None, str | None]:
     return y_text, None
 
 
+def judge_validity(
+    matches: frozenset[str],
+    valid: re.Pattern[str] | Callable[[Any, str], Any] | None,
+    x: Any,
+    text: str,
+    who: str,
+) -> ValidationResult:
+    """The result of a labelled text whose correctness a user's check decides; never raises.
+
+    Args:
+        matches: The strategies the text matched.
+        valid: A regex searched in ``text``, ``valid(x, text) -> bool``, or None (every text is valid).
+        x: The input the text was generated for.
+        text: The usable text.
+        who: Names the labeler in the reason of an invalid result (``"<who>: not valid"``).
+
+    Returns:
+        Correct or invalid with ``matches``; a check that raises makes the text invalid, with its message.
+    """
+    if valid is None:
+        return ValidationResult.correct(matches)
+    try:
+        ok = bool(valid.search(text)) if isinstance(valid, re.Pattern) else bool(valid(x, text))
+    except Exception as exc:  # a user validity check must not crash training
+        return ValidationResult.invalid(f"valid check raised {type(exc).__name__}: {exc}", matches)
+    return ValidationResult.correct(matches) if ok else ValidationResult.invalid(f"{who}: not valid", matches)
+
+
 def _declared(strategies: Iterable[str], what: str) -> tuple[str, ...]:
     out = tuple(dict.fromkeys(str(s) for s in strategies))
     if not out:
@@ -152,21 +180,7 @@ class RegexRubric:
         if text is None:
             return ValidationResult.unparsable(reason or "unusable text")
         matches = frozenset(s for s, p in self._patterns.items() if p.search(text))
-        if self._valid is None:
-            return ValidationResult.correct(matches)
-        try:
-            ok = (
-                bool(self._valid.search(text))
-                if isinstance(self._valid, re.Pattern)
-                else bool(self._valid(x, text))
-            )
-        except Exception as exc:  # a user validity check must not crash training
-            return ValidationResult.invalid(f"valid check raised {type(exc).__name__}: {exc}", matches)
-        return (
-            ValidationResult.correct(matches)
-            if ok
-            else ValidationResult.invalid("rubric: not valid", matches)
-        )
+        return judge_validity(matches, self._valid, x, text, "rubric")
 
     def __repr__(self) -> str:
         return f"RegexRubric({list(self.strategies)})"

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from seffi.errors import SeffiError
-from seffi.labelers import coerce_text
+from seffi.labelers import coerce_text, judge_validity
 from seffi.tasks.base import ValidationResult
 
 __all__ = ["ClassifierLabeler", "agreement", "cohen_kappa"]
@@ -288,18 +288,7 @@ class ClassifierLabeler:
         text, reason = coerce_text(y_text)
         if text is None:
             return ValidationResult.unparsable(reason or "unusable text")
-        matches = self.predict([text])[0]
-        if self.valid is None:
-            return ValidationResult.correct(matches)
-        try:
-            ok = bool(self.valid(x, text))
-        except Exception as exc:  # a user validity check must not crash training
-            return ValidationResult.invalid(f"valid check raised {type(exc).__name__}: {exc}", matches)
-        return (
-            ValidationResult.correct(matches)
-            if ok
-            else ValidationResult.invalid("classifier: not valid", matches)
-        )
+        return judge_validity(self.predict([text])[0], self.valid, x, text, "classifier")
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
