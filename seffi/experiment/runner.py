@@ -442,9 +442,7 @@ class RunResult:
 
 
 def run_experiment(config: RunConfig, *, console: Any = None, overwrite: bool = False) -> RunResult:
-    """Run the experiment described by ``config`` and write the run folder.
-
-    Prints a live progress display while training and a summary table at the end.
+    """Run ``config``: write the run folder, show progress while training and a summary at the end.
 
     Args:
         config: The run settings.
@@ -454,8 +452,7 @@ def run_experiment(config: RunConfig, *, console: Any = None, overwrite: bool = 
 
     Raises:
         SeffiError: A missing W&B login in online mode, an env that rejects the settings, or an
-            unwritable ``--out`` or one that holds an earlier run (all checked before any work, in
-            that order, so a bad setting never costs the earlier run's files).
+            unwritable ``--out`` or one that holds an earlier run (all checked before any work).
     """
     from rich.console import Console
 
