@@ -67,6 +67,16 @@ def review_correction(correction: str) -> TeachOutcome:
     return TeachOutcome(accepted=True, reason=None)
 
 
+def _keep_reviewed(
+    review: Callable[[str], TeachOutcome] | None, correction: str, kept: list[str]
+) -> TeachOutcome:
+    """Review ``correction`` (``review=None`` accepts it) and append it to ``kept`` when accepted."""
+    outcome = review(correction) if review is not None else TeachOutcome(accepted=True)
+    if outcome.accepted:
+        kept.append(correction)
+    return outcome
+
+
 class VaultLearner:
     """A deterministic learner that stores reviewed propositions and answers by retrieval.
 
@@ -147,10 +157,7 @@ class RecallLearner:
         self.taught: list[str] = []
 
     def teach(self, correction: str) -> TeachOutcome:
-        outcome = self.review(correction) if self.review is not None else TeachOutcome(accepted=True)
-        if outcome.accepted:
-            self.taught.append(correction)
-        return outcome
+        return _keep_reviewed(self.review, correction, self.taught)
 
     def probe(self, question: str) -> ProbeResponse:
         return ProbeResponse(surface=" ".join(self.taught), vault_hits=len(self.taught))
@@ -192,10 +199,7 @@ class TextGenerationLearner:
         self.context: list[str] = []
 
     def teach(self, correction: str) -> TeachOutcome:
-        outcome = self.review(correction) if self.review is not None else TeachOutcome(accepted=True)
-        if outcome.accepted:
-            self.context.append(correction)
-        return outcome
+        return _keep_reviewed(self.review, correction, self.context)
 
     def prompt(self, question: str) -> str:
         """The exact prompt sent to ``generate`` for ``question``."""
