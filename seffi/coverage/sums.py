@@ -170,8 +170,12 @@ class InputSums:
         return self.full(rows)[:, :, j]
 
     def _resize(self, n: int) -> None:
+        self._take_rows(self, n)
+
+    def _take_rows(self, source: InputSums, n: int) -> None:
+        """Hold ``source``'s arrays (``source`` may be these sums) cut or zero-padded to ``n`` rows."""
         for name in ("inc", "n_runs", "sq", "auc_sq"):
-            arr = getattr(self, name)
+            arr = getattr(source, name)
             if arr is not None:
                 grown = np.zeros((n, *arr.shape[1:]), dtype=arr.dtype)
                 grown[: min(n, arr.shape[0])] = arr[:n]
@@ -188,12 +192,7 @@ class InputSums:
         if self.n_runs.shape[0] == n:
             return self
         out = InputSums(self.budget, dtype=self.inc.dtype, squares=self.sq is not None)
-        for name in ("inc", "n_runs", "sq", "auc_sq"):
-            arr = getattr(self, name)
-            if arr is not None:
-                grown = np.zeros((n, *arr.shape[1:]), dtype=arr.dtype)
-                grown[: min(n, arr.shape[0])] = arr[:n]
-                setattr(out, name, grown)
+        out._take_rows(self, n)
         return out
 
     def add(self, other: InputSums) -> None:
