@@ -51,7 +51,7 @@ def require_lm() -> None:
     if missing:
         raise MissingExtraError(
             f"learned generators need the '{LM_EXTRA}' extra ({', '.join(missing)} missing): "
-            f"pip install torch==2.13.0 'seffi[{LM_EXTRA}]'"
+            f"pip install 'seffi[{LM_EXTRA}]' (on a CPU-only machine, PyTorch's CPU build first)"
         )
 
 
