@@ -10,13 +10,8 @@
   and a learning-rate-0 sanity run (`seffi.experiment.ladder_rung3`); iid = the reference
   model's own samples; valid@k and C(k) up to n on held-out prompts with the crossover k.
 
-Policies per rung, all measured fresh on the same pool: the untrained router (z from the latent prior),
-a round-robin over latents in prior order (a no-learning explorer) and the trained REINFORCE router
-(`seffi.experiment.learner`), against iid and the no-repeat oracle. report.json has the schema of
-``seffi run`` with each comparison tagged ``rung`` and ``iid_source`` (``exact`` / ``samples``);
-``ladder.json`` holds the rung-2 model measurements (base-LM valid rate vs the training rows', strategy
-TV vs the training law, latent purity and NMI); plots: coverage per rung, latent vs strategy coverage,
-the latent purity heatmap and valid@k per policy. One offline W&B run gets the streams and the plots.
+Each rung measures the untrained router, a round-robin over latents and the trained REINFORCE router
+against iid and the oracle on the same pool; the run folder's files are described in docs/ladder.md.
 """
 
 from __future__ import annotations
@@ -61,17 +56,9 @@ DEFAULT_TASK_CONFIG: dict[str, dict[str, Any]] = {"sort_swaps": {"min_length": 3
 #: assignments (cosine decay): of 0, 1, 3, 5 and 8, 3 and 5 gave the mixture valid rate closest to the
 #: base LM's over three seeds, and 3 the lower held-out NLL of the two (README).
 _MIXTURE: dict[str, Any] = {
-    "mode": "online",
-    "folds": 1,
-    "rounds": 8,
-    "epochs_per_round": 1,
-    "final_epochs": 3,
-    "max_rows": 4000,
-    "code_init_std": 0.02,
-    "lr": 0.001,
-    "capacity": 2.0,
-    "prior": "input",
-}
+    "mode": "online", "folds": 1, "rounds": 8, "epochs_per_round": 1, "final_epochs": 3, "max_rows": 4000,
+    "code_init_std": 0.02, "lr": 0.001, "capacity": 2.0, "prior": "input",
+}  # fmt: skip
 #: The rung-2 models per task ("*": any other task); the measured configurations.
 DEFAULT_LM: dict[str, dict[str, Any]] = {
     "*": {"n_train_inputs": 3000, "rows_per_input": 4, "epochs": 10, "mixture": _MIXTURE},
@@ -88,28 +75,17 @@ SMOKE: dict[str, Any] = {
     "bootstrap": 50,
     "learner": {"rounds": 3, "train_runs": 2},
     "lm": {
-        "n_train_inputs": 100,
-        "rows_per_input": 2,
-        "d_model": 32,
-        "n_layer": 1,
-        "n_head": 2,
-        "epochs": 2,
-        "batch_size": 32,
-        "lr": 3e-3,
+        "n_train_inputs": 100, "rows_per_input": 2, "d_model": 32, "n_layer": 1, "n_head": 2, "epochs": 2,
+        "batch_size": 32, "lr": 3e-3,
         "mixture": {"rounds": 1, "epochs_per_round": 0.5, "final_epochs": 0.5, "lr": 3e-3, "prior": "input"},
     },
     "measure_inputs": 8,
     "measure_samples": 4,
     "grpo": {
-        "steps": 2,
-        "prompts_per_step": 2,
-        "pool_runs": 2,
-        "iid_samples": 8,
-        "eval_inputs": 2,
-        "eval_samples": 8,
-        "eval_every": 2,
+        "steps": 2, "prompts_per_step": 2, "pool_runs": 2, "iid_samples": 8, "eval_inputs": 2,
+        "eval_samples": 8, "eval_every": 2,
     },
-}
+}  # fmt: skip
 
 
 class LadderConfig(BaseModel):
