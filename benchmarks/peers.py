@@ -41,7 +41,7 @@ Net rows subtract, repetition by repetition, the replay env's time of the same r
 (seffi with default logging <= 5x the floor, ingest only <= 2.5x) are judged on the median.
 W&B is disabled; no network; torch (imported by SB3) runs on one thread.
 
-    python benchmarks/peers.py                       # ~1-2 minutes on 2 shared cores
+    python benchmarks/peers.py                       # ~2 minutes on 2 shared cores
     python benchmarks/peers.py --quick               # a smoke check in seconds
     python benchmarks/peers.py --json peers.json --profile 10
 """
@@ -77,7 +77,7 @@ class Args:
 
     episodes: int = 32_000
     envs: int = 64
-    repeats: int = 5
+    repeats: int = 9
     budget: int = 8
     inputs: int = 8
     seed: int = 0
