@@ -10,15 +10,10 @@ from seffi.coverage import estimators as est
 def model_law(Y: np.ndarray, n: int, m: int, single: np.ndarray | bool) -> np.ndarray:
     """A per-column law fitted to incidence counts, with the undetected mass on the unseen columns.
 
-    Detected strategies get the iNEXT assemblage probabilities y_s/n (1 - w (1 - y_s/n)^n) (see
-    ``assemblage``); the u = m - S_obs never-detected columns share the undetected mass
-    (1 - C_hat) = (f1/n) n f0 / (n f0 + f1) (Chao-Jost) equally. Unlike the assemblage, the
-    number of unseen strategies is the known u, not ceil(f0): full coverage needs every one of the
-    m columns, so a model with fewer unseen strategies than u could never reach it. Without
-    singletons the Chao-Jost mass is 0 although u strategies were never seen; each then gets its
-    posterior mean under a uniform prior: 1 / (n + m) (single-label, Dirichlet(1, ..., 1)) or
-    1 / (n + 2) (set-valued, a Beta(1, 1) per strategy). With
-    u = 0 the detected strategies keep their raw frequencies.
+    Detected columns get the iNEXT assemblage probabilities (see ``assemblage``); the m - S_obs
+    never-detected columns share the Chao-Jost undetected mass equally, or, without singletons, each
+    get a uniform prior's posterior mean. The model and why: docs/statistics.md, "The iid baseline
+    from samples".
 
     Args:
         Y: int array, shape (..., m): incidence counts out of n samples.

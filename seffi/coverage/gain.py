@@ -65,42 +65,13 @@ def paired_gain(
 ) -> Gain:
     """Gain(K) = (AUC - AUC_iid) / (AUC_oracle - AUC_iid), with an interval paired over inputs.
 
-    All three AUCs are means over the same inputs, and an input that is easy for the policy is
-    usually easy for iid and the oracle too, so the interval treats *inputs* as the unit for
-    the three jointly (paired), stratified by task, with inputs matched through ``input_keys``
-    (``input_auc`` / ``input_valid_auc``). When every curve is per-input or exact (the usual
-    case: a tracker's policy against ``IidBaseline``/``OracleBaseline`` curves), the interval is
-    the studentized one of a ratio of means (``ratio_t_interval``: delta-method standard error
-    from the per-input residuals, t quantile); it does not depend on ``seed`` and needs
-    ``n_boot`` > 0 only as the switch "intervals wanted". Otherwise (a single-law estimated
-    baseline bringing its own replicates) it is a bootstrap: replicate b takes the same
-    multiset of inputs for every curve and the gain of those means, with the policy's own
-    ``seed`` and ``n_boot`` (the defaults) drawing exactly the inputs of the policy's own AUC
-    interval, and Hesterberg's expanded percentile interval of the replicates.
-
-    How each curve enters (the bootstrap replicates; the studentized interval likewise):
-
-    - per-input curves (``input_keys`` and the per-input AUCs present): resampled with the
-      inputs. Inputs are matched by (task, input_id), or by input_id when the baseline has no
-      task. The policy's inputs must all be in the baseline, else ValueError; a baseline with
-      more inputs than the policy is restricted to the policy's inputs (point value included:
-      the baselines are then the means over the inputs the policy saw). An exact baseline has no
-      within-input noise; an estimated one (``IidBaseline.from_samples``) carries its
-      per-input estimation noise in its per-input values, and resampling inputs already
-      accounts for it (two-stage sampling: the spread of estimated per-input values across
-      inputs is between-input plus within-input variance), so its own iNEXT replicates are
-      not added, which would count that noise twice.
-    - a single-law baseline (one law for every input, ``input_keys`` None, ``n_inputs`` 1):
-      the same value for every input, so it is held fixed (exact) or contributes its own
-      independent replicates ``auc_reps`` (estimated), paired by index.
-    - curves without per-input AUCs but several inputs (dicts written before the paired
-      bootstrap existed, curves built elsewhere): they cannot be paired; their independent
-      replicates ``auc_reps`` are combined by index as in earlier versions, which ignores the
-      correlation between inputs and widens the interval. ``reason`` then says so. When the
-      policy itself has no per-input AUCs, the whole interval is computed this way.
-
-    The point value is unchanged by all this: ``gain_value`` of the three AUCs (over the
-    policy's inputs). The gain may exceed 1 when traces match several strategies at once.
+    The point value is `gain_value` of the three AUCs over the policy's inputs (a baseline that
+    covers more inputs is restricted to them, matched by (task, input_id), or by input_id when the
+    baseline has no task). The interval resamples those inputs jointly for the three curves,
+    stratified by task: the studentized interval of `ratio_t_interval` when every curve is
+    per-input or exact, else a bootstrap of the same inputs for every curve (Hesterberg's expanded
+    percentile). Curves without per-input AUCs are combined unpaired, and ``reason`` says so. How
+    each kind of curve enters, and why: docs/statistics.md, "Interval of the gain".
 
     Args:
         policy: the policy's curves.
@@ -108,8 +79,9 @@ def paired_gain(
         oracle: the oracle's curves (same K).
         valid: compare the valid-only AUCs instead of the raw ones.
         n_boot: bootstrap replicates; default the policy's ``n_boot`` (0: no interval unless a
-            baseline brings replicates).
-        seed: bootstrap seed; default the policy's ``seed`` (0 when it has none).
+            baseline brings replicates). The studentized interval only needs it > 0.
+        seed: bootstrap seed; default the policy's ``seed`` (0 when it has none), which draws the
+            inputs of the policy's own AUC interval. The studentized interval does not use it.
 
     Returns:
         A [`Gain`][seffi.coverage.Gain]; value/lo/hi are None with ``reason`` set when the gain is undefined;
@@ -294,21 +266,9 @@ def ratio_t_interval(
 ) -> tuple[float, float]:
     """Studentized (linearised) interval for a ratio of means over inputs, mean(num) / mean(den).
 
-    The gain is R = mean(d) / mean(e) with d_u = AUC_u - AUC_iid,u and e_u = AUC_oracle,u -
-    AUC_iid,u per input u. Its delta-method standard error is that of the mean of the residuals
-    r_u = d_u - R e_u divided by mean(e) (the ratio estimator of survey sampling, Cochran 1977,
-    sec. 6.3), the variance stratified by task as the bootstrap stratifies its draws, and the
-    quantile is Student's t with U - H degrees of freedom (H strata) because the variance is
-    estimated from U inputs. Why not the bootstrap of the gain (expanded percentile): on the
-    harder input mix of ``benchmarks/calibration.py`` (Dirichlet(0.5) laws over 6 strategies, 16
-    inputs) it covered the true gain 0.907 of the time; the bootstrap distribution of a mean of
-    heteroscedastic per-input differences (near-deterministic inputs differ by ~0.001, others by
-    ~0.08) has lighter tails than the t statistic, while the plug-in standard error is unbiased
-    (rms 0.0348 against a true sd of 0.0352 over 1,500 datasets), so studentizing with t tails
-    puts the missing width back. Measured (``benchmarks/calibration.py``, 1,000 datasets per row,
-    iid policies, true gain 0): 0.935 on that row (the bootstrap: 0.907), 0.935-0.962 on every policy row
-    with 8-64 inputs (the bootstrap: 0.907-0.949); with 64 inputs it runs 0.96, a little above
-    the bootstrap's 0.95, within the 0.93-0.97 target.
+    The delta-method standard error of the ratio (the residuals num - value * den, their mean's
+    variance stratified by task, divided by mean(den)) with Student's t on U - H degrees of
+    freedom (H strata); derivation and calibration: docs/statistics.md, "Interval of the gain".
 
     Args:
         num: float array, shape (U,): per-input numerators d_u.
@@ -320,6 +280,13 @@ def ratio_t_interval(
     Returns:
         (lo, hi) floats.
     """
+    # Why not the expanded percentile bootstrap of the gain: measured on the laws of
+    # benchmarks/calibration.py (1,000 datasets per row, iid policies, true gain 0), it covers 0.907 on
+    # the harder mix with 16 inputs (this interval: 0.935) and 0.907-0.949 over the policy rows with
+    # 8-64 inputs (this interval: 0.935-0.962). The bootstrap distribution of a mean of heteroscedastic
+    # per-input differences (near-deterministic inputs differ by ~0.001, others by ~0.08) has lighter
+    # tails than the t statistic, while the plug-in standard error is unbiased (rms 0.0348 against a
+    # true sd of 0.0352 over 1,500 datasets): t tails put the missing width back.
     strata = np.asarray(strata)
     var = float(stratified_mean_variance(num - value * den, strata))  # of the residuals' mean
     se = math.sqrt(var) / float(den.mean())

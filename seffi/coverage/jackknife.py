@@ -16,21 +16,9 @@ def jackknife_novelty_sd(
 ) -> np.ndarray:
     """Set-valued novelty replicates rescaled to the delete-one jackknife sd at i <= n / 2.
 
-    N(i) from samples is a U-statistic of degree i. Its jackknife variance (n - 1) / n *
-    sum_j (N_(-j)(i) - mean)^2, the estimator recomputed without sample j, is never biased low
-    (Efron & Stein 1981), and as a sample that missed rare match sets has both a low N(i) and
-    few samples whose removal moves it, it tracks the dataset's own difficulty better than a
-    bootstrap from a fitted world. Its upward bias grows with the degree, though (at i = n - 1 the
-    delete-one estimates rest on a single sample each: half-widths 2-4x the true sd), so beyond
-    n / 2 the pooled bootstrap replicates are kept (there they cover 0.94-0.96). The sd is widened
-    by t_{n-1} / z, n - 1 being the jackknife's degrees of freedom. Measured
-    (``benchmarks/calibration.py``, 1,000 datasets): N(6) of the set-valued M = 6 law with n = 12
-    covers 0.935 / 0.947 (bootstrap alone: 0.915 / 0.925, its sd 11-17% too small), N(15) of the
-    skewed M = 10 law with n = 30 0.972 (bootstrap alone: 0.983). Rejected on the same laws (600 and 300
-    datasets): the jackknife at every i < n (N(11) of M = 6 0.91, N(29) of M = 10 0.74: the
-    delete-one spread at high degree is mostly noise), the larger of the two sds (N(15) 0.99),
-    and Wilson-type intervals with an effective size from either sd (0.69-0.72 near i = n,
-    where N is close to 0 and the implied size falls below one trial).
+    The jackknife sd (n - 1) / n * sum_j (N_(-j)(i) - mean)^2, square-rooted and widened by
+    t_{n-1} / z; beyond n / 2 the pooled bootstrap replicates are kept. Why, and calibration:
+    docs/statistics.md, "The iid baseline from samples".
 
     Args:
         X: bool array, shape (n, m): the input's samples.
@@ -41,6 +29,14 @@ def jackknife_novelty_sd(
     Returns:
         float array, shape (B, min(K, n)): reps with columns i <= n / 2 rescaled about their mean.
     """
+    # Measured on the laws of benchmarks/calibration.py (the alternatives are not in the script): the
+    # pooled bootstrap alone covers N(6) of the set-valued M = 6 law with n = 12 0.915 / 0.925 (its sd
+    # 11-17% too small; the jackknife: the calibration block) and N(15) of the skewed M = 10 law with
+    # n = 30 0.983. At i = n - 1 the delete-one estimates rest on a single sample each (half-widths 2-4x
+    # the true sd). Rejected on the same laws (600 and 300 datasets): the jackknife at every i < n (N(11)
+    # of M = 6 0.91, N(29) of M = 10 0.74: the delete-one spread at high degree is mostly noise), the
+    # larger of the two sds (N(15) 0.99), and Wilson-type intervals with an effective size from either
+    # sd (0.69-0.72 near i = n, where N is close to 0 and the implied size falls below one trial).
     n = X.shape[0]
     half = min(n // 2, reps.shape[1])
     if n < 3 or half < 1 or reps.shape[0] < 2:

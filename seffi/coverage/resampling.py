@@ -215,40 +215,11 @@ def mean_score_interval(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Score interval for the mean over units (inputs) of values in [0, 1], with an estimated dispersion.
 
-    The mean of U per-input values y_u in [0, 1] (a coverage fraction, or the share of an input's
-    runs that reached full coverage) is treated like a proportion whose variance is a fraction
-    phi of the binomial one: Var(mean) = phi mu (1 - mu) / U. The interval is Wilson's (1927)
-    score interval with the effective sample size n_eff = U / phi (Kish 1965), i.e. the set of
-    mu with (mean - mu)^2 <= c^2 phi mu (1 - mu) / U, and c the t quantile with U - H degrees of
-    freedom (H strata) because phi is estimated (Korn & Graubard 1998, "Confidence intervals for
-    proportions with small expected number of positive counts estimated from survey data",
-    Survey Methodology 24(2)). Why not a bootstrap percentile: with few inputs and a skewed,
-    bounded population (full coverage is 0 on most inputs), the resampled means rarely see the
-    rare high inputs, so percentile (and BCa, and bootstrap-t) intervals are too short above —
-    the expanded percentile interval covered F(8) 0.73 of the time with 8 inputs. The score
-    interval evaluates the variance at the hypothesised mu, not at the sample's, so a sample that
-    happens to hold few high inputs still gets a long upper arm.
-
-    phi is the ratio of the (stratified) sample variance of the mean to mu (1 - mu) / U, held to
-    what is possible. Above, phi <= 1: a [0, 1]-valued variable has variance <= mu (1 - mu)
-    (Bhatia & Davis 2000), so the interval is never wider than Wilson's over U inputs. Below, when
-    each run contributes a 0/1 outcome (``runs`` given: y_u is the share of R_u runs), the law of
-    total variance gives Var(y_u) >= mu_u (1 - mu_u) / R_u: within-input noise alone bounds the
-    variance, so an input mix that happens to look identical (every input with one full-coverage
-    run of four) still gets an interval. When the mean is 0 or 1, nothing can be estimated and
-    phi = 1, the bound: 8 inputs without a single full-coverage run give F in [0, 0.41].
-
-    Measured by ``benchmarks/calibration.py`` (iid policies, 4 runs per input, K = 8, 1,000
-    datasets per row): F(8) covers 0.976 / 0.975 / 0.948 with 8 / 16 / 64 inputs (the expanded
-    percentile bootstrap: 0.73 / 0.89 / 0.92), C(k) and AUC 0.939-0.961; on an easier and a harder
-    input mix the method was not designed on (F(8) = 0.14 and 0.004), F(8) 0.957-0.990, C(k) and
-    AUC 0.943-0.968. It errs on the safe side with 8-16 inputs: the variance function overstates
-    the variance above the estimate when most inputs are 0, and datasets where no input reached
-    full coverage are covered by any honest interval. Rejected after measuring on the same laws:
-    z instead of t (F(16) 0.89 with 8 runs of K = 16 per input), a zero-inflated variance function
-    mu (b - mu) (0.80 when F is near 1), Wilson over U inputs alone (0.99-1.00 with 4 runs per
-    input), percentile, BCa and an arcsine-sqrt bootstrap-t (0.13-0.67 with 8 inputs when F is
-    0.004-0.04).
+    Wilson's score interval with the effective sample size U / phi, phi being the (stratified)
+    variance of the mean over mu (1 - mu) / U, held to at most 1 and, with ``runs``, to at least the
+    within-input noise of 0/1 runs; phi = 1 when the mean is 0 or 1. The quantile is Student's t on
+    U - H degrees of freedom (H strata). Derivation, references and calibration:
+    [Means of per-input values](../statistics.md#means-of-per-input-values).
 
     Args:
         values: float array, shape (U, ...): per-input values in [0, 1] (NaN where undefined;
@@ -260,7 +231,21 @@ def mean_score_interval(
 
     Returns:
         (lo, hi): float arrays, shape (...).
+
+    Example:
+        Eight inputs, none of whose 4 runs reached full coverage:
+
+        >>> lo, hi = mean_score_interval(np.zeros((8, 1)), runs=np.full(8, 4))
+        >>> float(lo[0]), round(float(hi[0]), 2)
+        (0.0, 0.41)
     """
+    # Rejected after measuring on the laws of benchmarks/calibration.py (iid policies, 4 runs per input,
+    # K = 8; the alternatives are not in the script): the expanded percentile bootstrap covers F(8)
+    # 0.73 / 0.89 / 0.92 with 8 / 16 / 64 inputs (this interval: the calibration block of
+    # docs/statistics.md); z instead of t (F(16) 0.89 with 8 runs of K = 16 per input); a zero-inflated
+    # variance function mu (b - mu) (0.80 when F is near 1); Wilson over U inputs alone (0.99-1.00 with
+    # 4 runs per input); percentile, BCa and an arcsine-sqrt bootstrap-t (0.13-0.67 with 8 inputs when F
+    # is 0.004-0.04).
     return mean_score_intervals([(values, runs)], level, strata=strata)[0]
 
 
