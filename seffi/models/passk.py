@@ -1,22 +1,10 @@
 """Base vs trained, the way RL-for-reasoning papers compare them: valid@k (pass@k) and C(k) up to n.
 
-From n samples per held-out prompt (``c`` of them valid; ``Y_s`` of them matching strategy ``s``):
-
-* **valid@k** (pass@k, Chen et al. 2021): ``1 - C(n - c, k) / C(n, k)`` per prompt, averaged — the
-  unbiased estimate of "some of k samples is correct".
-* **C(k)**: ``(1/M) sum_s [1 - C(n - Y_s, k) / C(n, k)]`` per prompt (rarefaction, the same
-  U-statistic as ``IidBaseline.from_samples``), averaged.
-* **crossover k**: the smallest k <= n at which the reference (base) model's valid@k is ahead of the
-  trained model's beyond noise (Yue et al. 2025 find one for every RLVR model): the paired mean
-  difference over prompts, base minus policy, exceeds 0.001 and its one-sided 97.5 % lower bound
-  (Student t over prompts) is above 0. ``None`` when there is none within n; 1 when the base is ahead
-  from the start. Why a bound: without one, the lr = 0 sanity run (the base model itself, resampled)
-  "crossed" at k = 1 on 32 held-out prompts (valid@1 0.878 vs 0.887). The 0.001 margin keeps two
-  curves that both saturate at 1 (differences ~1e-6) from crossing on rounding noise.
-* **solvable share**: the share of prompts some of the n samples solves (valid@n per prompt is 1).
-* **gain vs the reference**: ``(AUC_policy - AUC_base) / (AUC_oracle - AUC_base)`` at budget K from
-  the same per-prompt C(k) estimates, with a two-stage bootstrap interval (`gain_vs_base`:
-  prompts resampled, then each drawn prompt's n samples of each model, the estimators recomputed).
+From n samples per held-out prompt: valid@k (pass@k, Chen et al. 2021) and C(k) by the unbiased at-k
+estimators (`unbiased_at_k`), the crossover k from which the reference model's valid@k leads beyond
+noise (`crossover_k`), the share of prompts some sample solves, and the gain vs the reference with a
+two-stage bootstrap interval (`gain_vs_base`). Definitions and why: docs/statistics.md, "Held-out
+pass@k against the base model".
 
 `PassAtKEval` is a ``TrainerCallback`` (TRL's GRPO has no ``compute_metrics``). It labels
 completions with a seffi task or any labeler ([`seffi.labelers`][seffi.labelers]), with prompts from the
@@ -149,6 +137,8 @@ def crossover_k(base: Any, policy: Any, tol: float = 1e-3, level: float = 0.95) 
             one-sided ``(1 + level) / 2`` lower bound of the paired mean difference (Student t over
             prompts) above 0.
     """
+    # Why a bound: without one, the lr = 0 sanity run of the ladder (the base model itself, resampled)
+    # "crossed" at k = 1 on 32 held-out prompts (valid@1 0.878 vs 0.887).
     b, p = np.asarray(base, dtype=np.float64), np.asarray(policy, dtype=np.float64)
     if b.shape != p.shape:
         raise SeffiError(f"base and policy curves differ in shape: {b.shape} vs {p.shape}")
@@ -228,14 +218,12 @@ def gain_vs_base(
     """Gain at budget K of the policy's samples over the base model's, with a two-stage bootstrap interval.
 
     Replicates resample the prompts (paired: both models on the same drawn prompts), then each drawn
-    prompt's n samples, independently for the base and the policy (`resampled_auc`); the interval
-    is the percentile interval of the ratio of their means. Both models are estimated from their own
-    n samples per prompt, so even an unchanged model differs from its base by that noise, which on few
-    prompts sits in a few prompts' estimates: resampling prompts only covers 0 for an unchanged model in
-    0.79-0.87 of seeds on 4-8 prompts, the two-stage interval in 0.99 (rung 3's 32 prompts: 0.93 vs
-    0.99; ``benchmarks/passk_calibration.py``). It errs wide, counting the within-prompt noise twice
-    (in the prompts' spread and in the second stage; Davison & Hinkley 1997, sec. 3.8): 1.4-1.7 times
-    the prompts-only width for an unchanged model. The oracle AUC is exact per prompt.
+    prompt's n samples, independently for the base and the policy (`resampled_auc`); the interval is
+    the percentile interval of the ratio of their means. The oracle AUC is exact per prompt. Why two
+    stages: docs/statistics.md, "Gain against the base model". Measured by
+    ``benchmarks/passk_calibration.py``: an unchanged model's interval covers 0 in 0.99 of seeds on
+    4-8 prompts and on rung 3's 32 prompts (prompts resampled only: 0.79-0.87 and 0.93), at 1.4-1.7
+    times the prompts-only width.
 
     Args:
         policy: The trained model's evaluation.

@@ -95,30 +95,12 @@ def ascending_ranks(values: Sequence[float]) -> np.ndarray:
 def unlikeliness_rewards(
     group: Sequence[Record], logprobs: Sequence[float], beta: float = UNLIKELINESS_BETA
 ) -> list[float]:
-    """The unlikeliness reward of each completion of one group.
+    """The unlikeliness reward of each completion of one group: ``valid_i * (1 - beta * u_i / G)``.
 
-    He, Fried & Welleck (2025), "Rewarding the Unlikely: Lifting GRPO Beyond Distribution Sharpening"
-    (EMNLP). The G completions are ranked by the policy's log-probability, ``u_i`` in {0, ..., G-1}
-    with 0 for the *least* likely completion, and:
-
-    ```text
-    r_i = valid_i * (1 - beta * u_i / G)
-    ```
-
-    so a valid completion scores between ``1 - beta (G-1)/G`` (the most likely one) and 1 (the least
-    likely one), and an invalid one 0. Written with the descending rank ``d_i = G-1-u_i`` (0 = most
-    likely) this is ``1 - beta (G - 1 - d_i) / G``.
-
-    Source of the form: the authors' released implementation (``rewarding-unlikely-release``,
-    ``RayLeanTrainer._compute_advantages``: ``ranks = argsort(argsort(logp))``, ``score * (1 - ranks / G
-    * rank_penalty)``) and its GRPO recipe's ``rank_penalty=0.25``. As there, every completion of the
-    group is ranked (invalid ones take ranks too, and score 0 anyway), and the authors rank by the
-    *mean* token log-probability of the completion (``sequence_logprobs(..., reduction="mean")``). The
-    paper's printed formula could not be read here; a version written ``1 - beta (G - d_i)/G`` would
-    lower every valid completion's reward by ``beta / G`` relative to this one.
-
-    Ties: completions with equal log-probability share the mean of their ranks (`ascending_ranks`),
-    so equal inputs get equal rewards and permuting the group permutes the rewards.
+    He, Fried & Welleck (2025). ``u_i`` in {0, ..., G-1} ranks the group's completions by the policy's
+    log-probability, 0 for the *least* likely one; every completion is ranked, invalid ones included,
+    and ties share the mean of their ranks (`ascending_ranks`). The form and its source:
+    docs/statistics.md, "Group rewards of the exploration methods".
 
     Args:
         group: G records of one prompt.
@@ -220,34 +202,13 @@ def sequence_logprobs(
 
 
 def passk_advantages(group: Sequence[Record], k: int) -> list[float]:
-    """The analytic pass@k advantage of each completion of one group.
+    """The analytic pass@k advantage of each completion of one group (Chen et al. 2025).
 
-    Chen et al. (2025), "Pass@k Training for Adaptively Balancing Exploration and Exploitation of Large
-    Reasoning Models" (``RUCAIBox/Passk_Training``, ``code/passk_adv.py``: ``calc_adv``). With N
-    completions of which c are valid, the mean pass@k reward over all k-subsets of the group and its
-    standard deviation are:
-
-    ```python
-    R = 1 - C(N-c, k) / C(N, k),        sigma = sqrt(R (1 - R))
-    ```
-
-    and:
-
-    ```text
-    A_valid   = (1 - R) / sigma
-    A_invalid = (1 - R - C(N-c-1, k-1) / C(N-1, k-1)) / sigma
-    ```
-
-    This is the subset-level advantage ``(max_{j in S} valid_j - R) / sigma`` averaged over the
-    k-subsets S that contain the completion. A group where every k-subset holds a valid completion
-    (``N - c < k``) or none does (``c = 0``) has sigma = 0 and gets 0 everywhere (the authors' code
-    divides by ``sigma + 1e-6``, which gives the same 0). k = 1 gives GRPO's ``(valid_i - c/N) /
-    sigma``.
-
-    The advantages sum to zero over the group (``N (1-R) = (N-c) C(N-c-1, k-1) / C(N-1, k-1)``), so
-    used as the reward with TRL's ``scale_rewards="none"``, GRPO's subtraction of the group mean leaves
-    them unchanged; with the default ``scale_rewards="group"`` TRL would divide them again by their own
-    standard deviation.
+    With N completions of which c are valid, R = 1 - C(N-c, k) / C(N, k) and sigma = sqrt(R (1 - R)):
+    a valid completion gets (1 - R) / sigma, an invalid one (1 - R - C(N-c-1, k-1) / C(N-1, k-1)) /
+    sigma, and a group with sigma = 0 gets 0 everywhere. The advantages sum to zero over the group:
+    use them as the reward with TRL's ``scale_rewards="none"``. Derivation: docs/statistics.md,
+    "Group rewards of the exploration methods".
 
     Args:
         group: N records of one prompt.
@@ -325,20 +286,10 @@ def historical_bonus(
 ) -> list[float]:
     """Validity plus a UCB-style bonus on rarely seen outcomes, for each completion of one group.
 
-    Song, Kempe & Munos (2025), "Outcome-based Exploration for LLM Reasoning", historical exploration:
-
-    ```text
-    r_i = valid_i + c / sqrt(1 + N(x, o_i))
-    ```
-
-    where ``N(x, o_i)`` is the number of earlier completions of input x with outcome ``o_i`` (its
-    match set) in ``counts``, read *before* this group is counted: a never-seen outcome gets the full
-    bonus c, and completions sharing an outcome within the group get the same bonus. After the bonuses
-    are computed the group is added to ``counts`` (``update=True``). The paper's UCB bonus is of this
-    ``1 / sqrt(count)`` form; its exact normalisation and which completions receive it (the paper also
-    studies baselined variants) could not be read here, so this form is the one stated above: by
-    default every completion gets the bonus (a rarely seen wrong outcome is exploration too, the
-    paper's point on unsolved questions); ``valid_only=True`` gives it to valid completions only.
+    ``r_i = valid_i + c / sqrt(1 + N(x, o_i))`` (Song, Kempe & Munos 2025, historical exploration),
+    with ``N(x, o_i)`` the number of earlier completions of input x with outcome ``o_i`` (its match
+    set) in ``counts``, read before this group is counted: completions sharing an outcome within the
+    group get the same bonus. The form: docs/statistics.md, "Group rewards of the exploration methods".
 
     Args:
         group: G records of one prompt.
@@ -368,23 +319,16 @@ def batch_penalty_rewards(
 ) -> list[float]:
     """Validity minus a penalty on outcomes repeated within the group, for each completion.
 
-    Song, Kempe & Munos (2025), "Outcome-based Exploration for LLM Reasoning", batch exploration:
-
-    ```text
-    r_i = valid_i - c * (n_{o_i} - 1) / (G - 1)
-    ```
-
-    where ``n_{o_i}`` is the number of completions of the group with completion i's outcome (its match
-    set, the empty set included): a completion whose outcome is unique in the group is not penalised,
-    one whose outcome every other completion shares loses c. A group of one is never penalised. The
-    paper penalises within-batch repetition of outcomes; its exact normalisation could not be read
-    here, so this form is the one stated above. ``valid_only=True`` counts and penalises valid
-    completions only (``n`` then counts valid completions, as seffi's diversity reward does).
+    ``r_i = valid_i - c * (n_{o_i} - 1) / (G - 1)`` (Song, Kempe & Munos 2025, batch exploration), with
+    ``n_{o_i}`` the number of the group's completions with completion i's outcome (its match set, the
+    empty set included); a group of one is never penalised. The form: docs/statistics.md, "Group
+    rewards of the exploration methods".
 
     Args:
         group: G records of one prompt.
         c: Penalty scale, >= 0.
-        valid_only: Count and penalise valid completions only.
+        valid_only: Count and penalise valid completions only (``n`` then counts valid
+            completions, as seffi's diversity reward does).
 
     Returns:
         G rewards in [-c, 1].
