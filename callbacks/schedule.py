@@ -146,20 +146,21 @@ class WindowSums:
 class RecentRuns:
     """Which complete runs fall in a streaming log's window: those completed in the last ``window`` episodes.
 
-    The monitor folds buffered episodes into its tracker in batches (at every log, and every
-    ``flush_every`` episodes); a batch covers the episodes ``(start, end]`` ingested since the
-    previous fold, and every run that reached K in it completed within them (the tracker reports
-    them through ``tracker.completed``). A log at episode count ``E`` uses the runs of the batches
-    that lie entirely in the last ``window`` episodes (``start >= E - window``), and always those of
-    the latest batch that completed any run. With logs every ``log_every`` episodes and ``window``
-    a multiple of it, that is exactly the runs completed in the last ``window`` episodes. The
-    window's sums (`WindowSums`) change as batches enter and leave: a log costs O(groups x K).
+    A log at episode count ``E`` uses the runs completed in the fold batches that lie entirely in the
+    last ``window`` episodes (those starting at ``E - window`` or later), and always those of the latest
+    batch that completed any run. With logs every ``log_every`` episodes and ``window`` a multiple of
+    it, that is exactly the runs completed in the last ``window`` episodes.
 
     Args:
         window: Episodes the window reaches back.
     """
 
     def __init__(self, window: int) -> None:
+        # The monitor folds buffered episodes into its tracker in batches (at every log, and every
+        # flush_every episodes); a batch covers the episodes (start, end] ingested since the previous
+        # fold, and every run that reached K in it completed within them (tracker.completed reports
+        # them). The window's sums (WindowSums) change as batches enter and leave: a log costs
+        # O(groups x K).
         self.window = int(window)
         self.batches: deque[tuple[int, WindowBatch]] = deque()
         self.sums: WindowSums | None = None

@@ -22,10 +22,7 @@ class RunAssigner:
     ``run_index``, when the run index changes; else, when both carry a ``sample_index``, when the
     sample index does not increase; else after ``budget`` samples. Streams are numbered per input
     from ``stream_offset`` in order of appearance, so trackers of several workers merge without
-    clashes. Every batch is assigned in numpy (rows that mix the rules within one (input, env row)
-    are worked out sample by sample, with the same result). The open run of each (input, env row)
-    pair seen lives in one row of flat arrays found through a dict: memory grows with the pairs
-    seen, not with inputs x env rows.
+    clashes.
 
     Args:
         budget: K.
@@ -33,6 +30,10 @@ class RunAssigner:
     """
 
     def __init__(self, budget: int, stream_offset: int = 0) -> None:
+        # Every batch is assigned in numpy (rows that mix the rules within one (input, env row) are
+        # worked out sample by sample, with the same result). The open run of each (input, env row)
+        # pair seen lives in one row of flat arrays found through a dict: memory grows with the pairs
+        # seen, not with inputs x env rows.
         self.budget, self.stream_offset = int(budget), int(stream_offset)
         self.env_cols: dict[int, int] = {}  # env index -> column (in order of first appearance)
         # env index -> column as an array (-1: none), rebuilt when env_cols grows: a batch's columns
