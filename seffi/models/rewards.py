@@ -1,30 +1,20 @@
 """Group reward rules of RL exploration methods, as pure functions over GRPO groups (rung 3's benchmark).
 
-A *group* is the list of `Record` ``(input id, sorted match set, valid)`` of
-the G completions of one prompt, in TRL's order (`split_groups`). Each rule
-returns one float per record, in record order, and is meant as a GRPO reward: TRL then subtracts the
-group mean (and, unless ``scale_rewards="none"``, divides by the group's standard deviation).
+A *group* is the list of `Record` ``(input id, sorted match set, valid)`` of the G completions of one
+prompt, in TRL's order (`split_groups`). Each rule returns one float per record, in record order, meant
+as a GRPO reward:
 
-* ``"valid"``: 1 for a valid completion, 0 otherwise (the baseline).
-* ``"diversity"``: seffi's group-diversity reward, `seffi.models.grpo.diversity_rewards`.
-* ``"unlikeliness"``: `unlikeliness_rewards` (He, Fried & Welleck 2025): valid completions the
-  policy finds unlikely score more than likely ones. Needs the policy's sequence log-probabilities
-  (`sequence_logprobs`).
-* ``"passk"``: `passk_advantages` (Chen et al. 2025): the analytic pass@k group advantage, used
-  as the reward with ``scale_rewards="none"``.
-* ``"outcome_ucb"``: `historical_bonus` (Song, Kempe & Munos 2025): a UCB-style bonus on how often
-  the completion's outcome (its match set) was seen before for this input, kept in
-  `OutcomeCounts`.
-* ``"outcome_batch"``: `batch_penalty_rewards` (Song, Kempe & Munos 2025): a penalty on outcomes
-  repeated within the group.
+* ``"valid"``: 1 for a valid completion, 0 otherwise (the baseline);
+* ``"diversity"``: seffi's group-diversity reward, `seffi.models.grpo.diversity_rewards`;
+* ``"unlikeliness"``: `unlikeliness_rewards`, from the policy's log-probabilities (`sequence_logprobs`);
+* ``"passk"``: `passk_advantages`, used as the reward with ``scale_rewards="none"``;
+* ``"outcome_ucb"``: `historical_bonus`, with the historical counts in `OutcomeCounts`;
+* ``"outcome_batch"``: `batch_penalty_rewards`.
 
-The *outcome* of a completion is its sorted match set, the tuple of strategies it follows. The empty
-tuple ("follows no declared strategy") is an outcome like any other: a completion that follows no
-strategy is one more distinct answer, as an off-strategy final answer is in the papers' math setting.
-
-`METHODS` names every rule with the inputs it needs, and `batch_rewards` applies one over a
-whole (gathered) generation batch, group by group. Nothing here imports torch at module import;
-`sequence_logprobs` imports it when called.
+The *outcome* of a completion is its sorted match set, the empty tuple included. `METHODS` names every
+rule with the inputs it needs, and `batch_rewards` applies one over a whole (gathered) generation batch,
+group by group. Formulas and sources: docs/statistics.md, "Group rewards of the exploration methods".
+Nothing here imports torch at module import; `sequence_logprobs` imports it when called.
 """
 
 from __future__ import annotations
