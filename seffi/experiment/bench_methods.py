@@ -37,6 +37,7 @@ import numpy as np
 
 from seffi.errors import SeffiError
 from seffi.experiment.bench_sampling import Sampler, group_surface, ordered_eval
+from seffi.experiment.ladder_rung3 import progress_callback
 from seffi.models import grpo
 from seffi.models.passk import EvalResult, PassAtKEval, evaluate_samples
 
@@ -364,19 +365,6 @@ def method_sampler(ctx: SeedContext, method: Method) -> Sampler:
     return Sampler(policy, method.codes, ctx.priors, code0=code0, budget=ctx.cfg.budget)
 
 
-class _Bar:
-    """A ``TrainerCallback`` advancing a rich progress bar per GRPO step."""
-
-    def __new__(cls, progress: Any, bar: Any) -> Any:
-        from transformers import TrainerCallback
-
-        class Bar(TrainerCallback):
-            def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-                progress.update(bar, completed=int(state.global_step))
-
-        return Bar()
-
-
 def run_method(ctx: SeedContext, method: Method, progress: Any) -> MethodRun:
     """Train (or not) one method from the seed's models, then evaluate it on held-out prompts and the pool."""
     cfg, s = ctx.cfg, ctx.cfg.grpo
@@ -481,7 +469,7 @@ def _train(
             model=policy.model,
             processing_class=policy.tokenizer,
             reward_funcs=[cov.reward],
-            callbacks=[cov.callback, evaluation, _Bar(progress, bar)],
+            callbacks=[cov.callback, evaluation, progress_callback(progress, bar)],
             train_dataset=Dataset.from_dict(rows),
             args=args,
             **kwargs,

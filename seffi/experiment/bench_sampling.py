@@ -62,13 +62,8 @@ def generate_forced(
     with torch.random.fork_rng(), torch.no_grad():
         torch.manual_seed(seed)
         for b in range(0, len(prompt_ids), batch_size):
-            enc = [list(p) for p in prompt_ids[b : b + batch_size]]
-            width = max(len(e) for e in enc)
-            ids = torch.full((len(enc), width), gen.pad_token_id, dtype=torch.long)
-            mask = torch.zeros_like(ids)
-            for r, e in enumerate(enc):
-                ids[r, width - len(e) :] = torch.tensor(e, dtype=torch.long)
-                mask[r, width - len(e) :] = 1
+            ids, mask = grpo.left_padded(prompt_ids[b : b + batch_size], gen.pad_token_id)
+            width = ids.shape[1]
             procs = LogitsProcessorList([FirstToken(first[b : b + batch_size], width)])
             got = model.generate(
                 input_ids=ids, attention_mask=mask, generation_config=gen, logits_processor=procs
@@ -200,12 +195,9 @@ def ordered_eval(
     n = len(sets[ids[0]])
     if n < 1 or n % run or any(len(sets[i]) != n or len(valid[i]) != n for i in ids):
         raise SeffiError(f"every prompt needs the same number n of samples, a multiple of {run}")
-    index = {s: j for j, s in enumerate(strategies)}
-    x = np.zeros((len(ids), n, len(strategies)), dtype=bool)
-    for r, i in enumerate(ids):
-        for t, ms in enumerate(sets[i]):
-            for s in ms:
-                x[r, t, index[s]] = True
+    from seffi.models.passk import match_tensor
+
+    x = match_tensor(sets, ids, strategies)
     v = np.array([[bool(b) for b in valid[i]] for i in ids], dtype=bool)
     runs = n // run
     order = np.array([np.concatenate([np.arange(run) + ((t + j) % runs) * run for j in range(runs)])

@@ -83,16 +83,9 @@ class Rung3Result:
 
 def require_trl() -> None:
     """Raise one readable line unless rung 3's dependencies (the ``trl`` extra) import."""
-    import importlib
+    from seffi.models import MissingExtraError, missing_modules
 
-    from seffi.models import MissingExtraError
-
-    missing = []
-    for module in ("trl", "datasets", "accelerate"):
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            missing.append(module)
+    missing = missing_modules(("trl", "datasets", "accelerate"))
     if missing:
         raise MissingExtraError(
             f"rung 3 (GRPO) needs the 'trl' extra ({', '.join(missing)} missing): pip install 'seffi[trl]', "
@@ -173,17 +166,15 @@ def _measure_pool(policy: Any, task: Any, pool: list[Any], cfg: Any, gen: Any, s
     return Rollout(tracker, ids, latents, matches, np.array(valid, dtype=bool))
 
 
-class _Progress:
-    """A ``TrainerCallback`` advancing a rich progress bar per GRPO step."""
+def progress_callback(progress: Any, bar: Any) -> Any:
+    """A ``TrainerCallback`` advancing the rich progress ``bar`` to each GRPO step."""
+    from transformers import TrainerCallback
 
-    def __new__(cls, progress: Any, bar: Any) -> Any:
-        from transformers import TrainerCallback
+    class Bar(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            progress.update(bar, completed=int(state.global_step))
 
-        class Bar(TrainerCallback):
-            def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-                progress.update(bar, completed=int(state.global_step))
-
-        return Bar()
+    return Bar()
 
 
 def run_rung3(
@@ -267,7 +258,7 @@ def run_rung3(
                 model=policy.model,
                 processing_class=policy.tokenizer,
                 reward_funcs=[cov.reward],
-                callbacks=[cov.callback, evaluation, _Progress(runner.progress, bar)],
+                callbacks=[cov.callback, evaluation, progress_callback(runner.progress, bar)],
                 train_dataset=Dataset.from_dict(dataset_rows),
                 args=args,
             )

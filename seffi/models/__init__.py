@@ -40,14 +40,20 @@ class MissingExtraError(SeffiError):
     """An optional dependency group is not installed."""
 
 
-def require_lm() -> None:
-    """Raise a one-line `MissingExtraError` unless torch and transformers import."""
+def missing_modules(modules: tuple[str, ...]) -> list[str]:
+    """The names among ``modules`` that do not import, in order."""
     missing = []
-    for module in ("torch", "transformers", "tokenizers", "safetensors"):
+    for module in modules:
         try:
             importlib.import_module(module)
         except ImportError:
             missing.append(module)
+    return missing
+
+
+def require_lm() -> None:
+    """Raise a one-line `MissingExtraError` unless torch and transformers import."""
+    missing = missing_modules(("torch", "transformers", "tokenizers", "safetensors"))
     if missing:
         raise MissingExtraError(
             f"learned generators need the '{LM_EXTRA}' extra ({', '.join(missing)} missing): "

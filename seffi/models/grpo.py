@@ -222,6 +222,19 @@ def generation_mode(model: Any, training: bool | None, checkpointing_kwargs: Any
         model.train(was_training)
 
 
+def left_padded(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[Any, Any]:
+    """(input ids, attention mask): long tensors, shape (len(prompts), longest prompt), padded on the left."""
+    import torch
+
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for r, p in enumerate(prompts):
+        ids[r, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
+        mask[r, width - len(p) :] = 1
+    return ids, mask
+
+
 def generate_ids(
     model: Any,
     prompt_ids: Sequence[Sequence[int]],
@@ -253,13 +266,8 @@ def generate_ids(
     with generation_mode(model, training, checkpointing_kwargs), torch.random.fork_rng(), torch.no_grad():
         torch.manual_seed(seed)
         for b in range(0, len(rows), batch_size):
-            enc = [list(prompt_ids[i]) for i in rows[b : b + batch_size]]
-            width = max(len(e) for e in enc)
-            ids = torch.full((len(enc), width), gen.pad_token_id, dtype=torch.long)
-            mask = torch.zeros_like(ids)
-            for r, e in enumerate(enc):
-                ids[r, width - len(e) :] = torch.tensor(e, dtype=torch.long)
-                mask[r, width - len(e) :] = 1
+            ids, mask = left_padded([prompt_ids[i] for i in rows[b : b + batch_size]], gen.pad_token_id)
+            width = ids.shape[1]
             got = model.generate(
                 input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=gen
             )

@@ -89,6 +89,19 @@ class EvalResult:
         }
 
 
+def match_tensor(
+    sets: Mapping[str, Sequence[Any]], ids: Sequence[str], strategies: Sequence[str]
+) -> np.ndarray:
+    """Which strategies each sample matched: bool array, shape (len(ids), n, M), samples in order."""
+    index = {s: j for j, s in enumerate(strategies)}
+    x = np.zeros((len(ids), len(sets[ids[0]]), len(strategies)), dtype=bool)
+    for r, i in enumerate(ids):
+        for t, ms in enumerate(sets[i]):
+            for s in ms:
+                x[r, t, index[s]] = True
+    return x
+
+
 def evaluate_samples(
     sets: Mapping[str, Sequence[frozenset[str]]],
     valid: Mapping[str, Sequence[bool]],
@@ -103,12 +116,7 @@ def evaluate_samples(
         raise SeffiError("every prompt needs the same number n >= 1 of samples and validity flags")
     ks = np.arange(1, n + 1)
     c = np.array([sum(bool(v) for v in valid[i]) for i in ids])
-    index = {s: j for j, s in enumerate(strategies)}
-    x = np.zeros((len(ids), n, len(strategies)), dtype=bool)
-    for r, i in enumerate(ids):
-        for t, ms in enumerate(sets[i]):
-            for s in ms:
-                x[r, t, index[s]] = True
+    x = match_tensor(sets, ids, strategies)
     y = x.sum(axis=1)  # (prompts, M): samples matching each strategy
     per_s = unbiased_at_k(n, y.reshape(-1), ks).reshape(len(ids), len(strategies), n)
     cov = per_s.mean(axis=1)  # (prompts, n)
