@@ -150,7 +150,8 @@ def grpo_args(out, steps, **kw):
     return GRPOConfig(
         output_dir=str(out), use_cpu=True, num_generations=G, per_device_train_batch_size=PER_STEP,
         max_completion_length=8, max_steps=steps, logging_steps=1, report_to="none", learning_rate=1e-2,
-        seed=0, reward_weights=[1.0, 0.0], disable_tqdm=True, **{"save_strategy": "no", **kw}, **cpu_training(),
+        seed=0, reward_weights=[1.0, 0.0], disable_tqdm=True, **{"save_strategy": "no", **kw},
+        **cpu_training(),
     )  # fmt: skip
 
 
