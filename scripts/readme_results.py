@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from typing import Any
@@ -253,8 +254,6 @@ def produce_ladder(ctx: Context) -> Result:
 
 def _columns(line: str) -> list[str]:
     """Cells of one row of a benchmark's fixed-width table (two or more spaces apart)."""
-    import re
-
     return [c for c in re.split(r"\s{2,}", line.strip()) if c]
 
 
