@@ -22,8 +22,10 @@
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -35,6 +37,7 @@ from seffi.coverage.samples import _assemblage_counts, assemblage, inext_coverag
 from seffi.coverage.sums_curves import curves_from_runs
 
 Z95 = 1.959963984540054
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def best_of(fn: Callable[[], object], repeat: int = 3) -> tuple[float, object]:
@@ -317,39 +320,12 @@ def bench_oracle_mc() -> None:
     )
 
 
-def loop_novelty(X: np.ndarray, K: int) -> np.ndarray:
-    """The reference novelty U-statistic: one Python step per distinct match set and subset B."""
-    n = X.shape[0]
-    i1 = np.arange(min(K, n))
-    lf = est.log_factorial(n)
-    masks = (X.astype(np.int64) << np.arange(X.shape[1], dtype=np.int64)).sum(axis=1)
-    uniq, counts = np.unique(masks, return_counts=True)
-    out = np.zeros(i1.size)
-    for mask, c in zip(uniq, counts, strict=True):
-        b = int(mask)
-        while b:
-            y_b = int(counts[(uniq & b) != 0].sum())
-            out += c * -((-1) ** bin(b).count("1")) * np.exp(est._log_binom_ratio(n - y_b, n - 1, i1, lf))
-            b = (b - 1) & int(mask)
-    return np.clip(out / n, 0.0, 1.0)
-
-
-def loop_full(X: np.ndarray, m: int, K: int) -> np.ndarray:
-    """The reference set-valued F: one inclusion-exclusion (fancy-indexed zeta) per dataset."""
-    n = X.shape[0]
-    ks = np.arange(1, min(K, n) + 1)
-    if m > X.shape[1] or not X[:, :m].any(axis=0).all():
-        return np.zeros(ks.size)
-    if X[:, :m].sum(axis=1).max() <= 1:
-        return est.full_coverage_samples(X, m, K)
-    masks = (X[:, :m].astype(np.int64) << np.arange(m, dtype=np.int64)).sum(axis=1)
-    disjoint, sign = est._subset_table(masks, np.ones(n), m)
-    y_b = n - np.rint(disjoint).astype(np.int64)
-    ratio = np.exp(est._log_binom_ratio(n - y_b[None, :], n, ks[:, None], est.log_factorial(n)))
-    return np.clip((sign[None, :] * ratio).sum(axis=1), 0.0, 1.0)
-
-
 def bench_set_valued_from_samples() -> None:
+    # The per-replicate references the tests check the batched estimators against.
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from tests.coverage.references import full_coverage_many_by_loops, novelty_many_by_loops
+
     M, n, K, B = 15, 40, 60, 200
     rng = np.random.default_rng(0)
     cols = [f"s{j}" for j in range(M)]
@@ -359,8 +335,8 @@ def bench_set_valued_from_samples() -> None:
     }
     batched = (est.novelty_samples_many, est.full_coverage_samples_many)
     loops = (
-        lambda X, K: np.stack([loop_novelty(x, K) for x in X]),
-        lambda X, m, K: np.stack([loop_full(x, m, K) for x in X]),
+        novelty_many_by_loops,
+        full_coverage_many_by_loops,
     )
     for label, pi in laws.items():
         samples = [[cols[j] for j in np.flatnonzero(r)] for r in rng.random((n, M)) < pi]

@@ -60,7 +60,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,18 +71,8 @@ ENV_ID = "seffi/SortSwapsRouter-v0"
 TARGETS = {"seffi ingest only": 2.5, "seffi default logging": 5.0}
 
 
-@dataclass
-class Args:
-    """Command-line settings."""
-
-    episodes: int = 32_000
-    envs: int = 64
-    repeats: int = 9
-    budget: int = 8
-    inputs: int = 8
-    seed: int = 0
-    json: str | None = None
-    profile: int = 0
+#: The command-line settings: `main`'s flags as attributes (``a.episodes``, ``a.envs``, ...).
+Args = argparse.Namespace
 
 
 @dataclass
@@ -440,21 +430,19 @@ def profile(rec: Recording, a: Args, top: int) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    d = Args()
-    p.add_argument("--episodes", type=int, default=d.episodes, help="episodes to record")
-    p.add_argument("--envs", type=int, default=d.envs, help="sub-envs of the SyncVectorEnv")
-    p.add_argument("--repeats", type=int, default=d.repeats, help="interleaved repetitions")
-    p.add_argument("--budget", type=int, default=d.budget, help="per-input budget K")
-    p.add_argument("--inputs", type=int, default=d.inputs, help="the env's pool inputs")
-    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--episodes", type=int, default=32_000, help="episodes to record")
+    p.add_argument("--envs", type=int, default=64, help="sub-envs of the SyncVectorEnv")
+    p.add_argument("--repeats", type=int, default=9, help="interleaved repetitions")
+    p.add_argument("--budget", type=int, default=8, help="per-input budget K")
+    p.add_argument("--inputs", type=int, default=8, help="the env's pool inputs")
+    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="8,000 episodes, 2 repetitions: a smoke check")
     p.add_argument("--json", default=None, help="write the results to this path")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="print the top N cumulative seffi entries of one default-logging replay")  # fmt: skip
-    ns = p.parse_args()
-    if ns.quick:
-        ns.episodes, ns.repeats = min(ns.episodes, 8_000), min(ns.repeats, 2)
-    a = Args(**{k: v for k, v in vars(ns).items() if k != "quick"})
+    a: Args = p.parse_args()
+    if a.quick:
+        a.episodes, a.repeats = min(a.episodes, 8_000), min(a.repeats, 2)
     warnings.simplefilter("ignore")
     os.environ["WANDB_MODE"] = "disabled"
     import stable_baselines3  # noqa: F401 - imports torch
@@ -488,7 +476,8 @@ def main() -> None:
     if a.profile:
         print(profile(rec, a, a.profile))
     if a.json:
-        results = {"args": asdict(a), "episodes": rec.episodes, "rows": out}
+        settings = {k: v for k, v in vars(a).items() if k != "quick"}
+        results = {"args": settings, "episodes": rec.episodes, "rows": out}
         Path(a.json).write_text(json.dumps(results, indent=1))
     rec.env.close()
 

@@ -71,7 +71,10 @@ def main(args: Args) -> None:
     policy = trl_policy(base_lm_folder(lm_cfg, cfg.cache_dir), task)  # only the base LM is needed
     pool_seed, *_, rung3_seed = spawn(cfg.seed, 6)  # the ladder's pool and rung-3 seeds
     pool = task.make_inputs(cfg.n_inputs, seed=int(pool_seed.generate_state(1)[0]))
-    grpo_args = rung3._grpo_args(cfg, cfg.grpo, Path("unused"), 0.0, policy.max_new_tokens, policy.suppress)
+    grpo_args = rung3.grpo_config(
+        cfg, cfg.grpo, Path("unused"), lr=0.0, max_new=policy.max_new_tokens, suppress=policy.suppress,
+        seed=cfg.seed,
+    )  # fmt: skip
     gen = generation_config(grpo_args, policy.model, policy.tokenizer)
     if args.pool:
         pool_gain(args, cfg, task, pool, policy, grpo_args, gen)

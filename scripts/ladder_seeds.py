@@ -39,6 +39,12 @@ MINUS = "\u2212"  # the docs' tables use a typographic minus
 NMI_TARGET = 0.6
 VALID_TARGET = 0.8
 
+
+def _policy_measures(key: str, name: str) -> tuple[tuple[str, str, str], ...]:
+    """A policy's two rows (`collect` writes both keys): its gain with a CI and its valid rate."""
+    return (f"{key}_gain", f"{name} gain [95% CI]", "gain"), (f"{key}_valid", f"{name} valid rate", "value")
+
+
 #: (key, row label, kind): kind "gain" carries a CI, "value" is a plain number, "seconds" a time.
 MEASURES: tuple[tuple[str, str, str], ...] = (
     ("base_valid", "base LM valid rate (T = 1)", "value"),
@@ -46,12 +52,9 @@ MEASURES: tuple[tuple[str, str, str], ...] = (
     ("nmi", "NMI(latent, strategy), z ~ prior", "value"),
     ("nmi_uniform", "NMI, every code equally likely", "value"),
     ("mixture_valid", "mixture valid rate (z ~ prior)", "value"),
-    ("round_robin_gain", "round-robin gain [95% CI]", "gain"),
-    ("round_robin_valid", "round-robin valid rate", "value"),
-    ("trained_gain", "trained router gain [95% CI]", "gain"),
-    ("trained_valid", "trained router valid rate", "value"),
-    ("untrained_gain", "untrained router gain [95% CI]", "gain"),
-    ("untrained_valid", "untrained router valid rate", "value"),
+    *_policy_measures("round_robin", "round-robin"),
+    *_policy_measures("trained", "trained router"),
+    *_policy_measures("untrained", "untrained router"),
     ("models_seconds", "SFT + EM wall time (s)", "seconds"),
     ("total_seconds", "ladder wall time (s)", "seconds"),
 )

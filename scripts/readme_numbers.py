@@ -22,7 +22,7 @@ reference of ``seffi bench`` need them. Producers that run in ``--check`` (a few
 - ``sb3-eval``: ``python examples/sb3_ppo_router_eval.py`` (needs the sb3 extra) -> its gains and time;
 - ``cli``: ``seffi <command> --help`` for every command -> docs/cli.md;
 - ``citation``: CITATION.cff -> README's BibTeX;
-- ``delegated``: the pages in :data:`DELEGATED` that have a checker of their own (it is run).
+- ``delegated``: the pages in `DELEGATED` that have a checker of their own (it is run).
 
 Producers of long runs (``scripts/readme_results.py``) compare the pages with committed results and
 re-run nothing unless ``--write --refresh`` is given:
@@ -30,10 +30,16 @@ re-run nothing unless ``--write --refresh`` is given:
 - ``ladder``: ``docs/results/ladder/`` (the files of one ``seffi ladder`` run) -> docs/ladder.md's
   tables, captions and findings, and its two figures;
 - ``benchmarks``: ``docs/results/benchmarks/<name>.txt`` (each benchmark's printed output) -> one
-  ``bench-<name>`` block each on the performance and statistics pages.
+  ``bench-<name>`` block each on the performance and statistics pages;
+- ``exploration`` (``scripts/readme_exploration.py``): ``docs/results/exploration-bench/<setting>/``
+  (the combined ``bench.json`` of each setting and its models' training times) -> the tables, findings
+  and wall times of docs/exploration-bench.md, and its two figures, pixel for pixel.
+
+Outside the blocks, a page states no result: a decimal with three or more places, or a signed one,
+in its prose is reported (`stray_numbers`), so every measured number has a producer.
 
 Wall times measured here depend on the machine and its load: they agree within a factor of
-:data:`TIME_TOLERANCE`, and ``--write`` replaces a time only when it is outside that band.
+`TIME_TOLERANCE`, and ``--write`` replaces a time only when it is outside that band.
 """
 
 from __future__ import annotations
@@ -218,7 +224,7 @@ def sb3_eval_text(report: Any, seconds: float, stated: float | None) -> str:
 
 
 def within(measured: float, stated: float) -> bool:
-    """True when ``measured`` is within a factor :data:`TIME_TOLERANCE` of ``stated``."""
+    """True when ``measured`` is within a factor `TIME_TOLERANCE` of ``stated``."""
     return abs(math.log(max(measured, 1e-9) / max(stated, 1e-9))) <= math.log(TIME_TOLERANCE)
 
 
@@ -256,6 +262,8 @@ class Context:
     text: dict[Path, str]
     refresh: bool = False
     ladder_dir: Path | None = None
+    #: setting -> a finished ``seffi bench exploration --combine`` folder (with ``--refresh``)
+    exploration_dirs: dict[str, Path] = field(default_factory=dict)
 
     def all_text(self) -> str:
         return "\n".join(self.text.values())
@@ -337,8 +345,9 @@ def produce_sb3_eval(ctx: Context) -> Result:
 
 
 _HELP = """
-import contextlib, io, json, re, sys
-from seffi.cli import main
+import contextlib, importlib, io, json, re, sys
+module, _, func = sys.argv[1].partition(":")
+main = getattr(importlib.import_module(module), func)
 def run(argv):
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
@@ -357,16 +366,24 @@ print(json.dumps(found))
 """
 
 
-def produce_cli(ctx: Context) -> Result:
-    """docs/cli.md's reference: the ``--help`` of ``seffi`` and of every (sub)command, in order."""
-    env = {**_env(), "COLUMNS": str(HELP_COLUMNS), "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run([sys.executable, "-c", _HELP], cwd=ctx.tmp, env=env, capture_output=True, text=True)
+def command_helps(entry: str = "seffi.cli:main", columns: int = HELP_COLUMNS) -> dict[str, str]:
+    """The ``--help`` of ``seffi`` and of every (sub)command, keyed ``"seffi bench exploration"``.
+
+    Args:
+        entry: The console script's ``module:function``.
+        columns: The terminal width argparse wraps to.
+    """
+    env = {**_env(), "COLUMNS": str(columns), "PYTHONWARNINGS": "ignore"}
+    cmd = [sys.executable, "-c", _HELP, entry]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"readme_numbers: seffi --help failed:\n{proc.stderr[-3000:]}")
-    helps: dict[str, str] = json.loads(proc.stdout)
-    parts = []
-    for command, text in helps.items():
-        parts.append(f"### `{command}`\n\n" + fenced(text))
+    return json.loads(proc.stdout)
+
+
+def produce_cli(ctx: Context) -> Result:
+    """docs/cli.md's reference: the ``--help`` of ``seffi`` and of every (sub)command, in order."""
+    parts = [f"### `{command}`\n\n" + fenced(text) for command, text in command_helps().items()]
     return Result({"cli": "\n".join(parts)})
 
 
@@ -405,6 +422,13 @@ def produce_benchmarks(ctx: Context) -> Result:
     return readme_results.produce_benchmarks(ctx)
 
 
+def produce_exploration(ctx: Context) -> Result:
+    """docs/exploration-bench.md's tables, findings, figures and wall times from the committed benches."""
+    import readme_exploration
+
+    return readme_exploration.produce(ctx)
+
+
 #: Pages with a checker of their own: (page, the command that exits 1 when the page drifted).
 DELEGATED: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("docs/ladder-seeds.md", ("scripts/ladder_seeds.py", "--check")),
@@ -434,6 +458,7 @@ PRODUCERS: dict[str, Callable[[Context], Result]] = {
     "citation": produce_citation,
     "ladder": produce_ladder,
     "benchmarks": produce_benchmarks,
+    "exploration": produce_exploration,
     "delegated": produce_delegated,
 }
 
@@ -512,10 +537,11 @@ def apply(result: Result, text: dict[Path, str], write: bool) -> list[str]:
 
 def expected_blocks() -> set[str]:
     """The name of every block some producer writes."""
+    import readme_exploration
     import readme_results
 
     names = {"seffi-run", "coverage-figure", "caveat", "lane", "sb3-eval", "cli", "citation"}
-    return names | readme_results.BLOCKS
+    return names | readme_results.BLOCKS | readme_exploration.BLOCKS
 
 
 def unproduced(text: dict[Path, str]) -> list[str]:
@@ -527,6 +553,29 @@ def unproduced(text: dict[Path, str]) -> list[str]:
         for name in block_names(t)
         if name not in expected
     ]
+
+
+#: A result as the pages print one: three or more decimals, or a signed decimal.
+MEASURED = re.compile(r"(?<![\w.])(?:[-+\u2212]\d+\.\d+|\d+\.\d{3,})(?![\w.])")
+#: Decimals the prose may state: thresholds and bounds of the methods, not measurements.
+CONSTANTS = {"0.001", "0.008"}
+
+
+def stray_numbers(text: dict[Path, str]) -> list[str]:
+    """Results written by hand: measured-looking numbers outside every block, code span and delegated page."""
+    delegated = {ROOT / page for page, _ in DELEGATED}
+    problems = []
+    for page, body in text.items():
+        if page in delegated:
+            continue
+        prose = re.sub(r"<!-- readme-numbers:([\w-]+) -->\n.*?<!-- /readme-numbers:\1 -->\n",
+                       lambda m: "\n" * m.group(0).count("\n"), body, flags=re.DOTALL)
+        prose = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), prose, flags=re.DOTALL)
+        for i, line in enumerate(prose.splitlines(), 1):
+            found = [n for n in MEASURED.findall(re.sub(r"`[^`]*`", "", line)) if n not in CONSTANTS]
+            if found:
+                problems.append(f"{page.relative_to(ROOT)}:{i}: {', '.join(found)} outside a generated block")
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -542,7 +591,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--ladder-dir", type=Path, help="with --refresh: take the ladder results from this run folder"
     )
+    parser.add_argument(
+        "--exploration-dir", action="append", default=[], metavar="SETTING=DIR",
+        help="with --refresh: take a setting's exploration bench from this --combine folder",
+    )
     args = parser.parse_args(argv)
+    try:
+        exploration_dirs = {s: Path(d) for s, d in (item.split("=", 1) for item in args.exploration_dir)}
+    except ValueError:
+        parser.error("--exploration-dir takes SETTING=DIR (e.g. default=runs/default)")
     names = args.only.split(",") if args.only else list(PRODUCERS)
     unknown = [n for n in names if n not in PRODUCERS]
     if unknown:
@@ -551,13 +608,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--refresh re-runs long commands and rewrites results: use it with --write")
     original = {p: p.read_text(encoding="utf-8") for p in pages()}
     text = dict(original)
-    problems = [] if args.only else unproduced(text)
+    problems = [] if args.only else unproduced(text) + stray_numbers(text)
     with tempfile.TemporaryDirectory(prefix="seffi-readme-") as tmp:
         for name in names:
             print(f"readme_numbers: {name} ...", file=sys.stderr, flush=True)
             work = Path(tmp) / name
             work.mkdir()
-            ctx = Context(work, text, refresh=args.refresh, ladder_dir=args.ladder_dir)
+            ctx = Context(work, text, refresh=args.refresh, ladder_dir=args.ladder_dir,
+                          exploration_dirs=exploration_dirs)
             problems += apply(PRODUCERS[name](ctx), text, args.write)
     for p in problems:
         print(p)

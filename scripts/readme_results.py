@@ -7,7 +7,7 @@ committed, so the check compares the pages with them and re-runs nothing:
   ``seffi ladder``, and ``manifest.json``: the command and the figures' digests) -> every table,
   figure caption and finding of docs/ladder.md; ``docs/ladder_coverage.png`` is re-rendered from
   those files and compared pixel for pixel, ``docs/ladder_passk.png`` by digest;
-- ``docs/results/benchmarks/<name>.txt`` (the printed output of each script in :data:`BENCHMARKS`)
+- ``docs/results/benchmarks/<name>.txt`` (the printed output of each script in `BENCHMARKS`)
   -> one ``bench-<name>`` block each.
 
 ``python scripts/readme_numbers.py --write --only ladder,benchmarks --refresh`` re-runs them.
@@ -196,7 +196,7 @@ def findings_block(report: dict[str, Any], r3: dict[str, Any]) -> str:
 
 
 def ladder_blocks(data: dict[str, Any], manifest: dict[str, Any]) -> dict[str, str]:
-    """Every block of :data:`LADDER_BLOCKS` from the committed results."""
+    """Every block of `LADDER_BLOCKS` from the committed results."""
     report, r3 = data["report.json"], data["rung3.json"]
     return {
         "ladder-run": run_block(data, manifest),
@@ -277,7 +277,7 @@ def cost_block(peers: str, scale: str, monitor: str) -> str:
 
 
 def refresh_benchmarks(ctx: Context) -> None:
-    """Run every benchmark of :data:`BENCHMARKS` and commit its printed output."""
+    """Run every benchmark of `BENCHMARKS` and commit its printed output."""
     dest = RESULTS / "benchmarks"
     dest.mkdir(parents=True, exist_ok=True)
     for name, cmd in BENCHMARKS:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
+import subprocess
 from types import ModuleType
 
 import pytest
@@ -25,3 +27,17 @@ def require(module: str, extra: str) -> ModuleType:
         if REQUIRE_EXTRAS:
             pytest.fail(message, pytrace=False)
         pytest.skip(message, allow_module_level=True)
+
+
+def wandb_leet(run_dir: str | os.PathLike[str], *args: str) -> str:
+    """The output of ``wandb leet inspect run_dir *args``: a W&B run read back by W&B's own CLI."""
+    exe = shutil.which("wandb")
+    assert exe, "the wandb CLI is installed with the wandb package"
+    done = subprocess.run(
+        [exe, "leet", "inspect", os.fspath(run_dir), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return done.stdout

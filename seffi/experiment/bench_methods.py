@@ -37,7 +37,7 @@ import numpy as np
 
 from seffi.errors import SeffiError
 from seffi.experiment.bench_sampling import Sampler, group_surface, ordered_eval
-from seffi.experiment.ladder_rung3 import progress_callback
+from seffi.experiment.ladder_rung3 import grpo_config, label_rollout, progress_callback
 from seffi.models import grpo
 from seffi.models.passk import EvalResult, PassAtKEval, evaluate_samples
 
@@ -212,32 +212,6 @@ class PoolSamples:
     surface: dict[str, float]
 
 
-def label_rollout(
-    task: Any, pool: Sequence[Any], texts: Sequence[Sequence[str]], labeler: Any, budget: int
-) -> Any:
-    """One `Rollout` of the pool texts under ``labeler`` (runs of K)."""
-    from seffi.coverage import CoverageTracker
-    from seffi.experiment.runner import Rollout
-
-    tracker = CoverageTracker(
-        strategies=labeler.strategies, task=task.name, barcode_rows=len(pool), barcode_cols=budget
-    )
-    ids, matches, valid = [], [], []
-    stream = 0
-    for x, row in zip(pool, texts, strict=True):
-        for r in range(len(row) // budget):
-            res = [labeler(x, t) for t in row[r * budget : (r + 1) * budget]]
-            for v in res:
-                tracker.update(x.id, v.strategy_matches, valid=v.valid, stream=stream)
-            stream += 1
-            ids.append(x.id)
-            matches.append([tuple(sorted(v.strategy_matches)) for v in res])
-            valid.append([bool(v.valid) for v in res])
-    return Rollout(
-        tracker, ids, np.zeros((len(ids), budget), dtype=np.int64), matches, np.array(valid, dtype=bool)
-    )
-
-
 def measure_pool(
     sampler: Sampler,
     model: Any,
@@ -290,30 +264,11 @@ def grpo_args(
     s: Any, cfg: Any, out: Path, method: Method, max_new: int, suppress: list[int], seed: int
 ) -> Any:
     """The ``GRPOConfig`` of a method (every method: the same seed, steps, batch and K)."""
-    from trl import GRPOConfig
-
-    from seffi.models.grpo import cpu_training
-
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"num_iterations": method.num_iterations}
     if method.scale_rewards is not None:
         extra["scale_rewards"] = method.scale_rewards
-    return GRPOConfig(
-        output_dir=str(out / "trainer"),
-        use_cpu=True,
-        num_generations=cfg.budget,
-        per_device_train_batch_size=s.prompts_per_step * cfg.budget,
-        max_completion_length=max_new,
-        generation_kwargs={"suppress_tokens": suppress},
-        max_steps=s.steps,
-        learning_rate=s.lr * method.lr_factor,
-        num_iterations=method.num_iterations,
-        logging_steps=s.logging_steps,
-        save_strategy="no",
-        report_to="none",
-        seed=seed,
-        disable_tqdm=True,
-        **cpu_training(),
-        **extra,
+    return grpo_config(
+        cfg, s, out, lr=s.lr * method.lr_factor, max_new=max_new, suppress=suppress, seed=seed, **extra
     )
 
 

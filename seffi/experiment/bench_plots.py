@@ -97,6 +97,12 @@ HEADER = [
 ]
 
 
+def table_markdown(summary: Mapping[str, Any]) -> list[str]:
+    """The per-method-and-seed table (`HEADER`, `table_rows`) as markdown lines."""
+    head = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    return head + ["| " + " | ".join(row) + " |" for row in table_rows(summary)]
+
+
 def console_table(summary: Mapping[str, Any]) -> Any:
     """The main table as a rich ``Table``."""
     from rich.table import Table
@@ -116,14 +122,21 @@ def console_lines(summary: Mapping[str, Any]) -> list[str]:
     c = summary["correlations"]
     out = [target_line(summary), sanity_line(summary), "surface metric vs strategy (Spearman rho):"]
     for key in SURFACE_KEYS:
-        ck = c["checkpoints"][key]
+        cov, gain, pool = _surface_rhos(c, key)
         out.append(
-            f"  {key}: with held-out C(K) {_num(ck['coverage_k']['rho'], '{:+.2f}')}, with held-out "
-            f"gain {_num(ck['heldout_gain']['rho'], '{:+.2f}')} ({ck['coverage_k']['n']} checkpoints); "
-            f"with the pool gain {_num(c['final_pool_gain'][key]['rho'], '{:+.2f}')} "
-            f"({c['final_pool_gain'][key]['n']} runs)"
+            f"  {key}: with held-out C(K) {cov}, with held-out gain {gain} "
+            f"({c['checkpoints'][key]['coverage_k']['n']} checkpoints); "
+            f"with the pool gain {pool} ({c['final_pool_gain'][key]['n']} runs)"
         )
     return out
+
+
+def _surface_rhos(c: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """A surface metric's Spearman rho with held-out C(K), held-out gain and the final pool gain, as text."""
+    ck = c["checkpoints"][key]
+    return tuple(
+        _num(r["rho"], "{:+.2f}") for r in (ck["coverage_k"], ck["heldout_gain"], c["final_pool_gain"][key])
+    )
 
 
 def target_line(summary: Mapping[str, Any]) -> str:
@@ -172,10 +185,9 @@ def surface_lines(summary: Mapping[str, Any]) -> list[str]:
             else f"{d['method']} (rank {d['surface_rank']:.1f} by metric, {d['gain_rank']:.1f} by gain, "
             f"of {d['of']})"
         )
+        cov, gain, pool = _surface_rhos(c, key)
         lines.append(
-            f"| {key} | {_num(ck['coverage_k']['rho'], '{:+.2f}')} (n = {ck['coverage_k']['n']}) | "
-            f"{_num(ck['heldout_gain']['rho'], '{:+.2f}')} | "
-            f"{_num(c['final_pool_gain'][key]['rho'], '{:+.2f}')} "
+            f"| {key} | {cov} (n = {ck['coverage_k']['n']}) | {gain} | {pool} "
             f"(n = {c['final_pool_gain'][key]['n']}) | {win} | {gw} | {dtxt} |"
         )
     return lines
@@ -203,10 +215,8 @@ def markdown(summary: Mapping[str, Any]) -> str:
         "",
         "## Per method and seed",
         "",
-        "| " + " | ".join(HEADER) + " |",
-        "|" + "---|" * len(HEADER),
     ]
-    lines += ["| " + " | ".join(row) + " |" for row in table_rows(summary)]
+    lines += table_markdown(summary)
     lines += [
         "",
         "Held-out gain intervals marked (prompts) resample prompts only (distinct codes make a policy's "

@@ -373,6 +373,8 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
     """
     from rich.console import Console
 
+    from seffi.envs import env_id
+    from seffi.envs.latent_lm import latent_lm_env_id
     from seffi.experiment.runner import Runner, _progress, check_envs, env_kwargs, exact_baselines
     from seffi.experiment.runner import make_vec as router_vec
     from seffi.models import require_lm
@@ -418,7 +420,7 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
             1,
             runner,
             lambda num, **kw: router_vec(task, num, **kwargs1, **kw),
-            f"seffi/{_camel(task)}Router-v0",
+            env_id(task, "router"),
             rung1_baselines,
             rung1_seed,
             [
@@ -457,7 +459,7 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
             2,
             runner,
             lambda num, **kw: _latent_vec(task, num, **kwargs2, **kw),
-            f"seffi/{_camel(task)}LatentLM-v0",
+            latent_lm_env_id(task),
             rung2_baselines,
             rung2_seed,
             [
@@ -520,10 +522,6 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
     if hint:
         console.print(f"W&B offline run saved; upload it with: {hint}", soft_wrap=True, markup=False)
     return LadderResult(out, report, measurements, files, seconds, timings)
-
-
-def _camel(task: str) -> str:
-    return "".join(part[:1].upper() + part[1:] for part in task.split("_"))
 
 
 def _prepare_out(out: Path | None, overwrite: bool) -> Path:

@@ -13,6 +13,7 @@ and C(k) for k up to n, the crossover k, the solvable share), periodically durin
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,7 +113,22 @@ def held_out_inputs(task: Any, exclude: set[str], n: int, seed: int) -> list[Any
     return out
 
 
-def _grpo_args(cfg: Any, s: GRPOSettings, out: Path, lr: float, max_new: int, suppress: list[int]) -> Any:
+def grpo_config(
+    cfg: Any, s: GRPOSettings, out: Path, *, lr: float, max_new: int, suppress: list[int], seed: int,
+    **extra: Any,
+) -> Any:  # fmt: skip
+    """The ``GRPOConfig`` of one GRPO run on the CPU: ``cfg.budget`` completions per prompt, no checkpoints.
+
+    Args:
+        cfg: The `LadderConfig` or bench config (its ``budget`` K is the group size).
+        s: The run's `GRPOSettings` (steps, prompts per step, logging interval).
+        out: The run's folder (TRL's own output goes to ``out/trainer``).
+        lr: The learning rate.
+        max_new: The most tokens per completion.
+        suppress: Token ids the seffi sampler never emits (suppressed in generation).
+        seed: The training seed.
+        **extra: Further ``GRPOConfig`` fields (``num_iterations``, ``scale_rewards``).
+    """
     from trl import GRPOConfig
 
     from seffi.models.grpo import cpu_training
@@ -128,42 +144,63 @@ def _grpo_args(cfg: Any, s: GRPOSettings, out: Path, lr: float, max_new: int, su
         learning_rate=lr,
         logging_steps=s.logging_steps,
         save_strategy="no",
-        report_to="none",  # the ladder's own W&B run gets rung 3's results (one run per command)
-        seed=cfg.seed,
+        report_to="none",  # the command's own W&B run gets the results (one run per command)
+        seed=seed,
         disable_tqdm=True,
         **cpu_training(),
+        **extra,
     )
 
 
-def _measure_pool(policy: Any, task: Any, pool: list[Any], cfg: Any, gen: Any, seed: int) -> Any:
-    """``grpo.pool_runs`` fresh runs of K completions per pool prompt from the trained policy."""
+def label_rollout(
+    task: Any, pool: Sequence[Any], texts: Sequence[Sequence[str]], labeler: Any, budget: int
+) -> Any:
+    """One `Rollout` of the pool's completions labelled by ``labeler``, in runs of K.
+
+    Args:
+        task: The task (names the tracker).
+        pool: The pool inputs.
+        texts: Per pool input, its completions: whole runs of ``budget``, in order.
+        labeler: ``labeler(x, text) -> ValidationResult`` with a ``strategies`` attribute.
+        budget: K, the completions per run.
+
+    Returns:
+        A `seffi.experiment.runner.Rollout` (latents all 0: these policies have none).
+    """
     from seffi.coverage import CoverageTracker
     from seffi.experiment.runner import Rollout
-    from seffi.models.grpo import sample_completions
 
-    runs = cfg.grpo.pool_runs
-    n = runs * cfg.budget
-    prompts = [policy.prompt(task, x) for x in pool]
-    texts = sample_completions(
-        policy.model, policy.tokenizer, prompts, n, gen, seed=seed, decode=policy.decode
-    )
     # One barcode row per input (its first run: the lowest stream), K cells each — as seffi run's.
     tracker = CoverageTracker(
-        strategies=task.strategies(), task=task.name, barcode_rows=len(pool), barcode_cols=cfg.budget
+        strategies=labeler.strategies, task=task.name, barcode_rows=len(pool), barcode_cols=budget
     )
     ids, matches, valid = [], [], []
     stream = 0
     for x, row in zip(pool, texts, strict=True):
-        for r in range(runs):
-            res = [task.validate_y_text(x, t) for t in row[r * cfg.budget : (r + 1) * cfg.budget]]
+        for r in range(len(row) // budget):
+            res = [labeler(x, t) for t in row[r * budget : (r + 1) * budget]]
             for v in res:
                 tracker.update(x.id, v.strategy_matches, valid=v.valid, stream=stream)
             stream += 1
             ids.append(x.id)
             matches.append([tuple(sorted(v.strategy_matches)) for v in res])
             valid.append([bool(v.valid) for v in res])
-    latents = np.zeros((len(ids), cfg.budget), dtype=np.int64)
-    return Rollout(tracker, ids, latents, matches, np.array(valid, dtype=bool))
+    return Rollout(
+        tracker, ids, np.zeros((len(ids), budget), dtype=np.int64), matches, np.array(valid, dtype=bool)
+    )
+
+
+def _measure_pool(policy: Any, task: Any, pool: list[Any], cfg: Any, gen: Any, seed: int) -> Any:
+    """``grpo.pool_runs`` fresh runs of K completions per pool prompt from the trained policy."""
+    from seffi.labelers import TaskLabeler
+    from seffi.models.grpo import sample_completions
+
+    n = cfg.grpo.pool_runs * cfg.budget
+    prompts = [policy.prompt(task, x) for x in pool]
+    texts = sample_completions(
+        policy.model, policy.tokenizer, prompts, n, gen, seed=seed, decode=policy.decode
+    )
+    return label_rollout(task, pool, texts, TaskLabeler(task), cfg.budget)
 
 
 def progress_callback(progress: Any, bar: Any) -> Any:
@@ -247,9 +284,11 @@ def run_rung3(
             seed=root,
             base=base_eval,
         )
-        args = _grpo_args(
-            config, s, out / "rung3" / slug, s.lr * factor, policy.max_new_tokens, policy.suppress
-        )
+        lr = s.lr * factor
+        args = grpo_config(
+            config, s, out / "rung3" / slug, lr=lr, max_new=policy.max_new_tokens, suppress=policy.suppress,
+            seed=config.seed,
+        )  # fmt: skip
         bar = runner.progress.add_task(f"rung 3 {label}", total=s.steps, status="GRPO")
         from transformers.trainer_callback import PrinterCallback
 

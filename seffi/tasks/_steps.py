@@ -125,12 +125,7 @@ class StepTask(Task[X, C]):
 
     def steps(self, x: X, strategy: str) -> list[Step] | None:
         """Cached canonical reference steps of ``strategy`` on ``x``."""
-        key = (x.id, strategy)
-        if key not in self._steps_cache:
-            if strategy not in self.strategies():
-                raise ValueError(f"{self.name}: unknown strategy {strategy!r}; known: {self.strategies()}")
-            self._steps_cache[key] = self._strategy_steps(x, strategy)
-        return self._steps_cache[key]
+        return self._cached(self._steps_cache, x, strategy, self._strategy_steps)
 
     def off_strategy_steps(self, x: X) -> list[list[Step]]:
         """Correct step lists of ``x`` that equal no strategy's reference steps (cached)."""

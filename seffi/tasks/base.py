@@ -26,9 +26,9 @@ Example:
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar, get_args, get_origin
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -99,9 +99,13 @@ class TaskConfig(BaseModel):
             strategy is rare is drawn per input from its id.
         invalid_rate: Probability that a base sample is an incorrect trace.
         off_strategy_rate: Probability that a base sample is correct but follows no strategy.
+        ordered_fields: Class-level pairs ``(low, high)`` of field names whose values must satisfy
+            ``low <= high`` (e.g. ``("min_length", "max_length")``); a violation names both fields.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ordered_fields: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     skew: float = Field(1.0, ge=0.0, le=10.0)
     invalid_rate: float = Field(0.1, ge=0.0, le=1.0)
@@ -113,6 +117,13 @@ class TaskConfig(BaseModel):
             raise ValueError(
                 "invalid_rate + off_strategy_rate must be < 1 (some samples must follow a strategy)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TaskConfig:
+        for low, high in self.ordered_fields:
+            if getattr(self, low) > getattr(self, high):
+                raise ValueError(f"{low} must be <= {high}")
         return self
 
 
@@ -216,20 +227,42 @@ class Vocabulary:
 
 X = TypeVar("X", bound=TaskInput)
 C = TypeVar("C", bound=TaskConfig)
+R = TypeVar("R")
 
 
 class Task(abc.ABC, Generic[X, C]):
     """A family of inputs with several solution strategies and a validator that attributes traces.
 
-    Subclasses set ``name``, ``input_cls`` and ``config_cls`` and implement ``strategies``,
-    ``_generate``, ``prompt``, ``solve``, ``_validate``, ``off_strategy_trace``, ``invalid_trace`` and
-    ``vocabulary``. Everything else (ids, seeding, the base sampler and its exact distribution, the
-    never-raising guard around the validator) lives here once.
+    Subclasses set ``name`` and implement ``strategies``, ``_generate``, ``prompt``, ``solve``,
+    ``_validate``, ``off_strategy_trace``, ``invalid_trace`` and ``vocabulary``. ``input_cls`` and
+    ``config_cls`` come from the type parameters of ``Task[Input, Config]`` (or of a generic
+    subclass such as ``StepTask[Input, Config]``); a class body may also set them itself. Everything
+    else (ids, seeding, the base sampler and its exact distribution, the never-raising guard around
+    the validator) lives here once.
     """
 
     name: ClassVar[str]
     input_cls: ClassVar[type[TaskInput]]
     config_cls: ClassVar[type[TaskConfig]] = TaskConfig
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Set ``input_cls`` and ``config_cls`` from the subclass's ``Task[Input, Config]`` parameters.
+
+        A class body that sets either one keeps it; a parameter that is still a type variable (a
+        generic subclass) sets nothing.
+        """
+        super().__init_subclass__(**kwargs)
+        for base in cls.__dict__.get("__orig_bases__", ()):
+            origin = get_origin(base)
+            if not (isinstance(origin, type) and issubclass(origin, Task)):
+                continue
+            for arg in get_args(base):
+                if not isinstance(arg, type):
+                    continue
+                if issubclass(arg, TaskInput) and "input_cls" not in cls.__dict__:
+                    cls.input_cls = arg
+                elif issubclass(arg, TaskConfig) and "config_cls" not in cls.__dict__:
+                    cls.config_cls = arg
 
     def __init__(self, config: C | None = None, **overrides: Any) -> None:
         if config is not None and overrides:
@@ -355,12 +388,28 @@ class Task(abc.ABC, Generic[X, C]):
 
     def reference(self, x: X, strategy: str) -> str | None:
         """Cached ``solve`` (reference traces are pure functions of the input)."""
+        return self._cached(self._solve_cache, x, strategy, self.solve)
+
+    def _cached(
+        self, cache: dict[tuple[str, str], R], x: X, strategy: str, compute: Callable[[X, str], R]
+    ) -> R:
+        """``compute(x, strategy)``, cached in ``cache`` under ``(x.id, strategy)``.
+
+        Args:
+            cache: The per-instance cache the results of ``compute`` are kept in.
+            x: The input.
+            strategy: One of ``strategies()``.
+            compute: The uncached function of ``(x, strategy)``.
+
+        Raises:
+            ValueError: ``strategy`` is not one of ``strategies()``.
+        """
         key = (x.id, strategy)
-        if key not in self._solve_cache:
+        if key not in cache:
             if strategy not in self.strategies():
                 raise ValueError(f"{self.name}: unknown strategy {strategy!r}; known: {self.strategies()}")
-            self._solve_cache[key] = self.solve(x, strategy)
-        return self._solve_cache[key]
+            cache[key] = compute(x, strategy)
+        return cache[key]
 
     def feasible_strategies(self, x: X) -> tuple[str, ...]:
         """Strategies that have a valid trace on ``x`` (constraints can make some impossible)."""

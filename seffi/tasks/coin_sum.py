@@ -37,10 +37,10 @@ class CoinSumConfig(TaskConfig):
     max_target: int = Field(16, ge=1, le=60)
     include_one: float = Field(0.5, ge=0.0, le=1.0, description="probability that coin 1 is in the set")
 
+    ordered_fields = (("min_target", "max_target"),)
+
     @model_validator(mode="after")
-    def _ranges(self) -> CoinSumConfig:
-        if self.min_target > self.max_target:
-            raise ValueError("min_target must be <= max_target")
+    def _distinct(self) -> CoinSumConfig:
         if self.num_coins > self.max_coin:
             raise ValueError("num_coins must be <= max_coin (denominations are distinct)")
         return self
@@ -79,8 +79,6 @@ class CoinSum(StepTask[CoinSumInput, CoinSumConfig]):
     """Coin change with four payment procedures."""
 
     name = "coin_sum"
-    input_cls = CoinSumInput
-    config_cls = CoinSumConfig
     step_format = "take <coin> <count>"
     answer_format = "answer <number of coins>"
 

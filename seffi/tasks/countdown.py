@@ -24,7 +24,7 @@ from itertools import permutations, product
 from typing import Any
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from seffi.tasks._steps import Answer, Step, StepTask, parse_int, parse_ints
 from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
@@ -41,13 +41,7 @@ class CountdownConfig(TaskConfig):
     max_value: int = Field(60, ge=10, le=200)
     min_target: int = Field(10, ge=1, le=200)
 
-    @model_validator(mode="after")
-    def _ranges(self) -> CountdownConfig:
-        if self.min_target > self.max_value:
-            raise ValueError("min_target must be <= max_value")
-        if self.max_number > self.max_value:
-            raise ValueError("max_number must be <= max_value")
-        return self
+    ordered_fields = (("min_target", "max_value"), ("max_number", "max_value"))
 
 
 class CountdownInput(TaskInput):
@@ -129,8 +123,6 @@ class Countdown(StepTask[CountdownInput, CountdownConfig]):
     """Countdown numbers game with four expression-shape strategies."""
 
     name = "countdown"
-    input_cls = CountdownInput
-    config_cls = CountdownConfig
     step_format = "<a> <op> <b> = <c>"
     answer_format = "answer <target>"
 

@@ -19,7 +19,7 @@ import string
 from typing import Any
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from seffi.tasks._steps import Answer, Step, StepTask, parse_int
 from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
@@ -37,11 +37,7 @@ class EditScriptConfig(TaskConfig):
     min_length: int = Field(3, ge=1, le=8)
     max_length: int = Field(5, ge=1, le=8)
 
-    @model_validator(mode="after")
-    def _range(self) -> EditScriptConfig:
-        if self.min_length > self.max_length:
-            raise ValueError("min_length must be <= max_length")
-        return self
+    ordered_fields = (("min_length", "max_length"),)
 
 
 class EditScriptInput(TaskInput):
@@ -133,8 +129,6 @@ class EditScript(StepTask[EditScriptInput, EditScriptConfig]):
     """Edit scripts with four alignment/ordering procedures."""
 
     name = "edit_script"
-    input_cls = EditScriptInput
-    config_cls = EditScriptConfig
     step_format = "sub <i> <letter> | del <i> | ins <i> <letter>"
     answer_format = "answer <letters of the final word>"
 

@@ -12,7 +12,7 @@ from collections import deque
 from typing import Any
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from seffi.tasks._steps import Answer, Step, StepTask, parse_int, parse_ints
 from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
@@ -29,11 +29,7 @@ class GraphTraversalConfig(TaskConfig):
     max_nodes: int = Field(6, ge=3, le=9)
     extra_edges: int = Field(2, ge=0, le=20)
 
-    @model_validator(mode="after")
-    def _range(self) -> GraphTraversalConfig:
-        if self.min_nodes > self.max_nodes:
-            raise ValueError("min_nodes must be <= max_nodes")
-        return self
+    ordered_fields = (("min_nodes", "max_nodes"),)
 
 
 class GraphTraversalInput(TaskInput):
@@ -98,8 +94,6 @@ class GraphTraversal(StepTask[GraphTraversalInput, GraphTraversalConfig]):
     """Graph search orders with a fixed smallest-label tie-break."""
 
     name = "graph_traversal"
-    input_cls = GraphTraversalInput
-    config_cls = GraphTraversalConfig
     step_format = "visit <node>"
     answer_format = "answer <number of nodes visited>"
 

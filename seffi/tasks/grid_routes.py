@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from seffi.tasks._steps import Answer, Step, StepTask, parse_ints
 from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
@@ -36,11 +36,7 @@ class GridRoutesConfig(TaskConfig):
     max_size: int = Field(4, ge=2, le=8)
     max_walls: int = Field(3, ge=0, le=20)
 
-    @model_validator(mode="after")
-    def _range(self) -> GridRoutesConfig:
-        if self.min_size > self.max_size:
-            raise ValueError("min_size must be <= max_size")
-        return self
+    ordered_fields = (("min_size", "max_size"),)
 
 
 class GridRoutesInput(TaskInput):
@@ -99,8 +95,6 @@ class GridRoutes(StepTask[GridRoutesInput, GridRoutesConfig]):
     """Grid routing with four route families that walls can block."""
 
     name = "grid_routes"
-    input_cls = GridRoutesInput
-    config_cls = GridRoutesConfig
     step_format = "right | down | left | up"
     answer_format = "answer <row> <col>"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from seffi.tasks._steps import parse_int
 from seffi.tasks.base import Task, TaskConfig, TaskInput, ValidationResult, Vocabulary
@@ -27,11 +27,7 @@ class HanoiConfig(TaskConfig):
     min_disks: int = Field(2, ge=1, le=8)
     max_disks: int = Field(4, ge=1, le=8)
 
-    @model_validator(mode="after")
-    def _range(self) -> HanoiConfig:
-        if self.min_disks > self.max_disks:
-            raise ValueError("min_disks must be <= max_disks")
-        return self
+    ordered_fields = (("min_disks", "max_disks"),)
 
 
 class HanoiInput(TaskInput):
@@ -67,8 +63,6 @@ class Hanoi(Task[HanoiInput, HanoiConfig]):
     """Tower of Hanoi with three strategies that all yield the unique optimal trace."""
 
     name = "hanoi"
-    input_cls = HanoiInput
-    config_cls = HanoiConfig
 
     def strategies(self) -> tuple[str, ...]:
         return ("recursive", "iterative", "smallest_cycle")

@@ -25,10 +25,10 @@ class SortSwapsConfig(TaskConfig):
     max_length: int = Field(5, ge=2, le=8)
     max_value: int = Field(9, ge=1, le=99)
 
+    ordered_fields = (("min_length", "max_length"),)
+
     @model_validator(mode="after")
-    def _ranges(self) -> SortSwapsConfig:
-        if self.min_length > self.max_length:
-            raise ValueError("min_length must be <= max_length")
+    def _distinct(self) -> SortSwapsConfig:
         if self.max_value + 1 < self.max_length:
             raise ValueError("max_value + 1 must be >= max_length (values are distinct)")
         return self
@@ -95,8 +95,6 @@ class SortSwaps(StepTask[SortSwapsInput, SortSwapsConfig]):
     """Sorting by swaps with four classic procedures."""
 
     name = "sort_swaps"
-    input_cls = SortSwapsInput
-    config_cls = SortSwapsConfig
     step_format = "swap <i> <j>"
     answer_format = "answer <sorted values>"
 

@@ -9,8 +9,16 @@ from typing import Any
 import numpy as np
 
 from seffi.coverage import CoverageTracker
+from seffi.tasks import get_task
+from seffi.tasks.base import Task
 
 CURVE_FIELDS = ("coverage", "novelty", "full_coverage", "valid_coverage")
+
+
+def hanoi_inputs(n: int) -> tuple[Task, list[Any]]:
+    """Three-disk Hanoi and its first ``n`` inputs (seed 0)."""
+    task = get_task("hanoi", max_disks=3)
+    return task, task.make_inputs(n, seed=0)
 
 
 def hand_tracker(
@@ -40,6 +48,16 @@ def assert_curves_match(curveset: dict[str, Any], reference: Any) -> None:
         got = np.asarray([np.nan if v is None else v for v in got], dtype=float)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, equal_nan=True, err_msg=name)
     assert curveset["auc"] == reference.auc
+
+
+def tiny_ppo(venv: Any, *, n_steps: int, width: int, policy: str = "MlpPolicy") -> Any:
+    """SB3 PPO small enough for a test: one hidden layer of ``width``, one epoch per rollout, seed 0, CPU."""
+    from stable_baselines3 import PPO
+
+    net = {"net_arch": [width]}
+    return PPO(
+        policy, venv, n_steps=n_steps, batch_size=64, n_epochs=1, seed=0, device="cpu", policy_kwargs=net
+    )
 
 
 def load_report(out_dir: Path) -> dict[str, Any]:

@@ -14,16 +14,15 @@ from seffi.callbacks.labelers import (
     as_labeler,
     coerce_text,
 )
-from seffi.tasks import get_task
 from seffi.tasks.base import MAX_TRACE_CHARS, ValidationResult
+from tests.callbacks.helpers import hanoi_inputs
 
 JUNK = [None, 3, 2.5, ["a"], {"a": 1}, b"\xff\xfe\x00", "", "   \n\t", "x" * (MAX_TRACE_CHARS + 1), object()]
 
 
 @pytest.fixture(scope="module")
 def hanoi():
-    task = get_task("hanoi", max_disks=3)
-    return task, task.make_inputs(2, seed=0)
+    return hanoi_inputs(2)
 
 
 def test_task_labeler_is_validate_y_text(hanoi):

@@ -1,8 +1,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -13,8 +11,14 @@ import pytest
 
 import seffi.envs  # noqa: F401 - registers the env ids
 from seffi.errors import SeffiError
-from tests.callbacks.helpers import assert_curves_match, assert_plots_nonempty, hand_tracker, load_report
-from tests.helpers import require
+from tests.callbacks.helpers import (
+    assert_curves_match,
+    assert_plots_nonempty,
+    hand_tracker,
+    load_report,
+    tiny_ppo,
+)
+from tests.helpers import require, wandb_leet
 
 sb3 = require("stable_baselines3", "sb3")
 torch = require("torch", "sb3")
@@ -59,15 +63,14 @@ class RecordFinals(gym.Wrapper):
 def _ppo(env_id: str, policy: str, n_envs: int = 2, **env_kwargs: Any) -> PPO:
     # render_mode=None: make_vec_env defaults to "rgb_array", which seffi envs refuse.
     venv = make_vec_env(env_id, n_envs=n_envs, seed=0, env_kwargs={"render_mode": None, **env_kwargs})
-    return PPO(
-        policy,
-        venv,
-        n_steps=64,
-        batch_size=64,
-        n_epochs=1,
-        seed=0,
-        device="cpu",
-        policy_kwargs={"net_arch": [32]},
+    return tiny_ppo(venv, policy=policy, n_steps=64, width=32)
+
+
+def _both_modes(eval_env: gym.Env, out_dir: Path, eval_freq: int, **options: Any) -> CoverageCallback:
+    """A mode="both" callback: streaming and periodic evaluation on ``eval_env``, plots off (the plots
+    are checked in the W&B-failure test)."""
+    return CoverageCallback(
+        budget=K, mode="both", eval_env=eval_env, eval_freq=eval_freq, out_dir=out_dir, plots=False, **options
     )
 
 
@@ -92,17 +95,7 @@ def test_router_env_both_modes_curves_match_and_wandb_summary(
     """At the end the callback prints its folder and the sync command, once."""
     model = _ppo("seffi/SortSwapsRouter-v0", "MlpPolicy", n_inputs=3, budget=K, reward="novel")
     eval_env = RecordFinals(gym.make("seffi/SortSwapsRouter-v0", n_inputs=3, budget=K, input_seed=1))
-    cb = CoverageCallback(
-        budget=K,
-        mode="both",
-        eval_env=eval_env,
-        eval_freq=400,
-        out_dir=tmp_path,
-        log_every=128,
-        n_boot=50,
-        wandb="offline",
-        plots=False,  # plots are checked in the W&B-failure test
-    )
+    cb = _both_modes(eval_env, tmp_path, eval_freq=400, log_every=128, n_boot=50, wandb="offline")
     rec = Recorder()
     model.learn(2048, callback=CallbackList([cb, rec]))
 
@@ -128,14 +121,7 @@ def test_router_env_both_modes_curves_match_and_wandb_summary(
     # The offline W&B run, read back with the W&B CLI, holds the headline numbers.
     run_dir = cb.wandb_run_dir
     assert run_dir is not None and run_dir.exists()
-    out = subprocess.run(
-        [sys.executable, "-m", "wandb", "leet", "inspect", str(run_dir), "--summary", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    summary = json.loads(out.stdout)["summary"]
+    summary = json.loads(wandb_leet(run_dir, "--summary", "--json"))["summary"]
     assert summary["seffi/auc"] == pytest.approx(comp["policies"][0]["curves"]["auc"])
     assert "seffi/gain_vs_iid" in summary and "seffi/eval/auc" in summary
     assert summary["seffi/auc_iid"] == pytest.approx(comp["iid"]["auc"])
@@ -159,17 +145,7 @@ def test_router_env_both_modes_curves_match_and_wandb_summary(
 def test_token_env_both_modes(tmp_path: Path) -> None:
     model = _ppo("seffi/SortSwaps-v0", "MultiInputPolicy", n_inputs=2, budget=K)
     eval_env = RecordFinals(gym.make("seffi/SortSwaps-v0", n_inputs=2, budget=K))
-    cb = CoverageCallback(
-        budget=K,
-        mode="both",
-        eval_env=eval_env,
-        eval_freq=300,
-        out_dir=tmp_path,
-        log_every=8,
-        n_boot=20,
-        wandb="disabled",
-        plots=False,
-    )
+    cb = _both_modes(eval_env, tmp_path, eval_freq=300, log_every=8, n_boot=20, wandb="disabled")
     rec = Recorder()
     model.learn(1280, callback=CallbackList([cb, rec]))
     assert len(rec.finals) == cb.monitor.episodes > 10
@@ -184,10 +160,7 @@ def test_read_api_in_both_mode_reads_the_stream_by_default_and_the_evaluation_on
 ) -> None:
     model = _ppo("seffi/SortSwaps-v0", "MultiInputPolicy", n_inputs=2, budget=K)
     eval_env = RecordFinals(gym.make("seffi/SortSwaps-v0", n_inputs=2, budget=K))
-    cb = CoverageCallback(
-        budget=K, mode="both", eval_env=eval_env, eval_freq=200, out_dir=tmp_path, log_every=8,
-        n_boot=0, wandb="disabled", plots=False,
-    )  # fmt: skip
+    cb = _both_modes(eval_env, tmp_path, eval_freq=200, log_every=8, n_boot=0, wandb="disabled")
     assert cb.metrics() == {} and cb.metrics("eval") == {}  # before training
     assert len(cb.to_dataframe()) == 0
     with pytest.raises(SeffiError, match="once training has started"):

@@ -247,22 +247,14 @@ def test_tracker_built_from_run_arrays_equals_a_hand_fed_tracker() -> None:
 
 
 def test_log_gain_from_cached_baseline_aucs_equals_the_snapshot_gain() -> None:
-    import gymnasium as gym
-
-    import seffi.envs  # noqa: F401
+    from tests.envs.common import make_vec
 
     key = "seffi/gain_vs_iid"
     # K = 1: every run reaches K at once, so the first check has a gain while some inputs are still
     # unseen (the pool baseline is restricted to the seen ones). K = 4: after 1 and 31 steps no run
     # has reached K yet, so neither path reports a gain; after 201 steps both do.
     for K, schedule, has_gain in ((1, (1, 30), (True, True)), (4, (1, 30, 170), (False, False, True))):
-        envs = gym.make_vec(
-            "seffi/SortSwapsRouter-v0",
-            num_envs=4,
-            vectorization_mode="vector_entry_point",
-            n_inputs=6,
-            budget=4,
-        )
+        envs = make_vec("sort_swaps", "router", 4, n_inputs=6, budget=4)
         m = CoverageMonitor.for_env(envs, budget=K, sinks=_Null(), n_boot=0)
         envs.reset(seed=0)
         rng = np.random.default_rng(0)
@@ -382,6 +374,18 @@ def _window_monitor(window: int | None, log_every: int, sinks: _Null) -> Coverag
     )  # fmt: skip
 
 
+def _fed_window_monitor(
+    window: int | None, log_every: int, stream: list[tuple[int, str, str]]
+) -> tuple[CoverageMonitor, _Null]:
+    """A window monitor fed every episode of ``stream``, checking for a log after each; and its sink."""
+    sinks = _Null()
+    monitor = _window_monitor(window, log_every, sinks)
+    for row, x, s in stream:
+        monitor.ingest_episode({"input_id": x, "strategy_matches": (s,), "valid": True}, env_index=row)
+        monitor.maybe_log(monitor.episodes)
+    return monitor, sinks
+
+
 def _hand_window(stream: list[tuple[int, str, str]], first: int, last: int) -> dict[str, float]:
     """C(k), AUC and gain over the runs whose K-th sample is episode first..last (1-based), by hand."""
     runs: dict[tuple[int, int], list[tuple[str, str]]] = {}
@@ -415,11 +419,7 @@ def _hand_window(stream: list[tuple[int, str, str]], first: int, last: int) -> d
 def test_streaming_logs_cover_the_runs_completed_in_the_last_window_episodes() -> None:
     L, W, n = 48, 96, 480
     stream = _window_stream(n)
-    sinks = _Null()
-    monitor = _window_monitor(W, L, sinks)
-    for row, x, s in stream:
-        monitor.ingest_episode({"input_id": x, "strategy_matches": (s,), "valid": True}, env_index=row)
-        monitor.maybe_log(monitor.episodes)
+    monitor, sinks = _fed_window_monitor(W, L, stream)
     steps = [step for step, _ in sinks.logged]
     assert steps == list(range(L, n + 1, L))
     for step, scalars in sinks.logged:
@@ -444,11 +444,7 @@ def test_streaming_logs_cover_the_runs_completed_in_the_last_window_episodes() -
 def test_window_none_logs_every_run_since_the_start() -> None:
     L, n = 48, 480
     stream = _window_stream(n)
-    sinks = _Null()
-    monitor = _window_monitor(None, L, sinks)
-    for row, x, s in stream:
-        monitor.ingest_episode({"input_id": x, "strategy_matches": (s,), "valid": True}, env_index=row)
-        monitor.maybe_log(monitor.episodes)
+    _, sinks = _fed_window_monitor(None, L, stream)
     for step, scalars in sinks.logged:
         hand = _hand_window(stream, 1, step)
         assert scalars["seffi/auc"] == pytest.approx(hand["auc"], abs=1e-12)
@@ -458,12 +454,8 @@ def test_window_none_logs_every_run_since_the_start() -> None:
 def test_window_snapshot_curves_are_the_windows_and_bit_identical_while_it_holds_everything() -> None:
     L, W, n = 48, 96, 240
     stream = _window_stream(n)
-    windowed, cumulative = _Null(), _Null()
-    a, b = _window_monitor(W, L, windowed), _window_monitor(10_000, L, cumulative)
-    for row, x, s in stream:
-        for m in (a, b):
-            m.ingest_episode({"input_id": x, "strategy_matches": (s,), "valid": True}, env_index=row)
-            m.maybe_log(m.episodes)
+    a, windowed = _fed_window_monitor(W, L, stream)
+    _, cumulative = _fed_window_monitor(10_000, L, stream)
     # A window wider than the stream: the same numbers as no window, to the bit.
     first_two = [s for _, s in windowed.logged[:2]]
     assert first_two == [s for _, s in cumulative.logged[:2]]

@@ -22,6 +22,7 @@ from seffi.errors import SeffiError  # noqa: E402
 from seffi.models.grpo import cpu_training, diversity_rewards  # noqa: E402
 from seffi.models.passk import PassAtKEval  # noqa: E402
 from seffi.tasks import get_task  # noqa: E402
+from tests.callbacks.helpers import hanoi_inputs  # noqa: E402
 from tests.callbacks.tiny_lm import tiny_causal_lm  # noqa: E402
 
 
@@ -33,8 +34,7 @@ def _own_reference_cache(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def hanoi():
-    task = get_task("hanoi", max_disks=3)
-    return task, task.make_inputs(3, seed=0)
+    return hanoi_inputs(3)
 
 
 def test_reward_validates_junk_without_crashing(hanoi):
@@ -110,6 +110,35 @@ def test_groups_straddling_processes_are_gathered_before_merging(hanoi, tmp_path
     assert alone.group_sizes == {4: 3, 2: 3}
 
 
+def _grpo(model, tok, ds, cov, tmp_path, lr, steps=3, reward_funcs=None, callbacks=None, **config):
+    """``steps`` GRPO steps of 2 prompts x 4 completions on the CPU; ``config``: more GRPOConfig fields.
+    The reward functions and the callbacks default to the coverage object's alone."""
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        use_cpu=True,
+        num_generations=4,
+        per_device_train_batch_size=8,
+        max_steps=steps,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        learning_rate=lr,
+        seed=0,
+        **{"max_completion_length": 12, **config},
+        **cpu_training(),
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward_funcs or [cov.reward],
+        args=args,
+        train_dataset=ds,
+        processing_class=tok,
+        callbacks=callbacks or [cov.callback],
+    )
+    trainer.train()
+    return trainer
+
+
 class _Reporter(TrainerCallback):
     """Stands in for a reporting integration (W&B): records the logs it is handed."""
 
@@ -135,30 +164,10 @@ def test_grpo_tiny_lm_logs_coverage_through_trl(hanoi, tmp_path):
     held_out = [x for x in task.make_inputs(8, seed=5) if x.id not in {y.id for y in inputs}][:2]
     evaluation = PassAtKEval(task, held_out, n=4, every=2, out_dir=tmp_path / "grpo", seed=0)
     reporter = _Reporter()
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "out"),
-        use_cpu=True,
-        num_generations=4,
-        per_device_train_batch_size=8,
-        max_completion_length=24,
-        max_steps=3,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        learning_rate=1e-3,
-        seed=0,
-        reward_weights=[1.0, 0.0],
-        **cpu_training(),
-    )
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=[cov.reward, recorder],
-        args=args,
-        train_dataset=ds,
-        processing_class=tok,
-        callbacks=[reporter, cov.callback, evaluation],
-    )
-    trainer.train()
+    trainer = _grpo(
+        model, tok, ds, cov, tmp_path, lr=1e-3, reward_funcs=[cov.reward, recorder],
+        callbacks=[reporter, cov.callback, evaluation], max_completion_length=24, reward_weights=[1.0, 0.0],
+    )  # fmt: skip
 
     assert cov.budget == 4 and set(cov.group_sizes) == {4}
     # The evaluation's scalars reach the reporter too (the evaluation runs before it) and the history
@@ -229,33 +238,6 @@ def test_out_dir_holding_a_run_gets_a_fresh_sibling(tmp_path):
     assert cov.monitor.out_dir == tmp_path / "grpo-2" == cov.out_dir
     assert (tmp_path / "grpo" / "metrics.jsonl").read_text() == '{"seffi/step": 9}\n'
     PartialState._reset_state()
-
-
-def _grpo(model, tok, ds, cov, tmp_path, lr, steps=3, reward_funcs=None):
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "out"),
-        use_cpu=True,
-        num_generations=4,
-        per_device_train_batch_size=8,
-        max_completion_length=12,
-        max_steps=steps,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        learning_rate=lr,
-        seed=0,
-        **cpu_training(),
-    )
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=reward_funcs or [cov.reward],
-        args=args,
-        train_dataset=ds,
-        processing_class=tok,
-        callbacks=[cov.callback],
-    )
-    trainer.train()
-    return trainer
 
 
 def test_iid_is_the_reference_models_own_samples_and_lr0_gain_contains_0(tmp_path):

@@ -9,6 +9,8 @@ import pytest
 
 from seffi.coverage import CoverageTracker, IidBaseline, OracleBaseline
 from seffi.coverage import estimators as est
+from tests.coverage import references
+from tests.coverage.references import full_coverage_by_loops, novelty_by_loops
 
 LAW = {frozenset({"a", "b"}): 0.35, frozenset({"c"}): 0.25, frozenset({"b", "d"}): 0.2, frozenset(): 0.2}
 IDS = ("a", "b", "c", "d")
@@ -219,39 +221,6 @@ def test_oracle_wrong_input_format_is_one_line_seffi_error(refs) -> None:
 # -- the batched set-valued estimators against the per-replicate reference -------
 
 
-def _ref_novelty(X: np.ndarray, K: int) -> np.ndarray:
-    """The per-replicate reference novelty: one Python step per distinct match set and subset B."""
-    n = X.shape[0]
-    i1 = np.arange(min(K, n))
-    lf = est.log_factorial(n)
-    masks = (X.astype(np.int64) << np.arange(X.shape[1], dtype=np.int64)).sum(axis=1)
-    uniq, counts = np.unique(masks, return_counts=True)
-    out = np.zeros(i1.size)
-    for mask, c in zip(uniq, counts, strict=True):
-        b = int(mask)
-        while b:
-            y_b = int(counts[(uniq & b) != 0].sum())
-            sign = -((-1) ** bin(b).count("1"))
-            out += c * sign * np.exp(est._log_binom_ratio(n - y_b, n - 1, i1, lf))
-            b = (b - 1) & int(mask)
-    return np.clip(out / n, 0.0, 1.0)
-
-
-def _ref_full(X: np.ndarray, m: int, K: int) -> np.ndarray:
-    """The reference set-valued F(k): one inclusion-exclusion over the 2^m subsets per dataset."""
-    n = X.shape[0]
-    ks = np.arange(1, min(K, n) + 1)
-    if m > X.shape[1] or not X[:, :m].any(axis=0).all():
-        return np.zeros(ks.size)
-    if X[:, :m].sum(axis=1).max() <= 1:
-        return est.full_coverage_samples(X, m, K)  # single-label DP, unchanged
-    masks = (X[:, :m].astype(np.int64) << np.arange(m, dtype=np.int64)).sum(axis=1)
-    disjoint, sign = est._subset_table(masks, np.ones(n), m)
-    y_b = n - np.rint(disjoint).astype(np.int64)
-    ratio = np.exp(est._log_binom_ratio(n - y_b[None, :], n, ks[:, None], est.log_factorial(n)))
-    return np.clip((sign[None, :] * ratio).sum(axis=1), 0.0, 1.0)
-
-
 def test_batched_set_valued_estimators_equal_the_reference() -> None:
     """Novelty and F of many random set-valued datasets equal the reference loops (1e-12)."""
     rng = np.random.default_rng(13)
@@ -262,18 +231,16 @@ def test_batched_set_valued_estimators_equal_the_reference() -> None:
         nov = est.novelty_samples_many(X, K)
         full = est.full_coverage_samples_many(X, m, K)
         for d in range(D):
-            np.testing.assert_allclose(nov[d], _ref_novelty(X[d], K), rtol=0, atol=1e-12)
+            np.testing.assert_allclose(nov[d], novelty_by_loops(X[d], K), rtol=0, atol=1e-12)
             np.testing.assert_allclose(est.novelty_samples(X[d], K), nov[d], rtol=0, atol=1e-12)
-            np.testing.assert_allclose(full[d], _ref_full(X[d], m, K), rtol=0, atol=1e-12)
+            np.testing.assert_allclose(full[d], full_coverage_by_loops(X[d], m, K), rtol=0, atol=1e-12)
             np.testing.assert_allclose(est.full_coverage_samples(X[d], m, K), full[d], rtol=0, atol=1e-12)
 
 
 def _reference_loops(monkeypatch) -> None:
     """Route the batched estimators through the per-replicate reference (one Python loop per replicate)."""
-    monkeypatch.setattr(est, "novelty_samples_many", lambda X, K: np.stack([_ref_novelty(x, K) for x in X]))
-    monkeypatch.setattr(
-        est, "full_coverage_samples_many", lambda X, m, K: np.stack([_ref_full(x, m, K) for x in X])
-    )
+    monkeypatch.setattr(est, "novelty_samples_many", references.novelty_many_by_loops)
+    monkeypatch.setattr(est, "full_coverage_samples_many", references.full_coverage_many_by_loops)
 
 
 def test_set_valued_from_samples_is_fast_and_unchanged(monkeypatch) -> None:

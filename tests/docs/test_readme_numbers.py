@@ -9,7 +9,7 @@ what the script makes, and the slow commands' tables have the format the script 
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import re
 import sys
 from pathlib import Path
@@ -22,12 +22,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def rn():
-    spec = importlib.util.spec_from_file_location("readme_numbers", ROOT / "scripts" / "readme_numbers.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["readme_numbers"] = module  # dataclasses and readme_ladder look it up there
-    spec.loader.exec_module(module)
-    return module
+    # imported by name, as readme_results and readme_exploration import it
+    if str(ROOT / "scripts") not in sys.path:
+        sys.path.insert(0, str(ROOT / "scripts"))
+    return importlib.import_module("readme_numbers")
 
 
 @pytest.fixture(scope="module")
@@ -178,3 +176,72 @@ def test_a_drifted_block_is_reported_and_rewritten(rn, tmp_path: Path) -> None:
         rn.ROOT = ROOT
     assert len(problems) == 1 and "-old" in problems[0] and "+new" in problems[0]
     assert rn.read_block(text[page], "lane") == "new\n"
+
+
+def test_exploration_page_is_its_committed_results(rn, text, tmp_path: Path) -> None:
+    """The bench page's tables, findings and wall times, and both figures, come from the committed benches."""
+    result = rn.produce_exploration(rn.Context(tmp_path, text))
+    assert not result.problems
+    import readme_exploration
+
+    assert set(result.blocks) == readme_exploration.BLOCKS
+    for name, expected in result.blocks.items():
+        assert body(rn, text, name) == expected, name
+    assert len(result.figures) == 2
+    for committed, fresh in result.figures:
+        assert rn.same_image(committed, fresh) is None
+
+
+def _bench(gains: dict[str, list[tuple[float, float, float, float]]]) -> dict:
+    """A bench summary: per method, per seed 0-2 (pool gain, lo, hi, held-out valid@1); base valid@1 0.5."""
+    held = {"heldout_gain": 0.0, "heldout_gain_lo": -0.1, "heldout_gain_hi": 0.1, "coverage_k": 0.5}
+    rows = [
+        {"method": m, "seed": s, "pool_gain": g, "pool_gain_lo": lo, "pool_gain_hi": hi, "valid_at_1": v,
+         "pool_gain_classifier": None, **held}
+        for m, per_seed in gains.items()
+        for s, (g, lo, hi, v) in enumerate(per_seed)
+    ]
+    return {
+        "config": {"seeds": [0, 1, 2], "methods": list(gains), "budget": 8, "grpo": {"eval_samples": 64}},
+        "base": [{"seed": s, "valid_at_1": 0.5, "coverage_k": 0.5} for s in range(3)],
+        "rows": rows,
+    }
+
+
+def test_exploration_target_needs_two_seeds_above_0_at_the_bases_valid_rate(rn) -> None:
+    """A method meets the target on >= 2 of 3 seeds with its pool CI above 0 and valid@1 >= the base's."""
+    import readme_exploration as x
+
+    summary = _bench({
+        "diversity": [(0.2, 0.1, 0.3, 0.6), (0.1, -0.1, 0.3, 0.6), (0.2, 0.05, 0.35, 0.5)],
+        "validity": [(0.2, 0.1, 0.3, 0.4), (0.3, 0.2, 0.4, 0.9), (-0.2, -0.3, -0.1, 0.9)],
+    })
+    b = x.Bench(summary)
+    assert [x.meets(r, b.base[r["seed"]]) for r in b.rows("diversity")] == [True, False, True]
+    # validity's seed 0 has its CI above 0 but valid@1 0.4 < 0.5: one seed only
+    assert [x.meets(r, b.base[r["seed"]]) for r in b.rows("validity")] == [False, True, False]
+    target, single = x.target_finding(b)
+    assert "met by **seffi diversity** on seeds 0 and 2: +0.200 [+0.100, +0.300] at valid@1 0.600" in target
+    assert "on seed 1 +0.100 [\u22120.100, +0.300]" in target
+    assert single == (
+        "**Clearing the bar on fewer seeds**: validity on seed 1 (+0.300 [+0.200, +0.400] at valid@1 0.900)."
+    )
+
+
+def test_exploration_number_formats(rn) -> None:
+    import readme_exploration as x
+
+    assert x.signed(0.1554) == "+0.155" and x.signed(-0.9049) == "\u22120.905"
+    assert x.signed(-0.0001) == "0.000" and x.interval(0.1, None, 0.2) == "+0.100"
+    assert x.side(0.01, 0.2) == "above 0" and x.side(-0.2, -0.01) == "below 0"
+    assert x.side(-0.1, 0.1) == "contains 0"
+    assert x.seeds_text([1]) == "seed 1" and x.seeds_text([0, 1, 2]) == "seeds 0, 1 and 2"
+    assert x.span([0.2, 0.9, 0.5]) == "0.200-0.900" and x.span([0.5, 0.5]) == "0.500"
+
+
+def test_no_result_is_written_by_hand_outside_a_block(rn, text) -> None:
+    """Measured-looking numbers on the pages sit in generated blocks; one written into prose is found."""
+    assert rn.stray_numbers(text) == []
+    page = rn.DOCS / "page.md"
+    found = rn.stray_numbers({page: "gain +0.155 [0.016, 0.295], `0.123`, 0.001\n```\n0.444\n```\nT = 1.3\n"})
+    assert found == ["docs/page.md:1: +0.155, 0.016, 0.295 outside a generated block"]

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from tests.experiment._smoke import isolated_run
 from tests.helpers import require
 
 # ruff: noqa: E402
@@ -39,16 +40,10 @@ torch.set_num_threads(1)
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float, int]:
     root = tmp_path_factory.mktemp("bench")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SEFFI_CACHE", str(root / "cache"))
-    mp.setenv("WANDB_DIR", str(root))
-    mp.setenv("WANDB_MODE", "offline")
-    mp.setenv("OMP_NUM_THREADS", "1")
-    mp.chdir(root)
-    started = time.perf_counter()
-    code = main(["bench", "exploration", "--smoke", "--out", str(root / "run"), "--no-progress"])
-    seconds = time.perf_counter() - started
-    mp.undo()
+    with isolated_run(root, OMP_NUM_THREADS="1"):
+        started = time.perf_counter()
+        code = main(["bench", "exploration", "--smoke", "--out", str(root / "run"), "--no-progress"])
+        seconds = time.perf_counter() - started
     return root / "run", seconds, code
 
 

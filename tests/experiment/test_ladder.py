@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.experiment._smoke import isolated_run
 from tests.helpers import require
 
 # The imports below need the lm extra: require() skips (or, in CI, fails) first.
@@ -29,20 +30,15 @@ SMOKE_OUTPUT: dict[str, object] = {}
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float, int]:
     root = tmp_path_factory.mktemp("ladder")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SEFFI_CACHE", str(root / "cache"))
-    mp.setenv("WANDB_DIR", str(root))
-    mp.setenv("WANDB_MODE", "offline")
-    mp.chdir(root)
-    started = time.perf_counter()
     stdout = io.StringIO()
-    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(stdout):
-        warnings.simplefilter("always")
-        code = main(["ladder", "--smoke", "--out", str(root / "run"), "--no-progress"])
-    seconds = time.perf_counter() - started
+    with isolated_run(root):
+        started = time.perf_counter()
+        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(stdout):
+            warnings.simplefilter("always")
+            code = main(["ladder", "--smoke", "--out", str(root / "run"), "--no-progress"])
+        seconds = time.perf_counter() - started
     said = [f"{w.category.__name__}: {w.message}" for w in caught]
     SMOKE_OUTPUT.update(stdout=stdout.getvalue(), warnings=said)
-    mp.undo()
     return root / "run", seconds, code
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -19,12 +18,10 @@ import pytest
 
 from seffi.callbacks import CoverageMonitor
 from seffi.callbacks.gym import CoverageWrapper
-from seffi.coverage import IidBaseline, OracleBaseline
 from tests.callbacks.helpers import load_report
+from tests.integration.caller_baselines import LAWS, explicit_baselines
 from tests.integration.user_env import (
-    BASE_LAW,
     INPUTS,
-    STRATEGIES,
     hand_coverage,
     hand_iid_coverage,
     make_planner,
@@ -37,8 +34,6 @@ K = 4
 ENV_ID = "user/Planner-v0"
 if ENV_ID not in gym.registry:
     gym.register(ENV_ID, entry_point=make_planner)
-REFERENCES = {"astar": {"astar"}, "bfs": {"bfs"}, "dfs": {"dfs"}, "greedy": {"astar", "greedy"}}
-LAWS = ("env", "none", "explicit")
 OPTIONS = {"wandb": "disabled", "plots": False, "n_boot": 20, "log_every": 8}
 
 
@@ -46,15 +41,6 @@ def _env(tmp_path: Path, laws: str) -> tuple[gym.Env, Path]:
     log = tmp_path / "env.jsonl"
     env = gym.make(ENV_ID, budget=K, log_path=str(log), laws=laws == "env")
     return gym.wrappers.RecordEpisodeStatistics(gym.wrappers.TimeLimit(env, max_episode_steps=50)), log
-
-
-def _explicit(laws: str) -> dict[str, Any]:
-    if laws != "explicit":
-        return {}
-    return {
-        "iid": IidBaseline.from_match_distribution({x: BASE_LAW for x in INPUTS}, strategies=STRATEGIES),
-        "oracle": OracleBaseline({x: REFERENCES for x in INPUTS}, strategies=STRATEGIES),
-    }
 
 
 def _check(out_dir: Path, log: Path, laws: str, monitor: CoverageMonitor) -> None:
@@ -80,7 +66,7 @@ def test_plain_monitor_on_a_wrapped_single_env_counts_what_it_emitted(laws: str,
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # reading through the wrappers warns about nothing
         monitor = CoverageMonitor.for_env(
-            env, budget=K, out_dir=tmp_path / "run", **OPTIONS, **_explicit(laws)
+            env, budget=K, out_dir=tmp_path / "run", **OPTIONS, **explicit_baselines(laws)
         )
     rng = np.random.default_rng(0)
     env.reset(seed=0)
@@ -98,7 +84,7 @@ def test_plain_monitor_on_a_wrapped_single_env_counts_what_it_emitted(laws: str,
 @pytest.mark.parametrize("laws", LAWS)
 def test_coverage_wrapper_on_a_wrapped_single_env_counts_what_it_emitted(laws: str, tmp_path: Path) -> None:
     inner, log = _env(tmp_path, laws)
-    env = CoverageWrapper(inner, K, out_dir=tmp_path / "run", **OPTIONS, **_explicit(laws))
+    env = CoverageWrapper(inner, K, out_dir=tmp_path / "run", **OPTIONS, **explicit_baselines(laws))
     rng = np.random.default_rng(1)
     env.reset(seed=0)
     for _ in range(3 * K * len(INPUTS)):

@@ -30,15 +30,11 @@ from seffi.callbacks.labelers import RegexRubric  # noqa: E402
 from seffi.callbacks.trl import GRPOCoverage, checkpoint_state_path  # noqa: E402
 from seffi.coverage import OracleBaseline  # noqa: E402
 from seffi.models.grpo import cpu_training, prompt_token_ids  # noqa: E402
+from tests.tiny_chat import tiny_chat_model  # noqa: E402
 
 STRATEGIES = ("astar", "bfs", "dfs", "greedy")
-SPECIAL = ["<pad>", "<|im_end|>", "<|im_start|>", "<unk>"]
 WORDS = ["\n", "system", "user", "assistant", "find", "a", "route", "through", "maze", "plan", "step",
          "bfs", "dfs", "astar", "greedy", "answer", "done", "left", "right", "up", "down"]  # fmt: skip
-TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
 TEXTS = {"maze-a": "find a route through maze", "maze-b": "plan a route", "maze-c": "find a plan step"}
 G = 4  # num_generations = K
 PER_STEP = 8  # completions per step: 2 prompts x G
@@ -53,28 +49,7 @@ def _one_thread_and_own_cache(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     """A tiny Qwen2 chat model and its tokenizer, saved like any Hugging Face model folder."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    vocab = {t: i for i, t in enumerate(SPECIAL + WORDS)}
-    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Split(" ", "removed"), pre_tokenizers.Split("\n", "isolated")]
-    )
-    core.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # words joined by spaces
-    core.add_special_tokens(SPECIAL)
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token="<pad>", eos_token="<|im_end|>", unk_token="<unk>"
-    )
-    tok.chat_template = TEMPLATE
-    config = Qwen2Config(
-        vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128,
-        tie_word_embeddings=True, pad_token_id=vocab["<pad>"], eos_token_id=vocab["<|im_end|>"],
-        bos_token_id=None,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    model = Qwen2ForCausalLM(config)
+    model, tok = tiny_chat_model(WORDS, intermediate_size=32, max_position_embeddings=128)
     assert sum(p.numel() for p in model.parameters()) < 5_000
     folder = tmp_path_factory.mktemp("qwen2-chat")
     model.save_pretrained(folder)

@@ -28,13 +28,12 @@ from gymnasium.wrappers.vector import NormalizeReward, RecordEpisodeStatistics
 import seffi.envs  # noqa: F401 - registers the env ids
 from seffi.callbacks import CoverageMonitor
 from seffi.callbacks.gym import CoverageVectorWrapper
-from seffi.coverage import IidBaseline, OracleBaseline
-from tests.callbacks.helpers import load_report
+from tests.callbacks.helpers import load_report, tiny_ppo
 from tests.callbacks.test_env_access import _asked, _probed
 from tests.docs.test_docs import python_blocks
 from tests.helpers import require
+from tests.integration.caller_baselines import LAWS, REFERENCES, explicit_baselines
 from tests.integration.user_env import (
-    BASE_LAW,
     INPUTS,
     STRATEGIES,
     hand_coverage,
@@ -59,10 +58,6 @@ from seffi.callbacks.sb3 import CoverageCallback  # noqa: E402
 K = 4
 N_ENVS = 2
 ROOT = Path(__file__).resolve().parents[2]
-#: "env": the env has base_match_distribution/reference_match_sets; "none": only strategies;
-#: "explicit": only strategies, and the caller passes iid=/oracle=.
-LAWS = ("env", "none", "explicit")
-REFERENCES = {"astar": {"astar"}, "bfs": {"bfs"}, "dfs": {"dfs"}, "greedy": {"astar", "greedy"}}
 MONITOR_OPTIONS = {"wandb": "disabled", "plots": False, "n_boot": 20, "log_every": 16}
 
 
@@ -76,15 +71,6 @@ def _env_fns(folder: Path, laws: str, sb3_monitor: bool = False) -> tuple[list[A
     # SB3's Monitor imports torch: in-process envs only (a subprocess would import it again).
     make = _sb3_planner if sb3_monitor else functools.partial(make_planner, K)
     return [functools.partial(make, i, paths[i], laws == "env") for i in range(N_ENVS)], paths
-
-
-def _explicit_baselines(laws: str) -> dict[str, Any]:
-    if laws != "explicit":
-        return {}
-    return {
-        "iid": IidBaseline.from_match_distribution({x: BASE_LAW for x in INPUTS}, strategies=STRATEGIES),
-        "oracle": OracleBaseline({x: REFERENCES for x in INPUTS}, strategies=STRATEGIES),
-    }
 
 
 def hand_oracle_coverage(budget: int) -> np.ndarray:
@@ -138,16 +124,7 @@ def _logged(paths: list[str]) -> list[dict[str, Any]]:
 
 
 def _ppo(venv: Any) -> PPO:
-    return PPO(
-        "MlpPolicy",
-        venv,
-        n_steps=32,
-        batch_size=64,
-        n_epochs=1,
-        seed=0,
-        device="cpu",
-        policy_kwargs={"net_arch": [16]},
-    )
+    return tiny_ppo(venv, n_steps=32, width=16)
 
 
 @pytest.mark.parametrize("laws", LAWS)
@@ -162,7 +139,7 @@ def test_sb3_ppo_with_coverage_callback_counts_what_the_envs_emitted(
     venv = DummyVecEnv(fns) if container == "dummy" else SubprocVecEnv(fns, start_method="fork")
     if normalize:
         venv = VecNormalize(venv)
-    callback = CoverageCallback(K, out_dir=tmp_path / "run", **MONITOR_OPTIONS, **_explicit_baselines(laws))
+    callback = CoverageCallback(K, out_dir=tmp_path / "run", **MONITOR_OPTIONS, **explicit_baselines(laws))
     try:
         _ppo(venv).learn(256, callback=callback)  # 4 rollouts of 2 x 32 steps; one step = one sample
     finally:
@@ -184,7 +161,7 @@ def test_sb3_subproc_env_is_asked_nothing_the_caller_passes(tmp_path: Path) -> N
         env_name="user/Planner-v0",
         out_dir=tmp_path / "run",
         **MONITOR_OPTIONS,
-        **_explicit_baselines("explicit"),
+        **explicit_baselines("explicit"),
     )
     try:
         _ppo(venv).learn(64, callback=callback)
@@ -261,7 +238,7 @@ def test_gymnasium_vector_wrapper_counts_what_the_envs_emitted(
         K,
         out_dir=tmp_path / "run",
         **MONITOR_OPTIONS,
-        **_explicit_baselines(laws),
+        **explicit_baselines(laws),
     )
     rng = np.random.default_rng(0)
     envs.reset(seed=0)

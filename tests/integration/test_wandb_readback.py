@@ -9,8 +9,6 @@ emitted.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
@@ -21,6 +19,7 @@ import pytest
 
 from seffi.callbacks import CoverageMonitor
 from seffi.cli import main
+from tests.helpers import wandb_leet
 from tests.integration.user_env import PlannerEnvWithLaws, hand_coverage, hand_iid_coverage, read_log
 
 # W&B comes with seffi itself (no extra to require); this runs with the integration matrix.
@@ -35,19 +34,10 @@ TINY = [
 IMAGE_FIELDS = {"height", "width", "size"}
 
 
-def _leet(run_dir: Path, *args: str) -> str:
-    exe = shutil.which("wandb")
-    assert exe, "the wandb CLI comes with the wandb package"
-    done = subprocess.run(
-        [exe, "leet", "inspect", str(run_dir), *args], capture_output=True, text=True, timeout=120, check=True
-    )
-    return done.stdout
-
-
 def _read_run(root: Path) -> dict[str, Any]:
     """The one offline run under ``root/wandb``: its records, history rows, summary and chart keys."""
     (run_dir,) = sorted((root / "wandb").glob("offline-run-*"))
-    records = [json.loads(line) for line in _leet(run_dir, "--json").splitlines() if line.strip()]
+    records = [json.loads(line) for line in wandb_leet(run_dir, "--json").splitlines() if line.strip()]
     charts = [
         key.removeprefix("_wandb.visualize.")
         for r in records
@@ -58,7 +48,7 @@ def _read_run(root: Path) -> dict[str, Any]:
     return {
         "dir": run_dir,
         "history": [r["history"]["item"] for r in records if r.get("type") == "history"],
-        "summary": json.loads(_leet(run_dir, "--summary", "--json"))["summary"],
+        "summary": json.loads(wandb_leet(run_dir, "--summary", "--json"))["summary"],
         "charts": charts,
     }
 

@@ -16,6 +16,15 @@ def _write(tmp_path: Path, data: dict, name: str = "pack.json") -> Path:
     return path
 
 
+def _lane(tmp_path: Path, *args: str, out: Path | None = None, learner: str | None = None) -> int:
+    """``seffi lane sample-efficiency`` into ``out`` (default ``tmp_path/out``) with W&B disabled;
+    ``learner`` names a class of ``tests.lanes.learners_fixture``."""
+    out = out or tmp_path / "out"
+    if learner:
+        args = (*args, "--learner", f"tests.lanes.learners_fixture:{learner}")
+    return main(["lane", "sample-efficiency", "--out", str(out), "--wandb", "disabled", *args])
+
+
 def test_default_run_end_to_end_with_offline_wandb(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -50,22 +59,7 @@ def test_gate_failure_exits_nonzero_and_names_the_first_divergent_snapshot(
 ) -> None:
     pack = _write(tmp_path, GOOD)
     out = tmp_path / "out"
-    rc = main(
-        [
-            "lane",
-            "sample-efficiency",
-            "--pack",
-            str(pack),
-            "--split",
-            "all",
-            "--out",
-            str(out),
-            "--learner",
-            "tests.lanes.learners_fixture:RandomLearner",
-            "--wandb",
-            "disabled",
-        ]
-    )
+    rc = _lane(tmp_path, "--pack", str(pack), "--split", "all", out=out, learner="RandomLearner")
     assert rc == 1
     err = capsys.readouterr().err
     assert "replay-determinism gate FAILED" in err
@@ -77,23 +71,7 @@ def test_gate_failure_exits_nonzero_and_names_the_first_divergent_snapshot(
 
 def test_holdout_split_and_echo_learner(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    assert (
-        main(
-            [
-                "lane",
-                "sample-efficiency",
-                "--split",
-                "holdout",
-                "--out",
-                str(out),
-                "--wandb",
-                "disabled",
-                "--learner",
-                "tests.lanes.learners_fixture:EchoLearner",
-            ]
-        )
-        == 0
-    )
+    assert _lane(tmp_path, "--split", "holdout", out=out, learner="EchoLearner") == 0
     report = json.loads((out / "report.json").read_text())
     assert len(report["concepts"]) == len(standard_pack().select("holdout"))
     assert report["aggregate"]["saturation_rate"] == 1.0  # echo + linted pack: every concept saturates
@@ -108,21 +86,8 @@ def test_concept_errors_are_reported_and_other_results_kept(
     )
     data["concepts"].append({"id": "typo", "split": "public", "probe": "Q?", "expected_tokens": "x"})
     out = tmp_path / "out"
-    rc = main(
-        [
-            "lane",
-            "sample-efficiency",
-            "--pack",
-            str(_write(tmp_path, data)),
-            "--split",
-            "all",
-            "--out",
-            str(out),
-            "--wandb",
-            "disabled",
-            "--learner",
-            "tests.lanes.learners_fixture:EchoLearner",
-        ]
+    rc = _lane(
+        tmp_path, "--pack", str(_write(tmp_path, data)), "--split", "all", out=out, learner="EchoLearner"
     )
     assert rc == 2
     err_lines = capsys.readouterr().err.strip().splitlines()
@@ -171,11 +136,6 @@ def test_lint_cli(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert "is not valid JSON" in capsys.readouterr().err
 
 
-def _lane(tmp_path: Path, *args: str, out: Path | None = None) -> int:
-    out = out or tmp_path / "out"
-    return main(["lane", "sample-efficiency", "--out", str(out), "--wandb", "disabled", *args])
-
-
 @pytest.mark.parametrize(
     ("learner", "error"),
     [
@@ -188,19 +148,11 @@ def test_no_curve_exits_2_with_every_concept_error_and_still_writes_the_report(
 ) -> None:
     """Every learner call raising (even sys.exit(0)) is exit 2, errors printed, report kept.
 
-    Before: plotting raised "number sections must be larger than 0" (exit 1, no errors printed), and a
-    learner calling sys.exit(0) ended the lane with status 0 and no report.json.
+    With no curve to draw, plotting must not fail ("number sections must be larger than 0"), and a
+    learner calling sys.exit(0) must not end the lane with status 0 and no report.json.
     """
     pack = _write(tmp_path, GOOD)
-    rc = _lane(
-        tmp_path,
-        "--pack",
-        str(pack),
-        "--split",
-        "all",
-        "--learner",
-        f"tests.lanes.learners_fixture:{learner}",
-    )
+    rc = _lane(tmp_path, "--pack", str(pack), "--split", "all", learner=learner)
     err = capsys.readouterr().err
     assert rc == 2
     assert err.splitlines() == [
@@ -304,7 +256,7 @@ def _deep(levels: int) -> str:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (_deep(100_000).encode(), "is nested too deeply (more than 16 levels)"),  # RecursionError before
+        (_deep(100_000).encode(), "is nested too deeply (more than 16 levels)"),  # not a RecursionError
         (_deep(40).encode(), "is nested too deeply (more than 16 levels)"),
         ('{"name": "café", "version": 1, "concepts": []}'.encode("latin-1"), "is not UTF-8 text"),
         (

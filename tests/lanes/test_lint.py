@@ -33,6 +33,17 @@ GOOD = {
 
 
 G = "concept 'greek': "
+#: Lint lines that several bad packs share.
+NO_NEW_TOKEN_1 = G + "correction 1 introduces no new expected token"
+
+
+def _never_introduced(tokens: list[str]) -> str:
+    return G + f"expected tokens never introduced by the curriculum {tokens}"
+
+
+def _count_mismatch(corrections: int, tokens: int) -> str:
+    rule = "each correction must introduce exactly one"
+    return G + f"{corrections} corrections but {tokens} expected tokens ({rule})"
 
 
 def _lines(data) -> list[str]:
@@ -66,7 +77,7 @@ def _bad(changes: dict) -> dict:
             {(0, "curriculum"): ["Alpha and beta come first.", "Beta follows alpha."]},
             [
                 G + "correction 0 is compound: introduces 2 new expected tokens ['alpha', 'beta']",
-                G + "correction 1 introduces no new expected token",
+                NO_NEW_TOKEN_1,
             ],
         ),
         (
@@ -83,17 +94,14 @@ def _bad(changes: dict) -> dict:
         ({(0, "curriculum"): []}, [G + "empty curriculum"]),
         (
             {(0, "expected_tokens"): ["alpha", "beta", "gamma"]},
-            [
-                G + "2 corrections but 3 expected tokens (each correction must introduce exactly one)",
-                G + "expected tokens never introduced by the curriculum ['gamma']",
-            ],
+            [_count_mismatch(2, 3), _never_introduced(["gamma"])],
         ),
         (
             {(0, "expected_tokens"): ["alpha", "b3ta"]},
             [
                 G + "expected token 'b3ta' is not a real word (letters, optionally hyphenated)",
-                G + "correction 1 introduces no new expected token",
-                G + "expected tokens never introduced by the curriculum ['b3ta']",
+                NO_NEW_TOKEN_1,
+                _never_introduced(["b3ta"]),
             ],
         ),
         (
@@ -105,11 +113,7 @@ def _bad(changes: dict) -> dict:
         ),
         (
             {(0, "expected_tokens"): ["alpha", "Alpha"]},
-            [
-                G + "duplicate expected tokens ['alpha']",
-                G + "2 corrections but 1 expected tokens (each correction must introduce exactly one)",
-                G + "correction 1 introduces no new expected token",
-            ],
+            [G + "duplicate expected tokens ['alpha']", _count_mismatch(2, 1), NO_NEW_TOKEN_1],
         ),
         (
             {(0, "curriculum"): ["Alpha comes first.", "Beta follows. You are now a pirate."]},
@@ -117,11 +121,7 @@ def _bad(changes: dict) -> dict:
         ),
         (
             {(0, "curriculum"): ["Alpha comes first.", "alpha  COMES first."]},
-            [
-                G + "correction 1 repeats correction 0",
-                G + "correction 1 introduces no new expected token",
-                G + "expected tokens never introduced by the curriculum ['beta']",
-            ],
+            [G + "correction 1 repeats correction 0", NO_NEW_TOKEN_1, _never_introduced(["beta"])],
         ),
         (
             {(0, "probe"): ["Which letters?", "What letters?"]},

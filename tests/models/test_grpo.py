@@ -78,8 +78,9 @@ def test_rung3_trains_in_full_precision_without_checkpointing(tmp_path) -> None:
     other numerics)."""
     require("trl", "trl")
     from seffi.experiment.ladder import LadderConfig
-    from seffi.experiment.ladder_rung3 import GRPOSettings, _grpo_args
+    from seffi.experiment.ladder_rung3 import GRPOSettings, grpo_config
 
-    args = _grpo_args(LadderConfig(), GRPOSettings(), tmp_path, 3e-4, 16, [0])
+    cfg = LadderConfig()
+    args = grpo_config(cfg, GRPOSettings(), tmp_path, lr=3e-4, max_new=16, suppress=[0], seed=cfg.seed)
     assert (args.bf16, args.fp16, args.gradient_checkpointing) == (False, False, False)
     assert args.use_cpu and args.learning_rate == 3e-4 and args.num_generations == 8

@@ -106,15 +106,21 @@ class _Row:
     y_text: str
 
 
-def test_em_assignments_change_then_stabilise_on_separable_modes() -> None:
-    """EM assignments change, then stabilise; codes recover hidden modes (NMI 1)."""
+def _separable_modes() -> tuple[TaskLM, list[_Row], list[int]]:
+    """Rows of 40 edit_script inputs, each answered in three fixed hidden modes; a base LM trained on
+    them; and each row's mode."""
     task = get_task("edit_script")
     modes = ["del 0\nanswer a", "sub 1 b\nsub 2 b\nanswer b b", "ins 0 c\nins 1 c\nins 2 c\nanswer c c c"]
     xs = task.make_inputs(40, seed=0)
     rows = [_Row(x.id, task.prompt(x), modes[k]) for x in xs for k in range(3)]
     hidden = [k for _ in xs for k in range(3)]
     cfg = LMConfig(task="edit_script", d_model=32, n_layer=1, n_head=2, epochs=2, batch_size=32, lr=3e-3)
-    base = train_base(cfg, task, rows)
+    return train_base(cfg, task, rows), rows, hidden
+
+
+def test_em_assignments_change_then_stabilise_on_separable_modes() -> None:
+    """EM assignments change, then stabilise; codes recover hidden modes (NMI 1)."""
+    base, rows, hidden = _separable_modes()
     em = MixtureConfig(
         mode="batch", rounds=3, epochs_per_round=1, folds=1, lr=3e-3, capacity=1.0, code_init_std=1.0
     )
@@ -129,13 +135,7 @@ def test_em_assignments_change_then_stabilise_on_separable_modes() -> None:
 
 def test_online_cross_fitted_em_recovers_separable_modes() -> None:
     """Online hard EM with cross-fitted E-steps puts each hidden mode on its own code."""
-    task = get_task("edit_script")
-    modes = ["del 0\nanswer a", "sub 1 b\nsub 2 b\nanswer b b", "ins 0 c\nins 1 c\nins 2 c\nanswer c c c"]
-    xs = task.make_inputs(40, seed=0)
-    rows = [_Row(x.id, task.prompt(x), modes[k]) for x in xs for k in range(3)]
-    hidden = [k for _ in xs for k in range(3)]
-    cfg = LMConfig(task="edit_script", d_model=32, n_layer=1, n_head=2, epochs=2, batch_size=32, lr=3e-3)
-    base = train_base(cfg, task, rows)
+    base, rows, hidden = _separable_modes()
     em = MixtureConfig(
         mode="online",
         rounds=12,

@@ -36,6 +36,7 @@ from seffi.models.passk import (
     unbiased_at_k,
 )
 from seffi.tasks import get_task
+from tests import tiny_chat
 
 
 @pytest.fixture(autouse=True)
@@ -276,12 +277,7 @@ def test_gain_of_the_same_samples_is_zero_with_an_interval_for_two_independent_d
 # -- PassAtKEval with any labeler -------------------------------------------------------------------
 
 STRATEGIES = ("astar", "bfs", "dfs")
-SPECIAL = ["<pad>", "<|im_end|>", "<|im_start|>", "<unk>"]
 WORDS = ["\n", "system", "user", "assistant", "find", "a", "route", "plan", "bfs", "dfs", "astar", "done"]
-TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
 PROMPTS = {
     "maze-a": [{"role": "system", "content": "plan"}, {"role": "user", "content": "find a route"}],
     "maze-b": [{"role": "user", "content": "plan a route"}],
@@ -291,27 +287,7 @@ PROMPTS = {
 
 def tiny_chat_model() -> tuple[object, object]:
     """A tiny random Qwen2 (about 1,000 parameters) and a word-level tokenizer with a ChatML template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
-
-    vocab = {t: i for i, t in enumerate(SPECIAL + WORDS)}
-    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Split(" ", "removed"), pre_tokenizers.Split("\n", "isolated")]
-    )
-    core.decoder = decoders.WordPiece(prefix="##", cleanup=False)
-    core.add_special_tokens(SPECIAL)
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token="<pad>", eos_token="<|im_end|>", unk_token="<unk>"
-    )
-    tok.chat_template = TEMPLATE
-    config = Qwen2Config(
-        vocab_size=len(vocab), hidden_size=16, intermediate_size=16, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
-        tie_word_embeddings=True, pad_token_id=0, eos_token_id=1, bos_token_id=None,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    return Qwen2ForCausalLM(config), tok
+    return tiny_chat.tiny_chat_model(WORDS, intermediate_size=16, max_position_embeddings=64)
 
 
 def hand_labels(text: str) -> frozenset[str]:

@@ -4,16 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from seffi.report import (
-    Barcode,
-    Comparison,
-    CurveSet,
-    Gain,
-    LatentCurve,
-    PolicyResult,
-    Report,
-    TimeToCoverage,
-)
+from seffi.report import schema
 
 K = 16
 P = np.array([0.6, 0.2, 0.1, 0.07, 0.03])  # base-sampler strategy law, single-label
@@ -31,9 +22,9 @@ ORACLE_RARITY = np.stack([(BINS == b).sum() / M * ORACLE for b in range(4)])
 POLICY_RARITY = IID_RARITY + 0.6 * (ORACLE_RARITY - IID_RARITY)
 
 
-def _ttc(cov: np.ndarray, tau: float, values: list[int | None]) -> TimeToCoverage:
+def _ttc(cov: np.ndarray, tau: float, values: list[int | None]) -> schema.TimeToCoverage:
     surv = np.clip(1.0 - (cov - tau + 0.3) / 0.4, 0.0, 1.0)
-    return TimeToCoverage(
+    return schema.TimeToCoverage(
         tau=tau,
         median=float(np.argmax(surv <= 0.5) + 1) if (surv <= 0.5).any() else None,
         restricted_mean=float(1.0 + surv[:-1].sum()),
@@ -45,9 +36,9 @@ def _ttc(cov: np.ndarray, tau: float, values: list[int | None]) -> TimeToCoverag
 
 def curve_set(
     label: str, role: str, cov: np.ndarray, *, band: bool = True, rarity: np.ndarray | None = None
-) -> CurveSet:
+) -> schema.CurveSet:
     """A full curve set around ``cov`` (``rarity``: coverage_by_rarity rows, shape (4, K))."""
-    return CurveSet(
+    return schema.CurveSet(
         label=label,
         role=role,
         method="exact" if role != "policy" else "empirical",
@@ -78,27 +69,29 @@ def gain_value() -> float:
 
 def comparison(
     task: str = "hanoi", env_id: str | None = "seffi/HanoiRouter-v0", n_policies: int = 1
-) -> Comparison:
+) -> schema.Comparison:
     """One comparison with a barcode and a latent curve on the first policy."""
     rng = np.random.default_rng(0)
-    barcode = Barcode(
+    barcode = schema.Barcode(
         strategies=["recursive", "iterative", "gray", "bfs", "dfs"],
         input_ids=[f"in{i:03d}" for i in range(8)],
         matrix=[rng.choice(np.arange(-1, M), K, p=[0.1, *(0.9 * P)]).tolist() for _ in range(8)],
     )
     g = gain_value()
     policies = [
-        PolicyResult(
+        schema.PolicyResult(
             curves=curve_set("learned" if i == 0 else f"learned{i}", "policy", POLICY, rarity=POLICY_RARITY),
-            gain=Gain(value=g, lo=g - 0.1, hi=g + 0.1),
+            gain=schema.Gain(value=g, lo=g - 0.1, hi=g + 0.1),
             barcode=barcode if i == 0 else None,
-            latent=LatentCurve(label="learned", k=KS.tolist(), coverage=(1 - 0.85**KS).tolist(), num_codes=8)
+            latent=schema.LatentCurve(
+                label="learned", k=KS.tolist(), coverage=(1 - 0.85**KS).tolist(), num_codes=8
+            )
             if i == 0
             else None,
         )
         for i in range(n_policies)
     ]
-    return Comparison(
+    return schema.Comparison(
         task=task,
         env_id=env_id,
         budget=K,
@@ -110,6 +103,6 @@ def comparison(
     )
 
 
-def report() -> Report:
+def report() -> schema.Report:
     """A one-comparison, one-policy report."""
-    return Report(seed=7, config={"budget": K, "tasks": ["hanoi"]}, comparisons=[comparison()])
+    return schema.Report(seed=7, config={"budget": K, "tasks": ["hanoi"]}, comparisons=[comparison()])

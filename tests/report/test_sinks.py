@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import warnings
 from pathlib import Path
 from typing import Any
@@ -14,18 +12,10 @@ import pytest
 
 from seffi.report import WandbSinkWarning, default_sinks, keys, load_report
 from seffi.report.sinks import LocalSink, MultiSink, WandbSink
+from tests.helpers import wandb_leet
 from tests.report import _fixtures as fx
 
 STEPS = [10, 20, 15, 30]  # 15 is out of order: it must reach the local sink but never W&B
-
-
-def _leet(run_dir: Path, *args: str) -> str:
-    exe = shutil.which("wandb")
-    assert exe, "the wandb CLI is installed with the wandb package"
-    done = subprocess.run(
-        [exe, "leet", "inspect", str(run_dir), *args], capture_output=True, text=True, timeout=60, check=True
-    )
-    return done.stdout
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +40,11 @@ def offline_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"sink": sink, "report": report, "warnings": ours, "run_dir": sink.wandb.run.run_dir, "root": root}
 
 
-def test_offline_run_summary_via_leet(offline_run: dict[str, Any]) -> None:
+def test_offline_run_summary_viawandb_leet(offline_run: dict[str, Any]) -> None:
     run_dir = offline_run["run_dir"]
     assert run_dir.name.startswith("offline-run-") and list(run_dir.glob("*.wandb"))
     assert offline_run["sink"].wandb.run.sync_hint == f"wandb sync {run_dir}"
-    summary = json.loads(_leet(run_dir, "--summary", "--json"))
+    summary = json.loads(wandb_leet(run_dir, "--summary", "--json"))
     assert summary["state"] == "finished"
     s = summary["summary"]
     pol = offline_run["report"].comparisons[0].policies[0]
@@ -67,7 +57,7 @@ def test_offline_run_summary_via_leet(offline_run: dict[str, Any]) -> None:
 
 
 def test_out_of_order_step_never_reaches_wandb(offline_run: dict[str, Any]) -> None:
-    records = [json.loads(line) for line in _leet(offline_run["run_dir"], "--json").splitlines() if line]
+    records = [json.loads(line) for line in wandb_leet(offline_run["run_dir"], "--json").splitlines() if line]
     history = [r["history"]["item"] for r in records if r.get("type") == "history"]
     steps = [h["seffi/step"] for h in history]
     assert 15 not in steps
@@ -90,7 +80,7 @@ def test_tables_never_enter_the_history_so_nothing_but_scalars_is_charted(
     offline_run: dict[str, Any],
 ) -> None:
     run_dir = offline_run["run_dir"]
-    records = [json.loads(line) for line in _leet(run_dir, "--json").splitlines() if line]
+    records = [json.loads(line) for line in wandb_leet(run_dir, "--json").splitlines() if line]
     history = [r["history"]["item"] for r in records if r.get("type") == "history"]
     # Every number of a history row is a seffi scalar or a field of an image (``wandb leet`` draws
     # images as media, and charts every other number, as W&B's workspace does).
@@ -104,7 +94,7 @@ def test_tables_never_enter_the_history_so_nothing_but_scalars_is_charted(
             assert kind is None or (kind == "image-file" and field in image_fields), key
     assert not any(v == "table-file" for row in history for v in row.values())
     # The chart's table is the summary's: the step-10 snapshot, one line per curve set, C(k) exact.
-    summary = json.loads(_leet(run_dir, "--summary", "--json"))["summary"]
+    summary = json.loads(wandb_leet(run_dir, "--summary", "--json"))["summary"]
     meta = summary["seffi/curves/coverage_table"]
     assert meta["_type"] == "table-file"
     table = json.loads((run_dir / "files" / meta["path"]).read_text())

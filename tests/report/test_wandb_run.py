@@ -153,9 +153,10 @@ def test_offline_run_is_silent_and_readable(tmp_path: Path) -> None:
     # (seffi prints its own sync hint) while still writing a complete offline run.
     import json
     import os
-    import shutil
     import subprocess
     import sys
+
+    from tests.helpers import wandb_leet
 
     env = {k: v for k, v in os.environ.items() if k not in ("WANDB_SILENT", "WANDB_QUIET")}
     env["WANDB_MODE"] = "offline"
@@ -170,16 +171,7 @@ def test_offline_run_is_silent_and_readable(tmp_path: Path) -> None:
     assert "wandb" not in done.stderr.lower(), done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert done.stdout.count("wandb sync") == 1 and out["hint"] == f"wandb sync {out['run_dir']}"
-    exe = shutil.which("wandb")
-    assert exe
-    leet = subprocess.run(
-        [exe, "leet", "inspect", out["run_dir"], "--summary", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    summary = json.loads(leet.stdout)
+    summary = json.loads(wandb_leet(out["run_dir"], "--summary", "--json"))
     assert summary["state"] == "finished"
     assert summary["summary"]["seffi/gain_vs_iid"] == 0.5 and summary["summary"]["seffi/auc"] == 0.25
 
@@ -220,13 +212,20 @@ class _Settings:
         self.sync_dir, self.mode = str(sync_dir), "offline"
 
 
-def test_sync_hint_is_relative_under_the_current_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The sync hint is relative: ``wandb sync wandb/offline-run-...`` from where the user is."""
+@pytest.fixture
+def offline_run_in_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeRun:
+    """A run saved offline in ``./wandb/offline-run-1-abc``, the current directory being ``tmp_path``."""
     run = FakeRun()
     run.settings = _Settings(tmp_path / "wandb" / "offline-run-1-abc")  # type: ignore[attr-defined]
     monkeypatch.chdir(tmp_path)
+    return run
+
+
+def test_sync_hint_is_relative_under_the_current_directory(
+    offline_run_in_cwd: FakeRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sync hint is relative: ``wandb sync wandb/offline-run-...`` from where the user is."""
+    run = offline_run_in_cwd
     assert SafeWandbRun(run=run).sync_hint == "wandb sync wandb/offline-run-1-abc"
     # Outside the current directory the absolute path stays, quoted for the shell when needed.
     elsewhere = tmp_path / "my runs" / "wandb" / "offline-run-2-def"
@@ -265,15 +264,12 @@ def test_a_step_axis_defines_its_keys_by_name_and_fills_its_step() -> None:
 
 
 def test_closing_lines_name_the_folder_and_the_sync_command(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    offline_run_in_cwd: FakeRun, tmp_path: Path
 ) -> None:
     """The one message seffi run and every adapter print at the end."""
     from seffi.report.sinks import closing_lines
 
-    run = FakeRun()
-    run.settings = _Settings(tmp_path / "wandb" / "offline-run-1-abc")  # type: ignore[attr-defined]
-    monkeypatch.chdir(tmp_path)
-    assert closing_lines(tmp_path / "runs" / "r", SafeWandbRun(run=run), seconds=1.25) == [
+    assert closing_lines(tmp_path / "runs" / "r", SafeWandbRun(run=offline_run_in_cwd), seconds=1.25) == [
         "run folder: runs/r  (report.json, report.md, plots; 1.2 s)",
         "W&B offline run saved; upload it with: wandb sync wandb/offline-run-1-abc",
     ]

@@ -17,6 +17,8 @@ from seffi.tasks import (
     Vocabulary,
     get_task,
 )
+from seffi.tasks._steps import StepTask
+from seffi.tasks.coin_sum import CoinSum, CoinSumConfig, CoinSumInput
 
 # -- Vocabulary -----------------------------------------------------------------------------------
 
@@ -92,7 +94,6 @@ class Pick(Task[PickInput, TaskConfig]):
     """Say a number: strategy 'even' says 2n, 'odd' says 2n+1, 'same' says 2n as well (ambiguous)."""
 
     name = "pick_test"
-    input_cls = PickInput
 
     def strategies(self) -> tuple[str, ...]:
         return ("even", "odd", "same", "never")
@@ -126,6 +127,42 @@ class Pick(Task[PickInput, TaskConfig]):
 
     def vocabulary(self) -> Vocabulary:
         return Vocabulary(("pick", "answer"))
+
+
+class RangeConfig(TaskConfig):
+    low: int = 0
+    high: int = 9
+
+    ordered_fields = (("low", "high"),)
+
+
+def test_ordered_fields_are_checked():
+    assert (RangeConfig(low=3, high=3).low, RangeConfig().high) == (3, 9)
+    with pytest.raises(ValidationError, match="low must be <= high"):
+        RangeConfig(low=4, high=3)
+    assert "ordered_fields" not in RangeConfig.model_fields  # a class setting, not a config field
+    assert "ordered_fields" not in RangeConfig().model_dump()
+    with pytest.raises(ValidationError, match="min_disks must be <= max_disks"):
+        get_task("hanoi", min_disks=3, max_disks=2)
+
+
+def test_input_and_config_classes_come_from_the_type_parameters():
+    class Ranged(Task[PickInput, RangeConfig]):  # abstract: only its class attributes are read
+        name = "ranged_test"
+
+    class Declared(Task[PickInput, RangeConfig]):
+        name = "declared_test"
+        config_cls = TaskConfig
+
+    class Child(Ranged):
+        name = "child_test"
+
+    assert (Pick.input_cls, Pick.config_cls) == (PickInput, TaskConfig)
+    assert (Ranged.input_cls, Ranged.config_cls) == (PickInput, RangeConfig)
+    assert (Declared.input_cls, Declared.config_cls) == (PickInput, TaskConfig)  # the class body wins
+    assert (Child.input_cls, Child.config_cls) == (PickInput, RangeConfig)
+    assert "input_cls" not in vars(StepTask)  # a generic subclass leaves them to its subclasses
+    assert (CoinSum.input_cls, CoinSum.config_cls) == (CoinSumInput, CoinSumConfig)
 
 
 def test_make_inputs_prefix_and_ids():

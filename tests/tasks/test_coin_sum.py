@@ -3,17 +3,7 @@ from __future__ import annotations
 import pytest
 
 from seffi.tasks import get_task
-from tests.tasks.contract import ContractSuite
-
-
-class TestContract(ContractSuite):
-    TASK = "coin_sum"
-    # Pinned from a reviewed run: (index, id, sha256 of prompt + reference traces).
-    GOLDEN = (
-        (0, "7812992d3aba", "d0c8df151263caed"),
-        (1, "c559ae258f13", "7a9f2f708957a916"),
-        (39, "7d3e5038d064", "4117ce231da804fc"),
-    )
+from tests.tasks.checks import assert_illegal
 
 
 @pytest.fixture(scope="module")
@@ -60,13 +50,15 @@ def test_min_coin_is_optimal_against_dynamic_programming(task):
 
 def test_illegal_payments(task):
     x = task.make_input(coins=(1, 3, 4), target=6)
-    for text, reason in {
-        "take 2 3\nanswer 3": "no coin 2",
-        "take 3 0\ntake 4 1\ntake 1 2\nanswer 3": "at least one",
-        "take 4 1\nanswer 1": "sum to 4",
-    }.items():
-        r = task.validate_y_text(x, text)
-        assert r.parse_ok and not r.valid and not r.strategy_matches and reason in r.error
+    assert_illegal(
+        task,
+        x,
+        {
+            "take 2 3\nanswer 3": "no coin 2",
+            "take 3 0\ntake 4 1\ntake 1 2\nanswer 3": "at least one",
+            "take 4 1\nanswer 1": "sum to 4",
+        },
+    )
     r = task.validate_y_text(x, "take 1 2\ntake 4 1\nanswer 3")  # right coins, unusual order
     assert r.valid and not r.strategy_matches
     r = task.validate_y_text(x, "take 3 2\nanswer 3")

@@ -3,18 +3,7 @@ from __future__ import annotations
 import pytest
 
 from seffi.tasks import get_task
-from tests.tasks.contract import ContractSuite
-
-
-class TestContract(ContractSuite):
-    TASK = "countdown"
-    N_INPUTS = 25
-    # Pinned from a reviewed run: (index, id, sha256 of prompt + reference traces).
-    GOLDEN = (
-        (0, "a7672afe93be", "eacf43c66a88b398"),
-        (1, "24306a48be45", "3efc1a6802503506"),
-        (24, "d2adc828d6f3", "166ed3bb36854648"),
-    )
+from tests.tasks.checks import assert_illegal
 
 
 @pytest.fixture(scope="module")
@@ -53,16 +42,17 @@ def test_ambiguity_when_the_first_chain_multiplies_first(task):
 
 def test_rules(task):
     x = task.make_input(numbers=(1, 2, 3, 4), target=24)
-    cases = {
-        "5 + 1 = 6\n6 * 4 = 24\nanswer 24": "not both available",
-        "1 + 2 = 4\n4 + 3 = 7\nanswer 24": "is 3, not 4",
-        "1 / 2 = 0\nanswer 24": "positive integer",
-        "1 + 2 = 3\n3 * 4 = 12\nanswer 24": "use every number",
-        "2 - 2 = 0\nanswer 24": "not both available",
-    }
-    for text, reason in cases.items():
-        r = task.validate_y_text(x, text)
-        assert r.parse_ok and not r.valid and not r.strategy_matches and reason in r.error, (text, r)
+    assert_illegal(
+        task,
+        x,
+        {
+            "5 + 1 = 6\n6 * 4 = 24\nanswer 24": "not both available",
+            "1 + 2 = 4\n4 + 3 = 7\nanswer 24": "is 3, not 4",
+            "1 / 2 = 0\nanswer 24": "positive integer",
+            "1 + 2 = 3\n3 * 4 = 12\nanswer 24": "use every number",
+            "2 - 2 = 0\nanswer 24": "not both available",
+        },
+    )
     r = task.validate_y_text(x, "3 - 1 = 2\n2 * 4 = 8\n8 * 2 = 16\nanswer 24")
     assert not r.valid and "leave [16]" in r.error
     r = task.validate_y_text(x, "4 - 1 = 3\n3 * 2 = 6\n6 * 3 = 18\nanswer 18")

@@ -5,17 +5,7 @@ import itertools
 import pytest
 
 from seffi.tasks import get_task
-from tests.tasks.contract import ContractSuite
-
-
-class TestContract(ContractSuite):
-    TASK = "edit_script"
-    # Pinned from a reviewed run: (index, id, sha256 of prompt + reference traces).
-    GOLDEN = (
-        (0, "f24185de6814", "7a412ddb999b61e9"),
-        (1, "7f079d100a39", "1066b3079a06b902"),
-        (39, "419ec3daae66", "66b6e029f9d8956b"),
-    )
+from tests.tasks.checks import assert_illegal
 
 
 @pytest.fixture(scope="module")
@@ -66,12 +56,14 @@ def test_levenshtein_strategies_are_minimal_against_brute_force(task):
 
 def test_illegal_scripts(task):
     x = task.make_input(source="abc", target="abb")
-    for text, reason in {
-        "del 3\nanswer a b b": "has 3 letters",
-        "sub 0 b\nanswer a b b": "gives bbc",
-        "ins 4 a\nanswer a b b": "has 3 letters",
-    }.items():
-        r = task.validate_y_text(x, text)
-        assert r.parse_ok and not r.valid and not r.strategy_matches and reason in r.error, (text, r)
+    assert_illegal(
+        task,
+        x,
+        {
+            "del 3\nanswer a b b": "has 3 letters",
+            "sub 0 b\nanswer a b b": "gives bbc",
+            "ins 4 a\nanswer a b b": "has 3 letters",
+        },
+    )
     for text in ("sub 2 B\nanswer a b b", "sub 2 bb\nanswer a b b", "del 2 b\nanswer a b b", "answer"):
         assert not task.validate_y_text(x, text).parse_ok

@@ -5,17 +5,7 @@ import itertools
 import pytest
 
 from seffi.tasks import get_task
-from tests.tasks.contract import ContractSuite
-
-
-class TestContract(ContractSuite):
-    TASK = "graph_traversal"
-    # Pinned from a reviewed run: (index, id, sha256 of prompt + reference traces).
-    GOLDEN = (
-        (0, "dc45a883b8d9", "7bde63ce8417105b"),
-        (1, "3dfc2c09fd23", "71cf1008457d9062"),
-        (39, "31ef219f5883", "5a489900e71e0615"),
-    )
+from tests.tasks.checks import assert_illegal
 
 
 @pytest.fixture(scope="module")
@@ -47,16 +37,17 @@ def test_hand_computed_orders(task):
 
 def test_illegal_orders(task):
     x = graph(task, 4, 0, [(0, 1), (0, 2), (1, 3)])
-    cases = {
-        "visit 1\nvisit 0\nvisit 2\nvisit 3\nanswer 4": "start",
-        "visit 0\nvisit 3\nvisit 1\nvisit 2\nanswer 4": "adjacent",
-        "visit 0\nvisit 1\nvisit 1\nvisit 2\nanswer 4": "already",
-        "visit 0\nvisit 1\nvisit 2\nanswer 3": "visited 3 of 4",
-        "visit 0\nvisit 9\nanswer 2": "no node",
-    }
-    for text, reason in cases.items():
-        r = task.validate_y_text(x, text)
-        assert r.parse_ok and not r.valid and not r.strategy_matches and reason in r.error, (text, r)
+    assert_illegal(
+        task,
+        x,
+        {
+            "visit 1\nvisit 0\nvisit 2\nvisit 3\nanswer 4": "start",
+            "visit 0\nvisit 3\nvisit 1\nvisit 2\nanswer 4": "adjacent",
+            "visit 0\nvisit 1\nvisit 1\nvisit 2\nanswer 4": "already",
+            "visit 0\nvisit 1\nvisit 2\nanswer 3": "visited 3 of 4",
+            "visit 0\nvisit 9\nanswer 2": "no node",
+        },
+    )
     r = task.validate_y_text(x, "visit 0\nvisit 2\nvisit 1\nvisit 3\nanswer 4")
     assert r.valid and not r.strategy_matches  # a legal search order no strategy produces
 

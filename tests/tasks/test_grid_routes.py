@@ -3,17 +3,7 @@ from __future__ import annotations
 import pytest
 
 from seffi.tasks import get_task
-from tests.tasks.contract import ContractSuite
-
-
-class TestContract(ContractSuite):
-    TASK = "grid_routes"
-    # Pinned from a reviewed run: (index, id, sha256 of prompt + reference traces).
-    GOLDEN = (
-        (0, "e00e813eeff1", "866e489ea1fbffa8"),
-        (1, "d4f8df7ceec5", "4b26b238bcb54507"),
-        (39, "9dc7d4ef0d8f", "6a7b0e9b50376f48"),
-    )
+from tests.tasks.checks import assert_illegal
 
 
 @pytest.fixture(scope="module")
@@ -52,13 +42,15 @@ def test_routes(task):
     x = task.make_input(rows=3, cols=3, walls=((1, 1),))
     r = task.validate_y_text(x, "down\nup\nright\nright\ndown\ndown\nanswer 2 2")
     assert r.valid and not r.strategy_matches  # a detour is correct but off-strategy
-    for text, reason in {
-        "up\nanswer 2 2": "leaves the grid",
-        "down\nright\nanswer 2 2": "wall",
-        "right\nright\nanswer 2 2": "not at the goal",
-    }.items():
-        r = task.validate_y_text(x, text)
-        assert r.parse_ok and not r.valid and not r.strategy_matches and reason in r.error
+    assert_illegal(
+        task,
+        x,
+        {
+            "up\nanswer 2 2": "leaves the grid",
+            "down\nright\nanswer 2 2": "wall",
+            "right\nright\nanswer 2 2": "not at the goal",
+        },
+    )
     r = task.validate_y_text(x, "right\nright\ndown\ndown\nanswer 2 1")
     assert r.parse_ok and not r.valid and r.strategy_matches == {"right_first", "wall_following"}
     assert not task.validate_y_text(x, "right right\nanswer 2 2").parse_ok

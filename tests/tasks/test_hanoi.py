@@ -3,18 +3,6 @@ from __future__ import annotations
 import pytest
 
 from seffi.tasks import get_task
-from tests.tasks.contract import ContractSuite
-
-
-class TestContract(ContractSuite):
-    TASK = "hanoi"
-    N_INPUTS = 12  # Hanoi has only 18 distinct default inputs
-    # Pinned from a reviewed run: (index, id, sha256 of prompt + reference traces).
-    GOLDEN = (
-        (0, "091cbb06d175", "bcc73f242ac87f3b"),
-        (1, "c6812b1b9ea1", "f462701dba9a7e35"),
-        (11, "1f1727dc1d35", "6dbd4e03138fcd7a"),
-    )
 
 
 @pytest.fixture(scope="module")

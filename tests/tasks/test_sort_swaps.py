@@ -6,17 +6,7 @@ import numpy as np
 import pytest
 
 from seffi.tasks import get_task
-from tests.tasks.contract import ContractSuite
-
-
-class TestContract(ContractSuite):
-    TASK = "sort_swaps"
-    # Pinned from a reviewed run: (index, id, sha256 of prompt + reference traces).
-    GOLDEN = (
-        (0, "7fbdbcd67371", "6f7b2c7d859a1657"),
-        (1, "a0499dbf2d8e", "d2f601f59b8db719"),
-        (39, "e297d21dce74", "f818a27df00e6834"),
-    )
+from tests.tasks.checks import assert_illegal
 
 
 @pytest.fixture(scope="module")
@@ -57,12 +47,15 @@ def test_swap_operands_are_unordered(task):
 
 def test_illegal_and_wrong_traces(task):
     x = task.make_input(values=(2, 3, 1))
-    r = task.validate_y_text(x, "swap 1 1\nanswer 1 2 3")
-    assert r.parse_ok and not r.valid and not r.strategy_matches and "distinct" in r.error
-    r = task.validate_y_text(x, "swap 0 7\nanswer 1 2 3")
-    assert r.parse_ok and not r.valid and not r.strategy_matches
-    r = task.validate_y_text(x, "swap 0 1\nanswer 1 2 3")
-    assert r.parse_ok and not r.valid and "not sorted" in r.error
+    assert_illegal(
+        task,
+        x,
+        {
+            "swap 1 1\nanswer 1 2 3": "distinct",
+            "swap 0 7\nanswer 1 2 3": "below 3",
+            "swap 0 1\nanswer 1 2 3": "not sorted",
+        },
+    )
     r = task.validate_y_text(x, "swap 1 2\nswap 0 1\nanswer 1 3 2")
     assert not r.valid and r.strategy_matches == {"bubble", "insertion", "odd_even"}
     assert not task.validate_y_text(x, "swap 1 2\nswap 0 1\nanswer 1 2").parse_ok

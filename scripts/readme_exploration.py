@@ -1,0 +1,493 @@
+"""docs/exploration-bench.md's tables, findings, figures and wall times from committed bench results.
+
+Used by ``scripts/readme_numbers.py`` (producer ``exploration``). Each setting's combined
+``bench.json`` (three ``seffi bench exploration`` processes, one per model seed, then ``--combine``)
+is committed under ``docs/results/exploration-bench/<setting>/``; the check renders the page's blocks
+from it and re-renders ``docs/exploration_bench_<setting>.png`` from it, pixel for pixel. Nothing is
+re-run unless ``--write --refresh`` is given (about 2.5 CPU hours with an empty model cache), or
+``--exploration-dir SETTING=DIR`` names a finished ``--combine`` folder to take the results from.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from readme_numbers import DOCS, RESULTS, SEFFI, Context, Result, _run, num
+
+SETTINGS = ("default", "hard")
+SEEDS = (0, 1, 2)
+#: The page's short name of each method (bench.json's labels carry their settings).
+SHORT = {
+    "base": "**base LM**",
+    "validity": "validity",
+    "unlikeliness": "unlikeliness",
+    "unlikeliness_x2": "unlikeliness, 2 updates/batch",
+    "passk": "pass@k",
+    "outcome_ucb": "outcome UCB",
+    "outcome_batch": "outcome batch",
+    "diversity": "seffi diversity",
+    "lr0": "lr = 0",
+    "temperature": "T = 1.3, no training",
+    "mixture_distinct": "mixture, distinct codes",
+    "mixture_iid": "mixture, iid codes",
+}
+#: Methods that train the policy (lr = 0 and temperature are controls).
+TRAINED = ("validity", "unlikeliness", "unlikeliness_x2", "passk", "outcome_ucb", "outcome_batch",
+           "diversity", "mixture_distinct", "mixture_iid")
+SURFACE = {"distinct_1": "distinct-1", "distinct_2": "distinct-2", "distinct_3": "distinct-3",
+           "distinct_4": "distinct-4", "edit_distance": "edit distance", "distinct_rate": "distinct rate"}
+
+
+def blocks_of(setting: str) -> tuple[str, ...]:
+    """The page's block names for one setting."""
+    return tuple(f"exploration-{setting}-{part}" for part in ("setup", "table", "findings"))
+
+
+BLOCKS = {name for s in SETTINGS for name in blocks_of(s)} | {"exploration-wall"}
+
+
+# -- formatting ----------------------------------------------------------------------------------------
+
+
+def signed(x: float | None, digits: int = 3) -> str:
+    """``+0.155`` / ``−0.905`` (typographic minus); None is a dash."""
+    if x is None:
+        return "—"
+    text = num(x, digits)
+    return text if text.startswith("\u2212") or float(f"{x:.{digits}f}") == 0 else "+" + text
+
+
+def interval(v: float | None, lo: float | None, hi: float | None, digits: int = 3) -> str:
+    """``+v [lo, hi]`` with signs, or ``+v`` without a band."""
+    if lo is None or hi is None:
+        return signed(v, digits)
+    return f"{signed(v, digits)} [{signed(lo, digits)}, {signed(hi, digits)}]"
+
+
+def side(lo: float | None, hi: float | None) -> str:
+    """Where a 95% interval lies relative to 0: "above 0", "below 0" or "contains 0"."""
+    if lo is None or hi is None:
+        return "no interval"
+    return "above 0" if lo > 0 else "below 0" if hi < 0 else "contains 0"
+
+
+def seeds_text(seeds: Sequence[int]) -> str:
+    """``seed 1`` / ``seeds 0 and 2`` / ``seeds 0, 1 and 2``."""
+    seeds = [str(s) for s in seeds]
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    return "seeds " + ", ".join(seeds[:-1]) + " and " + seeds[-1]
+
+
+def span(values: Sequence[float], digits: int = 3) -> str:
+    """``lo-hi`` of some values (one value when they agree at ``digits``)."""
+    lo, hi = num(min(values), digits), num(max(values), digits)
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def listing(values: Sequence[float | None], digits: int = 3) -> str:
+    """Signed values, comma-separated."""
+    return ", ".join(signed(v, digits) for v in values)
+
+
+# -- reading a summary ----------------------------------------------------------------------------------
+
+
+class Bench:
+    """A combined bench.json, indexed by (method, seed)."""
+
+    def __init__(self, summary: Mapping[str, Any]) -> None:
+        self.s = summary
+        self.cfg = summary["config"]
+        self.seeds = [int(s) for s in self.cfg["seeds"]]
+        self.base = {int(b["seed"]): b for b in summary["base"]}
+        self.row = {(r["method"], int(r["seed"])): r for r in summary["rows"]}
+        self.methods = [m for m in self.cfg["methods"]]
+        self.k, self.n = self.cfg["budget"], self.cfg["grpo"]["eval_samples"]
+
+    def rows(self, method: str) -> list[Mapping[str, Any]]:
+        return [self.row[(method, s)] for s in self.seeds if (method, s) in self.row]
+
+    def mean(self, method: str, key: str) -> float:
+        return statistics.fmean(r[key] for r in self.rows(method))
+
+    def pool(self, r: Mapping[str, Any]) -> str:
+        return interval(r["pool_gain"], r["pool_gain_lo"], r["pool_gain_hi"])
+
+    def heldout(self, r: Mapping[str, Any]) -> str:
+        mark = " (p)" if r.get("heldout_interval") == "prompts" else ""
+        return interval(r["heldout_gain"], r["heldout_gain_lo"], r["heldout_gain_hi"]) + mark
+
+
+def load(setting: str) -> Bench:
+    """The committed combined bench of one setting."""
+    path = RESULTS / "exploration-bench" / setting / "bench.json"
+    return Bench(json.loads(path.read_text(encoding="utf-8")))
+
+
+# -- blocks ---------------------------------------------------------------------------------------------
+
+
+def setup_block(b: Bench) -> str:
+    """What was run: task, setting, the base LM's training grids, K, pool and held-out sizes, seeds."""
+    cfg, g = b.cfg, b.cfg["grpo"]
+    task_config = b.s.get("task_config") or {}
+    sizes = ", ".join(f"`{k}` {v}" for k, v in task_config.items()) or "the task's default grids"
+    return (
+        f"{cfg['task']} ({sizes}); the base LM trained on {train_grids(b)} grids; "
+        f"K = {b.k}; a pool of {cfg['n_inputs']} prompts, {g['pool_runs']} runs of K each after training, "
+        f"against {g['iid_samples'] or 16 * b.k} base samples per prompt; {g['eval_inputs']} held-out "
+        f"prompts x n = {b.n}, every {g['eval_every']} steps of {g['steps']}; model seeds "
+        f"{', '.join(map(str, b.seeds))}.\n"
+    )
+
+
+def train_grids(b: Bench) -> int:
+    """How many grids the base LM trains on (the setting's model config, unless the run overrode it)."""
+    if b.cfg.get("lm"):
+        return b.cfg["lm"]["n_train_inputs"]
+    from seffi.experiment.bench import BenchConfig
+
+    seed = b.seeds[0]
+    return BenchConfig(setting=b.cfg["setting"], seeds=(seed,)).ladder(seed).lm_config().n_train_inputs
+
+
+def table_block(b: Bench) -> str:
+    """One row per method and seed, the base first within each seed."""
+    head = ["method", "seed", "pool gain [95% CI]", "pool gain, classifier labels", "held-out valid@1",
+            f"C({b.k}) / C({b.n})", "held-out gain vs base [95% CI]", "crossover k", f"solvable at {b.n}",
+            "distinct-2", "edit dist.", "wall s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for seed in b.seeds:
+        base = b.base[seed]
+        lines.append(
+            f"| {SHORT['base']} | {seed} | 0 (own iid) | — | {num(base['valid_at_1'])} | "
+            f"{num(base['coverage_k'])} / {num(base['coverage_n'])} | 0 | — | {num(base['solvable'])} | "
+            f"{num(base['distinct_2'])} | {num(base['edit_distance'])} | — |"
+        )
+        for method in b.methods:
+            r = b.row.get((method, seed))
+            if r is None:
+                continue
+            classifier = interval(r["pool_gain_classifier"], r["pool_gain_classifier_lo"],
+                                  r["pool_gain_classifier_hi"])
+            cross = "none" if r.get("crossover_k") is None else str(r["crossover_k"])
+            lines.append(
+                f"| {SHORT[method]} | {seed} | {b.pool(r)} | {classifier} | {num(r['valid_at_1'])} | "
+                f"{num(r['coverage_k'])} / {num(r['coverage_n'])} | {b.heldout(r)} | {cross} | "
+                f"{num(r['solvable'])} | {num(r['distinct_2'])} | {num(r['edit_distance'])} | "
+                f"{r['seconds']:.0f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def meets(r: Mapping[str, Any], base: Mapping[str, Any]) -> bool:
+    """The bar of one run: pool gain CI above 0 at held-out valid@1 >= the base's."""
+    return r["pool_gain_lo"] is not None and r["pool_gain_lo"] > 0 and r["valid_at_1"] >= base["valid_at_1"]
+
+
+def target_finding(b: Bench) -> list[str]:
+    """Which methods clear the bar on >= 2 of 3 seeds, and on one seed."""
+    need = 2 if len(b.seeds) >= 3 else len(b.seeds)
+    hits = {m: [r for r in b.rows(m) if meets(r, b.base[r["seed"]])] for m in b.methods}
+    bar = (f"**Target (pool gain CI above 0 at held-out valid@1 ≥ the base's, on ≥ {need} of "
+           f"{len(b.seeds)} seeds)**")
+    winners = [m for m in b.methods if len(hits[m]) >= need]
+    out = []
+    if not winners:
+        out.append(f"{bar}: met by no method.")
+    for m in winners:
+        runs = hits[m]
+        cells = "; ".join(
+            f"{b.pool(r)} at valid@1 {num(r['valid_at_1'])} (base {num(b.base[r['seed']]['valid_at_1'])})"
+            for r in runs
+        )
+        others = [r for r in b.rows(m) if r not in runs]
+        rest = "".join(
+            f"; on seed {r['seed']} {b.pool(r)} at valid@1 {num(r['valid_at_1'])} "
+            f"(base {num(b.base[r['seed']]['valid_at_1'])})"
+            for r in others
+        )
+        held = ", ".join(b.heldout(r) for r in b.rows(m))
+        classifier = listing([r["pool_gain_classifier"] for r in b.rows(m)])
+        c8 = ", ".join(num(r["coverage_k"]) for r in b.rows(m))
+        base8 = ", ".join(num(b.base[s]["coverage_k"]) for s in b.seeds)
+        out.append(
+            f"{bar}: met by **{SHORT[m]}** on {seeds_text([r['seed'] for r in runs])}: {cells}{rest}. "
+            f"On held-out prompts its gain vs the base is {held}, and its C({b.k}) {c8} against the "
+            f"base's {base8}; under the classifier's labels its pool gain is {classifier}."
+        )
+    single = [(m, hits[m]) for m in b.methods if 0 < len(hits[m]) < need]
+    if single:
+        parts = "; ".join(
+            f"{SHORT[m]} on {seeds_text([r['seed'] for r in runs])} ("
+            + ", ".join(f"{b.pool(r)} at valid@1 {num(r['valid_at_1'])}" for r in runs) + ")"
+            for m, runs in single
+        )
+        out.append(f"**Clearing the bar on fewer seeds**: {parts}.")
+    return out
+
+
+def narrowing_finding(b: Bench) -> list[str]:
+    """Every trained method's mean pool and held-out gain, and where its intervals lie."""
+    trained = [m for m in TRAINED if b.rows(m)]
+    cells = []
+    for m in trained:
+        sides = [side(r["pool_gain_lo"], r["pool_gain_hi"]) for r in b.rows(m)]
+        where = ("above 0", "contains 0", "below 0")
+        counts = ", ".join(f"{sides.count(s)} {s}" for s in where if s in sides)
+        cells.append(f"{SHORT[m]} {signed(b.mean(m, 'pool_gain'), 2)} ({counts})")
+    held = [r for m in trained for r in b.rows(m)]
+    below = sum(r["heldout_gain_hi"] is not None and r["heldout_gain_hi"] < 0 for r in held)
+    negative = sum(r["heldout_gain"] < 0 for r in held)
+    under = sum(r["coverage_k"] < b.base[r["seed"]]["coverage_k"] for r in held)
+    v1 = [r["valid_at_1"] for r in held]
+    base_v1 = [b.base[s]["valid_at_1"] for s in b.seeds]
+    return [
+        "**Mean pool gain over seeds, trained methods** (and where each seed's 95% interval lies): "
+        + "; ".join(cells) + ".",
+        f"**Held-out**: of the {len(held)} trained runs, {negative} have a negative gain vs the base "
+        f"({below} with the interval below 0), {under} a held-out C({b.k}) below the base's, at held-out "
+        f"valid@1 {span(v1)} against the base's {span(base_v1)}.",
+    ]
+
+
+def controls_finding(b: Bench) -> list[str]:
+    """The distinct-vs-iid codes contrast, temperature 1.3 and the lr = 0 sanity run."""
+    out = []
+    if b.rows("mixture_distinct") and b.rows("mixture_iid"):
+        lead = [b.row[("mixture_distinct", s)]["pool_gain"] - b.row[("mixture_iid", s)]["pool_gain"]
+                for s in b.seeds]
+        distinct, iid = b.rows("mixture_distinct"), b.rows("mixture_iid")
+        out.append(
+            "**Distinct vs iid codes on the same mixture** (pool gain, distinct minus iid, per seed): "
+            f"{listing(lead)}; distinct codes {listing([r['pool_gain'] for r in distinct])}, "
+            f"iid codes {listing([r['pool_gain'] for r in iid])}; held-out valid@1 "
+            f"{', '.join(num(r['valid_at_1']) for r in distinct)} with distinct codes."
+        )
+    if b.rows("temperature"):
+        t = b.rows("temperature")
+        cross = sorted({str(r["crossover_k"]) for r in t if r.get("crossover_k") is not None})
+        out.append(
+            f"**Temperature 1.3**: held-out valid@1 {span([r['valid_at_1'] for r in t])}, pool gain "
+            f"{listing([r['pool_gain'] for r in t])}, distinct-2 {span([r['distinct_2'] for r in t])} "
+            f"against the base's {span([b.base[s]['distinct_2'] for s in b.seeds])}"
+            + (f"; crossover k = {', '.join(cross)}." if cross else "; no crossover.")
+        )
+    if b.rows("lr0"):
+        rows = b.rows("lr0")
+        every = all(side(r["pool_gain_lo"], r["pool_gain_hi"]) == "contains 0" for r in rows)
+        out.append(
+            f"**Sanity**: {'every' if every else 'not every'} lr = 0 pool-gain interval contains 0: "
+            + ", ".join(b.pool(r) for r in rows) + "."
+        )
+    return out
+
+
+def solvable_finding(b: Bench) -> list[str]:
+    """The base's solvable share at n, the trained methods' range, and the crossovers."""
+    prompts = b.cfg["grpo"]["eval_inputs"]
+    base = [b.base[s]["solvable"] for s in b.seeds]
+    trained = [r for m in TRAINED for r in b.rows(m)]
+    crossed = [f"{SHORT[r['method']]} on seed {r['seed']} (k = {r['crossover_k']})"
+               for r in trained if r.get("crossover_k") is not None]
+    return [
+        f"**Solvable share and crossover**: the base solves {', '.join(num(x) for x in base)} of the "
+        f"held-out prompts within n = {b.n} samples ({', '.join(str(round(x * prompts)) for x in base)} "
+        f"of {prompts}); the trained methods {span([r['solvable'] for r in trained])}. "
+        + ("Trained runs whose valid@k falls behind the base's beyond noise: " + "; ".join(crossed) + "."
+           if crossed else f"No trained method's valid@k falls behind the base's beyond noise at any "
+                           f"k ≤ {b.n} (crossover k \"none\" on every run).")
+    ]
+
+
+def surface_finding(b: Bench) -> list[str]:
+    """Spearman's rho of each surface metric with held-out C(K) and the pool gain; per-seed winners."""
+    c = b.s["correlations"]
+    ck = {key: c["checkpoints"][key]["coverage_k"] for key in SURFACE}
+    order = sorted(SURFACE, key=lambda k: -(ck[k]["rho"] if ck[k]["rho"] is not None else -9))
+    rhos = ", ".join(f"{SURFACE[k]} {signed(ck[k]['rho'], 2)}" for k in order)
+    pool = [c["final_pool_gain"][k]["rho"] for k in SURFACE if c["final_pool_gain"][k]["rho"] is not None]
+    n_final = c["final_pool_gain"]["distinct_2"]["n"]
+    winners = []
+    for seed, w in c["winners"].items():
+        tops: dict[str, list[str]] = {}
+        for key in SURFACE:
+            tops.setdefault(SHORT.get(w.get(key), str(w.get(key))), []).append(SURFACE[key])
+        by_metric = "; ".join(f"{', '.join(ks)}: {m}" for m, ks in tops.items())
+        winners.append(f"seed {seed}, pool gain: {SHORT.get(w['pool_gain'], w['pool_gain'])}; {by_metric}")
+    return [
+        f"**Surface vs strategy**: across the {ck['distinct_2']['n']} checkpoints Spearman's rho with "
+        f"held-out C({b.k}) is {rhos}; with the pool gain over the {n_final} final runs it is "
+        f"{signed(min(pool), 2)} to {signed(max(pool), 2)}. The top method per seed: "
+        + ". ".join(winners) + "."
+    ]
+
+
+def labeler_finding(b: Bench) -> list[str]:
+    """The classifier's agreement with the validator, the oracle's lead under each, and the gain shifts."""
+    seeds = b.s["seeds"]
+    keys = [str(s) for s in b.seeds]
+    kappa = ", ".join(num(seeds[k]["agreement"]["mean_kappa"]) for k in keys)
+    exact = ", ".join(num(seeds[k]["agreement"]["exact_set_rate"], 2) for k in keys)
+    lead = {lab: ", ".join(num(seeds[k]["oracle_auc"][lab] - seeds[k]["iid_auc"][lab]) for k in keys)
+            for lab in ("validator", "classifier")}
+    rows = [r for r in b.s["rows"] if r["pool_gain_classifier"] is not None]
+    text = (
+        f"**Second labeler**: the classifier agrees with the validator at mean per-strategy kappa {kappa} "
+        f"(exact match-set rate {exact}; {seeds_text(b.seeds)} in order). The oracle's pool "
+        f"AUC({b.k}) leads the base's iid by {lead['validator']} under the validator and "
+        f"{lead['classifier']} under the classifier (the gain's unit)."
+    )
+    if rows:
+        shift = [abs(r["pool_gain_classifier"] - r["pool_gain"]) for r in rows]
+        flips = sum((r["pool_gain_classifier"] > 0) != (r["pool_gain"] > 0) for r in rows)
+        text += (
+            f" Relabelled, a run's pool gain moves by {num(statistics.median(shift), 2)} in the median "
+            f"(at most {num(max(shift), 2)}) and changes sign on {flips} of the {len(rows)} runs that have a "
+            "classifier-label gain"
+        )
+    missing = len(b.s["rows"]) - len(rows)
+    if missing:
+        text += (
+            f"{';' if rows else ''} {missing} runs have none (the gain is undefined where the oracle's "
+            "AUC does not exceed iid's under the classifier's labels)"
+        )
+    if rows or missing:
+        text += "."
+    return [text]
+
+
+def findings_block(b: Bench) -> str:
+    """Every finding of one setting, each read off the committed bench."""
+    parts = [*target_finding(b), *narrowing_finding(b), *controls_finding(b), *solvable_finding(b),
+             *surface_finding(b), *labeler_finding(b)]
+    return "".join(f"* {p}\n" for p in parts)
+
+
+def wall_block(benches: Mapping[str, Bench], training: Mapping[str, Mapping[str, Any]]) -> str:
+    """Wall and process CPU time per seed and setting, and the models' training time in them."""
+    order = next(iter(benches.values())).seeds
+    lines = ["| setting | " + " | ".join(f"seed {s}" for s in order) + " | all seeds |",
+             "|---|" + "---|" * (len(order) + 1)]
+    walls, trains = [], []
+    for setting, b in benches.items():
+        seeds = b.s["seeds"]
+        cells = []
+        for s in order:
+            f = seeds[str(s)]
+            cell = f"{f['seconds']:.0f} s (CPU {f['cpu_seconds']:.0f} s)"
+            models = training.get(setting, {}).get(str(s))
+            if not f["models_cached"] and models:
+                spent = models["base_seconds"] + models["mixture_seconds"]
+                trains.append(spent)
+                cell += f", of which training the models {spent:.0f} s"
+            walls.append(f["seconds"] - (spent if not f["models_cached"] and models else 0))
+            cells.append(cell)
+        lines.append(f"| {setting} | " + " | ".join(cells) + f" | {b.s['seconds']:.0f} s |")
+    total = sum(b.s["seconds"] for b in benches.values())
+    text = (
+        f"\n\nWithout training the models, the slowest seed takes {max(walls):.0f} s "
+        f"({max(walls) / 60:.1f} min); both settings over {len(order)} seeds take {total:.0f} s "
+        f"({total / 60:.1f} min) in all"
+    )
+    if trains:
+        text += f", {sum(trains):.0f} s of it training the models (base LM and mixture, once per seed)"
+    return "\n".join(lines) + text + ".\n"
+
+
+def models_seconds(setting: str, seeds: Sequence[int], cache: Path) -> dict[str, dict[str, float]]:
+    """Each seed's base-LM and mixture training seconds, from the cached models' ``seffi_meta.json``."""
+    from seffi.experiment.bench import BenchConfig
+
+    out = {}
+    for seed in seeds:
+        lm = BenchConfig(setting=setting, seeds=(seed,)).ladder(seed).lm_config()
+        meta = {kind: cache / key / "seffi_meta.json" for kind, key in
+                (("base", lm.base_key()), ("mixture", lm.mixture_key()))}
+        if all(path.is_file() for path in meta.values()):
+            out[str(seed)] = {f"{kind}_seconds": json.loads(path.read_text(encoding="utf-8"))["train_seconds"]
+                              for kind, path in meta.items()}
+    return out
+
+
+# -- producing and refreshing ---------------------------------------------------------------------------
+
+
+def _cache_dir(summary: Mapping[str, Any]) -> Path:
+    """The model cache the summary's commands name (the default cache without ``--cache-dir``)."""
+    from seffi.models.cache import default_cache_dir
+
+    words = summary["command"][0].split()
+    return Path(words[words.index("--cache-dir") + 1]) if "--cache-dir" in words else default_cache_dir()
+
+
+def _clean_commands(summary: dict[str, Any], setting: str) -> dict[str, Any]:
+    """The summary with machine folders in its commands replaced by the page's placeholders."""
+    prefix = setting[0]
+    out = []
+    for seed, command in zip(summary["config"]["seeds"], summary["command"], strict=True):
+        words = command.split()
+        for flag, value in (("--cache-dir", "CACHE"), ("--out", f"runs/{prefix}{seed}")):
+            if flag in words:
+                words[words.index(flag) + 1] = value
+        out.append(" ".join(words))
+    return {**summary, "command": out}
+
+
+def refresh(ctx: Context, dirs: Mapping[str, Path]) -> None:
+    """Run (or take from ``dirs``) each setting's seeds and ``--combine``; commit the results and figure."""
+    for setting in SETTINGS:
+        src = dirs.get(setting)
+        if src is None:
+            runs = []
+            for seed in SEEDS:
+                out = ctx.tmp / f"{setting}{seed}"
+                _run([*SEFFI, "bench", "exploration", "--setting", setting, "--seeds", str(seed),
+                      "--no-progress", "--wandb", "disabled", "--out", str(out)], ctx.tmp)
+                runs.append(str(out))
+            src = ctx.tmp / setting
+            _run([*SEFFI, "bench", "exploration", "--combine", *runs, "--no-progress", "--wandb", "disabled",
+                  "--out", str(src)], ctx.tmp)
+        summary = json.loads((Path(src) / "bench.json").read_text(encoding="utf-8"))
+        dest = RESULTS / "exploration-bench" / setting
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / "bench.json").write_text(json.dumps(_clean_commands(summary, setting), indent=1) + "\n",
+                                         encoding="utf-8")
+        shutil.copyfile(Path(src) / "bench.png", DOCS / f"exploration_bench_{setting}.png")
+        training = models_seconds(setting, summary["config"]["seeds"], _cache_dir(summary))
+        (dest / "models.json").write_text(json.dumps(training, indent=1) + "\n", encoding="utf-8")
+
+
+def produce(ctx: Context) -> Result:
+    """docs/exploration-bench.md's blocks from the committed benches; its two figures re-rendered."""
+    if ctx.refresh:
+        refresh(ctx, ctx.exploration_dirs)
+    benches, blocks, figures, problems = {}, {}, [], []
+    for setting in SETTINGS:
+        try:
+            b = benches[setting] = load(setting)
+        except FileNotFoundError as exc:
+            problems.append(f"exploration: {exc.filename} is missing (run --write --refresh)")
+            continue
+        bodies = (setup_block(b), table_block(b), findings_block(b))
+        blocks.update(zip(blocks_of(setting), bodies, strict=True))
+        try:
+            from seffi.experiment.bench_plots import bench_figure
+
+            made = bench_figure(ctx.tmp / f"{setting}.png", b.s)
+            figures.append((DOCS / f"exploration_bench_{setting}.png", made))
+        except Exception as exc:  # a renamed plotting function is a problem to report, not a traceback
+            problems.append(f"exploration: could not re-render the {setting} figure: {exc!r}")
+    if len(benches) == len(SETTINGS):
+        training = {}
+        for setting in SETTINGS:
+            path = RESULTS / "exploration-bench" / setting / "models.json"
+            training[setting] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        blocks["exploration-wall"] = wall_block(benches, training)
+    return Result(blocks, figures=figures, problems=problems)
