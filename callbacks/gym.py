@@ -35,7 +35,46 @@ from seffi.callbacks.core import CoverageMonitor
 __all__ = ["CoverageVectorWrapper", "CoverageWrapper"]
 
 
-class CoverageVectorWrapper(VectorWrapper):
+class _Recording:
+    """What both wrappers add to the env they wrap: the monitor, the step counter, the report at ``close``.
+
+    Mixed in before the Gymnasium wrapper class, whose ``__init__(env)`` and ``close`` it calls.
+
+    Args:
+        env: The env to wrap.
+        budget: Per-input sample budget K (default: ``config.budget``).
+        config: The monitor options.
+        options: `MonitorConfig` fields on top of ``config``.
+
+    Attributes:
+        monitor: The [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] recording every finished episode.
+        global_step: The logging step: steps of the wrapped env, ``num_envs`` each for a vector env.
+    """
+
+    def __init__(
+        self, env: Any, budget: int | None, config: MonitorConfig | None, options: dict[str, Any]
+    ) -> None:
+        # The monitor first: if it cannot be built, no half-made wrapper exists whose clean-up at
+        # garbage collection would close the caller's env or look for a monitor.
+        self.monitor = CoverageMonitor(budget, env=env, config=config, **options)
+        super().__init__(env)  # type: ignore[call-arg]
+        self.global_step = 0
+
+    def _record(self, infos: Any, done: Any, steps: int) -> None:
+        """Advance the step counter by ``steps``, record the episodes ``done`` ends and log when due."""
+        self.global_step += steps
+        self.monitor.ingest_infos(infos, done)
+        self.monitor.maybe_log(self.global_step)
+
+    def close(self, **kwargs: Any) -> None:
+        """Write the report (when the monitor was built), then close the wrapped env."""
+        monitor = getattr(self, "monitor", None)
+        if monitor is not None:
+            monitor.finalize(getattr(self, "global_step", None))
+        super().close(**kwargs)  # type: ignore[misc]
+
+
+class CoverageVectorWrapper(_Recording, VectorWrapper):
     """A Gymnasium vector env that records coverage of every finished episode.
 
     The step counter (``global_step``, +``num_envs`` per ``step``) is the logging step. ``close()``
@@ -57,27 +96,15 @@ class CoverageVectorWrapper(VectorWrapper):
         config: MonitorConfig | None = None,
         **options: Any,
     ) -> None:
-        # The monitor first: if it cannot be built, no half-made wrapper exists whose clean-up at
-        # garbage collection would close the caller's env or look for a monitor.
-        self.monitor = CoverageMonitor(budget, env=env, config=config, **options)
-        super().__init__(env)
-        self.global_step = 0
+        super().__init__(env, budget, config, options)
 
     def step(self, actions: Any) -> Any:
         obs, rewards, terminations, truncations, infos = self.env.step(actions)
-        self.global_step += self.num_envs
-        self.monitor.ingest_infos(infos, terminations | truncations)
-        self.monitor.maybe_log(self.global_step)
+        self._record(infos, terminations | truncations, self.num_envs)
         return obs, rewards, terminations, truncations, infos
 
-    def close(self, **kwargs: Any) -> None:
-        monitor = getattr(self, "monitor", None)
-        if monitor is not None:
-            monitor.finalize(getattr(self, "global_step", None))
-        super().close(**kwargs)
 
-
-class CoverageWrapper(gym.Wrapper):
+class CoverageWrapper(_Recording, gym.Wrapper):
     """A single Gymnasium env that records coverage of every finished episode.
 
     Arguments as for [`CoverageVectorWrapper`][seffi.callbacks.gym.CoverageVectorWrapper]; the step counter
@@ -87,21 +114,9 @@ class CoverageWrapper(gym.Wrapper):
     def __init__(
         self, env: gym.Env, budget: int | None = None, *, config: MonitorConfig | None = None, **options: Any
     ) -> None:
-        # The monitor first: if it cannot be built, no half-made wrapper exists whose clean-up at
-        # garbage collection would close the caller's env or look for a monitor.
-        self.monitor = CoverageMonitor(budget, env=env, config=config, **options)
-        super().__init__(env)
-        self.global_step = 0
+        super().__init__(env, budget, config, options)
 
     def step(self, action: Any) -> Any:
         obs, reward, terminated, truncated, info = self.env.step(action)
-        self.global_step += 1
-        self.monitor.ingest_infos(info, terminated or truncated)
-        self.monitor.maybe_log(self.global_step)
+        self._record(info, terminated or truncated, 1)
         return obs, reward, terminated, truncated, info
-
-    def close(self) -> None:
-        monitor = getattr(self, "monitor", None)
-        if monitor is not None:
-            monitor.finalize(getattr(self, "global_step", None))
-        super().close()

@@ -164,20 +164,16 @@ class LatentLMEngine(LatentCodeEngine):
         self.spec: LatentLMSpec = cached_spec("latent_lm", key, lambda: LatentLMSpec(cfg))
         self._init_codes(self.spec, cfg, num_envs)
 
-    def step_rows(
-        self, rows: np.ndarray, actions: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    def _outcomes(self, rows: np.ndarray, inputs: np.ndarray, actions: np.ndarray) -> Outcomes:
         spec, life = self.spec, self.life
-        inputs = life.cur[rows]
         prefixes = [spec.code_prefixes[i][a] for i, a in zip(inputs.tolist(), actions.tolist(), strict=True)]
         # Row j of the batch draws its tokens from env row rows[j]'s own stream.
         _, out = spec.sample_texts(spec.models.mixture, prefixes, lambda idx: life.uniform(rows[idx]), inputs)
-        rewards, cols = life.finish(rows, out, latents=actions)
-        return rewards, np.ones(rows.size, dtype=bool), np.zeros(rows.size, dtype=bool), rows, cols
+        return out
 
 
 class LatentLMAPI(RouterAPI):
-    """Latent-LM extras on the single and the vector env (plus the router env's: prior, ``n_latents``)."""
+    """The latent-LM env kind: its extras (plus the router env's: prior, ``n_latents``), engine and config."""
 
     _engine: LatentLMEngine
 
@@ -229,19 +225,17 @@ class LatentLMAPI(RouterAPI):
             spec._iid_cache[key] = IidBaseline.from_samples(samples, strategies=spec.strategies, valid=valid)
         return spec._iid_cache[key]
 
+    # The engine both envs of this kind run on, and the model that parses their settings.
+    engine_cls = LatentLMEngine
+    config_cls = LatentLMEnvConfig
+
 
 class LatentLMEnv(LatentLMAPI, SeffiEnv):
     """Single latent-LM env; see the module docstring. Keyword arguments: `LatentLMEnvConfig`."""
 
-    engine_cls = LatentLMEngine
-    config_cls = LatentLMEnvConfig
-
 
 class LatentLMVectorEnv(LatentLMAPI, SeffiVectorEnv):
     """Native vector latent-LM env: one batched generation per step; equals ``SyncVectorEnv``."""
-
-    engine_cls = LatentLMEngine
-    config_cls = LatentLMEnvConfig
 
 
 def latent_lm_env_id(task_name: str) -> str:

@@ -161,7 +161,7 @@ class LatentCodeEngine:
     The observation (see the module docstring) is the input's one-hot, its latent prior and, with
     ``history``, the latents tried, strategies found and budget used in this run. Subclasses build a
     spec with ``n_inputs``, ``n_latents``, ``strategies`` and ``prior`` (shape (N, Z)), call
-    `_init_codes`, and say how a latent becomes a trace in ``step_rows``.
+    `_init_codes`, and say how a latent becomes a trace in `_outcomes`.
     """
 
     #: How ``"ansi"`` renders the codes: (plural noun, symbol of their count).
@@ -206,6 +206,33 @@ class LatentCodeEngine:
             obs[:, lay["used"]] = (life.counts[rows, cur] / budget)[:, None]
         return obs
 
+    def step_rows(
+        self, rows: np.ndarray, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """End the one-step episodes of ``rows``: draw each row's trace for its code and book it.
+
+        Args:
+            rows: int array, shape (R,): the env rows taking a step.
+            actions: int array, shape (R,): each row's latent code.
+
+        Returns:
+            Rewards, terminated (all True), truncated (all False), the rows whose episode ended (all of
+            them) and those rows' info columns.
+        """
+        out = self._outcomes(rows, self.life.cur[rows], actions)
+        rewards, cols = self.life.finish(rows, out, latents=actions)
+        return rewards, np.ones(rows.size, dtype=bool), np.zeros(rows.size, dtype=bool), rows, cols
+
+    def _outcomes(self, rows: np.ndarray, inputs: np.ndarray, actions: np.ndarray) -> Outcomes:
+        """The validated traces of ``rows``.
+
+        Args:
+            rows: int array, shape (R,): the env rows taking a step.
+            inputs: int array, shape (R,): each row's input (pool position).
+            actions: int array, shape (R,): each row's latent code.
+        """
+        raise NotImplementedError
+
     def episode_lines(self, row: int) -> list[str]:
         """``"ansi"`` lines of a running episode: the codes already tried on its input in this run."""
         noun, symbol = self.code_names
@@ -236,20 +263,15 @@ class RouterEngine(LatentCodeEngine):
         self.spec: RouterSpec = cached_spec("router", key, lambda: RouterSpec(cfg))
         self._init_codes(self.spec, cfg, num_envs)
 
-    def step_rows(
-        self, rows: np.ndarray, actions: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    def _outcomes(self, rows: np.ndarray, inputs: np.ndarray, actions: np.ndarray) -> Outcomes:
         spec = self.spec
-        inputs = self.life.cur[rows]
         u = self.life.uniform(rows)
         branch = (spec.cdf[inputs, actions] <= u[:, None]).sum(axis=1)
-        out = spec.outcomes.take(inputs * spec.n_branches + branch)
-        rewards, cols = self.life.finish(rows, out, latents=actions)
-        return rewards, np.ones(rows.size, dtype=bool), np.zeros(rows.size, dtype=bool), rows, cols
+        return spec.outcomes.take(inputs * spec.n_branches + branch)
 
 
 class RouterAPI:
-    """Router-env extras, on the single and the vector env."""
+    """The router env kind, mixed into the single and the vector env: its extras, engine and config."""
 
     _engine: RouterEngine
 
@@ -273,16 +295,14 @@ class RouterAPI:
         prior = self.latent_prior(input_id)
         return int(rng.choice(prior.size, p=prior))
 
+    # The engine both envs of this kind run on, and the model that parses their settings.
+    engine_cls = RouterEngine
+    config_cls = RouterEnvConfig
+
 
 class RouterEnv(RouterAPI, SeffiEnv):
     """Single router env; see the module docstring. Keyword arguments: `RouterEnvConfig`."""
 
-    engine_cls = RouterEngine
-    config_cls = RouterEnvConfig
-
 
 class RouterVectorEnv(RouterAPI, SeffiVectorEnv):
     """Native vector router env (``num_envs`` rows); same infos as ``SyncVectorEnv(RouterEnv)``."""
-
-    engine_cls = RouterEngine
-    config_cls = RouterEnvConfig

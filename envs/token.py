@@ -181,7 +181,7 @@ class TokenEngine:
 
 
 class TokenAPI:
-    """Token-env extras, on the single and the vector env."""
+    """The token env kind, mixed into the single and the vector env: its extras, engine and config."""
 
     _engine: TokenEngine
 
@@ -204,16 +204,14 @@ class TokenAPI:
         spec = self._engine.spec
         return spec.task.sample_y_text(spec.inputs[spec.index_of(input_id)], rng)
 
+    # The engine both envs of this kind run on, and the model that parses their settings.
+    engine_cls = TokenEngine
+    config_cls = TokenEnvConfig
+
 
 class TokenEnv(TokenAPI, SeffiEnv):
     """Single token-level env; see the module docstring. Keyword arguments: `TokenEnvConfig`."""
 
-    engine_cls = TokenEngine
-    config_cls = TokenEnvConfig
-
 
 class TokenVectorEnv(TokenAPI, SeffiVectorEnv):
     """Native vector token-level env (``num_envs`` rows); same infos as ``SyncVectorEnv(TokenEnv)``."""
-
-    engine_cls = TokenEngine
-    config_cls = TokenEnvConfig

@@ -10,7 +10,7 @@ plus its estimator.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "BY_NAME",
@@ -89,55 +89,44 @@ class Column:
 #: report.md shows time to coverage at this threshold.
 MARKDOWN_TAU = 0.8
 
+
+def _rate(name: str, doc: str, stat: str, *, wandb_at: WandbAt | None = None, **extra: Any) -> Column:
+    """A per-k probability with a bootstrap interval, estimated from runs as ``stat`` over ``runs``.
+
+    Args:
+        name: The column's name, also its W&B key stem when it is logged.
+        doc: What it is, one line.
+        stat: The statistic of `SUM_STATS` it is the ratio of.
+        wandb_at: Which budgets it is logged to W&B at (None: not logged).
+        **extra: Other `Column` fields.
+    """
+    wandb = None if wandb_at is None else name
+    return Column(name, "k", doc, ci=True, unit=True, wandb=wandb, wandb_at=wandb_at, stat=stat, **extra)
+
+
+def _coverage(name: str, doc: str, stat: str, **extra: Any) -> Column:
+    """A coverage curve: a `_rate` over the M_x strategies, logged at log-spaced k, its interval reported."""
+    return _rate(name, doc, stat, wandb_at="log_k", report_ci=True, per_strategy=True, **extra)
+
+
 #: Every column; those with a header appear in report.md's table in this order.
 COLUMNS: tuple[Column, ...] = (
-    Column(
-        "coverage",
-        "k",
-        "C(k) = E[|S_k| / M]",
-        ci=True,
-        report_ci=True,
-        unit=True,
-        required=True,
-        wandb="coverage",
-        wandb_at="log_k",
-        stat="covered",
-        per_strategy=True,
-    ),
-    Column(
+    _coverage("coverage", "C(k) = E[|S_k| / M]", "covered", required=True),
+    _rate(
         "novelty",
-        "k",
         "N(i) = Pr[sample i adds a strategy not seen before]",
-        ci=True,
-        unit=True,
-        wandb="novelty",
+        "novel",
         wandb_at="log_k",
         wandb_index="i",
-        stat="novel",
     ),
     Column("expected_new", "k", "expected number of new strategies at sample i", ci=True, stat="new"),
-    Column(
+    _coverage(
         "valid_coverage",
-        "k",
         "coverage counting only the strategies of correct samples",
-        ci=True,
-        report_ci=True,
-        unit=True,
-        wandb="valid_coverage",
-        wandb_at="log_k",
+        "valid_covered",
         needs="valid",
-        stat="valid_covered",
-        per_strategy=True,
     ),
-    Column(
-        "valid_at_k",
-        "k",
-        "best-of-k correctness, Pr[some sample <= k is correct]",
-        ci=True,
-        unit=True,
-        needs="valid",
-        stat="valid_any",
-    ),
+    _rate("valid_at_k", "best-of-k correctness, Pr[some sample <= k is correct]", "valid_any", needs="valid"),
     Column(
         "coverage_by_rarity",
         "bins_k",
@@ -178,16 +167,8 @@ COLUMNS: tuple[Column, ...] = (
         wandb="time_to_coverage",
         header=f"T({MARKDOWN_TAU:g}) median",
     ),
-    Column(
-        "full_coverage",
-        "k",
-        "F(k) = Pr[|S_k| = M]",
-        ci=True,
-        unit=True,
-        wandb="full_coverage",
-        wandb_at="budget",
-        header="full coverage at K={K}",
-        stat="full",
+    _rate(
+        "full_coverage", "F(k) = Pr[|S_k| = M]", "full", wandb_at="budget", header="full coverage at K={K}"
     ),
     Column(
         "valid_auc",

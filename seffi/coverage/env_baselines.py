@@ -10,7 +10,8 @@ replaces the env's.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -59,6 +60,21 @@ def check_agrees(what: str, baseline: Any, strategies: Sequence[str]) -> None:
             f"Build it with strategies={list(strategies)}"
             + (" (IidBaseline.from_match_distribution for a law over match sets)" if what == "iid" else "")
         )
+
+
+@contextmanager
+def _env_fact_errors(fact: str) -> Iterator[None]:
+    """Turn a ValueError raised while building a baseline from the env's ``fact`` into one SeffiError line.
+
+    Args:
+        fact: The env callable the baseline is built from (``"base_match_distribution"``).
+    """
+    try:
+        yield
+    except SeffiError:
+        raise
+    except ValueError as exc:  # the env's fact names other strategies, or is not what it should be
+        raise SeffiError(f"the env's {fact}: {exc}") from exc
 
 
 class EnvBaselines:
@@ -146,34 +162,24 @@ class EnvBaselines:
         has_iid = self.user_iid is not None or self.base_law is not None
         return has_iid and (self.user_oracle is not None or self.references is not None)
 
-    def _iid(self, inputs: Sequence[str]) -> IidBaseline | None:
-        if self.user_iid is not None:
-            return self.user_iid
-        if self.base_law is None or not inputs:
-            return None
-        raw = {x: self.base_law(x) for x in inputs}
-        valid = {x: self.base_law(x, valid_only=True) for x in inputs}
-        try:
-            return IidBaseline.from_match_distribution(
-                raw, strategies=self.strategies, valid_distribution=valid
-            )
-        except SeffiError:
-            raise
-        except ValueError as exc:  # the env's law names other strategies, or is no law
-            raise SeffiError(f"the env's base_match_distribution: {exc}") from exc
+    def _baselines(self, inputs: Sequence[str]) -> tuple[IidBaseline | None, OracleBaseline | None]:
+        """The (iid, oracle) baselines over ``inputs``: a user's as given, else built from the env's facts.
 
-    def _oracle(self, inputs: Sequence[str]) -> OracleBaseline | None:
-        if self.user_oracle is not None:
-            return self.user_oracle
-        if self.references is None or not inputs:
-            return None
-        refs = {x: self.references(x) for x in inputs}
-        try:
-            return OracleBaseline(refs, strategies=self.strategies, seed=self.seed)
-        except SeffiError:
-            raise
-        except ValueError as exc:
-            raise SeffiError(f"the env's reference_match_sets: {exc}") from exc
+        Either is None when there is neither a user baseline nor an env fact to build it from, or no input.
+        """
+        iid, oracle = self.user_iid, self.user_oracle
+        if iid is None and self.base_law is not None and inputs:
+            raw = {x: self.base_law(x) for x in inputs}
+            valid = {x: self.base_law(x, valid_only=True) for x in inputs}
+            with _env_fact_errors("base_match_distribution"):
+                iid = IidBaseline.from_match_distribution(
+                    raw, strategies=self.strategies, valid_distribution=valid
+                )
+        if oracle is None and self.references is not None and inputs:
+            refs = {x: self.references(x) for x in inputs}
+            with _env_fact_errors("reference_match_sets"):
+                oracle = OracleBaseline(refs, strategies=self.strategies, seed=self.seed)
+        return iid, oracle
 
     def _iid_curves(self, iid: Any) -> Curves | None:
         if iid is None:
@@ -196,8 +202,7 @@ class EnvBaselines:
         for x in inputs:
             if x not in self._aucs:
                 started = time.perf_counter()
-                iid = self._iid([x])
-                oracle = self._oracle([x])
+                iid, oracle = self._baselines([x])
                 self._aucs[x] = (
                     iid.aucs(self.budget)[x] if iid is not None else None,
                     oracle.curves(self.budget).auc if oracle is not None else None,
@@ -249,7 +254,7 @@ class EnvBaselines:
                 self._curves.clear()
             started = time.perf_counter()
             order = sorted(seen)
-            iid, oracle = self._iid(order), self._oracle(order)
+            iid, oracle = self._baselines(order)
             self.iid_baseline = iid
             self._curves[seen] = (
                 self._iid_curves(iid),

@@ -1,4 +1,4 @@
-"""Shared pieces of the report figures: the Agg figure factory, NaN gaps, gain text and PNG writing.
+"""Shared pieces of the report figures: the Agg figure factory, NaN gaps, CI bands, gain text, PNG writing.
 
 Used by [`seffi.report.plots`][seffi.report.plots] (per-comparison figures), `seffi.report.plots_detail`
 (barcodes, common vs rare) and [`seffi.report.plots_compare`][seffi.report.plots_compare] (several runs,
@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from seffi._io import write_figure
+from seffi.report.plots_style import STYLE
 from seffi.report.schema import PolicyResult
 
 if TYPE_CHECKING:
@@ -27,6 +28,8 @@ _PNG_OPTIONS = {"compress_level": 1}
 # Unhinted glyphs: text rendering is the largest single cost of a plot; at these font sizes and 100 dpi
 # unhinted antialiased text is as legible as autohinted text (compared side by side) and ~13% faster.
 _SAVE_RC = {"text.hinting": "no_hinting"}
+#: One bound of a curve's interval: a value per budget (null = undefined), or None without an interval.
+_Bound = Sequence[float | None] | None
 
 
 def _figure(
@@ -53,6 +56,33 @@ def _blank_figure(size: tuple[float, float]) -> Figure:
 def _a(values: Sequence[float | None] | None) -> np.ndarray:
     """Per-k values (null = undefined) as a float array with NaN, which matplotlib leaves as gaps."""
     return np.array([np.nan if v is None else v for v in (values or [])], dtype=np.float64)
+
+
+def _band(ax: Any, k: Sequence[int], lo: _Bound, hi: _Bound, color: str) -> bool:
+    """Shade a curve's CI between ``lo`` and ``hi`` over the budgets ``k`` (gaps where a bound is null).
+
+    Args:
+        ax: The matplotlib axes.
+        k: The budgets, shape (K,).
+        lo: The interval's lower bound per budget, shape (K,); None when the curve has no interval.
+        hi: The upper bound, likewise.
+        color: The curve's colour.
+
+    Returns:
+        Whether a band was drawn (not when either bound is None).
+    """
+    if lo is None or hi is None:
+        return False
+    ax.fill_between(k, _a(lo), _a(hi), color=color, alpha=STYLE["band_alpha"], linewidth=0)
+    return True
+
+
+def _add_band_key(handles: list[Any], labels: list[str]) -> None:
+    """Append the legend entry of the CI bands (a grey patch, "shaded: 95% CI") to a legend's lists."""
+    from matplotlib.patches import Patch
+
+    handles.append(Patch(facecolor="0.5", alpha=2 * STYLE["band_alpha"], linewidth=0))
+    labels.append("shaded: 95% CI")
 
 
 def _gain_text(p: PolicyResult) -> str:

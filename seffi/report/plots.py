@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from seffi.report._plot_base import DPI, PLOTS_DIR, _a, _figure, _gain_text, save_figure
+from seffi.report._plot_base import DPI, PLOTS_DIR, _a, _add_band_key, _band, _figure, _gain_text, save_figure
 from seffi.report.plots_compare import (
     eval_series,
     plot_compare,
@@ -118,8 +118,6 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
         comparison: the comparison to draw.
         valid: draw valid-only coverage instead of raw coverage.
     """
-    from matplotlib.patches import Patch
-
     fig, axes = _figure(size=(7.0, 5.0))
     ax = axes[0, 0]
     gains = {id(p.curves): _gain_text(p) for p in comparison.policies}
@@ -145,9 +143,8 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
         ax.plot(c.k, _a(y), label=label, marker=marker, markersize=4, **style)
         _mark_extrapolated(ax, c, y, style)
         # Bands for the policies and the iid only: a sanity check's band would cover the iid's.
-        if lo is not None and hi is not None and not is_sanity(c):
-            ax.fill_between(c.k, _a(lo), _a(hi), color=style["color"], alpha=STYLE["band_alpha"], linewidth=0)
-            banded = True
+        if not is_sanity(c):
+            banded = _band(ax, c.k, lo, hi, style["color"]) or banded
     ax.set_xlabel("sample budget k (samples per input)")
     ax.set_ylabel("valid-strategy coverage" if valid else "strategy coverage C(k) = E|S_k| / M")
     ax.set_ylim(-0.02, 1.05)
@@ -159,8 +156,7 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
         corner_note(ax, note, gid="oracle-note")
     handles, labels = ax.get_legend_handles_labels()
     if banded:
-        handles.append(Patch(facecolor="0.5", alpha=2 * STYLE["band_alpha"], linewidth=0))
-        labels.append("shaded: 95% CI")
+        _add_band_key(handles, labels)
     legend_below(fig, handles, labels)
     suptitle(fig, title(comparison, "valid coverage" if valid else "strategy coverage"))
     return finish(fig)
@@ -364,15 +360,8 @@ def plot_latent(comparison: Comparison) -> Figure | None:
         style = styles[pol.label]  # the policy's colour and line in every plot
         codes = "" if lat.num_codes is None else f" ({lat.num_codes} codes)"
         ax.plot(lat.k, _a(lat.coverage), label=f"{legend_label(pol.curves)}{codes}", **style)
-        if lat.coverage_lo is not None and lat.coverage_hi is not None and not is_sanity(pol.curves):
-            ax.fill_between(
-                lat.k,
-                _a(lat.coverage_lo),
-                _a(lat.coverage_hi),
-                color=style["color"],
-                alpha=STYLE["band_alpha"],
-                linewidth=0,
-            )
+        if not is_sanity(pol.curves):
+            _band(ax, lat.k, lat.coverage_lo, lat.coverage_hi, style["color"])
     ax.set_xlabel("sample budget k")
     ax.set_ylabel("latent-code coverage (distinct z / #codes)")
     ax.set_ylim(-0.02, 1.05)

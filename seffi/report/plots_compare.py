@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from seffi.errors import SeffiError
-from seffi.report._plot_base import _a, _figure, _gain_text
+from seffi.report._plot_base import _a, _add_band_key, _band, _figure, _gain_text
 from seffi.report.plots_style import (
     STYLE,
     budget_axis,
@@ -80,8 +80,6 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
         IncompatibleRuns: two runs measured one task at different budgets.
         ValueError: no run holds a comparison.
     """
-    from matplotlib.patches import Patch
-
     tasks: list[str] = []
     for rep in reports.values():
         for comp in rep.comparisons:
@@ -122,15 +120,8 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
                     style["color"] = colors[c.label]
                 (line,) = ax.plot(c.k, _a(c.coverage), label=legend_label(c), **style)
                 legend.setdefault(legend_label(c), line)
-                if c.coverage_lo is not None and c.coverage_hi is not None and not is_sanity(c):
-                    ax.fill_between(
-                        c.k,
-                        _a(c.coverage_lo),
-                        _a(c.coverage_hi),
-                        color=style["color"],
-                        alpha=STYLE["band_alpha"],
-                        linewidth=0,
-                    )
+                if not is_sanity(c):
+                    _band(ax, c.k, c.coverage_lo, c.coverage_hi, style["color"])
                 if pol.gain is not None:
                     gains.append(f"{c.label}: {_gain_text(pol).removeprefix(', ')}")
             for c in (comp.iid, comp.oracle):
@@ -143,8 +134,7 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
     for ax in axes[:, 1:].ravel():
         ax.tick_params(axis="y", labelleft=False)
     handles, labels = list(legend.values()), list(legend)
-    handles.append(Patch(facecolor="0.5", alpha=2 * STYLE["band_alpha"], linewidth=0))
-    labels.append("shaded: 95% CI")
+    _add_band_key(handles, labels)
     legend_below(fig, handles, labels)
     suptitle(fig, "strategy coverage by task (rows) and run (columns)")
     return finish(fig)

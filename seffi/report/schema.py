@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, create_model, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationInfo, create_model, field_validator, model_validator
 
 from seffi.coverage.columns import COLUMNS, Column
 from seffi.coverage.summaries import MAX_BUDGET, FloatList, Gain, TimeToCoverage, check_unit
@@ -35,6 +35,8 @@ __all__ = [
 SCHEMA_VERSION = 1
 #: Largest input pool a report may name.
 MAX_INPUTS = 1_000_000_000
+#: The inclusive range of each bounded count of a `Comparison`.
+_COUNT_RANGES: dict[str, tuple[int, int]] = {"budget": (1, MAX_BUDGET), "n_inputs": (0, MAX_INPUTS)}
 
 
 class _Model(BaseModel):
@@ -286,18 +288,12 @@ class Comparison(_Model):
     #: Where the iid curves come from: the env's exact law, or estimated from base-model samples.
     iid_source: Literal["exact", "samples"] | None = None
 
-    @field_validator("budget")
+    @field_validator(*_COUNT_RANGES)
     @classmethod
-    def _budget(cls, v: int) -> int:
-        if not 1 <= v <= MAX_BUDGET:
-            raise ValueError(f"must lie in [1, {MAX_BUDGET:,}], got {v}")
-        return v
-
-    @field_validator("n_inputs")
-    @classmethod
-    def _inputs(cls, v: int) -> int:
-        if not 0 <= v <= MAX_INPUTS:
-            raise ValueError(f"must lie in [0, {MAX_INPUTS:,}], got {v}")
+    def _count_in_range(cls, v: int, info: ValidationInfo) -> int:
+        lo, hi = _COUNT_RANGES[str(info.field_name)]
+        if not lo <= v <= hi:
+            raise ValueError(f"must lie in [{lo}, {hi:,}], got {v}")
         return v
 
     @field_validator("num_strategies")
