@@ -101,8 +101,10 @@ def listing(values: Sequence[float | None], digits: int = 3) -> str:
 class Bench:
     """A combined bench.json, indexed by (method, seed)."""
 
-    def __init__(self, summary: Mapping[str, Any]) -> None:
+    def __init__(self, summary: Mapping[str, Any], models: Mapping[str, Any] | None = None) -> None:
         self.s = summary
+        #: ``{"train_grids": N, "seconds": {seed: {"base_seconds", "mixture_seconds"}}}`` (models.json)
+        self.models = models or {}
         self.cfg = summary["config"]
         self.seeds = [int(s) for s in self.cfg["seeds"]]
         self.base = {int(b["seed"]): b for b in summary["base"]}
@@ -126,8 +128,10 @@ class Bench:
 
 def load(setting: str) -> Bench:
     """The committed combined bench of one setting."""
-    path = RESULTS / "exploration-bench" / setting / "bench.json"
-    return Bench(json.loads(path.read_text(encoding="utf-8")))
+    folder = RESULTS / "exploration-bench" / setting
+    models = folder / "models.json"
+    return Bench(json.loads((folder / "bench.json").read_text(encoding="utf-8")),
+                 json.loads(models.read_text(encoding="utf-8")) if models.is_file() else None)
 
 
 # -- blocks ---------------------------------------------------------------------------------------------
@@ -148,13 +152,10 @@ def setup_block(b: Bench) -> str:
 
 
 def train_grids(b: Bench) -> int:
-    """How many grids the base LM trains on (the setting's model config, unless the run overrode it)."""
+    """How many grids the base LM trains on: the run's model config, else the one models.json records."""
     if b.cfg.get("lm"):
         return b.cfg["lm"]["n_train_inputs"]
-    from seffi.experiment.bench import BenchConfig
-
-    seed = b.seeds[0]
-    return BenchConfig(setting=b.cfg["setting"], seeds=(seed,)).ladder(seed).lm_config().n_train_inputs
+    return b.models["train_grids"]
 
 
 def table_block(b: Bench) -> str:
@@ -370,7 +371,7 @@ def findings_block(b: Bench) -> str:
     return "".join(f"* {p}\n" for p in parts)
 
 
-def wall_block(benches: Mapping[str, Bench], training: Mapping[str, Mapping[str, Any]]) -> str:
+def wall_block(benches: Mapping[str, Bench]) -> str:
     """Wall and process CPU time per seed and setting, and the models' training time in them."""
     order = next(iter(benches.values())).seeds
     lines = ["| setting | " + " | ".join(f"seed {s}" for s in order) + " | all seeds |",
@@ -382,7 +383,7 @@ def wall_block(benches: Mapping[str, Bench], training: Mapping[str, Mapping[str,
         for s in order:
             f = seeds[str(s)]
             cell = f"{f['seconds']:.0f} s (CPU {f['cpu_seconds']:.0f} s)"
-            models = training.get(setting, {}).get(str(s))
+            models = b.models.get("seconds", {}).get(str(s))
             if not f["models_cached"] and models:
                 spent = models["base_seconds"] + models["mixture_seconds"]
                 trains.append(spent)
@@ -401,8 +402,8 @@ def wall_block(benches: Mapping[str, Bench], training: Mapping[str, Mapping[str,
     return "\n".join(lines) + text + ".\n"
 
 
-def models_seconds(setting: str, seeds: Sequence[int], cache: Path) -> dict[str, dict[str, float]]:
-    """Each seed's base-LM and mixture training seconds, from the cached models' ``seffi_meta.json``."""
+def models_record(setting: str, seeds: Sequence[int], cache: Path) -> dict[str, Any]:
+    """The base LM's training grids and each seed's training seconds (the cached ``seffi_meta.json``)."""
     from seffi.experiment.bench import BenchConfig
 
     out = {}
@@ -413,7 +414,8 @@ def models_seconds(setting: str, seeds: Sequence[int], cache: Path) -> dict[str,
         if all(path.is_file() for path in meta.values()):
             out[str(seed)] = {f"{kind}_seconds": json.loads(path.read_text(encoding="utf-8"))["train_seconds"]
                               for kind, path in meta.items()}
-    return out
+    grids = BenchConfig(setting=setting, seeds=(seeds[0],)).ladder(seeds[0]).lm_config().n_train_inputs
+    return {"train_grids": grids, "seconds": out}
 
 
 # -- producing and refreshing ---------------------------------------------------------------------------
@@ -460,8 +462,8 @@ def refresh(ctx: Context, dirs: Mapping[str, Path]) -> None:
         (dest / "bench.json").write_text(json.dumps(_clean_commands(summary, setting), indent=1) + "\n",
                                          encoding="utf-8")
         shutil.copyfile(Path(src) / "bench.png", DOCS / f"exploration_bench_{setting}.png")
-        training = models_seconds(setting, summary["config"]["seeds"], _cache_dir(summary))
-        (dest / "models.json").write_text(json.dumps(training, indent=1) + "\n", encoding="utf-8")
+        record = models_record(setting, summary["config"]["seeds"], _cache_dir(summary))
+        (dest / "models.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 
 def produce(ctx: Context) -> Result:
@@ -485,9 +487,5 @@ def produce(ctx: Context) -> Result:
         except Exception as exc:  # a renamed plotting function is a problem to report, not a traceback
             problems.append(f"exploration: could not re-render the {setting} figure: {exc!r}")
     if len(benches) == len(SETTINGS):
-        training = {}
-        for setting in SETTINGS:
-            path = RESULTS / "exploration-bench" / setting / "models.json"
-            training[setting] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        blocks["exploration-wall"] = wall_block(benches, training)
+        blocks["exploration-wall"] = wall_block(benches)
     return Result(blocks, figures=figures, problems=problems)

@@ -39,6 +39,14 @@ ROOT = Path(__file__).resolve().parents[2]
 K = 4
 
 
+@pytest.fixture(autouse=True)
+def _python_sigint_handler():
+    """Python's own SIGINT handler during each test, whatever the launcher set (``nohup`` ignores it)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 class _SignalAt(BaseCallback):
     """Sends ``sig`` to this process at call ``n`` (as a user pressing Ctrl-C, or a scheduler's SIGTERM)."""
 
