@@ -20,21 +20,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from seffi.errors import SeffiError
+from seffi.report import plots_style as style
 from seffi.report._plot_base import _a, _add_band_key, _band, _figure, _gain_text
-from seffi.report.plots_style import (
-    STYLE,
-    budget_axis,
-    corner_note,
-    finish,
-    font,
-    is_sanity,
-    legend_below,
-    legend_label,
-    policy_color,
-    role_style,
-    suptitle,
-    title,
-)
 from seffi.report.schema import Comparison, PolicyResult, Report
 
 if TYPE_CHECKING:
@@ -92,8 +79,8 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
     for rep in reports.values():
         for comp in rep.comparisons:
             for pol in comp.policies:
-                if not is_sanity(pol.curves) and pol.label not in colors:
-                    colors[pol.label] = policy_color(len(colors))
+                if not style.is_sanity(pol.curves) and pol.label not in colors:
+                    colors[pol.label] = style.policy_color(len(colors))
     runs = list(reports)
     fig, axes = _figure(len(tasks), len(runs), size=(max(7.0, 0.9 + 3.5 * len(runs)), 1.6 + 2.7 * len(tasks)))
     legend: dict[str, object] = {}
@@ -115,29 +102,29 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
             gains = []
             for pol in comp.policies:
                 c = pol.curves
-                style = role_style(c, 0)
-                if not is_sanity(c):
-                    style["color"] = colors[c.label]
-                (line,) = ax.plot(c.k, _a(c.coverage), label=legend_label(c), **style)
-                legend.setdefault(legend_label(c), line)
-                if not is_sanity(c):
-                    _band(ax, c.k, c.coverage_lo, c.coverage_hi, style["color"])
+                look = style.role_style(c, 0)
+                if not style.is_sanity(c):
+                    look["color"] = colors[c.label]
+                (line,) = ax.plot(c.k, _a(c.coverage), label=style.legend_label(c), **look)
+                legend.setdefault(style.legend_label(c), line)
+                if not style.is_sanity(c):
+                    _band(ax, c.k, c.coverage_lo, c.coverage_hi, look["color"])
                 if pol.gain is not None:
                     gains.append(f"{c.label}: {_gain_text(pol).removeprefix(', ')}")
             for c in (comp.iid, comp.oracle):
                 if c is not None:
-                    (line,) = ax.plot(c.k, _a(c.coverage), label=c.label, **role_style(c, 0))
+                    (line,) = ax.plot(c.k, _a(c.coverage), label=c.label, **style.role_style(c, 0))
                     legend.setdefault(f"{c.label} (the run's own)", line)
             if gains:
-                corner_note(ax, gains)
-            budget_axis(ax, comp.budget, narrow=True)
+                style.corner_note(ax, gains)
+            style.budget_axis(ax, comp.budget, narrow=True)
     for ax in axes[:, 1:].ravel():
         ax.tick_params(axis="y", labelleft=False)
     handles, labels = list(legend.values()), list(legend)
     _add_band_key(handles, labels)
-    legend_below(fig, handles, labels)
-    suptitle(fig, "strategy coverage by task (rows) and run (columns)")
-    return finish(fig)
+    style.legend_below(fig, handles, labels)
+    style.suptitle(fig, "strategy coverage by task (rows) and run (columns)")
+    return style.finish(fig)
 
 
 def eval_series(comparison: Comparison) -> list[tuple[int | None, PolicyResult]]:
@@ -193,19 +180,20 @@ def plot_gain_vs_step(comparison: Comparison) -> Figure | None:
         val.append(g.value)
         lo.append(g.value if g.lo is None else g.lo)
         hi.append(g.value if g.hi is None else g.hi)
-    color = policy_color(0)
-    ax.fill_between(xs, lo, hi, color=color, alpha=STYLE["band_alpha"] + 0.05, linewidth=0, label="95% CI")
-    ax.plot(xs, val, color=color, marker="o", linewidth=STYLE["policy"]["linewidth"], label="gain vs iid")
-    ax.axhline(0.0, **STYLE["iid"], label="iid (0)")
-    ax.axhline(1.0, **STYLE["oracle"], label="oracle (1)")
+    color, look = style.policy_color(0), style.STYLE
+    ax.fill_between(xs, lo, hi, color=color, alpha=look["band_alpha"] + 0.05, linewidth=0, label="95% CI")
+    ax.plot(xs, val, color=color, marker="o", linewidth=look["policy"]["linewidth"], label="gain vs iid")
+    ax.axhline(0.0, **look["iid"], label="iid (0)")
+    ax.axhline(1.0, **look["oracle"], label="oracle (1)")
     ticks = [f"{int(x):,}" if s is not None else "final" for x, (s, _) in zip(xs, series, strict=True)]
     if len(xs) <= 12:
         ax.set_xticks(xs, ticks, rotation=30)
     ax.set_xlabel("training step of the evaluation")
     ax.set_ylabel("gain vs iid (0 = iid, 1 = oracle)")
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper left", fontsize=font("legend"), framealpha=0.85)
+    ax.legend(loc="upper left", fontsize=style.font("legend"), framealpha=0.85)
     if missing:
-        fig.text(0.005, 0.005, "gain undefined: " + "; ".join(missing), fontsize=font("note"), color="0.3")
-    suptitle(fig, title(comparison, f"gain over training ({len(series)} evaluations)"))
-    return finish(fig)
+        note = "gain undefined: " + "; ".join(missing)
+        fig.text(0.005, 0.005, note, fontsize=style.font("note"), color="0.3")
+    style.suptitle(fig, style.title(comparison, f"gain over training ({len(series)} evaluations)"))
+    return style.finish(fig)

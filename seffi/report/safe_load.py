@@ -200,15 +200,3 @@ def load_json_file(
     """Read and parse a JSON file; any problem is one `SeffiError` line naming the file."""
     text = read_text(path, what=what, max_bytes=max_bytes)
     return loads_json(text, source=f"{what} {path}", max_depth=max_depth)
-
-
-def load_yaml_file(
-    path: str | Path,
-    *,
-    what: str = "file",
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_depth: int = DEFAULT_MAX_DEPTH,
-) -> Any:
-    """Read and parse a YAML file; any problem is one `SeffiError` line naming the file."""
-    text = read_text(path, what=what, max_bytes=max_bytes)
-    return loads_yaml(text, source=f"{what} {path}", max_depth=max_depth)

@@ -8,7 +8,7 @@ import tracemalloc
 import pytest
 
 from seffi.errors import SeffiError
-from seffi.report.safe_load import check_depth, load_json_file, load_yaml_file, loads_json, loads_yaml
+from seffi.report.safe_load import check_depth, load_json_file, loads_json, loads_yaml, read_text
 
 # 1.4 KB that expands to 9**9 strings with a plain yaml.safe_load.
 LAUGHS = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
@@ -76,7 +76,7 @@ def test_files_non_utf8_too_large_missing(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_bytes(b"budget: 8\nname: caf\xe9\n")
     with pytest.raises(SeffiError) as info:
-        load_yaml_file(bad, what="config file")
+        read_text(bad, what="config file")
     assert _one_line(info) == f"config file {bad} is not UTF-8 text (byte 0xe9 at offset 19)"
     big = tmp_path / "big.json"
     big.write_text("[" + "1," * 600 + "1]")
