@@ -430,7 +430,7 @@ def _cache_dir(summary: Mapping[str, Any]) -> Path:
 
 
 def _clean_commands(summary: dict[str, Any], setting: str) -> dict[str, Any]:
-    """The summary with machine folders in its commands replaced by the page's placeholders."""
+    """The summary with machine folders (commands, combined runs) replaced by the page's placeholders."""
     prefix = setting[0]
     out = []
     for seed, command in zip(summary["config"]["seeds"], summary["command"], strict=True):
@@ -439,7 +439,8 @@ def _clean_commands(summary: dict[str, Any], setting: str) -> dict[str, Any]:
             if flag in words:
                 words[words.index(flag) + 1] = value
         out.append(" ".join(words))
-    return {**summary, "command": out}
+    combined = [f"runs/{prefix}{seed}" for seed in summary["config"]["seeds"]]
+    return {**summary, "command": out, **({"combined_from": combined} if "combined_from" in summary else {})}
 
 
 def refresh(ctx: Context, dirs: Mapping[str, Path]) -> None:
