@@ -36,7 +36,7 @@ re-run nothing unless ``--write --refresh`` is given:
   and wall times of docs/exploration-bench.md, and its two figures, pixel for pixel.
 
 Outside the blocks, a page states no result: a decimal with three or more places, or a signed one,
-in its prose is reported (`stray_numbers`), so every measured number has a producer.
+in its prose is reported (`readme_blocks.stray_numbers`), so every measured number has a producer.
 
 Wall times measured here depend on the machine and its load: they agree within a factor of
 `TIME_TOLERANCE`, and ``--write`` replaces a time only when it is outside that band.
@@ -62,53 +62,20 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT / "scripts") not in sys.path:  # readme_results.py sits next to this file
+if str(ROOT / "scripts") not in sys.path:  # readme_blocks.py and readme_results.py sit next to this file
     sys.path.insert(0, str(ROOT / "scripts"))
 if __name__ == "__main__":  # one module, whether run as a script or imported by readme_results
     sys.modules.setdefault("readme_numbers", sys.modules["__main__"])
-README = ROOT / "README.md"
-DOCS = ROOT / "docs"
+
+from readme_blocks import DOCS, block_names, pages, read_block, replace_block, stray_numbers  # noqa: E402
+from readme_blocks import README as README  # noqa: E402  (for the tests and other scripts)
+
 RESULTS = DOCS / "results"
 #: A measured wall time agrees with a page when within this factor of it (shared 2-core machine).
 TIME_TOLERANCE = 2.0
 MINUS = "\u2212"  # the pages' tables use a typographic minus
 #: Width of the generated CLI reference (no horizontal scrolling on the docs site).
 HELP_COLUMNS = 88
-def pages() -> list[Path]:
-    """README.md and every docs/*.md page."""
-    return [README, *sorted(DOCS.glob("*.md"))]
-
-
-def block_re(name: str) -> re.Pattern[str]:
-    """The region of block ``name`` (group 1: its body, without the markers)."""
-    return re.compile(
-        rf"<!-- readme-numbers:{re.escape(name)} -->\n(.*?)<!-- /readme-numbers:{re.escape(name)} -->\n",
-        re.DOTALL,
-    )
-
-
-def read_block(text: str, name: str) -> str:
-    """The body of block ``name`` in ``text``.
-
-    Raises:
-        KeyError: the markers are missing or appear more than once.
-    """
-    found = block_re(name).findall(text)
-    if len(found) != 1:
-        raise KeyError(f"the page must hold exactly one readme-numbers:{name} block, found {len(found)}")
-    return found[0]
-
-
-def replace_block(text: str, name: str, body: str) -> str:
-    """``text`` with block ``name``'s body replaced by ``body``."""
-    read_block(text, name)
-    start, end = f"<!-- readme-numbers:{name} -->\n", f"<!-- /readme-numbers:{name} -->\n"
-    return block_re(name).sub(lambda _: start + body + end, text)
-
-
-def block_names(text: str) -> list[str]:
-    """The names of the blocks ``text`` opens, in order."""
-    return re.findall(r"<!-- readme-numbers:([\w-]+) -->", text)
 
 
 # -- formatting (the pages' conventions) ---------------------------------------------------------------
@@ -555,27 +522,9 @@ def unproduced(text: dict[Path, str]) -> list[str]:
     ]
 
 
-#: A result as the pages print one: three or more decimals, or a signed decimal.
-MEASURED = re.compile(r"(?<![\w.])(?:[-+\u2212]\d+\.\d+|\d+\.\d{3,})(?![\w.])")
-#: Decimals the prose may state: thresholds and bounds of the methods, not measurements.
-CONSTANTS = {"0.001", "0.008"}
-
-
-def stray_numbers(text: dict[Path, str]) -> list[str]:
-    """Results written by hand: measured-looking numbers outside every block, code span and delegated page."""
-    delegated = {ROOT / page for page, _ in DELEGATED}
-    problems = []
-    for page, body in text.items():
-        if page in delegated:
-            continue
-        prose = re.sub(r"<!-- readme-numbers:([\w-]+) -->\n.*?<!-- /readme-numbers:\1 -->\n",
-                       lambda m: "\n" * m.group(0).count("\n"), body, flags=re.DOTALL)
-        prose = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), prose, flags=re.DOTALL)
-        for i, line in enumerate(prose.splitlines(), 1):
-            found = [n for n in MEASURED.findall(re.sub(r"`[^`]*`", "", line)) if n not in CONSTANTS]
-            if found:
-                problems.append(f"{page.relative_to(ROOT)}:{i}: {', '.join(found)} outside a generated block")
-    return problems
+def delegated_pages() -> set[Path]:
+    """The pages of `DELEGATED` (their own checker covers their numbers)."""
+    return {ROOT / page for page, _ in DELEGATED}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -608,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--refresh re-runs long commands and rewrites results: use it with --write")
     original = {p: p.read_text(encoding="utf-8") for p in pages()}
     text = dict(original)
-    problems = [] if args.only else unproduced(text) + stray_numbers(text)
+    problems = [] if args.only else unproduced(text) + stray_numbers(text, delegated_pages())
     with tempfile.TemporaryDirectory(prefix="seffi-readme-") as tmp:
         for name in names:
             print(f"readme_numbers: {name} ...", file=sys.stderr, flush=True)

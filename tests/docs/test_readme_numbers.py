@@ -244,7 +244,7 @@ def test_exploration_number_formats(rn) -> None:
 
 def test_no_result_is_written_by_hand_outside_a_block(rn, text) -> None:
     """Measured-looking numbers on the pages sit in generated blocks; one written into prose is found."""
-    assert rn.stray_numbers(text) == []
+    assert rn.stray_numbers(text, rn.delegated_pages()) == []
     page = rn.DOCS / "page.md"
     found = rn.stray_numbers({page: "gain +0.155 [0.016, 0.295], `0.123`, 0.001\n```\n0.444\n```\nT = 1.3\n"})
     assert found == ["docs/page.md:1: +0.155, 0.016, 0.295 outside a generated block"]
