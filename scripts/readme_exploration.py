@@ -109,7 +109,7 @@ class Bench:
         self.seeds = [int(s) for s in self.cfg["seeds"]]
         self.base = {int(b["seed"]): b for b in summary["base"]}
         self.row = {(r["method"], int(r["seed"])): r for r in summary["rows"]}
-        self.methods = [m for m in self.cfg["methods"]]
+        self.methods = list(self.cfg["methods"])
         self.k, self.n = self.cfg["budget"], self.cfg["grpo"]["eval_samples"]
 
     def rows(self, method: str) -> list[Mapping[str, Any]]:
@@ -383,12 +383,12 @@ def wall_block(benches: Mapping[str, Bench]) -> str:
         for s in order:
             f = seeds[str(s)]
             cell = f"{f['seconds']:.0f} s (CPU {f['cpu_seconds']:.0f} s)"
-            models = b.models.get("seconds", {}).get(str(s))
-            if not f["models_cached"] and models:
-                spent = models["base_seconds"] + models["mixture_seconds"]
+            models = None if f["models_cached"] else b.models.get("seconds", {}).get(str(s))
+            spent = models["base_seconds"] + models["mixture_seconds"] if models else 0.0
+            if models:
                 trains.append(spent)
                 cell += f", of which training the models {spent:.0f} s"
-            walls.append(f["seconds"] - (spent if not f["models_cached"] and models else 0))
+            walls.append(f["seconds"] - spent)
             cells.append(cell)
         lines.append(f"| {setting} | " + " | ".join(cells) + f" | {b.s['seconds']:.0f} s |")
     total = sum(b.s["seconds"] for b in benches.values())
