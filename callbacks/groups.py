@@ -13,6 +13,7 @@ both to TRL (reward-function kwargs, a ``TrainerCallback``).
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -139,8 +140,8 @@ class GroupCoverage:
     pass@k, the outcome rules) always scores the whole group of G.
 
     Args:
-        task, inputs, labeler, strategies, id_column, reward, reward_options, diversity_weight, decode,
-            gather, logprob_fn: See `GroupScorer`.
+        task: The seffi task (see `GroupScorer`).
+        inputs: The task inputs behind the prompt ids (see `GroupScorer`).
         budget: K (default: the group size, e.g. GRPO's ``num_generations``).
         iid: ``"reference"`` (the policy's own samples before training: `draw_reference_iid`),
             ``"task"`` (the task's synthetic base sampler), a baseline object (``.curves(K)``, e.g.
@@ -161,6 +162,9 @@ class GroupCoverage:
         n_boot: Bootstrap replicates for logged CIs.
         seed: Seed of the bootstrap, the prompt subsample and the reference samples.
         plots: PNG plots at the end.
+        **scoring: The reward's settings, passed to `GroupScorer`: ``labeler``, ``strategies``,
+            ``id_column``, ``reward``, ``reward_options``, ``diversity_weight``, ``decode``, ``gather``,
+            ``logprob_fn``.
 
     Attributes:
         reward: The reward function (``reward_class``).
@@ -180,14 +184,7 @@ class GroupCoverage:
         task: Task | None = None,
         inputs: Iterable[TaskInput] | None = None,
         *,
-        labeler: Any = None,
-        strategies: Iterable[str] | None = None,
-        id_column: str = "input_id",
         budget: int | None = None,
-        reward: Any = "valid",
-        reward_options: Mapping[str, Any] | None = None,
-        diversity_weight: float = 0.5,
-        decode: Callable[[Sequence[int]], str] | None = None,
         iid: Any = "reference",
         iid_samples: int | None = None,
         iid_prompts: Mapping[str, Any] | None = None,
@@ -199,8 +196,7 @@ class GroupCoverage:
         n_boot: int = 200,
         seed: int = 0,
         plots: bool = True,
-        gather: Callable[[list[Any]], list[Any]] | None = None,
-        logprob_fn: Callable[[Sequence[Any], Any], Sequence[float]] | None = None,
+        **scoring: Any,
     ) -> None:
         for name, value in (("budget", budget), ("reference_prompts", reference_prompts)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
@@ -209,17 +205,19 @@ class GroupCoverage:
             raise SeffiError(
                 f"iid must be 'reference', 'task', None or a baseline with .curves(K), got {iid!r}"
             )
-        self.reward = self.reward_class(
-            task, inputs, labeler=labeler, strategies=strategies, id_column=id_column, reward=reward,
-            reward_options=reward_options, diversity_weight=diversity_weight, decode=decode, gather=gather,
-            logprob_fn=logprob_fn,
-        )  # fmt: skip
+        options = _keyword_options(self.reward_class)
+        if unknown := sorted(set(scoring) - set(options)):
+            raise SeffiError(
+                f"{type(self).__name__} got unknown argument(s) {', '.join(unknown)}; besides its own it "
+                f"takes the reward's: {', '.join(options)}"
+            )
+        self.reward = self.reward_class(task, inputs, **scoring)
         self.reward.sink = self._ingest
         self.budget, self.iid, self.iid_samples, self.iid_prompts = budget, iid, iid_samples, iid_prompts
         self.reference_prompts, self.reuse_first_batch = reference_prompts, bool(reuse_first_batch)
         self.reference_cache = reference_cache
         self.oracle, self.out_dir, self.n_boot, self.seed, self.plots = oracle, out_dir, n_boot, seed, plots
-        own_parser = labeler is None or getattr(self.reward.labeler, "task", None) is task
+        own_parser = scoring.get("labeler") is None or getattr(self.reward.labeler, "task", None) is task
         self.facts = TaskFacts(task, self.reward.inputs) if task is not None and own_parser else None
         self.monitor: Any = None
         self._occurrences: dict[str, int] = {}
@@ -532,6 +530,15 @@ class GroupCoverage:
         if self.monitor is None:
             raise SeffiError("no completion recorded yet: the curves exist after the first training batch")
         return self.monitor.to_dataframe()
+
+
+def _keyword_options(cls: type) -> list[str]:
+    """The keyword-only parameters of ``cls.__init__``, from the nearest class that spells them out."""
+    for klass in cls.__mro__:
+        params = inspect.signature(klass.__init__).parameters.values()  # type: ignore[misc]
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            return [p.name for p in params if p.kind is p.KEYWORD_ONLY]
+    return []
 
 
 def cost_line(cost: Mapping[str, Any]) -> str:

@@ -90,25 +90,18 @@ def main(args: Args) -> dict:
     dataset = Dataset.from_dict(
         {"prompt": [policy.prompt(task, x) for x in train], "input_id": [x.id for x in train]}
     )
+    # The coverage monitor and the held-out evaluation decode alike and report to one folder.
+    shared = {"decode": policy.decode, "out_dir": args.out_dir, "seed": args.seed}
     cov = GRPOCoverage(
         task,
         train,
         reward=args.reward,
         diversity_weight=args.diversity_weight,
-        decode=policy.decode,
         reference_prompts=args.reference_prompts or None,  # cached under $SEFFI_CACHE/reference-iid
-        out_dir=args.out_dir,
-        seed=args.seed,
+        **shared,
     )
     evaluation = PassAtKEval(
-        task,
-        held_out,
-        prompt=policy.prompt,
-        n=args.eval_samples,
-        every=args.eval_every,
-        decode=policy.decode,
-        out_dir=args.out_dir,
-        seed=args.seed,
+        task, held_out, prompt=policy.prompt, n=args.eval_samples, every=args.eval_every, **shared
     )
     recorded: list[list[str]] = []
 

@@ -49,6 +49,9 @@ from seffi.experiment.ladder_rung3 import GRPOSettings, require_trl, run_rung3
 #: The default task: the one task whose base LM met both targets (valid rate within 0.1 of the rows',
 #: strategy TV <= 0.1) in the measurements, with the highest NMI ceiling among those (README table).
 DEFAULT_TASK = "grid_routes"
+#: Settings rung 1 (``seffi run``) takes from the ladder unchanged.
+RUNG1_FIELDS = ("seed", "n_inputs", "budget", "eval_runs", "learner", "bootstrap", "ci")
+RUNG1_FIELDS += ("wandb", "wandb_project", "progress")
 DEFAULT_TASK_CONFIG: dict[str, dict[str, Any]] = {"sort_swaps": {"min_length": 3, "max_length": 4}}
 
 #: Online hard EM on 4000 rows, 8 epochs, one fold, codes capped at twice the mean share (measured best),
@@ -181,20 +184,12 @@ class LadderConfig(BaseModel):
         """The ``seffi run`` config of rung 1 (same task and task config, pool size, K, learner, CIs)."""
         tc = self.resolved_task_config()
         options = {k: v for k, v in tc.items() if k != "skew"}
+        shared = {name: getattr(self, name) for name in RUNG1_FIELDS}
         return RunConfig(
-            seed=self.seed,
             tasks=(self.task,),
-            n_inputs=self.n_inputs,
-            budget=self.budget,
-            eval_runs=self.eval_runs,
             skew=float(tc.get("skew", 1.0)),
             task_options={self.task: options} if options else {},
-            learner=self.learner,
-            bootstrap=self.bootstrap,
-            ci=self.ci,
-            wandb=self.wandb,
-            wandb_project=self.wandb_project,
-            progress=self.progress,
+            **shared,
         )
 
     def public_dict(self) -> dict[str, Any]:

@@ -255,12 +255,12 @@ def run_rung3(
                 "prompt": [policy.prompt(task, x) for x in pool],
                 "input_id": [x.id for x in pool],
             }
+        shared = {"decode": policy.decode, "out_dir": out / "rung3" / slug, "seed": root}
         cov = GRPOCoverage(
             task,
             pool,
             reward=reward,
             diversity_weight=s.diversity_weight,
-            decode=policy.decode,
             iid=iid,  # drawn by the first run at train begin, then shared: one reference sample
             iid_samples=n_iid,
             # The pool comparison needs the reference on every pool prompt, all drawn at train begin
@@ -268,10 +268,9 @@ def run_rung3(
             reference_prompts=None,
             reuse_first_batch=False,
             reference_cache=False,
-            out_dir=out / "rung3" / slug,
             n_boot=0,
-            seed=root,
             plots=False,
+            **shared,
         )
         evaluation = PassAtKEval(
             task,
@@ -279,10 +278,8 @@ def run_rung3(
             prompt=policy.prompt,
             n=s.eval_samples,
             every=s.eval_every,
-            decode=policy.decode,
-            out_dir=out / "rung3" / slug,
-            seed=root,
             base=base_eval,
+            **shared,
         )
         lr = s.lr * factor
         args = grpo_config(

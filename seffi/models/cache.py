@@ -274,15 +274,8 @@ def train_base(
     layout = Layout(task.vocabulary())
     ex = examples_from_rows(layout, rows)
     lm = TaskLM.create(cfg, task, ex)
-    losses = lm.train(
-        ex,
-        epochs=cfg.epochs,
-        batch_size=cfg.batch_size,
-        lr=cfg.lr,
-        seed=cfg.seed,
-        weight_decay=cfg.weight_decay,
-        hook=None if hook is None else (lambda s, t, _loss: hook("SFT", s, t)),
-    )
+    sft_hook = None if hook is None else (lambda s, t, _loss: hook("SFT", s, t))
+    losses = lm.train(ex, **cfg.sft_settings(), hook=sft_hook)
     window = max(1, len(losses) // 20)
     lm.meta.update(
         {

@@ -218,6 +218,10 @@ class LMConfig(BaseModel):
     seed: int = Field(0, ge=0)
     mixture: MixtureConfig = MixtureConfig()
 
+    def sft_settings(self) -> dict[str, Any]:
+        """The keyword arguments of ``TaskLM.train`` for SFT: epochs, batch size, lr, seed, weight decay."""
+        return self.model_dump(include={"epochs", "batch_size", "lr", "seed", "weight_decay"})
+
     def base_fields(self) -> dict[str, Any]:
         """Everything the base LM depends on (the mixture settings excluded), the library stack included."""
         return {

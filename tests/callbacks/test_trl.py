@@ -340,6 +340,15 @@ def _grpo6(model, tok, ds, cov, out, *, steps=2, per_device=12, reward_funcs=Non
     return trainer
 
 
+def test_misspelt_argument_is_refused_with_the_arguments_it_takes(hanoi, tmp_path):
+    task, inputs = hanoi
+    takes = r"unknown argument\(s\) rewrd; .*: labeler, strategies, id_column, reward,"
+    with pytest.raises(SeffiError, match=takes):
+        GRPOCoverage(task, inputs, rewrd="diversity", out_dir=tmp_path / "g")
+    cov = GRPOCoverage(task, inputs, reward="diversity", diversity_weight=0.25, out_dir=tmp_path / "g")
+    assert (cov.reward.mode, cov.reward.weight, cov.reward.task) == ("diversity", 0.25, task)
+
+
 def test_budget_that_does_not_divide_num_generations_is_refused_at_train_begin(hanoi, tmp_path):
     task, inputs = hanoi
     model, tok = tiny_causal_lm(task, seed=0)
