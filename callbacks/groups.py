@@ -132,6 +132,12 @@ class GroupScorer:
         return [s for t, s in zip(tagged, scores, strict=True) if t[0] == rank]
 
 
+#: The reward's settings `GroupCoverage` passes on: the keyword-only parameters of `GroupScorer`.
+SCORER_OPTIONS = tuple(
+    p.name for p in inspect.signature(GroupScorer).parameters.values() if p.kind == p.KEYWORD_ONLY
+)
+
+
 class GroupCoverage:
     """Each prompt's group of completions as runs of a coverage monitor, with its baselines.
 
@@ -205,11 +211,10 @@ class GroupCoverage:
             raise SeffiError(
                 f"iid must be 'reference', 'task', None or a baseline with .curves(K), got {iid!r}"
             )
-        options = _keyword_options(self.reward_class)
-        if unknown := sorted(set(scoring) - set(options)):
+        if unknown := sorted(set(scoring) - set(SCORER_OPTIONS)):
             raise SeffiError(
                 f"{type(self).__name__} got unknown argument(s) {', '.join(unknown)}; besides its own it "
-                f"takes the reward's: {', '.join(options)}"
+                f"takes the reward's: {', '.join(SCORER_OPTIONS)}"
             )
         self.reward = self.reward_class(task, inputs, **scoring)
         self.reward.sink = self._ingest
@@ -530,15 +535,6 @@ class GroupCoverage:
         if self.monitor is None:
             raise SeffiError("no completion recorded yet: the curves exist after the first training batch")
         return self.monitor.to_dataframe()
-
-
-def _keyword_options(cls: type) -> list[str]:
-    """The keyword-only parameters of ``cls.__init__``, from the nearest class that spells them out."""
-    for klass in cls.__mro__:
-        params = inspect.signature(klass.__init__).parameters.values()  # type: ignore[misc]
-        if not any(p.kind is p.VAR_KEYWORD for p in params):
-            return [p.name for p in params if p.kind is p.KEYWORD_ONLY]
-    return []
 
 
 def cost_line(cost: Mapping[str, Any]) -> str:
