@@ -13,13 +13,25 @@ monitor's path):
 * **max RSS MB** — the process's peak resident memory (every U runs in its own process);
 * **state B/ep** — bytes of ``json.dumps(tracker.state_dict())`` per episode.
 
-The last column is the growth exponent between the smallest and the largest U: the slope of
-log(cost) against log(U) (0: flat in U, 1: linear). The stream: ``--envs`` env rows (64), each
-running runs of K consecutive samples of one input drawn uniformly from the U ids, rows out of phase
-so runs straddle batches; each sample matches one strategy (a Zipf law shifted per input) nine times
-in ten, and is correct half the time. ``--no-index`` leaves out ``sample_index``/``run_index`` (runs
-then end after K samples: the assigner's fallback path). CPU times come from one shared, loaded
-machine: read the ratios between columns and between runs of this script, not the absolute values.
+The last two rows are the ratio of each column between the smallest and the largest U and its growth
+exponent: the slope of log(cost) against log(U) (0: flat in U, 1: linear). Yardsticks from 100 to
+20,000 inputs (``--inputs 100,20000``): ingest under 2.5x and point under 3x (per-batch work over
+every input, and every input's sums re-weighted at each log, would cost 6x and about 90x). A last
+line shows the ingest of the smallest U without ``sample_index``/``run_index`` beside the indexed one
+(yardstick: under 2.5x; a Python loop over each episode costs 5-7x). The stream: ``--envs`` env rows
+(64), each running runs of K consecutive samples of one input drawn uniformly from the U ids, rows
+out of phase so runs straddle batches; each sample matches one strategy (a Zipf law shifted per
+input) nine times in ten, and is correct half the time. ``--no-index`` leaves out
+``sample_index``/``run_index`` (runs then end after K samples: the assigner's fallback path). CPU
+times come from one shared, loaded machine: read the ratios between columns and between runs of this
+script, not the absolute values.
+
+``--strategies M1,M2,...`` times a ``CoverageMonitor`` as the number of declared strategies M grows
+instead, each M in its own process: 40 episodes of 10 inputs, K = 4, each matching one strategy drawn
+from the M, one ``log()`` and ``finalize()`` (W&B disabled, no plots, ``n_boot=20``). It prints the
+CPU seconds of the constructor, the ingest, the log and the finalize, their total, and the peak RSS,
+then the largest M's total beside a budget of 20 s at M = 10^5. The cost should follow the
+strategies seen, not M.
 
 ``--monitor`` feeds a Gymnasium-style stream instead (64 rows, K = 8, M = 32, one run per input, the
 inputs cycling through the U ids) to ``CoverageMonitor`` with its default logging (no W&B, no plots)
@@ -28,6 +40,7 @@ and prints its CPU microseconds per episode (ingest and logs) and peak RSS.
     python benchmarks/scale.py                                  # ~1 minute on 2 shared cores
     python benchmarks/scale.py --episodes 200000 --inputs 100,10000 --n-boot 200
     python benchmarks/scale.py --monitor --episodes 400000 --inputs 100,100000
+    python benchmarks/scale.py --strategies 32,1000,100000      # a few seconds
     cd /other/checkout && python /path/to/benchmarks/scale.py   # the same stream on another checkout
 
 The script imports whichever ``seffi`` the interpreter finds (run it from another checkout's venv for
@@ -173,6 +186,72 @@ def measure_monitor(n_inputs: int, episodes: int) -> dict:
     }
 
 
+#: CPU seconds a monitor over 10^5 declared strategies may take for the ``--strategies`` workload.
+STRATEGIES_BUDGET = 20.0
+
+
+def measure_strategies(n_strategies: int) -> dict:
+    """CoverageMonitor over ``n_strategies`` declared strategies: 40 episodes (K = 4), one log, finalize."""
+    import tempfile
+
+    from seffi.callbacks import CoverageMonitor
+
+    K4 = 4
+    strategies = [f"s{i}" for i in range(n_strategies)]
+    picks = np.random.default_rng(0).integers(n_strategies, size=40)
+    infos = [
+        {"input_id": f"x{i // K4}", "strategy_matches": (strategies[j],), "sample_index": i % K4 + 1}
+        for i, j in enumerate(picks)
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.process_time()
+        monitor = CoverageMonitor(K4, strategies, out_dir=tmp, wandb="disabled", plots=False, n_boot=20)
+        t1 = time.process_time()
+        for info in infos:
+            monitor.ingest_episode(info)
+        t2 = time.process_time()
+        monitor.log(len(infos))
+        t3 = time.process_time()
+        monitor.finalize(len(infos) + 1)
+        t4 = time.process_time()
+    return {
+        "init s": t1 - t0,
+        "ingest s": t2 - t1,
+        "log s": t3 - t2,
+        "finalize s": t4 - t3,
+        "total s": t4 - t0,
+        "max RSS MB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def child(value: int, args: argparse.Namespace, *flags: str) -> dict:
+    """The figures of one U (or one M) measured in a fresh process running this script."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", str(value), "--episodes", str(args.episodes)]
+    cmd += ["--envs", str(args.envs), "--n-boot", str(args.n_boot), "--barcode-rows", str(args.barcode_rows)]
+    cmd += list(flags)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if out.returncode != 0:
+        sys.exit(f"{' '.join(flags)} {value} failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def table(label: str, rows: dict[int, dict]) -> None:
+    """Print ``rows`` (one per U or M) as a table, with the ratio and exponent rows between the ends."""
+    keys = list(rows)
+    names = [k for k in rows[keys[0]] if not k.startswith("_")]
+    print(f"| {label} | " + " | ".join(names) + " |")
+    print("|" + "---|" * (len(names) + 1))
+    for key in keys:
+        print(f"| {key:,} | " + " | ".join(f"{rows[key][n]:.3g}" for n in names) + " |")
+    if len(keys) > 1:
+        lo, hi = keys[0], keys[-1]
+        ratio = [max(rows[hi][n], 1e-9) / max(rows[lo][n], 1e-9) for n in names]
+        print(f"| ratio {lo:,}->{hi:,} | " + " | ".join(f"{r:.2f}" for r in ratio) + " |")
+        slope = [math.log(r) / math.log(hi / lo) for r in ratio]
+        print(f"| exponent {lo:,}->{hi:,} | " + " | ".join(f"{e:.2f}" for e in slope) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--inputs", default="100,10000,100000", help="comma-separated U values")
@@ -182,8 +261,22 @@ def main() -> None:
     ap.add_argument("--barcode-rows", type=int, default=64)
     ap.add_argument("--no-index", action="store_true", help="episodes without sample_index/run_index")
     ap.add_argument("--monitor", action="store_true", help="CoverageMonitor, default logging, K = 8")
+    ap.add_argument("--strategies", default=None, help="comma-separated M values: a monitor over M")
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child is not None and args.strategies:
+        print(json.dumps(measure_strategies(args.child)))
+        return
+    if args.strategies:
+        ms = [int(x) for x in args.strategies.split(",")]
+        print(
+            "CoverageMonitor over M declared strategies: 40 episodes of 10 inputs, K = 4, one log, finalize"
+        )
+        rows = {m: child(m, args, "--strategies", args.strategies) for m in ms}
+        table("M", rows)
+        top = ms[-1]
+        print(f"total CPU at M = {top:,}: {rows[top]['total s']:.2f} s (budget {STRATEGIES_BUDGET:.0f} s)")
+        return
     if args.child is not None and args.monitor:
         print(json.dumps(measure_monitor(args.child, args.episodes)))
         return
@@ -200,43 +293,22 @@ def main() -> None:
         f"{args.envs} env rows, batches of {BATCH}, n_boot = {args.n_boot}, barcode_rows = "
         f"{args.barcode_rows}, {'no indices' if args.no_index else 'sample_index and run_index'}"
     )
+    flags = (["--no-index"] if args.no_index else []) + (["--monitor"] if args.monitor else [])
     rows = {}
     for u in us:
-        cmd = [
-            sys.executable,
-            os.path.abspath(__file__),
-            "--child",
-            str(u),
-            "--episodes",
-            str(args.episodes),
-            "--envs",
-            str(args.envs),
-            "--n-boot",
-            str(args.n_boot),
-            "--barcode-rows",
-            str(args.barcode_rows),
-        ]
-        cmd += ["--no-index"] if args.no_index else []
-        cmd += ["--monitor"] if args.monitor else []
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-        out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-        if out.returncode != 0:
-            sys.exit(f"U = {u} failed:\n{out.stderr}")
-        rows[u] = json.loads(out.stdout.strip().splitlines()[-1])
+        rows[u] = child(u, args, *flags)
         got = (
             f" (AUC {rows[u]['_auc']:.4f} over {rows[u]['_runs']} complete runs)" if "_auc" in rows[u] else ""
         )
         print(f"  U = {u}: done{got}", flush=True)
-    names = [k for k in rows[us[0]] if not k.startswith("_")]
-    head = "| U | " + " | ".join(names) + " |"
-    print(head)
-    print("|" + "---|" * (len(names) + 1))
-    for u in us:
-        print(f"| {u:,} | " + " | ".join(f"{rows[u][n]:.3g}" for n in names) + " |")
-    if len(us) > 1:
-        lo, hi = us[0], us[-1]
-        slope = [math.log(max(rows[hi][n], 1e-9) / max(rows[lo][n], 1e-9)) / math.log(hi / lo) for n in names]
-        print(f"| exponent {lo:,}->{hi:,} | " + " | ".join(f"{s:.2f}" for s in slope) + " |")
+    plain = None if args.no_index or args.monitor else child(us[0], args, "--no-index")
+    table("U", rows)
+    if plain is not None:
+        indexed = rows[us[0]]["ingest us/ep"]
+        print(
+            f"ingest at U = {us[0]:,} without sample_index/run_index: {plain['ingest us/ep']:.3g} us/ep, "
+            f"{plain['ingest us/ep'] / indexed:.2f}x the indexed {indexed:.3g} us/ep"
+        )
 
 
 if __name__ == "__main__":

@@ -4,7 +4,10 @@
 
 For each task: a fixed seeded pool of inputs and a mix of texts a generator produces — base-sampler
 draws (reference, invalid, off-strategy), truncated traces and word-mutated traces — validated in a
-loop for about ``--seconds``. Also reports one 1 MB junk string and one near-cap (~90 kB) trace.
+loop for about ``--seconds``. Also reports one 1 MB junk string and one near-cap (~90 kB) trace, and
+the slowest single call over the huge inputs of ``tests/tasks/test_contract.py`` (1 MB of one letter,
+of random code points, of random bytes, of repeated steps and of repeated answers; a trace just under
+the length cap; a 49,000-number line) beside the budget of 1 s per call, with the input that took it.
 """
 
 from __future__ import annotations
@@ -44,17 +47,42 @@ def rate(task, pairs, seconds: float) -> float:
     return calls / (time.perf_counter() - start)
 
 
-def once(task, x, text: str) -> float:
+def once(task, x, text: object) -> float:
     start = time.perf_counter()
     task.validate_y_text(x, text)
     return time.perf_counter() - start
+
+
+#: The most one validate_y_text call on a huge input may take, in seconds.
+HUGE_BUDGET = 1.0
+
+
+def huge_texts(task, x) -> dict[str, object]:
+    """The huge inputs of the task-contract test, by name."""
+    rng = np.random.default_rng(0)
+    reference = task.solve(x, task.feasible_strategies(x)[0])
+    return {
+        "1MB letters": "a" * 1_000_000,
+        "1MB code points": rng.integers(0, 0x10FFFF, size=250_000)
+        .astype(np.uint32)
+        .tobytes()
+        .decode("utf-32", "replace"),
+        "1MB bytes": bytes(rng.integers(0, 256, size=1_000_000, dtype=np.uint8)),
+        "1MB steps": "\n".join(["swap 0 1"] * 120_000),
+        "1MB answers": ("answer 1 " * 120_000).strip(),
+        "near-cap trace": (reference + "\n") * (90_000 // (len(reference) + 1)),
+        "49k numbers": " ".join(["1"] * 49_000) + "\nanswer 1",
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=0.5)
     args = parser.parse_args()
-    print(f"{'task':16s} {'calls/s':>10s} {'us/call':>8s} {'1MB junk ms':>12s} {'90kB trace ms':>14s}")
+    print(
+        f"{'task':16s} {'calls/s':>10s} {'us/call':>8s} {'1MB junk ms':>12s} {'90kB trace ms':>14s} "
+        f"{'huge max ms':>12s} {'budget ms':>10s}  slowest huge input"
+    )
     for name in list_tasks():
         task = get_task(name)
         pairs = workload(task)
@@ -65,7 +93,12 @@ def main() -> None:
         near = once(
             task, x, ("\n".join([ref.split("\n")[0]] * (90_000 // len(ref.split("\n")[0]))) + "\nanswer 1")
         )
-        print(f"{name:16s} {r:10.0f} {1e6 / r:8.1f} {junk * 1e3:12.3f} {near * 1e3:14.3f}")
+        huge = {label: once(task, x, text) for label, text in huge_texts(task, x).items()}
+        slowest = max(huge, key=huge.__getitem__)
+        print(
+            f"{name:16s} {r:10.0f} {1e6 / r:8.1f} {junk * 1e3:12.3f} {near * 1e3:14.3f} "
+            f"{huge[slowest] * 1e3:12.1f} {HUGE_BUDGET * 1e3:10.0f}  {slowest}"
+        )
 
 
 if __name__ == "__main__":

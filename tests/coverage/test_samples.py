@@ -148,25 +148,15 @@ def test_extrapolation_reaches_gain_report_json_and_wandb_summary(tmp_path) -> N
     assert CurveSet.from_curves(exact, "iid").extrapolated is None
 
 
-def test_set_valued_from_samples_flat_law_is_fast() -> None:
+def test_set_valued_from_samples_flat_law_reaches_full_coverage_at_n() -> None:
     """A flat set-valued law where every strategy appears (n = 40, M = 15, K = 60, 200
-    replicates) takes well under 60 ms of CPU per input (measured 25-40 ms on 2 shared cores; F and
-    novelty replicates over all 2^15 subsets take 80-170 ms, per-replicate loops ~0.5 s). CPU time,
-    not wall time: a loaded machine does not fail it."""
-    import time
-
+    replicates): F(n) is 1 and its interval reaches below 0.1, the n samples being one trial."""
     M, n, K = 15, 40, 60
     cols = [f"s{j}" for j in range(M)]
     rng = np.random.default_rng(0)
     samples = [[cols[j] for j in np.flatnonzero(r)] for r in rng.random((n, M)) < 0.25]
     base = IidBaseline.from_samples(samples, strategies=cols)
-    base.curves(K, n_boot=200, seed=1)  # warm-up
-    best = math.inf
-    for _ in range(3):
-        t = time.process_time()
-        c = base.curves(K, n_boot=200, seed=1)
-        best = min(best, time.process_time() - t)
-    assert best < 0.06
+    c = base.curves(K, n_boot=200, seed=1)
     assert c.full_coverage[n - 1] == 1.0 and c.full_coverage_lo[n - 1] < 0.1  # F(n): one trial
 
 

