@@ -36,6 +36,10 @@ BENCHMARKS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("scale", ("benchmarks/scale.py",)),
     ("scale-monitor", ("benchmarks/scale.py", "--monitor", "--episodes", "400000", "--inputs", "100,100000")),
     ("peers", ("benchmarks/peers.py",)),
+    ("scale-strategies", ("benchmarks/scale.py", "--strategies", "32,1000,100000")),
+    ("bad-input", ("benchmarks/bad_input.py",)),
+    ("pack-lint", ("benchmarks/pack_lint.py",)),
+    ("smoke", ("benchmarks/smoke.py",)),
 )
 LADDER_FILES = ("report.json", "ladder.json", "rung3.json", "timings.json")
 #: The blocks of docs/ladder.md.
