@@ -106,7 +106,7 @@ def completion_text(completion: Any) -> Any:
 class CoverageReward(GroupScorer):
     """A GRPO reward function: labels completions, records their match sets, returns rewards.
 
-    Arguments: see `seffi.callbacks.groups.GroupScorer` (task, inputs, labeler, strategies,
+    Arguments: see [`GroupScorer`][seffi.callbacks.groups.GroupScorer] (task, inputs, labeler, strategies,
     id_column, reward, reward_options, diversity_weight, decode, gather, logprob_fn). Under a trainer,
     ``"unlikeliness"`` scores each local batch with the trainer's current model unless ``logprob_fn``
     is given.
@@ -165,7 +165,7 @@ class CoverageReward(GroupScorer):
 class GRPOCoverage(GroupCoverage):
     """Coverage of GRPO's completion groups: a reward function plus a ``TrainerCallback``.
 
-    Arguments: see `seffi.callbacks.groups.GroupCoverage`. The default ``iid="reference"``
+    Arguments: see [`GroupCoverage`][seffi.callbacks.groups.GroupCoverage]. The default ``iid="reference"``
     is prepared by `callback` at train begin (the train dataset's prompts, the trainer's model,
     tokenizer and generation settings) and drawn at the first training batch, before any update.
     Read the numbers with `metrics`, `curves` and `to_dataframe` (also on
