@@ -44,14 +44,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _load(spec: str) -> Callable[[argparse.ArgumentParser], None] | None:
+def _load(spec: str) -> Callable[[argparse.ArgumentParser], None]:
     module, _, func = spec.partition(":")
-    try:
-        return getattr(importlib.import_module(module), func)
-    except ModuleNotFoundError as exc:
-        if exc.name and module.startswith(exc.name):  # the subcommand is not built yet
-            return None
-        raise
+    return getattr(importlib.import_module(module), func)
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -65,17 +60,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     for name, (spec, help_text) in COMMANDS.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
         if name == wanted:
-            add = _load(spec)
-            if add is None:
-                sp.set_defaults(handler=lambda _args, n=name: _not_built(n))
-            else:
-                add(sp)
+            _load(spec)(sp)
     return parser
-
-
-def _not_built(name: str) -> int:
-    print(f"seffi {name}: not available in this version", file=sys.stderr)
-    return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--budget", type=int, help="K: samples per input")
     parser.add_argument("--n-inputs", dest="n_inputs", type=int, help="pool size (both rungs)")
-    parser.add_argument("--eval-runs", dest="eval_runs", type=int)
+    parser.add_argument("--eval-runs", dest="eval_runs", type=int, help="runs per input when measuring")
     parser.add_argument("--rounds", dest="rounds", type=int, help="router training rounds")
     parser.add_argument("--iid-samples", dest="iid_samples", type=int, help="base-LM samples per input (4K)")
     parser.add_argument("--lm", help="JSON of seffi.models.LMConfig fields for the rung-2 models")
@@ -58,10 +58,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--grpo-steps", dest="grpo_steps", type=int, help="rung 3: GRPO steps per run")
     parser.add_argument("--no-rung3", dest="rung3", action="store_false", help="skip rung 3 (GRPO)")
-    parser.add_argument("--wandb", choices=["online", "offline", "disabled"])
+    parser.add_argument(
+        "--wandb", choices=["online", "offline", "disabled"], help="W&B mode (default offline)"
+    )
     parser.add_argument("--out", help="run folder (default runs/<timestamp>)")
     parser.add_argument("--overwrite", action="store_true", help="replace an earlier run in --out")
-    parser.add_argument("--no-progress", dest="progress", action="store_const", const=False)
+    parser.add_argument(
+        "--no-progress", dest="progress", action="store_const", const=False, help="no live display"
+    )
     parser.set_defaults(handler=ladder_command)
 
 
@@ -110,6 +114,8 @@ def ladder_command(args: argparse.Namespace) -> int:
         raise SeffiError(f"invalid ladder settings: {problems}") from None
     run_ladder(config, overwrite=args.overwrite)
     if args.smoke:
-        print("seffi ladder --smoke: tiny models trained for seconds, an end-to-end check; "
-              "its numbers are not results (run without --smoke for them)")
+        print(
+            "seffi ladder --smoke: tiny models trained for seconds, an end-to-end check; "
+            "its numbers are not results (run without --smoke for them)"
+        )
     return 0

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
 
 import pytest
 
-from seffi.cli import main
+from seffi.cli import COMMANDS, build_parser, main
 from seffi.experiment.config import DEFAULT_TASKS, RunConfig, build_config
 
 
@@ -111,3 +112,24 @@ def test_report_and_compare_on_missing_dirs(tmp_path, capsys):
     assert code == 2 and "no report.json" in err
     code, _, err = _run(capsys, "compare", str(tmp_path), str(tmp_path))
     assert code == 2 and "twice" in err
+
+
+def _parsers(parser: argparse.ArgumentParser, name: str):
+    """``(command name, parser)`` of ``parser`` and of every subcommand below it."""
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub in action.choices.items():
+                yield from _parsers(sub, f"{name} {sub_name}")
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_option_of_every_command_has_help(command):
+    """Each option of each ``seffi`` command and subcommand says what it does in ``--help``."""
+    missing = [
+        f"{name} {action.option_strings or action.dest}"
+        for name, parser in _parsers(build_parser([command]), "seffi")
+        for action in parser._actions
+        if action.dest != "help" and not action.help and not isinstance(action, argparse._SubParsersAction)
+    ]
+    assert missing == []
