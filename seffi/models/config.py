@@ -101,47 +101,33 @@ class MixtureConfig(BaseModel):
         trainable: What the M-steps update: ``"all"`` (every weight of the warm-started copy) or
             ``"codes"`` (only the L code-token embeddings; the base LM's weights stay frozen, so each code
             is a learned one-token prompt steering the base LM and the mixture cannot unlearn validity).
-        code_slot: Where the code token goes. ``"after_sep"``: ``prompt <sep> <z> trace`` — every trace
-            token sits one position later than in the base LM, which the copy must relearn (measured on
-            grid_routes: one epoch of fine-tuning with random codes took sampled validity from 0.82 to
-            0.51). ``"sep"``: ``prompt <z> trace`` — the code replaces the separator and each code's
-            embedding starts as the separator's (plus ``code_init_std`` noise), so the untrained mixture
-            is the base LM and every code starts valid.
+        code_slot: Where the code token goes. ``"after_sep"``: ``prompt <sep> <z> trace`` (every trace
+            token sits one position later than in the base LM, which the copy relearns). ``"sep"``:
+            ``prompt <z> trace``: the code replaces the separator and each code's embedding starts as
+            the separator's (plus ``code_init_std`` noise), so the untrained mixture is the base LM.
         init: The codes of the warm-up (``warm_epochs``): ``"random"`` (uniform per row) or ``"kmeans"``
-            (k-means with L clusters of the base LM's trace representations — the mean last hidden state
-            over the trace — so EM starts from a partition by what the trace *does*, not by how surprising
-            it is; measured on grid_routes training rows: NMI(cluster, strategy label) 0.33).
+            (k-means with L clusters of the base LM's trace representations, the mean last hidden state
+            over the trace, so EM starts from a partition by what the trace does).
         prior: The latent prior. ``"global"``: the codes' assignment frequencies, one distribution for
-            every input. ``"input"``: ``p(z | x)``, learned by the mixture itself — the code token is part
-            of every M-step's target, so the LM fits the assignment frequencies *per input* — and read
-            from its logits at the code position. The E-step still scores ``log p(y | x, z)`` under a
-            uniform prior. Why: the strategies a trace can follow depend on the input (walls block
-            routes), so a code that is pure for one strategy writes invalid traces where that strategy
-            is infeasible; under a global prior every pure code costs validity, and the mixture's
-            marginal drifts from the base LM (measured on grid_routes: valid 0.68 vs 0.85). Under
-            ``p(z | x)`` ancestral sampling is the joint the LM was trained on, so its marginal is the
-            training law again.
+            every input. ``"input"``: ``p(z | x)``, learned by the mixture itself (the code token is part
+            of every M-step's target) and read from its logits at the code position; the E-step still
+            scores ``log p(y | x, z)`` under a uniform prior. The strategies a trace can follow depend
+            on the input, so under ``p(z | x)`` a code stays rare where its strategy is infeasible and
+            ancestral sampling is the joint the LM was trained on.
         warm_epochs: Before EM, passes of the copied base LM (every weight) over the rows with a code drawn
-            uniformly at random per row: the model learns to read a trace after a code token (the base LM
-            never saw one; with frozen weights an unseen token there costs ~60 nats per row) while the
-            codes still carry no information, so the marginal stays the base LM's (0: no warm-up).
+            uniformly at random per row, so the model learns to read a trace after a code token while
+            the codes carry no information (0: no warm-up).
         warm_lr: Peak learning rate of the warm-up (cosine schedule).
         rounds: EM rounds (each: E-step, then M-step).
         epochs_per_round: Passes over the rows in each M-step.
         folds: Cross-fitting folds (by input id). With 2 or more, a row's E-step scores it with a model
-            whose M-steps never saw that row's input, so codes cannot latch onto input noise; 1 scores
-            every row with the one model trained on it. Measured on sort_swaps (online EM, 8 epochs):
-            NMI 0.21 with one fold, 0.06 with two, so the default is 1.
+            whose M-steps never saw that row's input; 1 scores every row with the one model trained on it.
         final_epochs: Passes of model 0 over all rows with the last assignments, learning rate ``lr``
-            decaying by a cosine (0: none). Online EM stops mid-move on a constant rate; this pass
-            settles the mixture (measured on grid_routes: mixture valid rate 0.65 with none, 0.80 / 0.82
-            / 0.82 with 1 / 3 / 5 epochs; see `seffi.models.mixture`).
+            decaying by a cosine (0: none); online EM stops on a constant rate, and this pass settles it.
         code_init_std: Standard deviation of the fresh code-token embeddings (GPT-2's init scale by
-            default; 1.0 wrecked the warm-started model: mean log-likelihood -49 instead of -3 nats).
+            default).
         capacity: Most rows a code may take in an E-step, as a multiple of R / L (1: equal shares; 0: no
-            limit, plain argmax — Shen et al.'s rule, which collapses here: one code took every row).
-            Measured on grid_routes: 2.0 with lr 1e-3 gave NMI 0.31 and mixture valid rate 0.68, against
-            0.23 and 0.62 with 1.0 and lr 3e-3.
+            limit, plain argmax as in Shen et al.).
         revive_below: A code whose share of rows falls below this fraction is re-seeded with a random
             half of the largest code's rows (the usual guard against dead mixture components).
         lr: Learning rate of the M-steps (AdamW, constant).

@@ -11,10 +11,9 @@
   where ``A_i`` is completion i's match set (its strategy set) and ``w`` the diversity weight
   (default 0.5). A valid completion whose strategy set no other valid completion of the group shares
   scores 1; one of c valid completions sharing a set scores ``1 - w + w/c``; an invalid one 0. A valid
-  completion that follows no declared strategy gets no diversity bonus (``1 - w``): measured on
-  grid_routes, without that rule off-strategy traces were the cheapest way to be "unique" and the
-  trained model's strategy coverage fell. The reward depends on the group only through the multiset
-  of (valid, match set), so the order of the completions within a group changes nothing.
+  completion that follows no declared strategy gets no diversity bonus (``1 - w``), so an off-strategy
+  trace is never the cheapest way to be unique. The reward depends on the group only through the
+  multiset of (valid, match set), so the order of the completions within a group changes nothing.
 * **Sampling as GRPOTrainer does** (`generate_ids`): the prompt tokens TRL generates from
   (`prompt_token_ids`: a conversational prompt through the chat template with the generation
   prompt, a string through the tokenizer), the generation config it builds (`generation_config`:

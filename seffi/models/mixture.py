@@ -1,58 +1,24 @@
 """A mixture of generators over L latent codes, learned by hard EM without strategy labels.
 
-Shen et al. 2019 (*Mixture Models for Diverse Machine Translation: Tricks of the Trade*): one shared
-network conditioned on a code token; the E-step assigns each row to its most likely code,
-``argmax_z log p(y | x, z)`` under a *uniform* prior (a learned prior lets one code absorb every row);
-the M-step trains on the rows with their assigned codes. What is added here, each against a failure
-seen on these tasks:
+One network shared by all codes and conditioned on a code token (Shen et al. 2019, *Mixture Models
+for Diverse Machine Translation: Tricks of the Trade*). The E-step assigns each row to its most
+likely code, ``argmax_z log p(y | x, z)`` under a uniform prior; the M-step trains on the rows with
+their codes. On top of that, `seffi.models.config.MixtureConfig` sets:
 
-* **Warm start** from the base LM, which already writes the traces; the mixture only has to learn what
-  the code changes.
-* **Random code embeddings before the first E-step** (``code_init_std``): every code perturbs the base
-  LM differently, so the first assignment is a random projection of the traces rather than a tie.
-* **Cross-fitted E-steps** (``folds``): rows are split into folds by input id; the model that scores a
-  fold was trained only on the other folds, so a code cannot win a row by memorising its input.
-* **Balanced E-step** (``capacity``): no code may take more than ``capacity * R / L`` rows; confident
-  rows choose first. Without them one code — the one trained on the most
-  rows — is the likeliest for every row and the mixture collapses (measured: 100 % of rows to one code
-  from the first E-step on).
-* **Dead-code revival** (``revive_below``): a code left with almost no rows takes over a random half of
-  the largest code's rows.
+* a warm start from the base LM, so the mixture learns only what the code changes;
+* random code embeddings before the first E-step (``code_init_std``), so the first assignment is
+  not a tie;
+* cross-fitted E-steps (``folds``): the model that scores a fold of inputs never trained on it;
+* a balanced E-step (``capacity``): no code takes more than ``capacity * R / L`` rows, confident rows
+  first, so one code cannot absorb every row;
+* dead-code revival (``revive_below``): a code left with almost no rows takes a random half of the
+  largest code's rows;
+* a per-input latent prior (``prior="input"``): the code token is part of every M-step's target, so
+  the LM also learns ``p(z | x)`` and a code whose strategy is infeasible on an input stays rare there;
+* a settling pass (``final_epochs``) over the final assignments with a decaying learning rate.
 
-Options measured on grid_routes (L = 8, online EM, 4000 rows; NMI of held-out samples, mixture valid
-rate under the prior; the base LM samples valid traces at 0.82):
-
-* ``code_slot="after_sep"`` (default), all weights: NMI 0.31, valid 0.68.
-* ``code_slot="sep"`` (the code replaces the separator; the untrained mixture *is* the base LM), all
-  weights: NMI 0.32, valid 0.63 — the lost validity is not the position shift but the M-steps.
-* ``code_slot="sep"``, ``trainable="codes"`` (frozen base, codes = learned separators): lr 1e-3 keeps
-  validity (0.76) but the codes barely steer (NMI 0.02); lr 1e-2 steers, toward the training law's
-  invalid rows rather than strategies (two codes valid 0.02 and 0.00; NMI 0.07).
-* ``code_slot="sep"``, ``init="kmeans"`` (clusters of base-LM trace features; NMI 0.33 with the row
-  labels), 2 warm-up epochs, then 4 epochs of EM on all weights: NMI 0.28, valid 0.72. One warm-up epoch
-  at lr 5e-4 alone keeps validity (0.83) but does not teach the clusters (NMI 0.00).
-* ``code_slot="after_sep"``, ``trainable="codes"``: an unseen token after the separator costs the frozen
-  base ~60 nats per row and codes cannot recover it (valid 0.00); a random-code warm-up first
-  (``warm_epochs=1``) fixes the likelihood but costs validity (0.51 after the warm-up alone, 0.32
-  after codes-only EM at lr 1e-2).
-
-In every variant EM spends codes on the rows the base LM finds least likely — the invalid and
-off-strategy rows of the training law (a wrong answer line costs several nats, a different strategy
-about one) — so the dominant latent factor it finds is validity, not strategy.
-
-What fixed the lost validity (the ladder's default since):
-
-* **A per-input latent prior** (``prior="input"``): the code token is part of every M-step's target, so
-  the LM also learns ``p(z | x)``. Which strategies exist depends on the input (a wall blocks a route), so
-  a pure code is *meant* to be rare on inputs where its strategy is infeasible; a global prior draws it
-  there anyway and it writes an invalid trace. Online EM as above with this prior: NMI 0.54 under the
-  model's own joint (0.40 with codes equally likely), mixture valid 0.65.
-* **A settling pass** (``final_epochs``): online EM ends on a constant learning rate with 26-41 % of the
-  rows still changing code each epoch; more passes with the final assignments and a decaying rate settle
-  the mixture. Measured on grid_routes (mixture valid rate, mean of ladder seeds 0-2; held-out NLL
-  per token, base LM 0.0952): 0 epochs 0.65 (seed 0) / 0.1069, 1: 0.80 / 0.0960, 3: 0.82 / 0.1017,
-  5: 0.82 / 0.1038, 8: 0.80 (seed 0) / 0.1067. The ladder uses 3: the valid rate closest to the base
-  LM's (0.85), with the lower NLL of the two tied settings; beyond that the pass overfits the EM rows.
+What the mixture finds on the ladder's tasks, over model seeds: ``docs/ladder.md`` and
+``docs/ladder-seeds.md``.
 """
 
 from __future__ import annotations
