@@ -377,11 +377,11 @@ def write_json(path: Path, obj: Any) -> Path:
     """``obj`` as JSON at ``path`` (atomically; NaN and infinities as null)."""
     import json
 
+    from seffi._convert import jsonable
     from seffi._io import write_atomic
-    from seffi.experiment.ladder_report import finite, jsonable
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(finite(obj), indent=1, default=jsonable, allow_nan=False))
+    write_atomic(path, json.dumps(jsonable(obj), indent=1, allow_nan=False))
     return path
 
 

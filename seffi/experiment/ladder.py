@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from seffi._convert import jsonable
 from seffi._io import write_atomic
 from seffi._seeding import spawn
 from seffi.errors import SeffiError
@@ -34,8 +35,6 @@ from seffi.experiment.ladder_report import (
     append_markdown,
     append_rung3_markdown,
     build_report,
-    finite,
-    jsonable,
     ladder_plots,
     ladder_table,
     log_rung3_wandb,
@@ -481,12 +480,14 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
     report = build_report(config, comparisons, measurements)
     state = {"rung1": rung1.state, "rung2": rung2.state, **({"rung3": rung3.state} if rung3 else {})}
     if rung3 is not None:
-        write_atomic(out / "rung3.json", json.dumps(finite(rung3_summary(rung3)), indent=1, allow_nan=False))
+        write_atomic(
+            out / "rung3.json", json.dumps(jsonable(rung3_summary(rung3)), indent=1, allow_nan=False)
+        )
     routers = {"rung1": rung1.router, "rung2": rung2.router}
     write_atomic(out / "routers.json", json.dumps(routers, sort_keys=True))
     write_atomic(
         out / "ladder.json",
-        json.dumps(finite(measurements), indent=1, sort_keys=True, default=jsonable, allow_nan=False),
+        json.dumps(jsonable(measurements), indent=1, sort_keys=True, allow_nan=False),
     )
     wandb = sinks.wandb
     hint = wandb.run.sync_hint if wandb is not None else None

@@ -13,16 +13,6 @@ import numpy as np
 
 from seffi._io import write_atomic, write_figure
 
-
-def jsonable(value: Any) -> Any:
-    """``json.dumps`` default: numpy arrays and scalars to Python."""
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(type(value).__name__)
-
-
 SCALAR_KEYS = (
     "rows_valid_rate",
     "base_valid_rate",
@@ -84,17 +74,6 @@ def ladder_table(report: Any) -> Any:
                 row[1] = f"iid ({comp.iid_source})"
             table.add_row(str(comp.rung), *row)
     return table
-
-
-def finite(value: Any) -> Any:
-    """NaN -> None, recursively (ladder.json stays strict JSON)."""
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite(v) for v in value]
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value
 
 
 def measurement_table(m: dict[str, Any]) -> Any:

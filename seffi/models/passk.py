@@ -28,7 +28,7 @@ import numpy as np
 from transformers import TrainerCallback
 
 from seffi._io import write_atomic
-from seffi.coverage.resampling import bootstrap_counts, t_quantile
+from seffi.coverage.resampling import bootstrap_counts, percentile_interval, t_quantile
 from seffi.errors import SeffiError
 
 from . import grpo
@@ -279,7 +279,7 @@ def gain_vs_base(
         reps = np.where(room > 1e-12, (pol - ref) / room, np.nan)
     if np.mean(~np.isfinite(reps)) > (1 - level) / 2:
         return out
-    lo, hi = np.quantile(reps[np.isfinite(reps)], [(1 - level) / 2, (1 + level) / 2])
+    lo, hi = percentile_interval(reps, level)  # NaN replicates (no room above the base) left out
     out["lo"], out["hi"] = float(lo), float(hi)
     return out
 

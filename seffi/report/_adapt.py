@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
+from seffi._convert import jsonable
 from seffi.coverage.columns import COLUMNS
 from seffi.coverage.summaries import TimeToCoverage
 
@@ -21,19 +20,6 @@ _ROLE_OF_KIND: dict[str, tuple[str, str | None]] = {
     "iid_estimated": ("iid", "estimated"),
     "oracle": ("oracle", None),
 }
-
-
-def _plain(value: Any) -> Any:
-    """NumPy arrays / scalars -> lists / Python numbers; NaN -> None (the schema refuses NaN)."""
-    if isinstance(value, np.ndarray):
-        value = value.tolist()
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _ttc(raw: Any) -> list[TimeToCoverage]:
@@ -79,12 +65,12 @@ def curveset_fields(curves: Any) -> dict[str, Any]:
             elif c.dtype == "int":
                 fields[dst] = int(value)
             else:
-                fields[dst] = _plain(value)
+                fields[dst] = jsonable(value)
     # Curves holds k = 1..K in positions 0..K-1.
     fields["k"] = list(range(1, len(fields.get("coverage") or []) + 1))
     for name in ("rarity_bins", "notes", "method"):
         if get(name) is not None:
-            fields[name] = _plain(get(name))
+            fields[name] = jsonable(get(name))
     kind = get("kind")
     if kind in _ROLE_OF_KIND:
         fields["role"], method = _ROLE_OF_KIND[kind]
