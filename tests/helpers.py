@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import shutil
 import subprocess
@@ -12,6 +13,8 @@ import pytest
 
 #: CI sets this so that a missing extra fails the run instead of silently skipping its tests.
 REQUIRE_EXTRAS = os.environ.get("SEFFI_REQUIRE_EXTRAS", "") not in ("", "0", "false")
+#: The test modules that need an extra (they call `require`); conftest marks their tests ``integration``.
+NEEDS_EXTRA: set[str] = set()
 
 
 def require(module: str, extra: str) -> ModuleType:
@@ -20,6 +23,8 @@ def require(module: str, extra: str) -> ModuleType:
     Called at module level by the integration test files, so the skip must be module-level too
     (without ``allow_module_level`` pytest turns it into a collection error).
     """
+    caller = inspect.currentframe().f_back  # type: ignore[union-attr]
+    NEEDS_EXTRA.add(caller.f_globals.get("__name__", "") if caller else "")
     try:
         return importlib.import_module(module)
     except ImportError as exc:

@@ -52,3 +52,16 @@ def test_missing_extra_fails_when_ci_requires_extras(tmp_path):
     result = _run_pytest_on(tmp_path, MODULE_LEVEL, require_extras=True)
     assert result.returncode != 0
     assert "needs the 'sb3' extra" in result.stdout
+
+
+def test_tests_of_modules_that_need_an_extra_carry_the_integration_marker(request):
+    """A module calling `require` at import is recorded, and each collected test of such a module is
+    marked ``integration`` (so ``-m "not integration"`` leaves out every test that needs an extra)."""
+    from tests.helpers import NEEDS_EXTRA, require
+
+    require("json", "core")
+    assert __name__ in NEEDS_EXTRA
+    collected = [i for i in request.session.items if getattr(i.module, "__name__", None) in NEEDS_EXTRA]
+    assert all(
+        item.get_closest_marker("integration") for item in collected if item.module.__name__ != __name__
+    )
