@@ -74,6 +74,7 @@ def ladder_command(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from seffi.experiment.ladder import LadderConfig, run_ladder, smoke_config
+    from seffi.experiment.ladder_report import SMOKE_NOTE
 
     fields: dict[str, Any] = {}
     for name in (
@@ -114,8 +115,5 @@ def ladder_command(args: argparse.Namespace) -> int:
         raise SeffiError(f"invalid ladder settings: {problems}") from None
     run_ladder(config, overwrite=args.overwrite)
     if args.smoke:
-        print(
-            "seffi ladder --smoke: tiny models trained for seconds, an end-to-end check; "
-            "its numbers are not results (run without --smoke for them)"
-        )
+        print(SMOKE_NOTE)
     return 0

@@ -71,6 +71,7 @@ DEFAULT_LM: dict[str, dict[str, Any]] = {
 
 #: ``--smoke``: everything tiny (a 1-layer d=32 model on 100 inputs), for a < 60 s end-to-end check.
 SMOKE: dict[str, Any] = {
+    "smoke": True,
     "n_inputs": 4,
     "budget": 4,
     "eval_runs": 2,
@@ -122,6 +123,7 @@ class LadderConfig(BaseModel):
         wandb_project: W&B project.
         out: Run folder (``None``: ``runs/<timestamp>``).
         progress: Live progress display.
+        smoke: A ``--smoke`` run: its report, plots and console say the numbers are not results.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -147,6 +149,7 @@ class LadderConfig(BaseModel):
     wandb_project: str = "seffi"
     out: Path | None = None
     progress: bool = True
+    smoke: bool = False
 
     @model_validator(mode="after")
     def _one_model_seed(self) -> LadderConfig:
@@ -194,7 +197,8 @@ class LadderConfig(BaseModel):
     def public_dict(self) -> dict[str, Any]:
         """JSON-ready settings that change results (no paths, no display or W&B settings)."""
         return self.model_dump(
-            mode="json", exclude={"out", "progress", "wandb", "wandb_project", "cache_dir", "retrain"}
+            mode="json",
+            exclude={"out", "progress", "wandb", "wandb_project", "cache_dir", "retrain", "smoke"},
         )
 
 

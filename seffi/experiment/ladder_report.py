@@ -39,6 +39,13 @@ def scalars(measurements: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+#: What a ``--smoke`` run's console, report and plots say of its numbers.
+SMOKE_NOTE = (
+    "seffi ladder --smoke: tiny models trained for seconds, an end-to-end check; "
+    "its numbers are not results (run without --smoke for them)"
+)
+
+
 def build_report(config: Any, comparisons: list[Any], measurements: dict[str, Any]) -> Any:
     """The ladder's [`Report`][seffi.report.Report] (``seffi run``'s schema)."""
     from seffi import __version__
@@ -46,8 +53,11 @@ def build_report(config: Any, comparisons: list[Any], measurements: dict[str, An
 
     meta: dict[str, Any] = {"seffi_version": __version__, "command": "seffi ladder"}
     meta.update({f"rung2_{k}": round(v, 6) for k, v in scalars(measurements).items()})
+    if config.smoke:
+        meta.update(smoke=True, note=SMOKE_NOTE)
     return Report(
-        title=f"seffi ladder: rungs 1-{len(comparisons)} on {config.task}",
+        title=f"seffi ladder: rungs 1-{len(comparisons)} on {config.task}"
+        + (" (--smoke)" if config.smoke else ""),
         seed=config.seed,
         config=config.public_dict(),
         meta=meta,
@@ -150,6 +160,10 @@ def ladder_plots(out: Path, report: Any, m: dict[str, Any]) -> dict[str, Path]:
 
     def save(fig: Any, name: str) -> None:
         path = out / f"{name}.png"
+        if report.meta.get("smoke"):
+            fig.suptitle(
+                "--smoke: an end-to-end check; these numbers are not results", color="red", fontsize=9
+            )
         fig.tight_layout()
         write_figure(fig, path, dpi=110)
         plt.close(fig)

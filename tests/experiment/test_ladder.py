@@ -55,8 +55,16 @@ def test_smoke_runs_three_rungs_and_writes_the_run_folder(smoke_run: tuple[Path,
 def test_smoke_says_its_numbers_are_not_results_and_raises_no_deprecation_warning(
     smoke_run: tuple[Path, int],
 ) -> None:
-    """The smoke run's last line says it is a check; no Future- or DeprecationWarning reaches the user."""
-    assert smoke_run[1] == 0
+    """The smoke run's last line, report.md's title and report.json's meta say it is a check; no Future-
+    or DeprecationWarning reaches the user."""
+    from seffi.experiment.ladder_report import SMOKE_NOTE
+    from seffi.report.files import load_report
+
+    out, code = smoke_run
+    assert code == 0
+    assert (out / "report.md").read_text().splitlines()[0].endswith("on grid_routes (--smoke)")
+    meta = load_report(out).meta
+    assert meta["smoke"] is True and meta["note"] == SMOKE_NOTE
     assert (
         str(SMOKE_OUTPUT["stdout"])
         .rstrip()
@@ -119,7 +127,7 @@ def test_rung3_grpo_runs_share_the_pool_and_report_passk(smoke_run: tuple[Path, 
     md = (out / "report.md").read_text()
     assert "## Rung 3: GRPO on the base LM" in md and "| GRPO diversity reward |" in md
     assert json.loads((out / "timings.json").read_text())["rung3_seconds"] > 0
-    assert report.title == "seffi ladder: rungs 1-3 on grid_routes"
+    assert report.title == "seffi ladder: rungs 1-3 on grid_routes (--smoke)"
 
 
 def test_bad_grpo_steps_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
