@@ -133,8 +133,8 @@ def coverage_caption(report: dict[str, Any]) -> str:
         gains = "; ".join(f"{p['curves']['label']} {_gain(p, 2)}" for p in comp["policies"])
         panels.append(f"rung {comp['rung']}: {gains}")
     return (
-        "*`ladder_coverage.png`: coverage C(k) per rung, left to right, against iid (dashed) and the "
-        "oracle (dotted). Legend gains: " + ". ".join(panels) + ".*\n"
+        "*`ladder_coverage.png`: coverage C(k) per rung, left to right, against iid (grey dotted) and "
+        "the oracle (black dashed). Legend gains: " + ". ".join(panels) + ".*\n"
     )
 
 

@@ -39,6 +39,8 @@ def scalars(measurements: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+#: Panel titles of ladder_coverage.png, by rung.
+RUNG_NAMES = {1: "oracle-labelled router", 2: "learned generators", 3: "GRPO on the base LM"}
 #: What a ``--smoke`` run's console, report and plots say of its numbers.
 SMOKE_NOTE = (
     "seffi ladder --smoke: tiny models trained for seconds, an end-to-end check; "
@@ -155,6 +157,8 @@ def ladder_plots(out: Path, report: Any, m: dict[str, Any]) -> dict[str, Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from seffi.report.plots_style import budget_axis, finish, font, legend_label, styled_sets
+
     files: dict[str, Path] = {}
     comps = report.comparisons
 
@@ -169,24 +173,20 @@ def ladder_plots(out: Path, report: Any, m: dict[str, Any]) -> dict[str, Path]:
         plt.close(fig)
         files[name] = path
 
-    fig, axes = plt.subplots(1, len(comps), figsize=(5.5 * len(comps), 4), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(comps), figsize=(5.5 * len(comps), 4.6), sharey=True, squeeze=False)
     for ax, comp in zip(axes[0], comps, strict=True):
-        for cs, style in [(comp.iid, "k--"), (comp.oracle, "k:")]:
-            if cs is not None:
-                ax.plot(
-                    cs.k,
-                    cs.coverage,
-                    style,
-                    label=f"{cs.label} ({comp.iid_source})" if cs is comp.iid else cs.label,
-                )
-        for p in comp.policies:
-            g = p.gain
+        gains = {p.curves.label: p.gain for p in comp.policies}
+        for cs, style in styled_sets(comp):
+            g = gains.get(cs.label) if cs.role == "policy" else None
             gain = "" if g is None or g.value is None else f", gain {g.value:.2f} [{g.lo:.2f}, {g.hi:.2f}]"
-            ax.plot(p.curves.k, p.curves.coverage, marker="o", ms=3, label=f"{p.curves.label}{gain}")
-        ax.set_title(f"rung {comp.rung}: {comp.env_id}", fontsize=9)
+            marker = {"marker": "o", "ms": 3} if cs.role == "policy" else {}
+            ax.plot(cs.k, cs.coverage, **style, **marker, label=f"{legend_label(cs)}{gain}")
+        ax.set_title(f"rung {comp.rung}: {RUNG_NAMES.get(comp.rung, comp.env_id)}")
         ax.set_xlabel("k (samples per input)")
-        ax.legend(fontsize=7)
+        budget_axis(ax, comp.budget)
+        ax.legend(fontsize=font("note"), loc="lower right")
     axes[0][0].set_ylabel("strategy coverage C(k)")
+    finish(fig)
     save(fig, "ladder_coverage")
 
     fig, axes = plt.subplots(1, len(comps), figsize=(5.5 * len(comps), 4), sharey=True, squeeze=False)
