@@ -314,10 +314,8 @@ def plot_valid_vs_raw(comparison: Comparison) -> Figure:
 
     A method should not look good by producing many invalid modes: a gap between the two lines is
     coverage earned by incorrect solutions. The legend names samplers by colour (with their valid
-    rate) and the two line styles once, instead of one entry per line.
+    rate); a corner note says what the two line styles mean.
     """
-    from matplotlib.lines import Line2D
-
     fig, axes = _figure(size=(7.0, 5.0))
     ax = axes[0, 0]
     handles: list[Any] = []
@@ -330,11 +328,8 @@ def plot_valid_vs_raw(comparison: Comparison) -> Figure:
         rate = "" if c.valid_rate is None else f" (valid rate {c.valid_rate:.0%})"
         handles.append(line)
         labels.append(legend_label(c) + rate)
-    handles += [
-        Line2D([], [], color="0.3", linestyle="-", linewidth=2.0),
-        Line2D([], [], color="0.3", linestyle=":", linewidth=2.4),
-    ]
-    labels += ["raw: every matched strategy", "valid: correct solutions only"]
+    # The line styles are not samplers: a note, so no legend handle looks like a sampler's line.
+    corner_note(ax, ["solid: raw, every matched strategy", "dotted: valid, correct solutions only"])
     ax.set_xlabel("sample budget k")
     ax.set_ylabel("coverage")
     ax.set_ylim(-0.02, 1.05)
