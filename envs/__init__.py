@@ -15,45 +15,10 @@ The step that ends an episode carries ``info`` keys ``input_id``, ``y_text``, ``
 run), ``budget_exhausted``, ``run_index``, ``num_new_strategies`` (and ``z`` for router envs); other
 steps' ``info`` is empty.
 
-**Autoreset modes** (`seffi.envs.vector`). The native vector envs take Gymnasium's
-``autoreset_mode=`` (``AutoresetMode.NEXT_STEP``, the default, ``SAME_STEP`` or ``DISABLED``, also as
-``"same_step"`` etc.) and state it in ``envs.metadata["autoreset_mode"]``; in each mode they equal a
-``SyncVectorEnv(..., autoreset_mode=...)`` of the single env. ``NEXT_STEP`` stays the default because it
-is Gymnasium's default (``make_vec``, ``SyncVectorEnv``) and the mode Gymnasium's vector wrappers
-(``NormalizeObservation``, ``TransformObservation``, ...) and most training loops are written for.
-
-**Recommended loop for the one-step router envs: ``SAME_STEP``.** In ``NEXT_STEP`` mode every other
-vector step of a router env is a reset-only step (actions ignored, reward 0, empty info), so half the
-policy evaluations are wasted and a CleanRL-style loop must special-case those steps. In ``SAME_STEP``
-mode every step samples every row; the returned ``obs`` is already the next episode's first
-observation, the ended episode's last one and its info are in ``infos["final_obs"]`` /
-``infos["final_info"]`` (a dict of arrays with ``_key`` masks, selected by ``infos["_final_info"]``).
-A one-step episode's transition is just ``(obs, action, reward)`` — no bootstrapping, no final obs
-needed:
-
-```python
-envs = gym.make_vec("seffi/HanoiRouter-v0", num_envs=64, vectorization_mode="vector_entry_point",
-                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-obs, _ = envs.reset(seed=0)
-for _ in range(steps):
-    actions = policy(obs)                      # obs: float32, shape (64, D)
-    next_obs, rewards, terminated, truncated, infos = envs.step(actions)
-    learner.record(obs, actions, rewards)      # every row ended: one sample each
-    monitor.ingest_infos(infos, terminated | truncated)  # seffi.callbacks reads final_info
-    obs = next_obs
-```
-
-Rows then follow the env's input schedule (round-robin by default). To pin row ``i`` to an input of
-your choice instead, call ``envs.reset(options={"input_id": ids})`` before each step (any mode; in
-``DISABLED`` mode that is the intended use: reset ended rows yourself, with ``"reset_mask"``).
-A ``SyncVectorEnv`` takes the mode as ``vector_kwargs={"autoreset_mode": ...}``; SB3's and RLlib's
-vector envs do their own autoreset around the single env.
-
-Rendering (`seffi.envs.render`): ``render_mode="ansi"`` gives a text view (the current input's
-prompt, the output so far, the last sample and its strategy matches), ``render_mode="rgb_array"`` a
-small uint8 coverage grid, shape (H, W, 3) (inputs x strategies, coloured as strategies are found in
-the run) — so SB3's ``make_vec_env``, which asks for ``"rgb_array"``, and video wrappers work. Native
-vector envs return one frame per env, as ``SyncVectorEnv`` does.
+The native vector envs take Gymnasium's ``autoreset_mode=`` (``NEXT_STEP``, the default, ``SAME_STEP``
+or ``DISABLED``), and every env renders as text (``render_mode="ansi"``) or as an RGB coverage grid
+(``"rgb_array"``). Which mode suits which loop, with a ``SAME_STEP`` loop for the one-step router
+envs: ``docs/integrations.md``.
 
 Example:
     >>> import gymnasium as gym
