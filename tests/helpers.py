@@ -13,7 +13,8 @@ import pytest
 
 #: CI sets this so that a missing extra fails the run instead of silently skipping its tests.
 REQUIRE_EXTRAS = os.environ.get("SEFFI_REQUIRE_EXTRAS", "") not in ("", "0", "false")
-#: The test modules that need an extra (they call `require`); conftest marks their tests ``integration``.
+#: The test modules that need an extra (they call `require` at import); conftest marks their tests
+#: ``integration``. A test that calls it inside its body carries the marker itself.
 NEEDS_EXTRA: set[str] = set()
 
 
@@ -24,7 +25,8 @@ def require(module: str, extra: str) -> ModuleType:
     (without ``allow_module_level`` pytest turns it into a collection error).
     """
     caller = inspect.currentframe().f_back  # type: ignore[union-attr]
-    NEEDS_EXTRA.add(caller.f_globals.get("__name__", "") if caller else "")
+    if caller is not None and caller.f_code.co_name == "<module>":  # at import: the whole module
+        NEEDS_EXTRA.add(caller.f_globals.get("__name__", ""))
     try:
         return importlib.import_module(module)
     except ImportError as exc:

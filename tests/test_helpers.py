@@ -55,13 +55,17 @@ def test_missing_extra_fails_when_ci_requires_extras(tmp_path):
 
 
 def test_tests_of_modules_that_need_an_extra_carry_the_integration_marker(request):
-    """A module calling `require` at import is recorded, and each collected test of such a module is
-    marked ``integration`` (so ``-m "not integration"`` leaves out every test that needs an extra)."""
+    """A module calling `require` at import is recorded (a call inside a test body is not), and each
+    collected test of a recorded module is marked ``integration``, so ``-m "not integration"`` leaves
+    out every test module that needs an extra."""
+    import types
+
     from tests.helpers import NEEDS_EXTRA, require
 
+    module = types.ModuleType("tests.needs_json")
+    exec("from tests.helpers import require\nrequire('json', 'core')\n", module.__dict__)
     require("json", "core")
-    assert __name__ in NEEDS_EXTRA
+    assert "tests.needs_json" in NEEDS_EXTRA and __name__ not in NEEDS_EXTRA
+    NEEDS_EXTRA.discard("tests.needs_json")
     collected = [i for i in request.session.items if getattr(i.module, "__name__", None) in NEEDS_EXTRA]
-    assert all(
-        item.get_closest_marker("integration") for item in collected if item.module.__name__ != __name__
-    )
+    assert all(item.get_closest_marker("integration") for item in collected)
