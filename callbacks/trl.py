@@ -15,31 +15,13 @@ trainer.train()          # seffi/* keys land in TRL's logs (so in its W&B run) +
 cov.metrics(), cov.curves(), cov.to_dataframe()   # the numbers in code
 ```
 
-**iid** is by default the *reference model's* own sampling: ``iid_samples`` completions per dataset
-prompt (string or chat messages: the prompt tokens TRL generates from), drawn at the first training
-batch from the unchanged model with GRPO's generation settings, labelled like training completions
-and estimated with ``IidBaseline.from_samples``; that batch's own completions count among them, and
-an on-disk cache keeps the rest (`GroupCoverage`).
-``iid="task"`` uses the task's synthetic base sampler. **Checkpoints**: each TRL checkpoint folder
-gets ``seffi_coverage.json`` (the reference samples and the monitor's state); ``resume_from_checkpoint``
-restores it, so the monitor continues in its folder and the reference is never redrawn.
-**Rewards** (``reward=``, options in ``reward_options=``): ``"valid"``, ``"matched"``, a callable, or
-an exploration method of `seffi.models.rewards.METHODS` scored over each whole group of G:
-``"diversity"`` (formula in `seffi.models.grpo`), ``"unlikeliness"`` (``{"beta": 0.25}``),
-``"passk"`` (``{"k": 4}``; needs ``GRPOConfig(scale_rewards="none")``, refused otherwise at train
-begin), ``"outcome_ucb"`` and ``"outcome_batch"`` (``{"c": 0.5}``). ``"unlikeliness"`` ranks by the
-policy's log-probability, computed inside the reward call from ``trainer.model``: one extra no-grad
-forward pass over the batch per generation batch (`seffi.callbacks.group_methods.policy_logprobs`).
-``"outcome_ucb"``'s outcome counts persist across steps and in the checkpoint state. Settings per
-method: `seffi.callbacks.group_methods`. **Labeling** is ``task.validate_y_text`` or a labeler
-(`seffi.callbacks.labelers`); junk completions score 0.
-
-**Processes.** Under accelerate/DeepSpeed TRL splits each generation batch across ranks, so a group
-may straddle processes: the reward function gathers every rank's records (``gather_object``, reached
-by every rank since TRL calls reward functions on all of them) before feeding the tracker. Every rank
-then holds the same tracker and adds the same ``seffi/*`` keys to its logs; rank 0 writes the report.
-W&B: TRL's reporting integration logs the keys as ``train/seffi/...``; the local report (metrics.jsonl,
-report.json/md, plots) always goes to ``out_dir``. Evaluation generations are not recorded.
+The default iid is the reference model's own sampling, drawn at the first training batch before any
+update (`GroupCoverage`); ``iid="task"`` uses the task's synthetic base sampler. Each TRL checkpoint
+folder gets ``seffi_coverage.json``, so ``resume_from_checkpoint`` continues the monitor without
+redrawing the reference. Under accelerate the reward function gathers every rank's records before
+grouping them; rank 0 writes the report. Rewards (``reward=``: ``"valid"``, ``"matched"``, a callable
+or a method of `seffi.models.rewards.METHODS`, settings in `seffi.callbacks.group_methods`), labelers,
+chat prompts and the reference's cost: ``docs/integrations.md`` and ``docs/custom-llm.md``.
 """
 
 from __future__ import annotations
