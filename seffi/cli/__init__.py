@@ -44,6 +44,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def add_output_options(
+    parser: argparse.ArgumentParser, *, wandb: str = "W&B mode (default offline)", what: str = "run",
+    overwrite: str | None = None,
+) -> None:  # fmt: skip
+    """The options of every measuring command: ``--wandb``, ``--out``, ``--overwrite``, ``--no-progress``."""
+    parser.add_argument("--wandb", choices=["online", "offline", "disabled"], help=wandb)
+    parser.add_argument("--out", help=f"{what} folder (default runs/<timestamp>)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help=overwrite or f"replace an earlier {what} in --out"
+    )
+    parser.add_argument(
+        "--no-progress", dest="progress", action="store_const", const=False, help="no live display"
+    )
+
+
 def _load(spec: str) -> Callable[[argparse.ArgumentParser], None]:
     module, _, func = spec.partition(":")
     return getattr(importlib.import_module(module), func)

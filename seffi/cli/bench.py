@@ -7,6 +7,7 @@ import json
 import shlex
 from typing import Any
 
+from seffi.cli import add_output_options
 from seffi.errors import SeffiError
 
 
@@ -98,12 +99,7 @@ def add_exploration_arguments(p: argparse.ArgumentParser) -> None:
         "--combine", nargs="+", metavar="DIR",
         help="combine benches of the same settings run on other seeds into one table in --out (no training)",
     )  # fmt: skip
-    p.add_argument("--wandb", choices=["online", "offline", "disabled"], help="W&B mode (default offline)")
-    p.add_argument("--out", help="output folder (default runs/<timestamp>)")
-    p.add_argument("--overwrite", action="store_true", help="replace an earlier bench in --out")
-    p.add_argument(
-        "--no-progress", dest="progress", action="store_const", const=False, help="no live progress display"
-    )
+    add_output_options(p, what="bench")
     p.set_defaults(handler=exploration_command)
 
 

@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from seffi.cli import add_output_options
 from seffi.errors import SeffiError
 
 # -- the command --------------------------------------------------------------------------------------------
@@ -58,14 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--grpo-steps", dest="grpo_steps", type=int, help="rung 3: GRPO steps per run")
     parser.add_argument("--no-rung3", dest="rung3", action="store_false", help="skip rung 3 (GRPO)")
-    parser.add_argument(
-        "--wandb", choices=["online", "offline", "disabled"], help="W&B mode (default offline)"
-    )
-    parser.add_argument("--out", help="run folder (default runs/<timestamp>)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an earlier run in --out")
-    parser.add_argument(
-        "--no-progress", dest="progress", action="store_const", const=False, help="no live display"
-    )
+    add_output_options(parser)
     parser.set_defaults(handler=ladder_command)
 
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from seffi.cli import add_output_options
 from seffi.errors import SeffiError
 
 
@@ -43,20 +44,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--lr", dest="learner.lr", metavar="LR", type=float, help="learning rate of the router"
     )
     parser.add_argument("--bootstrap", type=int, help="bootstrap replicates per CI")
-    parser.add_argument(
-        "--wandb",
-        choices=["online", "offline", "disabled"],
-        help="W&B mode (default: the config file's, else WANDB_MODE, else offline)",
-    )
     parser.add_argument("--wandb-project", dest="wandb_project", help="W&B project (default seffi)")
-    parser.add_argument("--out", help="run folder (default runs/<timestamp>)")
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace an earlier run in --out (its seffi files are removed first; other files stay)",
-    )
-    parser.add_argument(
-        "--no-progress", dest="progress", action="store_const", const=False, help="no live display"
+    add_output_options(
+        parser,
+        wandb="W&B mode (default: the config file's, else WANDB_MODE, else offline)",
+        overwrite="replace an earlier run in --out (its seffi files are removed first; other files stay)",
     )
     parser.set_defaults(handler=run_command)
 
