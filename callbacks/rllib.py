@@ -29,11 +29,8 @@ seffi_rllib.finalize(algo)        # report.json/md + plots, W&B summary; then al
 ```
 
 Evaluation env runners are not recorded: they are not the exploration process being measured.
-
-Cost (measured on 2 shared CPU cores, PPO, 2 runners x 2 envs, a tiny model): an iteration of 256 env
-steps takes 2-3 s, of which seffi's gather + merge + log is 30-300 ms (the first computes the exact
-baselines); Ray peaks at about 1.3 GB over all its processes; ``ray.init`` and ``build_algo`` take
-15-35 s each. Runner states are cumulative, so a gather grows with the runs recorded.
+Runner states are cumulative, so a gather grows with the runs recorded; the time and memory RLlib
+takes on a CPU: ``docs/integrations.md``.
 """
 
 from __future__ import annotations
