@@ -13,12 +13,16 @@ the length cap; a 49,000-number line) beside the budget of 1 s per call, with th
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from seffi.tasks import get_task, list_tasks
 from seffi.tasks.summary import input_pool
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def workload(task, n_inputs: int = 20, per_input: int = 30, seed: int = 0):
@@ -57,25 +61,11 @@ def once(task, x, text: object) -> float:
 HUGE_BUDGET = 1.0
 
 
-def huge_texts(task, x) -> dict[str, object]:
-    """The huge inputs of the task-contract test, by name."""
-    rng = np.random.default_rng(0)
-    reference = task.solve(x, task.feasible_strategies(x)[0])
-    return {
-        "1MB letters": "a" * 1_000_000,
-        "1MB code points": rng.integers(0, 0x10FFFF, size=250_000)
-        .astype(np.uint32)
-        .tobytes()
-        .decode("utf-32", "replace"),
-        "1MB bytes": bytes(rng.integers(0, 256, size=1_000_000, dtype=np.uint8)),
-        "1MB steps": "\n".join(["swap 0 1"] * 120_000),
-        "1MB answers": ("answer 1 " * 120_000).strip(),
-        "near-cap trace": (reference + "\n") * (90_000 // (len(reference) + 1)),
-        "49k numbers": " ".join(["1"] * 49_000) + "\nanswer 1",
-    }
-
-
 def main() -> None:
+    if str(ROOT) not in sys.path:  # the huge inputs live beside the task-contract test
+        sys.path.insert(0, str(ROOT))
+    from tests.tasks.huge_inputs import huge_inputs
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=0.5)
     args = parser.parse_args()
@@ -93,7 +83,7 @@ def main() -> None:
         near = once(
             task, x, ("\n".join([ref.split("\n")[0]] * (90_000 // len(ref.split("\n")[0]))) + "\nanswer 1")
         )
-        huge = {label: once(task, x, text) for label, text in huge_texts(task, x).items()}
+        huge = {label: once(task, x, text) for label, text in huge_inputs(task, x).items()}
         slowest = max(huge, key=huge.__getitem__)
         print(
             f"{name:16s} {r:10.0f} {1e6 / r:8.1f} {junk * 1e3:12.3f} {near * 1e3:14.3f} "

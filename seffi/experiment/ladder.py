@@ -49,8 +49,10 @@ from seffi.experiment.ladder_rung3 import GRPOSettings, require_trl, run_rung3
 #: strategy TV <= 0.1) in the measurements, with the highest NMI ceiling among those (README table).
 DEFAULT_TASK = "grid_routes"
 #: Settings rung 1 (``seffi run``) takes from the ladder unchanged.
-RUNG1_FIELDS = ("seed", "n_inputs", "budget", "eval_runs", "learner", "bootstrap", "ci")
-RUNG1_FIELDS += ("wandb", "wandb_project", "progress")
+RUNG1_FIELDS = (
+    "seed", "n_inputs", "budget", "eval_runs", "learner", "bootstrap", "ci", "wandb", "wandb_project",
+    "progress",
+)  # fmt: skip
 DEFAULT_TASK_CONFIG: dict[str, dict[str, Any]] = {"sort_swaps": {"min_length": 3, "max_length": 4}}
 
 #: Online hard EM on 4000 rows, 8 epochs, one fold, codes capped at twice the mean share (measured best),
