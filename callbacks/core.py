@@ -15,7 +15,8 @@ from seffi.callbacks.ingest import EpisodeBuffer
 from seffi.callbacks.monitor_state import MONITOR_STATE_FORMAT
 from seffi.callbacks.schedule import LogSchedule, RecentRuns
 from seffi.coverage.barcode import BARCODE_ROWS
-from seffi.coverage.env_baselines import EnvBaselines, SeenInputs
+from seffi.coverage.env_baselines import BaselineAucSums, EnvBaselines
+from seffi.coverage.gain import point_gain
 from seffi.coverage.tracker import CoverageTracker
 from seffi.errors import SeffiError
 from seffi.report import keys
@@ -122,7 +123,7 @@ class CoverageMonitor:
         """Drop all recorded samples (the evaluator does this per evaluation); ``episodes`` stays."""
         self.buffer.clear()
         self._tracker = self._new_tracker()
-        self._seen = SeenInputs()
+        self._auc_sums = BaselineAucSums()
         if self.recent is not None:
             self.recent.reset(self._tracker, since=self.episodes)
 
@@ -159,7 +160,7 @@ class CoverageMonitor:
     @property
     def inputs(self) -> list[str]:
         """Ids of the inputs seen so far, in order of appearance."""
-        return list(self._seen.update(self.tracker).ids)
+        return [x for _, x in self.tracker.keys]
 
     def ingest_infos(self, infos: Any, dones: Any = None, *, env_offset: int = 0) -> int:
         """Record the episodes that ended in one step's ``infos`` (checks: ``EpisodeBuffer.add_infos``)."""
@@ -268,13 +269,14 @@ class CoverageMonitor:
         gain = None
         # As Curves.gain: no gain until some run reaches K (an AUC over fewer budgets is another K).
         if point["auc"] is not None and point["coverage"][-1] == point["coverage"][-1]:
-            if win is None:  # every input seen: running sums, O(new inputs) per log
-                aucs = self._seen.update(t, self.env_baselines).mean_aucs()
+            # The baselines average the inputs the policy's point does: those with a complete run.
+            if win is None:  # every complete run: running sums, O(new inputs) per log
+                aucs = self._auc_sums.mean(self.env_baselines, t.complete_inputs(), t.keys)
             elif self.env_baselines.sources:
                 aucs = self.env_baselines.aucs([t.keys[c][1] for c in win.input_codes().tolist()])
             else:
                 aucs = (None, None)
-            value = self.env_baselines.gain_of(point["auc"], *aucs)
+            value = point_gain(point["auc"], *aucs)
             gain = {"value": value} if value is not None else None
         return self._scalars(point, gain, window)
 
@@ -376,6 +378,7 @@ class CoverageMonitor:
         """
         state = other.state_dict() if isinstance(other, CoverageMonitor) else other
         self.buffer.episodes += monitor_state.merged(self.tracker, state)
+        self._auc_sums.restart()  # the merged tracker lists its complete inputs anew
         self.recent = self._tracker.completed = None  # merged runs have no dates: logs cover every run
         return self
 
@@ -388,7 +391,7 @@ class CoverageMonitor:
     def _replace(self, tracker: CoverageTracker, episodes: int) -> None:
         self.buffer.clear()
         self._tracker, self.buffer.episodes = tracker, episodes
-        self._seen = SeenInputs()
+        self._auc_sums.restart()
 
     shift_streams = staticmethod(monitor_state.shift_streams)
     stream_span = staticmethod(monitor_state.stream_span)

@@ -18,12 +18,11 @@ import numpy as np
 
 from seffi._seeding import SeedLike
 from seffi.coverage.curves import Curves, check_budget
-from seffi.coverage.gain import gain_value
 from seffi.coverage.iid import IidBaseline
 from seffi.coverage.oracle import OracleBaseline
 from seffi.errors import SeffiError
 
-__all__ = ["EnvBaselines", "SeenInputs", "check_agrees"]
+__all__ = ["BaselineAucSums", "EnvBaselines", "check_agrees"]
 
 BaseLaw = Callable[..., Any]
 
@@ -128,6 +127,7 @@ class EnvBaselines:
         #: Wall time spent computing baselines (each computed once).
         self.seconds = 0.0
         self._aucs: dict[str, tuple[float | None, float | None]] = {}
+        self._users: dict[int, Curves] = {}
         self._curves: dict[frozenset[str], tuple[Curves | None, Curves | None]] = {}
         self._pool: frozenset[str] | None = None
         self.iid_baseline: IidBaseline | None = None  # of the last iid curves (the rarity law of a report)
@@ -185,45 +185,54 @@ class EnvBaselines:
         if iid is None:
             return None
         if iid is self.user_iid:  # a user object may not take a seed (any object with .curves(K))
-            return iid.curves(self.budget)
+            return self._user_curves(iid)
         return iid.curves(self.budget, seed=self.iid_seed)
+
+    def _user_curves(self, baseline: Any) -> Curves:
+        """A user baseline's curves over its own inputs, computed once."""
+        if id(baseline) not in self._users:
+            self._users[id(baseline)] = baseline.curves(self.budget)
+        return self._users[id(baseline)]
+
+    def _input_auc(self, baseline: Any, x: str) -> float | None:
+        """Input ``x``'s AUC under ``baseline`` (a user's, or one built from the env's facts for ``x``).
+
+        A user baseline whose curves carry no per-input AUCs enters with its AUC over its own inputs.
+        """
+        if baseline is None:
+            return None
+        if baseline is self.user_iid or baseline is self.user_oracle:
+            c = self._user_curves(baseline)
+            if c.input_auc is None or c.input_keys is None:
+                return c.auc
+            index = {str(i): j for j, (_, i) in enumerate(c.input_keys)}
+            return float(c.input_auc[index[x]]) if x in index else None
+        if isinstance(baseline, IidBaseline):
+            return baseline.aucs(self.budget)[x]
+        return baseline.curves(self.budget).auc
+
+    def input_aucs(self, x: str) -> tuple[float | None, float | None]:
+        """(iid AUC, oracle AUC) of input ``x``, each computed once (None where unavailable)."""
+        if x not in self._aucs:
+            started = time.perf_counter()
+            iid, oracle = self._baselines([x])
+            self._aucs[x] = (self._input_auc(iid, x), self._input_auc(oracle, x))
+            self.seconds += time.perf_counter() - started
+        return self._aucs[x]
 
     def aucs(self, inputs: Sequence[str]) -> tuple[float | None, float | None]:
         """(iid AUC, oracle AUC) over ``inputs``: the mean of per-input AUCs, each computed once.
 
         Both baselines weigh every input the same, so their AUC over a set of inputs is the mean of
         per-input AUCs: a new input costs one small computation, never a recomputation over all.
+        None where some input has no AUC under that baseline.
         """
-        if self.user_iid is not None or self.user_oracle is not None:
-            if "" not in self._aucs:
-                iid, oracle = self.curves(inputs)
-                self._aucs[""] = (iid.auc if iid else None, oracle.auc if oracle else None)
-            return self._aucs[""]
-        for x in inputs:
-            if x not in self._aucs:
-                started = time.perf_counter()
-                iid, oracle = self._baselines([x])
-                self._aucs[x] = (
-                    iid.aucs(self.budget)[x] if iid is not None else None,
-                    oracle.curves(self.budget).auc if oracle is not None else None,
-                )
-                self.seconds += time.perf_counter() - started
-        pairs = [self._aucs[x] for x in inputs]
-        if not pairs or any(a is None or b is None for a, b in pairs):
-            return None, None
-        return float(np.mean([a for a, _ in pairs])), float(np.mean([b for _, b in pairs]))
-
-    def point_gain(self, policy_auc: float | None, inputs: Sequence[str]) -> float | None:
-        """The gain of a policy AUC over ``inputs`` (no interval; None when undefined)."""
-        return self.gain_of(policy_auc, *self.aucs(inputs))
-
-    @staticmethod
-    def gain_of(policy_auc: float | None, iid_auc: float | None, oracle_auc: float | None) -> float | None:
-        """The gain of a policy AUC against baseline AUCs (no interval; None when undefined)."""
-        if policy_auc is None or iid_auc is None or oracle_auc is None:
-            return None
-        g = float(gain_value(policy_auc, iid_auc, oracle_auc))
-        return g if np.isfinite(g) else None
+        pairs = [self.input_aucs(x) for x in inputs]
+        means = [
+            None if not pairs or any(p[i] is None for p in pairs) else float(np.mean([p[i] for p in pairs]))
+            for i in (0, 1)
+        ]
+        return means[0], means[1]
 
     def curves(self, inputs: Iterable[str], *, pool: bool = False) -> tuple[Curves | None, Curves | None]:
         """(iid, oracle) curves over ``inputs`` (``None`` where unavailable); cached.
@@ -264,46 +273,40 @@ class EnvBaselines:
         return self._curves[seen]
 
 
-class SeenInputs:
-    """A tracker's input ids in order of appearance, with the running sums of their baseline AUCs.
+class BaselineAucSums:
+    """Running sums of per-input baseline AUCs over a list of inputs that only grows.
 
-    A tracker only ever appends inputs, so each log folds in the inputs that appeared since the
-    last one: the mean baseline AUC over every input seen costs O(new inputs) per log, not
-    O(inputs). Another tracker (a monitor replaced its own) starts the sums over.
+    The policy's point AUC of a log averages the inputs with a complete run; the baselines must
+    average the same inputs. Those inputs only ever grow (a tracker appends an input when its first
+    run completes), so each log folds in the new ones: O(new inputs) per log, not O(inputs).
+    ``restart`` starts the sums over (another list: a loaded or merged tracker).
     """
 
     def __init__(self) -> None:
-        self._restart(None)
+        self.restart()
 
-    def _restart(self, tracker: Any) -> None:
-        self.ids: list[str] = []
-        self._tracker, self._summed, self._sums, self._complete = tracker, 0, [0.0, 0.0], True
-        self._baselines: EnvBaselines | None = None
+    def restart(self) -> None:
+        """Forget every input summed."""
+        self._n, self._sums, self._complete = 0, [0.0, 0.0], True
 
-    def update(self, tracker: Any, baselines: EnvBaselines | None = None) -> SeenInputs:
-        """Append ``tracker``'s new inputs; with ``baselines``, add their per-input AUCs to the sums."""
-        if tracker is not self._tracker or len(tracker.keys) < len(self.ids):
-            self._restart(tracker)
-        self.ids.extend(x for _, x in tracker.keys[len(self.ids) :])
-        if baselines is None:
-            return self
-        self._baselines = baselines
-        if baselines.user_iid is None and baselines.user_oracle is None:
-            for x in self.ids[self._summed :]:
-                iid, oracle = baselines.aucs([x])  # each input's AUCs are computed once, then cached
-                if iid is None or oracle is None:
-                    self._complete = False
-                else:
-                    self._sums[0] += iid
-                    self._sums[1] += oracle
-            self._summed = len(self.ids)
-        return self
+    def mean(
+        self, baselines: EnvBaselines, codes: np.ndarray, keys: Sequence[tuple[str, str]]
+    ) -> tuple[float | None, float | None]:
+        """(iid AUC, oracle AUC) averaged over the inputs ``codes`` (extending the previous call's).
 
-    def mean_aucs(self) -> tuple[float | None, float | None]:
-        """(iid AUC, oracle AUC) over the inputs seen (``EnvBaselines.aucs`` of all of them)."""
-        b = self._baselines
-        if b is not None and (b.user_iid is not None or b.user_oracle is not None):
-            return b.aucs(self.ids)  # one AUC over the inputs, computed once
-        if not self._summed or not self._complete:
+        Args:
+            baselines: The baselines.
+            codes: int array, shape (U,): input codes, the previous call's first.
+            keys: (task, input_id) of every input code.
+        """
+        for c in codes[self._n :].tolist():
+            iid, oracle = baselines.input_aucs(keys[c][1])
+            if iid is None or oracle is None:
+                self._complete = False
+            else:
+                self._sums[0] += iid
+                self._sums[1] += oracle
+        self._n = int(codes.size)
+        if not self._n or not self._complete:
             return None, None
-        return self._sums[0] / self._summed, self._sums[1] / self._summed
+        return self._sums[0] / self._n, self._sums[1] / self._n

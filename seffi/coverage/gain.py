@@ -26,7 +26,7 @@ from seffi.coverage.summaries import Gain
 if TYPE_CHECKING:  # annotations only: curves.py imports this module
     from seffi.coverage.curves import Curves
 
-__all__ = ["Gain", "gain_value", "paired_gain"]
+__all__ = ["Gain", "gain_value", "paired_gain", "point_gain"]
 
 
 def gain_value(auc_a: np.ndarray, auc_iid: np.ndarray, auc_oracle: np.ndarray) -> np.ndarray:
@@ -44,6 +44,26 @@ def gain_value(auc_a: np.ndarray, auc_iid: np.ndarray, auc_oracle: np.ndarray) -
     den = o - i
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(den > 1e-12, (a - i) / np.where(den > 1e-12, den, 1.0), np.nan)
+
+
+def point_gain(auc: float | None, iid_auc: float | None, oracle_auc: float | None) -> float | None:
+    """The gain of three AUCs taken over one set of inputs; None where undefined.
+
+    The one point value of the gain: `paired_gain` (curves) and the monitor's point logs both call
+    it with AUCs averaged over the same inputs (those with a complete run).
+
+    Args:
+        auc: the policy's AUC, or None.
+        iid_auc: the iid AUC over the same inputs, or None.
+        oracle_auc: the oracle's AUC over the same inputs, or None.
+
+    Returns:
+        `gain_value` of the three, or None when an AUC is missing or the oracle does not exceed iid.
+    """
+    if auc is None or iid_auc is None or oracle_auc is None:
+        return None
+    g = float(gain_value(auc, iid_auc, oracle_auc))
+    return g if np.isfinite(g) else None
 
 
 def _budget_reached(c: Curves) -> int:
@@ -123,7 +143,7 @@ def paired_gain(
             reason=f"oracle AUC ({vals[2]:.6g}) does not exceed iid AUC ({vals[1]:.6g}) at K={policy.K}: "
             "there is no room for improvement, the gain is undefined",
         )
-    value = float(gain_value(*vals))
+    value = point_gain(*vals)
     B = policy.n_boot if n_boot is None else n_boot
     if isinstance(B, bool) or not isinstance(B, int | np.integer) or B < 0:
         raise ValueError(f"gain: n_boot must be a non-negative integer, got {n_boot!r}")

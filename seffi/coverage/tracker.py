@@ -441,6 +441,14 @@ class CoverageTracker(UpdatePath):
             self._order = (len(self.keys), np.array(order, dtype=np.int64))
         return self._order[1]
 
+    def complete_inputs(self) -> np.ndarray:
+        """Codes of the inputs with a complete run, in the order their first run completed.
+
+        The list only grows as runs complete (a load or merge rebuilds it): running sums over it
+        (the monitor's baseline AUCs) fold in its new entries at each log.
+        """
+        return self._row_code
+
     def complete_runs(self, K: int | None = None) -> int:
         """Runs that reached K (default: the budget): the only ones the curves use."""
         K = self.budget if K is None else K

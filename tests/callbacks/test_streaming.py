@@ -326,6 +326,7 @@ def test_snapshots_convert_cached_baselines_once() -> None:
     assert first.iid == CurveSet.from_curves(b_iid, "iid", "iid")
     assert first.oracle == CurveSet.from_curves(b_oracle, "oracle", "oracle")
     mon.env_baselines._curves.clear()  # a recomputed baseline (a new object) is converted again
+    mon.env_baselines._users.clear()
     third, _ = mon.snapshot()
     assert third.iid is not first.iid and third.iid == first.iid
 
