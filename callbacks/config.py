@@ -61,13 +61,12 @@ class MonitorConfig:
         env_name: Env id used in error messages and the report (default: read from the env).
         task_name: Task name for the report (default: read from the env).
         verbose: 1 prints a one-line summary at every log.
-        window: Streaming logs describe the runs completed in the last ``window`` episodes (default
-            4096), so the logged coverage and gain follow the policy as it trains (like SB3's
-            ``stats_window_size``) instead of averaging over everything since training began; the
-            runs are dated by the log at which the monitor folded them in (see
-            `RecentRuns`: with ``window`` a multiple of an
-            episode-based ``log_every`` the window is exact). ``None``: every run since the start.
-            The final report and [`curves`][seffi.callbacks.CoverageMonitor.curves] always use every run.
+        window: Each log also describes the runs completed in the last ``window`` episodes (default
+            4096) under ``seffi/window/<metric>``, so a chart can follow the policy as it trains
+            (like SB3's ``stats_window_size``); ``seffi/<metric>`` always describes every run, as
+            the final report, the W&B summary and `metrics` do. The runs are dated by the log at
+            which the monitor folded them in (see `RecentRuns`: with ``window`` a multiple of an
+            episode-based ``log_every`` the window is exact). ``None``: no window keys.
         checkpoint_every: Also write a checkpoint (tracker_state.json and report.json, each replaced
             whole) at the first log after this many more episodes (``None``: by time only).
         checkpoint_seconds: Write a checkpoint at the first log after this many seconds since the

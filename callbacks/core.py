@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from seffi.callbacks import monitor_state
 from seffi.callbacks.config import LogUnit, MonitorConfig
 from seffi.callbacks.env_access import EnvAccess, env_facts
@@ -214,6 +216,11 @@ class CoverageMonitor:
     def log(self, step: int) -> dict[str, float] | None:
         """Send the key scheme's scalars (and, on snapshot logs, the curves) to the sinks at ``step``.
 
+        ``seffi/<metric>`` keys describe every run recorded (the numbers of the final report and
+        the W&B summary); with a ``window``, ``seffi/window/<metric>`` keys beside them describe the
+        runs completed in the last ``window`` episodes (point estimates), with ``seffi/window/runs``
+        and ``seffi/window/episodes`` saying what the window holds.
+
         Returns the scalars, or ``None``: no data yet, or a step not above the last logged one
         (refused with one warning; the tracker keeps every episode for the final report).
         """
@@ -221,13 +228,12 @@ class CoverageMonitor:
         if not self.schedule.start(step, self.episodes) or self.tracker.complete_runs() == 0:
             return None
         started = time.perf_counter()
-        window = self._window()
-        empty = window is not None and window[0] is not None and window[0].size == 0
-        snap = self.schedule.snapshot and not empty  # an empty window has no curves, only counts
-        if snap:
-            comparison, scalars = self._snapshot(window, n_boot=self.snapshot_n_boot)
+        comparison = None
+        if self.schedule.snapshot:
+            comparison, scalars = self._snapshot(n_boot=self.snapshot_n_boot)
         else:
-            comparison, scalars = None, self._point_scalars(window)
+            scalars = self._cumulative_scalars()
+        scalars.update(self._window_scalars())
         self.last_comparison = comparison or self.last_comparison
         scalars[keys.STEP_KEY] = float(step)
         self.sinks.log(scalars, step)
@@ -247,66 +253,84 @@ class CoverageMonitor:
         """Wall time spent computing baselines (each once)."""
         return self.env_baselines.seconds
 
-    def _window(self) -> tuple[Any, int] | None:
-        """(runs in the streaming window or None for all of them, its first episode); None: no window."""
-        if self.recent is None:
-            return None
-        _ = self.tracker  # fold the buffer first: its runs are dated now
-        return self.recent.slots(self.episodes)
-
     def point_scalars(self) -> dict[str, float]:
         """The scalars of a log from point estimates only, O(inputs x K) (the gain without interval).
 
-        Over the runs of the streaming window (``window``; see `log`).
+        Every run under ``seffi/``, the streaming window (when the monitor has one) under
+        ``seffi/window/``, as `log` sends them.
         """
-        return self._point_scalars(self._window())
+        return {**self._cumulative_scalars(), **self._window_scalars()}
 
-    def _point_scalars(self, window: tuple[Any, int] | None) -> dict[str, float]:
-        slots = window[0] if window is not None else None
-        t = self.tracker
-        win = self.recent.sums if slots is not None and self.recent is not None else None
-        point = t.point() if win is None else win.point()
-        gain = None
+    def _point_gain(self, point: dict[str, Any], codes: np.ndarray | None = None) -> dict[str, float] | None:
+        """The gain of a point estimate over the inputs behind it, or None where undefined.
+
+        Args:
+            point: The point estimates (``tracker.point()`` or a window's).
+            codes: The codes of the inputs behind ``point``; None: every input with a complete run.
+        """
         # As Curves.gain: no gain until some run reaches K (an AUC over fewer budgets is another K).
-        if point["auc"] is not None and point["coverage"][-1] == point["coverage"][-1]:
-            # The baselines average the inputs the policy's point does: those with a complete run.
-            if win is None:  # every complete run: running sums, O(new inputs) per log
-                aucs = self._auc_sums.mean(self.env_baselines, t.complete_inputs(), t.keys)
-            elif self.env_baselines.sources:
-                aucs = self.env_baselines.aucs([t.keys[c][1] for c in win.input_codes().tolist()])
-            else:
-                aucs = (None, None)
-            value = point_gain(point["auc"], *aucs)
-            gain = {"value": value} if value is not None else None
-        return self._scalars(point, gain, window)
-
-    def _scalars(self, curves: Any, gain: Any, window: tuple[Any, int] | None = None) -> dict[str, float]:
+        if point["auc"] is None or not np.isfinite(point["coverage"][-1]):
+            return None
         t = self._tracker
-        scalars = keys.scalars_from_curves(
-            curves, gain=gain, episodes=self.episodes, inputs=len(t.keys), scope=self.scope
-        )
-        slots = window[0] if window is not None else None
-        win = self.recent.sums if slots is not None and self.recent is not None else None
-        if win is None:
-            scalars[keys.valid_rate_key(self.scope)] = t.valid / max(t.samples, 1)
+        if codes is None:  # every complete run: running sums, O(new inputs) per log
+            aucs = self._auc_sums.mean(self.env_baselines, t.complete_inputs(), t.keys)
+        elif not self.env_baselines.sources:
+            return None
         else:
-            scalars[keys.valid_rate_key(self.scope)] = win.valid / max(win.samples, 1)
-        if window is not None:
-            runs = t.complete_runs() if win is None else win.runs
-            scalars[keys.window_key("runs", self.scope)] = float(runs)
-            scalars[keys.window_key("episodes", self.scope)] = float(self.episodes - window[1])
+            aucs = self.env_baselines.aucs([t.keys[c][1] for c in codes.tolist()])
+        value = point_gain(point["auc"], *aucs)
+        return {"value": value} if value is not None else None
+
+    def _cumulative_scalars(self) -> dict[str, float]:
+        t = self.tracker
+        point = t.point()
+        return self._scalars(point, self._point_gain(point), t.valid / max(t.samples, 1))
+
+    def _window_scalars(self) -> dict[str, float]:
+        """``seffi/window/*``: the runs completed in the last ``window`` episodes ({} without a window)."""
+        if self.recent is None:
+            return {}
+        t = self.tracker  # fold the buffer first: its runs are dated now
+        slots, start = self.recent.slots(self.episodes)
+        win = self.recent.sums if slots is not None else None
+        counts = {
+            keys.window_key("episodes", self.scope): float(self.episodes - start),
+            keys.window_key("runs", self.scope): float(t.complete_runs() if win is None else win.runs),
+        }
+        scope = f"{self.scope}/window" if self.scope else "window"
+        if win is None:  # nothing dropped yet: the window holds every run
+            point, gain = t.point(), self._point_gain(t.point())
+            valid_rate, inputs = t.valid / max(t.samples, 1), t.complete_inputs().size
+        elif win.runs:
+            point, codes = win.point(), win.input_codes()
+            gain, valid_rate = self._point_gain(point, codes), win.valid / max(win.samples, 1)
+            inputs = codes.size
+        else:  # an empty window has no estimates, only counts
+            return counts
+        return {**self._scalars(point, gain, valid_rate, scope, inputs=inputs), **counts}
+
+    def _scalars(
+        self, curves: Any, gain: Any, valid_rate: float, scope: str | None = None, inputs: int | None = None
+    ) -> dict[str, float]:
+        scope = self.scope if scope is None else scope
+        inputs = len(self._tracker.keys) if inputs is None else inputs
+        scalars = keys.scalars_from_curves(
+            curves, gain=gain, episodes=self.episodes, inputs=inputs, scope=scope
+        )
+        scalars[keys.valid_rate_key(scope)] = valid_rate
         return scalars
 
-    def curves(self, *, exact: bool = False) -> Any:
-        """The policy's `Curves`, k = 1..K, with bootstrap CIs (``exact``: ignored)."""
+    def curves(self) -> Any:
+        """The policy's `Curves` over every run, k = 1..K, with bootstrap CIs."""
         return self.tracker.curves(self.budget, n_boot=self.n_boot, seed=self.seed)
 
     def metrics(self) -> dict[str, float]:
         """A copy of the flat scalars of the latest log (``{}`` before the first), keys as logged.
 
         The same dict went to the sinks (W&B, ``metrics.jsonl``): ``seffi/auc``,
-        ``seffi/coverage/k=<k>``, ``seffi/gain_vs_iid``, ..., ``seffi/step`` (scoped keys when the
-        monitor has a ``scope``).
+        ``seffi/coverage/k=<k>``, ``seffi/gain_vs_iid``, ..., ``seffi/step`` over every run (the
+        final report's numbers), and with a ``window`` the same metrics of the recent runs under
+        ``seffi/window/`` (scoped keys when the monitor has a ``scope``).
         """
         return dict(self.last_scalars)
 
@@ -333,27 +357,24 @@ class CoverageMonitor:
         return self.env_baselines.curves(self.inputs, pool=pool)
 
     def snapshot(self, *, exact: bool = False) -> tuple[Any, dict[str, float]]:
-        """(``Comparison``, key-scheme scalars) so far; ``exact``: every run, baselines over the inputs seen.
+        """(``Comparison``, key-scheme scalars) of every run so far, with intervals.
 
-        Without ``exact``, the policy curves are those of the streaming window (as `log`);
-        barcode and latent coverage always cover every run.
+        Args:
+            exact: Baselines over the inputs seen (the report's) instead of the env's pool (computed
+                once; the gain is the same, restricted to the policy's inputs).
         """
-        return self._snapshot(None if exact else self._window(), exact=exact)
+        comparison, scalars = self._snapshot(exact=exact)
+        return comparison, {**scalars, **self._window_scalars()}
 
-    def _snapshot(
-        self, window: tuple[Any, int] | None, *, exact: bool = False, n_boot: int | None = None
-    ) -> tuple[Any, dict[str, float]]:
+    def _snapshot(self, *, exact: bool = False, n_boot: int | None = None) -> tuple[Any, dict[str, float]]:
         iid, oracle = self.baselines(pool=not exact)
-        slots = window[0] if window is not None else None
-        if slots is not None and slots.size == 0:
-            slots = None
         n_boot = self.n_boot if n_boot is None else n_boot
-        curves = self.tracker.curves(self.budget, n_boot=n_boot, seed=self.seed, slots=slots)
+        t = self.tracker
+        curves = t.curves(self.budget, n_boot=n_boot, seed=self.seed)
         comparison, policy_set, gain = policy_comparison(
-            self.tracker, curves, iid, oracle, label=self.label, env_id=self.env_name,
-            baseline_sets=self.baseline_sets,
-        )  # fmt: skip
-        return comparison, self._scalars(policy_set, gain, window)
+            t, curves, iid, oracle, label=self.label, env_id=self.env_name, baseline_sets=self.baseline_sets
+        )
+        return comparison, self._scalars(policy_set, gain, t.valid / max(t.samples, 1))
 
     def state_dict(self) -> dict[str, Any]:
         """Everything recorded, JSON-safe: the tracker's state and ``episodes``."""
