@@ -284,7 +284,22 @@ class CoverageMonitor:
     def _cumulative_scalars(self) -> dict[str, float]:
         t = self.tracker
         point = t.point()
-        return self._scalars(point, self._point_gain(point), t.valid / max(t.samples, 1))
+        return (
+            self._scalars(point, self._point_gain(point), t.valid / max(t.samples, 1))
+            | self._metric_scalars()
+        )
+
+    @property
+    def _base_law(self) -> Any:
+        """The env's base law per input id (read once each), or None without one."""
+        return self.env_baselines.law if self.env_baselines.base_law is not None else None
+
+    def _metric_scalars(self) -> dict[str, float]:
+        """The per-input metrics (`seffi.coverage.metrics`) over every input recorded."""
+        out: dict[str, float] = {}
+        for name, est in self._tracker.metric_estimates(self._base_law).items():
+            out.update(keys.estimate_scalars(name, est, self.scope))
+        return out
 
     def _window_scalars(self) -> dict[str, float]:
         """``seffi/window/*``: the runs completed in the last ``window`` episodes ({} without a window)."""
@@ -372,9 +387,13 @@ class CoverageMonitor:
         t = self.tracker
         curves = t.curves(self.budget, n_boot=n_boot, seed=self.seed)
         comparison, policy_set, gain = policy_comparison(
-            t, curves, iid, oracle, label=self.label, env_id=self.env_name, baseline_sets=self.baseline_sets
-        )
-        return comparison, self._scalars(policy_set, gain, t.valid / max(t.samples, 1))
+            t, curves, iid, oracle, label=self.label, env_id=self.env_name,
+            baseline_sets=self.baseline_sets, base_law=self._base_law,
+        )  # fmt: skip
+        scalars = self._scalars(policy_set, gain, t.valid / max(t.samples, 1))
+        for name, est in comparison.policies[0].metrics.items():
+            scalars.update(keys.estimate_scalars(name, est, self.scope))
+        return comparison, scalars
 
     def state_dict(self) -> dict[str, Any]:
         """Everything recorded, JSON-safe: the tracker's state and ``episodes``."""

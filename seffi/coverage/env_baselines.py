@@ -128,6 +128,7 @@ class EnvBaselines:
         self.seconds = 0.0
         self._aucs: dict[str, tuple[float | None, float | None]] = {}
         self._users: dict[int, Curves] = {}
+        self._laws: dict[str, Any] = {}
         self._curves: dict[frozenset[str], tuple[Curves | None, Curves | None]] = {}
         self._pool: frozenset[str] | None = None
         self.iid_baseline: IidBaseline | None = None  # of the last iid curves (the rarity law of a report)
@@ -150,6 +151,14 @@ class EnvBaselines:
             pool=lambda: env.input_ids,
             **kwargs,
         )
+
+    def law(self, x: str) -> Any:
+        """Input ``x``'s base law over match sets (``base_law(x)``), read once; None without one."""
+        if self.base_law is None:
+            return None
+        if x not in self._laws:
+            self._laws[x] = self.base_law(x)
+        return self._laws[x]
 
     @property
     def sources(self) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from seffi.coverage.input_metrics import InputMetric, registered
 from seffi.coverage.state import (
     _BIG,
     _DIGITS,
@@ -173,6 +174,7 @@ def _checked(state: Mapping[str, Any]) -> dict[str, Any]:
         s[p.name] = _scalar(p, state[p.name], s)
     s["open_runs"] = _open_runs(state["open_runs"], s)
     s["barcode"] = _barcode(state["barcode"], s)
+    s["metrics"] = _metrics(state.get("metrics", {}), s)
     _invariants(s)
     return s
 
@@ -250,4 +252,26 @@ def _barcode(value: Any, s: Mapping[str, Any]) -> list[dict[str, Any]]:
         got = _column(list(cells), "barcode cells", (len(cells),), -1, C)
         flags = _column(list(new), "barcode new flags", (len(new),), 0, 2)
         out.append({"input": code, "stream": stream, "cells": got.tolist(), "new": flags.tolist()})
+    return out
+
+
+def _metrics(value: Any, s: Mapping[str, Any]) -> dict[str, Any]:
+    """Per-input metric states (`seffi.coverage.input_metrics`), each checked against its declaration.
+
+    A state without a registered metric's part (an older state) loads it empty, marked partial.
+    """
+    if not isinstance(value, Mapping):
+        raise ValueError("metrics must be an object")
+    U, C = len(s["inputs"]["input_id"]), len(s["columns"])
+    out = {}
+    for cls in registered():
+        if cls.name in value:
+            got = value[cls.name]
+            if isinstance(got, InputMetric):  # a checked state (a merge's): taken as it is
+                got.grow(U, C)
+                out[cls.name] = got
+                continue
+            metric = cls()
+            metric.load_state_dict(got, U, C)
+            out[cls.name] = metric
     return out

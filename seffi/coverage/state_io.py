@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from seffi.coverage.input_metrics import InputMetric, registered
 from seffi.coverage.state import (
     _BIG,
     COUNTERS,
@@ -71,6 +72,7 @@ def dump(t: CoverageTracker) -> dict[str, Any]:
             (int(run_pos[slot]), env, count, si, ri) for _, env, slot, count, si, ri in t.assigner.open_runs()
         )
     ]
+    s["metrics"] = {m.name: m.taken(order) for m in t.metrics}
     s["barcode"] = [
         {"input": int(new_code[code]), "stream": st, "cells": cells, "new": [int(b) for b in new]}
         for code, st, cells, new in sorted(t.bar.rows_held(), key=lambda r: new_code[r[0]])
@@ -95,6 +97,9 @@ def to_json(s: Mapping[str, Any]) -> dict[str, Any]:
             out["runs"][p.key] = pack_rows(values) if p.width else values.tolist()
     out["open_runs"] = [dict(r) for r in s["open_runs"]]
     out["barcode"] = [dict(b) for b in s["barcode"]]
+    metrics = {name: m.state_dict() for name, m in s["metrics"].items()}
+    if any(v is not None for v in metrics.values()):  # a state without metrics stays without them
+        out["metrics"] = {name: v for name, v in metrics.items() if v is not None}
     for p in COUNTERS:
         out[p.name] = s[p.name]
     # The stored key order of format 2 (settings, tables, open runs, barcode, counters).
@@ -156,6 +161,12 @@ def _fill(t: CoverageTracker, s: Mapping[str, Any]) -> None:
         t.bar.put(b["input"], b["stream"], list(b["cells"]), [bool(x) for x in b["new"]], t.keys)
     for p in COUNTERS:
         setattr(t, p.name, s[p.name])
+    for i, m in enumerate(t.metrics):
+        loaded = s["metrics"].get(m.name)
+        if loaded is None:  # an older state: the metric counts the samples recorded from now on
+            m.grow(U, len(t.columns))
+            m.partial = True
+        t.metrics[i] = loaded if loaded is not None else m
     t._rebuild_sums()
 
 
@@ -239,7 +250,21 @@ def merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     ]
     for p in COUNTERS:
         s[p.name] = (a[p.name] or b[p.name]) if p.merge == "or" else a[p.name] + b[p.name]
+    s["metrics"] = {}
+    for cls in registered():
+        ma, mb = (x["metrics"].get(cls.name) for x in (a, b))
+        ma = ma if ma is not None else _partial(cls, len(ka), len(a["columns"]))
+        mb = mb if mb is not None else _partial(cls, len(kb), len(b["columns"]))
+        s["metrics"][cls.name] = ma.merged(mb, (ia, ib), b_cols, (len(keys), C))
     return s
+
+
+def _partial(cls: type[InputMetric], n_inputs: int, n_columns: int) -> InputMetric:
+    """An empty metric for a state that does not hold it (its counts are missing, not zero)."""
+    m = cls()
+    m.grow(n_inputs, n_columns)
+    m.partial = True
+    return m
 
 
 # -- workers' streams -------------------------------------------------------------------------------------

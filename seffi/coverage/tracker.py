@@ -12,7 +12,7 @@ O(groups x K), whatever the number of inputs.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from typing import Any
 
@@ -23,6 +23,7 @@ from seffi.coverage._common import _input_id, rarity_bin_matrix
 from seffi.coverage.assign import RunAssigner
 from seffi.coverage.barcode import BARCODE_ROWS, BarcodeRows
 from seffi.coverage.curves import Curves, check_budget
+from seffi.coverage.input_metrics import Estimate, InputMetric, registered
 from seffi.coverage.resampling import MIN_INPUTS
 from seffi.coverage.state import MAX_BUDGET, MAX_LATENTS, MAX_STRATEGIES, STATE, STATE_FORMAT
 from seffi.coverage.sums import (
@@ -137,6 +138,8 @@ class CoverageTracker(UpdatePath):
         self._row_of = np.full(16, -1, dtype=np.int64)  # input code -> row of ``sums`` (-1: none)
         self._row_code = np.zeros(0, dtype=np.int64)  # row of ``sums`` -> input code
         self.bar = BarcodeRows(self.barcode_rows, self.barcode_cols)
+        #: Per-input metrics (`seffi.coverage.metrics`): each records every sample kept.
+        self.metrics: list[InputMetric] = [cls() for cls in registered()]
         for p in state_io.COUNTERS:
             setattr(self, p.name, bool(p.fill) if p.kind == "bool" else p.fill)
         self._order: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
@@ -304,6 +307,9 @@ class CoverageTracker(UpdatePath):
                 self.skipped += int((~keep).sum())
                 u, slot, k, hits, valid = u[keep], slot[keep], k[keep], hits[keep], valid[keep]
                 z = z[keep] if z is not None else None
+        for metric in self.metrics:
+            metric.grow(len(self.keys), len(self.columns))
+            metric.update(u, hits, valid)
         if self.bar.rows:
             C = len(self.columns)
             self.bar.add(
@@ -497,6 +503,31 @@ class CoverageTracker(UpdatePath):
         part = run_sums(self.runs, runs, unit, Z, self.budget, latent=True)
         return point_in_order(part, Z)["coverage"]  # inputs in sorted key order, as the curves
 
+    def metric_estimates(
+        self, base_law: Callable[[str], Mapping[frozenset[str], float]] | None = None
+    ) -> dict[str, Estimate]:
+        """Every per-input metric's estimate over the inputs recorded, by name.
+
+        Args:
+            base_law: ``base_law(input_id)``: the base sampler's law over match sets (an env's
+                ``base_match_distribution``), for each metric's iid figure; None: no iid figure.
+        """
+        tasks = [k[0] for k in self.keys]
+        order = {t: i for i, t in enumerate(sorted(set(tasks)))}
+        strata = np.array([order[t] for t in tasks], dtype=np.int64)
+        laws = None
+        if base_law is not None:
+            laws = [_matched_law(base_law(x)) for _, x in self.keys]
+        out = {}
+        for m in self.metrics:
+            m.grow(len(self.keys), len(self.columns))
+            est = m.compute(strata, laws)
+            if m.partial:
+                note = "counts only the samples recorded after loading a state without this metric"
+                est = est.model_copy(update={"reason": f"{est.reason}; {note}" if est.reason else note})
+            out[m.name] = est
+        return out
+
     def derived_sums(self, K: int, **rarity: Any) -> tuple[InputSums, np.ndarray | None]:
         """Per-input sums for budget K derived from the runs (``sums_from_runs``; ``rarity``: its options)."""
         S, C = self.assigner.n_slots, len(self.columns)
@@ -591,3 +622,12 @@ class CoverageTracker(UpdatePath):
         """
         names = list(self.strategies) if self.strategies is not None else sorted(self.columns)
         return self.bar.to_dict(self.keys, self.columns, names, None if K is None else check_budget(K))
+
+
+def _matched_law(law: Mapping[frozenset[str], float]) -> dict[str, float]:
+    """P(a sample matches s) per strategy s, from a law over match sets."""
+    out: dict[str, float] = {}
+    for matched, p in law.items():
+        for s in matched:
+            out[s] = out.get(s, 0.0) + float(p)
+    return out

@@ -93,6 +93,7 @@ def policy_comparison(
     label: str,
     env_id: str | None,
     baseline_sets: BaselineSets,
+    base_law: Any = None,
 ) -> tuple[Comparison, CurveSet, Gain]:
     """(comparison, the policy's curve set, its gain) for the report and the sinks.
 
@@ -104,6 +105,8 @@ def policy_comparison(
         label: The policy's legend name.
         env_id: The env id for the report.
         baseline_sets: The cache of converted baselines.
+        base_law: ``base_law(input_id)``, the base sampler's law over match sets (the per-input
+            metrics' iid figures), or None.
     """
     valid_rate = tracker.valid / max(tracker.samples, 1)
     policy_set = CurveSet.from_curves(curves, label, "policy", valid_rate=valid_rate)
@@ -132,6 +135,7 @@ def policy_comparison(
                 gain=gain,
                 barcode=Barcode.from_tracker(tracker.barcode(tracker.budget)),
                 latent=latent,
+                metrics=tracker.metric_estimates(base_law),
             )
         ],
     )

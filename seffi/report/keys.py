@@ -343,3 +343,23 @@ def progress_line(
     auc = scalars.get(auc_key(scope), float("nan"))
     shown = "n/a" if gain is None else f"{gain:.3f}"
     return f"[seffi] step {step}: {episodes} episodes, {inputs} inputs, AUC {auc:.3f}, gain vs iid {shown}"
+
+
+def estimate_scalars(name: str, estimate: Any, scope: str | None = None) -> dict[str, float]:
+    """``seffi/<name>`` and its ``_lo``, ``_hi`` and ``_iid`` of a per-input metric's estimate.
+
+    Args:
+        name: the metric's name (``strategy_entropy``).
+        estimate: its `seffi.coverage.input_metrics.Estimate`; missing values are left out.
+        scope: optional scope inserted after ``seffi/``.
+    """
+    out = {}
+    for suffix, value in (
+        ("", estimate.value),
+        ("_lo", estimate.lo),
+        ("_hi", estimate.hi),
+        ("_iid", estimate.iid),
+    ):
+        if value is not None:
+            out[_key(name + suffix, scope)] = float(value)
+    return out

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationInfo, create_model, field_validator, model_validator
 
 from seffi.coverage.columns import COLUMNS, Column
+from seffi.coverage.input_metrics import Estimate
 from seffi.coverage.summaries import MAX_BUDGET, FloatList, Gain, TimeToCoverage, check_unit
 from seffi.report._adapt import curveset_fields
 
@@ -264,6 +265,8 @@ class PolicyResult(_Model):
     gain: Gain | None = None
     barcode: Barcode | None = None
     latent: LatentCurve | None = None
+    #: Per-input metrics (`seffi.coverage.metrics`) by name: estimate, interval and iid figure.
+    metrics: dict[str, Estimate] = {}
 
     @property
     def label(self) -> str:

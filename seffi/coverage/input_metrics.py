@@ -1,0 +1,257 @@
+"""Per-input metrics declared once: state with its merge rule, ``update`` and ``compute``.
+
+A metric is a subclass of `InputMetric` in a module of `seffi.coverage.metrics`. It declares its
+state with `InputMetric.add_state` (an integer array with a row per input, optionally a column per
+strategy, and how two trackers' values merge) and writes ``update`` (fold a batch of recorded
+samples) and ``compute`` (its estimate over inputs). Everything else follows from the declaration:
+growing with new inputs and strategies, reset, ``state_dict`` / ``load_state_dict`` (checked
+against the declaration) and the exact merge. The tracker records into every registered metric,
+its state carries them under ``metrics``, the monitor logs ``seffi/<name>`` and the report holds
+each one's `Estimate` per policy.
+
+Example:
+    >>> class Samples(InputMetric):                               # doctest: +SKIP
+    ...     name = "samples_per_input"
+    ...     def setup(self): self.add_state("n", per_strategy=False, merge="sum")
+    ...     def update(self, codes, hits, valid): np.add.at(self.n, codes, 1)
+    ...     def compute(self, base_laws=None): return Estimate(value=float(self.n.mean()))
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["Estimate", "InputMetric", "registered"]
+
+Merge = Literal["sum", "max"]
+_BIG = 2**53
+
+
+class Estimate(BaseModel):
+    """A per-input metric's estimate over inputs, its interval, and the iid baseline's figure.
+
+    Attributes:
+        value: the mean over inputs, or None with ``reason`` when undefined.
+        lo, hi: the interval's bounds (None: no interval, e.g. one input).
+        iid: the same figure for the iid baseline over the same inputs (None: no base law).
+        n_inputs: the inputs behind ``value``.
+        reason: why ``value`` is None, or a caveat.
+    """
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+    value: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    iid: float | None = None
+    n_inputs: int = 0
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class StateSpec:
+    """One declared piece of a metric's state.
+
+    Attributes:
+        name: attribute name (and key in the stored state).
+        per_strategy: a column per strategy (shape (U, C)), else one value per input (shape (U,)).
+        merge: how two trackers' rows of one input combine: ``"sum"`` or ``"max"``.
+        lo: smallest allowed value (loaded states are checked against it).
+    """
+
+    name: str
+    per_strategy: bool
+    merge: Merge
+    lo: int = 0
+
+
+class InputMetric:
+    """A metric kept per input, its state declared once (see the module docstring).
+
+    Subclasses set ``name`` (the key: ``seffi/<name>``) and write ``setup`` (calls to `add_state`),
+    ``update`` and ``compute``. ``task_of`` (int array, shape (U,)) gives each input's task
+    stratum when the tracker computes.
+    """
+
+    name: ClassVar[str] = ""
+
+    def __init__(self) -> None:
+        self.specs: dict[str, StateSpec] = {}
+        self.n_inputs, self.n_columns = 0, 0
+        #: Loaded from a state that did not hold this metric: it counts only samples recorded since.
+        self.partial = False
+        self.setup()
+
+    # -- what a metric writes -----------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Declare the state (`add_state` calls)."""
+        raise NotImplementedError
+
+    def update(self, codes: np.ndarray, hits: np.ndarray, valid: np.ndarray) -> None:
+        """Fold recorded samples in.
+
+        Args:
+            codes: int array, shape (N,): each sample's input code (a row of the state).
+            hits: bool array, shape (N, C): the strategies each sample matched (the tracker's columns).
+            valid: bool array, shape (N,): the sample is a correct solution.
+        """
+        raise NotImplementedError
+
+    def compute(
+        self, strata: np.ndarray, base_laws: Sequence[Mapping[str, float] | None] | None = None
+    ) -> Estimate:
+        """The estimate over the inputs recorded.
+
+        Args:
+            strata: int array, shape (U,): the task stratum of each input code.
+            base_laws: per input code, the base sampler's probability that a sample matches each
+                strategy id (None where unknown), for the iid figure beside the policy's.
+        """
+        raise NotImplementedError
+
+    # -- derived from the declaration --------------------------------------------------------------
+
+    def add_state(self, name: str, *, per_strategy: bool, merge: Merge = "sum", lo: int = 0) -> None:
+        """Declare an int64 array with a row per input (and a column per strategy if ``per_strategy``)."""
+        if merge not in ("sum", "max"):
+            raise ValueError(f"merge must be 'sum' or 'max', got {merge!r}")
+        self.specs[name] = StateSpec(name, per_strategy, merge, lo)
+        setattr(self, name, self._empty(self.specs[name], self.n_inputs, self.n_columns))
+
+    @staticmethod
+    def _empty(spec: StateSpec, rows: int, cols: int) -> np.ndarray:
+        shape = (rows, cols) if spec.per_strategy else (rows,)
+        return np.full(shape, spec.lo, dtype=np.int64)
+
+    def reset(self) -> None:
+        """Every declared state back to empty."""
+        self.n_inputs = self.n_columns = 0
+        for spec in self.specs.values():
+            setattr(self, spec.name, self._empty(spec, 0, 0))
+
+    def grow(self, n_inputs: int, n_columns: int) -> None:
+        """Room for ``n_inputs`` input codes and ``n_columns`` strategy columns (new cells at ``lo``)."""
+        if n_inputs <= self.n_inputs and n_columns <= self.n_columns:
+            return
+        rows, cols = max(n_inputs, self.n_inputs), max(n_columns, self.n_columns)
+        cap = max(rows, 2 * self.n_inputs) if n_inputs > self.n_inputs else rows
+        for spec in self.specs.values():
+            old = getattr(self, spec.name)
+            new = self._empty(spec, cap, cols)
+            new[tuple(slice(0, n) for n in old.shape)] = old
+            setattr(self, spec.name, new)
+        self.n_inputs, self.n_columns = rows, cols
+
+    def rows(self, name: str) -> np.ndarray:
+        """The declared state ``name``, one row per input code seen (a view)."""
+        return getattr(self, name)[: self.n_inputs]
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """JSON-safe state, a row per input code (and ``partial``); None: partial with nothing recorded.
+
+        A state that did not hold this metric writes back without it, so it stays what it was.
+        """
+        out: dict[str, Any] = {s.name: self.rows(s.name).tolist() for s in self.specs.values()}
+        if not self.partial:
+            return out
+        empty = all((self.rows(s.name) == s.lo).all() for s in self.specs.values())
+        return None if empty else {**out, "partial": True}
+
+    def taken(self, order: np.ndarray) -> InputMetric:
+        """A copy whose row i is this one's row ``order[i]`` (int array, shape (U,))."""
+        out = type(self)()
+        out.grow(order.size, self.n_columns)
+        for spec in self.specs.values():
+            getattr(out, spec.name)[: order.size] = self._rows_in(spec, order)
+        out.partial = self.partial
+        return out
+
+    def _rows_in(self, spec: StateSpec, order: np.ndarray) -> np.ndarray:
+        grid = getattr(self, spec.name)
+        out = self._empty(spec, order.size, self.n_columns)
+        have = order < self.n_inputs
+        out[have] = grid[order[have]]
+        return out
+
+    def load_state_dict(self, state: Any, n_inputs: int, n_columns: int) -> None:
+        """Replace the state with a stored one (rows in code order), checked against the declaration.
+
+        Raises:
+            ValueError: a declared state is missing, or has another shape, or values below ``lo``.
+        """
+        if not isinstance(state, Mapping):
+            raise ValueError(f"metrics.{self.name} must be an object")
+        loaded = {}
+        for spec in self.specs.values():
+            where = f"metrics.{self.name}.{spec.name}"
+            try:
+                arr = np.asarray(state[spec.name], dtype=np.int64)
+            except (KeyError, TypeError, ValueError, OverflowError):
+                raise ValueError(f"{where} must be a list of ints") from None
+            shape = (n_inputs, n_columns) if spec.per_strategy else (n_inputs,)
+            if arr.shape != shape and not (arr.size == 0 and 0 in shape):
+                raise ValueError(f"{where} must have shape {shape}, got {arr.shape}")
+            if arr.size and (arr.min() < spec.lo or arr.max() >= _BIG):
+                raise ValueError(f"{where} must hold ints in [{spec.lo}, 2**53)")
+            loaded[spec.name] = arr.reshape(shape)
+        partial = state.get("partial", False)
+        if not isinstance(partial, bool):
+            raise ValueError(f"metrics.{self.name}.partial must be a bool")
+        self.reset()
+        self.partial = partial
+        self.grow(n_inputs, n_columns)
+        for name, arr in loaded.items():
+            getattr(self, name)[tuple(slice(0, n) for n in arr.shape)] = arr
+
+    def merged(
+        self,
+        other: InputMetric,
+        rows: tuple[np.ndarray, np.ndarray],
+        b_cols: np.ndarray,
+        size: tuple[int, int],
+    ) -> InputMetric:
+        """A new metric holding this one's and ``other``'s state, by the declared merge rules.
+
+        Args:
+            other: The other tracker's metric.
+            rows: int arrays: the merged input code of each of this metric's / the other's codes.
+            b_cols: int array: the merged column of each of the other's columns.
+            size: the merged tracker's (inputs, columns).
+        """
+        a_rows, b_rows = rows
+        n_inputs, n_columns = size
+        out = type(self)()
+        out.grow(n_inputs, n_columns)
+        out.partial = self.partial or other.partial
+        combine: dict[str, Callable[..., Any]] = {"sum": np.add.at, "max": np.maximum.at}
+        for spec in self.specs.values():
+            grid = getattr(out, spec.name)
+            for rows, src, cols in ((a_rows, self, None), (b_rows, other, b_cols)):
+                values = src.rows(spec.name)
+                if spec.per_strategy:
+                    width = values.shape[1]
+                    target = np.arange(width) if cols is None else cols[:width]
+                    combine[spec.merge](grid, (rows[: values.shape[0], None], target[None, :]), values)
+                else:
+                    combine[spec.merge](grid, rows[: values.shape[0]], values)
+        return out
+
+
+def registered() -> tuple[type[InputMetric], ...]:
+    """Every `InputMetric` defined in the modules of `seffi.coverage.metrics`, by name."""
+    metrics = importlib.import_module("seffi.coverage.metrics")  # discovery: every module in it
+    found: dict[str, type[InputMetric]] = {}
+    for info in pkgutil.iter_modules(metrics.__path__):
+        module = importlib.import_module(f"{metrics.__name__}.{info.name}")
+        for obj in vars(module).values():
+            if isinstance(obj, type) and issubclass(obj, InputMetric) and obj is not InputMetric and obj.name:
+                found[obj.name] = obj
+    return tuple(found[n] for n in sorted(found))
