@@ -79,7 +79,8 @@ def test_two_monitors_in_one_process_each_write_their_own_run(
     dir_b = _synced(capsys.readouterr().out.splitlines())
 
     assert dir_a != dir_b
-    assert sorted(p.name for p in (tmp_path / "wandb").glob("offline-run-*")) == sorted([dir_a.name, dir_b.name])
+    runs = sorted(p.name for p in (tmp_path / "wandb").glob("offline-run-*"))
+    assert runs == sorted([dir_a.name, dir_b.name])
     for run_dir, task, auc, logged, other_k in (
         (dir_a, TASK_A, AUC_A, LOGGED_A, 4),
         (dir_b, TASK_B, AUC_B, LOGGED_B, 2),
