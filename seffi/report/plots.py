@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from seffi.report._plot_base import DPI, PLOTS_DIR, _a, _add_band_key, _band, _figure, _gain_text, save_figure
 from seffi.report.plots_compare import (
     eval_series,
     plot_compare,
@@ -35,7 +34,14 @@ from seffi.report.plots_detail import (
     rarity_panels,
 )
 from seffi.report.plots_style import (
+    DPI,
+    PLOTS_DIR,
     STYLE,
+    _a,
+    _add_band_key,
+    _band,
+    _figure,
+    _gain_text,
     axes_legend_below,
     budget_axis,
     corner_note,
@@ -45,6 +51,7 @@ from seffi.report.plots_style import (
     legend_below,
     legend_label,
     policy_styles,
+    save_figure,
     styled_sets,
     suptitle,
     title,
