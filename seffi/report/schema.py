@@ -464,3 +464,13 @@ class Report(_Model):
     config: dict[str, Any] | None = None
     meta: dict[str, str | int | float | bool | None] = {}
     comparisons: list[Comparison]  # required: a report.json without it is not a report
+
+    def slugs(self) -> list[str]:
+        """One file-name slug per comparison, in order: its `Comparison.slug`, ``_<index>`` added on a repeat.
+
+        The plot files and report.md's links to them both use these names.
+        """
+        used: list[str] = []
+        for index, comp in enumerate(self.comparisons):
+            used.append(comp.slug if comp.slug not in used else f"{comp.slug}_{index}")
+        return used
