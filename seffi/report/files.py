@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from seffi._io import write_atomic
 from seffi.errors import SeffiError
 from seffi.report.markdown import render_markdown
+from seffi.report.plots import render_report_plots
 from seffi.report.safe_load import load_json_file
 from seffi.report.schema import SCHEMA_VERSION, Report
 
@@ -82,9 +83,6 @@ def write_report(
     files: dict[str, Path] = {REPORT_JSON: out / REPORT_JSON}
     plot_files: dict[str, Path] = {}
     if plots:
-        # The plotting modules are large and skipped with plots=False: load them on first use.
-        from seffi.report.plots import render_report_plots
-
         try:
             plot_files = render_report_plots(report, out)
         except OSError as exc:  # a full disk or an unwritable plots/ folder: what was written stays valid

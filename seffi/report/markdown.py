@@ -124,10 +124,7 @@ def render_markdown(report: Report, plots: Mapping[str, str] | None = None) -> s
         lines += [f"Seed: `{report.seed}`", ""]
     if not report.comparisons:
         lines += ["_No comparisons were recorded._", ""]
-    used: set[str] = set()
-    for index, comp in enumerate(report.comparisons):
-        slug = comp.slug if comp.slug not in used else f"{comp.slug}_{index}"
-        used.add(slug)
+    for slug, comp in zip(report.slugs(), report.comparisons, strict=True):
         env = f" — `{comp.env_id}`" if comp.env_id else ""
         lines += [f"## {comp.task}{env}", ""]
         strategies = "" if comp.num_strategies is None else f", {comp.num_strategies} strategies per input"

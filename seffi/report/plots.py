@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from seffi.report._plot_base import DPI, PLOTS_DIR, _a, _add_band_key, _band, _figure, _gain_text, save_figure
 from seffi.report.plots_compare import (
     eval_series,
     plot_compare,
@@ -35,7 +34,14 @@ from seffi.report.plots_detail import (
     rarity_panels,
 )
 from seffi.report.plots_style import (
+    DPI,
+    PLOTS_DIR,
     STYLE,
+    _a,
+    _add_band_key,
+    _band,
+    _figure,
+    _gain_text,
     axes_legend_below,
     budget_axis,
     corner_note,
@@ -45,6 +51,7 @@ from seffi.report.plots_style import (
     legend_below,
     legend_label,
     policy_styles,
+    save_figure,
     styled_sets,
     suptitle,
     title,
@@ -223,6 +230,13 @@ def _tau_groups(sets: Sequence[CurveSet], taus: Sequence[float], m: int | None) 
     return list(groups.values())
 
 
+def _labelled_rule(ax: Any, y: float, text: str, **line: Any) -> None:
+    """A horizontal line at ``y`` across ``ax``, with ``text`` just below its left end."""
+    ax.axhline(y, **line)
+    at = {"xycoords": ("axes fraction", "data"), "xytext": (3, -3), "textcoords": "offset points"}
+    ax.annotate(text, (0.0, y), ha="left", va="top", fontsize=font("note"), color="0.4", **at)
+
+
 def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 1.0)) -> Figure:
     """Survival Pr[T(tau) > k] per tau, plus a box panel of per-run T (censored runs drawn at K+1).
 
@@ -244,18 +258,7 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
             (line,) = ax.step(c.k, _a(t.survival), where="post", label=legend_label(c), **style)
             legend.setdefault(legend_label(c), line)
         # A thin solid line: dotted and dashed mean the baselines here.
-        ax.axhline(0.5, color="0.6", linewidth=0.9)
-        ax.annotate(
-            "median",
-            (0.0, 0.5),
-            xycoords=("axes fraction", "data"),
-            xytext=(3, -3),
-            textcoords="offset points",
-            ha="left",
-            va="top",
-            fontsize=font("note"),
-            color="0.4",
-        )
+        _labelled_rule(ax, 0.5, "median", color="0.6", linewidth=0.9)
         ax.set_xlabel("sample budget k")
         ax.set_ylabel(f"Pr[T({tau:g}) > k]  (below {tau:.0%} coverage)")
         ax.set_ylim(-0.02, 1.05)
@@ -285,17 +288,8 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
         for median, color in zip(parts["medians"], colors, strict=True):
             median.set_color(color)
             median.set_linewidth(2.2)
-        box_ax.axhline(comparison.budget + 1, color="0.5", linestyle=":", linewidth=1)
-        box_ax.annotate(
-            "censored (> K)",
-            (0.0, comparison.budget + 1),
-            xycoords=("axes fraction", "data"),
-            xytext=(3, -3),
-            textcoords="offset points",
-            va="top",
-            fontsize=font("note"),
-            color="0.4",
-        )
+        censored = {"color": "0.5", "linestyle": ":", "linewidth": 1}
+        _labelled_rule(box_ax, comparison.budget + 1, "censored (> K)", **censored)
         box_ax.set_ylim(top=comparison.budget + 1.6)
     else:
         box_ax.text(0.5, 0.5, "no per-run values", ha="center", va="center", transform=box_ax.transAxes)
@@ -375,10 +369,7 @@ def render_report_plots(report: Report, out_dir: str | Path) -> dict[str, Path]:
     """
     out = Path(out_dir) / PLOTS_DIR
     files: dict[str, Path] = {}
-    used: set[str] = set()
-    for index, comp in enumerate(report.comparisons):
-        slug = comp.slug if comp.slug not in used else f"{comp.slug}_{index}"
-        used.add(slug)
+    for slug, comp in zip(report.slugs(), report.comparisons, strict=True):
 
         def _save(name: str, fig: Figure | None, slug: str = slug) -> None:
             if fig is not None:

@@ -21,7 +21,7 @@ import numpy as np
 
 from seffi.errors import SeffiError
 from seffi.report import plots_style as style
-from seffi.report._plot_base import _a, _add_band_key, _band, _figure, _gain_text
+from seffi.report.plots_style import _a, _add_band_key, _band, _figure, _gain_text
 from seffi.report.schema import Comparison, PolicyResult, Report
 
 if TYPE_CHECKING:

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from seffi.coverage.barcode import BARCODE_ROWS
-from seffi.report._plot_base import _a, _blank_figure
 from seffi.report.plots_style import (
     STYLE,
+    _a,
+    _blank_figure,
     finish,
     font,
     k_ticks,

@@ -2,8 +2,9 @@
 
 Owns ``Report -> Comparison -> PolicyResult/CurveSet/Barcode/LatentCurve``; ``Gain`` and
 ``TimeToCoverage`` are `seffi.coverage.summaries`' and ``CurveSet``'s metric fields come from the
-column table. No timestamps or absolute paths, NaN refused (a missing value is null), so the same
-run gives the same bytes. Files and rendering live in `seffi.report.files`.
+column table, which also drives reading a coverage ``Curves`` (or its ``to_dict()``) into a
+``CurveSet`` (``CurveSet.from_curves``). No timestamps or absolute paths, NaN refused (a missing value
+is null), so the same run gives the same bytes. Files and rendering live in `seffi.report.files`.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, create_model, field_validator, model_validator
 
+from seffi._convert import jsonable
 from seffi.coverage.columns import COLUMNS, Column
 from seffi.coverage.input_metrics import Estimate
 from seffi.coverage.summaries import MAX_BUDGET, FloatList, Gain, TimeToCoverage, check_unit
-from seffi.report._adapt import curveset_fields
 
 __all__ = [
     "MAX_BUDGET",
@@ -38,6 +39,72 @@ SCHEMA_VERSION = 1
 MAX_INPUTS = 1_000_000_000
 #: The inclusive range of each bounded count of a `Comparison`.
 _COUNT_RANGES: dict[str, tuple[int, int]] = {"budget": (1, MAX_BUDGET), "n_inputs": (0, MAX_INPUTS)}
+
+
+# seffi.coverage.Curves.kind -> (CurveSet.role, default method)
+_ROLE_OF_KIND: dict[str, tuple[str, str | None]] = {
+    "policy": ("policy", "empirical"),
+    "iid": ("iid", "exact"),
+    "iid_estimated": ("iid", "estimated"),
+    "oracle": ("oracle", None),
+}
+
+
+def _ttc(raw: Any) -> list[TimeToCoverage]:
+    """Point summaries (no intervals: report.json keeps its v1 keys) sorted by tau.
+
+    Args:
+        raw: ``{tau key: TimeToCoverage or its dict}`` as ``Curves`` holds it, or a list of them.
+    """
+    items = list(raw.items()) if isinstance(raw, Mapping) else [(None, t) for t in raw or []]
+    out = []
+    for key, t in items:
+        if not isinstance(t, TimeToCoverage):
+            data = dict(t)
+            data.setdefault("tau", None if key is None else float(key))
+            t = TimeToCoverage.from_dict(data)
+        out.append(t.point())
+    return sorted(out, key=lambda t: t.tau)
+
+
+def _curveset_fields(curves: Any) -> dict[str, Any]:
+    """``CurveSet`` keyword arguments from a ``Curves`` or its dict (missing metrics are left out)."""
+    if not isinstance(curves, Mapping) and not hasattr(curves, "coverage") and hasattr(curves, "to_dict"):
+        curves = curves.to_dict()  # another result object in the Curves.to_dict form
+    if isinstance(curves, Mapping):
+        get = curves.get
+    else:
+
+        def get(name: str) -> Any:
+            return getattr(curves, name, None)
+
+    fields: dict[str, Any] = {}
+    for c in COLUMNS:
+        if not c.curves_name:  # not held by Curves (the gain, the caller's valid rate)
+            continue
+        sources = [c.curves_name] + ([f"{c.curves_name}_lo", f"{c.curves_name}_hi"] if c.report_ci else [])
+        targets = [c.name] + ([f"{c.name}_lo", f"{c.name}_hi"] if c.report_ci else [])
+        for src, dst in zip(sources, targets, strict=True):
+            value = get(src)
+            if value is None:
+                continue
+            if c.shape == "tau":
+                fields[dst] = _ttc(value)
+            elif c.dtype == "int":
+                fields[dst] = int(value)
+            else:
+                fields[dst] = jsonable(value)
+    # Curves holds k = 1..K in positions 0..K-1.
+    fields["k"] = list(range(1, len(fields.get("coverage") or []) + 1))
+    for name in ("rarity_bins", "notes", "method"):
+        if get(name) is not None:
+            fields[name] = jsonable(get(name))
+    kind = get("kind")
+    if kind in _ROLE_OF_KIND:
+        fields["role"], method = _ROLE_OF_KIND[kind]
+        if method and "method" not in fields:
+            fields["method"] = method
+    return fields
 
 
 class _Model(BaseModel):
@@ -141,7 +208,7 @@ class _CurveSetBase(_Model):
                 ("iid_estimated" -> "iid" with method "estimated").
             **extra: fields to set or override (e.g. ``method="exact"``).
         """
-        fields = curveset_fields(curves)
+        fields = _curveset_fields(curves)
         if role is not None:
             fields["role"] = role
         fields.update(extra)
@@ -400,3 +467,13 @@ class Report(_Model):
     config: dict[str, Any] | None = None
     meta: dict[str, str | int | float | bool | None] = {}
     comparisons: list[Comparison]  # required: a report.json without it is not a report
+
+    def slugs(self) -> list[str]:
+        """One file-name slug per comparison, in order: its `Comparison.slug`, ``_<index>`` added on a repeat.
+
+        The plot files and report.md's links to them both use these names.
+        """
+        used: list[str] = []
+        for index, comp in enumerate(self.comparisons):
+            used.append(comp.slug if comp.slug not in used else f"{comp.slug}_{index}")
+        return used

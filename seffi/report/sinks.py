@@ -19,9 +19,12 @@ from seffi._convert import json_default
 from seffi._io import append_line, read_jsonl, write_atomic
 from seffi.errors import SeffiError
 from seffi.report import keys
-from seffi.report.files import dumps_report, write_report
+from seffi.report.caveats import console_lines, summary_notes
+from seffi.report.files import dumps_report, load_report, write_report
+from seffi.report.plots import plot_coverage, save_figure
+from seffi.report.run_folder import fresh_out_dir
 from seffi.report.schema import Comparison, Report
-from seffi.report.wandb_run import Mode, SafeWandbRun, display_path
+from seffi.report.wandb_run import Mode, SafeWandbRun, display_path, wandb_mode
 
 METRICS_JSONL = "metrics.jsonl"
 SNAPSHOTS_JSONL = "snapshots.jsonl"
@@ -222,8 +225,6 @@ class WandbSink:
         title = f"{comparison.task}: coverage C(k), K={comparison.budget}"
         self.run.log_line_series(keys.curves_key("coverage", scope), xs, ys, title, "k", step)
         if image:
-            from seffi.report.plots import plot_coverage, save_figure
-
             at = step if step is not None else (self.run.last_step or 0)
             with tempfile.TemporaryDirectory(prefix="seffi-img-") as tmp:
                 png = save_figure(plot_coverage(comparison), Path(tmp) / "coverage.png")
@@ -233,8 +234,6 @@ class WandbSink:
     def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
         """Final numbers to ``run.summary``; report.json + tracker state as one artifact; finish."""
         if report is not None:
-            from seffi.report.caveats import summary_notes
-
             self.run.update_summary({**keys.report_scalars(report), **summary_notes(report)})
         if self.run.enabled and (report is not None or tracker_state is not None):
             with tempfile.TemporaryDirectory(prefix="seffi-art-") as tmp:
@@ -406,9 +405,6 @@ def own_sinks(
         wandb_kwargs: Extra ``wandb.init`` arguments.
         reuse: Write into ``out_dir`` even though it holds a run (a resumed run continues its folder).
     """
-    from seffi.report.run_folder import fresh_out_dir
-    from seffi.report.wandb_run import wandb_mode
-
     folder = Path(out_dir) if reuse and out_dir is not None else fresh_out_dir(out_dir)
     # The caller decides which logs are curve snapshots: every snapshot it sends is one.
     mode = wandb_mode(wandb)
@@ -461,12 +457,8 @@ def closing_lines(
 
 def _caveat_lines(out_dir: str | Path | None, report: Report | None) -> list[str]:
     """`seffi.report.caveats.console_lines` of ``report`` (or of ``out_dir/report.json``)."""
-    from seffi.report.caveats import console_lines
-
     if report is None and out_dir is not None and (Path(out_dir) / "report.json").is_file():
         try:
-            from seffi.report.files import load_report
-
             report = load_report(out_dir)
         except Exception:  # a closing message never fails a finished run
             return []

@@ -65,8 +65,12 @@ class SafeWandbRun:
         job_type: passed to ``wandb.init``.
         config: passed to ``wandb.init``.
         run: an existing run to log into; it is reused as is and not finished by ``finish()``.
-            Without it, an active ``wandb.run`` is reused the same way; otherwise a run is started.
-            Ignored in "disabled" mode.
+            Without it, an active ``wandb.run`` (one the user or their framework started) is reused
+            the same way; otherwise this object starts a run of its own. Ignored in "disabled" mode.
+            A run this object starts is created with ``reinit="create_new"``: it never becomes
+            ``wandb.run`` and never replaces or finishes another active run, so two objects in one
+            process (two monitors) each own a run, and a later one never mistakes an earlier
+            one's run for the user's.
         step_key: the custom step metric (the key scheme's ``seffi/step``).
         quiet: keep W&B's own console chatter out of the user's output when this object starts the
             run. Offline runs are fully silent (``Settings(silent=True)``: no banner, history panel
@@ -134,6 +138,7 @@ class SafeWandbRun:
                     job_type=job_type,
                     config=dict(config) if config else None,
                     mode=mode,
+                    reinit="create_new",
                     settings=self._settings(wandb, mode, quiet),
                 )
                 self.owns_run = True
