@@ -32,7 +32,7 @@ _EXPORTS = {
     "LadderModels": "seffi.models.cache",
     "train_ladder_models": "seffi.models.cache",
     "load_ladder_models": "seffi.models.cache",
-    "default_cache_dir": "seffi.models.cache",
+    "default_cache_dir": "seffi._cache",
 }
 
 
