@@ -21,8 +21,8 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from seffi import group_scoring as rewards  # noqa: E402
 from seffi.callbacks import trl_model  # noqa: E402
-from seffi.callbacks.group_methods import policy_logprobs  # noqa: E402
 from seffi.callbacks.trl import GRPOCoverage  # noqa: E402
+from seffi.callbacks.trl_model import policy_logprobs  # noqa: E402
 from seffi.errors import SeffiError  # noqa: E402
 from seffi.labelers import RegexRubric  # noqa: E402
 from seffi.models.grpo import cpu_training  # noqa: E402
