@@ -36,7 +36,15 @@ from seffi._seeding import seed_of, spawn
 from seffi.callbacks import trl_model
 from seffi.coverage import IidBaseline, OracleBaseline
 from seffi.errors import SeffiError
-from seffi.experiment.bench_methods import METHOD_SLUGS
+from seffi.experiment.bench_methods import (
+    METHOD_SLUGS,
+    BenchEval,
+    Sampler,
+    SeedContext,
+    bench_methods,
+    grpo_args,
+    run_method,
+)
 from seffi.experiment.bench_report import combine_summaries, finish, publish
 from seffi.experiment.config import WandbMode
 from seffi.experiment.ladder import LadderConfig
@@ -351,15 +359,6 @@ def run_seed(config: BenchConfig, model_seed: int, progress: Any, out: Path) -> 
         ``{"context": SeedContext, "runs": {slug: MethodRun}, "agreement": ..., "models_cached": bool,
         "baseline_seconds": float}``.
     """
-    from seffi.experiment.bench_methods import (
-        BenchEval,
-        Sampler,
-        SeedContext,
-        bench_methods,
-        grpo_args,
-        run_method,
-    )
-
     t0 = time.perf_counter()
     task, base_dir, mixture_dir, cached = _models(config, model_seed, progress)
     pool, held_out, clf_inputs = prompt_sets(config, task)

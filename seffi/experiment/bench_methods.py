@@ -37,6 +37,7 @@ import numpy as np
 
 from seffi._seeding import seed_of
 from seffi.callbacks import trl_model
+from seffi.callbacks.trl import GRPOCoverage
 from seffi.errors import SeffiError
 from seffi.experiment.bench_sampling import Sampler, group_surface, ordered_eval
 from seffi.experiment.ladder_rung3 import grpo_config, label_rollout, progress_callback
@@ -178,9 +179,7 @@ class BenchEval(PassAtKEval):
         """Sample ``n`` completions per held-out prompt with the method's sampler and evaluate them."""
         texts = self.prompt_texts(tokenizer, args)
         gen = trl_model.generation_config(args, model, tokenizer)
-        samples = self.sampler.texts(
-            model, tokenizer, texts, self.n, gen, seed=seed_of(self.seed, 10, salt)
-        )
+        samples = self.sampler.texts(model, tokenizer, texts, self.n, gen, seed=seed_of(self.seed, 10, salt))
         sets, valid = grpo.label_samples(self.labeler, self.ids, self.inputs, samples)
         budget = int(self.budget or 8)
         self.surface[int(salt)] = group_surface(samples, budget)
@@ -396,8 +395,6 @@ def _train(
     from datasets import Dataset
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOTrainer
-
-    from seffi.callbacks.trl import GRPOCoverage
 
     policy, task = sampler.policy, ctx.task
     cov = GRPOCoverage(
