@@ -28,8 +28,9 @@ completions within a group changes nothing. The *outcome* of a completion is its
 empty tuple included. `METHODS` names every rule with the inputs it needs, and `batch_rewards` applies
 one over a whole (gathered) generation batch, group by group. Formulas and sources:
 docs/statistics.md, "Group rewards of the exploration methods". The TRL adapter
-(`seffi.callbacks.groups`) and the exploration benchmark (`seffi.experiment.bench_methods`) both
-score with this module.
+(`seffi.callbacks.groups`, `seffi.callbacks.group_methods`) scores with this module; the exploration
+benchmark (`seffi.experiment.bench_methods`) trains through that adapter and groups its samples with
+`split_groups`.
 """
 
 from __future__ import annotations
