@@ -9,7 +9,6 @@ require("torch", "lm")
 require("transformers", "lm")
 
 
-
 def test_left_padding_does_not_move_an_absolute_position_policy() -> None:
     """With positions from the mask a left-padded forward (TRL) equals the unpadded one."""
     import torch
