@@ -58,10 +58,11 @@ class Args:
 def main(args: Args) -> None:
     import torch
 
+    from seffi.callbacks.trl_model import generation_config
     from seffi.experiment import ladder_rung3 as rung3
     from seffi.experiment.ladder import LadderConfig, spawn
     from seffi.models.cache import build_task
-    from seffi.models.grpo import base_lm_folder, generation_config, trl_policy
+    from seffi.models.grpo import base_lm_folder, trl_policy
 
     torch.set_num_threads(1)
     grpo = {"pool_runs": args.pool_runs, "iid_samples": args.iid_samples}
@@ -88,11 +89,12 @@ def pool_gain(
     """The pool gain of the reference against its own iid sample, over measurement seeds."""
     from rich.progress import Progress
 
+    from seffi._seeding import seed_of
     from seffi.coverage import OracleBaseline
     from seffi.experiment import ladder_rung3 as rung3
     from seffi.experiment.runner import Runner
     from seffi.labelers import as_labeler
-    from seffi.models.grpo import reference_iid, seed_of
+    from seffi.models.grpo import reference_iid
 
     runner = Runner(cfg.run_config(), [], Progress(disable=True))
     strategies = tuple(task.strategies())
@@ -141,8 +143,8 @@ def held_out_gain(
     args: Args, cfg: Any, task: Any, pool: list[Any], policy: Any, grpo_args: Any, root: int
 ) -> None:
     """PassAtKEval's held-out gain of the base LM against itself: two-stage vs prompts-only intervals."""
+    from seffi._seeding import seed_of
     from seffi.experiment import ladder_rung3 as rung3
-    from seffi.models.grpo import seed_of
     from seffi.models.passk import PassAtKEval, gain_vs_base
 
     s = cfg.grpo

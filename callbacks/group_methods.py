@@ -1,20 +1,21 @@
-"""Exploration-method rewards of a group scorer: the rules of `seffi.models.rewards.METHODS`.
+"""Exploration-method rewards of a group scorer: the rules of `seffi.group_scoring.METHODS`.
 
 `RewardMethod` binds one method name and its options to a scorer
 (`seffi.callbacks.groups.GroupScorer`): it checks the options when the scorer is built, owns
 the method's state across steps (the outcome counts of ``"outcome_ucb"``) and scores a whole gathered
-generation batch with `seffi.models.rewards.batch_rewards`, group by group.
+generation batch with `seffi.group_scoring.batch_rewards`, group by group.
 
 What each method needs from the trainer (TRL's ``GRPOConfig``):
 
 * ``"valid"``, ``"diversity"``, ``"outcome_batch"``: nothing; options ``weight`` (diversity),
   ``c`` and ``valid_only`` (outcome_batch).
 * ``"unlikeliness"``: the policy's sequence log-probability of each completion. On the TRL path
-  `policy_logprobs` computes it inside the reward call from the trainer's current model: one
-  extra no-grad forward pass over the batch's prompts + completions per generation batch (the
-  generation itself is the dominant cost: a forward per generated token). Options ``beta`` and
-  ``reduction`` (``"mean"``, the default and what He et al. rank by, or ``"sum"``). He et al.'s
-  companion of more updates per batch is TRL's ``num_iterations``; nothing here depends on it.
+  `seffi.callbacks.trl_model.policy_logprobs` computes it inside the reward call from the trainer's
+  current model: one extra no-grad forward pass over the batch's prompts + completions per
+  generation batch (the generation itself is the dominant cost: a forward per generated token).
+  Options ``beta`` and ``reduction`` (``"mean"``, the default and what He et al. rank by, or
+  ``"sum"``). He et al.'s companion of more updates per batch is TRL's ``num_iterations``; nothing
+  here depends on it.
 * ``"passk"``: option ``k`` (required, 1 <= k <= ``num_generations``). The reward *is* the analytic
   advantage, so the trainer must not normalise it again: ``GRPOConfig(scale_rewards="none")`` (and
   the default ``multi_objective_aggregation="sum_then_normalize"``); `check_scaling` refuses
@@ -33,9 +34,9 @@ from typing import Any
 import numpy as np
 
 from seffi.errors import SeffiError
-from seffi.models import grpo, rewards
+from seffi.group_scoring import METHODS, OutcomeCounts, Record, batch_rewards
 
-#: Options the scorer takes besides the rule's own (`seffi.models.rewards.Method.options`).
+#: Options the scorer takes besides the rule's own (`seffi.group_scoring.Method.options`).
 EXTRA_OPTIONS = {"unlikeliness": ("reduction",), "passk": ("k",)}
 
 
@@ -59,9 +60,9 @@ class RewardMethod:
     """
 
     def __init__(self, name: str, options: Mapping[str, Any] | None = None) -> None:
-        spec = rewards.METHODS.get(name)
+        spec = METHODS.get(name)
         if spec is None:
-            raise SeffiError(f"unknown reward method {name!r}; choose one of {sorted(rewards.METHODS)}")
+            raise SeffiError(f"unknown reward method {name!r}; choose one of {sorted(METHODS)}")
         if options is not None and not isinstance(options, Mapping):
             raise SeffiError(f"reward_options must be a mapping of option names, got {options!r}")
         opts = dict(options or {})
@@ -73,7 +74,7 @@ class RewardMethod:
         self.k: int | None = opts.pop("k", None)
         self.reduction: str = opts.pop("reduction", "mean")
         self.options = opts
-        self.counts = rewards.OutcomeCounts() if name == "outcome_ucb" else None
+        self.counts = OutcomeCounts() if name == "outcome_ucb" else None
         if name == "passk":
             k = self.k
             if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
@@ -108,9 +109,7 @@ class RewardMethod:
     def _check_values(self) -> None:
         """Run the rule on a tiny group so a bad option fails when the scorer is built, not mid-training."""
         probe = [("x", (), True)]
-        rewards.batch_rewards(
-            self.name, probe, None, logprobs=[0.0], k=1, counts=rewards.OutcomeCounts(), **self.options
-        )
+        batch_rewards(self.name, probe, None, logprobs=[0.0], k=1, counts=OutcomeCounts(), **self.options)
 
     def check_group_size(self, group_size: int) -> None:
         """Refuse a pass@k ``k`` larger than the trainer's group (``num_generations``).
@@ -126,7 +125,7 @@ class RewardMethod:
 
     def score(
         self,
-        records: Sequence[grpo.Record],
+        records: Sequence[Record],
         size: int | None,
         logprobs: Sequence[float] | None,
         training: bool,
@@ -134,8 +133,8 @@ class RewardMethod:
         """Rewards of one gathered batch; the outcome counts advance on training batches only."""
         counts = self.counts
         if counts is not None and not training:
-            counts = rewards.OutcomeCounts(counts.as_dict())  # an evaluation batch leaves the history alone
-        return rewards.batch_rewards(
+            counts = OutcomeCounts(counts.as_dict())  # an evaluation batch leaves the history alone
+        return batch_rewards(
             self.name, records, size, logprobs=logprobs, k=self.k, counts=counts, **self.options
         )
 
@@ -152,7 +151,7 @@ class RewardMethod:
         table: dict[str, dict[tuple[str, ...], int]] = {}
         for x, outcome, n in rows:
             table.setdefault(str(x), {})[tuple(str(s) for s in outcome)] = int(n)
-        self.counts = rewards.OutcomeCounts(table)
+        self.counts = OutcomeCounts(table)
 
 
 def check_scaling(method: RewardMethod | None, scale_rewards: Any, aggregation: Any = None) -> None:
@@ -181,72 +180,6 @@ def check_scaling(method: RewardMethod | None, scale_rewards: Any, aggregation: 
         )
 
 
-class _Tempered:
-    """A model whose logits are divided by the sampling temperature, as GRPOTrainer scores its policy."""
-
-    def __init__(self, model: Any, temperature: float) -> None:
-        self.model, self.temperature = model, temperature
-
-    @property
-    def training(self) -> bool:
-        return bool(self.model.training)
-
-    def parameters(self) -> Any:
-        return self.model.parameters()
-
-    def eval(self) -> Any:
-        return self.model.eval()
-
-    def train(self, mode: bool = True) -> Any:
-        return self.model.train(mode)
-
-    def __call__(self, **kwargs: Any) -> Any:
-        out = self.model(**kwargs)
-        out.logits = out.logits / self.temperature
-        return out
-
-
-def policy_logprobs(
-    trainer: Any, prompts: Sequence[Any], completion_ids: Sequence[Sequence[int]], reduction: str = "mean"
-) -> np.ndarray:
-    """Each completion's log-probability under the trainer's current policy (one no-grad forward pass).
-
-    The prompt tokens are re-derived from TRL's ``prompts`` exactly as GRPOTrainer tokenises them
-    (`seffi.models.grpo.prompt_token_ids` with the trainer's tools, chat template and its
-    kwargs); the completion tokens are TRL's ``completion_ids`` (eos kept). Logits are divided by
-    ``GRPOConfig.temperature`` as in GRPOTrainer's own log-probabilities; the model runs in eval mode
-    (no dropout), so the ranking is deterministic. Custom ``rollout_func`` or multi-turn tool rollouts,
-    whose prompt tokens TRL builds elsewhere, are not reproduced.
-
-    Args:
-        trainer: The GRPOTrainer (``model``, ``processing_class``, ``args``).
-        prompts: TRL's ``prompts`` of the local batch.
-        completion_ids: TRL's ``completion_ids`` of the local batch.
-        reduction: ``"mean"`` (per token) or ``"sum"``.
-
-    Returns:
-        Float64 array, one log-probability per completion.
-
-    Raises:
-        SeffiError: No completion ids or no model/tokenizer on the trainer.
-    """
-    model, tokenizer = getattr(trainer, "model", None), getattr(trainer, "processing_class", None)
-    if completion_ids is None or model is None or tokenizer is None:
-        raise SeffiError(
-            "the unlikeliness reward needs the completions' token ids and the trainer's model and tokenizer "
-            "(TRL's GRPOTrainer passes them); outside a trainer pass logprob_fn=fn(prompts, completion_ids)"
-        )
-    prompt_ids = grpo.prompt_token_ids(
-        tokenizer, list(prompts), tools=getattr(trainer, "tools", None),
-        chat_template=getattr(trainer, "chat_template", None),
-        chat_template_kwargs=getattr(trainer, "chat_template_kwargs", None),
-    )  # fmt: skip
-    temperature = float(getattr(getattr(trainer, "args", None), "temperature", 1.0) or 1.0)
-    scored = model if temperature == 1.0 else _Tempered(model, temperature)
-    completions = [list(c) for c in completion_ids]
-    return rewards.sequence_logprobs(scored, prompt_ids, completions, reduction=reduction)
-
-
 def local_logprobs(
     scorer: Any,
     prompts: Sequence[Any],
@@ -256,7 +189,7 @@ def local_logprobs(
     """The log-probabilities of a scorer's local batch, timed into ``scorer.logprob_cost``.
 
     ``scorer.logprob_fn(prompts, completion_ids)`` when given, else ``policy()`` (on the TRL path the
-    trainer's current model, `policy_logprobs`).
+    trainer's current model, `seffi.callbacks.trl_model.policy_logprobs`).
 
     Raises:
         SeffiError: Neither is available; the function returned another number of values, or a NaN.

@@ -1,8 +1,8 @@
 """Coverage of grouped policy samples (GRPO's completion groups), independent of the trainer library.
 
 `GroupScorer` labels a batch of completions, gathers every process's records, feeds them to a
-sink and returns rewards (`seffi.models.grpo` reward modes and the exploration methods of
-`seffi.models.rewards.METHODS`, `seffi.callbacks.group_methods`). `GroupCoverage` turns each
+sink and returns rewards (the group rewards of `seffi.group_scoring`, methods and their trainer
+settings in `seffi.callbacks.group_methods`). `GroupCoverage` turns each
 prompt's group into runs of a [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] and holds the baselines: by
 default the *reference model's* own samples (``IidBaseline.from_samples``), drawn at the first
 training batch from the unchanged model, over at most ``reference_prompts`` prompts, reusing that
@@ -20,10 +20,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from seffi._cache import default_cache_dir, numerics_stack
+from seffi._seeding import seed_of
+from seffi.callbacks import trl_model
 from seffi.callbacks.group_methods import RewardMethod, local_logprobs
+from seffi.coverage import IidBaseline, OracleBaseline
 from seffi.errors import SeffiError
+from seffi.group_scoring import Record, diversity_rewards, reward_function, split_groups
 from seffi.labelers import as_labeler
-from seffi.models import grpo
 from seffi.tasks.base import Task, TaskInput
 
 #: Format tag of `GroupCoverage.state_dict`.
@@ -41,7 +45,7 @@ class GroupScorer:
         labeler: A Labeler, a ``{strategy: regex}`` rubric or ``fn(x, text) -> ids`` (+ ``strategies``).
         strategies: Declared strategy ids for a bare labeling callable.
         id_column: Dataset column holding each prompt's input id.
-        reward: ``"valid"``, ``"matched"``, a method of `seffi.models.rewards.METHODS`
+        reward: ``"valid"``, ``"matched"``, a method of `seffi.group_scoring.METHODS`
             (``"diversity"``, ``"unlikeliness"``, ``"passk"``, ``"outcome_ucb"``, ``"outcome_batch"``;
             their trainer settings: `seffi.callbacks.group_methods`) or
             ``callable(ValidationResult) -> float``.
@@ -84,22 +88,28 @@ class GroupScorer:
         self.labeler = as_labeler(labeler if labeler is not None else task, strategies)
         self.task, self.id_column, self.decode, self.mode = task, id_column, decode, reward
         self.inputs: dict[str, TaskInput] = {x.id: x for x in (inputs or ())}
-        self._reward = grpo.reward_function(reward)
-        grpo.diversity_rewards([], diversity_weight)  # refuses a bad weight now, not mid-training
+        self._reward = reward_function(reward)
+        diversity_rewards([], diversity_weight)  # refuses a bad weight now, not mid-training
         self.weight = diversity_weight
         self.method = RewardMethod.of(reward, reward_options, diversity_weight, per_completion=self._reward)
         self.logprob_fn = logprob_fn
         self.group_size: int | None = None
-        self._gather = gather or grpo.default_gather
-        self.sink: Callable[[list[grpo.Record]], None] | None = None
+        self._gather = gather or trl_model.default_gather
+        self.sink: Callable[[list[Record]], None] | None = None
         self.last_results: list[Any] = []
         self.last_logprobs: list[float] | None = None
         self.logprob_cost = {"batches": 0, "rows": 0, "seconds": 0.0}
 
     def score(
-        self, ids: Sequence[Any], prompts: Sequence[Any], texts: Sequence[Any], training: bool, *,
-        completion_ids: Any = None, policy_logprobs: Callable[[], Sequence[float]] | None = None,
-    ) -> list[float]:  # fmt: skip
+        self,
+        ids: Sequence[Any],
+        prompts: Sequence[Any],
+        texts: Sequence[Any],
+        training: bool,
+        *,
+        completion_ids: Any = None,
+        policy_logprobs: Callable[[], Sequence[float]] | None = None,
+    ) -> list[float]:
         """Label one local batch, record the gathered batch (when training), return local rewards.
 
         ``training`` batches are recorded and advance a method's state; ``completion_ids`` go to
@@ -115,7 +125,7 @@ class GroupScorer:
         lps = None
         if self.method is not None and self.method.needs_logprobs:
             lps = self.last_logprobs = local_logprobs(self, prompts, completion_ids, policy_logprobs)
-        rank = grpo.rank_and_world()[0]
+        rank = trl_model.rank_and_world()[0]
         records = [
             (str(i), tuple(sorted(r.strategy_matches)), bool(r.valid))
             for i, r in zip(ids, results, strict=True)
@@ -259,13 +269,13 @@ class GroupCoverage:
             self.reward.method.check_group_size(g)
         self.reward.group_size = g
 
-    def _ingest(self, records: list[grpo.Record]) -> None:
+    def _ingest(self, records: list[Record]) -> None:
         """Feed one gathered generation batch: each group of G completions is G / K runs of K."""
         from seffi.callbacks.core import EpisodeEnd
 
         if self._pending is not None:  # the first batch: the model is still the reference
             self.draw_reference_iid(first_batch=records)
-        groups = grpo.split_groups(records, self.reward.group_size or self.budget)
+        groups = split_groups(records, self.reward.group_size or self.budget)
         if not groups:
             return
         for g in groups:
@@ -288,9 +298,9 @@ class GroupCoverage:
         if self.monitor is None:
             from seffi.callbacks import CoverageMonitor
             from seffi.report.run_folder import fresh_out_dir
-            from seffi.report.sinks import default_sinks
+            from seffi.report.sinks import NullSink, default_sinks
 
-            main = grpo.rank_and_world()[0] == 0
+            main = trl_model.rank_and_world()[0] == 0
             if main and not self._resumed:  # decided once: a folder holding an earlier run gets a sibling
                 self.out_dir = fresh_out_dir(self.out_dir, "seffi-grpo")
             self.monitor = CoverageMonitor(
@@ -302,7 +312,7 @@ class GroupCoverage:
                 # W&B goes through the trainer's own logging; locally a folder (main process only).
                 sinks=default_sinks(Path(self.out_dir), wandb="disabled", plots=self.plots)
                 if main
-                else NullSinks(),
+                else NullSink(),
                 out_dir=Path(self.out_dir) if main else None,
                 n_boot=self.n_boot,
                 seed=self.seed,
@@ -315,8 +325,8 @@ class GroupCoverage:
 
     def _reference_context(self, model: Any, tokenizer: Any, args: Any, dataset: Any) -> dict[str, Any]:
         r = self.reward
-        prompts = grpo.resolve_prompts(self.iid_prompts, dataset, r.id_column, r.task, r.inputs)
-        ids = grpo.subsample_ids(list(prompts), self.reference_prompts, grpo.seed_of(self.seed, 3))
+        prompts = trl_model.resolve_prompts(self.iid_prompts, dataset, r.id_column, r.task, r.inputs)
+        ids = trl_model.subsample_ids(list(prompts), self.reference_prompts, seed_of(self.seed, 3))
         chosen = {i: prompts[i] for i in ids}
         return {
             "model": model,
@@ -339,9 +349,15 @@ class GroupCoverage:
             self.draw_reference_iid()
 
     def draw_reference_iid(
-        self, model: Any = None, tokenizer: Any = None, args: Any = None, dataset: Any = None, *,
-        first_batch: Sequence[grpo.Record] | None = None, trainer: Any = None,
-    ) -> Any:  # fmt: skip
+        self,
+        model: Any = None,
+        tokenizer: Any = None,
+        args: Any = None,
+        dataset: Any = None,
+        *,
+        first_batch: Sequence[Record] | None = None,
+        trainer: Any = None,
+    ) -> Any:
         """Sample the reference model (``iid_samples`` per prompt, GRPO's generation) into the iid.
 
         Each prompt gets n samples: its completions in ``first_batch`` (the trainer's first batch,
@@ -367,21 +383,16 @@ class GroupCoverage:
         for pid, matches, ok in first_batch if self.reuse_first_batch and first_batch else ():
             if pid in reused and len(reused[pid]) < n:
                 reused[pid].append((matches, ok))
-        prompt_ids = grpo.prompt_token_ids(
-            tokenizer, [prompts[i] for i in ids], tools=getattr(trainer, "tools", None),
-            chat_template=getattr(trainer, "chat_template", None),
-            chat_template_kwargs=getattr(trainer, "chat_template_kwargs", None)
-            or getattr(args, "chat_template_kwargs", None),
-        )  # fmt: skip
-        gen = grpo.generation_config(args, model, tokenizer)
-        keys = [grpo.digest(p) for p in prompt_ids]
+        prompt_ids = trl_model.trainer_prompt_ids(tokenizer, [prompts[i] for i in ids], trainer, args)
+        gen = trl_model.generation_config(args, model, tokenizer)
+        keys = [trl_model.digest(p) for p in prompt_ids]
         cache = self._cache(model, gen)
         cached = [cache.get(k, n - len(reused[i])) if cache else [] for i, k in zip(ids, keys, strict=True)]
         need = [n - len(reused[i]) - len(c) for i, c in zip(ids, cached, strict=True)]
         # The seed depends on what is drawn: a draw topping up cached samples never repeats them.
-        salt = int(grpo.digest([[k, n - m, m] for k, m in zip(keys, need, strict=True)])[:7], 16)
-        draw_seed = grpo.seed_of(self.seed, 1, salt)
-        fresh, calls = grpo.generate_ids(
+        salt = int(trl_model.digest([[k, n - m, m] for k, m in zip(keys, need, strict=True)])[:7], 16)
+        draw_seed = seed_of(self.seed, 1, salt)
+        fresh, calls = trl_model.generate_ids(
             model,
             prompt_ids,
             need,
@@ -390,7 +401,7 @@ class GroupCoverage:
             training=True,
             checkpointing_kwargs=getattr(args, "gradient_checkpointing_kwargs", None),
         )
-        main = grpo.rank_and_world()[0] == 0
+        main = trl_model.rank_and_world()[0] == 0
         if cache is not None and any(need):
             for k, rows in zip(keys, fresh, strict=True):
                 cache.put(k, rows)
@@ -400,43 +411,48 @@ class GroupCoverage:
         valid: dict[str, list[bool]] = {}
         for i, old, new in zip(ids, cached, fresh, strict=True):
             x = r.inputs.get(i, prompts[i])
-            labels = [r.labeler(x, grpo.decode_completion(tokenizer, c, r.decode)) for c in old + new]
+            labels = [r.labeler(x, trl_model.decode_completion(tokenizer, c, r.decode)) for c in old + new]
             sets[i] = [list(m) for m, _ in reused[i]] + [sorted(v.strategy_matches) for v in labels]
             valid[i] = [v for _, v in reused[i]] + [bool(v.valid) for v in labels]
         self.reference = {"ids": ids, "n": n, "sets": sets, "valid": valid}
         self._set_reference_baselines()
         self.reference_cost = {
-            "prompts": len(ids), "of_prompts": ctx["total"], "samples_per_prompt": n, "samples": n * len(ids),
-            "drawn": sum(need), "reused": sum(map(len, reused.values())), "cached": sum(map(len, cached)),
-            "generate_calls": calls, "seconds": time.perf_counter() - started, "seed": draw_seed,
+            "prompts": len(ids),
+            "of_prompts": ctx["total"],
+            "samples_per_prompt": n,
+            "samples": n * len(ids),
+            "drawn": sum(need),
+            "reused": sum(map(len, reused.values())),
+            "cached": sum(map(len, cached)),
+            "generate_calls": calls,
+            "seconds": time.perf_counter() - started,
+            "seed": draw_seed,
             "cache": str(cache.path) if cache else None,
-        }  # fmt: skip
+        }
         if main:
             print(cost_line(self.reference_cost), flush=True)
         return self.iid
 
-    def _cache(self, model: Any, gen: Any) -> grpo.ReferenceCache | None:
+    def _cache(self, model: Any, gen: Any) -> trl_model.ReferenceCache | None:
         if self.reference_cache in (None, False):
             return None
         if self.reference_cache is True:
-            from seffi.models.cache import default_cache_dir
-
             folder = default_cache_dir() / "reference-iid"
         else:
             folder = Path(self.reference_cache)
-        from seffi.models.config import numerics_stack
-
         # The same weights sample other tokens on another library stack: its samples are its own.
-        key = grpo.digest({
-            "format": grpo.ReferenceCache.FORMAT, "weights": grpo.weights_digest(model),
-            "generation": gen.to_dict(), "seed": self.seed, "mode": "train", "stack": numerics_stack(),
-        })  # fmt: skip
-        return grpo.ReferenceCache(folder, key)
+        key = {
+            "format": trl_model.ReferenceCache.FORMAT,
+            "weights": trl_model.weights_digest(model),
+            "generation": gen.to_dict(),
+            "seed": self.seed,
+            "mode": "train",
+            "stack": numerics_stack(),
+        }
+        return trl_model.ReferenceCache(folder, trl_model.digest(key))
 
     def _set_reference_baselines(self) -> None:
         """The iid (and, unless given, the task oracle) from `reference`; record those prompts only."""
-        from seffi.coverage import IidBaseline, OracleBaseline
-
         ref = self.reference
         assert ref is not None
         self.iid = IidBaseline.from_samples(
@@ -447,9 +463,7 @@ class GroupCoverage:
         self.monitored = frozenset(ref["ids"])
         if self.oracle is None and self.facts is not None:
             refs = {i: self.facts.reference_match_sets(i) for i in ref["ids"] if i in self.reward.inputs}
-            self.oracle = OracleBaseline(
-                refs, strategies=self.facts.strategies, seed=grpo.seed_of(self.seed, 2)
-            )
+            self.oracle = OracleBaseline(refs, strategies=self.facts.strategies, seed=seed_of(self.seed, 2))
 
     # -- checkpoints --------------------------------------------------------------------------------
 
@@ -498,7 +512,7 @@ class GroupCoverage:
         self.group_sizes = {int(k): int(v) for k, v in state.get("group_sizes", {}).items()}
         if self.reward.method is not None:  # outcome_ucb's history continues where it stopped
             self.reward.method.load_state(state.get("outcome_counts"))
-        if grpo.rank_and_world()[0] == 0 and self.out_dir is not None and step is not None:
+        if trl_model.rank_and_world()[0] == 0 and self.out_dir is not None and step is not None:
             for name, key in (("metrics.jsonl", "seffi/step"), ("snapshots.jsonl", "step")):
                 drop_lines_after(Path(self.out_dir) / name, key, step)
         if state.get("monitor") is not None and self.budget is not None:
@@ -584,16 +598,3 @@ class TaskFacts:
     def reference_match_sets(self, input_id: str) -> dict[str, frozenset[str]]:
         """The match set of each strategy's reference trace (the oracle's samples)."""
         return self.task.reference_match_sets(self._inputs[input_id])
-
-
-class NullSinks:
-    """Sinks that drop everything (non-main processes keep a tracker replica but write nothing)."""
-
-    def log(self, data: Any, step: int) -> None:
-        """Drop."""
-
-    def log_snapshot(self, comparison: Any, step: int, scope: str | None = None) -> None:
-        """Drop."""
-
-    def finish(self, report: Any = None, tracker_state: Any = None) -> None:
-        """Drop."""

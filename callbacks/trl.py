@@ -20,7 +20,7 @@ update (`GroupCoverage`); ``iid="task"`` uses the task's synthetic base sampler.
 folder gets ``seffi_coverage.json``, so ``resume_from_checkpoint`` continues the monitor without
 redrawing the reference. Under accelerate the reward function gathers every rank's records before
 grouping them; rank 0 writes the report. Rewards (``reward=``: ``"valid"``, ``"matched"``, a callable
-or a method of `seffi.models.rewards.METHODS`, settings in `seffi.callbacks.group_methods`), labelers,
+or a method of `seffi.group_scoring.METHODS`, settings in `seffi.callbacks.group_methods`), labelers,
 chat prompts and the reference's cost: ``docs/integrations.md`` and ``docs/custom-llm.md``.
 """
 
@@ -36,10 +36,12 @@ from transformers import TrainerCallback
 
 from seffi._convert import plain
 from seffi._io import write_atomic
-from seffi.callbacks.group_methods import check_scaling, policy_logprobs
+from seffi.callbacks.group_methods import check_scaling
 from seffi.callbacks.groups import GroupCoverage, GroupScorer
 from seffi.callbacks.interrupts import StopOnSignal
+from seffi.callbacks.trl_model import policy_logprobs
 from seffi.errors import SeffiError
+from seffi.report.sinks import closing_lines
 
 __all__ = [
     "CHECKPOINT_FILE",
@@ -297,8 +299,6 @@ class CoverageTrainerCallback(TrainerCallback):
             # a last log only for completions recorded after the latest one (at a step of its own)
             step = monitor.last_step + 1 if monitor.episodes != self._logged_episodes else None
         monitor.finalize(step, interrupted=self._stop.requested)
-        from seffi.report.sinks import closing_lines
-
         # W&B is TRL's own run (its integration prints the sync footer); seffi names its local folder.
         for line in closing_lines(monitor.out_dir, prefix="[seffi] "):
             print(line, flush=True)

@@ -2,8 +2,10 @@
 
 Importing this package registers, for each task in ``seffi.tasks.list_tasks()``:
 
-* ``seffi/<Name>-v0`` — token-level env ([`TokenEnv`][seffi.envs.TokenEnv]), and
-* ``seffi/<Name>Router-v0`` — router env ([`RouterEnv`][seffi.envs.RouterEnv]),
+* ``seffi/<Name>-v0`` — token-level env ([`TokenEnv`][seffi.envs.TokenEnv]),
+* ``seffi/<Name>Router-v0`` — router env ([`RouterEnv`][seffi.envs.RouterEnv]), and
+* ``seffi/<Name>LatentLM-v0`` — the latent-LM env on learned generators (`seffi.models.latent_env`,
+  the ``lm`` extra; its module is imported only when such an env is built),
 
 each with a native vector env (``gymnasium.make_vec(id, num_envs, vectorization_mode="vector_entry_point")``).
 ``Name`` is the CamelCase task name (``sort_swaps`` -> ``SortSwaps``); [`env_id`][seffi.envs.env_id] builds
@@ -51,25 +53,30 @@ from .token import TokenEnv, TokenVectorEnv
 from .vector import AutoresetMode, parse_autoreset_mode
 from .wrappers import NoveltyBonus, VectorNoveltyBonus
 
-EnvKind = Literal["token", "router"]
+EnvKind = Literal["token", "router", "latent_lm"]
 
+#: Entry points of each env kind, as strings: registering imports none of them. The latent-LM envs
+#: (the exploration ladder's rung 2) run on learned generators and live with them in `seffi.models`.
 _ENTRY_POINTS: dict[str, tuple[str, str]] = {
     "token": ("seffi.envs.token:TokenEnv", "seffi.envs.token:TokenVectorEnv"),
     "router": ("seffi.envs.router:RouterEnv", "seffi.envs.router:RouterVectorEnv"),
+    "latent_lm": ("seffi.models.latent_env:LatentLMEnv", "seffi.models.latent_env:LatentLMVectorEnv"),
 }
+#: The suffix of each kind's env name.
+_SUFFIX = {"token": "", "router": "Router", "latent_lm": "LatentLM"}
 
 
 def env_id(task_name: str, kind: EnvKind = "token") -> str:
-    """The Gymnasium id of a task's env: ``seffi/<Name>-v0`` or ``seffi/<Name>Router-v0``.
+    """The Gymnasium id of a task's env: ``seffi/<Name>-v0``, ``seffi/<Name>Router-v0`` or ``...LatentLM-v0``.
 
     Args:
         task_name: A task name (``"hanoi"``, ``"sort_swaps"``).
-        kind: ``"token"`` or ``"router"``.
+        kind: ``"token"``, ``"router"`` or ``"latent_lm"``.
     """
     if kind not in _ENTRY_POINTS:
-        raise SeffiError(f"kind must be 'token' or 'router', got {kind!r}")
+        raise SeffiError(f"kind must be one of {sorted(_ENTRY_POINTS)}, got {kind!r}")
     camel = "".join(part[:1].upper() + part[1:] for part in task_name.split("_"))
-    return f"seffi/{camel}{'Router' if kind == 'router' else ''}-v0"
+    return f"seffi/{camel}{_SUFFIX[kind]}-v0"
 
 
 def register_envs() -> list[str]:
@@ -98,18 +105,10 @@ def registered_ids() -> list[str]:
 
 register_envs()
 
-# Rung 2 of the exploration ladder: ``seffi/<Name>LatentLM-v0`` on learned generators (torch is imported
-# only when such an env is built; see envs/latent_lm.py).
-from .latent_lm import LatentLMEnv, LatentLMVectorEnv, latent_lm_env_id, register_latent_lm_envs  # noqa: E402
-
-register_latent_lm_envs()
-
 __all__ = [
     "FINAL_INFO_KEYS",
     "AutoresetMode",
     "EnvConfig",
-    "LatentLMEnv",
-    "LatentLMVectorEnv",
     "NoveltyBonus",
     "RouterEnv",
     "RouterEnvConfig",
@@ -119,9 +118,7 @@ __all__ = [
     "TokenVectorEnv",
     "VectorNoveltyBonus",
     "env_id",
-    "latent_lm_env_id",
     "parse_autoreset_mode",
     "register_envs",
-    "register_latent_lm_envs",
     "registered_ids",
 ]

@@ -436,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
             + (["--runs", "RUNS"] if args.runs else [])
             + (["--smoke"] if args.smoke else [])
         )
-    from seffi.models.config import numerics_stack
+    from seffi._cache import numerics_stack
 
     if command is None:  # a page rebuilt from runs keeps the command that produced them
         previous = _read(args.json) if args.json.is_file() else {}

@@ -423,7 +423,7 @@ def models_record(setting: str, seeds: Sequence[int], cache: Path) -> dict[str, 
 
 def _cache_dir(summary: Mapping[str, Any]) -> Path:
     """The model cache the summary's commands name (the default cache without ``--cache-dir``)."""
-    from seffi.models.cache import default_cache_dir
+    from seffi._cache import default_cache_dir
 
     words = summary["command"][0].split()
     return Path(words[words.index("--cache-dir") + 1]) if "--cache-dir" in words else default_cache_dir()

@@ -79,3 +79,8 @@ def check_probabilities(
     if abs(p.sum() - 1.0) > atol:
         raise ValueError(f"{what} must sum to 1, they sum to {p.sum():.12g}")
     return p
+
+
+def seed_of(seed: int, *salt: int) -> int:
+    """A 31-bit seed derived from ``seed`` and ``salt`` (``SeedSequence``, never ``seed + i``)."""
+    return int(np.random.SeedSequence([seed, *salt]).generate_state(1)[0] & 0x7FFFFFFF)

@@ -3,7 +3,6 @@
 Rung 3 of the ladder as a benchmark. For each model-training seed (SFT + EM of rung 2's models, then
 every GRPO run) the bench trains every method of `seffi.experiment.bench_methods` from the same
 base LM on the same pool prompts with the same seed, steps and K, and measures each one the same way:
-
 * **pool gain vs the base's own iid** [95 % CI]: ``pool_runs`` fresh runs of K per pool prompt against
   the base LM's own samples (``IidBaseline.from_samples``, 16 K per prompt, drawn once per seed), under
   two labelers: the task's validator and a classifier (`ClassifierLabeler`)
@@ -33,10 +32,30 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from seffi._seeding import seed_of, spawn
+from seffi.callbacks import trl_model
+from seffi.coverage import IidBaseline, OracleBaseline
 from seffi.errors import SeffiError
-from seffi.experiment.bench_methods import METHOD_SLUGS
+from seffi.experiment.bench_methods import (
+    METHOD_SLUGS,
+    BenchEval,
+    Sampler,
+    SeedContext,
+    bench_methods,
+    grpo_args,
+    run_method,
+)
+from seffi.experiment.bench_report import combine_summaries, finish, publish
 from seffi.experiment.config import WandbMode
-from seffi.experiment.ladder_rung3 import GRPOSettings
+from seffi.experiment.ladder import LadderConfig
+from seffi.experiment.ladder_rung3 import GRPOSettings, held_out_inputs, require_trl
+from seffi.experiment.runner import _progress, default_out
+from seffi.labelers import TaskLabeler
+from seffi.models import grpo, require_lm
+from seffi.models.cache import build_task, cached_base_folder, default_cache_dir, train_ladder_models
+from seffi.models.classifier import ClassifierLabeler, agreement
+from seffi.report.run_folder import prepare_run_folder
+from seffi.report.wandb_run import SafeWandbRun
 
 #: Task configs of the bench's settings. ``default``: grid_routes as the ladder trains it (3-4 cells a
 #: side, up to 3 walls); ``hard``: bigger grids with more walls, where the base LM leaves some held-out
@@ -169,8 +188,6 @@ class BenchConfig(BaseModel):
 
     def ladder(self, model_seed: int) -> Any:
         """The `LadderConfig` whose rung-2 models this seed uses."""
-        from seffi.experiment.ladder import LadderConfig
-
         return LadderConfig(
             task=self.task,
             task_config=self.resolved_task_config(),
@@ -235,13 +252,6 @@ def run_exploration_bench(
     """
     from rich.console import Console
 
-    from seffi.experiment.bench_report import finish
-    from seffi.experiment.ladder_rung3 import require_trl
-    from seffi.experiment.runner import _progress, default_out
-    from seffi.models import require_lm
-    from seffi.report.run_folder import prepare_run_folder
-    from seffi.report.wandb_run import SafeWandbRun
-
     started = time.perf_counter()
     console = console or Console(width=None if sys.stdout.isatty() else 140)
     require_lm()
@@ -265,9 +275,13 @@ def run_exploration_bench(
 
 
 def combine_benches(
-    folders: list[Path], *, out: Path | None = None, console: Any = None, overwrite: bool = False,
+    folders: list[Path],
+    *,
+    out: Path | None = None,
+    console: Any = None,
+    overwrite: bool = False,
     wandb: str = "offline",
-) -> BenchResult:  # fmt: skip
+) -> BenchResult:
     """One table from benches run separately on other seeds with the same settings (``--combine``).
 
     Each folder's ``bench.json`` is read; rows, checkpoints and per-seed facts are pooled and the
@@ -279,10 +293,6 @@ def combine_benches(
             an unusable output folder.
     """
     from rich.console import Console
-
-    from seffi.experiment.bench_report import combine_summaries, publish
-    from seffi.experiment.runner import default_out
-    from seffi.report.run_folder import prepare_run_folder
 
     started = time.perf_counter()
     console = console or Console(width=None if sys.stdout.isatty() else 140)
@@ -306,8 +316,6 @@ def combine_benches(
 
 def _models(config: BenchConfig, model_seed: int, progress: Any) -> tuple[Any, Path, Path | None, bool]:
     """(task, base folder, mixture folder or None, whether every model came from the cache)."""
-    from seffi.models.cache import build_task, cached_base_folder, train_ladder_models
-
     lm_cfg = config.ladder(model_seed).lm_config()
     bars: dict[str, Any] = {}
 
@@ -321,7 +329,6 @@ def _models(config: BenchConfig, model_seed: int, progress: Any) -> tuple[Any, P
         models = train_ladder_models(lm_cfg, config.cache_dir, hook=hook, retrain=config.retrain)
         return models.task, models.base_dir, models.mixture_dir, all(models.cached.values())
     root = Path(config.cache_dir) if config.cache_dir is not None else None
-    from seffi.models.cache import default_cache_dir
 
     cached = ((root or default_cache_dir()) / lm_cfg.base_key() / "config.json").is_file()
     folder = cached_base_folder(lm_cfg, config.cache_dir, hook=hook, retrain=config.retrain)
@@ -333,10 +340,6 @@ def prompt_sets(config: BenchConfig, task: Any) -> tuple[list[Any], list[Any], l
 
     The pool is the ladder's (the same seed gives the same pool as ``seffi ladder``).
     """
-    from seffi._seeding import spawn
-    from seffi.experiment.ladder_rung3 import held_out_inputs
-    from seffi.models.grpo import seed_of
-
     pool_seed = int(spawn(config.seed, 6)[0].generate_state(1)[0])
     pool = task.make_inputs(config.n_inputs, seed=pool_seed)
     root = seed_of(config.seed, 26)
@@ -356,29 +359,16 @@ def run_seed(config: BenchConfig, model_seed: int, progress: Any, out: Path) -> 
         ``{"context": SeedContext, "runs": {slug: MethodRun}, "agreement": ..., "models_cached": bool,
         "baseline_seconds": float}``.
     """
-    from seffi.coverage import IidBaseline, OracleBaseline
-    from seffi.experiment.bench_methods import (
-        BenchEval,
-        Sampler,
-        SeedContext,
-        bench_methods,
-        grpo_args,
-        run_method,
-    )
-    from seffi.labelers import TaskLabeler
-    from seffi.models import grpo
-    from seffi.models.classifier import ClassifierLabeler, agreement
-
     t0 = time.perf_counter()
     task, base_dir, mixture_dir, cached = _models(config, model_seed, progress)
     pool, held_out, clf_inputs = prompt_sets(config, task)
-    seed = grpo.seed_of(config.seed, 26, 3, model_seed)
+    seed = seed_of(config.seed, 26, 3, model_seed)
     strategies = tuple(task.strategies())
     base = grpo.trl_policy(base_dir, task)
     methods = bench_methods(config)
     folder = out / f"seed-{model_seed}"
     args = grpo_args(config.grpo, config, folder, methods[0], base.max_new_tokens, base.suppress, seed)
-    gen = grpo.generation_config(args, base.model, base.tokenizer)
+    gen = trl_model.generation_config(args, base.model, base.tokenizer)
     bar = progress.add_task(f"seed {model_seed} base", total=4, status="reference samples")
     validator = TaskLabeler(task)
     n_iid = config.grpo.reference_samples(config.budget)
@@ -389,7 +379,7 @@ def run_seed(config: BenchConfig, model_seed: int, progress: Any, out: Path) -> 
         [base.prompt(task, x) for x in pool],
         n_iid,
         gen,
-        seed=grpo.seed_of(seed, 1),
+        seed=seed_of(seed, 1),
     )
     progress.update(bar, advance=1, status="classifier")
     clf_texts = sampler.texts(
@@ -398,7 +388,7 @@ def run_seed(config: BenchConfig, model_seed: int, progress: Any, out: Path) -> 
         [base.prompt(task, x) for x in clf_inputs],
         config.classifier_samples,
         gen,
-        seed=grpo.seed_of(seed, 2),
+        seed=seed_of(seed, 2),
     )
     train_x = [x for x, row in zip(clf_inputs, clf_texts, strict=True) for _ in row]
     train_t = [t for row in clf_texts for t in row]
@@ -414,7 +404,7 @@ def run_seed(config: BenchConfig, model_seed: int, progress: Any, out: Path) -> 
             x.id: {s: lab(x, task.reference(x, s)).strategy_matches for s in task.feasible_strategies(x)}
             for x in pool
         }
-        oracle[name] = OracleBaseline(refs, strategies=strategies, seed=grpo.seed_of(seed, 4))
+        oracle[name] = OracleBaseline(refs, strategies=strategies, seed=seed_of(seed, 4))
     progress.update(bar, advance=1, status="held-out base")
     base_eval_cb = BenchEval(
         task, held_out, sampler, n=config.grpo.eval_samples, budget=config.budget, seed=seed

@@ -3,7 +3,7 @@
 Every method runs on the same TRL GRPO path (`trl.GRPOTrainer`, same seed, prompts, steps and
 K) and differs in one reward or one sampling rule (`METHOD_SLUGS`):
 
-* GRPO on the base LM with a reward of `seffi.models.rewards.METHODS` (validity, unlikeliness,
+* GRPO on the base LM with a reward of `seffi.group_scoring.METHODS` (validity, unlikeliness,
   unlikeliness with two updates per batch, pass@k, outcome UCB, outcome batch penalty, seffi's group
   diversity) and a learning-rate-0 run (the sanity check: the policy stays the base);
 * the base LM sampled at temperature 1.3, no training (measured like the others);
@@ -35,6 +35,9 @@ from typing import Any
 
 import numpy as np
 
+from seffi._seeding import seed_of
+from seffi.callbacks import trl_model
+from seffi.callbacks.trl import GRPOCoverage
 from seffi.errors import SeffiError
 from seffi.experiment.bench_sampling import Sampler, group_surface, ordered_eval
 from seffi.experiment.ladder_rung3 import grpo_config, label_rollout, progress_callback
@@ -66,7 +69,7 @@ class Method:
         label: Table label.
         kind: ``"grpo"`` (GRPO on the base LM), ``"temperature"`` (the base sampled hotter, no training)
             or ``"mixture"`` (GRPO on the latent mixture, codes chosen by a router).
-        reward: The reward method (`seffi.models.rewards.METHODS`).
+        reward: The reward method (`seffi.group_scoring.METHODS`).
         options: The reward's options.
         lr_factor: Multiplies the bench's learning rate (0: the sanity run).
         num_iterations: GRPO updates per generation batch (TRL's ``num_iterations``).
@@ -175,10 +178,8 @@ class BenchEval(PassAtKEval):
     def evaluate(self, model: Any, tokenizer: Any, args: Any, salt: int) -> EvalResult:
         """Sample ``n`` completions per held-out prompt with the method's sampler and evaluate them."""
         texts = self.prompt_texts(tokenizer, args)
-        gen = grpo.generation_config(args, model, tokenizer)
-        samples = self.sampler.texts(
-            model, tokenizer, texts, self.n, gen, seed=grpo.seed_of(self.seed, 10, salt)
-        )
+        gen = trl_model.generation_config(args, model, tokenizer)
+        samples = self.sampler.texts(model, tokenizer, texts, self.n, gen, seed=seed_of(self.seed, 10, salt))
         sets, valid = grpo.label_samples(self.labeler, self.ids, self.inputs, samples)
         budget = int(self.budget or 8)
         self.surface[int(salt)] = group_surface(samples, budget)
@@ -347,10 +348,10 @@ def run_method(ctx: SeedContext, method: Method, progress: Any) -> MethodRun:
         evaluation.budget = cfg.budget
         result = evaluation.evaluate(policy.model, policy.tokenizer, hot, salt=s.steps)
         evaluation.history.append((s.steps, result, evaluation.scalars(result, cfg.budget)))
-        gen = grpo.generation_config(hot, policy.model, policy.tokenizer)
+        gen = trl_model.generation_config(hot, policy.model, policy.tokenizer)
     else:
         train = _train(ctx, method, sampler, args, evaluation, progress, bar)
-        gen = grpo.generation_config(args, policy.model, policy.tokenizer)
+        gen = trl_model.generation_config(args, policy.model, policy.tokenizer)
     progress.update(bar, completed=s.steps, status="measuring the pool")
     pool = measure_pool(
         sampler,
@@ -362,7 +363,7 @@ def run_method(ctx: SeedContext, method: Method, progress: Any) -> MethodRun:
         cfg.budget,
         s.pool_runs,
         gen,
-        grpo.seed_of(ctx.seed, 100),
+        seed_of(ctx.seed, 100),
     )
     progress.update(bar, status="done")
     last = max(evaluation.samples) if evaluation.samples else None
@@ -394,8 +395,6 @@ def _train(
     from datasets import Dataset
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOTrainer
-
-    from seffi.callbacks.trl import GRPOCoverage
 
     policy, task = sampler.policy, ctx.task
     cov = GRPOCoverage(

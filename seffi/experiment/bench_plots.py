@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from seffi.models.surface import SURFACE_KEYS
+from seffi.report.wandb_run import SafeWandbRun
 
 SURFACE_NAMES = {
     "distinct_1": "d-1",
@@ -370,8 +371,14 @@ def bench_figure(path: Path, summary: Mapping[str, Any]) -> Path:
     ax = axes[1, 2]
     for i, m in enumerate(methods):
         rows = [r for r in summary["rows"] if r["method"] == m and r.get("pool_gain") is not None]
-        ax.scatter([r["distinct_2"] for r in rows], [r["pool_gain"] for r in rows], s=18, color=f"C{i % 10}",
-                   marker="x" if i >= 10 else "o", label=labels[m])  # fmt: skip
+        ax.scatter(
+            [r["distinct_2"] for r in rows],
+            [r["pool_gain"] for r in rows],
+            s=18,
+            color=f"C{i % 10}",
+            marker="x" if i >= 10 else "o",
+            label=labels[m],
+        )
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xlabel("distinct-2 of the final held-out groups")
     ax.set_ylabel("pool gain vs the base's iid")
@@ -389,8 +396,6 @@ def log_bench(config: Any, summary: Mapping[str, Any], files: Mapping[str, Path]
 
     A failing W&B never loses anything: every file is written before this runs. Returns the sync hint.
     """
-    from seffi.report.wandb_run import SafeWandbRun
-
     if config.wandb == "disabled":
         return None
     run = SafeWandbRun(

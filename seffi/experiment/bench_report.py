@@ -15,6 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from seffi._convert import jsonable
+from seffi._io import write_atomic
+from seffi._seeding import seed_of
+from seffi.errors import SeffiError
+from seffi.experiment.bench_plots import bench_figure, console_lines, console_table, log_bench, markdown
+from seffi.experiment.runner import Runner
 from seffi.models.surface import SURFACE_KEYS, rank_correlation
 
 #: Numbers of a smoke run are a check of the code path, not a measurement.
@@ -296,9 +302,6 @@ def pool_comparisons(seed_result: Mapping[str, Any]) -> dict[str, dict[str, dict
     """``{labeler: {slug: {"value", "lo", "hi", "valid_rate", "auc"}}}``: every method vs the base's iid."""
     from rich.progress import Progress
 
-    from seffi.experiment.runner import Runner
-    from seffi.models.grpo import seed_of
-
     ctx, runs = seed_result["context"], seed_result["runs"]
     cfg = ctx.cfg
     lad = cfg.ladder(0)
@@ -377,9 +380,6 @@ def write_json(path: Path, obj: Any) -> Path:
     """``obj`` as JSON at ``path`` (atomically; NaN and infinities as null)."""
     import json
 
-    from seffi._convert import jsonable
-    from seffi._io import write_atomic
-
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(jsonable(obj), indent=1, allow_nan=False))
     return path
@@ -391,9 +391,6 @@ def publish(config: Any, summary: dict[str, Any], out: Path, console: Any) -> di
     Returns:
         ``{name: path}`` of the files written.
     """
-    from seffi._io import write_atomic
-    from seffi.experiment.bench_plots import bench_figure, console_lines, console_table, log_bench, markdown
-
     files = {"bench.json": write_json(out / "bench.json", summary)}
     files["bench.png"] = bench_figure(out / "bench.png", summary)
     write_atomic(out / "bench.md", markdown(summary))
@@ -419,8 +416,6 @@ def combine_summaries(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     Raises:
         SeffiError: No summary, settings that differ beyond the seeds, or a seed in two of them.
     """
-    from seffi.errors import SeffiError
-
     if not summaries:
         raise SeffiError("nothing to combine: give at least one bench folder")
     first = summaries[0]
@@ -445,18 +440,20 @@ def combine_summaries(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     rows = [r for s in summaries for r in s["rows"]]
     points = [p for s in summaries for p in s["points"]]
     out = dict(first)
-    out.update({
-        "command": [s.get("command") for s in summaries],
-        "config": {**first["config"], "seeds": sorted(seeds)},
-        "rows": sorted(rows, key=lambda r: r["seed"]),
-        "base": sorted((b for s in summaries for b in s["base"]), key=lambda b: b["seed"]),
-        "points": points,
-        "methods": method_summary(sorted(rows, key=lambda r: r["seed"])),
-        "correlations": correlations(points, rows),
-        "seeds": {k: v for s in summaries for k, v in s["seeds"].items()},
-        "seconds": float(sum(s["seconds"] for s in summaries)),
-        "smoke": any(s.get("smoke") for s in summaries),
-    })  # fmt: skip
+    out.update(
+        {
+            "command": [s.get("command") for s in summaries],
+            "config": {**first["config"], "seeds": sorted(seeds)},
+            "rows": sorted(rows, key=lambda r: r["seed"]),
+            "base": sorted((b for s in summaries for b in s["base"]), key=lambda b: b["seed"]),
+            "points": points,
+            "methods": method_summary(sorted(rows, key=lambda r: r["seed"])),
+            "correlations": correlations(points, rows),
+            "seeds": {k: v for s in summaries for k, v in s["seeds"].items()},
+            "seconds": float(sum(s["seconds"] for s in summaries)),
+            "smoke": any(s.get("smoke") for s in summaries),
+        }
+    )
     return out
 
 

@@ -14,8 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from seffi._seeding import seed_of
+from seffi.callbacks import trl_model
 from seffi.errors import SeffiError
+from seffi.group_scoring import split_groups
 from seffi.models import grpo
+from seffi.models.surface import SURFACE_KEYS, surface_metrics
 
 if TYPE_CHECKING:  # passk imports transformers: only when a bench runs, not for `seffi bench --help`
     from seffi.models.passk import EvalResult
@@ -62,7 +66,7 @@ def generate_forced(
     with torch.random.fork_rng(), torch.no_grad():
         torch.manual_seed(seed)
         for b in range(0, len(prompt_ids), batch_size):
-            ids, mask = grpo.left_padded(prompt_ids[b : b + batch_size], gen.pad_token_id)
+            ids, mask = trl_model.left_padded(prompt_ids[b : b + batch_size], gen.pad_token_id)
             width = ids.shape[1]
             procs = LogitsProcessorList([FirstToken(first[b : b + batch_size], width)])
             got = model.generate(
@@ -131,8 +135,8 @@ class Sampler:
             return grpo.sample_completions(
                 model, tokenizer, list(prompts), n, gen, seed=seed, decode=self.policy.decode
             )
-        rng = np.random.default_rng(grpo.seed_of(seed, 1))
-        prompt_ids = grpo.prompt_token_ids(tokenizer, list(prompts))
+        rng = np.random.default_rng(seed_of(seed, 1))
+        prompt_ids = trl_model.prompt_token_ids(tokenizer, list(prompts))
         rows, first = [], []
         for p, ids in zip(prompts, prompt_ids, strict=True):
             for z in self.pick(p, range(n), rng):
@@ -148,17 +152,15 @@ class Sampler:
         def rollout(prompts: list[Any], trainer: Any) -> dict[str, Any]:
             size = int(trainer.num_generations)
             records = [(p, (), True) for p in prompts]
-            rng = np.random.default_rng(grpo.seed_of(seed, 2, calls[0]))
+            rng = np.random.default_rng(seed_of(seed, 2, calls[0]))
             first = [0] * len(prompts)
-            for group in grpo.split_groups(records, size):
+            for group in split_groups(records, size):
                 for i, z in zip(group, self.pick(prompts[group[0]], range(len(group)), rng), strict=True):
                     first[i] = self.code0 + z
             tok = trainer.processing_class
-            prompt_ids = grpo.prompt_token_ids(tok, prompts)
-            gen = grpo.generation_config(trainer.args, trainer.model, tok)
-            done = generate_forced(
-                trainer.model, prompt_ids, first, gen, seed=grpo.seed_of(seed, 3, calls[0])
-            )
+            prompt_ids = trl_model.prompt_token_ids(tok, prompts)
+            gen = trl_model.generation_config(trainer.args, trainer.model, tok)
+            done = generate_forced(trainer.model, prompt_ids, first, gen, seed=seed_of(seed, 3, calls[0]))
             calls[0] += 1
             return {
                 "prompt_ids": prompt_ids,
@@ -200,8 +202,9 @@ def ordered_eval(
     x = match_tensor(sets, ids, strategies)
     v = np.array([[bool(b) for b in valid[i]] for i in ids], dtype=bool)
     runs = n // run
-    order = np.array([np.concatenate([np.arange(run) + ((t + j) % runs) * run for j in range(runs)])
-                      for t in range(runs)])  # fmt: skip  # (runs, n): sample index by position
+    order = np.array(
+        [np.concatenate([np.arange(run) + ((t + j) % runs) * run for j in range(runs)]) for t in range(runs)]
+    )  # (runs, n): sample index by position
     cov = np.logical_or.accumulate(x[:, order], axis=2).mean(axis=3).mean(axis=1)  # (prompts, n)
     vk = np.logical_or.accumulate(v[:, order], axis=2).mean(axis=1)
     c = v.sum(axis=1)
@@ -222,7 +225,5 @@ def ordered_eval(
 
 def group_surface(texts: Sequence[Sequence[str]], budget: int) -> dict[str, float]:
     """Surface metrics of every group of K consecutive samples of each prompt, averaged over groups."""
-    from seffi.models.surface import SURFACE_KEYS, surface_metrics
-
     rows = [surface_metrics(list(row[s : s + budget])) for row in texts for s in range(0, len(row), budget)]
     return {k: float(np.mean([r[k] for r in rows])) if rows else float("nan") for k in SURFACE_KEYS}

@@ -13,6 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from seffi.errors import SeffiError
+from seffi.report.files import load_report
+from seffi.report.plots import plot_compare, save_figure
+from seffi.report.plots_compare import check_overlay
+from seffi.report.run_folder import prepare_run_folder
 
 COMPARE_PNG = "compare.png"
 COMPARE_MD = "compare.md"
@@ -95,11 +99,6 @@ def compare_runs(
         RunFolderExists: The target already holds compare.png or compare.md and ``overwrite`` is False.
         SeffiError: A folder is missing or holds no valid report.json, or ``out`` is not writable.
     """
-    from seffi.report.files import load_report
-    from seffi.report.plots import plot_compare, save_figure
-    from seffi.report.plots_compare import check_overlay
-    from seffi.report.run_folder import prepare_run_folder
-
     if not dirs:
         raise SeffiError("give at least one run folder")
     reports = [load_report(d) for d in dirs]

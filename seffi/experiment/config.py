@@ -19,13 +19,15 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from seffi.errors import SeffiError
+from seffi.report.safe_load import loads_json, loads_yaml, read_text
 from seffi.report.wandb_run import wandb_mode_from_env
+from seffi.tasks import list_tasks
+from seffi.tasks.registry import task_class
 
 #: The default experiment: three tasks with four, four and three strategies and different ambiguity.
 DEFAULT_TASKS: tuple[str, ...] = ("sort_swaps", "edit_script", "graph_traversal")
 
 WandbMode = Literal["online", "offline", "disabled"]
-WANDB_MODES: tuple[str, ...] = get_args(WandbMode)
 
 
 class LearnerConfig(BaseModel):
@@ -109,8 +111,6 @@ class RunConfig(BaseModel):
     @field_validator("tasks")
     @classmethod
     def _known_tasks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from seffi.tasks import list_tasks
-
         if not value or any(not t for t in value):
             raise ValueError("give at least one task name, e.g. --tasks sort_swaps,coin_sum")
         if len(set(value)) != len(value):
@@ -164,8 +164,6 @@ def check_task_options(task: str, options: dict[str, Any]) -> None:
     """
     from pydantic import ValidationError
 
-    from seffi.tasks.registry import task_class
-
     config_cls = task_class(task).config_cls
     for field, value in options.items():
         info = config_cls.model_fields.get(field)
@@ -202,8 +200,6 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         SeffiError: The file is missing, unreadable, too large, not UTF-8, not valid JSON/YAML, too
             deep, or not a mapping (one line naming the file).
     """
-    from seffi.report.safe_load import loads_json, loads_yaml, read_text
-
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".json", ".yaml", ".yml"):

@@ -29,6 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from seffi._convert import jsonable
 from seffi._io import write_atomic
 from seffi._seeding import spawn
+from seffi.callbacks import CoverageMonitor
+from seffi.coverage import OracleBaseline
+from seffi.envs import env_id
 from seffi.errors import SeffiError
 from seffi.experiment.config import LearnerConfig, RunConfig, WandbMode
 from seffi.experiment.ladder_report import (
@@ -44,15 +47,40 @@ from seffi.experiment.ladder_report import (
     scalars,
 )
 from seffi.experiment.ladder_rung3 import GRPOSettings, require_trl, run_rung3
+from seffi.experiment.learner import ReinforceRouter, RouterFeatures
+from seffi.experiment.runner import (
+    Runner,
+    _progress,
+    check_envs,
+    env_kwargs,
+    exact_baselines,
+    prepare_out,
+    rollout,
+)
+from seffi.experiment.runner import make_vec as router_vec
+from seffi.models import require_lm
+from seffi.models.cache import train_ladder_models, training_input_ids
+from seffi.models.config import LMConfig
+from seffi.report.sinks import ForwardingSink, default_sinks
+from seffi.report.wandb_run import SafeWandbRun
+from seffi.tasks import get_task
 
 #: The default task: the one task whose base LM met both targets (valid rate within 0.1 of the rows',
 #: strategy TV <= 0.1) in the measurements, with the highest NMI ceiling among those (README table).
 DEFAULT_TASK = "grid_routes"
 #: Settings rung 1 (``seffi run``) takes from the ladder unchanged.
 RUNG1_FIELDS = (
-    "seed", "n_inputs", "budget", "eval_runs", "learner", "bootstrap", "ci", "wandb", "wandb_project",
+    "seed",
+    "n_inputs",
+    "budget",
+    "eval_runs",
+    "learner",
+    "bootstrap",
+    "ci",
+    "wandb",
+    "wandb_project",
     "progress",
-)  # fmt: skip
+)
 DEFAULT_TASK_CONFIG: dict[str, dict[str, Any]] = {"sort_swaps": {"min_length": 3, "max_length": 4}}
 
 #: Online hard EM on 4000 rows, 8 epochs, one fold, codes capped at twice the mean share (measured best),
@@ -60,9 +88,17 @@ DEFAULT_TASK_CONFIG: dict[str, dict[str, Any]] = {"sort_swaps": {"min_length": 3
 #: assignments (cosine decay): of 0, 1, 3, 5 and 8, 3 and 5 gave the mixture valid rate closest to the
 #: base LM's over three seeds, and 3 the lower held-out NLL of the two (README).
 _MIXTURE: dict[str, Any] = {
-    "mode": "online", "folds": 1, "rounds": 8, "epochs_per_round": 1, "final_epochs": 3, "max_rows": 4000,
-    "code_init_std": 0.02, "lr": 0.001, "capacity": 2.0, "prior": "input",
-}  # fmt: skip
+    "mode": "online",
+    "folds": 1,
+    "rounds": 8,
+    "epochs_per_round": 1,
+    "final_epochs": 3,
+    "max_rows": 4000,
+    "code_init_std": 0.02,
+    "lr": 0.001,
+    "capacity": 2.0,
+    "prior": "input",
+}
 #: The rung-2 models per task ("*": any other task); the measured configurations.
 DEFAULT_LM: dict[str, dict[str, Any]] = {
     "*": {"n_train_inputs": 3000, "rows_per_input": 4, "epochs": 10, "mixture": _MIXTURE},
@@ -80,17 +116,28 @@ SMOKE: dict[str, Any] = {
     "bootstrap": 50,
     "learner": {"rounds": 3, "train_runs": 2},
     "lm": {
-        "n_train_inputs": 100, "rows_per_input": 2, "d_model": 32, "n_layer": 1, "n_head": 2, "epochs": 2,
-        "batch_size": 32, "lr": 3e-3,
+        "n_train_inputs": 100,
+        "rows_per_input": 2,
+        "d_model": 32,
+        "n_layer": 1,
+        "n_head": 2,
+        "epochs": 2,
+        "batch_size": 32,
+        "lr": 3e-3,
         "mixture": {"rounds": 1, "epochs_per_round": 0.5, "final_epochs": 0.5, "lr": 3e-3, "prior": "input"},
     },
     "measure_inputs": 8,
     "measure_samples": 4,
     "grpo": {
-        "steps": 2, "prompts_per_step": 2, "pool_runs": 2, "iid_samples": 8, "eval_inputs": 2,
-        "eval_samples": 8, "eval_every": 2,
+        "steps": 2,
+        "prompts_per_step": 2,
+        "pool_runs": 2,
+        "iid_samples": 8,
+        "eval_inputs": 2,
+        "eval_samples": 8,
+        "eval_every": 2,
     },
-}  # fmt: skip
+}
 
 
 class LadderConfig(BaseModel):
@@ -174,8 +221,6 @@ class LadderConfig(BaseModel):
 
     def lm_config(self) -> Any:
         """The rung-2 `seffi.models.LMConfig` (its cache key sees the task config as given)."""
-        from seffi.models.config import LMConfig
-
         fields = merge_lm(DEFAULT_LM.get(self.task, DEFAULT_LM["*"]), self.lm or {})
         fields["seed"] = self.model_seed
         mixture = fields.get("mixture") or {}
@@ -296,11 +341,6 @@ def run_rung(
         seed: This rung's seed.
         notes: Notes for the comparison.
     """
-    from seffi.callbacks import CoverageMonitor
-    from seffi.experiment.learner import ReinforceRouter, RouterFeatures
-    from seffi.experiment.runner import rollout
-    from seffi.report.sinks import ForwardingSink
-
     cfg, lc = runner.config, runner.config.learner
     n, task = cfg.n_inputs, cfg.tasks[0]
     train_seed, untrained_seed, rr_seed, learned_seed, boot_seed = spawn(seed, 5)
@@ -373,14 +413,6 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
     """
     from rich.console import Console
 
-    from seffi.envs import env_id
-    from seffi.envs.latent_lm import latent_lm_env_id
-    from seffi.experiment.runner import Runner, _progress, check_envs, env_kwargs, exact_baselines
-    from seffi.experiment.runner import make_vec as router_vec
-    from seffi.models import require_lm
-    from seffi.report.sinks import default_sinks
-    from seffi.report.wandb_run import SafeWandbRun
-
     start = time.perf_counter()
     timings: dict[str, float] = {}
     console = console or Console(width=None if sys.stdout.isatty() else 140)
@@ -445,8 +477,6 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
         }
 
         def rung2_baselines(env: Any) -> tuple[Any, Any, Any, str]:
-            from seffi.coverage import OracleBaseline
-
             u = env.unwrapped
             iid = u.iid_baseline(seed=int(iid_seed.generate_state(1)[0]))
             refs = {x: u.reference_match_sets(x) for x in u.input_ids}
@@ -459,7 +489,7 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
             2,
             runner,
             lambda num, **kw: _latent_vec(task, num, **kwargs2, **kw),
-            latent_lm_env_id(task),
+            env_id(task, "latent_lm"),
             rung2_baselines,
             rung2_seed,
             [
@@ -527,38 +557,28 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
 
 
 def _prepare_out(out: Path | None, overwrite: bool) -> Path:
-    from seffi.experiment.runner import prepare_out
-
     return prepare_out(out, overwrite=overwrite)
 
 
 def _latent_vec(task: str, num_envs: int, **kwargs: Any) -> Any:
     import gymnasium as gym
 
-    from seffi.envs.latent_lm import latent_lm_env_id
-
     return gym.make_vec(
-        latent_lm_env_id(task), num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs
+        env_id(task, "latent_lm"), num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs
     )
 
 
 def _pool_ids(task: str, run_cfg: RunConfig, input_seed: int) -> list[str]:
-    from seffi.tasks import get_task
-
     tc = {"skew": run_cfg.skew, **run_cfg.task_options.get(task, {})}
     return [x.id for x in get_task(task, **tc).make_inputs(run_cfg.n_inputs, seed=input_seed)]
 
 
 def _train_ids(lm_cfg: Any) -> frozenset[str]:
-    from seffi.models.cache import training_input_ids
-
     return training_input_ids(lm_cfg)
 
 
 def _train_models(lm_cfg: Any, cache_dir: Path | None, progress: Any, retrain: bool | None = None) -> Any:
     """Train or load the rung-2 models with a progress bar per phase (SFT steps, EM phases)."""
-    from seffi.models.cache import train_ladder_models
-
     bars: dict[str, Any] = {}
 
     def hook(phase: str, done: int, total: int) -> None:
@@ -572,7 +592,6 @@ def _train_models(lm_cfg: Any, cache_dir: Path | None, progress: Any, retrain: b
 
 def _measure(models: Any, lm_cfg: Any, config: LadderConfig, seed: np.random.SeedSequence) -> dict[str, Any]:
     """``measure_models`` on held-out inputs (never training inputs), plus the settings used."""
-    from seffi.models.cache import training_input_ids
     from seffi.models.evaluate import measure_models
 
     train = training_input_ids(lm_cfg, models.task)

@@ -11,7 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from seffi import __version__
 from seffi._io import write_atomic, write_figure
+from seffi.experiment.summary import SUMMARY_HEADER, summary_rows
+from seffi.report.plots_style import budget_axis, finish, font, legend_label, styled_sets
+from seffi.report.schema import Report
 
 SCALAR_KEYS = (
     "rows_valid_rate",
@@ -50,9 +54,6 @@ SMOKE_NOTE = (
 
 def build_report(config: Any, comparisons: list[Any], measurements: dict[str, Any]) -> Any:
     """The ladder's [`Report`][seffi.report.Report] (``seffi run``'s schema)."""
-    from seffi import __version__
-    from seffi.report.schema import Report
-
     meta: dict[str, Any] = {"seffi_version": __version__, "command": "seffi ladder"}
     meta.update({f"rung2_{k}": round(v, 6) for k, v in scalars(measurements).items()})
     if config.smoke:
@@ -72,8 +73,6 @@ def ladder_table(report: Any) -> Any:
     from types import SimpleNamespace
 
     from rich.table import Table
-
-    from seffi.experiment.summary import SUMMARY_HEADER, summary_rows
 
     budget = report.comparisons[0].budget if report.comparisons else "?"
     table = Table(title=f"seffi ladder: coverage at budget K={budget} (gain: 0 = iid, 1 = oracle)")
@@ -156,8 +155,6 @@ def ladder_plots(out: Path, report: Any, m: dict[str, Any]) -> dict[str, Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from seffi.report.plots_style import budget_axis, finish, font, legend_label, styled_sets
 
     files: dict[str, Path] = {}
     comps = report.comparisons

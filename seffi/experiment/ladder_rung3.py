@@ -2,7 +2,7 @@
 
 Three GRPO runs from the same base LM with the same seed, steps and prompts (the ladder's pool, one
 group of K = ``budget`` completions per prompt and step): the plain validity reward, the
-order-independent group-diversity reward (`seffi.models.grpo`) and a learning-rate-0 sanity run.
+order-independent group-diversity reward (`seffi.group_scoring`) and a learning-rate-0 sanity run.
 The iid baseline is the reference model's own samples (``IidBaseline.from_samples``, 16 K per pool
 prompt, drawn once before training, GRPO's generation settings). After training each policy is
 measured fresh on the pool like rungs 1-2 (``pool_runs`` runs of K per prompt: coverage, gain with a
@@ -20,6 +20,15 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+from seffi._seeding import seed_of
+from seffi.callbacks.trl_model import generation_config
+from seffi.coverage import CoverageTracker, OracleBaseline
+from seffi.errors import SeffiError
+from seffi.experiment.runner import Rollout
+from seffi.labelers import TaskLabeler
+from seffi.models import MissingExtraError, missing_modules
+from seffi.models.grpo import cpu_training, quiet_trainer, sample_completions, trl_policy
 
 
 class GRPOSettings(BaseModel):
@@ -84,8 +93,6 @@ class Rung3Result:
 
 def require_trl() -> None:
     """Raise one readable line unless rung 3's dependencies (the ``trl`` extra) import."""
-    from seffi.models import MissingExtraError, missing_modules
-
     missing = missing_modules(("trl", "datasets", "accelerate"))
     if missing:
         raise MissingExtraError(
@@ -96,8 +103,6 @@ def require_trl() -> None:
 
 def held_out_inputs(task: Any, exclude: set[str], n: int, seed: int) -> list[Any]:
     """``n`` inputs not in ``exclude`` (small input spaces: as many as exist)."""
-    from seffi.errors import SeffiError
-
     want = 4 * n + 64
     while True:
         try:
@@ -114,9 +119,16 @@ def held_out_inputs(task: Any, exclude: set[str], n: int, seed: int) -> list[Any
 
 
 def grpo_config(
-    cfg: Any, s: GRPOSettings, out: Path, *, lr: float, max_new: int, suppress: list[int], seed: int,
+    cfg: Any,
+    s: GRPOSettings,
+    out: Path,
+    *,
+    lr: float,
+    max_new: int,
+    suppress: list[int],
+    seed: int,
     **extra: Any,
-) -> Any:  # fmt: skip
+) -> Any:
     """The ``GRPOConfig`` of one GRPO run on the CPU: ``cfg.budget`` completions per prompt, no checkpoints.
 
     Args:
@@ -130,8 +142,6 @@ def grpo_config(
         **extra: Further ``GRPOConfig`` fields (``num_iterations``, ``scale_rewards``).
     """
     from trl import GRPOConfig
-
-    from seffi.models.grpo import cpu_training
 
     return GRPOConfig(
         output_dir=str(out / "trainer"),
@@ -167,9 +177,6 @@ def label_rollout(
     Returns:
         A `seffi.experiment.runner.Rollout` (latents all 0: these policies have none).
     """
-    from seffi.coverage import CoverageTracker
-    from seffi.experiment.runner import Rollout
-
     # One barcode row per input (its first run: the lowest stream), K cells each — as seffi run's.
     tracker = CoverageTracker(
         strategies=labeler.strategies, task=task.name, barcode_rows=len(pool), barcode_cols=budget
@@ -192,9 +199,6 @@ def label_rollout(
 
 def _measure_pool(policy: Any, task: Any, pool: list[Any], cfg: Any, gen: Any, seed: int) -> Any:
     """``grpo.pool_runs`` fresh runs of K completions per pool prompt from the trained policy."""
-    from seffi.labelers import TaskLabeler
-    from seffi.models.grpo import sample_completions
-
     n = cfg.grpo.pool_runs * cfg.budget
     prompts = [policy.prompt(task, x) for x in pool]
     texts = sample_completions(
@@ -231,8 +235,6 @@ def run_rung3(
     from trl import GRPOTrainer
 
     from seffi.callbacks.trl import GRPOCoverage
-    from seffi.coverage import OracleBaseline
-    from seffi.models.grpo import generation_config, quiet_trainer, seed_of, trl_policy
     from seffi.models.passk import PassAtKEval
 
     s: GRPOSettings = config.grpo
@@ -283,9 +285,14 @@ def run_rung3(
         )
         lr = s.lr * factor
         args = grpo_config(
-            config, s, out / "rung3" / slug, lr=lr, max_new=policy.max_new_tokens, suppress=policy.suppress,
+            config,
+            s,
+            out / "rung3" / slug,
+            lr=lr,
+            max_new=policy.max_new_tokens,
+            suppress=policy.suppress,
             seed=config.seed,
-        )  # fmt: skip
+        )
         bar = runner.progress.add_task(f"rung 3 {label}", total=s.steps, status="GRPO")
         from transformers.trainer_callback import PrinterCallback
 

@@ -2,7 +2,6 @@
 
 For each task of the config, on that task's router env (``seffi/<Name>Router-v0``: a fixed pool of
 ``n_inputs`` inputs, budget ``K`` per input), three policies are compared:
-
 1. **iid** — the base model: latents drawn from the router prior. Its curves are *exact*
    ([`seffi.coverage.IidBaseline`][seffi.coverage.IidBaseline] over the env's base match distribution); the
    same sampler is also *measured* on the env ("iid-sampler") as a built-in sanity check: its gain must be ~0.
@@ -35,21 +34,28 @@ from typing import Any
 
 import numpy as np
 
+import seffi.envs
+from seffi import __version__
 from seffi._io import write_atomic
 from seffi._seeding import spawn
+from seffi.callbacks import CoverageMonitor, episode_ends
+from seffi.coverage import CoverageTracker
+from seffi.coverage.env_baselines import EnvBaselines
+from seffi.envs import env_id
 from seffi.errors import SeffiError
 from seffi.experiment.config import RunConfig
 from seffi.experiment.learner import ReinforceRouter, RouterFeatures
 from seffi.experiment.summary import summary_table
-from seffi.report.sinks import ForwardingSink
+from seffi.report.run_folder import default_out_dir, prepare_run_folder
+from seffi.report.schema import Barcode, Comparison, CurveSet, LatentCurve, PolicyResult, Report
+from seffi.report.sinks import ForwardingSink, closing_lines, default_sinks
+from seffi.report.wandb_run import SafeWandbRun
 
 # -- the run folder ---------------------------------------------------------------------------------
 
 
 def default_out() -> Path:
     """``runs/<UTC timestamp>`` (the timestamp lives in the folder name only, never in report.json)."""
-    from seffi.report.run_folder import default_out_dir
-
     return default_out_dir("")
 
 
@@ -64,8 +70,6 @@ def prepare_out(out: Path | None, *, overwrite: bool = False) -> Path:
         RunFolderExists: The folder holds an earlier run and ``overwrite`` is False.
         SeffiError: The folder cannot be created or written (one line naming the path and the reason).
     """
-    from seffi.report.run_folder import prepare_run_folder
-
     return prepare_run_folder(Path(out) if out is not None else default_out(), overwrite=overwrite)
 
 
@@ -74,8 +78,6 @@ def prepare_out(out: Path | None, *, overwrite: bool = False) -> Path:
 
 def router_env_id(task_name: str) -> str:
     """``sort_swaps`` -> ``seffi/SortSwapsRouter-v0``."""
-    from seffi.envs import env_id
-
     return env_id(task_name, "router")
 
 
@@ -128,8 +130,6 @@ def make_vec(task_name: str, num_envs: int, **kwargs: Any) -> Any:
     """The native vector router env of ``task_name`` (``num_envs`` independent rows)."""
     import gymnasium as gym
 
-    import seffi.envs
-
     seffi.envs.register_envs()  # picks up tasks registered after seffi.envs was imported
     return gym.make_vec(
         router_env_id(task_name), num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs
@@ -164,9 +164,6 @@ def rollout(envs: Any, act: Act, runs: int, seed: np.random.SeedSequence) -> Rol
     Row ``i`` of the vector env is pinned to input ``i // runs`` via ``reset(options={"input_id":
     ...})``, so each row's K consecutive samples are one run with its own history.
     """
-    from seffi.callbacks import episode_ends
-    from seffi.coverage import CoverageTracker
-
     u = envs.unwrapped
     budget = u.budget
     ids = [x for x in u.input_ids for _ in range(runs)]
@@ -200,8 +197,6 @@ def exact_baselines(envs: Any, budget: int, seed: np.random.SeedSequence) -> Any
     (``base_match_distribution``); the oracle emits the reference traces (``reference_match_sets``),
     its coverage split by the iid law's rarity bins.
     """
-    from seffi.coverage.env_baselines import EnvBaselines
-
     iid_seed, oracle_seed = (int(s.generate_state(1)[0]) for s in spawn(seed, 2))
     return EnvBaselines.from_env(
         envs.unwrapped, budget, seed=oracle_seed, iid_seed=iid_seed, oracle_rarity=True
@@ -236,8 +231,6 @@ class Runner:
 
     def run_task(self, task_name: str, seed: np.random.SeedSequence) -> TaskResult:
         """The three policies on one task."""
-        from seffi.callbacks import CoverageMonitor
-
         cfg, lc = self.config, self.config.learner
         pool_seed, base_seed, train_seed, iid_seed, learned_seed, boot_seed = spawn(seed, 6)
         kwargs = env_kwargs(task_name, cfg, int(pool_seed.generate_state(1)[0]))
@@ -366,8 +359,6 @@ class Runner:
         notes: list[str],
     ) -> Any:
         """The task's [`Comparison`][seffi.report.Comparison]: policies (with gains) vs iid and oracle."""
-        from seffi.report.schema import Barcode, Comparison, CurveSet, PolicyResult
-
         cfg = self.config
         policies = []
         for label, run in runs.items():
@@ -420,8 +411,6 @@ def run_times(run: Rollout, num_strategies: int, taus: list[float]) -> dict[floa
 
 def latent_curve(run: Rollout, n_latents: int, label: str) -> Any:
     """Latent-code coverage (fraction of the Z codes tried by k, mean over runs): a diagnostic."""
-    from seffi.report.schema import LatentCurve
-
     rows, budget = run.latents.shape
     tried = np.zeros((rows, n_latents), dtype=bool)
     cov = np.zeros(budget)
@@ -457,9 +446,6 @@ def run_experiment(config: RunConfig, *, console: Any = None, overwrite: bool = 
     """
     from rich.console import Console
 
-    from seffi.report.sinks import default_sinks
-    from seffi.report.wandb_run import SafeWandbRun
-
     start = time.perf_counter()
     # Not a terminal (a log file, CI): rich would wrap the summary table at 80 columns.
     console = console or Console(width=None if sys.stdout.isatty() else 140)
@@ -489,12 +475,13 @@ def run_experiment(config: RunConfig, *, console: Any = None, overwrite: bool = 
             _write_results(out, config, results, sinks, step=runner.step if runner else 1, interrupted=True)
             console.print(
                 f"interrupted: the report in {out} covers the {len(results)} finished task(s) of "
-                f"{len(config.tasks)}", soft_wrap=True, markup=False,
-            )  # fmt: skip
+                f"{len(config.tasks)}",
+                soft_wrap=True,
+                markup=False,
+            )
         raise
     assert runner is not None
     report, files = _write_results(out, config, results, sinks, step=runner.step)
-    from seffi.report.sinks import closing_lines
 
     wandb, seconds = sinks.wandb, time.perf_counter() - start
     console.print(summary_table(report))
@@ -585,9 +572,6 @@ def _progress(console: Any, enabled: bool) -> Any:
 
 def build_report(config: RunConfig, comparisons: list[Any]) -> Any:
     """The run's [`Report`][seffi.report.Report] (no timestamps, no timings, no absolute paths)."""
-    from seffi import __version__
-    from seffi.report.schema import Report
-
     return Report(
         title="seffi run: learned exploration router vs iid vs oracle",
         seed=config.seed,
@@ -595,6 +579,3 @@ def build_report(config: RunConfig, comparisons: list[Any]) -> Any:
         meta={"seffi_version": __version__, "command": "seffi run"},
         comparisons=comparisons,
     )
-
-
-# -- the summary table --------------------------------------------------------------------------------

@@ -98,9 +98,16 @@ def plot_curves(report: LaneReport, path: str | Path) -> Path:
             # Over the learner's curve (dashed, so both show where they are equal): what repeating
             # every taught correction scores on this metric.
             ax.step(
-                range(len(control)), control, where="post", color="C1", lw=1.2, ls="--",
-                label="recall control (repeats every correction)", gid=f"recall-control:{c.id}", zorder=3,
-            )  # fmt: skip
+                range(len(control)),
+                control,
+                where="post",
+                color="C1",
+                lw=1.2,
+                ls="--",
+                label="recall control (repeats every correction)",
+                gid=f"recall-control:{c.id}",
+                zorder=3,
+            )
         ax.plot(ks, [p.vault_hits for p in c.curve], ":", color="0.55", lw=1.2, label="vault hits")
         ax.axhline(c.n_expected_tokens, ls="--", color="0.4", lw=0.8, label="saturation target")
         if c.corrections_to_first_hit is not None:
@@ -213,9 +220,15 @@ def plot_overview(report: LaneReport, path: str | Path) -> Path:
                     rcount[k] += 1
         rks = sorted(rsum)
         left.step(
-            rks, [rsum[k] / rcount[k] for k in rks], where="post", color="C1", lw=1.6, ls="--",
-            label="recall control mean (repeats every correction)", gid="recall-control:mean",
-        )  # fmt: skip
+            rks,
+            [rsum[k] / rcount[k] for k in rks],
+            where="post",
+            color="C1",
+            lw=1.6,
+            ls="--",
+            label="recall control mean (repeats every correction)",
+            gid="recall-control:mean",
+        )
     if bad_k:
         left.plot(bad_k, bad_y, "x", color="black", ms=7, mew=1.5, label="replay diverged")
     left.axhline(1.0, ls="--", color="0.4", lw=0.8, label="saturation")

@@ -5,6 +5,9 @@ transformer is trained by supervised fine-tuning on a task's training rows (draw
 skewed base law), and a mixture of generators over ``L`` latent codes — one code token in front of the
 trace — is learned from the same rows by hard EM, without reading a strategy label.
 
+``seffi/<Name>LatentLM-v0`` (`seffi.models.latent_env`) is the Gymnasium env on these models;
+`seffi.envs` registers it by a string entry point, so the adapters never import this package.
+
 This package needs the ``lm`` extra (torch, transformers, tokenizers, safetensors). Importing
 ``seffi.models`` itself is cheap; the submodules import torch. `require_lm` raises one readable
 `SeffiError` naming the extra when it is missing.
@@ -32,7 +35,7 @@ _EXPORTS = {
     "LadderModels": "seffi.models.cache",
     "train_ladder_models": "seffi.models.cache",
     "load_ladder_models": "seffi.models.cache",
-    "default_cache_dir": "seffi.models.cache",
+    "default_cache_dir": "seffi._cache",
 }
 
 

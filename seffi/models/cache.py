@@ -1,6 +1,6 @@
 """Train-or-load the ladder's two models (base LM, latent mixture), cached by a hash of their config.
 
-Folders live under `default_cache_dir` (``$SEFFI_CACHE`` or ``~/.cache/seffi/models``), one per
+Folders live under `seffi._cache.default_cache_dir` (``$SEFFI_CACHE`` or ``~/.cache/seffi/models``), one per
 model, named ``<task>-base-<hash>`` / ``<task>-mixture-<hash>`` (`LMConfig.base_key`). Each holds
 ``save_pretrained`` output (``model.safetensors``, ``config.json``, tokenizer files — loadable with
 ``AutoModelForCausalLM`` / ``AutoTokenizer``) and ``seffi_meta.json`` (config, data statistics, losses,
@@ -13,7 +13,7 @@ whatever the cache holds).
 
 Same weights means bit-identical on one stack only. Training is a pure function of the config and
 seed on a given stack — torch (with its build), transformers, tokenizers, numpy, Python major.minor,
-CPU architecture, thread count (`numerics_stack`) and torch's CPU
+CPU architecture, thread count (`seffi._cache.numerics_stack`) and torch's CPU
 capability — and a clean-cache retrain there reproduces the cached weights byte for byte; another
 stack trains another model from the same config. So the key hashes the stack: a machine with other
 versions trains its own folder instead of loading one trained elsewhere, and folders keyed before the
@@ -39,13 +39,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from seffi import _cache
+from seffi._cache import default_cache_dir
 from seffi._io import write_atomic
 from seffi._seeding import spawn
 from seffi.errors import SeffiError
 from seffi.tasks import get_task
 from seffi.tasks.base import Task
 
-from . import config as _config
 from .config import LMConfig
 
 if TYPE_CHECKING:
@@ -56,12 +57,6 @@ META_FILE = "seffi_meta.json"
 
 #: Progress callback: (phase, done, total) — e.g. ("SFT", step, steps).
 ProgressHook = Callable[[str, int, int], None]
-
-
-def default_cache_dir() -> Path:
-    """``$SEFFI_CACHE`` if set, else ``~/.cache/seffi/models``."""
-    env = os.environ.get("SEFFI_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "seffi" / "models"
 
 
 @dataclass
@@ -168,7 +163,7 @@ def training_stack() -> dict[str, str]:
     """
     import torch
 
-    return {**_config.numerics_stack(), "cpu_capability": str(torch.backends.cpu.get_cpu_capability())}
+    return {**_cache.numerics_stack(), "cpu_capability": str(torch.backends.cpu.get_cpu_capability())}
 
 
 def write_manifest(folder: str | Path) -> None:

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from seffi._seeding import spawn
+from seffi.models.cache import mixture_rows
 from seffi.tasks.base import Task, TaskInput
 
 from .cache import LadderModels, training_rows
@@ -140,8 +142,6 @@ def split_ceiling(pairs: Sequence[tuple[str, Any]], n_codes: int, seed: int = 0)
 
 def training_row_stats(models: LadderModels, max_rows: int = 5000) -> dict[str, Any]:
     """Valid rate and strategy frequencies of (up to ``max_rows``) training rows, by the validator."""
-    from seffi._seeding import spawn
-
     cfg, task = models.cfg, models.task
     n_codes = models.n_codes
     rows = training_rows(cfg, task)[:max_rows]
@@ -249,8 +249,6 @@ def measure_models(
     train_nmi = float("nan")
     assign_file = models.mixture_dir / "assignments.npy"
     if assign_file.is_file():
-        from .cache import mixture_rows
-
         labels = [
             r.strategy or "off_strategy" for r in mixture_rows(models.cfg, training_rows(models.cfg, task))
         ]

@@ -20,7 +20,6 @@ import inspect
 import json
 import math
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -432,11 +431,6 @@ class TaskLM:
             out[copy_of[rows]] = _label_log_likelihood(logits, labels).reshape(len(rows), n_codes)
         return out[copy_of]
 
-    def mean_loss(self, examples: Sequence[Example]) -> float:
-        """Mean per-token negative log-likelihood of the targets."""
-        tokens = sum(len(e.target) for e in examples)
-        return float(-self.score(examples).sum() / max(tokens, 1))
-
     # -- sampling -----------------------------------------------------------------------------------
 
     @torch.no_grad()
@@ -587,14 +581,3 @@ def examples_from_rows(
             prefix, target = prefix[:-1], [prefix[-1], *target]
         out.append(Example(r.input_id, tuple(prefix), tuple(target)))
     return out
-
-
-class Timer:
-    """Wall-clock seconds since creation (``elapsed``)."""
-
-    def __init__(self) -> None:
-        self.start = time.perf_counter()
-
-    @property
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start

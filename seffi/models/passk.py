@@ -28,8 +28,13 @@ import numpy as np
 from transformers import TrainerCallback
 
 from seffi._io import write_atomic
+from seffi._seeding import seed_of
+from seffi.callbacks import trl_model
+from seffi.coverage import OracleBaseline
 from seffi.coverage.resampling import bootstrap_counts, percentile_interval, t_quantile
 from seffi.errors import SeffiError
+from seffi.labelers import as_labeler
+from seffi.tasks.base import Task
 
 from . import grpo
 
@@ -363,9 +368,6 @@ class PassAtKEval(TrainerCallback):
         gather: Callable[[list[Any]], list[Any]] | None = None,
         base: EvalResult | None = None,
     ) -> None:
-        from seffi.labelers import as_labeler
-        from seffi.tasks.base import Task
-
         if n < 1 or every < 1:
             raise SeffiError(f"n and every must be >= 1, got n={n}, every={every}")
         self.task = labeler if isinstance(labeler, Task) else None
@@ -406,7 +408,7 @@ class PassAtKEval(TrainerCallback):
         self.prompt = prompt or (lambda t, x: t.prompt(x))
         self.n, self.every, self.budget, self.decode, self.seed = n, every, budget, decode, seed
         self.out_dir = Path(out_dir) if out_dir is not None else None
-        self._gather = gather or grpo.default_gather
+        self._gather = gather or trl_model.default_gather
         self.base: EvalResult | None = base
         self.history: list[tuple[int, EvalResult, dict[str, float]]] = []
         self._pending: dict[str, float] = {}
@@ -419,10 +421,10 @@ class PassAtKEval(TrainerCallback):
 
     def evaluate(self, model: Any, tokenizer: Any, args: Any, salt: int) -> EvalResult:
         """Sample ``n`` completions per prompt (this rank's share), gather, and evaluate them."""
-        rank, world = grpo.rank_and_world()
+        rank, world = trl_model.rank_and_world()
         texts = self.prompt_texts(tokenizer, args)[rank::world]
-        gen = grpo.generation_config(args, model, tokenizer)
-        seed = grpo.seed_of(self.seed, 10 + rank, salt)
+        gen = trl_model.generation_config(args, model, tokenizer)
+        seed = seed_of(self.seed, 10 + rank, salt)
         samples = grpo.sample_completions(model, tokenizer, texts, self.n, gen, seed=seed, decode=self.decode)
         ids, mine = self.ids[rank::world], self.inputs[rank::world]
         sets, valid = grpo.label_samples(self.labeler, ids, mine, samples)
@@ -433,8 +435,6 @@ class PassAtKEval(TrainerCallback):
     def oracle_aucs(self, budget: int) -> dict[str, float]:
         """``{prompt id: AUC@K of the no-repeat oracle}`` (the gain's top; computed once per K)."""
         if budget not in self._oracle:
-            from seffi.coverage import OracleBaseline
-
             self._oracle[budget] = {}
             for pid, x in zip(self.ids, self.inputs, strict=True):
                 if self.oracle is not None:

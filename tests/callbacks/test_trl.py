@@ -19,7 +19,8 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from seffi.callbacks.trl import CoverageReward, GRPOCoverage, completion_text  # noqa: E402
 from seffi.coverage import CoverageTracker  # noqa: E402
 from seffi.errors import SeffiError  # noqa: E402
-from seffi.models.grpo import cpu_training, diversity_rewards  # noqa: E402
+from seffi.group_scoring import diversity_rewards  # noqa: E402
+from seffi.models.grpo import cpu_training  # noqa: E402
 from seffi.models.passk import PassAtKEval  # noqa: E402
 from seffi.tasks import get_task  # noqa: E402
 from tests.callbacks.helpers import hanoi_inputs  # noqa: E402
@@ -165,9 +166,17 @@ def test_grpo_tiny_lm_logs_coverage_through_trl(hanoi, tmp_path):
     evaluation = PassAtKEval(task, held_out, n=4, every=2, out_dir=tmp_path / "grpo", seed=0)
     reporter = _Reporter()
     trainer = _grpo(
-        model, tok, ds, cov, tmp_path, lr=1e-3, reward_funcs=[cov.reward, recorder],
-        callbacks=[reporter, cov.callback, evaluation], max_completion_length=24, reward_weights=[1.0, 0.0],
-    )  # fmt: skip
+        model,
+        tok,
+        ds,
+        cov,
+        tmp_path,
+        lr=1e-3,
+        reward_funcs=[cov.reward, recorder],
+        callbacks=[reporter, cov.callback, evaluation],
+        max_completion_length=24,
+        reward_weights=[1.0, 0.0],
+    )
 
     assert cov.budget == 4 and set(cov.group_sizes) == {4}
     # The evaluation's scalars reach the reporter too (the evaluation runs before it) and the history
@@ -243,8 +252,8 @@ def test_out_dir_holding_a_run_gets_a_fresh_sibling(tmp_path):
 def test_iid_is_the_reference_models_own_samples_and_lr0_gain_contains_0(tmp_path):
     """Default iid = n reference samples per prompt (from_samples): the first batch's completions, then
     fresh ones drawn as GRPO draws; lr = 0: the gain's interval holds 0."""
+    from seffi.callbacks.trl_model import generate_ids, generation_config, prompt_token_ids
     from seffi.coverage import IidBaseline, OracleBaseline
-    from seffi.models.grpo import generate_ids, generation_config, prompt_token_ids
 
     task = get_task("hanoi", max_disks=3)
     inputs = task.make_inputs(4, seed=1)
@@ -275,9 +284,13 @@ def test_iid_is_the_reference_models_own_samples_and_lr0_gain_contains_0(tmp_pat
     prompts = {x.id: task.prompt(x) for x in inputs}
     ids = sorted(prompts)
     fresh, calls = generate_ids(
-        model, prompt_token_ids(tok, [prompts[i] for i in ids]), [16 - len(first.get(i, [])) for i in ids],
-        generation_config(trainer.args, model, tok), seed=cost["seed"], training=True,
-    )  # fmt: skip
+        model,
+        prompt_token_ids(tok, [prompts[i] for i in ids]),
+        [16 - len(first.get(i, [])) for i in ids],
+        generation_config(trainer.args, model, tok),
+        seed=cost["seed"],
+        training=True,
+    )
     assert calls == cost["generate_calls"] == 1
     labels = {
         i: first.get(i, [])
@@ -328,14 +341,28 @@ def _count_rows(model):
 
 def _grpo6(model, tok, ds, cov, out, *, steps=2, per_device=12, reward_funcs=None):
     args = GRPOConfig(
-        output_dir=str(out), use_cpu=True, num_generations=6, per_device_train_batch_size=per_device,
-        max_completion_length=12, max_steps=steps, logging_steps=1, report_to="none", save_strategy="no",
-        learning_rate=1e-3, seed=0, disable_tqdm=True, **cpu_training(),
-    )  # fmt: skip
+        output_dir=str(out),
+        use_cpu=True,
+        num_generations=6,
+        per_device_train_batch_size=per_device,
+        max_completion_length=12,
+        max_steps=steps,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        learning_rate=1e-3,
+        seed=0,
+        disable_tqdm=True,
+        **cpu_training(),
+    )
     trainer = GRPOTrainer(
-        model=model, reward_funcs=reward_funcs or [cov.reward], args=args, train_dataset=ds,
-        processing_class=tok, callbacks=[cov.callback],
-    )  # fmt: skip
+        model=model,
+        reward_funcs=reward_funcs or [cov.reward],
+        args=args,
+        train_dataset=ds,
+        processing_class=tok,
+        callbacks=[cov.callback],
+    )
     trainer.train()
     return trainer
 
@@ -403,7 +430,8 @@ def test_budget_dividing_num_generations_records_each_group_as_runs_of_k(hanoi, 
 
 
 def test_reference_prompts_cap_draws_a_seeded_subsample_and_records_only_those(tmp_path, capsys):
-    from seffi.models.grpo import seed_of, subsample_ids
+    from seffi._seeding import seed_of
+    from seffi.callbacks.trl_model import subsample_ids
 
     task = get_task("hanoi", max_disks=3)
     inputs = task.make_inputs(6, seed=2)
@@ -459,15 +487,29 @@ def test_resume_without_seffi_state_never_draws_the_reference_from_trained_weigh
 
     def trainer_for(model, tok, cov, steps, callbacks):
         args = GRPOConfig(
-            output_dir=str(tmp_path / "out"), use_cpu=True, num_generations=4, per_device_train_batch_size=8,
-            max_completion_length=12, max_steps=steps, logging_steps=1, report_to="none",
-            save_strategy="steps", save_steps=1, learning_rate=1e-3, seed=0, disable_tqdm=True,
+            output_dir=str(tmp_path / "out"),
+            use_cpu=True,
+            num_generations=4,
+            per_device_train_batch_size=8,
+            max_completion_length=12,
+            max_steps=steps,
+            logging_steps=1,
+            report_to="none",
+            save_strategy="steps",
+            save_steps=1,
+            learning_rate=1e-3,
+            seed=0,
+            disable_tqdm=True,
             **cpu_training(),
-        )  # fmt: skip
+        )
         return GRPOTrainer(
-            model=model, reward_funcs=[cov.reward], args=args, train_dataset=ds, processing_class=tok,
+            model=model,
+            reward_funcs=[cov.reward],
+            args=args,
+            train_dataset=ds,
+            processing_class=tok,
             callbacks=callbacks,
-        )  # fmt: skip
+        )
 
     model, tok = tiny_causal_lm(task, seed=0)
     plain = GRPOCoverage(task, inputs, out_dir=tmp_path / "plain", n_boot=0, plots=False)

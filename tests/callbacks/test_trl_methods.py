@@ -19,11 +19,12 @@ torch = require("torch", "trl")
 from datasets import Dataset  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from seffi.callbacks.group_methods import policy_logprobs  # noqa: E402
+from seffi import group_scoring as rewards  # noqa: E402
+from seffi.callbacks import trl_model  # noqa: E402
 from seffi.callbacks.trl import GRPOCoverage  # noqa: E402
+from seffi.callbacks.trl_model import policy_logprobs  # noqa: E402
 from seffi.errors import SeffiError  # noqa: E402
 from seffi.labelers import RegexRubric  # noqa: E402
-from seffi.models import grpo, rewards  # noqa: E402
 from seffi.models.grpo import cpu_training  # noqa: E402
 from seffi.tasks import get_task  # noqa: E402
 from tests.callbacks.tiny_lm import tiny_causal_lm  # noqa: E402
@@ -84,10 +85,17 @@ def grid():
 
 def _coverage(task, inputs, method, tmp_path, **kw):
     cov = GRPOCoverage(
-        task, inputs, reward=method, reward_options=OPTIONS[method], iid="task",
-        out_dir=tmp_path / method, n_boot=0, plots=False,
-        logprob_fn=lambda prompts, cids: [LOGPROBS[c[0]] for c in cids], **kw,
-    )  # fmt: skip
+        task,
+        inputs,
+        reward=method,
+        reward_options=OPTIONS[method],
+        iid="task",
+        out_dir=tmp_path / method,
+        n_boot=0,
+        plots=False,
+        logprob_fn=lambda prompts, cids: [LOGPROBS[c[0]] for c in cids],
+        **kw,
+    )
     cov.configure_groups(4)
     return cov
 
@@ -100,7 +108,7 @@ def _expected(method, records, counts=None):
 
 
 def test_registry_methods_are_reward_modes_of_the_trl_path():
-    assert set(rewards.METHODS) <= set(grpo.REWARD_MODES) and set(OPTIONS) == set(rewards.METHODS)
+    assert set(rewards.METHODS) <= set(rewards.REWARD_MODES) and set(OPTIONS) == set(rewards.METHODS)
 
 
 @pytest.mark.parametrize("method", sorted(rewards.METHODS))
@@ -199,9 +207,14 @@ def _hanoi_run(tmp_path, method, options, *, steps=2, **config):
     model, tok = tiny_causal_lm(task, seed=3)
     ds = Dataset.from_dict({"prompt": [task.prompt(x) for x in inputs], "input_id": [x.id for x in inputs]})
     cov = GRPOCoverage(
-        labeler=RegexRubric(RUBRIC, valid=VALID), reward=method, reward_options=options, iid=None,
-        out_dir=tmp_path / "g", n_boot=0, plots=False,
-    )  # fmt: skip
+        labeler=RegexRubric(RUBRIC, valid=VALID),
+        reward=method,
+        reward_options=options,
+        iid=None,
+        out_dir=tmp_path / "g",
+        n_boot=0,
+        plots=False,
+    )
     batches = []
     score = cov.reward.score
 
@@ -215,21 +228,39 @@ def _hanoi_run(tmp_path, method, options, *, steps=2, **config):
 
     def recorder(prompts, completions, completion_ids, input_id, log_metric, **kwargs):
         batches[-1].update(
-            ids=list(input_id), prompts=list(prompts), texts=list(completions),
+            ids=list(input_id),
+            prompts=list(prompts),
+            texts=list(completions),
             completion_ids=[list(c) for c in completion_ids],
             weights=copy.deepcopy(log_metric.__self__.model.state_dict()),  # the policy that sampled them
-        )  # fmt: skip
+        )
         return [0.0] * len(completions)
 
     args = GRPOConfig(
-        output_dir=str(tmp_path / "out"), use_cpu=True, num_generations=4, per_device_train_batch_size=8,
-        max_completion_length=12, max_steps=steps, logging_steps=1, report_to="none", save_strategy="no",
-        learning_rate=1e-2, seed=0, disable_tqdm=True, reward_weights=[1.0, 0.0], **cpu_training(), **config,
-    )  # fmt: skip
+        output_dir=str(tmp_path / "out"),
+        use_cpu=True,
+        num_generations=4,
+        per_device_train_batch_size=8,
+        max_completion_length=12,
+        max_steps=steps,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        learning_rate=1e-2,
+        seed=0,
+        disable_tqdm=True,
+        reward_weights=[1.0, 0.0],
+        **cpu_training(),
+        **config,
+    )
     trainer = GRPOTrainer(
-        model=model, reward_funcs=[cov.reward, recorder], args=args, train_dataset=ds,
-        processing_class=tok, callbacks=[cov.callback],
-    )  # fmt: skip
+        model=model,
+        reward_funcs=[cov.reward, recorder],
+        args=args,
+        train_dataset=ds,
+        processing_class=tok,
+        callbacks=[cov.callback],
+    )
     generate = trainer._generate
 
     def recorded_generate(prompts):
@@ -290,7 +321,7 @@ def test_unlikeliness_ranks_completions_by_the_sampling_policys_log_probability(
     trainer.train()
     assert len(batches) == 2 and cov.reward.logprob_cost["batches"] == 2
     for b in batches:
-        assert b["trl_prompt_ids"] == grpo.prompt_token_ids(tok, b["prompts"])  # TRL's tokenisation
+        assert b["trl_prompt_ids"] == trl_model.prompt_token_ids(tok, b["prompts"])  # TRL's tokenisation
         expected = _recomputed_logprobs(task, b, b["weights"])
         np.testing.assert_allclose(b["used"], expected, atol=1e-5)
         records = _hand_records(b)

@@ -56,11 +56,28 @@ def two_process_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, flo
     env = {**os.environ, "ACCELERATE_USE_CPU": "1", "WANDB_MODE": "offline", "MPLBACKEND": "Agg"}
     env["SEFFI_CACHE"] = str(root / "cache")
     cmd = [
-        "accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no", str(EXAMPLE), "--smoke",
-        "--model-dir", str(model), "--per-device-batch", "4", "--record-dir", str(root / "rec"),
-        "--out-dir", str(root / "out"),
-    ]  # fmt: skip
+        "accelerate",
+        "launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        str(EXAMPLE),
+        "--smoke",
+        "--model-dir",
+        str(model),
+        "--per-device-batch",
+        "4",
+        "--record-dir",
+        str(root / "rec"),
+        "--out-dir",
+        str(root / "out"),
+    ]
     started = time.perf_counter()
     done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
     seconds = time.perf_counter() - started

@@ -91,6 +91,8 @@ def test_smoke_wandb_run_holds_one_line_series_per_method(smoke: tuple[Path, int
 def test_smoke_lr0_policy_is_the_base_within_its_ci(smoke: tuple[Path, int]) -> None:
     """lr = 0 leaves the base LM unchanged: its final held-out samples are the base's own samples at the
     same seed (drawn here again from the cached base), and its pool gain CI contains 0."""
+    from seffi._seeding import seed_of
+    from seffi.callbacks import trl_model
     from seffi.experiment.bench import BenchConfig
     from seffi.experiment.bench_methods import bench_methods, grpo_args
     from seffi.models import grpo
@@ -106,12 +108,12 @@ def test_smoke_lr0_policy_is_the_base_within_its_ci(smoke: tuple[Path, int]) -> 
     policy = grpo.trl_policy(cached_base_folder(lm_cfg, cfg.cache_dir, retrain=False), _task(lm_cfg))
     method = next(m for m in bench_methods(cfg) if m.slug == "lr0")
     args = grpo_args(cfg.grpo, cfg, out, method, policy.max_new_tokens, policy.suppress, 0)
-    gen = grpo.generation_config(args, policy.model, policy.tokenizer)
+    gen = trl_model.generation_config(args, policy.model, policy.tokenizer)
     step = s["config"]["grpo"]["steps"]
     prompts = [f"{_task(lm_cfg).prompt(x)} <sep>" for x in _held_out(s, lm_cfg)]
     again = Sampler(policy).texts(
         policy.model, policy.tokenizer, prompts, s["config"]["grpo"]["eval_samples"], gen,
-        seed=grpo.seed_of(s["seeds"]["0"]["measurement_seed"], 10, step),
+        seed=seed_of(s["seeds"]["0"]["measurement_seed"], 10, step),
     )  # fmt: skip
     assert again == rec["held_out"]["texts"]
 

@@ -28,8 +28,9 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from seffi.callbacks.labelers import RegexRubric  # noqa: E402
 from seffi.callbacks.trl import GRPOCoverage, checkpoint_state_path  # noqa: E402
+from seffi.callbacks.trl_model import prompt_token_ids  # noqa: E402
 from seffi.coverage import OracleBaseline  # noqa: E402
-from seffi.models.grpo import cpu_training, prompt_token_ids  # noqa: E402
+from seffi.models.grpo import cpu_training  # noqa: E402
 from tests.tiny_chat import tiny_chat_model  # noqa: E402
 
 STRATEGIES = ("astar", "bfs", "dfs", "greedy")

@@ -19,6 +19,7 @@ from tests.helpers import require
 require("torch", "lm")
 require("transformers", "lm")
 
+from seffi import _cache as stack_module
 from seffi._seeding import stable_id
 from seffi.errors import SeffiError
 from seffi.models import cache as cache_module
@@ -147,7 +148,7 @@ def test_the_stack_names_the_installed_versions_and_cpu_capability():
 
     stack = training_stack()
     capability = torch.backends.cpu.get_cpu_capability()
-    assert stack == {**config_module.numerics_stack(), "cpu_capability": capability}
+    assert stack == {**stack_module.numerics_stack(), "cpu_capability": capability}
     assert stack["torch"] == torch.__version__  # with the build label, e.g. 2.13.0+cpu
     assert stack["transformers"] == transformers.__version__
     assert stack["tokenizers"] == tokenizers.__version__
@@ -162,9 +163,9 @@ def test_each_numerics_version_changes_both_cache_keys(monkeypatch, component):
     before = (cfg.base_key(), cfg.mixture_key())
     assert (cfg.base_key(), cfg.mixture_key()) == before  # stable across calls
     assert (tiny_cfg().base_key(), tiny_cfg().mixture_key()) == before  # and across equal configs
-    real = config_module.numerics_stack()
+    real = stack_module.numerics_stack()
     other = {**real, component: real[component] + "-other"}
-    monkeypatch.setattr(config_module, "numerics_stack", lambda: other)
+    monkeypatch.setattr(stack_module, "numerics_stack", lambda: other)
     after = (cfg.base_key(), cfg.mixture_key())
     assert after[0] != before[0] and after[1] != before[1]
     assert after[0].startswith("edit_script-base-") and after[1].startswith("edit_script-mixture-")
@@ -183,7 +184,8 @@ def test_importing_the_cache_and_computing_keys_does_not_import_torch():
     code = (
         "import sys\n"
         "import seffi.models.cache\n"
-        "from seffi.models.config import LMConfig, numerics_stack\n"
+        "from seffi._cache import numerics_stack\n"
+        "from seffi.models.config import LMConfig\n"
         f"cfg = LMConfig(**{tiny.TINY!r})\n"
         "numerics_stack()\n"
         "print(cfg.base_key(), cfg.mixture_key())\n"
@@ -252,8 +254,8 @@ def test_no_retrain_refuses_a_folder_from_another_stack_in_one_line(trained, cac
 
 def test_another_stack_trains_its_own_folders_and_leaves_this_stacks_alone(trained, cache, monkeypatch):
     manifests = {d.name: (d / MANIFEST_FILE).read_text() for d in cache.iterdir()}
-    real = config_module.numerics_stack()
-    monkeypatch.setattr(config_module, "numerics_stack", lambda: {**real, "torch": "9.9.9+rocm"})
+    real = stack_module.numerics_stack()
+    monkeypatch.setattr(stack_module, "numerics_stack", lambda: {**real, "torch": "9.9.9+rocm"})
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # this stack's folders are not this other stack's: no warning, no use
         other = train_ladder_models(tiny_cfg(), cache)

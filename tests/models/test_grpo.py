@@ -1,54 +1,12 @@
-"""Rung 3's GRPO machinery: group-diversity reward, groups, positions (valid@k, C(k), gain: test_passk.py)."""
+"""Rung 3's task LM as a TRL policy: positions from the mask, CPU training settings (group rewards:
+tests/test_group_scoring.py; valid@k, C(k), gain: test_passk.py)."""
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-
 from tests.helpers import require
 
-# ruff: noqa: E402
 require("torch", "lm")
 require("transformers", "lm")
-
-from seffi.errors import SeffiError
-from seffi.models.grpo import diversity_rewards, group_rewards, reward_function, split_groups
-
-
-def test_diversity_reward_formula_and_group_permutations() -> None:
-    """r_i = valid_i ((1-w) + w [A_i != {}] / c_i); a permuted group's rewards move along."""
-    group = [
-        ("x", ("a",), True),
-        ("x", ("a",), True),
-        ("x", ("b",), True),
-        ("x", ("a", "b"), True),
-        ("x", ("b",), False),  # invalid: 0, and it does not count in c
-        ("x", (), True),  # valid but off-strategy: no diversity bonus
-        ("x", ("a",), True),
-        ("x", ("b",), True),
-    ]
-    got = diversity_rewards(group, weight=0.5)
-    assert got == pytest.approx([0.5 + 0.5 / 3, 0.5 + 0.5 / 3, 0.75, 1.0, 0.0, 0.5, 0.5 + 0.5 / 3, 0.75])
-    assert diversity_rewards(group, weight=0.0) == [1, 1, 1, 1, 0, 1, 1, 1]  # w = 0: plain validity
-    rng = np.random.default_rng(0)
-    for _ in range(50):
-        perm = rng.permutation(len(group))
-        permuted = diversity_rewards([group[i] for i in perm], weight=0.5)
-        assert permuted == pytest.approx([got[i] for i in perm])
-    with pytest.raises(SeffiError, match="diversity weight"):
-        diversity_rewards(group, weight=1.5)
-    assert reward_function("diversity") is None
-    with pytest.raises(SeffiError, match="reward must be one of"):
-        reward_function("nope")
-
-
-def test_groups_are_consecutive_runs_cut_at_the_group_size() -> None:
-    """A batch's groups (one prompt twice in a row makes two groups of G)."""
-    recs = [("p", (), True)] * 4 + [("q", (), True)] * 2 + [("p", (), True)] * 2
-    assert split_groups(recs, 2) == [[0, 1], [2, 3], [4, 5], [6, 7]]
-    assert split_groups(recs, None) == [[0, 1, 2, 3], [4, 5], [6, 7]]
-    batch = [("p", ("a",), True), ("p", ("a",), True), ("q", ("a",), True), ("q", ("b",), True)]
-    assert group_rewards(batch, 2, weight=1.0) == [0.5, 0.5, 1.0, 1.0]  # groups never mix prompts
 
 
 def test_left_padding_does_not_move_an_absolute_position_policy() -> None:

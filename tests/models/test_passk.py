@@ -328,9 +328,16 @@ def test_pass_at_k_eval_labels_chat_prompts_with_a_labeler_and_counts_coverage_b
     assert texts[0] == maybe_apply_chat_template({"prompt": PROMPTS["maze-a"]}, tok)["prompt"]
     assert texts[0].endswith("<|im_start|>assistant\n") and texts[2] == "find a plan"
     args = SimpleNamespace(
-        max_completion_length=6, num_generations=4, temperature=1.0, top_p=1.0, top_k=0, min_p=None,
-        repetition_penalty=1.0, generation_kwargs=None, chat_template_kwargs=None,
-    )  # fmt: skip
+        max_completion_length=6,
+        num_generations=4,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        min_p=None,
+        repetition_penalty=1.0,
+        generation_kwargs=None,
+        chat_template_kwargs=None,
+    )
     state = SimpleNamespace(global_step=0, max_steps=1, is_world_process_zero=True, log_history=[])
     ev.on_train_begin(args, state, None, model=model, processing_class=tok)
     assert len(seen) == 3 * n and ev.budget == 4

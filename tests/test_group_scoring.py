@@ -1,4 +1,4 @@
-"""Group reward rules of the exploration methods, against hand-computed groups and brute force."""
+"""Group scoring (`seffi.group_scoring`): every reward rule against hand-computed groups and brute force."""
 
 from __future__ import annotations
 
@@ -6,26 +6,61 @@ import itertools
 import math
 import subprocess
 import sys
-from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 import pytest
 
 from seffi.errors import SeffiError
-from seffi.models.grpo import group_rewards
-from seffi.models.rewards import (
+from seffi.group_scoring import (
     METHODS,
     OutcomeCounts,
     ascending_ranks,
     batch_penalty_rewards,
     batch_rewards,
+    diversity_rewards,
     historical_bonus,
     passk_advantages,
-    sequence_logprobs,
+    reward_function,
+    split_groups,
     unlikeliness_rewards,
 )
-from tests.helpers import require
+
+
+def test_diversity_reward_formula_and_group_permutations() -> None:
+    """r_i = valid_i ((1-w) + w [A_i != {}] / c_i); a permuted group's rewards move along."""
+    group = [
+        ("x", ("a",), True),
+        ("x", ("a",), True),
+        ("x", ("b",), True),
+        ("x", ("a", "b"), True),
+        ("x", ("b",), False),  # invalid: 0, and it does not count in c
+        ("x", (), True),  # valid but off-strategy: no diversity bonus
+        ("x", ("a",), True),
+        ("x", ("b",), True),
+    ]
+    got = diversity_rewards(group, weight=0.5)
+    assert got == pytest.approx([0.5 + 0.5 / 3, 0.5 + 0.5 / 3, 0.75, 1.0, 0.0, 0.5, 0.5 + 0.5 / 3, 0.75])
+    assert diversity_rewards(group, weight=0.0) == [1, 1, 1, 1, 0, 1, 1, 1]  # w = 0: plain validity
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        perm = rng.permutation(len(group))
+        permuted = diversity_rewards([group[i] for i in perm], weight=0.5)
+        assert permuted == pytest.approx([got[i] for i in perm])
+    with pytest.raises(SeffiError, match="diversity weight"):
+        diversity_rewards(group, weight=1.5)
+    assert reward_function("diversity") is None
+    with pytest.raises(SeffiError, match="reward must be one of"):
+        reward_function("nope")
+
+
+def test_groups_are_consecutive_runs_cut_at_the_group_size() -> None:
+    """A batch's groups (one prompt twice in a row makes two groups of G)."""
+    recs = [("p", (), True)] * 4 + [("q", (), True)] * 2 + [("p", (), True)] * 2
+    assert split_groups(recs, 2) == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert split_groups(recs, None) == [[0, 1, 2, 3], [4, 5], [6, 7]]
+    batch = [("p", ("a",), True), ("p", ("a",), True), ("q", ("a",), True), ("q", ("b",), True)]
+    # groups never mix prompts
+    assert batch_rewards("diversity", batch, 2, weight=1.0) == [0.5, 0.5, 1.0, 1.0]
 
 
 def group_of(valid: list[bool], outcomes: list[tuple[str, ...]] | None = None, x: str = "x") -> list:
@@ -234,7 +269,9 @@ def test_batch_rewards_apply_each_rule_group_by_group() -> None:
         [True, True], [("a",), ("a",)], x="q"
     )
     assert batch_rewards("valid", batch, 4) == [1.0, 0.0, 1.0, 1.0, 1.0, 1.0]
-    assert batch_rewards("diversity", batch, 4, weight=0.5) == group_rewards(batch, 4, 0.5)
+    assert batch_rewards("diversity", batch, 4, weight=0.5) == (
+        diversity_rewards(batch[:4], 0.5) + diversity_rewards(batch[4:], 0.5)
+    )
     # unlikeliness slices the batch's log-probs per group: p ranks [-1,-2,-3,-4] -> u = 3,2,1,0 (G=4);
     # q ranks [-5,-1] -> u = 0,1 (G=2); beta = 0.5
     lp = [-1.0, -2.0, -3.0, -4.0, -5.0, -1.0]
@@ -278,63 +315,6 @@ def test_batch_rewards_reject_unknown_methods_options_and_missing_inputs() -> No
 
 
 def test_importing_the_reward_rules_does_not_import_torch() -> None:
-    code = "import sys, seffi.models.rewards; print('torch' in sys.modules)"
+    code = "import sys, seffi.group_scoring; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
-
-
-# -- sequence log-probabilities --------------------------------------------------------------------------
-
-
-def tiny_causal_lm(torch: Any, vocab: int = 11, width: int = 8) -> Any:
-    """A causal LM in plain torch: token + position embeddings, prefix mean, dropout, linear head.
-
-    Position embeddings make a padding on the left visible; dropout makes train-mode scoring visible.
-    """
-
-    class PrefixLM(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.tok = torch.nn.Embedding(vocab, width)
-            self.pos = torch.nn.Embedding(32, width)
-            self.drop = torch.nn.Dropout(0.5)
-            self.head = torch.nn.Linear(width, vocab)
-
-        def forward(self, input_ids: Any, attention_mask: Any = None) -> Any:
-            steps = torch.arange(input_ids.shape[1])
-            h = self.tok(input_ids) + self.pos(steps)
-            h = h.cumsum(dim=1) / (steps + 1).unsqueeze(-1)  # position t sees tokens 0..t only
-            return SimpleNamespace(logits=self.head(torch.tanh(self.drop(h))))
-
-    torch.manual_seed(0)
-    return PrefixLM()
-
-
-def test_sequence_logprobs_equal_a_token_by_token_loop() -> None:
-    torch = require("torch", "lm")
-    torch.set_num_threads(1)
-    model = tiny_causal_lm(torch)
-    model.train()  # dropout on: the function must score in eval mode and give the mode back
-    prompts = [[1, 2, 3], [4], [5, 6]]
-    completions = [[7, 8], [9, 10, 3, 1], []]
-    got = sequence_logprobs(model, prompts, completions)
-    assert model.training
-    model.eval()
-    expect = []
-    with torch.no_grad():
-        for p, c in zip(prompts, completions, strict=True):
-            logits = model(torch.tensor([p + c])).logits[0]  # one unpadded row at a time
-            total = 0.0
-            for j, tok in enumerate(c):
-                total += float(torch.log_softmax(logits[len(p) + j - 1], dim=-1)[tok])
-            expect.append(total)
-    assert got == pytest.approx(expect, abs=1e-5)
-    assert got[2] == 0.0 and all(v < 0 for v in got[:2])
-    mean = sequence_logprobs(model, prompts, completions, reduction="mean", batch_size=2)
-    assert mean == pytest.approx([expect[0] / 2, expect[1] / 4, 0.0], abs=1e-5)
-    with pytest.raises(SeffiError, match="at least one token"):
-        sequence_logprobs(model, [[]], [[1]])
-    with pytest.raises(SeffiError, match="2 prompts for 1 completions"):
-        sequence_logprobs(model, [[1], [2]], [[1]])
-    with pytest.raises(SeffiError, match="reduction must be"):
-        sequence_logprobs(model, [[1]], [[1]], reduction="max")

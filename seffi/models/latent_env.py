@@ -23,6 +23,10 @@ defaults; the task is the env's) trains both models, or loads them from the cach
 default ``$SEFFI_CACHE`` or ``~/.cache/seffi/models``); with neither, making the env is one error line.
 Needs the ``lm`` extra; without it ``gym.make`` raises one line naming it.
 
+**Registration.** `seffi.envs.register_envs` registers these ids with the string entry points
+``seffi.models.latent_env:LatentLMEnv`` / ``LatentLMVectorEnv``, so ``import seffi.envs`` never imports
+this module: ``gym.make`` does, when such an env is built.
+
 **Vector env.** The native vector env samples every row's trace in one batched generation; each row
 draws its tokens from its own seeded stream, so it equals ``SyncVectorEnv`` over single envs.
 
@@ -37,17 +41,21 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from pydantic import Field
 
+from seffi.coverage import IidBaseline
+from seffi.envs import env_id
+from seffi.envs.base import SeffiEnv
+from seffi.envs.config import EnvConfig
+from seffi.envs.core import Outcomes, PoolSpec, cached_spec
+from seffi.envs.router import LatentCodeEngine, RouterAPI
+from seffi.envs.vector import SeffiVectorEnv
 from seffi.errors import SeffiError
 
-from .base import SeffiEnv
-from .config import EnvConfig
-from .core import Outcomes, PoolSpec, cached_spec
-from .router import LatentCodeEngine, RouterAPI
-from .vector import SeffiVectorEnv
+from . import require_lm
+from .cache import load_ladder_models, train_ladder_models
+from .config import LMConfig
 
 
 class LatentLMEnvConfig(EnvConfig):
@@ -76,18 +84,13 @@ class LatentLMEnvConfig(EnvConfig):
 
 def load_models(cfg: LatentLMEnvConfig) -> Any:
     """The env's `seffi.models.LadderModels` (loaded from ``model_dir`` or trained/cached)."""
-    from seffi.models import require_lm
-
     if cfg.model_dir is None and cfg.lm is None:  # training takes minutes: never started by a bare make
         raise SeffiError(
-            f"{latent_lm_env_id(cfg.task)} needs trained models: pass model_dir=DIR (a folder with base/ "
+            f"{env_id(cfg.task, 'latent_lm')} needs trained models: pass model_dir=DIR (a folder with base/ "
             "and mixture/, such as one `seffi ladder` cached) or lm={...} (LMConfig fields, {} for the "
             "defaults) to train them here, minutes on a CPU, cached under cache_dir"
         )
     require_lm()
-    from seffi.models.cache import load_ladder_models, train_ladder_models
-    from seffi.models.config import LMConfig
-
     if cfg.model_dir is not None:
         return load_ladder_models(cfg.model_dir, task_name=cfg.task)
     fields = dict(cfg.lm)
@@ -200,8 +203,6 @@ class LatentLMAPI(RouterAPI):
             seed: Seed of the sampling.
             input_ids: Inputs to cover (default: the whole pool).
         """
-        from seffi.coverage import IidBaseline
-
         spec, cfg = self._engine.spec, self._engine.cfg
         n = int(n or cfg.iid_samples or 4 * cfg.budget)
         ids = list(input_ids or spec.input_ids)
@@ -236,27 +237,3 @@ class LatentLMEnv(LatentLMAPI, SeffiEnv):
 
 class LatentLMVectorEnv(LatentLMAPI, SeffiVectorEnv):
     """Native vector latent-LM env: one batched generation per step; equals ``SyncVectorEnv``."""
-
-
-def latent_lm_env_id(task_name: str) -> str:
-    """``seffi/<Name>LatentLM-v0`` for a task name (``edit_script`` -> ``seffi/EditScriptLatentLM-v0``)."""
-    camel = "".join(part[:1].upper() + part[1:] for part in task_name.split("_"))
-    return f"seffi/{camel}LatentLM-v0"
-
-
-def register_latent_lm_envs() -> list[str]:
-    """Register ``seffi/<Name>LatentLM-v0`` for every task not registered yet (no torch import)."""
-    from seffi.tasks import list_tasks
-
-    added = []
-    for name in list_tasks():
-        eid = latent_lm_env_id(name)
-        if eid not in gym.registry:
-            gym.register(
-                id=eid,
-                entry_point="seffi.envs.latent_lm:LatentLMEnv",
-                vector_entry_point="seffi.envs.latent_lm:LatentLMVectorEnv",
-                kwargs={"task": name},
-            )
-            added.append(eid)
-    return added

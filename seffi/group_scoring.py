@@ -1,26 +1,42 @@
-"""Group reward rules of RL exploration methods, as pure functions over GRPO groups (rung 3's benchmark).
+"""Group scoring: the rewards of GRPO's completion groups, as pure functions (numpy only).
 
 A *group* is the list of `Record` ``(input id, sorted match set, valid)`` of the G completions of one
 prompt, in TRL's order (`split_groups`). Each rule returns one float per record, in record order, meant
 as a GRPO reward:
 
-* ``"valid"``: 1 for a valid completion, 0 otherwise (the baseline);
-* ``"diversity"``: seffi's group-diversity reward, `seffi.models.grpo.diversity_rewards`;
-* ``"unlikeliness"``: `unlikeliness_rewards`, from the policy's log-probabilities (`sequence_logprobs`);
+* ``"valid"``: 1 for a valid completion, 0 otherwise (the baseline); ``"matched"``: 1 for a
+  completion that follows any strategy (a per-completion shaping option, `reward_function`);
+* ``"diversity"``: seffi's group-diversity reward, `diversity_rewards`:
+
+  ```text
+  r_i = valid_i * ((1 - w) + w * [A_i != {}] / c_i),   c_i = #{j in group : valid_j and A_j = A_i}
+  ```
+
+  where ``A_i`` is completion i's match set (its strategy set) and ``w`` the diversity weight
+  (default 0.5). A valid completion whose strategy set no other valid completion of the group shares
+  scores 1; one of c valid completions sharing a set scores ``1 - w + w/c``; an invalid one 0. A valid
+  completion that follows no declared strategy gets no diversity bonus (``1 - w``), so an off-strategy
+  trace is never the cheapest way to be unique;
+* ``"unlikeliness"``: `unlikeliness_rewards`, from the policy's log-probabilities (computed by the
+  caller: `seffi.callbacks.trl_model.sequence_logprobs` on the TRL path);
 * ``"passk"``: `passk_advantages`, used as the reward with ``scale_rewards="none"``;
 * ``"outcome_ucb"``: `historical_bonus`, with the historical counts in `OutcomeCounts`;
 * ``"outcome_batch"``: `batch_penalty_rewards`.
 
-The *outcome* of a completion is its sorted match set, the empty tuple included. `METHODS` names every
-rule with the inputs it needs, and `batch_rewards` applies one over a whole (gathered) generation batch,
-group by group. Formulas and sources: docs/statistics.md, "Group rewards of the exploration methods".
-Nothing here imports torch at module import; `sequence_logprobs` imports it when called.
+Every rule depends on a group only through the multiset of its records, so the order of the
+completions within a group changes nothing. The *outcome* of a completion is its sorted match set, the
+empty tuple included. `METHODS` names every rule with the inputs it needs, and `batch_rewards` applies
+one over a whole (gathered) generation batch, group by group. Formulas and sources:
+docs/statistics.md, "Group rewards of the exploration methods". The TRL adapter
+(`seffi.callbacks.groups`, `seffi.callbacks.group_methods`) scores with this module; the exploration
+benchmark (`seffi.experiment.bench_methods`) trains through that adapter and groups its samples with
+`split_groups`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -28,8 +44,57 @@ from typing import Any
 import numpy as np
 
 from seffi.errors import SeffiError
+from seffi.tasks.base import ValidationResult
 
-from .grpo import Record, diversity_rewards, split_groups
+#: Record of one completion: (input id, sorted match set, valid).
+Record = tuple[str, tuple[str, ...], bool]
+#: Group reward rules (`METHODS`, ``"valid"`` aside): scored over a whole group.
+GROUP_MODES = ("diversity", "unlikeliness", "passk", "outcome_ucb", "outcome_batch")
+REWARD_MODES = ("valid", "matched", *GROUP_MODES)
+
+
+def split_groups(records: Sequence[Record], size: int | None) -> list[list[int]]:
+    """Indices of each GRPO group: consecutive records of one prompt, at most ``size`` each.
+
+    TRL lays a generation batch out prompt by prompt (each prompt's G completions adjacent, rank 0's
+    share first), so a group is a maximal run of one input id, cut every ``size`` records (the same
+    prompt drawn twice in a row makes two groups).
+    """
+    groups: list[list[int]] = []
+    for i, rec in enumerate(records):
+        last = groups[-1] if groups else None
+        if last is None or records[last[0]][0] != rec[0] or (size is not None and len(last) >= size):
+            groups.append([i])
+        else:
+            last.append(i)
+    return groups
+
+
+def diversity_rewards(group: Sequence[Record], weight: float = 0.5) -> list[float]:
+    """``valid_i * ((1 - w) + w * [A_i != {}] / c_i)`` for each completion of one group (module docstring)."""
+    if not 0.0 <= weight <= 1.0:
+        raise SeffiError(f"diversity weight must be in [0, 1], got {weight!r}")
+    counts: dict[tuple[str, ...], int] = {}
+    for _, matches, valid in group:
+        if valid:
+            counts[matches] = counts.get(matches, 0) + 1
+    return [(1.0 - weight) + (weight / counts[m] if m else 0.0) if v else 0.0 for _, m, v in group]
+
+
+def reward_function(spec: Any) -> Callable[[ValidationResult], float] | None:
+    """The per-completion reward of ``spec``; None for a group mode (`GROUP_MODES`)."""
+    if spec == "valid":
+        return lambda r: 1.0 if r.valid else 0.0
+    if spec == "matched":  # following any strategy, correct or not (a shaping option)
+        return lambda r: 1.0 if r.strategy_matches else 0.0
+    if isinstance(spec, str) and spec in GROUP_MODES:
+        return None
+    if callable(spec):
+        return spec
+    raise SeffiError(
+        f"reward must be one of {REWARD_MODES} or a callable(ValidationResult) -> float, got {spec!r}"
+    )
+
 
 #: He, Fried & Welleck's rank penalty (``lean.rank_penalty=0.25`` in their released GRPO recipe).
 UNLIKELINESS_BETA = 0.25
@@ -115,77 +180,6 @@ def unlikeliness_rewards(
         return []
     u = ascending_ranks(lp)
     return (_valid(group) * (1.0 - beta * u / len(group))).tolist()
-
-
-def sequence_logprobs(
-    model: Any,
-    prompt_ids: Sequence[Sequence[int]],
-    completion_ids: Sequence[Sequence[int]],
-    *,
-    reduction: str = "sum",
-    batch_size: int = 64,
-) -> np.ndarray:
-    """The policy's log-probability of each completion given its prompt (torch, imported here).
-
-    ``log p(c | p) = sum_t log softmax(logits(p + c[:t]))[c_t]`` over the completion's tokens
-    (``reduction="sum"``), or that sum divided by the completion length (``"mean"``, what He et al.
-    rank by). Rows are right-padded, so every real token keeps positions 0..L-1 and, the model being
-    causal, sees no padding. The model runs in eval mode under ``torch.no_grad`` (its mode is restored).
-
-    Args:
-        model: A causal LM returning ``.logits`` of shape (B, L, V).
-        prompt_ids: B prompts, each a non-empty list of token ids.
-        completion_ids: B completions (TRL's ``completion_ids``, eos kept), aligned with ``prompt_ids``.
-        reduction: ``"sum"`` or ``"mean"``; an empty completion scores 0 either way.
-        batch_size: Rows per forward pass.
-
-    Returns:
-        Float64 array of shape (B,).
-
-    Raises:
-        SeffiError: Lists of different lengths, an empty prompt, an unknown reduction.
-    """
-    if reduction not in ("sum", "mean"):
-        raise SeffiError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
-    if len(prompt_ids) != len(completion_ids):
-        raise SeffiError(f"{len(prompt_ids)} prompts for {len(completion_ids)} completions")
-    if any(len(p) == 0 for p in prompt_ids):
-        raise SeffiError("every prompt needs at least one token to condition the completion on")
-    import torch
-
-    out = np.zeros(len(prompt_ids), dtype=np.float64)
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            for b in range(0, len(prompt_ids), batch_size):
-                rows = [
-                    list(p) + list(c)
-                    for p, c in zip(
-                        prompt_ids[b : b + batch_size], completion_ids[b : b + batch_size], strict=True
-                    )
-                ]
-                width = max(len(r) for r in rows)
-                ids = torch.zeros((len(rows), width), dtype=torch.long)
-                mask = torch.zeros_like(ids)
-                for r, row in enumerate(rows):
-                    ids[r, : len(row)] = torch.tensor(row, dtype=torch.long)
-                    mask[r, : len(row)] = 1
-                logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
-                logp = torch.log_softmax(logits.float(), dim=-1)
-                for r in range(len(rows)):
-                    i = b + r
-                    start, n = len(prompt_ids[i]), len(completion_ids[i])
-                    if n == 0:
-                        continue
-                    pos = torch.arange(start - 1, start + n - 1, device=logp.device)
-                    tok = ids[r, start : start + n].to(logp.device)
-                    total = float(logp[r, pos, tok].sum())
-                    out[i] = total / n if reduction == "mean" else total
-    finally:
-        model.train(was_training)
-    return out
 
 
 # -- pass@k advantage (Chen et al. 2025) ------------------------------------------------------------------
@@ -371,7 +365,7 @@ METHODS: dict[str, Method] = {
             "validity, with a bonus for a strategy set no other valid completion of the group shares",
             (),
             ("weight",),
-            "seffi (seffi.models.grpo.diversity_rewards)",
+            "seffi (seffi.group_scoring.diversity_rewards)",
         ),
         Method(
             "unlikeliness",
@@ -418,7 +412,7 @@ def batch_rewards(
     """Rewards of a whole (gathered) generation batch under ``method``, group by group.
 
     Groups are `split_groups` (consecutive records of one prompt, cut every
-    ``size``), as `group_rewards` does. For ``"outcome_ucb"`` every group's
+    ``size``). For ``"outcome_ucb"`` every group's
     bonus is read from the counts as they stood before the batch and the whole batch is counted after,
     so a prompt drawn twice in one batch gets the same bonuses in both groups.
 

@@ -20,11 +20,11 @@ from tests.helpers import require
 require("torch", "lm")
 require("transformers", "lm")
 
-from seffi.envs import FINAL_INFO_KEYS, AutoresetMode, latent_lm_env_id
+from seffi.envs import FINAL_INFO_KEYS, AutoresetMode, env_id
 from seffi.errors import SeffiError
 from tests.models import tiny
 
-EID = latent_lm_env_id("edit_script")
+EID = env_id("edit_script", "latent_lm")
 SYNC_HAS_MODES = "autoreset_mode" in inspect.signature(SyncVectorEnv.__init__).parameters
 
 
@@ -41,7 +41,7 @@ def test_registered_with_vector_entry_point() -> None:
     """Every task has a LatentLM id with a native vector entry point."""
     spec = gym.spec(EID)
     assert EID == "seffi/EditScriptLatentLM-v0"
-    assert spec.vector_entry_point == "seffi.envs.latent_lm:LatentLMVectorEnv"
+    assert spec.vector_entry_point == "seffi.models.latent_env:LatentLMVectorEnv"
     assert spec.kwargs == {"task": "edit_script"}
 
 
@@ -192,7 +192,7 @@ def test_bad_settings_are_one_line_errors(model_dir: str) -> None:
     with pytest.raises(SeffiError, match="task_config"):
         make(model_dir, task_config={"alphabet_size": 2})
     with pytest.raises(SeffiError, match="not 'hanoi'"):
-        gym.make(latent_lm_env_id("hanoi"), model_dir=model_dir)
+        gym.make(env_id("hanoi", "latent_lm"), model_dir=model_dir)
 
 
 def test_gym_make_without_lm_extra_names_the_extra(model_dir: str) -> None:

@@ -1,0 +1,466 @@
+"""The trainer's model as TRL's GRPOTrainer drives it, for the TRL adapter's reference iid and rewards.
+
+* **Prompt tokens** (`prompt_token_ids`): a conversational prompt through the chat template with the
+  generation prompt, a string through the tokenizer, as GRPOTrainer tokenises them.
+* **Sampling** (`generate_ids`): the generation config GRPOTrainer builds (`generation_config`:
+  ``max_completion_length``, temperature, top-p/k, min-p, repetition penalty, its eos ids,
+  ``generation_kwargs``) and its train-mode generation, seeded inside ``torch.random.fork_rng`` so
+  drawing baselines never moves the trainer's random stream.
+* **Log-probabilities** (`sequence_logprobs`, `policy_logprobs`): each completion's log-probability
+  under the trainer's current policy, for the ``"unlikeliness"`` reward.
+* **The reference prompts and their cache** (`resolve_prompts`, `subsample_ids`, `ReferenceCache`
+  keyed by `weights_digest`) and the process group (`rank_and_world`, `default_gather`).
+
+torch, transformers and accelerate are imported inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from seffi.errors import SeffiError
+
+
+def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
+    """Every id that ends a completion, as GRPOTrainer collects them: the tokenizer's, then the model's."""
+    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
+    return ids if tokenizer.eos_token_id in ids else [tokenizer.eos_token_id, *ids]
+
+
+def generation_config(args: Any, model: Any, tokenizer: Any) -> Any:
+    """The ``GenerationConfig`` GRPOTrainer builds from ``args`` (TRL's regular generation path)."""
+    from transformers import GenerationConfig
+
+    kw: dict[str, Any] = {
+        "max_new_tokens": int(getattr(args, "max_completion_length", 32) or 32),
+        "do_sample": True,
+        "pad_token_id": tokenizer.pad_token_id,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": eos_token_ids(model, tokenizer),
+        "temperature": getattr(args, "temperature", 1.0),
+        "top_p": getattr(args, "top_p", 1.0),
+        "top_k": getattr(args, "top_k", 0),
+        "min_p": getattr(args, "min_p", None),
+        "repetition_penalty": getattr(args, "repetition_penalty", 1.0),
+        "cache_implementation": getattr(args, "cache_implementation", None),
+    }
+    kw.update(getattr(args, "generation_kwargs", None) or {})
+    return GenerationConfig(**kw, disable_compile=True)
+
+
+def is_conversational(prompt: Any) -> bool:
+    """Whether a dataset prompt is a list of chat messages (TRL's conversational format)."""
+    return (
+        isinstance(prompt, list) and bool(prompt) and isinstance(prompt[0], Mapping) and "role" in prompt[0]
+    )
+
+
+def prompt_token_ids(
+    tokenizer: Any,
+    prompts: Sequence[Any],
+    *,
+    tools: Any = None,
+    chat_template: str | None = None,
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+) -> list[list[int]]:
+    """The token ids GRPOTrainer generates from for each dataset prompt (``_tokenize_prompts``, TRL 1.x).
+
+    A conversational prompt (a list of ``{"role", "content"}`` messages) goes through the tokenizer's
+    chat template with ``add_generation_prompt=True`` (and the trainer's ``tools``, ``chat_template``
+    and ``chat_template_kwargs``); a string prompt through the tokenizer itself, special tokens
+    included, as TRL calls it.
+    """
+    out: list[list[int]] = []
+    for p in prompts:
+        if is_conversational(p):
+            enc = tokenizer.apply_chat_template(
+                conversation=[p],
+                tools=tools or None,  # as TRL: an empty tool list renders tool boilerplate on some templates
+                chat_template=chat_template,
+                add_generation_prompt=True,
+                tokenize=True,
+                return_dict=True,
+                **dict(chat_template_kwargs or {}),
+            )["input_ids"]
+            out.append([int(t) for t in (enc[0] if enc and isinstance(enc[0], list) else enc)])
+        elif isinstance(p, str):
+            out.append([int(t) for t in tokenizer(text=[p])["input_ids"][0]])
+        else:
+            raise SeffiError(
+                f"a reference prompt must be a string or a list of chat messages, got {type(p).__name__}"
+            )
+    return out
+
+
+def trainer_prompt_ids(
+    tokenizer: Any, prompts: Sequence[Any], trainer: Any, args: Any = None
+) -> list[list[int]]:
+    """`prompt_token_ids` with the trainer's tools, chat template and chat-template kwargs.
+
+    The kwargs are the trainer's, else those of ``args`` (default: ``trainer.args``).
+    """
+    args = getattr(trainer, "args", None) if args is None else args
+    kwargs = getattr(trainer, "chat_template_kwargs", None) or getattr(args, "chat_template_kwargs", None)
+    tools, template = getattr(trainer, "tools", None), getattr(trainer, "chat_template", None)
+    return prompt_token_ids(
+        tokenizer, list(prompts), tools=tools, chat_template=template, chat_template_kwargs=kwargs
+    )
+
+
+@contextmanager
+def generation_mode(model: Any, training: bool | None, checkpointing_kwargs: Any = None) -> Iterator[None]:
+    """The model in the mode it samples in: ``training`` True/False, or None for eval (the default).
+
+    GRPOTrainer generates with the model in train mode (dropout as the trainer left it) and activation
+    (gradient) checkpointing switched off for the generation; ``training=True`` reproduces that.
+    """
+    names = (
+        "is_activation_checkpointing",
+        "activation_checkpointing_disable",
+        "activation_checkpointing_enable",
+    )
+    if not hasattr(type(model), names[0]):  # transformers < 5.20 names it gradient checkpointing
+        names = tuple(n.replace("activation", "gradient") for n in names)
+    was_training, checkpointing = model.training, bool(getattr(model, names[0], False))
+    model.train(bool(training))
+    if checkpointing:
+        getattr(model, names[1])()
+    try:
+        yield
+    finally:
+        if checkpointing:
+            getattr(model, names[2])(checkpointing_kwargs)
+        model.train(was_training)
+
+
+def left_padded(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[Any, Any]:
+    """(input ids, attention mask): long tensors, shape (len(prompts), longest prompt), padded on the left."""
+    import torch
+
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for r, p in enumerate(prompts):
+        ids[r, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
+        mask[r, width - len(p) :] = 1
+    return ids, mask
+
+
+def generate_ids(
+    model: Any,
+    prompt_ids: Sequence[Sequence[int]],
+    counts: Sequence[int] | int,
+    gen: Any,
+    *,
+    seed: int,
+    batch_size: int = 256,
+    training: bool | None = None,
+    checkpointing_kwargs: Any = None,
+) -> tuple[list[list[list[int]]], int]:
+    """``counts[i]`` completions of prompt i as token ids (cut after the first eos, which is kept).
+
+    Prompts are left-padded with ``gen.pad_token_id`` in rows of at most ``batch_size``, seeded inside
+    ``torch.random.fork_rng`` (the caller's torch random state is left untouched); ``training`` and
+    ``checkpointing_kwargs`` as `generation_mode`.
+
+    Returns:
+        (completions per prompt, number of ``model.generate`` calls).
+    """
+    import torch
+
+    counts = [counts] * len(prompt_ids) if isinstance(counts, int) else list(counts)
+    eos = set(gen.eos_token_id if isinstance(gen.eos_token_id, list) else [gen.eos_token_id])
+    rows = [i for i, c in enumerate(counts) for _ in range(c)]
+    out: list[list[list[int]]] = [[] for _ in prompt_ids]
+    calls = 0
+    device = next(model.parameters()).device
+    with generation_mode(model, training, checkpointing_kwargs), torch.random.fork_rng(), torch.no_grad():
+        torch.manual_seed(seed)
+        for b in range(0, len(rows), batch_size):
+            ids, mask = left_padded([prompt_ids[i] for i in rows[b : b + batch_size]], gen.pad_token_id)
+            width = ids.shape[1]
+            got = model.generate(
+                input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=gen
+            )
+            calls += 1
+            for i, row in zip(rows[b : b + batch_size], got[:, width:].tolist(), strict=True):
+                cut = next((j for j, t in enumerate(row) if t in eos), len(row))
+                out[i].append(row[: cut + 1])  # TRL keeps the eos in completion_ids
+    return out, calls
+
+
+def decode_completion(
+    tokenizer: Any, ids: Sequence[int], decode: Callable[[Sequence[int]], str] | None
+) -> str:
+    """A completion's text as the reward function sees it (``decode``, else TRL's decoding)."""
+    return decode(ids) if decode else tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def sequence_logprobs(
+    model: Any,
+    prompt_ids: Sequence[Sequence[int]],
+    completion_ids: Sequence[Sequence[int]],
+    *,
+    reduction: str = "sum",
+    batch_size: int = 64,
+) -> np.ndarray:
+    """The policy's log-probability of each completion given its prompt (torch, imported here).
+
+    ``log p(c | p) = sum_t log softmax(logits(p + c[:t]))[c_t]`` over the completion's tokens
+    (``reduction="sum"``), or that sum divided by the completion length (``"mean"``, what He et al.
+    rank by). Rows are right-padded, so every real token keeps positions 0..L-1 and, the model being
+    causal, sees no padding. The model runs in eval mode under ``torch.no_grad`` (its mode is restored).
+
+    Args:
+        model: A causal LM returning ``.logits`` of shape (B, L, V).
+        prompt_ids: B prompts, each a non-empty list of token ids.
+        completion_ids: B completions (TRL's ``completion_ids``, eos kept), aligned with ``prompt_ids``.
+        reduction: ``"sum"`` or ``"mean"``; an empty completion scores 0 either way.
+        batch_size: Rows per forward pass.
+
+    Returns:
+        Float64 array of shape (B,).
+
+    Raises:
+        SeffiError: Lists of different lengths, an empty prompt, an unknown reduction.
+    """
+    if reduction not in ("sum", "mean"):
+        raise SeffiError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
+    if len(prompt_ids) != len(completion_ids):
+        raise SeffiError(f"{len(prompt_ids)} prompts for {len(completion_ids)} completions")
+    if any(len(p) == 0 for p in prompt_ids):
+        raise SeffiError("every prompt needs at least one token to condition the completion on")
+    import torch
+
+    out = np.zeros(len(prompt_ids), dtype=np.float64)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for b in range(0, len(prompt_ids), batch_size):
+                rows = [
+                    list(p) + list(c)
+                    for p, c in zip(
+                        prompt_ids[b : b + batch_size], completion_ids[b : b + batch_size], strict=True
+                    )
+                ]
+                width = max(len(r) for r in rows)
+                ids = torch.zeros((len(rows), width), dtype=torch.long)
+                mask = torch.zeros_like(ids)
+                for r, row in enumerate(rows):
+                    ids[r, : len(row)] = torch.tensor(row, dtype=torch.long)
+                    mask[r, : len(row)] = 1
+                logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
+                logp = torch.log_softmax(logits.float(), dim=-1)
+                for r in range(len(rows)):
+                    i = b + r
+                    start, n = len(prompt_ids[i]), len(completion_ids[i])
+                    if n == 0:
+                        continue
+                    pos = torch.arange(start - 1, start + n - 1, device=logp.device)
+                    tok = ids[r, start : start + n].to(logp.device)
+                    total = float(logp[r, pos, tok].sum())
+                    out[i] = total / n if reduction == "mean" else total
+    finally:
+        model.train(was_training)
+    return out
+
+
+class _Tempered:
+    """A model whose logits are divided by the sampling temperature, as GRPOTrainer scores its policy."""
+
+    def __init__(self, model: Any, temperature: float) -> None:
+        self.model, self.temperature = model, temperature
+
+    @property
+    def training(self) -> bool:
+        return bool(self.model.training)
+
+    def parameters(self) -> Any:
+        return self.model.parameters()
+
+    def eval(self) -> Any:
+        return self.model.eval()
+
+    def train(self, mode: bool = True) -> Any:
+        return self.model.train(mode)
+
+    def __call__(self, **kwargs: Any) -> Any:
+        out = self.model(**kwargs)
+        out.logits = out.logits / self.temperature
+        return out
+
+
+def policy_logprobs(
+    trainer: Any, prompts: Sequence[Any], completion_ids: Sequence[Sequence[int]], reduction: str = "mean"
+) -> np.ndarray:
+    """Each completion's log-probability under the trainer's current policy (one no-grad forward pass).
+
+    The prompt tokens are re-derived from TRL's ``prompts`` exactly as GRPOTrainer tokenises them
+    (`trainer_prompt_ids`); the completion tokens are TRL's ``completion_ids`` (eos kept). Logits are
+    divided by ``GRPOConfig.temperature`` as in GRPOTrainer's own log-probabilities; the model runs in
+    eval mode (no dropout), so the ranking is deterministic. Custom ``rollout_func`` or multi-turn tool
+    rollouts, whose prompt tokens TRL builds elsewhere, are not reproduced.
+
+    Args:
+        trainer: The GRPOTrainer (``model``, ``processing_class``, ``args``).
+        prompts: TRL's ``prompts`` of the local batch.
+        completion_ids: TRL's ``completion_ids`` of the local batch.
+        reduction: ``"mean"`` (per token) or ``"sum"``.
+
+    Returns:
+        Float64 array, one log-probability per completion.
+
+    Raises:
+        SeffiError: No completion ids or no model/tokenizer on the trainer.
+    """
+    model, tokenizer = getattr(trainer, "model", None), getattr(trainer, "processing_class", None)
+    if completion_ids is None or model is None or tokenizer is None:
+        raise SeffiError(
+            "the unlikeliness reward needs the completions' token ids and the trainer's model and tokenizer "
+            "(TRL's GRPOTrainer passes them); outside a trainer pass logprob_fn=fn(prompts, completion_ids)"
+        )
+    prompt_ids = trainer_prompt_ids(tokenizer, prompts, trainer)
+    temperature = float(getattr(getattr(trainer, "args", None), "temperature", 1.0) or 1.0)
+    scored = model if temperature == 1.0 else _Tempered(model, temperature)
+    completions = [list(c) for c in completion_ids]
+    return sequence_logprobs(scored, prompt_ids, completions, reduction=reduction)
+
+
+def prompts_from_dataset(dataset: Any, id_column: str) -> dict[str, Any]:
+    """``{input id: prompt}`` from a dataset with ``prompt`` and ``id_column`` columns (first wins).
+
+    A prompt is a string or a list of chat messages (TRL's conversational format).
+    """
+    cols = getattr(dataset, "column_names", None) or []
+    if "prompt" not in cols or id_column not in cols:
+        return {}
+    out: dict[str, Any] = {}
+    for pid, p in zip(dataset[id_column], dataset["prompt"], strict=True):
+        if isinstance(p, str) or is_conversational(p):
+            out.setdefault(str(pid), p)
+    return out
+
+
+def resolve_prompts(
+    explicit: Mapping[str, Any] | None, dataset: Any, id_column: str, task: Any, inputs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Prompts of the reference samples: given, else the training dataset's, else ``task.prompt``."""
+    if explicit:
+        return {str(k): v for k, v in explicit.items()}
+    found = prompts_from_dataset(dataset, id_column) if dataset is not None else {}
+    if found:
+        return found
+    if task is None or not inputs:
+        cols = getattr(dataset, "column_names", None)
+        raise SeffiError(
+            "the reference iid needs the prompts: a train dataset with 'prompt' (strings or chat messages) "
+            f"and {id_column!r} columns (this one has {cols}), iid_prompts={{input_id: prompt}}, or a task "
+            "and inputs"
+        )
+    return {k: task.prompt(x) for k, x in inputs.items()}
+
+
+def subsample_ids(ids: Sequence[str], cap: int | None, seed: int) -> list[str]:
+    """``cap`` of the sorted ``ids``, drawn without replacement from ``seed`` (all of them when None)."""
+    order = sorted(ids)
+    if cap is None or cap >= len(order):
+        return order
+    pick = np.random.default_rng(seed).choice(len(order), size=cap, replace=False)
+    return [order[i] for i in sorted(pick)]
+
+
+def weights_digest(model: Any) -> str:
+    """A hex digest of every parameter and buffer (names, dtypes, shapes, bytes) of ``model``."""
+    import torch
+
+    h = hashlib.blake2b(digest_size=16)
+    h.update(str(getattr(getattr(model, "config", None), "_name_or_path", "")).encode())
+    for name, t in sorted(model.state_dict().items()):
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}".encode())
+        flat = t.detach().to("cpu").contiguous().reshape(-1)
+        h.update(flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
+    return h.hexdigest()
+
+
+def digest(obj: Any) -> str:
+    """A short hex digest of a JSON-able object."""
+    text = json.dumps(obj, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+class ReferenceCache:
+    """Reference completions on disk: ``{prompt digest: [completion ids, ...]}`` in one JSON file per key.
+
+    The key digests the model weights, the generation config, the sampling mode and the seed; a
+    prompt's entry is keyed by its token ids (so by the tokenizer, chat template and prompt). Entries
+    are token ids, so the labeler and the decoder can change without invalidating them. Written
+    atomically by the main process; a damaged file is ignored (and rewritten).
+    """
+
+    FORMAT = "seffi.models.reference_cache/1"
+
+    def __init__(self, folder: str | Path, key: str) -> None:
+        self.path = Path(folder) / f"{key}.json"
+        self.entries: dict[str, list[list[int]]] = {}
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            if isinstance(data, dict) and data.get("format") == self.FORMAT:
+                self.entries = {str(k): [list(map(int, c)) for c in v] for k, v in data["entries"].items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            self.entries = {}
+
+    def get(self, prompt_key: str, n: int) -> list[list[int]]:
+        """Up to ``n`` cached completions of a prompt (the first ones stored)."""
+        return self.entries.get(prompt_key, [])[:n]
+
+    def put(self, prompt_key: str, completions: Sequence[Sequence[int]]) -> None:
+        """Append completions of a prompt (in memory; `save` writes)."""
+        self.entries.setdefault(prompt_key, []).extend([list(map(int, c)) for c in completions])
+
+    def save(self) -> None:
+        """Write the file (tmp + rename); an unwritable folder is skipped with a warning."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}")
+            tmp.write_text(json.dumps({"format": self.FORMAT, "entries": self.entries}), encoding="utf-8")
+            tmp.replace(self.path)
+        except OSError as exc:
+            warnings.warn(
+                f"reference-iid cache not written to {self.path}: {exc}", RuntimeWarning, stacklevel=2
+            )
+
+
+def rank_and_world() -> tuple[int, int]:
+    """(rank, world size) of an initialised ``torch.distributed`` group, else (0, 1).
+
+    Read-only on purpose: calling ``accelerate``'s ``PartialState()`` here would *create* its
+    process-global singleton as a side effect, which then leaks into whatever builds an
+    ``Accelerator`` later in the process. Under a multi-process launch the trainer initialises
+    ``torch.distributed`` before any callback or reward function runs.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def default_gather(records: list[Any]) -> list[Any]:
+    """All ranks' records in rank order (identity on one process)."""
+    if rank_and_world()[1] <= 1:
+        return records
+    from accelerate.utils import gather_object  # the group exists: accelerate's state is the trainer's
+
+    return list(gather_object(records))
