@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -120,6 +121,10 @@ class PoolSpec:
         """``task.reference_match_sets`` of a pool input (what the no-repeat oracle emits)."""
         return self.task.reference_match_sets(self.inputs[self.index_of(input_id)])
 
+    def base_match_distribution(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
+        """The exact match-set law of one iid base draw on a pool input: the task's base sampler's."""
+        return self.task.base_match_distribution(self.inputs[self.index_of(input_id)], valid_only=valid_only)
+
     @cached_property
     def feasible_mask(self) -> np.ndarray:
         """Which strategies each input admits: bool array, shape (N, M) (built when first rendered)."""
@@ -137,6 +142,7 @@ def object_array(values: Sequence[Any]) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True, slots=True)
 class Outcomes:
     """Validated samples, as columns (one row per finished episode).
 
@@ -148,23 +154,11 @@ class Outcomes:
         mask: bool array, shape (R, M): matched strategies as a mask over ``strategies``.
     """
 
-    __slots__ = ("mask", "matches", "parse_ok", "valid", "y_text")
-
-    def __init__(
-        self,
-        y_text: np.ndarray,
-        matches: np.ndarray,
-        valid: np.ndarray,
-        parse_ok: np.ndarray,
-        mask: np.ndarray,
-    ) -> None:
-        self.y_text, self.matches, self.valid, self.parse_ok, self.mask = (
-            y_text,
-            matches,
-            valid,
-            parse_ok,
-            mask,
-        )
+    y_text: np.ndarray
+    matches: np.ndarray
+    valid: np.ndarray
+    parse_ok: np.ndarray
+    mask: np.ndarray
 
     @classmethod
     def from_results(
@@ -306,13 +300,7 @@ class Life:
         left = self.counts[rows] < self.cfg.budget
         done = ~left.any(axis=1)
         if done.any():
-            d = rows[done]
-            self.counts[d] = 0
-            self.runs[d] += 1
-            self.seen[d] = False
-            self.tried[d] = 0
-            if self.record:
-                self.matched[d] = False
+            self._new_runs(rows[done][:, None], self._arange_n)
             left[done] = True
         return left
 
