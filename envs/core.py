@@ -61,6 +61,15 @@ def build_task(cfg: EnvConfig) -> Task[Any, Any]:
         raise SeffiError(f"invalid task_config for {cfg.task!r}: {problems}") from None
 
 
+#: Settings that shape an env row's runs, not its pool: envs that differ only in these share one spec.
+_RUN_FIELDS = frozenset({"budget", "reward", "novelty_bonus", "schedule", "history", "render_mode"})
+
+
+def pool_fields(cfg: EnvConfig) -> dict[str, Any]:
+    """The settings of ``cfg`` that determine its pool data (the key of `cached_spec`)."""
+    return cfg.model_dump(exclude=_RUN_FIELDS)
+
+
 def cached_spec(kind: str, key_fields: dict[str, Any], build: Any) -> Any:
     """Build (once per distinct configuration) the immutable pool data shared by envs of one config.
 
@@ -178,19 +187,13 @@ class Outcomes:
         parse_ok = np.zeros(r_count, dtype=bool)
         matches = np.empty(r_count, dtype=object)
         shared: dict[frozenset[str], tuple[str, ...]] = {}  # one tuple per distinct match set
-        filled = 0
-        for i, r in enumerate(results):
-            if i >= r_count:
-                raise ValueError(f"more validation results than the {r_count} texts")
+        for i, (_, r) in enumerate(zip(texts, results, strict=True)):  # strict: one result per text
             key = r.strategy_matches
             if key not in shared:
                 shared[key] = tuple(sorted(key))
             matches[i] = shared[key]
             mask[i] = spec.match_mask(key)
             valid[i], parse_ok[i] = r.valid, r.parse_ok
-            filled = i + 1
-        if filled != r_count:
-            raise ValueError(f"{filled} validation results for {r_count} texts")
         return cls(object_array(list(texts)), matches, valid, parse_ok, mask)
 
     def take(self, idx: Any) -> Outcomes:

@@ -118,12 +118,6 @@ def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-def layout_of(engine: Engine) -> GridLayout:
-    """The frame layout of an engine's pool."""
-    spec = engine.spec
-    return GridLayout.for_pool(spec.n_inputs, len(spec.strategies))
-
-
 def render_row(engine: Engine, row: int, mode: RenderMode) -> str | np.ndarray:
     """One frame of env row ``row``: a string (``"ansi"``) or a uint8 array, shape (H, W, 3)."""
     return render_ansi(engine, row) if mode == "ansi" else render_rgb(engine, row)
@@ -132,7 +126,7 @@ def render_row(engine: Engine, row: int, mode: RenderMode) -> str | np.ndarray:
 def render_rgb(engine: Engine, row: int) -> np.ndarray:
     """The coverage grid of env row ``row``: uint8 array, shape (H, W, 3) (see the module docstring)."""
     spec, life = engine.spec, engine.life
-    lay = layout_of(engine)
+    lay = GridLayout.for_pool(spec.n_inputs, len(spec.strategies))
     ch, cw, m = lay.cell_h, lay.cell_w, lay.n_strategies
     cur = int(life.cur[row])
     start = lay.window(cur)

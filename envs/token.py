@@ -38,7 +38,7 @@ from seffi.tasks.base import ValidationResult
 
 from .base import SeffiEnv
 from .config import TokenEnvConfig
-from .core import Life, Outcomes, PoolSpec, cached_spec
+from .core import Life, Outcomes, PoolSpec, cached_spec, pool_fields
 from .render import indented
 from .vector import SeffiVectorEnv
 
@@ -103,9 +103,8 @@ class TokenEngine:
     kind = "token"
 
     def __init__(self, cfg: TokenEnvConfig, num_envs: int) -> None:
-        key = cfg.model_dump(include={"task", "task_config", "n_inputs", "input_seed", "max_length"})
         self.cfg = cfg
-        self.spec: TokenSpec = cached_spec("token", key, lambda: TokenSpec(cfg))
+        self.spec: TokenSpec = cached_spec("token", pool_fields(cfg), lambda: TokenSpec(cfg))
         self.life = Life(self.spec, cfg, num_envs)
         length, v = self.spec.max_length, len(self.spec.vocabulary)
         self.out = np.zeros((num_envs, length), dtype=np.int64)
