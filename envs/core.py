@@ -30,7 +30,7 @@ from seffi.errors import SeffiError
 from seffi.tasks import get_task
 from seffi.tasks.base import Task, TaskInput, ValidationResult
 
-from .config import EnvConfig
+from .config import EnvConfig, problems
 
 #: Uniforms drawn per refill of a row's buffer (draws come in blocks so the vector env can index them).
 UNIFORM_BLOCK = 256
@@ -57,8 +57,7 @@ def build_task(cfg: EnvConfig) -> Task[Any, Any]:
     try:
         return get_task(cfg.task, **(cfg.task_config or {}))
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise SeffiError(f"invalid task_config for {cfg.task!r}: {problems}") from None
+        raise SeffiError(f"invalid task_config for {cfg.task!r}: {problems(exc)}") from None
 
 
 #: Settings that shape an env row's runs, not its pool: envs that differ only in these share one spec.

@@ -218,12 +218,8 @@ def render_ansi(engine: Engine, row: int) -> str:
     if last is not None:
         lines += describe_sample(last)
     if cur >= 0:
-        found = [s for s, hit in zip(spec.strategies, life.seen[row, cur], strict=True) if hit]
-        raw = [
-            s
-            for s, hit, ok in zip(spec.strategies, life.matched[row, cur], life.seen[row, cur], strict=True)
-            if hit and not ok
-        ]
+        names, seen = np.array(spec.strategies), life.seen[row, cur]
+        found, raw = names[seen].tolist(), names[life.matched[row, cur] & ~seen].tolist()
         feasible = int(spec.feasible_mask[cur].sum())
         lines.append(
             f"found this run on {spec.input_ids[cur]}: {', '.join(found) or 'none'} "
