@@ -413,13 +413,10 @@ def vector_infos(num_envs: int, rows: np.ndarray, columns: dict[str, np.ndarray]
     infos: dict[str, Any] = {}
     if rows.size == 0:
         return infos
+    mask = np.zeros(num_envs, dtype=np.bool_)
+    mask[rows] = True
     for key, col in columns.items():
-        if col.dtype == object:
-            arr = np.full(num_envs, None, dtype=object)
-        else:
-            arr = np.zeros(num_envs, dtype=col.dtype)
+        arr = np.full(num_envs, None, dtype=object) if col.dtype == object else np.zeros(num_envs, col.dtype)
         arr[rows] = col
-        mask = np.zeros(num_envs, dtype=np.bool_)
-        mask[rows] = True
-        infos[key], infos[f"_{key}"] = arr, mask
+        infos[key], infos[f"_{key}"] = arr, mask.copy()  # a mask per key, as SyncVectorEnv gives
     return infos

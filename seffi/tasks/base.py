@@ -394,9 +394,7 @@ class Task(abc.ABC, Generic[X, C]):
             return ValidationResult.unparsable(reason)
         try:
             return self._validate(x, text)
-        except (
-            Exception
-        ) as exc:  # a validator bug must not crash a training loop; tests assert it never fires
+        except Exception as exc:  # a validator bug must not crash training; tests assert it never fires
             return ValidationResult.unparsable(f"internal validator error: {type(exc).__name__}: {exc}")
 
     # -- the base sampler -----------------------------------------------------------------------
