@@ -91,7 +91,7 @@ class PoolAPI:
         Returns:
             ``{match set: probability}`` summing to 1.
         """
-        return self._engine.spec.base_match_distribution(input_id, valid_only=valid_only)  # type: ignore[attr-defined]
+        return self._engine.spec.base_match_distribution(input_id, valid_only=valid_only)
 
     def reference_match_sets(self, input_id: str) -> dict[str, frozenset[str]]:
         """``task.reference_match_sets`` of a pool input (what the no-repeat oracle emits)."""

@@ -127,17 +127,21 @@ class RouterEnvConfig(EnvConfig):
 C = TypeVar("C", bound=EnvConfig)
 
 
+def problems(exc: ValidationError) -> str:
+    """The problems of a pydantic ``ValidationError`` as one line: ``field.path: message; ...``."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or 'config'}: "
+        # Pydantic prefixes the messages of our own validators with "Value error, ".
+        + err["msg"].removeprefix("Value error, ")
+        # A choice among names is easier to fix when the message shows what was passed.
+        + (f" (got {err['input']!r})" if err["type"] == "literal_error" else "")
+        for err in exc.errors()
+    )
+
+
 def parse_config(cls: type[C], kwargs: Mapping[str, Any]) -> C:
     """Validate env kwargs into ``cls``; any problem becomes one readable `SeffiError`."""
     try:
         return cls(**kwargs)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'config'}: "
-            # Pydantic prefixes the messages of our own validators with "Value error, ".
-            + err["msg"].removeprefix("Value error, ")
-            # A choice among names is easier to fix when the message shows what was passed.
-            + (f" (got {err['input']!r})" if err["type"] == "literal_error" else "")
-            for err in exc.errors()
-        )
-        raise SeffiError(f"invalid {cls.__name__}: {problems}") from None
+        raise SeffiError(f"invalid {cls.__name__}: {problems(exc)}") from None

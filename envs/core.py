@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -29,7 +30,7 @@ from seffi.errors import SeffiError
 from seffi.tasks import get_task
 from seffi.tasks.base import Task, TaskInput, ValidationResult
 
-from .config import EnvConfig
+from .config import EnvConfig, problems
 
 #: Uniforms drawn per refill of a row's buffer (draws come in blocks so the vector env can index them).
 UNIFORM_BLOCK = 256
@@ -56,8 +57,16 @@ def build_task(cfg: EnvConfig) -> Task[Any, Any]:
     try:
         return get_task(cfg.task, **(cfg.task_config or {}))
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise SeffiError(f"invalid task_config for {cfg.task!r}: {problems}") from None
+        raise SeffiError(f"invalid task_config for {cfg.task!r}: {problems(exc)}") from None
+
+
+#: Settings that shape an env row's runs, not its pool: envs that differ only in these share one spec.
+_RUN_FIELDS = frozenset({"budget", "reward", "novelty_bonus", "schedule", "history", "render_mode"})
+
+
+def pool_fields(cfg: EnvConfig) -> dict[str, Any]:
+    """The settings of ``cfg`` that determine its pool data (the key of `cached_spec`)."""
+    return cfg.model_dump(exclude=_RUN_FIELDS)
 
 
 def cached_spec(kind: str, key_fields: dict[str, Any], build: Any) -> Any:
@@ -120,6 +129,10 @@ class PoolSpec:
         """``task.reference_match_sets`` of a pool input (what the no-repeat oracle emits)."""
         return self.task.reference_match_sets(self.inputs[self.index_of(input_id)])
 
+    def base_match_distribution(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
+        """The exact match-set law of one iid base draw on a pool input: the task's base sampler's."""
+        return self.task.base_match_distribution(self.inputs[self.index_of(input_id)], valid_only=valid_only)
+
     @cached_property
     def feasible_mask(self) -> np.ndarray:
         """Which strategies each input admits: bool array, shape (N, M) (built when first rendered)."""
@@ -137,6 +150,7 @@ def object_array(values: Sequence[Any]) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True, slots=True)
 class Outcomes:
     """Validated samples, as columns (one row per finished episode).
 
@@ -148,23 +162,11 @@ class Outcomes:
         mask: bool array, shape (R, M): matched strategies as a mask over ``strategies``.
     """
 
-    __slots__ = ("mask", "matches", "parse_ok", "valid", "y_text")
-
-    def __init__(
-        self,
-        y_text: np.ndarray,
-        matches: np.ndarray,
-        valid: np.ndarray,
-        parse_ok: np.ndarray,
-        mask: np.ndarray,
-    ) -> None:
-        self.y_text, self.matches, self.valid, self.parse_ok, self.mask = (
-            y_text,
-            matches,
-            valid,
-            parse_ok,
-            mask,
-        )
+    y_text: np.ndarray
+    matches: np.ndarray
+    valid: np.ndarray
+    parse_ok: np.ndarray
+    mask: np.ndarray
 
     @classmethod
     def from_results(
@@ -184,19 +186,13 @@ class Outcomes:
         parse_ok = np.zeros(r_count, dtype=bool)
         matches = np.empty(r_count, dtype=object)
         shared: dict[frozenset[str], tuple[str, ...]] = {}  # one tuple per distinct match set
-        filled = 0
-        for i, r in enumerate(results):
-            if i >= r_count:
-                raise ValueError(f"more validation results than the {r_count} texts")
+        for i, (_, r) in enumerate(zip(texts, results, strict=True)):  # strict: one result per text
             key = r.strategy_matches
             if key not in shared:
                 shared[key] = tuple(sorted(key))
             matches[i] = shared[key]
             mask[i] = spec.match_mask(key)
             valid[i], parse_ok[i] = r.valid, r.parse_ok
-            filled = i + 1
-        if filled != r_count:
-            raise ValueError(f"{filled} validation results for {r_count} texts")
         return cls(object_array(list(texts)), matches, valid, parse_ok, mask)
 
     def take(self, idx: Any) -> Outcomes:
@@ -306,13 +302,7 @@ class Life:
         left = self.counts[rows] < self.cfg.budget
         done = ~left.any(axis=1)
         if done.any():
-            d = rows[done]
-            self.counts[d] = 0
-            self.runs[d] += 1
-            self.seen[d] = False
-            self.tried[d] = 0
-            if self.record:
-                self.matched[d] = False
+            self._new_runs(rows[done][:, None], self._arange_n)
             left[done] = True
         return left
 
@@ -423,13 +413,10 @@ def vector_infos(num_envs: int, rows: np.ndarray, columns: dict[str, np.ndarray]
     infos: dict[str, Any] = {}
     if rows.size == 0:
         return infos
+    mask = np.zeros(num_envs, dtype=np.bool_)
+    mask[rows] = True
     for key, col in columns.items():
-        if col.dtype == object:
-            arr = np.full(num_envs, None, dtype=object)
-        else:
-            arr = np.zeros(num_envs, dtype=col.dtype)
+        arr = np.full(num_envs, None, dtype=object) if col.dtype == object else np.zeros(num_envs, col.dtype)
         arr[rows] = col
-        mask = np.zeros(num_envs, dtype=np.bool_)
-        mask[rows] = True
-        infos[key], infos[f"_{key}"] = arr, mask
+        infos[key], infos[f"_{key}"] = arr, mask.copy()  # a mask per key, as SyncVectorEnv gives
     return infos

@@ -118,12 +118,6 @@ def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-def layout_of(engine: Engine) -> GridLayout:
-    """The frame layout of an engine's pool."""
-    spec = engine.spec
-    return GridLayout.for_pool(spec.n_inputs, len(spec.strategies))
-
-
 def render_row(engine: Engine, row: int, mode: RenderMode) -> str | np.ndarray:
     """One frame of env row ``row``: a string (``"ansi"``) or a uint8 array, shape (H, W, 3)."""
     return render_ansi(engine, row) if mode == "ansi" else render_rgb(engine, row)
@@ -132,7 +126,7 @@ def render_row(engine: Engine, row: int, mode: RenderMode) -> str | np.ndarray:
 def render_rgb(engine: Engine, row: int) -> np.ndarray:
     """The coverage grid of env row ``row``: uint8 array, shape (H, W, 3) (see the module docstring)."""
     spec, life = engine.spec, engine.life
-    lay = layout_of(engine)
+    lay = GridLayout.for_pool(spec.n_inputs, len(spec.strategies))
     ch, cw, m = lay.cell_h, lay.cell_w, lay.n_strategies
     cur = int(life.cur[row])
     start = lay.window(cur)
@@ -224,12 +218,8 @@ def render_ansi(engine: Engine, row: int) -> str:
     if last is not None:
         lines += describe_sample(last)
     if cur >= 0:
-        found = [s for s, hit in zip(spec.strategies, life.seen[row, cur], strict=True) if hit]
-        raw = [
-            s
-            for s, hit, ok in zip(spec.strategies, life.matched[row, cur], life.seen[row, cur], strict=True)
-            if hit and not ok
-        ]
+        names, seen = np.array(spec.strategies), life.seen[row, cur]
+        found, raw = names[seen].tolist(), names[life.matched[row, cur] & ~seen].tolist()
         feasible = int(spec.feasible_mask[cur].sum())
         lines.append(
             f"found this run on {spec.input_ids[cur]}: {', '.join(found) or 'none'} "

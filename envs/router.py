@@ -49,7 +49,7 @@ from seffi.tasks.base import ValidationResult
 
 from .base import SeffiEnv
 from .config import RouterEnvConfig
-from .core import Life, Outcomes, PoolSpec, cached_spec
+from .core import Life, Outcomes, PoolSpec, cached_spec, pool_fields
 from .vector import SeffiVectorEnv
 
 
@@ -247,20 +247,8 @@ class RouterEngine(LatentCodeEngine):
     kind = "router"
 
     def __init__(self, cfg: RouterEnvConfig, num_envs: int) -> None:
-        key = cfg.model_dump(
-            include={
-                "task",
-                "task_config",
-                "n_inputs",
-                "input_seed",
-                "n_latents",
-                "noise",
-                "prior_skew",
-                "mapping_seed",
-            }
-        )
         self.cfg = cfg
-        self.spec: RouterSpec = cached_spec("router", key, lambda: RouterSpec(cfg))
+        self.spec: RouterSpec = cached_spec("router", pool_fields(cfg), lambda: RouterSpec(cfg))
         self._init_codes(self.spec, cfg, num_envs)
 
     def _outcomes(self, rows: np.ndarray, inputs: np.ndarray, actions: np.ndarray) -> Outcomes:

@@ -34,10 +34,11 @@ import numpy as np
 from gymnasium import spaces
 
 from seffi._seeding import seed_from_text
+from seffi.tasks.base import ValidationResult
 
 from .base import SeffiEnv
 from .config import TokenEnvConfig
-from .core import Life, Outcomes, PoolSpec, cached_spec, object_array
+from .core import Life, Outcomes, PoolSpec, cached_spec, pool_fields
 from .render import indented
 from .vector import SeffiVectorEnv
 
@@ -57,7 +58,7 @@ class TokenSpec(PoolSpec):
         for i, p in enumerate(prompts):
             self.prompt_tokens[i, : len(p)] = p
         self.max_length = cfg.max_length or self._derived_max_length()
-        self._cache: dict[tuple[int, bytes], tuple[str, tuple[str, ...], bool, bool, np.ndarray]] = {}
+        self._cache: dict[tuple[int, bytes], tuple[str, ValidationResult]] = {}
 
     def _derived_max_length(self) -> int:
         """Longest pool trace (references, and a few invalid / off-strategy draws) + eos + a margin."""
@@ -80,36 +81,20 @@ class TokenSpec(PoolSpec):
             tokens: int array, shape (R, L): output buffers.
             lengths: int array, shape (R,): tokens written.
         """
-        rows = []
+        texts, results = [], []
         for n, toks, length in zip(inputs.tolist(), tokens, lengths.tolist(), strict=True):
             written = toks[:length]
             key = (n, written.tobytes())
             hit = self._cache.get(key)
             if hit is None:
                 text = self.vocabulary.decode(written)
-                res = self.task.validate_y_text(self.inputs[n], text)
-                hit = (
-                    text,
-                    tuple(sorted(res.strategy_matches)),
-                    res.valid,
-                    res.parse_ok,
-                    self.match_mask(res.strategy_matches),
-                )
+                hit = (text, self.task.validate_y_text(self.inputs[n], text))
                 if len(self._cache) >= _CACHE_LIMIT:
                     self._cache.clear()
                 self._cache[key] = hit
-            rows.append(hit)
-        return Outcomes(
-            object_array([r[0] for r in rows]),
-            object_array([r[1] for r in rows]),
-            np.array([r[2] for r in rows], dtype=bool),
-            np.array([r[3] for r in rows], dtype=bool),
-            np.array([r[4] for r in rows], dtype=bool).reshape(len(rows), len(self.strategies)),
-        )
-
-    def base_match_distribution(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
-        """The task's exact base-sampler law for a pool input."""
-        return self.task.base_match_distribution(self.inputs[self.index_of(input_id)], valid_only=valid_only)
+            texts.append(hit[0])
+            results.append(hit[1])
+        return Outcomes.from_results(self, texts, results)
 
 
 class TokenEngine:
@@ -118,9 +103,8 @@ class TokenEngine:
     kind = "token"
 
     def __init__(self, cfg: TokenEnvConfig, num_envs: int) -> None:
-        key = cfg.model_dump(include={"task", "task_config", "n_inputs", "input_seed", "max_length"})
         self.cfg = cfg
-        self.spec: TokenSpec = cached_spec("token", key, lambda: TokenSpec(cfg))
+        self.spec: TokenSpec = cached_spec("token", pool_fields(cfg), lambda: TokenSpec(cfg))
         self.life = Life(self.spec, cfg, num_envs)
         length, v = self.spec.max_length, len(self.spec.vocabulary)
         self.out = np.zeros((num_envs, length), dtype=np.int64)

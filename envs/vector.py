@@ -26,13 +26,11 @@ Example:
 
 from __future__ import annotations
 
-from enum import Enum
-from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import numpy as np
 from gymnasium.utils import seeding
-from gymnasium.vector import VectorEnv
+from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from seffi.errors import SeffiError
@@ -42,32 +40,6 @@ from .config import EnvConfig, parse_config
 from .core import vector_infos
 from .render import RENDER_FPS, RENDER_MODES, render_row
 
-try:  # gymnasium >= 1.1 names the autoreset modes
-    from gymnasium.vector import AutoresetMode
-except ImportError:  # pragma: no cover - gymnasium 1.0 (NEXT_STEP only): the same names and values
-
-    class AutoresetMode(Enum):  # type: ignore[no-redef]
-        """Gymnasium 1.1's ``gymnasium.vector.AutoresetMode``, for gymnasium 1.0."""
-
-        NEXT_STEP = "NextStep"
-        SAME_STEP = "SameStep"
-        DISABLED = "Disabled"
-
-
-def _final_obs_as_objects() -> bool:
-    """Whether this gymnasium batches ``info["final_obs"]`` as an object array of per-env observations.
-
-    Gymnasium 1.1+ special-cases the key in ``VectorEnv._add_info``; 1.0 batches it like any other
-    info value (an array, shape (E, ...), or a dict of them with masks for Dict observations). Asking
-    ``_add_info`` itself keeps the native env equal to ``VectorEnv._add_info``'s layout under either.
-    """
-    probe = SimpleNamespace(num_envs=1)
-    probe._add_info = lambda infos, info, i: VectorEnv._add_info(probe, infos, info, i)  # type: ignore[arg-type]
-    out = VectorEnv._add_info(probe, {}, {"final_obs": np.zeros(2)}, 0)  # type: ignore[arg-type]
-    return out["final_obs"].dtype == object
-
-
-_FINAL_OBS_AS_OBJECTS = _final_obs_as_objects()
 _METADATA: dict[str, Any] = {
     "autoreset_mode": AutoresetMode.NEXT_STEP,
     "render_modes": list(RENDER_MODES),
@@ -95,8 +67,8 @@ def _rows_of(obs: Any, count: int) -> np.ndarray:
     return np.fromiter(obs, dtype=object, count=count)  # iterating a 2-D array yields its row views
 
 
-def final_obs_info(num_envs: int, rows: np.ndarray, obs: Any) -> tuple[Any, np.ndarray]:
-    """``infos["final_obs"]`` and its mask as ``SyncVectorEnv`` builds them (see ``_final_obs_as_objects``).
+def final_obs_info(num_envs: int, rows: np.ndarray, obs: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``infos["final_obs"]`` (object array of per-env observations) and its mask, as ``SyncVectorEnv`` does.
 
     Args:
         num_envs: E.
@@ -105,25 +77,12 @@ def final_obs_info(num_envs: int, rows: np.ndarray, obs: Any) -> tuple[Any, np.n
     """
     mask = np.zeros(num_envs, dtype=np.bool_)
     mask[rows] = True
-    if _FINAL_OBS_AS_OBJECTS:
-        per_row = _rows_of(obs, rows.size)
-        if rows.size == num_envs:  # every row ended (always, for router envs): rows is 0..E-1, in order
-            return per_row, mask
-        arr = np.full(num_envs, None, dtype=object)
-        arr[rows] = per_row
-        return arr, mask
-
-    def batched(values: np.ndarray) -> np.ndarray:
-        out = np.zeros((num_envs, *values.shape[1:]), dtype=values.dtype)
-        out[rows] = values
-        return out
-
-    if isinstance(obs, dict):  # a nested info dict: one array and one mask per key
-        nested: dict[str, Any] = {}
-        for key, values in obs.items():
-            nested[key], nested[f"_{key}"] = batched(values), mask.copy()
-        return nested, mask
-    return batched(obs), mask
+    per_row = _rows_of(obs, rows.size)
+    if rows.size == num_envs:  # every row ended (always, for router envs): rows is 0..E-1, in order
+        return per_row, mask
+    arr = np.full(num_envs, None, dtype=object)
+    arr[rows] = per_row
+    return arr, mask
 
 
 class SeffiVectorEnv(VectorEnv, PoolAPI):
@@ -175,12 +134,6 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
             warn_no_render_mode(self)
             return None
         return tuple(render_row(self._engine, r, self.render_mode) for r in range(self.num_envs))  # type: ignore[arg-type]
-
-    @property
-    def current_input_ids(self) -> tuple[str | None, ...]:
-        """Input id of each row's current (or last) episode."""
-        ids = self._engine.spec.input_ids
-        return tuple(None if c < 0 else ids[c] for c in self._engine.life.cur)
 
     def reset(
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None

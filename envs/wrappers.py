@@ -18,7 +18,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import VectorEnv, VectorWrapper
+from gymnasium.vector import VectorWrapper
 
 from seffi.errors import SeffiError
 
@@ -43,7 +43,22 @@ class _Memory:
         return self.bonus * len(new)
 
 
-class NoveltyBonus(gym.Wrapper[Any, Any, Any, Any]):
+class _BonusWrapper:
+    """What both wrappers share: the memory, and forgetting it when a seeded reset restarts the runs."""
+
+    env: Any
+
+    def __init__(self, env: Any, bonus: float = 1.0, valid_only: bool = True) -> None:
+        super().__init__(env)  # type: ignore[call-arg]
+        self._memory = _Memory(bonus, valid_only)
+
+    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        if seed is not None:  # a seeded reset restarts the env's runs, so forget what was found
+            self._memory.seen.clear()
+        return self.env.reset(seed=seed, options=options)
+
+
+class NoveltyBonus(_BonusWrapper, gym.Wrapper[Any, Any, Any, Any]):
     """Add ``bonus`` per newly found strategy to the final reward; ``info["novelty_bonus"]`` says how much.
 
     Args:
@@ -51,17 +66,6 @@ class NoveltyBonus(gym.Wrapper[Any, Any, Any, Any]):
         bonus: Reward per strategy new to this input's run.
         valid_only: Count strategies of valid traces only.
     """
-
-    def __init__(self, env: gym.Env[Any, Any], bonus: float = 1.0, valid_only: bool = True) -> None:
-        super().__init__(env)
-        self._memory = _Memory(bonus, valid_only)
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
-        if seed is not None:  # a seeded reset restarts the env's runs, so forget what was found
-            self._memory.seen.clear()
-        return self.env.reset(seed=seed, options=options)
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -74,24 +78,13 @@ class NoveltyBonus(gym.Wrapper[Any, Any, Any, Any]):
         return obs, reward, terminated, truncated, info
 
 
-class VectorNoveltyBonus(VectorWrapper):
+class VectorNoveltyBonus(_BonusWrapper, VectorWrapper):
     """`NoveltyBonus` for vector envs (Gymnasium's dict-of-arrays infos, every autoreset mode).
 
     ``infos["novelty_bonus"]`` (with its ``_novelty_bonus`` mask) sits where the final-step keys are:
     at the top level, or inside ``infos["final_info"]`` in ``SAME_STEP`` mode — where a
     ``SyncVectorEnv`` over [`NoveltyBonus`][seffi.envs.NoveltyBonus]-wrapped single envs puts it.
     """
-
-    def __init__(self, env: VectorEnv, bonus: float = 1.0, valid_only: bool = True) -> None:
-        super().__init__(env)
-        self._memory = _Memory(bonus, valid_only)
-
-    def reset(
-        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
-        if seed is not None:
-            self._memory.seen.clear()
-        return self.env.reset(seed=seed, options=options)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         obs, rewards, terminated, truncated, infos = self.env.step(actions)

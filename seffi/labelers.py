@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from seffi.tasks.base import MAX_TRACE_CHARS, Task, ValidationResult
+from seffi.tasks.base import Task, ValidationResult, coerce_text
 
 __all__ = [
     "CallableLabeler",
@@ -49,30 +49,6 @@ class Labeler(Protocol):
     def __call__(self, x: Any, y_text: Any) -> ValidationResult:
         """Label ``y_text`` generated for input ``x``. Must never raise."""
         ...
-
-
-def coerce_text(y_text: Any) -> tuple[str | None, str | None]:
-    """Normalise a completion to text, the way ``validate_y_text`` treats junk.
-
-    Args:
-        y_text: Anything a generator or trainer produced.
-
-    Returns:
-        ``(text, None)`` for usable text, or ``(None, reason)`` when it is bytes that are not UTF-8,
-        not text at all, empty/whitespace, or longer than ``MAX_TRACE_CHARS``.
-    """
-    if isinstance(y_text, (bytes, bytearray, memoryview)):
-        try:
-            y_text = bytes(y_text).decode("utf-8")
-        except UnicodeDecodeError:
-            return None, "bytes are not valid UTF-8"
-    if not isinstance(y_text, str):
-        return None, f"expected text, got {type(y_text).__name__}"
-    if len(y_text) > MAX_TRACE_CHARS:
-        return None, f"text too long ({len(y_text)} > {MAX_TRACE_CHARS} characters)"
-    if not y_text.strip():
-        return None, "empty text"
-    return y_text, None
 
 
 def judge_validity(
@@ -178,7 +154,7 @@ class RegexRubric:
         """Strategies whose pattern occurs in ``y_text``; junk is ``parse_ok=False``."""
         text, reason = coerce_text(y_text)
         if text is None:
-            return ValidationResult.unparsable(reason or "unusable text")
+            return ValidationResult.unparsable(reason)
         matches = frozenset(s for s, p in self._patterns.items() if p.search(text))
         return judge_validity(matches, self._valid, x, text, "rubric")
 
@@ -218,7 +194,7 @@ class CallableLabeler:
         """Run ``fn`` and normalise its answer; never raises."""
         text, reason = coerce_text(y_text)
         if text is None:
-            return ValidationResult.unparsable(reason or "unusable text")
+            return ValidationResult.unparsable(reason)
         try:
             out = self.fn(x, text)
             if isinstance(out, ValidationResult):
@@ -241,9 +217,7 @@ class CallableLabeler:
         if not unknown:
             return result
         note = f"labeler returned undeclared strategy ids {sorted(unknown)} (dropped)"
-        kept = result.strategy_matches & self._known
-        if not result.parse_ok:
-            return result
+        kept = result.strategy_matches & self._known  # unparsable results have no matches: returned above
         if result.valid:
             return ValidationResult(parse_ok=True, valid=True, strategy_matches=kept, error=note)
         return ValidationResult.invalid(f"{result.error}; {note}" if result.error else note, kept)
@@ -269,11 +243,9 @@ def as_labeler(obj: Any, strategies: Iterable[str] | None = None) -> Labeler:
     """
     if isinstance(obj, Task):
         return TaskLabeler(obj)
-    if isinstance(obj, (TaskLabeler, RegexRubric, CallableLabeler)):
-        return obj
     if isinstance(obj, Mapping):
         return RegexRubric(obj)
-    if isinstance(obj, Labeler):  # a user class with .strategies and __call__
+    if isinstance(obj, Labeler):  # seffi's labelers, or a user class with .strategies and __call__
         return obj
     if callable(obj):
         if strategies is None:

@@ -1,6 +1,6 @@
 """Shared machinery of the step-trace tasks: parse lines, simulate, compare against reference steps.
 
-Every built-in task except Hanoi follows one scheme, implemented here once:
+Every built-in task follows one scheme, implemented here once:
 
 * a trace is step lines followed by ``answer ...``; each step line parses into a *canonical step*
   (a tuple of words/ints; commutative operands are sorted, so ``3 + 4`` and ``4 + 3`` are one step);
@@ -54,6 +54,12 @@ def parse_ints(words: list[str], n: int) -> tuple[int, ...] | None:
     return None if any(v is None for v in values) else values  # type: ignore[return-value]
 
 
+def parse_command(words: list[str], keyword: str, n: int) -> Step | None:
+    """The step ``(keyword, *ints)`` of a line ``keyword <int> ...`` of exactly ``n`` integers, else None."""
+    values = parse_ints(words[1:], n) if words[:1] == [keyword] else None
+    return None if values is None else (keyword, *values)
+
+
 def render_words(items: tuple[Any, ...]) -> str:
     """Words of a step or answer tuple, single-space separated."""
     return " ".join(str(w) for w in items)
@@ -68,8 +74,8 @@ class StepTask(Task[X, C]):
     """A task whose traces are canonical step lines plus an answer line (see the module docstring).
 
     Subclasses implement ``_draw``, ``prompt``, ``vocabulary``, ``strategies``, ``_strategy_steps``,
-    ``_parse_step``, ``_check``, ``_answer``, ``_parse_answer``, ``_wrong_answer``, ``_max_steps`` and
-    ``_off_candidates``.
+    ``_parse_step``, ``_check``, ``_answer``, ``_wrong_answer``, ``_max_steps`` and ``_off_candidates``;
+    ``_parse_answer`` reads one integer unless overridden.
     """
 
     #: Human-readable formats used in parse-error messages.
@@ -105,9 +111,9 @@ class StepTask(Task[X, C]):
     def _answer(self, x: X, steps: list[Step]) -> Answer:
         """The correct answer of a legal, solving step list."""
 
-    @abc.abstractmethod
     def _parse_answer(self, x: X, words: list[str]) -> Answer | None:
-        """The answer value of the words after ``answer``, or ``None`` when malformed."""
+        """The answer of the words after ``answer``, or ``None`` when malformed (default: one integer)."""
+        return parse_ints(words, 1)
 
     @abc.abstractmethod
     def _wrong_answer(self, x: X, steps: list[Step], rng: np.random.Generator) -> Answer:

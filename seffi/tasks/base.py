@@ -40,6 +40,31 @@ from seffi.errors import SeffiError
 MAX_TRACE_CHARS = 100_000
 
 
+def coerce_text(y_text: Any, noun: str = "text") -> tuple[str, None] | tuple[None, str]:
+    """Normalise a generated text the way every validator and labeler screens junk.
+
+    Args:
+        y_text: Anything a generator or trainer produced.
+        noun: What the text is called in the reasons (``"trace"`` for ``validate_y_text``).
+
+    Returns:
+        ``(text, None)`` for usable text, or ``(None, reason)`` when it is bytes that are not UTF-8,
+        not text at all, longer than ``MAX_TRACE_CHARS``, or empty/whitespace.
+    """
+    if isinstance(y_text, bytes | bytearray | memoryview):
+        try:
+            y_text = bytes(y_text).decode("utf-8")
+        except UnicodeDecodeError:
+            return None, "bytes are not valid UTF-8"
+    if not isinstance(y_text, str):
+        return None, f"expected text, got {type(y_text).__name__}"
+    if len(y_text) > MAX_TRACE_CHARS:
+        return None, f"{noun} too long ({len(y_text)} > {MAX_TRACE_CHARS} characters)"
+    if not y_text.strip():
+        return None, f"empty {noun}"
+    return y_text, None
+
+
 class ValidationResult(BaseModel):
     """What a validator concluded about one generated trace.
 
@@ -364,24 +389,12 @@ class Task(abc.ABC, Generic[X, C]):
         Returns:
             A [`ValidationResult`][seffi.tasks.ValidationResult]; ``error`` says why when it is not valid.
         """
-        if isinstance(y_text, bytes):
-            try:
-                y_text = y_text.decode("utf-8")
-            except UnicodeDecodeError:
-                return ValidationResult.unparsable("bytes are not valid UTF-8")
-        if not isinstance(y_text, str):
-            return ValidationResult.unparsable(f"expected text, got {type(y_text).__name__}")
-        if len(y_text) > MAX_TRACE_CHARS:
-            return ValidationResult.unparsable(
-                f"trace too long ({len(y_text)} > {MAX_TRACE_CHARS} characters)"
-            )
-        if not y_text.strip():
-            return ValidationResult.unparsable("empty trace")
+        text, reason = coerce_text(y_text, noun="trace")
+        if text is None:
+            return ValidationResult.unparsable(reason)
         try:
-            return self._validate(x, y_text)
-        except (
-            Exception
-        ) as exc:  # a validator bug must not crash a training loop; tests assert it never fires
+            return self._validate(x, text)
+        except Exception as exc:  # a validator bug must not crash training; tests assert it never fires
             return ValidationResult.unparsable(f"internal validator error: {type(exc).__name__}: {exc}")
 
     # -- the base sampler -----------------------------------------------------------------------

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field, model_validator
 
-from seffi.tasks._steps import Answer, Step, StepTask, parse_int, parse_ints
+from seffi.tasks._steps import Answer, Step, StepTask, parse_command
 from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
 from seffi.tasks.registry import register_task
 
@@ -125,10 +125,7 @@ class CoinSum(StepTask[CoinSumInput, CoinSumConfig]):
         return _lines(coins, best, descending=strategy != "ascending")
 
     def _parse_step(self, x: CoinSumInput, words: list[str]) -> Step | None:
-        if len(words) != 3 or words[0] != "take":
-            return None
-        coin, count = parse_int(words[1]), parse_int(words[2])
-        return None if coin is None or count is None else ("take", coin, count)
+        return parse_command(words, "take", 2)
 
     def _check(self, x: CoinSumInput, steps: list[Step]) -> str | None:
         total = 0
@@ -144,9 +141,6 @@ class CoinSum(StepTask[CoinSumInput, CoinSumConfig]):
 
     def _answer(self, x: CoinSumInput, steps: list[Step]) -> Answer:
         return (sum(s[2] for s in steps),)
-
-    def _parse_answer(self, x: CoinSumInput, words: list[str]) -> Answer | None:
-        return parse_ints(words, 1)
 
     def _wrong_answer(self, x: CoinSumInput, steps: list[Step], rng: np.random.Generator) -> Answer:
         (n,) = self._answer(x, steps)

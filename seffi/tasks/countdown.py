@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from seffi.tasks._steps import Answer, Step, StepTask, parse_int, parse_ints
+from seffi.tasks._steps import Answer, Step, StepTask, parse_int
 from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
 from seffi.tasks.registry import register_task
 
@@ -72,13 +72,17 @@ def _step(a: int, op: str, b: int, r: int) -> Step:
     return (a, op, b, "=", r)
 
 
-def _chain(nums: Sequence[int], ops: Sequence[str], max_value: int) -> list[Step] | None:
+def _chain(
+    nums: Sequence[int], ops: Sequence[str], max_value: int, flipped: bool = False
+) -> list[Step] | None:
+    """Combine the running result with each next number; ``flipped`` makes the result the right operand."""
     acc, steps = nums[0], []
     for op, b in zip(ops, nums[1:], strict=True):
-        r = _apply(acc, op, b, max_value)
+        left, right = (b, acc) if flipped else (acc, b)
+        r = _apply(left, op, right, max_value)
         if r is None:
             return None
-        steps.append(_step(acc, op, b, r))
+        steps.append(_step(left, op, right, r))
         acc = r
     return steps
 
@@ -101,19 +105,21 @@ def _pairwise(nums: Sequence[int], ops: Sequence[str], max_value: int) -> list[S
 
 
 def _candidates(x: CountdownInput, shape: str, max_value: int) -> Iterator[list[Step]]:
-    """Legal step lists of one shape reaching the target, in enumeration order."""
+    """Step lists of one shape (a strategy, or ``"flipped"``: a chain ``b op acc``) reaching the target."""
     n = len(x.numbers)
     orders: Any = (
         [sorted(x.numbers, reverse=True)]
         if shape == "largest_first"
         else ([x.numbers[i] for i in p] for p in permutations(range(n)))
     )
-    build = _pairwise if shape == "pairwise" else _chain
     for nums in orders:
         for ops in product(OPS, repeat=n - 1):
             if shape == "multiply_first" and ops[0] != "*":
                 continue
-            steps = build(nums, ops, max_value)
+            if shape == "pairwise":
+                steps = _pairwise(nums, ops, max_value)
+            else:
+                steps = _chain(nums, ops, max_value, flipped=shape == "flipped")
             if steps is not None and steps[-1][-1] == x.target:
                 yield steps
 
@@ -180,9 +186,6 @@ class Countdown(StepTask[CountdownInput, CountdownConfig]):
     def _answer(self, x: CountdownInput, steps: list[Step]) -> Answer:
         return (x.target,)
 
-    def _parse_answer(self, x: CountdownInput, words: list[str]) -> Answer | None:
-        return parse_ints(words, 1)
-
     def _wrong_answer(self, x: CountdownInput, steps: list[Step], rng: np.random.Generator) -> Answer:
         return (x.target + int(rng.choice([-1, 1, 2])),)
 
@@ -192,22 +195,6 @@ class Countdown(StepTask[CountdownInput, CountdownConfig]):
     def _off_candidates(self, x: CountdownInput) -> list[list[Step]]:
         # Every chain and pairwise solution (deduplicated after canonicalisation), plus chains written
         # with the running result as the right operand of - and / (a different expression shape).
-        seen: dict[tuple[Step, ...], None] = {}
-        for shape in ("chain", "pairwise"):
-            for steps in _candidates(x, shape, self.config.max_value):
-                seen.setdefault(tuple(steps), None)
-        n = len(x.numbers)
-        for p in permutations(range(n)):
-            nums = [x.numbers[i] for i in p]
-            for ops in product(OPS, repeat=n - 1):
-                acc, steps = nums[0], []
-                for op, b in zip(ops, nums[1:], strict=True):
-                    r = _apply(b, op, acc, self.config.max_value)
-                    if r is None:
-                        break
-                    steps.append(_step(b, op, acc, r))
-                    acc = r
-                else:
-                    if acc == x.target:
-                        seen.setdefault(tuple(steps), None)
-        return [list(s) for s in seen]
+        shapes = ("chain", "pairwise", "flipped")
+        found = (tuple(s) for shape in shapes for s in _candidates(x, shape, self.config.max_value))
+        return [list(s) for s in dict.fromkeys(found)]

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from seffi.tasks._steps import Answer, Step, StepTask, parse_int, parse_ints
+from seffi.tasks._steps import Answer, Step, StepTask, parse_command
 from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
 from seffi.tasks.registry import register_task
 
@@ -124,10 +124,7 @@ class GraphTraversal(StepTask[GraphTraversalInput, GraphTraversalConfig]):
         return [("visit", v) for v in _PROCEDURES[strategy](_adjacency(x), x.start)]
 
     def _parse_step(self, x: GraphTraversalInput, words: list[str]) -> Step | None:
-        if len(words) != 2 or words[0] != "visit":
-            return None
-        v = parse_int(words[1])
-        return None if v is None else ("visit", v)
+        return parse_command(words, "visit", 1)
 
     def _check(self, x: GraphTraversalInput, steps: list[Step]) -> str | None:
         adj = _adjacency(x)
@@ -148,9 +145,6 @@ class GraphTraversal(StepTask[GraphTraversalInput, GraphTraversalConfig]):
 
     def _answer(self, x: GraphTraversalInput, steps: list[Step]) -> Answer:
         return (len(steps),)
-
-    def _parse_answer(self, x: GraphTraversalInput, words: list[str]) -> Answer | None:
-        return parse_ints(words, 1)
 
     def _wrong_answer(self, x: GraphTraversalInput, steps: list[Step], rng: np.random.Generator) -> Answer:
         return (len(steps) + int(rng.choice([-1, 1])),)

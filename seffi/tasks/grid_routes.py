@@ -47,17 +47,6 @@ class GridRoutesInput(TaskInput):
     walls: tuple[tuple[int, int], ...]
 
 
-def _walk(x: GridRoutesInput, moves: list[str]) -> list[Step] | None:
-    """``moves`` as steps if the route stays on free cells, else ``None``."""
-    walls, (r, c) = set(x.walls), (0, 0)
-    for m in moves:
-        dr, dc = MOVES[m]
-        r, c = r + dr, c + dc
-        if not (0 <= r < x.rows and 0 <= c < x.cols) or (r, c) in walls:
-            return None
-    return [(m,) for m in moves]
-
-
 def _wall_following(x: GridRoutesInput) -> list[Step] | None:
     walls, (r, c), moves = set(x.walls), (0, 0), []
     while (r, c) != (x.rows - 1, x.cols - 1):
@@ -120,13 +109,16 @@ class GridRoutes(StepTask[GridRoutesInput, GridRoutesConfig]):
     def _strategy_steps(self, x: GridRoutesInput, strategy: str) -> list[Step] | None:
         right, down = x.cols - 1, x.rows - 1
         if strategy == "right_first":
-            return _walk(x, ["right"] * right + ["down"] * down)
-        if strategy == "down_first":
-            return _walk(x, ["down"] * down + ["right"] * right)
-        if strategy == "staircase":
+            moves = ["right"] * right + ["down"] * down
+        elif strategy == "down_first":
+            moves = ["down"] * down + ["right"] * right
+        elif strategy == "staircase":
             k = min(right, down)
-            return _walk(x, ["right", "down"] * k + ["right"] * (right - k) + ["down"] * (down - k))
-        return _wall_following(x)
+            moves = ["right", "down"] * k + ["right"] * (right - k) + ["down"] * (down - k)
+        else:
+            return _wall_following(x)
+        steps = [(m,) for m in moves]
+        return None if self._end(x, steps)[1] else steps  # None: the route hits a wall
 
     def _parse_step(self, x: GridRoutesInput, words: list[str]) -> Step | None:
         return (words[0],) if len(words) == 1 and words[0] in MOVES else None

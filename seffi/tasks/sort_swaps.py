@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field, model_validator
 
-from seffi.tasks._steps import Answer, Step, StepTask, parse_int, parse_ints
+from seffi.tasks._steps import Answer, Step, StepTask, parse_command, parse_ints
 from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
 from seffi.tasks.registry import register_task
 
@@ -118,12 +118,8 @@ class SortSwaps(StepTask[SortSwapsInput, SortSwapsConfig]):
         return _PROCEDURES[strategy](list(x.values))
 
     def _parse_step(self, x: SortSwapsInput, words: list[str]) -> Step | None:
-        if len(words) != 3 or words[0] != "swap":
-            return None
-        i, j = parse_int(words[1]), parse_int(words[2])
-        if i is None or j is None:
-            return None
-        return ("swap", min(i, j), max(i, j))
+        step = parse_command(words, "swap", 2)
+        return None if step is None else ("swap", min(step[1:]), max(step[1:]))
 
     def _check(self, x: SortSwapsInput, steps: list[Step]) -> str | None:
         a = list(x.values)

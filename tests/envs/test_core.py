@@ -206,3 +206,17 @@ def test_reset_options_that_are_not_a_mapping_are_refused_whole(kind: str, optio
         vec.reset(options=options)
     env.reset(seed=0, options={"input_id": env.unwrapped.input_ids[1]})  # a dict still works
     assert env.unwrapped.current_input_id == env.unwrapped.input_ids[1]
+
+
+@pytest.mark.parametrize(
+    ("kind", "pool_setting"),
+    [("token", {"max_length": 64}), ("router", {"noise": 0.3}), ("router", {"mapping_seed": 1})],
+)
+def test_envs_share_a_pool_spec_exactly_when_their_pool_settings_agree(kind: str, pool_setting: dict) -> None:
+    base = make("sort_swaps", kind).unwrapped._engine.spec
+    run_only = make(
+        "sort_swaps", kind, budget=9, reward="novel", novelty_bonus=2.0, schedule="random", history=True
+    )
+    assert run_only.unwrapped._engine.spec is base
+    for other in ({"n_inputs": 4}, {"input_seed": 1}, {"task_config": {"max_length": 6}}, pool_setting):
+        assert make("sort_swaps", kind, **other).unwrapped._engine.spec is not base, other

@@ -132,11 +132,7 @@ def test_same_step_router_is_next_step_without_the_reset_only_steps(task: str) -
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("ended", [[0, 1, 2, 3], [1, 3]], ids=["all rows", "some rows"])
 def test_final_obs_layout_is_the_installed_gymnasiums(kind: str, ended: list[int]) -> None:
-    """``infos["final_obs"]`` as this gymnasium's ``VectorEnv._add_info`` lays it out, row by row.
-
-    Gymnasium 1.1+ gives an object array of per-env observations, 1.0 batches the value like any other
-    info (an array, or a dict of arrays with masks for Dict observations): whichever is installed.
-    """
+    """``infos["final_obs"]`` as this gymnasium's ``VectorEnv._add_info`` lays it out, row by row."""
     e = 4
     vec = make_vec("grid_routes", kind, e, history=True)
     vec.reset(seed=0)
