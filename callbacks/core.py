@@ -1,3 +1,4 @@
+
 """``CoverageMonitor``: episodes in, tracker updated, curves vs baselines out to the sinks."""
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from seffi.coverage.tracker import CoverageTracker
 from seffi.errors import SeffiError
 from seffi.report import keys
 from seffi.report.assemble import BaselineSets, curves_dataframe, monitor_report, policy_comparison
-from seffi.report.sinks import own_sinks
+from seffi.report.sinks import closing_lines, own_sinks
 
 __all__ = ["MONITOR_STATE_FORMAT", "CoverageMonitor", "LogUnit"]
 
@@ -488,8 +489,6 @@ class CoverageMonitor:
         self.sinks.finish(report, self.tracker.state_dict())  # run.summary, report files, state artifact
         self.finalized = True
         if self._owns_sinks:  # sinks passed in belong to an adapter (or seffi run), which says this itself
-            from seffi.report.sinks import closing_lines
-
             for line in closing_lines(self.out_dir, getattr(self.sinks, "wandb", None), prefix="[seffi] "):
                 print(line, flush=True)
         return report

@@ -16,6 +16,7 @@ from seffi.coverage import state_io, state_v1
 from seffi.coverage.barcode import BARCODE_ROWS
 from seffi.coverage.tracker import CoverageTracker
 from seffi.errors import SeffiError
+from seffi.report.safe_load import load_json_file
 
 __all__ = [
     "MONITOR_STATE_FORMAT",
@@ -68,8 +69,6 @@ def read_checkpoint(folder: Path) -> dict[str, Any]:
     Raises:
         SeffiError: The folder holds no tracker_state.json, or it is not valid JSON.
     """
-    from seffi.report.safe_load import load_json_file
-
     path = Path(folder) / TRACKER_STATE_JSON
     if not path.is_file():
         raise SeffiError(f"resume_from={folder}: no {TRACKER_STATE_JSON} there (no checkpoint was written)")

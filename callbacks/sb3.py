@@ -28,6 +28,7 @@ from seffi.callbacks.core import CoverageMonitor
 from seffi.callbacks.evaluator import CoverageEvaluator
 from seffi.callbacks.interrupts import StopOnSignal
 from seffi.errors import SeffiError
+from seffi.report.assemble import curves_dataframe
 from seffi.report.run_folder import default_out_dir, fresh_out_dir
 from seffi.report.sinks import closing_lines, default_sinks
 from seffi.report.wandb_run import wandb_mode
@@ -154,8 +155,6 @@ class CoverageCallback(BaseCallback):
         """
         monitor = self._part(part)
         if monitor is None:
-            from seffi.report.assemble import curves_dataframe
-
             return curves_dataframe({})
         return monitor.to_dataframe()
 

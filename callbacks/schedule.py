@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 
 from seffi.callbacks.config import LogUnit
+from seffi.coverage.sums import N_INC, GroupTotals
+from seffi.coverage.sums_curves import point_from_totals
 
 __all__ = ["LogSchedule", "RecentRuns"]
 
@@ -103,8 +105,6 @@ class WindowSums:
     """
 
     def __init__(self, budget: int) -> None:
-        from seffi.coverage.sums import N_INC, GroupTotals
-
         self.budget = int(budget)
         self.n_runs = np.zeros(0, dtype=np.int64)  # window runs per input code
         self.inc = np.zeros((0, self.budget, N_INC), dtype=np.int64)
@@ -134,8 +134,6 @@ class WindowSums:
 
     def point(self) -> dict[str, Any]:
         """Point estimates over the window's runs (``tracker.point(slots=...)``, O(groups x K))."""
-        from seffi.coverage.sums_curves import point_from_totals
-
         return point_from_totals(self.totals)
 
     def input_codes(self) -> np.ndarray:

@@ -18,7 +18,7 @@ import numpy as np
 from seffi.errors import SeffiError
 from seffi.tasks.base import Task, TaskInput
 
-from .config import EnvConfig
+from .config import EnvConfig, parse_config
 from .core import Life, PoolSpec, row_info
 from .render import RENDER_FPS, RENDER_MODES, render_row
 
@@ -155,8 +155,6 @@ class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
     config_cls: ClassVar[type[EnvConfig]]
 
     def __init__(self, **kwargs: Any) -> None:
-        from .config import parse_config
-
         cfg = parse_config(self.config_cls, kwargs)
         # Per instance: Gymnasium 1.2's SyncVectorEnv / AsyncVectorEnv write their autoreset mode into
         # their first env's metadata, which would otherwise be this class's dict, shared by every env of

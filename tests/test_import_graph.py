@@ -89,24 +89,10 @@ HEAVY = frozenset(
 #: cut); the list only shrinks.
 KNOWN_FUNCTION_LEVEL_IMPORTS = frozenset(
     {
-        ("seffi.callbacks.core", "seffi.report.sinks"),
         ("seffi.callbacks.groups", "seffi.callbacks"),
         ("seffi.callbacks.groups", "seffi.callbacks.core"),
         ("seffi.callbacks.groups", "seffi.report.run_folder"),
         ("seffi.callbacks.groups", "seffi.report.sinks"),
-        ("seffi.callbacks.monitor_state", "seffi.report.safe_load"),
-        ("seffi.callbacks.schedule", "seffi.coverage.sums"),
-        ("seffi.callbacks.schedule", "seffi.coverage.sums_curves"),
-        ("seffi.callbacks.sb3", "seffi.report.assemble"),
-        ("seffi.coverage.state_check", "seffi.coverage.state_v1"),
-        ("seffi.coverage.state_io", "seffi.coverage.sums"),
-        ("seffi.envs.base", "seffi.envs.config"),
-        ("seffi.report.files", "seffi.report.plots"),
-        ("seffi.report.sinks", "seffi.report.caveats"),
-        ("seffi.report.sinks", "seffi.report.files"),
-        ("seffi.report.sinks", "seffi.report.plots"),
-        ("seffi.report.sinks", "seffi.report.run_folder"),
-        ("seffi.report.sinks", "seffi.report.wandb_run"),
     }
 )
 

@@ -74,11 +74,6 @@ def _submasks(mask: int) -> list[int]:
     return out
 
 
-def _popcount(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.int64)
-    return np.array([bin(int(v)).count("1") for v in x.ravel()], dtype=np.int64).reshape(x.shape)
-
-
 # -- known law (exact) ---------------------------------------------------------------------------
 
 

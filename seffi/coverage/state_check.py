@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from seffi.coverage import state_v1
 from seffi.coverage.input_metrics import InputMetric, registered
 from seffi.coverage.state import (
     _BIG,
@@ -103,8 +104,6 @@ def check(state: Any) -> dict[str, Any]:
         ValueError: one line, "corrupted CoverageTracker state: <the first problem>" (or "not a
             seffi CoverageTracker state" for another format).
     """
-    from seffi.coverage import state_v1
-
     if isinstance(state, Mapping) and state.get("format") == state_v1.V1_FORMAT:
         state = state_v1.from_v1(state)
     if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:

@@ -28,6 +28,7 @@ from seffi.coverage.state import (
     present,
 )
 from seffi.coverage.state_check import check
+from seffi.coverage.sums import RunTable
 
 if TYPE_CHECKING:
     from seffi.coverage.tracker import CoverageTracker
@@ -140,8 +141,6 @@ def _fill(t: CoverageTracker, s: Mapping[str, Any]) -> None:
     t._order = (U, np.arange(U, dtype=np.int64))  # stored inputs are in sorted key order
     t.columns = list(s["columns"])
     t._col = {c: j for j, c in enumerate(t.columns)}
-    from seffi.coverage.sums import RunTable  # sums reads this module's declaration
-
     t.runs = RunTable(len(t.columns), t.num_latents)
     t.assigner.ensure_inputs(U)
     R = len(runs["input"])

@@ -187,14 +187,6 @@ class InputSums:
         if n_inputs > have:
             self._resize(max(n_inputs, 2 * have, 16))
 
-    def trimmed(self, n: int) -> InputSums:
-        """These sums with exactly ``n`` rows (a view when they already have them)."""
-        if self.n_runs.shape[0] == n:
-            return self
-        out = InputSums(self.budget, dtype=self.inc.dtype, squares=self.sq is not None)
-        out._take_rows(self, n)
-        return out
-
     def add(self, other: InputSums) -> None:
         """Add another set of sums over the same inputs (exact: integers)."""
         U = other.n_runs.shape[0]

@@ -68,7 +68,7 @@ _SCORE_METRICS: dict[str, bool] = {
 }
 
 
-def point_from_sums(sums: InputSums, m: np.ndarray, order: np.ndarray | None = None) -> dict[str, Any]:
+def point_from_sums(sums: InputSums, m: np.ndarray) -> dict[str, Any]:
     """Point estimates for a log from per-input sums, O(inputs x K): the fields ``seffi.report.keys`` reads.
 
     The same numbers as [`point_from_totals`][seffi.coverage.sums_curves.point_from_totals] of the sums'
@@ -78,14 +78,12 @@ def point_from_sums(sums: InputSums, m: np.ndarray, order: np.ndarray | None = N
     Args:
         sums: Per-input sums.
         m: int array, shape (U,): M_x per input.
-        order: ignored (kept for callers: the integer group totals do not depend on order).
 
     Returns:
         ``k``, the metric curves (float arrays, shape (K,), NaN where no run reached k), ``auc``,
         ``valid_auc`` and ``time_to_coverage`` (list of {tau, median, restricted_mean,
         fraction_censored}).
     """
-    del order
     return point_from_totals(GroupTotals.of(sums, m))
 
 
