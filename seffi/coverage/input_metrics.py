@@ -14,14 +14,14 @@ Example:
     ...     name = "samples_per_input"
     ...     def setup(self): self.add_state("n", per_strategy=False, merge="sum")
     ...     def update(self, codes, hits, valid): np.add.at(self.n, codes, 1)
-    ...     def compute(self, base_laws=None): return Estimate(value=float(self.n.mean()))
+    ...     def compute(self, strata, law_of=None): return Estimate(value=float(self.n.mean()))
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -92,7 +92,7 @@ class InputMetric:
     # -- what a metric writes -----------------------------------------------------------------------
 
     def setup(self) -> None:
-        """Declare the state (`add_state` calls)."""
+        """Declare the state (`add_state` calls) and set up any cache derived from it."""
         raise NotImplementedError
 
     def update(self, codes: np.ndarray, hits: np.ndarray, valid: np.ndarray) -> None:
@@ -106,14 +106,14 @@ class InputMetric:
         raise NotImplementedError
 
     def compute(
-        self, strata: np.ndarray, base_laws: Sequence[Mapping[str, float] | None] | None = None
+        self, strata: np.ndarray, law_of: Callable[[int], Mapping[str, float]] | None = None
     ) -> Estimate:
         """The estimate over the inputs recorded.
 
         Args:
             strata: int array, shape (U,): the task stratum of each input code.
-            base_laws: per input code, the base sampler's probability that a sample matches each
-                strategy id (None where unknown), for the iid figure beside the policy's.
+            law_of: ``law_of(code)``: the base sampler's probability that a sample of that input
+                matches each strategy id, for the iid figure beside the policy's; None: no figure.
         """
         raise NotImplementedError
 
@@ -132,10 +132,9 @@ class InputMetric:
         return np.full(shape, spec.lo, dtype=np.int64)
 
     def reset(self) -> None:
-        """Every declared state back to empty."""
-        self.n_inputs = self.n_columns = 0
-        for spec in self.specs.values():
-            setattr(self, spec.name, self._empty(spec, 0, 0))
+        """Every declared state back to empty (``setup`` runs again: caches it keeps start over)."""
+        self.specs, self.n_inputs, self.n_columns, self.partial = {}, 0, 0, False
+        self.setup()
 
     def grow(self, n_inputs: int, n_columns: int) -> None:
         """Room for ``n_inputs`` input codes and ``n_columns`` strategy columns (new cells at ``lo``)."""

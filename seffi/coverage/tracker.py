@@ -140,6 +140,7 @@ class CoverageTracker(UpdatePath):
         self.bar = BarcodeRows(self.barcode_rows, self.barcode_cols)
         #: Per-input metrics (`seffi.coverage.metrics`): each records every sample kept.
         self.metrics: list[InputMetric] = [cls() for cls in registered()]
+        self._task_strata: tuple[int, np.ndarray, list[str]] = (0, np.zeros(0, dtype=np.int64), [])
         for p in state_io.COUNTERS:
             setattr(self, p.name, bool(p.fill) if p.kind == "bool" else p.fill)
         self._order: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
@@ -511,22 +512,37 @@ class CoverageTracker(UpdatePath):
         Args:
             base_law: ``base_law(input_id)``: the base sampler's law over match sets (an env's
                 ``base_match_distribution``), for each metric's iid figure; None: no iid figure.
+                Each metric asks it once per input.
         """
-        tasks = [k[0] for k in self.keys]
-        order = {t: i for i, t in enumerate(sorted(set(tasks)))}
-        strata = np.array([order[t] for t in tasks], dtype=np.int64)
-        laws = None
+        law_of = None
         if base_law is not None:
-            laws = [_matched_law(base_law(x)) for _, x in self.keys]
+            keys = self.keys
+
+            def law_of(code: int) -> dict[str, float]:
+                return _matched_law(base_law(keys[code][1]))
+
         out = {}
         for m in self.metrics:
             m.grow(len(self.keys), len(self.columns))
-            est = m.compute(strata, laws)
+            est = m.compute(self._strata(), law_of)
             if m.partial:
                 note = "counts only the samples recorded after loading a state without this metric"
                 est = est.model_copy(update={"reason": f"{est.reason}; {note}" if est.reason else note})
             out[m.name] = est
         return out
+
+    def _strata(self) -> np.ndarray:
+        """The task stratum of every input code (tasks in sorted order); extended as inputs appear."""
+        have, strata, tasks = self._task_strata
+        if have < len(self.keys):
+            new = [k[0] for k in self.keys[have:]]
+            if not set(new) <= set(tasks):  # a new task renumbers the strata
+                tasks = sorted(set(tasks) | set(new))
+                new, have, strata = [k[0] for k in self.keys], 0, strata[:0]
+            index = {t: i for i, t in enumerate(tasks)}
+            strata = np.concatenate([strata, np.array([index[t] for t in new], dtype=np.int64)])
+            self._task_strata = (len(self.keys), strata, tasks)
+        return strata
 
     def derived_sums(self, K: int, **rarity: Any) -> tuple[InputSums, np.ndarray | None]:
         """Per-input sums for budget K derived from the runs (``sums_from_runs``; ``rarity``: its options)."""

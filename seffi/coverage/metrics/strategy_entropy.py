@@ -14,7 +14,7 @@ strategies (exact, no sampling) over the same inputs.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -45,35 +45,65 @@ def effective_strategies(counts: np.ndarray, *, corrected: bool = True) -> np.nd
 
 
 class StrategyEntropy(InputMetric):
-    """Effective number of strategies per input (exp of the Miller–Madow entropy), mean over inputs."""
+    """Effective number of strategies per input (exp of the Miller–Madow entropy), mean over inputs.
+
+    Per-input values are recomputed only for the inputs a batch touched, and each input's iid
+    figure is computed once: a log costs O(inputs) in numpy, not O(inputs x strategies).
+    """
 
     name = "strategy_entropy"
     level = 0.95
 
     def setup(self) -> None:
         self.add_state("counts", per_strategy=True, merge="sum")
+        # Derived, not state: exp(H) per input code, the codes updated since, iid figures by code.
+        self._cache: np.ndarray | None = None
+        self._cached_cols = -1
+        self._stale = np.zeros(0, dtype=np.int64)
+        self._iid: dict[int, float] = {}
 
     def update(self, codes: np.ndarray, hits: np.ndarray, valid: np.ndarray) -> None:
         rows, cols = np.nonzero(hits)
         np.add.at(self.counts, (codes[rows], cols), 1)
+        self._stale = (
+            np.union1d(self._stale, codes[rows]) if hasattr(self, "_stale") else np.unique(codes[rows])
+        )
+
+    def _values(self) -> np.ndarray:
+        """exp(H) per input code (NaN where no sample matched), brought up to date."""
+        cached, U = self._cache, self.n_inputs
+        if cached is None or self._cached_cols != self.n_columns:
+            cached, stale = np.full(U, np.nan), np.arange(U)  # a load, a merge or a new strategy column
+        else:
+            cached, stale = np.concatenate([cached, np.full(U - cached.size, np.nan)]), self._stale
+        counts = self.rows("counts")[stale]
+        hit = counts.sum(axis=1) > 0
+        cached[stale[hit]] = effective_strategies(counts[hit])
+        self._cache, self._cached_cols, self._stale = cached, self.n_columns, np.zeros(0, dtype=np.int64)
+        return cached
+
+    def _iid_values(self, use: np.ndarray, law_of: Callable[[int], Mapping[str, float]]) -> np.ndarray:
+        """exp(H) of each input's base law of matched strategies, each computed once."""
+        for c in use.tolist():
+            if c not in self._iid:
+                self._iid[c] = _law_effective(law_of(c))
+        return np.array([self._iid[c] for c in use.tolist()])
 
     def compute(
-        self, strata: np.ndarray, base_laws: Sequence[Mapping[str, float] | None] | None = None
+        self, strata: np.ndarray, law_of: Callable[[int], Mapping[str, float]] | None = None
     ) -> Estimate:
-        counts = self.rows("counts")
-        use = np.flatnonzero(counts.sum(axis=1) > 0)
+        values = self._values()
+        use = np.flatnonzero(~np.isnan(values))
         if use.size == 0:
             return Estimate(reason="no recorded sample matched a strategy")
-        y = effective_strategies(counts[use])
+        y = values[use]
         value, lo, hi = float(y.mean()), None, None
         groups = np.unique(strata[use], return_inverse=True)[1].reshape(-1)
         df = use.size - int(groups.max()) - 1
         if df >= 1:
             half = t_quantile(self.level, df) * math.sqrt(float(stratified_mean_variance(y, groups)))
             lo, hi = max(value - half, 1.0), value + half  # exp(H) >= 1 for every input
-        iid = None
-        if base_laws is not None and all(base_laws[c] is not None for c in use.tolist()):
-            iid = float(np.mean([_law_effective(base_laws[c]) for c in use.tolist()]))  # type: ignore[arg-type]
+        iid = None if law_of is None else float(self._iid_values(use, law_of).mean())
         return Estimate(value=value, lo=lo, hi=hi, iid=iid, n_inputs=int(use.size))
 
 

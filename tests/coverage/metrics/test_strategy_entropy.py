@@ -136,3 +136,17 @@ def test_a_monitor_logs_it_and_the_report_holds_it_beside_the_iid_figure(tmp_pat
     assert report.comparisons[0].policies[0].metrics["strategy_entropy"].iid == pytest.approx(
         math.exp(-(q * np.log(q)).sum())
     )
+
+
+def test_estimates_between_batches_equal_a_fresh_computation() -> None:
+    """Values kept between logs (only touched inputs recomputed) equal those of a fresh tracker."""
+    rng = np.random.default_rng(2)
+    data = [
+        (f"x{rng.integers(6)}", {STRATS[j] for j in rng.choice(3, rng.integers(0, 3), False)})
+        for _ in range(300)
+    ]
+    t = CoverageTracker(strategies=STRATS, budget=64)
+    for i, (x, matched) in enumerate(data, start=1):
+        t.update(x, matched)
+        if i % 37 == 0:
+            assert t.metric_estimates() == _fed(data[:i]).metric_estimates()
