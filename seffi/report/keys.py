@@ -311,6 +311,8 @@ def report_scalars(report: Any) -> dict[str, float]:
     for comp, pol, scope in report_scopes(report):
         out.update(scalars_from_curves(pol.curves, gain=pol.gain, scope=scope))
         out.update(baseline_scalars(comp, scope))
+        for name, est in getattr(pol, "metrics", {}).items():
+            out.update(estimate_scalars(name, est, scope))
         first = extrapolated_from_k(getattr(comp, "iid", None))
         if first is not None:
             out[iid_extrapolated_key(scope)] = float(first)
