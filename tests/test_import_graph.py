@@ -27,6 +27,7 @@ LOWER = (
     "seffi._io",
     "seffi._seeding",
     "seffi.coverage",
+    "seffi.episodes",
     "seffi.errors",
     "seffi.labelers",
     "seffi.lanes",

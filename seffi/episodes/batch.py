@@ -1,0 +1,69 @@
+"""`EpisodeBatch`: finished episodes as columns, the one form every parser returns."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["EpisodeBatch"]
+
+
+@dataclass(frozen=True)
+class EpisodeBatch:
+    """N finished episodes over M declared strategies, as columns (what the tracker records).
+
+    Attributes:
+        strategies: The declared strategy ids, length M (the columns of ``hits``).
+        input_id: object array, shape (N,): input ids, str (an int id becomes its decimal string).
+        hits: bool array, shape (N, M): the declared strategies each episode matched.
+        valid: bool array, shape (N,) (``True`` where the env does not report validity).
+        env_index: int64 array, shape (N,): the sub-env (row) each episode ran in.
+        sample_index: int64 array, shape (N,): the env's position k in its run, -1 where not reported.
+        run_index: int64 array, shape (N,): the env's run counter for the input, -1 where not reported.
+        z: int64 array, shape (N,): a router env's latent code, -1 where none.
+    """
+
+    strategies: tuple[str, ...]
+    input_id: np.ndarray
+    hits: np.ndarray
+    valid: np.ndarray
+    env_index: np.ndarray
+    sample_index: np.ndarray
+    run_index: np.ndarray
+    z: np.ndarray
+
+    def __post_init__(self) -> None:
+        n, m = len(self.input_id), len(self.strategies)
+        if self.hits.shape != (n, m) or any(getattr(self, k).shape != (n,) for k in _COLUMNS[2:]):
+            raise ValueError(f"EpisodeBatch columns must hold {n} episodes and hits shape ({n}, {m})")
+
+    def __len__(self) -> int:
+        return len(self.input_id)
+
+    @classmethod
+    def empty(cls, strategies: Sequence[str]) -> EpisodeBatch:
+        """No episodes."""
+        i = np.zeros(0, dtype=np.int64)
+        s = tuple(strategies)
+        return cls(s, np.zeros(0, dtype=object), np.zeros((0, len(s)), dtype=bool), i > 0, i, i, i, i)
+
+    @classmethod
+    def concat(cls, batches: Sequence[EpisodeBatch]) -> EpisodeBatch:
+        """One batch of ``batches`` in order (all over the same strategies; at least one)."""
+        if len(batches) == 1:
+            return batches[0]
+        if len({b.strategies for b in batches}) != 1:
+            raise ValueError("EpisodeBatch.concat needs batches over the same strategies")
+        cols = {k: np.concatenate([getattr(b, k) for b in batches]) for k in _COLUMNS}
+        return cls(batches[0].strategies, **cols)
+
+    def take(self, index: Any) -> EpisodeBatch:
+        """The episodes at ``index`` (int array or bool mask of shape (N,))."""
+        return dataclasses.replace(self, **{k: getattr(self, k)[index] for k in _COLUMNS})
+
+
+_COLUMNS = ("input_id", "hits", "valid", "env_index", "sample_index", "run_index", "z")
