@@ -6,7 +6,8 @@ report.md, plots, metrics.jsonl, tracker_state.json).
 
 * [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] — framework-agnostic:
   ``CoverageMonitor.for_env(envs, budget=K)``, then ``update_infos(infos, dones)`` and ``maybe_log(step)``
-  each step, ``close()`` at the end; ``update(batch)`` records an [`EpisodeBatch`][seffi.episodes.EpisodeBatch].
+  each step, ``close()`` at the end; ``update(batch)`` records an
+  [`EpisodeBatch`][seffi.episodes.EpisodeBatch].
 * [`MonitorConfig`][seffi.callbacks.MonitorConfig] — every monitor option (W&B mode, out_dir, log_every,
   n_boot, ...), declared once; the monitor and every adapter take ``config=`` or its fields as keyword
   arguments.

@@ -172,15 +172,16 @@ class CoverageMonitor:
         Raises:
             SeffiError: The batch is over other strategies than the monitor's.
         """
-        if batch.strategies != self.strategies:
-            raise SeffiError(f"a batch over strategies {batch.strategies} fed a monitor of {self.strategies}")
         n = len(batch)
-        if n:
-            self._batches.append(batch)
-            self.pending += n
-            self._episodes += n
-            if self.pending >= self.flush_every:
-                self.flush()
+        if n == 0:
+            return 0
+        if batch.strategies is not self.strategies and batch.strategies != self.strategies:
+            raise SeffiError(f"a batch over strategies {batch.strategies} fed a monitor of {self.strategies}")
+        self._batches.append(batch)
+        self.pending += n
+        self._episodes += n
+        if self.pending >= self.flush_every:
+            self.flush()
         return n
 
     def update_infos(self, infos: Any, dones: Any = None, *, env_offset: int = 0) -> int:

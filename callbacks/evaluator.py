@@ -56,7 +56,7 @@ def rollout_episodes(
     name = getattr(getattr(env, "spec", None), "id", None)
     if seed is not None:
         env.reset(seed=seed)
-    for run, x in enumerate(input_ids):
+    for x in input_ids:
         for _ in range(budget):
             obs, _ = env.reset(options={"input_id": x})
             for _ in range(max_steps_per_episode):

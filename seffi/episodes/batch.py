@@ -9,8 +9,6 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EpisodeBatch"]
-
 
 @dataclass(frozen=True)
 class EpisodeBatch:
@@ -38,7 +36,8 @@ class EpisodeBatch:
 
     def __post_init__(self) -> None:
         n, m = len(self.input_id), len(self.strategies)
-        if self.hits.shape != (n, m) or any(getattr(self, k).shape != (n,) for k in _COLUMNS[2:]):
+        one = self.valid.shape == self.env_index.shape == self.sample_index.shape == self.run_index.shape
+        if not (one and self.z.shape == (n,) == self.valid.shape and self.hits.shape == (n, m)):
             raise ValueError(f"EpisodeBatch columns must hold {n} episodes and hits shape ({n}, {m})")
 
     def __len__(self) -> int:
@@ -47,22 +46,21 @@ class EpisodeBatch:
     @classmethod
     def empty(cls, strategies: Sequence[str]) -> EpisodeBatch:
         """No episodes."""
-        i = np.zeros(0, dtype=np.int64)
-        s = tuple(strategies)
-        return cls(s, np.zeros(0, dtype=object), np.zeros((0, len(s)), dtype=bool), i > 0, i, i, i, i)
+        i, hits = np.zeros(0, dtype=np.int64), np.zeros((0, len(strategies)), dtype=bool)
+        return cls(tuple(strategies), np.zeros(0, dtype=object), hits, i > 0, i, i, i, i)
 
     @classmethod
     def concat(cls, batches: Sequence[EpisodeBatch]) -> EpisodeBatch:
-        """One batch of ``batches`` in order (all over the same strategies; at least one)."""
-        if len(batches) == 1:
-            return batches[0]
+        """One batch of ``batches`` (at least one, all over the same strategies) in order."""
         if len({b.strategies for b in batches}) != 1:
             raise ValueError("EpisodeBatch.concat needs batches over the same strategies")
-        cols = {k: np.concatenate([getattr(b, k) for b in batches]) for k in _COLUMNS}
-        return cls(batches[0].strategies, **cols)
+        if len(batches) == 1:
+            return batches[0]
+        columns = (np.concatenate([getattr(b, k) for b in batches]) for k in _COLUMNS)
+        return cls(batches[0].strategies, *columns)
 
     def take(self, index: Any) -> EpisodeBatch:
-        """The episodes at ``index`` (int array or bool mask of shape (N,))."""
+        """The episodes at ``index`` (int array, or bool mask of shape (N,))."""
         return dataclasses.replace(self, **{k: getattr(self, k)[index] for k in _COLUMNS})
 
 

@@ -1,8 +1,8 @@
 """The info contract: one table of the keys a finished episode's info holds, and one screen.
 
-Every parser hands the screen the same thing: per key, the finished episodes' values (a numpy column
-or a list) and which of them the env reported. The screen returns the good rows and their match codes;
-the bad ones are refused on their own and named by `EpisodeRejected`.
+Every parser hands `screen` the finished episodes' values per key (a numpy column or a list) and which
+of them the env reported; it returns the good rows and their match codes. A bad episode is refused on
+its own, and `EpisodeRejected` names its env and key.
 """
 
 from __future__ import annotations
@@ -16,113 +16,79 @@ import numpy as np
 
 from seffi.errors import SeffiError
 
-__all__ = ["CONTRACT", "EpisodeRejected", "MatchCoder", "Rule", "screen"]
-
 _I64_MAX = int(np.iinfo(np.int64).max)
 _INTS = frozenset({int, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64})
-_BOOLS = (bool, np.bool_)
-
-
-class _Missing:
-    """Marks a key an info did not have (``None`` is a value the env reported, and is checked)."""
-
-    __slots__ = ()
-
-
-MISSING = _Missing()
+_BOOLS, _INT = (bool, np.bool_), (int, np.integer)
 
 
 @dataclass(frozen=True)
 class Rule:
     """What one info key may hold.
 
-    Attributes:
-        what: The rule in words, for the error message.
-        fill: The value where the env does not report the key; ``None``: the key is required.
-        kinds: numpy dtype kinds a typed column may have.
-        types: Types a value may have (``isinstance``; a bool passes only where ``bool`` is listed).
-        exact: Exact types accepted at a glance (a column of them needs no per-value check).
-        minimum: Smallest allowed int (ints are also at most the int64 maximum). Integral floats
-            (``3.0``) count as ints: Gymnasium stores a step's column as floats when the first env to
-            report it gave a float; NaN, infinities and fractions never pass.
+    ``what``: the rule in words; ``fill``: the value where not reported (None: the key is required);
+    ``kinds``: numpy dtype kinds of a typed column; ``types``: of a value (a bool only where listed);
+    ``exact``: the value types of a list that passes at a glance; ``minimum``: of ints (which fit int64).
+    Integral floats (``3.0``) count as ints: Gymnasium stores a step's column as floats when the first
+    env to report it gave a float.
     """
 
     what: str
     fill: Any
     kinds: str
     types: tuple[type, ...]
-    exact: frozenset[type]
+    exact: frozenset[type] = frozenset()
     minimum: int | None = None
 
     def ok(self, v: Any) -> bool:
-        """Whether one value keeps the rule (a missing value always does: the fill value is used)."""
-        if v is MISSING:
-            return True
+        """Whether one value keeps the rule."""
         if isinstance(v, _BOOLS) and bool not in self.types:
             return False
-        if self.minimum is not None and isinstance(v, (float, np.floating)):
-            return math.isfinite(v) and float(v).is_integer() and self.minimum <= v <= _I64_MAX
-        return isinstance(v, self.types) and (self.minimum is None or self.minimum <= v <= _I64_MAX)
+        if self.minimum is not None and isinstance(v, (float, np.floating)):  # NaN, inf, 2.5 fail
+            return bool(math.isfinite(v) and float(v).is_integer() and self.minimum <= v <= _I64_MAX)
+        return isinstance(v, self.types) and (self.minimum is None or bool(self.minimum <= v <= _I64_MAX))
 
     def bad(self, values: Any, have: np.ndarray | None = None) -> np.ndarray | None:
-        """Bool mask, shape (N,), of the ``values`` that break the rule among those ``have`` marks.
+        """Bool mask (N,) of the ``values`` that break the rule among those ``have`` marks; None: none.
 
-        A typed numpy column is checked by its dtype and one range reduction; a list or object column
-        by the set of its value types at a glance, per value only when that does not settle it.
-        ``None``: every value keeps the rule.
+        A typed column is checked by its dtype and one range reduction, a list by the set of its value
+        types (value by value only when that does not settle it).
         """
         if isinstance(values, np.ndarray) and values.dtype != object:
             kind, low = values.dtype.kind, self.minimum or 0
             if kind not in self.kinds:
-                out = np.ones(values.shape[0], dtype=bool)
-            elif kind == "f":  # integral floats only; NaN fails every comparison
+                out = np.ones(len(values), dtype=bool)
+            elif kind == "f":
                 out = ~((np.floor(values) == values) & (values >= low) & (values < 2.0**63))
-            elif self.minimum is None or values.size == 0:
-                return None
-            elif kind == "u":
+            elif kind == "u" and self.minimum is not None:
                 out = values > _I64_MAX
-            elif np.minimum.reduce(values) >= low:  # the ufunc directly: ndarray.min costs twice as much
-                return None
+            elif self.minimum is None or not values.size or np.minimum.reduce(values) >= low:
+                return None  # the ufunc itself: ndarray.min costs twice as much
             else:
                 out = values < low
         else:
-            types = set(map(type, values))
-            if types <= self.exact:
-                nums = [v for v in values if v is not MISSING] if _Missing in types else values
-                if self.minimum is None or len(nums) == 0 or (self.minimum <= min(nums) and max(nums) <= _I64_MAX):
-                    return None
+            fits = set(map(type, values)) <= self.exact
+            if fits and (self.minimum is None or self.minimum <= min(values) <= max(values) <= _I64_MAX):
+                return None
             out = np.fromiter((not self.ok(v) for v in values), dtype=bool, count=len(values))
         if have is not None:
             out &= have
         return out if out.any() else None
 
 
-def _rule(what: str, fill: Any, kinds: str, types: tuple[type, ...], minimum: int | None = None) -> Rule:
-    exact = {t for t in _INTS | {str, np.str_, bool, np.bool_, _Missing} if issubclass(t, types)}
-    if bool not in types:
-        exact -= {bool, np.bool_}
-    return Rule(what, fill, kinds, types, frozenset(exact | {_Missing}), minimum)
-
-
+_INDEX = Rule("an int >= 0", -1, "iuf", _INT, _INTS, 0)
 #: The info keys the monitor reads, in the order their errors are named. ``strategy_matches`` is
 #: coded against the declared strategies by `MatchCoder`; every other key is checked by its rule.
 CONTRACT: dict[str, Rule] = {
-    "strategy_matches": _rule("a tuple of strategy ids", None, "", (Sequence, set, frozenset, np.ndarray)),
-    "input_id": _rule("a str (or int) id", None, "iuU", (str, int, np.integer)),
-    "valid": _rule("a bool (or numpy bool)", True, "b", _BOOLS),
-    "sample_index": _rule("an int >= 0", -1, "iuf", (int, np.integer), 0),
-    "run_index": _rule("an int >= 0", -1, "iuf", (int, np.integer), 0),
-    "z": _rule("an int >= 0", -1, "iuf", (int, np.integer), 0),
+    "strategy_matches": Rule("a tuple of strategy ids", None, "", (Sequence, set, frozenset, np.ndarray)),
+    "input_id": Rule("a str (or int) id", None, "iuU", (str, *_INT), _INTS | {str, np.str_}),
+    "valid": Rule("a bool (or numpy bool)", True, "b", _BOOLS, frozenset(_BOOLS)),
+    "sample_index": _INDEX,
+    "run_index": _INDEX,
+    "z": _INDEX,
 }
 
 
-def _show(value: Any) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
-
-
 def _missing(key: str, info: Any) -> str:
-    """Why an ended episode whose ``info`` lacks ``key`` (or is no dict) is refused."""
     if not isinstance(info, Mapping):
         return f"an episode ended but its info is {info!r:.60}, not a dict"
     text = f"an episode ended but its info has no {key!r} (keys: {sorted(map(str, info))})"
@@ -131,63 +97,55 @@ def _missing(key: str, info: Any) -> str:
     return text
 
 
+def _show(x: Any) -> str:
+    return f"{type(x).__name__} {x!r:.60}"
+
+
 class EpisodeRejected(SeffiError):
     """Finished episodes whose info breaks the contract (a missing key, a value of the wrong type).
 
-    Only the bad episodes are refused: a monitor records every good episode of the same call *before*
-    this is raised, and nothing it buffered earlier is touched, so a caller that catches it (and fixes
-    or drops the faulty env) loses no good data. The message names the key, the env and the sub-env
-    index of the first bad episode.
+    Only the bad episodes are refused: the good ones of the call are in ``batch``, and a monitor records
+    them (and says so) before this reaches the caller. The message names the first bad one's env and key.
 
     Attributes:
         key: The offending info key (``"info"`` when the info itself is not a dict).
         env_index: Sub-env index of the first bad episode (with the caller's ``env_offset``).
         rejected: Number of episodes refused in the call.
         recorded: Good episodes of the call a monitor recorded (``None`` outside a monitor).
-        batch: The good episodes of the call, as an `EpisodeBatch`.
+        batch: The good episodes of the call (an `EpisodeBatch`).
     """
 
-    def __init__(
-        self, reason: str, *, key: str, env_index: int, env_name: str | None, rejected: int, batch: Any
-    ) -> None:
-        self.reason, self.key, self.env_index, self.env_name = reason, key, env_index, env_name
-        self.rejected, self.batch, self.recorded = rejected, batch, None
-        super().__init__(self._message())
-
-    def _message(self) -> str:
-        where = f"env {self.env_name!r}" if self.env_name else "the env"
-        text = f"{where} (sub-env index {self.env_index}): {self.reason}"
-        if self.recorded is not None:
-            n = self.rejected
-            which = f"{n} finished episodes (the first named here) were" if n > 1 else "this episode was"
-            text += f"; {which} rejected, the other {self.recorded} of this call recorded"
-        return text
+    def __init__(self, reason: str, *, key: str, env_index: int, env_name: Any, rejected: int, batch: Any):
+        where = f"env {env_name!r}" if env_name else "the env"
+        super().__init__(f"{where} (sub-env index {env_index}): {reason}")
+        self.key, self.env_index, self.rejected = key, env_index, rejected
+        self.batch, self.recorded = batch, None
 
     def recorded_as(self, n: int) -> EpisodeRejected:
-        """Say in the message that the call's ``n`` good episodes were recorded."""
+        """This error, its message saying that the call's ``n`` good episodes were recorded."""
+        m = self.rejected
+        which = f"{m} finished episodes (the first named here) were" if m > 1 else "this episode was"
         self.recorded = n
-        self.args = (self._message(),)
+        self.args = (f"{self.args[0]}; {which} rejected, the other {n} of this call recorded",)
         return self
 
 
 class MatchCoder:
-    """Codes ``strategy_matches`` values as rows of a hit table over the declared strategies.
+    """Codes ``strategy_matches`` values as rows of ``table``, a bool hit table over ``strategies``.
 
-    Each distinct value is checked and coded once; later ones cost one dict lookup.
-
-    Args:
-        strategies: The declared strategy ids (the columns of ``table``).
+    Each distinct value is checked once, later ones cost a dict lookup; kept across calls (a monitor
+    holds one), with the input ids already checked (``known``).
     """
 
     def __init__(self, strategies: Sequence[str]) -> None:
         self.strategies = tuple(strategies)
         self._index = {s: j for j, s in enumerate(self.strategies)}
         self._code: dict[Any, int] = {}
-        #: bool array, shape (match sets seen, M): the hit row of each code.
-        self.table = np.zeros((0, len(self.strategies)), dtype=bool)
+        self.known: set[str] = set()
+        self.table = np.zeros((0, len(self.strategies)), dtype=bool)  # (match sets seen, M)
 
     def codes(self, values: Sequence[Any]) -> tuple[np.ndarray, dict[int, str]]:
-        """(code of each value, shape (N,); position -> why, for the values that are not match sets)."""
+        """(code of each value, shape (N,); position -> why, for values that are no match set)."""
         try:
             return np.fromiter(map(self._code.__getitem__, values), np.int64, len(values)), {}
         except (KeyError, TypeError):  # a new or unhashable value (a list): one by one
@@ -201,95 +159,70 @@ class MatchCoder:
         return out, bad
 
     def _new(self, raw: Any) -> int:
-        try:
-            return self._code[raw]
-        except (KeyError, TypeError):
-            pass
         if isinstance(raw, (str, bytes)) or not CONTRACT["strategy_matches"].ok(raw) or np.ndim(raw) != 1:
-            shape = f" of shape {raw.shape}" if isinstance(raw, np.ndarray) else ""
-            raise ValueError(
-                f"'strategy_matches' must be a tuple of strategy ids, got {type(raw).__name__}{shape}: {raw!r}"
-            )
+            got = f"{type(raw).__name__}{f' of shape {raw.shape}' if isinstance(raw, np.ndarray) else ''}"
+            raise ValueError(f"'strategy_matches' must be a tuple of strategy ids, got {got}: {raw!r}")
         ms = tuple(sorted(str(s) for s in raw))
-        code = self._code.get(ms)
-        if code is None:
+        if ms not in self._code:
             unknown = sorted(set(ms) - set(self._index))
             if unknown:
                 raise ValueError(
                     f"'strategy_matches' holds strategy ids {unknown} that are not among the declared "
                     f"strategies {list(self.strategies)}"
                 )
-            code = self._code[ms] = len(self.table)
             row = np.zeros((1, len(self.strategies)), dtype=bool)
             row[0, [self._index[s] for s in ms]] = True
-            self.table = np.concatenate([self.table, row])
+            self._code[ms], self.table = len(self.table), np.concatenate([self.table, row])
         try:
-            self._code[raw] = code
-        except TypeError:
+            self._code[raw] = self._code[ms]
+        except TypeError:  # unhashable: coded again next time
             pass
-        return code
+        return self._code[ms]
 
 
-Columns = Mapping[str, tuple[Any, "np.ndarray | None"]]
-
-
-def screen(
-    cols: Columns, n: int, coder: MatchCoder, info_of: Callable[[int], Any]
-) -> tuple[np.ndarray | None, np.ndarray, tuple[np.ndarray, str, int, str] | None]:
+def screen(cols: Mapping[str, Any], n: int, coder: MatchCoder, info_of: Callable[[int], Any]) -> tuple:
     """Check N finished episodes against `CONTRACT`: the one check of every parser.
 
     Args:
-        cols: key -> (values, have): the episodes' values (numpy column or list, length N) and a bool
-            array of those the env reported (``None``: all). Keys no episode reported are left out;
-            ``"info"`` -> (None, have) marks the episodes whose info is not a dict.
+        cols: key -> (values, have): the values (numpy column or list, length N) and a bool array of
+            those reported (``None``: all); keys nobody reported left out; ``"info"`` -> (None, is a dict).
         n: Number of episodes N.
         coder: Codes the match sets.
         info_of: Row -> its info (for the message naming a missing key).
 
     Returns:
-        (good: bool array (N,) or ``None`` when all are good, match codes (N,) (meaningless at bad
-        rows), ``None`` or (bad mask, key, row, reason) of the first bad episode).
+        (good: bool array (N,) or ``None`` when all are good, match codes (N,), ``None`` or
+        (bad mask, key, row, reason) of the first bad episode).
     """
     bad: np.ndarray | None = None
     first: tuple[int, str, str] | None = None
 
-    def add(mask: np.ndarray | None, key: str, reason_of: Callable[[int], str]) -> None:
+    def add(mask: np.ndarray, key: str, reason_of: Callable[[int], str]) -> None:
         nonlocal bad, first
-        if mask is None or not mask.any():
-            return
-        bad = mask.copy() if bad is None else bad | mask
-        row = int(mask.argmax())
-        if first is None or row < first[0]:
-            first = (row, key, reason_of(row))
+        if mask.any():
+            bad, row = (mask.copy() if bad is None else bad | mask), int(mask.argmax())
+            if first is None or row < first[0]:
+                first = (row, key, reason_of(row))
 
     if "info" in cols:
         add(~cols["info"][1], "info", lambda r: _missing("info", info_of(r)))
     for key, rule in CONTRACT.items():
-        values, have = cols.get(key, (None, np.zeros(n, dtype=bool)))
+        values, have = cols[key] if key in cols else (None, np.zeros(n, dtype=bool))
         if rule.fill is None and have is not None:
             add(~have, key, lambda r, key=key: _missing(key, info_of(r)))
-        if values is not None and key != "strategy_matches":
-            add(
-                rule.bad(values, have),
-                key,
-                lambda r, key=key, rule=rule, values=values: f"{key!r} must be {rule.what}, got {_show(values[r])}",
-            )
-    matches = cols.get("strategy_matches", (None, None))[0]
-    codes = np.zeros(n, dtype=np.int64)
+        skip = values is None or key == "strategy_matches"
+        try:  # ids checked by an earlier call: one C-level set test
+            skip = skip or (key == "input_id" and coder.known.issuperset(values))
+        except TypeError:  # an unhashable id: its rule names it
+            pass
+        mask = None if skip else rule.bad(values, have)
+        if mask is not None:
+            add(mask, key, lambda r, k=key, v=values, w=rule.what: f"{k!r} must be {w}, got {_show(v[r])}")
+    matches, codes = cols.get("strategy_matches", (None,))[0], np.zeros(n, dtype=np.int64)
     if matches is not None:
-        rows = np.flatnonzero(~bad) if bad is not None else None
-        got, reasons = coder.codes(matches if rows is None else [matches[i] for i in rows.tolist()])
-        if rows is None:
-            codes = got
-        else:
-            codes[rows] = got
+        rows = np.flatnonzero(~bad) if bad is not None else np.arange(n)
+        codes[rows], reasons = coder.codes(matches if bad is None else [matches[i] for i in rows.tolist()])
         if reasons:
-            where = [int(rows[i]) if rows is not None else i for i in reasons]
-            mask = np.zeros(n, dtype=bool)
-            mask[where] = True
-            text = dict(zip(where, reasons.values(), strict=True))
-            add(mask, "strategy_matches", text.__getitem__)
-    if first is None:
-        return None, codes, None
-    assert bad is not None
-    return ~bad, codes, (bad, first[1], first[0], first[2])
+            where = dict(zip(rows[list(reasons)].tolist(), reasons.values(), strict=True))
+            add(np.isin(np.arange(n), list(where)), "strategy_matches", where.__getitem__)
+    return (None, codes, None) if first is None else (~bad, codes, (bad, first[1], first[0], first[2]))

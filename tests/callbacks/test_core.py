@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from tests.helpers import rows_batch
-
 
 def test_a_monitor_with_its_own_sinks_says_where_its_report_went(tmp_path, capsys, monkeypatch) -> None:
     """``close()`` prints the folder and the sync command once (as ``seffi run``).
@@ -14,7 +12,7 @@ def test_a_monitor_with_its_own_sinks_says_where_its_report_went(tmp_path, capsy
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wb"))
     monkeypatch.chdir(tmp_path)
     monitor = CoverageMonitor(2, ("a", "b"), out_dir="out", wandb="offline", plots=False, n_boot=0)
-    monitor.update(rows_batch(monitor.coder, [{"input_id": "x", "strategy_matches": ("a",), "sample_index": 1}]))
+    monitor.update_infos({"input_id": "x", "strategy_matches": ("a",), "sample_index": 1}, True)
     monitor.close()
     monitor.close()  # idempotent: nothing printed twice
     run_dir = monitor.sinks.wandb.run.run_dir.relative_to(tmp_path)
@@ -24,7 +22,7 @@ def test_a_monitor_with_its_own_sinks_says_where_its_report_went(tmp_path, capsy
         f"[seffi] W&B offline run saved; upload it with: wandb sync {run_dir}",
     ]
     passed = CoverageMonitor(2, ("a", "b"), sinks=LocalSink(tmp_path / "own"), n_boot=0)
-    passed.update(rows_batch(passed.coder, [{"input_id": "x", "strategy_matches": ("b",), "sample_index": 1}]))
+    passed.update_infos({"input_id": "x", "strategy_matches": ("b",), "sample_index": 1}, True)
     passed.close()
     assert capsys.readouterr().out == ""
 
@@ -49,7 +47,7 @@ def test_snapshots_use_snapshot_n_boot_and_the_final_report_n_boot(tmp_path, mon
     )  # fmt: skip
     for i in range(8):
         end = {"input_id": f"x{i // 2 % 3}", "strategy_matches": ("ab"[i % 2],), "sample_index": 1 + i % 2}
-        monitor.update(rows_batch(monitor.coder, [dict(end, run_index=i // 2)]))
+        monitor.update_infos(dict(end, run_index=i // 2), True)
         monitor.maybe_log(i + 1)
     assert drawn and set(drawn) == {7}
     drawn.clear()

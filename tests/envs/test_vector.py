@@ -75,9 +75,7 @@ def test_native_vector_equals_sync_vector(task: str, kind: str, mode: AutoresetM
             assert_same(a, b, f"step {t} {what}")
         done = term_n | trunc_n
         # What the callbacks read: the same episode ends from both, with and without dones.
-        strategies = native.unwrapped.strategies
-
-        def ends(infos, dones=None):
+        def ends(infos, dones=None, strategies=native.unwrapped.strategies):
             b = parse_infos(infos, strategies, dones)
             return [c.tolist() for c in (b.input_id, b.hits, b.valid, b.env_index, b.sample_index, b.z)]
 

@@ -84,7 +84,8 @@ def test_list_of_infos_sb3_and_steps_in_one_call() -> None:
 
 
 def test_single_info_generation_and_rows() -> None:
-    (got,) = _episodes(parse_info({"input_id": 7, "strategy_matches": ["c"], "z": np.int64(3)}, S, env_index=5))
+    info = {"input_id": 7, "strategy_matches": ["c"], "z": np.int64(3)}
+    (got,) = _episodes(parse_info(info, S, env_index=5))
     assert got == ("7", ("c",), True, 5, -1, -1, 3)  # an int id is its decimal string
     assert len(parse_infos({"step_note": 1}, S, False)) == len(parse_infos({"step_note": 1}, S)) == 0
     gen = parse_generation(["p", "p", "q"], [("a",), (), ("c", "a")], S, [True, False, True],
