@@ -180,12 +180,21 @@ class MatchCoder:
         return self._code[ms]
 
 
+def _known(coder: MatchCoder, ids: Any) -> bool:
+    """Whether every id of a column passed an earlier call (one C-level set test)."""
+    try:
+        return not (isinstance(ids, np.ndarray) and ids.dtype != object) and coder.known.issuperset(ids)
+    except TypeError:  # an unhashable id: its rule names it
+        return False
+
+
 def screen(cols: Mapping[str, Any], n: int, coder: MatchCoder, info_of: Callable[[int], Any]) -> tuple:
     """Check N finished episodes against `CONTRACT`: the one check of every parser.
 
     Args:
         cols: key -> (values, have): the values (numpy column or list, length N) and a bool array of
             those reported (``None``: all); keys nobody reported left out; ``"info"`` -> (None, is a dict).
+            Its input ids are replaced by an object array of str (an int id becomes its decimal string).
         n: Number of episodes N.
         coder: Codes the match sets.
         info_of: Row -> its info (for the message naming a missing key).
@@ -210,17 +219,18 @@ def screen(cols: Mapping[str, Any], n: int, coder: MatchCoder, info_of: Callable
         values, have = cols[key] if key in cols else (None, np.zeros(n, dtype=bool))
         if rule.fill is None and have is not None:
             add(~have, key, lambda r, key=key: _missing(key, info_of(r)))
-        skip = values is None or key == "strategy_matches"
-        try:  # ids checked by an earlier call: one C-level set test
-            skip = skip or (key == "input_id" and coder.known.issuperset(values))
-        except TypeError:  # an unhashable id: its rule names it
-            pass
-        mask = None if skip else rule.bad(values, have)
+        known = key == "input_id" and _known(coder, values)
+        mask = None if values is None or key == "strategy_matches" or known else rule.bad(values, have)
         if mask is not None:
             add(mask, key, lambda r, k=key, v=values, w=rule.what: f"{k!r} must be {w}, got {_show(v[r])}")
-    matches, codes = cols.get("strategy_matches", (None,))[0], np.zeros(n, dtype=np.int64)
+        if key == "input_id" and values is not None and not (known and isinstance(values, np.ndarray)):
+            ids = values.astype(str) if isinstance(values, np.ndarray) and values.dtype != object else values
+            ids = np.array([v if type(v) is str else str(v) for v in ids], dtype=object)
+            coder.known.update(ids if mask is None else ids[~mask])  # good ids pass at a glance next time
+            cols["input_id"] = (ids, have)  # type: ignore[index]
+    codes, matches = np.zeros(n, dtype=np.int64), cols.get("strategy_matches", (None,))[0]
+    rows = np.arange(n) if bad is None else np.flatnonzero(~bad)
     if matches is not None:
-        rows = np.flatnonzero(~bad) if bad is not None else np.arange(n)
         codes[rows], reasons = coder.codes(matches if bad is None else [matches[i] for i in rows.tolist()])
         if reasons:
             where = dict(zip(rows[list(reasons)].tolist(), reasons.values(), strict=True))

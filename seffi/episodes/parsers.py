@@ -63,7 +63,7 @@ def _finish(cols: dict[str, Any], env: np.ndarray, strategies: Any, info_of: Any
             if k != "info"
         }
     typed = [_typed(cols.get(k), CONTRACT[k].fill, dtype, len(kept)) for k, dtype in _TYPED]
-    ids = _ids(cols["input_id"][0], coder) if len(kept) else np.zeros(0, dtype=object)
+    ids = cols["input_id"][0] if len(kept) else np.zeros(0, dtype=object)
     batch = EpisodeBatch(coder.strategies, ids, coder.table.take(codes, axis=0), typed[0], kept, *typed[1:])
     if first is None:
         return batch
@@ -80,16 +80,6 @@ def _typed(col: Any, fill: Any, dtype: Any, n: int) -> np.ndarray:
     if have is not None:
         values = [v if h else fill for v, h in zip(values, have.tolist(), strict=True)]
     return np.array(values, dtype=dtype)
-
-
-def _ids(values: Any, coder: MatchCoder) -> np.ndarray:
-    """Checked input ids as an object array of str (an int id becomes its decimal string)."""
-    if isinstance(values, np.ndarray) and values.dtype != object:
-        return values.astype(str).astype(object)
-    if not coder.known.issuperset(values):
-        values = [v if type(v) is str else str(v) for v in values]
-        coder.known.update(values)
-    return values if isinstance(values, np.ndarray) else np.array(values, dtype=object)
 
 
 def _from_columns(infos: Mapping[str, Any], idx: np.ndarray, strategies: Any, name: Any, offset: int) -> Any:
@@ -166,12 +156,12 @@ def parse_infos(
     infos: Any, strategies: Any, dones: Any = None, *, env_name: Any = None, env_offset: int = 0
 ) -> EpisodeBatch:
     """The episodes that ended in one step's ``infos`` of any format above, told by its shape."""
-    kwargs = {"env_name": env_name, "env_offset": env_offset}
     if type(dones) is np.ndarray and dones.dtype == np.bool_ and dones.ndim == 1 and not dones.any():
         # Nothing ended (every other step of a NEXT_STEP vector env): done once the infos fit dones.
         n = len(infos) if isinstance(infos, (list, tuple)) else _width(infos) if type(infos) is dict else 0
         if n in (None, dones.shape[0]):
-            return _finish({}, np.zeros(0, dtype=np.int64), strategies, None, None)
+            return _empty(strategies.strategies if isinstance(strategies, MatchCoder) else tuple(strategies))
+    kwargs = {"env_name": env_name, "env_offset": env_offset}
     if isinstance(infos, (list, tuple)):
         return parse_list(infos, strategies, dones, **kwargs)
     if isinstance(infos, Mapping) and (np.size(dones) > 1 or any(k[:1] == "_" for k in infos)):
