@@ -37,8 +37,11 @@ class EpisodeBatch:
     def __post_init__(self) -> None:
         n, m = len(self.input_id), len(self.strategies)
         one = self.valid.shape == self.env_index.shape == self.sample_index.shape == self.run_index.shape
+        ints = {self.env_index.dtype, self.sample_index.dtype, self.run_index.dtype, self.z.dtype}
         if not (one and self.z.shape == (n,) == self.valid.shape and self.hits.shape == (n, m)):
             raise ValueError(f"EpisodeBatch columns must hold {n} episodes and hits shape ({n}, {m})")
+        if not (self.hits.dtype == self.valid.dtype == np.bool_ and ints == {np.dtype(np.int64)}):
+            raise ValueError("EpisodeBatch needs bool hits and valid, int64 indices and z")
 
     def __len__(self) -> int:
         return len(self.input_id)

@@ -1,9 +1,4 @@
-"""The info contract: one table of the keys a finished episode's info holds, and one screen.
-
-Every parser hands `screen` the finished episodes' values per key (a numpy column or a list) and which
-of them the env reported; it returns the good rows and their match codes. A bad episode is refused on
-its own, and `EpisodeRejected` names its env and key.
-"""
+"""The info contract: one table of the keys a finished episode's info holds, and one screen for all."""
 
 from __future__ import annotations
 
@@ -48,12 +43,8 @@ class Rule:
         return isinstance(v, self.types) and (self.minimum is None or bool(self.minimum <= v <= _I64_MAX))
 
     def bad(self, values: Any, have: np.ndarray | None = None) -> np.ndarray | None:
-        """Bool mask (N,) of the ``values`` that break the rule among those ``have`` marks; None: none.
-
-        A typed column is checked by its dtype and one range reduction, a list by the set of its value
-        types (value by value only when that does not settle it).
-        """
-        if isinstance(values, np.ndarray) and values.dtype != object:
+        """Bool mask (N,) of the ``values`` that break the rule among those ``have`` marks; None: none."""
+        if isinstance(values, np.ndarray) and values.dtype != object:  # by dtype and one range reduction
             kind, low = values.dtype.kind, self.minimum or 0
             if kind not in self.kinds:
                 out = np.ones(len(values), dtype=bool)
@@ -65,7 +56,7 @@ class Rule:
                 return None  # the ufunc itself: ndarray.min costs twice as much
             else:
                 out = values < low
-        else:
+        else:  # a list: at a glance by its value types, value by value only when that does not settle it
             fits = set(map(type, values)) <= self.exact
             if fits and (self.minimum is None or self.minimum <= min(values) <= max(values) <= _I64_MAX):
                 return None
@@ -105,7 +96,7 @@ class EpisodeRejected(SeffiError):
     """Finished episodes whose info breaks the contract (a missing key, a value of the wrong type).
 
     Only the bad episodes are refused: the good ones of the call are in ``batch``, and a monitor records
-    them (and says so) before this reaches the caller. The message names the first bad one's env and key.
+    them (and says so) before this reaches the caller.
 
     Attributes:
         key: The offending info key (``"info"`` when the info itself is not a dict).
@@ -180,8 +171,7 @@ class MatchCoder:
         return self._code[ms]
 
 
-def _known(coder: MatchCoder, ids: Any) -> bool:
-    """Whether every id of a column passed an earlier call (one C-level set test)."""
+def _known(coder: MatchCoder, ids: Any) -> bool:  # every id passed an earlier call: one C-level test
     try:
         return not (isinstance(ids, np.ndarray) and ids.dtype != object) and coder.known.issuperset(ids)
     except TypeError:  # an unhashable id: its rule names it
@@ -189,19 +179,18 @@ def _known(coder: MatchCoder, ids: Any) -> bool:
 
 
 def screen(cols: Mapping[str, Any], n: int, coder: MatchCoder, info_of: Callable[[int], Any]) -> tuple:
-    """Check N finished episodes against `CONTRACT`: the one check of every parser.
+    """Check N finished episodes against `CONTRACT`, the one check of every parser.
 
     Args:
         cols: key -> (values, have): the values (numpy column or list, length N) and a bool array of
             those reported (``None``: all); keys nobody reported left out; ``"info"`` -> (None, is a dict).
-            Its input ids are replaced by an object array of str (an int id becomes its decimal string).
+            Its input ids become an object array of str (an int id: its decimal string).
         n: Number of episodes N.
         coder: Codes the match sets.
         info_of: Row -> its info (for the message naming a missing key).
 
     Returns:
-        (good: bool array (N,) or ``None`` when all are good, match codes (N,), ``None`` or
-        (bad mask, key, row, reason) of the first bad episode).
+        (good rows: bool (N,), None if all; match codes (N,); None or (bad, key, row, why) of the first).
     """
     bad: np.ndarray | None = None
     first: tuple[int, str, str] | None = None
@@ -228,11 +217,13 @@ def screen(cols: Mapping[str, Any], n: int, coder: MatchCoder, info_of: Callable
             ids = np.array([v if type(v) is str else str(v) for v in ids], dtype=object)
             coder.known.update(ids if mask is None else ids[~mask])  # good ids pass at a glance next time
             cols["input_id"] = (ids, have)  # type: ignore[index]
-    codes, matches = np.zeros(n, dtype=np.int64), cols.get("strategy_matches", (None,))[0]
+    codes, reasons, matches = np.zeros(n, dtype=np.int64), {}, cols.get("strategy_matches", (None,))[0]
     rows = np.arange(n) if bad is None else np.flatnonzero(~bad)
-    if matches is not None:
-        codes[rows], reasons = coder.codes(matches if bad is None else [matches[i] for i in rows.tolist()])
-        if reasons:
-            where = dict(zip(rows[list(reasons)].tolist(), reasons.values(), strict=True))
-            add(np.isin(np.arange(n), list(where)), "strategy_matches", where.__getitem__)
+    if matches is not None and bad is None:  # the common case: no copies
+        codes, reasons = coder.codes(matches)
+    elif matches is not None:
+        codes[rows], reasons = coder.codes([matches[i] for i in rows.tolist()])
+    if reasons:
+        where = dict(zip(rows[list(reasons)].tolist(), reasons.values(), strict=True))
+        add(np.isin(np.arange(n), list(where)), "strategy_matches", where.__getitem__)
     return (None, codes, None) if first is None else (~bad, codes, (bad, first[1], first[0], first[2]))

@@ -38,5 +38,9 @@ def test_concat_take_and_empty() -> None:
 def test_columns_must_agree() -> None:
     with pytest.raises(ValueError, match="hits shape"):
         _batch(["x", "y"], [[True, False], [False, False]], [0])
+    good = _batch(["x"], [[True, False]], [0])
+    with pytest.raises(ValueError, match="bool hits"):
+        rest = (good.valid, good.env_index, good.sample_index, good.run_index, good.z)
+        EpisodeBatch(S, good.input_id, good.hits.astype(int), *rest)
     with pytest.raises(ValueError, match="same strategies"):
         EpisodeBatch.concat([EpisodeBatch.empty(S), EpisodeBatch.empty(("a",))])
