@@ -36,7 +36,7 @@ _empty = functools.lru_cache(maxsize=64)(EpisodeBatch.empty)
 
 def _bools(dones: Any, n: int | None = None) -> np.ndarray:
     """``dones`` as a bool array (at least 1-D); anything but booleans (``1``, ``"no"``) is an error."""
-    arr = np.atleast_1d(np.asarray(dones))
+    arr = dones if type(dones) is np.ndarray and dones.ndim else np.atleast_1d(np.asarray(dones))
     if arr.dtype == object and all(isinstance(v, _BOOLS) for v in arr.flat):
         arr = arr.astype(bool)
     if arr.dtype != np.bool_:
