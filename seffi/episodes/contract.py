@@ -57,7 +57,7 @@ class Rule:
             else:
                 out = values < low
         else:  # a list: at a glance by its value types, value by value only when that does not settle it
-            fits = set(map(type, values)) <= self.exact
+            fits = len(values) > 0 and set(map(type, values)) <= self.exact
             if fits and (self.minimum is None or self.minimum <= min(values) <= max(values) <= _I64_MAX):
                 return None
             out = np.fromiter((not self.ok(v) for v in values), dtype=bool, count=len(values))

@@ -102,7 +102,8 @@ def _from_columns(infos: Mapping[str, Any], idx: np.ndarray, strategies: Any, na
 
 def _width(infos: Mapping[str, Any]) -> int | None:
     """The number of envs a dict of arrays describes (its first ``_key`` mask; None: none)."""
-    return next((len(v) for k, v in infos.items() if k[:1] == "_" and isinstance(v, np.ndarray)), None)
+    masks = (v for k, v in infos.items() if k[:1] == "_" and isinstance(v, np.ndarray))
+    return next((len(v) for v in masks if v.dtype == np.bool_), None)
 
 
 def parse_vector(
@@ -164,9 +165,11 @@ def parse_infos(
     kwargs = {"env_name": env_name, "env_offset": env_offset}
     if isinstance(infos, (list, tuple)):
         return parse_list(infos, strategies, dones, **kwargs)
-    if isinstance(infos, Mapping) and (np.size(dones) > 1 or any(k[:1] == "_" for k in infos)):
+    mapping = isinstance(infos, Mapping)
+    vector = mapping and ("final_info" in infos or "_final_info" in infos or np.size(dones) > 1)
+    if vector or (mapping and _width(infos) is not None):
         return parse_vector(infos, strategies, dones, **kwargs)
-    if not isinstance(infos, Mapping) and dones is None:
+    if not mapping and dones is None:
         raise SeffiError(f"infos must be a vector info dict, a list of dicts or one dict, not {infos!r:.60}")
     ended = int(any(k in infos for k in END_MARKERS) if dones is None else _bools(dones)[0])
     return parse_rows([infos][:ended], strategies, env_index=[env_offset][:ended], env_name=env_name)

@@ -88,6 +88,8 @@ def test_single_info_generation_and_rows() -> None:
     (got,) = _episodes(parse_info(info, S, env_index=5))
     assert got == ("7", ("c",), True, 5, -1, -1, 3)  # an int id is its decimal string
     assert len(parse_infos({"step_note": 1}, S, False)) == len(parse_infos({"step_note": 1}, S)) == 0
+    private = {"input_id": "x", "strategy_matches": ("a",), "_note": 1}  # one env's key, not a vector mask
+    assert _episodes(parse_infos(private, S, True)) == [("x", ("a",), True, 0, -1, -1, -1)]
     gen = parse_generation(["p", "p", "q"], [("a",), (), ("c", "a")], S, [True, False, True],
                            sample_index=[1, 2, 1], run_index=[0, 0, 3])  # fmt: skip
     assert _episodes(gen) == [
