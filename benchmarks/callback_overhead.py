@@ -137,7 +137,7 @@ def loop_time(steps: int, n_envs: int, n_inputs: int, budget: int, arm: str | No
         _, _, term, trunc, infos = envs.step(actions[t])
         if monitor is not None:
             started = time.perf_counter()
-            monitor.ingest_infos(infos, term | trunc)
+            monitor.update_infos(infos, term | trunc)
             monitor.maybe_log(t * n_envs)
             hooks += time.perf_counter() - started
     fin = (0.0, 0.0)

@@ -22,7 +22,7 @@ dict, as an SB3 ``DummyVecEnv`` would see them. Then each consumer gets the reco
 * **SB3 Monitor** — ``stable_baselines3.common.monitor.Monitor(filename=None)`` around each replay
   sub-env; shown raw and net of the replay sub-envs alone.
 * **seffi ingest only** — ``CoverageMonitor(budget=K, strategies=..., wandb="disabled")``:
-  ``ingest_infos(infos, dones)`` per step and ``flush()`` at the end; no log.
+  ``update_infos(infos, dones)`` per step and ``flush()`` at the end; no log.
 * **seffi default logging** — the same plus ``maybe_log(step)`` every step with the default
   schedule (``log_every=1024`` episodes, ``log_curves_every=10``, ``n_boot=200``, ``window=4096``);
   ``close()`` (final report, tracker_state.json, PNG plots when ``plots``) is timed on its own and is
@@ -291,11 +291,11 @@ def run_seffi(rec: Recording, a: Args, logging: bool, plots: bool = True, for_en
         t = time.process_time()
         if logging:
             for s, ((_, _, _, _, infos), done) in enumerate(zip(rec.steps, rec.dones, strict=True)):
-                m.ingest_infos(infos, done)
+                m.update_infos(infos, done)
                 m.maybe_log((s + 1) * n)
         else:
             for (_, _, _, _, infos), done in zip(rec.steps, rec.dones, strict=True):
-                m.ingest_infos(infos, done)
+                m.update_infos(infos, done)
         tracker = m.flush()
         cpu = time.process_time() - t
         wrote = [c for c, ok in logs if ok]  # log() also returns None (no complete run yet): time counted

@@ -143,24 +143,25 @@ def measure(n_inputs: int, episodes: int, envs: int, n_boot: int, barcode_rows: 
 
 
 def monitor_stream(n_inputs: int, episodes: int, seed: int):
-    """Yield 64-row steps of episode ends (Gymnasium-style: K = 8, one run per input, inputs cycling)."""
-    from seffi.callbacks import EpisodeEnd
+    """Yield 64-row steps of finished episodes as batches (K = 8, one run per input, inputs cycling)."""
+    from seffi.episodes import EpisodeBatch
 
     rng = np.random.default_rng(seed)
     envs, K8 = 64, 8
-    strategies = [f"s{j}" for j in range(M)]
+    strategies = tuple(f"s{j}" for j in range(M))
     zipf = 1.0 / np.arange(1, M + 1) ** 1.1
     zipf /= zipf.sum()
     phase = (np.arange(envs) * 3) % K8
+    rows = np.arange(envs)
     for step in range(episodes // envs):
         g = step + phase
-        run = g // K8 * envs + np.arange(envs)  # a run per (row, block of K samples)
+        run = g // K8 * envs + rows  # a run per (row, block of K samples)
         strat = rng.choice(M, size=envs, p=zipf)
-        yield step, [
-            EpisodeEnd(f"x{int(r) % n_inputs:07d}", (strategies[(s + r) % M],), bool(v), env_index=e,
-                       sample_index=int(k) + 1, run_index=int(r))
-            for e, (r, k, s, v) in enumerate(zip(run, g % K8, strat, rng.random(envs) < 0.5, strict=True))
-        ]  # fmt: skip
+        hits = np.zeros((envs, M), dtype=bool)
+        hits[rows, (strat + run) % M] = True
+        ids = np.array([f"x{int(r) % n_inputs:07d}" for r in run], dtype=object)
+        valid = rng.random(envs) < 0.5
+        yield step, EpisodeBatch(strategies, ids, hits, valid, rows, g % K8 + 1, run, np.full(envs, -1))
 
 
 def measure_monitor(n_inputs: int, episodes: int) -> dict:
@@ -174,9 +175,9 @@ def measure_monitor(n_inputs: int, episodes: int) -> dict:
 
     m = CoverageMonitor(8, [f"s{j}" for j in range(M)], sinks=Null())
     total = 0.0
-    for step, ends in monitor_stream(n_inputs, episodes, seed=n_inputs):
+    for step, batch in monitor_stream(n_inputs, episodes, seed=n_inputs):
         t = time.process_time()
-        m.ingest_ends(ends)
+        m.update(batch)
         m.maybe_log((step + 1) * 64)
         total += time.process_time() - t
     return {
@@ -208,7 +209,7 @@ def measure_strategies(n_strategies: int) -> dict:
         monitor = CoverageMonitor(K4, strategies, out_dir=tmp, wandb="disabled", plots=False, n_boot=20)
         t1 = time.process_time()
         for info in infos:
-            monitor.ingest_episode(info)
+            monitor.update_infos(info, True)
         t2 = time.process_time()
         monitor.log(len(infos))
         t3 = time.process_time()

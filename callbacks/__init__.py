@@ -5,16 +5,17 @@ sampling in Weights & Biases (offline by default) and in a local report folder (
 report.md, plots, metrics.jsonl, tracker_state.json).
 
 * [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] — framework-agnostic:
-  ``CoverageMonitor.for_env(envs, budget=K)``, then ``ingest_infos(infos, dones)`` and ``maybe_log(step)``
-  each step, ``close()`` at the end.
+  ``CoverageMonitor.for_env(envs, budget=K)``, then ``update_infos(infos, dones)`` and ``maybe_log(step)``
+  each step, ``close()`` at the end; ``update(batch)`` records an
+  [`EpisodeBatch`][seffi.episodes.EpisodeBatch].
 * [`MonitorConfig`][seffi.callbacks.MonitorConfig] — every monitor option (W&B mode, out_dir, log_every,
   n_boot, ...), declared once; the monitor and every adapter take ``config=`` or its fields as keyword
   arguments.
 * [`CoverageEvaluator`][seffi.callbacks.CoverageEvaluator] — periodic evaluation (like SB3's
   ``EvalCallback``).
-* [`EpisodeEnd`][seffi.callbacks.EpisodeEnd] / [`episode_ends`][seffi.callbacks.episode_ends] — one finished
-  episode, parsed from any info format.
-* [`EpisodeRejected`][seffi.callbacks.EpisodeRejected] — a finished episode that breaks the info contract (a
+* [`EpisodeBatch`][seffi.episodes.EpisodeBatch] — finished episodes as columns, what every parser of
+  ``seffi.episodes`` returns (``parse_infos`` reads any info format).
+* [`EpisodeRejected`][seffi.episodes.EpisodeRejected] — a finished episode that breaks the info contract (a
   ``SeffiError``).
 
 Adapters, imported explicitly (each needs its extra): ``seffi.callbacks.sb3.CoverageCallback``,
@@ -27,14 +28,13 @@ from __future__ import annotations
 from seffi.callbacks.config import MonitorConfig
 from seffi.callbacks.core import CoverageMonitor
 from seffi.callbacks.evaluator import CoverageEvaluator
-from seffi.callbacks.infos import EpisodeEnd, episode_ends
-from seffi.callbacks.rules import EpisodeRejected
+from seffi.episodes import EpisodeBatch, EpisodeRejected, parse_infos
 
 __all__ = [
     "CoverageEvaluator",
     "CoverageMonitor",
-    "EpisodeEnd",
+    "EpisodeBatch",
     "EpisodeRejected",
     "MonitorConfig",
-    "episode_ends",
+    "parse_infos",
 ]

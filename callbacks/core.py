@@ -13,14 +13,13 @@ import numpy as np
 from seffi.callbacks import monitor_state
 from seffi.callbacks.config import LogUnit, MonitorConfig
 from seffi.callbacks.env_access import EnvAccess, env_facts
-from seffi.callbacks.infos import EpisodeColumns, EpisodeEnd
-from seffi.callbacks.ingest import EpisodeBuffer
 from seffi.callbacks.monitor_state import MONITOR_STATE_FORMAT
 from seffi.callbacks.schedule import LogSchedule, RecentRuns
 from seffi.coverage.barcode import BARCODE_ROWS
 from seffi.coverage.env_baselines import BaselineAucSums, EnvBaselines
 from seffi.coverage.gain import point_gain
 from seffi.coverage.tracker import CoverageTracker
+from seffi.episodes import EpisodeBatch, EpisodeRejected, MatchCoder, parse_infos
 from seffi.errors import SeffiError
 from seffi.report import keys
 from seffi.report.assemble import BaselineSets, curves_dataframe, monitor_report, policy_comparison
@@ -47,7 +46,7 @@ class CoverageMonitor:
 
     Example:
         >>> monitor = CoverageMonitor.for_env(envs, budget=16)  # doctest: +SKIP
-        >>> monitor.ingest_infos(infos, terminated | truncated); monitor.maybe_log(step)  # doctest: +SKIP
+        >>> monitor.update_infos(infos, terminated | truncated); monitor.maybe_log(step)  # doctest: +SKIP
         >>> monitor.close()  # doctest: +SKIP
     """
 
@@ -90,7 +89,10 @@ class CoverageMonitor:
             self.out_dir, self.sinks = own_sinks(folder, cfg.wandb, cfg.plots, cfg.wandb_kwargs, reuse=same)
         else:
             self.out_dir, self.sinks = Path(cfg.out_dir) if cfg.out_dir is not None else None, cfg.sinks
-        self.buffer = EpisodeBuffer(self.strategies, self.env_name)
+        self.coder = MatchCoder(self.strategies)  # match sets coded once, across calls
+        self._batches: list[EpisodeBatch] = []
+        #: Episodes buffered, not yet folded into the tracker; finished episodes accepted (lifetime).
+        self.pending, self._episodes = 0, 0
         #: Dates the runs for the streaming logs' window (None: ``window=None``, or merged data).
         self.recent = RecentRuns(cfg.window) if cfg.window is not None else None
         self.reset_tracker()
@@ -124,7 +126,7 @@ class CoverageMonitor:
 
     def reset_tracker(self) -> None:
         """Drop all recorded samples (the evaluator does this per evaluation); ``episodes`` stays."""
-        self.buffer.clear()
+        self._batches, self.pending = [], 0
         self._tracker = self._new_tracker()
         self._auc_sums = BaselineAucSums()
         if self.recent is not None:
@@ -132,10 +134,10 @@ class CoverageMonitor:
 
     def flush(self) -> CoverageTracker:
         """Fold the buffered episodes into the tracker (run assignment, sums, barcode, latents)."""
-        got = self.buffer.drain()
-        if got is not None:
-            c, hits = got
-            self._tracker.record(c.input_id, c.env_index, c.sample_index, c.run_index, hits, c.valid, c.z)
+        if self._batches:
+            b = EpisodeBatch.concat(self._batches)
+            self._batches, self.pending = [], 0
+            self._tracker.record(b.input_id, b.env_index, b.sample_index, b.run_index, b.hits, b.valid, b.z)
             if self.recent is not None:  # date the runs this batch completed
                 self.recent.folded(self._tracker, self.episodes)
         return self._tracker
@@ -148,7 +150,7 @@ class CoverageMonitor:
     @property
     def episodes(self) -> int:
         """Finished episodes ingested (lifetime; including those beyond a run's budget)."""
-        return self.buffer.episodes
+        return self._episodes
 
     @property
     def skipped_beyond_budget(self) -> int:
@@ -165,36 +167,53 @@ class CoverageMonitor:
         """Ids of the inputs seen so far, in order of appearance."""
         return [x for _, x in self.tracker.keys]
 
-    def ingest_infos(self, infos: Any, dones: Any = None, *, env_offset: int = 0) -> int:
-        """Record the episodes that ended in one step's ``infos`` (checks: ``EpisodeBuffer.add_infos``)."""
-        return self._ingest(self.buffer.add_infos, infos, dones, env_offset=env_offset)
+    def update(self, batch: EpisodeBatch) -> int:
+        """Record a batch of finished episodes (buffered; folded into the tracker at `flush`).
 
-    def ingest_steps(self, steps: Sequence[tuple[Sequence[Any], Any]]) -> int:
-        """Record the episodes of consecutive SB3 steps, ``(infos, dones)`` each, as one batch."""
-        return self._ingest(self.buffer.add_steps, steps)
+        Returns:
+            The number of episodes in the batch.
 
-    def ingest_episode(self, info: Mapping[str, Any], *, env_index: int = 0) -> None:
-        """Record one finished episode from its final-step ``info`` (single-env loops, RLlib, TRL)."""
-        self._ingest(self.buffer.add_info, info, env_index=env_index)
+        Raises:
+            SeffiError: The batch is over other strategies than the monitor's.
+        """
+        n = len(batch)
+        if n == 0:
+            return 0
+        if batch.strategies is not self.strategies and batch.strategies != self.strategies:
+            raise SeffiError(f"a batch over strategies {batch.strategies} fed a monitor of {self.strategies}")
+        self._batches.append(batch)
+        self.pending += n
+        self._episodes += n
+        if self.pending >= self.flush_every:
+            self.flush()
+        return n
 
-    def ingest_end(self, end: EpisodeEnd, *, env_offset: int = 0) -> None:
-        """Record one parsed [`EpisodeEnd`][seffi.callbacks.EpisodeEnd]."""
-        self._ingest(self.buffer.add_ends, [end], env_offset=env_offset)
+    def update_infos(self, infos: Any, dones: Any = None, *, env_offset: int = 0) -> int:
+        """Record the episodes that ended in one step's ``infos``, whatever the format.
 
-    def ingest_ends(self, ends: Sequence[EpisodeEnd], *, env_offset: int = 0) -> int:
-        """Record parsed episode ends in order (bad ones rejected, as in `ingest_infos`)."""
-        return self._ingest(self.buffer.add_ends, ends, env_offset=env_offset)
+        The format is told by the shape (`seffi.episodes.parse_infos`): a Gymnasium vector info dict
+        (any autoreset mode), a list of per-env dicts (SB3, ``DictInfoToList``; a list of steps' lists
+        with ``dones`` of shape (steps, num_envs)), or one single-env info.
 
-    def ingest_columns(self, cols: EpisodeColumns, *, env_offset: int = 0) -> int:
-        """Record finished episodes given as columns (the lowest-level entry point)."""
-        return self._ingest(self.buffer.add_columns, cols, env_offset=env_offset)
+        Args:
+            infos: The step's infos.
+            dones: ``terminated | truncated``: bool array of shape (num_envs,), or a bool. Recommended:
+                with it an ended episode whose info lacks ``strategy_matches`` is rejected, not unseen.
+            env_offset: Added to sub-env indices (a worker's first env index; a single env's index).
 
-    def _ingest(self, add: Any, *args: Any, **kwargs: Any) -> Any:
+        Returns:
+            The number of episodes recorded.
+
+        Raises:
+            EpisodeRejected: Some finished episodes broke the info contract; the others of the call
+                were recorded first.
+            SeffiError: ``dones`` is not boolean or does not fit the infos (nothing recorded).
+        """
         try:
-            return add(*args, **kwargs)
-        finally:  # a rejected episode raises after the good ones were buffered: they count
-            if self.buffer.pending >= self.flush_every:
-                _ = self.tracker
+            batch = parse_infos(infos, self.coder, dones, env_name=self.env_name, env_offset=env_offset)
+        except EpisodeRejected as exc:
+            raise exc.recorded_as(self.update(exc.batch)) from None
+        return self.update(batch)
 
     @property
     def n_logs(self) -> int:
@@ -418,7 +437,7 @@ class CoverageMonitor:
         with `shift_streams`); only this monitor's own open runs continue.
         """
         state = other.state_dict() if isinstance(other, CoverageMonitor) else other
-        self.buffer.episodes += monitor_state.merged(self.tracker, state)
+        self._episodes += monitor_state.merged(self.tracker, state)
         self._auc_sums.restart()  # the merged tracker lists its complete inputs anew
         self.recent = self._tracker.completed = None  # merged runs have no dates: logs cover every run
         return self
@@ -430,8 +449,8 @@ class CoverageMonitor:
         return self
 
     def _replace(self, tracker: CoverageTracker, episodes: int) -> None:
-        self.buffer.clear()
-        self._tracker, self.buffer.episodes = tracker, episodes
+        self._batches, self.pending = [], 0
+        self._tracker, self._episodes = tracker, episodes
         self._auc_sums.restart()
 
     shift_streams = staticmethod(monitor_state.shift_streams)

@@ -12,7 +12,7 @@ import numpy as np
 from seffi.callbacks.config import MonitorConfig
 from seffi.callbacks.core import CoverageMonitor
 from seffi.callbacks.env_access import EnvAccess
-from seffi.callbacks.infos import EpisodeEnd, episode_from_info
+from seffi.episodes import EpisodeBatch, MatchCoder, parse_info
 from seffi.errors import SeffiError
 
 __all__ = ["CoverageEvaluator", "rollout_episodes"]
@@ -26,10 +26,11 @@ def rollout_episodes(
     act: Act,
     input_ids: Sequence[str],
     budget: int,
+    strategies: Sequence[str] | MatchCoder,
     *,
     seed: int | None = None,
     max_steps_per_episode: int = 100_000,
-) -> list[EpisodeEnd]:
+) -> EpisodeBatch:
     """Run ``budget`` episodes on each input with policy ``act`` on a single Gymnasium env.
 
     ``reset(seed=seed)`` first, so a seffi env starts a fresh life (empty per-input history), then
@@ -41,31 +42,38 @@ def rollout_episodes(
         act: Maps one observation to one action (e.g. ``lambda o: model.predict(o)[0]``).
         input_ids: Inputs to evaluate.
         budget: Episodes per input, K.
+        strategies: The declared strategy ids (or the monitor's `MatchCoder`).
         seed: Seed of the first reset (``None``: not reseeded).
         max_steps_per_episode: Guard against an env that never ends an episode.
 
     Returns:
-        The episode ends, input by input, with ``env_index`` 0 and ``run_index`` = position of the input.
+        The episodes, input by input, with ``env_index`` 0 and ``run_index`` = position of the input.
+
+    Raises:
+        EpisodeRejected: An episode's final info breaks the info contract.
     """
-    ends: list[EpisodeEnd] = []
+    ends: list[EpisodeBatch] = []
     name = getattr(getattr(env, "spec", None), "id", None)
     if seed is not None:
         env.reset(seed=seed)
-    for run, x in enumerate(input_ids):
+    for x in input_ids:
         for _ in range(budget):
             obs, _ = env.reset(options={"input_id": x})
             for _ in range(max_steps_per_episode):
                 obs, _, terminated, truncated, info = env.step(act(obs))
                 if terminated or truncated:
-                    end = episode_from_info(info, env_index=0, env_name=name)
-                    ends.append(dataclasses.replace(end, run_index=run, sample_index=None))
+                    ends.append(parse_info(info, strategies, env_name=name))
                     break
             else:
                 raise SeffiError(
                     f"an evaluation episode on {name or 'the env'} did not end within "
                     f"{max_steps_per_episode} steps"
                 )
-    return ends
+    if not ends:
+        return EpisodeBatch.empty(strategies.strategies if isinstance(strategies, MatchCoder) else strategies)
+    batch = EpisodeBatch.concat(ends)
+    runs = np.repeat(np.arange(len(input_ids), dtype=np.int64), budget)  # the env's own k is ignored
+    return dataclasses.replace(batch, run_index=runs, sample_index=np.full(len(batch), -1, dtype=np.int64))
 
 
 class CoverageEvaluator:
@@ -144,8 +152,10 @@ class CoverageEvaluator:
             The logged scalars (``None`` if the step was refused as out of order).
         """
         self.monitor.reset_tracker()
-        ends = rollout_episodes(self.env, act, self.input_ids, self.budget, seed=self.seed + self.n_evals)
-        self.monitor.ingest_ends(ends)
+        batch = rollout_episodes(
+            self.env, act, self.input_ids, self.budget, self.monitor.coder, seed=self.seed + self.n_evals
+        )
+        self.monitor.update(batch)
         self.n_evals += 1
         self.last_step = int(step)
         scalars = self.monitor.log(step)

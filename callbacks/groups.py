@@ -23,11 +23,15 @@ from typing import Any, ClassVar
 from seffi._cache import default_cache_dir, numerics_stack
 from seffi._seeding import seed_of
 from seffi.callbacks import trl_model
+from seffi.callbacks.core import CoverageMonitor
 from seffi.callbacks.group_methods import RewardMethod, local_logprobs
 from seffi.coverage import IidBaseline, OracleBaseline
+from seffi.episodes import EpisodeRejected, parse_generation
 from seffi.errors import SeffiError
 from seffi.group_scoring import Record, diversity_rewards, reward_function, split_groups
 from seffi.labelers import as_labeler
+from seffi.report.run_folder import fresh_out_dir
+from seffi.report.sinks import NullSink, default_sinks
 from seffi.tasks.base import Task, TaskInput
 
 #: Format tag of `GroupCoverage.state_dict`.
@@ -271,8 +275,6 @@ class GroupCoverage:
 
     def _ingest(self, records: list[Record]) -> None:
         """Feed one gathered generation batch: each group of G completions is G / K runs of K."""
-        from seffi.callbacks.core import EpisodeEnd
-
         if self._pending is not None:  # the first batch: the model is still the reference
             self.draw_reference_iid(first_batch=records)
         groups = split_groups(records, self.reward.group_size or self.budget)
@@ -282,23 +284,28 @@ class GroupCoverage:
             self.group_sizes[len(g)] = self.group_sizes.get(len(g), 0) + 1
         self.budget = self.budget or max(len(g) for g in groups)
         monitor = self._ensure_monitor(self.budget)
+        rows, ks, runs = [], [], []  # every completion of the step, recorded in one batch
         for g in groups:
             pid = records[g[0]][0]
             if self.monitored is not None and pid not in self.monitored:
                 continue
             for start in range(0, len(g), self.budget):
                 run = self._occurrences[pid] = self._occurrences.get(pid, -1) + 1
-                for k, i in enumerate(g[start : start + self.budget], start=1):
-                    monitor.ingest_end(
-                        EpisodeEnd(pid, records[i][1], records[i][2], sample_index=k, run_index=run)
-                    )
+                part = g[start : start + self.budget]
+                rows += part
+                ks += range(1, len(part) + 1)
+                runs += [run] * len(part)
+        if rows:
+            ids, matches, valid = zip(*(records[i][:3] for i in rows), strict=True)
+            try:
+                batch = parse_generation(ids, matches, monitor.coder, valid, sample_index=ks, run_index=runs)
+            except EpisodeRejected as exc:  # the good completions are recorded first
+                raise exc.recorded_as(monitor.update(exc.batch)) from None
+            monitor.update(batch)
         self.batches += 1
 
     def _ensure_monitor(self, budget: int) -> Any:
         if self.monitor is None:
-            from seffi.callbacks import CoverageMonitor
-            from seffi.report.run_folder import fresh_out_dir
-            from seffi.report.sinks import NullSink, default_sinks
 
             main = trl_model.rank_and_world()[0] == 0
             if main and not self._resumed:  # decided once: a folder holding an earlier run gets a sibling

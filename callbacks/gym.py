@@ -11,7 +11,7 @@ monitor = CoverageMonitor.for_env(envs, budget=16)            # 1: build (baseli
 obs, _ = envs.reset(seed=0)
 for global_step in range(0, 100_000, envs.num_envs):
     obs, rewards, terminations, truncations, infos = envs.step(agent(obs))
-    monitor.ingest_infos(infos, terminations | truncations)   # 2: record finished episodes
+    monitor.update_infos(infos, terminations | truncations)   # 2: record finished episodes
     monitor.maybe_log(global_step)                            # 3: log every `log_every` episodes
 monitor.close()                                               # 4: report.json, plots, W&B summary
 ```
@@ -19,7 +19,7 @@ monitor.close()                                               # 4: report.json, 
 Or wrap the env and forget about it ([`CoverageVectorWrapper`][seffi.callbacks.gym.CoverageVectorWrapper] /
 [`CoverageWrapper`][seffi.callbacks.gym.CoverageWrapper]), which do exactly those calls inside ``step`` and
 ``close``. Both autoreset modes work; a single env works the same with
-``monitor.ingest_infos(info, terminated or truncated)``.
+``monitor.update_infos(info, terminated or truncated)``.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class _Recording:
     def _record(self, infos: Any, done: Any, steps: int) -> None:
         """Advance the step counter by ``steps``, record the episodes ``done`` ends and log when due."""
         self.global_step += steps
-        self.monitor.ingest_infos(infos, done)
+        self.monitor.update_infos(infos, done)
         self.monitor.maybe_log(self.global_step)
 
     def close(self, **kwargs: Any) -> None:

@@ -163,7 +163,7 @@ class CoverageCallback(RLlibCallback):
             return
         if not self._start_runner(env_runner, env):
             raise SeffiError(f"seffi cannot record this env runner's episodes: {self.error}")
-        self.runner.ingest_episode(episode.get_infos(-1), env_index=int(env_index))  # type: ignore[union-attr]
+        self.runner.update_infos(episode.get_infos(-1), True, env_offset=int(env_index))  # type: ignore[union-attr]
 
     def _start_runner(self, env_runner: Any, env: Any) -> bool:
         """Build this runner's monitor once (a re-created env keeps it); whether it exists."""

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from seffi.callbacks.config import MonitorConfig
@@ -214,7 +215,7 @@ class CoverageCallback(BaseCallback):
             steps.append((self.locals["infos"], self.locals["dones"]))
         elif self.monitor is not None:
             # SB3 VecEnvs put the finished episode's info in infos[i] at the done step.
-            self.monitor.ingest_infos(self.locals["infos"], self.locals["dones"])
+            self.monitor.update_infos(self.locals["infos"], self.locals["dones"])
             if self.log_at == "step":
                 self.monitor.maybe_log(self.num_timesteps)
         if self.evaluator is not None and self.n_calls % self.eval_freq == 0:
@@ -230,8 +231,8 @@ class CoverageCallback(BaseCallback):
     def _ingest_steps(self) -> None:
         """Record the episodes of the steps since the last call (``log_at="rollout"``)."""
         steps, self._steps = self._steps, []
-        if steps and self.monitor is not None:
-            self.monitor.ingest_steps(steps)
+        if steps and self.monitor is not None:  # one list of steps' lists, dones of shape (steps, envs)
+            self.monitor.update_infos([i for i, _ in steps], np.stack([d for _, d in steps]))
 
     def _evaluate(self) -> None:
         assert self.evaluator is not None

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -48,3 +49,14 @@ def wandb_leet(run_dir: str | os.PathLike[str], *args: str) -> str:
         check=True,
     )
     return done.stdout
+
+
+def rows_batch(strategies: Any, rows: Any) -> Any:
+    """An `EpisodeBatch` of plain rows: a row's ``env_index`` (default 0) is its sub-env, and a key
+    whose value is None is left out (not reported)."""
+    from seffi.episodes import parse_rows
+
+    rows = list(rows)
+    env = [r.get("env_index", 0) for r in rows]
+    clean = [{k: v for k, v in r.items() if v is not None and k != "env_index"} for r in rows]
+    return parse_rows(clean, strategies, env_index=env)

@@ -51,6 +51,7 @@ CORE = (
     "seffi._io",
     "seffi._seeding",
     "seffi.coverage",
+    "seffi.episodes",
     "seffi.errors",
     "seffi.group_scoring",
     "seffi.labelers",
@@ -82,17 +83,6 @@ HEAVY = frozenset(
         "transformers",
         "trl",
         "wandb",
-    }
-)
-#: Function-level imports of seffi modules that break the rule above, in modules this branch does not
-#: edit: ``(importer, imported)``. Each entry is one import to move to module level (or one cycle to
-#: cut); the list only shrinks.
-KNOWN_FUNCTION_LEVEL_IMPORTS = frozenset(
-    {
-        ("seffi.callbacks.groups", "seffi.callbacks"),
-        ("seffi.callbacks.groups", "seffi.callbacks.core"),
-        ("seffi.callbacks.groups", "seffi.report.run_folder"),
-        ("seffi.callbacks.groups", "seffi.report.sinks"),
     }
 )
 
@@ -389,13 +379,6 @@ def test_adapters_never_import_research_code() -> None:
 
 def test_function_level_imports_only_defer_heavy_dependencies() -> None:
     """A function-level import of a seffi module is the command line's lazy loading or defers a heavy
-    dependency (module docstring); `KNOWN_FUNCTION_LEVEL_IMPORTS` lists the remaining exceptions."""
-    offenders = function_level_offenders(parse())
-    new = sorted(
-        f"{e.source}:{e.line} imports {e.target}"
-        for e in offenders
-        if (e.source, e.target) not in KNOWN_FUNCTION_LEVEL_IMPORTS
-    )
-    assert not new, new
-    stale = KNOWN_FUNCTION_LEVEL_IMPORTS - {(e.source, e.target) for e in offenders}
-    assert not stale, f"fixed, remove from KNOWN_FUNCTION_LEVEL_IMPORTS: {sorted(stale)}"
+    dependency (module docstring)."""
+    offenders = sorted(f"{e.source}:{e.line} imports {e.target}" for e in function_level_offenders(parse()))
+    assert not offenders, offenders

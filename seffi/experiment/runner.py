@@ -38,10 +38,11 @@ import seffi.envs
 from seffi import __version__
 from seffi._io import write_atomic
 from seffi._seeding import spawn
-from seffi.callbacks import CoverageMonitor, episode_ends
+from seffi.callbacks import CoverageMonitor
 from seffi.coverage import CoverageTracker
 from seffi.coverage.env_baselines import EnvBaselines
 from seffi.envs import env_id
+from seffi.episodes import parse_vector
 from seffi.errors import SeffiError
 from seffi.experiment.config import RunConfig
 from seffi.experiment.learner import ReinforceRouter, RouterFeatures
@@ -181,12 +182,13 @@ def rollout(envs: Any, act: Act, runs: int, seed: np.random.SeedSequence) -> Rol
         if k:
             obs, _ = envs.reset(options={"input_id": ids})
         obs, _r, terminated, truncated, infos = envs.step(act(obs, rng))
-        for end in episode_ends(infos, terminated | truncated):
-            row = end.env_index
-            tracker.update(end.input_id, end.matches, valid=end.valid, stream=row)
-            latents[row, k] = -1 if end.z is None else end.z
-            valid[row, k] = end.valid
-            matches[row].append(end.matches)
+        b = parse_vector(infos, u.strategies, terminated | truncated)
+        for i, row in enumerate(b.env_index.tolist()):
+            ms = tuple(sorted(s for s, h in zip(b.strategies, b.hits[i].tolist(), strict=True) if h))
+            ok = bool(b.valid[i])
+            tracker.update(b.input_id[i], ms, valid=ok, stream=row)
+            latents[row, k], valid[row, k] = b.z[i], ok
+            matches[row].append(ms)
     return Rollout(tracker, ids, latents, matches, valid)
 
 
@@ -317,7 +319,7 @@ class Runner:
     ) -> None:
         """``rounds`` rounds: each row runs its input for K samples, then one policy-gradient update.
 
-        Every step's infos go to the streaming monitor (``ingest_infos``), which logs every
+        Every step's infos go to the streaming monitor (``update_infos``), which logs every
         ``log_every`` rounds at ``seffi/step`` = training episodes so far over all tasks, with the task's
         own ``seffi/<Name>Router-v0/train/step`` = this task's training episodes so far.
         """
@@ -341,7 +343,7 @@ class Runner:
                 phi[:, k], base[:, k] = feats(obs)
                 actions[:, k] = router.act(phi[:, k], base[:, k], rng)
                 obs, rewards[:, k], terminated, truncated, infos = envs.step(actions[:, k])
-                monitor.ingest_infos(infos, terminated | truncated)
+                monitor.update_infos(infos, terminated | truncated)
                 self.step += rows
             found = router.update(phi, base, actions, rewards)
             monitor.maybe_log(self.step)

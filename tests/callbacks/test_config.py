@@ -111,9 +111,9 @@ USER_FACING = {
     "CoverageMonitor": "seffi.callbacks.core",
     "MonitorConfig": "seffi.callbacks.config",
     "CoverageEvaluator": "seffi.callbacks.evaluator",
-    "EpisodeEnd": "seffi.callbacks.infos",
-    "episode_ends": "seffi.callbacks.infos",
-    "EpisodeRejected": "seffi.callbacks.rules",
+    "EpisodeBatch": "seffi.episodes.batch",
+    "EpisodeRejected": "seffi.episodes.contract",
+    "parse_infos": "seffi.episodes.parsers",
 }
 
 
@@ -122,8 +122,8 @@ def test_package_exports_what_a_user_needs() -> None:
     assert sorted(seffi.callbacks.__all__) == sorted(USER_FACING)
     for name, module in USER_FACING.items():
         assert getattr(seffi.callbacks, name) is getattr(importlib.import_module(module), name), name
-    for internal in ("EnvAccess", "EpisodeColumns", "rollout_episodes"):
+    for internal in ("EnvAccess", "MatchCoder", "rollout_episodes"):
         assert not hasattr(seffi.callbacks, internal), internal
     from seffi.callbacks.env_access import EnvAccess  # noqa: F401 - still importable from its module
     from seffi.callbacks.evaluator import rollout_episodes  # noqa: F401
-    from seffi.callbacks.infos import EpisodeColumns  # noqa: F401
+    from seffi.episodes import MatchCoder  # noqa: F401

@@ -49,7 +49,7 @@ def test_plain_loop_matches_hand_tracker(tmp_path: Path, mode: AutoresetMode) ->
     envs.action_space.seed(0)
     for step in range(0, 300 * envs.num_envs, envs.num_envs):
         _, _, term, trunc, infos = envs.step(envs.action_space.sample())
-        monitor.ingest_infos(infos, term | trunc)
+        monitor.update_infos(infos, term | trunc)
         monitor.maybe_log(step)
     monitor.close()
     # SAME_STEP: every step ends an episode; NEXT_STEP: every other step is a reset step.
@@ -102,7 +102,7 @@ def test_out_of_order_steps_never_reach_the_sinks(tmp_path: Path) -> None:
     env.reset(seed=0)
     for _ in range(20):
         _, _, te, tr, info = env.step(env.action_space.sample())
-        monitor.ingest_infos(info, te or tr)
+        monitor.update_infos(info, te or tr)
         env.reset()
     assert monitor.log(100) is not None
     with pytest.warns(RuntimeWarning, match="steps must increase"):
@@ -123,7 +123,7 @@ def test_unknown_env_needs_strategies_and_logs_without_gain(tmp_path: Path) -> N
     env.reset(seed=0)
     for t in range(40):
         _, _, te, tr, info = env.step(t % 3)
-        monitor.ingest_infos(info, te or tr)
+        monitor.update_infos(info, te or tr)
         if te or tr:
             env.reset()
     with warnings.catch_warnings():

@@ -95,7 +95,7 @@ def test_every_logged_gain_uses_the_baselines_of_the_inputs_with_a_complete_run(
         env.reset(options={"input_id": x}) if x not in runs else None
         env.x, env.k = x, len(runs.get(x, []))
         *_, info = env.step(a)
-        monitor.ingest_episode(info)
+        monitor.update_infos(info)
         runs.setdefault(x, []).append(a)
         scalars = monitor.log(step)
         if scalars is None:  # no complete run yet

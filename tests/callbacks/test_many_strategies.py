@@ -16,7 +16,7 @@ def test_a_monitor_with_100_000_declared_strategies_logs_finalizes_and_counts_co
     picks = rng.integers(M, size=40)
     for i, j in enumerate(picks):
         info = {"input_id": f"x{i // K}", "strategy_matches": (strategies[j],), "sample_index": i % K + 1}
-        monitor.ingest_episode(info)
+        monitor.update_infos(info, True)
     assert monitor.log(40) is not None
     report = monitor.finalize(41)
     # Every run matched K distinct strategies or fewer: C(K) by hand over the 10 runs.

@@ -17,7 +17,7 @@ STRATS = ("a", "b")
 def _run(out_dir: Path, episodes: int) -> CoverageMonitor:
     monitor = CoverageMonitor(2, STRATS, out_dir=out_dir, wandb="disabled", plots=False, n_boot=0)
     for i in range(episodes):
-        monitor.ingest_episode({"input_id": "x", "strategy_matches": ("a",), "sample_index": i % 2 + 1})
+        monitor.update_infos({"input_id": "x", "strategy_matches": ("a",), "sample_index": i % 2 + 1}, True)
     monitor.log(1)
     monitor.finalize(2)
     return monitor

@@ -33,8 +33,8 @@ def _monitor(tmp_path: Path, **options: object) -> CoverageMonitor:
 def _feed(monitor: CoverageMonitor) -> None:
     for run, sequence in enumerate(RUNS):
         for s in sequence:
-            monitor.ingest_episode(
-                {"input_id": "x0", "strategy_matches": (s,), "valid": s != "c"}, env_index=run
+            monitor.update_infos(
+                {"input_id": "x0", "strategy_matches": (s,), "valid": s != "c"}, True, env_offset=run
             )
 
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from gymnasium.vector import VectorEnv
 
-from seffi.callbacks import CoverageMonitor, EpisodeEnd, EpisodeRejected, episode_ends
-from seffi.callbacks.infos import _list_rows
-from seffi.callbacks.rules import _RULES, _Rejects, _screen
+from seffi.callbacks import CoverageMonitor, EpisodeRejected
+from seffi.episodes import parse_list, parse_rows
+from seffi.episodes.contract import CONTRACT
 from seffi.errors import SeffiError
 
 STRATS = ("a", "b", "c")
@@ -72,14 +72,14 @@ def test_sb3_list_bad_sample_index_rejects_only_that_episode() -> None:
     good = [_info(t) for t in range(4095)]
     for t in range(0, 4095, 5):  # SB3 steps of 5 envs, all ending an episode; 4,095 buffered
         step = good[t : t + 5]
-        assert m.ingest_infos(step, np.ones(len(step), dtype=bool)) == len(step)
+        assert m.update_infos(step, np.ones(len(step), dtype=bool)) == len(step)
     for t in range(0, 4095, 5):
         step = good[t : t + 5]
-        ref.ingest_infos(step, np.ones(len(step), dtype=bool))
-    assert m.buffer.pending == 4095  # one short of a flush: everything is still in the buffer
+        ref.update_infos(step, np.ones(len(step), dtype=bool))
+    assert m.pending == 4095  # one short of a flush: everything is still in the buffer
     bad = [_info(4095), _info(4096, sample_index="abc"), _info(4097)]
     with pytest.raises(EpisodeRejected) as err:
-        m.ingest_infos(bad, np.array([True, True, True]))
+        m.update_infos(bad, np.array([True, True, True]))
     e = err.value
     assert isinstance(e, SeffiError)
     assert (e.key, e.env_index, e.rejected, e.recorded) == ("sample_index", 1, 1, 2)
@@ -87,12 +87,12 @@ def test_sb3_list_bad_sample_index_rejects_only_that_episode() -> None:
     assert "'sample_index'" in text and "'abc'" in text and ENV in text and "sub-env index 1" in text
     assert "\n" not in text
     # The buffer (now past flush_every, so flushed) and the two good episodes of the call all count.
-    ref.ingest_infos([bad[0], {}, bad[2]], np.array([True, False, True]))  # same sub-envs, bad one left out
+    ref.update_infos([bad[0], {}, bad[2]], np.array([True, False, True]))  # same sub-envs, bad one left out
     assert m.samples == m.episodes == 4097 == ref.samples
     same = _state(m) == _state(ref)  # (a bool: pytest's diff of two long JSON strings takes minutes)
     assert same
     # Training goes on: later steps and flushes work.
-    m.ingest_infos([_info(4098)], np.array([True]))
+    m.update_infos([_info(4098)], np.array([True]))
     assert m.samples == 4098
 
 
@@ -102,21 +102,21 @@ def test_done_env_with_none_info_is_rejected_by_name() -> None:
     with pytest.raises(
         EpisodeRejected, match=r"sub-env index 0\): an episode ended but its info is None"
     ) as err:
-        m.ingest_infos([None, _info(1)], np.array([True, True]))
+        m.update_infos([None, _info(1)], np.array([True, True]))
     assert (err.value.key, err.value.env_index, err.value.recorded) == ("info", 0, 1)
     assert m.samples == 1
     # Gymnasium 0.29's final_info object array with a None for a done env: the same.
     legacy = {"final_info": np.array([_info(2), None], dtype=object), "_final_info": np.array([True, False])}
     with pytest.raises(EpisodeRejected, match=r"sub-env index 1\): an episode ended but its info is None"):
-        m.ingest_infos(legacy, np.array([True, True]))
+        m.update_infos(legacy, np.array([True, True]))
     assert m.samples == 2
     # Without dones, a None info is not an episode end (no final-step keys): nothing to reject.
-    assert m.ingest_infos([None, _info(3)]) == 1
+    assert m.update_infos([None, _info(3)]) == 1
 
 
 def _paths() -> list[str]:
     lists = ["sb3_list", "sb3_steps", "list_no_dones"]
-    return ["gym_vector", "gym_final_info", *lists, "single_dict", "episode_end"]
+    return ["gym_vector", "gym_final_info", *lists, "single_dict", "rows"]
 
 
 BAD_VALUES = [
@@ -145,43 +145,39 @@ def _ingest(m: CoverageMonitor, path: str, infos: list[dict[str, Any]]) -> int:
     """Feed the infos (all ending an episode) through one ingestion path."""
     done = np.ones(len(infos), dtype=bool)
     if path == "gym_vector":
-        return m.ingest_infos(_vector_infos(infos), done)
+        return m.update_infos(_vector_infos(infos), done)
     if path == "gym_final_info":
         n = len(infos)
-        return m.ingest_infos(
+        return m.update_infos(
             {"final_info": _vector_infos(infos), "_final_info": done, "_obs": np.ones(n, bool)}, done
         )
     if path == "sb3_list":
-        return m.ingest_infos(infos, done)
+        return m.update_infos(infos, done)
     if path == "sb3_steps":  # a rollout read as one batch (SB3's log_at="rollout")
-        return m.ingest_steps([(infos, done)])
+        return m.update_infos([infos], done[None])
     if path == "list_no_dones":
-        return m.ingest_infos([dict(i, y_text="t") for i in infos])
+        return m.update_infos([dict(i, y_text="t") for i in infos])
     if path == "single_dict":
         total = 0
         for i, info in enumerate(infos):  # one env: one call per episode
             try:
-                m.ingest_infos(info, True)
+                m.update_infos(info, True)
                 total += 1
             except EpisodeRejected as exc:
                 exc.single_index = i  # type: ignore[attr-defined]
                 raise
         return total
-    ends = [
-        EpisodeEnd(
-            i["input_id"], i["strategy_matches"], i["valid"], 0, i["sample_index"], i.get("z"), i["run_index"]
-        )
-        for i in infos
-    ]
-    return m.ingest_ends(ends)
+    try:  # plain rows, the good ones kept as the monitor keeps them
+        batch = parse_rows(infos, m.coder, env_name=ENV)
+    except EpisodeRejected as exc:
+        raise exc.recorded_as(m.update(exc.batch)) from None
+    return m.update(batch)
 
 
 @pytest.mark.parametrize("path", _paths())
 @pytest.mark.parametrize(("key", "value"), BAD_VALUES, ids=[f"{k}={v!r}"[:30] for k, v in BAD_VALUES])
 def test_one_rule_on_every_path(path: str, key: str, value: Any) -> None:
     """The same bad value is rejected, by name, on every ingestion path; goods count."""
-    if path == "episode_end" and key == "sample_index" and value is None:
-        pytest.skip("EpisodeEnd's None means 'not reported' (its documented type is int | None)")
     m, ref = _monitor(), _monitor()
     good = [_info(t, z=t % 2) for t in range(3)]
     bad = dict(_info(3, z=1), **{key: value})
@@ -193,7 +189,7 @@ def test_one_rule_on_every_path(path: str, key: str, value: Any) -> None:
             column = _vector_infos(infos)[key]
         except (ValueError, TypeError, OverflowError):
             pytest.skip("Gymnasium itself cannot store this value next to the good ones (it raises)")
-        if key in _RULES and _RULES[key].bad(column[1:], None) is not None:
+        if key in CONTRACT and CONTRACT[key].bad(column[1:]) is not None:
             # Gymnasium typed the column by the bad value and coerced the good ones (True -> 1): seffi
             # cannot trust them and rejects the column, still naming the key.
             expect = 0
@@ -202,16 +198,8 @@ def test_one_rule_on_every_path(path: str, key: str, value: Any) -> None:
     e = err.value
     assert e.key == key
     assert f"'{key}'" in str(e) and "\n" not in str(e)
-    if path != "episode_end":
-        assert ENV in str(e)
-    ref.ingest_ends(
-        [
-            EpisodeEnd(
-                i["input_id"], i["strategy_matches"], i["valid"], 0, i["sample_index"], i["z"], i["run_index"]
-            )
-            for i in good
-        ]
-    )
+    assert ENV in str(e)
+    ref.update(parse_rows(good, ref.coder))
     assert m.samples == expect, "the good episodes of the call are recorded"
     if expect:  # the same runs as a monitor fed only the good episodes (too short for curves at K)
         assert m.tracker.state_dict()["runs"] == ref.tracker.state_dict()["runs"]
@@ -226,7 +214,7 @@ def test_non_boolean_dones_name_dones_and_record_nothing(path: str, dones: Any) 
     infos = [_info(0), _info(1)]
     feed = {"gym_vector": _vector_infos(infos), "sb3_list": infos, "single_dict": infos[0]}[path]
     with pytest.raises(SeffiError, match="'dones' must be booleans"):
-        m.ingest_infos(feed, dones if path != "single_dict" else dones[:1])
+        m.update_infos(feed, dones if path != "single_dict" else dones[:1])
     assert m.episodes == 0
 
 
@@ -238,9 +226,9 @@ def test_integral_floats_from_gymnasium_columns_are_ints() -> None:
     with pytest.raises(
         EpisodeRejected, match=r"sub-env index 0\): 'sample_index' must be an int >= 0, got float"
     ):
-        m.ingest_infos(vec, np.array([True, True]))
+        m.update_infos(vec, np.array([True, True]))
     assert m.samples == 1
-    assert m.ingest_infos([_info(2, sample_index=3.0)], np.array([True])) == 1
+    assert m.update_infos([_info(2, sample_index=3.0)], np.array([True])) == 1
 
 
 def test_valid_none_counts_the_same_everywhere() -> None:
@@ -256,60 +244,10 @@ def test_valid_none_counts_the_same_everywhere() -> None:
     assert outcomes == {("rejected", "valid")}
 
 
-def test_row_precheck_agrees_with_the_one_check() -> None:
-    """The SB3 rows' fast pre-check never accepts what _screen rejects (fuzzed)."""
-    rng = np.random.default_rng(11)
-    pool: list[Any] = [
-        0,
-        1,
-        7,
-        -1,
-        2**63,
-        2**63 - 1,
-        True,
-        False,
-        None,
-        "x",
-        "",
-        2.0,
-        2.5,
-        math.nan,
-        math.inf,
-        np.int64(3),
-        np.int32(-4),
-        np.uint64(2**64 - 1),
-        np.bool_(True),
-        np.float32(1.0),
-        np.str_("y"),
-        (1,),
-    ]
-    for _ in range(2000):
-        infos = []
-        for _ in range(int(rng.integers(1, 5))):
-            info = {"strategy_matches": ()}
-            for key in ("input_id", "valid", "sample_index", "run_index", "z"):
-                if key == "input_id" or rng.random() < 0.8:
-                    info[key] = pool[int(rng.integers(len(pool)))]
-            infos.append(info)
-        rows, rejects = _list_rows(infos, range(len(infos)))
-        alone = _Rejects(list(range(len(rows))))
-        cols = list(zip(*rows, strict=True))
-        raw = {
-            k: cols[p]
-            for p, k in ((0, "input_id"), (2, "valid"), (4, "sample_index"), (5, "run_index"), (6, "z"))
-        }
-        _screen(raw, {}, alone)
-        got = np.zeros(len(rows), bool) if rejects.mask is None else rejects.mask
-        want = np.zeros(len(rows), bool) if alone.mask is None else alone.mask
-        assert got.tolist() == want.tolist(), infos
-        for info, bad in zip(infos, want.tolist(), strict=True):  # and _screen is the rule table itself
-            assert bad == (not all(_RULES[k].ok(v) for k, v in info.items() if k in _RULES)), info
-
-
-def test_episode_ends_outside_a_monitor_raise_the_same_error() -> None:
+def test_parsers_outside_a_monitor_raise_the_same_error() -> None:
     """The public parsers apply the same rule (no monitor: nothing recorded)."""
     with pytest.raises(EpisodeRejected, match=r"env 'e' \(sub-env index 1\): 'valid' must be a bool"):
-        episode_ends([_info(0), _info(1, valid=None)], np.array([True, True]), env_name="e")
+        parse_list([_info(0), _info(1, valid=None)], STRATS, np.array([True, True]), env_name="e")
 
 
 # -- load_state_dict / merge ------------------------------------------------------------------------------
@@ -317,7 +255,7 @@ def test_episode_ends_outside_a_monitor_raise_the_same_error() -> None:
 
 def _filled() -> CoverageMonitor:
     m = _monitor()
-    m.ingest_infos([_info(t) for t in range(40)], np.ones(40, dtype=bool))
+    m.update_infos([_info(t) for t in range(40)], np.ones(40, dtype=bool))
     return m
 
 
@@ -354,7 +292,7 @@ def test_corrupt_state_is_refused_and_the_monitor_unchanged(name: str) -> None:
         unchanged = _state(m) == before
         assert unchanged
     # Still fully usable.
-    m.ingest_infos([_info(40)], np.array([True]))
+    m.update_infos([_info(40)], np.array([True]))
     assert m.samples == 41
 
 

@@ -82,7 +82,7 @@ def _reference(records):
     ref = CoverageMonitor(ENV_CONFIG["budget"], env=env, sinks=_Null(), n_boot=0)
     for worker, env_index, info in sorted(records, key=lambda r: (r[0], r[1])):
         # Keep each runner's own order: sorted() is stable and records arrive in episode order.
-        ref.ingest_episode(info, env_index=1000 * worker + env_index)
+        ref.update_infos(info, True, env_offset=1000 * worker + env_index)
     return ref
 
 
@@ -175,8 +175,8 @@ def test_runner_snapshots_merge_through_the_public_state_api():
         m = CoverageMonitor(2, ("a", "b"), sinks=_Null(), n_boot=0)
         for x, ms, run in (("x", ("a",), 0), ("x", ("b",) if w else (), 0), ("y", ("a", "b"), 0)):
             info = {"input_id": x, "strategy_matches": ms, "valid": True, "run_index": run}
-            m.ingest_episode(info)
-            ref.ingest_episode(info, env_index=w)  # the reference keeps runners apart by env row
+            m.update_infos(info, True)
+            ref.update_infos(info, True, env_offset=w)  # the reference keeps runners apart by env row
         runners.append(m)
         cb.workers.add(worker_snapshot(m, {"worker_index": w + 1, "incarnation": "i", "pid": 0}))
     cb.monitor = CoverageMonitor(2, ("a", "b"), sinks=_Null(), n_boot=0)

@@ -340,7 +340,7 @@ def test_rollout_logging_reads_each_rollout_once_and_keeps_a_stopped_one(tmp_pat
     def spied_init() -> None:  # count the monitor's ingestion calls and the episodes of each
         init()
         assert cb.monitor is not None
-        for name in ("ingest_infos", "ingest_steps"):
+        for name in ("update_infos",):
             real = getattr(cb.monitor, name)
 
             def spy(*args: Any, real: Any = real, **kwargs: Any) -> int:

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from seffi.callbacks.core import CoverageMonitor
-from seffi.callbacks.infos import EpisodeColumns, EpisodeEnd, _objects
 from seffi.coverage import CoverageTracker
 from seffi.coverage.assign import RunAssigner
 from seffi.errors import SeffiError
+from tests.helpers import rows_batch
 
 STRATS = ("a", "b", "c", "d")
 
@@ -84,8 +84,13 @@ def _ends(seed: int, n: int, inputs=("p", "q", "r"), K: int = 5, envs: int = 3):
         c = count.get((x, e), 0)
         count[(x, e)] = c + 1
         ms = tuple(s for s in STRATS if rng.random() < 0.25)
-        out.append(EpisodeEnd(x, ms, bool(rng.random() < 0.8), e, c % K + 1, None, c // K))
+        row = {"input_id": x, "strategy_matches": ms, "valid": bool(rng.random() < 0.8), "env_index": e}
+        out.append(dict(row, sample_index=c % K + 1, run_index=c // K))
     return out
+
+
+def _feed(m: CoverageMonitor, rows) -> int:
+    return m.update(rows_batch(m.coder, rows))
 
 
 def _monitor(**kw) -> CoverageMonitor:
@@ -99,34 +104,20 @@ def _without_open(state):
 def test_merge_is_exact_and_order_independent() -> None:
     ends = _ends(0, 300)
     whole = _monitor()
-    whole.ingest_ends(ends)
+    _feed(whole, ends)
     parts = [ends[:100], ends[100:220], ends[220:]]
     # Each worker sees its own env rows (offset), so runs do not straddle workers.
     monitors = []
     for w, part in enumerate(parts):
         m = _monitor(stream_offset=100 * w)
-        m.ingest_ends(
-            [
-                EpisodeEnd(
-                    e.input_id, e.matches, e.valid, e.env_index + 10 * w, e.sample_index, None, e.run_index
-                )
-                for e in part
-            ]
-        )
+        _feed(m, [dict(e, env_index=e["env_index"] + 10 * w) for e in part])
         monitors.append(m)
     ab = _monitor().merge(monitors[0]).merge(monitors[1]).merge(monitors[2])
     ba = _monitor().merge(monitors[2].state_dict()).merge(monitors[1]).merge(monitors[0])
     assert _without_open(ab.state_dict()) == _without_open(ba.state_dict())
     ref = _monitor()  # one monitor fed with all episodes, env rows kept apart like the workers'
     for w, part in enumerate(parts):
-        ref.ingest_ends(
-            [
-                EpisodeEnd(
-                    e.input_id, e.matches, e.valid, e.env_index + 10 * w, e.sample_index, None, e.run_index
-                )
-                for e in part
-            ]
-        )
+        _feed(ref, [dict(e, env_index=e["env_index"] + 10 * w) for e in part])
     a, b = ab.curves(), ref.curves()
     np.testing.assert_allclose(a.coverage, b.coverage, atol=1e-12)
     assert (ab.episodes, ab.samples) == (ref.episodes, ref.samples) == (300, ref.tracker.n_samples)
@@ -143,7 +134,7 @@ def test_load_states_puts_each_worker_in_its_own_streams() -> None:
     states = []
     for part in (ends[:90], ends[90:]):
         m = _monitor()  # both workers use stream_offset 0 and env rows 0..2
-        m.ingest_ends(part)
+        _feed(m, part)
         states.append(json.loads(json.dumps(m.state_dict())))
     driver = _monitor().load_states(states)
     ref = CoverageTracker(strategies=STRATS, task="unknown", budget=5)
@@ -164,11 +155,11 @@ def test_load_states_puts_each_worker_in_its_own_streams() -> None:
 def test_resume_continues_open_runs_exactly() -> None:
     ends = _ends(2, 240)
     whole = _monitor()
-    whole.ingest_ends(ends)
+    _feed(whole, ends)
     first = _monitor()
-    first.ingest_ends(ends[:111])
+    _feed(first, ends[:111])
     resumed = _monitor().load_state_dict(json.loads(json.dumps(first.state_dict())))
-    resumed.ingest_ends(ends[111:])
+    _feed(resumed, ends[111:])
     assert resumed.state_dict() == whole.state_dict()
     before = resumed.state_dict()
     with pytest.raises(SeffiError, match="not a CoverageMonitor state"):
@@ -187,11 +178,11 @@ def test_cheap_logs_agree_with_snapshots_and_no_runtime_warnings() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # runs shorter than K (NaN columns) must not warn anywhere
         for step, end in enumerate(_ends(3, 60, K=8)):
-            m.ingest_end(end)
+            _feed(m, [end])
             m.maybe_log(step)
         report = m.report()
     # Nothing is logged before the first run reaches K (8 samples).
-    first_complete = next(i for i, e in enumerate(_ends(3, 60, K=8)) if e.sample_index == 8)
+    first_complete = next(i for i, e in enumerate(_ends(3, 60, K=8)) if e["sample_index"] == 8)
     assert m.n_logs == 3 and sink.logged[0][0] >= first_complete
     assert sink.snapshots == [sink.logged[0][0]]  # logs 0, 3, 6, ... are snapshots
     point = m.point_scalars()
@@ -204,13 +195,10 @@ def test_cheap_logs_agree_with_snapshots_and_no_runtime_warnings() -> None:
 
 def test_unknown_strategy_and_bad_matches_raise_at_ingestion() -> None:
     m = _monitor()
-    cols = EpisodeColumns.from_ends([EpisodeEnd("p", ("zz",), True)])
     with pytest.raises(SeffiError, match=r"strategy ids \['zz'\]"):
-        m.ingest_columns(cols)
-    bad = EpisodeColumns.from_ends([EpisodeEnd("p", (), True)])
-    bad.matches = _objects(["ab"])
+        _feed(m, [{"input_id": "p", "strategy_matches": ("zz",)}])
     with pytest.raises(SeffiError, match="must be a tuple of strategy ids"):
-        m.ingest_columns(bad)
+        _feed(m, [{"input_id": "p", "strategy_matches": "ab"}])
     assert m.episodes == 0
 
 
@@ -220,18 +208,12 @@ def test_tracker_built_from_run_arrays_equals_a_hand_fed_tracker() -> None:
     ends = _ends(4, 400)
     m = _monitor()
     for a in range(0, 400, 37):  # uneven batches
-        m.ingest_ends(ends[a : a + 37])
+        _feed(m, ends[a : a + 37])
         _ = m.tracker  # built mid-way too: later episodes must invalidate it
     finals = [
         (
-            e.env_index,
-            {
-                "input_id": e.input_id,
-                "strategy_matches": e.matches,
-                "valid": e.valid,
-                "sample_index": e.sample_index,
-                "run_index": e.run_index,
-            },
+            e["env_index"],
+            {k: v for k, v in e.items() if k != "env_index"},
         )
         for e in ends
     ]
@@ -257,7 +239,7 @@ def test_log_gain_from_cached_baseline_aucs_equals_the_snapshot_gain() -> None:
         for steps, expect in zip(schedule, has_gain, strict=True):
             for _ in range(steps):
                 _, _, term, trunc, infos = envs.step(rng.integers(0, envs.single_action_space.n, 4))
-                m.ingest_infos(infos, term | trunc)
+                m.update_infos(infos, term | trunc)
             assert (len(m.inputs) < 6) == (steps == 1)
             if not expect:  # no run has reached K: no gain, and no curves to snapshot
                 assert key not in m.point_scalars()
@@ -278,30 +260,25 @@ def test_sb3_list_rows_equal_the_column_path_and_check_matches() -> None:
         step = ends[i : i + 4]
         infos = [
             {
-                "input_id": e.input_id,
-                "strategy_matches": list(e.matches) if j % 2 else e.matches,
-                "valid": e.valid,
-                "sample_index": e.sample_index,
-                "run_index": e.run_index,
+                "input_id": e["input_id"],
+                "strategy_matches": list(e["strategy_matches"]) if j % 2 else e["strategy_matches"],
+                "valid": e["valid"],
+                "sample_index": e["sample_index"],
+                "run_index": e["run_index"],
                 "y_text": "t",
             }
             for j, e in enumerate(step)
         ]  # lists (unhashable) and tuples both
-        by_rows.ingest_infos(infos, np.ones(4, dtype=bool))
-        by_cols.ingest_ends(
-            [
-                EpisodeEnd(e.input_id, e.matches, e.valid, j, e.sample_index, None, e.run_index)
-                for j, e in enumerate(step)
-            ]
-        )
+        by_rows.update_infos(infos, np.ones(4, dtype=bool))
+        _feed(by_cols, [dict(e, env_index=j) for j, e in enumerate(step)])
     assert by_rows.state_dict() == by_cols.state_dict()
     with pytest.raises(SeffiError, match=r"strategy ids \['zz'\]"):
-        by_rows.ingest_infos([{"input_id": "p", "strategy_matches": ("zz",)}], np.ones(1, dtype=bool))
+        by_rows.update_infos([{"input_id": "p", "strategy_matches": ("zz",)}], np.ones(1, dtype=bool))
     with pytest.raises(SeffiError, match="has no 'strategy_matches'"):
-        by_rows.ingest_infos([{"input_id": "p"}], np.ones(1, dtype=bool))
+        by_rows.update_infos([{"input_id": "p"}], np.ones(1, dtype=bool))
     for matches in (("a",), ("b", "d", "c")):  # a known match set and a new one: the same clear error
         with pytest.raises(SeffiError, match="has no 'input_id'"):
-            by_rows.ingest_infos([{"strategy_matches": matches}], np.ones(1, dtype=bool))
+            by_rows.update_infos([{"strategy_matches": matches}], np.ones(1, dtype=bool))
     assert by_rows.episodes == 120
 
 
@@ -313,9 +290,9 @@ def test_snapshots_convert_cached_baselines_once() -> None:
     iid = IidBaseline.from_match_distribution(law, strategies=STRATS)
     oracle = OracleBaseline({x: {s: frozenset({s}) for s in STRATS} for x in law}, strategies=STRATS)
     mon = _monitor(iid=iid, oracle=oracle)
-    mon.ingest_ends(_ends(0, 30))
+    _feed(mon, _ends(0, 30))
     first, _ = mon.snapshot()
-    mon.ingest_ends(_ends(1, 30))
+    _feed(mon, _ends(1, 30))
     second, _ = mon.snapshot()
     assert second.iid is first.iid and second.oracle is first.oracle  # converted once
     b_iid, b_oracle = mon.baselines(pool=True)
@@ -378,7 +355,7 @@ def _fed_window_monitor(
     sinks = _Null()
     monitor = _window_monitor(window, log_every, sinks)
     for row, x, s in stream:
-        monitor.ingest_episode({"input_id": x, "strategy_matches": (s,), "valid": True}, env_index=row)
+        monitor.update_infos({"input_id": x, "strategy_matches": (s,), "valid": True}, True, env_offset=row)
         monitor.maybe_log(monitor.episodes)
     return monitor, sinks
 
@@ -474,7 +451,7 @@ def test_window_sums_kept_as_batches_come_and_go_equal_the_window_recomputed_fro
     m.flush_every = 97  # folds that do not line up with the logs: some batches hold several parts
     checked = 0
     for i in range(0, len(ends), 37):
-        m.ingest_ends(ends[i : i + 37])
+        _feed(m, ends[i : i + 37])
         if m.maybe_log(i + 37):
             slots, _ = m.recent.slots(m.episodes)
             if slots is None or slots.size == 0:

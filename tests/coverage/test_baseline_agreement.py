@@ -42,7 +42,7 @@ def _monitor(tmp_path: Path, iid: object, oracle: object) -> CoverageMonitor:
 def _run_policy(monitor: CoverageMonitor) -> object:
     for x in INPUTS:
         for k, matches in enumerate(POLICY_RUN, start=1):
-            monitor.ingest_episode({"input_id": x, "strategy_matches": matches, "sample_index": k})
+            monitor.update_infos({"input_id": x, "strategy_matches": matches, "sample_index": k}, True)
     return monitor.finalize(step=len(INPUTS) * K)
 
 

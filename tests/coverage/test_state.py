@@ -65,11 +65,13 @@ def test_format_2_states_load_write_back_identically_and_give_their_curves() -> 
     rec = CoverageTracker.from_state_dict(DATA["recorded"]["state"])
     assert rec.latent_coverage().tolist() == DATA["recorded"]["latent_coverage"]
     assert rec.point()["auc"] == pytest.approx(DATA["recorded"]["point_auc"], abs=1e-15)
-    from seffi.callbacks import CoverageMonitor, EpisodeEnd
+    from seffi.callbacks import CoverageMonitor
+    from tests.helpers import rows_batch
 
     mon = DATA["monitor"]
     m = CoverageMonitor(4, STRATS, sinks=_Null(), n_boot=0).load_state_dict(mon["state"])
-    m.ingest_ends([EpisodeEnd(x, tuple(ms), v, env_index=e) for x, ms, v, e in mon["rest"]])
+    keys = ("input_id", "strategy_matches", "valid", "env_index")
+    m.update(rows_batch(m.coder, [dict(zip(keys, row, strict=True)) for row in mon["rest"]]))
     c = m.curves()
     assert c.coverage.tolist() == mon["coverage"] and c.valid_coverage.tolist() == mon["valid_coverage"]
     assert (m.samples, m.episodes) == (mon["samples"], mon["episodes"])

@@ -295,7 +295,8 @@ def test_version_1_states_load_with_their_curves() -> None:
     """Format-1 states (tests/coverage/data/states_v1.json, written in that format from random
     samples) load with the same curves, and a v1
     monitor state resumes its open runs and ends with the curves of the whole run."""
-    from seffi.callbacks import CoverageMonitor, EpisodeEnd
+    from seffi.callbacks import CoverageMonitor
+    from tests.helpers import rows_batch
 
     data = json.loads((Path(__file__).parent / "data" / "states_v1.json").read_text())
     old = data["tracker"]
@@ -321,11 +322,8 @@ def test_version_1_states_load_with_their_curves() -> None:
         def finish(self, *a, **k): ...
 
     m = CoverageMonitor(5, ("a", "b", "c", "d"), sinks=Null(), n_boot=0).load_state_dict(mon["state"])
-    rest = [
-        EpisodeEnd(x, tuple(ms), v, env_index=e, sample_index=k, run_index=r)
-        for x, ms, v, e, k, r in mon["rest"]
-    ]
-    m.ingest_ends(rest)
+    keys = ("input_id", "strategy_matches", "valid", "env_index", "sample_index", "run_index")
+    m.update(rows_batch(m.coder, [dict(zip(keys, row, strict=True)) for row in mon["rest"]]))
     got = m.curves()
     np.testing.assert_allclose(got.coverage, mon["coverage"], atol=1e-12)
     np.testing.assert_allclose(got.valid_coverage, mon["valid_coverage"], atol=1e-12)

@@ -78,7 +78,7 @@ def test_readme_info_example_is_what_a_monitor_accepts(tmp_path: Path) -> None:
     namespace: dict[str, object] = {}
     exec(block('info = {"input_id"'), namespace)
     monitor = CoverageMonitor(1, ("astar", "bfs", "dfs", "greedy"), wandb="disabled", out_dir=tmp_path)
-    monitor.ingest_episode(namespace["info"])
+    monitor.update_infos(namespace["info"], True)
     assert monitor.curves().coverage.tolist() == [0.25]
 
 

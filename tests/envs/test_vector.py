@@ -11,7 +11,6 @@ import pytest
 from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.vector import SyncVectorEnv, VectorEnv
 
-from seffi.callbacks.infos import episode_ends
 from seffi.envs import (
     FINAL_INFO_KEYS,
     AutoresetMode,
@@ -21,6 +20,7 @@ from seffi.envs import (
     VectorNoveltyBonus,
 )
 from seffi.envs.vector import final_obs_info
+from seffi.episodes import parse_infos
 from seffi.errors import SeffiError
 from tests.envs.common import CASES, KINDS, make, make_vec, policy_for
 
@@ -75,10 +75,14 @@ def test_native_vector_equals_sync_vector(task: str, kind: str, mode: AutoresetM
             assert_same(a, b, f"step {t} {what}")
         done = term_n | trunc_n
         # What the callbacks read: the same episode ends from both, with and without dones.
-        ends = episode_ends(info_n, done)
-        assert ends == episode_ends(info_s, done) == episode_ends(info_n) == episode_ends(info_s)
-        assert [end.env_index for end in ends] == np.flatnonzero(done).tolist()
-        finals += len(ends)
+        def ends(infos, dones=None, strategies=native.unwrapped.strategies):
+            b = parse_infos(infos, strategies, dones)
+            return [c.tolist() for c in (b.input_id, b.hits, b.valid, b.env_index, b.sample_index, b.z)]
+
+        got = ends(info_n, done)
+        assert got == ends(info_s, done) == ends(info_n) == ends(info_s)
+        assert got[3] == np.flatnonzero(done).tolist()
+        finals += len(got[0])
         final = info_n.get("final_info", {}) if mode is AutoresetMode.SAME_STEP else info_n
         assert ("final_obs" in info_n) == (mode is AutoresetMode.SAME_STEP and bool(done.any()))
         if done.any():

@@ -112,7 +112,7 @@ def test_resume_from_a_checkpoint_continues_the_runs_and_equals_an_uninterrupted
             env.reset()
             *_, info = env.step(int(actions[i]))
             if i >= start:
-                monitor.ingest_episode(info)
+                monitor.update_infos(info, True)
                 monitor.maybe_log(i + 1)
 
     kwargs = {"wandb": "disabled", "plots": False, "n_boot": 0, "log_every": 16, "checkpoint_every": 64}
@@ -251,7 +251,7 @@ for i in range(stop):
     env.reset()
     *_, info = env.step(int(actions[i]))
     if i >= start:
-        monitor.ingest_episode(info)
+        monitor.update_infos(info, True)
         monitor.maybe_log(i + 1)
 monitor.finalize(stop)
 """

@@ -72,7 +72,7 @@ def test_plain_monitor_on_a_wrapped_single_env_counts_what_it_emitted(laws: str,
     env.reset(seed=0)
     for step in range(1, 3 * K * len(INPUTS) + 1):  # three complete runs per input, then stop
         _, _, terminated, truncated, info = env.step(int(rng.integers(0, 5)))
-        monitor.ingest_infos(info, terminated or truncated)
+        monitor.update_infos(info, terminated or truncated)
         monitor.maybe_log(step)
         if terminated or truncated:
             env.reset()

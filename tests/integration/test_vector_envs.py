@@ -263,7 +263,7 @@ def test_hand_written_gymnasium_loop_with_the_monitor_counts_what_the_envs_emitt
     envs.reset(seed=0)
     for step in range(1, 61):
         _, _, terminated, truncated, infos = envs.step(rng.integers(0, 5, size=N_ENVS))
-        monitor.ingest_infos(infos, terminated | truncated)
+        monitor.update_infos(infos, terminated | truncated)
         monitor.maybe_log(step * N_ENVS)
     monitor.close()
     envs.close()

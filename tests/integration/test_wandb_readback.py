@@ -184,7 +184,7 @@ def test_monitor_finalize_draws_its_chart_and_summary_from_a_user_env(
     for _ in range(240):  # 60 runs of K = 4 samples over 3 inputs
         _, _, terminated, truncated, info = env.step(env.action_space.sample())
         assert terminated or truncated
-        monitor.ingest_episode(info)
+        monitor.update_infos(info, True)
         monitor.maybe_log(monitor.episodes)
         env.reset()
     monitor.finalize()

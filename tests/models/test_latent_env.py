@@ -172,7 +172,7 @@ def test_coverage_monitor_end_to_end(model_dir: str, tmp_path) -> None:
     # gain is defined (a gain from runs shorter than K would compare different budgets).
     for step in range(16):
         _, _, term, trunc, infos = envs.step(rng.integers(0, 8, size=3))
-        monitor.ingest_infos(infos, term | trunc)
+        monitor.update_infos(infos, term | trunc)
         monitor.maybe_log(step)
     report = monitor.finalize(step=16)
     comp = report.comparisons[0]

@@ -68,9 +68,9 @@ def test_two_monitors_in_one_process_each_write_their_own_run(
     infos_a, infos_b = _infos(TASK_A), _infos(TASK_B)
     # The user's loop steps both tasks in turn and logs each after every sample.
     for step in range(1, 5):
-        a.ingest_episode(infos_a[step - 1])
+        a.update_infos(infos_a[step - 1])
         a.log(step)
-        b.ingest_episode(infos_b[step - 1])
+        b.update_infos(infos_b[step - 1])
         b.log(step)
     capsys.readouterr()
     a.close()
@@ -111,7 +111,7 @@ def test_a_run_the_user_started_is_reused_and_left_open(
         monitor = _monitor(TASK_A, tmp_path / "a")
         assert monitor.sinks.wandb.run.run is user
         for info in _infos(TASK_A):
-            monitor.ingest_episode(info)
+            monitor.update_infos(info)
         monitor.close()
         user.log({"user/loss": 0.25})  # still open: seffi did not finish the user's run
         assert wandb.run is user

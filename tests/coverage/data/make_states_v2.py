@@ -14,8 +14,9 @@ import sys
 
 import numpy as np
 
-from seffi.callbacks import CoverageMonitor, EpisodeEnd
+from seffi.callbacks import CoverageMonitor
 from seffi.coverage import CoverageTracker
+from seffi.episodes import parse_rows
 
 STRATS = ("a", "b", "c", "d", "e")
 K = 4
@@ -89,9 +90,13 @@ def monitor() -> dict:
 
     first, rest = ends(120), ends(60)
     m = CoverageMonitor(K, STRATS, sinks=Null(), n_boot=0)
-    m.ingest_ends([EpisodeEnd(x, tuple(ms), v, env_index=e) for x, ms, v, e in first])
+    def batch(rows: list[list]) -> object:
+        dicts = [{"input_id": x, "strategy_matches": ms, "valid": v} for x, ms, v, _ in rows]
+        return parse_rows(dicts, m.coder, env_index=[e for *_, e in rows])
+
+    m.update(batch(first))
     state = json.loads(json.dumps(m.state_dict()))
-    m.ingest_ends([EpisodeEnd(x, tuple(ms), v, env_index=e) for x, ms, v, e in rest])
+    m.update(batch(rest))
     c = m.curves()
     return {
         "state": state,

@@ -123,7 +123,7 @@ def test_a_monitor_logs_it_and_the_report_holds_it_beside_the_iid_figure(tmp_pat
     baselines = EnvBaselines(STRATS, 2, base_law=Laws().base_match_distribution)
     monitor = CoverageMonitor(2, STRATS, baselines=baselines, out_dir=tmp_path, wandb="disabled", plots=False)
     for x, s in [("x1", "a"), ("x1", "b"), ("x2", "a"), ("x2", "a")]:
-        monitor.ingest_episode({"input_id": x, "strategy_matches": (s,)})
+        monitor.update_infos({"input_id": x, "strategy_matches": (s,)})
     scalars = monitor.log(4)
     per_input = [_hand_effective({"a": 1, "b": 1}), _hand_effective({"a": 2})]
     assert scalars["seffi/strategy_entropy"] == pytest.approx(np.mean(per_input))

@@ -1,0 +1,229 @@
+"""The info contract: one table of the keys a finished episode's info holds, and one screen for all."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from seffi.errors import SeffiError
+
+_I64_MAX = int(np.iinfo(np.int64).max)
+_INTS = frozenset({int, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64})
+_BOOLS, _INT = (bool, np.bool_), (int, np.integer)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What one info key may hold.
+
+    ``what``: the rule in words; ``fill``: the value where not reported (None: the key is required);
+    ``kinds``: numpy dtype kinds of a typed column; ``types``: of a value (a bool only where listed);
+    ``exact``: the value types of a list that passes at a glance; ``minimum``: of ints (which fit int64).
+    Integral floats (``3.0``) count as ints: Gymnasium stores a step's column as floats when the first
+    env to report it gave a float.
+    """
+
+    what: str
+    fill: Any
+    kinds: str
+    types: tuple[type, ...]
+    exact: frozenset[type] = frozenset()
+    minimum: int | None = None
+
+    def ok(self, v: Any) -> bool:
+        """Whether one value keeps the rule."""
+        if isinstance(v, _BOOLS) and bool not in self.types:
+            return False
+        if self.minimum is not None and isinstance(v, (float, np.floating)):  # NaN, inf, 2.5 fail
+            return bool(math.isfinite(v) and float(v).is_integer() and self.minimum <= v <= _I64_MAX)
+        return isinstance(v, self.types) and (self.minimum is None or bool(self.minimum <= v <= _I64_MAX))
+
+    def bad(self, values: Any, have: np.ndarray | None = None) -> np.ndarray | None:
+        """Bool mask (N,) of the ``values`` that break the rule among those ``have`` marks; None: none."""
+        if isinstance(values, np.ndarray) and values.dtype != object:  # by dtype and one range reduction
+            kind, low = values.dtype.kind, self.minimum or 0
+            if kind not in self.kinds:
+                out = np.ones(len(values), dtype=bool)
+            elif kind == "f":
+                out = ~((np.floor(values) == values) & (values >= low) & (values < 2.0**63))
+            elif kind == "u" and self.minimum is not None:
+                out = values > _I64_MAX
+            elif self.minimum is None or not values.size or np.minimum.reduce(values) >= low:
+                return None  # the ufunc itself: ndarray.min costs twice as much
+            else:
+                out = values < low
+        else:  # a list: at a glance by its value types, value by value only when that does not settle it
+            fits = len(values) > 0 and set(map(type, values)) <= self.exact
+            if fits and (self.minimum is None or self.minimum <= min(values) <= max(values) <= _I64_MAX):
+                return None
+            out = np.fromiter((not self.ok(v) for v in values), dtype=bool, count=len(values))
+        if have is not None:
+            out &= have
+        return out if out.any() else None
+
+
+_INDEX = Rule("an int >= 0", -1, "iuf", _INT, _INTS, 0)
+#: The info keys the monitor reads, in the order their errors are named. ``strategy_matches`` is
+#: coded against the declared strategies by `MatchCoder`; every other key is checked by its rule.
+CONTRACT: dict[str, Rule] = {
+    "strategy_matches": Rule("a tuple of strategy ids", None, "", (Sequence, set, frozenset, np.ndarray)),
+    "input_id": Rule("a str (or int) id", None, "iuU", (str, *_INT), _INTS | {str, np.str_}),
+    "valid": Rule("a bool (or numpy bool)", True, "b", _BOOLS, frozenset(_BOOLS)),
+    "sample_index": _INDEX,
+    "run_index": _INDEX,
+    "z": _INDEX,
+}
+
+
+def _missing(key: str, info: Any) -> str:
+    if not isinstance(info, Mapping):
+        return f"an episode ended but its info is {info!r:.60}, not a dict"
+    text = f"an episode ended but its info has no {key!r} (keys: {sorted(map(str, info))})"
+    if key == "strategy_matches":
+        text += "; coverage needs the final-step info of a seffi env, or a wrapper that passes it through"
+    return text
+
+
+def _show(x: Any) -> str:
+    return f"{type(x).__name__} {x!r:.60}"
+
+
+class EpisodeRejected(SeffiError):
+    """Finished episodes whose info breaks the contract (a missing key, a value of the wrong type).
+
+    Only the bad episodes are refused: the good ones of the call are in ``batch``, and a monitor records
+    them (and says so) before this reaches the caller.
+
+    Attributes:
+        key: The offending info key (``"info"`` when the info itself is not a dict).
+        env_index: Sub-env index of the first bad episode (with the caller's ``env_offset``).
+        rejected: Number of episodes refused in the call.
+        recorded: Good episodes of the call a monitor recorded (``None`` outside a monitor).
+        batch: The good episodes of the call (an `EpisodeBatch`).
+    """
+
+    def __init__(self, reason: str, *, key: str, env_index: int, env_name: Any, rejected: int, batch: Any):
+        where = f"env {env_name!r}" if env_name else "the env"
+        super().__init__(f"{where} (sub-env index {env_index}): {reason}")
+        self.key, self.env_index, self.rejected = key, env_index, rejected
+        self.batch, self.recorded = batch, None
+
+    def recorded_as(self, n: int) -> EpisodeRejected:
+        """This error, its message saying that the call's ``n`` good episodes were recorded."""
+        m = self.rejected
+        which = f"{m} finished episodes (the first named here) were" if m > 1 else "this episode was"
+        self.recorded = n
+        self.args = (f"{self.args[0]}; {which} rejected, the other {n} of this call recorded",)
+        return self
+
+
+class MatchCoder:
+    """Codes ``strategy_matches`` values as rows of ``table``, a bool hit table over ``strategies``.
+
+    Each distinct value is checked once, later ones cost a dict lookup; kept across calls (a monitor
+    holds one), with the input ids already checked (``known``).
+    """
+
+    def __init__(self, strategies: Sequence[str]) -> None:
+        self.strategies = tuple(strategies)
+        self._index = {s: j for j, s in enumerate(self.strategies)}
+        self._code: dict[Any, int] = {}
+        self.known: set[str] = set()
+        self.table = np.zeros((0, len(self.strategies)), dtype=bool)  # (match sets seen, M)
+
+    def codes(self, values: Sequence[Any]) -> tuple[np.ndarray, dict[int, str]]:
+        """(code of each value, shape (N,); position -> why, for values that are no match set)."""
+        try:
+            return np.fromiter(map(self._code.__getitem__, values), np.int64, len(values)), {}
+        except (KeyError, TypeError):  # a new or unhashable value (a list): one by one
+            pass
+        out, bad = np.zeros(len(values), dtype=np.int64), {}
+        for i, v in enumerate(values):
+            try:
+                out[i] = self._new(v)
+            except ValueError as exc:
+                bad[i] = str(exc)
+        return out, bad
+
+    def _new(self, raw: Any) -> int:
+        if isinstance(raw, (str, bytes)) or not CONTRACT["strategy_matches"].ok(raw) or np.ndim(raw) != 1:
+            got = f"{type(raw).__name__}{f' of shape {raw.shape}' if isinstance(raw, np.ndarray) else ''}"
+            raise ValueError(f"'strategy_matches' must be a tuple of strategy ids, got {got}: {raw!r}")
+        ms = tuple(sorted(str(s) for s in raw))
+        if ms not in self._code:
+            unknown = sorted(set(ms) - set(self._index))
+            if unknown:
+                raise ValueError(
+                    f"'strategy_matches' holds strategy ids {unknown} that are not among the declared "
+                    f"strategies {list(self.strategies)}"
+                )
+            row = np.zeros((1, len(self.strategies)), dtype=bool)
+            row[0, [self._index[s] for s in ms]] = True
+            self._code[ms], self.table = len(self.table), np.concatenate([self.table, row])
+        try:
+            self._code[raw] = self._code[ms]
+        except TypeError:  # unhashable: coded again next time
+            pass
+        return self._code[ms]
+
+
+def _known(coder: MatchCoder, ids: Any) -> bool:  # every id passed an earlier call: one C-level test
+    try:
+        return not (isinstance(ids, np.ndarray) and ids.dtype != object) and coder.known.issuperset(ids)
+    except TypeError:  # an unhashable id: its rule names it
+        return False
+
+
+def screen(cols: Mapping[str, Any], n: int, coder: MatchCoder, info_of: Callable[[int], Any]) -> tuple:
+    """Check N finished episodes against `CONTRACT`, the one check of every parser.
+
+    Args:
+        cols: key -> (values, have): the values (numpy column or list, length N) and a bool array of
+            those reported (``None``: all); keys nobody reported left out; ``"info"`` -> (None, is a dict).
+            Its input ids become an object array of str (an int id: its decimal string).
+        n: Number of episodes N.
+        coder: Codes the match sets.
+        info_of: Row -> its info (for the message naming a missing key).
+
+    Returns:
+        (good rows: bool (N,), None if all; match codes (N,); None or (bad, key, row, why) of the first).
+    """
+    bad: np.ndarray | None = None
+    first: tuple[int, str, str] | None = None
+
+    def add(mask: np.ndarray, key: str, reason_of: Callable[[int], str]) -> None:
+        nonlocal bad, first
+        if mask.any():
+            bad, row = (mask.copy() if bad is None else bad | mask), int(mask.argmax())
+            if first is None or row < first[0]:
+                first = (row, key, reason_of(row))
+
+    if "info" in cols:
+        add(~cols["info"][1], "info", lambda r: _missing("info", info_of(r)))
+    for key, rule in CONTRACT.items():
+        values, have = cols[key] if key in cols else (None, np.zeros(n, dtype=bool))
+        if rule.fill is None and have is not None:
+            add(~have, key, lambda r, key=key: _missing(key, info_of(r)))
+        known = key == "input_id" and _known(coder, values)
+        mask = None if values is None or key == "strategy_matches" or known else rule.bad(values, have)
+        if mask is not None:
+            add(mask, key, lambda r, k=key, v=values, w=rule.what: f"{k!r} must be {w}, got {_show(v[r])}")
+        if key == "input_id" and values is not None and not (known and isinstance(values, np.ndarray)):
+            ids = values.astype(str) if isinstance(values, np.ndarray) and values.dtype != object else values
+            ids = np.array([v if type(v) is str else str(v) for v in ids], dtype=object)
+            coder.known.update(ids if mask is None else ids[~mask])  # good ids pass at a glance next time
+            cols["input_id"] = (ids, have)  # type: ignore[index]
+    codes, reasons, matches = np.zeros(n, dtype=np.int64), {}, cols.get("strategy_matches", (None,))[0]
+    rows = np.arange(n) if bad is None else np.flatnonzero(~bad)
+    if matches is not None and bad is None:  # the common case: no copies
+        codes, reasons = coder.codes(matches)
+    elif matches is not None:
+        codes[rows], reasons = coder.codes([matches[i] for i in rows.tolist()])
+    if reasons:
+        where = dict(zip(rows[list(reasons)].tolist(), reasons.values(), strict=True))
+        add(np.isin(np.arange(n), list(where)), "strategy_matches", where.__getitem__)
+    return (None, codes, None) if first is None else (~bad, codes, (bad, first[1], first[0], first[2]))
