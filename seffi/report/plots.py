@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from seffi._io import write_atomic
 from seffi.report.plots_compare import (
     eval_series,
     plot_compare,
@@ -80,6 +81,7 @@ __all__ = [
     "plot_valid_vs_raw",
     "rarity_panels",
     "render_report_plots",
+    "save_coverage",
     "save_figure",
 ]
 #: Text of the note drawn when a sampler's coverage exceeds the oracle's at some k.
@@ -167,6 +169,30 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
     legend_below(fig, handles, labels)
     suptitle(fig, title(comparison, "valid coverage" if valid else "strategy coverage"))
     return finish(fig)
+
+
+#: The last coverage PNG drawn, with the JSON of its comparison: a run's final W&B chart image and its
+#: report's coverage plot show the same comparison, which is then drawn once.
+_last_coverage: tuple[str, bytes] | None = None
+
+
+def save_coverage(comparison: Comparison, path: str | Path) -> Path:
+    """Write `plot_coverage` of ``comparison`` as PNG at ``path`` (parent folders created).
+
+    A comparison equal (field by field) to the one of the previous call is not drawn again: the
+    previous PNG's bytes are written.
+    """
+    global _last_coverage
+    path = Path(path)
+    key = comparison.model_dump_json()
+    last = _last_coverage
+    if last is not None and last[0] == key:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, last[1])
+        return path
+    save_figure(plot_coverage(comparison), path)
+    _last_coverage = (key, path.read_bytes())
+    return path
 
 
 def _mark_extrapolated(ax: Any, c: CurveSet, y: Sequence[float | None], style: dict[str, Any]) -> None:
@@ -376,7 +402,7 @@ def render_report_plots(report: Report, out_dir: str | Path) -> dict[str, Path]:
                 files[f"{slug}/{name}"] = save_figure(fig, out / f"{slug}_{name}.png")
 
         sets = comp.curve_sets()
-        _save("coverage", plot_coverage(comp))
+        files[f"{slug}/coverage"] = save_coverage(comp, out / f"{slug}_coverage.png")
         _save("coverage_by_rarity", plot_coverage_by_rarity(comp))
         if any(c.novelty is not None or c.expected_new is not None for c in sets):
             _save("novelty", plot_novelty(comp))

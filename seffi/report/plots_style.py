@@ -219,7 +219,11 @@ DPI = 100
 _PNG_OPTIONS = {"compress_level": 1}
 # Unhinted glyphs: text rendering is the largest single cost of a plot; at these font sizes and 100 dpi
 # unhinted antialiased text is as legible as autohinted text (compared side by side) and ~13% faster.
-_SAVE_RC = {"text.hinting": "no_hinting"}
+_SAVE_RC = {
+    "text.hinting": "no_hinting",
+    "figure.autolayout": False,
+    "figure.constrained_layout.use": False,
+}
 #: One bound of a curve's interval: a value per budget (null = undefined), or None without an interval.
 _Bound = Sequence[float | None] | None
 
@@ -289,13 +293,24 @@ def _gain_text(p: PolicyResult) -> str:
 
 
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
-    """Write ``fig`` as PNG (parent folders created)."""
+    """Write ``fig`` as PNG (parent folders created).
+
+    A figure with a layout engine is laid out here once and keeps that layout (its engine is removed),
+    so drawing it again gives the same picture without a second layout pass.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     import matplotlib
 
-    # Layout and drawing both happen inside savefig, so the text settings apply to both.
+    # Layout and drawing both happen under the text settings.
     with matplotlib.rc_context(_SAVE_RC):
+        engine = fig.get_layout_engine()
+        if engine is not None and dpi == fig.dpi:
+            # savefig with a layout engine draws the whole figure once with output disabled, only to
+            # run the layout, then again for the pixels. Running the layout here (same renderer, same
+            # dpi) and dropping the engine leaves savefig the one draw: equal bytes, ~20% less time.
+            engine.execute(fig)
+            fig.set_layout_engine(None)  # _SAVE_RC turns off the rc layouts None would pick
         # No "Software" metadata: equal figures give equal bytes across matplotlib patch versions.
         write_figure(fig, path, dpi=dpi, metadata={"Software": None}, pil_kwargs=_PNG_OPTIONS)
     # No fig.clear(): it re-initialises every axes (~5-10 ms each) only to drop it; an unreferenced

@@ -21,7 +21,7 @@ from seffi.errors import SeffiError
 from seffi.report import keys
 from seffi.report.caveats import console_lines, summary_notes
 from seffi.report.files import dumps_report, load_report, write_report
-from seffi.report.plots import plot_coverage, save_figure
+from seffi.report.plots import save_coverage
 from seffi.report.run_folder import fresh_out_dir
 from seffi.report.schema import Comparison, Report
 from seffi.report.wandb_run import Mode, SafeWandbRun, display_path, wandb_mode
@@ -227,7 +227,7 @@ class WandbSink:
         if image:
             at = step if step is not None else (self.run.last_step or 0)
             with tempfile.TemporaryDirectory(prefix="seffi-img-") as tmp:
-                png = save_figure(plot_coverage(comparison), Path(tmp) / "coverage.png")
+                png = save_coverage(comparison, Path(tmp) / "coverage.png")
                 # wandb.Image copies the file into the run's media folder at log time.
                 self.run.log_image(keys.curves_key("coverage_plot", scope), png, at, caption=title)
 

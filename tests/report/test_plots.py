@@ -66,6 +66,44 @@ def test_write_report_renders_every_plot(tmp_path: Path) -> None:
     assert "Common vs rare strategies" in md and "sum to its AUC − AUC_iid" in md
 
 
+def _savefig_png(fig) -> bytes:
+    """The PNG of matplotlib's own ``savefig`` (its layout pass inside), with save_figure's settings."""
+    import io
+
+    import matplotlib
+
+    buf = io.BytesIO()
+    with matplotlib.rc_context({"text.hinting": "no_hinting"}):
+        fig.savefig(
+            buf, format="png", dpi=P.DPI, metadata={"Software": None}, pil_kwargs={"compress_level": 1}
+        )
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        P.plot_coverage,
+        P.plot_coverage_by_rarity,
+        P.plot_novelty,
+        P.plot_time_to_coverage,
+        P.plot_valid_vs_raw,
+        P.plot_barcodes,
+        P.plot_latent,
+    ],
+)
+def test_save_figure_writes_the_bytes_of_savefig_with_its_layout_pass(tmp_path: Path, draw) -> None:
+    # save_figure runs the constrained layout itself and skips savefig's disabled pre-draw: the pixels
+    # (and so the PNG bytes) must be those of a plain savefig, which lays the figure out on its own.
+    comp = fx.comparison()
+    reference = _savefig_png(draw(comp))
+    fig = draw(comp)
+    assert fig.get_layout_engine() is not None
+    written = P.save_figure(fig, tmp_path / "plot.png").read_bytes()
+    assert written == reference
+    assert _pixel_std(tmp_path / "plot.png") > 0.05
+
+
 def test_optional_panels_only_when_data_exists(tmp_path: Path) -> None:
     comp = fx.comparison()
     bare = comp.model_copy(
@@ -293,3 +331,28 @@ def test_time_to_coverage_merges_thresholds_only_when_they_coincide() -> None:
     # Two thresholds: each box names its sampler and threshold on one line.
     labels = [t.get_text() for t in P.plot_time_to_coverage(fx.comparison()).axes[2].get_xticklabels()]
     assert labels[:2] == ["learned T(0.8)", "learned T(1)"]
+
+
+def test_save_coverage_draws_an_equal_comparison_once_and_a_changed_one_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    drawn: list[str] = []
+    plot_coverage = P.plot_coverage
+
+    def counting(comparison):
+        drawn.append(comparison.policies[0].curves.label)
+        return plot_coverage(comparison)
+
+    monkeypatch.setattr(P, "plot_coverage", counting)
+    monkeypatch.setattr(P, "_last_coverage", None)
+    comp = fx.comparison()
+    reference = P.save_figure(plot_coverage(comp), tmp_path / "reference.png").read_bytes()
+    first = P.save_coverage(comp, tmp_path / "a" / "first.png").read_bytes()
+    again = P.save_coverage(comp.model_copy(deep=True), tmp_path / "b" / "again.png").read_bytes()
+    assert drawn == ["learned"] and first == again == reference
+    policy = comp.policies[0]
+    renamed = policy.model_copy(update={"curves": policy.curves.model_copy(update={"label": "renamed"})})
+    changed = comp.model_copy(update={"policies": [renamed]})
+    other = P.save_coverage(changed, tmp_path / "other.png").read_bytes()
+    assert drawn == ["learned", "renamed"] and other != reference
+    assert P.save_figure(plot_coverage(changed), tmp_path / "other_ref.png").read_bytes() == other

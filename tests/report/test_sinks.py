@@ -249,3 +249,39 @@ def test_scalars_keys_cached_per_scope_and_budgets() -> None:
     assert short[keys.coverage_key(2)] == 0.5 and keys.coverage_key(1) in short
     gapped = keys.scalars_from_curves({"k": [1, 2, 4], "coverage": [0.1, 0.2, 0.4]})
     assert gapped[keys.coverage_key(4)] == 0.4
+
+
+def test_final_wandb_image_and_report_coverage_plot_are_drawn_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from seffi.report import SafeWandbRun, plots_style
+    from seffi.report import plots as P
+    from tests.report.test_wandb_run import FakeRun
+
+    titles: list[str] = []  # every figure rendered to PNG, by its title
+    write_figure = plots_style.write_figure
+
+    def counting(fig: Any, path: Any, **kwargs: Any) -> None:
+        titles.append(fig.get_suptitle())
+        write_figure(fig, path, **kwargs)
+
+    monkeypatch.setattr(plots_style, "write_figure", counting)
+    monkeypatch.setattr(P, "_last_coverage", None)
+
+    class Run(FakeRun):
+        def log_artifact(self, artifact: Any) -> None:
+            self.artifact = artifact
+
+    run = Run()
+    sinks = MultiSink([LocalSink(tmp_path), WandbSink(SafeWandbRun(run=run), log_curves_every=10)])
+    report = fx.report()
+    sinks.log({"seffi/auc": 0.5}, 40)
+    sinks.log_final_curves(report.comparisons[0], None, None)  # as a monitor's finalize, then finish
+    sinks.finish(report)
+    assert sum(": strategy coverage (" in t for t in titles) == 1
+    assert len(titles) == len(list((tmp_path / "plots").glob("*.png"))) == 7
+    images = [k for row in run.logged for k in row if k.endswith("coverage_plot")]
+    assert images == ["seffi/curves/coverage_plot"]
+    png = tmp_path / "plots" / f"{report.slugs()[0]}_coverage.png"
+    reference = P.save_figure(P.plot_coverage(report.comparisons[0]), tmp_path / "reference.png")
+    assert png.read_bytes() == reference.read_bytes()
