@@ -20,7 +20,7 @@ between the two bounds) of filler with each rubric word present with probability
 match 0-4 strategies. The callback's periodic log (``on_log``) is not a part of the reward call and is
 not timed here (``benchmarks/peers.py`` times the monitor's logging).
 
-The last row is the wall time spent in Python's garbage collector per completion, in each arm (timed
+The last two rows are the wall time spent in Python's garbage collector per completion in each arm (timed
 by ``gc.callbacks``, included in the figures above): objects a reward keeps alive across calls are
 promoted to the oldest generation and bring full collections over the whole heap (which torch and
 transformers make large) sooner.
