@@ -120,12 +120,15 @@ class GroupScorer:
         ``logprob_fn``; ``policy_logprobs() -> log-probabilities`` (the trainer's policy) serves
         ``"unlikeliness"`` when no ``logprob_fn`` was given (``group_methods.local_logprobs``).
         """
-        results = [
-            self.labeler(self.inputs.get(str(i), p), t) for i, p, t in zip(ids, prompts, texts, strict=True)
-        ]
-        self.last_results = results
+        if not len(ids) == len(prompts) == len(texts):
+            raise SeffiError(
+                f"{len(ids)} ids, {len(prompts)} prompts, {len(texts)} texts: one each per completion"
+            )
+        get = self.inputs.get
+        xs = [get(str(i), p) for i, p in zip(ids, prompts, strict=True)] if self.inputs else prompts
+        results = self.last_results = list(map(self.labeler, xs, texts))
         if not training and self._reward is not None:
-            return [float(self._reward(r)) for r in results]
+            return list(map(float, map(self._reward, results)))
         lps = None
         if self.method is not None and self.method.needs_logprobs:
             lps = self.last_logprobs = local_logprobs(self, prompts, completion_ids, policy_logprobs)
@@ -135,14 +138,17 @@ class GroupScorer:
             for i, r in zip(ids, results, strict=True)
         ]
         # A collective (every rank calls it); log-probabilities travel with their records.
-        payload = [(rank, rec, *([] if lps is None else [lps[j]])) for j, rec in enumerate(records)]
-        tagged = self._gather(payload)
+        if lps is None:
+            tagged = self._gather([(rank, rec) for rec in records])
+        else:
+            tagged = self._gather([(rank, rec, lp) for rec, lp in zip(records, lps, strict=True)])
+        gathered = [t[1] for t in tagged]
         if training and self.sink is not None:
-            self.sink([t[1] for t in tagged])
+            self.sink(gathered)
         if self.method is None:
-            return [float(self._reward(r)) for r in results]  # type: ignore[misc]
+            return list(map(float, map(self._reward, results)))  # type: ignore[arg-type]
         gathered_lps = [t[2] for t in tagged] if lps is not None else None
-        scores = self.method.score([t[1] for t in tagged], self.group_size, gathered_lps, training)
+        scores = self.method.score(gathered, self.group_size, gathered_lps, training)
         return [s for t, s in zip(tagged, scores, strict=True) if t[0] == rank]
 
 
@@ -284,19 +290,19 @@ class GroupCoverage:
             self.group_sizes[len(g)] = self.group_sizes.get(len(g), 0) + 1
         self.budget = self.budget or max(len(g) for g in groups)
         monitor = self._ensure_monitor(self.budget)
-        rows, ks, runs = [], [], []  # every completion of the step, recorded in one batch
+        kept, ks, runs = [], [], []  # every completion of the step, recorded in one batch
         for g in groups:
             pid = records[g[0]][0]
             if self.monitored is not None and pid not in self.monitored:
                 continue
-            for start in range(0, len(g), self.budget):
+            for start in range(g[0], g[-1] + 1, self.budget):
                 run = self._occurrences[pid] = self._occurrences.get(pid, -1) + 1
-                part = g[start : start + self.budget]
-                rows += part
+                part = records[start : min(start + self.budget, g[-1] + 1)]
+                kept += part
                 ks += range(1, len(part) + 1)
                 runs += [run] * len(part)
-        if rows:
-            ids, matches, valid = zip(*(records[i][:3] for i in rows), strict=True)
+        if kept:
+            ids, matches, valid = zip(*kept, strict=True)
             try:
                 batch = parse_generation(ids, matches, monitor.coder, valid, sample_index=ks, run_index=runs)
             except EpisodeRejected as exc:  # the good completions are recorded first
@@ -306,7 +312,6 @@ class GroupCoverage:
 
     def _ensure_monitor(self, budget: int) -> Any:
         if self.monitor is None:
-
             main = trl_model.rank_and_world()[0] == 0
             if main and not self._resumed:  # decided once: a folder holding an earlier run gets a sibling
                 self.out_dir = fresh_out_dir(self.out_dir, "seffi-grpo")

@@ -135,7 +135,7 @@ class CoverageReward(GroupScorer):
         if self.decode is not None and completion_ids is not None:
             texts = [self.decode(c) for c in completion_ids]
         else:
-            texts = [completion_text(c) for c in completions]
+            texts = list(map(completion_text, completions))
         training = bool(getattr(getattr(self.trainer, "model", None), "training", True))
         policy = None
         if self.trainer is not None and self.method is not None and self.method.needs_logprobs:
