@@ -59,15 +59,18 @@ class StrategyEntropy(InputMetric):
         # Derived, not state: exp(H) per input code, the codes updated since, iid figures by code.
         self._cache: np.ndarray | None = None
         self._cached_cols = -1
-        self._stale = np.zeros(0, dtype=np.int64)
+        self._stale: list[np.ndarray] = []
         self._iid: dict[int, float] = {}
 
     def update(self, codes: np.ndarray, hits: np.ndarray, valid: np.ndarray) -> None:
         rows, cols = np.nonzero(hits)
-        np.add.at(self.counts, (codes[rows], cols), 1)
-        self._stale = (
-            np.union1d(self._stale, codes[rows]) if hasattr(self, "_stale") else np.unique(codes[rows])
-        )
+        if rows.size == 0:
+            return
+        # One add per distinct (input, strategy) cell: counts is C-contiguous, so cells are flat indices.
+        width = self.counts.shape[1]
+        cells, n = np.unique(codes[rows] * width + cols, return_counts=True)
+        self.counts.reshape(-1)[cells] += n
+        self._stale.append(cells // width)
 
     def _values(self) -> np.ndarray:
         """exp(H) per input code (NaN where no sample matched), brought up to date."""
@@ -75,11 +78,12 @@ class StrategyEntropy(InputMetric):
         if cached is None or self._cached_cols != self.n_columns:
             cached, stale = np.full(U, np.nan), np.arange(U)  # a load, a merge or a new strategy column
         else:
-            cached, stale = np.concatenate([cached, np.full(U - cached.size, np.nan)]), self._stale
+            cached = np.concatenate([cached, np.full(U - cached.size, np.nan)])
+            stale = np.unique(np.concatenate(self._stale)) if self._stale else np.zeros(0, dtype=np.int64)
         counts = self.rows("counts")[stale]
         hit = counts.sum(axis=1) > 0
         cached[stale[hit]] = effective_strategies(counts[hit])
-        self._cache, self._cached_cols, self._stale = cached, self.n_columns, np.zeros(0, dtype=np.int64)
+        self._cache, self._cached_cols, self._stale = cached, self.n_columns, []
         return cached
 
     def _iid_values(self, use: np.ndarray, law_of: Callable[[int], Mapping[str, float]]) -> np.ndarray:
