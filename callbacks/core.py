@@ -1,4 +1,3 @@
-
 """``CoverageMonitor``: episodes in, tracker updated, curves vs baselines out to the sinks."""
 
 from __future__ import annotations
@@ -407,9 +406,15 @@ class CoverageMonitor:
         t = self.tracker
         curves = t.curves(self.budget, n_boot=n_boot, seed=self.seed)
         comparison, policy_set, gain = policy_comparison(
-            t, curves, iid, oracle, label=self.label, env_id=self.env_name,
-            baseline_sets=self.baseline_sets, base_law=self._base_law,
-        )  # fmt: skip
+            t,
+            curves,
+            iid,
+            oracle,
+            label=self.label,
+            env_id=self.env_name,
+            baseline_sets=self.baseline_sets,
+            base_law=self._base_law,
+        )
         scalars = self._scalars(policy_set, gain, t.valid / max(t.samples, 1))
         for name, est in comparison.policies[0].metrics.items():
             scalars.update(keys.estimate_scalars(name, est, self.scope))

@@ -483,17 +483,21 @@ class GroupCoverage:
         """Everything a resumed run needs (JSON-safe): reference samples, monitor state, outcome counts."""
         m = self.monitor
         return {
-            "format": STATE_FORMAT, "out_dir": str(self.out_dir) if self.out_dir is not None else None,
-            "budget": self.budget, "group_size": self.reward.group_size, "reference": self.reference,
+            "format": STATE_FORMAT,
+            "out_dir": str(self.out_dir) if self.out_dir is not None else None,
+            "budget": self.budget,
+            "group_size": self.reward.group_size,
+            "reference": self.reference,
             "reference_cost": self.reference_cost,
             "monitored": sorted(self.monitored) if self.monitored is not None else None,
             "monitor": m.state_dict() if m is not None else None,
             "schedule": {"n_logs": m.schedule.n_logs, "last_step": m.schedule.last_step} if m else None,
             "last_scalars": dict(m.last_scalars) if m is not None else {},
-            "occurrences": dict(self._occurrences), "batches": self.batches,
+            "occurrences": dict(self._occurrences),
+            "batches": self.batches,
             "group_sizes": {str(k): v for k, v in self.group_sizes.items()},
             "outcome_counts": self.reward.method.state() if self.reward.method is not None else None,
-        }  # fmt: skip
+        }
 
     def load_state_dict(self, state: Mapping[str, Any], step: int | None = None) -> GroupCoverage:
         """Continue from `state_dict`: same reference samples, same monitor and folder.

@@ -45,9 +45,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def add_output_options(
-    parser: argparse.ArgumentParser, *, wandb: str = "W&B mode (default offline)", what: str = "run",
+    parser: argparse.ArgumentParser,
+    *,
+    wandb: str = "W&B mode (default offline)",
+    what: str = "run",
     overwrite: str | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """The options of every measuring command: ``--wandb``, ``--out``, ``--overwrite``, ``--no-progress``."""
     parser.add_argument("--wandb", choices=["online", "offline", "disabled"], help=wandb)
     parser.add_argument("--out", help=f"{what} folder (default runs/<timestamp>)")

@@ -68,9 +68,12 @@ def add_exploration_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seed", type=int, help="seed of the pool, held-out and classifier prompts (default 0)")
     p.add_argument(
-        "--methods", nargs="+", choices=METHOD_SLUGS or None, metavar="METHOD",
+        "--methods",
+        nargs="+",
+        choices=METHOD_SLUGS or None,
+        metavar="METHOD",
         help=f"methods to run (default all): {', '.join(METHOD_SLUGS)}",
-    )  # fmt: skip
+    )
     p.add_argument("--budget", type=int, help="K: completions per GRPO group and coverage budget (default 8)")
     p.add_argument("--n-inputs", dest="n_inputs", type=int, help="pool size: GRPO's training prompts (32)")
     p.add_argument("--steps", type=int, help="GRPO optimizer steps per method (default 60)")
@@ -84,21 +87,30 @@ def add_exploration_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-dir", dest="cache_dir", help="model cache (default $SEFFI_CACHE)")
     cache = p.add_mutually_exclusive_group()
     cache.add_argument(
-        "--retrain", dest="retrain", action="store_const", const=True,
+        "--retrain",
+        dest="retrain",
+        action="store_const",
+        const=True,
         help="retrain the models even when the cache holds them",
-    )  # fmt: skip
+    )
     cache.add_argument(
-        "--no-retrain", dest="retrain", action="store_const", const=False,
+        "--no-retrain",
+        dest="retrain",
+        action="store_const",
+        const=False,
         help="refuse a damaged model cache instead of retraining it",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--smoke", action="store_true",
+        "--smoke",
+        action="store_true",
         help="tiny models, one seed, 2 steps per method: an end-to-end check (<= 90 s), not results",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--combine", nargs="+", metavar="DIR",
+        "--combine",
+        nargs="+",
+        metavar="DIR",
         help="combine benches of the same settings run on other seeds into one table in --out (no training)",
-    )  # fmt: skip
+    )
     add_output_options(p, what="bench")
     p.set_defaults(handler=exploration_command)
 
@@ -107,12 +119,24 @@ def command_line(args: argparse.Namespace) -> str:
     """The ``seffi bench exploration`` command line giving ``args`` (recorded in bench.json / bench.md)."""
     parts = ["seffi", "bench", "exploration"]
     for action_dest, flag in (
-        ("setting", "--setting"), ("task_config", "--task-config"), ("seeds", "--seeds"), ("seed", "--seed"),
-        ("methods", "--methods"), ("budget", "--budget"), ("n_inputs", "--n-inputs"), ("steps", "--steps"),
-        ("lr", "--lr"), ("pool_runs", "--pool-runs"), ("eval_samples", "--eval-samples"),
-        ("eval_inputs", "--eval-inputs"), ("lm", "--lm"), ("cache_dir", "--cache-dir"), ("wandb", "--wandb"),
-        ("out", "--out"), ("combine", "--combine"),
-    ):  # fmt: skip
+        ("setting", "--setting"),
+        ("task_config", "--task-config"),
+        ("seeds", "--seeds"),
+        ("seed", "--seed"),
+        ("methods", "--methods"),
+        ("budget", "--budget"),
+        ("n_inputs", "--n-inputs"),
+        ("steps", "--steps"),
+        ("lr", "--lr"),
+        ("pool_runs", "--pool-runs"),
+        ("eval_samples", "--eval-samples"),
+        ("eval_inputs", "--eval-inputs"),
+        ("lm", "--lm"),
+        ("cache_dir", "--cache-dir"),
+        ("wandb", "--wandb"),
+        ("out", "--out"),
+        ("combine", "--combine"),
+    ):
         value = getattr(args, action_dest, None)
         if value is None:
             continue
@@ -151,8 +175,12 @@ def exploration_command(args: argparse.Namespace) -> int:
 
         from seffi.experiment.bench import combine_benches
 
-        combine_benches([Path(d) for d in args.combine], out=Path(args.out) if args.out else None,
-                        overwrite=args.overwrite, wandb=args.wandb or "offline")  # fmt: skip
+        combine_benches(
+            [Path(d) for d in args.combine],
+            out=Path(args.out) if args.out else None,
+            overwrite=args.overwrite,
+            wandb=args.wandb or "offline",
+        )
         return 0
     fields: dict[str, Any] = {}
     for name in ("setting", "seed", "budget", "n_inputs", "cache_dir", "retrain", "wandb", "out"):
@@ -172,11 +200,14 @@ def exploration_command(args: argparse.Namespace) -> int:
     grpo = {
         k: v
         for k, v in (
-            ("steps", args.steps), ("lr", args.lr), ("pool_runs", args.pool_runs),
-            ("eval_samples", args.eval_samples), ("eval_inputs", args.eval_inputs),
+            ("steps", args.steps),
+            ("lr", args.lr),
+            ("pool_runs", args.pool_runs),
+            ("eval_samples", args.eval_samples),
+            ("eval_inputs", args.eval_inputs),
         )
         if v is not None
-    }  # fmt: skip
+    }
     if grpo:
         fields["grpo"] = grpo
     try:

@@ -188,11 +188,24 @@ def _mean_curves(
         samples=sum(c.samples for c in parts),
     )
     for name in (
-        "coverage_lo", "coverage_hi", "novelty_lo", "novelty_hi", "expected_new_lo", "expected_new_hi",
-        "full_coverage_lo", "full_coverage_hi", "valid_coverage", "valid_coverage_lo",
-        "valid_coverage_hi", "valid_at_k", "valid_at_k_lo", "valid_at_k_hi", "coverage_by_rarity",
-        "auc_reps", "valid_auc_reps",
-    ):  # fmt: skip
+        "coverage_lo",
+        "coverage_hi",
+        "novelty_lo",
+        "novelty_hi",
+        "expected_new_lo",
+        "expected_new_hi",
+        "full_coverage_lo",
+        "full_coverage_hi",
+        "valid_coverage",
+        "valid_coverage_lo",
+        "valid_coverage_hi",
+        "valid_at_k",
+        "valid_at_k_lo",
+        "valid_at_k_hi",
+        "coverage_by_rarity",
+        "auc_reps",
+        "valid_auc_reps",
+    ):
         setattr(out, name, mean_of(name))
     if out.valid_coverage is not None:
         out.valid_auc = float(out.valid_coverage.mean())

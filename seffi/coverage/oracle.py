@@ -218,9 +218,15 @@ class OracleBaseline:
         return _mean_curves(parts, "oracle", K, rarity_bins, [key for key, _ in items])
 
     def _input_curves(
-        self, cols: list[str], m: int, refmask: dict[int, int], K: int, rng: np.random.Generator,
-        bins: np.ndarray | None, n_bins: int,
-    ) -> Curves:  # fmt: skip
+        self,
+        cols: list[str],
+        m: int,
+        refmask: dict[int, int],
+        K: int,
+        rng: np.random.Generator,
+        bins: np.ndarray | None,
+        n_bins: int,
+    ) -> Curves:
         M = len(cols)
         if all(r == 1 << s for s, r in refmask.items()):
             return _unambiguous_oracle(len(refmask), m, M, K, bins, n_bins)
@@ -283,9 +289,15 @@ class OracleBaseline:
         return c
 
     def _mc_curves(
-        self, cols: list[str], m: int, refmask: dict[int, int], K: int, rng: np.random.Generator,
-        bins: np.ndarray | None, n_bins: int,
-    ) -> Curves:  # fmt: skip
+        self,
+        cols: list[str],
+        m: int,
+        refmask: dict[int, int],
+        K: int,
+        rng: np.random.Generator,
+        bins: np.ndarray | None,
+        n_bins: int,
+    ) -> Curves:
         runs = MC_ORACLE_RUNS
         fh = oracle_first_hits(refmask, len(cols), K, runs, rng)
         c = curves_from_runs(

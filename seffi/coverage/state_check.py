@@ -217,8 +217,15 @@ def _open_runs(value: Any, s: Mapping[str, Any]) -> list[dict[str, int]]:
     r = s["runs"]
     out, seen = [], set()
     for row in value:
-        got = {name: _int(row[name], f"open run {name}", -1 if name.endswith("index") and name != "env_index"
-                          else 0, _BIG) for name in OPEN_FIELDS}  # fmt: skip
+        got = {
+            name: _int(
+                row[name],
+                f"open run {name}",
+                -1 if name.endswith("index") and name != "env_index" else 0,
+                _BIG,
+            )
+            for name in OPEN_FIELDS
+        }
         # An open run counts every sample, its run only the first K (later ones are skipped).
         n = int(r["n"][got["run"]]) if got["run"] < r["n"].size else -1
         full = s["budget"] is not None and n == s["budget"]

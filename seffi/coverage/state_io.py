@@ -123,8 +123,10 @@ def load(cls: type[CoverageTracker], state: Any, *, barcode_rows: int | None = N
         rows = _int(barcode_rows, "barcode_rows", 0, 2**31 + 1)
         s = {**s, "barcode_rows": rows, "barcode": sorted(s["barcode"], key=lambda b: b["input"])[:rows]}
     spec = s["strategies"] if s["strategies"] is not None else s["num_strategies"]
-    t = cls(spec, **{p.name: s[p.name] for p in SETTINGS if p.name not in ("strategies", "num_strategies",
-                                                                             "columns")})  # fmt: skip
+    t = cls(
+        spec,
+        **{p.name: s[p.name] for p in SETTINGS if p.name not in ("strategies", "num_strategies", "columns")},
+    )
     _fill(t, s)
     return t
 

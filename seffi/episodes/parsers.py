@@ -57,8 +57,10 @@ def _finish(cols: dict[str, Any], env: np.ndarray, strategies: Any, info_of: Any
     if good is not None:
         kept, codes, keep = env[good], codes[good], good.tolist()
         cols = {
-            k: (v[good] if isinstance(v, np.ndarray) else [x for x, g in zip(v, keep, strict=True) if g],
-                h if h is None else h[good])
+            k: (
+                v[good] if isinstance(v, np.ndarray) else [x for x, g in zip(v, keep, strict=True) if g],
+                h if h is None else h[good],
+            )
             for k, (v, h) in cols.items()
             if k != "info"
         }
@@ -176,9 +178,15 @@ def parse_infos(
 
 
 def parse_generation(
-    input_ids: Sequence[Any], matches: Sequence[Any], strategies: Any, valid: Any = None, *,
-    sample_index: Any = None, run_index: Any = None, env_name: Any = None,
-) -> EpisodeBatch:  # fmt: skip
+    input_ids: Sequence[Any],
+    matches: Sequence[Any],
+    strategies: Any,
+    valid: Any = None,
+    *,
+    sample_index: Any = None,
+    run_index: Any = None,
+    env_name: Any = None,
+) -> EpisodeBatch:
     """All completions of one generation step (TRL), given as columns of equal length."""
     given = {"input_id": input_ids, "strategy_matches": matches, "valid": valid}
     given |= {"sample_index": sample_index, "run_index": run_index}

@@ -17,9 +17,18 @@ NO_BASELINE = "no iid/oracle baseline (not a seffi env and none given)"
 
 #: Columns of `curves_dataframe`, in order (NaN where a method does not have the quantity).
 FRAME_COLUMNS = (
-    "method", "label", "k", "coverage", "coverage_lo", "coverage_hi", "novelty", "full_coverage",
-    "valid_coverage", "valid_at_k", "auc",
-)  # fmt: skip
+    "method",
+    "label",
+    "k",
+    "coverage",
+    "coverage_lo",
+    "coverage_hi",
+    "novelty",
+    "full_coverage",
+    "valid_coverage",
+    "valid_at_k",
+    "auc",
+)
 
 
 def curves_dataframe(curves: Any, *, label: str = "policy") -> Any:
