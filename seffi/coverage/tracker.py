@@ -131,7 +131,7 @@ class CoverageTracker(UpdatePath):
         self.assigner = RunAssigner(self.budget or 1, self.stream_offset)
         self._slots: dict[tuple[int, int], int] = {}  # (input code, stream) -> slot, synced lazily
         self._slots_synced = 0
-        self.runs = RunTable(len(self.columns), self.num_latents)
+        self.runs = RunTable(len(self.columns), self.num_latents, budget=self.budget)
         # Per-input sums of complete runs: a row per input with a complete run (``_row_of``).
         self.sums = InputSums(self.budget, dtype=np.int32, squares=False) if self.budget else None
         self.totals = GroupTotals(self.budget) if self.budget else None
@@ -382,6 +382,7 @@ class CoverageTracker(UpdatePath):
             raise ValueError(f"can only merge a CoverageTracker, got {type(other).__name__}")
         # Merged into a new tracker first: a merge that fails half-way leaves this one unchanged.
         fresh = state_io.load(type(self), state_io.merge(state_io.dump(self), state_io.dump(other)))
+        fresh.runs.narrow(fresh.budget)
         self.__dict__.update(fresh.__dict__)
         return self
 
@@ -413,7 +414,9 @@ class CoverageTracker(UpdatePath):
                 state = json.loads(state)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"tracker state is not valid JSON: {exc}") from exc
-        return state_io.load(cls, state, barcode_rows=barcode_rows)
+        t = state_io.load(cls, state, barcode_rows=barcode_rows)
+        t.runs.narrow(t.budget)  # state_io fills a table of unbounded runs: the budget bounds them
+        return t
 
     @staticmethod
     def shift_streams(state: Mapping[str, Any], offset: int) -> dict[str, Any]:

@@ -186,3 +186,66 @@ def test_within_input_intervals_below_the_minimum_number_of_inputs() -> None:
     g = c.gain(iid, oracle)
     assert g.lo < g.value < g.hi and "run-to-run noise" in g.reason
     assert g.hi - g.value == pytest.approx(1.959964 * auc_se / (oracle.auc - iid.auc), rel=1e-5)
+
+
+@pytest.mark.parametrize(("K", "dtype"), [(127, np.int8), (128, np.int16), (300, np.int16)])
+def test_run_fields_hold_the_extremes_of_their_budget(K: int, dtype: type) -> None:
+    """Per-run fields are stored in the narrowest type of K, and its largest values come back exact."""
+    t = CoverageTracker(strategies=("a", "b"), budget=K)
+    hits = np.zeros((K, 2), dtype=bool)
+    hits[K - 1, 0] = True  # the last sample of the budget matches "a"
+    valid = np.zeros(K, dtype=bool)
+    valid[K - 1] = True
+    t.update_many(["x"] * K, hits, valid=valid, stream=0)
+    longer = np.zeros((K + 5, 2), dtype=bool)
+    longer[K - 2, 1] = longer[K, 0] = True  # "a" only beyond the budget: not recorded
+    t.update_many(["x"] * (K + 5), longer, valid=np.ones(K + 5, dtype=bool), stream=1)
+    assert t.runs.first_hit.dtype == dtype and t.runs.n.dtype == dtype
+    runs = t.state_dict()["runs"]
+    assert runs["n"] == [K, K] and runs["n_valid"] == [1, K] and runs["first_valid"] == [K - 1, 0]
+    assert runs["first_hit"] == [[K - 1, -1], [-1, K - 2]]  # lists of ints: K > 36
+    assert runs["first_valid_hit"] == [[K - 1, -1], [-1, K - 2]]
+    assert (t.skipped, t.samples, t.valid) == (5, 2 * K, K + 1)
+    back = CoverageTracker.from_state_dict(t.state_dict())  # a loaded state keeps the narrow type
+    assert back.runs.first_hit.dtype == dtype and back.state_dict() == t.state_dict()
+    c = t.curves(n_boot=0)
+    assert c.coverage[K - 2] == 0.25 and c.coverage[K - 1] == 0.5  # (0 + 1/2) / 2, then (1/2 + 1/2) / 2
+
+
+def test_sums_read_in_blocks_equal_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sums over a subset of a narrow run table, read in small blocks, equal one int64 pass."""
+    import seffi.coverage.sums as sums_mod
+
+    rng = np.random.default_rng(3)
+    S, C, K, U = 500, 5, 6, 37
+    fh = np.where(rng.random((S, C)) < 0.4, rng.integers(0, K, (S, C)), -1)
+    fvh = np.where((fh >= 0) & (rng.random((S, C)) < 0.5), fh, -1)
+    fv = np.where(rng.random(S) < 0.6, rng.integers(0, K, S), -1)
+    n = np.where(rng.random(S) < 0.8, K, rng.integers(1, K, S))
+    inputs = rng.integers(0, U, S)
+    m = rng.integers(C, 9, U)
+    pick = rng.permutation(S)[:400]
+
+    def sums(table_dtype: type, chunk: int) -> InputSums:
+        monkeypatch.setattr(sums_mod, "_CHUNK", chunk)
+        h, length, vh, v = (a.astype(table_dtype) for a in (fh, n, fvh, fv))
+        got, _ = sums_mod.sums_from_runs(
+            h, length, inputs[pick], m, K, first_valid_hit=vh, first_valid=v, runs=pick
+        )
+        return got
+
+    want, _ = sums_mod.sums_from_runs(
+        fh[pick], n[pick], inputs[pick], m, K, first_valid_hit=fvh[pick], first_valid=fv[pick]
+    )
+    for dtype, chunk in ((np.int8, 7), (np.int16, 64), (np.int64, 1)):
+        got = sums(dtype, chunk)
+        for name in ("inc", "n_runs", "sq", "auc_sq"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+    # and by hand for one input: complete runs and their first-sample "new" counts
+    u = int(inputs[pick][0])
+    mine = pick[(inputs[pick] == u) & (n[pick] >= K)]
+    assert want.n_runs[u] == mine.size
+    new = np.zeros(K, dtype=np.int64)
+    for r in mine:
+        np.add.at(new, fh[r][fh[r] >= 0], 1)
+    np.testing.assert_array_equal(want.inc[u, :, 0], new)
