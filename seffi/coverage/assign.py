@@ -2,26 +2,37 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from seffi.coverage.sums import _segment_starts
 
-__all__ = ["KeyIndex", "RunAssigner"]
+__all__ = ["KeyIndex", "RunAssigner", "pair_keys"]
 
 _LUT_MAX = 1 << 16  # env indices below this are looked up in an array (larger ones: the dict)
 _SHIFT = 32  # open-run key: input code << 32 | env column
 
 
+def pair_keys(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sortable keys of pairs of non-negative ints: 16 big-endian bytes, whose order is the pairs'."""
+    pairs = np.stack([np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)], axis=1)
+    return np.ascontiguousarray(pairs.astype(">i8")).view("V16").reshape(-1)
+
+
 class KeyIndex:
-    """int64 key -> row, in two sorted numpy arrays (16 bytes a key; a dict costs ~100).
+    """Key -> row in two sorted numpy arrays (int64 keys or `pair_keys`): 16-24 bytes a key, not ~100.
 
     New keys enter a small sorted array, merged into the large one once it holds an eighth of it:
     a batch's inserts move O(small) memory, and each key is moved O(log keys) times in all.
+
+    Args:
+        dtype: the keys' type (``"V16"`` for `pair_keys`).
     """
 
-    def __init__(self) -> None:
-        self.keys, self.rows = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        self.new_keys, self.new_rows = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    def __init__(self, dtype: Any = np.int64) -> None:
+        self.keys, self.rows = np.zeros(0, dtype=dtype), np.zeros(0, dtype=np.int64)
+        self.new_keys, self.new_rows = np.zeros(0, dtype=dtype), np.zeros(0, dtype=np.int64)
 
     def __len__(self) -> int:
         return self.keys.size + self.new_keys.size
@@ -110,10 +121,6 @@ class RunAssigner:
             grown = np.zeros(max(n_inputs, 2 * have, 16), dtype=np.int64)
             grown[:have] = self.next_stream
             self.next_stream = grown
-
-    def restore_slot(self, u: int, stream: int) -> int:
-        """A slot for an existing run of input ``u`` with tracker ``stream`` (when loading a state)."""
-        return int(self.add_slots(np.array([stream], dtype=np.int64), np.array([u], dtype=np.int64))[0])
 
     def add_slots(self, streams: np.ndarray, inputs: np.ndarray) -> np.ndarray:
         """Slots for runs with the given streams and input codes (in order); their streams are raised past."""

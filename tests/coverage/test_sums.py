@@ -249,3 +249,23 @@ def test_sums_read_in_blocks_equal_one_pass(monkeypatch: pytest.MonkeyPatch) -> 
     for r in mine:
         np.add.at(new, fh[r][fh[r] >= 0], 1)
     np.testing.assert_array_equal(want.inc[u, :, 0], new)
+
+
+def test_runs_keyed_by_input_and_any_stream_continue_across_batches() -> None:
+    """Runs are found by (input, stream) for streams up to 2^53 - 1, in a batch or sample by sample."""
+    big = 2**53 - 1
+    rows = [("x", big), ("y", 3), ("x", 0), ("x", big), ("y", 3), ("y", big), ("x", 0), ("x", big)]
+    rng = np.random.default_rng(1)
+    hits = rng.random((len(rows), 4)) < 0.4
+    valid = rng.random(len(rows)) < 0.5
+    one = CoverageTracker(strategies=STRATS, budget=3)
+    for (x, s), h, v in zip(rows, hits, valid, strict=True):
+        one.update(x, {STRATS[j] for j in np.flatnonzero(h)}, valid=bool(v), stream=s)
+    both = CoverageTracker(strategies=STRATS, budget=3)
+    for part in (slice(0, 3), slice(3, None)):  # the second batch continues the first's runs
+        ids, streams = zip(*rows[part], strict=True)
+        both.update_many(list(ids), hits[part], valid=valid[part], stream=np.array(streams))
+    state = one.state_dict()
+    assert state == both.state_dict()
+    runs = state["runs"]  # sorted by (input, stream): x/0, x/big, y/3, y/big
+    assert runs["stream"] == [0, big, 3, big] and runs["n"] == [2, 3, 2, 1] and one.skipped == 0
