@@ -161,7 +161,8 @@ class InputSums:
 
     Args:
         budget: K.
-        dtype: integer type of ``inc`` (the tracker keeps int32 and widens when a count could overflow).
+        dtype: integer type of ``inc`` (the tracker starts at int8; `add_at` widens it to the next
+            type when a count could leave it).
         squares: keep ``sq`` and ``auc_sq``.
     """
 
@@ -224,8 +225,9 @@ class InputSums:
         """Add ``part``'s rows to rows ``rows`` (distinct) of these sums (exact, widening if needed)."""
         if self.inc.dtype != np.int64 and rows.size:
             top = int(part.inc.max(initial=0)) + int(self.inc[rows].max(initial=0))
-            if top >= np.iinfo(self.inc.dtype).max:
-                self.inc = self.inc.astype(np.int64)  # a count would leave the narrow type: widen once
+            if top > np.iinfo(self.inc.dtype).max:  # a count would leave the type: widen to one that holds it
+                wide = next(t for t in (np.int16, np.int32, np.int64) if top <= np.iinfo(t).max)
+                self.inc = self.inc.astype(wide)
         self.inc[rows] += part.inc.astype(self.inc.dtype, copy=False)
         self.n_runs[rows] += part.n_runs
         if self.sq is not None and part.sq is not None:

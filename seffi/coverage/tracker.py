@@ -133,7 +133,7 @@ class CoverageTracker(UpdatePath):
         self._slots_synced = 0
         self.runs = RunTable(len(self.columns), self.num_latents, budget=self.budget)
         # Per-input sums of complete runs: a row per input with a complete run (``_row_of``).
-        self.sums = InputSums(self.budget, dtype=np.int32, squares=False) if self.budget else None
+        self.sums = InputSums(self.budget, dtype=np.int8, squares=False) if self.budget else None
         self.totals = GroupTotals(self.budget) if self.budget else None
         self._row_of = np.full(16, -1, dtype=np.int64)  # input code -> row of ``sums`` (-1: none)
         self._row_code = np.zeros(0, dtype=np.int64)  # row of ``sums`` -> input code
@@ -358,7 +358,7 @@ class CoverageTracker(UpdatePath):
         codes, unit = np.unique(self.assigner.slot_input[done], return_inverse=True)
         m = self.m[codes]
         part = run_sums(self.runs, done, unit, m, self.budget)
-        self.sums = InputSums(self.budget, dtype=np.int32, squares=False)
+        self.sums = InputSums(self.budget, dtype=np.int8, squares=False)
         self.sums._resize(codes.size)
         self.sums.add_at(np.arange(codes.size), part)
         self._row_of = np.full(max(len(self.keys), 16), -1, dtype=np.int64)

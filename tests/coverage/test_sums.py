@@ -269,3 +269,25 @@ def test_runs_keyed_by_input_and_any_stream_continue_across_batches() -> None:
     assert state == both.state_dict()
     runs = state["runs"]  # sorted by (input, stream): x/0, x/big, y/3, y/big
     assert runs["stream"] == [0, big, 3, big] and runs["n"] == [2, 3, 2, 1] and one.skipped == 0
+
+
+def test_input_sums_widen_their_type_before_a_count_leaves_it() -> None:
+    """Per-input sums start in int8 and widen as counts grow: always equal to int64 sums."""
+    from seffi.coverage.sums import N_INC
+
+    K, rng = 3, np.random.default_rng(2)
+    narrow, wide = InputSums(K, dtype=np.int8, squares=False), InputSums(K, squares=False)
+    for s in (narrow, wide):
+        s.grow(4)
+    seen = []
+    for scale in (100, 100, 30_000, 30_000, 3_000_000_000):
+        part = InputSums(K, squares=False)
+        part._resize(2)
+        part.inc[:] = rng.integers(scale // 2, scale + 1, (2, K, N_INC))
+        part.n_runs[:] = 1
+        rows = rng.choice(4, 2, replace=False)
+        narrow.add_at(rows, part)
+        wide.add_at(rows, part)
+        np.testing.assert_array_equal(narrow.inc, wide.inc)
+        seen.append(narrow.inc.dtype)
+    assert seen[0] == np.int8 and np.int16 in seen and np.int32 in seen and seen[-1] == np.int64
