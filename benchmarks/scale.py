@@ -35,7 +35,9 @@ strategies seen, not M.
 
 ``--monitor`` feeds a Gymnasium-style stream instead (64 rows, K = 8, M = 32, one run per input, the
 inputs cycling through the U ids) to ``CoverageMonitor`` with its default logging (no W&B, no plots)
-and prints its CPU microseconds per episode (ingest and logs) and peak RSS.
+and prints its CPU microseconds per episode (ingest and logs), the peak RSS after the stream, the
+peak of memory allocated by one ``tracker.curves(n_boot=200)`` (``tracemalloc``), the CPU seconds of
+``close()`` (the final report and state) and the peak RSS after it.
 
     python benchmarks/scale.py                                  # ~1 minute on 2 shared cores
     python benchmarks/scale.py --episodes 200000 --inputs 100,10000 --n-boot 200
@@ -165,7 +167,7 @@ def monitor_stream(n_inputs: int, episodes: int, seed: int):
 
 
 def measure_monitor(n_inputs: int, episodes: int) -> dict:
-    """CoverageMonitor with its default logging (no W&B, no plots) fed ``episodes`` ends."""
+    """CoverageMonitor with its default logging (no W&B, no plots) fed ``episodes`` ends, then closed."""
     from seffi.callbacks import CoverageMonitor
 
     class Null:
@@ -180,10 +182,20 @@ def measure_monitor(n_inputs: int, episodes: int) -> dict:
         m.update(batch)
         m.maybe_log((step + 1) * 64)
         total += time.process_time() - t
+    ingest_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    tracemalloc.start()
+    m.tracker.curves(n_boot=200, seed=0)
+    curves_peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    t = time.process_time()
+    m.close()
     return {
         "monitor us/ep": 1e6 * total / episodes,
         "logs": m.n_logs,
-        "max RSS MB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "max RSS MB": ingest_rss,
+        "curves(200) MB": curves_peak / 2**20,
+        "close s": time.process_time() - t,
+        "RSS after close MB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
 

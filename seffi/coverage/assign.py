@@ -2,16 +2,67 @@
 
 from __future__ import annotations
 
-from itertools import repeat
+from typing import Any
 
 import numpy as np
 
 from seffi.coverage.sums import _segment_starts
 
-__all__ = ["RunAssigner"]
+__all__ = ["KeyIndex", "RunAssigner", "pair_keys"]
 
 _LUT_MAX = 1 << 16  # env indices below this are looked up in an array (larger ones: the dict)
 _SHIFT = 32  # open-run key: input code << 32 | env column
+
+
+def pair_keys(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sortable keys of pairs of non-negative ints: 16 big-endian bytes, whose order is the pairs'."""
+    pairs = np.stack([np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)], axis=1)
+    return np.ascontiguousarray(pairs.astype(">i8")).view("V16").reshape(-1)
+
+
+class KeyIndex:
+    """Key -> row in two sorted numpy arrays (int64 keys or `pair_keys`): 16-24 bytes a key, not ~100.
+
+    New keys enter a small sorted array, merged into the large one once it holds an eighth of it:
+    a batch's inserts move O(small) memory, and each key is moved O(log keys) times in all.
+
+    Args:
+        dtype: the keys' type (``"V16"`` for `pair_keys`).
+    """
+
+    def __init__(self, dtype: Any = np.int64) -> None:
+        self.keys, self.rows = np.zeros(0, dtype=dtype), np.zeros(0, dtype=np.int64)
+        self.new_keys, self.new_rows = np.zeros(0, dtype=dtype), np.zeros(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return self.keys.size + self.new_keys.size
+
+    @staticmethod
+    def _find(keys: np.ndarray, rows: np.ndarray, want: np.ndarray) -> np.ndarray:
+        pos = np.minimum(np.searchsorted(keys, want), max(keys.size - 1, 0))
+        if keys.size == 0:
+            return np.full(want.size, -1, dtype=np.int64)
+        return np.where(keys[pos] == want, rows[pos], -1)
+
+    def get(self, want: np.ndarray) -> np.ndarray:
+        """Rows of keys ``want`` (-1: absent)."""
+        rows = self._find(self.keys, self.rows, want)
+        miss = rows < 0
+        if miss.any() and self.new_keys.size:
+            rows[miss] = self._find(self.new_keys, self.new_rows, want[miss])
+        return rows
+
+    def add(self, keys: np.ndarray, rows: np.ndarray) -> None:
+        """Add distinct keys absent so far, with their rows."""
+        order = np.argsort(keys, kind="stable")
+        keys, rows = keys[order], rows[order]
+        at = np.searchsorted(self.new_keys, keys)
+        self.new_keys, self.new_rows = np.insert(self.new_keys, at, keys), np.insert(self.new_rows, at, rows)
+        if self.new_keys.size > max(4096, self.keys.size // 8):
+            at = np.searchsorted(self.keys, self.new_keys)
+            self.keys = np.insert(self.keys, at, self.new_keys)
+            self.rows = np.insert(self.rows, at, self.new_rows)
+            self.new_keys, self.new_rows = self.new_keys[:0], self.new_rows[:0]
 
 
 class RunAssigner:
@@ -32,15 +83,15 @@ class RunAssigner:
     def __init__(self, budget: int, stream_offset: int = 0) -> None:
         # Every batch is assigned in numpy (rows that mix the rules within one (input, env row) are
         # worked out sample by sample, with the same result). The open run of each (input, env row)
-        # pair seen lives in one row of flat arrays found through a dict: memory grows with the pairs
-        # seen, not with inputs x env rows.
+        # pair seen lives in one row of flat arrays found through a `KeyIndex`: memory grows with the
+        # pairs seen (about 50 bytes each), not with inputs x env rows.
         self.budget, self.stream_offset = int(budget), int(stream_offset)
         self.env_cols: dict[int, int] = {}  # env index -> column (in order of first appearance)
         # env index -> column as an array (-1: none), rebuilt when env_cols grows: a batch's columns
         # in one gather instead of a unique + dict pass per log
         self._env_lut = np.full(0, -1, dtype=np.int64)
         self._lut_for = 0  # len(env_cols) the lookup table was built for
-        self._row: dict[int, int] = {}  # (input code << 32 | env column) -> open-run row
+        self._row = KeyIndex()  # (input code << 32 | env column) -> open-run row
         self.o_key = np.zeros(0, dtype=np.int64)
         # per row: open run slot (-1 none), its samples so far, its last sample's indices (-1 unknown)
         self.o_slot = np.zeros(0, dtype=np.int64)
@@ -49,7 +100,8 @@ class RunAssigner:
         self.o_ri = np.zeros(0, dtype=np.int64)
         self.next_stream = np.zeros(0, dtype=np.int64)  # per input: the next local stream number
         self._slot_stream = np.zeros(64, dtype=np.int64)
-        self._slot_input = np.zeros(64, dtype=np.int64)
+        # int32: a tracker holds far fewer than 2^31 inputs (their ids alone would take > 100 GB)
+        self._slot_input = np.zeros(64, dtype=np.int32)
         self.n_slots = 0  # runs created so far
 
     @property
@@ -70,17 +122,13 @@ class RunAssigner:
             grown[:have] = self.next_stream
             self.next_stream = grown
 
-    def restore_slot(self, u: int, stream: int) -> int:
-        """A slot for an existing run of input ``u`` with tracker ``stream`` (when loading a state)."""
-        return int(self.add_slots(np.array([stream], dtype=np.int64), np.array([u], dtype=np.int64))[0])
-
     def add_slots(self, streams: np.ndarray, inputs: np.ndarray) -> np.ndarray:
         """Slots for runs with the given streams and input codes (in order); their streams are raised past."""
         n = self.n_slots + streams.size
         if n > self._slot_stream.size:
             size = max(n, 2 * self._slot_stream.size)
             for name in ("_slot_stream", "_slot_input"):
-                grown = np.zeros(size, dtype=np.int64)
+                grown = np.zeros(size, dtype=getattr(self, name).dtype)
                 grown[: self.n_slots] = getattr(self, name)[: self.n_slots]
                 setattr(self, name, grown)
         self._slot_stream[self.n_slots : n] = streams
@@ -110,12 +158,12 @@ class RunAssigner:
 
     def _rows(self, keys: np.ndarray) -> np.ndarray:
         """Open-run rows of (input << 32 | env column) keys (distinct), new rows for new pairs."""
-        rows = np.fromiter(map(self._row.get, keys.tolist(), repeat(-1)), dtype=np.int64, count=keys.size)
+        rows = self._row.get(keys)
         new = np.flatnonzero(rows < 0)
         if new.size:
             have = len(self._row)
             fresh = np.arange(have, have + new.size, dtype=np.int64)
-            self._row.update(zip(keys[new].tolist(), fresh.tolist(), strict=True))
+            self._row.add(keys[new], fresh)
             if have + new.size > self.o_key.size:
                 size = max(have + new.size, 2 * self.o_key.size, 64)
                 for name, fill in (("o_key", 0), ("o_slot", -1), ("o_cnt", 0), ("o_si", -1), ("o_ri", -1)):

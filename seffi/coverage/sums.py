@@ -38,6 +38,7 @@ __all__ = [
     "RunTable",
     "fold",
     "fold_latent",
+    "run_dtype",
     "sums_from_runs",
 ]
 
@@ -70,8 +71,25 @@ def _need(m: np.ndarray) -> np.ndarray:
 # -- the run table --------------------------------------------------------------------------------------
 
 
+def run_dtype(budget: int | None) -> np.dtype:
+    """The narrowest integer type of the per-run fields under budget K (None: unbounded runs).
+
+    Every per-run value lies in [-1, K] (first-hit indices below K, -1 for never; lengths and
+    correct-sample counts at most K), so K < 2^7 fits int8 and K < 2^15 int16; a tracker without a
+    budget keeps runs of any length.
+    """
+    if budget is None:
+        return np.dtype(np.int64)
+    for dtype in (np.int8, np.int16, np.int32):
+        if budget <= np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return np.dtype(np.int64)
+
+
 class RunTable:
     """Per run slot, the declared per-run fields (``seffi.coverage.state.STATE``, ``runs.*``).
+
+    Every field is held in `run_dtype` of the budget: one byte per (run, column) for K < 128.
 
     Attributes:
         first_hit: int array, shape (S, C): 0-based index of the run's first sample matching column c.
@@ -80,22 +98,31 @@ class RunTable:
         n_valid: int array, shape (S,): correct samples.
         first_valid: int array, shape (S,): index of the first correct sample, -1 if none.
         latent_first_hit: int array, shape (S, Z): first sample with latent code z (only when Z > 0).
+        dtype: the integer type of every field.
 
     Args:
         columns: strategy columns C.
         latents: latent codes Z (0: no latent field).
+        budget: K (every value then lies in [-1, K]), or None: runs of any length.
     """
 
-    def __init__(self, columns: int, latents: int = 0) -> None:
+    def __init__(self, columns: int, latents: int = 0, *, budget: int | None = None) -> None:
         self.columns, self.latents = int(columns), int(latents)
+        self.dtype = run_dtype(budget)
         self.fields = [p for p in RUN_TABLE_FIELDS if p.width != "num_latents" or self.latents > 0]
         for p in self.fields:
-            setattr(self, p.key, np.full((0, *self._width(p)), p.fill, dtype=np.int64))
+            setattr(self, p.key, np.full((0, *self._width(p)), p.fill, dtype=self.dtype))
 
     def _width(self, p: Any) -> tuple[int, ...]:
         if p.width is None:
             return ()
         return (self.columns,) if p.width == "columns" else (self.latents,)
+
+    def narrow(self, budget: int | None) -> None:
+        """Hold every field in `run_dtype` of ``budget`` (a table filled before the budget was known)."""
+        self.dtype = run_dtype(budget)
+        for p in self.fields:
+            setattr(self, p.key, getattr(self, p.key).astype(self.dtype, copy=False))
 
     def grow(self, n_slots: int, n_columns: int | None = None) -> None:
         """Room for ``n_slots`` slots (amortised doubling) and ``n_columns`` columns."""
@@ -103,7 +130,7 @@ class RunTable:
             for p in self.fields:
                 if p.width == "columns":
                     arr = getattr(self, p.key)
-                    pad = np.full((arr.shape[0], n_columns - self.columns), p.fill, dtype=np.int64)
+                    pad = np.full((arr.shape[0], n_columns - self.columns), p.fill, dtype=self.dtype)
                     setattr(self, p.key, np.concatenate([arr, pad], axis=1))
             self.columns = n_columns
         have = self.n.shape[0]
@@ -111,7 +138,7 @@ class RunTable:
             size = max(n_slots, 2 * have, 64)
             for p in self.fields:
                 arr = getattr(self, p.key)
-                grown = np.full((size, *self._width(p)), p.fill, dtype=np.int64)
+                grown = np.full((size, *self._width(p)), p.fill, dtype=self.dtype)
                 grown[:have] = arr
                 setattr(self, p.key, grown)
 
@@ -134,7 +161,8 @@ class InputSums:
 
     Args:
         budget: K.
-        dtype: integer type of ``inc`` (the tracker keeps int32 and widens when a count could overflow).
+        dtype: integer type of ``inc`` (the tracker starts at int8; `add_at` widens it to the next
+            type when a count could leave it).
         squares: keep ``sq`` and ``auc_sq``.
     """
 
@@ -197,8 +225,9 @@ class InputSums:
         """Add ``part``'s rows to rows ``rows`` (distinct) of these sums (exact, widening if needed)."""
         if self.inc.dtype != np.int64 and rows.size:
             top = int(part.inc.max(initial=0)) + int(self.inc[rows].max(initial=0))
-            if top >= np.iinfo(self.inc.dtype).max:
-                self.inc = self.inc.astype(np.int64)  # a count would leave the narrow type: widen once
+            if top > np.iinfo(self.inc.dtype).max:  # a count would leave the type: widen to one that holds it
+                wide = next(t for t in (np.int16, np.int32, np.int64) if top <= np.iinfo(t).max)
+                self.inc = self.inc.astype(wide)
         self.inc[rows] += part.inc.astype(self.inc.dtype, copy=False)
         self.n_runs[rows] += part.n_runs
         if self.sq is not None and part.sq is not None:
@@ -249,22 +278,19 @@ def _segment_starts(keys: np.ndarray) -> np.ndarray:
     return out
 
 
-_NEVER_YET = np.iinfo(np.int64).max
-
-
 def _set_first(target: np.ndarray, cells: np.ndarray, k: np.ndarray) -> None:
     """Write first-hit indices (0-based) into flat ``target`` where it still holds -1 (never).
 
     The smallest k per cell by ``np.minimum.at`` on the cells still unset (a hit in an earlier batch
-    came first: a run's samples come in order).
+    came first: a run's samples come in order). ``k - 1`` fits ``target``'s type (k <= K).
     """
     if cells.size == 0:
         return
     flat = target.reshape(-1)
     unset = flat[cells] < 0
     cells, k = cells[unset], k[unset]
-    flat[cells] = _NEVER_YET
-    np.minimum.at(flat, cells, k - 1)
+    flat[cells] = np.iinfo(flat.dtype).max  # above every index: the minimum below replaces it
+    np.minimum.at(flat, cells, (k - 1).astype(flat.dtype))
 
 
 def fold(
@@ -292,7 +318,7 @@ def fold(
     if slot.shape[0] == 0:
         return
     C = runs.columns
-    np.maximum.at(runs.n, slot, k)
+    np.maximum.at(runs.n, slot, k.astype(runs.dtype))  # k <= K: it fits the table's type
     i, j = np.nonzero(hits)
     cells, ki = slot[i] * C + j, k[i]
     _set_first(runs.first_hit, cells, ki)
@@ -387,16 +413,24 @@ def _run_increments(
     return total, sq, np.add.reduceat(A * A, starts, axis=0)
 
 
-def _grouped_runs(unit: np.ndarray, *arrays: np.ndarray | None) -> Iterator[tuple[Any, ...]]:
-    """Runs sorted by input, in blocks of at most ``_CHUNK``: (present inputs, starts, *arrays' blocks)."""
+def _grouped_runs(runs: np.ndarray, unit: np.ndarray) -> Iterator[tuple[np.ndarray, ...]]:
+    """Runs ``runs`` sorted by input ``unit``, in blocks of at most ``_CHUNK``.
+
+    Yields (present inputs, starts, counts, the block's units, the block's runs): the caller gathers
+    each block's rows itself, so no copy of every run's fields is ever made.
+    """
     order = np.argsort(unit, kind="stable")
-    unit = unit[order]
-    arrays = tuple(None if a is None else a[order] for a in arrays)
+    unit, runs = unit[order], runs[order]
     for a in range(0, unit.size, _CHUNK):
         b = min(a + _CHUNK, unit.size)
         starts = np.flatnonzero(_segment_starts(unit[a:b]))
         counts = np.diff(np.r_[starts, b - a])
-        yield (unit[a:b][starts], starts, counts, unit[a:b], *(None if x is None else x[a:b] for x in arrays))
+        yield unit[a:b][starts], starts, counts, unit[a:b], runs[a:b]
+
+
+def _rows64(arr: np.ndarray | None, rows: np.ndarray) -> np.ndarray | None:
+    """Rows ``rows`` of a per-run field (any integer type) as int64, or None."""
+    return None if arr is None else np.asarray(arr)[rows].astype(np.int64, copy=False)
 
 
 def sums_from_runs(
@@ -411,30 +445,34 @@ def sums_from_runs(
     rarity_bin: np.ndarray | None = None,
     n_bins: int = 4,
     squares: bool = True,
+    runs: np.ndarray | None = None,
 ) -> tuple[InputSums, np.ndarray | None]:
     """The per-input sums of the runs that reached K (what the streaming path adds), for any budget K.
 
     Runs shorter than K are left out: the curves use the same runs at every k, so every input
-    weighs the same at every k and C(k) is monotone.
+    weighs the same at every k and C(k) is monotone. The runs are read in blocks of ``_CHUNK``:
+    the widened (int64) copies made on the way stay a few MB whatever the number of runs.
 
     Args:
-        first_hit: int array, shape (R, C): 0-based index of the first sample of run r matching
+        first_hit: int array, shape (S, C): 0-based index of the first sample of run r matching
             column c, or -1.
-        lengths: int array, shape (R,): samples in each run.
-        unit: int array, shape (R,): input index (0..U-1) of each run.
+        lengths: int array, shape (S,): samples in each run.
+        unit: int array, shape (R,): input index (0..U-1) of each run (of each of ``runs``).
         m: int array, shape (U,): M_x of each input.
         K: budget.
-        first_valid_hit: int array, shape (R, C), or None (valid statistics stay 0).
-        first_valid: int array, shape (R,), or None.
-        rarity_bin: int array, shape (R, C): base-probability quantile bin of each column, or None.
+        first_valid_hit: int array, shape (S, C), or None (valid statistics stay 0).
+        first_valid: int array, shape (S,), or None.
+        rarity_bin: int array, shape (S, C): base-probability quantile bin of each column, or None.
         n_bins: number of rarity bins.
         squares: also sum the squares (within-input variances; `InputSums.sq`).
+        runs: int array, shape (R,): the rows of the per-run arrays to read, or None for all S.
 
     Returns:
         (sums, rarity): ``sums`` has U rows; ``rarity`` is an int array, shape (U, n_bins, K), of
         covered strategies per rarity bin summed per input (None without ``rarity_bin``).
     """
-    keep = np.asarray(lengths, dtype=np.int64) >= K
+    runs = np.arange(np.shape(lengths)[0]) if runs is None else np.asarray(runs, dtype=np.int64)
+    keep = np.asarray(lengths)[runs] >= K
     m = np.asarray(m, dtype=np.int64)
     U = m.shape[0]
     out = InputSums(K, squares=squares)
@@ -442,20 +480,18 @@ def sums_from_runs(
     rarity = None if rarity_bin is None else np.zeros((U, n_bins, K), dtype=np.int64)
     if not keep.any():
         return out, rarity
-    fh = np.asarray(first_hit, dtype=np.int64)[keep]
     unit = np.asarray(unit, dtype=np.int64)[keep]
-    fvh = None if first_valid_hit is None else np.asarray(first_valid_hit, dtype=np.int64)[keep]
-    fv = None if first_valid is None else np.asarray(first_valid, dtype=np.int64)[keep]
-    rb = None if rarity_bin is None else np.asarray(rarity_bin)[keep]
-    for present, starts, counts, units, bfh, bfvh, bfv, brb in _grouped_runs(unit, fh, fvh, fv, rb):
-        total, sq, a_sq = _run_increments(bfh, m[units], K, bfvh, bfv, starts, squares)
+    for present, starts, counts, units, rows in _grouped_runs(runs[keep], unit):
+        bfh = _rows64(first_hit, rows)
+        bfvh, bfv = _rows64(first_valid_hit, rows), _rows64(first_valid, rows)
+        total, sq, a_sq = _run_increments(bfh, m[units], K, bfvh, bfv, starts, squares)  # type: ignore[arg-type]
         out.inc[present] += total
         out.n_runs[present] += counts
         if squares:
             out.sq[present] += sq  # type: ignore[index]
             out.auc_sq[present] += a_sq  # type: ignore[index]
         if rarity is not None:
-            by_bin = _first_hit_histogram(bfh, K, brb, n_bins).cumsum(axis=2)
+            by_bin = _first_hit_histogram(bfh, K, _rows64(rarity_bin, rows), n_bins).cumsum(axis=2)  # type: ignore[arg-type]
             rarity[present] += np.add.reduceat(by_bin, starts, axis=0)
     return out, rarity
 
@@ -483,11 +519,11 @@ def run_sums(
     """
     C = runs.columns
     if latent:
-        fh, fvh, fv = runs.latent_first_hit[slots], None, None
-    else:
-        fh, fvh, fv = runs.first_hit[slots, :C], runs.first_valid_hit[slots, :C], runs.first_valid[slots]
+        fh, fvh, fv = runs.latent_first_hit, None, None
+    else:  # views: sums_from_runs reads the slots' rows block by block
+        fh, fvh, fv = runs.first_hit[:, :C], runs.first_valid_hit[:, :C], runs.first_valid
     sums, _ = sums_from_runs(
-        fh, runs.n[slots], unit, m, K, first_valid_hit=fvh, first_valid=fv, squares=squares
+        fh, runs.n, unit, m, K, first_valid_hit=fvh, first_valid=fv, squares=squares, runs=slots
     )
     return sums
 

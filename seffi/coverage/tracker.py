@@ -20,7 +20,7 @@ import numpy as np
 
 from seffi.coverage import state_io
 from seffi.coverage._common import _input_id, rarity_bin_matrix
-from seffi.coverage.assign import RunAssigner
+from seffi.coverage.assign import KeyIndex, RunAssigner, pair_keys
 from seffi.coverage.barcode import BARCODE_ROWS, BarcodeRows
 from seffi.coverage.curves import Curves, check_budget
 from seffi.coverage.input_metrics import Estimate, InputMetric, registered
@@ -129,11 +129,11 @@ class CoverageTracker(UpdatePath):
         self._code: dict[Any, int] = {}  # (task, input_id) -> input code (and raw ids on the record path)
         self._m = np.zeros(16, dtype=np.int64)  # M_x per input code (capacity doubles)
         self.assigner = RunAssigner(self.budget or 1, self.stream_offset)
-        self._slots: dict[tuple[int, int], int] = {}  # (input code, stream) -> slot, synced lazily
+        self._slots = KeyIndex("V16")  # pair_keys(input code, stream) -> slot, synced lazily
         self._slots_synced = 0
-        self.runs = RunTable(len(self.columns), self.num_latents)
+        self.runs = RunTable(len(self.columns), self.num_latents, budget=self.budget)
         # Per-input sums of complete runs: a row per input with a complete run (``_row_of``).
-        self.sums = InputSums(self.budget, dtype=np.int32, squares=False) if self.budget else None
+        self.sums = InputSums(self.budget, dtype=np.int8, squares=False) if self.budget else None
         self.totals = GroupTotals(self.budget) if self.budget else None
         self._row_of = np.full(16, -1, dtype=np.int64)  # input code -> row of ``sums`` (-1: none)
         self._row_code = np.zeros(0, dtype=np.int64)  # row of ``sums`` -> input code
@@ -220,16 +220,15 @@ class CoverageTracker(UpdatePath):
             self._rule = (len(self.columns), np.array(order, dtype=np.int64))
         return self._rule[1]
 
-    @property
-    def _slot_of(self) -> dict[tuple[int, int], int]:
-        """(input code, stream) -> slot of every run (brought up to date when asked for)."""
+    def _slots_of(self, u: np.ndarray, streams: np.ndarray) -> np.ndarray:
+        """Slots of the runs (input codes ``u``, ``streams``), -1 where none (index synced first)."""
         S = self.assigner.n_slots
         if self._slots_synced < S:
             a = self._slots_synced
-            inputs, streams = self.assigner.slot_input[a:].tolist(), self.assigner.slot_stream[a:].tolist()
-            self._slots.update(zip(zip(inputs, streams, strict=True), range(a, S), strict=True))
+            keys = pair_keys(self.assigner.slot_input[a:], self.assigner.slot_stream[a:])
+            self._slots.add(keys, np.arange(a, S, dtype=np.int64))
             self._slots_synced = S
-        return self._slots
+        return self._slots.get(pair_keys(u, streams))
 
     # -- recording -----------------------------------------------------------------------------------
 
@@ -360,7 +359,7 @@ class CoverageTracker(UpdatePath):
         codes, unit = np.unique(self.assigner.slot_input[done], return_inverse=True)
         m = self.m[codes]
         part = run_sums(self.runs, done, unit, m, self.budget)
-        self.sums = InputSums(self.budget, dtype=np.int32, squares=False)
+        self.sums = InputSums(self.budget, dtype=np.int8, squares=False)
         self.sums._resize(codes.size)
         self.sums.add_at(np.arange(codes.size), part)
         self._row_of = np.full(max(len(self.keys), 16), -1, dtype=np.int64)
@@ -383,6 +382,7 @@ class CoverageTracker(UpdatePath):
             raise ValueError(f"can only merge a CoverageTracker, got {type(other).__name__}")
         # Merged into a new tracker first: a merge that fails half-way leaves this one unchanged.
         fresh = state_io.load(type(self), state_io.merge(state_io.dump(self), state_io.dump(other)))
+        fresh.runs.narrow(fresh.budget)
         self.__dict__.update(fresh.__dict__)
         return self
 
@@ -414,7 +414,9 @@ class CoverageTracker(UpdatePath):
                 state = json.loads(state)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"tracker state is not valid JSON: {exc}") from exc
-        return state_io.load(cls, state, barcode_rows=barcode_rows)
+        t = state_io.load(cls, state, barcode_rows=barcode_rows)
+        t.runs.narrow(t.budget)  # state_io fills a table of unbounded runs: the budget bounds them
+        return t
 
     @staticmethod
     def shift_streams(state: Mapping[str, Any], offset: int) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from seffi.coverage._common import _input_id, _int_array, _match_set
+from seffi.coverage.assign import pair_keys
 from seffi.coverage.sums import _segment_starts
 
 __all__ = ["UpdatePath"]
@@ -26,6 +27,7 @@ class UpdatePath:
     assigner: Any
     runs: Any
     _code: dict[Any, int]
+    _slots_of: Any
 
     def update(
         self,
@@ -124,9 +126,13 @@ class UpdatePath:
                     f"input {x!r} has matched {len(got)} distinct strategies but its M_x is {m_of[x]}"
                 )
         u = np.array([self._input_code((self.task, x), m_of[x]) for x in ids], dtype=np.int64)
-        slots = np.empty(n, dtype=np.int64)
-        for i, (_, s) in enumerate(keys):
-            slots[i] = self._slot(int(u[i]), s)
+        slots = self._slots_of(u, st)
+        new = np.flatnonzero(slots < 0)
+        if new.size:  # new runs get slots in order of first appearance; record() never reuses a stream
+            _, first, inv = np.unique(pair_keys(u[new], st[new]), return_index=True, return_inverse=True)
+            made = np.empty(first.size, dtype=np.int64)
+            made[np.argsort(first)] = self.assigner.add_slots(st[new][np.sort(first)], u[new][np.sort(first)])
+            slots[new] = made[inv.reshape(-1)]
         cols = np.array([self._column(s) for s in names], dtype=np.int64)
         hits = np.zeros((n, len(self.columns)), dtype=bool)
         hits[:, cols] = mat
@@ -134,19 +140,10 @@ class UpdatePath:
 
     def _run_strategies(self, x: str, stream: int) -> set[str]:
         code = self._code.get((self.task, x))
-        slot = None if code is None else self._slot_of.get((code, stream))
-        if slot is None:
+        slot = -1 if code is None else int(self._slots_of(np.array([code]), np.array([stream]))[0])
+        if slot < 0:
             return set()
         return {self.columns[j] for j in np.flatnonzero(self.runs.first_hit[slot, : len(self.columns)] >= 0)}
-
-    def _slot(self, u: int, stream: int) -> int:
-        """The slot of run (input ``u``, ``stream``), created on first use."""
-        table = self._slot_of
-        slot = table.get((u, stream))
-        if slot is None:  # the assigner raises the input's next stream past it: record() never reuses it
-            slot = table[(u, stream)] = self.assigner.restore_slot(u, stream)
-            self._slots_synced = self.assigner.n_slots
-        return slot
 
     def _fold(self, u: np.ndarray, slots: np.ndarray, hits: np.ndarray, valid: np.ndarray) -> None:
         """Positions in their runs, then the run table, sums and barcode (``update``'s path)."""

@@ -237,7 +237,8 @@ def test_window_estimates_equal_a_tracker_holding_only_those_runs() -> None:
     for i in window:
         x, r, hits, valid = runs[i]
         alone.update_many([x] * K, hits, valid=valid, stream=r)
-    slots = np.array([t._slot_of[(t._code[("", runs[i][0])], runs[i][1])] for i in window])
+    codes = np.array([t._code[("", runs[i][0])] for i in window])
+    slots = t._slots_of(codes, np.array([runs[i][1] for i in window]))
     got, want = t.curves(n_boot=200, seed=3, slots=slots), alone.curves(n_boot=200, seed=3)
     for name in ("coverage", "coverage_lo", "coverage_hi", "expected_new_hi", "full_coverage"):
         assert np.array_equal(getattr(got, name), getattr(want, name)), name
@@ -250,3 +251,24 @@ def test_window_estimates_equal_a_tracker_holding_only_those_runs() -> None:
     p, q = t.point(slots=slots), alone.point()
     np.testing.assert_allclose(p["coverage"], q["coverage"], rtol=0, atol=1e-12)
     assert p["auc"] == pytest.approx(q["auc"], abs=1e-12)
+
+
+def test_key_index_finds_what_a_dict_holds() -> None:
+    """`KeyIndex` (two sorted arrays) answers as a dict over batches of new and known keys."""
+    from seffi.coverage.assign import KeyIndex
+
+    rng = np.random.default_rng(0)
+    index, ref = KeyIndex(), {}
+    for _ in range(60):  # ~30k keys: the small array is merged into the large one several times
+        want = np.unique(rng.integers(-(2**62), 2**62, int(rng.integers(1, 1000))))
+        if ref and rng.random() < 0.5:
+            want = np.union1d(want, rng.choice(np.fromiter(ref, np.int64), 50))
+        got = index.get(want)
+        np.testing.assert_array_equal(got, [ref.get(k, -1) for k in want.tolist()])
+        new = want[got < 0]
+        rows = np.arange(len(ref), len(ref) + new.size)
+        index.add(new[::-1].copy(), rows[::-1].copy())  # any order
+        ref.update(zip(new.tolist(), rows.tolist(), strict=True))
+        assert len(index) == len(ref)
+    keys = np.fromiter(ref, np.int64)
+    np.testing.assert_array_equal(index.get(keys), [ref[k] for k in keys.tolist()])

@@ -186,3 +186,108 @@ def test_within_input_intervals_below_the_minimum_number_of_inputs() -> None:
     g = c.gain(iid, oracle)
     assert g.lo < g.value < g.hi and "run-to-run noise" in g.reason
     assert g.hi - g.value == pytest.approx(1.959964 * auc_se / (oracle.auc - iid.auc), rel=1e-5)
+
+
+@pytest.mark.parametrize(("K", "dtype"), [(127, np.int8), (128, np.int16), (300, np.int16)])
+def test_run_fields_hold_the_extremes_of_their_budget(K: int, dtype: type) -> None:
+    """Per-run fields are stored in the narrowest type of K, and its largest values come back exact."""
+    t = CoverageTracker(strategies=("a", "b"), budget=K)
+    hits = np.zeros((K, 2), dtype=bool)
+    hits[K - 1, 0] = True  # the last sample of the budget matches "a"
+    valid = np.zeros(K, dtype=bool)
+    valid[K - 1] = True
+    t.update_many(["x"] * K, hits, valid=valid, stream=0)
+    longer = np.zeros((K + 5, 2), dtype=bool)
+    longer[K - 2, 1] = longer[K, 0] = True  # "a" only beyond the budget: not recorded
+    t.update_many(["x"] * (K + 5), longer, valid=np.ones(K + 5, dtype=bool), stream=1)
+    assert t.runs.first_hit.dtype == dtype and t.runs.n.dtype == dtype
+    runs = t.state_dict()["runs"]
+    assert runs["n"] == [K, K] and runs["n_valid"] == [1, K] and runs["first_valid"] == [K - 1, 0]
+    assert runs["first_hit"] == [[K - 1, -1], [-1, K - 2]]  # lists of ints: K > 36
+    assert runs["first_valid_hit"] == [[K - 1, -1], [-1, K - 2]]
+    assert (t.skipped, t.samples, t.valid) == (5, 2 * K, K + 1)
+    back = CoverageTracker.from_state_dict(t.state_dict())  # a loaded state keeps the narrow type
+    assert back.runs.first_hit.dtype == dtype and back.state_dict() == t.state_dict()
+    c = t.curves(n_boot=0)
+    assert c.coverage[K - 2] == 0.25 and c.coverage[K - 1] == 0.5  # (0 + 1/2) / 2, then (1/2 + 1/2) / 2
+
+
+def test_sums_read_in_blocks_equal_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sums over a subset of a narrow run table, read in small blocks, equal one int64 pass."""
+    import seffi.coverage.sums as sums_mod
+
+    rng = np.random.default_rng(3)
+    S, C, K, U = 500, 5, 6, 37
+    fh = np.where(rng.random((S, C)) < 0.4, rng.integers(0, K, (S, C)), -1)
+    fvh = np.where((fh >= 0) & (rng.random((S, C)) < 0.5), fh, -1)
+    fv = np.where(rng.random(S) < 0.6, rng.integers(0, K, S), -1)
+    n = np.where(rng.random(S) < 0.8, K, rng.integers(1, K, S))
+    inputs = rng.integers(0, U, S)
+    m = rng.integers(C, 9, U)
+    pick = rng.permutation(S)[:400]
+
+    def sums(table_dtype: type, chunk: int) -> InputSums:
+        monkeypatch.setattr(sums_mod, "_CHUNK", chunk)
+        h, length, vh, v = (a.astype(table_dtype) for a in (fh, n, fvh, fv))
+        got, _ = sums_mod.sums_from_runs(
+            h, length, inputs[pick], m, K, first_valid_hit=vh, first_valid=v, runs=pick
+        )
+        return got
+
+    want, _ = sums_mod.sums_from_runs(
+        fh[pick], n[pick], inputs[pick], m, K, first_valid_hit=fvh[pick], first_valid=fv[pick]
+    )
+    for dtype, chunk in ((np.int8, 7), (np.int16, 64), (np.int64, 1)):
+        got = sums(dtype, chunk)
+        for name in ("inc", "n_runs", "sq", "auc_sq"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+    # and by hand for one input: complete runs and their first-sample "new" counts
+    u = int(inputs[pick][0])
+    mine = pick[(inputs[pick] == u) & (n[pick] >= K)]
+    assert want.n_runs[u] == mine.size
+    new = np.zeros(K, dtype=np.int64)
+    for r in mine:
+        np.add.at(new, fh[r][fh[r] >= 0], 1)
+    np.testing.assert_array_equal(want.inc[u, :, 0], new)
+
+
+def test_runs_keyed_by_input_and_any_stream_continue_across_batches() -> None:
+    """Runs are found by (input, stream) for streams up to 2^53 - 1, in a batch or sample by sample."""
+    big = 2**53 - 1
+    rows = [("x", big), ("y", 3), ("x", 0), ("x", big), ("y", 3), ("y", big), ("x", 0), ("x", big)]
+    rng = np.random.default_rng(1)
+    hits = rng.random((len(rows), 4)) < 0.4
+    valid = rng.random(len(rows)) < 0.5
+    one = CoverageTracker(strategies=STRATS, budget=3)
+    for (x, s), h, v in zip(rows, hits, valid, strict=True):
+        one.update(x, {STRATS[j] for j in np.flatnonzero(h)}, valid=bool(v), stream=s)
+    both = CoverageTracker(strategies=STRATS, budget=3)
+    for part in (slice(0, 3), slice(3, None)):  # the second batch continues the first's runs
+        ids, streams = zip(*rows[part], strict=True)
+        both.update_many(list(ids), hits[part], valid=valid[part], stream=np.array(streams))
+    state = one.state_dict()
+    assert state == both.state_dict()
+    runs = state["runs"]  # sorted by (input, stream): x/0, x/big, y/3, y/big
+    assert runs["stream"] == [0, big, 3, big] and runs["n"] == [2, 3, 2, 1] and one.skipped == 0
+
+
+def test_input_sums_widen_their_type_before_a_count_leaves_it() -> None:
+    """Per-input sums start in int8 and widen as counts grow: always equal to int64 sums."""
+    from seffi.coverage.sums import N_INC
+
+    K, rng = 3, np.random.default_rng(2)
+    narrow, wide = InputSums(K, dtype=np.int8, squares=False), InputSums(K, squares=False)
+    for s in (narrow, wide):
+        s.grow(4)
+    seen = []
+    for scale in (100, 100, 30_000, 30_000, 3_000_000_000):
+        part = InputSums(K, squares=False)
+        part._resize(2)
+        part.inc[:] = rng.integers(scale // 2, scale + 1, (2, K, N_INC))
+        part.n_runs[:] = 1
+        rows = rng.choice(4, 2, replace=False)
+        narrow.add_at(rows, part)
+        wide.add_at(rows, part)
+        np.testing.assert_array_equal(narrow.inc, wide.inc)
+        seen.append(narrow.inc.dtype)
+    assert seen[0] == np.int8 and np.int16 in seen and np.int32 in seen and seen[-1] == np.int64
