@@ -143,7 +143,7 @@ def _fill(t: CoverageTracker, s: Mapping[str, Any]) -> None:
     t._order = (U, np.arange(U, dtype=np.int64))  # stored inputs are in sorted key order
     t.columns = list(s["columns"])
     t._col = {c: j for j, c in enumerate(t.columns)}
-    t.runs = RunTable(len(t.columns), t.num_latents)
+    t.runs = RunTable(len(t.columns), t.num_latents, budget=t.budget)
     t.assigner.ensure_inputs(U)
     R = len(runs["input"])
     t.assigner.add_slots(

@@ -118,12 +118,6 @@ class RunTable:
             return ()
         return (self.columns,) if p.width == "columns" else (self.latents,)
 
-    def narrow(self, budget: int | None) -> None:
-        """Hold every field in `run_dtype` of ``budget`` (a table filled before the budget was known)."""
-        self.dtype = run_dtype(budget)
-        for p in self.fields:
-            setattr(self, p.key, getattr(self, p.key).astype(self.dtype, copy=False))
-
     def grow(self, n_slots: int, n_columns: int | None = None) -> None:
         """Room for ``n_slots`` slots (amortised doubling) and ``n_columns`` columns."""
         if n_columns is not None and n_columns > self.columns:

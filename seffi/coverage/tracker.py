@@ -382,7 +382,6 @@ class CoverageTracker(UpdatePath):
             raise ValueError(f"can only merge a CoverageTracker, got {type(other).__name__}")
         # Merged into a new tracker first: a merge that fails half-way leaves this one unchanged.
         fresh = state_io.load(type(self), state_io.merge(state_io.dump(self), state_io.dump(other)))
-        fresh.runs.narrow(fresh.budget)
         self.__dict__.update(fresh.__dict__)
         return self
 
@@ -414,9 +413,7 @@ class CoverageTracker(UpdatePath):
                 state = json.loads(state)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"tracker state is not valid JSON: {exc}") from exc
-        t = state_io.load(cls, state, barcode_rows=barcode_rows)
-        t.runs.narrow(t.budget)  # state_io fills a table of unbounded runs: the budget bounds them
-        return t
+        return state_io.load(cls, state, barcode_rows=barcode_rows)
 
     @staticmethod
     def shift_streams(state: Mapping[str, Any], offset: int) -> dict[str, Any]:
