@@ -227,6 +227,7 @@ class Runner:
     def __init__(self, config: RunConfig, sinks: Any, progress: Any) -> None:
         self.config, self.sinks, self.progress = config, sinks, progress
         self.rarity: Any = None  # the current task's base law, for the common-vs-rare split
+        self.base_law: Any = None  # the current task's base law over match sets, per input id
         # seffi/step: training episodes so far over all tasks (W&B steps must not decrease); each task's
         # keys also carry their own seffi/<Name>Router-v0/train/step (see ForwardingSink)
         self.step = 0
@@ -244,7 +245,7 @@ class Runner:
         strategies = tuple(u.strategies)
         baselines = exact_baselines(train_env, cfg.budget, base_seed)
         iid, oracle = baselines.curves(u.input_ids)
-        self.rarity = baselines.iid_baseline
+        self.rarity, self.base_law = baselines.iid_baseline, baselines.law
         feats = RouterFeatures(u.obs_layout, use_input=lc.input_features)
         router = ReinforceRouter(
             u.n_latents, feats.size, lr=lc.lr, gamma=lc.gamma, baseline_decay=lc.baseline_decay
@@ -269,7 +270,7 @@ class Runner:
             monitor.log(self.step)
         final = getattr(self.sinks, "log_final_curves", None)
         if final is not None and monitor.tracker.complete_runs():
-            # The training stream's chart ends on its last window (snapshots are every 10th log only).
+            # The training stream's chart ends on every run it recorded (snapshots are every 10th log only).
             final(monitor.snapshot()[0], self.step, scope)
         self.progress.update(bar, advance=1, status="measuring")
 
@@ -377,6 +378,7 @@ class Runner:
                     gain=g,
                     barcode=Barcode.from_tracker(curves.barcode),
                     latent=latent_curve(run, n_latents, label),
+                    metrics=run.tracker.metric_estimates(self.base_law),
                 )
             )
         return Comparison(
