@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from seffi.callbacks.config import LogUnit
-from seffi.coverage.sums import N_INC, GroupTotals
+from seffi.coverage.sums import GroupTotals, InputSums, add_runs
 from seffi.coverage.sums_curves import point_from_totals
 
 __all__ = ["LogSchedule", "RecentRuns"]
@@ -75,30 +75,32 @@ class WindowBatch:
         parts: ``tracker.completed`` entries of one fold: (slots, input codes, their InputSums).
     """
 
-    def __init__(self, tracker: Any, parts: list[tuple[np.ndarray, np.ndarray, Any]]) -> None:
+    def __init__(self, tracker: Any, parts: list[tuple[np.ndarray, np.ndarray, InputSums]]) -> None:
         self.slots = np.concatenate([p[0] for p in parts])
         codes = np.concatenate([p[1] for p in parts])
-        inc = np.concatenate([p[2].inc for p in parts]).astype(np.int64)
-        n = np.concatenate([p[2].n_runs for p in parts])
+        self.part = InputSums(tracker.budget, squares=False)
+        self.part.inc = np.concatenate([p[2].inc.astype(np.int64) for p in parts])
+        self.part.n_runs = np.concatenate([p[2].n_runs for p in parts])
         if len(parts) > 1:  # one input may complete runs in several parts of a fold
             codes, row = np.unique(codes, return_inverse=True)
-            inc_by = np.zeros((codes.size, *inc.shape[1:]), dtype=np.int64)
-            n_by = np.zeros(codes.size, dtype=np.int64)
-            np.add.at(inc_by, row, inc)
-            np.add.at(n_by, row, n)
-            inc, n = inc_by, n_by
-        self.codes, self.inc, self.n_runs = codes, inc, n
-        self.m = tracker.m[codes]
+            merged = InputSums(tracker.budget, squares=False)
+            merged.grow(codes.size)
+            np.add.at(merged.inc, row, self.part.inc)
+            np.add.at(merged.n_runs, row, self.part.n_runs)
+            merged.inc, merged.n_runs = merged.inc[: codes.size], merged.n_runs[: codes.size]
+            self.part = merged
+        self.codes, self.m = codes, tracker.m[codes]
         self.samples = int(tracker.runs.n[self.slots].sum())
         self.valid = int(tracker.runs.n_valid[self.slots].sum())
 
 
 class WindowSums:
-    """Per-input sums and group totals of the runs in a streaming window, kept as batches enter and leave.
+    """The sums of the runs in a streaming window, kept as batches enter and leave.
 
-    Integer sums, so a window's point estimates equal those recomputed from its runs
-    (``tracker.point(slots=...)``) whatever the order batches came and went in; a log costs
-    O(groups x K) and a batch O(its inputs x K).
+    The tracker's kind of streamed sums (`InputSums` and `GroupTotals`, updated by
+    `seffi.coverage.sums.add_runs`), a row per input code: integer sums, so a window's point
+    estimates equal those recomputed from its runs (``tracker.point(slots=...)``) whatever the order
+    batches came and went in; a log costs O(groups x K) and a batch O(its inputs x K).
 
     Args:
         budget: K.
@@ -106,28 +108,16 @@ class WindowSums:
 
     def __init__(self, budget: int) -> None:
         self.budget = int(budget)
-        self.n_runs = np.zeros(0, dtype=np.int64)  # window runs per input code
-        self.inc = np.zeros((0, self.budget, N_INC), dtype=np.int64)
+        self.sums = InputSums(self.budget, dtype=np.int8, squares=False)
         self.totals = GroupTotals(self.budget)
         self.runs = self.samples = self.valid = 0
 
     def apply(self, batch: WindowBatch, sign: int) -> None:
         """Add (``sign`` = 1) or remove (-1) a batch's runs."""
-        codes = batch.codes
-        if codes.size == 0:
+        if batch.codes.size == 0:
             return
-        top = int(codes[-1]) + 1
-        if top > self.n_runs.size:  # room for more input codes (amortised doubling)
-            size, have = max(top, 2 * self.n_runs.size, 16), self.n_runs.size
-            inc = np.zeros((size, *batch.inc.shape[1:]), dtype=np.int64)
-            inc[:have] = self.inc
-            n = np.zeros(size, dtype=np.int64)
-            n[:have] = self.n_runs
-            self.inc, self.n_runs = inc, n
-        old_n, old = self.n_runs[codes].copy(), self.inc[codes].copy()
-        self.n_runs[codes] += sign * batch.n_runs
-        self.inc[codes] += sign * batch.inc
-        self.totals.move(batch.m, old_n, old, self.n_runs[codes], self.inc[codes])
+        self.sums.grow(int(batch.codes[-1]) + 1)
+        add_runs(self.sums, self.totals, batch.codes, batch.part, batch.m, sign)
         self.runs += sign * int(batch.slots.size)
         self.samples += sign * batch.samples
         self.valid += sign * batch.valid
@@ -138,7 +128,7 @@ class WindowSums:
 
     def input_codes(self) -> np.ndarray:
         """Codes of the inputs with a run in the window, ascending."""
-        return np.flatnonzero(self.n_runs > 0)
+        return np.flatnonzero(self.sums.n_runs > 0)
 
 
 class RecentRuns:

@@ -215,8 +215,15 @@ class InputSums:
         self.grow(U)
         self.add_at(np.arange(U), other)
 
-    def add_at(self, rows: np.ndarray, part: InputSums) -> None:
-        """Add ``part``'s rows to rows ``rows`` (distinct) of these sums (exact, widening if needed)."""
+    def add_at(self, rows: np.ndarray, part: InputSums, sign: int = 1) -> None:
+        """Add (``sign`` 1) or remove (-1) ``part``'s rows at rows ``rows`` (distinct) of these sums.
+
+        Exact; a count that would leave the current integer type widens it first.
+        """
+        if sign < 0:  # removing runs added before: every count stays within its type
+            self.inc[rows] -= part.inc.astype(self.inc.dtype, copy=False)
+            self.n_runs[rows] -= part.n_runs
+            return
         if self.inc.dtype != np.int64 and rows.size:
             top = int(part.inc.max(initial=0)) + int(self.inc[rows].max(initial=0))
             if top > np.iinfo(self.inc.dtype).max:  # a count would leave the type: widen to one that holds it
@@ -592,3 +599,24 @@ class GroupTotals:
         out = cls(sums.budget)
         out._apply(sums.n_runs, np.asarray(m, dtype=np.int64), sums.inc, 1)
         return out
+
+
+def add_runs(
+    sums: InputSums, totals: GroupTotals, rows: np.ndarray, part: InputSums, m: np.ndarray, sign: int = 1
+) -> None:
+    """Add (``sign`` 1) or remove (-1) runs' per-input sums ``part`` at ``rows``, keeping ``totals``.
+
+    The one update of streamed sums: the tracker's (every complete run) and a streaming window's
+    (the runs of its last episodes) both go through it.
+
+    Args:
+        sums: The per-input sums (no squares).
+        totals: Their group totals.
+        rows: int array, shape (R,): distinct rows of ``sums``.
+        part: The sums of the runs added or removed, one row per entry of ``rows``.
+        m: int array, shape (R,): M_x of each row's input.
+        sign: 1 to add, -1 to remove.
+    """
+    old_n, old = sums.n_runs[rows].copy(), sums.inc[rows].copy()
+    sums.add_at(rows, part, sign)
+    totals.move(m, old_n, old, sums.n_runs[rows], sums.inc[rows])

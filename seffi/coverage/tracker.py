@@ -31,6 +31,7 @@ from seffi.coverage.sums import (
     InputSums,
     RunTable,
     _segment_starts,
+    add_runs,
     fold,
     fold_latent,
     run_sums,
@@ -478,9 +479,7 @@ class CoverageTracker:
         part = run_sums(self.runs, slots, unit, m, self.budget)  # type: ignore[arg-type]
         if self.completed is not None:
             self.completed.append((slots, codes, part))
-        old_n, old = sums.n_runs[rows].copy(), sums.inc[rows].copy()  # type: ignore[union-attr]
-        sums.add_at(rows, part)  # type: ignore[union-attr]
-        self.totals.move(m, old_n, old, sums.n_runs[rows], sums.inc[rows])  # type: ignore[union-attr]
+        add_runs(sums, self.totals, rows, part, m)  # type: ignore[arg-type]
         self._version += 1
 
     def _rebuild_sums(self) -> None:
