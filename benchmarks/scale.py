@@ -68,7 +68,9 @@ K, M, BATCH = 16, 32, 4096
 
 
 def stream(n_inputs: int, episodes: int, envs: int, seed: int, index: bool):
-    """Yield (input_ids, env_index, sample_index, run_index, hits, valid) batches of BATCH episodes."""
+    """Yield `EpisodeBatch`es of BATCH episodes."""
+    from seffi.episodes import EpisodeBatch
+
     rng = np.random.default_rng(seed)
     steps = episodes // envs + 1
     per = BATCH // envs
@@ -96,13 +98,14 @@ def stream(n_inputs: int, episodes: int, envs: int, seed: int, index: bool):
         take = min(n, episodes - done)
         if take <= 0:
             return
-        yield (
+        yield EpisodeBatch.of(
+            [f"s{j}" for j in range(M)],
             ids[u[:take]],
-            row.ravel()[:take].astype(np.int64),
-            si[:take],
-            ri[:take],
             hits[:take],
-            valid[:take],
+            valid=valid[:take],
+            env_index=row.ravel()[:take],
+            sample_index=si[:take],
+            run_index=ri[:take],
         )
         done += take
 
@@ -117,7 +120,7 @@ def measure(n_inputs: int, episodes: int, envs: int, n_boot: int, barcode_rows: 
     logs = 0
     for batch in stream(n_inputs, episodes, envs, seed=n_inputs, index=index):
         t = time.process_time()
-        tracker.record(*batch)
+        tracker.record(batch)
         ingest += time.process_time() - t
         if tracker.complete_runs():
             t = time.process_time()

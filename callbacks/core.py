@@ -136,7 +136,7 @@ class CoverageMonitor:
         if self._batches:
             b = EpisodeBatch.concat(self._batches)
             self._batches, self.pending = [], 0
-            self._tracker.record(b.input_id, b.env_index, b.sample_index, b.run_index, b.hits, b.valid, b.z)
+            self._tracker.record(b)
             if self.recent is not None:  # date the runs this batch completed
                 self.recent.folded(self._tracker, self.episodes)
         return self._tracker

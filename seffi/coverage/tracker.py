@@ -38,6 +38,7 @@ from seffi.coverage.sums import (
     sums_from_runs,
 )
 from seffi.coverage.sums_curves import curves_from_sums, point_from_totals, point_in_order
+from seffi.episodes import EpisodeBatch
 
 __all__ = ["BARCODE_ROWS", "STATE", "STATE_FORMAT", "CoverageTracker"]
 
@@ -233,36 +234,26 @@ class CoverageTracker:
 
     # -- recording -----------------------------------------------------------------------------------
 
-    def record(
-        self,
-        input_ids: np.ndarray,
-        env_index: np.ndarray,
-        sample_index: np.ndarray,
-        run_index: np.ndarray,
-        hits: np.ndarray,
-        valid: np.ndarray,
-        z: np.ndarray | None = None,
-    ) -> int:
+    def record(self, batch: EpisodeBatch) -> int:
         """Record finished episodes of a training loop, assigning each to its run (the monitor's path).
 
         A run is one input's consecutive samples in one env row (see `RunAssigner`); needs declared
-        strategies and a ``budget``. Inputs get M = the declared count.
+        strategies (the batch's) and a ``budget``. Inputs get M = the declared count.
         The cost of a batch grows with its size (and the runs it completes), not with the inputs seen.
 
         Args:
-            input_ids: object array, shape (N,): str (or int) input ids.
-            env_index: int array, shape (N,).
-            sample_index: int array, shape (N,): the env's position k, -1 if not reported.
-            run_index: int array, shape (N,): the env's run counter, -1 if not reported.
-            hits: bool array, shape (N, M): the declared strategies each episode matched.
-            valid: bool array, shape (N,).
-            z: int array, shape (N,): latent code (-1 if none), or None.
+            batch: The episodes (`seffi.episodes.EpisodeBatch`); ``sample_index``, ``run_index``
+                and ``z`` are -1 where not reported.
 
         Returns:
             The number of samples recorded (the rest were beyond their run's budget).
         """
         if self.budget is None or self.strategies is None:
             raise ValueError("record() needs declared strategies and a budget")
+        if batch.strategies != self.strategies:
+            raise ValueError(f"a batch over {batch.strategies} for a tracker of {self.strategies}")
+        input_ids, hits, valid, z = batch.input_id, batch.hits, batch.valid, batch.z
+        env_index, sample_index, run_index = batch.env_index, batch.sample_index, batch.run_index
         u = self._codes(input_ids)
         slot, k = self.assigner.assign(u, env_index, sample_index, run_index)
         self.runs.grow(self.assigner.n_slots)

@@ -53,6 +53,49 @@ class EpisodeBatch:
         return cls(tuple(strategies), np.zeros(0, dtype=object), hits, i > 0, i, i, i, i)
 
     @classmethod
+    def of(
+        cls,
+        strategies: Sequence[str],
+        input_id: Any,
+        hits: Any,
+        *,
+        valid: Any = None,
+        env_index: Any = None,
+        sample_index: Any = None,
+        run_index: Any = None,
+        z: Any = None,
+    ) -> EpisodeBatch:
+        """A batch from array-likes, the columns not given filled as "not reported".
+
+        ``valid`` defaults to True, ``env_index`` to 0 and the rest to -1. Values are not screened
+        against the info contract (the parsers do that): this is for data already checked.
+
+        Example:
+            >>> b = EpisodeBatch.of(("a", "b"), ["x1", "x1"], [[True, False], [True, True]])
+            >>> len(b), b.valid.tolist()
+            (2, [True, True])
+        """
+        ids = np.empty(len(input_id), dtype=object)
+        ids[:] = list(input_id)
+        n = ids.size
+
+        def column(values: Any, fill: int) -> np.ndarray:
+            return np.full(n, fill, dtype=np.int64) if values is None else np.asarray(values, dtype=np.int64)
+
+        hits = np.asarray(hits, dtype=bool).reshape(n, len(strategies))
+        ok = np.ones(n, dtype=bool) if valid is None else np.asarray(valid, dtype=bool)
+        return cls(
+            tuple(strategies),
+            ids,
+            hits,
+            ok,
+            column(env_index, 0),
+            column(sample_index, -1),
+            column(run_index, -1),
+            column(z, -1),
+        )
+
+    @classmethod
     def concat(cls, batches: Sequence[EpisodeBatch]) -> EpisodeBatch:
         """One batch of ``batches`` (at least one, all over the same strategies) in order."""
         if len({b.strategies for b in batches}) != 1:

@@ -18,6 +18,7 @@ from seffi.coverage.curves import TAUS
 from seffi.coverage.resampling import mean_score_interval, mean_score_intervals
 from seffi.coverage.sums import BASE_STATS, N_STATS, sums_from_runs
 from seffi.coverage.sums_curves import point_from_sums
+from seffi.episodes import EpisodeBatch
 
 
 def _reference_sums(fh, lengths, unit, m, K, fvh, fv):
@@ -110,12 +111,13 @@ def test_point_estimates_are_reused_until_a_run_completes_and_follow_loads() -> 
     """``point()`` is recomputed when a run completes, never stale, never shared."""
     K = 3
     t = CoverageTracker(("a", "b", "c"), budget=K)
-    ones = np.ones(1, dtype=bool)
 
     def record(x: str, env: int, k: int, hit: int) -> None:
         hits = np.zeros((1, 3), dtype=bool)
         hits[0, hit] = True
-        t.record(np.array([x], dtype=object), np.array([env]), np.array([k - 1]), np.array([0]), hits, ones)
+        t.record(
+            EpisodeBatch.of(t.strategies, [x], hits, env_index=[env], sample_index=[k - 1], run_index=[0])
+        )
 
     for k, hit in ((1, 0), (2, 0), (3, 1)):
         record("x1", 0, k, hit)

@@ -17,6 +17,7 @@ import pytest
 
 from seffi.coverage import CoverageTracker
 from seffi.coverage.assign import RunAssigner
+from seffi.episodes import EpisodeBatch
 
 M, K = 8, 4
 STRATS = tuple(f"s{j}" for j in range(M))
@@ -132,7 +133,15 @@ def _stream(U: int, episodes: int, seed: int = 0, batch: int = 1024):
         hits = np.zeros((n, M), dtype=bool)
         hits[np.arange(n), rng.integers(0, M, n)] = True
         si, ri = k.ravel().astype(np.int64), run.ravel().astype(np.int64)
-        yield ids[u], row.ravel().copy(), si, ri, hits, rng.random(n) < 0.5
+        yield EpisodeBatch.of(
+            STRATS,
+            ids[u],
+            hits,
+            valid=rng.random(n) < 0.5,
+            env_index=row.ravel(),
+            sample_index=si,
+            run_index=ri,
+        )
 
 
 def test_point_estimates_are_the_curves_and_do_not_depend_on_arrival_order() -> None:
@@ -171,7 +180,7 @@ def test_curves_memory_bounded_at_many_inputs() -> None:
     for U, episodes, cap in ((25_000, 100_000, 100), (5_000, 20_000, 60)):
         t = CoverageTracker(STRATS, budget=K)
         for b in _stream(U, episodes):
-            t.record(*b)
+            t.record(b)
         tracemalloc.start()
         try:
             c = t.curves(n_boot=1000, seed=0)
@@ -204,7 +213,7 @@ def test_normal_limit_replicates_agree_with_the_exact_bootstrap(monkeypatch: pyt
 
     t = CoverageTracker(STRATS, budget=K)
     for b in _stream(4_000, 40_000, seed=5):
-        t.record(*b)
+        t.record(b)
     exact = t.curves(n_boot=1000, seed=1)
     monkeypatch.setattr(boot, "NORMAL_INPUTS", 1000)
     normal = t.curves(n_boot=1000, seed=1)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from seffi.coverage import CoverageTracker
+from seffi.episodes import EpisodeBatch
 from seffi.errors import SeffiError
 
 DATA = json.loads((Path(__file__).parent / "data" / "states_v2.json").read_text())
@@ -144,9 +145,8 @@ def test_a_run_recorded_past_its_budget_still_resumes() -> None:
         ids = np.array(["x"] * n, dtype=object)
         hits = np.zeros((n, 2), dtype=bool)
         hits[np.arange(n), (start + np.arange(n)) % 2] = True
-        t.record(
-            ids, np.zeros(n, np.int64), np.arange(start, start + n), np.full(n, ri), hits, np.ones(n, bool)
-        )
+        index = {"sample_index": np.arange(start, start + n), "run_index": [ri] * n}
+        t.record(EpisodeBatch.of(("a", "b"), ids, hits, **index))
 
     whole, first = CoverageTracker(("a", "b"), budget=K), CoverageTracker(("a", "b"), budget=K)
     for t in (whole, first):

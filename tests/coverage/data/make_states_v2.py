@@ -16,7 +16,7 @@ import numpy as np
 
 from seffi.callbacks import CoverageMonitor
 from seffi.coverage import CoverageTracker
-from seffi.episodes import parse_rows
+from seffi.episodes import EpisodeBatch, parse_rows
 
 STRATS = ("a", "b", "c", "d", "e")
 K = 4
@@ -61,7 +61,18 @@ def recorded() -> dict:
         hits = rng.random((n, len(STRATS))) < 0.3
         z = rng.integers(-1, 3, n)
         ids = np.array([f"x{i}" for i in u], dtype=object)
-        t.record(ids, env, si, ri, hits, rng.random(n) < 0.6, z)
+        t.record(
+            EpisodeBatch.of(
+                t.strategies,
+                ids,
+                hits,
+                valid=rng.random(n) < 0.6,
+                env_index=env,
+                sample_index=si,
+                run_index=ri,
+                z=z,
+            )
+        )
     out = {"state": t.state_dict(), **numbers(t, K), "point_auc": t.point()["auc"]}
     out["latent_coverage"] = t.latent_coverage().tolist()
     return out
@@ -90,6 +101,7 @@ def monitor() -> dict:
 
     first, rest = ends(120), ends(60)
     m = CoverageMonitor(K, STRATS, sinks=Null(), n_boot=0)
+
     def batch(rows: list[list]) -> object:
         dicts = [{"input_id": x, "strategy_matches": ms, "valid": v} for x, ms, v, _ in rows]
         return parse_rows(dicts, m.coder, env_index=[e for *_, e in rows])
