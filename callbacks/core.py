@@ -463,7 +463,7 @@ class CoverageMonitor:
 
     def report(self, **meta: Any) -> Any:
         """The `seffi.report.schema.Report` of everything recorded so far (plus ``meta`` entries)."""
-        comparison = self.snapshot(exact=True)[0] if self.tracker.complete_runs() else None
+        comparison = self._snapshot(exact=True)[0] if self.tracker.complete_runs() else None
         report = monitor_report(self, comparison)
         return report.model_copy(update={"meta": {**report.meta, **meta}}) if meta else report
 
