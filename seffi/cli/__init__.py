@@ -32,6 +32,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "seffi.cli.run:add_compare_arguments",
         "overlay several runs' coverage curves and gains",
     ),
+    "score": (
+        "seffi.cli.score:add_arguments",
+        "score files of generations (verl, vLLM, NoveltyBench, lm-eval dumps) against the base model's",
+    ),
     "lane": ("seffi.cli.lane:add_arguments", "the corrections-to-competence lane"),
     "ladder": (
         "seffi.cli.ladder:add_arguments",

@@ -1,0 +1,173 @@
+"""``score``: coverage of a policy's generation files against the base model's own files.
+
+The base files give the iid baseline (`IidBaseline.from_samples` over each prompt's labelled base
+samples); the oracle takes every declared strategy as feasible on every prompt; the policy files
+stream through a `CoverageMonitor` in batches, each prompt's samples in file order forming runs of
+``budget`` samples. The monitor writes the usual run folder and W&B run.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from seffi.callbacks.core import CoverageMonitor
+from seffi.coverage import IidBaseline, OracleBaseline
+from seffi.episodes import parse_generation
+from seffi.errors import SeffiError
+from seffi.labelers import Labeler
+from seffi.score.files import Layout, read_samples
+from seffi.score.labels import FieldLabels, sample_labels
+
+__all__ = ["score"]
+
+#: Samples per batch handed to the monitor.
+BATCH = 4096
+
+
+def _declared_labels(paths: Sequence[Path], fields: dict[str, Any]) -> tuple[str, ...]:
+    """Every id the label field names across ``paths``, sorted (a first pass: labels only)."""
+    seen: set[str] = set()
+    for _, s in read_samples(paths, **fields):
+        v = s.label
+        seen.update([v] if isinstance(v, str) else v if isinstance(v, list) else [])
+    if not seen:
+        raise SeffiError(
+            f"the label field {fields['label']!r} names no strategy in any file; pass --strategies"
+        )
+    return tuple(sorted(map(str, seen)))
+
+
+def _budget(paths: Sequence[Path], fields: dict[str, Any]) -> int:
+    """The most common number of samples per prompt in ``paths`` (ties: the larger)."""
+    counts = Counter(s.prompt_id for _, s in read_samples(paths, **fields))
+    per_prompt = Counter(counts.values())
+    return max(per_prompt, key=lambda n: (per_prompt[n], n))
+
+
+def _base(
+    paths: Sequence[Path], fields: dict[str, Any], label: Callable, strategies: Sequence[str]
+) -> IidBaseline:
+    sets: dict[str, list[frozenset[str]]] = defaultdict(list)
+    valid: dict[str, list[bool]] = defaultdict(list)
+    for _, s in read_samples(paths, **fields):
+        m, v = label(s)
+        sets[s.prompt_id].append(m)
+        valid[s.prompt_id].append(v)
+    try:
+        return IidBaseline.from_samples(dict(sets), strategies=list(strategies), valid=dict(valid))
+    except ValueError as exc:
+        raise SeffiError(f"base files: {exc}") from None
+
+
+def _batches(
+    paths: Sequence[Path],
+    fields: dict[str, Any],
+    label: Callable,
+    budget: int,
+    known: set[str],
+    on_layout: Callable,
+) -> Iterator[tuple[list[str], list[list[str]], list[bool], list[int], list[int]]]:
+    """Batches of labelled policy samples: ids, match lists, valid, sample index (1..K), run index."""
+    seen: Counter[str] = Counter()
+    cols: tuple[list, ...] = ([], [], [], [], [])
+    layout: Layout | None = None
+    for lay, s in read_samples(paths, **fields):
+        if lay is not layout:
+            layout = lay
+            on_layout(lay)
+        if s.prompt_id not in known:
+            raise SeffiError(
+                f"policy prompt {s.prompt_id!r} has no base samples: the base files must cover every prompt"
+            )
+        n = seen[s.prompt_id]
+        seen[s.prompt_id] = n + 1
+        m, v = label(s)
+        for col, value in zip(cols, (s.prompt_id, sorted(m), v, n % budget + 1, n // budget), strict=True):
+            col.append(value)
+        if len(cols[0]) >= BATCH:
+            yield cols
+            cols = ([], [], [], [], [])
+    if cols[0]:
+        yield cols
+
+
+def score(
+    policy: Sequence[str | Path],
+    base: Sequence[str | Path],
+    *,
+    labeler: Labeler | None = None,
+    label_field: str | None = None,
+    strategies: Sequence[str] | None = None,
+    budget: int | None = None,
+    fields: dict[str, str | None] | None = None,
+    name: str = "policy",
+    say: Callable[[str], None] = print,
+    **monitor_options: Any,
+) -> Any:
+    """Coverage of the policy's generations against the base model's iid sampling and the oracle.
+
+    Args:
+        policy: The policy's generation files (JSONL or Parquet; layout detected, see `seffi.score.files`).
+        base: The base model's generation files for the same prompts (its own iid samples).
+        labeler: Labels each completion (`seffi.labelers`); or give ``label_field``.
+        label_field: A field of the files holding each sample's strategy id(s).
+        strategies: The declared strategy ids (default: the labeler's, or every id the label field names).
+        budget: K, the samples per run (default: the most common number of samples per policy prompt).
+        fields: Field names overriding detection: id, text, score, step, prompt.
+        name: The policy's name in the report.
+        say: Where the one-line statements of what was detected go.
+        **monitor_options: Passed to `CoverageMonitor`: ``out_dir``, ``wandb``, ``n_boot``, ``seed``, ...
+
+    Returns:
+        The monitor's final report (`seffi.report.schema.Report`).
+
+    Raises:
+        SeffiError: Bad files, a prompt of the policy without base samples, or no labeler.
+    """
+    policy_paths, base_paths = [Path(p) for p in policy], [Path(p) for p in base]
+    if not policy_paths or not base_paths:
+        raise SeffiError("need at least one policy file and one base file (--base)")
+    if (labeler is None) == (label_field is None):
+        raise SeffiError(
+            "need exactly one labeler: --labels FIELD, --rubric FILE or --labeler module:function"
+        )
+    fields = {k: v for k, v in (fields or {}).items() if v}
+    if label_field is not None:
+        fields["label"] = label_field
+        declared = tuple(strategies) if strategies else _declared_labels([*base_paths, *policy_paths], fields)
+        labels: Labeler | FieldLabels = FieldLabels(declared)
+    else:
+        assert labeler is not None
+        declared, labels = tuple(labeler.strategies), labeler
+    label = sample_labels(labels)
+    k = int(budget) if budget is not None else _budget(policy_paths, fields)
+    if k < 1:
+        raise SeffiError(f"budget must be a positive number of samples, got {k}")
+    iid = _base(base_paths, fields, label, declared)
+    prompts = sorted(iid.strategy_sets())
+    oracle = OracleBaseline({p: {s: {s} for s in declared} for p in prompts}, strategies=list(declared))
+    say(
+        f"strategies: {len(declared)} ({', '.join(declared[:8])}{', ...' if len(declared) > 8 else ''}); budget K = {k}"
+    )
+    monitor_options.setdefault("task_name", "files")
+    monitor = CoverageMonitor(k, list(declared), iid=iid, oracle=oracle, label=name, **monitor_options)
+    episodes = 0
+    try:
+        known = set(prompts)
+        describe = lambda lay: say(f"policy files: {lay.describe()}")  # noqa: E731
+        for ids, matches, valid, sample, run in _batches(policy_paths, fields, label, k, known, describe):
+            monitor.update(
+                parse_generation(
+                    ids, matches, monitor.coder, np.asarray(valid), sample_index=sample, run_index=run
+                )
+            )
+            episodes += len(ids)
+    except BaseException:
+        monitor.close()
+        raise
+    return monitor.finalize(step=episodes)

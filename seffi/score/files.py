@@ -1,0 +1,251 @@
+"""Files of generations -> samples: the layouts researchers' tools write, detected from the first row.
+
+A *sample* is one completion of one prompt: its prompt id, the prompt text where the file has it,
+the completion text, its correctness where the file scores it, a strategy label where the file
+carries one, and a training step where the file records it. Four layouts are known:
+
+* ``rows`` — one row per sample: an id (``prompt_id``, ``uid``, ``task_id``, ``doc_id`` or ``id``),
+  a text (``completion``, ``output``, ``response``), optionally ``score``/``correct``/``reward``,
+  ``step`` and ``prompt``.
+* ``noveltybench`` — one row per prompt: ``{id, prompt, model, generations: [text, ...]}``.
+* ``verl`` — ``trainer.rollout_data_dir`` / ``validation_data_dir`` dumps: ``{input, output, gts,
+  score, step}``, with ``uid`` (the prompt's group) in newer versions; without it the prompt text is
+  the id.
+* ``lm-eval`` — lm-evaluation-harness ``--log_samples``: ``{doc_id, doc, resps, filtered_resps,
+  metrics, <metric>: value, ...}``: every response of a document is one sample.
+
+Rows are read one at a time (JSONL line by line, Parquet by record batch), never a whole file.
+Every problem with a file is one `SeffiError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from seffi.errors import SeffiError
+
+__all__ = ["Layout", "Sample", "detect", "read_samples"]
+
+ID_FIELDS = ("prompt_id", "uid", "task_id", "doc_id", "id")
+TEXT_FIELDS = ("completion", "output", "response", "generation", "text")
+SCORE_FIELDS = ("correct", "score", "reward", "acc", "exact_match")
+PROMPT_FIELDS = ("prompt", "input", "question")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One completion of one prompt, as read from a file.
+
+    Attributes:
+        prompt_id: The prompt's id (a string).
+        prompt: The prompt text, or None where the file has none.
+        text: The completion (any JSON value: a labeler turns non-strings into ``parse_ok=False``).
+        correct: Whether the file scores it correct (``score > 0``), or None without a score field.
+        label: The value of the label field (a strategy id or a list of them), or None.
+        step: The training step, or None.
+    """
+
+    prompt_id: str
+    prompt: Any
+    text: Any
+    correct: bool | None
+    label: Any
+    step: int | None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a file keeps each part of a sample.
+
+    Attributes:
+        name: ``rows``, ``noveltybench``, ``verl``, ``lm-eval`` or ``custom``.
+        id: The prompt-id field.
+        text: The completion field (a list of completions for ``noveltybench`` and ``lm-eval``).
+        score: The correctness field, or None.
+        step: The training-step field, or None.
+        prompt: The prompt-text field, or None.
+        label: The strategy-label field, or None.
+    """
+
+    name: str
+    id: str
+    text: str
+    score: str | None = None
+    step: str | None = None
+    prompt: str | None = None
+    label: str | None = None
+
+    def describe(self) -> str:
+        """One line: the layout and the field behind each part."""
+        parts = [f"id={self.id}", f"text={self.text}"]
+        parts += [f"{k}={v}" for k in ("score", "step", "prompt", "label") if (v := getattr(self, k))]
+        return f"{self.name} ({', '.join(parts)})"
+
+
+def _first(keys: Mapping[str, Any], names: Sequence[str]) -> str | None:
+    return next((n for n in names if n in keys), None)
+
+
+def detect(row: Mapping[str, Any], **fields: str | None) -> Layout:
+    """The layout of a file from its first row; ``fields`` (id, text, score, step, prompt, label) override.
+
+    Args:
+        row: The file's first row.
+        **fields: Field names the user gave (None: detect).
+
+    Returns:
+        The layout.
+
+    Raises:
+        SeffiError: No id or text field can be found.
+
+    Example:
+        >>> detect({"uid": "a", "input": "2+2?", "output": "4", "gts": "4", "score": 1.0, "step": 3}).name
+        'verl'
+    """
+    given = {k: v for k, v in fields.items() if v}
+    if "generations" in row and "id" in row:
+        found = Layout("noveltybench", "id", "generations", prompt="prompt")
+    elif "resps" in row and "doc_id" in row:
+        metrics = row.get("metrics")
+        score = next((m for m in metrics if m in row), None) if isinstance(metrics, list) else None
+        found = Layout("lm-eval", "doc_id", "resps", score=score or _first(row, SCORE_FIELDS), prompt=None)
+    elif {"input", "output", "score"} <= row.keys() and ("gts" in row or "step" in row):
+        found = Layout("verl", "uid" if "uid" in row else "input", "output", "score", "step", "input")
+    else:
+        idf, text = _first(row, ID_FIELDS), _first(row, TEXT_FIELDS)
+        if (idf or given.get("id")) is None or (text or given.get("text")) is None:
+            keys = ", ".join(sorted(map(str, row))[:12])
+            raise SeffiError(
+                f"no {'prompt id' if (idf or given.get('id')) is None else 'completion'} field in the first row "
+                f"(keys: {keys}); name it with --id-field / --text-field"
+            )
+        found = Layout(
+            "rows",
+            idf or "",
+            text or "",
+            _first(row, SCORE_FIELDS),
+            _first(row, ("step",)),
+            _first(row, PROMPT_FIELDS),
+        )
+    if given:
+        found = replace(found, name="custom" if {"id", "text"} & given.keys() else found.name, **given)
+    return found
+
+
+def _rows(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed row) of a JSONL or Parquet file, one at a time."""
+    if path.suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError as exc:
+            raise SeffiError(f"{path}: reading Parquet needs pyarrow (pip install pyarrow)") from exc
+        try:
+            line = 0
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=4096):
+                for row in batch.to_pylist():
+                    line += 1
+                    yield line, row
+        except (OSError, ValueError) as exc:  # pyarrow's errors for a file that is not Parquet
+            raise SeffiError(f"{path}: not a readable Parquet file ({exc})") from exc
+        return
+    try:
+        with path.open("rb") as fh:
+            for line, raw in enumerate(fh, 1):
+                if not raw.strip():
+                    continue
+                try:
+                    yield line, json.loads(raw)
+                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                    raise SeffiError(
+                        f"{path}:{line}: not a JSON line ({exc.__class__.__name__}: {exc})"
+                    ) from None
+    except OSError as exc:
+        raise SeffiError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _correct(value: Any, where: str) -> bool | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and not math.isnan(value):
+        return value > 0
+    raise SeffiError(f"{where}: the score field holds {value!r}; need a number or true/false")
+
+
+def _step(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise SeffiError(f"{where}: the step field holds {value!r}; need a whole number")
+    return int(value)
+
+
+def _texts(value: Any, layout: Layout, where: str) -> list[Any]:
+    """The completions a row holds: one for one-row-per-sample layouts, a list otherwise."""
+    if layout.name == "lm-eval":  # resps: one list per request, each with that request's responses
+        if not isinstance(value, list):
+            raise SeffiError(f"{where}: 'resps' holds {type(value).__name__}; need a list of lists")
+        return [t for group in value for t in (group if isinstance(group, list) else [group])]
+    if layout.name == "noveltybench":
+        if not isinstance(value, list):
+            raise SeffiError(f"{where}: 'generations' holds {type(value).__name__}; need a list of texts")
+        return value
+    return [value]
+
+
+def read_samples(paths: Sequence[str | Path], **fields: str | None) -> Iterator[tuple[Layout, Sample]]:
+    """Every sample of ``paths``, in file order, with the layout of its file.
+
+    The layout is detected per file from its first row (``fields`` override it), and every file of
+    one call must have the same layout.
+
+    Args:
+        paths: JSONL (``.jsonl``/``.json`` lines) or ``.parquet`` files.
+        **fields: id, text, score, step, prompt, label: field names that override detection.
+
+    Yields:
+        (the file's layout, one sample).
+
+    Raises:
+        SeffiError: A file is missing, empty, not JSONL/Parquet, mixes layouts, or a row lacks a field.
+    """
+    first: Layout | None = None
+    for path in map(Path, paths):
+        if not path.is_file():
+            raise SeffiError(f"{path}: no such file")
+        layout: Layout | None = None
+        for line, row in _rows(path):
+            where = f"{path}:{line}"
+            if not isinstance(row, dict):
+                raise SeffiError(f"{where}: a row is {type(row).__name__}; need a JSON object per line")
+            if layout is None:
+                layout = detect(row, **fields)
+                if first is None:
+                    first = layout
+                elif layout != first:
+                    raise SeffiError(
+                        f"{path}: layout {layout.describe()} differs from the first file's {first.describe()}"
+                    )
+            missing = [f for f in (layout.id, layout.text) if f not in row]
+            if missing:
+                raise SeffiError(f"{where}: no {missing[0]!r} field (the {layout.name} layout needs it)")
+            pid = row[layout.id]
+            if not isinstance(pid, str | int) or isinstance(pid, bool):
+                raise SeffiError(
+                    f"{where}: the id field {layout.id!r} holds {pid!r}; need a string or an int"
+                )
+            correct = _correct(row.get(layout.score), where) if layout.score else None
+            step = _step(row.get(layout.step), where) if layout.step else None
+            prompt = row.get(layout.prompt) if layout.prompt else None
+            label = row.get(layout.label) if layout.label else None
+            for text in _texts(row[layout.text], layout, where):
+                yield layout, Sample(str(pid), prompt, text, correct, label, step)
+        if layout is None:
+            raise SeffiError(f"{path}: the file holds no rows")

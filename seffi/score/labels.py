@@ -1,0 +1,103 @@
+"""Labelers named on the command line: a field of the file, a rubric file, or a Python entry point."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from seffi.errors import SeffiError
+from seffi.labelers import CallableLabeler, Labeler, RegexRubric
+from seffi.score.files import Sample
+
+__all__ = ["FieldLabels", "load_entry_point", "load_rubric", "sample_labels"]
+
+
+class FieldLabels:
+    """Strategy ids read from a field of each row: one id, a list of ids, or null/empty for none.
+
+    Args:
+        strategies: The declared ids; a label outside them is an error naming the row's prompt.
+    """
+
+    def __init__(self, strategies: Iterable[str]) -> None:
+        self.strategies = tuple(strategies)
+        self._known = frozenset(self.strategies)
+
+    def __call__(self, sample: Sample) -> frozenset[str]:
+        value = sample.label
+        ids = [] if value is None else [value] if isinstance(value, str) else value
+        if not isinstance(ids, list) or not all(isinstance(s, str) for s in ids):
+            raise SeffiError(
+                f"prompt {sample.prompt_id!r}: the label field holds {value!r}; need an id or a list of ids"
+            )
+        unknown = set(ids) - self._known
+        if unknown:
+            raise SeffiError(
+                f"prompt {sample.prompt_id!r}: label {sorted(unknown)[0]!r} is not a declared strategy "
+                f"({', '.join(self.strategies)})"
+            )
+        return frozenset(ids)
+
+
+def load_rubric(path: str | Path) -> RegexRubric:
+    """A `RegexRubric` from a YAML file ``{strategy: regex, ..., valid: regex}`` (``valid`` optional).
+
+    Raises:
+        SeffiError: The file is missing, not YAML, not a mapping of strings, or a regex does not compile.
+    """
+    try:
+        spec = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SeffiError(f"{path}: cannot read the rubric ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        raise SeffiError(f"{path}: not YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(spec, dict) or not spec or not all(isinstance(v, str) for v in spec.values()):
+        raise SeffiError(f"{path}: a rubric is a mapping {{strategy: regex}} with an optional valid: regex")
+    valid = spec.pop("valid", None)
+    if not spec:
+        raise SeffiError(f"{path}: the rubric declares no strategy")
+    try:
+        return RegexRubric({str(k): v for k, v in spec.items()}, valid=valid)
+    except ValueError as exc:
+        raise SeffiError(f"{path}: {exc}") from None
+
+
+def load_entry_point(spec: str, strategies: Iterable[str] | None) -> Labeler:
+    """The labeler at ``module:attribute``: a `Labeler`, or a function ``fn(x, text)`` with ``strategies``.
+
+    Raises:
+        SeffiError: The module or attribute is missing, or a plain function comes without strategies.
+    """
+    module, sep, attr = spec.partition(":")
+    if not sep or not module or not attr:
+        raise SeffiError(f"--labeler {spec!r}: need module:function")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise SeffiError(f"--labeler {spec!r}: {exc}") from None
+    if isinstance(obj, Labeler):
+        return obj
+    if not callable(obj):
+        raise SeffiError(f"--labeler {spec!r} is not callable")
+    declared = strategies or getattr(obj, "strategies", None)
+    if not declared:
+        raise SeffiError(f"--labeler {spec!r}: a function labeler needs --strategies")
+    return CallableLabeler(obj, strategies=tuple(declared))
+
+
+def sample_labels(labeler: Labeler | FieldLabels) -> Callable[[Sample], tuple[frozenset[str], bool]]:
+    """``sample -> (match set, valid)``: the labeler's verdict and the file's own score, both required."""
+    if isinstance(labeler, FieldLabels):
+        return lambda s: (labeler(s), s.correct is not False)
+
+    def label(s: Sample) -> tuple[frozenset[str], bool]:
+        r = labeler(s.prompt if s.prompt is not None else s.prompt_id, s.text)
+        return frozenset(r.strategy_matches), bool(r.valid) and s.correct is not False
+
+    return label

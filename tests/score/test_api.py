@@ -1,0 +1,155 @@
+"""`seffi.score.score` on row-per-sample files: C(k), valid C(k) and gain against hand counts."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from seffi.coverage import IidBaseline, OracleBaseline
+from seffi.errors import SeffiError
+from seffi.labelers import RegexRubric
+from seffi.score import score
+
+STRATEGIES = ("loop", "recursion", "memo", "closed_form")
+TEXT = {
+    "loop": "for i in range(n)",
+    "recursion": "return f(n - 1)",
+    "memo": "@cache",
+    "closed_form": "phi ** n",
+}
+RUBRIC = RegexRubric(
+    {"loop": r"\bfor\b", "recursion": r"f\(n - 1\)", "memo": r"@cache", "closed_form": r"phi"}, valid=r"\S"
+)
+
+
+def _write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _draws(rng, n_prompts, n, p):
+    """Per prompt, n (label list, correct) pairs; a few samples follow two strategies or none."""
+    out = {}
+    for i in range(n_prompts):
+        rows = []
+        for _ in range(n):
+            u = rng.random()
+            labels = (
+                [] if u < 0.05 else list(rng.choice(STRATEGIES, size=2 if u > 0.9 else 1, replace=False, p=p))
+            )
+            rows.append((labels, bool(rng.random() < 0.8)))
+        out[f"q{i}"] = rows
+    return out
+
+
+def _hand_coverage(draws, k_max, valid_only=False):
+    """C(k): per prompt, runs of k_max consecutive samples; mean over runs, then over prompts, of |union| / M."""
+    per_prompt = []
+    for rows in draws.values():
+        runs = [rows[j : j + k_max] for j in range(0, len(rows), k_max)]
+        curves = []
+        for run in runs:
+            seen, curve = set(), []
+            for labels, ok in run:
+                if ok or not valid_only:
+                    seen |= set(labels)
+                curve.append(len(seen) / len(STRATEGIES))
+            curves.append(curve)
+        per_prompt.append(np.mean(curves, axis=0))
+    return np.mean(per_prompt, axis=0)
+
+
+@pytest.fixture
+def files(tmp_path):
+    rng = np.random.default_rng(7)
+    base = _draws(rng, 6, 12, [0.7, 0.2, 0.07, 0.03])
+    policy = _draws(rng, 6, 8, [0.25, 0.25, 0.25, 0.25])  # two runs of K = 4 per prompt
+    as_rows = lambda d: [  # noqa: E731
+        {
+            "prompt_id": pid,
+            "completion": " / ".join(TEXT[s] for s in labels) or "no idea",
+            "strategy": labels,
+            "correct": ok,
+        }
+        for pid, rows in d.items()
+        for labels, ok in rows
+    ]
+    return (
+        base,
+        policy,
+        _write(tmp_path / "base.jsonl", as_rows(base)),
+        _write(tmp_path / "policy.jsonl", as_rows(policy)),
+    )
+
+
+def test_coverage_and_gain_equal_hand_counts(files, tmp_path):
+    """Each prompt's 8 samples in file order form two runs of K = 4."""
+    base, policy, base_file, policy_file = files
+    report = score(
+        [policy_file],
+        [base_file],
+        label_field="strategy",
+        strategies=STRATEGIES,
+        budget=4,
+        out_dir=tmp_path / "out",
+        wandb="disabled",
+        plots=False,
+        n_boot=20,
+        say=lambda _: None,
+    )
+    line = report.comparisons[0].policies[0]
+    np.testing.assert_allclose(line.curves.coverage, _hand_coverage(policy, 4), atol=1e-12)
+    np.testing.assert_allclose(
+        line.curves.valid_coverage, _hand_coverage(policy, 4, valid_only=True), atol=1e-12
+    )
+    iid = IidBaseline.from_samples(
+        {p: [set(l) for l, _ in rows] for p, rows in base.items()},
+        strategies=list(STRATEGIES),
+        valid={p: [ok for _, ok in rows] for p, rows in base.items()},
+    ).curves(4)
+    oracle = OracleBaseline(
+        {p: {s: {s} for s in STRATEGIES} for p in base}, strategies=list(STRATEGIES)
+    ).curves(4)
+    auc = float(np.mean(_hand_coverage(policy, 4)))
+    expected = (auc - iid.auc) / (oracle.auc - iid.auc)
+    assert line.gain.value == pytest.approx(expected, abs=1e-12)
+    saved = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert saved["comparisons"][0]["policies"][0]["gain"]["value"] == pytest.approx(expected, abs=1e-12)
+
+
+def test_rubric_labels_the_text_and_budget_defaults_to_samples_per_prompt(files, tmp_path):
+    """A rubric over the completions gives the curves of the labels they were written from; K = 8 by default."""
+    _, policy, base_file, policy_file = files
+    said = []
+    report = score(
+        [policy_file],
+        [base_file],
+        labeler=RUBRIC,
+        out_dir=tmp_path / "out",
+        wandb="disabled",
+        plots=False,
+        n_boot=20,
+        say=said.append,
+    )
+    assert report.comparisons[0].budget == 8 and "budget K = 8" in said[0]
+    np.testing.assert_allclose(
+        report.comparisons[0].policies[0].curves.coverage, _hand_coverage(policy, 8), atol=1e-12
+    )
+
+
+def test_a_policy_prompt_without_base_samples_is_one_error(files, tmp_path):
+    _, _, base_file, _ = files
+    other = _write(tmp_path / "other.jsonl", [{"prompt_id": "new", "completion": "for", "strategy": "loop"}])
+    with pytest.raises(SeffiError, match="'new' has no base samples"):
+        score(
+            [other],
+            [base_file],
+            label_field="strategy",
+            strategies=STRATEGIES,
+            out_dir=tmp_path / "o",
+            wandb="disabled",
+            plots=False,
+            say=lambda _: None,
+        )
