@@ -151,9 +151,8 @@ def score(
     iid = _base(base_paths, fields, label, declared)
     prompts = sorted(iid.strategy_sets())
     oracle = OracleBaseline({p: {s: {s} for s in declared} for p in prompts}, strategies=list(declared))
-    say(
-        f"strategies: {len(declared)} ({', '.join(declared[:8])}{', ...' if len(declared) > 8 else ''}); budget K = {k}"
-    )
+    shown = ", ".join(declared[:8]) + (", ..." if len(declared) > 8 else "")
+    say(f"strategies: {len(declared)} ({shown}); budget K = {k}")
     monitor_options.setdefault("task_name", "files")
     monitor = CoverageMonitor(k, list(declared), iid=iid, oracle=oracle, label=name, **monitor_options)
     episodes = 0

@@ -121,9 +121,9 @@ def detect(row: Mapping[str, Any], **fields: str | None) -> Layout:
         idf, text = _first(row, ID_FIELDS), _first(row, TEXT_FIELDS)
         if (idf or given.get("id")) is None or (text or given.get("text")) is None:
             keys = ", ".join(sorted(map(str, row))[:12])
+            what = "prompt id" if (idf or given.get("id")) is None else "completion"
             raise SeffiError(
-                f"no {'prompt id' if (idf or given.get('id')) is None else 'completion'} field in the first row "
-                f"(keys: {keys}); name it with --id-field / --text-field"
+                f"no {what} field in the first row (keys: {keys}); name it with --id-field / --text-field"
             )
         found = Layout(
             "rows",

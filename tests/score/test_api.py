@@ -45,7 +45,7 @@ def _draws(rng, n_prompts, n, p):
 
 
 def _hand_coverage(draws, k_max, valid_only=False):
-    """C(k): per prompt, runs of k_max consecutive samples; mean over runs, then over prompts, of |union| / M."""
+    """C(k): per prompt, runs of k_max consecutive samples; |union| / M averaged over runs, then prompts."""
     per_prompt = []
     for rows in draws.values():
         runs = [rows[j : j + k_max] for j in range(0, len(rows), k_max)]
@@ -105,7 +105,7 @@ def test_coverage_and_gain_equal_hand_counts(files, tmp_path):
         line.curves.valid_coverage, _hand_coverage(policy, 4, valid_only=True), atol=1e-12
     )
     iid = IidBaseline.from_samples(
-        {p: [set(l) for l, _ in rows] for p, rows in base.items()},
+        {p: [set(labels) for labels, _ in rows] for p, rows in base.items()},
         strategies=list(STRATEGIES),
         valid={p: [ok for _, ok in rows] for p, rows in base.items()},
     ).curves(4)
@@ -120,7 +120,7 @@ def test_coverage_and_gain_equal_hand_counts(files, tmp_path):
 
 
 def test_rubric_labels_the_text_and_budget_defaults_to_samples_per_prompt(files, tmp_path):
-    """A rubric over the completions gives the curves of the labels they were written from; K = 8 by default."""
+    """A rubric over the texts gives the curves of the labels they were written from; K = 8 by default."""
     _, policy, base_file, policy_file = files
     said = []
     report = score(
