@@ -11,7 +11,8 @@ importer chose).
 The layers, bottom to top:
 
 * **core** (`CORE`): tasks, labelers, coverage, report, lanes, group scoring and the utilities;
-* **adapters** (`ADAPTERS`): ``seffi.envs`` and ``seffi.callbacks``, built on the core only;
+* **adapters** (`ADAPTERS`): ``seffi.envs``, ``seffi.callbacks`` and ``seffi.score`` (files of
+  generations), built on the core only;
 * **research** (`RESEARCH`): the models trained here and the experiments (``seffi.models``,
   ``seffi.experiment``), built on anything below;
 * **top**: the package root and the command line.
@@ -60,7 +61,7 @@ CORE = (
     "seffi.tasks",
 )
 #: The adapters to training libraries: built on the core, never on the research code.
-ADAPTERS = ("seffi.envs", "seffi.callbacks")
+ADAPTERS = ("seffi.envs", "seffi.callbacks", "seffi.score")
 #: The models trained here and the experiments run on them.
 RESEARCH = ("seffi.models", "seffi.experiment")
 #: The package root and the command line package (every ``seffi.cli.*`` module) sit above everything.
