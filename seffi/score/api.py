@@ -20,7 +20,7 @@ from seffi.coverage import IidBaseline, OracleBaseline
 from seffi.episodes import parse_generation
 from seffi.errors import SeffiError
 from seffi.labelers import Labeler
-from seffi.score.files import Layout, read_samples
+from seffi.score.files import Layout, Sample, read_samples
 from seffi.score.labels import FieldLabels, sample_labels
 
 __all__ = ["score"]
@@ -42,20 +42,56 @@ def _declared_labels(paths: Sequence[Path], fields: dict[str, Any]) -> tuple[str
     return tuple(sorted(map(str, seen)))
 
 
-def _budget(paths: Sequence[Path], fields: dict[str, Any]) -> int:
-    """The most common number of samples per prompt in ``paths`` (ties: the larger)."""
-    counts = Counter(s.prompt_id for _, s in read_samples(paths, **fields))
-    per_prompt = Counter(counts.values())
-    return max(per_prompt, key=lambda n: (per_prompt[n], n))
+def _survey(paths: Sequence[Path], fields: dict[str, Any], labels: Any) -> Counter[str]:
+    """Samples per prompt of ``paths``: every row (and a label field's label) checked before any output."""
+    counts: Counter[str] = Counter()
+    for _, s in read_samples(paths, **fields):
+        counts[s.prompt_id] += 1
+        if isinstance(labels, FieldLabels):
+            labels(s)
+    return counts
 
 
-def _base(
-    paths: Sequence[Path], fields: dict[str, Any], label: Callable, strategies: Sequence[str]
-) -> IidBaseline:
+class _Labelled:
+    """The labelled samples of some files, saying what layout it detected and what it could not label.
+
+    Args:
+        what: "policy" or "base" (for the statements).
+        paths: The files.
+        fields: Field names overriding detection.
+        label: ``sample -> (match set, valid, reason it could not be labelled or None)``.
+        say: Where the statements go.
+    """
+
+    def __init__(
+        self, what: str, paths: Sequence[Path], fields: dict[str, Any], label: Callable, say: Callable
+    ) -> None:
+        self.what, self.paths, self.fields, self.label, self.say = what, paths, fields, label, say
+        self.samples, self.unlabelled, self.reason = 0, 0, ""
+
+    def __iter__(self) -> Iterator[tuple[Sample, frozenset[str], bool]]:
+        layout: Layout | None = None
+        for lay, s in read_samples(self.paths, **self.fields):
+            if lay is not layout:
+                layout = lay
+                self.say(f"{self.what} files: {lay.describe()}")
+            matches, valid, reason = self.label(s)
+            self.samples += 1
+            if reason is not None:
+                self.unlabelled += 1
+                self.reason = self.reason or reason
+            yield s, matches, valid
+        if self.unlabelled:
+            self.say(
+                f"{self.what} files: {self.unlabelled} of {self.samples} samples could not be labelled "
+                f"and match nothing (first: {self.reason})"
+            )
+
+
+def _base(samples: _Labelled, strategies: Sequence[str]) -> IidBaseline:
     sets: dict[str, list[frozenset[str]]] = defaultdict(list)
     valid: dict[str, list[bool]] = defaultdict(list)
-    for _, s in read_samples(paths, **fields):
-        m, v = label(s)
+    for s, m, v in samples:
         sets[s.prompt_id].append(m)
         valid[s.prompt_id].append(v)
     try:
@@ -64,29 +100,13 @@ def _base(
         raise SeffiError(f"base files: {exc}") from None
 
 
-def _batches(
-    paths: Sequence[Path],
-    fields: dict[str, Any],
-    label: Callable,
-    budget: int,
-    known: set[str],
-    on_layout: Callable,
-) -> Iterator[tuple[list[str], list[list[str]], list[bool], list[int], list[int]]]:
+def _batches(samples: _Labelled, budget: int) -> Iterator[tuple[list, ...]]:
     """Batches of labelled policy samples: ids, match lists, valid, sample index (1..K), run index."""
     seen: Counter[str] = Counter()
     cols: tuple[list, ...] = ([], [], [], [], [])
-    layout: Layout | None = None
-    for lay, s in read_samples(paths, **fields):
-        if lay is not layout:
-            layout = lay
-            on_layout(lay)
-        if s.prompt_id not in known:
-            raise SeffiError(
-                f"policy prompt {s.prompt_id!r} has no base samples: the base files must cover every prompt"
-            )
+    for s, m, v in samples:
         n = seen[s.prompt_id]
         seen[s.prompt_id] = n + 1
-        m, v = label(s)
         for col, value in zip(cols, (s.prompt_id, sorted(m), v, n % budget + 1, n // budget), strict=True):
             col.append(value)
         if len(cols[0]) >= BATCH:
@@ -145,11 +165,19 @@ def score(
         assert labeler is not None
         declared, labels = tuple(labeler.strategies), labeler
     label = sample_labels(labels)
-    k = int(budget) if budget is not None else _budget(policy_paths, fields)
+    counts = _survey(policy_paths, fields, labels)  # a bad row stops here, before any output exists
+    per_prompt = Counter(counts.values())
+    k = int(budget) if budget is not None else max(per_prompt, key=lambda n: (per_prompt[n], n))
     if k < 1:
         raise SeffiError(f"budget must be a positive number of samples, got {k}")
-    iid = _base(base_paths, fields, label, declared)
+    iid = _base(_Labelled("base", base_paths, fields, label, say), declared)
     prompts = sorted(iid.strategy_sets())
+    missing = sorted(counts.keys() - set(prompts))
+    if missing:
+        raise SeffiError(
+            f"{len(missing)} policy prompt(s) have no base samples (first: {missing[0]!r}); "
+            "the base files must cover every prompt"
+        )
     oracle = OracleBaseline({p: {s: {s} for s in declared} for p in prompts}, strategies=list(declared))
     shown = ", ".join(declared[:8]) + (", ..." if len(declared) > 8 else "")
     say(f"strategies: {len(declared)} ({shown}); budget K = {k}")
@@ -157,16 +185,15 @@ def score(
     monitor = CoverageMonitor(k, list(declared), iid=iid, oracle=oracle, label=name, **monitor_options)
     episodes = 0
     try:
-        known = set(prompts)
-        describe = lambda lay: say(f"policy files: {lay.describe()}")  # noqa: E731
-        for ids, matches, valid, sample, run in _batches(policy_paths, fields, label, k, known, describe):
+        samples = _Labelled("policy", policy_paths, fields, label, say)
+        for ids, matches, valid, sample, run in _batches(samples, k):
             monitor.update(
                 parse_generation(
                     ids, matches, monitor.coder, np.asarray(valid), sample_index=sample, run_index=run
                 )
             )
             episodes += len(ids)
-    except BaseException:
-        monitor.close()
+    except BaseException:  # Ctrl-C, a file changed under us: what was scored is kept, marked interrupted
+        monitor.finalize(interrupted=True)
         raise
     return monitor.finalize(step=episodes)

@@ -91,13 +91,25 @@ def load_entry_point(spec: str, strategies: Iterable[str] | None) -> Labeler:
     return CallableLabeler(obj, strategies=tuple(declared))
 
 
-def sample_labels(labeler: Labeler | FieldLabels) -> Callable[[Sample], tuple[frozenset[str], bool]]:
-    """``sample -> (match set, valid)``: the labeler's verdict and the file's own score, both required."""
-    if isinstance(labeler, FieldLabels):
-        return lambda s: (labeler(s), s.correct is not False)
+Verdict = tuple[frozenset[str], bool, str | None]
 
-    def label(s: Sample) -> tuple[frozenset[str], bool]:
+
+def sample_labels(labeler: Labeler | FieldLabels) -> Callable[[Sample], Verdict]:
+    """``sample -> (match set, valid, why it could not be labelled or None)``.
+
+    A sample is valid when the labeler says so and the file does not score it incorrect; a text the
+    labeler cannot parse (not a string, empty, too long) matches nothing and is not valid.
+    """
+    if isinstance(labeler, FieldLabels):
+        return lambda s: (labeler(s), s.correct is not False, None)
+
+    def label(s: Sample) -> Verdict:
         r = labeler(s.prompt if s.prompt is not None else s.prompt_id, s.text)
-        return frozenset(r.strategy_matches), bool(r.valid) and s.correct is not False
+        ok = bool(r.parse_ok)
+        return (
+            frozenset(r.strategy_matches),
+            ok and bool(r.valid) and s.correct is not False,
+            None if ok else r.error,
+        )
 
     return label

@@ -133,7 +133,10 @@ def test_rubric_labels_the_text_and_budget_defaults_to_samples_per_prompt(files,
         n_boot=20,
         say=said.append,
     )
-    assert report.comparisons[0].budget == 8 and "budget K = 8" in said[0]
+    assert (
+        report.comparisons[0].budget == 8
+        and "strategies: 4 (loop, recursion, memo, closed_form); budget K = 8" in said
+    )
     np.testing.assert_allclose(
         report.comparisons[0].policies[0].curves.coverage, _hand_coverage(policy, 8), atol=1e-12
     )
@@ -142,7 +145,7 @@ def test_rubric_labels_the_text_and_budget_defaults_to_samples_per_prompt(files,
 def test_a_policy_prompt_without_base_samples_is_one_error(files, tmp_path):
     _, _, base_file, _ = files
     other = _write(tmp_path / "other.jsonl", [{"prompt_id": "new", "completion": "for", "strategy": "loop"}])
-    with pytest.raises(SeffiError, match="'new' has no base samples"):
+    with pytest.raises(SeffiError, match="1 policy prompt\\(s\\) have no base samples \\(first: 'new'\\)"):
         score(
             [other],
             [base_file],

@@ -1,0 +1,125 @@
+"""``seffi score`` on the command line: what it detects, and one line with exit 2 for every bad file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from seffi.cli import main
+
+
+def _jsonl(path, rows):
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+ROWS = [{"prompt_id": f"p{i}", "completion": "x", "strategy": s} for i in range(3) for s in "abab"]
+
+
+@pytest.fixture
+def base(tmp_path):
+    return _jsonl(tmp_path / "base.jsonl", ROWS)
+
+
+def _score(capsys, *argv):
+    code = main(["score", *argv, "--wandb", "disabled", "--no-plots", "--n-boot", "10"])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_scores_a_file_and_says_what_it_detected(tmp_path, base, capsys):
+    policy = _jsonl(tmp_path / "policy.jsonl", ROWS)
+    code, _, err = _score(
+        capsys, str(policy), "--base", str(base), "--labels", "strategy", "--out", str(tmp_path / "o")
+    )
+    assert code == 0, err
+    assert "strategies: 2 (a, b); budget K = 4" in err
+    assert "policy files: rows (id=prompt_id, text=completion, label=strategy)" in err
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    # every prompt's run of 4 alternates a, b: C(1) = 1/2, C(k >= 2) = 1
+    assert report["comparisons"][0]["policies"][0]["curves"]["coverage"] == [0.5, 1.0, 1.0, 1.0]
+
+
+BAD = {
+    "not JSON": (['{"prompt_id": 1,'], "policy.jsonl:1: not a JSON line"),
+    "no id field": ([{"completion": "x"}], "no prompt id field in the first row (keys: completion)"),
+    "no text field": ([{"prompt_id": "p0"}], "no completion field in the first row (keys: prompt_id)"),
+    "empty": ([], "the file holds no rows"),
+    "a list per line": ([[1, 2]], "policy.jsonl:1: a row is list; need a JSON object per line"),
+    "a later row without text": (
+        [{"prompt_id": "p0", "completion": "x", "strategy": "a"}, {"prompt_id": "p0"}],
+        "policy.jsonl:2: no 'completion' field",
+    ),
+    "unknown label": (
+        [{"prompt_id": "p0", "completion": "x", "strategy": "zzz"}],
+        "label 'zzz' is not a declared",
+    ),
+    "bad score": (
+        [{"prompt_id": "p0", "completion": "x", "strategy": "a", "score": "yes"}],
+        "the score field holds",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_policy_files_give_one_line_and_exit_2(tmp_path, base, capsys, case):
+    rows, needle = BAD[case]
+    policy = _jsonl(tmp_path / "policy.jsonl", rows)
+    argv = [
+        str(policy),
+        "--base",
+        str(base),
+        "--labels",
+        "strategy",
+        "--strategies",
+        "a,b",
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    code, _, err = _score(capsys, *argv)
+    assert code == 2
+    assert err.count("seffi score: error: ") == 1 and needle in err.splitlines()[-1], err
+    assert not (tmp_path / "o" / "report.json").exists()
+
+
+def test_files_of_two_layouts_are_refused(tmp_path, base, capsys):
+    verl = _jsonl(
+        tmp_path / "verl.jsonl", [{"input": "q", "output": "x", "gts": "1", "score": 1.0, "step": 1}]
+    )
+    code, _, err = _score(
+        capsys, str(tmp_path / "base.jsonl"), str(verl), "--base", str(base), "--labels", "strategy"
+    )
+    assert code == 2 and "differs from the first file's" in err
+
+
+def test_missing_file_and_labeler_choices(tmp_path, base, capsys):
+    code, _, err = _score(capsys, str(tmp_path / "nope.jsonl"), "--base", str(base), "--labels", "strategy")
+    assert code == 2 and "nope.jsonl: no such file" in err
+    rubric = tmp_path / "rubric.yaml"
+    rubric.write_text("a: '('\n")
+    code, _, err = _score(capsys, str(base), "--base", str(base), "--rubric", str(rubric))
+    assert code == 2 and err.startswith("seffi score: error: ") and "rubric.yaml" in err
+    code, _, err = _score(capsys, str(base), "--base", str(base), "--labeler", "no_such_module:f")
+    assert code == 2 and "No module named 'no_such_module'" in err
+
+
+def test_a_million_character_completion_matches_nothing_and_is_counted(tmp_path, base, capsys):
+    long = "for " * 250_000
+    rows = [
+        {"prompt_id": f"p{i}", "completion": long if j == 0 else "while", "x": 1}
+        for i in range(3)
+        for j in range(4)
+    ]
+    rubric = tmp_path / "rubric.yaml"
+    rubric.write_text("a: 'for'\nb: 'while'\n")
+    policy = _jsonl(tmp_path / "policy.jsonl", rows)
+    code, _, err = _score(
+        capsys, str(policy), "--base", str(policy), "--rubric", str(rubric), "--out", str(tmp_path / "o")
+    )
+    assert code == 0, err
+    assert (
+        "policy files: 3 of 12 samples could not be labelled and match nothing (first: text too long" in err
+    )
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["comparisons"][0]["policies"][0]["curves"]["coverage"] == [0.0, 0.5, 0.5, 0.5]
