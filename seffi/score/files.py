@@ -8,11 +8,17 @@ carries one, and a training step where the file records it. Four layouts are kno
   a text (``completion``, ``output``, ``response``), optionally ``score``/``correct``/``reward``,
   ``step`` and ``prompt``.
 * ``noveltybench`` — one row per prompt: ``{id, prompt, model, generations: [text, ...]}``.
-* ``verl`` — ``trainer.rollout_data_dir`` / ``validation_data_dir`` dumps: ``{input, output, gts,
-  score, step}``, with ``uid`` (the prompt's group) in newer versions; without it the prompt text is
-  the id.
-* ``lm-eval`` — lm-evaluation-harness ``--log_samples``: ``{doc_id, doc, resps, filtered_resps,
-  metrics, <metric>: value, ...}``: every response of a document is one sample.
+* ``verl`` — ``trainer.rollout_data_dir`` / ``validation_data_dir`` dumps (``{step}.jsonl``):
+  ``{input, output, gts, score, step, ...}`` plus the reward function's extra fields. The prompt text
+  ``input`` is the id (the ``uid`` some trainers add names one sample, not its prompt); a sample is
+  correct when its ``acc`` extra says so, else when ``score > 0``.
+* ``lm-eval`` — lm-evaluation-harness ``--log_samples``: ``{doc_id, doc, arguments, resps,
+  filtered_resps, filter, metrics, <metric>: value, ...}``, one line per document and filter: the
+  lines of the first filter are read, and every response in ``resps`` (``[[r1, ..., rN]]`` with
+  ``repeats: N``) is one sample. The metric scores one filtered answer, so it is each sample's
+  correctness only when a document has one response.
+* ``vllm-batch`` — ``vllm run-batch`` output (the OpenAI batch format): ``{id, custom_id, response:
+  {body: {choices: [...]}}}``, ``custom_id`` the prompt id and every choice one sample.
 
 Rows are read one at a time (JSONL line by line, Parquet by record batch), never a whole file.
 Every problem with a file is one `SeffiError` naming the file and line.
@@ -114,9 +120,11 @@ def detect(row: Mapping[str, Any], **fields: str | None) -> Layout:
     elif "resps" in row and "doc_id" in row:
         metrics = row.get("metrics")
         score = next((m for m in metrics if m in row), None) if isinstance(metrics, list) else None
-        found = Layout("lm-eval", "doc_id", "resps", score=score or _first(row, SCORE_FIELDS), prompt=None)
+        found = Layout("lm-eval", "doc_id", "resps", score=score or _first(row, SCORE_FIELDS))
+    elif "custom_id" in row and "response" in row:
+        found = Layout("vllm-batch", "custom_id", "response")
     elif {"input", "output", "score"} <= row.keys() and ("gts" in row or "step" in row):
-        found = Layout("verl", "uid" if "uid" in row else "input", "output", "score", "step", "input")
+        found = Layout("verl", "input", "output", "acc" if "acc" in row else "score", "step", "input")
     else:
         idf, text = _first(row, ID_FIELDS), _first(row, TEXT_FIELDS)
         if (idf or given.get("id")) is None or (text or given.get("text")) is None:
@@ -193,6 +201,16 @@ def _texts(value: Any, layout: Layout, where: str) -> list[Any]:
         if not isinstance(value, list):
             raise SeffiError(f"{where}: 'resps' holds {type(value).__name__}; need a list of lists")
         return [t for group in value for t in (group if isinstance(group, list) else [group])]
+    if layout.name == "vllm-batch":  # a failed request has response null and error set: no samples
+        body = value.get("body") if isinstance(value, dict) else None
+        choices = body.get("choices") if isinstance(body, dict) else None
+        if value is not None and not isinstance(choices, list):
+            raise SeffiError(f"{where}: 'response' has no body.choices list")
+        return [
+            (c.get("message") or {}).get("content", c.get("text"))
+            for c in choices or []
+            if isinstance(c, dict)
+        ]
     if layout.name == "noveltybench":
         if not isinstance(value, list):
             raise SeffiError(f"{where}: 'generations' holds {type(value).__name__}; need a list of texts")
@@ -221,6 +239,7 @@ def read_samples(paths: Sequence[str | Path], **fields: str | None) -> Iterator[
         if not path.is_file():
             raise SeffiError(f"{path}: no such file")
         layout: Layout | None = None
+        first_filter = None
         for line, row in _rows(path):
             where = f"{path}:{line}"
             if not isinstance(row, dict):
@@ -243,9 +262,16 @@ def read_samples(paths: Sequence[str | Path], **fields: str | None) -> Iterator[
                 )
             correct = _correct(row.get(layout.score), where) if layout.score else None
             step = _step(row.get(layout.step), where) if layout.step else None
+            if layout.name == "lm-eval":
+                first_filter = first_filter or row.get("filter")
+                if row.get("filter") != first_filter:  # the same responses again, under another filter
+                    continue
             prompt = row.get(layout.prompt) if layout.prompt else None
             label = row.get(layout.label) if layout.label else None
-            for text in _texts(row[layout.text], layout, where):
+            texts = _texts(row[layout.text], layout, where)
+            if layout.name == "lm-eval" and len(texts) > 1:
+                correct = None
+            for text in texts:
                 yield layout, Sample(str(pid), prompt, text, correct, label, step)
         if layout is None:
             raise SeffiError(f"{path}: the file holds no rows")

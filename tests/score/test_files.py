@@ -1,0 +1,223 @@
+"""Each tool's generation dump, in its exact field layout, detected and scored against a hand count."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+from seffi.errors import SeffiError
+from seffi.labelers import RegexRubric
+from seffi.score import detect, read_samples, score
+
+STRATEGIES = ("algebra", "guess", "table")
+RUBRIC = RegexRubric({s: rf"\b{s}\b" for s in STRATEGIES})
+K = 4
+
+
+def _draw(seed=3, prompts=5):
+    """Per prompt, K samples: (text naming 0-2 strategies, correct)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i in range(prompts):
+        rows = []
+        for _ in range(K):
+            n = rng.choice([0, 1, 1, 1, 2])
+            picked = rng.choice(STRATEGIES, size=n, replace=False, p=[0.6, 0.3, 0.1])
+            rows.append(
+                ("Solve by " + " and ".join(picked) if n else "I am not sure.", bool(rng.random() < 0.7))
+            )
+        out[f"Question {i}: how many apples?"] = rows
+    return out
+
+
+def _hand_coverage(draws):
+    """C(k) over prompts of one run each: the share of strategies named by the first k texts."""
+    curves = []
+    for rows in draws.values():
+        seen, curve = set(), []
+        for text, _ in rows:
+            seen |= {s for s in STRATEGIES if s in text.split()}
+            curve.append(len(seen) / len(STRATEGIES))
+        curves.append(curve)
+    return np.mean(curves, axis=0)
+
+
+def _sha(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def rows_layout(draws):
+    return [
+        {"prompt_id": f"p{i}", "prompt": q, "completion": t, "correct": ok}
+        for i, (q, rows) in enumerate(draws.items())
+        for t, ok in rows
+    ]
+
+
+def noveltybench_layout(draws):
+    """src/inference.py: {id, prompt, model, generations}; rows in completion order, not dataset order."""
+    rows = [
+        {"id": f"curated-{i}", "prompt": q, "model": "gpt-4o", "generations": [t for t, _ in gens]}
+        for i, (q, gens) in enumerate(draws.items())
+    ]
+    return rows[::-1]
+
+
+def verl_layout(draws):
+    """RayPPOTrainer._dump_generations: {input, output, gts, score, step} + reward extras, rows balanced
+    across the batch (one prompt's responses are not adjacent)."""
+    rows = [
+        {
+            "input": q,
+            "output": t,
+            "gts": "12",
+            "score": 1.0 if ok else 0.0,
+            "step": 120,
+            "acc": ok,
+            "pred": "12",
+        }
+        for q, gens in draws.items()
+        for t, ok in gens
+    ]
+    by_sample = [rows[i * K + j] for j in range(K) for i in range(len(draws))]
+    return by_sample
+
+
+def lm_eval_layout(draws):
+    """EvaluationTracker.save_results_samples: one line per (doc, filter); repeats: K -> resps [[r1..rK]]."""
+    lines = []
+    for i, (q, gens) in enumerate(draws.items()):
+        resps = [[t for t, _ in gens]]
+        for filt in ("strict-match", "flexible-extract"):
+            lines.append(
+                {
+                    "doc_id": i,
+                    "doc": {"question": q, "answer": "#### 12"},
+                    "target": "#### 12",
+                    "arguments": {
+                        "gen_args_0": {"arg_0": f"Question: {q}\nAnswer:", "arg_1": {"until": ["Question:"]}}
+                    },
+                    "resps": resps,
+                    "filtered_resps": ["12"],
+                    "filter": filt,
+                    "metrics": ["exact_match"],
+                    "doc_hash": _sha(q),
+                    "prompt_hash": _sha("Question: " + q),
+                    "target_hash": _sha("#### 12"),
+                    "exact_match": 1.0,
+                }
+            )
+    return lines
+
+
+def vllm_batch_layout(draws):
+    """`vllm run-batch` output (OpenAI batch format): one request per prompt with n = K choices."""
+    return [
+        {
+            "id": f"vllm-{i}",
+            "custom_id": f"request-{i}",
+            "response": {
+                "status_code": 200,
+                "request_id": f"vllm-batch-{i}",
+                "body": {
+                    "id": f"chatcmpl-{i}",
+                    "object": "chat.completion",
+                    "model": "tiny",
+                    "choices": [
+                        {"index": j, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
+                        for j, (t, _) in enumerate(gens)
+                    ],
+                },
+            },
+            "error": None,
+        }
+        for i, gens in enumerate(draws.values())
+    ]
+
+
+LAYOUTS = {
+    "rows": rows_layout,
+    "noveltybench": noveltybench_layout,
+    "verl": verl_layout,
+    "lm-eval": lm_eval_layout,
+    "vllm-batch": vllm_batch_layout,
+}
+
+
+def _write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_each_layout_is_detected_and_scored_against_a_hand_count(tmp_path, name):
+    policy, base = _draw(seed=3), _draw(seed=4)
+    policy_file = _write(tmp_path / f"{name}.jsonl", LAYOUTS[name](policy))
+    base_file = _write(tmp_path / f"base-{name}.jsonl", LAYOUTS[name](base))
+    said = []
+    report = score(
+        [policy_file],
+        [base_file],
+        labeler=RUBRIC,
+        out_dir=tmp_path / "out",
+        wandb="disabled",
+        plots=False,
+        n_boot=20,
+        say=said.append,
+    )
+    assert any(line.startswith(f"policy files: {name} (") for line in said), said
+    comparison = report.comparisons[0]
+    assert comparison.budget == K and comparison.n_inputs == len(policy)
+    np.testing.assert_allclose(comparison.policies[0].curves.coverage, _hand_coverage(policy), atol=1e-12)
+
+
+def test_lm_eval_reads_one_filter_and_scores_single_responses(tmp_path):
+    """Two filters repeat a document's responses: read once. With one response, the metric is its score."""
+    path = _write(tmp_path / "samples_gsm8k.jsonl", lm_eval_layout(_draw(prompts=2)))
+    samples = [s for _, s in read_samples([path])]
+    assert len(samples) == 2 * K and {s.correct for s in samples} == {None}
+    single = [
+        dict(r, resps=[[r["resps"][0][0]]], exact_match=float(r["doc_id"]))
+        for r in lm_eval_layout(_draw(prompts=2))
+    ]
+    samples = [s for _, s in read_samples([_write(tmp_path / "single.jsonl", single)])]
+    assert [(s.prompt_id, s.correct) for s in samples] == [("0", False), ("1", True)]
+
+
+def test_verl_rows_use_the_prompt_text_as_id_and_acc_as_correctness(tmp_path):
+    rows = verl_layout(_draw(prompts=2))
+    layout = detect(rows[0])
+    assert (layout.name, layout.id, layout.score, layout.step) == ("verl", "input", "acc", "step")
+    assert detect({k: v for k, v in rows[0].items() if k not in ("acc", "pred")}).score == "score"
+    samples = [s for _, s in read_samples([_write(tmp_path / "120.jsonl", rows)])]
+    assert {s.step for s in samples} == {120} and [s.correct for s in samples] == [r["acc"] for r in rows]
+
+
+def test_field_flags_override_detection(tmp_path):
+    path = _write(tmp_path / "custom.jsonl", [{"qid": 7, "answer_text": "guess", "ok": 1}])
+    ((layout, sample),) = read_samples([path], id="qid", text="answer_text", score="ok")
+    assert layout.name == "custom" and (sample.prompt_id, sample.text, sample.correct) == ("7", "guess", True)
+
+
+def test_parquet_is_read_by_record_batches(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    rows = rows_layout(_draw(prompts=3))
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "gen.parquet")
+    samples = [s for _, s in read_samples([tmp_path / "gen.parquet"])]
+    assert [(s.prompt_id, s.text, s.correct) for s in samples] == [
+        (r["prompt_id"], r["completion"], r["correct"]) for r in rows
+    ]
+
+
+def test_a_failed_vllm_request_has_no_samples_and_a_bad_body_is_one_error(tmp_path):
+    rows = vllm_batch_layout(_draw(prompts=2))
+    rows[0] = {"id": "vllm-0", "custom_id": "request-0", "response": None, "error": {"message": "timeout"}}
+    assert {s.prompt_id for _, s in read_samples([_write(tmp_path / "a.jsonl", rows)])} == {"request-1"}
+    rows[1]["response"] = {"status_code": 200, "body": "oops"}
+    with pytest.raises(SeffiError, match=r"b.jsonl:2: 'response' has no body.choices list"):
+        list(read_samples([_write(tmp_path / "b.jsonl", rows)]))
