@@ -22,6 +22,7 @@ from seffi.errors import SeffiError
 from seffi.labelers import Labeler
 from seffi.score.files import Layout, Sample, read_samples
 from seffi.score.labels import FieldLabels, sample_labels
+from seffi.score.steps import StepCurves, step_scalars, write_steps
 
 __all__ = ["score"]
 
@@ -42,11 +43,11 @@ def _declared_labels(paths: Sequence[Path], fields: dict[str, Any]) -> tuple[str
     return tuple(sorted(map(str, seen)))
 
 
-def _survey(paths: Sequence[Path], fields: dict[str, Any], labels: Any) -> Counter[str]:
-    """Samples per prompt of ``paths``: every row (and a label field's label) checked before any output."""
-    counts: Counter[str] = Counter()
+def _survey(paths: Sequence[Path], fields: dict[str, Any], labels: Any) -> Counter[tuple[int | None, str]]:
+    """Samples per (step, prompt) of ``paths``: every row (and a label field's label) checked first."""
+    counts: Counter[tuple[int | None, str]] = Counter()
     for _, s in read_samples(paths, **fields):
-        counts[s.prompt_id] += 1
+        counts[s.step, s.prompt_id] += 1
         if isinstance(labels, FieldLabels):
             labels(s)
     return counts
@@ -101,17 +102,18 @@ def _base(samples: _Labelled, strategies: Sequence[str]) -> IidBaseline:
 
 
 def _batches(samples: _Labelled, budget: int) -> Iterator[tuple[list, ...]]:
-    """Batches of labelled policy samples: ids, match lists, valid, sample index (1..K), run index."""
+    """Batches of labelled policy samples: ids, match lists, valid, sample index (1..K), run index, step."""
     seen: Counter[str] = Counter()
-    cols: tuple[list, ...] = ([], [], [], [], [])
+    cols: tuple[list, ...] = ([], [], [], [], [], [])
     for s, m, v in samples:
         n = seen[s.prompt_id]
         seen[s.prompt_id] = n + 1
-        for col, value in zip(cols, (s.prompt_id, sorted(m), v, n % budget + 1, n // budget), strict=True):
+        row = (s.prompt_id, sorted(m), v, n % budget + 1, n // budget, s.step)
+        for col, value in zip(cols, row, strict=True):
             col.append(value)
         if len(cols[0]) >= BATCH:
             yield cols
-            cols = ([], [], [], [], [])
+            cols = ([], [], [], [], [], [])
     if cols[0]:
         yield cols
 
@@ -137,7 +139,8 @@ def score(
         labeler: Labels each completion (`seffi.labelers`); or give ``label_field``.
         label_field: A field of the files holding each sample's strategy id(s).
         strategies: The declared strategy ids (default: the labeler's, or every id the label field names).
-        budget: K, the samples per run (default: the most common number of samples per policy prompt).
+        budget: K, the samples per run (default: the most common number of samples a prompt has in one
+            training step, or in all the files when they record no step).
         fields: Field names overriding detection: id, text, score, step, prompt.
         name: The policy's name in the report.
         say: Where the one-line statements of what was detected go.
@@ -172,7 +175,7 @@ def score(
         raise SeffiError(f"budget must be a positive number of samples, got {k}")
     iid = _base(_Labelled("base", base_paths, fields, label, say), declared)
     prompts = sorted(iid.strategy_sets())
-    missing = sorted(counts.keys() - set(prompts))
+    missing = sorted({pid for _, pid in counts} - set(prompts))
     if missing:
         raise SeffiError(
             f"{len(missing)} policy prompt(s) have no base samples (first: {missing[0]!r}); "
@@ -183,16 +186,24 @@ def score(
     say(f"strategies: {len(declared)} ({shown}); budget K = {k}")
     monitor_options.setdefault("task_name", "files")
     monitor = CoverageMonitor(k, list(declared), iid=iid, oracle=oracle, label=name, **monitor_options)
-    episodes = 0
+    episodes, by_step = 0, StepCurves(declared, k)
     try:
         samples = _Labelled("policy", policy_paths, fields, label, say)
-        for ids, matches, valid, sample, run in _batches(samples, k):
+        for ids, matches, valid, sample, run, steps in _batches(samples, k):
+            valid = np.asarray(valid)
             monitor.update(
-                parse_generation(
-                    ids, matches, monitor.coder, np.asarray(valid), sample_index=sample, run_index=run
-                )
+                parse_generation(ids, matches, monitor.coder, valid, sample_index=sample, run_index=run)
             )
+            by_step.add(steps, ids, matches, valid)
             episodes += len(ids)
+        if by_step.trackers:  # one point per training step, logged at that step before the final log
+            rows = by_step.rows(monitor.env_baselines, n_boot=monitor.n_boot, seed=monitor.seed)
+            for row in rows:
+                monitor.sinks.log(step_scalars(row), step=row["step"])
+            if monitor.out_dir is not None:
+                write_steps(monitor.out_dir, rows, plots=monitor.config.plots)
+            say(f"by training step: {len(rows)} steps (steps.md)")
+            episodes = max(episodes, rows[-1]["step"] + 1)
     except BaseException:  # Ctrl-C, a file changed under us: what was scored is kept, marked interrupted
         monitor.finalize(interrupted=True)
         raise

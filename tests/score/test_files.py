@@ -221,3 +221,46 @@ def test_a_failed_vllm_request_has_no_samples_and_a_bad_body_is_one_error(tmp_pa
     rows[1]["response"] = {"status_code": 200, "body": "oops"}
     with pytest.raises(SeffiError, match=r"b.jsonl:2: 'response' has no body.choices list"):
         list(read_samples([_write(tmp_path / "b.jsonl", rows)]))
+
+
+def test_verl_dumps_give_coverage_and_gain_per_training_step(tmp_path):
+    """{step}.jsonl rollout dumps: each step's C(K) and gain equal the hand count of that step's samples."""
+    base = _draw(seed=4, prompts=10)
+    base_file = _write(tmp_path / "0.jsonl", [dict(r, step=0) for r in verl_layout(base)])
+    steps = {10: _draw(seed=10, prompts=10), 20: _draw(seed=20, prompts=10), 30: _draw(seed=30, prompts=10)}
+    files = [
+        _write(tmp_path / f"{s}.jsonl", [dict(r, step=s) for r in verl_layout(d)]) for s, d in steps.items()
+    ]
+    report = score(
+        files,
+        [base_file],
+        labeler=RUBRIC,
+        out_dir=tmp_path / "out",
+        wandb="disabled",
+        n_boot=20,
+        plots=True,
+        say=lambda _: None,
+    )
+    rows = json.loads((tmp_path / "out" / "steps.json").read_text())["steps"]
+    assert [r["step"] for r in rows] == [10, 20, 30]
+    iid, oracle = _baseline_aucs(base)
+    for row, draws in zip(rows, steps.values(), strict=True):
+        hand = _hand_coverage(draws)
+        assert row["coverage"]["value"] == pytest.approx(hand[-1], abs=1e-12)
+        assert row["coverage"]["lo"] <= row["coverage"]["value"] <= row["coverage"]["hi"]
+        assert row["gain_vs_iid"]["value"] == pytest.approx((hand.mean() - iid) / (oracle - iid), abs=1e-12)
+    logged = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
+    by_step = [r for r in logged if "seffi/by_step/coverage" in r]
+    assert [r["seffi/step"] for r in by_step] == [10, 20, 30]
+    assert (tmp_path / "out" / "plots" / "steps.png").stat().st_size > 0
+    pooled = np.mean([_hand_coverage(d) for d in steps.values()], axis=0)  # every step's runs, pooled
+    np.testing.assert_allclose(report.comparisons[0].policies[0].curves.coverage, pooled, atol=1e-12)
+
+
+def _baseline_aucs(base):
+    from seffi.coverage import IidBaseline, OracleBaseline
+
+    sets = {q: [{s for s in STRATEGIES if s in t.split()} for t, _ in rows] for q, rows in base.items()}
+    iid = IidBaseline.from_samples(sets, strategies=list(STRATEGIES)).curves(K).auc
+    oracle = OracleBaseline({q: {s: {s} for s in STRATEGIES} for q in base}, strategies=list(STRATEGIES))
+    return iid, oracle.curves(K).auc
