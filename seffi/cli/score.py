@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 from seffi.cli import add_output_options
 from seffi.errors import SeffiError
 from seffi.report.run_folder import default_out_dir, prepare_run_folder
 from seffi.score.api import score
-from seffi.score.labels import load_entry_point, load_rubric
+from seffi.score.judge import DEFAULT_TEMPLATE, JudgeLabeler
+from seffi.score.labels import FieldLabels, load_entry_point, load_rubric
 
 FIELDS = ("id", "text", "score", "step", "prompt")
 
@@ -26,10 +29,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--base", metavar="BASE_FILE", nargs="+", required=True, help="the base model's files"
     )
-    how = parser.add_mutually_exclusive_group(required=True)
-    how.add_argument("--labels", metavar="FIELD", help="a field holding each sample's strategy id(s)")
-    how.add_argument("--rubric", metavar="FILE", help="YAML {strategy: regex} with an optional valid: regex")
-    how.add_argument("--labeler", metavar="MODULE:FUNCTION", help="a Python labeler or fn(x, text) -> ids")
+    parser.add_argument("--labels", metavar="FIELD", help="a field holding each sample's strategy id(s)")
+    parser.add_argument(
+        "--rubric", metavar="FILE", help="YAML {strategy: regex} with an optional valid: regex"
+    )
+    parser.add_argument("--labeler", metavar="MODULE:FUNCTION", help="a Python labeler or fn(x, text) -> ids")
+    judge = parser.add_argument_group(
+        "LLM judge",
+        "label with an OpenAI-compatible chat endpoint; with another labeler, report their agreement",
+    )
+    judge.add_argument("--judge", metavar="URL", help="the endpoint's base, e.g. http://localhost:8000/v1")
+    judge.add_argument("--judge-model", metavar="NAME", help="model name (default: the server's first)")
+    judge.add_argument(
+        "--judge-template", metavar="FILE", help="prompt with {strategies} {prompt} {completion}"
+    )
+    judge.add_argument("--judge-cache", metavar="FILE", help=f"answer cache (default {default_cache()})")
+    judge.add_argument("--judge-concurrency", type=int, default=8, metavar="N", help="requests in flight")
+    judge.add_argument("--judge-timeout", type=float, default=60.0, metavar="S", help="seconds per request")
+    judge.add_argument("--max-calls", type=int, metavar="N", help="refuse, before any request, to make more")
     parser.add_argument("--strategies", help="comma-separated declared strategy ids (default: the labeler's)")
     parser.add_argument("--budget", type=int, help="K, samples per run (default: most common per prompt)")
     for name in FIELDS:
@@ -44,14 +61,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(handler=score_command)
 
 
+def default_cache() -> Path:
+    """``$XDG_CACHE_HOME/seffi/judge.sqlite`` (``~/.cache`` without it): answers kept across runs."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "seffi" / "judge.sqlite"
+
+
 def score_command(args: argparse.Namespace) -> int:
     """Handler of ``seffi score``."""
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
+    given = [f for f in ("labels", "rubric", "labeler") if getattr(args, f)]
+    if len(given) > 1 or not (given or args.judge):
+        raise SeffiError(
+            "name one labeler: --labels FIELD, --rubric FILE, --labeler MODULE:FUNCTION or --judge URL"
+        )
     labeler = None
     if args.rubric:
         labeler = load_rubric(args.rubric)
     elif args.labeler:
         labeler = load_entry_point(args.labeler, strategies)
+    compare_with = None
+    if args.judge:
+        other = labeler or (FieldLabels(strategies) if args.labels and strategies else None)
+        if args.labels and not strategies:
+            raise SeffiError("--judge with --labels needs --strategies")
+        declared = strategies or (other.strategies if other is not None else None)
+        if not declared:
+            raise SeffiError("--judge needs the declared strategies: --strategies a,b,c")
+        template = _read(args.judge_template) if args.judge_template else DEFAULT_TEMPLATE
+        labeler = JudgeLabeler(
+            args.judge, declared, model=args.judge_model, template=template,
+            cache=args.judge_cache or default_cache(), concurrency=args.judge_concurrency,
+            timeout=args.judge_timeout,
+        )  # fmt: skip
+        compare_with = (given[0], other) if other is not None else None
+    fields = {name: getattr(args, f"{name}_field") for name in FIELDS}
+    if args.judge and args.labels:  # the field is read for the comparison; the judge labels
+        fields["label"], args.labels = args.labels, None
     if args.budget is not None and args.budget < 1:
         raise SeffiError(f"--budget must be a positive integer, got {args.budget}")
     out = prepare_run_folder(args.out, overwrite=args.overwrite) if args.out else default_out_dir("score")
@@ -62,7 +107,9 @@ def score_command(args: argparse.Namespace) -> int:
         label_field=args.labels,
         strategies=strategies,
         budget=args.budget,
-        fields={name: getattr(args, f"{name}_field") for name in FIELDS},
+        fields=fields,
+        compare_with=compare_with,
+        max_calls=args.max_calls,
         name=args.name,
         say=lambda line: print(line, file=sys.stderr),
         out_dir=out,
@@ -72,3 +119,10 @@ def score_command(args: argparse.Namespace) -> int:
         plots=args.plots,
     )
     return 0
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SeffiError(f"{path}: cannot read the judge template ({exc})") from None

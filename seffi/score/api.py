@@ -8,6 +8,7 @@ stream through a `CoverageMonitor` in batches, each prompt's samples in file ord
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -15,19 +16,23 @@ from typing import Any
 
 import numpy as np
 
+from seffi._io import write_atomic
 from seffi.callbacks.core import CoverageMonitor
 from seffi.coverage import IidBaseline, OracleBaseline
 from seffi.episodes import parse_generation
 from seffi.errors import SeffiError
 from seffi.labelers import Labeler
+from seffi.score.agreement import Agreement
 from seffi.score.files import Layout, Sample, read_samples
-from seffi.score.labels import FieldLabels, sample_labels
+from seffi.score.labels import FieldLabels, label_input, sample_labels
 from seffi.score.steps import StepCurves, step_scalars, write_steps
 
 __all__ = ["score"]
 
 #: Samples per batch handed to the monitor.
 BATCH = 4096
+#: Samples per call of the labeler (the judge asks for a chunk's uncached answers at once).
+LABEL_CHUNK = 1024
 
 
 def _declared_labels(paths: Sequence[Path], fields: dict[str, Any]) -> tuple[str, ...]:
@@ -60,33 +65,52 @@ class _Labelled:
         what: "policy" or "base" (for the statements).
         paths: The files.
         fields: Field names overriding detection.
-        label: ``sample -> (match set, valid, reason it could not be labelled or None)``.
+        label: ``samples -> [(match set, valid, reason it could not be labelled or None)]``.
         say: Where the statements go.
+        agreement: Compares each sample's match set with a second labeler's, or None.
     """
 
     def __init__(
-        self, what: str, paths: Sequence[Path], fields: dict[str, Any], label: Callable, say: Callable
+        self,
+        what: str,
+        paths: Sequence[Path],
+        fields: dict[str, Any],
+        label: Callable,
+        say: Callable,
+        agreement: Agreement | None = None,
     ) -> None:
         self.what, self.paths, self.fields, self.label, self.say = what, paths, fields, label, say
+        self.agreement = agreement
         self.samples, self.unlabelled, self.reason = 0, 0, ""
 
     def __iter__(self) -> Iterator[tuple[Sample, frozenset[str], bool]]:
         layout: Layout | None = None
+        chunk: list[Sample] = []
         for lay, s in read_samples(self.paths, **self.fields):
             if lay is not layout:
                 layout = lay
                 self.say(f"{self.what} files: {lay.describe()}")
-            matches, valid, reason = self.label(s)
-            self.samples += 1
-            if reason is not None:
-                self.unlabelled += 1
-                self.reason = self.reason or reason
-            yield s, matches, valid
+            chunk.append(s)
+            if len(chunk) == LABEL_CHUNK:
+                yield from self._labelled(chunk)
+                chunk = []
+        yield from self._labelled(chunk)
         if self.unlabelled:
             self.say(
                 f"{self.what} files: {self.unlabelled} of {self.samples} samples could not be labelled "
                 f"and match nothing (first: {self.reason})"
             )
+
+    def _labelled(self, chunk: list[Sample]) -> Iterator[tuple[Sample, frozenset[str], bool]]:
+        verdicts = self.label(chunk) if chunk else []
+        if self.agreement is not None and chunk:
+            self.agreement.add([m for m, _, _ in verdicts], chunk)
+        for s, (matches, valid, reason) in zip(chunk, verdicts, strict=True):
+            self.samples += 1
+            if reason is not None:
+                self.unlabelled += 1
+                self.reason = self.reason or reason
+            yield s, matches, valid
 
 
 def _base(samples: _Labelled, strategies: Sequence[str]) -> IidBaseline:
@@ -127,6 +151,8 @@ def score(
     strategies: Sequence[str] | None = None,
     budget: int | None = None,
     fields: dict[str, str | None] | None = None,
+    compare_with: tuple[str, Labeler | FieldLabels] | None = None,
+    max_calls: int | None = None,
     name: str = "policy",
     say: Callable[[str], None] = print,
     **monitor_options: Any,
@@ -142,6 +168,10 @@ def score(
         budget: K, the samples per run (default: the most common number of samples a prompt has in one
             training step, or in all the files when they record no step).
         fields: Field names overriding detection: id, text, score, step, prompt.
+        compare_with: (name, a second labeler) whose match sets are compared with the main labeler's
+            on every sample: Cohen's kappa per strategy, in ``agreement.json`` and one line.
+        max_calls: For a labeler that calls a service (the LLM judge): stop before any call when
+            labelling the files takes more requests than this.
         name: The policy's name in the report.
         say: Where the one-line statements of what was detected go.
         **monitor_options: Passed to `CoverageMonitor`: ``out_dir``, ``wandb``, ``n_boot``, ``seed``, ...
@@ -169,11 +199,27 @@ def score(
         declared, labels = tuple(labeler.strategies), labeler
     label = sample_labels(labels)
     counts = _survey(policy_paths, fields, labels)  # a bad row stops here, before any output exists
+    needed_calls = getattr(labels, "needed_calls", None)
+    if max_calls is not None and needed_calls is not None:
+        pairs = (
+            (label_input(s), s.text)
+            for paths in (base_paths, policy_paths)
+            for _, s in read_samples(paths, **fields)
+        )
+        need = needed_calls(pairs)
+        if need > max_calls:
+            raise SeffiError(
+                f"labelling these files takes {need} requests to the judge (answers not in its cache), "
+                f"more than --max-calls {max_calls}"
+            )
+    agreement = None
+    if compare_with is not None:
+        agreement = Agreement(sample_labels(compare_with[1]), declared, ("labeler", compare_with[0]))
     per_prompt = Counter(counts.values())
     k = int(budget) if budget is not None else max(per_prompt, key=lambda n: (per_prompt[n], n))
     if k < 1:
         raise SeffiError(f"budget must be a positive number of samples, got {k}")
-    iid = _base(_Labelled("base", base_paths, fields, label, say), declared)
+    iid = _base(_Labelled("base", base_paths, fields, label, say, agreement), declared)
     prompts = sorted(iid.strategy_sets())
     missing = sorted({pid for _, pid in counts} - set(prompts))
     if missing:
@@ -188,7 +234,7 @@ def score(
     monitor = CoverageMonitor(k, list(declared), iid=iid, oracle=oracle, label=name, **monitor_options)
     episodes, by_step = 0, StepCurves(declared, k)
     try:
-        samples = _Labelled("policy", policy_paths, fields, label, say)
+        samples = _Labelled("policy", policy_paths, fields, label, say, agreement)
         for ids, matches, valid, sample, run, steps in _batches(samples, k):
             valid = np.asarray(valid)
             monitor.update(
@@ -204,6 +250,15 @@ def score(
                 write_steps(monitor.out_dir, rows, plots=monitor.config.plots)
             say(f"by training step: {len(rows)} steps (steps.md)")
             episodes = max(episodes, rows[-1]["step"] + 1)
+        if agreement is not None:
+            say(agreement.line())
+            if monitor.out_dir is not None:
+                write_atomic(
+                    monitor.out_dir / "agreement.json", json.dumps(agreement.summary(), indent=2) + "\n"
+                )
+        calls = getattr(labels, "calls", None)
+        if calls is not None:
+            say(f"judge: {calls} requests, {labels.cached} answers from its cache")
     except BaseException:  # Ctrl-C, a file changed under us: what was scored is kept, marked interrupted
         monitor.finalize(interrupted=True)
         raise

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ from seffi.errors import SeffiError
 from seffi.labelers import CallableLabeler, Labeler, RegexRubric
 from seffi.score.files import Sample
 
-__all__ = ["FieldLabels", "load_entry_point", "load_rubric", "sample_labels"]
+__all__ = ["FieldLabels", "label_input", "load_entry_point", "load_rubric", "sample_labels"]
 
 
 class FieldLabels:
@@ -94,22 +94,32 @@ def load_entry_point(spec: str, strategies: Iterable[str] | None) -> Labeler:
 Verdict = tuple[frozenset[str], bool, str | None]
 
 
-def sample_labels(labeler: Labeler | FieldLabels) -> Callable[[Sample], Verdict]:
-    """``sample -> (match set, valid, why it could not be labelled or None)``.
+def label_input(s: Sample) -> Any:
+    """What a labeler gets as ``x``: the prompt text where the file has it, else the prompt id."""
+    return s.prompt if s.prompt is not None else s.prompt_id
+
+
+def sample_labels(labeler: Labeler | FieldLabels) -> Callable[[Sequence[Sample]], list[Verdict]]:
+    """``samples -> [(match set, valid, why it could not be labelled or None)]``.
 
     A sample is valid when the labeler says so and the file does not score it incorrect; a text the
-    labeler cannot parse (not a string, empty, too long) matches nothing and is not valid.
+    labeler cannot parse (not a string, empty, too long) matches nothing and is not valid. A labeler
+    with ``label_many`` (the LLM judge) gets each batch in one call.
     """
     if isinstance(labeler, FieldLabels):
-        return lambda s: (labeler(s), s.correct is not False, None)
+        return lambda samples: [(labeler(s), s.correct is not False, None) for s in samples]
+    many = getattr(labeler, "label_many", None)
 
-    def label(s: Sample) -> Verdict:
-        r = labeler(s.prompt if s.prompt is not None else s.prompt_id, s.text)
-        ok = bool(r.parse_ok)
-        return (
-            frozenset(r.strategy_matches),
-            ok and bool(r.valid) and s.correct is not False,
-            None if ok else r.error,
-        )
+    def label(samples: Sequence[Sample]) -> list[Verdict]:
+        pairs = [(label_input(s), s.text) for s in samples]
+        results = many(pairs) if many is not None else [labeler(x, t) for x, t in pairs]
+        return [
+            (
+                frozenset(r.strategy_matches),
+                r.parse_ok and r.valid and s.correct is not False,
+                r.error if not r.parse_ok else None,
+            )
+            for s, r in zip(samples, results, strict=True)
+        ]
 
     return label
