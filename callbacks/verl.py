@@ -1,0 +1,145 @@
+r"""verl integration: a batch reward function that records group coverage while verl trains.
+
+verl's batch reward manager (``reward_model.reward_manager=batch``) calls one function with every
+sample of a training step::
+
+    compute_score(data_sources=..., solution_strs=..., ground_truths=..., extra_infos=..., **reward_kwargs)
+
+and expects one score (a float, or a dict with ``"score"``) per sample. `VerlCoverage.compute_score`
+is that function: it returns the scores of *your* per-sample function (verl's
+``compute_score(data_source, solution_str, ground_truth, extra_info)`` signature) unchanged, and on
+the side labels each solution's strategies and records the step's groups in a `CoverageMonitor`:
+the samples of one prompt (``extra_info[id_key]``, ``"index"`` in verl's data preprocessing scripts)
+in one call form one run of K = ``rollout.n`` samples. The monitor logs ``seffi/*`` every
+``log_every`` steps to its own sinks (W&B offline by default, ``out_dir``) and writes the report when
+the process exits or `close` is called.
+
+Put it in the file ``custom_reward_function.path`` names::
+
+    # my_reward.py
+    from seffi.callbacks.verl import VerlCoverage
+    rubric = {"algebra": r"\bx =", "guess": r"\btry\b"}
+    cov = VerlCoverage(rubric, score=my_score, out_dir="runs/verl")
+    compute_score = cov.compute_score
+
+and run verl with ``reward_model.reward_manager=batch custom_reward_function.path=my_reward.py
+custom_reward_function.name=compute_score``.
+"""
+
+from __future__ import annotations
+
+import atexit
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from seffi.callbacks.core import CoverageMonitor
+from seffi.episodes import parse_generation
+from seffi.errors import SeffiError
+from seffi.labelers import as_labeler
+
+__all__ = ["VerlCoverage"]
+
+
+def _correct(score: Any) -> bool:
+    """A verl score as correctness: ``score > 0`` (a dict's ``"acc"`` if it has one, else ``"score"``)."""
+    if isinstance(score, Mapping):
+        score = score.get("acc", score.get("score"))
+    return bool(score is not None and score > 0)
+
+
+class VerlCoverage:
+    r"""Group coverage of a verl run, recorded by its batch reward function.
+
+    Args:
+        labeler: What reads the strategies off a solution: a `seffi.labelers` labeler, a
+            ``{strategy: regex}`` rubric or a task (see `seffi.labelers.as_labeler`).
+        score: Your per-sample reward, ``score(data_source, solution_str, ground_truth, extra_info)``;
+            its value is returned to verl as it is, and ``> 0`` counts as correct.
+        id_key: The ``extra_info`` key naming each sample's prompt.
+        budget: K, samples per run (default: the group size of the first step, ``rollout.n``).
+        strategies: The declared strategy ids (default: the labeler's).
+        **monitor_options: Passed to `CoverageMonitor` (``iid``, ``oracle``, ``out_dir``, ``wandb``,
+            ``log_every`` in steps, ...).
+
+    Example:
+        >>> cov = VerlCoverage({"loop": r"\bfor\b"}, score=lambda ds, s, gt, ei: float(gt in s),
+        ...                    wandb="disabled", out_dir=None, plots=False)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        labeler: Any,
+        score: Callable[..., Any],
+        *,
+        id_key: str = "index",
+        budget: int | None = None,
+        strategies: Sequence[str] | None = None,
+        **monitor_options: Any,
+    ) -> None:
+        self.labeler = as_labeler(labeler, strategies)
+        self.score, self.id_key, self.budget = score, id_key, budget
+        self.options = {"log_unit": "steps", "log_every": 1, "task_name": "verl", **monitor_options}
+        self.monitor: CoverageMonitor | None = None
+        self.steps = 0
+        self._runs: Counter[str] = Counter()  # groups of each prompt so far: its next run index
+        atexit.register(self.close)
+
+    def _start(self, group_size: int) -> CoverageMonitor:
+        budget = self.budget or group_size
+        self.monitor = CoverageMonitor(budget, list(self.labeler.strategies), **self.options)
+        return self.monitor
+
+    def compute_score(
+        self,
+        data_sources: Sequence[Any],
+        solution_strs: Sequence[str],
+        ground_truths: Sequence[Any],
+        extra_infos: Sequence[Mapping[str, Any]] | None = None,
+        **reward_kwargs: Any,
+    ) -> list[Any]:
+        """The batch reward function verl calls: your scores, with the step's groups recorded aside."""
+        n = len(solution_strs)
+        infos = list(extra_infos) if extra_infos is not None else [{}] * n
+        scores = [
+            self.score(data_sources[i], solution_strs[i], ground_truths[i], infos[i], **reward_kwargs)
+            for i in range(n)
+        ]
+        ids = []
+        for info in infos:
+            if not isinstance(info, Mapping) or info.get(self.id_key) is None:
+                raise SeffiError(
+                    f"a sample's extra_info has no {self.id_key!r} naming its prompt (keys: "
+                    f"{sorted(info) if isinstance(info, Mapping) else type(info).__name__}); set id_key="
+                )
+            ids.append(str(info[self.id_key]))
+        self.record(ids, solution_strs, [_correct(s) for s in scores])
+        return scores
+
+    def record(self, ids: Sequence[str], texts: Sequence[Any], correct: Sequence[bool]) -> None:
+        """Record one training step: each prompt's samples (in order) are one group of runs."""
+        sizes = Counter(ids)
+        monitor = self.monitor or self._start(max(sizes.values()))
+        k = monitor.budget
+        results = [self.labeler(x, t) for x, t in zip(ids, texts, strict=True)]
+        position: Counter[str] = Counter()
+        sample, run = np.empty(len(ids), np.int64), np.empty(len(ids), np.int64)
+        for i, x in enumerate(ids):
+            j = position[x]
+            position[x] += 1
+            sample[i], run[i] = j % k + 1, self._runs[x] + j // k
+        for x, size in sizes.items():
+            self._runs[x] += -(-size // k)  # this step's runs of x, a short last one included
+        matches = [sorted(r.strategy_matches) for r in results]
+        valid = np.array([r.parse_ok and r.valid and c for r, c in zip(results, correct, strict=True)])
+        monitor.update(
+            parse_generation(list(ids), matches, monitor.coder, valid, sample_index=sample, run_index=run)
+        )
+        self.steps += 1
+        monitor.maybe_log(self.steps)
+
+    def close(self) -> Any:
+        """Write the report (idempotent; also runs when the process exits)."""
+        return self.monitor.finalize(step=self.steps) if self.monitor is not None else None
