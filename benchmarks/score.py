@@ -1,0 +1,109 @@
+"""Cost of ``seffi score`` on files of generations: wall time and peak memory as the files grow.
+
+Writes, once per size, a policy file and a base file in the ``rows`` layout (one JSON line per
+completion: ``prompt_id``, ``completion``, ``correct``, ``strategy``) with ``--samples`` completions
+per prompt; a completion is 20-60 filler words with each of the four rubric words present with
+probability 0.3 (so it matches 0-4 strategies), and its ``strategy`` field holds the same labels
+precomputed. Then, each in its own process (``seffi.cli.main``, W&B disabled, no plots), it runs:
+
+* **rubric** — ``seffi score POLICY --base BASE --rubric RUBRIC``: a 4-pattern regex rubric labels
+  every completion of both files;
+* **labels** — ``--labels strategy``: the labels precomputed in the files.
+
+and prints, side by side, the wall seconds, microseconds per policy completion and the child's peak
+resident memory (``ru_maxrss``) per size, then the growth of the per-completion time from the smallest
+size to the largest (linear in the files: 1.0x). Targets at 10^6 completions on 2 cores: rubric
+<= 120 s and <= 1 GB; labels >= 10^6 completions per 30 s.
+
+    python benchmarks/score.py                                 # 10^4, 10^5, 10^6 completions
+    python benchmarks/score.py --sizes 10000,100000 --n-boot 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RUBRIC = {
+    "recursion": r"\brecurs\w*",
+    "memo": r"\bmemo\w*|\bcache\b",
+    "loop": r"\bfor\b[^.\n]*\bin\b",
+    "closed_form": r"\bformula\b|\bclosed form\b",
+}
+HITS = {"recursion": "recursive", "memo": "memoize", "loop": "for each in", "closed_form": "formula"}
+FILLER = "the we then so value list return step first next result compute sum of a number and it is".split()
+
+
+def write_files(folder: Path, completions: int, samples: int, seed: int) -> tuple[Path, Path]:
+    """The policy and the base file of ``completions`` completions each (``samples`` per prompt)."""
+    rng = random.Random(seed)
+    paths = []
+    for name in ("policy", "base"):
+        path = folder / f"{name}-{completions}.jsonl"
+        with path.open("w") as f:
+            for i in range(completions):
+                words = [rng.choice(FILLER) for _ in range(rng.randint(20, 60))]
+                found = [s for s in RUBRIC if rng.random() < 0.3]
+                for s in found:
+                    words.insert(rng.randrange(len(words)), HITS[s])
+                row = {"prompt_id": f"p{i // samples}", "completion": " ".join(words)}
+                row |= {"correct": rng.random() < 0.7, "strategy": found}
+                f.write(json.dumps(row) + "\n")
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+def run(argv: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of ``seffi`` with ``argv`` in a fresh process."""
+    code = (
+        "import resource, sys; from seffi.cli import main; rc = main(sys.argv[1:]); "
+        "print('maxrss', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)"
+    )
+    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"seffi {' '.join(argv)} failed:\n{proc.stderr[-2000:]}")
+    rss = next(line for line in proc.stderr.splitlines() if line.startswith("maxrss "))
+    return wall, int(rss.split()[1]) / 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10000,100000,1000000", help="completions per file")
+    ap.add_argument("--samples", type=int, default=16, help="completions per prompt (K)")
+    ap.add_argument("--n-boot", type=int, default=200, help="bootstrap replicates of the report")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        rubric = folder / "rubric.yaml"
+        rubric.write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in RUBRIC.items()))
+        for n in sizes:
+            policy, base = write_files(folder, n, args.samples, args.seed)
+            common = [str(policy), "--base", str(base), "--wandb", "disabled", "--no-plots", "--n-boot",
+                      str(args.n_boot), "--overwrite"]  # fmt: skip
+            for arm, labeler in (("rubric", ["--rubric", str(rubric)]), ("labels", ["--labels", "strategy"])):
+                wall, rss = run(["score", *common, *labeler, "--out", str(folder / f"out-{arm}-{n}")])
+                rows.append((arm, n, wall, rss))
+    print(f"{'arm':8s} {'completions':>12s} {'wall s':>8s} {'us/completion':>14s} {'max RSS MB':>11s}")
+    for arm, n, wall, rss in rows:
+        print(f"{arm:8s} {n:12,d} {wall:8.1f} {wall / n * 1e6:14.1f} {rss:11.0f}")
+    for arm in ("rubric", "labels"):
+        mine = [r for r in rows if r[0] == arm]
+        growth = (mine[-1][2] / mine[-1][1]) / (mine[0][2] / mine[0][1])
+        print(f"{arm}: per-completion time at {mine[-1][1]:,d} / at {mine[0][1]:,d} = {growth:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
