@@ -51,6 +51,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=int, help="K, samples per run (default: most common per prompt)")
     for name in FIELDS:
         parser.add_argument(f"--{name}-field", dest=f"{name}_field", metavar="NAME", help=f"the {name} field")
+    parser.add_argument(
+        "--ray", nargs="?", type=int, const=2, metavar="WORKERS",
+        help="label and track shards of the prompts in Ray tasks (default 2), merged exactly",
+    )  # fmt: skip
     parser.add_argument("--name", default="policy", help="the policy's name in the report")
     parser.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates per CI")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
@@ -97,6 +101,8 @@ def score_command(args: argparse.Namespace) -> int:
     fields = {name: getattr(args, f"{name}_field") for name in FIELDS}
     if args.judge and args.labels:  # the field is read for the comparison; the judge labels
         fields["label"], args.labels = args.labels, None
+    if args.ray is not None and args.ray < 1:
+        raise SeffiError(f"--ray needs a positive number of workers, got {args.ray}")
     if args.budget is not None and args.budget < 1:
         raise SeffiError(f"--budget must be a positive integer, got {args.budget}")
     out = prepare_run_folder(args.out, overwrite=args.overwrite) if args.out else default_out_dir("score")
@@ -110,6 +116,7 @@ def score_command(args: argparse.Namespace) -> int:
         fields=fields,
         compare_with=compare_with,
         max_calls=args.max_calls,
+        workers=args.ray,
         name=args.name,
         say=lambda line: print(line, file=sys.stderr),
         out_dir=out,

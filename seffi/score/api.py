@@ -8,8 +8,9 @@ stream through a `CoverageMonitor` in batches, each prompt's samples in file ord
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from seffi.coverage import IidBaseline, OracleBaseline
 from seffi.episodes import parse_generation
 from seffi.errors import SeffiError
 from seffi.labelers import Labeler
+from seffi.report.sinks import NullSink
 from seffi.score.agreement import Agreement
 from seffi.score.files import Layout, Sample, read_samples
 from seffi.score.labels import FieldLabels, label_input, sample_labels
@@ -68,6 +70,7 @@ class _Labelled:
         label: ``samples -> [(match set, valid, reason it could not be labelled or None)]``.
         say: Where the statements go.
         agreement: Compares each sample's match set with a second labeler's, or None.
+        shard: ``(index, count)``: label only the prompts of that shard (`shard_of`), or None for all.
     """
 
     def __init__(
@@ -78,9 +81,10 @@ class _Labelled:
         label: Callable,
         say: Callable,
         agreement: Agreement | None = None,
+        shard: tuple[int, int] | None = None,
     ) -> None:
         self.what, self.paths, self.fields, self.label, self.say = what, paths, fields, label, say
-        self.agreement = agreement
+        self.agreement, self.shard = agreement, shard
         self.samples, self.unlabelled, self.reason = 0, 0, ""
 
     def __iter__(self) -> Iterator[tuple[Sample, frozenset[str], bool]]:
@@ -90,16 +94,14 @@ class _Labelled:
             if lay is not layout:
                 layout = lay
                 self.say(f"{self.what} files: {lay.describe()}")
+            if self.shard is not None and shard_of(s.prompt_id, self.shard[1]) != self.shard[0]:
+                continue
             chunk.append(s)
             if len(chunk) == LABEL_CHUNK:
                 yield from self._labelled(chunk)
                 chunk = []
         yield from self._labelled(chunk)
-        if self.unlabelled:
-            self.say(
-                f"{self.what} files: {self.unlabelled} of {self.samples} samples could not be labelled "
-                f"and match nothing (first: {self.reason})"
-            )
+        _say_unlabelled(self.say, self.what, self.unlabelled, self.samples, self.reason)
 
     def _labelled(self, chunk: list[Sample]) -> Iterator[tuple[Sample, frozenset[str], bool]]:
         verdicts = self.label(chunk) if chunk else []
@@ -113,16 +115,102 @@ class _Labelled:
             yield s, matches, valid
 
 
-def _base(samples: _Labelled, strategies: Sequence[str]) -> IidBaseline:
-    sets: dict[str, list[frozenset[str]]] = defaultdict(list)
-    valid: dict[str, list[bool]] = defaultdict(list)
-    for s, m, v in samples:
-        sets[s.prompt_id].append(m)
-        valid[s.prompt_id].append(v)
+def _say_unlabelled(say: Callable, what: str, unlabelled: int, samples: int, reason: str) -> None:
+    if unlabelled:
+        what_happened = "could not be labelled and match nothing"
+        say(f"{what} files: {unlabelled} of {samples} samples {what_happened} (first: {reason})")
+
+
+def _on_ray(plan: dict[str, Any], workers: int) -> list[dict[str, Any]]:
+    """`score_shard` of each of ``workers`` shards as Ray tasks (a local Ray unless one is running)."""
     try:
-        return IidBaseline.from_samples(dict(sets), strategies=list(strategies), valid=dict(valid))
+        import ray
+    except ImportError as exc:
+        raise SeffiError("--ray needs Ray (pip install 'ray[default]')") from exc
+    if not ray.is_initialized():
+        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    task = ray.remote(score_shard)
+    try:
+        return ray.get([task.remote(plan, (i, workers)) for i in range(workers)])
+    except ray.exceptions.RayTaskError as exc:  # a worker's SeffiError is the user's one line
+        if isinstance(exc.cause, SeffiError):
+            raise exc.cause from None
+        raise
+
+
+def shard_of(prompt_id: str, shards: int) -> int:
+    """The shard a prompt belongs to: a hash of its id that is the same in every process."""
+    return int.from_bytes(hashlib.blake2b(prompt_id.encode(), digest_size=8).digest(), "little") % shards
+
+
+def _base_sets(samples: _Labelled) -> dict[str, tuple[list[frozenset[str]], list[bool]]]:
+    """Each prompt's labelled base samples: (match sets, valid)."""
+    out: dict[str, tuple[list[frozenset[str]], list[bool]]] = {}
+    for s, m, v in samples:
+        sets, valid = out.setdefault(s.prompt_id, ([], []))
+        sets.append(m)
+        valid.append(v)
+    return out
+
+
+def _iid(base: dict[str, tuple[list[frozenset[str]], list[bool]]], strategies: Sequence[str]) -> IidBaseline:
+    """The iid baseline of the base samples, prompts in sorted order (the same however they were read)."""
+    keys = sorted(base)
+    try:
+        return IidBaseline.from_samples(
+            {k: base[k][0] for k in keys}, strategies=list(strategies), valid={k: base[k][1] for k in keys}
+        )
     except ValueError as exc:
         raise SeffiError(f"base files: {exc}") from None
+
+
+def _record(samples: _Labelled, budget: int, monitor: CoverageMonitor, by_step: StepCurves) -> int:
+    """Feed the labelled policy samples to ``monitor`` (and per step to ``by_step``); the samples fed."""
+    episodes = 0
+    for ids, matches, valid, sample, run, steps in _batches(samples, budget):
+        valid = np.asarray(valid)
+        monitor.update(
+            parse_generation(ids, matches, monitor.coder, valid, sample_index=sample, run_index=run)
+        )
+        by_step.add(steps, ids, matches, valid)
+        episodes += len(ids)
+    return episodes
+
+
+def score_shard(plan: dict[str, Any], shard: tuple[int, int]) -> dict[str, Any]:
+    """One shard's work in a worker: its prompts' base samples and policy monitor state, labelled here.
+
+    Args:
+        plan: policy, base, fields, labels (the labeler), declared, budget: what `score` decided.
+        shard: (index, count).
+
+    Returns:
+        ``base`` (per prompt: match sets, valid), ``monitor`` (a `CoverageMonitor` state), ``steps``
+        (per training step: a `CoverageTracker` state), ``episodes``, ``unlabelled`` (count, first
+        reason) and ``agreement`` (the confusion counts, or None).
+    """
+    quiet = lambda _: None  # noqa: E731 (the driver says what was detected)
+    label = sample_labels(plan["labels"])
+    second = plan.get("compare_with")
+    agreement = (
+        Agreement(sample_labels(second[1]), plan["declared"], ("labeler", second[0])) if second else None
+    )
+    base = _Labelled("base", plan["base"], plan["fields"], label, quiet, agreement, shard)
+    base_sets = _base_sets(base)
+    monitor = CoverageMonitor(
+        plan["budget"], list(plan["declared"]), sinks=NullSink(), log_every=2**62, task_name=plan["task_name"]
+    )
+    by_step = StepCurves(plan["declared"], plan["budget"])
+    policy = _Labelled("policy", plan["policy"], plan["fields"], label, quiet, agreement, shard)
+    episodes = _record(policy, plan["budget"], monitor, by_step)
+    return {
+        "base": base_sets,
+        "monitor": monitor.state_dict(),
+        "steps": {step: t.state_dict() for step, t in by_step.trackers.items()},
+        "episodes": episodes,
+        "unlabelled": [(p.unlabelled, p.samples, p.reason) for p in (base, policy)],
+        "agreement": None if agreement is None else (agreement.confusion, agreement.same),
+    }
 
 
 def _batches(samples: _Labelled, budget: int) -> Iterator[tuple[list, ...]]:
@@ -153,6 +241,7 @@ def score(
     fields: dict[str, str | None] | None = None,
     compare_with: tuple[str, Labeler | FieldLabels] | None = None,
     max_calls: int | None = None,
+    workers: int | None = None,
     name: str = "policy",
     say: Callable[[str], None] = print,
     **monitor_options: Any,
@@ -170,6 +259,8 @@ def score(
         fields: Field names overriding detection: id, text, score, step, prompt.
         compare_with: (name, a second labeler) whose match sets are compared with the main labeler's
             on every sample: Cohen's kappa per strategy, in ``agreement.json`` and one line.
+        workers: Shard the prompts over this many Ray tasks, which label and track their shard; the
+            driver merges their trackers exactly (the same numbers as one process).
         max_calls: For a labeler that calls a service (the LLM judge): stop before any call when
             labelling the files takes more requests than this.
         name: The policy's name in the report.
@@ -219,8 +310,33 @@ def score(
     k = int(budget) if budget is not None else max(per_prompt, key=lambda n: (per_prompt[n], n))
     if k < 1:
         raise SeffiError(f"budget must be a positive number of samples, got {k}")
-    iid = _base(_Labelled("base", base_paths, fields, label, say, agreement), declared)
-    prompts = sorted(iid.strategy_sets())
+    plan = dict(
+        policy=policy_paths, base=base_paths, fields=fields, labels=labels, declared=declared, budget=k
+    )
+    monitor_options.setdefault("task_name", "files")
+    plan |= {"compare_with": compare_with, "task_name": monitor_options["task_name"]}
+    results = _on_ray(plan, workers) if workers else None
+    if results is None:
+        base_sets = _base_sets(_Labelled("base", base_paths, fields, label, say, agreement))
+    else:
+        for what, paths in (("base", base_paths), ("policy", policy_paths)):
+            say(f"{what} files: {next(read_samples(paths, **fields))[0].describe()}")
+        base_sets = {p: v for r in results for p, v in r["base"].items()}
+        for what, i in (("base", 0), ("policy", 1)):
+            parts = [r["unlabelled"][i] for r in results]
+            _say_unlabelled(
+                say,
+                what,
+                sum(p[0] for p in parts),
+                sum(p[1] for p in parts),
+                next((p[2] for p in parts if p[2]), ""),
+            )
+        if agreement is not None:
+            for r in results:
+                agreement.confusion += r["agreement"][0]
+                agreement.same += r["agreement"][1]
+    iid = _iid(base_sets, declared)
+    prompts = sorted(base_sets)
     missing = sorted({pid for _, pid in counts} - set(prompts))
     if missing:
         raise SeffiError(
@@ -232,16 +348,16 @@ def score(
     say(f"strategies: {len(declared)} ({shown}); budget K = {k}")
     monitor_options.setdefault("task_name", "files")
     monitor = CoverageMonitor(k, list(declared), iid=iid, oracle=oracle, label=name, **monitor_options)
-    episodes, by_step = 0, StepCurves(declared, k)
+    by_step = StepCurves(declared, k)
     try:
-        samples = _Labelled("policy", policy_paths, fields, label, say, agreement)
-        for ids, matches, valid, sample, run, steps in _batches(samples, k):
-            valid = np.asarray(valid)
-            monitor.update(
-                parse_generation(ids, matches, monitor.coder, valid, sample_index=sample, run_index=run)
+        if results is None:
+            episodes = _record(
+                _Labelled("policy", policy_paths, fields, label, say, agreement), k, monitor, by_step
             )
-            by_step.add(steps, ids, matches, valid)
-            episodes += len(ids)
+        else:  # the workers' trackers, merged exactly
+            monitor.load_states([r["monitor"] for r in results])
+            by_step.merge([r["steps"] for r in results])
+            episodes = sum(r["episodes"] for r in results)
         if by_step.trackers:  # one point per training step, logged at that step before the final log
             rows = by_step.rows(monitor.env_baselines, n_boot=monitor.n_boot, seed=monitor.seed)
             for row in rows:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,16 @@ class StepCurves:
                     run_index=n // self.budget,
                 )
             )
+
+    def merge(self, states: Sequence[Mapping[int, Any]]) -> None:
+        """Add the step trackers of other processes (``{step: CoverageTracker state}`` each), exactly."""
+        for part in states:
+            for step, state in part.items():
+                other = CoverageTracker.from_state_dict(state)
+                if step in self.trackers:
+                    self.trackers[step].merge(other)
+                else:
+                    self.trackers[step] = other
 
     def rows(self, baselines: EnvBaselines, *, n_boot: int, seed: int) -> list[dict[str, Any]]:
         """Per step, in step order: prompts, samples, C(K), AUC, gain vs iid and valid@K with intervals."""
