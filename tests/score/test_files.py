@@ -264,3 +264,20 @@ def _baseline_aucs(base):
     iid = IidBaseline.from_samples(sets, strategies=list(STRATEGIES)).curves(K).auc
     oracle = OracleBaseline({q: {s: {s} for s in STRATEGIES} for q in base}, strategies=list(STRATEGIES))
     return iid, oracle.curves(K).auc
+
+
+def test_files_are_streamed_row_by_row_never_loaded_whole(tmp_path):
+    """A 40 MB file is read with a peak of allocations far below its size (one row at a time)."""
+    import tracemalloc
+
+    path = tmp_path / "big.jsonl"
+    text = "for " * 2_500  # 10 KB per completion
+    with path.open("w") as f:
+        for i in range(4_000):
+            f.write(json.dumps({"prompt_id": f"p{i % 100}", "completion": text, "correct": True}) + "\n")
+    assert path.stat().st_size > 40e6
+    tracemalloc.start()
+    n = sum(1 for _ in read_samples([path]))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert n == 4_000 and peak < 1e6
