@@ -26,8 +26,6 @@ from seffi.report.run_folder import fresh_out_dir
 from seffi.report.schema import Comparison, Report
 from seffi.report.wandb_run import Mode, SafeWandbRun, display_path, wandb_mode
 
-METRICS_JSONL = "metrics.jsonl"
-SNAPSHOTS_JSONL = "snapshots.jsonl"
 TRACKER_STATE_JSON = "tracker_state.json"
 
 
@@ -69,7 +67,6 @@ class LocalSink:
         self.out_dir = Path(out_dir)
         self.plots = plots
         self.files: dict[str, Path] = {}
-        self.latest: dict[str, Any] = {}
         self._handles: dict[Path, Any] = {}  # path -> open text file (append mode)
         try:
             self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -81,12 +78,12 @@ class LocalSink:
     @property
     def metrics_path(self) -> Path:
         """Path of metrics.jsonl."""
-        return self.out_dir / METRICS_JSONL
+        return self.out_dir / "metrics.jsonl"
 
     @property
     def snapshots_path(self) -> Path:
         """Path of snapshots.jsonl."""
-        return self.out_dir / SNAPSHOTS_JSONL
+        return self.out_dir / "snapshots.jsonl"
 
     def _append(self, path: Path, record: Mapping[str, Any]) -> None:
         line = json.dumps(record, sort_keys=True, default=json_default)
@@ -108,7 +105,6 @@ class LocalSink:
         """Append one record (all steps kept, in call order, even out-of-order ones)."""
         record = {keys.STEP_KEY: int(step), **data}
         self._append(self.metrics_path, record)
-        self.latest.update(record)
 
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
         """Append the whole comparison (curves as lists) to snapshots.jsonl."""
@@ -174,11 +170,7 @@ class WandbSink:
         log_images: bool = True,
         **run_kwargs: Any,
     ) -> None:
-        if (
-            isinstance(log_curves_every, bool)
-            or not isinstance(log_curves_every, int)
-            or log_curves_every < 1
-        ):
+        if type(log_curves_every) is not int or log_curves_every < 1:
             raise SeffiError(f"log_curves_every must be a positive int, got {log_curves_every!r}")
         self.run = run if run is not None else SafeWandbRun(mode=mode, **run_kwargs)
         self.log_curves_every = log_curves_every
@@ -268,36 +260,34 @@ class MultiSink:
         """The first [`WandbSink`][seffi.report.WandbSink], if any."""
         return next((s for s in self.sinks if isinstance(s, WandbSink)), None)
 
+    def _each(self, method: str, *args: Any, **kwargs: Any) -> None:
+        """Call ``method`` on every sink that has it, in order."""
+        for s in self.sinks:
+            call = getattr(s, method, None)
+            if call is not None:
+                call(*args, **kwargs)
+
     def log(self, data: Mapping[str, Any], step: int) -> None:
         """Log to every sink."""
-        for s in self.sinks:
-            s.log(data, step)
+        self._each("log", data, step)
 
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
         """Snapshot to every sink."""
-        for s in self.sinks:
-            s.log_snapshot(comparison, step, scope)
+        self._each("log_snapshot", comparison, step, scope)
 
     def log_final_curves(
         self, comparison: Comparison, step: int | None = None, scope: str | None = None, *, image: bool = True
     ) -> None:
         """The final coverage chart, to every sink that draws one (`WandbSink.log_final_curves`)."""
-        for s in self.sinks:
-            final = getattr(s, "log_final_curves", None)
-            if final is not None:
-                final(comparison, step, scope, image=image)
+        self._each("log_final_curves", comparison, step, scope, image=image)
 
     def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
         """Finish every sink (the local one first)."""
-        for s in self.sinks:
-            s.finish(report, tracker_state)
+        self._each("finish", report, tracker_state)
 
     def checkpoint(self, report: Report, tracker_state: Mapping[str, Any]) -> None:
         """Checkpoint every sink that keeps files (the local one)."""
-        for s in self.sinks:
-            save = getattr(s, "checkpoint", None)
-            if save is not None:
-                save(report, tracker_state)
+        self._each("checkpoint", report, tracker_state)
 
 
 class NullSink:
@@ -443,7 +433,12 @@ def closing_lines(
         earlier) when it did.
     """
     run = wandb.run if isinstance(wandb, WandbSink) else wandb
-    lines = [f"{prefix}{line}" for line in _caveat_lines(out_dir, report)]
+    if report is None and out_dir is not None and (Path(out_dir) / "report.json").is_file():
+        try:
+            report = load_report(out_dir)
+        except Exception:  # a closing message never fails a finished run
+            report = None
+    lines = [f"{prefix}{line}" for line in ([] if report is None else console_lines(report))]
     if out_dir is not None:
         timing = f"; {seconds:.1f} s" if seconds is not None else ""
         lines.append(f"{prefix}run folder: {display_path(out_dir)}  ({contents}{timing})")
@@ -453,13 +448,3 @@ def closing_lines(
     elif run is not None and run.mode != "disabled" and run.failed:
         lines.append(f"{prefix}W&B logging failed (see the warning above); the run folder has everything")
     return lines
-
-
-def _caveat_lines(out_dir: str | Path | None, report: Report | None) -> list[str]:
-    """`seffi.report.caveats.console_lines` of ``report`` (or of ``out_dir/report.json``)."""
-    if report is None and out_dir is not None and (Path(out_dir) / "report.json").is_file():
-        try:
-            report = load_report(out_dir)
-        except Exception:  # a closing message never fails a finished run
-            return []
-    return [] if report is None else console_lines(report)
