@@ -45,16 +45,7 @@ if TYPE_CHECKING:
 STYLE: dict[str, Any] = {
     # Points, at 100 dpi.
     "font": {"title": 12.5, "panel": 11.0, "label": 11.0, "tick": 10.0, "legend": 9.5, "note": 9.0},
-    "policy_colors": (
-        "tab:blue",
-        "tab:orange",
-        "tab:green",
-        "tab:red",
-        "tab:purple",
-        "tab:brown",
-        "tab:olive",
-        "tab:cyan",
-    ),
+    "policy_colors": tuple(f"tab:{c}" for c in "blue orange green red purple brown olive cyan".split()),
     "policy": {"linestyle": "-", "linewidth": 2.2},
     "iid": {"color": "0.35", "linestyle": ":", "linewidth": 2.4},
     "oracle": {"color": "black", "linestyle": "--", "linewidth": 1.7},
@@ -108,11 +99,6 @@ def styled_sets(comparison: Comparison) -> list[tuple[CurveSet, dict[str, Any]]]
         out.append((c, role_style(c, n_policy)))
         n_policy += c.role == "policy" and not is_sanity(c)
     return out
-
-
-def policy_styles(comparison: Comparison) -> dict[str, dict[str, Any]]:
-    """``{policy label: line style}``, the styles `styled_sets` gives the policies."""
-    return {c.label: s for c, s in styled_sets(comparison) if c.role == "policy"}
 
 
 def legend_label(c: CurveSet) -> str:
@@ -176,12 +162,6 @@ def legend_below(fig: Figure | SubFigure, handles: Sequence[Any], labels: Sequen
     fig.legend(handles, labels, loc="outside lower center", ncols=ncols, fontsize=size, frameon=False)
 
 
-def axes_legend_below(fig: Figure, ax: Axes) -> None:
-    """`legend_below` with the labelled artists of ``ax``."""
-    handles, labels = ax.get_legend_handles_labels()
-    legend_below(fig, handles, labels)
-
-
 def k_ticks(budget: int, every_up_to: int, most: int) -> list[int]:
     """Ticks of a budget axis 1..K: every k up to ``every_up_to``, else 1 and a round step's multiples.
 
@@ -195,13 +175,7 @@ def k_ticks(budget: int, every_up_to: int, most: int) -> list[int]:
 
 
 def budget_axis(ax: Axes, budget: int, *, narrow: bool = False) -> None:
-    """The budget axis: range 1..K, a tick at every k up to K = 16 (about 8 beyond), a light grid.
-
-    Args:
-        ax: the axes.
-        budget: K.
-        narrow: a panel under ~4 in wide: every k up to K = 8, about 5 ticks beyond.
-    """
+    """Axis 1..K, light grid; a tick at each k up to K = 16, ~8 beyond (``narrow``, < 4 in: 8 and ~5)."""
     ax.set_xlim(0.5, budget + 0.5)
     ax.set_xticks(k_ticks(budget, 8, 5) if narrow else k_ticks(budget, 16, 8))
     ax.grid(True, alpha=0.3)
@@ -240,17 +214,8 @@ _SAVE_RC = {
 _Bound = Sequence[float | None] | None
 
 
-def _figure(
-    nrows: int = 1, ncols: int = 1, size: tuple[float, float] = (7.0, 4.5)
-) -> tuple[Figure, np.ndarray]:
-    """A Figure on its own Agg canvas with an ``(nrows, ncols)`` grid of axes."""
-    fig = _blank_figure(size)
-    axes = fig.subplots(nrows, ncols, squeeze=False)
-    return fig, axes
-
-
-def _blank_figure(size: tuple[float, float]) -> Figure:
-    # Figure() + Agg canvas (not pyplot): no global state, no GUI, safe in worker threads.
+def _figure(size: tuple[float, float] = (7.0, 4.5)) -> Figure:
+    """An empty Figure on its own Agg canvas (not pyplot: no global state, no GUI, thread-safe)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -267,18 +232,7 @@ def _a(values: Sequence[float | None] | None) -> np.ndarray:
 
 
 def _band(ax: Any, k: Sequence[int], lo: _Bound, hi: _Bound, color: str) -> bool:
-    """Shade a curve's CI between ``lo`` and ``hi`` over the budgets ``k`` (gaps where a bound is null).
-
-    Args:
-        ax: The matplotlib axes.
-        k: The budgets, shape (K,).
-        lo: The interval's lower bound per budget, shape (K,); None when the curve has no interval.
-        hi: The upper bound, likewise.
-        color: The curve's colour.
-
-    Returns:
-        Whether a band was drawn (not when either bound is None).
-    """
+    """Shade a curve's CI between ``lo`` and ``hi``, shape (K,) (gaps at nulls); False without an interval."""
     if lo is None or hi is None:
         return False
     ax.fill_between(k, _a(lo), _a(hi), color=color, alpha=STYLE["band_alpha"], linewidth=0)
@@ -445,7 +399,7 @@ def plot_barcode(
     """
     rows = barcode.matrix[:max_rows]
     width = max((len(r) for r in rows), default=1)
-    fig = _blank_figure(_barcode_size(1, width, len(rows)))
+    fig = _figure(_barcode_size(1, width, len(rows)))
     ax = fig.subplots()
     colors = strategy_colors(barcode.strategies)
     _draw_barcode(ax, barcode, colors, max_rows, ylabels=True)
@@ -477,7 +431,7 @@ def plot_barcodes(comparison: Comparison, *, max_rows: int = BARCODE_ROWS) -> Fi
     same_rows = all(b.input_ids[:max_rows] == bars[0].input_ids[:max_rows] for b in bars)
     width = max(max((len(r) for r in b.matrix[:max_rows]), default=1) for b in bars)
     n_rows = max(len(b.matrix[:max_rows]) for b in bars)
-    fig = _blank_figure(_barcode_size(len(bars), width, n_rows))
+    fig = _figure(_barcode_size(len(bars), width, n_rows))
     axes = fig.subplots(1, len(bars), squeeze=False, sharey=same_rows)[0]
     notes = [
         _rows_note(len(b.matrix[:max_rows]), len(b.matrix), p.curves.n_runs)
@@ -568,7 +522,7 @@ def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
     bins: list[str] = data["bins"]
     n = len(bins)
     has_delta = bool(data["delta"])
-    fig = _blank_figure((max(7.0, 1.9 * n + 1.2), 7.8 if has_delta else 4.6))
+    fig = _figure((max(7.0, 1.9 * n + 1.2), 7.8 if has_delta else 4.6))
     top_fig, bottom_fig = fig.subfigures(2, 1, height_ratios=[1.2, 1.0]) if has_delta else (fig, None)
     facets = top_fig.subplots(1, n, sharey=True, squeeze=False)[0]
     K = comparison.budget
@@ -679,7 +633,8 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
                 if not is_sanity(pol.curves) and pol.label not in colors:
                     colors[pol.label] = policy_color(len(colors))
     runs = list(reports)
-    fig, axes = _figure(len(tasks), len(runs), size=(max(7.0, 0.9 + 3.5 * len(runs)), 1.6 + 2.7 * len(tasks)))
+    fig = _figure((max(7.0, 0.9 + 3.5 * len(runs)), 1.6 + 2.7 * len(tasks)))
+    axes = fig.subplots(len(tasks), len(runs), squeeze=False)
     legend: dict[str, object] = {}
     for row, task in enumerate(tasks):
         for col, run in enumerate(runs):
@@ -763,8 +718,8 @@ def plot_gain_vs_step(comparison: Comparison) -> Figure | None:
     steps = np.array([s for s, _ in series if s is not None], dtype=np.float64)
     spacing = float(np.median(np.diff(steps))) if steps.size > 1 else max(1.0, float(steps[0]))
     xs = [float(s) if s is not None else float(steps[-1] + spacing) for s, _ in series]
-    fig, axes = _figure(size=(7.0, 4.6))
-    ax = axes[0, 0]
+    fig = _figure((7.0, 4.6))
+    ax = fig.subplots()
     val, lo, hi, missing = [], [], [], []
     for _step, pol in series:
         g = pol.gain
@@ -841,8 +796,8 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
         comparison: the comparison to draw.
         valid: draw valid-only coverage instead of raw coverage.
     """
-    fig, axes = _figure(size=(7.0, 5.0))
-    ax = axes[0, 0]
+    fig = _figure((7.0, 5.0))
+    ax = fig.subplots()
     gains = {id(p.curves): _gain_text(p) for p in comparison.policies}
     series = eval_series(comparison)
     # Earlier evaluations of a series: a stack of overlapping CI bands is unreadable, so no bands.
@@ -931,8 +886,8 @@ def _mark_extrapolated(ax: Any, c: CurveSet, y: Sequence[float | None], style: d
 
 def plot_novelty(comparison: Comparison) -> Figure:
     """Marginal novelty N(i) = Pr[sample i reveals a new strategy] (expected new count if that is all)."""
-    fig, axes = _figure(size=(7.0, 4.8))
-    ax = axes[0, 0]
+    fig = _figure((7.0, 4.8))
+    ax = fig.subplots()
     for c, style in styled_sets(comparison):
         y = c.novelty if c.novelty is not None else c.expected_new
         if y is None:
@@ -943,7 +898,7 @@ def plot_novelty(comparison: Comparison) -> Figure:
     ax.set_ylabel("novelty N(i) = Pr[sample i is new]")
     ax.set_ylim(bottom=-0.02)
     budget_axis(ax, comparison.budget)
-    axes_legend_below(fig, ax)
+    legend_below(fig, *ax.get_legend_handles_labels())
     suptitle(fig, title(comparison, "marginal novelty"))
     return finish(fig)
 
@@ -986,7 +941,8 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
     """
     styled = styled_sets(comparison)
     groups = _tau_groups([c for c, _ in styled], taus, comparison.num_strategies)
-    fig, axes = _figure(1, len(groups) + 1, size=(min(10.0, 4.0 * (len(groups) + 1)), 4.8))
+    fig = _figure((min(10.0, 4.0 * (len(groups) + 1)), 4.8))
+    axes = fig.subplots(1, len(groups) + 1, squeeze=False)
     names = [" = ".join(f"T({tau:g})" for tau in g) for g in groups]
     legend: dict[str, Any] = {}
     for ax, group, name in zip(axes[0, :-1], groups, names, strict=True):
@@ -1050,8 +1006,8 @@ def plot_valid_vs_raw(comparison: Comparison) -> Figure:
     coverage earned by incorrect solutions. The legend names samplers by colour (with their valid
     rate); a corner note says what the two line styles mean.
     """
-    fig, axes = _figure(size=(7.0, 5.0))
-    ax = axes[0, 0]
+    fig = _figure((7.0, 5.0))
+    ax = fig.subplots()
     handles: list[Any] = []
     labels: list[str] = []
     for c, style in styled_sets(comparison):
@@ -1082,9 +1038,9 @@ def plot_latent(comparison: Comparison) -> Figure | None:
     latents = [(p, p.latent) for p in comparison.policies if p.latent is not None]
     if not latents:
         return None
-    styles = policy_styles(comparison)
-    fig, axes = _figure(size=(7.0, 4.8))
-    ax = axes[0, 0]
+    styles = {c.label: s for c, s in styled_sets(comparison) if c.role == "policy"}
+    fig = _figure((7.0, 4.8))
+    ax = fig.subplots()
     for pol, lat in latents:
         style = styles[pol.label]  # the policy's colour and line in every plot
         codes = "" if lat.num_codes is None else f" ({lat.num_codes} codes)"
@@ -1095,7 +1051,7 @@ def plot_latent(comparison: Comparison) -> Figure | None:
     ax.set_ylabel("latent-code coverage (distinct z / #codes)")
     ax.set_ylim(-0.02, 1.05)
     budget_axis(ax, comparison.budget)
-    axes_legend_below(fig, ax)
+    legend_below(fig, *ax.get_legend_handles_labels())
     suptitle(fig, title(comparison, "router latent-code coverage, a diagnostic"))
     return finish(fig)
 
