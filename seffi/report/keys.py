@@ -27,11 +27,6 @@ def _key(name: str, scope: str | None = None) -> str:
     return f"{PREFIX}/{name}"
 
 
-def _fmt_number(value: float) -> str:
-    """Format a threshold like 0.8 or 1.0 the same way everywhere (``repr`` of the float)."""
-    return repr(float(value))
-
-
 def step_key(scope: str | None = None) -> str:
     """``seffi/step``, or a scoped stream's own step metric ``seffi/<scope>/step``.
 
@@ -42,23 +37,10 @@ def step_key(scope: str | None = None) -> str:
 
 
 def log_spaced_ks(budget: int) -> list[int]:
-    """Budgets at which scalars are logged: powers of two below ``budget``, then ``budget`` itself.
-
-    Args:
-        budget: the per-input budget K (>= 1).
-
-    Returns:
-        Sorted distinct ints, e.g. ``log_spaced_ks(10) == [1, 2, 4, 8, 10]``.
-    """
+    """Budgets at which scalars are logged: the powers of two below ``budget``, then ``budget``."""
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValueError(f"budget K must be a positive int, got {budget!r}")
-    ks: list[int] = []
-    k = 1
-    while k < budget:
-        ks.append(k)
-        k *= 2
-    ks.append(budget)
-    return ks
+    return [2**e for e in range((budget - 1).bit_length())] + [budget]
 
 
 def metric_key(name: str, k: int | None = None, scope: str | None = None) -> str:
@@ -110,7 +92,7 @@ def full_coverage_key(budget: int, scope: str | None = None) -> str:
 
 def time_to_coverage_key(tau: float, scope: str | None = None, stat: str = "median") -> str:
     """``seffi/time_to_coverage/tau=<tau>/<stat>`` (stat: median, restricted_mean, censored)."""
-    return f"{metric_key('time_to_coverage', scope=scope)}/tau={_fmt_number(tau)}/{stat}"
+    return f"{metric_key('time_to_coverage', scope=scope)}/tau={float(tau)!r}/{stat}"
 
 
 def novelty_key(i: int, scope: str | None = None) -> str:
@@ -161,9 +143,7 @@ def curves_key(name: str, scope: str | None = None) -> str:
 
 
 def _get(curves: Any, name: str) -> Any:
-    if isinstance(curves, Mapping):
-        return curves.get(name)
-    return getattr(curves, name, None)
+    return curves.get(name) if isinstance(curves, Mapping) else getattr(curves, name, None)
 
 
 def _at(values: Any, i: int) -> float | None:
