@@ -108,18 +108,15 @@ class LocalSink:
 
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
         """Append the whole comparison (curves as lists) to snapshots.jsonl."""
-        self._append(
-            self.snapshots_path,
-            {"step": int(step), "scope": scope, "comparison": comparison.model_dump(mode="json")},
-        )
+        record = {"step": int(step), "scope": scope, "comparison": comparison.model_dump(mode="json")}
+        self._append(self.snapshots_path, record)
 
     def _write_state(self, tracker_state: Mapping[str, Any]) -> None:
         path = self.out_dir / TRACKER_STATE_JSON
         try:
             write_atomic(path, dumps_state(tracker_state))
         except OSError as exc:
-            reason = exc.strerror or exc
-            raise SeffiError(f"cannot write {TRACKER_STATE_JSON} to {self.out_dir}: {reason}") from exc
+            raise SeffiError(f"cannot write {path}: {exc.strerror or exc}") from exc
         self.files[TRACKER_STATE_JSON] = path
 
     def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
@@ -367,7 +364,7 @@ def default_sinks(
         run: an existing ``wandb`` run (or [`SafeWandbRun`][seffi.report.SafeWandbRun]) to log into.
         log_curves_every: see [`WandbSink`][seffi.report.WandbSink].
         plots: render PNGs into ``out_dir`` at ``finish``.
-        **run_kwargs: ``project``, ``dir``, ``name``, ``group``, ``job_type``, ``config``.
+        **run_kwargs: ``wandb.init`` arguments (``project``, ``dir``, ``name``, ...).
     """
     sinks: list[Sink] = [LocalSink(out_dir, plots=plots)]
     if isinstance(run, SafeWandbRun) or wandb != "disabled":
@@ -386,19 +383,15 @@ def own_sinks(
 ) -> tuple[Path, Sink]:
     """(folder, sinks) of a callback that makes its own: `default_sinks` in a fresh folder.
 
-    Args:
-        out_dir: The user's folder (a folder holding a seffi run gets ``-2``, ``-3``, ...; see
-            [`seffi.report.run_folder.fresh_out_dir`][seffi.report.fresh_out_dir]), or None for
-            ``runs/seffi-<timestamp>``.
-        wandb: W&B mode (None: ``WANDB_MODE`` if set, else offline).
-        plots: Render PNG plots at the end.
-        wandb_kwargs: Extra ``wandb.init`` arguments.
-        reuse: Write into ``out_dir`` even though it holds a run (a resumed run continues its folder).
+    ``out_dir`` None gives ``runs/seffi-<timestamp>``, a folder holding a seffi run ``-2``, ``-3``, ...
+    ([`fresh_out_dir`][seffi.report.fresh_out_dir]) unless ``reuse`` (a resumed run continues its folder);
+    ``wandb`` None reads ``WANDB_MODE``, else offline.
     """
     folder = Path(out_dir) if reuse and out_dir is not None else fresh_out_dir(out_dir)
     # The caller decides which logs are curve snapshots: every snapshot it sends is one.
-    mode = wandb_mode(wandb)
-    sinks = default_sinks(folder, wandb=mode, log_curves_every=1, plots=plots, **dict(wandb_kwargs))
+    sinks = default_sinks(
+        folder, wandb=wandb_mode(wandb), log_curves_every=1, plots=plots, **dict(wandb_kwargs)
+    )
     return folder, sinks
 
 
@@ -419,18 +412,15 @@ def closing_lines(
 
     Args:
         out_dir: The local report folder (None: no folder line).
-        wandb: The run's W&B sink or [`SafeWandbRun`][seffi.report.SafeWandbRun] (None: W&B was off or not
-            seffi's).
+        wandb: The run's W&B sink or [`SafeWandbRun`][seffi.report.SafeWandbRun] (None: none of seffi's).
         contents: What the folder holds, in words.
         seconds: Wall time, added to the folder line when given.
         prefix: Put before each line (the adapters use ``"[seffi] "`` inside a training log).
-        report: The final report, for its caveats ([`seffi.report.caveats`][seffi.report.caveats]); None reads
-            ``out_dir/report.json`` when there is one.
+        report: The final report, for its caveats; None reads ``out_dir/report.json`` when there is one.
 
     Returns:
-        The caveat warnings (a gain with no room to mean anything, infeasible strategies), the folder,
-        then ``wandb sync ...`` for an offline run, or one line saying W&B failed (its warning came
-        earlier) when it did.
+        The caveat warnings, the folder, then ``wandb sync ...`` for an offline run, or one line saying
+        W&B failed (its warning came earlier) when it did.
     """
     run = wandb.run if isinstance(wandb, WandbSink) else wandb
     if report is None and out_dir is not None and (Path(out_dir) / "report.json").is_file():
