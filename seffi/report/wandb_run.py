@@ -39,9 +39,7 @@ def wandb_mode_from_env() -> str | None:
 
 def wandb_mode(mode: str | None = None) -> str:
     """The W&B mode to use: ``mode`` when given, else ``WANDB_MODE``, else offline (never online unasked)."""
-    if mode is not None:
-        return mode
-    return wandb_mode_from_env() or "offline"
+    return mode if mode is not None else wandb_mode_from_env() or "offline"
 
 
 #: Seconds an online ``wandb.init`` may take before W&B is given up for the run (W&B's own default
