@@ -14,8 +14,7 @@ from typing import Any
 
 from seffi.errors import SeffiError
 from seffi.report.files import load_report
-from seffi.report.plots import plot_compare, save_figure
-from seffi.report.plots import check_overlay
+from seffi.report.plots import check_overlay, plot_compare, save_figure
 from seffi.report.run_folder import prepare_run_folder
 
 COMPARE_PNG = "compare.png"
