@@ -67,7 +67,7 @@ def main(args: Args) -> None:
 def gain_lines(out: str) -> list[str]:
     """The evaluated gain vs iid with its 95% CI, per evaluation (the numbers of the report's table)."""
     from seffi.report import load_report
-    from seffi.report.plots_compare import eval_series
+    from seffi.report.plots import eval_series
 
     (comp,) = load_report(out).comparisons
     lines = ["gain vs iid [95% CI] per evaluation (0 = iid, 1 = oracle):"]

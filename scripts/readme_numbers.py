@@ -175,7 +175,7 @@ def lane_table(reports: dict[str, Any]) -> str:
 
 def sb3_eval_text(report: Any, seconds: float, stated: float | None) -> str:
     """The sentence on the SB3 evaluation example (the time kept while within tolerance)."""
-    from seffi.report.plots_compare import eval_series
+    from seffi.report.plots import eval_series
 
     (comp,) = report.comparisons
     series = eval_series(comp)

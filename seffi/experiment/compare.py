@@ -1,7 +1,7 @@
 """``seffi compare DIR...``: several saved runs in one figure and one table.
 
 Each run folder holds a report.json (`seffi.report.schema`). The figure
-([`seffi.report.plots.plot_compare`][seffi.report.plots_compare.plot_compare]) has one panel per task found in
+([`seffi.report.plots.plot_compare`][seffi.report.plots.plot_compare]) has one panel per task found in
 any run; a panel overlays every run's policy coverage curves with their CI bands (line style per run) and each
 run's own iid and oracle curves (runs may use other priors). Runs that measured a task at different budgets K
 are refused with one line. The table lists, per task, run and policy, AUC@K and gain vs iid with their CIs.
@@ -14,8 +14,7 @@ from typing import Any
 
 from seffi.errors import SeffiError
 from seffi.report.files import load_report
-from seffi.report.plots import plot_compare, save_figure
-from seffi.report.plots_compare import check_overlay
+from seffi.report.plots import check_overlay, plot_compare, save_figure
 from seffi.report.run_folder import prepare_run_folder
 
 COMPARE_PNG = "compare.png"

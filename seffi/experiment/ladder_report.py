@@ -14,7 +14,7 @@ import numpy as np
 from seffi import __version__
 from seffi._io import write_atomic, write_figure
 from seffi.experiment.summary import SUMMARY_HEADER, summary_rows
-from seffi.report.plots_style import budget_axis, finish, font, legend_label, styled_sets
+from seffi.report.plots import budget_axis, finish, font, legend_label, styled_sets
 from seffi.report.schema import Report
 
 SCALAR_KEYS = (

@@ -11,10 +11,6 @@ from typing import Any
 from seffi.errors import SeffiError
 from seffi.report.schema import Barcode, Comparison, CurveSet, Gain, LatentCurve, PolicyResult, Report
 
-__all__ = ["FRAME_COLUMNS", "BaselineSets", "curves_dataframe", "monitor_report", "policy_comparison"]
-
-NO_BASELINE = "no iid/oracle baseline (not a seffi env and none given)"
-
 #: Columns of `curves_dataframe`, in order (NaN where a method does not have the quantity).
 FRAME_COLUMNS = (
     "method",
@@ -104,22 +100,18 @@ def policy_comparison(
     baseline_sets: BaselineSets,
     base_law: Any = None,
 ) -> tuple[Comparison, CurveSet, Gain]:
-    """(comparison, the policy's curve set, its gain) for the report and the sinks.
+    """(comparison, the policy's curve set, its gain) of a tracker's ``curves`` for the report and the sinks.
 
-    Args:
-        tracker: The [`CoverageTracker`][seffi.coverage.CoverageTracker] (budget K) the curves came from.
-        curves: The policy's [`Curves`][seffi.coverage.Curves].
-        iid: iid baseline curves, or None.
-        oracle: Oracle baseline curves, or None.
-        label: The policy's legend name.
-        env_id: The env id for the report.
-        baseline_sets: The cache of converted baselines.
-        base_law: ``base_law(input_id)``, the base sampler's law over match sets (the per-input
-            metrics' iid figures), or None.
+    ``iid``/``oracle`` are the baseline curves (or None); ``base_law(input_id)``, the base sampler's law
+    over match sets, gives the per-input metrics their iid figures (None: no iid figure).
     """
     valid_rate = tracker.valid / max(tracker.samples, 1)
     policy_set = CurveSet.from_curves(curves, label, "policy", valid_rate=valid_rate)
-    gain = curves.gain(iid, oracle) if iid is not None and oracle is not None else Gain(reason=NO_BASELINE)
+    gain = (
+        curves.gain(iid, oracle)
+        if iid is not None and oracle is not None
+        else Gain(reason="no iid/oracle baseline (not a seffi env and none given)")
+    )
     latent = None
     cov = tracker.latent_coverage()
     if cov is not None:
@@ -152,12 +144,7 @@ def policy_comparison(
 
 
 def monitor_report(monitor: Any, comparison: Comparison | None) -> Report:
-    """A monitor's report: its comparison (plus the evaluator's earlier policies) and counters.
-
-    Args:
-        monitor: A [`CoverageMonitor`][seffi.callbacks.CoverageMonitor].
-        comparison: Its final comparison, or None before any sample.
-    """
+    """A monitor's report: its ``comparison`` (None before any sample), the evaluator's policies, counters."""
     comparisons = []
     if comparison is not None:
         extra = monitor.extra_policies

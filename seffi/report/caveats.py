@@ -20,31 +20,18 @@ from typing import Any
 #: AUC 0.01 above iid (about one more strategy found in one of 20 runs of M = 4, K = 8) already
 #: reads as a gain of 0.2.
 GAIN_ROOM_THRESHOLD = 0.05
-_EPS = 1e-9
 
 
 def gain_room_caveat(
     auc_iid: float | None, auc_oracle: float | None, threshold: float = GAIN_ROOM_THRESHOLD
 ) -> str | None:
-    """A warning when the room between iid and the oracle is too small for a gain to mean much.
-
-    Args:
-        auc_iid: AUC@K of the iid baseline.
-        auc_oracle: AUC@K of the oracle.
-        threshold: smallest room read without a warning.
-
-    Returns:
-        One sentence, or None when the room is at least ``threshold`` (or an AUC is unknown).
-    """
-    if auc_iid is None or auc_oracle is None:
-        return None
-    room = auc_oracle - auc_iid
-    if room >= threshold:
+    """A warning when AUC_oracle − AUC_iid is below ``threshold`` (None otherwise or without an AUC)."""
+    if auc_iid is None or auc_oracle is None or auc_oracle - auc_iid >= threshold:
         return None
     return (
         f"gain vs iid is unreliable here: AUC_oracle − AUC_iid = {auc_oracle:.3f} − {auc_iid:.3f} = "
-        f"{room:.3f} < {threshold:g}, so iid already covers nearly everything the oracle does and small "
-        "AUC differences become large gains"
+        f"{auc_oracle - auc_iid:.3f} < {threshold:g}, so iid already covers nearly everything the oracle "
+        "does and small AUC differences become large gains"
     )
 
 
@@ -54,20 +41,17 @@ def infeasible_caveat(
     budget: int,
     oracle_full_coverage_at_k: float | None = None,
 ) -> str | None:
-    """A note when the oracle cannot cover every declared strategy within K ≥ M (infeasible strategies).
+    """A note naming the mean feasible count per input when the oracle's C(K) < 1 although K ≥ M.
 
     Args:
         oracle_coverage_at_k: the oracle's C(K).
         num_strategies: M, the declared strategies per input.
         budget: K.
         oracle_full_coverage_at_k: the oracle's F(K), quoted when known.
-
-    Returns:
-        One sentence naming the mean feasible count per input, or None.
     """
     if oracle_coverage_at_k is None or not num_strategies or budget < num_strategies:
         return None
-    if oracle_coverage_at_k >= 1.0 - _EPS:
+    if oracle_coverage_at_k >= 1.0 - 1e-9:
         return None
     feasible = oracle_coverage_at_k * num_strategies
     full = "" if oracle_full_coverage_at_k is None else f", F({budget}) = {oracle_full_coverage_at_k:.3f}"
@@ -80,45 +64,32 @@ def infeasible_caveat(
 
 def comparison_caveats(comparison: Any, threshold: float = GAIN_ROOM_THRESHOLD) -> list[str]:
     """Every caveat of one [`Comparison`][seffi.report.Comparison] (empty when there is none)."""
-    out: list[str] = []
     iid, oracle = comparison.iid, comparison.oracle
+    notes: list[str | None] = []
     has_gain = any(p.gain is not None and p.gain.value is not None for p in comparison.policies)
     if has_gain and iid is not None and oracle is not None:
-        note = gain_room_caveat(iid.auc, oracle.auc, threshold)
-        if note:
-            out.append(note)
+        notes.append(gain_room_caveat(iid.auc, oracle.auc, threshold))
     if oracle is not None and oracle.coverage:
         full = oracle.full_coverage[-1] if oracle.full_coverage else None
-        note = infeasible_caveat(oracle.coverage[-1], comparison.num_strategies, comparison.budget, full)
-        if note:
-            out.append(note)
-    return out
-
-
-def report_caveats(report: Any, threshold: float = GAIN_ROOM_THRESHOLD) -> list[tuple[Any, list[str]]]:
-    """``(comparison, caveats)`` for each comparison of a report that has any."""
-    out = []
-    for comp in report.comparisons:
-        notes = comparison_caveats(comp, threshold)
-        if notes:
-            out.append((comp, notes))
-    return out
+        notes.append(
+            infeasible_caveat(oracle.coverage[-1], comparison.num_strategies, comparison.budget, full)
+        )
+    return [n for n in notes if n]
 
 
 def console_lines(report: Any, threshold: float = GAIN_ROOM_THRESHOLD) -> list[str]:
     """The caveats as console lines, ``"warning (<task>): <caveat>"``."""
-    found = report_caveats(report, threshold)
-    return [f"warning ({comp.task}): {note}" for comp, notes in found for note in notes]
+    return [
+        f"warning ({c.task}): {note}" for c in report.comparisons for note in comparison_caveats(c, threshold)
+    ]
 
 
 def summary_notes(report: Any, threshold: float = GAIN_ROOM_THRESHOLD) -> dict[str, str]:
-    """The caveats for W&B's ``run.summary``.
-
-    Keyed ``seffi/caveats`` for a one-comparison report, else ``seffi/<slug>/caveats``; notes of one
-    comparison are joined by `` | ``.
-    """
+    """The caveats for ``run.summary``: ``seffi/caveats`` (``seffi/<slug>/caveats`` if several), joined."""
     many = len(report.comparisons) > 1
     out = {}
-    for comp, notes in report_caveats(report, threshold):
-        out[f"seffi/{comp.slug}/caveats" if many else "seffi/caveats"] = " | ".join(notes)
+    for comp in report.comparisons:
+        notes = comparison_caveats(comp, threshold)
+        if notes:
+            out[f"seffi/{comp.slug}/caveats" if many else "seffi/caveats"] = " | ".join(notes)
     return out

@@ -27,16 +27,6 @@ MAX_REPORT_DEPTH = 64
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 
-__all__ = [
-    "MAX_REPORT_BYTES",
-    "MAX_REPORT_DEPTH",
-    "REPORT_JSON",
-    "REPORT_MD",
-    "dumps_report",
-    "load_report",
-    "write_report",
-]
-
 
 def dumps_report(report: Report) -> str:
     """Serialise deterministically: sorted keys, 2-space indent, shortest float repr, trailing newline."""

@@ -27,11 +27,6 @@ def _key(name: str, scope: str | None = None) -> str:
     return f"{PREFIX}/{name}"
 
 
-def _fmt_number(value: float) -> str:
-    """Format a threshold like 0.8 or 1.0 the same way everywhere (``repr`` of the float)."""
-    return repr(float(value))
-
-
 def step_key(scope: str | None = None) -> str:
     """``seffi/step``, or a scoped stream's own step metric ``seffi/<scope>/step``.
 
@@ -42,25 +37,13 @@ def step_key(scope: str | None = None) -> str:
 
 
 def log_spaced_ks(budget: int) -> list[int]:
-    """Budgets at which scalars are logged: powers of two below ``budget``, then ``budget`` itself.
-
-    Args:
-        budget: the per-input budget K (>= 1).
-
-    Returns:
-        Sorted distinct ints, e.g. ``log_spaced_ks(10) == [1, 2, 4, 8, 10]``.
-    """
+    """Budgets at which scalars are logged: the powers of two below ``budget``, then ``budget``."""
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValueError(f"budget K must be a positive int, got {budget!r}")
-    ks: list[int] = []
-    k = 1
-    while k < budget:
-        ks.append(k)
-        k *= 2
-    ks.append(budget)
-    return ks
+    return [2**e for e in range((budget - 1).bit_length())] + [budget]
 
 
+@functools.lru_cache(maxsize=4096)  # a log asks for the same keys every ~1 ms
 def metric_key(name: str, k: int | None = None, scope: str | None = None) -> str:
     """W&B key of the metric column ``name`` (`seffi.coverage.columns`), at budget ``k`` if per-k.
 
@@ -110,7 +93,7 @@ def full_coverage_key(budget: int, scope: str | None = None) -> str:
 
 def time_to_coverage_key(tau: float, scope: str | None = None, stat: str = "median") -> str:
     """``seffi/time_to_coverage/tau=<tau>/<stat>`` (stat: median, restricted_mean, censored)."""
-    return f"{metric_key('time_to_coverage', scope=scope)}/tau={_fmt_number(tau)}/{stat}"
+    return f"{metric_key('time_to_coverage', scope=scope)}/tau={float(tau)!r}/{stat}"
 
 
 def novelty_key(i: int, scope: str | None = None) -> str:
@@ -161,9 +144,7 @@ def curves_key(name: str, scope: str | None = None) -> str:
 
 
 def _get(curves: Any, name: str) -> Any:
-    if isinstance(curves, Mapping):
-        return curves.get(name)
-    return getattr(curves, name, None)
+    return curves.get(name) if isinstance(curves, Mapping) else getattr(curves, name, None)
 
 
 def _at(values: Any, i: int) -> float | None:
@@ -186,28 +167,6 @@ def _per_k_keys(name: str, ks: tuple[int, ...], scope: str | None) -> tuple[tupl
     return tuple((metric_key(name, k, scope), ks.index(k)) for k in at if k in ks)
 
 
-@functools.lru_cache(maxsize=256)
-def _tau_keys(tau: float, scope: str | None) -> tuple[tuple[str, str], ...]:
-    """(key, ``TimeToCoverage`` field) of the statistics logged for one tau."""
-    return tuple((time_to_coverage_key(tau, scope, stat), field) for stat, field in _TTC_STATS)
-
-
-@functools.lru_cache(maxsize=64)
-def _fixed_keys(scope: str | None) -> dict[str, str]:
-    """Keys of the scalar and count columns for ``scope`` (built once: a log runs every ~1 ms)."""
-    return {
-        c.name: metric_key(c.name, scope=scope)
-        for c in COLUMNS
-        if c.wandb is not None and c.shape in ("scalar", "count")
-    }
-
-
-@functools.lru_cache(maxsize=64)
-def _gain_keys(scope: str | None) -> tuple[tuple[str, str], ...]:
-    """(key, ``Gain`` field) of the gain and its interval bounds."""
-    return tuple((gain_key(scope, b), field) for b, field in ((None, "value"), ("lo", "lo"), ("hi", "hi")))
-
-
 def _column_scalars(
     c: Column, curves: Any, gain: Any, ks: list[int], counts: Mapping[str, Any], scope: str | None
 ) -> dict[str, float]:
@@ -218,19 +177,19 @@ def _column_scalars(
         if values is not None:
             out = {key: _at(values, i) for key, i in _per_k_keys(c.name, tuple(ks), scope)}
     elif c.shape == "scalar":
-        out = {_fixed_keys(scope)[c.name]: finite(_get(curves, c.name))}
+        out = {metric_key(c.name, scope=scope): finite(_get(curves, c.name))}
     elif c.shape == "tau":
         items = _get(curves, c.name) or []
         for s in items.values() if isinstance(items, Mapping) else items:
-            for key, field in _tau_keys(float(_get(s, "tau")), scope):
-                out[key] = finite(_get(s, field))
+            for stat, field in _TTC_STATS:
+                out[time_to_coverage_key(float(_get(s, "tau")), scope, stat)] = finite(_get(s, field))
     elif c.shape == "gain" and gain is not None:
-        for key, field in _gain_keys(scope):
-            out[key] = finite(_get(gain, field))
+        for bound, field in ((None, "value"), ("lo", "lo"), ("hi", "hi")):
+            out[gain_key(scope, bound)] = finite(_get(gain, field))
     elif c.shape == "count":
         n = counts.get(c.name)
         n = n if n is not None else _get(curves, c.name)
-        out = {_fixed_keys(scope)[c.name]: None if n is None else float(n)}
+        out = {metric_key(c.name, scope=scope): None if n is None else float(n)}
     return {key: v for key, v in out.items() if v is not None}
 
 

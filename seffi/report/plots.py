@@ -1,89 +1,758 @@
-"""Matplotlib figures of a report (Agg canvas; pure functions: schema objects in, Figure out).
+"""The figures of a report: one look, schema objects in, ``matplotlib.figure.Figure`` out (Agg canvas).
 
-Each ``plot_*`` returns a ``matplotlib.figure.Figure`` (or None when it has nothing to draw);
-[`save_figure`][seffi.report.plots.save_figure] writes a PNG;
-[`render_report_plots`][seffi.report.plots.render_report_plots] writes every plot of a report.
+Each ``plot_*`` returns a Figure (or None when it has nothing to draw); `save_figure` writes a PNG and
+`render_report_plots` every plot of a report. The look is defined once, in `STYLE`:
 
-Conventions, so figures compare at a glance (all defined in `seffi.report.plots_style`):
+- policies take strong tab10 colours (grey and pink left out: grey is the iid's, pink is too close to
+  a strategy colour); baselines are muted: iid a grey dotted line, the oracle a black dashed one, a
+  sanity-check policy (a measured iid sampler, see `is_sanity`) a light grey dash-dot line;
+- strategies (barcode cells) take a qualitative palette of their own (Set2), so a colour never means
+  a strategy in one figure and a policy in another; strategy j of a task always gets the same colour;
+- one title line per figure: task, what is shown and the number of inputs (the env id, budget and run
+  details belong to the report's caption and tables);
+- legends of line plots sit below the axes, outside the data; constrained layout places everything,
+  so nothing is cut off; font sizes suit a figure shown at its natural width (100 dpi: a 7 in figure
+  is 700 px wide).
 
-- colours are fixed by role: policies take strong tab10 colours; iid is a grey dotted line, the oracle
-  a black dashed one, a sanity-check policy (``iid-sampler``) a light grey dash-dot line;
-- one title line: task, what is shown and the number of inputs (the env id belongs to the caption);
-- legends of line plots sit below the axes, outside the data, so they never hide a curve;
-- constrained layout places everything, so nothing is cut off.
+[`plot_compare`][seffi.report.plots.plot_compare] draws several runs (``seffi compare``) as small
+multiples, a row per task and a column per run, each run's policies against *that run's own* iid and
+oracle (runs may use other priors or skews); runs whose budget K differs on a task are refused with one
+line ([`IncompatibleRuns`][seffi.report.plots.IncompatibleRuns]): their AUCs average over different
+budgets. [`plot_gain_vs_step`][seffi.report.plots.plot_gain_vs_step] draws the gain of every periodic
+evaluation against the training step instead of stacking one CI band per evaluation on the coverage plot.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import re
+import textwrap
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from seffi._io import write_atomic
-from seffi.report.plots_compare import (
-    eval_series,
-    plot_compare,
-    plot_gain_vs_step,
-)
-from seffi.report.plots_detail import (
-    plot_barcode,
-    plot_barcodes,
-    plot_coverage_by_rarity,
-    rarity_panels,
-)
-from seffi.report.plots_style import (
-    DPI,
-    PLOTS_DIR,
-    STYLE,
-    _a,
-    _add_band_key,
-    _band,
-    _figure,
-    _gain_text,
-    axes_legend_below,
-    budget_axis,
-    corner_note,
-    finish,
-    font,
-    is_sanity,
-    legend_below,
-    legend_label,
-    policy_styles,
-    save_figure,
-    styled_sets,
-    suptitle,
-    title,
-    wrap,
-)
-from seffi.report.schema import Comparison, CurveSet, Report
+from seffi._io import write_atomic, write_figure
+from seffi.coverage.barcode import BARCODE_ROWS
+from seffi.errors import SeffiError
+from seffi.report.schema import Barcode, Comparison, CurveSet, PolicyResult, Report
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure, SubFigure
+
+STYLE: dict[str, Any] = {
+    # Points, at 100 dpi.
+    "font": {"title": 12.5, "panel": 11.0, "label": 11.0, "tick": 10.0, "legend": 9.5, "note": 9.0},
+    "policy_colors": tuple(f"tab:{c}" for c in "blue orange green red purple brown olive cyan".split()),
+    "policy": {"linestyle": "-", "linewidth": 2.2},
+    "iid": {"color": "0.35", "linestyle": ":", "linewidth": 2.4},
+    "oracle": {"color": "black", "linestyle": "--", "linewidth": 1.7},
+    "sanity": {"color": "0.62", "linestyle": "-.", "linewidth": 1.8},
+    "band_alpha": 0.15,
+    # Qualitative palettes for strategies, none shared with the policies; greys left out (they mean
+    # "baseline" and "beyond the row" here). Up to 7 strategies take Set2, more take tab20b + tab20c.
+    "strategy_palette": "Set2",
+    "strategy_palette_many": ("tab20b", "tab20c"),
+    "no_match": "white",
+    "beyond_row": "0.92",
+}
+
+#: A policy label that names a sanity check: a measured iid sampler ("iid-sampler") or a run marked
+#: "sanity" (e.g. "GRPO lr=0 (sanity)"). It is drawn as a baseline, not in a policy colour.
+SANITY_LABEL = re.compile(r"^iid[-_ ]|\bsanity\b", re.IGNORECASE)
+
+
+def font(role: str) -> float:
+    """Font size (points) of a text role: title, panel, label, tick, legend or note."""
+    return float(STYLE["font"][role])
+
+
+def is_sanity(c: CurveSet) -> bool:
+    """Whether a policy curve set is a sanity check (its label matches `SANITY_LABEL`)."""
+    return c.role == "policy" and bool(SANITY_LABEL.search(c.label))
+
+
+def policy_color(index: int) -> str:
+    """The colour of the ``index``-th (non-sanity) policy."""
+    colors = STYLE["policy_colors"]
+    return colors[index % len(colors)]
+
+
+def role_style(c: CurveSet, index: int) -> dict[str, Any]:
+    """Line style of a curve set: baselines and sanity checks by role, policies by ``index``."""
+    if c.role in ("iid", "oracle"):
+        return dict(STYLE[c.role])
+    if is_sanity(c):
+        return dict(STYLE["sanity"])
+    return {"color": policy_color(index), **STYLE["policy"]}
+
+
+def styled_sets(comparison: Comparison) -> list[tuple[CurveSet, dict[str, Any]]]:
+    """Every curve set of ``comparison`` (policies, iid, oracle) with its line style.
+
+    Sanity-check policies take no policy colour, so the first real policy is always blue.
+    """
+    out, n_policy = [], 0
+    for c in comparison.curve_sets():
+        out.append((c, role_style(c, n_policy)))
+        n_policy += c.role == "policy" and not is_sanity(c)
+    return out
+
+
+def legend_label(c: CurveSet) -> str:
+    """Legend name: the label, the method of a baseline, "(sanity check)" for a sanity policy."""
+    if c.role != "policy":
+        return f"{c.label} ({c.method})" if c.method else c.label
+    if is_sanity(c) and "sanity" not in c.label.lower():
+        return f"{c.label} (sanity check)"
+    return c.label
+
+
+def strategy_colors(names: Sequence[str]) -> dict[str, tuple[float, float, float]]:
+    """``{strategy: RGB}``: the j-th name of a task's strategy list always gets the same colour."""
+    import matplotlib
+    from matplotlib.colors import to_rgb
+
+    if len(names) <= 7:
+        palette = [to_rgb(c) for c in matplotlib.colormaps[STYLE["strategy_palette"]].colors[:7]]
+    else:
+        palette = [to_rgb(c) for n in STYLE["strategy_palette_many"] for c in matplotlib.colormaps[n].colors]
+    return {s: palette[j % len(palette)] for j, s in enumerate(names)}
+
+
+def wrap(text: str, width_in: float, size: float | None = None) -> list[str]:
+    """Split ``text`` into lines that fit ``width_in`` inches at font ``size`` (DejaVu Sans)."""
+    size = font("title") if size is None else size
+    # DejaVu Sans averages ~0.52 em per glyph on mixed-case text; 0.56 leaves a margin.
+    chars = max(16, int(width_in * 72.0 / (0.56 * size)))
+    return textwrap.wrap(text, chars, break_on_hyphens=False) or [""]
+
+
+def title(comparison: Comparison, what: str) -> str:
+    """The one title line of a comparison's figure: ``"<task>: <what> (<n> inputs)"``."""
+    n = comparison.n_inputs
+    return f"{comparison.task}: {what} ({n} input{'' if n == 1 else 's'})"
+
+
+def suptitle(fig: Figure, text: str) -> None:
+    """Set the figure title, wrapped to the figure width only when it would not fit."""
+    lines = [line for part in text.split("\n") for line in wrap(part, fig.get_figwidth())]
+    fig.suptitle("\n".join(lines), fontsize=font("title"))
+
+
+def legend_below(fig: Figure | SubFigure, handles: Sequence[Any], labels: Sequence[str]) -> None:
+    """One legend under the axes of ``fig`` (a figure or subfigure), in as many columns as fit."""
+    if not handles:
+        return
+    size = font("legend")
+    root = fig.get_figure(root=True)
+    width_in = root.get_figwidth() * fig.bbox.width / root.bbox.width
+    ncols = 1
+    for n in range(len(labels), 1, -1):
+        # Entries fill the columns top to bottom; a column is as wide as its longest entry:
+        # handle and padding (~0.75 in) + text (~0.55 em per character).
+        rows = -(-len(labels) // n)
+        cols = [labels[i : i + rows] for i in range(0, len(labels), rows)]
+        need = sum(0.75 + max(len(t) for t in col) * 0.55 * size / 72.0 for col in cols)
+        if need <= width_in - 0.2:
+            ncols = len(cols)
+            break
+    fig.legend(handles, labels, loc="outside lower center", ncols=ncols, fontsize=size, frameon=False)
+
+
+def k_ticks(budget: int, every_up_to: int, most: int) -> list[int]:
+    """Ticks of a budget axis 1..K: every k up to ``every_up_to``, else 1 and a round step's multiples.
+
+    The step is the smallest of 2, 4, 5, 10, 20, 25, 50, ... giving at most ``most`` multiples.
+    """
+    if budget <= every_up_to:
+        return list(range(1, budget + 1))
+    steps = (base * 10**e for e in range(20) for base in (2, 4, 5, 10))
+    step = next(s for s in steps if budget // s <= most)
+    return [1, *range(step, budget + 1, step)]
+
+
+def budget_axis(ax: Axes, budget: int, *, narrow: bool = False) -> None:
+    """Axis 1..K, light grid; a tick at each k up to K = 16, ~8 beyond (``narrow``, < 4 in: 8 and ~5)."""
+    ax.set_xlim(0.5, budget + 0.5)
+    ax.set_xticks(k_ticks(budget, 8, 5) if narrow else k_ticks(budget, 16, 8))
+    ax.grid(True, alpha=0.3)
+
+
+def corner_note(ax: Axes, lines: Sequence[str], **kwargs: Any) -> None:
+    """Note text in the lower right corner of ``ax`` (where rising coverage curves leave room)."""
+    style = {"ha": "right", "va": "bottom", "fontsize": font("note"), "color": "0.2", **kwargs}
+    box = {"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1.5}
+    ax.text(0.98, 0.03, "\n".join(lines), transform=ax.transAxes, bbox=box, **style)
+
+
+def finish(fig: Figure) -> Figure:
+    """Apply the font sizes of `STYLE` to every axes' ticks, axis labels and panel titles."""
+    for ax in fig.axes:
+        ax.tick_params(labelsize=font("tick"))
+        ax.xaxis.label.set_fontsize(font("label"))
+        ax.yaxis.label.set_fontsize(font("label"))
+        ax.title.set_fontsize(font("panel"))
+    return fig
+
+
+PLOTS_DIR = "plots"
+DPI = 100
+# PNG zlib level: these plots are large flat-colour areas, where level 1 encodes about 3x faster than
+# the default 6 for files within a few percent of the size (measured on a `seffi run` report).
+_PNG_OPTIONS = {"compress_level": 1}
+# Unhinted glyphs: text rendering is the largest single cost of a plot; at these font sizes and 100 dpi
+# unhinted antialiased text is as legible as autohinted text (compared side by side) and ~13% faster.
+_SAVE_RC = {
+    "text.hinting": "no_hinting",
+    "figure.autolayout": False,
+    "figure.constrained_layout.use": False,
+}
+#: One bound of a curve's interval: a value per budget (null = undefined), or None without an interval.
+_Bound = Sequence[float | None] | None
+
+
+def _figure(size: tuple[float, float] = (7.0, 4.5)) -> Figure:
+    """An empty Figure on its own Agg canvas (not pyplot: no global state, no GUI, thread-safe)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-__all__ = [
-    "DPI",
-    "PLOTS_DIR",
-    "STYLE",
-    "eval_series",
-    "oracle_exceeded",
-    "plot_barcode",
-    "plot_barcodes",
-    "plot_compare",
-    "plot_coverage",
-    "plot_coverage_by_rarity",
-    "plot_gain_vs_step",
-    "plot_latent",
-    "plot_novelty",
-    "plot_time_to_coverage",
-    "plot_valid_vs_raw",
-    "rarity_panels",
-    "render_report_plots",
-    "save_coverage",
-    "save_figure",
-]
+    # The figure dpi equals the save dpi, so the layout pass and the final draw measure text at the
+    # same resolution and the second one hits matplotlib's text-metrics cache.
+    fig = Figure(figsize=size, dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _a(values: Sequence[float | None] | None) -> np.ndarray:
+    """Per-k values (null = undefined) as a float array with NaN, which matplotlib leaves as gaps."""
+    return np.array([np.nan if v is None else v for v in (values or [])], dtype=np.float64)
+
+
+def _band(ax: Any, k: Sequence[int], lo: _Bound, hi: _Bound, color: str) -> bool:
+    """Shade a curve's CI between ``lo`` and ``hi``, shape (K,) (gaps at nulls); False without an interval."""
+    if lo is None or hi is None:
+        return False
+    ax.fill_between(k, _a(lo), _a(hi), color=color, alpha=STYLE["band_alpha"], linewidth=0)
+    return True
+
+
+def _add_band_key(handles: list[Any], labels: list[str]) -> None:
+    """Append the legend entry of the CI bands (a grey patch, "shaded: 95% CI") to a legend's lists."""
+    from matplotlib.patches import Patch
+
+    handles.append(Patch(facecolor="0.5", alpha=2 * STYLE["band_alpha"], linewidth=0))
+    labels.append("shaded: 95% CI")
+
+
+def _gain_text(p: PolicyResult) -> str:
+    g = p.gain
+    if g is None:
+        return ""
+    if g.value is None:
+        return ", gain n/a"
+    if g.lo is not None and g.hi is not None:
+        return f", gain {g.value:.2f} [{g.lo:.2f}, {g.hi:.2f}]"
+    return f", gain {g.value:.2f}"
+
+
+def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
+    """Write ``fig`` as PNG (parent folders created).
+
+    A figure with a layout engine is laid out here once and keeps that layout (its engine is removed),
+    so drawing it again gives the same picture without a second layout pass.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    import matplotlib
+
+    # Layout and drawing both happen under the text settings.
+    with matplotlib.rc_context(_SAVE_RC):
+        engine = fig.get_layout_engine()
+        if engine is not None and dpi == fig.dpi:
+            # savefig with a layout engine draws the whole figure once with output disabled, only to
+            # run the layout, then again for the pixels. Running the layout here (same renderer, same
+            # dpi) and dropping the engine leaves savefig the one draw: equal bytes, ~20% less time.
+            engine.execute(fig)
+            fig.set_layout_engine(None)  # _SAVE_RC turns off the rc layouts None would pick
+        # No "Software" metadata: equal figures give equal bytes across matplotlib patch versions.
+        write_figure(fig, path, dpi=dpi, metadata={"Software": None}, pil_kwargs=_PNG_OPTIONS)
+    # No fig.clear(): it re-initialises every axes (~5-10 ms each) only to drop it; an unreferenced
+    # Agg figure (no pyplot registry) is freed by the garbage collector like any other object.
+    return path
+
+
+# -- strategy barcodes ----------------------------------------------------------------------------------
+
+# An id a reader can use as a row label: short, and not a hash (8+ hex digits).
+_READABLE_ID = re.compile(r"^(?![0-9a-f]{8,}$).{1,8}$", re.IGNORECASE)
+
+
+def row_labels(input_ids: Sequence[str]) -> tuple[list[str], str]:
+    """Row tick labels and the y-axis label of a barcode.
+
+    Short readable ids label their rows; hash-like or long ids are replaced by the row number
+    (1-based, rows sorted by input id), so no tick shows an unreadable hash.
+
+    Returns:
+        ``(labels, ylabel)``.
+    """
+    if input_ids and all(_READABLE_ID.match(i) for i in input_ids):
+        return list(input_ids), "input id (its first run)"
+    return [str(i + 1) for i in range(len(input_ids))], "input # (sorted by id; its first run)"
+
+
+def _draw_barcode(
+    ax: Axes, barcode: Barcode, colors: Mapping[str, Any], max_rows: int, ylabels: bool
+) -> None:
+    """Draw one barcode as an RGB image (one rasterized artist, however many cells) + first-hit dots."""
+    from matplotlib.colors import to_rgb
+
+    rows = barcode.matrix[:max_rows]
+    n_rows = max(len(rows), 1)
+    width = max(max((len(r) for r in rows), default=1), 1)
+    # Palette index: 0 = beyond the row, 1 = no match, 2 + j = strategy j.
+    palette = np.array(
+        [
+            to_rgb(STYLE["beyond_row"]),
+            to_rgb(STYLE["no_match"]),
+            *(to_rgb(colors[s]) for s in barcode.strategies),
+        ],
+        dtype=np.float64,
+    )
+    grid = np.zeros((n_rows, width), dtype=np.int64)
+    for i, r in enumerate(rows):
+        grid[i, : len(r)] = np.asarray(r, dtype=np.int64) + 2
+    # 1-based columns so "sample index i" means the same here as in N(i) and C(k).
+    extent = (0.5, width + 0.5, n_rows - 0.5, -0.5)
+    ax.imshow(palette[grid], aspect="auto", interpolation="nearest", extent=extent)
+    fx, fy = [], []
+    for i, r in enumerate(rows):
+        seen: set[int] = set()
+        for j, v in enumerate(r):
+            # Prefer the recorded flag: a multi-match sample can be new through a strategy not shown.
+            is_new = barcode.new[i][j] if barcode.new is not None else v >= 0 and v not in seen
+            seen.add(v)
+            if is_new:
+                fx.append(j + 1)
+                fy.append(i)
+    # Marker area follows the cell size, so dense barcodes (large K or many rows) are not covered in dots.
+    fig_w, fig_h = ax.figure.get_figwidth(), ax.figure.get_figheight()
+    cell_pt = 72.0 * min(ax.get_position().width * fig_w / width, ax.get_position().height * fig_h / n_rows)
+    size = float(np.clip((0.45 * cell_pt) ** 2, 2.0, 30.0))
+    ax.scatter(fx, fy, marker="o", s=size, facecolor="white", edgecolor="black", linewidth=0.7, zorder=3)
+    ax.set_xlabel("sample index i")
+    ax.set_xticks(k_ticks(width, 16, 8))
+    labels, _ = row_labels(barcode.input_ids[:max_rows])
+    # Every row labelled up to 32 rows; beyond, about 16 labels (rows at ~15 px each stay legible).
+    step = 1 if len(rows) <= 32 else int(np.ceil(len(rows) / 16))
+    ticks = [i for i in range(len(rows)) if i == 0 or (i + 1) % step == 0]
+    ax.set_yticks(ticks, [labels[i] for i in ticks])
+    if not ylabels:
+        ax.tick_params(axis="y", labelleft=False)
+
+
+def _barcode_legend(fig: Figure, colors: Mapping[str, Any]) -> None:
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles: list[Any] = [Patch(facecolor=c, edgecolor="0.5", linewidth=0.5) for c in colors.values()]
+    labels = list(colors)
+    handles.append(Patch(facecolor=STYLE["no_match"], edgecolor="0.5", linewidth=0.5))
+    labels.append("no match")
+    dot = {"marker": "o", "linestyle": "", "markerfacecolor": "white", "markeredgecolor": "black"}
+    handles.append(Line2D([], [], **dot))
+    labels.append("first appearance")
+    legend_below(fig, handles, labels)
+
+
+def _barcode_size(n_panels: int, width: int, n_rows: int) -> tuple[float, float]:
+    panel = float(np.clip(1.0 + 0.22 * width, 2.4, 6.0))
+    # ~0.25 in a row up to 24 rows, then shrinking to ~0.15 in (64 rows in a 12 in figure).
+    height = float(np.clip(2.2 + 0.25 * min(n_rows, 24) + 0.15 * max(n_rows - 24, 0), 3.6, 12.5))
+    return max(7.0, 1.2 + n_panels * panel), height
+
+
+def _rows_note(n_shown: int, n_rows: int, n_runs: int | None) -> str:
+    """How many runs the rows are, e.g. "16 of 64 runs shown" (the y label says which run)."""
+    if n_runs is not None and n_runs > n_shown:
+        return f"{n_shown} of {n_runs} runs shown"
+    if n_rows > n_shown:
+        return f"first {n_shown} of {n_rows} rows shown"
+    return ""
+
+
+def plot_barcode(
+    barcode: Barcode,
+    *,
+    title: str = "strategy barcode",
+    max_rows: int = BARCODE_ROWS,
+    n_runs: int | None = None,
+) -> Figure:
+    """Strategy barcode: rows inputs, columns sample index, colour = strategy, dot at first appearance.
+
+    Cells with no match are white; cells past a row's end are light grey. Only the first ``max_rows``
+    rows are drawn (by default as many as a monitor keeps); the title says how many of ``n_runs``
+    runs (when given) or of the barcode's rows that is.
+    """
+    rows = barcode.matrix[:max_rows]
+    width = max((len(r) for r in rows), default=1)
+    fig = _figure(_barcode_size(1, width, len(rows)))
+    ax = fig.subplots()
+    colors = strategy_colors(barcode.strategies)
+    _draw_barcode(ax, barcode, colors, max_rows, ylabels=True)
+    ax.set_ylabel(row_labels(barcode.input_ids[:max_rows])[1])
+    _barcode_legend(fig, colors)
+    note = _rows_note(len(rows), len(barcode.matrix), n_runs)
+    suptitle(fig, f"{title}, {note}" if note else title)
+    return finish(fig)
+
+
+def plot_barcodes(comparison: Comparison, *, max_rows: int = BARCODE_ROWS) -> Figure | None:
+    """The barcodes of all policies of a comparison side by side (one panel each, shared colours).
+
+    Panels share the input axis when the policies saw the same inputs in the same order, so the same
+    row is the same input across panels and redundancy can be compared directly. Strategy colours come
+    from `seffi.report.plots.strategy_colors`, never from the policy palette.
+
+    Returns:
+        The figure, or None when no policy carries a barcode.
+    """
+    pols = [p for p in comparison.policies if p.barcode is not None]
+    if not pols:
+        return None
+    bars = [p.barcode for p in pols if p.barcode is not None]
+    names: list[str] = []
+    for b in bars:
+        names += [s for s in b.strategies if s not in names]
+    colors = strategy_colors(names)
+    same_rows = all(b.input_ids[:max_rows] == bars[0].input_ids[:max_rows] for b in bars)
+    width = max(max((len(r) for r in b.matrix[:max_rows]), default=1) for b in bars)
+    n_rows = max(len(b.matrix[:max_rows]) for b in bars)
+    fig = _figure(_barcode_size(len(bars), width, n_rows))
+    axes = fig.subplots(1, len(bars), squeeze=False, sharey=same_rows)[0]
+    notes = [
+        _rows_note(len(b.matrix[:max_rows]), len(b.matrix), p.curves.n_runs)
+        for p, b in zip(pols, bars, strict=True)
+    ]
+    shared = notes[0] if len(set(notes)) == 1 else ""
+    for i, (ax, pol, bar, note) in enumerate(zip(axes, pols, bars, notes, strict=True)):
+        _draw_barcode(ax, bar, colors, max_rows, ylabels=i == 0 or not same_rows)
+        name = legend_label(pol.curves)
+        ax.set_title(name if shared or not note else f"{name}\n{note}")
+    axes[0].set_ylabel(row_labels(bars[0].input_ids[:max_rows])[1])
+    _barcode_legend(fig, colors)
+    what = "strategy barcodes" + (f", {shared}" if shared else "")
+    suptitle(fig, f"{comparison.task}: {what}" if shared else title(comparison, what))
+    return finish(fig)
+
+
+# -- common vs rare strategies ----------------------------------------------------------------------------
+
+
+def rarity_panels(comparison: Comparison) -> dict[str, Any] | None:
+    """The numbers behind `plot_coverage_by_rarity` (also used by tests).
+
+    Rows of ``coverage_by_rarity`` are the coverage *contributed* by each base-probability quantile bin
+    (row 0 = most common), so they sum to C(k). When the oracle reaches full coverage at K, its rows at
+    K are the bins' shares of the strategies; each row is then divided by that share, giving "share of
+    this bin's strategies found by k" on a 0..1 scale, and empty bins (share 0, e.g. M=3 with 4 bins)
+    are dropped. Otherwise the raw contributions are shown.
+
+    Returns:
+        None when no curve set has ``coverage_by_rarity``; else a dict with ``bins`` (labels shown),
+        ``normalized`` (bool), ``ceiling`` (share per shown bin or None), ``curves``
+        (``{label: float array, shape (n_shown, K)}``), ``k`` (``{label: k list}``), ``dropped``
+        (labels of empty bins) and ``delta`` (``{label: float array, shape (n_shown,)}``: mean over k
+        of the bin's contribution minus the iid's, for policies and the oracle; bars over all bins sum to
+        AUC - AUC_iid; empty when the iid has no rarity rows).
+    """
+    sets = [c for c in comparison.curve_sets() if c.coverage_by_rarity]
+    if not sets:
+        return None
+    n_bins = len(sets[0].coverage_by_rarity or [])
+    sets = [c for c in sets if len(c.coverage_by_rarity or []) == n_bins]
+    labels = sets[0].rarity_bins or [f"q{b + 1}" for b in range(n_bins)]
+    rows = {c.label: np.array([_a(r) for r in c.coverage_by_rarity or []]) for c in sets}
+    oracle = comparison.oracle
+    ceiling: np.ndarray | None = None
+    if oracle is not None and oracle.label in rows and (oracle.coverage[-1] or 0.0) >= 1.0 - 1e-9:
+        ceiling = rows[oracle.label][:, -1]
+    keep = np.ones(n_bins, dtype=bool) if ceiling is None else ceiling > 1e-12
+    curves = {
+        label: (r[keep] / ceiling[keep, None]) if ceiling is not None else r[keep]
+        for label, r in rows.items()
+    }
+    delta: dict[str, np.ndarray] = {}
+    iid = comparison.iid
+    if iid is not None and iid.label in rows:
+        base = np.nanmean(rows[iid.label], axis=1)
+        for c in sets:
+            if c.role != "iid":
+                delta[c.label] = (np.nanmean(rows[c.label], axis=1) - base)[keep]
+    return {
+        "bins": [lab for lab, k in zip(labels, keep, strict=True) if k],
+        "dropped": [lab for lab, k in zip(labels, keep, strict=True) if not k],
+        "normalized": ceiling is not None,
+        "ceiling": None if ceiling is None else ceiling[keep],
+        "curves": curves,
+        "k": {c.label: c.k for c in sets},
+        "delta": delta,
+    }
+
+
+def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
+    """Common vs rare: coverage of each base-probability quantile bin, policies vs iid vs oracle.
+
+    Top: small multiples, one facet per base-probability quantile bin (most common on the left,
+    shared y; a tick at every k up to K = 8), the share of that
+    bin's strategies found by k. A policy that only avoids repeats gains in the common bins; one that
+    finds genuinely rare strategies gains in the rare bins. Bottom: the AUC difference to iid split by
+    bin (the bars of one sampler sum to AUC - AUC_iid), i.e. where each sampler's gain comes from.
+    Each row has its own legend below it: lines for the facets, patches for the bars.
+
+    Returns:
+        The figure, or None when no curve set carries ``coverage_by_rarity``.
+    """
+    data = rarity_panels(comparison)
+    if data is None or not data["bins"]:
+        return None
+    bins: list[str] = data["bins"]
+    n = len(bins)
+    has_delta = bool(data["delta"])
+    fig = _figure((max(7.0, 1.9 * n + 1.2), 7.8 if has_delta else 4.6))
+    top_fig, bottom_fig = fig.subfigures(2, 1, height_ratios=[1.2, 1.0]) if has_delta else (fig, None)
+    facets = top_fig.subplots(1, n, sharey=True, squeeze=False)[0]
+    K = comparison.budget
+    styled = [(c, s) for c, s in styled_sets(comparison) if c.label in data["curves"]]
+    for b, (ax, name) in enumerate(zip(facets, bins, strict=True)):
+        ax.set_gid(f"rarity:facet:{b}")
+        for c, style in styled:
+            ax.plot(data["k"][c.label], data["curves"][c.label][b], label=legend_label(c), **style)
+        ax.set_title(name)
+        ax.set_xlabel("sample budget k")
+        ax.set_xlim(0.5, K + 0.5)
+        ax.set_xticks(k_ticks(K, 8, 5))
+        ax.grid(True, alpha=0.3)
+    top = 1.0 if data["normalized"] else max(1e-9, *(np.nanmax(v) for v in data["curves"].values()))
+    facets[0].set_ylim(-0.02, top * 1.05)
+    facets[0].set_ylabel(
+        "share of the bin's\nstrategies found" if data["normalized"] else "coverage from the bin\n(found / M)"
+    )
+    handles, labels = facets[0].get_legend_handles_labels()
+    legend_below(top_fig, handles, labels)
+    if bottom_fig is not None:
+        bx = bottom_fig.subplots()
+        bx.set_gid("rarity:delta")
+        deltas = [(c, s) for c, s in styled if c.label in data["delta"]]
+        width = 0.8 / max(len(deltas), 1)
+        x = np.arange(n, dtype=np.float64)
+        for j, (c, style) in enumerate(deltas):
+            oracle = c.role == "oracle"
+            bx.bar(
+                x + (j - (len(deltas) - 1) / 2) * width,
+                data["delta"][c.label],
+                width * 0.92,
+                label=legend_label(c),
+                facecolor="none" if oracle else style["color"],
+                edgecolor=style["color"],
+                linestyle="--" if oracle else "-",
+                linewidth=1.2 if oracle else 0.0,
+                alpha=1.0 if oracle else 0.8,
+            )
+        bx.axhline(0.0, color="0.3", linewidth=0.8)
+        bx.set_xticks(x, bins)
+        bx.set_ylabel("AUC - AUC_iid\nfrom the bin")
+        bx.set_title("where the gain over iid comes from (a sampler's bars sum to its AUC - AUC_iid)")
+        bx.grid(True, axis="y", alpha=0.3)
+        handles, labels = bx.get_legend_handles_labels()  # the bars' Rectangle patches
+        legend_below(bottom_fig, handles, labels)
+    if data["dropped"]:
+        note = f"empty bins not shown: {', '.join(data['dropped'])}"
+        fig.text(0.005, 0.005, note, fontsize=font("note"), color="0.4")
+    suptitle(fig, title(comparison, "coverage of common vs rare strategies"))
+    return finish(fig)
+
+
+# -- several results ---------------------------------------------------------------------------------------
+
+_EVAL_LABEL = re.compile(r"^(?P<base>.+)@(?P<step>\d+)$")
+
+
+class IncompatibleRuns(SeffiError):
+    """Runs that cannot share one panel (a task measured at different budgets K)."""
+
+
+def check_overlay(reports: Mapping[str, Report]) -> None:
+    """Refuse runs whose budgets differ on a task they share.
+
+    Raises:
+        IncompatibleRuns: one line naming the task and each run's K.
+    """
+    budgets: dict[str, dict[str, int]] = {}
+    for run, rep in reports.items():
+        for comp in rep.comparisons:
+            budgets.setdefault(comp.task, {}).setdefault(run, comp.budget)
+    for task, per_run in budgets.items():
+        if len(set(per_run.values())) > 1:
+            which = ", ".join(f"K={k} in {run}" for run, k in per_run.items())
+            raise IncompatibleRuns(
+                f"cannot overlay {task}: the runs use different budgets ({which}); "
+                "coverage and AUC at different K do not compare — compare runs of one K"
+            )
+
+
+def plot_compare(reports: Mapping[str, Report]) -> Figure:
+    """Several runs as small multiples: a row per task, a column per run, each against its own baselines.
+
+    A panel holds one run's policies (CI bands for all but sanity checks) and that run's own iid and
+    oracle curves, because runs may differ in prior or skew; the gains vs iid are written in the panel.
+    A policy label has one colour in every panel, and all panels share the y axis.
+
+    Args:
+        reports: ``{run label: report}``, in column order.
+
+    Raises:
+        IncompatibleRuns: two runs measured one task at different budgets.
+        ValueError: no run holds a comparison.
+    """
+    tasks: list[str] = []
+    for rep in reports.values():
+        for comp in rep.comparisons:
+            if comp.task not in tasks:
+                tasks.append(comp.task)
+    if not tasks:
+        raise ValueError("no comparisons to overlay")
+    check_overlay(reports)
+    colors: dict[str, str] = {}  # one colour per policy label across runs and tasks
+    for rep in reports.values():
+        for comp in rep.comparisons:
+            for pol in comp.policies:
+                if not is_sanity(pol.curves) and pol.label not in colors:
+                    colors[pol.label] = policy_color(len(colors))
+    runs = list(reports)
+    fig = _figure((max(7.0, 0.9 + 3.5 * len(runs)), 1.6 + 2.7 * len(tasks)))
+    axes = fig.subplots(len(tasks), len(runs), squeeze=False)
+    legend: dict[str, object] = {}
+    for row, task in enumerate(tasks):
+        for col, run in enumerate(runs):
+            ax = axes[row, col]
+            ax.set_gid(f"compare:{task}:{run}")
+            comp = next((c for c in reports[run].comparisons if c.task == task), None)
+            if row == 0:
+                ax.set_title(run)
+            if col == 0:
+                ax.set_ylabel(f"{task}\ncoverage C(k)")
+            if row == len(tasks) - 1:
+                ax.set_xlabel("sample budget k")
+            ax.set_ylim(-0.02, 1.05)
+            if comp is None:
+                ax.text(0.5, 0.5, "task not in this run", ha="center", va="center", transform=ax.transAxes)
+                continue
+            gains = []
+            for pol in comp.policies:
+                c = pol.curves
+                look = role_style(c, 0)
+                if not is_sanity(c):
+                    look["color"] = colors[c.label]
+                (line,) = ax.plot(c.k, _a(c.coverage), label=legend_label(c), **look)
+                legend.setdefault(legend_label(c), line)
+                if not is_sanity(c):
+                    _band(ax, c.k, c.coverage_lo, c.coverage_hi, look["color"])
+                if pol.gain is not None:
+                    gains.append(f"{c.label}: {_gain_text(pol).removeprefix(', ')}")
+            for c in (comp.iid, comp.oracle):
+                if c is not None:
+                    (line,) = ax.plot(c.k, _a(c.coverage), label=c.label, **role_style(c, 0))
+                    legend.setdefault(f"{c.label} (the run's own)", line)
+            if gains:
+                corner_note(ax, gains)
+            budget_axis(ax, comp.budget, narrow=True)
+    for ax in axes[:, 1:].ravel():
+        ax.tick_params(axis="y", labelleft=False)
+    handles, labels = list(legend.values()), list(legend)
+    _add_band_key(handles, labels)
+    legend_below(fig, handles, labels)
+    suptitle(fig, "strategy coverage by task (rows) and run (columns)")
+    return finish(fig)
+
+
+def eval_series(comparison: Comparison) -> list[tuple[int | None, PolicyResult]]:
+    """The periodic evaluations of a comparison, oldest first: ``(step, policy)``.
+
+    Earlier evaluations carry a ``<label>@<step>`` label (see
+    [`seffi.callbacks.evaluator.CoverageEvaluator`][seffi.callbacks.CoverageEvaluator]); the final one keeps
+    the plain ``<label>`` and comes last with step None. Empty when the comparison holds fewer than two ``@``
+    lines.
+    """
+    groups: dict[str, list[tuple[int, PolicyResult]]] = {}
+    for pol in comparison.policies:
+        m = _EVAL_LABEL.match(pol.label)
+        if m:
+            groups.setdefault(m["base"], []).append((int(m["step"]), pol))
+    if not groups:
+        return []
+    base, items = max(groups.items(), key=lambda kv: len(kv[1]))
+    if len(items) < 2:
+        return []
+    out: list[tuple[int | None, PolicyResult]] = list(sorted(items, key=lambda t: t[0]))
+    out += [(None, p) for p in comparison.policies if p.label == base]
+    return out
+
+
+def plot_gain_vs_step(comparison: Comparison) -> Figure | None:
+    """Gain vs iid of each periodic evaluation against the training step, with its 95% CI.
+
+    The final evaluation (its step is not in the label) sits one step-spacing right of the last
+    labelled one, on a tick named "final". Evaluations whose gain is undefined are listed under the axes
+    with their reason, never silently left out.
+
+    Returns:
+        The figure, or None when the comparison holds fewer than 3 evaluations.
+    """
+    series = eval_series(comparison)
+    if len(series) < 3:
+        return None
+    steps = np.array([s for s, _ in series if s is not None], dtype=np.float64)
+    spacing = float(np.median(np.diff(steps))) if steps.size > 1 else max(1.0, float(steps[0]))
+    xs = [float(s) if s is not None else float(steps[-1] + spacing) for s, _ in series]
+    fig = _figure((7.0, 4.6))
+    ax = fig.subplots()
+    val, lo, hi, missing = [], [], [], []
+    for _step, pol in series:
+        g = pol.gain
+        if g is None or g.value is None:
+            val.append(np.nan)
+            lo.append(np.nan)
+            hi.append(np.nan)
+            missing.append(f"{pol.label}: {'no gain' if g is None else g.reason}")
+            continue
+        val.append(g.value)
+        lo.append(g.value if g.lo is None else g.lo)
+        hi.append(g.value if g.hi is None else g.hi)
+    color, look = policy_color(0), STYLE
+    ax.fill_between(xs, lo, hi, color=color, alpha=look["band_alpha"] + 0.05, linewidth=0, label="95% CI")
+    ax.plot(xs, val, color=color, marker="o", linewidth=look["policy"]["linewidth"], label="gain vs iid")
+    ax.axhline(0.0, **look["iid"], label="iid (0)")
+    ax.axhline(1.0, **look["oracle"], label="oracle (1)")
+    ticks = [f"{int(x):,}" if s is not None else "final" for x, (s, _) in zip(xs, series, strict=True)]
+    if len(xs) <= 12:
+        ax.set_xticks(xs, ticks, rotation=30)
+    ax.set_xlabel("training step of the evaluation")
+    ax.set_ylabel("gain vs iid (0 = iid, 1 = oracle)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper left", fontsize=font("legend"), framealpha=0.85)
+    if missing:
+        note = "gain undefined: " + "; ".join(missing)
+        fig.text(0.005, 0.005, note, fontsize=font("note"), color="0.3")
+    suptitle(fig, title(comparison, f"gain over training ({len(series)} evaluations)"))
+    return finish(fig)
+
+
+# -- the main figures ------------------------------------------------------------------------------------
+
 #: Text of the note drawn when a sampler's coverage exceeds the oracle's at some k.
 ORACLE_NOTE = (
     "note: the oracle is not a pointwise upper bound; a sampler whose traces match several strategies "
@@ -116,19 +785,19 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
 
     The legend (below the axes) gives each sampler's AUC and, for policies, the gain vs iid with CI,
     and a "shaded: 95% CI" entry when a band is drawn. Sanity-check policies (see
-    `seffi.report.plots_style.is_sanity`) are drawn as a muted line without a band. Where a
+    `seffi.report.plots.is_sanity`) are drawn as a muted line without a band. Where a
     policy is above the oracle at some k, a note in the axes says the oracle is not a pointwise upper
     bound. A series of periodic evaluations (``eval@<step>`` lines, see
-    [`eval_series`][seffi.report.plots_compare.eval_series]) is drawn as thin lines without bands, the last
-    evaluation with its band: [`plot_gain_vs_step`][seffi.report.plots_compare.plot_gain_vs_step] shows the
+    [`eval_series`][seffi.report.plots.eval_series]) is drawn as thin lines without bands, the last
+    evaluation with its band: [`plot_gain_vs_step`][seffi.report.plots.plot_gain_vs_step] shows the
     series with CIs.
 
     Args:
         comparison: the comparison to draw.
         valid: draw valid-only coverage instead of raw coverage.
     """
-    fig, axes = _figure(size=(7.0, 5.0))
-    ax = axes[0, 0]
+    fig = _figure((7.0, 5.0))
+    ax = fig.subplots()
     gains = {id(p.curves): _gain_text(p) for p in comparison.policies}
     series = eval_series(comparison)
     # Earlier evaluations of a series: a stack of overlapping CI bands is unreadable, so no bands.
@@ -217,8 +886,8 @@ def _mark_extrapolated(ax: Any, c: CurveSet, y: Sequence[float | None], style: d
 
 def plot_novelty(comparison: Comparison) -> Figure:
     """Marginal novelty N(i) = Pr[sample i reveals a new strategy] (expected new count if that is all)."""
-    fig, axes = _figure(size=(7.0, 4.8))
-    ax = axes[0, 0]
+    fig = _figure((7.0, 4.8))
+    ax = fig.subplots()
     for c, style in styled_sets(comparison):
         y = c.novelty if c.novelty is not None else c.expected_new
         if y is None:
@@ -229,7 +898,7 @@ def plot_novelty(comparison: Comparison) -> Figure:
     ax.set_ylabel("novelty N(i) = Pr[sample i is new]")
     ax.set_ylim(bottom=-0.02)
     budget_axis(ax, comparison.budget)
-    axes_legend_below(fig, ax)
+    legend_below(fig, *ax.get_legend_handles_labels())
     suptitle(fig, title(comparison, "marginal novelty"))
     return finish(fig)
 
@@ -272,7 +941,8 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
     """
     styled = styled_sets(comparison)
     groups = _tau_groups([c for c, _ in styled], taus, comparison.num_strategies)
-    fig, axes = _figure(1, len(groups) + 1, size=(min(10.0, 4.0 * (len(groups) + 1)), 4.8))
+    fig = _figure((min(10.0, 4.0 * (len(groups) + 1)), 4.8))
+    axes = fig.subplots(1, len(groups) + 1, squeeze=False)
     names = [" = ".join(f"T({tau:g})" for tau in g) for g in groups]
     legend: dict[str, Any] = {}
     for ax, group, name in zip(axes[0, :-1], groups, names, strict=True):
@@ -336,8 +1006,8 @@ def plot_valid_vs_raw(comparison: Comparison) -> Figure:
     coverage earned by incorrect solutions. The legend names samplers by colour (with their valid
     rate); a corner note says what the two line styles mean.
     """
-    fig, axes = _figure(size=(7.0, 5.0))
-    ax = axes[0, 0]
+    fig = _figure((7.0, 5.0))
+    ax = fig.subplots()
     handles: list[Any] = []
     labels: list[str] = []
     for c, style in styled_sets(comparison):
@@ -368,9 +1038,9 @@ def plot_latent(comparison: Comparison) -> Figure | None:
     latents = [(p, p.latent) for p in comparison.policies if p.latent is not None]
     if not latents:
         return None
-    styles = policy_styles(comparison)
-    fig, axes = _figure(size=(7.0, 4.8))
-    ax = axes[0, 0]
+    styles = {c.label: s for c, s in styled_sets(comparison) if c.role == "policy"}
+    fig = _figure((7.0, 4.8))
+    ax = fig.subplots()
     for pol, lat in latents:
         style = styles[pol.label]  # the policy's colour and line in every plot
         codes = "" if lat.num_codes is None else f" ({lat.num_codes} codes)"
@@ -381,7 +1051,7 @@ def plot_latent(comparison: Comparison) -> Figure | None:
     ax.set_ylabel("latent-code coverage (distinct z / #codes)")
     ax.set_ylim(-0.02, 1.05)
     budget_axis(ax, comparison.budget)
-    axes_legend_below(fig, ax)
+    legend_below(fig, *ax.get_legend_handles_labels())
     suptitle(fig, title(comparison, "router latent-code coverage, a diagnostic"))
     return finish(fig)
 

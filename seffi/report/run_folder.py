@@ -56,7 +56,7 @@ def _pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's live process
-        return True
+        pass
     return True
 
 
@@ -72,19 +72,8 @@ def claim_run_folder(path: Path, *, overwrite: bool = False) -> Path:
     """Claim the existing folder ``path`` for this process: one atomic ``O_EXCL`` create of its lock file.
 
     Two runs started together on one folder cannot both pass: the second finds the first's lock. A
-    lock left by a process that no longer runs (a killed run) is reported; ``overwrite`` takes it
-    over with a warning.
-
-    Args:
-        path: The run folder (it must exist).
-        overwrite: Take over a stale lock.
-
-    Returns:
-        ``path``.
-
-    Raises:
-        SeffiError: Another live process holds the folder, or a stale lock is found without
-            ``overwrite``.
+    lock left by a process that no longer runs (a killed run) raises `SeffiError` (as a live owner
+    does) unless ``overwrite`` takes it over with a warning.
     """
     lock = Path(path) / LOCK_FILE
     for _ in range(2):
@@ -129,14 +118,10 @@ def release_run_folders() -> None:
 atexit.register(release_run_folders)
 
 
-def _owned(name: str, owned: tuple[str, ...] = SEFFI_OWNED) -> bool:
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in owned)
-
-
 def _owned_entries(path: Path, owned: tuple[str, ...] = SEFFI_OWNED) -> list[Path]:
     """The seffi-owned entries directly inside ``path`` (empty when it is not a readable folder)."""
     try:
-        return sorted(p for p in path.iterdir() if _owned(p.name, owned))
+        return sorted(p for p in path.iterdir() if any(fnmatch.fnmatchcase(p.name, o) for o in owned))
     except OSError:
         return []
 
@@ -228,19 +213,13 @@ def fresh_run_folder(path: Path, *, nested: Sequence[str] = (), stacklevel: int 
     """``path``, or the first free ``path-2``, ``path-3``, ... when ``path`` already holds a seffi run.
 
     For library callers (a callback's ``out_dir``), which must neither stop training nor mix two runs
-    in one folder (report.json overwritten, metrics.jsonl appended to with its step going backwards,
-    old plots beside new ones). When another folder is used, one `UserWarning` names it. The
-    folder is not created here; the caller's sink creates it.
+    in one folder. When another folder is used, one `UserWarning` names it. Nothing is created here.
 
     Args:
         path: The folder asked for.
         nested: Sub-folders that also hold a run of this layout (the SB3 callback's ``stream``/``eval``
             in ``mode="both"``): a folder counts as taken when it or one of them holds a seffi run.
         stacklevel: Of the warning (2: the caller's line).
-
-    Returns:
-        The folder to write the run into: ``path`` itself, or a sibling that does not exist or holds
-        no seffi run.
     """
     path = Path(path)
 
@@ -278,16 +257,10 @@ def default_out_dir(prefix: str = "seffi") -> Path:
 
 
 def fresh_out_dir(out_dir: str | Path | None, prefix: str = "seffi", *, nested: Sequence[str] = ()) -> Path:
-    """The folder a callback writes its run into: never one that already holds a seffi run.
+    """The folder (not created) a callback writes its run into: never one that already holds a seffi run.
 
-    Args:
-        out_dir: The user's folder (see `fresh_run_folder`); ``None`` gives
-            [`default_out_dir`][seffi.report.default_out_dir] (always fresh).
-        prefix: Prefix of the default folder name.
-        nested: See `fresh_run_folder`.
-
-    Returns:
-        The folder to write into (not created here; the sinks create it).
+    ``out_dir`` goes through `fresh_run_folder`; ``None`` gives
+    [`default_out_dir`][seffi.report.default_out_dir] with ``prefix`` (always fresh).
     """
     if out_dir is None:
         return default_out_dir(prefix)

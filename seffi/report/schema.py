@@ -71,12 +71,7 @@ def _curveset_fields(curves: Any) -> dict[str, Any]:
     """``CurveSet`` keyword arguments from a ``Curves`` or its dict (missing metrics are left out)."""
     if not isinstance(curves, Mapping) and not hasattr(curves, "coverage") and hasattr(curves, "to_dict"):
         curves = curves.to_dict()  # another result object in the Curves.to_dict form
-    if isinstance(curves, Mapping):
-        get = curves.get
-    else:
-
-        def get(name: str) -> Any:
-            return getattr(curves, name, None)
+    get = curves.get if isinstance(curves, Mapping) else lambda name: getattr(curves, name, None)
 
     fields: dict[str, Any] = {}
     for c in COLUMNS:
@@ -410,32 +405,24 @@ class Comparison(_Model):
             barcodes: ``{label: Barcode or its dict}``; a policy's ``Curves.barcode`` is used otherwise.
             latents: ``{label: LatentCurve}`` for router policies.
         """
-
-        def _set(curves: Any, label: str, role: str) -> CurveSet:
-            return CurveSet.from_curves(curves, label, role)
-
         results = []
         for label, curves in policies.items():
             gain = None
             if hasattr(curves, "gain") and hasattr(iid, "to_dict") and hasattr(oracle, "to_dict"):
                 g = curves.gain(iid, oracle)
                 gain = g if isinstance(g, Gain) else Gain.model_validate(dict(g))
-            raw_bar = (barcodes or {}).get(label)
-            if raw_bar is None:
-                raw_bar = getattr(curves, "barcode", None)
-            bar = (
-                raw_bar if isinstance(raw_bar, Barcode) or raw_bar is None else Barcode.from_tracker(raw_bar)
-            )
+            bar = (barcodes or {}).get(label)
+            bar = getattr(curves, "barcode", None) if bar is None else bar
             results.append(
                 PolicyResult(
-                    curves=_set(curves, label, "policy"),
+                    curves=CurveSet.from_curves(curves, label, "policy"),
                     gain=gain,
-                    barcode=bar,
+                    barcode=bar if bar is None or isinstance(bar, Barcode) else Barcode.from_tracker(bar),
                     latent=(latents or {}).get(label),
                 )
             )
-        iid_set = _set(iid, "iid", "iid") if iid is not None else None
-        oracle_set = _set(oracle, "oracle", "oracle") if oracle is not None else None
+        iid_set = CurveSet.from_curves(iid, "iid", "iid") if iid is not None else None
+        oracle_set = CurveSet.from_curves(oracle, "oracle", "oracle") if oracle is not None else None
         ref = results[0].curves if results else iid_set or oracle_set
         if ref is None:
             raise ValueError("Comparison.from_curves needs at least one policy or baseline")

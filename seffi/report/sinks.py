@@ -26,8 +26,6 @@ from seffi.report.run_folder import fresh_out_dir
 from seffi.report.schema import Comparison, Report
 from seffi.report.wandb_run import Mode, SafeWandbRun, display_path, wandb_mode
 
-METRICS_JSONL = "metrics.jsonl"
-SNAPSHOTS_JSONL = "snapshots.jsonl"
 TRACKER_STATE_JSON = "tracker_state.json"
 
 
@@ -69,7 +67,6 @@ class LocalSink:
         self.out_dir = Path(out_dir)
         self.plots = plots
         self.files: dict[str, Path] = {}
-        self.latest: dict[str, Any] = {}
         self._handles: dict[Path, Any] = {}  # path -> open text file (append mode)
         try:
             self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -81,12 +78,12 @@ class LocalSink:
     @property
     def metrics_path(self) -> Path:
         """Path of metrics.jsonl."""
-        return self.out_dir / METRICS_JSONL
+        return self.out_dir / "metrics.jsonl"
 
     @property
     def snapshots_path(self) -> Path:
         """Path of snapshots.jsonl."""
-        return self.out_dir / SNAPSHOTS_JSONL
+        return self.out_dir / "snapshots.jsonl"
 
     def _append(self, path: Path, record: Mapping[str, Any]) -> None:
         line = json.dumps(record, sort_keys=True, default=json_default)
@@ -108,22 +105,18 @@ class LocalSink:
         """Append one record (all steps kept, in call order, even out-of-order ones)."""
         record = {keys.STEP_KEY: int(step), **data}
         self._append(self.metrics_path, record)
-        self.latest.update(record)
 
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
         """Append the whole comparison (curves as lists) to snapshots.jsonl."""
-        self._append(
-            self.snapshots_path,
-            {"step": int(step), "scope": scope, "comparison": comparison.model_dump(mode="json")},
-        )
+        record = {"step": int(step), "scope": scope, "comparison": comparison.model_dump(mode="json")}
+        self._append(self.snapshots_path, record)
 
     def _write_state(self, tracker_state: Mapping[str, Any]) -> None:
         path = self.out_dir / TRACKER_STATE_JSON
         try:
             write_atomic(path, dumps_state(tracker_state))
         except OSError as exc:
-            reason = exc.strerror or exc
-            raise SeffiError(f"cannot write {TRACKER_STATE_JSON} to {self.out_dir}: {reason}") from exc
+            raise SeffiError(f"cannot write {path}: {exc.strerror or exc}") from exc
         self.files[TRACKER_STATE_JSON] = path
 
     def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
@@ -174,11 +167,7 @@ class WandbSink:
         log_images: bool = True,
         **run_kwargs: Any,
     ) -> None:
-        if (
-            isinstance(log_curves_every, bool)
-            or not isinstance(log_curves_every, int)
-            or log_curves_every < 1
-        ):
+        if type(log_curves_every) is not int or log_curves_every < 1:
             raise SeffiError(f"log_curves_every must be a positive int, got {log_curves_every!r}")
         self.run = run if run is not None else SafeWandbRun(mode=mode, **run_kwargs)
         self.log_curves_every = log_curves_every
@@ -268,36 +257,34 @@ class MultiSink:
         """The first [`WandbSink`][seffi.report.WandbSink], if any."""
         return next((s for s in self.sinks if isinstance(s, WandbSink)), None)
 
+    def _each(self, method: str, *args: Any, **kwargs: Any) -> None:
+        """Call ``method`` on every sink that has it, in order."""
+        for s in self.sinks:
+            call = getattr(s, method, None)
+            if call is not None:
+                call(*args, **kwargs)
+
     def log(self, data: Mapping[str, Any], step: int) -> None:
         """Log to every sink."""
-        for s in self.sinks:
-            s.log(data, step)
+        self._each("log", data, step)
 
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
         """Snapshot to every sink."""
-        for s in self.sinks:
-            s.log_snapshot(comparison, step, scope)
+        self._each("log_snapshot", comparison, step, scope)
 
     def log_final_curves(
         self, comparison: Comparison, step: int | None = None, scope: str | None = None, *, image: bool = True
     ) -> None:
         """The final coverage chart, to every sink that draws one (`WandbSink.log_final_curves`)."""
-        for s in self.sinks:
-            final = getattr(s, "log_final_curves", None)
-            if final is not None:
-                final(comparison, step, scope, image=image)
+        self._each("log_final_curves", comparison, step, scope, image=image)
 
     def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
         """Finish every sink (the local one first)."""
-        for s in self.sinks:
-            s.finish(report, tracker_state)
+        self._each("finish", report, tracker_state)
 
     def checkpoint(self, report: Report, tracker_state: Mapping[str, Any]) -> None:
         """Checkpoint every sink that keeps files (the local one)."""
-        for s in self.sinks:
-            save = getattr(s, "checkpoint", None)
-            if save is not None:
-                save(report, tracker_state)
+        self._each("checkpoint", report, tracker_state)
 
 
 class NullSink:
@@ -377,7 +364,7 @@ def default_sinks(
         run: an existing ``wandb`` run (or [`SafeWandbRun`][seffi.report.SafeWandbRun]) to log into.
         log_curves_every: see [`WandbSink`][seffi.report.WandbSink].
         plots: render PNGs into ``out_dir`` at ``finish``.
-        **run_kwargs: ``project``, ``dir``, ``name``, ``group``, ``job_type``, ``config``.
+        **run_kwargs: ``wandb.init`` arguments (``project``, ``dir``, ``name``, ...).
     """
     sinks: list[Sink] = [LocalSink(out_dir, plots=plots)]
     if isinstance(run, SafeWandbRun) or wandb != "disabled":
@@ -396,19 +383,15 @@ def own_sinks(
 ) -> tuple[Path, Sink]:
     """(folder, sinks) of a callback that makes its own: `default_sinks` in a fresh folder.
 
-    Args:
-        out_dir: The user's folder (a folder holding a seffi run gets ``-2``, ``-3``, ...; see
-            [`seffi.report.run_folder.fresh_out_dir`][seffi.report.fresh_out_dir]), or None for
-            ``runs/seffi-<timestamp>``.
-        wandb: W&B mode (None: ``WANDB_MODE`` if set, else offline).
-        plots: Render PNG plots at the end.
-        wandb_kwargs: Extra ``wandb.init`` arguments.
-        reuse: Write into ``out_dir`` even though it holds a run (a resumed run continues its folder).
+    ``out_dir`` None gives ``runs/seffi-<timestamp>``, a folder holding a seffi run ``-2``, ``-3``, ...
+    ([`fresh_out_dir`][seffi.report.fresh_out_dir]) unless ``reuse`` (a resumed run continues its folder);
+    ``wandb`` None reads ``WANDB_MODE``, else offline.
     """
     folder = Path(out_dir) if reuse and out_dir is not None else fresh_out_dir(out_dir)
     # The caller decides which logs are curve snapshots: every snapshot it sends is one.
-    mode = wandb_mode(wandb)
-    sinks = default_sinks(folder, wandb=mode, log_curves_every=1, plots=plots, **dict(wandb_kwargs))
+    sinks = default_sinks(
+        folder, wandb=wandb_mode(wandb), log_curves_every=1, plots=plots, **dict(wandb_kwargs)
+    )
     return folder, sinks
 
 
@@ -429,21 +412,23 @@ def closing_lines(
 
     Args:
         out_dir: The local report folder (None: no folder line).
-        wandb: The run's W&B sink or [`SafeWandbRun`][seffi.report.SafeWandbRun] (None: W&B was off or not
-            seffi's).
+        wandb: The run's W&B sink or [`SafeWandbRun`][seffi.report.SafeWandbRun] (None: none of seffi's).
         contents: What the folder holds, in words.
         seconds: Wall time, added to the folder line when given.
         prefix: Put before each line (the adapters use ``"[seffi] "`` inside a training log).
-        report: The final report, for its caveats ([`seffi.report.caveats`][seffi.report.caveats]); None reads
-            ``out_dir/report.json`` when there is one.
+        report: The final report, for its caveats; None reads ``out_dir/report.json`` when there is one.
 
     Returns:
-        The caveat warnings (a gain with no room to mean anything, infeasible strategies), the folder,
-        then ``wandb sync ...`` for an offline run, or one line saying W&B failed (its warning came
-        earlier) when it did.
+        The caveat warnings, the folder, then ``wandb sync ...`` for an offline run, or one line saying
+        W&B failed (its warning came earlier) when it did.
     """
     run = wandb.run if isinstance(wandb, WandbSink) else wandb
-    lines = [f"{prefix}{line}" for line in _caveat_lines(out_dir, report)]
+    if report is None and out_dir is not None and (Path(out_dir) / "report.json").is_file():
+        try:
+            report = load_report(out_dir)
+        except Exception:  # a closing message never fails a finished run
+            report = None
+    lines = [f"{prefix}{line}" for line in ([] if report is None else console_lines(report))]
     if out_dir is not None:
         timing = f"; {seconds:.1f} s" if seconds is not None else ""
         lines.append(f"{prefix}run folder: {display_path(out_dir)}  ({contents}{timing})")
@@ -453,13 +438,3 @@ def closing_lines(
     elif run is not None and run.mode != "disabled" and run.failed:
         lines.append(f"{prefix}W&B logging failed (see the warning above); the run folder has everything")
     return lines
-
-
-def _caveat_lines(out_dir: str | Path | None, report: Report | None) -> list[str]:
-    """`seffi.report.caveats.console_lines` of ``report`` (or of ``out_dir/report.json``)."""
-    if report is None and out_dir is not None and (Path(out_dir) / "report.json").is_file():
-        try:
-            report = load_report(out_dir)
-        except Exception:  # a closing message never fails a finished run
-            return []
-    return [] if report is None else console_lines(report)

@@ -39,9 +39,7 @@ def wandb_mode_from_env() -> str | None:
 
 def wandb_mode(mode: str | None = None) -> str:
     """The W&B mode to use: ``mode`` when given, else ``WANDB_MODE``, else offline (never online unasked)."""
-    if mode is not None:
-        return mode
-    return wandb_mode_from_env() or "offline"
+    return mode if mode is not None else wandb_mode_from_env() or "offline"
 
 
 #: Seconds an online ``wandb.init`` may take before W&B is given up for the run (W&B's own default
@@ -151,14 +149,10 @@ class SafeWandbRun:
 
     @staticmethod
     def _settings(wandb: Any, mode: str, quiet: bool) -> Any:
-        """``wandb.Settings`` for a run this object starts.
-
-        An online init gives up after `INIT_TIMEOUT_S` (unless ``WANDB_INIT_TIMEOUT`` says
-        otherwise), so a bad key or no network costs seconds, not W&B's 90 s, before training starts.
-        A reused run (``run=`` or an active ``wandb.run``) keeps its own settings.
-        """
+        """``wandb.Settings`` for a run this object starts (a reused run keeps its own)."""
         kwargs: dict[str, Any] = {}
-        # Online only: an offline init talks to a local process, which may start slowly on a busy machine.
+        # An online init gives up after INIT_TIMEOUT_S, so a bad key or no network costs seconds, not
+        # W&B's 90 s; not offline: that init talks to a local process, which may start slowly.
         if mode == "online" and "WANDB_INIT_TIMEOUT" not in os.environ:
             kwargs["init_timeout"] = INIT_TIMEOUT_S
         if quiet:
@@ -166,7 +160,6 @@ class SafeWandbRun:
             kwargs["silent" if mode == "offline" else "quiet"] = True
         return wandb.Settings(**kwargs)
 
-    # -- login -----------------------------------------------------------------------------------
     @staticmethod
     def logged_in() -> bool:
         """True when W&B has credentials (env var, settings, .netrc) — without prompting or network."""
@@ -193,7 +186,6 @@ class SafeWandbRun:
                 "(or use --wandb offline and `wandb sync` later)"
             )
 
-    # -- failure handling --------------------------------------------------------------------------
     def _fail(self, what: str, exc: BaseException) -> None:
         self.enabled = False
         self.failed = True
@@ -217,7 +209,6 @@ class SafeWandbRun:
             self._fail(what, exc)
             return None
 
-    # -- logging -----------------------------------------------------------------------------------
     def define_step_metric(self, step_key: str | None = None, glob: str = keys.GLOB) -> None:
         """``define_metric(step_key)`` then ``define_metric(glob, step_metric=step_key)``."""
         if step_key is not None:
@@ -320,12 +311,10 @@ class SafeWandbRun:
     ) -> bool:
         """Show a ``wandb.plot.line_series`` chart (one line per label) under ``key``; a new call replaces it.
 
-        W&B's line-series panel draws the table ``run.summary["<key>_table"]``: the table goes there
-        and the chart into the run config (``_wandb.visualize``), as ``run.log`` would do, but without
-        a history row, whose ``ncols``/``nrows`` would be charted as metrics (``wandb leet`` does) and
-        which the chart never reads. A run without that hook (an older or stand-in run) gets the
-        chart through ``run.log`` at ``step``. A ``step`` below the last logged one is dropped (as
-        `log` drops it); a line with a NaN/None value is skipped.
+        The table goes to ``run.summary`` and the chart into the run config (``_wandb.visualize``), as
+        ``run.log`` would do, but without a history row, whose ``ncols``/``nrows`` would be charted as
+        metrics; a run without that hook gets the chart through ``run.log`` at ``step``. An older
+        ``step`` is dropped (as in `log`), a line with a NaN/None value skipped.
 
         Returns:
             True when the chart went to W&B.
@@ -405,19 +394,15 @@ class SafeWandbRun:
             self._call("finish", self.run.finish)
         self.enabled = False
 
-    # -- where the files are -------------------------------------------------------------------------
     @property
     def run_dir(self) -> Path | None:
         """The local run folder (``.../wandb/offline-run-*/`` or ``run-*``); None without a run."""
-        if self.run is None:
-            return None
-        try:
-            return Path(self.run.settings.sync_dir)
-        except Exception:
+        for where in (lambda: self.run.settings.sync_dir, lambda: Path(self.run.dir).parent):
             try:
-                return Path(self.run.dir).parent
+                return None if self.run is None else Path(where())
             except Exception:
-                return None
+                continue
+        return None
 
     @property
     def sync_hint(self) -> str | None:

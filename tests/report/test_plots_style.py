@@ -14,7 +14,7 @@ from matplotlib.text import Text
 
 from seffi.report import Barcode, Gain, PolicyResult, Report
 from seffi.report import plots as P
-from seffi.report.plots_style import STYLE, k_ticks
+from seffi.report.plots import STYLE, k_ticks
 from tests.report import _fixtures as fx
 
 HEX_ID = re.compile(r"[0-9a-f]{8,}")

@@ -254,18 +254,18 @@ def test_scalars_keys_cached_per_scope_and_budgets() -> None:
 def test_final_wandb_image_and_report_coverage_plot_are_drawn_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from seffi.report import SafeWandbRun, plots_style
+    from seffi.report import SafeWandbRun, plots
     from seffi.report import plots as P
     from tests.report.test_wandb_run import FakeRun
 
     titles: list[str] = []  # every figure rendered to PNG, by its title
-    write_figure = plots_style.write_figure
+    write_figure = plots.write_figure
 
     def counting(fig: Any, path: Any, **kwargs: Any) -> None:
         titles.append(fig.get_suptitle())
         write_figure(fig, path, **kwargs)
 
-    monkeypatch.setattr(plots_style, "write_figure", counting)
+    monkeypatch.setattr(plots, "write_figure", counting)
     monkeypatch.setattr(P, "_last_coverage", None)
 
     class Run(FakeRun):
