@@ -20,7 +20,7 @@ update (`GroupCoverage`); ``iid="task"`` uses the task's synthetic base sampler.
 folder gets ``seffi_coverage.json``, so ``resume_from_checkpoint`` continues the monitor without
 redrawing the reference. Under accelerate the reward function gathers every rank's records before
 grouping them; rank 0 writes the report. Rewards (``reward=``: ``"valid"``, ``"matched"``, a callable
-or a method of `seffi.group_scoring.METHODS`, settings in `seffi.callbacks.group_methods`), labelers,
+or a method of `seffi.group_scoring.METHODS`), labelers,
 chat prompts and the reference's cost: ``docs/integrations.md`` and ``docs/custom-llm.md``.
 """
 
@@ -36,7 +36,6 @@ from transformers import TrainerCallback
 
 from seffi._convert import plain
 from seffi._io import write_atomic
-from seffi.callbacks.group_methods import check_scaling
 from seffi.callbacks.groups import GroupCoverage, GroupScorer
 from seffi.callbacks.interrupts import StopOnSignal
 from seffi.callbacks.trl_model import policy_logprobs
@@ -56,6 +55,32 @@ __all__ = [
 _TRL_KWARGS = ("trainer_state", "log_extra", "log_metric", "environments")
 #: The file seffi adds to each TRL checkpoint folder.
 CHECKPOINT_FILE = "seffi_coverage.json"
+
+
+def check_scaling(method: Any, scale_rewards: Any, aggregation: Any = None) -> None:
+    """Refuse a trainer that would normalise pass@k's advantage a second time.
+
+    Args:
+        method: The scorer's `RewardMethod` (None: a per-completion reward, nothing to check).
+        scale_rewards: ``GRPOConfig.scale_rewards`` (True/False are TRL's aliases of "group"/"none").
+        aggregation: ``GRPOConfig.multi_objective_aggregation`` (None when the trainer has none).
+
+    Raises:
+        SeffiError: ``reward="passk"`` with rewards scaled by a standard deviation.
+    """
+    if method is None or method.name != "passk":
+        return
+    scale = {True: "group", False: "none"}.get(scale_rewards, scale_rewards)
+    if scale not in (None, "none"):
+        raise SeffiError(
+            f"reward='passk' returns the pass@k advantage itself: set GRPOConfig(scale_rewards='none') (this "
+            f"config has scale_rewards={scale_rewards!r}, which divides it again by a standard deviation)"
+        )
+    if aggregation not in (None, "sum_then_normalize"):
+        raise SeffiError(
+            "reward='passk' returns the pass@k advantage itself: keep GRPOConfig(multi_objective_aggregation="
+            f"'sum_then_normalize') (this config has {aggregation!r}, which normalises each reward per group)"
+        )
 
 
 def checkpoint_state_path(output_dir: str | Path, step: int) -> Path:

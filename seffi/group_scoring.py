@@ -26,11 +26,9 @@ as a GRPO reward:
 Every rule depends on a group only through the multiset of its records, so the order of the
 completions within a group changes nothing. The *outcome* of a completion is its sorted match set, the
 empty tuple included. `METHODS` names every rule with the inputs it needs, and `batch_rewards` applies
-one over a whole (gathered) generation batch, group by group. Formulas and sources:
-docs/statistics.md, "Group rewards of the exploration methods". The TRL adapter
-(`seffi.callbacks.groups`, `seffi.callbacks.group_methods`) scores with this module; the exploration
-benchmark (`seffi.experiment.bench_methods`) trains through that adapter and groups its samples with
-`split_groups`.
+one over a whole (gathered) generation batch, group by group; `RewardMethod` binds a rule to its
+options and its state across steps. Formulas and sources: docs/statistics.md, "Group rewards of the
+exploration methods". The TRL adapter (`seffi.callbacks.groups`) scores with this module.
 """
 
 from __future__ import annotations
@@ -135,16 +133,9 @@ def ascending_ranks(values: Sequence[float]) -> np.ndarray:
         Float array of shape (G,): ranks in [0, G-1]; ``[-1, -1, -2]`` gives ``[1.5, 1.5, 0]``.
     """
     x = np.asarray(values, dtype=np.float64)
-    order = np.argsort(x, kind="stable")
-    ranks = np.empty(len(x), dtype=np.float64)
-    i = 0
-    while i < len(x):
-        j = i
-        while j + 1 < len(x) and x[order[j + 1]] == x[order[i]]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2.0  # mid-rank: the tie's value, never its record order
-        i = j + 1
-    return ranks
+    ordered = np.sort(x)
+    # mid-rank: a tie's ranks average to the same value, whatever the records' order
+    return (np.searchsorted(ordered, x, "left") + np.searchsorted(ordered, x, "right") - 1) / 2.0
 
 
 def unlikeliness_rewards(
@@ -466,3 +457,76 @@ def batch_rewards(
     if method == "outcome_ucb":
         counts.update(records)  # type: ignore[union-attr]
     return out
+
+
+#: Options a `RewardMethod` takes besides its rule's own (`Method.options`).
+EXTRA_OPTIONS = {"unlikeliness": ("reduction",), "passk": ("k",)}
+
+
+class RewardMethod:
+    """One method of `METHODS` with its options and its state across steps.
+
+    ``"unlikeliness"`` needs the policy's log-probability of each completion (option ``reduction``:
+    ``"mean"`` per token, the default and what He et al. rank by, or ``"sum"``). ``"passk"`` needs
+    ``k`` (1 <= k <= the group size); its reward *is* the advantage, so the trainer must not normalise
+    it again. ``"outcome_ucb"`` keeps its historical counts in `counts`.
+
+    Args:
+        name: A key of `METHODS`.
+        options: The method's options, e.g. ``{"beta": 0.25}``, ``{"k": 4}``, ``{"c": 0.5}``.
+
+    Raises:
+        SeffiError: An unknown method or option, or an option value the rule refuses (checked now on a
+            tiny group, so a bad option fails when the scorer is built, not mid-training).
+    """
+
+    def __init__(self, name: str, options: Mapping[str, Any] | None = None) -> None:
+        spec = METHODS.get(name)
+        if spec is None:
+            raise SeffiError(f"unknown reward method {name!r}; choose one of {sorted(METHODS)}")
+        if options is not None and not isinstance(options, Mapping):
+            raise SeffiError(f"reward_options must be a mapping of option names, got {options!r}")
+        opts = dict(options or {})
+        allowed = (*spec.options, *EXTRA_OPTIONS.get(name, ()))
+        if unknown := sorted(set(opts) - set(allowed)):
+            raise SeffiError(f"reward {name!r} takes options {list(allowed)}, got {unknown}")
+        self.name, self.needs_logprobs = name, "logprobs" in spec.needs
+        self.k: int | None = opts.pop("k", None)
+        self.reduction: str = opts.pop("reduction", "mean")
+        self.options = opts
+        self.counts = OutcomeCounts() if name == "outcome_ucb" else None
+        if name == "passk":
+            if isinstance(self.k, bool) or not isinstance(self.k, (int, np.integer)) or self.k < 1:
+                raise SeffiError(
+                    "reward 'passk' needs reward_options={'k': k} with 1 <= k <= num_generations, "
+                    f"got k={self.k!r}"
+                )
+            self.k = int(self.k)
+        if self.reduction not in ("sum", "mean"):
+            raise SeffiError(f"unlikeliness reduction must be 'sum' or 'mean', got {self.reduction!r}")
+        batch_rewards(name, [("x", (), True)], None, logprobs=[0.0], k=1, counts=OutcomeCounts(), **opts)
+
+    def score(
+        self, records: Sequence[Record], size: int | None, logprobs: Sequence[float] | None, training: bool
+    ) -> list[float]:
+        """Rewards of one gathered batch (`batch_rewards`); the counts advance on training batches only."""
+        counts = self.counts
+        if counts is not None and not training:
+            counts = OutcomeCounts(counts.as_dict())  # an evaluation batch leaves the history alone
+        return batch_rewards(
+            self.name, records, size, logprobs=logprobs, k=self.k, counts=counts, **self.options
+        )
+
+    def state(self) -> list[list[Any]] | None:
+        """The outcome counts as JSON rows ``[input id, [strategies...], N]`` (None without counts)."""
+        if self.counts is None:
+            return None
+        return [[x, list(o), n] for x, row in sorted(self.counts.as_dict().items()) for o, n in row.items()]
+
+    def load_state(self, rows: Sequence[Sequence[Any]] | None) -> None:
+        """Restore `state` (ignored by a method without counts)."""
+        if self.counts is not None and rows is not None:
+            table: dict[str, dict[tuple[str, ...], int]] = {}
+            for x, outcome, n in rows:
+                table.setdefault(str(x), {})[tuple(str(s) for s in outcome)] = int(n)
+            self.counts = OutcomeCounts(table)
