@@ -143,16 +143,17 @@ def generation_mode(model: Any, training: bool | None, checkpointing_kwargs: Any
         model.train(was_training)
 
 
-def left_padded(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[Any, Any]:
-    """(input ids, attention mask): long tensors, shape (len(prompts), longest prompt), padded on the left."""
+def left_padded(rows: Sequence[Sequence[int]], pad_id: int, *, left: bool = True) -> tuple[Any, Any]:
+    """(input ids, attention mask): long tensors of shape (len(rows), longest row), padded on the left."""
     import torch
 
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    width = max(len(p) for p in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     mask = torch.zeros_like(ids)
-    for r, p in enumerate(prompts):
-        ids[r, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
-        mask[r, width - len(p) :] = 1
+    for r, p in enumerate(rows):
+        cols = slice(width - len(p), width) if left else slice(0, len(p))
+        ids[r, cols] = torch.tensor(list(p), dtype=torch.long)
+        mask[r, cols] = 1
     return ids, mask
 
 
@@ -213,6 +214,7 @@ def sequence_logprobs(
     *,
     reduction: str = "sum",
     batch_size: int = 64,
+    temperature: float = 1.0,
 ) -> np.ndarray:
     """The policy's log-probability of each completion given its prompt (torch, imported here).
 
@@ -227,6 +229,8 @@ def sequence_logprobs(
         completion_ids: B completions (TRL's ``completion_ids``, eos kept), aligned with ``prompt_ids``.
         reduction: ``"sum"`` or ``"mean"``; an empty completion scores 0 either way.
         batch_size: Rows per forward pass.
+        temperature: The logits are divided by it (GRPOTrainer scores its policy at its sampling
+            temperature).
 
     Returns:
         Float64 array of shape (B,).
@@ -249,21 +253,11 @@ def sequence_logprobs(
     try:
         with torch.no_grad():
             for b in range(0, len(prompt_ids), batch_size):
-                rows = [
-                    list(p) + list(c)
-                    for p, c in zip(
-                        prompt_ids[b : b + batch_size], completion_ids[b : b + batch_size], strict=True
-                    )
-                ]
-                width = max(len(r) for r in rows)
-                ids = torch.zeros((len(rows), width), dtype=torch.long)
-                mask = torch.zeros_like(ids)
-                for r, row in enumerate(rows):
-                    ids[r, : len(row)] = torch.tensor(row, dtype=torch.long)
-                    mask[r, : len(row)] = 1
+                pairs = zip(prompt_ids[b : b + batch_size], completion_ids[b : b + batch_size], strict=True)
+                ids, mask = left_padded([list(p) + list(c) for p, c in pairs], 0, left=False)
                 logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
-                logp = torch.log_softmax(logits.float(), dim=-1)
-                for r in range(len(rows)):
+                logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+                for r in range(len(ids)):
                     i = b + r
                     start, n = len(prompt_ids[i]), len(completion_ids[i])
                     if n == 0:
@@ -275,31 +269,6 @@ def sequence_logprobs(
     finally:
         model.train(was_training)
     return out
-
-
-class _Tempered:
-    """A model whose logits are divided by the sampling temperature, as GRPOTrainer scores its policy."""
-
-    def __init__(self, model: Any, temperature: float) -> None:
-        self.model, self.temperature = model, temperature
-
-    @property
-    def training(self) -> bool:
-        return bool(self.model.training)
-
-    def parameters(self) -> Any:
-        return self.model.parameters()
-
-    def eval(self) -> Any:
-        return self.model.eval()
-
-    def train(self, mode: bool = True) -> Any:
-        return self.model.train(mode)
-
-    def __call__(self, **kwargs: Any) -> Any:
-        out = self.model(**kwargs)
-        out.logits = out.logits / self.temperature
-        return out
 
 
 def policy_logprobs(
@@ -333,9 +302,8 @@ def policy_logprobs(
         )
     prompt_ids = trainer_prompt_ids(tokenizer, prompts, trainer)
     temperature = float(getattr(getattr(trainer, "args", None), "temperature", 1.0) or 1.0)
-    scored = model if temperature == 1.0 else _Tempered(model, temperature)
     completions = [list(c) for c in completion_ids]
-    return sequence_logprobs(scored, prompt_ids, completions, reduction=reduction)
+    return sequence_logprobs(model, prompt_ids, completions, reduction=reduction, temperature=temperature)
 
 
 def prompts_from_dataset(dataset: Any, id_column: str) -> dict[str, Any]:
