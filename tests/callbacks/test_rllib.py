@@ -32,7 +32,7 @@ from seffi.callbacks.rllib import (  # noqa: E402
     metrics,
     to_dataframe,
 )
-from seffi.callbacks.workers import worker_snapshot  # noqa: E402
+from seffi.callbacks.rllib import worker_snapshot  # noqa: E402
 from seffi.coverage import IidBaseline, OracleBaseline  # noqa: E402
 
 ENV_ID = "seffi/HanoiRouter-v0"
