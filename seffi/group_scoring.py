@@ -330,62 +330,29 @@ def batch_penalty_rewards(
 
 @dataclass(frozen=True)
 class Method:
-    """A group reward rule by name.
+    """A group reward rule: what `batch_rewards` must be given for it and its keyword options.
 
     Attributes:
         name: Registry key.
-        description: One line for tables and ``--help``.
-        needs: Inputs `batch_rewards` must be given: ``"logprobs"``, ``"k"``, ``"counts"``.
+        needs: ``"logprobs"``, ``"k"``, ``"counts"``.
         options: Keyword options of the rule (``beta``, ``c``, ``weight``, ``valid_only``).
-        source: The paper the rule comes from.
     """
 
     name: str
-    description: str
-    needs: tuple[str, ...]
-    options: tuple[str, ...]
-    source: str
+    needs: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()
 
 
+#: Every rule by name; sources in docs/statistics.md, "Group rewards of the exploration methods".
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
-        Method("valid", "1 for a valid completion, 0 otherwise", (), (), "the validity baseline"),
-        Method(
-            "diversity",
-            "validity, with a bonus for a strategy set no other valid completion of the group shares",
-            (),
-            ("weight",),
-            "seffi (seffi.group_scoring.diversity_rewards)",
-        ),
-        Method(
-            "unlikeliness",
-            "valid completions ranked by log-probability: the unlikely ones score more",
-            ("logprobs",),
-            ("beta",),
-            "He, Fried & Welleck 2025, Rewarding the Unlikely (EMNLP)",
-        ),
-        Method(
-            "passk",
-            "the analytic pass@k group advantage (use with scale_rewards='none')",
-            ("k",),
-            (),
-            "Chen et al. 2025, Pass@k Training",
-        ),
-        Method(
-            "outcome_ucb",
-            "validity plus c / sqrt(1 + N(x, strategy set)) over the run's history",
-            ("counts",),
-            ("c", "valid_only"),
-            "Song, Kempe & Munos 2025, Outcome-based Exploration (historical)",
-        ),
-        Method(
-            "outcome_batch",
-            "validity minus c (n - 1)/(G - 1) for a strategy set shared by n completions of the group",
-            (),
-            ("c", "valid_only"),
-            "Song, Kempe & Munos 2025, Outcome-based Exploration (batch)",
-        ),
+        Method("valid"),
+        Method("diversity", options=("weight",)),  # seffi
+        Method("unlikeliness", ("logprobs",), ("beta",)),  # He, Fried & Welleck 2025
+        Method("passk", ("k",)),  # Chen et al. 2025, Pass@k Training
+        Method("outcome_ucb", ("counts",), ("c", "valid_only")),  # Song, Kempe & Munos 2025, historical
+        Method("outcome_batch", options=("c", "valid_only")),  # Song, Kempe & Munos 2025, batch
     )
 }
 
