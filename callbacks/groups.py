@@ -277,7 +277,7 @@ class GroupCoverage:
         self.reference: dict[str, Any] | None = None
         self.reference_cost: dict[str, Any] | None = None
         self.monitored: frozenset[str] | None = None
-        self._pending: dict[str, Any] | None = None  # a reference draw waiting for the first batch
+        self._pending: tuple[Any, ...] | None = None  # a reference draw waiting for the first batch
         self._resumed = False
 
     # -- groups and runs ----------------------------------------------------------------------------
@@ -365,18 +365,12 @@ class GroupCoverage:
 
     # -- the reference iid --------------------------------------------------------------------------
 
-    def _reference_context(self, model: Any, tokenizer: Any, args: Any, dataset: Any) -> dict[str, Any]:
+    def _reference_context(self, model: Any, tokenizer: Any, args: Any, dataset: Any) -> tuple[Any, ...]:
+        """(model, tokenizer, args, the chosen ``{id: prompt}``, how many prompts there were)."""
         r = self.reward
         prompts = trl_model.resolve_prompts(self.iid_prompts, dataset, r.id_column, r.task, r.inputs)
         ids = trl_model.subsample_ids(list(prompts), self.reference_prompts, seed_of(self.seed, 3))
-        chosen = {i: prompts[i] for i in ids}
-        return {
-            "model": model,
-            "tokenizer": tokenizer,
-            "args": args,
-            "prompts": chosen,
-            "total": len(prompts),
-        }
+        return model, tokenizer, args, {i: prompts[i] for i in ids}, len(prompts)
 
     def prepare_reference(self, model: Any, tokenizer: Any, args: Any, dataset: Any = None) -> None:
         """Resolve the reference prompts now (errors before training); draw at the first batch.
@@ -418,7 +412,7 @@ class GroupCoverage:
             raise SeffiError("draw_reference_iid needs the model, tokenizer and trainer args")
         started = time.perf_counter()
         r, trainer = self.reward, trainer or self.reward.trainer
-        model, tokenizer, args, prompts = ctx["model"], ctx["tokenizer"], ctx["args"], ctx["prompts"]
+        model, tokenizer, args, prompts, total = ctx
         ids = list(prompts)
         n = self.iid_samples or 4 * int(self.budget or getattr(args, "num_generations", 8))
         reused: dict[str, list[tuple[tuple[str, ...], bool]]] = {i: [] for i in ids}
@@ -460,7 +454,7 @@ class GroupCoverage:
         self._set_reference_baselines()
         self.reference_cost = {
             "prompts": len(ids),
-            "of_prompts": ctx["total"],
+            "of_prompts": total,
             "samples_per_prompt": n,
             "samples": n * len(ids),
             "drawn": sum(need),
@@ -582,9 +576,7 @@ class GroupCoverage:
         Raises:
             SeffiError: No completion recorded yet.
         """
-        if self.monitor is None:
-            raise SeffiError("no completion recorded yet: curves exist after the first training batch")
-        return self.monitor.curves()
+        return self._recorded().curves()
 
     def to_dataframe(self) -> Any:
         """Policy, iid and oracle curves as a long pandas DataFrame (one row per (method, k)).
@@ -592,9 +584,12 @@ class GroupCoverage:
         Raises:
             SeffiError: pandas is missing, or no completion recorded yet.
         """
+        return self._recorded().to_dataframe()
+
+    def _recorded(self) -> CoverageMonitor:
         if self.monitor is None:
             raise SeffiError("no completion recorded yet: the curves exist after the first training batch")
-        return self.monitor.to_dataframe()
+        return self.monitor
 
 
 def cost_line(cost: Mapping[str, Any]) -> str:

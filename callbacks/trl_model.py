@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -27,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from seffi._io import write_atomic
 from seffi.errors import SeffiError
 
 
@@ -401,9 +401,7 @@ class ReferenceCache:
         """Write the file (tmp + rename); an unwritable folder is skipped with a warning."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}")
-            tmp.write_text(json.dumps({"format": self.FORMAT, "entries": self.entries}), encoding="utf-8")
-            tmp.replace(self.path)
+            write_atomic(self.path, json.dumps({"format": self.FORMAT, "entries": self.entries}))
         except OSError as exc:
             warnings.warn(
                 f"reference-iid cache not written to {self.path}: {exc}", RuntimeWarning, stacklevel=2
