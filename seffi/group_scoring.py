@@ -2,33 +2,11 @@
 
 A *group* is the list of `Record` ``(input id, sorted match set, valid)`` of the G completions of one
 prompt, in TRL's order (`split_groups`). Each rule returns one float per record, in record order, meant
-as a GRPO reward:
-
-* ``"valid"``: 1 for a valid completion, 0 otherwise (the baseline); ``"matched"``: 1 for a
-  completion that follows any strategy (a per-completion shaping option, `reward_function`);
-* ``"diversity"``: seffi's group-diversity reward, `diversity_rewards`:
-
-  ```text
-  r_i = valid_i * ((1 - w) + w * [A_i != {}] / c_i),   c_i = #{j in group : valid_j and A_j = A_i}
-  ```
-
-  where ``A_i`` is completion i's match set (its strategy set) and ``w`` the diversity weight
-  (default 0.5). A valid completion whose strategy set no other valid completion of the group shares
-  scores 1; one of c valid completions sharing a set scores ``1 - w + w/c``; an invalid one 0. A valid
-  completion that follows no declared strategy gets no diversity bonus (``1 - w``), so an off-strategy
-  trace is never the cheapest way to be unique;
-* ``"unlikeliness"``: `unlikeliness_rewards`, from the policy's log-probabilities (computed by the
-  caller: `seffi.callbacks.trl_model.sequence_logprobs` on the TRL path);
-* ``"passk"``: `passk_advantages`, used as the reward with ``scale_rewards="none"``;
-* ``"outcome_ucb"``: `historical_bonus`, with the historical counts in `OutcomeCounts`;
-* ``"outcome_batch"``: `batch_penalty_rewards`.
-
-Every rule depends on a group only through the multiset of its records, so the order of the
-completions within a group changes nothing. The *outcome* of a completion is its sorted match set, the
-empty tuple included. `METHODS` names every rule with the inputs it needs, and `batch_rewards` applies
-one over a whole (gathered) generation batch, group by group; `RewardMethod` binds a rule to its
-options and its state across steps. Formulas and sources: docs/statistics.md, "Group rewards of the
-exploration methods". The TRL adapter (`seffi.callbacks.groups`) scores with this module.
+as a GRPO reward, and depends on a group only through the multiset of its records. The *outcome* of a
+completion is its sorted match set, the empty tuple included. `METHODS` names every group rule with
+the inputs it needs, `batch_rewards` applies one over a whole (gathered) generation batch, group by
+group, and `RewardMethod` binds a rule to its options and its state across steps. Formulas and
+sources: docs/statistics.md, "Group rewards of the exploration methods".
 """
 
 from __future__ import annotations
@@ -69,7 +47,13 @@ def split_groups(records: Sequence[Record], size: int | None) -> list[list[int]]
 
 
 def diversity_rewards(group: Sequence[Record], weight: float = 0.5) -> list[float]:
-    """``valid_i * ((1 - w) + w * [A_i != {}] / c_i)`` for each completion of one group (module docstring)."""
+    """The group-diversity reward of each completion of one group.
+
+    ``r_i = valid_i * ((1 - w) + w * [A_i != {}] / c_i)`` with ``c_i = #{j : valid_j and A_j = A_i}``,
+    ``A_i`` completion i's match set and ``w`` the weight: a valid completion whose strategy set no
+    other valid completion of the group shares scores 1, an invalid one 0, and a valid one that follows
+    no declared strategy ``1 - w`` (an off-strategy trace is never the cheapest way to be unique).
+    """
     if not 0.0 <= weight <= 1.0:
         raise SeffiError(f"diversity weight must be in [0, 1], got {weight!r}")
     counts: dict[tuple[str, ...], int] = {}
