@@ -2,17 +2,11 @@
 
 Every env runner records its finished episodes in its own monitor from ``on_episode_end``. After
 each training iteration the driver fetches every healthy runner's *cumulative* state and loads
-their exact union (`WorkerStates`), so the merged curves are those of
-one monitor fed with all episodes; RLlib's own mean of per-runner means would weigh runners, not
-runs. A runner that dies keeps its last gathered state; a restarted one is a new incarnation.
-``result["seffi"]`` and ``report.json`` (``meta``) say how many runners contributed.
-
-The driver does not build the env (nor does RLlib, which asks its runners for the spaces): each
-runner reads the env it samples from, whatever made it (a ``register_env`` creator, a class, a
-Gymnasium id), and sends plain data: budget, strategies and, when the env has
-``base_match_distribution``/``reference_match_sets``, the exact base law and reference sets of the
-inputs it saw, from which the driver computes the iid and oracle baselines. ``iid=``/``oracle=``
-replace those (the env is then not asked); ``env=`` gives the driver an env of its own instead.
+their exact union (`WorkerStates`), so the merged curves are those of one monitor fed with all
+episodes (RLlib's own mean of per-runner means would weigh runners, not runs). A runner that dies
+keeps its last gathered state; a restarted one is a new incarnation. The driver never builds the
+env: each runner reads the env it samples from and sends plain data, its facts and the exact laws
+of the inputs it saw (`EnvLaws`), from which the driver computes the iid and oracle baselines.
 
 Usage:
 
