@@ -57,19 +57,21 @@ _TRL_KWARGS = ("trainer_state", "log_extra", "log_metric", "environments")
 CHECKPOINT_FILE = "seffi_coverage.json"
 
 
-def check_scaling(method: Any, scale_rewards: Any, aggregation: Any = None) -> None:
-    """Refuse a trainer that would normalise pass@k's advantage a second time.
+def check_scaling(method: Any, args: Any) -> None:
+    """Refuse a ``GRPOConfig`` that would normalise pass@k's advantage a second time.
 
     Args:
         method: The scorer's `RewardMethod` (None: a per-completion reward, nothing to check).
-        scale_rewards: ``GRPOConfig.scale_rewards`` (True/False are TRL's aliases of "group"/"none").
-        aggregation: ``GRPOConfig.multi_objective_aggregation`` (None when the trainer has none).
+        args: The trainer's ``GRPOConfig``: its ``scale_rewards`` (True/False are TRL's aliases of
+            "group"/"none") and ``multi_objective_aggregation``.
 
     Raises:
         SeffiError: ``reward="passk"`` with rewards scaled by a standard deviation.
     """
     if method is None or method.name != "passk":
         return
+    scale_rewards = getattr(args, "scale_rewards", None)
+    aggregation = getattr(args, "multi_objective_aggregation", None)
     scale = {True: "group", False: "none"}.get(scale_rewards, scale_rewards)
     if scale not in (None, "none"):
         raise SeffiError(
@@ -148,12 +150,7 @@ class CoverageReward(GroupScorer):
         # TRL passes ``log_metric``, a bound method of the trainer: the one handle on it we get.
         trainer = getattr(kwargs.get("log_metric"), "__self__", None)
         if trainer is not None and trainer is not self.trainer:
-            args = getattr(trainer, "args", None)
-            check_scaling(
-                self.method,
-                getattr(args, "scale_rewards", None),
-                getattr(args, "multi_objective_aggregation", None),
-            )
+            check_scaling(self.method, getattr(trainer, "args", None))
             self.trainer = trainer
             if self.on_trainer is not None:
                 self.on_trainer(trainer)
@@ -236,11 +233,7 @@ class CoverageTrainerCallback(TrainerCallback):
                 ``"passk"`` reward with ``scale_rewards`` other than ``"none"`` or a k above G.
         """
         cov = self.coverage
-        check_scaling(
-            cov.reward.method,
-            getattr(args, "scale_rewards", None),
-            getattr(args, "multi_objective_aggregation", None),
-        )
+        check_scaling(cov.reward.method, args)
         cov.configure_groups(getattr(args, "num_generations", None))
         if state.is_world_process_zero:  # Ctrl-C / SIGTERM: stop at the next step, write, then stop
             self._stop.install(loop=("_inner_training_loop", "train"))
