@@ -30,23 +30,19 @@ from seffi._io import write_atomic
 from seffi.errors import SeffiError
 
 
-def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
-    """Every id that ends a completion, as GRPOTrainer collects them: the tokenizer's, then the model's."""
-    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
-    return ids if tokenizer.eos_token_id in ids else [tokenizer.eos_token_id, *ids]
-
-
 def generation_config(args: Any, model: Any, tokenizer: Any) -> Any:
     """The ``GenerationConfig`` GRPOTrainer builds from ``args`` (TRL's regular generation path)."""
     from transformers import GenerationConfig
 
+    # Every id that ends a completion, as GRPOTrainer collects them: the tokenizer's, then the model's.
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    eos = [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
     kw: dict[str, Any] = {
         "max_new_tokens": int(getattr(args, "max_completion_length", 32) or 32),
         "do_sample": True,
         "pad_token_id": tokenizer.pad_token_id,
         "bos_token_id": tokenizer.bos_token_id,
-        "eos_token_id": eos_token_ids(model, tokenizer),
+        "eos_token_id": eos if tokenizer.eos_token_id in eos else [tokenizer.eos_token_id, *eos],
         "temperature": getattr(args, "temperature", 1.0),
         "top_p": getattr(args, "top_p", 1.0),
         "top_k": getattr(args, "top_k", 0),
@@ -306,36 +302,29 @@ def policy_logprobs(
     return sequence_logprobs(model, prompt_ids, completions, reduction=reduction, temperature=temperature)
 
 
-def prompts_from_dataset(dataset: Any, id_column: str) -> dict[str, Any]:
-    """``{input id: prompt}`` from a dataset with ``prompt`` and ``id_column`` columns (first wins).
-
-    A prompt is a string or a list of chat messages (TRL's conversational format).
-    """
-    cols = getattr(dataset, "column_names", None) or []
-    if "prompt" not in cols or id_column not in cols:
-        return {}
-    out: dict[str, Any] = {}
-    for pid, p in zip(dataset[id_column], dataset["prompt"], strict=True):
-        if isinstance(p, str) or is_conversational(p):
-            out.setdefault(str(pid), p)
-    return out
-
-
 def resolve_prompts(
     explicit: Mapping[str, Any] | None, dataset: Any, id_column: str, task: Any, inputs: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """Prompts of the reference samples: given, else the training dataset's, else ``task.prompt``."""
+    """``{input id: prompt}`` of the reference: given, else the training dataset's, else ``task.prompt``.
+
+    A dataset serves with ``prompt`` and ``id_column`` columns (the first prompt of an id wins); a
+    prompt is a string or a list of chat messages (TRL's conversational format).
+    """
     if explicit:
         return {str(k): v for k, v in explicit.items()}
-    found = prompts_from_dataset(dataset, id_column) if dataset is not None else {}
+    cols = getattr(dataset, "column_names", None) or []
+    found: dict[str, Any] = {}
+    if "prompt" in cols and id_column in cols:
+        for pid, p in zip(dataset[id_column], dataset["prompt"], strict=True):
+            if isinstance(p, str) or is_conversational(p):
+                found.setdefault(str(pid), p)
     if found:
         return found
     if task is None or not inputs:
-        cols = getattr(dataset, "column_names", None)
         raise SeffiError(
             "the reference iid needs the prompts: a train dataset with 'prompt' (strings or chat messages) "
-            f"and {id_column!r} columns (this one has {cols}), iid_prompts={{input_id: prompt}}, or a task "
-            "and inputs"
+            f"and {id_column!r} columns (this one has {cols or None}), iid_prompts={{input_id: prompt}}, or "
+            "a task and inputs"
         )
     return {k: task.prompt(x) for k, x in inputs.items()}
 
