@@ -12,6 +12,7 @@ sources: docs/statistics.md, "Group rewards of the exploration methods".
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -56,10 +57,7 @@ def diversity_rewards(group: Sequence[Record], weight: float = 0.5) -> list[floa
     """
     if not 0.0 <= weight <= 1.0:
         raise SeffiError(f"diversity weight must be in [0, 1], got {weight!r}")
-    counts: dict[tuple[str, ...], int] = {}
-    for _, matches, valid in group:
-        if valid:
-            counts[matches] = counts.get(matches, 0) + 1
+    counts = Counter(matches for _, matches, valid in group if valid)
     return [(1.0 - weight) + (weight / counts[m] if m else 0.0) if v else 0.0 for _, m, v in group]
 
 
@@ -297,10 +295,7 @@ def batch_penalty_rewards(
     """
     c = _check_scale("outcome penalty c", c, 0.0)
     g = len(group)
-    seen: dict[Outcome, int] = {}
-    for _, outcome, valid in group:
-        if valid or not valid_only:
-            seen[tuple(outcome)] = seen.get(tuple(outcome), 0) + 1
+    seen = Counter(tuple(outcome) for _, outcome, valid in group if valid or not valid_only)
     out = []
     for _, outcome, valid in group:
         penalised = g > 1 and (valid or not valid_only)
