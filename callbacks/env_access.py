@@ -176,11 +176,8 @@ class EnvAccess:
 
     def env_id(self) -> str | None:
         """The registered id (e.g. ``"seffi/HanoiRouter-v0"``), if known."""
-        spec = None
-        for obj in (self.env, _base_vector_env(self.env), self._target):
-            spec = getattr(obj, "spec", None) if obj is not None else None
-            if spec is not None:
-                break
+        specs = (getattr(obj, "spec", None) for obj in (self.env, _base_vector_env(self.env), self._target))
+        spec = next((s for s in specs if s is not None), None)
         if spec is None and self._remote is not None and self.has("spec"):
             spec = self.get("spec")
         return getattr(spec, "id", None)
