@@ -31,8 +31,8 @@ from seffi.callbacks.rllib import (  # noqa: E402
     finalize,
     metrics,
     to_dataframe,
+    worker_snapshot,
 )
-from seffi.callbacks.rllib import worker_snapshot  # noqa: E402
 from seffi.coverage import IidBaseline, OracleBaseline  # noqa: E402
 
 ENV_ID = "seffi/HanoiRouter-v0"
