@@ -229,10 +229,10 @@ class WorkerStates:
 
 
 class MergedMonitor(CoverageMonitor):
-    """The driver's monitor: its report's ``meta`` also says which runners contributed."""
+    """The driver's monitor: its reports (checkpoints and the final one) say which runners contributed."""
 
-    #: Set by the driver before `finalize`: `WorkerStates.summary`.
-    workers_summary: Mapping[str, Any] | None = None
+    #: The runners' snapshots the driver merges (set by the driver).
+    workers: WorkerStates | None = None
 
     @classmethod
     def from_facts(cls, facts: Mapping[str, Any], config: MonitorConfig, laws: EnvLaws) -> MergedMonitor:
@@ -264,7 +264,7 @@ class MergedMonitor(CoverageMonitor):
 
     def report(self, **meta: Any) -> Any:
         """The report, with the runners' summary in ``meta`` (lists joined: meta holds scalars)."""
-        summary = self.workers_summary or {}
+        summary = self.workers.summary() if self.workers is not None else {}
         flat = {k: (",".join(map(str, v)) if isinstance(v, list) else v) for k, v in summary.items()}
         return super().report(**flat, **meta)
 
@@ -420,6 +420,7 @@ class CoverageCallback(RLlibCallback):
         if self.env is not None:
             env = self.env() if callable(self.env) and not hasattr(self.env, "step") else self.env
             self.monitor = MergedMonitor(env=env, config=self.config.replace(budget=self._budget(env)))
+            self.monitor.workers = self.workers
             return
         facts = _agreed_facts(answer for answers in self._ask(algorithm, _runner_facts) for answer in answers)
         if facts is None:
@@ -431,6 +432,7 @@ class CoverageCallback(RLlibCallback):
                 )
             facts = {"strategies": tuple(cfg.strategies), "budget": cfg.budget}
         self.monitor = MergedMonitor.from_facts(facts, self.config, self.workers.laws)
+        self.monitor.workers = self.workers
 
     def _ask(self, algorithm: Any, fn: Callable[[Any], Any]) -> list[Any]:
         group = getattr(algorithm, "env_runner_group", None)
@@ -524,7 +526,6 @@ class CoverageCallback(RLlibCallback):
         if algorithm is not None:
             self.gather(algorithm)
         self.workers.load_into(m)
-        m.workers_summary = self.workers.summary()
         step = (m.last_step + 1) if m.last_step is not None else 0
         return m.finalize(step if algorithm is None else _step(algorithm, {}) or step)
 
