@@ -21,9 +21,18 @@ __all__ = ["LogUnit", "MonitorConfig"]
 LogUnit = Literal["episodes", "steps"]
 
 
-def _positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise SeffiError(f"{name} must be a positive int, got {value!r}")
+#: The int options: (name, lowest value, whether None is allowed).
+_INTS = (
+    ("budget", 1, True),
+    ("log_every", 1, False),
+    ("log_curves_every", 1, False),
+    ("window", 1, True),
+    ("checkpoint_every", 1, True),
+    ("n_boot", 0, False),
+    ("snapshot_n_boot", 0, True),
+    ("seed", 0, False),
+    ("stream_offset", 0, False),
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,25 +118,19 @@ class MonitorConfig:
     resume_from: str | Path | None = None
 
     def __post_init__(self) -> None:
-        if self.budget is not None:
-            _positive_int("budget", self.budget)
-        _positive_int("log_every", self.log_every)
-        _positive_int("log_curves_every", self.log_curves_every)
-        for name in ("window", "checkpoint_every"):
-            if getattr(self, name) is not None:
-                _positive_int(name, getattr(self, name))
+        for name, low, optional in _INTS:
+            value = getattr(self, name)
+            if value is None and optional:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                kind = "a positive" if low else "a non-negative"
+                raise SeffiError(f"{name} must be {kind} int, got {value!r}")
         seconds = self.checkpoint_seconds
         number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
         if seconds is not None and (not number or seconds <= 0):
             raise SeffiError(f"checkpoint_seconds must be a positive number or None, got {seconds!r}")
         if self.log_unit not in ("episodes", "steps"):
             raise SeffiError(f"log_unit must be 'episodes' or 'steps', got {self.log_unit!r}")
-        for name in ("n_boot", "snapshot_n_boot", "seed", "stream_offset"):
-            value = getattr(self, name)
-            if value is None and name == "snapshot_n_boot":
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-                raise SeffiError(f"{name} must be a non-negative int, got {value!r}")
         if self.wandb is not None and self.wandb not in ("online", "offline", "disabled"):
             raise SeffiError(f"wandb must be 'online', 'offline' or 'disabled', got {self.wandb!r}")
 

@@ -43,12 +43,11 @@ def _base_vector_env(env: Any) -> Any:
 
 def _innermost_venv(env: Any) -> Any:
     """The SB3 ``VecEnv`` under any ``VecEnvWrapper`` (``VecNormalize``, ``VecMonitor``, ...)."""
-    seen = 0
-    while seen < 64:  # a wrapper chain, never a cycle; the bound only guards against odd objects
-        inner = vars(env).get("venv") if hasattr(env, "__dict__") else None
+    for _ in range(64):  # a wrapper chain, never a cycle; the bound only guards against odd objects
+        inner = getattr(env, "__dict__", {}).get("venv")
         if inner is None:
-            return env
-        env, seen = inner, seen + 1
+            break
+        env = inner
     return env
 
 
@@ -97,8 +96,6 @@ class EnvAccess:
         else:
             self.kind, self._target = "local", env
 
-    # -- the three operations --------------------------------------------------------------------------
-
     def has(self, name: str) -> bool:
         """Whether sub-env 0 exposes ``name`` (attribute, property or method); asked once, cached.
 
@@ -111,53 +108,46 @@ class EnvAccess:
                     found = True
                 except Exception:  # a property that raises is as good as absent
                     found = False
-            elif self.kind == "sb3_subproc":
-                found = self._ask(name, lambda: self._sb3_has(name))
             else:
-                found = self._ask(name, lambda: all(self._remote.call("has_wrapper_attr", name)))
+                found = self._ask("has", name)
             self._has[name] = bool(found)
         return self._has[name]
 
-    def _sb3_has(self, name: str) -> bool:
-        venv = self._remote
-        if callable(getattr(venv, "has_attr", None)):  # SB3 >= 2.4: answered by every worker
-            return bool(venv.has_attr(name))
-        return bool(venv.env_method("has_wrapper_attr", name, indices=[0])[0])
-
     def get(self, name: str) -> Any:
-        """The plain attribute ``name`` of sub-env 0 (read once, cached).
-
-        Only data attributes are read this way (a method is called with `call`); a remote env
-        sends the value back pickled, so it must be plain data.
+        """The plain attribute ``name`` of sub-env 0 (read once, cached; a remote env sends it pickled).
 
         Raises:
             AttributeError: The env does not have it.
         """
-        if name in self._values:
-            return self._values[name]
-        if not self.has(name):
-            raise AttributeError(f"the env has no attribute {name!r}")
-        if self._remote is None:
-            value = _local_get(self._target, name)
-        elif self.kind == "sb3_subproc":
-            value = self._ask(name, lambda: self._remote.get_attr(name, indices=[0])[0])
-        else:
-            value = self._ask(name, lambda: self._remote.call(name)[0])
-        self._values[name] = value
-        return value
+        if name not in self._values:
+            if not self.has(name):
+                raise AttributeError(f"the env has no attribute {name!r}")
+            self._values[name] = (
+                _local_get(self._target, name) if self._remote is None else self._ask("get", name)
+            )
+        return self._values[name]
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """Call method ``name`` of sub-env 0 with the arguments (in its worker, for a remote env)."""
         if self._remote is None:
             return _local_get(self._target, name)(*args, **kwargs)
-        if self.kind == "sb3_subproc":
-            return self._ask(name, lambda: self._remote.env_method(name, *args, indices=[0], **kwargs)[0])
-        return self._ask(name, lambda: self._remote.call(name, *args, **kwargs)[0])
+        return self._ask("call", name, *args, **kwargs)
 
-    def _ask(self, name: str, request: Callable[[], Any]) -> Any:
-        """Run one request to a remote env; its failure becomes one readable error."""
+    def _ask(self, op: str, name: str, *args: Any, **kwargs: Any) -> Any:
+        """One request (``has``, ``get`` or ``call``) to a remote env; a failure is one readable error."""
+        venv = self._remote
         try:
-            return request()
+            if self.kind == "gym_async":
+                if op == "has":
+                    return all(venv.call("has_wrapper_attr", name))
+                return venv.call(name, *args, **kwargs)[0]
+            if op == "has" and callable(getattr(venv, "has_attr", None)):  # SB3 >= 2.4: every worker
+                return venv.has_attr(name)
+            if op == "has":
+                return venv.env_method("has_wrapper_attr", name, indices=[0])[0]
+            if op == "get":
+                return venv.get_attr(name, indices=[0])[0]
+            return venv.env_method(name, *args, indices=[0], **kwargs)[0]
         except _PIPE_ERRORS as exc:
             raise SeffiError(
                 f"reading `{name}` from the {self._describe()} failed: a worker has stopped "
@@ -184,20 +174,10 @@ class EnvAccess:
             return found if callable(found) else None
         return lambda *args, **kwargs: self.call(name, *args, **kwargs)
 
-    # -- the facts a monitor reads once ----------------------------------------------------------------
-
-    def single_action_space(self) -> Any:
-        """The action space of one sub-env."""
-        env = self.env
-        return getattr(env, "single_action_space", None) or getattr(env, "action_space", None)
-
     def env_id(self) -> str | None:
         """The registered id (e.g. ``"seffi/HanoiRouter-v0"``), if known."""
-        spec = None
-        for obj in (self.env, _base_vector_env(self.env), self._target):
-            spec = getattr(obj, "spec", None) if obj is not None else None
-            if spec is not None:
-                break
+        specs = (getattr(obj, "spec", None) for obj in (self.env, _base_vector_env(self.env), self._target))
+        spec = next((s for s in specs if s is not None), None)
         if spec is None and self._remote is not None and self.has("spec"):
             spec = self.get("spec")
         return getattr(spec, "id", None)
@@ -216,7 +196,7 @@ class EnvAccess:
 
         Latent coverage is a diagnostic of envs whose Discrete action picks a latent code.
         """
-        space = self.single_action_space()
+        space = getattr(self.env, "single_action_space", None) or getattr(self.env, "action_space", None)
         if not hasattr(space, "n"):  # only a Discrete action picks a latent code
             return 0
         if self.has("n_latents"):

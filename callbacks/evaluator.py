@@ -11,7 +11,6 @@ import numpy as np
 
 from seffi.callbacks.config import MonitorConfig
 from seffi.callbacks.core import CoverageMonitor
-from seffi.callbacks.env_access import EnvAccess
 from seffi.episodes import EpisodeBatch, MatchCoder, parse_info
 from seffi.errors import SeffiError
 
@@ -123,9 +122,7 @@ class CoverageEvaluator:
             scope=cfg.scope or "eval", label="eval" if cfg.label == "policy" else cfg.label, window=None
         )
         self.monitor = CoverageMonitor(env=eval_env, config=cfg)
-        self.env = eval_env
-        self.budget = self.monitor.budget
-        access = EnvAccess(eval_env)
+        self.env, self.budget, access = eval_env, self.monitor.budget, self.monitor.access
         if input_ids is None:
             if not access.has("input_ids"):
                 raise SeffiError("pass input_ids: the evaluation env does not expose its input pool")
@@ -160,8 +157,7 @@ class CoverageEvaluator:
         self.last_step = int(step)
         scalars = self.monitor.log(step)
         if scalars is not None:
-            comparison = self.monitor.last_comparison
-            self.history.append((int(step), comparison.policies[0]))
+            self.history.append((int(step), self.monitor.last_comparison.policies[0]))
         return scalars
 
     def metrics(self) -> dict[str, float]:
@@ -184,32 +180,24 @@ class CoverageEvaluator:
         """
         if self.monitor.finalized:
             return None
-        extra = []
-        if len(self.history) > 1:
-            earlier = self.history[:-1]
-            keep = len(earlier) + 1 if self.keep_history is None else self.keep_history
-            n = min(keep - 1, len(earlier))
-            picks = sorted({round(float(i)) for i in np.linspace(0, len(earlier) - 1, n)}) if n > 0 else []
-            dropped = [earlier[i][0] for i in range(len(earlier)) if i not in picks]
-            if dropped:  # never silently: the report's table would look complete
-                warnings.warn(
-                    f"keep_history={self.keep_history}: the report leaves out the evaluations at steps "
-                    f"{', '.join(map(str, dropped))}",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-            for i in picks:
-                step, result = earlier[i]
-                extra.append(
-                    result.model_copy(
-                        update={
-                            "curves": result.curves.model_copy(
-                                update={"label": f"{self.monitor.label}@{step}"}
-                            )
-                        }
-                    )
-                )
-        self.monitor.extra_policies = extra
+        earlier = self.history[:-1]
+        n = len(earlier) if self.keep_history is None else min(self.keep_history - 1, len(earlier))
+        picks = sorted({round(float(i)) for i in np.linspace(0, len(earlier) - 1, n)}) if n > 0 else []
+        dropped = [step for i, (step, _) in enumerate(earlier) if i not in picks]
+        if dropped:  # never silently: the report's table would look complete
+            warnings.warn(
+                f"keep_history={self.keep_history}: the report leaves out the evaluations at steps "
+                f"{', '.join(map(str, dropped))}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        label = self.monitor.label
+        self.monitor.extra_policies = [
+            result.model_copy(
+                update={"curves": result.curves.model_copy(update={"label": f"{label}@{step}"})}
+            )
+            for step, result in (earlier[i] for i in picks)
+        ]
         return self.monitor.finalize(interrupted=interrupted)
 
     close = finalize

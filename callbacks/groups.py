@@ -1,8 +1,7 @@
 """Coverage of grouped policy samples (GRPO's completion groups), independent of the trainer library.
 
 `GroupScorer` labels a batch of completions, gathers every process's records, feeds them to a
-sink and returns rewards (the group rewards of `seffi.group_scoring`, methods and their trainer
-settings in `seffi.callbacks.group_methods`). `GroupCoverage` turns each
+sink and returns rewards (the group rewards of `seffi.group_scoring`). `GroupCoverage` turns each
 prompt's group into runs of a [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] and holds the baselines: by
 default the *reference model's* own samples (``IidBaseline.from_samples``), drawn at the first
 training batch from the unchanged model, over at most ``reference_prompts`` prompts, reusing that
@@ -20,15 +19,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
+
 from seffi._cache import default_cache_dir, numerics_stack
 from seffi._seeding import seed_of
 from seffi.callbacks import trl_model
 from seffi.callbacks.core import CoverageMonitor
-from seffi.callbacks.group_methods import RewardMethod, local_logprobs
 from seffi.coverage import IidBaseline, OracleBaseline
 from seffi.episodes import EpisodeRejected, parse_generation
 from seffi.errors import SeffiError
-from seffi.group_scoring import Record, diversity_rewards, reward_function, split_groups
+from seffi.group_scoring import Record, RewardMethod, diversity_rewards, reward_function, split_groups
 from seffi.labelers import as_labeler
 from seffi.report.run_folder import fresh_out_dir
 from seffi.report.sinks import NullSink, default_sinks
@@ -51,8 +51,7 @@ class GroupScorer:
         id_column: Dataset column holding each prompt's input id.
         reward: ``"valid"``, ``"matched"``, a method of `seffi.group_scoring.METHODS`
             (``"diversity"``, ``"unlikeliness"``, ``"passk"``, ``"outcome_ucb"``, ``"outcome_batch"``;
-            their trainer settings: `seffi.callbacks.group_methods`) or
-            ``callable(ValidationResult) -> float``.
+            see `seffi.group_scoring.RewardMethod`) or ``callable(ValidationResult) -> float``.
         reward_options: The method's options, e.g. ``{"beta": 0.25}``, ``{"k": 4}``, ``{"c": 0.5}``.
         diversity_weight: ``w`` of the diversity reward (``reward_options={"weight": w}`` wins).
         logprob_fn: ``fn(prompts, completion_ids) -> log-probabilities`` of a local batch for
@@ -95,7 +94,13 @@ class GroupScorer:
         self._reward = reward_function(reward)
         diversity_rewards([], diversity_weight)  # refuses a bad weight now, not mid-training
         self.weight = diversity_weight
-        self.method = RewardMethod.of(reward, reward_options, diversity_weight, per_completion=self._reward)
+        self.method: RewardMethod | None = None
+        if self._reward is not None and reward_options:
+            raise SeffiError(f"reward {reward!r} takes no reward_options, got {dict(reward_options)}")
+        if self._reward is None:
+            if reward == "diversity" and (reward_options is None or isinstance(reward_options, Mapping)):
+                reward_options = {"weight": diversity_weight, **(reward_options or {})}
+            self.method = RewardMethod(reward, reward_options)
         self.logprob_fn = logprob_fn
         self.group_size: int | None = None
         self._gather = gather or trl_model.default_gather
@@ -118,7 +123,7 @@ class GroupScorer:
 
         ``training`` batches are recorded and advance a method's state; ``completion_ids`` go to
         ``logprob_fn``; ``policy_logprobs() -> log-probabilities`` (the trainer's policy) serves
-        ``"unlikeliness"`` when no ``logprob_fn`` was given (``group_methods.local_logprobs``).
+        ``"unlikeliness"`` when no ``logprob_fn`` was given.
         """
         if not len(ids) == len(prompts) == len(texts):
             raise SeffiError(
@@ -131,7 +136,7 @@ class GroupScorer:
             return list(map(float, map(self._reward, results)))
         lps = None
         if self.method is not None and self.method.needs_logprobs:
-            lps = self.last_logprobs = local_logprobs(self, prompts, completion_ids, policy_logprobs)
+            lps = self.last_logprobs = self._logprobs(prompts, completion_ids, policy_logprobs)
         rank = trl_model.rank_and_world()[0]
         records = [
             (str(i), tuple(sorted(r.strategy_matches)), bool(r.valid))
@@ -150,6 +155,27 @@ class GroupScorer:
         gathered_lps = [t[2] for t in tagged] if lps is not None else None
         scores = self.method.score(gathered, self.group_size, gathered_lps, training)
         return [s for t, s in zip(tagged, scores, strict=True) if t[0] == rank]
+
+    def _logprobs(
+        self, prompts: Sequence[Any], completion_ids: Any, policy: Callable[[], Sequence[float]] | None
+    ) -> list[float]:
+        """The local batch's log-probabilities (``logprob_fn``, else ``policy()``), timed."""
+        fn = (lambda: self.logprob_fn(prompts, completion_ids)) if self.logprob_fn is not None else policy
+        if fn is None:
+            raise SeffiError(
+                "reward 'unlikeliness' needs the policy's log-probabilities: call it from TRL's GRPOTrainer "
+                "(its model scores the batch) or pass logprob_fn=fn(prompts, completion_ids)"
+            )
+        started = time.perf_counter()
+        values = np.asarray(fn(), dtype=np.float64).reshape(-1)
+        cost, n = self.logprob_cost, len(prompts)
+        cost["seconds"] += time.perf_counter() - started
+        cost["batches"], cost["rows"] = cost["batches"] + 1, cost["rows"] + n
+        if len(values) != n:
+            raise SeffiError(f"the log-probability function gave {len(values)} values for {n} completions")
+        if np.isnan(values).any():
+            raise SeffiError(f"the log-probability function returned NaN: {values.tolist()}")
+        return values.tolist()
 
 
 #: The reward's settings `GroupCoverage` passes on: the keyword-only parameters of `GroupScorer`.
@@ -251,7 +277,7 @@ class GroupCoverage:
         self.reference: dict[str, Any] | None = None
         self.reference_cost: dict[str, Any] | None = None
         self.monitored: frozenset[str] | None = None
-        self._pending: dict[str, Any] | None = None  # a reference draw waiting for the first batch
+        self._pending: tuple[Any, ...] | None = None  # a reference draw waiting for the first batch
         self._resumed = False
 
     # -- groups and runs ----------------------------------------------------------------------------
@@ -275,8 +301,12 @@ class GroupCoverage:
                 f"one prompt is recorded as {g}/K runs of K consecutive completions, so K must divide {g} "
                 f"(one of {divisors}); leave budget unset for K = num_generations"
             )
-        if self.reward.method is not None:
-            self.reward.method.check_group_size(g)
+        method = self.reward.method
+        if method is not None and method.name == "passk" and method.k > g:  # type: ignore[operator]
+            raise SeffiError(
+                f"reward 'passk' has k={method.k} but each group holds num_generations={g} "
+                f"completions: choose 1 <= k <= {g}"
+            )
         self.reward.group_size = g
 
     def _ingest(self, records: list[Record]) -> None:
@@ -335,18 +365,12 @@ class GroupCoverage:
 
     # -- the reference iid --------------------------------------------------------------------------
 
-    def _reference_context(self, model: Any, tokenizer: Any, args: Any, dataset: Any) -> dict[str, Any]:
+    def _reference_context(self, model: Any, tokenizer: Any, args: Any, dataset: Any) -> tuple[Any, ...]:
+        """(model, tokenizer, args, the chosen ``{id: prompt}``, how many prompts there were)."""
         r = self.reward
         prompts = trl_model.resolve_prompts(self.iid_prompts, dataset, r.id_column, r.task, r.inputs)
         ids = trl_model.subsample_ids(list(prompts), self.reference_prompts, seed_of(self.seed, 3))
-        chosen = {i: prompts[i] for i in ids}
-        return {
-            "model": model,
-            "tokenizer": tokenizer,
-            "args": args,
-            "prompts": chosen,
-            "total": len(prompts),
-        }
+        return model, tokenizer, args, {i: prompts[i] for i in ids}, len(prompts)
 
     def prepare_reference(self, model: Any, tokenizer: Any, args: Any, dataset: Any = None) -> None:
         """Resolve the reference prompts now (errors before training); draw at the first batch.
@@ -388,7 +412,7 @@ class GroupCoverage:
             raise SeffiError("draw_reference_iid needs the model, tokenizer and trainer args")
         started = time.perf_counter()
         r, trainer = self.reward, trainer or self.reward.trainer
-        model, tokenizer, args, prompts = ctx["model"], ctx["tokenizer"], ctx["args"], ctx["prompts"]
+        model, tokenizer, args, prompts, total = ctx
         ids = list(prompts)
         n = self.iid_samples or 4 * int(self.budget or getattr(args, "num_generations", 8))
         reused: dict[str, list[tuple[tuple[str, ...], bool]]] = {i: [] for i in ids}
@@ -430,7 +454,7 @@ class GroupCoverage:
         self._set_reference_baselines()
         self.reference_cost = {
             "prompts": len(ids),
-            "of_prompts": ctx["total"],
+            "of_prompts": total,
             "samples_per_prompt": n,
             "samples": n * len(ids),
             "drawn": sum(need),
@@ -552,9 +576,7 @@ class GroupCoverage:
         Raises:
             SeffiError: No completion recorded yet.
         """
-        if self.monitor is None:
-            raise SeffiError("no completion recorded yet: curves exist after the first training batch")
-        return self.monitor.curves()
+        return self._recorded().curves()
 
     def to_dataframe(self) -> Any:
         """Policy, iid and oracle curves as a long pandas DataFrame (one row per (method, k)).
@@ -562,9 +584,12 @@ class GroupCoverage:
         Raises:
             SeffiError: pandas is missing, or no completion recorded yet.
         """
+        return self._recorded().to_dataframe()
+
+    def _recorded(self) -> CoverageMonitor:
         if self.monitor is None:
             raise SeffiError("no completion recorded yet: the curves exist after the first training batch")
-        return self.monitor.to_dataframe()
+        return self.monitor
 
 
 def cost_line(cost: Mapping[str, Any]) -> str:

@@ -40,12 +40,6 @@ class _Recording:
 
     Mixed in before the Gymnasium wrapper class, whose ``__init__(env)`` and ``close`` it calls.
 
-    Args:
-        env: The env to wrap.
-        budget: Per-input sample budget K (default: ``config.budget``).
-        config: The monitor options.
-        options: `MonitorConfig` fields on top of ``config``.
-
     Attributes:
         monitor: The [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] recording every finished episode.
         global_step: The logging step: steps of the wrapped env, ``num_envs`` each for a vector env.

@@ -2,17 +2,11 @@
 
 Every env runner records its finished episodes in its own monitor from ``on_episode_end``. After
 each training iteration the driver fetches every healthy runner's *cumulative* state and loads
-their exact union (`seffi.callbacks.workers.WorkerStates`), so the merged curves are those of
-one monitor fed with all episodes; RLlib's own mean of per-runner means would weigh runners, not
-runs. A runner that dies keeps its last gathered state; a restarted one is a new incarnation.
-``result["seffi"]`` and ``report.json`` (``meta``) say how many runners contributed.
-
-The driver does not build the env (nor does RLlib, which asks its runners for the spaces): each
-runner reads the env it samples from, whatever made it (a ``register_env`` creator, a class, a
-Gymnasium id), and sends plain data: budget, strategies and, when the env has
-``base_match_distribution``/``reference_match_sets``, the exact base law and reference sets of the
-inputs it saw, from which the driver computes the iid and oracle baselines. ``iid=``/``oracle=``
-replace those (the env is then not asked); ``env=`` gives the driver an env of its own instead.
+their exact union (`WorkerStates`), so the merged curves are those of one monitor fed with all
+episodes (RLlib's own mean of per-runner means would weigh runners, not runs). A runner that dies
+keeps its last gathered state; a restarted one is a new incarnation. The driver never builds the
+env: each runner reads the env it samples from and sends plain data, its facts and the exact laws
+of the inputs it saw (`EnvLaws`), from which the driver computes the iid and oracle baselines.
 
 Usage:
 
@@ -36,8 +30,11 @@ takes on a CPU: ``docs/integrations.md``.
 from __future__ import annotations
 
 import functools
+import os
+import uuid
+import warnings
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ray.rllib.callbacks.callbacks import RLlibCallback
@@ -46,15 +43,7 @@ import seffi.envs  # noqa: F401  (registers seffi/* env ids in every runner proc
 from seffi.callbacks.config import MonitorConfig
 from seffi.callbacks.core import CoverageMonitor
 from seffi.callbacks.env_access import EnvAccess
-from seffi.callbacks.workers import (
-    MergedMonitor,
-    WorkerLaws,
-    WorkerStates,
-    agreed_facts,
-    worker_facts,
-    worker_identity,
-    worker_snapshot,
-)
+from seffi.coverage.env_baselines import EnvBaselines
 from seffi.errors import SeffiError
 from seffi.report.sinks import NullSink
 
@@ -63,6 +52,221 @@ __all__ = ["CoverageCallback", "coverage_callback", "curves", "finalize", "metri
 #: Callback objects living in this process, by ``id(env_runner)``; how a driver request finds them
 #: without touching RLlib's private attributes.
 _LOCAL: dict[int, list[weakref.ReferenceType[CoverageCallback]]] = {}
+
+
+#: The facts of a runner's env that the driver's monitor needs (all runners must agree on them).
+FACTS = ("budget", "strategies", "env_name", "task_name", "num_latents", "base_law", "references")
+
+
+def worker_snapshot(
+    monitor: CoverageMonitor, identity: Mapping[str, Any], laws: EnvLaws | None = None
+) -> dict[str, Any]:
+    """What a runner sends: its identity (``worker_index``, ``incarnation``), counts and monitor state.
+
+    With ``laws`` the snapshot also carries the env laws of every input the monitor has seen (``"laws"``).
+    """
+    snap = {
+        **identity,
+        "episodes": monitor.episodes,
+        "samples": monitor.samples,
+        "monitor": monitor.state_dict(),
+    }
+    if laws is not None:
+        snap["laws"] = laws.read(monitor.inputs, int(identity["worker_index"]))
+    return snap
+
+
+def _agreed_facts(answers: Iterable[tuple[int, Mapping[str, Any]]]) -> dict[str, Any] | None:
+    """The facts all runners agree on (None when none answered), from ``(worker index, facts)`` pairs.
+
+    Raises:
+        SeffiError: A runner could not read its env (``{"error": message}``), or two runners disagree.
+    """
+    first: tuple[int, Mapping[str, Any]] | None = None
+    for worker, facts in answers:
+        if "error" in facts:
+            raise SeffiError(f"env runner {worker}: {facts['error']}")
+        first = first or (worker, facts)
+        for name in FACTS:
+            if facts.get(name) != first[1].get(name):
+                raise SeffiError(
+                    f"env runners {first[0]} and {worker} disagree on the env's {name}: "
+                    f"{first[1].get(name)!r} vs {facts.get(name)!r}; every runner must measure the same task"
+                )
+    return dict(first[1]) if first is not None else None
+
+
+def _law(law: Mapping[Any, Any]) -> dict[frozenset[str], float]:
+    return {frozenset(map(str, a)): float(p) for a, p in law.items()}
+
+
+class EnvLaws:
+    """The env's exact base law and reference sets per input: read on a runner, served on the driver.
+
+    A runner reads each input's entry once from its env (`read`; a method that raises is kept as its
+    message) and sends it as plain data. The driver keeps the first entry of each input (`add`: every
+    runner reads the same env law) and serves it with the signatures of the env's
+    ``base_match_distribution`` and ``reference_match_sets``, so an
+    [`EnvBaselines`][seffi.coverage.env_baselines.EnvBaselines] computes the exact baselines from it; a
+    missing entry or a recorded error is one `SeffiError` where a baseline needs it.
+
+    Args:
+        base_law: Runner side: the env's ``base_match_distribution`` (None: not read).
+        references: Runner side: the env's ``reference_match_sets`` (None: not read).
+    """
+
+    def __init__(
+        self, base_law: Callable[..., Any] | None = None, references: Callable[..., Any] | None = None
+    ):
+        self.sources = (base_law, references)
+        self.entries: dict[str, tuple[int, Mapping[str, Any]]] = {}
+
+    def read(self, inputs: Iterable[str], worker: int) -> dict[str, Mapping[str, Any]]:
+        """The entries of ``inputs`` (read from the env for the new ones)."""
+        base, refs = self.sources
+        for x in inputs:
+            if x in self.entries:
+                continue
+            entry: dict[str, Any] = {}
+            try:
+                if base is not None:
+                    entry.update(base=_law(base(x)), base_valid=_law(base(x, valid_only=True)))
+            except Exception as exc:  # the driver raises it where a baseline is needed
+                entry["base_error"] = f"{type(exc).__name__}: {exc}"
+            try:
+                if refs is not None:
+                    entry["references"] = {str(s): frozenset(map(str, a)) for s, a in refs(x).items()}
+            except Exception as exc:
+                entry["references_error"] = f"{type(exc).__name__}: {exc}"
+            self.entries[x] = (worker, entry)
+        return {x: self.entries[x][1] for x in inputs}
+
+    def add(self, laws: Mapping[str, Mapping[str, Any]], worker: int) -> None:
+        """Keep the entries of inputs not seen before."""
+        for x, entry in laws.items():
+            self.entries.setdefault(str(x), (int(worker), entry))
+
+    def base_law(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
+        """The env's ``base_match_distribution(input_id, valid_only)`` as a runner read it."""
+        return dict(self._get(input_id, "base_valid" if valid_only else "base", "base law"))
+
+    def references(self, input_id: str) -> dict[str, frozenset[str]]:
+        """The env's ``reference_match_sets(input_id)`` as a runner read it."""
+        return dict(self._get(input_id, "references", "reference match sets"))
+
+    def _get(self, x: str, key: str, what: str) -> Any:
+        if x not in self.entries:
+            raise SeffiError(f"no env runner sent the {what} of input {x!r}")
+        worker, entry = self.entries[x]
+        error = entry.get(key.replace("_valid", "") + "_error")
+        if error is not None:
+            raise SeffiError(f"env runner {worker} could not read the env's {what} of input {x!r}: {error}")
+        return entry[key]
+
+
+class WorkerStates:
+    """The latest cumulative snapshot of every runner incarnation, and who answered the last gather.
+
+    States are cumulative, so a missed gather loses nothing; a runner that dies keeps its last
+    snapshot in the merge; a restarted runner is a new incarnation, so nothing is counted twice.
+    """
+
+    def __init__(self) -> None:
+        #: Snapshots by (worker index, incarnation), in the order first seen.
+        self.snapshots: dict[tuple[int, str], dict[str, Any]] = {}
+        self.last_reachable: set[int] = set()
+        self.known_workers: set[int] = set()
+        self.gather_failures = 0
+        #: The env laws the runners sent, for the driver's baselines.
+        self.laws = EnvLaws()
+
+    def add(self, snap: Mapping[str, Any]) -> None:
+        """Store one runner's cumulative snapshot (replacing that incarnation's older one)."""
+        snap = dict(snap)
+        self.laws.add(snap.pop("laws", None) or {}, int(snap["worker_index"]))
+        self.snapshots[(int(snap["worker_index"]), str(snap["incarnation"]))] = snap
+
+    def answered(self, snaps: Iterable[Mapping[str, Any]]) -> int:
+        """Record one gather's answers; returns how many runners answered."""
+        reachable: set[int] = set()
+        for snap in snaps:
+            self.add(snap)
+            reachable.add(int(snap["worker_index"]))
+        self.last_reachable = reachable
+        self.known_workers |= reachable
+        return len(reachable)
+
+    def failed(self, exc: BaseException) -> None:
+        """A gather failed: keep the last snapshots (one warning, at the first failure)."""
+        self.gather_failures += 1
+        if self.gather_failures == 1:
+            warnings.warn(
+                f"seffi: could not gather coverage from workers ({type(exc).__name__}: {exc}); "
+                "keeping their last states",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def ordered(self) -> list[dict[str, Any]]:
+        """Snapshots by worker index, then by when the incarnation was first seen (deterministic)."""
+        order = {key: i for i, key in enumerate(self.snapshots)}  # a dict keeps its first insertion
+        return [self.snapshots[k] for k in sorted(self.snapshots, key=lambda k: (k[0], order[k]))]
+
+    def load_into(self, monitor: CoverageMonitor) -> bool:
+        """Make ``monitor``'s data the exact union of the snapshots; whether it holds any sample."""
+        monitor.load_states([s["monitor"] for s in self.ordered()])
+        return monitor.samples > 0
+
+    def summary(self) -> dict[str, Any]:
+        """How many runners (incarnations) contributed, and which known runners did not answer."""
+        active = [s for s in self.ordered() if s["episodes"] > 0]
+        return {
+            "runners_contributed": len({s["worker_index"] for s in active}),
+            "runner_incarnations": len(active),
+            "runners_unreachable": sorted(self.known_workers - self.last_reachable),
+            "gather_failures": self.gather_failures,
+        }
+
+
+class MergedMonitor(CoverageMonitor):
+    """The driver's monitor: its reports (checkpoints and the final one) say which runners contributed."""
+
+    #: The runners' snapshots the driver merges (set by the driver).
+    workers: WorkerStates | None = None
+
+    @classmethod
+    def from_facts(cls, facts: Mapping[str, Any], config: MonitorConfig, laws: EnvLaws) -> MergedMonitor:
+        """The driver's monitor from the runners' agreed facts, without an env.
+
+        Its exact baselines come from ``laws`` where the runners have them; ``config.iid``/``config.oracle``
+        replace them as usual.
+        """
+        cfg = config.replace(
+            budget=int(config.budget or facts["budget"]),
+            strategies=config.strategies if config.strategies is not None else tuple(facts["strategies"]),
+            env_name=config.env_name or facts.get("env_name"),
+            task_name=config.task_name or facts.get("task_name"),
+        )
+        baselines = EnvBaselines(
+            tuple(str(s) for s in cfg.strategies),  # type: ignore[union-attr]
+            cfg.budget,  # type: ignore[arg-type]
+            base_law=laws.base_law if facts.get("base_law") else None,
+            references=laws.references if facts.get("references") else None,
+            iid=cfg.iid,
+            oracle=cfg.oracle,
+            seed=cfg.seed,
+        )
+        monitor = cls(config=cfg, baselines=baselines)
+        if facts.get("num_latents"):  # the latent-coverage diagnostic of router envs
+            monitor.num_latents = int(facts["num_latents"])
+            monitor.reset_tracker()
+        return monitor
+
+    def report(self, **meta: Any) -> Any:
+        """The report, with the runners' summary in ``meta`` (lists joined: meta holds scalars)."""
+        summary = self.workers.summary() if self.workers is not None else {}
+        flat = {k: (",".join(map(str, v)) if isinstance(v, list) else v) for k, v in summary.items()}
+        return super().report(**flat, **meta)
 
 
 def _local(env_runner: Any, slot: int | None) -> list[CoverageCallback]:
@@ -85,10 +289,16 @@ def _runner_states(env_runner: Any, slot: int | None = None) -> list[dict[str, A
 def _runner_facts(env_runner: Any, slot: int | None = None) -> list[tuple[int, dict[str, Any]]]:
     """Executed on each env runner: its env's facts (or why they could not be read), plain data."""
     index = int(getattr(env_runner, "worker_index", 0) or 0)
-    return [
-        (index, {"error": cb.error} if cb.runner is None else worker_facts(cb.runner, cb.laws))
-        for cb in _local(env_runner, slot)
-    ]
+    out = []
+    for cb in _local(env_runner, slot):
+        m, laws = cb.runner, cb.laws
+        if m is None or laws is None:
+            out.append((index, {"error": cb.error}))
+            continue
+        names = {"env_name": m.env_name, "task_name": m.task_name, "num_latents": int(m.num_latents)}
+        sends = {"base_law": laws.sources[0] is not None, "references": laws.sources[1] is not None}
+        out.append((index, {"budget": int(m.budget), "strategies": tuple(m.strategies), **names, **sends}))
+    return out
 
 
 def _in_evaluation(env_runner: Any) -> bool:
@@ -135,7 +345,7 @@ class CoverageCallback(RLlibCallback):
         self.config = MonitorConfig.build(config, **options)
         self.env, self.log_every, self.gather_timeout_s = env, log_every, float(gather_timeout_s)
         self.runner: CoverageMonitor | None = None  # runner side
-        self.laws: WorkerLaws | None = None  # runner side: the env's laws of the inputs seen
+        self.laws: EnvLaws | None = None  # runner side: the env's laws of the inputs seen
         self.error: str | None = None  # runner side: why the env could not be read
         self.identity: dict[str, Any] = {}  # worker index and incarnation of this runner
         self.monitor: MergedMonitor | None = None  # driver side
@@ -170,7 +380,9 @@ class CoverageCallback(RLlibCallback):
         if self.runner is not None or self.error is not None:
             return self.runner is not None
         _LOCAL.setdefault(id(env_runner), []).append(weakref.ref(self))
-        self.identity = worker_identity(getattr(env_runner, "worker_index", 0) or 0)
+        # A fresh incarnation id: a restarted runner's streams must not collide with its predecessor's.
+        index = int(getattr(env_runner, "worker_index", 0) or 0)
+        self.identity = {"worker_index": index, "incarnation": uuid.uuid4().hex, "pid": os.getpid()}
         try:
             # Runners log nothing and compute no baselines: the driver logs the merged numbers. A
             # user iid/oracle stays in the config so that the env is not asked for its own.
@@ -179,8 +391,11 @@ class CoverageCallback(RLlibCallback):
         except SeffiError as exc:  # sent to the driver, which raises it once, at build time
             self.error = str(exc)
             return False
-        iid, oracle = self.config.iid is None, self.config.oracle is None
-        self.laws = WorkerLaws(self.runner.env_baselines, iid=iid, oracle=oracle)
+        base = self.runner.env_baselines  # the env is asked only for what the user did not give
+        self.laws = EnvLaws(
+            base.base_law if self.config.iid is None else None,
+            base.references if self.config.oracle is None else None,
+        )
         return True
 
     def _budget(self, env: Any) -> int:
@@ -205,8 +420,9 @@ class CoverageCallback(RLlibCallback):
         if self.env is not None:
             env = self.env() if callable(self.env) and not hasattr(self.env, "step") else self.env
             self.monitor = MergedMonitor(env=env, config=self.config.replace(budget=self._budget(env)))
+            self.monitor.workers = self.workers
             return
-        facts = agreed_facts(answer for answers in self._ask(algorithm, _runner_facts) for answer in answers)
+        facts = _agreed_facts(answer for answers in self._ask(algorithm, _runner_facts) for answer in answers)
         if facts is None:
             cfg = self.config
             if cfg.strategies is None or cfg.budget is None:
@@ -216,6 +432,7 @@ class CoverageCallback(RLlibCallback):
                 )
             facts = {"strategies": tuple(cfg.strategies), "budget": cfg.budget}
         self.monitor = MergedMonitor.from_facts(facts, self.config, self.workers.laws)
+        self.monitor.workers = self.workers
 
     def _ask(self, algorithm: Any, fn: Callable[[Any], Any]) -> list[Any]:
         group = getattr(algorithm, "env_runner_group", None)
@@ -309,7 +526,6 @@ class CoverageCallback(RLlibCallback):
         if algorithm is not None:
             self.gather(algorithm)
         self.workers.load_into(m)
-        m.workers_summary = self.workers.summary()
         step = (m.last_step + 1) if m.last_step is not None else 0
         return m.finalize(step if algorithm is None else _step(algorithm, {}) or step)
 

@@ -102,9 +102,8 @@ class CoverageCallback(BaseCallback):
         self.budget, self.mode, self.log_at = cfg.budget, mode, log_at
         self.eval_env, self.eval_freq, self.eval_inputs = eval_env, eval_freq, eval_inputs
         self.deterministic = deterministic
-        self.out_dir: Path | None = Path(cfg.out_dir) if cfg.out_dir is not None else None
-        if cfg.sinks is None and self.out_dir is None:
-            self.out_dir = default_out_dir()
+        folder = cfg.out_dir if cfg.out_dir is not None or cfg.sinks is not None else default_out_dir()
+        self.out_dir: Path | None = Path(folder) if folder is not None else None
         self._requested_out_dir = self.out_dir  # later runs are numbered from it (-2, -3, ...)
         self.monitor: CoverageMonitor | None = None
         self._stop = StopOnSignal()
@@ -237,12 +236,9 @@ class CoverageCallback(BaseCallback):
     def _evaluate(self) -> None:
         assert self.evaluator is not None
         model, deterministic = self.model, self.deterministic
-
-        def act(obs: Any) -> Any:
-            action, _ = model.predict(obs, deterministic=deterministic)
-            return action
-
-        self.evaluator.evaluate(act, self.num_timesteps)
+        self.evaluator.evaluate(
+            lambda obs: model.predict(obs, deterministic=deterministic)[0], self.num_timesteps
+        )
 
     def _on_training_end(self) -> None:
         stopped = self._stop.requested

@@ -20,7 +20,7 @@ update (`GroupCoverage`); ``iid="task"`` uses the task's synthetic base sampler.
 folder gets ``seffi_coverage.json``, so ``resume_from_checkpoint`` continues the monitor without
 redrawing the reference. Under accelerate the reward function gathers every rank's records before
 grouping them; rank 0 writes the report. Rewards (``reward=``: ``"valid"``, ``"matched"``, a callable
-or a method of `seffi.group_scoring.METHODS`, settings in `seffi.callbacks.group_methods`), labelers,
+or a method of `seffi.group_scoring.METHODS`), labelers,
 chat prompts and the reference's cost: ``docs/integrations.md`` and ``docs/custom-llm.md``.
 """
 
@@ -36,7 +36,6 @@ from transformers import TrainerCallback
 
 from seffi._convert import plain
 from seffi._io import write_atomic
-from seffi.callbacks.group_methods import check_scaling
 from seffi.callbacks.groups import GroupCoverage, GroupScorer
 from seffi.callbacks.interrupts import StopOnSignal
 from seffi.callbacks.trl_model import policy_logprobs
@@ -56,6 +55,34 @@ __all__ = [
 _TRL_KWARGS = ("trainer_state", "log_extra", "log_metric", "environments")
 #: The file seffi adds to each TRL checkpoint folder.
 CHECKPOINT_FILE = "seffi_coverage.json"
+
+
+def check_scaling(method: Any, args: Any) -> None:
+    """Refuse a ``GRPOConfig`` that would normalise pass@k's advantage a second time.
+
+    Args:
+        method: The scorer's `RewardMethod` (None: a per-completion reward, nothing to check).
+        args: The trainer's ``GRPOConfig``: its ``scale_rewards`` (True/False are TRL's aliases of
+            "group"/"none") and ``multi_objective_aggregation``.
+
+    Raises:
+        SeffiError: ``reward="passk"`` with rewards scaled by a standard deviation.
+    """
+    if method is None or method.name != "passk":
+        return
+    scale_rewards = getattr(args, "scale_rewards", None)
+    aggregation = getattr(args, "multi_objective_aggregation", None)
+    scale = {True: "group", False: "none"}.get(scale_rewards, scale_rewards)
+    if scale not in (None, "none"):
+        raise SeffiError(
+            f"reward='passk' returns the pass@k advantage itself: set GRPOConfig(scale_rewards='none') (this "
+            f"config has scale_rewards={scale_rewards!r}, which divides it again by a standard deviation)"
+        )
+    if aggregation not in (None, "sum_then_normalize"):
+        raise SeffiError(
+            "reward='passk' returns the pass@k advantage itself: keep GRPOConfig(multi_objective_aggregation="
+            f"'sum_then_normalize') (this config has {aggregation!r}, which normalises each reward per group)"
+        )
 
 
 def checkpoint_state_path(output_dir: str | Path, step: int) -> Path:
@@ -123,12 +150,7 @@ class CoverageReward(GroupScorer):
         # TRL passes ``log_metric``, a bound method of the trainer: the one handle on it we get.
         trainer = getattr(kwargs.get("log_metric"), "__self__", None)
         if trainer is not None and trainer is not self.trainer:
-            args = getattr(trainer, "args", None)
-            check_scaling(
-                self.method,
-                getattr(args, "scale_rewards", None),
-                getattr(args, "multi_objective_aggregation", None),
-            )
+            check_scaling(self.method, getattr(trainer, "args", None))
             self.trainer = trainer
             if self.on_trainer is not None:
                 self.on_trainer(trainer)
@@ -211,11 +233,7 @@ class CoverageTrainerCallback(TrainerCallback):
                 ``"passk"`` reward with ``scale_rewards`` other than ``"none"`` or a k above G.
         """
         cov = self.coverage
-        check_scaling(
-            cov.reward.method,
-            getattr(args, "scale_rewards", None),
-            getattr(args, "multi_objective_aggregation", None),
-        )
+        check_scaling(cov.reward.method, args)
         cov.configure_groups(getattr(args, "num_generations", None))
         if state.is_world_process_zero:  # Ctrl-C / SIGTERM: stop at the next step, write, then stop
             self._stop.install(loop=("_inner_training_loop", "train"))

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -27,26 +26,23 @@ from typing import Any
 
 import numpy as np
 
+from seffi._io import write_atomic
 from seffi.errors import SeffiError
-
-
-def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
-    """Every id that ends a completion, as GRPOTrainer collects them: the tokenizer's, then the model's."""
-    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
-    return ids if tokenizer.eos_token_id in ids else [tokenizer.eos_token_id, *ids]
 
 
 def generation_config(args: Any, model: Any, tokenizer: Any) -> Any:
     """The ``GenerationConfig`` GRPOTrainer builds from ``args`` (TRL's regular generation path)."""
     from transformers import GenerationConfig
 
+    # Every id that ends a completion, as GRPOTrainer collects them: the tokenizer's, then the model's.
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    eos = [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
     kw: dict[str, Any] = {
         "max_new_tokens": int(getattr(args, "max_completion_length", 32) or 32),
         "do_sample": True,
         "pad_token_id": tokenizer.pad_token_id,
         "bos_token_id": tokenizer.bos_token_id,
-        "eos_token_id": eos_token_ids(model, tokenizer),
+        "eos_token_id": eos if tokenizer.eos_token_id in eos else [tokenizer.eos_token_id, *eos],
         "temperature": getattr(args, "temperature", 1.0),
         "top_p": getattr(args, "top_p", 1.0),
         "top_k": getattr(args, "top_k", 0),
@@ -143,16 +139,17 @@ def generation_mode(model: Any, training: bool | None, checkpointing_kwargs: Any
         model.train(was_training)
 
 
-def left_padded(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[Any, Any]:
-    """(input ids, attention mask): long tensors, shape (len(prompts), longest prompt), padded on the left."""
+def left_padded(rows: Sequence[Sequence[int]], pad_id: int, *, left: bool = True) -> tuple[Any, Any]:
+    """(input ids, attention mask): long tensors of shape (len(rows), longest row), padded on the left."""
     import torch
 
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    width = max(len(p) for p in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     mask = torch.zeros_like(ids)
-    for r, p in enumerate(prompts):
-        ids[r, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
-        mask[r, width - len(p) :] = 1
+    for r, p in enumerate(rows):
+        cols = slice(width - len(p), width) if left else slice(0, len(p))
+        ids[r, cols] = torch.tensor(list(p), dtype=torch.long)
+        mask[r, cols] = 1
     return ids, mask
 
 
@@ -213,6 +210,7 @@ def sequence_logprobs(
     *,
     reduction: str = "sum",
     batch_size: int = 64,
+    temperature: float = 1.0,
 ) -> np.ndarray:
     """The policy's log-probability of each completion given its prompt (torch, imported here).
 
@@ -227,6 +225,8 @@ def sequence_logprobs(
         completion_ids: B completions (TRL's ``completion_ids``, eos kept), aligned with ``prompt_ids``.
         reduction: ``"sum"`` or ``"mean"``; an empty completion scores 0 either way.
         batch_size: Rows per forward pass.
+        temperature: The logits are divided by it (GRPOTrainer scores its policy at its sampling
+            temperature).
 
     Returns:
         Float64 array of shape (B,).
@@ -249,21 +249,11 @@ def sequence_logprobs(
     try:
         with torch.no_grad():
             for b in range(0, len(prompt_ids), batch_size):
-                rows = [
-                    list(p) + list(c)
-                    for p, c in zip(
-                        prompt_ids[b : b + batch_size], completion_ids[b : b + batch_size], strict=True
-                    )
-                ]
-                width = max(len(r) for r in rows)
-                ids = torch.zeros((len(rows), width), dtype=torch.long)
-                mask = torch.zeros_like(ids)
-                for r, row in enumerate(rows):
-                    ids[r, : len(row)] = torch.tensor(row, dtype=torch.long)
-                    mask[r, : len(row)] = 1
+                pairs = zip(prompt_ids[b : b + batch_size], completion_ids[b : b + batch_size], strict=True)
+                ids, mask = left_padded([list(p) + list(c) for p, c in pairs], 0, left=False)
                 logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
-                logp = torch.log_softmax(logits.float(), dim=-1)
-                for r in range(len(rows)):
+                logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+                for r in range(len(ids)):
                     i = b + r
                     start, n = len(prompt_ids[i]), len(completion_ids[i])
                     if n == 0:
@@ -275,31 +265,6 @@ def sequence_logprobs(
     finally:
         model.train(was_training)
     return out
-
-
-class _Tempered:
-    """A model whose logits are divided by the sampling temperature, as GRPOTrainer scores its policy."""
-
-    def __init__(self, model: Any, temperature: float) -> None:
-        self.model, self.temperature = model, temperature
-
-    @property
-    def training(self) -> bool:
-        return bool(self.model.training)
-
-    def parameters(self) -> Any:
-        return self.model.parameters()
-
-    def eval(self) -> Any:
-        return self.model.eval()
-
-    def train(self, mode: bool = True) -> Any:
-        return self.model.train(mode)
-
-    def __call__(self, **kwargs: Any) -> Any:
-        out = self.model(**kwargs)
-        out.logits = out.logits / self.temperature
-        return out
 
 
 def policy_logprobs(
@@ -333,41 +298,33 @@ def policy_logprobs(
         )
     prompt_ids = trainer_prompt_ids(tokenizer, prompts, trainer)
     temperature = float(getattr(getattr(trainer, "args", None), "temperature", 1.0) or 1.0)
-    scored = model if temperature == 1.0 else _Tempered(model, temperature)
     completions = [list(c) for c in completion_ids]
-    return sequence_logprobs(scored, prompt_ids, completions, reduction=reduction)
-
-
-def prompts_from_dataset(dataset: Any, id_column: str) -> dict[str, Any]:
-    """``{input id: prompt}`` from a dataset with ``prompt`` and ``id_column`` columns (first wins).
-
-    A prompt is a string or a list of chat messages (TRL's conversational format).
-    """
-    cols = getattr(dataset, "column_names", None) or []
-    if "prompt" not in cols or id_column not in cols:
-        return {}
-    out: dict[str, Any] = {}
-    for pid, p in zip(dataset[id_column], dataset["prompt"], strict=True):
-        if isinstance(p, str) or is_conversational(p):
-            out.setdefault(str(pid), p)
-    return out
+    return sequence_logprobs(model, prompt_ids, completions, reduction=reduction, temperature=temperature)
 
 
 def resolve_prompts(
     explicit: Mapping[str, Any] | None, dataset: Any, id_column: str, task: Any, inputs: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """Prompts of the reference samples: given, else the training dataset's, else ``task.prompt``."""
+    """``{input id: prompt}`` of the reference: given, else the training dataset's, else ``task.prompt``.
+
+    A dataset serves with ``prompt`` and ``id_column`` columns (the first prompt of an id wins); a
+    prompt is a string or a list of chat messages (TRL's conversational format).
+    """
     if explicit:
         return {str(k): v for k, v in explicit.items()}
-    found = prompts_from_dataset(dataset, id_column) if dataset is not None else {}
+    cols = getattr(dataset, "column_names", None) or []
+    found: dict[str, Any] = {}
+    if "prompt" in cols and id_column in cols:
+        for pid, p in zip(dataset[id_column], dataset["prompt"], strict=True):
+            if isinstance(p, str) or is_conversational(p):
+                found.setdefault(str(pid), p)
     if found:
         return found
     if task is None or not inputs:
-        cols = getattr(dataset, "column_names", None)
         raise SeffiError(
             "the reference iid needs the prompts: a train dataset with 'prompt' (strings or chat messages) "
-            f"and {id_column!r} columns (this one has {cols}), iid_prompts={{input_id: prompt}}, or a task "
-            "and inputs"
+            f"and {id_column!r} columns (this one has {cols or None}), iid_prompts={{input_id: prompt}}, or "
+            "a task and inputs"
         )
     return {k: task.prompt(x) for k, x in inputs.items()}
 
@@ -433,9 +390,7 @@ class ReferenceCache:
         """Write the file (tmp + rename); an unwritable folder is skipped with a warning."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}")
-            tmp.write_text(json.dumps({"format": self.FORMAT, "entries": self.entries}), encoding="utf-8")
-            tmp.replace(self.path)
+            write_atomic(self.path, json.dumps({"format": self.FORMAT, "entries": self.entries}))
         except OSError as exc:
             warnings.warn(
                 f"reference-iid cache not written to {self.path}: {exc}", RuntimeWarning, stacklevel=2

@@ -2,40 +2,17 @@
 
 A *group* is the list of `Record` ``(input id, sorted match set, valid)`` of the G completions of one
 prompt, in TRL's order (`split_groups`). Each rule returns one float per record, in record order, meant
-as a GRPO reward:
-
-* ``"valid"``: 1 for a valid completion, 0 otherwise (the baseline); ``"matched"``: 1 for a
-  completion that follows any strategy (a per-completion shaping option, `reward_function`);
-* ``"diversity"``: seffi's group-diversity reward, `diversity_rewards`:
-
-  ```text
-  r_i = valid_i * ((1 - w) + w * [A_i != {}] / c_i),   c_i = #{j in group : valid_j and A_j = A_i}
-  ```
-
-  where ``A_i`` is completion i's match set (its strategy set) and ``w`` the diversity weight
-  (default 0.5). A valid completion whose strategy set no other valid completion of the group shares
-  scores 1; one of c valid completions sharing a set scores ``1 - w + w/c``; an invalid one 0. A valid
-  completion that follows no declared strategy gets no diversity bonus (``1 - w``), so an off-strategy
-  trace is never the cheapest way to be unique;
-* ``"unlikeliness"``: `unlikeliness_rewards`, from the policy's log-probabilities (computed by the
-  caller: `seffi.callbacks.trl_model.sequence_logprobs` on the TRL path);
-* ``"passk"``: `passk_advantages`, used as the reward with ``scale_rewards="none"``;
-* ``"outcome_ucb"``: `historical_bonus`, with the historical counts in `OutcomeCounts`;
-* ``"outcome_batch"``: `batch_penalty_rewards`.
-
-Every rule depends on a group only through the multiset of its records, so the order of the
-completions within a group changes nothing. The *outcome* of a completion is its sorted match set, the
-empty tuple included. `METHODS` names every rule with the inputs it needs, and `batch_rewards` applies
-one over a whole (gathered) generation batch, group by group. Formulas and sources:
-docs/statistics.md, "Group rewards of the exploration methods". The TRL adapter
-(`seffi.callbacks.groups`, `seffi.callbacks.group_methods`) scores with this module; the exploration
-benchmark (`seffi.experiment.bench_methods`) trains through that adapter and groups its samples with
-`split_groups`.
+as a GRPO reward, and depends on a group only through the multiset of its records. The *outcome* of a
+completion is its sorted match set, the empty tuple included. `METHODS` names every group rule with
+the inputs it needs, `batch_rewards` applies one over a whole (gathered) generation batch, group by
+group, and `RewardMethod` binds a rule to its options and its state across steps. Formulas and
+sources: docs/statistics.md, "Group rewards of the exploration methods".
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -71,13 +48,16 @@ def split_groups(records: Sequence[Record], size: int | None) -> list[list[int]]
 
 
 def diversity_rewards(group: Sequence[Record], weight: float = 0.5) -> list[float]:
-    """``valid_i * ((1 - w) + w * [A_i != {}] / c_i)`` for each completion of one group (module docstring)."""
+    """The group-diversity reward of each completion of one group.
+
+    ``r_i = valid_i * ((1 - w) + w * [A_i != {}] / c_i)`` with ``c_i = #{j : valid_j and A_j = A_i}``,
+    ``A_i`` completion i's match set and ``w`` the weight: a valid completion whose strategy set no
+    other valid completion of the group shares scores 1, an invalid one 0, and a valid one that follows
+    no declared strategy ``1 - w`` (an off-strategy trace is never the cheapest way to be unique).
+    """
     if not 0.0 <= weight <= 1.0:
         raise SeffiError(f"diversity weight must be in [0, 1], got {weight!r}")
-    counts: dict[tuple[str, ...], int] = {}
-    for _, matches, valid in group:
-        if valid:
-            counts[matches] = counts.get(matches, 0) + 1
+    counts = Counter(matches for _, matches, valid in group if valid)
     return [(1.0 - weight) + (weight / counts[m] if m else 0.0) if v else 0.0 for _, m, v in group]
 
 
@@ -135,16 +115,9 @@ def ascending_ranks(values: Sequence[float]) -> np.ndarray:
         Float array of shape (G,): ranks in [0, G-1]; ``[-1, -1, -2]`` gives ``[1.5, 1.5, 0]``.
     """
     x = np.asarray(values, dtype=np.float64)
-    order = np.argsort(x, kind="stable")
-    ranks = np.empty(len(x), dtype=np.float64)
-    i = 0
-    while i < len(x):
-        j = i
-        while j + 1 < len(x) and x[order[j + 1]] == x[order[i]]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2.0  # mid-rank: the tie's value, never its record order
-        i = j + 1
-    return ranks
+    ordered = np.sort(x)
+    # mid-rank: a tie's ranks average to the same value, whatever the records' order
+    return (np.searchsorted(ordered, x, "left") + np.searchsorted(ordered, x, "right") - 1) / 2.0
 
 
 def unlikeliness_rewards(
@@ -322,10 +295,7 @@ def batch_penalty_rewards(
     """
     c = _check_scale("outcome penalty c", c, 0.0)
     g = len(group)
-    seen: dict[Outcome, int] = {}
-    for _, outcome, valid in group:
-        if valid or not valid_only:
-            seen[tuple(outcome)] = seen.get(tuple(outcome), 0) + 1
+    seen = Counter(tuple(outcome) for _, outcome, valid in group if valid or not valid_only)
     out = []
     for _, outcome, valid in group:
         penalised = g > 1 and (valid or not valid_only)
@@ -339,62 +309,29 @@ def batch_penalty_rewards(
 
 @dataclass(frozen=True)
 class Method:
-    """A group reward rule by name.
+    """A group reward rule: what `batch_rewards` must be given for it and its keyword options.
 
     Attributes:
         name: Registry key.
-        description: One line for tables and ``--help``.
-        needs: Inputs `batch_rewards` must be given: ``"logprobs"``, ``"k"``, ``"counts"``.
+        needs: ``"logprobs"``, ``"k"``, ``"counts"``.
         options: Keyword options of the rule (``beta``, ``c``, ``weight``, ``valid_only``).
-        source: The paper the rule comes from.
     """
 
     name: str
-    description: str
-    needs: tuple[str, ...]
-    options: tuple[str, ...]
-    source: str
+    needs: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()
 
 
+#: Every rule by name; sources in docs/statistics.md, "Group rewards of the exploration methods".
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
-        Method("valid", "1 for a valid completion, 0 otherwise", (), (), "the validity baseline"),
-        Method(
-            "diversity",
-            "validity, with a bonus for a strategy set no other valid completion of the group shares",
-            (),
-            ("weight",),
-            "seffi (seffi.group_scoring.diversity_rewards)",
-        ),
-        Method(
-            "unlikeliness",
-            "valid completions ranked by log-probability: the unlikely ones score more",
-            ("logprobs",),
-            ("beta",),
-            "He, Fried & Welleck 2025, Rewarding the Unlikely (EMNLP)",
-        ),
-        Method(
-            "passk",
-            "the analytic pass@k group advantage (use with scale_rewards='none')",
-            ("k",),
-            (),
-            "Chen et al. 2025, Pass@k Training",
-        ),
-        Method(
-            "outcome_ucb",
-            "validity plus c / sqrt(1 + N(x, strategy set)) over the run's history",
-            ("counts",),
-            ("c", "valid_only"),
-            "Song, Kempe & Munos 2025, Outcome-based Exploration (historical)",
-        ),
-        Method(
-            "outcome_batch",
-            "validity minus c (n - 1)/(G - 1) for a strategy set shared by n completions of the group",
-            (),
-            ("c", "valid_only"),
-            "Song, Kempe & Munos 2025, Outcome-based Exploration (batch)",
-        ),
+        Method("valid"),
+        Method("diversity", options=("weight",)),  # seffi
+        Method("unlikeliness", ("logprobs",), ("beta",)),  # He, Fried & Welleck 2025
+        Method("passk", ("k",)),  # Chen et al. 2025, Pass@k Training
+        Method("outcome_ucb", ("counts",), ("c", "valid_only")),  # Song, Kempe & Munos 2025, historical
+        Method("outcome_batch", options=("c", "valid_only")),  # Song, Kempe & Munos 2025, batch
     )
 }
 
@@ -466,3 +403,76 @@ def batch_rewards(
     if method == "outcome_ucb":
         counts.update(records)  # type: ignore[union-attr]
     return out
+
+
+#: Options a `RewardMethod` takes besides its rule's own (`Method.options`).
+EXTRA_OPTIONS = {"unlikeliness": ("reduction",), "passk": ("k",)}
+
+
+class RewardMethod:
+    """One method of `METHODS` with its options and its state across steps.
+
+    ``"unlikeliness"`` needs the policy's log-probability of each completion (option ``reduction``:
+    ``"mean"`` per token, the default and what He et al. rank by, or ``"sum"``). ``"passk"`` needs
+    ``k`` (1 <= k <= the group size); its reward *is* the advantage, so the trainer must not normalise
+    it again. ``"outcome_ucb"`` keeps its historical counts in `counts`.
+
+    Args:
+        name: A key of `METHODS`.
+        options: The method's options, e.g. ``{"beta": 0.25}``, ``{"k": 4}``, ``{"c": 0.5}``.
+
+    Raises:
+        SeffiError: An unknown method or option, or an option value the rule refuses (checked now on a
+            tiny group, so a bad option fails when the scorer is built, not mid-training).
+    """
+
+    def __init__(self, name: str, options: Mapping[str, Any] | None = None) -> None:
+        spec = METHODS.get(name)
+        if spec is None:
+            raise SeffiError(f"unknown reward method {name!r}; choose one of {sorted(METHODS)}")
+        if options is not None and not isinstance(options, Mapping):
+            raise SeffiError(f"reward_options must be a mapping of option names, got {options!r}")
+        opts = dict(options or {})
+        allowed = (*spec.options, *EXTRA_OPTIONS.get(name, ()))
+        if unknown := sorted(set(opts) - set(allowed)):
+            raise SeffiError(f"reward {name!r} takes options {list(allowed)}, got {unknown}")
+        self.name, self.needs_logprobs = name, "logprobs" in spec.needs
+        self.k: int | None = opts.pop("k", None)
+        self.reduction: str = opts.pop("reduction", "mean")
+        self.options = opts
+        self.counts = OutcomeCounts() if name == "outcome_ucb" else None
+        if name == "passk":
+            if isinstance(self.k, bool) or not isinstance(self.k, (int, np.integer)) or self.k < 1:
+                raise SeffiError(
+                    "reward 'passk' needs reward_options={'k': k} with 1 <= k <= num_generations, "
+                    f"got k={self.k!r}"
+                )
+            self.k = int(self.k)
+        if self.reduction not in ("sum", "mean"):
+            raise SeffiError(f"unlikeliness reduction must be 'sum' or 'mean', got {self.reduction!r}")
+        batch_rewards(name, [("x", (), True)], None, logprobs=[0.0], k=1, counts=OutcomeCounts(), **opts)
+
+    def score(
+        self, records: Sequence[Record], size: int | None, logprobs: Sequence[float] | None, training: bool
+    ) -> list[float]:
+        """Rewards of one gathered batch (`batch_rewards`); the counts advance on training batches only."""
+        counts = self.counts
+        if counts is not None and not training:
+            counts = OutcomeCounts(counts.as_dict())  # an evaluation batch leaves the history alone
+        return batch_rewards(
+            self.name, records, size, logprobs=logprobs, k=self.k, counts=counts, **self.options
+        )
+
+    def state(self) -> list[list[Any]] | None:
+        """The outcome counts as JSON rows ``[input id, [strategies...], N]`` (None without counts)."""
+        if self.counts is None:
+            return None
+        return [[x, list(o), n] for x, row in sorted(self.counts.as_dict().items()) for o, n in row.items()]
+
+    def load_state(self, rows: Sequence[Sequence[Any]] | None) -> None:
+        """Restore `state` (ignored by a method without counts)."""
+        if self.counts is not None and rows is not None:
+            table: dict[str, dict[tuple[str, ...], int]] = {}
+            for x, outcome, n in rows:
+                table.setdefault(str(x), {})[tuple(str(s) for s in outcome)] = int(n)
+            self.counts = OutcomeCounts(table)

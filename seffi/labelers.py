@@ -58,17 +58,11 @@ def judge_validity(
     text: str,
     who: str,
 ) -> ValidationResult:
-    """The result of a labelled text whose correctness a user's check decides; never raises.
+    """``matches``, correct or invalid as ``valid`` decides (never raises).
 
-    Args:
-        matches: The strategies the text matched.
-        valid: A regex searched in ``text``, ``valid(x, text) -> bool``, or None (every text is valid).
-        x: The input the text was generated for.
-        text: The usable text.
-        who: Names the labeler in the reason of an invalid result (``"<who>: not valid"``).
-
-    Returns:
-        Correct or invalid with ``matches``; a check that raises makes the text invalid, with its message.
+    ``valid`` is a regex searched in ``text``, ``valid(x, text) -> bool``, or None (every text is valid);
+    a check that raises makes the text invalid, with its message. ``who`` names the labeler in the
+    reason of an invalid result (``"<who>: not valid"``).
     """
     if valid is None:
         return ValidationResult.correct(matches)
@@ -131,22 +125,20 @@ class RegexRubric:
                 f"patterns must be a mapping of strategy id -> regex, got {type(patterns).__name__}"
             )
         self.strategies = _declared(patterns, "RegexRubric")
-        self._patterns: dict[str, re.Pattern[str]] = {}
-        for sid, pat in patterns.items():
-            self._patterns[str(sid)] = self._compile(pat, flags, f"pattern of strategy {sid!r}")
-        if valid is None or callable(valid):
-            self._valid: re.Pattern[str] | Callable[[Any, str], bool] | None = valid
-        else:
-            self._valid = self._compile(valid, flags, "valid pattern")
+        self._patterns = {
+            str(sid): self._compile(pat, flags, f"pattern of strategy {sid!r}")
+            for sid, pat in patterns.items()
+        }
+        self._valid = (
+            valid if valid is None or callable(valid) else self._compile(valid, flags, "valid pattern")
+        )
 
     @staticmethod
     def _compile(pattern: str | re.Pattern[str], flags: int, what: str) -> re.Pattern[str]:
-        if isinstance(pattern, re.Pattern):
-            return pattern
-        if not isinstance(pattern, str):
+        if not isinstance(pattern, str | re.Pattern):
             raise ValueError(f"the {what} must be a regex string, got {type(pattern).__name__}")
         try:
-            return re.compile(pattern, flags)
+            return pattern if isinstance(pattern, re.Pattern) else re.compile(pattern, flags)
         except re.error as exc:
             raise ValueError(f"the {what} does not compile: {exc}") from exc
 
@@ -196,16 +188,13 @@ class CallableLabeler:
         if text is None:
             return ValidationResult.unparsable(reason)
         try:
-            out = self.fn(x, text)
-            if isinstance(out, ValidationResult):
-                result = out
-            else:
+            result = self.fn(x, text)
+            if not isinstance(result, ValidationResult):
                 valid = True
-                if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], bool):
-                    out, valid = out
-                if isinstance(out, (str, bytes)):  # one id, not an iterable of characters
-                    out = (out,)
-                ids = frozenset(str(s) for s in out)
+                if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], bool):
+                    result, valid = result
+                # one id is not an iterable of characters
+                ids = frozenset(map(str, (result,) if isinstance(result, str | bytes) else result))
                 result = (
                     ValidationResult.correct(ids)
                     if valid

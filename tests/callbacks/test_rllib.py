@@ -31,8 +31,8 @@ from seffi.callbacks.rllib import (  # noqa: E402
     finalize,
     metrics,
     to_dataframe,
+    worker_snapshot,
 )
-from seffi.callbacks.workers import worker_snapshot  # noqa: E402
 from seffi.coverage import IidBaseline, OracleBaseline  # noqa: E402
 
 ENV_ID = "seffi/HanoiRouter-v0"
@@ -438,3 +438,18 @@ def test_read_api_on_the_driver_before_and_after_training(tmp_path):
     assert set(frame["method"]) == {"policy"}
     np.testing.assert_allclose(frame.sort_values("k")["coverage"].to_numpy(), hand_c, rtol=0, atol=1e-12)
     assert coverage_callback(algo) is algo.callbacks[0]
+
+
+def test_driver_checkpoint_holds_the_runner_counts_of_a_user_env(tmp_path):
+    """A checkpoint that comes due at a driver log writes report.json with the runners' summary."""
+    import json
+
+    cov = _cov(tmp_path, "ckpt", checkpoint_every=1)
+    runners = _user_runners(tmp_path, [cov], laws=False)
+    algo = FakeAlgo([cov], runners)
+    algo.train(np.random.default_rng(0))
+    (_, _), episodes = _hand(tmp_path)
+    driver = algo.callbacks[0]
+    meta = json.loads((driver.monitor.out_dir / "report.json").read_text())["meta"]
+    assert meta["checkpoint"] is True and meta["runners_contributed"] == 2
+    assert driver.monitor.episodes == episodes
