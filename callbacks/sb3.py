@@ -17,7 +17,8 @@ Streaming mode (default) treats the training episodes as the exploration process
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,35 @@ from seffi.report.sinks import closing_lines, default_sinks
 from seffi.report.wandb_run import wandb_mode
 
 __all__ = ["CoverageCallback"]
+
+
+class LoggerSink:
+    """SB3's own logger as a sink: every ``seffi/*`` scalar recorded with ``logger.record``.
+
+    SB3 writes what was recorded at its next dump, with its own step, to the outputs the user set up
+    (TensorBoard with ``tensorboard_log=``, CSV, stdout); the last log of training is dumped at the
+    end. Per-k curve keys (``.../k=<k>``) stay out of the stdout table, which they would flood.
+    """
+
+    def __init__(self, callback: BaseCallback) -> None:
+        self.callback, self.pending = callback, False
+
+    def log(self, data: Mapping[str, Any], step: int) -> None:
+        """Record every finite number of ``data`` in SB3's logger (written at SB3's next dump)."""
+        logger = self.callback.logger
+        for key, value in data.items():
+            if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+                logger.record(key, value, exclude="stdout" if "/k=" in key else None)
+                self.pending = True
+
+    def log_snapshot(self, comparison: Any, step: int, scope: str | None = None) -> None:
+        """Curves go to the report and W&B."""
+
+    def finish(self, report: Any = None, tracker_state: Mapping[str, Any] | None = None) -> None:
+        """Dump the final log, which no SB3 dump follows."""
+        if self.pending:
+            self.callback.logger.dump(self.callback.num_timesteps)
+            self.pending = False
 
 
 class CoverageCallback(BaseCallback):
@@ -201,6 +231,7 @@ class CoverageCallback(BaseCallback):
             log_curves_every=1,  # the monitor decides which logs are curve snapshots
             **kwargs,
         )
+        sinks.sinks.append(LoggerSink(self))
         return cfg.replace(sinks=sinks, out_dir=folder)
 
     def _on_step(self) -> bool:
