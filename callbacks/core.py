@@ -92,8 +92,6 @@ class CoverageMonitor:
         self._batches: list[EpisodeBatch] = []
         #: Episodes buffered, not yet folded into the tracker; finished episodes accepted (lifetime).
         self.pending, self._episodes = 0, 0
-        #: Dates the runs for the streaming logs' window (None: ``window=None``, or merged data).
-        self.recent = RecentRuns(cfg.window) if cfg.window is not None else None
         self.reset_tracker()
         if resumed is not None:  # a checkpoint's runs and episodes; its open runs continue
             self.load_state_dict(resumed)
@@ -128,8 +126,13 @@ class CoverageMonitor:
         self._batches, self.pending = [], 0
         self._tracker = self._new_tracker()
         self._auc_sums = BaselineAucSums()
-        if self.recent is not None:
-            self.recent.reset(self._tracker, since=self.episodes)
+        self._new_window()
+
+    def _new_window(self, *, loaded: bool = False) -> None:
+        """The window's tracker (``window=None``: none), following the runs completed from now on."""
+        w, t = self.config.window, self._tracker
+        #: The runs of the last ``window`` episodes (None: no window, or merged data without dates).
+        self.recent = None if w is None else RecentRuns(w, t, since=self.episodes, loaded=loaded)
 
     def flush(self) -> CoverageTracker:
         """Fold the buffered episodes into the tracker (run assignment, sums, barcode, latents)."""
@@ -325,14 +328,14 @@ class CoverageMonitor:
         if self.recent is None:
             return {}
         t = self.tracker  # fold the buffer first: its runs are dated now
-        slots, start = self.recent.slots(self.episodes)
-        win = self.recent.sums if slots is not None else None
+        win, start = self.recent.at(self.episodes, t)
+        runs = t.complete if win is None else win
         counts = {
             keys.window_key("episodes", self.scope): float(self.episodes - start),
-            keys.window_key("runs", self.scope): float(t.complete_runs() if win is None else win.runs),
+            keys.window_key("runs", self.scope): float(runs.runs),  # type: ignore[union-attr]
         }
         scope = f"{self.scope}/window" if self.scope else "window"
-        if win is None:  # nothing dropped yet: the window holds every run
+        if win is None:  # nothing left yet: the window holds every run
             point, gain = t.point(), self._point_gain(t.point())
             valid_rate, inputs = t.valid / max(t.samples, 1), t.complete_inputs().size
         elif win.runs:
@@ -431,8 +434,7 @@ class CoverageMonitor:
         """
         self._replace(*monitor_state.loaded(state, self._tracker))
         self.stream_offset = self._tracker.stream_offset
-        if self.recent is not None:  # the loaded runs have no dates: windows hold the runs completed after
-            self.recent.reset(self._tracker, since=self.episodes, loaded=True)
+        self._new_window(loaded=True)  # the loaded runs have no dates: windows hold those completed after
         return self
 
     def merge(self, other: CoverageMonitor | Mapping[str, Any]) -> CoverageMonitor:
@@ -444,13 +446,13 @@ class CoverageMonitor:
         state = other.state_dict() if isinstance(other, CoverageMonitor) else other
         self._episodes += monitor_state.merged(self.tracker, state)
         self._auc_sums.restart()  # the merged tracker lists its complete inputs anew
-        self.recent = self._tracker.completed = None  # merged runs have no dates: logs cover every run
+        self.recent = None  # merged runs have no dates: logs cover every run
         return self
 
     def load_states(self, states: Sequence[Mapping[str, Any]]) -> CoverageMonitor:
         """Replace everything recorded with the exact union of workers' ``states`` (own streams each)."""
         self._replace(*monitor_state.union(states, self._new_tracker()))
-        self.recent = self._tracker.completed = None  # merged runs have no dates: logs cover every run
+        self.recent = None  # merged runs have no dates: logs cover every run
         return self
 
     def _replace(self, tracker: CoverageTracker, episodes: int) -> None:

@@ -118,9 +118,6 @@ class CoverageTracker:
             raise ValueError(f"budget K must be at most {MAX_BUDGET}, got {budget}")
         self.barcode_rows, self.barcode_cols = int(barcode_rows), int(barcode_cols)
         self.num_latents, self.stream_offset = int(num_latents), int(stream_offset)
-        #: A list to receive (slots, input codes, their InputSums) of the runs each fold completes
-        #: (a streaming window keeps its sums from them); None: not kept. Not part of the state.
-        self.completed: list[tuple[np.ndarray, np.ndarray, InputSums]] | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -134,11 +131,10 @@ class CoverageTracker:
         self._slots = KeyIndex("V16")  # pair_keys(input code, stream) -> slot, synced lazily
         self._slots_synced = 0
         self.runs = RunTable(len(self.columns), self.num_latents, budget=self.budget)
-        # Per-input sums of complete runs: a row per input with a complete run (``_row_of``).
-        self.sums = InputSums(self.budget, dtype=np.int8, squares=False) if self.budget else None
-        self.totals = GroupTotals(self.budget) if self.budget else None
-        self._row_of = np.full(16, -1, dtype=np.int64)  # input code -> row of ``sums`` (-1: none)
-        self._row_code = np.zeros(0, dtype=np.int64)  # row of ``sums`` -> input code
+        #: Per-input sums of every complete run (None without a budget).
+        self.complete = CompleteRuns(self.budget) if self.budget else None
+        self._done = np.zeros(0, dtype=np.int64)  # slots of complete runs, in order of completion
+        self.n_done = 0
         self.bar = BarcodeRows(self.barcode_rows, self.barcode_cols)
         #: Per-input metrics (`seffi.coverage.metrics`): each records every sample kept.
         self.metrics: list[InputMetric] = [cls() for cls in registered()]
@@ -147,8 +143,6 @@ class CoverageTracker:
             setattr(self, p.name, bool(p.fill) if p.kind == "bool" else p.fill)
         self._order: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
         self._rule: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
-        self._version = 0  # bumped whenever the sums change
-        self._point: tuple[int, dict[str, Any]] = (-1, {})
 
     @property
     def m(self) -> np.ndarray:
@@ -444,7 +438,7 @@ class CoverageTracker:
         fold(self.runs, slot, k, hits, valid)
         if z is not None and self.num_latents:
             self.has_latent |= fold_latent(self.runs, slot, k, z)
-        if self.sums is not None:
+        if self.complete is not None:
             done = k == self.budget  # a run enters the sums once complete: its K-th sample just arrived
             if done.any():
                 self._complete(slot[done], u[done])
@@ -452,44 +446,27 @@ class CoverageTracker:
         self.valid += int(valid.sum())
 
     def _complete(self, slots: np.ndarray, u: np.ndarray) -> None:
-        """Add complete runs to their inputs' sums and move those inputs between the group totals."""
-        codes, unit = np.unique(u, return_inverse=True)
-        if codes[-1] >= self._row_of.size:
-            grown = np.full(max(int(codes[-1]) + 1, 2 * self._row_of.size), -1, dtype=np.int64)
-            grown[: self._row_of.size] = self._row_of
-            self._row_of = grown
-        rows = self._row_of[codes]
-        new = np.flatnonzero(rows < 0)
-        if new.size:  # first complete run of these inputs: a row each
-            have = self._row_code.size
-            rows[new] = np.arange(have, have + new.size)
-            self._row_of[codes[new]] = rows[new]
-            self._row_code = np.concatenate([self._row_code, codes[new]])
-            self.sums.grow(have + new.size)  # type: ignore[union-attr]
-        sums, m = self.sums, self.m[codes]
-        part = run_sums(self.runs, slots, unit, m, self.budget)  # type: ignore[arg-type]
-        if self.completed is not None:
-            self.completed.append((slots, codes, part))
-        add_runs(sums, self.totals, rows, part, m)  # type: ignore[arg-type]
-        self._version += 1
+        """Runs ``slots`` (of input codes ``u``) just completed: into the sums, noted in order."""
+        self.complete.add(self.runs, slots, u, self.m)  # type: ignore[union-attr]
+        n = self.n_done + slots.size
+        if n > self._done.size:
+            self._done = np.concatenate([self._done, np.zeros(max(n, self._done.size), dtype=np.int64)])
+        self._done[self.n_done : n] = slots
+        self.n_done = n
+
+    @property
+    def done(self) -> np.ndarray:
+        """Slots of the complete runs, in the order they completed (a loaded state's in slot order)."""
+        return self._done[: self.n_done]
 
     def _rebuild_sums(self) -> None:
-        """Per-input sums and totals derived from every complete run (as recording them one by one)."""
+        """Per-input sums derived from every complete run (as recording them one by one)."""
         if self.budget is None:
             return
-        S = self.assigner.n_slots
-        done = np.flatnonzero(self.runs.n[:S] >= self.budget)
-        codes, unit = np.unique(self.assigner.slot_input[done], return_inverse=True)
-        m = self.m[codes]
-        part = run_sums(self.runs, done, unit, m, self.budget)
-        self.sums = InputSums(self.budget, dtype=np.int8, squares=False)
-        self.sums._resize(codes.size)
-        self.sums.add_at(np.arange(codes.size), part)
-        self._row_of = np.full(max(len(self.keys), 16), -1, dtype=np.int64)
-        self._row_of[codes] = np.arange(codes.size)
-        self._row_code = codes.astype(np.int64)
-        self.totals = GroupTotals.of(self.sums, m)
-        self._version += 1
+        self.complete, self._done, self.n_done = CompleteRuns(self.budget), np.zeros(0, dtype=np.int64), 0
+        done = np.flatnonzero(self.runs.n[: self.assigner.n_slots] >= self.budget)
+        if done.size:
+            self._complete(done, self.assigner.slot_input[done])
 
     # -- merging and checkpoints ---------------------------------------------------------------------
 
@@ -576,7 +553,7 @@ class CoverageTracker:
         The list only grows as runs complete (a load or merge rebuilds it): running sums over it
         (the monitor's baseline AUCs) fold in its new entries at each log.
         """
-        return self._row_code
+        return self.complete.codes if self.complete is not None else np.zeros(0, dtype=np.int64)
 
     def complete_runs(self, K: int | None = None) -> int:
         """Runs that reached K (default: the budget): the only ones the curves use."""
@@ -606,15 +583,13 @@ class CoverageTracker:
                 at once costs O(groups x K) (the group totals are kept as runs complete); a window
                 O(its runs x K).
         """
-        if self.sums is None or self.totals is None:
+        if self.complete is None:
             raise ValueError("point() needs a tracker budget")
         if slots is not None:
             runs, unit, codes = self._window(slots)
             part = run_sums(self.runs, runs, unit, self.m[codes], self.budget)  # type: ignore[arg-type]
             return point_from_totals(GroupTotals.of(part, self.m[codes]))
-        if self._point[0] != self._version:  # most logs see the same sums: reuse the last estimates
-            self._point = (self._version, point_from_totals(self.totals))
-        return dict(self._point[1])  # a shallow copy: callers may add keys
+        return self.complete.point()
 
     def latent_coverage(self) -> np.ndarray | None:
         """Latent-code coverage per k (NaN where no run reached k), or None when none was recorded."""
@@ -720,14 +695,16 @@ class CoverageTracker:
         else:
             order = self.input_order()
             samples, incomplete = self.samples, int((self.runs.n[:S] < K).sum())
-            streamed = K == self.budget and rarity is None and self.sums is not None
+            done = self.complete
+            streamed = K == self.budget and rarity is None and done is not None
             rows = np.full(U, -1, dtype=np.int64)
-            have = min(U, self._row_of.size)
-            rows[:have] = self._row_of[:have]
+            if done is not None:
+                have = min(U, done.row_of.size)
+                rows[:have] = done.row_of[:have]
             rows = rows[order]  # the sums row of each input in sorted key order (-1: no complete run)
             if streamed and (rows >= 0).sum() >= MIN_INPUTS:
                 codes = order[rows >= 0]
-                sums = self.sums.take(rows[rows >= 0])  # type: ignore[union-attr]
+                sums = done.sums.take(rows[rows >= 0])  # type: ignore[union-attr]
                 m, absent, rare = self.m[codes], U - codes.size, None
             else:
                 bins = None
@@ -769,6 +746,70 @@ class CoverageTracker:
         """
         names = list(self.strategies) if self.strategies is not None else sorted(self.columns)
         return self.bar.to_dict(self.keys, self.columns, names, None if K is None else check_budget(K))
+
+
+class CompleteRuns:
+    """Per-input sums of a set of complete runs and their group totals: point estimates in O(groups x K).
+
+    A tracker keeps one over every complete run; a monitor's window keeps another over the runs
+    completed in its last episodes, adding runs as they complete and removing them as they age out.
+    Integer sums: any order of additions and removals gives the numbers of the runs held.
+
+    Args:
+        budget: K.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = int(budget)
+        self.sums = InputSums(self.budget, dtype=np.int8, squares=False)
+        self.totals = GroupTotals(self.budget)
+        self.row_of = np.full(16, -1, dtype=np.int64)  # input code -> row of ``sums`` (-1: none)
+        #: Row of ``sums`` -> input code: inputs in the order their first run was added.
+        self.codes = np.zeros(0, dtype=np.int64)
+        self.runs = self.samples = self.valid = 0
+        self._point: dict[str, Any] | None = None
+
+    def add(self, table: RunTable, slots: np.ndarray, u: np.ndarray, m: np.ndarray, sign: int = 1) -> None:
+        """Add (``sign`` 1) or remove (-1) the complete runs ``slots`` of ``table``.
+
+        Args:
+            table: The run table holding them.
+            slots: int array, shape (R,): their slots.
+            u: int array, shape (R,): their input codes.
+            m: int array: M_x per input code.
+            sign: 1 to add, -1 to remove runs added before.
+        """
+        if slots.size == 0:
+            return
+        codes, unit = np.unique(u, return_inverse=True)
+        if codes[-1] >= self.row_of.size:
+            grown = np.full(max(int(codes[-1]) + 1, 2 * self.row_of.size), -1, dtype=np.int64)
+            grown[: self.row_of.size] = self.row_of
+            self.row_of = grown
+        rows = self.row_of[codes]
+        new = np.flatnonzero(rows < 0)
+        if new.size:  # the first run of these inputs: a row each
+            have = self.codes.size
+            rows[new] = np.arange(have, have + new.size)
+            self.row_of[codes[new]] = rows[new]
+            self.codes = np.concatenate([self.codes, codes[new]])
+            self.sums.grow(have + new.size)
+        part = run_sums(table, slots, unit.reshape(-1), m[codes], self.budget)
+        add_runs(self.sums, self.totals, rows, part, m[codes], sign)
+        self.runs += sign * int(slots.size)
+        self.samples += sign * int(table.n[slots].sum())
+        self.valid += sign * int(table.n_valid[slots].sum())
+        self._point = None
+
+    def point(self) -> dict[str, Any]:
+        """Point estimates over the runs held (cached until runs come or go; a copy)."""
+        if self._point is None:
+            self._point = point_from_totals(self.totals)
+        return dict(self._point)
+
+    def input_codes(self) -> np.ndarray:
+        """Codes of the inputs with a run held, ascending."""
+        return np.sort(self.codes[self.sums.n_runs[: self.codes.size] > 0])
 
 
 def _matched_law(law: Mapping[frozenset[str], float]) -> dict[str, float]:
