@@ -12,8 +12,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from seffi.coverage import state_io, state_v1
+from seffi.coverage import state_v1
 from seffi.coverage.barcode import BARCODE_ROWS
+from seffi.coverage.state import check
 from seffi.coverage.tracker import CoverageTracker
 from seffi.errors import SeffiError
 from seffi.report.safe_load import load_json_file
@@ -35,7 +36,7 @@ TRACKER_STATE_JSON = "tracker_state.json"
 MAX_STATE_BYTES = 2**30
 
 #: Format tag of ``CoverageMonitor.state_dict`` (version 1 states still load).
-MONITOR_STATE_FORMAT = "seffi.callbacks.monitor/2"
+MONITOR_STATE_FORMAT = state_v1.MONITOR_STATE_FORMAT
 
 
 def pack(tracker: CoverageTracker, episodes: int) -> dict[str, Any]:
@@ -44,15 +45,12 @@ def pack(tracker: CoverageTracker, episodes: int) -> dict[str, Any]:
 
 
 def unpack(state: Any, like: CoverageTracker) -> tuple[dict[str, Any], int]:
-    """(checked tracker state, episodes) of a monitor state (version 1 or 2) that fits tracker ``like``."""
+    """(checked tracker state, episodes) of a monitor state (any format) that fits tracker ``like``."""
     try:
-        if isinstance(state, Mapping) and state.get("format") == state_v1.MONITOR_V1_FORMAT:
-            tracker, episodes = state_v1.from_monitor_v1(state)
-        elif isinstance(state, Mapping) and state.get("format") == MONITOR_STATE_FORMAT:
-            tracker, episodes = state["tracker"], state["episodes"]
-        else:
+        state = state_v1.upgrade_monitor(state)
+        if not isinstance(state, Mapping) or state.get("format") != MONITOR_STATE_FORMAT:
             raise ValueError(f"not a CoverageMonitor state (expected format {MONITOR_STATE_FORMAT!r})")
-        checked = state_io.check(tracker)
+        checked, episodes = check(state["tracker"]), state["episodes"]
         mine = (like.budget, list(like.strategies or ()), like.task)
         if (checked["budget"], checked["strategies"], checked["task"]) != mine:
             raise ValueError("the state's budget, strategies or task do not mix with this monitor's")

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from seffi.coverage import state_io
+from seffi.coverage import state as states
 from seffi.coverage._common import _input_id, _int_array, _match_set, rarity_bin_matrix
 from seffi.coverage.assign import KeyIndex, RunAssigner, pair_keys
 from seffi.coverage.barcode import BARCODE_ROWS, BarcodeRows
@@ -139,7 +139,7 @@ class CoverageTracker:
         #: Per-input metrics (`seffi.coverage.metrics`): each records every sample kept.
         self.metrics: list[InputMetric] = [cls() for cls in registered()]
         self._task_strata: tuple[int, np.ndarray, list[str]] = (0, np.zeros(0, dtype=np.int64), [])
-        for p in state_io.COUNTERS:
+        for p in states.COUNTERS:
             setattr(self, p.name, bool(p.fill) if p.kind == "bool" else p.fill)
         self._order: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
         self._rule: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
@@ -481,13 +481,13 @@ class CoverageTracker:
         if not isinstance(other, CoverageTracker):
             raise ValueError(f"can only merge a CoverageTracker, got {type(other).__name__}")
         # Merged into a new tracker first: a merge that fails half-way leaves this one unchanged.
-        fresh = state_io.load(type(self), state_io.merge(state_io.dump(self), state_io.dump(other)))
+        fresh = states.load(type(self), states.merge(states.dump(self), states.dump(other)))
         self.__dict__.update(fresh.__dict__)
         return self
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-safe state (format 2: integer arrays, runs in sorted key order)."""
-        return state_io.to_json(state_io.dump(self))
+        return states.to_json(states.dump(self))
 
     def load_state_dict(self, state: Mapping[str, Any] | str | bytes) -> CoverageTracker:
         """Replace this tracker's state with ``state`` (format 1 or 2); returns self.
@@ -513,17 +513,17 @@ class CoverageTracker:
                 state = json.loads(state)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"tracker state is not valid JSON: {exc}") from exc
-        return state_io.load(cls, state, barcode_rows=barcode_rows)
+        return states.load(cls, state, barcode_rows=barcode_rows)
 
     @staticmethod
     def shift_streams(state: Mapping[str, Any], offset: int) -> dict[str, Any]:
         """A copy of a state with every stream moved up by ``offset`` (workers' blocks)."""
-        return state_io.shift_streams(state, offset)
+        return states.shift_streams(state, offset)
 
     @staticmethod
     def stream_span(state: Mapping[str, Any]) -> int:
         """1 + the highest stream number in a state (0 when it holds no run)."""
-        return state_io.stream_span(state)
+        return states.stream_span(state)
 
     # -- results -------------------------------------------------------------------------------------
 
