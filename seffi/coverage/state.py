@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,7 +46,6 @@ class Part:
 
     Attributes:
         name: key in the state; ``inputs.*`` / ``runs.*`` are columns of those tables.
-        where: "setting", "counter", "inputs", "runs" or "records" (a list of records of ``fields``).
         merge: how two trackers' values combine: "agree" (must be equal), "keep" (the tracker merged
             into's), "union" (its ids then the other's new ones), "key" (inputs: a union by (task,
             input_id); runs: a disjoint union by (input, stream)), "disjoint" (a run in both is an
@@ -57,15 +56,15 @@ class Part:
         null: the value may be null.
         lo: smallest allowed integer.
         hi: exclusive upper bound: an int, or a function of the (checked) settings and tables.
-        width: for a matrix column, the setting whose value is its width ("columns": their count).
+        width: for a matrix column, the setting whose value is its width ("columns": their count); a
+            matrix whose width setting is 0 is not stored.
         fill: value of a fresh row or counter.
         stream: holds stream numbers (moved by `shift_streams`).
-        when: the part is present only when this holds of the settings.
-        fields: the fields of each record.
+        fields: the fields of each record (a part that is a list of records).
+        where: "setting", "counter", "records", or the table holding it.
     """
 
     name: str
-    where: str
     merge: str
     doc: str
     kind: str = "int"
@@ -75,8 +74,8 @@ class Part:
     width: str | None = None
     fill: int = 0
     stream: bool = False
-    when: Callable[[Mapping[str, Any]], bool] | None = None
     fields: tuple[Part, ...] = ()
+    where: str = ""
 
     @property
     def key(self) -> str:
@@ -84,102 +83,93 @@ class Part:
         return self.name.split(".", 1)[-1]
 
 
-def _count(table: str, column: str) -> Callable[[Mapping[str, Any]], int]:
-    return lambda s: max(len(s[table][column]), 1)
+def _rows(table: str) -> Callable[[Mapping[str, Any]], int]:
+    return lambda s: max(len(s[table]["input_id" if table == "inputs" else "n"]), 1)
 
 
-def _hit(name: str, doc: str) -> Part:
-    return Part(f"runs.{name}", "runs", "disjoint", doc, lo=-1, width="columns", fill=-1)
+def _in(where: str, *parts: Part) -> tuple[Part, ...]:
+    return tuple(
+        replace(p, name=f"{where}.{p.name}" if where in TABLES else p.name, where=where) for p in parts
+    )
 
 
-#: Every part of a tracker's state, in storage order.
-STATE: tuple[Part, ...] = (
-    Part("strategies", "setting", "agree", "declared strategy ids (the columns), or null", "ids", True),
-    Part("num_strategies", "setting", "agree", "declared count M", null=True, lo=1, hi=MAX_STRATEGIES + 1),
-    Part("task", "setting", "keep", "task name (a bootstrap stratum)", "str"),
-    Part("budget", "setting", "agree", "K: samples per run kept", null=True, lo=1, hi=MAX_BUDGET + 1),
-    Part("barcode_rows", "setting", "keep", "inputs with a barcode row", hi=2**31 + 1),
-    Part("barcode_cols", "setting", "keep", "samples per barcode row", hi=MAX_BUDGET + 1),
-    Part("num_latents", "setting", "agree", "Z: latent codes recorded per run", hi=MAX_LATENTS + 1),
-    Part("stream_offset", "setting", "keep", "first stream number of record()'s runs", stream=True),
-    Part("columns", "setting", "union", "strategy id of each column of the first-hit rows", "ids"),
-    Part("inputs.task", "inputs", "key", "task of each input", "str"),
-    Part("inputs.input_id", "inputs", "key", "id of each input", "str"),
+TABLES = ("inputs", "runs", "open_runs", "barcode")
+_M_HI = lambda s: int(s["num_strategies"] or MAX_STRATEGIES) + 1  # noqa: E731
+_N_HI = lambda s: int(s["budget"] or _BIG - 1) + 1  # noqa: E731
+_HIT = {"lo": -1, "width": "columns", "fill": -1}
+SETTINGS = _in(
+    "setting",
+    Part("strategies", "agree", "declared strategy ids (the columns), or null", "ids", True),
+    Part("num_strategies", "agree", "declared count M", null=True, lo=1, hi=MAX_STRATEGIES + 1),
+    Part("task", "keep", "task name (a bootstrap stratum)", "str"),
+    Part("budget", "agree", "K: samples per run kept", null=True, lo=1, hi=MAX_BUDGET + 1),
+    Part("barcode_rows", "keep", "inputs with a barcode row", hi=2**31 + 1),
+    Part("barcode_cols", "keep", "samples per barcode row", hi=MAX_BUDGET + 1),
+    Part("num_latents", "agree", "Z: latent codes recorded per run", hi=MAX_LATENTS + 1),
+    Part("stream_offset", "keep", "first stream number of record()'s runs", stream=True),
+    Part("columns", "union", "strategy id of each column of the first-hit rows", "ids"),
+)
+INPUT_FIELDS = _in(
+    "inputs",
+    Part("task", "key", "task of each input", "str"),
+    Part("input_id", "key", "id of each input", "str"),
+    Part("m", "agree", "M_x", lo=1, hi=_M_HI),
+    Part("next_stream", "keep", "next stream record() opens for the input"),
+)
+RUN_FIELDS = _in(
+    "runs",
+    Part("input", "key", "the run's input (index into inputs)", hi=_rows("inputs")),
+    Part("stream", "key", "the run's stream", stream=True),
+    Part("first_hit", "disjoint", "first sample matching each column", **_HIT),
+    Part("first_valid_hit", "disjoint", "first correct sample matching each column", **_HIT),
+    Part("n", "disjoint", "samples", lo=1, hi=_N_HI),
+    Part("n_valid", "disjoint", "correct samples"),
+    Part("first_valid", "disjoint", "first correct sample, -1 none", lo=-1, fill=-1),
     Part(
-        "inputs.m",
-        "inputs",
-        "agree",
-        "M_x",
-        lo=1,
-        hi=lambda s: int(s["num_strategies"] or MAX_STRATEGIES) + 1,
-    ),
-    Part("inputs.next_stream", "inputs", "keep", "next stream record() opens for the input"),
-    Part("runs.input", "runs", "key", "the run's input (index into inputs)", hi=_count("inputs", "input_id")),
-    Part("runs.stream", "runs", "key", "the run's stream", stream=True),
-    _hit("first_hit", "first sample matching each column"),
-    _hit("first_valid_hit", "first correct sample matching each column"),
-    Part("runs.n", "runs", "disjoint", "samples", lo=1, hi=lambda s: int(s["budget"] or _BIG - 1) + 1),
-    Part("runs.n_valid", "runs", "disjoint", "correct samples"),
-    Part("runs.first_valid", "runs", "disjoint", "first correct sample, -1 none", lo=-1, fill=-1),
-    Part(
-        "runs.latent_first_hit",
-        "runs",
+        "latent_first_hit",
         "disjoint",
         "first sample with each latent code",
-        lo=-1,
-        width="num_latents",
-        fill=-1,
-        when=lambda s: s["num_latents"] > 0,
+        **_HIT | {"width": "num_latents"},
     ),
-    Part(
-        "open_runs",
-        "records",
-        "open",
-        "runs record() continues",
-        fields=(
-            Part("open_runs.run", "", "", "the run (index into runs)", hi=lambda s: len(s["runs"]["n"])),
-            Part("open_runs.env_index", "", "", "its env row"),
-            Part("open_runs.count", "", "", "samples so far (also those beyond the budget)"),
-            Part("open_runs.sample_index", "", "", "last sample_index reported", lo=-1),
-            Part("open_runs.run_index", "", "", "last run_index reported", lo=-1),
-        ),
-    ),
-    Part(
-        "barcode",
-        "records",
-        "lowest_stream",
-        "barcode rows",
-        fields=(
-            Part("barcode.input", "", "", "the row's input", hi=_count("inputs", "input_id")),
-            Part("barcode.stream", "", "", "its run's stream", stream=True),
-            Part(
-                "barcode.cells",
-                "",
-                "",
-                "strategy column per sample",
-                "list",
-                lo=-1,
-                hi=lambda s: len(s["columns"]),
-            ),
-            Part("barcode.new", "", "", "the sample added a strategy", "list", hi=2),
-        ),
-    ),
-    Part("samples", "counter", "sum", "samples recorded (in runs)"),
-    Part("valid", "counter", "sum", "correct samples recorded"),
-    Part("skipped", "counter", "sum", "samples beyond their run's budget (not recorded)"),
-    Part("has_latent", "counter", "or", "some sample carried a latent code", "bool"),
 )
-SETTINGS = tuple(p for p in STATE if p.where == "setting")
-COUNTERS = tuple(p for p in STATE if p.where == "counter")
-INPUT_FIELDS = tuple(p for p in STATE if p.where == "inputs")
-RUN_FIELDS = tuple(p for p in STATE if p.where == "runs")
+OPEN_RUNS = Part(
+    "open_runs",
+    "open",
+    "runs record() continues",
+    where="records",
+    fields=_in(
+        "open_runs",
+        Part("run", "", "the run (index into runs)", hi=lambda s: len(s["runs"]["n"])),
+        Part("env_index", "", "its env row"),
+        Part("count", "", "samples so far (also those beyond the budget)"),
+        Part("sample_index", "", "last sample_index reported", lo=-1),
+        Part("run_index", "", "last run_index reported", lo=-1),
+    ),
+)
+BARCODE = Part(
+    "barcode",
+    "lowest_stream",
+    "barcode rows",
+    where="records",
+    fields=_in(
+        "barcode",
+        Part("input", "", "the row's input", hi=_rows("inputs")),
+        Part("stream", "", "its run's stream", stream=True),
+        Part("cells", "", "strategy column per sample", "list", lo=-1, hi=lambda s: len(s["columns"])),
+        Part("new", "", "the sample added a strategy", "list", hi=2),
+    ),
+)
+COUNTERS = _in(
+    "counter",
+    Part("samples", "sum", "samples recorded (in runs)"),
+    Part("valid", "sum", "correct samples recorded"),
+    Part("skipped", "sum", "samples beyond their run's budget (not recorded)"),
+    Part("has_latent", "or", "some sample carried a latent code", "bool"),
+)
+#: Every part of a tracker's state, in storage order.
+STATE: tuple[Part, ...] = (*SETTINGS, *INPUT_FIELDS, *RUN_FIELDS, OPEN_RUNS, BARCODE, *COUNTERS)
 #: Per-run fields kept in the tracker's run table (the keys live in its run assigner).
 RUN_TABLE_FIELDS = tuple(p for p in RUN_FIELDS if p.merge != "key")
-OPEN_RUNS = next(p for p in STATE if p.name == "open_runs")
-
-
-def _present(p: Part, s: Mapping[str, Any]) -> bool:
-    return p.when is None or bool(p.when(s))
 
 
 def _hi(p: Part, s: Mapping[str, Any]) -> int:
@@ -283,7 +273,8 @@ def check(state: Any) -> dict[str, Any]:
         raise ValueError(f"corrupted CoverageTracker state: {exc}") from exc
 
 
-def _scalar(p: Part, value: Any, s: Mapping[str, Any]) -> Any:
+def setting(p: Part, value: Any, s: Mapping[str, Any]) -> Any:
+    """A setting or counter checked against its declaration (bounds from the settings ``s``)."""
     if value is None and p.null:
         return None
     if p.kind == "ids":
@@ -301,7 +292,7 @@ def _checked(state: Mapping[str, Any]) -> dict[str, Any]:
     """Settings first (they bound the rest), then tables, records, counters, metrics, invariants."""
     s: dict[str, Any] = {"format": STATE_FORMAT}
     for p in SETTINGS:
-        s[p.name] = _scalar(p, state[p.name], s)
+        s[p.name] = setting(p, state[p.name], s)
     cols = s["columns"]
     if len(set(cols)) != len(cols) or len(cols) > MAX_STRATEGIES:
         raise ValueError(f"columns must be at most {MAX_STRATEGIES} unique strategy ids")
@@ -321,7 +312,7 @@ def _checked(state: Mapping[str, Any]) -> dict[str, Any]:
     for p in INPUT_FIELDS + RUN_FIELDS:
         if p.kind == "str":
             continue
-        if not _present(p, s):
+        if p.width not in (None, "columns") and not s[p.width]:
             if p.key in state[p.where]:
                 raise ValueError(f"{p.name} is present but its declaration says it is not")
             continue
@@ -329,12 +320,11 @@ def _checked(state: Mapping[str, Any]) -> dict[str, Any]:
         shape = (rows[p.where],) if w is None else (rows[p.where], w)
         s[p.where][p.key] = _column(state[p.where][p.key], p.name, shape, p.lo, _hi(p, s))
     for p in COUNTERS:
-        s[p.name] = _scalar(p, state[p.name], s)
-    for p in STATE:
-        if p.where == "records":
-            if not isinstance(state[p.name], list):
-                raise ValueError(f"{p.name} must be a list")
-            s[p.name] = [{f.key: _field(f, row[f.key], s) for f in p.fields} for row in state[p.name]]
+        s[p.name] = setting(p, state[p.name], s)
+    for p in (OPEN_RUNS, BARCODE):
+        if not isinstance(state[p.name], list):
+            raise ValueError(f"{p.name} must be a list")
+        s[p.name] = [{f.key: _field(f, row[f.key], s) for f in p.fields} for row in state[p.name]]
     s["metrics"] = _metrics(state.get("metrics", {}), s)
     _invariants(s)
     return s
@@ -439,11 +429,8 @@ def dump(t: CoverageTracker) -> dict[str, Any]:
     s["inputs"]["next_stream"] = t.assigner.next_stream[: len(t.keys)][order]
     s["runs"] = {"input": unit[runs], "stream": stream[runs]}
     for p in t.runs.fields:
-        s["runs"][p.key] = (
-            getattr(t.runs, p.key)[:S][runs][:, :C]
-            if p.width == "columns"
-            else getattr(t.runs, p.key)[:S][runs]
-        )
+        v = getattr(t.runs, p.key)[runs]
+        s["runs"][p.key] = v[:, :C] if p.width == "columns" else v
     names = [f.key for f in OPEN_RUNS.fields]
     opened = sorted((int(pos[sl]), env, c, si, ri) for _, env, sl, c, si, ri in t.assigner.open_runs())
     s["open_runs"] = [dict(zip(names, row, strict=True)) for row in opened]
@@ -482,14 +469,8 @@ def load(cls: type[CoverageTracker], state: Any, *, barcode_rows: int | None = N
     for p in t.runs.fields:
         getattr(t.runs, p.key)[: len(runs["input"])] = runs[p.key]
     for r in s["open_runs"]:
-        t.assigner.restore_open(
-            int(runs["input"][r["run"]]),
-            r["env_index"],
-            r["run"],
-            r["count"],
-            r["sample_index"],
-            r["run_index"],
-        )
+        fields = (r["env_index"], r["run"], r["count"], r["sample_index"], r["run_index"])
+        t.assigner.restore_open(int(runs["input"][r["run"]]), *fields)
     t.bar.grow(len(t.keys))
     for b in s["barcode"]:
         t.bar.put(b["input"], b["stream"], list(b["cells"]), [bool(x) for x in b["new"]], t.keys)
@@ -548,11 +529,8 @@ def merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     for p in RUN_TABLE_FIELDS:
         if p.key in ra:
             va, vb = ra[p.key], rb[p.key]
-            if p.width == "columns":  # the other's columns moved to their merged places
-                va, vb = (
-                    np.pad(va, ((0, 0), (0, C - va.shape[1])), constant_values=p.fill),
-                    _spread(vb, b_cols, C, p.fill),
-                )
+            if p.width == "columns":  # each tracker's columns moved to their merged places
+                va, vb = _spread(va, np.arange(va.shape[1]), C, p.fill), _spread(vb, b_cols, C, p.fill)
             s["runs"][p.key] = np.concatenate([va, vb])[order]
     pos = np.empty(order.size, dtype=np.int64)
     pos[order] = np.arange(order.size)

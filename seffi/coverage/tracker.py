@@ -25,7 +25,7 @@ from seffi.coverage.barcode import BARCODE_ROWS, BarcodeRows
 from seffi.coverage.curves import Curves, check_budget
 from seffi.coverage.input_metrics import Estimate, InputMetric, registered
 from seffi.coverage.resampling import MIN_INPUTS
-from seffi.coverage.state import MAX_BUDGET, MAX_LATENTS, MAX_STRATEGIES, STATE, STATE_FORMAT
+from seffi.coverage.state import MAX_STRATEGIES, STATE, STATE_FORMAT
 from seffi.coverage.sums import (
     GroupTotals,
     InputSums,
@@ -41,8 +41,6 @@ from seffi.coverage.sums_curves import curves_from_sums, point_from_totals, poin
 from seffi.episodes import EpisodeBatch
 
 __all__ = ["BARCODE_ROWS", "STATE", "STATE_FORMAT", "CoverageTracker"]
-
-_BIG = 2**53
 
 
 class CoverageTracker:
@@ -102,22 +100,12 @@ class CoverageTracker:
                     f"strategies must be non-empty and unique (at most {MAX_STRATEGIES}), got {ids!r}"
                 )
             self.strategies, self.num_strategies = ids, len(ids)
-        if not isinstance(task, str):
-            raise ValueError(f"task must be a str, got {task!r}")
-        for name, v, hi in (
-            ("barcode_rows", barcode_rows, 2**31),
-            ("barcode_cols", barcode_cols, MAX_BUDGET),
-            ("num_latents", num_latents, MAX_LATENTS),
-            ("stream_offset", stream_offset, _BIG - 1),
-        ):
-            if isinstance(v, bool) or not isinstance(v, int | np.integer) or not 0 <= v <= hi:
-                raise ValueError(f"{name} must be an int in [0, {hi}], got {v!r}")
-        self.task = task
-        self.budget = None if budget is None else check_budget(budget)
-        if self.budget is not None and self.budget > MAX_BUDGET:
-            raise ValueError(f"budget K must be at most {MAX_BUDGET}, got {budget}")
-        self.barcode_rows, self.barcode_cols = int(barcode_rows), int(barcode_cols)
-        self.num_latents, self.stream_offset = int(num_latents), int(stream_offset)
+        given = {"task": task, "budget": budget, "barcode_rows": barcode_rows, "barcode_cols": barcode_cols}
+        given |= {"num_latents": num_latents, "stream_offset": stream_offset}
+        if budget is not None:
+            check_budget(budget)
+        for p in states.SETTINGS[2:-1]:  # bounded by the declaration, as a loaded state is
+            setattr(self, p.name, states.setting(p, given[p.name], given))
         self.reset()
 
     def reset(self) -> None:
@@ -151,21 +139,8 @@ class CoverageTracker:
 
     # -- coding --------------------------------------------------------------------------------------
 
-    def _input_code(self, key: tuple[str, str], m: int) -> int:
-        code = self._code.get(key)
-        if code is None:
-            code = self._code[key] = len(self.keys)
-            self.keys.append(key)
-            if code >= self._m.size:
-                grown = np.zeros(2 * self._m.size, dtype=np.int64)
-                grown[: self._m.size] = self._m
-                self._m = grown
-            self._m[code] = m
-            self.assigner.ensure_inputs(code + 1)
-        return code
-
-    def _add_inputs(self, keys: list[tuple[str, str]], m: int | None) -> None:
-        """New inputs ``keys`` (not seen yet), each with M_x = ``m`` (the record path's batch of them)."""
+    def _add_inputs(self, keys: list[tuple[str, str]], m: Any) -> None:
+        """New inputs ``keys`` (not seen yet) with M_x ``m`` (one int, or an int array, one per key)."""
         start = len(self.keys)
         self.keys.extend(keys)
         self._code.update(zip(keys, range(start, start + len(keys)), strict=True))
@@ -351,7 +326,9 @@ class CoverageTracker:
                 raise ValueError(
                     f"input {x!r} has matched {len(got)} distinct strategies but its M_x is {m_of[x]}"
                 )
-        u = np.array([self._input_code((self.task, x), m_of[x]) for x in ids], dtype=np.int64)
+        new = [x for x in m_of if (self.task, x) not in self._code]
+        self._add_inputs([(self.task, x) for x in new], np.array([m_of[x] for x in new], dtype=np.int64))
+        u = np.array([self._code[(self.task, x)] for x in ids], dtype=np.int64)
         slots = self._slots_of(u, st)
         new = np.flatnonzero(slots < 0)
         if new.size:  # new runs get slots in order of first appearance; record() never reuses a stream
