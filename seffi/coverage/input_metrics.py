@@ -4,7 +4,7 @@ A metric is a subclass of `InputMetric` in a module of `seffi.coverage.metrics`.
 state with `InputMetric.add_state` (an integer array with a row per input, optionally a column per
 strategy, and how two trackers' values merge) and writes ``update`` (fold a batch of recorded
 samples) and ``compute`` (its estimate over inputs). Everything else follows from the declaration:
-growing with new inputs and strategies, reset, ``state_dict``, and in `seffi.coverage.state` the
+growing with new inputs and strategies, ``state_dict``, and in `seffi.coverage.state` the
 check of a loaded state and the exact merge. The tracker records into every registered metric, its
 state carries them under ``metrics``, the monitor logs ``seffi/<name>`` and the report holds each
 one's `Estimate` per policy.
@@ -75,8 +75,7 @@ class InputMetric:
     """A metric kept per input, its state declared once (see the module docstring).
 
     Subclasses set ``name`` (the key: ``seffi/<name>``) and write ``setup`` (calls to `add_state`),
-    ``update`` and ``compute``. ``task_of`` (int array, shape (U,)) gives each input's task
-    stratum when the tracker computes.
+    ``update`` and ``compute``.
     """
 
     name: ClassVar[str] = ""
@@ -129,11 +128,6 @@ class InputMetric:
     def _empty(spec: StateSpec, rows: int, cols: int) -> np.ndarray:
         shape = (rows, cols) if spec.per_strategy else (rows,)
         return np.full(shape, spec.lo, dtype=np.int64)
-
-    def reset(self) -> None:
-        """Every declared state back to empty (``setup`` runs again: caches it keeps start over)."""
-        self.specs, self.n_inputs, self.n_columns, self.partial = {}, 0, 0, False
-        self.setup()
 
     def grow(self, n_inputs: int, n_columns: int) -> None:
         """Room for ``n_inputs`` input codes and ``n_columns`` strategy columns (new cells at ``lo``)."""
