@@ -1,8 +1,8 @@
 """``CoverageTracker``: the one owner of recorded run data — runs, inputs, barcode, latent codes.
 
 The state is declared once (`seffi.coverage.state.STATE`: every part with its bounds and merge
-rule); ``reset``, ``merge``, ``state_dict`` / ``load_state_dict`` and stream shifting follow from it. A
-run is one input's sample sequence in one stream; per run we keep first-hit indices
+rule); ``merge``, ``state_dict`` / ``load_state_dict`` and stream shifting follow from it. A run is
+one input's sample sequence in one stream; per run we keep first-hit indices
 (``seffi.coverage.sums.RunTable``), so memory is O(runs x strategies), never O(samples). With a
 ``budget`` K the per-input sums of the curves are updated as runs complete, only for the inputs
 they belong to, and their totals per (complete runs, M_x) too: a batch costs what it holds, a log
@@ -184,11 +184,12 @@ class CoverageTracker:
 
     def _rule_order(self) -> np.ndarray:
         """Columns in the barcode rule's order: declared order when declared, else alphabetical."""
-        if self._rule[0] != len(self.columns):
-            order = sorted(range(len(self.columns)), key=self.columns.__getitem__)
-            if self.strategies is not None:
-                order = list(range(len(self.columns)))  # the columns are the declared strategies
-            self._rule = (len(self.columns), np.array(order, dtype=np.int64))
+        C = len(self.columns)
+        if self._rule[0] != C:  # declared: the columns are the strategies, in order
+            order = (
+                range(C) if self.strategies is not None else sorted(range(C), key=self.columns.__getitem__)
+            )
+            self._rule = (C, np.array(order, dtype=np.int64))
         return self._rule[1]
 
     def _slots_of(self, u: np.ndarray, streams: np.ndarray) -> np.ndarray:
