@@ -538,6 +538,8 @@ class CoverageTracker:
         K = self.budget if K is None else K
         if K is None:
             raise ValueError("complete_runs() needs K (the tracker has no budget)")
+        if K == self.budget:  # counted as they complete: O(1) per log
+            return self.complete.runs  # type: ignore[union-attr]
         return int((self.runs.n[: self.assigner.n_slots] >= K).sum())
 
     def _window(self, slots: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
