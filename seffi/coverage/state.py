@@ -413,34 +413,83 @@ def _metrics(value: Any, s: Mapping[str, Any]) -> dict[str, InputMetric]:
 
 
 def dump(t: CoverageTracker) -> dict[str, Any]:
-    """Tracker ``t``'s state in checked form (inputs and runs in sorted key order)."""
-    S, order = t.assigner.n_slots, t.input_order()
-    code = np.empty(len(t.keys), dtype=np.int64)
-    code[order] = np.arange(order.size)
-    unit, stream = code[t.assigner.slot_input], t.assigner.slot_stream
-    runs = np.lexsort((stream, unit)) if S else np.zeros(0, dtype=np.int64)
-    pos = np.empty(S, dtype=np.int64)
-    pos[runs] = np.arange(S)
+    """Tracker ``t``'s state in checked form."""
+    S, C = t.assigner.n_slots, len(t.columns)
     s: dict[str, Any] = {"format": STATE_FORMAT, **{p.name: getattr(t, p.name) for p in SETTINGS + COUNTERS}}
-    s["strategies"] = None if t.strategies is None else list(t.strategies)
-    s["columns"], C = list(t.columns), len(t.columns)
-    keys = [t.keys[c] for c in order.tolist()]
-    s["inputs"] = {"task": [k[0] for k in keys], "input_id": [k[1] for k in keys], "m": t.m[order]}
-    s["inputs"]["next_stream"] = t.assigner.next_stream[: len(t.keys)][order]
-    s["runs"] = {"input": unit[runs], "stream": stream[runs]}
+    s["strategies"], s["columns"] = None if t.strategies is None else list(t.strategies), list(t.columns)
+    s["inputs"] = {"task": [k[0] for k in t.keys], "input_id": [k[1] for k in t.keys], "m": t.m}
+    s["inputs"]["next_stream"] = t.assigner.next_stream[: len(t.keys)]
+    s["runs"] = {"input": t.assigner.slot_input[:S], "stream": t.assigner.slot_stream[:S]}
     for p in t.runs.fields:
-        v = getattr(t.runs, p.key)[runs]
+        v = getattr(t.runs, p.key)[:S]
         s["runs"][p.key] = v[:, :C] if p.width == "columns" else v
     names = [f.key for f in OPEN_RUNS.fields]
-    opened = sorted((int(pos[sl]), env, c, si, ri) for _, env, sl, c, si, ri in t.assigner.open_runs())
-    s["open_runs"] = [dict(zip(names, row, strict=True)) for row in opened]
-    held = sorted(t.bar.rows_held(), key=lambda r: code[r[0]])
-    s["barcode"] = [
-        {"input": int(code[c]), "stream": st, "cells": cells, "new": [int(b) for b in new]}
-        for c, st, cells, new in held
+    s["open_runs"] = [
+        dict(zip(names, (sl, env, c, si, ri), strict=True))
+        for _, env, sl, c, si, ri in t.assigner.open_runs()
     ]
-    s["metrics"] = {m.name: m.taken(order) for m in t.metrics}
-    return s
+    s["barcode"] = [
+        {"input": c, "stream": st, "cells": cells, "new": [int(b) for b in new]}
+        for c, st, cells, new in t.bar.rows_held()
+    ]
+    s["metrics"] = {m.name: m for m in t.metrics}
+    return _canonical(s)
+
+
+def _canonical(s: dict[str, Any]) -> dict[str, Any]:
+    """``s`` with its inputs sorted by key and its runs by (input, stream), one input's rows combined.
+
+    The rows of one (task, input_id) combine by their merge rules, the first row's value first.
+
+    Raises:
+        ValueError: two rows of one input disagree on an "agree" part, or a run is in two rows.
+    """
+    keys = list(zip(s["inputs"]["task"], s["inputs"]["input_id"], strict=True))
+    uniq = sorted(set(keys))
+    index = {k: i for i, k in enumerate(uniq)}
+    new = np.array([index[k] for k in keys], dtype=np.int64)  # row -> its key's row
+    first = np.unique(new, return_index=True)[1]  # the first row of each key
+    out = {**s, "inputs": {"task": [k[0] for k in uniq], "input_id": [k[1] for k in uniq]}}
+    for p in INPUT_FIELDS[2:]:
+        v = np.asarray(s["inputs"][p.key], dtype=np.int64)
+        out["inputs"][p.key] = v[first]
+        clash = np.flatnonzero(v[first][new] != v) if p.merge == "agree" else ()
+        if len(clash):
+            j = int(clash[0])
+            raise ValueError(
+                f"cannot merge: input {keys[j][1]!r} has {p.doc} {int(v[first][new[j]])} vs {int(v[j])}"
+            )
+    unit = new[np.asarray(s["runs"]["input"], dtype=np.int64)]
+    stream = np.asarray(s["runs"]["stream"], dtype=np.int64)
+    pair, counts = np.unique(unit * (_BIG + 1) + stream, return_counts=True)
+    if (counts > 1).any():
+        clash = [(*uniq[int(p // (_BIG + 1))], int(p % (_BIG + 1))) for p in pair[counts > 1][:3]]
+        raise ValueError(f"cannot merge: both trackers hold run(s) {clash} (task, input_id, stream)")
+    order = np.lexsort((stream, unit))
+    pos = np.empty(order.size, dtype=np.int64)
+    pos[order] = np.arange(order.size)
+    out["runs"] = {k: (unit if k == "input" else np.asarray(v))[order] for k, v in s["runs"].items()}
+    out["open_runs"] = sorted(
+        ({**r, "run": int(pos[r["run"]])} for r in s["open_runs"]), key=lambda r: r["run"]
+    )
+    bars: dict[int, dict[str, Any]] = {}
+    for row in s["barcode"]:  # per input the row of its lowest stream, for the barcode_rows smallest
+        code, cut = int(new[row["input"]]), s["barcode_cols"]
+        if code not in bars or row["stream"] < bars[code]["stream"]:
+            bars[code] = {**row, "input": code, "cells": row["cells"][:cut], "new": row["new"][:cut]}
+    out["barcode"] = [bars[c] for c in sorted(bars)[: s["barcode_rows"]]]
+    out["metrics"] = {}
+    for name, m in s["metrics"].items():
+        m.grow(new.size, m.n_columns)  # rows for inputs it has not seen a sample of yet
+        got = out["metrics"][name] = type(m)()
+        got.grow(len(uniq), m.n_columns)
+        got.partial = m.partial
+        rest = np.setdiff1d(np.arange(new.size), first)
+        for spec in m.specs.values():  # the first row of each key, then the others by the merge rule
+            v = m.rows(spec.name)
+            got.rows(spec.name)[...] = v[first]
+            {"sum": np.add.at, "max": np.maximum.at}[spec.merge](got.rows(spec.name), new[rest], v[rest])
+    return out
 
 
 def load(cls: type[CoverageTracker], state: Any, *, barcode_rows: int | None = None) -> CoverageTracker:
@@ -500,78 +549,44 @@ def merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     s: dict[str, Any] = {"format": STATE_FORMAT, **{p.name: a[p.name] for p in SETTINGS}}
     s["columns"] = list(a["columns"]) + [c for c in b["columns"] if c not in set(a["columns"])]
     C, col_of = len(s["columns"]), {c: j for j, c in enumerate(s["columns"])}
-    b_cols = np.array([col_of[c] for c in b["columns"]], dtype=np.int64)
-    ka, kb = (list(zip(x["inputs"]["task"], x["inputs"]["input_id"], strict=True)) for x in (a, b))
-    keys = sorted(set(ka) | set(kb))
-    index = {k: i for i, k in enumerate(keys)}
-    ia, ib = (np.array([index[k] for k in kx], dtype=np.int64) for kx in (ka, kb))
-    s["inputs"] = {"task": [k[0] for k in keys], "input_id": [k[1] for k in keys]}
-    for p in INPUT_FIELDS[2:]:  # "agree": b's values where a has none, then a's must match
-        v = np.full(len(keys), p.fill, dtype=np.int64)
-        if p.merge == "agree":
-            v[ib] = b["inputs"][p.key]
-            clash = np.flatnonzero((v[ia] != p.fill) & (v[ia] != a["inputs"][p.key]))
-            if clash.size:
-                j = int(clash[0])
-                mine, theirs = int(a["inputs"][p.key][j]), int(v[ia[j]])
-                raise ValueError(f"cannot merge: input {ka[j][1]!r} has {p.doc} {mine} vs {theirs}")
-        v[ia] = a["inputs"][p.key]
-        s["inputs"][p.key] = v
-    ra, rb = a["runs"], b["runs"]
-    unit = np.concatenate([ia[ra["input"]], ib[rb["input"]]]).astype(np.int64)
-    stream = np.concatenate([ra["stream"], rb["stream"]]).astype(np.int64)
-    uniq, counts = np.unique(unit * (_BIG + 1) + stream, return_counts=True)
-    if (counts > 1).any():
-        clash = [(*keys[int(p // (_BIG + 1))], int(p % (_BIG + 1))) for p in uniq[counts > 1][:3]]
-        raise ValueError(f"cannot merge: both trackers hold run(s) {clash} (task, input_id, stream)")
-    order = np.lexsort((stream, unit))
-    s["runs"] = {"input": unit[order], "stream": stream[order]}
-    for p in RUN_TABLE_FIELDS:
-        if p.key in ra:
-            va, vb = ra[p.key], rb[p.key]
-            if p.width == "columns":  # each tracker's columns moved to their merged places
-                va, vb = _spread(va, np.arange(va.shape[1]), C, p.fill), _spread(vb, b_cols, C, p.fill)
-            s["runs"][p.key] = np.concatenate([va, vb])[order]
-    pos = np.empty(order.size, dtype=np.int64)
-    pos[order] = np.arange(order.size)
-    s["open_runs"] = sorted(
-        ({**r, "run": int(pos[r["run"]])} for r in a["open_runs"]), key=lambda r: r["run"]
+    cols = (np.arange(len(a["columns"])), np.array([col_of[c] for c in b["columns"]], dtype=np.int64))
+    Ua = len(a["inputs"]["input_id"])
+    s["inputs"] = {k: list(a["inputs"][k]) + list(b["inputs"][k]) for k in ("task", "input_id")}
+    s["inputs"]["m"] = np.concatenate([a["inputs"]["m"], b["inputs"]["m"]])
+    # b's runs are closed in the merged tracker: its next streams do not apply
+    s["inputs"]["next_stream"] = np.concatenate(
+        [a["inputs"]["next_stream"], np.zeros(len(b["inputs"]["m"]), dtype=np.int64)]
     )
-    bars: dict[int, dict[str, Any]] = {}
-    for rows, codes, cols in ((a["barcode"], ia, None), (b["barcode"], ib, b_cols)):
-        for row in rows:
-            code = int(codes[row["input"]])
-            cells = [int(cols[c]) if cols is not None and c >= 0 else c for c in row["cells"]]
-            if code not in bars or row["stream"] < bars[code]["stream"]:
-                bars[code] = {**row, "input": code, "cells": cells}
-    cut = s["barcode_cols"]
-    s["barcode"] = [
-        {**bars[c], "cells": bars[c]["cells"][:cut], "new": bars[c]["new"][:cut]}
-        for c in sorted(bars)[: s["barcode_rows"]]
+    s["runs"] = {"input": np.concatenate([a["runs"]["input"], b["runs"]["input"] + Ua])}
+    for p in RUN_FIELDS[1:]:
+        if p.key in a["runs"]:
+            parts = [x["runs"][p.key] for x in (a, b)]
+            if p.width == "columns":  # each tracker's columns moved to their merged places
+                parts = [_spread(v, c, C, p.fill) for v, c in zip(parts, cols, strict=True)]
+            s["runs"][p.key] = np.concatenate(parts)
+    s["open_runs"] = a["open_runs"]
+    s["barcode"] = list(a["barcode"]) + [
+        {**r, "input": r["input"] + Ua, "cells": [int(cols[1][c]) if c >= 0 else c for c in r["cells"]]}
+        for r in b["barcode"]
     ]
     for p in COUNTERS:
         s[p.name] = (a[p.name] or b[p.name]) if p.merge == "or" else a[p.name] + b[p.name]
     s["metrics"] = {}
     for name, ma in a["metrics"].items():
-        mb, out = b["metrics"][name], type(ma)()
-        out.grow(len(keys), C)
-        out.partial = ma.partial or mb.partial
-        for spec in ma.specs.values():  # each declared state by its merge rule, row by input key
-            add = {"sum": np.add.at, "max": np.maximum.at}[spec.merge]
-            for rows, src, cols in ((ia, ma, np.arange(C)), (ib, mb, b_cols)):
+        mb, m = b["metrics"][name], type(ma)()
+        m.grow(Ua + mb.n_inputs, C)
+        m.partial = ma.partial or mb.partial
+        for spec in ma.specs.values():
+            for src, rows, c in ((ma, slice(0, Ua), cols[0]), (mb, slice(Ua, None), cols[1])):
                 v = src.rows(spec.name)
-                add(
-                    out.rows(spec.name),
-                    (rows[:, None], cols[None, : v.shape[1]]) if spec.per_strategy else rows,
-                    v,
-                )
-        s["metrics"][name] = out
-    return s
+                m.rows(spec.name)[(rows, c[: v.shape[1]]) if spec.per_strategy else rows] = v
+        s["metrics"][name] = m
+    return _canonical(s)
 
 
 def _spread(v: np.ndarray, cols: np.ndarray, C: int, fill: int) -> np.ndarray:
     out = np.full((v.shape[0], C), fill, dtype=np.int64)
-    out[:, cols] = v
+    out[:, cols[: v.shape[1]]] = v
     return out
 
 
