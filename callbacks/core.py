@@ -9,22 +9,26 @@ from typing import Any
 
 import numpy as np
 
-from seffi.callbacks import monitor_state
 from seffi.callbacks.config import LogUnit, MonitorConfig
 from seffi.callbacks.env_access import EnvAccess, env_facts
-from seffi.callbacks.monitor_state import MONITOR_STATE_FORMAT
 from seffi.callbacks.schedule import LogSchedule, RecentRuns
+from seffi.coverage import state_v1
 from seffi.coverage.barcode import BARCODE_ROWS
 from seffi.coverage.env_baselines import BaselineAucSums, EnvBaselines
 from seffi.coverage.gain import point_gain
+from seffi.coverage.state import check
 from seffi.coverage.tracker import CoverageTracker
 from seffi.episodes import EpisodeBatch, EpisodeRejected, MatchCoder, parse_infos
 from seffi.errors import SeffiError
 from seffi.report import keys
 from seffi.report.assemble import BaselineSets, curves_dataframe, monitor_report, policy_comparison
-from seffi.report.sinks import closing_lines, own_sinks
+from seffi.report.safe_load import load_json_file
+from seffi.report.sinks import TRACKER_STATE_JSON, closing_lines, own_sinks
 
 __all__ = ["MONITOR_STATE_FORMAT", "CoverageMonitor", "LogUnit"]
+
+#: Format tag of ``CoverageMonitor.state_dict`` (format-1 states still load: `seffi.coverage.state_v1`).
+MONITOR_STATE_FORMAT = state_v1.MONITOR_STATE_FORMAT
 
 
 class CoverageMonitor:
@@ -81,7 +85,7 @@ class CoverageMonitor:
         )
         self._owns_sinks = cfg.sinks is None
         resume = Path(cfg.resume_from) if cfg.resume_from is not None else None
-        resumed = monitor_state.read_checkpoint(resume) if resume is not None else None
+        resumed = _read_checkpoint(resume) if resume is not None else None
         if cfg.sinks is None:  # the default pair; a folder that holds a run gets a fresh sibling
             same = resume is not None and (cfg.out_dir is None or Path(cfg.out_dir) == resume)
             folder = resume if same else cfg.out_dir
@@ -92,8 +96,6 @@ class CoverageMonitor:
         self._batches: list[EpisodeBatch] = []
         #: Episodes buffered, not yet folded into the tracker; finished episodes accepted (lifetime).
         self.pending, self._episodes = 0, 0
-        #: Dates the runs for the streaming logs' window (None: ``window=None``, or merged data).
-        self.recent = RecentRuns(cfg.window) if cfg.window is not None else None
         self.reset_tracker()
         if resumed is not None:  # a checkpoint's runs and episodes; its open runs continue
             self.load_state_dict(resumed)
@@ -128,8 +130,13 @@ class CoverageMonitor:
         self._batches, self.pending = [], 0
         self._tracker = self._new_tracker()
         self._auc_sums = BaselineAucSums()
-        if self.recent is not None:
-            self.recent.reset(self._tracker, since=self.episodes)
+        self._new_window()
+
+    def _new_window(self, *, loaded: bool = False) -> None:
+        """The window's tracker (``window=None``: none), following the runs completed from now on."""
+        w, t = self.config.window, self._tracker
+        #: The runs of the last ``window`` episodes (None: no window, or merged data without dates).
+        self.recent = None if w is None else RecentRuns(w, t, since=self.episodes, loaded=loaded)
 
     def flush(self) -> CoverageTracker:
         """Fold the buffered episodes into the tracker (run assignment, sums, barcode, latents)."""
@@ -325,14 +332,14 @@ class CoverageMonitor:
         if self.recent is None:
             return {}
         t = self.tracker  # fold the buffer first: its runs are dated now
-        slots, start = self.recent.slots(self.episodes)
-        win = self.recent.sums if slots is not None else None
+        win, start = self.recent.at(self.episodes, t)
+        runs = t.complete if win is None else win
         counts = {
             keys.window_key("episodes", self.scope): float(self.episodes - start),
-            keys.window_key("runs", self.scope): float(t.complete_runs() if win is None else win.runs),
+            keys.window_key("runs", self.scope): float(runs.runs),  # type: ignore[union-attr]
         }
         scope = f"{self.scope}/window" if self.scope else "window"
-        if win is None:  # nothing dropped yet: the window holds every run
+        if win is None:  # nothing left yet: the window holds every run
             point, gain = t.point(), self._point_gain(t.point())
             valid_rate, inputs = t.valid / max(t.samples, 1), t.complete_inputs().size
         elif win.runs:
@@ -422,17 +429,21 @@ class CoverageMonitor:
 
     def state_dict(self) -> dict[str, Any]:
         """Everything recorded, JSON-safe: the tracker's state and ``episodes``."""
-        return monitor_state.pack(self.tracker, self.episodes)
+        return {
+            "format": MONITOR_STATE_FORMAT,
+            "episodes": self.episodes,
+            "tracker": self.tracker.state_dict(),
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> CoverageMonitor:
         """Replace everything recorded with ``state`` (format 1 or 2); open runs continue.
 
         A foreign or corrupted state raises one `SeffiError` and changes nothing.
         """
-        self._replace(*monitor_state.loaded(state, self._tracker))
+        checked, episodes = _unpack(state, self._tracker)
+        self._replace(CoverageTracker.from_state_dict(checked, barcode_rows=BARCODE_ROWS), episodes)
         self.stream_offset = self._tracker.stream_offset
-        if self.recent is not None:  # the loaded runs have no dates: windows hold the runs completed after
-            self.recent.reset(self._tracker, since=self.episodes, loaded=True)
+        self._new_window(loaded=True)  # the loaded runs have no dates: windows hold those completed after
         return self
 
     def merge(self, other: CoverageMonitor | Mapping[str, Any]) -> CoverageMonitor:
@@ -441,16 +452,32 @@ class CoverageMonitor:
         Runs present in both raise (give workers distinct ``stream_offset`` values, or move a state
         with `shift_streams`); only this monitor's own open runs continue.
         """
-        state = other.state_dict() if isinstance(other, CoverageMonitor) else other
-        self._episodes += monitor_state.merged(self.tracker, state)
+        checked, episodes = _unpack(
+            other.state_dict() if isinstance(other, CoverageMonitor) else other, self._tracker
+        )
+        try:  # the tracker merges atomically: nothing changes on an error
+            self.tracker.merge(CoverageTracker.from_state_dict(checked, barcode_rows=BARCODE_ROWS))
+        except ValueError as exc:
+            text = str(exc).replace("both trackers", "both monitors")
+            raise SeffiError(
+                f"{text}; give workers distinct stream_offset values or use load_states"
+            ) from exc
+        self._episodes += episodes
         self._auc_sums.restart()  # the merged tracker lists its complete inputs anew
-        self.recent = self._tracker.completed = None  # merged runs have no dates: logs cover every run
+        self.recent = None  # merged runs have no dates: logs cover every run
         return self
 
     def load_states(self, states: Sequence[Mapping[str, Any]]) -> CoverageMonitor:
         """Replace everything recorded with the exact union of workers' ``states`` (own streams each)."""
-        self._replace(*monitor_state.union(states, self._new_tracker()))
-        self.recent = self._tracker.completed = None  # merged runs have no dates: logs cover every run
+        parts, fresh, offset = [_unpack(s, self._tracker) for s in states], self._new_tracker(), 0
+        try:  # merged into a fresh tracker: this monitor is unchanged on an error
+            for checked, _ in parts:
+                fresh.merge(CoverageTracker.from_state_dict(CoverageTracker.shift_streams(checked, offset)))
+                offset += CoverageTracker.stream_span(checked)
+        except ValueError as exc:
+            raise SeffiError(f"cannot merge CoverageMonitor states: {exc}") from exc
+        self._replace(fresh, sum(e for _, e in parts))
+        self.recent = None  # merged runs have no dates: logs cover every run
         return self
 
     def _replace(self, tracker: CoverageTracker, episodes: int) -> None:
@@ -458,8 +485,15 @@ class CoverageMonitor:
         self._tracker, self._episodes = tracker, episodes
         self._auc_sums.restart()
 
-    shift_streams = staticmethod(monitor_state.shift_streams)
-    stream_span = staticmethod(monitor_state.stream_span)
+    @staticmethod
+    def shift_streams(state: Mapping[str, Any], offset: int) -> dict[str, Any]:
+        """A copy of a monitor state with every stream moved up by ``offset``."""
+        return {**state, "tracker": CoverageTracker.shift_streams(state["tracker"], offset)}
+
+    @staticmethod
+    def stream_span(state: Mapping[str, Any]) -> int:
+        """1 + the highest stream number in a monitor state (0 when it holds no run)."""
+        return CoverageTracker.stream_span(state["tracker"])
 
     def report(self, **meta: Any) -> Any:
         """The `seffi.report.schema.Report` of everything recorded so far (plus ``meta`` entries)."""
@@ -526,3 +560,41 @@ class CoverageMonitor:
         # Ctrl-C inside the ``with`` block: what was measured is still written, marked interrupted.
         stopped = exc_type is not None and issubclass(exc_type, KeyboardInterrupt | SystemExit)
         self.finalize(interrupted=stopped)
+
+
+def _unpack(state: Any, like: CoverageTracker) -> tuple[dict[str, Any], int]:
+    """(checked tracker state, episodes) of a monitor state (any format) that fits tracker ``like``."""
+    try:
+        state = state_v1.upgrade_monitor(state)
+        if not isinstance(state, Mapping) or state.get("format") != MONITOR_STATE_FORMAT:
+            raise ValueError(f"not a CoverageMonitor state (expected format {MONITOR_STATE_FORMAT!r})")
+        checked, episodes = check(state["tracker"]), state["episodes"]
+        if (checked["budget"], checked["strategies"], checked["task"]) != (
+            like.budget,
+            list(like.strategies or ()),
+            like.task,
+        ):
+            raise ValueError("the state's budget, strategies or task do not mix with this monitor's")
+        if isinstance(episodes, bool) or not isinstance(episodes, int) or not 0 <= episodes < 2**53:
+            raise ValueError("episodes must be a non-negative int")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SeffiError(f"corrupted CoverageMonitor state: {exc}") from exc
+    return checked, episodes
+
+
+def _read_checkpoint(folder: Path) -> dict[str, Any]:
+    """The monitor state of a run folder's tracker_state.json (episodes = samples + skipped ones).
+
+    Raises:
+        SeffiError: The folder holds no tracker_state.json, or not a JSON object with sample counts.
+    """
+    path = folder / TRACKER_STATE_JSON
+    if not path.is_file():
+        raise SeffiError(f"resume_from={folder}: no {TRACKER_STATE_JSON} there (no checkpoint was written)")
+    # About 10 bytes per episode: room for 10^8 episodes.
+    tracker = load_json_file(path, what="tracker state", max_bytes=2**30, max_depth=16)
+    counts = [tracker.get("samples"), tracker.get("skipped")] if isinstance(tracker, Mapping) else [None]
+    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+        raise SeffiError(f"corrupted CoverageMonitor state: {path} holds no tracker state with sample counts")
+    # Every episode a monitor folds is either a sample or one beyond its run's budget.
+    return {"format": MONITOR_STATE_FORMAT, "episodes": counts[0] + counts[1], "tracker": dict(tracker)}

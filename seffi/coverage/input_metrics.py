@@ -4,10 +4,10 @@ A metric is a subclass of `InputMetric` in a module of `seffi.coverage.metrics`.
 state with `InputMetric.add_state` (an integer array with a row per input, optionally a column per
 strategy, and how two trackers' values merge) and writes ``update`` (fold a batch of recorded
 samples) and ``compute`` (its estimate over inputs). Everything else follows from the declaration:
-growing with new inputs and strategies, reset, ``state_dict`` / ``load_state_dict`` (checked
-against the declaration) and the exact merge. The tracker records into every registered metric,
-its state carries them under ``metrics``, the monitor logs ``seffi/<name>`` and the report holds
-each one's `Estimate` per policy.
+growing with new inputs and strategies, ``state_dict``, and in `seffi.coverage.state` the
+check of a loaded state and the exact merge. The tracker records into every registered metric, its
+state carries them under ``metrics``, the monitor logs ``seffi/<name>`` and the report holds each
+one's `Estimate` per policy.
 
 Example:
     >>> class Samples(InputMetric):                               # doctest: +SKIP
@@ -31,7 +31,6 @@ from pydantic import BaseModel, ConfigDict
 __all__ = ["Estimate", "InputMetric", "registered"]
 
 Merge = Literal["sum", "max"]
-_BIG = 2**53
 
 
 class Estimate(BaseModel):
@@ -76,8 +75,7 @@ class InputMetric:
     """A metric kept per input, its state declared once (see the module docstring).
 
     Subclasses set ``name`` (the key: ``seffi/<name>``) and write ``setup`` (calls to `add_state`),
-    ``update`` and ``compute``. ``task_of`` (int array, shape (U,)) gives each input's task
-    stratum when the tracker computes.
+    ``update`` and ``compute``.
     """
 
     name: ClassVar[str] = ""
@@ -131,11 +129,6 @@ class InputMetric:
         shape = (rows, cols) if spec.per_strategy else (rows,)
         return np.full(shape, spec.lo, dtype=np.int64)
 
-    def reset(self) -> None:
-        """Every declared state back to empty (``setup`` runs again: caches it keeps start over)."""
-        self.specs, self.n_inputs, self.n_columns, self.partial = {}, 0, 0, False
-        self.setup()
-
     def grow(self, n_inputs: int, n_columns: int) -> None:
         """Room for ``n_inputs`` input codes and ``n_columns`` strategy columns (new cells at ``lo``)."""
         if n_inputs <= self.n_inputs and n_columns <= self.n_columns:
@@ -168,79 +161,10 @@ class InputMetric:
         """A copy whose row i is this one's row ``order[i]`` (int array, shape (U,))."""
         out = type(self)()
         out.grow(order.size, self.n_columns)
-        for spec in self.specs.values():
-            getattr(out, spec.name)[: order.size] = self._rows_in(spec, order)
         out.partial = self.partial
-        return out
-
-    def _rows_in(self, spec: StateSpec, order: np.ndarray) -> np.ndarray:
-        grid = getattr(self, spec.name)
-        out = self._empty(spec, order.size, self.n_columns)
         have = order < self.n_inputs
-        out[have] = grid[order[have]]
-        return out
-
-    def load_state_dict(self, state: Any, n_inputs: int, n_columns: int) -> None:
-        """Replace the state with a stored one (rows in code order), checked against the declaration.
-
-        Raises:
-            ValueError: a declared state is missing, or has another shape, or values below ``lo``.
-        """
-        if not isinstance(state, Mapping):
-            raise ValueError(f"metrics.{self.name} must be an object")
-        loaded = {}
         for spec in self.specs.values():
-            where = f"metrics.{self.name}.{spec.name}"
-            try:
-                arr = np.asarray(state[spec.name], dtype=np.int64)
-            except (KeyError, TypeError, ValueError, OverflowError):
-                raise ValueError(f"{where} must be a list of ints") from None
-            shape = (n_inputs, n_columns) if spec.per_strategy else (n_inputs,)
-            if arr.shape != shape and not (arr.size == 0 and 0 in shape):
-                raise ValueError(f"{where} must have shape {shape}, got {arr.shape}")
-            if arr.size and (arr.min() < spec.lo or arr.max() >= _BIG):
-                raise ValueError(f"{where} must hold ints in [{spec.lo}, 2**53)")
-            loaded[spec.name] = arr.reshape(shape)
-        partial = state.get("partial", False)
-        if not isinstance(partial, bool):
-            raise ValueError(f"metrics.{self.name}.partial must be a bool")
-        self.reset()
-        self.partial = partial
-        self.grow(n_inputs, n_columns)
-        for name, arr in loaded.items():
-            getattr(self, name)[tuple(slice(0, n) for n in arr.shape)] = arr
-
-    def merged(
-        self,
-        other: InputMetric,
-        rows: tuple[np.ndarray, np.ndarray],
-        b_cols: np.ndarray,
-        size: tuple[int, int],
-    ) -> InputMetric:
-        """A new metric holding this one's and ``other``'s state, by the declared merge rules.
-
-        Args:
-            other: The other tracker's metric.
-            rows: int arrays: the merged input code of each of this metric's / the other's codes.
-            b_cols: int array: the merged column of each of the other's columns.
-            size: the merged tracker's (inputs, columns).
-        """
-        a_rows, b_rows = rows
-        n_inputs, n_columns = size
-        out = type(self)()
-        out.grow(n_inputs, n_columns)
-        out.partial = self.partial or other.partial
-        combine: dict[str, Callable[..., Any]] = {"sum": np.add.at, "max": np.maximum.at}
-        for spec in self.specs.values():
-            grid = getattr(out, spec.name)
-            for rows, src, cols in ((a_rows, self, None), (b_rows, other, b_cols)):
-                values = src.rows(spec.name)
-                if spec.per_strategy:
-                    width = values.shape[1]
-                    target = np.arange(width) if cols is None else cols[:width]
-                    combine[spec.merge](grid, (rows[: values.shape[0], None], target[None, :]), values)
-                else:
-                    combine[spec.merge](grid, rows[: values.shape[0]], values)
+            out.rows(spec.name)[have] = getattr(self, spec.name)[order[have]]
         return out
 
 

@@ -1,8 +1,8 @@
 """``CoverageTracker``: the one owner of recorded run data — runs, inputs, barcode, latent codes.
 
 The state is declared once (`seffi.coverage.state.STATE`: every part with its bounds and merge
-rule); ``reset``, ``merge``, ``state_dict`` / ``load_state_dict`` and stream shifting follow from it. A
-run is one input's sample sequence in one stream; per run we keep first-hit indices
+rule); ``merge``, ``state_dict`` / ``load_state_dict`` and stream shifting follow from it. A run is
+one input's sample sequence in one stream; per run we keep first-hit indices
 (``seffi.coverage.sums.RunTable``), so memory is O(runs x strategies), never O(samples). With a
 ``budget`` K the per-input sums of the curves are updated as runs complete, only for the inputs
 they belong to, and their totals per (complete runs, M_x) too: a batch costs what it holds, a log
@@ -18,14 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from seffi.coverage import state_io
+from seffi.coverage import state as states
 from seffi.coverage._common import _input_id, _int_array, _match_set, rarity_bin_matrix
 from seffi.coverage.assign import KeyIndex, RunAssigner, pair_keys
 from seffi.coverage.barcode import BARCODE_ROWS, BarcodeRows
 from seffi.coverage.curves import Curves, check_budget
 from seffi.coverage.input_metrics import Estimate, InputMetric, registered
 from seffi.coverage.resampling import MIN_INPUTS
-from seffi.coverage.state import MAX_BUDGET, MAX_LATENTS, MAX_STRATEGIES, STATE, STATE_FORMAT
+from seffi.coverage.state import MAX_STRATEGIES, STATE, STATE_FORMAT
 from seffi.coverage.sums import (
     GroupTotals,
     InputSums,
@@ -41,8 +41,6 @@ from seffi.coverage.sums_curves import curves_from_sums, point_from_totals, poin
 from seffi.episodes import EpisodeBatch
 
 __all__ = ["BARCODE_ROWS", "STATE", "STATE_FORMAT", "CoverageTracker"]
-
-_BIG = 2**53
 
 
 class CoverageTracker:
@@ -102,25 +100,12 @@ class CoverageTracker:
                     f"strategies must be non-empty and unique (at most {MAX_STRATEGIES}), got {ids!r}"
                 )
             self.strategies, self.num_strategies = ids, len(ids)
-        if not isinstance(task, str):
-            raise ValueError(f"task must be a str, got {task!r}")
-        for name, v, hi in (
-            ("barcode_rows", barcode_rows, 2**31),
-            ("barcode_cols", barcode_cols, MAX_BUDGET),
-            ("num_latents", num_latents, MAX_LATENTS),
-            ("stream_offset", stream_offset, _BIG - 1),
-        ):
-            if isinstance(v, bool) or not isinstance(v, int | np.integer) or not 0 <= v <= hi:
-                raise ValueError(f"{name} must be an int in [0, {hi}], got {v!r}")
-        self.task = task
-        self.budget = None if budget is None else check_budget(budget)
-        if self.budget is not None and self.budget > MAX_BUDGET:
-            raise ValueError(f"budget K must be at most {MAX_BUDGET}, got {budget}")
-        self.barcode_rows, self.barcode_cols = int(barcode_rows), int(barcode_cols)
-        self.num_latents, self.stream_offset = int(num_latents), int(stream_offset)
-        #: A list to receive (slots, input codes, their InputSums) of the runs each fold completes
-        #: (a streaming window keeps its sums from them); None: not kept. Not part of the state.
-        self.completed: list[tuple[np.ndarray, np.ndarray, InputSums]] | None = None
+        given = {"task": task, "budget": budget, "barcode_rows": barcode_rows, "barcode_cols": barcode_cols}
+        given |= {"num_latents": num_latents, "stream_offset": stream_offset}
+        if budget is not None:
+            check_budget(budget)
+        for p in states.SETTINGS[2:-1]:  # bounded by the declaration, as a loaded state is
+            setattr(self, p.name, states.setting(p, given[p.name], given))
         self.reset()
 
     def reset(self) -> None:
@@ -134,21 +119,18 @@ class CoverageTracker:
         self._slots = KeyIndex("V16")  # pair_keys(input code, stream) -> slot, synced lazily
         self._slots_synced = 0
         self.runs = RunTable(len(self.columns), self.num_latents, budget=self.budget)
-        # Per-input sums of complete runs: a row per input with a complete run (``_row_of``).
-        self.sums = InputSums(self.budget, dtype=np.int8, squares=False) if self.budget else None
-        self.totals = GroupTotals(self.budget) if self.budget else None
-        self._row_of = np.full(16, -1, dtype=np.int64)  # input code -> row of ``sums`` (-1: none)
-        self._row_code = np.zeros(0, dtype=np.int64)  # row of ``sums`` -> input code
+        #: Per-input sums of every complete run (None without a budget).
+        self.complete = CompleteRuns(self.budget) if self.budget else None
+        self._done = np.zeros(0, dtype=np.int64)  # slots of complete runs, in order of completion
+        self.n_done = 0
         self.bar = BarcodeRows(self.barcode_rows, self.barcode_cols)
         #: Per-input metrics (`seffi.coverage.metrics`): each records every sample kept.
         self.metrics: list[InputMetric] = [cls() for cls in registered()]
         self._task_strata: tuple[int, np.ndarray, list[str]] = (0, np.zeros(0, dtype=np.int64), [])
-        for p in state_io.COUNTERS:
+        for p in states.COUNTERS:
             setattr(self, p.name, bool(p.fill) if p.kind == "bool" else p.fill)
         self._order: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
         self._rule: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
-        self._version = 0  # bumped whenever the sums change
-        self._point: tuple[int, dict[str, Any]] = (-1, {})
 
     @property
     def m(self) -> np.ndarray:
@@ -157,21 +139,8 @@ class CoverageTracker:
 
     # -- coding --------------------------------------------------------------------------------------
 
-    def _input_code(self, key: tuple[str, str], m: int) -> int:
-        code = self._code.get(key)
-        if code is None:
-            code = self._code[key] = len(self.keys)
-            self.keys.append(key)
-            if code >= self._m.size:
-                grown = np.zeros(2 * self._m.size, dtype=np.int64)
-                grown[: self._m.size] = self._m
-                self._m = grown
-            self._m[code] = m
-            self.assigner.ensure_inputs(code + 1)
-        return code
-
-    def _add_inputs(self, keys: list[tuple[str, str]], m: int | None) -> None:
-        """New inputs ``keys`` (not seen yet), each with M_x = ``m`` (the record path's batch of them)."""
+    def _add_inputs(self, keys: list[tuple[str, str]], m: Any) -> None:
+        """New inputs ``keys`` (not seen yet) with M_x ``m`` (one int, or an int array, one per key)."""
         start = len(self.keys)
         self.keys.extend(keys)
         self._code.update(zip(keys, range(start, start + len(keys)), strict=True))
@@ -215,11 +184,12 @@ class CoverageTracker:
 
     def _rule_order(self) -> np.ndarray:
         """Columns in the barcode rule's order: declared order when declared, else alphabetical."""
-        if self._rule[0] != len(self.columns):
-            order = sorted(range(len(self.columns)), key=self.columns.__getitem__)
-            if self.strategies is not None:
-                order = list(range(len(self.columns)))  # the columns are the declared strategies
-            self._rule = (len(self.columns), np.array(order, dtype=np.int64))
+        C = len(self.columns)
+        if self._rule[0] != C:  # declared: the columns are the strategies, in order
+            order = (
+                range(C) if self.strategies is not None else sorted(range(C), key=self.columns.__getitem__)
+            )
+            self._rule = (C, np.array(order, dtype=np.int64))
         return self._rule[1]
 
     def _slots_of(self, u: np.ndarray, streams: np.ndarray) -> np.ndarray:
@@ -357,7 +327,9 @@ class CoverageTracker:
                 raise ValueError(
                     f"input {x!r} has matched {len(got)} distinct strategies but its M_x is {m_of[x]}"
                 )
-        u = np.array([self._input_code((self.task, x), m_of[x]) for x in ids], dtype=np.int64)
+        new = [x for x in m_of if (self.task, x) not in self._code]
+        self._add_inputs([(self.task, x) for x in new], np.array([m_of[x] for x in new], dtype=np.int64))
+        u = np.array([self._code[(self.task, x)] for x in ids], dtype=np.int64)
         slots = self._slots_of(u, st)
         new = np.flatnonzero(slots < 0)
         if new.size:  # new runs get slots in order of first appearance; record() never reuses a stream
@@ -444,7 +416,7 @@ class CoverageTracker:
         fold(self.runs, slot, k, hits, valid)
         if z is not None and self.num_latents:
             self.has_latent |= fold_latent(self.runs, slot, k, z)
-        if self.sums is not None:
+        if self.complete is not None:
             done = k == self.budget  # a run enters the sums once complete: its K-th sample just arrived
             if done.any():
                 self._complete(slot[done], u[done])
@@ -452,44 +424,27 @@ class CoverageTracker:
         self.valid += int(valid.sum())
 
     def _complete(self, slots: np.ndarray, u: np.ndarray) -> None:
-        """Add complete runs to their inputs' sums and move those inputs between the group totals."""
-        codes, unit = np.unique(u, return_inverse=True)
-        if codes[-1] >= self._row_of.size:
-            grown = np.full(max(int(codes[-1]) + 1, 2 * self._row_of.size), -1, dtype=np.int64)
-            grown[: self._row_of.size] = self._row_of
-            self._row_of = grown
-        rows = self._row_of[codes]
-        new = np.flatnonzero(rows < 0)
-        if new.size:  # first complete run of these inputs: a row each
-            have = self._row_code.size
-            rows[new] = np.arange(have, have + new.size)
-            self._row_of[codes[new]] = rows[new]
-            self._row_code = np.concatenate([self._row_code, codes[new]])
-            self.sums.grow(have + new.size)  # type: ignore[union-attr]
-        sums, m = self.sums, self.m[codes]
-        part = run_sums(self.runs, slots, unit, m, self.budget)  # type: ignore[arg-type]
-        if self.completed is not None:
-            self.completed.append((slots, codes, part))
-        add_runs(sums, self.totals, rows, part, m)  # type: ignore[arg-type]
-        self._version += 1
+        """Runs ``slots`` (of input codes ``u``) just completed: into the sums, noted in order."""
+        self.complete.add(self.runs, slots, u, self.m)  # type: ignore[union-attr]
+        n = self.n_done + slots.size
+        if n > self._done.size:
+            self._done = np.concatenate([self._done, np.zeros(max(n, self._done.size), dtype=np.int64)])
+        self._done[self.n_done : n] = slots
+        self.n_done = n
+
+    @property
+    def done(self) -> np.ndarray:
+        """Slots of the complete runs, in the order they completed (a loaded state's in slot order)."""
+        return self._done[: self.n_done]
 
     def _rebuild_sums(self) -> None:
-        """Per-input sums and totals derived from every complete run (as recording them one by one)."""
+        """Per-input sums derived from every complete run (as recording them one by one)."""
         if self.budget is None:
             return
-        S = self.assigner.n_slots
-        done = np.flatnonzero(self.runs.n[:S] >= self.budget)
-        codes, unit = np.unique(self.assigner.slot_input[done], return_inverse=True)
-        m = self.m[codes]
-        part = run_sums(self.runs, done, unit, m, self.budget)
-        self.sums = InputSums(self.budget, dtype=np.int8, squares=False)
-        self.sums._resize(codes.size)
-        self.sums.add_at(np.arange(codes.size), part)
-        self._row_of = np.full(max(len(self.keys), 16), -1, dtype=np.int64)
-        self._row_of[codes] = np.arange(codes.size)
-        self._row_code = codes.astype(np.int64)
-        self.totals = GroupTotals.of(self.sums, m)
-        self._version += 1
+        self.complete, self._done, self.n_done = CompleteRuns(self.budget), np.zeros(0, dtype=np.int64), 0
+        done = np.flatnonzero(self.runs.n[: self.assigner.n_slots] >= self.budget)
+        if done.size:
+            self._complete(done, self.assigner.slot_input[done])
 
     # -- merging and checkpoints ---------------------------------------------------------------------
 
@@ -504,13 +459,13 @@ class CoverageTracker:
         if not isinstance(other, CoverageTracker):
             raise ValueError(f"can only merge a CoverageTracker, got {type(other).__name__}")
         # Merged into a new tracker first: a merge that fails half-way leaves this one unchanged.
-        fresh = state_io.load(type(self), state_io.merge(state_io.dump(self), state_io.dump(other)))
+        fresh = states.load(type(self), states.merge(states.dump(self), states.dump(other)))
         self.__dict__.update(fresh.__dict__)
         return self
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-safe state (format 2: integer arrays, runs in sorted key order)."""
-        return state_io.to_json(state_io.dump(self))
+        return states.to_json(states.dump(self))
 
     def load_state_dict(self, state: Mapping[str, Any] | str | bytes) -> CoverageTracker:
         """Replace this tracker's state with ``state`` (format 1 or 2); returns self.
@@ -536,17 +491,17 @@ class CoverageTracker:
                 state = json.loads(state)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"tracker state is not valid JSON: {exc}") from exc
-        return state_io.load(cls, state, barcode_rows=barcode_rows)
+        return states.load(cls, state, barcode_rows=barcode_rows)
 
     @staticmethod
     def shift_streams(state: Mapping[str, Any], offset: int) -> dict[str, Any]:
         """A copy of a state with every stream moved up by ``offset`` (workers' blocks)."""
-        return state_io.shift_streams(state, offset)
+        return states.shift_streams(state, offset)
 
     @staticmethod
     def stream_span(state: Mapping[str, Any]) -> int:
         """1 + the highest stream number in a state (0 when it holds no run)."""
-        return state_io.stream_span(state)
+        return states.stream_span(state)
 
     # -- results -------------------------------------------------------------------------------------
 
@@ -576,13 +531,15 @@ class CoverageTracker:
         The list only grows as runs complete (a load or merge rebuilds it): running sums over it
         (the monitor's baseline AUCs) fold in its new entries at each log.
         """
-        return self._row_code
+        return self.complete.codes if self.complete is not None else np.zeros(0, dtype=np.int64)
 
     def complete_runs(self, K: int | None = None) -> int:
         """Runs that reached K (default: the budget): the only ones the curves use."""
         K = self.budget if K is None else K
         if K is None:
             raise ValueError("complete_runs() needs K (the tracker has no budget)")
+        if K == self.budget:  # counted as they complete: O(1) per log
+            return self.complete.runs  # type: ignore[union-attr]
         return int((self.runs.n[: self.assigner.n_slots] >= K).sum())
 
     def _window(self, slots: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -606,15 +563,13 @@ class CoverageTracker:
                 at once costs O(groups x K) (the group totals are kept as runs complete); a window
                 O(its runs x K).
         """
-        if self.sums is None or self.totals is None:
+        if self.complete is None:
             raise ValueError("point() needs a tracker budget")
         if slots is not None:
             runs, unit, codes = self._window(slots)
             part = run_sums(self.runs, runs, unit, self.m[codes], self.budget)  # type: ignore[arg-type]
             return point_from_totals(GroupTotals.of(part, self.m[codes]))
-        if self._point[0] != self._version:  # most logs see the same sums: reuse the last estimates
-            self._point = (self._version, point_from_totals(self.totals))
-        return dict(self._point[1])  # a shallow copy: callers may add keys
+        return self.complete.point()
 
     def latent_coverage(self) -> np.ndarray | None:
         """Latent-code coverage per k (NaN where no run reached k), or None when none was recorded."""
@@ -720,14 +675,16 @@ class CoverageTracker:
         else:
             order = self.input_order()
             samples, incomplete = self.samples, int((self.runs.n[:S] < K).sum())
-            streamed = K == self.budget and rarity is None and self.sums is not None
+            done = self.complete
+            streamed = K == self.budget and rarity is None and done is not None
             rows = np.full(U, -1, dtype=np.int64)
-            have = min(U, self._row_of.size)
-            rows[:have] = self._row_of[:have]
+            if done is not None:
+                have = min(U, done.row_of.size)
+                rows[:have] = done.row_of[:have]
             rows = rows[order]  # the sums row of each input in sorted key order (-1: no complete run)
             if streamed and (rows >= 0).sum() >= MIN_INPUTS:
                 codes = order[rows >= 0]
-                sums = self.sums.take(rows[rows >= 0])  # type: ignore[union-attr]
+                sums = done.sums.take(rows[rows >= 0])  # type: ignore[union-attr]
                 m, absent, rare = self.m[codes], U - codes.size, None
             else:
                 bins = None
@@ -769,6 +726,70 @@ class CoverageTracker:
         """
         names = list(self.strategies) if self.strategies is not None else sorted(self.columns)
         return self.bar.to_dict(self.keys, self.columns, names, None if K is None else check_budget(K))
+
+
+class CompleteRuns:
+    """Per-input sums of a set of complete runs and their group totals: point estimates in O(groups x K).
+
+    A tracker keeps one over every complete run; a monitor's window keeps another over the runs
+    completed in its last episodes, adding runs as they complete and removing them as they age out.
+    Integer sums: any order of additions and removals gives the numbers of the runs held.
+
+    Args:
+        budget: K.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = int(budget)
+        self.sums = InputSums(self.budget, dtype=np.int8, squares=False)
+        self.totals = GroupTotals(self.budget)
+        self.row_of = np.full(16, -1, dtype=np.int64)  # input code -> row of ``sums`` (-1: none)
+        #: Row of ``sums`` -> input code: inputs in the order their first run was added.
+        self.codes = np.zeros(0, dtype=np.int64)
+        self.runs = self.samples = self.valid = 0
+        self._point: dict[str, Any] | None = None
+
+    def add(self, table: RunTable, slots: np.ndarray, u: np.ndarray, m: np.ndarray, sign: int = 1) -> None:
+        """Add (``sign`` 1) or remove (-1) the complete runs ``slots`` of ``table``.
+
+        Args:
+            table: The run table holding them.
+            slots: int array, shape (R,): their slots.
+            u: int array, shape (R,): their input codes.
+            m: int array: M_x per input code.
+            sign: 1 to add, -1 to remove runs added before.
+        """
+        if slots.size == 0:
+            return
+        codes, unit = np.unique(u, return_inverse=True)
+        if codes[-1] >= self.row_of.size:
+            grown = np.full(max(int(codes[-1]) + 1, 2 * self.row_of.size), -1, dtype=np.int64)
+            grown[: self.row_of.size] = self.row_of
+            self.row_of = grown
+        rows = self.row_of[codes]
+        new = np.flatnonzero(rows < 0)
+        if new.size:  # the first run of these inputs: a row each
+            have = self.codes.size
+            rows[new] = np.arange(have, have + new.size)
+            self.row_of[codes[new]] = rows[new]
+            self.codes = np.concatenate([self.codes, codes[new]])
+            self.sums.grow(have + new.size)
+        part = run_sums(table, slots, unit.reshape(-1), m[codes], self.budget)
+        add_runs(self.sums, self.totals, rows, part, m[codes], sign)
+        self.runs += sign * int(slots.size)
+        self.samples += sign * int(table.n[slots].sum())
+        self.valid += sign * int(table.n_valid[slots].sum())
+        self._point = None
+
+    def point(self) -> dict[str, Any]:
+        """Point estimates over the runs held (cached until runs come or go; a copy)."""
+        if self._point is None:
+            self._point = point_from_totals(self.totals)
+        return dict(self._point)
+
+    def input_codes(self) -> np.ndarray:
+        """Codes of the inputs with a run held, ascending."""
+        return np.sort(self.codes[self.sums.n_runs[: self.codes.size] > 0])
 
 
 def _matched_law(law: Mapping[frozenset[str], float]) -> dict[str, float]:

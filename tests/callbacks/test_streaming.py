@@ -453,10 +453,11 @@ def test_window_sums_kept_as_batches_come_and_go_equal_the_window_recomputed_fro
     for i in range(0, len(ends), 37):
         _feed(m, ends[i : i + 37])
         if m.maybe_log(i + 37):
-            slots, _ = m.recent.slots(m.episodes)
-            if slots is None or slots.size == 0:
+            win, _ = m.recent.at(m.episodes, m.tracker)
+            slots = m.recent.slots()
+            if win is None or slots.size == 0:
                 continue
-            t, win = m.tracker, m.recent.sums
+            t = m.tracker
             _same(win.point(), t.point(slots=slots))
             assert (win.runs, win.samples) == (slots.size, int(t.runs.n[slots].sum()))
             assert win.valid == int(t.runs.n_valid[slots].sum())
@@ -476,23 +477,23 @@ def _same(a: dict, b: dict) -> None:
             np.testing.assert_array_equal(np.asarray(x, dtype=float), np.asarray(y, dtype=float), err_msg=k)
 
 
-def test_a_batch_of_several_completion_parts_sums_each_input_once() -> None:
-    """Runs completed in several parts of one fold (one input in two parts) add up per input."""
-    from seffi.callbacks.schedule import WindowBatch, WindowSums
+def test_runs_completed_one_by_one_sum_each_input_once_and_leave_exactly() -> None:
+    """Runs completed over many updates (one input completing several) add up per input in the
+    window's sums, equal those recomputed from the runs, and removing them leaves nothing."""
+    from seffi.coverage.tracker import CompleteRuns
 
     rng = np.random.default_rng(3)
     t = CoverageTracker(STRATS, task="t", budget=2)
-    t.completed = []
-    for i in range(60):  # each update completes at most one run: one part each
+    for i in range(60):  # each update completes at most one run
         hits = {s for s in STRATS if rng.random() < 0.3}
         t.update(f"x{i % 5}", hits, valid=bool(rng.random() < 0.7), stream=i // 10)
-    inputs = {int(c) for _, codes, _ in t.completed for c in codes}
-    assert len(t.completed) > 5 and len(inputs) < len(t.completed)
-    batch = WindowBatch(t, t.completed)
-    win = WindowSums(2)
-    win.apply(batch, 1)
     done = np.flatnonzero(t.runs.n[: t.assigner.n_slots] >= 2)
-    np.testing.assert_array_equal(np.sort(batch.slots), done)
+    assert t.n_done > 5 and np.array_equal(np.sort(t.done), done)
+    win = CompleteRuns(2)
+    for a in range(0, t.n_done, 4):  # in parts: one input's runs in several
+        part = t.done[a : a + 4]
+        win.add(t.runs, part, t.assigner.slot_input[part], t.m)
     _same(win.point(), t.point(slots=done))
-    win.apply(batch, -1)
+    _same(win.point(), t.point())
+    win.add(t.runs, t.done, t.assigner.slot_input[t.done], t.m, -1)
     assert (win.runs, win.samples, win.valid) == (0, 0, 0) and win.totals.keys.size == 0
