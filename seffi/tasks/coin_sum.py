@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field, model_validator
 
-from seffi.tasks._steps import Answer, Step, StepTask, parse_command
+from seffi.tasks._steps import Answer, Step, StepTask
 from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
 from seffi.tasks.registry import register_task
 
@@ -79,11 +79,10 @@ class CoinSum(StepTask[CoinSumInput, CoinSumConfig]):
     """Coin change with four payment procedures."""
 
     name = "coin_sum"
+    strategy_names = ("greedy", "min_coin", "ascending", "fewest_denominations")
+    command = ("take", 2)
     step_format = "take <coin> <count>"
     answer_format = "answer <number of coins>"
-
-    def strategies(self) -> tuple[str, ...]:
-        return ("greedy", "min_coin", "ascending", "fewest_denominations")
 
     def _draw(self, rng: np.random.Generator) -> dict[str, Any]:
         cfg = self.config
@@ -123,9 +122,6 @@ class CoinSum(StepTask[CoinSumInput, CoinSumConfig]):
         else:  # ascending: fewest of the smallest coin, then of the next, ...
             best = min(reps)
         return _lines(coins, best, descending=strategy != "ascending")
-
-    def _parse_step(self, x: CoinSumInput, words: list[str]) -> Step | None:
-        return parse_command(words, "take", 2)
 
     def _check(self, x: CoinSumInput, steps: list[Step]) -> str | None:
         total = 0

@@ -129,11 +129,9 @@ class Countdown(StepTask[CountdownInput, CountdownConfig]):
     """Countdown numbers game with four expression-shape strategies."""
 
     name = "countdown"
+    strategy_names = ("chain", "pairwise", "multiply_first", "largest_first")
     step_format = "<a> <op> <b> = <c>"
     answer_format = "answer <target>"
-
-    def strategies(self) -> tuple[str, ...]:
-        return ("chain", "pairwise", "multiply_first", "largest_first")
 
     def _draw(self, rng: np.random.Generator) -> dict[str, Any]:
         cfg = self.config

@@ -129,11 +129,9 @@ class EditScript(StepTask[EditScriptInput, EditScriptConfig]):
     """Edit scripts with four alignment/ordering procedures."""
 
     name = "edit_script"
+    strategy_names = ("left_to_right", "right_to_left", "delete_then_insert", "substitution_preferring")
     step_format = "sub <i> <letter> | del <i> | ins <i> <letter>"
     answer_format = "answer <letters of the final word>"
-
-    def strategies(self) -> tuple[str, ...]:
-        return ("left_to_right", "right_to_left", "delete_then_insert", "substitution_preferring")
 
     @property
     def alphabet(self) -> str:
