@@ -36,17 +36,9 @@ from .config import EnvConfig, problems
 UNIFORM_BLOCK = 256
 
 #: Keys present in ``info`` exactly on the step that ends an episode, in this order.
-FINAL_INFO_KEYS: tuple[str, ...] = (
-    "input_id",
-    "y_text",
-    "strategy_matches",
-    "valid",
-    "parse_ok",
-    "num_strategies",
-    "sample_index",
-    "budget_exhausted",
-    "run_index",
-    "num_new_strategies",
+FINAL_INFO_KEYS: tuple[str, ...] = tuple(
+    "input_id y_text strategy_matches valid parse_ok num_strategies sample_index budget_exhausted run_index "
+    "num_new_strategies".split()
 )
 
 _SPEC_CACHE: dict[str, Any] = {}
@@ -100,7 +92,7 @@ class PoolSpec:
         self.strategies: tuple[str, ...] = tuple(self.task.strategies())
         self.strategy_index = {s: i for i, s in enumerate(self.strategies)}
         self._index = {xid: i for i, xid in enumerate(self.input_ids)}
-        self.ids_array = object_array(self.input_ids)
+        self.ids_array = np.fromiter(self.input_ids, dtype=object, count=len(self.input_ids))
 
     @property
     def n_inputs(self) -> int:
@@ -140,14 +132,6 @@ class PoolSpec:
         for i, x in enumerate(self.inputs):
             mask[i] = self.match_mask(self.task.feasible_strategies(x))
         return mask
-
-
-def object_array(values: Sequence[Any]) -> np.ndarray:
-    """A 1-D object array holding ``values`` as elements (tuples stay tuples, never a 2-D array)."""
-    out = np.empty(len(values), dtype=object)
-    for i, v in enumerate(values):
-        out[i] = v
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +177,7 @@ class Outcomes:
             matches[i] = shared[key]
             mask[i] = spec.match_mask(key)
             valid[i], parse_ok[i] = r.valid, r.parse_ok
-        return cls(object_array(list(texts)), matches, valid, parse_ok, mask)
+        return cls(np.fromiter(texts, dtype=object, count=r_count), matches, valid, parse_ok, mask)
 
     def take(self, idx: Any) -> Outcomes:
         """The rows ``idx`` of every column."""
