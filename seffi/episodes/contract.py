@@ -18,13 +18,11 @@ _BOOLS, _INT = (bool, np.bool_), (int, np.integer)
 
 @dataclass(frozen=True)
 class Rule:
-    """What one info key may hold.
+    """What one info key may hold: ``what`` in words, ``fill`` where not reported (None: required).
 
-    ``what``: the rule in words; ``fill``: the value where not reported (None: the key is required);
     ``kinds``: numpy dtype kinds of a typed column; ``types``: of a value (a bool only where listed);
     ``exact``: the value types of a list that passes at a glance; ``minimum``: of ints (which fit int64).
-    Integral floats (``3.0``) count as ints: Gymnasium stores a step's column as floats when the first
-    env to report it gave a float.
+    Integral floats count as ints: Gymnasium stores a column as floats when its first value was one.
     """
 
     what: str
@@ -93,10 +91,9 @@ def _why(key: str, x: Any, missing: bool = False) -> str:
 
 
 class EpisodeRejected(SeffiError):
-    """Finished episodes whose info breaks the contract (a missing key, a value of the wrong type).
+    """Finished episodes whose info breaks the contract; the good ones of the call are in ``batch``.
 
-    Only the bad episodes are refused: the good ones of the call are in ``batch``, and a monitor records
-    them (and says so) before this reaches the caller.
+    A monitor records the good episodes (and says so) before this reaches the caller.
 
     Attributes:
         key: The offending info key (``"info"`` when the info itself is not a dict).
@@ -124,8 +121,7 @@ class EpisodeRejected(SeffiError):
 class MatchCoder:
     """Codes ``strategy_matches`` values as rows of ``table``, a bool hit table over ``strategies``.
 
-    Each distinct value is checked once, later ones cost a dict lookup; kept across calls (a monitor
-    holds one), with the input ids already checked (``known``).
+    Each distinct value is checked once; a monitor keeps one across calls, with the ids already checked.
     """
 
     def __init__(self, strategies: Sequence[str]) -> None:

@@ -133,15 +133,11 @@ class TaskConfig(BaseModel):
     off_strategy_rate: float = Field(0.05, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
-    def _rates(self) -> TaskConfig:
+    def _ordered(self) -> TaskConfig:
         if self.invalid_rate + self.off_strategy_rate >= 1.0:
             raise ValueError(
                 "invalid_rate + off_strategy_rate must be < 1 (some samples must follow a strategy)"
             )
-        return self
-
-    @model_validator(mode="after")
-    def _ordered(self) -> TaskConfig:
         for low, high in self.ordered_fields:
             if getattr(self, low) > getattr(self, high):
                 raise ValueError(f"{low} must be <= {high}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from seffi.tasks._steps import Answer, Step, StepTask
 from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
@@ -37,13 +37,7 @@ class CoinSumConfig(TaskConfig):
     max_target: int = Field(16, ge=1, le=60)
     include_one: float = Field(0.5, ge=0.0, le=1.0, description="probability that coin 1 is in the set")
 
-    ordered_fields = (("min_target", "max_target"),)
-
-    @model_validator(mode="after")
-    def _distinct(self) -> CoinSumConfig:
-        if self.num_coins > self.max_coin:
-            raise ValueError("num_coins must be <= max_coin (denominations are distinct)")
-        return self
+    ordered_fields = (("min_target", "max_target"), ("num_coins", "max_coin"))  # distinct denominations
 
 
 class CoinSumInput(TaskInput):
