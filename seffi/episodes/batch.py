@@ -36,14 +36,11 @@ class EpisodeBatch:
 
     def __post_init__(self) -> None:
         n, m = len(self.input_id), len(self.strategies)
-        ints = (self.env_index, self.sample_index, self.run_index, self.z)
-        if {c.shape for c in (self.valid, *ints)} != {(n,)} or self.hits.shape != (n, m):
-            raise ValueError(f"EpisodeBatch columns must hold {n} episodes and hits shape ({n}, {m})")
-        if not (
-            self.hits.dtype == self.valid.dtype == np.bool_
-            and {c.dtype for c in ints} == {np.dtype(np.int64)}
-        ):
-            raise ValueError("EpisodeBatch needs bool hits and valid, int64 indices and z")
+        cols = (self.hits, self.valid, self.env_index, self.sample_index, self.run_index, self.z)
+        if [(c.shape, c.dtype) for c in cols] != [((n, m), bool), ((n,), bool), *[((n,), np.int64)] * 4]:
+            raise ValueError(
+                f"EpisodeBatch needs bool hits shape ({n}, {m}), bool valid, int64 indices and z"
+            )
 
     def __len__(self) -> int:
         return len(self.input_id)
