@@ -136,14 +136,10 @@ class PoolSpec:
 
 @dataclass(frozen=True, slots=True)
 class Outcomes:
-    """Validated samples, as columns (one row per finished episode).
+    """Validated samples, as columns of R rows (one per finished episode).
 
-    Attributes:
-        y_text: object array, shape (R,): the traces.
-        matches: object array, shape (R,): sorted tuples of matched strategy ids.
-        valid: bool array, shape (R,).
-        parse_ok: bool array, shape (R,).
-        mask: bool array, shape (R, M): matched strategies as a mask over ``strategies``.
+    ``y_text`` and ``matches`` (sorted tuples of strategy ids) are object arrays, ``valid`` and ``parse_ok``
+    bool arrays, shape (R,); ``mask``: bool array, shape (R, M), the matches over ``strategies``.
     """
 
     y_text: np.ndarray
@@ -156,13 +152,10 @@ class Outcomes:
     def from_results(
         cls, spec: PoolSpec, texts: Sequence[str], results: Iterable[ValidationResult]
     ) -> Outcomes:
-        """Columns of validated traces.
+        """Columns of ``texts`` and their validation ``results``.
 
-        Args:
-            spec: The pool (its strategies index the mask).
-            texts: The traces, one per row.
-            results: Their validation results, in the same order; consumed once, so a generator
-                keeps a large pool (hundreds of thousands of rows) from holding every result at once.
+        ``results`` is consumed once, so a generator keeps a large pool (hundreds of thousands of rows)
+        from holding every result at once.
         """
         r_count, m = len(texts), len(spec.strategies)
         mask = np.zeros((r_count, m), dtype=bool)
@@ -311,15 +304,10 @@ class Life:
     def finish(
         self, rows: np.ndarray, out: Outcomes, latents: np.ndarray | None = None
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Book finished episodes: budgets, history, novelty; compute rewards and info columns.
+        """Book the finished episodes of ``rows`` (int array, shape (R,)): budgets, history, novelty.
 
-        Args:
-            rows: int array, shape (R,): the rows whose episode ended.
-            out: Their validated samples.
-            latents: int array, shape (R,): router latents (adds ``info["z"]``), or ``None``.
-
-        Returns:
-            ``(rewards, columns)``: float array, shape (R,), and ``{info key: array, shape (R,)}``.
+        ``latents`` (router envs, shape (R,)) adds ``info["z"]``. Returns the rewards, float array, shape
+        (R,), and the info columns ``{key: array, shape (R,)}``.
         """
         inputs = self.cur[rows]
         k = self.counts[rows, inputs] + 1

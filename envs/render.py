@@ -69,14 +69,8 @@ _RGB = {role: np.array(rgb, dtype=np.uint8) for role, rgb in COLORS.items()}
 class GridLayout:
     """Geometry of the ``"rgb_array"`` frame of a pool of N inputs and M strategies.
 
-    Attributes:
-        n_inputs: N, the pool size.
-        n_strategies: M.
-        rows: Inputs drawn per frame, ``min(N, MAX_ROWS)``.
-        cell_h: Pixel height of a cell.
-        cell_w: Pixel width of a cell (the budget column has the same width).
-        height: Frame height H (``rows * cell_h`` rounded up to a multiple of 16).
-        width: Frame width W (``(M + 1) * cell_w`` rounded up to a multiple of 16).
+    ``rows`` inputs (``min(N, MAX_ROWS)``) of cells ``cell_h`` x ``cell_w`` pixels (the budget column is
+    as wide) fill a frame of ``height`` x ``width``, both rounded up to a multiple of 16.
     """
 
     n_inputs: int

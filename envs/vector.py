@@ -115,10 +115,8 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
     def render(self) -> tuple[str | np.ndarray, ...] | None:
         """One frame per row, as ``SyncVectorEnv.render`` returns them (see `seffi.envs.render`).
 
-        In ``NEXT_STEP`` and ``DISABLED`` modes rows whose episode ended on the last step show that
-        episode's end (they are not reset yet); in ``SAME_STEP`` mode they show the new episode — exactly
-        like the single envs inside a ``SyncVectorEnv`` of the same mode. Without a render
-        mode it warns and returns ``None`` (Gymnasium's ``CartPoleVectorEnv`` convention).
+        A row whose episode ended on the last step shows its end, or in ``SAME_STEP`` mode the new
+        episode, as in a ``SyncVectorEnv``. Without a render mode it warns and returns ``None``.
         """
         if self.render_mode is None:
             warn_no_render_mode(self)
