@@ -53,17 +53,11 @@ class CountdownInput(TaskInput):
 
 def _apply(a: int, op: str, b: int, max_value: int) -> int | None:
     """``a op b`` under the rules (positive integer results at most ``max_value``), else ``None``."""
-    if op == "+":
-        r = a + b
-    elif op == "-":
-        r = a - b
-    elif op == "*":
-        r = a * b
+    if op == "/":
+        r = None if b == 0 or a % b else a // b
     else:
-        if b == 0 or a % b:
-            return None
-        r = a // b
-    return r if 0 < r <= max_value else None
+        r = a + b if op == "+" else a - b if op == "-" else a * b
+    return r if r is not None and 0 < r <= max_value else None
 
 
 def _step(a: int, op: str, b: int, r: int) -> Step:
