@@ -18,23 +18,14 @@ run), ``budget_exhausted``, ``run_index``, ``num_new_strategies`` (and ``z`` for
 steps' ``info`` is empty.
 
 The native vector envs take Gymnasium's ``autoreset_mode=`` (``NEXT_STEP``, the default, ``SAME_STEP``
-or ``DISABLED``), and every env renders as text (``render_mode="ansi"``) or as an RGB coverage grid
-(``"rgb_array"``). Which mode suits which loop, with a ``SAME_STEP`` loop for the one-step router
-envs: ``docs/integrations.md``.
+or ``DISABLED``; see `seffi.envs.vector`), and every env renders as text (``render_mode="ansi"``) or as
+an RGB coverage grid (``"rgb_array"``). Which mode suits which loop: ``docs/integrations.md``.
 
 Example:
-    >>> import gymnasium as gym
-    >>> import seffi.envs
+    >>> import gymnasium as gym, seffi.envs
     >>> seffi.envs.env_id("sort_swaps", "router")
     'seffi/SortSwapsRouter-v0'
     >>> env = gym.make(seffi.envs.env_id("hanoi", "router"), n_inputs=4, budget=8, reward="novel")
-    >>> _ = env.reset(seed=0)
-    >>> envs = gym.make_vec("seffi/HanoiRouter-v0", num_envs=4, vectorization_mode="vector_entry_point",
-    ...                     autoreset_mode="same_step")
-    >>> obs, _ = envs.reset(seed=0)
-    >>> obs, rewards, terminated, truncated, infos = envs.step(envs.action_space.sample())
-    >>> terminated.tolist(), infos["_final_info"].tolist(), sorted(infos["final_info"])[:2]
-    ([True, True, True, True], [True, True, True, True], ['_budget_exhausted', '_input_id'])
 """
 
 from __future__ import annotations
@@ -55,15 +46,13 @@ from .wrappers import NoveltyBonus, VectorNoveltyBonus
 
 EnvKind = Literal["token", "router", "latent_lm"]
 
-#: Entry points of each env kind, as strings: registering imports none of them. The latent-LM envs
-#: (the exploration ladder's rung 2) run on learned generators and live with them in `seffi.models`.
-_ENTRY_POINTS: dict[str, tuple[str, str]] = {
-    "token": ("seffi.envs.token:TokenEnv", "seffi.envs.token:TokenVectorEnv"),
-    "router": ("seffi.envs.router:RouterEnv", "seffi.envs.router:RouterVectorEnv"),
-    "latent_lm": ("seffi.models.latent_env:LatentLMEnv", "seffi.models.latent_env:LatentLMVectorEnv"),
+#: Per env kind: its name suffix and module. Entry points are strings, so registering imports none of
+#: them; the latent-LM envs (the ladder's rung 2) run on learned generators and live in `seffi.models`.
+_KINDS: dict[str, tuple[str, str]] = {
+    "token": ("", "seffi.envs.token"),
+    "router": ("Router", "seffi.envs.router"),
+    "latent_lm": ("LatentLM", "seffi.models.latent_env"),
 }
-#: The suffix of each kind's env name.
-_SUFFIX = {"token": "", "router": "Router", "latent_lm": "LatentLM"}
 
 
 def env_id(task_name: str, kind: EnvKind = "token") -> str:
@@ -73,10 +62,10 @@ def env_id(task_name: str, kind: EnvKind = "token") -> str:
         task_name: A task name (``"hanoi"``, ``"sort_swaps"``).
         kind: ``"token"``, ``"router"`` or ``"latent_lm"``.
     """
-    if kind not in _ENTRY_POINTS:
-        raise SeffiError(f"kind must be one of {sorted(_ENTRY_POINTS)}, got {kind!r}")
+    if kind not in _KINDS:
+        raise SeffiError(f"kind must be one of {sorted(_KINDS)}, got {kind!r}")
     camel = "".join(part[:1].upper() + part[1:] for part in task_name.split("_"))
-    return f"seffi/{camel}{_SUFFIX[kind]}-v0"
+    return f"seffi/{camel}{_KINDS[kind][0]}-v0"
 
 
 def register_envs() -> list[str]:
@@ -89,12 +78,14 @@ def register_envs() -> list[str]:
     """
     added = []
     for name in list_tasks():
-        for kind, (entry, vector_entry) in _ENTRY_POINTS.items():
+        for kind, (suffix, module) in _KINDS.items():
             eid = env_id(name, kind)  # type: ignore[arg-type]
-            if eid in gym.registry:
-                continue
-            gym.register(id=eid, entry_point=entry, vector_entry_point=vector_entry, kwargs={"task": name})
-            added.append(eid)
+            if eid not in gym.registry:
+                entry = f"{module}:{suffix or 'Token'}"
+                gym.register(
+                    eid, f"{entry}Env", vector_entry_point=f"{entry}VectorEnv", kwargs={"task": name}
+                )
+                added.append(eid)
     return added
 
 

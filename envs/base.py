@@ -98,29 +98,25 @@ class PoolAPI:
         return self._engine.spec.reference_match_sets(input_id)
 
 
-def explicit_inputs(spec: PoolSpec, options: dict[str, Any] | None, rows: int) -> np.ndarray | None:
-    """Pool indices requested by ``options["input_id"]`` (one id, or one per row), else ``None``."""
-    if not options or options.get("input_id") is None:
-        return None
-    wanted = options["input_id"]
-    if isinstance(wanted, str):
-        return np.full(rows, spec.index_of(wanted), dtype=np.int64)
-    if isinstance(wanted, Sequence | np.ndarray) and len(wanted) == rows:
-        return np.array([spec.index_of(w) for w in wanted], dtype=np.int64)
-    raise SeffiError(f"options['input_id'] must be an input id (str) or {rows} ids, got {wanted!r}")
+def explicit_inputs(spec: PoolSpec, options: Any, rows: int, allowed: frozenset[str]) -> np.ndarray | None:
+    """Pool indices requested by ``options["input_id"]`` (one id, or one per row), else ``None``.
 
-
-def check_options(options: dict[str, Any] | None, allowed: frozenset[str]) -> None:
-    """Reject misspelt reset options instead of silently ignoring them, and options that are no mapping."""
+    Misspelt reset options are refused instead of silently ignored, as are options that are no mapping.
+    """
     if options is not None and not isinstance(options, Mapping):
         # Iterating a string would list its characters as "unknown options".
         raise SeffiError(
             f"reset options must be a dict such as {{'input_id': ...}} (supported keys: {sorted(allowed)}), "
             f"got {type(options).__name__} {options!r}"
         )
-    unknown = set(options or {}) - allowed
-    if unknown:
+    if unknown := set(options or {}) - allowed:
         raise SeffiError(f"unknown reset option(s) {sorted(unknown)}; supported: {sorted(allowed)}")
+    wanted = (options or {}).get("input_id")
+    if wanted is None or isinstance(wanted, str):
+        return None if wanted is None else np.full(rows, spec.index_of(wanted), dtype=np.int64)
+    if isinstance(wanted, Sequence | np.ndarray) and len(wanted) == rows:
+        return np.array([spec.index_of(w) for w in wanted], dtype=np.int64)
+    raise SeffiError(f"options['input_id'] must be an input id (str) or {rows} ids, got {wanted!r}")
 
 
 _ROW0 = np.zeros(1, dtype=np.int64)
@@ -189,8 +185,9 @@ class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
         A seed restarts the env's life (budgets, runs, history and novelty memory) as well as its
         generator, so ``reset(seed=s)`` followed by the same actions reproduces every step.
         """
-        check_options(options, frozenset({"input_id"}))
-        explicit = explicit_inputs(self._engine.spec, options, 1)  # validate before touching state
+        explicit = explicit_inputs(
+            self._engine.spec, options, 1, frozenset({"input_id"})
+        )  # before any change
         super().reset(seed=seed)
         if seed is not None or not self._engine.life.seeded(0):
             self._engine.restart(0, self.np_random)

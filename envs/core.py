@@ -36,17 +36,9 @@ from .config import EnvConfig, problems
 UNIFORM_BLOCK = 256
 
 #: Keys present in ``info`` exactly on the step that ends an episode, in this order.
-FINAL_INFO_KEYS: tuple[str, ...] = (
-    "input_id",
-    "y_text",
-    "strategy_matches",
-    "valid",
-    "parse_ok",
-    "num_strategies",
-    "sample_index",
-    "budget_exhausted",
-    "run_index",
-    "num_new_strategies",
+FINAL_INFO_KEYS: tuple[str, ...] = tuple(
+    "input_id y_text strategy_matches valid parse_ok num_strategies sample_index budget_exhausted run_index "
+    "num_new_strategies".split()
 )
 
 _SPEC_CACHE: dict[str, Any] = {}
@@ -100,7 +92,7 @@ class PoolSpec:
         self.strategies: tuple[str, ...] = tuple(self.task.strategies())
         self.strategy_index = {s: i for i, s in enumerate(self.strategies)}
         self._index = {xid: i for i, xid in enumerate(self.input_ids)}
-        self.ids_array = object_array(self.input_ids)
+        self.ids_array = np.fromiter(self.input_ids, dtype=object, count=len(self.input_ids))
 
     @property
     def n_inputs(self) -> int:
@@ -142,24 +134,12 @@ class PoolSpec:
         return mask
 
 
-def object_array(values: Sequence[Any]) -> np.ndarray:
-    """A 1-D object array holding ``values`` as elements (tuples stay tuples, never a 2-D array)."""
-    out = np.empty(len(values), dtype=object)
-    for i, v in enumerate(values):
-        out[i] = v
-    return out
-
-
 @dataclass(frozen=True, slots=True)
 class Outcomes:
-    """Validated samples, as columns (one row per finished episode).
+    """Validated samples, as columns of R rows (one per finished episode).
 
-    Attributes:
-        y_text: object array, shape (R,): the traces.
-        matches: object array, shape (R,): sorted tuples of matched strategy ids.
-        valid: bool array, shape (R,).
-        parse_ok: bool array, shape (R,).
-        mask: bool array, shape (R, M): matched strategies as a mask over ``strategies``.
+    ``y_text`` and ``matches`` (sorted tuples of strategy ids) are object arrays, ``valid`` and ``parse_ok``
+    bool arrays, shape (R,); ``mask``: bool array, shape (R, M), the matches over ``strategies``.
     """
 
     y_text: np.ndarray
@@ -172,13 +152,10 @@ class Outcomes:
     def from_results(
         cls, spec: PoolSpec, texts: Sequence[str], results: Iterable[ValidationResult]
     ) -> Outcomes:
-        """Columns of validated traces.
+        """Columns of ``texts`` and their validation ``results``.
 
-        Args:
-            spec: The pool (its strategies index the mask).
-            texts: The traces, one per row.
-            results: Their validation results, in the same order; consumed once, so a generator
-                keeps a large pool (hundreds of thousands of rows) from holding every result at once.
+        ``results`` is consumed once, so a generator keeps a large pool (hundreds of thousands of rows)
+        from holding every result at once.
         """
         r_count, m = len(texts), len(spec.strategies)
         mask = np.zeros((r_count, m), dtype=bool)
@@ -193,7 +170,7 @@ class Outcomes:
             matches[i] = shared[key]
             mask[i] = spec.match_mask(key)
             valid[i], parse_ok[i] = r.valid, r.parse_ok
-        return cls(object_array(list(texts)), matches, valid, parse_ok, mask)
+        return cls(np.fromiter(texts, dtype=object, count=r_count), matches, valid, parse_ok, mask)
 
     def take(self, idx: Any) -> Outcomes:
         """The rows ``idx`` of every column."""
@@ -327,15 +304,10 @@ class Life:
     def finish(
         self, rows: np.ndarray, out: Outcomes, latents: np.ndarray | None = None
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Book finished episodes: budgets, history, novelty; compute rewards and info columns.
+        """Book the finished episodes of ``rows`` (int array, shape (R,)): budgets, history, novelty.
 
-        Args:
-            rows: int array, shape (R,): the rows whose episode ended.
-            out: Their validated samples.
-            latents: int array, shape (R,): router latents (adds ``info["z"]``), or ``None``.
-
-        Returns:
-            ``(rewards, columns)``: float array, shape (R,), and ``{info key: array, shape (R,)}``.
+        ``latents`` (router envs, shape (R,)) adds ``info["z"]``. Returns the rewards, float array, shape
+        (R,), and the info columns ``{key: array, shape (R,)}``.
         """
         inputs = self.cur[rows]
         k = self.counts[rows, inputs] + 1

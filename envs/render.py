@@ -69,14 +69,8 @@ _RGB = {role: np.array(rgb, dtype=np.uint8) for role, rgb in COLORS.items()}
 class GridLayout:
     """Geometry of the ``"rgb_array"`` frame of a pool of N inputs and M strategies.
 
-    Attributes:
-        n_inputs: N, the pool size.
-        n_strategies: M.
-        rows: Inputs drawn per frame, ``min(N, MAX_ROWS)``.
-        cell_h: Pixel height of a cell.
-        cell_w: Pixel width of a cell (the budget column has the same width).
-        height: Frame height H (``rows * cell_h`` rounded up to a multiple of 16).
-        width: Frame width W (``(M + 1) * cell_w`` rounded up to a multiple of 16).
+    ``rows`` inputs (``min(N, MAX_ROWS)``) of cells ``cell_h`` x ``cell_w`` pixels (the budget column is
+    as wide) fill a frame of ``height`` x ``width``, both rounded up to a multiple of 16.
     """
 
     n_inputs: int
@@ -93,15 +87,8 @@ class GridLayout:
         rows = min(n_inputs, MAX_ROWS)
         cell_h = int(np.clip(256 // rows, 4, 16))
         cell_w = int(np.clip(384 // (n_strategies + 1), 4, 16))
-        return cls(
-            n_inputs,
-            n_strategies,
-            rows,
-            cell_h,
-            cell_w,
-            _round_up(rows * cell_h, 16),
-            _round_up((n_strategies + 1) * cell_w, 16),
-        )
+        height, width = (-(-pixels // 16) * 16 for pixels in (rows * cell_h, (n_strategies + 1) * cell_w))
+        return cls(n_inputs, n_strategies, rows, cell_h, cell_w, height, width)
 
     def window(self, current: int) -> int:
         """Pool index of the first input drawn when ``current`` (or -1: none yet) is the current input."""
@@ -112,10 +99,6 @@ class GridLayout:
     def cell_center(self, row: int, column: int) -> tuple[int, int]:
         """Pixel ``(y, x)`` of the centre of a cell: ``row`` in the window, ``column`` 0 = budget, 1..M."""
         return row * self.cell_h + (self.cell_h - 1) // 2, column * self.cell_w + (self.cell_w - 1) // 2
-
-
-def _round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
 
 
 def render_row(engine: Engine, row: int, mode: RenderMode) -> str | np.ndarray:

@@ -94,16 +94,13 @@ class RouterSpec(PoolSpec):
         self.cdf = cdf
 
     def _validated(self, texts_per_input: list[list[str]], k_max: int) -> Iterator[ValidationResult]:
-        """Validation results of every branch text, padding included, yielded one at a time.
+        """Validation results of every branch text; a padding row reuses its input's last result.
 
-        A generator, so a pool of 20,000 inputs never holds its ~180,000 results at once; a padding
-        row repeats its input's last text, whose result it reuses (validation is pure).
+        Yielded one at a time: a pool of 20,000 inputs never holds its ~180,000 results at once.
         """
         for x, texts in zip(self.inputs, texts_per_input, strict=True):
             results = [self.task.validate_y_text(x, t) for t in texts]
-            yield from results
-            for _ in range(k_max - len(texts)):
-                yield results[-1]
+            yield from results + results[-1:] * (k_max - len(texts))
 
     def _input_law(
         self, x: Any, cfg: RouterEnvConfig, z_count: int
@@ -209,28 +206,13 @@ class LatentCodeEngine:
     def step_rows(
         self, rows: np.ndarray, actions: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        """End the one-step episodes of ``rows``: draw each row's trace for its code and book it.
-
-        Args:
-            rows: int array, shape (R,): the env rows taking a step.
-            actions: int array, shape (R,): each row's latent code.
-
-        Returns:
-            Rewards, terminated (all True), truncated (all False), the rows whose episode ended (all of
-            them) and those rows' info columns.
-        """
+        """End the one-step episodes of ``rows`` (int array, shape (R,)) with latent codes ``actions``."""
         out = self._outcomes(rows, self.life.cur[rows], actions)
         rewards, cols = self.life.finish(rows, out, latents=actions)
         return rewards, np.ones(rows.size, dtype=bool), np.zeros(rows.size, dtype=bool), rows, cols
 
     def _outcomes(self, rows: np.ndarray, inputs: np.ndarray, actions: np.ndarray) -> Outcomes:
-        """The validated traces of ``rows``.
-
-        Args:
-            rows: int array, shape (R,): the env rows taking a step.
-            inputs: int array, shape (R,): each row's input (pool position).
-            actions: int array, shape (R,): each row's latent code.
-        """
+        """The validated traces of ``rows`` on pool ``inputs`` for latent codes ``actions`` (each (R,))."""
         raise NotImplementedError
 
     def episode_lines(self, row: int) -> list[str]:

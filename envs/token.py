@@ -74,13 +74,7 @@ class TokenSpec(PoolSpec):
         return longest + max(4, longest // 4)
 
     def outcomes(self, inputs: np.ndarray, tokens: np.ndarray, lengths: np.ndarray) -> Outcomes:
-        """Decode and validate finished outputs.
-
-        Args:
-            inputs: int array, shape (R,): pool indices.
-            tokens: int array, shape (R, L): output buffers.
-            lengths: int array, shape (R,): tokens written.
-        """
+        """Decode and validate the first ``lengths`` (R,) of the outputs ``tokens`` (R, L) on ``inputs``."""
         texts, results = [], []
         for n, toks, length in zip(inputs.tolist(), tokens, lengths.tolist(), strict=True):
             written = toks[:length]

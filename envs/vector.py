@@ -35,7 +35,7 @@ from gymnasium.vector.utils import batch_space
 
 from seffi.errors import SeffiError
 
-from .base import Engine, PoolAPI, check_options, explicit_inputs, warn_no_render_mode
+from .base import Engine, PoolAPI, explicit_inputs, warn_no_render_mode
 from .config import EnvConfig, parse_config
 from .core import vector_infos
 from .render import RENDER_FPS, RENDER_MODES, render_row
@@ -59,25 +59,15 @@ def parse_autoreset_mode(mode: Any) -> AutoresetMode:
     raise SeffiError(f"autoreset_mode must be one of {choices}, got {mode!r}")
 
 
-def _rows_of(obs: Any, count: int) -> np.ndarray:
-    """Per-row observations: object array, shape (count,), of row views (dicts of them for Dict obs)."""
-    if isinstance(obs, dict):
-        rows = ({k: v[j] for k, v in obs.items()} for j in range(count))
-        return np.fromiter(rows, dtype=object, count=count)
-    return np.fromiter(obs, dtype=object, count=count)  # iterating a 2-D array yields its row views
-
-
 def final_obs_info(num_envs: int, rows: np.ndarray, obs: Any) -> tuple[np.ndarray, np.ndarray]:
     """``infos["final_obs"]`` (object array of per-env observations) and its mask, as ``SyncVectorEnv`` does.
 
-    Args:
-        num_envs: E.
-        rows: int array, shape (R,): rows whose episode ended.
-        obs: Their last observations, batched (shape (R, ...) per array).
+    ``rows`` (int array, shape (R,)) ended with the batched observations ``obs`` (shape (R, ...) each).
     """
     mask = np.zeros(num_envs, dtype=np.bool_)
     mask[rows] = True
-    per_row = _rows_of(obs, rows.size)
+    views = ({k: v[j] for k, v in obs.items()} for j in range(rows.size)) if isinstance(obs, dict) else obs
+    per_row = np.fromiter(views, dtype=object, count=rows.size)  # iterating a 2-D array yields its rows
     if rows.size == num_envs:  # every row ended (always, for router envs): rows is 0..E-1, in order
         return per_row, mask
     arr = np.full(num_envs, None, dtype=object)
@@ -125,10 +115,8 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
     def render(self) -> tuple[str | np.ndarray, ...] | None:
         """One frame per row, as ``SyncVectorEnv.render`` returns them (see `seffi.envs.render`).
 
-        In ``NEXT_STEP`` and ``DISABLED`` modes rows whose episode ended on the last step show that
-        episode's end (they are not reset yet); in ``SAME_STEP`` mode they show the new episode — exactly
-        like the single envs inside a ``SyncVectorEnv`` of the same mode. Without a render
-        mode it warns and returns ``None`` (Gymnasium's ``CartPoleVectorEnv`` convention).
+        A row whose episode ended on the last step shows its end, or in ``SAME_STEP`` mode the new
+        episode, as in a ``SyncVectorEnv``. Without a render mode it warns and returns ``None``.
         """
         if self.render_mode is None:
             warn_no_render_mode(self)
@@ -143,8 +131,8 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
         ``options["input_id"]`` may be one id (for every row, as ``SyncVectorEnv`` passes it) or a
         sequence of ``num_envs`` ids.
         """
-        check_options(options, frozenset({"input_id", "reset_mask"}))
         n = self.num_envs
+        explicit = explicit_inputs(self._engine.spec, options, n, frozenset({"input_id", "reset_mask"}))
         if seed is None:
             seeds: list[int | None] = [None] * n
         elif isinstance(seed, int | np.integer):
@@ -160,7 +148,6 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
             if mask.shape != (n,) or mask.dtype != np.bool_ or not mask.any():
                 raise SeffiError(f"options['reset_mask'] must be a bool array of shape ({n},) with a True")
             rows = self._rows[mask]
-        explicit = explicit_inputs(self._engine.spec, options, n)
         for r in rows:
             if seeds[r] is not None or not self._engine.life.seeded(int(r)):
                 self._engine.restart(int(r), seeding.np_random(seeds[r])[0])

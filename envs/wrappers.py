@@ -23,39 +23,32 @@ from gymnasium.vector import VectorWrapper
 from seffi.errors import SeffiError
 
 
-class _Memory:
-    """Strategies found per (stream, input) in the current run."""
-
-    def __init__(self, bonus: float, valid_only: bool) -> None:
-        if not np.isfinite(bonus):
-            raise SeffiError(f"bonus must be finite, got {bonus!r}")
-        self.bonus, self.valid_only = float(bonus), valid_only
-        self.seen: dict[tuple[int, str], set[str]] = {}
-
-    def __call__(self, stream: int, input_id: str, matches: Any, valid: bool, sample_index: int) -> float:
-        key = (stream, input_id)
-        if sample_index == 1 or key not in self.seen:
-            self.seen[key] = set()
-        if self.valid_only and not valid:
-            return 0.0
-        new = set(matches) - self.seen[key]
-        self.seen[key] |= new
-        return self.bonus * len(new)
-
-
 class _BonusWrapper:
-    """What both wrappers share: the memory, and forgetting it when a seeded reset restarts the runs."""
+    """What both wrappers share: the strategies found per (stream, input) in the current run."""
 
     env: Any
 
     def __init__(self, env: Any, bonus: float = 1.0, valid_only: bool = True) -> None:
         super().__init__(env)  # type: ignore[call-arg]
-        self._memory = _Memory(bonus, valid_only)
+        if not np.isfinite(bonus):
+            raise SeffiError(f"bonus must be finite, got {bonus!r}")
+        self._bonus, self._valid_only = float(bonus), valid_only
+        self._seen: dict[tuple[int, str], set[str]] = {}
 
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         if seed is not None:  # a seeded reset restarts the env's runs, so forget what was found
-            self._memory.seen.clear()
+            self._seen.clear()
         return self.env.reset(seed=seed, options=options)
+
+    def _novelty(self, stream: int, input_id: str, matches: Any, valid: bool, sample_index: int) -> float:
+        key = (stream, input_id)
+        if sample_index == 1 or key not in self._seen:
+            self._seen[key] = set()
+        if self._valid_only and not valid:
+            return 0.0
+        new = set(matches) - self._seen[key]
+        self._seen[key] |= new
+        return self._bonus * len(new)
 
 
 class NoveltyBonus(_BonusWrapper, gym.Wrapper[Any, Any, Any, Any]):
@@ -70,7 +63,7 @@ class NoveltyBonus(_BonusWrapper, gym.Wrapper[Any, Any, Any, Any]):
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if "strategy_matches" in info:
-            extra = self._memory(
+            extra = self._novelty(
                 0, info["input_id"], info["strategy_matches"], info["valid"], info["sample_index"]
             )
             reward = float(reward) + extra
@@ -95,7 +88,7 @@ class VectorNoveltyBonus(_BonusWrapper, VectorWrapper):
             rewards = np.asarray(rewards, dtype=np.float64).copy()
             extra = np.zeros(self.num_envs)
             for i in np.flatnonzero(mask):
-                extra[i] = self._memory(
+                extra[i] = self._novelty(
                     int(i),
                     final["input_id"][i],
                     final["strategy_matches"][i],

@@ -36,12 +36,11 @@ class EpisodeBatch:
 
     def __post_init__(self) -> None:
         n, m = len(self.input_id), len(self.strategies)
-        one = self.valid.shape == self.env_index.shape == self.sample_index.shape == self.run_index.shape
-        ints = {self.env_index.dtype, self.sample_index.dtype, self.run_index.dtype, self.z.dtype}
-        if not (one and self.z.shape == (n,) == self.valid.shape and self.hits.shape == (n, m)):
-            raise ValueError(f"EpisodeBatch columns must hold {n} episodes and hits shape ({n}, {m})")
-        if not (self.hits.dtype == self.valid.dtype == np.bool_ and ints == {np.dtype(np.int64)}):
-            raise ValueError("EpisodeBatch needs bool hits and valid, int64 indices and z")
+        cols = (self.hits, self.valid, self.env_index, self.sample_index, self.run_index, self.z)
+        if [(c.shape, c.dtype) for c in cols] != [((n, m), bool), ((n,), bool), *[((n,), np.int64)] * 4]:
+            raise ValueError(
+                f"EpisodeBatch needs bool hits shape ({n}, {m}), bool valid, int64 indices and z"
+            )
 
     def __len__(self) -> int:
         return len(self.input_id)
@@ -49,51 +48,26 @@ class EpisodeBatch:
     @classmethod
     def empty(cls, strategies: Sequence[str]) -> EpisodeBatch:
         """No episodes."""
-        i, hits = np.zeros(0, dtype=np.int64), np.zeros((0, len(strategies)), dtype=bool)
-        return cls(tuple(strategies), np.zeros(0, dtype=object), hits, i > 0, i, i, i, i)
+        return cls.of(strategies, [], np.zeros((0, len(strategies)), dtype=bool))
 
     @classmethod
-    def of(
-        cls,
-        strategies: Sequence[str],
-        input_id: Any,
-        hits: Any,
-        *,
-        valid: Any = None,
-        env_index: Any = None,
-        sample_index: Any = None,
-        run_index: Any = None,
-        z: Any = None,
-    ) -> EpisodeBatch:
-        """A batch from array-likes, the columns not given filled as "not reported".
+    def of(cls, strategies: Sequence[str], input_id: Any, hits: Any, **columns: Any) -> EpisodeBatch:
+        """A batch from array-likes: ``input_id``, ``hits`` and any of the other columns by name.
 
-        ``valid`` defaults to True, ``env_index`` to 0 and the rest to -1. Values are not screened
-        against the info contract (the parsers do that): this is for data already checked.
-
-        Example:
-            >>> b = EpisodeBatch.of(("a", "b"), ["x1", "x1"], [[True, False], [True, True]])
-            >>> len(b), b.valid.tolist()
-            (2, [True, True])
+        A column not given is filled as "not reported": ``valid`` True, ``env_index`` 0, the rest -1.
+        Values are not screened against the info contract (the parsers do that): this is for data
+        already checked.
         """
         ids = np.empty(len(input_id), dtype=object)
         ids[:] = list(input_id)
-        n = ids.size
-
-        def column(values: Any, fill: int) -> np.ndarray:
-            return np.full(n, fill, dtype=np.int64) if values is None else np.asarray(values, dtype=np.int64)
-
+        n, fill = ids.size, {"valid": True, "env_index": 0, "sample_index": -1, "run_index": -1, "z": -1}
+        given = {k: columns.pop(k, None) for k in fill}
+        cols = {k: np.full(n, v) if given[k] is None else np.asarray(given[k]) for k, v in fill.items()}
+        if columns:
+            raise TypeError(f"EpisodeBatch.of got unknown columns {sorted(columns)}")
         hits = np.asarray(hits, dtype=bool).reshape(n, len(strategies))
-        ok = np.ones(n, dtype=bool) if valid is None else np.asarray(valid, dtype=bool)
-        return cls(
-            tuple(strategies),
-            ids,
-            hits,
-            ok,
-            column(env_index, 0),
-            column(sample_index, -1),
-            column(run_index, -1),
-            column(z, -1),
-        )
+        valid = cols.pop("valid").astype(bool)
+        return cls(tuple(strategies), ids, hits, valid, **{k: v.astype(np.int64) for k, v in cols.items()})
 
     @classmethod
     def concat(cls, batches: Sequence[EpisodeBatch]) -> EpisodeBatch:
@@ -102,8 +76,9 @@ class EpisodeBatch:
             raise ValueError("EpisodeBatch.concat needs batches over the same strategies")
         if len(batches) == 1:
             return batches[0]
-        columns = (np.concatenate([getattr(b, k) for b in batches]) for k in _COLUMNS)
-        return cls(batches[0].strategies, *columns)
+        return cls(
+            batches[0].strategies, *(np.concatenate([getattr(b, k) for b in batches]) for k in _COLUMNS)
+        )
 
     def take(self, index: Any) -> EpisodeBatch:
         """The episodes at ``index`` (int array, or bool mask of shape (N,))."""

@@ -18,13 +18,11 @@ _BOOLS, _INT = (bool, np.bool_), (int, np.integer)
 
 @dataclass(frozen=True)
 class Rule:
-    """What one info key may hold.
+    """What one info key may hold: ``what`` in words, ``fill`` where not reported (None: required).
 
-    ``what``: the rule in words; ``fill``: the value where not reported (None: the key is required);
     ``kinds``: numpy dtype kinds of a typed column; ``types``: of a value (a bool only where listed);
     ``exact``: the value types of a list that passes at a glance; ``minimum``: of ints (which fit int64).
-    Integral floats (``3.0``) count as ints: Gymnasium stores a step's column as floats when the first
-    env to report it gave a float.
+    Integral floats count as ints: Gymnasium stores a column as floats when its first value was one.
     """
 
     what: str
@@ -44,8 +42,9 @@ class Rule:
 
     def bad(self, values: Any, have: np.ndarray | None = None) -> np.ndarray | None:
         """Bool mask (N,) of the ``values`` that break the rule among those ``have`` marks; None: none."""
+        low = self.minimum or 0
         if isinstance(values, np.ndarray) and values.dtype != object:  # by dtype and one range reduction
-            kind, low = values.dtype.kind, self.minimum or 0
+            kind = values.dtype.kind
             if kind not in self.kinds:
                 out = np.ones(len(values), dtype=bool)
             elif kind == "f":
@@ -58,7 +57,7 @@ class Rule:
                 out = values < low
         else:  # a list: at a glance by its value types, value by value only when that does not settle it
             fits = len(values) > 0 and set(map(type, values)) <= self.exact
-            if fits and (self.minimum is None or self.minimum <= min(values) <= max(values) <= _I64_MAX):
+            if fits and (self.minimum is None or low <= min(values) <= max(values) <= _I64_MAX):
                 return None
             out = np.fromiter((not self.ok(v) for v in values), dtype=bool, count=len(values))
         if have is not None:
@@ -79,24 +78,22 @@ CONTRACT: dict[str, Rule] = {
 }
 
 
-def _missing(key: str, info: Any) -> str:
-    if not isinstance(info, Mapping):
-        return f"an episode ended but its info is {info!r:.60}, not a dict"
-    text = f"an episode ended but its info has no {key!r} (keys: {sorted(map(str, info))})"
+def _why(key: str, x: Any, missing: bool = False) -> str:
+    """Why an episode is refused: its info ``x`` lacks ``key``, or ``x``, its value of ``key``, is bad."""
+    if not missing:
+        return f"{key!r} must be {CONTRACT[key].what}, got {type(x).__name__} {x!r:.60}"
+    if not isinstance(x, Mapping):
+        return f"an episode ended but its info is {x!r:.60}, not a dict"
+    text = f"an episode ended but its info has no {key!r} (keys: {sorted(map(str, x))})"
     if key == "strategy_matches":
         text += "; coverage needs the final-step info of a seffi env, or a wrapper that passes it through"
     return text
 
 
-def _show(x: Any) -> str:
-    return f"{type(x).__name__} {x!r:.60}"
-
-
 class EpisodeRejected(SeffiError):
-    """Finished episodes whose info breaks the contract (a missing key, a value of the wrong type).
+    """Finished episodes whose info breaks the contract; the good ones of the call are in ``batch``.
 
-    Only the bad episodes are refused: the good ones of the call are in ``batch``, and a monitor records
-    them (and says so) before this reaches the caller.
+    A monitor records the good episodes (and says so) before this reaches the caller.
 
     Attributes:
         key: The offending info key (``"info"`` when the info itself is not a dict).
@@ -124,8 +121,7 @@ class EpisodeRejected(SeffiError):
 class MatchCoder:
     """Codes ``strategy_matches`` values as rows of ``table``, a bool hit table over ``strategies``.
 
-    Each distinct value is checked once, later ones cost a dict lookup; kept across calls (a monitor
-    holds one), with the input ids already checked (``known``).
+    Each distinct value is checked once; a monitor keeps one across calls, with the ids already checked.
     """
 
     def __init__(self, strategies: Sequence[str]) -> None:
@@ -155,15 +151,13 @@ class MatchCoder:
             raise ValueError(f"'strategy_matches' must be a tuple of strategy ids, got {got}: {raw!r}")
         ms = tuple(sorted(str(s) for s in raw))
         if ms not in self._code:
-            unknown = sorted(set(ms) - set(self._index))
-            if unknown:
+            if unknown := sorted(set(ms) - set(self._index)):
                 raise ValueError(
                     f"'strategy_matches' holds strategy ids {unknown} that are not among the declared "
                     f"strategies {list(self.strategies)}"
                 )
-            row = np.zeros((1, len(self.strategies)), dtype=bool)
-            row[0, [self._index[s] for s in ms]] = True
-            self._code[ms], self.table = len(self.table), np.concatenate([self.table, row])
+            self.table = np.concatenate([self.table, np.isin(self.strategies, ms)[None]])
+            self._code[ms] = len(self.table) - 1
         try:
             self._code[raw] = self._code[ms]
         except TypeError:  # unhashable: coded again next time
@@ -178,52 +172,50 @@ def _known(coder: MatchCoder, ids: Any) -> bool:  # every id passed an earlier c
         return False
 
 
-def screen(cols: Mapping[str, Any], n: int, coder: MatchCoder, info_of: Callable[[int], Any]) -> tuple:
+def screen(cols: dict[str, Any], n: int, coder: MatchCoder, info_of: Callable[[int], Any]) -> tuple:
     """Check N finished episodes against `CONTRACT`, the one check of every parser.
 
-    Args:
-        cols: key -> (values, have): the values (numpy column or list, length N) and a bool array of
-            those reported (``None``: all); keys nobody reported left out; ``"info"`` -> (None, is a dict).
-            Its input ids become an object array of str (an int id: its decimal string).
-        n: Number of episodes N.
-        coder: Codes the match sets.
-        info_of: Row -> its info (for the message naming a missing key).
+    ``cols``: key -> (values: numpy column or list of N, which are reported: bool (N,), None: all), keys
+    nobody reported left out, ``"info"`` -> (None, is a dict); its input ids become an object array of
+    str. ``info_of``: row -> its info, for the message naming a missing key.
 
     Returns:
         (good rows: bool (N,), None if all; match codes (N,); None or (bad, key, row, why) of the first).
     """
-    bad: np.ndarray | None = None
-    first: tuple[int, str, str] | None = None
+    bad, first = np.zeros(n, dtype=bool), (n, "", "")
 
-    def add(mask: np.ndarray, key: str, reason_of: Callable[[int], str]) -> None:
-        nonlocal bad, first
-        if mask.any():
-            bad, row = (mask.copy() if bad is None else bad | mask), int(mask.argmax())
-            if first is None or row < first[0]:
+    def add(mask: np.ndarray | None, key: str, reason_of: Callable[[int], str]) -> None:
+        nonlocal first
+        if mask is not None and mask.any():
+            np.logical_or(bad, mask, out=bad)
+            if (row := int(mask.argmax())) < first[0]:
                 first = (row, key, reason_of(row))
 
     if "info" in cols:
-        add(~cols["info"][1], "info", lambda r: _missing("info", info_of(r)))
+        add(~cols["info"][1], "info", lambda r: _why("info", info_of(r), True))
     for key, rule in CONTRACT.items():
-        values, have = cols[key] if key in cols else (None, np.zeros(n, dtype=bool))
-        if rule.fill is None and have is not None:
-            add(~have, key, lambda r, key=key: _missing(key, info_of(r)))
+        values, have = cols.get(key, (None, None))
+        if rule.fill is None and (values is None or have is not None):
+            add(
+                np.ones(n, dtype=bool) if values is None else ~have,
+                key,
+                lambda r, k=key: _why(k, info_of(r), True),
+            )
         known = key == "input_id" and _known(coder, values)
         mask = None if values is None or key == "strategy_matches" or known else rule.bad(values, have)
-        if mask is not None:
-            add(mask, key, lambda r, k=key, v=values, w=rule.what: f"{k!r} must be {w}, got {_show(v[r])}")
+        add(mask, key, lambda r, k=key, v=values: _why(k, v[r]))
         if key == "input_id" and values is not None and not (known and isinstance(values, np.ndarray)):
             ids = values.astype(str) if isinstance(values, np.ndarray) and values.dtype != object else values
             ids = np.array([v if type(v) is str else str(v) for v in ids], dtype=object)
             coder.known.update(ids if mask is None else ids[~mask])  # good ids pass at a glance next time
-            cols["input_id"] = (ids, have)  # type: ignore[index]
+            cols["input_id"] = (ids, have)
     codes, reasons, matches = np.zeros(n, dtype=np.int64), {}, cols.get("strategy_matches", (None,))[0]
-    rows = np.arange(n) if bad is None else np.flatnonzero(~bad)
-    if matches is not None and bad is None:  # the common case: no copies
+    rows = np.flatnonzero(~bad)
+    if matches is not None and rows.size == n:  # the common case: no copies
         codes, reasons = coder.codes(matches)
     elif matches is not None:
         codes[rows], reasons = coder.codes([matches[i] for i in rows.tolist()])
     if reasons:
         where = dict(zip(rows[list(reasons)].tolist(), reasons.values(), strict=True))
         add(np.isin(np.arange(n), list(where)), "strategy_matches", where.__getitem__)
-    return (None, codes, None) if first is None else (~bad, codes, (bad, first[1], first[0], first[2]))
+    return (None, codes, None) if first[0] == n else (~bad, codes, (bad, first[1], first[0], first[2]))

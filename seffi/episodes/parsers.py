@@ -1,12 +1,10 @@
 """One parser per info format, each returning the finished episodes as an `EpisodeBatch`.
 
-* `parse_vector`: a Gymnasium vector env's dict of arrays with ``_key`` masks. In ``NEXT_STEP`` (the
-  default) and ``DISABLED`` autoreset modes the final info sits at index ``i`` on the step where env
-  ``i`` ended; in ``SAME_STEP`` the env was reset inside that step, so the top level holds the reset
-  info and the final one is under ``"final_info"``, selected by ``"_final_info"`` (Gymnasium 0.29: an
-  object array of dicts).
-* `parse_list`: an info dict per env: SB3's VecEnv (it resets inside ``step``, leaving the final info in
-  ``infos[i]``), Gymnasium's ``DictInfoToList`` (in ``SAME_STEP`` under ``infos[i]["final_info"]``).
+* `parse_vector`: a Gymnasium vector env's dict of arrays with ``_key`` masks, the final info of env
+  ``i`` at index ``i``; in ``SAME_STEP`` autoreset under ``"final_info"``, selected by ``"_final_info"``
+  (Gymnasium 0.29: an object array of dicts).
+* `parse_list`: an info dict per env: SB3's VecEnv, Gymnasium's ``DictInfoToList`` (in ``SAME_STEP``
+  under ``infos[i]["final_info"]``).
 * `parse_info` (a plain env's or RLlib episode's final info), `parse_generation` (all completions of a
   TRL step, as columns), `parse_rows` (dicts with the contract's keys, e.g. read from files).
 
@@ -19,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from itertools import chain
+from itertools import chain, compress
 from typing import Any
 
 import numpy as np
@@ -58,7 +56,7 @@ def _finish(cols: dict[str, Any], env: np.ndarray, strategies: Any, info_of: Any
         kept, codes, keep = env[good], codes[good], good.tolist()
         cols = {
             k: (
-                v[good] if isinstance(v, np.ndarray) else [x for x, g in zip(v, keep, strict=True) if g],
+                v[good] if isinstance(v, np.ndarray) else list(compress(v, keep)),
                 h if h is None else h[good],
             )
             for k, (v, h) in cols.items()
@@ -70,8 +68,9 @@ def _finish(cols: dict[str, Any], env: np.ndarray, strategies: Any, info_of: Any
     if first is None:
         return batch
     mask, key, row, why = first
-    at, n = int(env[row]), int(mask.sum())
-    raise EpisodeRejected(why, key=key, env_index=at, env_name=name, rejected=n, batch=batch)
+    raise EpisodeRejected(
+        why, key=key, env_index=int(env[row]), env_name=name, rejected=int(mask.sum()), batch=batch
+    )
 
 
 def _typed(col: Any, fill: Any, dtype: Any, n: int) -> np.ndarray:
@@ -96,8 +95,7 @@ def _from_columns(infos: Mapping[str, Any], idx: np.ndarray, strategies: Any, na
             cols[key] = (values[idx] if typed else [values[i] for i in idx.tolist()], have)
 
     def info_of(row: int) -> dict[str, Any]:  # the keys env idx[row] reported, for the error message
-        masks = {k: infos.get("_" + k) for k in infos if not k.startswith("_")}
-        return {k: None for k, m in masks.items() if m is None or m[idx[row]]}
+        return {k: None for k in infos if k[:1] != "_" and ("_" + k not in infos or infos["_" + k][idx[row]])}
 
     return _finish(cols, idx + offset, strategies, info_of, name)
 

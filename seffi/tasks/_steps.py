@@ -73,11 +73,16 @@ def render_trace(steps: list[Step], answer: Answer) -> str:
 class StepTask(Task[X, C]):
     """A task whose traces are canonical step lines plus an answer line (see the module docstring).
 
-    Subclasses implement ``_draw``, ``prompt``, ``vocabulary``, ``strategies``, ``_strategy_steps``,
-    ``_parse_step``, ``_check``, ``_answer``, ``_wrong_answer``, ``_max_steps`` and ``_off_candidates``;
-    ``_parse_answer`` reads one integer unless overridden.
+    Subclasses declare ``strategy_names`` and the formats, and implement ``_draw``, ``prompt``,
+    ``vocabulary``, ``_strategy_steps``, ``_check``, ``_wrong_answer``, ``_max_steps`` and
+    ``_off_candidates``. By default a step line is ``command`` (``keyword <int> ...``) and the answer is
+    one integer, the number of steps.
     """
 
+    #: The declared strategy ids, returned by ``strategies()``.
+    strategy_names: ClassVar[tuple[str, ...]]
+    #: ``(keyword, number of integers)`` of a step line, read by the default ``_parse_step``.
+    command: ClassVar[tuple[str, int]]
     #: Human-readable formats used in parse-error messages.
     step_format: ClassVar[str]
     answer_format: ClassVar[str]
@@ -99,17 +104,20 @@ class StepTask(Task[X, C]):
     def _strategy_steps(self, x: X, strategy: str) -> list[Step] | None:
         """The canonical steps ``strategy`` takes on ``x``; ``None`` when it has no valid trace."""
 
-    @abc.abstractmethod
+    def strategies(self) -> tuple[str, ...]:
+        return self.strategy_names
+
     def _parse_step(self, x: X, words: list[str]) -> Step | None:
         """The canonical step of one line's words, or ``None`` when the line is malformed."""
+        return parse_command(words, *self.command)
 
     @abc.abstractmethod
     def _check(self, x: X, steps: list[Step]) -> str | None:
         """Simulate ``steps``: ``None`` when every step is legal and the input is solved, else why not."""
 
-    @abc.abstractmethod
     def _answer(self, x: X, steps: list[Step]) -> Answer:
-        """The correct answer of a legal, solving step list."""
+        """The correct answer of a legal, solving step list (default: the number of steps)."""
+        return (len(steps),)
 
     def _parse_answer(self, x: X, words: list[str]) -> Answer | None:
         """The answer of the words after ``answer``, or ``None`` when malformed (default: one integer)."""

@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import abc
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Literal, TypeVar, get_args, get_origin
@@ -41,15 +42,10 @@ MAX_TRACE_CHARS = 100_000
 
 
 def coerce_text(y_text: Any, noun: str = "text") -> tuple[str, None] | tuple[None, str]:
-    """Normalise a generated text the way every validator and labeler screens junk.
+    """``(text, None)`` for usable text (UTF-8 bytes decoded), else ``(None, why)``, ``noun`` naming it.
 
-    Args:
-        y_text: Anything a generator or trainer produced.
-        noun: What the text is called in the reasons (``"trace"`` for ``validate_y_text``).
-
-    Returns:
-        ``(text, None)`` for usable text, or ``(None, reason)`` when it is bytes that are not UTF-8,
-        not text at all, longer than ``MAX_TRACE_CHARS``, or empty/whitespace.
+    Every validator and labeler screens junk this way: text that is not UTF-8, not text at all, longer
+    than ``MAX_TRACE_CHARS`` or empty/whitespace is refused.
     """
     if isinstance(y_text, bytes | bytearray | memoryview):
         try:
@@ -137,15 +133,11 @@ class TaskConfig(BaseModel):
     off_strategy_rate: float = Field(0.05, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
-    def _rates(self) -> TaskConfig:
+    def _ordered(self) -> TaskConfig:
         if self.invalid_rate + self.off_strategy_rate >= 1.0:
             raise ValueError(
                 "invalid_rate + off_strategy_rate must be < 1 (some samples must follow a strategy)"
             )
-        return self
-
-    @model_validator(mode="after")
-    def _ordered(self) -> TaskConfig:
         for low, high in self.ordered_fields:
             if getattr(self, low) > getattr(self, high):
                 raise ValueError(f"{low} must be <= {high}")
@@ -225,29 +217,17 @@ class Vocabulary:
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` (no ``<eos>`` appended)."""
-        ids: list[int] = []
-        for n, line in enumerate(text.split("\n")):
-            if n:
-                ids.append(self.NEWLINE)
-            ids.extend(self._index.get(w, self.UNK) for w in line.split())
-        return ids
+        return [self._index.get(w, self.UNK) for w in re.findall(r"\n|\S+", text)]
 
     def decode(self, ids: Any) -> str:
         """Text of ``ids`` up to the first ``<eos>``; ``<pad>`` is skipped, ``<unk>`` kept as a word."""
-        lines: list[list[str]] = [[]]
-        for i in ids:
-            i = int(i)
+        words = []
+        for i in map(int, ids):
             if i == self.EOS:
                 break
-            if i == self.PAD:
-                continue
-            if i == self.NEWLINE:
-                lines.append([])
-            elif 0 <= i < len(self.tokens):
-                lines[-1].append(self.tokens[i])
-            else:
-                lines[-1].append("<unk>")
-        return "\n".join(" ".join(words) for words in lines)
+            if i != self.PAD:
+                words.append(self.tokens[i] if 0 <= i < len(self.tokens) else "<unk>")
+        return "\n".join(line.strip(" ") for line in " ".join(words).split("\n"))
 
 
 X = TypeVar("X", bound=TaskInput)
@@ -258,12 +238,10 @@ R = TypeVar("R")
 class Task(abc.ABC, Generic[X, C]):
     """A family of inputs with several solution strategies and a validator that attributes traces.
 
-    Subclasses set ``name`` and implement ``strategies``, ``_generate``, ``prompt``, ``solve``,
-    ``_validate``, ``off_strategy_trace``, ``invalid_trace`` and ``vocabulary``. ``input_cls`` and
-    ``config_cls`` come from the type parameters of ``Task[Input, Config]`` (or of a generic
-    subclass such as ``StepTask[Input, Config]``); a class body may also set them itself. Everything
-    else (ids, seeding, the base sampler and its exact distribution, the never-raising guard around
-    the validator) lives here once.
+    Subclasses set ``name`` and implement the abstract methods; ``input_cls`` and ``config_cls`` come
+    from the type parameters of ``Task[Input, Config]`` (or of a generic subclass such as
+    ``StepTask[Input, Config]``) unless the class body sets them. Ids, seeding, the base sampler and its
+    exact law, and the never-raising guard around the validator live here once.
     """
 
     name: ClassVar[str]
@@ -271,23 +249,13 @@ class Task(abc.ABC, Generic[X, C]):
     config_cls: ClassVar[type[TaskConfig]] = TaskConfig
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Set ``input_cls`` and ``config_cls`` from the subclass's ``Task[Input, Config]`` parameters.
-
-        A class body that sets either one keeps it; a parameter that is still a type variable (a
-        generic subclass) sets nothing.
-        """
         super().__init_subclass__(**kwargs)
         for base in cls.__dict__.get("__orig_bases__", ()):
-            origin = get_origin(base)
-            if not (isinstance(origin, type) and issubclass(origin, Task)):
-                continue
-            for arg in get_args(base):
-                if not isinstance(arg, type):
-                    continue
-                if issubclass(arg, TaskInput) and "input_cls" not in cls.__dict__:
-                    cls.input_cls = arg
-                elif issubclass(arg, TaskConfig) and "config_cls" not in cls.__dict__:
-                    cls.config_cls = arg
+            if isinstance(origin := get_origin(base), type) and issubclass(origin, Task):
+                for arg in (a for a in get_args(base) if isinstance(a, type)):  # not a type variable
+                    for attr, kind in (("input_cls", TaskInput), ("config_cls", TaskConfig)):
+                        if issubclass(arg, kind) and attr not in cls.__dict__:  # the class body wins
+                            setattr(cls, attr, arg)
 
     def __init__(self, config: C | None = None, **overrides: Any) -> None:
         if config is not None and overrides:
@@ -406,17 +374,7 @@ class Task(abc.ABC, Generic[X, C]):
     def _cached(
         self, cache: dict[tuple[str, str], R], x: X, strategy: str, compute: Callable[[X, str], R]
     ) -> R:
-        """``compute(x, strategy)``, cached in ``cache`` under ``(x.id, strategy)``.
-
-        Args:
-            cache: The per-instance cache the results of ``compute`` are kept in.
-            x: The input.
-            strategy: One of ``strategies()``.
-            compute: The uncached function of ``(x, strategy)``.
-
-        Raises:
-            ValueError: ``strategy`` is not one of ``strategies()``.
-        """
+        """``compute(x, strategy)``, kept in ``cache``; a ValueError for an unknown strategy."""
         key = (x.id, strategy)
         if key not in cache:
             if strategy not in self.strategies():

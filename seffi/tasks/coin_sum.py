@@ -19,9 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from seffi.tasks._steps import Answer, Step, StepTask, parse_command
+from seffi.tasks._steps import Answer, Step, StepTask
 from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
 from seffi.tasks.registry import register_task
 
@@ -37,13 +37,7 @@ class CoinSumConfig(TaskConfig):
     max_target: int = Field(16, ge=1, le=60)
     include_one: float = Field(0.5, ge=0.0, le=1.0, description="probability that coin 1 is in the set")
 
-    ordered_fields = (("min_target", "max_target"),)
-
-    @model_validator(mode="after")
-    def _distinct(self) -> CoinSumConfig:
-        if self.num_coins > self.max_coin:
-            raise ValueError("num_coins must be <= max_coin (denominations are distinct)")
-        return self
+    ordered_fields = (("min_target", "max_target"), ("num_coins", "max_coin"))  # distinct denominations
 
 
 class CoinSumInput(TaskInput):
@@ -79,11 +73,10 @@ class CoinSum(StepTask[CoinSumInput, CoinSumConfig]):
     """Coin change with four payment procedures."""
 
     name = "coin_sum"
+    strategy_names = ("greedy", "min_coin", "ascending", "fewest_denominations")
+    command = ("take", 2)
     step_format = "take <coin> <count>"
     answer_format = "answer <number of coins>"
-
-    def strategies(self) -> tuple[str, ...]:
-        return ("greedy", "min_coin", "ascending", "fewest_denominations")
 
     def _draw(self, rng: np.random.Generator) -> dict[str, Any]:
         cfg = self.config
@@ -123,9 +116,6 @@ class CoinSum(StepTask[CoinSumInput, CoinSumConfig]):
         else:  # ascending: fewest of the smallest coin, then of the next, ...
             best = min(reps)
         return _lines(coins, best, descending=strategy != "ascending")
-
-    def _parse_step(self, x: CoinSumInput, words: list[str]) -> Step | None:
-        return parse_command(words, "take", 2)
 
     def _check(self, x: CoinSumInput, steps: list[Step]) -> str | None:
         total = 0

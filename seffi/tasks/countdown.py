@@ -53,17 +53,11 @@ class CountdownInput(TaskInput):
 
 def _apply(a: int, op: str, b: int, max_value: int) -> int | None:
     """``a op b`` under the rules (positive integer results at most ``max_value``), else ``None``."""
-    if op == "+":
-        r = a + b
-    elif op == "-":
-        r = a - b
-    elif op == "*":
-        r = a * b
+    if op == "/":
+        r = None if b == 0 or a % b else a // b
     else:
-        if b == 0 or a % b:
-            return None
-        r = a // b
-    return r if 0 < r <= max_value else None
+        r = a + b if op == "+" else a - b if op == "-" else a * b
+    return r if r is not None and 0 < r <= max_value else None
 
 
 def _step(a: int, op: str, b: int, r: int) -> Step:
@@ -129,11 +123,9 @@ class Countdown(StepTask[CountdownInput, CountdownConfig]):
     """Countdown numbers game with four expression-shape strategies."""
 
     name = "countdown"
+    strategy_names = ("chain", "pairwise", "multiply_first", "largest_first")
     step_format = "<a> <op> <b> = <c>"
     answer_format = "answer <target>"
-
-    def strategies(self) -> tuple[str, ...]:
-        return ("chain", "pairwise", "multiply_first", "largest_first")
 
     def _draw(self, rng: np.random.Generator) -> dict[str, Any]:
         cfg = self.config

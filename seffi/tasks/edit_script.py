@@ -129,11 +129,9 @@ class EditScript(StepTask[EditScriptInput, EditScriptConfig]):
     """Edit scripts with four alignment/ordering procedures."""
 
     name = "edit_script"
+    strategy_names = ("left_to_right", "right_to_left", "delete_then_insert", "substitution_preferring")
     step_format = "sub <i> <letter> | del <i> | ins <i> <letter>"
     answer_format = "answer <letters of the final word>"
-
-    def strategies(self) -> tuple[str, ...]:
-        return ("left_to_right", "right_to_left", "delete_then_insert", "substitution_preferring")
 
     @property
     def alphabet(self) -> str:
@@ -173,17 +171,10 @@ class EditScript(StepTask[EditScriptInput, EditScriptConfig]):
 
     def _parse_step(self, x: EditScriptInput, words: list[str]) -> Step | None:
         arity = {"del": 2, "ins": 3, "sub": 3}.get(words[0] if words else "")
-        if arity is None or len(words) != arity:
+        i = parse_int(words[1]) if arity == len(words) else None
+        if i is None or (arity == 3 and not (len(words[2]) == 1 and words[2] in string.ascii_lowercase)):
             return None
-        i = parse_int(words[1])
-        if i is None:
-            return None
-        if arity == 2:
-            return ("del", i)
-        letter = words[2]
-        if len(letter) != 1 or letter not in string.ascii_lowercase:
-            return None
-        return (words[0], i, letter)
+        return (words[0], i, *words[2:])
 
     def _check(self, x: EditScriptInput, steps: list[Step]) -> str | None:
         word = list(x.source)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from seffi.tasks._steps import Answer, Step, StepTask, parse_command
+from seffi.tasks._steps import Answer, Step, StepTask
 from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
 from seffi.tasks.registry import register_task
 
@@ -94,11 +94,10 @@ class GraphTraversal(StepTask[GraphTraversalInput, GraphTraversalConfig]):
     """Graph search orders with a fixed smallest-label tie-break."""
 
     name = "graph_traversal"
+    strategy_names = tuple(_PROCEDURES)
+    command = ("visit", 1)
     step_format = "visit <node>"
     answer_format = "answer <number of nodes visited>"
-
-    def strategies(self) -> tuple[str, ...]:
-        return tuple(_PROCEDURES)
 
     def _draw(self, rng: np.random.Generator) -> dict[str, Any]:
         cfg = self.config
@@ -123,9 +122,6 @@ class GraphTraversal(StepTask[GraphTraversalInput, GraphTraversalConfig]):
     def _strategy_steps(self, x: GraphTraversalInput, strategy: str) -> list[Step] | None:
         return [("visit", v) for v in _PROCEDURES[strategy](_adjacency(x), x.start)]
 
-    def _parse_step(self, x: GraphTraversalInput, words: list[str]) -> Step | None:
-        return parse_command(words, "visit", 1)
-
     def _check(self, x: GraphTraversalInput, steps: list[Step]) -> str | None:
         adj = _adjacency(x)
         seen: set[int] = set()
@@ -142,9 +138,6 @@ class GraphTraversal(StepTask[GraphTraversalInput, GraphTraversalConfig]):
         if len(seen) != x.n_nodes:
             return f"visited {len(seen)} of {x.n_nodes} nodes"
         return None
-
-    def _answer(self, x: GraphTraversalInput, steps: list[Step]) -> Answer:
-        return (len(steps),)
 
     def _wrong_answer(self, x: GraphTraversalInput, steps: list[Step], rng: np.random.Generator) -> Answer:
         return (len(steps) + int(rng.choice([-1, 1])),)

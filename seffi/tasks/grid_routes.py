@@ -84,11 +84,9 @@ class GridRoutes(StepTask[GridRoutesInput, GridRoutesConfig]):
     """Grid routing with four route families that walls can block."""
 
     name = "grid_routes"
+    strategy_names = ("right_first", "down_first", "staircase", "wall_following")
     step_format = "right | down | left | up"
     answer_format = "answer <row> <col>"
-
-    def strategies(self) -> tuple[str, ...]:
-        return ("right_first", "down_first", "staircase", "wall_following")
 
     def _draw(self, rng: np.random.Generator) -> dict[str, Any]:
         cfg = self.config

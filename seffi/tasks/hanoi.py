@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from seffi.tasks._steps import Answer, Step, StepTask, parse_command
+from seffi.tasks._steps import Answer, Step, StepTask
 from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
 from seffi.tasks.registry import register_task
 
@@ -70,11 +70,10 @@ class Hanoi(StepTask[HanoiInput, HanoiConfig]):
     """Tower of Hanoi with three strategies that all yield the unique optimal trace."""
 
     name = "hanoi"
+    strategy_names = ("recursive", "iterative", "smallest_cycle")
+    command = ("move", 3)
     step_format = "move <disk> <from> <to>"
     answer_format = "answer <number of moves>"
-
-    def strategies(self) -> tuple[str, ...]:
-        return ("recursive", "iterative", "smallest_cycle")
 
     def _draw(self, rng: np.random.Generator) -> dict[str, Any]:
         n = int(rng.integers(self.config.min_disks, self.config.max_disks + 1))
@@ -120,9 +119,6 @@ class Hanoi(StepTask[HanoiInput, HanoiConfig]):
             moves.append(move)
         return moves
 
-    def _parse_step(self, x: HanoiInput, words: list[str]) -> Step | None:
-        return parse_command(words, "move", 3)
-
     def _check(self, x: HanoiInput, steps: list[Step]) -> str | None:
         pegs = _tower(x)
         for i, (_, disk, p, q) in enumerate(steps, 1):
@@ -136,9 +132,6 @@ class Hanoi(StepTask[HanoiInput, HanoiConfig]):
         if len(pegs[x.target]) != x.n_disks:
             return "the tower is not on the target peg at the end"
         return None
-
-    def _answer(self, x: HanoiInput, steps: list[Step]) -> Answer:
-        return (len(steps),)
 
     def _wrong_answer(self, x: HanoiInput, steps: list[Step], rng: np.random.Generator) -> Answer:
         return (len(steps) + int(rng.choice([-1, 1, 2])),)

@@ -95,11 +95,9 @@ class SortSwaps(StepTask[SortSwapsInput, SortSwapsConfig]):
     """Sorting by swaps with four classic procedures."""
 
     name = "sort_swaps"
+    strategy_names = tuple(_PROCEDURES)
     step_format = "swap <i> <j>"
     answer_format = "answer <sorted values>"
-
-    def strategies(self) -> tuple[str, ...]:
-        return tuple(_PROCEDURES)
 
     def _draw(self, rng: np.random.Generator) -> dict[str, Any]:
         cfg = self.config
