@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from seffi import __version__
 from seffi.callbacks.config import LogUnit, MonitorConfig
 from seffi.callbacks.env_access import EnvAccess, env_facts
 from seffi.callbacks.schedule import LogSchedule, RecentRuns
@@ -29,6 +30,25 @@ __all__ = ["MONITOR_STATE_FORMAT", "CoverageMonitor", "LogUnit"]
 
 #: Format tag of ``CoverageMonitor.state_dict`` (format-1 states still load: `seffi.coverage.state_v1`).
 MONITOR_STATE_FORMAT = state_v1.MONITOR_STATE_FORMAT
+
+
+def run_description(monitor: CoverageMonitor, cfg: MonitorConfig) -> dict[str, Any]:
+    """How a W&B run seffi starts is described: named and tagged by the task, settings in its config.
+
+    So runs group and filter in the W&B UI by task, env, K and M; what ``wandb_kwargs`` sets wins.
+    """
+    task = monitor.task_name or monitor.env_name or "coverage"
+    config = {
+        "seffi_version": __version__,
+        "task": monitor.task_name,
+        "env_id": monitor.env_name,
+        "budget": monitor.budget,
+        "num_strategies": len(monitor.strategies) if monitor.strategies else None,
+        "window": cfg.window,
+        "n_boot": monitor.n_boot,
+        "seed": monitor.seed,
+    }
+    return {"name": f"seffi-{task}-K{monitor.budget}", "tags": ["seffi", str(task)], "config": config}
 
 
 class CoverageMonitor:
@@ -92,6 +112,9 @@ class CoverageMonitor:
             self.out_dir, self.sinks = own_sinks(folder, cfg.wandb, cfg.plots, cfg.wandb_kwargs, reuse=same)
         else:
             self.out_dir, self.sinks = Path(cfg.out_dir) if cfg.out_dir is not None else None, cfg.sinks
+        wandb = getattr(self.sinks, "wandb", None)
+        if wandb is not None:
+            wandb.run.describe(**run_description(self, cfg))
         self.coder = MatchCoder(self.strategies)  # match sets coded once, across calls
         self._batches: list[EpisodeBatch] = []
         #: Episodes buffered, not yet folded into the tracker; finished episodes accepted (lifetime).

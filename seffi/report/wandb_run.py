@@ -112,6 +112,7 @@ class SafeWandbRun:
         self._axes: dict[str, str] = {}
         self._axis_defined: set[str] = set()
         self._axis_last: dict[str, Any] = {}  # step key -> its last logged value
+        self._named = name is not None
         if mode == "disabled":
             return
         try:
@@ -146,6 +147,22 @@ class SafeWandbRun:
             if isinstance(exc, KeyboardInterrupt):
                 raise
             self._fail("init", exc)
+
+    def describe(self, name: str, tags: Sequence[str], config: Mapping[str, Any]) -> None:
+        """Name, tags and config keys of a run this object started, where the caller set none.
+
+        A run the user started (or passed in) is theirs and is left as it is.
+        """
+        if not (self.enabled and self.owns_run):
+            return
+        try:
+            if not self._named:
+                self.run.name = name
+            if not self.run.tags:
+                self.run.tags = tuple(tags)
+            self.run.config.update({k: v for k, v in config.items() if k not in self.run.config})
+        except Exception as exc:  # a run left unnamed still logs: say so, go on
+            warnings.warn(f"W&B: could not name or tag the run ({exc}); logging goes on", stacklevel=2)
 
     @staticmethod
     def _settings(wandb: Any, mode: str, quiet: bool) -> Any:
