@@ -62,6 +62,7 @@ class SafeWandbRun:
         group: passed to ``wandb.init``.
         job_type: passed to ``wandb.init``.
         config: passed to ``wandb.init``.
+        tags: passed to ``wandb.init``.
         run: an existing run to log into; it is reused as is and not finished by ``finish()``.
             Without it, an active ``wandb.run`` (one the user or their framework started) is reused
             the same way; otherwise this object starts a run of its own. Ignored in "disabled" mode.
@@ -91,6 +92,7 @@ class SafeWandbRun:
         group: str | None = None,
         job_type: str | None = None,
         config: Mapping[str, Any] | None = None,
+        tags: Sequence[str] | None = None,
         run: Any = None,
         step_key: str = keys.STEP_KEY,
         quiet: bool = True,
@@ -136,6 +138,7 @@ class SafeWandbRun:
                     group=group,
                     job_type=job_type,
                     config=dict(config) if config else None,
+                    tags=list(tags) if tags else None,
                     mode=mode,
                     reinit="create_new",
                     settings=self._settings(wandb, mode, quiet),

@@ -33,12 +33,13 @@ def test_a_plain_loops_run_says_its_task_budget_and_strategies(tmp_path):
 
 
 def test_what_the_user_sets_wins(tmp_path):
-    mine = {"dir": str(tmp_path), "name": "mine", "config": {"budget": "theirs"}}
+    mine = {"dir": str(tmp_path), "name": "mine", "tags": ["ablation"], "config": {"budget": "theirs"}}
     monitor = CoverageMonitor(2, list(WAYS), out_dir=tmp_path / "run", wandb="offline", wandb_kwargs=mine,
                               plots=False, task_name="maze", n_boot=10)  # fmt: skip
     monitor.finalize(step=1)
     run = _described(monitor.sinks.wandb.run.run_dir)
-    assert run["name"] == "mine" and run["config"]["budget"] == "theirs" and run["config"]["task"] == "maze"
+    assert run["name"] == "mine" and run["tags"] == ["ablation"]
+    assert run["config"]["budget"] == "theirs" and run["config"]["task"] == "maze"
 
 
 class PickAWay(gym.Env):
