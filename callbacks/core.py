@@ -570,7 +570,9 @@ class CoverageMonitor:
         self.sinks.finish(report, self.tracker.state_dict())  # run.summary, report files, state artifact
         self.finalized = True
         if self._owns_sinks:  # sinks passed in belong to an adapter (or seffi run), which says this itself
-            for line in closing_lines(self.out_dir, getattr(self.sinks, "wandb", None), prefix="[seffi] "):
+            contents = "report.json, report.md" + (", plots" if self.config.plots else "")
+            wandb = getattr(self.sinks, "wandb", None)
+            for line in closing_lines(self.out_dir, wandb, contents=contents, prefix="[seffi] "):
                 print(line, flush=True)
         return report
 

@@ -18,7 +18,7 @@ def test_a_monitor_with_its_own_sinks_says_where_its_report_went(tmp_path, capsy
     run_dir = monitor.sinks.wandb.run.run_dir.relative_to(tmp_path)
     assert str(run_dir).startswith("wb/wandb/offline-run-")
     assert capsys.readouterr().out.splitlines() == [
-        "[seffi] run folder: out  (report.json, report.md, plots)",
+        "[seffi] run folder: out  (report.json, report.md)",
         f"[seffi] W&B offline run saved; upload it with: wandb sync {run_dir}",
     ]
     passed = CoverageMonitor(2, ("a", "b"), sinks=LocalSink(tmp_path / "own"), n_boot=0)
