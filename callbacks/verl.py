@@ -1,26 +1,26 @@
 r"""verl integration: a batch reward function that records group coverage while verl trains.
 
 verl's batch reward manager (``reward_model.reward_manager=batch``) calls one function with every
-sample of a training step::
+sample of a training step, ``compute_score(data_sources=..., solution_strs=..., ground_truths=...,
+extra_infos=..., **reward_kwargs)``, and expects one score (a float, or a dict with ``"score"``)
+per sample. `VerlCoverage.compute_score` is that function: it returns the scores of *your*
+per-sample function (verl's ``compute_score(data_source, solution_str, ground_truth, extra_info)``
+signature) unchanged, and on the side labels each solution's strategies and records the step's
+groups in a `CoverageMonitor`: the samples of one prompt (``extra_info[id_key]``, ``"index"`` in
+verl's data preprocessing scripts) in one call form one run of K = ``rollout.n`` samples. The
+monitor logs ``seffi/*`` every ``log_every`` steps to its own sinks (W&B offline by default,
+``out_dir``) and writes the report when the process exits or `close` is called.
 
-    compute_score(data_sources=..., solution_strs=..., ground_truths=..., extra_infos=..., **reward_kwargs)
+Put it in the file ``custom_reward_function.path`` names:
 
-and expects one score (a float, or a dict with ``"score"``) per sample. `VerlCoverage.compute_score`
-is that function: it returns the scores of *your* per-sample function (verl's
-``compute_score(data_source, solution_str, ground_truth, extra_info)`` signature) unchanged, and on
-the side labels each solution's strategies and records the step's groups in a `CoverageMonitor`:
-the samples of one prompt (``extra_info[id_key]``, ``"index"`` in verl's data preprocessing scripts)
-in one call form one run of K = ``rollout.n`` samples. The monitor logs ``seffi/*`` every
-``log_every`` steps to its own sinks (W&B offline by default, ``out_dir``) and writes the report when
-the process exits or `close` is called.
+```python
+# my_reward.py
+from seffi.callbacks.verl import VerlCoverage
 
-Put it in the file ``custom_reward_function.path`` names::
-
-    # my_reward.py
-    from seffi.callbacks.verl import VerlCoverage
-    rubric = {"algebra": r"\bx =", "guess": r"\btry\b"}
-    cov = VerlCoverage(rubric, score=my_score, out_dir="runs/verl")
-    compute_score = cov.compute_score
+rubric = {"algebra": r"\bx =", "guess": r"\btry\b"}
+cov = VerlCoverage(rubric, score=my_score, out_dir="runs/verl")
+compute_score = cov.compute_score
+```
 
 and run verl with ``reward_model.reward_manager=batch custom_reward_function.path=my_reward.py
 custom_reward_function.name=compute_score``.
