@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from seffi._seeding import check_probabilities
+from seffi.coverage.columns import curves_arrays
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
 from seffi.coverage.sums_curves import rarity_labels
 
@@ -21,9 +22,6 @@ ORACLE_INPUT_FORMAT = (
 
 #: Total Monte Carlo runs (split over inputs) used where no exact formula exists.
 MC_RUNS = 20000
-
-
-# -- shared helpers ------------------------------------------------------------------------------
 
 
 def _is_per_input(obj: Mapping[Any, Any], leaf: type | tuple[type, ...]) -> bool:
@@ -101,16 +99,7 @@ def _law_arrays(law: Mapping[Any, float], cols: list[str], where: str) -> tuple[
 
 
 def rarity_ranks(pi: np.ndarray, m: int, n_bins: int) -> np.ndarray:
-    """Quantile bin (0 = most common) of each strategy column by base probability within one input.
-
-    Args:
-        pi: float array, shape (M,): base probabilities (ties broken by column order).
-        m: the denominator M_x.
-        n_bins: number of bins.
-
-    Returns:
-        int array, shape (M,).
-    """
+    """Quantile bin (0 = most common) of each column by base probability ``pi`` (M,) within one input."""
     order = np.argsort(-np.asarray(pi, dtype=np.float64), kind="stable")
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
@@ -120,26 +109,16 @@ def rarity_ranks(pi: np.ndarray, m: int, n_bins: int) -> np.ndarray:
 def rarity_bin_matrix(
     rarity: Any, input_ids: Sequence[str], columns: Sequence[str], m: np.ndarray, n_bins: int
 ) -> np.ndarray:
-    """Rarity bins of tracker columns for each run, from a base law.
+    """Rarity bins (R, M) of ``columns`` for the input of each run, from a base law.
 
-    Args:
-        rarity: an ``IidBaseline`` or ``{input_id: {strategy: pi}}`` (a single ``{strategy: pi}``
-            applies to every input).
-        input_ids: the input of each run, R of them.
-        columns: strategy column names, M of them.
-        m: int array, shape (R,): denominators.
-        n_bins: number of bins.
-
-    Returns:
-        int array, shape (R, M).
+    ``rarity``: an ``IidBaseline`` or ``{input_id: {strategy: pi}}`` (or one ``{strategy: pi}``).
     """
     if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
         raise ValueError(f"rarity_bins must be a positive int, got {n_bins!r}")
     table = rarity.marginals() if callable(getattr(rarity, "marginals", None)) else rarity  # an IidBaseline
     if not isinstance(table, Mapping):
         raise ValueError("rarity must be an IidBaseline or a {input_id: {strategy: probability}} mapping")
-    # Input ids and strategy ids are both strings, so the keys cannot tell a per-input table from a
-    # single law; the values can: a law maps to numbers, a per-input table to laws.
+    # Keys (input ids, strategy ids) are both strings: the values tell a per-input table from a law.
     per_input = bool(table) and all(isinstance(v, Mapping) for v in table.values())
     single = table.get(None) if None in table else (None if per_input else table)
     out = np.empty((len(input_ids), len(columns)), dtype=np.int64)
@@ -154,12 +133,7 @@ def rarity_bin_matrix(
 def _mean_curves(
     parts: list[Curves], kind: str, K: int, n_bins: int, keys: Sequence[str | None] = ()
 ) -> Curves:
-    """Mean over inputs of per-input curves (arrays and survival curves; replicates index-wise).
-
-    ``keys`` are the input ids of ``parts``; when they are ids (not the single-law None), the
-    result keeps each input's AUC (``input_keys``, ``input_auc``, ``input_valid_auc``) so that
-    ``Curves.gain`` can resample inputs jointly with a policy's.
-    """
+    """Mean over inputs of per-input curves; with input ids ``keys``, each input's AUC for the paired gain."""
 
     def mean_of(name: str) -> np.ndarray | None:
         vals = [getattr(c, name) for c in parts]
@@ -187,26 +161,9 @@ def _mean_curves(
         n_runs=sum(c.n_runs for c in parts),
         samples=sum(c.samples for c in parts),
     )
-    for name in (
-        "coverage_lo",
-        "coverage_hi",
-        "novelty_lo",
-        "novelty_hi",
-        "expected_new_lo",
-        "expected_new_hi",
-        "full_coverage_lo",
-        "full_coverage_hi",
-        "valid_coverage",
-        "valid_coverage_lo",
-        "valid_coverage_hi",
-        "valid_at_k",
-        "valid_at_k_lo",
-        "valid_at_k_hi",
-        "coverage_by_rarity",
-        "auc_reps",
-        "valid_auc_reps",
-    ):
-        setattr(out, name, mean_of(name))
+    for name in (*curves_arrays(), "auc_reps", "valid_auc_reps"):
+        if name != "extrapolated":  # any input's, below
+            setattr(out, name, mean_of(name))
     if out.valid_coverage is not None:
         out.valid_auc = float(out.valid_coverage.mean())
     if out.coverage_by_rarity is not None:
@@ -229,9 +186,7 @@ def mean_of_attr(parts: list[Curves], key: str, attr: str) -> np.ndarray | None:
 
 
 def _ttc_from_runs(fh: np.ndarray, m: int, K: int) -> dict[str, TimeToCoverage]:
-    """Time-to-coverage survival curves of simulated full-length runs (first-hit matrix (R, M))."""
-    # The Kaplan-Meier estimate of ``curves_from_runs`` without censoring (every run has K samples),
-    # computed alone: the full curves machinery cost more than the rest of a sample baseline.
+    """Time-to-coverage of simulated full-length runs (first hits (R, M)): Kaplan-Meier, no censoring."""
     R, M = fh.shape
     ks = np.arange(1, K + 1)
     never = np.iinfo(np.int64).max // 2

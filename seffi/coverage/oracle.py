@@ -27,10 +27,7 @@ __all__ = ["OracleBaseline"]
 
 
 def _unambiguous_oracle(f: int, m: int, M: int, K: int, bins: np.ndarray | None, n_bins: int) -> Curves:
-    """Analytic oracle when every reference trace matches exactly its own strategy.
-
-    It covers one new strategy per step until the f feasible ones are exhausted, C(k) = min(k, f) / m.
-    """
+    """Analytic oracle when every reference trace matches exactly its own strategy: C(k) = min(k, f) / m."""
     ks = np.arange(1, K + 1)
     covered = np.minimum(ks, f).astype(np.float64)
     ttc = {}
@@ -74,21 +71,10 @@ def _pack_words(bits: np.ndarray) -> np.ndarray:
 def oracle_first_hits(
     refmask: Mapping[int, int], M: int, K: int, runs: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """First-hit indices of simulated no-repeat oracle runs, all runs advanced together.
+    """First-hit indices (runs, M) of simulated no-repeat oracle runs (-1 never), all advanced together.
 
-    At each step every run picks, uniformly, one strategy that is not covered yet and whose
-    reference trace still adds something, and covers that trace's match set. A step covers at least
-    one new strategy, so after min(K, M) steps every run is finished (or stalled for good).
-
-    Args:
-        refmask: {feasible strategy column: bit mask of its reference trace's match set}.
-        M: number of strategy columns.
-        K: budget.
-        runs: number of runs R.
-        rng: generator (one uniform per run, step and feasible strategy).
-
-    Returns:
-        int array, shape (R, M): 0-based step at which each column was first covered, -1 if never.
+    Each step every run covers the reference trace (``refmask``: column -> bit mask) of a uniformly
+    chosen uncovered strategy whose trace still adds something; after min(K, M) steps all are done.
     """
     feas = np.fromiter(refmask, dtype=np.int64, count=len(refmask))  # (F,)
     # Python ints, so masks of any width decode (numpy int64 shifts would overflow past 63 columns).
@@ -117,9 +103,6 @@ def oracle_first_hits(
         fh[active[r], c] = k
         covered[active] = cov | new
     return fh
-
-
-# -- oracle --------------------------------------------------------------------------------------
 
 
 class OracleBaseline:

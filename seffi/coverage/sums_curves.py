@@ -1,10 +1,8 @@
-"""Per-input sums -> curves: point estimates for logs, curves with bootstrap intervals for snapshots.
+"""Per-input sums -> curves: point estimates for logs, curves with intervals for snapshots.
 
-Every input weighs the same (its runs are averaged); a run shorter than k does not enter the estimate
-at k; time-to-coverage is Kaplan-Meier (short runs are censored). Intervals, over inputs and stratified
-by task: a score interval for a mean of [0, 1] values where the metric is one (C, N, F, valid curves,
-AUC), the bootstrap over inputs elsewhere. The sums come from [`seffi.coverage.sums`][seffi.coverage.sums]
-(streamed or derived from runs).
+Every input weighs the same (its runs are averaged); time to coverage is Kaplan-Meier. Intervals
+over inputs, stratified by task: a score interval for means of [0, 1] values (C, N, F, valid
+curves, AUC), the bootstrap over inputs elsewhere.
 """
 
 from __future__ import annotations
@@ -42,7 +40,7 @@ INPUT_BLOCK = 4096
 
 
 def _weighted(sums: np.ndarray, n_runs: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """Float array, shape (U, N_STATS, K): each run weighted 1 / (runs of its input); counts / M_x."""
+    """(U, N_STATS, K) floats: each run weighted 1 / (runs of its input); counts / M_x."""
     scale = np.ones((sums.shape[0], N_STATS))
     scale[:, list(PER_STRATEGY)] = 1.0 / np.asarray(m, dtype=np.float64)[:, None]
     w = 1.0 / np.maximum(n_runs, 1)
@@ -55,10 +53,8 @@ def _mean_finite(x: np.ndarray) -> Any:
     return np.where(ok, x, 0.0).sum(axis=-1) / np.maximum(ok.sum(axis=-1), 1)
 
 
-#: Metrics whose per-input value lies in [0, 1] get the score interval over inputs
-#: (`mean_score_interval`); True where each run's value is 0 or 1
-#: (an indicator: the variance has a binomial floor). ``expected_new`` (a count) and time to coverage
-#: (Kaplan-Meier) keep the expanded percentile bootstrap.
+#: Metrics with per-input values in [0, 1] get the score interval; True where each run's value is 0
+#: or 1 (the variance has a binomial floor). The others keep the expanded percentile bootstrap.
 _SCORE_METRICS: dict[str, bool] = {
     "coverage": False,
     "valid_coverage": False,
@@ -69,37 +65,23 @@ _SCORE_METRICS: dict[str, bool] = {
 
 
 def point_from_sums(sums: InputSums, m: np.ndarray) -> dict[str, Any]:
-    """Point estimates for a log from per-input sums, O(inputs x K): the fields ``seffi.report.keys`` reads.
-
-    The same numbers as [`point_from_totals`][seffi.coverage.sums_curves.point_from_totals] of the sums'
-    [`GroupTotals`][seffi.coverage.sums.GroupTotals] (integer totals per (complete runs, M_x), so neither
-    input order nor merges change a digit).
-
-    Args:
-        sums: Per-input sums.
-        m: int array, shape (U,): M_x per input.
-
-    Returns:
-        ``k``, the metric curves (float arrays, shape (K,), NaN where no run reached k), ``auc``,
-        ``valid_auc`` and ``time_to_coverage`` (list of {tau, median, restricted_mean,
-        fraction_censored}).
-    """
+    """Point estimates for a log from per-input sums and M_x (U,) (see `point_from_totals`)."""
     return point_from_totals(GroupTotals.of(sums, m))
 
 
 def point_from_totals(totals: GroupTotals) -> dict[str, Any]:
-    """Point estimates for a log from the group totals, O(groups x K) (see `point_from_sums`)."""
+    """Point estimates for a log from the group totals, O(groups x K).
+
+    Returns:
+        ``k``, the metric curves ((K,), NaN where no run reached k), ``auc``, ``valid_auc`` and
+        ``time_to_coverage`` (list of {tau, median, restricted_mean, fraction_censored}).
+    """
     n, m, count, tot = totals.arrays()
     return _point(_weighted(_rebuild(tot, count * n), n, m).sum(axis=0), totals.budget)
 
 
 def point_in_order(sums: InputSums, m: np.ndarray) -> dict[str, Any]:
-    """Point estimates from per-input sums added input by input in their order (as `curves_from_sums`).
-
-    The numbers of the curves' point estimates, to the last digit
-    ([`point_from_sums`][seffi.coverage.sums_curves.point_from_sums] adds the same values in another order:
-    they agree to ~1e-16).
-    """
+    """Point estimates with the additions of `curves_from_sums` (input by input): its digits exactly."""
     total = np.zeros((N_STATS, sums.budget))
     for a in range(0, sums.n_inputs, INPUT_BLOCK):
         rows = np.arange(a, min(a + INPUT_BLOCK, sums.n_inputs))
@@ -147,34 +129,28 @@ def curves_from_sums(
 ) -> Curves:
     """Curves for k = 1..K over the inputs' complete runs, with intervals.
 
-    Every input with a complete run weighs the same; inputs without one are left out and counted.
-    Intervals: with at least `MIN_INPUTS` inputs, they cover what
-    another draw of inputs would give (stratified by ``strata``): C(k), N(i), F(k), valid curves
-    and the AUCs by the score interval for a mean of [0, 1] values
-    ([`mean_score_interval`][seffi.coverage.resampling.mean_score_interval]); expected new strategies and time
-    to coverage by the bootstrap over inputs (Hesterberg's expanded percentile, see
-    [`expanded_level`][seffi.coverage.resampling.expanded_level]). With fewer, normal intervals from the
-    run-to-run variance within each input (two complete runs per input at least), covering these
-    inputs only; a note says so.
+    Inputs without a complete run are left out and counted in the notes. With at least
+    `MIN_INPUTS` inputs, intervals cover another draw of inputs (stratified by ``strata``): the
+    score interval (`mean_score_interval`) for [0, 1] metrics and AUCs, Hesterberg's expanded
+    percentile bootstrap for expected new strategies and time to coverage. With fewer, normal
+    intervals from the run-to-run variance within each input, covering these inputs only.
 
     Args:
         sums: Per-input sums (U inputs).
-        m: int array, shape (U,): M_x per input.
-        order: int array, shape (U,): inputs in canonical order (sorted ids), so the bootstrap
-            draws the same inputs however the data arrived.
-        strata: int array, shape (U,) in ``order``: the task stratum of each input; default one.
+        m: (U,): M_x per input.
+        order: (U,): inputs in canonical order (sorted ids), so the bootstrap draws the same
+            inputs however the data arrived.
+        strata: (U,) in ``order``: task stratum of each input; default one.
         n_boot: Bootstrap replicates over inputs (0: no intervals).
         seed: Bootstrap seed.
         ci_level: Interval level.
         kind: ``Curves.kind``.
-        input_keys: (task, input_id) of the inputs in ``order`` (labels the per-input AUC
-            contributions for the paired gain bootstrap).
-        samples: Samples recorded (``Curves.samples``; default: the samples of complete runs).
+        input_keys: (task, input_id) of the inputs in ``order`` (for the paired gain).
+        samples: ``Curves.samples`` (default: the samples of complete runs).
         valid: Whether the valid statistics were recorded (else valid curves are ``None``).
-        rarity: int array, shape (U, B, K): covered strategies per rarity bin, or None.
-        incomplete: Runs that have not reached K (left out; reported in the notes).
-        absent: Inputs without a complete run that ``sums`` does not hold (counted in the notes with
-            those it holds).
+        rarity: (U, B, K): covered strategies per rarity bin, or None.
+        incomplete: Runs that have not reached K (reported in the notes).
+        absent: Inputs without a complete run that ``sums`` does not hold (reported in the notes).
     """
     K = sums.budget
     order = np.arange(m.shape[0]) if order is None else np.asarray(order, dtype=np.int64)
@@ -282,11 +258,7 @@ def curves_from_sums(
 def _within_input_intervals(
     c: Curves, part: InputSums, m: np.ndarray, metrics: list[str], level: float
 ) -> None:
-    """Normal intervals from the run-to-run variance within each input (too few inputs to resample).
-
-    With U inputs, input u's mean over its R_u runs has variance s_u^2 / R_u, so a mean over inputs
-    has variance sum_u s_u^2 / R_u / U^2. It covers these inputs' run-to-run noise only.
-    """
+    """Normal intervals from the run-to-run variance within each input: Var = sum_u s_u^2 / R_u / U^2."""
     U, R = part.n_runs.shape[0], part.n_runs
     full = part.full()
     if (R < 2).any():
@@ -298,7 +270,6 @@ def _within_input_intervals(
     z = NormalDist().inv_cdf(0.5 + level / 2.0)
 
     def se(total: np.ndarray, squares: np.ndarray, scale: np.ndarray) -> np.ndarray:
-        """Standard error of the mean over inputs of per-input run means; arrays (U, ...)."""
         shape = (-1,) + (1,) * (total.ndim - 1)
         n = R.reshape(shape)
         var = (squares - total**2 / n) / (n - 1) * scale.reshape(shape) ** 2
@@ -350,21 +321,21 @@ def curves_from_runs(
     """Curves from per-run first-hit indices: `sums_from_runs` then `curves_from_sums`.
 
     Args:
-        first_hit: int array, shape (R, C): first sample of run r matching column c, or -1.
-        lengths: int array, shape (R,): samples in each run.
-        m: int array, shape (R,): M_x of each run's input (>= 1; the same for runs of one input).
+        first_hit: (R, C): first sample of run r matching column c, or -1.
+        lengths: (R,): samples in each run.
+        m: (R,): M_x of each run's input.
         K: budget.
-        unit: int array, shape (R,): input index (0..U-1) of each run; default one input per run.
-        strata: int array, shape (U,): task stratum of each input for the bootstrap; default one.
-        first_valid: int array, shape (R,): index of the first correct sample, -1 if none.
-        first_valid_hit: int array, shape (R, C): like ``first_hit`` over correct samples only.
-        rarity_bin: int array, shape (R, C): base-probability quantile bin of each column, or None.
+        unit: (R,): input index (0..U-1) of each run; default one input per run.
+        strata: (U,): task stratum of each input 0..U-1.
+        first_valid: (R,): index of the first correct sample, -1 if none.
+        first_valid_hit: (R, C): like ``first_hit`` over correct samples only.
+        rarity_bin: (R, C): base-probability quantile bin of each column, or None.
         n_bins: number of rarity bins.
         n_boot: bootstrap replicates (0 = no intervals).
         seed: bootstrap seed.
         ci_level: interval level.
         kind: ``Curves.kind``.
-        input_keys: (task, input_id) of each input 0..U-1 (pairs ``Curves.gain`` with baselines).
+        input_keys: (task, input_id) of each input 0..U-1.
     """
     K = check_budget(K)
     fh = np.asarray(first_hit, dtype=np.int64)
@@ -410,21 +381,11 @@ def curves_from_runs(
 
 
 def input_auc_contributions(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    """Each input's share of the AUC of a ratio-of-sums curve C(k) = sum_u num[u, k] / sum_u den[u, k].
+    """Each input's share of the AUC of C(k) = sum_u num[u, k] / sum_u den[u, k]: float (U,).
 
-    a_u = AUC + (1/|k'|) sum_{k in k'} U (num[u, k] - C(k) den[u, k]) / D(k), with D(k) =
-    sum_u den[u, k] and k' the budgets some run reaches (D(k) > 0, where C(k) is defined). The
-    mean of a_u is exactly the AUC (the correction terms sum to zero at every k), and when every
-    run reaches K (den = 1) a_u is the input's own AUC, mean_k num[u, k]. With shorter runs it is
-    the first-order (influence-function) contribution, so the replicate mean of resampled a_u is
-    the linearised replicate AUC; a paired gain bootstrap resamples these.
-
-    Args:
-        num: float array, shape (U, K): per-input weighted sums of the metric (coverage x available).
-        den: float array, shape (U, K): per-input weighted counts of runs available at k.
-
-    Returns:
-        float array, shape (U,).
+    a_u = AUC + mean over k with D(k) > 0 of U (num[u, k] - C(k) den[u, k]) / D(k), D = sum_u den:
+    its mean is exactly the AUC; with every run reaching K it is the input's own AUC, else the
+    first-order (influence-function) contribution that the paired gain bootstrap resamples.
     """
     D = den.sum(axis=0)
     ok = D > 0
