@@ -1,22 +1,11 @@
 """Bootstrap replicates of the policy curves over inputs: exact resampling in blocks, or its normal limit.
 
-``curves_from_sums`` hands each block of inputs' weighted per-input values (shape (B, N_STATS, K),
-inputs in canonical order) to `Replicates`; `Replicates.result` returns the replicates
-the intervals need: expected new strategies per k, both AUCs and the Kaplan-Meier survival per tau.
-
-With fewer than `NORMAL_INPUTS` inputs the replicates are the stratified multinomial
-bootstrap over inputs (``resampling.bootstrap_blocks``), drawn `REPLICATE_BLOCK` replicates
-at a time: peak memory is inputs x block, not inputs x replicates, and the draws are those of one
-call for the whole set (the same seed gives the same replicates). From `NORMAL_INPUTS` inputs
-on, a replicate's totals are drawn from their normal limit instead: the totals of a bootstrap
-resample of U units have mean sum_u x_u and covariance sum_h sum_{u in h} (x_u - mean_h)(x_u -
-mean_h)^T (h the strata), and by the central limit theorem their law is that normal up to
-O(1/sqrt(U)) in the quantiles (skewness gamma moves a 97.5 % quantile by ~gamma (z^2 - 1) / (6
-sqrt(U)) sd: below 0.03 sd at U >= 20,000 for any per-input value with |gamma| <= 10, against a
-Monte Carlo error of ~0.08 sd for the percentiles of 1,000 replicates). Drawing them costs
-O(replicates x statistics^2) instead of O(replicates x inputs). The ratios and Kaplan-Meier products
-are then taken replicate by replicate as for the exact bootstrap (counts clipped at 0, hazards to
-[0, 1]).
+`Replicates` collects the weighted per-input values of ``curves_from_sums`` and draws what the
+intervals need (expected new per k, both AUCs, Kaplan-Meier survival per tau). Below
+`NORMAL_INPUTS` inputs: the stratified bootstrap, `REPLICATE_BLOCK` replicates at a time (the
+draws of one call). From it on, the totals are drawn from their normal limit, mean sum_u x_u and
+covariance sum_h sum_{u in h} (x_u - mean_h)(x_u - mean_h)^T: skewness moves a 97.5 % quantile by
+< 0.03 sd at U >= 20,000 (|gamma| <= 10), against ~0.08 sd of Monte Carlo error.
 """
 
 from __future__ import annotations
@@ -54,14 +43,7 @@ def unpack_stats(s: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.nda
 
 @dataclass
 class Draws:
-    """The replicates an interval needs (B replicates).
-
-    Attributes:
-        expected_new: float array, shape (B, K).
-        auc: float array, shape (B,).
-        valid_auc: float array, shape (B,).
-        survival: tau key -> float array, shape (B, K): Kaplan-Meier survival Pr[T(tau) > k].
-    """
+    """Replicates for the intervals: expected_new (B, K), auc, valid_auc (B,), survival per tau (B, K)."""
 
     expected_new: np.ndarray
     auc: np.ndarray
@@ -70,15 +52,7 @@ class Draws:
 
 
 class Replicates:
-    """Collects weighted per-input values block by block, then draws the bootstrap replicates.
-
-    Args:
-        U: inputs.
-        K: budget.
-        strata: int array, shape (U,): stratum of each input (canonical order).
-        n_boot: replicates B (>= 1).
-        seed: bootstrap seed.
-    """
+    """Collects weighted per-input values block by block (``strata`` (U,)), then draws B replicates."""
 
     def __init__(self, U: int, K: int, strata: np.ndarray, n_boot: int, seed: int) -> None:
         self.U, self.K, self.n_boot, self.seed = U, K, int(n_boot), seed
@@ -91,8 +65,7 @@ class Replicates:
             self.total = np.zeros((self.groups.size, P))
             self.count = np.bincount(self.group_of, minlength=self.groups.size).astype(np.float64)
         else:
-            # float32 halves the cost of the one big product; integer counts times values in [0, 1]
-            # summed over a few thousand inputs stay accurate to ~1e-6, far below any CI width.
+            # float32 halves the cost of the big product; accurate to ~1e-6, far below any CI width.
             self.flat = np.empty((U, N_STATS * K), dtype=np.float32)
 
     def _features(self, st: np.ndarray) -> np.ndarray:
@@ -121,7 +94,6 @@ class Replicates:
         return self._normal() if self.normal else self._exact()
 
     def _exact(self) -> Draws:
-
         K = self.K
         boot = np.zeros((self.n_boot, N_STATS * K))
         part, which = None, None

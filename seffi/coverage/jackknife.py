@@ -14,29 +14,12 @@ __all__ = ["delete_one_novelty", "jackknife_novelty_sd"]
 def jackknife_novelty_sd(
     X: np.ndarray, reps: np.ndarray, level: float, rng: np.random.Generator
 ) -> np.ndarray:
-    """Set-valued novelty replicates rescaled to the delete-one jackknife sd at i <= n / 2.
+    """Set-valued novelty replicates (B, min(K, n)) rescaled to the delete-one jackknife sd at i <= n / 2.
 
-    The jackknife sd (n - 1) / n * sum_j (N_(-j)(i) - mean)^2, square-rooted and widened by
-    t_{n-1} / z; beyond n / 2 the pooled bootstrap replicates are kept. Why, and calibration:
-    docs/statistics.md, "The iid baseline from samples".
-
-    Args:
-        X: bool array, shape (n, m): the input's samples.
-        reps: float array, shape (B, min(K, n)): the pooled bootstrap replicates of N(i).
-        level: interval level.
-        rng: generator for sign patterns where the replicates do not vary.
-
-    Returns:
-        float array, shape (B, min(K, n)): reps with columns i <= n / 2 rescaled about their mean.
+    The jackknife sd, widened by t_{n-1} / z; beyond n / 2 the pooled bootstrap replicates are kept
+    (there the delete-one spread is mostly noise). Calibration: docs/statistics.md, "The iid
+    baseline from samples". ``rng`` draws signs where the replicates do not vary.
     """
-    # Measured on the laws of benchmarks/calibration.py (the alternatives are not in the script): the
-    # pooled bootstrap alone covers N(6) of the set-valued M = 6 law with n = 12 0.915 / 0.925 (its sd
-    # 11-17% too small; the jackknife: the calibration block) and N(15) of the skewed M = 10 law with
-    # n = 30 0.983. At i = n - 1 the delete-one estimates rest on a single sample each (half-widths 2-4x
-    # the true sd). Rejected on the same laws (600 and 300 datasets): the jackknife at every i < n (N(11)
-    # of M = 6 0.91, N(29) of M = 10 0.74: the delete-one spread at high degree is mostly noise), the
-    # larger of the two sds (N(15) 0.99), and Wilson-type intervals with an effective size from either
-    # sd (0.69-0.72 near i = n, where N is close to 0 and the implied size falls below one trial).
     n = X.shape[0]
     half = min(n // 2, reps.shape[1])
     if n < 3 or half < 1 or reps.shape[0] < 2:
@@ -60,22 +43,13 @@ def jackknife_novelty_sd(
 
 
 def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
-    """The novelty U-statistic recomputed without each sample in turn, in one pass.
+    """Row l: the novelty U-statistic N(1..kmax) of X (n, m) without sample l, all rows in one pass.
 
-    Equal to ``est.novelty_samples_many(X without sample l for each l, kmax)`` (n datasets of
-    n - 1), at the cost of one dataset. With Y_B the samples meeting B, s_B = -(-1)^|B| and
-    rho(y, i) = C(n - 1 - y, i - 1) / C(n - 2, i - 1) (the binomial ratio at n - 1 samples),
-    removing sample l lowers Y_B by d_lB = [A_l meets B], so
+    With s_B = -(-1)^|B| and rho(y, i) = C(n - 1 - y, i - 1) / C(n - 2, i - 1), removing sample l
+    lowers Y_B by d_lB = [A_l meets B]:
     (n - 1) N_(-l)(i) = sum_(j, B subset A_j) s_B rho(Y_B - d_lB, i) - sum_(B subset A_l) s_B rho(Y_B - 1, i),
-    the last sum being sample l's own term; rho(Y_B - d) = rho(Y_B) - d (rho(Y_B) - rho(Y_B - 1))
-    turns the first sum into one total minus a (samples x subsets) product.
-
-    Args:
-        X: bool array, shape (n, m), n >= 2, at most 62 strategies used.
-        kmax: largest i, <= n - 1.
-
-    Returns:
-        float array, shape (n, kmax): row l is N(1..kmax) without sample l.
+    and rho(Y_B - d) = rho(Y_B) - d (rho(Y_B) - rho(Y_B - 1)) makes the first sum one total minus a
+    (samples x subsets) product.
     """
     n, _ = X.shape
     masks, bits = used_masks(X)
