@@ -27,18 +27,23 @@ NORMAL_INPUTS = 20_000
 REPLICATE_BLOCK = 64
 
 
+_METRIC_ROWS = list(METRICS.values())
+_TAU_KEYS = [tau_key(tau) for tau in TAUS]
+
+
 def unpack_stats(s: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Summed blocks, shape (..., N_STATS, K) -> metric curves and Kaplan-Meier survival curves."""
-    den = s[..., 0, :]
+    # Every metric (and every tau) in one array operation: this runs on every log.
+    den = s[..., :1, :]
     pos = den > 0
-    safe = np.where(pos, den, 1.0)
-    vals = {name: np.where(pos, s[..., j, :] / safe, np.nan) for name, j in METRICS.items()}
-    surv = {}
-    for t, tau in enumerate(TAUS):
-        r, d = s[..., 7 + 2 * t, :], s[..., 8 + 2 * t, :]
-        hazard = np.where(r > 0, d / np.where(r > 0, r, 1.0), 0.0)
-        surv[tau_key(tau)] = np.cumprod(1.0 - hazard, axis=-1)
-    return vals, surv
+    ratios = np.where(pos, s[..., _METRIC_ROWS, :] / np.where(pos, den, 1.0), np.nan)
+    r, d = s[..., 7 : 7 + 2 * len(TAUS) : 2, :], s[..., 8 : 8 + 2 * len(TAUS) : 2, :]
+    hazard = np.where(r > 0, d / np.where(r > 0, r, 1.0), 0.0)
+    surv = np.cumprod(1.0 - hazard, axis=-1)
+    return (
+        {name: ratios[..., i, :] for i, name in enumerate(METRICS)},
+        {key: surv[..., t, :] for t, key in enumerate(_TAU_KEYS)},
+    )
 
 
 @dataclass

@@ -92,21 +92,15 @@ def point_in_order(sums: InputSums, m: np.ndarray) -> dict[str, Any]:
 
 def _point(total: np.ndarray, K: int) -> dict[str, Any]:
     vals, surv = unpack_stats(total)
-    reached = np.isfinite(vals["coverage"])
     out: dict[str, Any] = {"k": list(range(1, K + 1)), **vals}
-    out["auc"] = float(_mean_finite(vals["coverage"])) if reached.any() else None
-    out["valid_auc"] = float(_mean_finite(vals["valid_coverage"])) if reached.any() else None
-    out["time_to_coverage"] = []
-    for key, s in surv.items():
-        med, rmean, cens = survival_summary(s)
-        out["time_to_coverage"].append(
-            {
-                "tau": float(key),
-                "median": float(med),
-                "restricted_mean": float(rmean),
-                "fraction_censored": float(cens),
-            }
-        )
+    reached = bool(np.isfinite(vals["coverage"]).any())
+    out["auc"] = float(_mean_finite(vals["coverage"])) if reached else None
+    out["valid_auc"] = float(_mean_finite(vals["valid_coverage"])) if reached else None
+    summary = zip(*(a.tolist() for a in survival_summary(np.stack(list(surv.values())))), strict=True)
+    out["time_to_coverage"] = [
+        {"tau": float(key), "median": med, "restricted_mean": rmean, "fraction_censored": cens}
+        for key, (med, rmean, cens) in zip(surv, summary, strict=True)
+    ]
     return out
 
 
