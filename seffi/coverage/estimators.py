@@ -17,7 +17,6 @@ from seffi.coverage.subsets import distinct_sets, meet_counts, nonempty_subsets,
 __all__ = [
     "chao_extrapolation",
     "chao_extrapolation_counts",
-    "chao_f0",
     "chao_f0_array",
     "expected_covered_exact",
     "full_coverage_exact",
@@ -482,15 +481,10 @@ def chao_extrapolation_counts(Y: np.ndarray, n: int, K: int, m: int) -> np.ndarr
     return s_obs[..., None] + f0[..., None] * -np.expm1(j * np.log1p(-rate[..., None]))
 
 
-def chao_f0(n: int, f1: int, f2: int, *, cap: float = math.inf) -> float:
-    """Chao1 (bias-corrected when f2 = 0) estimate of the number of unseen strategies, capped."""
-    return float(chao_f0_array(n, np.array([f1], float), np.array([f2], float), cap=np.array([cap]))[0])
-
-
 def chao_f0_array(
     n: int, f1: np.ndarray, f2: np.ndarray, *, cap: np.ndarray | float = math.inf
 ) -> np.ndarray:
-    """Vectorised ``chao_f0`` over arrays f1, f2 (and cap)."""
+    """Chao1 estimates of the unseen strategies (bias-corrected when f2 = 0) from arrays f1, f2, capped."""
     f1, f2 = np.asarray(f1, dtype=np.float64), np.asarray(f2, dtype=np.float64)
     if n <= 0:
         return np.zeros(f1.shape)

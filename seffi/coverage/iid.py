@@ -346,18 +346,10 @@ def _law_curves(part: _Law, K: int, rng: np.random.Generator, mc_runs: int, n_bi
     else:
         full = 1.0 - np.asarray(ttc[tau_key(1.0)].survival)
         notes.append("iid full coverage is Monte Carlo (set-valued law with more than 20 strategies)")
-    c = Curves(
-        kind="iid",
-        K=K,
-        coverage=coverage,
-        novelty=est.novelty_exact(part.atoms, part.p, K),
-        expected_new=(pi[None, :] * est.pow1m(pi[None, :], (ks - 1)[:, None])).sum(axis=1),
-        full_coverage=full,
-        auc=float(coverage.mean()),
-        time_to_coverage=ttc,
-        n_inputs=1,
-        notes=notes,
-    )
+    novelty = est.novelty_exact(part.atoms, part.p, K)
+    new = (pi[None, :] * est.pow1m(pi[None, :], (ks - 1)[:, None])).sum(axis=1)
+    point = {"coverage": coverage, "novelty": novelty, "expected_new": new, "full_coverage": full}
+    c = Curves.from_point("iid", K, point, ttc, n_inputs=1, notes=notes)
     bins = rarity_ranks(pi, part.m, n_bins)
     c.coverage_by_rarity = np.stack([per_s[:, bins == b].sum(axis=1) / part.m for b in range(n_bins)])
     if part.valid_atoms is not None:

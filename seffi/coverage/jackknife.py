@@ -64,11 +64,9 @@ def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
     if not groups:
         return out
     S, width = sets.size, n + 1
-    # Each term is a coefficient (an exact integer) times a row of a table indexed by y = Y_B:
-    # sum_B w_B rho(Y_B), sample l's own terms sum_(B subset A_l) s_B rho(Y_B - 1), and the part of
-    # the first sum from subsets that A_l meets, sum_B [A_l meets B] w_B (rho(Y_B) - rho(Y_B - 1)).
-    # The last, by inclusion-exclusion over T subset of A_l: sum_T (-1)^(|T|+1) c(T, y) with
-    # c(T, y) = sum of w_B over subsets B containing T with Y_B = y: linear in n, no (subsets x n) table.
+    # Integer coefficients times tables indexed by y = Y_B: the total sum_B w_B rho(Y_B), each sample's
+    # own terms, and sum_B [A_l meets B] w_B (rho(Y_B) - rho(Y_B - 1)) by inclusion-exclusion over
+    # T subset of A_l of c(T, y) = sum of w_B over B containing T with Y_B = y (linear in n).
     total, own = np.zeros(width), np.zeros((S, width))
     pair_t, pair_y, pair_w, ask_set, ask_t, ask_sign = [], [], [], [], [], []
     for (g, sub, sign), Y in zip(

@@ -36,17 +36,10 @@ def _unambiguous_oracle(f: int, m: int, M: int, K: int, bins: np.ndarray | None,
         ttc[tau_key(t)] = TimeToCoverage.from_survival(
             t, (covered < need).astype(np.float64), mean=float(need) if need <= f else None
         )
-    c = Curves(
-        kind="oracle",
-        K=K,
-        coverage=covered / m,
-        novelty=(ks <= f).astype(np.float64),
-        expected_new=(ks <= f).astype(np.float64),
-        full_coverage=((covered >= m) & (f >= m)).astype(np.float64),
-        auc=float((covered / m).mean()),
-        time_to_coverage=ttc,
-        n_inputs=1,
-    )
+    new = (ks <= f).astype(np.float64)
+    full = ((covered >= m) & (f >= m)).astype(np.float64)
+    point = {"coverage": covered / m, "novelty": new, "expected_new": new.copy(), "full_coverage": full}
+    c = Curves.from_point("oracle", K, point, ttc, n_inputs=1)
     c.valid_coverage, c.valid_auc = c.coverage, c.auc
     c.valid_at_k = np.full(K, 1.0 if f else 0.0)
     if bins is not None:
@@ -249,22 +242,19 @@ class OracleBaseline:
             return self._mc_curves(cols, m, refmask, K, rng, bins, n_bins)
         sizes = np.arange(M + 1)
         covered = count_law @ sizes
-        c = Curves(
-            kind="oracle",
-            K=K,
-            coverage=covered / m,
-            novelty=new_prob,
-            expected_new=np.diff(np.r_[0.0, covered]),
-            full_coverage=count_law[:, m:].sum(axis=1) if m <= M else np.zeros(K),
-            auc=float((covered / m).mean()),
-            time_to_coverage={
-                tau_key(t): TimeToCoverage.from_survival(
-                    t, count_law[:, : min(math.ceil(t * m - 1e-9), M + 1)].sum(axis=1)
-                )
-                for t in TAUS
-            },
-            n_inputs=1,
-        )
+        point = {
+            "coverage": covered / m,
+            "novelty": new_prob,
+            "expected_new": np.diff(np.r_[0.0, covered]),
+            "full_coverage": count_law[:, m:].sum(axis=1) if m <= M else np.zeros(K),
+        }
+        ttc = {
+            tau_key(t): TimeToCoverage.from_survival(
+                t, count_law[:, : min(math.ceil(t * m - 1e-9), M + 1)].sum(axis=1)
+            )
+            for t in TAUS
+        }
+        c = Curves.from_point("oracle", K, point, ttc, n_inputs=1)
         c.valid_coverage, c.valid_auc = c.coverage, c.auc  # reference traces are correct solutions
         c.valid_at_k = np.full(K, 1.0 if refmask else 0.0)
         if bins is not None:

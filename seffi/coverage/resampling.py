@@ -180,13 +180,9 @@ def mean_score_interval(
         >>> float(lo[0]), round(float(hi[0]), 2)
         (0.0, 0.41)
     """
-    # Rejected after measuring on the laws of benchmarks/calibration.py (iid policies, 4 runs per input,
-    # K = 8; the alternatives are not in the script): the expanded percentile bootstrap covers F(8)
-    # 0.73 / 0.89 / 0.92 with 8 / 16 / 64 inputs (this interval: the calibration block of
-    # docs/statistics.md); z instead of t (F(16) 0.89 with 8 runs of K = 16 per input); a zero-inflated
-    # variance function mu (b - mu) (0.80 when F is near 1); Wilson over U inputs alone (0.99-1.00 with
-    # 4 runs per input); percentile, BCa and an arcsine-sqrt bootstrap-t (0.13-0.67 with 8 inputs when F
-    # is 0.004-0.04).
+    # Rejected on benchmarks/calibration.py's laws: the expanded percentile bootstrap (F(8) covered
+    # 0.73 / 0.89 / 0.92 with 8 / 16 / 64 inputs), z instead of t (0.89), a zero-inflated variance
+    # (0.80), Wilson over inputs alone (0.99-1.00), percentile, BCa, bootstrap-t (0.13-0.67).
     return mean_score_intervals([(values, runs)], level, strata=strata)[0]
 
 

@@ -264,18 +264,12 @@ def _sample_curves(
         c.valid_at_k = va
     reps: dict[str, np.ndarray] = {}
     if n_boot > 0:
-        # Coverage (and so AUC and expected new) depend on the data only through the counts: one
-        # batched product for all replicates.
         cov = inext_coverage_replicates(X, m, K, n_boot, boot_rng)
-        # Novelty and F from counts too: the model law refitted to datasets drawn from it (no match
-        # sets, no 2^m subset sums: a set-valued input costs about what a single-label one does).
+        # F (and set-valued novelty's second world) from the model law refitted to its own datasets.
         Yb = _draw_counts(model_law(Y[None], n, m, single_arr), single_arr, n, model_rng, n_boot)[0]
-        # Two models of the unseen strategies (the assemblage's ceil(f0), ``model_law``'s known
-        # M_x - S_obs): the coverage sd is the larger of the two, per k and for the AUC. Datasets
-        # that missed many rare strategies have few singletons, so the assemblage alone gave them
-        # too small an sd: on a Zipf(1.5) law with M = 20, n = 40 the interval of C(n) covered 0.90,
-        # 0.93 with the larger sd; elsewhere it moves the coverage by <= 0.005
-        # (``benchmarks/calibration.py``).
+        # The coverage sd is the larger of the two models of the unseen strategies: the assemblage
+        # alone is too narrow when many rare ones were missed (C(n) of a Zipf(1.5) law, M = 20,
+        # n = 40 covered 0.90 instead of 0.93).
         cov_model = _covered_from_counts(Yb, n, m, K) / m
         reps["coverage"] = _widen(cov, cov_model)
         reps["expected_new"] = np.diff(reps["coverage"] * m, axis=1, prepend=0.0)
@@ -284,16 +278,11 @@ def _sample_curves(
         if single:  # Pr[new] = E[new] sample by sample: the two U-statistics coincide
             reps["novelty"] = np.clip(reps["expected_new"], 0.0, 1.0)
         else:
-            # Set-valued novelty depends on which strategies come together: the U-statistic on
-            # datasets of the observed match sets (plus unseen ones), all replicates at once.
-            # Only its sd enters the interval, from NOVELTY_REPLICATES replicates (more cost most of
-            # a set-valued input's time: the 2^|A| subsets of every match set); their spread is
-            # widened by t_{B-1} / z, the Student correction for an sd estimated from B values.
+            # Set-valued novelty depends on which strategies come together. Only its sd enters, from
+            # NOVELTY_REPLICATES replicates widened by t_{B-1} / z, pooled over two worlds: observed
+            # match sets (``_set_datasets``) and independent strategies (``model_law``) (N(n/2), N(n)
+            # covered 0.91-0.93 / 0.94-0.97 and 0.91-0.98 alone, 0.93-0.98 pooled).
             b_nov = min(n_boot, NOVELTY_REPLICATES)
-            # Two worlds for the match sets: the observed sets (co-occurrence kept, ``_set_datasets``)
-            # and independent strategies (``model_law``); the sd pools their variances. Measured
-            # (set-valued M = 6 and M = 10 laws): N(n/2), N(n) covered 0.91-0.93 / 0.94-0.97 with the
-            # first alone, 0.91-0.98 with the second alone, 0.93-0.98 pooled.
             nov = est.novelty_samples_many(_set_datasets(X, model_rng, b_nov), K)
             q = model_law(Y[None], n, m, single_arr)[0]
             nov = _pool(nov, est.novelty_samples_many(model_rng.random((b_nov, n, m)) < q, K))
