@@ -193,6 +193,8 @@ def stratified_mean_variance(y: np.ndarray, strata: np.ndarray) -> np.ndarray:
     """
     U = y.shape[0]
     var = np.zeros(y.shape[1:])
+    if U and strata.min() == strata.max():  # one stratum (the usual case): no masks
+        return var + y.shape[0] * y.var(axis=0, ddof=1) / U**2 if U > 1 else var
     for h in np.unique(strata):
         yh = y[strata == h]
         if yh.shape[0] > 1:

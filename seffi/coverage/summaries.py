@@ -200,18 +200,18 @@ class TimeToCoverage(BaseModel):
         }
         if reps is not None and len(reps):
             reps = np.clip(reps, 0.0, 1.0)
-            kw["survival_lo"], kw["survival_hi"] = percentile_interval(reps, level, skip_nan=False)
             rmed, rrm, rc = survival_summary(reps)
+            # One quantile pass over the survival columns, restricted means and censored fractions.
+            lo, hi = percentile_interval(np.column_stack([reps, rrm, rc]), level, skip_nan=False)
+            kw["survival_lo"], kw["survival_hi"] = lo[:-2], hi[:-2]
+            kw["restricted_mean_lo"], kw["restricted_mean_hi"] = float(lo[-2]), float(hi[-2])
+            kw["fraction_censored_lo"], kw["fraction_censored_hi"] = float(lo[-1]), float(hi[-1])
             # A replicate whose median is censored counts as +inf, so the interval is honest about it.
             # Medians are integers: take order statistics instead of interpolating between them.
             lo, hi = percentile_interval(
                 np.where(np.isnan(rmed), np.inf, rmed), level, "nearest", skip_nan=False
             )
             kw["median_lo"], kw["median_hi"] = finite(lo), finite(hi)
-            lo, hi = percentile_interval(rrm, level, skip_nan=False)
-            kw["restricted_mean_lo"], kw["restricted_mean_hi"] = float(lo), float(hi)
-            lo, hi = percentile_interval(rc, level, skip_nan=False)
-            kw["fraction_censored_lo"], kw["fraction_censored_hi"] = float(lo), float(hi)
         return cls(**kw)
 
     def point(self) -> TimeToCoverage:

@@ -50,6 +50,7 @@ _I = {name: j for j, name in enumerate(INC_STATS)}
 if 1.0 not in TAUS:  # full coverage is the running sum of the tau = 1 event
     raise ImportError("seffi.coverage.sums needs tau = 1 in TAUS")
 _FULL = _I["event_1"]
+_EVENTS = slice(_I[f"event_{TAUS[0]:g}"], _I[f"event_{TAUS[0]:g}"] + len(TAUS))  # (risk, event) per tau
 #: Statistics whose per-run value is a count (not 0/1): only their squares differ from their sums.
 SQUARED: tuple[int, ...] = (_S["covered"], _S["new"], _S["valid_covered"])
 
@@ -218,17 +219,16 @@ def _rebuild(inc: np.ndarray, n_runs: np.ndarray) -> np.ndarray:
     R, K = inc.shape[:2]
     out = np.empty((R, K, N_STATS), dtype=np.int64)
     runs = np.asarray(n_runs, dtype=np.int64)[:, None]
+    total = np.cumsum(inc, axis=1, dtype=np.int64)  # every running sum in one pass
     out[:, :, _S["runs"]] = runs
-    out[:, :, _S["covered"]] = np.cumsum(inc[:, :, _I["new"]], axis=1)
     out[:, :, _S["novel"]] = inc[:, :, _I["novel"]]
     out[:, :, _S["new"]] = inc[:, :, _I["new"]]
-    out[:, :, _S["full"]] = np.cumsum(inc[:, :, _FULL], axis=1)
-    out[:, :, _S["valid_covered"]] = np.cumsum(inc[:, :, _I["valid_new"]], axis=1)
-    out[:, :, _S["valid_any"]] = np.cumsum(inc[:, :, _I["valid_first"]], axis=1)
-    for t in range(len(TAUS)):
-        event = inc[:, :, _I["new"] + 4 + t]
-        out[:, :, 7 + 2 * t] = runs - (np.cumsum(event, axis=1) - event)  # at risk: no event before k
-        out[:, :, 8 + 2 * t] = event
+    for stat, running in (("covered", "new"), ("valid_covered", "valid_new"), ("valid_any", "valid_first")):
+        out[:, :, _S[stat]] = total[:, :, _I[running]]
+    out[:, :, _S["full"]] = total[:, :, _FULL]
+    events = inc[:, :, _EVENTS]
+    out[:, :, 7::2] = runs[:, :, None] - (total[:, :, _EVENTS] - events)  # at risk: no event before k
+    out[:, :, 8::2] = events
     return out
 
 
