@@ -215,12 +215,7 @@ class EnvBaselines:
             pool: Over the env's whole pool instead, when every input is in it: computed once while
                 the inputs seen grow; ``Curves.gain`` restricts it to the policy's inputs.
         """
-        if (
-            self.user_iid is None
-            and self.base_law is None
-            and self.user_oracle is None
-            and self.references is None
-        ):
+        if not self.sources:
             return None, None  # nothing to compute: skip the O(inputs) set of ids
         seen = frozenset(inputs)
         if pool and self._pool_fn is not None and self.user_iid is None and self.user_oracle is None:

@@ -25,6 +25,9 @@ from seffi.errors import SeffiError
 
 __all__ = ["OracleBaseline"]
 
+#: One input of the oracle: (strategy columns, M_x, {feasible column: its trace's match-set mask}).
+_Part = tuple[list[str], int, dict[int, int]]
+
 
 def _unambiguous_oracle(f: int, m: int, M: int, K: int, bins: np.ndarray | None, n_bins: int) -> Curves:
     """Analytic oracle when every reference trace matches exactly its own strategy: C(k) = min(k, f) / m."""
@@ -140,7 +143,7 @@ class OracleBaseline:
                 f"the oracle takes {ORACLE_INPUT_FORMAT}"
             )
         data = reference_sets if per_input else {None: reference_sets}
-        self._parts: dict[str | None, tuple[list[str], int, dict[int, int]]] = {}
+        self._parts: dict[str | None, _Part] = {}
         for key, refs in data.items():
             iid = None if key is None else _input_id(key)
             where = "reference sets" + ("" if iid is None else f" of input {iid!r}")
@@ -190,19 +193,13 @@ class OracleBaseline:
             bins = None
             if rarity is not None:
                 bins = rarity_bin_matrix(rarity, [key], cols, np.array([m]), rarity_bins)[0]
-            parts.append(self._input_curves(cols, m, refmask, K, rng, bins, rarity_bins))
+            parts.append(self._input_curves((cols, m, refmask), K, rng, bins, rarity_bins))
         return _mean_curves(parts, "oracle", K, rarity_bins, [key for key, _ in items])
 
     def _input_curves(
-        self,
-        cols: list[str],
-        m: int,
-        refmask: dict[int, int],
-        K: int,
-        rng: np.random.Generator,
-        bins: np.ndarray | None,
-        n_bins: int,
+        self, part: _Part, K: int, rng: np.random.Generator, bins: np.ndarray | None, n_bins: int
     ) -> Curves:
+        cols, m, refmask = part
         M = len(cols)
         if all(r == 1 << s for s, r in refmask.items()):
             return _unambiguous_oracle(len(refmask), m, M, K, bins, n_bins)
@@ -239,7 +236,7 @@ class OracleBaseline:
                 per_s[k + 1 :] = per_s[k]
                 break
         if note == "mc":
-            return self._mc_curves(cols, m, refmask, K, rng, bins, n_bins)
+            return self._mc_curves(part, K, rng, bins, n_bins)
         sizes = np.arange(M + 1)
         covered = count_law @ sizes
         point = {
@@ -262,15 +259,9 @@ class OracleBaseline:
         return c
 
     def _mc_curves(
-        self,
-        cols: list[str],
-        m: int,
-        refmask: dict[int, int],
-        K: int,
-        rng: np.random.Generator,
-        bins: np.ndarray | None,
-        n_bins: int,
+        self, part: _Part, K: int, rng: np.random.Generator, bins: np.ndarray | None, n_bins: int
     ) -> Curves:
+        cols, m, refmask = part
         runs = MC_ORACLE_RUNS
         fh = oracle_first_hits(refmask, len(cols), K, runs, rng)
         c = curves_from_runs(
