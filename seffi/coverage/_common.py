@@ -135,35 +135,27 @@ def _mean_curves(
 ) -> Curves:
     """Mean over inputs of per-input curves; with input ids ``keys``, each input's AUC for the paired gain."""
 
-    def mean_of(name: str) -> np.ndarray | None:
-        vals = [getattr(c, name) for c in parts]
+    def mean_of(values: Iterable[Any]) -> Any:
+        vals = list(values)
         return None if any(v is None for v in vals) else np.mean(vals, axis=0)
 
     ttc = {}
     for key in parts[0].time_to_coverage:
-        surv = np.mean([c.time_to_coverage[key].survival for c in parts], axis=0)
-        means = [c.time_to_coverage[key].mean for c in parts]
+        tt = [c.time_to_coverage[key] for c in parts]
+        mean = mean_of(t.mean for t in tt)
         ttc[key] = TimeToCoverage.from_survival(
-            float(key), surv, mean=None if any(v is None for v in means) else float(np.mean(means))
+            float(key), mean_of(t.survival for t in tt), mean=None if mean is None else float(mean)
         )
-        lo, hi = mean_of_attr(parts, key, "survival_lo"), mean_of_attr(parts, key, "survival_hi")
-        ttc[key].survival_lo, ttc[key].survival_hi = lo, hi
-    out = Curves(
-        kind=kind,
-        K=K,
-        coverage=mean_of("coverage"),
-        novelty=mean_of("novelty"),
-        expected_new=mean_of("expected_new"),
-        full_coverage=mean_of("full_coverage"),
-        auc=float(np.mean([c.auc for c in parts])),
-        time_to_coverage=ttc,
-        n_inputs=len(parts),
-        n_runs=sum(c.n_runs for c in parts),
-        samples=sum(c.samples for c in parts),
-    )
-    for name in (*curves_arrays(), "auc_reps", "valid_auc_reps"):
-        if name != "extrapolated":  # any input's, below
-            setattr(out, name, mean_of(name))
+        ttc[key].survival_lo = mean_of(t.survival_lo for t in tt)
+        ttc[key].survival_hi = mean_of(t.survival_hi for t in tt)
+    names = [n for n in (*curves_arrays(), "auc_reps", "valid_auc_reps") if n != "extrapolated"]
+    arrays = {n: mean_of(getattr(c, n) for c in parts) for n in names}
+    rest = {
+        n: v for n, v in arrays.items() if n not in ("coverage", "novelty", "expected_new", "full_coverage")
+    }
+    out = Curves.from_point(kind, K, arrays, ttc, n_inputs=len(parts), **rest)
+    out.n_runs, out.samples = sum(c.n_runs for c in parts), sum(c.samples for c in parts)
+    out.auc = float(np.mean([c.auc for c in parts]))
     if out.valid_coverage is not None:
         out.valid_auc = float(out.valid_coverage.mean())
     if out.coverage_by_rarity is not None:
@@ -178,11 +170,6 @@ def _mean_curves(
         if all(c.valid_auc is not None for c in parts):
             out.input_valid_auc = np.array([c.valid_auc for c in parts], dtype=np.float64)
     return out
-
-
-def mean_of_attr(parts: list[Curves], key: str, attr: str) -> np.ndarray | None:
-    vals = [getattr(c.time_to_coverage[key], attr) for c in parts]
-    return None if any(v is None for v in vals) else np.mean(vals, axis=0)
 
 
 def _ttc_from_runs(fh: np.ndarray, m: int, K: int) -> dict[str, TimeToCoverage]:

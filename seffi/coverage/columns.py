@@ -93,6 +93,11 @@ def _coverage(name: str, doc: str, stat: str, **extra: Any) -> Column:
     return _rate(name, doc, stat, wandb_at="log_k", report_ci=True, per_strategy=True, **extra)
 
 
+def _auc(name: str, doc: str, **extra: Any) -> Column:
+    """An area under a coverage curve: a [0, 1] number with its interval, in report.json too."""
+    return Column(name, "scalar", doc, ci=True, report_ci=True, unit=True, **extra)
+
+
 #: Every column; those with a header appear in report.md's table in this order.
 COLUMNS: tuple[Column, ...] = (
     _coverage("coverage", "C(k) = E[|S_k| / M]", "covered", required=True),
@@ -125,16 +130,7 @@ COLUMNS: tuple[Column, ...] = (
         dtype="bool",
         needs="extrapolation",
     ),
-    Column(
-        "auc",
-        "scalar",
-        "AUC(K) = (1/K) sum_k C(k)",
-        ci=True,
-        report_ci=True,
-        unit=True,
-        wandb="auc",
-        header="AUC@{K} [95% CI]",
-    ),
+    _auc("auc", "AUC(K) = (1/K) sum_k C(k)", wandb="auc", header="AUC@{K} [95% CI]"),
     Column(
         "gain",
         "gain",
@@ -154,15 +150,7 @@ COLUMNS: tuple[Column, ...] = (
     _rate(
         "full_coverage", "F(k) = Pr[|S_k| = M]", "full", wandb_at="budget", header="full coverage at K={K}"
     ),
-    Column(
-        "valid_auc",
-        "scalar",
-        "AUC of valid_coverage",
-        ci=True,
-        report_ci=True,
-        unit=True,
-        needs="valid",
-    ),
+    _auc("valid_auc", "AUC of valid_coverage", needs="valid"),
     Column(
         "valid_rate",
         "scalar",
