@@ -12,12 +12,13 @@ Example:
     0.534
 
 Modules: ``tracker`` (recorded runs), ``curves`` (the result container), ``estimators`` (exact iid
-formulas, unbiased rarefaction and extrapolation from samples), ``baselines`` (``IidBaseline``,
+formulas, unbiased rarefaction and extrapolation from samples), ``iid`` and ``oracle`` (``IidBaseline``,
 ``OracleBaseline``), ``gain``, ``resampling`` (bootstrap).
 """
 
-from seffi.coverage.baselines import IidBaseline, OracleBaseline
 from seffi.coverage.curves import TAUS, Curves, Gain, TimeToCoverage
+from seffi.coverage.iid import IidBaseline
+from seffi.coverage.oracle import OracleBaseline
 from seffi.coverage.tracker import CoverageTracker
 
 __all__ = ["TAUS", "CoverageTracker", "Curves", "Gain", "IidBaseline", "OracleBaseline", "TimeToCoverage"]

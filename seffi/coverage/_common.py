@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from seffi._seeding import check_probabilities
+from seffi.coverage.columns import curves_arrays
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
 from seffi.coverage.sums_curves import rarity_labels
 
@@ -21,9 +22,6 @@ ORACLE_INPUT_FORMAT = (
 
 #: Total Monte Carlo runs (split over inputs) used where no exact formula exists.
 MC_RUNS = 20000
-
-
-# -- shared helpers ------------------------------------------------------------------------------
 
 
 def _is_per_input(obj: Mapping[Any, Any], leaf: type | tuple[type, ...]) -> bool:
@@ -101,16 +99,7 @@ def _law_arrays(law: Mapping[Any, float], cols: list[str], where: str) -> tuple[
 
 
 def rarity_ranks(pi: np.ndarray, m: int, n_bins: int) -> np.ndarray:
-    """Quantile bin (0 = most common) of each strategy column by base probability within one input.
-
-    Args:
-        pi: float array, shape (M,): base probabilities (ties broken by column order).
-        m: the denominator M_x.
-        n_bins: number of bins.
-
-    Returns:
-        int array, shape (M,).
-    """
+    """Quantile bin (0 = most common) of each column by base probability ``pi`` (M,) within one input."""
     order = np.argsort(-np.asarray(pi, dtype=np.float64), kind="stable")
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
@@ -120,26 +109,16 @@ def rarity_ranks(pi: np.ndarray, m: int, n_bins: int) -> np.ndarray:
 def rarity_bin_matrix(
     rarity: Any, input_ids: Sequence[str], columns: Sequence[str], m: np.ndarray, n_bins: int
 ) -> np.ndarray:
-    """Rarity bins of tracker columns for each run, from a base law.
+    """Rarity bins (R, M) of ``columns`` for the input of each run, from a base law.
 
-    Args:
-        rarity: an ``IidBaseline`` or ``{input_id: {strategy: pi}}`` (a single ``{strategy: pi}``
-            applies to every input).
-        input_ids: the input of each run, R of them.
-        columns: strategy column names, M of them.
-        m: int array, shape (R,): denominators.
-        n_bins: number of bins.
-
-    Returns:
-        int array, shape (R, M).
+    ``rarity``: an ``IidBaseline`` or ``{input_id: {strategy: pi}}`` (or one ``{strategy: pi}``).
     """
     if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
         raise ValueError(f"rarity_bins must be a positive int, got {n_bins!r}")
     table = rarity.marginals() if callable(getattr(rarity, "marginals", None)) else rarity  # an IidBaseline
     if not isinstance(table, Mapping):
         raise ValueError("rarity must be an IidBaseline or a {input_id: {strategy: probability}} mapping")
-    # Input ids and strategy ids are both strings, so the keys cannot tell a per-input table from a
-    # single law; the values can: a law maps to numbers, a per-input table to laws.
+    # Keys (input ids, strategy ids) are both strings: the values tell a per-input table from a law.
     per_input = bool(table) and all(isinstance(v, Mapping) for v in table.values())
     single = table.get(None) if None in table else (None if per_input else table)
     out = np.empty((len(input_ids), len(columns)), dtype=np.int64)
@@ -154,59 +133,29 @@ def rarity_bin_matrix(
 def _mean_curves(
     parts: list[Curves], kind: str, K: int, n_bins: int, keys: Sequence[str | None] = ()
 ) -> Curves:
-    """Mean over inputs of per-input curves (arrays and survival curves; replicates index-wise).
+    """Mean over inputs of per-input curves; with input ids ``keys``, each input's AUC for the paired gain."""
 
-    ``keys`` are the input ids of ``parts``; when they are ids (not the single-law None), the
-    result keeps each input's AUC (``input_keys``, ``input_auc``, ``input_valid_auc``) so that
-    ``Curves.gain`` can resample inputs jointly with a policy's.
-    """
-
-    def mean_of(name: str) -> np.ndarray | None:
-        vals = [getattr(c, name) for c in parts]
+    def mean_of(values: Iterable[Any]) -> Any:
+        vals = list(values)
         return None if any(v is None for v in vals) else np.mean(vals, axis=0)
 
     ttc = {}
     for key in parts[0].time_to_coverage:
-        surv = np.mean([c.time_to_coverage[key].survival for c in parts], axis=0)
-        means = [c.time_to_coverage[key].mean for c in parts]
+        tt = [c.time_to_coverage[key] for c in parts]
+        mean = mean_of(t.mean for t in tt)
         ttc[key] = TimeToCoverage.from_survival(
-            float(key), surv, mean=None if any(v is None for v in means) else float(np.mean(means))
+            float(key), mean_of(t.survival for t in tt), mean=None if mean is None else float(mean)
         )
-        lo, hi = mean_of_attr(parts, key, "survival_lo"), mean_of_attr(parts, key, "survival_hi")
-        ttc[key].survival_lo, ttc[key].survival_hi = lo, hi
-    out = Curves(
-        kind=kind,
-        K=K,
-        coverage=mean_of("coverage"),
-        novelty=mean_of("novelty"),
-        expected_new=mean_of("expected_new"),
-        full_coverage=mean_of("full_coverage"),
-        auc=float(np.mean([c.auc for c in parts])),
-        time_to_coverage=ttc,
-        n_inputs=len(parts),
-        n_runs=sum(c.n_runs for c in parts),
-        samples=sum(c.samples for c in parts),
-    )
-    for name in (
-        "coverage_lo",
-        "coverage_hi",
-        "novelty_lo",
-        "novelty_hi",
-        "expected_new_lo",
-        "expected_new_hi",
-        "full_coverage_lo",
-        "full_coverage_hi",
-        "valid_coverage",
-        "valid_coverage_lo",
-        "valid_coverage_hi",
-        "valid_at_k",
-        "valid_at_k_lo",
-        "valid_at_k_hi",
-        "coverage_by_rarity",
-        "auc_reps",
-        "valid_auc_reps",
-    ):
-        setattr(out, name, mean_of(name))
+        ttc[key].survival_lo = mean_of(t.survival_lo for t in tt)
+        ttc[key].survival_hi = mean_of(t.survival_hi for t in tt)
+    names = [n for n in (*curves_arrays(), "auc_reps", "valid_auc_reps") if n != "extrapolated"]
+    arrays = {n: mean_of(getattr(c, n) for c in parts) for n in names}
+    rest = {
+        n: v for n, v in arrays.items() if n not in ("coverage", "novelty", "expected_new", "full_coverage")
+    }
+    out = Curves.from_point(kind, K, arrays, ttc, n_inputs=len(parts), **rest)
+    out.n_runs, out.samples = sum(c.n_runs for c in parts), sum(c.samples for c in parts)
+    out.auc = float(np.mean([c.auc for c in parts]))
     if out.valid_coverage is not None:
         out.valid_auc = float(out.valid_coverage.mean())
     if out.coverage_by_rarity is not None:
@@ -223,15 +172,8 @@ def _mean_curves(
     return out
 
 
-def mean_of_attr(parts: list[Curves], key: str, attr: str) -> np.ndarray | None:
-    vals = [getattr(c.time_to_coverage[key], attr) for c in parts]
-    return None if any(v is None for v in vals) else np.mean(vals, axis=0)
-
-
 def _ttc_from_runs(fh: np.ndarray, m: int, K: int) -> dict[str, TimeToCoverage]:
-    """Time-to-coverage survival curves of simulated full-length runs (first-hit matrix (R, M))."""
-    # The Kaplan-Meier estimate of ``curves_from_runs`` without censoring (every run has K samples),
-    # computed alone: the full curves machinery cost more than the rest of a sample baseline.
+    """Time-to-coverage of simulated full-length runs (first hits (R, M)): Kaplan-Meier, no censoring."""
     R, M = fh.shape
     ks = np.arange(1, K + 1)
     never = np.iinfo(np.int64).max // 2

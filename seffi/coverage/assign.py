@@ -21,13 +21,9 @@ def pair_keys(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class KeyIndex:
-    """Key -> row in two sorted numpy arrays (int64 keys or `pair_keys`): 16-24 bytes a key, not ~100.
+    """Key -> row in sorted numpy arrays (int64 keys, or ``"V16"`` `pair_keys`): 16-24 bytes a key.
 
-    New keys enter a small sorted array, merged into the large one once it holds an eighth of it:
-    a batch's inserts move O(small) memory, and each key is moved O(log keys) times in all.
-
-    Args:
-        dtype: the keys' type (``"V16"`` for `pair_keys`).
+    New keys enter a small sorted array, merged into the large one once it holds an eighth of it.
     """
 
     def __init__(self, dtype: Any = np.int64) -> None:
@@ -69,26 +65,16 @@ class RunAssigner:
     """Which run (tracker stream) each episode end belongs to, and its position k in that run.
 
     A run is one input's consecutive samples in one env row. A sample starts a new run when its
-    (input, env row) has no open run; else, when it and the open run's last sample both carry a
-    ``run_index``, when the run index changes; else, when both carry a ``sample_index``, when the
-    sample index does not increase; else after ``budget`` samples. Streams are numbered per input
-    from ``stream_offset`` in order of appearance, so trackers of several workers merge without
-    clashes.
-
-    Args:
-        budget: K.
-        stream_offset: First stream number.
+    (input, env row) has no open run; else when the ``run_index`` changes (both reported); else
+    when the ``sample_index`` does not increase (both reported); else after ``budget`` samples.
+    Streams are numbered per input from ``stream_offset``, so workers' trackers merge.
     """
 
     def __init__(self, budget: int, stream_offset: int = 0) -> None:
-        # Every batch is assigned in numpy (rows that mix the rules within one (input, env row) are
-        # worked out sample by sample, with the same result). The open run of each (input, env row)
-        # pair seen lives in one row of flat arrays found through a `KeyIndex`: memory grows with the
-        # pairs seen (about 50 bytes each), not with inputs x env rows.
+        # The open run of each (input, env row) pair seen: one row of flat arrays, via a `KeyIndex`.
         self.budget, self.stream_offset = int(budget), int(stream_offset)
         self.env_cols: dict[int, int] = {}  # env index -> column (in order of first appearance)
-        # env index -> column as an array (-1: none), rebuilt when env_cols grows: a batch's columns
-        # in one gather instead of a unique + dict pass per log
+        # env index -> column as an array (-1: none), rebuilt when env_cols grows: one gather a batch
         self._env_lut = np.full(0, -1, dtype=np.int64)
         self._lut_for = 0  # len(env_cols) the lookup table was built for
         self._row = KeyIndex()  # (input code << 32 | env column) -> open-run row
@@ -187,14 +173,7 @@ class RunAssigner:
     def assign(
         self, u: np.ndarray, env: np.ndarray, sample_index: np.ndarray, run_index: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(slot, k) of every episode, in the order given (-1 = not reported, for the two indices).
-
-        Args:
-            u: int array, shape (N,): input codes.
-            env: int array, shape (N,): env indices.
-            sample_index: int array, shape (N,).
-            run_index: int array, shape (N,).
-        """
+        """(slot, k) of every episode (N,) of inputs ``u`` in env rows ``env``, in order; indices -1: none."""
         n = u.shape[0]
         if n == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
@@ -305,7 +284,7 @@ class RunAssigner:
         return slots, ks
 
     def _grow(self, n_inputs: int, n_envs: int) -> None:
-        """Room for input codes below ``n_inputs`` (env rows need none: open runs are keyed by pair)."""
+        """Room for input codes below ``n_inputs`` (open runs are keyed by pair: env rows need none)."""
         del n_envs
         self.ensure_inputs(n_inputs)
 

@@ -1,11 +1,8 @@
 """``BarcodeRows``: the strategy barcode — per input, which strategy each of its first samples added.
 
-The rule (one, everywhere): a row is an input's lowest-stream run, kept for the ``rows`` smallest
-(task, input_id) keys, so the choice depends on neither update nor merge order; a cell is the first
-strategy (declared order; alphabetical when free-form) the sample adds to its run's coverage, else
-its first matched strategy, else -1 (no match). Memory: rows x cols cells. The cells of a batch are
-found in numpy; only a row's start (once per input) is decided in Python, so the cost of a batch does
-not grow with the number of inputs.
+A row is an input's lowest-stream run, kept for the ``rows`` smallest (task, input_id) keys (so
+neither update nor merge order matters); a cell is the first strategy (declared order) the sample
+adds to its run's coverage, else its first matched strategy, else -1.
 """
 
 from __future__ import annotations
@@ -100,15 +97,14 @@ class BarcodeRows:
         """Set the cells of a batch's samples that fall in a barcode row (before they are folded).
 
         Args:
-            u: int array, shape (N,): input codes.
-            slot: int array, shape (N,): run slots.
-            k: int array, shape (N,): positions in the runs (1-based).
-            hits: bool array, shape (N, C): matched columns.
-            streams: int array, shape (N,): the runs' streams.
-            covered: ``covered(slots)``: bool array, shape (len(slots), C), the columns each run
-                covered before this batch.
+            u: (N,): input codes.
+            slot: (N,): run slots.
+            k: (N,): 1-based positions in the runs.
+            hits: (N, C) bool: matched columns.
+            streams: (N,): the runs' streams.
+            covered: ``covered(slots)`` -> (len(slots), C): columns each run covered before the batch.
             keys: (task, input_id) per input code.
-            col_order: int array: columns in the rule's order.
+            col_order: columns in the rule's order.
         """
         if self.rows == 0 or u.size == 0:
             return
@@ -136,8 +132,7 @@ class BarcodeRows:
             return
         live = live[np.lexsort((k[live], slot[live]))]
         H = hits[live]
-        # What each sample's run had covered before it: before this batch, or by its earlier samples
-        # in it (a running count within each run's segment, the sample's own hits taken out).
+        # Covered before each sample: before the batch, or by its run's earlier samples in it.
         seg = _segment_starts(slot[live])
         run_count = np.cumsum(H, axis=0, dtype=np.int64)
         first = np.maximum.accumulate(np.where(seg, np.arange(seg.size), 0))  # each sample's run start

@@ -1,10 +1,7 @@
 """The metric column table: every quantity the curves report, declared once.
 
-Each [`Column`][seffi.coverage.columns.Column] says where the quantity lives in
-[`Curves`][seffi.coverage.Curves], in report.json (``seffi.report.schema.CurveSet``), under which W&B key and
-in which report.md column, whether it carries an interval and what the estimator needs to compute it. The
-report schema, the W&B keys and the markdown table are built from `COLUMNS`; adding a metric is one row here
-plus its estimator.
+Each `Column` says where the quantity lives in `Curves`, report.json, W&B and report.md, whether it
+has an interval and what its estimator needs; adding a metric is one row here plus its estimator.
 """
 
 from __future__ import annotations
@@ -24,17 +21,14 @@ __all__ = [
 ]
 
 #: What an estimator sums over runs per (input, k), in storage order: the runs that reached k, then
-#: the statistics a per-k column is the ratio of (``Column.stat``; divided by M_x when
-#: ``Column.per_strategy``). Time to coverage adds a (risk, event) pair per tau after these.
+#: the statistics a per-k column is the ratio of (``Column.stat``); (risk, event) per tau follow.
 SUM_STATS: tuple[str, ...] = ("runs", "covered", "novel", "new", "full", "valid_covered", "valid_any")
 
-#: How a column is indexed: per budget k (K values), per rarity bin and k, per threshold tau (a
-#: time-to-coverage summary each), one number, a count of data, or a comparison against baselines.
+#: How a column is indexed: per k, per rarity bin and k, per tau, one number, a count, or a gain.
 Shape = Literal["k", "bins_k", "tau", "scalar", "count", "gain"]
 #: Which budgets a per-k column is logged to W&B at: log-spaced k, or only at K.
 WandbAt = Literal["log_k", "budget"]
-#: What the estimator needs beyond each run's first-hit indices: the correctness of each sample,
-#: the base law (rarity bins), a model-based extrapolation, or the caller (not estimated).
+#: What the estimator needs beyond first hits: correctness, the base law, extrapolation, the caller.
 Needs = Literal["valid", "base_law", "extrapolation", "caller"]
 
 
@@ -43,23 +37,21 @@ class Column:
     """One reported quantity and everything that shows it.
 
     Attributes:
-        name: field of report.json's curve set (``CurveSet``); for shape "gain", of the policy result.
+        name: field of report.json's curve set; for shape "gain", of the policy result.
         shape: how it is indexed (`Shape`).
-        curves: attribute of ``Curves`` ("" when ``Curves`` does not hold it); default ``name``.
+        curves: attribute of ``Curves`` ("" when it holds none); default ``name``.
         dtype: "float", "bool" or "int" values.
-        ci: ``Curves`` holds ``<curves>_lo`` / ``<curves>_hi`` (a bootstrap interval).
+        ci: ``Curves`` holds ``<curves>_lo`` / ``<curves>_hi``.
         report_ci: report.json holds ``<name>_lo`` / ``<name>_hi`` too.
-        unit: the values are probabilities in [0, 1] (checked by the schema); else they are >= 0.
+        unit: values are probabilities in [0, 1] (checked by the schema); else >= 0.
         required: report.json's curve set must have it.
-        wandb: W&B key stem under ``seffi/`` (``"coverage"`` -> ``seffi/coverage/k=<k>``); None: not
-            logged.
+        wandb: W&B key stem under ``seffi/`` (``coverage/k=<k>``); None: not logged.
         wandb_at: which budgets a per-k column is logged at.
         wandb_index: the letter of the budget in the key (``novelty/i=<i>``).
         header: report.md table header ("{K}" becomes the budget); None: not in the table.
-        needs: what the estimator needs beyond first hits; None: first hits alone.
-        stat: for a per-k column estimated from runs, the statistic of `SUM_STATS` summed over
-            runs whose ratio to ``runs`` it is; None: not estimated that way.
-        per_strategy: the statistic counts strategies: divide by M_x to get a fraction.
+        needs: what the estimator needs beyond first hits (`Needs`).
+        stat: the statistic of `SUM_STATS` whose ratio to ``runs`` a per-k column is.
+        per_strategy: the statistic counts strategies: divide by M_x.
         doc: one line saying what it is.
     """
 
@@ -91,15 +83,7 @@ MARKDOWN_TAU = 0.8
 
 
 def _rate(name: str, doc: str, stat: str, *, wandb_at: WandbAt | None = None, **extra: Any) -> Column:
-    """A per-k probability with a bootstrap interval, estimated from runs as ``stat`` over ``runs``.
-
-    Args:
-        name: The column's name, also its W&B key stem when it is logged.
-        doc: What it is, one line.
-        stat: The statistic of `SUM_STATS` it is the ratio of.
-        wandb_at: Which budgets it is logged to W&B at (None: not logged).
-        **extra: Other `Column` fields.
-    """
+    """A per-k probability with an interval, the ratio of ``stat`` to ``runs``; logged under ``name``."""
     wandb = None if wandb_at is None else name
     return Column(name, "k", doc, ci=True, unit=True, wandb=wandb, wandb_at=wandb_at, stat=stat, **extra)
 
@@ -107,6 +91,11 @@ def _rate(name: str, doc: str, stat: str, *, wandb_at: WandbAt | None = None, **
 def _coverage(name: str, doc: str, stat: str, **extra: Any) -> Column:
     """A coverage curve: a `_rate` over the M_x strategies, logged at log-spaced k, its interval reported."""
     return _rate(name, doc, stat, wandb_at="log_k", report_ci=True, per_strategy=True, **extra)
+
+
+def _auc(name: str, doc: str, **extra: Any) -> Column:
+    """An area under a coverage curve: a [0, 1] number with its interval, in report.json too."""
+    return Column(name, "scalar", doc, ci=True, report_ci=True, unit=True, **extra)
 
 
 #: Every column; those with a header appear in report.md's table in this order.
@@ -141,16 +130,7 @@ COLUMNS: tuple[Column, ...] = (
         dtype="bool",
         needs="extrapolation",
     ),
-    Column(
-        "auc",
-        "scalar",
-        "AUC(K) = (1/K) sum_k C(k)",
-        ci=True,
-        report_ci=True,
-        unit=True,
-        wandb="auc",
-        header="AUC@{K} [95% CI]",
-    ),
+    _auc("auc", "AUC(K) = (1/K) sum_k C(k)", wandb="auc", header="AUC@{K} [95% CI]"),
     Column(
         "gain",
         "gain",
@@ -170,15 +150,7 @@ COLUMNS: tuple[Column, ...] = (
     _rate(
         "full_coverage", "F(k) = Pr[|S_k| = M]", "full", wandb_at="budget", header="full coverage at K={K}"
     ),
-    Column(
-        "valid_auc",
-        "scalar",
-        "AUC of valid_coverage",
-        ci=True,
-        report_ci=True,
-        unit=True,
-        needs="valid",
-    ),
+    _auc("valid_auc", "AUC of valid_coverage", needs="valid"),
     Column(
         "valid_rate",
         "scalar",

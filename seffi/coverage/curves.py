@@ -1,12 +1,8 @@
 """Coverage curves: the `Curves` result container (k = 1..K of one sampler) and ``auc``.
 
-The gain lives in `seffi.coverage.gain`, the summary models in `seffi.coverage.summaries`
-and resampling in [`seffi.coverage.resampling`][seffi.coverage.resampling]; their public names are re-exported
-here.
-
-Conventions used in every docstring: ``K`` is the sample budget and arrays indexed by budget hold
-k = 1..K in positions 0..K-1; ``R`` is a number of runs, ``U`` of units (inputs), ``M`` of strategy
-columns, ``B`` of bootstrap replicates.
+Conventions in every docstring of ``seffi.coverage``: ``K`` is the budget and arrays indexed by
+budget hold k = 1..K in positions 0..K-1; ``R`` counts runs, ``U`` inputs, ``M`` strategy columns,
+``B`` bootstrap replicates; a shape such as (U, K) is that of an array.
 """
 
 from __future__ import annotations
@@ -54,18 +50,8 @@ def check_budget(K: Any) -> int:
 
 
 def auc(coverage: np.ndarray) -> np.ndarray:
-    """Coverage area under the curve, AUC(K) = (1/K) sum_k C(k).
-
-    Args:
-        coverage: float array, shape (..., K).
-
-    Returns:
-        float array, shape (...) (a 0-d array for a single curve).
-    """
+    """Coverage area under the curve, AUC(K) = (1/K) sum_k C(k), over the last axis of (..., K)."""
     return np.asarray(coverage, dtype=np.float64).mean(axis=-1)
-
-
-# -- the result container ------------------------------------------------------------------------
 
 
 #: Array-valued fields of ``Curves``: the metric columns' (see `seffi.coverage.columns`), then the
@@ -77,41 +63,27 @@ _ARRAY_FIELDS = (*curves_arrays(), "runs_at_k", "auc_reps", "valid_auc_reps", "i
 class Curves:
     """Coverage curves for k = 1..K of one method (a policy, the iid baseline or the oracle).
 
-    Every array indexed by budget has shape (K,) with position k-1 holding budget k. ``*_lo`` /
-    ``*_hi`` are the bounds of a ``ci_level`` interval (bootstrap over runs stratified by task for a
-    policy; iNEXT bootstrap assemblage for an estimated iid baseline); they are None for exact
-    baselines and for quantities that were not measured (then the point value is None too).
+    ``*_lo`` / ``*_hi`` bound a ``ci_level`` interval; None for exact baselines and for quantities
+    not measured (then the point value is None too). The per-k metrics are described in
+    `seffi.coverage.columns.COLUMNS`.
 
     Attributes:
         kind: "policy", "iid" (exact law), "iid_estimated" (from base samples) or "oracle".
         K: the budget.
-        coverage: float array, shape (K,): C(k) = E[|S_k| / M].
-        novelty: float array, shape (K,): N(i) = Pr[sample i adds a strategy not seen before].
-        expected_new: float array, shape (K,): expected number of new strategies at sample i.
-        full_coverage: float array, shape (K,): F(k) = Pr[|S_k| = M].
-        auc: AUC(K) = mean of coverage over k = 1..K.
-        valid_coverage: float array, shape (K,): coverage counting only matches of correct samples.
-        valid_auc: AUC of ``valid_coverage``.
-        valid_at_k: float array, shape (K,): best-of-k correctness, Pr[some sample <= k is correct].
+        coverage, novelty, expected_new, full_coverage, valid_coverage, valid_at_k: (K,) curves.
+        auc, valid_auc: AUC(K) of ``coverage`` / ``valid_coverage``.
         time_to_coverage: {"0.5" | "0.8" | "1.0": TimeToCoverage}.
-        coverage_by_rarity: float array, shape (n_bins, K): coverage contributed by strategies in each
-            within-input quantile of base probability (row 0 = most common); rows sum to coverage.
-            None when no base law was given.
-        rarity_bins: labels of the rows of ``coverage_by_rarity``.
-        extrapolated: bool array, shape (K,): True where the value is a model-based extrapolation.
-        runs_at_k: int array, shape (K,): number of runs observed for at least k samples (policy).
-        n_inputs, n_runs, samples: counts behind the curves (samples = total samples seen).
+        coverage_by_rarity: (n_bins, K): coverage per within-input base-probability quantile (row 0
+            = most common; rows sum to coverage), labelled by ``rarity_bins``; None without a law.
+        extrapolated: (K,) bool: True where the value is a model-based extrapolation.
+        runs_at_k: (K,): runs observed for at least k samples (policy).
+        n_inputs, n_runs, samples: counts behind the curves.
         ci_level, n_boot, seed: how the intervals were made.
-        auc_reps, valid_auc_reps: float arrays, shape (B,): bootstrap replicates of the AUCs.
-            `gain` uses them only for curves it cannot pair over inputs (a single-law
-            estimated baseline, curves without per-input AUCs).
-        input_keys: the inputs behind the curves, U of them, as (task, input_id) pairs in the order
-            of ``input_auc``; the task is None for baselines (their inputs are matched by id). None
-            when unknown (a single-law baseline, curves from older dicts or other sources).
-        input_auc, input_valid_auc: float arrays, shape (U,): each input's share of ``auc`` /
-            ``valid_auc``, with mean exactly equal to it. For a baseline, the input's own AUC; for a
-            policy whose runs all reach K, likewise; with shorter runs, the linearised contribution
-            (see ``runs.input_auc_contributions``). `gain` resamples these jointly (paired).
+        auc_reps, valid_auc_reps: (B,): bootstrap replicates of the AUCs (for unpaired gains).
+        input_keys: (task, input_id) of the U inputs, in the order of ``input_auc``; task None for
+            baselines (matched by id); None when unknown.
+        input_auc, input_valid_auc: (U,): each input's share of the AUC (mean exactly the AUC; see
+            ``sums_curves.input_auc_contributions``), resampled jointly by `gain`.
         barcode: optional strategy barcode, see ``CoverageTracker.barcode``.
         notes: human-readable caveats (Monte Carlo error, extrapolation, undefined quantities).
     """
@@ -170,14 +142,10 @@ class Curves:
         """The budgets 1..K: int array, shape (K,)."""
         return np.arange(1, self.K + 1)
 
-    # -- comparison ------------------------------------------------------------------------------
-
     def gain(self, iid: Curves, oracle: Curves, **kwargs: Any) -> Gain:
-        """Gain(K) with a paired bootstrap interval over inputs, see `seffi.coverage.gain.paired_gain`.
+        """Gain(K) of these curves with an interval paired over inputs (`seffi.coverage.gain.paired_gain`).
 
-        These curves are its ``policy``; ``kwargs`` (``valid``, ``n_boot``, ``seed``) go to it. When the
-        iid curves are extrapolated at some k <= K (an iid baseline estimated from fewer than K
-        samples per input), a defined gain says so in ``reason``.
+        ``kwargs``: ``valid``, ``n_boot``, ``seed``. ``reason`` notes iid curves extrapolated at k <= K.
         """
         g = paired_gain(self, iid, oracle, **kwargs)
         note = extrapolation_note(iid)
@@ -205,16 +173,7 @@ class Curves:
         time_to_coverage: dict[str, TimeToCoverage],
         **other: Any,
     ) -> Curves:
-        """Curves from point estimates, their AUC the mean coverage.
-
-        Args:
-            kind: See ``Curves.kind``.
-            K: The budget.
-            point: ``coverage``, ``novelty``, ``expected_new`` and ``full_coverage``: float arrays,
-                shape (K,).
-            time_to_coverage: See ``Curves.time_to_coverage``.
-            **other: The other fields of ``Curves``.
-        """
+        """Curves from point estimates (``coverage``, ``novelty``, ``expected_new``, ``full_coverage``)."""
         return cls(
             kind=kind,
             K=K,
@@ -229,11 +188,7 @@ class Curves:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Curves:
-        """Rebuild curves from `to_dict` output; a foreign or corrupted dict raises ValueError.
-
-        Dicts written before the per-input fields existed load with them None; `gain` then
-        falls back to the unpaired interval and says so in ``Gain.reason``.
-        """
+        """Rebuild curves from `to_dict` output (missing per-input fields: None); ValueError if foreign."""
         if not isinstance(d, Mapping) or d.get("format") != CURVES_FORMAT:
             raise ValueError(f"not a seffi Curves dict (expected format {CURVES_FORMAT!r})")
         names = {f.name for f in fields(cls)}
@@ -260,9 +215,6 @@ class Curves:
             return cls(**kw)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"corrupted Curves dict: {exc}") from exc
-
-
-# -- small helpers -------------------------------------------------------------------------------
 
 
 def extrapolation_note(curves: Curves) -> str | None:

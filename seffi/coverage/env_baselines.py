@@ -1,10 +1,7 @@
 """``EnvBaselines``: the exact iid and oracle baselines of an env's inputs, computed once and cached.
 
-One object serves the monitor (per-input AUCs for every log), the evaluator and ``seffi run`` (full
-curves for the report). It reads an env's facts through three callables, so it knows no env API:
-``base_law(x, valid_only)`` -> ``{match set: probability}``, ``references(x)`` -> the oracle's
-reference match sets, and ``pool()`` -> every input id. A user baseline (``iid=``/``oracle=``)
-replaces the env's.
+It reads an env's facts through three callables (``base_law(x, valid_only)``, ``references(x)``,
+``pool()``), so it knows no env API; a user baseline (``iid=``/``oracle=``) replaces the env's.
 """
 
 from __future__ import annotations
@@ -28,19 +25,10 @@ BaseLaw = Callable[..., Any]
 
 
 def check_agrees(what: str, baseline: Any, strategies: Sequence[str]) -> None:
-    """Raise unless a user baseline counts coverage over the monitor's strategies (same ids, same M).
+    """Raise `SeffiError` unless a user ``what`` ("iid"/"oracle") baseline has the monitor's ids and M.
 
-    A baseline with another M measures another quantity: its AUC, and so the gain, would be silently
-    wrong (an iid law over 3 of 4 declared strategies reaches C = 1 where the policy's ceiling is
-    0.75). Objects without ``strategy_sets()`` (any object with ``curves(K)``) are not checked.
-
-    Args:
-        what: "iid" or "oracle" (for the message).
-        baseline: The baseline, or None.
-        strategies: The monitor's declared strategy ids.
-
-    Raises:
-        SeffiError: Some input of the baseline has another M, or names an id the monitor does not declare.
+    Another M would silently change the gain (an iid law over 3 of 4 strategies reaches C = 1 where
+    the policy's ceiling is 0.75). Objects without ``strategy_sets()`` are not checked.
     """
     sets = getattr(baseline, "strategy_sets", None)
     if baseline is None or not callable(sets):
@@ -63,11 +51,7 @@ def check_agrees(what: str, baseline: Any, strategies: Sequence[str]) -> None:
 
 @contextmanager
 def _env_fact_errors(fact: str) -> Iterator[None]:
-    """Turn a ValueError raised while building a baseline from the env's ``fact`` into one SeffiError line.
-
-    Args:
-        fact: The env callable the baseline is built from (``"base_match_distribution"``).
-    """
+    """Turn a ValueError raised while building a baseline from the env's ``fact`` into one SeffiError."""
     try:
         yield
     except SeffiError:
@@ -86,10 +70,8 @@ class EnvBaselines:
             match sets (``task.base_match_distribution``); None: no exact iid baseline.
         references: ``references(x)``: the oracle's reference match sets of ``x``; None: no oracle.
         pool: ``pool()``: every input id of the env (baselines over the whole pool are computed once).
-        iid: A user iid baseline (e.g. ``IidBaseline.from_samples``), used instead of ``base_law``;
-            its strategy ids and M must be the monitor's
-            ([`check_agrees`][seffi.coverage.env_baselines.check_agrees]).
-        oracle: A user oracle baseline, used instead of ``references``; checked the same way.
+        iid: A user iid baseline, used instead of ``base_law`` (checked by `check_agrees`).
+        oracle: A user oracle baseline, used instead of ``references`` (checked likewise).
         seed: Seed of the oracle's Monte Carlo parts.
         iid_seed: Seed of the iid curves' Monte Carlo parts (time to coverage).
         oracle_rarity: Split the oracle's coverage by the iid law's rarity bins (the report's panel).
@@ -135,14 +117,7 @@ class EnvBaselines:
 
     @classmethod
     def from_env(cls, env: Any, budget: int, **kwargs: Any) -> EnvBaselines:
-        """Baselines of a seffi env (``env.unwrapped`` of a single or native vector env).
-
-        Args:
-            env: An object with ``strategies``, ``input_ids``, ``base_match_distribution`` and
-                ``reference_match_sets`` (every seffi router env's ``unwrapped``).
-            budget: K.
-            **kwargs: Other [`EnvBaselines`][seffi.coverage.env_baselines.EnvBaselines] arguments.
-        """
+        """Baselines of a seffi env's ``unwrapped``; ``kwargs`` as `EnvBaselines`."""
         return cls(
             env.strategies,
             budget,
@@ -172,10 +147,7 @@ class EnvBaselines:
         return has_iid and (self.user_oracle is not None or self.references is not None)
 
     def _baselines(self, inputs: Sequence[str]) -> tuple[IidBaseline | None, OracleBaseline | None]:
-        """The (iid, oracle) baselines over ``inputs``: a user's as given, else built from the env's facts.
-
-        Either is None when there is neither a user baseline nor an env fact to build it from, or no input.
-        """
+        """The (iid, oracle) baselines over ``inputs``: a user's, else built from the env's facts, or None."""
         iid, oracle = self.user_iid, self.user_oracle
         if iid is None and self.base_law is not None and inputs:
             raw = {x: self.base_law(x) for x in inputs}
@@ -204,10 +176,7 @@ class EnvBaselines:
         return self._users[id(baseline)]
 
     def _input_auc(self, baseline: Any, x: str) -> float | None:
-        """Input ``x``'s AUC under ``baseline`` (a user's, or one built from the env's facts for ``x``).
-
-        A user baseline whose curves carry no per-input AUCs enters with its AUC over its own inputs.
-        """
+        """Input ``x``'s AUC under ``baseline`` (a user's without per-input AUCs: its overall AUC)."""
         if baseline is None:
             return None
         if baseline is self.user_iid or baseline is self.user_oracle:
@@ -230,12 +199,7 @@ class EnvBaselines:
         return self._aucs[x]
 
     def aucs(self, inputs: Sequence[str]) -> tuple[float | None, float | None]:
-        """(iid AUC, oracle AUC) over ``inputs``: the mean of per-input AUCs, each computed once.
-
-        Both baselines weigh every input the same, so their AUC over a set of inputs is the mean of
-        per-input AUCs: a new input costs one small computation, never a recomputation over all.
-        None where some input has no AUC under that baseline.
-        """
+        """(iid AUC, oracle AUC) over ``inputs``: the mean of per-input AUCs (None where one is missing)."""
         pairs = [self.input_aucs(x) for x in inputs]
         means = [
             None if not pairs or any(p[i] is None for p in pairs) else float(np.mean([p[i] for p in pairs]))
@@ -248,18 +212,10 @@ class EnvBaselines:
 
         Args:
             inputs: The input ids.
-            pool: Over the env's whole pool instead, when every input is in it. Curve snapshots
-                during training use this: it is computed once, whereas the set of inputs seen grows
-                early in training and each new set would mean computing the baselines again;
-                ``Curves.gain`` restricts per-input baselines to the policy's inputs, so the gain is
-                the same.
+            pool: Over the env's whole pool instead, when every input is in it: computed once while
+                the inputs seen grow; ``Curves.gain`` restricts it to the policy's inputs.
         """
-        if (
-            self.user_iid is None
-            and self.base_law is None
-            and self.user_oracle is None
-            and self.references is None
-        ):
+        if not self.sources:
             return None, None  # nothing to compute: skip the O(inputs) set of ids
         seen = frozenset(inputs)
         if pool and self._pool_fn is not None and self.user_iid is None and self.user_oracle is None:
@@ -283,12 +239,9 @@ class EnvBaselines:
 
 
 class BaselineAucSums:
-    """Running sums of per-input baseline AUCs over a list of inputs that only grows.
+    """Running sums of per-input baseline AUCs over the inputs with a complete run (a list that grows).
 
-    The policy's point AUC of a log averages the inputs with a complete run; the baselines must
-    average the same inputs. Those inputs only ever grow (a tracker appends an input when its first
-    run completes), so each log folds in the new ones: O(new inputs) per log, not O(inputs).
-    ``restart`` starts the sums over (another list: a loaded or merged tracker).
+    A log's baselines average the policy's inputs; each log folds in the new ones: O(new inputs).
     """
 
     def __init__(self) -> None:
@@ -301,13 +254,7 @@ class BaselineAucSums:
     def mean(
         self, baselines: EnvBaselines, codes: np.ndarray, keys: Sequence[tuple[str, str]]
     ) -> tuple[float | None, float | None]:
-        """(iid AUC, oracle AUC) averaged over the inputs ``codes`` (extending the previous call's).
-
-        Args:
-            baselines: The baselines.
-            codes: int array, shape (U,): input codes, the previous call's first.
-            keys: (task, input_id) of every input code.
-        """
+        """(iid AUC, oracle AUC) over input ``codes`` (U,) (the previous call's first); ``keys`` by code."""
         for c in codes[self._n :].tolist():
             iid, oracle = baselines.input_aucs(keys[c][1])
             if iid is None or oracle is None:

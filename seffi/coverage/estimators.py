@@ -1,12 +1,9 @@
-"""Exact iid curves for a known match-set law, and unbiased estimators from n iid base samples.
+"""Exact iid curves of a known match-set law, and unbiased estimators from n iid base samples.
 
-Pure numpy functions over one input. Inputs are either a *law* -- atoms (J, M) bool (the possible
-match sets over M strategy columns) with probabilities p (J,) -- or *samples* -- an incidence matrix
-X (n, M) bool (sample t matches strategy s). Curves are arrays over k = 1..K.
-
-The plug-in estimate sum_s 1 - (1 - p_hat_s)^k is biased low (it inflates every gain); nothing here
-uses it. Rarefaction (k <= n) uses U-statistics, i.e. averages over all k-subsets of the samples,
-written in closed form with binomial ratios computed from log-factorials so nothing overflows.
+Numpy functions over one input: a *law* is atoms (J, M) bool (the possible match sets) with
+probabilities p (J,); *samples* are an incidence matrix X (n, M) bool. Curves are arrays over
+k = 1..K. The plug-in sum_s 1 - (1 - p_hat_s)^k is biased low (it inflates every gain) and unused:
+k <= n uses U-statistics (averages over all k-subsets), with binomial ratios from log-factorials.
 """
 
 from __future__ import annotations
@@ -20,7 +17,6 @@ from seffi.coverage.subsets import distinct_sets, meet_counts, nonempty_subsets,
 __all__ = [
     "chao_extrapolation",
     "chao_extrapolation_counts",
-    "chao_f0",
     "chao_f0_array",
     "expected_covered_exact",
     "full_coverage_exact",
@@ -66,7 +62,6 @@ def _masks(atoms: np.ndarray) -> np.ndarray:
 
 
 def _submasks(mask: int) -> list[int]:
-    """All non-empty submasks of ``mask``."""
     out, b = [], mask
     while b:
         out.append(b)
@@ -123,21 +118,11 @@ def novelty_exact(atoms: np.ndarray, p: np.ndarray, K: int) -> np.ndarray:
 
 
 def _cover_all_dp(sizes: list[float], K: int, log_weight, mean_var, h0: np.ndarray) -> np.ndarray:
-    """H_m(k) = sum_{j>=1} w_m(k, j) H_{m-1}(k - j), a DP whose terms are all non-negative.
+    """H_m(k) = sum_{j>=1} w_m(k, j) H_{m-1}(k - j) for k = 0..K, from ``h0`` (K + 1,): non-negative terms.
 
-    Each step adds one strategy; ``w_m(k, .)`` is a probability law over j (binomial for a known
-    law, hypergeometric for samples), so H stays a probability. Weights below e^-60 of the row's
-    mode are skipped (absolute error < M*K*e^-60, i.e. nothing), which keeps each step banded.
-
-    Args:
-        sizes: per-strategy parameters passed to ``log_weight``/``mean_var``.
-        K: budget.
-        log_weight: (m, k (K+1, 1), j (K+1, W)) -> log w_m(k, j).
-        mean_var: (m, k (K+1,)) -> (mean, variance) of j under w_m(k, .).
-        h0: float array, shape (K + 1,): H_0.
-
-    Returns:
-        float array, shape (K + 1,): H_M(k) for k = 0..K.
+    Each step adds one strategy; ``w_m(k, .)`` is a law over j (binomial for a known law,
+    hypergeometric for samples), given as ``log_weight(m, k (K+1, 1), j (K+1, W))`` with
+    ``mean_var(m, k)``. Weights below e^-60 of the mode are skipped, keeping each step banded.
     """
     h = h0
     ks = np.arange(K + 1)
@@ -160,17 +145,10 @@ def _cover_all_dp(sizes: list[float], K: int, log_weight, mean_var, h0: np.ndarr
 
 
 def full_coverage_exact(atoms: np.ndarray, p: np.ndarray, m: int, K: int) -> np.ndarray:
-    """F(k) = Pr[|S_k| = m] for k = 1..K under iid draws from a known law: float array, shape (K,).
+    """F(k) = Pr[|S_k| = m], k = 1..K, under iid draws from a known law (atoms (J, M), p (J,)).
 
-    Single-label: k! [x^k] e^{p_0 x} prod_s (e^{p_s x} - 1), computed as the non-negative binomial DP
-    (normalised so every intermediate is a probability; no log-space overflow). Set-valued:
-    inclusion-exclusion sum_B (-1)^|B| q_B^k over the M <= 20 strategy columns.
-
-    Args:
-        atoms: bool array, shape (J, M).
-        p: float array, shape (J,).
-        m: the denominator M_x (strategies beyond the M columns are never covered).
-        K: budget.
+    Single-label: k! [x^k] e^{p_0 x} prod_s (e^{p_s x} - 1) as the normalised binomial DP.
+    Set-valued: inclusion-exclusion sum_B (-1)^|B| q_B^k over M <= 20 columns.
     """
     atoms = np.asarray(atoms, dtype=bool)
     p = np.asarray(p, dtype=np.float64)
@@ -210,13 +188,7 @@ def _full_single_label_exact(pi: np.ndarray, K: int) -> np.ndarray:
 
 
 def _subset_table(masks: np.ndarray, w: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """For every B subset of [m]: total weight of atoms disjoint from B, and (-1)^|B|, grouped.
-
-    Uses a subset-sum (zeta) transform: weight of atoms whose mask is a subset of the complement.
-
-    Returns:
-        (values, signs): float arrays, shape (G,): distinct values with their summed signs.
-    """
+    """Distinct weights of atoms disjoint from each B subset of [m] (zeta transform), summed (-1)^|B|."""
     table = np.zeros(1 << m)
     np.add.at(table, masks, w)
     for b in range(m):  # zeta transform: table[S] = sum of weights of masks subset of S
@@ -273,33 +245,15 @@ def time_to_full_mean(atoms: np.ndarray, p: np.ndarray, m: int) -> float:
 
 
 def rarefaction(X: np.ndarray, K: int) -> np.ndarray:
-    """Unbiased E|S_k| for k = 1..min(K, n): sum_s [1 - C(n - Y_s, k) / C(n, k)].
-
-    Args:
-        X: bool array, shape (n, M): incidence of strategies in samples (set-valued allowed).
-        K: budget.
-
-    Returns:
-        float array, shape (min(K, n),).
-    """
+    """Unbiased E|S_k| for k = 1..min(K, n) from X (n, M): sum_s [1 - C(n - Y_s, k) / C(n, k)]."""
     X = np.asarray(X, dtype=bool)
     return rarefaction_counts(X.sum(axis=0), X.shape[0], K)
 
 
 def rarefaction_counts(Y: np.ndarray, n: int, K: int) -> np.ndarray:
-    """``rarefaction`` from incidence counts alone, for one dataset or a batch of them.
+    """``rarefaction`` from incidence counts Y (..., M) in 0..n: (..., min(K, n)).
 
-    The estimator depends on the data only through Y_s (samples containing s), so a batch of
-    bootstrap datasets is one product: (rows x distinct counts) @ (distinct counts x k), with
-    strategies of equal incidence sharing a term (many rare ones tie).
-
-    Args:
-        Y: int array, shape (..., M): per-strategy incidence counts, each in 0..n.
-        n: number of samples behind every row of Y.
-        K: budget.
-
-    Returns:
-        float array, shape (..., min(K, n)).
+    A batch is one product (rows x distinct counts) @ (distinct counts x k): equal counts share a term.
     """
     Y = np.asarray(Y, dtype=np.int64)
     rows = Y.reshape(-1, Y.shape[-1])
@@ -324,29 +278,19 @@ def rarefaction_counts(Y: np.ndarray, n: int, K: int) -> np.ndarray:
 
 
 def novelty_samples(X: np.ndarray, K: int) -> np.ndarray:
-    """Unbiased Pr[A_i not a subset of S_{i-1}] for i = 1..min(K, n).
+    """Unbiased Pr[A_i not a subset of S_{i-1}], i = 1..min(K, n), by the U-statistic.
 
-    The U-statistic averages, over every sample j as the i-th draw and every (i-1)-subset of the
-    others, whether A_j adds something: (1/n) sum_j -sum_{{} != B subset A_j} (-1)^|B|
-    C(n - Y_B, i-1) / C(n-1, i-1), with Y_B the number of samples meeting B.
-
-    Returns:
-        float array, shape (min(K, n),).
+    (1/n) sum_j -sum_{{} != B subset A_j} (-1)^|B| C(n - Y_B, i-1) / C(n-1, i-1), Y_B samples meeting B.
     """
     X = np.asarray(X, dtype=bool)
     return novelty_samples_many(X[None], K)[0]
 
 
 def novelty_samples_many(X: np.ndarray, K: int) -> np.ndarray:
-    """``novelty_samples`` of D datasets of the same size at once: X bool (D, n, m) -> (D, min(K, n)).
+    """``novelty_samples`` of D datasets at once: X bool (D, n, m) -> (D, min(K, n)).
 
-    The signed terms depend on B only through Y_B, an integer in 1..n, so they are first summed
-    into exact integer coefficients per (dataset, Y_B) and then multiplied by one (n, K) table of
-    binomial ratios. Single-label datasets need only the incidence counts (B = {s}, Y_B = Y_s: any
-    M); set-valued ones take Y_B from superset counts (``seffi.coverage.subsets``), linear in n.
-
-    Raises:
-        ValueError: set-valued datasets name more than 62 distinct strategies (one line, what to do).
+    The signed terms are summed into coefficients per (dataset, Y_B) first, then multiplied by one
+    (n, K) table of binomial ratios; set-valued data take Y_B from superset counts (``subsets``).
     """
     X = np.asarray(X, dtype=bool)
     D, n, m = X.shape
@@ -379,15 +323,10 @@ def novelty_samples_many(X: np.ndarray, K: int) -> np.ndarray:
 
 
 def full_coverage_samples(X: np.ndarray, m: int, K: int) -> np.ndarray:
-    """Unbiased F(k) for k = 1..min(K, n): the fraction of k-subsets of the samples covering all m.
+    """Unbiased F(k), k = 1..min(K, n): the fraction of k-subsets of the samples covering all m.
 
-    Single-label: [x^k] prod_s ((1 + x)^{N_s} - 1) / C(n, k) as a hypergeometric DP (non-negative
-    terms). Set-valued: sum_B (-1)^|B| C(n - Y_B, k) / C(n, k) over B subset of [m] when
-    m <= `EXACT_SET_STRATEGIES`; beyond, the share of random sample orders covering all
-    within k (standard error <= 0.008, ``_full_by_permutations``).
-
-    Returns:
-        float array, shape (min(K, n),).
+    Single-label: [x^k] prod_s ((1 + x)^{N_s} - 1) / C(n, k) as a hypergeometric DP. Set-valued:
+    inclusion-exclusion up to `EXACT_SET_STRATEGIES`, random orders beyond (``_full_by_permutations``).
     """
     X = np.asarray(X, dtype=bool)
     n = X.shape[0]
@@ -430,11 +369,7 @@ def full_coverage_samples(X: np.ndarray, m: int, K: int) -> np.ndarray:
 
 
 def full_coverage_samples_many(X: np.ndarray, m: int, K: int) -> np.ndarray:
-    """``full_coverage_samples`` of D datasets of the same size: X bool (D, n, >= m) -> (D, min(K, n)).
-
-    Datasets missing a strategy are 0, single-label ones take the DP of ``full_coverage_samples``
-    and the set-valued rest share one batched inclusion-exclusion (``_full_set_valued``).
-    """
+    """``full_coverage_samples`` of D datasets: X bool (D, n, >= m) -> (D, min(K, n))."""
     X = np.asarray(X, dtype=bool)
     D, n = X.shape[:2]
     out = np.zeros((D, min(K, n)))
@@ -458,13 +393,9 @@ PERMUTATIONS = 4000
 
 
 def _full_by_permutations(X: np.ndarray, K: int) -> np.ndarray:
-    """Set-valued F(k) of D datasets X bool (D, n, m) by Monte Carlo over random orders of the samples.
+    """Set-valued F(k) of X bool (D, n, m): the share of `PERMUTATIONS` random orders covering all by k.
 
-    The first k samples of a uniformly random order are a uniform k-subset, so the share of
-    `PERMUTATIONS` orders whose first k samples cover every column is an unbiased estimate of
-    the U-statistic at every k, with standard error sqrt(F (1 - F) / R) <= 0.5 / sqrt(R) = 0.008.
-    Each order costs O(n m): the cover time is the latest first occurrence of a column. The
-    generator is seeded from the data, so the same samples give the same estimate.
+    Unbiased for the U-statistic (standard error <= 0.008); seeded from the data, so deterministic.
     """
     D, n, m = X.shape
     kmax = min(K, n)
@@ -486,12 +417,10 @@ def _full_by_permutations(X: np.ndarray, K: int) -> np.ndarray:
 
 
 def _full_set_valued(X: np.ndarray, m: int, K: int) -> np.ndarray:
-    """Set-valued F(k) = sum_B (-1)^|B| C(n - Y_B, k) / C(n, k) for D datasets: X bool (D, n, m).
+    """Set-valued F(k) = sum_B (-1)^|B| C(n - Y_B, k) / C(n, k) of X bool (D, n, m).
 
-    n - Y_B is the number of samples inside the complement S of B, an integer in 0..n: a subset-sum
-    (zeta) transform over the 2^m bitmasks gives it for every S in O(m 2^m) integer additions, and
-    the signs (-1)^(m - |S|) are summed per value first, so the binomial ratios are taken n + 1
-    times instead of 2^m times.
+    n - Y_B (samples inside the complement S of B) for every S by a zeta transform over the 2^m
+    bitmasks; the signs are summed per value first, so binomial ratios are taken n + 1 times.
     """
     D, n, _ = X.shape
     if m > EXACT_SET_STRATEGIES:
@@ -531,31 +460,16 @@ def _full_set_valued(X: np.ndarray, m: int, K: int) -> np.ndarray:
 
 
 def chao_extrapolation(X: np.ndarray, K: int, m: int) -> np.ndarray:
-    """Model-based E|S_{n+j}| beyond the sample size (Chao et al. 2014, iNEXT), j = 1..K-n.
+    """Model-based E|S_{n+j}|, j = 1..K-n (Chao et al. 2014, iNEXT): (max(K - n, 0),).
 
-    S(n+j) = S_obs + f0 [1 - (1 - f1 / (n f0 + f1))^j], f0 = ((n-1)/n) f1^2 / (2 f2) (or
-    ((n-1)/n) f1 (f1-1)/2 when f2 = 0), with f1/f2 the strategies seen in exactly one/two samples
-    (incidence counts for set-valued data), and f0 capped at m - S_obs.
-
-    Returns:
-        float array, shape (max(K - n, 0),).
+    S(n+j) = S_obs + f0 [1 - (1 - f1 / (n f0 + f1))^j], f0 the Chao1 estimate capped at m - S_obs.
     """
     X = np.asarray(X, dtype=bool)
     return chao_extrapolation_counts(X.sum(axis=0), X.shape[0], K, m)
 
 
 def chao_extrapolation_counts(Y: np.ndarray, n: int, K: int, m: int) -> np.ndarray:
-    """``chao_extrapolation`` from incidence counts, for one dataset or a batch (see ``rarefaction_counts``).
-
-    Args:
-        Y: int array, shape (..., M): per-strategy incidence counts out of n samples.
-        n: number of samples.
-        K: budget.
-        m: the denominator M_x (caps f0 at m - S_obs).
-
-    Returns:
-        float array, shape (..., max(K - n, 0)).
-    """
+    """``chao_extrapolation`` from incidence counts Y (..., M) out of n: (..., max(K - n, 0))."""
     Y = np.asarray(Y, dtype=np.int64)
     j = np.arange(1, max(K - n, 0) + 1, dtype=np.float64)
     s_obs = (Y > 0).sum(axis=-1).astype(np.float64)
@@ -567,15 +481,10 @@ def chao_extrapolation_counts(Y: np.ndarray, n: int, K: int, m: int) -> np.ndarr
     return s_obs[..., None] + f0[..., None] * -np.expm1(j * np.log1p(-rate[..., None]))
 
 
-def chao_f0(n: int, f1: int, f2: int, *, cap: float = math.inf) -> float:
-    """Chao1 (bias-corrected when f2 = 0) estimate of the number of unseen strategies, capped."""
-    return float(chao_f0_array(n, np.array([f1], float), np.array([f2], float), cap=np.array([cap]))[0])
-
-
 def chao_f0_array(
     n: int, f1: np.ndarray, f2: np.ndarray, *, cap: np.ndarray | float = math.inf
 ) -> np.ndarray:
-    """Vectorised ``chao_f0``: float arrays f1, f2 (and cap), shape (B,) -> f0-hat, shape (B,)."""
+    """Chao1 estimates of the unseen strategies (bias-corrected when f2 = 0) from arrays f1, f2, capped."""
     f1, f2 = np.asarray(f1, dtype=np.float64), np.asarray(f2, dtype=np.float64)
     if n <= 0:
         return np.zeros(f1.shape)

@@ -8,22 +8,11 @@ from seffi.coverage import estimators as est
 
 
 def model_law(Y: np.ndarray, n: int, m: int, single: np.ndarray | bool) -> np.ndarray:
-    """A per-column law fitted to incidence counts, with the undetected mass on the unseen columns.
+    """q_s (..., m), the probability that a sample matches column s, fitted to incidence counts Y (..., m).
 
-    Detected columns get the iNEXT assemblage probabilities (see ``assemblage``); the m - S_obs
-    never-detected columns share the Chao-Jost undetected mass equally, or, without singletons, each
-    get a uniform prior's posterior mean. The model and why: docs/statistics.md, "The iid baseline
-    from samples".
-
-    Args:
-        Y: int array, shape (..., m): incidence counts out of n samples.
-        n: samples per dataset.
-        m: the denominator M_x (columns of Y).
-        single: bool (array broadcastable to Y's leading shape): single-label data (then the
-            row is a categorical law whose remainder 1 - sum q means "matches nothing").
-
-    Returns:
-        float array, shape (..., m): q_s, the probability that a sample matches column s.
+    Detected columns get the iNEXT assemblage probabilities; the m - S_obs unseen ones share the
+    Chao-Jost undetected mass, or without singletons each get a uniform prior's posterior mean.
+    ``single`` (broadcast to Y's leading shape): a categorical law (remainder: "matches nothing").
     """
     Y = np.asarray(Y, dtype=np.int64)
     rows = Y.reshape(-1, Y.shape[-1])
@@ -49,19 +38,9 @@ def model_law(Y: np.ndarray, n: int, m: int, single: np.ndarray | bool) -> np.nd
 
 
 def _missing_found(u: np.ndarray, r: np.ndarray, J: int, single: np.ndarray) -> np.ndarray:
-    """Law of how many of u missing columns (each of probability r per draw) j more draws find.
+    """Pr[f of u missing columns (probability r per draw) found after j = 1..J draws]: (D, J, max(u) + 1).
 
-    Single-label: a draw finds a new one w.p. (u - f) r given f found (a Markov chain over f).
-    Set-valued (independent inclusion): each column is found w.p. 1 - (1 - r)^j independently.
-
-    Args:
-        u: int array, shape (D,): missing columns.
-        r: float array, shape (D,): per-draw probability of each.
-        J: draws, j = 1..J.
-        single: bool array, shape (D,).
-
-    Returns:
-        float array, shape (D, J, max(u) + 1): Pr[f found after j draws].
+    Single-label: a Markov chain over f; set-valued: each found w.p. 1 - (1 - r)^j independently.
     """
     D = u.shape[0]
     U = int(u.max(initial=0))
@@ -102,14 +81,9 @@ def _missing_found(u: np.ndarray, r: np.ndarray, J: int, single: np.ndarray) -> 
 
 
 def _full_law(q: np.ndarray, K: int) -> np.ndarray:
-    """F(k) ~ prod_s 1 - (1 - q_s)^k, k = 1..K, under per-column laws q (D, m).
+    """F(k) ~ prod_s 1 - (1 - q_s)^k (D, K) under per-column laws q (D, m): exact for independent inclusion.
 
-    Exact for independent inclusion (set-valued model law); for a single-label law an upper
-    approximation (occupancy counts are negatively associated). Used only for the spread of F
-    replicates where no Wilson interval applies (see ``_set_intervals``).
-
-    Returns:
-        float array, shape (D, K).
+    Single-label: an upper approximation, used only for the spread of F replicates.
     """
     ks = np.arange(1, K + 1, dtype=np.float64)
     with np.errstate(divide="ignore"):  # q = 1: log1p(-1) = -inf, and the factor is 1 as it should be
@@ -118,16 +92,10 @@ def _full_law(q: np.ndarray, K: int) -> np.ndarray:
 
 
 def _beyond_n(Y: np.ndarray, n: int, m: int, single: np.ndarray, J: int, needs: list[int]) -> tuple:
-    """Full coverage and time-to-coverage survival at k = n + 1..n + J, given n observed samples.
+    """(full (D, J), survival (len(needs), D, J)) at k = n + 1..n + J, given n observed samples.
 
-    After the n samples the covered set is S_obs exactly; what remains is finding the u = m - S_obs
-    missing strategies, whose per-draw probabilities ``model_law`` estimates. So
-    F(n + j) = 1 if S_obs = m, else Pr[all u found in j draws], and Pr[T(tau) > n + j] =
-    Pr[S_obs + found < ceil(tau m)]: the conditional law of the future given the data with the
-    missing probabilities plugged in (model-based: ``Curves.extrapolated``).
-
-    Returns:
-        (full, survival): float arrays, shape (D, J) and (len(needs), D, J).
+    The future given the data: finding the u = m - S_obs missing strategies, their per-draw
+    probabilities from ``model_law`` (model-based: ``Curves.extrapolated``).
     """
     Y = np.asarray(Y, dtype=np.int64)
     s_obs = (Y > 0).sum(axis=1)

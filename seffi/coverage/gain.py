@@ -30,16 +30,7 @@ __all__ = ["Gain", "gain_value", "paired_gain", "point_gain"]
 
 
 def gain_value(auc_a: np.ndarray, auc_iid: np.ndarray, auc_oracle: np.ndarray) -> np.ndarray:
-    """Gain(K) = (AUC_A - AUC_iid) / (AUC_oracle - AUC_iid); NaN where the denominator is <= 0.
-
-    Args:
-        auc_a: float array, shape (...): the method's AUC.
-        auc_iid: float array, shape (...) (broadcastable): the iid AUC.
-        auc_oracle: float array, shape (...) (broadcastable): the oracle AUC.
-
-    Returns:
-        float array, the broadcast shape (...).
-    """
+    """Gain(K) = (AUC_A - AUC_iid) / (AUC_oracle - AUC_iid), broadcast; NaN where the denominator is <= 0."""
     a, i, o = (np.asarray(v, dtype=np.float64) for v in (auc_a, auc_iid, auc_oracle))
     den = o - i
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -47,18 +38,9 @@ def gain_value(auc_a: np.ndarray, auc_iid: np.ndarray, auc_oracle: np.ndarray) -
 
 
 def point_gain(auc: float | None, iid_auc: float | None, oracle_auc: float | None) -> float | None:
-    """The gain of three AUCs taken over one set of inputs; None where undefined.
+    """The gain of three AUCs over one set of inputs; None when one is missing or the gain undefined.
 
-    The one point value of the gain: `paired_gain` (curves) and the monitor's point logs both call
-    it with AUCs averaged over the same inputs (those with a complete run).
-
-    Args:
-        auc: the policy's AUC, or None.
-        iid_auc: the iid AUC over the same inputs, or None.
-        oracle_auc: the oracle's AUC over the same inputs, or None.
-
-    Returns:
-        `gain_value` of the three, or None when an AUC is missing or the oracle does not exceed iid.
+    The one point value of the gain: `paired_gain` (curves) and the monitor's point logs both call it.
     """
     if auc is None or iid_auc is None or oracle_auc is None:
         return None
@@ -85,13 +67,11 @@ def paired_gain(
 ) -> Gain:
     """Gain(K) = (AUC - AUC_iid) / (AUC_oracle - AUC_iid), with an interval paired over inputs.
 
-    The point value is `gain_value` of the three AUCs over the policy's inputs (a baseline that
-    covers more inputs is restricted to them, matched by (task, input_id), or by input_id when the
-    baseline has no task). The interval resamples those inputs jointly for the three curves,
-    stratified by task: the studentized interval of `ratio_t_interval` when every curve is
-    per-input or exact, else a bootstrap of the same inputs for every curve (Hesterberg's expanded
-    percentile). Curves without per-input AUCs are combined unpaired, and ``reason`` says so. How
-    each kind of curve enters, and why: docs/statistics.md, "Interval of the gain".
+    The AUCs are over the policy's inputs (baselines restricted to them, matched by (task,
+    input_id), or by id). The interval resamples those inputs jointly, stratified by task: the
+    studentized `ratio_t_interval` when every curve is per-input or exact, else the expanded
+    percentile bootstrap; curves without per-input AUCs are combined unpaired (``reason`` says so).
+    Details: docs/statistics.md, "Interval of the gain".
 
     Args:
         policy: the policy's curves.
@@ -99,13 +79,11 @@ def paired_gain(
         oracle: the oracle's curves (same K).
         valid: compare the valid-only AUCs instead of the raw ones.
         n_boot: bootstrap replicates; default the policy's ``n_boot`` (0: no interval unless a
-            baseline brings replicates). The studentized interval only needs it > 0.
-        seed: bootstrap seed; default the policy's ``seed`` (0 when it has none), which draws the
-            inputs of the policy's own AUC interval. The studentized interval does not use it.
+            baseline brings replicates).
+        seed: bootstrap seed; default the policy's ``seed`` (or 0).
 
     Returns:
-        A [`Gain`][seffi.coverage.Gain]; value/lo/hi are None with ``reason`` set when the gain is undefined;
-        ``reason`` also carries a caveat when the interval could not be (fully) paired.
+        A `Gain`; value/lo/hi None with ``reason`` when undefined; ``reason`` also carries caveats.
 
     Raises:
         ValueError: the curves have different K, or the policy saw inputs a baseline lacks.
@@ -121,8 +99,7 @@ def paired_gain(
     curves = (policy, iid, oracle)
     reached = [_budget_reached(c) for c in curves]
     if min(reached) < policy.K:
-        # An AUC over fewer than K budgets (nanmean over the defined k) is an AUC at a smaller
-        # budget: comparing it with an AUC@K of another curve is no gain at all.
+        # An AUC over fewer than K budgets is an AUC at a smaller budget: no gain at all.
         sides = ", ".join(f"{n} reaches k={r}" for n, r in zip(_ROLES, reached, strict=True))
         return Gain(
             reason=f"not every curve reaches K={policy.K} ({sides}): the AUCs would compare different "
@@ -149,8 +126,7 @@ def paired_gain(
         raise ValueError(f"gain: n_boot must be a non-negative integer, got {n_boot!r}")
     se = getattr(policy, "valid_auc_se" if valid else "auc_se", None)
     if se is not None and B > 0:
-        # Too few inputs to resample them (the policy's own intervals say so): the interval covers
-        # the policy's run-to-run noise on these inputs, with the baselines' AUCs held fixed.
+        # Too few inputs to resample: the policy's run-to-run noise, the baselines held fixed.
         z = NormalDist().inv_cdf(0.5 + policy.ci_level / 2.0)
         return Gain(
             value=value,
@@ -170,8 +146,7 @@ def paired_gain(
         lo, hi = ratio_t_interval(vecs[0] - vecs[1], vecs[2] - vecs[1], value, policy.ci_level, design.strata)
         return Gain(value=value, lo=lo, hi=hi, reason=design.note)
     W = bootstrap_counts(design.strata, int(B), (policy.seed or 0) if seed is None else seed)
-    # Stratified counts keep every stratum's size, so each row of W sums to U: W @ a / U is
-    # the replicate mean over inputs.
+    # Each row of W sums to U (strata keep their size): W @ a / U is the replicate mean.
     cols = [W @ (getattr(policy, vec_attr) / W.shape[1])]
     for vec, r, v in zip(design.vectors, reps[1:], vals[1:], strict=True):
         if vec is not None:
@@ -181,9 +156,6 @@ def paired_gain(
     # Few inputs make a percentile bootstrap too narrow: Hesterberg's expanded percentile.
     level = expanded_level(policy.ci_level, int(W.shape[1]))
     return _interval(value, gain_value(*cols), level, design.note)
-
-
-# -- serialisation ---------------------------------------------------------------------------
 
 
 _ROLES = ("policy", "iid", "oracle")
@@ -198,11 +170,10 @@ class _Design:
     """How a paired gain bootstrap resamples inputs.
 
     Attributes:
-        strata: int array, shape (U,): task stratum of each of the policy's inputs.
-        vectors: per baseline (iid, oracle): its per-input AUCs in the policy's input order, float
-            array of shape (U,), or None when it enters as one value for every input.
+        strata: (U,): task stratum of each of the policy's inputs.
+        vectors: per baseline: its per-input AUCs (U,) in the policy's order, or None (one value).
         restricted: per baseline: True when it covered more inputs than the policy.
-        note: caveat for ``Gain.reason`` (a baseline that could not be paired), or None.
+        note: caveat for ``Gain.reason``, or None.
     """
 
     strata: np.ndarray
@@ -212,11 +183,7 @@ class _Design:
 
 
 def _paired_design(policy: Curves, baselines: tuple[Curves, Curves], vec_attr: str) -> _Design | None:
-    """Match the baselines' per-input AUCs to the policy's inputs; None when the policy has none.
-
-    Raises:
-        ValueError: the policy saw inputs a baseline does not cover, or ids are ambiguous.
-    """
+    """Match the baselines' per-input AUCs to the policy's inputs (None when the policy has none)."""
     a = getattr(policy, vec_attr)
     keys = policy.input_keys
     if a is None or keys is None:
@@ -250,11 +217,7 @@ def _paired_design(policy: Curves, baselines: tuple[Curves, Curves], vec_attr: s
 
 
 def _match_inputs(keys: list[tuple[str | None, str]], other: list[Any], role: str) -> np.ndarray:
-    """Positions in ``other`` (a baseline's input keys) of the policy's inputs ``keys``.
-
-    A baseline key with task None matches the policy's input of that id in any task (the id must
-    then be unique among the policy's inputs).
-    """
+    """Positions in a baseline's input keys ``other`` of the policy's ``keys`` (task None: by a unique id)."""
     pos = dict(zip(map(tuple, other), range(len(other)), strict=True))
     out, missing = [], []
     by_id: dict[str, list[str | None]] = {}
@@ -284,29 +247,12 @@ def _match_inputs(keys: list[tuple[str | None, str]], other: list[Any], role: st
 def ratio_t_interval(
     num: np.ndarray, den: np.ndarray, value: float, level: float, strata: np.ndarray
 ) -> tuple[float, float]:
-    """Studentized (linearised) interval for a ratio of means over inputs, mean(num) / mean(den).
+    """Studentized interval (lo, hi) of ``value`` = mean(num) / mean(den) over inputs (U,).
 
-    The delta-method standard error of the ratio (the residuals num - value * den, their mean's
-    variance stratified by task, divided by mean(den)) with Student's t on U - H degrees of
-    freedom (H strata); derivation and calibration: docs/statistics.md, "Interval of the gain".
-
-    Args:
-        num: float array, shape (U,): per-input numerators d_u.
-        den: float array, shape (U,): per-input denominators e_u (mean > 0).
-        value: the ratio mean(num) / mean(den).
-        level: interval level.
-        strata: int array, shape (U,): task stratum of each input.
-
-    Returns:
-        (lo, hi) floats.
+    Delta-method standard error (residuals num - value * den, stratified by task) with Student's t
+    on U - H degrees of freedom. The expanded percentile bootstrap covered 0.907 where this covers
+    0.935 (benchmarks/calibration.py; docs/statistics.md, "Interval of the gain").
     """
-    # Why not the expanded percentile bootstrap of the gain: measured on the laws of
-    # benchmarks/calibration.py (1,000 datasets per row, iid policies, true gain 0), it covers 0.907 on
-    # the harder mix with 16 inputs (this interval: 0.935) and 0.907-0.949 over the policy rows with
-    # 8-64 inputs (this interval: 0.935-0.962). The bootstrap distribution of a mean of heteroscedastic
-    # per-input differences (near-deterministic inputs differ by ~0.001, others by ~0.08) has lighter
-    # tails than the t statistic, while the plug-in standard error is unbiased (rms 0.0348 against a
-    # true sd of 0.0352 over 1,500 datasets): t tails put the missing width back.
     strata = np.asarray(strata)
     var = float(stratified_mean_variance(num - value * den, strata))  # of the residuals' mean
     se = math.sqrt(var) / float(den.mean())
@@ -326,10 +272,9 @@ def _interval(value: float, reps: np.ndarray, level: float, note: str | None) ->
 def _unpaired_interval(
     value: float, vals: list[float], reps: list[np.ndarray | None], level: float, note: str | None
 ) -> Gain:
-    """The pre-pairing interval: independent replicates of the three AUCs combined by index.
+    """Independent replicates of the three AUCs combined by index (curves without per-input AUCs).
 
-    Curves without replicates (exact baselines) are held fixed. Kept for curves that carry no
-    per-input AUCs; it ignores the correlation across inputs and so overstates the width.
+    Exact baselines are held fixed; the correlation across inputs is ignored (too wide).
     """
     if all(r is None for r in reps):
         return Gain(value=value)

@@ -41,10 +41,8 @@ __all__ = ["IidBaseline"]
 class IidBaseline:
     """The iid base sampler's curves, per input, averaged over inputs.
 
-    Build it with `from_probabilities` (single-label known law), `from_match_distribution`
-    (set-valued known law; exact) or `from_samples` (unknown law; unbiased estimates from n
-    base samples, extrapolated beyond n). Each accepts one law/sample list, or a mapping
-    ``{input_id: law}`` for per-input laws.
+    Build it with `from_probabilities` (single-label law), `from_match_distribution` (law over
+    match sets) or `from_samples` (unknown law, estimated); each takes one law or ``{input_id: law}``.
     """
 
     def __init__(self, parts: Mapping[str | None, _Law | _Samples]) -> None:
@@ -58,16 +56,11 @@ class IidBaseline:
         return any(isinstance(v, _Samples) for v in self._parts.values())
 
     def strategy_sets(self) -> dict[str | None, tuple[tuple[str, ...], int]]:
-        """Per input key (``None`` for a single law): (the strategy ids the baseline names, M_x).
-
-        M_x exceeds the number of ids when ``num_strategies`` counted strategies it never named.
-        """
+        """Per input key (``None`` for a single law): (the strategy ids named, M_x >= their number)."""
         return {
             key: (tuple(s for s in part.cols if not s.startswith("<unseen")), int(part.m))
             for key, part in self._parts.items()
         }
-
-    # -- constructors ----------------------------------------------------------------------------
 
     @classmethod
     def from_probabilities(
@@ -87,9 +80,6 @@ class IidBaseline:
                 strategy the base model never uses still counts in a monitor's M.
             num_strategies: M_x when strategies are not declared (int or per input).
             valid_probability: probability that a base sample is correct (for valid@k).
-
-        Each sample matches exactly one strategy here; for a law over match sets (a sample that can
-        follow several strategies, or none) use `from_match_distribution`.
 
         Warns:
             UserWarning: M is inferred (neither ``strategies`` nor ``num_strategies`` given).
@@ -171,10 +161,8 @@ class IidBaseline:
     ) -> IidBaseline:
         """Estimated baseline from n iid base samples' match sets (the law is unknown).
 
-        For k <= n the curves are unbiased U-statistics (rarefaction, novelty, F); beyond n they are
-        model-based extrapolations, flagged per k in ``Curves.extrapolated``. Set-valued match sets
-        may name at most 62 distinct strategies in all; single-label samples take any M. Estimators,
-        intervals, calibration and cost:
+        Unbiased U-statistics for k <= n, model-based extrapolations beyond (``Curves.extrapolated``);
+        set-valued match sets may name at most 62 strategies in all. Details:
         [The iid baseline from samples](../statistics.md#the-iid-baseline-from-samples).
 
         Args:
@@ -191,10 +179,6 @@ class IidBaseline:
         Warns:
             UserWarning: M is inferred (neither ``strategies`` nor ``num_strategies`` given).
         """
-        # Measured on the laws of benchmarks/calibration.py (1,000 datasets per case; the alternatives
-        # are not in the script): without the second model's mass on never-seen strategies, datasets
-        # without singletons get zero-width C/N/AUC intervals 5-30 sd off; F(k <= n) as +- z sd around
-        # the U-statistic covers 0.15-0.80, up to 84 % of its intervals of zero width.
         strategies = _check_strategies(strategies)
         per_input = isinstance(samples, Mapping)
         data = samples if per_input else {None: samples}
@@ -233,14 +217,8 @@ class IidBaseline:
             _warn_inferred_m(baseline, "from_samples")
         return baseline
 
-    # -- results ---------------------------------------------------------------------------------
-
     def marginals(self) -> dict[str | None, dict[str, float]]:
-        """Base probability pi_s = Pr[s in A] per input (``None`` key for a single-law baseline).
-
-        For sample-based baselines these are incidence frequencies (used only to rank strategies
-        for the common-vs-rare split, never to compute curves).
-        """
+        """Base probability pi_s = Pr[s in A] per input (incidence frequencies for samples; ranking only)."""
         out = {}
         for key, part in self._parts.items():
             pi = est.marginals(part.atoms, part.p) if isinstance(part, _Law) else part.X.mean(axis=0)
@@ -250,13 +228,7 @@ class IidBaseline:
         return out
 
     def aucs(self, K: int) -> dict[str | None, float]:
-        """AUC@K of each input's coverage: exact for laws (no Monte Carlo), estimated from samples.
-
-        The same coverage as `curves` at a fraction of its cost (a log needs only the AUC).
-
-        Returns:
-            ``{input key: AUC}`` (the key is ``None`` for a single law).
-        """
+        """``{input key: AUC@K}``: the coverage of `curves` at a fraction of its cost (what a log needs)."""
         K = check_budget(K)
         ks = np.arange(1, K + 1)
         out: dict[str | None, float] = {}
@@ -275,11 +247,7 @@ class IidBaseline:
 
         Args:
             K: budget.
-            n_boot: bootstrap replicates for sample-based baselines (exact ones have no intervals).
-                Inputs are bootstrapped independently and their replicates averaged index-wise, so
-                the intervals are those of the mean over inputs. ``Curves.gain`` does not use these
-                replicates for per-input baselines: it resamples the per-input estimates together
-                with the policy's inputs, which already carries their estimation noise.
+            n_boot: bootstrap replicates for sample-based baselines, per input, averaged index-wise.
             seed: seed for Monte Carlo parts and the bootstrap.
             rarity_bins: number of within-input quantile bins for ``coverage_by_rarity``.
             ci_level: interval level.
@@ -313,7 +281,7 @@ class IidBaseline:
 
 
 def _with_invalid_mass(law: Any) -> Any:
-    """A valid-only law whose total is below 1, completed: the missing mass matches nothing."""
+    """A valid-only law with total below 1, completed by the empty match set."""
     if not isinstance(law, Mapping):
         return law
     try:
@@ -378,18 +346,10 @@ def _law_curves(part: _Law, K: int, rng: np.random.Generator, mc_runs: int, n_bi
     else:
         full = 1.0 - np.asarray(ttc[tau_key(1.0)].survival)
         notes.append("iid full coverage is Monte Carlo (set-valued law with more than 20 strategies)")
-    c = Curves(
-        kind="iid",
-        K=K,
-        coverage=coverage,
-        novelty=est.novelty_exact(part.atoms, part.p, K),
-        expected_new=(pi[None, :] * est.pow1m(pi[None, :], (ks - 1)[:, None])).sum(axis=1),
-        full_coverage=full,
-        auc=float(coverage.mean()),
-        time_to_coverage=ttc,
-        n_inputs=1,
-        notes=notes,
-    )
+    novelty = est.novelty_exact(part.atoms, part.p, K)
+    new = (pi[None, :] * est.pow1m(pi[None, :], (ks - 1)[:, None])).sum(axis=1)
+    point = {"coverage": coverage, "novelty": novelty, "expected_new": new, "full_coverage": full}
+    c = Curves.from_point("iid", K, point, ttc, n_inputs=1, notes=notes)
     bins = rarity_ranks(pi, part.m, n_bins)
     c.coverage_by_rarity = np.stack([per_s[:, bins == b].sum(axis=1) / part.m for b in range(n_bins)])
     if part.valid_atoms is not None:

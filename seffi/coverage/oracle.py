@@ -25,12 +25,12 @@ from seffi.errors import SeffiError
 
 __all__ = ["OracleBaseline"]
 
+#: One input of the oracle: (strategy columns, M_x, {feasible column: its trace's match-set mask}).
+_Part = tuple[list[str], int, dict[int, int]]
+
 
 def _unambiguous_oracle(f: int, m: int, M: int, K: int, bins: np.ndarray | None, n_bins: int) -> Curves:
-    """Analytic oracle when every reference trace matches exactly its own strategy.
-
-    It covers one new strategy per step until the f feasible ones are exhausted, C(k) = min(k, f) / m.
-    """
+    """Analytic oracle when every reference trace matches exactly its own strategy: C(k) = min(k, f) / m."""
     ks = np.arange(1, K + 1)
     covered = np.minimum(ks, f).astype(np.float64)
     ttc = {}
@@ -39,17 +39,10 @@ def _unambiguous_oracle(f: int, m: int, M: int, K: int, bins: np.ndarray | None,
         ttc[tau_key(t)] = TimeToCoverage.from_survival(
             t, (covered < need).astype(np.float64), mean=float(need) if need <= f else None
         )
-    c = Curves(
-        kind="oracle",
-        K=K,
-        coverage=covered / m,
-        novelty=(ks <= f).astype(np.float64),
-        expected_new=(ks <= f).astype(np.float64),
-        full_coverage=((covered >= m) & (f >= m)).astype(np.float64),
-        auc=float((covered / m).mean()),
-        time_to_coverage=ttc,
-        n_inputs=1,
-    )
+    new = (ks <= f).astype(np.float64)
+    full = ((covered >= m) & (f >= m)).astype(np.float64)
+    point = {"coverage": covered / m, "novelty": new, "expected_new": new.copy(), "full_coverage": full}
+    c = Curves.from_point("oracle", K, point, ttc, n_inputs=1)
     c.valid_coverage, c.valid_auc = c.coverage, c.auc
     c.valid_at_k = np.full(K, 1.0 if f else 0.0)
     if bins is not None:
@@ -74,21 +67,10 @@ def _pack_words(bits: np.ndarray) -> np.ndarray:
 def oracle_first_hits(
     refmask: Mapping[int, int], M: int, K: int, runs: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """First-hit indices of simulated no-repeat oracle runs, all runs advanced together.
+    """First-hit indices (runs, M) of simulated no-repeat oracle runs (-1 never), all advanced together.
 
-    At each step every run picks, uniformly, one strategy that is not covered yet and whose
-    reference trace still adds something, and covers that trace's match set. A step covers at least
-    one new strategy, so after min(K, M) steps every run is finished (or stalled for good).
-
-    Args:
-        refmask: {feasible strategy column: bit mask of its reference trace's match set}.
-        M: number of strategy columns.
-        K: budget.
-        runs: number of runs R.
-        rng: generator (one uniform per run, step and feasible strategy).
-
-    Returns:
-        int array, shape (R, M): 0-based step at which each column was first covered, -1 if never.
+    Each step every run covers the reference trace (``refmask``: column -> bit mask) of a uniformly
+    chosen uncovered strategy whose trace still adds something; after min(K, M) steps all are done.
     """
     feas = np.fromiter(refmask, dtype=np.int64, count=len(refmask))  # (F,)
     # Python ints, so masks of any width decode (numpy int64 shifts would overflow past 63 columns).
@@ -117,9 +99,6 @@ def oracle_first_hits(
         fh[active[r], c] = k
         covered[active] = cov | new
     return fh
-
-
-# -- oracle --------------------------------------------------------------------------------------
 
 
 class OracleBaseline:
@@ -164,7 +143,7 @@ class OracleBaseline:
                 f"the oracle takes {ORACLE_INPUT_FORMAT}"
             )
         data = reference_sets if per_input else {None: reference_sets}
-        self._parts: dict[str | None, tuple[list[str], int, dict[int, int]]] = {}
+        self._parts: dict[str | None, _Part] = {}
         for key, refs in data.items():
             iid = None if key is None else _input_id(key)
             where = "reference sets" + ("" if iid is None else f" of input {iid!r}")
@@ -214,19 +193,13 @@ class OracleBaseline:
             bins = None
             if rarity is not None:
                 bins = rarity_bin_matrix(rarity, [key], cols, np.array([m]), rarity_bins)[0]
-            parts.append(self._input_curves(cols, m, refmask, K, rng, bins, rarity_bins))
+            parts.append(self._input_curves((cols, m, refmask), K, rng, bins, rarity_bins))
         return _mean_curves(parts, "oracle", K, rarity_bins, [key for key, _ in items])
 
     def _input_curves(
-        self,
-        cols: list[str],
-        m: int,
-        refmask: dict[int, int],
-        K: int,
-        rng: np.random.Generator,
-        bins: np.ndarray | None,
-        n_bins: int,
+        self, part: _Part, K: int, rng: np.random.Generator, bins: np.ndarray | None, n_bins: int
     ) -> Curves:
+        cols, m, refmask = part
         M = len(cols)
         if all(r == 1 << s for s, r in refmask.items()):
             return _unambiguous_oracle(len(refmask), m, M, K, bins, n_bins)
@@ -263,25 +236,22 @@ class OracleBaseline:
                 per_s[k + 1 :] = per_s[k]
                 break
         if note == "mc":
-            return self._mc_curves(cols, m, refmask, K, rng, bins, n_bins)
+            return self._mc_curves(part, K, rng, bins, n_bins)
         sizes = np.arange(M + 1)
         covered = count_law @ sizes
-        c = Curves(
-            kind="oracle",
-            K=K,
-            coverage=covered / m,
-            novelty=new_prob,
-            expected_new=np.diff(np.r_[0.0, covered]),
-            full_coverage=count_law[:, m:].sum(axis=1) if m <= M else np.zeros(K),
-            auc=float((covered / m).mean()),
-            time_to_coverage={
-                tau_key(t): TimeToCoverage.from_survival(
-                    t, count_law[:, : min(math.ceil(t * m - 1e-9), M + 1)].sum(axis=1)
-                )
-                for t in TAUS
-            },
-            n_inputs=1,
-        )
+        point = {
+            "coverage": covered / m,
+            "novelty": new_prob,
+            "expected_new": np.diff(np.r_[0.0, covered]),
+            "full_coverage": count_law[:, m:].sum(axis=1) if m <= M else np.zeros(K),
+        }
+        ttc = {
+            tau_key(t): TimeToCoverage.from_survival(
+                t, count_law[:, : min(math.ceil(t * m - 1e-9), M + 1)].sum(axis=1)
+            )
+            for t in TAUS
+        }
+        c = Curves.from_point("oracle", K, point, ttc, n_inputs=1)
         c.valid_coverage, c.valid_auc = c.coverage, c.auc  # reference traces are correct solutions
         c.valid_at_k = np.full(K, 1.0 if refmask else 0.0)
         if bins is not None:
@@ -289,15 +259,9 @@ class OracleBaseline:
         return c
 
     def _mc_curves(
-        self,
-        cols: list[str],
-        m: int,
-        refmask: dict[int, int],
-        K: int,
-        rng: np.random.Generator,
-        bins: np.ndarray | None,
-        n_bins: int,
+        self, part: _Part, K: int, rng: np.random.Generator, bins: np.ndarray | None, n_bins: int
     ) -> Curves:
+        cols, m, refmask = part
         runs = MC_ORACLE_RUNS
         fh = oracle_first_hits(refmask, len(cols), K, runs, rng)
         c = curves_from_runs(

@@ -1,9 +1,7 @@
-"""Bootstrap resampling over runs/inputs, stratified by task, seeded through ``SeedSequence``.
+"""Bootstrap resampling over inputs (stratified by task, seeded through ``SeedSequence``) and intervals.
 
-A bootstrap replicate is represented by a count vector (how often each unit was drawn), so any
-statistic that is a ratio of sums over units is one matrix product for all replicates at once:
-``(W @ num) / (W @ den)`` with W of shape (B, U). This is what makes 1,000 replicates over 2,000
-inputs x K = 256 cost a fraction of a second.
+A replicate is a count vector (how often each unit was drawn), so a ratio of sums over units is one
+matrix product for all replicates: ``(W @ num) / (W @ den)`` with W of shape (B, U).
 """
 
 from __future__ import annotations
@@ -26,24 +24,13 @@ __all__ = [
     "mean_score_intervals",
     "normal_quantile",
     "percentile_interval",
-    "ratio_replicates",
     "stratified_mean_variance",
     "t_quantile",
 ]
 
 
 def bootstrap_counts(strata: Sequence[int] | np.ndarray, n_boot: int, seed: SeedLike = 0) -> np.ndarray:
-    """Multinomial resampling counts of units, stratified: each stratum keeps its own size.
-
-    Args:
-        strata: int array, shape (U,): the stratum (task) of each unit.
-        n_boot: number of replicates B (>= 1).
-        seed: seed for a spawned ``SeedSequence`` stream (same seed, same counts).
-
-    Returns:
-        float array, shape (B, U): how often each unit is drawn in each replicate; every row sums
-        within each stratum to that stratum's size.
-    """
+    """Multinomial resampling counts (B, U) of units ``strata`` (U,); each stratum keeps its size."""
     strata = np.asarray(strata)
     W = np.zeros((int(n_boot) if _valid_n_boot(n_boot) else 0, strata.size), dtype=np.float64)
     for _, idx, rows, part in bootstrap_blocks(strata, n_boot, seed, max(int(n_boot), 1)):
@@ -60,22 +47,13 @@ def _valid_n_boot(n_boot: object) -> bool:
 def bootstrap_blocks(
     strata: Sequence[int] | np.ndarray, n_boot: int, seed: SeedLike = 0, block: int = 64
 ) -> Iterator[tuple[Any, np.ndarray, slice, np.ndarray]]:
-    """The counts of `bootstrap_counts`, ``block`` replicates of one stratum at a time.
+    """The counts of `bootstrap_counts`, at least ``block`` replicates of one stratum at a time.
 
-    The draws are those of [`bootstrap_counts`][seffi.coverage.resampling.bootstrap_counts] with the same seed
-    (one generator, stratum by stratum, replicates in order), so any block size gives the same counts; memory
-    is ``block x stratum size``.
-
-    Args:
-        strata: int array, shape (U,): the stratum (task) of each unit.
-        n_boot: number of replicates B (>= 1).
-        seed: seed for a spawned ``SeedSequence`` stream.
-        block: replicates per block at least (>= 1); more while a block holds at most
-            `_BLOCK_CELLS` counts (so small strata come in one block).
+    One generator, stratum by stratum, replicates in order: any block size gives the same counts.
 
     Yields:
-        ``(stratum, idx, rows, W)``: the stratum, its units (int array), the replicates (a slice of
-        0..B-1) and their counts, float array, shape (len(rows), len(idx)).
+        ``(stratum, idx, rows, W)``: the stratum, its units, the replicates (a slice of 0..B-1)
+        and their counts, shape (len(rows), len(idx)).
     """
     strata = np.asarray(strata)
     if strata.ndim != 1:
@@ -96,39 +74,13 @@ def bootstrap_blocks(
             yield h, idx, slice(a, b), part.astype(np.float64)
 
 
-def ratio_replicates(W: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    """Replicates of the ratio of sums ``sum_u num[u] / sum_u den[u]`` (NaN where the denominator is 0).
-
-    Args:
-        W: float array, shape (B, U): bootstrap counts.
-        num: float array, shape (U, K).
-        den: float array, shape (U, K) or (U,).
-
-    Returns:
-        float array, shape (B, K).
-    """
-    top = W @ num
-    bottom = W @ den
-    if bottom.ndim == 1:
-        bottom = bottom[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1.0), np.nan)
-
-
 def percentile_interval(
     reps: np.ndarray, level: float = 0.95, method: str = "linear", *, skip_nan: bool = True
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Equal-tailed percentile interval over replicates (axis 0), ignoring NaN replicates.
+    """Equal-tailed percentile interval (lo, hi) over replicates (B, ...) on axis 0.
 
-    Args:
-        reps: float array, shape (B, ...).
-        level: coverage level in (0, 1).
-        method: ``np.quantile``'s method.
-        skip_nan: Ignore NaN replicates (a column of only NaN gets NaN bounds); False: a NaN
-            replicate makes its column's bounds NaN.
-
-    Returns:
-        (lo, hi): float arrays, shape (...).
+    ``skip_nan``: ignore NaN replicates (an all-NaN column gets NaN bounds); False: a NaN makes
+    its column's bounds NaN. ``method``: ``np.quantile``'s.
     """
     if not 0.0 < level < 1.0:
         raise ValueError(f"ci level must be in (0, 1), got {level!r}")
@@ -138,8 +90,7 @@ def percentile_interval(
         lo, hi = np.quantile(reps, [a, 1.0 - a], axis=0, method=method)
         return lo, hi
     flat = reps.reshape(reps.shape[0], -1)
-    # Columns where every replicate is NaN (no run reaches that k) get NaN bounds; quantiles are
-    # taken only over the others, so numpy has no all-NaN slice to warn about.
+    # Only columns with some finite replicate: numpy has no all-NaN slice to warn about.
     some = ~np.all(np.isnan(flat), axis=0)
     lo = np.full(flat.shape[1], np.nan)
     hi = np.full(flat.shape[1], np.nan)
@@ -154,27 +105,17 @@ _BLOCK_CELLS = 1 << 20
 #: Cells (units x columns) per chunk of `mean_score_intervals`' per-column statistics.
 _CHUNK_CELLS = 1 << 20
 
-#: Fewer inputs than this and an interval over inputs means little (a percentile bootstrap over 2
-#: or 4 inputs covered the truth 48% and 79% of the time): intervals then cover run-to-run noise
-#: for the inputs seen only, and say so.
+#: Fewer inputs and an interval over inputs means little (a percentile bootstrap over 2 or 4 inputs
+#: covered the truth 48% and 79% of the time): intervals then cover run-to-run noise only.
 MIN_INPUTS = 8
 
 
 def expanded_level(level: float, n: int) -> float:
     """The level whose percentile interval is Hesterberg's *expanded percentile* interval for n units.
 
-    A percentile bootstrap of a mean over n units is too narrow for small n: it uses the plug-in
-    variance ((n - 1) / n of the unbiased one) and normal instead of t tails. Hesterberg (2015,
-    "What teachers should know about the bootstrap", Am. Stat. 69(4)) widens it by taking the
-    percentiles at alpha' / 2 = Phi(-sqrt(n / (n - 1)) t_{alpha / 2, n - 1}).
-
-    Args:
-        level: Nominal level, e.g. 0.95.
-        n: Number of resampled units (inputs), >= 2.
-
-    Returns:
-        The level to hand to [`percentile_interval`][seffi.coverage.resampling.percentile_interval] (>=
-        ``level``).
+    A percentile bootstrap of a mean over few units is too narrow (plug-in variance, normal tails);
+    Hesterberg (2015, Am. Stat. 69(4)) takes the percentiles at
+    alpha' / 2 = Phi(-sqrt(n / (n - 1)) t_{alpha / 2, n - 1}).
     """
     if n < 2:
         return level
@@ -239,29 +180,21 @@ def mean_score_interval(
         >>> float(lo[0]), round(float(hi[0]), 2)
         (0.0, 0.41)
     """
-    # Rejected after measuring on the laws of benchmarks/calibration.py (iid policies, 4 runs per input,
-    # K = 8; the alternatives are not in the script): the expanded percentile bootstrap covers F(8)
-    # 0.73 / 0.89 / 0.92 with 8 / 16 / 64 inputs (this interval: the calibration block of
-    # docs/statistics.md); z instead of t (F(16) 0.89 with 8 runs of K = 16 per input); a zero-inflated
-    # variance function mu (b - mu) (0.80 when F is near 1); Wilson over U inputs alone (0.99-1.00 with
-    # 4 runs per input); percentile, BCa and an arcsine-sqrt bootstrap-t (0.13-0.67 with 8 inputs when F
-    # is 0.004-0.04).
+    # Rejected on benchmarks/calibration.py's laws: the expanded percentile bootstrap (F(8) covered
+    # 0.73 / 0.89 / 0.92 with 8 / 16 / 64 inputs), z instead of t (0.89), a zero-inflated variance
+    # (0.80), Wilson over inputs alone (0.99-1.00), percentile, BCa, bootstrap-t (0.13-0.67).
     return mean_score_intervals([(values, runs)], level, strata=strata)[0]
 
 
 def stratified_mean_variance(y: np.ndarray, strata: np.ndarray) -> np.ndarray:
-    """Variance of the mean over units, stratified: ``sum_h U_h s_h^2 / U^2``.
+    """Stratified variance of the mean over units ``sum_h U_h s_h^2 / U^2`` of y (U, ...), strata (U,).
 
-    Args:
-        y: float array, shape (U,) or (U, columns): one value (row) per unit.
-        strata: int array, shape (U,): stratum (task) of each unit.
-
-    Returns:
-        float array, shape ``y.shape[1:]``. A stratum of one unit adds nothing: the stratified
-        bootstrap draws it as itself.
+    A stratum of one unit adds nothing: the stratified bootstrap draws it as itself.
     """
     U = y.shape[0]
     var = np.zeros(y.shape[1:])
+    if U and strata.min() == strata.max():  # one stratum (the usual case): no masks
+        return var + y.shape[0] * y.var(axis=0, ddof=1) / U**2 if U > 1 else var
     for h in np.unique(strata):
         yh = y[strata == h]
         if yh.shape[0] > 1:
@@ -277,17 +210,8 @@ def mean_score_intervals(
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """`mean_score_interval` of several ``(values, runs)`` blocks over the same units, in one pass.
 
-    Every column is computed as alone (the same numbers), but the blocks share the per-stratum
-    passes and one Poisson bisection: a snapshot's seven intervals cost about one.
-
-    Args:
-        blocks: ``(values, runs)`` pairs: values of shape (U, ...) and ``runs`` as in
-            [`mean_score_interval`][seffi.coverage.resampling.mean_score_interval] (or None).
-        level: Interval level in (0, 1).
-        strata: int array, shape (U,): stratum (task) of each input.
-
-    Returns:
-        ``(lo, hi)`` per block, each shaped like that block's ``values[0]``.
+    Every column gets the numbers it would alone; the blocks share the per-stratum passes and one
+    Poisson bisection. Returns ``(lo, hi)`` per block, shaped like that block's ``values[0]``.
     """
     if not 0.0 < level < 1.0:
         raise ValueError(f"ci level must be in (0, 1), got {level!r}")
@@ -364,11 +288,9 @@ def _chunks(width: int, size: int) -> list[tuple[int, int]]:
 
 
 def _poisson_lower(x: np.ndarray, alpha: float) -> np.ndarray:
-    """The lower ``alpha`` quantile of Gamma(x, 1) (for integer x, chi2_{2x, alpha} / 2): float array like x.
+    """The lower ``alpha`` quantile of Gamma(x, 1), 0 < x <= 3: the Poisson lower bound after x events.
 
-    The lower confidence bound of a Poisson mean after x events, continuous in x (x may be an
-    effective, non-integer count, 0 < x <= 3). Bisection on the regularised incomplete gamma
-    P(x, lam) by its power series: lam < x <= 3, so 30 terms leave an error below 3^30 / 30! ~ 1e-18.
+    Bisection on the regularised incomplete gamma by its power series (30 terms: error < 1e-18).
     """
     x = np.asarray(x, dtype=np.float64).ravel()
     lgam = np.array([math.lgamma(v + 1.0) for v in x])

@@ -1,4 +1,7 @@
-"""Unbiased curves of an unknown iid law from n samples: rarefaction, Chao extrapolation, iNEXT intervals."""
+"""Unbiased curves of an unknown iid law from n samples: rarefaction, Chao extrapolation, intervals.
+
+Intervals: iNEXT's bootstrap assemblage, and for set-valued novelty a delete-one jackknife.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +14,8 @@ from seffi.coverage import estimators as est
 from seffi.coverage._common import _Samples, _ttc_from_runs, rarity_ranks
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
 from seffi.coverage.extrapolate import _beyond_n, _full_law, model_law
-from seffi.coverage.jackknife import jackknife_novelty_sd
 from seffi.coverage.resampling import normal_quantile, percentile_interval, t_quantile
-
-# -- estimated from samples ----------------------------------------------------------------------
+from seffi.coverage.subsets import meet_counts, nonempty_subsets, used_masks
 
 
 def _sample_point(X: np.ndarray, m: int, K: int) -> dict[str, np.ndarray]:
@@ -36,17 +37,7 @@ def _sample_point(X: np.ndarray, m: int, K: int) -> dict[str, np.ndarray]:
 
 
 def _covered_from_counts(Y: np.ndarray, n: int, m: int, K: int) -> np.ndarray:
-    """Estimated E|S_k|, k = 1..K: rarefaction to n, Chao extrapolation beyond, capped at m.
-
-    Args:
-        Y: int array, shape (S,) or (B, S): incidence counts (S may exceed m in bootstrap worlds).
-        n: samples behind each row.
-        m: the denominator M_x.
-        K: budget.
-
-    Returns:
-        float array, shape (K,) or (B, K).
-    """
+    """Estimated E|S_k|, k = 1..K, from counts Y (S,) or (B, S): rarefaction to n, Chao beyond, <= m."""
     covered = est.rarefaction_counts(Y, n, K)
     if K > n:
         covered = np.concatenate([covered, est.chao_extrapolation_counts(Y, n, K, m)], axis=-1)
@@ -54,34 +45,22 @@ def _covered_from_counts(Y: np.ndarray, n: int, m: int, K: int) -> np.ndarray:
 
 
 def assemblage(Y: np.ndarray, n: int, single: np.ndarray | bool) -> np.ndarray:
-    """The iNEXT bootstrap assemblages of D datasets, from their incidence counts.
+    """The iNEXT bootstrap assemblages of D datasets from their incidence counts (Chao et al. 2014, App. S2).
 
-    Chao et al. 2014 (Appendix S2; iNEXT's ``EstiBootComm.Ind``/``.Sam``). With y_s the counts out of
-    n samples, f1/f2 the singletons/doubletons and f0 = Chao1 (``est.chao_f0``, *uncapped*), the
-    undetected mass is 1 - C_hat = (f1/n) n f0 / (n f0 + f1) (the Chao-Jost sample-coverage
-    deficit). Detected strategies get y_s/n (1 - w (1 - y_s/n)^n) with
-    w = (1 - C_hat) / sum_s y_s/n (1 - y_s/n)^n, which takes that mass from the rare ones, and
-    ceil(f0) unseen strategies share it equally.
-
-    f0 is not capped at M_x - S_obs here, exactly as in iNEXT: the assemblage only has to mimic the
-    sampling variability of the estimator. Capping it piles the undetected mass onto fewer
-    strategies that the bootstrap then finds too reliably; in the calibration study of
-    ``benchmarks/coverage.py`` that lowered the coverage of 95 % intervals at k <= n by 0.01-0.04.
-    Replicate estimates are still capped at M_x. Single-label data use the abundance assemblage
-    (one category per sample) and samples that match nothing form their own category, so n counts
-    every sample, as in the point estimate; set-valued data use the incidence assemblage
-    (independent inclusion of each strategy in each sample).
+    The undetected mass 1 - C_hat = (f1/n) n f0 / (n f0 + f1) (f0 = Chao1, *uncapped* as in iNEXT:
+    capping lowered the coverage of 95 % intervals at k <= n by 0.01-0.04 in ``benchmarks/coverage.py``)
+    is taken from the rare detected strategies, y_s/n (1 - w (1 - y_s/n)^n), and shared by ceil(f0)
+    unseen ones. Single-label data use the abundance assemblage (samples matching nothing are a
+    category), set-valued data the incidence one.
 
     Args:
-        Y: int array, shape (D, m) (or (m,)): per-strategy incidence counts out of n samples.
+        Y: (D, m) or (m,): per-strategy incidence counts out of n samples.
         n: samples per dataset.
-        single: bool array, shape (D,) (or a bool): whether each dataset is single-label.
+        single: (D,) bool (or a bool): whether each dataset is single-label.
 
     Returns:
-        float array, shape (D, m + U + 1) (or (m + U + 1,)): column j < m is strategy j's
-        probability (0 when undetected), the next U columns the unseen strategies (the first
-        ceil(f0) of a row share its undetected mass; U is the largest ceil(f0)), and the last the
-        "matches nothing" category (abundance) or 0 (incidence). Abundance rows sum to 1.
+        (D, m + U + 1) (or (m + U + 1,)): strategy j's probability (j < m), U unseen strategies
+        (U the largest ceil(f0)), then "matches nothing" (abundance) or 0. Abundance rows sum to 1.
     """
     Y = np.asarray(Y, dtype=np.int64)
     rows = np.atleast_2d(Y)
@@ -110,20 +89,9 @@ def assemblage(Y: np.ndarray, n: int, single: np.ndarray | bool) -> np.ndarray:
 def _assemblage_counts(
     P: np.ndarray, n: int, single: np.ndarray, rng: np.random.Generator, B: int
 ) -> np.ndarray:
-    """Incidence counts of B datasets of n samples from each of D assemblages.
+    """Incidence counts (D, B, L) of B datasets of n samples from each assemblage P (D, L + 1).
 
-    Multinomial (abundance) or independent binomials (incidence): the law of the column sums of
-    datasets drawn from the assemblage, without drawing the match sets.
-
-    Args:
-        P: float array, shape (D, L + 1): assemblages (see ``assemblage``).
-        n: samples per dataset.
-        single: bool array, shape (D,).
-        rng: generator.
-        B: replicates per assemblage.
-
-    Returns:
-        int array, shape (D, B, L).
+    Multinomial (abundance) or independent binomials (incidence), without drawing the match sets.
     """
     D, L = P.shape[0], P.shape[1] - 1
     out = np.zeros((D, B, L), dtype=np.int64)
@@ -138,22 +106,10 @@ def _assemblage_counts(
 def inext_coverage_replicates(
     X: np.ndarray, m: int, K: int, n_boot: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """Bootstrap replicates of the estimated coverage curve from the iNEXT assemblage.
+    """Bootstrap replicates C(k) (B, K) or (D, B, K) of the estimated coverage of X (n, m) or (D, n, m).
 
-    Builds each dataset's assemblage (``assemblage``), draws ``n_boot`` datasets of the same size
-    from it and recomputes the estimator (rarefaction to n, Chao extrapolation beyond, capped at m)
-    on each, batched over replicates and datasets. ``IidBaseline.from_samples(...).curves`` reports
-    estimate +- z * sd of these replicates, as iNEXT does.
-
-    Args:
-        X: bool array, shape (n, m) or (D, n, m): incidence matrices of one or D datasets.
-        m: the denominator M_x.
-        K: budget.
-        n_boot: replicates B.
-        rng: generator.
-
-    Returns:
-        float array, shape (B, K) or (D, B, K): replicate coverage fractions C(k).
+    ``n_boot`` datasets drawn from each dataset's iNEXT ``assemblage``, the estimator recomputed on
+    each; the baseline reports estimate +- z * sd of these, as iNEXT does.
     """
     X = np.asarray(X, dtype=bool)
     Xs = X[None] if X.ndim == 2 else X
@@ -161,11 +117,9 @@ def inext_coverage_replicates(
     single = Xs.sum(axis=2).max(axis=1, initial=0) <= 1
     Y = Xs.sum(axis=1)
     P = assemblage(Y, n, single)
-    # Without singletons the assemblage has no undetected mass, so every replicate sees exactly the
-    # detected strategies and the interval collapses onto the estimate, although the m - S_obs
-    # strategies never seen do exist (M_x is known). They get the posterior mean of a uniform prior,
-    # as in ``model_law``:
-    # in the calibration study this removed the worst misses (errors of 5-30 sd at k = n).
+    # Without singletons the assemblage has no undetected mass and the interval collapses, although
+    # the m - S_obs unseen strategies exist: they get a uniform prior's posterior mean (as
+    # ``model_law``), which removed the worst calibration misses (5-30 sd at k = n).
     empty = (P[:, m:-1].sum(axis=1) == 0) & (Y == 0).any(axis=1)
     if empty.any():
         prior = np.where(single[empty], 1.0 / (n + m), 1.0 / (n + 2))[:, None]
@@ -177,14 +131,9 @@ def inext_coverage_replicates(
 
 
 def _set_datasets(X: np.ndarray, rng: np.random.Generator, B: int) -> np.ndarray:
-    """B datasets of n match sets from the abundance assemblage of the distinct match sets of X (n, m).
+    """B datasets (B, n, m) from the abundance assemblage of the distinct match sets of X (n, m).
 
-    Each distinct match set is a category (so strategies that come together stay together); the
-    assemblage's undetected mass goes to single never-seen strategies (the empty set when every
-    strategy was seen).
-
-    Returns:
-        bool array, shape (B, n, m).
+    Strategies that come together stay together; the undetected mass goes to single unseen strategies.
     """
     n, m = X.shape
     sets, counts = np.unique(X, axis=0, return_counts=True)
@@ -232,28 +181,16 @@ def _sample_curves(
 ) -> tuple[Curves, dict[str, np.ndarray]]:
     """Estimated curves of one input and its bootstrap replicates.
 
-    ``seq`` (this input's spawned ``SeedSequence``) spawns four streams: time-to-coverage runs,
-    the coverage bootstrap, the model bootstrap (novelty, F) and the valid-only bootstrap.
-
-    Intervals:
-
-    - C(k), expected new, AUC and valid coverage: iNEXT, estimate +- z sd of the estimator
-      recomputed on datasets drawn from the bootstrap assemblage (``inext_coverage_replicates``).
-    - N(i): single-label, the expected number new (from the coverage replicates); set-valued,
-      +- z sd of the novelty U-statistic on ``NOVELTY_REPLICATES`` datasets of each of two
-      worlds, the observed match sets (``_set_datasets``) and independent strategies
-      (``model_law``), their variances pooled; at i <= n / 2 the sd is the delete-one
-      jackknife's instead, times t_{n-1} / z (``jackknife.jackknife_novelty_sd``).
-    - F(k): the estimate at k = n is the indicator "every strategy was seen", so an interval around
-      it cannot say how uncertain F is. Instead, the percentile interval of F under the model law
-      fitted to each bootstrap dataset, widened to contain the estimate (never zero-width where
-      the model gives F strictly between 0 and 1). At k <= n of every input ``_set_intervals``
-      replaces it by the Wilson interval with floor(n / k) trials (``full_trials``).
+    ``seq`` spawns four streams: time-to-coverage runs, the coverage, model and valid bootstraps.
+    Intervals: C(k), expected new, AUC and valid coverage by iNEXT (``inext_coverage_replicates``);
+    N(i) single-label from the coverage replicates, set-valued by the pooled sd over two worlds
+    (``_set_datasets``, ``model_law``) and the jackknife at i <= n / 2; F(k) by the percentile
+    interval under the refitted model law, widened to contain the estimate (Wilson with
+    floor(n / k) trials at k <= n, ``_set_intervals``).
 
     Returns:
-        (curves, reps): reps maps a curve field (and "auc", "valid_auc") to replicates, float
-        arrays of shape (B, K) (or (B,)); fields of ``_SD_CAPS`` are shifted so their mean is the
-        point estimate. Averaged index-wise over inputs they give the replicates of the mean.
+        (curves, reps): replicates (B, K) or (B,) per field (and "auc", "valid_auc"), those of
+        ``_SD_CAPS`` centred on the point estimate; index-wise means over inputs are replicates.
     """
     X, m, n = part.X, part.m, part.X.shape[0]
     point = _sample_point(X, m, K)
@@ -330,18 +267,12 @@ def _sample_curves(
         c.valid_at_k = va
     reps: dict[str, np.ndarray] = {}
     if n_boot > 0:
-        # Coverage (and so AUC and expected new) depend on the data only through the counts: one
-        # batched product for all replicates.
         cov = inext_coverage_replicates(X, m, K, n_boot, boot_rng)
-        # Novelty and F from counts too: the model law refitted to datasets drawn from it (no match
-        # sets, no 2^m subset sums: a set-valued input costs about what a single-label one does).
+        # F (and set-valued novelty's second world) from the model law refitted to its own datasets.
         Yb = _draw_counts(model_law(Y[None], n, m, single_arr), single_arr, n, model_rng, n_boot)[0]
-        # Two models of the unseen strategies (the assemblage's ceil(f0), ``model_law``'s known
-        # M_x - S_obs): the coverage sd is the larger of the two, per k and for the AUC. Datasets
-        # that missed many rare strategies have few singletons, so the assemblage alone gave them
-        # too small an sd: on a Zipf(1.5) law with M = 20, n = 40 the interval of C(n) covered 0.90,
-        # 0.93 with the larger sd; elsewhere it moves the coverage by <= 0.005
-        # (``benchmarks/calibration.py``).
+        # The coverage sd is the larger of the two models of the unseen strategies: the assemblage
+        # alone is too narrow when many rare ones were missed (C(n) of a Zipf(1.5) law, M = 20,
+        # n = 40 covered 0.90 instead of 0.93).
         cov_model = _covered_from_counts(Yb, n, m, K) / m
         reps["coverage"] = _widen(cov, cov_model)
         reps["expected_new"] = np.diff(reps["coverage"] * m, axis=1, prepend=0.0)
@@ -350,16 +281,11 @@ def _sample_curves(
         if single:  # Pr[new] = E[new] sample by sample: the two U-statistics coincide
             reps["novelty"] = np.clip(reps["expected_new"], 0.0, 1.0)
         else:
-            # Set-valued novelty depends on which strategies come together: the U-statistic on
-            # datasets of the observed match sets (plus unseen ones), all replicates at once.
-            # Only its sd enters the interval, from NOVELTY_REPLICATES replicates (more cost most of
-            # a set-valued input's time: the 2^|A| subsets of every match set); their spread is
-            # widened by t_{B-1} / z, the Student correction for an sd estimated from B values.
+            # Set-valued novelty depends on which strategies come together. Only its sd enters, from
+            # NOVELTY_REPLICATES replicates widened by t_{B-1} / z, pooled over two worlds: observed
+            # match sets (``_set_datasets``) and independent strategies (``model_law``) (N(n/2), N(n)
+            # covered 0.91-0.93 / 0.94-0.97 and 0.91-0.98 alone, 0.93-0.98 pooled).
             b_nov = min(n_boot, NOVELTY_REPLICATES)
-            # Two worlds for the match sets: the observed sets (co-occurrence kept, ``_set_datasets``)
-            # and independent strategies (``model_law``); the sd pools their variances. Measured
-            # (set-valued M = 6 and M = 10 laws): N(n/2), N(n) covered 0.91-0.93 / 0.94-0.97 with the
-            # first alone, 0.91-0.98 with the second alone, 0.93-0.98 pooled.
             nov = est.novelty_samples_many(_set_datasets(X, model_rng, b_nov), K)
             q = model_law(Y[None], n, m, single_arr)[0]
             nov = _pool(nov, est.novelty_samples_many(model_rng.random((b_nov, n, m)) < q, K))
@@ -393,10 +319,7 @@ def _sample_curves(
 
 
 def _widen(reps: np.ndarray, other: np.ndarray) -> np.ndarray:
-    """Replicates (B, ...) scaled about their mean so their sd is at least that of ``other`` (B, ...).
-
-    Where ``reps`` do not vary at all, the deviations of ``other`` are used instead.
-    """
+    """Replicates scaled about their mean to at least the sd of ``other`` (its deviations if flat)."""
     sd, sd_other = reps.std(axis=0), other.std(axis=0)
     mean = reps.mean(axis=0)
     scale = np.maximum(1.0, sd_other / np.where(sd > 0, sd, 1.0))
@@ -404,10 +327,7 @@ def _widen(reps: np.ndarray, other: np.ndarray) -> np.ndarray:
 
 
 def _pool(reps: np.ndarray, other: np.ndarray) -> np.ndarray:
-    """Replicates (B, ...) scaled about their mean to the pooled sd of themselves and ``other`` (B, ...).
-
-    Where ``reps`` do not vary at all, the deviations of ``other`` (scaled likewise) are used.
-    """
+    """Replicates scaled about their mean to the pooled sd with ``other`` (its deviations if flat)."""
     sd, sd_other = reps.std(axis=0), other.std(axis=0)
     pooled = np.sqrt((sd**2 + sd_other**2) / 2)
     mean = reps.mean(axis=0)
@@ -417,11 +337,9 @@ def _pool(reps: np.ndarray, other: np.ndarray) -> np.ndarray:
 
 
 def _mean_replicates(parts: list[Curves], reps: list[dict[str, np.ndarray]], B: int) -> dict[str, np.ndarray]:
-    """Replicates of the mean over inputs from independent per-input (centred) replicates.
+    """Replicates of the mean over inputs: index-wise means of independent per-input replicates.
 
-    Inputs are bootstrapped independently, so the index-wise mean of their replicates is a
-    replicate of the mean (averaging per-input bounds instead would overstate the width by up to a
-    factor sqrt(inputs)). Inputs without replicates (exact laws) contribute their fixed value.
+    Inputs without replicates (exact laws) contribute their fixed value.
     """
     out = {}
     for name in set().union(*reps):
@@ -445,10 +363,9 @@ def _sd_interval(
 
 
 def wilson_interval(p: np.ndarray, trials: np.ndarray, z: float) -> tuple[np.ndarray, np.ndarray]:
-    """Wilson score interval of a proportion p from ``trials`` Bernoulli trials, exact at 0 and 1.
+    """Wilson score interval of p from ``trials`` Bernoulli trials, Clopper-Pearson at p = 0 and 1.
 
-    At p = 0 (p = 1) the upper (lower) bound is the Clopper-Pearson one, 1 - (alpha/2)^(1/trials)
-    ((alpha/2)^(1/trials)): with one trial, as F(n) has, Wilson's 0.79 would miss every F above it.
+    (With one trial, as F(n) has, Wilson's 0.79 would miss every F above it.)
     """
     p = np.clip(np.asarray(p, dtype=np.float64), 0.0, 1.0)
     t = np.maximum(np.asarray(trials, dtype=np.float64), 1.0)
@@ -464,19 +381,10 @@ def wilson_interval(p: np.ndarray, trials: np.ndarray, z: float) -> tuple[np.nda
 
 
 def full_trials(n: int | np.ndarray, K: int) -> np.ndarray:
-    """Hoeffding's effective number of independent trials behind the F(k) U-statistic: floor(n / k).
+    """Hoeffding's effective trials behind the F(k) U-statistic, floor(n / k) summed over inputs: (K,).
 
-    The U-statistic averages the indicator "these k samples cover everything" over all k-subsets;
-    it is at least as concentrated as a mean of floor(n / k) independent indicators (disjoint
-    subsets; Hoeffding 1963), so a binomial interval with that many trials is conservative. 0 for
-    k > n (no samples behind it: extrapolated).
-
-    Args:
-        n: samples per input, an int or int array of shape (U,) (trials add up over inputs).
-        K: budget.
-
-    Returns:
-        float array, shape (K,).
+    The U-statistic is at least as concentrated as a mean of floor(n / k) independent indicators
+    (Hoeffding 1963); 0 for k > n (extrapolated). ``n``: samples per input (int or (U,)).
     """
     ns = np.atleast_1d(np.asarray(n, dtype=np.int64))
     k = np.arange(1, K + 1)
@@ -487,11 +395,7 @@ def full_trials(n: int | np.ndarray, K: int) -> np.ndarray:
 def _set_intervals(
     c: Curves, reps: Mapping[str, np.ndarray], level: float, trials: np.ndarray | None = None
 ) -> None:
-    """Set ``*_lo``/``*_hi`` (and ``auc_reps``) of curves from their replicates (see ``_sample_curves``).
-
-    ``trials`` (K,): the effective number of trials behind F(k) (``full_trials``); F(k) gets the
-    Wilson interval where it is >= 1, and the percentile-and-estimate interval elsewhere.
-    """
+    """Set ``*_lo``/``*_hi`` (and ``auc_reps``) from replicates; F(k) Wilson where ``trials`` (K,) >= 1."""
     z = normal_quantile(level)
     for name, cap in _SD_CAPS.items():
         if name in reps:
@@ -515,3 +419,106 @@ def _set_intervals(
             setattr(c, f"{prefix}auc_reps", r)
             setattr(c, f"{prefix}auc_lo", float(lo))
             setattr(c, f"{prefix}auc_hi", float(hi))
+
+
+# -- the delete-one jackknife of set-valued novelty (its sd at i <= n / 2) ------------------------------
+
+
+def jackknife_novelty_sd(
+    X: np.ndarray, reps: np.ndarray, level: float, rng: np.random.Generator
+) -> np.ndarray:
+    """Set-valued novelty replicates (B, min(K, n)) rescaled to the delete-one jackknife sd at i <= n / 2.
+
+    The jackknife sd, widened by t_{n-1} / z; beyond n / 2 the pooled bootstrap replicates are kept
+    (there the delete-one spread is mostly noise). Calibration: docs/statistics.md, "The iid
+    baseline from samples". ``rng`` draws signs where the replicates do not vary.
+    """
+    n = X.shape[0]
+    half = min(n // 2, reps.shape[1])
+    if n < 3 or half < 1 or reps.shape[0] < 2:
+        return reps
+    jack = delete_one_novelty(X, half)
+    sd = np.sqrt((n - 1) / n * ((jack - jack.mean(axis=0)) ** 2).sum(axis=0))
+    sd *= t_quantile(level, n - 1) / normal_quantile(level)
+    cols = reps[:, :half]
+    mean = cols.mean(axis=0)
+    dev = cols - mean
+    # Replicates that do not move at all (rare): random signs, independent across inputs, so the
+    # index-wise mean over inputs stays a mean of independent terms.
+    flat = dev.std(axis=0, ddof=1) <= 0
+    if flat.any():
+        signs = rng.choice([-1.0, 1.0], size=(reps.shape[0], int(flat.sum())))
+        dev[:, flat] = signs - signs.mean(axis=0)
+    scale = sd / np.maximum(dev.std(axis=0, ddof=1), 1e-300)
+    out = reps.copy()
+    out[:, :half] = mean + dev * scale
+    return out
+
+
+def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
+    """Row l: the novelty U-statistic N(1..kmax) of X (n, m) without sample l, all rows in one pass.
+
+    With s_B = -(-1)^|B| and rho(y, i) = C(n - 1 - y, i - 1) / C(n - 2, i - 1), removing sample l
+    lowers Y_B by d_lB = [A_l meets B]:
+    (n - 1) N_(-l)(i) = sum_(j, B subset A_j) s_B rho(Y_B - d_lB, i) - sum_(B subset A_l) s_B rho(Y_B - 1, i),
+    and rho(Y_B - d) = rho(Y_B) - d (rho(Y_B) - rho(Y_B - 1)) makes the first sum one total minus a
+    (samples x subsets) product.
+    """
+    n, _ = X.shape
+    masks, bits = used_masks(X)
+    sets, inverse, mult = np.unique(masks, return_inverse=True, return_counts=True)
+    lf = est.log_factorial(n)
+    i1 = np.arange(kmax)
+    left = np.maximum(n - 1 - np.arange(n + 1), 0)  # samples not meeting B, y = 0..n
+    rho = np.exp(est._log_binom_ratio(left[:, None], n - 2, i1[None, :], lf))
+    rho[n] = 0.0  # Y_B = n: then every sample meets B and the value cancels exactly
+    out = np.zeros((n, kmax))
+    groups = list(nonempty_subsets(sets, bits))  # an empty match set brings nothing new
+    if not groups:
+        return out
+    S, width = sets.size, n + 1
+    # Integer coefficients times tables indexed by y = Y_B: the total sum_B w_B rho(Y_B), each sample's
+    # own terms, and sum_B [A_l meets B] w_B (rho(Y_B) - rho(Y_B - 1)) by inclusion-exclusion over
+    # T subset of A_l of c(T, y) = sum of w_B over B containing T with Y_B = y (linear in n).
+    total, own = np.zeros(width), np.zeros((S, width))
+    pair_t, pair_y, pair_w, ask_set, ask_t, ask_sign = [], [], [], [], [], []
+    for (g, sub, sign), Y in zip(
+        groups, meet_counts(np.zeros(S, dtype=np.int64), masks[None], mult, groups), strict=True
+    ):
+        w = mult[g][:, None] * sign[None, :]  # every sample j holding the set carries the term
+        total += np.bincount(Y.ravel(), weights=w.ravel(), minlength=width)
+        rows = np.repeat(g, sign.size) * width + (Y - 1).ravel()
+        own += np.bincount(rows, weights=np.tile(sign, g.size), minlength=S * width).reshape(S, width)
+        q, t = _pairs(sub.shape[1])
+        pair_t.append(sub[:, t].ravel())
+        pair_y.append(Y[:, q].ravel())
+        pair_w.append(w[:, q].ravel())
+        ask_set.append(np.repeat(g, sign.size))
+        ask_t.append(sub.ravel())
+        ask_sign.append(np.tile(sign, g.size))
+    T, y, w = np.concatenate(pair_t), np.concatenate(pair_y), np.concatenate(pair_w)
+    values, tid = np.unique(T, return_inverse=True)
+    keys, kinv = np.unique(tid.reshape(-1) * width + y, return_inverse=True)
+    c = np.bincount(kinv.reshape(-1), weights=w)  # c(T, y) per distinct (T, y), sorted by T then y
+    c_tid = keys // width
+    lo = np.searchsorted(c_tid, np.arange(values.size), side="left")
+    hi = np.searchsorted(c_tid, np.arange(values.size), side="right")
+    q_tid = np.searchsorted(values, np.concatenate(ask_t))
+    q_set, q_sign = np.concatenate(ask_set), np.concatenate(ask_sign)
+    size = hi[q_tid] - lo[q_tid]
+    which = np.repeat(np.arange(q_tid.size), size)
+    idx = lo[q_tid][which] + (np.arange(which.size) - np.repeat(np.cumsum(size) - size, size))
+    meet = np.bincount(
+        q_set[which] * width + keys[idx] % width, weights=q_sign[which] * c[idx], minlength=S * width
+    ).reshape(S, width)
+    step = np.zeros((width, kmax))
+    step[1:] = rho[1:] - rho[:-1]  # rho(y) - rho(y - 1)
+    out = (total @ rho)[None, :] - (meet @ step)[inverse] - (own @ rho)[inverse]
+    return out / (n - 1)
+
+
+def _pairs(P: int) -> tuple[np.ndarray, np.ndarray]:
+    """(q, t) column pairs of a set's subsets (columns 0..P-1 are patterns 1..P) with pattern t inside q."""
+    pat = np.arange(1, P + 1)
+    q, t = np.nonzero((pat[None, :] & ~pat[:, None]) == 0)  # t's bits within q's
+    return q, t

@@ -1,15 +1,9 @@
 """Match sets as bitmasks, their subsets, and how many samples meet each subset — linear in n.
 
-The set-valued U-statistics (novelty from samples, its delete-one jackknife) need, for every
-non-empty subset B of every distinct match set A, Y_B: the number of samples whose match set meets
-B. Comparing every subset with every sample costs (distinct sets x 2^|A| x n), quadratic in n on a
-flat law where most match sets differ. Here Y_B comes from inclusion-exclusion over superset
-counts instead: with c(T) the number of samples whose match set contains T (every sample adds one
-to each of its own subsets: sum_j 2^|A_j| additions), Y_B = sum over non-empty T subset of B of
-(-1)^(|T|+1) c(T), a signed subset-sum over the |A| bits of each set. The work is linear in n and
-exponential only in the size of a match set, never in the number of strategies M. Bitmasks are
-taken over the strategies some sample matches, so M itself is unbounded; at most
-`MAX_SET_STRATEGIES` distinct strategies may appear in set-valued match sets.
+The set-valued U-statistics need, for every non-empty subset B of every distinct match set, Y_B:
+the samples whose match set meets B. By inclusion-exclusion over superset counts c(T) (samples
+whose set contains T), Y_B = sum over non-empty T subset of B of (-1)^(|T|+1) c(T): linear in n,
+exponential only in a match set's size. At most `MAX_SET_STRATEGIES` strategies may appear.
 """
 
 from __future__ import annotations
@@ -25,11 +19,7 @@ MAX_SET_STRATEGIES = 62
 
 
 def used_masks(X: np.ndarray) -> tuple[np.ndarray, int]:
-    """Bitmasks of boolean rows over the columns some row uses: (int64 array, shape (N,), bits used).
-
-    Raises:
-        ValueError: more than `MAX_SET_STRATEGIES` columns are used (one line, what to do).
-    """
+    """(bitmasks (N,), bits used) of boolean rows over the used columns (at most `MAX_SET_STRATEGIES`)."""
     X = np.asarray(X, dtype=bool)
     used = np.flatnonzero(X.any(axis=0))
     if used.size > MAX_SET_STRATEGIES:
@@ -53,17 +43,11 @@ def distinct_sets(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 
 def nonempty_subsets(sets: np.ndarray, m: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Every non-empty subset B of each distinct match set A, grouped by |A| (the U-statistics' terms).
-
-    Args:
-        sets: int64 array, shape (S,): match-set bitmasks over m strategies.
-        m: Number of strategies (bits).
+    """Every non-empty subset B of each distinct match set (masks ``sets`` (S,) over m bits), by size.
 
     Yields:
-        ``(g, sub, sign)`` per set size r >= 1 (an empty set has no term): ``g`` int array, shape
-        (G,): the sets of size r; ``sub`` int64 array, shape (G, 2^r - 1): their subsets' masks,
-        subset q (1 .. 2^r - 1) taking the set's bits where q has ones; ``sign`` float array,
-        shape (2^r - 1,): ``-(-1)^|B|``.
+        ``(g, sub, sign)`` per set size r >= 1: the sets ``g`` (G,) of size r, their subsets' masks
+        ``sub`` (G, 2^r - 1) (subset q takes the bits where q has ones), ``sign`` = ``-(-1)^|B|``.
     """
     bits = ((sets[:, None] >> np.arange(m, dtype=np.int64)) & 1).astype(bool)
     size = bits.sum(axis=1)
@@ -90,16 +74,9 @@ def meet_counts(
     mult: np.ndarray,
     groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
 ) -> list[np.ndarray]:
-    """Y_B, the samples of its dataset meeting B, for every subset of every distinct set, per group.
+    """Y_B (samples of its dataset meeting B) per group of ``nonempty_subsets``, aligned with its ``sub``.
 
-    Args:
-        d_of: int array, shape (S,): dataset of each distinct set.
-        sets: int64 array, shape (S,): the distinct sets' masks.
-        mult: int array, shape (S,): how many samples hold each.
-        groups: ``list(nonempty_subsets(sets, m))``.
-
-    Returns:
-        One int64 array per group, shape (G, 2^r - 1), aligned with the group's ``sub``.
+    ``d_of``, ``sets``, ``mult`` (S,): each distinct set's dataset, mask and multiplicity.
     """
     del sets
     if not groups:

@@ -1,9 +1,4 @@
-"""The two summary models coverage results and report.json share: `Gain` and `TimeToCoverage`.
-
-One definition each: the coverage layer builds them, `seffi.report.schema` stores them as they
-are (pydantic, JSON-native lists, NaN refused, a missing value is ``None``). Also owns
-`survival_summary`, the pure function behind a time-to-coverage summary.
-"""
+"""`Gain` and `TimeToCoverage`: the summary models coverage results and report.json share."""
 
 from __future__ import annotations
 
@@ -34,8 +29,7 @@ __all__ = [
     "survival_summary",
 ]
 
-#: Largest budget K a result may hold: far above any real run, far below what would exhaust memory
-#: when a plot or a table allocates per k.
+#: Largest budget K a result may hold (a plot or table allocates per k).
 MAX_BUDGET = 10_000_000
 #: Rounding slack for values that are probabilities (means of fractions may land a few ulps past 1).
 _EPS = 1e-9
@@ -62,17 +56,10 @@ def check_unit(name: str, values: Sequence[Any] | float | None) -> None:
 
 
 def survival_summary(survival: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Median, restricted mean and censored fraction of a time-to-event survival curve.
+    """(median, restricted mean, censored fraction) of survival curves S(k) = Pr[T > k], (..., K).
 
-    The survival curve is S(k) = Pr[T > k] for k = 1..K (S(0) = 1 is implied). The median is the
-    smallest k with S(k) <= 1/2 (NaN when not reached by K: it is censored); the restricted mean is
-    E[min(T, K)] = sum_{k=0}^{K-1} S(k); the censored fraction is S(K).
-
-    Args:
-        survival: float array, shape (..., K).
-
-    Returns:
-        (median, restricted_mean, censored): float arrays, shape (...).
+    Median: the smallest k with S(k) <= 1/2 (NaN if censored); restricted mean E[min(T, K)] =
+    sum_{k=0}^{K-1} S(k) with S(0) = 1; censored fraction S(K).
     """
     s = np.asarray(survival, dtype=np.float64)
     K = s.shape[-1]
@@ -86,9 +73,8 @@ def survival_summary(survival: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
 class Gain(BaseModel):
     """Gain(K) = (AUC - AUC_iid) / (AUC_oracle - AUC_iid) with an interval, or why it is undefined.
 
-    ``value``/``lo``/``hi`` are None with a ``reason`` when the gain is undefined; with a value,
-    ``reason`` is None or a caveat about the interval (e.g. it could not be paired over inputs).
-    The gain may exceed 1 when traces match several strategies at once.
+    ``reason``: why ``value`` is None, or a caveat about the interval. The gain may exceed 1 when
+    traces match several strategies at once.
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
@@ -109,8 +95,7 @@ class Gain(BaseModel):
         return self.model_dump()
 
 
-#: Fields of `TimeToCoverage` written only when set: report.json (point summaries) keeps the
-#: six always-present keys it has had since schema version 1.
+#: Fields of `TimeToCoverage` written only when set (report.json keeps its six keys).
 _SPARSE = (
     "survival_lo",
     "survival_hi",
@@ -202,15 +187,7 @@ class TimeToCoverage(BaseModel):
         level: float = 0.95,
         mean: float | None = None,
     ) -> TimeToCoverage:
-        """Summaries of a survival curve, with percentile intervals from bootstrap replicates.
-
-        Args:
-            tau: the threshold.
-            survival: float array, shape (K,).
-            reps: float array, shape (B, K): replicate survival curves, or None.
-            level: interval level.
-            mean: the exact unrestricted mean, when known.
-        """
+        """Summaries of a survival curve (K,), percentile intervals from replicates (B, K), exact ``mean``."""
         s = np.clip(np.asarray(survival, dtype=np.float64), 0.0, 1.0)
         med, rmean, cens = survival_summary(s)
         kw: dict[str, Any] = {
@@ -223,18 +200,18 @@ class TimeToCoverage(BaseModel):
         }
         if reps is not None and len(reps):
             reps = np.clip(reps, 0.0, 1.0)
-            kw["survival_lo"], kw["survival_hi"] = percentile_interval(reps, level, skip_nan=False)
             rmed, rrm, rc = survival_summary(reps)
+            # One quantile pass over the survival columns, restricted means and censored fractions.
+            lo, hi = percentile_interval(np.column_stack([reps, rrm, rc]), level, skip_nan=False)
+            kw["survival_lo"], kw["survival_hi"] = lo[:-2], hi[:-2]
+            kw["restricted_mean_lo"], kw["restricted_mean_hi"] = float(lo[-2]), float(hi[-2])
+            kw["fraction_censored_lo"], kw["fraction_censored_hi"] = float(lo[-1]), float(hi[-1])
             # A replicate whose median is censored counts as +inf, so the interval is honest about it.
             # Medians are integers: take order statistics instead of interpolating between them.
             lo, hi = percentile_interval(
                 np.where(np.isnan(rmed), np.inf, rmed), level, "nearest", skip_nan=False
             )
             kw["median_lo"], kw["median_hi"] = finite(lo), finite(hi)
-            lo, hi = percentile_interval(rrm, level, skip_nan=False)
-            kw["restricted_mean_lo"], kw["restricted_mean_hi"] = float(lo), float(hi)
-            lo, hi = percentile_interval(rc, level, skip_nan=False)
-            kw["fraction_censored_lo"], kw["fraction_censored_hi"] = float(lo), float(hi)
         return cls(**kw)
 
     def point(self) -> TimeToCoverage:

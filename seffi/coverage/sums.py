@@ -1,20 +1,11 @@
-"""The one estimator of adaptive curves: runs -> per-input sums -> curves.
+"""The one estimator of adaptive curves: runs -> per-input integer sums -> curves.
 
-Every per-k quantity of a run (coverage after k samples, whether sample k was new, the Kaplan-Meier
-event and at-risk indicators at k, ...) is fixed the moment the run's k-th sample arrives, so the
-curves need only, per input, integer *sums over runs* of those contributions. They are the 13
-statistics of `BASE_STATS` (then a (risk, event) pair per tau), of which 7 determine the
-rest (`INC_STATS`: the new strategies, whether any, the new strategies of correct samples,
-the first correct sample and the event per tau, each at k): covered is the running sum of new, full
-coverage that of the tau = 1 event, the at-risk count the complete runs minus the earlier events.
-[`InputSums`][seffi.coverage.sums.InputSums] stores those 7 and rebuilds the 13 exactly. The sums come from
-two places that give the same integers — [`fold`][seffi.coverage.sums.fold] records a batch of samples in the
-run table and `InputSums.add_runs` adds each run that completes (the streaming path),
-[`sums_from_runs`][seffi.coverage.sums.sums_from_runs] derives them from per-run first-hit indices for any K.
-[`GroupTotals`][seffi.coverage.sums.GroupTotals] keeps the sums added up per (complete runs, M_x), so a log's
-point estimates cost O(groups x K) whatever the number of inputs.
-[`seffi.coverage.sums_curves`][seffi.coverage.sums_curves] turns sums into curves. Integer sums merge exactly
-in any order.
+Every per-k quantity of a run is fixed when its k-th sample arrives, so the curves need only, per
+input, integer sums over complete runs: the 13 statistics of `BASE_STATS` (then (risk, event) per
+tau), rebuilt exactly from the 7 of `INC_STATS` that `InputSums` stores. `fold` records samples in
+the run table and `add_runs` adds each run that completes (streaming); `sums_from_runs` derives the
+same integers from first-hit indices. `GroupTotals` keeps them per (complete runs, M_x), so a log
+costs O(groups x K). Integer sums merge exactly in any order.
 """
 
 from __future__ import annotations
@@ -59,12 +50,13 @@ _I = {name: j for j, name in enumerate(INC_STATS)}
 if 1.0 not in TAUS:  # full coverage is the running sum of the tau = 1 event
     raise ImportError("seffi.coverage.sums needs tau = 1 in TAUS")
 _FULL = _I["event_1"]
+_EVENTS = slice(_I[f"event_{TAUS[0]:g}"], _I[f"event_{TAUS[0]:g}"] + len(TAUS))  # (risk, event) per tau
 #: Statistics whose per-run value is a count (not 0/1): only their squares differ from their sums.
 SQUARED: tuple[int, ...] = (_S["covered"], _S["new"], _S["valid_covered"])
 
 
 def _need(m: np.ndarray) -> np.ndarray:
-    """Strategies needed for each tau: int array, shape (U, len(TAUS)), from M_x, shape (U,)."""
+    """Strategies needed for each tau: (U, len(TAUS)) from M_x (U,)."""
     return np.ceil(np.asarray(m, dtype=np.float64)[:, None] * np.array(TAUS)[None, :] - 1e-9).astype(np.int64)
 
 
@@ -72,12 +64,7 @@ def _need(m: np.ndarray) -> np.ndarray:
 
 
 def run_dtype(budget: int | None) -> np.dtype:
-    """The narrowest integer type of the per-run fields under budget K (None: unbounded runs).
-
-    Every per-run value lies in [-1, K] (first-hit indices below K, -1 for never; lengths and
-    correct-sample counts at most K), so K < 2^7 fits int8 and K < 2^15 int16; a tracker without a
-    budget keeps runs of any length.
-    """
+    """The narrowest integer type holding [-1, K] (every per-run value); None: unbounded runs."""
     if budget is None:
         return np.dtype(np.int64)
     for dtype in (np.int8, np.int16, np.int32):
@@ -87,23 +74,15 @@ def run_dtype(budget: int | None) -> np.dtype:
 
 
 class RunTable:
-    """Per run slot, the declared per-run fields (``seffi.coverage.state.STATE``, ``runs.*``).
-
-    Every field is held in `run_dtype` of the budget: one byte per (run, column) for K < 128.
+    """Per run slot, the declared per-run fields (``seffi.coverage.state``, ``runs.*``) in `run_dtype`.
 
     Attributes:
-        first_hit: int array, shape (S, C): 0-based index of the run's first sample matching column c.
-        first_valid_hit: int array, shape (S, C): the same over correct samples only.
-        n: int array, shape (S,): samples in the run.
-        n_valid: int array, shape (S,): correct samples.
-        first_valid: int array, shape (S,): index of the first correct sample, -1 if none.
-        latent_first_hit: int array, shape (S, Z): first sample with latent code z (only when Z > 0).
-        dtype: the integer type of every field.
-
-    Args:
-        columns: strategy columns C.
-        latents: latent codes Z (0: no latent field).
-        budget: K (every value then lies in [-1, K]), or None: runs of any length.
+        first_hit: (S, C): 0-based index of the run's first sample matching column c, -1 if none.
+        first_valid_hit: (S, C): the same over correct samples only.
+        n: (S,): samples in the run.
+        n_valid: (S,): correct samples.
+        first_valid: (S,): index of the first correct sample, -1 if none.
+        latent_first_hit: (S, Z): first sample with latent code z (only when Z > 0).
     """
 
     def __init__(self, columns: int, latents: int = 0, *, budget: int | None = None) -> None:
@@ -144,19 +123,15 @@ class InputSums:
     """Per-input sums over an input's complete runs (the sufficient statistics of the curves).
 
     Attributes:
-        budget: K.
-        inc: int array, shape (U, K, N_INC): per input and budget k the sums over its runs of
-            `INC_STATS` (the 13 statistics of `sums` follow from them and ``n_runs``).
-        n_runs: int array, shape (U,): complete runs per input.
-        sq: int array, shape (U, K, 3), or None: sums of squares of the count statistics
-            (`SQUARED`; an indicator's square is itself), for within-input variances.
-        auc_sq: int array, shape (U, 2), or None: sums over runs of A_r^2, A_r = sum_k covered_r(k)
-            (column 0) or valid_covered_r(k) (column 1): a run's AUC is A_r / (K M_x).
+        inc: (U, K, N_INC): sums over each input's runs of `INC_STATS` at each k.
+        n_runs: (U,): complete runs per input.
+        sq: (U, K, 3) or None: sums of squares of the count statistics (`SQUARED`).
+        auc_sq: (U, 2) or None: sums of A_r^2, A_r = sum_k covered_r(k) (column 0) or
+            valid_covered_r(k) (column 1); a run's AUC is A_r / (K M_x).
 
     Args:
         budget: K.
-        dtype: integer type of ``inc`` (the tracker starts at int8; `add_at` widens it to the next
-            type when a count could leave it).
+        dtype: integer type of ``inc`` (`add_at` widens it when a count could leave it).
         squares: keep ``sq`` and ``auc_sq``.
     """
 
@@ -183,7 +158,7 @@ class InputSums:
         return _rebuild(self.inc[rows].astype(np.int64), self.n_runs[rows])
 
     def squares(self, j: int, rows: np.ndarray | slice | None = None) -> np.ndarray:
-        """Sums of squares of statistic ``j`` over each input's runs: int array, shape (R, K)."""
+        """Sums of squares of statistic ``j`` over each input's runs: (R, K)."""
         rows = slice(None) if rows is None else rows
         if j in SQUARED:
             if self.sq is None:
@@ -192,12 +167,9 @@ class InputSums:
         return self.full(rows)[:, :, j]
 
     def _resize(self, n: int) -> None:
-        self._take_rows(self, n)
-
-    def _take_rows(self, source: InputSums, n: int) -> None:
-        """Hold ``source``'s arrays (``source`` may be these sums) cut or zero-padded to ``n`` rows."""
+        """Cut or zero-pad every array to ``n`` rows."""
         for name in ("inc", "n_runs", "sq", "auc_sq"):
-            arr = getattr(source, name)
+            arr = getattr(self, name)
             if arr is not None:
                 grown = np.zeros((n, *arr.shape[1:]), dtype=arr.dtype)
                 grown[: min(n, arr.shape[0])] = arr[:n]
@@ -216,10 +188,7 @@ class InputSums:
         self.add_at(np.arange(U), other)
 
     def add_at(self, rows: np.ndarray, part: InputSums, sign: int = 1) -> None:
-        """Add (``sign`` 1) or remove (-1) ``part``'s rows at rows ``rows`` (distinct) of these sums.
-
-        Exact; a count that would leave the current integer type widens it first.
-        """
+        """Add (``sign`` 1) or remove (-1) ``part``'s rows at distinct ``rows``; widens ``inc`` if needed."""
         if sign < 0:  # removing runs added before: every count stays within its type
             self.inc[rows] -= part.inc.astype(self.inc.dtype, copy=False)
             self.n_runs[rows] -= part.n_runs
@@ -246,24 +215,20 @@ class InputSums:
 
 
 def _rebuild(inc: np.ndarray, n_runs: np.ndarray) -> np.ndarray:
-    """The 13 statistics, shape (R, K, N_STATS), from the stored 7 (R, K, N_INC) and complete runs (R,).
-
-    Every step is an integer running sum, so the rebuilt sums are exactly those of the runs.
-    """
+    """The 13 statistics (R, K, N_STATS) from the stored 7 (R, K, N_INC) and runs (R,): integer sums."""
     R, K = inc.shape[:2]
     out = np.empty((R, K, N_STATS), dtype=np.int64)
     runs = np.asarray(n_runs, dtype=np.int64)[:, None]
+    total = np.cumsum(inc, axis=1, dtype=np.int64)  # every running sum in one pass
     out[:, :, _S["runs"]] = runs
-    out[:, :, _S["covered"]] = np.cumsum(inc[:, :, _I["new"]], axis=1)
     out[:, :, _S["novel"]] = inc[:, :, _I["novel"]]
     out[:, :, _S["new"]] = inc[:, :, _I["new"]]
-    out[:, :, _S["full"]] = np.cumsum(inc[:, :, _FULL], axis=1)
-    out[:, :, _S["valid_covered"]] = np.cumsum(inc[:, :, _I["valid_new"]], axis=1)
-    out[:, :, _S["valid_any"]] = np.cumsum(inc[:, :, _I["valid_first"]], axis=1)
-    for t in range(len(TAUS)):
-        event = inc[:, :, _I["new"] + 4 + t]
-        out[:, :, 7 + 2 * t] = runs - (np.cumsum(event, axis=1) - event)  # at risk: no event before k
-        out[:, :, 8 + 2 * t] = event
+    for stat, running in (("covered", "new"), ("valid_covered", "valid_new"), ("valid_any", "valid_first")):
+        out[:, :, _S[stat]] = total[:, :, _I[running]]
+    out[:, :, _S["full"]] = total[:, :, _FULL]
+    events = inc[:, :, _EVENTS]
+    out[:, :, 7::2] = runs[:, :, None] - (total[:, :, _EVENTS] - events)  # at risk: no event before k
+    out[:, :, 8::2] = events
     return out
 
 
@@ -271,7 +236,7 @@ def _rebuild(inc: np.ndarray, n_runs: np.ndarray) -> np.ndarray:
 
 
 def _segment_starts(keys: np.ndarray) -> np.ndarray:
-    """Bool array, shape (N,): True where a run of equal consecutive ``keys`` starts."""
+    """(N,) bool: True where a run of equal consecutive ``keys`` starts."""
     out = np.empty(keys.size, dtype=bool)
     if keys.size:  # np.r_ costs ~20 us a call: too much on the per-log path
         out[0] = True
@@ -280,10 +245,9 @@ def _segment_starts(keys: np.ndarray) -> np.ndarray:
 
 
 def _set_first(target: np.ndarray, cells: np.ndarray, k: np.ndarray) -> None:
-    """Write first-hit indices (0-based) into flat ``target`` where it still holds -1 (never).
+    """Write first-hit indices ``k - 1`` into flat ``target`` where it still holds -1.
 
-    The smallest k per cell by ``np.minimum.at`` on the cells still unset (a hit in an earlier batch
-    came first: a run's samples come in order). ``k - 1`` fits ``target``'s type (k <= K).
+    A hit in an earlier batch came first (a run's samples come in order), so only unset cells move.
     """
     if cells.size == 0:
         return
@@ -303,17 +267,14 @@ def fold(
     *,
     coverage_only: bool = False,
 ) -> None:
-    """Record samples in the run table (first hits, lengths, correct samples).
-
-    Samples may come in any order across runs, in order within a run. A run's K-th sample makes it
-    complete: add it to the per-input sums then (`InputSums.add_runs`).
+    """Record samples in the run table (first hits, lengths, correct samples); in order within a run.
 
     Args:
-        runs: The run table (slots must exist: ``runs.grow`` first).
-        slot: int array, shape (N,): run slot.
-        k: int array, shape (N,): 1-based position of the sample in its run.
-        hits: bool array, shape (N, C): the columns each sample matched.
-        valid: bool array, shape (N,): the sample was correct.
+        runs: The run table (``runs.grow`` first).
+        slot: (N,): run slot.
+        k: (N,): 1-based position of the sample in its run.
+        hits: (N, C) bool: the columns each sample matched.
+        valid: (N,) bool: the sample was correct.
         coverage_only: Keep only the first hits and lengths.
     """
     if slot.shape[0] == 0:
@@ -332,7 +293,7 @@ def fold(
 
 
 def fold_latent(runs: RunTable, slot: np.ndarray, k: np.ndarray, z: np.ndarray) -> bool:
-    """Record each sample's latent code ``z`` (int array, shape (N,); -1 or >= Z: none); True if any."""
+    """Record each sample's latent code ``z`` (N,) (-1 or >= Z: none); True if any."""
     Z = runs.latents
     ok = np.flatnonzero((z >= 0) & (z < Z))
     _set_first(runs.latent_first_hit, slot[ok] * Z + z[ok], k[ok])
@@ -345,17 +306,7 @@ def fold_latent(runs: RunTable, slot: np.ndarray, k: np.ndarray, z: np.ndarray) 
 def _first_hit_histogram(
     first_hit: np.ndarray, K: int, bins: np.ndarray | None = None, n_bins: int = 1
 ) -> np.ndarray:
-    """Per run (and per bin), how many columns were first matched at each sample index < K.
-
-    Args:
-        first_hit: int array, shape (R, C) (-1 = never).
-        K: budget.
-        bins: int array, shape (R, C) with values in 0..n_bins-1, or None.
-        n_bins: number of bins.
-
-    Returns:
-        int array, shape (R, K), or (R, n_bins, K) when ``bins`` is given.
-    """
+    """Columns first matched at each sample index < K: (R, K), or (R, n_bins, K) with ``bins`` (R, C)."""
     fh = np.asarray(first_hit, dtype=np.int64)
     R = fh.shape[0]
     col = np.where((fh < 0) | (fh >= K), K, fh)  # column K collects "not within the budget"
@@ -378,10 +329,7 @@ def _run_increments(
     starts: np.ndarray,
     squares: bool,
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """Per-group sums of the stored statistics (P, K, N_INC), and squares (P, K, 3), A^2 (P, 2) or None.
-
-    Runs come grouped by input, ``starts`` the first run of each of the P groups (np.add.reduceat).
-    """
+    """Sums per group of runs (``starts``: first run of each): (P, K, N_INC), squares, A^2 (or None)."""
     R = fh.shape[0]
     new = _first_hit_histogram(fh, K)
     covered = np.cumsum(new, axis=1)
@@ -415,11 +363,7 @@ def _run_increments(
 
 
 def _grouped_runs(runs: np.ndarray, unit: np.ndarray) -> Iterator[tuple[np.ndarray, ...]]:
-    """Runs ``runs`` sorted by input ``unit``, in blocks of at most ``_CHUNK``.
-
-    Yields (present inputs, starts, counts, the block's units, the block's runs): the caller gathers
-    each block's rows itself, so no copy of every run's fields is ever made.
-    """
+    """(present inputs, starts, counts, units, runs) of ``runs`` sorted by ``unit``, ``_CHUNK`` at a time."""
     order = np.argsort(unit, kind="stable")
     unit, runs = unit[order], runs[order]
     for a in range(0, unit.size, _CHUNK):
@@ -448,29 +392,25 @@ def sums_from_runs(
     squares: bool = True,
     runs: np.ndarray | None = None,
 ) -> tuple[InputSums, np.ndarray | None]:
-    """The per-input sums of the runs that reached K (what the streaming path adds), for any budget K.
+    """The per-input sums of the runs that reached K (what the streaming path adds), for any K.
 
-    Runs shorter than K are left out: the curves use the same runs at every k, so every input
-    weighs the same at every k and C(k) is monotone. The runs are read in blocks of ``_CHUNK``:
-    the widened (int64) copies made on the way stay a few MB whatever the number of runs.
+    Shorter runs are left out, so every k uses the same runs and C(k) is monotone.
 
     Args:
-        first_hit: int array, shape (S, C): 0-based index of the first sample of run r matching
-            column c, or -1.
-        lengths: int array, shape (S,): samples in each run.
-        unit: int array, shape (R,): input index (0..U-1) of each run (of each of ``runs``).
-        m: int array, shape (U,): M_x of each input.
+        first_hit: (S, C): first sample of run r matching column c, or -1.
+        lengths: (S,): samples in each run.
+        unit: (R,): input index (0..U-1) of each run (of each of ``runs``).
+        m: (U,): M_x of each input.
         K: budget.
-        first_valid_hit: int array, shape (S, C), or None (valid statistics stay 0).
-        first_valid: int array, shape (S,), or None.
-        rarity_bin: int array, shape (S, C): base-probability quantile bin of each column, or None.
+        first_valid_hit: (S, C), or None (valid statistics stay 0).
+        first_valid: (S,), or None.
+        rarity_bin: (S, C): base-probability quantile bin of each column, or None.
         n_bins: number of rarity bins.
-        squares: also sum the squares (within-input variances; `InputSums.sq`).
-        runs: int array, shape (R,): the rows of the per-run arrays to read, or None for all S.
+        squares: also sum the squares (`InputSums.sq`).
+        runs: (R,): the rows of the per-run arrays to read (default all S).
 
     Returns:
-        (sums, rarity): ``sums`` has U rows; ``rarity`` is an int array, shape (U, n_bins, K), of
-        covered strategies per rarity bin summed per input (None without ``rarity_bin``).
+        (sums with U rows, rarity (U, n_bins, K) covered strategies per bin, or None).
     """
     runs = np.arange(np.shape(lengths)[0]) if runs is None else np.asarray(runs, dtype=np.int64)
     keep = np.asarray(lengths)[runs] >= K
@@ -507,16 +447,9 @@ def run_sums(
     latent: bool = False,
     squares: bool = False,
 ) -> InputSums:
-    """Per-input sums (P rows, ``unit`` in 0..P-1) of the complete runs among ``slots`` of a run table.
+    """Per-input sums (P rows; ``unit`` (R,) in 0..P-1, ``m`` (P,)) of the complete runs among ``slots``.
 
-    Args:
-        runs: The run table.
-        slots: int array, shape (R,): run slots.
-        unit: int array, shape (R,): the row of each run's input, in 0..P-1.
-        m: int array, shape (P,): M_x of each row (Z for the latent codes).
-        K: budget.
-        latent: the sums of the latent codes tried (coverage only) instead of the strategies.
-        squares: also sum the squares.
+    ``latent``: sums of the latent codes tried (coverage only; ``m`` is Z) instead of the strategies.
     """
     C = runs.columns
     if latent:
@@ -535,13 +468,8 @@ def run_sums(
 class GroupTotals:
     """The per-input sums added up per group of inputs with the same (complete runs, M_x).
 
-    Every input of a group weighs the same in the point estimates (each run 1 / (runs x M_x)), so
-    the estimates need only the group totals: a log costs O(groups x K), and moving inputs whose
-    runs completed from one group to the next costs O(moved inputs x K) in numpy. Integer totals:
-    any order of updates gives the same numbers.
-
-    Args:
-        budget: K.
+    Inputs of a group weigh the same in the point estimates, so a log costs O(groups x K); integer
+    totals, so any order of updates gives the same numbers.
     """
 
     _BITS = 21  # M_x < 2^21 (MAX_STRATEGIES): a group's key is runs << 21 | M_x
@@ -604,18 +532,9 @@ class GroupTotals:
 def add_runs(
     sums: InputSums, totals: GroupTotals, rows: np.ndarray, part: InputSums, m: np.ndarray, sign: int = 1
 ) -> None:
-    """Add (``sign`` 1) or remove (-1) runs' per-input sums ``part`` at ``rows``, keeping ``totals``.
+    """Add (``sign`` 1) or remove (-1) runs' sums ``part`` at distinct ``rows`` (M_x ``m``) and ``totals``.
 
-    The one update of streamed sums: the tracker's (every complete run) and a streaming window's
-    (the runs of its last episodes) both go through it.
-
-    Args:
-        sums: The per-input sums (no squares).
-        totals: Their group totals.
-        rows: int array, shape (R,): distinct rows of ``sums``.
-        part: The sums of the runs added or removed, one row per entry of ``rows``.
-        m: int array, shape (R,): M_x of each row's input.
-        sign: 1 to add, -1 to remove.
+    The one update of streamed sums: the tracker's and a streaming window's.
     """
     old_n, old = sums.n_runs[rows].copy(), sums.inc[rows].copy()
     sums.add_at(rows, part, sign)

@@ -165,7 +165,7 @@ def test_delete_one_novelty_equals_recomputing_without_each_sample() -> None:
     ``novelty_samples_many`` on the n datasets without one sample each (empty and repeated match
     sets included)."""
     from seffi.coverage import estimators as est
-    from seffi.coverage.jackknife import delete_one_novelty
+    from seffi.coverage.samples import delete_one_novelty
 
     rng = np.random.default_rng(13)
     for n, m, dens in ((12, 6, 0.3), (30, 10, 0.2), (5, 3, 0.6), (8, 4, 0.05)):
@@ -215,8 +215,8 @@ def test_jackknife_sd_replaces_the_spread_at_low_degree_only() -> None:
     jackknife sd times t_{n-1}/z (random signs where the replicates did not move) and leaves i > n/2
     alone."""
     from seffi.coverage import estimators as est
-    from seffi.coverage.jackknife import delete_one_novelty, jackknife_novelty_sd
     from seffi.coverage.resampling import normal_quantile, t_quantile
+    from seffi.coverage.samples import delete_one_novelty, jackknife_novelty_sd
 
     rng = np.random.default_rng(3)
     n = 12

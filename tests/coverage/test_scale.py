@@ -209,7 +209,7 @@ def test_normal_limit_replicates_agree_with_the_exact_bootstrap(monkeypatch: pyt
     intervals and the AUC replicates' spread agree with the exact bootstrap's within 10% of the
     interval width (the percentiles of 1,000 replicates move by ~8%), and the point estimates are the
     same to the last digit."""
-    from seffi.coverage import boot
+    from seffi.coverage import sums_curves as boot
 
     t = CoverageTracker(STRATS, budget=K)
     for b in _stream(4_000, 40_000, seed=5):

@@ -75,6 +75,13 @@ class StrategyEntropy(InputMetric):
     def _values(self) -> np.ndarray:
         """exp(H) per input code (NaN where no sample matched), brought up to date."""
         cached, U = self._cache, self.n_inputs
+        if (
+            cached is not None
+            and not self._stale
+            and cached.size == U
+            and self._cached_cols == self.n_columns
+        ):
+            return cached
         if cached is None or self._cached_cols != self.n_columns:
             cached, stale = np.full(U, np.nan), np.arange(U)  # a load, a merge or a new strategy column
         else:
@@ -102,7 +109,10 @@ class StrategyEntropy(InputMetric):
             return Estimate(reason="no recorded sample matched a strategy")
         y = values[use]
         value, lo, hi = float(y.mean()), None, None
-        groups = np.unique(strata[use], return_inverse=True)[1].reshape(-1)
+        s = strata[use]
+        groups = (
+            np.zeros(use.size, dtype=np.int64) if s.min() == s.max() else np.unique(s, return_inverse=True)[1]
+        )
         df = use.size - int(groups.max()) - 1
         if df >= 1:
             half = t_quantile(self.level, df) * math.sqrt(float(stratified_mean_variance(y, groups)))
