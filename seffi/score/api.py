@@ -210,6 +210,7 @@ def score_shard(plan: dict[str, Any], shard: tuple[int, int]) -> dict[str, Any]:
         "episodes": episodes,
         "unlabelled": [(p.unlabelled, p.samples, p.reason) for p in (base, policy)],
         "agreement": None if agreement is None else (agreement.confusion, agreement.same),
+        "requests": (getattr(plan["labels"], "calls", 0), getattr(plan["labels"], "cached", 0)),
     }
 
 
@@ -335,6 +336,9 @@ def score(
             for r in results:
                 agreement.confusion += r["agreement"][0]
                 agreement.same += r["agreement"][1]
+        if hasattr(labels, "calls"):  # the judge's requests were made in the workers
+            labels.calls += sum(r["requests"][0] for r in results)
+            labels.cached += sum(r["requests"][1] for r in results)
     iid = _iid(base_sets, declared)
     prompts = sorted(base_sets)
     missing = sorted({pid for _, pid in counts} - set(prompts))

@@ -96,7 +96,8 @@ class _Cache:
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             try:
-                self._db = sqlite3.connect(path, check_same_thread=False)
+                # Ray workers of one run share the file: wait for another process's write, not fail.
+                self._db = sqlite3.connect(path, check_same_thread=False, timeout=60)
                 self._db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, content TEXT)")
             except sqlite3.Error as exc:
                 raise SeffiError(f"judge cache {path}: {exc}") from None
@@ -174,6 +175,19 @@ class JudgeLabeler:
         self.calls = self.cached = 0
         self._count = threading.Lock()
         self._failed = threading.Event()  # one request gave up: the others stop instead of retrying
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a worker process (``seffi score --ray``) needs: settings and the cache's path, no handles."""
+        state = self.__dict__.copy()
+        state["_cache"] = self._cache.path
+        for handle in ("_count", "_failed"):
+            state.pop(handle)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._cache = _Cache(state["_cache"])  # each process opens the SQLite file itself
+        self._count, self._failed = threading.Lock(), threading.Event()
 
     @property
     def model(self) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -85,3 +87,51 @@ def test_the_command_line_shards_with_ray(local_ray, tmp_path, capsys):
     assert "policy files: rows (id=prompt_id" in capsys.readouterr().err
     _assert_close(_numbers(tmp_path / "one")[0], _numbers(tmp_path / "two")[0])
     assert main([*argv, "--ray", "0"]) == 2
+
+
+class _Judge(http.server.BaseHTTPRequestHandler):
+    """A judge that names the strategies written in the completion (the prompt's last line)."""
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        text = body["messages"][0]["content"].rsplit("Completion: ", 1)[1]
+        found = [s for s in STRATEGIES if s in text.split()]
+        reply = json.dumps(
+            {"choices": [{"message": {"content": json.dumps({"strategies": found})}}]}
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_the_judge_labels_in_ray_workers_with_one_shared_cache(local_ray, tmp_path):
+    from seffi.score.judge import JudgeLabeler
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Judge)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        rng = np.random.default_rng(8)
+        base = _write(tmp_path / "base.jsonl", rng, steps=[0], samples=8)
+        policy = _write(tmp_path / "policy.jsonl", rng, steps=[1])
+        said: list[str] = []
+        options = dict(wandb="disabled", plots=False, n_boot=20, say=said.append)
+        url, cache = f"http://127.0.0.1:{httpd.server_port}/v1", tmp_path / "cache.sqlite"
+        template = "Strategies: {strategies} Completion: {completion}"
+        judge = lambda: JudgeLabeler(url, STRATEGIES, model="m", cache=cache, template=template)  # noqa: E731
+        score([policy], [base], labeler=judge(), out_dir=tmp_path / "two", workers=2, **options)
+        asked = next(line for line in said if line.startswith("judge: "))
+        rows = [json.loads(line) for f in (base, policy) for line in f.read_text().splitlines()]
+        pairs = {(r["prompt_id"], r["completion"]) for r in rows}  # a prompt's repeated text is asked once
+        assert len(pairs) <= int(asked.split()[1]) <= len(pairs) + 10  # (a refused connection is retried)
+        score([policy], [base], labeler=RUBRIC, out_dir=tmp_path / "rubric", **options)
+        # this judge names what the rubric finds: the same numbers
+        _assert_close(_numbers(tmp_path / "rubric")[0], _numbers(tmp_path / "two")[0])
+        said.clear()
+        score([policy], [base], labeler=judge(), out_dir=tmp_path / "again", workers=2, **options)
+        assert "judge: 0 requests, " in next(line for line in said if line.startswith("judge: "))
+    finally:
+        httpd.shutdown()
