@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,18 @@ def read_text(path: str | Path, *, what: str = "file", max_bytes: int = DEFAULT_
     """The UTF-8 text of ``path`` (a leading byte-order mark is dropped).
 
     Raises:
-        SeffiError: The file is missing or unreadable, larger than ``max_bytes``, or not UTF-8.
+        SeffiError: The file is missing or unreadable, not a regular file (a FIFO would block the read,
+            a device never end), larger than ``max_bytes`` (told by ``stat``, before reading), or not UTF-8.
     """
     path = Path(path)
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise SeffiError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise SeffiError(f"{what} {path} is not a regular file")
+    if info.st_size > max_bytes:
+        raise SeffiError(f"{what} {path} is larger than {max_bytes:,} bytes")
     try:
         with path.open("rb") as fh:
             raw = fh.read(max_bytes + 1)  # never more than the cap in memory

@@ -100,3 +100,24 @@ def test_json_rejects_non_finite_and_huge_ints():
     assert "4300 digits" in _one_line(info)
     with pytest.raises(SeffiError, match=r"not valid JSON: Expecting value \(line 1, column 6\)"):
         loads_json('{"a":', source="r.json")
+
+
+def test_a_fifo_or_an_oversized_file_is_refused_before_reading(tmp_path, capsys):
+    """A FIFO given as a config file would block the read; a huge file is refused by its size alone."""
+    import os
+
+    from seffi.cli import main
+    from seffi.errors import SeffiError
+    from seffi.report.safe_load import read_text
+
+    fifo = tmp_path / "config.yaml"
+    os.mkfifo(fifo)
+    assert (
+        main(["run", "--config", str(fifo), "--print-config"]) == 2
+    )  # returns at once: nothing opens the FIFO
+    assert "is not a regular file" in capsys.readouterr().err
+    big = tmp_path / "report.json"
+    with big.open("wb") as f:
+        f.truncate(600 * 2**20)  # 600 MB of holes: no disk used, and never read
+    with pytest.raises(SeffiError, match="is larger than"):
+        read_text(big, what="report", max_bytes=2**20)
