@@ -149,12 +149,14 @@ class MatchCoder:
         if isinstance(raw, (str, bytes)) or not CONTRACT["strategy_matches"].ok(raw) or np.ndim(raw) != 1:
             got = f"{type(raw).__name__}{f' of shape {raw.shape}' if isinstance(raw, np.ndarray) else ''}"
             raise ValueError(f"'strategy_matches' must be a tuple of strategy ids, got {got}: {raw!r}")
+        if any(s is None or np.ndim(s) != 0 for s in raw):  # None is no strategy id (str(None) could be one)
+            raise ValueError(f"'strategy_matches' must hold strategy ids, got {_short(raw)}")
         ms = tuple(sorted(str(s) for s in raw))
         if ms not in self._code:
             if unknown := sorted(set(ms) - set(self._index)):
                 raise ValueError(
-                    f"'strategy_matches' holds strategy ids {unknown} that are not among the declared "
-                    f"strategies {list(self.strategies)}"
+                    f"'strategy_matches' holds strategy ids {_short(unknown)} that are not among the "
+                    f"declared strategies {_short(self.strategies)}"
                 )
             self.table = np.concatenate([self.table, np.isin(self.strategies, ms)[None]])
             self._code[ms] = len(self.table) - 1
@@ -163,6 +165,13 @@ class MatchCoder:
         except TypeError:  # unhashable: coded again next time
             pass
         return self._code[ms]
+
+
+def _short(values: Any, most: int = 8, chars: int = 40) -> str:
+    """A list for a message: at most ``most`` items of at most ``chars`` characters each."""
+    items = [repr(v) if len(repr(v)) <= chars else repr(v)[:chars] + "..." for v in list(values)[:most]]
+    more = len(values) - most
+    return "[" + ", ".join(items) + (f", ... ({more} more)" if more > 0 else "") + "]"
 
 
 def _known(coder: MatchCoder, ids: Any) -> bool:  # every id passed an earlier call: one C-level test

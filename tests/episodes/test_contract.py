@@ -108,3 +108,15 @@ def test_rejected_message_names_env_key_and_what_was_kept() -> None:
         "; 3 finished episodes (the first named here) were rejected, the other 5 of this call recorded"
     )
     assert e.recorded == 5
+
+
+def test_none_is_no_strategy_id_and_messages_cap_what_they_echo():
+    """None in strategy_matches is refused even when "None" is declared; long lists are cut short."""
+    from seffi.episodes import EpisodeRejected, MatchCoder, parse_info
+
+    with pytest.raises(EpisodeRejected, match=r"must hold strategy ids, got \[None\]"):
+        parse_info({"input_id": "x", "strategy_matches": (None,)}, MatchCoder(["a", "None"]))
+    many = [f"s{i}" for i in range(100_000)]
+    with pytest.raises(EpisodeRejected) as caught:
+        parse_info({"input_id": "x", "strategy_matches": ("z" * 10**6,)}, MatchCoder(many))
+    assert len(str(caught.value)) < 400 and "(99992 more)" in str(caught.value)
