@@ -13,3 +13,7 @@ class SeffiError(ValueError):
 
 class RunFolderExists(SeffiError):
     """The run folder already holds a seffi run; the message names it and says "pass --overwrite"."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so the same code writes what was measured; the CLI exits 143 for it."""

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from seffi import __version__
-from seffi.errors import SeffiError
+from seffi.errors import SeffiError, Terminated
 
 #: name -> ("module:add_arguments_function", "one-line help"). ``add_arguments(parser)`` adds the
 #: subcommand's options and sets ``parser.set_defaults(handler=callable(args) -> int)``.
@@ -95,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return 0 if not argv else 2
+    previous = _sigterm_raises()  # before any lock or W&B run exists: a SIGTERM finds the handler
     try:
         return int(handler(args) or 0)
     except SeffiError as exc:
@@ -104,9 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
         print(f"seffi {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"seffi {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # what was measured is written by then, marked interrupted
+        terminated = isinstance(exc, Terminated)
+        print(f"seffi {args.command}: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return 143 if terminated else 130
     except Exception as exc:
         from pydantic import ValidationError
 
@@ -118,9 +123,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         raise
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         from seffi.report.run_folder import release_run_folders
 
         release_run_folders()
+
+
+def _sigterm_raises() -> Any:
+    """Make SIGTERM raise `Terminated` (the previous handler is returned; None off the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise Terminated
+
+    return signal.signal(signal.SIGTERM, terminate)
 
 
 def format_validation_error(exc: Exception) -> str:

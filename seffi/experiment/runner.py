@@ -43,7 +43,7 @@ from seffi.coverage import CoverageTracker
 from seffi.coverage.env_baselines import EnvBaselines
 from seffi.envs import env_id
 from seffi.episodes import parse_vector
-from seffi.errors import SeffiError
+from seffi.errors import SeffiError, Terminated
 from seffi.experiment.config import RunConfig
 from seffi.experiment.learner import ReinforceRouter, RouterFeatures
 from seffi.experiment.summary import summary_table
@@ -498,13 +498,13 @@ def run_experiment(config: RunConfig, *, console: Any = None, overwrite: bool = 
 
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt inside the block (main thread only), so both end the same way."""
+    """SIGTERM raises `Terminated`, a KeyboardInterrupt, inside the block (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+        raise Terminated
 
     previous = signal.signal(signal.SIGTERM, interrupt)
     try:

@@ -133,3 +133,28 @@ def test_every_option_of_every_command_has_help(command):
         if action.dest != "help" and not action.help and not isinstance(action, argparse._SubParsersAction)
     ]
     assert missing == []
+
+
+def test_sigterm_ends_seffi_run_with_exit_143_and_no_lock_left(tmp_path):
+    """SIGTERM as soon as the run folder is locked, and mid-training: exit 143 (128 + 15), lock released."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cmd = [sys.executable, "-u", "-m", "seffi.cli", "run", "--wandb", "disabled", "--no-progress",
+           "--n-inputs", "8", "--rounds", "40", "--bootstrap", "50", "--out"]  # fmt: skip
+    for i, extra in enumerate((0.0, 3.0)):  # at start-up, then during training
+        out = tmp_path / f"run{i}"
+        proc = subprocess.Popen(
+            [*cmd, str(out)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        deadline = time.monotonic() + 60
+        while not (out / ".seffi-lock").exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.005)
+        assert (out / ".seffi-lock").exists()
+        time.sleep(extra)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 143, err.decode()[-2000:]
+        assert "seffi run: terminated" in err.decode() and not (out / ".seffi-lock").exists()
