@@ -5,6 +5,7 @@ The table's metric columns and their order come from [`seffi.coverage.columns`][
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from seffi.coverage.columns import COLUMNS, MARKDOWN_TAU, Column
@@ -57,6 +58,24 @@ HOW_TO_READ: dict[str, str] = {
 }
 
 
+#: Characters that would let a name from report.json act in Markdown or HTML, as their escaped forms.
+_MARKUP = str.maketrans(
+    {"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|", "[": "\\[", "]": "\\]", "`": "\\`"}
+)
+#: Control characters (terminal escapes, line breaks that would end a table row or start a heading).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def text(value: object) -> str:
+    """A name or note from report.json as inert Markdown: markup escaped, control characters a space.
+
+    Example:
+        >>> text("sort <script>")
+        'sort &lt;script&gt;'
+    """
+    return _CONTROL.sub(" ", str(value)).translate(_MARKUP)
+
+
 def _num(v: float | None, fmt: str = ".3f") -> str:
     return "–" if v is None else format(v, fmt)
 
@@ -73,7 +92,7 @@ def _gain(g: Gain | None) -> str:
     if g is None:
         return "–"
     if g.value is None:
-        return f"undefined ({g.reason})"
+        return f"undefined ({text(g.reason)})"
     return _ci(g.value, g.lo, g.hi)
 
 
@@ -95,7 +114,7 @@ def _cell(col: Column, c: CurveSet, gain: Gain | None) -> str:
 
 
 def _row(c: CurveSet, gain: Gain | None) -> str:
-    cells = [f"{c.label}" + (f" ({c.method})" if c.method else ""), c.role]
+    cells = [text(c.label) + (f" ({text(c.method)})" if c.method else ""), text(c.role)]
     cells += [_cell(col, c, gain) for col in _TABLE]
     return "| " + " | ".join(cells) + " |"
 
@@ -119,22 +138,22 @@ def render_markdown(report: Report, plots: Mapping[str, str] | None = None) -> s
             embedded in that order.
     """
     plots = dict(plots or {})
-    lines = [f"# {report.title}", ""]
+    lines = [f"# {text(report.title)}", ""]
     if report.seed is not None:
         lines += [f"Seed: `{report.seed}`", ""]
     if not report.comparisons:
         lines += ["_No comparisons were recorded._", ""]
     for slug, comp in zip(report.slugs(), report.comparisons, strict=True):
-        env = f" — `{comp.env_id}`" if comp.env_id else ""
-        lines += [f"## {comp.task}{env}", ""]
+        env = f" — {text(comp.env_id)}" if comp.env_id else ""
+        lines += [f"## {text(comp.task)}{env}", ""]
         strategies = "" if comp.num_strategies is None else f", {comp.num_strategies} strategies per input"
         lines += [f"Budget K = {comp.budget} samples per input, {comp.n_inputs} inputs{strategies}.", ""]
         lines += [comparison_table(comp), ""]
         # Said next to the numbers they qualify (the rules live in seffi.report.caveats).
-        lines += [f"> **Warning:** {note}" for note in comparison_caveats(comp)]
+        lines += [f"> **Warning:** {text(note)}" for note in comparison_caveats(comp)]
         lines += [""] if lines[-1].startswith("> **Warning:**") else []
         for note in comp.notes:
-            lines += [f"- {note}"]
+            lines += [f"- {text(note)}"]
         if comp.notes:
             lines += [""]
         for name, rel in plots.items():
