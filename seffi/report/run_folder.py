@@ -72,8 +72,9 @@ def claim_run_folder(path: Path, *, overwrite: bool = False) -> Path:
     """Claim the existing folder ``path`` for this process: one atomic ``O_EXCL`` create of its lock file.
 
     Two runs started together on one folder cannot both pass: the second finds the first's lock. A
-    lock left by a process that no longer runs (a killed run) raises `SeffiError` (as a live owner
-    does) unless ``overwrite`` takes it over with a warning.
+    lock left by a process that no longer runs (a killed run) is taken over with one warning; a lock
+    of a live process raises `SeffiError`, which says how to clear it if that process is no seffi run.
+    ``overwrite`` is accepted for the callers' symmetry: it changes nothing about locks.
     """
     lock = Path(path) / LOCK_FILE
     for _ in range(2):
@@ -92,13 +93,13 @@ def claim_run_folder(path: Path, *, overwrite: bool = False) -> Path:
         if owner == os.getpid():
             return path
         if owner is not None and _pid_alive(owner):
-            raise SeffiError(f"{path} is in use by another seffi run (pid {owner}); choose another folder")
-        if not overwrite:
             raise SeffiError(
-                f"{path} holds the lock of a seffi run that no longer runs (pid {owner}); pass "
-                f"--overwrite to replace that run, or remove {lock} if nothing uses the folder"
+                f"{path} is in use by another seffi run (pid {owner}); choose another folder, or remove "
+                f"{lock} if pid {owner} is no seffi run (a pid the system gave to another program)"
             )
-        warnings.warn(f"taking over the stale lock of pid {owner} in {path}", UserWarning, stacklevel=3)
+        warnings.warn(
+            f"taking over the lock of pid {owner}, which no longer runs, in {path}", UserWarning, stacklevel=3
+        )
         lock.unlink(missing_ok=True)
     raise SeffiError(f"cannot claim {path}: its lock file keeps coming back")  # pragma: no cover
 
@@ -161,6 +162,17 @@ def _remove(entry: Path) -> None:
         shutil.rmtree(entry)
 
 
+def _remove_leftovers(path: Path) -> None:
+    """Delete the temporary files an interrupted atomic write of a seffi file left (``.NAME.*.tmp``)."""
+    try:
+        entries = list(path.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if any(fnmatch.fnmatchcase(entry.name, f".{o}.*.tmp") for o in SEFFI_OWNED) and not entry.is_dir():
+            entry.unlink(missing_ok=True)
+
+
 def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = SEFFI_OWNED) -> Path:
     """Create the run folder ``path`` (if needed) and prove it is writable, before any work starts.
 
@@ -189,6 +201,7 @@ def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = 
     lock = path / LOCK_FILE
     held_before = lock in _CLAIMED
     claim_run_folder(path, overwrite=overwrite)  # before the check: the check and the claim are one step
+    _remove_leftovers(path)
     earlier = [p for p in _owned_entries(path, owned) if _earlier_output(p)]
     if earlier and not overwrite:
         if not held_before:  # refused: the folder is left exactly as it was

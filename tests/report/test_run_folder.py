@@ -179,8 +179,8 @@ def test_a_folder_claimed_by_a_live_run_is_refused_even_with_overwrite(tmp_path)
     release_run_folders()
 
 
-def test_a_stale_lock_of_a_dead_process_is_reported_and_taken_only_with_overwrite(tmp_path):
-    """A killed run's lock names its pid; the rerun refuses it, --overwrite takes it over with a warning."""
+def test_a_lock_of_a_dead_process_is_taken_over_with_one_warning_and_leftovers_go(tmp_path):
+    """A killed run's lock and its half-written temporary files do not block the plain rerun."""
     import subprocess
     import sys
 
@@ -190,13 +190,25 @@ def test_a_stale_lock_of_a_dead_process_is_reported_and_taken_only_with_overwrit
     run = tmp_path / "run"
     run.mkdir()
     (run / LOCK_FILE).write_text(f"{pid}\n")
-    with pytest.raises(SeffiError, match=f"no longer runs \\(pid {pid}\\).*--overwrite"):
-        prepare_run_folder(run, overwrite=False)
-    assert (run / LOCK_FILE).read_text().strip() == str(pid)  # reported, not silently taken
-    with pytest.warns(UserWarning, match=f"stale lock of pid {pid}"):
-        prepare_run_folder(run, overwrite=True)
+    (run / ".report.json.k2x9a1.tmp").write_text("{half")  # a write_atomic cut by a kill
+    (run / ".notes.txt.tmp").write_text("the user's own")
+    with pytest.warns(UserWarning, match=f"lock of pid {pid}, which no longer runs"):
+        assert prepare_run_folder(run, overwrite=False) == run
+    assert not (run / ".report.json.k2x9a1.tmp").exists() and (run / ".notes.txt.tmp").exists()
     release_run_folders()
     assert not (run / LOCK_FILE).exists()
+
+
+def test_a_lock_of_a_live_process_says_how_to_clear_it(tmp_path):
+    """A live pid that is not this run (another run, or a reused pid) is refused, with the way out."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / LOCK_FILE).write_text("1\n")  # init: always alive, never a seffi run
+    for overwrite in (False, True):
+        with pytest.raises(
+            SeffiError, match=r"pid 1\); choose another folder, or remove .*\.seffi-lock if pid 1 is no"
+        ):
+            prepare_run_folder(run, overwrite=overwrite)
 
 
 def test_an_interrupted_run_that_left_only_an_empty_log_does_not_block_the_rerun(tmp_path):
