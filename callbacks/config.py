@@ -79,8 +79,10 @@ class MonitorConfig:
         checkpoint_every: Also write a checkpoint (tracker_state.json and report.json, each replaced
             whole) at the first log after this many more episodes (``None``: by time only).
         checkpoint_seconds: Write a checkpoint at the first log after this many seconds since the
-            last one (default 300; ``None``: by episodes only). A killed run keeps its last
-            checkpoint: ``seffi report DIR`` renders it and ``resume_from=DIR`` continues from it.
+            last one (default 300; ``None``: by episodes only), the first one at the first log with
+            a complete run (a kill in the first minutes keeps a report). A
+            killed run keeps its last checkpoint: ``seffi report DIR`` renders it and
+            ``resume_from=DIR`` continues from it. A checkpoint's intervals use ``snapshot_n_boot``.
         resume_from: A run folder holding a checkpoint (or a finished run's tracker_state.json): the
             monitor starts from its recorded runs and episodes (open runs continue) and, unless
             ``out_dir`` names another folder, keeps writing into it.

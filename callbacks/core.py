@@ -123,8 +123,8 @@ class CoverageMonitor:
         if resumed is not None:  # a checkpoint's runs and episodes; its open runs continue
             self.load_state_dict(resumed)
         self.schedule = LogSchedule(cfg.log_every, cfg.log_unit, cfg.log_curves_every)
-        #: (episodes, time) of the last checkpoint.
-        self._checkpointed = (self.episodes, time.monotonic())
+        #: (episodes, time) of the last checkpoint; time None until the first one.
+        self._checkpointed: tuple[int, float | None] = (self.episodes, None)
         self.baseline_sets = BaselineSets()
         self.log_seconds, self.finalized = 0.0, False
         self.last_scalars: dict[str, float] = {}
@@ -518,17 +518,24 @@ class CoverageMonitor:
         """1 + the highest stream number in a monitor state (0 when it holds no run)."""
         return CoverageTracker.stream_span(state["tracker"])
 
-    def report(self, **meta: Any) -> Any:
-        """The `seffi.report.schema.Report` of everything recorded so far (plus ``meta`` entries)."""
-        comparison = self._snapshot(exact=True)[0] if self.tracker.complete_runs() else None
+    def report(self, *, n_boot: int | None = None, **meta: Any) -> Any:
+        """The `seffi.report.schema.Report` of everything recorded so far (plus ``meta`` entries).
+
+        Args:
+            n_boot: Bootstrap replicates of the intervals (default: the monitor's ``n_boot``).
+            **meta: Entries added to the report's meta.
+        """
+        comparison = self._snapshot(exact=True, n_boot=n_boot)[0] if self.tracker.complete_runs() else None
         report = monitor_report(self, comparison)
         return report.model_copy(update={"meta": {**report.meta, **meta}}) if meta else report
 
     def _checkpoint_due(self) -> bool:
         every, seconds = self.config.checkpoint_every, self.config.checkpoint_seconds
         episodes, at = self._checkpointed
+        if at is None and seconds is not None:  # a time schedule starts at the first log with a complete
+            return self.tracker.complete_runs() > 0  # run: a kill in the first minutes keeps a report
         return (every is not None and self.episodes - episodes >= every) or (
-            seconds is not None and time.monotonic() - at >= seconds
+            seconds is not None and at is not None and time.monotonic() - at >= seconds
         )
 
     def checkpoint(self) -> bool:
@@ -541,10 +548,15 @@ class CoverageMonitor:
             Whether a checkpoint was written.
         """
         save = getattr(self.sinks, "checkpoint", None)
-        self._checkpointed = (self.episodes, time.monotonic())
+        # The early first checkpoint of a time schedule leaves an episode schedule where it was.
+        base, at = self._checkpointed
+        every, seconds = self.config.checkpoint_every, self.config.checkpoint_seconds
+        early = at is None and seconds is not None and (every is None or self.episodes - base < every)
+        self._checkpointed = (base if early else self.episodes, time.monotonic())
         if save is None or self.finalized:
             return False
-        save(self.report(checkpoint=True), self.tracker.state_dict())
+        # A checkpoint is a fallback for a killed run: the snapshots' replicates keep it cheap.
+        save(self.report(n_boot=self.snapshot_n_boot, checkpoint=True), self.tracker.state_dict())
         return True
 
     def finalize(self, step: int | None = None, *, interrupted: bool = False) -> Any:
