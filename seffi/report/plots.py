@@ -882,13 +882,15 @@ def plot_gain_vs_step(comparison: Comparison) -> Figure | None:
     ticks = [f"{int(x):,}" if s is not None else "final" for x, (s, _) in zip(xs, series, strict=True)]
     if len(xs) <= 12:
         ax.set_xticks(xs, ticks, rotation=30)
-    ax.set_xlabel("training step of the evaluation")
+    xlabel = "training step of the evaluation"
+    if missing:  # under the axis, where the layout makes room for it (the legend sits below it)
+        note = "gain undefined: " + "; ".join(missing)
+        xlabel += "\n" + "\n".join(wrap(note, fig.get_figwidth() - 0.5, font("label")))
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("gain vs iid (0 = iid, 1 = oracle)")
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper left", fontsize=font("legend"), framealpha=0.85)
-    if missing:
-        note = "gain undefined: " + "; ".join(missing)
-        fig.text(0.005, 0.005, note, fontsize=font("note"), color="0.3")
+    # Below the axes: inside, the oracle's line at 1 would run through the legend's text.
+    legend_below(fig, *ax.get_legend_handles_labels())
     suptitle(fig, title(comparison, f"gain over training ({len(series)} evaluations)"))
     return finish(fig)
 
@@ -1084,7 +1086,9 @@ def t_name(taus: Sequence[float]) -> str:
 def _merged_note(group: Sequence[float], m: int | None) -> str:
     """Why thresholds share a panel, e.g. "(M = 4: 80% coverage needs all 4)"."""
     if m:
-        return f"(M = {m}: {group[0]:.0%} coverage needs all {m})"
+        need = math.ceil(group[0] * m - 1e-9)  # the strategies every threshold of the group asks for
+        count = f"all {m}" if need == m else f"{need} of {m}"
+        return f"(M = {m}: {group[0]:.0%} coverage needs {count})"
     return "(equal for every sampler here)"
 
 
@@ -1147,7 +1151,7 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
         box_ax.axhspan(budget + 0.5, budget + 1.5, color="0.88", linewidth=0, zorder=0, gid="censored")
         parts = box_ax.boxplot(data, patch_artist=True, widths=0.6)
         # One line per box, slanted, when thresholds split the boxes: two-line labels would collide.
-        slant = {} if len(groups) == 1 else {"rotation": 35, "ha": "right", "rotation_mode": "anchor"}
+        slant = {} if len(groups) == 1 else {"rotation": 45, "ha": "right", "rotation_mode": "anchor"}
         box_ax.set_xticks(range(1, len(labels) + 1), labels, **slant)
         for patch, color in zip(parts["boxes"], colors, strict=True):
             patch.set_facecolor(color)

@@ -373,19 +373,6 @@ def test_censored_runs_sit_in_a_band_labelled_beyond_k_and_a_censored_median_is_
     assert not any("censored" in t.get_text() for t in fig.legends[0].get_texts())
 
 
-def test_no_text_overlaps_other_text_in_the_time_to_coverage_box_panel() -> None:
-    from matplotlib.text import Text
-
-    fig = P.plot_time_to_coverage(_censored_fixture([4, 9, None, None, None]))
-    renderer = _drawn(fig)
-    hidden = _ticks_out_of_view(fig)
-    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and id(t) not in hidden]
-    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in texts]
-    for i, (a, box_a) in enumerate(boxes):
-        for b, box_b in boxes[i + 1 :]:
-            assert not box_a.overlaps(box_b), f"{a!r} overlaps {b!r}"
-
-
 def test_save_coverage_draws_an_equal_comparison_once_and_a_changed_one_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -506,3 +493,32 @@ def test_unknown_figure_format_is_one_error_before_anything_is_written(tmp_path:
     assert not (tmp_path / "run").exists()
     with pytest.raises(SeffiError, match=r"use a \.png, \.pdf or \.svg file"):
         P.save_figure(P.plot_novelty(fx.comparison()), tmp_path / "novelty.eps")
+
+
+@pytest.mark.parametrize("name", list(EVERY_FIGURE))
+def test_no_text_overlaps_other_text(name: str) -> None:
+    """Titles, labels, ticks, notes and legends never overlap, with 3 policies (5 samplers)."""
+    import itertools
+    import math
+
+    from matplotlib.text import Text
+
+    fig = EVERY_FIGURE[name](fx.comparison(n_policies=3))
+    renderer = _drawn(fig)
+    hidden = _ticks_out_of_view(fig)
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and id(t) not in hidden]
+    upright = [t for t in texts if t.get_rotation() in (0.0, 90.0)]
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in upright]
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1 :]:
+            assert not box_a.overlaps(box_b), f"{a!r} overlaps {b!r}"
+    # Slanted tick labels are parallel strips: apart when their spacing across the slant exceeds a line.
+    for ax in fig.axes:
+        slanted = [t for t in ax.get_xticklabels() if t.get_visible() and t.get_rotation() not in (0.0, 90.0)]
+        if len(slanted) < 2:
+            continue
+        xs = sorted(t.get_window_extent(renderer).x1 for t in slanted)  # right-anchored: x1 is the tick
+        line = slanted[0].get_fontsize() * fig.dpi / 72.0
+        gap = min(b - a for a, b in itertools.pairwise(xs))
+        across = gap * math.sin(math.radians(slanted[0].get_rotation()))
+        assert across >= line, f"slanted ticks {across:.1f} px apart across, a line is {line:.1f} px"
