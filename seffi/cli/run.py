@@ -90,15 +90,26 @@ def run_command(args: argparse.Namespace) -> int:
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``seffi report DIR``."""
     parser.add_argument("dir", metavar="DIR", help="a run folder written by `seffi run`")
+    add_format_option(parser, "of the plots (PNG at 300 dpi; PDF and SVG are vector)")
     parser.set_defaults(handler=report_command)
+
+
+def add_format_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """The ``--format png|pdf|svg`` option of the figures a subcommand writes."""
+    from seffi.report.plots import FORMATS
+
+    parser.add_argument("--format", choices=FORMATS, default="png", help=f"file format {what}")
 
 
 def report_command(args: argparse.Namespace) -> int:
     """Handler of ``seffi report``: re-render plots and report.md from DIR/report.json."""
     from seffi.report.files import load_report, write_report
+    from seffi.report.plots import PRINT_DPI
 
     run_dir = Path(args.dir)
-    files = write_report(run_dir, load_report(run_dir), report_json=False)  # the only copy stays as it is
+    report = load_report(run_dir)
+    # report_json=False: the only copy stays as it is.
+    files = write_report(run_dir, report, report_json=False, format=args.format, dpi=PRINT_DPI)
     for path in sorted(p for name, p in files.items() if name != "report.json"):
         print(path)
     return 0
@@ -107,9 +118,14 @@ def report_command(args: argparse.Namespace) -> int:
 def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``seffi compare DIR...``."""
     parser.add_argument("dirs", metavar="DIR", nargs="+", help="run folders written by `seffi run`")
-    parser.add_argument("--out", help="folder for compare.png and compare.md (default: the first DIR)")
     parser.add_argument(
-        "--overwrite", action="store_true", help="replace an earlier compare.png / compare.md in that folder"
+        "--out", help="folder for the figure and compare.md (default: a new runs/compare-<UTC timestamp>)"
+    )
+    add_format_option(parser, "of the figure compare.<format> (PNG at 300 dpi; PDF and SVG are vector)")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier compare figure / compare.md in that folder",
     )
     parser.set_defaults(handler=compare_command)
 
@@ -121,7 +137,10 @@ def compare_command(args: argparse.Namespace) -> int:
     if len({Path(d).resolve() for d in args.dirs}) != len(args.dirs):
         raise SeffiError("the same run folder is given twice")
     table, written = compare_runs(
-        [Path(d) for d in args.dirs], Path(args.out) if args.out else None, overwrite=args.overwrite
+        [Path(d) for d in args.dirs],
+        Path(args.out) if args.out else None,
+        overwrite=args.overwrite,
+        format=args.format,
     )
     print(table)
     for path in written:

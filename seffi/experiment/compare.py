@@ -1,10 +1,11 @@
 """``seffi compare DIR...``: several saved runs in one figure and one table.
 
 Each run folder holds a report.json (`seffi.report.schema`). The figure
-([`seffi.report.plots.plot_compare`][seffi.report.plots.plot_compare]) has one panel per task found in
-any run; a panel overlays every run's policy coverage curves with their CI bands (line style per run) and each
+([`seffi.report.plots.plot_compare`][seffi.report.plots.plot_compare]) has one axes per task found in
+any run; it overlays every run's policy coverage curves with their CI bands (a colour per run) and each
 run's own iid and oracle curves (runs may use other priors). Runs that measured a task at different budgets K
 are refused with one line. The table lists, per task, run and policy, AUC@K and gain vs iid with their CIs.
+Both go to a folder of their own, ``runs/compare-<UTC timestamp>`` unless another is given.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from typing import Any
 
 from seffi.errors import SeffiError
 from seffi.report.files import load_report
-from seffi.report.plots import check_overlay, plot_compare, save_figure
-from seffi.report.run_folder import prepare_run_folder
+from seffi.report.plots import FORMATS, PRINT_DPI, check_format, check_overlay, plot_compare, save_figure
+from seffi.report.run_folder import default_out_dir, prepare_run_folder
 
-COMPARE_PNG = "compare.png"
 COMPARE_MD = "compare.md"
+#: Every file ``seffi compare`` writes into its folder (the figure in each format, and the table).
+COMPARE_FILES = (*(f"compare.{fmt}" for fmt in FORMATS), COMPARE_MD)
 
 
 def _fmt(value: float | None, lo: float | None = None, hi: float | None = None, digits: int = 3) -> str:
@@ -86,34 +88,47 @@ def table_markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def compare_runs(
-    dirs: list[Path], out: Path | None = None, *, overwrite: bool = False
+    dirs: list[Path],
+    out: Path | None = None,
+    *,
+    overwrite: bool = False,
+    format: str = "png",
+    dpi: int = PRINT_DPI,
 ) -> tuple[str, list[Path]]:
-    """Load several run folders, write compare.png and compare.md, return (table, files written).
+    """Load several run folders, write compare.<format> and compare.md, return (table, files written).
 
-    The target folder may hold a run (by default it is the first DIR); only an earlier compare.png /
-    compare.md there is refused, unless ``overwrite``.
+    Args:
+        dirs: The run folders, in legend order.
+        out: The folder to write to; None gives a fresh ``runs/compare-<UTC timestamp>``. It may hold a
+            run: only an earlier compare figure or compare.md there is refused, unless ``overwrite``.
+        overwrite: Replace an earlier compare figure and compare.md in ``out``.
+        format: Of the figure, one of `seffi.report.plots.FORMATS` ("png", "pdf", "svg").
+        dpi: Of a PNG figure.
 
     Raises:
         IncompatibleRuns: Two runs measured one task at different budgets K.
-        RunFolderExists: The target already holds compare.png or compare.md and ``overwrite`` is False.
-        SeffiError: A folder is missing or holds no valid report.json, or ``out`` is not writable.
+        RunFolderExists: The target already holds a compare figure or compare.md and ``overwrite`` is False.
+        SeffiError: A folder is missing or holds no valid report.json, ``out`` is not writable, or
+            ``format`` is unknown.
     """
     if not dirs:
         raise SeffiError("give at least one run folder")
+    fmt = check_format(format)
     reports = [load_report(d) for d in dirs]
     if not any(r.comparisons for r in reports):
         raise SeffiError("none of the run folders holds any comparison to plot")
     names = _run_names(dirs)
     # Before the target folder is touched: a refused overlay leaves nothing behind.
     check_overlay(dict(zip(names, reports, strict=True)))
-    target = out if out is not None else dirs[0]
-    prepare_run_folder(target, overwrite=overwrite, owned=(COMPARE_PNG, COMPARE_MD))
+    target = out if out is not None else default_out_dir("compare")
+    prepare_run_folder(target, overwrite=overwrite, owned=COMPARE_FILES)
     table = table_markdown(compare_table(reports, names))
+    figure = f"compare.{fmt}"
     try:
         fig = plot_compare(dict(zip(names, reports, strict=True)))
-        png = save_figure(fig, target / COMPARE_PNG)
+        written = save_figure(fig, target / figure, dpi=dpi)
         md = target / COMPARE_MD
-        md.write_text(f"# seffi compare\n\n![coverage]({COMPARE_PNG})\n\n{table}", encoding="utf-8")
+        md.write_text(f"# seffi compare\n\n![coverage]({figure})\n\n{table}", encoding="utf-8")
     except OSError as exc:
         raise SeffiError(f"cannot write to {target}: {exc.strerror or exc}") from None
-    return table, [png, md]
+    return table, [written, md]

@@ -1,9 +1,9 @@
 """report.json on disk: deterministic serialisation, bounded loading, and rendering a run folder.
 
 Owns the file side of `seffi.report.schema`: [`dumps_report`][seffi.report.dumps_report] (sorted keys,
-shortest float repr, no NaN), [`write_report`][seffi.report.write_report] (report.json, then the PNG plots and
-report.md rendered from it) and [`load_report`][seffi.report.load_report] (size- and depth-capped, one-line
-errors).
+shortest float repr, no NaN), [`write_report`][seffi.report.write_report] (report.json, then the plots as
+PNG, PDF or SVG and report.md rendered from it) and [`load_report`][seffi.report.load_report] (size- and
+depth-capped, one-line errors).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from seffi._io import write_atomic
 from seffi.errors import SeffiError
 from seffi.report.markdown import render_markdown
-from seffi.report.plots import render_report_plots
+from seffi.report.plots import DPI, check_format, render_report_plots
 from seffi.report.safe_load import load_json_file
 from seffi.report.schema import SCHEMA_VERSION, Report
 
@@ -45,25 +45,33 @@ def write_report(
     plots: bool = True,
     markdown: bool = True,
     report_json: bool = True,
+    format: str = "png",
+    dpi: int = DPI,
 ) -> dict[str, Path]:
-    """Write report.json, the PNG plots and report.md into ``out_dir`` (created if needed).
+    """Write report.json, the plots and report.md into ``out_dir`` (created if needed).
 
     Args:
         out_dir: target folder.
         report: the report.
-        plots: render PNGs (skip for speed in tight loops).
-        markdown: write report.md.
+        plots: render the plots (skip for speed in tight loops).
+        markdown: write report.md (it embeds the plots written here).
         report_json: write report.json; ``False`` re-renders plots and report.md from a report that
             is already on disk and never touches its only copy.
+        format: of the plots: "png", or "pdf" / "svg" for vector figures
+            (`seffi.report.plots.FORMATS`).
+        dpi: of PNG plots: `seffi.report.plots.DPI` (screen, the default) or
+            `seffi.report.plots.PRINT_DPI` (print, as ``seffi report`` writes them).
 
     Returns:
         ``{name: path}`` of every file written; "report.json" and "report.md" plus one entry per plot
         (named like ``"<slug>/coverage"``).
 
     Raises:
-        SeffiError: ``out_dir`` cannot be created or written.
+        SeffiError: ``out_dir`` cannot be created or written, or ``format`` is unknown.
     """
     out = Path(out_dir)
+    if plots:
+        check_format(format)  # before anything is written
     try:
         out.mkdir(parents=True, exist_ok=True)
         if report_json:
@@ -74,7 +82,7 @@ def write_report(
     plot_files: dict[str, Path] = {}
     if plots:
         try:
-            plot_files = render_report_plots(report, out)
+            plot_files = render_report_plots(report, out, format=format, dpi=dpi)
         except OSError as exc:  # a full disk or an unwritable plots/ folder: what was written stays valid
             raise SeffiError(f"cannot write the plots to {out}: {exc.strerror or exc}") from exc
         files.update(plot_files)

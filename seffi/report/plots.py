@@ -1,7 +1,8 @@
 """The figures of a report: one look, schema objects in, ``matplotlib.figure.Figure`` out (Agg canvas).
 
-Each ``plot_*`` returns a Figure (or None when it has nothing to draw); `save_figure` writes a PNG and
-`render_report_plots` every plot of a report. The look is defined once, in `STYLE`:
+Each ``plot_*`` returns a Figure (or None when it has nothing to draw); `save_figure` writes it as PNG,
+PDF or SVG (`FORMATS`) and `render_report_plots` every plot of a report. Labels set symbols in
+mathtext ($C(k)$, $N(i)$, $T_{0.8}$). The look is defined once, in `STYLE`:
 
 - policies take strong tab10 colours (grey and pink left out: grey is the iid's, pink is too close to
   a strategy colour); baselines are muted: iid a grey dotted line, the oracle a black dashed one, a
@@ -11,15 +12,15 @@ Each ``plot_*`` returns a Figure (or None when it has nothing to draw); `save_fi
 - one title line per figure: task, what is shown and the number of inputs (the env id, budget and run
   details belong to the report's caption and tables);
 - legends of line plots sit below the axes, outside the data; constrained layout places everything,
-  so nothing is cut off; font sizes suit a figure shown at its natural width (100 dpi: a 7 in figure
-  is 700 px wide).
+  so nothing is cut off; font sizes (points) suit a figure shown at its natural width (a 7 in figure
+  is 700 px wide at `DPI`, 2100 px at `PRINT_DPI`).
 
-[`plot_compare`][seffi.report.plots.plot_compare] draws several runs (``seffi compare``) as small
-multiples, a row per task and a column per run, each run's policies against *that run's own* iid and
-oracle (runs may use other priors or skews); runs whose budget K differs on a task are refused with one
-line ([`IncompatibleRuns`][seffi.report.plots.IncompatibleRuns]): their AUCs average over different
-budgets. [`plot_gain_vs_step`][seffi.report.plots.plot_gain_vs_step] draws the gain of every periodic
-evaluation against the training step instead of stacking one CI band per evaluation on the coverage plot.
+[`plot_compare`][seffi.report.plots.plot_compare] overlays several runs (``seffi compare``): one axes
+per task, a colour per run, each run's policies against *that run's own* iid and oracle (runs may use
+other priors or skews); runs whose budget K differs on a task are refused with one line
+([`IncompatibleRuns`][seffi.report.plots.IncompatibleRuns]): their AUCs average over different budgets.
+[`plot_gain_vs_step`][seffi.report.plots.plot_gain_vs_step] draws the gain of every periodic evaluation
+against the training step instead of stacking one CI band per evaluation on the coverage plot.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from seffi._io import write_atomic, write_figure
+from seffi._io import write_atomic
 from seffi.coverage.barcode import BARCODE_ROWS
 from seffi.errors import SeffiError
 from seffi.report.schema import Barcode, Comparison, CurveSet, PolicyResult, Report
@@ -198,17 +199,40 @@ def finish(fig: Figure) -> Figure:
     return fig
 
 
+#: Axis labels shared by the figures (mathtext: the symbols of the docs, set in math italics).
+BUDGET = "sample budget $k$"
+SAMPLE_INDEX = "sample index $i$"
+AUC_GAIN = r"$\mathrm{AUC} - \mathrm{AUC}_{\mathrm{iid}}$"
+
+
 PLOTS_DIR = "plots"
+#: The file formats a figure is written in: PNG (raster), PDF and SVG (vector, for papers).
+FORMATS = ("png", "pdf", "svg")
+#: Resolution of the figures a run writes as it ends (a callback's ``close``, a monitor's ``finalize``,
+#: ``seffi run``): the figure's natural size on screen, a 7 in figure 700 px wide.
 DPI = 100
+#: Resolution of ``seffi report`` and ``seffi compare`` PNGs, print quality (a 7 in figure 2100 px wide);
+#: also the resolution of the one raster artist (a barcode's image) inside a PDF or SVG.
+PRINT_DPI = 300
 # PNG zlib level: these plots are large flat-colour areas, where level 1 encodes about 3x faster than
 # the default 6 for files within a few percent of the size (measured on a `seffi run` report).
 _PNG_OPTIONS = {"compress_level": 1}
 # Unhinted glyphs: text rendering is the largest single cost of a plot; at these font sizes and 100 dpi
 # unhinted antialiased text is as legible as autohinted text (compared side by side) and ~13% faster.
+# PDF text as TrueType (Type 42) fonts: journals' PDF checks refuse Type 3 fonts. SVG ids from a fixed
+# salt: equal figures give equal files.
 _SAVE_RC = {
     "text.hinting": "no_hinting",
     "figure.autolayout": False,
     "figure.constrained_layout.use": False,
+    "pdf.fonttype": 42,
+    "svg.hashsalt": "seffi",
+}
+# No creation dates or software versions in the files: equal figures give equal bytes.
+_METADATA = {
+    "png": {"Software": None},
+    "pdf": {"Creator": None, "Producer": None, "CreationDate": None},
+    "svg": {"Creator": None, "Date": None},
 }
 #: One bound of a curve's interval: a value per budget (null = undefined), or None without an interval.
 _Bound = Sequence[float | None] | None
@@ -258,27 +282,71 @@ def _gain_text(p: PolicyResult) -> str:
     return f", gain {g.value:.2f}"
 
 
+def figure_format(path: str | Path) -> str:
+    """The format of a figure file, from its suffix: one of `FORMATS`.
+
+    Raises:
+        SeffiError: The suffix names no format of `FORMATS`.
+    """
+    fmt = Path(path).suffix.lstrip(".").lower()
+    if fmt not in FORMATS:
+        raise SeffiError(f"cannot write a figure as {Path(path).name!r}: use a .png, .pdf or .svg file")
+    return fmt
+
+
+def check_format(fmt: str) -> str:
+    """``fmt`` when it is one of `FORMATS`.
+
+    Raises:
+        SeffiError: Any other value, in one line naming the choices.
+    """
+    if fmt not in FORMATS:
+        raise SeffiError(f"unknown figure format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return fmt
+
+
+def _savefig(fig: Figure, fmt: str, dpi: int) -> bytes:
+    """The bytes of ``fig`` in format ``fmt`` (PNG at ``dpi``; a vector format's images at ``dpi``)."""
+    import io
+
+    buf = io.BytesIO()
+    extra = {"pil_kwargs": _PNG_OPTIONS} if fmt == "png" else {}
+    fig.savefig(buf, format=fmt, dpi=dpi, metadata=_METADATA[fmt], **extra)
+    return buf.getvalue()
+
+
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
-    """Write ``fig`` as PNG (parent folders created).
+    """Write ``fig`` to ``path`` (parent folders created), in the format its suffix names.
+
+    Args:
+        fig: The figure.
+        path: A ``.png``, ``.pdf`` or ``.svg`` file (see `FORMATS`).
+        dpi: Pixels per inch of a PNG (`DPI` on screen, `PRINT_DPI` for print); in a PDF or SVG, of
+            the only raster artist (a barcode's image), all else being vector.
 
     A figure with a layout engine is laid out here once and keeps that layout (its engine is removed),
     so drawing it again gives the same picture without a second layout pass.
+
+    Raises:
+        SeffiError: The suffix names no format of `FORMATS`.
     """
     path = Path(path)
+    fmt = figure_format(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     import matplotlib
 
     # Layout and drawing both happen under the text settings.
     with matplotlib.rc_context(_SAVE_RC):
         engine = fig.get_layout_engine()
-        if engine is not None and dpi == fig.dpi:
+        if engine is not None and fmt == "png":
             # savefig with a layout engine draws the whole figure once with output disabled, only to
             # run the layout, then again for the pixels. Running the layout here (same renderer, same
             # dpi) and dropping the engine leaves savefig the one draw: equal bytes, ~20% less time.
+            # Sizes are in points, so the layout at PRINT_DPI is the layout at DPI, scaled.
+            fig.set_dpi(dpi)
             engine.execute(fig)
             fig.set_layout_engine(None)  # _SAVE_RC turns off the rc layouts None would pick
-        # No "Software" metadata: equal figures give equal bytes across matplotlib patch versions.
-        write_figure(fig, path, dpi=dpi, metadata={"Software": None}, pil_kwargs=_PNG_OPTIONS)
+        write_atomic(path, _savefig(fig, fmt, dpi))
     # No fig.clear(): it re-initialises every axes (~5-10 ms each) only to drop it; an unreferenced
     # Agg figure (no pyplot registry) is freed by the garbage collector like any other object.
     return path
@@ -343,7 +411,7 @@ def _draw_barcode(
     cell_pt = 72.0 * min(ax.get_position().width * fig_w / width, ax.get_position().height * fig_h / n_rows)
     size = float(np.clip((0.45 * cell_pt) ** 2, 2.0, 30.0))
     ax.scatter(fx, fy, marker="o", s=size, facecolor="white", edgecolor="black", linewidth=0.7, zorder=3)
-    ax.set_xlabel("sample index i")
+    ax.set_xlabel(SAMPLE_INDEX)
     ax.set_xticks(k_ticks(width, 16, 8))
     labels, _ = row_labels(barcode.input_ids[:max_rows])
     # Every row labelled up to 32 rows; beyond, about 16 labels (rows at ~15 px each stay legible).
@@ -532,7 +600,7 @@ def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
         for c, style in styled:
             ax.plot(data["k"][c.label], data["curves"][c.label][b], label=legend_label(c), **style)
         ax.set_title(name)
-        ax.set_xlabel("sample budget k")
+        ax.set_xlabel(BUDGET)
         ax.set_xlim(0.5, K + 0.5)
         ax.set_xticks(k_ticks(K, 8, 5))
         ax.grid(True, alpha=0.3)
@@ -564,8 +632,8 @@ def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
             )
         bx.axhline(0.0, color="0.3", linewidth=0.8)
         bx.set_xticks(x, bins)
-        bx.set_ylabel("AUC - AUC_iid\nfrom the bin")
-        bx.set_title("where the gain over iid comes from (a sampler's bars sum to its AUC - AUC_iid)")
+        bx.set_ylabel(f"{AUC_GAIN}\nfrom the bin")
+        bx.set_title(f"where the gain over iid comes from (a sampler's bars sum to its {AUC_GAIN})")
         bx.grid(True, axis="y", alpha=0.3)
         handles, labels = bx.get_legend_handles_labels()  # the bars' Rectangle patches
         legend_below(bottom_fig, handles, labels)
@@ -604,15 +672,55 @@ def check_overlay(reports: Mapping[str, Report]) -> None:
             )
 
 
-def plot_compare(reports: Mapping[str, Report]) -> Figure:
-    """Several runs as small multiples: a row per task, a column per run, each against its own baselines.
+def _same_curves(curves: Sequence[CurveSet | None]) -> bool:
+    """Whether every run's baseline is the same curve (same k, coverage equal to 1e-12)."""
+    if any(c is None for c in curves):
+        return False
+    first = curves[0]
+    assert first is not None
+    ref = _a(first.coverage)
+    return all(
+        c is not None
+        and list(c.k) == list(first.k)
+        and np.allclose(_a(c.coverage), ref, rtol=0.0, atol=1e-12, equal_nan=True)
+        for c in curves
+    )
 
-    A panel holds one run's policies (CI bands for all but sanity checks) and that run's own iid and
-    oracle curves, because runs may differ in prior or skew; the gains vs iid are written in the panel.
-    A policy label has one colour in every panel, and all panels share the y axis.
+
+def _gain_notes(ax: Axes, lines: Sequence[tuple[str, str]]) -> None:
+    """Gain notes in the lower right corner of ``ax``: one ``(text, colour)`` line per run and policy."""
+    from matplotlib.offsetbox import AnchoredOffsetbox, TextArea, VPacker
+
+    rows = [TextArea(text, textprops={"color": color, "fontsize": font("note")}) for text, color in lines]
+    box = AnchoredOffsetbox(
+        loc="lower right",
+        child=VPacker(children=rows, align="right", pad=0, sep=2),
+        pad=0.3,
+        borderpad=0.5,
+        frameon=True,
+    )
+    box.patch.set(facecolor="white", edgecolor="none", alpha=0.8)
+    box.set_gid("compare:gains")
+    ax.add_artist(box)
+
+
+#: Markers that tell a run's policies apart (its first policy has none), the colour being the run's.
+_POLICY_MARKERS = (None, "s", "^", "D", "v", "P", "X")
+
+
+def plot_compare(reports: Mapping[str, Report]) -> Figure:
+    """Several runs overlaid: one axes per task, a colour per run, each run against its own baselines.
+
+    In a task's axes, every run that measured the task draws its policies in the run's colour (solid,
+    with CI bands; a run's further policies carry markers; a sanity-check policy is a thin dash-dot
+    line) and its iid (dotted) and oracle (dashed) curves. A baseline every run shares (the same
+    curve) is drawn once, grey or black; otherwise each run's own is drawn in its colour, because runs
+    may use other priors or skews and each gain is against its own run's baselines. The gains sit in
+    the lower right corner, one line per run and policy in the run's colour. One legend below names
+    each run's lines. Tasks a run did not measure are simply absent from that task's axes.
 
     Args:
-        reports: ``{run label: report}``, in column order.
+        reports: ``{run label: report}``; runs take the policy colours in this order.
 
     Raises:
         IncompatibleRuns: two runs measured one task at different budgets.
@@ -626,56 +734,90 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
     if not tasks:
         raise ValueError("no comparisons to overlay")
     check_overlay(reports)
-    colors: dict[str, str] = {}  # one colour per policy label across runs and tasks
-    for rep in reports.values():
-        for comp in rep.comparisons:
-            for pol in comp.policies:
-                if not is_sanity(pol.curves) and pol.label not in colors:
-                    colors[pol.label] = policy_color(len(colors))
     runs = list(reports)
-    fig = _figure((max(7.0, 0.9 + 3.5 * len(runs)), 1.6 + 2.7 * len(tasks)))
-    axes = fig.subplots(len(tasks), len(runs), squeeze=False)
-    legend: dict[str, object] = {}
-    for row, task in enumerate(tasks):
-        for col, run in enumerate(runs):
-            ax = axes[row, col]
-            ax.set_gid(f"compare:{task}:{run}")
-            comp = next((c for c in reports[run].comparisons if c.task == task), None)
-            if row == 0:
-                ax.set_title(run)
-            if col == 0:
-                ax.set_ylabel(f"{task}\ncoverage C(k)")
-            if row == len(tasks) - 1:
-                ax.set_xlabel("sample budget k")
-            ax.set_ylim(-0.02, 1.05)
-            if comp is None:
-                ax.text(0.5, 0.5, "task not in this run", ha="center", va="center", transform=ax.transAxes)
-                continue
-            gains = []
+    run_color = {run: policy_color(i) for i, run in enumerate(runs)}
+    # A run's policies, in order of first appearance over its tasks: the j-th takes the j-th marker.
+    markers: dict[tuple[str, str], str | None] = {}
+    for run, rep in reports.items():
+        labels = list(
+            dict.fromkeys(p.label for c in rep.comparisons for p in c.policies if not is_sanity(p.curves))
+        )
+        for j, label in enumerate(labels):
+            markers[(run, label)] = _POLICY_MARKERS[j % len(_POLICY_MARKERS)]
+    n = len(tasks)
+    ncols = 2 if n == 4 else min(n, 3)
+    nrows = -(-n // ncols)
+    fig = _figure((max(7.0, 0.4 + 4.2 * ncols), 1.6 + 0.2 * len(runs) + 3.3 * nrows))
+    grid = fig.subplots(nrows, ncols, squeeze=False)
+    for ax in grid.ravel()[n:]:
+        ax.remove()  # a task grid's unused slots: no empty panel
+    legend: dict[str, Any] = {}
+    own = {"iid": False, "oracle": False}  # some task draws each run's own baseline
+    for i, task in enumerate(tasks):
+        ax = grid.ravel()[i]
+        ax.set_gid(f"compare:{task}")
+        comps = {run: c for run, rep in reports.items() for c in rep.comparisons if c.task == task}
+        notes: list[tuple[str, str]] = []
+        for run, comp in comps.items():
+            color = run_color[run]
             for pol in comp.policies:
                 c = pol.curves
-                look = role_style(c, 0)
+                if is_sanity(c):
+                    look = {**STYLE["sanity"], "color": color, "linewidth": 1.3}
+                else:
+                    look = {
+                        **STYLE["policy"],
+                        "color": color,
+                        "marker": markers[(run, c.label)],
+                        "markersize": 5,
+                    }
+                label = f"{run}: {legend_label(c)}"
+                (line,) = ax.plot(c.k, _a(c.coverage), label=label, **look)
+                legend.setdefault(label, line)
                 if not is_sanity(c):
-                    look["color"] = colors[c.label]
-                (line,) = ax.plot(c.k, _a(c.coverage), label=legend_label(c), **look)
-                legend.setdefault(legend_label(c), line)
-                if not is_sanity(c):
-                    _band(ax, c.k, c.coverage_lo, c.coverage_hi, look["color"])
+                    _band(ax, c.k, c.coverage_lo, c.coverage_hi, color)
                 if pol.gain is not None:
-                    gains.append(f"{c.label}: {_gain_text(pol).removeprefix(', ')}")
-            for c in (comp.iid, comp.oracle):
+                    notes.append((f"{run}, {c.label}: {_gain_text(pol).removeprefix(', ')}", color))
+        for role in ("iid", "oracle"):
+            curves = [getattr(comp, role) for comp in comps.values()]
+            if _same_curves(curves):
+                c = curves[0]
+                assert c is not None
+                ax.plot(c.k, _a(c.coverage), label=role, **STYLE[role])
+                continue
+            for run, c in zip(comps, curves, strict=True):
                 if c is not None:
-                    (line,) = ax.plot(c.k, _a(c.coverage), label=c.label, **role_style(c, 0))
-                    legend.setdefault(f"{c.label} (the run's own)", line)
-            if gains:
-                corner_note(ax, gains)
-            budget_axis(ax, comp.budget, narrow=True)
-    for ax in axes[:, 1:].ravel():
-        ax.tick_params(axis="y", labelleft=False)
+                    ax.plot(
+                        c.k,
+                        _a(c.coverage),
+                        label=f"{run}: {role}",
+                        **{**STYLE[role], "color": run_color[run]},
+                    )
+                    own[role] = True
+        if notes:
+            _gain_notes(ax, notes)
+        budget = next(iter(comps.values())).budget
+        budget_axis(ax, budget, narrow=ncols > 1)
+        ax.set_ylim(-0.02, 1.05)
+        ax.set_title(f"{task} (K = {budget})")
+        if i % ncols == 0:
+            ax.set_ylabel("strategy coverage $C(k)$")
+        else:
+            ax.tick_params(axis="y", labelleft=False)
+        if i + ncols >= n:  # no axes below this one
+            ax.set_xlabel(BUDGET)
+    from matplotlib.lines import Line2D
+
+    for role in ("iid", "oracle"):
+        what = "dotted" if role == "iid" else "dashed"
+        label = (
+            f"{role} ({what}; in a run's colour: that run's own)" if own[role] else f"{role} (every run's)"
+        )
+        legend[label] = Line2D([], [], **STYLE[role])
     handles, labels = list(legend.values()), list(legend)
     _add_band_key(handles, labels)
     legend_below(fig, handles, labels)
-    suptitle(fig, "strategy coverage by task (rows) and run (columns)")
+    suptitle(fig, f"strategy coverage of {len(runs)} run{'s' if len(runs) > 1 else ''}, one panel per task")
     return finish(fig)
 
 
@@ -740,13 +882,15 @@ def plot_gain_vs_step(comparison: Comparison) -> Figure | None:
     ticks = [f"{int(x):,}" if s is not None else "final" for x, (s, _) in zip(xs, series, strict=True)]
     if len(xs) <= 12:
         ax.set_xticks(xs, ticks, rotation=30)
-    ax.set_xlabel("training step of the evaluation")
+    xlabel = "training step of the evaluation"
+    if missing:  # under the axis, where the layout makes room for it (the legend sits below it)
+        note = "gain undefined: " + "; ".join(missing)
+        xlabel += "\n" + "\n".join(wrap(note, fig.get_figwidth() - 0.5, font("label")))
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("gain vs iid (0 = iid, 1 = oracle)")
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper left", fontsize=font("legend"), framealpha=0.85)
-    if missing:
-        note = "gain undefined: " + "; ".join(missing)
-        fig.text(0.005, 0.005, note, fontsize=font("note"), color="0.3")
+    # Below the axes: inside, the oracle's line at 1 would run through the legend's text.
+    legend_below(fig, *ax.get_legend_handles_labels())
     suptitle(fig, title(comparison, f"gain over training ({len(series)} evaluations)"))
     return finish(fig)
 
@@ -756,7 +900,7 @@ def plot_gain_vs_step(comparison: Comparison) -> Figure | None:
 #: Text of the note drawn when a sampler's coverage exceeds the oracle's at some k.
 ORACLE_NOTE = (
     "note: the oracle is not a pointwise upper bound; a sampler whose traces match several strategies "
-    "(or that is lucky at small k) can sit above it at some k"
+    "(or that is lucky at small $k$) can sit above it at some $k$"
 )
 
 
@@ -823,14 +967,16 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
         # Bands for the policies and the iid only: a sanity check's band would cover the iid's.
         if not is_sanity(c):
             banded = _band(ax, c.k, lo, hi, style["color"]) or banded
-    ax.set_xlabel("sample budget k (samples per input)")
-    ax.set_ylabel("valid-strategy coverage" if valid else "strategy coverage C(k) = E|S_k| / M")
+    ax.set_xlabel(f"{BUDGET} (samples per input)")
+    ax.set_ylabel(
+        "valid-strategy coverage" if valid else r"strategy coverage $C(k) = \mathbb{E}\,|S_k|\,/\,M$"
+    )
     ax.set_ylim(-0.02, 1.05)
     budget_axis(ax, comparison.budget)
     above = [] if valid else oracle_exceeded(comparison)
     if above:
         ks = ", ".join(str(k) for k in above[:6]) + (", …" if len(above) > 6 else "")
-        note = [*wrap(ORACLE_NOTE, 4.0, font("note")), f"(here: k = {ks})"]
+        note = [*wrap(ORACLE_NOTE, 4.0, font("note")), f"(here: $k$ = {ks})"]
         corner_note(ax, note, gid="oracle-note")
     handles, labels = ax.get_legend_handles_labels()
     if banded:
@@ -840,26 +986,26 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
     return finish(fig)
 
 
-#: The last coverage PNG drawn, with the JSON of its comparison: a run's final W&B chart image and its
-#: report's coverage plot show the same comparison, which is then drawn once.
+#: The last coverage figure written (its comparison's JSON, format and dpi) and its bytes: a run's final
+#: W&B chart image and its report's coverage plot show the same comparison, which is then drawn once.
 _last_coverage: tuple[str, bytes] | None = None
 
 
-def save_coverage(comparison: Comparison, path: str | Path) -> Path:
-    """Write `plot_coverage` of ``comparison`` as PNG at ``path`` (parent folders created).
+def save_coverage(comparison: Comparison, path: str | Path, *, dpi: int = DPI) -> Path:
+    """Write `plot_coverage` of ``comparison`` to ``path`` (parent folders created); see `save_figure`.
 
-    A comparison equal (field by field) to the one of the previous call is not drawn again: the
-    previous PNG's bytes are written.
+    A comparison equal (field by field) to the one of the previous call, written in the same format
+    at the same dpi, is not drawn again: the previous file's bytes are written.
     """
     global _last_coverage
     path = Path(path)
-    key = comparison.model_dump_json()
+    key = f"{figure_format(path)}@{dpi}:{comparison.model_dump_json()}"
     last = _last_coverage
     if last is not None and last[0] == key:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, last[1])
         return path
-    save_figure(plot_coverage(comparison), path)
+    save_figure(plot_coverage(comparison), path, dpi=dpi)
     _last_coverage = (key, path.read_bytes())
     return path
 
@@ -894,8 +1040,8 @@ def plot_novelty(comparison: Comparison) -> Figure:
             continue
         suffix = "" if c.novelty is not None else " (expected # new)"
         ax.plot(c.k, _a(y), label=legend_label(c) + suffix, **style)
-    ax.set_xlabel("sample index i")
-    ax.set_ylabel("novelty N(i) = Pr[sample i is new]")
+    ax.set_xlabel(SAMPLE_INDEX)
+    ax.set_ylabel(r"novelty $N(i) = \Pr[\mathrm{sample}\ i\ \mathrm{is\ new}]$")
     ax.set_ylim(bottom=-0.02)
     budget_axis(ax, comparison.budget)
     legend_below(fig, *ax.get_legend_handles_labels())
@@ -932,18 +1078,47 @@ def _labelled_rule(ax: Any, y: float, text: str, **line: Any) -> None:
     ax.annotate(text, (0.0, y), ha="left", va="top", fontsize=font("note"), color="0.4", **at)
 
 
+def t_name(taus: Sequence[float]) -> str:
+    """Mathtext name of thresholds that define one T, e.g. ``$T_{0.8} = T_{1}$``."""
+    return "$" + " = ".join(f"T_{{{tau:g}}}" for tau in taus) + "$"
+
+
+def _merged_note(group: Sequence[float], m: int | None) -> str:
+    """Why thresholds share a panel, e.g. "(M = 4: 80% coverage needs all 4)"."""
+    if m:
+        need = math.ceil(group[0] * m - 1e-9)  # the strategies every threshold of the group asks for
+        count = f"all {m}" if need == m else f"{need} of {m}"
+        return f"(M = {m}: {group[0]:.0%} coverage needs {count})"
+    return "(equal for every sampler here)"
+
+
+def _censored_ticks(ax: Axes, budget: int) -> None:
+    """Budget ticks on the y axis of per-run T, and one at K+1 labelled "> K" (the censored runs).
+
+    A budget tick closer to K+1 than ~8% of the axis is dropped, so its label never touches "> K".
+    """
+    ticks = [t for t in k_ticks(budget, 8, 5) if budget + 1 - t >= max(1.0, 0.08 * (budget + 1))]
+    ax.set_yticks([*ticks, budget + 1], [*map(str, ticks), f"$>{budget}$"])
+
+
 def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 1.0)) -> Figure:
-    """Survival Pr[T(tau) > k] per tau, plus a box panel of per-run T (censored runs drawn at K+1).
+    """Survival Pr[T_tau > k] per tau, plus a box panel of per-run T (censored runs in a band at K+1).
 
     A survival curve crosses the thin 0.5 line at the median T. One legend (below) serves all panels.
     Thresholds that give the same T for every sampler (with M <= 4 strategies, 80% coverage already
-    needs all of them) share one panel, titled e.g. "T(0.8) = T(1)".
+    needs all of them) share one panel, titled e.g. "$T_{0.8} = T_{1}$" with the reason below.
+    Runs that never reach tau within the budget K are censored: the box panel draws them at K+1, in a
+    shaded band whose tick reads "> K". A median in that band (more than half the runs censored) is
+    marked with a triangle in the series colour, explained in the legend.
     """
+    from matplotlib.lines import Line2D
+
     styled = styled_sets(comparison)
     groups = _tau_groups([c for c, _ in styled], taus, comparison.num_strategies)
+    budget = comparison.budget
     fig = _figure((min(10.0, 4.0 * (len(groups) + 1)), 4.8))
     axes = fig.subplots(1, len(groups) + 1, squeeze=False)
-    names = [" = ".join(f"T({tau:g})" for tau in g) for g in groups]
+    names = [t_name(g) for g in groups]
     legend: dict[str, Any] = {}
     for ax, group, name in zip(axes[0, :-1], groups, names, strict=True):
         tau = group[0]
@@ -955,11 +1130,12 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
             legend.setdefault(legend_label(c), line)
         # A thin solid line: dotted and dashed mean the baselines here.
         _labelled_rule(ax, 0.5, "median", color="0.6", linewidth=0.9)
-        ax.set_xlabel("sample budget k")
-        ax.set_ylabel(f"Pr[T({tau:g}) > k]  (below {tau:.0%} coverage)")
+        ax.set_xlabel(BUDGET)
+        ax.set_ylabel(f"$\\Pr[T_{{{tau:g}}} > k]$  (below {tau:.0%} coverage)")
         ax.set_ylim(-0.02, 1.05)
-        budget_axis(ax, comparison.budget, narrow=True)
-        ax.set_title(f"survival of {name}")
+        budget_axis(ax, budget, narrow=True)
+        merged = f"\n{_merged_note(group, comparison.num_strategies)}" if len(group) > 1 else ""
+        ax.set_title(f"survival of {name}{merged}")
     box_ax = axes[0, -1]
     data, labels, colors = [], [], []
     for c, style in styled:
@@ -968,29 +1144,48 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
             if t is None or not t.values:
                 continue
             # Censored runs sit at K+1 so the box shows them as "beyond the budget".
-            data.append([comparison.budget + 1 if v is None else v for v in t.values])
+            data.append([budget + 1 if v is None else v for v in t.values])
             labels.append(c.label if len(groups) == 1 else f"{c.label} {name}")
             colors.append(style["color"])
     if data:
+        box_ax.axhspan(budget + 0.5, budget + 1.5, color="0.88", linewidth=0, zorder=0, gid="censored")
         parts = box_ax.boxplot(data, patch_artist=True, widths=0.6)
         # One line per box, slanted, when thresholds split the boxes: two-line labels would collide.
-        slant = {} if len(groups) == 1 else {"rotation": 35, "ha": "right", "rotation_mode": "anchor"}
+        slant = {} if len(groups) == 1 else {"rotation": 45, "ha": "right", "rotation_mode": "anchor"}
         box_ax.set_xticks(range(1, len(labels) + 1), labels, **slant)
         for patch, color in zip(parts["boxes"], colors, strict=True):
             patch.set_facecolor(color)
             patch.set_alpha(0.35)
-        # Each median in its own series colour: matplotlib's default (orange for every box) reads as
-        # the second policy's colour.
+        # Each median in its own series colour, above the whisker caps: matplotlib's default (orange
+        # for every box) reads as the second policy's colour, and a censored median lies on a cap.
         for median, color in zip(parts["medians"], colors, strict=True):
             median.set_color(color)
             median.set_linewidth(2.2)
-        censored = {"color": "0.5", "linestyle": ":", "linewidth": 1}
-        _labelled_rule(box_ax, comparison.budget + 1, "censored (> K)", **censored)
-        box_ax.set_ylim(top=comparison.budget + 1.6)
+            median.set_zorder(4)
+        censored = [i + 1 for i, d in enumerate(data) if np.median(d) >= budget + 1]
+        for x in censored:
+            box_ax.plot(
+                x,
+                budget + 1,
+                marker="^",
+                markersize=9,
+                color=colors[x - 1],
+                markeredgecolor="black",
+                markeredgewidth=0.8,
+                linestyle="",
+                zorder=5,
+                gid="censored-median",
+            )
+        if censored:
+            mark = {"marker": "^", "markersize": 9, "color": "0.6", "markeredgecolor": "black"}
+            legend[f"median censored (> K = {budget})"] = Line2D([], [], linestyle="", **mark)
+        box_ax.set_ylim(min(0.5, min(min(d) for d in data) - 0.5), budget + 1.5)
+        _censored_ticks(box_ax, budget)
     else:
         box_ax.text(0.5, 0.5, "no per-run values", ha="center", va="center", transform=box_ax.transAxes)
-    box_ax.set_ylabel("samples needed T(tau)")
-    box_ax.set_title(f"{names[0]} per run" if len(groups) == 1 else "T per run")
+    what = names[0] if len(groups) == 1 else "$T$"
+    box_ax.set_ylabel(f"samples needed {what}\n(shaded: censored, not reached by $K$)")
+    box_ax.set_title(f"{what} per run")
     box_ax.grid(True, axis="y", alpha=0.3)
     legend_below(fig, list(legend.values()), list(legend))
     suptitle(fig, title(comparison, "time to coverage"))
@@ -1020,8 +1215,8 @@ def plot_valid_vs_raw(comparison: Comparison) -> Figure:
         labels.append(legend_label(c) + rate)
     # The line styles are not samplers: a note, so no legend handle looks like a sampler's line.
     corner_note(ax, ["solid: raw, every matched strategy", "dotted: valid, correct solutions only"])
-    ax.set_xlabel("sample budget k")
-    ax.set_ylabel("coverage")
+    ax.set_xlabel(BUDGET)
+    ax.set_ylabel("strategy coverage $C(k)$")
     ax.set_ylim(-0.02, 1.05)
     budget_axis(ax, comparison.budget)
     legend_below(fig, handles, labels)
@@ -1047,8 +1242,8 @@ def plot_latent(comparison: Comparison) -> Figure | None:
         ax.plot(lat.k, _a(lat.coverage), label=f"{legend_label(pol.curves)}{codes}", **style)
         if not is_sanity(pol.curves):
             _band(ax, lat.k, lat.coverage_lo, lat.coverage_hi, style["color"])
-    ax.set_xlabel("sample budget k")
-    ax.set_ylabel("latent-code coverage (distinct z / #codes)")
+    ax.set_xlabel(BUDGET)
+    ax.set_ylabel(r"latent-code coverage (distinct $z$ / #codes)")
     ax.set_ylim(-0.02, 1.05)
     budget_axis(ax, comparison.budget)
     legend_below(fig, *ax.get_legend_handles_labels())
@@ -1056,23 +1251,35 @@ def plot_latent(comparison: Comparison) -> Figure | None:
     return finish(fig)
 
 
-def render_report_plots(report: Report, out_dir: str | Path) -> dict[str, Path]:
-    """Write every plot of ``report`` under ``out_dir/plots/``.
+def render_report_plots(
+    report: Report, out_dir: str | Path, *, format: str = "png", dpi: int = DPI
+) -> dict[str, Path]:
+    """Write every plot of ``report`` under ``out_dir/plots/``, as ``<slug>_<plot>.<format>``.
+
+    Args:
+        report: The report.
+        out_dir: The run folder.
+        format: One of `FORMATS`: "png", or "pdf" / "svg" for vector figures.
+        dpi: Of a PNG (see `save_figure`).
 
     Returns:
         ``{"<slug>/<plot>": path}`` with plot in coverage, coverage_by_rarity, novelty,
         time_to_coverage, valid_vs_raw, barcode, latent, gain_vs_step (those that apply), in that order.
+
+    Raises:
+        SeffiError: ``format`` is not one of `FORMATS`.
     """
+    ext = check_format(format)
     out = Path(out_dir) / PLOTS_DIR
     files: dict[str, Path] = {}
     for slug, comp in zip(report.slugs(), report.comparisons, strict=True):
 
         def _save(name: str, fig: Figure | None, slug: str = slug) -> None:
             if fig is not None:
-                files[f"{slug}/{name}"] = save_figure(fig, out / f"{slug}_{name}.png")
+                files[f"{slug}/{name}"] = save_figure(fig, out / f"{slug}_{name}.{ext}", dpi=dpi)
 
         sets = comp.curve_sets()
-        files[f"{slug}/coverage"] = save_coverage(comp, out / f"{slug}_coverage.png")
+        files[f"{slug}/coverage"] = save_coverage(comp, out / f"{slug}_coverage.{ext}", dpi=dpi)
         _save("coverage_by_rarity", plot_coverage_by_rarity(comp))
         if any(c.novelty is not None or c.expected_new is not None for c in sets):
             _save("novelty", plot_novelty(comp))

@@ -82,12 +82,13 @@ def test_compare_refuses_to_overwrite_an_earlier_compare(tmp_path, capsys):
         (tmp_path / name).mkdir()
         (tmp_path / name / "report.json").write_text(dumps_report(_report(shift)))
         dirs.append(tmp_path / name)
-    assert _run(capsys, "compare", *dirs)[0] == 0  # into the first run folder: its report stays
+    into = ("--out", tmp_path / "a")
+    assert _run(capsys, "compare", *dirs, *into)[0] == 0  # into the first run folder: its report stays
     md = (tmp_path / "a" / "compare.md").read_text()
     (tmp_path / "a" / "compare.md").write_text("earlier")
-    line = _one_error_line(*_run(capsys, "compare", *dirs)[::2])
+    line = _one_error_line(*_run(capsys, "compare", *dirs, *into)[::2])
     assert "pass --overwrite" in line and (tmp_path / "a" / "compare.md").read_text() == "earlier"
-    assert _run(capsys, "compare", *dirs, "--overwrite")[0] == 0
+    assert _run(capsys, "compare", *dirs, *into, "--overwrite")[0] == 0
     assert (tmp_path / "a" / "compare.md").read_text() == md
     assert load_report(tmp_path / "a").comparisons[0].task == "hanoi"
 

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from seffi.cli import main
 from seffi.report.files import dumps_report
 from seffi.report.schema import Comparison, CurveSet, Gain, PolicyResult, Report
@@ -38,3 +42,56 @@ def test_compare_writes_figure_and_table(tmp_path, capsys):
     assert "| a | learned | 4 | 0.625" in rows[0] and "1.000 [0.900, 1.100]" in rows[0]
     assert (tmp_path / "cmp" / "compare.png").stat().st_size > 1000
     assert "compare.png" in (tmp_path / "cmp" / "compare.md").read_text()
+
+
+def _two_runs(tmp_path) -> list[str]:
+    dirs = []
+    for name, shift in (("a", 0.0), ("b", 0.05)):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "report.json").write_text(dumps_report(_report(shift)))
+        dirs.append(str(d))
+    return dirs
+
+
+def test_compare_writes_a_folder_of_its_own_each_time(tmp_path, monkeypatch, capsys):
+    from PIL import Image
+
+    dirs = _two_runs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["compare", *dirs]) == 0
+    assert main(["compare", *dirs]) == 0  # a second compare needs no --overwrite
+    made = sorted((tmp_path / "runs").iterdir())
+    assert len(made) == 2 and all(d.name.startswith("compare-") for d in made)
+    for d in made:
+        assert sorted(p.name for p in d.iterdir()) == ["compare.md", "compare.png"]
+        with Image.open(d / "compare.png") as im:
+            assert im.info["dpi"] == pytest.approx((300, 300), abs=0.01)
+    # The run folders are left as they were.
+    assert all(sorted(p.name for p in Path(d).iterdir()) == ["report.json"] for d in dirs)
+    err = capsys.readouterr().err
+    assert str(Path("runs") / made[0].name / "compare.png") in err
+
+
+@pytest.mark.parametrize("fmt", ["pdf", "svg"])
+def test_compare_writes_a_vector_figure(tmp_path, fmt):
+    dirs = _two_runs(tmp_path)
+    assert main(["compare", *dirs, "--out", str(tmp_path / "cmp"), "--format", fmt]) == 0
+    data = (tmp_path / "cmp" / f"compare.{fmt}").read_bytes()
+    assert data.startswith(b"%PDF-" if fmt == "pdf" else b"<?xml")
+    assert f"![coverage](compare.{fmt})" in (tmp_path / "cmp" / "compare.md").read_text()
+    # Another compare into that folder (in any format) is refused without --overwrite, allowed with it.
+    assert main(["compare", *dirs, "--out", str(tmp_path / "cmp")]) == 2
+    assert main(["compare", *dirs, "--out", str(tmp_path / "cmp"), "--overwrite"]) == 0
+    assert sorted(p.name for p in (tmp_path / "cmp").iterdir()) == ["compare.md", "compare.png"]
+
+
+def test_report_rerenders_plots_as_pdf(tmp_path, capsys):
+    run = Path(_two_runs(tmp_path)[0])
+    before = (run / "report.json").read_bytes()
+    assert main(["report", str(run), "--format", "pdf"]) == 0
+    pdfs = sorted((run / "plots").glob("*.pdf"))
+    assert pdfs and all(p.read_bytes().startswith(b"%PDF-") for p in pdfs)
+    assert (run / "report.json").read_bytes() == before
+    out = capsys.readouterr().out
+    assert all(str(p) in out for p in pdfs)

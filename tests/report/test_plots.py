@@ -322,16 +322,55 @@ def test_barcodes_share_rows_and_colours() -> None:
 def test_time_to_coverage_merges_thresholds_only_when_they_coincide() -> None:
     # M = 5: 80% coverage needs 4 strategies, 100% needs 5 -> two survival panels + the box panel.
     fig = P.plot_time_to_coverage(fx.comparison())
-    assert [ax.get_title() for ax in fig.axes][:2] == ["survival of T(0.8)", "survival of T(1)"]
-    # M = 4: ceil(0.8 * 4) = 4 = M, so T(0.8) and T(1) are the same stopping time: one panel.
+    assert [ax.get_title() for ax in fig.axes][:2] == ["survival of $T_{0.8}$", "survival of $T_{1}$"]
+    # M = 4: ceil(0.8 * 4) = 4 = M, so T(0.8) and T(1) are the same stopping time: one panel, which
+    # says why on its title's second line.
     fig = P.plot_time_to_coverage(fx.comparison().model_copy(update={"num_strategies": 4}))
-    assert len(fig.axes) == 2 and fig.axes[0].get_title() == "survival of T(0.8) = T(1)"
+    assert len(fig.axes) == 2
+    assert fig.axes[0].get_title() == "survival of $T_{0.8} = T_{1}$\n(M = 4: 80% coverage needs all 4)"
     box_labels = [t.get_text() for t in fig.axes[1].get_xticklabels()]
     assert box_labels == ["learned", "iid", "oracle"]
-    assert fig.axes[1].get_title() == "T(0.8) = T(1) per run"
+    assert fig.axes[1].get_title() == "$T_{0.8} = T_{1}$ per run"
     # Two thresholds: each box names its sampler and threshold on one line.
     labels = [t.get_text() for t in P.plot_time_to_coverage(fx.comparison()).axes[2].get_xticklabels()]
-    assert labels[:2] == ["learned T(0.8)", "learned T(1)"]
+    assert labels[:2] == ["learned $T_{0.8}$", "learned $T_{1}$"]
+
+
+def _censored_fixture(values: list[int | None]):
+    """The fixture comparison whose every sampler has the per-run T(0.8) = T(1) ``values`` (M = 4)."""
+    comp = fx.comparison().model_copy(update={"num_strategies": 4})
+
+    def with_values(c):
+        ttc = [t.model_copy(update={"values": values}) for t in c.time_to_coverage]
+        return c.model_copy(update={"time_to_coverage": ttc})
+
+    return comp.model_copy(
+        update={
+            "iid": with_values(comp.iid),
+            "oracle": with_values(comp.oracle),
+            "policies": [p.model_copy(update={"curves": with_values(p.curves)}) for p in comp.policies],
+        }
+    )
+
+
+def test_censored_runs_sit_in_a_band_labelled_beyond_k_and_a_censored_median_is_marked() -> None:
+    # 3 of 5 runs never reach full coverage within K = 16: the median run is censored.
+    fig = P.plot_time_to_coverage(_censored_fixture([4, 9, None, None, None]))
+    box_ax = fig.axes[-1]
+    (band,) = [p for p in box_ax.patches if p.get_gid() == "censored"]
+    y0, y1 = band.get_y(), band.get_y() + band.get_height()
+    assert (y0, y1) == (fx.K + 0.5, fx.K + 1.5)
+    ticks = dict(zip(box_ax.get_yticks(), (t.get_text() for t in box_ax.get_yticklabels()), strict=True))
+    assert ticks[fx.K + 1] == f"$>{fx.K}$" and str(fx.K) not in ticks.values()  # 16 would touch "> 16"
+    marks = [ln for ln in box_ax.lines if ln.get_gid() == "censored-median"]
+    assert len(marks) == 3  # learned, iid, oracle: each median is K + 1
+    assert all(list(ln.get_ydata()) == [fx.K + 1] for ln in marks)
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert f"median censored (> K = {fx.K})" in legend
+    # 2 of 5 censored: the median run reached T = 9 and nothing is marked or explained as censored.
+    fig = P.plot_time_to_coverage(_censored_fixture([4, 9, 12, None, None]))
+    assert not [ln for ln in fig.axes[-1].lines if ln.get_gid() == "censored-median"]
+    assert not any("censored" in t.get_text() for t in fig.legends[0].get_texts())
 
 
 def test_save_coverage_draws_an_equal_comparison_once_and_a_changed_one_again(
@@ -357,3 +396,129 @@ def test_save_coverage_draws_an_equal_comparison_once_and_a_changed_one_again(
     other = P.save_coverage(changed, tmp_path / "other.png").read_bytes()
     assert drawn == ["learned", "renamed"] and other != reference
     assert P.save_figure(plot_coverage(changed), tmp_path / "other_ref.png").read_bytes() == other
+
+
+# -- vector formats ---------------------------------------------------------------------------------------
+
+
+def _eval_series_comparison():
+    from seffi.report import Gain, PolicyResult
+
+    comp = fx.comparison()
+    pols = [
+        PolicyResult(
+            curves=fx.curve_set("eval" if i == 3 else f"eval@{1000 * (i + 1)}", "policy", fx.POLICY),
+            gain=Gain(value=0.1 * i, lo=0.1 * i - 0.1, hi=0.1 * i + 0.1),
+        )
+        for i in range(4)
+    ]
+    return comp.model_copy(update={"policies": pols})
+
+
+EVERY_FIGURE = {
+    "coverage": lambda c: P.plot_coverage(c),
+    "valid_coverage": lambda c: P.plot_coverage(c, valid=True),
+    "coverage_by_rarity": P.plot_coverage_by_rarity,
+    "novelty": P.plot_novelty,
+    "time_to_coverage": P.plot_time_to_coverage,
+    "valid_vs_raw": P.plot_valid_vs_raw,
+    "barcodes": P.plot_barcodes,
+    "barcode": lambda c: P.plot_barcode(c.policies[0].barcode),
+    "latent": P.plot_latent,
+    "gain_vs_step": lambda c: P.plot_gain_vs_step(_eval_series_comparison()),
+    "compare": lambda c: P.plot_compare(
+        {"a": Report(comparisons=[c]), "b": Report(comparisons=[c, fx.comparison("sort")])}
+    ),
+}
+
+
+def _check_pdf(data: bytes) -> None:
+    assert data.startswith(b"%PDF-1.") and data.rstrip().endswith(b"%%EOF")
+    assert b"/Type /Page" in data
+    # Fonts embedded as TrueType (Type 42), never Type 3: journals' PDF checks refuse Type 3.
+    assert b"/Subtype /TrueType" in data or b"/Subtype /Type0" in data
+    assert b"/Subtype /Type3" not in data
+
+
+def _check_svg(data: bytes, fig) -> None:
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(data)
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    # The figure's size in points (72 per inch), the text drawn as glyph paths.
+    assert float(root.get("width").removesuffix("pt")) == pytest.approx(fig.get_figwidth() * 72, abs=0.5)
+    assert len(root.findall(".//{http://www.w3.org/2000/svg}path")) > 20
+
+
+@pytest.mark.parametrize("fmt", ["pdf", "svg"])
+@pytest.mark.parametrize("name", list(EVERY_FIGURE))
+def test_every_figure_renders_to_pdf_and_svg(tmp_path: Path, name: str, fmt: str) -> None:
+    fig = EVERY_FIGURE[name](fx.comparison(n_policies=2))
+    path = P.save_figure(fig, tmp_path / f"{name}.{fmt}", dpi=P.PRINT_DPI)
+    data = path.read_bytes()
+    assert len(data) > 5_000
+    _check_pdf(data) if fmt == "pdf" else _check_svg(data, fig)
+    # Equal figures give equal files (no dates, fixed SVG ids).
+    fig = EVERY_FIGURE[name](fx.comparison(n_policies=2))
+    again = P.save_figure(fig, tmp_path / f"again.{fmt}", dpi=P.PRINT_DPI)
+    assert again.read_bytes() == data
+
+
+def test_print_dpi_png_has_three_times_the_pixels_per_side(tmp_path: Path) -> None:
+    from PIL import Image
+
+    screen = P.save_figure(P.plot_coverage(fx.comparison()), tmp_path / "screen.png")
+    paper = P.save_figure(P.plot_coverage(fx.comparison()), tmp_path / "paper.png", dpi=P.PRINT_DPI)
+    with Image.open(screen) as a, Image.open(paper) as b:
+        assert b.size == (3 * a.size[0], 3 * a.size[1]) == (2100, 1500)  # a 7 x 5 in figure
+        assert b.info["dpi"] == pytest.approx((300, 300), abs=0.01)
+
+
+@pytest.mark.parametrize("fmt", ["pdf", "svg"])
+def test_write_report_in_a_vector_format(tmp_path: Path, fmt: str) -> None:
+    files = write_report(tmp_path, fx.report(), format=fmt)
+    plots = {n: p for n, p in files.items() if "/" in n}
+    assert len(plots) == 7 and all(p.suffix == f".{fmt}" for p in plots.values())
+    md = (tmp_path / "report.md").read_text(encoding="utf-8")
+    for path in plots.values():
+        assert f"]({path.relative_to(tmp_path).as_posix()})" in md
+    assert not list((tmp_path / "plots").glob("*.png"))
+
+
+def test_unknown_figure_format_is_one_error_before_anything_is_written(tmp_path: Path) -> None:
+    from seffi.errors import SeffiError
+
+    with pytest.raises(SeffiError, match="unknown figure format 'jpg'; choose one of png, pdf, svg"):
+        write_report(tmp_path / "run", fx.report(), format="jpg")
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(SeffiError, match=r"use a \.png, \.pdf or \.svg file"):
+        P.save_figure(P.plot_novelty(fx.comparison()), tmp_path / "novelty.eps")
+
+
+@pytest.mark.parametrize("name", list(EVERY_FIGURE))
+def test_no_text_overlaps_other_text(name: str) -> None:
+    """Titles, labels, ticks, notes and legends never overlap, with 3 policies (5 samplers)."""
+    import itertools
+    import math
+
+    from matplotlib.text import Text
+
+    fig = EVERY_FIGURE[name](fx.comparison(n_policies=3))
+    renderer = _drawn(fig)
+    hidden = _ticks_out_of_view(fig)
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and id(t) not in hidden]
+    upright = [t for t in texts if t.get_rotation() in (0.0, 90.0)]
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in upright]
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1 :]:
+            assert not box_a.overlaps(box_b), f"{a!r} overlaps {b!r}"
+    # Slanted tick labels are parallel strips: apart when their spacing across the slant exceeds a line.
+    for ax in fig.axes:
+        slanted = [t for t in ax.get_xticklabels() if t.get_visible() and t.get_rotation() not in (0.0, 90.0)]
+        if len(slanted) < 2:
+            continue
+        xs = sorted(t.get_window_extent(renderer).x1 for t in slanted)  # right-anchored: x1 is the tick
+        line = slanted[0].get_fontsize() * fig.dpi / 72.0
+        gap = min(b - a for a, b in itertools.pairwise(xs))
+        across = gap * math.sin(math.radians(slanted[0].get_rotation()))
+        assert across >= line, f"slanted ticks {across:.1f} px apart across, a line is {line:.1f} px"

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgba
+from matplotlib.text import Text
 
 from seffi.errors import SeffiError
 from seffi.report import Comparison, CurveSet, Gain, PolicyResult, Report
@@ -40,7 +41,7 @@ def test_oracle_note_when_a_policy_is_above_the_oracle() -> None:
     above[0] = min(1.0, fx.ORACLE[0] + 0.1)  # k = 1: above the oracle
     fig = P.plot_coverage(_with_policy(comp, above))
     notes = [t for t in _texts(fig) if "not a pointwise upper bound" in t]
-    assert len(notes) == 1 and "k = 1" in notes[0]
+    assert len(notes) == 1 and "$k$ = 1" in notes[0]
     assert P.oracle_exceeded(_with_policy(comp, above)) == [1]
     below = P.plot_coverage(comp)  # the fixture's policy is below the oracle everywhere
     assert not any("upper bound" in t for t in _texts(below))
@@ -50,7 +51,7 @@ def test_box_medians_take_their_series_colour() -> None:
     """Each time-to-coverage box median has its own series colour (not all orange)."""
     fig = P.plot_time_to_coverage(fx.comparison(n_policies=2))
     box_ax = fig.axes[-1]
-    patches = [p for p in box_ax.patches if p.get_facecolor()[3] > 0]
+    patches = [p for p in box_ax.patches if p.get_facecolor()[3] > 0 and p.get_gid() != "censored"]
     medians = [ln for ln in box_ax.lines if len(ln.get_xdata()) == 2 and ln.get_linewidth() > 2.0]
     assert len(medians) == len(patches) >= 4
     for patch, median in zip(patches, medians, strict=True):
@@ -115,34 +116,73 @@ def _panel(fig, gid: str):
     return ax
 
 
-def test_compare_draws_one_panel_per_task_and_run_with_its_own_baselines() -> None:
-    """compare.png: a panel per (task, run), each with its run's iid/oracle and one policy band."""
+def _policy_lines(ax) -> dict[str, np.ndarray]:
+    """``{label: y}`` of the solid (policy) lines of an axes."""
+    return {ln.get_label(): np.asarray(ln.get_ydata()) for ln in ax.lines if ln.get_linestyle() == "-"}
+
+
+def test_compare_overlays_runs_on_one_axes_per_task_with_their_own_baselines() -> None:
+    """compare: one axes for hanoi, a line and colour per run, each run's own iid where they differ."""
     fig = P.plot_compare({"a": _run(fx.K), "b": _run(fx.K, iid_shift=0.1)})
-    a, b = _panel(fig, "compare:hanoi:a"), _panel(fig, "compare:hanoi:b")
-    for ax in (a, b):
-        assert [ln.get_label() for ln in ax.lines] == ["learned", "iid", "oracle"]  # 3 lines, not 6
-        assert len(_bands(ax)) == 1  # the policy's CI band only
-        assert np.allclose(ax.lines[2].get_ydata(), fx.ORACLE)
-    assert np.allclose(a.lines[1].get_ydata(), fx.IID)
-    assert np.allclose(b.lines[1].get_ydata(), np.clip(fx.IID + 0.1, 0, 1))  # each run's own prior
-    assert a.get_title() == "a" and b.get_title() == "b"  # short column titles, never wrapped
+    assert [ax.get_gid() for ax in fig.axes] == ["compare:hanoi"]
+    ax = fig.axes[0]
+    lines = _policy_lines(ax)
+    assert list(lines) == ["a: learned", "b: learned"]
+    assert all(np.allclose(y, fx.POLICY) for y in lines.values())
+    colours = {ln.get_label(): to_rgba(ln.get_color()) for ln in ax.lines}
+    assert colours["a: learned"] != colours["b: learned"]
+    assert len(_bands(ax)) == 2  # each run's policy band
+    # The iids differ (b's prior is shifted): each run's own, dotted, in its colour. The oracles are
+    # the same curve: drawn once, black dashed.
+    iids = {ln.get_label(): ln for ln in ax.lines if ln.get_label().endswith(": iid")}
+    assert set(iids) == {"a: iid", "b: iid"}
+    assert np.allclose(iids["a: iid"].get_ydata(), fx.IID)
+    assert np.allclose(iids["b: iid"].get_ydata(), np.clip(fx.IID + 0.1, 0, 1))
+    assert to_rgba(iids["b: iid"].get_color()) == colours["b: learned"]
+    (oracle,) = [ln for ln in ax.lines if ln.get_label() == "oracle"]
+    assert np.allclose(oracle.get_ydata(), fx.ORACLE) and oracle.get_color() == "black"
+    legend = _legend_texts(fig)
+    assert {"a: learned", "b: learned"} <= set(legend)
     assert "\n" not in fig._suptitle.get_text()
     g = fx.comparison().policies[0].gain
-    assert [t.get_text() for t in a.texts] == [f"learned: gain {g.value:.2f} [{g.lo:.2f}, {g.hi:.2f}]"]
+    gain = f"gain {g.value:.2f} [{g.lo:.2f}, {g.hi:.2f}]"
+    notes = [t.get_text() for t in ax.findobj(Text) if "gain" in t.get_text()]
+    assert notes == [f"a, learned: {gain}", f"b, learned: {gain}"]
 
 
-def test_compare_splits_many_runs_into_small_multiples() -> None:
-    """Four runs of two tasks: 8 panels of at most 4 lines and 1 band each, not one crowded panel."""
-    two = Report(comparisons=[fx.comparison("hanoi"), fx.comparison("sort", n_policies=2)])
-    fig = P.plot_compare({f"run{i}": two for i in range(4)})
-    panels = [ax for ax in fig.axes if (ax.get_gid() or "").startswith("compare:")]
-    assert len(panels) == 8
-    assert max(len(ax.lines) for ax in panels) == 4  # sort: learned, learned1, iid, oracle
-    assert max(len(_bands(ax)) for ax in panels) == 2  # sort: its two policies
-    assert all("\n" not in ax.get_title() for ax in fig.axes)
-    # A policy label keeps its colour in every panel.
-    colours = {(ln.get_label(), to_rgba(ln.get_color())) for ax in panels for ln in ax.lines}
-    assert len({label for label, _ in colours}) == len(colours)
+def test_compare_draws_only_the_tasks_a_run_measured() -> None:
+    """Runs of different tasks: an axes per task found in any run, a line only where a run has it."""
+    hanoi, sort = fx.comparison("hanoi"), fx.comparison("sort", n_policies=2)
+    fig = P.plot_compare({"both": Report(comparisons=[hanoi, sort]), "sort-only": Report(comparisons=[sort])})
+    assert [ax.get_gid() for ax in fig.axes] == ["compare:hanoi", "compare:sort"]  # no empty panel
+    assert not any("not in this run" in t.get_text() for t in fig.findobj(Text))
+    hanoi_ax, sort_ax = fig.axes
+    assert list(_policy_lines(hanoi_ax)) == ["both: learned"]
+    assert list(_policy_lines(sort_ax)) == [
+        "both: learned",
+        "both: learned1",
+        "sort-only: learned",
+        "sort-only: learned1",
+    ]
+    # A run's second policy carries a marker, its colour is the run's.
+    by_label = {ln.get_label(): ln for ln in sort_ax.lines}
+    assert by_label["both: learned"].get_marker() in (None, "None", "")
+    assert by_label["both: learned1"].get_marker() == "s"
+    assert by_label["both: learned1"].get_color() == by_label["both: learned"].get_color()
+    # Shared baselines are drawn once in the sort axes, however many runs measured it.
+    assert [ln.get_label() for ln in sort_ax.lines if not ln.get_label().count(":")] == ["iid", "oracle"]
+
+
+def test_compare_lays_many_tasks_out_in_a_grid_without_empty_slots() -> None:
+    """5 tasks: 3 + 2 axes, each titled with its task and K, every run a line in each."""
+    tasks = [f"task{i}" for i in range(5)]
+    rep = Report(comparisons=[fx.comparison(t) for t in tasks])
+    fig = P.plot_compare({f"run{i}": rep for i in range(4)})
+    assert len(fig.axes) == 5
+    assert [ax.get_title() for ax in fig.axes] == [f"{t} (K = {fx.K})" for t in tasks]
+    assert all(len(_policy_lines(ax)) == 4 for ax in fig.axes)
+    colours = {to_rgba(ln.get_color()) for ln in fig.axes[0].lines if ln.get_linestyle() == "-"}
+    assert len(colours) == 4  # a colour per run
 
 
 def test_compare_refuses_runs_with_different_budgets(tmp_path: Path) -> None:

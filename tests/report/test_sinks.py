@@ -259,13 +259,13 @@ def test_final_wandb_image_and_report_coverage_plot_are_drawn_once(
     from tests.report.test_wandb_run import FakeRun
 
     titles: list[str] = []  # every figure rendered to PNG, by its title
-    write_figure = plots.write_figure
+    savefig = plots._savefig
 
-    def counting(fig: Any, path: Any, **kwargs: Any) -> None:
+    def counting(fig: Any, fmt: str, dpi: int) -> bytes:
         titles.append(fig.get_suptitle())
-        write_figure(fig, path, **kwargs)
+        return savefig(fig, fmt, dpi)
 
-    monkeypatch.setattr(plots, "write_figure", counting)
+    monkeypatch.setattr(plots, "_savefig", counting)
     monkeypatch.setattr(P, "_last_coverage", None)
 
     class Run(FakeRun):
