@@ -26,13 +26,7 @@ from seffi.coverage._common import (
     rarity_ranks,
 )
 from seffi.coverage.curves import Curves, TimeToCoverage, check_budget, tau_key
-from seffi.coverage.samples import (
-    _mean_replicates,
-    _sample_curves,
-    _sample_point,
-    _set_intervals,
-    full_trials,
-)
+from seffi.coverage.samples import _covered_from_counts, sample_curves
 from seffi.coverage.subsets import used_masks
 
 __all__ = ["IidBaseline"]
@@ -48,6 +42,8 @@ class IidBaseline:
     def __init__(self, parts: Mapping[str | None, _Law | _Samples]) -> None:
         if not parts:
             raise ValueError("IidBaseline needs at least one input")
+        if len({type(p) for p in parts.values()}) > 1:
+            raise ValueError("IidBaseline takes either known laws or samples for all inputs, not both")
         self._parts = dict(parts)
 
     @property
@@ -184,23 +180,23 @@ class IidBaseline:
         data = samples if per_input else {None: samples}
         valids = (valid if per_input else {None: valid}) if valid is not None else None
         parts: dict[str | None, _Samples] = {}
+        indexes: dict[tuple[str, ...], dict[str, int]] = {}
         for key, rows in data.items():
             iid = None if key is None else _input_id(key)
             where = "samples" + ("" if iid is None else f" of input {iid!r}")
             if isinstance(rows, str | bytes) or not isinstance(rows, Sequence) or len(rows) == 0:
                 raise ValueError(f"{where}: need a non-empty list of match sets")
-            sets = []
-            for r in rows:
-                if isinstance(r, str):
-                    raise ValueError(f"{where}: each sample must be an iterable of ids, not the string {r!r}")
-                sets.append(frozenset(r))
-            cols, m = _columns(
-                {s for ms in sets for s in ms}, strategies, _per_input_m(num_strategies, key), where
-            )
-            index = {s: j for j, s in enumerate(cols)}
+            bad = next((r for r in rows if isinstance(r, str)), None)
+            if bad is not None:
+                raise ValueError(f"{where}: each sample must be an iterable of ids, not the string {bad!r}")
+            sets = list(map(frozenset, rows))
+            cols, m = _columns(frozenset().union(*sets), strategies, _per_input_m(num_strategies, key), where)
+            index = indexes.get(tuple(cols))
+            if index is None:  # declared strategies: one index for every input
+                index = indexes.setdefault(tuple(cols), {s: j for j, s in enumerate(cols)})
             X = np.zeros((len(sets), m), dtype=bool)
-            for t, ms in enumerate(sets):
-                X[t, [index[s] for s in ms]] = True
+            lens = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))
+            X[np.repeat(np.arange(len(sets)), lens), [index[s] for ms in sets for s in ms]] = True
             if X.sum(axis=1).max(initial=0) > 1:
                 try:
                     used_masks(X)  # set-valued: at most 62 distinct strategies (the bitmasks)
@@ -232,13 +228,21 @@ class IidBaseline:
         K = check_budget(K)
         ks = np.arange(1, K + 1)
         out: dict[str | None, float] = {}
+        groups: dict[tuple[int, int], list[str | None]] = {}
         for key, part in self._parts.items():
             if isinstance(part, _Law):
                 pi = est.marginals(part.atoms, part.p)
                 out[key] = float(((1.0 - est.pow1m(pi[None, :], ks[:, None])).sum(axis=1) / part.m).mean())
             else:
-                out[key] = float(np.mean(_sample_point(part.X, part.m, K)["coverage"]))
-        return out
+                groups.setdefault((part.X.shape[0], part.m), []).append(key)
+        for (n, m), keys in groups.items():
+            step = max(1, (64 << 20) // (n * m * 8 + 1))  # bounded working memory
+            for a in range(0, len(keys), step):
+                chunk = keys[a : a + step]
+                Y = np.stack([self._parts[k].X.sum(axis=0) for k in chunk])
+                cov = _covered_from_counts(Y, n, m, K).mean(axis=1) / m
+                out.update(zip(chunk, cov.tolist(), strict=True))
+        return {key: out[key] for key in self._parts}
 
     def curves(
         self, K: int, *, n_boot: int = 200, seed: SeedLike = 0, rarity_bins: int = 4, ci_level: float = 0.95
@@ -253,28 +257,24 @@ class IidBaseline:
             ci_level: interval level.
         """
         K = check_budget(K)
-        seqs = spawn(seed, len(self._parts))
-        mc_runs = max(64, MC_RUNS // len(self._parts))
         if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
             raise ValueError(f"n_boot must be a non-negative integer, got {n_boot!r}")
         if not 0.0 < ci_level < 1.0:
             raise ValueError(f"ci_level must be in (0, 1), got {ci_level!r}")
-        parts, reps = [], []
         items = sorted(self._parts.items(), key=lambda kv: str(kv[0]))
-        for (_, part), seq in zip(items, seqs, strict=True):
-            if isinstance(part, _Law):
-                parts.append(_law_curves(part, K, np.random.default_rng(seq), mc_runs, rarity_bins))
-                reps.append({})
-            else:
-                c_part, r_part = _sample_curves(part, K, seq, int(n_boot), rarity_bins, ci_level)
-                parts.append(c_part)
-                reps.append(r_part)
-        kind = "iid_estimated" if self.estimated else "iid"
-        c = _mean_curves(parts, kind, K, rarity_bins, [key for key, _ in items])
-        if any(reps):
-            ns = [p.X.shape[0] for _, p in items if isinstance(p, _Samples)]
-            trials = full_trials(np.array(ns), K) if len(ns) == len(items) else None
-            _set_intervals(c, _mean_replicates(parts, reps, int(n_boot)), ci_level, trials)
+        if self.estimated:
+            samples = [part for _, part in items if isinstance(part, _Samples)]
+            c = sample_curves(
+                samples, [key for key, _ in items], K, spawn(seed, 1)[0], int(n_boot), rarity_bins, ci_level
+            )
+        else:
+            seqs = spawn(seed, len(self._parts))
+            mc_runs = max(64, MC_RUNS // len(self._parts))
+            parts = [
+                _law_curves(part, K, np.random.default_rng(seq), mc_runs, rarity_bins)
+                for (_, part), seq in zip(items, seqs, strict=True)
+            ]
+            c = _mean_curves(parts, "iid", K, rarity_bins, [key for key, _ in items])
         c.ci_level, c.n_boot = ci_level, (n_boot if self.estimated else 0)
         c.seed = seed if isinstance(seed, int) else None
         return c
