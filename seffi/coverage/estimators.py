@@ -404,14 +404,16 @@ def _full_single_label_many(Y: np.ndarray, n: int, kmax: int) -> np.ndarray:
     rows = np.arange(D)[:, None, None]
     k3 = ks[None, :, None]
     for mi in range(m):
-        Nm, Tm = N[:, mi, None], T[:, mi, None]
+        # The weights depend on (N_m, T_m) only: computed once per distinct pair, then gathered.
+        pairs, inv = np.unique(N[:, mi] * (n + 1) + T[:, mi], return_inverse=True)
+        Nm, Tm = (pairs // (n + 1))[:, None], (pairs % (n + 1))[:, None]
         r = Nm / Tm
         mu, var = ks[None, :] * r, ks[None, :] * r * (1 - r)
         half = np.ceil(1.25 * np.sqrt(120.0 * np.maximum(var, 0.0)) + 45.0).astype(np.int64)
         lo = np.clip(np.floor(mu).astype(np.int64) - half, 1, None)
         hi = np.minimum(np.ceil(mu).astype(np.int64) + half, ks[None, :])
         width = int(max((hi - lo).max(initial=0) + 1, 1))
-        j = lo[:, :, None] + np.arange(width)[None, None, :]  # (D, kmax + 1, width)
+        j = lo[:, :, None] + np.arange(width)[None, None, :]  # (pairs, kmax + 1, width)
         ok = (j <= hi[:, :, None]) & (j >= 1)
         jj = np.where(ok, j, 1)
         Nm3, Tm3 = Nm[:, :, None], Tm[:, :, None]
@@ -430,7 +432,7 @@ def _full_single_label_many(Y: np.ndarray, n: int, kmax: int) -> np.ndarray:
             - (lf[Tm3] - lf[k0] - lf[np.maximum(Tm3 - k0, 0)])
         )
         w = np.where(fit, np.exp(np.where(fit, lw, 0.0)), 0.0)
-        h = (w * h[rows, np.clip(k3 - jj, 0, kmax)]).sum(axis=2)
+        h = (w[inv] * h[rows, np.clip(k3 - jj, 0, kmax)[inv]]).sum(axis=2)
     return np.clip(h[:, 1:], 0.0, 1.0)
 
 
