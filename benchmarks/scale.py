@@ -331,9 +331,8 @@ def from_samples_rows(args: argparse.Namespace) -> None:
     for p in prompts:
         for b in (0, 200):
             new = child(p, args, "--from-samples", "--n-boot-samples", str(b))
-            line = (
-                f"| {p:,} | {b} | {new['floor s']:.3f} | {new['s']:.2f} | {new['s'] / new['floor s']:.1f} | "
-            )
+            line = f"| {p:,} | {b} | {new['numpy s']:.3f} | {new['floor s']:.3f} | {new['s']:.2f} | "
+            line += f"{new['s'] / new['floor s']:.1f} | "
             line += f"{new['peak MB']:.0f} |"
             if new["_diff"] > 1e-12:
                 sys.exit(f"C(k) differs from the numpy floor by {new['_diff']:.2e}")
