@@ -285,9 +285,14 @@ class IidBaseline:
             raise ValueError(f"ci_level must be in (0, 1), got {ci_level!r}")
         items = sorted(self._parts.items(), key=lambda kv: str(kv[0]))
         if self.estimated:
-            samples = [part for _, part in items if isinstance(part, _Samples)]
             c = sample_curves(
-                samples, [key for key, _ in items], K, spawn(seed, 1)[0], int(n_boot), rarity_bins, ci_level
+                [part for _, part in items],
+                [key for key, _ in items],
+                K,
+                spawn(seed, 1)[0],
+                int(n_boot),
+                rarity_bins,
+                ci_level,
             )
         else:
             seqs = spawn(seed, len(self._parts))

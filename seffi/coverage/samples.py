@@ -216,15 +216,21 @@ def sample_curves(
     U = len(parts)
     streams = [np.random.default_rng(s) for s in seed.spawn(4)]
     runs = max(TTC_MIN_RUNS, min(TTC_RUNS, TTC_TOTAL_RUNS // U))
-    acc = _Sums(U, K, n_bins, n_boot)
+    acc = _Sums(U, K, n_bins)
     k_wilson = min(p.X.shape[0] for p in parts)
     groups: dict[tuple[int, int, bool], list[int]] = {}
     for i, part in enumerate(parts):
         groups.setdefault((part.X.shape[0], part.m, part.valid is not None), []).append(i)
     for (n, m, _), members in groups.items():
         kn = min(K, n)
+        # Bytes per input of the largest working arrays: replicate counts and curves, sample orders,
+        # per-strategy rarefaction, the F(k) DP's band.
         per_input = 8 * (
-            max(n_boot, 1) * (m * (kn + 12) + 24 * K) + runs * (n + 3 * kn + 8) + 3 * K * m + n * m
+            max(n_boot, 1) * (m * (kn + 12) + 24 * K)
+            + runs * (n + 3 * kn + 8)
+            + 3 * K * m
+            + n * m
+            + 6 * (kn + 1) * min(kn + 1, 256)
         )
         step = int(max(1, CHUNK_BYTES // per_input))
         for a in range(0, len(members), step):
@@ -238,8 +244,8 @@ def sample_curves(
 class _Sums:
     """Sums over inputs of per-input curves and replicates; each input's AUC in input order."""
 
-    def __init__(self, U: int, K: int, n_bins: int, n_boot: int) -> None:
-        self.U, self.K, self.n_bins, self.n_boot = U, K, n_bins, n_boot
+    def __init__(self, U: int, K: int, n_bins: int) -> None:
+        self.U, self.K, self.n_bins = U, K, n_bins
         self.arrays: dict[str, np.ndarray] = {}
         self.reps: dict[str, np.ndarray] = {}
         self.survival = {tau_key(t): np.zeros(K) for t in TAUS}
