@@ -49,7 +49,8 @@ peak of memory allocated by one ``tracker.curves(n_boot=200)`` (``tracemalloc``)
 ``curves(16)`` over P prompts x 64 single-label samples (M = 8 declared strategies, a Zipf(1) law
 shuffled per prompt, one sample in ten matching nothing), at ``n_boot`` 0 and 200, for each P of
 ``--prompts`` (default 1,000 and 10,000), each in its own process: CPU seconds, the peak RSS above the
-process's RSS before the call, and the ratio to a floor: the rarefaction C(k) by numpy from the
+process's RSS before the call, the peak of memory allocated by the same call repeated under
+``tracemalloc``, and the ratio to a floor: the rarefaction C(k) by numpy from the
 same input lists (one pass to column indices, then counts), the same numbers as the point estimate;
 the numpy part alone (from a label array) is shown beside it. ``--old DIR`` runs the same rows
 with the ``seffi`` package found in DIR (another checkout) beside them.
@@ -304,7 +305,12 @@ def measure_from_samples(n_prompts: int, n_boot: int) -> dict:
     c = IidBaseline.from_samples(samples, strategies=ids).curves(SAMPLES_K, n_boot=n_boot, seed=0)
     secs = time.process_time() - t0
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    tracemalloc.start()  # the same call again, its peak of allocated memory (freed memory reused by RSS)
+    IidBaseline.from_samples(samples, strategies=ids).curves(SAMPLES_K, n_boot=n_boot, seed=0)
+    alloc = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
     return {
+        "alloc MB": alloc / 2**20,
         "s": secs,
         "floor s": floor_s,
         "numpy s": numpy_s,
@@ -323,9 +329,9 @@ def from_samples_rows(args: argparse.Namespace) -> None:
         f"M = {SAMPLES_M}; CPU s, peak RSS MB above the start, x = CPU / floor (numpy rarefaction from the "
         "input lists; numpy s: from a label array)"
     )
-    head = "| P | n_boot | numpy s | floor s | new s | new x | new MB |"
+    head = "| P | n_boot | numpy s | floor s | new s | new x | new MB | new alloc MB |"
     if args.old:
-        head += " old s | old x | old MB | old / new |"
+        head += " old s | old x | old MB | old alloc MB | old / new |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for p in prompts:
@@ -333,12 +339,13 @@ def from_samples_rows(args: argparse.Namespace) -> None:
             new = child(p, args, "--from-samples", "--n-boot-samples", str(b))
             line = f"| {p:,} | {b} | {new['numpy s']:.3f} | {new['floor s']:.3f} | {new['s']:.2f} | "
             line += f"{new['s'] / new['floor s']:.1f} | "
-            line += f"{new['peak MB']:.0f} |"
+            line += f"{new['peak MB']:.0f} | {new['alloc MB']:.0f} |"
             if new["_diff"] > 1e-12:
                 sys.exit(f"C(k) differs from the numpy floor by {new['_diff']:.2e}")
             if args.old:
                 old = child(p, args, "--from-samples", "--n-boot-samples", str(b), path=args.old)
                 line += f" {old['s']:.2f} | {old['s'] / old['floor s']:.1f} | {old['peak MB']:.0f} | "
+                line += f"{old['alloc MB']:.0f} | "
                 line += f"{old['s'] / new['s']:.1f} |"
                 if abs(old["_auc"] - new["_auc"]) > 1e-12:
                     sys.exit(f"AUC differs between old and new: {old['_auc']} vs {new['_auc']}")
