@@ -10,6 +10,8 @@ for one half). Every number goes through the public API:
   runs). Rows: how often the 95 % interval of C(k), N(i), AUC and F(k) at k <= n contains the
   truth (target 0.93-0.97; F >= 0.90 and the share of zero-width F intervals where 0 < F < 1),
   and beyond n the bias of F(k) and of the time-to-full-coverage median.
+  ``--inputs U``: each dataset is U inputs of n samples from the law, so the intervals are those
+  of a mean over inputs.
 - the gain against an iid baseline extrapolated from n = 4 samples (K = 8) for a policy that *is*
   iid (the true gain is 0).
 - policies through ``CoverageTracker``: an iid policy's runs simulated into a tracker,
@@ -132,8 +134,12 @@ def inside(lo: float, hi: float, truth: float, eps: float = 1e-9) -> bool:
 # -- iid from samples --------------------------------------------------------------------------
 
 
-def iid_case(law: Law, n: int, K: int, D: int, seed: int) -> None:
-    """Coverage of the from_samples intervals at k <= n, bias of F and T beyond n."""
+def iid_case(law: Law, n: int, K: int, D: int, seed: int, inputs: int = 1) -> None:
+    """Coverage of the from_samples intervals at k <= n, bias of F and T beyond n.
+
+    ``inputs`` > 1: each dataset is that many inputs of n samples from the law (the truth is the
+    law's curves, their mean), so the interval is that of a mean over inputs.
+    """
     truth = IidBaseline.from_match_distribution(law.distribution(), strategies=law.cols).curves(K, seed=1)
     t_full = truth.time_to_coverage["1.0"]
     ks = sorted({max(1, n // 2), n})
@@ -145,7 +151,8 @@ def iid_case(law: Law, n: int, K: int, D: int, seed: int) -> None:
     cens: list[float] = []
     t0 = time.perf_counter()
     for d in range(D):
-        c = IidBaseline.from_samples(law.draw(rng, n), strategies=law.cols).curves(K, n_boot=B_BOOT, seed=d)
+        samples = law.draw(rng, n) if inputs == 1 else {f"x{u}": law.draw(rng, n) for u in range(inputs)}
+        c = IidBaseline.from_samples(samples, strategies=law.cols).curves(K, n_boot=B_BOOT, seed=d)
         for k in ks:
             i = k - 1
             c_in = inside(c.coverage_lo[i], c.coverage_hi[i], truth.coverage[i])
@@ -164,7 +171,7 @@ def iid_case(law: Law, n: int, K: int, D: int, seed: int) -> None:
             med.append(math.inf if m is None else m)
             cens.append(c.time_to_coverage["1.0"].fraction_censored)
     secs = time.perf_counter() - t0
-    name = f"{law.name}, n={n}"
+    name = f"{law.name}, n={n}" + (f", {inputs} inputs" if inputs > 1 else "")
     for what, h in hits.items():
         p, se = freq(h)
         tgt = (0.90, 1.0) if what.startswith("F") else (0.93, 0.97)
@@ -363,7 +370,7 @@ def policy_case(
 # -- main ----------------------------------------------------------------------------------------
 
 
-def iid_cases(D: int) -> None:
+def iid_cases(D: int, inputs: int = 1) -> None:
     cases: list[tuple[Law, int, int]] = [
         (single_law("single-label uniform M=4", np.ones(4)), 8, 8),
         (zipf("single-label Zipf(1) M=10", 10, 1.0), 20, 20),
@@ -375,7 +382,7 @@ def iid_cases(D: int) -> None:
         (zipf("single-label Zipf(1) M=10", 10, 1.0), 20, 40),
     ]
     for i, (law, n, K) in enumerate(cases):
-        iid_case(law, n, K, D, seed=100 + i)
+        iid_case(law, n, K, D, seed=100 + i, inputs=inputs)
 
 
 def policy_cases(D: int) -> None:
@@ -394,12 +401,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", type=int, default=1000, help="simulated datasets per case")
     ap.add_argument("--only", choices=("iid", "gain", "policy"), default=None)
+    ap.add_argument("--inputs", type=int, default=1, help="inputs per dataset of the iid cases")
     args = ap.parse_args(argv)
     D = args.datasets
     print(f"{'case':<34} {'quantity':<30} {'value':>8} {'SE':<8} {'target':<16}")
     t0 = time.perf_counter()
     steps: list[tuple[str, Callable[[int], None]]] = [
-        ("iid", iid_cases),
+        ("iid", lambda d: iid_cases(d, args.inputs)),
         ("gain", lambda d: gain_extrapolated_case(d, 400)),
         ("policy", policy_cases),
     ]

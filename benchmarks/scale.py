@@ -45,6 +45,18 @@ peak of memory allocated by one ``tracker.curves(n_boot=200)`` (``tracemalloc``)
     python benchmarks/scale.py --strategies 32,1000,100000      # a few seconds
     cd /other/checkout && python /path/to/benchmarks/scale.py   # the same stream on another checkout
 
+``--from-samples`` times the iid baseline from samples instead: ``IidBaseline.from_samples`` plus
+``curves(16)`` over P prompts x 64 single-label samples (M = 8 declared strategies, a Zipf(1) law
+shuffled per prompt, one sample in ten matching nothing), at ``n_boot`` 0 and 200, for each P of
+``--prompts`` (default 1,000 and 10,000), each in its own process: CPU seconds, the peak RSS above the
+process's RSS before the call, the peak of memory allocated by the same call repeated under
+``tracemalloc``, and the ratio to a floor: the rarefaction C(k) by numpy from the
+same input lists (one pass to column indices, then counts), the same numbers as the point estimate;
+the numpy part alone (from a label array) is shown beside it. ``--old DIR`` runs the same rows
+with the ``seffi`` package found in DIR (another checkout) beside them.
+
+    python benchmarks/scale.py --from-samples --old /path/to/other/checkout
+
 The script imports whichever ``seffi`` the interpreter finds (run it from another checkout's venv for
 a before/after comparison; ``--barcode-rows`` sets the tracker's barcode rows, 64 by default, the
 monitor's setting).
@@ -240,12 +252,117 @@ def measure_strategies(n_strategies: int) -> dict:
     }
 
 
-def child(value: int, args: argparse.Namespace, *flags: str) -> dict:
-    """The figures of one U (or one M) measured in a fresh process running this script."""
+#: The --from-samples set-up: samples per prompt, declared strategies, budget.
+SAMPLES_N, SAMPLES_M, SAMPLES_K = 64, 8, 16
+
+
+def sample_labels(n_prompts: int, seed: int = 0) -> np.ndarray:
+    """Labels (P, n) in -1..M-1 (-1: matches nothing) of P prompts, each a Zipf(1) law shuffled per prompt."""
+    rng = np.random.default_rng(seed)
+    w = 1.0 / np.arange(1, SAMPLES_M + 1)
+    p = np.r_[0.9 * w / w.sum(), 0.1]
+    lab = rng.choice(SAMPLES_M + 1, size=(n_prompts, SAMPLES_N), p=p)
+    perm = np.argsort(rng.random((n_prompts, SAMPLES_M)), axis=1)
+    out = np.where(lab < SAMPLES_M, np.take_along_axis(perm, np.minimum(lab, SAMPLES_M - 1), axis=1), -1)
+    return out
+
+
+def rarefaction_floor(labels: np.ndarray, K: int) -> np.ndarray:
+    """Mean C(k), k = 1..K, of the prompts by plain numpy: sum_s 1 - C(n - Y_s, k) / C(n, k), over M."""
+    P, n = labels.shape
+    Y = np.zeros((P, SAMPLES_M + 1), dtype=np.int64)
+    np.add.at(Y, (np.repeat(np.arange(P), n), labels.ravel()), 1)
+    Y = Y[:, :SAMPLES_M]
+    lf = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, n + 1)))])
+    k = np.arange(1, K + 1)
+    a = n - Y[:, :, None]
+    ok = a >= k
+    ratio = np.where(ok, np.exp(lf[np.where(ok, a, 0)] - lf[np.where(ok, a - k, 0)] - lf[n] + lf[n - k]), 0.0)
+    return (1.0 - ratio).sum(axis=1).mean(axis=0) / SAMPLES_M
+
+
+def measure_from_samples(n_prompts: int, n_boot: int) -> dict:
+    """CPU seconds and peak RSS above the start of from_samples + curves(16), and the numpy floor."""
+    from seffi.coverage import IidBaseline
+
+    labels = sample_labels(n_prompts)
+    ids = [f"s{j}" for j in range(SAMPLES_M)]
+    samples = {f"p{i}": [[ids[v]] if v >= 0 else [] for v in row] for i, row in enumerate(labels.tolist())}
+    t0 = time.process_time()
+    floor = rarefaction_floor(labels, SAMPLES_K)
+    numpy_s = time.process_time() - t0
+    # The same from the input lists: one pass to column indices (what any reader of them pays).
+    t0 = time.process_time()
+    index = {s: j for j, s in enumerate(ids)}
+    read = np.array(
+        [[index[s] if s else -1 for ms in rows for s in (ms or [None])] for rows in samples.values()]
+    )
+    floor_read = rarefaction_floor(read, SAMPLES_K)
+    floor_s = time.process_time() - t0
+    assert np.array_equal(floor, floor_read)
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.process_time()
+    c = IidBaseline.from_samples(samples, strategies=ids).curves(SAMPLES_K, n_boot=n_boot, seed=0)
+    secs = time.process_time() - t0
+    rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    tracemalloc.start()  # the same call again, its peak of allocated memory (freed memory reused by RSS)
+    IidBaseline.from_samples(samples, strategies=ids).curves(SAMPLES_K, n_boot=n_boot, seed=0)
+    alloc = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return {
+        "alloc MB": alloc / 2**20,
+        "s": secs,
+        "floor s": floor_s,
+        "numpy s": numpy_s,
+        "peak MB": max(rss1 - rss0, 0) / 1024,
+        "_diff": float(np.abs(c.coverage - floor).max()),
+        "_auc": float(c.auc),
+        "_auc_lo": None if c.auc_lo is None else float(c.auc_lo),
+    }
+
+
+def from_samples_rows(args: argparse.Namespace) -> None:
+    """The --from-samples table: each (P, n_boot) in its own process, new beside --old when given."""
+    prompts = [int(x) for x in args.prompts.split(",")]
+    print(
+        f"IidBaseline.from_samples + curves({SAMPLES_K}): P prompts x {SAMPLES_N} single-label samples, "
+        f"M = {SAMPLES_M}; CPU s, peak RSS MB above the start, x = CPU / floor (numpy rarefaction from the "
+        "input lists; numpy s: from a label array)"
+    )
+    head = "| P | n_boot | numpy s | floor s | new s | new x | new MB | new alloc MB |"
+    if args.old:
+        head += " old s | old x | old MB | old alloc MB | old / new |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for p in prompts:
+        for b in (0, 200):
+            new = child(p, args, "--from-samples", "--n-boot-samples", str(b))
+            line = f"| {p:,} | {b} | {new['numpy s']:.3f} | {new['floor s']:.3f} | {new['s']:.2f} | "
+            line += f"{new['s'] / new['floor s']:.1f} | "
+            line += f"{new['peak MB']:.0f} | {new['alloc MB']:.0f} |"
+            if new["_diff"] > 1e-12:
+                sys.exit(f"C(k) differs from the numpy floor by {new['_diff']:.2e}")
+            if args.old:
+                old = child(p, args, "--from-samples", "--n-boot-samples", str(b), path=args.old)
+                line += f" {old['s']:.2f} | {old['s'] / old['floor s']:.1f} | {old['peak MB']:.0f} | "
+                line += f"{old['alloc MB']:.0f} | "
+                line += f"{old['s'] / new['s']:.1f} |"
+                if abs(old["_auc"] - new["_auc"]) > 1e-12:
+                    sys.exit(f"AUC differs between old and new: {old['_auc']} vs {new['_auc']}")
+            print(line, flush=True)
+
+
+def child(value: int, args: argparse.Namespace, *flags: str, path: str | None = None) -> dict:
+    """The figures of one U (or one M, or P) measured in a fresh process running this script.
+
+    ``path``: a checkout whose ``seffi`` package the process imports instead of the installed one.
+    """
     cmd = [sys.executable, os.path.abspath(__file__), "--child", str(value), "--episodes", str(args.episodes)]
     cmd += ["--envs", str(args.envs), "--n-boot", str(args.n_boot), "--barcode-rows", str(args.barcode_rows)]
     cmd += list(flags)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    if path is not None:
+        env["PYTHONPATH"] = os.path.abspath(path)
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if out.returncode != 0:
         sys.exit(f"{' '.join(flags)} {value} failed:\n{out.stderr}")
@@ -278,8 +395,18 @@ def main() -> None:
     ap.add_argument("--no-index", action="store_true", help="episodes without sample_index/run_index")
     ap.add_argument("--monitor", action="store_true", help="CoverageMonitor, default logging, K = 8")
     ap.add_argument("--strategies", default=None, help="comma-separated M values: a monitor over M")
+    ap.add_argument("--from-samples", action="store_true", help="IidBaseline.from_samples + curves(16)")
+    ap.add_argument("--prompts", default="1000,10000", help="comma-separated P values (--from-samples)")
+    ap.add_argument("--old", default=None, help="a checkout to time beside this one (--from-samples)")
+    ap.add_argument("--n-boot-samples", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child is not None and args.from_samples:
+        print(json.dumps(measure_from_samples(args.child, args.n_boot_samples)))
+        return
+    if args.from_samples:
+        from_samples_rows(args)
+        return
     if args.child is not None and args.strategies:
         print(json.dumps(measure_strategies(args.child)))
         return

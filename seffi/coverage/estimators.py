@@ -378,12 +378,62 @@ def full_coverage_samples_many(X: np.ndarray, m: int, K: int) -> np.ndarray:
     X = X[:, :, :m]
     full = X.any(axis=1).all(axis=1)
     single = X.sum(axis=2).max(axis=1, initial=0) <= 1
-    for d in np.flatnonzero(full & single):
-        out[d] = full_coverage_samples(X[d], m, K)
+    sl = np.flatnonzero(full & single)
+    if sl.size:
+        out[sl] = _full_single_label_many(X[sl].sum(axis=1), n, min(K, n))
     sv = np.flatnonzero(full & ~single)
     if sv.size:
         out[sv] = _full_set_valued(X[sv], m, K)
     return out
+
+
+def _full_single_label_many(Y: np.ndarray, n: int, kmax: int) -> np.ndarray:
+    """Single-label F(k), k = 1..kmax, of D datasets from their counts Y (D, m), every count >= 1.
+
+    The hypergeometric DP of ``full_coverage_samples`` (``_cover_all_dp``, the same bands), one
+    strategy at a time for all datasets at once: [x^k] prod_s ((1 + x)^{N_s} - 1) (1 + x)^{n_0} / C(n, k).
+    """
+    Y = np.asarray(Y, dtype=np.int64)
+    D, m = Y.shape
+    N = -np.sort(-Y, axis=1)  # large first, as in the one-dataset DP
+    n0 = n - N.sum(axis=1)
+    T = n0[:, None] + np.cumsum(N, axis=1)
+    lf = log_factorial(n)
+    ks = np.arange(kmax + 1)
+    h = (ks[None, :] <= np.minimum(n0, kmax)[:, None]).astype(np.float64)
+    rows = np.arange(D)[:, None, None]
+    k3 = ks[None, :, None]
+    for mi in range(m):
+        # The weights depend on (N_m, T_m) only: computed once per distinct pair, then gathered.
+        pairs, inv = np.unique(N[:, mi] * (n + 1) + T[:, mi], return_inverse=True)
+        Nm, Tm = (pairs // (n + 1))[:, None], (pairs % (n + 1))[:, None]
+        r = Nm / Tm
+        mu, var = ks[None, :] * r, ks[None, :] * r * (1 - r)
+        half = np.ceil(1.25 * np.sqrt(120.0 * np.maximum(var, 0.0)) + 45.0).astype(np.int64)
+        lo = np.clip(np.floor(mu).astype(np.int64) - half, 1, None)
+        hi = np.minimum(np.ceil(mu).astype(np.int64) + half, ks[None, :])
+        width = int(max((hi - lo).max(initial=0) + 1, 1))
+        j = lo[:, :, None] + np.arange(width)[None, None, :]  # (pairs, kmax + 1, width)
+        ok = (j <= hi[:, :, None]) & (j >= 1)
+        jj = np.where(ok, j, 1)
+        Nm3, Tm3 = Nm[:, :, None], Tm[:, :, None]
+        Tp3 = Tm3 - Nm3
+        u = k3 - jj
+        fit = ok & (jj <= Nm3) & (u <= Tp3) & (k3 <= Tm3) & (u >= 0)
+        j0, u0, k0 = np.where(fit, jj, 0), np.where(fit, u, 0), np.where(fit, k3, 0)
+        # hypergeometric: C(N_m, j) C(T_{m-1}, k - j) / C(T_m, k)
+        lw = (
+            lf[Nm3]
+            - lf[j0]
+            - lf[Nm3 - j0]
+            + lf[Tp3]
+            - lf[u0]
+            - lf[np.maximum(Tp3 - u0, 0)]
+            - (lf[Tm3] - lf[k0] - lf[np.maximum(Tm3 - k0, 0)])
+        )
+        w = np.where(fit, np.exp(np.where(fit, lw, 0.0)), 0.0)
+        h = (w[inv] * h[rows, np.clip(k3 - jj, 0, kmax)[inv]]).sum(axis=2)
+    return np.clip(h[:, 1:], 0.0, 1.0)
 
 
 #: Strategies up to which set-valued F(k) from samples is the exact U-statistic (a 2^M transform).

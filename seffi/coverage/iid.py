@@ -26,13 +26,7 @@ from seffi.coverage._common import (
     rarity_ranks,
 )
 from seffi.coverage.curves import Curves, TimeToCoverage, check_budget, tau_key
-from seffi.coverage.samples import (
-    _mean_replicates,
-    _sample_curves,
-    _sample_point,
-    _set_intervals,
-    full_trials,
-)
+from seffi.coverage.samples import _covered_from_counts, sample_curves
 from seffi.coverage.subsets import used_masks
 
 __all__ = ["IidBaseline"]
@@ -48,6 +42,8 @@ class IidBaseline:
     def __init__(self, parts: Mapping[str | None, _Law | _Samples]) -> None:
         if not parts:
             raise ValueError("IidBaseline needs at least one input")
+        if len({type(p) for p in parts.values()}) > 1:
+            raise ValueError("IidBaseline takes either known laws or samples for all inputs, not both")
         self._parts = dict(parts)
 
     @property
@@ -183,35 +179,57 @@ class IidBaseline:
         per_input = isinstance(samples, Mapping)
         data = samples if per_input else {None: samples}
         valids = (valid if per_input else {None: valid}) if valid is not None else None
-        parts: dict[str | None, _Samples] = {}
+        # One pass over the samples per input; the incidence matrices are built per distinct column
+        # list, all its inputs at once (each input's X a slice of one array).
+        groups: dict[tuple[str, ...], tuple[list[int], list[int]]] = {}
+        inputs: list[tuple[str | None, tuple[str, ...], int, int, str, np.ndarray | None]] = []
+        indexes: dict[tuple[str, ...], dict[str, int]] = {}
+        declared = None if strategies is None else frozenset(strategies)
+        checked: dict[int | None, tuple[str, ...]] = {}
         for key, rows in data.items():
             iid = None if key is None else _input_id(key)
             where = "samples" + ("" if iid is None else f" of input {iid!r}")
             if isinstance(rows, str | bytes) or not isinstance(rows, Sequence) or len(rows) == 0:
                 raise ValueError(f"{where}: need a non-empty list of match sets")
-            sets = []
-            for r in rows:
-                if isinstance(r, str):
-                    raise ValueError(f"{where}: each sample must be an iterable of ids, not the string {r!r}")
-                sets.append(frozenset(r))
-            cols, m = _columns(
-                {s for ms in sets for s in ms}, strategies, _per_input_m(num_strategies, key), where
-            )
-            index = {s: j for j, s in enumerate(cols)}
-            X = np.zeros((len(sets), m), dtype=bool)
-            for t, ms in enumerate(sets):
-                X[t, [index[s] for s in ms]] = True
-            if X.sum(axis=1).max(initial=0) > 1:
-                try:
-                    used_masks(X)  # set-valued: at most 62 distinct strategies (the bitmasks)
-                except ValueError as exc:
-                    raise ValueError(f"{where}: {exc}") from None
+            if any(issubclass(t, str) for t in set(map(type, rows))):  # a type check per sample, in C
+                bad = next(r for r in rows if isinstance(r, str))
+                raise ValueError(f"{where}: each sample must be an iterable of ids, not the string {bad!r}")
+            sets = list(map(frozenset, rows))
+            used, m_x = frozenset().union(*sets), _per_input_m(num_strategies, key)
+            if declared is not None and used <= declared and m_x in checked:
+                group = checked[m_x]  # declared strategies: the same columns, checked once per M
+            else:
+                group = tuple(_columns(used, strategies, m_x, where)[0])
+                if declared is not None:
+                    checked[m_x] = group
+            index = indexes.get(group)
+            if index is None:  # declared strategies: one index for every input
+                index = indexes.setdefault(group, {s: j for j, s in enumerate(group)})
+            flat, lens = groups.setdefault(group, ([], []))
+            start = len(lens)
+            lens.extend(map(len, sets))
+            flat.extend([index[s] for ms in sets for s in ms])
             v = None
             if valids is not None:
                 if key not in valids or len(valids[key]) != len(sets):
                     raise ValueError(f"{where}: valid must give one bool per sample")
                 v = np.asarray(valids[key], dtype=bool)
-            parts[iid] = _Samples(cols, m, X, v)
+            inputs.append((iid, group, start, len(lens), where, v))
+        matrices = {}
+        for group, (flat, lens) in groups.items():
+            sizes = np.asarray(lens, dtype=np.int64)
+            X = np.zeros((sizes.size, len(group)), dtype=bool)
+            X[np.repeat(np.arange(sizes.size), sizes), np.asarray(flat, dtype=np.int64)] = True
+            matrices[group] = (X, sizes)
+        parts: dict[str | None, _Samples] = {}
+        for iid, group, a, b, where, v in inputs:
+            X, sizes = matrices[group]
+            if sizes[a:b].max() > 1:
+                try:
+                    used_masks(X[a:b])  # set-valued: at most 62 distinct strategies (the bitmasks)
+                except ValueError as exc:
+                    raise ValueError(f"{where}: {exc}") from None
+            parts[iid] = _Samples(list(group), len(group), X[a:b], v)
         baseline = cls(parts)
         if strategies is None and num_strategies is None:
             _warn_inferred_m(baseline, "from_samples")
@@ -232,13 +250,21 @@ class IidBaseline:
         K = check_budget(K)
         ks = np.arange(1, K + 1)
         out: dict[str | None, float] = {}
+        groups: dict[tuple[int, int], list[str | None]] = {}
         for key, part in self._parts.items():
             if isinstance(part, _Law):
                 pi = est.marginals(part.atoms, part.p)
                 out[key] = float(((1.0 - est.pow1m(pi[None, :], ks[:, None])).sum(axis=1) / part.m).mean())
             else:
-                out[key] = float(np.mean(_sample_point(part.X, part.m, K)["coverage"]))
-        return out
+                groups.setdefault((part.X.shape[0], part.m), []).append(key)
+        for (n, m), keys in groups.items():
+            step = max(1, (64 << 20) // (n * m * 8 + 1))  # bounded working memory
+            for a in range(0, len(keys), step):
+                chunk = keys[a : a + step]
+                Y = np.stack([self._parts[k].X.sum(axis=0) for k in chunk])
+                cov = _covered_from_counts(Y, n, m, K).mean(axis=1) / m
+                out.update(zip(chunk, cov.tolist(), strict=True))
+        return {key: out[key] for key in self._parts}
 
     def curves(
         self, K: int, *, n_boot: int = 200, seed: SeedLike = 0, rarity_bins: int = 4, ci_level: float = 0.95
@@ -253,28 +279,29 @@ class IidBaseline:
             ci_level: interval level.
         """
         K = check_budget(K)
-        seqs = spawn(seed, len(self._parts))
-        mc_runs = max(64, MC_RUNS // len(self._parts))
         if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
             raise ValueError(f"n_boot must be a non-negative integer, got {n_boot!r}")
         if not 0.0 < ci_level < 1.0:
             raise ValueError(f"ci_level must be in (0, 1), got {ci_level!r}")
-        parts, reps = [], []
         items = sorted(self._parts.items(), key=lambda kv: str(kv[0]))
-        for (_, part), seq in zip(items, seqs, strict=True):
-            if isinstance(part, _Law):
-                parts.append(_law_curves(part, K, np.random.default_rng(seq), mc_runs, rarity_bins))
-                reps.append({})
-            else:
-                c_part, r_part = _sample_curves(part, K, seq, int(n_boot), rarity_bins, ci_level)
-                parts.append(c_part)
-                reps.append(r_part)
-        kind = "iid_estimated" if self.estimated else "iid"
-        c = _mean_curves(parts, kind, K, rarity_bins, [key for key, _ in items])
-        if any(reps):
-            ns = [p.X.shape[0] for _, p in items if isinstance(p, _Samples)]
-            trials = full_trials(np.array(ns), K) if len(ns) == len(items) else None
-            _set_intervals(c, _mean_replicates(parts, reps, int(n_boot)), ci_level, trials)
+        if self.estimated:
+            c = sample_curves(
+                [part for _, part in items],
+                [key for key, _ in items],
+                K,
+                spawn(seed, 1)[0],
+                int(n_boot),
+                rarity_bins,
+                ci_level,
+            )
+        else:
+            seqs = spawn(seed, len(self._parts))
+            mc_runs = max(64, MC_RUNS // len(self._parts))
+            parts = [
+                _law_curves(part, K, np.random.default_rng(seq), mc_runs, rarity_bins)
+                for (_, part), seq in zip(items, seqs, strict=True)
+            ]
+            c = _mean_curves(parts, "iid", K, rarity_bins, [key for key, _ in items])
         c.ci_level, c.n_boot = ci_level, (n_boot if self.estimated else 0)
         c.seed = seed if isinstance(seed, int) else None
         return c

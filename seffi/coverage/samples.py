@@ -11,28 +11,34 @@ from collections.abc import Mapping
 import numpy as np
 
 from seffi.coverage import estimators as est
-from seffi.coverage._common import _Samples, _ttc_from_runs, rarity_ranks
+from seffi.coverage._common import _Samples
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
 from seffi.coverage.extrapolate import _beyond_n, _full_law, model_law
 from seffi.coverage.resampling import normal_quantile, percentile_interval, t_quantile
 from seffi.coverage.subsets import meet_counts, nonempty_subsets, used_masks
+from seffi.coverage.sums_curves import rarity_labels
 
 
-def _sample_point(X: np.ndarray, m: int, K: int) -> dict[str, np.ndarray]:
-    """Unbiased curves for k <= n, model-based beyond (coverage, expected_new, novelty, full)."""
-    n = X.shape[0]
-    covered = _covered_from_counts(X.sum(axis=0), n, m, K)
-    expected_new = np.diff(np.r_[0.0, covered])
-    novelty = est.novelty_samples(X, K)
+def _sample_points(X: np.ndarray, m: int, K: int) -> dict[str, np.ndarray]:
+    """Unbiased curves (D, K) of D inputs X (D, n, m) for k <= n, model-based beyond.
+
+    Fields: coverage, expected_new, novelty, full_coverage.
+    """
+    n = X.shape[1]
+    Y = X.sum(axis=1)
+    covered = _covered_from_counts(Y, n, m, K)
+    expected_new = np.diff(covered, axis=1, prepend=0.0)
+    novelty = est.novelty_samples_many(X, K)
+    full = est.full_coverage_samples_many(X, m, K)
     if K > n:
         # Beyond n: expected new strategies times the observed Pr[new]/E[new] ratio at n (= 1 for
         # single-label data). Model-based, flagged as extrapolated.
-        ratio = novelty[-1] / expected_new[n - 1] if expected_new[n - 1] > 0 else 1.0
-        novelty = np.concatenate([novelty, np.clip(expected_new[n:] * ratio, 0.0, 1.0)])
-    full = est.full_coverage_samples(X, m, K)
-    if K > n:  # model-based: the law of finding the missing strategies given the data
-        single = np.array([X.sum(axis=1).max(initial=0) <= 1])
-        full = np.concatenate([full, _beyond_n(X.sum(axis=0)[None], n, m, single, K - n, [])[0][0]])
+        at_n = expected_new[:, n - 1]
+        ratio = np.where(at_n > 0, novelty[:, -1] / np.where(at_n > 0, at_n, 1.0), 1.0)
+        novelty = np.concatenate([novelty, np.clip(expected_new[:, n:] * ratio[:, None], 0.0, 1.0)], axis=1)
+        # Model-based: the law of finding the missing strategies given the data.
+        single = X.sum(axis=2).max(axis=1, initial=0) <= 1
+        full = np.concatenate([full, _beyond_n(Y, n, m, single, K - n, [])[0]], axis=1)
     return {"coverage": covered / m, "expected_new": expected_new, "novelty": novelty, "full_coverage": full}
 
 
@@ -152,12 +158,13 @@ def _draw_counts(q: np.ndarray, single: np.ndarray, n: int, rng: np.random.Gener
     """Incidence counts (D, B, m) of B datasets of n samples from each per-column law q (D, m)."""
     D, m = q.shape
     out = np.zeros((D, B, m), dtype=np.int64)
-    for d in range(D):
-        if single[d]:
-            p = np.r_[q[d], max(0.0, 1.0 - q[d].sum())]
-            out[d] = rng.multinomial(n, p / p.sum(), size=B)[:, :m]
-        else:
-            out[d] = rng.binomial(n, q[d], size=(B, m))
+    if single.any():
+        qs = q[single]
+        p = np.column_stack([qs, np.maximum(0.0, 1.0 - qs.sum(axis=1))])
+        p /= p.sum(axis=1, keepdims=True)
+        out[single] = rng.multinomial(n, p, size=(B, p.shape[0]))[..., :m].swapaxes(0, 1)
+    if (~single).any():
+        out[~single] = rng.binomial(n, q[~single], size=(B, int((~single).sum()), m)).swapaxes(0, 1)
     return out
 
 
@@ -176,154 +183,341 @@ _SD_CAPS = {
 _PERCENTILE_FIELDS = ("full_coverage",)
 
 
-def _sample_curves(
-    part: _Samples, K: int, seq: np.random.SeedSequence, n_boot: int, n_bins: int, ci_level: float
-) -> tuple[Curves, dict[str, np.ndarray]]:
-    """Estimated curves of one input and its bootstrap replicates.
+#: Bytes of working arrays per chunk of inputs: the bootstrap's memory does not grow with the inputs.
+CHUNK_BYTES = 64 << 20
+#: Sample orders per input behind time to coverage at tau < 1: 256, fewer over many inputs (20,000 in
+#: all, at least 16 each): only the mean over inputs is reported, its standard error <= 0.5 / sqrt(runs).
+TTC_RUNS, TTC_TOTAL_RUNS, TTC_MIN_RUNS = 256, 20_000, 16
 
-    ``seq`` spawns four streams: time-to-coverage runs, the coverage, model and valid bootstraps.
+
+def sample_curves(
+    parts: list[_Samples],
+    keys: list[str | None],
+    K: int,
+    seed: np.random.SeedSequence,
+    n_boot: int,
+    n_bins: int,
+    ci_level: float,
+) -> Curves:
+    """The mean curves over inputs estimated from samples, with intervals from index-wise mean replicates.
+
+    Inputs are processed in chunks of equal (n, m) as arrays (D, ...); only sums over inputs (and each
+    input's AUC, which the paired gain resamples) are kept, so memory is bounded by `CHUNK_BYTES`.
+    ``seed`` spawns four streams, shared by the chunks in turn: time-to-coverage runs, the coverage,
+    model and valid bootstraps.
     Intervals: C(k), expected new, AUC and valid coverage by iNEXT (``inext_coverage_replicates``);
     N(i) single-label from the coverage replicates, set-valued by the pooled sd over two worlds
-    (``_set_datasets``, ``model_law``) and the jackknife at i <= n / 2; F(k) by the percentile
-    interval under the refitted model law, widened to contain the estimate (Wilson with
-    floor(n / k) trials at k <= n, ``_set_intervals``).
-
-    Returns:
-        (curves, reps): replicates (B, K) or (B,) per field (and "auc", "valid_auc"), those of
-        ``_SD_CAPS`` centred on the point estimate; index-wise means over inputs are replicates.
+    (``_set_datasets``, ``model_law``) and the jackknife at i <= n / 2; F(k) by Wilson with
+    floor(n / k) trials at k <= n, beyond by the percentile interval under the refitted model law,
+    widened to contain the estimate (``_set_intervals``). Replicates of the mean over inputs are
+    index-wise means of independent per-input replicates, those of ``_SD_CAPS`` centred on each
+    input's point estimate.
     """
-    X, m, n = part.X, part.m, part.X.shape[0]
-    point = _sample_point(X, m, K)
-    Y = X.sum(axis=0)
-    single = bool(X.sum(axis=1).max(initial=0) <= 1)
-    notes = []
+    U = len(parts)
+    streams = [np.random.default_rng(s) for s in seed.spawn(4)]
+    runs = max(TTC_MIN_RUNS, min(TTC_RUNS, TTC_TOTAL_RUNS // U))
+    acc = _Sums(U, K, n_bins)
+    k_wilson = min(p.X.shape[0] for p in parts)
+    groups: dict[tuple[int, int, bool], list[int]] = {}
+    for i, part in enumerate(parts):
+        groups.setdefault((part.X.shape[0], part.m, part.valid is not None), []).append(i)
+    for (n, m, _), members in groups.items():
+        kn = min(K, n)
+        # Bytes per input of the largest working arrays: replicate counts and curves, sample orders,
+        # per-strategy rarefaction, the F(k) DP's band.
+        per_input = 8 * (
+            max(n_boot, 1) * (m * (kn + 12) + 24 * K)
+            + runs * (n + 3 * kn + 8)
+            + 3 * K * m
+            + n * m
+            + 6 * (kn + 1) * min(kn + 1, 256)
+        )
+        step = int(max(1, CHUNK_BYTES // per_input))
+        for a in range(0, len(members), step):
+            idx = members[a : a + step]
+            X = np.stack([parts[i].X for i in idx])
+            valid = np.stack([parts[i].valid for i in idx]) if parts[idx[0]].valid is not None else None
+            _chunk(acc, idx, X, valid, m, K, runs, streams, n_boot, n_bins, ci_level, k_wilson)
+    return acc.curves(keys, ci_level, n_boot, full_trials(np.array([p.X.shape[0] for p in parts]), K))
+
+
+class _Sums:
+    """Sums over inputs of per-input curves and replicates; each input's AUC in input order."""
+
+    def __init__(self, U: int, K: int, n_bins: int) -> None:
+        self.U, self.K, self.n_bins = U, K, n_bins
+        self.arrays: dict[str, np.ndarray] = {}
+        self.reps: dict[str, np.ndarray] = {}
+        self.survival = {tau_key(t): np.zeros(K) for t in TAUS}
+        self.auc = np.zeros(U)
+        self.valid_auc = np.full(U, np.nan)
+        self.n_min, self.samples, self.notes = K + 1, 0, set()
+
+    def add(self, name: str, values: np.ndarray, into: dict[str, np.ndarray] | None = None) -> None:
+        """Add per-input values (D, ...) of ``name`` summed over inputs."""
+        into = self.arrays if into is None else into
+        total = values.sum(axis=0)
+        into[name] = into[name] + total if name in into else total
+
+    def curves(self, keys: list[str | None], level: float, n_boot: int, trials: np.ndarray) -> Curves:
+        mean = {name: v / self.U for name, v in self.arrays.items()}
+        ttc = {key: TimeToCoverage.from_survival(float(key), s / self.U) for key, s in self.survival.items()}
+        c = Curves.from_point(
+            "iid_estimated",
+            self.K,
+            mean,
+            ttc,
+            n_inputs=self.U,
+            n_runs=self.U,
+            samples=self.samples,
+            coverage_by_rarity=mean["coverage_by_rarity"],
+            rarity_bins=rarity_labels(self.n_bins),
+            extrapolated=np.arange(1, self.K + 1) > self.n_min,
+            notes=sorted(self.notes),
+        )
+        c.auc = float(self.auc.mean())
+        if "valid_coverage" in mean and not np.isnan(self.valid_auc).any():
+            c.valid_coverage, c.valid_at_k = mean["valid_coverage"], mean["valid_at_k"]
+            c.valid_auc = float(c.valid_coverage.mean())
+            c.input_valid_auc = self.valid_auc
+        if all(k is not None for k in keys):
+            # Baselines do not know the task: their inputs are matched to a policy's by id.
+            c.input_keys = [(None, str(k)) for k in keys]
+            c.input_auc = self.auc
+        if self.reps:
+            reps = {name: v / self.U for name, v in self.reps.items()}
+            if "valid_auc" in reps and c.valid_auc is None:
+                reps = {k: v for k, v in reps.items() if not k.startswith("valid_")}
+            _set_intervals(c, reps, level, trials)
+            c.n_boot = n_boot
+        return c
+
+
+def _chunk(
+    acc: _Sums,
+    idx: list[int],
+    X: np.ndarray,
+    valid: np.ndarray | None,
+    m: int,
+    K: int,
+    runs: int,
+    streams: list[np.random.Generator],
+    n_boot: int,
+    n_bins: int,
+    ci_level: float,
+    k_wilson: int,
+) -> None:
+    """Add the curves and replicates of D inputs X (D, n, m) (and their ``valid`` (D, n)) to ``acc``."""
+    ttc_rng, boot_rng, model_rng, valid_rng = streams
+    D, n = X.shape[:2]
+    kn = min(K, n)
+    point = _sample_points(X, m, K)
+    Y = X.sum(axis=1)
+    single = X.sum(axis=2).max(axis=1, initial=0) <= 1
+    acc.n_min, acc.samples = min(acc.n_min, n), acc.samples + D * n
     if K > n:
-        notes.append(
+        acc.notes.add(
             f"iid (estimated) values beyond k = n = {n} are model-based extrapolations: coverage by Chao "
             "et al. 2014, full coverage and time to coverage from the estimated law of the unseen strategies"
         )
-    if not single and m > est.EXACT_SET_STRATEGIES:
-        notes.append(
+    if not single.all() and m > est.EXACT_SET_STRATEGIES:
+        acc.notes.add(
             f"iid (estimated) full coverage at k <= n is Monte Carlo over {est.PERMUTATIONS} random orders "
             f"of the samples (set-valued, more than {est.EXACT_SET_STRATEGIES} strategies; standard error "
             f"<= {0.5 / math.sqrt(est.PERMUTATIONS):.3f})"
         )
-    # Independent child streams, so each bootstrap is reproducible on its own (and testable).
-    ttc_rng, boot_rng, model_rng, valid_rng = (np.random.default_rng(s) for s in seq.spawn(4))
+    acc.notes.add(
+        f"iid (estimated) time-to-coverage for tau < 1 and k <= n is Monte Carlo over {runs} sample "
+        f"permutations per input ({runs * acc.U} in all)"
+    )
+    for name, v in point.items():
+        acc.add(name, v)
+    acc.auc[idx] = point["coverage"].mean(axis=1)
     # Time to coverage at k <= n: prefixes of random permutations are uniform k-subsets (the
-    # U-statistic by Monte Carlo); beyond n the exact law of the future given the data (_beyond_n).
-    kn = min(K, n)
-    runs = 256
-    order = np.argsort(ttc_rng.random((runs, n)), axis=1)[:, :kn]  # uniform random permutations
-    seqx = X[order]  # (runs, kn, m)
-    fh = np.where(seqx.any(axis=1), seqx.argmax(axis=1), -1)
-    ttc_n = _ttc_from_runs(fh, m, kn)
+    # U-statistic by Monte Carlo); at tau = 1 the exact F; beyond n the law of the future given the data.
     needs = [math.ceil(tau * m - 1e-9) for tau in TAUS]
-    single_arr = np.array([single])
-    surv_beyond = _beyond_n(Y[None], n, m, single_arr, K - n, needs)[1][:, 0] if K > n else None
-    ttc = {}
+    covered = _covered_by_prefixes(X, runs, kn, ttc_rng)  # (D, runs, kn)
+    beyond = _beyond_n(Y, n, m, single, K - n, needs)[1] if K > n else None
     for i, tau in enumerate(TAUS):
-        key = tau_key(tau)
-        surv = 1.0 - point["full_coverage"][:kn] if tau == 1.0 else np.asarray(ttc_n[key].survival)
-        if surv_beyond is not None:
-            surv = np.concatenate([surv, surv_beyond[i]])
-        ttc[key] = TimeToCoverage.from_survival(tau, np.minimum(surv, 1.0))
-    notes.append(
-        "iid (estimated) time-to-coverage for tau < 1 and k <= n is Monte Carlo over 256 sample permutations"
-    )
-    c = Curves.from_point(
-        "iid_estimated",
-        K,
-        point,
-        time_to_coverage=ttc,
-        extrapolated=np.arange(1, K + 1) > n,
-        n_inputs=1,
-        n_runs=1,
-        samples=n,
-        notes=notes,
-    )
+        surv = 1.0 - point["full_coverage"][:, :kn] if tau == 1.0 else (covered < needs[i]).mean(axis=1)
+        if beyond is not None:
+            surv = np.concatenate([surv, beyond[i]], axis=1)
+        acc.survival[tau_key(tau)] += np.clip(surv, 0.0, 1.0).sum(axis=0)
     # Per-strategy rarefied contributions, binned by incidence frequency (ranking only).
     lf = est.log_factorial(n)
     kk = np.arange(1, kn + 1)
-    per_s = 1.0 - np.exp(est._log_binom_ratio(n - Y[None, :], n, kk[:, None], lf))
-    per_s = np.vstack([per_s, np.repeat(per_s[-1:], K - len(kk), axis=0)]) if K > n else per_s
-    bins = rarity_ranks(Y / n, m, n_bins)
-    c.coverage_by_rarity = np.stack([per_s[:, bins == b].sum(axis=1) / m for b in range(n_bins)])
+    per_s = -np.expm1(est._log_binom_ratio(n - Y[:, None, :], n, kk[None, :, None], lf))  # (D, kn, m)
+    if K > n:
+        per_s = np.concatenate([per_s, np.repeat(per_s[:, -1:], K - n, axis=1)], axis=1)
+    bins = _rarity_ranks_many(Y / n, m, n_bins)
+    by_rarity = np.stack([(per_s * (bins == b)[:, None, :]).sum(axis=2) / m for b in range(n_bins)], axis=1)
     if K > n:
         # Beyond n only strategies not yet seen can be found, and they rank rarest: the extrapolated
         # gain in coverage goes to the last bin, so the rows still sum to the coverage.
-        c.coverage_by_rarity[-1, n:] += c.coverage[n:] - c.coverage_by_rarity[:, n:].sum(axis=0)
+        cov = point["coverage"]
+        by_rarity[:, -1, n:] += cov[:, n:] - by_rarity[:, :, n:].sum(axis=1)
+    acc.add("coverage_by_rarity", by_rarity)
     Xv = None
-    if part.valid is not None:
-        Xv = X & part.valid[:, None]
-        c.valid_coverage = _covered_from_counts(Xv.sum(axis=0), n, m, K) / m
-        c.valid_auc = float(c.valid_coverage.mean())
-        nv = int(part.valid.sum())
-        va = 1.0 - np.exp(est._log_binom_ratio(np.full(len(kk), n - nv), n, kk, lf))
+    if valid is not None:
+        Xv = X & valid[:, :, None]
+        vcov = _covered_from_counts(Xv.sum(axis=1), n, m, K) / m
+        acc.add("valid_coverage", vcov)
+        acc.valid_auc[idx] = vcov.mean(axis=1)
+        nv = valid.sum(axis=1)
+        va = -np.expm1(est._log_binom_ratio(n - nv[:, None], n, kk[None, :], lf))
         if K > n:  # given the data: 1 if a sample was correct, else a correct one in the next j draws
             rate = 1.0 / (n + 2)  # uniform-prior posterior mean of a rate never seen in n samples
-            more = 1.0 if nv > 0 else -np.expm1(np.arange(1, K - n + 1) * math.log1p(-rate))
-            va = np.concatenate([va, np.broadcast_to(more, (K - n,))])
-        c.valid_at_k = va
-    reps: dict[str, np.ndarray] = {}
+            more = -np.expm1(np.arange(1, K - n + 1) * math.log1p(-rate))
+            va = np.concatenate([va, np.where(nv[:, None] > 0, 1.0, more[None, :])], axis=1)
+        acc.add("valid_at_k", va)
+        point["valid_coverage"] = vcov
     if n_boot > 0:
-        cov = inext_coverage_replicates(X, m, K, n_boot, boot_rng)
-        # F (and set-valued novelty's second world) from the model law refitted to its own datasets.
-        Yb = _draw_counts(model_law(Y[None], n, m, single_arr), single_arr, n, model_rng, n_boot)[0]
-        # The coverage sd is the larger of the two models of the unseen strategies: the assemblage
-        # alone is too narrow when many rare ones were missed (C(n) of a Zipf(1.5) law, M = 20,
-        # n = 40 covered 0.90 instead of 0.93).
-        cov_model = _covered_from_counts(Yb, n, m, K) / m
-        reps["coverage"] = _widen(cov, cov_model)
-        reps["expected_new"] = np.diff(reps["coverage"] * m, axis=1, prepend=0.0)
-        singles = np.full(n_boot, single)
-        qb = model_law(Yb, n, m, singles)
-        if single:  # Pr[new] = E[new] sample by sample: the two U-statistics coincide
-            reps["novelty"] = np.clip(reps["expected_new"], 0.0, 1.0)
-        else:
-            # Set-valued novelty depends on which strategies come together. Only its sd enters, from
-            # NOVELTY_REPLICATES replicates widened by t_{B-1} / z, pooled over two worlds: observed
-            # match sets (``_set_datasets``) and independent strategies (``model_law``) (N(n/2), N(n)
-            # covered 0.91-0.93 / 0.94-0.97 and 0.91-0.98 alone, 0.93-0.98 pooled).
-            b_nov = min(n_boot, NOVELTY_REPLICATES)
-            nov = est.novelty_samples_many(_set_datasets(X, model_rng, b_nov), K)
-            q = model_law(Y[None], n, m, single_arr)[0]
-            nov = _pool(nov, est.novelty_samples_many(model_rng.random((b_nov, n, m)) < q, K))
-            if b_nov > 1:
-                z = normal_quantile(ci_level)
-                nov = nov.mean(axis=0) + (nov - nov.mean(axis=0)) * (t_quantile(ci_level, b_nov - 1) / z)
-            nov = np.resize(nov, (n_boot, nov.shape[1]))
-            nov = jackknife_novelty_sd(X, nov, ci_level, model_rng)
-            if K > n:  # same extension as the point estimate, replicate by replicate
-                en = reps["expected_new"]
-                at_n = en[:, n - 1]
-                ratio = np.where(at_n > 0, nov[:, -1] / np.where(at_n > 0, at_n, 1.0), 1.0)
-                nov = np.concatenate([nov, np.clip(en[:, n:] * ratio[:, None], 0.0, 1.0)], axis=1)
-            reps["novelty"] = nov
-        full = _full_law(qb, kn)
-        if K > n:
-            full = np.concatenate([full, _beyond_n(Yb, n, m, singles, K - n, [])[0]], axis=1)
-        reps["full_coverage"] = full
-        if Xv is not None:
-            reps["valid_coverage"] = inext_coverage_replicates(Xv, m, K, n_boot, valid_rng)
-        for name in list(reps):
-            if name in _SD_CAPS:
-                pt = getattr(c, name)
-                reps[name] = reps[name] - reps[name].mean(axis=0) + pt  # centred: iNEXT is point +- z sd
-        reps["auc"] = _widen(reps["coverage"].mean(axis=1), cov_model.mean(axis=1))
-        if "valid_coverage" in reps:
-            reps["valid_auc"] = reps["valid_coverage"].mean(axis=1)
-        _set_intervals(c, reps, ci_level, full_trials(n, K))
-        c.n_boot = n_boot
-    return c, reps
+        _chunk_replicates(
+            acc, X, Xv, point, Y, single, m, K, n_boot, boot_rng, model_rng, valid_rng, ci_level, k_wilson
+        )
 
 
-def _widen(reps: np.ndarray, other: np.ndarray) -> np.ndarray:
-    """Replicates scaled about their mean to at least the sd of ``other`` (its deviations if flat)."""
-    sd, sd_other = reps.std(axis=0), other.std(axis=0)
-    mean = reps.mean(axis=0)
+def _chunk_replicates(
+    acc: _Sums,
+    X: np.ndarray,
+    Xv: np.ndarray | None,
+    point: dict[str, np.ndarray],
+    Y: np.ndarray,
+    single: np.ndarray,
+    m: int,
+    K: int,
+    B: int,
+    boot_rng: np.random.Generator,
+    model_rng: np.random.Generator,
+    valid_rng: np.random.Generator,
+    ci_level: float,
+    k_wilson: int,
+) -> None:
+    """Add the bootstrap replicates (B, K) of D inputs, summed over inputs, to ``acc.reps``.
+
+    ``k_wilson``: the smallest n over all inputs (F(k)'s interval at k <= it is Wilson's).
+    """
+    D, n = X.shape[:2]
+    kn = min(K, n)
+    reps: dict[str, np.ndarray] = {}
+    cov = inext_coverage_replicates(X, m, K, B, boot_rng)  # (D, B, K)
+    # F (and set-valued novelty's second world) from the model law refitted to its own datasets.
+    q = model_law(Y, n, m, single)
+    Yb = _draw_counts(q, single, n, model_rng, B)
+    # The coverage sd is the larger of the two models of the unseen strategies: the assemblage
+    # alone is too narrow when many rare ones were missed (C(n) of a Zipf(1.5) law, M = 20,
+    # n = 40 covered 0.90 instead of 0.93).
+    cov_model = _covered_from_counts(Yb, n, m, K) / m
+    reps["coverage"] = _widen(cov, cov_model, axis=1)
+    reps["expected_new"] = np.diff(reps["coverage"] * m, axis=2, prepend=0.0)
+    singles = np.repeat(single[:, None], B, axis=1)
+    qb = model_law(Yb, n, m, singles)
+    # Pr[new] = E[new] sample by sample for single-label data: the two U-statistics coincide.
+    reps["novelty"] = np.clip(reps["expected_new"], 0.0, 1.0)
+    for d in np.flatnonzero(~single):
+        reps["novelty"][d] = _set_novelty_replicates(
+            X[d], q[d], reps["expected_new"][d], K, B, model_rng, ci_level
+        )
+    # At k <= the smallest n over all inputs F(k)'s interval is Wilson's (``full_trials``): the
+    # model's replicates there would be discarded, so they hold the point estimate.
+    full = np.broadcast_to(point["full_coverage"][:, None, :kn], (D, B, kn)).copy()
+    if kn > k_wilson:
+        full[:, :, k_wilson:] = _full_law(qb.reshape(D * B, m), kn).reshape(D, B, kn)[:, :, k_wilson:]
+    if K > n:
+        extra = _beyond_n(Yb.reshape(D * B, m), n, m, singles.ravel(), K - n, [])[0]
+        full = np.concatenate([full, extra.reshape(D, B, K - n)], axis=2)
+    reps["full_coverage"] = full
+    if Xv is not None:
+        reps["valid_coverage"] = inext_coverage_replicates(Xv, m, K, B, valid_rng)
+    for name in list(reps):
+        if name in _SD_CAPS:  # centred: iNEXT is point +- z sd
+            reps[name] = reps[name] - reps[name].mean(axis=1, keepdims=True) + point[name][:, None, :]
+    reps["auc"] = _widen(reps["coverage"].mean(axis=2), cov_model.mean(axis=2), axis=1)
+    if "valid_coverage" in reps:
+        reps["valid_auc"] = reps["valid_coverage"].mean(axis=2)
+    for name, r in reps.items():
+        acc.add(name, r, acc.reps)
+
+
+def _set_novelty_replicates(
+    X: np.ndarray,
+    q: np.ndarray,
+    expected_new: np.ndarray,
+    K: int,
+    B: int,
+    rng: np.random.Generator,
+    ci_level: float,
+) -> np.ndarray:
+    """Set-valued novelty replicates (B, K) of one input X (n, m) with model law q (m,).
+
+    Set-valued novelty depends on which strategies come together. Only its sd enters, from
+    NOVELTY_REPLICATES replicates widened by t_{B-1} / z, pooled over two worlds: observed match
+    sets (``_set_datasets``) and independent strategies (``model_law``) (N(n/2), N(n) covered
+    0.91-0.93 / 0.94-0.97 and 0.91-0.98 alone, 0.93-0.98 pooled); the jackknife at i <= n / 2.
+    """
+    n, m = X.shape
+    b_nov = min(B, NOVELTY_REPLICATES)
+    nov = est.novelty_samples_many(_set_datasets(X, rng, b_nov), K)
+    nov = _pool(nov, est.novelty_samples_many(rng.random((b_nov, n, m)) < q, K))
+    if b_nov > 1:
+        z = normal_quantile(ci_level)
+        nov = nov.mean(axis=0) + (nov - nov.mean(axis=0)) * (t_quantile(ci_level, b_nov - 1) / z)
+    nov = jackknife_novelty_sd(X, np.resize(nov, (B, nov.shape[1])), ci_level, rng)
+    if K > n:  # same extension as the point estimate, replicate by replicate
+        at_n = expected_new[:, n - 1]
+        ratio = np.where(at_n > 0, nov[:, -1] / np.where(at_n > 0, at_n, 1.0), 1.0)
+        nov = np.concatenate([nov, np.clip(expected_new[:, n:] * ratio[:, None], 0.0, 1.0)], axis=1)
+    return nov
+
+
+def _covered_by_prefixes(X: np.ndarray, runs: int, kn: int, rng: np.random.Generator) -> np.ndarray:
+    """Strategies covered (D, runs, kn) by the first 1..kn samples of ``runs`` random orders of each input.
+
+    Each input's used columns become bits of 64-bit words, so a run's union is an OR and its size a
+    popcount; the orders are partial Fisher-Yates shuffles (only the first kn positions are drawn).
+    """
+    D, n = X.shape[:2]
+    d, i, s = np.nonzero(X)
+    used = X.any(axis=1)
+    pos = (np.cumsum(used, axis=1) - 1)[d, s]
+    W = max((int(used.sum(axis=1).max(initial=0)) + 63) // 64, 1)
+    words = np.zeros(D * n * W, dtype=np.uint64)
+    np.bitwise_or.at(
+        words, (d * n + i) * W + pos // 64, np.left_shift(np.uint64(1), (pos % 64).astype(np.uint64))
+    )
+    words = words.reshape(D, n, W)
+    W = words.shape[2]
+    R = D * runs
+    small = np.int16 if n <= np.iinfo(np.int16).max else np.int64
+    perm = np.tile(np.arange(n, dtype=small), R)
+    base = np.arange(R, dtype=np.int64) * n
+    owner = np.repeat(np.arange(D, dtype=np.int64) * n, runs)
+    flat = words.reshape(D * n, W)
+    union = np.zeros((R, W), dtype=np.uint64)
+    out = np.empty((R, kn), dtype=np.int64)
+    for t in range(kn):
+        j = base + t + (rng.random(R) * (n - t)).astype(np.int64)
+        here, there = perm[base + t], perm[j]
+        perm[j] = here
+        union |= flat[owner + there]
+        out[:, t] = np.bitwise_count(union).sum(axis=1)
+    return out.reshape(D, runs, kn)
+
+
+def _rarity_ranks_many(pi: np.ndarray, m: int, n_bins: int) -> np.ndarray:
+    """``rarity_ranks`` of each row of ``pi`` (D, M): quantile bins (D, M), 0 = most common."""
+    order = np.argsort(-pi, axis=1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(pi.shape[1])[None, :], axis=1)
+    return np.minimum(rank * n_bins // max(m, 1), n_bins - 1)
+
+
+def _widen(reps: np.ndarray, other: np.ndarray, axis: int = 0) -> np.ndarray:
+    """Replicates scaled about their mean over ``axis`` to at least the sd of ``other`` (its own if flat)."""
+    sd, sd_other = reps.std(axis=axis, keepdims=True), other.std(axis=axis, keepdims=True)
+    mean = reps.mean(axis=axis, keepdims=True)
     scale = np.maximum(1.0, sd_other / np.where(sd > 0, sd, 1.0))
-    return np.where(sd > 0, mean + (reps - mean) * scale, mean + other - other.mean(axis=0))
+    return np.where(sd > 0, mean + (reps - mean) * scale, mean + other - other.mean(axis=axis, keepdims=True))
 
 
 def _pool(reps: np.ndarray, other: np.ndarray) -> np.ndarray:
@@ -334,24 +528,6 @@ def _pool(reps: np.ndarray, other: np.ndarray) -> np.ndarray:
     scaled = mean + (reps - mean) * (pooled / np.where(sd > 0, sd, 1.0))
     alt = mean + (other - other.mean(axis=0)) * (pooled / np.where(sd_other > 0, sd_other, 1.0))
     return np.where(sd > 0, scaled, alt)
-
-
-def _mean_replicates(parts: list[Curves], reps: list[dict[str, np.ndarray]], B: int) -> dict[str, np.ndarray]:
-    """Replicates of the mean over inputs: index-wise means of independent per-input replicates.
-
-    Inputs without replicates (exact laws) contribute their fixed value.
-    """
-    out = {}
-    for name in set().union(*reps):
-        values = [getattr(p, name) for p in parts]
-        if any(v is None for v in values):
-            continue
-        stack = [
-            r[name] if name in r else np.broadcast_to(np.asarray(v, dtype=np.float64), (B, *np.shape(v)))
-            for v, r in zip(values, reps, strict=True)
-        ]
-        out[name] = np.mean(stack, axis=0)
-    return out
 
 
 def _sd_interval(
