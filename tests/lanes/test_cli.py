@@ -293,7 +293,7 @@ def test_malformed_pack_files_are_one_line_exit_2(
 def test_an_endless_or_oversized_pack_file_is_one_line_not_a_memory_error(
     tmp_path: Path, capsys: pytest.CaptureFixture, command: str
 ) -> None:
-    """/dev/zero and a 9 MB file are refused by size before they are read whole."""
+    """/dev/zero (not a regular file) and a 9 MB file (by its size) are refused before any read."""
     big = tmp_path / "big.json"
     big.write_bytes(b" " * (9 * 2**20))
     for source in ("/dev/zero", str(big)):
@@ -301,4 +301,5 @@ def test_an_endless_or_oversized_pack_file_is_one_line_not_a_memory_error(
         args = ["lane", "lint", source] if command == "lint" else ["lane", command, "--pack", source, *out]
         assert main(args) == 2
         err = capsys.readouterr().err.strip()
-        assert err.count("\n") == 0 and f"pack {source} is larger than 8,388,608 bytes" in err
+        why = "is not a regular file" if source == "/dev/zero" else "is larger than 8,388,608 bytes"
+        assert err.count("\n") == 0 and f"pack {source} {why}" in err
