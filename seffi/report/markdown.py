@@ -27,8 +27,9 @@ HOW_TO_READ: dict[str, str] = {
         "that falls fast means later samples are mostly repeats."
     ),
     "time_to_coverage": (
-        "Time to coverage: survival curves Pr[T(tau) > k] (lower is better) and the per-run "
-        "distribution of T; runs that never reach tau within K are censored and drawn at K+1."
+        "Time to coverage: survival curves Pr[T(τ) > k] (lower is better) and the per-run "
+        "distribution of T; runs that never reach τ within K are censored: they sit in the shaded "
+        "“> K” band, and a median that is censored is marked there."
     ),
     "valid_vs_raw": (
         "Raw vs valid coverage: solid lines count every matched strategy, dotted lines only those "

@@ -37,6 +37,8 @@ SEFFI_OWNED: tuple[str, ...] = (
     "routers.json",
     "plots",
     "compare.png",
+    "compare.pdf",
+    "compare.svg",
     "compare.md",
     "curves.png",
     "curves-*.png",
