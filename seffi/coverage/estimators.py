@@ -327,45 +327,9 @@ def full_coverage_samples(X: np.ndarray, m: int, K: int) -> np.ndarray:
 
     Single-label: [x^k] prod_s ((1 + x)^{N_s} - 1) / C(n, k) as a hypergeometric DP. Set-valued:
     inclusion-exclusion up to `EXACT_SET_STRATEGIES`, random orders beyond (``_full_by_permutations``).
+    One dataset of `full_coverage_samples_many`.
     """
-    X = np.asarray(X, dtype=bool)
-    n = X.shape[0]
-    kmax = min(K, n)
-    if m > X.shape[1] or (X[:, :m].sum(axis=0) == 0).any():
-        return np.zeros(kmax)
-    X = X[:, :m]
-    lf = log_factorial(n)
-    if X.sum(axis=1).max(initial=0) <= 1:
-        N = np.sort(X.sum(axis=0))[::-1].astype(np.int64)
-        n0 = n - int(N.sum())
-        T = n0 + np.cumsum(N)
-
-        def log_weight(mi: int, k: np.ndarray, j: np.ndarray) -> np.ndarray:
-            # hypergeometric: C(N_m, j) C(T_{m-1}, k - j) / C(T_m, k)
-            Nm, Tm = int(N[mi]), int(T[mi])
-            Tp = Tm - Nm
-            u = k - j
-            ok = (j <= Nm) & (u <= Tp) & (k <= Tm) & (u >= 0)
-            jj, uu, kk = np.where(ok, j, 0), np.where(ok, u, 0), np.where(ok, k, 0)
-            val = (
-                lf[Nm]
-                - lf[jj]
-                - lf[Nm - jj]
-                + lf[Tp]
-                - lf[uu]
-                - lf[np.maximum(Tp - uu, 0)]
-                - (lf[Tm] - lf[kk] - lf[np.maximum(Tm - kk, 0)])
-            )
-            return np.where(ok, val, _NEG)
-
-        def mean_var(mi: int, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            r = N[mi] / T[mi]
-            return k * r, k * r * (1 - r)
-
-        h0 = np.zeros(kmax + 1)
-        h0[: min(n0, kmax) + 1] = 1.0  # subsets of the n0 empty samples cover the empty set
-        return np.clip(_cover_all_dp(list(N), kmax, log_weight, mean_var, h0)[1:], 0.0, 1.0)
-    return _full_set_valued(X[None], m, K)[0]
+    return full_coverage_samples_many(np.asarray(X, dtype=bool)[None], m, K)[0]
 
 
 def full_coverage_samples_many(X: np.ndarray, m: int, K: int) -> np.ndarray:
@@ -390,8 +354,8 @@ def full_coverage_samples_many(X: np.ndarray, m: int, K: int) -> np.ndarray:
 def _full_single_label_many(Y: np.ndarray, n: int, kmax: int) -> np.ndarray:
     """Single-label F(k), k = 1..kmax, of D datasets from their counts Y (D, m), every count >= 1.
 
-    The hypergeometric DP of ``full_coverage_samples`` (``_cover_all_dp``, the same bands), one
-    strategy at a time for all datasets at once: [x^k] prod_s ((1 + x)^{N_s} - 1) (1 + x)^{n_0} / C(n, k).
+    A hypergeometric DP (the bands of ``_cover_all_dp``), one strategy at a time for all datasets at
+    once: [x^k] prod_s ((1 + x)^{N_s} - 1) (1 + x)^{n_0} / C(n, k).
     """
     Y = np.asarray(Y, dtype=np.int64)
     D, m = Y.shape
