@@ -130,9 +130,8 @@ class RecentRuns:
             for slots in self.held.pop(d):
                 self.runs.add(tracker.runs, slots, tracker.assigner.slot_input[slots], tracker.m, -1)
             self.dropped = True
-        old = min(
-            int(np.searchsorted(self._date, cutoff)), self._date.size - 1
-        )  # ranges dated before the cutoff
+        # Ranges dated before the cutoff are older than any later window (the last is the next batch's).
+        old = min(int(np.searchsorted(self._date, cutoff)), self._date.size - 1)
         self._first, self._date = self._first[old:], self._date[old:]
         age = int(episodes) - min(self.held) if self.held else None
         return (self.runs if self.dropped else None), min(self.window, int(episodes) - self.since), age
