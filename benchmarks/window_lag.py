@@ -14,12 +14,13 @@ Two ways of feeding inputs, each a row of the output:
   one row) spans about U x K x E episodes, more than the window.
 
 For every log from the first full window on, over ``--seeds`` streams: the mean of the windowed gain
-minus the current policy's true gain (the lag), the sd of one log's windowed gain across streams at
-the last log, the range of ``seffi/window/episodes`` and of ``seffi/window/age`` (missing when the
-monitor does not log it), the range of the true age of the window's oldest sample (computed from
-the stream: for each log, the oldest first sample among the runs the monitor's window is meant to
-hold, computed both ways: runs completed in the window, or runs that started and completed in it),
-and the share of logs whose window holds no run.
+minus the current policy's true gain ("lag"), the change of the true gain over the last half window
+("half window": the lag of an average over the window, roughly), the sd of one log's windowed gain
+across streams at the last log, the mean ``seffi/window/runs``, the range of
+``seffi/window/episodes`` and of ``seffi/window/age`` ("-" when the monitor does not log it), the
+range of the true age of the oldest sample, from the stream itself, of a window that dates runs by
+their last sample (the runs completed in it: "age if by last") or by their first (the runs that
+started and completed in it: "age if by first"), and the share of logs whose window holds no run.
 
 Run ``python benchmarks/window_lag.py`` (about a minute; ``--seeds N``, default 10).
 """

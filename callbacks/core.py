@@ -156,7 +156,7 @@ class CoverageMonitor:
         self._new_window()
 
     def _new_window(self, *, loaded: bool = False) -> None:
-        """The window's tracker (``window=None``: none), following the runs completed from now on."""
+        """The window's tracker (``window=None``: none), following the runs opened from now on."""
         w, t = self.config.window, self._tracker
         #: The runs of the last ``window`` episodes (None: no window, or merged data without dates).
         self.recent = None if w is None else RecentRuns(w, t, since=self.episodes, loaded=loaded)
@@ -469,7 +469,7 @@ class CoverageMonitor:
         checked, episodes = _unpack(state, self._tracker)
         self._replace(CoverageTracker.from_state_dict(checked, barcode_rows=BARCODE_ROWS), episodes)
         self.stream_offset = self._tracker.stream_offset
-        self._new_window(loaded=True)  # the loaded runs have no dates: windows hold those completed after
+        self._new_window(loaded=True)  # the loaded runs have no dates: windows hold runs opened after
         return self
 
     def merge(self, other: CoverageMonitor | Mapping[str, Any]) -> CoverageMonitor:
