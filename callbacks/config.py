@@ -87,7 +87,7 @@ class MonitorConfig:
             monitor starts from its recorded runs and episodes (open runs continue) and, unless
             ``out_dir`` names another folder, keeps writing into it.
 
-    Example:
+    Examples:
         >>> cfg = MonitorConfig(budget=16, n_boot=100, wandb="disabled")
         >>> cfg.replace(scope="eval").scope
         'eval'

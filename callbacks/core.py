@@ -67,7 +67,7 @@ class CoverageMonitor:
         config: A [`MonitorConfig`][seffi.callbacks.MonitorConfig]; ``**options`` (its fields) go on top.
         baselines: Precomputed [`EnvBaselines`][seffi.coverage.env_baselines.EnvBaselines].
 
-    Example:
+    Examples:
         >>> monitor = CoverageMonitor.for_env(envs, budget=16)  # doctest: +SKIP
         >>> monitor.update_infos(infos, terminated | truncated); monitor.maybe_log(step)  # doctest: +SKIP
         >>> monitor.close()  # doctest: +SKIP

@@ -1,6 +1,6 @@
 """Stable-Baselines3 adapter: `CoverageCallback`, a drop-in ``BaseCallback``.
 
-Example:
+Examples:
     >>> import gymnasium as gym, seffi.envs                           # doctest: +SKIP
     >>> from stable_baselines3 import PPO
     >>> from seffi.callbacks.sb3 import CoverageCallback

@@ -27,7 +27,7 @@ found      M      (``history``) 1 for strategies found by valid traces in this r
 used       1      (``history``) samples used in this run / budget
 =========  =====  =========================================================================
 
-Example:
+Examples:
     >>> import gymnasium as gym, seffi.envs
     >>> env = gym.make("seffi/HanoiRouter-v0", n_inputs=3, budget=4)
     >>> obs, _ = env.reset(seed=0)
