@@ -139,7 +139,7 @@ class RouterSpec(PoolSpec):
     def base_match_distribution(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
         """Law of the match set when z is drawn from the router prior (exact, by enumeration)."""
         n = self.index_of(input_id)
-        branch = self.prior[n] @ self.branch_probs[n]
+        branch = np.einsum("z,zb->b", self.prior[n], self.branch_probs[n])  # not BLAS: same bits on every CPU
         law: dict[frozenset[str], float] = {}
         for k, p in enumerate(branch):
             if p <= 0.0:
