@@ -147,7 +147,7 @@ class MonitorConfig:
         """The sinks the monitor makes itself (``sinks`` None or names), or None for a caller's sink.
 
         Raises:
-            SeffiError: ``sinks`` is a string or list holding a name not in `SINK_NAMES`.
+            SeffiError: ``sinks`` holds a name not in `SINK_NAMES`, or names mixed with sinks.
         """
         sinks = self.sinks
         if sinks is None:
@@ -155,6 +155,8 @@ class MonitorConfig:
         if isinstance(sinks, str):
             sinks = [sinks]
         elif not isinstance(sinks, Sequence) or not all(isinstance(s, str) for s in sinks):
+            if isinstance(sinks, Sequence) and any(isinstance(s, str) for s in sinks):
+                raise SeffiError("sinks takes names or one Sink (a MultiSink for several), not a mix")
             return None
         unknown = [s for s in sinks if s not in SINK_NAMES]
         if unknown or not sinks:

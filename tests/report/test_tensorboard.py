@@ -118,6 +118,8 @@ def test_the_wrapper_named_sinks_write_tensorboard_events_equal_to_metrics_jsonl
 def test_sinks_names_are_checked_and_local_is_always_made(tmp_path):
     with pytest.raises(SeffiError, match=r"sinks names \['tensorbord'\]; the names are"):
         CoverageMonitor(4, STRATEGIES, sinks=["local", "tensorbord"])
+    with pytest.raises(SeffiError, match="names or one Sink"):
+        MonitorConfig(sinks=["local", TensorBoardSink(tmp_path / "tb")])
     assert MonitorConfig(sinks="tensorboard").sink_names() == ("local", "tensorboard")
     assert MonitorConfig().sink_names() == ("local", "wandb")
     monitor = CoverageMonitor(4, STRATEGIES, sinks=["wandb"], wandb="disabled", out_dir=tmp_path / "r")
