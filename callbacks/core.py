@@ -67,7 +67,7 @@ class CoverageMonitor:
         config: A [`MonitorConfig`][seffi.callbacks.MonitorConfig]; ``**options`` (its fields) go on top.
         baselines: Precomputed [`EnvBaselines`][seffi.coverage.env_baselines.EnvBaselines].
 
-    Example:
+    Examples:
         >>> monitor = CoverageMonitor.for_env(envs, budget=16)  # doctest: +SKIP
         >>> monitor.update_infos(infos, terminated | truncated); monitor.maybe_log(step)  # doctest: +SKIP
         >>> monitor.close()  # doctest: +SKIP
@@ -103,13 +103,16 @@ class CoverageMonitor:
             if self.access
             else EnvBaselines(self.strategies, self.budget, **kwargs)
         )
-        self._owns_sinks = cfg.sinks is None
+        names = cfg.sink_names()
+        self._owns_sinks = names is not None
         resume = Path(cfg.resume_from) if cfg.resume_from is not None else None
         resumed = _read_checkpoint(resume) if resume is not None else None
-        if cfg.sinks is None:  # the default pair; a folder that holds a run gets a fresh sibling
+        if names is not None:  # sinks of its own; a folder that holds a run gets a fresh sibling
             same = resume is not None and (cfg.out_dir is None or Path(cfg.out_dir) == resume)
             folder = resume if same else cfg.out_dir
-            self.out_dir, self.sinks = own_sinks(folder, cfg.wandb, cfg.plots, cfg.wandb_kwargs, reuse=same)
+            self.out_dir, self.sinks = own_sinks(
+                folder, cfg.wandb, cfg.plots, cfg.wandb_kwargs, reuse=same, names=names
+            )
         else:
             self.out_dir, self.sinks = Path(cfg.out_dir) if cfg.out_dir is not None else None, cfg.sinks
         wandb = getattr(self.sinks, "wandb", None)
