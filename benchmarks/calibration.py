@@ -213,9 +213,9 @@ REASONS: tuple[tuple[str, str], ...] = (
     ),
     (
         r"^set-valued M=6, n=12 \| 95% CI covers (C\(|AUC)",
-        "errs wide: the set-valued C(k) interval's sd (the iNEXT assemblage's bootstrap sd, widened to "
-        "the unseen-strategy model) is about 1.1 times the estimate's spread at k = n/2 on this law (300 "
-        "datasets); an estimator matter (seffi/coverage/samples.py, iid.py)",
+        "errs wide: AUC@n averages set-valued C(k) intervals that err wide on this law (at k = n/2 their "
+        "sd is about 1.1 times the estimate's spread, 300 datasets; at k = n the count seen takes few "
+        "values); an estimator matter (seffi/coverage/samples.py, iid.py)",
     ),
     (r"\| F\(\d+\) bias", _EXTRAPOLATED.format("F misjudges the strategies never seen")),
     (r"\| T\(1\) censored", _EXTRAPOLATED.format("time to full coverage rests on the same model as F")),
