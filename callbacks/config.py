@@ -76,12 +76,13 @@ class MonitorConfig:
         env_name: Env id used in error messages and the report (default: read from the env).
         task_name: Task name for the report (default: read from the env).
         verbose: 1 prints a one-line summary at every log.
-        window: Each log also describes the runs completed in the last ``window`` episodes (default
-            4096) under ``seffi/window/<metric>``, so a chart can follow the policy as it trains
-            (like SB3's ``stats_window_size``); ``seffi/<metric>`` always describes every run, as
-            the final report, the W&B summary and `metrics` do. The runs are dated by the log at
-            which the monitor folded them in (see `RecentRuns`: with ``window`` a multiple of an
-            episode-based ``log_every`` the window is exact). ``None``: no window keys.
+        window: Each log also describes the runs whose every sample came in the last ``window``
+            episodes (default 4096) under ``seffi/window/<metric>``, so a chart can follow the
+            policy as it trains (like SB3's ``stats_window_size``); ``seffi/<metric>`` always
+            describes every run, as the final report, the W&B summary and `metrics` do. A run is
+            dated by its first sample, at the fold that brought it in (see `RecentRuns`: with
+            ``window`` a multiple of an episode-based ``log_every`` the window is exact), and
+            ``seffi/window/age`` says how old the window's oldest sample is. ``None``: no window keys.
         checkpoint_every: Also write a checkpoint (tracker_state.json and report.json, each replaced
             whole) at the first log after this many more episodes (``None``: by time only).
         checkpoint_seconds: Write a checkpoint at the first log after this many seconds since the

@@ -159,7 +159,7 @@ class CoverageMonitor:
         self._new_window()
 
     def _new_window(self, *, loaded: bool = False) -> None:
-        """The window's tracker (``window=None``: none), following the runs completed from now on."""
+        """The window's tracker (``window=None``: none), following the runs opened from now on."""
         w, t = self.config.window, self._tracker
         #: The runs of the last ``window`` episodes (None: no window, or merged data without dates).
         self.recent = None if w is None else RecentRuns(w, t, since=self.episodes, loaded=loaded)
@@ -270,8 +270,9 @@ class CoverageMonitor:
 
         ``seffi/<metric>`` keys describe every run recorded (the numbers of the final report and
         the W&B summary); with a ``window``, ``seffi/window/<metric>`` keys beside them describe the
-        runs completed in the last ``window`` episodes (point estimates), with ``seffi/window/runs``
-        and ``seffi/window/episodes`` saying what the window holds.
+        runs whose samples all came in the last ``window`` episodes (point estimates), with
+        ``seffi/window/runs``, ``seffi/window/episodes`` and ``seffi/window/age`` saying what the
+        window holds and how old its oldest sample is.
 
         Returns the scalars, or ``None``: no data yet, or a step not above the last logged one
         (refused with one warning; the tracker keeps every episode for the final report).
@@ -354,16 +355,18 @@ class CoverageMonitor:
         return out
 
     def _window_scalars(self) -> dict[str, float]:
-        """``seffi/window/*``: the runs completed in the last ``window`` episodes ({} without a window)."""
+        """``seffi/window/*``: the runs of the last ``window`` episodes ({} without a window)."""
         if self.recent is None:
             return {}
         t = self.tracker  # fold the buffer first: its runs are dated now
-        win, start = self.recent.at(self.episodes, t)
+        win, reach, age = self.recent.at(self.episodes, t)
         runs = t.complete if win is None else win
         counts = {
-            keys.window_key("episodes", self.scope): float(self.episodes - start),
+            keys.window_key("episodes", self.scope): float(reach),
             keys.window_key("runs", self.scope): float(runs.runs),  # type: ignore[union-attr]
         }
+        if age is not None:
+            counts[keys.window_key("age", self.scope)] = float(age)
         scope = f"{self.scope}/window" if self.scope else "window"
         if win is None:  # nothing left yet: the window holds every run
             point, gain = t.point(), self._point_gain(t.point())
@@ -469,7 +472,7 @@ class CoverageMonitor:
         checked, episodes = _unpack(state, self._tracker)
         self._replace(CoverageTracker.from_state_dict(checked, barcode_rows=BARCODE_ROWS), episodes)
         self.stream_offset = self._tracker.stream_offset
-        self._new_window(loaded=True)  # the loaded runs have no dates: windows hold those completed after
+        self._new_window(loaded=True)  # the loaded runs have no dates: windows hold runs opened after
         return self
 
     def merge(self, other: CoverageMonitor | Mapping[str, Any]) -> CoverageMonitor:

@@ -30,7 +30,9 @@ re-run nothing unless ``--write --refresh`` is given:
 - ``ladder``: ``docs/results/ladder/`` (the files of one ``seffi ladder`` run) -> docs/ladder.md's
   tables, captions and findings, and its two figures;
 - ``benchmarks``: ``docs/results/benchmarks/<name>.txt`` (each benchmark's printed output) -> one
-  ``bench-<name>`` block each on the performance and statistics pages;
+  ``bench-<name>`` block each on the performance, statistics and W&B pages;
+- ``calibration`` (``scripts/calibration_table.py``): ``docs/results/calibration.json`` (the rows of
+  ``benchmarks/calibration.py``) -> the calibration table of docs/statistics.md;
 - ``exploration`` (``scripts/readme_exploration.py``): ``docs/results/exploration-bench/<setting>/``
   (the combined ``bench.json`` of each setting and its models' training times) -> the tables, findings
   and wall times of docs/exploration-bench.md, and its two figures, pixel for pixel.
@@ -405,6 +407,13 @@ def produce_benchmarks(ctx: Context) -> Result:
     return readme_results.produce_benchmarks(ctx)
 
 
+def produce_calibration(ctx: Context) -> Result:
+    """docs/statistics.md's calibration table from the committed ``benchmarks/calibration.py`` output."""
+    import calibration_table
+
+    return calibration_table.produce(ctx)
+
+
 def produce_exploration(ctx: Context) -> Result:
     """docs/exploration-bench.md's tables, findings, figures and wall times from the committed benches."""
     import readme_exploration
@@ -441,6 +450,7 @@ PRODUCERS: dict[str, Callable[[Context], Result]] = {
     "citation": produce_citation,
     "ladder": produce_ladder,
     "benchmarks": produce_benchmarks,
+    "calibration": produce_calibration,
     "exploration": produce_exploration,
     "delegated": produce_delegated,
 }
@@ -517,11 +527,12 @@ def apply(result: Result, text: dict[Path, str], write: bool) -> list[str]:
 
 def expected_blocks() -> set[str]:
     """The name of every block some producer writes."""
+    import calibration_table
     import readme_exploration
     import readme_results
 
     names = {"seffi-run", "coverage-figure", "caveat", "lane", "sb3-eval", "cli", "citation"}
-    return names | readme_results.BLOCKS | readme_exploration.BLOCKS
+    return names | readme_results.BLOCKS | readme_exploration.BLOCKS | calibration_table.BLOCKS
 
 
 def unproduced(text: dict[Path, str]) -> list[str]:

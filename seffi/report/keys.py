@@ -118,12 +118,13 @@ def inputs_key(scope: str | None = None) -> str:
 
 
 def window_key(name: str, scope: str | None = None) -> str:
-    """``seffi/window/runs`` or ``seffi/window/episodes``: what a windowed streaming log covers.
+    """``seffi/window/runs``, ``.../episodes`` or ``.../age``: what a windowed streaming log covers.
 
-    ``runs``: the complete runs in the window; ``episodes``: how many episodes back it reaches.
+    ``runs``: the complete runs in the window; ``episodes``: how many episodes back it reaches;
+    ``age``: how many episodes back the first sample of its oldest run came.
     """
-    if name not in ("runs", "episodes"):
-        raise ValueError(f"window key name must be 'runs' or 'episodes', got {name!r}")
+    if name not in ("runs", "episodes", "age"):
+        raise ValueError(f"window key name must be 'runs', 'episodes' or 'age', got {name!r}")
     return _key(f"window/{name}", scope)
 
 
