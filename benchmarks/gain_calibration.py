@@ -73,9 +73,9 @@ CASES = (
     Case("room held by 10% of 64 inputs", 64, 0.1),
     Case("small room: near-uniform laws, 16 inputs", 16, 1.0, (30.0,), K=64),
     Case("small room: near-uniform laws, 32 inputs", 32, 1.0, (30.0,), K=64),
-    Case("room mostly in 1/8 skewed inputs, 16 inputs", 16, 1.0, (30.0,) * 7 + (0.2,), K=64),
-    Case("room mostly in 1/8 skewed inputs, 32 inputs", 32, 1.0, (30.0,) * 7 + (0.2,), K=64),
-    Case("room mostly in 1/8 skewed inputs, 64 inputs", 64, 1.0, (30.0,) * 7 + (0.2,), K=64),
+    Case("room mostly in 1/8 of inputs, 16 inputs", 16, 1.0, (30.0,) * 7 + (0.2,), K=64),
+    Case("room mostly in 1/8 of inputs, 32 inputs", 32, 1.0, (30.0,) * 7 + (0.2,), K=64),
+    Case("room mostly in 1/8 of inputs, 64 inputs", 64, 1.0, (30.0,) * 7 + (0.2,), K=64),
     Case("control: every input has room, 16 inputs", 16, 1.0),
 )
 

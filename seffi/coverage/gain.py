@@ -137,11 +137,7 @@ def _flagged(gain: Gain, vals: list[float], design: _Design | None) -> Gain:
         )
         held = inputs_holding(oracle - iid)
     room = vals[2] - vals[1]
-    flagged = gain.model_copy(update={"room": float(room), "held_by": held, "n_inputs": n})
-    note = flagged.fragility
-    if note is None:
-        return flagged
-    return flagged.model_copy(update={"reason": note if not gain.reason else f"{note}; {gain.reason}"})
+    return gain.model_copy(update={"room": float(room), "held_by": held, "n_inputs": n}).flagged()
 
 
 def _gain_interval(
@@ -305,10 +301,10 @@ def ratio_interval(
     a = d_mean * d_mean - t2 * v_dd
     b = -2.0 * (n_mean * d_mean - t2 * v_nd)
     c = n_mean * n_mean - t2 * v_nn
-    disc = b * b - 4.0 * a * c
-    if a <= 1e-15 * max(d_mean * d_mean, 1e-300) or disc < 0:
+    if a <= 1e-15 * max(d_mean * d_mean, 1e-300):
         return None
-    root = math.sqrt(disc)
+    # With a > 0 the discriminant is t² Var(residual mean) a >= 0: clip rounding below 0.
+    root = math.sqrt(max(b * b - 4.0 * a * c, 0.0))
     return (-b - root) / (2.0 * a), (-b + root) / (2.0 * a)
 
 

@@ -172,6 +172,13 @@ class Gain(BaseModel):
         """Whether a defined gain is fragile: room below 0.05 or held by fewer than 25% of its inputs."""
         return self.fragility is not None
 
+    def flagged(self) -> Gain:
+        """This gain with its fragility note (`fragility`) first in ``reason``; itself when not fragile."""
+        note = self.fragility
+        if note is None or note in (self.reason or ""):
+            return self
+        return self.model_copy(update={"reason": f"{note}; {self.reason}" if self.reason else note})
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (the report.json form)."""
         return self.model_dump()
