@@ -132,3 +132,15 @@ def test_bench_table_marks_fragile_pool_and_held_out_gains() -> None:
     sc["seffi/eval/gain_vs_base_fragile"] = 1.0
     row = method_row("m", "M", 1, 2, pool, final, sc, surf, base_valid_at_1=0.9, seconds=1.0)
     assert table_rows({"rows": [row], "base": [base_row(1, 2, final, surf)]})[1][7].endswith("(fragile)")
+
+
+def test_plot_legend_and_run_summary_mark_the_fragile_gain() -> None:
+    from seffi.experiment.summary import summary_rows
+    from seffi.report.plots import _gain_text
+
+    rep = _fragile_report()
+    assert _gain_text(rep.comparisons[0].policies[0]) == ", gain 0.40 (fragile)"
+    assert summary_rows(rep)[0][3] == "0.400 (fragile)"
+    fine = Report(comparisons=[fx.comparison()])
+    assert "fragile" not in _gain_text(fine.comparisons[0].policies[0])
+    assert "fragile" not in summary_rows(fine)[0][3]
