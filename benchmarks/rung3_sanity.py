@@ -164,9 +164,9 @@ def held_out_gain(
                 (dataclasses.replace(again, sample_sets=None), dataclasses.replace(base, sample_sets=None)),
             ),
         ):
-            g = gain_vs_base(p, b, oracle, cfg.budget, seed=seed)
-            out[kind] = (g["lo"], g["hi"])
-        return g["value"], out
+            g = gain_vs_base(p, b, oracle, cfg.budget)
+            out[kind] = (g.lo, g.hi)
+        return g.value, out
 
     started = time.perf_counter()
     value, ladder = both(root, (0, s.steps))  # the ladder's reference and its lr = 0 run's last evaluation

@@ -18,6 +18,7 @@ from seffi.coverage.barcode import BARCODE_ROWS
 from seffi.coverage.env_baselines import BaselineAucSums, EnvBaselines
 from seffi.coverage.gain import point_gain
 from seffi.coverage.state import check
+from seffi.coverage.summaries import Gain, inputs_holding
 from seffi.coverage.tracker import CoverageTracker
 from seffi.episodes import EpisodeBatch, EpisodeRejected, MatchCoder, parse_infos
 from seffi.errors import SeffiError
@@ -314,8 +315,10 @@ class CoverageMonitor:
         """
         return {**self._cumulative_scalars(), **self._window_scalars()}
 
-    def _point_gain(self, point: dict[str, Any], codes: np.ndarray | None = None) -> dict[str, float] | None:
-        """The gain of a point estimate over the inputs behind it, or None where undefined.
+    def _point_gain(self, point: dict[str, Any], codes: np.ndarray | None = None) -> Gain | None:
+        """The gain of a point estimate over the inputs behind it (no interval), or None where undefined.
+
+        It carries its room and the inputs holding it, so the log says whether it is fragile.
 
         Args:
             point: The point estimates (``tracker.point()`` or a window's).
@@ -332,7 +335,11 @@ class CoverageMonitor:
         else:
             aucs = self.env_baselines.aucs([t.keys[c][1] for c in codes.tolist()])
         value = point_gain(point["auc"], *aucs)
-        return {"value": value} if value is not None else None
+        if value is None:
+            return None
+        names = [t.keys[c][1] for c in (t.complete_inputs() if codes is None else codes).tolist()]
+        rooms = [o - i for i, o in map(self.env_baselines.input_aucs, names)]  # each cached once
+        return Gain(value=value, room=aucs[1] - aucs[0], held_by=inputs_holding(rooms), n_inputs=len(rooms))
 
     def _cumulative_scalars(self) -> dict[str, float]:
         t = self.tracker

@@ -31,6 +31,8 @@ BENCHMARKS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("coverage", ("benchmarks/coverage.py",)),
     ("callback-overhead", ("benchmarks/callback_overhead.py",)),
     ("em-step", ("benchmarks/em_step.py",)),
+    ("gain-calibration", ("benchmarks/gain_calibration.py",)),
+    ("passk-calibration", ("benchmarks/passk_calibration.py",)),
     ("rung3-sanity", ("benchmarks/rung3_sanity.py", "--held-out")),
     ("scale", ("benchmarks/scale.py",)),
     ("scale-monitor", ("benchmarks/scale.py", "--monitor", "--episodes", "400000", "--inputs", "100,100000")),

@@ -21,12 +21,12 @@ from seffi.coverage.resampling import (
     stratified_mean_variance,
     t_quantile,
 )
-from seffi.coverage.summaries import Gain
+from seffi.coverage.summaries import UNBOUNDED_NOTE, Gain, inputs_holding
 
 if TYPE_CHECKING:  # annotations only: curves.py imports this module
     from seffi.coverage.curves import Curves
 
-__all__ = ["Gain", "gain_value", "paired_gain", "point_gain"]
+__all__ = ["Gain", "gain_value", "paired_gain", "point_gain", "ratio_interval"]
 
 
 def gain_value(auc_a: np.ndarray, auc_iid: np.ndarray, auc_oracle: np.ndarray) -> np.ndarray:
@@ -68,10 +68,12 @@ def paired_gain(
     """Gain(K) = (AUC - AUC_iid) / (AUC_oracle - AUC_iid), with an interval paired over inputs.
 
     The AUCs are over the policy's inputs (baselines restricted to them, matched by (task,
-    input_id), or by id). The interval resamples those inputs jointly, stratified by task: the
-    studentized `ratio_t_interval` when every curve is per-input or exact, else the expanded
-    percentile bootstrap; curves without per-input AUCs are combined unpaired (``reason`` says so).
-    Details: docs/statistics.md, "Interval of the gain".
+    input_id), or by id). The interval treats those inputs as a sample, stratified by task: Fieller's
+    `ratio_interval` when every curve is per-input or exact (unbounded, lo/hi None, when the room
+    is not clearly above 0 over the inputs), else the expanded percentile bootstrap; curves without
+    per-input AUCs are combined unpaired (``reason`` says so). The gain carries its room, how many
+    inputs hold it, and a fragility caveat first in ``reason`` (`Gain.fragile`). Details:
+    docs/statistics.md, "Interval of the gain" and "When the gain is fragile".
 
     Args:
         policy: the policy's curves.
@@ -84,6 +86,7 @@ def paired_gain(
 
     Returns:
         A `Gain`; value/lo/hi None with ``reason`` when undefined; ``reason`` also carries caveats.
+        ``room``, ``held_by`` and ``n_inputs`` are set whenever the room is known.
 
     Raises:
         ValueError: the curves have different K, or the policy saw inputs a baseline lacks.
@@ -120,6 +123,36 @@ def paired_gain(
             reason=f"oracle AUC ({vals[2]:.6g}) does not exceed iid AUC ({vals[1]:.6g}) at K={policy.K}: "
             "there is no room for improvement, the gain is undefined",
         )
+    gain = _gain_interval(policy, curves, vals, design, (reps_attr, vec_attr), valid, n_boot, seed)
+    return _flagged(gain, vals, design)
+
+
+def _flagged(gain: Gain, vals: list[float], design: _Design | None) -> Gain:
+    """``gain`` with its room, the inputs holding it, and a fragility caveat first in its reason."""
+    held, n = None, None
+    if design is not None and any(v is not None for v in design.vectors):
+        n = int(design.strata.size)
+        iid, oracle = (
+            np.full(n, v) if vec is None else vec for vec, v in zip(design.vectors, vals[1:], strict=True)
+        )
+        held = inputs_holding(oracle - iid)
+    room = vals[2] - vals[1]
+    return gain.model_copy(update={"room": float(room), "held_by": held, "n_inputs": n}).flagged()
+
+
+def _gain_interval(
+    policy: Curves,
+    curves: tuple[Curves, Curves, Curves],
+    vals: list[float],
+    design: _Design | None,
+    attrs: tuple[str, str],
+    valid: bool,
+    n_boot: int | None,
+    seed: SeedLike,
+) -> Gain:
+    """The gain's value and interval (see `paired_gain`), before its room is attached."""
+    reps_attr, vec_attr = attrs
+    den = vals[2] - vals[1]
     value = point_gain(*vals)
     B = policy.n_boot if n_boot is None else n_boot
     if isinstance(B, bool) or not isinstance(B, int | np.integer) or B < 0:
@@ -143,8 +176,11 @@ def paired_gain(
         vecs = [np.asarray(getattr(policy, vec_attr), dtype=np.float64)]
         for vec, v in zip(design.vectors, vals[1:], strict=True):
             vecs.append(vec if vec is not None else np.full(vecs[0].size, v))
-        lo, hi = ratio_t_interval(vecs[0] - vecs[1], vecs[2] - vecs[1], value, policy.ci_level, design.strata)
-        return Gain(value=value, lo=lo, hi=hi, reason=design.note)
+        bounds = ratio_interval(vecs[0] - vecs[1], vecs[2] - vecs[1], policy.ci_level, design.strata)
+        if bounds is None:
+            note = UNBOUNDED_NOTE if design.note is None else f"{UNBOUNDED_NOTE}; {design.note}"
+            return Gain(value=value, reason=note)
+        return Gain(value=value, lo=bounds[0], hi=bounds[1], reason=design.note)
     W = bootstrap_counts(design.strata, int(B), (policy.seed or 0) if seed is None else seed)
     # Each row of W sums to U (strata keep their size): W @ a / U is the replicate mean.
     cols = [W @ (getattr(policy, vec_attr) / W.shape[1])]
@@ -244,20 +280,32 @@ def _match_inputs(keys: list[tuple[str | None, str]], other: list[Any], role: st
     return np.asarray(out, dtype=np.int64)
 
 
-def ratio_t_interval(
-    num: np.ndarray, den: np.ndarray, value: float, level: float, strata: np.ndarray
-) -> tuple[float, float]:
-    """Studentized interval (lo, hi) of ``value`` = mean(num) / mean(den) over inputs (U,).
+def ratio_interval(
+    num: np.ndarray, den: np.ndarray, level: float, strata: np.ndarray | None = None
+) -> tuple[float, float] | None:
+    """Fieller's interval (lo, hi) of mean(num) / mean(den) over inputs (U,); None when unbounded.
 
-    Delta-method standard error (residuals num - value * den, stratified by task) with Student's t
-    on U - H degrees of freedom. The expanded percentile bootstrap covered 0.907 where this covers
-    0.935 (benchmarks/calibration.py; docs/statistics.md, "Interval of the gain").
+    The set of ratios g with (N̄ − g D̄)² <= t² Var(N̄ − g D̄), the variances stratified by task and
+    t Student's on U − H degrees of freedom. Unlike the delta method it lets the room D̄ vary from
+    sample to sample: when D̄ is not clearly above 0 (t² Var(D̄) >= D̄², e.g. a room held by 3 of 16
+    inputs), the set is unbounded and None says so. Where D̄ is well determined it is the delta-method
+    interval. Coverage: benchmarks/gain_calibration.py; docs/statistics.md, "Interval of the gain".
     """
-    strata = np.asarray(strata)
-    var = float(stratified_mean_variance(num - value * den, strata))  # of the residuals' mean
-    se = math.sqrt(var) / float(den.mean())
-    half = t_quantile(level, max(num.size - np.unique(strata).size, 1)) * se
-    return value - half, value + half
+    num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
+    strata = np.zeros(num.size, dtype=np.int64) if strata is None else np.asarray(strata)
+    n_mean, d_mean = float(num.mean()), float(den.mean())
+    v_nn, v_dd, v_sum = stratified_mean_variance(np.column_stack([num, den, num + den]), strata)
+    v_nd = (v_sum - v_nn - v_dd) / 2.0
+    t2 = t_quantile(level, max(num.size - np.unique(strata).size, 1)) ** 2
+    # Roots of a g² + b g + c = 0, with a > 0 the interval between them (Fieller 1954).
+    a = d_mean * d_mean - t2 * v_dd
+    b = -2.0 * (n_mean * d_mean - t2 * v_nd)
+    c = n_mean * n_mean - t2 * v_nn
+    if a <= 1e-15 * max(d_mean * d_mean, 1e-300):
+        return None
+    # With a > 0 the discriminant is t² Var(residual mean) a >= 0: clip rounding below 0.
+    root = math.sqrt(max(b * b - 4.0 * a * c, 0.0))
+    return (-b - root) / (2.0 * a), (-b + root) / (2.0 * a)
 
 
 def _interval(value: float, reps: np.ndarray, level: float, note: str | None) -> Gain:

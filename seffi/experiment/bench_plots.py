@@ -42,6 +42,11 @@ def _cross(r: Mapping[str, Any]) -> str:
     return "none within n" if r.get("crossover_k") is None else str(r["crossover_k"])
 
 
+def _fragile(row: Mapping[str, Any], gain: str) -> str:
+    """The mark after a gain whose row flags it fragile (``<gain>_fragile``), else nothing."""
+    return " (fragile)" if row.get(f"{gain}_fragile") and row.get(gain) is not None else ""
+
+
 def table_rows(summary: Mapping[str, Any]) -> list[list[str]]:
     """The per-method-and-seed table as rows of cells (base rows first within each seed)."""
     out = []
@@ -56,19 +61,22 @@ def table_rows(summary: Mapping[str, Any]) -> list[list[str]]:
                 [
                     r["label"],
                     str(seed),
-                    "0 (its own iid)" if base else _ci(r["pool_gain"], r["pool_gain_lo"], r["pool_gain_hi"]),
+                    "0 (its own iid)"
+                    if base
+                    else _ci(r["pool_gain"], r["pool_gain_lo"], r["pool_gain_hi"]) + _fragile(r, "pool_gain"),
                     "—"
                     if base
                     else _ci(
                         r["pool_gain_classifier"], r["pool_gain_classifier_lo"], r["pool_gain_classifier_hi"]
-                    ),
+                    )
+                    + _fragile(r, "pool_gain_classifier"),
                     "—" if base else _num(r.get("pool_valid")),
                     _num(r["valid_at_1"]),
                     f"{r['coverage_k']:.3f} / {r['coverage_n']:.3f}",
                     "0"
                     if base
                     else _ci(r["heldout_gain"], r["heldout_gain_lo"], r["heldout_gain_hi"])
-                    + (" (prompts)" if r.get("heldout_interval") == "prompts" else ""),
+                    + _fragile(r, "heldout_gain"),
                     _cross(r),
                     _num(r["solvable"], "{:.2f}"),
                     " / ".join(_num(r.get(f"distinct_{n}"), "{:.2f}") for n in (1, 2, 3, 4)),
@@ -220,9 +228,8 @@ def markdown(summary: Mapping[str, Any]) -> str:
     lines += table_markdown(summary)
     lines += [
         "",
-        "Held-out gain intervals marked (prompts) resample prompts only (distinct codes make a policy's "
-        "samples "
-        "non-exchangeable, so the two-stage interval does not apply).",
+        "Gains marked (fragile) have little room to gain (AUC_oracle − AUC_iid < 0.05) or room held by "
+        "fewer than 25% of the inputs: read them with care.",
         "",
         "## Per method over seeds",
         "",

@@ -55,9 +55,10 @@ def method_row(
         label: Method label.
         seed: Model seed.
         budget: K.
-        pool: ``{labeler: {"value", "lo", "hi", "valid_rate"}}``: the pool gain under each labeler.
+        pool: ``{labeler: {"value", "lo", "hi", "fragile", "valid_rate"}}``: the pool gain under each
+            labeler.
         final: The last held-out `EvalResult`.
-        scalars: Its ``PassAtKEval.scalars`` (gain vs base, crossover).
+        scalars: Its ``PassAtKEval.scalars`` (gain vs base and its fragility flag, crossover).
         surface: Surface metrics of its groups of K.
         base_valid_at_1: The base's held-out valid@1 (the target's bar).
         seconds: Wall time of the method.
@@ -83,7 +84,10 @@ def method_row(
         "heldout_gain": _f(scalars.get("seffi/eval/gain_vs_base")),
         "heldout_gain_lo": _f(scalars.get("seffi/eval/gain_vs_base_lo")),
         "heldout_gain_hi": _f(scalars.get("seffi/eval/gain_vs_base_hi")),
-        "heldout_interval": "two-stage" if final.sample_sets is not None else "prompts",
+        # Every shown gain carries its fragility flag (`seffi.coverage.Gain.fragile`).
+        "pool_gain_fragile": bool(v.get("fragile")),
+        "pool_gain_classifier_fragile": bool(c.get("fragile")),
+        "heldout_gain_fragile": scalars.get("seffi/eval/gain_vs_base_fragile", 0.0) > 0,
         "crossover_k": int(scalars["seffi/eval/crossover_k"]) if found else None,
         "solvable": float(final.solvable),
         "base_valid_at_1": float(base_valid_at_1),
@@ -299,7 +303,10 @@ def _desc_ranks(values: Sequence[float]) -> list[float]:
 
 
 def pool_comparisons(seed_result: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
-    """``{labeler: {slug: {"value", "lo", "hi", "valid_rate", "auc"}}}``: every method vs the base's iid."""
+    """Every method vs the base's iid: ``{labeler: {slug: {"value", "lo", "hi", "reason", "fragile", ...}}}``.
+
+    Each entry also holds ``valid_rate`` and ``auc``.
+    """
     from rich.progress import Progress
 
     ctx, runs = seed_result["context"], seed_result["runs"]
@@ -325,6 +332,7 @@ def pool_comparisons(seed_result: Mapping[str, Any]) -> dict[str, dict[str, dict
                 "lo": g.lo,
                 "hi": g.hi,
                 "reason": g.reason,
+                "fragile": g.fragile,
                 "valid_rate": float(rollouts[slug].valid.mean()),
                 "auc": p.curves.auc,
             }

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from seffi.errors import SeffiError
+from seffi.report.caveats import gain_caveat
 from seffi.report.files import load_report
 from seffi.report.plots import FORMATS, PRINT_DPI, check_format, check_overlay, plot_compare, save_figure
 from seffi.report.run_folder import default_out_dir, prepare_run_folder
@@ -48,13 +49,15 @@ def compare_table(reports: list[Any], names: list[str]) -> list[dict[str, Any]]:
         names: one display name per report.
 
     Returns:
-        Rows with keys task, run, policy, budget, auc, auc_lo, auc_hi, gain, gain_lo, gain_hi, note.
+        Rows with keys task, run, policy, budget, auc, auc_lo, auc_hi, gain, gain_lo, gain_hi, fragile
+        (the gain's fragility note, or None), unbounded and note.
     """
     rows: list[dict[str, Any]] = []
     for report, name in zip(reports, names, strict=True):
         for comp in report.comparisons:
             for pol in comp.policies:
                 c, g = pol.curves, pol.gain
+                aucs = (comp.iid.auc if comp.iid else None, comp.oracle.auc if comp.oracle else None)
                 rows.append(
                     {
                         "task": comp.task,
@@ -67,6 +70,8 @@ def compare_table(reports: list[Any], names: list[str]) -> list[dict[str, Any]]:
                         "gain": g.value if g else None,
                         "gain_lo": g.lo if g else None,
                         "gain_hi": g.hi if g else None,
+                        "fragile": gain_caveat(g, *aucs),
+                        "unbounded": bool(g and g.unbounded),
                         "note": (g.reason or "") if g else "",
                     }
                 )
@@ -75,16 +80,27 @@ def compare_table(reports: list[Any], names: list[str]) -> list[dict[str, Any]]:
 
 
 def table_markdown(rows: list[dict[str, Any]]) -> str:
-    """The compare table as GitHub markdown."""
+    """The compare table as GitHub markdown; a fragile gain is marked and its reason listed below."""
     lines = [
         "| task | run | policy | K | AUC@K [CI] | gain vs iid [CI] |",
         "|---|---|---|---:|---|---|",
     ]
+    notes = []
     for r in rows:
-        gain = _fmt(r["gain"], r["gain_lo"], r["gain_hi"]) if r["gain"] is not None else f"— {r['note']}"
+        if r["gain"] is None:
+            gain = f"— {r['note']}"
+        else:
+            gain = (
+                f"{r['gain']:.3f} [unbounded]"
+                if r.get("unbounded")
+                else _fmt(r["gain"], r["gain_lo"], r["gain_hi"])
+            )
+        if r.get("fragile"):
+            gain += " (fragile)"
+            notes.append(f"- {r['task']} / {r['run']} / {r['policy']}: {r['fragile']}")
         auc = _fmt(r["auc"], r["auc_lo"], r["auc_hi"])
         lines.append(f"| {r['task']} | {r['run']} | {r['policy']} | {r['budget']} | {auc} | {gain} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + ("\n" + "\n".join(notes) + "\n" if notes else "")
 
 
 def compare_runs(

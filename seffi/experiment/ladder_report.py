@@ -175,7 +175,9 @@ def ladder_plots(out: Path, report: Any, m: dict[str, Any]) -> dict[str, Path]:
         gains = {p.curves.label: p.gain for p in comp.policies}
         for cs, style in styled_sets(comp):
             g = gains.get(cs.label) if cs.role == "policy" else None
-            gain = "" if g is None or g.value is None else f", gain {g.value:.2f} [{g.lo:.2f}, {g.hi:.2f}]"
+            gain = (
+                "" if g is None or g.value is None else f", gain {_ci(g.value, g.lo, g.hi, g.fragile, '.2f')}"
+            )
             marker = {"marker": "o", "ms": 3} if cs.role == "policy" else {}
             ax.plot(cs.k, cs.coverage, **style, **marker, label=f"{legend_label(cs)}{gain}")
         ax.set_title(f"rung {comp.rung}: {RUNG_NAMES.get(comp.rung, comp.env_id)}")
@@ -259,10 +261,11 @@ def rung3_plots(out: Path, r3: Any) -> dict[str, Path]:
     return {"ladder_passk": plot_passk(out / "ladder_passk.png", r3.base_eval, r3.evals)}
 
 
-def _ci(v: Any, lo: Any, hi: Any) -> str:
+def _ci(v: Any, lo: Any, hi: Any, fragile: Any = False, fmt: str = ".3f") -> str:
     if v is None:
         return "—"
-    return f"{v:.3f}" + ("" if lo is None or hi is None else f" [{lo:.3f}, {hi:.3f}]")
+    ci = "" if lo is None or hi is None else f" [{lo:{fmt}}, {hi:{fmt}}]"
+    return f"{v:{fmt}}{ci}" + (" (fragile)" if fragile else "")
 
 
 def append_rung3_markdown(out: Path, r3: Any, comparison: Any) -> None:
@@ -293,10 +296,10 @@ def append_rung3_markdown(out: Path, r3: Any, comparison: Any) -> None:
         ev = r3.runs[label]["eval"]
         cross = f"{int(ev['crossover_k'])}" if ev.get("crossover_found") else f"none within {n}"
         lines.append(
-            f"| {label} | {_ci(g.value, g.lo, g.hi) if g else '—'} | {res.valid_rate:.3f} | "
+            f"| {label} | {_ci(g.value, g.lo, g.hi, g.fragile) if g else '—'} | {res.valid_rate:.3f} | "
             f"{res.valid_at_k[0]:.3f} | {res.valid_at_k[k - 1]:.3f} | {res.valid_at_k[-1]:.3f} | "
             f"{res.coverage[k - 1]:.3f} | {res.coverage[-1]:.3f} | {res.solvable:.3f} | {cross} | "
-            f"{_ci(ev.get('gain_vs_base'), ev.get('gain_vs_base_lo'), ev.get('gain_vs_base_hi'))} | "
+            f"{_ci(*(ev.get(f'gain_vs_base{x}') for x in ('', '_lo', '_hi', '_fragile')))} | "
             f"{r3.runs[label]['seconds']:.0f} |"
         )
     lines += ["", "![valid@k and C(k), base vs trained](ladder_passk.png)", ""]

@@ -31,7 +31,7 @@ def summary_rows(report: Any) -> list[list[str]]:
             elif gain.value is None:
                 g = f"undefined ({gain.reason})"
             else:
-                g = _cell(gain.value, gain.lo, gain.hi)
+                g = _cell(gain.value, gain.lo, gain.hi) + (" (fragile)" if gain.fragile else "")
             if ttc is None:
                 median = "—"
             else:

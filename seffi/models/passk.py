@@ -2,9 +2,9 @@
 
 From n samples per held-out prompt: valid@k (pass@k, Chen et al. 2021) and C(k) by the unbiased at-k
 estimators (`unbiased_at_k`), the crossover k from which the reference model's valid@k leads beyond
-noise (`crossover_k`), the share of prompts some sample solves, and the gain vs the reference with a
-two-stage bootstrap interval (`gain_vs_base`). Definitions and why: docs/statistics.md, "Held-out
-pass@k against the base model".
+noise (`crossover_k`), the share of prompts some sample solves, and the gain vs the reference with
+its interval over prompts and its fragility flag (`gain_vs_base`). Definitions and why:
+docs/statistics.md, "Held-out pass@k against the base model".
 
 `PassAtKEval` is a ``TrainerCallback`` (TRL's GRPO has no ``compute_metrics``). It labels
 completions with a seffi task or any labeler ([`seffi.labelers`][seffi.labelers]), with prompts from the
@@ -31,7 +31,9 @@ from seffi._io import write_atomic
 from seffi._seeding import seed_of
 from seffi.callbacks import trl_model
 from seffi.coverage import OracleBaseline
-from seffi.coverage.resampling import bootstrap_counts, percentile_interval, t_quantile
+from seffi.coverage.gain import ratio_interval
+from seffi.coverage.resampling import t_quantile
+from seffi.coverage.summaries import UNBOUNDED_NOTE, Gain, inputs_holding
 from seffi.errors import SeffiError
 from seffi.labelers import as_labeler
 from seffi.tasks.base import Task
@@ -69,8 +71,8 @@ class EvalResult:
         per_prompt_coverage: float array, shape (prompts, n): C(k) of each prompt.
         prompt_ids: The prompts' input ids (row order).
         per_prompt_valid_at_k: float array, shape (prompts, n): valid@k of each prompt.
-        sample_sets: bool array, shape (prompts, n, M): which strategies each sample matched (what the
-            two-stage interval of `gain_vs_base` resamples); None when not recorded.
+        sample_sets: bool array, shape (prompts, n, M): which strategies each sample matched; None when
+            not recorded.
     """
 
     n: int
@@ -185,74 +187,34 @@ def auc_table(n: int, budget: int) -> np.ndarray:
     return unbiased_at_k(n, np.arange(n + 1), np.arange(1, budget + 1)).mean(axis=1)
 
 
-def resampled_auc(result: EvalResult, budget: int, draws: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Two-stage bootstrap replicates of the mean AUC@K over prompts.
-
-    Replicate b takes prompt p ``draws[b, p]`` times; each time, its n samples are redrawn with
-    replacement from its own n and its AUC@K recomputed by the unbiased estimator.
-
-    Args:
-        result: An evaluation with ``sample_sets``.
-        budget: K.
-        draws: int array, shape (B, prompts): how often each prompt is drawn (rows sum to prompts).
-        rng: The second stage's generator.
-
-    Returns:
-        float array, shape (B,).
-    """
-    assert result.sample_sets is not None
-    n_boot, prompts = draws.shape
-    table = auc_table(result.n, budget)
-    total = np.zeros(n_boot)
-    rows = np.arange(n_boot)
-    for p in range(prompts):
-        times = int(draws[:, p].sum())
-        if times == 0:
-            continue
-        # Resampling samples = a multinomial over the prompt's distinct match sets (atoms).
-        x = result.sample_sets[p]
-        key = np.ascontiguousarray(np.packbits(x, axis=1))  # one opaque value per match set
-        _, first, freq = np.unique(key.view(f"V{key.shape[1]}")[:, 0], return_index=True, return_counts=True)
-        atoms = x[first]
-        y = rng.multinomial(result.n, freq / freq.sum(), size=times) @ atoms.astype(np.int64)
-        total += np.bincount(np.repeat(rows, draws[:, p]), weights=table[y].mean(axis=1), minlength=n_boot)
-    return total / prompts
-
-
 def gain_vs_base(
     policy: EvalResult,
     base: EvalResult,
     oracle_auc: Mapping[str, float],
     budget: int,
     *,
-    n_boot: int = 1000,
-    seed: int = 0,
     level: float = 0.95,
-) -> dict[str, Any]:
-    """Gain at budget K of the policy's samples over the base model's, with a two-stage bootstrap interval.
+) -> Gain:
+    """Gain at budget K of the policy's samples over the base model's, with its interval over prompts.
 
-    Replicates resample the prompts (paired: both models on the same drawn prompts), then each drawn
-    prompt's n samples, independently for the base and the policy (`resampled_auc`); the interval is
-    the percentile interval of the ratio of their means. The oracle AUC is exact per prompt. Why two
-    stages: docs/statistics.md, "Gain against the base model". Measured by
-    ``benchmarks/passk_calibration.py``: an unchanged model's interval covers 0 in 0.99 of seeds on
-    4-8 prompts and on rung 3's 32 prompts (prompts resampled only: 0.79-0.87 and 0.93), at 1.4-1.7
-    times the prompts-only width.
+    Per prompt p: a_p, the policy's AUC@K, and i_p, the base's, each estimated without bias from its own
+    n samples, and o_p, the oracle's, exact. The gain is (mean a − mean i) / (mean o − mean i) and its
+    interval Fieller's over the prompts (`seffi.coverage.gain.ratio_interval`, Student's t on P − 1
+    degrees of freedom), the interval of ``Curves.gain``: the spread of the per-prompt estimates across
+    prompts already holds each prompt's sampling noise, so the prompts are resampled once. Measured by
+    ``benchmarks/passk_calibration.py``; docs/statistics.md, "Gain against the base model".
 
     Args:
         policy: The trained model's evaluation.
         base: The reference model's evaluation (same prompts).
         oracle_auc: ``{prompt id: AUC@K of the no-repeat oracle}``.
         budget: K (<= n).
-        n_boot: Bootstrap replicates (0: no interval).
-        seed: Bootstrap seed.
         level: Interval level.
 
     Returns:
-        ``{"value", "lo", "hi", "interval"}``: value None when the oracle does not exceed the base;
-        lo/hi None without replicates or when more than ``(1 - level) / 2`` of the replicates have
-        no room above the base (the ratio is unbounded there); interval ``"two-stage"``, or
-        ``"prompts"`` (prompts resampled only) when an evaluation carries no ``sample_sets``.
+        A `Gain` over the prompts: value None (with its reason) when the oracle does not exceed the base;
+        lo/hi None with one prompt, or when the interval is unbounded (``unbounded``); ``room``,
+        ``held_by`` and ``n_inputs`` (prompts) set, so ``fragile`` says whether to trust it.
 
     Raises:
         SeffiError: Different prompts, or a budget outside 1..n.
@@ -264,29 +226,17 @@ def gain_vs_base(
     a = policy.per_prompt_coverage[:, :budget].mean(axis=1)
     i = base.per_prompt_coverage[:, :budget].mean(axis=1)
     o = np.array([oracle_auc[p] for p in policy.prompt_ids], dtype=np.float64)
-    two_stage = policy.sample_sets is not None and base.sample_sets is not None
-    out: dict[str, Any] = {"value": None, "lo": None, "hi": None}
-    out["interval"] = "two-stage" if two_stage else "prompts"
-    den = o.mean() - i.mean()
-    if den <= 1e-12:
-        return out
-    out["value"] = float((a.mean() - i.mean()) / den)
-    if n_boot < 1:
-        return out
-    draws = bootstrap_counts(np.zeros(a.size, dtype=np.int64), int(n_boot), seed).astype(np.int64)
-    if two_stage:
-        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 1]))
-        pol, ref = resampled_auc(policy, budget, draws, rng), resampled_auc(base, budget, draws, rng)
-    else:
-        pol, ref = draws @ a / a.size, draws @ i / a.size
-    room = draws @ o / a.size - ref
-    with np.errstate(divide="ignore", invalid="ignore"):
-        reps = np.where(room > 1e-12, (pol - ref) / room, np.nan)
-    if np.mean(~np.isfinite(reps)) > (1 - level) / 2:
-        return out
-    lo, hi = percentile_interval(reps, level)  # NaN replicates (no room above the base) left out
-    out["lo"], out["hi"] = float(lo), float(hi)
-    return out
+    room = float(o.mean() - i.mean())
+    if room <= 1e-12:
+        return Gain(reason=f"the oracle's AUC@{budget} does not exceed the base's: the gain is undefined")
+    facts = {"room": room, "held_by": inputs_holding(o - i), "n_inputs": int(a.size)}
+    value = float((a.mean() - i.mean()) / room)
+    if a.size < 2:
+        return Gain(value=value, reason="one prompt: no interval", **facts).flagged()
+    bounds = ratio_interval(a - i, o - i, level)
+    if bounds is None:
+        return Gain(value=value, reason=UNBOUNDED_NOTE, **facts).flagged()
+    return Gain(value=value, lo=bounds[0], hi=bounds[1], **facts).flagged()
 
 
 def is_conversational(prompt: Any) -> bool:
@@ -464,10 +414,12 @@ class PassAtKEval(TrainerCallback):
         cross = crossover_k(per_prompt(self.base, "valid_at_k"), per_prompt(result, "valid_at_k"))
         out["seffi/eval/crossover_found"] = float(cross is not None)
         out["seffi/eval/crossover_k"] = float(cross if cross is not None else n + 1)  # n + 1: none within n
-        g = gain_vs_base(result, self.base, self.oracle_aucs(k), k, seed=self.seed)
-        for name, v in (("", g["value"]), ("_lo", g["lo"]), ("_hi", g["hi"])):
+        g = gain_vs_base(result, self.base, self.oracle_aucs(k), k)
+        for name, v in (("", g.value), ("_lo", g.lo), ("_hi", g.hi), ("_room", g.room)):
             if v is not None:
                 out[f"seffi/eval/gain_vs_base{name}"] = float(v)
+        if g.value is not None:  # every logged gain says whether it is fragile
+            out["seffi/eval/gain_vs_base_fragile"] = float(g.fragile)
         return out
 
     # -- trainer events ------------------------------------------------------------------------------
@@ -548,7 +500,7 @@ class PassAtKEval(TrainerCallback):
             "n": self.n,
             "budget": self.budget,
             "prompts": len(self.inputs),
-            "gain_interval": "two-stage bootstrap: prompts, then each prompt's samples of each model",
+            "gain_interval": "Fieller over prompts (t on prompts - 1 degrees of freedom)",
             "base": self.base.to_json() if self.base else None,
             "history": [{"step": s, **r.to_json(), "scalars": sc} for s, r, sc in self.history],
         }

@@ -1,12 +1,12 @@
 """Caveats: when a reported number does not mean what it seems to, say so next to it.
 
-One place decides the rules, as pure functions over the report schema, so the console, report.md and
-the W&B summary say the same thing:
+Pure functions over the report schema, so the console, report.md and the W&B summary say the same
+thing:
 
-- **No room for a gain.** gain = (AUC − AUC_iid) / (AUC_oracle − AUC_iid). When the oracle is barely
-  better than iid (AUC_oracle − AUC_iid below `GAIN_ROOM_THRESHOLD`), the denominator is tiny:
-  a small AUC difference (noise) becomes a large gain of either sign, and the CI is wide. The gain is
-  still shown, with this warning.
+- **A fragile gain.** gain = (AUC − AUC_iid) / (AUC_oracle − AUC_iid). When the oracle is barely
+  better than iid, or a few inputs hold all the room, a small AUC difference (noise) becomes a large
+  gain of either sign. The rule is the coverage layer's (`seffi.coverage.summaries.gain_fragility`,
+  carried by each `Gain`); the gain is still shown, with its flag and this warning.
 - **Infeasible strategies.** M_x counts every declared strategy, but some are infeasible on some inputs
   (coin_sum's ``greedy`` gets stuck on some amounts). Then even the oracle cannot cover them all: its
   C(K) stays below 1 and F(K) below 1 although K ≥ M. Coverage is a share of the *declared* strategies.
@@ -16,25 +16,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from seffi.coverage.summaries import gain_fragility
 from seffi.report import keys
 
-#: Smallest AUC_oracle − AUC_iid at which a gain vs iid is read without a warning. At 0.05, a policy
-#: AUC 0.01 above iid (about one more strategy found in one of 20 runs of M = 4, K = 8) already
-#: reads as a gain of 0.2.
-GAIN_ROOM_THRESHOLD = 0.05
 
+def gain_caveat(gain: Any, auc_iid: float | None = None, auc_oracle: float | None = None) -> str | None:
+    """A defined gain's fragility note (`Gain.fragility`), None when it is not fragile.
 
-def gain_room_caveat(
-    auc_iid: float | None, auc_oracle: float | None, threshold: float = GAIN_ROOM_THRESHOLD
-) -> str | None:
-    """A warning when AUC_oracle − AUC_iid is below ``threshold`` (None otherwise or without an AUC)."""
-    if auc_iid is None or auc_oracle is None or auc_oracle - auc_iid >= threshold:
+    A gain read from an earlier report.json carries no room: the comparison's ``auc_oracle − auc_iid``
+    stands in for it.
+    """
+    if gain is None or gain.value is None:
         return None
-    return (
-        f"gain vs iid is unreliable here: AUC_oracle − AUC_iid = {auc_oracle:.3f} − {auc_iid:.3f} = "
-        f"{auc_oracle - auc_iid:.3f} < {threshold:g}, so iid already covers nearly everything the oracle "
-        "does and small AUC differences become large gains"
-    )
+    if gain.room is None and auc_iid is not None and auc_oracle is not None:
+        return gain_fragility(auc_oracle - auc_iid, None, None)
+    return gain.fragility
 
 
 def infeasible_caveat(
@@ -64,13 +60,15 @@ def infeasible_caveat(
     )
 
 
-def comparison_caveats(comparison: Any, threshold: float = GAIN_ROOM_THRESHOLD) -> list[str]:
+def comparison_caveats(comparison: Any) -> list[str]:
     """Every caveat of one [`Comparison`][seffi.report.Comparison] (empty when there is none)."""
     iid, oracle = comparison.iid, comparison.oracle
+    aucs = (iid.auc if iid is not None else None, oracle.auc if oracle is not None else None)
     notes: list[str | None] = []
-    has_gain = any(p.gain is not None and p.gain.value is not None for p in comparison.policies)
-    if has_gain and iid is not None and oracle is not None:
-        notes.append(gain_room_caveat(iid.auc, oracle.auc, threshold))
+    many = len(comparison.policies) > 1
+    for p in comparison.policies:
+        note = gain_caveat(p.gain, *aucs)
+        notes.append(f"{p.label}: {note}" if note and many else note)
     if oracle is not None and oracle.coverage:
         full = oracle.full_coverage[-1] if oracle.full_coverage else None
         notes.append(
@@ -79,19 +77,17 @@ def comparison_caveats(comparison: Any, threshold: float = GAIN_ROOM_THRESHOLD) 
     return [n for n in notes if n]
 
 
-def console_lines(report: Any, threshold: float = GAIN_ROOM_THRESHOLD) -> list[str]:
+def console_lines(report: Any) -> list[str]:
     """The caveats as console lines, ``"warning (<task>): <caveat>"``."""
-    return [
-        f"warning ({c.task}): {note}" for c in report.comparisons for note in comparison_caveats(c, threshold)
-    ]
+    return [f"warning ({c.task}): {note}" for c in report.comparisons for note in comparison_caveats(c)]
 
 
-def summary_notes(report: Any, threshold: float = GAIN_ROOM_THRESHOLD) -> dict[str, str]:
+def summary_notes(report: Any) -> dict[str, str]:
     """The caveats for ``run.summary``: ``seffi/caveats`` (``seffi/<task>/caveats`` if several), joined."""
     many = len(report.comparisons) > 1
     out = {}
     for comp, name in zip(report.comparisons, keys.comparison_names(report.comparisons), strict=True):
-        notes = comparison_caveats(comp, threshold)
+        notes = comparison_caveats(comp)
         if notes:
             out[f"seffi/{name}/caveats" if many else "seffi/caveats"] = " | ".join(notes)
     return out

@@ -87,6 +87,11 @@ def gain_key(scope: str | None = None, bound: str | None = None) -> str:
     return metric_key("gain", scope=scope) + (f"_{bound}" if bound else "")
 
 
+def gain_fragile_key(scope: str | None = None) -> str:
+    """``seffi/gain_vs_iid_fragile``: 1 when the gain next to it is fragile (`Gain.fragile`), else 0."""
+    return metric_key("gain", scope=scope) + "_fragile"
+
+
 def full_coverage_key(budget: int, scope: str | None = None) -> str:
     """``seffi/full_coverage/k=<K>``."""
     return metric_key("full_coverage", budget, scope)
@@ -188,6 +193,8 @@ def _column_scalars(
     elif c.shape == "gain" and gain is not None:
         for bound, field in ((None, "value"), ("lo", "lo"), ("hi", "hi")):
             out[gain_key(scope, bound)] = finite(_get(gain, field))
+        if out[gain_key(scope)] is not None:  # every logged gain says whether it is fragile
+            out[gain_fragile_key(scope)] = float(bool(_get(gain, "fragile")))
     elif c.shape == "count":
         n = counts.get(c.name)
         n = n if n is not None else _get(curves, c.name)

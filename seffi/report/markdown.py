@@ -90,11 +90,13 @@ def _ci(v: float | None, lo: float | None, hi: float | None) -> str:
 
 
 def _gain(g: Gain | None) -> str:
+    """The gain with its interval ("unbounded" when it is), flagged "(fragile)" when `Gain.fragile`."""
     if g is None:
         return "–"
     if g.value is None:
         return f"undefined ({text(g.reason)})"
-    return _ci(g.value, g.lo, g.hi)
+    shown = f"{g.value:.3f} [unbounded]" if g.unbounded else _ci(g.value, g.lo, g.hi)
+    return shown + (" (fragile)" if g.fragile else "")
 
 
 def _cell(col: Column, c: CurveSet, gain: Gain | None) -> str:

@@ -277,9 +277,10 @@ def _gain_text(p: PolicyResult) -> str:
         return ""
     if g.value is None:
         return ", gain n/a"
+    flag = " (fragile)" if g.fragile else ""
     if g.lo is not None and g.hi is not None:
-        return f", gain {g.value:.2f} [{g.lo:.2f}, {g.hi:.2f}]"
-    return f", gain {g.value:.2f}"
+        return f", gain {g.value:.2f} [{g.lo:.2f}, {g.hi:.2f}]{flag}"
+    return f", gain {g.value:.2f}{' [unbounded]' if g.unbounded else ''}{flag}"
 
 
 def figure_format(path: str | Path) -> str:

@@ -265,17 +265,24 @@ def test_valid_gain_is_paired_on_valid_aucs() -> None:
     orc = OracleBaseline(refs).curves(K)
     g = c.gain(iid, orc, valid=True)
     assert g.value == pytest.approx(float(gain_value(c.valid_auc, iid.valid_auc, orc.valid_auc)))
-    # The studentized ratio interval, by hand. Inputs matched by id.
+    # Fieller's interval, by its definition: at each bound the residual mean d - g e over the 20
+    # inputs (matched by id) is exactly t19 standard errors from 0, and within it fewer.
     pos = {k: i for i, (_, k) in enumerate(iid.input_keys)}
     opos = {k: i for i, (_, k) in enumerate(orc.input_keys)}
     ids = [k for _, k in c.input_keys]
     i_u = iid.input_valid_auc[[pos[k] for k in ids]]
     d = c.input_valid_auc - i_u
     e = orc.input_valid_auc[[opos[k] for k in ids]] - i_u
-    r = d - g.value * e
-    se = r.std(ddof=1) / np.sqrt(20) / e.mean()
+
+    def studentized(g: float) -> float:
+        r = d - g * e
+        return float(r.mean() / (r.std(ddof=1) / np.sqrt(20)))
+
     t19 = 2.093024054  # Student t, 19 df, 97.5 %
-    assert (g.lo, g.hi) == pytest.approx((g.value - t19 * se, g.value + t19 * se), rel=1e-4)
+    assert abs(studentized(g.lo)) == pytest.approx(t19, rel=1e-4)
+    assert abs(studentized(g.hi)) == pytest.approx(t19, rel=1e-4)
+    assert all(abs(studentized(x)) < t19 for x in np.linspace(g.lo, g.hi, 9)[1:-1])
+    assert g.room == pytest.approx(float(orc.valid_auc - iid.valid_auc)) and g.n_inputs == 20
 
 
 def test_round_trip_keeps_per_input_fields_and_rejects_corrupted_keys() -> None:

@@ -246,22 +246,24 @@ def test_method_row_reads_gains_curves_and_the_target() -> None:
     """A row's cells come from the pool gains, the last evaluation and its scalars; the target needs both
     the pool CI above 0 and held-out valid@1 at least the base's."""
     final = _result([0.9, 0.95, 1.0, 1.0], [0.25, 0.5, 0.6, 0.7], solvable=0.75)
-    pool = {"validator": {"value": 0.3, "lo": 0.1, "hi": 0.5, "valid_rate": 0.8},
-            "classifier": {"value": -0.1, "lo": -0.4, "hi": 0.2}}  # fmt: skip
+    pool = {"validator": {"value": 0.3, "lo": 0.1, "hi": 0.5, "valid_rate": 0.8, "fragile": False},
+            "classifier": {"value": -0.1, "lo": -0.4, "hi": 0.2, "fragile": True}}  # fmt: skip
     sc = {"seffi/eval/gain_vs_base": 0.2, "seffi/eval/gain_vs_base_lo": -0.1,
-          "seffi/eval/gain_vs_base_hi": 0.4,
+          "seffi/eval/gain_vs_base_hi": 0.4, "seffi/eval/gain_vs_base_fragile": 1.0,
           "seffi/eval/crossover_found": 1.0, "seffi/eval/crossover_k": 3.0}  # fmt: skip
     surf = {k: 0.5 for k in SURFACE_KEYS}
     row = method_row("m", "M", 1, 2, pool, final, sc, surf, base_valid_at_1=0.9, seconds=12.0)
     assert (row["pool_gain"], row["pool_gain_lo"], row["pool_gain_classifier_hi"]) == (0.3, 0.1, 0.2)
     assert (row["valid_at_1"], row["coverage_k"], row["coverage_n"], row["solvable"]) == (0.9, 0.5, 0.7, 0.75)
-    assert (row["crossover_k"], row["heldout_interval"], row["pool_valid"]) == (3, "two-stage", 0.8)
+    assert (row["crossover_k"], row["pool_valid"]) == (3, 0.8)
+    flags = (row["pool_gain_fragile"], row["pool_gain_classifier_fragile"], row["heldout_gain_fragile"])
+    assert flags == (False, True, True)
     assert row["meets_target"] and row["pool_ci_above_0"] and not row["pool_ci_contains_0"]
     lower = method_row("m", "M", 1, 2, pool, final, sc, surf, base_valid_at_1=0.91, seconds=1.0)
     assert not lower["meets_target"]  # valid@1 0.90 < the base's 0.91
     sc["seffi/eval/crossover_found"] = 0.0
     none = method_row("m", "M", 1, 2, pool, _result([0.9, 1], [0.3, 0.6], sets=False), sc, surf, 0.5, 1.0)
-    assert none["crossover_k"] is None and none["heldout_interval"] == "prompts"
+    assert none["crossover_k"] is None
 
 
 def test_method_summary_means_sds_and_target_seeds() -> None:

@@ -1,13 +1,12 @@
-"""PassAtKEval: unbiased valid@k / C(k), the crossover k, the two-stage gain interval, any labeler.
+"""PassAtKEval: unbiased valid@k / C(k), the crossover k, the gain's interval and flag, any labeler.
 
 References are independent of the code under test: binomials by hand, C(k) by brute force over every
-k-subset of the samples, the two-stage bootstrap's law by exact enumeration, coverage of the gain's
-interval by simulation from known laws, and a tiny chat model's completions labelled by the test.
+k-subset of the samples, AUC@K by exact enumeration, coverage of the gain's interval by simulation
+from known laws, and a tiny chat model's completions labelled by the test.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 import re
@@ -32,7 +31,6 @@ from seffi.models.passk import (
     evaluate_samples,
     gain_vs_base,
     render_prompt,
-    resampled_auc,
     unbiased_at_k,
 )
 from seffi.tasks import get_task
@@ -149,10 +147,9 @@ def _exact_auc_law(sets: list[frozenset[str]], strategies: tuple[str, ...], K: i
     return float(np.mean(values)), float(np.var(values))
 
 
-def test_two_stage_replicates_follow_the_exact_law_of_prompts_then_samples_redrawn() -> None:
-    """resampled_auc against an exact enumeration: a replicate is the mean over P slots, each an
-    independent draw of a prompt and then of its n samples, so its mean is the slot mean and its
-    variance the slot variance / P (within-prompt variance + variance of the prompts' means)."""
+def test_auc_table_is_the_point_estimate_and_its_law_mean_the_exact_auc() -> None:
+    """A prompt's AUC@K from the table at its strategy counts is its per-prompt C(k) averaged over k <= K,
+    and averaged over every redraw of its n samples (exact enumeration) it is unbiased for the law."""
     strategies = ("a", "b")
     sets = {
         "p": [frozenset({"a"}), frozenset({"a"}), frozenset({"b"}), frozenset()],
@@ -161,21 +158,12 @@ def test_two_stage_replicates_follow_the_exact_law_of_prompts_then_samples_redra
     }
     res = evaluate_samples(sets, {p: [True] * 4 for p in sets}, strategies)
     K = 3
-    laws = [_exact_auc_law(sets[p], strategies, K) for p in res.prompt_ids]
-    slot_mean = np.mean([m for m, _ in laws])
-    slot_var = np.mean([v for _, v in laws]) + np.var([m for m, _ in laws])
-    B = 40_000
-    rng = np.random.default_rng(0)
-    draws = np.zeros((B, 3), dtype=np.int64)
-    for b, row in enumerate(rng.integers(0, 3, size=(B, 3))):
-        np.add.at(draws[b], row, 1)
-    reps = resampled_auc(res, K, draws, np.random.default_rng(1))
-    se = math.sqrt(slot_var / 3 / B)
-    assert abs(reps.mean() - slot_mean) < 4 * se
-    assert reps.var() == pytest.approx(slot_var / 3, rel=0.04)
-    # The table is the point estimate's own AUC@K: mean over strategies of the table at each count.
     y = res.sample_sets.sum(axis=1)
     np.testing.assert_allclose(auc_table(4, K)[y].mean(axis=1), res.per_prompt_coverage[:, :K].mean(axis=1))
+    for pid in res.prompt_ids:  # the empirical law's exact AUC@K = mean over redraws
+        q = np.mean([[s in m for s in strategies] for m in sets[pid]], axis=0)
+        exact = np.mean([np.mean(1 - (1 - q) ** k) for k in range(1, K + 1)])
+        assert _exact_auc_law(sets[pid], strategies, K)[0] == pytest.approx(exact)
 
 
 def _laws(count: int, m: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -190,8 +178,9 @@ def _true_auc(law: tuple[np.ndarray, np.ndarray], K: int) -> float:
     return float(np.mean([np.mean(1 - (1 - q) ** k) for k in range(1, K + 1)]))
 
 
-def _simulate(base_laws, pol_laws, prompts, n, K, seeds, truth, two_stage=True) -> tuple[float, float]:
-    """Share of the 95 % intervals containing ``truth`` over datasets drawn from the laws; mean width."""
+def _simulate(base_laws, pol_laws, prompts, n, K, seeds, truth) -> tuple[float, float]:
+    """Share of the 95 % intervals containing ``truth`` over datasets drawn from the laws (an unbounded
+    one contains it); mean width of the bounded ones."""
     strategies = tuple(f"s{j}" for j in range(base_laws[0][0].shape[1]))
     oracle = {
         f"x{i}": float(np.mean([min(k, 3) / 3 for k in range(1, K + 1)])) for i in range(len(base_laws))
@@ -210,24 +199,24 @@ def _simulate(base_laws, pol_laws, prompts, n, K, seeds, truth, two_stage=True) 
                     frozenset(s for s, h in zip(strategies, atoms[r], strict=True) if h) for r in rows
                 ]
             ev.append(evaluate_samples(sets, {i: [True] * n for i in sets}, strategies))
-        if not two_stage:
-            ev = [dataclasses.replace(e, sample_sets=None) for e in ev]
-        g = gain_vs_base(ev[1], ev[0], oracle, K, n_boot=400, seed=seed)
-        assert g["interval"] == ("two-stage" if two_stage else "prompts")
-        hits.append(g["lo"] <= truth <= g["hi"])
-        widths.append(g["hi"] - g["lo"])
+        g = gain_vs_base(ev[1], ev[0], oracle, K)
+        if g.lo is None:
+            assert g.unbounded
+            hits.append(True)
+            continue
+        hits.append(g.lo <= truth <= g.hi)
+        widths.append(g.hi - g.lo)
     return float(np.mean(hits)), float(np.mean(widths))
 
 
 def test_gain_interval_of_an_unchanged_model_covers_zero_on_few_prompts() -> None:
     """The policy's samples drawn from the base's own law (an unchanged model, independent samples): the
-    95 % interval contains the true gain 0 in at least 0.93 of 200 datasets of 6 prompts x 16 samples.
-    Resampling prompts only misses far more often (the noise sits in a few prompts' estimates)."""
+    95 % interval over 6 prompts x 16 samples contains the true gain 0 in 0.93-0.97 of 400 datasets
+    (measured 0.9425; binomial SE 0.011): each prompt's estimate carries its own sampling noise, so
+    the spread over prompts already holds it."""
     laws = _laws(40, 3, seed=0)
-    covered, width = _simulate(laws, laws, prompts=6, n=16, K=4, seeds=200, truth=0.0)
-    assert covered >= 0.93, (covered, width)  # measured: 0.975
-    prompts_only, narrow = _simulate(laws, laws, prompts=6, n=16, K=4, seeds=200, truth=0.0, two_stage=False)
-    assert prompts_only < 0.9 and narrow < width  # measured: 0.845
+    covered, width = _simulate(laws, laws, prompts=6, n=16, K=4, seeds=400, truth=0.0)
+    assert 0.93 <= covered <= 0.97, (covered, width)
 
 
 def test_gain_interval_contains_the_true_gain_of_a_changed_model() -> None:
@@ -244,34 +233,53 @@ def test_gain_interval_contains_the_true_gain_of_a_changed_model() -> None:
     assert covered >= 0.9, covered
 
 
-def test_gain_of_the_same_samples_is_zero_with_an_interval_for_two_independent_draws() -> None:
-    """The same samples on both sides: gain 0; the two-stage interval still spans the sampling noise of
-    two independent draws of n per prompt (prompts only: zero width). Undefined gains and bad input."""
+def test_gain_of_the_same_samples_is_zero_and_flags_what_it_cannot_bound() -> None:
+    """The same samples on both sides: gain 0 with a zero-width interval (the per-prompt differences are
+    all 0). A spread policy: a gain in (0, 1]. Undefined gains and bad input."""
     sets = {f"p{i}": [frozenset({"a"})] * 6 + [frozenset({"b"})] * 2 for i in range(6)}
     valid = {k: [True] * 8 for k in sets}
     base = evaluate_samples(sets, valid, ("a", "b"))
     oracle = {k: float(np.mean([min(j, 2) / 2 for j in range(1, 5)])) for k in sets}
-    same = gain_vs_base(base, base, oracle, 4, n_boot=200)
-    assert same["value"] == 0.0 and same["lo"] < 0 < same["hi"] and same["interval"] == "two-stage"
-    flat = dataclasses.replace(base, sample_sets=None)
-    assert gain_vs_base(flat, flat, oracle, 4, n_boot=50) == {
-        "value": 0.0,
-        "lo": 0.0,
-        "hi": 0.0,
-        "interval": "prompts",
-    }
+    same = gain_vs_base(base, base, oracle, 4)
+    assert (same.value, same.lo, same.hi) == (0.0, 0.0, 0.0) and same.n_inputs == 6
     spread = {k: [frozenset({"a"}), frozenset({"b"})] * 4 for k in sets}
-    better = gain_vs_base(evaluate_samples(spread, valid, ("a", "b")), base, oracle, 4, n_boot=200)
-    assert 0 < better["value"] <= 1 and better["lo"] <= better["value"] <= better["hi"]
-    assert list(better)[:3] == ["value", "lo", "hi"]
-    assert gain_vs_base(base, base, oracle, 4, n_boot=0)["lo"] is None
+    better = gain_vs_base(evaluate_samples(spread, valid, ("a", "b")), base, oracle, 4)
+    assert 0 < better.value <= 1  # six identical prompts: a zero-width interval at the value
+    assert (better.lo, better.hi) == pytest.approx((better.value, better.value))
+    # The room: oracle AUC@4 0.875 minus the base's, held equally by all 6 prompts.
+    assert better.room == pytest.approx(0.875 - float(base.per_prompt_coverage[0, :4].mean()))
+    assert better.held_by == pytest.approx(6.0) and not better.fragile
+    one = evaluate_samples({"p0": sets["p0"]}, {"p0": valid["p0"]}, ("a", "b"))
+    assert gain_vs_base(one, one, oracle, 4).lo is None  # one prompt: no interval
     saturated = {k: 0.0 for k in sets}  # no room above the base
-    assert gain_vs_base(base, base, saturated, 4)["value"] is None
+    assert gain_vs_base(base, base, saturated, 4).value is None
     with pytest.raises(SeffiError, match="budget"):
         gain_vs_base(base, base, oracle, 9)
     other = evaluate_samples({"q": sets["p0"]}, {"q": valid["p0"]}, ("a", "b"))
     with pytest.raises(SeffiError, match="different prompts"):
         gain_vs_base(other, base, oracle, 4)
+
+
+def test_held_out_gain_is_flagged_where_one_prompt_of_eight_holds_the_room() -> None:
+    """PassAtKEval's logged gain says it is fragile: 7 of 8 prompts have one feasible strategy the base
+    always finds (no room), one has two; its scalars carry the flag, the room and the interval."""
+    prompts = {f"p{i}": f"prompt {i}" for i in range(8)}
+    oracle = {p: {"a": {"a"}} for p in prompts}  # one feasible strategy: the oracle's C(k) = 1/2
+    oracle["p7"] = {"a": {"a"}, "b": {"b"}}
+    ev = PassAtKEval(lambda x, text: set(), prompts, strategies=("a", "b"), oracle=oracle, n=8)
+    base_sets = {p: [frozenset({"a"})] * 8 for p in prompts}
+    ev.base = evaluate_samples(base_sets, {p: [True] * 8 for p in prompts}, ("a", "b"))
+    pol_sets = dict(base_sets, p7=[frozenset({"a"}), frozenset({"b"})] * 4)
+    policy = evaluate_samples(pol_sets, {p: [True] * 8 for p in prompts}, ("a", "b"))
+    scalars = ev.scalars(policy, 4)
+    # The room by hand: only p7 has any, oracle AUC@4 there (1/2 + 1 + 1 + 1)/4 = 0.875 vs base 0.5.
+    g = gain_vs_base(policy, ev.base, ev.oracle_aucs(4), 4)
+    assert g.room == pytest.approx((0.875 - 0.5) / 8) and g.held_by == pytest.approx(1.0)
+    assert g.fragile and g.unbounded and "fragile gain" in g.reason
+    assert scalars["seffi/eval/gain_vs_base_fragile"] == 1.0
+    assert scalars["seffi/eval/gain_vs_base_room"] == pytest.approx(g.room)
+    assert scalars["seffi/eval/gain_vs_base"] == pytest.approx(g.value)
+    assert "seffi/eval/gain_vs_base_lo" not in scalars  # unbounded: no bounds logged
 
 
 # -- PassAtKEval with any labeler -------------------------------------------------------------------
@@ -360,9 +368,11 @@ def test_pass_at_k_eval_labels_chat_prompts_with_a_labeler_and_counts_coverage_b
     assert any(ms for rows in by_prompt.values() for ms, _ in rows), "the salad names some strategy"
     oracle_auc = np.mean([min(k, 3) / 3 for k in range(1, 5)])
     assert ev.oracle_aucs(4) == pytest.approx({pid: oracle_auc for pid in PROMPTS})
-    g = gain_vs_base(result, ev.base, ev.oracle_aucs(4), 4, seed=3)
-    assert scalars["seffi/eval/gain_vs_base"] == pytest.approx(g["value"])
-    assert scalars["seffi/eval/gain_vs_base_lo"] <= g["value"] <= scalars["seffi/eval/gain_vs_base_hi"]
+    g = gain_vs_base(result, ev.base, ev.oracle_aucs(4), 4)
+    assert scalars["seffi/eval/gain_vs_base"] == pytest.approx(g.value)
+    assert scalars["seffi/eval/gain_vs_base_fragile"] == float(g.fragile)
+    if g.lo is not None:
+        assert scalars["seffi/eval/gain_vs_base_lo"] <= g.value <= scalars["seffi/eval/gain_vs_base_hi"]
 
 
 def test_pass_at_k_eval_takes_a_regex_rubric_and_refuses_what_it_cannot_label() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from seffi.report import Report
 from seffi.report import caveats as C
@@ -21,23 +22,44 @@ def _hanoi_like() -> Report:
     return Report(comparisons=[comp.model_copy(update={"iid": iid, "oracle": oracle})])
 
 
-def test_gain_room_rule() -> None:
-    """The rule is one pure function with a stated threshold of 0.05."""
-    assert C.GAIN_ROOM_THRESHOLD == 0.05
-    note = C.gain_room_caveat(0.993, 1.0)
-    assert note is not None and "0.007 < 0.05" in note
-    assert C.gain_room_caveat(0.783, 0.907) is None  # seffi run's sort_swaps: room 0.124
-    assert C.gain_room_caveat(0.95, 0.999, threshold=0.04) is None
-    assert C.gain_room_caveat(None, 1.0) is None
+def test_gain_fragility_rule() -> None:
+    """The rule is one pure function of the coverage layer: room < 0.05 or held by < 25% of inputs."""
+    from seffi.coverage.summaries import (
+        GAIN_HELD_SHARE,
+        GAIN_ROOM_THRESHOLD,
+        Gain,
+        gain_fragility,
+        inputs_holding,
+    )
+
+    assert (GAIN_ROOM_THRESHOLD, GAIN_HELD_SHARE) == (0.05, 0.25)
+    note = gain_fragility(0.007, None, None)
+    assert note is not None and "0.007 is below 0.05" in note
+    assert gain_fragility(0.124, 16.0, 16) is None  # seffi run's sort_swaps: room 0.124
+    assert gain_fragility(None, None, 16) is None
+    # Room held by 3 of 16 inputs equally: 3 inputs hold it, under 25% of 16 = 4.
+    held = inputs_holding([0.2, 0.2, 0.2] + [0.0] * 13)
+    assert held == pytest.approx(3.0)
+    assert "held by about 3.0 of 16 inputs" in gain_fragility(0.2, held, 16)
+    assert gain_fragility(0.2, 4.0, 16) is None  # exactly 25%: not flagged
+    assert inputs_holding([0.0, -0.1]) is None  # no input has room
+    # A gain carries the flag; an undefined one is never fragile; report.json keeps the fields.
+    g = Gain(value=0.5, lo=0.1, hi=0.9, room=0.2, held_by=held, n_inputs=16)
+    assert g.fragile and g.fragility == gain_fragility(0.2, held, 16)
+    assert not Gain(reason="no room", room=0.0).fragile
+    assert Gain.model_validate(g.to_dict()) == g
+    # A gain of an earlier report.json (no room) is judged by the comparison's AUCs.
+    assert C.gain_caveat(Gain(value=0.5), 0.993, 1.0) == gain_fragility(0.007, None, None)
+    assert C.gain_caveat(Gain(value=0.5), 0.783, 0.907) is None
 
 
 def test_gain_warning_in_report_md_console_and_wandb_summary(tmp_path: Path) -> None:
     """The warning appears in report.md, the closing console lines and run.summary."""
     rep = _hanoi_like()
     md = render_markdown(rep)
-    assert md.count("> **Warning:** gain vs iid is unreliable") == 1
+    assert md.count("> **Warning:** fragile gain: the room") == 1
     lines = closing_lines(None, report=rep)
-    assert lines and lines[0].startswith("warning (hanoi): gain vs iid is unreliable")
+    assert lines and lines[0].startswith("warning (hanoi): fragile gain: the room")
     assert list(C.summary_notes(rep)) == ["seffi/caveats"]
     # Nothing when the room is fine (the fixture's own AUCs differ by > 0.05).
     ok = Report(comparisons=[fx.comparison()])
@@ -75,5 +97,5 @@ def test_wandb_summary_carries_the_caveat() -> None:
     sink = WandbSink(SafeWandbRun(run=run), log_images=False)
     sink.run.log_artifact = lambda *a, **k: None  # no artifact store behind the fake run
     sink.finish(_hanoi_like())
-    assert run.summary["seffi/caveats"].startswith("gain vs iid is unreliable")
+    assert run.summary["seffi/caveats"].startswith("fragile gain: the room")
     assert any("gain" in k for k in run.summary if k != "seffi/caveats")  # next to the final numbers
