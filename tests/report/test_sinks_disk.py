@@ -127,7 +127,7 @@ def test_seffi_report_never_writes_through_a_linked_plots_folder(tmp_path: Path)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        f"seffi report: error: {run / 'plots'} is a symbolic link: seffi writes only its own files and folders "
-        "inside a run folder, never through a link; remove the link, or choose another folder"
+        f"seffi report: error: {run / 'plots'} is a symbolic link: seffi writes only its own files and "
+        "folders inside a run folder, never through a link; remove the link, or choose another folder"
     ]
     assert list(elsewhere.iterdir()) == []
