@@ -293,11 +293,32 @@ def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = 
     return path
 
 
+def _in_use(path: Path) -> bool:
+    """Whether a live process holds the folder's lock; a dead one's lock and temporary files are removed.
+
+    So a folder a run left when it was killed before its first log (its lock, an empty metrics.jsonl)
+    is free again, and one that holds its output keeps only whole files.
+    """
+    lock = path / LOCK_FILE
+    if not lock.is_file():
+        return False
+    owner, _ = _lock_owner(lock)
+    if owner is not None and (owner == os.getpid() or _pid_alive(owner)):
+        return True
+    msg = f"removing the lock of pid {owner}, which no longer runs, in {path}"
+    warnings.warn(msg, UserWarning, stacklevel=4)
+    lock.unlink(missing_ok=True)
+    remove_leftovers(path)
+    return False
+
+
 def fresh_run_folder(path: Path, *, nested: Sequence[str] = (), stacklevel: int = 2) -> Path:
     """``path``, or the first free ``path-2``, ``path-3``, ... when ``path`` already holds a seffi run.
 
     For library callers (a callback's ``out_dir``), which must neither stop training nor mix two runs
-    in one folder. When another folder is used, one `UserWarning` names it. Nothing is created here.
+    in one folder. When another folder is used, one `UserWarning` names it. A folder that a live run
+    holds (its lock) or that holds an earlier run's output is taken; what a killed run left (its lock,
+    temporary files, empty logs) is cleared, not counted. Nothing is created here.
 
     Args:
         path: The folder asked for.
@@ -308,7 +329,9 @@ def fresh_run_folder(path: Path, *, nested: Sequence[str] = (), stacklevel: int 
     path = Path(path)
 
     def taken(p: Path) -> bool:
-        return holds_seffi_run(p) or any(holds_seffi_run(p / sub) for sub in nested)
+        folders = [p, *(p / sub for sub in nested)]
+        live = [_in_use(f) for f in folders]  # every folder swept of a killed run's leftovers
+        return any(live) or any(_earlier_output(e) for f in folders for e in _owned_entries(f))
 
     if not taken(path):
         return path
