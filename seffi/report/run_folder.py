@@ -294,7 +294,7 @@ def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = 
 
 
 def _in_use(path: Path) -> bool:
-    """Whether a live process holds the folder's lock; a dead one's lock and temporary files are removed.
+    """Whether another live process holds the folder's lock; a dead one's lock and temporary files go.
 
     So a folder a run left when it was killed before its first log (its lock, an empty metrics.jsonl)
     is free again, and one that holds its output keeps only whole files.
@@ -303,7 +303,9 @@ def _in_use(path: Path) -> bool:
     if not lock.is_file():
         return False
     owner, _ = _lock_owner(lock)
-    if owner is not None and (owner == os.getpid() or _pid_alive(owner)):
+    if owner == os.getpid():  # a command of this process prepared the folder for it (seffi score)
+        return False
+    if owner is not None and _pid_alive(owner):
         return True
     msg = f"removing the lock of pid {owner}, which no longer runs, in {path}"
     warnings.warn(msg, UserWarning, stacklevel=4)
