@@ -25,7 +25,7 @@ from seffi.errors import SeffiError
 from seffi.report import keys
 from seffi.report.assemble import BaselineSets, curves_dataframe, monitor_report, policy_comparison
 from seffi.report.safe_load import load_json_file
-from seffi.report.sinks import TRACKER_STATE_JSON, closing_lines, own_sinks
+from seffi.report.sinks import TRACKER_STATE_JSON, LocalSinkWarning, closing_lines, own_sinks
 
 __all__ = ["MONITOR_STATE_FORMAT", "CoverageMonitor", "LogUnit"]
 
@@ -584,7 +584,7 @@ class CoverageMonitor:
         try:
             self.sinks.finish(report, self.tracker.state_dict())  # run.summary, report files, state artifact
         except SeffiError as exc:  # a full disk after training: one message, the training's result stands
-            warnings.warn(f"{exc}; monitor.report() still holds the numbers", RuntimeWarning, stacklevel=2)
+            warnings.warn(f"{exc}; monitor.report() still holds the numbers", LocalSinkWarning, stacklevel=2)
             return report
         if self._owns_sinks:  # sinks passed in belong to an adapter (or seffi run), which says this itself
             contents = "report.json, report.md" + (", plots" if self.config.plots else "")

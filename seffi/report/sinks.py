@@ -57,6 +57,10 @@ def dumps_state(state: Mapping[str, Any]) -> str:
     return json.dumps(state, sort_keys=True, indent=None, separators=(",", ":"), default=json_default) + "\n"
 
 
+class LocalSinkWarning(RuntimeWarning):
+    """A local file did not fit (a full disk, a file-size limit): training went on, the lines were kept."""
+
+
 class LocalSink:
     """Always-on local sink.
 
@@ -152,7 +156,7 @@ class LocalSink:
             warnings.warn(
                 f"{what}; training goes on, and seffi keeps what it measures in memory and writes it at "
                 "the next checkpoint that fits, or when the run ends",
-                RuntimeWarning,
+                LocalSinkWarning,
                 stacklevel=5,
             )
 
