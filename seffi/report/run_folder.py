@@ -145,13 +145,13 @@ def release_run_folder(path: Path) -> None:
     _release(Path(path) / LOCK_FILE)
 
 
-def refuse_links(path: Path, owned: tuple[str, ...] = SEFFI_OWNED) -> None:
+def refuse_links(path: Path) -> None:
     """Refuse a run folder in which a name seffi writes is a symbolic link (seffi never writes through one).
 
     Raises:
         SeffiError: Names the first link found.
     """
-    for entry in _owned_entries(Path(path), owned):
+    for entry in _owned_entries(Path(path)):
         if entry.is_symlink():
             raise SeffiError(
                 f"{entry} is a symbolic link: seffi writes only its own files and folders inside a run "
@@ -262,7 +262,6 @@ def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = 
     # Claimed before the check: the check and the claim are one step.
     killed = _claim(path, COMMAND)
     remove_leftovers(path)
-    refuse_links(path, owned)
     earlier = [p for p in _owned_entries(path, owned) if _earlier_output(p)]
     if killed is not None:
         # A command's lock is removed only when it ends: a dead one marks output left unfinished by a
