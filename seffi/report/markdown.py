@@ -70,7 +70,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 def text(value: object) -> str:
     """A name or note from report.json as inert Markdown: markup escaped, control characters a space.
 
-    Example:
+    Examples:
         >>> text("sort <script>")
         'sort &lt;script&gt;'
     """
