@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from seffi.errors import SeffiError
 from seffi.report import keys
 from seffi.report.assemble import BaselineSets, curves_dataframe, monitor_report, policy_comparison
 from seffi.report.safe_load import load_json_file
-from seffi.report.sinks import TRACKER_STATE_JSON, closing_lines, own_sinks
+from seffi.report.sinks import TRACKER_STATE_JSON, LocalSinkWarning, closing_lines, own_sinks
 
 __all__ = ["MONITOR_STATE_FORMAT", "CoverageMonitor", "LogUnit"]
 
@@ -592,8 +593,12 @@ class CoverageMonitor:
         final = getattr(self.sinks, "log_final_curves", None)
         if final is not None and report.comparisons:  # the chart ends on every policy of the report
             final(report.comparisons[0], None, self.scope)
-        self.sinks.finish(report, self.tracker.state_dict())  # run.summary, report files, state artifact
         self.finalized = True
+        try:
+            self.sinks.finish(report, self.tracker.state_dict())  # run.summary, report files, state artifact
+        except SeffiError as exc:  # a full disk after training: one message, the training's result stands
+            warnings.warn(f"{exc}; monitor.report() still holds the numbers", LocalSinkWarning, stacklevel=2)
+            return report
         if self._owns_sinks:  # sinks passed in belong to an adapter (or seffi run), which says this itself
             contents = "report.json, report.md" + (", plots" if self.config.plots else "")
             wandb = getattr(self.sinks, "wandb", None)

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from seffi._cache import default_cache_dir, numerics_stack
+from seffi._io import write_atomic
 from seffi._seeding import seed_of
 from seffi.callbacks import trl_model
 from seffi.callbacks.core import CoverageMonitor
@@ -30,7 +31,7 @@ from seffi.episodes import EpisodeRejected, parse_generation
 from seffi.errors import SeffiError
 from seffi.group_scoring import Record, RewardMethod, diversity_rewards, reward_function, split_groups
 from seffi.labelers import as_labeler
-from seffi.report.run_folder import fresh_out_dir
+from seffi.report.run_folder import claim_run_folder, fresh_out_dir, refuse_links
 from seffi.report.sinks import NullSink, default_sinks
 from seffi.tasks.base import Task, TaskInput
 
@@ -526,12 +527,17 @@ class GroupCoverage:
     def load_state_dict(self, state: Mapping[str, Any], step: int | None = None) -> GroupCoverage:
         """Continue from `state_dict`: same reference samples, same monitor and folder.
 
+        The state's recorded ``out_dir`` is a hint: a run given its own ``out_dir`` continues only a
+        state recorded for that folder. The main process claims the folder (as ``seffi run`` does:
+        a second process resuming it is refused) before the local logs are trimmed.
+
         Args:
             state: A saved state.
             step: The step resumed at; the local logs' lines after it (a discarded future) are dropped.
 
         Raises:
-            SeffiError: Not such a state, or its K differs from this run's.
+            SeffiError: Not such a state, its K differs from this run's, it was recorded for another
+                folder than this run's ``out_dir``, or another live process writes into the folder.
         """
         if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
             raise SeffiError(f"not a GroupCoverage state (expected format {STATE_FORMAT!r})")
@@ -539,9 +545,28 @@ class GroupCoverage:
             raise SeffiError(
                 f"the checkpoint's budget K={state['budget']} differs from this run's K={self.budget}"
             )
+        recorded = state.get("out_dir")
+        if self.out_dir is not None and recorded is not None and not same_folder(self.out_dir, recorded):
+            raise SeffiError(
+                f"the checkpoint's seffi state belongs to the run writing to {recorded}, not to this run's "
+                f"out_dir={str(self.out_dir)!r}: resume from this run's own checkpoint, or pass "
+                f"out_dir={recorded!r} to continue that run"
+            )
+        chosen = self.out_dir if self.out_dir is not None else recorded
+        folder = Path(chosen) if chosen is not None else None
+        if trl_model.rank_and_world()[0] == 0 and folder is not None:
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise SeffiError(f"cannot write to {folder}: {exc.strerror or exc}") from None
+            claim_run_folder(folder)  # also removes the temporary files of a killed run's writes
+            refuse_links(folder)
+            if step is not None:
+                for name, key in (("metrics.jsonl", "seffi/step"), ("snapshots.jsonl", "step")):
+                    drop_lines_after(folder / name, key, step)
         self.budget = self.budget or state.get("budget")
         self._pending, self._resumed = None, True
-        self.out_dir = state.get("out_dir") or self.out_dir
+        self.out_dir = folder
         self.reference, self.reference_cost = state.get("reference"), state.get("reference_cost")
         if self.reference is not None and self.iid == "reference":
             self._set_reference_baselines()
@@ -552,9 +577,6 @@ class GroupCoverage:
         self.group_sizes = {int(k): int(v) for k, v in state.get("group_sizes", {}).items()}
         if self.reward.method is not None:  # outcome_ucb's history continues where it stopped
             self.reward.method.load_state(state.get("outcome_counts"))
-        if trl_model.rank_and_world()[0] == 0 and self.out_dir is not None and step is not None:
-            for name, key in (("metrics.jsonl", "seffi/step"), ("snapshots.jsonl", "step")):
-                drop_lines_after(Path(self.out_dir) / name, key, step)
         if state.get("monitor") is not None and self.budget is not None:
             monitor = self._ensure_monitor(self.budget)
             monitor.load_state_dict(state["monitor"])
@@ -608,19 +630,49 @@ def cost_line(cost: Mapping[str, Any]) -> str:
     return line
 
 
+def same_folder(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name one folder (relative to the working directory, links resolved)."""
+    return Path(a).resolve() == Path(b).resolve()
+
+
 def drop_lines_after(path: Path, key: str, step: int) -> None:
-    """Keep the JSON lines of ``path`` whose ``key`` is at most ``step`` (a resumed run rewinds its log)."""
+    """Keep the JSON lines of ``path`` whose ``key`` is at most ``step`` (a resumed run rewinds its log).
+
+    The kept lines are written to a new file that replaces the log whole, so a kill or a full disk
+    leaves the old log or the trimmed one, never a shortened one. An unterminated last line that is
+    not JSON (a write cut by a kill) is dropped; other lines seffi did not write as such are kept.
+
+    Raises:
+        SeffiError: The trimmed log cannot be written (the log is then unchanged).
+    """
     if not path.is_file():
         return
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    partial = lines.pop()  # "" when the file ends on a newline
+    try:
+        json.loads(partial)
+        lines.append(partial)  # whole, only its newline missing
+    except ValueError:
+        pass
     kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in lines:
         try:
             if float(json.loads(line).get(key, step)) > step:
                 continue
         except (ValueError, AttributeError, TypeError):
             pass  # a line seffi did not write as such: left alone
         kept.append(line)
-    path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+    new = "".join(f"{line}\n" for line in kept)
+    if new == text:
+        return
+    try:
+        write_atomic(path, new)
+    except OSError as exc:
+        raise SeffiError(
+            f"cannot trim {path} to step {step} for the resumed run: {exc.strerror or exc}; "
+            "the log is unchanged"
+        ) from None
 
 
 class TaskFacts:

@@ -36,7 +36,7 @@ from transformers import TrainerCallback
 
 from seffi._convert import plain
 from seffi._io import write_atomic
-from seffi.callbacks.groups import GroupCoverage, GroupScorer
+from seffi.callbacks.groups import GroupCoverage, GroupScorer, same_folder
 from seffi.callbacks.interrupts import StopOnSignal
 from seffi.callbacks.trl_model import policy_logprobs
 from seffi.errors import SeffiError
@@ -255,6 +255,13 @@ class CoverageTrainerCallback(TrainerCallback):
                 state = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
                 raise SeffiError(f"cannot read the seffi state {path}: {exc}") from exc
+            saved_by = state.get("output_dir") if isinstance(state, Mapping) else None
+            if cov.out_dir is None and saved_by is not None and not same_folder(saved_by, args.output_dir):
+                # A checkpoint copied in from another training names that training's report folder.
+                raise SeffiError(
+                    f"{path} was saved by the training in {saved_by}, not by this one in {args.output_dir}: "
+                    f"pass out_dir=... to choose where this run's coverage report goes"
+                )
             cov.load_state_dict(state, step)
             return
         fallback = "the task's base sampler" if cov.facts is not None else "none (no gain is computed)"
@@ -274,7 +281,8 @@ class CoverageTrainerCallback(TrainerCallback):
         path = checkpoint_state_path(args.output_dir, int(state.global_step))
         if not path.parent.is_dir():
             return  # a custom save location: nothing to put it next to
-        write_atomic(path, json.dumps(self.coverage.state_dict(), default=_jsonable))
+        state = {**self.coverage.state_dict(), "output_dir": str(args.output_dir)}
+        write_atomic(path, json.dumps(state, default=_jsonable))
 
     def metrics(self) -> dict[str, float]:
         """A copy of the latest logged ``seffi/*`` scalars (``{}`` before the first log)."""

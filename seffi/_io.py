@@ -77,23 +77,25 @@ def write_figure(fig: Any, path: str | os.PathLike[str], **savefig: Any) -> None
 
 
 def append_line(fh: Any, line: str) -> None:
-    """Append one line (``line`` plus a newline) to the open text file ``fh`` as a whole, and flush.
+    """Append one line (``line`` plus a newline) to the open file ``fh`` as a whole.
 
-    A write that fails part-way (a full disk) is cut back to where the file ended before, so the file
-    keeps ending on a complete line; the error is re-raised.
+    The bytes go straight to the file descriptor (no buffer that a failed flush would keep), so a
+    write that fails part-way (a full disk, a file-size limit) is always cut back to where the file
+    ended before: the file keeps ending on a complete line. The error is re-raised.
 
     Args:
-        fh: A text file opened for appending.
+        fh: A file opened for appending (``open(path, "ab", buffering=0)``); only its descriptor is used.
         line: One line of text without its newline.
     """
-    fh.flush()
-    start = fh.tell()
+    fd = fh.fileno()
+    start = os.lseek(fd, 0, os.SEEK_END)
+    view = memoryview((line + "\n").encode("utf-8"))
     try:
-        fh.write(line + "\n")
-        fh.flush()
+        while view:
+            view = view[os.write(fd, view) :]
     except OSError:
-        with contextlib.suppress(OSError, ValueError):
-            fh.truncate(start)
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
         raise
 
 

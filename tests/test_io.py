@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import io
 import json
 import os
 import signal
@@ -15,7 +14,7 @@ import numpy as np
 import pytest
 
 from seffi import _io
-from seffi._io import append_line, read_jsonl, write_atomic
+from seffi._io import read_jsonl, write_atomic
 
 
 def test_write_atomic_replaces_the_whole_file(tmp_path):
@@ -40,25 +39,34 @@ def test_a_full_disk_leaves_the_old_file_and_no_temporary_file(tmp_path, monkeyp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
 
 
-class _HalfWrite(io.StringIO):
-    """A text file whose next write stores half the text, then fails like a full disk."""
+_APPENDER = """
+import json, resource, signal, sys
+from seffi._io import append_line
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
+written, errors = 0, []
+with open(sys.argv[1], "ab", buffering=0) as fh:
+    for i in range(60):  # about 40 bytes a line: the line that crosses 1000 bytes and every later one fail
+        try:
+            append_line(fh, json.dumps({"step": i, "pad": "x" * 16}))
+            written += 1
+        except OSError as exc:
+            errors.append(exc.errno)
+print(json.dumps({"written": written, "errors": sorted(set(errors))}))
+"""
 
-    fail = False
 
-    def write(self, s):
-        if self.fail:
-            super().write(s[: len(s) // 2])
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return super().write(s)
-
-
-def test_a_failed_append_is_cut_back_to_the_last_whole_line():
-    fh = _HalfWrite()
-    append_line(fh, json.dumps({"step": 1}))
-    fh.fail = True
-    with pytest.raises(OSError):
-        append_line(fh, json.dumps({"step": 2, "pad": "x" * 100}))
-    assert fh.getvalue() == '{"step": 1}\n'
+def test_an_append_past_a_file_size_limit_is_cut_back_to_the_last_whole_line(tmp_path):
+    """A real RLIMIT_FSIZE: every failed append (the first one part-way) leaves whole lines only."""
+    path = tmp_path / "metrics.jsonl"
+    proc = subprocess.run([sys.executable, "-c", _APPENDER, str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.dumps({"step": i, "pad": "x" * 16}) + "\n" for i in range(60)]
+    sizes = np.cumsum([len(line) for line in lines])
+    fit = int((sizes <= 1000).sum())  # the lines that fit whole under the limit
+    assert json.loads(proc.stdout) == {"written": fit, "errors": [errno.EFBIG]}
+    assert path.read_text() == "".join(lines[:fit])
+    assert [r["step"] for r in read_jsonl(path)] == list(range(fit))
 
 
 def test_read_jsonl_skips_a_partial_last_line_with_a_warning(tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +83,11 @@ def run_command(args: argparse.Namespace) -> int:
         print(json.dumps(config.model_dump(mode="json"), indent=2))
         return 0
     from seffi.experiment.runner import run_experiment
+    from seffi.report.sinks import LocalSinkWarning
 
-    run_experiment(config, overwrite=args.overwrite)
+    with warnings.catch_warnings():  # what did not fit at the end is the command's one error line
+        warnings.simplefilter("ignore", LocalSinkWarning)
+        run_experiment(config, overwrite=args.overwrite)
     return 0
 
 

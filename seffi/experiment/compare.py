@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from seffi._io import write_atomic
 from seffi.errors import SeffiError
 from seffi.report.caveats import gain_caveat
 from seffi.report.files import load_report
@@ -144,7 +145,7 @@ def compare_runs(
         fig = plot_compare(dict(zip(names, reports, strict=True)))
         written = save_figure(fig, target / figure, dpi=dpi)
         md = target / COMPARE_MD
-        md.write_text(f"# seffi compare\n\n![coverage]({figure})\n\n{table}", encoding="utf-8")
+        write_atomic(md, f"# seffi compare\n\n![coverage]({figure})\n\n{table}")
     except OSError as exc:
         raise SeffiError(f"cannot write to {target}: {exc.strerror or exc}") from None
     return table, [written, md]

@@ -18,6 +18,7 @@ from seffi._io import write_atomic
 from seffi.errors import SeffiError
 from seffi.report.markdown import render_markdown
 from seffi.report.plots import DPI, check_format, render_report_plots
+from seffi.report.run_folder import refuse_links
 from seffi.report.safe_load import load_json_file
 from seffi.report.schema import SCHEMA_VERSION, Report
 
@@ -74,24 +75,25 @@ def write_report(
         check_format(format)  # before anything is written
     try:
         out.mkdir(parents=True, exist_ok=True)
+        refuse_links(out)  # seffi report must not write its plots through a link to another folder
         if report_json:
             write_atomic(out / REPORT_JSON, dumps_report(report))
     except OSError as exc:
-        raise SeffiError(f"cannot write the report to {out}: {exc.strerror or exc}") from exc
+        raise SeffiError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
     files: dict[str, Path] = {REPORT_JSON: out / REPORT_JSON}
     plot_files: dict[str, Path] = {}
     if plots:
         try:
             plot_files = render_report_plots(report, out, format=format, dpi=dpi)
         except OSError as exc:  # a full disk or an unwritable plots/ folder: what was written stays valid
-            raise SeffiError(f"cannot write the plots to {out}: {exc.strerror or exc}") from exc
+            raise SeffiError(f"cannot write the plots to {out}: {exc.strerror or exc}") from None
         files.update(plot_files)
     if markdown:
         rel = {name: p.relative_to(out).as_posix() for name, p in plot_files.items()}
         try:
             write_atomic(out / REPORT_MD, render_markdown(report, rel))
         except OSError as exc:
-            raise SeffiError(f"cannot write {REPORT_MD} to {out}: {exc.strerror or exc}") from exc
+            raise SeffiError(f"cannot write {REPORT_MD} to {out}: {exc.strerror or exc}") from None
         files[REPORT_MD] = out / REPORT_MD
     return files
 

@@ -62,52 +62,105 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _lock_owner(lock: Path) -> int | None:
+def _lock_owner(lock: Path) -> tuple[int | None, str]:
+    """(pid, kind) written in a lock file; pid None when it holds no pid (being written, or damaged)."""
     try:
-        text = lock.read_text(encoding="utf-8").strip()
+        words = lock.read_text(encoding="utf-8").split()
     except OSError:
-        return None
-    return int(text) if text.isdigit() else None
+        return None, ""
+    if not words or not words[0].isdigit():
+        return None, ""
+    return int(words[0]), " ".join(words[1:])
 
 
-def claim_run_folder(path: Path, *, overwrite: bool = False) -> Path:
-    """Claim the existing folder ``path`` for this process: one atomic ``O_EXCL`` create of its lock file.
+#: The kind of lock `prepare_run_folder` takes: a command that rebuilds its folder from its settings.
+COMMAND = "command"
+#: The kind of lock a training's local sink takes: its folder holds the only copy of what it measured.
+TRAINING = "training"
 
-    Two runs started together on one folder cannot both pass: the second finds the first's lock. A
-    lock left by a process that no longer runs (a killed run) is taken over with one warning; a lock
-    of a live process raises `SeffiError`, which says how to clear it if that process is no seffi run.
-    ``overwrite`` is accepted for the callers' symmetry: it changes nothing about locks.
+
+def _claim(path: Path, kind: str) -> tuple[int | None, str] | None:
+    """Create the lock of ``path`` for this process; the (pid, kind) of a dead process's lock taken over.
+
+    Raises:
+        SeffiError: A live process holds the lock, or the folder cannot be written.
     """
     lock = Path(path) / LOCK_FILE
+    taken = None
     for _ in range(2):
         try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o644)
         except FileExistsError:
             fd = None
         except OSError as exc:
             raise SeffiError(f"cannot write to {path}: {exc.strerror or exc}") from None
         if fd is not None:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(f"{os.getpid()}\n")
+                fh.write(f"{os.getpid()} {kind}\n")
             _CLAIMED.add(lock)
-            return path
-        owner = _lock_owner(lock)
+            return taken
+        owner, owner_kind = _lock_owner(lock)
         if owner == os.getpid():
-            return path
+            return None
         if owner is not None and _pid_alive(owner):
             raise SeffiError(
                 f"{path} is in use by another seffi run (pid {owner}); choose another folder, or remove "
                 f"{lock} if pid {owner} is no seffi run (a pid the system gave to another program)"
             )
-        warnings.warn(
-            f"taking over the lock of pid {owner}, which no longer runs, in {path}", UserWarning, stacklevel=3
-        )
         lock.unlink(missing_ok=True)
+        taken = (owner, owner_kind)
     raise SeffiError(f"cannot claim {path}: its lock file keeps coming back")  # pragma: no cover
 
 
+def claim_run_folder(path: Path, *, kind: str = TRAINING) -> Path:
+    """Claim the existing folder ``path`` for this process: one atomic ``O_EXCL`` create of its lock file.
+
+    Two runs started together on one folder cannot both pass: the second finds the first's lock. A
+    lock left by a process that no longer runs (a killed run) is taken over with one warning, and the
+    temporary files of its interrupted writes are removed; a lock of a live process raises
+    `SeffiError`, which says how to clear it if that process is no seffi run.
+
+    Args:
+        path: An existing folder.
+        kind: `TRAINING` (a training's sink or a resume) or `COMMAND` (`prepare_run_folder`).
+    """
+    taken = _claim(path, kind)
+    if taken is not None:
+        warnings.warn(
+            f"taking over the lock of pid {taken[0]}, which no longer runs, in {path}",
+            UserWarning,
+            stacklevel=3,
+        )
+    remove_leftovers(Path(path))
+    return Path(path)
+
+
+def holds_claim(path: Path) -> bool:
+    """Whether this process holds the lock of the folder ``path``."""
+    return Path(path) / LOCK_FILE in _CLAIMED
+
+
+def release_run_folder(path: Path) -> None:
+    """Remove the lock of the folder ``path`` if this process holds it."""
+    _release(Path(path) / LOCK_FILE)
+
+
+def refuse_links(path: Path) -> None:
+    """Refuse a run folder in which a name seffi writes is a symbolic link (seffi never writes through one).
+
+    Raises:
+        SeffiError: Names the first link found.
+    """
+    for entry in _owned_entries(Path(path)):
+        if entry.is_symlink():
+            raise SeffiError(
+                f"{entry} is a symbolic link: seffi writes only its own files and folders inside a run "
+                "folder, never through a link; remove the link, or choose another folder"
+            )
+
+
 def _release(lock: Path) -> None:
-    if _lock_owner(lock) == os.getpid():
+    if _lock_owner(lock)[0] == os.getpid():
         lock.unlink(missing_ok=True)
     _CLAIMED.discard(lock)
 
@@ -164,7 +217,7 @@ def _remove(entry: Path) -> None:
         shutil.rmtree(entry)
 
 
-def _remove_leftovers(path: Path) -> None:
+def remove_leftovers(path: Path) -> None:
     """Delete the temporary files an interrupted atomic write of a seffi file left (``.NAME.*.tmp``)."""
     try:
         entries = list(path.iterdir())
@@ -173,6 +226,10 @@ def _remove_leftovers(path: Path) -> None:
     for entry in entries:
         if any(fnmatch.fnmatchcase(entry.name, f".{o}.*.tmp") for o in SEFFI_OWNED) and not entry.is_dir():
             entry.unlink(missing_ok=True)
+
+
+def _names(entries: list[Path]) -> str:
+    return ", ".join(p.name for p in entries[:3]) + (", ..." if len(entries) > 3 else "")
 
 
 def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = SEFFI_OWNED) -> Path:
@@ -202,15 +259,26 @@ def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = 
         raise SeffiError(f"cannot write to {path}: {exc.strerror or exc}") from None
     lock = path / LOCK_FILE
     held_before = lock in _CLAIMED
-    claim_run_folder(path, overwrite=overwrite)  # before the check: the check and the claim are one step
-    _remove_leftovers(path)
+    # Claimed before the check: the check and the claim are one step.
+    killed = _claim(path, COMMAND)
+    remove_leftovers(path)
     earlier = [p for p in _owned_entries(path, owned) if _earlier_output(p)]
+    if killed is not None:
+        # A command's lock is removed only when it ends: a dead one marks output left unfinished by a
+        # kill, which a rerun rebuilds. A training's unfinished folder is its only copy: kept.
+        rerun = killed[1] == COMMAND and earlier
+        what = f"; replacing what it left unfinished ({_names(earlier)})" if rerun else ""
+        warnings.warn(
+            f"taking over the lock of pid {killed[0]}, which no longer runs, in {path}{what}",
+            UserWarning,
+            stacklevel=2,
+        )
+        overwrite = overwrite or bool(rerun)
     if earlier and not overwrite:
         if not held_before:  # refused: the folder is left exactly as it was
             _release(lock)
-        names = ", ".join(p.name for p in earlier[:3]) + (", ..." if len(earlier) > 3 else "")
         raise RunFolderExists(
-            f"{path} already holds a seffi run ({names}); pass --overwrite to replace it, "
+            f"{path} already holds a seffi run ({_names(earlier)}); pass --overwrite to replace it, "
             "or choose another folder"
         )
     probe = path / ".seffi-write-test"
@@ -224,11 +292,34 @@ def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = 
     return path
 
 
+def _in_use(path: Path) -> bool:
+    """Whether another live process holds the folder's lock; a dead one's lock and temporary files go.
+
+    So a folder a run left when it was killed before its first log (its lock, an empty metrics.jsonl)
+    is free again, and one that holds its output keeps only whole files.
+    """
+    lock = path / LOCK_FILE
+    if not lock.is_file():
+        return False
+    owner, _ = _lock_owner(lock)
+    if owner == os.getpid():  # a command of this process prepared the folder for it (seffi score)
+        return False
+    if owner is not None and _pid_alive(owner):
+        return True
+    msg = f"removing the lock of pid {owner}, which no longer runs, in {path}"
+    warnings.warn(msg, UserWarning, stacklevel=4)
+    lock.unlink(missing_ok=True)
+    remove_leftovers(path)
+    return False
+
+
 def fresh_run_folder(path: Path, *, nested: Sequence[str] = (), stacklevel: int = 2) -> Path:
     """``path``, or the first free ``path-2``, ``path-3``, ... when ``path`` already holds a seffi run.
 
     For library callers (a callback's ``out_dir``), which must neither stop training nor mix two runs
-    in one folder. When another folder is used, one `UserWarning` names it. Nothing is created here.
+    in one folder. When another folder is used, one `UserWarning` names it. A folder that a live run
+    holds (its lock) or that holds an earlier run's output is taken; what a killed run left (its lock,
+    temporary files, empty logs) is cleared, not counted. Nothing is created here.
 
     Args:
         path: The folder asked for.
@@ -239,7 +330,9 @@ def fresh_run_folder(path: Path, *, nested: Sequence[str] = (), stacklevel: int 
     path = Path(path)
 
     def taken(p: Path) -> bool:
-        return holds_seffi_run(p) or any(holds_seffi_run(p / sub) for sub in nested)
+        folders = [p, *(p / sub for sub in nested)]
+        live = [_in_use(f) for f in folders]  # every folder swept of a killed run's leftovers
+        return any(live) or any(_earlier_output(e) for f in folders for e in _owned_entries(f))
 
     if not taken(path):
         return path

@@ -9,8 +9,11 @@ Owns the [`Sink`][seffi.report.Sink] protocol (``log``, ``log_snapshot``, ``fini
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -22,7 +25,13 @@ from seffi.report import keys
 from seffi.report.caveats import console_lines, summary_notes
 from seffi.report.files import dumps_report, load_report, write_report
 from seffi.report.plots import save_coverage
-from seffi.report.run_folder import fresh_out_dir
+from seffi.report.run_folder import (
+    claim_run_folder,
+    fresh_out_dir,
+    holds_claim,
+    refuse_links,
+    release_run_folder,
+)
 from seffi.report.schema import Comparison, Report
 from seffi.report.tensorboard import TensorBoardSink
 from seffi.report.wandb_run import Mode, SafeWandbRun, display_path, wandb_mode
@@ -49,32 +58,54 @@ def dumps_state(state: Mapping[str, Any]) -> str:
     return json.dumps(state, sort_keys=True, indent=None, separators=(",", ":"), default=json_default) + "\n"
 
 
+class LocalSinkWarning(RuntimeWarning):
+    """A local file did not fit (a full disk, a file-size limit): training went on, the lines were kept."""
+
+
 class LocalSink:
     """Always-on local sink.
 
     Files in ``out_dir``: metrics.jsonl (one ``{"step": s, key: value, ...}`` line per ``log``),
     snapshots.jsonl (one line per ``log_snapshot``), and at ``finish``: tracker_state.json,
-    report.json, report.md and the PNG plots.
+    report.json, report.md and the PNG plots. The sink holds the folder's lock while it writes (a
+    second process writing into it is refused) and never writes through a symbolic link.
+
+    A full disk or a file-size limit never stops training: the first failed write gives one warning,
+    the lines that do not fit are kept in memory, in order, and written at the next log or
+    checkpoint that fits, or at ``finish``.
 
     Args:
         out_dir: the run folder (created).
         plots: render PNG plots at ``finish``.
 
     Raises:
-        SeffiError: ``out_dir`` is not writable.
+        SeffiError: ``out_dir`` is not writable, another live process writes into it, or a file seffi
+            writes there is a symbolic link.
     """
 
     def __init__(self, out_dir: str | Path, *, plots: bool = True) -> None:
         self.out_dir = Path(out_dir)
         self.plots = plots
         self.files: dict[str, Path] = {}
-        self._handles: dict[Path, Any] = {}  # path -> open text file (append mode)
+        self._handles: dict[Path, Any] = {}  # path -> open binary file (append mode, unbuffered)
+        self._backlog: dict[Path, list[str]] = {}  # lines a full disk refused, in order
+        self._warned = False
         try:
             self.out_dir.mkdir(parents=True, exist_ok=True)
-            self.metrics_path.touch()
         except OSError as exc:
             msg = f"cannot write to the output folder {self.out_dir}: {exc.strerror or exc}"
             raise SeffiError(msg) from exc
+        self._own_lock = not holds_claim(self.out_dir)  # a command's folder stays claimed by the command
+        claim_run_folder(self.out_dir)
+        try:
+            refuse_links(self.out_dir)
+            self._handle(self.metrics_path)  # an empty metrics.jsonl marks a run that has not logged yet
+        except (OSError, SeffiError) as exc:
+            self._release()
+            if isinstance(exc, SeffiError):
+                raise
+            msg = f"cannot write to the output folder {self.out_dir}: {exc.strerror or exc}"
+            raise SeffiError(msg) from None
 
     @property
     def metrics_path(self) -> Path:
@@ -86,21 +117,60 @@ class LocalSink:
         """Path of snapshots.jsonl."""
         return self.out_dir / "snapshots.jsonl"
 
-    def _append(self, path: Path, record: Mapping[str, Any]) -> None:
-        line = json.dumps(record, sort_keys=True, default=json_default)
-        # One handle per file for the sink's life (opening per log cost ~0.1 ms, a log's other work
-        # ~1 ms); one whole line per record, flushed, so the file is complete after every log (a
-        # write that fails on a full disk is cut back to the last whole line).
+    @property
+    def unwritten(self) -> int:
+        """Lines kept in memory because the disk refused them."""
+        return sum(map(len, self._backlog.values()))
+
+    def _handle(self, path: Path) -> Any:
         fh = self._handles.get(path)
         if fh is None or fh.closed:
-            fh = self._handles[path] = path.open("a", encoding="utf-8")
-        append_line(fh, line)
+            # O_NOFOLLOW: a metrics.jsonl that is a link to another file is refused (ELOOP), not appended to.
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+            fh = self._handles[path] = os.fdopen(fd, "ab", buffering=0)
+        return fh
+
+    def _append(self, path: Path, record: Mapping[str, Any]) -> None:
+        # One handle per file for the sink's life (opening per log cost ~0.1 ms, a log's other work
+        # ~1 ms); one whole line per record, so the file is complete after every log.
+        self._backlog.setdefault(path, []).append(json.dumps(record, sort_keys=True, default=json_default))
+        self._write_backlog()
+
+    def _write_backlog(self) -> bool:
+        """Write the lines kept in memory, oldest first; False (one warning, lines kept) on a full disk."""
+        for path, lines in self._backlog.items():
+            try:
+                fh = self._handle(path)
+                while lines:
+                    append_line(fh, lines[0])  # cut back to the last whole line when it fails
+                    del lines[0]
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise SeffiError(f"{path} is a symbolic link: seffi never writes through one") from None
+                self._disk_full(f"cannot write {path.name} to {self.out_dir}: {exc.strerror or exc}")
+                return False
+        return True
+
+    def _disk_full(self, what: str) -> None:
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"{what}; training goes on, and seffi keeps what it measures in memory and writes it at "
+                "the next checkpoint that fits, or when the run ends",
+                LocalSinkWarning,
+                stacklevel=5,
+            )
 
     def close(self) -> None:
         """Close the open metrics/snapshots files (a later log reopens them for appending)."""
         for fh in self._handles.values():
             fh.close()
         self._handles.clear()
+
+    def _release(self) -> None:
+        self.close()
+        if self._own_lock:
+            release_run_folder(self.out_dir)
 
     def log(self, data: Mapping[str, Any], step: int) -> None:
         """Append one record (all steps kept, in call order, even out-of-order ones)."""
@@ -117,28 +187,48 @@ class LocalSink:
         try:
             write_atomic(path, dumps_state(tracker_state))
         except OSError as exc:
-            raise SeffiError(f"cannot write {path}: {exc.strerror or exc}") from exc
+            raise SeffiError(f"cannot write {path}: {exc.strerror or exc}") from None
         self.files[TRACKER_STATE_JSON] = path
 
     def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
-        """Write tracker_state.json and report.json / report.md / plots (each when given); close the logs.
+        """Write the lines kept in memory, tracker_state.json and report.json / report.md / plots; close.
 
         Every file is replaced whole (written aside, then renamed), so a kill or a full disk leaves
-        the previous checkpoint's file or the new one, never a truncated one.
+        the previous checkpoint's file or the new one, never a truncated one. The folder's lock is
+        released.
+
+        Raises:
+            SeffiError: One line naming what did not fit (a full disk); what fitted is written.
         """
-        self.close()
-        if tracker_state is not None:
-            self._write_state(tracker_state)
-        if report is not None:
-            self.files.update(write_report(self.out_dir, report, plots=self.plots))
+        failed = []
+        try:
+            if not self._write_backlog():
+                failed.append(f"{self.unwritten} lines of metrics.jsonl / snapshots.jsonl did not fit")
+            try:
+                if tracker_state is not None:
+                    self._write_state(tracker_state)
+                if report is not None:
+                    self.files.update(write_report(self.out_dir, report, plots=self.plots))
+            except SeffiError as exc:
+                failed.append(str(exc))
+        finally:
+            self._release()
+        if failed:
+            raise SeffiError("; ".join(failed) + " (the files written before are whole)")
 
     def checkpoint(self, report: Report, tracker_state: Mapping[str, Any]) -> None:
         """Write tracker_state.json and report.json of a run still in progress (no plots, no report.md).
 
-        ``seffi report DIR`` renders them, and a monitor's ``resume_from=DIR`` continues from them.
+        ``seffi report DIR`` renders them, and a monitor's ``resume_from=DIR`` continues from them. A
+        checkpoint that does not fit (a full disk) leaves the previous one, with one warning; the lines
+        kept in memory are written first.
         """
-        self._write_state(tracker_state)
-        self.files.update(write_report(self.out_dir, report, plots=False, markdown=False))
+        self._write_backlog()
+        try:
+            self._write_state(tracker_state)
+            self.files.update(write_report(self.out_dir, report, plots=False, markdown=False))
+        except SeffiError as exc:
+            self._disk_full(str(exc))
 
     def records(self) -> list[dict[str, Any]]:
         """Everything logged so far, read back from metrics.jsonl (a partial last line is skipped)."""
@@ -280,8 +370,15 @@ class MultiSink:
         self._each("log_final_curves", comparison, step, scope, image=image)
 
     def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
-        """Finish every sink (the local one first)."""
-        self._each("finish", report, tracker_state)
+        """Finish every sink (the local one first); a sink's `SeffiError` is raised once all have finished."""
+        error: SeffiError | None = None
+        for sink in self.sinks:
+            try:
+                sink.finish(report, tracker_state)
+            except SeffiError as exc:  # a full disk must not leave the W&B run open
+                error = error or exc
+        if error is not None:
+            raise error
 
     def checkpoint(self, report: Report, tracker_state: Mapping[str, Any]) -> None:
         """Checkpoint every sink that keeps files (the local one)."""

@@ -532,3 +532,33 @@ def test_reuse_first_batch_off_draws_every_reference_sample_at_train_begin(hanoi
     cost = cov.reference_cost
     assert (cost["drawn"], cost["reused"], cost["cached"]) == (3 * 16, 0, 0)
     assert rows == [3 * 16, 8, 8]  # the reference first (train begin), then TRL's two steps
+
+
+def test_a_checkpoint_copied_from_another_training_never_writes_into_its_folder(hanoi, tmp_path, monkeypatch):
+    """Training B resumes from a checkpoint copied out of training A: refused, A's folder untouched."""
+    import shutil
+
+    task, inputs = hanoi
+    ds = Dataset.from_dict({"prompt": [task.prompt(x) for x in inputs], "input_id": [x.id for x in inputs]})
+    monkeypatch.chdir(tmp_path)  # out_dir=None: runs/seffi-grpo-<timestamp> under here
+
+    def trainer_for(output_dir, cov, steps):
+        args = GRPOConfig(output_dir=str(output_dir), use_cpu=True, num_generations=4,
+                          per_device_train_batch_size=8, max_completion_length=12, max_steps=steps,
+                          logging_steps=1, report_to="none", save_strategy="steps", save_steps=1,
+                          learning_rate=1e-3, seed=0, disable_tqdm=True, **cpu_training())  # fmt: skip
+        model, tok = tiny_causal_lm(task, seed=0)
+        return GRPOTrainer(model=model, reward_funcs=[cov.reward], args=args, train_dataset=ds,
+                           processing_class=tok, callbacks=[cov.callback])  # fmt: skip
+
+    first = GRPOCoverage(task, inputs, iid="task", n_boot=0, plots=False)
+    trainer_for(tmp_path / "a", first, 2).train()
+    folder = first.monitor.out_dir
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert len((folder / "metrics.jsonl").read_text().splitlines()) == 2
+    (tmp_path / "b").mkdir()
+    shutil.copytree(tmp_path / "a" / "checkpoint-1", tmp_path / "b" / "checkpoint-1")
+    second = GRPOCoverage(task, inputs, iid="task", n_boot=0, plots=False)
+    with pytest.raises(SeffiError, match=r"seffi_coverage\.json was saved by the training in .*a, not"):
+        trainer_for(tmp_path / "b", second, 2).train(resume_from_checkpoint=True)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before

@@ -116,6 +116,7 @@ def test_fresh_run_folder_picks_a_suffix_with_one_warning(tmp_path):
         (run / "notes.txt").write_text("mine")
         assert fresh_run_folder(run) == run  # the user's files only: still free of runs
     (run / "metrics.jsonl").write_text("")
+    (run / LOCK_FILE).write_text("1 training\n")  # a live run that has not logged yet (init: always alive)
     with pytest.warns(UserWarning) as record:
         got = fresh_run_folder(run)
     assert got == tmp_path / "run-2" and not got.exists()
@@ -124,6 +125,33 @@ def test_fresh_run_folder_picks_a_suffix_with_one_warning(tmp_path):
     (got / "report.json").write_text("{}")
     with pytest.warns(UserWarning, match="run-3"):
         assert fresh_run_folder(run) == tmp_path / "run-3"
+
+
+def test_a_folder_a_killed_run_left_before_its_first_log_is_reused_and_swept(tmp_path):
+    """A dead pid's lock, an empty metrics.jsonl and a cut temporary file: the plain rerun uses the folder."""
+    import subprocess
+    import sys
+
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True).stdout)  # fmt: skip
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / LOCK_FILE).write_text(f"{dead} training\n")
+    (run / "metrics.jsonl").write_text("")
+    (run / ".tracker_state.json.q1w2.tmp").write_text('{"cut')
+    with pytest.warns(UserWarning, match=f"removing the lock of pid {dead}, which no longer runs") as seen:
+        assert fresh_run_folder(run) == run
+    assert len(seen) == 1
+    assert sorted(p.name for p in run.iterdir()) == ["metrics.jsonl"]
+    (run / LOCK_FILE).write_text(f"{dead} training\n")
+    (run / "metrics.jsonl").write_text('{"seffi/step": 1}\n')  # its first log: an earlier run's output
+    with pytest.warns(UserWarning) as seen:
+        assert fresh_run_folder(run) == tmp_path / "run-2"
+    assert [str(w.message).split(",")[0] for w in seen] == [
+        f"removing the lock of pid {dead}",
+        f"{run} already holds a seffi run; writing this run to {run}-2 instead",
+    ]
+    assert sorted(p.name for p in run.iterdir()) == ["metrics.jsonl"]
 
 
 def test_fresh_out_dir_default_and_nested(tmp_path, monkeypatch):
@@ -135,6 +163,7 @@ def test_fresh_out_dir_default_and_nested(tmp_path, monkeypatch):
     (tmp_path / "cb" / "eval" / "report.json").write_text("{}")
     (tmp_path / "cb-2").mkdir()
     (tmp_path / "cb-2" / "metrics.jsonl").write_text("")
+    (tmp_path / "cb-2" / LOCK_FILE).write_text("1 training\n")  # live, not logged yet
     with pytest.warns(UserWarning, match="cb-3"):
         assert fresh_out_dir(tmp_path / "cb", nested=("stream", "eval")) == tmp_path / "cb-3"
     # Without the nested names the top folder holds no run of its own: it is used as it is.
@@ -219,3 +248,31 @@ def test_an_interrupted_run_that_left_only_an_empty_log_does_not_block_the_rerun
     assert prepare_run_folder(run, overwrite=False) == run
     assert not (run / "metrics.jsonl").exists()
     release_run_folders()
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    code = "import os; print(os.getpid())"
+    return int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout)
+
+
+def test_a_command_killed_mid_run_is_rerun_without_overwrite_but_a_killed_training_is_kept(tmp_path):
+    """A dead command's lock marks output a rerun rebuilds; a dead training's folder is its only copy."""
+    dead = _dead_pid()
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / LOCK_FILE).write_text(f"{dead} command\n")
+    (run / "report.json").write_text('{"checkpoint": true}')
+    (run / ".report.md.zz11.tmp").write_text("# cut")
+    (run / "notes.txt").write_text("mine")
+    with pytest.warns(UserWarning, match=rf"pid {dead}, which no longer runs, .*replacing what it left"):
+        assert prepare_run_folder(run, overwrite=False) == run
+    assert sorted(p.name for p in run.iterdir()) == [LOCK_FILE, "notes.txt"]
+    release_run_folders()
+    (run / LOCK_FILE).write_text(f"{dead} training\n")
+    (run / "tracker_state.json").write_text("{}")
+    with pytest.warns(UserWarning, match=f"pid {dead}, which no longer runs"), pytest.raises(RunFolderExists):
+        prepare_run_folder(run, overwrite=False)
+    assert sorted(p.name for p in run.iterdir()) == ["notes.txt", "tracker_state.json"]
