@@ -3,11 +3,28 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
 
-__all__ = ["finite", "json_default", "jsonable", "plain"]
+__all__ = ["finite", "json_default", "jsonable", "plain", "printable"]
+
+#: Control characters (terminal escapes, line breaks that would end a table row or start a heading).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def printable(value: object) -> str:
+    r"""A name or note from a report as one line of inert text: control characters a space.
+
+    Terminal escapes (a window title, a clipboard write) and line breaks do nothing on a terminal or
+    in a table.
+
+    Example:
+        >>> printable("sort\x1b]0;title\x07")
+        'sort ]0;title '
+    """
+    return _CONTROL.sub(" ", str(value))
 
 
 def plain(value: Any) -> Any:

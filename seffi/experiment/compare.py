@@ -15,6 +15,7 @@ from typing import Any
 
 from seffi.errors import SeffiError
 from seffi.report.files import load_report
+from seffi.report.markdown import text
 from seffi.report.plots import FORMATS, PRINT_DPI, check_format, check_overlay, plot_compare, save_figure
 from seffi.report.run_folder import default_out_dir, prepare_run_folder
 
@@ -81,9 +82,11 @@ def table_markdown(rows: list[dict[str, Any]]) -> str:
         "|---|---|---|---:|---|---|",
     ]
     for r in rows:
-        gain = _fmt(r["gain"], r["gain_lo"], r["gain_hi"]) if r["gain"] is not None else f"— {r['note']}"
+        note = text(r["note"])  # report text: inert on a terminal too
+        gain = _fmt(r["gain"], r["gain_lo"], r["gain_hi"]) if r["gain"] is not None else f"— {note}"
         auc = _fmt(r["auc"], r["auc_lo"], r["auc_hi"])
-        lines.append(f"| {r['task']} | {r['run']} | {r['policy']} | {r['budget']} | {auc} | {gain} |")
+        names = (text(r["task"]), text(r["run"]), text(r["policy"]))
+        lines.append(f"| {' | '.join(names)} | {r['budget']} | {auc} | {gain} |")
     return "\n".join(lines) + "\n"
 
 

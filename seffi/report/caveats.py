@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from seffi._convert import printable
+
 #: Smallest AUC_oracle − AUC_iid at which a gain vs iid is read without a warning. At 0.05, a policy
 #: AUC 0.01 above iid (about one more strategy found in one of 20 runs of M = 4, K = 8) already
 #: reads as a gain of 0.2.
@@ -78,9 +80,11 @@ def comparison_caveats(comparison: Any, threshold: float = GAIN_ROOM_THRESHOLD) 
 
 
 def console_lines(report: Any, threshold: float = GAIN_ROOM_THRESHOLD) -> list[str]:
-    """The caveats as console lines, ``"warning (<task>): <caveat>"``."""
+    """The caveats as console lines, ``"warning (<task>): <caveat>"`` (control characters a space)."""
     return [
-        f"warning ({c.task}): {note}" for c in report.comparisons for note in comparison_caveats(c, threshold)
+        printable(f"warning ({c.task}): {note}")
+        for c in report.comparisons
+        for note in comparison_caveats(c, threshold)
     ]
 
 
