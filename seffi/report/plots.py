@@ -381,21 +381,17 @@ def _draw_barcode(
     rows = barcode.matrix[:max_rows]
     n_rows = max(len(rows), 1)
     width = max(max((len(r) for r in rows), default=1), 1)
-    # Palette index: 0 = beyond the row, 1 = no match, 2 + j = strategy j.
-    palette = np.array(
-        [
-            to_rgb(STYLE["beyond_row"]),
-            to_rgb(STYLE["no_match"]),
-            *(to_rgb(colors[s]) for s in barcode.strategies),
-        ],
-        dtype=np.float64,
-    )
-    grid = np.zeros((n_rows, width), dtype=np.int64)
+    grid = np.full((n_rows, width), -2, dtype=np.int64)  # -2 = beyond the row, -1 = no match
     for i, r in enumerate(rows):
-        grid[i, : len(r)] = np.asarray(r, dtype=np.int64) + 2
+        grid[i, : len(r)] = r
+    # Colours of the strategies drawn only: the cost follows the cells, not the M declared.
+    used, cell = np.unique(grid, return_inverse=True)
+    fixed = {-2: STYLE["beyond_row"], -1: STYLE["no_match"]}
+    rgb = [to_rgb(fixed[j] if j < 0 else colors[barcode.strategies[j]]) for j in used.tolist()]
+    palette = np.array(rgb, dtype=np.float64)
     # 1-based columns so "sample index i" means the same here as in N(i) and C(k).
     extent = (0.5, width + 0.5, n_rows - 0.5, -0.5)
-    ax.imshow(palette[grid], aspect="auto", interpolation="nearest", extent=extent)
+    ax.imshow(palette[cell.reshape(grid.shape)], aspect="auto", interpolation="nearest", extent=extent)
     fx, fy = [], []
     for i, r in enumerate(rows):
         seen: set[int] = set()
@@ -422,12 +418,27 @@ def _draw_barcode(
         ax.tick_params(axis="y", labelleft=False)
 
 
-def _barcode_legend(fig: Figure, colors: Mapping[str, Any]) -> None:
+#: Strategies a barcode legend names (the first drawn, in declared order); it counts the others.
+LEGEND_STRATEGIES = 24
+
+
+def _drawn(bars: Sequence[Barcode], names: Sequence[str], max_rows: int) -> list[str]:
+    """The strategies the drawn rows of ``bars`` show, in the order of ``names``."""
+    seen = {b.strategies[j] for b in bars for r in b.matrix[:max_rows] for j in set(r) if j >= 0}
+    return [s for s in names if s in seen]
+
+
+def _barcode_legend(fig: Figure, colors: Mapping[str, Any], drawn: Sequence[str]) -> None:
+    """The legend of the strategies ``drawn`` (at most `LEGEND_STRATEGIES`, then a count), no match, dots."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles: list[Any] = [Patch(facecolor=c, edgecolor="0.5", linewidth=0.5) for c in colors.values()]
-    labels = list(colors)
+    named = drawn[:LEGEND_STRATEGIES]
+    handles: list[Any] = [Patch(facecolor=colors[s], edgecolor="0.5", linewidth=0.5) for s in named]
+    labels = list(named)
+    if len(drawn) > len(named):
+        handles.append(Line2D([], [], linestyle=""))
+        labels.append(f"+ {len(drawn) - len(named)} more strategies")
     handles.append(Patch(facecolor=STYLE["no_match"], edgecolor="0.5", linewidth=0.5))
     labels.append("no match")
     dot = {"marker": "o", "linestyle": "", "markerfacecolor": "white", "markeredgecolor": "black"}
@@ -472,7 +483,7 @@ def plot_barcode(
     colors = strategy_colors(barcode.strategies)
     _draw_barcode(ax, barcode, colors, max_rows, ylabels=True)
     ax.set_ylabel(row_labels(barcode.input_ids[:max_rows])[1])
-    _barcode_legend(fig, colors)
+    _barcode_legend(fig, colors, _drawn([barcode], barcode.strategies, max_rows))
     note = _rows_note(len(rows), len(barcode.matrix), n_runs)
     suptitle(fig, f"{title}, {note}" if note else title)
     return finish(fig)
@@ -492,9 +503,7 @@ def plot_barcodes(comparison: Comparison, *, max_rows: int = BARCODE_ROWS) -> Fi
     if not pols:
         return None
     bars = [p.barcode for p in pols if p.barcode is not None]
-    names: list[str] = []
-    for b in bars:
-        names += [s for s in b.strategies if s not in names]
+    names = list(dict.fromkeys(s for b in bars for s in b.strategies))  # in order of first appearance
     colors = strategy_colors(names)
     same_rows = all(b.input_ids[:max_rows] == bars[0].input_ids[:max_rows] for b in bars)
     width = max(max((len(r) for r in b.matrix[:max_rows]), default=1) for b in bars)
@@ -511,7 +520,7 @@ def plot_barcodes(comparison: Comparison, *, max_rows: int = BARCODE_ROWS) -> Fi
         name = legend_label(pol.curves)
         ax.set_title(name if shared or not note else f"{name}\n{note}")
     axes[0].set_ylabel(row_labels(bars[0].input_ids[:max_rows])[1])
-    _barcode_legend(fig, colors)
+    _barcode_legend(fig, colors, _drawn(bars, names, max_rows))
     what = "strategy barcodes" + (f", {shared}" if shared else "")
     suptitle(fig, f"{comparison.task}: {what}" if shared else title(comparison, what))
     return finish(fig)
