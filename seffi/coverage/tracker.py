@@ -398,6 +398,7 @@ class CoverageTracker:
             if not keep.all():
                 # Samples beyond K never enter C(k <= K); keeping them would cost O(samples).
                 self.skipped += int((~keep).sum())
+                np.add.at(self.runs.beyond, slot[~keep], 1)  # per run: the state ties skipped to them
                 u, slot, k, hits, valid = u[keep], slot[keep], k[keep], hits[keep], valid[keep]
                 z = z[keep] if z is not None else None
         for metric in self.metrics:
