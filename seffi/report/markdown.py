@@ -142,6 +142,9 @@ def render_markdown(report: Report, plots: Mapping[str, str] | None = None) -> s
         lines += [f"Seed: `{report.seed}`", ""]
     if not report.comparisons:
         lines += ["_No comparisons were recorded._", ""]
+    drawn = {name.partition("/")[0] for name in plots}
+    if 0 < len(drawn) < len(report.comparisons):
+        lines += [f"_Plots are drawn for {len(drawn)} of the {len(report.comparisons)} comparisons._", ""]
     for slug, comp in zip(report.slugs(), report.comparisons, strict=True):
         env = f" — {text(comp.env_id)}" if comp.env_id else ""
         lines += [f"## {text(comp.task)}{env}", ""]

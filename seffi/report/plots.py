@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import re
 import textwrap
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -1260,10 +1261,18 @@ def plot_latent(comparison: Comparison) -> Figure | None:
     return finish(fig)
 
 
+#: Comparisons a report draws plots for (the first, in report order): each costs ~2 s of CPU at
+#: print resolution, so a report of thousands renders in under a minute; report.md has every table.
+PLOTTED_COMPARISONS = 20
+
+
 def render_report_plots(
     report: Report, out_dir: str | Path, *, format: str = "png", dpi: int = DPI
 ) -> dict[str, Path]:
-    """Write every plot of ``report`` under ``out_dir/plots/``, as ``<slug>_<plot>.<format>``.
+    """Write the plots of ``report`` under ``out_dir/plots/``, as ``<slug>_<plot>.<format>``.
+
+    Plots are drawn for the first `PLOTTED_COMPARISONS` comparisons; a report holding more says so in
+    one warning.
 
     Args:
         report: The report.
@@ -1281,7 +1290,15 @@ def render_report_plots(
     ext = check_format(format)
     out = Path(out_dir) / PLOTS_DIR
     files: dict[str, Path] = {}
-    for slug, comp in zip(report.slugs(), report.comparisons, strict=True):
+    n = len(report.comparisons)
+    if n > PLOTTED_COMPARISONS:
+        warnings.warn(
+            f"the report holds {n:,} comparisons: plots are drawn for the first {PLOTTED_COMPARISONS} "
+            "(report.md has the table of every one)",
+            stacklevel=2,
+        )
+    pairs = zip(report.slugs()[:PLOTTED_COMPARISONS], report.comparisons[:PLOTTED_COMPARISONS], strict=True)
+    for slug, comp in pairs:
 
         def _save(name: str, fig: Figure | None, slug: str = slug) -> None:
             if fig is not None:

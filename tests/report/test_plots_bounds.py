@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from seffi.report import plots as P
 from seffi.report import schema
@@ -43,3 +44,21 @@ def test_a_barcode_with_more_drawn_strategies_than_the_cap_counts_the_rest() -> 
     names = [f"s{10 * j}" for j in range(P.LEGEND_STRATEGIES)]
     more = f"+ {drawn - P.LEGEND_STRATEGIES} more strategies"
     assert _legend(fig) == [*names, more, "no match", "first appearance"]
+
+
+def test_a_report_of_many_comparisons_draws_the_first_and_says_so(tmp_path, monkeypatch) -> None:
+    from seffi.report import write_report
+
+    monkeypatch.setattr(P, "PLOTTED_COMPARISONS", 2)
+    report = schema.Report(seed=7, comparisons=[fx.comparison(task=f"t{i}", env_id=None) for i in range(3)])
+    with pytest.warns(UserWarning, match="the report holds 3 comparisons: plots are drawn for the first 2"):
+        files = write_report(tmp_path, report)
+    slugs = report.slugs()
+    drawn = {name.partition("/")[0] for name in files if "/" in name}
+    assert drawn == set(slugs[:2])
+    assert sorted(p.name.partition("_")[0] for p in (tmp_path / "plots").iterdir()) == sorted(
+        slug for slug in slugs[:2] for name in files if name.startswith(f"{slug}/")
+    )
+    md = (tmp_path / "report.md").read_text()
+    assert "_Plots are drawn for 2 of the 3 comparisons._" in md
+    assert all(f"## {t}" in md for t in ("t0", "t1", "t2"))  # every table stays
