@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from seffi._convert import printable
 from seffi._io import write_atomic
 from seffi.coverage.barcode import BARCODE_ROWS
 from seffi.errors import SeffiError
@@ -101,6 +102,31 @@ def styled_sets(comparison: Comparison) -> list[tuple[CurveSet, dict[str, Any]]]
         out.append((c, role_style(c, n_policy)))
         n_policy += c.role == "policy" and not is_sanity(c)
     return out
+
+
+def figure_text(value: str) -> str:
+    """A name from a report as literal figure text: control characters a space, ``$`` not mathtext."""
+    return printable(value).replace("$", r"\$")
+
+
+def _figure_names(data: Any) -> Any:
+    """``data`` (a model dump) with every string as `figure_text`."""
+    if isinstance(data, str):
+        return figure_text(data)
+    if isinstance(data, list):
+        return [_figure_names(v) for v in data]
+    if isinstance(data, dict):
+        return {k: _figure_names(v) for k, v in data.items()}
+    return data
+
+
+def figure_safe(comparison: Comparison) -> Comparison:
+    r"""``comparison`` with its names (task, labels, strategy and input ids, notes) as `figure_text`.
+
+    A name from report.json is drawn as typed: ``"$\frac$"`` would otherwise be parsed as mathtext
+    (and fail the figure), an escape sequence drawn as missing glyphs.
+    """
+    return Comparison.model_validate(_figure_names(comparison.model_dump()))
 
 
 def legend_label(c: CurveSet) -> str:
@@ -675,9 +701,9 @@ def check_overlay(reports: Mapping[str, Report]) -> None:
             budgets.setdefault(comp.task, {}).setdefault(run, comp.budget)
     for task, per_run in budgets.items():
         if len(set(per_run.values())) > 1:
-            which = ", ".join(f"K={k} in {run}" for run, k in per_run.items())
+            which = ", ".join(f"K={k} in {printable(run)}" for run, k in per_run.items())
             raise IncompatibleRuns(
-                f"cannot overlay {task}: the runs use different budgets ({which}); "
+                f"cannot overlay {printable(task)}: the runs use different budgets ({which}); "
                 "coverage and AUC at different K do not compare — compare runs of one K"
             )
 
@@ -736,6 +762,11 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
         IncompatibleRuns: two runs measured one task at different budgets.
         ValueError: no run holds a comparison.
     """
+    check_overlay(reports)  # names as given, for its message
+    reports = {
+        figure_text(run): rep.model_copy(update={"comparisons": [figure_safe(c) for c in rep.comparisons]})
+        for run, rep in reports.items()
+    }
     tasks: list[str] = []
     for rep in reports.values():
         for comp in rep.comparisons:
@@ -743,7 +774,6 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
                 tasks.append(comp.task)
     if not tasks:
         raise ValueError("no comparisons to overlay")
-    check_overlay(reports)
     runs = list(reports)
     run_color = {run: policy_color(i) for i, run in enumerate(runs)}
     # A run's policies, in order of first appearance over its tasks: the j-th takes the j-th marker.
@@ -1304,6 +1334,7 @@ def render_report_plots(
             if fig is not None:
                 files[f"{slug}/{name}"] = save_figure(fig, out / f"{slug}_{name}.{ext}", dpi=dpi)
 
+        comp = figure_safe(comp)
         sets = comp.curve_sets()
         files[f"{slug}/coverage"] = save_coverage(comp, out / f"{slug}_coverage.{ext}", dpi=dpi)
         _save("coverage_by_rarity", plot_coverage_by_rarity(comp))
