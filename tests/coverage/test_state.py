@@ -230,3 +230,21 @@ def test_skipped_is_tied_to_the_runs_samples_beyond_the_budget() -> None:
     old = forged(lambda s: (s["runs"].pop("beyond"), s.update(skipped=2)))
     assert CoverageTracker.from_state_dict(old).state_dict()["runs"]["beyond"] == [0, 2]
     _one_line_refusal(forged(lambda s: s["runs"].pop("beyond")), "skipped=5 must be the runs' 2")
+
+
+def test_a_monitor_states_episodes_are_its_samples_and_skipped_ones(tmp_path) -> None:
+    """A monitor state's ``episodes`` is tied to its tracker: every episode is a sample or one past
+    its run's budget, so a forged count (which the monitor would log as seffi/episodes) is refused."""
+    from seffi.callbacks import CoverageMonitor
+
+    def monitor(name: str) -> CoverageMonitor:
+        return CoverageMonitor(2, ["a", "b"], out_dir=tmp_path / name, wandb="disabled", plots=False)
+
+    m = monitor("one")
+    for k in range(5):  # one run of 5 samples under K = 2: 3 beyond the budget
+        m.update_infos({"input_id": "x", "strategy_matches": ("a",), "sample_index": k, "run_index": 0}, True)
+    state = json.loads(json.dumps(m.state_dict()))
+    assert state["episodes"] == 5 and state["tracker"]["skipped"] == 3
+    assert monitor("two").load_state_dict(state).episodes == 5
+    with pytest.raises(SeffiError, match="episodes=4503599627370496 must be the tracker's 2 samples and 3"):
+        monitor("three").load_state_dict({**state, "episodes": 2**52})
