@@ -16,9 +16,12 @@ import numpy as np
 
 from seffi.errors import SeffiError
 
-__all__ = ["LogUnit", "MonitorConfig"]
+__all__ = ["SINK_NAMES", "LogUnit", "MonitorConfig"]
 
 LogUnit = Literal["episodes", "steps"]
+
+#: The sinks a monitor makes itself when ``sinks`` names them.
+SINK_NAMES = ("local", "wandb", "tensorboard")
 
 
 #: The int options: (name, lowest value, whether None is allowed).
@@ -44,8 +47,11 @@ class MonitorConfig:
         strategies: Declared strategy ids (the coverage denominator M). ``None``: read from the env.
         iid: A user iid baseline (e.g. ``IidBaseline.from_samples(...)``) — replaces the env's.
         oracle: A user oracle baseline — replaces the env's.
-        sinks: Where to log (a [`seffi.report.sinks.Sink`][seffi.report.Sink]). ``None``: the default pair, a
-            local folder ``out_dir`` (always) and W&B (``wandb`` mode; an active ``wandb.run`` is reused).
+        sinks: Where to log: a [`seffi.report.sinks.Sink`][seffi.report.Sink] of the caller's, or the names
+            of the sinks the monitor makes, out of `SINK_NAMES`: ``"local"`` (the folder ``out_dir``,
+            always made), ``"wandb"`` (W&B in ``wandb`` mode; an active ``wandb.run`` is reused) and
+            ``"tensorboard"`` (event files in ``out_dir/tb``, the ``tensorboard`` extra).
+            ``None``: ``["local", "wandb"]``.
         out_dir: Local report folder for the default sinks (default ``runs/seffi-<timestamp>``). If it
             already holds a seffi run, the run goes to ``out_dir-2`` (``-3``, ...) with one warning.
         wandb: "offline", "online" or "disabled"; ``None`` uses ``WANDB_MODE`` if set, else offline.
@@ -70,12 +76,13 @@ class MonitorConfig:
         env_name: Env id used in error messages and the report (default: read from the env).
         task_name: Task name for the report (default: read from the env).
         verbose: 1 prints a one-line summary at every log.
-        window: Each log also describes the runs completed in the last ``window`` episodes (default
-            4096) under ``seffi/window/<metric>``, so a chart can follow the policy as it trains
-            (like SB3's ``stats_window_size``); ``seffi/<metric>`` always describes every run, as
-            the final report, the W&B summary and `metrics` do. The runs are dated by the log at
-            which the monitor folded them in (see `RecentRuns`: with ``window`` a multiple of an
-            episode-based ``log_every`` the window is exact). ``None``: no window keys.
+        window: Each log also describes the runs whose every sample came in the last ``window``
+            episodes (default 4096) under ``seffi/window/<metric>``, so a chart can follow the
+            policy as it trains (like SB3's ``stats_window_size``); ``seffi/<metric>`` always
+            describes every run, as the final report, the W&B summary and `metrics` do. A run is
+            dated by its first sample, at the fold that brought it in (see `RecentRuns`: with
+            ``window`` a multiple of an episode-based ``log_every`` the window is exact), and
+            ``seffi/window/age`` says how old the window's oldest sample is. ``None``: no window keys.
         checkpoint_every: Also write a checkpoint (tracker_state.json and report.json, each replaced
             whole) at the first log after this many more episodes (``None``: by time only).
         checkpoint_seconds: Write a checkpoint at the first log after this many seconds since the
@@ -87,7 +94,7 @@ class MonitorConfig:
             monitor starts from its recorded runs and episodes (open runs continue) and, unless
             ``out_dir`` names another folder, keeps writing into it.
 
-    Example:
+    Examples:
         >>> cfg = MonitorConfig(budget=16, n_boot=100, wandb="disabled")
         >>> cfg.replace(scope="eval").scope
         'eval'
@@ -135,6 +142,27 @@ class MonitorConfig:
             raise SeffiError(f"log_unit must be 'episodes' or 'steps', got {self.log_unit!r}")
         if self.wandb is not None and self.wandb not in ("online", "offline", "disabled"):
             raise SeffiError(f"wandb must be 'online', 'offline' or 'disabled', got {self.wandb!r}")
+        self.sink_names()  # names out of SINK_NAMES, or one clear error
+
+    def sink_names(self) -> tuple[str, ...] | None:
+        """The sinks the monitor makes itself (``sinks`` None or names), or None for a caller's sink.
+
+        Raises:
+            SeffiError: ``sinks`` holds a name not in `SINK_NAMES`, or names mixed with sinks.
+        """
+        sinks = self.sinks
+        if sinks is None:
+            return ("local", "wandb")
+        if isinstance(sinks, str):
+            sinks = [sinks]
+        elif not isinstance(sinks, Sequence) or not all(isinstance(s, str) for s in sinks):
+            if isinstance(sinks, Sequence) and any(isinstance(s, str) for s in sinks):
+                raise SeffiError("sinks takes names or one Sink (a MultiSink for several), not a mix")
+            return None
+        unknown = [s for s in sinks if s not in SINK_NAMES]
+        if unknown or not sinks:
+            raise SeffiError(f"sinks names {unknown or 'nothing'}; the names are {list(SINK_NAMES)}")
+        return ("local", *dict.fromkeys(s for s in sinks if s != "local"))
 
     @classmethod
     def fields(cls) -> tuple[str, ...]:

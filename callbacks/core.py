@@ -67,7 +67,7 @@ class CoverageMonitor:
         config: A [`MonitorConfig`][seffi.callbacks.MonitorConfig]; ``**options`` (its fields) go on top.
         baselines: Precomputed [`EnvBaselines`][seffi.coverage.env_baselines.EnvBaselines].
 
-    Example:
+    Examples:
         >>> monitor = CoverageMonitor.for_env(envs, budget=16)  # doctest: +SKIP
         >>> monitor.update_infos(infos, terminated | truncated); monitor.maybe_log(step)  # doctest: +SKIP
         >>> monitor.close()  # doctest: +SKIP
@@ -103,13 +103,16 @@ class CoverageMonitor:
             if self.access
             else EnvBaselines(self.strategies, self.budget, **kwargs)
         )
-        self._owns_sinks = cfg.sinks is None
+        names = cfg.sink_names()
+        self._owns_sinks = names is not None
         resume = Path(cfg.resume_from) if cfg.resume_from is not None else None
         resumed = _read_checkpoint(resume) if resume is not None else None
-        if cfg.sinks is None:  # the default pair; a folder that holds a run gets a fresh sibling
+        if names is not None:  # sinks of its own; a folder that holds a run gets a fresh sibling
             same = resume is not None and (cfg.out_dir is None or Path(cfg.out_dir) == resume)
             folder = resume if same else cfg.out_dir
-            self.out_dir, self.sinks = own_sinks(folder, cfg.wandb, cfg.plots, cfg.wandb_kwargs, reuse=same)
+            self.out_dir, self.sinks = own_sinks(
+                folder, cfg.wandb, cfg.plots, cfg.wandb_kwargs, reuse=same, names=names
+            )
         else:
             self.out_dir, self.sinks = Path(cfg.out_dir) if cfg.out_dir is not None else None, cfg.sinks
         wandb = getattr(self.sinks, "wandb", None)
@@ -156,7 +159,7 @@ class CoverageMonitor:
         self._new_window()
 
     def _new_window(self, *, loaded: bool = False) -> None:
-        """The window's tracker (``window=None``: none), following the runs completed from now on."""
+        """The window's tracker (``window=None``: none), following the runs opened from now on."""
         w, t = self.config.window, self._tracker
         #: The runs of the last ``window`` episodes (None: no window, or merged data without dates).
         self.recent = None if w is None else RecentRuns(w, t, since=self.episodes, loaded=loaded)
@@ -267,8 +270,9 @@ class CoverageMonitor:
 
         ``seffi/<metric>`` keys describe every run recorded (the numbers of the final report and
         the W&B summary); with a ``window``, ``seffi/window/<metric>`` keys beside them describe the
-        runs completed in the last ``window`` episodes (point estimates), with ``seffi/window/runs``
-        and ``seffi/window/episodes`` saying what the window holds.
+        runs whose samples all came in the last ``window`` episodes (point estimates), with
+        ``seffi/window/runs``, ``seffi/window/episodes`` and ``seffi/window/age`` saying what the
+        window holds and how old its oldest sample is.
 
         Returns the scalars, or ``None``: no data yet, or a step not above the last logged one
         (refused with one warning; the tracker keeps every episode for the final report).
@@ -351,16 +355,18 @@ class CoverageMonitor:
         return out
 
     def _window_scalars(self) -> dict[str, float]:
-        """``seffi/window/*``: the runs completed in the last ``window`` episodes ({} without a window)."""
+        """``seffi/window/*``: the runs of the last ``window`` episodes ({} without a window)."""
         if self.recent is None:
             return {}
         t = self.tracker  # fold the buffer first: its runs are dated now
-        win, start = self.recent.at(self.episodes, t)
+        win, reach, age = self.recent.at(self.episodes, t)
         runs = t.complete if win is None else win
         counts = {
-            keys.window_key("episodes", self.scope): float(self.episodes - start),
+            keys.window_key("episodes", self.scope): float(reach),
             keys.window_key("runs", self.scope): float(runs.runs),  # type: ignore[union-attr]
         }
+        if age is not None:
+            counts[keys.window_key("age", self.scope)] = float(age)
         scope = f"{self.scope}/window" if self.scope else "window"
         if win is None:  # nothing left yet: the window holds every run
             point, gain = t.point(), self._point_gain(t.point())
@@ -466,7 +472,7 @@ class CoverageMonitor:
         checked, episodes = _unpack(state, self._tracker)
         self._replace(CoverageTracker.from_state_dict(checked, barcode_rows=BARCODE_ROWS), episodes)
         self.stream_offset = self._tracker.stream_offset
-        self._new_window(loaded=True)  # the loaded runs have no dates: windows hold those completed after
+        self._new_window(loaded=True)  # the loaded runs have no dates: windows hold runs opened after
         return self
 
     def merge(self, other: CoverageMonitor | Mapping[str, Any]) -> CoverageMonitor:

@@ -19,7 +19,9 @@ monitor.close()                                               # 4: report.json, 
 Or wrap the env and forget about it ([`CoverageVectorWrapper`][seffi.callbacks.gym.CoverageVectorWrapper] /
 [`CoverageWrapper`][seffi.callbacks.gym.CoverageWrapper]), which do exactly those calls inside ``step`` and
 ``close``. Both autoreset modes work; a single env works the same with
-``monitor.update_infos(info, terminated or truncated)``.
+``monitor.update_infos(info, terminated or truncated)``. Both take every
+[`MonitorConfig`][seffi.callbacks.MonitorConfig] option, e.g. ``sinks=["local", "tensorboard"]`` for
+TensorBoard event files in ``out_dir/tb`` next to the local report.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ __all__ = ["StopOnSignal"]
 class StopOnSignal:
     """The first SIGINT/SIGTERM of a training run as a stop request (see the module docstring).
 
-    Example:
+    Examples:
         >>> stop = StopOnSignal()
         >>> stop.install(); stop.requested  # doctest: +SKIP
         False

@@ -1,6 +1,6 @@
 """Stable-Baselines3 adapter: `CoverageCallback`, a drop-in ``BaseCallback``.
 
-Example:
+Examples:
     >>> import gymnasium as gym, seffi.envs                           # doctest: +SKIP
     >>> from stable_baselines3 import PPO
     >>> from seffi.callbacks.sb3 import CoverageCallback
@@ -123,7 +123,7 @@ class CoverageCallback(BaseCallback):
             raise SeffiError(f"mode must be 'stream', 'eval' or 'both', got {mode!r}")
         if mode != "stream" and eval_env is None:
             raise SeffiError(f"mode {mode!r} needs an eval_env (a single seffi env)")
-        if mode == "both" and cfg.sinks is not None:
+        if mode == "both" and cfg.sink_names() is None:
             raise SeffiError("mode 'both' writes two report folders: give out_dir, not sinks")
         if log_at not in ("rollout", "step"):
             raise SeffiError(f"log_at must be 'rollout' or 'step', got {log_at!r}")
@@ -132,7 +132,8 @@ class CoverageCallback(BaseCallback):
         self.budget, self.mode, self.log_at = cfg.budget, mode, log_at
         self.eval_env, self.eval_freq, self.eval_inputs = eval_env, eval_freq, eval_inputs
         self.deterministic = deterministic
-        folder = cfg.out_dir if cfg.out_dir is not None or cfg.sinks is not None else default_out_dir()
+        own = cfg.sink_names() is not None  # sinks the callback makes (the default, or named ones)
+        folder = cfg.out_dir if cfg.out_dir is not None or not own else default_out_dir()
         self.out_dir: Path | None = Path(folder) if folder is not None else None
         self._requested_out_dir = self.out_dir  # later runs are numbered from it (-2, -3, ...)
         self.monitor: CoverageMonitor | None = None
@@ -195,9 +196,10 @@ class CoverageCallback(BaseCallback):
         # is delivered as usual (KeyboardInterrupt out of learn()).
         self._stop = StopOnSignal()
         self._stop.install(loop=("learn",))
-        if self.config.sinks is None and self.config.resume_from is not None and self.config.out_dir is None:
+        own = self.config.sink_names() is not None
+        if own and self.config.resume_from is not None and self.config.out_dir is None:
             self.out_dir = Path(self.config.resume_from)  # a resumed run continues its own folder
-        elif self.config.sinks is None:
+        elif own:
             # Decided when training starts (every learn() call): a folder that holds an earlier run,
             # even in the "both" layout's sub-folders, is never written into again.
             self.out_dir = fresh_out_dir(self._requested_out_dir, nested=("stream", "eval"))
@@ -216,7 +218,8 @@ class CoverageCallback(BaseCallback):
     def _part_config(self, part: str, run: Any = None) -> MonitorConfig:
         """The monitor config of the ``"stream"`` or ``"eval"`` part, with its sinks."""
         cfg = self.config
-        if cfg.sinks is not None:
+        names = cfg.sink_names()
+        if names is None:
             return cfg
         assert self.out_dir is not None
         folder = self.out_dir / part if self.mode == "both" else self.out_dir
@@ -226,9 +229,10 @@ class CoverageCallback(BaseCallback):
             kwargs = {"run": run}
         sinks = default_sinks(
             folder,
-            wandb=wandb_mode(cfg.wandb),  # type: ignore[arg-type]
+            wandb=wandb_mode(cfg.wandb) if "wandb" in names else "disabled",  # type: ignore[arg-type]
             plots=cfg.plots,
             log_curves_every=1,  # the monitor decides which logs are curve snapshots
+            tensorboard="tensorboard" in names,
             **kwargs,
         )
         sinks.sinks.append(LoggerSink(self))
@@ -283,7 +287,7 @@ class CoverageCallback(BaseCallback):
             if self._steps:  # training stopped inside a rollout
                 self._ingest_steps()
             self.report = self.monitor.finalize(self.num_timesteps, interrupted=stopped)
-        if self.config.sinks is None:  # sinks the caller passed in are the caller's to announce
+        if self.config.sink_names() is not None:  # sinks the caller passed in are the caller's to announce
             self._print_closing()
         self._stop.reraise()  # KeyboardInterrupt after a Ctrl-C; nothing otherwise
 

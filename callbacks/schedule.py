@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import warnings
-from collections import deque
 
 import numpy as np
 
@@ -66,18 +65,19 @@ class LogSchedule:
 
 
 class RecentRuns:
-    """The window's tracker: the complete runs of the last ``window`` episodes, as `CompleteRuns`.
+    """The window's tracker: the complete runs whose every sample came in the last ``window`` episodes.
 
-    The monitor folds buffered episodes into its tracker in batches (at every log, and every
-    ``flush_every`` episodes); the runs a batch completes (``tracker.done``) enter the window dated
-    by the batch's first episode, and leave it, their sums subtracted, once that batch starts more
-    than ``window`` episodes back (the latest batch that completed runs always stays). With logs
-    every ``log_every`` episodes and ``window`` a multiple of it, the window holds exactly the runs
-    completed in the last ``window`` episodes.
+    A run is dated by its first sample. The monitor folds buffered episodes into its tracker in
+    batches (at every log, and every ``flush_every`` episodes); a run opened in a batch is dated by
+    the batch's first episode, so a date is at most one batch early. A completed run
+    (``tracker.done``) enters the window if its date is at most ``window`` episodes back, and leaves
+    it, its sums subtracted, once its date is more: a run that spans more than the window never
+    enters it. With logs every ``log_every`` episodes and ``window`` a multiple of it, the window
+    holds exactly the runs that started and completed in the last ``window`` episodes.
 
     Args:
         window: Episodes the window reaches back.
-        tracker: The tracker whose runs completing from now on the window follows.
+        tracker: The tracker whose runs opened from now on the window follows.
         since: The episode count the next batch starts at.
         loaded: ``tracker`` holds runs older than any window (a loaded state).
     """
@@ -85,33 +85,58 @@ class RecentRuns:
     def __init__(self, window: int, tracker: CoverageTracker, *, since: int = 0, loaded: bool = False):
         self.window = int(window)
         self.runs = CompleteRuns(tracker.budget)  # type: ignore[arg-type]
-        self.batches: deque[tuple[int, np.ndarray]] = deque()  # (batch start, slots it completed)
+        #: Date -> the slots of the window's runs of that date.
+        self.held: dict[int, list[np.ndarray]] = {}
         self.mark = tracker.n_done  # runs complete already stay out
-        self.start = int(since)
+        # Slot ranges and their dates: the runs opened from slot ``_first[i]`` on are dated
+        # ``_date[i]`` (the last range: the next batch's); a slot below ``_first[0]`` is older
+        # than the window (opened before it, or in a range dropped as too old).
+        self._first = np.array([tracker.assigner.n_slots], dtype=np.int64)
+        self._date = np.array([int(since)], dtype=np.int64)
+        self.since = int(since)
         #: Some complete runs of the tracker are outside the window.
         self.dropped = bool(loaded)
 
     def folded(self, tracker: CoverageTracker, end: int) -> None:
-        """A batch ending at episode count ``end`` went into ``tracker``: its completed runs enter."""
+        """A batch ending at episode count ``end`` went into ``tracker``: its completed recent runs enter."""
+        opened = tracker.assigner.n_slots
+        if opened > self._first[-1]:  # this batch opened runs: the next batch's get its own date
+            self._first = np.append(self._first, opened)
+            self._date = np.append(self._date, int(end))
+        else:
+            self._date[-1] = int(end)
         slots, self.mark = tracker.done[self.mark :].copy(), tracker.n_done
-        if slots.size:
-            self.batches.append((self.start, slots))
-            self.runs.add(tracker.runs, slots, tracker.assigner.slot_input[slots], tracker.m)
-        self.start = int(end)
+        if not slots.size:
+            return
+        at = np.searchsorted(self._first, slots, side="right") - 1
+        date = np.where(at >= 0, self._date[np.maximum(at, 0)], np.iinfo(np.int64).min)
+        recent = date >= end - self.window
+        self.dropped |= not recent.all()
+        slots, date = slots[recent], date[recent]
+        for d in np.unique(date).tolist():
+            self.held.setdefault(d, []).append(slots[date == d])
+        self.runs.add(tracker.runs, slots, tracker.assigner.slot_input[slots], tracker.m)
 
-    def at(self, episodes: int, tracker: CoverageTracker) -> tuple[CompleteRuns | None, int]:
-        """(the window's runs at episode count ``episodes``, the episode it starts at).
+    def at(self, episodes: int, tracker: CoverageTracker) -> tuple[CompleteRuns | None, int, int | None]:
+        """(the window's runs at episode count ``episodes``, episodes it reaches back, its age).
 
         The runs are None while the window holds every complete run of ``tracker`` (nothing left
-        yet): the cumulative numbers are then the window's.
+        yet): the cumulative numbers are then the window's. The reach is ``window``, or the
+        episodes since the window began when fewer; the age is how many episodes back the first
+        sample of its oldest run came (None for an empty window).
         """
-        while len(self.batches) > 1 and self.batches[0][0] < episodes - self.window:
-            _, slots = self.batches.popleft()
-            self.runs.add(tracker.runs, slots, tracker.assigner.slot_input[slots], tracker.m, -1)
+        cutoff = int(episodes) - self.window
+        for d in [d for d in self.held if d < cutoff]:
+            for slots in self.held.pop(d):
+                self.runs.add(tracker.runs, slots, tracker.assigner.slot_input[slots], tracker.m, -1)
             self.dropped = True
-        start = self.batches[0][0] if self.batches else min(self.start, int(episodes))
-        return (self.runs if self.dropped else None), start
+        # Ranges dated before the cutoff are older than any later window (the last is the next batch's).
+        old = min(int(np.searchsorted(self._date, cutoff)), self._date.size - 1)
+        self._first, self._date = self._first[old:], self._date[old:]
+        age = int(episodes) - min(self.held) if self.held else None
+        return (self.runs if self.dropped else None), min(self.window, int(episodes) - self.since), age
 
     def slots(self) -> np.ndarray:
         """Slots of the runs in the window."""
-        return np.concatenate([s for _, s in self.batches]) if self.batches else np.zeros(0, dtype=np.int64)
+        parts = [s for held in self.held.values() for s in held]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)

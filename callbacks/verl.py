@@ -64,7 +64,7 @@ class VerlCoverage:
         **monitor_options: Passed to `CoverageMonitor` (``iid``, ``oracle``, ``out_dir``, ``wandb``,
             ``log_every`` in steps, ...).
 
-    Example:
+    Examples:
         >>> cov = VerlCoverage({"loop": r"\bfor\b"}, score=lambda ds, s, gt, ei: float(gt in s),
         ...                    wandb="disabled", out_dir=None, plots=False)  # doctest: +SKIP
     """

@@ -21,7 +21,7 @@ The native vector envs take Gymnasium's ``autoreset_mode=`` (``NEXT_STEP``, the 
 or ``DISABLED``; see `seffi.envs.vector`), and every env renders as text (``render_mode="ansi"``) or as
 an RGB coverage grid (``"rgb_array"``). Which mode suits which loop: ``docs/integrations.md``.
 
-Example:
+Examples:
     >>> import gymnasium as gym, seffi.envs
     >>> seffi.envs.env_id("sort_swaps", "router")
     'seffi/SortSwapsRouter-v0'

@@ -6,7 +6,7 @@ arguments; unknown keys, out-of-range values and values of the wrong type raise 
 ``int`` (or numpy integer) but never a ``bool``, a string or a float, a number field never a ``bool`` or
 a string, and ``history`` only a ``bool``.
 
-Example:
+Examples:
     >>> cfg = parse_config(TokenEnvConfig, {"task": "hanoi", "budget": 4})
     >>> cfg.budget, cfg.reward, cfg.schedule
     (4, 'valid', 'round_robin')

@@ -17,7 +17,7 @@ vector env renders exactly what ``SyncVectorEnv`` over the single env renders.
   (``"last"``). The shape is fixed by the pool (H and W are multiples of 16, which video encoders
   want), so video wrappers can stack frames. Pure numpy: no plotting library is imported.
 
-Example:
+Examples:
     >>> import gymnasium as gym, seffi.envs
     >>> env = gym.make("seffi/HanoiRouter-v0", n_inputs=3, budget=4, render_mode="rgb_array")
     >>> _ = env.reset(seed=0)

@@ -27,7 +27,7 @@ found      M      (``history``) 1 for strategies found by valid traces in this r
 used       1      (``history``) samples used in this run / budget
 =========  =====  =========================================================================
 
-Example:
+Examples:
     >>> import gymnasium as gym, seffi.envs
     >>> env = gym.make("seffi/HanoiRouter-v0", n_inputs=3, budget=4)
     >>> obs, _ = env.reset(seed=0)
@@ -139,7 +139,7 @@ class RouterSpec(PoolSpec):
     def base_match_distribution(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
         """Law of the match set when z is drawn from the router prior (exact, by enumeration)."""
         n = self.index_of(input_id)
-        branch = self.prior[n] @ self.branch_probs[n]
+        branch = np.einsum("z,zb->b", self.prior[n], self.branch_probs[n])  # not BLAS: same bits on every CPU
         law: dict[frozenset[str], float] = {}
         for k, p in enumerate(branch):
             if p <= 0.0:

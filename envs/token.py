@@ -15,7 +15,7 @@
   ``max_length``, derived from the pool's traces by default). Either way the final ``info`` is complete:
   the written tokens are decoded and validated by the task.
 
-Example:
+Examples:
     >>> import gymnasium as gym, seffi.envs
     >>> env = gym.make("seffi/Hanoi-v0", n_inputs=2, budget=3)
     >>> obs, _ = env.reset(seed=0)

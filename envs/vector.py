@@ -15,7 +15,7 @@ built with the same ``autoreset_mode``, for the same seeds and actions. The thre
 * ``DISABLED``: no autoreset; reset ended rows with ``reset(options={"reset_mask": ...})`` before the
   next ``step`` (stepping an ended row is an error).
 
-Example:
+Examples:
     >>> import gymnasium as gym, seffi.envs
     >>> envs = gym.make_vec("seffi/HanoiRouter-v0", num_envs=4, vectorization_mode="vector_entry_point")
     >>> obs, _ = envs.reset(seed=0)

@@ -6,7 +6,7 @@ alone — so it works on any env whose infos follow the seffi contract. With ``v
 only valid traces count, like the envs' built-in ``reward="novel"`` mode; wrapping a ``reward="valid"``
 env reproduces that mode exactly.
 
-Example:
+Examples:
     >>> import gymnasium as gym, seffi.envs
     >>> env = NoveltyBonus(gym.make("seffi/HanoiRouter-v0", n_inputs=2), bonus=0.5)
     >>> _ = env.reset(seed=0)

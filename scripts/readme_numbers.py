@@ -2,8 +2,7 @@
 
 Every generated region of a page sits between ``<!-- readme-numbers:NAME -->`` and
 ``<!-- /readme-numbers:NAME -->`` markers (each name in exactly one page). A *producer* makes the
-expected bodies of one or more blocks, the figures they describe and the wall times quoted in the
-prose::
+expected bodies of one or more blocks and the figures they describe, and may time its command::
 
     python scripts/readme_numbers.py --check                 # exit 1 and a diff when a page drifted
     python scripts/readme_numbers.py --write                 # rewrite the blocks, figures and times
@@ -14,12 +13,13 @@ Run it with every extra installed (``pip install -e '.[all]'``): the SB3 example
 reference of ``seffi bench`` need them. Producers that run in ``--check`` (a few minutes in all):
 
 - ``seffi-run``: ``seffi run --no-progress`` (the default experiment, seed 0) -> README's summary table,
-  the caption of ``docs/coverage.png`` (the legend's numbers) and the figure itself, pixel for pixel,
-  plus the wall time on the performance page;
+  the caption of ``docs/coverage.png`` (the legend's numbers) and the figure itself, pixel for pixel
+  (report.json is the same on every x86-64 CPU, whatever BLAS kernel it gets), plus its wall time;
 - ``caveat``: ``seffi run --tasks sort_swaps,coin_sum --budget 16 --seed 1`` and ``seffi tasks`` ->
   the feasibility warning quoted on the statistics page;
 - ``lane``: ``seffi lane sample-efficiency --split public|holdout`` (in process) -> the lane table;
-- ``sb3-eval``: ``python examples/sb3_ppo_router_eval.py`` (needs the sb3 extra) -> its gains and time;
+- ``sb3-eval``: ``python examples/sb3_ppo_router_eval.py`` (needs the sb3 extra) -> its gains, and its
+  wall time;
 - ``cli``: ``seffi <command> --help`` for every command -> docs/cli.md;
 - ``citation``: CITATION.cff -> README's BibTeX;
 - ``delegated``: the pages in `DELEGATED` that have a checker of their own (it is run).
@@ -30,7 +30,9 @@ re-run nothing unless ``--write --refresh`` is given:
 - ``ladder``: ``docs/results/ladder/`` (the files of one ``seffi ladder`` run) -> docs/ladder.md's
   tables, captions and findings, and its two figures;
 - ``benchmarks``: ``docs/results/benchmarks/<name>.txt`` (each benchmark's printed output) -> one
-  ``bench-<name>`` block each on the performance and statistics pages;
+  ``bench-<name>`` block each on the performance, statistics and W&B pages;
+- ``calibration`` (``scripts/calibration_table.py``): ``docs/results/calibration.json`` (the rows of
+  ``benchmarks/calibration.py``) -> the calibration table of docs/statistics.md;
 - ``exploration`` (``scripts/readme_exploration.py``): ``docs/results/exploration-bench/<setting>/``
   (the combined ``bench.json`` of each setting and its models' training times) -> the tables, findings
   and wall times of docs/exploration-bench.md, and its two figures, pixel for pixel.
@@ -38,8 +40,10 @@ re-run nothing unless ``--write --refresh`` is given:
 Outside the blocks, a page states no result: a decimal with three or more places, or a signed one,
 in its prose is reported (`readme_blocks.stray_numbers`), so every measured number has a producer.
 
-Wall times measured here depend on the machine and its load: they agree within a factor of
-`TIME_TOLERANCE`, and ``--write`` replaces a time only when it is outside that band.
+Wall times depend on the machine and its load, so ``--check`` compares numbers and figures only. The
+times live on the performance page, each with the load average when its command started:
+``--write`` replaces a time (and its load average) when it is outside a factor `TIME_TOLERANCE` of
+the one stated, and ``--check`` only checks that the page states one.
 """
 
 from __future__ import annotations
@@ -71,7 +75,7 @@ from readme_blocks import DOCS, block_names, pages, read_block, replace_block, s
 from readme_blocks import README as README  # noqa: E402  (for the tests and other scripts)
 
 RESULTS = DOCS / "results"
-#: A measured wall time agrees with a page when within this factor of it (shared 2-core machine).
+#: ``--write`` keeps a stated wall time within this factor of the measured one (shared 2-core machine).
 TIME_TOLERANCE = 2.0
 MINUS = "\u2212"  # the pages' tables use a typographic minus
 #: Width of the generated CLI reference (no horizontal scrolling on the docs site).
@@ -135,6 +139,13 @@ def seffi_run_table(report: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: The caption sits above the README's definitions: it says what each of its lines is.
+CAPTION_LABELS = {
+    "learned": "the trained router",
+    "iid-sampler": "the base model run through the env and measured like the router",
+}
+
+
 def coverage_caption(report: Any, task: str = "sort_swaps") -> str:
     """The caption of docs/coverage.png: the numbers its legend shows (AUC, gain with its 95% CI)."""
     comp = next(c for c in report.comparisons if c.task == task)
@@ -142,8 +153,13 @@ def coverage_caption(report: Any, task: str = "sort_swaps") -> str:
     for pol in comp.policies:
         g = pol.gain
         gain = "" if g is None or g.value is None else f", gain {ci(g.value, g.lo, g.hi, 2)}"
-        parts.append(f"{pol.curves.label} AUC {num(pol.curves.auc)}{gain}")
-    parts += [f"iid AUC {num(comp.iid.auc)}", f"oracle AUC {num(comp.oracle.auc)}"]
+        what = CAPTION_LABELS.get(pol.curves.label)
+        label = pol.curves.label + (f" ({what})" if what else "")
+        parts.append(f"{label} AUC {num(pol.curves.auc)}{gain}")
+    parts += [
+        f"iid (exact, from the base model's law) AUC {num(comp.iid.auc)}",
+        f"oracle (never repeats a strategy) AUC {num(comp.oracle.auc)}",
+    ]
     return (
         f"*`{task}` in the default `seffi run` (K = {comp.budget}, {comp.n_inputs} inputs): the expected "
         "share of the strategies found by sample k, with 95% bands. Legend: " + "; ".join(parts) + ".*\n"
@@ -173,18 +189,17 @@ def lane_table(reports: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def sb3_eval_text(report: Any, seconds: float, stated: float | None) -> str:
-    """The sentence on the SB3 evaluation example (the time kept while within tolerance)."""
+def sb3_eval_text(report: Any) -> str:
+    """The sentence on the SB3 evaluation example: first and final gain with their 95% CIs."""
     from seffi.report.plots import eval_series
 
     (comp,) = report.comparisons
     series = eval_series(comp)
     (first_step, first), (_, final) = series[0], series[-1]
-    shown = stated if stated is not None and within(seconds, stated) else round(seconds)
     g0, g1 = first.gain, final.gain
     return (
         "With default arguments, `sb3_ppo_router_eval.py` (30k PPO timesteps, "
-        f"~{shown:g} s,\n{len(series)} evaluations) prints the evaluated gain vs iid with its 95% CI for "
+        f"{len(series)} evaluations)\nprints the evaluated gain vs iid with its 95% CI for "
         f"every evaluation:\n{ci(g0.value, g0.lo, g0.hi)} after {first_step // 1000}k steps, "
         f"{ci(g1.value, g1.lo, g1.hi)} at the end.\n"
     )
@@ -212,8 +227,8 @@ class Result:
     """What one producer made: expected block bodies, figures to compare, timed prose to check."""
 
     blocks: dict[str, str]
-    #: (regex with one group = the stated seconds, measured seconds)
-    times: list[tuple[str, float]] = field(default_factory=list)
+    #: (regex with two groups = the stated seconds and load average, measured seconds, load average)
+    times: list[tuple[str, float, float]] = field(default_factory=list)
     #: (committed figure, freshly made one): equal pixel for pixel, or the check fails
     figures: list[tuple[Path, Path]] = field(default_factory=list)
     #: (committed file, expected sha256): a figure that must come from the committed run
@@ -240,18 +255,23 @@ def _env() -> dict[str, str]:
     return {**os.environ, "MPLBACKEND": "Agg", "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
 
 
-def _run(cmd: list[str], cwd: Path, stderr: bool = True) -> tuple[float, str]:
-    """(wall seconds, stdout and, when ``stderr``, stderr) of ``cmd``; exits with its stderr on failure."""
+def _run(cmd: list[str], cwd: Path, stderr: bool = True) -> tuple[float, float, str]:
+    """(wall seconds, 1-minute load average at the start, stdout and, when ``stderr``, stderr) of ``cmd``.
+
+    Exits with the command's stderr when it fails.
+    """
+    load = os.getloadavg()[0]
     started = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"readme_numbers: {' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
-    return time.perf_counter() - started, proc.stdout + (proc.stderr if stderr else "")
+    return time.perf_counter() - started, load, proc.stdout + (proc.stderr if stderr else "")
 
 
 SEFFI = [sys.executable, "-c", "import sys; from seffi.cli import main; sys.exit(main())"]
-SEFFI_RUN_TIME = r"The default `seffi run` [^*]*takes\s+\*\*([0-9.]+) s\*\*"
-SB3_TIME = r"`sb3_ppo_router_eval.py` \(30k PPO timesteps, ~([0-9.]+) s"
+#: The timed sentences of the performance page: group 1 the seconds, group 2 the load average.
+SEFFI_RUN_TIME = r"The default `seffi run` [^*]*takes\s+\*\*([0-9.]+) s\*\*[^(]*\(load\s+average\s+([0-9.]+)"
+SB3_TIME = r"`examples/sb3_ppo_router_eval.py`[^*]*\*\*([0-9.]+) s\*\*\s+\(load\s+average\s+([0-9.]+)"
 
 
 def produce_seffi_run(ctx: Context) -> Result:
@@ -259,12 +279,12 @@ def produce_seffi_run(ctx: Context) -> Result:
     from seffi.report import load_report
 
     # Timed as the performance page states it; the numbers do not depend on W&B.
-    seconds, _ = _run([*SEFFI, "run", "--no-progress", "--wandb", "disabled", "--out", "run"], ctx.tmp)
+    seconds, load, _ = _run([*SEFFI, "run", "--no-progress", "--wandb", "disabled", "--out", "run"], ctx.tmp)
     report = load_report(ctx.tmp / "run")
     figure = ctx.tmp / "run" / "plots" / "SortSwapsRouter-v0_coverage.png"
     return Result(
         {"seffi-run": seffi_run_table(report), "coverage-figure": coverage_caption(report)},
-        times=[(SEFFI_RUN_TIME, seconds)],
+        times=[(SEFFI_RUN_TIME, seconds, load)],
         figures=[(DOCS / "coverage.png", figure)],
     )
 
@@ -272,10 +292,10 @@ def produce_seffi_run(ctx: Context) -> Result:
 def produce_caveat(ctx: Context) -> Result:
     """The feasibility warning of a run with coin_sum, and coin_sum's feasible share from ``seffi tasks``."""
     argv = ["run", "--tasks", "sort_swaps,coin_sum", "--budget", "16", "--seed", "1"]
-    _, out = _run([*SEFFI, *argv, "--no-progress", "--wandb", "disabled", "--out", "caveat"], ctx.tmp)
+    _, _, out = _run([*SEFFI, *argv, "--no-progress", "--wandb", "disabled", "--out", "caveat"], ctx.tmp)
     lines = (ln.strip() for ln in out.splitlines())
     warning = next((ln for ln in lines if ln.startswith("warning (coin_sum)")), None)
-    _, listing = _run([*SEFFI, "tasks", "coin_sum", "--json"], ctx.tmp)
+    _, _, listing = _run([*SEFFI, "tasks", "coin_sum", "--json"], ctx.tmp)
     (info,) = json.loads(listing)
     problems = [] if warning else ["caveat: the coin_sum run printed no feasibility warning"]
     body = (
@@ -304,11 +324,9 @@ def produce_sb3_eval(ctx: Context) -> Result:
     from seffi.report import load_report
 
     script = ROOT / "examples" / "sb3_ppo_router_eval.py"
-    seconds, _ = _run([sys.executable, str(script), "--wandb", "disabled", "--out", "sb3"], ctx.tmp)
-    m = re.search(SB3_TIME, ctx.all_text())
-    stated = float(m.group(1)) if m else None
-    body = sb3_eval_text(load_report(ctx.tmp / "sb3"), seconds, stated)
-    return Result({"sb3-eval": body}, times=[(SB3_TIME, seconds)])
+    seconds, load, _ = _run([sys.executable, str(script), "--wandb", "disabled", "--out", "sb3"], ctx.tmp)
+    body = sb3_eval_text(load_report(ctx.tmp / "sb3"))
+    return Result({"sb3-eval": body}, times=[(SB3_TIME, seconds, load)])
 
 
 _HELP = """
@@ -389,6 +407,13 @@ def produce_benchmarks(ctx: Context) -> Result:
     return readme_results.produce_benchmarks(ctx)
 
 
+def produce_calibration(ctx: Context) -> Result:
+    """docs/statistics.md's calibration table from the committed ``benchmarks/calibration.py`` output."""
+    import calibration_table
+
+    return calibration_table.produce(ctx)
+
+
 def produce_exploration(ctx: Context) -> Result:
     """docs/exploration-bench.md's tables, findings, figures and wall times from the committed benches."""
     import readme_exploration
@@ -425,6 +450,7 @@ PRODUCERS: dict[str, Callable[[Context], Result]] = {
     "citation": produce_citation,
     "ladder": produce_ladder,
     "benchmarks": produce_benchmarks,
+    "calibration": produce_calibration,
     "exploration": produce_exploration,
     "delegated": produce_delegated,
 }
@@ -433,21 +459,18 @@ PRODUCERS: dict[str, Callable[[Context], Result]] = {
 # -- comparing ---------------------------------------------------------------------------------------
 
 
-def check_times(text: str, times: list[tuple[str, float]]) -> tuple[str, list[str]]:
-    """(text with out-of-tolerance times replaced, one problem line per such time)."""
-    problems = []
-    for pattern, measured in times:
-        m = re.search(pattern, text)
-        if m is None:
-            continue  # the caller reports a time found on no page
-        stated = float(m.group(1))
-        if not within(measured, stated):
-            problems.append(
-                f"wall time {stated:g} s on the page, measured {measured:.1f} s "
-                f"(tolerance x{TIME_TOLERANCE:g})"
-            )
-            text = text[: m.start(1)] + f"{measured:.1f}" + text[m.end(1) :]
-    return text, problems
+def update_time(text: str, pattern: str, measured: float, load: float) -> str:
+    """``text`` with the time of ``pattern`` and its load average replaced, when out of tolerance."""
+    m = re.search(pattern, text)
+    if m is None or within(measured, float(m.group(1))):
+        return text
+    return (
+        text[: m.start(1)]
+        + f"{measured:.1f}"
+        + text[m.end(1) : m.start(2)]
+        + f"{load:.1f}"
+        + text[m.end(2) :]
+    )
 
 
 def same_image(a: Path, b: Path) -> str | None:
@@ -483,13 +506,13 @@ def apply(result: Result, text: dict[Path, str], write: bool) -> list[str]:
             )
             problems.append(f"block {name} ({rel}) differs:\n" + "\n".join(diff))
             text[page] = replace_block(text[page], name, body)
-    for pattern, measured in result.times:
+    for pattern, measured, load in result.times:  # a time is no drift: a loaded machine is slower
         holders = [p for p, t in text.items() if re.search(pattern, t)]
         if not holders:
             problems.append(f"time not found on any page: /{pattern}/")
-        for page in holders:
-            text[page], time_problems = check_times(text[page], [(pattern, measured)])
-            problems += time_problems
+        elif write:
+            for page in holders:
+                text[page] = update_time(text[page], pattern, measured, load)
     for committed, fresh in result.figures:
         diff = same_image(committed, fresh)
         if diff:
@@ -504,11 +527,12 @@ def apply(result: Result, text: dict[Path, str], write: bool) -> list[str]:
 
 def expected_blocks() -> set[str]:
     """The name of every block some producer writes."""
+    import calibration_table
     import readme_exploration
     import readme_results
 
     names = {"seffi-run", "coverage-figure", "caveat", "lane", "sb3-eval", "cli", "citation"}
-    return names | readme_results.BLOCKS | readme_exploration.BLOCKS
+    return names | readme_results.BLOCKS | readme_exploration.BLOCKS | calibration_table.BLOCKS
 
 
 def unproduced(text: dict[Path, str]) -> list[str]:
@@ -532,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--check", action="store_true", help="exit 1 when a page's number or figure drifted")
-    mode.add_argument("--write", action="store_true", help="rewrite the blocks, figures and stale times")
+    mode.add_argument("--write", action="store_true", help="rewrite the blocks, figures and stale wall times")
     parser.add_argument("--only", help=f"comma-separated producers (default all: {', '.join(PRODUCERS)})")
     parser.add_argument(
         "--refresh", action="store_true", help="with --write: re-run the ladder and the benchmarks"
@@ -541,7 +565,10 @@ def main(argv: list[str] | None = None) -> int:
         "--ladder-dir", type=Path, help="with --refresh: take the ladder results from this run folder"
     )
     parser.add_argument(
-        "--exploration-dir", action="append", default=[], metavar="SETTING=DIR",
+        "--exploration-dir",
+        action="append",
+        default=[],
+        metavar="SETTING=DIR",
         help="with --refresh: take a setting's exploration bench from this --combine folder",
     )
     args = parser.parse_args(argv)
@@ -563,8 +590,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"readme_numbers: {name} ...", file=sys.stderr, flush=True)
             work = Path(tmp) / name
             work.mkdir()
-            ctx = Context(work, text, refresh=args.refresh, ladder_dir=args.ladder_dir,
-                          exploration_dirs=exploration_dirs)
+            ctx = Context(
+                work,
+                text,
+                refresh=args.refresh,
+                ladder_dir=args.ladder_dir,
+                exploration_dirs=exploration_dirs,
+            )
             problems += apply(PRODUCERS[name](ctx), text, args.write)
     for p in problems:
         print(p)

@@ -31,7 +31,6 @@ BENCHMARKS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("coverage", ("benchmarks/coverage.py",)),
     ("callback-overhead", ("benchmarks/callback_overhead.py",)),
     ("em-step", ("benchmarks/em_step.py",)),
-    ("calibration", ("benchmarks/calibration.py",)),
     ("rung3-sanity", ("benchmarks/rung3_sanity.py", "--held-out")),
     ("scale", ("benchmarks/scale.py",)),
     ("scale-monitor", ("benchmarks/scale.py", "--monitor", "--episodes", "400000", "--inputs", "100,100000")),
@@ -40,6 +39,7 @@ BENCHMARKS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("bad-input", ("benchmarks/bad_input.py",)),
     ("pack-lint", ("benchmarks/pack_lint.py",)),
     ("smoke", ("benchmarks/smoke.py",)),
+    ("window-lag", ("benchmarks/window_lag.py",)),
 )
 LADDER_FILES = ("report.json", "ladder.json", "rung3.json", "timings.json")
 #: The blocks of docs/ladder.md.

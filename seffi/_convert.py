@@ -50,7 +50,7 @@ def plain(value: Any) -> Any:
 
     Anything else is returned unchanged.
 
-    Example:
+    Examples:
         >>> plain(np.float32(0.5)), plain(np.arange(3)), plain({"b", "a"})
         (0.5, [0, 1, 2], ['a', 'b'])
     """
@@ -74,7 +74,7 @@ def finite(value: Any) -> float | None:
 def jsonable(value: Any) -> Any:
     """Arrays to nested lists and non-finite floats to None, recursively (dict keys become str).
 
-    Example:
+    Examples:
         >>> jsonable({"c": np.array([0.5, np.nan]), "n": np.int64(3)})
         {'c': [0.5, None], 'n': 3}
     """

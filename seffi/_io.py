@@ -6,7 +6,7 @@ old file or the new one) or `append_line` (one ``write`` of a whole line; a fail
 back so the file still ends on a line boundary). `read_jsonl` skips a partial last line, with a
 warning, should one be left by a crash of an older writer or by another program.
 
-Example:
+Examples:
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "report.json"
     >>> write_atomic(path, "{}")

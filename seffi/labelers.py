@@ -10,7 +10,7 @@ Every labeler returns a [`ValidationResult`][seffi.tasks.ValidationResult] and *
 text: non-strings, empty text, bytes that are not UTF-8 and user-function exceptions all come back as
 ``parse_ok=False`` with a reason, exactly like junk given to ``validate_y_text``.
 
-Example:
+Examples:
     >>> rubric = RegexRubric({"recursion": r"\bdef (\w+)\(.*\n.*\1\(", "loop": r"\bfor\b|\bwhile\b"})
     >>> sorted(rubric(None, "def f(n):\n    return f(n - 1)").strategy_matches)
     ['recursion']

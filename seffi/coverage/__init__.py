@@ -1,6 +1,6 @@
 """seffi.coverage: how fast a sampler covers an input's strategy space, against iid and an oracle.
 
-Example:
+Examples:
     >>> from seffi.coverage import CoverageTracker, IidBaseline, OracleBaseline
     >>> ids = ("a", "b", "c")
     >>> t = CoverageTracker(strategies=ids)

@@ -79,7 +79,7 @@ class EnvBaselines:
     Raises:
         SeffiError: A user baseline counts coverage over other strategies or another M.
 
-    Example:
+    Examples:
         >>> from seffi.tasks import get_task                           # doctest: +SKIP
         >>> b = EnvBaselines.from_env(env.unwrapped, budget=8)           # doctest: +SKIP
         >>> iid, oracle = b.curves(env.unwrapped.input_ids)              # doctest: +SKIP

@@ -9,7 +9,7 @@ check of a loaded state and the exact merge. The tracker records into every regi
 state carries them under ``metrics``, the monitor logs ``seffi/<name>`` and the report holds each
 one's `Estimate` per policy.
 
-Example:
+Examples:
     >>> class Samples(InputMetric):                               # doctest: +SKIP
     ...     name = "samples_per_input"
     ...     def setup(self): self.add_state("n", per_strategy=False, merge="sum")

@@ -173,7 +173,7 @@ def mean_score_interval(
     Returns:
         (lo, hi): float arrays, shape (...).
 
-    Example:
+    Examples:
         Eight inputs, none of whose 4 runs reached full coverage:
 
         >>> lo, hi = mean_score_interval(np.zeros((8, 1)), runs=np.full(8, 4))

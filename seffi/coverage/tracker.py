@@ -66,7 +66,7 @@ class CoverageTracker:
     strategy (declared order; alphabetical when free-form) the sample adds to its run's coverage,
     else its first matched strategy, else -1 (no match).
 
-    Example:
+    Examples:
         >>> t = CoverageTracker(strategies=("a", "b", "c"))
         >>> t.update("x1", {"a"}); t.update("x1", {"a", "b"}, valid=False)
         >>> c = t.curves(4, n_boot=0)

@@ -4,7 +4,7 @@ Sources, later ones win: the embedded defaults, a JSON or YAML file (``--config 
 command-line overrides (``--budget 32 --seed 1 --tasks sort_swaps,coin_sum``). Unknown keys anywhere
 are an error (``extra="forbid"``), so a typo never silently falls back to a default.
 
-Example:
+Examples:
     >>> cfg = RunConfig(budget=8, tasks="hanoi")
     >>> cfg.tasks, cfg.budget
     (('hanoi',), 8)

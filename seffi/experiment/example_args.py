@@ -9,7 +9,7 @@ An example that needs an optional extra names it (``extra="sb3", modules=("stabl
 without the extra, ``--help`` still works, preceded by one line saying what to install, and any other
 invocation prints that line and exits with status 2 instead of a traceback.
 
-Example:
+Examples:
     >>> from dataclasses import dataclass
     >>> @dataclass
     ... class Args:

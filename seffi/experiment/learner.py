@@ -149,7 +149,9 @@ class ReinforceRouter:
         Returns:
             float array, shape (..., Z).
         """
-        logits = np.asarray(base, dtype=np.float64) + np.asarray(phi, dtype=np.float64) @ self.weights.T
+        # einsum, not @: a matmul goes to BLAS, whose kernel (chosen per CPU) orders the sums its own
+        # way, so the trained weights, and seffi run's report, would differ between machines.
+        logits = np.asarray(base, dtype=np.float64) + np.einsum("...f,zf->...z", phi, self.weights)
         return softmax(logits)
 
     def act(self, phi: np.ndarray, base: np.ndarray, rng: np.random.Generator) -> np.ndarray:

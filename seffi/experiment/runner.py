@@ -10,7 +10,7 @@ For each task of the config, on that task's router env (``seffi/<Name>Router-v0`
 3. **learned** — `ReinforceRouter`, trained with the env's
    novelty reward on a native vector env for ``learner.rounds`` rounds while the streaming
    [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] is attached to the training episodes (logged to W&B as
-   they happen, under ``seffi/<Name>Router-v0/train/...``), then measured *fresh* (new env life, empty
+   they happen, under ``seffi/<task>/train/...``), then measured *fresh* (new env life, empty
    histories) with budget ``K`` on every input, ``eval_runs`` times.
 
 The learned router and the measured iid sampler are bootstrapped with the same seed over the same
@@ -47,6 +47,7 @@ from seffi.errors import SeffiError, Terminated
 from seffi.experiment.config import RunConfig
 from seffi.experiment.learner import ReinforceRouter, RouterFeatures
 from seffi.experiment.summary import summary_table
+from seffi.report import keys
 from seffi.report.run_folder import default_out_dir, prepare_run_folder
 from seffi.report.schema import Barcode, Comparison, CurveSet, LatentCurve, PolicyResult, Report
 from seffi.report.sinks import ForwardingSink, closing_lines, default_sinks
@@ -80,11 +81,6 @@ def prepare_out(out: Path | None, *, overwrite: bool = False) -> Path:
 def router_env_id(task_name: str) -> str:
     """``sort_swaps`` -> ``seffi/SortSwapsRouter-v0``."""
     return env_id(task_name, "router")
-
-
-def _slug(task_name: str) -> str:
-    """``sort_swaps`` -> ``SortSwapsRouter-v0``: the comparison slug of the report and the W&B scopes."""
-    return router_env_id(task_name).rsplit("/", 1)[-1]
 
 
 def env_kwargs(task_name: str, config: RunConfig, input_seed: int) -> dict[str, Any]:
@@ -229,7 +225,7 @@ class Runner:
         self.rarity: Any = None  # the current task's base law, for the common-vs-rare split
         self.base_law: Any = None  # the current task's base law over match sets, per input id
         # seffi/step: training episodes so far over all tasks (W&B steps must not decrease); each task's
-        # keys also carry their own seffi/<Name>Router-v0/train/step (see ForwardingSink)
+        # keys also carry their own seffi/<task>/train/step (see ForwardingSink)
         self.step = 0
 
     def run_task(self, task_name: str, seed: np.random.SeedSequence) -> TaskResult:
@@ -250,7 +246,7 @@ class Runner:
         router = ReinforceRouter(
             u.n_latents, feats.size, lr=lc.lr, gamma=lc.gamma, baseline_decay=lc.baseline_decay
         )
-        scope = f"{_slug(task_name)}/train"  # the slug the final summary keys use too
+        scope = f"{task_name}/train"  # the task's name, as the final summary keys and the report write it
         monitor = CoverageMonitor(
             cfg.budget,
             env=train_env,
@@ -322,7 +318,7 @@ class Runner:
 
         Every step's infos go to the streaming monitor (``update_infos``), which logs every
         ``log_every`` rounds at ``seffi/step`` = training episodes so far over all tasks, with the task's
-        own ``seffi/<Name>Router-v0/train/step`` = this task's training episodes so far.
+        own ``seffi/<task>/train/step`` = this task's training episodes so far.
         """
         lc = self.config.learner
         u = envs.unwrapped
@@ -542,11 +538,14 @@ def _write_results(
     wandb = sinks.wandb
     local.finish(report, state)  # report.json, report.md, plots, tracker_state.json
     if wandb is not None:
+        names = keys.comparison_names(report.comparisons)
+        task_of = dict(zip(report.slugs(), names, strict=True))  # plot files are named by slug
         for name, path in sorted(local.files.items()):
-            if path.suffix == ".png":
-                wandb.run.log_image(f"seffi/plots/{name}", path, step=max(step, 1))
-        for comparison in report.comparisons:  # one chart per task: every policy, iid and oracle
-            wandb.log_final_curves(comparison, max(step, 1), comparison.slug, image=False)
+            slug, _, plot = name.partition("/")
+            if path.suffix == ".png" and slug in task_of:
+                wandb.run.log_image(f"seffi/plots/{task_of[slug]}/{plot}", path, step=max(step, 1))
+        for comparison, name in zip(report.comparisons, names, strict=True):  # one chart per task
+            wandb.log_final_curves(comparison, max(step, 1), name, image=False)
         wandb.finish(report, state)  # run.summary, report + tracker state as an artifact
     return report, dict(local.files)
 

@@ -12,7 +12,7 @@ This package needs the ``lm`` extra (torch, transformers, tokenizers, safetensor
 ``seffi.models`` itself is cheap; the submodules import torch. `require_lm` raises one readable
 `SeffiError` naming the extra when it is missing.
 
-Example:
+Examples:
     >>> from seffi.models import LMConfig, train_ladder_models       # doctest: +SKIP
     >>> models = train_ladder_models(LMConfig(task="edit_script"))    # doctest: +SKIP
     >>> models.mixture.sample(inputs, codes, rng)                     # doctest: +SKIP

@@ -9,7 +9,7 @@ kappa, the exact-set rate), so a reader sees the labeler error beside the covera
 
 numpy only (no torch, no scikit-learn).
 
-Example:
+Examples:
     >>> texts = ["right right down down", "down down right right"] * 20
     >>> sets = [{"right_first"}, {"down_first"}] * 20
     >>> clf = ClassifierLabeler().fit(texts, sets, ["right_first", "down_first"])

@@ -30,7 +30,7 @@ this module: ``gym.make`` does, when such an env is built.
 **Vector env.** The native vector env samples every row's trace in one batched generation; each row
 draws its tokens from its own seeded stream, so it equals ``SyncVectorEnv`` over single envs.
 
-Example:
+Examples:
     >>> import gymnasium as gym, seffi.envs                               # doctest: +SKIP
     >>> env = gym.make("seffi/EditScriptLatentLM-v0", n_inputs=8, lm={"epochs": 1})  # doctest: +SKIP
     >>> obs, _ = env.reset(seed=0)                                        # doctest: +SKIP

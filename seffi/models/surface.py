@@ -16,7 +16,7 @@ whitespace-separated words of a text (``text.split()``, so newlines separate tok
 
 This module needs numpy only (no torch).
 
-Example:
+Examples:
     >>> group = ["right down answer 1 1", "down right answer 1 1", "right down answer 1 1"]
     >>> round(distinct_n(group, 1), 3)  # 4 distinct words (right down answer 1) of 15
     0.267

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from seffi._convert import printable
+from seffi.report import keys
 
 #: Smallest AUC_oracle − AUC_iid at which a gain vs iid is read without a warning. At 0.05, a policy
 #: AUC 0.01 above iid (about one more strategy found in one of 20 runs of M = 4, K = 8) already
@@ -89,11 +90,11 @@ def console_lines(report: Any, threshold: float = GAIN_ROOM_THRESHOLD) -> list[s
 
 
 def summary_notes(report: Any, threshold: float = GAIN_ROOM_THRESHOLD) -> dict[str, str]:
-    """The caveats for ``run.summary``: ``seffi/caveats`` (``seffi/<slug>/caveats`` if several), joined."""
+    """The caveats for ``run.summary``: ``seffi/caveats`` (``seffi/<task>/caveats`` if several), joined."""
     many = len(report.comparisons) > 1
     out = {}
-    for comp in report.comparisons:
+    for comp, name in zip(report.comparisons, keys.comparison_names(report.comparisons), strict=True):
         notes = comparison_caveats(comp, threshold)
         if notes:
-            out[f"seffi/{comp.slug}/caveats" if many else "seffi/caveats"] = " | ".join(notes)
+            out[f"seffi/{name}/caveats" if many else "seffi/caveats"] = " | ".join(notes)
     return out

@@ -2,7 +2,8 @@
 
 Owns ``seffi/<stem>[/k=<k>]`` keys of the metric columns ([`seffi.coverage.columns`][seffi.coverage.columns]
 gives each column its stem), the step keys, scoping (``seffi/<task>/<policy>/auc`` when a report has several
-comparisons) and [`scalars_from_curves`][seffi.report.keys.scalars_from_curves] /
+comparisons: the task's name, as the report and the summary table write it) and
+[`scalars_from_curves`][seffi.report.keys.scalars_from_curves] /
 [`report_scalars`][seffi.report.keys.report_scalars].
 """
 
@@ -30,7 +31,7 @@ def _key(name: str, scope: str | None = None) -> str:
 def step_key(scope: str | None = None) -> str:
     """``seffi/step``, or a scoped stream's own step metric ``seffi/<scope>/step``.
 
-    ``seffi run`` gives each task's training stream its own axis (``seffi/<Name>Router-v0/train/step``
+    ``seffi run`` gives each task's training stream its own axis (``seffi/<task>/train/step``
     = that task's training episodes so far); a single callback logs against ``seffi/step``.
     """
     return _key("step", scope)
@@ -117,12 +118,13 @@ def inputs_key(scope: str | None = None) -> str:
 
 
 def window_key(name: str, scope: str | None = None) -> str:
-    """``seffi/window/runs`` or ``seffi/window/episodes``: what a windowed streaming log covers.
+    """``seffi/window/runs``, ``.../episodes`` or ``.../age``: what a windowed streaming log covers.
 
-    ``runs``: the complete runs in the window; ``episodes``: how many episodes back it reaches.
+    ``runs``: the complete runs in the window; ``episodes``: how many episodes back it reaches;
+    ``age``: how many episodes back the first sample of its oldest run came.
     """
-    if name not in ("runs", "episodes"):
-        raise ValueError(f"window key name must be 'runs' or 'episodes', got {name!r}")
+    if name not in ("runs", "episodes", "age"):
+        raise ValueError(f"window key name must be 'runs', 'episodes' or 'age', got {name!r}")
     return _key(f"window/{name}", scope)
 
 
@@ -228,6 +230,17 @@ def scalars_from_curves(
     return out
 
 
+def comparison_names(comparisons: Any) -> list[str]:
+    """The key scope of each comparison: its task (``sort_swaps``), the name the report shows.
+
+    Two comparisons of one task (the ladder's rungs) are told apart by their slugs
+    (``SortSwapsRouter-v0``) instead.
+    """
+    comparisons = list(comparisons)
+    tasks = [c.task for c in comparisons]
+    return [c.task if tasks.count(c.task) == 1 else c.slug for c in comparisons]
+
+
 def report_scopes(report: Any) -> list[tuple[Any, Any, str | None]]:
     """(comparison, policy result, scope) for every policy in a report.
 
@@ -238,10 +251,10 @@ def report_scopes(report: Any) -> list[tuple[Any, Any, str | None]]:
     comparisons = list(report.comparisons)
     many_tasks = len(comparisons) > 1
     out = []
-    for comp in comparisons:
+    for comp, name in zip(comparisons, comparison_names(comparisons), strict=True):
         many_policies = len(comp.policies) > 1
         for pol in comp.policies:
-            parts = ([comp.slug] if many_tasks else []) + ([pol.label] if many_policies else [])
+            parts = ([name] if many_tasks else []) + ([pol.label] if many_policies else [])
             out.append((comp, pol, "/".join(parts) or None))
     return out
 

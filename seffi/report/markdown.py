@@ -68,7 +68,7 @@ _MARKUP = str.maketrans(
 def text(value: object) -> str:
     """A name or note from report.json as inert Markdown: markup escaped, control characters a space.
 
-    Example:
+    Examples:
         >>> text("sort <script>")
         'sort &lt;script&gt;'
     """

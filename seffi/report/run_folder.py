@@ -5,7 +5,7 @@ refuse an earlier run unless ``--overwrite``), `fresh_run_folder` /
 [`fresh_out_dir`][seffi.report.fresh_out_dir] (callbacks: move to ``DIR-2``, ``DIR-3``, ... with one warning)
 and [`default_out_dir`][seffi.report.default_out_dir].
 
-Example:
+Examples:
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()) / "run"
     >>> prepare_run_folder(d, overwrite=False) == d, holds_seffi_run(d)

@@ -4,7 +4,7 @@ Owns `load_json_file`, `loads_yaml` and friends: size and depth caps, no YAML al
 no duplicate keys, no JSON NaN; every problem is one `SeffiError` line naming
 the file.
 
-Example:
+Examples:
     >>> loads_yaml("a: 1\nb: [1, 2]\n", source="c.yaml")
     {'a': 1, 'b': [1, 2]}
 """

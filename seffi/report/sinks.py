@@ -24,6 +24,7 @@ from seffi.report.files import dumps_report, load_report, write_report
 from seffi.report.plots import save_coverage
 from seffi.report.run_folder import fresh_out_dir
 from seffi.report.schema import Comparison, Report
+from seffi.report.tensorboard import TensorBoardSink
 from seffi.report.wandb_run import Mode, SafeWandbRun, display_path, wandb_mode
 
 TRACKER_STATE_JSON = "tracker_state.json"
@@ -314,7 +315,7 @@ class ForwardingSink:
 
     Args:
         sinks: The run's sinks (a [`MultiSink`][seffi.report.MultiSink] or any [`Sink`][seffi.report.Sink]).
-        scope: The scope (a task's training stream, ``<Name>Router-v0/train``); None adds no axis.
+        scope: The scope (a task's training stream, ``<task>/train``); None adds no axis.
         start: The run's step when this scope started.
     """
 
@@ -354,6 +355,7 @@ def default_sinks(
     run: Any = None,
     log_curves_every: int = 10,
     plots: bool = True,
+    tensorboard: bool = False,
     **run_kwargs: Any,
 ) -> MultiSink:
     """The standard pair: [`LocalSink`][seffi.report.LocalSink] (always) then `WandbSink` (unless disabled).
@@ -364,13 +366,17 @@ def default_sinks(
         run: an existing ``wandb`` run (or [`SafeWandbRun`][seffi.report.SafeWandbRun]) to log into.
         log_curves_every: see [`WandbSink`][seffi.report.WandbSink].
         plots: render PNGs into ``out_dir`` at ``finish``.
+        tensorboard: also a [`TensorBoardSink`][seffi.report.tensorboard.TensorBoardSink] writing to
+            ``out_dir/tb``.
         **run_kwargs: ``wandb.init`` arguments (``project``, ``dir``, ``name``, ...).
     """
+    # First: without tensorboardX the error comes before any folder or W&B run is made.
+    board = TensorBoardSink(Path(out_dir) / "tb") if tensorboard else None
     sinks: list[Sink] = [LocalSink(out_dir, plots=plots)]
     if isinstance(run, SafeWandbRun) or wandb != "disabled":
         safe = run if isinstance(run, SafeWandbRun) else SafeWandbRun(mode=wandb, run=run, **run_kwargs)
         sinks.append(WandbSink(safe, log_curves_every=log_curves_every))
-    return MultiSink(sinks)
+    return MultiSink(sinks if board is None else [*sinks, board])
 
 
 def own_sinks(
@@ -380,17 +386,26 @@ def own_sinks(
     wandb_kwargs: Mapping[str, Any],
     *,
     reuse: bool = False,
+    names: Sequence[str] = ("local", "wandb"),
 ) -> tuple[Path, Sink]:
     """(folder, sinks) of a callback that makes its own: `default_sinks` in a fresh folder.
 
     ``out_dir`` None gives ``runs/seffi-<timestamp>``, a folder holding a seffi run ``-2``, ``-3``, ...
     ([`fresh_out_dir`][seffi.report.fresh_out_dir]) unless ``reuse`` (a resumed run continues its folder);
-    ``wandb`` None reads ``WANDB_MODE``, else offline.
+    ``wandb`` None reads ``WANDB_MODE``, else offline. ``names``: the local folder always, W&B when
+    ``"wandb"`` is named, a [`TensorBoardSink`][seffi.report.tensorboard.TensorBoardSink] writing to
+    ``folder/tb`` when ``"tensorboard"`` is.
     """
     folder = Path(out_dir) if reuse and out_dir is not None else fresh_out_dir(out_dir)
+    mode = wandb_mode(wandb) if "wandb" in names else "disabled"
     # The caller decides which logs are curve snapshots: every snapshot it sends is one.
     sinks = default_sinks(
-        folder, wandb=wandb_mode(wandb), log_curves_every=1, plots=plots, **dict(wandb_kwargs)
+        folder,
+        wandb=mode,
+        log_curves_every=1,
+        plots=plots,
+        tensorboard="tensorboard" in names,
+        **dict(wandb_kwargs),
     )
     return folder, sinks
 

@@ -8,7 +8,7 @@ writes TensorBoard when the user asked for it). Events are written by ``tensorbo
 ``tensorboard`` extra); like the W&B sink it never raises into training: a writer that fails warns
 once and drops what follows.
 
-Example:
+Examples:
     >>> sink = TensorBoardSink("runs/tb")  # doctest: +SKIP
     >>> sink.log({"seffi/auc": 0.61, "seffi/gain_vs_iid": 0.2}, step=1024)  # doctest: +SKIP
 """
@@ -32,7 +32,7 @@ _NOT_IN_TAGS = re.compile(r"[^\w./-]")
 def tag(key: str) -> str:
     """The TensorBoard tag of a seffi key: characters TensorBoard does not take become ``_``.
 
-    Example:
+    Examples:
         >>> tag("seffi/coverage/k=4")
         'seffi/coverage/k_4'
     """

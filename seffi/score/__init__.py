@@ -1,6 +1,6 @@
 """Coverage from files of generations: read them, label them, score them against the base model's files.
 
-Example:
+Examples:
     >>> from seffi.score import score  # doctest: +SKIP
     >>> report = score(["policy.jsonl"], ["base.jsonl"], label_field="strategy")  # doctest: +SKIP
 """

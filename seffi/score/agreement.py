@@ -20,7 +20,7 @@ def cohen_kappa(confusion: np.ndarray) -> float | None:
         (p_o - p_e) / (1 - p_e), with p_o the observed agreement and p_e the agreement of two
         independent labelers with the same rates; None without samples or when p_e = 1.
 
-    Example:
+    Examples:
         >>> cohen_kappa(np.array([[40, 10], [5, 45]]))
         0.7
     """

@@ -110,7 +110,7 @@ def detect(row: Mapping[str, Any], **fields: str | None) -> Layout:
     Raises:
         SeffiError: No id or text field can be found.
 
-    Example:
+    Examples:
         >>> detect({"uid": "a", "input": "2+2?", "output": "4", "gts": "4", "score": 1.0, "step": 3}).name
         'verl'
     """

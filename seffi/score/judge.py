@@ -9,7 +9,7 @@ Requests run a bounded number at a time, each with a timeout, and a refused or f
 completion), so a second run of the same command makes no request; a request that still fails after
 its retries stops the run with one line, and what was answered stays cached.
 
-Example:
+Examples:
     >>> judge = JudgeLabeler("http://127.0.0.1:8000/v1", ["loop", "recursion"], cache=None)  # doctest: +SKIP
     >>> judge.label_many([("fib", "for i in range(n): ...")])[0].strategy_matches  # doctest: +SKIP
     frozenset({'loop'})

@@ -14,7 +14,7 @@ Trace conventions shared by every built-in task:
   answer keeps its matches with ``valid=False``: that is what separates *raw* from *valid* coverage
   (the seed's guardrail "report valid strategy coverage alongside raw").
 
-Example:
+Examples:
     >>> from seffi.tasks import get_task
     >>> task = get_task("hanoi", max_disks=3)
     >>> x = task.make_inputs(1, seed=0)[0]
@@ -181,7 +181,7 @@ class Vocabulary:
     never fails (unknown words map to ``<unk>``) and ``decode(encode(t))`` reproduces any trace in
     canonical form (single spaces between words, ``\n`` between lines).
 
-    Example:
+    Examples:
         >>> v = Vocabulary(("swap", "0", "1"))
         >>> v.encode("swap 0 1\nswap 1 0")
         [4, 5, 6, 3, 4, 6, 5]

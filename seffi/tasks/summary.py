@@ -7,7 +7,7 @@
 * ``base`` — the probability that a base-sampler draw has a match set with more than one strategy,
   averaged over inputs (exact, from ``base_match_distribution``; raw matches, incorrect traces included).
 
-Example:
+Examples:
     >>> from seffi.tasks import get_task
     >>> s = summarize(get_task("hanoi"), n_inputs=20, seed=0)
     >>> s.reference_ambiguity, s.name

@@ -10,6 +10,7 @@ import itertools
 import json
 import warnings
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -361,19 +362,20 @@ def _fed_window_monitor(
 
 
 def _hand_window(stream: list[tuple[int, str, str]], first: int, last: int) -> dict[str, float]:
-    """C(k), AUC and gain over the runs whose K-th sample is episode first..last (1-based), by hand."""
+    """C(k), AUC and gain over the runs whose first sample is episode ``first`` or later and whose
+    K-th sample is episode ``last`` or earlier (1-based), by hand."""
     runs: dict[tuple[int, int], list[tuple[str, str]]] = {}
-    open_run: dict[int, int] = {}
-    done: list[tuple[int, list[tuple[str, str]]]] = []
+    open_run: dict[int, tuple[int, int]] = {}  # row -> (run, its first episode)
+    done: list[tuple[int, int, list[tuple[str, str]]]] = []
     for e, (row, x, s) in enumerate(stream, start=1):
-        r = open_run.setdefault(row, len(runs))
+        r, began = open_run.setdefault(row, (len(runs), e))
         runs.setdefault((row, r), []).append((x, s))
         if len(runs[(row, r)]) == WIN_K:
-            done.append((e, runs[(row, r)]))
+            done.append((began, e, runs[(row, r)]))
             del open_run[row]
     per_input: dict[str, list[list[float]]] = {}
-    for e, samples in done:
-        if first <= e <= last:
+    for began, e, samples in done:
+        if first <= began and e <= last:
             seen: set[str] = set()
             cov = []
             for _, s in samples:
@@ -397,8 +399,8 @@ def test_streaming_logs_name_the_window_and_every_run_apart() -> None:
     steps = [step for step, _ in sinks.logged]
     assert steps == list(range(L, n + 1, L))
     for step, scalars in sinks.logged:
-        # Logs at multiples of L and W = 2L: the window is exactly the runs completed in episodes
-        # (step - W, step]; the plain keys are every run completed so far.
+        # Logs at multiples of L and W = 2L: the window is exactly the runs that started and
+        # completed in episodes (step - W, step]; the plain keys are every run completed so far.
         window, everything = _hand_window(stream, max(1, step - W + 1), step), _hand_window(stream, 1, step)
         for prefix, hand in (("seffi/window/", window), ("seffi/", everything)):
             for k in (1, 2, 4):
@@ -435,7 +437,7 @@ def test_window_keys_equal_the_plain_keys_to_the_bit_while_the_window_holds_ever
     a, windowed = _fed_window_monitor(W, L, stream)
     for _, scalars in windowed.logged[:2]:
         for key, value in scalars.items():
-            if key.startswith("seffi/window/") and key not in ("seffi/window/runs", "seffi/window/episodes"):
+            if key.startswith("seffi/window/") and key.split("/")[-1] not in ("runs", "episodes", "age"):
                 assert value == scalars[key.replace("seffi/window/", "seffi/")], key
     comparison, scalars = a.snapshot()  # every run, with intervals; the window's point beside it
     np.testing.assert_allclose(comparison.policies[0].curves.coverage, _hand_window(stream, 1, n)["coverage"])
@@ -447,13 +449,13 @@ def test_window_keys_equal_the_plain_keys_to_the_bit_while_the_window_holds_ever
 def test_window_sums_kept_as_batches_come_and_go_equal_the_window_recomputed_from_its_runs() -> None:
     """A streaming log's point estimates, run, sample and valid counts equal those of its runs recomputed."""
     ends = _ends(11, 3000, inputs=tuple(f"x{i}" for i in range(40)), envs=4)
-    m = CoverageMonitor(5, STRATS, sinks=_Null(), n_boot=0, log_every=64, window=256)
+    m = CoverageMonitor(5, STRATS, sinks=_Null(), n_boot=0, log_every=64, window=1024)
     m.flush_every = 97  # folds that do not line up with the logs: some batches hold several parts
     checked = 0
     for i in range(0, len(ends), 37):
         _feed(m, ends[i : i + 37])
         if m.maybe_log(i + 37):
-            win, _ = m.recent.at(m.episodes, m.tracker)
+            win, *_ = m.recent.at(m.episodes, m.tracker)
             slots = m.recent.slots()
             if win is None or slots.size == 0:
                 continue
@@ -497,3 +499,109 @@ def test_runs_completed_one_by_one_sum_each_input_once_and_leave_exactly() -> No
     _same(win.point(), t.point())
     win.add(t.runs, t.done, t.assigner.slot_input[t.done], t.m, -1)
     assert (win.runs, win.samples, win.valid) == (0, 0, 0) and win.totals.keys.size == 0
+
+
+# -- a window shorter than a run -------------------------------------------------------------------
+
+DRIFT_STRATS = ("a", "b", "c", "d")
+#: Each input's base law over single strategies (the env's exact iid baseline).
+DRIFT_LAWS = {f"x{i}": np.roll([0.55, 0.25, 0.15, 0.05], i) for i in range(16)}
+DRIFT_K = 4
+
+
+class _DriftEnv(gym.Env):
+    """A user env: one step is one sample of the input chosen at reset; the action is its strategy."""
+
+    strategies = DRIFT_STRATS
+    input_ids = tuple(DRIFT_LAWS)
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Discrete(1)
+        self.action_space = gym.spaces.Discrete(len(DRIFT_STRATS))
+        self.x = "x0"
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.x = (options or {})["input_id"]
+        return 0, {}
+
+    def step(self, action: int):
+        return 0, 0.0, True, False, {"input_id": self.x, "strategy_matches": (DRIFT_STRATS[action],)}
+
+    def base_match_distribution(self, x: str, valid_only: bool = False) -> dict[frozenset[str], float]:
+        return {frozenset([s]): float(p) for s, p in zip(DRIFT_STRATS, DRIFT_LAWS[x], strict=True)}
+
+    def reference_match_sets(self, x: str) -> dict[str, frozenset[str]]:
+        return {s: frozenset([s]) for s in DRIFT_STRATS}
+
+
+def _hand_recent(runs: list[tuple[int, int, str, list[str]]], step: int, W: int, L: int) -> dict | None:
+    """The window at ``step`` by hand: runs whose first sample came after episode ``step - W`` and
+    whose last came by ``step``; C(k), AUC and gain over them, and the age of the oldest (its run's
+    first sample, dated by the logging interval it came in). None: no such run."""
+    held = [r for r in runs if r[0] > step - W and r[1] <= step]
+    if not held:
+        return None
+    per_input: dict[str, list[list[float]]] = {}
+    for _, _, x, strategies in held:
+        per_input.setdefault(x, []).append([len(set(strategies[:k])) / 4 for k in range(1, DRIFT_K + 1)])
+    curve = np.mean([np.mean(c, axis=0) for c in per_input.values()], axis=0)
+    auc = float(curve.mean())
+    ks = range(1, DRIFT_K + 1)
+    iid = np.mean(
+        [np.mean([np.mean([1 - (1 - p) ** k for p in DRIFT_LAWS[x]]) for k in ks]) for x in per_input]
+    )
+    oracle = np.mean([min(k, 4) / 4 for k in ks])
+    age = step - min(L * ((first - 1) // L) for first, *_ in held)
+    return {"auc": auc, "gain": (auc - iid) / (oracle - iid), "runs": len(held), "age": age}
+
+
+@pytest.mark.parametrize("user", [False, True])
+def test_a_run_longer_than_the_window_is_not_reported_as_recent(user: bool) -> None:
+    """Two env rows draw one of 16 inputs per episode, so a run (an input's K samples in one row)
+    spans about 128 episodes; the window is 64. The policy repeats "a" for the first half, then
+    explores. The window holds only runs whose every sample is recent, and says how old its oldest
+    sample is: a run dated by its last sample would carry the first half's samples into the second.
+    The gain averages the baselines over the window's inputs, the env's or the user's."""
+    from seffi.coverage import IidBaseline, OracleBaseline
+
+    L, W, n = 32, 64, 1024
+    envs = [_DriftEnv(), _DriftEnv()]
+    given = {}
+    if user:  # the env's laws and references again, as the user's own baselines
+        laws = {x: envs[0].base_match_distribution(x) for x in DRIFT_LAWS}
+        refs = {x: envs[0].reference_match_sets(x) for x in DRIFT_LAWS}
+        given = {"iid": IidBaseline.from_match_distribution(laws), "oracle": OracleBaseline(refs)}
+    monitor = CoverageMonitor.for_env(
+        envs[0], DRIFT_K, sinks=_Null(), window=W, log_every=L, n_boot=0, **given
+    )
+    rng = np.random.default_rng(4)
+    open_runs: dict[tuple[str, int], tuple[int, list[str]]] = {}
+    runs: list[tuple[int, int, str, list[str]]] = []  # (first episode, last episode, input, strategies)
+    checked = stale = 0
+    for e in range(1, n + 1):
+        row = e % 2
+        x = f"x{rng.integers(16)}"
+        envs[row].reset(options={"input_id": x})
+        action = 0 if e <= n // 2 else int(rng.integers(4))
+        *_, info = envs[row].step(action)
+        monitor.update_infos(info, True, env_offset=row)
+        first, strategies = open_runs.setdefault((x, row), (e, []))
+        strategies.append(DRIFT_STRATS[action])
+        if len(strategies) == DRIFT_K:
+            runs.append((first, e, x, open_runs.pop((x, row))[1]))
+        if not monitor.maybe_log(e):
+            continue
+        scalars, hand = monitor.metrics(), _hand_recent(runs, e, W, L)
+        assert scalars["seffi/window/episodes"] == min(e, W)
+        # Dated by the last sample, some logs' windows would hold runs begun before it.
+        stale += any(last > e - W and first <= e - W for first, last, *_ in runs)
+        if hand is None:
+            assert scalars["seffi/window/runs"] == 0 and "seffi/window/age" not in scalars
+            continue
+        assert scalars["seffi/window/runs"] == hand["runs"]
+        assert scalars["seffi/window/age"] == hand["age"] <= W
+        assert scalars["seffi/window/auc"] == pytest.approx(hand["auc"], abs=1e-12)
+        assert scalars["seffi/window/gain_vs_iid"] == pytest.approx(hand["gain"], abs=1e-12)
+        checked += 1
+    assert checked >= 20 and stale >= 20

@@ -186,3 +186,50 @@ def test_site_documents_each_object_once(site, tmp_path: Path) -> None:
     assert not twice, f"{len(twice)} object(s) documented more than once:\n" + "\n".join(
         f"{path}: {', '.join(places)}" for path, places in sorted(twice.items())
     )
+
+
+#: Where an example section starts on a rendered page: a parsed Google ``Examples:`` section, or the
+#: admonition griffe makes of a section title it does not parse (``Example:``), whose ``>>>`` lines
+#: Markdown turns into nested blockquotes of prose.
+EXAMPLE_START = re.compile(
+    r'<span class="doc-section-title">Examples?:</span>'
+    r'|<details class="examples?"|<div class="admonition examples?"'
+)
+#: Where such a section ends: the next section title, heading or documented object, or the admonition's end.
+EXAMPLE_END = re.compile(r'<span class="doc-section-title">|<h\d\b|<div class="doc doc-object|</details>')
+
+
+def example_sections(page: str) -> list[str]:
+    """The HTML of every example section of a page, each up to where the next thing starts."""
+    sections = []
+    for m in EXAMPLE_START.finditer(page):
+        end = EXAMPLE_END.search(page, m.end())
+        sections.append(page[m.start() : end.end() if end else len(page)])
+    return sections
+
+
+def test_the_example_scan_tells_code_from_reflowed_prose() -> None:
+    code = (
+        '<p><span class="doc-section-title">Examples:</span></p><div class="highlight"><pre><code>'
+        '&gt;&gt;&gt; f()</code></pre></div><p><span class="doc-section-title">Returns:</span></p>'
+    )
+    prose = '<details class="example" open><summary>Example</summary><blockquote><blockquote><p>f()</p>'
+    prose += "</blockquote></blockquote></details><h3>next</h3><pre><code>other</code></pre>"
+    (a,), (b,) = example_sections(code), example_sections(prose)
+    assert "<pre>" in a and "Returns" not in a
+    assert b.endswith("</details>") and "<pre>" not in b
+
+
+@pytest.mark.integration
+def test_site_api_examples_render_as_code_blocks(site) -> None:
+    out, _ = site
+    api = [p for p in _pages(out) if "api" in p.relative_to(out).parts]
+    found = {p: example_sections(p.read_text(encoding="utf-8")) for p in api}
+    assert sum(map(len, found.values())) >= 11  # the reference's docstring examples
+    prose = [
+        f"{p.relative_to(out)}: " + " ".join(html.unescape(re.sub(r"<[^>]+>", " ", s)).split())[:100]
+        for p, sections in found.items()
+        for s in sections
+        if "<pre>" not in s and "<pre " not in s
+    ]
+    assert not prose, f"{len(prose)} example section(s) rendered as prose, not code:\n" + "\n".join(prose)

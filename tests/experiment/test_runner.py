@@ -85,7 +85,7 @@ def test_run_writes_the_run_folder_and_prints_the_summary(tmp_path, capsys):
     assert comp.iid.method == "exact" and comp.oracle is not None
     # The streaming monitor logged the training stream under its task scope.
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert any("seffi/EditScriptRouter-v0/train/auc" in r for r in records)
+    assert any("seffi/edit_script/train/auc" in r for r in records)
     steps = [r["seffi/step"] for r in records]
     assert steps == sorted(steps) and steps[-1] == 3 * 4 * 4 * 4  # rounds x rows x budget episodes
     state = json.loads((out / "tracker_state.json").read_text())
@@ -252,8 +252,9 @@ def test_each_task_has_its_own_wandb_step_axis_and_curve_tables(tmp_path, capsys
     """Per-task step axes, curve tables for every task, a relative sync hint.
 
     ``seffi/step`` counts training episodes over all tasks; each task's keys carry
-    ``seffi/<Name>Router-v0/train/step`` = that task's training episodes so far and are plotted
-    against it. Each task gets its own curve table and image.
+    ``seffi/<task>/train/step`` = that task's training episodes so far and are plotted
+    against it. Each task gets its own curve table and image. Every key names a task as the report
+    does (``sort_swaps``), never by its env id.
     """
     wandb_dir = tmp_path / "wb"
     monkeypatch.setenv("WANDB_DIR", str(wandb_dir))
@@ -263,7 +264,7 @@ def test_each_task_has_its_own_wandb_step_axis_and_curve_tables(tmp_path, capsys
     assert code == 0, err
     episodes = 3 * 4 * 4 * 4  # rounds x rows x budget, per task
     records = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
-    for i, slug in enumerate(("SortSwapsRouter-v0", "GraphTraversalRouter-v0")):
+    for i, slug in enumerate(("sort_swaps", "graph_traversal")):
         rows = [r for r in records if f"seffi/{slug}/train/auc" in r]
         assert rows and [r[f"seffi/{slug}/train/step"] for r in rows][-1] == episodes
         assert rows[-1]["seffi/step"] == (i + 1) * episodes  # the run-wide axis keeps counting
@@ -281,7 +282,12 @@ def test_each_task_has_its_own_wandb_step_axis_and_curve_tables(tmp_path, capsys
     defined = [r["metric"] for r in lines if r["type"] == "metric"]
     metrics = {m.get("name"): m.get("step_metric") for m in defined}
     history = [r["history"]["item"] for r in lines if r["type"] == "history"]
-    for slug in ("SortSwapsRouter-v0", "GraphTraversalRouter-v0"):
+    summary = {k for r in lines if r["type"] == "summary" for k in r["summary"].get("update", {})}
+    logged = {k for h in history for k in h} | {m for m in metrics if m} | summary
+    assert [k for k in logged if "Router" in k] == []
+    assert {"seffi/sort_swaps/learned/gain_vs_iid", "seffi/graph_traversal/curves/coverage_table"} <= summary
+    assert "seffi/plots/sort_swaps/coverage.path" in logged
+    for slug in ("sort_swaps", "graph_traversal"):
         axis = f"seffi/{slug}/train/step"
         assert metrics[f"seffi/{slug}/train/auc"] == axis
         assert metrics[f"seffi/{slug}/train/curves/coverage_plot"] == axis

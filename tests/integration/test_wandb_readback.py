@@ -93,7 +93,8 @@ def seffi_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def _slug(comparison: Mapping[str, Any]) -> str:
-    return comparison["env_id"].rsplit("/", 1)[-1]
+    """The key scope of a comparison: its task's name, as the report writes it."""
+    return comparison["task"]
 
 
 def test_seffi_run_draws_one_final_chart_per_task_with_every_policy_iid_and_oracle(
