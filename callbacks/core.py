@@ -632,6 +632,11 @@ def _unpack(state: Any, like: CoverageTracker) -> tuple[dict[str, Any], int]:
             raise ValueError("the state's budget, strategies or task do not mix with this monitor's")
         if isinstance(episodes, bool) or not isinstance(episodes, int) or not 0 <= episodes < 2**53:
             raise ValueError("episodes must be a non-negative int")
+        if episodes != checked["samples"] + checked["skipped"]:  # each a sample or one past its budget
+            raise ValueError(
+                f"episodes={episodes} must be the tracker's {checked['samples']} samples and "
+                f"{checked['skipped']} beyond the budget"
+            )
     except (ValueError, KeyError, TypeError) as exc:
         raise SeffiError(f"corrupted CoverageMonitor state: {exc}") from exc
     return checked, episodes

@@ -24,6 +24,7 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from seffi._convert import brief, clip
 from seffi.coverage.env_baselines import EnvBaselines
 from seffi.errors import SeffiError
 
@@ -232,10 +233,17 @@ class EnvAccess:
 
 def _check_ids(found: Any, where: str) -> tuple[str, ...]:
     if callable(found) or isinstance(found, str | bytes) or not isinstance(found, Sequence | set | frozenset):
-        raise SeffiError(f"{where} must be a sequence of strategy ids (e.g. a tuple of str), got {found!r}")
-    ids = tuple(str(s) for s in found)
+        raise SeffiError(
+            f"{where} must be a sequence of strategy ids (e.g. a tuple of str), got {clip(repr(found))}"
+        )
+    ids = tuple(found)
+    if bad := [s for s in ids if not isinstance(s, str)]:  # 1 would become "1": ids keep their type
+        raise SeffiError(
+            f"{where} must be str strategy ids, got {type(bad[0]).__name__} {clip(repr(bad[0]))}"
+        )
+    ids = tuple(map(str, ids))  # numpy str as str
     if not ids or len(set(ids)) != len(ids):
-        raise SeffiError(f"{where} must be non-empty and unique, got {list(ids)}")
+        raise SeffiError(f"{where} must be non-empty and unique, got {len(ids)}: {brief(ids)}")
     return ids
 
 

@@ -3,11 +3,46 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
 
-__all__ = ["finite", "json_default", "jsonable", "plain"]
+__all__ = ["brief", "clip", "finite", "json_default", "jsonable", "plain", "printable"]
+
+#: Control characters (terminal escapes, line breaks that would end a table row or start a heading).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def brief(values: Any, most: int = 8, chars: int = 40) -> str:
+    """A list for a message: at most ``most`` items of at most ``chars`` characters each, then a count.
+
+    Example:
+        >>> brief([f"s{i}" for i in range(10)], most=2)
+        "['s0', 's1', ... (8 more)]"
+    """
+    values = list(values)
+    items = [clip(repr(v), chars) for v in values[:most]]
+    more = len(values) - most
+    return "[" + ", ".join(items) + (f", ... ({more} more)" if more > 0 else "") + "]"
+
+
+def clip(text: str, chars: int = 60) -> str:
+    """``text`` cut to ``chars`` characters for a message ("..." marks a cut)."""
+    return text if len(text) <= chars else text[:chars] + "..."
+
+
+def printable(value: object) -> str:
+    r"""A name or note from a report as one line of inert text: control characters a space.
+
+    Terminal escapes (a window title, a clipboard write) and line breaks do nothing on a terminal or
+    in a table.
+
+    Example:
+        >>> printable("sort\x1b]0;title\x07")
+        'sort ]0;title '
+    """
+    return _CONTROL.sub(" ", str(value))
 
 
 def plain(value: Any) -> Any:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from seffi._convert import brief, clip
 from seffi._seeding import check_probabilities
 from seffi.coverage.columns import curves_arrays
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
@@ -64,10 +65,10 @@ def _check_strategies(strategies: Sequence[str] | None) -> tuple[str, ...] | Non
     if strategies is None:
         return None
     if isinstance(strategies, str) or not all(isinstance(s, str) for s in strategies):
-        raise ValueError(f"strategies must be a sequence of str ids, got {strategies!r}")
+        raise ValueError(f"strategies must be a sequence of str ids, got {clip(repr(strategies))}")
     ids = tuple(strategies)
     if not ids or len(set(ids)) != len(ids):
-        raise ValueError(f"strategies must be non-empty and unique, got {ids!r}")
+        raise ValueError(f"strategies must be non-empty and unique, got {len(ids)}: {brief(ids)}")
     return ids
 
 

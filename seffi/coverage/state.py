@@ -62,6 +62,7 @@ class Part:
         stream: holds stream numbers (moved by `shift_streams`).
         fields: the fields of each record (a part that is a list of records).
         where: "setting", "counter", "records", or the table holding it.
+        wide: a count the budget does not bound (held as int64 in the run table).
     """
 
     name: str
@@ -76,6 +77,7 @@ class Part:
     stream: bool = False
     fields: tuple[Part, ...] = ()
     where: str = ""
+    wide: bool = False
 
     @property
     def key(self) -> str:
@@ -131,6 +133,7 @@ RUN_FIELDS = _in(
         "first sample with each latent code",
         **_HIT | {"width": "num_latents"},
     ),
+    Part("beyond", "disjoint", "samples beyond the budget (counted, not recorded)", wide=True),
 )
 OPEN_RUNS = Part(
     "open_runs",
@@ -163,7 +166,7 @@ COUNTERS = _in(
     "counter",
     Part("samples", "sum", "samples recorded (in runs)"),
     Part("valid", "sum", "correct samples recorded"),
-    Part("skipped", "sum", "samples beyond their run's budget (not recorded)"),
+    Part("skipped", "sum", "samples beyond their run's budget (not recorded): the runs' beyond"),
     Part("has_latent", "or", "some sample carried a latent code", "bool"),
 )
 #: Every part of a tracker's state, in storage order.
@@ -234,6 +237,8 @@ def to_json(s: Mapping[str, Any]) -> dict[str, Any]:
     """A checked-form state as JSON-safe data (the stored layout)."""
     out: dict[str, Any] = {"format": STATE_FORMAT, "inputs": {}, "runs": {}}
     for p in STATE:
+        if p.name == "runs.beyond" and not np.any(s["runs"][p.key]):
+            continue  # stored only when a run has samples beyond the budget
         if p.where in ("inputs", "runs") and p.key in s[p.where]:
             v = s[p.where][p.key]
             v = list(v) if p.kind == "str" else np.asarray(v, dtype=np.int64)
@@ -318,6 +323,9 @@ def _checked(state: Mapping[str, Any]) -> dict[str, Any]:
             continue
         w = None if p.width is None else len(cols) if p.width == "columns" else s[p.width]
         shape = (rows[p.where],) if w is None else (rows[p.where], w)
+        if p.name == "runs.beyond" and p.key not in state["runs"]:
+            s["runs"]["beyond"] = _beyond_of_open_runs(state, rows["runs"])
+            continue
         s[p.where][p.key] = _column(state[p.where][p.key], p.name, shape, p.lo, _hi(p, s))
     for p in COUNTERS:
         s[p.name] = setting(p, state[p.name], s)
@@ -328,6 +336,21 @@ def _checked(state: Mapping[str, Any]) -> dict[str, Any]:
     s["metrics"] = _metrics(state.get("metrics", {}), s)
     _invariants(s)
     return s
+
+
+def _beyond_of_open_runs(state: Mapping[str, Any], n_runs: int) -> np.ndarray:
+    """``runs.beyond`` of a state stored without it: the open runs' samples past their run's count.
+
+    A closed run's samples beyond the budget are not known from such a state: `_invariants` then
+    refuses a ``skipped`` larger than the open runs account for.
+    """
+    beyond = np.zeros(n_runs, dtype=np.int64)
+    runs_n = state["runs"]["n"]
+    for o in state["open_runs"] if isinstance(state["open_runs"], list) else ():
+        run, count = o.get("run"), o.get("count")
+        if isinstance(run, int) and isinstance(count, int) and 0 <= run < n_runs and isinstance(runs_n, list):
+            beyond[run] = max(count - int(runs_n[run]), 0)
+    return beyond
 
 
 def _field(f: Part, value: Any, s: Mapping[str, Any]) -> Any:
@@ -364,10 +387,17 @@ def _invariants(s: dict[str, Any]) -> None:
         raise ValueError(
             f"inputs with a complete run x budget exceed the cap of {MAX_SUM_CELLS} per-input sums"
         )
+    beyond = r["beyond"]
+    if ((beyond > 0) & (n != (s["budget"] or 0))).any():
+        raise ValueError("a run has samples beyond the budget but fewer than budget samples")
+    if s["skipped"] != int(beyond.sum()):
+        raise ValueError(
+            f"skipped={s['skipped']} must be the runs' {int(beyond.sum())} samples beyond the budget"
+        )
     pairs = {(int(unit[o["run"]]), o["env_index"]) for o in s["open_runs"]}
     for o in s["open_runs"]:  # an open run counts every sample, its run only the first K
-        if o["count"] < n[o["run"]] or (o["count"] > n[o["run"]] and n[o["run"]] != s["budget"]):
-            raise ValueError("an open run does not match its run")
+        if o["count"] != n[o["run"]] + beyond[o["run"]]:
+            raise ValueError("an open run does not match its run (count = n + beyond)")
     if len(pairs) != len(s["open_runs"]):
         raise ValueError("two open runs share an (input, env_index)")
     bars = s["barcode"]

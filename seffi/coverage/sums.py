@@ -83,6 +83,7 @@ class RunTable:
         n_valid: (S,): correct samples.
         first_valid: (S,): index of the first correct sample, -1 if none.
         latent_first_hit: (S, Z): first sample with latent code z (only when Z > 0).
+        beyond: (S,): samples past the budget (counted in ``skipped``, not recorded), int64.
     """
 
     def __init__(self, columns: int, latents: int = 0, *, budget: int | None = None) -> None:
@@ -90,7 +91,10 @@ class RunTable:
         self.dtype = run_dtype(budget)
         self.fields = [p for p in RUN_TABLE_FIELDS if p.width != "num_latents" or self.latents > 0]
         for p in self.fields:
-            setattr(self, p.key, np.full((0, *self._width(p)), p.fill, dtype=self.dtype))
+            setattr(self, p.key, np.full((0, *self._width(p)), p.fill, dtype=self._dtype(p)))
+
+    def _dtype(self, p: Any) -> np.dtype:
+        return np.dtype(np.int64) if p.wide else self.dtype
 
     def _width(self, p: Any) -> tuple[int, ...]:
         if p.width is None:
@@ -111,7 +115,7 @@ class RunTable:
             size = max(n_slots, 2 * have, 64)
             for p in self.fields:
                 arr = getattr(self, p.key)
-                grown = np.full((size, *self._width(p)), p.fill, dtype=self.dtype)
+                grown = np.full((size, *self._width(p)), p.fill, dtype=self._dtype(p))
                 grown[:have] = arr
                 setattr(self, p.key, grown)
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from seffi._convert import brief, clip
 from seffi.coverage import state as states
 from seffi.coverage._common import _input_id, _int_array, _match_set, rarity_bin_matrix
 from seffi.coverage.assign import KeyIndex, RunAssigner, pair_keys
@@ -93,11 +94,12 @@ class CoverageTracker:
             self.strategies, self.num_strategies = None, None
         else:
             if isinstance(strategies, str) or not all(isinstance(s, str) for s in strategies):
-                raise ValueError(f"strategies must be a sequence of str ids, got {strategies!r}")
+                raise ValueError(f"strategies must be a sequence of str ids, got {clip(repr(strategies))}")
             ids = tuple(strategies)
             if not ids or len(set(ids)) != len(ids) or len(ids) > MAX_STRATEGIES:
                 raise ValueError(
-                    f"strategies must be non-empty and unique (at most {MAX_STRATEGIES}), got {ids!r}"
+                    f"strategies must be non-empty and unique (at most {MAX_STRATEGIES}), got {len(ids)}: "
+                    f"{brief(ids)}"
                 )
             self.strategies, self.num_strategies = ids, len(ids)
         given = {"task": task, "budget": budget, "barcode_rows": barcode_rows, "barcode_cols": barcode_cols}
@@ -396,6 +398,7 @@ class CoverageTracker:
             if not keep.all():
                 # Samples beyond K never enter C(k <= K); keeping them would cost O(samples).
                 self.skipped += int((~keep).sum())
+                np.add.at(self.runs.beyond, slot[~keep], 1)  # per run: the state ties skipped to them
                 u, slot, k, hits, valid = u[keep], slot[keep], k[keep], hits[keep], valid[keep]
                 z = z[keep] if z is not None else None
         for metric in self.metrics:

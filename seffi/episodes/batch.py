@@ -56,10 +56,15 @@ class EpisodeBatch:
 
         A column not given is filled as "not reported": ``valid`` True, ``env_index`` 0, the rest -1.
         Values are not screened against the info contract (the parsers do that): this is for data
-        already checked.
+        already checked. Input ids keep their type: str and int ids in one batch are refused.
+
+        Raises:
+            ValueError: ``input_id`` mixes str and int ids (1 and "1" would be one input).
         """
         ids = np.empty(len(input_id), dtype=object)
         ids[:] = list(input_id)
+        if len({isinstance(x, str) for x in ids.tolist()}) > 1:
+            raise ValueError('EpisodeBatch.of: input ids mix str and int (1 and "1" would be one input)')
         n, fill = ids.size, {"valid": True, "env_index": 0, "sample_index": -1, "run_index": -1, "z": -1}
         given = {k: columns.pop(k, None) for k in fill}
         cols = {k: np.full(n, v) if given[k] is None else np.asarray(given[k]) for k, v in fill.items()}

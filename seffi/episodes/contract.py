@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from seffi._convert import brief, clip
 from seffi.errors import SeffiError
 
 _I64_MAX = int(np.iinfo(np.int64).max)
@@ -84,7 +85,7 @@ def _why(key: str, x: Any, missing: bool = False) -> str:
         return f"{key!r} must be {CONTRACT[key].what}, got {type(x).__name__} {x!r:.60}"
     if not isinstance(x, Mapping):
         return f"an episode ended but its info is {x!r:.60}, not a dict"
-    text = f"an episode ended but its info has no {key!r} (keys: {sorted(map(str, x))})"
+    text = f"an episode ended but its info has no {key!r} (keys: {brief(sorted(map(str, x)))})"
     if key == "strategy_matches":
         text += "; coverage needs the final-step info of a seffi env, or a wrapper that passes it through"
     return text
@@ -104,7 +105,7 @@ class EpisodeRejected(SeffiError):
     """
 
     def __init__(self, reason: str, *, key: str, env_index: int, env_name: Any, rejected: int, batch: Any):
-        where = f"env {env_name!r}" if env_name else "the env"
+        where = f"env {clip(repr(env_name))}" if env_name else "the env"
         super().__init__(f"{where} (sub-env index {env_index}): {reason}")
         self.key, self.env_index, self.rejected = key, env_index, rejected
         self.batch, self.recorded = batch, None
@@ -129,6 +130,9 @@ class MatchCoder:
         self._index = {s: j for j, s in enumerate(self.strategies)}
         self._code: dict[Any, int] = {}
         self.known: set[str] = set()
+        #: Whether the input ids are str (else int): the first good id decides, an id of the other
+        #: kind is refused (1 and "1" would otherwise be one input).
+        self.ids_are_str: bool | None = None
         self.table = np.zeros((0, len(self.strategies)), dtype=bool)  # (match sets seen, M)
 
     def codes(self, values: Sequence[Any]) -> tuple[np.ndarray, dict[int, str]]:
@@ -148,15 +152,17 @@ class MatchCoder:
     def _new(self, raw: Any) -> int:
         if isinstance(raw, (str, bytes)) or not CONTRACT["strategy_matches"].ok(raw) or np.ndim(raw) != 1:
             got = f"{type(raw).__name__}{f' of shape {raw.shape}' if isinstance(raw, np.ndarray) else ''}"
-            raise ValueError(f"'strategy_matches' must be a tuple of strategy ids, got {got}: {raw!r}")
-        if any(s is None or np.ndim(s) != 0 for s in raw):  # None is no strategy id (str(None) could be one)
-            raise ValueError(f"'strategy_matches' must hold strategy ids, got {_short(raw)}")
+            raise ValueError(
+                f"'strategy_matches' must be a tuple of strategy ids, got {got}: {clip(repr(raw))}"
+            )
+        if not all(isinstance(s, str) for s in raw):  # 1 is not "1", None not "None": str ids only
+            raise ValueError(f"'strategy_matches' must hold str strategy ids, got {brief(raw)}")
         ms = tuple(sorted(str(s) for s in raw))
         if ms not in self._code:
             if unknown := sorted(set(ms) - set(self._index)):
                 raise ValueError(
-                    f"'strategy_matches' holds strategy ids {_short(unknown)} that are not among the "
-                    f"declared strategies {_short(self.strategies)}"
+                    f"'strategy_matches' holds strategy ids {brief(unknown)} that are not among the "
+                    f"declared strategies {brief(self.strategies)}"
                 )
             self.table = np.concatenate([self.table, np.isin(self.strategies, ms)[None]])
             self._code[ms] = len(self.table) - 1
@@ -167,11 +173,25 @@ class MatchCoder:
         return self._code[ms]
 
 
-def _short(values: Any, most: int = 8, chars: int = 40) -> str:
-    """A list for a message: at most ``most`` items of at most ``chars`` characters each."""
-    items = [repr(v) if len(repr(v)) <= chars else repr(v)[:chars] + "..." for v in list(values)[:most]]
-    more = len(values) - most
-    return "[" + ", ".join(items) + (f", ... ({more} more)" if more > 0 else "") + "]"
+def _other_kind(coder: MatchCoder, ids: Any, bad: np.ndarray | None) -> np.ndarray | None:
+    """Bool mask of the good ``ids`` (``bad`` marks the others) of the kind (str / int) ``coder`` has not."""
+    if isinstance(ids, np.ndarray) and ids.dtype != object:
+        is_str = np.full(len(ids), ids.dtype.kind == "U")
+    else:
+        is_str = np.fromiter((isinstance(v, str) for v in ids), dtype=bool, count=len(ids))
+    good = np.ones(len(ids), dtype=bool) if bad is None else ~bad
+    if coder.ids_are_str is None and good.any():
+        coder.ids_are_str = bool(is_str[good.argmax()])
+    other = good & (is_str != coder.ids_are_str)
+    return other if other.any() else None
+
+
+def _mixed(coder: MatchCoder, x: Any) -> str:
+    kind, seen = ("an int", "str") if coder.ids_are_str else ("a str", "int")
+    return (
+        f"'input_id' {clip(repr(x))} is {kind} but the input ids so far are {seen}: ids keep their type "
+        "(1 and '1' would be one input)"
+    )
 
 
 def _known(coder: MatchCoder, ids: Any) -> bool:  # every id passed an earlier call: one C-level test
@@ -210,9 +230,13 @@ def screen(cols: dict[str, Any], n: int, coder: MatchCoder, info_of: Callable[[i
                 key,
                 lambda r, k=key: _why(k, info_of(r), True),
             )
-        known = key == "input_id" and _known(coder, values)
+        known = key == "input_id" and coder.ids_are_str is not False and _known(coder, values)
         mask = None if values is None or key == "strategy_matches" or known else rule.bad(values, have)
         add(mask, key, lambda r, k=key, v=values: _why(k, v[r]))
+        if key == "input_id" and values is not None and not known:
+            other = _other_kind(coder, values, bad)  # rows refused so far do not decide the kind
+            add(other, key, lambda r, v=values: _mixed(coder, v[r]))
+            mask = other if mask is None else mask if other is None else mask | other
         if key == "input_id" and values is not None and not (known and isinstance(values, np.ndarray)):
             ids = values.astype(str) if isinstance(values, np.ndarray) and values.dtype != object else values
             ids = np.array([v if type(v) is str else str(v) for v in ids], dtype=object)

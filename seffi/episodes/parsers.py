@@ -163,7 +163,7 @@ def parse_infos(
         if n in (None, dones.shape[0]):
             return _empty(strategies.strategies if isinstance(strategies, MatchCoder) else tuple(strategies))
     kwargs = {"env_name": env_name, "env_offset": env_offset}
-    if isinstance(infos, (list, tuple)):
+    if isinstance(infos, (list, tuple)) and (dones is None or np.ndim(dones) > 0):
         return parse_list(infos, strategies, dones, **kwargs)
     mapping = isinstance(infos, Mapping)
     vector = mapping and ("final_info" in infos or "_final_info" in infos or np.size(dones) > 1)
@@ -171,6 +171,7 @@ def parse_infos(
         return parse_vector(infos, strategies, dones, **kwargs)
     if not mapping and dones is None:
         raise SeffiError(f"infos must be a vector info dict, a list of dicts or one dict, not {infos!r:.60}")
+    # One env's info (a single done): whatever it holds is that episode's info, a list too.
     ended = int(any(k in infos for k in END_MARKERS) if dones is None else _bools(dones)[0])
     return parse_rows([infos][:ended], strategies, env_index=[env_offset][:ended], env_name=env_name)
 

@@ -17,6 +17,7 @@ from seffi._io import write_atomic
 from seffi.errors import SeffiError
 from seffi.report.caveats import gain_caveat
 from seffi.report.files import load_report
+from seffi.report.markdown import text
 from seffi.report.plots import FORMATS, PRINT_DPI, check_format, check_overlay, plot_compare, save_figure
 from seffi.report.run_folder import default_out_dir, prepare_run_folder
 
@@ -88,19 +89,19 @@ def table_markdown(rows: list[dict[str, Any]]) -> str:
     ]
     notes = []
     for r in rows:
+        note = text(r["note"])  # report text: inert on a terminal too
         if r["gain"] is None:
-            gain = f"— {r['note']}"
+            gain = f"— {note}"
+        elif r.get("unbounded"):
+            gain = f"{r['gain']:.3f} [unbounded]"
         else:
-            gain = (
-                f"{r['gain']:.3f} [unbounded]"
-                if r.get("unbounded")
-                else _fmt(r["gain"], r["gain_lo"], r["gain_hi"])
-            )
+            gain = _fmt(r["gain"], r["gain_lo"], r["gain_hi"])
+        names = (text(r["task"]), text(r["run"]), text(r["policy"]))
         if r.get("fragile"):
             gain += " (fragile)"
-            notes.append(f"- {r['task']} / {r['run']} / {r['policy']}: {r['fragile']}")
+            notes.append(f"- {' / '.join(names)}: {text(r['fragile'])}")
         auc = _fmt(r["auc"], r["auc_lo"], r["auc_hi"])
-        lines.append(f"| {r['task']} | {r['run']} | {r['policy']} | {r['budget']} | {auc} | {gain} |")
+        lines.append(f"| {' | '.join(names)} | {r['budget']} | {auc} | {gain} |")
     return "\n".join(lines) + "\n" + ("\n" + "\n".join(notes) + "\n" if notes else "")
 
 

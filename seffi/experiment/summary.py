@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from seffi._convert import printable
+
 __all__ = ["SUMMARY_HEADER", "summary_rows", "summary_table"]
 
 
@@ -54,12 +56,13 @@ def summary_rows(report: Any) -> list[list[str]]:
 def summary_table(report: Any) -> Any:
     """The summary as a rich ``Table``."""
     from rich.table import Table
+    from rich.text import Text
 
     budget = report.comparisons[0].budget if report.comparisons else "?"
     table = Table(title=f"seffi run: coverage at budget K={budget} (gain: 0 = iid, 1 = oracle)")
     for h in SUMMARY_HEADER:
         left = h in ("task", "policy")
         table.add_column(h, justify="left" if left else "right", no_wrap=left)
-    for row in summary_rows(report):
-        table.add_row(*row)
+    for row in summary_rows(report):  # names from report.json: plain text (no rich markup, no escapes)
+        table.add_row(*(Text(printable(cell)) for cell in row))
     return table

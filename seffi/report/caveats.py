@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from seffi._convert import printable
 from seffi.coverage.summaries import gain_fragility
 from seffi.report import keys
 
@@ -78,8 +79,10 @@ def comparison_caveats(comparison: Any) -> list[str]:
 
 
 def console_lines(report: Any) -> list[str]:
-    """The caveats as console lines, ``"warning (<task>): <caveat>"``."""
-    return [f"warning ({c.task}): {note}" for c in report.comparisons for note in comparison_caveats(c)]
+    """The caveats as console lines, ``"warning (<task>): <caveat>"`` (control characters a space)."""
+    return [
+        printable(f"warning ({c.task}): {note}") for c in report.comparisons for note in comparison_caveats(c)
+    ]
 
 
 def summary_notes(report: Any) -> dict[str, str]:

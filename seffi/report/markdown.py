@@ -5,9 +5,9 @@ The table's metric columns and their order come from [`seffi.coverage.columns`][
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
+from seffi._convert import printable
 from seffi.coverage.columns import COLUMNS, MARKDOWN_TAU, Column
 from seffi.report.caveats import comparison_caveats
 from seffi.report.schema import Comparison, CurveSet, Gain, Report
@@ -63,8 +63,6 @@ HOW_TO_READ: dict[str, str] = {
 _MARKUP = str.maketrans(
     {"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|", "[": "\\[", "]": "\\]", "`": "\\`"}
 )
-#: Control characters (terminal escapes, line breaks that would end a table row or start a heading).
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 
 
 def text(value: object) -> str:
@@ -74,7 +72,7 @@ def text(value: object) -> str:
         >>> text("sort <script>")
         'sort &lt;script&gt;'
     """
-    return _CONTROL.sub(" ", str(value)).translate(_MARKUP)
+    return printable(value).translate(_MARKUP)
 
 
 def _num(v: float | None, fmt: str = ".3f") -> str:
@@ -146,6 +144,9 @@ def render_markdown(report: Report, plots: Mapping[str, str] | None = None) -> s
         lines += [f"Seed: `{report.seed}`", ""]
     if not report.comparisons:
         lines += ["_No comparisons were recorded._", ""]
+    drawn = {name.partition("/")[0] for name in plots}
+    if 0 < len(drawn) < len(report.comparisons):
+        lines += [f"_Plots are drawn for {len(drawn)} of the {len(report.comparisons)} comparisons._", ""]
     for slug, comp in zip(report.slugs(), report.comparisons, strict=True):
         env = f" — {text(comp.env_id)}" if comp.env_id else ""
         lines += [f"## {text(comp.task)}{env}", ""]

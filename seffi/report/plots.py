@@ -28,12 +28,14 @@ from __future__ import annotations
 import math
 import re
 import textwrap
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from seffi._convert import printable
 from seffi._io import write_atomic
 from seffi.coverage.barcode import BARCODE_ROWS
 from seffi.errors import SeffiError
@@ -100,6 +102,31 @@ def styled_sets(comparison: Comparison) -> list[tuple[CurveSet, dict[str, Any]]]
         out.append((c, role_style(c, n_policy)))
         n_policy += c.role == "policy" and not is_sanity(c)
     return out
+
+
+def figure_text(value: str) -> str:
+    """A name from a report as literal figure text: control characters a space, ``$`` not mathtext."""
+    return printable(value).replace("$", r"\$")
+
+
+def _figure_names(data: Any) -> Any:
+    """``data`` (a model dump) with every string as `figure_text`."""
+    if isinstance(data, str):
+        return figure_text(data)
+    if isinstance(data, list):
+        return [_figure_names(v) for v in data]
+    if isinstance(data, dict):
+        return {k: _figure_names(v) for k, v in data.items()}
+    return data
+
+
+def figure_safe(comparison: Comparison) -> Comparison:
+    r"""``comparison`` with its names (task, labels, strategy and input ids, notes) as `figure_text`.
+
+    A name from report.json is drawn as typed: ``"$\frac$"`` would otherwise be parsed as mathtext
+    (and fail the figure), an escape sequence drawn as missing glyphs.
+    """
+    return Comparison.model_validate(_figure_names(comparison.model_dump()))
 
 
 def legend_label(c: CurveSet) -> str:
@@ -382,21 +409,17 @@ def _draw_barcode(
     rows = barcode.matrix[:max_rows]
     n_rows = max(len(rows), 1)
     width = max(max((len(r) for r in rows), default=1), 1)
-    # Palette index: 0 = beyond the row, 1 = no match, 2 + j = strategy j.
-    palette = np.array(
-        [
-            to_rgb(STYLE["beyond_row"]),
-            to_rgb(STYLE["no_match"]),
-            *(to_rgb(colors[s]) for s in barcode.strategies),
-        ],
-        dtype=np.float64,
-    )
-    grid = np.zeros((n_rows, width), dtype=np.int64)
+    grid = np.full((n_rows, width), -2, dtype=np.int64)  # -2 = beyond the row, -1 = no match
     for i, r in enumerate(rows):
-        grid[i, : len(r)] = np.asarray(r, dtype=np.int64) + 2
+        grid[i, : len(r)] = r
+    # Colours of the strategies drawn only: the cost follows the cells, not the M declared.
+    used, cell = np.unique(grid, return_inverse=True)
+    fixed = {-2: STYLE["beyond_row"], -1: STYLE["no_match"]}
+    rgb = [to_rgb(fixed[j] if j < 0 else colors[barcode.strategies[j]]) for j in used.tolist()]
+    palette = np.array(rgb, dtype=np.float64)
     # 1-based columns so "sample index i" means the same here as in N(i) and C(k).
     extent = (0.5, width + 0.5, n_rows - 0.5, -0.5)
-    ax.imshow(palette[grid], aspect="auto", interpolation="nearest", extent=extent)
+    ax.imshow(palette[cell.reshape(grid.shape)], aspect="auto", interpolation="nearest", extent=extent)
     fx, fy = [], []
     for i, r in enumerate(rows):
         seen: set[int] = set()
@@ -423,12 +446,27 @@ def _draw_barcode(
         ax.tick_params(axis="y", labelleft=False)
 
 
-def _barcode_legend(fig: Figure, colors: Mapping[str, Any]) -> None:
+#: Strategies a barcode legend names (the first drawn, in declared order); it counts the others.
+LEGEND_STRATEGIES = 24
+
+
+def _drawn(bars: Sequence[Barcode], names: Sequence[str], max_rows: int) -> list[str]:
+    """The strategies the drawn rows of ``bars`` show, in the order of ``names``."""
+    seen = {b.strategies[j] for b in bars for r in b.matrix[:max_rows] for j in set(r) if j >= 0}
+    return [s for s in names if s in seen]
+
+
+def _barcode_legend(fig: Figure, colors: Mapping[str, Any], drawn: Sequence[str]) -> None:
+    """The legend of the strategies ``drawn`` (at most `LEGEND_STRATEGIES`, then a count), no match, dots."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles: list[Any] = [Patch(facecolor=c, edgecolor="0.5", linewidth=0.5) for c in colors.values()]
-    labels = list(colors)
+    named = drawn[:LEGEND_STRATEGIES]
+    handles: list[Any] = [Patch(facecolor=colors[s], edgecolor="0.5", linewidth=0.5) for s in named]
+    labels = list(named)
+    if len(drawn) > len(named):
+        handles.append(Line2D([], [], linestyle=""))
+        labels.append(f"+ {len(drawn) - len(named)} more strategies")
     handles.append(Patch(facecolor=STYLE["no_match"], edgecolor="0.5", linewidth=0.5))
     labels.append("no match")
     dot = {"marker": "o", "linestyle": "", "markerfacecolor": "white", "markeredgecolor": "black"}
@@ -473,7 +511,7 @@ def plot_barcode(
     colors = strategy_colors(barcode.strategies)
     _draw_barcode(ax, barcode, colors, max_rows, ylabels=True)
     ax.set_ylabel(row_labels(barcode.input_ids[:max_rows])[1])
-    _barcode_legend(fig, colors)
+    _barcode_legend(fig, colors, _drawn([barcode], barcode.strategies, max_rows))
     note = _rows_note(len(rows), len(barcode.matrix), n_runs)
     suptitle(fig, f"{title}, {note}" if note else title)
     return finish(fig)
@@ -493,9 +531,7 @@ def plot_barcodes(comparison: Comparison, *, max_rows: int = BARCODE_ROWS) -> Fi
     if not pols:
         return None
     bars = [p.barcode for p in pols if p.barcode is not None]
-    names: list[str] = []
-    for b in bars:
-        names += [s for s in b.strategies if s not in names]
+    names = list(dict.fromkeys(s for b in bars for s in b.strategies))  # in order of first appearance
     colors = strategy_colors(names)
     same_rows = all(b.input_ids[:max_rows] == bars[0].input_ids[:max_rows] for b in bars)
     width = max(max((len(r) for r in b.matrix[:max_rows]), default=1) for b in bars)
@@ -512,7 +548,7 @@ def plot_barcodes(comparison: Comparison, *, max_rows: int = BARCODE_ROWS) -> Fi
         name = legend_label(pol.curves)
         ax.set_title(name if shared or not note else f"{name}\n{note}")
     axes[0].set_ylabel(row_labels(bars[0].input_ids[:max_rows])[1])
-    _barcode_legend(fig, colors)
+    _barcode_legend(fig, colors, _drawn(bars, names, max_rows))
     what = "strategy barcodes" + (f", {shared}" if shared else "")
     suptitle(fig, f"{comparison.task}: {what}" if shared else title(comparison, what))
     return finish(fig)
@@ -666,9 +702,9 @@ def check_overlay(reports: Mapping[str, Report]) -> None:
             budgets.setdefault(comp.task, {}).setdefault(run, comp.budget)
     for task, per_run in budgets.items():
         if len(set(per_run.values())) > 1:
-            which = ", ".join(f"K={k} in {run}" for run, k in per_run.items())
+            which = ", ".join(f"K={k} in {printable(run)}" for run, k in per_run.items())
             raise IncompatibleRuns(
-                f"cannot overlay {task}: the runs use different budgets ({which}); "
+                f"cannot overlay {printable(task)}: the runs use different budgets ({which}); "
                 "coverage and AUC at different K do not compare — compare runs of one K"
             )
 
@@ -727,6 +763,11 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
         IncompatibleRuns: two runs measured one task at different budgets.
         ValueError: no run holds a comparison.
     """
+    check_overlay(reports)  # names as given, for its message
+    reports = {
+        figure_text(run): rep.model_copy(update={"comparisons": [figure_safe(c) for c in rep.comparisons]})
+        for run, rep in reports.items()
+    }
     tasks: list[str] = []
     for rep in reports.values():
         for comp in rep.comparisons:
@@ -734,7 +775,6 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
                 tasks.append(comp.task)
     if not tasks:
         raise ValueError("no comparisons to overlay")
-    check_overlay(reports)
     runs = list(reports)
     run_color = {run: policy_color(i) for i, run in enumerate(runs)}
     # A run's policies, in order of first appearance over its tasks: the j-th takes the j-th marker.
@@ -1252,10 +1292,18 @@ def plot_latent(comparison: Comparison) -> Figure | None:
     return finish(fig)
 
 
+#: Comparisons a report draws plots for (the first, in report order): each costs ~2 s of CPU at
+#: print resolution, so a report of thousands renders in under a minute; report.md has every table.
+PLOTTED_COMPARISONS = 20
+
+
 def render_report_plots(
     report: Report, out_dir: str | Path, *, format: str = "png", dpi: int = DPI
 ) -> dict[str, Path]:
-    """Write every plot of ``report`` under ``out_dir/plots/``, as ``<slug>_<plot>.<format>``.
+    """Write the plots of ``report`` under ``out_dir/plots/``, as ``<slug>_<plot>.<format>``.
+
+    Plots are drawn for the first `PLOTTED_COMPARISONS` comparisons; a report holding more says so in
+    one warning.
 
     Args:
         report: The report.
@@ -1273,12 +1321,21 @@ def render_report_plots(
     ext = check_format(format)
     out = Path(out_dir) / PLOTS_DIR
     files: dict[str, Path] = {}
-    for slug, comp in zip(report.slugs(), report.comparisons, strict=True):
+    n = len(report.comparisons)
+    if n > PLOTTED_COMPARISONS:
+        warnings.warn(
+            f"the report holds {n:,} comparisons: plots are drawn for the first {PLOTTED_COMPARISONS} "
+            "(report.md has the table of every one)",
+            stacklevel=2,
+        )
+    pairs = zip(report.slugs()[:PLOTTED_COMPARISONS], report.comparisons[:PLOTTED_COMPARISONS], strict=True)
+    for slug, comp in pairs:
 
         def _save(name: str, fig: Figure | None, slug: str = slug) -> None:
             if fig is not None:
                 files[f"{slug}/{name}"] = save_figure(fig, out / f"{slug}_{name}.{ext}", dpi=dpi)
 
+        comp = figure_safe(comp)
         sets = comp.curve_sets()
         files[f"{slug}/coverage"] = save_coverage(comp, out / f"{slug}_coverage.{ext}", dpi=dpi)
         _save("coverage_by_rarity", plot_coverage_by_rarity(comp))

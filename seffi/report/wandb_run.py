@@ -8,6 +8,7 @@ and [`wandb_mode`][seffi.report.wandb_mode] (explicit, else ``WANDB_MODE``, else
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -49,6 +50,37 @@ INIT_TIMEOUT_S = 15.0
 
 class WandbSinkWarning(RuntimeWarning):
     """W&B failed or dropped data; training and the local report continue."""
+
+
+#: W&B log files that failed a write (path -> the error), noted by `_quiet_log_files`.
+_LOG_FILE_ERRORS: dict[str, BaseException] = {}
+
+
+def _note_log_error(handler: logging.FileHandler, record: logging.LogRecord) -> None:
+    """``handleError`` of W&B's own log files: the error noted, nothing printed.
+
+    logging's default prints a traceback per record; a W&B folder on a full disk fails every record,
+    and W&B's console capture turns each printed traceback into more (hundreds in all).
+    """
+    import sys
+
+    _LOG_FILE_ERRORS.setdefault(handler.baseFilename, sys.exc_info()[1] or OSError("write failed"))
+
+
+def _quiet_log_files(record: logging.LogRecord) -> bool:
+    """A filter of the ``wandb`` logger: its file handlers report a failed write through `_note_log_error`.
+
+    A filter runs before any handler sees the record, so a handler ``wandb.init`` adds is set before
+    its first write.
+    """
+    for h in logging.getLogger("wandb").handlers:
+        if isinstance(h, logging.FileHandler) and getattr(h, "handleError", None) is not _quiet:
+            h.handleError = _quiet.__get__(h)  # type: ignore[method-assign]
+    return True
+
+
+def _quiet(self: logging.FileHandler, record: logging.LogRecord) -> None:
+    _note_log_error(self, record)
 
 
 class SafeWandbRun:
@@ -121,6 +153,8 @@ class SafeWandbRun:
             import wandb
 
             self._wandb = wandb
+            if _quiet_log_files not in logging.getLogger("wandb").filters:
+                logging.getLogger("wandb").addFilter(_quiet_log_files)
             if run is None:
                 run = wandb.run
             if run is None:
@@ -207,6 +241,8 @@ class SafeWandbRun:
             )
 
     def _fail(self, what: str, exc: BaseException) -> None:
+        if _service_lost(exc) and self._wandb is not None and (self.owns_run or self.run is None):
+            self._close_service()  # the run this object starts (or started) lost wandb-core
         self.enabled = False
         self.failed = True
         if not self._warned:
@@ -408,11 +444,48 @@ class SafeWandbRun:
 
         self._call("artifact", _log)
 
+    def _close_service(self) -> None:
+        """Tear down W&B's connection to its lost ``wandb-core`` process, quietly.
+
+        W&B's exit hook would try the dead connection again at interpreter exit and print its
+        traceback; its own teardown unregisters that hook first (then fails on the dead connection).
+        """
+        try:
+            self._wandb.teardown()
+        except BaseException as exc:  # a dead connection fails here, as expected
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+
     def finish(self) -> None:
-        """Finish the run if this object started it; a reused run is left to its owner."""
+        """Finish the run if this object started it; a reused run is left to its owner.
+
+        A run that cannot have been saved whole (a write to W&B's log file failed, or W&B's folder
+        has no space left) counts as failed, with one warning: the closing line does not offer to
+        upload it.
+        """
         if self.enabled and self.owns_run:
             self._call("finish", self.run.finish)
+            if self.enabled and (trouble := self._storage_trouble()) is not None:
+                self._fail("save", trouble)
         self.enabled = False
+
+    def _storage_trouble(self) -> OSError | None:
+        """Why the run's local files are incomplete (a failed write, a full folder), or None."""
+        folder = self.run_dir
+        if folder is None:
+            return None
+        inside = [e for f, e in _LOG_FILE_ERRORS.items() if Path(f).is_relative_to(folder)]
+        if inside:
+            return OSError(f"a write to W&B's log failed ({type(inside[0]).__name__}: {inside[0]})")
+        if _core_lost_records(folder / "logs" / "debug-internal.log"):
+            return OSError("wandb-core could not save every record (see its logs/debug-internal.log)")
+        try:
+            st = os.statvfs(folder)
+        except OSError:
+            return None
+        if st.f_bavail == 0:
+            return OSError(f"no space left in W&B's folder {display_path(folder)}")
+        return None
 
     @property
     def run_dir(self) -> Path | None:
@@ -426,12 +499,12 @@ class SafeWandbRun:
 
     @property
     def sync_hint(self) -> str | None:
-        """``wandb sync <run_dir>`` for an offline run (None otherwise).
+        """``wandb sync <run_dir>`` for an offline run that did not fail (None otherwise).
 
         The folder is given relative to the current directory when it lies under it (the usual
         ``wandb/offline-run-...``), so the command is short and works as printed from where the user is.
         """
-        if self.mode != "offline" or self.run_dir is None:
+        if self.mode != "offline" or self.failed or self.run_dir is None:
             return None
         try:
             if self.run.settings.mode != "offline":  # a reused run may be online
@@ -439,6 +512,31 @@ class SafeWandbRun:
         except Exception:
             pass
         return f"wandb sync {shlex.quote(display_path(self.run_dir))}"
+
+
+def _service_lost(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or an error it came from) says W&B lost its connection to ``wandb-core``."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, ConnectionError) or type(exc).__name__ == "HandleAbandonedError":
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def _core_lost_records(log: Path) -> bool:
+    """Whether ``wandb-core``'s log of a run says a record was not saved (a full disk, a file cap).
+
+    wandb-core keeps going when its writes fail and says so only in this log, one line per record.
+    """
+    try:
+        with open(log, "rb") as f:
+            return any(_LOST_RECORD in line for line in f)
+    except OSError:
+        return False
+
+
+_LOST_RECORD = b"failed to save record"
 
 
 def display_path(path: str | Path) -> str:

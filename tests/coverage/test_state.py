@@ -170,7 +170,8 @@ def test_every_declared_part_is_what_the_state_holds() -> None:
     top = {p.name for p in state_io.STATE if "." not in p.name} | {"format", "inputs", "runs"}
     assert set(rec) == top
     assert set(rec["inputs"]) == {p.key for p in state_io.INPUT_FIELDS}
-    assert set(rec["runs"]) == {p.key for p in state_io.RUN_FIELDS}  # num_latents > 0: latent rows too
+    # num_latents > 0: latent rows too; "beyond" is stored when a run has samples beyond the budget
+    assert set(rec["runs"]) == {p.key for p in state_io.RUN_FIELDS} - {"beyond"}
     t = CoverageTracker(STRATS, budget=4)
     for p in state_io.COUNTERS:
         assert getattr(t, p.name) == p.fill
@@ -193,3 +194,57 @@ def test_merge_keeps_the_barcode_bounds_of_the_tracker_merged_into() -> None:
     assert bc["rows"] == ["x1/0", "x2/0"] and bc["first_strategy"] == [[1, 2], [2, 3]]
     loaded = CoverageTracker.from_state_dict(big.state_dict(), barcode_rows=1)
     assert loaded.barcode_rows == 1 and loaded.barcode(4)["rows"] == ["x1/0"]
+
+
+def test_skipped_is_tied_to_the_runs_samples_beyond_the_budget() -> None:
+    """``skipped`` is the sum of the runs' ``beyond`` counts (a closed run keeps its own): a state
+    claiming more (2^52, which a monitor would log as 4.5e15 episodes) is refused, so is a beyond
+    count on a run short of the budget or an open run whose count is not n + beyond."""
+    K = 2
+
+    def batch(t: CoverageTracker, ri: int, n: int) -> None:
+        hits = np.eye(2, dtype=bool)[np.arange(n) % 2]
+        t.record(EpisodeBatch.of(("a", "b"), ["x"] * n, hits, sample_index=np.arange(n), run_index=[ri] * n))
+
+    t = CoverageTracker(("a", "b"), budget=K)
+    batch(t, 0, 5)  # run 0: 3 samples past K
+    batch(t, 1, 4)  # run 0 closes; run 1 (open): 2 past K
+    state = json.loads(json.dumps(t.state_dict()))
+    assert state["runs"]["beyond"] == [3, 2] and state["skipped"] == 5 == t.skipped
+    assert state["open_runs"][0]["count"] == 4
+    assert CoverageTracker.from_state_dict(state).state_dict() == state
+
+    def forged(edit) -> dict:
+        s = copy.deepcopy(state)
+        edit(s)
+        return s
+
+    huge = forged(lambda s: s.update(skipped=2**52))
+    _one_line_refusal(huge, "skipped=4503599627370496 must be the runs' 5")
+    _one_line_refusal(forged(lambda s: s["runs"].update(beyond=[3, 3])), "skipped=5 must be the runs' 6")
+    short = forged(lambda s: s.update(budget=3))  # both runs now short of the budget
+    _one_line_refusal(short, "samples beyond the budget but fewer than budget samples")
+    _one_line_refusal(forged(lambda s: s["open_runs"][0].update(count=5)), "count = n + beyond")
+    # A state stored without the column (before it existed): the open runs' excess is known, a
+    # closed run's is not, so a skipped count beyond the open runs' is refused.
+    old = forged(lambda s: (s["runs"].pop("beyond"), s.update(skipped=2)))
+    assert CoverageTracker.from_state_dict(old).state_dict()["runs"]["beyond"] == [0, 2]
+    _one_line_refusal(forged(lambda s: s["runs"].pop("beyond")), "skipped=5 must be the runs' 2")
+
+
+def test_a_monitor_states_episodes_are_its_samples_and_skipped_ones(tmp_path) -> None:
+    """A monitor state's ``episodes`` is tied to its tracker: every episode is a sample or one past
+    its run's budget, so a forged count (which the monitor would log as seffi/episodes) is refused."""
+    from seffi.callbacks import CoverageMonitor
+
+    def monitor(name: str) -> CoverageMonitor:
+        return CoverageMonitor(2, ["a", "b"], out_dir=tmp_path / name, wandb="disabled", plots=False)
+
+    m = monitor("one")
+    for k in range(5):  # one run of 5 samples under K = 2: 3 beyond the budget
+        m.update_infos({"input_id": "x", "strategy_matches": ("a",), "sample_index": k, "run_index": 0}, True)
+    state = json.loads(json.dumps(m.state_dict()))
+    assert state["episodes"] == 5 and state["tracker"]["skipped"] == 3
+    assert monitor("two").load_state_dict(state).episodes == 5
+    with pytest.raises(SeffiError, match="episodes=4503599627370496 must be the tracker's 2 samples and 3"):
+        monitor("three").load_state_dict({**state, "episodes": 2**52})

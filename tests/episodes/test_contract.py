@@ -114,7 +114,7 @@ def test_none_is_no_strategy_id_and_messages_cap_what_they_echo():
     """None in strategy_matches is refused even when "None" is declared; long lists are cut short."""
     from seffi.episodes import EpisodeRejected, MatchCoder, parse_info
 
-    with pytest.raises(EpisodeRejected, match=r"must hold strategy ids, got \[None\]"):
+    with pytest.raises(EpisodeRejected, match=r"must hold str strategy ids, got \[None\]"):
         parse_info({"input_id": "x", "strategy_matches": (None,)}, MatchCoder(["a", "None"]))
     many = [f"s{i}" for i in range(100_000)]
     with pytest.raises(EpisodeRejected) as caught:
