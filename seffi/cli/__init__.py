@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -98,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return 0 if not argv else 2
+    previous_hook = sys.unraisablehook
     previous = _sigterm_raises()  # before any lock or W&B run exists: a SIGTERM finds the handler
     try:
         return int(handler(args) or 0)
@@ -125,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+            sys.unraisablehook = previous_hook
         from seffi.report.run_folder import release_run_folders
 
         release_run_folders()
@@ -138,6 +141,18 @@ def _sigterm_raises() -> Any:
     def terminate(signum: int, frame: Any) -> None:
         raise Terminated
 
+    previous_hook = sys.unraisablehook
+
+    def rearm(unraisable: Any) -> None:
+        # A signal handler runs wherever the main thread is, which may be a weakref callback or a
+        # __del__ during garbage collection; Python swallows an exception raised there. The signal is
+        # sent again a moment later, so it lands in ordinary code and ends the run.
+        if isinstance(unraisable.exc_value, Terminated):
+            threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        else:
+            previous_hook(unraisable)
+
+    sys.unraisablehook = rearm
     return signal.signal(signal.SIGTERM, terminate)
 
 
