@@ -132,6 +132,8 @@ class CoverageMonitor:
         self._checkpointed: tuple[int, float | None] = (self.episodes, None)
         self.baseline_sets = BaselineSets()
         self.log_seconds, self.finalized = 0.0, False
+        #: Why the report files were not written at `finalize` (a full disk), None when they were.
+        self.write_error: str | None = None
         self.last_scalars: dict[str, float] = {}
         self.last_comparison: Any = None
         #: Extra policy lines for the final report (the evaluator's earlier evaluations).
@@ -597,6 +599,7 @@ class CoverageMonitor:
         try:
             self.sinks.finish(report, self.tracker.state_dict())  # run.summary, report files, state artifact
         except SeffiError as exc:  # a full disk after training: one message, the training's result stands
+            self.write_error = str(exc)
             warnings.warn(f"{exc}; monitor.report() still holds the numbers", LocalSinkWarning, stacklevel=2)
             return report
         if self._owns_sinks:  # sinks passed in belong to an adapter (or seffi run), which says this itself

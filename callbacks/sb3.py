@@ -300,7 +300,11 @@ class CoverageCallback(BaseCallback):
         for sink in self._wandb_sinks():
             if wandb is None or sink.run.owns_run:
                 wandb = sink  # the sink that started the shared run knows its folder and its failures
-        for line in closing_lines(self.out_dir, wandb, contents=contents, prefix="[seffi] "):
+        owners = (self.monitor, self.evaluator.monitor if self.evaluator else None)
+        unwritten = any(getattr(owner, "write_error", None) for owner in owners)
+        for line in closing_lines(
+            self.out_dir, wandb, contents=contents, prefix="[seffi] ", unwritten=unwritten
+        ):
             print(line, flush=True)
 
     def _wandb_sinks(self) -> list[Any]:

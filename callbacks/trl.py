@@ -326,5 +326,7 @@ class CoverageTrainerCallback(TrainerCallback):
             step = monitor.last_step + 1 if monitor.episodes != self._logged_episodes else None
         monitor.finalize(step, interrupted=self._stop.requested)
         # W&B is TRL's own run (its integration prints the sync footer); seffi names its local folder.
-        for line in closing_lines(monitor.out_dir, prefix="[seffi] "):
+        for line in closing_lines(
+            monitor.out_dir, prefix="[seffi] ", unwritten=monitor.write_error is not None
+        ):
             print(line, flush=True)

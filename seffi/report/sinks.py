@@ -515,6 +515,7 @@ def closing_lines(
     seconds: float | None = None,
     prefix: str = "",
     report: Report | None = None,
+    unwritten: bool = False,
 ) -> list[str]:
     """What a finished run prints once at the end: where its report went and how to upload W&B.
 
@@ -529,6 +530,8 @@ def closing_lines(
         seconds: Wall time, added to the folder line when given.
         prefix: Put before each line (the adapters use ``"[seffi] "`` inside a training log).
         report: The final report, for its caveats; None reads ``out_dir/report.json`` when there is one.
+        unwritten: The report files could not be written (a full disk): the folder line says so instead
+            of listing ``contents``.
 
     Returns:
         The caveat warnings, the folder, then ``wandb sync ...`` for an offline run, or one line saying
@@ -543,6 +546,8 @@ def closing_lines(
     lines = [f"{prefix}{line}" for line in ([] if report is None else console_lines(report))]
     if out_dir is not None:
         timing = f"; {seconds:.1f} s" if seconds is not None else ""
+        if unwritten:
+            contents = "its logs; the report files did not fit, see the warning above"
         lines.append(f"{prefix}run folder: {display_path(out_dir)}  ({contents}{timing})")
     hint = run.sync_hint if run is not None else None
     if hint:

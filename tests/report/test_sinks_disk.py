@@ -97,9 +97,12 @@ def test_a_full_disk_during_training_loses_no_log_once_space_returns(tmp_path: P
 
 
 def test_a_disk_full_to_the_end_gives_one_message_and_whole_files(tmp_path: Path) -> None:
-    """The disk never frees: training ends, one warning during it and one at the end, no traceback."""
-    result, _ = _train(tmp_path, limit=600, space_at=10**9)
+    """The disk never frees: training ends, one warning during it and one at the end, no traceback, and
+    the closing line does not claim a report it could not write."""
+    result, done = _train(tmp_path, limit=600, space_at=10**9)
     out = tmp_path / "run"
+    closing = [line for line in done.stdout.splitlines() if "run folder:" in line]
+    assert len(closing) == 1 and "report files did not fit" in closing[0], done.stdout[-2000:]
     disk = [w for w in result["warnings"] if "File too large" in w or "did not fit" in w]
     assert len(disk) == 2, result["warnings"]
     assert "training goes on" in disk[0]
