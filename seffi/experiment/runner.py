@@ -15,8 +15,8 @@ For each task of the config, on that task's router env (``seffi/<Name>Router-v0`
 
 The learned router and the measured iid sampler are bootstrapped with the same seed over the same
 inputs, so their intervals are paired. Everything random is spawned from ``config.seed``, so the same
-seed on the same machine and library versions gives a byte-identical report.json (which holds no
-timestamps, timings or absolute paths).
+seed and library versions give a byte-identical report.json on any x86-64 CPU (it holds no timestamps,
+timings or absolute paths, and the router trains without BLAS-kernel-dependent sums).
 """
 
 from __future__ import annotations
