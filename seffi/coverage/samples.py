@@ -185,24 +185,21 @@ def _ids(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _world_columns(X: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The columns set-valued novelty replicates draw, per input of X (D, n, m) with model law q (D, m).
 
-    Each input's used columns and its first unseen ones, `MAX_SET_STRATEGIES` in all (any declared
-    M): (columns (D, c) in column order, padded with never-drawn ones; which are unseen (D, c);
-    their law (D, c)). Unseen columns left out fold their chance into those kept: u unseen of rate
-    r kept as u' columns each match with 1 - (1 - r)^(u / u').
+    Each input's used columns and its first unseen ones, `MAX_SET_STRATEGIES` in all, whatever the
+    declared M: (columns (D, c) in column order, padded with never-drawn ones; which are unseen
+    (D, c); their law (D, c)). Unseen strategies beyond are left out: at their model rate (a prior's
+    1 / (n + 2) each when no strategy was seen once) hundreds of them would put most of them in
+    every drawn sample.
     """
     used = X.any(axis=1)
     s_obs = used.sum(axis=1)
-    u = X.shape[2] - s_obs
-    room = np.minimum(u, MAX_SET_STRATEGIES - s_obs)
+    room = np.minimum(X.shape[2] - s_obs, MAX_SET_STRATEGIES - s_obs)
     keep = used | (np.cumsum(~used, axis=1) <= room[:, None])
     c = int(keep.sum(axis=1).max(initial=1))
     cols = np.argsort(~keep, axis=1, kind="stable")[:, :c]
     kept = np.take_along_axis(keep, cols, axis=1)
     unseen = kept & ~np.take_along_axis(used, cols, axis=1)
-    qc = np.where(kept, np.take_along_axis(q, cols, axis=1), 0.0)
-    with np.errstate(divide="ignore"):
-        folded = -np.expm1((u / np.maximum(room, 1))[:, None] * np.log1p(-np.minimum(qc, 1.0)))
-    return cols, unseen, np.where(unseen & (room < u)[:, None], folded, qc)
+    return cols, unseen, np.where(kept, np.take_along_axis(q, cols, axis=1), 0.0)
 
 
 def _draw_counts(q: np.ndarray, single: np.ndarray, n: int, rng: np.random.Generator, B: int) -> np.ndarray:

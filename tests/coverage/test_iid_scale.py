@@ -57,14 +57,15 @@ def test_set_valued_samples_may_name_few_of_many_declared_strategies() -> None:
 
 
 def test_set_valued_novelty_interval_the_same_at_any_declared_m() -> None:
-    """Set-valued samples naming 10 strategies, declared among M = 10, 63, 200 and 1,000: the curves
+    """Set-valued samples naming <= 10 strategies, declared among M = 10, 63, 200 and 1,000 (each
+    strategy seen twice or never, so the unseen ones get a prior's mass): the curves
     and their intervals exist at every M, and N(i)'s interval at i <= n/2 is estimate +- t_{n-1} x the
     delete-one jackknife sd, recomputed here by dropping each sample in turn (brute force)."""
     from seffi.coverage.resampling import t_quantile
 
     rng = np.random.default_rng(21)
     n, K = 16, 8
-    X = rng.random((n, 10)) < 0.3 / np.arange(1, 11) ** 0.5
+    X = np.tile(rng.random((n // 2, 10)) < 0.4 / np.arange(1, 11) ** 0.5, (2, 1))  # no singletons
     jack = np.array([est.novelty_samples(np.delete(X, drop, axis=0), K) for drop in range(n)])
     sd = np.sqrt((n - 1) / n * ((jack - jack.mean(axis=0)) ** 2).sum(axis=0))
     for M in (10, 63, 200, 1000):
