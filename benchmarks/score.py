@@ -10,10 +10,12 @@ precomputed. Then, each in its own process (``seffi.cli.main``, W&B disabled, no
   every completion of both files;
 * **labels** — ``--labels strategy``: the labels precomputed in the files.
 
-and prints, side by side, the wall seconds, microseconds per policy completion and the child's peak
-resident memory (``ru_maxrss``) per size, then the growth of the per-completion time from the smallest
-size to the largest (linear in the files: 1.0x). Targets at 10^6 completions on 2 cores: rubric
-<= 120 s and <= 1 GB; labels >= 10^6 completions per 30 s.
+and prints, side by side, the wall and CPU seconds (the child's user + system time: on a shared
+machine the CPU time is the cost, the wall time also the wait), CPU microseconds per policy
+completion and the child's peak resident memory (``ru_maxrss``) per size, then the growth of the
+per-completion CPU time from the smallest size to the largest (linear in the files: 1.0x).
+Targets at 10^6 completions on 2 cores: rubric <= 120 s and <= 1 GB; labels >= 10^6 completions
+per 30 s.
 
     python benchmarks/score.py                                 # 10^4, 10^5, 10^6 completions
     python benchmarks/score.py --sizes 10000,100000 --n-boot 200
@@ -60,11 +62,12 @@ def write_files(folder: Path, completions: int, samples: int, seed: int) -> tupl
     return paths[0], paths[1]
 
 
-def run(argv: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of ``seffi`` with ``argv`` in a fresh process."""
+def run(argv: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds and peak RSS (MB) of ``seffi`` with ``argv`` in a fresh process."""
     code = (
         "import resource, sys; from seffi.cli import main; rc = main(sys.argv[1:]); "
-        "print('maxrss', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)"
+        "u = resource.getrusage(resource.RUSAGE_SELF); "
+        "print('maxrss', u.ru_maxrss, u.ru_utime + u.ru_stime, file=sys.stderr); sys.exit(rc)"
     )
     env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
     start = time.perf_counter()
@@ -72,8 +75,8 @@ def run(argv: list[str]) -> tuple[float, float]:
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"seffi {' '.join(argv)} failed:\n{proc.stderr[-2000:]}")
-    rss = next(line for line in proc.stderr.splitlines() if line.startswith("maxrss "))
-    return wall, int(rss.split()[1]) / 1024
+    _, rss, cpu = next(line for line in proc.stderr.splitlines() if line.startswith("maxrss ")).split()
+    return wall, float(cpu), int(rss) / 1024
 
 
 def main() -> None:
@@ -94,15 +97,17 @@ def main() -> None:
             common = [str(policy), "--base", str(base), "--wandb", "disabled", "--no-plots", "--n-boot",
                       str(args.n_boot), "--overwrite"]  # fmt: skip
             for arm, labeler in (("rubric", ["--rubric", str(rubric)]), ("labels", ["--labels", "strategy"])):
-                wall, rss = run(["score", *common, *labeler, "--out", str(folder / f"out-{arm}-{n}")])
-                rows.append((arm, n, wall, rss))
-    print(f"{'arm':8s} {'completions':>12s} {'wall s':>8s} {'us/completion':>14s} {'max RSS MB':>11s}")
-    for arm, n, wall, rss in rows:
-        print(f"{arm:8s} {n:12,d} {wall:8.1f} {wall / n * 1e6:14.1f} {rss:11.0f}")
+                wall, cpu, rss = run(["score", *common, *labeler, "--out", str(folder / f"out-{arm}-{n}")])
+                rows.append((arm, n, wall, cpu, rss))
+    print(f"# load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the end")
+    head = ("completions", "wall s", "CPU s", "CPU us/completion", "max RSS MB")
+    print(f"{'arm':8s} " + " ".join(f"{h:>{w}s}" for h, w in zip(head, (12, 8, 8, 18, 11), strict=True)))
+    for arm, n, wall, cpu, rss in rows:
+        print(f"{arm:8s} {n:12,d} {wall:8.1f} {cpu:8.1f} {cpu / n * 1e6:18.1f} {rss:11.0f}")
     for arm in ("rubric", "labels"):
         mine = [r for r in rows if r[0] == arm]
-        growth = (mine[-1][2] / mine[-1][1]) / (mine[0][2] / mine[0][1])
-        print(f"{arm}: per-completion time at {mine[-1][1]:,d} / at {mine[0][1]:,d} = {growth:.2f}x")
+        growth = (mine[-1][3] / mine[-1][1]) / (mine[0][3] / mine[0][1])
+        print(f"{arm}: CPU per completion at {mine[-1][1]:,d} / at {mine[0][1]:,d} = {growth:.2f}x")
 
 
 if __name__ == "__main__":

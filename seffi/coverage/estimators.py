@@ -311,8 +311,8 @@ def novelty_samples_many(X: np.ndarray, K: int) -> np.ndarray:
         )
     sv = np.flatnonzero(~single)
     if sv.size:
-        masks, bits = used_masks(X[sv].reshape(sv.size * n, m))
-        d_of, u, mult = distinct_sets(masks.reshape(sv.size, n))
+        masks, bits = used_masks(X[sv])  # each dataset's own columns: any m
+        d_of, u, mult = distinct_sets(masks)
         groups = list(nonempty_subsets(u, bits))
         for (g, _, sign), y in zip(groups, meet_counts(d_of, u, mult, groups), strict=True):
             w = mult[g][:, None] * sign[None, :]

@@ -37,47 +37,68 @@ def model_law(Y: np.ndarray, n: int, m: int, single: np.ndarray | bool) -> np.nd
     return q.reshape(Y.shape)
 
 
-def _missing_found(u: np.ndarray, r: np.ndarray, J: int, single: np.ndarray) -> np.ndarray:
-    """Pr[f of u missing columns (probability r per draw) found after j = 1..J draws]: (D, J, max(u) + 1).
+def _missing_found(
+    u: np.ndarray, r: np.ndarray, J: int, single: np.ndarray, short: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(Pr[all u found] (D, J), Pr[fewer than short[i] found] (len(short), D, J)) after j = 1..J draws.
 
-    Single-label: a Markov chain over f; set-valued: each found w.p. 1 - (1 - r)^j independently.
+    u missing columns of D datasets, each found with probability r per draw; ``short`` (N, D).
+    Single-label: a Markov chain over the number found f; set-valued: each found w.p. 1 - (1 - r)^j
+    independently. The f that carry less than e^-50 after J draws are left out (Chernoff's bound
+    for the negatively associated indicators "column s found", mean mu): the chain only moves up,
+    so the f it keeps are exact, and the work is J x (the f kept), not J x M.
     """
-    D = u.shape[0]
-    U = int(u.max(initial=0))
-    f = np.arange(U + 1)
-    out = np.zeros((D, J, U + 1))
+    D, N = u.shape[0], short.shape[0]
+    full, surv = np.zeros((D, J)), np.ones((N, D, J))
     if J == 0:
-        return out
-    if (~single).any():
-        s = ~single
-        j = np.arange(1, J + 1, dtype=np.float64)
-        pj = -np.expm1(j[None, :] * np.log1p(-np.minimum(r[s], 1.0))[:, None])  # (Ds, J)
-        lf = est.log_factorial(U)
-        uu = u[s][:, None, None]
-        ok = f[None, None, :] <= uu
-        ff = np.where(ok, f[None, None, :], 0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            logp = (
-                lf[uu]
-                - lf[ff]
-                - lf[np.where(ok, uu - ff, 0)]
-                + ff * np.log(pj[:, :, None])
-                + (uu - ff) * np.log1p(-pj[:, :, None])
-            )
-        pmf = np.where(ok, np.exp(np.where(np.isnan(logp), -np.inf, logp)), 0.0)
-        pmf = np.where(ok & (pj[:, :, None] >= 1.0), (ff == uu).astype(np.float64), pmf)
-        out[s] = pmf
-    if single.any():
-        s = np.flatnonzero(single)
+        return full, surv
+    with np.errstate(divide="ignore"):  # r = 1: log1p(-1) = -inf
+        log_miss = np.log1p(-np.minimum(r, 1.0))
+    mu = u * -np.expm1(J * log_miss)
+    bound = np.ceil(mu + 50.0 / 3.0 + np.sqrt((50.0 / 3.0) ** 2 + 100.0 * mu))  # t^2 = 100 (mu + t / 3)
+    reach = u <= bound  # finding all u has a chance above e^-50
+    needed = reach | (N > 0)
+    U = int(np.where(needed, np.minimum(u, bound), 0).max(initial=0))
+    f = np.arange(U + 1)
+    below = f[None, None, :] < short[:, :, None]  # (N, D, U + 1)
+    j = np.arange(1, J + 1, dtype=np.float64)
+    s = np.flatnonzero(~single & needed)
+    if s.size:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # f > u: masked below
+            pj = -np.expm1(j[None, :] * log_miss[s][:, None])  # (Ds, J)
+            full[s] = np.where(pj >= 1.0, 1.0, np.exp(u[s][:, None] * np.log(pj)))
+            if N:
+                lf = est.log_factorial(int(u.max(initial=0)))
+                uu = u[s][:, None, None]
+                ok = f[None, None, :] <= uu
+                ff = np.where(ok, f[None, None, :], 0)
+                logp = (
+                    lf[uu]
+                    - lf[ff]
+                    - lf[np.where(ok, uu - ff, 0)]
+                    + ff * np.log(pj[:, :, None])
+                    + (uu - ff) * np.log1p(-pj[:, :, None])
+                )
+                pmf = np.where(ok, np.exp(np.where(np.isnan(logp), -np.inf, logp)), 0.0)
+                pmf = np.where(ok & (pj[:, :, None] >= 1.0), (ff == uu).astype(np.float64), pmf)
+                surv[:, s] = np.einsum("djf,ndf->ndj", pmf, below[:, s])
+    s = np.flatnonzero(single & needed)
+    if s.size:
         P = np.zeros((s.size, U + 1))
         P[:, 0] = 1.0
         step = np.clip((u[s][:, None] - f[None, :]) * r[s][:, None], 0.0, 1.0)  # Pr[new | f found]
-        for j in range(J):
+        at = np.minimum(u[s], U)
+        mask = below[:, s].transpose(1, 2, 0).astype(np.float64)  # (Ds, U + 1, N)
+        rows = np.arange(s.size)
+        for i in range(J):
             moved = P * step
             P = P - moved
             P[:, 1:] += moved[:, :-1]
-            out[s, j] = P
-    return out
+            full[s, i] = P[rows, at]
+            if N:
+                surv[:, s, i] = np.einsum("df,dfn->nd", P, mask)
+        full[s] = np.where(reach[s, None], full[s], 0.0)
+    return full, surv
 
 
 def _full_law(q: np.ndarray, K: int) -> np.ndarray:
@@ -102,12 +123,7 @@ def _beyond_n(Y: np.ndarray, n: int, m: int, single: np.ndarray, J: int, needs: 
     u = m - s_obs
     q = model_law(Y, n, m, single)
     r = np.where(u > 0, np.where(Y == 0, q, 0.0).max(axis=1), 0.0)
-    found = _missing_found(u, r, J, single)  # (D, J, U + 1)
-    D = Y.shape[0]
-    full = np.where(u[:, None] == 0, 1.0, found[np.arange(D), :, u].reshape(D, J) if J else np.zeros((D, 0)))
-    surv = []
-    f = np.arange(found.shape[2])
-    for need in needs:
-        short = (f[None, :] < (need - s_obs)[:, None]).astype(np.float64)  # (D, U + 1)
-        surv.append(np.einsum("djf,df->dj", found, short))
-    return np.clip(full, 0.0, 1.0), np.clip(np.asarray(surv).reshape(len(needs), D, J), 0.0, 1.0)
+    short = np.array([need - s_obs for need in needs], dtype=np.int64).reshape(len(needs), len(u))
+    full, surv = _missing_found(u, r, J, single, short)
+    full = np.where(u[:, None] == 0, 1.0, full)
+    return np.clip(full, 0.0, 1.0), np.clip(surv, 0.0, 1.0)

@@ -158,7 +158,8 @@ class IidBaseline:
         """Estimated baseline from n iid base samples' match sets (the law is unknown).
 
         Unbiased U-statistics for k <= n, model-based extrapolations beyond (``Curves.extrapolated``);
-        set-valued match sets may name at most 62 strategies in all. Details:
+        any M may be declared, and set-valued match sets may name at most 62 strategies within one
+        input. Details:
         [The iid baseline from samples](../statistics.md#the-iid-baseline-from-samples).
 
         Args:
@@ -170,7 +171,8 @@ class IidBaseline:
             valid: per-sample correctness (same shape as ``samples``), for valid-only curves.
 
         Raises:
-            ValueError: bad samples, or set-valued match sets naming more than 62 strategies.
+            ValueError: bad samples, or set-valued match sets naming more than 62 strategies within
+                one input.
 
         Warns:
             UserWarning: M is inferred (neither ``strategies`` nor ``num_strategies`` given).
@@ -226,7 +228,7 @@ class IidBaseline:
             X, sizes = matrices[group]
             if sizes[a:b].max() > 1:
                 try:
-                    used_masks(X[a:b])  # set-valued: at most 62 distinct strategies (the bitmasks)
+                    used_masks(X[a:b])  # set-valued: at most 62 strategies named in an input (the bitmasks)
                 except ValueError as exc:
                     raise ValueError(f"{where}: {exc}") from None
             parts[iid] = _Samples(list(group), len(group), X[a:b], v)

@@ -15,7 +15,7 @@ from seffi.coverage._common import _Samples
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
 from seffi.coverage.extrapolate import _beyond_n, _full_law, model_law
 from seffi.coverage.resampling import normal_quantile, percentile_interval, t_quantile
-from seffi.coverage.subsets import meet_counts, nonempty_subsets, used_masks
+from seffi.coverage.subsets import MAX_SET_STRATEGIES, meet_counts, nonempty_subsets, used_masks
 from seffi.coverage.sums_curves import rarity_labels
 
 
@@ -136,22 +136,70 @@ def inext_coverage_replicates(
     return reps[0] if X.ndim == 2 else reps
 
 
-def _set_datasets(X: np.ndarray, rng: np.random.Generator, B: int) -> np.ndarray:
-    """B datasets (B, n, m) from the abundance assemblage of the distinct match sets of X (n, m).
+def _set_datasets(X: np.ndarray, unseen: np.ndarray, rng: np.random.Generator, B: int) -> np.ndarray:
+    """B datasets (D, B, n, c) from the abundance assemblage of each input's distinct match sets X (D, n, c).
 
-    Strategies that come together stay together; the undetected mass goes to single unseen strategies.
+    Strategies that come together stay together; the undetected mass goes to single unseen
+    strategies, in turn the columns ``unseen`` (D, c) of each input. Rows are drawn as
+    ``rng.choice`` draws them (one input: the same datasets).
     """
-    n, m = X.shape
-    sets, counts = np.unique(X, axis=0, return_counts=True)
+    D, n, c = X.shape
+    # Distinct match sets in np.unique(X[d], axis=0)'s order: column 0 the most significant bit.
+    key = X.astype(np.int64) @ np.left_shift(np.int64(1), np.arange(c - 1, -1, -1, dtype=np.int64))
+    ids, first = _ids(np.repeat(np.arange(D), n), key.ravel())
+    set_d, set_key = first // n, key.ravel()[first]
+    sizes = np.bincount(set_d, minlength=D)
+    slot = np.arange(set_d.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    counts = np.zeros((D, int(sizes.max())), dtype=np.int64)
+    counts[set_d, slot] = np.bincount(ids)
     P = assemblage(counts, n, True)
-    unseen = np.flatnonzero(~X.any(axis=0))
-    U = P.size - 1 - sets.shape[0]
-    extra = np.zeros((U, m), dtype=bool)
-    if unseen.size:
-        extra[np.arange(U), unseen[np.arange(U) % unseen.size]] = True
-    atoms = np.vstack([sets, extra, np.zeros((1, m), dtype=bool)])
-    idx = rng.choice(atoms.shape[0], size=(B, n), p=P / P.sum())
-    return atoms[idx]
+    atoms = np.zeros((D, P.shape[1], c), dtype=bool)
+    atoms[set_d, slot] = (set_key[:, None] >> np.arange(c - 1, -1, -1)) & 1
+    U = P.shape[1] - counts.shape[1] - 1
+    n_unseen = unseen.sum(axis=1)
+    if U and n_unseen.any():
+        order = np.argsort(~unseen, axis=1, kind="stable")  # unseen columns first, in column order
+        col = np.take_along_axis(order, np.arange(U)[None, :] % np.maximum(n_unseen, 1)[:, None], axis=1)
+        d, t = np.nonzero(np.broadcast_to(n_unseen[:, None] > 0, (D, U)))
+        atoms[d, counts.shape[1] + t, col[d, t]] = True
+    cdf = np.cumsum(P / P.sum(axis=1, keepdims=True), axis=1)
+    cdf /= cdf[:, -1:]
+    # One sorted search for all inputs: input d's cdf and uniforms shifted by 2d.
+    shift = 2.0 * np.arange(D)
+    idx = np.searchsorted(
+        (cdf + shift[:, None]).ravel(), rng.random((D, B, n)) + shift[:, None, None], "right"
+    )
+    idx = np.clip(idx - (np.arange(D) * P.shape[1])[:, None, None], 0, P.shape[1] - 1)
+    return atoms[np.arange(D)[:, None, None], idx]
+
+
+def _ids(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dense ids of the pairs (a, b) in sorted order, and the position of each id's first pair."""
+    order = np.lexsort((b, a))
+    new = np.r_[True, (a[order][1:] != a[order][:-1]) | (b[order][1:] != b[order][:-1])]
+    ids = np.empty(a.size, dtype=np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids, order[new]
+
+
+def _world_columns(X: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The columns set-valued novelty replicates draw, per input of X (D, n, m) with model law q (D, m).
+
+    Each input's used columns and its first unseen ones, `MAX_SET_STRATEGIES` in all, whatever the
+    declared M: (columns (D, c) in column order, padded with never-drawn ones; which are unseen
+    (D, c); their law (D, c)). Unseen strategies beyond are left out: at their model rate (a prior's
+    1 / (n + 2) each when no strategy was seen once) hundreds of them would put most of them in
+    every drawn sample.
+    """
+    used = X.any(axis=1)
+    s_obs = used.sum(axis=1)
+    room = np.minimum(X.shape[2] - s_obs, MAX_SET_STRATEGIES - s_obs)
+    keep = used | (np.cumsum(~used, axis=1) <= room[:, None])
+    c = int(keep.sum(axis=1).max(initial=1))
+    cols = np.argsort(~keep, axis=1, kind="stable")[:, :c]
+    kept = np.take_along_axis(keep, cols, axis=1)
+    unseen = kept & ~np.take_along_axis(used, cols, axis=1)
+    return cols, unseen, np.where(kept, np.take_along_axis(q, cols, axis=1), 0.0)
 
 
 def _draw_counts(q: np.ndarray, single: np.ndarray, n: int, rng: np.random.Generator, B: int) -> np.ndarray:
@@ -414,9 +462,10 @@ def _chunk_replicates(
     qb = model_law(Yb, n, m, singles)
     # Pr[new] = E[new] sample by sample for single-label data: the two U-statistics coincide.
     reps["novelty"] = np.clip(reps["expected_new"], 0.0, 1.0)
-    for d in np.flatnonzero(~single):
-        reps["novelty"][d] = _set_novelty_replicates(
-            X[d], q[d], reps["expected_new"][d], K, B, model_rng, ci_level
+    sv = np.flatnonzero(~single)
+    if sv.size:
+        reps["novelty"][sv] = _set_novelty_replicates(
+            X[sv], q[sv], reps["expected_new"][sv], K, B, model_rng, ci_level
         )
     # At k <= the smallest n over all inputs F(k)'s interval is Wilson's (``full_trials``): the
     # model's replicates there would be discarded, so they hold the point estimate.
@@ -448,25 +497,34 @@ def _set_novelty_replicates(
     rng: np.random.Generator,
     ci_level: float,
 ) -> np.ndarray:
-    """Set-valued novelty replicates (B, K) of one input X (n, m) with model law q (m,).
+    """Set-valued novelty replicates (D, B, K) of D inputs X (D, n, m) with model laws q (D, m).
 
     Set-valued novelty depends on which strategies come together. Only its sd enters, from
     NOVELTY_REPLICATES replicates widened by t_{B-1} / z, pooled over two worlds: observed match
     sets (``_set_datasets``) and independent strategies (``model_law``) (N(n/2), N(n) covered
     0.91-0.93 / 0.94-0.97 and 0.91-0.98 alone, 0.93-0.98 pooled); the jackknife at i <= n / 2.
+    Both worlds draw only each input's columns of ``_world_columns``.
     """
-    n, m = X.shape
+    D, n, _ = X.shape
     b_nov = min(B, NOVELTY_REPLICATES)
-    nov = est.novelty_samples_many(_set_datasets(X, rng, b_nov), K)
-    nov = _pool(nov, est.novelty_samples_many(rng.random((b_nov, n, m)) < q, K))
+    cols, unseen, qc = _world_columns(X, q)
+    Xc = np.take_along_axis(X, cols[:, None, :], axis=2)
+    c = cols.shape[1]
+
+    def novelty(worlds: np.ndarray) -> np.ndarray:
+        return est.novelty_samples_many(worlds.reshape(D * b_nov, n, c), K).reshape(D, b_nov, -1)
+
+    nov = novelty(_set_datasets(Xc, unseen, rng, b_nov))
+    nov = _pool(nov, novelty(rng.random((D, b_nov, n, c)) < qc[:, None, None, :]))
     if b_nov > 1:
         z = normal_quantile(ci_level)
-        nov = nov.mean(axis=0) + (nov - nov.mean(axis=0)) * (t_quantile(ci_level, b_nov - 1) / z)
-    nov = jackknife_novelty_sd(X, np.resize(nov, (B, nov.shape[1])), ci_level, rng)
+        mean = nov.mean(axis=1, keepdims=True)
+        nov = mean + (nov - mean) * (t_quantile(ci_level, b_nov - 1) / z)
+    nov = jackknife_novelty_sd(Xc, np.take(nov, np.arange(B) % b_nov, axis=1), ci_level, rng)
     if K > n:  # same extension as the point estimate, replicate by replicate
-        at_n = expected_new[:, n - 1]
-        ratio = np.where(at_n > 0, nov[:, -1] / np.where(at_n > 0, at_n, 1.0), 1.0)
-        nov = np.concatenate([nov, np.clip(expected_new[:, n:] * ratio[:, None], 0.0, 1.0)], axis=1)
+        at_n = expected_new[:, :, n - 1]
+        ratio = np.where(at_n > 0, nov[:, :, -1] / np.where(at_n > 0, at_n, 1.0), 1.0)
+        nov = np.concatenate([nov, np.clip(expected_new[:, :, n:] * ratio[:, :, None], 0.0, 1.0)], axis=2)
     return nov
 
 
@@ -521,12 +579,14 @@ def _widen(reps: np.ndarray, other: np.ndarray, axis: int = 0) -> np.ndarray:
 
 
 def _pool(reps: np.ndarray, other: np.ndarray) -> np.ndarray:
-    """Replicates scaled about their mean to the pooled sd with ``other`` (its deviations if flat)."""
-    sd, sd_other = reps.std(axis=0), other.std(axis=0)
+    """Replicates (D, B, K) scaled about their mean to the sd pooled with ``other`` (or its deviations)."""
+    sd, sd_other = reps.std(axis=1, keepdims=True), other.std(axis=1, keepdims=True)
     pooled = np.sqrt((sd**2 + sd_other**2) / 2)
-    mean = reps.mean(axis=0)
+    mean = reps.mean(axis=1, keepdims=True)
     scaled = mean + (reps - mean) * (pooled / np.where(sd > 0, sd, 1.0))
-    alt = mean + (other - other.mean(axis=0)) * (pooled / np.where(sd_other > 0, sd_other, 1.0))
+    alt = mean + (other - other.mean(axis=1, keepdims=True)) * (
+        pooled / np.where(sd_other > 0, sd_other, 1.0)
+    )
     return np.where(sd > 0, scaled, alt)
 
 
@@ -603,36 +663,38 @@ def _set_intervals(
 def jackknife_novelty_sd(
     X: np.ndarray, reps: np.ndarray, level: float, rng: np.random.Generator
 ) -> np.ndarray:
-    """Set-valued novelty replicates (B, min(K, n)) rescaled to the delete-one jackknife sd at i <= n / 2.
+    """Set-valued novelty replicates (D, B, min(K, n)) rescaled to the delete-one jackknife sd at i <= n / 2.
 
-    The jackknife sd, widened by t_{n-1} / z; beyond n / 2 the pooled bootstrap replicates are kept
-    (there the delete-one spread is mostly noise). Calibration: docs/statistics.md, "The iid
-    baseline from samples". ``rng`` draws signs where the replicates do not vary.
+    The jackknife sd of each input X[d] (X: (D, n, m)), widened by t_{n-1} / z; beyond n / 2 the
+    pooled bootstrap replicates are kept (there the delete-one spread is mostly noise). Calibration:
+    docs/statistics.md, "The iid baseline from samples". ``rng`` draws signs where the replicates do
+    not vary.
     """
-    n = X.shape[0]
-    half = min(n // 2, reps.shape[1])
-    if n < 3 or half < 1 or reps.shape[0] < 2:
+    n = X.shape[1]
+    half = min(n // 2, reps.shape[2])
+    if n < 3 or half < 1 or reps.shape[1] < 2:
         return reps
     jack = delete_one_novelty(X, half)
-    sd = np.sqrt((n - 1) / n * ((jack - jack.mean(axis=0)) ** 2).sum(axis=0))
+    sd = np.sqrt((n - 1) / n * ((jack - jack.mean(axis=1, keepdims=True)) ** 2).sum(axis=1))
     sd *= t_quantile(level, n - 1) / normal_quantile(level)
-    cols = reps[:, :half]
-    mean = cols.mean(axis=0)
+    cols = reps[:, :, :half]
+    mean = cols.mean(axis=1, keepdims=True)
     dev = cols - mean
     # Replicates that do not move at all (rare): random signs, independent across inputs, so the
     # index-wise mean over inputs stays a mean of independent terms.
-    flat = dev.std(axis=0, ddof=1) <= 0
+    flat = dev.std(axis=1, ddof=1) <= 0
     if flat.any():
-        signs = rng.choice([-1.0, 1.0], size=(reps.shape[0], int(flat.sum())))
-        dev[:, flat] = signs - signs.mean(axis=0)
-    scale = sd / np.maximum(dev.std(axis=0, ddof=1), 1e-300)
+        signs = rng.choice([-1.0, 1.0], size=(reps.shape[1], int(flat.sum())))
+        d, j = np.nonzero(flat)
+        dev[d, :, j] = (signs - signs.mean(axis=0)).T
+    scale = sd / np.maximum(dev.std(axis=1, ddof=1), 1e-300)
     out = reps.copy()
-    out[:, :half] = mean + dev * scale
+    out[:, :, :half] = mean + dev * scale[:, None, :]
     return out
 
 
 def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
-    """Row l: the novelty U-statistic N(1..kmax) of X (n, m) without sample l, all rows in one pass.
+    """[d, l]: the novelty U-statistic N(1..kmax) of X[d] without sample l, for X (D, n, m), in one pass.
 
     With s_B = -(-1)^|B| and rho(y, i) = C(n - 1 - y, i - 1) / C(n - 2, i - 1), removing sample l
     lowers Y_B by d_lB = [A_l meets B]:
@@ -640,47 +702,47 @@ def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
     and rho(Y_B - d) = rho(Y_B) - d (rho(Y_B) - rho(Y_B - 1)) makes the first sum one total minus a
     (samples x subsets) product.
     """
-    n, _ = X.shape
+    D, n, _ = X.shape
     masks, bits = used_masks(X)
-    sets, inverse, mult = np.unique(masks, return_inverse=True, return_counts=True)
+    inverse, first = _ids(np.repeat(np.arange(D), n), masks.ravel())  # each sample's distinct (input, set)
+    d_of, sets, mult = first // n, masks.ravel()[first], np.bincount(inverse)
     lf = est.log_factorial(n)
     i1 = np.arange(kmax)
     left = np.maximum(n - 1 - np.arange(n + 1), 0)  # samples not meeting B, y = 0..n
     rho = np.exp(est._log_binom_ratio(left[:, None], n - 2, i1[None, :], lf))
     rho[n] = 0.0  # Y_B = n: then every sample meets B and the value cancels exactly
-    out = np.zeros((n, kmax))
     groups = list(nonempty_subsets(sets, bits))  # an empty match set brings nothing new
     if not groups:
-        return out
+        return np.zeros((D, n, kmax))
     S, width = sets.size, n + 1
     # Integer coefficients times tables indexed by y = Y_B: the total sum_B w_B rho(Y_B), each sample's
     # own terms, and sum_B [A_l meets B] w_B (rho(Y_B) - rho(Y_B - 1)) by inclusion-exclusion over
     # T subset of A_l of c(T, y) = sum of w_B over B containing T with Y_B = y (linear in n).
-    total, own = np.zeros(width), np.zeros((S, width))
-    pair_t, pair_y, pair_w, ask_set, ask_t, ask_sign = [], [], [], [], [], []
-    for (g, sub, sign), Y in zip(
-        groups, meet_counts(np.zeros(S, dtype=np.int64), masks[None], mult, groups), strict=True
-    ):
+    total, own = np.zeros(D * width), np.zeros(S * width)
+    pair_d, pair_t, pair_y, pair_w, ask_set, ask_t, ask_sign = [], [], [], [], [], [], []
+    for (g, sub, sign), Y in zip(groups, meet_counts(d_of, sets, mult, groups), strict=True):
         w = mult[g][:, None] * sign[None, :]  # every sample j holding the set carries the term
-        total += np.bincount(Y.ravel(), weights=w.ravel(), minlength=width)
+        total += np.bincount((d_of[g][:, None] * width + Y).ravel(), weights=w.ravel(), minlength=D * width)
         rows = np.repeat(g, sign.size) * width + (Y - 1).ravel()
-        own += np.bincount(rows, weights=np.tile(sign, g.size), minlength=S * width).reshape(S, width)
+        own += np.bincount(rows, weights=np.tile(sign, g.size), minlength=S * width)
         q, t = _pairs(sub.shape[1])
+        pair_d.append(np.repeat(d_of[g], q.size))
         pair_t.append(sub[:, t].ravel())
         pair_y.append(Y[:, q].ravel())
         pair_w.append(w[:, q].ravel())
         ask_set.append(np.repeat(g, sign.size))
         ask_t.append(sub.ravel())
         ask_sign.append(np.tile(sign, g.size))
-    T, y, w = np.concatenate(pair_t), np.concatenate(pair_y), np.concatenate(pair_w)
-    values, tid = np.unique(T, return_inverse=True)
-    keys, kinv = np.unique(tid.reshape(-1) * width + y, return_inverse=True)
+    y, w = np.concatenate(pair_y), np.concatenate(pair_w)
+    q_set, q_sign = np.concatenate(ask_set), np.concatenate(ask_sign)
+    # T within its input: one id per distinct (input, T), shared by the pairs and the queries.
+    tids = _ids(np.concatenate([*pair_d, d_of[q_set]]), np.concatenate([*pair_t, *ask_t]))[0]
+    tid, q_tid = tids[: y.size], tids[y.size :]
+    keys, kinv = np.unique(tid * width + y, return_inverse=True)
     c = np.bincount(kinv.reshape(-1), weights=w)  # c(T, y) per distinct (T, y), sorted by T then y
     c_tid = keys // width
-    lo = np.searchsorted(c_tid, np.arange(values.size), side="left")
-    hi = np.searchsorted(c_tid, np.arange(values.size), side="right")
-    q_tid = np.searchsorted(values, np.concatenate(ask_t))
-    q_set, q_sign = np.concatenate(ask_set), np.concatenate(ask_sign)
+    lo = np.searchsorted(c_tid, np.arange(tids.max() + 1), side="left")
+    hi = np.searchsorted(c_tid, np.arange(tids.max() + 1), side="right")
     size = hi[q_tid] - lo[q_tid]
     which = np.repeat(np.arange(q_tid.size), size)
     idx = lo[q_tid][which] + (np.arange(which.size) - np.repeat(np.cumsum(size) - size, size))
@@ -689,8 +751,13 @@ def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
     ).reshape(S, width)
     step = np.zeros((width, kmax))
     step[1:] = rho[1:] - rho[:-1]  # rho(y) - rho(y - 1)
-    out = (total @ rho)[None, :] - (meet @ step)[inverse] - (own @ rho)[inverse]
-    return out / (n - 1)
+    own_rho = own.reshape(S, width) @ rho
+    out = (
+        (total.reshape(D, width) @ rho)[np.repeat(np.arange(D), n)]
+        - (meet @ step)[inverse]
+        - own_rho[inverse]
+    )
+    return out.reshape(D, n, kmax) / (n - 1)
 
 
 def _pairs(P: int) -> tuple[np.ndarray, np.ndarray]:

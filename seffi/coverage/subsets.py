@@ -3,7 +3,7 @@
 The set-valued U-statistics need, for every non-empty subset B of every distinct match set, Y_B:
 the samples whose match set meets B. By inclusion-exclusion over superset counts c(T) (samples
 whose set contains T), Y_B = sum over non-empty T subset of B of (-1)^(|T|+1) c(T): linear in n,
-exponential only in a match set's size. At most `MAX_SET_STRATEGIES` strategies may appear.
+exponential only in a match set's size. At most `MAX_SET_STRATEGIES` strategies may appear in one input.
 """
 
 from __future__ import annotations
@@ -19,17 +19,21 @@ MAX_SET_STRATEGIES = 62
 
 
 def used_masks(X: np.ndarray) -> tuple[np.ndarray, int]:
-    """(bitmasks (N,), bits used) of boolean rows over the used columns (at most `MAX_SET_STRATEGIES`)."""
+    """(bitmasks, bits used) of boolean rows (..., n, m) over each dataset's own used columns.
+
+    A dataset (the last two axes) may use at most `MAX_SET_STRATEGIES` columns, whatever m is.
+    """
     X = np.asarray(X, dtype=bool)
-    used = np.flatnonzero(X.any(axis=0))
-    if used.size > MAX_SET_STRATEGIES:
+    used = X.any(axis=-2)
+    top = int(used.sum(axis=-1).max(initial=0))
+    if top > MAX_SET_STRATEGIES:
         raise ValueError(
-            f"set-valued match sets name {used.size} distinct strategies; set-valued novelty and its "
-            f"intervals handle at most {MAX_SET_STRATEGIES}: record single-label samples (one strategy "
-            "each, any M), or merge strategies that are always matched together"
+            f"set-valued match sets name {top} distinct strategies; set-valued novelty and its "
+            f"intervals handle at most {MAX_SET_STRATEGIES} per input: record single-label samples "
+            "(one strategy each, any M), or merge strategies that are always matched together"
         )
-    bits = np.arange(used.size, dtype=np.int64)
-    return (X[:, used].astype(np.int64) << bits).sum(axis=1), int(used.size)
+    bit = np.where(used, np.left_shift(np.int64(1), np.maximum(np.cumsum(used, axis=-1) - 1, 0)), 0)
+    return (X.astype(np.int64) @ bit[..., :, None])[..., 0], top
 
 
 def distinct_sets(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

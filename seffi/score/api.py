@@ -144,11 +144,12 @@ def shard_of(prompt_id: str, shards: int) -> int:
 
 
 def _base_sets(samples: _Labelled) -> dict[str, tuple[list[frozenset[str]], list[bool]]]:
-    """Each prompt's labelled base samples: (match sets, valid)."""
+    """Each prompt's labelled base samples: (match sets, valid), equal match sets one object."""
     out: dict[str, tuple[list[frozenset[str]], list[bool]]] = {}
+    distinct: dict[frozenset[str], frozenset[str]] = {}  # a few distinct sets among 10^6 samples
     for s, m, v in samples:
         sets, valid = out.setdefault(s.prompt_id, ([], []))
-        sets.append(m)
+        sets.append(distinct.setdefault(m, m))
         valid.append(v)
     return out
 

@@ -56,8 +56,61 @@ def test_set_valued_samples_may_name_few_of_many_declared_strategies() -> None:
         assert c.novelty[i - 1] == pytest.approx(np.mean(news), abs=1e-12)
 
 
+def test_set_valued_novelty_interval_the_same_at_any_declared_m() -> None:
+    """Set-valued samples naming <= 10 strategies, declared among M = 10, 63, 200 and 1,000 (each
+    strategy seen twice or never, so the unseen ones get a prior's mass): the curves
+    and their intervals exist at every M, and N(i)'s interval at i <= n/2 is estimate +- t_{n-1} x the
+    delete-one jackknife sd, recomputed here by dropping each sample in turn (brute force)."""
+    from seffi.coverage.resampling import t_quantile
+
+    rng = np.random.default_rng(21)
+    n, K = 16, 8
+    X = np.tile(rng.random((n // 2, 10)) < 0.4 / np.arange(1, 11) ** 0.5, (2, 1))  # no singletons
+    jack = np.array([est.novelty_samples(np.delete(X, drop, axis=0), K) for drop in range(n)])
+    sd = np.sqrt((n - 1) / n * ((jack - jack.mean(axis=0)) ** 2).sum(axis=0))
+    for M in (10, 63, 200, 1000):
+        cols = [f"s{j}" for j in range(M)]
+        samples = [[cols[j] for j in np.flatnonzero(r)] for r in X]
+        c = IidBaseline.from_samples(samples, strategies=cols).curves(2 * n, n_boot=50, seed=3)
+        half = np.arange(n // 2)
+        assert np.allclose(c.novelty[:n], est.novelty_samples(X, n), atol=1e-12)
+        inside = (c.novelty_lo[half] > 0) & (c.novelty_hi[half] < 1)
+        np.testing.assert_allclose(
+            (c.novelty_hi - c.novelty_lo)[half][inside],
+            2 * t_quantile(0.95, n - 1) * sd[half][inside],
+            rtol=1e-9,
+        )
+        for name in ("coverage", "novelty", "full_coverage"):
+            lo, hi, pt = (getattr(c, name + x) for x in ("_lo", "_hi", ""))
+            assert np.isfinite(lo).all() and np.isfinite(hi).all() and (lo <= pt + 1e-12).all(), (M, name)
+        assert c.auc_lo < c.auc < c.auc_hi
+
+
+def test_set_valued_inputs_naming_different_strategies_over_62_in_all() -> None:
+    """Four inputs each naming its own 20 of 80 declared strategies (80 named in all): the mean
+    curves equal each input's alone, with intervals around them."""
+    rng = np.random.default_rng(22)
+    cols = [f"s{j}" for j in range(80)]
+    samples = {}
+    for u in range(4):
+        X = rng.random((12, 20)) < 0.15
+        samples[f"x{u}"] = [[cols[20 * u + j] for j in np.flatnonzero(r)] for r in X]
+    alone = [
+        IidBaseline.from_samples(samples[x], strategies=cols).curves(12, n_boot=0) for x in sorted(samples)
+    ]
+    c = IidBaseline.from_samples(samples, strategies=cols).curves(12, n_boot=40, seed=1)
+    for name in ("coverage", "novelty", "full_coverage"):
+        want = np.mean([getattr(a, name) for a in alone], axis=0)
+        np.testing.assert_allclose(getattr(c, name), want, rtol=0, atol=1e-12, err_msg=name)
+        assert (getattr(c, name + "_lo") <= want + 1e-12).all() and (
+            want <= getattr(c, name + "_hi") + 1e-12
+        ).all()
+    assert (c.novelty_hi - c.novelty_lo)[:6].min() > 0
+
+
 def test_set_valued_samples_naming_more_than_62_strategies_refused_in_one_line() -> None:
-    """The remaining set-valued limit: one ValueError line, at construction, saying what to do."""
+    """The remaining set-valued limit, 62 strategies named within one input: one ValueError line, at
+    construction, saying what to do."""
     cols = [f"s{j}" for j in range(70)]
     samples = [[cols[j], cols[(j + 1) % 70]] for j in range(70)]  # pairs: set-valued, all 70 named
     with pytest.raises(ValueError) as info:

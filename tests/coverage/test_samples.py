@@ -163,18 +163,21 @@ def test_set_valued_from_samples_flat_law_reaches_full_coverage_at_n() -> None:
 def test_delete_one_novelty_equals_recomputing_without_each_sample() -> None:
     """The one-pass delete-one novelty U-statistics behind the jackknife sd equal
     ``novelty_samples_many`` on the n datasets without one sample each (empty and repeated match
-    sets included)."""
+    sets included), for three inputs using different columns in one call."""
     from seffi.coverage import estimators as est
     from seffi.coverage.samples import delete_one_novelty
 
     rng = np.random.default_rng(13)
     for n, m, dens in ((12, 6, 0.3), (30, 10, 0.2), (5, 3, 0.6), (8, 4, 0.05)):
-        X = rng.random((n, m)) < dens
-        X[1] = X[0]  # a repeated match set
+        X = rng.random((3, n, m)) < dens
+        X[:, 1] = X[:, 0]  # a repeated match set
+        X[1, :, 0] = False  # the inputs use different columns
         keep = np.nonzero(~np.eye(n, dtype=bool))[1].reshape(n, n - 1)
-        want = est.novelty_samples_many(X[keep], n - 1)
-        np.testing.assert_allclose(delete_one_novelty(X, n - 1), want, atol=1e-12)
-        assert delete_one_novelty(X, 2).shape == (n, 2)
+        got = delete_one_novelty(X, n - 1)
+        for d in range(3):
+            want = est.novelty_samples_many(X[d][keep], n - 1)
+            np.testing.assert_allclose(got[d], want, atol=1e-12)
+        assert delete_one_novelty(X, 2).shape == (3, n, 2)
 
 
 def _set6_novelty_intervals(
@@ -221,12 +224,12 @@ def test_jackknife_sd_replaces_the_spread_at_low_degree_only() -> None:
     rng = np.random.default_rng(3)
     n = 12
     X = rng.random((n, 6)) < 0.3
-    jack = delete_one_novelty(X, n // 2)
+    jack = delete_one_novelty(X[None], n // 2)[0]
     want = np.sqrt((n - 1) / n * ((jack - jack.mean(0)) ** 2).sum(0))
     want *= t_quantile(0.95, n - 1) / normal_quantile(0.95)
     base = np.tile(est.novelty_samples(X, n), (40, 1))
     base[:, 3:] += rng.normal(0.0, 0.01, size=(40, n - 3))  # columns 1-3 do not move at all
-    out = jackknife_novelty_sd(X, base, 0.95, np.random.default_rng(0))
+    out = jackknife_novelty_sd(X[None], base[None], 0.95, np.random.default_rng(0))[0]
     np.testing.assert_allclose(out[:, : n // 2].std(axis=0, ddof=1), want, rtol=1e-9)
     np.testing.assert_allclose(out.mean(axis=0), base.mean(axis=0), atol=1e-12)
     np.testing.assert_array_equal(out[:, n // 2 :], base[:, n // 2 :])
