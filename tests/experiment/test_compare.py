@@ -95,3 +95,41 @@ def test_report_rerenders_plots_as_pdf(tmp_path, capsys):
     assert (run / "report.json").read_bytes() == before
     out = capsys.readouterr().out
     assert all(str(p) in out for p in pdfs)
+
+
+_FULL_AFTER_FIGURE = """
+import resource, signal, sys
+sys.path.insert(0, {root!r})
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+import seffi.experiment.compare as compare
+from seffi.cli import main
+
+real_save = compare.save_figure
+
+
+def save_then_fill_the_disk(*args, **kwargs):
+    written = real_save(*args, **kwargs)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    return written
+
+
+compare.save_figure = save_then_fill_the_disk
+sys.exit(main(["compare", *sys.argv[1:]]))
+"""
+
+
+def test_a_full_disk_while_writing_compare_md_leaves_no_cut_table(tmp_path):
+    """compare.md is written whole or not at all: with the disk full after the figure, no partial table."""
+    import subprocess
+    import sys
+
+    dirs = _two_runs(tmp_path)
+    out = tmp_path / "cmp"
+    script = tmp_path / "full.py"
+    script.write_text(_FULL_AFTER_FIGURE.format(root=str(Path(__file__).resolve().parents[2])))
+    done = subprocess.run(
+        [sys.executable, str(script), *dirs, "--out", str(out)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "seffi compare: error" in done.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["compare.png"]  # no cut compare.md, no temporary file
