@@ -16,6 +16,14 @@ import time
 from pathlib import Path
 
 SAVED = "W&B offline run saved"
+
+
+# An earlier test's in-process W&B run leaves WANDB_SERVICE set: a child would attach to that service
+# instead of starting a wandb-core of its own, as a user's fresh process does.
+def _fresh_env(**extra: str) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}, **extra}
+
+
 FAILED = "W&B logging failed"
 
 
@@ -50,7 +58,7 @@ def _kill_wandb_core(parent: subprocess.Popen, wandb_dir: Path, killed: list[int
 
 
 def test_seffi_run_with_wandb_core_killed_closes_with_the_failure_and_no_traceback(tmp_path: Path) -> None:
-    env = {**os.environ, "MPLBACKEND": "Agg", "WANDB_DIR": str(tmp_path)}
+    env = _fresh_env(MPLBACKEND="Agg", WANDB_DIR=str(tmp_path))
     args = ["run", "--wandb", "offline", "--no-progress", "--tasks", "sort_swaps", "--n-inputs", "8"]
     args += ["--rounds", "4", "--out", str(tmp_path / "run")]
     proc = subprocess.Popen(
@@ -91,7 +99,7 @@ def _loop(wandb_dir: Path, max_file_bytes: int | None) -> subprocess.CompletedPr
 
     return subprocess.run(
         [sys.executable, "-c", LOOP, str(wandb_dir)], preexec_fn=cap, capture_output=True, text=True,
-        timeout=600, cwd=wandb_dir.parent,
+        timeout=600, cwd=wandb_dir.parent, env=_fresh_env(),
     )  # fmt: skip
 
 
