@@ -110,6 +110,9 @@ class Curves:
     #: ``resampling.MIN_INPUTS`` inputs; else None): ``gain`` uses them instead of resampling inputs.
     auc_se: float | None = None
     valid_auc_se: float | None = None
+    #: Welch-Satterthwaite degrees of freedom of ``auc_se`` / ``valid_auc_se`` (None with them).
+    auc_df: float | None = None
+    valid_auc_df: float | None = None
     valid_coverage: np.ndarray | None = None
     valid_coverage_lo: np.ndarray | None = None
     valid_coverage_hi: np.ndarray | None = None

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,6 +16,7 @@ from seffi._seeding import SeedLike
 from seffi.coverage.resampling import (
     bootstrap_counts,
     expanded_level,
+    normal_quantile,
     percentile_interval,
     stratified_mean_variance,
     t_quantile,
@@ -160,11 +160,13 @@ def _gain_interval(
     se = getattr(policy, "valid_auc_se" if valid else "auc_se", None)
     if se is not None and B > 0:
         # Too few inputs to resample: the policy's run-to-run noise, the baselines held fixed.
-        z = NormalDist().inv_cdf(0.5 + policy.ci_level / 2.0)
+        df = getattr(policy, "valid_auc_df" if valid else "auc_df", None)
+        level = policy.ci_level
+        q = t_quantile(level, max(1, int(df + 1e-9))) if df is not None else normal_quantile(level)
         return Gain(
             value=value,
-            lo=value - z * se / den,
-            hi=value + z * se / den,
+            lo=value - q * se / den,
+            hi=value + q * se / den,
             reason=f"only {policy.n_inputs} input(s): the interval covers run-to-run noise on these inputs",
         )
     reps = [getattr(c, reps_attr) for c in curves]
