@@ -246,11 +246,15 @@ def _batches(
 ) -> Iterator[tuple[list, ...]]:
     """Batches of labelled policy samples: ids, match lists, valid, sample index (1..K), run index, step."""
     seen: Counter[str] = Counter()
+    ordered: dict[frozenset[str], list[str]] = {}  # a few distinct match sets, each sorted once
     cols: tuple[list, ...] = ([], [], [], [], [], [])
     for pid, m, v, step in samples:
         n = seen[pid]
         seen[pid] = n + 1
-        row = (pid, sorted(m), v, n % budget + 1, n // budget, step)
+        ms = ordered.get(m)
+        if ms is None:
+            ms = ordered[m] = sorted(m)
+        row = (pid, ms, v, n % budget + 1, n // budget, step)
         for col, value in zip(cols, row, strict=True):
             col.append(value)
         if len(cols[0]) >= BATCH:
