@@ -412,6 +412,7 @@ def score(
         if results is None:
             assert kept is not None
             episodes = _record(kept, k, monitor, by_step)
+            kept = None  # fed: freed before the report's baselines take their memory
         else:  # the workers' trackers, merged exactly
             monitor.load_states([r["monitor"] for r in results])
             by_step.merge([r["steps"] for r in results])
