@@ -189,11 +189,21 @@ class OracleBaseline:
         gens = rngs(self.seed, len(self._parts))
         parts = []
         items = sorted(self._parts.items(), key=lambda kv: str(kv[0]))
+        # Inputs with the same strategies, reference traces and rarity bins have the same exact curves
+        # (many prompts declaring one strategy list): each distinct one is computed once. Monte Carlo
+        # curves draw from their input's own generator, so they are not shared.
+        exact: dict[tuple, Curves] = {}
         for (key, (cols, m, refmask)), rng in zip(items, gens, strict=True):
             bins = None
             if rarity is not None:
                 bins = rarity_bin_matrix(rarity, [key], cols, np.array([m]), rarity_bins)[0]
-            parts.append(self._input_curves((cols, m, refmask), K, rng, bins, rarity_bins))
+            same = (tuple(cols), m, tuple(sorted(refmask.items())), None if bins is None else bins.tobytes())
+            c = exact.get(same)
+            if c is None:
+                c = self._input_curves((cols, m, refmask), K, rng, bins, rarity_bins)
+                if not c.notes:  # exact (analytic or DP)
+                    exact[same] = c
+            parts.append(c)
         return _mean_curves(parts, "oracle", K, rarity_bins, [key for key, _ in items])
 
     def _input_curves(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -165,8 +165,33 @@ def _iid(base: dict[str, tuple[list[frozenset[str]], list[bool]]], strategies: S
         raise SeffiError(f"base files: {exc}") from None
 
 
-def _record(samples: _Labelled, budget: int, monitor: CoverageMonitor, by_step: StepCurves) -> int:
-    """Feed the labelled policy samples to ``monitor`` (and per step to ``by_step``); the samples fed."""
+def _kept(samples: _Labelled) -> list[tuple[str, frozenset[str], bool, int | None]]:
+    """The labelled samples without their text, in file order: (prompt id, match set, valid, step).
+
+    Equal prompt ids and equal match sets are one object each, so 10^6 samples take a tuple apiece.
+    """
+    names: dict[str, str] = {}
+    distinct: dict[frozenset[str], frozenset[str]] = {}
+    return [
+        (names.setdefault(s.prompt_id, s.prompt_id), distinct.setdefault(m, m), v, s.step)
+        for s, m, v in samples
+    ]
+
+
+def _record(
+    samples: Iterable[tuple[str, frozenset[str], bool, int | None]],
+    budget: int,
+    monitor: CoverageMonitor,
+    by_step: StepCurves,
+) -> int:
+    """Feed labelled policy samples to ``monitor`` and per step to ``by_step``; the samples fed.
+
+    Args:
+        samples: (prompt id, match set, valid, step) per sample, in file order.
+        budget: K.
+        monitor: The policy's monitor.
+        by_step: The per-step trackers.
+    """
     episodes = 0
     for ids, matches, valid, sample, run, steps in _batches(samples, budget):
         valid = np.asarray(valid)
@@ -203,7 +228,8 @@ def score_shard(plan: dict[str, Any], shard: tuple[int, int]) -> dict[str, Any]:
     )
     by_step = StepCurves(plan["declared"], plan["budget"])
     policy = _Labelled("policy", plan["policy"], plan["fields"], label, quiet, agreement, shard)
-    episodes = _record(policy, plan["budget"], monitor, by_step)
+    rows = ((s.prompt_id, m, v, s.step) for s, m, v in policy)
+    episodes = _record(rows, plan["budget"], monitor, by_step)
     return {
         "base": base_sets,
         "monitor": monitor.state_dict(),
@@ -215,14 +241,20 @@ def score_shard(plan: dict[str, Any], shard: tuple[int, int]) -> dict[str, Any]:
     }
 
 
-def _batches(samples: _Labelled, budget: int) -> Iterator[tuple[list, ...]]:
+def _batches(
+    samples: Iterable[tuple[str, frozenset[str], bool, int | None]], budget: int
+) -> Iterator[tuple[list, ...]]:
     """Batches of labelled policy samples: ids, match lists, valid, sample index (1..K), run index, step."""
     seen: Counter[str] = Counter()
+    ordered: dict[frozenset[str], list[str]] = {}  # a few distinct match sets, each sorted once
     cols: tuple[list, ...] = ([], [], [], [], [], [])
-    for s, m, v in samples:
-        n = seen[s.prompt_id]
-        seen[s.prompt_id] = n + 1
-        row = (s.prompt_id, sorted(m), v, n % budget + 1, n // budget, s.step)
+    for pid, m, v, step in samples:
+        n = seen[pid]
+        seen[pid] = n + 1
+        ms = ordered.get(m)
+        if ms is None:
+            ms = ordered[m] = sorted(m)
+        row = (pid, ms, v, n % budget + 1, n // budget, step)
         for col, value in zip(cols, row, strict=True):
             col.append(value)
         if len(cols[0]) >= BATCH:
@@ -285,15 +317,21 @@ def score(
     fields = {k: v for k, v in (fields or {}).items() if v}
     if label_field is not None:
         fields["label"] = label_field
-        declared = tuple(strategies) if strategies else _declared_labels([*base_paths, *policy_paths], fields)
-        labels: Labeler | FieldLabels = FieldLabels(declared)
-    else:
+    # One pass over each file: the policy's samples are labelled and kept without their text while
+    # they are counted. A label field without declared strategies declares the ids the files name,
+    # read as the samples are (Ray's workers and a second labeler need them before, in a first pass).
+    late = label_field is not None and not strategies and not workers and compare_with is None
+    if label_field is None:
         assert labeler is not None
         declared, labels = tuple(labeler.strategies), labeler
+    elif late:
+        declared, labels = (), FieldLabels(None)
+    else:
+        declared = tuple(strategies) if strategies else _declared_labels([*base_paths, *policy_paths], fields)
+        labels = FieldLabels(declared)
     label = sample_labels(labels)
-    counts = _survey(policy_paths, fields, labels)  # a bad row stops here, before any output exists
     needed_calls = getattr(labels, "needed_calls", None)
-    if max_calls is not None and needed_calls is not None:
+    if max_calls is not None and needed_calls is not None:  # before any request to the judge
         pairs = (
             (label_input(s), s.text)
             for paths in (base_paths, policy_paths)
@@ -308,6 +346,13 @@ def score(
     agreement = None
     if compare_with is not None:
         agreement = Agreement(sample_labels(compare_with[1]), declared, ("labeler", compare_with[0]))
+    policy_said: list[str] = []
+    kept = None
+    if workers:
+        counts = _survey(policy_paths, fields, labels)  # a bad row stops here, before any output exists
+    else:  # labelled here, said after the base files' statements and the strategies line
+        kept = _kept(_Labelled("policy", policy_paths, fields, label, policy_said.append, agreement))
+        counts = Counter((step, pid) for pid, _, _, step in kept)
     per_prompt = Counter(counts.values())
     k = int(budget) if budget is not None else max(per_prompt, key=lambda n: (per_prompt[n], n))
     if k < 1:
@@ -340,6 +385,14 @@ def score(
         if hasattr(labels, "calls"):  # the judge's requests were made in the workers
             labels.calls += sum(r["requests"][0] for r in results)
             labels.cached += sum(r["requests"][1] for r in results)
+    if late:
+        assert kept is not None
+        sets = {m for _, m, _, _ in kept} | {m for ms, _ in base_sets.values() for m in ms}
+        declared = tuple(sorted(frozenset().union(*sets)))
+        if not declared:
+            raise SeffiError(
+                f"the label field {label_field!r} names no strategy in any file; pass --strategies"
+            )
     iid = _iid(base_sets, declared)
     prompts = sorted(base_sets)
     missing = sorted({pid for _, pid in counts} - set(prompts))
@@ -351,14 +404,15 @@ def score(
     oracle = OracleBaseline({p: {s: {s} for s in declared} for p in prompts}, strategies=list(declared))
     shown = ", ".join(declared[:8]) + (", ..." if len(declared) > 8 else "")
     say(f"strategies: {len(declared)} ({shown}); budget K = {k}")
-    monitor_options.setdefault("task_name", "files")
+    for line in policy_said:
+        say(line)
     monitor = CoverageMonitor(k, list(declared), iid=iid, oracle=oracle, label=name, **monitor_options)
     by_step = StepCurves(declared, k)
     try:
         if results is None:
-            episodes = _record(
-                _Labelled("policy", policy_paths, fields, label, say, agreement), k, monitor, by_step
-            )
+            assert kept is not None
+            episodes = _record(kept, k, monitor, by_step)
+            kept = None  # fed: freed before the report's baselines take their memory
         else:  # the workers' trackers, merged exactly
             monitor.load_states([r["monitor"] for r in results])
             by_step.merge([r["steps"] for r in results])

@@ -31,7 +31,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from seffi.errors import SeffiError
 
@@ -43,9 +43,8 @@ SCORE_FIELDS = ("correct", "score", "reward", "acc", "exact_match")
 PROMPT_FIELDS = ("prompt", "input", "question")
 
 
-@dataclass(frozen=True)
-class Sample:
-    """One completion of one prompt, as read from a file.
+class Sample(NamedTuple):
+    """One completion of one prompt, as read from a file (a named tuple: one is made per row).
 
     Attributes:
         prompt_id: The prompt's id (a string).

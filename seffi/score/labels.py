@@ -21,11 +21,12 @@ class FieldLabels:
 
     Args:
         strategies: The declared ids; a label outside them is an error naming the row's prompt.
+            None: any id (the declared ones are then the ids the files name).
     """
 
-    def __init__(self, strategies: Iterable[str]) -> None:
-        self.strategies = tuple(strategies)
-        self._known = frozenset(self.strategies)
+    def __init__(self, strategies: Iterable[str] | None) -> None:
+        self.strategies = tuple(strategies or ())
+        self._known = None if strategies is None else frozenset(self.strategies)
 
     def __call__(self, sample: Sample) -> frozenset[str]:
         value = sample.label
@@ -34,7 +35,7 @@ class FieldLabels:
             raise SeffiError(
                 f"prompt {sample.prompt_id!r}: the label field holds {value!r}; need an id or a list of ids"
             )
-        unknown = set(ids) - self._known
+        unknown = set(ids) - self._known if self._known is not None else ()
         if unknown:
             raise SeffiError(
                 f"prompt {sample.prompt_id!r}: label {sorted(unknown)[0]!r} is not a declared strategy "
