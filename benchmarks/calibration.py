@@ -186,9 +186,9 @@ _EXTRAPOLATED = (
     "statistics.md, 'Beyond n it is an extrapolation'): {}"
 )
 _FEW_INPUTS = (
-    "below 8 inputs the intervals come from each input's run-to-run spread (4 runs here) with a normal "
-    "quantile and cover these inputs only (the truth here: their mean); {} (an estimator matter, "
-    "seffi/coverage/sums_curves.py)"
+    "below 8 inputs the intervals come from each input's run-to-run spread (4 runs here) with Student t "
+    "on Welch-Satterthwaite degrees of freedom and cover these inputs only (the truth here: their "
+    "mean); {} (an estimator matter, seffi/coverage/sums_curves.py)"
 )
 
 #: Why a row falls outside its target: (pattern, reason), the pattern matched against
@@ -228,7 +228,7 @@ REASONS: tuple[tuple[str, str], ...] = (
         r" (2|4) inputs x .*\| 95% F\(8\)",
         _FEW_INPUTS.format("F(8) is 0 in all 4 runs of most inputs, so that spread has no width"),
     ),
-    (r" (2|4) inputs x ", _FEW_INPUTS.format("a normal quantile for a variance from 4 runs is too short")),
+    (r" (2|4) inputs x ", _FEW_INPUTS.format("a variance from 4 runs per input is itself noisy")),
     (
         r"\| 95% F\(8\) CI",
         "errs wide by design: the score interval's variance function overstates the spread above the "
