@@ -290,8 +290,7 @@ def refresh_benchmarks(ctx: Context) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     for name, cmd in BENCHMARKS:
         print(f"readme_numbers: benchmark {name} ...", file=sys.stderr, flush=True)
-        load = os.getloadavg()[0]
-        seconds, out = _run([sys.executable, *cmd], ROOT, stderr=False)  # stdout: the measurements
+        seconds, load, out = _run([sys.executable, *cmd], ROOT, stderr=False)  # stdout: the measurements
         # the temporary run folders a benchmark's callbacks announce say nothing about its costs
         out = "\n".join(ln for ln in out.splitlines() if not ln.startswith("[seffi] run folder: /tmp"))
         out = out.replace(f"{ROOT}{os.sep}", "." + os.sep)  # "seffi from ./seffi": no machine's folders
