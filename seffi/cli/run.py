@@ -30,7 +30,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--tasks", help="comma-separated task names (see `seffi tasks`)")
     parser.add_argument(
-        "--seed", type=int, help="root seed (same seed and library versions => identical report.json on any x86-64 CPU)"
+        "--seed",
+        type=int,
+        help="root seed (same seed and library versions => identical report.json on any x86-64 CPU)",
     )
     parser.add_argument("--budget", type=int, help="K: samples per input for every policy")
     parser.add_argument("--n-inputs", dest="n_inputs", type=int, help="size of the input pool per task")
