@@ -25,7 +25,7 @@ def _sample_points(X: np.ndarray, m: int, K: int) -> dict[str, np.ndarray]:
     Fields: coverage, expected_new, novelty, full_coverage.
     """
     n = X.shape[1]
-    Y = X.sum(axis=1)
+    Y, single = est.incidence(X)
     covered = _covered_from_counts(Y, n, m, K)
     expected_new = np.diff(covered, axis=1, prepend=0.0)
     novelty = est.novelty_samples_many(X, K)
@@ -37,7 +37,6 @@ def _sample_points(X: np.ndarray, m: int, K: int) -> dict[str, np.ndarray]:
         ratio = np.where(at_n > 0, novelty[:, -1] / np.where(at_n > 0, at_n, 1.0), 1.0)
         novelty = np.concatenate([novelty, np.clip(expected_new[:, n:] * ratio[:, None], 0.0, 1.0)], axis=1)
         # Model-based: the law of finding the missing strategies given the data.
-        single = X.sum(axis=2).max(axis=1, initial=0) <= 1
         full = np.concatenate([full, _beyond_n(Y, n, m, single, K - n, [])[0]], axis=1)
     return {"coverage": covered / m, "expected_new": expected_new, "novelty": novelty, "full_coverage": full}
 
@@ -120,8 +119,7 @@ def inext_coverage_replicates(
     X = np.asarray(X, dtype=bool)
     Xs = X[None] if X.ndim == 2 else X
     n = Xs.shape[1]
-    single = Xs.sum(axis=2).max(axis=1, initial=0) <= 1
-    Y = Xs.sum(axis=1)
+    Y, single = est.incidence(Xs)
     P = assemblage(Y, n, single)
     # Without singletons the assemblage has no undetected mass and the interval collapses, although
     # the m - S_obs unseen strategies exist: they get a uniform prior's posterior mean (as
@@ -360,8 +358,7 @@ def _chunk(
     D, n = X.shape[:2]
     kn = min(K, n)
     point = _sample_points(X, m, K)
-    Y = X.sum(axis=1)
-    single = X.sum(axis=2).max(axis=1, initial=0) <= 1
+    Y, single = est.incidence(X)
     acc.n_min, acc.samples = min(acc.n_min, n), acc.samples + D * n
     if K > n:
         acc.notes.add(
@@ -532,34 +529,41 @@ def _covered_by_prefixes(X: np.ndarray, runs: int, kn: int, rng: np.random.Gener
     """Strategies covered (D, runs, kn) by the first 1..kn samples of ``runs`` random orders of each input.
 
     Each input's used columns become bits of 64-bit words, so a run's union is an OR and its size a
-    popcount; the orders are partial Fisher-Yates shuffles (only the first kn positions are drawn).
+    popcount; the orders are partial Fisher-Yates shuffles (only the first kn positions are drawn,
+    position t's uniforms for every run drawn as one row of a (kn, runs) block, which is the stream of
+    kn draws of ``runs`` uniforms in turn).
     """
     D, n = X.shape[:2]
-    d, i, s = np.nonzero(X)
-    used = X.any(axis=1)
-    pos = (np.cumsum(used, axis=1) - 1)[d, s]
-    W = max((int(used.sum(axis=1).max(initial=0)) + 63) // 64, 1)
-    words = np.zeros(D * n * W, dtype=np.uint64)
-    np.bitwise_or.at(
-        words, (d * n + i) * W + pos // 64, np.left_shift(np.uint64(1), (pos % 64).astype(np.uint64))
+    used = est.incidence(X)[0] > 0
+    pos = np.cumsum(used, axis=1) - 1  # each used column's bit among its input's used columns
+    W = max((int(pos[:, -1].max(initial=0)) + 64) // 64, 1)
+    bit = np.left_shift(np.uint64(1), (pos % 64).astype(np.uint64))
+    Xu = X.astype(np.uint64)
+    # Distinct bits: a sample's sum over its columns is their OR.
+    words = np.stack(
+        [
+            np.einsum("dnm,dm->dn", Xu, np.where(used & (pos // 64 == w), bit, np.uint64(0))).ravel()
+            for w in range(W)
+        ]
     )
-    words = words.reshape(D, n, W)
-    W = words.shape[2]
     R = D * runs
     small = np.int16 if n <= np.iinfo(np.int16).max else np.int64
     perm = np.tile(np.arange(n, dtype=small), R)
     base = np.arange(R, dtype=np.int64) * n
     owner = np.repeat(np.arange(D, dtype=np.int64) * n, runs)
-    flat = words.reshape(D * n, W)
-    union = np.zeros((R, W), dtype=np.uint64)
-    out = np.empty((R, kn), dtype=np.int64)
+    t = np.arange(kn)
+    swap = base[None, :] + t[:, None] + (rng.random((kn, R)) * (n - t)[:, None]).astype(np.int64)
+    union = np.zeros((W, R), dtype=np.uint64)
+    out = np.empty((kn, R), dtype=np.int64)
     for t in range(kn):
-        j = base + t + (rng.random(R) * (n - t)).astype(np.int64)
+        j = swap[t]
         here, there = perm[base + t], perm[j]
         perm[j] = here
-        union |= flat[owner + there]
-        out[:, t] = np.bitwise_count(union).sum(axis=1)
-    return out.reshape(D, runs, kn)
+        rows = owner + there
+        for w in range(W):
+            union[w] |= words[w, rows]
+        out[t] = np.bitwise_count(union[0]) if W == 1 else np.bitwise_count(union).sum(axis=0)
+    return out.T.reshape(D, runs, kn)
 
 
 def _rarity_ranks_many(pi: np.ndarray, m: int, n_bins: int) -> np.ndarray:
