@@ -264,7 +264,9 @@ def rarefaction(X: np.ndarray, K: int) -> np.ndarray:
 def rarefaction_counts(Y: np.ndarray, n: int, K: int) -> np.ndarray:
     """``rarefaction`` from incidence counts Y (..., M) in 0..n: (..., min(K, n)).
 
-    A batch is one product (rows x distinct counts) @ (distinct counts x k): equal counts share a term.
+    Each count's term is taken once per distinct count. With fewer columns M than distinct counts a
+    batch adds each column's term; otherwise it is one product (rows x distinct counts) @ (distinct
+    counts x k), equal counts sharing a term.
     """
     Y = np.asarray(Y, dtype=np.int64)
     rows = Y.reshape(-1, Y.shape[-1])
@@ -278,10 +280,18 @@ def rarefaction_counts(Y: np.ndarray, n: int, K: int) -> np.ndarray:
     index[vals] = np.arange(vals.size)
     ks = np.arange(1, kmax + 1)
     seen_k = -np.expm1(_log_binom_ratio(n - vals[:, None], n, ks[None, :], log_factorial(n)))
+    table = np.vstack([seen_k, np.zeros((1, kmax))])  # row V - 1: a zero count adds nothing
+    by_column = rows.shape[1] < V
     out = np.empty((rows.shape[0], kmax))
     step = max(1, 4_000_000 // max(V, rows.shape[1]))  # bounds the (rows x distinct counts) histogram
     for a in range(0, rows.shape[0], step):
         chunk = index[rows[a : a + step]]
+        if by_column:
+            total = np.zeros((chunk.shape[0], kmax))
+            for s in range(chunk.shape[1]):
+                total += table[chunk[:, s]]
+            out[a : a + step] = total
+            continue
         flat = (chunk + V * np.arange(chunk.shape[0])[:, None]).ravel()
         H = np.bincount(flat, minlength=chunk.shape[0] * V).reshape(chunk.shape[0], V)
         out[a : a + step] = H[:, :-1] @ seen_k

@@ -455,8 +455,6 @@ def _chunk_replicates(
     cov_model = _covered_from_counts(Yb, n, m, K) / m
     reps["coverage"] = _widen(cov, cov_model, axis=1)
     reps["expected_new"] = np.diff(reps["coverage"] * m, axis=2, prepend=0.0)
-    singles = np.repeat(single[:, None], B, axis=1)
-    qb = model_law(Yb, n, m, singles)
     # Pr[new] = E[new] sample by sample for single-label data: the two U-statistics coincide.
     reps["novelty"] = np.clip(reps["expected_new"], 0.0, 1.0)
     sv = np.flatnonzero(~single)
@@ -468,16 +466,19 @@ def _chunk_replicates(
     # model's replicates there would be discarded, so they hold the point estimate.
     full = np.broadcast_to(point["full_coverage"][:, None, :kn], (D, B, kn)).copy()
     if kn > k_wilson:
+        qb = model_law(Yb, n, m, np.repeat(single[:, None], B, axis=1))
         full[:, :, k_wilson:] = _full_law(qb.reshape(D * B, m), kn).reshape(D, B, kn)[:, :, k_wilson:]
     if K > n:
-        extra = _beyond_n(Yb.reshape(D * B, m), n, m, singles.ravel(), K - n, [])[0]
+        extra = _beyond_n(Yb.reshape(D * B, m), n, m, np.repeat(single, B), K - n, [])[0]
         full = np.concatenate([full, extra.reshape(D, B, K - n)], axis=2)
     reps["full_coverage"] = full
     if Xv is not None:
         reps["valid_coverage"] = inext_coverage_replicates(Xv, m, K, B, valid_rng)
     for name in list(reps):
         if name in _SD_CAPS:  # centred: iNEXT is point +- z sd
-            reps[name] = reps[name] - reps[name].mean(axis=1, keepdims=True) + point[name][:, None, :]
+            centred = reps[name] - reps[name].mean(axis=1, keepdims=True)
+            centred += point[name][:, None, :]
+            reps[name] = centred
     reps["auc"] = _widen(reps["coverage"].mean(axis=2), cov_model.mean(axis=2), axis=1)
     if "valid_coverage" in reps:
         reps["valid_auc"] = reps["valid_coverage"].mean(axis=2)
@@ -579,7 +580,12 @@ def _widen(reps: np.ndarray, other: np.ndarray, axis: int = 0) -> np.ndarray:
     sd, sd_other = reps.std(axis=axis, keepdims=True), other.std(axis=axis, keepdims=True)
     mean = reps.mean(axis=axis, keepdims=True)
     scale = np.maximum(1.0, sd_other / np.where(sd > 0, sd, 1.0))
-    return np.where(sd > 0, mean + (reps - mean) * scale, mean + other - other.mean(axis=axis, keepdims=True))
+    out = reps - mean
+    out *= scale
+    out += mean  # mean + (reps - mean) * scale, without temporaries
+    if (sd > 0).all():
+        return out
+    return np.where(sd > 0, out, mean + other - other.mean(axis=axis, keepdims=True))
 
 
 def _pool(reps: np.ndarray, other: np.ndarray) -> np.ndarray:

@@ -164,3 +164,17 @@ def test_incidence_counts_and_single_label_flags() -> None:
     np.testing.assert_array_equal(Y, X.sum(axis=1))
     np.testing.assert_array_equal(single, X.sum(axis=2).max(axis=1) <= 1)
     assert single[2] and single[3] and Y.dtype == np.int64
+
+
+@pytest.mark.parametrize("m", [3, 40])  # fewer columns than distinct counts, and more
+def test_rarefaction_counts_equal_the_binomial_formula(m: int) -> None:
+    rng = np.random.default_rng(m)
+    n, K = 12, 9
+    Y = rng.integers(0, n + 1, size=(2, 5, m))
+    want = np.array(
+        [
+            [sum(1 - math.comb(n - int(y), k) / math.comb(n, k) for y in row) for k in range(1, K + 1)]
+            for row in Y.reshape(-1, m)
+        ]
+    ).reshape(2, 5, K)
+    np.testing.assert_allclose(est.rarefaction_counts(Y, n, K), want, rtol=0, atol=1e-12)
