@@ -19,17 +19,16 @@ from seffi.coverage.subsets import MAX_SET_STRATEGIES, meet_counts, nonempty_sub
 from seffi.coverage.sums_curves import rarity_labels
 
 
-def _sample_points(X: np.ndarray, m: int, K: int) -> dict[str, np.ndarray]:
+def _sample_points(X: np.ndarray, m: int, K: int, Y: np.ndarray, single: np.ndarray) -> dict[str, np.ndarray]:
     """Unbiased curves (D, K) of D inputs X (D, n, m) for k <= n, model-based beyond.
 
-    Fields: coverage, expected_new, novelty, full_coverage.
+    ``Y``, ``single``: ``est.incidence(X)``. Fields: coverage, expected_new, novelty, full_coverage.
     """
     n = X.shape[1]
-    Y, single = est.incidence(X)
     covered = _covered_from_counts(Y, n, m, K)
     expected_new = np.diff(covered, axis=1, prepend=0.0)
-    novelty = est.novelty_samples_many(X, K)
-    full = est.full_coverage_samples_many(X, m, K)
+    novelty = est.novelty_samples_many(X, K, (Y, single))
+    full = est.full_coverage_samples_many(X, m, K, (Y, single))
     if K > n:
         # Beyond n: expected new strategies times the observed Pr[new]/E[new] ratio at n (= 1 for
         # single-label data). Model-based, flagged as extrapolated.
@@ -357,8 +356,8 @@ def _chunk(
     ttc_rng, boot_rng, model_rng, valid_rng = streams
     D, n = X.shape[:2]
     kn = min(K, n)
-    point = _sample_points(X, m, K)
     Y, single = est.incidence(X)
+    point = _sample_points(X, m, K, Y, single)
     acc.n_min, acc.samples = min(acc.n_min, n), acc.samples + D * n
     if K > n:
         acc.notes.add(
@@ -381,7 +380,7 @@ def _chunk(
     # Time to coverage at k <= n: prefixes of random permutations are uniform k-subsets (the
     # U-statistic by Monte Carlo); at tau = 1 the exact F; beyond n the law of the future given the data.
     needs = [math.ceil(tau * m - 1e-9) for tau in TAUS]
-    covered = _covered_by_prefixes(X, runs, kn, ttc_rng)  # (D, runs, kn)
+    covered = _covered_by_prefixes(X, Y > 0, runs, kn, ttc_rng)  # (D, runs, kn)
     beyond = _beyond_n(Y, n, m, single, K - n, needs)[1] if K > n else None
     for i, tau in enumerate(TAUS):
         surv = 1.0 - point["full_coverage"][:, :kn] if tau == 1.0 else (covered < needs[i]).mean(axis=1)
@@ -526,8 +525,12 @@ def _set_novelty_replicates(
     return nov
 
 
-def _covered_by_prefixes(X: np.ndarray, runs: int, kn: int, rng: np.random.Generator) -> np.ndarray:
+def _covered_by_prefixes(
+    X: np.ndarray, used: np.ndarray, runs: int, kn: int, rng: np.random.Generator
+) -> np.ndarray:
     """Strategies covered (D, runs, kn) by the first 1..kn samples of ``runs`` random orders of each input.
+
+    ``used`` (D, m): the columns each input's samples hold.
 
     Each input's used columns become bits of 64-bit words, so a run's union is an OR and its size a
     popcount; the orders are partial Fisher-Yates shuffles (only the first kn positions are drawn,
@@ -535,7 +538,6 @@ def _covered_by_prefixes(X: np.ndarray, runs: int, kn: int, rng: np.random.Gener
     kn draws of ``runs`` uniforms in turn).
     """
     D, n = X.shape[:2]
-    used = est.incidence(X)[0] > 0
     pos = np.cumsum(used, axis=1) - 1  # each used column's bit among its input's used columns
     W = max((int(pos[:, -1].max(initial=0)) + 64) // 64, 1)
     bit = np.left_shift(np.uint64(1), (pos % 64).astype(np.uint64))

@@ -247,7 +247,7 @@ def test_covered_by_prefixes_is_a_fisher_yates_shuffle_of_the_same_uniforms() ->
     for D, n, m, rate, kn in [(4, 9, 3, 0.3, 9), (3, 20, 70, 0.03, 12), (2, 6, 130, 0.05, 4)]:
         X = rng.random((D, n, m)) < rate
         runs = 5
-        got = _covered_by_prefixes(X, runs, kn, np.random.default_rng(9))
+        got = _covered_by_prefixes(X, X.any(axis=1), runs, kn, np.random.default_rng(9))
         draws = np.random.default_rng(9)
         u = np.stack([draws.random(D * runs) for _ in range(kn)])  # (kn, D * runs)
         want = np.zeros((D, runs, kn), dtype=np.int64)
