@@ -307,14 +307,11 @@ def novelty_samples(X: np.ndarray, K: int) -> np.ndarray:
     return novelty_samples_many(X[None], K)[0]
 
 
-def novelty_samples_many(
-    X: np.ndarray, K: int, counts: tuple[np.ndarray, np.ndarray] | None = None
-) -> np.ndarray:
+def novelty_samples_many(X: np.ndarray, K: int) -> np.ndarray:
     """``novelty_samples`` of D datasets at once: X bool (D, n, m) -> (D, min(K, n)).
 
     The signed terms are summed into coefficients per (dataset, Y_B) first, then multiplied by one
     (n, K) table of binomial ratios; set-valued data take Y_B from superset counts (``subsets``).
-    ``counts``: ``incidence(X)`` when the caller has it.
     """
     X = np.asarray(X, dtype=bool)
     D, n, m = X.shape
@@ -326,7 +323,7 @@ def novelty_samples_many(
     # ratio[y, i-1] = C(n - y, i-1) / C(n - 1, i-1) for y = 0..n
     ratio = np.exp(_log_binom_ratio(n - np.arange(n + 1)[:, None], n - 1, i1[None, :], lf))
     coef = np.zeros((D, n + 1))
-    Y, single = incidence(X) if counts is None else counts
+    Y, single = incidence(X)
     if single.any():  # one term per strategy seen: Y_s samples, each with Y_B = Y_s
         Y = Y[single]  # (Ds, m)
         rows = np.repeat(np.flatnonzero(single), m) * (n + 1) + Y.ravel()
@@ -356,23 +353,15 @@ def full_coverage_samples(X: np.ndarray, m: int, K: int) -> np.ndarray:
     return full_coverage_samples_many(np.asarray(X, dtype=bool)[None], m, K)[0]
 
 
-def full_coverage_samples_many(
-    X: np.ndarray, m: int, K: int, counts: tuple[np.ndarray, np.ndarray] | None = None
-) -> np.ndarray:
-    """``full_coverage_samples`` of D datasets: X bool (D, n, >= m) -> (D, min(K, n)).
-
-    ``counts``: ``incidence(X)`` (of all m columns) when the caller has it.
-    """
+def full_coverage_samples_many(X: np.ndarray, m: int, K: int) -> np.ndarray:
+    """``full_coverage_samples`` of D datasets: X bool (D, n, >= m) -> (D, min(K, n))."""
     X = np.asarray(X, dtype=bool)
     D, n = X.shape[:2]
     out = np.zeros((D, min(K, n)))
     if m > X.shape[2] or D == 0:
         return out
-    if counts is not None and X.shape[2] == m:
-        Y, single = counts
-    else:
-        X = X[:, :, :m]
-        Y, single = incidence(X)
+    X = X[:, :, :m]
+    Y, single = incidence(X)
     full = (Y > 0).all(axis=1)
     sl = np.flatnonzero(full & single)
     if sl.size:

@@ -27,8 +27,8 @@ def _sample_points(X: np.ndarray, m: int, K: int, Y: np.ndarray, single: np.ndar
     n = X.shape[1]
     covered = _covered_from_counts(Y, n, m, K)
     expected_new = np.diff(covered, axis=1, prepend=0.0)
-    novelty = est.novelty_samples_many(X, K, (Y, single))
-    full = est.full_coverage_samples_many(X, m, K, (Y, single))
+    novelty = est.novelty_samples_many(X, K)
+    full = est.full_coverage_samples_many(X, m, K)
     if K > n:
         # Beyond n: expected new strategies times the observed Pr[new]/E[new] ratio at n (= 1 for
         # single-label data). Model-based, flagged as extrapolated.
