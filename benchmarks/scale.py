@@ -52,8 +52,10 @@ shuffled per prompt, one sample in ten matching nothing), at ``n_boot`` 0 and 20
 process's RSS before the call, the peak of memory allocated by the same call repeated under
 ``tracemalloc``, and the ratio to a floor: the rarefaction C(k) by numpy from the
 same input lists (one pass to column indices, then counts), the same numbers as the point estimate;
-the numpy part alone (from a label array) is shown beside it. ``--old DIR`` runs the same rows
-with the ``seffi`` package found in DIR (another checkout) beside them.
+the numpy part alone (from a label array) is shown beside it; a last line compares the largest P's
+ratio at ``n_boot`` 0 with its yardstick (at most 5x the floor). The bootstrap works on chunks of
+inputs of a bounded size (``CHUNK_BYTES``), so its memory stays flat in P. ``--old DIR`` runs the
+same rows with the ``seffi`` package found in DIR (another checkout) beside them.
 
     python benchmarks/scale.py --from-samples --old /path/to/other/checkout
 
@@ -257,6 +259,8 @@ def measure_strategies(n_strategies: int) -> dict:
 
 #: The --from-samples set-up: samples per prompt, declared strategies, budget.
 SAMPLES_N, SAMPLES_M, SAMPLES_K = 64, 8, 16
+#: The --from-samples yardstick: CPU of from_samples + curves at n_boot = 0 over the numpy floor.
+FLOOR_YARDSTICK = 5.0
 
 
 def sample_labels(n_prompts: int, seed: int = 0) -> np.ndarray:
@@ -350,9 +354,16 @@ def from_samples_rows(args: argparse.Namespace) -> None:
                 line += f" {old['s']:.2f} | {old['s'] / old['floor s']:.1f} | {old['peak MB']:.0f} | "
                 line += f"{old['alloc MB']:.0f} | "
                 line += f"{old['s'] / new['s']:.1f} |"
-                if abs(old["_auc"] - new["_auc"]) > 1e-12:
-                    sys.exit(f"AUC differs between old and new: {old['_auc']} vs {new['_auc']}")
+                for key in ("_auc", "_auc_lo"):  # the point and, with replicates, the interval's end
+                    if old[key] is not None and abs(old[key] - new[key]) > 1e-12:
+                        sys.exit(f"{key[1:]} differs between old and new: {old[key]} vs {new[key]}")
             print(line, flush=True)
+            if b == 0:
+                ratio = new["s"] / new["floor s"]
+    verdict = "met" if ratio <= FLOOR_YARDSTICK else "not met"
+    print(
+        f"x at P = {prompts[-1]:,}, n_boot = 0: {ratio:.1f} (yardstick <= {FLOOR_YARDSTICK:.0f}: {verdict})",
+    )
 
 
 def child(value: int, args: argparse.Namespace, *flags: str, path: str | None = None) -> dict:

@@ -38,6 +38,7 @@ BENCHMARKS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("scale-monitor", ("benchmarks/scale.py", "--monitor", "--episodes", "400000", "--inputs", "100,100000")),
     ("peers", ("benchmarks/peers.py",)),
     ("scale-strategies", ("benchmarks/scale.py", "--strategies", "32,1000,100000")),
+    ("scale-from-samples", ("benchmarks/scale.py", "--from-samples")),
     ("many-strategies", ("benchmarks/many_strategies.py",)),
     ("score", ("benchmarks/score.py",)),
     ("bad-input", ("benchmarks/bad_input.py",)),

@@ -22,6 +22,7 @@ __all__ = [
     "full_coverage_exact",
     "full_coverage_samples",
     "full_coverage_samples_many",
+    "incidence",
     "log_factorial",
     "marginals",
     "nonempty_subsets",
@@ -244,6 +245,16 @@ def time_to_full_mean(atoms: np.ndarray, p: np.ndarray, m: int) -> float:
 # -- estimated from samples (unbiased for k <= n) -------------------------------------------------
 
 
+def incidence(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Incidence counts Y (D, m) and whether each dataset is single-label (D,) of X bool (D, n, m).
+
+    Integer sums by ``einsum``: under half the time of ``X.sum`` over a middle or short last axis.
+    """
+    Y = np.einsum("dnm->dm", X, dtype=np.int64, casting="unsafe")
+    per_sample = np.einsum("dnm->dn", X, dtype=np.int64, casting="unsafe")
+    return Y, per_sample.max(axis=1, initial=0) <= 1
+
+
 def rarefaction(X: np.ndarray, K: int) -> np.ndarray:
     """Unbiased E|S_k| for k = 1..min(K, n) from X (n, M): sum_s [1 - C(n - Y_s, k) / C(n, k)]."""
     X = np.asarray(X, dtype=bool)
@@ -253,7 +264,9 @@ def rarefaction(X: np.ndarray, K: int) -> np.ndarray:
 def rarefaction_counts(Y: np.ndarray, n: int, K: int) -> np.ndarray:
     """``rarefaction`` from incidence counts Y (..., M) in 0..n: (..., min(K, n)).
 
-    A batch is one product (rows x distinct counts) @ (distinct counts x k): equal counts share a term.
+    Each count's term is taken once per distinct count. With fewer columns M than distinct counts a
+    batch adds each column's term; otherwise it is one product (rows x distinct counts) @ (distinct
+    counts x k), equal counts sharing a term.
     """
     Y = np.asarray(Y, dtype=np.int64)
     rows = Y.reshape(-1, Y.shape[-1])
@@ -267,10 +280,18 @@ def rarefaction_counts(Y: np.ndarray, n: int, K: int) -> np.ndarray:
     index[vals] = np.arange(vals.size)
     ks = np.arange(1, kmax + 1)
     seen_k = -np.expm1(_log_binom_ratio(n - vals[:, None], n, ks[None, :], log_factorial(n)))
+    table = np.vstack([seen_k, np.zeros((1, kmax))])  # row V - 1: a zero count adds nothing
+    by_column = rows.shape[1] < V
     out = np.empty((rows.shape[0], kmax))
     step = max(1, 4_000_000 // max(V, rows.shape[1]))  # bounds the (rows x distinct counts) histogram
     for a in range(0, rows.shape[0], step):
         chunk = index[rows[a : a + step]]
+        if by_column:
+            total = np.zeros((chunk.shape[0], kmax))
+            for s in range(chunk.shape[1]):
+                total += table[chunk[:, s]]
+            out[a : a + step] = total
+            continue
         flat = (chunk + V * np.arange(chunk.shape[0])[:, None]).ravel()
         H = np.bincount(flat, minlength=chunk.shape[0] * V).reshape(chunk.shape[0], V)
         out[a : a + step] = H[:, :-1] @ seen_k
@@ -302,9 +323,9 @@ def novelty_samples_many(X: np.ndarray, K: int) -> np.ndarray:
     # ratio[y, i-1] = C(n - y, i-1) / C(n - 1, i-1) for y = 0..n
     ratio = np.exp(_log_binom_ratio(n - np.arange(n + 1)[:, None], n - 1, i1[None, :], lf))
     coef = np.zeros((D, n + 1))
-    single = X.sum(axis=2).max(axis=1) <= 1
+    Y, single = incidence(X)
     if single.any():  # one term per strategy seen: Y_s samples, each with Y_B = Y_s
-        Y = X[single].sum(axis=1)  # (Ds, m)
+        Y = Y[single]  # (Ds, m)
         rows = np.repeat(np.flatnonzero(single), m) * (n + 1) + Y.ravel()
         coef += np.bincount(rows, weights=Y.ravel().astype(np.float64), minlength=D * (n + 1)).reshape(
             D, n + 1
@@ -340,22 +361,29 @@ def full_coverage_samples_many(X: np.ndarray, m: int, K: int) -> np.ndarray:
     if m > X.shape[2] or D == 0:
         return out
     X = X[:, :, :m]
-    full = X.any(axis=1).all(axis=1)
-    single = X.sum(axis=2).max(axis=1, initial=0) <= 1
+    Y, single = incidence(X)
+    full = (Y > 0).all(axis=1)
     sl = np.flatnonzero(full & single)
     if sl.size:
-        out[sl] = _full_single_label_many(X[sl].sum(axis=1), n, min(K, n))
+        out[sl] = _full_single_label_many(Y[sl], n, min(K, n))
     sv = np.flatnonzero(full & ~single)
     if sv.size:
         out[sv] = _full_set_valued(X[sv], m, K)
     return out
 
 
+#: Largest k of the single-label F(k) DP from samples that uses whole (k + 1) x (k + 1) transition
+#: matrices; beyond it the weights are banded (``_cover_all_dp``), as e^-60 tails dominate the work.
+DENSE_DP_K = 64
+
+
 def _full_single_label_many(Y: np.ndarray, n: int, kmax: int) -> np.ndarray:
     """Single-label F(k), k = 1..kmax, of D datasets from their counts Y (D, m), every count >= 1.
 
-    A hypergeometric DP (the bands of ``_cover_all_dp``), one strategy at a time for all datasets at
-    once: [x^k] prod_s ((1 + x)^{N_s} - 1) (1 + x)^{n_0} / C(n, k).
+    A hypergeometric DP, one strategy at a time for all datasets at once:
+    [x^k] prod_s ((1 + x)^{N_s} - 1) (1 + x)^{n_0} / C(n, k). The weights depend on (N_m, T_m) only,
+    so they are computed once per distinct pair; up to `DENSE_DP_K` each step is one batched
+    matrix-vector product, beyond it the bands of ``_cover_all_dp``.
     """
     Y = np.asarray(Y, dtype=np.int64)
     D, m = Y.shape
@@ -365,39 +393,48 @@ def _full_single_label_many(Y: np.ndarray, n: int, kmax: int) -> np.ndarray:
     lf = log_factorial(n)
     ks = np.arange(kmax + 1)
     h = (ks[None, :] <= np.minimum(n0, kmax)[:, None]).astype(np.float64)
-    rows = np.arange(D)[:, None, None]
-    k3 = ks[None, :, None]
+    dense = kmax <= DENSE_DP_K
     for mi in range(m):
-        # The weights depend on (N_m, T_m) only: computed once per distinct pair, then gathered.
         pairs, inv = np.unique(N[:, mi] * (n + 1) + T[:, mi], return_inverse=True)
-        Nm, Tm = (pairs // (n + 1))[:, None], (pairs % (n + 1))[:, None]
-        r = Nm / Tm
+        Nm, Tm = pairs // (n + 1), pairs % (n + 1)
+        if dense:
+            # W[p, k, u]: weight of k - u draws of strategy m among k; the band holds every j then.
+            j = ks[:, None] - ks[None, :]
+            W = _hypergeometric_weights(Nm[:, None, None], Tm[:, None, None], j, ks[:, None], lf)
+            h = np.einsum("dku,du->dk", W[inv], h)
+            continue
+        r = (Nm / Tm)[:, None]
         mu, var = ks[None, :] * r, ks[None, :] * r * (1 - r)
         half = np.ceil(1.25 * np.sqrt(120.0 * np.maximum(var, 0.0)) + 45.0).astype(np.int64)
         lo = np.clip(np.floor(mu).astype(np.int64) - half, 1, None)
         hi = np.minimum(np.ceil(mu).astype(np.int64) + half, ks[None, :])
         width = int(max((hi - lo).max(initial=0) + 1, 1))
         j = lo[:, :, None] + np.arange(width)[None, None, :]  # (pairs, kmax + 1, width)
-        ok = (j <= hi[:, :, None]) & (j >= 1)
-        jj = np.where(ok, j, 1)
-        Nm3, Tm3 = Nm[:, :, None], Tm[:, :, None]
-        Tp3 = Tm3 - Nm3
-        u = k3 - jj
-        fit = ok & (jj <= Nm3) & (u <= Tp3) & (k3 <= Tm3) & (u >= 0)
-        j0, u0, k0 = np.where(fit, jj, 0), np.where(fit, u, 0), np.where(fit, k3, 0)
-        # hypergeometric: C(N_m, j) C(T_{m-1}, k - j) / C(T_m, k)
-        lw = (
-            lf[Nm3]
-            - lf[j0]
-            - lf[Nm3 - j0]
-            + lf[Tp3]
-            - lf[u0]
-            - lf[np.maximum(Tp3 - u0, 0)]
-            - (lf[Tm3] - lf[k0] - lf[np.maximum(Tm3 - k0, 0)])
-        )
-        w = np.where(fit, np.exp(np.where(fit, lw, 0.0)), 0.0)
-        h = (w[inv] * h[rows, np.clip(k3 - jj, 0, kmax)[inv]]).sum(axis=2)
+        j = np.where(j <= hi[:, :, None], j, 0)  # outside the band: weight 0
+        w = _hypergeometric_weights(Nm[:, None, None], Tm[:, None, None], j, ks[None, :, None], lf)
+        u = np.clip(ks[None, :, None] - j, 0, kmax)
+        h = (w[inv] * h[np.arange(D)[:, None, None], u[inv]]).sum(axis=2)
     return np.clip(h[:, 1:], 0.0, 1.0)
+
+
+def _hypergeometric_weights(
+    Nm: np.ndarray, Tm: np.ndarray, j: np.ndarray, k: np.ndarray, lf: np.ndarray
+) -> np.ndarray:
+    """C(N_m, j) C(T_m - N_m, k - j) / C(T_m, k) (broadcast), 0 where j < 1 or a binomial is empty."""
+    Tp = Tm - Nm
+    u = k - j
+    fit = (j >= 1) & (j <= Nm) & (u >= 0) & (u <= Tp) & (k <= Tm)
+    j0, u0, k0 = np.where(fit, j, 0), np.where(fit, u, 0), np.where(fit, k, 0)
+    lw = (
+        lf[Nm]
+        - lf[j0]
+        - lf[Nm - j0]
+        + lf[Tp]
+        - lf[u0]
+        - lf[np.maximum(Tp - u0, 0)]
+        - (lf[Tm] - lf[k0] - lf[np.maximum(Tm - k0, 0)])
+    )
+    return np.where(fit, np.exp(np.where(fit, lw, 0.0)), 0.0)
 
 
 #: Strategies up to which set-valued F(k) from samples is the exact U-statistic (a 2^M transform).

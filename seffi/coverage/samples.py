@@ -19,13 +19,12 @@ from seffi.coverage.subsets import MAX_SET_STRATEGIES, meet_counts, nonempty_sub
 from seffi.coverage.sums_curves import rarity_labels
 
 
-def _sample_points(X: np.ndarray, m: int, K: int) -> dict[str, np.ndarray]:
+def _sample_points(X: np.ndarray, m: int, K: int, Y: np.ndarray, single: np.ndarray) -> dict[str, np.ndarray]:
     """Unbiased curves (D, K) of D inputs X (D, n, m) for k <= n, model-based beyond.
 
-    Fields: coverage, expected_new, novelty, full_coverage.
+    ``Y``, ``single``: ``est.incidence(X)``. Fields: coverage, expected_new, novelty, full_coverage.
     """
     n = X.shape[1]
-    Y = X.sum(axis=1)
     covered = _covered_from_counts(Y, n, m, K)
     expected_new = np.diff(covered, axis=1, prepend=0.0)
     novelty = est.novelty_samples_many(X, K)
@@ -37,7 +36,6 @@ def _sample_points(X: np.ndarray, m: int, K: int) -> dict[str, np.ndarray]:
         ratio = np.where(at_n > 0, novelty[:, -1] / np.where(at_n > 0, at_n, 1.0), 1.0)
         novelty = np.concatenate([novelty, np.clip(expected_new[:, n:] * ratio[:, None], 0.0, 1.0)], axis=1)
         # Model-based: the law of finding the missing strategies given the data.
-        single = X.sum(axis=2).max(axis=1, initial=0) <= 1
         full = np.concatenate([full, _beyond_n(Y, n, m, single, K - n, [])[0]], axis=1)
     return {"coverage": covered / m, "expected_new": expected_new, "novelty": novelty, "full_coverage": full}
 
@@ -120,8 +118,7 @@ def inext_coverage_replicates(
     X = np.asarray(X, dtype=bool)
     Xs = X[None] if X.ndim == 2 else X
     n = Xs.shape[1]
-    single = Xs.sum(axis=2).max(axis=1, initial=0) <= 1
-    Y = Xs.sum(axis=1)
+    Y, single = est.incidence(Xs)
     P = assemblage(Y, n, single)
     # Without singletons the assemblage has no undetected mass and the interval collapses, although
     # the m - S_obs unseen strategies exist: they get a uniform prior's posterior mean (as
@@ -359,9 +356,8 @@ def _chunk(
     ttc_rng, boot_rng, model_rng, valid_rng = streams
     D, n = X.shape[:2]
     kn = min(K, n)
-    point = _sample_points(X, m, K)
-    Y = X.sum(axis=1)
-    single = X.sum(axis=2).max(axis=1, initial=0) <= 1
+    Y, single = est.incidence(X)
+    point = _sample_points(X, m, K, Y, single)
     acc.n_min, acc.samples = min(acc.n_min, n), acc.samples + D * n
     if K > n:
         acc.notes.add(
@@ -384,7 +380,7 @@ def _chunk(
     # Time to coverage at k <= n: prefixes of random permutations are uniform k-subsets (the
     # U-statistic by Monte Carlo); at tau = 1 the exact F; beyond n the law of the future given the data.
     needs = [math.ceil(tau * m - 1e-9) for tau in TAUS]
-    covered = _covered_by_prefixes(X, runs, kn, ttc_rng)  # (D, runs, kn)
+    covered = _covered_by_prefixes(X, Y > 0, runs, kn, ttc_rng)  # (D, runs, kn)
     beyond = _beyond_n(Y, n, m, single, K - n, needs)[1] if K > n else None
     for i, tau in enumerate(TAUS):
         surv = 1.0 - point["full_coverage"][:, :kn] if tau == 1.0 else (covered < needs[i]).mean(axis=1)
@@ -458,8 +454,6 @@ def _chunk_replicates(
     cov_model = _covered_from_counts(Yb, n, m, K) / m
     reps["coverage"] = _widen(cov, cov_model, axis=1)
     reps["expected_new"] = np.diff(reps["coverage"] * m, axis=2, prepend=0.0)
-    singles = np.repeat(single[:, None], B, axis=1)
-    qb = model_law(Yb, n, m, singles)
     # Pr[new] = E[new] sample by sample for single-label data: the two U-statistics coincide.
     reps["novelty"] = np.clip(reps["expected_new"], 0.0, 1.0)
     sv = np.flatnonzero(~single)
@@ -471,16 +465,19 @@ def _chunk_replicates(
     # model's replicates there would be discarded, so they hold the point estimate.
     full = np.broadcast_to(point["full_coverage"][:, None, :kn], (D, B, kn)).copy()
     if kn > k_wilson:
+        qb = model_law(Yb, n, m, np.repeat(single[:, None], B, axis=1))
         full[:, :, k_wilson:] = _full_law(qb.reshape(D * B, m), kn).reshape(D, B, kn)[:, :, k_wilson:]
     if K > n:
-        extra = _beyond_n(Yb.reshape(D * B, m), n, m, singles.ravel(), K - n, [])[0]
+        extra = _beyond_n(Yb.reshape(D * B, m), n, m, np.repeat(single, B), K - n, [])[0]
         full = np.concatenate([full, extra.reshape(D, B, K - n)], axis=2)
     reps["full_coverage"] = full
     if Xv is not None:
         reps["valid_coverage"] = inext_coverage_replicates(Xv, m, K, B, valid_rng)
     for name in list(reps):
         if name in _SD_CAPS:  # centred: iNEXT is point +- z sd
-            reps[name] = reps[name] - reps[name].mean(axis=1, keepdims=True) + point[name][:, None, :]
+            centred = reps[name] - reps[name].mean(axis=1, keepdims=True)
+            centred += point[name][:, None, :]
+            reps[name] = centred
     reps["auc"] = _widen(reps["coverage"].mean(axis=2), cov_model.mean(axis=2), axis=1)
     if "valid_coverage" in reps:
         reps["valid_auc"] = reps["valid_coverage"].mean(axis=2)
@@ -528,38 +525,48 @@ def _set_novelty_replicates(
     return nov
 
 
-def _covered_by_prefixes(X: np.ndarray, runs: int, kn: int, rng: np.random.Generator) -> np.ndarray:
+def _covered_by_prefixes(
+    X: np.ndarray, used: np.ndarray, runs: int, kn: int, rng: np.random.Generator
+) -> np.ndarray:
     """Strategies covered (D, runs, kn) by the first 1..kn samples of ``runs`` random orders of each input.
 
+    ``used`` (D, m): the columns each input's samples hold.
+
     Each input's used columns become bits of 64-bit words, so a run's union is an OR and its size a
-    popcount; the orders are partial Fisher-Yates shuffles (only the first kn positions are drawn).
+    popcount; the orders are partial Fisher-Yates shuffles (only the first kn positions are drawn,
+    position t's uniforms for every run drawn as one row of a (kn, runs) block, which is the stream of
+    kn draws of ``runs`` uniforms in turn).
     """
     D, n = X.shape[:2]
-    d, i, s = np.nonzero(X)
-    used = X.any(axis=1)
-    pos = (np.cumsum(used, axis=1) - 1)[d, s]
-    W = max((int(used.sum(axis=1).max(initial=0)) + 63) // 64, 1)
-    words = np.zeros(D * n * W, dtype=np.uint64)
-    np.bitwise_or.at(
-        words, (d * n + i) * W + pos // 64, np.left_shift(np.uint64(1), (pos % 64).astype(np.uint64))
+    pos = np.cumsum(used, axis=1) - 1  # each used column's bit among its input's used columns
+    W = max((int(pos[:, -1].max(initial=0)) + 64) // 64, 1)
+    bit = np.left_shift(np.uint64(1), (pos % 64).astype(np.uint64))
+    Xu = X.astype(np.uint64)
+    # Distinct bits: a sample's sum over its columns is their OR.
+    words = np.stack(
+        [
+            np.einsum("dnm,dm->dn", Xu, np.where(used & (pos // 64 == w), bit, np.uint64(0))).ravel()
+            for w in range(W)
+        ]
     )
-    words = words.reshape(D, n, W)
-    W = words.shape[2]
     R = D * runs
     small = np.int16 if n <= np.iinfo(np.int16).max else np.int64
     perm = np.tile(np.arange(n, dtype=small), R)
     base = np.arange(R, dtype=np.int64) * n
     owner = np.repeat(np.arange(D, dtype=np.int64) * n, runs)
-    flat = words.reshape(D * n, W)
-    union = np.zeros((R, W), dtype=np.uint64)
-    out = np.empty((R, kn), dtype=np.int64)
+    t = np.arange(kn)
+    swap = base[None, :] + t[:, None] + (rng.random((kn, R)) * (n - t)[:, None]).astype(np.int64)
+    union = np.zeros((W, R), dtype=np.uint64)
+    out = np.empty((kn, R), dtype=np.int64)
     for t in range(kn):
-        j = base + t + (rng.random(R) * (n - t)).astype(np.int64)
+        j = swap[t]
         here, there = perm[base + t], perm[j]
         perm[j] = here
-        union |= flat[owner + there]
-        out[:, t] = np.bitwise_count(union).sum(axis=1)
-    return out.reshape(D, runs, kn)
+        rows = owner + there
+        for w in range(W):
+            union[w] |= words[w, rows]
+        out[t] = np.bitwise_count(union[0]) if W == 1 else np.bitwise_count(union).sum(axis=0)
+    return out.T.reshape(D, runs, kn)
 
 
 def _rarity_ranks_many(pi: np.ndarray, m: int, n_bins: int) -> np.ndarray:
@@ -575,7 +582,12 @@ def _widen(reps: np.ndarray, other: np.ndarray, axis: int = 0) -> np.ndarray:
     sd, sd_other = reps.std(axis=axis, keepdims=True), other.std(axis=axis, keepdims=True)
     mean = reps.mean(axis=axis, keepdims=True)
     scale = np.maximum(1.0, sd_other / np.where(sd > 0, sd, 1.0))
-    return np.where(sd > 0, mean + (reps - mean) * scale, mean + other - other.mean(axis=axis, keepdims=True))
+    out = reps - mean
+    out *= scale
+    out += mean  # mean + (reps - mean) * scale, without temporaries
+    if (sd > 0).all():
+        return out
+    return np.where(sd > 0, out, mean + other - other.mean(axis=axis, keepdims=True))
 
 
 def _pool(reps: np.ndarray, other: np.ndarray) -> np.ndarray:

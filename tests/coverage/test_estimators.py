@@ -132,3 +132,49 @@ def test_chao_extrapolation_formula_and_cap() -> None:
     np.testing.assert_allclose(ext, expect)
     capped = est.chao_extrapolation(X, 13, m=4)  # S_obs = M: nothing left to find
     np.testing.assert_allclose(capped, 4.0)
+
+
+def test_single_label_full_coverage_dense_dp_equals_banded_dp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batched matrix DP (k <= DENSE_DP_K) against the banded DP, on random count vectors."""
+    rng = np.random.default_rng(11)
+    checked = 0
+    for _ in range(60):
+        n, m = int(rng.integers(2, 90)), int(rng.integers(1, 10))
+        kmax = int(rng.integers(1, min(n, est.DENSE_DP_K) + 1))
+        labels = rng.integers(-1, m, size=(6, n))  # -1: the sample matches nothing
+        Y = np.stack([(labels == s).sum(axis=1) for s in range(m)], axis=1)
+        Y = Y[(Y >= 1).all(axis=1)]
+        if not len(Y):
+            continue
+        dense = est._full_single_label_many(Y, n, kmax)
+        monkeypatch.setattr(est, "DENSE_DP_K", -1)
+        banded = est._full_single_label_many(Y, n, kmax)
+        monkeypatch.setattr(est, "DENSE_DP_K", 64)
+        np.testing.assert_allclose(dense, banded, rtol=0, atol=1e-12)
+        checked += len(Y)
+    assert checked > 100
+
+
+def test_incidence_counts_and_single_label_flags() -> None:
+    rng = np.random.default_rng(5)
+    X = rng.random((7, 12, 5)) < 0.15
+    X[2] = False
+    X[3, :, 1:] = False  # single-label (one column)
+    Y, single = est.incidence(X)
+    np.testing.assert_array_equal(Y, X.sum(axis=1))
+    np.testing.assert_array_equal(single, X.sum(axis=2).max(axis=1) <= 1)
+    assert single[2] and single[3] and Y.dtype == np.int64
+
+
+@pytest.mark.parametrize("m", [3, 40])  # fewer columns than distinct counts, and more
+def test_rarefaction_counts_equal_the_binomial_formula(m: int) -> None:
+    rng = np.random.default_rng(m)
+    n, K = 12, 9
+    Y = rng.integers(0, n + 1, size=(2, 5, m))
+    want = np.array(
+        [
+            [sum(1 - math.comb(n - int(y), k) / math.comb(n, k) for y in row) for k in range(1, K + 1)]
+            for row in Y.reshape(-1, m)
+        ]
+    ).reshape(2, 5, K)
+    np.testing.assert_allclose(est.rarefaction_counts(Y, n, K), want, rtol=0, atol=1e-12)

@@ -233,3 +233,29 @@ def test_jackknife_sd_replaces_the_spread_at_low_degree_only() -> None:
     np.testing.assert_allclose(out[:, : n // 2].std(axis=0, ddof=1), want, rtol=1e-9)
     np.testing.assert_allclose(out.mean(axis=0), base.mean(axis=0), atol=1e-12)
     np.testing.assert_array_equal(out[:, n // 2 :], base[:, n // 2 :])
+
+
+def test_covered_by_prefixes_is_a_fisher_yates_shuffle_of_the_same_uniforms() -> None:
+    """Each run against a plain partial Fisher-Yates shuffle fed position t's uniforms, run by run.
+
+    The uniforms are drawn as ``runs x inputs`` values per position, position after position: the
+    stream every time-to-coverage estimate and its seed depend on.
+    """
+    from seffi.coverage.samples import _covered_by_prefixes
+
+    rng = np.random.default_rng(2)
+    for D, n, m, rate, kn in [(4, 9, 3, 0.3, 9), (3, 20, 70, 0.03, 12), (2, 6, 130, 0.05, 4)]:
+        X = rng.random((D, n, m)) < rate
+        runs = 5
+        got = _covered_by_prefixes(X, X.any(axis=1), runs, kn, np.random.default_rng(9))
+        draws = np.random.default_rng(9)
+        u = np.stack([draws.random(D * runs) for _ in range(kn)])  # (kn, D * runs)
+        want = np.zeros((D, runs, kn), dtype=np.int64)
+        for r in range(D * runs):
+            d, order, seen = r // runs, list(range(n)), np.zeros(m, dtype=bool)
+            for t in range(kn):
+                j = t + int(u[t, r] * (n - t))
+                order[t], order[j] = order[j], order[t]
+                seen |= X[d, order[t]]
+                want[d, r % runs, t] = seen.sum()
+        np.testing.assert_array_equal(got, want)
