@@ -12,6 +12,7 @@ import pytest
 
 from seffi.callbacks import CoverageMonitor
 from seffi.report.run_folder import fresh_out_dir
+from tests.helpers import require
 
 STRATS = ("a", "b")
 
@@ -175,6 +176,7 @@ def test_a_kill_mid_trim_never_shortens_the_log_below_the_resume_step(tmp_path: 
 
 def _grpo_run(out_dir: Path, steps: int = 5) -> Any:
     """A GRPO-style coverage run of a user labeler over hand-made completions (no trainer)."""
+    require("torch", "trl")  # the group reward asks torch.distributed for its rank
     from seffi.callbacks.groups import GroupCoverage
 
     rubric = {"up": "up", "down": "down", "left": "left"}

@@ -43,8 +43,11 @@ def test_seffi_compare_prints_report_names_without_terminal_escapes_or_broken_ro
     assert main(["compare", *dirs, "--out", str(tmp_path / "cmp")]) == 0
     out = capsys.readouterr().out
     assert not CONTROL.search(out), repr(out)
-    rows = [line for line in out.splitlines() if line]
-    assert all(line.startswith("|") and line.endswith("|") for line in rows)  # no row cut by a newline
+    lines = [line for line in out.splitlines() if line]
+    rows = [line for line in lines if line.startswith("|")]
+    notes = [line for line in lines if not line.startswith("|")]  # the fragile gains' reasons
+    assert all(line.endswith("|") for line in rows)  # no row cut by a newline
+    assert len(notes) == 2 and all(n.startswith("- sort \\]0;owned next \\| line / ") for n in notes), notes
     cells = {line.replace("\\|", "").count("|") for line in rows}
     assert cells == {7}, rows  # 6 cells a row: a "|" in a name is escaped
     assert len(rows) == 2 + 2 * 2  # header, rule, 2 runs x 2 policies

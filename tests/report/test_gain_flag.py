@@ -18,6 +18,7 @@ from seffi.coverage import Gain, IidBaseline, OracleBaseline
 from seffi.coverage.summaries import gain_fragility
 from seffi.report import Report, keys
 from seffi.report.markdown import render_markdown
+from tests.helpers import require
 from tests.report import _fixtures as fx
 
 K = 4
@@ -111,6 +112,7 @@ def test_compare_table_marks_the_fragile_gain_and_lists_why(tmp_path: Path) -> N
 
 
 def test_bench_table_marks_fragile_pool_and_held_out_gains() -> None:
+    require("transformers", "lm")  # the bench's result types live beside its language models
     from seffi.experiment.bench_plots import table_rows
     from seffi.experiment.bench_report import base_row, method_row
     from seffi.models.passk import EvalResult
