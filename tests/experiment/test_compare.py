@@ -28,12 +28,7 @@ def _report(auc_shift: float) -> Report:
 
 
 def test_compare_writes_figure_and_table(tmp_path, capsys):
-    dirs = []
-    for name, shift in (("a", 0.0), ("b", 0.05)):
-        d = tmp_path / name
-        d.mkdir()
-        (d / "report.json").write_text(dumps_report(_report(shift)))
-        dirs.append(str(d))
+    dirs = _two_runs(tmp_path)
     assert main(["compare", *dirs, "--out", str(tmp_path / "cmp")]) == 0
     out = capsys.readouterr().out
     rows = [ln for ln in out.splitlines() if ln.startswith("| hanoi")]

@@ -106,3 +106,15 @@ def comparison(
 def report() -> schema.Report:
     """A one-comparison, one-policy report."""
     return schema.Report(seed=7, config={"budget": K, "tasks": ["hanoi"]}, comparisons=[comparison()])
+
+
+def eval_series_comparison() -> schema.Comparison:
+    """`comparison` with four evaluations of one policy ("eval@1000" ... "eval"), gains 0 to 0.3."""
+    pols = [
+        schema.PolicyResult(
+            curves=curve_set("eval" if i == 3 else f"eval@{1000 * (i + 1)}", "policy", POLICY),
+            gain=schema.Gain(value=0.1 * i, lo=0.1 * i - 0.1, hi=0.1 * i + 0.1),
+        )
+        for i in range(4)
+    ]
+    return comparison().model_copy(update={"policies": pols})

@@ -401,20 +401,6 @@ def test_save_coverage_draws_an_equal_comparison_once_and_a_changed_one_again(
 # -- vector formats ---------------------------------------------------------------------------------------
 
 
-def _eval_series_comparison():
-    from seffi.report import Gain, PolicyResult
-
-    comp = fx.comparison()
-    pols = [
-        PolicyResult(
-            curves=fx.curve_set("eval" if i == 3 else f"eval@{1000 * (i + 1)}", "policy", fx.POLICY),
-            gain=Gain(value=0.1 * i, lo=0.1 * i - 0.1, hi=0.1 * i + 0.1),
-        )
-        for i in range(4)
-    ]
-    return comp.model_copy(update={"policies": pols})
-
-
 EVERY_FIGURE = {
     "coverage": lambda c: P.plot_coverage(c),
     "valid_coverage": lambda c: P.plot_coverage(c, valid=True),
@@ -425,7 +411,7 @@ EVERY_FIGURE = {
     "barcodes": P.plot_barcodes,
     "barcode": lambda c: P.plot_barcode(c.policies[0].barcode),
     "latent": P.plot_latent,
-    "gain_vs_step": lambda c: P.plot_gain_vs_step(_eval_series_comparison()),
+    "gain_vs_step": lambda c: P.plot_gain_vs_step(fx.eval_series_comparison()),
     "compare": lambda c: P.plot_compare(
         {"a": Report(comparisons=[c]), "b": Report(comparisons=[c, fx.comparison("sort")])}
     ),

@@ -178,18 +178,6 @@ def test_k_ticks_every_k_then_round_steps() -> None:
     assert k_ticks(4096, 16, 8) == [1, *range(500, 4001, 500)]
 
 
-def _eval_series_comparison():
-    comp = fx.comparison()
-    pols = [
-        PolicyResult(
-            curves=fx.curve_set("eval" if i == 3 else f"eval@{1000 * (i + 1)}", "policy", fx.POLICY),
-            gain=Gain(value=0.1 * i, lo=0.1 * i - 0.1, hi=0.1 * i + 0.1),
-        )
-        for i in range(4)
-    ]
-    return comp.model_copy(update={"policies": pols})
-
-
 MAKERS = {
     "coverage": P.plot_coverage,
     "rarity": P.plot_coverage_by_rarity,
@@ -199,7 +187,7 @@ MAKERS = {
     "barcodes": P.plot_barcodes,
     "latent": P.plot_latent,
     "compare": lambda c: P.plot_compare({"run-a": Report(comparisons=[c]), "run-b": Report(comparisons=[c])}),
-    "gain_vs_step": lambda c: P.plot_gain_vs_step(_eval_series_comparison()),
+    "gain_vs_step": lambda c: P.plot_gain_vs_step(fx.eval_series_comparison()),
 }
 
 
