@@ -17,7 +17,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 def brief(values: Any, most: int = 8, chars: int = 40) -> str:
     """A list for a message: at most ``most`` items of at most ``chars`` characters each, then a count.
 
-    Example:
+    Examples:
         >>> brief([f"s{i}" for i in range(10)], most=2)
         "['s0', 's1', ... (8 more)]"
     """
@@ -38,7 +38,7 @@ def printable(value: object) -> str:
     Terminal escapes (a window title, a clipboard write) and line breaks do nothing on a terminal or
     in a table.
 
-    Example:
+    Examples:
         >>> printable("sort\x1b]0;title\x07")
         'sort ]0;title '
     """
