@@ -514,11 +514,16 @@ class SafeWandbRun:
         return f"wandb sync {shlex.quote(display_path(self.run_dir))}"
 
 
+#: wandb.sdk.mailbox's errors when wandb-core is gone: a request abandoned, or the mailbox closed
+#: (wandb-core dying inside ``wandb.init``).
+_MAILBOX_LOST = ("HandleAbandonedError", "MailboxClosedError")
+
+
 def _service_lost(exc: BaseException | None) -> bool:
     """Whether ``exc`` (or an error it came from) says W&B lost its connection to ``wandb-core``."""
     seen = 0
     while exc is not None and seen < 8:
-        if isinstance(exc, ConnectionError) or type(exc).__name__ == "HandleAbandonedError":
+        if isinstance(exc, ConnectionError) or type(exc).__name__ in _MAILBOX_LOST:
             return True
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return False

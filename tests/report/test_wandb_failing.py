@@ -112,3 +112,21 @@ def test_a_wandb_folder_that_fills_up_is_no_saved_offline_run(tmp_path: Path) ->
     assert run_file.stat().st_size == 50_000  # cut by the cap, for real
     assert SAVED not in full.stdout and FAILED in full.stdout, full.stdout
     assert "Traceback" not in full.stderr and full.stderr.count("WandbSinkWarning") == 1, full.stderr
+
+
+def test_a_mailbox_closed_during_init_counts_as_the_lost_wandb_core() -> None:
+    """wandb-core dying inside wandb.init surfaces as MailboxClosedError: the service is torn down
+    quietly then, as for a lost connection later, so W&B's exit hook prints no traceback."""
+    from wandb.sdk.mailbox import HandleAbandonedError, MailboxClosedError
+
+    from seffi.report.wandb_run import _service_lost
+
+    assert _service_lost(MailboxClosedError()) and _service_lost(HandleAbandonedError())
+    try:
+        try:
+            raise MailboxClosedError()
+        except MailboxClosedError as inner:
+            raise RuntimeError("wandb.init failed") from inner
+    except RuntimeError as outer:
+        assert _service_lost(outer)
+    assert not _service_lost(ValueError("a bad config value"))
