@@ -46,6 +46,7 @@ from seffi.experiment.bench_methods import (
     run_method,
 )
 from seffi.experiment.bench_report import combine_summaries, finish, publish
+from seffi.experiment.bench_sampling import train_router
 from seffi.experiment.config import WandbMode
 from seffi.experiment.ladder import LadderConfig
 from seffi.experiment.ladder_rung3 import GRPOSettings, held_out_inputs, require_trl
@@ -335,13 +336,17 @@ def _models(config: BenchConfig, model_seed: int, progress: Any) -> tuple[Any, P
     return build_task(lm_cfg), folder, None, cached
 
 
+def pool_seed(config: BenchConfig) -> int:
+    """The pool's seed: the ladder's (``task.make_inputs(n_inputs, seed=...)``)."""
+    return int(spawn(config.seed, 6)[0].generate_state(1)[0])
+
+
 def prompt_sets(config: BenchConfig, task: Any) -> tuple[list[Any], list[Any], list[Any]]:
     """(pool, held-out, classifier-training) inputs: disjoint, the same for every model seed.
 
     The pool is the ladder's (the same seed gives the same pool as ``seffi ladder``).
     """
-    pool_seed = int(spawn(config.seed, 6)[0].generate_state(1)[0])
-    pool = task.make_inputs(config.n_inputs, seed=pool_seed)
+    pool = task.make_inputs(config.n_inputs, seed=pool_seed(config))
     root = seed_of(config.seed, 26)
     held_out = held_out_inputs(task, {x.id for x in pool}, config.grpo.eval_inputs, seed_of(root, 1))
     used = {x.id for x in pool} | {x.id for x in held_out}
@@ -433,6 +438,15 @@ def run_seed(config: BenchConfig, model_seed: int, progress: Any, out: Path) -> 
         else:
             prior = np.tile(np.asarray(mixture.meta["prior"], dtype=np.float64), (len(inputs), 1))
         priors = {base.prompt(task, x): row for x, row in zip(inputs, prior, strict=True)}
+    router = None
+    if "mixture_router" in config.methods:
+        progress.update(bar, status="router")
+        assert mixture_dir is not None
+        learner = config.ladder(model_seed).learner.model_copy(update={"input_features": False})
+        ids = [x.id for x in pool]
+        router = train_router(
+            task.name, mixture_dir, ids, pool_seed(config), config.budget, learner, seed_of(seed, 5), progress
+        )
     progress.update(bar, advance=1, status="done")
     ctx = SeedContext(
         config,
@@ -448,6 +462,7 @@ def run_seed(config: BenchConfig, model_seed: int, progress: Any, out: Path) -> 
         priors,
         seed,
         folder,
+        router,
     )
     baseline_seconds = time.perf_counter() - t0
     runs = {m.slug: run_method(ctx, m, progress) for m in methods}

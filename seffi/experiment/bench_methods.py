@@ -14,7 +14,11 @@ K) and differs in one reward or one sampling rule (`METHOD_SLUGS`):
   each code iid from that prior. The prior is the untrained mixture's, fixed for the run (the router
   does not learn). The code is forced as the completion's first token through TRL's ``rollout_func``
   and masked out of the loss (``env_mask``), so GRPO trains the generator given the code, never the
-  router's choice.
+  router's choice. ``mixture_router`` takes each group's codes from rung 2's REINFORCE router
+  (`seffi.experiment.learner`), trained on the untrained mixture before GRPO (the ladder's learner
+  settings; features: log p(z | x) and the run's codes tried, strategies found, samples used, so it
+  acts on prompts it never saw) and fixed during it: it chooses a group's codes one completion at a
+  time, its "found" features from the validator's labels of the group's completions so far.
 
 Measurement (`BenchEval`, `measure_pool`): held-out valid@k and C(k) up to n every
 ``eval_every`` steps with the surface metrics of each group of K; after training, ``pool_runs`` runs
@@ -39,7 +43,7 @@ from seffi._seeding import seed_of
 from seffi.callbacks import trl_model
 from seffi.callbacks.trl import GRPOCoverage
 from seffi.errors import SeffiError
-from seffi.experiment.bench_sampling import Sampler, group_surface, ordered_eval
+from seffi.experiment.bench_sampling import CodeRouter, Sampler, group_surface, ordered_eval
 from seffi.experiment.ladder_rung3 import grpo_config, label_rollout, progress_callback
 from seffi.models import grpo
 from seffi.models.passk import EvalResult, PassAtKEval, evaluate_samples
@@ -57,6 +61,7 @@ METHOD_SLUGS = (
     "temperature",
     "mixture_distinct",
     "mixture_iid",
+    "mixture_router",
 )
 
 
@@ -74,7 +79,7 @@ class Method:
         lr_factor: Multiplies the bench's learning rate (0: the sanity run).
         num_iterations: GRPO updates per generation batch (TRL's ``num_iterations``).
         scale_rewards: TRL's ``scale_rewards`` (None: TRL's default).
-        codes: ``"distinct"`` or ``"iid"`` for a mixture method.
+        codes: ``"distinct"``, ``"iid"`` or ``"router"`` for a mixture method.
         temperature: Sampling temperature of a temperature method.
     """
 
@@ -150,6 +155,12 @@ def bench_methods(cfg: Any) -> list[Method]:
         ),
         "mixture_iid": Method(
             "mixture_iid", "GRPO on the mixture, codes iid from the prior", "mixture", codes="iid"
+        ),
+        "mixture_router": Method(
+            "mixture_router",
+            "GRPO on the mixture, codes from rung 2's trained router",
+            "mixture",
+            codes="router",
         ),
     }
     return [table[s] for s in cfg.methods]
@@ -291,6 +302,7 @@ class SeedContext:
         priors: ``{dataset prompt: p(z | x)}`` of the untrained mixture, pool and held-out prompts.
         seed: Seed of every method's training and measurement.
         out: This seed's folder.
+        router: Rung 2's router trained on the mixture (None without ``mixture_router``).
     """
 
     cfg: Any
@@ -306,6 +318,7 @@ class SeedContext:
     priors: dict[str, np.ndarray]
     seed: int
     out: Path
+    router: CodeRouter | None = None
 
 
 def method_sampler(ctx: SeedContext, method: Method) -> Sampler:
@@ -318,7 +331,11 @@ def method_sampler(ctx: SeedContext, method: Method) -> Sampler:
         raise SeffiError(f"method {method.slug} needs the latent mixture")
     policy = grpo.trl_policy(ctx.mixture_dir, ctx.task)
     code0 = Layout(ctx.task.vocabulary()).code0
-    return Sampler(policy, method.codes, ctx.priors, code0=code0, budget=ctx.cfg.budget)
+    routed: dict[str, Any] = {}
+    if method.codes == "router":
+        inputs = {policy.prompt(ctx.task, x): x for x in [*ctx.pool, *ctx.held_out]}
+        routed = {"router": ctx.router, "labeler": ctx.labelers["validator"], "inputs": inputs}
+    return Sampler(policy, method.codes, ctx.priors, code0=code0, budget=ctx.cfg.budget, **routed)
 
 
 def run_method(ctx: SeedContext, method: Method, progress: Any) -> MethodRun:
@@ -351,6 +368,8 @@ def run_method(ctx: SeedContext, method: Method, progress: Any) -> MethodRun:
         gen = trl_model.generation_config(hot, policy.model, policy.tokenizer)
     else:
         train = _train(ctx, method, sampler, args, evaluation, progress, bar)
+        if sampler.router is not None:
+            train["router"] = sampler.router.facts
         gen = trl_model.generation_config(args, policy.model, policy.tokenizer)
     progress.update(bar, completed=s.steps, status="measuring the pool")
     pool = measure_pool(

@@ -3,13 +3,18 @@
 * `Sampler`: a policy's own sampling (``seffi.models.grpo.sample_completions``), or a router's
   code as the completion's first token, then the mixture's trace (`generate_forced` with the
   `FirstToken` logits processor; ``rollout_func`` for TRL's GRPOTrainer).
+* `train_router`: rung 2's REINFORCE router (`seffi.experiment.learner`) trained on the mixture's
+  latent-LM env, with features that carry over to prompts it never saw (`CodeRouter`).
 * `ordered_eval`: valid@k and C(k) of samples drawn in runs whose order matters.
 * `group_surface`: surface diversity of each group of K samples, averaged.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,6 +22,10 @@ import numpy as np
 from seffi._seeding import seed_of
 from seffi.callbacks import trl_model
 from seffi.errors import SeffiError
+from seffi.experiment.config import RunConfig
+from seffi.experiment.ladder import _latent_vec
+from seffi.experiment.learner import ReinforceRouter, RouterFeatures
+from seffi.experiment.runner import Runner
 from seffi.group_scoring import split_groups
 from seffi.models import grpo
 from seffi.models.surface import SURFACE_KEYS, surface_metrics
@@ -78,15 +87,168 @@ def generate_forced(
     return out
 
 
+def history_layout(n_latents: int, n_strategies: int) -> dict[str, slice]:
+    """The router env's observation layout (``seffi.envs.router``) without the input one-hot.
+
+    ``prior`` (L), ``tried`` (L, times each code was tried in this run / K), ``found`` (M, 1 for a
+    strategy a valid completion of this run follows) and ``used`` (1, samples of this run so far / K):
+    what `RouterFeatures` reads with ``use_input=False``.
+    """
+    sizes = [("input", 0), ("prior", n_latents), ("tried", n_latents), ("found", n_strategies), ("used", 1)]
+    layout, start = {}, 0
+    for name, size in sizes:
+        layout[name] = slice(start, start + size)
+        start += size
+    return layout
+
+
+@dataclass
+class CodeRouter:
+    """A trained REINFORCE router over the mixture's codes, acting on any prompt's prior and run history.
+
+    Attributes:
+        router: The `ReinforceRouter` (logits ``log p(z | x) + W @ phi``).
+        strategies: The task's strategies, in the order of the ``found`` features.
+        budget: K, the run length it was trained on (``tried`` and ``used`` are fractions of it).
+        facts: Training facts (seconds, settings, novelty per run in each round).
+    """
+
+    router: ReinforceRouter
+    strategies: tuple[str, ...]
+    budget: int
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.layout = history_layout(self.router.n_latents, len(self.strategies))
+        self.features_of = RouterFeatures(self.layout, use_input=False)
+        if self.features_of.size != self.router.n_features:
+            raise SeffiError(
+                f"the router has {self.router.n_features} features, the history of {self.router.n_latents} "
+                f"codes and {len(self.strategies)} strategies gives {self.features_of.size}"
+            )
+
+    def features(
+        self, prior: np.ndarray, tried: np.ndarray, found: np.ndarray, used: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(phi, log prior)`` of runs, as `RouterFeatures` reads them from the router env's observation.
+
+        Args:
+            prior: float array, shape (R, L): each run's prompt's p(z | x).
+            tried: int array, shape (R, L): times each code was tried in the run so far.
+            found: bool array, shape (R, M): strategies followed by the run's valid completions so far.
+            used: Samples of each run so far.
+
+        Returns:
+            float arrays, shapes (R, F) and (R, L).
+        """
+        lay, k = self.layout, float(self.budget)
+        obs = np.zeros((len(prior), lay["used"].stop), dtype=np.float32)  # the env's dtype, as trained
+        obs[:, lay["prior"]] = prior
+        obs[:, lay["tried"]] = np.asarray(tried) / k
+        obs[:, lay["found"]] = found
+        obs[:, lay["used"]] = used / k
+        return self.features_of(obs)
+
+    def choose(
+        self, prior: np.ndarray, tried: np.ndarray, found: np.ndarray, used: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        """The next code of each run (int array, shape (R,)): `ReinforceRouter.act` on `features`."""
+        return self.router.act(*self.features(prior, tried, found, used), rng)
+
+
+class _NoveltyLog:
+    """The training stream's strategies found per run, each round (the monitor `Runner.train` feeds)."""
+
+    def __init__(self, runs: int) -> None:
+        self.runs, self.per_round, self._new = runs, [], 0
+
+    def update_infos(self, infos: dict[str, Any], done: np.ndarray) -> None:
+        self._new += int(np.asarray(infos["num_new_strategies"])[np.asarray(done, dtype=bool)].sum())
+
+    def maybe_log(self, step: int) -> None:
+        self.per_round.append(self._new / self.runs)
+        self._new = 0
+
+
+def train_router(
+    task: str,
+    mixture_dir: Path,
+    pool_ids: Sequence[str],
+    input_seed: int,
+    budget: int,
+    learner: Any,
+    seed: int,
+    progress: Any,
+) -> CodeRouter:
+    """Rung 2's router (`seffi ladder`'s ``run_rung``): REINFORCE on the mixture's latent-LM env.
+
+    The env (``seffi/<Name>LatentLM-v0``, ``reward="novel"``: a valid trace plus one per strategy new to
+    its run) runs the mixture on the pool; `Runner.train` makes ``learner.rounds`` policy-gradient
+    updates, each after ``learner.train_runs`` runs of K per pool prompt.
+
+    Args:
+        task: The task's name.
+        mixture_dir: The cached mixture's folder.
+        pool_ids: The pool's input ids (the env's pool must be the same prompts).
+        input_seed: The pool's seed (``task.make_inputs(len(pool_ids), seed=input_seed)``).
+        budget: K.
+        learner: A `LearnerConfig`; ``input_features`` must be off (a pool position means nothing on
+            another prompt).
+        seed: Seed of the env's sampling and the router's draws.
+        progress: A rich ``Progress``.
+
+    Raises:
+        SeffiError: ``input_features`` on, or an env pool that is not ``pool_ids``.
+    """
+    if learner.input_features:
+        raise SeffiError("the bench's router reads the prior and the run's history: input_features=False")
+    started = time.perf_counter()
+    runs = len(pool_ids) * learner.train_runs
+    env = _latent_vec(
+        task,
+        runs,
+        model_dir=str(mixture_dir),
+        n_inputs=len(pool_ids),
+        input_seed=input_seed,
+        budget=budget,
+        reward="novel",
+    )
+    u = env.unwrapped
+    if list(u.input_ids) != list(pool_ids):
+        raise SeffiError("the router's env drew another pool than the bench's")
+    feats = RouterFeatures(u.obs_layout, use_input=False)
+    learned = ReinforceRouter(
+        u.n_latents, feats.size, lr=learner.lr, gamma=learner.gamma, baseline_decay=learner.baseline_decay
+    )
+    router = CodeRouter(learned, tuple(u.strategies), budget)
+    runner = Runner(RunConfig(tasks=(task,), budget=budget, learner=learner), None, progress)
+    log = _NoveltyLog(runs)
+    bar = progress.add_task("router", total=learner.rounds, status="training")
+    runner.train(learned, feats, env, log, np.random.SeedSequence(seed), bar)
+    env.close()
+    router.facts = {
+        "seconds": time.perf_counter() - started,
+        "learner": learner.model_dump(),
+        "samples": runner.step,
+        "new_strategies_per_run": log.per_round,
+    }
+    return router
+
+
 class Sampler:
     """How a method's policy draws completions: its own sampling, or a router's codes then the trace.
 
     Args:
         policy: The `TRLPolicy` (base LM or mixture).
-        codes: None (plain sampling), ``"distinct"`` or ``"iid"`` (mixture).
+        codes: None (plain sampling), ``"distinct"``, ``"iid"`` or ``"router"`` (mixture).
         priors: ``{dataset prompt: p(z | x)}`` of the untrained mixture (mixture only).
         code0: Token id of code 0 (mixture only).
-        budget: K (a run's length: ``"distinct"`` restarts its order every K samples).
+        budget: K (a run's length: ``"distinct"`` restarts its order every K samples, ``"router"`` its
+            history).
+        router: The trained router (``"router"`` only).
+        labeler: ``labeler(x, text)`` -> validation result, for the router's ``found`` features
+            (``"router"`` only).
+        inputs: ``{dataset prompt: task input}`` of every prompt the router samples (``"router"`` only).
     """
 
     def __init__(
@@ -96,11 +258,17 @@ class Sampler:
         priors: dict[str, np.ndarray] | None = None,
         code0: int = 0,
         budget: int = 1,
+        *,
+        router: CodeRouter | None = None,
+        labeler: Any = None,
+        inputs: dict[str, Any] | None = None,
     ) -> None:
-        if codes not in (None, "distinct", "iid"):
-            raise SeffiError(f"codes must be None, 'distinct' or 'iid', got {codes!r}")
+        if codes not in (None, "distinct", "iid", "router"):
+            raise SeffiError(f"codes must be None, 'distinct', 'iid' or 'router', got {codes!r}")
         if codes is not None and not priors:
             raise SeffiError("a code sampler needs the mixture's prior of every prompt")
+        if codes == "router" and (router is None or labeler is None or inputs is None):
+            raise SeffiError("codes='router' needs the trained router, a labeler and the prompts' inputs")
         self.policy, self.codes, self.priors, self.code0, self.budget = (
             policy,
             codes,
@@ -108,7 +276,8 @@ class Sampler:
             code0,
             budget,
         )
-        self.ordered = codes == "distinct"
+        self.router, self.labeler, self.inputs = router, labeler, inputs or {}
+        self.ordered = codes in ("distinct", "router")
 
     def decode(self, ids: Sequence[int]) -> str:
         """Trace text of completion ids (a leading code token dropped)."""
@@ -117,15 +286,64 @@ class Sampler:
             ids = ids[1:]
         return self.policy.decode(ids)
 
-    def pick(self, prompt: str, positions: Sequence[int], rng: np.random.Generator) -> list[int]:
-        """The code of each listed sample position of ``prompt`` (position = index within its run of K)."""
+    def prior(self, prompt: str) -> np.ndarray:
+        """p(z | x) of a dataset prompt."""
         prior = self.priors.get(prompt)
         if prior is None:
             raise SeffiError(f"no mixture prior for prompt {prompt!r:.60}")
+        return prior
+
+    def pick(self, prompt: str, positions: Sequence[int], rng: np.random.Generator) -> list[int]:
+        """The code of each listed sample position of ``prompt`` (position = index within its run of K)."""
+        prior = self.prior(prompt)
         if self.codes == "distinct":
             order = np.argsort(-prior, kind="stable")
             return [int(order[(p % self.budget) % len(order)]) for p in positions]
         return [int(z) for z in rng.choice(len(prior), size=len(positions), p=prior / prior.sum())]
+
+    def routed(
+        self,
+        model: Any,
+        runs: Sequence[tuple[str, Sequence[int], int]],
+        gen: Any,
+        seed: int,
+        rng: np.random.Generator,
+    ) -> list[list[list[int]]]:
+        """Runs whose codes the router chooses one sample at a time, as it acts in its env.
+
+        Before sample t of a run the router sees the run's history (codes tried, strategies the
+        validator found in its valid completions, t); the t-th samples of every run are generated in
+        one batch, then labelled.
+
+        Args:
+            model: The mixture.
+            runs: ``(dataset prompt, prompt token ids, length)`` of each run.
+            gen: The generation config.
+            seed: Seed of the generation (one per position).
+            rng: The generator of the router's draws.
+
+        Returns:
+            Each run's completions (token ids, the code first).
+        """
+        router = self.router
+        assert router is not None
+        column = {s: j for j, s in enumerate(router.strategies)}
+        prior = np.stack([self.prior(p) for p, _, _ in runs]) if runs else np.zeros((0, 0))
+        tried = np.zeros(prior.shape, dtype=np.int64)
+        found = np.zeros((len(runs), len(column)), dtype=bool)
+        out: list[list[list[int]]] = [[] for _ in runs]
+        for t in range(max((n for _, _, n in runs), default=0)):
+            rows = [r for r, (_, _, n) in enumerate(runs) if t < n]
+            codes = router.choose(prior[rows], tried[rows], found[rows], t, rng)
+            first = [self.code0 + int(z) for z in codes]
+            done = generate_forced(model, [runs[r][1] for r in rows], first, gen, seed=seed_of(seed, t))
+            for r, z, ids in zip(rows, codes.tolist(), done, strict=True):
+                out[r].append(ids)
+                tried[r, z] += 1
+                result = self.labeler(self.inputs[runs[r][0]], self.decode(ids))
+                if result.valid:
+                    found[r, [column[s] for s in result.strategy_matches]] = True
+        return out
 
     def texts(
         self, model: Any, tokenizer: Any, prompts: Sequence[str], n: int, gen: Any, seed: int
@@ -137,30 +355,50 @@ class Sampler:
             )
         rng = np.random.default_rng(seed_of(seed, 1))
         prompt_ids = trl_model.prompt_token_ids(tokenizer, list(prompts))
-        rows, first = [], []
-        for p, ids in zip(prompts, prompt_ids, strict=True):
-            for z in self.pick(p, range(n), rng):
-                rows.append(ids)
-                first.append(self.code0 + z)
-        done = generate_forced(model, rows, first, gen, seed=seed)
+        if self.codes == "router":
+            runs = [
+                (p, ids, min(self.budget, n - s))
+                for p, ids in zip(prompts, prompt_ids, strict=True)
+                for s in range(0, n, self.budget)
+            ]
+            done = [c for run in self.routed(model, runs, gen, seed, rng) for c in run]
+        else:
+            rows, first = [], []
+            for p, ids in zip(prompts, prompt_ids, strict=True):
+                for z in self.pick(p, range(n), rng):
+                    rows.append(ids)
+                    first.append(self.code0 + z)
+            done = generate_forced(model, rows, first, gen, seed=seed)
         return [[self.decode(done[i * n + j]) for j in range(n)] for i in range(len(prompts))]
 
     def rollout_func(self, seed: int) -> Callable[[list[Any], Any], dict[str, Any]]:
-        """TRL's ``rollout_func``: each group's completions, their codes forced and masked from the loss."""
+        """TRL's ``rollout_func``: each group's completions, their codes forced and masked from the loss.
+
+        With ``"router"`` each group is one run of the router (its codes chosen one completion at a
+        time); otherwise every code is known before generation and the batch is one generation.
+        """
         calls = [0]
 
         def rollout(prompts: list[Any], trainer: Any) -> dict[str, Any]:
             size = int(trainer.num_generations)
-            records = [(p, (), True) for p in prompts]
+            groups = split_groups([(p, (), True) for p in prompts], size)
             rng = np.random.default_rng(seed_of(seed, 2, calls[0]))
-            first = [0] * len(prompts)
-            for group in split_groups(records, size):
-                for i, z in zip(group, self.pick(prompts[group[0]], range(len(group)), rng), strict=True):
-                    first[i] = self.code0 + z
             tok = trainer.processing_class
             prompt_ids = trl_model.prompt_token_ids(tok, prompts)
             gen = trl_model.generation_config(trainer.args, trainer.model, tok)
-            done = generate_forced(trainer.model, prompt_ids, first, gen, seed=seed_of(seed, 3, calls[0]))
+            gen_seed = seed_of(seed, 3, calls[0])
+            if self.codes == "router":
+                runs = [(prompts[g[0]], prompt_ids[g[0]], len(g)) for g in groups]
+                done: list[list[int]] = [[] for _ in prompts]
+                for g, run in zip(groups, self.routed(trainer.model, runs, gen, gen_seed, rng), strict=True):
+                    for i, ids in zip(g, run, strict=True):
+                        done[i] = ids
+            else:
+                first = [0] * len(prompts)
+                for g in groups:
+                    for i, z in zip(g, self.pick(prompts[g[0]], range(len(g)), rng), strict=True):
+                        first[i] = self.code0 + z
+                done = generate_forced(trainer.model, prompt_ids, first, gen, seed=gen_seed)
             calls[0] += 1
             return {
                 "prompt_ids": prompt_ids,
