@@ -5,8 +5,10 @@ prompt, in TRL's order (`split_groups`). Each rule returns one float per record,
 as a GRPO reward, and depends on a group only through the multiset of its records. The *outcome* of a
 completion is its sorted match set, the empty tuple included. `METHODS` names every group rule with
 the inputs it needs, `batch_rewards` applies one over a whole (gathered) generation batch, group by
-group, and `RewardMethod` binds a rule to its options and its state across steps. Formulas and
-sources: docs/statistics.md, "Group rewards of the exploration methods".
+group, and `RewardMethod` binds a rule to its options and its state across steps.
+`ADVANTAGE_METHODS` names the rules that replace the trainer's group-normalised advantage instead
+(UARL, UCPO, W-REINFORCE), applied by `batch_advantages`. Formulas and sources: docs/statistics.md,
+"Group rewards of the exploration methods".
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ K) and differs in one reward or one sampling rule (`METHOD_SLUGS`):
 
 * GRPO on the base LM with a reward of `seffi.group_scoring.METHODS` (validity, unlikeliness,
   unlikeliness with two updates per batch, pass@k, outcome UCB, outcome batch penalty, seffi's group
-  diversity) and a learning-rate-0 run (the sanity check: the policy stays the base);
+  diversity), with an advantage rule of `seffi.group_scoring.ADVANTAGE_METHODS` (UARL with the
+  validator's or the classifier's clusters, UCPO, W-REINFORCE; `seffi.experiment.bench_trainer`), with
+  a surface-diversity reward, and a learning-rate-0 run (the sanity check: the policy stays the base);
 * the base LM sampled at temperature 1.3, no training (measured like the others);
 * **the factorised explorer**: GRPO with the validity reward on rung 2's latent mixture
   (``prompt <sep> <z> trace``). A router picks each completion's code ``z`` and the generator writes
@@ -77,7 +79,7 @@ class Method:
         kind: ``"grpo"`` (GRPO on the base LM), ``"temperature"`` (the base sampled hotter, no training)
             or ``"mixture"`` (GRPO on the latent mixture, codes chosen by a router).
         reward: The reward method (`seffi.group_scoring.METHODS`).
-        options: The reward's options.
+        options: The reward's options (an advantage method's: the rule's options).
         lr_factor: Multiplies the bench's learning rate (0: the sanity run).
         num_iterations: GRPO updates per generation batch (TRL's ``num_iterations``).
         scale_rewards: TRL's ``scale_rewards`` (None: TRL's default).
