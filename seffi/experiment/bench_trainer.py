@@ -55,6 +55,11 @@ def surface_bonus(texts: Sequence[str]) -> list[float]:
         One bonus per completion.
     """
     tokens = [t.split() for t in texts]
+    g = len(texts)
+    dist = np.zeros((g, g))
+    for i in range(g):
+        for j in range(i + 1, g):
+            dist[i, j] = dist[j, i] = pairwise_edit_distance([texts[i], texts[j]])
     out = []
     for i, mine in enumerate(tokens):
         others = [t for j, t in enumerate(tokens) if j != i]
@@ -63,7 +68,7 @@ def surface_bonus(texts: Sequence[str]) -> list[float]:
             continue
         shares = [s for n in SURFACE_NGRAMS if (s := _novel_share(mine, others, n)) is not None]
         novel = float(np.mean(shares)) if shares else 0.0
-        edit = float(np.mean([pairwise_edit_distance([texts[i], t]) for j, t in enumerate(texts) if j != i]))
+        edit = float(dist[i].sum() / (g - 1))
         out.append((novel + edit) / 2.0)
     return out
 
