@@ -5,7 +5,9 @@ K) and differs in one reward or one sampling rule (`METHOD_SLUGS`):
 
 * GRPO on the base LM with a reward of `seffi.group_scoring.METHODS` (validity, unlikeliness,
   unlikeliness with two updates per batch, pass@k, outcome UCB, outcome batch penalty, seffi's group
-  diversity) and a learning-rate-0 run (the sanity check: the policy stays the base);
+  diversity), with an advantage rule of `seffi.group_scoring.ADVANTAGE_METHODS` (UARL with the
+  validator's or the classifier's clusters, UCPO, W-REINFORCE; `seffi.experiment.bench_trainer`), with
+  a surface-diversity reward, and a learning-rate-0 run (the sanity check: the policy stays the base);
 * the base LM sampled at temperature 1.3, no training (measured like the others);
 * **the factorised explorer**: GRPO with the validity reward on rung 2's latent mixture
   (``prompt <sep> <z> trace``). A router picks each completion's code ``z`` and the generator writes
@@ -44,7 +46,9 @@ from seffi.callbacks import trl_model
 from seffi.callbacks.trl import GRPOCoverage
 from seffi.errors import SeffiError
 from seffi.experiment.bench_sampling import CodeRouter, Sampler, group_surface, ordered_eval
+from seffi.experiment.bench_trainer import GroupAdvantages, SurfaceReward, advantage_trainer
 from seffi.experiment.ladder_rung3 import grpo_config, label_rollout, progress_callback
+from seffi.group_scoring import UCPO_TAU, W_REINFORCE_LAMBDA
 from seffi.models import grpo
 from seffi.models.passk import EvalResult, PassAtKEval, evaluate_samples
 
@@ -57,6 +61,11 @@ METHOD_SLUGS = (
     "outcome_ucb",
     "outcome_batch",
     "diversity",
+    "uarl",
+    "uarl_classifier",
+    "ucpo",
+    "w_reinforce",
+    "surface",
     "lr0",
     "temperature",
     "mixture_distinct",
@@ -75,12 +84,18 @@ class Method:
         kind: ``"grpo"`` (GRPO on the base LM), ``"temperature"`` (the base sampled hotter, no training)
             or ``"mixture"`` (GRPO on the latent mixture, codes chosen by a router).
         reward: The reward method (`seffi.group_scoring.METHODS`).
-        options: The reward's options.
+        options: The reward's options (an advantage method's: the rule's options).
         lr_factor: Multiplies the bench's learning rate (0: the sanity run).
         num_iterations: GRPO updates per generation batch (TRL's ``num_iterations``).
         scale_rewards: TRL's ``scale_rewards`` (None: TRL's default).
         codes: ``"distinct"``, ``"iid"`` or ``"router"`` for a mixture method.
         temperature: Sampling temperature of a temperature method.
+        advantage: An advantage rule of `seffi.group_scoring.ADVANTAGE_METHODS` replacing TRL's
+            advantage (`seffi.experiment.bench_trainer.advantage_trainer`), with ``options`` as its options.
+        clusters: Whose match sets the advantage rule reads: ``"validator"`` or ``"classifier"``
+            (validity is always the validator's).
+        surface_weight: ``w`` of the surface-diversity reward (`bench_trainer.SurfaceReward`), the
+            reward in place of validity; None: no surface reward.
     """
 
     slug: str
@@ -93,6 +108,9 @@ class Method:
     scale_rewards: str | None = None
     codes: str | None = None
     temperature: float = 1.0
+    advantage: str | None = None
+    clusters: str = "validator"
+    surface_weight: float | None = None
 
 
 def bench_methods(cfg: Any) -> list[Method]:
@@ -139,6 +157,30 @@ def bench_methods(cfg: Any) -> list[Method]:
             "grpo",
             "diversity",
             {"weight": cfg.grpo.diversity_weight},
+        ),
+        "uarl": Method("uarl", "GRPO UARL (1 / cluster size, exact clusters)", "grpo", advantage="uarl"),
+        "uarl_classifier": Method(
+            "uarl_classifier",
+            "GRPO UARL (1 / cluster size, classifier clusters)",
+            "grpo",
+            advantage="uarl",
+            clusters="classifier",
+        ),
+        "ucpo": Method(
+            "ucpo", f"GRPO UCPO (tau = {UCPO_TAU:g})", "grpo", options={"tau": UCPO_TAU}, advantage="ucpo"
+        ),
+        "w_reinforce": Method(
+            "w_reinforce",
+            f"W-REINFORCE (lambda = {W_REINFORCE_LAMBDA:g}, no baseline)",
+            "grpo",
+            options={"weight": W_REINFORCE_LAMBDA},
+            advantage="w_reinforce",
+        ),
+        "surface": Method(
+            "surface",
+            f"GRPO surface diversity (w = {cfg.grpo.diversity_weight:g})",
+            "grpo",
+            surface_weight=cfg.grpo.diversity_weight,
         ),
         "lr0": Method("lr0", "GRPO lr = 0 (sanity)", "grpo", lr_factor=0.0),
         "temperature": Method(
@@ -277,6 +319,8 @@ def grpo_args(
 ) -> Any:
     """The ``GRPOConfig`` of a method (every method: the same seed, steps, batch and K)."""
     extra: dict[str, Any] = {"num_iterations": method.num_iterations}
+    if method.surface_weight is not None:
+        extra["reward_weights"] = [0.0, 1.0]  # the coverage reward labels; the surface reward trains
     if method.scale_rewards is not None:
         extra["scale_rewards"] = method.scale_rewards
     return grpo_config(
@@ -420,7 +464,7 @@ def _train(
         task,
         ctx.pool,
         reward=method.reward,
-        reward_options=method.options or None,
+        reward_options=(method.options or None) if method.advantage is None else None,
         decode=sampler.decode,
         iid=ctx.iid["validator"],
         oracle=ctx.oracle["validator"],
@@ -431,17 +475,27 @@ def _train(
         seed=ctx.seed,
         plots=False,
     )
+    rewards: list[Any] = [cov.reward]
+    if method.surface_weight is not None:
+        rewards.append(SurfaceReward(cov.reward, method.surface_weight, ctx.cfg.budget))
     rows = {"prompt": [policy.prompt(task, x) for x in ctx.pool], "input_id": [x.id for x in ctx.pool]}
     kwargs: dict[str, Any] = {}
     if method.kind == "mixture":
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is TRL's documented hook
         kwargs["rollout_func"] = sampler.rollout_func(ctx.seed)
     progress.update(bar, status="GRPO")
+    if method.advantage is not None:
+        labeler = ctx.labelers["classifier"] if method.clusters == "classifier" else None
+        hook = GroupAdvantages(
+            method.advantage, method.options, cov.reward, ctx.cfg.budget, labeler, {x.id: x for x in ctx.pool}
+        )
+        kwargs["advantages"] = hook
+    make = advantage_trainer if method.advantage is not None else GRPOTrainer
     with grpo.quiet_trainer():
-        trainer = GRPOTrainer(
+        trainer = make(
             model=policy.model,
             processing_class=policy.tokenizer,
-            reward_funcs=[cov.reward],
+            reward_funcs=rewards,
             callbacks=[cov.callback, evaluation, progress_callback(progress, bar)],
             train_dataset=Dataset.from_dict(rows),
             args=args,

@@ -49,7 +49,7 @@ def _summary(out: Path) -> dict:
 
 
 def test_smoke_runs_every_method_and_writes_every_output(smoke: tuple[Path, int]) -> None:
-    """`seffi bench exploration --smoke` trains tiny models, runs all 11 methods and writes every output."""
+    """`seffi bench exploration --smoke` trains tiny models, runs every method and writes every output."""
     out, code = smoke
     assert code == 0
     for name in ("bench.json", "bench.md", "bench.png"):
