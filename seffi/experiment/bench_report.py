@@ -55,8 +55,8 @@ def method_row(
         label: Method label.
         seed: Model seed.
         budget: K.
-        pool: ``{labeler: {"value", "lo", "hi", "fragile", "valid_rate"}}``: the pool gain under each
-            labeler.
+        pool: ``{labeler: {"value", "lo", "hi", "fragile", "valid_rate", "prompts"}}``: the pool gain
+            under each labeler (``prompts``: `prompt_aucs`).
         final: The last held-out `EvalResult`.
         scalars: Its ``PassAtKEval.scalars`` (gain vs base and its fragility flag, crossover).
         surface: Surface metrics of its groups of K.
@@ -77,6 +77,9 @@ def method_row(
         "pool_gain_classifier": _f(c.get("value")),
         "pool_gain_classifier_lo": _f(c.get("lo")),
         "pool_gain_classifier_hi": _f(c.get("hi")),
+        # Per pool prompt AUCs of the policy, the base's iid and the oracle (`prompt_aucs`): the pieces
+        # the seed's pool gain is a ratio of, which the aggregates over seeds x prompts resample.
+        "pool_prompts": {k: g["prompts"] for k, g in pool.items() if g.get("prompts")},
         "valid_at_1": float(final.valid_at_k[0]),
         "coverage_k": float(final.coverage[budget - 1]),
         "coverage_n": float(final.coverage[-1]),
@@ -335,10 +338,38 @@ def pool_comparisons(seed_result: Mapping[str, Any]) -> dict[str, dict[str, dict
                 "fragile": g.fragile,
                 "valid_rate": float(rollouts[slug].valid.mean()),
                 "auc": p.curves.auc,
+                "prompts": prompt_aucs(
+                    rollouts[slug].tracker.curves(cfg.budget, n_boot=0), iid_curves, oracle
+                ),
             }
         out[name]["_iid_auc"] = {"value": float(iid_curves.auc)}
         out[name]["_oracle_auc"] = {"value": float(oracle.auc)}
     return out
+
+
+def prompt_aucs(policy: Any, iid: Any, oracle: Any) -> dict[str, list[Any]]:
+    """Per pool prompt, the three AUCs the pool gain is a ratio of.
+
+    ``gain = mean(auc - iid_auc) / mean(oracle_auc - iid_auc)`` over these prompts is the pool gain
+    (`seffi.coverage.gain.paired_gain` restricts the baselines to the policy's prompts the same way).
+
+    Args:
+        policy: The method's pool `Curves` (per-input AUCs, in its ``input_keys`` order).
+        iid: The base's iid `Curves` (per input).
+        oracle: The oracle's `Curves` (per input).
+
+    Returns:
+        ``{"input_ids", "auc", "iid_auc", "oracle_auc"}``: lists of length P, in the policy's order.
+    """
+    ids = [str(i) for _, i in policy.input_keys]
+    pos = {str(i): j for j, (_, i) in enumerate(iid.input_keys)}
+    opos = {str(i): j for j, (_, i) in enumerate(oracle.input_keys)}
+    return {
+        "input_ids": ids,
+        "auc": [float(a) for a in policy.input_auc],
+        "iid_auc": [float(iid.input_auc[pos[i]]) for i in ids],
+        "oracle_auc": [float(oracle.input_auc[opos[i]]) for i in ids],
+    }
 
 
 # -- files ----------------------------------------------------------------------------------------------
