@@ -48,3 +48,42 @@ def test_prompt_aucs_reproduce_the_pool_gain_to_1e_12(extra: int) -> None:
         g = prompt_gains(pieces["auc"], pieces["iid_auc"], pieces["oracle_auc"])
         assert gain.value is not None
         assert abs(g.mean() - gain.value) < 1e-12
+
+
+def _row(method: str, seed: int, auc: list[float], valid: float = 0.9, base_valid: float = 0.9) -> dict:
+    """A bench row with per-prompt pool data: iid AUC 0.5 and oracle AUC 0.7 on every prompt (room 0.2)."""
+    ids = [f"p{i}" for i in range(len(auc))]
+    pp = {"input_ids": ids, "auc": auc, "iid_auc": [0.5] * len(auc), "oracle_auc": [0.7] * len(auc)}
+    gain = (np.mean(auc) - 0.5) / 0.2
+    return {"method": method, "label": method.upper(), "seed": seed, "pool_gain": gain, "valid_at_1": valid,
+            "base_valid_at_1": base_valid, "pool_prompts": {"validator": pp}}  # fmt: skip
+
+
+def test_aggregates_pool_seeds_by_prompt_and_pair_with_validity() -> None:
+    """Hand case: with equal rooms the mean over seeds x prompts is the mean of the seeds' pool gains."""
+    from seffi.experiment.bench_report import NEEDS_PROMPTS, aggregates
+
+    rows = [
+        _row("validity", 0, [0.5, 0.4, 0.5, 0.45]),
+        _row("validity", 1, [0.45, 0.5, 0.4, 0.5]),
+        _row("wide", 0, [0.62, 0.6, 0.64, 0.66], valid=0.91),
+        _row("wide", 1, [0.6, 0.7, 0.64, 0.62], valid=0.9),
+        _row("bad_valid", 0, [0.62, 0.6, 0.64, 0.66], valid=0.8),
+        _row("bad_valid", 1, [0.6, 0.7, 0.64, 0.62], valid=0.85),
+    ]
+    agg = aggregates(rows, n_boot=400)
+    assert agg["needs"] is None and agg["reference"] == "validity"
+    res = agg["labelers"]["validator"]
+    wide = res["wide"]
+    assert wide["mean"]["value"] == pytest.approx(np.mean([r["pool_gain"] for r in rows[2:4]]), abs=1e-12)
+    # per-prompt gains (a - 0.5) / 0.2: every one positive, every one above validity's on its prompt
+    assert wide["poi_base"]["value"] == 1.0 and wide["poi_reference"]["value"] == 1.0
+    assert wide["mean"]["lo"] > 0 and wide["valid_at_1_diff"] == pytest.approx(0.005)
+    assert wide["widens"] is True
+    assert res["bad_valid"]["widens"] is False  # its held-out valid@1 is below the base's on average
+    assert res["validity"]["poi_reference"] is None and res["validity"]["widens"] is False
+    # validity: gains 0, -0.5, 0, -0.25 and -0.25, 0, -0.5, 0: four ties at 0 count half
+    assert res["validity"]["poi_base"]["value"] == pytest.approx(4 * 0.5 / 8)
+    del rows[0]["pool_prompts"]
+    bare = aggregates(rows)
+    assert bare["needs"] == NEEDS_PROMPTS and bare["labelers"] == {}
