@@ -20,6 +20,7 @@ from seffi._io import write_atomic
 from seffi._seeding import seed_of
 from seffi.errors import SeffiError
 from seffi.experiment.bench_plots import bench_figure, console_lines, console_table, log_bench, markdown
+from seffi.experiment.bench_stats import aggregate, prompt_gains
 from seffi.experiment.runner import Runner
 from seffi.models.surface import SURFACE_KEYS, rank_correlation
 
@@ -173,8 +174,6 @@ NEEDS_PROMPTS = "needs per-prompt pool data (rows without pool_prompts)"
 
 def _seed_gains(rows: Sequence[Mapping[str, Any]], labeler: str) -> dict[int, tuple[list[str], Any]]:
     """``{seed: (prompt ids sorted, per-prompt gains in that order)}`` of one method's rows."""
-    from seffi.experiment.bench_stats import prompt_gains
-
     out = {}
     for r in rows:
         pp = r["pool_prompts"][labeler]
@@ -203,8 +202,6 @@ def aggregates(rows: Sequence[Mapping[str, Any]], *, n_boot: int = 2000, seed: i
         ``widens``, or ``{"label", "reason"}`` when it cannot be computed. ``needs`` is `NEEDS_PROMPTS`
         (and ``labelers`` empty) when a row lacks per-prompt data.
     """
-    from seffi.experiment.bench_stats import aggregate
-
     out: dict[str, Any] = {"reference": REFERENCE, "valid_rule": VALID_RULE, "needs": None, "labelers": {}}
     if not rows or any(not r.get("pool_prompts") for r in rows):
         out["needs"] = NEEDS_PROMPTS
