@@ -389,6 +389,12 @@ def verdict_block(benches: Mapping[str, Bench]) -> str:
         else:
             found = f"no method widens it: {_best(b)}"
         parts.append(f"In the {setting} setting, {found}; the design detects {_detectable(b)} at 80% power.")
+    sanity = [(setting, (b.agg() or {}).get("lr0", {}).get("mean")) for setting, b in benches.items()]
+    sanity = [(setting, m) for setting, m in sanity if m is not None]
+    if sanity:
+        every = all(side(m["lo"], m["hi"]) == "contains 0" for _, m in sanity)
+        cells = ", ".join(f"{ival(m)} ({setting})" for setting, m in sanity)
+        parts.append(f"{'Every' if every else 'Not every'} lr = 0 aggregate interval contains 0: {cells}.")
     s0 = next(iter((first.agg() or {}).values()))
     return (
         f"{question} {' '.join(parts)} Tried: {names}; over model "

@@ -58,6 +58,7 @@ def test_verdict_names_the_method_that_widens_with_its_aggregate(x) -> None:
     assert text.startswith("**Does any RL exploration method widen exact strategy coverage")
     assert f"**wide** widens it, mean pool gain {x.ival(agg['wide']['mean'])}" in text
     assert "validity; wide; surface" in text  # every method but lr = 0 was tried
+    assert f"Every lr = 0 aggregate interval contains 0: {x.ival(agg['lr0']['mean'])} (default)." in text
     table = x.aggregates_block(b)
     assert table.count("**yes**") == 1 and "| wide | 3 × 16 |" in table
 
