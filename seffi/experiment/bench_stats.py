@@ -12,7 +12,10 @@ seed's own gain). Every aggregate below is over the S x P values g_{s,p}:
 * the **mean** and the **IQM** (interquartile mean: the mean of the middle 50 % of the pooled values,
   Agarwal et al. 2021, "Deep RL at the edge of the statistical precipice") with a **two-stage
   (stratified) bootstrap** 95 % percentile interval: each replicate draws S seeds with replacement,
-  then within each drawn seed P of its prompts with replacement;
+  then within each drawn seed P of its prompts with replacement. Resampling prompts within the drawn
+  seeds counts the within-seed noise a second time (the seeds' means already carry it), so the
+  interval errs long when the seeds agree; with few seeds whose effects differ it errs short, as any
+  interval resting on S seeds' spread does (tests/experiment/test_bench_stats.py measures both);
 * the **probability of improvement** of a method over a baseline. rliable's P(X > Y) compares every
   run of X with every run of Y (Mann-Whitney). Here the runs are paired: the method and the validity
   baseline are measured on the same prompts of the same seed, so the paired form is used,
