@@ -9,12 +9,12 @@ path: :func:`seffi.models.grpo.reference_iid`, the rung's pool measurement and t
 comparison), and prints the gain's mean and spread and how often its 95 % interval contains 0.
 
 ``--held-out`` measures rung 3's other gain the same way: ``PassAtKEval``'s held-out gain vs the base
-(the ladder's held-out prompts, n samples each; :func:`seffi.models.passk.gain_vs_base`), the base LM
-evaluated twice per measurement seed with independent samples, with the two-stage interval and with the
-interval resampling prompts only side by side. It also recomputes the ladder's own lr = 0 draw (the
-reference evaluation against the evaluation at the last step, same seeds as ``seffi ladder``: the
-table's "held-out gain vs base" of the sanity row) with both intervals. ``--no-pool`` skips the pool
-measurement. ``benchmarks/passk_calibration.py`` does the same from known laws, without a model.
+(the ladder's held-out prompts, n samples each; :func:`seffi.models.passk.gain_vs_base`, its interval
+over prompts), the base LM evaluated twice per measurement seed with independent samples. It also
+recomputes the ladder's own lr = 0 draw (the reference evaluation against the evaluation at the last
+step, same seeds as ``seffi ladder``: the table's "held-out gain vs base" of the sanity row).
+``--no-pool`` skips the pool measurement. ``benchmarks/passk_calibration.py`` does the same from known
+laws, without a model.
 
 Needs the ``lm`` and ``trl`` extras and the ladder's cached base LM (``seffi ladder`` trains it once,
 or this script does). Run ``python benchmarks/rung3_sanity.py`` (about 5 minutes for 40 seeds on 2
@@ -25,7 +25,6 @@ design rung 3 had before.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,7 +141,7 @@ def pool_gain(
 def held_out_gain(
     args: Args, cfg: Any, task: Any, pool: list[Any], policy: Any, grpo_args: Any, root: int
 ) -> None:
-    """PassAtKEval's held-out gain of the base LM against itself: two-stage vs prompts-only intervals."""
+    """PassAtKEval's held-out gain of the base LM against itself, with its interval over prompts."""
     from seffi._seeding import seed_of
     from seffi.experiment import ladder_rung3 as rung3
     from seffi.models.passk import PassAtKEval, gain_vs_base
@@ -150,48 +149,33 @@ def held_out_gain(
     s = cfg.grpo
     held_out = rung3.held_out_inputs(task, {x.id for x in pool}, s.eval_inputs, seed_of(root, 1))
 
-    def both(seed: int, salts: tuple[int, int]) -> tuple[float, dict[str, tuple[float, float]]]:
+    def gain(seed: int, salts: tuple[int, int]) -> Any:
         ev = PassAtKEval(
             task, held_out, prompt=policy.prompt, n=s.eval_samples, decode=policy.decode, seed=seed
         )
         base, again = (ev.evaluate(policy.model, policy.tokenizer, grpo_args, salt=t) for t in salts)
-        oracle = ev.oracle_aucs(cfg.budget)
-        out = {}
-        for kind, (p, b) in (
-            ("two-stage", (again, base)),
-            (
-                "prompts",
-                (dataclasses.replace(again, sample_sets=None), dataclasses.replace(base, sample_sets=None)),
-            ),
-        ):
-            g = gain_vs_base(p, b, oracle, cfg.budget)
-            out[kind] = (g.lo, g.hi)
-        return g.value, out
+        return gain_vs_base(again, base, ev.oracle_aucs(cfg.budget), cfg.budget)
 
     started = time.perf_counter()
-    value, ladder = both(root, (0, s.steps))  # the ladder's reference and its lr = 0 run's last evaluation
-    two, only = ladder["two-stage"], ladder["prompts"]
+    ladder = gain(root, (0, s.steps))  # the ladder's reference and its lr = 0 run's last evaluation
     print(
         f"{task.name}, {len(held_out)} held-out prompts, n = {s.eval_samples}, K = {cfg.budget}; the "
-        f"ladder's lr = 0 held-out gain vs base: {value:+.3f}, two-stage [{two[0]:+.3f}, {two[1]:+.3f}], "
-        f"prompts only [{only[0]:+.3f}, {only[1]:+.3f}]"
+        f"ladder's lr = 0 held-out gain vs base: {ladder.value:+.3f} [{ladder.lo:+.3f}, {ladder.hi:+.3f}]"
     )
-    values, hits, widths = [], {"two-stage": [], "prompts": []}, {"two-stage": [], "prompts": []}
+    values, hits, widths = [], [], []
     for i in range(args.seeds):
-        v, cis = both(seed_of(15, i), (0, 1))
-        values.append(v)
-        for kind, (lo, hi) in cis.items():
-            hits[kind].append(lo is not None and lo <= 0.0 <= hi)
-            widths[kind].append(hi - lo if lo is not None else np.nan)
-    g = np.array(values)
-    print(f"  base LM against itself, {args.seeds} seeds: gain mean {g.mean():+.3f}, sd {g.std(ddof=1):.3f}")
-    for kind in ("two-stage", "prompts"):
-        share = float(np.mean(hits[kind]))
-        se = (share * (1 - share) / args.seeds) ** 0.5
-        print(
-            f"  {kind:>9s} 95% CI contains 0: {share:.3f} ± {se:.3f} (target >= 0.93); "
-            f"mean width {np.nanmean(widths[kind]):.3f}"
-        )
+        g = gain(seed_of(15, i), (0, 1))
+        values.append(g.value)
+        hits.append(g.lo is not None and g.lo <= 0.0 <= g.hi)
+        widths.append(g.hi - g.lo if g.lo is not None else np.nan)
+    v = np.array(values)
+    share = float(np.mean(hits))
+    se = (share * (1 - share) / args.seeds) ** 0.5
+    print(f"  base LM against itself, {args.seeds} seeds: gain mean {v.mean():+.3f}, sd {v.std(ddof=1):.3f}")
+    print(
+        f"  95% CI over prompts contains 0: {share:.3f} ± {se:.3f} (target 0.95); "
+        f"mean width {np.nanmean(widths):.3f}"
+    )
     print(f"  ({time.perf_counter() - started:.0f} s)")
 
 

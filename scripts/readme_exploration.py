@@ -35,20 +35,20 @@ SHORT = {
     "temperature": "T = 1.3, no training",
     "mixture_distinct": "mixture, distinct codes",
     "mixture_iid": "mixture, iid codes",
+    "surface": "surface diversity",
 }
-#: Methods that train the policy (lr = 0 and temperature are controls).
-TRAINED = ("validity", "unlikeliness", "unlikeliness_x2", "passk", "outcome_ucb", "outcome_batch",
-           "diversity", "mixture_distinct", "mixture_iid")
+#: Methods that do not train the policy: the controls.
+CONTROLS = ("lr0", "temperature")
 SURFACE = {"distinct_1": "distinct-1", "distinct_2": "distinct-2", "distinct_3": "distinct-3",
            "distinct_4": "distinct-4", "edit_distance": "edit distance", "distinct_rate": "distinct rate"}
 
 
 def blocks_of(setting: str) -> tuple[str, ...]:
     """The page's block names for one setting."""
-    return tuple(f"exploration-{setting}-{part}" for part in ("setup", "table", "findings"))
+    return tuple(f"exploration-{setting}-{part}" for part in ("setup", "table", "aggregates", "findings"))
 
 
-BLOCKS = {name for s in SETTINGS for name in blocks_of(s)} | {"exploration-wall"}
+BLOCKS = {name for s in SETTINGS for name in blocks_of(s)} | {"exploration-wall", "exploration-verdict"}
 
 
 # -- formatting ----------------------------------------------------------------------------------------
@@ -112,6 +112,24 @@ class Bench:
         self.methods = list(self.cfg["methods"])
         self.k, self.n = self.cfg["budget"], self.cfg["grpo"]["eval_samples"]
 
+    @property
+    def trained(self) -> list[str]:
+        """The methods that train the policy, in table order."""
+        return [m for m in self.methods if m not in CONTROLS]
+
+    def short(self, method: str) -> str:
+        """The page's name of a method (its bench label when the page has none)."""
+        if method in SHORT:
+            return SHORT[method]
+        return next((r["label"] for r in self.s["rows"] if r["method"] == method), method)
+
+    def agg(self, labeler: str = "validator") -> dict[str, Any] | None:
+        """The bench's aggregates over seeds x prompts under ``labeler``; None without per-prompt data."""
+        a = self.s.get("aggregates")
+        if not a or a.get("needs"):
+            return None
+        return a["labelers"].get(labeler)
+
     def rows(self, method: str) -> list[Mapping[str, Any]]:
         return [self.row[(method, s)] for s in self.seeds if (method, s) in self.row]
 
@@ -121,8 +139,16 @@ class Bench:
     def pool(self, r: Mapping[str, Any]) -> str:
         return interval(r["pool_gain"], r["pool_gain_lo"], r["pool_gain_hi"])
 
+    def mixed_heldout(self) -> bool:
+        """Whether the held-out intervals are of two kinds (rows carrying ``heldout_interval``).
+
+        Such benches resample prompts and samples (two-stage) except for the distinct-code explorer
+        (prompts only); in the others every held-out interval is over prompts.
+        """
+        return any(r.get("heldout_interval") == "two-stage" for r in self.s["rows"])
+
     def heldout(self, r: Mapping[str, Any]) -> str:
-        mark = " (p)" if r.get("heldout_interval") == "prompts" else ""
+        mark = " (p)" if self.mixed_heldout() and r.get("heldout_interval") == "prompts" else ""
         return interval(r["heldout_gain"], r["heldout_gain_lo"], r["heldout_gain_hi"]) + mark
 
 
@@ -179,12 +205,15 @@ def table_block(b: Bench) -> str:
                                   r["pool_gain_classifier_hi"])
             cross = "none" if r.get("crossover_k") is None else str(r["crossover_k"])
             lines.append(
-                f"| {SHORT[method]} | {seed} | {b.pool(r)} | {classifier} | {num(r['valid_at_1'])} | "
+                f"| {b.short(method)} | {seed} | {b.pool(r)} | {classifier} | {num(r['valid_at_1'])} | "
                 f"{num(r['coverage_k'])} / {num(r['coverage_n'])} | {b.heldout(r)} | {cross} | "
                 f"{num(r['solvable'])} | {num(r['distinct_2'])} | {num(r['edit_distance'])} | "
                 f"{r['seconds']:.0f} |"
             )
-    return "\n".join(lines) + "\n"
+    legend = ("(p) marks a held-out interval over prompts only; the other held-out intervals resample "
+              "prompts and samples (two-stage)." if b.mixed_heldout() else
+              "Every held-out interval is over prompts (Fieller's, docs/statistics.md).")
+    return "\n".join(lines) + "\n\n" + legend + "\n"
 
 
 def meets(r: Mapping[str, Any], base: Mapping[str, Any]) -> bool:
@@ -219,14 +248,14 @@ def target_finding(b: Bench) -> list[str]:
         c8 = ", ".join(num(r["coverage_k"]) for r in b.rows(m))
         base8 = ", ".join(num(b.base[s]["coverage_k"]) for s in b.seeds)
         out.append(
-            f"{bar}: met by **{SHORT[m]}** on {seeds_text([r['seed'] for r in runs])}: {cells}{rest}. "
+            f"{bar}: met by **{b.short(m)}** on {seeds_text([r['seed'] for r in runs])}: {cells}{rest}. "
             f"On held-out prompts its gain vs the base is {held}, and its C({b.k}) {c8} against the "
             f"base's {base8}; under the classifier's labels its pool gain is {classifier}."
         )
     single = [(m, hits[m]) for m in b.methods if 0 < len(hits[m]) < need]
     if single:
         parts = "; ".join(
-            f"{SHORT[m]} on {seeds_text([r['seed'] for r in runs])} ("
+            f"{b.short(m)} on {seeds_text([r['seed'] for r in runs])} ("
             + ", ".join(f"{b.pool(r)} at valid@1 {num(r['valid_at_1'])}" for r in runs) + ")"
             for m, runs in single
         )
@@ -234,15 +263,208 @@ def target_finding(b: Bench) -> list[str]:
     return out
 
 
+# -- aggregates over seeds x prompts --------------------------------------------------------------------
+
+#: What the aggregate parts say when the committed rows predate per-prompt pool data.
+NEEDS = ("needs per-prompt data: these rows hold each seed's pool gain but not the per-prompt AUCs it "
+         "is a ratio of (`pool_prompts`), which a run of `seffi bench exploration` records")
+
+
+def ival(d: Mapping[str, Any]) -> str:
+    """An aggregate ``{"value", "lo", "hi"}`` as ``+v [lo, hi]``."""
+    return interval(d["value"], d["lo"], d["hi"])
+
+
+def prob(d: Mapping[str, Any] | None) -> str:
+    """A probability with its interval: ``0.62 [0.48, 0.75]``."""
+    return "—" if d is None else f"{num(d['value'], 2)} [{num(d['lo'], 2)}, {num(d['hi'], 2)}]"
+
+
+def aggregates_block(b: Bench) -> str:
+    """Per method: mean and IQM pool gain over seeds x prompts [95% CI], and the rest of its aggregates.
+
+    The probabilities of improvement, the detectable difference and whether it widens coverage; or
+    why there are none.
+    """
+    agg = b.agg()
+    if agg is None:
+        return f"Aggregates over seeds × prompts: {NEEDS}.\n"
+    head = ["method", "seeds × prompts", "mean pool gain [95% CI]", "IQM [95% CI]", "P(gain > 0)",
+            "P(> validity)", "detectable vs 0 / vs validity", "valid@1 − base", "widens"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m in b.methods:
+        a = agg.get(m)
+        if a is None:
+            continue
+        if "reason" in a:
+            lines.append(f"| {b.short(m)} | — | {a['reason']} |" + " |" * (len(head) - 3))
+            continue
+        vs = "—" if a["detectable_vs_reference"] is None else num(a["detectable_vs_reference"], 2)
+        lines.append(
+            f"| {b.short(m)} | {a['seeds']} × {a['prompts']} | {ival(a['mean'])} | "
+            f"{ival(a['iqm'])} | {prob(a['poi_base'])} | {prob(a['poi_reference'])} | "
+            f"{num(a['detectable_vs_0'], 2)} / {vs} | {signed(a['valid_at_1_diff'])} | "
+            f"{'**yes**' if a['widens'] else 'no'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def widening(b: Bench) -> tuple[list[str], list[str]]:
+    """(methods that widen coverage, methods tried): every method but lr = 0, from the aggregates."""
+    agg = b.agg() or {}
+    tried = [m for m in b.methods if m != "lr0"]
+    return [m for m in tried if agg.get(m, {}).get("widens")], tried
+
+
+def _best(b: Bench) -> str:
+    agg = b.agg() or {}
+    scored = [m for m in b.methods if m != "lr0" and "mean" in agg.get(m, {})]
+    m = max(scored, key=lambda k: agg[k]["mean"]["value"])
+    a = agg[m]
+    return (f"the highest mean pool gain is {b.short(m)}'s, {ival(a['mean'])}, with P(gain > 0) "
+            f"{prob(a['poi_base'])} and held-out valid@1 {signed(a['valid_at_1_diff'])} against the base's")
+
+
+def _detectable(b: Bench) -> str:
+    agg = b.agg() or {}
+    trained = [agg[m] for m in b.trained if "detectable_vs_0" in agg.get(m, {})]
+    vs0 = [a["detectable_vs_0"] for a in trained]
+    vsr = [a["detectable_vs_reference"] for a in trained if a["detectable_vs_reference"] is not None]
+    text = f"a mean pool gain of {span(vs0, 2)} against 0"
+    return text + (f" and a difference of {span(vsr, 2)} against validity" if vsr else "")
+
+
+def _seed_detectable(b: Bench) -> str:
+    """The detectable mean pool gain (vs 0) and difference (vs validity) from the seeds' pool gains alone."""
+    from seffi.experiment.bench_stats import detectable
+
+    vs0, vsr = [], []
+    ref = {r["seed"]: r["pool_gain"] for r in b.rows("validity")}
+    for m in b.trained:
+        g = {r["seed"]: r["pool_gain"] for r in b.rows(m) if r["pool_gain"] is not None}
+        if len(g) > 1:
+            vs0.append(detectable(statistics.stdev(g.values()) / len(g) ** 0.5))
+        d = [g[s] - ref[s] for s in g if s in ref]
+        if m != "validity" and len(d) > 1:
+            vsr.append(detectable(statistics.stdev(d) / len(d) ** 0.5))
+    text = f"a mean pool gain of {span(vs0, 2)} against 0"
+    return text + (f" and a difference of {span(vsr, 2)} against validity" if vsr else "")
+
+
+def verdict_block(benches: Mapping[str, Bench]) -> str:
+    """The page's first paragraph: the verdict on the seed's question, in aggregate terms."""
+    first = next(iter(benches.values()))
+    question = ("**Does any RL exploration method widen exact strategy coverage over the base's own iid "
+                "sampling at held-out valid@1 ≥ the base's?**")
+    tried = widening(first)[1]
+    names = "; ".join(first.short(m) for m in tried)
+    if any(b.agg() is None for b in benches.values()):
+        votes, power = [], []
+        for setting, b in benches.items():
+            need = 2 if len(b.seeds) >= 3 else len(b.seeds)
+            hits = [m for m in tried if sum(meets(r, b.base[r["seed"]]) for r in b.rows(m)) >= need]
+            who = ", ".join(f"**{b.short(m)}**" for m in hits) or "no method"
+            votes.append(f"{who} in the {setting} setting")
+            power.append(f"{_seed_detectable(b)} in the {setting} setting")
+        return (
+            f"{question} Seed by seed, {' and '.join(votes)} keeps its pool-gain interval above 0 at "
+            f"held-out valid@1 ≥ the base's on at least {need} of {len(first.seeds)} model seeds. "
+            f"Tried: {names}. "
+            f"From the spread of the seeds' pool gains (sd over seeds / √{len(first.seeds)}), the design "
+            f"detects at 80% power (two-sided 5%) {'; '.join(power)}. The aggregate verdict over seeds × "
+            f"pool prompts {NEEDS}.\n"
+        )
+    parts = []
+    for setting, b in benches.items():
+        wide, tried = widening(b)
+        agg = b.agg() or {}
+        if wide:
+            found = "; ".join(
+                f"**{b.short(m)}** widens it, mean pool gain {ival(agg[m]['mean'])} (IQM "
+                f"{ival(agg[m]['iqm'])}, P(gain > 0) {prob(agg[m]['poi_base'])}, P(> validity) "
+                f"{prob(agg[m]['poi_reference'])}, held-out valid@1 {signed(agg[m]['valid_at_1_diff'])} vs "
+                "the base's)"
+                for m in wide
+            )
+        else:
+            found = f"no method widens it: {_best(b)}"
+        parts.append(f"In the {setting} setting, {found}; the design detects {_detectable(b)} at 80% power.")
+    sanity = [(setting, (b.agg() or {}).get("lr0", {}).get("mean")) for setting, b in benches.items()]
+    sanity = [(setting, m) for setting, m in sanity if m is not None]
+    if sanity:
+        every = all(side(m["lo"], m["hi"]) == "contains 0" for _, m in sanity)
+        cells = ", ".join(f"{ival(m)} ({setting})" for setting, m in sanity)
+        parts.append(f"{'Every' if every else 'Not every'} lr = 0 aggregate interval contains 0: {cells}.")
+    s0 = next(iter((first.agg() or {}).values()))
+    return (
+        f"{question} {' '.join(parts)} Tried: {names}; over model "
+        f"seeds {', '.join(map(str, first.seeds))} × {s0['prompts']} pool prompts each. A method widens "
+        "coverage when its mean pool gain over seeds × prompts has its 95% interval (two-stage bootstrap: "
+        "seeds, then prompts within a seed) above 0 and its held-out valid@1 minus the base's averages "
+        "at least 0 over the seeds; detectable: the smallest true difference a two-sided 5% test finds "
+        "with 80% power, from the measured variances (for the trained methods). With few seeds whose effects "
+        "differ the interval covers less than 95% (tests/experiment/test_bench_stats.py simulates it).\n"
+    )
+
+
+def aggregate_sanity(b: Bench) -> str:
+    """Lr = 0's aggregate interval, which must contain 0."""
+    a = (b.agg() or {}).get("lr0")
+    if not a or "mean" not in a:
+        return ""
+    inside = side(a["mean"]["lo"], a["mean"]["hi"]) == "contains 0"
+    return (f" Over seeds × prompts its mean pool gain is {ival(a['mean'])}, "
+            f"{'which contains' if inside else 'which does not contain'} 0.")
+
+
+def surface_method_finding(b: Bench) -> list[str]:
+    """The surface-diversity reward's surface metrics vs its exact coverage, against base and validity."""
+    if not b.rows("surface") or not b.rows("validity"):
+        return []
+    agg = b.agg() or {}
+
+    def gain(m: str) -> str:
+        a = agg.get(m, {})
+        return ival(a["mean"]) if "mean" in a else signed(b.mean(m, "pool_gain"))
+
+    base = {k: statistics.fmean(b.base[s][k] for s in b.seeds) for k in ("distinct_2", "edit_distance",
+                                                                          "coverage_k")}
+    cells = {m: {k: b.mean(m, k) for k in base} for m in ("surface", "validity")}
+    up = cells["surface"]["distinct_2"] > base["distinct_2"]
+    down = cells["surface"]["coverage_k"] < base["coverage_k"]
+    return [
+        f"**Surface reward vs approach**: the surface-diversity reward "
+        f"{'raises' if up else 'does not raise'} distinct-2 to {num(cells['surface']['distinct_2'])} "
+        f"(base {num(base['distinct_2'])}, validity {num(cells['validity']['distinct_2'])}) and edit "
+        f"distance to {num(cells['surface']['edit_distance'])} (base {num(base['edit_distance'])}, validity "
+        f"{num(cells['validity']['edit_distance'])}), while exact strategy coverage "
+        f"{'falls' if down else 'does not fall'}: held-out C({b.k}) {num(cells['surface']['coverage_k'])} "
+        f"(base {num(base['coverage_k'])}, validity {num(cells['validity']['coverage_k'])}), mean pool "
+        f"gain {gain('surface')} (validity {gain('validity')}); means over seeds."
+    ]
+
+
+def aggregate_target(b: Bench) -> list[str]:
+    """The target in aggregate terms: which methods widen coverage (`aggregates_block`'s last column)."""
+    wide, _ = widening(b)
+    bar = ("**Target (mean pool gain over seeds × prompts with its 95% interval above 0, at held-out "
+           "valid@1 ≥ the base's on average over seeds)**")
+    if not wide:
+        return [f"{bar}: met by no method; {_best(b)}."]
+    agg = b.agg() or {}
+    cells = "; ".join(f"**{b.short(m)}** ({ival(agg[m]['mean'])})" for m in wide)
+    return [f"{bar}: met by {cells}."]
+
+
 def narrowing_finding(b: Bench) -> list[str]:
     """Every trained method's mean pool and held-out gain, and where its intervals lie."""
-    trained = [m for m in TRAINED if b.rows(m)]
+    trained = [m for m in b.trained if b.rows(m)]
     cells = []
     for m in trained:
         sides = [side(r["pool_gain_lo"], r["pool_gain_hi"]) for r in b.rows(m)]
         where = ("above 0", "contains 0", "below 0")
         counts = ", ".join(f"{sides.count(s)} {s}" for s in where if s in sides)
-        cells.append(f"{SHORT[m]} {signed(b.mean(m, 'pool_gain'), 2)} ({counts})")
+        cells.append(f"{b.short(m)} {signed(b.mean(m, 'pool_gain'), 2)} ({counts})")
     held = [r for m in trained for r in b.rows(m)]
     below = sum(r["heldout_gain_hi"] is not None and r["heldout_gain_hi"] < 0 for r in held)
     negative = sum(r["heldout_gain"] < 0 for r in held)
@@ -285,7 +507,7 @@ def controls_finding(b: Bench) -> list[str]:
         every = all(side(r["pool_gain_lo"], r["pool_gain_hi"]) == "contains 0" for r in rows)
         out.append(
             f"**Sanity**: {'every' if every else 'not every'} lr = 0 pool-gain interval contains 0: "
-            + ", ".join(b.pool(r) for r in rows) + "."
+            + ", ".join(b.pool(r) for r in rows) + "." + aggregate_sanity(b)
         )
     return out
 
@@ -294,8 +516,8 @@ def solvable_finding(b: Bench) -> list[str]:
     """The base's solvable share at n, the trained methods' range, and the crossovers."""
     prompts = b.cfg["grpo"]["eval_inputs"]
     base = [b.base[s]["solvable"] for s in b.seeds]
-    trained = [r for m in TRAINED for r in b.rows(m)]
-    crossed = [f"{SHORT[r['method']]} on seed {r['seed']} (k = {r['crossover_k']})"
+    trained = [r for m in b.trained for r in b.rows(m)]
+    crossed = [f"{b.short(r['method'])} on seed {r['seed']} (k = {r['crossover_k']})"
                for r in trained if r.get("crossover_k") is not None]
     return [
         f"**Solvable share and crossover**: the base solves {', '.join(num(x) for x in base)} of the "
@@ -366,8 +588,9 @@ def labeler_finding(b: Bench) -> list[str]:
 
 def findings_block(b: Bench) -> str:
     """Every finding of one setting, each read off the committed bench."""
-    parts = [*target_finding(b), *narrowing_finding(b), *controls_finding(b), *solvable_finding(b),
-             *surface_finding(b), *labeler_finding(b)]
+    target = target_finding(b) if b.agg() is None else aggregate_target(b)
+    parts = [*target, *narrowing_finding(b), *controls_finding(b), *surface_method_finding(b),
+             *solvable_finding(b), *surface_finding(b), *labeler_finding(b)]
     return "".join(f"* {p}\n" for p in parts)
 
 
@@ -478,7 +701,7 @@ def produce(ctx: Context) -> Result:
         except FileNotFoundError as exc:
             problems.append(f"exploration: {exc.filename} is missing (run --write --refresh)")
             continue
-        bodies = (setup_block(b), table_block(b), findings_block(b))
+        bodies = (setup_block(b), table_block(b), aggregates_block(b), findings_block(b))
         blocks.update(zip(blocks_of(setting), bodies, strict=True))
         try:
             from seffi.experiment.bench_plots import bench_figure
@@ -489,4 +712,5 @@ def produce(ctx: Context) -> Result:
             problems.append(f"exploration: could not re-render the {setting} figure: {exc!r}")
     if len(benches) == len(SETTINGS):
         blocks["exploration-wall"] = wall_block(benches)
+        blocks["exploration-verdict"] = verdict_block(benches)
     return Result(blocks, figures=figures, problems=problems)

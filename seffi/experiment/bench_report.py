@@ -20,6 +20,7 @@ from seffi._io import write_atomic
 from seffi._seeding import seed_of
 from seffi.errors import SeffiError
 from seffi.experiment.bench_plots import bench_figure, console_lines, console_table, log_bench, markdown
+from seffi.experiment.bench_stats import aggregate, prompt_gains
 from seffi.experiment.runner import Runner
 from seffi.models.surface import SURFACE_KEYS, rank_correlation
 
@@ -55,8 +56,8 @@ def method_row(
         label: Method label.
         seed: Model seed.
         budget: K.
-        pool: ``{labeler: {"value", "lo", "hi", "fragile", "valid_rate"}}``: the pool gain under each
-            labeler.
+        pool: ``{labeler: {"value", "lo", "hi", "fragile", "valid_rate", "prompts"}}``: the pool gain
+            under each labeler (``prompts``: `prompt_aucs`).
         final: The last held-out `EvalResult`.
         scalars: Its ``PassAtKEval.scalars`` (gain vs base and its fragility flag, crossover).
         surface: Surface metrics of its groups of K.
@@ -77,6 +78,9 @@ def method_row(
         "pool_gain_classifier": _f(c.get("value")),
         "pool_gain_classifier_lo": _f(c.get("lo")),
         "pool_gain_classifier_hi": _f(c.get("hi")),
+        # Per pool prompt AUCs of the policy, the base's iid and the oracle (`prompt_aucs`): the pieces
+        # the seed's pool gain is a ratio of, which the aggregates over seeds x prompts resample.
+        "pool_prompts": {k: g["prompts"] for k, g in pool.items() if g.get("prompts")},
         "valid_at_1": float(final.valid_at_k[0]),
         "coverage_k": float(final.coverage[budget - 1]),
         "coverage_n": float(final.coverage[-1]),
@@ -155,6 +159,121 @@ def method_summary(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         m["pool_ci_contains_0_seeds"] = [r["seed"] for r in rs if r.get("pool_ci_contains_0")]
         result.append(m)
     return result
+
+
+# -- aggregates over seeds x prompts --------------------------------------------------------------------
+
+#: The baseline every method's probability of improvement and detectable difference is paired with.
+REFERENCE = "validity"
+#: The held-out valid@1 side of "widens": over the seeds, the method's held-out valid@1 minus the base's
+#: (same seed, same prompts) averages at least 0.
+VALID_RULE = "mean over seeds of (held-out valid@1 - the base's) >= 0"
+#: Rows of benches that predate the per-prompt pool data cannot be aggregated over prompts.
+NEEDS_PROMPTS = "needs per-prompt pool data (rows without pool_prompts)"
+
+
+def _seed_gains(rows: Sequence[Mapping[str, Any]], labeler: str) -> dict[int, tuple[list[str], Any]]:
+    """``{seed: (prompt ids sorted, per-prompt gains in that order)}`` of one method's rows."""
+    out = {}
+    for r in rows:
+        pp = r["pool_prompts"][labeler]
+        order = np.argsort(pp["input_ids"], kind="stable")
+        g = prompt_gains(
+            *(np.asarray(pp[k], dtype=np.float64)[order] for k in ("auc", "iid_auc", "oracle_auc"))
+        )
+        out[int(r["seed"])] = ([pp["input_ids"][i] for i in order], g)
+    return out
+
+
+def aggregates(rows: Sequence[Mapping[str, Any]], *, n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """Per labeler and method, the aggregates over seeds x pool prompts (`seffi.experiment.bench_stats`).
+
+    A method **widens** exact strategy coverage when its mean pool gain's interval (validator labels)
+    lies above 0 and its held-out valid@1 meets `VALID_RULE`.
+
+    Args:
+        rows: `method_row` rows of every seed.
+        n_boot: Bootstrap replicates.
+        seed: Bootstrap seed (the same draws for every method: paired comparisons of their intervals).
+
+    Returns:
+        ``{"reference", "valid_rule", "needs"}`` and ``"labelers": {labeler: {slug: aggregate}}``: each
+        aggregate `bench_stats.aggregate`'s dict plus ``label``, ``seed_list``, ``valid_at_1_diff`` and
+        ``widens``, or ``{"label", "reason"}`` when it cannot be computed. ``needs`` is `NEEDS_PROMPTS`
+        (and ``labelers`` empty) when a row lacks per-prompt data.
+    """
+    out: dict[str, Any] = {"reference": REFERENCE, "valid_rule": VALID_RULE, "needs": None, "labelers": {}}
+    if not rows or any(not r.get("pool_prompts") for r in rows):
+        out["needs"] = NEEDS_PROMPTS
+        return out
+    by_method: dict[str, list[Mapping[str, Any]]] = {}
+    for r in sorted(rows, key=lambda r: r["seed"]):
+        by_method.setdefault(r["method"], []).append(r)
+    labelers = [lab for lab in ("validator", "classifier") if all(lab in r["pool_prompts"] for r in rows)]
+    for lab in labelers:
+        gains = {m: _seed_gains(rs, lab) for m, rs in by_method.items()}
+        ref = gains.get(REFERENCE)
+        res: dict[str, Any] = {}
+        for m, rs in by_method.items():
+            g = gains[m]
+            seeds = sorted(g)
+            entry: dict[str, Any] = {"label": rs[0]["label"], "seed_list": seeds}
+            entry["valid_at_1_diff"] = float(np.mean([r["valid_at_1"] - r["base_valid_at_1"] for r in rs]))
+            if any(not np.isfinite(g[s][1]).all() for s in seeds):
+                entry["reason"] = "a seed's oracle does not lead its iid under these labels: no gain"
+                res[m] = entry
+                continue
+            paired = (
+                ref is not None
+                and m != REFERENCE
+                and all(s in ref and ref[s][0] == g[s][0] and np.isfinite(ref[s][1]).all() for s in seeds)
+            )
+            stats = aggregate(
+                [g[s][1] for s in seeds],
+                [ref[s][1] for s in seeds] if paired and ref is not None else None,
+                n_boot=n_boot,
+                seed=seed,
+            )
+            entry.update(stats)
+            entry["widens"] = bool(stats["mean"]["lo"] > 0 and entry["valid_at_1_diff"] >= 0)
+            res[m] = entry
+        out["labelers"][lab] = res
+    return out
+
+
+def aggregates_markdown(summary: Mapping[str, Any]) -> list[str]:
+    """``bench.md``'s section of the aggregates over seeds x prompts (validator labels)."""
+    agg = summary.get("aggregates") or {}
+    lines = ["", "## Aggregates over seeds x pool prompts", ""]
+    if agg.get("needs") or "validator" not in agg.get("labelers", {}):
+        return [*lines, f"Not computed: {agg.get('needs') or NEEDS_PROMPTS}.", ""]
+
+    def ci(d: Mapping[str, Any] | None, sign: str = "+") -> str:
+        return "—" if d is None else f"{d['value']:{sign}.3f} [{d['lo']:{sign}.3f}, {d['hi']:{sign}.3f}]"
+
+    lines += [
+        f"Per-prompt gains (a seed's room as the unit), two-stage bootstrap 95% intervals (seeds, then "
+        f"prompts within a seed); probability of improvement paired by prompt; detectable: the smallest "
+        f"difference a two-sided 5% test finds at 80% power. Widens: mean interval above 0 and "
+        f"{agg['valid_rule']}.",
+        "",
+        "| method | seeds x prompts | mean [95% CI] | IQM [95% CI] | P(gain > 0) | P(> validity) "
+        "| detectable vs 0 / vs validity | valid@1 − base | widens |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for a in agg["labelers"]["validator"].values():
+        if "reason" in a:
+            lines.append(f"| {a['label']} | — | {a['reason']} | | | | | | |")
+            continue
+        det = f"{a['detectable_vs_0']:.3f} / " + (
+            "—" if a["detectable_vs_reference"] is None else f"{a['detectable_vs_reference']:.3f}"
+        )
+        lines.append(
+            f"| {a['label']} | {a['seeds']} x {a['prompts']} | {ci(a['mean'])} | {ci(a['iqm'])} | "
+            f"{ci(a['poi_base'], '')} | {ci(a['poi_reference'], '')} | {det} | {a['valid_at_1_diff']:+.3f} | "
+            f"{'yes' if a['widens'] else 'no'} |"
+        )
+    return [*lines, ""]
 
 
 # -- surface vs strategy --------------------------------------------------------------------------------
@@ -335,10 +454,38 @@ def pool_comparisons(seed_result: Mapping[str, Any]) -> dict[str, dict[str, dict
                 "fragile": g.fragile,
                 "valid_rate": float(rollouts[slug].valid.mean()),
                 "auc": p.curves.auc,
+                "prompts": prompt_aucs(
+                    rollouts[slug].tracker.curves(cfg.budget, n_boot=0), iid_curves, oracle
+                ),
             }
         out[name]["_iid_auc"] = {"value": float(iid_curves.auc)}
         out[name]["_oracle_auc"] = {"value": float(oracle.auc)}
     return out
+
+
+def prompt_aucs(policy: Any, iid: Any, oracle: Any) -> dict[str, list[Any]]:
+    """Per pool prompt, the three AUCs the pool gain is a ratio of.
+
+    ``gain = mean(auc - iid_auc) / mean(oracle_auc - iid_auc)`` over these prompts is the pool gain
+    (`seffi.coverage.gain.paired_gain` restricts the baselines to the policy's prompts the same way).
+
+    Args:
+        policy: The method's pool `Curves` (per-input AUCs, in its ``input_keys`` order).
+        iid: The base's iid `Curves` (per input).
+        oracle: The oracle's `Curves` (per input).
+
+    Returns:
+        ``{"input_ids", "auc", "iid_auc", "oracle_auc"}``: lists of length P, in the policy's order.
+    """
+    ids = [str(i) for _, i in policy.input_keys]
+    pos = {str(i): j for j, (_, i) in enumerate(iid.input_keys)}
+    opos = {str(i): j for j, (_, i) in enumerate(oracle.input_keys)}
+    return {
+        "input_ids": ids,
+        "auc": [float(a) for a in policy.input_auc],
+        "iid_auc": [float(iid.input_auc[pos[i]]) for i in ids],
+        "oracle_auc": [float(oracle.input_auc[opos[i]]) for i in ids],
+    }
 
 
 # -- files ----------------------------------------------------------------------------------------------
@@ -401,7 +548,7 @@ def publish(config: Any, summary: dict[str, Any], out: Path, console: Any) -> di
     """
     files = {"bench.json": write_json(out / "bench.json", summary)}
     files["bench.png"] = bench_figure(out / "bench.png", summary)
-    write_atomic(out / "bench.md", markdown(summary))
+    write_atomic(out / "bench.md", markdown(summary) + "\n".join(aggregates_markdown(summary)))
     files["bench.md"] = out / "bench.md"
     hint = log_bench(config, summary, files, out)
     console.print(console_table(summary))
@@ -457,6 +604,7 @@ def combine_summaries(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "points": points,
             "methods": method_summary(sorted(rows, key=lambda r: r["seed"])),
             "correlations": correlations(points, rows),
+            "aggregates": aggregates(rows, n_boot=int(first["config"].get("bootstrap", 2000))),
             "seeds": {k: v for s in summaries for k, v in s["seeds"].items()},
             "seconds": float(sum(s["seconds"] for s in summaries)),
             "smoke": any(s.get("smoke") for s in summaries),
@@ -550,6 +698,7 @@ def finish(
         "methods": method_summary(rows),
         "points": points,
         "correlations": correlations(points, rows),
+        "aggregates": aggregates(rows, n_boot=int(config.bootstrap)),
         "seeds": seed_facts,
         "seconds": seconds,
     }
