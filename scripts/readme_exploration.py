@@ -20,7 +20,7 @@ from typing import Any
 from readme_numbers import DOCS, RESULTS, SEFFI, Context, Result, _run, num
 
 SETTINGS = ("default", "hard")
-SEEDS = (0, 1, 2)
+SEEDS = (0, 1, 2, 3, 4)
 #: The page's short name of each method (bench.json's labels carry their settings).
 SHORT = {
     "base": "**base LM**",
@@ -31,10 +31,15 @@ SHORT = {
     "outcome_ucb": "outcome UCB",
     "outcome_batch": "outcome batch",
     "diversity": "seffi diversity",
+    "uarl": "UARL",
+    "uarl_classifier": "UARL, classifier clusters",
+    "ucpo": "UCPO",
+    "w_reinforce": "W-REINFORCE",
     "lr0": "lr = 0",
     "temperature": "T = 1.3, no training",
     "mixture_distinct": "mixture, distinct codes",
     "mixture_iid": "mixture, iid codes",
+    "mixture_router": "mixture, router-chosen codes",
     "surface": "surface diversity",
 }
 #: Methods that do not train the policy: the controls.
