@@ -102,9 +102,36 @@ def _assemblage_counts(
     if single.any():
         out[single] = rng.multinomial(n, P[single], size=(B, int(single.sum())))[..., :-1].swapaxes(0, 1)
     if (~single).any():
-        q = P[~single, :-1]
-        out[~single] = rng.binomial(n, q, size=(B, *q.shape)).swapaxes(0, 1)
+        out[~single] = _binomial(n, P[~single, :-1], rng, B).swapaxes(0, 1)
     return out
+
+
+#: Largest n drawn by ``_binomial``'s table (one pass over the draws per count 0..n-1).
+TABLE_BINOMIAL_N = 64
+
+
+def _binomial(n: int, p: np.ndarray, rng: np.random.Generator, B: int) -> np.ndarray:
+    """B draws of Binomial(n, p) for each probability of ``p``: (B, *p.shape) int64.
+
+    By inversion of each p's cdf over 0..n: a draw is the number of cdf values below a uniform,
+    counted in n vectorised passes, 3x faster than ``rng.binomial`` with a different p per draw at
+    the bootstrap's n. Above ``TABLE_BINOMIAL_N``, ``rng.binomial``.
+    """
+    if n > TABLE_BINOMIAL_N:
+        return rng.binomial(n, p, size=(B, *p.shape))
+    j, lf = np.arange(n + 1), est.log_factorial(n)
+    log_binom = lf[n] - lf[j] - lf[n - j]
+    with np.errstate(divide="ignore", invalid="ignore"):  # p = 0 or 1: log 0 = -inf, and 0 * -inf is 0
+        log_p, log_q = np.log(p)[..., None], np.log1p(-p)[..., None]
+        log_pmf = log_binom + np.where(j == 0, 0.0, j * log_p) + np.where(j == n, 0.0, (n - j) * log_q)
+    cdf = np.cumsum(np.exp(log_pmf[..., :-1]), axis=-1)  # P[X <= j], j = 0..n-1
+    u = rng.random((B, *p.shape))
+    count = np.zeros(u.shape, dtype=np.uint8)
+    below = np.empty(u.shape, dtype=bool)
+    for k in range(n):
+        np.greater(u, cdf[..., k], out=below)
+        count += below.view(np.uint8)
+    return count.astype(np.int64)
 
 
 def inext_coverage_replicates(
@@ -209,7 +236,7 @@ def _draw_counts(q: np.ndarray, single: np.ndarray, n: int, rng: np.random.Gener
         p /= p.sum(axis=1, keepdims=True)
         out[single] = rng.multinomial(n, p, size=(B, p.shape[0]))[..., :m].swapaxes(0, 1)
     if (~single).any():
-        out[~single] = rng.binomial(n, q[~single], size=(B, int((~single).sum()), m)).swapaxes(0, 1)
+        out[~single] = _binomial(n, q[~single], rng, B).swapaxes(0, 1)
     return out
 
 

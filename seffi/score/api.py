@@ -107,8 +107,8 @@ class _Labelled:
         verdicts = self.label(chunk) if chunk else []
         if self.agreement is not None and chunk:
             self.agreement.add([m for m, _, _ in verdicts], chunk)
+        self.samples += len(chunk)
         for s, (matches, valid, reason) in zip(chunk, verdicts, strict=True):
-            self.samples += 1
             if reason is not None:
                 self.unlabelled += 1
                 self.reason = self.reason or reason

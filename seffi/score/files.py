@@ -27,7 +27,9 @@ Every problem with a file is one `SeffiError` naming the file and line.
 from __future__ import annotations
 
 import json
+import json.scanner
 import math
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -163,17 +165,61 @@ def _rows(path: Path) -> Iterator[tuple[int, Any]]:
         return
     try:
         with path.open("rb") as fh:
-            for line, raw in enumerate(fh, 1):
-                if not raw.strip():
-                    continue
-                try:
-                    yield line, json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                    raise SeffiError(
-                        f"{path}:{line}: not a JSON line ({exc.__class__.__name__}: {exc})"
-                    ) from None
+            line = 0
+            while block := fh.readlines(BLOCK_BYTES):
+                yield from _block_rows(path, line, block)
+                line += len(block)
     except OSError as exc:
         raise SeffiError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+#: Bytes of JSON lines parsed per block (whole lines, at least one): scanning each line where it stands
+#: in the block's text is 3-5x cheaper than parsing it alone, and memory stays a few blocks.
+BLOCK_BYTES = 1 << 16
+_SCAN = json.scanner.make_scanner(json.JSONDecoder())
+_SPACE = re.compile(r"[ \t\r]*")  # JSON whitespace within a line
+
+
+def _block_rows(path: Path, start: int, block: list[bytes]) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed row) of the JSON lines ``block`` (line ``start + 1`` first).
+
+    The block's text is decoded once and each line's value scanned in it where it stands; a line the
+    scan does not take whole (a BOM, bad bytes, anything but one value) goes through ``_line`` alone,
+    so every row and every error is ``json.loads`` of that line's bytes.
+    """
+    try:
+        text = b"".join(block).decode("utf-8")
+    except UnicodeDecodeError:
+        for i, raw in enumerate(block, start + 1):
+            if raw.strip():
+                yield i, _line(path, i, raw)
+        return
+    pos = 0
+    for i, raw in enumerate(block, start + 1):
+        nl = text.find("\n", pos)
+        stop = len(text) if nl < 0 else nl
+        at = _SPACE.match(text, pos).end()
+        try:
+            if at == stop:  # blank
+                pos = stop + 1
+                continue
+            row, end = _SCAN(text, at)
+            end = _SPACE.match(text, end).end()
+        except (StopIteration, ValueError):
+            end = -1
+        if end != stop:
+            if raw.strip():
+                yield i, _line(path, i, raw)
+        else:
+            yield i, row
+        pos = stop + 1
+
+
+def _line(path: Path, line: int, raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SeffiError(f"{path}:{line}: not a JSON line ({exc.__class__.__name__}: {exc})") from None
 
 
 def _correct(value: Any, where: str) -> bool | None:
@@ -240,9 +286,8 @@ def read_samples(paths: Sequence[str | Path], **fields: str | None) -> Iterator[
         layout: Layout | None = None
         first_filter = None
         for line, row in _rows(path):
-            where = f"{path}:{line}"
-            if not isinstance(row, dict):
-                raise SeffiError(f"{where}: a row is {type(row).__name__}; need a JSON object per line")
+            if type(row) is not dict:
+                raise SeffiError(f"{path}:{line}: a row is {type(row).__name__}; need a JSON object per line")
             if layout is None:
                 layout = detect(row, **fields)
                 if first is None:
@@ -251,26 +296,43 @@ def read_samples(paths: Sequence[str | Path], **fields: str | None) -> Iterator[
                     raise SeffiError(
                         f"{path}: layout {layout.describe()} differs from the first file's {first.describe()}"
                     )
-            missing = [f for f in (layout.id, layout.text) if f not in row]
-            if missing:
-                raise SeffiError(f"{where}: no {missing[0]!r} field (the {layout.name} layout needs it)")
-            pid = row[layout.id]
-            if not isinstance(pid, str | int) or isinstance(pid, bool):
-                raise SeffiError(
-                    f"{where}: the id field {layout.id!r} holds {pid!r}; need a string or an int"
-                )
-            correct = _correct(row.get(layout.score), where) if layout.score else None
-            step = _step(row.get(layout.step), where) if layout.step else None
-            if layout.name == "lm-eval":
+                # The layout's fields, looked up once per file.
+                idf, textf, scoref, stepf = layout.id, layout.text, layout.score, layout.step
+                promptf, labelf, name = layout.prompt, layout.label, layout.name
+                one = name not in ("lm-eval", "vllm-batch", "noveltybench")  # one completion per row
+            try:
+                pid, value = row[idf], row[textf]
+            except KeyError:
+                lost = idf if idf not in row else textf
+                raise SeffiError(f"{path}:{line}: no {lost!r} field (the {name} layout needs it)") from None
+            if type(pid) is not str:  # the common case costs one test
+                if not isinstance(pid, str | int) or isinstance(pid, bool):
+                    raise SeffiError(
+                        f"{path}:{line}: the id field {idf!r} holds {pid!r}; need a string or an int"
+                    )
+                pid = str(pid)
+            correct = step = None
+            if scoref:
+                correct = row.get(scoref)
+                if type(correct) is not bool:
+                    correct = _correct(correct, f"{path}:{line}")
+            if stepf:
+                step = row.get(stepf)
+                if type(step) is not int:
+                    step = _step(step, f"{path}:{line}")
+            if name == "lm-eval":
                 first_filter = first_filter or row.get("filter")
                 if row.get("filter") != first_filter:  # the same responses again, under another filter
                     continue
-            prompt = row.get(layout.prompt) if layout.prompt else None
-            label = row.get(layout.label) if layout.label else None
-            texts = _texts(row[layout.text], layout, where)
-            if layout.name == "lm-eval" and len(texts) > 1:
+            prompt = row.get(promptf) if promptf else None
+            label = row.get(labelf) if labelf else None
+            if one:
+                yield layout, Sample(pid, prompt, value, correct, label, step)
+                continue
+            texts = _texts(value, layout, f"{path}:{line}")
+            if name == "lm-eval" and len(texts) > 1:
                 correct = None
             for text in texts:
-                yield layout, Sample(str(pid), prompt, text, correct, label, step)
+                yield layout, Sample(pid, prompt, text, correct, label, step)
         if layout is None:
             raise SeffiError(f"{path}: the file holds no rows")

@@ -27,9 +27,15 @@ class FieldLabels:
     def __init__(self, strategies: Iterable[str] | None) -> None:
         self.strategies = tuple(strategies or ())
         self._known = None if strategies is None else frozenset(self.strategies)
+        self._seen: dict[Any, frozenset[str]] = {}
 
     def __call__(self, sample: Sample) -> frozenset[str]:
         value = sample.label
+        key = tuple(value) if type(value) is list else value
+        try:  # a few distinct labels among 10^6 rows: each checked once
+            return self._seen[key]
+        except (KeyError, TypeError):  # new, or not hashable (then not a valid label either)
+            pass
         ids = [] if value is None else [value] if isinstance(value, str) else value
         if not isinstance(ids, list) or not all(isinstance(s, str) for s in ids):
             raise SeffiError(
@@ -41,7 +47,8 @@ class FieldLabels:
                 f"prompt {sample.prompt_id!r}: label {sorted(unknown)[0]!r} is not a declared strategy "
                 f"({', '.join(self.strategies)})"
             )
-        return frozenset(ids)
+        out = self._seen[key] = frozenset(ids)
+        return out
 
 
 def load_rubric(path: str | Path) -> RegexRubric:

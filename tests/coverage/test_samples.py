@@ -259,3 +259,19 @@ def test_covered_by_prefixes_is_a_fisher_yates_shuffle_of_the_same_uniforms() ->
                 seen |= X[d, order[t]]
                 want[d, r % runs, t] = seen.sum()
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("n", [1, 2, 16, 64, 65])
+def test_bootstrap_binomial_draws_follow_the_binomial_law(n):
+    """The bootstrap's binomial counts have Binomial(n, p)'s pmf, p = 0 and 1 included (max error 4 SE)."""
+    from seffi.coverage.samples import _binomial
+
+    p = np.array([0.0, 1.0, 0.5, 0.03, 0.97, 1e-9, 0.3])
+    draws = 100_000
+    d = _binomial(n, np.tile(p, (2, 1)), np.random.default_rng(3), draws)
+    assert d.shape == (draws, 2, p.size) and d.dtype == np.int64
+    for i, pi in enumerate(p):
+        pmf = np.array([math.comb(n, j) * pi**j * (1 - pi) ** (n - j) for j in range(n + 1)])
+        freq = np.bincount(d[:, 1, i], minlength=n + 1) / draws
+        se = np.sqrt(pmf * (1 - pmf) / draws) + 1e-6
+        assert np.all(np.abs(freq - pmf) <= 4 * se + 1e-12), (pi, np.abs(freq - pmf).max())

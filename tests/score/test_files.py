@@ -281,3 +281,29 @@ def test_files_are_streamed_row_by_row_never_loaded_whole(tmp_path):
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert n == 4_000 and peak < 1e6
+
+
+def test_rows_are_each_line_parsed_alone_whatever_the_lines_hold(tmp_path):
+    """Blocks of lines give the rows and the error of ``json.loads`` on each non-blank line alone."""
+    from seffi.score.files import _rows
+
+    lines = [
+        b'\xef\xbb\xbf{"prompt_id": "bom", "completion": "a"}\n',  # a UTF-8 BOM: json.loads takes it
+        b"\n",
+        b" \t\r\n",
+        b"\x0c\n",  # blank for bytes.strip, not JSON whitespace
+        b'  {"prompt_id": 1, "completion": "caf\xc3\xa9 \\u00e9", "x": [1.5, NaN, null]}  \r\n',
+        b'{"prompt_id": "s", "completion": "\xed\xa0\x80"}\n',  # a lone surrogate: json.loads passes it
+        b'{"prompt_id": "spans",\n',  # an object left open ...
+        b'"completion": "b"}\n',  # ... closed on the next line: two bad lines, not one row
+    ]
+    good = [raw for raw in lines[:6] if raw.strip()]
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b"".join(good))
+    assert [row for _, row in _rows(path)] == [json.loads(raw) for raw in good]
+    path.write_bytes(b"".join(lines[:6]))
+    assert [line for line, _ in _rows(path)] == [1, 5, 6]
+    for bad, line in ((lines, 7), ([b'{"a": 1} {"b": 2}\n'], 1), ([b'[{"a": 1},\n', b'{"b": 2}]\n'], 1)):
+        path.write_bytes(b"".join(bad))
+        with pytest.raises(SeffiError, match=rf"rows.jsonl:{line}: not a JSON line \(JSONDecodeError"):
+            list(_rows(path))
