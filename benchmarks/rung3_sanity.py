@@ -17,9 +17,9 @@ step, same seeds as ``seffi ladder``: the table's "held-out gain vs base" of the
 laws, without a model.
 
 Needs the ``lm`` and ``trl`` extras and the ladder's cached base LM (``seffi ladder`` trains it once,
-or this script does). Run ``python benchmarks/rung3_sanity.py`` (about 5 minutes for 40 seeds on 2
-shared cores; ``--held-out`` adds about as much); ``--pool-runs 4 --iid-samples 32`` measures the
-design rung 3 had before.
+or this script does, in about 6 minutes on 2 busy cores). Run ``python benchmarks/rung3_sanity.py``
+(about 9 minutes for 40 seeds on 2 busy cores; ``--held-out`` adds about 3); ``--pool-runs 4
+--iid-samples 32`` measures the design rung 3 had before.
 """
 
 from __future__ import annotations
