@@ -5,7 +5,7 @@ K) and differs in one reward or one sampling rule (`METHOD_SLUGS`):
 
 * GRPO on the base LM with a reward of `seffi.group_scoring.METHODS` (validity, unlikeliness,
   unlikeliness with two updates per batch, pass@k, outcome UCB, outcome batch penalty, seffi's group
-  diversity), with an advantage rule of `seffi.group_scoring.ADVANTAGE_METHODS` (UARL with the
+  diversity), with an advantage rule of `seffi.experiment.bench_rewards.ADVANTAGE_METHODS` (UARL with the
   validator's or the classifier's clusters, UCPO, W-REINFORCE; `seffi.experiment.bench_trainer`), with
   a surface-diversity reward, and a learning-rate-0 run (the sanity check: the policy stays the base);
 * the base LM sampled at temperature 1.3, no training (measured like the others);
@@ -45,10 +45,10 @@ from seffi._seeding import seed_of
 from seffi.callbacks import trl_model
 from seffi.callbacks.trl import GRPOCoverage
 from seffi.errors import SeffiError
+from seffi.experiment.bench_rewards import UCPO_TAU, W_REINFORCE_LAMBDA
 from seffi.experiment.bench_sampling import CodeRouter, Sampler, group_surface, ordered_eval
 from seffi.experiment.bench_trainer import GroupAdvantages, SurfaceReward, advantage_trainer
 from seffi.experiment.ladder_rung3 import grpo_config, label_rollout, progress_callback
-from seffi.group_scoring import UCPO_TAU, W_REINFORCE_LAMBDA
 from seffi.models import grpo
 from seffi.models.passk import EvalResult, PassAtKEval, evaluate_samples
 
@@ -90,7 +90,7 @@ class Method:
         scale_rewards: TRL's ``scale_rewards`` (None: TRL's default).
         codes: ``"distinct"``, ``"iid"`` or ``"router"`` for a mixture method.
         temperature: Sampling temperature of a temperature method.
-        advantage: An advantage rule of `seffi.group_scoring.ADVANTAGE_METHODS` replacing TRL's
+        advantage: An advantage rule of `seffi.experiment.bench_rewards.ADVANTAGE_METHODS` replacing TRL's
             advantage (`seffi.experiment.bench_trainer.advantage_trainer`), with ``options`` as its options.
         clusters: Whose match sets the advantage rule reads: ``"validator"`` or ``"classifier"``
             (validity is always the validator's).

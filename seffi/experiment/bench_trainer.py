@@ -5,13 +5,13 @@ rewards minus their group's mean (over the group's standard deviation under ``sc
 No reward can express a rule that scales that advantage by something of the group (UARL) or drops
 the baseline (W-REINFORCE), so `advantage_trainer` subclasses the trainer: after TRL has computed its
 advantages for a generation batch, the subclass gathers them with the batch's records and replaces them
-with `seffi.group_scoring.batch_advantages` before the batch is split into update steps.
+with `seffi.experiment.bench_rewards.batch_advantages` before the batch is split into update steps.
 `GroupAdvantages` builds the records (input id, match set, validity) from the reward function's own
 validator labels, or from a second labeler's match sets with the validator's validity.
 
 The surface-diversity reward is a reward, so it is a second reward function (`SurfaceReward`) and
 TRL normalises it as any other: `surface_bonus` scores each completion's text against the rest of its
-group with the definitions of `seffi.models.surface`, `seffi.group_scoring.surface_rewards` turns
+group with the definitions of `seffi.models.surface`, `seffi.experiment.bench_rewards.surface_rewards` turns
 the bonus into the reward.
 """
 
@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from seffi.callbacks import trl_model
-from seffi.group_scoring import ADVANTAGE_METHODS, Record, batch_advantages, split_groups, surface_rewards
+from seffi.experiment.bench_rewards import ADVANTAGE_METHODS, batch_advantages, surface_rewards
+from seffi.group_scoring import Record, split_groups
 from seffi.models.surface import pairwise_edit_distance
 
 #: n-gram lengths of the surface bonus (those of the bench's distinct-n columns).
@@ -82,14 +83,14 @@ def _records(
 
 
 class SurfaceReward:
-    """A second GRPO reward function: `seffi.group_scoring.surface_rewards` of each gathered group.
+    """A second GRPO reward function: `seffi.experiment.bench_rewards.surface_rewards` of each gathered group.
 
     Put it after the coverage reward in ``reward_funcs`` with ``reward_weights=[0, 1]``: the coverage
     reward labels the batch (its validity is read here) and records coverage; this one is the reward.
 
     Args:
         scorer: The coverage reward function (`seffi.callbacks.trl.CoverageReward`).
-        weight: ``w`` of `seffi.group_scoring.surface_rewards`.
+        weight: ``w`` of `seffi.experiment.bench_rewards.surface_rewards`.
         group_size: Completions per group (``num_generations``).
         gather: ``gather(list) -> list`` over ranks (default: accelerate's).
     """
@@ -128,7 +129,7 @@ class GroupAdvantages:
     """The advantage rule of one method, as `advantage_trainer`'s ``advantages`` hook.
 
     Args:
-        rule: A key of `seffi.group_scoring.ADVANTAGE_METHODS`.
+        rule: A key of `seffi.experiment.bench_rewards.ADVANTAGE_METHODS`.
         options: The rule's options.
         scorer: The coverage reward function: its validator labels of the latest local batch
             (``last_results``), its ``id_column`` and ``decode``.

@@ -1,4 +1,4 @@
-"""Advantage rules and the surface reward of `seffi.group_scoring`, against hand-computed groups."""
+"""The advantage rules and the surface reward of `seffi.experiment.bench_rewards`, on hand-computed groups."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from seffi.errors import SeffiError
-from seffi.group_scoring import (
+from seffi.experiment.bench_rewards import (
     ADVANTAGE_METHODS,
     batch_advantages,
     cluster_sizes,
