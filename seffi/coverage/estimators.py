@@ -287,9 +287,9 @@ def rarefaction_counts(Y: np.ndarray, n: int, K: int) -> np.ndarray:
     for a in range(0, rows.shape[0], step):
         chunk = index[rows[a : a + step]]
         if by_column:
-            total = np.zeros((chunk.shape[0], kmax))
+            total, term = np.zeros((chunk.shape[0], kmax)), np.empty((chunk.shape[0], kmax))
             for s in range(chunk.shape[1]):
-                total += table[chunk[:, s]]
+                total += np.take(table, chunk[:, s], axis=0, out=term)
             out[a : a + step] = total
             continue
         flat = (chunk + V * np.arange(chunk.shape[0])[:, None]).ravel()
