@@ -99,7 +99,7 @@ class CoverageMonitor:
         self.snapshot_n_boot = self.n_boot if snap_boot is None else min(self.n_boot, int(snap_boot))
         self.access = EnvAccess(env) if env is not None else None
         self.env_name, self.task_name, self.strategies, self.num_latents = env_facts(self.access, cfg)
-        kwargs = {"iid": cfg.iid, "oracle": cfg.oracle, "seed": self.seed}
+        kwargs = {"iid": cfg.iid, "oracle": cfg.oracle, "seed": self.seed, "iid_seed": self.seed}
         self.env_baselines = baselines or (
             self.access.baselines(self.strategies, self.budget, **kwargs)
             if self.access

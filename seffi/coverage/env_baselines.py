@@ -73,7 +73,8 @@ class EnvBaselines:
         iid: A user iid baseline, used instead of ``base_law`` (checked by `check_agrees`).
         oracle: A user oracle baseline, used instead of ``references`` (checked likewise).
         seed: Seed of the oracle's Monte Carlo parts.
-        iid_seed: Seed of the iid curves' Monte Carlo parts (time to coverage).
+        iid_seed: Seed of the iid curves' Monte Carlo parts (time to coverage) and of the bootstrap of
+            an `IidBaseline` estimated from samples.
         oracle_rarity: Split the oracle's coverage by the iid law's rarity bins (the report's panel).
 
     Raises:
@@ -170,9 +171,11 @@ class EnvBaselines:
         return iid.curves(self.budget, seed=self.iid_seed)
 
     def _user_curves(self, baseline: Any) -> Curves:
-        """A user baseline's curves over its own inputs, computed once."""
+        """A user baseline's curves over its inputs, computed once (an `IidBaseline`'s with ``iid_seed``)."""
         if id(baseline) not in self._users:
-            self._users[id(baseline)] = baseline.curves(self.budget)
+            # Other objects need only ``.curves(K)``.
+            seed = {"seed": self.iid_seed} if isinstance(baseline, IidBaseline) else {}
+            self._users[id(baseline)] = baseline.curves(self.budget, **seed)
         return self._users[id(baseline)]
 
     def _input_auc(self, baseline: Any, x: str) -> float | None:

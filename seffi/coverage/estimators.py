@@ -287,9 +287,9 @@ def rarefaction_counts(Y: np.ndarray, n: int, K: int) -> np.ndarray:
     for a in range(0, rows.shape[0], step):
         chunk = index[rows[a : a + step]]
         if by_column:
-            total = np.zeros((chunk.shape[0], kmax))
+            total, term = np.zeros((chunk.shape[0], kmax)), np.empty((chunk.shape[0], kmax))
             for s in range(chunk.shape[1]):
-                total += table[chunk[:, s]]
+                total += np.take(table, chunk[:, s], axis=0, out=term)
             out[a : a + step] = total
             continue
         flat = (chunk + V * np.arange(chunk.shape[0])[:, None]).ravel()
@@ -331,7 +331,9 @@ def novelty_samples_many(X: np.ndarray, K: int) -> np.ndarray:
             D, n + 1
         )
     sv = np.flatnonzero(~single)
-    if sv.size:
+    if sv.size and m <= DENSE_SUBSET_COLUMNS:
+        coef[sv] += _dense_novelty_coefficients(X[sv])
+    elif sv.size:
         masks, bits = used_masks(X[sv])  # each dataset's own columns: any m
         d_of, u, mult = distinct_sets(masks)
         groups = list(nonempty_subsets(u, bits))
@@ -341,6 +343,28 @@ def novelty_samples_many(X: np.ndarray, K: int) -> np.ndarray:
                 (d_of[g][:, None] * (n + 1) + y).ravel(), weights=w.ravel(), minlength=sv.size * (n + 1)
             ).reshape(sv.size, n + 1)
     return np.clip(coef @ ratio / n, 0.0, 1.0)
+
+
+#: Columns up to which set-valued novelty counts every non-empty subset of the columns at once
+#: (2^m - 1 of them, one array operation) instead of the subsets of each distinct match set.
+DENSE_SUBSET_COLUMNS = 6
+
+
+def _dense_novelty_coefficients(X: np.ndarray) -> np.ndarray:
+    """``novelty_samples_many``'s coefficients (S, n + 1) of S datasets X (S, n, m <= DENSE_SUBSET_COLUMNS).
+
+    coef[s, y] = sum over non-empty column sets B with Y_B = y (samples meeting B) of -(-1)^|B| times
+    the samples whose match set contains B: integer-valued, so equal to the per-set sums exactly.
+    """
+    S, n, m = X.shape
+    masks = X.astype(np.uint8) @ np.left_shift(np.uint8(1), np.arange(m, dtype=np.uint8))  # (S, n)
+    B = np.arange(1, 1 << m, dtype=np.uint8)
+    common = masks[:, :, None] & B  # (S, n, 2^m - 1)
+    meets = np.count_nonzero(common, axis=1)
+    holds = (common == B).sum(axis=1)
+    sign = np.where(np.bitwise_count(B) % 2 == 1, 1.0, -1.0)
+    rows = np.arange(S)[:, None] * (n + 1) + meets
+    return np.bincount(rows.ravel(), weights=(holds * sign).ravel(), minlength=S * (n + 1)).reshape(S, n + 1)
 
 
 def full_coverage_samples(X: np.ndarray, m: int, K: int) -> np.ndarray:

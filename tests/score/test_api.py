@@ -156,3 +156,33 @@ def test_a_policy_prompt_without_base_samples_is_one_error(files, tmp_path):
             plots=False,
             say=lambda _: None,
         )
+
+
+def test_seed_reaches_the_base_bootstrap(files, tmp_path):
+    """The base's iid intervals are those of ``IidBaseline.from_samples(...).curves(K, seed=seed)``."""
+    base, _, base_file, policy_file = files
+    iid = IidBaseline.from_samples(
+        {p: [set(labels) for labels, _ in rows] for p, rows in base.items()},
+        strategies=list(STRATEGIES),
+        valid={p: [ok for _, ok in rows] for p, rows in base.items()},
+    )
+    bounds = {}
+    for seed in (1, 2):
+        report = score(
+            [policy_file],
+            [base_file],
+            label_field="strategy",
+            strategies=STRATEGIES,
+            budget=4,
+            out_dir=tmp_path / f"out{seed}",
+            wandb="disabled",
+            plots=False,
+            n_boot=20,
+            seed=seed,
+            say=lambda _: None,
+        )
+        got, want = report.comparisons[0].iid, iid.curves(4, seed=seed)
+        np.testing.assert_allclose(got.coverage_lo, want.coverage_lo, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(got.coverage_hi, want.coverage_hi, rtol=0, atol=1e-12)
+        bounds[seed] = np.asarray(got.coverage_lo)
+    assert np.abs(bounds[1] - bounds[2]).max() > 1e-6
