@@ -435,17 +435,21 @@ def surface_method_finding(b: Bench) -> list[str]:
     base = {k: statistics.fmean(b.base[s][k] for s in b.seeds) for k in ("distinct_2", "edit_distance",
                                                                           "coverage_k")}
     cells = {m: {k: b.mean(m, k) for k in base} for m in ("surface", "validity")}
-    up = cells["surface"]["distinct_2"] > base["distinct_2"]
-    down = cells["surface"]["coverage_k"] < base["coverage_k"]
+    mine, val = cells["surface"], cells["validity"]
+
+    def vs(key: str, ref: Mapping[str, float], name: str) -> str:
+        word = "above" if mine[key] > ref[key] else "below" if mine[key] < ref[key] else "equal to"
+        return f"{word} {name}'s {num(ref[key])}"
+
+    metrics = "; ".join(
+        f"{label} {num(mine[k])} ({vs(k, val, 'validity')}, {vs(k, base, 'the base')})"
+        for k, label in (("distinct_2", "distinct-2"), ("edit_distance", "edit distance"))
+    )
     return [
-        f"**Surface reward vs approach**: the surface-diversity reward "
-        f"{'raises' if up else 'does not raise'} distinct-2 to {num(cells['surface']['distinct_2'])} "
-        f"(base {num(base['distinct_2'])}, validity {num(cells['validity']['distinct_2'])}) and edit "
-        f"distance to {num(cells['surface']['edit_distance'])} (base {num(base['edit_distance'])}, validity "
-        f"{num(cells['validity']['edit_distance'])}), while exact strategy coverage "
-        f"{'falls' if down else 'does not fall'}: held-out C({b.k}) {num(cells['surface']['coverage_k'])} "
-        f"(base {num(base['coverage_k'])}, validity {num(cells['validity']['coverage_k'])}), mean pool "
-        f"gain {gain('surface')} (validity {gain('validity')}); means over seeds."
+        f"**Surface reward vs approach** (means over seeds): the surface-diversity reward's {metrics}; its "
+        f"exact strategy coverage: held-out C({b.k}) {num(mine['coverage_k'])} "
+        f"({vs('coverage_k', val, 'validity')}, {vs('coverage_k', base, 'the base')}), mean pool gain "
+        f"{gain('surface')} (validity {gain('validity')})."
     ]
 
 

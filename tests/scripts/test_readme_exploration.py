@@ -67,8 +67,8 @@ def test_lr0_aggregate_contains_0_and_the_surface_reward_sentence_has_its_number
     b = x.Bench(_summary())
     assert x.aggregate_sanity(b).endswith("which contains 0.")
     (sentence,) = x.surface_method_finding(b)
-    assert "raises distinct-2 to 0.200 (base 0.120, validity 0.100)" in sentence
-    assert "exact strategy coverage falls: held-out C(8) 0.550 (base 0.600, validity 0.500)" in sentence
+    assert "distinct-2 0.200 (above validity's 0.100, above the base's 0.120)" in sentence
+    assert "held-out C(8) 0.550 (above validity's 0.500, below the base's 0.600)" in sentence
     assert f"mean pool gain {x.ival(b.agg()['surface']['mean'])}" in sentence
 
 
