@@ -56,7 +56,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="label and track shards of the prompts in Ray tasks (default 2), merged exactly",
     )  # fmt: skip
     parser.add_argument("--name", default="policy", help="the policy's name in the report")
-    parser.add_argument("--n-boot", dest="n_boot", type=int, default=1000, help="bootstrap replicates per CI")
+    parser.add_argument(
+        "--n-boot",
+        dest="n_boot",
+        type=int,
+        default=1000,
+        help="bootstrap replicates of the policy's intervals (the base's iid curves draw 200)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     parser.add_argument(
         "--no-plots", dest="plots", action="store_false", help="report.json and report.md only"
