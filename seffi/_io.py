@@ -99,6 +99,30 @@ def append_line(fh: Any, line: str) -> None:
         raise
 
 
+def drop_partial_line(fd: int) -> None:
+    """Cut a file open for reading and writing back to its last newline, before appending to it.
+
+    A process killed inside a write can leave a partial last line: Linux stops a write to a regular
+    file between pages when a SIGKILL arrives. `read_jsonl` skips such a line, but a line appended
+    after it would join it into one damaged line, so a writer resuming the file drops it first.
+
+    Args:
+        fd: A file descriptor open for reading and writing.
+    """
+    size = os.lseek(fd, 0, os.SEEK_END)
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    end, block = size, 1 << 16
+    while end > 0:
+        start = max(0, end - block)
+        at = os.pread(fd, end - start, start).rfind(b"\n")
+        if at >= 0:
+            os.ftruncate(fd, start + at + 1)
+            return
+        end = start
+    os.ftruncate(fd, 0)
+
+
 def read_jsonl(path: str | os.PathLike[str]) -> list[Any]:
     """Every record of a JSONL file; a partial (unterminated, unparseable) last line is skipped, warned.
 

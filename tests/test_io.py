@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from seffi import _io
-from seffi._io import read_jsonl, write_atomic
+from seffi._io import drop_partial_line, read_jsonl, write_atomic
 
 
 def test_write_atomic_replaces_the_whole_file(tmp_path):
@@ -74,6 +74,27 @@ def test_read_jsonl_skips_a_partial_last_line_with_a_warning(tmp_path):
     path.write_text('{"step": 1}\n{"step": 2}\n{"step": 3, "seffi/au')
     with pytest.warns(UserWarning, match="partial last line"):
         assert read_jsonl(path) == [{"step": 1}, {"step": 2}]
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ('{"step": 1}\n{"step": 2}\n{"step": 3, "seffi/au', '{"step": 1}\n{"step": 2}\n'),
+        ('{"step": 1}\n', '{"step": 1}\n'),
+        ('{"step": 1, "se', ""),
+        ("", ""),
+        ('{"step": 1}\n' + "x" * 200_000, '{"step": 1}\n'),  # the newline lies blocks before the end
+    ],
+)
+def test_drop_partial_line_cuts_back_to_the_last_newline(tmp_path, text, kept):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(text)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    try:
+        drop_partial_line(fd)
+    finally:
+        os.close(fd)
+    assert path.read_text() == kept
 
 
 def test_read_jsonl_refuses_a_damaged_line_in_the_middle(tmp_path):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from seffi._convert import json_default
-from seffi._io import append_line, read_jsonl, write_atomic
+from seffi._io import append_line, drop_partial_line, read_jsonl, write_atomic
 from seffi.errors import SeffiError
 from seffi.report import keys
 from seffi.report.caveats import console_lines, summary_notes
@@ -126,7 +126,8 @@ class LocalSink:
         fh = self._handles.get(path)
         if fh is None or fh.closed:
             # O_NOFOLLOW: a metrics.jsonl that is a link to another file is refused (ELOOP), not appended to.
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+            drop_partial_line(fd)
             fh = self._handles[path] = os.fdopen(fd, "ab", buffering=0)
         return fh
 

@@ -155,16 +155,23 @@ def _tracker_states(state):
             yield from _tracker_states(value)
 
 
-def _check_folder(folder: Path) -> bool:
-    """Every file is absent or whole and valid; returns whether a checkpoint (report.json) exists."""
+def _check_folder(folder: Path, *, killed: bool = True) -> bool:
+    """Every file is absent or whole and valid; returns whether a checkpoint (report.json) exists.
+
+    A killed process's JSONL file may end on a partial line (Linux stops a write between pages on
+    SIGKILL); only that last line may be partial. A finished or resumed run's lines are all whole.
+    """
     for path in folder.iterdir():
         name = path.name
         if name.startswith(".") and name.endswith(".tmp"):
             continue  # a write that never finished, under its temporary name; never read
         if name in ("metrics.jsonl", "snapshots.jsonl"):
             with warnings.catch_warnings():
-                warnings.simplefilter("error")  # a partial last line would warn
-                read_jsonl(path)
+                if killed:
+                    warnings.filterwarnings("ignore", "ignoring a partial last line")
+                else:
+                    warnings.simplefilter("error")  # a partial last line would warn
+                read_jsonl(path)  # a damaged line before the last raises
         elif name == "tracker_state.json":
             states = list(_tracker_states(json.loads(path.read_text())))
             assert states, name
@@ -277,5 +284,6 @@ def test_a_killed_loop_resumed_from_its_checkpoint_ends_with_the_uninterrupted_t
         assert cut % 64 == 0 and load_report(out).meta["episodes"] in (cut, cut - 64)
         subprocess.run([sys.executable, str(script), str(out), str(cut), str(total)], check=True)
         assert json.loads((out / "tracker_state.json").read_text()) == final
+        _check_folder(out, killed=False)  # the resumed run appended only whole lines
         resumed += 1
     assert resumed >= 5, f"only {resumed} of 20 kills came after the first checkpoint"

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from seffi._io import read_jsonl
 from seffi.report import WandbSinkWarning, default_sinks, keys, load_report
 from seffi.report.sinks import LocalSink, MultiSink, WandbSink
 from tests.helpers import wandb_leet
@@ -236,6 +237,20 @@ def test_local_sink_keeps_its_files_open_and_every_record_readable(tmp_path: Pat
     sink.log({"seffi/auc": 0.75}, 3)  # a late log appends, it never truncates
     sink.close()
     assert [r[keys.STEP_KEY] for r in sink.records()] == [1, 2, 3]
+
+
+def test_local_sink_resuming_a_killed_runs_folder_drops_its_partial_last_line(tmp_path: Path) -> None:
+    """A line cut by a kill is dropped before the next one is appended: every line reads back whole."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "metrics.jsonl").write_text('{"seffi/auc": 0.5, "seffi/step": 1}\n{"seffi/auc": 0.6, "sef')
+    sink = LocalSink(folder, plots=False)
+    sink.log({"seffi/auc": 0.75}, 3)
+    sink.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a partial or damaged line would warn or raise
+        records = read_jsonl(folder / "metrics.jsonl")
+    assert records == [{"seffi/auc": 0.5, keys.STEP_KEY: 1}, {"seffi/auc": 0.75, keys.STEP_KEY: 3}]
 
 
 def test_scalars_keys_cached_per_scope_and_budgets() -> None:
