@@ -53,6 +53,30 @@ from .core import Life, Outcomes, PoolSpec, cached_spec, pool_fields
 from .vector import SeffiVectorEnv
 
 
+def observation_layout(
+    n_inputs: int, n_latents: int, n_strategies: int, *, history: bool = True
+) -> dict[str, slice]:
+    """Name -> slice of a router env's flat observation, in order (the module docstring's table).
+
+    Args:
+        n_inputs: N, the width of the input one-hot (0 leaves it out).
+        n_latents: Z, the codes.
+        n_strategies: M, the declared strategies (``found``).
+        history: Whether ``tried``, ``found`` and ``used`` follow the prior.
+
+    Returns:
+        ``{"input", "prior"[, "tried", "found", "used"]}`` -> contiguous slices.
+    """
+    sizes = [("input", n_inputs), ("prior", n_latents)]
+    if history:
+        sizes += [("tried", n_latents), ("found", n_strategies), ("used", 1)]
+    layout, start = {}, 0
+    for name, size in sizes:
+        layout[name] = slice(start, start + size)
+        start += size
+    return layout
+
+
 class RouterSpec(PoolSpec):
     """Pool data of a router env: priors, the hidden generator's branch law, validated branch outcomes.
 
@@ -167,19 +191,12 @@ class LatentCodeEngine:
     def _init_codes(self, spec: Any, cfg: Any, num_envs: int) -> None:
         n, z, m = spec.n_inputs, spec.n_latents, len(spec.strategies)
         self.life = Life(spec, cfg, num_envs, n_latents=z)
-        sizes = [("input", n), ("prior", z)]
-        if cfg.history:
-            sizes += [("tried", z), ("found", m), ("used", 1)]
-        self.obs_layout: dict[str, slice] = {}
-        start = 0
-        for name, size in sizes:
-            self.obs_layout[name] = slice(start, start + size)
-            start += size
-        self._obs_dim = start
+        self.obs_layout = observation_layout(n, z, m, history=cfg.history)
+        self._obs_dim = max(s.stop for s in self.obs_layout.values())
         # The input one-hot is written per observed row, never stored as an (N, N) table: the config
         # allows N = 100,000 inputs, whose table alone would take 40 GB.
         self._prior = spec.prior.astype(np.float32)
-        self.single_observation_space = spaces.Box(0.0, 1.0, shape=(start,), dtype=np.float32)
+        self.single_observation_space = spaces.Box(0.0, 1.0, shape=(self._obs_dim,), dtype=np.float32)
         self.single_action_space = spaces.Discrete(z)
 
     def restart(self, row: int, gen: np.random.Generator) -> None:

@@ -85,7 +85,7 @@ OUTCOME_C = 0.5
 Outcome = tuple[str, ...]
 
 
-def _valid(group: Sequence[Record]) -> np.ndarray:
+def valid_of(group: Sequence[Record]) -> np.ndarray:
     """The validity of each record as a float array of shape (G,)."""
     return np.array([1.0 if rec[2] else 0.0 for rec in group], dtype=np.float64)
 
@@ -152,7 +152,7 @@ def unlikeliness_rewards(
     if not len(group):
         return []
     u = ascending_ranks(lp)
-    return (_valid(group) * (1.0 - beta * u / len(group))).tolist()
+    return (valid_of(group) * (1.0 - beta * u / len(group))).tolist()
 
 
 # -- pass@k advantage (Chen et al. 2025) ------------------------------------------------------------------
@@ -385,7 +385,7 @@ def batch_rewards(
 
     def rule(group: list[Record], idx: list[int]) -> list[float]:
         if method == "valid":
-            return _valid(group).tolist()
+            return valid_of(group).tolist()
         if method == "diversity":
             return diversity_rewards(group, **options)
         if method == "unlikeliness":

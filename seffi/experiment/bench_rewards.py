@@ -17,13 +17,7 @@ from typing import Any
 import numpy as np
 
 from seffi.errors import SeffiError
-from seffi.group_scoring import Method, Record, check_scale, split_groups
-
-
-def valid_of(group: Sequence[Record]) -> np.ndarray:
-    """The validity of each record as a float array of shape (G,)."""
-    return np.array([1.0 if rec[2] else 0.0 for rec in group], dtype=np.float64)
-
+from seffi.group_scoring import Method, Record, check_scale, split_groups, valid_of
 
 #: W-REINFORCE's weight of the positive samples (Zhu et al. 2025: lambda = 0.1).
 W_REINFORCE_LAMBDA = 0.1
@@ -233,5 +227,3 @@ def batch_advantages(
         for i, v in zip(idx, new, strict=True):
             out[i] = v
     return out
-
-

@@ -21,9 +21,10 @@ import numpy as np
 
 from seffi._seeding import seed_of
 from seffi.callbacks import trl_model
+from seffi.envs.router import observation_layout
 from seffi.errors import SeffiError
 from seffi.experiment.config import RunConfig
-from seffi.experiment.ladder import _latent_vec
+from seffi.experiment.ladder import latent_vec
 from seffi.experiment.learner import ReinforceRouter, RouterFeatures
 from seffi.experiment.runner import Runner
 from seffi.group_scoring import split_groups
@@ -87,21 +88,6 @@ def generate_forced(
     return out
 
 
-def history_layout(n_latents: int, n_strategies: int) -> dict[str, slice]:
-    """The router env's observation layout (``seffi.envs.router``) without the input one-hot.
-
-    ``prior`` (L), ``tried`` (L, times each code was tried in this run / K), ``found`` (M, 1 for a
-    strategy a valid completion of this run follows) and ``used`` (1, samples of this run so far / K):
-    what `RouterFeatures` reads with ``use_input=False``.
-    """
-    sizes = [("input", 0), ("prior", n_latents), ("tried", n_latents), ("found", n_strategies), ("used", 1)]
-    layout, start = {}, 0
-    for name, size in sizes:
-        layout[name] = slice(start, start + size)
-        start += size
-    return layout
-
-
 @dataclass
 class CodeRouter:
     """A trained REINFORCE router over the mixture's codes, acting on any prompt's prior and run history.
@@ -119,7 +105,7 @@ class CodeRouter:
     facts: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.layout = history_layout(self.router.n_latents, len(self.strategies))
+        self.layout = observation_layout(0, self.router.n_latents, len(self.strategies))
         self.features_of = RouterFeatures(self.layout, use_input=False)
         if self.features_of.size != self.router.n_features:
             raise SeffiError(
@@ -204,7 +190,7 @@ def train_router(
         raise SeffiError("the bench's router reads the prior and the run's history: input_features=False")
     started = time.perf_counter()
     runs = len(pool_ids) * learner.train_runs
-    env = _latent_vec(
+    env = latent_vec(
         task,
         runs,
         model_dir=str(mixture_dir),

@@ -488,7 +488,7 @@ def run_ladder(config: LadderConfig, *, console: Any = None, overwrite: bool = F
         rung2 = run_rung(
             2,
             runner,
-            lambda num, **kw: _latent_vec(task, num, **kwargs2, **kw),
+            lambda num, **kw: latent_vec(task, num, **kwargs2, **kw),
             env_id(task, "latent_lm"),
             rung2_baselines,
             rung2_seed,
@@ -560,7 +560,8 @@ def _prepare_out(out: Path | None, overwrite: bool) -> Path:
     return prepare_out(out, overwrite=overwrite)
 
 
-def _latent_vec(task: str, num_envs: int, **kwargs: Any) -> Any:
+def latent_vec(task: str, num_envs: int, **kwargs: Any) -> Any:
+    """A vector env of ``task``'s latent-LM router env (``seffi/<Name>LatentLM-v0``), ``num_envs`` rows."""
     import gymnasium as gym
 
     return gym.make_vec(
