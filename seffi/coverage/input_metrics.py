@@ -134,10 +134,12 @@ class InputMetric:
         if n_inputs <= self.n_inputs and n_columns <= self.n_columns:
             return
         rows, cols = max(n_inputs, self.n_inputs), max(n_columns, self.n_columns)
-        cap = max(rows, 2 * self.n_inputs) if n_inputs > self.n_inputs else rows
-        for spec in self.specs.values():
+        for spec in self.specs.values():  # rows double (kept beyond n_inputs at lo); the integer type stays
             old = getattr(self, spec.name)
-            new = self._empty(spec, cap, cols)
+            if old.shape[0] >= rows and (not spec.per_strategy or old.shape[1] == cols):
+                continue
+            cap = max(rows, 2 * old.shape[0]) if rows > old.shape[0] else old.shape[0]
+            new = np.full((cap, cols) if spec.per_strategy else (cap,), spec.lo, dtype=old.dtype)
             new[tuple(slice(0, n) for n in old.shape)] = old
             setattr(self, spec.name, new)
         self.n_inputs, self.n_columns = rows, cols

@@ -521,8 +521,12 @@ def input_auc_contributions(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     if not ok.any():
         return np.full(U, np.nan)
     C = num[:, ok].sum(axis=0) / D[ok]
-    infl = U * (num[:, ok] - C[None, :] * den[:, ok]) / D[ok][None, :]
-    return C.mean() + infl.mean(axis=1)
+    out = np.empty(U)
+    for a in range(0, U, INPUT_BLOCK):  # rows in blocks: no (U, K) temporaries beside num and den
+        b = min(a + INPUT_BLOCK, U)
+        infl = U * (num[a:b][:, ok] - C[None, :] * den[a:b][:, ok]) / D[ok][None, :]
+        out[a:b] = C.mean() + infl.mean(axis=1)
+    return out
 
 
 def rarity_labels(n_bins: int) -> list[str]:
