@@ -91,15 +91,18 @@ class InputKeys(Sequence[tuple[str, str]]):
     def __getitem__(self, code: slice) -> list[tuple[str, str]]: ...
     def __getitem__(self, code: Any) -> Any:
         if isinstance(code, slice):
-            return [self[c] for c in range(*code.indices(self.n))]
+            return self.take(np.arange(self.n)[code])
         if not -self.n <= code < self.n:
             raise IndexError(f"input code {code} out of range ({self.n} inputs)")
-        code = int(code) % self.n
         return self.tasks[self.task[code]], self.ids[code]
 
+    def take(self, codes: np.ndarray) -> list[tuple[str, str]]:
+        """The keys of input ``codes`` (int array), in that order."""
+        tasks = [self.tasks[t] for t in self.task[codes].tolist()]
+        return list(zip(tasks, self.ids[codes].tolist(), strict=True))
+
     def __iter__(self) -> Iterator[tuple[str, str]]:
-        tasks = self.tasks
-        return zip([tasks[t] for t in self.task[: self.n].tolist()], self.ids[: self.n].tolist(), strict=True)
+        return iter(self.take(np.arange(self.n)))
 
     def input_ids(self) -> np.ndarray:
         """The input_id of every code: object array, shape (U,)."""
@@ -153,6 +156,16 @@ class InputKeys(Sequence[tuple[str, str]]):
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, tuple) and len(key) == 2 and self.get(key) is not None  # type: ignore[arg-type]
+
+    def strata(self, codes: np.ndarray) -> np.ndarray:
+        """The task of each of ``codes`` as its rank among the tasks present (sorted by name)."""
+        t = self.task[codes]
+        present = np.unique(t)
+        rank = np.zeros(len(self.tasks), dtype=np.int64)
+        rank[present[np.argsort(np.array([self.tasks[i] for i in present.tolist()], dtype=object))]] = (
+            np.arange(present.size)
+        )
+        return rank[t]
 
     def order(self) -> np.ndarray:
         """Codes in sorted (task, input_id) order."""

@@ -127,7 +127,6 @@ class CoverageTracker:
         self.bar = BarcodeRows(self.barcode_rows, self.barcode_cols)
         #: Per-input metrics (`seffi.coverage.metrics`): each records every sample kept.
         self.metrics: list[InputMetric] = [cls() for cls in registered()]
-        self._task_strata: tuple[int, np.ndarray, list[str]] = (0, np.zeros(0, dtype=np.int64), [])
         for p in states.COUNTERS:
             setattr(self, p.name, bool(p.fill) if p.kind == "bool" else p.fill)
         self._order: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
@@ -566,7 +565,7 @@ class CoverageTracker:
             raise ValueError(f"slots must be runs of this tracker (0..{self.assigner.n_slots - 1})")
         codes, unit = np.unique(self.assigner.slot_input[slots], return_inverse=True)
         # The inputs present, in sorted key order: O(present log present), not a sort of every input.
-        keys = [self.keys[c] for c in codes.tolist()]
+        keys = self.keys.take(codes)
         by_key = np.array(sorted(range(codes.size), key=keys.__getitem__), dtype=np.int64)
         row = np.empty(codes.size, dtype=np.int64)
         row[by_key] = np.arange(codes.size)
@@ -626,17 +625,8 @@ class CoverageTracker:
         return out
 
     def _strata(self) -> np.ndarray:
-        """The task stratum of every input code (tasks in sorted order); extended as inputs appear."""
-        have, strata, tasks = self._task_strata
-        if have < len(self.keys):
-            new = [k[0] for k in self.keys[have:]]
-            if not set(new) <= set(tasks):  # a new task renumbers the strata
-                tasks = sorted(set(tasks) | set(new))
-                new, have, strata = [k[0] for k in self.keys], 0, strata[:0]
-            index = {t: i for i, t in enumerate(tasks)}
-            strata = np.concatenate([strata, np.array([index[t] for t in new], dtype=np.int64)])
-            self._task_strata = (len(self.keys), strata, tasks)
-        return strata
+        """The task stratum of every input code (tasks in sorted order)."""
+        return self.keys.strata(np.arange(len(self.keys)))
 
     def derived_sums(self, K: int, **rarity: Any) -> tuple[InputSums, np.ndarray | None]:
         """Per-input sums for budget K derived from the runs (``sums_from_runs``; ``rarity``: its options)."""
@@ -707,14 +697,12 @@ class CoverageTracker:
                 bins = None
                 if rarity is not None:
                     unit = self.assigner.slot_input
-                    ids = [self.keys[c][1] for c in unit.tolist()]
+                    ids = self.keys.input_ids()[unit].tolist()
                     bins = rarity_bin_matrix(rarity, ids, self.columns, self.m[unit], rarity_bins)
                 sums, rare = self.derived_sums(K, rarity_bin=bins, n_bins=rarity_bins)
                 sums, m, codes, absent = sums.take(order), self.m[order], order, 0
                 rare = None if rare is None else rare[order]
-        task = [self.keys[c][0] for c in codes.tolist()]
-        task_of = {t: i for i, t in enumerate(sorted(set(task)))}  # a stratum per task
-        strata = np.array([task_of[t] for t in task], dtype=np.int64)
+        strata = self.keys.strata(codes)  # a stratum per task
         c = curves_from_sums(
             sums,
             m,
@@ -723,7 +711,7 @@ class CoverageTracker:
             n_boot=n_boot,
             seed=seed,
             ci_level=ci_level,
-            input_keys=[self.keys[c] for c in codes.tolist()],
+            input_keys=self.keys.take(codes),
             samples=samples,
             rarity=rare,
             absent=absent,
