@@ -42,7 +42,6 @@ peak of memory allocated by one ``tracker.curves(n_boot=200)`` (``tracemalloc``)
     python benchmarks/scale.py                                  # ~1 minute on 2 shared cores
     python benchmarks/scale.py --episodes 200000 --inputs 100,10000 --n-boot 200
     python benchmarks/scale.py --monitor --episodes 400000 --inputs 100,100000
-    python benchmarks/scale.py --monitor --episodes 8000000 --inputs 1000000   # 10^6 inputs: memory
     python benchmarks/scale.py --strategies 32,1000,100000      # a few seconds
     cd /other/checkout && python /path/to/benchmarks/scale.py   # the same stream on another checkout
 

@@ -36,7 +36,6 @@ BENCHMARKS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("rung3-sanity", ("benchmarks/rung3_sanity.py", "--held-out")),
     ("scale", ("benchmarks/scale.py",)),
     ("scale-monitor", ("benchmarks/scale.py", "--monitor", "--episodes", "400000", "--inputs", "100,100000")),
-    ("scale-monitor-8m", ("benchmarks/scale.py", "--monitor", "--episodes", "8000000", "--inputs", "1000000")),
     ("peers", ("benchmarks/peers.py",)),
     ("scale-strategies", ("benchmarks/scale.py", "--strategies", "32,1000,100000")),
     ("scale-from-samples", ("benchmarks/scale.py", "--from-samples")),

@@ -108,10 +108,6 @@ class InputKeys(Sequence[tuple[str, str]]):
         """The input_id of every code: object array, shape (U,)."""
         return self.ids[: self.n]
 
-    def task_codes(self) -> np.ndarray:
-        """The task (index into ``tasks``) of every code: int array, shape (U,)."""
-        return self.task[: self.n]
-
     def codes(self, task: str, ids: Sequence[str]) -> np.ndarray:
         """Codes of the keys (``task``, id) of str ``ids`` (-1: not seen)."""
         t = self._task_of.get(task)
@@ -153,9 +149,6 @@ class InputKeys(Sequence[tuple[str, str]]):
         """The code of ``key``, or None."""
         code = int(self.codes(key[0], [key[1]])[0])
         return None if code < 0 else code
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, tuple) and len(key) == 2 and self.get(key) is not None  # type: ignore[arg-type]
 
     def strata(self, codes: np.ndarray) -> np.ndarray:
         """The task of each of ``codes`` as its rank among the tasks present (sorted by name)."""
