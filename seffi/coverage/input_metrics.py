@@ -105,9 +105,10 @@ class InputMetric:
         if n_inputs <= self.n_inputs and n_columns <= self.n_columns:
             return
         rows, cols = max(n_inputs, self.n_inputs), max(n_columns, self.n_columns)
-        cap = max(rows, 2 * self.n_inputs) if n_inputs > self.n_inputs else rows
         for spec in self.specs.values():
-            old, new = getattr(self, spec.name), self._empty(spec, cap, cols)
+            old = getattr(self, spec.name)
+            cap = max(rows, 2 * len(old)) if rows > len(old) else len(old)  # amortised doubling
+            new = self._empty(spec, cap, cols)
             new[tuple(slice(0, n) for n in old.shape)] = old
             setattr(self, spec.name, new)
         self.n_inputs, self.n_columns = rows, cols

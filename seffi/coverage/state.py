@@ -332,6 +332,7 @@ def _rules(s: Mapping[str, Any]) -> list[tuple[Any, str]]:
     hits = (fh >= n[:, None]).any() or ((fvh >= 0) & ((fh < 0) | (fvh < fh) | (fvh >= n[:, None]))).any()
     latent = lat is not None and (lat >= n[:, None]).any()
     cells = np.unique(u[n >= K]).size * K > MAX_SUM_CELLS if K else False
+    short = ((out > 0) & (n != (K or 0))).any()
     over_m = ((fh >= 0).sum(axis=1) > s["inputs"]["m"][u]).any()
     has_latent = bool(lat is not None and (lat >= 0).any())
     counted = any(o["count"] != n[o["run"]] + out[o["run"]] for o in opened)  # all samples vs the first K
@@ -351,7 +352,7 @@ def _rules(s: Mapping[str, Any]) -> list[tuple[Any, str]]:
             f"{nv.sum()} correct ones",
         ),
         (cells, f"inputs with a complete run x budget exceed the cap of {MAX_SUM_CELLS} per-input sums"),
-        (((out > 0) & (n != (K or 0))).any(), "a run has samples beyond the budget but fewer than budget"),
+        (short, "a run has samples beyond the budget but fewer than budget samples"),
         (
             s["skipped"] != out.sum(),
             f"skipped={s['skipped']} must be the runs' {out.sum()} samples beyond the budget",

@@ -23,7 +23,7 @@ def upgrade(state: Any) -> Any:
     if isinstance(state, Mapping) and state.get("format") == "seffi.coverage.tracker/1":
         try:
             state = _from_v1(state)
-        except (KeyError, TypeError, AttributeError) as exc:
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ValueError(
                 f"corrupted CoverageTracker state (version 1): {type(exc).__name__}: {exc}"
             ) from exc
@@ -32,10 +32,10 @@ def upgrade(state: Any) -> Any:
     runs, opened = state.get("runs"), state.get("open_runs")
     if state.get("format") != STATE_FORMAT or not isinstance(runs, Mapping) or "beyond" in runs:
         return state
-    if not isinstance(runs.get("n"), list) or not isinstance(opened, list):
+    if not isinstance(runs.get("n"), list):
         return state  # malformed: the check names it
     beyond = [0] * len(runs["n"])  # an open run counts every sample, its run only the first K
-    for o in opened:
+    for o in opened if isinstance(opened, list) else ():
         r, count = (o.get("run"), o.get("count")) if isinstance(o, Mapping) else (None, None)
         if isinstance(r, int) and isinstance(count, int) and 0 <= r < len(beyond):
             beyond[r] = max(count - runs["n"][r], 0) if isinstance(runs["n"][r], int) else 0
