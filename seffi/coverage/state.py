@@ -60,7 +60,7 @@ class Part:
     where: str = ""  # "setting", "counter", "records", or the table holding it
     wide: bool = False
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         """The name inside its table (``runs.first_hit`` -> ``first_hit``)."""
         return self.name.rsplit(".", 1)[-1]
