@@ -181,7 +181,7 @@ def setting(p: Part, value: Any, s: Mapping[str, Any]) -> Any:
         return value
     if p.kind == "list":
         return _column(
-            value, p.name, (len(value) if isinstance(value, list) else -1,), p.lo, _hi(p, s)
+            value, p.name, (len(value) if isinstance(value, list) else 0,), p.lo, _hi(p, s)
         ).tolist()
     return _int(value, p.name, p.lo, _hi(p, s))
 
@@ -207,7 +207,7 @@ def _column(value: Any, where: str, shape: tuple[int, ...], lo: int, hi: int) ->
             raise ValueError(f"{where} must hold ints")
         value = np.array(value, dtype=np.int64)
     if not isinstance(value, np.ndarray) or value.dtype.kind not in "iu" or value.size != np.prod(shape):
-        raise ValueError(f"{where} must be {shape} ints")
+        raise ValueError(f"{where} must be a list of {' x '.join(map(str, shape))} ints")
     arr = value.astype(np.int64, copy=False).reshape(shape)
     if arr.size and (arr.min() < lo or arr.max() >= hi):
         raise ValueError(f"{where} must hold ints in [{lo}, {hi})")
@@ -292,15 +292,17 @@ def _checked(state: Mapping[str, Any]) -> dict[str, Any]:
 def _table_part(p: Part, held: Mapping[str, Any] | None, s: Mapping[str, Any], n: int) -> Any:
     """Table part ``p`` of ``n`` rows from ``held`` (None: a metric the state lacks, at its fill).
 
-    Returns None for a matrix of width 0 (not stored).
+    Returns None for a matrix whose width setting (not "columns") is 0: it is not stored.
     """
     w = None if p.width is None else len(s["columns"]) if p.width == "columns" else s[p.width]
-    if w == 0 and p.key in (held or {}):
+    absent = w == 0 and p.width != "columns"
+    if absent and p.key in (held or {}):
         raise ValueError(f"{p.name} is present but its declaration says it is not")
-    if w == 0 or held is None:
-        return None if w == 0 else np.full((n,) if w is None else (n, w), p.fill, dtype=np.int64)
+    shape = (n,) if w is None else (n, w)
+    if absent or held is None:
+        return None if absent else np.full(shape, p.fill, dtype=np.int64)
     if p.kind != "str":
-        return _column(held[p.key], p.name, (n,) if w is None else (n, w), p.lo, _hi(p, s))
+        return _column(held[p.key], p.name, shape, p.lo, _hi(p, s))
     if not isinstance(v := held[p.key], list) or len(v) != n or not all(isinstance(x, str) for x in v):
         raise ValueError(f"{p.name} must be a list of {n} strings")
     return list(v)
@@ -469,9 +471,8 @@ def load(cls: type[CoverageTracker], state: Any, *, barcode_rows: int | None = N
     for p in t.runs.fields:
         getattr(t.runs, p.key)[:R] = runs[p.key]
     for r in s["open_runs"]:
-        t.assigner.restore_open(
-            int(runs["input"][r["run"]]), r["env_index"], *(r[k] for k in _OPEN_KEYS[:1] + _OPEN_KEYS[2:])
-        )
+        fields = (r["env_index"], r["run"], r["count"], r["sample_index"], r["run_index"])
+        t.assigner.restore_open(int(runs["input"][r["run"]]), *fields)
     t.bar.grow(U)
     for b in s["barcode"]:
         t.bar.put(b["input"], b["stream"], list(b["cells"]), [bool(x) for x in b["new"]], t.keys)

@@ -270,8 +270,20 @@ def test_older_stored_states_load_to_the_tracker_they_always_loaded_to(name) -> 
     assert CoverageTracker.from_state_dict(entry["loaded"]).state_dict() == entry["loaded"]
 
 
-def _n_rows(s: dict, n: int) -> None:
-    s["runs"]["n"] = [n if i == 14 else v for i, v in enumerate(s["runs"]["n"])]
+def test_a_free_form_tracker_before_its_first_strategy_round_trips() -> None:
+    """Free-form strategies, samples that matched none yet: the first-hit rows and the metric's
+    per-strategy rows have no columns, and the state loads back to itself and its curves."""
+    t = CoverageTracker(None, budget=2)
+    for x in ("x", "x", "y"):
+        t.update(x, set(), num_strategies=3)
+    state = json.loads(json.dumps(t.state_dict()))
+    assert state["runs"]["first_hit"] == ["", ""] and state["metrics"]["strategy_entropy"]["counts"] == [
+        [],
+        [],
+    ]
+    back = CoverageTracker.from_state_dict(state)
+    assert back.state_dict() == state
+    np.testing.assert_array_equal(back.curves(2, n_boot=0).coverage, [0.0, 0.0])
 
 
 @pytest.mark.parametrize(
