@@ -11,14 +11,5 @@ from seffi.episodes.parsers import (
     parse_vector,
 )
 
-__all__ = [
-    "EpisodeBatch",
-    "EpisodeRejected",
-    "MatchCoder",
-    "parse_generation",
-    "parse_info",
-    "parse_infos",
-    "parse_list",
-    "parse_rows",
-    "parse_vector",
-]
+__all__ = ["EpisodeBatch", "EpisodeRejected", "MatchCoder", "parse_generation", "parse_info", "parse_infos"]
+__all__ += ["parse_list", "parse_rows", "parse_vector"]

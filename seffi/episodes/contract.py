@@ -48,11 +48,8 @@ class Rule:
         return isinstance(v, self.types) and (self.minimum is None or bool(self.minimum <= v <= _I64_MAX))
 
     def bad(self, values: Sequence[Any], have: np.ndarray | None = None) -> np.ndarray | None:
-        """Bool mask (N,) of the ``values`` that break the rule among those ``have`` marks; None: none.
-
-        At a glance (C-level) by the value types and range; value by value only when that does not settle it.
-        """
-        fits = len(values) > 0 and set(map(type, values)) <= self.exact
+        """Bool mask (N,) of the ``values`` that break the rule among those ``have`` marks; None: none."""
+        fits = len(values) > 0 and set(map(type, values)) <= self.exact  # at a glance, else value by value
         if fits and (self.minimum is None or (self.minimum <= min(values) and max(values) <= _I64_MAX)):
             return None
         out = np.fromiter(map(self.ok, values), dtype=bool, count=len(values)) ^ True
@@ -89,13 +86,8 @@ class EpisodeRejected(SeffiError):
     def __init__(self, reason: str, *, key: str, env_index: int, env_name: Any, rejected: int, batch: Any):
         where = f"env {clip(repr(env_name))}" if env_name else "the env"
         super().__init__(f"{where} (sub-env index {env_index}): {reason}")
-        self.key, self.env_index, self.rejected, self.batch, self.recorded = (
-            key,
-            env_index,
-            rejected,
-            batch,
-            None,
-        )
+        self.key, self.env_index, self.rejected, self.batch = key, env_index, rejected, batch
+        self.recorded: int | None = None
 
     def recorded_as(self, n: int) -> EpisodeRejected:
         """This error, its message saying that the call's ``n`` good episodes were recorded."""
@@ -122,8 +114,7 @@ class MatchCoder:
     def codes(self, values: Sequence[Any]) -> tuple[np.ndarray, dict[int, str]]:
         """(code of each value, shape (N,); position -> why, for values that are no match set).
 
-        Hashable values seen before are looked up in one C-level pass; otherwise each distinct object
-        (a labeler shares one list per match set) is coded once, a list or array by its tuple.
+        Each distinct object (a labeler shares one list per match set) is coded once, a list by its tuple.
         """
         try:
             return np.fromiter(map(self._code.__getitem__, values), np.int64, len(values)), {}
@@ -144,7 +135,7 @@ class MatchCoder:
 
     def _new(self, raw: Any) -> int:
         if isinstance(raw, (str, bytes)) or not CONTRACT["strategy_matches"].ok(raw) or np.ndim(raw) != 1:
-            got = f"{type(raw).__name__}{f' of shape {raw.shape}' if isinstance(raw, np.ndarray) else ''}"
+            got = type(raw).__name__ + (f" of shape {raw.shape}" if isinstance(raw, np.ndarray) else "")
             raise ValueError(
                 f"'strategy_matches' must be a tuple of strategy ids, got {got}: {clip(repr(raw))}"
             )
@@ -163,10 +154,8 @@ class MatchCoder:
         return self._code[ms]
 
 
-def _why(key: str, x: Any, missing: bool = False) -> str:
-    """Why an episode is refused: its info ``x`` lacks ``key``, or ``x``, its value of ``key``, is bad."""
-    if not missing:
-        return f"{key!r} must be {CONTRACT[key].what}, got {type(x).__name__} {x!r:.60}"
+def _missing(key: str, x: Any) -> str:
+    """Why an episode whose info ``x`` lacks ``key`` is refused."""
     if not isinstance(x, Mapping):
         return f"an episode ended but its info is {x!r:.60}, not a dict"
     text = f"an episode ended but its info has no {key!r} (keys: {brief(sorted(map(str, x)))})"
@@ -184,26 +173,23 @@ def _column(cols: dict[str, Any], key: str, keep: Any, n: int) -> np.ndarray:
         values, have = list(compress(values, keep.tolist())), None if have is None else have[keep]
     if have is not None:
         values = [v if h else rule.fill for v, h in zip(values, have.tolist(), strict=True)]
-    # Ids are str: an int id becomes its decimal string.
-    return np.array(list(map(str, values)) if key == "input_id" else values, dtype=rule.dtype)
+    if key == "input_id" and set(map(type, values)) - {str}:  # ids are str: 7 becomes "7"
+        values = list(map(str, values))
+    return np.array(values, dtype=rule.dtype)
 
 
 def screen(
-    cols: dict[str, Any],
-    env: np.ndarray,
-    strategies: Any,
-    info_of: Callable[[int], Any],
-    env_name: Any = None,
-) -> EpisodeBatch:
-    """The batch of the good ones of N finished episodes, checked against `CONTRACT`: every parser's end.
+    cols: dict[str, Any], env: np.ndarray, strategies: Any, info_of: Callable, name: Any = None
+) -> Any:
+    """The batch (`EpisodeBatch`) of the good ones of N finished episodes, checked against `CONTRACT`.
 
     Args:
-        cols: key -> (values: list of N, which are reported: bool (N,) or None for all); keys nobody
+        cols: key -> (values: list of N, which reported it: bool (N,) or None for all); keys nobody
             reported left out; ``"info"`` -> (None, which infos are dicts).
-        env: int64 (N,): each episode's sub-env (with the caller's offset).
+        env: int64 (N,): each episode's sub-env.
         strategies: The declared strategy ids, or the `MatchCoder` kept across calls.
         info_of: Row -> its info, for the message naming a missing key.
-        env_name: Named in the error.
+        name: The env's name, for the message.
 
     Raises:
         EpisodeRejected: Names the first bad episode's env and key; holds the batch of the good ones.
@@ -220,49 +206,42 @@ def screen(
                 first[:] = row, key, reason_of(row)
 
     if "info" in cols:
-        add(~cols["info"][1], "info", lambda r: _why("info", info_of(r), True))
+        add(~cols["info"][1], "info", lambda r: _missing("info", info_of(r)))
     for key, rule in CONTRACT.items():
         values, have = cols.get(key, (None, None))
         if rule.fill is None and (values is None or have is not None):
-            add(
-                np.ones(n, dtype=bool) if values is None else ~have,
-                key,
-                lambda r, k=key: _why(k, info_of(r), True),
-            )
+            add(np.ones(n, bool) if values is None else ~have, key, lambda r, k=key: _missing(k, info_of(r)))
         if values is not None and key != "strategy_matches":
-            add(rule.bad(values, have), key, lambda r, k=key, v=values: _why(k, v[r]))
+            why = f"{key!r} must be {rule.what}, got "
+            add(
+                rule.bad(values, have),
+                key,
+                lambda r, w=why, v=values: f"{w}{type(v[r]).__name__} {v[r]!r:.60}",
+            )
     codes, matches = np.zeros(n, dtype=np.int64), cols.get("strategy_matches", (None,))[0]
     if matches is not None and (rows := np.flatnonzero(~bad)).size:  # only the good rows are coded
         codes[rows], why = coder.codes(matches if rows.size == n else [matches[i] for i in rows.tolist()])
         where = dict(zip(rows[list(why)].tolist(), why.values(), strict=True))
         add(np.isin(np.arange(n), list(where)) if where else None, "strategy_matches", where.__getitem__)
-    if not bad.all():  # the kind of the ids: rows refused so far do not decide it
-        ids = cols["input_id"][0]
-        kinds = set(map(type, ids))
-        is_str = (
-            np.full(n, kinds <= _STRS)
-            if kinds <= _STRS or kinds <= _INTS
-            else np.fromiter(map(isinstance, ids, repeat(str)), dtype=bool, count=n)
-        )
+    if not bad.all():  # the ids' kind (str or int): rows refused so far do not decide it
+        given, types = cols["input_id"][0], set(map(type, cols["input_id"][0]))
+        is_str = np.full(n, types <= _STRS)
+        if types - _STRS and types - _INTS:  # neither all str nor all int: value by value
+            is_str = np.fromiter(map(isinstance, given, repeat(str)), bool, n)
         if coder.ids_are_str is None:
             coder.ids_are_str = bool(is_str[(~bad).argmax()])
-        kind, seen = ("an int", "str") if coder.ids_are_str else ("a str", "int")
-        mixed = f"is {kind} but the input ids so far are {seen}: ids keep their type (1 and '1' are two)"
-        add(
-            ~bad & (is_str != coder.ids_are_str),
-            "input_id",
-            lambda r: f"'input_id' {clip(repr(ids[r]))} {mixed}",
-        )
+        kind = ("an int", "str") if coder.ids_are_str else ("a str", "int")
+        why = f"is {kind[0]} but the input ids so far are {kind[1]}: 1 and '1' would be one input"
+        add(~bad & (is_str != coder.ids_are_str), "input_id", lambda r: f"'input_id' {given[r]!r:.60} {why}")
     keep = None if first[0] == n else ~bad
     picked, m = (slice(None), n) if keep is None else (keep, int(keep.sum()))
-    valid, ids, *index = (
-        _column(cols, k, keep, m) for k in ("valid", "input_id", "sample_index", "run_index", "z")
-    )
-    batch = EpisodeBatch(
-        coder.strategies, ids, coder.table.take(codes[picked], axis=0), valid, env[picked], *index
-    )
+    valid, ids, *index = (_column(cols, k, keep, m) for k in _COLUMNS)
+    batch = EpisodeBatch(coder.strategies, ids, coder.table[codes[picked]], valid, env[picked], *index)
     if keep is None:
         return batch
     raise EpisodeRejected(
-        first[2], key=first[1], env_index=int(env[first[0]]), env_name=env_name, rejected=n - m, batch=batch
+        first[2], key=first[1], env_index=int(env[first[0]]), env_name=name, rejected=n - m, batch=batch
     )
+
+
+_COLUMNS = ("valid", "input_id", "sample_index", "run_index", "z")  # the batch columns the contract fills

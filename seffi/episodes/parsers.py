@@ -1,13 +1,10 @@
 """One parser per info format, each returning the finished episodes as an `EpisodeBatch`.
 
-* `parse_vector`: a Gymnasium vector env's dict of arrays with ``_key`` masks, the final info of env
-  ``i`` at index ``i``; in ``SAME_STEP`` autoreset under ``"final_info"``, selected by ``"_final_info"``
-  (Gymnasium 0.29: an object array of dicts).
-* `parse_list`: an info dict per env: SB3's VecEnv, Gymnasium's ``DictInfoToList`` (in ``SAME_STEP``
-  under ``infos[i]["final_info"]``).
-* `parse_info` (a plain env's or RLlib episode's final info), `parse_generation` (all completions of a
-  TRL step, as columns), `parse_rows` (dicts with the contract's keys, e.g. read from files).
-
+`parse_vector`: a Gymnasium vector env's dict of arrays (``_key``: which envs hold ``key``; in
+``SAME_STEP`` autoreset under ``"final_info"``, in Gymnasium 0.29 an object array of dicts);
+`parse_list`: an info dict per env (SB3, ``DictInfoToList``: in ``SAME_STEP`` under ``"final_info"``);
+`parse_info`: one final info (a plain env, an RLlib episode); `parse_generation`: a TRL step's
+completions as columns; `parse_rows`: dicts with the contract's keys (e.g. read from files).
 ``dones`` (``terminated | truncated``) tells which envs ended; without it an end is known by the keys
 seffi envs emit only on the final step (`END_MARKERS`). ``strategies``: the declared ids, or a
 `MatchCoder` kept across calls. `EpisodeRejected` names ``env_name`` and the sub-env (+ ``env_offset``).
@@ -16,14 +13,13 @@ seffi envs emit only on the final step (`END_MARKERS`). ``strategies``: the decl
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import chain, repeat
-from operator import contains, methodcaller
+from itertools import chain
 from typing import Any
 
 import numpy as np
 
 from seffi.episodes.batch import EpisodeBatch
-from seffi.episodes.contract import _BOOLS, CONTRACT, MatchCoder, _empty, screen
+from seffi.episodes.contract import CONTRACT, MatchCoder, _empty, screen
 from seffi.errors import SeffiError
 
 #: Keys that seffi envs put in ``info`` only on the step that ends an episode.
@@ -33,8 +29,6 @@ END_MARKERS: tuple[str, ...] = ("strategy_matches", "y_text")
 def _bools(dones: Any, n: int | None = None) -> np.ndarray:
     """``dones`` as a bool array (at least 1-D); anything but booleans (``1``, ``"no"``) is an error."""
     arr = dones if type(dones) is np.ndarray and dones.ndim else np.atleast_1d(np.asarray(dones))
-    if arr.dtype == object and all(isinstance(v, _BOOLS) for v in arr.flat):
-        arr = arr.astype(bool)
     if arr.dtype != np.bool_:
         got = f"{arr.dtype} values {arr.reshape(-1)[:4].tolist()!r}"
         raise SeffiError(f"'dones' must be booleans (terminated | truncated), got {got}")
@@ -131,23 +125,11 @@ def parse_infos(
 
 
 def parse_generation(
-    input_ids: Sequence[Any],
-    matches: Sequence[Any],
-    strategies: Any,
-    valid: Any = None,
-    *,
-    sample_index: Any = None,
-    run_index: Any = None,
-    env_name: Any = None,
+    input_ids, matches, strategies, valid=None, *, sample_index=None, run_index=None, env_name=None
 ) -> EpisodeBatch:
     """All completions of one generation step (TRL), given as columns of equal length."""
-    given = {"input_id": input_ids, "strategy_matches": matches, "valid": valid}
-    given |= {"sample_index": sample_index, "run_index": run_index}
-    cols = {
-        k: (v.tolist() if isinstance(v, np.ndarray) else list(v), None)
-        for k, v in given.items()
-        if v is not None
-    }
+    given = {"input_id": input_ids, "strategy_matches": matches, "valid": valid, "sample_index": sample_index}
+    cols = {k: (list(v), None) for k, v in (given | {"run_index": run_index}).items() if v is not None}
     if len({len(v) for v, _ in cols.values()}) != 1:
         raise SeffiError("parse_generation needs columns of equal length")
     return screen(cols, np.zeros(len(input_ids), dtype=np.int64), strategies, lambda _: {}, env_name)
@@ -156,13 +138,11 @@ def parse_generation(
 def parse_rows(rows: Sequence[Any], strategies: Any, *, env_index: Any = None, env_name: Any = None) -> Any:
     """Finished episodes given as their final info dicts (``env_index``: per row, default 0)."""
     cols: dict[str, Any] = {}
-    dicts = rows
-    if not all(isinstance(d, Mapping) for d in rows):
-        cols["info"] = (None, np.array([isinstance(d, Mapping) for d in rows]))
+    if set(map(type, dicts := rows)) - {dict} and not all(isinstance(d, Mapping) for d in rows):
+        cols["info"] = (None, np.array([isinstance(d, Mapping) for d in rows], dtype=bool))
         dicts = [d if isinstance(d, Mapping) else {} for d in rows]
     for key in CONTRACT:
-        have = np.fromiter(map(contains, dicts, repeat(key)), dtype=bool, count=len(dicts))
-        if have.any():
-            cols[key] = (list(map(methodcaller("get", key), dicts)), None if have.all() else have)
+        if any(have := [key in d for d in dicts]):
+            cols[key] = ([d.get(key) for d in dicts], None if all(have) else np.array(have))
     env = np.zeros(len(rows), dtype=np.int64) if env_index is None else np.asarray(env_index, dtype=np.int64)
     return screen(cols, env, strategies, rows.__getitem__, env_name)
