@@ -26,8 +26,8 @@ _empty = functools.lru_cache(maxsize=64)(EpisodeBatch.empty)  # every reset-only
 class Rule:
     """What one info key may hold: ``what`` in words, ``fill`` where not reported (None: required).
 
-    ``types``: of a value (a bool only where listed); ``exact``: the value types of a column that
-    passes at a glance; ``minimum``: of ints (which fit int64); ``dtype``: of the batch column.
+    ``types``: of a value (a bool only where listed); ``exact``: the value types (or a typed column's
+    dtype) that pass at a glance; ``minimum``: of ints, which fit int64; ``dtype``: the batch column's.
     Integral floats count as ints: Gymnasium stores a column as floats when its first value was one.
     """
 
@@ -47,12 +47,22 @@ class Rule:
             return math.isfinite(v) and v.is_integer() and self.minimum <= v <= _I64_MAX
         return isinstance(v, self.types) and (self.minimum is None or bool(self.minimum <= v <= _I64_MAX))
 
-    def bad(self, values: Sequence[Any], have: np.ndarray | None = None) -> np.ndarray | None:
+    def bad(self, values: Any, have: np.ndarray | None = None) -> np.ndarray | None:
         """Bool mask (N,) of the ``values`` that break the rule among those ``have`` marks; None: none."""
-        fits = len(values) > 0 and set(map(type, values)) <= self.exact  # at a glance, else value by value
-        if fits and (self.minimum is None or (self.minimum <= min(values) and max(values) <= _I64_MAX)):
-            return None
-        out = np.fromiter(map(self.ok, values), dtype=bool, count=len(values)) ^ True
+        typed = isinstance(values, np.ndarray) and values.dtype != object  # at a glance, else one by one
+        if len(values) and ({values.dtype.type} if typed else set(map(type, values))) <= self.exact:
+            if self.minimum is None:
+                return None
+            if typed:  # a signed int column fits int64
+                lo, hi = (
+                    np.minimum.reduce(values),
+                    np.maximum.reduce(values) if values.dtype.kind == "u" else 0,
+                )
+            else:
+                lo, hi = min(values), max(values)
+            if self.minimum <= lo and hi <= _I64_MAX:
+                return None
+        out = np.fromiter(map(self.ok, values.tolist() if typed else values), bool, len(values)) ^ True
         out &= True if have is None else have
         return out if out.any() else None
 
@@ -64,9 +74,7 @@ CONTRACT: dict[str, Rule] = {
     "strategy_matches": Rule("a tuple of strategy ids", None, (Sequence, set, frozenset, np.ndarray)),
     "input_id": Rule("a str (or int) id", None, (str, int, np.integer), _INTS | _STRS, dtype=object),
     "valid": Rule("a bool (or numpy bool)", True, _BOOLS, frozenset(_BOOLS), dtype=bool),
-    "sample_index": _INDEX,
-    "run_index": _INDEX,
-    "z": _INDEX,
+    **dict.fromkeys(("sample_index", "run_index", "z"), _INDEX),
 }
 
 
@@ -100,14 +108,15 @@ class EpisodeRejected(SeffiError):
 class MatchCoder:
     """Codes ``strategy_matches`` values as rows of ``table``, a bool hit table over ``strategies``.
 
-    Each distinct value is checked once; a monitor keeps one across calls. ``ids_are_str``: whether
-    the input ids are str (else int); the first good id decides (1 and "1" would be one input).
+    A monitor keeps one across calls: each distinct match set is checked once, and so is each input
+    id (``known``); the first good id decides whether ids are str (``ids_are_str``) or int.
     """
 
     def __init__(self, strategies: Sequence[str]) -> None:
         self.strategies = tuple(strategies)
         self._index = {s: j for j, s in enumerate(self.strategies)}
         self._code: dict[Any, int] = {}
+        self.known: set[str] = set()
         self.ids_are_str: bool | None = None
         self.table = np.zeros((0, len(self.strategies)), dtype=bool)  # (match sets seen, M)
 
@@ -119,29 +128,24 @@ class MatchCoder:
         try:
             return np.fromiter(map(self._code.__getitem__, values), np.int64, len(values)), {}
         except (KeyError, TypeError):  # a new or unhashable value (a list)
-            pass
-        objs = list(values)  # alive while their ids key them
-        keys, code, why = list(map(id, objs)), {}, {}
+            keys, code, why = list(map(id, objs := list(values))), {}, {}  # objs keeps each id's object
         for key, v in dict(zip(keys, objs, strict=True)).items():
             try:
-                code[key] = self._code[tuple(v) if isinstance(v, (list, np.ndarray)) else v]
-            except (KeyError, TypeError):
-                try:
-                    code[key] = self._new(v)
-                except ValueError as exc:
-                    why[key] = str(exc)
+                code[key] = self._new(v)
+            except ValueError as exc:
+                why[key] = str(exc)
         out = np.fromiter(map(code.get, keys, repeat(0)), np.int64, len(keys))
         return out, {i: why[k] for i, k in enumerate(keys) if k in why} if why else {}
 
-    def _new(self, raw: Any) -> int:
-        if isinstance(raw, (str, bytes)) or not CONTRACT["strategy_matches"].ok(raw) or np.ndim(raw) != 1:
-            got = type(raw).__name__ + (f" of shape {raw.shape}" if isinstance(raw, np.ndarray) else "")
-            raise ValueError(
-                f"'strategy_matches' must be a tuple of strategy ids, got {got}: {clip(repr(raw))}"
-            )
-        if not all(isinstance(s, str) for s in raw):  # 1 is not "1", None not "None": str ids only
-            raise ValueError(f"'strategy_matches' must hold str strategy ids, got {brief(raw)}")
-        if (ms := tuple(sorted(map(str, raw)))) not in self._code:
+    def _new(self, v: Any) -> int:
+        with contextlib.suppress(KeyError, TypeError):
+            return self._code[tuple(v) if isinstance(v, (list, np.ndarray)) else v]
+        if isinstance(v, (str, bytes)) or not CONTRACT["strategy_matches"].ok(v) or np.ndim(v) != 1:
+            t = type(v).__name__ + (f" of shape {v.shape}" if isinstance(v, np.ndarray) else "")
+            raise ValueError(f"'strategy_matches' must be a tuple of strategy ids, got {t}: {clip(repr(v))}")
+        if not all(isinstance(s, str) for s in v):  # 1 is not "1", None not "None": str ids only
+            raise ValueError(f"'strategy_matches' must hold str strategy ids, got {brief(v)}")
+        if (ms := tuple(sorted(map(str, v)))) not in self._code:
             if unknown := sorted(set(ms) - set(self._index)):
                 raise ValueError(
                     f"'strategy_matches' holds strategy ids {brief(unknown)} that are not among the "
@@ -150,18 +154,19 @@ class MatchCoder:
             self.table = np.concatenate([self.table, np.isin(self.strategies, ms)[None]])
             self._code[ms] = len(self.table) - 1
         with contextlib.suppress(TypeError):  # unhashable: found by its tuple next time
-            self._code[raw] = self._code[ms]
+            self._code[v] = self._code[ms]
         return self._code[ms]
 
 
-def _missing(key: str, x: Any) -> str:
-    """Why an episode whose info ``x`` lacks ``key`` is refused."""
+def _why(key: str, x: Any, missing: bool = False) -> str:
+    """Why an episode is refused: its info ``x`` lacks ``key``, or ``x``, its value of ``key``, is bad."""
+    if not missing:
+        return f"{key!r} must be {CONTRACT[key].what}, got {type(x).__name__} {x!r:.60}"
     if not isinstance(x, Mapping):
         return f"an episode ended but its info is {x!r:.60}, not a dict"
-    text = f"an episode ended but its info has no {key!r} (keys: {brief(sorted(map(str, x)))})"
-    if key == "strategy_matches":
-        text += "; coverage needs the final-step info of a seffi env, or a wrapper that passes it through"
-    return text
+    hint = "; coverage needs the final-step info of a seffi env, or a wrapper that passes it through"
+    keys = f"an episode ended but its info has no {key!r} (keys: {brief(sorted(map(str, x)))})"
+    return keys + hint if key == "strategy_matches" else keys
 
 
 def _column(cols: dict[str, Any], key: str, keep: Any, n: int) -> np.ndarray:
@@ -170,11 +175,14 @@ def _column(cols: dict[str, Any], key: str, keep: Any, n: int) -> np.ndarray:
     if values is None:
         return np.full(n, rule.fill, dtype=rule.dtype)
     if keep is not None:
-        values, have = list(compress(values, keep.tolist())), None if have is None else have[keep]
-    if have is not None:
-        values = [v if h else rule.fill for v, h in zip(values, have.tolist(), strict=True)]
+        values = values[keep] if isinstance(values, np.ndarray) else list(compress(values, keep.tolist()))
+        have = None if have is None else have[keep]
     if key == "input_id" and set(map(type, values)) - {str}:  # ids are str: 7 becomes "7"
         values = list(map(str, values))
+    if isinstance(values, np.ndarray):  # a typed column; unreported NaN is filled before the cast
+        return (values if have is None else np.where(have, values, rule.fill)).astype(rule.dtype)
+    if have is not None:
+        values = [v if h else rule.fill for v, h in zip(values, have.tolist(), strict=True)]
     return np.array(values, dtype=rule.dtype)
 
 
@@ -183,13 +191,9 @@ def screen(
 ) -> Any:
     """The batch (`EpisodeBatch`) of the good ones of N finished episodes, checked against `CONTRACT`.
 
-    Args:
-        cols: key -> (values: list of N, which reported it: bool (N,) or None for all); keys nobody
-            reported left out; ``"info"`` -> (None, which infos are dicts).
-        env: int64 (N,): each episode's sub-env.
-        strategies: The declared strategy ids, or the `MatchCoder` kept across calls.
-        info_of: Row -> its info, for the message naming a missing key.
-        name: The env's name, for the message.
+    ``cols``: key -> (values: a list or typed column of N, which reported it: bool (N,), None for all),
+    keys nobody reported left out; ``env``: int64 (N,), each one's sub-env; ``strategies``: the ids or
+    the `MatchCoder` kept across calls; ``info_of``: row -> its info (a non-dict one is named "info").
 
     Raises:
         EpisodeRejected: Names the first bad episode's env and key; holds the batch of the good ones.
@@ -197,7 +201,7 @@ def screen(
     coder = strategies if isinstance(strategies, MatchCoder) else MatchCoder(strategies)
     if not (n := len(env)):
         return _empty(coder.strategies)
-    bad, first = np.zeros(n, dtype=bool), [n, "", ""]
+    bad, first, known = np.zeros(n, dtype=bool), [n, "", ""], False
 
     def add(mask: np.ndarray | None, key: str, reason_of: Callable[[int], str]) -> None:
         if mask is not None and mask.any():
@@ -205,43 +209,50 @@ def screen(
             if (row := int(mask.argmax())) < first[0]:
                 first[:] = row, key, reason_of(row)
 
-    if "info" in cols:
-        add(~cols["info"][1], "info", lambda r: _missing("info", info_of(r)))
+    ids, have = cols.get("input_id", (None, 0))
+    try:  # every id passed before (an unhashable one is named below)
+        known = coder.ids_are_str and have is None and coder.known.issuperset(ids)
+    except TypeError:
+        pass
     for key, rule in CONTRACT.items():
         values, have = cols.get(key, (None, None))
         if rule.fill is None and (values is None or have is not None):
-            add(np.ones(n, bool) if values is None else ~have, key, lambda r, k=key: _missing(k, info_of(r)))
-        if values is not None and key != "strategy_matches":
-            why = f"{key!r} must be {rule.what}, got "
             add(
-                rule.bad(values, have),
-                key,
-                lambda r, w=why, v=values: f"{w}{type(v[r]).__name__} {v[r]!r:.60}",
+                np.ones(n, bool) if values is None else ~have, key, lambda r, k=key: _why(k, info_of(r), True)
             )
+        if values is not None and key != "strategy_matches" and not (known and key == "input_id"):
+            add(rule.bad(values, have), key, lambda r, k=key, v=values: _why(k, v[r]))
     codes, matches = np.zeros(n, dtype=np.int64), cols.get("strategy_matches", (None,))[0]
     if matches is not None and (rows := np.flatnonzero(~bad)).size:  # only the good rows are coded
         codes[rows], why = coder.codes(matches if rows.size == n else [matches[i] for i in rows.tolist()])
-        where = dict(zip(rows[list(why)].tolist(), why.values(), strict=True))
-        add(np.isin(np.arange(n), list(where)) if where else None, "strategy_matches", where.__getitem__)
-    if not bad.all():  # the ids' kind (str or int): rows refused so far do not decide it
+        if why:
+            where = dict(zip(rows[list(why)].tolist(), why.values(), strict=True))
+            add(np.isin(np.arange(n), list(where)), "strategy_matches", where.__getitem__)
+    if not known and not bad.all():  # the ids' kind (str or int): rows refused so far do not decide it
         given, types = cols["input_id"][0], set(map(type, cols["input_id"][0]))
-        is_str = np.full(n, types <= _STRS)
-        if types - _STRS and types - _INTS:  # neither all str nor all int: value by value
-            is_str = np.fromiter(map(isinstance, given, repeat(str)), bool, n)
+        mixed = types - _STRS and types - _INTS  # else all of one kind: is_str is one bool
+        is_str = np.fromiter(map(isinstance, given, repeat(str)), bool, n) if mixed else types <= _STRS
         if coder.ids_are_str is None:
-            coder.ids_are_str = bool(is_str[(~bad).argmax()])
-        kind = ("an int", "str") if coder.ids_are_str else ("a str", "int")
-        why = f"is {kind[0]} but the input ids so far are {kind[1]}: 1 and '1' would be one input"
-        add(~bad & (is_str != coder.ids_are_str), "input_id", lambda r: f"'input_id' {given[r]!r:.60} {why}")
+            coder.ids_are_str = bool(np.broadcast_to(is_str, n)[(~bad).argmax()])
+        if is_str is not coder.ids_are_str:
+            kind = ("an int", "str") if coder.ids_are_str else ("a str", "int")
+            why = f"is {kind[0]} but the input ids so far are {kind[1]}: 1 and '1' would be one input"
+            add(
+                ~bad & (is_str != coder.ids_are_str),
+                "input_id",
+                lambda r: f"'input_id' {given[r]!r:.60} {why}",
+            )
     keep = None if first[0] == n else ~bad
     picked, m = (slice(None), n) if keep is None else (keep, int(keep.sum()))
     valid, ids, *index = (_column(cols, k, keep, m) for k in _COLUMNS)
+    if not known and coder.ids_are_str:
+        coder.known.update(ids.tolist())
     batch = EpisodeBatch(coder.strategies, ids, coder.table[codes[picked]], valid, env[picked], *index)
     if keep is None:
         return batch
-    raise EpisodeRejected(
-        first[2], key=first[1], env_index=int(env[first[0]]), env_name=name, rejected=n - m, batch=batch
-    )
+    row, key, why = first
+    key = key if isinstance(info_of(row), Mapping) else "info"
+    raise EpisodeRejected(why, key=key, env_index=int(env[row]), env_name=name, rejected=n - m, batch=batch)
 
 
 _COLUMNS = ("valid", "input_id", "sample_index", "run_index", "z")  # the batch columns the contract fills

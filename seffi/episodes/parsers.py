@@ -49,8 +49,8 @@ def _columns(infos: Mapping[str, Any], idx: np.ndarray, strategies: Any, name: A
     for key in (k for k in CONTRACT if k in infos and idx.size):
         values, mask = infos[key], infos.get("_" + key)
         have = None if mask is None else np.asarray(mask, dtype=bool)[idx]
-        rows = values[idx].tolist() if isinstance(values, np.ndarray) else [values[i] for i in idx.tolist()]
-        cols[key] = (rows, None if have is None or have.all() else have)
+        rows = values[idx] if isinstance(values, np.ndarray) else [values[i] for i in idx.tolist()]
+        cols[key] = (rows, None if have is None or np.count_nonzero(have) == have.size else have)
 
     def info_of(row: int) -> dict[str, Any]:  # the keys env idx[row] reported, for the error message
         return {k: None for k in infos if k[:1] != "_" and ("_" + k not in infos or infos["_" + k][idx[row]])}
@@ -138,8 +138,7 @@ def parse_generation(
 def parse_rows(rows: Sequence[Any], strategies: Any, *, env_index: Any = None, env_name: Any = None) -> Any:
     """Finished episodes given as their final info dicts (``env_index``: per row, default 0)."""
     cols: dict[str, Any] = {}
-    if set(map(type, dicts := rows)) - {dict} and not all(isinstance(d, Mapping) for d in rows):
-        cols["info"] = (None, np.array([isinstance(d, Mapping) for d in rows], dtype=bool))
+    if set(map(type, dicts := rows)) - {dict}:  # a non-dict info holds no key
         dicts = [d if isinstance(d, Mapping) else {} for d in rows]
     for key in CONTRACT:
         if any(have := [key in d for d in dicts]):
