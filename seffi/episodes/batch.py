@@ -50,13 +50,7 @@ class EpisodeBatch:
 
     @classmethod
     def of(cls, strategies: Sequence[str], input_id: Any, hits: Any, **columns: Any) -> EpisodeBatch:
-        """A batch of data already checked (the parsers screen theirs): array-likes, by column name.
-
-        A column not given is "not reported": ``valid`` True, ``env_index`` 0, the rest -1.
-
-        Raises:
-            ValueError: ``input_id`` mixes str and int ids (1 and "1" would be one input).
-        """
+        """A batch of checked columns (array-likes, by name); one not given is "not reported" (``_FILL``)."""
         ids = np.empty(len(input_id), dtype=object)
         ids[:] = list(input_id)
         if len({isinstance(x, str) for x in ids.tolist()}) > 1:
@@ -74,9 +68,8 @@ class EpisodeBatch:
             raise ValueError("EpisodeBatch.concat needs batches over the same strategies")
         if len(batches) == 1:
             return batches[0]
-        return cls(
-            batches[0].strategies, *(np.concatenate([getattr(b, k) for b in batches]) for k in _COLUMNS)
-        )
+        columns = (np.concatenate([getattr(b, k) for b in batches]) for k in _COLUMNS)
+        return cls(batches[0].strategies, *columns)
 
     def take(self, index: Any) -> EpisodeBatch:
         """The episodes at ``index`` (int array, or bool mask of shape (N,))."""

@@ -79,16 +79,14 @@ CONTRACT: dict[str, Rule] = {
 
 
 class EpisodeRejected(SeffiError):
-    """Finished episodes whose info breaks the contract; the good ones of the call are in ``batch``.
-
-    A monitor records the good episodes (and says so) before this reaches the caller.
+    """Finished episodes whose info breaks the contract; ``batch`` holds the call's good ones.
 
     Attributes:
         key: The offending info key (``"info"`` when the info itself is not a dict).
         env_index: Sub-env index of the first bad episode (with the caller's ``env_offset``).
         rejected: Number of episodes refused in the call.
         recorded: Good episodes of the call a monitor recorded (``None`` outside a monitor).
-        batch: The good episodes of the call (an `EpisodeBatch`).
+        batch: The good episodes of the call (an `EpisodeBatch`), which a monitor records first.
     """
 
     def __init__(self, reason: str, *, key: str, env_index: int, env_name: Any, rejected: int, batch: Any):
@@ -108,8 +106,8 @@ class EpisodeRejected(SeffiError):
 class MatchCoder:
     """Codes ``strategy_matches`` values as rows of ``table``, a bool hit table over ``strategies``.
 
-    A monitor keeps one across calls: each distinct match set is checked once, and so is each input
-    id (``known``); the first good id decides whether ids are str (``ids_are_str``) or int.
+    A monitor keeps one across calls: each distinct match set is checked once, and each input id
+    (``known``); the first good id decides whether ids are str or int (``ids_are_str``).
     """
 
     def __init__(self, strategies: Sequence[str]) -> None:
@@ -121,36 +119,30 @@ class MatchCoder:
         self.table = np.zeros((0, len(self.strategies)), dtype=bool)  # (match sets seen, M)
 
     def codes(self, values: Sequence[Any]) -> tuple[np.ndarray, dict[int, str]]:
-        """(code of each value, shape (N,); position -> why, for values that are no match set).
-
-        Each distinct object (a labeler shares one list per match set) is coded once, a list by its tuple.
-        """
-        try:
+        """(code of each value, shape (N,); position -> why, for values that are no match set)."""
+        try:  # each distinct object (a labeler shares one list per match set) is coded once
             return np.fromiter(map(self._code.__getitem__, values), np.int64, len(values)), {}
         except (KeyError, TypeError):  # a new or unhashable value (a list)
-            keys, code, why = list(map(id, objs := list(values))), {}, {}  # objs keeps each id's object
-        for key, v in dict(zip(keys, objs, strict=True)).items():
-            try:
-                code[key] = self._new(v)
-            except ValueError as exc:
-                why[key] = str(exc)
-        out = np.fromiter(map(code.get, keys, repeat(0)), np.int64, len(keys))
+            keys = list(map(id, objs := list(values)))  # objs keeps each id's object alive
+        code = {k: self._new(v) for k, v in dict(zip(keys, objs, strict=True)).items()}
+        why = {k: c for k, c in code.items() if isinstance(c, str)}
+        out = np.fromiter(map((code | dict.fromkeys(why, 0)).__getitem__, keys), np.int64, len(keys))
         return out, {i: why[k] for i, k in enumerate(keys) if k in why} if why else {}
 
-    def _new(self, v: Any) -> int:
-        with contextlib.suppress(KeyError, TypeError):
+    def _new(self, v: Any) -> int | str:  # its code, or why it is no match set
+        with contextlib.suppress(KeyError, TypeError):  # a list by its tuple
             return self._code[tuple(v) if isinstance(v, (list, np.ndarray)) else v]
         if isinstance(v, (str, bytes)) or not CONTRACT["strategy_matches"].ok(v) or np.ndim(v) != 1:
             t = type(v).__name__ + (f" of shape {v.shape}" if isinstance(v, np.ndarray) else "")
-            raise ValueError(f"'strategy_matches' must be a tuple of strategy ids, got {t}: {clip(repr(v))}")
+            return f"'strategy_matches' must be a tuple of strategy ids, got {t}: {clip(repr(v))}"
         if not all(isinstance(s, str) for s in v):  # 1 is not "1", None not "None": str ids only
-            raise ValueError(f"'strategy_matches' must hold str strategy ids, got {brief(v)}")
+            return f"'strategy_matches' must hold str strategy ids, got {brief(v)}"
         if (ms := tuple(sorted(map(str, v)))) not in self._code:
             if unknown := sorted(set(ms) - set(self._index)):
-                raise ValueError(
-                    f"'strategy_matches' holds strategy ids {brief(unknown)} that are not among the "
-                    f"declared strategies {brief(self.strategies)}"
+                why = (
+                    f"'strategy_matches' holds strategy ids {brief(unknown)} that are not among the declared"
                 )
+                return f"{why} strategies {brief(self.strategies)}"
             self.table = np.concatenate([self.table, np.isin(self.strategies, ms)[None]])
             self._code[ms] = len(self.table) - 1
         with contextlib.suppress(TypeError):  # unhashable: found by its tuple next time
@@ -186,9 +178,7 @@ def _column(cols: dict[str, Any], key: str, keep: Any, n: int) -> np.ndarray:
     return np.array(values, dtype=rule.dtype)
 
 
-def screen(
-    cols: dict[str, Any], env: np.ndarray, strategies: Any, info_of: Callable, name: Any = None
-) -> Any:
+def screen(cols: dict, env: np.ndarray, strategies: Any, info_of: Callable, name: Any = None) -> Any:
     """The batch (`EpisodeBatch`) of the good ones of N finished episodes, checked against `CONTRACT`.
 
     ``cols``: key -> (values: a list or typed column of N, which reported it: bool (N,), None for all),
@@ -209,39 +199,33 @@ def screen(
             if (row := int(mask.argmax())) < first[0]:
                 first[:] = row, key, reason_of(row)
 
-    ids, have = cols.get("input_id", (None, 0))
     try:  # every id passed before (an unhashable one is named below)
-        known = coder.ids_are_str and have is None and coder.known.issuperset(ids)
-    except TypeError:
+        known = (
+            coder.ids_are_str and cols["input_id"][1] is None and coder.known.issuperset(cols["input_id"][0])
+        )
+    except (KeyError, TypeError):
         pass
     for key, rule in CONTRACT.items():
         values, have = cols.get(key, (None, None))
         if rule.fill is None and (values is None or have is not None):
-            add(
-                np.ones(n, bool) if values is None else ~have, key, lambda r, k=key: _why(k, info_of(r), True)
-            )
+            mask = np.ones(n, bool) if values is None else ~have
+            add(mask, key, lambda r, k=key: _why(k, info_of(r), True))
         if values is not None and key != "strategy_matches" and not (known and key == "input_id"):
             add(rule.bad(values, have), key, lambda r, k=key, v=values: _why(k, v[r]))
-    codes, matches = np.zeros(n, dtype=np.int64), cols.get("strategy_matches", (None,))[0]
-    if matches is not None and (rows := np.flatnonzero(~bad)).size:  # only the good rows are coded
+    codes = np.zeros(n, dtype=np.int64)
+    if (rows := np.flatnonzero(~bad)).size:  # only the good rows are coded (so they have matches)
+        matches = cols["strategy_matches"][0]
         codes[rows], why = coder.codes(matches if rows.size == n else [matches[i] for i in rows.tolist()])
         if why:
             where = dict(zip(rows[list(why)].tolist(), why.values(), strict=True))
             add(np.isin(np.arange(n), list(where)), "strategy_matches", where.__getitem__)
     if not known and not bad.all():  # the ids' kind (str or int): rows refused so far do not decide it
-        given, types = cols["input_id"][0], set(map(type, cols["input_id"][0]))
-        mixed = types - _STRS and types - _INTS  # else all of one kind: is_str is one bool
-        is_str = np.fromiter(map(isinstance, given, repeat(str)), bool, n) if mixed else types <= _STRS
+        is_str = np.fromiter(map(isinstance, g := cols["input_id"][0], repeat(str)), bool, n)
         if coder.ids_are_str is None:
-            coder.ids_are_str = bool(np.broadcast_to(is_str, n)[(~bad).argmax()])
-        if is_str is not coder.ids_are_str:
-            kind = ("an int", "str") if coder.ids_are_str else ("a str", "int")
-            why = f"is {kind[0]} but the input ids so far are {kind[1]}: 1 and '1' would be one input"
-            add(
-                ~bad & (is_str != coder.ids_are_str),
-                "input_id",
-                lambda r: f"'input_id' {given[r]!r:.60} {why}",
-            )
+            coder.ids_are_str = bool(is_str[(~bad).argmax()])
+        kind = ("an int", "str") if coder.ids_are_str else ("a str", "int")
+        why = f"is {kind[0]} but the input ids so far are {kind[1]}: 1 and '1' would be one input"
+        add(~bad & (is_str != coder.ids_are_str), "input_id", lambda r: f"'input_id' {g[r]!r:.60} {why}")
     keep = None if first[0] == n else ~bad
     picked, m = (slice(None), n) if keep is None else (keep, int(keep.sum()))
     valid, ids, *index = (_column(cols, k, keep, m) for k in _COLUMNS)
