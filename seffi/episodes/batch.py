@@ -50,7 +50,7 @@ class EpisodeBatch:
 
     @classmethod
     def of(cls, strategies: Sequence[str], input_id: Any, hits: Any, **columns: Any) -> EpisodeBatch:
-        """A batch of checked columns (array-likes, by name); one not given is "not reported" (``_FILL``)."""
+        """A batch of checked columns, array-likes by name (absent: ``valid`` True, ``env_index`` 0, -1)."""
         ids = np.empty(len(input_id), dtype=object)
         ids[:] = list(input_id)
         if len({isinstance(x, str) for x in ids.tolist()}) > 1:

@@ -53,13 +53,8 @@ class Rule:
         if len(values) and ({values.dtype.type} if typed else set(map(type, values))) <= self.exact:
             if self.minimum is None:
                 return None
-            if typed:  # a signed int column fits int64
-                lo, hi = (
-                    np.minimum.reduce(values),
-                    np.maximum.reduce(values) if values.dtype.kind == "u" else 0,
-                )
-            else:
-                lo, hi = min(values), max(values)
+            lo = np.minimum.reduce(values) if typed else min(values)
+            hi = (values.dtype.kind == "u" and np.maximum.reduce(values)) if typed else max(values)  # i8 fits
             if self.minimum <= lo and hi <= _I64_MAX:
                 return None
         out = np.fromiter(map(self.ok, values.tolist() if typed else values), bool, len(values)) ^ True
@@ -67,14 +62,13 @@ class Rule:
         return out if out.any() else None
 
 
-_INDEX = Rule("an int >= 0", -1, (int, np.integer), _INTS, 0)
 #: The info keys the monitor reads, in the order their errors are named. ``strategy_matches`` is
 #: coded against the declared strategies by `MatchCoder`; every other key is checked by its rule.
 CONTRACT: dict[str, Rule] = {
     "strategy_matches": Rule("a tuple of strategy ids", None, (Sequence, set, frozenset, np.ndarray)),
     "input_id": Rule("a str (or int) id", None, (str, int, np.integer), _INTS | _STRS, dtype=object),
     "valid": Rule("a bool (or numpy bool)", True, _BOOLS, frozenset(_BOOLS), dtype=bool),
-    **dict.fromkeys(("sample_index", "run_index", "z"), _INDEX),
+    **dict.fromkeys(("sample_index", "run_index", "z"), Rule("an int >= 0", -1, (int, np.integer), _INTS, 0)),
 }
 
 
@@ -104,23 +98,17 @@ class EpisodeRejected(SeffiError):
 
 
 class MatchCoder:
-    """Codes ``strategy_matches`` values as rows of ``table``, a bool hit table over ``strategies``.
-
-    A monitor keeps one across calls: each distinct match set is checked once, and each input id
-    (``known``); the first good id decides whether ids are str or int (``ids_are_str``).
-    """
+    """Codes ``strategy_matches`` values as rows of ``table``, a bool hit table over ``strategies``."""
 
     def __init__(self, strategies: Sequence[str]) -> None:
         self.strategies = tuple(strategies)
-        self._index = {s: j for j, s in enumerate(self.strategies)}
         self._code: dict[Any, int] = {}
-        self.known: set[str] = set()
-        self.ids_are_str: bool | None = None
+        self.ids_are_str: bool | None = None  # str or int ids: the first good one decides, across calls
         self.table = np.zeros((0, len(self.strategies)), dtype=bool)  # (match sets seen, M)
 
     def codes(self, values: Sequence[Any]) -> tuple[np.ndarray, dict[int, str]]:
         """(code of each value, shape (N,); position -> why, for values that are no match set)."""
-        try:  # each distinct object (a labeler shares one list per match set) is coded once
+        try:  # each distinct object (a labeler shares one list per match set) is coded once, across calls
             return np.fromiter(map(self._code.__getitem__, values), np.int64, len(values)), {}
         except (KeyError, TypeError):  # a new or unhashable value (a list)
             keys = list(map(id, objs := list(values)))  # objs keeps each id's object alive
@@ -138,11 +126,9 @@ class MatchCoder:
         if not all(isinstance(s, str) for s in v):  # 1 is not "1", None not "None": str ids only
             return f"'strategy_matches' must hold str strategy ids, got {brief(v)}"
         if (ms := tuple(sorted(map(str, v)))) not in self._code:
-            if unknown := sorted(set(ms) - set(self._index)):
-                why = (
-                    f"'strategy_matches' holds strategy ids {brief(unknown)} that are not among the declared"
-                )
-                return f"{why} strategies {brief(self.strategies)}"
+            if unknown := sorted(set(ms) - set(self.strategies)):
+                why = f"'strategy_matches' holds strategy ids {brief(unknown)} that are not among the"
+                return f"{why} declared strategies {brief(self.strategies)}"
             self.table = np.concatenate([self.table, np.isin(self.strategies, ms)[None]])
             self._code[ms] = len(self.table) - 1
         with contextlib.suppress(TypeError):  # unhashable: found by its tuple next time
@@ -184,14 +170,12 @@ def screen(cols: dict, env: np.ndarray, strategies: Any, info_of: Callable, name
     ``cols``: key -> (values: a list or typed column of N, which reported it: bool (N,), None for all),
     keys nobody reported left out; ``env``: int64 (N,), each one's sub-env; ``strategies``: the ids or
     the `MatchCoder` kept across calls; ``info_of``: row -> its info (a non-dict one is named "info").
-
-    Raises:
-        EpisodeRejected: Names the first bad episode's env and key; holds the batch of the good ones.
+    Raises `EpisodeRejected` naming the first bad episode's env and key, with the batch of the good ones.
     """
     coder = strategies if isinstance(strategies, MatchCoder) else MatchCoder(strategies)
     if not (n := len(env)):
         return _empty(coder.strategies)
-    bad, first, known = np.zeros(n, dtype=bool), [n, "", ""], False
+    bad, first = np.zeros(n, dtype=bool), [n, "", ""]
 
     def add(mask: np.ndarray | None, key: str, reason_of: Callable[[int], str]) -> None:
         if mask is not None and mask.any():
@@ -199,38 +183,32 @@ def screen(cols: dict, env: np.ndarray, strategies: Any, info_of: Callable, name
             if (row := int(mask.argmax())) < first[0]:
                 first[:] = row, key, reason_of(row)
 
-    try:  # every id passed before (an unhashable one is named below)
-        known = (
-            coder.ids_are_str and cols["input_id"][1] is None and coder.known.issuperset(cols["input_id"][0])
-        )
-    except (KeyError, TypeError):
-        pass
     for key, rule in CONTRACT.items():
         values, have = cols.get(key, (None, None))
         if rule.fill is None and (values is None or have is not None):
             mask = np.ones(n, bool) if values is None else ~have
             add(mask, key, lambda r, k=key: _why(k, info_of(r), True))
-        if values is not None and key != "strategy_matches" and not (known and key == "input_id"):
+        if values is not None and key != "strategy_matches":
             add(rule.bad(values, have), key, lambda r, k=key, v=values: _why(k, v[r]))
-    codes = np.zeros(n, dtype=np.int64)
+    codes, matches = np.zeros(n, dtype=np.int64), cols.get("strategy_matches", (None,))[0]
     if (rows := np.flatnonzero(~bad)).size:  # only the good rows are coded (so they have matches)
-        matches = cols["strategy_matches"][0]
         codes[rows], why = coder.codes(matches if rows.size == n else [matches[i] for i in rows.tolist()])
         if why:
             where = dict(zip(rows[list(why)].tolist(), why.values(), strict=True))
             add(np.isin(np.arange(n), list(where)), "strategy_matches", where.__getitem__)
-    if not known and not bad.all():  # the ids' kind (str or int): rows refused so far do not decide it
-        is_str = np.fromiter(map(isinstance, g := cols["input_id"][0], repeat(str)), bool, n)
+    if not bad.all():  # the ids' kind (str or int): rows refused so far do not decide it
+        g, types = cols["input_id"][0], set(map(type, cols["input_id"][0]))
+        mixed = types - _STRS and types - _INTS  # else all of one kind: is_str is one bool
+        is_str = np.fromiter(map(isinstance, g, repeat(str)), bool, n) if mixed else types <= _STRS
         if coder.ids_are_str is None:
-            coder.ids_are_str = bool(is_str[(~bad).argmax()])
+            coder.ids_are_str = bool(np.broadcast_to(is_str, n)[(~bad).argmax()])
         kind = ("an int", "str") if coder.ids_are_str else ("a str", "int")
         why = f"is {kind[0]} but the input ids so far are {kind[1]}: 1 and '1' would be one input"
-        add(~bad & (is_str != coder.ids_are_str), "input_id", lambda r: f"'input_id' {g[r]!r:.60} {why}")
+        if is_str is not coder.ids_are_str:
+            add(~bad & (is_str != coder.ids_are_str), "input_id", lambda r: f"'input_id' {g[r]!r:.60} {why}")
     keep = None if first[0] == n else ~bad
     picked, m = (slice(None), n) if keep is None else (keep, int(keep.sum()))
     valid, ids, *index = (_column(cols, k, keep, m) for k in _COLUMNS)
-    if not known and coder.ids_are_str:
-        coder.known.update(ids.tolist())
     batch = EpisodeBatch(coder.strategies, ids, coder.table[codes[picked]], valid, env[picked], *index)
     if keep is None:
         return batch

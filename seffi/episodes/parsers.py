@@ -1,13 +1,11 @@
 """One parser per info format, each returning the finished episodes as an `EpisodeBatch`.
 
-`parse_vector`: a Gymnasium vector env's dict of arrays (``_key``: which envs hold ``key``; in
-``SAME_STEP`` autoreset under ``"final_info"``, in Gymnasium 0.29 an object array of dicts);
-`parse_list`: an info dict per env (SB3, ``DictInfoToList``: in ``SAME_STEP`` under ``"final_info"``);
-`parse_info`: one final info (a plain env, an RLlib episode); `parse_generation`: a TRL step's
-completions as columns; `parse_rows`: dicts with the contract's keys (e.g. read from files).
-``dones`` (``terminated | truncated``) tells which envs ended; without it an end is known by the keys
-seffi envs emit only on the final step (`END_MARKERS`). ``strategies``: the declared ids, or a
-`MatchCoder` kept across calls. `EpisodeRejected` names ``env_name`` and the sub-env (+ ``env_offset``).
+`parse_vector`: a Gymnasium vector env's dict of arrays (``_key``: which envs hold ``key``; SAME_STEP
+autoreset: under ``"final_info"``, in Gymnasium 0.29 an object array of dicts); `parse_list`: a dict per
+env (SB3; ``DictInfoToList``, under ``"final_info"`` in SAME_STEP); `parse_info`: one env's final info
+(RLlib too); `parse_generation`: a TRL step's completions; `parse_rows`: dicts, e.g. read from files.
+``dones`` (``terminated | truncated``) tells which envs ended, else the keys seffi envs emit on the final
+step only (`END_MARKERS`); ``strategies``: the ids or a `MatchCoder` kept across calls.
 """
 
 from __future__ import annotations
@@ -37,8 +35,7 @@ def _bools(dones: Any, n: int | None = None) -> np.ndarray:
     return arr
 
 
-def _width(infos: Mapping[str, Any]) -> int | None:
-    """The number of envs a dict of arrays describes (its first ``_key`` mask; None: none)."""
+def _width(infos: Mapping[str, Any]) -> int | None:  # the envs of a dict of arrays: its first _key mask
     masks = (v for k, v in infos.items() if k[:1] == "_" and isinstance(v, np.ndarray))
     return next((len(v) for v in masks if v.dtype == np.bool_), None)
 
@@ -69,12 +66,9 @@ def parse_vector(
         if isinstance(final, Mapping) or final is None:
             return _columns(final or {}, idx, strategies, env_name, env_offset)
         return parse_rows([final[i] for i in idx], strategies, env_index=idx + env_offset, env_name=env_name)
-    if dones is not None:
-        idx = _bools(dones, _width(infos)).nonzero()[0]
-    else:
-        marks = [np.asarray(infos["_" + k], dtype=bool) for k in END_MARKERS if "_" + k in infos]
-        idx = np.flatnonzero(np.logical_or.reduce(marks)) if marks else np.zeros(0, dtype=np.int64)
-    return _columns(infos, idx, strategies, env_name, env_offset)
+    marks = [np.asarray(infos["_" + k], dtype=bool) for k in END_MARKERS if "_" + k in infos] or [[]]
+    ends = np.logical_or.reduce(marks) if dones is None else _bools(dones, _width(infos))
+    return _columns(infos, np.flatnonzero(ends), strategies, env_name, env_offset)
 
 
 def parse_list(
@@ -110,13 +104,12 @@ def parse_infos(
         n = len(infos) if isinstance(infos, (list, tuple)) else _width(infos) if type(infos) is dict else 0
         if n in (None, dones.shape[0]):
             return _empty(strategies.strategies if isinstance(strategies, MatchCoder) else tuple(strategies))
-    kwargs = {"env_name": env_name, "env_offset": env_offset}
     if isinstance(infos, (list, tuple)) and (dones is None or np.ndim(dones) > 0):
-        return parse_list(infos, strategies, dones, **kwargs)
+        return parse_list(infos, strategies, dones, env_name=env_name, env_offset=env_offset)
     mapping = isinstance(infos, Mapping)
     vector = mapping and ("final_info" in infos or "_final_info" in infos or np.size(dones) > 1)
     if vector or (mapping and _width(infos) is not None):
-        return parse_vector(infos, strategies, dones, **kwargs)
+        return parse_vector(infos, strategies, dones, env_name=env_name, env_offset=env_offset)
     if not mapping and dones is None:
         raise SeffiError(f"infos must be a vector info dict, a list of dicts or one dict, not {infos!r:.60}")
     # One env's info (a single done): whatever it holds is that episode's info, a list too.
