@@ -88,7 +88,8 @@ def test_screen_keeps_the_good_rows_and_names_the_first_bad_one() -> None:
         "an episode ended but its info has no 'strategy_matches' (keys: ['input_id', 'valid']); coverage "
         "needs the final-step info of a seffi env, or a wrapper that passes it through"
     )
-    assert len(screen({"input_id": (["x"], None), "strategy_matches": ([()], None)}, env[:1], coder, list)) == 1
+    good = {"input_id": (["x"], None), "strategy_matches": ([()], None)}
+    assert len(screen(good, env[:1], coder, list)) == 1
 
 
 def test_match_coder_codes_each_set_once_in_declared_columns() -> None:
