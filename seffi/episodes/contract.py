@@ -120,7 +120,7 @@ class MatchCoder:
     def _new(self, v: Any) -> int | str:  # its code, or why it is no match set
         with contextlib.suppress(KeyError, TypeError):  # a list by its tuple
             return self._code[tuple(v) if isinstance(v, (list, np.ndarray)) else v]
-        if isinstance(v, (str, bytes)) or not CONTRACT["strategy_matches"].ok(v) or np.ndim(v) != 1:
+        if isinstance(v, str | bytes) or not CONTRACT["strategy_matches"].ok(v) or getattr(v, "ndim", 1) != 1:
             t = type(v).__name__ + (f" of shape {v.shape}" if isinstance(v, np.ndarray) else "")
             return f"'strategy_matches' must be a tuple of strategy ids, got {t}: {clip(repr(v))}"
         if not all(isinstance(s, str) for s in v):  # 1 is not "1", None not "None": str ids only

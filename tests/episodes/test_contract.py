@@ -104,10 +104,14 @@ def test_match_coder_codes_each_set_once_in_declared_columns() -> None:
         [True, False, True],
     ]
     assert len(coder.table) == 3  # three distinct sets
-    _, bad = coder.codes(["ab", ("z",), np.array([["a"]])])
+    shared = ["c", "b"]  # a labeler's one list per match set, given for many completions
+    codes, bad = coder.codes([shared] * 1000 + [["b", "c"], np.array(["c", "b"])])
+    assert bad == {} and np.all(codes == codes[0]) and coder.table[codes[0]].tolist() == [False, True, True]
+    _, bad = coder.codes(["ab", ("z",), np.array([["a"]]), [["a"], "b"]])
     assert bad[0].startswith("'strategy_matches' must be a tuple of strategy ids, got str")
     assert "strategy ids ['z'] that are not among the declared strategies ['a', 'b', 'c']" in bad[1]
     assert "of shape (1, 1)" in bad[2]
+    assert bad[3] == "'strategy_matches' must hold str strategy ids, got [['a'], 'b']"  # ragged
 
 
 def test_rejected_message_names_env_key_and_what_was_kept() -> None:
