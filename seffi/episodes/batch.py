@@ -66,8 +66,6 @@ class EpisodeBatch:
         """One batch of ``batches`` (at least one, all over the same strategies) in order."""
         if len({b.strategies for b in batches}) != 1:
             raise ValueError("EpisodeBatch.concat needs batches over the same strategies")
-        if len(batches) == 1:
-            return batches[0]
         columns = (np.concatenate([getattr(b, k) for b in batches]) for k in _COLUMNS)
         return cls(batches[0].strategies, *columns)
 

@@ -104,6 +104,7 @@ class MatchCoder:
         self.strategies = tuple(strategies)
         self._code: dict[Any, int] = {}
         self.ids_are_str: bool | None = None  # str or int ids: the first good one decides, across calls
+        self.known: set[str] = set()  # the str ids seen, each checked once
         self.table = np.zeros((0, len(self.strategies)), dtype=bool)  # (match sets seen, M)
 
     def codes(self, values: Sequence[Any]) -> tuple[np.ndarray, dict[int, str]]:
@@ -147,7 +148,7 @@ def _why(key: str, x: Any, missing: bool = False) -> str:
     return keys + hint if key == "strategy_matches" else keys
 
 
-def _column(cols: dict[str, Any], key: str, keep: Any, n: int) -> np.ndarray:
+def _column(cols: dict[str, Any], key: str, keep: Any, n: int, known: bool) -> np.ndarray:
     """The batch column of ``key``: its values at rows ``keep`` (None: all), ``fill`` where not reported."""
     rule, (values, have) = CONTRACT[key], cols.get(key, (None, None))
     if values is None:
@@ -155,7 +156,7 @@ def _column(cols: dict[str, Any], key: str, keep: Any, n: int) -> np.ndarray:
     if keep is not None:
         values = values[keep] if isinstance(values, np.ndarray) else list(compress(values, keep.tolist()))
         have = None if have is None else have[keep]
-    if key == "input_id" and set(map(type, values)) - {str}:  # ids are str: 7 becomes "7"
+    if key == "input_id" and not known and set(map(type, values)) - {str}:  # ids are str: 7 becomes "7"
         values = list(map(str, values))
     if isinstance(values, np.ndarray):  # a typed column; unreported NaN is filled before the cast
         return (values if have is None else np.where(have, values, rule.fill)).astype(rule.dtype)
@@ -183,12 +184,17 @@ def screen(cols: dict, env: np.ndarray, strategies: Any, info_of: Callable, name
             if (row := int(mask.argmax())) < first[0]:
                 first[:] = row, key, reason_of(row)
 
+    ids, have = cols.get("input_id", (None, 0))
+    try:  # ids all seen before hold the id rule and kind at a glance; an unhashable one is named below
+        known = coder.ids_are_str and have is None and coder.known.issuperset(ids)
+    except TypeError:
+        known = False
     for key, rule in CONTRACT.items():
         values, have = cols.get(key, (None, None))
         if rule.fill is None and (values is None or have is not None):
             mask = np.ones(n, bool) if values is None else ~have
             add(mask, key, lambda r, k=key: _why(k, info_of(r), True))
-        if values is not None and key != "strategy_matches":
+        if values is not None and key != "strategy_matches" and not (key == "input_id" and known):
             add(rule.bad(values, have), key, lambda r, k=key, v=values: _why(k, v[r]))
     codes, matches = np.zeros(n, dtype=np.int64), cols.get("strategy_matches", (None,))[0]
     if (rows := np.flatnonzero(~bad)).size:  # only the good rows are coded (so they have matches)
@@ -196,20 +202,24 @@ def screen(cols: dict, env: np.ndarray, strategies: Any, info_of: Callable, name
         if why:
             where = dict(zip(rows[list(why)].tolist(), why.values(), strict=True))
             add(np.isin(np.arange(n), list(where)), "strategy_matches", where.__getitem__)
-    if not bad.all():  # the ids' kind (str or int): rows refused so far do not decide it
-        g, types = cols["input_id"][0], set(map(type, cols["input_id"][0]))
+    if not known and not bad.all():  # the ids' kind (str or int): rows refused so far do not decide it
+        types = set(map(type, ids))
         mixed = types - _STRS and types - _INTS  # else all of one kind: is_str is one bool
-        is_str = np.fromiter(map(isinstance, g, repeat(str)), bool, n) if mixed else types <= _STRS
+        is_str = np.fromiter(map(isinstance, ids, repeat(str)), bool, n) if mixed else types <= _STRS
         if coder.ids_are_str is None:
             coder.ids_are_str = bool(np.broadcast_to(is_str, n)[(~bad).argmax()])
-        kind = ("an int", "str") if coder.ids_are_str else ("a str", "int")
-        why = f"is {kind[0]} but the input ids so far are {kind[1]}: 1 and '1' would be one input"
         if is_str is not coder.ids_are_str:
-            add(~bad & (is_str != coder.ids_are_str), "input_id", lambda r: f"'input_id' {g[r]!r:.60} {why}")
+            kind = ("an int", "str") if coder.ids_are_str else ("a str", "int")
+            why = f"is {kind[0]} but the input ids so far are {kind[1]}: 1 and '1' would be one input"
+            other = ~bad & (is_str != coder.ids_are_str)
+            add(other, "input_id", lambda r: f"'input_id' {ids[r]!r:.60} {why}")
     keep = None if first[0] == n else ~bad
     picked, m = (slice(None), n) if keep is None else (keep, int(keep.sum()))
-    valid, ids, *index = (_column(cols, k, keep, m) for k in _COLUMNS)
-    batch = EpisodeBatch(coder.strategies, ids, coder.table[codes[picked]], valid, env[picked], *index)
+    valid, ids, *index = (_column(cols, k, keep, m, known) for k in _COLUMNS)
+    if not known and coder.ids_are_str:
+        coder.known.update(ids.tolist())
+    hits = coder.table.take(codes[picked], axis=0)
+    batch = EpisodeBatch(coder.strategies, ids, hits, valid, env[picked], *index)
     if keep is None:
         return batch
     row, key, why = first

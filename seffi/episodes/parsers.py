@@ -8,8 +8,6 @@ env (SB3; ``DictInfoToList``, under ``"final_info"`` in SAME_STEP); `parse_info`
 step only (`END_MARKERS`); ``strategies``: the ids or a `MatchCoder` kept across calls.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping, Sequence
 from itertools import chain
 from typing import Any
@@ -17,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from seffi.episodes.batch import EpisodeBatch
-from seffi.episodes.contract import CONTRACT, MatchCoder, _empty, screen
+from seffi.episodes.contract import CONTRACT, screen
 from seffi.errors import SeffiError
 
 #: Keys that seffi envs put in ``info`` only on the step that ends an episode.
@@ -66,7 +64,7 @@ def parse_vector(
         if isinstance(final, Mapping) or final is None:
             return _columns(final or {}, idx, strategies, env_name, env_offset)
         return parse_rows([final[i] for i in idx], strategies, env_index=idx + env_offset, env_name=env_name)
-    marks = [np.asarray(infos["_" + k], dtype=bool) for k in END_MARKERS if "_" + k in infos] or [[]]
+    marks = [infos["_" + k] for k in END_MARKERS if dones is None and "_" + k in infos] or [[]]
     ends = np.logical_or.reduce(marks) if dones is None else _bools(dones, _width(infos))
     return _columns(infos, np.flatnonzero(ends), strategies, env_name, env_offset)
 
@@ -99,11 +97,6 @@ def parse_infos(
     infos: Any, strategies: Any, dones: Any = None, *, env_name: Any = None, env_offset: int = 0
 ) -> EpisodeBatch:
     """The episodes that ended in one step's ``infos`` of any format above, told by its shape."""
-    if type(dones) is np.ndarray and dones.dtype == np.bool_ and dones.ndim == 1 and not dones.any():
-        # Nothing ended (every other step of a NEXT_STEP vector env): done once the infos fit dones.
-        n = len(infos) if isinstance(infos, (list, tuple)) else _width(infos) if type(infos) is dict else 0
-        if n in (None, dones.shape[0]):
-            return _empty(strategies.strategies if isinstance(strategies, MatchCoder) else tuple(strategies))
     if isinstance(infos, (list, tuple)) and (dones is None or np.ndim(dones) > 0):
         return parse_list(infos, strategies, dones, env_name=env_name, env_offset=env_offset)
     mapping = isinstance(infos, Mapping)
