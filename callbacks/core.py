@@ -633,11 +633,9 @@ def _unpack(state: Any, like: CoverageTracker) -> tuple[dict[str, Any], int]:
             like.task,
         ):
             raise ValueError("the state's budget, strategies or task do not mix with this monitor's")
-        if isinstance(episodes, bool) or not isinstance(episodes, int) or not 0 <= episodes < 2**53:
-            raise ValueError("episodes must be a non-negative int")
-        if episodes != checked["samples"] + checked["skipped"]:  # each a sample or one past its budget
-            raise ValueError(
-                f"episodes={episodes} must be the tracker's {checked['samples']} samples and "
+        if type(episodes) is not int or episodes != checked["samples"] + checked["skipped"]:
+            raise ValueError(  # every episode is a sample or one past its run's budget
+                f"episodes={episodes!r} must be the tracker's {checked['samples']} samples and "
                 f"{checked['skipped']} beyond the budget"
             )
     except (ValueError, KeyError, TypeError) as exc:

@@ -1,13 +1,10 @@
-"""Per-input metrics declared once: state with its merge rule, ``update`` and ``compute``.
+"""Per-input metrics declared torchmetrics-style: ``add_state`` in ``setup``, then ``update``, ``compute``.
 
-A metric is a subclass of `InputMetric` in a module of `seffi.coverage.metrics`. It declares its
-state with `InputMetric.add_state` (an integer array with a row per input, optionally a column per
-strategy, and how two trackers' values merge) and writes ``update`` (fold a batch of recorded
-samples) and ``compute`` (its estimate over inputs). Everything else follows from the declaration:
-growing with new inputs and strategies, ``state_dict``, and in `seffi.coverage.state` the
-check of a loaded state and the exact merge. The tracker records into every registered metric, its
-state carries them under ``metrics``, the monitor logs ``seffi/<name>`` and the report holds each
-one's `Estimate` per policy.
+A metric is an `InputMetric` subclass in a module of `seffi.coverage.metrics`. Each `add_state`
+declares an integer array with a row per input (and a column per strategy if ``per_strategy``) and
+how two trackers' rows of one input merge; `seffi.coverage.state` derives the metric's storage,
+check and exact merge from these declarations. The tracker records into every registered metric,
+the monitor logs ``seffi/<name>`` and the report holds each one's `Estimate` per policy.
 
 Examples:
     >>> class Samples(InputMetric):                               # doctest: +SKIP
@@ -22,15 +19,12 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 __all__ = ["Estimate", "InputMetric", "registered"]
-
-Merge = Literal["sum", "max"]
 
 
 class Estimate(BaseModel):
@@ -54,29 +48,17 @@ class Estimate(BaseModel):
     reason: str | None = None
 
 
-@dataclass(frozen=True)
-class StateSpec:
-    """One declared piece of a metric's state.
-
-    Attributes:
-        name: attribute name (and key in the stored state).
-        per_strategy: a column per strategy (shape (U, C)), else one value per input (shape (U,)).
-        merge: how two trackers' rows of one input combine: ``"sum"`` or ``"max"``.
-        lo: smallest allowed value (loaded states are checked against it).
-    """
+class StateSpec(NamedTuple):
+    """One declared state: its name, width (None, or "columns": one per strategy), merge rule, least value."""
 
     name: str
-    per_strategy: bool
-    merge: Merge
-    lo: int = 0
+    width: Literal["columns"] | None
+    merge: Literal["sum", "max"]
+    lo: int
 
 
 class InputMetric:
-    """A metric kept per input, its state declared once (see the module docstring).
-
-    Subclasses set ``name`` (the key: ``seffi/<name>``) and write ``setup`` (calls to `add_state`),
-    ``update`` and ``compute``.
-    """
+    """A metric kept per input: ``name`` (logged as ``seffi/<name>``), ``setup``, ``update``, ``compute``."""
 
     name: ClassVar[str] = ""
 
@@ -87,47 +69,36 @@ class InputMetric:
         self.partial = False
         self.setup()
 
-    # -- what a metric writes -----------------------------------------------------------------------
-
     def setup(self) -> None:
         """Declare the state (`add_state` calls) and set up any cache derived from it."""
         raise NotImplementedError
 
     def update(self, codes: np.ndarray, hits: np.ndarray, valid: np.ndarray) -> None:
-        """Fold recorded samples in.
-
-        Args:
-            codes: int array, shape (N,): each sample's input code (a row of the state).
-            hits: bool array, shape (N, C): the strategies each sample matched (the tracker's columns).
-            valid: bool array, shape (N,): the sample is a correct solution.
-        """
+        """Fold recorded samples in: input codes (N,), matched strategy columns (N, C), correct (N,)."""
         raise NotImplementedError
 
     def compute(
         self, strata: np.ndarray, law_of: Callable[[int], Mapping[str, float]] | None = None
     ) -> Estimate:
-        """The estimate over the inputs recorded.
+        """The estimate over inputs, given each input code's task stratum (U,).
 
-        Args:
-            strata: int array, shape (U,): the task stratum of each input code.
-            law_of: ``law_of(code)``: the base sampler's probability that a sample of that input
-                matches each strategy id, for the iid figure beside the policy's; None: no figure.
+        ``law_of(code)``: the base sampler's probability that a sample of that input matches each
+        strategy id, for the iid figure beside the policy's; None: no such figure.
         """
         raise NotImplementedError
 
-    # -- derived from the declaration --------------------------------------------------------------
-
-    def add_state(self, name: str, *, per_strategy: bool, merge: Merge = "sum", lo: int = 0) -> None:
+    def add_state(
+        self, name: str, *, per_strategy: bool, merge: Literal["sum", "max"] = "sum", lo: int = 0
+    ) -> None:
         """Declare an int64 array with a row per input (and a column per strategy if ``per_strategy``)."""
         if merge not in ("sum", "max"):
             raise ValueError(f"merge must be 'sum' or 'max', got {merge!r}")
-        self.specs[name] = StateSpec(name, per_strategy, merge, lo)
+        self.specs[name] = StateSpec(name, "columns" if per_strategy else None, merge, lo)
         setattr(self, name, self._empty(self.specs[name], self.n_inputs, self.n_columns))
 
     @staticmethod
     def _empty(spec: StateSpec, rows: int, cols: int) -> np.ndarray:
-        shape = (rows, cols) if spec.per_strategy else (rows,)
-        return np.full(shape, spec.lo, dtype=np.int64)
+        return np.full((rows, cols) if spec.width else (rows,), spec.lo, dtype=np.int64)
 
     def grow(self, n_inputs: int, n_columns: int) -> None:
         """Room for ``n_inputs`` input codes and ``n_columns`` strategy columns (new cells at ``lo``)."""
@@ -136,10 +107,10 @@ class InputMetric:
         rows, cols = max(n_inputs, self.n_inputs), max(n_columns, self.n_columns)
         for spec in self.specs.values():  # rows double (kept beyond n_inputs at lo); the integer type stays
             old = getattr(self, spec.name)
-            if old.shape[0] >= rows and (not spec.per_strategy or old.shape[1] == cols):
+            if len(old) >= rows and (not spec.width or old.shape[1] == cols):
                 continue
-            cap = max(rows, 2 * old.shape[0]) if rows > old.shape[0] else old.shape[0]
-            new = np.full((cap, cols) if spec.per_strategy else (cap,), spec.lo, dtype=old.dtype)
+            cap = max(rows, 2 * len(old)) if rows > len(old) else len(old)  # amortised doubling
+            new = np.full((cap, cols) if spec.width else (cap,), spec.lo, dtype=old.dtype)
             new[tuple(slice(0, n) for n in old.shape)] = old
             setattr(self, spec.name, new)
         self.n_inputs, self.n_columns = rows, cols
@@ -147,27 +118,6 @@ class InputMetric:
     def rows(self, name: str) -> np.ndarray:
         """The declared state ``name``, one row per input code seen (a view)."""
         return getattr(self, name)[: self.n_inputs]
-
-    def state_dict(self) -> dict[str, Any] | None:
-        """JSON-safe state, a row per input code (and ``partial``); None: partial with nothing recorded.
-
-        A state that did not hold this metric writes back without it, so it stays what it was.
-        """
-        out: dict[str, Any] = {s.name: self.rows(s.name).tolist() for s in self.specs.values()}
-        if not self.partial:
-            return out
-        empty = all((self.rows(s.name) == s.lo).all() for s in self.specs.values())
-        return None if empty else {**out, "partial": True}
-
-    def taken(self, order: np.ndarray) -> InputMetric:
-        """A copy whose row i is this one's row ``order[i]`` (int array, shape (U,))."""
-        out = type(self)()
-        out.grow(order.size, self.n_columns)
-        out.partial = self.partial
-        have = order < self.n_inputs
-        for spec in self.specs.values():
-            out.rows(spec.name)[have] = getattr(self, spec.name)[order[have]]
-        return out
 
 
 def registered() -> tuple[type[InputMetric], ...]:

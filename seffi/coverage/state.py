@@ -1,28 +1,24 @@
-"""The tracker's state, declared once, and every operation on it derived from the declaration.
+"""The tracker's state declared once; checking, the stored layout, merging and loading follow from it.
 
-`STATE` lists each part of a ``CoverageTracker``'s state (its settings, the inputs and runs tables,
-the open runs, the barcode rows and the counters) with its bounds and the rule by which two
-trackers' parts merge. From it follow `check` (a stored state bounded by its own declaration, the
-sizes that allocate memory capped before anything is allocated, every problem one ValueError
-line), the stored layout `to_json` (format ``seffi.coverage.tracker/2``: integer columns, inputs and
-runs in sorted key order, first-hit rows packed one base-36 character per cell when every index is
-below 36), `merge` and `shift_streams`; `dump` and `load` move a tracker in and out of the checked
-form. Per-input metrics (`seffi.coverage.input_metrics`) are checked and merged from their own
-declarations. Older formats are converted in `seffi.coverage.state_v1`. Per-input sums are never
-stored: they are derived from the runs at load, so a state holds each run once.
+`STATE` lists every part of a ``CoverageTracker``'s state with its bounds and merge rule; each
+per-input metric (`seffi.coverage.input_metrics`) adds the parts it declares (`metric_parts`). The
+stored layout (format ``seffi.coverage.tracker/2``; older formats are converted at load by
+`seffi.coverage.state_v1`) holds the inputs and runs tables as columns in key order, first-hit rows
+packed one base-36 character per cell when all fit. Per-input sums are derived from the runs at
+load, so a state holds each run once.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Mapping
+import functools
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from seffi.coverage import state_v1
-from seffi.coverage.input_metrics import InputMetric, registered
+from seffi.coverage.input_metrics import registered
 
 if TYPE_CHECKING:
     from seffi.coverage.tracker import CoverageTracker
@@ -37,68 +33,46 @@ MAX_STRATEGIES = 2**20  # M: strategies (a column per strategy in every run)
 #: Inputs with a complete run x K: the per-input sums a loaded state needs (7 integers a cell).
 MAX_SUM_CELLS = 2**28
 _BIG = 2**53  # counts, streams and indices stay below this (exact as JSON numbers)
-Bound = int | Callable[[Mapping[str, Any]], int]
 
 
 @dataclass(frozen=True)
 class Part:
-    """One part of the state.
+    """One part of the state: where it is held, its bounds, and how two trackers' values merge.
 
-    Attributes:
-        name: key in the state; ``inputs.*`` / ``runs.*`` are columns of those tables.
-        merge: how two trackers' values combine: "agree" (must be equal), "keep" (the tracker merged
-            into's), "union" (its ids then the other's new ones), "key" (inputs: a union by (task,
-            input_id); runs: a disjoint union by (input, stream)), "disjoint" (a run in both is an
-            error), "open" (only the tracker merged into's runs stay open), "lowest_stream" (per input
-            the row of its lowest stream, for the ``barcode_rows`` smallest keys), "sum", "or".
-        doc: what it is.
-        kind: "int", "bool", "str", "ids" (a list of str) or "list" (a list of ints per record).
-        null: the value may be null.
-        lo: smallest allowed integer.
-        hi: exclusive upper bound: an int, or a function of the (checked) settings and tables.
-        width: for a matrix column, the setting whose value is its width ("columns": their count); a
-            matrix whose width setting is 0 is not stored.
-        fill: value of a fresh row or counter.
-        stream: holds stream numbers (moved by `shift_streams`).
-        fields: the fields of each record (a part that is a list of records).
-        where: "setting", "counter", "records", or the table holding it.
-        wide: a count the budget does not bound (held as int64 in the run table).
+    ``merge``: "agree" (must be equal), "keep" (the merged-into tracker's; the other's rows read
+    ``fill``), "union" (ids in order of appearance), "key" (rows join by it), "disjoint" (a run in
+    both is an error), "open" (the merged-into's runs stay open), "lowest_stream" (per input its
+    lowest stream's row, for the ``barcode_rows`` smallest), "sum", "max", "or". ``hi`` is exclusive
+    (an int, or a function of the parts checked before). ``width``: the setting giving a matrix's
+    width ("columns": their count; width 0: not stored). ``wide``: int64 in a narrow run table.
     """
 
     name: str
     merge: str
     doc: str
-    kind: str = "int"
+    kind: str = "int"  # "int", "bool", "str", "ids" (a list of str), "list" (ints, in a record)
     null: bool = False
     lo: int = 0
-    hi: Bound = _BIG
+    hi: int | Callable[[Mapping[str, Any]], int] = _BIG
     width: str | None = None
     fill: int = 0
-    stream: bool = False
-    fields: tuple[Part, ...] = ()
-    where: str = ""
+    fields: tuple[Part, ...] = ()  # of each record of a "records" part
+    where: str = ""  # "setting", "counter", "records", or the table holding it
     wide: bool = False
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         """The name inside its table (``runs.first_hit`` -> ``first_hit``)."""
-        return self.name.split(".", 1)[-1]
-
-
-def _rows(table: str) -> Callable[[Mapping[str, Any]], int]:
-    return lambda s: max(len(s[table]["input_id" if table == "inputs" else "n"]), 1)
+        return self.name.rsplit(".", 1)[-1]
 
 
 def _in(where: str, *parts: Part) -> tuple[Part, ...]:
-    return tuple(
-        replace(p, name=f"{where}.{p.name}" if where in TABLES else p.name, where=where) for p in parts
-    )
+    prefix = f"{where}." if where in ("inputs", "runs", "open_runs", "barcode") else ""
+    return tuple(replace(p, name=prefix + p.name, where=where) for p in parts)
 
 
-TABLES = ("inputs", "runs", "open_runs", "barcode")
-_M_HI = lambda s: int(s["num_strategies"] or MAX_STRATEGIES) + 1  # noqa: E731
-_N_HI = lambda s: int(s["budget"] or _BIG - 1) + 1  # noqa: E731
-_HIT = {"lo": -1, "width": "columns", "fill": -1}
+_INPUTS = lambda s: max(len(s["inputs"]["input_id"]), 1)  # noqa: E731
+_HIT = {"lo": -1, "fill": -1}
 SETTINGS = _in(
     "setting",
     Part("strategies", "agree", "declared strategy ids (the columns), or null", "ids", True),
@@ -108,59 +82,47 @@ SETTINGS = _in(
     Part("barcode_rows", "keep", "inputs with a barcode row", hi=2**31 + 1),
     Part("barcode_cols", "keep", "samples per barcode row", hi=MAX_BUDGET + 1),
     Part("num_latents", "agree", "Z: latent codes recorded per run", hi=MAX_LATENTS + 1),
-    Part("stream_offset", "keep", "first stream number of record()'s runs", stream=True),
+    Part("stream_offset", "keep", "first stream number of record()'s runs"),
     Part("columns", "union", "strategy id of each column of the first-hit rows", "ids"),
 )
 INPUT_FIELDS = _in(
     "inputs",
     Part("task", "key", "task of each input", "str"),
     Part("input_id", "key", "id of each input", "str"),
-    Part("m", "agree", "M_x", lo=1, hi=_M_HI),
+    Part("m", "agree", "M_x", lo=1, hi=lambda s: int(s["num_strategies"] or MAX_STRATEGIES) + 1),
     Part("next_stream", "keep", "next stream record() opens for the input"),
 )
 RUN_FIELDS = _in(
     "runs",
-    Part("input", "key", "the run's input (index into inputs)", hi=_rows("inputs")),
-    Part("stream", "key", "the run's stream", stream=True),
-    Part("first_hit", "disjoint", "first sample matching each column", **_HIT),
-    Part("first_valid_hit", "disjoint", "first correct sample matching each column", **_HIT),
-    Part("n", "disjoint", "samples", lo=1, hi=_N_HI),
+    Part("input", "key", "the run's input (index into inputs)", hi=_INPUTS),
+    Part("stream", "key", "the run's stream"),
+    Part("first_hit", "disjoint", "first sample matching each column", **_HIT, width="columns"),
+    Part("first_valid_hit", "disjoint", "first correct sample matching each column", **_HIT, width="columns"),
+    Part("n", "disjoint", "samples", lo=1, hi=lambda s: int(s["budget"] or _BIG - 1) + 1),
     Part("n_valid", "disjoint", "correct samples"),
-    Part("first_valid", "disjoint", "first correct sample, -1 none", lo=-1, fill=-1),
-    Part(
-        "latent_first_hit",
-        "disjoint",
-        "first sample with each latent code",
-        **_HIT | {"width": "num_latents"},
-    ),
+    Part("first_valid", "disjoint", "first correct sample, -1 none", **_HIT),
+    Part("latent_first_hit", "disjoint", "first sample with each latent code", **_HIT, width="num_latents"),
     Part("beyond", "disjoint", "samples beyond the budget (counted, not recorded)", wide=True),
 )
-OPEN_RUNS = Part(
+_OPEN = _in(
     "open_runs",
-    "open",
-    "runs record() continues",
-    where="records",
-    fields=_in(
-        "open_runs",
-        Part("run", "", "the run (index into runs)", hi=lambda s: len(s["runs"]["n"])),
-        Part("env_index", "", "its env row"),
-        Part("count", "", "samples so far (also those beyond the budget)"),
-        Part("sample_index", "", "last sample_index reported", lo=-1),
-        Part("run_index", "", "last run_index reported", lo=-1),
-    ),
+    Part("run", "", "the run (index into runs)", hi=lambda s: len(s["runs"]["n"])),
+    Part("env_index", "", "its env row"),
+    Part("count", "", "samples so far (also those beyond the budget)"),
+    Part("sample_index", "", "last sample_index reported", lo=-1),
+    Part("run_index", "", "last run_index reported", lo=-1),
 )
-BARCODE = Part(
+_BARCODE = _in(
     "barcode",
-    "lowest_stream",
-    "barcode rows",
-    where="records",
-    fields=_in(
-        "barcode",
-        Part("input", "", "the row's input", hi=_rows("inputs")),
-        Part("stream", "", "its run's stream", stream=True),
-        Part("cells", "", "strategy column per sample", "list", lo=-1, hi=lambda s: len(s["columns"])),
-        Part("new", "", "the sample added a strategy", "list", hi=2),
-    ),
+    Part("input", "", "the row's input", hi=_INPUTS),
+    Part("stream", "", "its run's stream"),
+    Part("cells", "", "strategy column per sample", "list", lo=-1, hi=lambda s: len(s["columns"])),
+    Part("new", "", "the sample added a strategy", "list", hi=2),
+)
+RECORDS = _in(
+    "records",
+    Part("open_runs", "open", "runs record() continues", fields=_OPEN),
+    Part("barcode", "lowest_stream", "barcode rows", fields=_BARCODE),
 )
 COUNTERS = _in(
     "counter",
@@ -169,10 +131,27 @@ COUNTERS = _in(
     Part("skipped", "sum", "samples beyond their run's budget (not recorded): the runs' beyond"),
     Part("has_latent", "or", "some sample carried a latent code", "bool"),
 )
-#: Every part of a tracker's state, in storage order.
-STATE: tuple[Part, ...] = (*SETTINGS, *INPUT_FIELDS, *RUN_FIELDS, OPEN_RUNS, BARCODE, *COUNTERS)
+#: Every part of a tracker's state, in storage order (then the metrics' parts, `metric_parts`).
+STATE: tuple[Part, ...] = (*SETTINGS, *INPUT_FIELDS, *RUN_FIELDS, *RECORDS, *COUNTERS)
 #: Per-run fields kept in the tracker's run table (the keys live in its run assigner).
 RUN_TABLE_FIELDS = tuple(p for p in RUN_FIELDS if p.merge != "key")
+_OPEN_KEYS = tuple(f.key for f in _OPEN)
+_HITS = ("first_hit", "first_valid_hit")
+
+
+@functools.cache
+def metric_parts() -> tuple[Part, ...]:
+    """The parts each registered metric declares (`InputMetric.add_state`); ``doc``: the metric."""
+    specs = [(cls.name, d) for cls in registered() for d in cls().specs.values()]
+    return tuple(
+        Part(f"metrics.{m}.{d.name}", d.merge, m, lo=d.lo, fill=d.lo, width=d.width, where="metrics")
+        for m, d in specs
+    )
+
+
+def _table(s: Mapping[str, Any], p: Part) -> Any:
+    """The mapping holding table part ``p`` in state ``s`` (a metric's parts: its entry of metrics)."""
+    return s["metrics"][p.doc] if p.where == "metrics" else s[p.where]
 
 
 def _hi(p: Part, s: Mapping[str, Any]) -> int:
@@ -188,46 +167,48 @@ def _int(value: Any, where: str, lo: int, hi: int) -> int:
     return int(value)
 
 
+def setting(p: Part, value: Any, s: Mapping[str, Any]) -> Any:
+    """A setting, counter or record field checked against its declaration (bounds from ``s``)."""
+    if value is None and p.null:
+        return None
+    if p.kind == "ids":
+        if not isinstance(value, list | tuple) or not all(isinstance(x, str) for x in value):
+            raise ValueError(f"{p.name} must be a list of str" + " or null" * p.null)
+        return list(value)
+    if p.kind in ("str", "bool"):
+        if not isinstance(value, str if p.kind == "str" else bool):
+            raise ValueError(f"{p.name} must be a {p.kind}")
+        return value
+    if p.kind == "list":
+        return _column(
+            value, p.name, (len(value) if isinstance(value, list) else 0,), p.lo, _hi(p, s)
+        ).tolist()
+    return _int(value, p.name, p.lo, _hi(p, s))
+
+
 # -- the stored layout ------------------------------------------------------------------------------------
 
-_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
-_UNPACK = np.full(256, -2, dtype=np.int64)  # byte -> cell (-2: not a packed character)
-_UNPACK[ord("-")] = -1
-_UNPACK[[ord(c) for c in _DIGITS]] = np.arange(len(_DIGITS))
-
-
-def _pack(matrix: np.ndarray) -> list[str] | list[list[int]]:
-    """Rows packed one character per cell ("-" never, else base 36) when all fit, else lists of ints."""
-    if matrix.size and matrix.max() >= len(_DIGITS):
-        return matrix.tolist()
-    return ["".join(row) for row in np.array(["-", *_DIGITS])[matrix + 1].tolist()]
+_DIGITS = "-0123456789abcdefghijklmnopqrstuvwxyz"  # a packed cell: "-" none, else its index in base 36
+_UNPACK = np.full(256, -2, dtype=np.int64)  # byte -> cell (-2: not a packed character, out of bounds)
+_UNPACK[[ord(c) for c in _DIGITS]] = np.arange(-1, len(_DIGITS) - 1)
+_CHARS = np.array(list(_DIGITS))
 
 
 def _column(value: Any, where: str, shape: tuple[int, ...], lo: int, hi: int) -> np.ndarray:
-    """An int64 array of ``shape`` in [lo, hi) from an int array, a list, lists of ints or packed rows."""
-    if isinstance(value, np.ndarray):
-        if value.dtype.kind not in "iu":
-            raise ValueError(f"{where} must hold ints")
-        arr = value.astype(np.int64, copy=False)
-    elif not isinstance(value, list):
-        raise ValueError(f"{where} must be a list")
-    elif len(shape) == 2 and len(value) != shape[0]:
-        raise ValueError(f"{where} must have {shape[0]} rows, got {len(value)}")
-    elif len(shape) == 2 and value and set(map(type, value)) == {str}:
-        if set(map(len, value)) != {shape[1]} or not all(map(str.isascii, value)):
+    """An int64 array of ``shape`` in [lo, hi) from an int array, a list (of rows) of ints or packed rows."""
+    if isinstance(value, list) and len(shape) == 2:
+        if len(value) != shape[0] or any(len(row) != shape[1] for row in value):
             raise ValueError(f"{where} must be {shape[0]} rows of {shape[1]} cells")
-        arr = _UNPACK[np.frombuffer("".join(value).encode("ascii"), dtype=np.uint8)].reshape(shape)
-        if (arr < -1).any():
-            raise ValueError(f"{where} holds a bad packed row")
-    else:
-        if len(shape) == 2 and not (set(map(type, value)) <= {list} and set(map(len, value)) <= {shape[1]}):
-            raise ValueError(f"{where} must be {shape[0]} rows of {shape[1]} cells")
-        flat = [v for row in value for v in row] if len(shape) == 2 else value
-        if not set(map(type, flat)) <= {int}:
+        packed = bool(value) and all(isinstance(row, str) for row in value)
+        flat = [v for row in value for v in row] if not packed else None
+        value = _UNPACK[np.frombuffer("".join(value).encode("ascii"), np.uint8)] if packed else flat
+    if isinstance(value, list):
+        if not set(map(type, value)) <= {int}:
             raise ValueError(f"{where} must hold ints")
-        arr = np.array(flat, dtype=np.int64).reshape(shape)
-    if arr.shape != shape:
-        raise ValueError(f"{where} must have shape {shape}, got {arr.shape}")
+        value = np.array(value, dtype=np.int64)
+    if not isinstance(value, np.ndarray) or value.dtype.kind not in "iu" or value.size != np.prod(shape):
+        raise ValueError(f"{where} must be a list of {' x '.join(map(str, shape))} ints")
+    arr = value.astype(np.int64, copy=False).reshape(shape)
     if arr.size and (arr.min() < lo or arr.max() >= hi):
         raise ValueError(f"{where} must hold ints in [{lo}, {hi})")
     return arr
@@ -237,20 +218,22 @@ def to_json(s: Mapping[str, Any]) -> dict[str, Any]:
     """A checked-form state as JSON-safe data (the stored layout)."""
     out: dict[str, Any] = {"format": STATE_FORMAT, "inputs": {}, "runs": {}}
     for p in STATE:
-        if p.name == "runs.beyond" and not np.any(s["runs"][p.key]):
-            continue  # stored only when a run has samples beyond the budget
-        if p.where in ("inputs", "runs") and p.key in s[p.where]:
-            v = s[p.where][p.key]
-            v = list(v) if p.kind == "str" else np.asarray(v, dtype=np.int64)
-            out[p.where][p.key] = _pack(v) if p.width else v if p.kind == "str" else v.tolist()
-        elif p.where == "records":
-            out[p.name] = [dict(r) for r in s[p.name]]
-        elif p.where in ("setting", "counter"):
-            out[p.name] = s[p.name]
-    metrics = {name: m.state_dict() for name, m in s["metrics"].items()}
-    if any(v is not None for v in metrics.values()):  # a state without metrics stays without them
-        out["metrics"] = {name: v for name, v in metrics.items() if v is not None}
-    return out
+        if p.where not in ("inputs", "runs"):
+            out[p.name] = [dict(r) for r in s[p.name]] if p.fields else s[p.name]
+        elif p.kind == "str":
+            out[p.where][p.key] = list(s[p.where][p.key])
+        elif p.key in s[p.where] and (p.key != "beyond" or s["runs"]["beyond"].any()):  # beyond: if any
+            v = np.asarray(s[p.where][p.key], dtype=np.int64)
+            packed = p.width and (v.size == 0 or v.max() < len(_DIGITS) - 1)
+            out[p.where][p.key] = ["".join(r) for r in _CHARS[v + 1].tolist()] if packed else v.tolist()
+    metrics: dict[str, Any] = {}
+    for p in metric_parts():
+        held = s["metrics"][p.doc]
+        metrics.setdefault(p.doc, {"partial": True} if held["partial"] else {})[p.key] = held[p.key].tolist()
+    used = {p.doc for p in metric_parts() if (s["metrics"][p.doc][p.key] != p.lo).any()}
+    # A partial metric that recorded nothing is left out: a state stored without it stays so.
+    metrics = {name: v for name, v in metrics.items() if name in used or not v.get("partial")}
+    return out | ({"metrics": metrics} if metrics else {})
 
 
 # -- checking ---------------------------------------------------------------------------------------------
@@ -260,8 +243,8 @@ def check(state: Any) -> dict[str, Any]:
     """A validated state (format 2; older formats converted), every value bounded by its declaration.
 
     Returns:
-        The checked form: table columns as int arrays (packed rows unpacked), metrics as
-        `InputMetric` objects; `check`, `load`, `merge` and `to_json` accept it.
+        The checked form (`load`, `merge`, `to_json` and `check` take it): table columns as int arrays,
+        each registered metric's parts and ``partial`` flag under ``metrics[name]``.
 
     Raises:
         ValueError: one line, "corrupted CoverageTracker state: <the first problem>" (or "not a
@@ -278,165 +261,117 @@ def check(state: Any) -> dict[str, Any]:
         raise ValueError(f"corrupted CoverageTracker state: {exc}") from exc
 
 
-def setting(p: Part, value: Any, s: Mapping[str, Any]) -> Any:
-    """A setting or counter checked against its declaration (bounds from the settings ``s``)."""
-    if value is None and p.null:
-        return None
-    if p.kind == "ids":
-        if not isinstance(value, list | tuple) or not all(isinstance(x, str) for x in value):
-            raise ValueError(f"{p.name} must be a list of str" + " or null" * p.null)
-        return list(value)
-    if p.kind in ("str", "bool"):
-        if not isinstance(value, str if p.kind == "str" else bool):
-            raise ValueError(f"{p.name} must be a {p.kind}")
-        return value
-    return _int(value, p.name, p.lo, _hi(p, s))
-
-
 def _checked(state: Mapping[str, Any]) -> dict[str, Any]:
-    """Settings first (they bound the rest), then tables, records, counters, metrics, invariants."""
-    s: dict[str, Any] = {"format": STATE_FORMAT}
-    for p in SETTINGS:
-        s[p.name] = setting(p, state[p.name], s)
-    cols = s["columns"]
-    if len(set(cols)) != len(cols) or len(cols) > MAX_STRATEGIES:
-        raise ValueError(f"columns must be at most {MAX_STRATEGIES} unique strategy ids")
-    if s["strategies"] is not None and cols != s["strategies"]:
-        raise ValueError("columns must be the declared strategies")
-    if s["strategies"] is not None and s["num_strategies"] != len(cols):
-        raise ValueError(f"num_strategies={s['num_strategies']} but {len(cols)} strategies are declared")
-    tasks, ids = state["inputs"]["task"], state["inputs"]["input_id"]
-    if not isinstance(tasks, list) or not isinstance(ids, list) or len(tasks) != len(ids):
-        raise ValueError("inputs.task and inputs.input_id must be lists of one length")
-    if not set(map(type, tasks)) | set(map(type, ids)) <= {str}:
-        raise ValueError("input tasks and ids must be strings")
-    if any(a >= b for a, b in itertools.pairwise(zip(tasks, ids, strict=True))):
-        raise ValueError("inputs must be unique and sorted")
-    s["inputs"], s["runs"] = {"task": list(tasks), "input_id": list(ids)}, {}
-    rows = {"inputs": len(ids), "runs": len(state["runs"]["input"])}
-    for p in INPUT_FIELDS + RUN_FIELDS:
-        if p.kind == "str":
-            continue
-        if p.width not in (None, "columns") and not s[p.width]:
-            if p.key in state[p.where]:
-                raise ValueError(f"{p.name} is present but its declaration says it is not")
-            continue
-        w = None if p.width is None else len(cols) if p.width == "columns" else s[p.width]
-        shape = (rows[p.where],) if w is None else (rows[p.where], w)
-        if p.name == "runs.beyond" and p.key not in state["runs"]:
-            s["runs"]["beyond"] = _beyond_of_open_runs(state, rows["runs"])
-            continue
-        s[p.where][p.key] = _column(state[p.where][p.key], p.name, shape, p.lo, _hi(p, s))
-    for p in COUNTERS:
-        s[p.name] = setting(p, state[p.name], s)
-    for p in (OPEN_RUNS, BARCODE):
-        if not isinstance(state[p.name], list):
-            raise ValueError(f"{p.name} must be a list")
-        s[p.name] = [{f.key: _field(f, row[f.key], s) for f in p.fields} for row in state[p.name]]
-    s["metrics"] = _metrics(state.get("metrics", {}), s)
-    _invariants(s)
+    """Each part checked in storage order (the settings bound the rest), then the rules tying them."""
+    s: dict[str, Any] = {"format": STATE_FORMAT, "inputs": {}, "runs": {}, "metrics": {}}
+    stored = state.get("metrics", {})
+    if not isinstance(stored, Mapping):
+        raise ValueError("metrics must be an object")
+    for name in dict.fromkeys(p.doc for p in metric_parts()):  # a metric the state lacks: empty, partial
+        got = {"partial": True} if stored.get(name) is None else stored[name]
+        if not isinstance(got, Mapping) or not isinstance(got.get("partial", False), bool):
+            raise ValueError(f"metrics.{name} must be an object (partial a bool)")
+        s["metrics"][name] = {"partial": got.get("partial", False)}
+    for p in (*STATE, *metric_parts()):
+        if p.where in ("setting", "counter"):
+            s[p.name] = setting(p, state[p.name], s)
+            _hold(_setting_rules(s) if p.name == "columns" else [])
+        elif p.fields:
+            if not isinstance(state[p.name], list):
+                raise ValueError(f"{p.name} must be a list")
+            s[p.name] = [{f.key: setting(f, row[f.key], s) for f in p.fields} for row in state[p.name]]
+        else:
+            held = stored.get(p.doc) if p.where == "metrics" else state[p.where]
+            n = len(state["runs"]["input"] if p.where == "runs" else state["inputs"]["input_id"])
+            if (v := _table_part(p, held, s, n)) is not None:
+                _table(s, p)[p.key] = v
+    _hold(_rules(s))
     return s
 
 
-def _beyond_of_open_runs(state: Mapping[str, Any], n_runs: int) -> np.ndarray:
-    """``runs.beyond`` of a state stored without it: the open runs' samples past their run's count.
+def _table_part(p: Part, held: Mapping[str, Any] | None, s: Mapping[str, Any], n: int) -> Any:
+    """Table part ``p`` of ``n`` rows from ``held`` (None: a metric the state lacks, at its fill).
 
-    A closed run's samples beyond the budget are not known from such a state: `_invariants` then
-    refuses a ``skipped`` larger than the open runs account for.
+    Returns None for a matrix whose width setting (not "columns") is 0: it is not stored.
     """
-    beyond = np.zeros(n_runs, dtype=np.int64)
-    runs_n = state["runs"]["n"]
-    for o in state["open_runs"] if isinstance(state["open_runs"], list) else ():
-        run, count = o.get("run"), o.get("count")
-        if isinstance(run, int) and isinstance(count, int) and 0 <= run < n_runs and isinstance(runs_n, list):
-            beyond[run] = max(count - int(runs_n[run]), 0)
-    return beyond
+    w = None if p.width is None else len(s["columns"]) if p.width == "columns" else s[p.width]
+    absent = w == 0 and p.width != "columns"
+    if absent and p.key in (held or {}):
+        raise ValueError(f"{p.name} is present but its declaration says it is not")
+    shape = (n,) if w is None else (n, w)
+    if absent or held is None:
+        return None if absent else np.full(shape, p.fill, dtype=np.int64)
+    if p.kind != "str":
+        return _column(held[p.key], p.name, shape, p.lo, _hi(p, s))
+    if not isinstance(v := held[p.key], list) or len(v) != n or not all(isinstance(x, str) for x in v):
+        raise ValueError(f"{p.name} must be a list of {n} strings")
+    return list(v)
 
 
-def _field(f: Part, value: Any, s: Mapping[str, Any]) -> Any:
-    if f.kind != "list":
-        return _int(value, f.name, f.lo, _hi(f, s))
-    return _column(value, f.name, (len(value),) if isinstance(value, list) else (), f.lo, _hi(f, s)).tolist()
+def _hold(rules: Iterable[tuple[Any, str]]) -> None:
+    for broken, message in rules:
+        if broken:
+            raise ValueError(message)
 
 
-def _invariants(s: dict[str, Any]) -> None:
-    """The rules tying parts together (each a ValueError naming it)."""
-    r, m = s["runs"], s["inputs"]["m"]
-    unit, n, nv, fv, fh, fvh = (
-        r[k] for k in ("input", "n", "n_valid", "first_valid", "first_hit", "first_valid_hit")
-    )
-    if unit.size and np.unique(unit * (_BIG + 1) + r["stream"]).size != unit.size:
-        raise ValueError("runs must be unique per (input, stream)")
-    if (nv > n).any() or (fv >= n).any() or ((fv < 0) != (nv == 0)).any():
-        raise ValueError("runs have inconsistent n / n_valid / first_valid")
-    if (fh >= n[:, None]).any() or ((fvh >= 0) & ((fh < 0) | (fvh < fh) | (fvh >= n[:, None]))).any():
-        raise ValueError("runs have first hits outside their samples")
-    if unit.size and ((fh >= 0).sum(axis=1) > m[unit]).any():
-        raise ValueError("a run matched more distinct strategies than its input's M_x")
-    lat = r.get("latent_first_hit")
-    if lat is not None and (lat >= n[:, None]).any():
-        raise ValueError("runs have latent first hits outside their samples")
-    if s["has_latent"] != bool(lat is not None and (lat >= 0).any()):
-        raise ValueError("has_latent must say whether any run holds a latent code")
-    if s["samples"] != int(n.sum()) or s["valid"] != int(nv.sum()):
-        raise ValueError(
-            f"samples={s['samples']} and valid={s['valid']} must be the runs' {int(n.sum())} samples and "
-            f"{int(nv.sum())} correct ones"
-        )
-    if s["budget"] is not None and np.unique(unit[n >= s["budget"]]).size * s["budget"] > MAX_SUM_CELLS:
-        raise ValueError(
-            f"inputs with a complete run x budget exceed the cap of {MAX_SUM_CELLS} per-input sums"
-        )
-    beyond = r["beyond"]
-    if ((beyond > 0) & (n != (s["budget"] or 0))).any():
-        raise ValueError("a run has samples beyond the budget but fewer than budget samples")
-    if s["skipped"] != int(beyond.sum()):
-        raise ValueError(
-            f"skipped={s['skipped']} must be the runs' {int(beyond.sum())} samples beyond the budget"
-        )
-    pairs = {(int(unit[o["run"]]), o["env_index"]) for o in s["open_runs"]}
-    for o in s["open_runs"]:  # an open run counts every sample, its run only the first K
-        if o["count"] != n[o["run"]] + beyond[o["run"]]:
-            raise ValueError("an open run does not match its run (count = n + beyond)")
-    if len(pairs) != len(s["open_runs"]):
-        raise ValueError("two open runs share an (input, env_index)")
-    bars = s["barcode"]
-    if len(bars) > s["barcode_rows"]:
-        raise ValueError(f"{len(bars)} barcode rows but barcode_rows={s['barcode_rows']}")
-    if any(len(b["cells"]) != len(b["new"]) or len(b["cells"]) > s["barcode_cols"] for b in bars):
-        raise ValueError("a barcode row needs cells and new flags of one length, at most barcode_cols")
-    if len({b["input"] for b in bars}) != len(bars):
-        raise ValueError("barcode rows must be one per input")
+def _setting_rules(s: Mapping[str, Any]) -> list[tuple[Any, str]]:
+    """(broken, message) of each rule tying the settings together (they bound the tables)."""
+    cols, M, declared = s["columns"], s["num_strategies"], s["strategies"] is not None
+    unique = len(set(cols)) == len(cols) <= MAX_STRATEGIES
+    return [
+        (not unique, f"columns must be at most {MAX_STRATEGIES} unique strategy ids"),
+        (declared and cols != s["strategies"], "columns must be the declared strategies"),
+        (declared and M != len(cols), f"num_strategies={M} but {len(cols)} strategies are declared"),
+    ]
 
 
-def _metrics(value: Any, s: Mapping[str, Any]) -> dict[str, InputMetric]:
-    """Each registered metric's state checked against its declaration (`InputMetric.add_state`).
+def _rules(s: Mapping[str, Any]) -> list[tuple[Any, str]]:
+    """(broken, message) of each rule tying the parts together."""
+    r, K, opened, bars = s["runs"], s["budget"], s["open_runs"], s["barcode"]
+    u, n, nv, fv, fh, fvh, out = (r[k] for k in ("input", "n", "n_valid", "first_valid", *_HITS, "beyond"))
+    lat, ids = r.get("latent_first_hit"), list(zip(s["inputs"]["task"], s["inputs"]["input_id"], strict=True))
+    counts = (nv > n).any() or (fv >= n).any() or ((fv < 0) != (nv == 0)).any()
+    hits = (fh >= n[:, None]).any() or ((fvh >= 0) & ((fh < 0) | (fvh < fh) | (fvh >= n[:, None]))).any()
+    latent = lat is not None and (lat >= n[:, None]).any()
+    cells = np.unique(u[n >= K]).size * K > MAX_SUM_CELLS if K else False
+    short = ((out > 0) & (n != (K or 0))).any()
+    over_m = ((fh >= 0).sum(axis=1) > s["inputs"]["m"][u]).any()
+    has_latent = bool(lat is not None and (lat >= 0).any())
+    counted = any(o["count"] != n[o["run"]] + out[o["run"]] for o in opened)  # all samples vs the first K
+    shared = len({(u[o["run"]], o["env_index"]) for o in opened}) != len(opened)
+    rows = any(len(b["cells"]) != len(b["new"]) or len(b["cells"]) > s["barcode_cols"] for b in bars)
+    return [
+        (ids != sorted(set(ids)), "inputs must be unique and sorted"),
+        (_repeated(u, r["stream"])[1].size, "runs must be unique per (input, stream)"),
+        (counts, "runs have inconsistent n / n_valid / first_valid"),
+        (hits, "runs have first hits outside their samples"),
+        (over_m, "a run matched more distinct strategies than its input's M_x"),
+        (latent, "runs have latent first hits outside their samples"),
+        (s["has_latent"] != has_latent, "has_latent must say whether any run holds a latent code"),
+        (
+            s["samples"] != n.sum() or s["valid"] != nv.sum(),
+            f"samples={s['samples']} and valid={s['valid']} must be the runs' {n.sum()} samples and "
+            f"{nv.sum()} correct ones",
+        ),
+        (cells, f"inputs with a complete run x budget exceed the cap of {MAX_SUM_CELLS} per-input sums"),
+        (short, "a run has samples beyond the budget but fewer than budget samples"),
+        (
+            s["skipped"] != out.sum(),
+            f"skipped={s['skipped']} must be the runs' {out.sum()} samples beyond the budget",
+        ),
+        (counted, "an open run does not match its run (count = n + beyond)"),
+        (shared, "two open runs share an (input, env_index)"),
+        (len(bars) > s["barcode_rows"], f"{len(bars)} barcode rows but barcode_rows={s['barcode_rows']}"),
+        (rows, "a barcode row needs cells and new flags of one length, at most barcode_cols"),
+        (len({b["input"] for b in bars}) != len(bars), "barcode rows must be one per input"),
+    ]
 
-    A state without a metric loads it empty, marked partial (it counts the samples recorded after).
-    """
-    if not isinstance(value, Mapping):
-        raise ValueError("metrics must be an object")
-    U, C = len(s["inputs"]["input_id"]), len(s["columns"])
-    out = {}
-    for cls in registered():
-        got = value.get(cls.name)
-        if isinstance(got, InputMetric):  # a checked state (a merge's): taken as it is
-            got.grow(U, C)
-            out[cls.name] = got
-            continue
-        metric = out[cls.name] = cls()
-        metric.grow(U, C)
-        metric.partial = got is None
-        if got is None:
-            continue
-        if not isinstance(got, Mapping) or not isinstance(got.get("partial", False), bool):
-            raise ValueError(f"metrics.{cls.name} must be an object (partial a bool)")
-        metric.partial = got.get("partial", False)
-        for spec in metric.specs.values():
-            shape = (U, C) if spec.per_strategy else (U,)
-            where = f"metrics.{cls.name}.{spec.name}"
-            metric.rows(spec.name)[...] = _column(got[spec.name], where, shape, spec.lo, _BIG)
-    return out
+
+def _repeated(unit: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The order sorting runs by (input, stream), and where in it a run repeats the one before."""
+    order = np.lexsort((stream, unit))
+    u, st = unit[order], stream[order]
+    return order, np.flatnonzero((u[1:] == u[:-1]) & (st[1:] == st[:-1])) + 1
 
 
 # -- a tracker in and out ---------------------------------------------------------------------------------
@@ -444,30 +379,33 @@ def _metrics(value: Any, s: Mapping[str, Any]) -> dict[str, InputMetric]:
 
 def dump(t: CoverageTracker) -> dict[str, Any]:
     """Tracker ``t``'s state in checked form."""
-    S, C = t.assigner.n_slots, len(t.columns)
+    S, C, U = t.assigner.n_slots, len(t.columns), len(t.keys)
     s: dict[str, Any] = {"format": STATE_FORMAT, **{p.name: getattr(t, p.name) for p in SETTINGS + COUNTERS}}
     s["strategies"], s["columns"] = None if t.strategies is None else list(t.strategies), list(t.columns)
     s["inputs"] = {"task": [k[0] for k in t.keys], "input_id": [k[1] for k in t.keys], "m": t.m}
-    s["inputs"]["next_stream"] = t.assigner.next_stream[: len(t.keys)]
+    s["inputs"]["next_stream"] = t.assigner.next_stream[:U]
     s["runs"] = {"input": t.assigner.slot_input[:S], "stream": t.assigner.slot_stream[:S]}
     for p in t.runs.fields:
-        v = getattr(t.runs, p.key)[:S]
-        s["runs"][p.key] = v[:, :C] if p.width == "columns" else v
-    names = [f.key for f in OPEN_RUNS.fields]
+        s["runs"][p.key] = (
+            getattr(t.runs, p.key)[:S, :C] if p.width == "columns" else getattr(t.runs, p.key)[:S]
+        )
     s["open_runs"] = [
-        dict(zip(names, (sl, env, c, si, ri), strict=True))
-        for _, env, sl, c, si, ri in t.assigner.open_runs()
+        dict(zip(_OPEN_KEYS, (slot, env, count, si, ri), strict=True))
+        for _, env, slot, count, si, ri in t.assigner.open_runs()
     ]
     s["barcode"] = [
         {"input": c, "stream": st, "cells": cells, "new": [int(b) for b in new]}
         for c, st, cells, new in t.bar.rows_held()
     ]
-    s["metrics"] = {m.name: m for m in t.metrics}
+    s["metrics"] = {}
+    for m in t.metrics:
+        m.grow(U, C)
+        s["metrics"][m.name] = {"partial": m.partial, **{k: m.rows(k) for k in m.specs}}
     return _canonical(s)
 
 
 def _canonical(s: dict[str, Any]) -> dict[str, Any]:
-    """``s`` with its inputs sorted by key and its runs by (input, stream), one input's rows combined.
+    """``s`` with its inputs sorted by key and its runs by (input, stream), an input's rows combined.
 
     The rows of one (task, input_id) combine by their merge rules, the first row's value first.
 
@@ -479,25 +417,25 @@ def _canonical(s: dict[str, Any]) -> dict[str, Any]:
     index = {k: i for i, k in enumerate(uniq)}
     new = np.array([index[k] for k in keys], dtype=np.int64)  # row -> its key's row
     first = np.unique(new, return_index=True)[1]  # the first row of each key
+    rest = np.setdiff1d(np.arange(new.size), first)
     out = {**s, "inputs": {"task": [k[0] for k in uniq], "input_id": [k[1] for k in uniq]}}
-    for p in INPUT_FIELDS[2:]:
-        v = np.asarray(s["inputs"][p.key], dtype=np.int64)
-        out["inputs"][p.key] = v[first]
-        clash = np.flatnonzero(v[first][new] != v) if p.merge == "agree" else ()
+    out["metrics"] = {name: {"partial": held["partial"]} for name, held in s["metrics"].items()}
+    for p in (*INPUT_FIELDS[2:], *metric_parts()):
+        v = np.asarray(_table(s, p)[p.key])
+        got = _table(out, p)[p.key] = v[first]
+        if p.merge in ("sum", "max"):
+            {"sum": np.add.at, "max": np.maximum.at}[p.merge](got, new[rest], v[rest])
+        clash = np.flatnonzero(got[new] != v) if p.merge == "agree" else ()
         if len(clash):
             j = int(clash[0])
-            raise ValueError(
-                f"cannot merge: input {keys[j][1]!r} has {p.doc} {int(v[first][new[j]])} vs {int(v[j])}"
-            )
+            raise ValueError(f"cannot merge: input {keys[j][1]!r} has {p.doc} {got[new[j]]} vs {v[j]}")
     unit = new[np.asarray(s["runs"]["input"], dtype=np.int64)]
     stream = np.asarray(s["runs"]["stream"], dtype=np.int64)
-    pair, counts = np.unique(unit * (_BIG + 1) + stream, return_counts=True)
-    if (counts > 1).any():
-        clash = [(*uniq[int(p // (_BIG + 1))], int(p % (_BIG + 1))) for p in pair[counts > 1][:3]]
+    order, again = _repeated(unit, stream)
+    if again.size:
+        clash = [(*uniq[unit[order[j]]], int(stream[order[j]])) for j in again[:3]]
         raise ValueError(f"cannot merge: both trackers hold run(s) {clash} (task, input_id, stream)")
-    order = np.lexsort((stream, unit))
-    pos = np.empty(order.size, dtype=np.int64)
-    pos[order] = np.arange(order.size)
+    pos = np.argsort(order)
     out["runs"] = {k: (unit if k == "input" else np.asarray(v))[order] for k, v in s["runs"].items()}
     out["open_runs"] = sorted(
         ({**r, "run": int(pos[r["run"]])} for r in s["open_runs"]), key=lambda r: r["run"]
@@ -508,27 +446,13 @@ def _canonical(s: dict[str, Any]) -> dict[str, Any]:
         if code not in bars or row["stream"] < bars[code]["stream"]:
             bars[code] = {**row, "input": code, "cells": row["cells"][:cut], "new": row["new"][:cut]}
     out["barcode"] = [bars[c] for c in sorted(bars)[: s["barcode_rows"]]]
-    out["metrics"] = {}
-    for name, m in s["metrics"].items():
-        m.grow(new.size, m.n_columns)  # rows for inputs it has not seen a sample of yet
-        got = out["metrics"][name] = type(m)()
-        got.grow(len(uniq), m.n_columns)
-        got.partial = m.partial
-        rest = np.setdiff1d(np.arange(new.size), first)
-        for spec in m.specs.values():  # the first row of each key, then the others by the merge rule
-            v = m.rows(spec.name)
-            got.rows(spec.name)[...] = v[first]
-            {"sum": np.add.at, "max": np.maximum.at}[spec.merge](got.rows(spec.name), new[rest], v[rest])
     return out
 
 
 def load(cls: type[CoverageTracker], state: Any, *, barcode_rows: int | None = None) -> CoverageTracker:
-    """A new tracker holding ``state`` (checked first; its open runs stay open).
+    """A new tracker of class ``cls`` holding ``state`` (stored or checked; its open runs stay open).
 
-    Args:
-        cls: the tracker class.
-        state: a stored or checked state.
-        barcode_rows: keep this many barcode rows (the smallest keys) instead of the state's.
+    ``barcode_rows``: keep this many barcode rows (the smallest keys) instead of the state's.
     """
     s = check(state)
     if barcode_rows is not None:
@@ -536,26 +460,29 @@ def load(cls: type[CoverageTracker], state: Any, *, barcode_rows: int | None = N
         s = {**s, "barcode_rows": rows, "barcode": sorted(s["barcode"], key=lambda b: b["input"])[:rows]}
     spec = s["strategies"] if s["strategies"] is not None else s["num_strategies"]
     t = cls(spec, **{p.name: s[p.name] for p in SETTINGS[2:-1]})  # task .. stream_offset
-    inp, runs = s["inputs"], s["runs"]
+    inp, runs, R = s["inputs"], s["runs"], len(s["runs"]["input"])
     for c in s["columns"]:
         t._column(c)
     t._add_inputs(list(zip(inp["task"], inp["input_id"], strict=True)), inp["m"])
     t.assigner.add_slots(runs["stream"], runs["input"])
-    t.assigner.next_stream[: len(t.keys)] = np.maximum(
-        t.assigner.next_stream[: len(t.keys)], inp["next_stream"]
-    )
-    t.runs.grow(len(runs["input"]))
+    U = len(t.keys)
+    t.assigner.next_stream[:U] = np.maximum(t.assigner.next_stream[:U], inp["next_stream"])
+    t.runs.grow(R)
     for p in t.runs.fields:
-        getattr(t.runs, p.key)[: len(runs["input"])] = runs[p.key]
+        getattr(t.runs, p.key)[:R] = runs[p.key]
     for r in s["open_runs"]:
         fields = (r["env_index"], r["run"], r["count"], r["sample_index"], r["run_index"])
         t.assigner.restore_open(int(runs["input"][r["run"]]), *fields)
-    t.bar.grow(len(t.keys))
+    t.bar.grow(U)
     for b in s["barcode"]:
         t.bar.put(b["input"], b["stream"], list(b["cells"]), [bool(x) for x in b["new"]], t.keys)
     for p in COUNTERS:
         setattr(t, p.name, s[p.name])
-    t.metrics = [s["metrics"][m.name] for m in t.metrics]
+    for m in t.metrics:
+        m.grow(U, len(t.columns))
+        m.partial = s["metrics"][m.name]["partial"]
+        for k in m.specs:
+            m.rows(k)[...] = s["metrics"][m.name][k]
     t._rebuild_sums()
     return t
 
@@ -564,7 +491,7 @@ def load(cls: type[CoverageTracker], state: Any, *, barcode_rows: int | None = N
 
 
 def merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
-    """The checked-form state ``a`` with ``b``'s runs added, by the merge rules of `STATE`.
+    """The checked-form state ``a`` with ``b``'s runs added, by the declared merge rules.
 
     Raises:
         ValueError: the settings differ, an input's M_x differs, or a run is in both.
@@ -572,51 +499,44 @@ def merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
     agree = [(a[p.name], b[p.name]) for p in SETTINGS if p.merge == "agree"]
     if any(x != y for x, y in agree):
         mine, theirs = zip(*agree, strict=True)
-        raise ValueError(
-            "cannot merge trackers with different strategy sets, budget or latent codes: "
-            f"{mine!r} vs {theirs!r}"
-        )
-    s: dict[str, Any] = {"format": STATE_FORMAT, **{p.name: a[p.name] for p in SETTINGS}}
-    s["columns"] = list(a["columns"]) + [c for c in b["columns"] if c not in set(a["columns"])]
+        text = "cannot merge trackers with different strategy sets, budget or latent codes"
+        raise ValueError(f"{text}: {mine!r} vs {theirs!r}")
+    s: dict[str, Any] = {
+        "format": STATE_FORMAT,
+        **{p.name: a[p.name] for p in SETTINGS},
+        "inputs": {},
+        "runs": {},
+    }
+    s["columns"] = list(dict.fromkeys(a["columns"] + b["columns"]))
     C, col_of = len(s["columns"]), {c: j for j, c in enumerate(s["columns"])}
     cols = (np.arange(len(a["columns"])), np.array([col_of[c] for c in b["columns"]], dtype=np.int64))
     Ua = len(a["inputs"]["input_id"])
-    s["inputs"] = {k: list(a["inputs"][k]) + list(b["inputs"][k]) for k in ("task", "input_id")}
-    s["inputs"]["m"] = np.concatenate([a["inputs"]["m"], b["inputs"]["m"]])
-    # b's runs are closed in the merged tracker: its next streams do not apply
-    s["inputs"]["next_stream"] = np.concatenate(
-        [a["inputs"]["next_stream"], np.zeros(len(b["inputs"]["m"]), dtype=np.int64)]
-    )
-    s["runs"] = {"input": np.concatenate([a["runs"]["input"], b["runs"]["input"] + Ua])}
-    for p in RUN_FIELDS[1:]:
-        if p.key in a["runs"]:
-            parts = [x["runs"][p.key] for x in (a, b)]
-            if p.width == "columns":  # each tracker's columns moved to their merged places
-                parts = [_spread(v, c, C, p.fill) for v, c in zip(parts, cols, strict=True)]
-            s["runs"][p.key] = np.concatenate(parts)
-    s["open_runs"] = a["open_runs"]
+    s["metrics"] = {
+        k: {"partial": v["partial"] or b["metrics"][k]["partial"]} for k, v in a["metrics"].items()
+    }
+    for p in (*INPUT_FIELDS, *RUN_FIELDS, *metric_parts()):
+        if p.key in _table(a, p):  # b's rows after a's: the input codes shift, b's columns spread
+            va, vb = _table(a, p)[p.key], _table(b, p)[p.key]
+            if p.kind == "str":
+                _table(s, p)[p.key] = list(va) + list(vb)
+                continue
+            vb = vb + Ua if p.name == "runs.input" else np.full_like(vb, p.fill) if p.merge == "keep" else vb
+            both = zip((va, vb), cols, strict=True) if p.width == "columns" else ()
+            both = [_spread(v, c, C, p.fill) for v, c in both] or [va, vb]
+            _table(s, p)[p.key] = np.concatenate(both)
+    s["open_runs"] = a["open_runs"]  # b's runs are closed in the merged tracker, and its next streams unused
     s["barcode"] = list(a["barcode"]) + [
         {**r, "input": r["input"] + Ua, "cells": [int(cols[1][c]) if c >= 0 else c for c in r["cells"]]}
         for r in b["barcode"]
     ]
     for p in COUNTERS:
         s[p.name] = (a[p.name] or b[p.name]) if p.merge == "or" else a[p.name] + b[p.name]
-    s["metrics"] = {}
-    for name, ma in a["metrics"].items():
-        mb, m = b["metrics"][name], type(ma)()
-        m.grow(Ua + mb.n_inputs, C)
-        m.partial = ma.partial or mb.partial
-        for spec in ma.specs.values():
-            for src, rows, c in ((ma, slice(0, Ua), cols[0]), (mb, slice(Ua, None), cols[1])):
-                v = src.rows(spec.name)
-                m.rows(spec.name)[(rows, c[: v.shape[1]]) if spec.per_strategy else rows] = v
-        s["metrics"][name] = m
     return _canonical(s)
 
 
 def _spread(v: np.ndarray, cols: np.ndarray, C: int, fill: int) -> np.ndarray:
     out = np.full((v.shape[0], C), fill, dtype=np.int64)
-    out[:, cols[: v.shape[1]]] = v
+    out[:, cols] = v
     return out
 
 

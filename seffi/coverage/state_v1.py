@@ -1,9 +1,10 @@
-"""Older stored formats converted to the current ones at load: the one place they are known.
+"""Older stored states converted to the current format at load: the one place they are known.
 
 Format 1 (``seffi.coverage.tracker/1``) kept runs as dicts of strategy -> first-hit index; a format-1
-monitor state (``seffi.callbacks.monitor/1``) kept the latent-code diagnostic only as per-input
-sums (it restarts empty) and its barcode cells without their "new" flags. The converted states are
-then checked like any other (`seffi.coverage.state.check`).
+monitor state (``seffi.callbacks.monitor/1``) kept the latent-code diagnostic only as per-input sums
+(it restarts empty) and its barcode cells without their "new" flags. A format-2 state written before
+``runs.beyond`` existed knows only its open runs' samples beyond the budget. The converted states
+are then checked like any other (`seffi.coverage.state.check`).
 """
 
 from __future__ import annotations
@@ -17,121 +18,116 @@ STATE_FORMAT = "seffi.coverage.tracker/2"
 MONITOR_STATE_FORMAT = "seffi.callbacks.monitor/2"
 
 
-def _new_flags(cells: list[int]) -> list[int]:
-    """A cell is new when its strategy is first seen in the row."""
-    seen: set[int] = set()
-    out = []
-    for c in cells:
-        out.append(int(c >= 0 and c not in seen))
-        seen.add(c)
-    return out
-
-
 def upgrade(state: Any) -> Any:
-    """A format-2 tracker state from a format-1 one; any other value as it is."""
-    if not isinstance(state, Mapping) or state.get("format") != "seffi.coverage.tracker/1":
+    """A current tracker state from an older one; any other value as it is."""
+    if isinstance(state, Mapping) and state.get("format") == "seffi.coverage.tracker/1":
+        try:
+            state = _from_v1(state)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise ValueError(
+                f"corrupted CoverageTracker state (version 1): {type(exc).__name__}: {exc}"
+            ) from exc
+    if not isinstance(state, Mapping):
         return state
-    try:
-        declared = state["strategies"]
-        runs = sorted(state["runs"], key=lambda d: (d["task"], str(d["input_id"]), d["stream"]))
-        cols = list(declared) if declared is not None else sorted({s for d in runs for s in d["first_hit"]})
-        index = {c: j for j, c in enumerate(cols)}
-        keys = sorted({(d["task"], str(d["input_id"])) for d in runs})
-        code = {k: i for i, k in enumerate(keys)}
-        m: dict[tuple[str, str], int] = {}
-        for d in runs:
-            if m.setdefault((d["task"], str(d["input_id"])), d["m"]) != d["m"]:
-                raise ValueError(f"input {d['input_id']!r} has inconsistent M_x across runs")
+    runs, opened = state.get("runs"), state.get("open_runs")
+    if state.get("format") != STATE_FORMAT or not isinstance(runs, Mapping) or "beyond" in runs:
+        return state
+    if not isinstance(runs.get("n"), list):
+        return state  # malformed: the check names it
+    beyond = [0] * len(runs["n"])  # an open run counts every sample, its run only the first K
+    for o in opened if isinstance(opened, list) else ():
+        r, count = (o.get("run"), o.get("count")) if isinstance(o, Mapping) else (None, None)
+        if isinstance(r, int) and isinstance(count, int) and 0 <= r < len(beyond):
+            beyond[r] = max(count - runs["n"][r], 0) if isinstance(runs["n"][r], int) else 0
+    return {**state, "runs": {**runs, "beyond": beyond}}
 
-        def row(hits: Mapping[str, int]) -> list[int]:
-            out = [-1] * len(cols)
-            for s, i in hits.items():
-                out[index[s]] = i
-            return out
 
-        barcode: dict[int, dict[str, Any]] = {}  # the lowest stream's row per input
-        rank = (lambda s: (index[s], s)) if declared is not None else (lambda s: (0, s))
-        for d in runs:
-            u = code[(d["task"], str(d["input_id"]))]
-            if "barcode" not in d or (u in barcode and barcode[u]["stream"] <= d["stream"]):
-                continue
-            cells, new, seen = [], [], set()
-            for sample in d["barcode"]:
-                matched = sorted(sample, key=rank)
-                fresh = [s for s in matched if s not in seen]
-                pick = fresh[0] if fresh else (matched[0] if matched else None)
-                cells.append(index[pick] if pick is not None else -1)
-                new.append(int(bool(fresh)))
-                seen.update(matched)
-            barcode[u] = {"input": u, "stream": d["stream"], "cells": cells, "new": new}
-        column = {name: [d[name] for d in runs] for name in ("stream", "n", "n_valid", "first_valid")}
-        return {
-            **{k: state[k] for k in ("strategies", "num_strategies", "task", "barcode_rows", "barcode_cols")},
-            "format": STATE_FORMAT,
-            "budget": None,
-            "num_latents": 0,
-            "stream_offset": 0,
-            "columns": cols,
-            "inputs": {
-                "task": [k[0] for k in keys],
-                "input_id": [k[1] for k in keys],
-                "m": [m[k] for k in keys],
-                "next_stream": [0] * len(keys),
-            },
-            "runs": {
-                "input": [code[(d["task"], str(d["input_id"]))] for d in runs],
-                **column,
-                "first_hit": [row(d["first_hit"]) for d in runs],
-                "first_valid_hit": [row(d["first_valid_hit"]) for d in runs],
-            },
-            "open_runs": [],
-            "barcode": [barcode[u] for u in sorted(barcode)][: state["barcode_rows"]],
-            "samples": sum(column["n"]),
-            "valid": sum(column["n_valid"]),
-            "skipped": 0,
-            "has_latent": False,
-        }
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"corrupted CoverageTracker state (version 1): {type(exc).__name__}: {exc}") from exc
+def _from_v1(state: Mapping[str, Any]) -> dict[str, Any]:
+    declared = state["strategies"]
+    runs = sorted(state["runs"], key=lambda d: (d["task"], str(d["input_id"]), d["stream"]))
+    cols = list(declared) if declared is not None else sorted({s for d in runs for s in d["first_hit"]})
+    index = {c: j for j, c in enumerate(cols)}
+    keys = sorted({(d["task"], str(d["input_id"])) for d in runs})
+    code = {k: i for i, k in enumerate(keys)}
+    unit = [code[(d["task"], str(d["input_id"]))] for d in runs]
+    m: dict[int, int] = {}
+    for u, d in zip(unit, runs, strict=True):
+        if m.setdefault(u, d["m"]) != d["m"]:
+            raise ValueError(f"input {d['input_id']!r} has inconsistent M_x across runs")
+    barcode: dict[int, dict[str, Any]] = {}  # the lowest stream's row per input
+    rank = (lambda s: (index[s], s)) if declared is not None else (lambda s: (0, s))
+    for u, d in zip(unit, runs, strict=True):
+        if "barcode" not in d or u in barcode:  # runs are sorted by stream: the first is the lowest
+            continue
+        cells, new, seen = [], [], set()
+        for sample in d["barcode"]:  # a cell: the first new strategy matched, else the first matched
+            matched = sorted(sample, key=rank)
+            fresh = [s for s in matched if s not in seen]
+            pick = (fresh or matched or [None])[0]
+            cells.append(-1 if pick is None else index[pick])
+            new.append(int(bool(fresh)))
+            seen.update(matched)
+        barcode[u] = {"input": u, "stream": d["stream"], "cells": cells, "new": new}
+    column = {name: [d[name] for d in runs] for name in ("stream", "n", "n_valid", "first_valid")}
+
+    def row(hits: Mapping[str, int]) -> list[int]:
+        out = [-1] * len(cols)
+        for s, i in hits.items():
+            out[index[s]] = i
+        return out
+
+    hits = {name: [row(d[name]) for d in runs] for name in ("first_hit", "first_valid_hit")}
+    return {
+        **{k: state[k] for k in ("strategies", "num_strategies", "task", "barcode_rows", "barcode_cols")},
+        **{"format": STATE_FORMAT, "budget": None, "num_latents": 0, "stream_offset": 0, "columns": cols},
+        "inputs": {
+            "task": [k[0] for k in keys],
+            "input_id": [k[1] for k in keys],
+            "m": [m[u] for u in range(len(keys))],
+            "next_stream": [0] * len(keys),
+        },
+        "runs": {"input": unit, **column, **hits},
+        "open_runs": [],
+        "barcode": [barcode[u] for u in sorted(barcode)][: state["barcode_rows"]],
+        **{"samples": sum(column["n"]), "valid": sum(column["n_valid"]), "skipped": 0, "has_latent": False},
+    }
 
 
 def upgrade_monitor(state: Any) -> Any:
-    """A format-2 monitor state from a format-1 one; any other value as it is."""
+    """A current monitor state from a format-1 one; any other value as it is."""
     if not isinstance(state, Mapping) or state.get("format") != "seffi.callbacks.monitor/1":
         return state
     try:
-        s = upgrade(state["tracker"])
-        s["budget"] = int(state["budget"])
+        s = _from_v1(state["tracker"])
+        ids, inputs = s["inputs"]["input_id"], state["inputs"]
+        s["budget"], s["num_latents"] = int(state["budget"]), int(state["num_latents"] or 0)
         s["barcode_rows"], s["barcode_cols"] = 2**31, s["budget"]  # the monitor's: a row per input
-        s["num_latents"] = int(state["num_latents"] or 0)
-        s["stream_offset"] = int(state["stream_offset"])
-        ids = s["inputs"]["input_id"]
-        code = {x: u for u, x in enumerate(ids)}
-        s["inputs"]["next_stream"] = [int(state["inputs"][x]["next_stream"]) for x in ids]
+        s["stream_offset"], s["skipped"] = int(state["stream_offset"]), int(state["skipped_beyond_budget"])
+        s["samples"], s["valid"] = int(state["samples"]), int(state["valid"])
+        s["inputs"]["next_stream"] = [int(inputs[x]["next_stream"]) for x in ids]
         run_of = {
-            (u, st): r for r, (u, st) in enumerate(zip(s["runs"]["input"], s["runs"]["stream"], strict=True))
+            (ids[u], st): r
+            for r, (u, st) in enumerate(zip(s["runs"]["input"], s["runs"]["stream"], strict=True))
         }
         fields = ("env_index", "count", "sample_index", "run_index")
-        opened = [
-            {"run": run_of[(code[r["input_id"]], int(r["stream"]))], **{f: int(r[f]) for f in fields}}
-            for r in state["open_runs"]
-        ]
-        s["open_runs"] = sorted(opened, key=lambda r: r["run"])
+        opened = (
+            {"run": run_of[(o["input_id"], int(o["stream"]))], **{f: int(o[f]) for f in fields}}
+            for o in state["open_runs"]
+        )
+        s["open_runs"] = sorted(opened, key=lambda o: o["run"])
         if s["num_latents"]:
             s["runs"]["latent_first_hit"] = [[-1] * s["num_latents"] for _ in s["runs"]["input"]]
-        bars = [(code[x], state["inputs"][x].get("barcode")) for x in ids]
-        s["barcode"] = [
-            {
-                "input": u,
-                "stream": int(b["stream"]),
-                "cells": [int(c) for c in b["cells"]],
-                "new": _new_flags([int(c) for c in b["cells"]]),
-            }
-            for u, b in bars
-            if b is not None
-        ]
-        s["samples"], s["valid"] = int(state["samples"]), int(state["valid"])
-        s["skipped"] = int(state["skipped_beyond_budget"])
+        bars = [(u, inputs[x].get("barcode")) for u, x in enumerate(ids)]
+        s["barcode"] = [_row(u, b["stream"], b["cells"]) for u, b in bars if b is not None]
         return {"format": MONITOR_STATE_FORMAT, "episodes": state["episodes"], "tracker": s}
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"corrupted CoverageMonitor state (version 1): {type(exc).__name__}: {exc}") from exc
+
+
+def _row(u: int, stream: Any, cells: list[Any]) -> dict[str, Any]:
+    """A barcode row from its cells: a cell is new when its strategy is first seen in the row."""
+    cells, new, seen = [int(c) for c in cells], [], set()
+    for c in cells:
+        new.append(int(c >= 0 and c not in seen))
+        seen.add(c)
+    return {"input": u, "stream": int(stream), "cells": cells, "new": new}

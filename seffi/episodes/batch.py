@@ -38,9 +38,7 @@ class EpisodeBatch:
         n, m = len(self.input_id), len(self.strategies)
         cols = (self.hits, self.valid, self.env_index, self.sample_index, self.run_index, self.z)
         if [(c.shape, c.dtype) for c in cols] != [((n, m), bool), ((n,), bool), *[((n,), np.int64)] * 4]:
-            raise ValueError(
-                f"EpisodeBatch needs bool hits shape ({n}, {m}), bool valid, int64 indices and z"
-            )
+            raise ValueError(f"EpisodeBatch needs bool hits shape ({n}, {m}), bool valid, int64 indices, z")
 
     def __len__(self) -> int:
         return len(self.input_id)
@@ -52,38 +50,24 @@ class EpisodeBatch:
 
     @classmethod
     def of(cls, strategies: Sequence[str], input_id: Any, hits: Any, **columns: Any) -> EpisodeBatch:
-        """A batch from array-likes: ``input_id``, ``hits`` and any of the other columns by name.
-
-        A column not given is filled as "not reported": ``valid`` True, ``env_index`` 0, the rest -1.
-        Values are not screened against the info contract (the parsers do that): this is for data
-        already checked. Input ids keep their type: str and int ids in one batch are refused.
-
-        Raises:
-            ValueError: ``input_id`` mixes str and int ids (1 and "1" would be one input).
-        """
+        """A batch of checked columns, array-likes by name (absent: ``valid`` True, ``env_index`` 0, -1)."""
         ids = np.empty(len(input_id), dtype=object)
         ids[:] = list(input_id)
         if len({isinstance(x, str) for x in ids.tolist()}) > 1:
             raise ValueError('EpisodeBatch.of: input ids mix str and int (1 and "1" would be one input)')
-        n, fill = ids.size, {"valid": True, "env_index": 0, "sample_index": -1, "run_index": -1, "z": -1}
-        given = {k: columns.pop(k, None) for k in fill}
-        cols = {k: np.full(n, v) if given[k] is None else np.asarray(given[k]) for k, v in fill.items()}
-        if columns:
-            raise TypeError(f"EpisodeBatch.of got unknown columns {sorted(columns)}")
-        hits = np.asarray(hits, dtype=bool).reshape(n, len(strategies))
-        valid = cols.pop("valid").astype(bool)
-        return cls(tuple(strategies), ids, hits, valid, **{k: v.astype(np.int64) for k, v in cols.items()})
+        if unknown := set(columns) - set(_FILL):
+            raise TypeError(f"EpisodeBatch.of got unknown columns {sorted(unknown)}")
+        hits = np.asarray(hits, dtype=bool).reshape(ids.size, len(strategies))
+        cols = (np.asarray(columns.get(k, np.full(ids.size, v))).astype(type(v)) for k, v in _FILL.items())
+        return cls(tuple(strategies), ids, hits, *cols)
 
     @classmethod
     def concat(cls, batches: Sequence[EpisodeBatch]) -> EpisodeBatch:
         """One batch of ``batches`` (at least one, all over the same strategies) in order."""
         if len({b.strategies for b in batches}) != 1:
             raise ValueError("EpisodeBatch.concat needs batches over the same strategies")
-        if len(batches) == 1:
-            return batches[0]
-        return cls(
-            batches[0].strategies, *(np.concatenate([getattr(b, k) for b in batches]) for k in _COLUMNS)
-        )
+        columns = (np.concatenate([getattr(b, k) for b in batches]) for k in _COLUMNS)
+        return cls(batches[0].strategies, *columns)
 
     def take(self, index: Any) -> EpisodeBatch:
         """The episodes at ``index`` (int array, or bool mask of shape (N,))."""
@@ -91,3 +75,4 @@ class EpisodeBatch:
 
 
 _COLUMNS = ("input_id", "hits", "valid", "env_index", "sample_index", "run_index", "z")
+_FILL = dict(zip(_COLUMNS[2:], (True, *map(np.int64, (0, -1, -1, -1))), strict=True))  # "not reported"

@@ -1,42 +1,30 @@
 """One parser per info format, each returning the finished episodes as an `EpisodeBatch`.
 
-* `parse_vector`: a Gymnasium vector env's dict of arrays with ``_key`` masks, the final info of env
-  ``i`` at index ``i``; in ``SAME_STEP`` autoreset under ``"final_info"``, selected by ``"_final_info"``
-  (Gymnasium 0.29: an object array of dicts).
-* `parse_list`: an info dict per env: SB3's VecEnv, Gymnasium's ``DictInfoToList`` (in ``SAME_STEP``
-  under ``infos[i]["final_info"]``).
-* `parse_info` (a plain env's or RLlib episode's final info), `parse_generation` (all completions of a
-  TRL step, as columns), `parse_rows` (dicts with the contract's keys, e.g. read from files).
-
-``dones`` (``terminated | truncated``) tells which envs ended; without it an end is known by the keys
-seffi envs emit only on the final step (`END_MARKERS`). ``strategies``: the declared ids, or a
-`MatchCoder` kept across calls. `EpisodeRejected` names ``env_name`` and the sub-env (+ ``env_offset``).
+`parse_vector`: a Gymnasium vector env's dict of arrays (``_key``: which envs hold ``key``; SAME_STEP
+autoreset: under ``"final_info"``, in Gymnasium 0.29 an object array of dicts); `parse_list`: a dict per
+env (SB3; ``DictInfoToList``, under ``"final_info"`` in SAME_STEP); `parse_info`: one env's final info
+(RLlib too); `parse_generation`: a TRL step's completions; `parse_rows`: dicts, e.g. read from files.
+``dones`` (``terminated | truncated``) tells which envs ended, else the keys seffi envs emit on the final
+step only (`END_MARKERS`); ``strategies``: the ids or a `MatchCoder` kept across calls.
 """
 
-from __future__ import annotations
-
-import functools
 from collections.abc import Mapping, Sequence
-from itertools import chain, compress
+from itertools import chain
 from typing import Any
 
 import numpy as np
 
 from seffi.episodes.batch import EpisodeBatch
-from seffi.episodes.contract import _BOOLS, CONTRACT, EpisodeRejected, MatchCoder, screen
+from seffi.episodes.contract import CONTRACT, screen
 from seffi.errors import SeffiError
 
 #: Keys that seffi envs put in ``info`` only on the step that ends an episode.
 END_MARKERS: tuple[str, ...] = ("strategy_matches", "y_text")
-_TYPED = (("valid", bool), ("sample_index", np.int64), ("run_index", np.int64), ("z", np.int64))
-_empty = functools.lru_cache(maxsize=64)(EpisodeBatch.empty)
 
 
 def _bools(dones: Any, n: int | None = None) -> np.ndarray:
     """``dones`` as a bool array (at least 1-D); anything but booleans (``1``, ``"no"``) is an error."""
     arr = dones if type(dones) is np.ndarray and dones.ndim else np.atleast_1d(np.asarray(dones))
-    if arr.dtype == object and all(isinstance(v, _BOOLS) for v in arr.flat):
-        arr = arr.astype(bool)
     if arr.dtype != np.bool_:
         got = f"{arr.dtype} values {arr.reshape(-1)[:4].tolist()!r}"
         raise SeffiError(f"'dones' must be booleans (terminated | truncated), got {got}")
@@ -45,65 +33,24 @@ def _bools(dones: Any, n: int | None = None) -> np.ndarray:
     return arr
 
 
-def _finish(cols: dict[str, Any], env: np.ndarray, strategies: Any, info_of: Any, name: Any) -> EpisodeBatch:
-    """The batch of the good episodes of ``cols`` (see `screen`); raises for the bad ones."""
-    coder = strategies if isinstance(strategies, MatchCoder) else MatchCoder(strategies)
-    if env.shape[0] == 0:
-        return _empty(coder.strategies)
-    good, codes, first = screen(cols, env.shape[0], coder, info_of)
-    kept = env
-    if good is not None:
-        kept, codes, keep = env[good], codes[good], good.tolist()
-        cols = {
-            k: (
-                v[good] if isinstance(v, np.ndarray) else list(compress(v, keep)),
-                h if h is None else h[good],
-            )
-            for k, (v, h) in cols.items()
-            if k != "info"
-        }
-    typed = [_typed(cols.get(k), CONTRACT[k].fill, dtype, len(kept)) for k, dtype in _TYPED]
-    ids = cols["input_id"][0] if len(kept) else np.zeros(0, dtype=object)
-    batch = EpisodeBatch(coder.strategies, ids, coder.table.take(codes, axis=0), typed[0], kept, *typed[1:])
-    if first is None:
-        return batch
-    mask, key, row, why = first
-    raise EpisodeRejected(
-        why, key=key, env_index=int(env[row]), env_name=name, rejected=int(mask.sum()), batch=batch
-    )
+def _width(infos: Mapping[str, Any]) -> int | None:  # the envs of a dict of arrays: its first _key mask
+    masks = (v for k, v in infos.items() if k[:1] == "_" and isinstance(v, np.ndarray))
+    return next((len(v) for v in masks if v.dtype == np.bool_), None)
 
 
-def _typed(col: Any, fill: Any, dtype: Any, n: int) -> np.ndarray:
-    """A checked column with ``fill`` where the env did not report the key."""
-    values, have = col if col is not None else (np.full(n, fill), None)
-    if isinstance(values, np.ndarray) and values.dtype != object:  # unreported NaN: filled before the cast
-        return (values if have is None else np.where(have, values, fill)).astype(dtype, copy=False)
-    if have is not None:
-        values = [v if h else fill for v, h in zip(values, have.tolist(), strict=True)]
-    return np.array(values, dtype=dtype)
-
-
-def _from_columns(infos: Mapping[str, Any], idx: np.ndarray, strategies: Any, name: Any, offset: int) -> Any:
-    """The batch of the finished envs ``idx`` of a dict of arrays, by masks and fancy indexing."""
+def _columns(infos: Mapping[str, Any], idx: np.ndarray, strategies: Any, name: Any, offset: int) -> Any:
+    """The batch of the finished envs ``idx`` of a dict of arrays (``_key``: the envs that hold ``key``)."""
     cols: dict[str, Any] = {}
-    for key in CONTRACT:
-        if key in infos and idx.size:
-            mask, values = infos.get("_" + key), infos[key]
-            have = None if mask is None else np.asarray(mask, dtype=bool)[idx]
-            have = None if have is None or np.count_nonzero(have) == have.size else have
-            typed = isinstance(values, np.ndarray) and (values.dtype == object or key != "strategy_matches")
-            cols[key] = (values[idx] if typed else [values[i] for i in idx.tolist()], have)
+    for key in (k for k in CONTRACT if k in infos and idx.size):
+        values, mask = infos[key], infos.get("_" + key)
+        have = None if mask is None else np.asarray(mask, dtype=bool)[idx]
+        rows = values[idx] if isinstance(values, np.ndarray) else [values[i] for i in idx.tolist()]
+        cols[key] = (rows, None if have is None or np.count_nonzero(have) == have.size else have)
 
     def info_of(row: int) -> dict[str, Any]:  # the keys env idx[row] reported, for the error message
         return {k: None for k in infos if k[:1] != "_" and ("_" + k not in infos or infos["_" + k][idx[row]])}
 
-    return _finish(cols, idx + offset, strategies, info_of, name)
-
-
-def _width(infos: Mapping[str, Any]) -> int | None:
-    """The number of envs a dict of arrays describes (its first ``_key`` mask; None: none)."""
-    masks = (v for k, v in infos.items() if k[:1] == "_" and isinstance(v, np.ndarray))
-    return next((len(v) for v in masks if v.dtype == np.bool_), None)
+    return screen(cols, idx + offset, strategies, info_of, name)
 
 
 def parse_vector(
@@ -112,19 +59,14 @@ def parse_vector(
     """The episodes that ended in one step of a Gymnasium vector env (any autoreset mode)."""
     if "final_info" in infos or "_final_info" in infos:  # SAME_STEP
         final, mask = infos.get("final_info"), infos.get("_final_info")
-        if mask is None and final is not None and not isinstance(final, Mapping):
-            mask = [f is not None for f in final]
-        ends = _bools(dones, None if mask is None else len(mask)) if dones is not None else mask
+        ends = mask if dones is None else _bools(dones, None if mask is None else len(mask))
         idx = np.flatnonzero(np.asarray([] if ends is None else ends, dtype=bool))
         if isinstance(final, Mapping) or final is None:
-            return _from_columns(final or {}, idx, strategies, env_name, env_offset)
+            return _columns(final or {}, idx, strategies, env_name, env_offset)
         return parse_rows([final[i] for i in idx], strategies, env_index=idx + env_offset, env_name=env_name)
-    if dones is not None:
-        idx = _bools(dones, _width(infos)).nonzero()[0]
-    else:
-        marks = [np.asarray(infos["_" + k], dtype=bool) for k in END_MARKERS if "_" + k in infos]
-        idx = np.flatnonzero(np.logical_or.reduce(marks)) if marks else np.zeros(0, dtype=np.int64)
-    return _from_columns(infos, idx, strategies, env_name, env_offset)
+    marks = [infos["_" + k] for k in END_MARKERS if dones is None and "_" + k in infos] or [[]]
+    ends = np.logical_or.reduce(marks) if dones is None else _bools(dones, _width(infos))
+    return _columns(infos, np.flatnonzero(ends), strategies, env_name, env_offset)
 
 
 def parse_list(
@@ -139,9 +81,7 @@ def parse_list(
         d = _bools(dones)
         if d.ndim == 2:  # consecutive steps
             n, infos, d = d.shape[1], list(chain.from_iterable(infos)), d.reshape(-1)
-        if d.shape[0] != len(infos):
-            raise SeffiError(f"dones has {d.shape[0]} entries but the infos describe {len(infos)} envs")
-        done = d.nonzero()[0].tolist()
+        done = _bools(d, len(infos)).nonzero()[0].tolist()
     # DictInfoToList in SAME_STEP: the finished env's dict holds its final info under "final_info"
     final = [f.get("final_info", f) if isinstance(f := infos[i], Mapping) else f for i in done]
     env = np.array(done, dtype=np.int64) % max(n, 1) + env_offset
@@ -157,18 +97,12 @@ def parse_infos(
     infos: Any, strategies: Any, dones: Any = None, *, env_name: Any = None, env_offset: int = 0
 ) -> EpisodeBatch:
     """The episodes that ended in one step's ``infos`` of any format above, told by its shape."""
-    if type(dones) is np.ndarray and dones.dtype == np.bool_ and dones.ndim == 1 and not dones.any():
-        # Nothing ended (every other step of a NEXT_STEP vector env): done once the infos fit dones.
-        n = len(infos) if isinstance(infos, (list, tuple)) else _width(infos) if type(infos) is dict else 0
-        if n in (None, dones.shape[0]):
-            return _empty(strategies.strategies if isinstance(strategies, MatchCoder) else tuple(strategies))
-    kwargs = {"env_name": env_name, "env_offset": env_offset}
     if isinstance(infos, (list, tuple)) and (dones is None or np.ndim(dones) > 0):
-        return parse_list(infos, strategies, dones, **kwargs)
+        return parse_list(infos, strategies, dones, env_name=env_name, env_offset=env_offset)
     mapping = isinstance(infos, Mapping)
     vector = mapping and ("final_info" in infos or "_final_info" in infos or np.size(dones) > 1)
     if vector or (mapping and _width(infos) is not None):
-        return parse_vector(infos, strategies, dones, **kwargs)
+        return parse_vector(infos, strategies, dones, env_name=env_name, env_offset=env_offset)
     if not mapping and dones is None:
         raise SeffiError(f"infos must be a vector info dict, a list of dicts or one dict, not {infos!r:.60}")
     # One env's info (a single done): whatever it holds is that episode's info, a list too.
@@ -177,34 +111,23 @@ def parse_infos(
 
 
 def parse_generation(
-    input_ids: Sequence[Any],
-    matches: Sequence[Any],
-    strategies: Any,
-    valid: Any = None,
-    *,
-    sample_index: Any = None,
-    run_index: Any = None,
-    env_name: Any = None,
+    input_ids, matches, strategies, valid=None, *, sample_index=None, run_index=None, env_name=None
 ) -> EpisodeBatch:
     """All completions of one generation step (TRL), given as columns of equal length."""
-    given = {"input_id": input_ids, "strategy_matches": matches, "valid": valid}
-    given |= {"sample_index": sample_index, "run_index": run_index}
-    cols = {k: (list(v), None) for k, v in given.items() if v is not None}
+    given = {"input_id": input_ids, "strategy_matches": matches, "valid": valid, "sample_index": sample_index}
+    cols = {k: (list(v), None) for k, v in (given | {"run_index": run_index}).items() if v is not None}
     if len({len(v) for v, _ in cols.values()}) != 1:
         raise SeffiError("parse_generation needs columns of equal length")
-    return _finish(cols, np.zeros(len(input_ids), dtype=np.int64), strategies, lambda _: {}, env_name)
+    return screen(cols, np.zeros(len(input_ids), dtype=np.int64), strategies, lambda _: {}, env_name)
 
 
 def parse_rows(rows: Sequence[Any], strategies: Any, *, env_index: Any = None, env_name: Any = None) -> Any:
     """Finished episodes given as their final info dicts (``env_index``: per row, default 0)."""
     cols: dict[str, Any] = {}
-    dicts = rows
-    if not all(isinstance(d, Mapping) for d in rows):
-        cols["info"] = (None, np.array([isinstance(d, Mapping) for d in rows]))
+    if set(map(type, dicts := rows)) - {dict}:  # a non-dict info holds no key
         dicts = [d if isinstance(d, Mapping) else {} for d in rows]
     for key in CONTRACT:
-        have = [key in d for d in dicts]
-        if any(have):
+        if any(have := [key in d for d in dicts]):
             cols[key] = ([d.get(key) for d in dicts], None if all(have) else np.array(have))
     env = np.zeros(len(rows), dtype=np.int64) if env_index is None else np.asarray(env_index, dtype=np.int64)
-    return _finish(cols, env, strategies, rows.__getitem__, env_name)
+    return screen(cols, env, strategies, rows.__getitem__, env_name)

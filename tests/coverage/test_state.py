@@ -248,3 +248,155 @@ def test_a_monitor_states_episodes_are_its_samples_and_skipped_ones(tmp_path) ->
     assert monitor("two").load_state_dict(state).episodes == 5
     with pytest.raises(SeffiError, match="episodes=4503599627370496 must be the tracker's 2 samples and 3"):
         monitor("three").load_state_dict({**state, "episodes": 2**52})
+
+
+LOADED = json.loads((Path(__file__).parent / "data" / "states_loaded.json").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(LOADED))
+def test_older_stored_states_load_to_the_tracker_they_always_loaded_to(name) -> None:
+    """Each older stored state (format-1 tracker and monitor, format 2 without ``runs.beyond``, format
+    2 with a complete or a partial metric) loads to the state seffi at commit 0f92f2e loaded it to
+    (``data/states_loaded.json``, by ``data/make_states_loaded.py``), which writes back identically."""
+    from seffi.callbacks import CoverageMonitor
+
+    entry = LOADED[name]
+    if name == "monitor_v1":
+        m = CoverageMonitor(5, ("a", "b", "c", "d"), sinks=_Null(), n_boot=0)
+        assert m.load_state_dict(entry["state"]).state_dict() == entry["loaded"]
+        assert m.load_state_dict(entry["loaded"]).state_dict() == entry["loaded"]
+        return
+    assert CoverageTracker.from_state_dict(entry["state"]).state_dict() == entry["loaded"]
+    assert CoverageTracker.from_state_dict(entry["loaded"]).state_dict() == entry["loaded"]
+
+
+def test_a_free_form_tracker_before_its_first_strategy_round_trips() -> None:
+    """Free-form strategies, samples that matched none yet: the first-hit rows and the metric's
+    per-strategy rows have no columns, and the state loads back to itself and its curves."""
+    t = CoverageTracker(None, budget=2)
+    for x in ("x", "x", "y"):
+        t.update(x, set(), num_strategies=3)
+    state = json.loads(json.dumps(t.state_dict()))
+    assert state["runs"]["first_hit"] == ["", ""] and state["metrics"]["strategy_entropy"]["counts"] == [
+        [],
+        [],
+    ]
+    back = CoverageTracker.from_state_dict(state)
+    assert back.state_dict() == state
+    np.testing.assert_array_equal(back.curves(2, n_boot=0).coverage, [0.0, 0.0])
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (lambda s: s.update(strategies=3), "strategies must be a list of str or null"),
+        (lambda s: s.update(task=1), "task must be a str"),
+        (lambda s: s.update(has_latent=1), "has_latent must be a bool"),
+        (lambda s: s.update(barcode_rows=-1), "barcode_rows must be an int in [0, 2147483649), got -1"),
+        (lambda s: s.update(budget=True), "budget must be an int in [1, 65537), got True"),
+        (lambda s: s.update(num_strategies=None), "num_strategies=None but 5 strategies are declared"),
+        (lambda s: s.update(columns=["a", "a", "c", "d", "e"]), "at most 1048576 unique strategy ids"),
+        (lambda s: s.update(columns=["b", "a", "c", "d", "e"]), "columns must be the declared strategies"),
+        (lambda s: s["inputs"]["task"].pop(), "inputs.task must be a list of 9 strings"),
+        (lambda s: s["inputs"]["input_id"].__setitem__(0, 0), "inputs.input_id must be a list of 9 strings"),
+        (lambda s: s["runs"]["n"].__setitem__(0, 4.0), "runs.n must hold ints"),
+        (lambda s: s["runs"].update(stream="0"), "runs.stream must be"),
+        (lambda s: s["runs"]["first_hit"].pop(), "runs.first_hit must be 132 rows of 5 cells"),
+        (lambda s: s["runs"]["first_hit"].__setitem__(0, "0!000"), "runs.first_hit must hold ints in [-1, "),
+        (lambda s: s["runs"]["first_hit"].__setitem__(0, "0é000"), "'ascii' codec can't encode"),
+        (lambda s: s["runs"]["first_valid_hit"].__setitem__(0, [0, 1, True, 0, 0]), "must hold ints"),
+        (lambda s: s.update(num_latents=0, has_latent=False), "latent_first_hit is present but its declar"),
+        (lambda s: s.update(open_runs={}), "open_runs must be a list"),
+        (lambda s: s["open_runs"][0].update(run=10**6), "open_runs.run must be an int in [0, 132)"),
+        (lambda s: s["barcode"][0].update(cells=[9]), "barcode.cells must hold ints in [-1, 5)"),
+        (lambda s: s["barcode"][0].pop("new"), "KeyError: 'new'"),
+        (lambda s: s.update(metrics=[]), "metrics must be an object"),
+        (
+            lambda s: s.update(metrics={"strategy_entropy": {"partial": 1}}),
+            "strategy_entropy must be an object",
+        ),
+        (
+            lambda s: s.update(metrics={"strategy_entropy": {"counts": [[-1] * 5] * 9}}),
+            "metrics.strategy_entropy.counts must hold ints in [0, ",
+        ),
+        (lambda s: s["inputs"]["input_id"].reverse(), "inputs must be unique and sorted"),
+        (lambda s: s["runs"]["stream"].__setitem__(1, s["runs"]["stream"][0]), "unique per (input, stream)"),
+        (lambda s: s["runs"]["n_valid"].__setitem__(0, 5), "inconsistent n / n_valid / first_valid"),
+        (lambda s: s["runs"]["first_hit"].__setitem__(14, "1----"), "first hits outside their samples"),
+        (lambda s: s["inputs"]["m"].__setitem__(0, 1), "more distinct strategies than its input's M_x"),
+        (lambda s: s["runs"]["latent_first_hit"].__setitem__(14, "1--"), "latent first hits outside"),
+        (
+            lambda s: s["open_runs"].append(dict(s["open_runs"][0])),
+            "two open runs share an (input, env_index)",
+        ),
+        (lambda s: s.update(barcode_rows=1), "3 barcode rows but barcode_rows=1"),
+        (lambda s: s["barcode"][0].update(new=[1]), "cells and new flags of one length"),
+        (lambda s: s["barcode"][1].update(input=0), "barcode rows must be one per input"),
+    ],
+)
+def test_each_refusal_class_is_one_line(edit, match) -> None:
+    """Every kind of check (a setting, a table column, packed rows, a record field, a metric, each rule
+    tying the parts together) refuses its own edit of a good state in one line naming the problem."""
+    _one_line_refusal(_edited("recorded", edit), match)
+
+
+def test_refusals_outside_the_part_checks() -> None:
+    """Another format, a corrupted format-1 state, the cap on per-input sums, and a merge whose
+    inputs disagree on M_x: each one ValueError line."""
+    with pytest.raises(ValueError, match=r"^not a seffi CoverageTracker state"):
+        CoverageTracker.from_state_dict({"format": "nope"})
+    v1 = copy.deepcopy(LOADED["tracker_v1"]["state"])
+    v1["runs"][0]["m"] = 3  # its input's other runs say 4
+    with pytest.raises(ValueError, match=r"version 1.*inconsistent M_x"):
+        CoverageTracker.from_state_dict(v1)
+    v1 = copy.deepcopy(LOADED["tracker_v1"]["state"])
+    del v1["runs"][0]["n"]
+    with pytest.raises(ValueError, match=r"corrupted CoverageTracker state \(version 1\): KeyError: 'n'"):
+        CoverageTracker.from_state_dict(v1)
+    U, K = 2**28 // 2**16 + 1, 2**16  # one complete run per input: U * K per-input sums
+    big = CoverageTracker(("a",), budget=K).state_dict()
+    big["inputs"] = {"task": [""] * U, "input_id": [f"x{i:05d}" for i in range(U)], "m": [1] * U}
+    big["inputs"]["next_stream"] = [1] * U
+    big["runs"] = {"input": list(range(U)), "stream": [0] * U, "first_hit": ["0"] * U}
+    big["runs"] |= {"first_valid_hit": ["0"] * U, "n": [K] * U, "n_valid": [K] * U, "first_valid": [0] * U}
+    big.update(samples=U * K, valid=U * K)
+    big.pop("metrics", None)
+    _one_line_refusal(big, f"exceed the cap of {2**28} per-input sums")
+    a, b = CoverageTracker(None), CoverageTracker(None)
+    a.update("x", {"p"}, num_strategies=2)
+    b.update("x", {"q"}, num_strategies=3, stream=1)
+    with pytest.raises(ValueError, match=r"^cannot merge: input 'x' has M_x 2 vs 3$"):
+        a.merge(b)
+
+
+def _fed(calls: list, **kwargs) -> CoverageTracker:
+    t = CoverageTracker(None, budget=3, **kwargs)
+    for x, matched, valid, stream in calls:
+        t.update(x, matched, valid=valid, stream=stream, num_strategies=6)
+    return t
+
+
+def test_merged_shards_are_one_tracker_fed_every_episode() -> None:
+    """Shards with their own streams, free-form strategies first seen in different orders, runs past
+    the budget and the per-input metric: merging them, in any order, gives the state of one tracker
+    fed the same episodes in that order, and so the same curves."""
+    rng = np.random.default_rng(7)
+    ids = "pqrstu"
+    calls = []
+    for s in range(3):  # stream s: shard s
+        for _ in range(40):
+            matched = set(rng.choice(list(ids), rng.integers(0, 3), replace=False))
+            calls.append((f"x{rng.integers(5)}", matched, bool(rng.random() < 0.6), s))
+    shards = [[c for c in calls if c[3] == s] for s in range(3)]
+    for order in ((0, 1, 2), (2, 0, 1), (1, 2, 0)):
+        merged = _fed(shards[order[0]])
+        merged.merge(_fed(shards[order[1]]).merge(_fed(shards[order[2]])))
+        whole = _fed([c for s in order for c in shards[s]])
+        assert merged.state_dict() == whole.state_dict()
+        assert merged.skipped == whole.skipped > 0 and merged.columns == whole.columns
+        np.testing.assert_array_equal(merged.curves(3, n_boot=0).coverage, whole.curves(3, n_boot=0).coverage)
+        got, want = (
+            merged.metric_estimates()["strategy_entropy"],
+            whole.metric_estimates()["strategy_entropy"],
+        )
+        assert got.model_dump() == pytest.approx(want.model_dump(), rel=1e-12)

@@ -35,7 +35,7 @@ def test_rule_table(key: str, value: Any, keeps: bool) -> None:
 
 
 def test_fast_column_checks_agree_with_the_rule_value_by_value() -> None:
-    """The at-a-glance checks of list and typed columns never differ from per-value ``ok`` (fuzzed)."""
+    """The at-a-glance checks of lists and numpy columns never differ from per-value ``ok`` (fuzzed)."""
     pool: list[Any] = [0, 1, 7, -1, 2**63, 2**63 - 1, True, False, None, "x", "", 2.0, 2.5, math.nan]
     pool += [np.int64(3), np.int32(-4), np.uint64(2**64 - 1), np.bool_(True), np.float32(1.0), (1,)]
     rng = np.random.default_rng(11)
@@ -52,10 +52,10 @@ def test_fast_column_checks_agree_with_the_rule_value_by_value() -> None:
                 column = np.array(values)
             except (OverflowError, ValueError):
                 continue
-            if column.ndim == 1 and column.dtype != object and column.dtype.kind in rule.kinds:
-                got = rule.bad(column)
+            if column.ndim == 1 and column.dtype != object:  # a Gymnasium column, as the parsers read it
                 want = [not rule.ok(v) for v in column.tolist()]
-                assert (got.tolist() if got is not None else [False] * len(values)) == want, (key, column)
+                for got in (rule.bad(column.tolist()), rule.bad(column)):
+                    assert (got.tolist() if got is not None else [False] * len(values)) == want, (key, column)
 
 
 def test_screen_keeps_the_good_rows_and_names_the_first_bad_one() -> None:
@@ -66,20 +66,30 @@ def test_screen_keeps_the_good_rows_and_names_the_first_bad_one() -> None:
         "valid": ([True, "no", True, True], None),
     }
     infos = [{}, {}, {}, {"input_id": "w", "valid": True}]
-    good, codes, (mask, key, row, reason) = screen(cols, 4, coder, infos.__getitem__)
+    env = np.array([5, 6, 7, 8])
+
+    def rejected(columns: dict[str, Any]) -> EpisodeRejected:
+        with pytest.raises(EpisodeRejected) as err:
+            screen(columns, env, coder, infos.__getitem__, "E")
+        return err.value
+
     # row 1: valid "no"; row 2: unknown strategy "c"; row 3: no strategy_matches. The first is row 1.
-    assert good.tolist() == [True, False, False, False] and mask.tolist() == [False, True, True, True]
-    assert (key, row, reason) == ("valid", 1, "'valid' must be a bool (or numpy bool), got str 'no'")
-    assert coder.table[codes[0]].tolist() == [True, False]
-    assert screen({**cols, "valid": ([True] * 4, None)}, 4, coder, infos.__getitem__)[2][1:3] == (
-        "strategy_matches", 2)
+    e = rejected(cols)
+    assert (e.key, e.env_index, e.rejected) == ("valid", 6, 3)
+    assert str(e) == "env 'E' (sub-env index 6): 'valid' must be a bool (or numpy bool), got str 'no'"
+    assert e.batch.input_id.tolist() == ["x"] and e.batch.hits.tolist() == [[True, False]]
+    assert e.batch.env_index.tolist() == [5] and e.batch.sample_index.tolist() == [-1]
+    e = rejected({**cols, "valid": ([True] * 4, None)})
+    assert (e.key, e.env_index, e.rejected) == ("strategy_matches", 7, 2)
+    assert e.batch.hits.tolist() == [[True, False], [True, True]]
     matches = ([("a",)] * 3 + [None], cols["strategy_matches"][1])
-    known = {"input_id": cols["input_id"], "strategy_matches": matches}
-    only_missing = screen(known, 4, coder, infos.__getitem__)
-    assert only_missing[2][3] == (
+    e = rejected({"input_id": cols["input_id"], "strategy_matches": matches})
+    assert str(e).endswith(
         "an episode ended but its info has no 'strategy_matches' (keys: ['input_id', 'valid']); coverage "
         "needs the final-step info of a seffi env, or a wrapper that passes it through"
-    )  # fmt: skip
+    )
+    good = {"input_id": (["x"], None), "strategy_matches": ([()], None)}
+    assert len(screen(good, env[:1], coder, list)) == 1
 
 
 def test_match_coder_codes_each_set_once_in_declared_columns() -> None:
@@ -94,10 +104,14 @@ def test_match_coder_codes_each_set_once_in_declared_columns() -> None:
         [True, False, True],
     ]
     assert len(coder.table) == 3  # three distinct sets
-    _, bad = coder.codes(["ab", ("z",), np.array([["a"]])])
+    shared = ["c", "b"]  # a labeler's one list per match set, given for many completions
+    codes, bad = coder.codes([shared] * 1000 + [["b", "c"], np.array(["c", "b"])])
+    assert bad == {} and np.all(codes == codes[0]) and coder.table[codes[0]].tolist() == [False, True, True]
+    _, bad = coder.codes(["ab", ("z",), np.array([["a"]]), [["a"], "b"]])
     assert bad[0].startswith("'strategy_matches' must be a tuple of strategy ids, got str")
     assert "strategy ids ['z'] that are not among the declared strategies ['a', 'b', 'c']" in bad[1]
     assert "of shape (1, 1)" in bad[2]
+    assert bad[3] == "'strategy_matches' must hold str strategy ids, got [['a'], 'b']"  # ragged
 
 
 def test_rejected_message_names_env_key_and_what_was_kept() -> None:

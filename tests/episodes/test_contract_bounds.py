@@ -7,7 +7,14 @@ import pytest
 
 from seffi.callbacks import CoverageMonitor
 from seffi.coverage.tracker import CoverageTracker
-from seffi.episodes import EpisodeBatch, EpisodeRejected, MatchCoder, parse_infos, parse_rows
+from seffi.episodes import (
+    EpisodeBatch,
+    EpisodeRejected,
+    MatchCoder,
+    parse_generation,
+    parse_infos,
+    parse_rows,
+)
 from seffi.errors import SeffiError
 
 HUGE = "a" * 10**6
@@ -75,3 +82,20 @@ def test_refusals_echo_a_bounded_part_of_what_they_refuse(tmp_path) -> None:
     }
     lengths = {name: len(_message(call)) for name, call in refused.items()}
     assert all(n < CAP for n in lengths.values()), lengths
+
+
+def test_malformed_calls_are_named() -> None:
+    """An unhashable id after known str ids, an info of no known shape, ragged columns, unknown columns."""
+    coder = MatchCoder(("a", "b"))
+    parse_rows([{"input_id": "x", "strategy_matches": ("a",)}], coder)
+    with pytest.raises(EpisodeRejected, match=r"'input_id' must be a str \(or int\) id, got list") as e:
+        parse_rows(
+            [{"input_id": "x", "strategy_matches": ()}, {"input_id": ["x"], "strategy_matches": ()}], coder
+        )
+    assert (e.value.key, e.value.env_index, len(e.value.batch)) == ("input_id", 0, 1)
+    with pytest.raises(SeffiError, match="infos must be a vector info dict, a list of dicts or one dict"):
+        parse_infos(5, coder)
+    with pytest.raises(SeffiError, match="columns of equal length"):
+        parse_generation(["x"], [(), ()], coder)
+    with pytest.raises(TypeError, match=r"unknown columns \['stream'\]"):
+        EpisodeBatch.of(("a", "b"), ["x"], [[True, False]], stream=[0])
