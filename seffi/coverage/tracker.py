@@ -131,7 +131,7 @@ class CoverageTracker:
             setattr(self, p.name, bool(p.fill) if p.kind == "bool" else p.fill)
         self._order: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
         self._rule: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
-        self._fit_metrics(None)
+        self._fitted = False  # metric state fitted to its cells at the first batch (or a load)
 
     @property
     def m(self) -> np.ndarray:
@@ -423,8 +423,10 @@ class CoverageTracker:
 
         A metric's state counts (or indexes) an input's samples: a sample adds at most one to a cell,
         so after a batch of input codes ``u`` a cell is at most its input's largest cell before plus
-        that input's samples in the batch. None: fit to every cell held (a new, loaded or merged tracker).
+        that input's samples in the batch. The first batch, and None (a load or a merge: the state
+        is written in int64 first), fit the type to every cell held.
         """
+        full, extra = u is None or not self._fitted, 0
         if u is not None:
             codes, n = np.unique(u, return_counts=True)
             extra = int(n.max(initial=0))
@@ -432,12 +434,11 @@ class CoverageTracker:
             metric.grow(len(self.keys), len(self.columns))
             for spec in metric.specs.values():
                 arr = getattr(metric, spec.name)
-                cells = arr if u is None else arr[codes]
-                top = max(int(cells.max(initial=0)), -int(cells.min(initial=0)))
-                if u is None:
+                cells = arr if full else arr[codes]
+                top = max(int(cells.max(initial=0)), -int(cells.min(initial=0))) + extra
+                if full or top > np.iinfo(arr.dtype).max:
                     setattr(metric, spec.name, arr.astype(int_type(top)))
-                elif top + extra > np.iinfo(arr.dtype).max:
-                    setattr(metric, spec.name, arr.astype(int_type(top + extra)))
+        self._fitted = True
 
     def _complete(self, slots: np.ndarray, u: np.ndarray) -> None:
         """Runs ``slots`` (of input codes ``u``) just completed: into the sums, noted in order."""

@@ -349,24 +349,25 @@ def test_state_is_compact_and_round_trips() -> None:
 
 
 def test_metric_counts_widen_before_they_could_overflow() -> None:
-    # One input matched by "a" 300 times, by "b" 40 times, and a second input once: the strategy
-    # counts start in one byte and must hold 300 exactly, through a batch that crosses 127.
+    # One input matched by "a" 301 times, by "b" 40 times, and a second input once: the strategy
+    # counts start in one byte and must hold 301 exactly, through batches that cross 127.
     t = CoverageTracker(strategies=IDS)
     (entropy,) = t.metrics
+    t.update("x", {"a"})
     assert entropy.counts.dtype == np.int8
     for _ in range(2):
         t.update_many(["x"] * 170, [{"a"}] * 150 + [{"b"}] * 20, stream=0)
     t.update("y", {"c"})
     counts = entropy.rows("counts")
     assert counts.dtype == np.int16
-    np.testing.assert_array_equal(counts, [[300, 40, 0], [0, 0, 1]])
+    np.testing.assert_array_equal(counts, [[301, 40, 0], [0, 0, 1]])
     back = CoverageTracker.from_state_dict(json.loads(json.dumps(t.state_dict())))
-    np.testing.assert_array_equal(back.metrics[0].rows("counts"), counts)  # loaded: fitted to 300
+    np.testing.assert_array_equal(back.metrics[0].rows("counts"), counts)  # loaded: fitted to 301
     assert back.metrics[0].counts.dtype == np.int16
     est, again = t.metric_estimates()["strategy_entropy"], back.metric_estimates()["strategy_entropy"]
     assert est == again
-    p = np.array([300, 40]) / 340  # Miller-Madow: H + (2 - 1) / (2 * 340); input y: exp(0 + 0) = 1
-    assert est.value == pytest.approx((np.exp(-(p * np.log(p)).sum() + 1 / 680) + 1.0) / 2)
+    p = np.array([301, 40]) / 341  # Miller-Madow: H + (2 - 1) / (2 * 341); input y: exp(0 + 0) = 1
+    assert est.value == pytest.approx((np.exp(-(p * np.log(p)).sum() + 1 / 682) + 1.0) / 2)
 
 
 def test_input_keys_with_equal_hashes_keep_their_codes(monkeypatch: pytest.MonkeyPatch) -> None:
