@@ -1,14 +1,19 @@
-"""Run assignment: which run (tracker stream) each finished episode belongs to, and its position k."""
+"""Run assignment: which run (tracker stream) each finished episode belongs to, and its position k.
+
+Also the inputs' keys (`InputKeys`): (task, input_id) per input code and the code of each key, held
+in numpy arrays, so an input costs its id string and a few integers, not Python tuples and dicts.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
 
 import numpy as np
 
 from seffi.coverage.sums import _segment_starts
 
-__all__ = ["KeyIndex", "RunAssigner", "pair_keys"]
+__all__ = ["InputKeys", "KeyIndex", "RunAssigner", "pair_keys"]
 
 _LUT_MAX = 1 << 16  # env indices below this are looked up in an array (larger ones: the dict)
 _SHIFT = 32  # open-run key: input code << 32 | env column
@@ -59,6 +64,107 @@ class KeyIndex:
             self.keys = np.insert(self.keys, at, self.new_keys)
             self.rows = np.insert(self.rows, at, self.new_rows)
             self.new_keys, self.new_rows = self.new_keys[:0], self.new_rows[:0]
+
+
+class InputKeys(Sequence[tuple[str, str]]):
+    """The (task, input_id) key of every input code, in code order, and the code of each key.
+
+    Ids are kept once, in an object array; a key is found by its hash in a `KeyIndex` and checked
+    against the id held, so equal hashes of different keys (kept in a small dict) never mix inputs.
+    """
+
+    def __init__(self) -> None:
+        self.ids = np.empty(16, dtype=object)  # input code -> input_id
+        self.task = np.zeros(16, dtype=np.int32)  # input code -> index into ``tasks``
+        self.tasks: list[str] = []
+        self._task_of: dict[str, int] = {}
+        self._index = KeyIndex()  # hash of the key -> the code of the first key with that hash
+        self._clash: dict[tuple[str, str], int] = {}  # keys whose hash an earlier key has
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    @overload
+    def __getitem__(self, code: int) -> tuple[str, str]: ...
+    @overload
+    def __getitem__(self, code: slice) -> list[tuple[str, str]]: ...
+    def __getitem__(self, code: Any) -> Any:
+        if isinstance(code, slice):
+            return self.take(np.arange(self.n)[code])
+        if not -self.n <= code < self.n:
+            raise IndexError(f"input code {code} out of range ({self.n} inputs)")
+        return self.tasks[self.task[code]], self.ids[code]
+
+    def take(self, codes: np.ndarray) -> list[tuple[str, str]]:
+        """The keys of input ``codes`` (int array), in that order."""
+        tasks = [self.tasks[t] for t in self.task[codes].tolist()]
+        return list(zip(tasks, self.ids[codes].tolist(), strict=True))
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self.take(np.arange(self.n)))
+
+    def input_ids(self) -> np.ndarray:
+        """The input_id of every code: object array, shape (U,)."""
+        return self.ids[: self.n]
+
+    def codes(self, task: str, ids: Sequence[str]) -> np.ndarray:
+        """Codes of the keys (``task``, id) of str ``ids`` (-1: not seen)."""
+        t = self._task_of.get(task)
+        if t is None or not len(ids):
+            return np.full(len(ids), -1, dtype=np.int64)
+        want = np.fromiter(map(hash, zip([task] * len(ids), ids, strict=True)), np.int64, len(ids))
+        out = self._index.get(want)
+        found = np.flatnonzero(out >= 0)
+        held = np.asarray(ids, dtype=object)[found]
+        wrong = found[(self.ids[out[found]] != held) | (self.task[out[found]] != t)]
+        if wrong.size:  # the hash of another key: only the clash dict can hold this one
+            out[wrong] = [self._clash.get((task, ids[i]), -1) for i in wrong.tolist()]
+        return out
+
+    def add(self, keys: Sequence[tuple[str, str]]) -> None:
+        """New distinct keys (none seen yet), coded from ``len(self)`` on in order."""
+        n = self.n + len(keys)
+        if n > self.ids.size:
+            size = max(n, 2 * self.ids.size)
+            self.ids = np.concatenate([self.ids, np.empty(size - self.ids.size, dtype=object)])
+            self.task = np.concatenate([self.task, np.zeros(size - self.task.size, dtype=np.int32)])
+        for task, _ in keys:
+            if task not in self._task_of:
+                self._task_of[task] = len(self.tasks)
+                self.tasks.append(task)
+        self.ids[self.n : n] = [k[1] for k in keys]
+        self.task[self.n : n] = [self._task_of[k[0]] for k in keys]
+        h = np.fromiter(map(hash, keys), np.int64, len(keys))
+        codes = np.arange(self.n, n, dtype=np.int64)
+        _, first = np.unique(h, return_index=True)
+        taken = np.zeros(len(keys), dtype=bool)
+        taken[first] = True
+        taken &= self._index.get(h) < 0  # a hash held already, or twice in ``keys``: to the clash dict
+        self._index.add(h[taken], codes[taken])
+        self._clash.update((keys[i], int(codes[i])) for i in np.flatnonzero(~taken).tolist())
+        self.n = n
+
+    def get(self, key: tuple[str, str]) -> int | None:
+        """The code of ``key``, or None."""
+        code = int(self.codes(key[0], [key[1]])[0])
+        return None if code < 0 else code
+
+    def strata(self, codes: np.ndarray) -> np.ndarray:
+        """The task of each of ``codes`` as its rank among the tasks present (sorted by name)."""
+        t = self.task[codes]
+        present = np.unique(t)
+        rank = np.zeros(len(self.tasks), dtype=np.int64)
+        rank[present[np.argsort(np.array([self.tasks[i] for i in present.tolist()], dtype=object))]] = (
+            np.arange(present.size)
+        )
+        return rank[t]
+
+    def order(self) -> np.ndarray:
+        """Codes in sorted (task, input_id) order."""
+        by_id = np.argsort(self.ids[: self.n], kind="stable")
+        rank = np.argsort(np.argsort(np.array(self.tasks, dtype=object), kind="stable"))
+        return by_id[np.argsort(rank[self.task[by_id]], kind="stable")].astype(np.int64)
 
 
 class RunAssigner:

@@ -105,10 +105,12 @@ class InputMetric:
         if n_inputs <= self.n_inputs and n_columns <= self.n_columns:
             return
         rows, cols = max(n_inputs, self.n_inputs), max(n_columns, self.n_columns)
-        for spec in self.specs.values():
+        for spec in self.specs.values():  # rows double (kept beyond n_inputs at lo); the integer type stays
             old = getattr(self, spec.name)
+            if len(old) >= rows and (not spec.width or old.shape[1] == cols):
+                continue
             cap = max(rows, 2 * len(old)) if rows > len(old) else len(old)  # amortised doubling
-            new = self._empty(spec, cap, cols)
+            new = np.full((cap, cols) if spec.width else (cap,), spec.lo, dtype=old.dtype)
             new[tuple(slice(0, n) for n in old.shape)] = old
             setattr(self, spec.name, new)
         self.n_inputs, self.n_columns = rows, cols

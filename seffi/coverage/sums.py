@@ -29,6 +29,7 @@ __all__ = [
     "RunTable",
     "fold",
     "fold_latent",
+    "int_type",
     "run_dtype",
     "sums_from_runs",
 ]
@@ -63,14 +64,14 @@ def _need(m: np.ndarray) -> np.ndarray:
 # -- the run table --------------------------------------------------------------------------------------
 
 
+def int_type(top: int) -> np.dtype:
+    """The narrowest signed integer type holding [-top, top]."""
+    return next(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64) if top <= np.iinfo(t).max)
+
+
 def run_dtype(budget: int | None) -> np.dtype:
     """The narrowest integer type holding [-1, K] (every per-run value); None: unbounded runs."""
-    if budget is None:
-        return np.dtype(np.int64)
-    for dtype in (np.int8, np.int16, np.int32):
-        if budget <= np.iinfo(dtype).max:
-            return np.dtype(dtype)
-    return np.dtype(np.int64)
+    return np.dtype(np.int64) if budget is None else int_type(budget)
 
 
 class RunTable:

@@ -275,7 +275,8 @@ def curves_from_sums(
     if input_keys is not None:
         if len(input_keys) != order.size:
             raise ValueError(f"input_keys has {len(input_keys)} entries for {order.size} inputs")
-        input_keys = [key for key, ok in zip(input_keys, has_runs.tolist(), strict=True) if ok]
+        if not has_runs.all():
+            input_keys = [key for key, ok in zip(input_keys, has_runs.tolist(), strict=True) if ok]
     order = order[has_runs]
     m = np.asarray(m)[order]
     n_runs = sums.n_runs[order]
@@ -355,7 +356,10 @@ def curves_from_sums(
     if valid:
         c.input_valid_auc = input_auc_contributions(vnum, den)
     if input_keys is not None:
-        c.input_keys = [(None if t is None else str(t), str(i)) for t, i in input_keys]
+        as_str = all(type(t) is str and type(i) is str for t, i in input_keys)  # a tracker's keys: kept
+        c.input_keys = (
+            input_keys if as_str else [(None if t is None else str(t), str(i)) for t, i in input_keys]
+        )
     if rarity is not None:
         w = (1.0 / n_runs / m)[:, None, None]
         c.coverage_by_rarity = (rarity[order] * w).sum(axis=0) / U  # (B, K)
@@ -521,8 +525,12 @@ def input_auc_contributions(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     if not ok.any():
         return np.full(U, np.nan)
     C = num[:, ok].sum(axis=0) / D[ok]
-    infl = U * (num[:, ok] - C[None, :] * den[:, ok]) / D[ok][None, :]
-    return C.mean() + infl.mean(axis=1)
+    out = np.empty(U)
+    for a in range(0, U, INPUT_BLOCK):  # rows in blocks: no (U, K) temporaries beside num and den
+        b = min(a + INPUT_BLOCK, U)
+        infl = U * (num[a:b][:, ok] - C[None, :] * den[a:b][:, ok]) / D[ok][None, :]
+        out[a:b] = C.mean() + infl.mean(axis=1)
+    return out
 
 
 def rarity_labels(n_bins: int) -> list[str]:

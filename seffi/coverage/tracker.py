@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -21,7 +20,7 @@ import numpy as np
 from seffi._convert import brief, clip
 from seffi.coverage import state as states
 from seffi.coverage._common import _input_id, _int_array, _match_set, rarity_bin_matrix
-from seffi.coverage.assign import KeyIndex, RunAssigner, pair_keys
+from seffi.coverage.assign import InputKeys, KeyIndex, RunAssigner, pair_keys
 from seffi.coverage.barcode import BARCODE_ROWS, BarcodeRows
 from seffi.coverage.curves import Curves, check_budget
 from seffi.coverage.input_metrics import Estimate, InputMetric, registered
@@ -35,6 +34,7 @@ from seffi.coverage.sums import (
     add_runs,
     fold,
     fold_latent,
+    int_type,
     run_sums,
     sums_from_runs,
 )
@@ -114,8 +114,7 @@ class CoverageTracker:
         """Drop everything recorded (every part of `STATE` back to empty)."""
         self.columns: list[str] = list(self.strategies or ())
         self._col = {s: j for j, s in enumerate(self.columns)}
-        self.keys: list[tuple[str, str]] = []  # input code -> (task, input_id)
-        self._code: dict[Any, int] = {}  # (task, input_id) -> input code (and raw ids on the record path)
+        self.keys = InputKeys()  # input code -> (task, input_id), and back
         self._m = np.zeros(16, dtype=np.int64)  # M_x per input code (capacity doubles)
         self.assigner = RunAssigner(self.budget or 1, self.stream_offset)
         self._slots = KeyIndex("V16")  # pair_keys(input code, stream) -> slot, synced lazily
@@ -128,11 +127,11 @@ class CoverageTracker:
         self.bar = BarcodeRows(self.barcode_rows, self.barcode_cols)
         #: Per-input metrics (`seffi.coverage.metrics`): each records every sample kept.
         self.metrics: list[InputMetric] = [cls() for cls in registered()]
-        self._task_strata: tuple[int, np.ndarray, list[str]] = (0, np.zeros(0, dtype=np.int64), [])
         for p in states.COUNTERS:
             setattr(self, p.name, bool(p.fill) if p.kind == "bool" else p.fill)
         self._order: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
         self._rule: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
+        self._fitted = False  # metric state fitted to its cells at the first batch (or a load)
 
     @property
     def m(self) -> np.ndarray:
@@ -144,10 +143,9 @@ class CoverageTracker:
     def _add_inputs(self, keys: list[tuple[str, str]], m: Any) -> None:
         """New inputs ``keys`` (not seen yet) with M_x ``m`` (one int, or an int array, one per key)."""
         start = len(self.keys)
-        self.keys.extend(keys)
-        self._code.update(zip(keys, range(start, start + len(keys)), strict=True))
+        self.keys.add(keys)
         if len(self.keys) > self._m.size:
-            grown = np.zeros(max(len(self.keys), 2 * self._m.size), dtype=np.int64)
+            grown = np.zeros(max(len(self.keys), 2 * self._m.size), dtype=self._m.dtype)
             grown[: self._m.size] = self._m
             self._m = grown
         self._m[start : len(self.keys)] = m
@@ -163,7 +161,7 @@ class CoverageTracker:
 
     def _resolve_m(self, key: tuple[str, str], num_strategies: int | None) -> int:
         """M_x of input ``key`` (checked, not stored)."""
-        code = self._code.get(key)
+        code = self.keys.get(key)
         known = int(self.m[code]) if code is not None else None
         if num_strategies is not None:
             if isinstance(num_strategies, bool) or not isinstance(num_strategies, int | np.integer):
@@ -329,9 +327,10 @@ class CoverageTracker:
                 raise ValueError(
                     f"input {x!r} has matched {len(got)} distinct strategies but its M_x is {m_of[x]}"
                 )
-        new = [x for x in m_of if (self.task, x) not in self._code]
+        known = self.keys.codes(self.task, list(m_of))
+        new = [x for x, c in zip(m_of, known.tolist(), strict=True) if c < 0]
         self._add_inputs([(self.task, x) for x in new], np.array([m_of[x] for x in new], dtype=np.int64))
-        u = np.array([self._code[(self.task, x)] for x in ids], dtype=np.int64)
+        u = self.keys.codes(self.task, ids)
         slots = self._slots_of(u, st)
         new = np.flatnonzero(slots < 0)
         if new.size:  # new runs get slots in order of first appearance; record() never reuses a stream
@@ -345,7 +344,7 @@ class CoverageTracker:
         self._fold(u, slots, hits, v)
 
     def _run_strategies(self, x: str, stream: int) -> set[str]:
-        code = self._code.get((self.task, x))
+        code = self.keys.get((self.task, x))
         slot = -1 if code is None else int(self._slots_of(np.array([code]), np.array([stream]))[0])
         if slot < 0:
             return set()
@@ -364,22 +363,15 @@ class CoverageTracker:
 
     def _codes(self, ids: np.ndarray) -> np.ndarray:
         """Input codes of raw ids (str or int), new inputs added with M = the declared count."""
-        table, raw = self._code, ids.tolist()
-        try:
-            out = np.fromiter(map(table.get, raw, repeat(-1)), dtype=np.int64, count=len(raw))
-        except TypeError:  # an unhashable id: _input_id names it below
-            out = np.full(len(raw), -1, dtype=np.int64)
+        raw = ids.tolist()
+        if not set(map(type, raw)) <= {str}:
+            raw = [x if type(x) is str else _input_id(x) for x in raw]
+        out = self.keys.codes(self.task, raw)
         miss = np.flatnonzero(out < 0)
         if miss.size:  # new inputs: added at once, in order of appearance
             new = list(dict.fromkeys(raw[i] for i in miss.tolist()))
-            keys = [(self.task, x if type(x) is str else _input_id(x)) for x in new]
-            self._add_inputs([k for k in dict.fromkeys(keys) if k not in self._code], self.num_strategies)
-            codes = [self._code[k] for k in keys]
-            table.update(zip((k[1] for k in keys), codes, strict=True))
-            table.update((x, c) for x, c in zip(new, codes, strict=True) if not isinstance(x, str))
-            out[miss] = np.fromiter(
-                map(table.__getitem__, (raw[i] for i in miss.tolist())), np.int64, miss.size
-            )
+            self._add_inputs([(self.task, x) for x in new], self.num_strategies)
+            out[miss] = self.keys.codes(self.task, [raw[i] for i in miss.tolist()])
         return out
 
     def _record_positions(
@@ -401,8 +393,8 @@ class CoverageTracker:
                 np.add.at(self.runs.beyond, slot[~keep], 1)  # per run: the state ties skipped to them
                 u, slot, k, hits, valid = u[keep], slot[keep], k[keep], hits[keep], valid[keep]
                 z = z[keep] if z is not None else None
+        self._fit_metrics(u)
         for metric in self.metrics:
-            metric.grow(len(self.keys), len(self.columns))
             metric.update(u, hits, valid)
         if self.bar.rows:
             C = len(self.columns)
@@ -426,6 +418,28 @@ class CoverageTracker:
         self.samples += int(u.shape[0])
         self.valid += int(valid.sum())
 
+    def _fit_metrics(self, u: np.ndarray | None) -> None:
+        """Hold each metric's state in the narrowest integer type its cells can need.
+
+        A metric's state counts (or indexes) an input's samples: a sample adds at most one to a cell,
+        so after a batch of input codes ``u`` a cell is at most its input's largest cell before plus
+        that input's samples in the batch. The first batch, and None (a load or a merge: the state
+        is written in int64 first), fit the type to every cell held.
+        """
+        full, extra = u is None or not self._fitted, 0
+        if u is not None:
+            codes, n = np.unique(u, return_counts=True)
+            extra = int(n.max(initial=0))
+        for metric in self.metrics:
+            metric.grow(len(self.keys), len(self.columns))
+            for spec in metric.specs.values():
+                arr = getattr(metric, spec.name)
+                cells = arr if full else arr[codes]
+                top = max(int(cells.max(initial=0)), -int(cells.min(initial=0))) + extra
+                if full or top > np.iinfo(arr.dtype).max:
+                    setattr(metric, spec.name, arr.astype(int_type(top)))
+        self._fitted = True
+
     def _complete(self, slots: np.ndarray, u: np.ndarray) -> None:
         """Runs ``slots`` (of input codes ``u``) just completed: into the sums, noted in order."""
         self.complete.add(self.runs, slots, u, self.m)  # type: ignore[union-attr]
@@ -441,7 +455,8 @@ class CoverageTracker:
         return self._done[: self.n_done]
 
     def _rebuild_sums(self) -> None:
-        """Per-input sums derived from every complete run (as recording them one by one)."""
+        """Per-input sums derived from every complete run (as recording them one by one); metrics fitted."""
+        self._fit_metrics(None)
         if self.budget is None:
             return
         self.complete, self._done, self.n_done = CompleteRuns(self.budget), np.zeros(0, dtype=np.int64), 0
@@ -524,8 +539,7 @@ class CoverageTracker:
     def input_order(self) -> np.ndarray:
         """Input codes in sorted (task, input_id) order; cached until a new input appears."""
         if self._order[0] != len(self.keys):
-            order = sorted(range(len(self.keys)), key=self.keys.__getitem__)
-            self._order = (len(self.keys), np.array(order, dtype=np.int64))
+            self._order = (len(self.keys), self.keys.order())
         return self._order[1]
 
     def complete_inputs(self) -> np.ndarray:
@@ -552,7 +566,7 @@ class CoverageTracker:
             raise ValueError(f"slots must be runs of this tracker (0..{self.assigner.n_slots - 1})")
         codes, unit = np.unique(self.assigner.slot_input[slots], return_inverse=True)
         # The inputs present, in sorted key order: O(present log present), not a sort of every input.
-        keys = [self.keys[c] for c in codes.tolist()]
+        keys = self.keys.take(codes)
         by_key = np.array(sorted(range(codes.size), key=keys.__getitem__), dtype=np.int64)
         row = np.empty(codes.size, dtype=np.int64)
         row[by_key] = np.arange(codes.size)
@@ -612,17 +626,8 @@ class CoverageTracker:
         return out
 
     def _strata(self) -> np.ndarray:
-        """The task stratum of every input code (tasks in sorted order); extended as inputs appear."""
-        have, strata, tasks = self._task_strata
-        if have < len(self.keys):
-            new = [k[0] for k in self.keys[have:]]
-            if not set(new) <= set(tasks):  # a new task renumbers the strata
-                tasks = sorted(set(tasks) | set(new))
-                new, have, strata = [k[0] for k in self.keys], 0, strata[:0]
-            index = {t: i for i, t in enumerate(tasks)}
-            strata = np.concatenate([strata, np.array([index[t] for t in new], dtype=np.int64)])
-            self._task_strata = (len(self.keys), strata, tasks)
-        return strata
+        """The task stratum of every input code (tasks in sorted order)."""
+        return self.keys.strata(np.arange(len(self.keys)))
 
     def derived_sums(self, K: int, **rarity: Any) -> tuple[InputSums, np.ndarray | None]:
         """Per-input sums for budget K derived from the runs (``sums_from_runs``; ``rarity``: its options)."""
@@ -693,14 +698,12 @@ class CoverageTracker:
                 bins = None
                 if rarity is not None:
                     unit = self.assigner.slot_input
-                    ids = [self.keys[c][1] for c in unit.tolist()]
+                    ids = self.keys.input_ids()[unit].tolist()
                     bins = rarity_bin_matrix(rarity, ids, self.columns, self.m[unit], rarity_bins)
                 sums, rare = self.derived_sums(K, rarity_bin=bins, n_bins=rarity_bins)
                 sums, m, codes, absent = sums.take(order), self.m[order], order, 0
                 rare = None if rare is None else rare[order]
-        task = [self.keys[c][0] for c in codes.tolist()]
-        task_of = {t: i for i, t in enumerate(sorted(set(task)))}  # a stratum per task
-        strata = np.array([task_of[t] for t in task], dtype=np.int64)
+        strata = self.keys.strata(codes)  # a stratum per task
         c = curves_from_sums(
             sums,
             m,
@@ -709,7 +712,7 @@ class CoverageTracker:
             n_boot=n_boot,
             seed=seed,
             ci_level=ci_level,
-            input_keys=[self.keys[c] for c in codes.tolist()],
+            input_keys=self.keys.take(codes),
             samples=samples,
             rarity=rare,
             absent=absent,
@@ -746,10 +749,10 @@ class CompleteRuns:
         self.budget = int(budget)
         self.sums = InputSums(self.budget, dtype=np.int8, squares=False)
         self.totals = GroupTotals(self.budget)
-        self.row_of = np.full(16, -1, dtype=np.int64)  # input code -> row of ``sums`` (-1: none)
-        #: Row of ``sums`` -> input code: inputs in the order their first run was added.
-        self.codes = np.zeros(0, dtype=np.int64)
-        self.runs = self.samples = self.valid = 0
+        # int32: a tracker holds far fewer than 2^31 inputs (as `RunAssigner.slot_input`)
+        self.row_of = np.full(16, -1, dtype=np.int32)  # input code -> row of ``sums`` (-1: none)
+        self._codes = np.zeros(16, dtype=np.int32)  # row of ``sums`` -> input code (capacity doubles)
+        self.runs = self.samples = self.valid = self.n_rows = 0
         self._point: dict[str, Any] | None = None
 
     def add(self, table: RunTable, slots: np.ndarray, u: np.ndarray, m: np.ndarray, sign: int = 1) -> None:
@@ -766,16 +769,21 @@ class CompleteRuns:
             return
         codes, unit = np.unique(u, return_inverse=True)
         if codes[-1] >= self.row_of.size:
-            grown = np.full(max(int(codes[-1]) + 1, 2 * self.row_of.size), -1, dtype=np.int64)
+            grown = np.full(max(int(codes[-1]) + 1, 2 * self.row_of.size), -1, dtype=np.int32)
             grown[: self.row_of.size] = self.row_of
             self.row_of = grown
         rows = self.row_of[codes]
         new = np.flatnonzero(rows < 0)
         if new.size:  # the first run of these inputs: a row each
-            have = self.codes.size
+            have = self.n_rows
             rows[new] = np.arange(have, have + new.size)
             self.row_of[codes[new]] = rows[new]
-            self.codes = np.concatenate([self.codes, codes[new]])
+            if have + new.size > self._codes.size:
+                self._codes = np.concatenate(
+                    [self._codes, np.zeros(max(new.size, self._codes.size), np.int32)]
+                )
+            self._codes[have : have + new.size] = codes[new]
+            self.n_rows = have + new.size
             self.sums.grow(have + new.size)
         part = run_sums(table, slots, unit.reshape(-1), m[codes], self.budget)
         add_runs(self.sums, self.totals, rows, part, m[codes], sign)
@@ -783,6 +791,11 @@ class CompleteRuns:
         self.samples += sign * int(table.n[slots].sum())
         self.valid += sign * int(table.n_valid[slots].sum())
         self._point = None
+
+    @property
+    def codes(self) -> np.ndarray:
+        """Row of ``sums`` -> input code: inputs in the order their first run was added."""
+        return self._codes[: self.n_rows]
 
     def point(self) -> dict[str, Any]:
         """Point estimates over the runs held (cached until runs come or go; a copy)."""

@@ -246,7 +246,7 @@ def test_window_estimates_equal_a_tracker_holding_only_those_runs() -> None:
     for i in window:
         x, r, hits, valid = runs[i]
         alone.update_many([x] * K, hits, valid=valid, stream=r)
-    codes = np.array([t._code[("", runs[i][0])] for i in window])
+    codes = np.array([t.keys.get(("", runs[i][0])) for i in window])
     slots = t._slots_of(codes, np.array([runs[i][1] for i in window]))
     got, want = t.curves(n_boot=200, seed=3, slots=slots), alone.curves(n_boot=200, seed=3)
     for name in ("coverage", "coverage_lo", "coverage_hi", "expected_new_hi", "full_coverage"):

@@ -346,3 +346,40 @@ def test_state_is_compact_and_round_trips() -> None:
     back = CoverageTracker.from_state_dict(json.loads(json.dumps(state)))
     assert back.state_dict() == state
     np.testing.assert_array_equal(back.curves(n_boot=0).coverage, t.curves(n_boot=0).coverage)
+
+
+def test_metric_counts_widen_before_they_could_overflow() -> None:
+    # One input matched by "a" 301 times, by "b" 40 times, and a second input once: the strategy
+    # counts start in one byte and must hold 301 exactly, through batches that cross 127.
+    t = CoverageTracker(strategies=IDS)
+    (entropy,) = t.metrics
+    t.update("x", {"a"})
+    assert entropy.counts.dtype == np.int8
+    for _ in range(2):
+        t.update_many(["x"] * 170, [{"a"}] * 150 + [{"b"}] * 20, stream=0)
+    t.update("y", {"c"})
+    counts = entropy.rows("counts")
+    assert counts.dtype == np.int16
+    np.testing.assert_array_equal(counts, [[301, 40, 0], [0, 0, 1]])
+    back = CoverageTracker.from_state_dict(json.loads(json.dumps(t.state_dict())))
+    np.testing.assert_array_equal(back.metrics[0].rows("counts"), counts)  # loaded: fitted to 301
+    assert back.metrics[0].counts.dtype == np.int16
+    est, again = t.metric_estimates()["strategy_entropy"], back.metric_estimates()["strategy_entropy"]
+    assert est == again
+    p = np.array([301, 40]) / 341  # Miller-Madow: H + (2 - 1) / (2 * 341); input y: exp(0 + 0) = 1
+    assert est.value == pytest.approx((np.exp(-(p * np.log(p)).sum() + 1 / 682) + 1.0) / 2)
+
+
+def test_input_keys_with_equal_hashes_keep_their_codes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from seffi.coverage import assign
+
+    monkeypatch.setattr(assign, "hash", lambda key: 7, raising=False)  # every key hashes alike
+    keys = assign.InputKeys()
+    keys.add([("t", "b"), ("t", "a"), ("u", "a")])
+    keys.add([("t", "c")])
+    np.testing.assert_array_equal(keys.codes("t", ["a", "c", "b", "z"]), [1, 3, 0, -1])
+    np.testing.assert_array_equal(keys.codes("u", ["a", "b"]), [2, -1])
+    assert keys.codes("v", ["a"]).tolist() == [-1]
+    assert list(keys) == [("t", "b"), ("t", "a"), ("u", "a"), ("t", "c")]
+    assert keys[3] == ("t", "c") and keys[1:3] == [("t", "a"), ("u", "a")]
+    assert keys.order().tolist() == [1, 0, 3, 2]  # sorted (task, input_id)
