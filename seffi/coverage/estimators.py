@@ -287,15 +287,40 @@ def rarefaction_counts(Y: np.ndarray, n: int, K: int) -> np.ndarray:
     for a in range(0, rows.shape[0], step):
         chunk = index[rows[a : a + step]]
         if by_column:
-            total, term = np.zeros((chunk.shape[0], kmax)), np.empty((chunk.shape[0], kmax))
-            for s in range(chunk.shape[1]):
-                total += np.take(table, chunk[:, s], axis=0, out=term)
-            out[a : a + step] = total
+            out[a : a + step] = _column_sums(table, chunk, V)
             continue
         flat = (chunk + V * np.arange(chunk.shape[0])[:, None]).ravel()
         H = np.bincount(flat, minlength=chunk.shape[0] * V).reshape(chunk.shape[0], V)
         out[a : a + step] = H[:, :-1] @ seen_k
     return out.reshape(*Y.shape[:-1], kmax)
+
+
+#: Largest number of possible rows (V^M for M columns of V values) for which `_column_sums` sums
+#: each distinct row once (a presence table of that many entries) rather than every row.
+DISTINCT_ROW_KEYS = 1 << 20
+
+
+def _column_sums(table: np.ndarray, chunk: np.ndarray, V: int) -> np.ndarray:
+    """sum_s table[chunk[:, s]] (R, k) in column order, for chunk (R, M) of values in 0..V-1.
+
+    Bootstrap counts repeat (B x D rows of a few strategies' counts out of n): each distinct row is
+    summed once, in the same order, so the sums equal the row-by-row ones exactly.
+    """
+    R, M = chunk.shape
+    distinct = M > 0 and V**M <= DISTINCT_ROW_KEYS and R > V
+    if distinct:
+        key = chunk[:, 0].copy()
+        for s in range(1, M):
+            key *= V
+            key += chunk[:, s]
+        present = np.flatnonzero(np.bincount(key, minlength=V**M))
+        where = np.zeros(V**M, dtype=np.int64)
+        where[present] = np.arange(present.size)
+        chunk = (present[:, None] // V ** np.arange(M - 1, -1, -1)) % V
+    total, term = np.zeros((chunk.shape[0], table.shape[1])), np.empty((chunk.shape[0], table.shape[1]))
+    for s in range(M):
+        total += np.take(table, chunk[:, s], axis=0, out=term)
+    return np.take(total, where[key], axis=0) if distinct else total
 
 
 def novelty_samples(X: np.ndarray, K: int) -> np.ndarray:
