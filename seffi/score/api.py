@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import itertools
 import json
 import multiprocessing
 import queue
 import sys
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,12 @@ class _Labelled:
         self.samples, self.unlabelled, self.reason = 0, 0, ""
 
     def __iter__(self) -> Iterator[tuple[Sample, frozenset[str], bool]]:
+        for chunk, verdicts in self.chunks():
+            for s, (matches, valid, _) in zip(chunk, verdicts, strict=True):
+                yield s, matches, valid
+
+    def chunks(self) -> Iterator[tuple[list[Sample], list[tuple[frozenset[str], bool, str | None]]]]:
+        """The samples in chunks of `LABEL_CHUNK`, each with its verdicts (match set, valid, reason)."""
         layout: Layout | None = None
         chunk: list[Sample] = []
         for lay, s in read_samples(self.paths, **self.fields):
@@ -106,21 +113,22 @@ class _Labelled:
                 continue
             chunk.append(s)
             if len(chunk) == LABEL_CHUNK:
-                yield from self._labelled(chunk)
+                yield chunk, self._labelled(chunk)
                 chunk = []
-        yield from self._labelled(chunk)
+        if chunk:
+            yield chunk, self._labelled(chunk)
         _say_unlabelled(self.say, self.what, self.unlabelled, self.samples, self.reason)
 
-    def _labelled(self, chunk: list[Sample]) -> Iterator[tuple[Sample, frozenset[str], bool]]:
-        verdicts = self.label(chunk) if chunk else []
-        if self.agreement is not None and chunk:
+    def _labelled(self, chunk: list[Sample]) -> list[tuple[frozenset[str], bool, str | None]]:
+        verdicts = self.label(chunk)
+        if self.agreement is not None:
             self.agreement.add([m for m, _, _ in verdicts], chunk)
         self.samples += len(chunk)
-        for s, (matches, valid, reason) in zip(chunk, verdicts, strict=True):
+        for _, _, reason in verdicts:
             if reason is not None:
                 self.unlabelled += 1
                 self.reason = self.reason or reason
-            yield s, matches, valid
+        return verdicts
 
 
 def _say_unlabelled(say: Callable, what: str, unlabelled: int, samples: int, reason: str) -> None:
@@ -155,10 +163,11 @@ def _base_sets(samples: _Labelled) -> dict[str, tuple[list[frozenset[str]], list
     """Each prompt's labelled base samples: (match sets, valid), equal match sets one object."""
     out: dict[str, tuple[list[frozenset[str]], list[bool]]] = {}
     distinct: dict[frozenset[str], frozenset[str]] = {}  # a few distinct sets among 10^6 samples
-    for s, m, v in samples:
-        sets, valid = out.setdefault(s.prompt_id, ([], []))
-        sets.append(distinct.setdefault(m, m))
-        valid.append(v)
+    for chunk, verdicts in samples.chunks():
+        for s, (m, v, _) in zip(chunk, verdicts, strict=True):
+            sets, valid = out.setdefault(s.prompt_id, ([], []))
+            sets.append(distinct.setdefault(m, m))
+            valid.append(v)
     return out
 
 
@@ -346,7 +355,8 @@ def _kept(samples: _Labelled) -> list[tuple[str, frozenset[str], bool, int | Non
     distinct: dict[frozenset[str], frozenset[str]] = {}
     return [
         (names.setdefault(s.prompt_id, s.prompt_id), distinct.setdefault(m, m), v, s.step)
-        for s, m, v in samples
+        for chunk, verdicts in samples.chunks()
+        for s, (m, v, _) in zip(chunk, verdicts, strict=True)
     ]
 
 
@@ -417,23 +427,23 @@ def _batches(
     samples: Iterable[tuple[str, frozenset[str], bool, int | None]], budget: int
 ) -> Iterator[tuple[list, ...]]:
     """Batches of labelled policy samples: ids, match lists, valid, sample index (1..K), run index, step."""
-    seen: Counter[str] = Counter()
+    seen: defaultdict[str, Iterator[int]] = defaultdict(itertools.count)  # each prompt's next sample
     ordered: dict[frozenset[str], list[str]] = {}  # a few distinct match sets, each sorted once
-    cols: tuple[list, ...] = ([], [], [], [], [], [])
-    for pid, m, v, step in samples:
-        n = seen[pid]
-        seen[pid] = n + 1
-        ms = ordered.get(m)
-        if ms is None:
-            ms = ordered[m] = sorted(m)
-        row = (pid, ms, v, n % budget + 1, n // budget, step)
-        for col, value in zip(cols, row, strict=True):
-            col.append(value)
-        if len(cols[0]) >= BATCH:
-            yield cols
-            cols = ([], [], [], [], [], [])
-    if cols[0]:
-        yield cols
+    rows = iter(samples)
+    while batch := list(itertools.islice(rows, BATCH)):
+        ids = [r[0] for r in batch]
+        nth = [next(seen[pid]) for pid in ids]
+        for _, m, _, _ in batch:
+            if m not in ordered:
+                ordered[m] = sorted(m)
+        yield (
+            ids,
+            [ordered[r[1]] for r in batch],
+            [r[2] for r in batch],
+            [n % budget + 1 for n in nth],
+            [n // budget for n in nth],
+            [r[3] for r in batch],
+        )
 
 
 def score(
