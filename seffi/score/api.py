@@ -14,6 +14,7 @@ import itertools
 import json
 import multiprocessing
 import queue
+import signal
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -303,16 +304,19 @@ def _base_work(
     conn: Any, counter: Any, results: Any, paths: Sequence[Path], fields: dict[str, Any], labels: Any
 ) -> None:
     """`_BaseProcess`'s work: label the base files and send their samples; then compute blocks."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops this one
     said: list[str] = []
     try:
         sets = _base_sets(_Labelled("base", paths, fields, sample_labels(labels), said.append))
+        answer: tuple[Any, ...] = (said, sets, None)
     except Exception as exc:  # the parent raises it, after saying what was said before it
-        conn.send((said, None, exc))
-        return
-    conn.send((said, sets, None))
+        sets, answer = None, (said, None, exc)
     try:
+        conn.send(answer)
+        if sets is None:
+            return
         strategies, arguments = conn.recv()
-    except (EOFError, OSError):  # the parent needs no curves (an error, or none asked)
+    except (EOFError, OSError):  # the parent stopped first (its own error) or needs no curves
         return
     try:
         arguments = dict(arguments)
