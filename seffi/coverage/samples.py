@@ -6,7 +6,7 @@ Intervals: iNEXT's bootstrap assemblage, and for set-valued novelty a delete-one
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -262,21 +262,24 @@ CHUNK_BYTES = 64 << 20
 TTC_RUNS, TTC_TOTAL_RUNS, TTC_MIN_RUNS = 256, 20_000, 16
 
 
-def sample_curves(
-    parts: list[_Samples],
-    keys: list[str | None],
-    K: int,
-    seed: np.random.SeedSequence,
-    n_boot: int,
-    n_bins: int,
-    ci_level: float,
-) -> Curves:
-    """The mean curves over inputs estimated from samples, with intervals from index-wise mean replicates.
+#: Chunks per block of `SamplePlan`: each block draws from its own streams and is summed on its own,
+#: then the blocks in order, so the curves are the same whichever process computes which block.
+BLOCK_CHUNKS = 8
+
+
+class SamplePlan:
+    """The mean curves over inputs estimated from samples (``IidBaseline.curves``), as blocks of work.
+
+    ``plan.curves(map(plan.block, range(plan.blocks)))`` computes them here; any block may be computed
+    elsewhere (another process) from the same plan.
 
     Inputs are processed in chunks of equal (n, m) as arrays (D, ...); only sums over inputs (and each
     input's AUC, which the paired gain resamples) are kept, so memory is bounded by `CHUNK_BYTES`.
-    ``seed`` spawns four streams, shared by the chunks in turn: time-to-coverage runs, the coverage,
-    model and valid bootstraps.
+    `BLOCK_CHUNKS` chunks make a block, which `block` sums alone; `curves` adds the blocks' sums in
+    block order. Block b draws from four streams of ``seed`` (time-to-coverage runs, the coverage,
+    model and valid bootstraps), shared by its chunks in turn: block 0 from ``seed.spawn(4)``, block
+    b > 0 from the b-th child of each of those, so the curves do not depend on which process
+    computed which block, and inputs that fit one block draw as one stream.
     Intervals: C(k), expected new, AUC and valid coverage by iNEXT (``inext_coverage_replicates``);
     N(i) single-label from the coverage replicates, set-valued by the pooled sd over two worlds
     (``_set_datasets``, ``model_law``) and the jackknife at i <= n / 2; F(k) by Wilson with
@@ -285,32 +288,71 @@ def sample_curves(
     index-wise means of independent per-input replicates, those of ``_SD_CAPS`` centred on each
     input's point estimate.
     """
-    U = len(parts)
-    streams = [np.random.default_rng(s) for s in seed.spawn(4)]
-    runs = max(TTC_MIN_RUNS, min(TTC_RUNS, TTC_TOTAL_RUNS // U))
-    acc = _Sums(U, K, n_bins)
-    k_wilson = min(p.X.shape[0] for p in parts)
-    groups: dict[tuple[int, int, bool], list[int]] = {}
-    for i, part in enumerate(parts):
-        groups.setdefault((part.X.shape[0], part.m, part.valid is not None), []).append(i)
-    for (n, m, _), members in groups.items():
-        kn = min(K, n)
-        # Bytes per input of the largest working arrays: replicate counts and curves, sample orders,
-        # per-strategy rarefaction, the F(k) DP's band.
-        per_input = 8 * (
-            max(n_boot, 1) * (m * (kn + 12) + 24 * K)
-            + runs * (n + 3 * kn + 8)
-            + 3 * K * m
-            + n * m
-            + 6 * (kn + 1) * min(kn + 1, 256)
+
+    def __init__(
+        self,
+        parts: list[_Samples],
+        keys: list[str | None],
+        K: int,
+        seed: np.random.SeedSequence,
+        n_boot: int,
+        n_bins: int,
+        ci_level: float,
+    ) -> None:
+        self.parts, self.keys, self.K, self.n_boot, self.n_bins, self.ci_level = (
+            parts, keys, K, n_boot, n_bins, ci_level
+        )  # fmt: skip
+        self.seeds = seed.spawn(4)
+        U = len(parts)
+        self.runs = max(TTC_MIN_RUNS, min(TTC_RUNS, TTC_TOTAL_RUNS // U))
+        self.k_wilson = min(p.X.shape[0] for p in parts)
+        groups: dict[tuple[int, int, bool], list[int]] = {}
+        for i, part in enumerate(parts):
+            groups.setdefault((part.X.shape[0], part.m, part.valid is not None), []).append(i)
+        #: Each chunk's inputs (one (n, m, valid) group), in order.
+        self.chunks: list[list[int]] = []
+        for (n, m, _), members in groups.items():
+            kn = min(K, n)
+            # Bytes per input of the largest working arrays: replicate counts and curves, sample orders,
+            # per-strategy rarefaction, the F(k) DP's band.
+            per_input = 8 * (
+                max(n_boot, 1) * (m * (kn + 12) + 24 * K)
+                + self.runs * (n + 3 * kn + 8)
+                + 3 * K * m
+                + n * m
+                + 6 * (kn + 1) * min(kn + 1, 256)
+            )
+            step = int(max(1, CHUNK_BYTES // per_input))
+            self.chunks.extend(members[a : a + step] for a in range(0, len(members), step))
+        #: Number of blocks.
+        self.blocks = -(-len(self.chunks) // BLOCK_CHUNKS)
+
+    def block(self, b: int) -> _Sums:
+        """The sums of block ``b``'s chunks."""
+        seeds = (
+            self.seeds
+            if b == 0
+            else [np.random.SeedSequence(s.entropy, spawn_key=(*s.spawn_key, b)) for s in self.seeds]
         )
-        step = int(max(1, CHUNK_BYTES // per_input))
-        for a in range(0, len(members), step):
-            idx = members[a : a + step]
-            X = np.stack([parts[i].X for i in idx])
-            valid = np.stack([parts[i].valid for i in idx]) if parts[idx[0]].valid is not None else None
-            _chunk(acc, idx, X, valid, m, K, runs, streams, n_boot, n_bins, ci_level, k_wilson)
-    return acc.curves(keys, ci_level, n_boot, full_trials(np.array([p.X.shape[0] for p in parts]), K))
+        streams = [np.random.default_rng(s) for s in seeds]
+        acc = _Sums(len(self.parts), self.K, self.n_bins)
+        for idx in self.chunks[b * BLOCK_CHUNKS : (b + 1) * BLOCK_CHUNKS]:
+            parts = [self.parts[i] for i in idx]
+            X = np.stack([p.X for p in parts])
+            valid = np.stack([p.valid for p in parts]) if parts[0].valid is not None else None
+            _chunk(
+                acc, idx, X, valid, parts[0].m, self.K, self.runs, streams, self.n_boot, self.n_bins,
+                self.ci_level, self.k_wilson,
+            )  # fmt: skip
+        return acc
+
+    def curves(self, blocks: Iterable[_Sums]) -> Curves:
+        """The curves from every block's sums, given in block order."""
+        acc = _Sums(len(self.parts), self.K, self.n_bins)
+        for part in blocks:
+            acc.merge(part)
+        trials = full_trials(np.array([p.X.shape[0] for p in self.parts]), self.K)
+        return acc.curves(self.keys, self.ci_level, self.n_boot, trials)
 
 
 class _Sums:
@@ -321,18 +363,37 @@ class _Sums:
         self.arrays: dict[str, np.ndarray] = {}
         self.reps: dict[str, np.ndarray] = {}
         self.survival = {tau_key(t): np.zeros(K) for t in TAUS}
-        self.auc = np.zeros(U)
-        self.valid_auc = np.full(U, np.nan)
+        #: (input indices, their AUCs) and (input indices, their valid AUCs) of each chunk.
+        self.aucs: list[tuple[list[int], np.ndarray]] = []
+        self.valid_aucs: list[tuple[list[int], np.ndarray]] = []
         self.n_min, self.samples, self.notes = K + 1, 0, set()
 
     def add(self, name: str, values: np.ndarray, into: dict[str, np.ndarray] | None = None) -> None:
         """Add per-input values (D, ...) of ``name`` summed over inputs."""
-        into = self.arrays if into is None else into
-        total = values.sum(axis=0)
+        self._sum(name, values.sum(axis=0), self.arrays if into is None else into)
+
+    @staticmethod
+    def _sum(name: str, total: np.ndarray, into: dict[str, np.ndarray]) -> None:
         into[name] = into[name] + total if name in into else total
+
+    def merge(self, other: _Sums) -> None:
+        """Add another block's sums (after this one's)."""
+        for mine, theirs in ((self.arrays, other.arrays), (self.reps, other.reps)):
+            for name, total in theirs.items():
+                self._sum(name, total, mine)
+        for key, s in other.survival.items():
+            self.survival[key] += s
+        self.aucs += other.aucs
+        self.valid_aucs += other.valid_aucs
+        self.n_min, self.samples = min(self.n_min, other.n_min), self.samples + other.samples
+        self.notes |= other.notes
 
     def curves(self, keys: list[str | None], level: float, n_boot: int, trials: np.ndarray) -> Curves:
         mean = {name: v / self.U for name, v in self.arrays.items()}
+        auc, valid_auc = np.zeros(self.U), np.full(self.U, np.nan)
+        for into, parts in ((auc, self.aucs), (valid_auc, self.valid_aucs)):
+            for idx, values in parts:
+                into[idx] = values
         ttc = {key: TimeToCoverage.from_survival(float(key), s / self.U) for key, s in self.survival.items()}
         c = Curves.from_point(
             "iid_estimated",
@@ -347,15 +408,15 @@ class _Sums:
             extrapolated=np.arange(1, self.K + 1) > self.n_min,
             notes=sorted(self.notes),
         )
-        c.auc = float(self.auc.mean())
-        if "valid_coverage" in mean and not np.isnan(self.valid_auc).any():
+        c.auc = float(auc.mean())
+        if "valid_coverage" in mean and not np.isnan(valid_auc).any():
             c.valid_coverage, c.valid_at_k = mean["valid_coverage"], mean["valid_at_k"]
             c.valid_auc = float(c.valid_coverage.mean())
-            c.input_valid_auc = self.valid_auc
+            c.input_valid_auc = valid_auc
         if all(k is not None for k in keys):
             # Baselines do not know the task: their inputs are matched to a policy's by id.
             c.input_keys = [(None, str(k)) for k in keys]
-            c.input_auc = self.auc
+            c.input_auc = auc
         if self.reps:
             reps = {name: v / self.U for name, v in self.reps.items()}
             if "valid_auc" in reps and c.valid_auc is None:
@@ -403,7 +464,7 @@ def _chunk(
     )
     for name, v in point.items():
         acc.add(name, v)
-    acc.auc[idx] = point["coverage"].mean(axis=1)
+    acc.aucs.append((idx, point["coverage"].mean(axis=1)))
     # Time to coverage at k <= n: prefixes of random permutations are uniform k-subsets (the
     # U-statistic by Monte Carlo); at tau = 1 the exact F; beyond n the law of the future given the data.
     needs = [math.ceil(tau * m - 1e-9) for tau in TAUS]
@@ -433,7 +494,7 @@ def _chunk(
         Xv = X & valid[:, :, None]
         vcov = _covered_from_counts(Xv.sum(axis=1), n, m, K) / m
         acc.add("valid_coverage", vcov)
-        acc.valid_auc[idx] = vcov.mean(axis=1)
+        acc.valid_aucs.append((idx, vcov.mean(axis=1)))
         nv = valid.sum(axis=1)
         va = -np.expm1(est._log_binom_ratio(n - nv[:, None], n, kk[None, :], lf))
         if K > n:  # given the data: 1 if a sample was correct, else a correct one in the next j draws

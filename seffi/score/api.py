@@ -9,8 +9,14 @@ stream through a `CoverageMonitor` in batches, each prompt's samples in file ord
 from __future__ import annotations
 
 import hashlib
+import inspect
+import itertools
 import json
-from collections import Counter
+import multiprocessing
+import queue
+import signal
+import sys
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,9 +26,10 @@ import numpy as np
 from seffi._io import write_atomic
 from seffi.callbacks.core import CoverageMonitor
 from seffi.coverage import IidBaseline, OracleBaseline
+from seffi.coverage.samples import SamplePlan
 from seffi.episodes import parse_generation
 from seffi.errors import SeffiError
-from seffi.labelers import Labeler
+from seffi.labelers import Labeler, RegexRubric
 from seffi.report.sinks import NullSink
 from seffi.score.agreement import Agreement
 from seffi.score.files import Layout, Sample, read_samples
@@ -35,6 +42,9 @@ __all__ = ["score"]
 BATCH = 4096
 #: Samples per call of the labeler (the judge asks for a chunk's uncached answers at once).
 LABEL_CHUNK = 1024
+#: Bytes of base files from which a second process reads them and computes their iid curves while
+#: this one reads the policy's files and feeds the monitor (the two are independent until the gain).
+BASE_PROCESS_BYTES = 8 << 20
 
 
 def _declared_labels(paths: Sequence[Path], fields: dict[str, Any]) -> tuple[str, ...]:
@@ -88,6 +98,12 @@ class _Labelled:
         self.samples, self.unlabelled, self.reason = 0, 0, ""
 
     def __iter__(self) -> Iterator[tuple[Sample, frozenset[str], bool]]:
+        for chunk, verdicts in self.chunks():
+            for s, (matches, valid, _) in zip(chunk, verdicts, strict=True):
+                yield s, matches, valid
+
+    def chunks(self) -> Iterator[tuple[list[Sample], list[tuple[frozenset[str], bool, str | None]]]]:
+        """The samples in chunks of `LABEL_CHUNK`, each with its verdicts (match set, valid, reason)."""
         layout: Layout | None = None
         chunk: list[Sample] = []
         for lay, s in read_samples(self.paths, **self.fields):
@@ -98,21 +114,22 @@ class _Labelled:
                 continue
             chunk.append(s)
             if len(chunk) == LABEL_CHUNK:
-                yield from self._labelled(chunk)
+                yield chunk, self._labelled(chunk)
                 chunk = []
-        yield from self._labelled(chunk)
+        if chunk:
+            yield chunk, self._labelled(chunk)
         _say_unlabelled(self.say, self.what, self.unlabelled, self.samples, self.reason)
 
-    def _labelled(self, chunk: list[Sample]) -> Iterator[tuple[Sample, frozenset[str], bool]]:
-        verdicts = self.label(chunk) if chunk else []
-        if self.agreement is not None and chunk:
+    def _labelled(self, chunk: list[Sample]) -> list[tuple[frozenset[str], bool, str | None]]:
+        verdicts = self.label(chunk)
+        if self.agreement is not None:
             self.agreement.add([m for m, _, _ in verdicts], chunk)
         self.samples += len(chunk)
-        for s, (matches, valid, reason) in zip(chunk, verdicts, strict=True):
+        for _, _, reason in verdicts:
             if reason is not None:
                 self.unlabelled += 1
                 self.reason = self.reason or reason
-            yield s, matches, valid
+        return verdicts
 
 
 def _say_unlabelled(say: Callable, what: str, unlabelled: int, samples: int, reason: str) -> None:
@@ -147,22 +164,190 @@ def _base_sets(samples: _Labelled) -> dict[str, tuple[list[frozenset[str]], list
     """Each prompt's labelled base samples: (match sets, valid), equal match sets one object."""
     out: dict[str, tuple[list[frozenset[str]], list[bool]]] = {}
     distinct: dict[frozenset[str], frozenset[str]] = {}  # a few distinct sets among 10^6 samples
-    for s, m, v in samples:
-        sets, valid = out.setdefault(s.prompt_id, ([], []))
-        sets.append(distinct.setdefault(m, m))
-        valid.append(v)
+    for chunk, verdicts in samples.chunks():
+        for s, (m, v, _) in zip(chunk, verdicts, strict=True):
+            sets, valid = out.setdefault(s.prompt_id, ([], []))
+            sets.append(distinct.setdefault(m, m))
+            valid.append(v)
     return out
 
 
-def _iid(base: dict[str, tuple[list[frozenset[str]], list[bool]]], strategies: Sequence[str]) -> IidBaseline:
+def _iid(
+    base: dict[str, tuple[list[frozenset[str]], list[bool]]],
+    strategies: Sequence[str],
+    kind: type[IidBaseline] = IidBaseline,
+) -> IidBaseline:
     """The iid baseline of the base samples, prompts in sorted order (the same however they were read)."""
     keys = sorted(base)
     try:
-        return IidBaseline.from_samples(
+        return kind.from_samples(
             {k: base[k][0] for k in keys}, strategies=list(strategies), valid={k: base[k][1] for k in keys}
         )
     except ValueError as exc:
         raise SeffiError(f"base files: {exc}") from None
+
+
+class _BaseProcess:
+    """A second process that reads and labels the base files, then shares the work of their iid curves.
+
+    It runs while this process reads the policy's files and feeds the monitor: the base's samples
+    come back first (`sets`); once `ask` names the strategies and the arguments of
+    ``IidBaseline.curves``, it computes blocks of their plan (``seffi.coverage.samples.SamplePlan``),
+    taking each from a counter shared with this process, which takes the rest when the monitor asks
+    for the curves (`blocks`). A block's sums do not depend on which process computed it, so the
+    curves are those of one process. A process that ends early leaves its blocks to this one.
+
+    Args:
+        paths: The base files.
+        fields: Field names overriding detection.
+        labels: The labeler (a label field or a rubric: both are plain data, safe in another process).
+    """
+
+    def __init__(
+        self, paths: Sequence[Path], fields: dict[str, Any], labels: FieldLabels | RegexRubric
+    ) -> None:
+        # fork on Linux: the child starts at once with everything imported; elsewhere spawn (fork
+        # is unsafe on macOS).
+        context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+        self.conn, child = context.Pipe()
+        self.counter = context.Value("q", 0)  # the next block to take
+        self.results = context.Queue()  # (block, its sums) as the process computes them; None when done
+        self.process = context.Process(
+            target=_base_work, args=(child, self.counter, self.results, paths, fields, labels), daemon=True
+        )
+        self.process.start()
+        child.close()
+        self.asked: dict[str, Any] | None = None
+
+    def sets(self, say: Callable[[str], None]) -> dict[str, tuple[list[frozenset[str]], list[bool]]] | None:
+        """The labelled base samples (as `_base_sets`), its statements said here; None if it died."""
+        try:
+            said, sets, error = self.conn.recv()
+        except (EOFError, OSError):  # the process died (killed, out of memory): this one reads the files
+            return None
+        for line in said:
+            say(line)
+        if error is not None:
+            raise error
+        return sets
+
+    def ask(self, strategies: Sequence[str], budget: int, seed: int) -> None:
+        """Start the iid curves over ``strategies`` at K = ``budget`` with ``seed`` (the monitor's call)."""
+        self.asked = _curves_arguments(budget, seed=seed)
+        try:
+            self.conn.send((tuple(strategies), self.asked))
+        except OSError:  # the process is gone: `blocks` takes every block here
+            pass
+
+    def blocks(self, plan: SamplePlan) -> Iterator[Any]:
+        """Every block's sums of ``plan``, in block order: taken here in turn with the process's."""
+        done: dict[int, Any] = {}
+        running = self.process.is_alive()
+        for want in range(plan.blocks):
+            while want not in done:
+                while running:  # what the process has finished so far
+                    try:
+                        item = self.results.get_nowait()
+                    except queue.Empty:
+                        break
+                    running = item is not None
+                    if running:
+                        done[item[0]] = item[1]
+                if want in done:
+                    break
+                b = _take(self.counter, plan.blocks)
+                if b is not None:
+                    done[b] = plan.block(b)
+                    continue
+                # Every block is taken: wait for the process's, or compute them here if it died.
+                try:
+                    item = self.results.get(timeout=1.0) if running else None
+                except queue.Empty:
+                    running = self.process.is_alive()
+                    continue
+                running = item is not None
+                if running:
+                    done[item[0]] = item[1]
+                elif want not in done:
+                    done[want] = plan.block(want)
+            yield done.pop(want)
+
+    def close(self) -> None:
+        """Stop the process (done or not) and wait for it."""
+        self.conn.close()
+        self.process.join(timeout=1.0)
+        if self.process.is_alive():  # an error here left it computing blocks nobody needs
+            self.process.kill()
+            self.process.join()
+        self.results.close()
+        self.results.cancel_join_thread()
+
+
+def _curves_arguments(K: int, **kwargs: Any) -> dict[str, Any]:
+    """Every argument of ``IidBaseline.curves(K, **kwargs)``, defaults filled in."""
+    bound = inspect.signature(IidBaseline.curves).bind(None, K, **kwargs)
+    bound.apply_defaults()
+    return {k: v for k, v in bound.arguments.items() if k != "self"}
+
+
+def _take(counter: Any, count: int) -> int | None:
+    """The next block of ``count`` from a shared counter, or None when every block is taken."""
+    with counter.get_lock():
+        b = counter.value
+        if b >= count:
+            return None
+        counter.value = b + 1
+    return b
+
+
+def _base_work(
+    conn: Any, counter: Any, results: Any, paths: Sequence[Path], fields: dict[str, Any], labels: Any
+) -> None:
+    """`_BaseProcess`'s work: label the base files and send their samples; then compute blocks."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops this one
+    said: list[str] = []
+    try:
+        sets = _base_sets(_Labelled("base", paths, fields, sample_labels(labels), said.append))
+        answer: tuple[Any, ...] = (said, sets, None)
+    except Exception as exc:  # the parent raises it, after saying what was said before it
+        sets, answer = None, (said, None, exc)
+    try:
+        conn.send(answer)
+        if sets is None:
+            return
+        strategies, arguments = conn.recv()
+    except (EOFError, OSError):  # the parent stopped first (its own error) or needs no curves
+        return
+    try:
+        arguments = dict(arguments)
+        plan = _iid(sets, strategies)._plan(arguments.pop("K"), **arguments)
+        while (b := _take(counter, plan.blocks)) is not None:
+            results.put((b, plan.block(b)))
+    except Exception:  # the parent computes what is missing, and meets the error itself
+        pass
+    finally:
+        results.put(None)
+
+
+class _BaseCurves(IidBaseline):
+    """An `IidBaseline` whose curves at the arguments asked of its `_BaseProcess` share its blocks."""
+
+    job: _BaseProcess | None = None
+    _shared = False
+
+    def curves(self, K: int, **kwargs: Any) -> Any:
+        """``IidBaseline.curves``; at the arguments asked of the process, its blocks shared."""
+        self._shared = self.job is not None and self.job.asked == _curves_arguments(K, **kwargs)
+        try:
+            return super().curves(K, **kwargs)
+        finally:
+            self._shared = False
+
+    def _blocks(self, plan: SamplePlan) -> Iterable[Any]:
+        if self._shared and self.job is not None:
+            job, self.job = self.job, None  # its blocks are shared once
+            return job.blocks(plan)
+        return super()._blocks(plan)
 
 
 def _kept(samples: _Labelled) -> list[tuple[str, frozenset[str], bool, int | None]]:
@@ -174,7 +359,8 @@ def _kept(samples: _Labelled) -> list[tuple[str, frozenset[str], bool, int | Non
     distinct: dict[frozenset[str], frozenset[str]] = {}
     return [
         (names.setdefault(s.prompt_id, s.prompt_id), distinct.setdefault(m, m), v, s.step)
-        for s, m, v in samples
+        for chunk, verdicts in samples.chunks()
+        for s, (m, v, _) in zip(chunk, verdicts, strict=True)
     ]
 
 
@@ -245,23 +431,23 @@ def _batches(
     samples: Iterable[tuple[str, frozenset[str], bool, int | None]], budget: int
 ) -> Iterator[tuple[list, ...]]:
     """Batches of labelled policy samples: ids, match lists, valid, sample index (1..K), run index, step."""
-    seen: Counter[str] = Counter()
+    seen: defaultdict[str, Iterator[int]] = defaultdict(itertools.count)  # each prompt's next sample
     ordered: dict[frozenset[str], list[str]] = {}  # a few distinct match sets, each sorted once
-    cols: tuple[list, ...] = ([], [], [], [], [], [])
-    for pid, m, v, step in samples:
-        n = seen[pid]
-        seen[pid] = n + 1
-        ms = ordered.get(m)
-        if ms is None:
-            ms = ordered[m] = sorted(m)
-        row = (pid, ms, v, n % budget + 1, n // budget, step)
-        for col, value in zip(cols, row, strict=True):
-            col.append(value)
-        if len(cols[0]) >= BATCH:
-            yield cols
-            cols = ([], [], [], [], [], [])
-    if cols[0]:
-        yield cols
+    rows = iter(samples)
+    while batch := list(itertools.islice(rows, BATCH)):
+        ids = [r[0] for r in batch]
+        nth = [next(seen[pid]) for pid in ids]
+        for _, m, _, _ in batch:
+            if m not in ordered:
+                ordered[m] = sorted(m)
+        yield (
+            ids,
+            [ordered[r[1]] for r in batch],
+            [r[2] for r in batch],
+            [n % budget + 1 for n in nth],
+            [n // budget for n in nth],
+            [r[3] for r in batch],
+        )
 
 
 def score(
@@ -348,93 +534,111 @@ def score(
         agreement = Agreement(sample_labels(compare_with[1]), declared, ("labeler", compare_with[0]))
     policy_said: list[str] = []
     kept = None
-    if workers:
-        counts = _survey(policy_paths, fields, labels)  # a bad row stops here, before any output exists
-    else:  # labelled here, said after the base files' statements and the strategies line
-        kept = _kept(_Labelled("policy", policy_paths, fields, label, policy_said.append, agreement))
-        counts = Counter((step, pid) for pid, _, _, step in kept)
-    per_prompt = Counter(counts.values())
-    k = int(budget) if budget is not None else max(per_prompt, key=lambda n: (per_prompt[n], n))
-    if k < 1:
-        raise SeffiError(f"budget must be a positive number of samples, got {k}")
-    plan = dict(
-        policy=policy_paths, base=base_paths, fields=fields, labels=labels, declared=declared, budget=k
-    )
-    monitor_options.setdefault("task_name", "files")
-    plan |= {"compare_with": compare_with, "task_name": monitor_options["task_name"]}
-    results = _on_ray(plan, workers) if workers else None
-    if results is None:
-        base_sets = _base_sets(_Labelled("base", base_paths, fields, label, say, agreement))
-    else:
-        for what, paths in (("base", base_paths), ("policy", policy_paths)):
-            say(f"{what} files: {next(read_samples(paths, **fields))[0].describe()}")
-        base_sets = {p: v for r in results for p, v in r["base"].items()}
-        for what, i in (("base", 0), ("policy", 1)):
-            parts = [r["unlabelled"][i] for r in results]
-            _say_unlabelled(
-                say,
-                what,
-                sum(p[0] for p in parts),
-                sum(p[1] for p in parts),
-                next((p[2] for p in parts if p[2]), ""),
-            )
-        if agreement is not None:
-            for r in results:
-                agreement.confusion += r["agreement"][0]
-                agreement.same += r["agreement"][1]
-        if hasattr(labels, "calls"):  # the judge's requests were made in the workers
-            labels.calls += sum(r["requests"][0] for r in results)
-            labels.cached += sum(r["requests"][1] for r in results)
-    if late:
-        assert kept is not None
-        sets = {m for _, m, _, _ in kept} | {m for ms, _ in base_sets.values() for m in ms}
-        declared = tuple(sorted(frozenset().union(*sets)))
-        if not declared:
-            raise SeffiError(
-                f"the label field {label_field!r} names no strategy in any file; pass --strategies"
-            )
-    iid = _iid(base_sets, declared)
-    prompts = sorted(base_sets)
-    missing = sorted({pid for _, pid in counts} - set(prompts))
-    if missing:
-        raise SeffiError(
-            f"{len(missing)} policy prompt(s) have no base samples (first: {missing[0]!r}); "
-            "the base files must cover every prompt"
-        )
-    oracle = OracleBaseline({p: {s: {s} for s in declared} for p in prompts}, strategies=list(declared))
-    shown = ", ".join(declared[:8]) + (", ..." if len(declared) > 8 else "")
-    say(f"strategies: {len(declared)} ({shown}); budget K = {k}")
-    for line in policy_said:
-        say(line)
-    monitor = CoverageMonitor(k, list(declared), iid=iid, oracle=oracle, label=name, **monitor_options)
-    by_step = StepCurves(declared, k)
+    job = None
+    if (
+        not workers
+        and compare_with is None
+        and isinstance(labels, FieldLabels | RegexRubric)
+        and sum(p.stat().st_size for p in base_paths if p.is_file()) >= BASE_PROCESS_BYTES
+    ):
+        job = _BaseProcess(base_paths, fields, labels)
     try:
+        if workers:
+            counts = _survey(policy_paths, fields, labels)  # a bad row stops here, before any output exists
+        else:  # labelled here, said after the base files' statements and the strategies line
+            kept = _kept(_Labelled("policy", policy_paths, fields, label, policy_said.append, agreement))
+            counts = Counter((step, pid) for pid, _, _, step in kept)
+        per_prompt = Counter(counts.values())
+        k = int(budget) if budget is not None else max(per_prompt, key=lambda n: (per_prompt[n], n))
+        if k < 1:
+            raise SeffiError(f"budget must be a positive number of samples, got {k}")
+        plan = dict(
+            policy=policy_paths, base=base_paths, fields=fields, labels=labels, declared=declared, budget=k
+        )
+        monitor_options.setdefault("task_name", "files")
+        plan |= {"compare_with": compare_with, "task_name": monitor_options["task_name"]}
+        results = _on_ray(plan, workers) if workers else None
         if results is None:
-            assert kept is not None
-            episodes = _record(kept, k, monitor, by_step)
-            kept = None  # fed: freed before the report's baselines take their memory
-        else:  # the workers' trackers, merged exactly
-            monitor.load_states([r["monitor"] for r in results])
-            by_step.merge([r["steps"] for r in results])
-            episodes = sum(r["episodes"] for r in results)
-        if by_step.trackers:  # one point per training step, logged at that step before the final log
-            rows = by_step.rows(monitor.env_baselines, n_boot=monitor.n_boot, seed=monitor.seed)
-            for row in rows:
-                monitor.sinks.log(step_scalars(row), step=row["step"])
-            if monitor.out_dir is not None:
-                write_steps(monitor.out_dir, rows, plots=monitor.config.plots)
-            say(f"by training step: {len(rows)} steps (steps.md)")
-            episodes = max(episodes, rows[-1]["step"] + 1)
-        if agreement is not None:
-            say(agreement.line())
-            if monitor.out_dir is not None:
-                write_atomic(
-                    monitor.out_dir / "agreement.json", json.dumps(agreement.summary(), indent=2) + "\n"
+            base_sets = job.sets(say) if job is not None else None
+            if base_sets is None:  # read here (small files, or the base's process died)
+                base_sets = _base_sets(_Labelled("base", base_paths, fields, label, say, agreement))
+        else:
+            for what, paths in (("base", base_paths), ("policy", policy_paths)):
+                say(f"{what} files: {next(read_samples(paths, **fields))[0].describe()}")
+            base_sets = {p: v for r in results for p, v in r["base"].items()}
+            for what, i in (("base", 0), ("policy", 1)):
+                parts = [r["unlabelled"][i] for r in results]
+                _say_unlabelled(
+                    say,
+                    what,
+                    sum(p[0] for p in parts),
+                    sum(p[1] for p in parts),
+                    next((p[2] for p in parts if p[2]), ""),
                 )
-        calls = getattr(labels, "calls", None)
-        if calls is not None:
-            say(f"judge: {calls} requests, {labels.cached} answers from its cache")
-    except BaseException:  # Ctrl-C, a file changed under us: what was scored is kept, marked interrupted
-        monitor.finalize(interrupted=True)
-        raise
-    return monitor.finalize(step=episodes)
+            if agreement is not None:
+                for r in results:
+                    agreement.confusion += r["agreement"][0]
+                    agreement.same += r["agreement"][1]
+            if hasattr(labels, "calls"):  # the judge's requests were made in the workers
+                labels.calls += sum(r["requests"][0] for r in results)
+                labels.cached += sum(r["requests"][1] for r in results)
+        if late:
+            assert kept is not None
+            sets = {m for _, m, _, _ in kept} | {m for ms, _ in base_sets.values() for m in ms}
+            declared = tuple(sorted(frozenset().union(*sets)))
+            if not declared:
+                raise SeffiError(
+                    f"the label field {label_field!r} names no strategy in any file; pass --strategies"
+                )
+        iid = _iid(base_sets, declared, IidBaseline if job is None else _BaseCurves)
+        prompts = sorted(base_sets)
+        missing = sorted({pid for _, pid in counts} - set(prompts))
+        if missing:
+            raise SeffiError(
+                f"{len(missing)} policy prompt(s) have no base samples (first: {missing[0]!r}); "
+                "the base files must cover every prompt"
+            )
+        oracle = OracleBaseline({p: {s: {s} for s in declared} for p in prompts}, strategies=list(declared))
+        shown = ", ".join(declared[:8]) + (", ..." if len(declared) > 8 else "")
+        say(f"strategies: {len(declared)} ({shown}); budget K = {k}")
+        for line in policy_said:
+            say(line)
+        monitor = CoverageMonitor(k, list(declared), iid=iid, oracle=oracle, label=name, **monitor_options)
+        by_step = StepCurves(declared, k)
+        if job is not None:  # the base's process computes the report's iid curves meanwhile
+            assert isinstance(iid, _BaseCurves)
+            iid.job = job
+            job.ask(declared, monitor.budget, monitor.seed)
+        try:
+            if results is None:
+                assert kept is not None
+                episodes = _record(kept, k, monitor, by_step)
+                kept = None  # fed: freed before the report's baselines take their memory
+            else:  # the workers' trackers, merged exactly
+                monitor.load_states([r["monitor"] for r in results])
+                by_step.merge([r["steps"] for r in results])
+                episodes = sum(r["episodes"] for r in results)
+            if by_step.trackers:  # one point per training step, logged at that step before the final log
+                rows = by_step.rows(monitor.env_baselines, n_boot=monitor.n_boot, seed=monitor.seed)
+                for row in rows:
+                    monitor.sinks.log(step_scalars(row), step=row["step"])
+                if monitor.out_dir is not None:
+                    write_steps(monitor.out_dir, rows, plots=monitor.config.plots)
+                say(f"by training step: {len(rows)} steps (steps.md)")
+                episodes = max(episodes, rows[-1]["step"] + 1)
+            if agreement is not None:
+                say(agreement.line())
+                if monitor.out_dir is not None:
+                    write_atomic(
+                        monitor.out_dir / "agreement.json", json.dumps(agreement.summary(), indent=2) + "\n"
+                    )
+            calls = getattr(labels, "calls", None)
+            if calls is not None:
+                say(f"judge: {calls} requests, {labels.cached} answers from its cache")
+        except BaseException:  # Ctrl-C, a file changed under us: what was scored is kept, marked interrupted
+            monitor.finalize(interrupted=True)
+            raise
+        return monitor.finalize(step=episodes)
+    finally:
+        if job is not None:
+            job.close()

@@ -178,3 +178,18 @@ def test_rarefaction_counts_equal_the_binomial_formula(m: int) -> None:
         ]
     ).reshape(2, 5, K)
     np.testing.assert_allclose(est.rarefaction_counts(Y, n, K), want, rtol=0, atol=1e-12)
+
+
+def test_rarefaction_counts_of_many_rows_sum_their_columns_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bootstrap-like counts (2,000 rows of 3 counts out of n), summed a block of rows at a time:
+    the same bits as whole columns at once, and the binomial formula."""
+    rng = np.random.default_rng(11)
+    n, K = 12, 12
+    Y = rng.binomial(n, [0.1, 0.5, 0.9], size=(40, 50, 3))
+    blocked = est.rarefaction_counts(Y, n, K)
+    monkeypatch.setattr(est, "COLUMN_SUM_ROWS", 10**9)
+    np.testing.assert_array_equal(blocked, est.rarefaction_counts(Y, n, K))
+    for at in range(0, 2000, 97):
+        row = Y.reshape(-1, 3)[at]
+        want = [sum(1 - math.comb(n - int(y), k) / math.comb(n, k) for y in row) for k in range(1, K + 1)]
+        np.testing.assert_allclose(blocked.reshape(-1, K)[at], want, rtol=0, atol=1e-12)
