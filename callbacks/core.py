@@ -575,6 +575,17 @@ class CoverageMonitor:
         save(self.report(n_boot=self.snapshot_n_boot, checkpoint=True), self.tracker.state_dict())
         return True
 
+    def prepare_finalize(self) -> None:
+        """Start drawing the final report's plots now, for a caller that records no more episodes.
+
+        For a caller with work left before `finalize` (an SB3 model's last policy update): the plots
+        are drawn in a child process meanwhile (`seffi.report.render.PlotRenderer`), and `finalize`
+        waits for them; a `finalize` whose report differs (more episodes came, a stop) draws anew.
+        """
+        ahead = getattr(self.sinks, "render_ahead", None)
+        if ahead is not None and not self.finalized and self.tracker.complete_runs():
+            ahead(self.report())
+
     def finalize(self, step: int | None = None, *, interrupted: bool = False) -> Any:
         """Log a last time (if ``step`` is new), write the report, close the sinks; idempotent.
 
