@@ -17,6 +17,7 @@ and a real plotting error is raised where it always was.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import json
 import os
@@ -146,7 +147,10 @@ class PlotRenderer:
         if proc is not None:
             if proc.poll() is None:
                 proc.kill()
-            proc.communicate()  # reaps it and closes the pipes
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                with contextlib.suppress(OSError):  # a pipe to a killed child may fail to flush
+                    pipe.close()  # type: ignore[union-attr]
+            proc.wait()
         shutil.rmtree(self._folder, ignore_errors=True)
         atexit.unregister(self.close)
 
@@ -157,9 +161,14 @@ def _main(argv: list[str]) -> int:
     for name in ("matplotlib.figure", "matplotlib.backends.backend_agg"):  # loaded while the parent trains
         importlib.import_module(name)
 
-    if not sys.stdin.readline():  # the parent closed without a report
+    parent = os.getppid()
+    if not sys.stdin.readline():  # the parent ended (or was killed) without a report
+        shutil.rmtree(folder, ignore_errors=True)
         return 0
     report = Report.model_validate_json((Path(folder) / REPORT_FILE).read_bytes())
     files = render_report_plots(report, Path(folder) / "out", format=fmt, dpi=dpi)
+    if os.getppid() != parent:  # killed while the child drew: nobody will collect the files
+        shutil.rmtree(folder, ignore_errors=True)
+        return 0
     json.dump({name: str(path) for name, path in files.items()}, sys.stdout)
     return 0

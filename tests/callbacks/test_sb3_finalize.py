@@ -89,15 +89,20 @@ def test_the_folder_is_complete_when_learn_returns_and_as_drawn_in_process(
     class Callback(CoverageCallback):
         def _on_training_end(self) -> None:
             events.append("training end")
+            assert self.monitor is not None
+            report, computed = self.monitor.report, []
+            self.monitor.report = lambda **meta: computed.append(1) or report(**meta)  # type: ignore[method-assign]
             super()._on_training_end()
+            events.append(f"{len(computed)} reports computed")
 
     monkeypatch.setattr(R.PlotRenderer, "submit", recording_submit)
     monkeypatch.setattr(R, "render_report_plots", counting)
     monkeypatch.setattr(report_files, "render_report_plots", counting)
     monkeypatch.setattr("tests.callbacks.test_sb3_finalize.CoverageCallback", Callback)
     child = _folder(_train(tmp_path / "child").out_dir)
-    # Handed to the child at the last rollout's end, before the last policy update; not drawn here.
-    assert events == ["submit", "training end"] and in_process == []
+    # Handed to the child at the last rollout's end, before the last policy update; not drawn here,
+    # and the report computed then is the one written.
+    assert events == ["submit", "training end", "0 reports computed"] and in_process == []
 
     # The same training with the plots drawn in this process, as they are without a child.
     monkeypatch.setattr(LocalSink, "start_renderer", lambda self: None)

@@ -134,3 +134,13 @@ def test_close_stops_an_unused_child_and_removes_its_folder() -> None:
     renderer.close()
     assert proc.returncode is not None and not folder.exists()
     renderer.close()  # idempotent
+
+
+def test_a_child_whose_parent_ends_without_a_report_removes_its_folder() -> None:
+    renderer = PlotRenderer()
+    proc, folder = renderer._proc, Path(renderer._folder)
+    assert proc is not None and proc.stdin is not None
+    proc.stdin.close()  # what a killed parent leaves: end of input, no report
+    assert proc.wait(timeout=60) == 0
+    assert not folder.exists()
+    renderer.close()
