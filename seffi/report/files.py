@@ -67,7 +67,7 @@ def write_report(
             (`seffi.report.plots.FORMATS`).
         dpi: of PNG plots: `seffi.report.plots.DPI` (screen, the default) or
             `seffi.report.plots.PRINT_DPI` (print, as ``seffi report`` writes them).
-        renderer: A [`PlotRenderer`][seffi.report.render.PlotRenderer] that draws the plots (its own
+        renderer: A `seffi.report.render.PlotRenderer` that draws the plots (its own
             format and dpi) in a child process, maybe already under way; report.json is written first.
 
     Returns:

@@ -1,7 +1,7 @@
 """Plots rendered in a child process, so a training loop's last steps and its plots overlap.
 
 Drawing a report's figures (importing matplotlib, laying out and encoding ~6 PNGs) is most of what a
-run does when it ends. A [`PlotRenderer`][seffi.report.render.PlotRenderer] starts a child Python
+run does when it ends. A `PlotRenderer` starts a child Python
 process early (it imports matplotlib while training runs, on another core); once the data is final,
 `submit` hands it the report as JSON and the child draws the figures into a private folder while
 the caller finishes its own work (an SB3 model's last policy update). `plots` then waits for the
