@@ -69,7 +69,7 @@ class PlotRenderer:
             "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
         }
         main = "import sys; from seffi.report.render import _main; sys.exit(_main(sys.argv[1:]))"
-        args = [sys.executable, "-c", main, self._folder, self.format, str(self.dpi)]
+        args = [sys.executable, "-c", main, self._folder, self.format, str(self.dpi), str(os.getpid())]
         try:
             self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
                 args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
@@ -156,19 +156,25 @@ class PlotRenderer:
 
 
 def _main(argv: list[str]) -> int:
-    """The child: on a line from stdin, draw the plots of ``argv[0]/report.json``; print ``{name: file}``."""
+    """The child: on a line from stdin, draw the plots of ``argv[0]/report.json``; print ``{name: file}``.
+
+    ``argv``: the private folder, the format, the dpi and the parent's process id.
+    """
     folder, fmt, dpi = argv[0], argv[1], int(argv[2])
     for name in ("matplotlib.figure", "matplotlib.backends.backend_agg"):  # loaded while the parent trains
         importlib.import_module(name)
 
-    parent = os.getppid()
+    parent = int(argv[3])  # not os.getppid() here: the parent may have died while this one started
     if not sys.stdin.readline():  # the parent ended (or was killed) without a report
         shutil.rmtree(folder, ignore_errors=True)
         return 0
-    report = Report.model_validate_json((Path(folder) / REPORT_FILE).read_bytes())
-    files = render_report_plots(report, Path(folder) / "out", format=fmt, dpi=dpi)
-    if os.getppid() != parent:  # killed while the child drew: nobody will collect the files
-        shutil.rmtree(folder, ignore_errors=True)
-        return 0
-    json.dump({name: str(path) for name, path in files.items()}, sys.stdout)
+    try:
+        report = Report.model_validate_json((Path(folder) / REPORT_FILE).read_bytes())
+        files = render_report_plots(report, Path(folder) / "out", format=fmt, dpi=dpi)
+        json.dump({name: str(path) for name, path in files.items()}, sys.stdout)
+        sys.stdout.flush()
+        sys.stdin.read()  # the parent has copied the files when it closes this input (or it died)
+    finally:
+        if os.getppid() != parent:  # the parent died (killed): nobody collects the files
+            shutil.rmtree(folder, ignore_errors=True)
     return 0
