@@ -1,4 +1,4 @@
-"""Overhead of seffi's coverage callback: SB3 PPO (router and token env) and a Gymnasium vector loop.
+"""Overhead of seffi's coverage callback: SB3 PPO (a user env, router and token env) and a vector loop.
 
 Prints, in one run, wall times with and without the callback side by side (same env, same seed):
 
@@ -16,6 +16,13 @@ Prints, in one run, wall times with and without the callback side by side (same 
 * **finalize** — the one-off end-of-training cost (final curves from the tracker, report.json/md,
   PNG plots, W&B summary), in seconds, and the ratio including it, so nothing is hidden.
 
+The first workload trains on ``UserPlannerEnv``, an env written here as a user writes one (no seffi
+import; multi-step episodes whose last step carries the info contract, plus the two optional methods
+for the exact baselines), with ``PPO("MlpPolicy", env)`` as a user writes it (one env, SB3's
+defaults): 20k steps, the goal's "incl. finalize" ratio. The callback draws the report's plots in a
+child process (started with training, handed the report during the last policy update), so the CPU
+clock counts this process and its ended children.
+
 Repetitions are interleaved (without, with, with, without, ...) so machine noise hits all arms
 alike; each figure is the median over repetitions (ratios: median of per-pair ratios). torch runs on
 one thread in both arms. Monitor settings are the defaults a user gets (log_every=1024 episodes,
@@ -23,6 +30,7 @@ log_curves_every=10, n_boot=200, plots on); W&B is disabled unless ``--wandb off
 
     python benchmarks/callback_overhead.py                 # ~5 minutes on 2 shared cores
     python benchmarks/callback_overhead.py --reps 5 --router-steps 65536 --wandb offline
+    python benchmarks/callback_overhead.py --router-steps 0 --token-steps 0 --loop-steps 0  # user env only
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -42,16 +51,82 @@ import seffi.envs  # noqa: F401 - registers the env ids
 from seffi.callbacks import CoverageMonitor
 
 ROUTER, TOKEN = "seffi/SortSwapsRouter-v0", "seffi/SortSwaps-v0"
+USER = "UserPlannerEnv"
+
+#: The user env's strategies, what each action's trace follows, and the base model's law over match sets.
+PLANS = ("astar", "bfs", "dfs", "greedy")
+ACTION_MATCHES: tuple[tuple[str, ...], ...] = (("bfs",), ("dfs",), ("astar",), ("astar", "greedy"), ())
+BASE_LAW = {
+    frozenset({"bfs"}): 0.55,
+    frozenset({"dfs"}): 0.25,
+    frozenset({"astar"}): 0.08,
+    frozenset({"astar", "greedy"}): 0.04,
+    frozenset(): 0.08,
+}
+
+
+class UserPlannerEnv(gym.Env):
+    """A user's env: an episode is ``length`` steps on one input; its last action picks the plan.
+
+    After ``budget`` episodes on an input the next reset moves to the next of ``n_inputs`` inputs.
+    """
+
+    def __init__(self, n_inputs: int = 16, budget: int = 16, length: int = 4) -> None:
+        self.observation_space = gym.spaces.Box(0.0, 1.0, shape=(3,), dtype=np.float32)
+        self.action_space = gym.spaces.Discrete(len(ACTION_MATCHES))
+        self.strategies = PLANS
+        self.input_ids = tuple(f"maze-{i}" for i in range(n_inputs))
+        self.budget, self.length = budget, length
+        self.index, self.k, self.t = 0, 0, 0
+
+    def _obs(self) -> np.ndarray:
+        n = len(self.input_ids)
+        return np.array([self.index / n, self.k / self.budget, self.t / self.length], dtype=np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        if self.k >= self.budget:
+            self.index, self.k = (self.index + 1) % len(self.input_ids), 0
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action: Any):
+        self.t += 1
+        if self.t < self.length:
+            return self._obs(), 0.0, False, False, {}
+        self.k += 1
+        matches = ACTION_MATCHES[int(action)]
+        info = {
+            "input_id": self.input_ids[self.index],
+            "strategy_matches": matches,
+            "valid": bool(matches),
+            "sample_index": self.k,
+        }
+        return self._obs(), float(len(matches)), True, False, info
+
+    def base_match_distribution(self, input_id: str, valid_only: bool = False) -> dict[frozenset, float]:
+        law = {m: p for m, p in BASE_LAW.items() if m or not valid_only}
+        total = sum(law.values())
+        return {m: p / total for m, p in law.items()}
+
+    def reference_match_sets(self, input_id: str) -> dict[str, frozenset]:
+        return {s: frozenset([s]) for s in PLANS}
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process (all threads) and of its ended child processes (the plots' renderer)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 class Clock:
-    """Wall and CPU time (this process, all threads) since creation."""
+    """Wall and CPU time (this process, all threads, and its ended children) since creation."""
 
     def __init__(self) -> None:
-        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        self.wall, self.cpu = time.perf_counter(), cpu_seconds()
 
     def read(self) -> tuple[float, float]:
-        return time.perf_counter() - self.wall, time.process_time() - self.cpu
+        return time.perf_counter() - self.wall, cpu_seconds() - self.cpu
 
 
 class Timing:
@@ -84,9 +159,16 @@ def ppo_time(
 
     from seffi.callbacks.sb3 import CoverageCallback
 
-    venv = make_vec_env(env_id, n_envs=n_envs, seed=0, env_kwargs={"n_inputs": 16, "budget": budget})
-    policy = "MultiInputPolicy" if isinstance(venv.observation_space, gym.spaces.Dict) else "MlpPolicy"
-    model = PPO(policy, venv, n_steps=256, batch_size=256, n_epochs=4, seed=0, device="cpu")
+    env_kwargs = {"n_inputs": 16, "budget": budget}
+    if env_id == USER:  # as a user writes it: one env, SB3's PPO defaults (2048-step rollouts, 10 epochs)
+        model = PPO(
+            "MlpPolicy", make_vec_env(UserPlannerEnv, seed=0, env_kwargs=env_kwargs), seed=0, device="cpu"
+        )
+    else:
+        venv = make_vec_env(env_id, n_envs=n_envs, seed=0, env_kwargs=env_kwargs)
+        policy = "MultiInputPolicy" if isinstance(venv.observation_space, gym.spaces.Dict) else "MlpPolicy"
+        model = PPO(policy, venv, n_steps=256, batch_size=256, n_epochs=4, seed=0, device="cpu")
+    venv = model.get_env()
     cb = None
     spent = [(0.0, 0.0)]
     in_loop = [0.0]  # baseline seconds spent before the finalize (the finalize may compute more)
@@ -224,6 +306,7 @@ def show() -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--user-steps", type=int, default=20000, help="PPO timesteps on the user env")
     p.add_argument("--router-steps", type=int, default=32768, help="PPO timesteps on the router env")
     p.add_argument("--token-steps", type=int, default=32768, help="PPO timesteps on the token env")
     p.add_argument("--ppo-envs", type=int, default=4)
@@ -244,10 +327,11 @@ def main() -> None:
         "(log_every=1024 episodes, log_curves_every=10, n_boot=200, plots on; SB3: log_at=rollout)"
     )
     for env_id, steps, arms in (
+        (USER, a.user_steps, ("rollout",)),
         (ROUTER, a.router_steps, ("rollout", "step")),
         (TOKEN, a.token_steps, ("rollout",)),
     ):
-        if steps <= 0:  # --router-steps 0 / --token-steps 0 skip that workload
+        if steps <= 0:  # --user-steps 0 / --router-steps 0 / --token-steps 0 skip that workload
             continue
         b, c = interleaved(
             lambda arm, out, e=env_id, s=steps: ppo_time(e, s, a.ppo_envs, a.budget, arm, a.wandb, out),
@@ -256,26 +340,32 @@ def main() -> None:
         )
         for arm in arms:
             suffix = "" if arm == "rollout" else f", log_at={arm}"
-            record(f"SB3 PPO {env_id}, {steps} steps x{a.ppo_envs} envs{suffix}", b, c[arm])
-    b, c = interleaved(
-        lambda arm, out: loop_time(a.loop_steps, a.loop_envs, a.loop_inputs, a.budget, arm, out), a.reps
-    )
-    name = f"vector loop {ROUTER}, random actions, {a.loop_steps}x{a.loop_envs}, {a.loop_inputs} inputs"
-    record(name, b, c["rollout"])
-    loop_with = statistics.median(t.total[0] - t.finalize[0] for t in c["rollout"])
-    per = (loop_with - statistics.median(t.total[0] for t in b)) / max(c["rollout"][0].episodes, 1) * 1e6
-    hooks = statistics.median(t.hooks / max(t.episodes, 1) for t in c["rollout"]) * 1e6
-    # The exact baselines are computed once per run: in a 1-second loop they weigh as much as the
-    # steady per-episode cost, in a real training run nothing, so both figures are shown.
-    once = statistics.median(t.baselines / max(t.episodes, 1) for t in c["rollout"]) * 1e6
-    show()
-    print(
-        f"vector loop: the monitor costs {per:.2f} us per finished episode ({hooks:.2f} us in its hooks); "
-        f"without the one-off exact baselines {per - once:.2f} us ({hooks - once:.2f} us)"
-    )
+            envs = "1 env, PPO defaults" if env_id == USER else f"x{a.ppo_envs} envs"
+            record(f"SB3 PPO {env_id}, {steps} steps {envs}{suffix}", b, c[arm])
+    if a.loop_steps <= 0:  # --loop-steps 0 skips the vector loop
+        show()
+    else:
+        b, c = interleaved(
+            lambda arm, out: loop_time(a.loop_steps, a.loop_envs, a.loop_inputs, a.budget, arm, out), a.reps
+        )
+        name = f"vector loop {ROUTER}, random actions, {a.loop_steps}x{a.loop_envs}, {a.loop_inputs} inputs"
+        record(name, b, c["rollout"])
+        loop_with = statistics.median(t.total[0] - t.finalize[0] for t in c["rollout"])
+        per = (loop_with - statistics.median(t.total[0] for t in b)) / max(c["rollout"][0].episodes, 1) * 1e6
+        hooks = statistics.median(t.hooks / max(t.episodes, 1) for t in c["rollout"]) * 1e6
+        # The exact baselines are computed once per run: in a 1-second loop they weigh as much as the
+        # steady per-episode cost, in a real training run nothing, so both figures are shown.
+        once = statistics.median(t.baselines / max(t.episodes, 1) for t in c["rollout"]) * 1e6
+        show()
+        print(
+            f"vector loop: the monitor costs {per:.2f} us per finished episode "
+            f"({hooks:.2f} us in its hooks); without the one-off exact baselines "
+            f"{per - once:.2f} us ({hooks - once:.2f} us)"
+        )
     print(
         "loop ratio: training incl. per-step ingestion and periodic logs / training without the callback;\n"
-        "cpu: process CPU time (less sensitive than wall time to other load on a shared machine);\n"
+        "cpu: CPU time of the process and its ended children (the plots' renderer), less sensitive than\n"
+        "wall time to other load on a shared machine;\n"
         "baselines: one-off exact iid/oracle computation at the first logs (inside 'with'; 'w/o baselines' "
         "removes it);\n"
         "finalize: one-off end-of-training report (tracker curves, report.json/md, PNG plots), not in the "

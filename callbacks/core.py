@@ -138,6 +138,8 @@ class CoverageMonitor:
         self.last_comparison: Any = None
         #: Extra policy lines for the final report (the evaluator's earlier evaluations).
         self.extra_policies: list[Any] = []
+        #: (tracker, episodes, report) of `prepare_finalize`: `finalize` reuses the report of unchanged data.
+        self._prepared: tuple[CoverageTracker, int, Any] | None = None
 
     @classmethod
     def for_env(cls, env: Any, budget: int, **kwargs: Any) -> CoverageMonitor:
@@ -575,6 +577,20 @@ class CoverageMonitor:
         save(self.report(n_boot=self.snapshot_n_boot, checkpoint=True), self.tracker.state_dict())
         return True
 
+    def prepare_finalize(self) -> None:
+        """Start drawing the final report's plots now, for a caller that records no more episodes.
+
+        For a caller with work left before `finalize` (an SB3 model's last policy update): the plots
+        are drawn in a child process meanwhile (`seffi.report.render.PlotRenderer`), and `finalize`
+        waits for them and reuses the report; a `finalize` of other data (more episodes came) or of
+        a stopped run computes its report and draws anew.
+        """
+        ahead = getattr(self.sinks, "render_ahead", None)
+        if ahead is not None and not self.finalized and self.tracker.complete_runs():
+            report = self.report()
+            self._prepared = (self._tracker, self.episodes, report)
+            ahead(report)
+
     def finalize(self, step: int | None = None, *, interrupted: bool = False) -> Any:
         """Log a last time (if ``step`` is new), write the report, close the sinks; idempotent.
 
@@ -591,7 +607,16 @@ class CoverageMonitor:
             return None
         if step is not None and (self.last_step is None or step > self.last_step):
             self.log(step)
-        report = self.report(interrupted=True) if interrupted else self.report()
+        prepared, self._prepared = self._prepared, None
+        if (
+            prepared is not None
+            and not interrupted
+            and prepared[0] is self._tracker
+            and prepared[1] == self.episodes
+        ):
+            report = prepared[2]  # computed once: report.json, report.md, the plots and W&B share it
+        else:
+            report = self.report(interrupted=True) if interrupted else self.report()
         final = getattr(self.sinks, "log_final_curves", None)
         if final is not None and report.comparisons:  # the chart ends on every policy of the report
             final(report.comparisons[0], None, self.scope)

@@ -207,6 +207,8 @@ class CoverageCallback(BaseCallback):
         if self.mode in ("stream", "both"):
             self.monitor = CoverageMonitor(env=self.training_env, config=self._part_config("stream"))
             self._steps = [] if self.log_at == "rollout" else None
+            if own:  # the plots' child process loads matplotlib while the model trains
+                self.monitor.sinks.start_renderer()
             wandb = getattr(self.monitor.sinks, "wandb", None)
             if wandb is not None and wandb.enabled:
                 run = wandb.run.run  # the raw wandb run, reused (not finished) by the evaluation
@@ -245,8 +247,11 @@ class CoverageCallback(BaseCallback):
             # costs one append and the rollout's episodes are checked and coded together, a column
             # at a time (half the work per episode, none of it inside SB3's step loop). SB3 never
             # changes a step's dones or info dicts afterwards: it keeps the dones as the next
-            # step's episode starts.
-            steps.append((self.locals["infos"], self.locals["dones"]))
+            # step's episode starts. A step where no episode ended has nothing to record, and its
+            # infos are not kept alive (fewer survivors, fewer of Python's full garbage collections).
+            dones = self.locals["dones"]
+            if dones.any():
+                steps.append((self.locals["infos"], dones))
         elif self.monitor is not None:
             # SB3 VecEnvs put the finished episode's info in infos[i] at the done step.
             self.monitor.update_infos(self.locals["infos"], self.locals["dones"])
@@ -261,6 +266,11 @@ class CoverageCallback(BaseCallback):
         if self.monitor is not None and self.log_at == "rollout":
             self._ingest_steps()
             self.monitor.maybe_log(self.num_timesteps)
+        total = getattr(self.model, "_total_timesteps", None)
+        if self.monitor is not None and total is not None and self.num_timesteps >= total:
+            # The last rollout: no episode ends after it, and the policy update that follows (a second
+            # or more) is when the report's plots are drawn, in a child process, not after it.
+            self.monitor.prepare_finalize()
 
     def _ingest_steps(self) -> None:
         """Record the episodes of the steps since the last call (``log_at="rollout"``)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -21,6 +22,9 @@ from seffi.report.plots import DPI, check_format, render_report_plots
 from seffi.report.run_folder import refuse_links
 from seffi.report.safe_load import load_json_file
 from seffi.report.schema import SCHEMA_VERSION, Report
+
+if TYPE_CHECKING:
+    from seffi.report.render import PlotRenderer
 
 #: Caps when reading a report.json (a large real run writes a few MB at a nesting depth below 12).
 MAX_REPORT_BYTES = 512 * 2**20
@@ -48,6 +52,7 @@ def write_report(
     report_json: bool = True,
     format: str = "png",
     dpi: int = DPI,
+    renderer: PlotRenderer | None = None,
 ) -> dict[str, Path]:
     """Write report.json, the plots and report.md into ``out_dir`` (created if needed).
 
@@ -62,6 +67,8 @@ def write_report(
             (`seffi.report.plots.FORMATS`).
         dpi: of PNG plots: `seffi.report.plots.DPI` (screen, the default) or
             `seffi.report.plots.PRINT_DPI` (print, as ``seffi report`` writes them).
+        renderer: A `seffi.report.render.PlotRenderer` that draws the plots (its own
+            format and dpi) in a child process, maybe already under way; report.json is written first.
 
     Returns:
         ``{name: path}`` of every file written; "report.json" and "report.md" plus one entry per plot
@@ -73,18 +80,22 @@ def write_report(
     out = Path(out_dir)
     if plots:
         check_format(format)  # before anything is written
+    text = dumps_report(report) if report_json or renderer is not None else ""
     try:
         out.mkdir(parents=True, exist_ok=True)
         refuse_links(out)  # seffi report must not write its plots through a link to another folder
         if report_json:
-            write_atomic(out / REPORT_JSON, dumps_report(report))
+            write_atomic(out / REPORT_JSON, text)
     except OSError as exc:
         raise SeffiError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
     files: dict[str, Path] = {REPORT_JSON: out / REPORT_JSON}
     plot_files: dict[str, Path] = {}
     if plots:
         try:
-            plot_files = render_report_plots(report, out, format=format, dpi=dpi)
+            if renderer is not None:
+                plot_files = renderer.plots(report, text, out)
+            else:
+                plot_files = render_report_plots(report, out, format=format, dpi=dpi)
         except OSError as exc:  # a full disk or an unwritable plots/ folder: what was written stays valid
             raise SeffiError(f"cannot write the plots to {out}: {exc.strerror or exc}") from None
         files.update(plot_files)

@@ -1051,6 +1051,13 @@ def save_coverage(comparison: Comparison, path: str | Path, *, dpi: int = DPI) -
     return path
 
 
+def remember_coverage(comparison: Comparison, path: str | Path, *, dpi: int = DPI) -> None:
+    """Make ``path``, `plot_coverage` of ``comparison`` drawn elsewhere, the figure `save_coverage` reuses."""
+    global _last_coverage
+    path = Path(path)
+    _last_coverage = (f"{figure_format(path)}@{dpi}:{comparison.model_dump_json()}", path.read_bytes())
+
+
 def _mark_extrapolated(ax: Any, c: CurveSet, y: Sequence[float | None], style: dict[str, Any]) -> None:
     """Draw a curve's extrapolated part (``extrapolated``: k > n of an iid baseline from n samples) dashed.
 

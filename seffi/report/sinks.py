@@ -25,6 +25,7 @@ from seffi.report import keys
 from seffi.report.caveats import console_lines, summary_notes
 from seffi.report.files import dumps_report, load_report, write_report
 from seffi.report.plots import save_coverage
+from seffi.report.render import PlotRenderer
 from seffi.report.run_folder import (
     claim_run_folder,
     fresh_out_dir,
@@ -86,6 +87,7 @@ class LocalSink:
     def __init__(self, out_dir: str | Path, *, plots: bool = True) -> None:
         self.out_dir = Path(out_dir)
         self.plots = plots
+        self._renderer: PlotRenderer | None = None
         self.files: dict[str, Path] = {}
         self._handles: dict[Path, Any] = {}  # path -> open binary file (append mode, unbuffered)
         self._backlog: dict[Path, list[str]] = {}  # lines a full disk refused, in order
@@ -170,6 +172,8 @@ class LocalSink:
 
     def _release(self) -> None:
         self.close()
+        if self._renderer is not None:
+            self._renderer.close()
         if self._own_lock:
             release_run_folder(self.out_dir)
 
@@ -191,6 +195,25 @@ class LocalSink:
             raise SeffiError(f"cannot write {path}: {exc.strerror or exc}") from None
         self.files[TRACKER_STATE_JSON] = path
 
+    def start_renderer(self) -> None:
+        """Have a child process draw the plots at `finish` (see `PlotRenderer`); nothing without plots.
+
+        Called when training starts: the child loads matplotlib then, on another core, not at `finish`.
+        """
+        if self.plots and self._renderer is None:
+            self._renderer = PlotRenderer()
+
+    def render_ahead(self, report: Report) -> None:
+        """Start drawing the plots of ``report`` in the child process (started here if need be).
+
+        For a caller whose data is final before it calls `finish` (an SB3 model's last policy update
+        still runs): `finish` with an equal report waits for these plots, any other report is drawn anew.
+        """
+        if self.plots:
+            self.start_renderer()
+            assert self._renderer is not None
+            self._renderer.submit(dumps_report(report))
+
     def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
         """Write the lines kept in memory, tracker_state.json and report.json / report.md / plots; close.
 
@@ -209,7 +232,8 @@ class LocalSink:
                 if tracker_state is not None:
                     self._write_state(tracker_state)
                 if report is not None:
-                    self.files.update(write_report(self.out_dir, report, plots=self.plots))
+                    files = write_report(self.out_dir, report, plots=self.plots, renderer=self._renderer)
+                    self.files.update(files)
             except SeffiError as exc:
                 failed.append(str(exc))
         finally:
@@ -265,6 +289,8 @@ class WandbSink:
         self.log_curves_every = log_curves_every
         self.log_images = log_images
         self._snapshot_calls: dict[str | None, int] = {}  # per scope
+        # The final chart's image (comparison, step, scope), drawn at this sink's next call.
+        self._final_image: tuple[Comparison, int, str | None] | None = None
         self.run.define_step_metric()
 
     @property
@@ -274,10 +300,12 @@ class WandbSink:
 
     def log(self, data: Mapping[str, Any], step: int) -> None:
         """Scalars at ``step`` (out-of-order steps are dropped with one warning)."""
+        self._log_final_image()
         self.run.log(data, step)
 
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
         """Every ``log_curves_every``-th call: coverage ``line_series`` (+ image) of all curve sets."""
+        self._log_final_image()
         call = self._snapshot_calls.get(scope, 0)
         self._snapshot_calls[scope] = call + 1
         if call % self.log_curves_every or not self.run.enabled:
@@ -291,10 +319,21 @@ class WandbSink:
 
         Under the same key as the curve snapshots (``keys.curves_key("coverage", scope)``), so the
         chart ends on the final policies whatever ``log_curves_every`` is; with ``image`` the coverage
-        plot goes to ``.../curves/coverage_plot`` at ``step`` (default: the last logged step).
+        plot goes to ``.../curves/coverage_plot`` at ``step`` (default: the last logged step), drawn
+        at this sink's next call: a run's last call is `finish`, after the local sink drew the same
+        figure into the run folder, which is then reused (`seffi.report.plots.save_coverage`).
         """
+        self._log_final_image()
         if self.run.enabled:
-            self._curves(comparison, step, scope, image=image and self.log_images)
+            self._curves(comparison, step, scope, image=False)
+            if image and self.log_images and comparison.curve_sets():
+                at = step if step is not None else (self.run.last_step or 0)
+                self._final_image = (comparison, at, scope)
+
+    def _log_final_image(self) -> None:
+        pending, self._final_image = self._final_image, None
+        if pending is not None and self.run.enabled:
+            self._image(*pending)
 
     def _curves(self, comparison: Comparison, step: int | None, scope: str | None, *, image: bool) -> None:
         sets = comparison.curve_sets()
@@ -303,17 +342,22 @@ class WandbSink:
         # line_series needs one shared x axis: use the k grid of the first set, lines on other grids skip.
         xs = sets[0].k
         ys = {c.label: c.coverage for c in sets if c.k == xs}
-        title = f"{comparison.task}: coverage C(k), K={comparison.budget}"
-        self.run.log_line_series(keys.curves_key("coverage", scope), xs, ys, title, "k", step)
+        self.run.log_line_series(
+            keys.curves_key("coverage", scope), xs, ys, _chart_title(comparison), "k", step
+        )
         if image:
-            at = step if step is not None else (self.run.last_step or 0)
-            with tempfile.TemporaryDirectory(prefix="seffi-img-") as tmp:
-                png = save_coverage(comparison, Path(tmp) / "coverage.png")
-                # wandb.Image copies the file into the run's media folder at log time.
-                self.run.log_image(keys.curves_key("coverage_plot", scope), png, at, caption=title)
+            self._image(comparison, step if step is not None else (self.run.last_step or 0), scope)
+
+    def _image(self, comparison: Comparison, step: int, scope: str | None) -> None:
+        with tempfile.TemporaryDirectory(prefix="seffi-img-") as tmp:
+            png = save_coverage(comparison, Path(tmp) / "coverage.png")
+            # wandb.Image copies the file into the run's media folder at log time.
+            key = keys.curves_key("coverage_plot", scope)
+            self.run.log_image(key, png, step, caption=_chart_title(comparison))
 
     def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
-        """Final numbers to ``run.summary``; report.json + tracker state as one artifact; finish."""
+        """Final chart image, ``run.summary``, report.json + tracker state as one artifact; finish."""
+        self._log_final_image()
         if report is not None:
             self.run.update_summary({**keys.report_scalars(report), **summary_notes(report)})
         if self.run.enabled and (report is not None or tracker_state is not None):
@@ -331,6 +375,10 @@ class WandbSink:
                 # add_file copies at call time (the artifact is staged), so the temp dir may go.
                 self.run.log_artifact(name, "seffi-report", paths)
         self.run.finish()
+
+
+def _chart_title(comparison: Comparison) -> str:
+    return f"{comparison.task}: coverage C(k), K={comparison.budget}"
 
 
 class MultiSink:
@@ -380,6 +428,14 @@ class MultiSink:
                 error = error or exc
         if error is not None:
             raise error
+
+    def start_renderer(self) -> None:
+        """`LocalSink.start_renderer` of every sink that draws plots."""
+        self._each("start_renderer")
+
+    def render_ahead(self, report: Report) -> None:
+        """`LocalSink.render_ahead` of every sink that draws plots."""
+        self._each("render_ahead", report)
 
     def checkpoint(self, report: Report, tracker_state: Mapping[str, Any]) -> None:
         """Checkpoint every sink that keeps files (the local one)."""

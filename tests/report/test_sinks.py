@@ -123,10 +123,11 @@ def test_final_curves_chart_every_policy_whatever_log_curves_every() -> None:
     assert key == ("_wandb", "visualize", "seffi/Sort-v0/curves/coverage")
     labels = [row[1] for row in run.summary["seffi/Sort-v0/curves/coverage_table"].data]
     assert sorted(set(labels)) == ["iid", "learned", "learned1", "learned2", "oracle"]
+    assert len(run.logged) == 1  # the image is drawn at the sink's next call
+    wandb.log_final_curves(comp, 41, "Sort-v0", image=False)
     images = [(row["seffi/step"], k) for row in run.logged for k in row if k.endswith("coverage_plot")]
     assert images == [(40, "seffi/Sort-v0/curves/coverage_plot")]  # at the last logged step
-    wandb.log_final_curves(comp, 41, "Sort-v0", image=False)
-    assert len(run.config_updates) == 2 and len(run.logged) == 2  # the chart again, no image
+    assert len(run.config_updates) == 2 and len(run.logged) == 2  # the chart again, no second image
 
 
 def test_local_sink_keeps_everything(offline_run: dict[str, Any]) -> None:
