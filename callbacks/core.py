@@ -283,6 +283,9 @@ class CoverageMonitor:
         Returns the scalars, or ``None``: no data yet, or a step not above the last logged one
         (refused with one warning; the tracker keeps every episode for the final report).
         """
+        return self._log(step, checkpoint=True)
+
+    def _log(self, step: int, *, checkpoint: bool) -> dict[str, float] | None:
         step = int(step)
         if not self.schedule.start(step, self.episodes) or self.tracker.complete_runs() == 0:
             return None
@@ -300,7 +303,7 @@ class CoverageMonitor:
             self.sinks.log_snapshot(comparison, step, self.scope)
         self.schedule.done(step)
         self.last_scalars = scalars
-        if self._checkpoint_due():
+        if checkpoint and self._checkpoint_due():
             self.checkpoint()
         self.log_seconds += time.perf_counter() - started
         if self.config.verbose:  # opt-in console progress
@@ -606,7 +609,7 @@ class CoverageMonitor:
         if self.finalized:
             return None
         if step is not None and (self.last_step is None or step > self.last_step):
-            self.log(step)
+            self._log(step, checkpoint=False)  # the report and state written next supersede one
         prepared, self._prepared = self._prepared, None
         if (
             prepared is not None

@@ -111,6 +111,7 @@ class EnvBaselines:
         self.seconds = 0.0
         self._aucs: dict[str, tuple[float | None, float | None]] = {}
         self._users: dict[int, Curves] = {}
+        self._user_rows: dict[int, dict[str, int]] = {}  # per user baseline: input_id -> its row
         self._laws: dict[str, Any] = {}
         self._curves: dict[frozenset[str], tuple[Curves | None, Curves | None]] = {}
         self._pool: frozenset[str] | None = None
@@ -170,6 +171,13 @@ class EnvBaselines:
             return self._user_curves(iid)
         return iid.curves(self.budget, seed=self.iid_seed)
 
+    def _oracle_curves(self, oracle: Any, iid: Any) -> Curves | None:
+        if oracle is None:
+            return None
+        if oracle is self.user_oracle and not self.oracle_rarity:  # the per-input AUCs' curves
+            return self._user_curves(oracle)
+        return oracle.curves(self.budget, rarity=iid if self.oracle_rarity else None)
+
     def _user_curves(self, baseline: Any) -> Curves:
         """A user baseline's curves over its inputs, computed once (an `IidBaseline`'s with ``iid_seed``)."""
         if id(baseline) not in self._users:
@@ -186,8 +194,10 @@ class EnvBaselines:
             c = self._user_curves(baseline)
             if c.input_auc is None or c.input_keys is None:
                 return c.auc
-            index = {str(i): j for j, (_, i) in enumerate(c.input_keys)}
-            return float(c.input_auc[index[x]]) if x in index else None
+            if id(baseline) not in self._user_rows:  # built once: a window asks input by input
+                self._user_rows[id(baseline)] = {str(i): j for j, (_, i) in enumerate(c.input_keys)}
+            row = self._user_rows[id(baseline)].get(x)
+            return None if row is None else float(c.input_auc[row])
         if isinstance(baseline, IidBaseline):
             return baseline.aucs(self.budget)[x]
         return baseline.curves(self.budget).auc
@@ -235,7 +245,7 @@ class EnvBaselines:
             self.iid_baseline = iid
             self._curves[seen] = (
                 self._iid_curves(iid),
-                oracle.curves(self.budget, rarity=iid if self.oracle_rarity else None) if oracle else None,
+                self._oracle_curves(oracle, iid),
             )
             self.seconds += time.perf_counter() - started
         return self._curves[seen]
