@@ -366,13 +366,15 @@ class CoverageTracker:
         raw = ids.tolist()
         if not set(map(type, raw)) <= {str}:
             raw = [x if type(x) is str else _input_id(x) for x in raw]
-        out = self.keys.codes(self.task, raw)
-        miss = np.flatnonzero(out < 0)
+        # A batch repeats few ids: code each distinct one once (a str caches its hash, so this is cheap).
+        distinct = list(dict.fromkeys(raw))
+        codes = self.keys.codes(self.task, distinct)
+        miss = np.flatnonzero(codes < 0)
         if miss.size:  # new inputs: added at once, in order of appearance
-            new = list(dict.fromkeys(raw[i] for i in miss.tolist()))
-            self._add_inputs([(self.task, x) for x in new], self.num_strategies)
-            out[miss] = self.keys.codes(self.task, [raw[i] for i in miss.tolist()])
-        return out
+            self._add_inputs([(self.task, distinct[i]) for i in miss.tolist()], self.num_strategies)
+            codes[miss] = self.keys.codes(self.task, [distinct[i] for i in miss.tolist()])
+        code_of = dict(zip(distinct, codes.tolist(), strict=True))
+        return np.fromiter(map(code_of.__getitem__, raw), np.int64, len(raw))
 
     def _record_positions(
         self,
