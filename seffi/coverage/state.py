@@ -1,9 +1,8 @@
-"""The tracker's state declared once (`STATE`); checking, storing, merging and loading follow from it.
+"""The tracker's state declared once; checking, storing, merging and loading follow from it.
 
-Each per-input metric adds the parts it declares (`metric_parts`). The stored layout (format
-``seffi.coverage.tracker/2``; older ones are converted by `seffi.coverage.state_v1`) holds the tables
-as columns in key order, first-hit rows packed one base-36 character a cell when all fit. Per-input
-sums are derived from the runs at load, so a state holds each run once.
+`STATE` and each metric's `metric_parts` declare every part. The stored layout (format 2; older ones
+are converted by `seffi.coverage.state_v1`) holds tables as columns in key order, first-hit rows packed
+one base-36 character a cell when all fit; per-input sums are derived from the runs at load.
 """
 
 from __future__ import annotations
@@ -134,6 +133,7 @@ STATE: tuple[Part, ...] = (*SETTINGS, *INPUT_FIELDS, *RUN_FIELDS, *RECORDS, *COU
 RUN_TABLE_FIELDS = tuple(p for p in RUN_FIELDS if p.merge != "key")
 _OPEN_KEYS = tuple(f.key for f in _OPEN)
 _HITS = ("first_hit", "first_valid_hit")
+_OPS = {"sum": np.add, "max": np.maximum}
 
 
 @functools.cache
@@ -144,11 +144,6 @@ def metric_parts() -> tuple[Part, ...]:
         Part(f"metrics.{m}.{d.name}", d.merge, m, lo=d.lo, fill=d.lo, width=d.width, where="metrics")
         for m, d in specs
     )
-
-
-def _table(s: Mapping[str, Any], p: Part) -> Any:
-    """The mapping holding table part ``p`` in state ``s`` (a metric's parts: its entry of metrics)."""
-    return s["metrics"][p.doc] if p.where == "metrics" else s[p.where]
 
 
 def _int(value: Any, where: str, lo: int, hi: int) -> int:
@@ -231,11 +226,7 @@ def to_json(s: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def check(state: Any) -> dict[str, Any]:
-    """A validated state (format 2; older formats converted), every value bounded by its declaration.
-
-    Returns:
-        The checked form (`load`, `merge`, `to_json` and `check` take it): table columns as int arrays,
-        each registered metric's parts and ``partial`` flag under ``metrics[name]``.
+    """The checked form of a state (older formats converted): tables as int arrays, metrics by name.
 
     Raises:
         ValueError: one line, "corrupted CoverageTracker state: <the first problem>" (or "not a
@@ -273,26 +264,27 @@ def _checked(state: Mapping[str, Any]) -> dict[str, Any]:
             s[p.name] = [{f.key: setting(f, row[f.key], s) for f in p.fields} for row in state[p.name]]
         else:
             held = stored.get(p.doc) if p.where == "metrics" else state[p.where]
+            into = s["metrics"][p.doc] if p.where == "metrics" else s[p.where]
             n = len(state["runs"]["input"] if p.where == "runs" else state["inputs"]["input_id"])
             w = None if p.width is None else len(s["columns"]) if p.width == "columns" else s[p.width]
             if w == 0 and p.width != "columns":  # a matrix of width 0 is not stored
                 if p.key in (held or {}):
                     raise ValueError(f"{p.name} is present but its declaration says it is not")
             elif held is None:  # a metric the state lacks
-                _table(s, p)[p.key] = np.full((n,) if w is None else (n, w), p.fill, dtype=np.int64)
+                into[p.key] = np.full((n,) if w is None else (n, w), p.fill, dtype=np.int64)
             elif p.kind != "str":
                 hi = p.hi(s) if callable(p.hi) else p.hi
-                _table(s, p)[p.key] = _column(held[p.key], p.name, (n,) if w is None else (n, w), p.lo, hi)
+                into[p.key] = _column(held[p.key], p.name, (n,) if w is None else (n, w), p.lo, hi)
             elif not isinstance(v := held[p.key], list) or len(v) != n or set(map(type, v)) - {str}:
                 raise ValueError(f"{p.name} must be a list of {n} strings")
             else:
-                _table(s, p)[p.key] = list(v)
+                into[p.key] = list(v)
     _hold(_rules(s))
     return s
 
 
 def _hold(rules: Any) -> None:
-    """Raise the message of the first broken rule of ``rules`` ((broken, message) pairs, lazily)."""
+    """Raise the message of the first broken rule of ``rules`` ((broken, message) pairs)."""
     for broken, message in rules:
         if broken:
             raise ValueError(message)
@@ -313,7 +305,9 @@ def _rules(s: Mapping[str, Any]) -> Any:
     u, n, nv, fv, out, fh, fvh = (r[k] for k in ("input", "n", "n_valid", "first_valid", "beyond", *_HITS))
     ids = list(zip(s["inputs"]["task"], s["inputs"]["input_id"], strict=True))
     yield ids != sorted(set(ids)), "inputs must be unique and sorted"
-    yield _repeated(u, r["stream"])[1].size, "runs must be unique per (input, stream)"
+    order = np.lexsort((r["stream"], u))
+    again = (np.diff(u[order]) == 0) & (np.diff(r["stream"][order]) == 0)
+    yield again.any(), "runs must be unique per (input, stream)"
     counts = (nv > n).any() or (fv >= n).any() or ((fv < 0) != (nv == 0)).any()
     yield counts, "runs have inconsistent n / n_valid / first_valid"
     outside = (fvh >= 0) & ((fh < 0) | (fvh < fh) | (fvh >= n[:, None]))
@@ -338,78 +332,34 @@ def _rules(s: Mapping[str, Any]) -> Any:
     yield len({b["input"] for b in bars}) != len(bars), "barcode rows must be one per input"
 
 
-def _repeated(unit: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The order sorting runs by (input, stream), and where in it a run repeats the one before."""
-    order = np.lexsort((stream, unit))
-    u, st = unit[order], stream[order]
-    return order, np.flatnonzero((u[1:] == u[:-1]) & (st[1:] == st[:-1])) + 1
-
-
 # -- a tracker in and out ---------------------------------------------------------------------------------
 
 
 def dump(t: CoverageTracker) -> dict[str, Any]:
-    """Tracker ``t``'s state in checked form."""
-    a, S, C, U = t.assigner, t.assigner.n_slots, len(t.columns), len(t.keys)
+    """Tracker ``t``'s state in checked form: inputs in key order, runs in (input, stream) order."""
+    a, C, order = t.assigner, len(t.columns), t.input_order()
+    rank = np.argsort(order)  # input code -> its row
+    unit = rank[a.slot_input]
+    runs = np.lexsort((a.slot_stream, unit))
+    pos = np.argsort(runs)  # slot -> its row
     s: dict[str, Any] = {"format": STATE_FORMAT, **{p.name: getattr(t, p.name) for p in SETTINGS + COUNTERS}}
     s["strategies"], s["columns"] = None if t.strategies is None else list(t.strategies), list(t.columns)
-    s["inputs"] = {"task": [k[0] for k in t.keys], "input_id": [k[1] for k in t.keys], "m": t.m}
-    s["inputs"]["next_stream"] = a.next_stream[:U]
-    s["runs"] = {"input": a.slot_input[:S], "stream": a.slot_stream[:S]}
+    keys = t.keys.take(order)
+    s["inputs"] = {"task": [k[0] for k in keys], "input_id": [k[1] for k in keys], "m": t.m[order]}
+    s["inputs"]["next_stream"] = a.next_stream[order]
+    s["runs"] = {"input": unit[runs], "stream": a.slot_stream[runs]}
     for p in t.runs.fields:
-        v = getattr(t.runs, p.key)
-        s["runs"][p.key] = v[:S, :C] if p.width == "columns" else v[:S]
-    opened = a.open_runs()  # (input, env, slot, count, sample_index, run_index): the slot is the run
-    s["open_runs"] = [dict(zip(_OPEN_KEYS, (r[2], r[1], *r[3:]), strict=True)) for r in opened]
-    bars = t.bar.rows_held()
-    s["barcode"] = [{"input": c, "stream": st, "cells": x, "new": list(map(int, f))} for c, st, x, f in bars]
+        s["runs"][p.key] = getattr(t.runs, p.key)[(runs, slice(C)) if p.width == "columns" else runs]
+    opened = (dict(zip(_OPEN_KEYS, (int(pos[r[2]]), r[1], *r[3:]), strict=True)) for r in a.open_runs())
+    s["open_runs"] = sorted(opened, key=lambda r: r["run"])
+    bars = ((int(rank[c]), st, x, list(map(int, f))) for c, st, x, f in t.bar.rows_held())
+    s["barcode"] = [dict(zip(("input", "stream", "cells", "new"), b, strict=True)) for b in sorted(bars)]
     for m in t.metrics:
-        m.grow(U, C)
-    s["metrics"] = {m.name: {"partial": m.partial, **{k: m.rows(k) for k in m.specs}} for m in t.metrics}
-    return _canonical(s)
-
-
-def _canonical(s: dict[str, Any]) -> dict[str, Any]:
-    """``s`` with its inputs sorted by key and its runs by (input, stream), an input's rows combined.
-
-    The rows of one (task, input_id) combine by their merge rules, the first row's value first.
-
-    Raises:
-        ValueError: two rows of one input disagree on an "agree" part, or a run is in two rows.
-    """
-    keys = list(zip(s["inputs"]["task"], s["inputs"]["input_id"], strict=True))
-    uniq = sorted(set(keys))
-    index = {k: i for i, k in enumerate(uniq)}
-    new = np.array([index[k] for k in keys], dtype=np.int64)  # row -> its key's row
-    first = np.unique(new, return_index=True)[1]  # the first row of each key
-    rest = np.setdiff1d(np.arange(new.size), first)
-    out = {**s, "inputs": {"task": [k[0] for k in uniq], "input_id": [k[1] for k in uniq]}}
-    out["metrics"] = {name: {"partial": held["partial"]} for name, held in s["metrics"].items()}
-    for p in (*INPUT_FIELDS[2:], *metric_parts()):
-        v = np.asarray(_table(s, p)[p.key])
-        got = _table(out, p)[p.key] = v[first]
-        if p.merge in ("sum", "max"):
-            {"sum": np.add.at, "max": np.maximum.at}[p.merge](got, new[rest], v[rest])
-        if p.merge == "agree" and (clash := np.flatnonzero(got[new] != v)).size:
-            j = int(clash[0])
-            raise ValueError(f"cannot merge: input {keys[j][1]!r} has {p.doc} {got[new[j]]} vs {v[j]}")
-    unit = new[np.asarray(s["runs"]["input"], dtype=np.int64)]
-    stream = np.asarray(s["runs"]["stream"], dtype=np.int64)
-    order, again = _repeated(unit, stream)
-    if again.size:
-        clash = [(*uniq[unit[order[j]]], int(stream[order[j]])) for j in again[:3]]
-        raise ValueError(f"cannot merge: both trackers hold run(s) {clash} (task, input_id, stream)")
-    pos = np.argsort(order)
-    out["runs"] = {k: (unit if k == "input" else np.asarray(v))[order] for k, v in s["runs"].items()}
-    opened = ({**r, "run": int(pos[r["run"]])} for r in s["open_runs"])
-    out["open_runs"] = sorted(opened, key=lambda r: r["run"])
-    bars: dict[int, dict[str, Any]] = {}
-    for row in s["barcode"]:  # per input the row of its lowest stream, for the barcode_rows smallest
-        code, cut = int(new[row["input"]]), s["barcode_cols"]
-        if code not in bars or row["stream"] < bars[code]["stream"]:
-            bars[code] = {**row, "input": code, "cells": row["cells"][:cut], "new": row["new"][:cut]}
-    out["barcode"] = [bars[c] for c in sorted(bars)[: s["barcode_rows"]]]
-    return out
+        m.grow(len(t.keys), C)
+    s["metrics"] = {
+        m.name: {"partial": m.partial, **{k: m.rows(k)[order] for k in m.specs}} for m in t.metrics
+    }
+    return s
 
 
 def load(cls: type[CoverageTracker], state: Any, *, barcode_rows: int | None = None) -> CoverageTracker:
@@ -421,40 +371,68 @@ def load(cls: type[CoverageTracker], state: Any, *, barcode_rows: int | None = N
     if barcode_rows is not None:
         rows = _int(barcode_rows, "barcode_rows", 0, 2**31 + 1)
         s = {**s, "barcode_rows": rows, "barcode": sorted(s["barcode"], key=lambda b: b["input"])[:rows]}
-    spec = s["strategies"] if s["strategies"] is not None else s["num_strategies"]
-    t = cls(spec, **{p.name: s[p.name] for p in SETTINGS[2:-1]})  # task .. stream_offset
-    inp, runs, R = s["inputs"], s["runs"], len(s["runs"]["input"])
-    for c in s["columns"]:
-        t._column(c)
-    t._add_inputs(list(zip(inp["task"], inp["input_id"], strict=True)), inp["m"])
-    t.assigner.add_slots(runs["stream"], runs["input"])
-    U = len(t.keys)
-    t.assigner.next_stream[:U] = np.maximum(t.assigner.next_stream[:U], inp["next_stream"])
-    t.runs.grow(R)
-    for p in t.runs.fields:
-        getattr(t.runs, p.key)[:R] = runs[p.key]
-    for r in s["open_runs"]:
-        fields = (r["env_index"], r["run"], r["count"], r["sample_index"], r["run_index"])
-        t.assigner.restore_open(int(runs["input"][r["run"]]), *fields)
-    t.bar.grow(U)
-    for b in s["barcode"]:
-        t.bar.put(b["input"], b["stream"], list(b["cells"]), [bool(x) for x in b["new"]], t.keys)
-    for p in COUNTERS:
-        setattr(t, p.name, s[p.name])
-    for m in t.metrics:
-        m.grow(U, len(t.columns))
-        m.partial = s["metrics"][m.name]["partial"]
-        for k in m.specs:
-            m.rows(k)[...] = s["metrics"][m.name][k]
+    t = _add(_new(cls, s), s)
     t._rebuild_sums()
     return t
 
 
-# -- merging and moving streams ---------------------------------------------------------------------------
+def _new(cls: type[CoverageTracker], s: Mapping[str, Any]) -> CoverageTracker:
+    """An empty tracker of class ``cls`` with the settings of state ``s``."""
+    spec = s["strategies"] if s["strategies"] is not None else s["num_strategies"]
+    return cls(spec, **{p.name: s[p.name] for p in SETTINGS[2:-1]})  # task .. stream_offset
 
 
-def merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
-    """The checked-form state ``a`` with ``b``'s runs added, by the declared merge rules.
+def _add(t: CoverageTracker, s: Mapping[str, Any], *, merged: bool = False) -> CoverageTracker:
+    """Tracker ``t`` with checked state ``s``'s runs added by the declared merge rules (returned).
+
+    ``merged``: ``s`` is another tracker's: ``t`` keeps its open runs and next streams ("keep").
+
+    Raises:
+        ValueError: an input's M_x differs, or a run is in both.
+    """
+    inp, runs = s["inputs"], s["runs"]
+    cols = np.array([t._column(c) for c in s["columns"]], dtype=np.int64)  # s's columns in t
+    codes = np.full(len(inp["task"]), -1, dtype=np.int64)
+    for task in set(inp["task"]):  # a few tasks: their inputs coded at once
+        rows = [i for i, x in enumerate(inp["task"]) if x == task]
+        codes[rows] = t.keys.codes(task, [inp["input_id"][i] for i in rows])
+    if (clash := np.flatnonzero((codes >= 0) & (t._m[np.maximum(codes, 0)] != inp["m"]))).size:
+        j, m = int(clash[0]), inp["m"]
+        raise ValueError(f"cannot merge: input {inp['input_id'][j]!r} has M_x {t.m[codes[j]]} vs {m[j]}")
+    new = np.flatnonzero(codes < 0)
+    t._add_inputs([(inp["task"][i], inp["input_id"][i]) for i in new.tolist()], inp["m"][new])
+    codes[new] = np.arange(len(t.keys) - new.size, len(t.keys))
+    u = codes[runs["input"]]
+    if merged and (both := np.flatnonzero(t._slots_of(u, runs["stream"]) >= 0)).size:
+        held = [(*t.keys[int(u[j])], int(runs["stream"][j])) for j in both[:3]]
+        raise ValueError(f"cannot merge: both trackers hold run(s) {held} (task, input_id, stream)")
+    slots = t.assigner.add_slots(runs["stream"], u)
+    t.runs.grow(t.assigner.n_slots)
+    for p in t.runs.fields:
+        getattr(t.runs, p.key)[np.ix_(slots, cols) if p.width == "columns" else slots] = runs[p.key]
+    if not merged:
+        np.maximum.at(t.assigner.next_stream, codes, inp["next_stream"])
+        for r in s["open_runs"]:
+            fields = (r["env_index"], slots[r["run"]], r["count"], r["sample_index"], r["run_index"])
+            t.assigner.restore_open(int(u[r["run"]]), *fields)
+    t.bar.grow(len(t.keys))
+    for b in s["barcode"]:
+        cells = [int(cols[c]) if c >= 0 else c for c in b["cells"]]
+        t.bar.put(int(codes[b["input"]]), b["stream"], cells, [bool(x) for x in b["new"]], t.keys)
+    for p in COUNTERS:
+        held = getattr(t, p.name)
+        setattr(t, p.name, held + s[p.name] if p.merge == "sum" else held or s[p.name])
+    for m in t.metrics:
+        m.grow(len(t.keys), len(t.columns))
+        m.partial = m.partial or s["metrics"][m.name]["partial"]
+        for k, spec in m.specs.items():  # into int64 arrays (a tracker fits their type after)
+            ix = np.ix_(codes, cols) if spec.width else codes
+            getattr(m, k)[ix] = _OPS[spec.merge](getattr(m, k)[ix], s["metrics"][m.name][k])
+    return t
+
+
+def merge(cls: type[CoverageTracker], a: Mapping[str, Any], b: Mapping[str, Any]) -> CoverageTracker:
+    """A tracker holding checked state ``a`` with ``b``'s runs added, by the declared merge rules.
 
     Raises:
         ValueError: the settings differ, an input's M_x differs, or a run is in both.
@@ -464,31 +442,11 @@ def merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
         mine, theirs = zip(*agree, strict=True)
         text = "cannot merge trackers with different strategy sets, budget or latent codes"
         raise ValueError(f"{text}: {mine!r} vs {theirs!r}")
-    s = {**a, "inputs": {}, "runs": {}, "columns": list(dict.fromkeys(a["columns"] + b["columns"]))}
-    col_of = {c: j for j, c in enumerate(s["columns"])}
-    cols = (np.arange(len(a["columns"])), np.array([col_of[c] for c in b["columns"]], dtype=np.int64))
-    Ua = len(a["inputs"]["input_id"])
-    s["metrics"] = {
-        k: {"partial": v["partial"] or b["metrics"][k]["partial"]} for k, v in a["metrics"].items()
-    }
-    for p in (*INPUT_FIELDS, *RUN_FIELDS, *metric_parts()):
-        if p.key not in _table(a, p):
-            continue
-        va, vb = _table(a, p)[p.key], _table(b, p)[p.key]
-        if p.kind == "str":
-            _table(s, p)[p.key] = list(va) + list(vb)
-            continue
-        vb = vb + Ua if p.name == "runs.input" else np.full_like(vb, p.fill) if p.merge == "keep" else vb
-        both = [va, vb]
-        if p.width == "columns":  # b's rows after a's: the input codes shift, b's columns spread
-            both = [np.full((len(v), len(col_of)), p.fill, dtype=np.int64) for v in both]
-            both[0][:, cols[0]], both[1][:, cols[1]] = va, vb
-        _table(s, p)[p.key] = np.concatenate(both)
-    s["barcode"] = list(a["barcode"]) + [
-        {**r, "input": r["input"] + Ua, "cells": [int(cols[1][c]) if c >= 0 else c for c in r["cells"]]}
-        for r in b["barcode"]
-    ]  # a's open runs stay open: b's runs close in the merged tracker, and its next streams go unused
-    return _canonical(s | {p.name: p.derive(s) for p in COUNTERS})
+    merged = dump(_add(_add(_new(cls, a), a), b, merged=True))
+    return load(cls, merged)  # in canonical order: as loading the merged state
+
+
+# -- moving streams ---------------------------------------------------------------------------------------
 
 
 def shift_streams(state: Any, offset: int) -> dict[str, Any]:
