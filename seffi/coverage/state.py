@@ -172,6 +172,16 @@ def setting(p: Part, value: Any, s: Mapping[str, Any]) -> Any:
     return _int(value, p.name, p.lo, hi)
 
 
+def _field(f: Part, values: list[Any], s: Mapping[str, Any]) -> list[Any]:
+    """A record field's values checked: ints at once (one by one when one is bad, to name it)."""
+    if f.kind == "int":
+        try:
+            return _column(values, f.name, (len(values),), f.lo, f.hi(s) if callable(f.hi) else f.hi).tolist()
+        except ValueError:
+            pass
+    return [setting(f, v, s) for v in values]
+
+
 # -- the stored layout ------------------------------------------------------------------------------------
 
 _DIGITS = "-0123456789abcdefghijklmnopqrstuvwxyz"  # a packed cell: "-" none, else its index in base 36
@@ -261,7 +271,10 @@ def _checked(state: Mapping[str, Any]) -> dict[str, Any]:
         elif p.fields:
             if not isinstance(state[p.name], list):
                 raise ValueError(f"{p.name} must be a list")
-            s[p.name] = [{f.key: setting(f, row[f.key], s) for f in p.fields} for row in state[p.name]]
+            cols = [_field(f, [row[f.key] for row in state[p.name]], s) for f in p.fields]
+            s[p.name] = [
+                dict(zip((f.key for f in p.fields), r, strict=True)) for r in zip(*cols, strict=True)
+            ]
         else:
             held = stored.get(p.doc) if p.where == "metrics" else state[p.where]
             into = s["metrics"][p.doc] if p.where == "metrics" else s[p.where]
@@ -412,9 +425,9 @@ def _add(t: CoverageTracker, s: Mapping[str, Any], *, merged: bool = False) -> C
         getattr(t.runs, p.key)[np.ix_(slots, cols) if p.width == "columns" else slots] = runs[p.key]
     if not merged:
         np.maximum.at(t.assigner.next_stream, codes, inp["next_stream"])
-        for r in s["open_runs"]:
-            fields = (r["env_index"], slots[r["run"]], r["count"], r["sample_index"], r["run_index"])
-            t.assigner.restore_open(int(u[r["run"]]), *fields)
+        o = {k: np.array([r[k] for r in s["open_runs"]], dtype=np.int64) for k in _OPEN_KEYS}
+        run = o.pop("run")
+        t.assigner.restore_open(u[run], o.pop("env_index"), slots[run], *o.values())  # count, indices
     t.bar.grow(len(t.keys))
     for b in s["barcode"]:
         cells = [int(cols[c]) if c >= 0 else c for c in b["cells"]]
