@@ -125,7 +125,7 @@ COUNTERS = _in(
     Part("samples", "sum", "samples", derive=lambda s: int(s["runs"]["n"].sum())),
     Part("valid", "sum", "correct samples", derive=lambda s: int(s["runs"]["n_valid"].sum())),
     Part("skipped", "sum", "samples beyond the budget", derive=lambda s: int(s["runs"]["beyond"].sum())),
-    Part("has_latent", "or", "latent codes", "bool", derive=_LATENT),
+    Part("has_latent", "or", "(whether a run holds a latent code)", "bool", derive=_LATENT),
 )
 #: Every part of a tracker's state, in storage order (then the metrics' parts, `metric_parts`).
 STATE: tuple[Part, ...] = (*SETTINGS, *INPUT_FIELDS, *RUN_FIELDS, *RECORDS, *COUNTERS)
