@@ -477,5 +477,4 @@ def shift_streams(state: Any, offset: int) -> dict[str, Any]:
 
 def stream_span(state: Any) -> int:
     """1 + the highest stream number in a state (0 when it holds no run)."""
-    streams = check(state)["runs"]["stream"]
-    return int(streams.max()) + 1 if streams.size else 0
+    return int(check(state)["runs"]["stream"].max(initial=-1)) + 1
