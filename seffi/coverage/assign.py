@@ -413,9 +413,11 @@ class RunAssigner:
             for key, r in zip(keys[order].tolist(), rows[order].tolist(), strict=True)
         ]
 
-    def restore_open(self, u: int, env: int, slot: int, count: int, si: int, ri: int) -> None:
-        """Reopen a run (inverse of `open_runs`)."""
-        col = self.env_cols.setdefault(int(env), len(self.env_cols))
-        self.ensure_inputs(u + 1)
-        r = int(self._rows(np.array([(u << _SHIFT) | col], dtype=np.int64))[0])
-        self.o_slot[r], self.o_cnt[r], self.o_si[r], self.o_ri[r] = slot, count, si, ri
+    def restore_open(self, u: Any, env: Any, *fields: Any) -> None:
+        """Reopen runs (inverse of `open_runs`): inputs, env indices, slots, counts, last indices."""
+        u, env = np.atleast_1d(u), np.atleast_1d(env)
+        if u.size:
+            col = np.array([self.env_cols.setdefault(e, len(self.env_cols)) for e in env.tolist()], np.int64)
+            self.ensure_inputs(int(u.max()) + 1)
+            r = self._rows((u << _SHIFT) | col)
+            self.o_slot[r], self.o_cnt[r], self.o_si[r], self.o_ri[r] = fields

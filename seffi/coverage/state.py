@@ -1,17 +1,14 @@
-"""The tracker's state declared once; checking, the stored layout, merging and loading follow from it.
+"""The tracker's state declared once; checking, storing, merging and loading follow from it.
 
-`STATE` lists every part of a ``CoverageTracker``'s state with its bounds and merge rule; each
-per-input metric (`seffi.coverage.input_metrics`) adds the parts it declares (`metric_parts`). The
-stored layout (format ``seffi.coverage.tracker/2``; older formats are converted at load by
-`seffi.coverage.state_v1`) holds the inputs and runs tables as columns in key order, first-hit rows
-packed one base-36 character per cell when all fit. Per-input sums are derived from the runs at
-load, so a state holds each run once.
+`STATE` and each metric's `metric_parts` declare every part. The stored layout (format 2; older ones
+are converted by `seffi.coverage.state_v1`) holds tables as columns in key order, first-hit rows packed
+one base-36 character a cell when all fit; per-input sums are derived from the runs at load.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -26,12 +23,9 @@ if TYPE_CHECKING:
 __all__ = ["MAX_BUDGET", "MAX_LATENTS", "MAX_STRATEGIES", "STATE", "STATE_FORMAT", "Part", "check"]
 
 STATE_FORMAT = state_v1.STATE_FORMAT
-#: Caps on the sizes a state (or a tracker) may declare: each sizes an allocation.
-MAX_BUDGET = 2**16  # K: samples per run
-MAX_LATENTS = 2**16  # Z: latent codes (a column per code in every run)
-MAX_STRATEGIES = 2**20  # M: strategies (a column per strategy in every run)
-#: Inputs with a complete run x K: the per-input sums a loaded state needs (7 integers a cell).
-MAX_SUM_CELLS = 2**28
+MAX_BUDGET = MAX_LATENTS = 2**16  # caps on K and Z, and on M below: each sizes an allocation
+MAX_STRATEGIES = 2**20
+MAX_SUM_CELLS = 2**28  # inputs with a complete run x K: the per-input sums a loaded state needs
 _BIG = 2**53  # counts, streams and indices stay below this (exact as JSON numbers)
 
 
@@ -41,10 +35,9 @@ class Part:
 
     ``merge``: "agree" (must be equal), "keep" (the merged-into tracker's; the other's rows read
     ``fill``), "union" (ids in order of appearance), "key" (rows join by it), "disjoint" (a run in
-    both is an error), "open" (the merged-into's runs stay open), "lowest_stream" (per input its
-    lowest stream's row, for the ``barcode_rows`` smallest), "sum", "max", "or". ``hi`` is exclusive
-    (an int, or a function of the parts checked before). ``width``: the setting giving a matrix's
-    width ("columns": their count; width 0: not stored). ``wide``: int64 in a narrow run table.
+    both is an error), "sum", "max"; a counter is ``derive``d from the runs. ``hi`` is exclusive (an
+    int, or a function of the parts checked before). ``width``: the setting giving a matrix's width
+    ("columns": their count; width 0: not stored). ``wide``: int64 in a narrow run table.
     """
 
     name: str
@@ -57,8 +50,9 @@ class Part:
     width: str | None = None
     fill: int = 0
     fields: tuple[Part, ...] = ()  # of each record of a "records" part
-    where: str = ""  # "setting", "counter", "records", or the table holding it
+    where: str = ""  # "setting", "counter", "records", "metrics", or the table holding it
     wide: bool = False
+    derive: Callable[[Mapping[str, Any]], Any] | None = None
 
     @functools.cached_property
     def key(self) -> str:
@@ -73,6 +67,8 @@ def _in(where: str, *parts: Part) -> tuple[Part, ...]:
 
 _INPUTS = lambda s: max(len(s["inputs"]["input_id"]), 1)  # noqa: E731
 _HIT = {"lo": -1, "fill": -1}
+_M = lambda s: int(s["num_strategies"] or MAX_STRATEGIES) + 1  # noqa: E731
+_LATENT = lambda s: "latent_first_hit" in s["runs"] and bool((s["runs"]["latent_first_hit"] >= 0).any())  # noqa: E731
 SETTINGS = _in(
     "setting",
     Part("strategies", "agree", "declared strategy ids (the columns), or null", "ids", True),
@@ -89,7 +85,7 @@ INPUT_FIELDS = _in(
     "inputs",
     Part("task", "key", "task of each input", "str"),
     Part("input_id", "key", "id of each input", "str"),
-    Part("m", "agree", "M_x", lo=1, hi=lambda s: int(s["num_strategies"] or MAX_STRATEGIES) + 1),
+    Part("m", "agree", "M_x", lo=1, hi=_M),
     Part("next_stream", "keep", "next stream record() opens for the input"),
 )
 RUN_FIELDS = _in(
@@ -121,15 +117,15 @@ _BARCODE = _in(
 )
 RECORDS = _in(
     "records",
-    Part("open_runs", "open", "runs record() continues", fields=_OPEN),
-    Part("barcode", "lowest_stream", "barcode rows", fields=_BARCODE),
+    Part("open_runs", "", "runs record() continues (the merged-into tracker's)", fields=_OPEN),
+    Part("barcode", "", "rows: an input's lowest stream's, for the barcode_rows smallest", fields=_BARCODE),
 )
 COUNTERS = _in(
     "counter",
-    Part("samples", "sum", "samples recorded (in runs)"),
-    Part("valid", "sum", "correct samples recorded"),
-    Part("skipped", "sum", "samples beyond their run's budget (not recorded): the runs' beyond"),
-    Part("has_latent", "or", "some sample carried a latent code", "bool"),
+    Part("samples", "sum", "samples", derive=lambda s: int(s["runs"]["n"].sum())),
+    Part("valid", "sum", "correct samples", derive=lambda s: int(s["runs"]["n_valid"].sum())),
+    Part("skipped", "sum", "samples beyond the budget", derive=lambda s: int(s["runs"]["beyond"].sum())),
+    Part("has_latent", "or", "(whether a run holds a latent code)", "bool", derive=_LATENT),
 )
 #: Every part of a tracker's state, in storage order (then the metrics' parts, `metric_parts`).
 STATE: tuple[Part, ...] = (*SETTINGS, *INPUT_FIELDS, *RUN_FIELDS, *RECORDS, *COUNTERS)
@@ -137,6 +133,7 @@ STATE: tuple[Part, ...] = (*SETTINGS, *INPUT_FIELDS, *RUN_FIELDS, *RECORDS, *COU
 RUN_TABLE_FIELDS = tuple(p for p in RUN_FIELDS if p.merge != "key")
 _OPEN_KEYS = tuple(f.key for f in _OPEN)
 _HITS = ("first_hit", "first_valid_hit")
+_OPS = {"sum": np.add, "max": np.maximum}
 
 
 @functools.cache
@@ -149,26 +146,17 @@ def metric_parts() -> tuple[Part, ...]:
     )
 
 
-def _table(s: Mapping[str, Any], p: Part) -> Any:
-    """The mapping holding table part ``p`` in state ``s`` (a metric's parts: its entry of metrics)."""
-    return s["metrics"][p.doc] if p.where == "metrics" else s[p.where]
-
-
-def _hi(p: Part, s: Mapping[str, Any]) -> int:
-    return p.hi(s) if callable(p.hi) else p.hi
-
-
 def _int(value: Any, where: str, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or not lo <= value < hi:
         text = repr(value)
-        raise ValueError(
-            f"{where} must be an int in [{lo}, {hi}), got {text[:57] + '...' * (len(text) > 60)}"
-        )
+        text = text[:57] + "..." * (len(text) > 60)
+        raise ValueError(f"{where} must be an int in [{lo}, {hi}), got {text}")
     return int(value)
 
 
 def setting(p: Part, value: Any, s: Mapping[str, Any]) -> Any:
     """A setting, counter or record field checked against its declaration (bounds from ``s``)."""
+    hi = p.hi(s) if callable(p.hi) else p.hi
     if value is None and p.null:
         return None
     if p.kind == "ids":
@@ -180,10 +168,18 @@ def setting(p: Part, value: Any, s: Mapping[str, Any]) -> Any:
             raise ValueError(f"{p.name} must be a {p.kind}")
         return value
     if p.kind == "list":
-        return _column(
-            value, p.name, (len(value) if isinstance(value, list) else 0,), p.lo, _hi(p, s)
-        ).tolist()
-    return _int(value, p.name, p.lo, _hi(p, s))
+        return _column(value, p.name, (len(value) if isinstance(value, list) else 0,), p.lo, hi).tolist()
+    return _int(value, p.name, p.lo, hi)
+
+
+def _field(f: Part, values: list[Any], s: Mapping[str, Any]) -> list[Any]:
+    """A record field's values checked: ints at once (one by one when one is bad, to name it)."""
+    if f.kind == "int":
+        try:
+            return _column(values, f.name, (len(values),), f.lo, f.hi(s) if callable(f.hi) else f.hi).tolist()
+        except ValueError:
+            pass
+    return [setting(f, v, s) for v in values]
 
 
 # -- the stored layout ------------------------------------------------------------------------------------
@@ -240,11 +236,7 @@ def to_json(s: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def check(state: Any) -> dict[str, Any]:
-    """A validated state (format 2; older formats converted), every value bounded by its declaration.
-
-    Returns:
-        The checked form (`load`, `merge`, `to_json` and `check` take it): table columns as int arrays,
-        each registered metric's parts and ``partial`` flag under ``metrics[name]``.
+    """The checked form of a state (older formats converted): tables as int arrays, metrics by name.
 
     Raises:
         ValueError: one line, "corrupted CoverageTracker state: <the first problem>" (or "not a
@@ -275,178 +267,112 @@ def _checked(state: Mapping[str, Any]) -> dict[str, Any]:
     for p in (*STATE, *metric_parts()):
         if p.where in ("setting", "counter"):
             s[p.name] = setting(p, state[p.name], s)
-            _hold(_setting_rules(s) if p.name == "columns" else [])
+            _hold(_setting_rules(s) if p.name == "columns" else ())
         elif p.fields:
             if not isinstance(state[p.name], list):
                 raise ValueError(f"{p.name} must be a list")
-            s[p.name] = [{f.key: setting(f, row[f.key], s) for f in p.fields} for row in state[p.name]]
+            cols = [_field(f, [row[f.key] for row in state[p.name]], s) for f in p.fields]
+            s[p.name] = [
+                dict(zip((f.key for f in p.fields), r, strict=True)) for r in zip(*cols, strict=True)
+            ]
         else:
             held = stored.get(p.doc) if p.where == "metrics" else state[p.where]
+            into = s["metrics"][p.doc] if p.where == "metrics" else s[p.where]
             n = len(state["runs"]["input"] if p.where == "runs" else state["inputs"]["input_id"])
-            if (v := _table_part(p, held, s, n)) is not None:
-                _table(s, p)[p.key] = v
+            w = None if p.width is None else len(s["columns"]) if p.width == "columns" else s[p.width]
+            if w == 0 and p.width != "columns":  # a matrix of width 0 is not stored
+                if p.key in (held or {}):
+                    raise ValueError(f"{p.name} is present but its declaration says it is not")
+            elif held is None:  # a metric the state lacks
+                into[p.key] = np.full((n,) if w is None else (n, w), p.fill, dtype=np.int64)
+            elif p.kind != "str":
+                hi = p.hi(s) if callable(p.hi) else p.hi
+                into[p.key] = _column(held[p.key], p.name, (n,) if w is None else (n, w), p.lo, hi)
+            elif not isinstance(v := held[p.key], list) or len(v) != n or set(map(type, v)) - {str}:
+                raise ValueError(f"{p.name} must be a list of {n} strings")
+            else:
+                into[p.key] = list(v)
     _hold(_rules(s))
     return s
 
 
-def _table_part(p: Part, held: Mapping[str, Any] | None, s: Mapping[str, Any], n: int) -> Any:
-    """Table part ``p`` of ``n`` rows from ``held`` (None: a metric the state lacks, at its fill).
-
-    Returns None for a matrix whose width setting (not "columns") is 0: it is not stored.
-    """
-    w = None if p.width is None else len(s["columns"]) if p.width == "columns" else s[p.width]
-    absent = w == 0 and p.width != "columns"
-    if absent and p.key in (held or {}):
-        raise ValueError(f"{p.name} is present but its declaration says it is not")
-    shape = (n,) if w is None else (n, w)
-    if absent or held is None:
-        return None if absent else np.full(shape, p.fill, dtype=np.int64)
-    if p.kind != "str":
-        return _column(held[p.key], p.name, shape, p.lo, _hi(p, s))
-    if not isinstance(v := held[p.key], list) or len(v) != n or not all(isinstance(x, str) for x in v):
-        raise ValueError(f"{p.name} must be a list of {n} strings")
-    return list(v)
-
-
-def _hold(rules: Iterable[tuple[Any, str]]) -> None:
+def _hold(rules: Any) -> None:
+    """Raise the message of the first broken rule of ``rules`` ((broken, message) pairs)."""
     for broken, message in rules:
         if broken:
             raise ValueError(message)
 
 
-def _setting_rules(s: Mapping[str, Any]) -> list[tuple[Any, str]]:
-    """(broken, message) of each rule tying the settings together (they bound the tables)."""
+def _setting_rules(s: Mapping[str, Any]) -> Any:
+    """The rules tying the settings together (they bound the tables)."""
     cols, M, declared = s["columns"], s["num_strategies"], s["strategies"] is not None
     unique = len(set(cols)) == len(cols) <= MAX_STRATEGIES
-    return [
-        (not unique, f"columns must be at most {MAX_STRATEGIES} unique strategy ids"),
-        (declared and cols != s["strategies"], "columns must be the declared strategies"),
-        (declared and M != len(cols), f"num_strategies={M} but {len(cols)} strategies are declared"),
-    ]
+    yield not unique, f"columns must be at most {MAX_STRATEGIES} unique strategy ids"
+    yield declared and cols != s["strategies"], "columns must be the declared strategies"
+    yield declared and M != len(cols), f"num_strategies={M} but {len(cols)} strategies are declared"
 
 
-def _rules(s: Mapping[str, Any]) -> list[tuple[Any, str]]:
-    """(broken, message) of each rule tying the parts together."""
+def _rules(s: Mapping[str, Any]) -> Any:
+    """The rules tying the parts together, each a (broken, message) pair."""
     r, K, opened, bars = s["runs"], s["budget"], s["open_runs"], s["barcode"]
-    u, n, nv, fv, fh, fvh, out = (r[k] for k in ("input", "n", "n_valid", "first_valid", *_HITS, "beyond"))
-    lat, ids = r.get("latent_first_hit"), list(zip(s["inputs"]["task"], s["inputs"]["input_id"], strict=True))
+    u, n, nv, fv, out, fh, fvh = (r[k] for k in ("input", "n", "n_valid", "first_valid", "beyond", *_HITS))
+    ids = list(zip(s["inputs"]["task"], s["inputs"]["input_id"], strict=True))
+    yield ids != sorted(set(ids)), "inputs must be unique and sorted"
+    order = np.lexsort((r["stream"], u))
+    again = (np.diff(u[order]) == 0) & (np.diff(r["stream"][order]) == 0)
+    yield again.any(), "runs must be unique per (input, stream)"
     counts = (nv > n).any() or (fv >= n).any() or ((fv < 0) != (nv == 0)).any()
-    hits = (fh >= n[:, None]).any() or ((fvh >= 0) & ((fh < 0) | (fvh < fh) | (fvh >= n[:, None]))).any()
-    latent = lat is not None and (lat >= n[:, None]).any()
-    cells = np.unique(u[n >= K]).size * K > MAX_SUM_CELLS if K else False
-    short = ((out > 0) & (n != (K or 0))).any()
+    yield counts, "runs have inconsistent n / n_valid / first_valid"
+    outside = (fvh >= 0) & ((fh < 0) | (fvh < fh) | (fvh >= n[:, None]))
+    yield (fh >= n[:, None]).any() or outside.any(), "runs have first hits outside their samples"
     over_m = ((fh >= 0).sum(axis=1) > s["inputs"]["m"][u]).any()
-    has_latent = bool(lat is not None and (lat >= 0).any())
+    yield over_m, "a run matched more distinct strategies than its input's M_x"
+    lat = r.get("latent_first_hit")
+    yield lat is not None and (lat >= n[:, None]).any(), "runs have latent first hits outside their samples"
+    for p in COUNTERS:  # each counter is the runs' figure
+        yield s[p.name] != (want := p.derive(s)), f"{p.name}={s[p.name]} must be the runs' {want} {p.doc}"
+    cells = np.unique(u[n >= K]).size * K > MAX_SUM_CELLS if K else False
+    yield cells, f"inputs with a complete run x budget exceed the cap of {MAX_SUM_CELLS} per-input sums"
+    short = ((out > 0) & (n != (K or 0))).any()
+    yield short, "a run has samples beyond the budget but fewer than budget samples"
     counted = any(o["count"] != n[o["run"]] + out[o["run"]] for o in opened)  # all samples vs the first K
+    yield counted, "an open run does not match its run (count = n + beyond)"
     shared = len({(u[o["run"]], o["env_index"]) for o in opened}) != len(opened)
+    yield shared, "two open runs share an (input, env_index)"
+    yield len(bars) > s["barcode_rows"], f"{len(bars)} barcode rows but barcode_rows={s['barcode_rows']}"
     rows = any(len(b["cells"]) != len(b["new"]) or len(b["cells"]) > s["barcode_cols"] for b in bars)
-    return [
-        (ids != sorted(set(ids)), "inputs must be unique and sorted"),
-        (_repeated(u, r["stream"])[1].size, "runs must be unique per (input, stream)"),
-        (counts, "runs have inconsistent n / n_valid / first_valid"),
-        (hits, "runs have first hits outside their samples"),
-        (over_m, "a run matched more distinct strategies than its input's M_x"),
-        (latent, "runs have latent first hits outside their samples"),
-        (s["has_latent"] != has_latent, "has_latent must say whether any run holds a latent code"),
-        (
-            s["samples"] != n.sum() or s["valid"] != nv.sum(),
-            f"samples={s['samples']} and valid={s['valid']} must be the runs' {n.sum()} samples and "
-            f"{nv.sum()} correct ones",
-        ),
-        (cells, f"inputs with a complete run x budget exceed the cap of {MAX_SUM_CELLS} per-input sums"),
-        (short, "a run has samples beyond the budget but fewer than budget samples"),
-        (
-            s["skipped"] != out.sum(),
-            f"skipped={s['skipped']} must be the runs' {out.sum()} samples beyond the budget",
-        ),
-        (counted, "an open run does not match its run (count = n + beyond)"),
-        (shared, "two open runs share an (input, env_index)"),
-        (len(bars) > s["barcode_rows"], f"{len(bars)} barcode rows but barcode_rows={s['barcode_rows']}"),
-        (rows, "a barcode row needs cells and new flags of one length, at most barcode_cols"),
-        (len({b["input"] for b in bars}) != len(bars), "barcode rows must be one per input"),
-    ]
-
-
-def _repeated(unit: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The order sorting runs by (input, stream), and where in it a run repeats the one before."""
-    order = np.lexsort((stream, unit))
-    u, st = unit[order], stream[order]
-    return order, np.flatnonzero((u[1:] == u[:-1]) & (st[1:] == st[:-1])) + 1
+    yield rows, "a barcode row needs cells and new flags of one length, at most barcode_cols"
+    yield len({b["input"] for b in bars}) != len(bars), "barcode rows must be one per input"
 
 
 # -- a tracker in and out ---------------------------------------------------------------------------------
 
 
 def dump(t: CoverageTracker) -> dict[str, Any]:
-    """Tracker ``t``'s state in checked form."""
-    S, C, U = t.assigner.n_slots, len(t.columns), len(t.keys)
+    """Tracker ``t``'s state in checked form: inputs in key order, runs in (input, stream) order."""
+    a, C, order = t.assigner, len(t.columns), t.input_order()
+    rank = np.argsort(order)  # input code -> its row
+    unit = rank[a.slot_input]
+    runs = np.lexsort((a.slot_stream, unit))
+    pos = np.argsort(runs)  # slot -> its row
     s: dict[str, Any] = {"format": STATE_FORMAT, **{p.name: getattr(t, p.name) for p in SETTINGS + COUNTERS}}
     s["strategies"], s["columns"] = None if t.strategies is None else list(t.strategies), list(t.columns)
-    s["inputs"] = {"task": [k[0] for k in t.keys], "input_id": [k[1] for k in t.keys], "m": t.m}
-    s["inputs"]["next_stream"] = t.assigner.next_stream[:U]
-    s["runs"] = {"input": t.assigner.slot_input[:S], "stream": t.assigner.slot_stream[:S]}
+    keys = t.keys.take(order)
+    s["inputs"] = {"task": [k[0] for k in keys], "input_id": [k[1] for k in keys], "m": t.m[order]}
+    s["inputs"]["next_stream"] = a.next_stream[order]
+    s["runs"] = {"input": unit[runs], "stream": a.slot_stream[runs]}
     for p in t.runs.fields:
-        s["runs"][p.key] = (
-            getattr(t.runs, p.key)[:S, :C] if p.width == "columns" else getattr(t.runs, p.key)[:S]
-        )
-    s["open_runs"] = [
-        dict(zip(_OPEN_KEYS, (slot, env, count, si, ri), strict=True))
-        for _, env, slot, count, si, ri in t.assigner.open_runs()
-    ]
-    s["barcode"] = [
-        {"input": c, "stream": st, "cells": cells, "new": [int(b) for b in new]}
-        for c, st, cells, new in t.bar.rows_held()
-    ]
-    s["metrics"] = {}
+        s["runs"][p.key] = getattr(t.runs, p.key)[(runs, slice(C)) if p.width == "columns" else runs]
+    opened = (dict(zip(_OPEN_KEYS, (int(pos[r[2]]), r[1], *r[3:]), strict=True)) for r in a.open_runs())
+    s["open_runs"] = sorted(opened, key=lambda r: r["run"])
+    bars = ((int(rank[c]), st, x, list(map(int, f))) for c, st, x, f in t.bar.rows_held())
+    s["barcode"] = [dict(zip(("input", "stream", "cells", "new"), b, strict=True)) for b in sorted(bars)]
     for m in t.metrics:
-        m.grow(U, C)
-        s["metrics"][m.name] = {"partial": m.partial, **{k: m.rows(k) for k in m.specs}}
-    return _canonical(s)
-
-
-def _canonical(s: dict[str, Any]) -> dict[str, Any]:
-    """``s`` with its inputs sorted by key and its runs by (input, stream), an input's rows combined.
-
-    The rows of one (task, input_id) combine by their merge rules, the first row's value first.
-
-    Raises:
-        ValueError: two rows of one input disagree on an "agree" part, or a run is in two rows.
-    """
-    keys = list(zip(s["inputs"]["task"], s["inputs"]["input_id"], strict=True))
-    uniq = sorted(set(keys))
-    index = {k: i for i, k in enumerate(uniq)}
-    new = np.array([index[k] for k in keys], dtype=np.int64)  # row -> its key's row
-    first = np.unique(new, return_index=True)[1]  # the first row of each key
-    rest = np.setdiff1d(np.arange(new.size), first)
-    out = {**s, "inputs": {"task": [k[0] for k in uniq], "input_id": [k[1] for k in uniq]}}
-    out["metrics"] = {name: {"partial": held["partial"]} for name, held in s["metrics"].items()}
-    for p in (*INPUT_FIELDS[2:], *metric_parts()):
-        v = np.asarray(_table(s, p)[p.key])
-        got = _table(out, p)[p.key] = v[first]
-        if p.merge in ("sum", "max"):
-            {"sum": np.add.at, "max": np.maximum.at}[p.merge](got, new[rest], v[rest])
-        clash = np.flatnonzero(got[new] != v) if p.merge == "agree" else ()
-        if len(clash):
-            j = int(clash[0])
-            raise ValueError(f"cannot merge: input {keys[j][1]!r} has {p.doc} {got[new[j]]} vs {v[j]}")
-    unit = new[np.asarray(s["runs"]["input"], dtype=np.int64)]
-    stream = np.asarray(s["runs"]["stream"], dtype=np.int64)
-    order, again = _repeated(unit, stream)
-    if again.size:
-        clash = [(*uniq[unit[order[j]]], int(stream[order[j]])) for j in again[:3]]
-        raise ValueError(f"cannot merge: both trackers hold run(s) {clash} (task, input_id, stream)")
-    pos = np.argsort(order)
-    out["runs"] = {k: (unit if k == "input" else np.asarray(v))[order] for k, v in s["runs"].items()}
-    out["open_runs"] = sorted(
-        ({**r, "run": int(pos[r["run"]])} for r in s["open_runs"]), key=lambda r: r["run"]
-    )
-    bars: dict[int, dict[str, Any]] = {}
-    for row in s["barcode"]:  # per input the row of its lowest stream, for the barcode_rows smallest
-        code, cut = int(new[row["input"]]), s["barcode_cols"]
-        if code not in bars or row["stream"] < bars[code]["stream"]:
-            bars[code] = {**row, "input": code, "cells": row["cells"][:cut], "new": row["new"][:cut]}
-    out["barcode"] = [bars[c] for c in sorted(bars)[: s["barcode_rows"]]]
-    return out
+        m.grow(len(t.keys), C)
+    s["metrics"] = {
+        m.name: {"partial": m.partial, **{k: m.rows(k)[order] for k in m.specs}} for m in t.metrics
+    }
+    return s
 
 
 def load(cls: type[CoverageTracker], state: Any, *, barcode_rows: int | None = None) -> CoverageTracker:
@@ -458,40 +384,68 @@ def load(cls: type[CoverageTracker], state: Any, *, barcode_rows: int | None = N
     if barcode_rows is not None:
         rows = _int(barcode_rows, "barcode_rows", 0, 2**31 + 1)
         s = {**s, "barcode_rows": rows, "barcode": sorted(s["barcode"], key=lambda b: b["input"])[:rows]}
-    spec = s["strategies"] if s["strategies"] is not None else s["num_strategies"]
-    t = cls(spec, **{p.name: s[p.name] for p in SETTINGS[2:-1]})  # task .. stream_offset
-    inp, runs, R = s["inputs"], s["runs"], len(s["runs"]["input"])
-    for c in s["columns"]:
-        t._column(c)
-    t._add_inputs(list(zip(inp["task"], inp["input_id"], strict=True)), inp["m"])
-    t.assigner.add_slots(runs["stream"], runs["input"])
-    U = len(t.keys)
-    t.assigner.next_stream[:U] = np.maximum(t.assigner.next_stream[:U], inp["next_stream"])
-    t.runs.grow(R)
-    for p in t.runs.fields:
-        getattr(t.runs, p.key)[:R] = runs[p.key]
-    for r in s["open_runs"]:
-        fields = (r["env_index"], r["run"], r["count"], r["sample_index"], r["run_index"])
-        t.assigner.restore_open(int(runs["input"][r["run"]]), *fields)
-    t.bar.grow(U)
-    for b in s["barcode"]:
-        t.bar.put(b["input"], b["stream"], list(b["cells"]), [bool(x) for x in b["new"]], t.keys)
-    for p in COUNTERS:
-        setattr(t, p.name, s[p.name])
-    for m in t.metrics:
-        m.grow(U, len(t.columns))
-        m.partial = s["metrics"][m.name]["partial"]
-        for k in m.specs:
-            m.rows(k)[...] = s["metrics"][m.name][k]
+    t = _add(_new(cls, s), s)
     t._rebuild_sums()
     return t
 
 
-# -- merging and moving streams ---------------------------------------------------------------------------
+def _new(cls: type[CoverageTracker], s: Mapping[str, Any]) -> CoverageTracker:
+    """An empty tracker of class ``cls`` with the settings of state ``s``."""
+    spec = s["strategies"] if s["strategies"] is not None else s["num_strategies"]
+    return cls(spec, **{p.name: s[p.name] for p in SETTINGS[2:-1]})  # task .. stream_offset
 
 
-def merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
-    """The checked-form state ``a`` with ``b``'s runs added, by the declared merge rules.
+def _add(t: CoverageTracker, s: Mapping[str, Any], *, merged: bool = False) -> CoverageTracker:
+    """Tracker ``t`` with checked state ``s``'s runs added by the declared merge rules (returned).
+
+    ``merged``: ``s`` is another tracker's: ``t`` keeps its open runs and next streams ("keep").
+
+    Raises:
+        ValueError: an input's M_x differs, or a run is in both.
+    """
+    inp, runs = s["inputs"], s["runs"]
+    cols = np.array([t._column(c) for c in s["columns"]], dtype=np.int64)  # s's columns in t
+    codes = np.full(len(inp["task"]), -1, dtype=np.int64)
+    for task in set(inp["task"]):  # a few tasks: their inputs coded at once
+        rows = [i for i, x in enumerate(inp["task"]) if x == task]
+        codes[rows] = t.keys.codes(task, [inp["input_id"][i] for i in rows])
+    if (clash := np.flatnonzero((codes >= 0) & (t._m[np.maximum(codes, 0)] != inp["m"]))).size:
+        j, m = int(clash[0]), inp["m"]
+        raise ValueError(f"cannot merge: input {inp['input_id'][j]!r} has M_x {t.m[codes[j]]} vs {m[j]}")
+    new = np.flatnonzero(codes < 0)
+    t._add_inputs([(inp["task"][i], inp["input_id"][i]) for i in new.tolist()], inp["m"][new])
+    codes[new] = np.arange(len(t.keys) - new.size, len(t.keys))
+    u = codes[runs["input"]]
+    if merged and (both := np.flatnonzero(t._slots_of(u, runs["stream"]) >= 0)).size:
+        held = [(*t.keys[int(u[j])], int(runs["stream"][j])) for j in both[:3]]
+        raise ValueError(f"cannot merge: both trackers hold run(s) {held} (task, input_id, stream)")
+    slots = t.assigner.add_slots(runs["stream"], u)
+    t.runs.grow(t.assigner.n_slots)
+    for p in t.runs.fields:
+        getattr(t.runs, p.key)[np.ix_(slots, cols) if p.width == "columns" else slots] = runs[p.key]
+    if not merged:
+        np.maximum.at(t.assigner.next_stream, codes, inp["next_stream"])
+        o = {k: np.array([r[k] for r in s["open_runs"]], dtype=np.int64) for k in _OPEN_KEYS}
+        run = o.pop("run")
+        t.assigner.restore_open(u[run], o.pop("env_index"), slots[run], *o.values())  # count, indices
+    t.bar.grow(len(t.keys))
+    for b in s["barcode"]:
+        cells = [int(cols[c]) if c >= 0 else c for c in b["cells"]]
+        t.bar.put(int(codes[b["input"]]), b["stream"], cells, [bool(x) for x in b["new"]], t.keys)
+    for p in COUNTERS:
+        held = getattr(t, p.name)
+        setattr(t, p.name, held + s[p.name] if p.merge == "sum" else held or s[p.name])
+    for m in t.metrics:
+        m.grow(len(t.keys), len(t.columns))
+        m.partial = m.partial or s["metrics"][m.name]["partial"]
+        for k, spec in m.specs.items():  # into int64 arrays (a tracker fits their type after)
+            ix = np.ix_(codes, cols) if spec.width else codes
+            getattr(m, k)[ix] = _OPS[spec.merge](getattr(m, k)[ix], s["metrics"][m.name][k])
+    return t
+
+
+def merge(cls: type[CoverageTracker], a: Mapping[str, Any], b: Mapping[str, Any]) -> CoverageTracker:
+    """A tracker holding checked state ``a`` with ``b``'s runs added, by the declared merge rules.
 
     Raises:
         ValueError: the settings differ, an input's M_x differs, or a run is in both.
@@ -501,54 +455,19 @@ def merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
         mine, theirs = zip(*agree, strict=True)
         text = "cannot merge trackers with different strategy sets, budget or latent codes"
         raise ValueError(f"{text}: {mine!r} vs {theirs!r}")
-    s: dict[str, Any] = {
-        "format": STATE_FORMAT,
-        **{p.name: a[p.name] for p in SETTINGS},
-        "inputs": {},
-        "runs": {},
-    }
-    s["columns"] = list(dict.fromkeys(a["columns"] + b["columns"]))
-    C, col_of = len(s["columns"]), {c: j for j, c in enumerate(s["columns"])}
-    cols = (np.arange(len(a["columns"])), np.array([col_of[c] for c in b["columns"]], dtype=np.int64))
-    Ua = len(a["inputs"]["input_id"])
-    s["metrics"] = {
-        k: {"partial": v["partial"] or b["metrics"][k]["partial"]} for k, v in a["metrics"].items()
-    }
-    for p in (*INPUT_FIELDS, *RUN_FIELDS, *metric_parts()):
-        if p.key in _table(a, p):  # b's rows after a's: the input codes shift, b's columns spread
-            va, vb = _table(a, p)[p.key], _table(b, p)[p.key]
-            if p.kind == "str":
-                _table(s, p)[p.key] = list(va) + list(vb)
-                continue
-            vb = vb + Ua if p.name == "runs.input" else np.full_like(vb, p.fill) if p.merge == "keep" else vb
-            both = zip((va, vb), cols, strict=True) if p.width == "columns" else ()
-            both = [_spread(v, c, C, p.fill) for v, c in both] or [va, vb]
-            _table(s, p)[p.key] = np.concatenate(both)
-    s["open_runs"] = a["open_runs"]  # b's runs are closed in the merged tracker, and its next streams unused
-    s["barcode"] = list(a["barcode"]) + [
-        {**r, "input": r["input"] + Ua, "cells": [int(cols[1][c]) if c >= 0 else c for c in r["cells"]]}
-        for r in b["barcode"]
-    ]
-    for p in COUNTERS:
-        s[p.name] = (a[p.name] or b[p.name]) if p.merge == "or" else a[p.name] + b[p.name]
-    return _canonical(s)
+    merged = dump(_add(_add(_new(cls, a), a), b, merged=True))
+    return load(cls, merged)  # in canonical order: as loading the merged state
 
 
-def _spread(v: np.ndarray, cols: np.ndarray, C: int, fill: int) -> np.ndarray:
-    out = np.full((v.shape[0], C), fill, dtype=np.int64)
-    out[:, cols] = v
-    return out
+# -- moving streams ---------------------------------------------------------------------------------------
 
 
 def shift_streams(state: Any, offset: int) -> dict[str, Any]:
     """A copy of a state (JSON-safe) with every stream moved up by ``offset``."""
     s = check(state)
     offset = _int(offset, "offset", 0, _BIG)
-    s = {
-        **s,
-        "runs": dict(s["runs"]),
-        "stream_offset": _int(s["stream_offset"] + offset, "stream_offset", 0, _BIG),
-    }
+    shifted = _int(s["stream_offset"] + offset, "stream_offset", 0, _BIG)
+    s = {**s, "runs": dict(s["runs"]), "stream_offset": shifted}
     s["runs"]["stream"] = s["runs"]["stream"] + offset
     if s["runs"]["stream"].size and s["runs"]["stream"].max() >= _BIG:
         raise ValueError(f"shifting by {offset} moves streams past {_BIG}")
@@ -558,5 +477,4 @@ def shift_streams(state: Any, offset: int) -> dict[str, Any]:
 
 def stream_span(state: Any) -> int:
     """1 + the highest stream number in a state (0 when it holds no run)."""
-    streams = check(state)["runs"]["stream"]
-    return int(streams.max()) + 1 if streams.size else 0
+    return int(check(state)["runs"]["stream"].max(initial=-1)) + 1

@@ -1,10 +1,9 @@
 """Older stored states converted to the current format at load: the one place they are known.
 
 Format 1 (``seffi.coverage.tracker/1``) kept runs as dicts of strategy -> first-hit index; a format-1
-monitor state (``seffi.callbacks.monitor/1``) kept the latent-code diagnostic only as per-input sums
-(it restarts empty) and its barcode cells without their "new" flags. A format-2 state written before
-``runs.beyond`` existed knows only its open runs' samples beyond the budget. The converted states
-are then checked like any other (`seffi.coverage.state.check`).
+monitor state (``seffi.callbacks.monitor/1``) kept latent codes only as per-input sums (they restart
+empty) and barcode cells without their "new" flags. A format-2 state without ``runs.beyond`` knows
+only its open runs' samples beyond the budget. `seffi.coverage.state.check` then checks the result.
 """
 
 from __future__ import annotations
@@ -21,25 +20,32 @@ MONITOR_STATE_FORMAT = "seffi.callbacks.monitor/2"
 def upgrade(state: Any) -> Any:
     """A current tracker state from an older one; any other value as it is."""
     if isinstance(state, Mapping) and state.get("format") == "seffi.coverage.tracker/1":
-        try:
-            state = _from_v1(state)
-        except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            raise ValueError(
-                f"corrupted CoverageTracker state (version 1): {type(exc).__name__}: {exc}"
-            ) from exc
-    if not isinstance(state, Mapping):
+        state = _v1(state, "CoverageTracker", (KeyError, TypeError, AttributeError, ValueError))
+    runs = state.get("runs") if isinstance(state, Mapping) else None
+    if not isinstance(runs, Mapping) or state.get("format") != STATE_FORMAT or "beyond" in runs:
         return state
-    runs, opened = state.get("runs"), state.get("open_runs")
-    if state.get("format") != STATE_FORMAT or not isinstance(runs, Mapping) or "beyond" in runs:
-        return state
-    if not isinstance(runs.get("n"), list):
+    if not isinstance(n := runs.get("n"), list):
         return state  # malformed: the check names it
-    beyond = [0] * len(runs["n"])  # an open run counts every sample, its run only the first K
-    for o in opened if isinstance(opened, list) else ():
+    beyond = [0] * len(n)  # an open run counts every sample, its run only the first K
+    for o in state["open_runs"] if isinstance(state.get("open_runs"), list) else ():
         r, count = (o.get("run"), o.get("count")) if isinstance(o, Mapping) else (None, None)
-        if isinstance(r, int) and isinstance(count, int) and 0 <= r < len(beyond):
-            beyond[r] = max(count - runs["n"][r], 0) if isinstance(runs["n"][r], int) else 0
+        if isinstance(r, int) and isinstance(count, int) and 0 <= r < len(n) and isinstance(n[r], int):
+            beyond[r] = max(count - n[r], 0)
     return {**state, "runs": {**runs, "beyond": beyond}}
+
+
+def upgrade_monitor(state: Any) -> Any:
+    """A current monitor state from a format-1 one; any other value as it is."""
+    if isinstance(state, Mapping) and state.get("format") == "seffi.callbacks.monitor/1":
+        return _v1(state, "CoverageMonitor", (KeyError, TypeError, AttributeError))
+    return state
+
+
+def _v1(state: Mapping[str, Any], what: str, errors: tuple[type[Exception], ...]) -> dict[str, Any]:
+    try:
+        return _from_v1(state) if what == "CoverageTracker" else _monitor_v1(state)
+    except errors as exc:
+        raise ValueError(f"corrupted {what} state (version 1): {type(exc).__name__}: {exc}") from exc
 
 
 def _from_v1(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -63,29 +69,19 @@ def _from_v1(state: Mapping[str, Any]) -> dict[str, Any]:
         for sample in d["barcode"]:  # a cell: the first new strategy matched, else the first matched
             matched = sorted(sample, key=rank)
             fresh = [s for s in matched if s not in seen]
-            pick = (fresh or matched or [None])[0]
-            cells.append(-1 if pick is None else index[pick])
+            cells.append(index[(fresh or matched)[0]] if matched else -1)
             new.append(int(bool(fresh)))
             seen.update(matched)
         barcode[u] = {"input": u, "stream": d["stream"], "cells": cells, "new": new}
     column = {name: [d[name] for d in runs] for name in ("stream", "n", "n_valid", "first_valid")}
-
-    def row(hits: Mapping[str, int]) -> list[int]:
-        out = [-1] * len(cols)
-        for s, i in hits.items():
-            out[index[s]] = i
-        return out
-
-    hits = {name: [row(d[name]) for d in runs] for name in ("first_hit", "first_valid_hit")}
+    hits = {h: [[d[h].get(c, -1) for c in cols] for d in runs] for h in ("first_hit", "first_valid_hit")}
+    if stray := {s for d in runs for h in hits for s in d[h]} - index.keys():
+        raise ValueError(f"strategies {sorted(stray)} are not among the columns")
     return {
         **{k: state[k] for k in ("strategies", "num_strategies", "task", "barcode_rows", "barcode_cols")},
         **{"format": STATE_FORMAT, "budget": None, "num_latents": 0, "stream_offset": 0, "columns": cols},
-        "inputs": {
-            "task": [k[0] for k in keys],
-            "input_id": [k[1] for k in keys],
-            "m": [m[u] for u in range(len(keys))],
-            "next_stream": [0] * len(keys),
-        },
+        "inputs": {"task": [k[0] for k in keys], "input_id": [k[1] for k in keys], "m": list(m.values())}
+        | {"next_stream": [0] * len(keys)},
         "runs": {"input": unit, **column, **hits},
         "open_runs": [],
         "barcode": [barcode[u] for u in sorted(barcode)][: state["barcode_rows"]],
@@ -93,40 +89,33 @@ def _from_v1(state: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def upgrade_monitor(state: Any) -> Any:
-    """A current monitor state from a format-1 one; any other value as it is."""
-    if not isinstance(state, Mapping) or state.get("format") != "seffi.callbacks.monitor/1":
-        return state
-    try:
-        s = _from_v1(state["tracker"])
-        ids, inputs = s["inputs"]["input_id"], state["inputs"]
-        s["budget"], s["num_latents"] = int(state["budget"]), int(state["num_latents"] or 0)
-        s["barcode_rows"], s["barcode_cols"] = 2**31, s["budget"]  # the monitor's: a row per input
-        s["stream_offset"], s["skipped"] = int(state["stream_offset"]), int(state["skipped_beyond_budget"])
-        s["samples"], s["valid"] = int(state["samples"]), int(state["valid"])
-        s["inputs"]["next_stream"] = [int(inputs[x]["next_stream"]) for x in ids]
-        run_of = {
-            (ids[u], st): r
-            for r, (u, st) in enumerate(zip(s["runs"]["input"], s["runs"]["stream"], strict=True))
-        }
-        fields = ("env_index", "count", "sample_index", "run_index")
-        opened = (
-            {"run": run_of[(o["input_id"], int(o["stream"]))], **{f: int(o[f]) for f in fields}}
-            for o in state["open_runs"]
-        )
-        s["open_runs"] = sorted(opened, key=lambda o: o["run"])
-        if s["num_latents"]:
-            s["runs"]["latent_first_hit"] = [[-1] * s["num_latents"] for _ in s["runs"]["input"]]
-        bars = [(u, inputs[x].get("barcode")) for u, x in enumerate(ids)]
-        s["barcode"] = [_row(u, b["stream"], b["cells"]) for u, b in bars if b is not None]
-        return {"format": MONITOR_STATE_FORMAT, "episodes": state["episodes"], "tracker": s}
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"corrupted CoverageMonitor state (version 1): {type(exc).__name__}: {exc}") from exc
+def _monitor_v1(state: Mapping[str, Any]) -> dict[str, Any]:
+    s = _from_v1(state["tracker"])
+    ids, inputs = s["inputs"]["input_id"], state["inputs"]
+    s["budget"], s["num_latents"] = int(state["budget"]), int(state["num_latents"] or 0)
+    s["barcode_rows"], s["barcode_cols"] = 2**31, s["budget"]  # the monitor's: a row per input
+    s["stream_offset"], s["skipped"] = int(state["stream_offset"]), int(state["skipped_beyond_budget"])
+    s["samples"], s["valid"] = int(state["samples"]), int(state["valid"])
+    s["inputs"]["next_stream"] = [int(inputs[x]["next_stream"]) for x in ids]
+    run_of = {
+        (ids[u], st): r for r, (u, st) in enumerate(zip(s["runs"]["input"], s["runs"]["stream"], strict=True))
+    }
+    fields = ("env_index", "count", "sample_index", "run_index")
+    opened = [
+        {"run": run_of[(o["input_id"], int(o["stream"]))], **{f: int(o[f]) for f in fields}}
+        for o in state["open_runs"]
+    ]
+    s["open_runs"] = sorted(opened, key=lambda o: o["run"])
+    if s["num_latents"]:
+        s["runs"]["latent_first_hit"] = [[-1] * s["num_latents"] for _ in s["runs"]["input"]]
+    bars = [(u, inputs[x].get("barcode")) for u, x in enumerate(ids)]
+    s["barcode"] = [_row(u, b["stream"], [int(c) for c in b["cells"]]) for u, b in bars if b is not None]
+    return {"format": MONITOR_STATE_FORMAT, "episodes": state["episodes"], "tracker": s}
 
 
-def _row(u: int, stream: Any, cells: list[Any]) -> dict[str, Any]:
+def _row(u: int, stream: Any, cells: list[int]) -> dict[str, Any]:
     """A barcode row from its cells: a cell is new when its strategy is first seen in the row."""
-    cells, new, seen = [int(c) for c in cells], [], set()
+    new, seen = [], set()
     for c in cells:
         new.append(int(c >= 0 and c not in seen))
         seen.add(c)

@@ -479,7 +479,7 @@ class CoverageTracker:
         if not isinstance(other, CoverageTracker):
             raise ValueError(f"can only merge a CoverageTracker, got {type(other).__name__}")
         # Merged into a new tracker first: a merge that fails half-way leaves this one unchanged.
-        fresh = states.load(type(self), states.merge(states.dump(self), states.dump(other)))
+        fresh = states.merge(type(self), states.dump(self), states.dump(other))
         self.__dict__.update(fresh.__dict__)
         return self
 
