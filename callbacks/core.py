@@ -162,6 +162,8 @@ class CoverageMonitor:
         self._batches, self.pending = [], 0
         self._tracker = self._new_tracker()
         self._auc_sums = BaselineAucSums()
+        #: (tracker, its counts, policy curves) of the latest snapshot: reused while nothing is recorded.
+        self._curves: tuple[CoverageTracker, tuple[int, ...], Any] | None = None
         self._new_window()
 
     def _new_window(self, *, loaded: bool = False) -> None:
@@ -455,7 +457,11 @@ class CoverageMonitor:
         iid, oracle = self.baselines(pool=not exact)
         n_boot = self.n_boot if n_boot is None else n_boot
         t = self.tracker
-        curves = t.curves(self.budget, n_boot=n_boot, seed=self.seed)
+        # A snapshot log and the checkpoint written right after it share one curves computation.
+        data = (t.samples, t.skipped, t.n_done, n_boot)
+        if self._curves is None or self._curves[0] is not t or self._curves[1] != data:
+            self._curves = (t, data, t.curves(self.budget, n_boot=n_boot, seed=self.seed))
+        curves = self._curves[2]
         comparison, policy_set, gain = policy_comparison(
             t,
             curves,
@@ -528,6 +534,7 @@ class CoverageMonitor:
         self._batches, self.pending = [], 0
         self._tracker, self._episodes = tracker, episodes
         self._auc_sums.restart()
+        self._curves = None
 
     @staticmethod
     def shift_streams(state: Mapping[str, Any], offset: int) -> dict[str, Any]:

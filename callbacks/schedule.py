@@ -115,7 +115,9 @@ class RecentRuns:
         slots, date = slots[recent], date[recent]
         for d in np.unique(date).tolist():
             self.held.setdefault(d, []).append(slots[date == d])
-        self.runs.add(tracker.runs, slots, tracker.assigner.slot_input[slots], tracker.m)
+        self.runs.add(
+            tracker.runs, slots, tracker.assigner.slot_input[slots], tracker.m, like=tracker.complete
+        )
 
     def at(self, episodes: int, tracker: CoverageTracker) -> tuple[CompleteRuns | None, int, int | None]:
         """(the window's runs at episode count ``episodes``, episodes it reaches back, its age).

@@ -756,8 +756,19 @@ class CompleteRuns:
         self._codes = np.zeros(16, dtype=np.int32)  # row of ``sums`` -> input code (capacity doubles)
         self.runs = self.samples = self.valid = self.n_rows = 0
         self._point: dict[str, Any] | None = None
+        #: (slots, input codes, their sums) of the runs added or removed last.
+        self.last: tuple[np.ndarray, np.ndarray, InputSums] | None = None
 
-    def add(self, table: RunTable, slots: np.ndarray, u: np.ndarray, m: np.ndarray, sign: int = 1) -> None:
+    def add(
+        self,
+        table: RunTable,
+        slots: np.ndarray,
+        u: np.ndarray,
+        m: np.ndarray,
+        sign: int = 1,
+        *,
+        like: CompleteRuns | None = None,
+    ) -> None:
         """Add (``sign`` 1) or remove (-1) the complete runs ``slots`` of ``table``.
 
         Args:
@@ -766,10 +777,18 @@ class CompleteRuns:
             u: int array, shape (R,): their input codes.
             m: int array: M_x per input code.
             sign: 1 to add, -1 to remove runs added before.
+            like: Another holder of runs of ``table``: when the runs it added last are ``slots``, their
+                sums are reused (a window adds the runs the tracker just added).
         """
         if slots.size == 0:
             return
-        codes, unit = np.unique(u, return_inverse=True)
+        last = None if like is None else like.last
+        if last is not None and last[0].size == slots.size and np.array_equal(last[0], slots):
+            codes, part = last[1], last[2]
+        else:
+            codes, unit = np.unique(u, return_inverse=True)
+            part = run_sums(table, slots, unit.reshape(-1), m[codes], self.budget)
+        self.last = (slots, codes, part)
         if codes[-1] >= self.row_of.size:
             grown = np.full(max(int(codes[-1]) + 1, 2 * self.row_of.size), -1, dtype=np.int32)
             grown[: self.row_of.size] = self.row_of
@@ -787,7 +806,6 @@ class CompleteRuns:
             self._codes[have : have + new.size] = codes[new]
             self.n_rows = have + new.size
             self.sums.grow(have + new.size)
-        part = run_sums(table, slots, unit.reshape(-1), m[codes], self.budget)
         add_runs(self.sums, self.totals, rows, part, m[codes], sign)
         self.runs += sign * int(slots.size)
         self.samples += sign * int(table.n[slots].sum())
