@@ -127,7 +127,7 @@ class CoverageMonitor:
         self.reset_tracker()
         if resumed is not None:  # a checkpoint's runs and episodes; its open runs continue
             self.load_state_dict(resumed)
-        self.schedule = LogSchedule(cfg.log_every, cfg.log_unit, cfg.log_curves_every)
+        self.schedule = LogSchedule(cfg.log_every, cfg.log_unit, cfg.log_curves_every, self.budget)
         #: (episodes, time) of the last checkpoint; time None until the first one.
         self._checkpointed: tuple[int, float | None] = (self.episodes, None)
         self.baseline_sets = BaselineSets()
@@ -303,7 +303,7 @@ class CoverageMonitor:
         self.sinks.log(scalars, step)
         if comparison is not None:
             self.sinks.log_snapshot(comparison, step, self.scope)
-        self.schedule.done(step)
+        self.schedule.done(step, snapshot_inputs=None if comparison is None else len(self._tracker.keys))
         self.last_scalars = scalars
         if checkpoint and self._checkpoint_due():
             self.checkpoint()

@@ -745,10 +745,14 @@ class CompleteRuns:
 
     Args:
         budget: K.
+        reuse_rows: An input whose runs all left gives its row to the next new input (a window's
+            memory then follows the runs it holds, not every input it ever held).
     """
 
-    def __init__(self, budget: int) -> None:
+    def __init__(self, budget: int, *, reuse_rows: bool = False) -> None:
         self.budget = int(budget)
+        self.reuse_rows = reuse_rows
+        self._free = np.zeros(0, dtype=np.int64)  # rows given back (``reuse_rows``)
         self.sums = InputSums(self.budget, dtype=np.int8, squares=False)
         self.totals = GroupTotals(self.budget)
         # int32: a tracker holds far fewer than 2^31 inputs (as `RunAssigner.slot_input`)
@@ -795,18 +799,21 @@ class CompleteRuns:
             self.row_of = grown
         rows = self.row_of[codes]
         new = np.flatnonzero(rows < 0)
-        if new.size:  # the first run of these inputs: a row each
-            have = self.n_rows
-            rows[new] = np.arange(have, have + new.size)
+        if new.size:  # the first run of these inputs: a row each (a freed one first)
+            reused, self._free = self._free[: new.size], self._free[new.size :]
+            have, fresh = self.n_rows, new.size - reused.size
+            rows[new] = np.concatenate([reused, np.arange(have, have + fresh)])
             self.row_of[codes[new]] = rows[new]
-            if have + new.size > self._codes.size:
-                self._codes = np.concatenate(
-                    [self._codes, np.zeros(max(new.size, self._codes.size), np.int32)]
-                )
-            self._codes[have : have + new.size] = codes[new]
-            self.n_rows = have + new.size
-            self.sums.grow(have + new.size)
+            if have + fresh > self._codes.size:
+                self._codes = np.concatenate([self._codes, np.zeros(max(fresh, self._codes.size), np.int32)])
+            self._codes[rows[new]] = codes[new]
+            self.n_rows = have + fresh
+            self.sums.grow(have + fresh)
         add_runs(self.sums, self.totals, rows, part, m[codes], sign)
+        if sign < 0 and self.reuse_rows:  # integer sums: an input without runs left holds zeros
+            gone = rows[self.sums.n_runs[rows] == 0]
+            self.row_of[self._codes[gone]] = -1
+            self._free = np.concatenate([self._free, gone])
         self.runs += sign * int(slots.size)
         self.samples += sign * int(table.n[slots].sum())
         self.valid += sign * int(table.n_valid[slots].sum())
