@@ -162,7 +162,7 @@ class CoverageMonitor:
         self._batches, self.pending = [], 0
         self._tracker = self._new_tracker()
         self._auc_sums = BaselineAucSums()
-        #: (tracker, its counts, policy curves) of the latest snapshot: reused while nothing is recorded.
+        #: (tracker, its counts, policy curves) of a snapshot log, for the checkpoint written with it.
         self._curves: tuple[CoverageTracker, tuple[int, ...], Any] | None = None
         self._new_window()
 
@@ -307,6 +307,7 @@ class CoverageMonitor:
         self.last_scalars = scalars
         if checkpoint and self._checkpoint_due():
             self.checkpoint()
+        self._curves = None  # its per-input arrays are O(inputs): not kept between logs
         self.log_seconds += time.perf_counter() - started
         if self.config.verbose:  # opt-in console progress
             print(keys.progress_line(scalars, self.scope, step, self.episodes, len(self._tracker.keys)))
@@ -451,6 +452,7 @@ class CoverageMonitor:
                 once; the gain is the same, restricted to the policy's inputs).
         """
         comparison, scalars = self._snapshot(exact=exact)
+        self._curves = None
         return comparison, {**scalars, **self._window_scalars()}
 
     def _snapshot(self, *, exact: bool = False, n_boot: int | None = None) -> tuple[Any, dict[str, float]]:
@@ -554,6 +556,7 @@ class CoverageMonitor:
             **meta: Entries added to the report's meta.
         """
         comparison = self._snapshot(exact=True, n_boot=n_boot)[0] if self.tracker.complete_runs() else None
+        self._curves = None  # reused by a report right after a snapshot log only
         report = monitor_report(self, comparison)
         return report.model_copy(update={"meta": {**report.meta, **meta}}) if meta else report
 
