@@ -442,6 +442,8 @@ class CoverageMonitor:
 
     def baselines(self, *, pool: bool = False) -> tuple[Any, Any]:
         """(iid, oracle) curves over the inputs seen (or the env's pool, see ``EnvBaselines.curves``)."""
+        if not self.env_baselines.sources:  # no list of every input id for nothing
+            return None, None
         return self.env_baselines.curves(self.inputs, pool=pool)
 
     def snapshot(self, *, exact: bool = False) -> tuple[Any, dict[str, float]]:

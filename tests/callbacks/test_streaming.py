@@ -519,6 +519,19 @@ def test_snapshots_wait_for_k_episodes_per_input_of_the_last_one(n_inputs, expec
     assert sinks.snapshots == expected
 
 
+def test_logs_without_baselines_keep_nothing_per_input() -> None:
+    """A loop over many inputs and no baselines: the logs' gain is absent and no per-input baseline
+    AUC is asked for or kept beyond the first (the gain is undefined from that input on)."""
+    m = CoverageMonitor(2, STRATS, sinks=_Null(), n_boot=0, log_every=10, window=None)
+    for e in range(400):
+        m.update_infos(
+            {"input_id": f"x{e // 2}", "strategy_matches": ("a",), "sample_index": e % 2 + 1}, True
+        )
+        m.maybe_log(e + 1)
+    assert m.n_logs == 40 and "seffi/gain_vs_iid" not in m.metrics()
+    assert len(m.env_baselines._aucs) <= 1
+
+
 def _same(a: dict, b: dict) -> None:
     """Two point-estimate dicts equal to the last digit (NaN equal to NaN)."""
     assert a.keys() == b.keys()
