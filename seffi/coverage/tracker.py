@@ -681,7 +681,7 @@ class CoverageTracker:
             sums = run_sums(self.runs, runs, unit, self.m[codes], K, squares=True)
             m, samples, absent = self.m[codes], int(self.runs.n[runs].sum()), U - codes.size
             incomplete = int((self.runs.n[runs] < K).sum())
-            rare = None
+            rare, at = None, None
         else:
             order = self.input_order()
             samples, incomplete = self.samples, int((self.runs.n[:S] < K).sum())
@@ -692,10 +692,10 @@ class CoverageTracker:
                 have = min(U, done.row_of.size)
                 rows[:have] = done.row_of[:have]
             rows = rows[order]  # the sums row of each input in sorted key order (-1: no complete run)
+            # The sums are read in canonical order where they are (``at``), never copied whole.
             if streamed and (rows >= 0).sum() >= MIN_INPUTS:
-                codes = order[rows >= 0]
-                sums = done.sums.take(rows[rows >= 0])  # type: ignore[union-attr]
-                m, absent, rare = self.m[codes], U - codes.size, None
+                codes, at = order[rows >= 0], rows[rows >= 0]
+                sums, m, absent, rare = done.sums, self.m[done.codes], U - codes.size, None  # type: ignore[union-attr]
             else:
                 bins = None
                 if rarity is not None:
@@ -703,12 +703,12 @@ class CoverageTracker:
                     ids = self.keys.input_ids()[unit].tolist()
                     bins = rarity_bin_matrix(rarity, ids, self.columns, self.m[unit], rarity_bins)
                 sums, rare = self.derived_sums(K, rarity_bin=bins, n_bins=rarity_bins)
-                sums, m, codes, absent = sums.take(order), self.m[order], order, 0
-                rare = None if rare is None else rare[order]
+                m, codes, at, absent = self.m[: len(self.keys)], order, order, 0
         strata = self.keys.strata(codes)  # a stratum per task
         c = curves_from_sums(
             sums,
             m,
+            order=at,
             incomplete=incomplete,
             strata=strata,
             n_boot=n_boot,
