@@ -38,12 +38,18 @@ interleaved round-robin over the consumers (order reversed every other repetitio
 hits all alike; min and median over repetitions are shown, and the ratio to the floor: the median over
 repetitions of each repetition's ratio to the floor's time in that repetition (and min over min).
 Net rows subtract, repetition by repetition, the replay env's time of the same repetition. The targets
-(seffi with default logging <= 5x the floor, ingest only <= 2.5x) are judged on the median.
+(seffi with default logging <= 3x the floor, ingest only <= 2.5x) are judged on the median.
 W&B is disabled; no network; torch (imported by SB3) runs on one thread.
+
+``--old PYTHON`` adds the seffi rows of another checkout beside these, marked ``[old]``: ``PYTHON`` is
+an interpreter whose ``seffi`` is that checkout (its venv). It records the same stream in a child
+process and replays it there on request, interleaved with this process's rows in every repetition,
+so old and new meet the same machine load; its ratios are to this process's floor.
 
     python benchmarks/peers.py                       # ~2 minutes on 2 shared cores
     python benchmarks/peers.py --quick               # a smoke check in seconds
     python benchmarks/peers.py --json peers.json --profile 10
+    python benchmarks/peers.py --old /path/to/other/venv/bin/python
 """
 
 from __future__ import annotations
@@ -56,6 +62,8 @@ import json
 import os
 import pstats
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -68,7 +76,7 @@ import gymnasium as gym
 import numpy as np
 
 ENV_ID = "seffi/SortSwapsRouter-v0"
-TARGETS = {"seffi ingest only": 2.5, "seffi default logging": 5.0}
+TARGETS = {"seffi ingest only": 2.5, "seffi default logging": 3.0}
 
 
 #: The command-line settings: `main`'s flags as attributes (``a.episodes``, ``a.envs``, ...).
@@ -330,8 +338,62 @@ class Row:
         return min(per), statistics.median(per)
 
 
+SEFFI_ROWS = ("seffi ingest only", "seffi default logging", "seffi default logging, plots=False",
+              "seffi default logging, for_env")  # fmt: skip
+#: A line of the ``--old`` child's protocol starts with this (seffi may print lines of its own).
+MARK = "@@peers "
+
+
+class OldCheckout:
+    """The seffi rows of another checkout, replayed by its interpreter in a child process on request."""
+
+    def __init__(self, python: str, a: Args) -> None:
+        cmd = [python, os.path.abspath(__file__), "--serve"]
+        for flag in ("episodes", "envs", "budget", "inputs", "seed"):
+            cmd += [f"--{flag}", str(getattr(a, flag))]
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
+        env.pop("PYTHONPATH", None)  # the interpreter's own seffi, not this one's
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=tempfile.gettempdir()
+        )
+        self.where = self._read()["seffi"]
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith(MARK):
+                return json.loads(line[len(MARK) :])
+        raise SystemExit(f"--old child exited with code {self.proc.wait()}")
+
+    def run(self, name: str) -> dict[str, Any]:
+        """One replay of row ``name`` in the child: its result dict."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(name + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def serve(a: Args) -> None:
+    """The ``--old`` child: record the stream, then replay the row named on each stdin line."""
+    import seffi
+
+    rec = record(a)
+    fns = consumers(a)
+    print(MARK + json.dumps({"seffi": os.path.dirname(seffi.__file__)}), flush=True)
+    for line in sys.stdin:
+        got = fns[line.strip()](rec)
+        print(MARK + json.dumps(got), flush=True)
+
+
 def consumers(a: Args) -> dict[str, Callable[[Recording], dict[str, Any]]]:
-    """The consumers by row name, in table order."""
+    """The consumers by row name, in table order (with ``--old``, its seffi rows last)."""
+    old = getattr(a, "old_checkout", None)
+    extra = {f"{n} [old]": (lambda r, n=n: old.run(n)) for n in SEFFI_ROWS} if old is not None else {}
     return {
         "numpy floor": lambda r: run_floor(r, a),
         "replay vector env alone": lambda r: run_vector(r, a, wrap=False),
@@ -342,7 +404,7 @@ def consumers(a: Args) -> dict[str, Callable[[Recording], dict[str, Any]]]:
         "seffi default logging": lambda r: run_seffi(r, a, logging=True, plots=True),
         "seffi default logging, plots=False": lambda r: run_seffi(r, a, logging=True, plots=False),
         "seffi default logging, for_env": lambda r: run_seffi(r, a, logging=True, for_env=True),
-    }
+    } | extra
 
 
 def measure(rec: Recording, a: Args) -> list[Row]:
@@ -440,11 +502,17 @@ def main() -> None:
     p.add_argument("--json", default=None, help="write the results to this path")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="print the top N cumulative seffi entries of one default-logging replay")  # fmt: skip
+    p.add_argument("--old", default=None, metavar="PYTHON",
+                   help="the interpreter of another checkout: its seffi rows beside these")  # fmt: skip
+    p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     a: Args = p.parse_args()
     if a.quick:
         a.episodes, a.repeats = min(a.episodes, 8_000), min(a.repeats, 2)
     warnings.simplefilter("ignore")
     os.environ["WANDB_MODE"] = "disabled"
+    if a.serve:
+        serve(a)
+        return
     import stable_baselines3  # noqa: F401 - imports torch
     import torch
 
@@ -461,7 +529,12 @@ def main() -> None:
         "repetitions; CPU us per episode.\nx floor: the median over repetitions of each one's ratio to the "
         "floor in that repetition ((min): min / the floor's min); the targets are judged on x floor"
     )
+    if a.old:
+        a.old_checkout = OldCheckout(a.old, a)
+        print(f"[old] rows: seffi from {a.old_checkout.where} (run by {a.old})")
     rows = measure(rec, a)
+    if a.old:
+        a.old_checkout.close()
     out = table(rows, rec, a)
     by = {r.name: r for r in rows}
     floor_c = np.array(by["numpy floor"].extra[0]["coverage"])
@@ -476,7 +549,7 @@ def main() -> None:
     if a.profile:
         print(profile(rec, a, a.profile))
     if a.json:
-        settings = {k: v for k, v in vars(a).items() if k != "quick"}
+        settings = {k: v for k, v in vars(a).items() if k not in ("quick", "serve", "old_checkout")}
         results = {"args": settings, "episodes": rec.episodes, "rows": out}
         Path(a.json).write_text(json.dumps(results, indent=1))
     rec.env.close()

@@ -63,7 +63,8 @@ class MonitorConfig:
         log_unit: What ``log_every`` counts.
         log_curves_every: Every this many logs (starting with the first) a log is a *curve snapshot*:
             curves with bootstrap intervals go to ``sinks.log_snapshot`` (W&B table + image, a line
-            of snapshots.jsonl) and the gain gets its ``_lo``/``_hi`` bounds.
+            of snapshots.jsonl) and the gain gets its ``_lo``/``_hi`` bounds. A snapshot over U
+            inputs costs O(U): the next one waits until K x U more episodes came (``LogSchedule``).
         scope: Key scope, e.g. ``"eval"`` gives ``seffi/eval/auc`` (``None``: ``seffi/auc``).
         label: Legend name of the policy in plots and report.
         n_boot: Bootstrap replicates of the final report's intervals (0: no intervals).

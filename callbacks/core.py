@@ -127,7 +127,7 @@ class CoverageMonitor:
         self.reset_tracker()
         if resumed is not None:  # a checkpoint's runs and episodes; its open runs continue
             self.load_state_dict(resumed)
-        self.schedule = LogSchedule(cfg.log_every, cfg.log_unit, cfg.log_curves_every)
+        self.schedule = LogSchedule(cfg.log_every, cfg.log_unit, cfg.log_curves_every, self.budget)
         #: (episodes, time) of the last checkpoint; time None until the first one.
         self._checkpointed: tuple[int, float | None] = (self.episodes, None)
         self.baseline_sets = BaselineSets()
@@ -162,6 +162,8 @@ class CoverageMonitor:
         self._batches, self.pending = [], 0
         self._tracker = self._new_tracker()
         self._auc_sums = BaselineAucSums()
+        #: (tracker, its counts, policy curves) of a snapshot log, for the checkpoint written with it.
+        self._curves: tuple[CoverageTracker, tuple[int, ...], Any] | None = None
         self._new_window()
 
     def _new_window(self, *, loaded: bool = False) -> None:
@@ -301,10 +303,11 @@ class CoverageMonitor:
         self.sinks.log(scalars, step)
         if comparison is not None:
             self.sinks.log_snapshot(comparison, step, self.scope)
-        self.schedule.done(step)
+        self.schedule.done(step, snapshot_inputs=None if comparison is None else len(self._tracker.keys))
         self.last_scalars = scalars
         if checkpoint and self._checkpoint_due():
             self.checkpoint()
+        self._curves = None  # its per-input arrays are O(inputs): not kept between logs
         self.log_seconds += time.perf_counter() - started
         if self.config.verbose:  # opt-in console progress
             print(keys.progress_line(scalars, self.scope, step, self.episodes, len(self._tracker.keys)))
@@ -439,6 +442,8 @@ class CoverageMonitor:
 
     def baselines(self, *, pool: bool = False) -> tuple[Any, Any]:
         """(iid, oracle) curves over the inputs seen (or the env's pool, see ``EnvBaselines.curves``)."""
+        if not self.env_baselines.sources:  # no list of every input id for nothing
+            return None, None
         return self.env_baselines.curves(self.inputs, pool=pool)
 
     def snapshot(self, *, exact: bool = False) -> tuple[Any, dict[str, float]]:
@@ -449,13 +454,18 @@ class CoverageMonitor:
                 once; the gain is the same, restricted to the policy's inputs).
         """
         comparison, scalars = self._snapshot(exact=exact)
+        self._curves = None
         return comparison, {**scalars, **self._window_scalars()}
 
     def _snapshot(self, *, exact: bool = False, n_boot: int | None = None) -> tuple[Any, dict[str, float]]:
         iid, oracle = self.baselines(pool=not exact)
         n_boot = self.n_boot if n_boot is None else n_boot
         t = self.tracker
-        curves = t.curves(self.budget, n_boot=n_boot, seed=self.seed)
+        # A snapshot log and the checkpoint written right after it share one curves computation.
+        data = (t.samples, t.skipped, t.n_done, n_boot)
+        if self._curves is None or self._curves[0] is not t or self._curves[1] != data:
+            self._curves = (t, data, t.curves(self.budget, n_boot=n_boot, seed=self.seed))
+        curves = self._curves[2]
         comparison, policy_set, gain = policy_comparison(
             t,
             curves,
@@ -528,6 +538,7 @@ class CoverageMonitor:
         self._batches, self.pending = [], 0
         self._tracker, self._episodes = tracker, episodes
         self._auc_sums.restart()
+        self._curves = None
 
     @staticmethod
     def shift_streams(state: Mapping[str, Any], offset: int) -> dict[str, Any]:
@@ -547,6 +558,7 @@ class CoverageMonitor:
             **meta: Entries added to the report's meta.
         """
         comparison = self._snapshot(exact=True, n_boot=n_boot)[0] if self.tracker.complete_runs() else None
+        self._curves = None  # reused by a report right after a snapshot log only
         report = monitor_report(self, comparison)
         return report.model_copy(update={"meta": {**report.meta, **meta}}) if meta else report
 

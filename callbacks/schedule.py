@@ -15,6 +15,13 @@ __all__ = ["LogSchedule", "RecentRuns"]
 class LogSchedule:
     """Every ``every`` episodes (or steps) a log; every ``curves_every``-th log (the first too) a snapshot.
 
+    A snapshot costs O(inputs x K) where a point log costs O(K): after a snapshot over U inputs,
+    the next waits until K x U more episodes came (room for every input to complete one more run),
+    skipping the ``curves_every``-th logs before. A snapshot's cost per episode then stays flat in
+    the number of inputs. It depends on episode counts only, so a run repeats its snapshots; with
+    K x U at most ``every`` x ``curves_every`` episodes (up to 1,280 inputs at the defaults and
+    K = 8) it never holds one back. The final report does not depend on it.
+
     Steps must increase (W&B drops a step that goes back): a step not above the last logged one is
     refused, with one warning per schedule.
 
@@ -22,13 +29,16 @@ class LogSchedule:
         every: Episodes (or steps) between logs.
         unit: What ``every`` counts: "episodes" or "steps".
         curves_every: Every this many logs is a curve snapshot.
+        budget: K, the per-input budget (spaces snapshots by K x inputs episodes).
     """
 
-    def __init__(self, every: int, unit: LogUnit, curves_every: int) -> None:
+    def __init__(self, every: int, unit: LogUnit, curves_every: int, budget: int = 1) -> None:
         self.every, self.unit, self.curves_every = int(every), unit, int(curves_every)
+        self.budget = int(budget)
         self.n_logs = 0
         self.last_step: int | None = None
         self._episodes_at, self._step_at, self._warned = 0, None, False
+        self._snapshot_after = 0  # episodes before which no snapshot comes
 
     def due(self, step: int, episodes: int) -> bool:
         """Whether a log is due at ``step`` after ``episodes`` episodes. O(1)."""
@@ -55,13 +65,15 @@ class LogSchedule:
 
     @property
     def snapshot(self) -> bool:
-        """Whether the next log is a curve snapshot."""
-        return self.n_logs % self.curves_every == 0
+        """Whether the log just started is a curve snapshot."""
+        return self.n_logs % self.curves_every == 0 and self._episodes_at >= self._snapshot_after
 
-    def done(self, step: int) -> None:
-        """A log was written at ``step``."""
+    def done(self, step: int, *, snapshot_inputs: int | None = None) -> None:
+        """A log was written at ``step``; a snapshot's ``snapshot_inputs`` space the next one."""
         self.last_step = step
         self.n_logs += 1
+        if snapshot_inputs is not None:
+            self._snapshot_after = self._episodes_at + self.budget * int(snapshot_inputs)
 
 
 class RecentRuns:
@@ -84,7 +96,7 @@ class RecentRuns:
 
     def __init__(self, window: int, tracker: CoverageTracker, *, since: int = 0, loaded: bool = False):
         self.window = int(window)
-        self.runs = CompleteRuns(tracker.budget)  # type: ignore[arg-type]
+        self.runs = CompleteRuns(tracker.budget, reuse_rows=True)  # type: ignore[arg-type]
         #: Date -> the slots of the window's runs of that date.
         self.held: dict[int, list[np.ndarray]] = {}
         self.mark = tracker.n_done  # runs complete already stay out
@@ -115,7 +127,9 @@ class RecentRuns:
         slots, date = slots[recent], date[recent]
         for d in np.unique(date).tolist():
             self.held.setdefault(d, []).append(slots[date == d])
-        self.runs.add(tracker.runs, slots, tracker.assigner.slot_input[slots], tracker.m)
+        self.runs.add(
+            tracker.runs, slots, tracker.assigner.slot_input[slots], tracker.m, like=tracker.complete
+        )
 
     def at(self, episodes: int, tracker: CoverageTracker) -> tuple[CompleteRuns | None, int, int | None]:
         """(the window's runs at episode count ``episodes``, episodes it reaches back, its age).

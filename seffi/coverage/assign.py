@@ -401,17 +401,12 @@ class RunAssigner:
         rows = np.flatnonzero(self.o_slot[:n] >= 0)
         keys = self.o_key[rows]
         order = np.argsort(keys, kind="stable")  # by (input code, env column)
-        return [
-            (
-                int(key >> _SHIFT),
-                env_of[int(key & ((1 << _SHIFT) - 1))],
-                int(self.o_slot[r]),
-                int(self.o_cnt[r]),
-                int(self.o_si[r]),
-                int(self.o_ri[r]),
-            )
-            for key, r in zip(keys[order].tolist(), rows[order].tolist(), strict=True)
-        ]
+        keys, rows = keys[order], rows[order]
+        # Whole columns to lists: a checkpoint lists every open run (one per env row and input).
+        cols = (keys >> _SHIFT, self.o_slot[rows], self.o_cnt[rows], self.o_si[rows], self.o_ri[rows])
+        u, slot, cnt, si, ri = (c.tolist() for c in cols)
+        env = map(env_of.__getitem__, (keys & ((1 << _SHIFT) - 1)).tolist())
+        return list(zip(u, env, slot, cnt, si, ri, strict=True))
 
     def restore_open(self, u: Any, env: Any, *fields: Any) -> None:
         """Reopen runs (inverse of `open_runs`): inputs, env indices, slots, counts, last indices."""

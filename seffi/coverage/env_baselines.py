@@ -268,13 +268,14 @@ class BaselineAucSums:
         self, baselines: EnvBaselines, codes: np.ndarray, keys: Sequence[tuple[str, str]]
     ) -> tuple[float | None, float | None]:
         """(iid AUC, oracle AUC) over input ``codes`` (U,) (the previous call's first); ``keys`` by code."""
-        for c in codes[self._n :].tolist():
+        # An input without a baseline AUC leaves the mean undefined until a restart: nothing more to ask.
+        for c in codes[self._n :].tolist() if self._complete else ():
             iid, oracle = baselines.input_aucs(keys[c][1])
             if iid is None or oracle is None:
                 self._complete = False
-            else:
-                self._sums[0] += iid
-                self._sums[1] += oracle
+                break
+            self._sums[0] += iid
+            self._sums[1] += oracle
         self._n = int(codes.size)
         if not self._n or not self._complete:
             return None, None

@@ -228,7 +228,8 @@ def mean_score_intervals(
     bounds = np.cumsum([0] + [f.shape[1] for f in flats])
     strata = np.zeros(U, dtype=np.int64) if strata is None else np.asarray(strata)
     groups = np.unique(strata)
-    in_groups = [strata == h for h in groups]
+    # One stratum (the usual case): every unit, no mask and no copy of the column chunk.
+    in_groups = [strata == h for h in groups] if groups.size > 1 else [slice(None)]
     width = int(bounds[-1])
     mu, var = np.empty(width), np.zeros(width)
     floor = np.zeros(width)  # its lower bound from 0/1 runs (sum over inputs of binomial)

@@ -50,8 +50,9 @@ N_INC = len(INC_STATS)
 _I = {name: j for j, name in enumerate(INC_STATS)}
 if 1.0 not in TAUS:  # full coverage is the running sum of the tau = 1 event
     raise ImportError("seffi.coverage.sums needs tau = 1 in TAUS")
-_FULL = _I["event_1"]
 _EVENTS = slice(_I[f"event_{TAUS[0]:g}"], _I[f"event_{TAUS[0]:g}"] + len(TAUS))  # (risk, event) per tau
+#: Statistics that are running sums of a stored one (the rest are stored as they are, but ``runs``).
+_RUNNING = {"covered": "new", "valid_covered": "valid_new", "valid_any": "valid_first", "full": "event_1"}
 #: Statistics whose per-run value is a count (not 0/1): only their squares differ from their sums.
 SQUARED: tuple[int, ...] = (_S["covered"], _S["new"], _S["valid_covered"])
 
@@ -162,6 +163,20 @@ class InputSums:
         rows = slice(None) if rows is None else rows
         return _rebuild(self.inc[rows].astype(np.int64), self.n_runs[rows])
 
+    def stat(self, j: int, rows: np.ndarray) -> np.ndarray:
+        """Statistic ``j`` of `BASE_STATS` alone for ``rows``: ``full(rows)[:, :, j]``, int (R, K)."""
+        if j == _S["runs"]:
+            return np.repeat(self.n_runs[rows][:, None], self.budget, axis=1)
+        running = {
+            "covered": "new",
+            "valid_covered": "valid_new",
+            "valid_any": "valid_first",
+            "full": "event_1",
+        }
+        name = BASE_STATS[j]
+        col = self.inc[rows, :, _I[running.get(name, name)]]
+        return np.cumsum(col, axis=1, dtype=np.int64) if name in running else col.astype(np.int64)
+
     def squares(self, j: int, rows: np.ndarray | slice | None = None) -> np.ndarray:
         """Sums of squares of statistic ``j`` over each input's runs: (R, K)."""
         rows = slice(None) if rows is None else rows
@@ -228,9 +243,8 @@ def _rebuild(inc: np.ndarray, n_runs: np.ndarray) -> np.ndarray:
     out[:, :, _S["runs"]] = runs
     out[:, :, _S["novel"]] = inc[:, :, _I["novel"]]
     out[:, :, _S["new"]] = inc[:, :, _I["new"]]
-    for stat, running in (("covered", "new"), ("valid_covered", "valid_new"), ("valid_any", "valid_first")):
+    for stat, running in _RUNNING.items():
         out[:, :, _S[stat]] = total[:, :, _I[running]]
-    out[:, :, _S["full"]] = total[:, :, _FULL]
     events = inc[:, :, _EVENTS]
     out[:, :, 7::2] = runs[:, :, None] - (total[:, :, _EVENTS] - events)  # at risk: no event before k
     out[:, :, 8::2] = events

@@ -54,6 +54,8 @@ INPUT_BLOCK = 4096
 NORMAL_INPUTS = 20_000
 #: Replicates drawn per block by the exact bootstrap.
 REPLICATE_BLOCK = 64
+#: Above this many inputs a snapshot recomputes per-input values metric by metric (`_PerInput`).
+STREAM_INPUTS = NORMAL_INPUTS
 
 
 _METRIC_ROWS = list(METRICS.values())
@@ -294,18 +296,19 @@ def curves_from_sums(
     )
     # One pass over the inputs in blocks (canonical order): each input's weighted sums (its runs
     # averaged), summed in order for the point estimates (the same additions as one sum over all),
-    # each input's curves for the score intervals, its AUC share and the bootstrap's data.
+    # and the bootstrap's data. Up to `STREAM_INPUTS` inputs the same pass keeps each input's curves
+    # (score intervals), its AUC share's terms; above, `_PerInput` recomputes them metric by metric.
+    per_input = _PerInput(sums, order, n_runs, m) if U > STREAM_INPUTS else None
+    kept: dict[str, np.ndarray] = {}
+    if per_input is None:
+        kept = {name: np.empty((U, K)) for name in (*_SCORE_METRICS, "num", "den", "vnum")}
     total: np.ndarray | None = None
-    per_input = {name: np.empty((U, K)) for name in _SCORE_METRICS}
-    num, den, vnum = np.empty((U, K)), np.empty((U, K)), np.empty((U, K))
     for a in range(0, U, INPUT_BLOCK):
         b = min(a + INPUT_BLOCK, U)
         st = _weighted(sums.full(order[a:b]), n_runs[a:b], m[a:b])  # (B, N_STATS, K)
         total = st.sum(axis=0) if total is None else np.concatenate([total[None], st]).sum(axis=0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for name, out in per_input.items():
-                np.divide(st[:, METRICS[name], :], st[:, 0, :], out=out[a:b])
-        num[a:b], den[a:b], vnum[a:b] = st[:, 1, :], st[:, 0, :], st[:, 5, :]
+        if kept:
+            _block_values(st, kept, a, b)
         if reps is not None:
             reps.add(a, st)
     point, surv = unpack_stats(total)  # type: ignore[arg-type]
@@ -329,11 +332,15 @@ def curves_from_sums(
         seed=seed if n_boot > 0 else None,
     )
     aucs = [(p, name) for p, name in (("", "coverage"), ("valid_", "valid_coverage")) if name in metrics]
-    # Every score interval of the snapshot (curves, then AUCs) in one pass: one Poisson bisection.
+    # Every score interval of the snapshot (curves, then AUCs); each column's numbers are its own,
+    # so intervals computed metric by metric (``_PerInput``) are the same.
     scored = [name for name in metrics if boot and name in _SCORE_METRICS]
-    blocks = [(per_input[name], n_runs if _SCORE_METRICS[name] else None) for name in scored]
-    blocks += [(per_input[name].mean(axis=1), None) for _, name in aucs if boot]
-    got = iter(mean_score_intervals(blocks, ci_level, strata=strata) if blocks else [])
+    if per_input is None:
+        blocks = [(kept[name], n_runs if _SCORE_METRICS[name] else None) for name in scored]
+        blocks += [(kept[name].mean(axis=1), None) for _, name in aucs if boot]
+        got = iter(mean_score_intervals(blocks, ci_level, strata=strata) if blocks else [])
+    else:
+        got = iter(per_input.score_intervals(scored, [name for _, name in aucs if boot], ci_level, strata))
     for name in metrics:
         setattr(c, name, point[name])
         if not boot or (name not in _SCORE_METRICS and name != "expected_new"):
@@ -352,9 +359,14 @@ def curves_from_sums(
     if n_boot > 0 and not over_inputs:
         _within_input_intervals(c, sums.take(order), m, metrics, ci_level)
     # Each input's share of the AUCs, for Curves.gain's paired (inputs jointly) bootstrap.
-    c.input_auc = input_auc_contributions(num, den)
-    if valid:
-        c.input_valid_auc = input_auc_contributions(vnum, den)
+    if per_input is None:
+        c.input_auc = input_auc_contributions(kept["num"], kept["den"])
+        if valid:
+            c.input_valid_auc = input_auc_contributions(kept["vnum"], kept["den"])
+    else:
+        c.input_auc, valid_auc = per_input.auc_contributions(total)  # type: ignore[arg-type]
+        if valid:
+            c.input_valid_auc = valid_auc
     if input_keys is not None:
         as_str = all(type(t) is str and type(i) is str for t, i in input_keys)  # a tracker's keys: kept
         c.input_keys = (
@@ -371,6 +383,78 @@ def curves_from_sums(
             + (f"; {empty} input(s) have no complete run and are left out" if empty else "")
         )
     return c
+
+
+def _block_values(st: np.ndarray, out: dict[str, np.ndarray], a: int, b: int) -> None:
+    """Rows ``a:b`` of each input's curves (``_SCORE_METRICS``) and AUC terms from weighted sums ``st``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for name in _SCORE_METRICS:
+            if name in out:
+                np.divide(st[:, METRICS[name], :], st[:, 0, :], out=out[name][a:b])
+    for key, j in (("num", 1), ("den", 0), ("vnum", 5)):
+        if key in out:
+            out[key][a:b] = st[:, j, :]
+
+
+class _PerInput:
+    """Per-input values of many inputs, recomputed block by block from the integer sums.
+
+    One metric's (U, K) curves at a time, never every metric's at once: above `STREAM_INPUTS`
+    inputs (8 such arrays of 10^6 inputs x K = 8 would take 512 MB). The score intervals get the
+    same arrays as in one pass; the AUC shares take C(k) from the summed totals (one sum in input
+    order, where one pass sums each column pairwise: the same to rounding).
+    """
+
+    def __init__(self, sums: InputSums, order: np.ndarray, n_runs: np.ndarray, m: np.ndarray) -> None:
+        self.sums, self.order, self.n_runs, self.m = sums, order, n_runs, m
+        self.U, self.K = order.size, sums.budget
+
+    def _weighted(self, j: int, a: int, b: int) -> np.ndarray:
+        """Rows ``a:b`` of statistic ``j`` of `_weighted` (the same products), computed alone: (B, K)."""
+        w = 1.0 / np.maximum(self.n_runs[a:b], 1)
+        if j in PER_STRATEGY:
+            w = (1.0 / np.asarray(self.m[a:b], dtype=np.float64)) * w
+        return self.sums.stat(j, self.order[a:b]) * w[:, None]
+
+    def _curves(self, name: str) -> np.ndarray:
+        out = np.empty((self.U, self.K))
+        for a in range(0, self.U, INPUT_BLOCK):
+            b = min(a + INPUT_BLOCK, self.U)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                np.divide(self._weighted(METRICS[name], a, b), self._weighted(0, a, b), out=out[a:b])
+        return out
+
+    def score_intervals(
+        self, scored: list[str], auc_names: list[str], level: float, strata: np.ndarray | None
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """`mean_score_intervals` of each metric of ``scored``, then of the AUCs of ``auc_names``."""
+        got, auc_rows = [], {}
+        for name in dict.fromkeys([*scored, *auc_names]):
+            values = self._curves(name)
+            if name in scored:
+                runs = self.n_runs if _SCORE_METRICS[name] else None
+                got += mean_score_intervals([(values, runs)], level, strata=strata)
+            if name in auc_names:
+                auc_rows[name] = values.mean(axis=1)
+            del values
+        got += [mean_score_intervals([(auc_rows[name], None)], level, strata=strata)[0] for name in auc_names]
+        return got
+
+    def auc_contributions(self, total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`input_auc_contributions` of C(k) and valid C(k), from the summed weighted ``total``."""
+        D = total[0]
+        ok = D > 0
+        out = np.full((2, self.U), np.nan)
+        if not ok.any():
+            return out[0], out[1]
+        C = total[[1, 5]][:, ok] / D[ok]
+        for a in range(0, self.U, INPUT_BLOCK):
+            b = min(a + INPUT_BLOCK, self.U)
+            den = self._weighted(0, a, b)[:, ok]
+            for i, j in enumerate((1, 5)):
+                infl = self.U * (self._weighted(j, a, b)[:, ok] - C[i] * den) / D[ok]
+                out[i, a:b] = C[i].mean() + infl.mean(axis=1)
+        return out[0], out[1]
 
 
 def _within_input_intervals(

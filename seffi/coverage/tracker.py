@@ -681,7 +681,7 @@ class CoverageTracker:
             sums = run_sums(self.runs, runs, unit, self.m[codes], K, squares=True)
             m, samples, absent = self.m[codes], int(self.runs.n[runs].sum()), U - codes.size
             incomplete = int((self.runs.n[runs] < K).sum())
-            rare = None
+            rare, at = None, None
         else:
             order = self.input_order()
             samples, incomplete = self.samples, int((self.runs.n[:S] < K).sum())
@@ -692,10 +692,10 @@ class CoverageTracker:
                 have = min(U, done.row_of.size)
                 rows[:have] = done.row_of[:have]
             rows = rows[order]  # the sums row of each input in sorted key order (-1: no complete run)
+            # The sums are read in canonical order where they are (``at``), never copied whole.
             if streamed and (rows >= 0).sum() >= MIN_INPUTS:
-                codes = order[rows >= 0]
-                sums = done.sums.take(rows[rows >= 0])  # type: ignore[union-attr]
-                m, absent, rare = self.m[codes], U - codes.size, None
+                codes, at = order[rows >= 0], rows[rows >= 0]
+                sums, m, absent, rare = done.sums, self.m[done.codes], U - codes.size, None  # type: ignore[union-attr]
             else:
                 bins = None
                 if rarity is not None:
@@ -703,12 +703,12 @@ class CoverageTracker:
                     ids = self.keys.input_ids()[unit].tolist()
                     bins = rarity_bin_matrix(rarity, ids, self.columns, self.m[unit], rarity_bins)
                 sums, rare = self.derived_sums(K, rarity_bin=bins, n_bins=rarity_bins)
-                sums, m, codes, absent = sums.take(order), self.m[order], order, 0
-                rare = None if rare is None else rare[order]
+                m, codes, at, absent = self.m[: len(self.keys)], order, order, 0
         strata = self.keys.strata(codes)  # a stratum per task
         c = curves_from_sums(
             sums,
             m,
+            order=at,
             incomplete=incomplete,
             strata=strata,
             n_boot=n_boot,
@@ -745,10 +745,14 @@ class CompleteRuns:
 
     Args:
         budget: K.
+        reuse_rows: An input whose runs all left gives its row to the next new input (a window's
+            memory then follows the runs it holds, not every input it ever held).
     """
 
-    def __init__(self, budget: int) -> None:
+    def __init__(self, budget: int, *, reuse_rows: bool = False) -> None:
         self.budget = int(budget)
+        self.reuse_rows = reuse_rows
+        self._free = np.zeros(0, dtype=np.int64)  # rows given back (``reuse_rows``)
         self.sums = InputSums(self.budget, dtype=np.int8, squares=False)
         self.totals = GroupTotals(self.budget)
         # int32: a tracker holds far fewer than 2^31 inputs (as `RunAssigner.slot_input`)
@@ -756,8 +760,19 @@ class CompleteRuns:
         self._codes = np.zeros(16, dtype=np.int32)  # row of ``sums`` -> input code (capacity doubles)
         self.runs = self.samples = self.valid = self.n_rows = 0
         self._point: dict[str, Any] | None = None
+        #: (slots, input codes, their sums) of the runs added or removed last.
+        self.last: tuple[np.ndarray, np.ndarray, InputSums] | None = None
 
-    def add(self, table: RunTable, slots: np.ndarray, u: np.ndarray, m: np.ndarray, sign: int = 1) -> None:
+    def add(
+        self,
+        table: RunTable,
+        slots: np.ndarray,
+        u: np.ndarray,
+        m: np.ndarray,
+        sign: int = 1,
+        *,
+        like: CompleteRuns | None = None,
+    ) -> None:
         """Add (``sign`` 1) or remove (-1) the complete runs ``slots`` of ``table``.
 
         Args:
@@ -766,29 +781,39 @@ class CompleteRuns:
             u: int array, shape (R,): their input codes.
             m: int array: M_x per input code.
             sign: 1 to add, -1 to remove runs added before.
+            like: Another holder of runs of ``table``: when the runs it added last are ``slots``, their
+                sums are reused (a window adds the runs the tracker just added).
         """
         if slots.size == 0:
             return
-        codes, unit = np.unique(u, return_inverse=True)
+        last = None if like is None else like.last
+        if last is not None and last[0].size == slots.size and np.array_equal(last[0], slots):
+            codes, part = last[1], last[2]
+        else:
+            codes, unit = np.unique(u, return_inverse=True)
+            part = run_sums(table, slots, unit.reshape(-1), m[codes], self.budget)
+        self.last = (slots, codes, part)
         if codes[-1] >= self.row_of.size:
             grown = np.full(max(int(codes[-1]) + 1, 2 * self.row_of.size), -1, dtype=np.int32)
             grown[: self.row_of.size] = self.row_of
             self.row_of = grown
         rows = self.row_of[codes]
         new = np.flatnonzero(rows < 0)
-        if new.size:  # the first run of these inputs: a row each
-            have = self.n_rows
-            rows[new] = np.arange(have, have + new.size)
+        if new.size:  # the first run of these inputs: a row each (a freed one first)
+            reused, self._free = self._free[: new.size], self._free[new.size :]
+            have, fresh = self.n_rows, new.size - reused.size
+            rows[new] = np.concatenate([reused, np.arange(have, have + fresh)])
             self.row_of[codes[new]] = rows[new]
-            if have + new.size > self._codes.size:
-                self._codes = np.concatenate(
-                    [self._codes, np.zeros(max(new.size, self._codes.size), np.int32)]
-                )
-            self._codes[have : have + new.size] = codes[new]
-            self.n_rows = have + new.size
-            self.sums.grow(have + new.size)
-        part = run_sums(table, slots, unit.reshape(-1), m[codes], self.budget)
+            if have + fresh > self._codes.size:
+                self._codes = np.concatenate([self._codes, np.zeros(max(fresh, self._codes.size), np.int32)])
+            self._codes[rows[new]] = codes[new]
+            self.n_rows = have + fresh
+            self.sums.grow(have + fresh)
         add_runs(self.sums, self.totals, rows, part, m[codes], sign)
+        if sign < 0 and self.reuse_rows:  # integer sums: an input without runs left holds zeros
+            gone = rows[self.sums.n_runs[rows] == 0]
+            self.row_of[self._codes[gone]] = -1
+            self._free = np.concatenate([self._free, gone])
         self.runs += sign * int(slots.size)
         self.samples += sign * int(table.n[slots].sum())
         self.valid += sign * int(table.n_valid[slots].sum())

@@ -97,6 +97,7 @@ def full_coverage_key(budget: int, scope: str | None = None) -> str:
     return metric_key("full_coverage", budget, scope)
 
 
+@functools.lru_cache(maxsize=1024)  # every log asks for the same keys
 def time_to_coverage_key(tau: float, scope: str | None = None, stat: str = "median") -> str:
     """``seffi/time_to_coverage/tau=<tau>/<stat>`` (stat: median, restricted_mean, censored)."""
     return f"{metric_key('time_to_coverage', scope=scope)}/tau={float(tau)!r}/{stat}"
@@ -231,10 +232,13 @@ def scalars_from_curves(
     ks = [int(k) for k in (_get(curves, "k") or [])]
     counts = {"n_samples": episodes, "n_inputs": inputs}
     out: dict[str, float] = {}
-    for c in COLUMNS:
-        if c.wandb is not None:
-            out.update(_column_scalars(c, curves, gain, ks, counts, scope))
+    for c in _LOGGED:
+        out.update(_column_scalars(c, curves, gain, ks, counts, scope))
     return out
+
+
+#: The columns with a W&B key, in table order.
+_LOGGED = tuple(c for c in COLUMNS if c.wandb is not None)
 
 
 def comparison_names(comparisons: Any) -> list[str]:

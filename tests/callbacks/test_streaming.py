@@ -468,6 +468,70 @@ def test_window_sums_kept_as_batches_come_and_go_equal_the_window_recomputed_fro
     assert checked > 20 and m.recent.dropped
 
 
+def test_window_of_inputs_passing_through_holds_rows_for_its_runs_only() -> None:
+    """Inputs that come, complete runs and leave: each log's window equals its runs recomputed, and
+    the window's sums hold rows for the inputs of its runs, not for every input it ever held."""
+    ends, K, envs = [], 5, 4
+    rng = np.random.default_rng(5)
+    for run in range(600):  # env row run % envs runs input x<run // 8> (two runs per input and row)
+        x = f"x{run // 8:03d}"
+        for k in range(1, K + 1):
+            ms = tuple(s for s in STRATS if rng.random() < 0.3)
+            ends.append({"input_id": x, "strategy_matches": ms, "valid": bool(rng.random() < 0.7),
+                         "env_index": run % envs, "sample_index": k, "run_index": run // envs})  # fmt: skip
+    m = CoverageMonitor(K, STRATS, sinks=_Null(), n_boot=0, log_every=40, window=200)
+    checked, most = 0, 0
+    for i in range(0, len(ends), 20):
+        _feed(m, ends[i : i + 20])
+        if m.maybe_log(i + 20):
+            win, *_ = m.recent.at(m.episodes, m.tracker)
+            slots = m.recent.slots()
+            if win is None or slots.size == 0:
+                continue
+            t = m.tracker
+            _same(win.point(), t.point(slots=slots))
+            assert (win.runs, win.samples, win.valid) == (
+                slots.size, int(t.runs.n[slots].sum()), int(t.runs.n_valid[slots].sum())
+            )  # fmt: skip
+            assert win.input_codes().tolist() == np.unique(t.assigner.slot_input[slots]).tolist()
+            most = max(most, win.input_codes().size)
+            checked += 1
+    assert checked > 50 and len(m.tracker.keys) == 75
+    # 200 episodes hold at most 40 runs of 5 inputs each pass: rows for those, reused as inputs leave.
+    assert m.recent.runs.n_rows <= most + 8 < 75
+
+
+@pytest.mark.parametrize(
+    ("n_inputs", "expected"), [(3, [10, 30, 50, 70, 90, 110, 130, 150]), (None, [10, 30, 70, 150])]
+)
+def test_snapshots_wait_for_k_episodes_per_input_of_the_last_one(n_inputs, expected) -> None:
+    """A loop where every input gets one run of K = 2: with new inputs all the time, a snapshot over U
+    inputs is followed by the next only K x U episodes later (hand: 10 -> 5 inputs, next at 30 -> 15,
+    70 -> 35, 150); with 3 inputs every other log is one."""
+    sinks = _Null()
+    m = CoverageMonitor(2, STRATS, sinks=sinks, n_boot=0, log_every=10, log_curves_every=2, window=None)
+    for e in range(160):
+        run = e // 2
+        x = f"x{run if n_inputs is None else run % n_inputs}"
+        m.update_infos({"input_id": x, "strategy_matches": ("a",), "sample_index": e % 2 + 1}, True)
+        m.maybe_log(e + 1)
+    assert [step for step, _ in sinks.logged] == list(range(10, 161, 10))
+    assert sinks.snapshots == expected
+
+
+def test_logs_without_baselines_keep_nothing_per_input() -> None:
+    """A loop over many inputs and no baselines: the logs' gain is absent and no per-input baseline
+    AUC is asked for or kept beyond the first (the gain is undefined from that input on)."""
+    m = CoverageMonitor(2, STRATS, sinks=_Null(), n_boot=0, log_every=10, window=None)
+    for e in range(400):
+        m.update_infos(
+            {"input_id": f"x{e // 2}", "strategy_matches": ("a",), "sample_index": e % 2 + 1}, True
+        )
+        m.maybe_log(e + 1)
+    assert m.n_logs == 40 and "seffi/gain_vs_iid" not in m.metrics()
+    assert len(m.env_baselines._aucs) <= 1
+
+
 def _same(a: dict, b: dict) -> None:
     """Two point-estimate dicts equal to the last digit (NaN equal to NaN)."""
     assert a.keys() == b.keys()

@@ -292,3 +292,44 @@ def test_input_sums_widen_their_type_before_a_count_leaves_it() -> None:
         np.testing.assert_array_equal(narrow.inc, wide.inc)
         seen.append(narrow.inc.dtype)
     assert seen[0] == np.int8 and np.int16 in seen and np.int32 in seen and seen[-1] == np.int64
+
+
+def test_curves_of_many_inputs_recomputed_metric_by_metric_equal_one_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Above STREAM_INPUTS the per-input values come metric by metric in small blocks: the intervals
+    are the one pass's to the bit, the AUC shares to rounding, and they still average to the AUC."""
+    import seffi.coverage.sums_curves as sc
+
+    rng = np.random.default_rng(11)
+    S, C, K, U = 900, 6, 5, 120
+    fh = np.where(rng.random((S, C)) < 0.35, rng.integers(0, K, (S, C)), -1)
+    fvh = np.where((fh >= 0) & (rng.random((S, C)) < 0.5), fh, -1)
+    fv = np.where(rng.random(S) < 0.6, rng.integers(0, K, S), -1)
+    inputs = np.r_[np.arange(U), rng.integers(0, U, S - U)]  # every input has a run
+    m = rng.integers(C, 9, U)
+    sums, _ = sc.sums_from_runs(fh, np.full(S, K), inputs, m, K, first_valid_hit=fvh, first_valid=fv)
+    strata = (np.arange(U) % 3 == 0).astype(np.int64)  # two tasks
+
+    def curves():
+        return sc.curves_from_sums(sums, m, strata=strata, n_boot=64, seed=5)
+
+    one = curves()
+    monkeypatch.setattr(sc, "STREAM_INPUTS", 10)
+    monkeypatch.setattr(sc, "INPUT_BLOCK", 7)
+    many = curves()
+    for name in ("coverage", "valid_coverage", "novelty", "full_coverage", "valid_at_k"):
+        for suffix in ("", "_lo", "_hi"):
+            np.testing.assert_array_equal(
+                getattr(many, name + suffix), getattr(one, name + suffix), name + suffix
+            )
+    for name in ("auc", "auc_lo", "auc_hi", "valid_auc", "valid_auc_lo", "valid_auc_hi"):
+        assert getattr(many, name) == getattr(one, name), name
+    for name in ("input_auc", "input_valid_auc"):
+        np.testing.assert_allclose(getattr(many, name), getattr(one, name), rtol=1e-12, atol=1e-14)
+    # an input's share by hand: its AUC plus its influence on the mean curve (every run reaches K)
+    assert many.input_auc.mean() == pytest.approx(one.auc, abs=1e-12)
+    u = 0  # sums rows are input codes in canonical order
+    mine = np.flatnonzero(inputs == u)
+    covered = np.array([[(fh[r][fh[r] >= 0] <= k).sum() for k in range(K)] for r in mine]) / m[u]
+    assert many.input_auc[u] == pytest.approx(covered.mean(), abs=1e-12)
