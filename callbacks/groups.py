@@ -102,7 +102,6 @@ class GroupScorer:
         self.sink: Callable[[list[Record]], None] | None = None
         self.last_results: list[Any] = []
 
-
         self.last_logprobs: list[float] | None = None
         self.logprob_cost = {"batches": 0, "rows": 0, "seconds": 0.0}
 
