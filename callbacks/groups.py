@@ -101,7 +101,6 @@ class GroupScorer:
         self._gather = gather or trl_model.default_gather
         self.sink: Callable[[list[Record]], None] | None = None
         self.last_results: list[Any] = []
-
         self.last_logprobs: list[float] | None = None
         self.logprob_cost = {"batches": 0, "rows": 0, "seconds": 0.0}
 
