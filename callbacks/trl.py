@@ -161,7 +161,8 @@ class GRPOCoverage(GroupCoverage):
 
     Arguments: see [`GroupCoverage`][seffi.callbacks.groups.GroupCoverage]. The default
     ``iid="reference"`` is prepared by `callback` at train begin and drawn at the first training
-    batch, before any update. Read the numbers with `metrics`, `curves` and `to_dataframe`.
+    batch, before any update. Read the numbers with `metrics`, `curves` and `to_dataframe` (also on
+    `callback`).
 
     Attributes:
         reward: The reward function to put in ``reward_funcs``.
