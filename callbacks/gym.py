@@ -18,7 +18,8 @@ monitor.close()                                               # 4: report.json, 
 
 Or wrap the env ([`CoverageVectorWrapper`][seffi.callbacks.gym.CoverageVectorWrapper] /
 [`CoverageWrapper`][seffi.callbacks.gym.CoverageWrapper]), which make exactly those calls in ``step``
-and ``close``. Both take every [`MonitorConfig`][seffi.callbacks.MonitorConfig] option.
+and ``close``. Both take every [`MonitorConfig`][seffi.callbacks.MonitorConfig] option (e.g.
+``sinks=["local", "tensorboard"]``). A single env: ``monitor.update_infos(info, terminated or truncated)``.
 """
 
 from __future__ import annotations
