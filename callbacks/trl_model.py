@@ -61,10 +61,8 @@ def prompt_token_ids(
 ) -> list[list[int]]:
     """The token ids GRPOTrainer generates from for each dataset prompt (``_tokenize_prompts``, TRL 1.x).
 
-    A conversational prompt (a list of ``{"role", "content"}`` messages) goes through the tokenizer's
-    chat template with ``add_generation_prompt=True`` (and the trainer's ``tools``, ``chat_template``
-    and ``chat_template_kwargs``); a string prompt through the tokenizer itself, special tokens
-    included, as TRL calls it.
+    Chat messages go through the chat template with the generation prompt; a string through the
+    tokenizer itself, special tokens included.
     """
     out: list[list[int]] = []
     for p in prompts:
