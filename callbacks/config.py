@@ -1,8 +1,4 @@
-"""``MonitorConfig``: every option of a coverage monitor, declared once for the monitor and all adapters.
-
-Adapters (SB3, RLlib, TRL, Gymnasium wrappers) take a ``MonitorConfig`` (or its fields as keyword
-arguments) and hand it on, so an option is documented and checked in exactly one place.
-"""
+"""``MonitorConfig``: every option of a coverage monitor, declared once for the monitor and every adapter."""
 
 from __future__ import annotations
 
@@ -166,21 +162,11 @@ class MonitorConfig:
         return ("local", *dict.fromkeys(s for s in sinks if s != "local"))
 
     @classmethod
-    def fields(cls) -> tuple[str, ...]:
-        """The option names, in declaration order."""
-        return tuple(f.name for f in dataclasses.fields(cls))
-
-    @classmethod
     def build(cls, config: MonitorConfig | None = None, **options: Any) -> MonitorConfig:
-        """``config`` (or the defaults) with ``options`` on top; an unknown option is one clear error.
-
-        Args:
-            config: A base config, or ``None`` for the defaults.
-            **options: Any [`MonitorConfig`][seffi.callbacks.MonitorConfig] field.
-        """
-        unknown = sorted(set(options) - set(cls.fields()))
-        if unknown:
-            raise SeffiError(f"unknown monitor option(s) {unknown}; options are {list(cls.fields())}")
+        """``config`` (or the defaults) with the fields ``options`` on top (an unknown one: one error)."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        if unknown := sorted(set(options) - set(names)):
+            raise SeffiError(f"unknown monitor option(s) {unknown}; options are {names}")
         base = config if config is not None else cls()
         return dataclasses.replace(base, **options) if options else base
 

@@ -35,11 +35,8 @@ _PIPE_ERRORS = (EOFError, BrokenPipeError, ConnectionError)
 
 
 def _base_vector_env(env: Any) -> Any:
-    """The innermost Gymnasium vector env under any ``VectorWrapper`` (its ``unwrapped``)."""
-    try:
-        return env.unwrapped
-    except AttributeError:
-        return env
+    """The innermost Gymnasium vector env under any ``VectorWrapper``."""
+    return getattr(env, "unwrapped", env)
 
 
 def _innermost_venv(env: Any) -> Any:
@@ -61,12 +58,7 @@ def _local_get(target: Any, name: str) -> Any:
 
 
 class EnvAccess:
-    """Read-only access to sub-env 0 of any env container, safe for subprocess envs.
-
-    Args:
-        env: A ``gymnasium.Env`` (wrapped or not), a ``gymnasium.vector.VectorEnv`` (``SyncVectorEnv``,
-            ``AsyncVectorEnv``, a native vector env, under any vector wrappers) or an SB3 ``VecEnv``
-            (``DummyVecEnv``, ``SubprocVecEnv``, under any ``VecEnvWrapper``).
+    """Read-only access to sub-env 0 of any env, vector env or SB3 ``VecEnv``, safe for subprocess envs.
 
     Attributes:
         kind: ``"local"`` (read in this process), ``"sb3_subproc"`` or ``"gym_async"`` (asked through
@@ -98,10 +90,7 @@ class EnvAccess:
             self.kind, self._target = "local", env
 
     def has(self, name: str) -> bool:
-        """Whether sub-env 0 exposes ``name`` (attribute, property or method); asked once, cached.
-
-        A remote env answers with a bool, so a missing name never raises inside its worker.
-        """
+        """Whether sub-env 0 exposes ``name`` (attribute, property or method); asked once, cached."""
         if name not in self._has:
             if self._remote is None:
                 try:
@@ -115,11 +104,7 @@ class EnvAccess:
         return self._has[name]
 
     def get(self, name: str) -> Any:
-        """The plain attribute ``name`` of sub-env 0 (read once, cached; a remote env sends it pickled).
-
-        Raises:
-            AttributeError: The env does not have it.
-        """
+        """The plain attribute ``name`` of sub-env 0 (read once, cached); AttributeError when absent."""
         if name not in self._values:
             if not self.has(name):
                 raise AttributeError(f"the env has no attribute {name!r}")
@@ -193,10 +178,7 @@ class EnvAccess:
         return default or "unknown"
 
     def num_latents(self) -> int:
-        """Z of a router-style env (``n_latents``, or a local env's ``config.n_latents``); else 0.
-
-        Latent coverage is a diagnostic of envs whose Discrete action picks a latent code.
-        """
+        """Z of a router-style env (``n_latents``, or a local env's ``config.n_latents``); else 0."""
         space = getattr(self.env, "single_action_space", None) or getattr(self.env, "action_space", None)
         if not hasattr(space, "n"):  # only a Discrete action picks a latent code
             return 0
@@ -211,15 +193,9 @@ class EnvAccess:
         return 0
 
     def baselines(self, strategies: Sequence[str], budget: int, **kwargs: Any) -> EnvBaselines:
-        """The env's exact iid and oracle baselines (whatever of them it exposes), computed lazily.
+        """The env's exact iid and oracle baselines (whatever it exposes), computed lazily.
 
-        A baseline the caller passes (``iid=``/``oracle=`` in ``kwargs``) is used as is: the env's
-        corresponding method is not even looked up.
-
-        Args:
-            strategies: The declared strategy ids.
-            budget: K.
-            **kwargs: Other [`EnvBaselines`][seffi.coverage.env_baselines.EnvBaselines] arguments.
+        A baseline given in ``kwargs`` (``iid=``/``oracle=``) is used as is: the env is not asked for it.
         """
         given_iid, given_oracle = kwargs.get("iid") is not None, kwargs.get("oracle") is not None
         base_law = None if given_iid else self.method("base_match_distribution")
@@ -249,8 +225,6 @@ def _check_ids(found: Any, where: str) -> tuple[str, ...]:
 
 def env_facts(access: EnvAccess | None, config: Any) -> tuple[str | None, str, tuple[str, ...], int]:
     """(env id, task name, strategy ids, latent codes Z) of a monitor: the config's, else the env's.
-
-    What the config holds is never asked of the env.
 
     Raises:
         SeffiError: Neither the config nor the env gives the strategies, or they are no list of ids.

@@ -30,20 +30,10 @@ def rollout_episodes(
     seed: int | None = None,
     max_steps_per_episode: int = 100_000,
 ) -> EpisodeBatch:
-    """Run ``budget`` episodes on each input with policy ``act`` on a single Gymnasium env.
+    """Run ``budget`` consecutive episodes on each input with policy ``act`` on a single Gymnasium env.
 
-    ``reset(seed=seed)`` first, so a seffi env starts a fresh life (empty per-input history), then
-    ``reset(options={"input_id": x})`` per episode; the K episodes of an input are consecutive so
-    history-aware policies see their own run.
-
-    Args:
-        env: A single (non-vector) Gymnasium env with the seffi final-info contract.
-        act: Maps one observation to one action (e.g. ``lambda o: model.predict(o)[0]``).
-        input_ids: Inputs to evaluate.
-        budget: Episodes per input, K.
-        strategies: The declared strategy ids (or the monitor's `MatchCoder`).
-        seed: Seed of the first reset (``None``: not reseeded).
-        max_steps_per_episode: Guard against an env that never ends an episode.
+    ``reset(seed=seed)`` first (a fresh life), then ``reset(options={"input_id": x})`` per episode.
+    ``act`` maps one observation to one action; ``strategies`` may be the monitor's `MatchCoder`.
 
     Returns:
         The episodes, input by input, with ``env_index`` 0 and ``run_index`` = position of the input.
@@ -79,10 +69,8 @@ class CoverageEvaluator:
     """Periodic evaluation of exploration efficiency, like SB3's ``EvalCallback``.
 
     Each `evaluate` call starts a fresh tracker, lets the current policy spend ``budget`` samples
-    on every eval input of ``eval_env``, and logs that evaluation's curves (keys under
-    ``seffi/<scope>/``, default scope ``"eval"``) at the training step, so the W&B chart of
-    ``seffi/eval/gain_vs_iid`` against ``seffi/step`` shows exploration improving over training.
-    The final report holds the last evaluation and, as extra policy lines, earlier ones.
+    on every eval input of ``eval_env`` and logs that evaluation's curves (keys ``seffi/eval/...``)
+    at the training step. The final report holds the last evaluation and, as extra lines, earlier ones.
 
     Args:
         eval_env: A single seffi env (not vector), separate from the training env.
@@ -143,11 +131,7 @@ class CoverageEvaluator:
         self.last_step: int | None = None
 
     def evaluate(self, act: Act, step: int) -> dict[str, float] | None:
-        """Evaluate policy ``act`` now and log the curves at training ``step``.
-
-        Returns:
-            The logged scalars (``None`` if the step was refused as out of order).
-        """
+        """Evaluate policy ``act`` now and log the curves at training ``step`` (the scalars, or None)."""
         self.monitor.reset_tracker()
         batch = rollout_episodes(
             self.env, act, self.input_ids, self.budget, self.monitor.coder, seed=self.seed + self.n_evals
@@ -173,11 +157,7 @@ class CoverageEvaluator:
         return self.monitor.to_dataframe()
 
     def finalize(self, *, interrupted: bool = False) -> Any:
-        """Write the report (last evaluation + earlier ones as extra lines) and close the sinks.
-
-        Args:
-            interrupted: Training was stopped early: the report says so in its meta.
-        """
+        """Write the report (last evaluation + earlier ones as extra lines) and close the sinks."""
         if self.monitor.finalized:
             return None
         earlier = self.history[:-1]

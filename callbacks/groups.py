@@ -1,13 +1,9 @@
 """Coverage of grouped policy samples (GRPO's completion groups), independent of the trainer library.
 
-`GroupScorer` labels a batch of completions, gathers every process's records, feeds them to a
-sink and returns rewards (the group rewards of `seffi.group_scoring`). `GroupCoverage` turns each
-prompt's group into runs of a [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] and holds the baselines: by
-default the *reference model's* own samples (``IidBaseline.from_samples``), drawn at the first
-training batch from the unchanged model, over at most ``reference_prompts`` prompts, reusing that
-batch's completions and an on-disk cache. Its `state_dict` is what a trainer
-checkpoint needs to resume without redrawing anything. [`seffi.callbacks.trl`][seffi.callbacks.trl] adapts
-both to TRL (reward-function kwargs, a ``TrainerCallback``).
+`GroupScorer` labels completions, gathers every process's records and returns rewards;
+`GroupCoverage` records each prompt's group as runs of a
+[`CoverageMonitor`][seffi.callbacks.CoverageMonitor] with its baselines (by default the reference
+model's own samples). [`seffi.callbacks.trl`][seffi.callbacks.trl] adapts both to TRL.
 """
 
 from __future__ import annotations
@@ -51,19 +47,17 @@ class GroupScorer:
         strategies: Declared strategy ids for a bare labeling callable.
         id_column: Dataset column holding each prompt's input id.
         reward: ``"valid"``, ``"matched"``, a method of `seffi.group_scoring.METHODS`
-            (``"diversity"``, ``"unlikeliness"``, ``"passk"``, ``"outcome_ucb"``, ``"outcome_batch"``;
-            see `seffi.group_scoring.RewardMethod`) or ``callable(ValidationResult) -> float``.
+            (see `seffi.group_scoring.RewardMethod`) or ``callable(ValidationResult) -> float``.
         reward_options: The method's options, e.g. ``{"beta": 0.25}``, ``{"k": 4}``, ``{"c": 0.5}``.
         diversity_weight: ``w`` of the diversity reward (``reward_options={"weight": w}`` wins).
-        logprob_fn: ``fn(prompts, completion_ids) -> log-probabilities`` of a local batch for
-            ``"unlikeliness"`` (default on the TRL path: the trainer's current model).
-        decode: ``decode(completion_ids) -> text`` used instead of the library's decoded text (a task
-            LM's tokenizer drops its special newline token when decoding).
+        logprob_fn: ``fn(prompts, completion_ids) -> log-probabilities`` for ``"unlikeliness"``
+            (default under TRL: the trainer's current model).
+        decode: ``decode(completion_ids) -> text`` instead of the library's decoded text.
         gather: ``gather(list) -> list`` of every rank's list in rank order (default: accelerate's).
 
     Attributes:
         sink: Receives each gathered batch of records ``[(input_id, matches, valid), ...]``.
-        group_size: Completions per group (the trainer's ``num_generations``): a group reward's group.
+        group_size: Completions per group (the trainer's ``num_generations``).
         method: The `RewardMethod` of a group reward (else None).
         last_results: Validation results of the latest local batch.
         last_logprobs: The log-probabilities the latest local batch was scored with (unlikeliness).
@@ -122,9 +116,7 @@ class GroupScorer:
     ) -> list[float]:
         """Label one local batch, record the gathered batch (when training), return local rewards.
 
-        ``training`` batches are recorded and advance a method's state; ``completion_ids`` go to
-        ``logprob_fn``; ``policy_logprobs() -> log-probabilities`` (the trainer's policy) serves
-        ``"unlikeliness"`` when no ``logprob_fn`` was given.
+        ``policy_logprobs()`` serves ``"unlikeliness"`` when no ``logprob_fn`` was given.
         """
         if not len(ids) == len(prompts) == len(texts):
             raise SeffiError(
@@ -132,6 +124,9 @@ class GroupScorer:
             )
         get = self.inputs.get
         xs = [get(str(i), p) for i, p in zip(ids, prompts, strict=True)] if self.inputs else prompts
+        # The previous batch's results die before this batch allocates: kept alive through its
+        # labeling they would be promoted to the oldest GC generation and bring full collections.
+        self.last_results = []
         results = self.last_results = list(map(self.labeler, xs, texts))
         if not training and self._reward is not None:
             return list(map(float, map(self._reward, results)))
@@ -160,7 +155,6 @@ class GroupScorer:
     def _logprobs(
         self, prompts: Sequence[Any], completion_ids: Any, policy: Callable[[], Sequence[float]] | None
     ) -> list[float]:
-        """The local batch's log-probabilities (``logprob_fn``, else ``policy()``), timed."""
         fn = (lambda: self.logprob_fn(prompts, completion_ids)) if self.logprob_fn is not None else policy
         if fn is None:
             raise SeffiError(
@@ -179,7 +173,7 @@ class GroupScorer:
         return values.tolist()
 
 
-#: The reward's settings `GroupCoverage` passes on: the keyword-only parameters of `GroupScorer`.
+#: The keyword-only parameters of `GroupScorer`, which `GroupCoverage` passes on.
 SCORER_OPTIONS = tuple(
     p.name for p in inspect.signature(GroupScorer).parameters.values() if p.kind == p.KEYWORD_ONLY
 )
@@ -189,40 +183,35 @@ class GroupCoverage:
     """Each prompt's group of completions as runs of a coverage monitor, with its baselines.
 
     A group of G completions (GRPO's ``num_generations``) is G / K runs of K = ``budget`` consecutive
-    completions: K must divide G (`configure_groups`). A group reward (diversity, unlikeliness,
-    pass@k, the outcome rules) always scores the whole group of G.
+    completions: K must divide G. A group reward always scores the whole group of G.
 
     Args:
         task: The seffi task (see `GroupScorer`).
         inputs: The task inputs behind the prompt ids (see `GroupScorer`).
         budget: K (default: the group size, e.g. GRPO's ``num_generations``).
-        iid: ``"reference"`` (the policy's own samples before training: `draw_reference_iid`),
-            ``"task"`` (the task's synthetic base sampler), a baseline object (``.curves(K)``, e.g.
-            ``IidBaseline.from_samples``) or None. Until the reference is drawn, ``"reference"``
-            falls back to the task's sampler.
+        iid: ``"reference"`` (the policy's own samples before training: `draw_reference_iid`; until
+            drawn, the task's sampler), ``"task"`` (the task's base sampler), a baseline object
+            (``.curves(K)``, e.g. ``IidBaseline.from_samples``) or None.
         iid_samples: Reference samples per prompt (default 4 K: the baseline interpolates at k <= K).
-        iid_prompts: ``{input id: prompt}`` for the reference samples (default: the train dataset's);
-            a prompt is a string or a list of chat messages.
-        reference_prompts: At most this many prompts get reference samples (a subsample drawn from
-            ``seed``; None: every prompt). With ``iid="reference"`` the monitor then records the
-            groups of these prompts only, so coverage and gain are over the same prompts.
+        iid_prompts: ``{input id: prompt}`` (a string or chat messages) for the reference samples
+            (default: the train dataset's).
+        reference_prompts: At most this many prompts get reference samples (drawn from ``seed``;
+            None: every prompt); with ``iid="reference"`` only their groups are recorded.
         reference_cache: Folder of the on-disk cache of reference completions (True: ``$SEFFI_CACHE``
             or ``~/.cache/seffi/models``, subfolder ``reference-iid``; False/None: no cache).
-        reuse_first_batch: Count the first training batch's completions (drawn from the unchanged
-            model with the same settings) as reference samples of their prompts.
+        reuse_first_batch: Count the first training batch's completions (from the unchanged model)
+            as reference samples of their prompts.
         oracle: A user oracle (default: the task's reference traces).
         out_dir: Local report folder (one holding a run gets a fresh sibling, with one warning).
         n_boot: Bootstrap replicates for logged CIs.
         seed: Seed of the bootstrap, the prompt subsample and the reference samples.
         plots: PNG plots at the end.
-        **scoring: The reward's settings, passed to `GroupScorer`: ``labeler``, ``strategies``,
-            ``id_column``, ``reward``, ``reward_options``, ``diversity_weight``, ``decode``, ``gather``,
-            ``logprob_fn``.
+        **scoring: The keyword-only settings of `GroupScorer` (``labeler``, ``reward``, ...).
 
     Attributes:
         reward: The reward function (``reward_class``).
         monitor: The [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] (after the first batch).
-        group_sizes: ``{group size: count}`` of the groups seen (each group is G / K runs).
+        group_sizes: ``{group size: count}`` of the groups seen.
         reference: The reference samples ``{"ids", "n", "sets", "valid"}`` once drawn (or restored).
         reference_cost: What the reference cost: ``prompts`` (of ``of_prompts``),
             ``samples_per_prompt``, ``samples`` = ``drawn`` + ``reused`` + ``cached``,
@@ -281,14 +270,11 @@ class GroupCoverage:
         self._pending: tuple[Any, ...] | None = None  # a reference draw waiting for the first batch
         self._resumed = False
 
-    # -- groups and runs ----------------------------------------------------------------------------
-
     def configure_groups(self, group_size: int | None) -> None:
         """Set G (the trainer's completions per prompt); K defaults to it and must divide it.
 
         Raises:
-            SeffiError: ``budget`` does not divide ``group_size`` (names the divisors); pass@k's k
-                exceeds ``group_size``.
+            SeffiError: ``budget`` does not divide ``group_size``; pass@k's k exceeds it.
         """
         if group_size is None:
             return
@@ -364,8 +350,6 @@ class GroupCoverage:
             )
         return self.monitor
 
-    # -- the reference iid --------------------------------------------------------------------------
-
     def _reference_context(self, model: Any, tokenizer: Any, args: Any, dataset: Any) -> tuple[Any, ...]:
         """(model, tokenizer, args, the chosen ``{id: prompt}``, how many prompts there were)."""
         r = self.reward
@@ -374,9 +358,7 @@ class GroupCoverage:
         return model, tokenizer, args, {i: prompts[i] for i in ids}, len(prompts)
 
     def prepare_reference(self, model: Any, tokenizer: Any, args: Any, dataset: Any = None) -> None:
-        """Resolve the reference prompts now (errors before training); draw at the first batch.
-
-        With ``reuse_first_batch=False`` the samples are drawn right away.
+        """Resolve the reference prompts now (errors before training); draw at the first batch (or now).
 
         Raises:
             SeffiError: No prompts for the reference (a dataset without ``prompt``/``id_column``).
@@ -397,11 +379,9 @@ class GroupCoverage:
     ) -> Any:
         """Sample the reference model (``iid_samples`` per prompt, GRPO's generation) into the iid.
 
-        Each prompt gets n samples: its completions in ``first_batch`` (the trainer's first batch,
-        drawn from the same unchanged model, when ``reuse_first_batch``), then cached ones, then
-        fresh ones. Also sets the oracle from the task's reference traces over the same prompts
-        (unless given), so both baselines cover every recorded prompt from the first log on.
-        Without ``model`` it draws what `prepare_reference` prepared.
+        Each prompt's samples are its ``first_batch`` completions (when ``reuse_first_batch``), then
+        cached ones, then fresh ones; the task oracle (unless given) covers the same prompts. Without
+        ``model`` it draws what `prepare_reference` prepared.
 
         Raises:
             SeffiError: Nothing prepared and no model given.
@@ -502,8 +482,6 @@ class GroupCoverage:
             refs = {i: self.facts.reference_match_sets(i) for i in ref["ids"] if i in self.reward.inputs}
             self.oracle = OracleBaseline(refs, strategies=self.facts.strategies, seed=seed_of(self.seed, 2))
 
-    # -- checkpoints --------------------------------------------------------------------------------
-
     def state_dict(self) -> dict[str, Any]:
         """Everything a resumed run needs (JSON-safe): reference samples, monitor state, outcome counts."""
         m = self.monitor
@@ -527,13 +505,8 @@ class GroupCoverage:
     def load_state_dict(self, state: Mapping[str, Any], step: int | None = None) -> GroupCoverage:
         """Continue from `state_dict`: same reference samples, same monitor and folder.
 
-        The state's recorded ``out_dir`` is a hint: a run given its own ``out_dir`` continues only a
-        state recorded for that folder. The main process claims the folder (as ``seffi run`` does:
-        a second process resuming it is refused) before the local logs are trimmed.
-
-        Args:
-            state: A saved state.
-            step: The step resumed at; the local logs' lines after it (a discarded future) are dropped.
+        The main process claims the folder (a second process resuming it is refused), then drops the
+        local logs' lines after ``step``.
 
         Raises:
             SeffiError: Not such a state, its K differs from this run's, it was recorded for another
@@ -586,26 +559,16 @@ class GroupCoverage:
             monitor.last_scalars = {str(k): float(v) for k, v in (state.get("last_scalars") or {}).items()}
         return self
 
-    # -- reading the numbers ------------------------------------------------------------------------
-
     def metrics(self) -> dict[str, float]:
         """A copy of the latest logged ``seffi/*`` scalars (``{}`` before the first log)."""
         return self.monitor.metrics() if self.monitor is not None else {}
 
     def curves(self) -> Any:
-        """The policy's current [`Curves`][seffi.coverage.Curves] (k = 1..K).
-
-        Raises:
-            SeffiError: No completion recorded yet.
-        """
+        """The policy's current [`Curves`][seffi.coverage.Curves] (k = 1..K; none before a completion)."""
         return self._recorded().curves()
 
     def to_dataframe(self) -> Any:
-        """Policy, iid and oracle curves as a long pandas DataFrame (one row per (method, k)).
-
-        Raises:
-            SeffiError: pandas is missing, or no completion recorded yet.
-        """
+        """Policy, iid and oracle curves as a long pandas DataFrame (none before a completion)."""
         return self._recorded().to_dataframe()
 
     def _recorded(self) -> CoverageMonitor:
@@ -638,9 +601,7 @@ def same_folder(a: str | Path, b: str | Path) -> bool:
 def drop_lines_after(path: Path, key: str, step: int) -> None:
     """Keep the JSON lines of ``path`` whose ``key`` is at most ``step`` (a resumed run rewinds its log).
 
-    The kept lines are written to a new file that replaces the log whole, so a kill or a full disk
-    leaves the old log or the trimmed one, never a shortened one. An unterminated last line that is
-    not JSON (a write cut by a kill) is dropped; other lines seffi did not write as such are kept.
+    The log is replaced whole; a cut last line that is not JSON is dropped, other foreign lines kept.
 
     Raises:
         SeffiError: The trimmed log cannot be written (the log is then unchanged).
@@ -679,15 +640,11 @@ class TaskFacts:
     """What the monitor's baselines read from an env, answered from a task and its inputs."""
 
     def __init__(self, task: Task[Any, Any], inputs: Mapping[str, TaskInput]) -> None:
-        self.task = task
-        self._inputs = inputs
-        self.strategies = tuple(task.strategies())
-        self.input_ids = list(inputs)
+        self.task, self._inputs = task, inputs
+        self.strategies, self.input_ids = tuple(task.strategies()), list(inputs)
 
     def base_match_distribution(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
-        """The task's exact base law of ``input_id``'s match sets."""
         return self.task.base_match_distribution(self._inputs[input_id], valid_only=valid_only)
 
     def reference_match_sets(self, input_id: str) -> dict[str, frozenset[str]]:
-        """The match set of each strategy's reference trace (the oracle's samples)."""
         return self.task.reference_match_sets(self._inputs[input_id])

@@ -16,12 +16,10 @@ for global_step in range(0, 100_000, envs.num_envs):
 monitor.close()                                               # 4: report.json, plots, W&B summary
 ```
 
-Or wrap the env and forget about it ([`CoverageVectorWrapper`][seffi.callbacks.gym.CoverageVectorWrapper] /
-[`CoverageWrapper`][seffi.callbacks.gym.CoverageWrapper]), which do exactly those calls inside ``step`` and
-``close``. Both autoreset modes work; a single env works the same with
-``monitor.update_infos(info, terminated or truncated)``. Both take every
-[`MonitorConfig`][seffi.callbacks.MonitorConfig] option, e.g. ``sinks=["local", "tensorboard"]`` for
-TensorBoard event files in ``out_dir/tb`` next to the local report.
+Or wrap the env ([`CoverageVectorWrapper`][seffi.callbacks.gym.CoverageVectorWrapper] /
+[`CoverageWrapper`][seffi.callbacks.gym.CoverageWrapper]), which make exactly those calls in ``step``
+and ``close``. Both take every [`MonitorConfig`][seffi.callbacks.MonitorConfig] option (e.g.
+``sinks=["local", "tensorboard"]``). A single env: ``monitor.update_infos(info, terminated or truncated)``.
 """
 
 from __future__ import annotations
@@ -40,8 +38,6 @@ __all__ = ["CoverageVectorWrapper", "CoverageWrapper"]
 class _Recording:
     """What both wrappers add to the env they wrap: the monitor, the step counter, the report at ``close``.
 
-    Mixed in before the Gymnasium wrapper class, whose ``__init__(env)`` and ``close`` it calls.
-
     Attributes:
         monitor: The [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] recording every finished episode.
         global_step: The logging step: steps of the wrapped env, ``num_envs`` each for a vector env.
@@ -57,7 +53,6 @@ class _Recording:
         self.global_step = 0
 
     def _record(self, infos: Any, done: Any, steps: int) -> None:
-        """Advance the step counter by ``steps``, record the episodes ``done`` ends and log when due."""
         self.global_step += steps
         self.monitor.update_infos(infos, done)
         self.monitor.maybe_log(self.global_step)
@@ -71,10 +66,7 @@ class _Recording:
 
 
 class CoverageVectorWrapper(_Recording, VectorWrapper):
-    """A Gymnasium vector env that records coverage of every finished episode.
-
-    The step counter (``global_step``, +``num_envs`` per ``step``) is the logging step. ``close()``
-    writes the report.
+    """A Gymnasium vector env that records coverage of every finished episode; ``close()`` writes the report.
 
     Args:
         env: A Gymnasium vector env of any kind (native, ``SyncVectorEnv``, ``AsyncVectorEnv``, under any

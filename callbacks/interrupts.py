@@ -1,17 +1,10 @@
 """Ctrl-C and SIGTERM during training: stop at the next step, write what was measured, then stop as asked.
 
-A trainer's callback cannot catch an exception raised inside the trainer's loop, so a plain Ctrl-C
-loses every measurement the callback holds. `StopOnSignal` turns the first SIGINT or SIGTERM
-into a request the adapter passes on at its next hook (SB3: ``_on_step`` returns False; TRL:
-``control.should_training_stop``); the trainer then ends its loop normally and calls the adapter's
-end-of-training hook, which writes the report (marked interrupted) and calls `StopOnSignal.reraise`
-to deliver the signal as the program expects: ``KeyboardInterrupt`` for SIGINT, the previous SIGTERM
-handler (by default: the process ends) for SIGTERM. A second signal while stopping acts at once, as
-it would without seffi. Handlers are installed only from the main thread.
-
-A trainer that dies of an exception never calls the end-of-training hook, so the handlers stay
-installed; they remember the trainer's loop frame and, when it is no longer running, hand the signal
-straight to the previous handler (Ctrl-C after a crashed ``learn()`` is a plain KeyboardInterrupt).
+A callback cannot catch an exception inside the trainer's loop, so `StopOnSignal` turns the first
+SIGINT/SIGTERM into a stop request the adapter passes on at its next hook; the trainer ends normally,
+the report is written (marked interrupted) and `StopOnSignal.reraise` delivers the signal. A second
+signal acts at once. After a trainer died without its end hook, signals go straight to the previous
+handler (the handlers remember the trainer's loop frame).
 """
 
 from __future__ import annotations
@@ -27,13 +20,7 @@ __all__ = ["StopOnSignal"]
 
 
 class StopOnSignal:
-    """The first SIGINT/SIGTERM of a training run as a stop request (see the module docstring).
-
-    Examples:
-        >>> stop = StopOnSignal()
-        >>> stop.install(); stop.requested  # doctest: +SKIP
-        False
-    """
+    """The first SIGINT/SIGTERM of a training run as a stop request (see the module docstring)."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -70,8 +57,7 @@ class StopOnSignal:
             self._previous[sig] = previous
         return True
 
-    def _running(self, frame: Any) -> bool:
-        """Whether the trainer's loop frame is on the stack the signal interrupted."""
+    def _running(self, frame: Any) -> bool:  # is the trainer's loop frame on the interrupted stack?
         if self._loop is None:
             return True
         while frame is not None:

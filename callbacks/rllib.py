@@ -1,14 +1,9 @@
 """Ray RLlib (new API stack) integration: per-env-runner monitors merged exactly on the driver.
 
-Every env runner records its finished episodes in its own monitor from ``on_episode_end``. After
-each training iteration the driver fetches every healthy runner's *cumulative* state and loads
-their exact union (`WorkerStates`), so the merged curves are those of one monitor fed with all
-episodes (RLlib's own mean of per-runner means would weigh runners, not runs). A runner that dies
-keeps its last gathered state; a restarted one is a new incarnation. The driver never builds the
-env: each runner reads the env it samples from and sends plain data, its facts and the exact laws
-of the inputs it saw (`EnvLaws`), from which the driver computes the iid and oracle baselines.
-
-Usage:
+Each env runner records its episodes in its own monitor; after each iteration the driver loads the
+exact union of every runner's *cumulative* state (not RLlib's mean of per-runner means, which
+weighs runners, not runs). The driver never builds the env: runners send their env's facts and
+exact laws as plain data, from which it computes the iid and oracle baselines.
 
 ```python
 from seffi.callbacks import rllib as seffi_rllib
@@ -22,9 +17,7 @@ seffi_rllib.curves(algo)          # the merged policy Curves; seffi_rllib.to_dat
 seffi_rllib.finalize(algo)        # report.json/md + plots, W&B summary; then algo.stop()
 ```
 
-Evaluation env runners are not recorded: they are not the exploration process being measured.
-Runner states are cumulative, so a gather grows with the runs recorded; the time and memory RLlib
-takes on a CPU: ``docs/integrations.md``.
+Evaluation env runners are not recorded. Cost of the gathers: ``docs/integrations.md``.
 """
 
 from __future__ import annotations
@@ -49,11 +42,8 @@ from seffi.report.sinks import NullSink
 
 __all__ = ["CoverageCallback", "coverage_callback", "curves", "finalize", "metrics", "to_dataframe"]
 
-#: Callback objects living in this process, by ``id(env_runner)``; how a driver request finds them
-#: without touching RLlib's private attributes.
+#: This process's callbacks by ``id(env_runner)``: how a driver request finds them (no RLlib privates).
 _LOCAL: dict[int, list[weakref.ReferenceType[CoverageCallback]]] = {}
-
-
 #: The facts of a runner's env that the driver's monitor needs (all runners must agree on them).
 FACTS = ("budget", "strategies", "env_name", "task_name", "num_latents", "base_law", "references")
 
@@ -61,10 +51,7 @@ FACTS = ("budget", "strategies", "env_name", "task_name", "num_latents", "base_l
 def worker_snapshot(
     monitor: CoverageMonitor, identity: Mapping[str, Any], laws: EnvLaws | None = None
 ) -> dict[str, Any]:
-    """What a runner sends: its identity (``worker_index``, ``incarnation``), counts and monitor state.
-
-    With ``laws`` the snapshot also carries the env laws of every input the monitor has seen (``"laws"``).
-    """
+    """What a runner sends: its identity, counts, monitor state and (``laws``) its inputs' env laws."""
     snap = {
         **identity,
         "episodes": monitor.episodes,
@@ -80,7 +67,7 @@ def _agreed_facts(answers: Iterable[tuple[int, Mapping[str, Any]]]) -> dict[str,
     """The facts all runners agree on (None when none answered), from ``(worker index, facts)`` pairs.
 
     Raises:
-        SeffiError: A runner could not read its env (``{"error": message}``), or two runners disagree.
+        SeffiError: A runner could not read its env, or two runners disagree.
     """
     first: tuple[int, Mapping[str, Any]] | None = None
     for worker, facts in answers:
@@ -103,16 +90,9 @@ def _law(law: Mapping[Any, Any]) -> dict[frozenset[str], float]:
 class EnvLaws:
     """The env's exact base law and reference sets per input: read on a runner, served on the driver.
 
-    A runner reads each input's entry once from its env (`read`; a method that raises is kept as its
-    message) and sends it as plain data. The driver keeps the first entry of each input (`add`: every
-    runner reads the same env law) and serves it with the signatures of the env's
-    ``base_match_distribution`` and ``reference_match_sets``, so an
-    [`EnvBaselines`][seffi.coverage.env_baselines.EnvBaselines] computes the exact baselines from it; a
-    missing entry or a recorded error is one `SeffiError` where a baseline needs it.
-
-    Args:
-        base_law: Runner side: the env's ``base_match_distribution`` (None: not read).
-        references: Runner side: the env's ``reference_match_sets`` (None: not read).
+    A runner reads each input once (an error is kept as its message, raised on the driver where a
+    baseline needs it); the driver keeps each input's first entry and serves it with the env methods'
+    signatures, for an [`EnvBaselines`][seffi.coverage.env_baselines.EnvBaselines].
     """
 
     def __init__(
@@ -147,11 +127,9 @@ class EnvLaws:
             self.entries.setdefault(str(x), (int(worker), entry))
 
     def base_law(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
-        """The env's ``base_match_distribution(input_id, valid_only)`` as a runner read it."""
         return dict(self._get(input_id, "base_valid" if valid_only else "base", "base law"))
 
     def references(self, input_id: str) -> dict[str, frozenset[str]]:
-        """The env's ``reference_match_sets(input_id)`` as a runner read it."""
         return dict(self._get(input_id, "references", "reference match sets"))
 
     def _get(self, x: str, key: str, what: str) -> Any:
@@ -167,21 +145,21 @@ class EnvLaws:
 class WorkerStates:
     """The latest cumulative snapshot of every runner incarnation, and who answered the last gather.
 
-    States are cumulative, so a missed gather loses nothing; a runner that dies keeps its last
-    snapshot in the merge; a restarted runner is a new incarnation, so nothing is counted twice.
+    A missed gather loses nothing, a dead runner keeps its last snapshot, a restarted one is a new
+    incarnation (nothing counted twice).
     """
 
     def __init__(self) -> None:
-        #: Snapshots by (worker index, incarnation), in the order first seen.
-        self.snapshots: dict[tuple[int, str], dict[str, Any]] = {}
+        self.snapshots: dict[
+            tuple[int, str], dict[str, Any]
+        ] = {}  # by (worker, incarnation), first seen first
         self.last_reachable: set[int] = set()
         self.known_workers: set[int] = set()
         self.gather_failures = 0
-        #: The env laws the runners sent, for the driver's baselines.
         self.laws = EnvLaws()
 
     def add(self, snap: Mapping[str, Any]) -> None:
-        """Store one runner's cumulative snapshot (replacing that incarnation's older one)."""
+        """Store one runner's snapshot (replacing that incarnation's older one)."""
         snap = dict(snap)
         self.laws.add(snap.pop("laws", None) or {}, int(snap["worker_index"]))
         self.snapshots[(int(snap["worker_index"]), str(snap["incarnation"]))] = snap
@@ -200,20 +178,16 @@ class WorkerStates:
         """A gather failed: keep the last snapshots (one warning, at the first failure)."""
         self.gather_failures += 1
         if self.gather_failures == 1:
-            warnings.warn(
-                f"seffi: could not gather coverage from workers ({type(exc).__name__}: {exc}); "
-                "keeping their last states",
-                RuntimeWarning,
-                stacklevel=3,
-            )
+            msg = f"seffi: could not gather coverage from workers ({type(exc).__name__}: {exc})"
+            warnings.warn(f"{msg}; keeping their last states", RuntimeWarning, stacklevel=3)
 
     def ordered(self) -> list[dict[str, Any]]:
         """Snapshots by worker index, then by when the incarnation was first seen (deterministic)."""
-        order = {key: i for i, key in enumerate(self.snapshots)}  # a dict keeps its first insertion
+        order = {key: i for i, key in enumerate(self.snapshots)}
         return [self.snapshots[k] for k in sorted(self.snapshots, key=lambda k: (k[0], order[k]))]
 
     def load_into(self, monitor: CoverageMonitor) -> bool:
-        """Make ``monitor``'s data the exact union of the snapshots; whether it holds any sample."""
+        """Load the exact union of the snapshots into ``monitor``; whether it holds any sample."""
         monitor.load_states([s["monitor"] for s in self.ordered()])
         return monitor.samples > 0
 
@@ -231,16 +205,11 @@ class WorkerStates:
 class MergedMonitor(CoverageMonitor):
     """The driver's monitor: its reports (checkpoints and the final one) say which runners contributed."""
 
-    #: The runners' snapshots the driver merges (set by the driver).
     workers: WorkerStates | None = None
 
     @classmethod
     def from_facts(cls, facts: Mapping[str, Any], config: MonitorConfig, laws: EnvLaws) -> MergedMonitor:
-        """The driver's monitor from the runners' agreed facts, without an env.
-
-        Its exact baselines come from ``laws`` where the runners have them; ``config.iid``/``config.oracle``
-        replace them as usual.
-        """
+        """The driver's monitor from the runners' agreed facts and laws, without an env."""
         cfg = config.replace(
             budget=int(config.budget or facts["budget"]),
             strategies=config.strategies if config.strategies is not None else tuple(facts["strategies"]),
@@ -272,9 +241,8 @@ class MergedMonitor(CoverageMonitor):
 def _local(env_runner: Any, slot: int | None) -> list[CoverageCallback]:
     """This runner's seffi callbacks; ``slot``: only the one at that position of RLlib's callback list.
 
-    RLlib builds the same callback list on the driver and on every runner, so the i-th seffi
-    callback of a runner belongs to the i-th one of the driver; two seffi callbacks on one
-    algorithm never see each other's episodes.
+    RLlib builds the same list on the driver and every runner, so a runner's i-th seffi callback
+    belongs to the driver's i-th: two seffi callbacks never see each other's episodes.
     """
     refs = _LOCAL.get(id(env_runner), [])
     callbacks = (ref() for ref in (refs if slot is None else refs[slot : slot + 1]))
@@ -457,18 +425,11 @@ class CoverageCallback(RLlibCallback):
 
     @property
     def result_key(self) -> str:
-        """The key of ``result`` under which `on_train_result` puts the merged scalars.
-
-        ``"seffi"``, or ``"seffi_<i>"`` for the i-th seffi callback (i >= 1) of an algorithm with several.
-        """
+        """The key of the merged scalars in ``result``: ``"seffi"``, ``"seffi_<i>"`` for the i-th (i >= 1)."""
         return "seffi" if not self.slot else f"seffi_{self.slot}"
 
     def gather(self, algorithm: Any) -> int:
-        """Fetch every healthy runner's cumulative state; returns how many runners answered.
-
-        A failed or timed-out request keeps the previous states (one warning); dead runners keep
-        their last state in the merge.
-        """
+        """Fetch every healthy runner's cumulative state (a failure keeps the last); how many answered."""
         try:
             answers = self._ask(algorithm, _runner_states)
         except Exception as exc:  # a dying actor must not stop training; states are cumulative
@@ -484,12 +445,7 @@ class CoverageCallback(RLlibCallback):
     # -- read API (driver side) ------------------------------------------------------------------------
 
     def metrics(self) -> dict[str, float]:
-        """A copy of the latest logged merged scalars (``{}`` before the first log).
-
-        ``result["seffi"]`` of that iteration holds the same keys and values, plus the runner counts
-        (``runners_contributed``, ...). See
-        [`seffi.callbacks.CoverageMonitor.metrics`][seffi.callbacks.CoverageMonitor.metrics].
-        """
+        """A copy of the latest logged merged scalars (as ``result["seffi"]``; ``{}`` before a log)."""
         return self.monitor.metrics() if self.monitor is not None else {}
 
     def curves(self, algorithm: Any = None) -> Any:
@@ -501,11 +457,7 @@ class CoverageCallback(RLlibCallback):
         return self._current(algorithm).curves()
 
     def to_dataframe(self, algorithm: Any = None) -> Any:
-        """The merged curves (policy, iid, oracle) as a long pandas DataFrame, one row per (method, k).
-
-        See [`seffi.callbacks.CoverageMonitor.to_dataframe`][seffi.callbacks.CoverageMonitor.to_dataframe];
-        empty before any episode.
-        """
+        """The merged curves (policy, iid, oracle) as a long pandas DataFrame (empty before any episode)."""
         return self._current(algorithm, empty_ok=True).to_dataframe()
 
     def _current(self, algorithm: Any, *, empty_ok: bool = False) -> MergedMonitor:

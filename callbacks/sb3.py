@@ -39,11 +39,9 @@ __all__ = ["CoverageCallback"]
 
 
 class LoggerSink:
-    """SB3's own logger as a sink: every ``seffi/*`` scalar recorded with ``logger.record``.
+    """SB3's own logger as a sink: every ``seffi/*`` scalar goes to SB3's outputs at its next dump.
 
-    SB3 writes what was recorded at its next dump, with its own step, to the outputs the user set up
-    (TensorBoard with ``tensorboard_log=``, CSV, stdout); the last log of training is dumped at the
-    end. Per-k curve keys (``.../k=<k>``) stay out of the stdout table, which they would flood.
+    Per-k curve keys (``.../k=<k>``) stay out of the stdout table, which they would flood.
     """
 
     def __init__(self, callback: BaseCallback) -> None:
@@ -58,7 +56,7 @@ class LoggerSink:
                 self.pending = True
 
     def log_snapshot(self, comparison: Any, step: int, scope: str | None = None) -> None:
-        """Curves go to the report and W&B."""
+        pass  # curves go to the report and W&B
 
     def finish(self, report: Any = None, tracker_state: Mapping[str, Any] | None = None) -> None:
         """Dump the final log, which no SB3 dump follows."""
@@ -144,8 +142,6 @@ class CoverageCallback(BaseCallback):
         self.report: Any = None
         self.eval_report: Any = None
 
-    # -- read API (the same names as CoverageMonitor's) -----------------------------------------------
-
     def _part(self, part: str | None) -> CoverageMonitor | None:
         """The monitor of ``part`` ("stream" or "eval"; ``None``: "stream" unless the mode is "eval")."""
         part = part or ("eval" if self.mode == "eval" else "stream")
@@ -160,48 +156,33 @@ class CoverageCallback(BaseCallback):
 
         Args:
             part: ``"stream"`` (training episodes, keys ``seffi/...``) or ``"eval"`` (the latest
-                evaluation, keys ``seffi/eval/...``). ``None``: the streaming part, or the evaluation
-                in mode ``"eval"``; so in mode ``"both"`` ``metrics()`` is the stream's and
-                ``metrics("eval")`` the evaluation's.
+                evaluation, keys ``seffi/eval/...``); ``None``: the stream's, in mode ``"eval"`` the
+                evaluation's.
         """
         monitor = self._part(part)
         return monitor.metrics() if monitor is not None else {}
 
     def curves(self, part: str | None = None) -> Any:
-        """The current policy [`Curves`][seffi.coverage.Curves] of ``part`` (as `metrics`).
-
-        Raises:
-            SeffiError: before training starts (nothing recorded yet).
-        """
+        """The policy [`Curves`][seffi.coverage.Curves] of ``part`` (as `metrics`; not before training)."""
         monitor = self._part(part)
         if monitor is None:
             raise SeffiError("no coverage recorded yet: curves() is available once training has started")
         return monitor.curves()
 
     def to_dataframe(self, part: str | None = None) -> Any:
-        """The curves of ``part`` (as `metrics`) as a long DataFrame, one row per (method, k).
-
-        See [`seffi.callbacks.CoverageMonitor.to_dataframe`][seffi.callbacks.CoverageMonitor.to_dataframe]
-        (policy, iid and oracle rows). Empty before training starts.
-        """
+        """Policy, iid and oracle curves of ``part`` (as `metrics`), long format (empty before training)."""
         monitor = self._part(part)
-        if monitor is None:
-            return curves_dataframe({})
-        return monitor.to_dataframe()
-
-    # -- SB3 hooks -----------------------------------------------------------------------------------
+        return monitor.to_dataframe() if monitor is not None else curves_dataframe({})
 
     def _init_callback(self) -> None:
-        # The first Ctrl-C / SIGTERM stops training at the next step so the report is written, then
+        # The first Ctrl-C / SIGTERM stops training at the next step; the report is written, then it
         # is delivered as usual (KeyboardInterrupt out of learn()).
         self._stop = StopOnSignal()
         self._stop.install(loop=("learn",))
         own = self.config.sink_names() is not None
         if own and self.config.resume_from is not None and self.config.out_dir is None:
             self.out_dir = Path(self.config.resume_from)  # a resumed run continues its own folder
-        elif own:
-            # Decided when training starts (every learn() call): a folder that holds an earlier run,
-            # even in the "both" layout's sub-folders, is never written into again.
+        elif own:  # at every learn(): a folder holding an earlier run (or its sub-folders) is never reused
             self.out_dir = fresh_out_dir(self._requested_out_dir, nested=("stream", "eval"))
         run = None
         if self.mode in ("stream", "both"):
@@ -243,12 +224,9 @@ class CoverageCallback(BaseCallback):
     def _on_step(self) -> bool:
         steps = self._steps
         if steps is not None:
-            # Nothing reads the episodes before the rollout ends (the log waits for it), so a step
-            # costs one append and the rollout's episodes are checked and coded together, a column
-            # at a time (half the work per episode, none of it inside SB3's step loop). SB3 never
-            # changes a step's dones or info dicts afterwards: it keeps the dones as the next
-            # step's episode starts. A step where no episode ended has nothing to record, and its
-            # infos are not kept alive (fewer survivors, fewer of Python's full garbage collections).
+            # Nothing reads the episodes before the rollout ends, so a step costs one append and the
+            # rollout's episodes are parsed together (SB3 never changes a step's dones or infos
+            # afterwards). Steps where nothing ended are not kept (fewer GC survivors).
             dones = self.locals["dones"]
             if dones.any():
                 steps.append((self.locals["infos"], dones))
@@ -268,12 +246,10 @@ class CoverageCallback(BaseCallback):
             self.monitor.maybe_log(self.num_timesteps)
         total = getattr(self.model, "_total_timesteps", None)
         if self.monitor is not None and total is not None and self.num_timesteps >= total:
-            # The last rollout: no episode ends after it, and the policy update that follows (a second
-            # or more) is when the report's plots are drawn, in a child process, not after it.
+            # The last rollout: the report's plots are drawn in a child process during the last update.
             self.monitor.prepare_finalize()
 
     def _ingest_steps(self) -> None:
-        """Record the episodes of the steps since the last call (``log_at="rollout"``)."""
         steps, self._steps = self._steps, []
         if steps and self.monitor is not None:  # one list of steps' lists, dones of shape (steps, envs)
             self.monitor.update_infos([i for i, _ in steps], np.stack([d for _, d in steps]))
@@ -310,16 +286,17 @@ class CoverageCallback(BaseCallback):
         for sink in self._wandb_sinks():
             if wandb is None or sink.run.owns_run:
                 wandb = sink  # the sink that started the shared run knows its folder and its failures
-        owners = (self.monitor, self.evaluator.monitor if self.evaluator else None)
-        unwritten = any(getattr(owner, "write_error", None) for owner in owners)
+        unwritten = any(getattr(owner, "write_error", None) for owner in self._owners())
         for line in closing_lines(
             self.out_dir, wandb, contents=contents, prefix="[seffi] ", unwritten=unwritten
         ):
             print(line, flush=True)
 
+    def _owners(self) -> tuple[CoverageMonitor | None, ...]:
+        return (self.monitor, self.evaluator.monitor if self.evaluator else None)
+
     def _wandb_sinks(self) -> list[Any]:
-        owners = (self.monitor, self.evaluator.monitor if self.evaluator else None)
-        sinks = (getattr(getattr(owner, "sinks", None), "wandb", None) for owner in owners)
+        sinks = (getattr(getattr(owner, "sinks", None), "wandb", None) for owner in self._owners())
         return [sink for sink in sinks if sink is not None]
 
     @property

@@ -16,12 +16,9 @@ cov.metrics(), cov.curves(), cov.to_dataframe()   # the numbers in code
 ```
 
 The default iid is the reference model's own sampling, drawn at the first training batch before any
-update (`GroupCoverage`); ``iid="task"`` uses the task's synthetic base sampler. Each TRL checkpoint
-folder gets ``seffi_coverage.json``, so ``resume_from_checkpoint`` continues the monitor without
-redrawing the reference. Under accelerate the reward function gathers every rank's records before
-grouping them; rank 0 writes the report. Rewards (``reward=``: ``"valid"``, ``"matched"``, a callable
-or a method of `seffi.group_scoring.METHODS`), labelers,
-chat prompts and the reference's cost: ``docs/integrations.md`` and ``docs/custom-llm.md``.
+update. Each TRL checkpoint folder gets ``seffi_coverage.json`` (``resume_from_checkpoint`` continues
+without redrawing); under accelerate every rank's records are gathered and rank 0 writes the report.
+Rewards, labelers, chat prompts and the reference's cost: ``docs/integrations.md``, ``docs/custom-llm.md``.
 """
 
 from __future__ import annotations
@@ -60,11 +57,6 @@ CHECKPOINT_FILE = "seffi_coverage.json"
 def check_scaling(method: Any, args: Any) -> None:
     """Refuse a ``GRPOConfig`` that would normalise pass@k's advantage a second time.
 
-    Args:
-        method: The scorer's `RewardMethod` (None: a per-completion reward, nothing to check).
-        args: The trainer's ``GRPOConfig``: its ``scale_rewards`` (True/False are TRL's aliases of
-            "group"/"none") and ``multi_objective_aggregation``.
-
     Raises:
         SeffiError: ``reward="passk"`` with rewards scaled by a standard deviation.
     """
@@ -72,7 +64,7 @@ def check_scaling(method: Any, args: Any) -> None:
         return
     scale_rewards = getattr(args, "scale_rewards", None)
     aggregation = getattr(args, "multi_objective_aggregation", None)
-    scale = {True: "group", False: "none"}.get(scale_rewards, scale_rewards)
+    scale = {True: "group", False: "none"}.get(scale_rewards, scale_rewards)  # TRL's aliases
     if scale not in (None, "none"):
         raise SeffiError(
             f"reward='passk' returns the pass@k advantage itself: set GRPOConfig(scale_rewards='none') (this "
@@ -97,10 +89,8 @@ def _jsonable(obj: Any) -> Any:
 
 
 def completion_text(completion: Any) -> Any:
-    """The text of one TRL completion.
+    """The text of one TRL completion: a string, or the last message's ``content`` (text parts joined).
 
-    Standard completions are strings; conversational ones are a list of messages whose last
-    ``content`` is the generated text (a string or a list of ``{"type": "text", "text": ...}`` parts).
     Anything else is returned unchanged and the labeler rejects it as junk.
     """
     if isinstance(completion, list) and completion and isinstance(completion[-1], Mapping):
@@ -117,10 +107,8 @@ def completion_text(completion: Any) -> Any:
 class CoverageReward(GroupScorer):
     """A GRPO reward function: labels completions, records their match sets, returns rewards.
 
-    Arguments: see [`GroupScorer`][seffi.callbacks.groups.GroupScorer] (task, inputs, labeler, strategies,
-    id_column, reward, reward_options, diversity_weight, decode, gather, logprob_fn). Under a trainer,
-    ``"unlikeliness"`` scores each local batch with the trainer's current model unless ``logprob_fn``
-    is given.
+    Arguments: see [`GroupScorer`][seffi.callbacks.groups.GroupScorer]. Under a trainer,
+    ``"unlikeliness"`` uses the trainer's current model unless ``logprob_fn`` is given.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -171,10 +159,9 @@ class CoverageReward(GroupScorer):
 class GRPOCoverage(GroupCoverage):
     """Coverage of GRPO's completion groups: a reward function plus a ``TrainerCallback``.
 
-    Arguments: see [`GroupCoverage`][seffi.callbacks.groups.GroupCoverage]. The default ``iid="reference"``
-    is prepared by `callback` at train begin (the train dataset's prompts, the trainer's model,
-    tokenizer and generation settings) and drawn at the first training batch, before any update.
-    Read the numbers with `metrics`, `curves` and `to_dataframe` (also on
+    Arguments: see [`GroupCoverage`][seffi.callbacks.groups.GroupCoverage]. The default
+    ``iid="reference"`` is prepared by `callback` at train begin and drawn at the first training
+    batch, before any update. Read the numbers with `metrics`, `curves` and `to_dataframe` (also on
     `callback`).
 
     Attributes:
@@ -285,15 +272,15 @@ class CoverageTrainerCallback(TrainerCallback):
         write_atomic(path, json.dumps(state, default=_jsonable))
 
     def metrics(self) -> dict[str, float]:
-        """A copy of the latest logged ``seffi/*`` scalars (``{}`` before the first log)."""
+        """As `GRPOCoverage.metrics`."""
         return self.coverage.metrics()
 
     def curves(self) -> Any:
-        """The policy's current [`Curves`][seffi.coverage.Curves] (see `GRPOCoverage.curves`)."""
+        """As `GRPOCoverage.curves`."""
         return self.coverage.curves()
 
     def to_dataframe(self) -> Any:
-        """Policy, iid and oracle curves as a long DataFrame (see `GRPOCoverage.to_dataframe`)."""
+        """As `GRPOCoverage.to_dataframe`."""
         return self.coverage.to_dataframe()
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:

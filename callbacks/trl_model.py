@@ -1,17 +1,7 @@
-"""The trainer's model as TRL's GRPOTrainer drives it, for the TRL adapter's reference iid and rewards.
+"""The trainer's model as TRL's GRPOTrainer drives it: prompt tokens, sampling, log-probabilities.
 
-* **Prompt tokens** (`prompt_token_ids`): a conversational prompt through the chat template with the
-  generation prompt, a string through the tokenizer, as GRPOTrainer tokenises them.
-* **Sampling** (`generate_ids`): the generation config GRPOTrainer builds (`generation_config`:
-  ``max_completion_length``, temperature, top-p/k, min-p, repetition penalty, its eos ids,
-  ``generation_kwargs``) and its train-mode generation, seeded inside ``torch.random.fork_rng`` so
-  drawing baselines never moves the trainer's random stream.
-* **Log-probabilities** (`sequence_logprobs`, `policy_logprobs`): each completion's log-probability
-  under the trainer's current policy, for the ``"unlikeliness"`` reward.
-* **The reference prompts and their cache** (`resolve_prompts`, `subsample_ids`, `ReferenceCache`
-  keyed by `weights_digest`) and the process group (`rank_and_world`, `default_gather`).
-
-torch, transformers and accelerate are imported inside the functions that need them.
+Used by the TRL adapter's reference iid and rewards; torch, transformers and accelerate are imported
+inside the functions that need them.
 """
 
 from __future__ import annotations
@@ -71,10 +61,8 @@ def prompt_token_ids(
 ) -> list[list[int]]:
     """The token ids GRPOTrainer generates from for each dataset prompt (``_tokenize_prompts``, TRL 1.x).
 
-    A conversational prompt (a list of ``{"role", "content"}`` messages) goes through the tokenizer's
-    chat template with ``add_generation_prompt=True`` (and the trainer's ``tools``, ``chat_template``
-    and ``chat_template_kwargs``); a string prompt through the tokenizer itself, special tokens
-    included, as TRL calls it.
+    Chat messages go through the chat template with the generation prompt; a string through the
+    tokenizer itself, special tokens included.
     """
     out: list[list[int]] = []
     for p in prompts:
@@ -101,10 +89,7 @@ def prompt_token_ids(
 def trainer_prompt_ids(
     tokenizer: Any, prompts: Sequence[Any], trainer: Any, args: Any = None
 ) -> list[list[int]]:
-    """`prompt_token_ids` with the trainer's tools, chat template and chat-template kwargs.
-
-    The kwargs are the trainer's, else those of ``args`` (default: ``trainer.args``).
-    """
+    """`prompt_token_ids` with the trainer's tools, chat template and kwargs (else ``args``')."""
     args = getattr(trainer, "args", None) if args is None else args
     kwargs = getattr(trainer, "chat_template_kwargs", None) or getattr(args, "chat_template_kwargs", None)
     tools, template = getattr(trainer, "tools", None), getattr(trainer, "chat_template", None)
@@ -115,11 +100,7 @@ def trainer_prompt_ids(
 
 @contextmanager
 def generation_mode(model: Any, training: bool | None, checkpointing_kwargs: Any = None) -> Iterator[None]:
-    """The model in the mode it samples in: ``training`` True/False, or None for eval (the default).
-
-    GRPOTrainer generates with the model in train mode (dropout as the trainer left it) and activation
-    (gradient) checkpointing switched off for the generation; ``training=True`` reproduces that.
-    """
+    """The model in train (``training``) or eval mode, checkpointing off, as GRPOTrainer samples."""
     names = (
         "is_activation_checkpointing",
         "activation_checkpointing_disable",
@@ -166,9 +147,7 @@ def generate_ids(
 ) -> tuple[list[list[list[int]]], int]:
     """``counts[i]`` completions of prompt i as token ids (cut after the first eos, which is kept).
 
-    Prompts are left-padded with ``gen.pad_token_id`` in rows of at most ``batch_size``, seeded inside
-    ``torch.random.fork_rng`` (the caller's torch random state is left untouched); ``training`` and
-    ``checkpointing_kwargs`` as `generation_mode`.
+    Seeded inside ``torch.random.fork_rng``, so the caller's torch random stream never moves.
 
     Returns:
         (completions per prompt, number of ``model.generate`` calls).
@@ -212,21 +191,11 @@ def sequence_logprobs(
     batch_size: int = 64,
     temperature: float = 1.0,
 ) -> np.ndarray:
-    """The policy's log-probability of each completion given its prompt (torch, imported here).
+    """The policy's log-probability of each completion given its prompt, in eval mode, no grad.
 
-    ``log p(c | p) = sum_t log softmax(logits(p + c[:t]))[c_t]`` over the completion's tokens
-    (``reduction="sum"``), or that sum divided by the completion length (``"mean"``, what He et al.
-    rank by). Rows are right-padded, so every real token keeps positions 0..L-1 and, the model being
-    causal, sees no padding. The model runs in eval mode under ``torch.no_grad`` (its mode is restored).
-
-    Args:
-        model: A causal LM returning ``.logits`` of shape (B, L, V).
-        prompt_ids: B prompts, each a non-empty list of token ids.
-        completion_ids: B completions (TRL's ``completion_ids``, eos kept), aligned with ``prompt_ids``.
-        reduction: ``"sum"`` or ``"mean"``; an empty completion scores 0 either way.
-        batch_size: Rows per forward pass.
-        temperature: The logits are divided by it (GRPOTrainer scores its policy at its sampling
-            temperature).
+    ``log p(c | p) = sum_t log softmax(logits(p + c[:t]) / temperature)[c_t]`` (``reduction="sum"``),
+    or that over the completion length (``"mean"``, what He et al. rank by); an empty completion
+    scores 0. Rows are right-padded, so a causal model's real tokens never see padding.
 
     Returns:
         Float64 array of shape (B,).
@@ -270,22 +239,10 @@ def sequence_logprobs(
 def policy_logprobs(
     trainer: Any, prompts: Sequence[Any], completion_ids: Sequence[Sequence[int]], reduction: str = "mean"
 ) -> np.ndarray:
-    """Each completion's log-probability under the trainer's current policy (one no-grad forward pass).
+    """Each completion's `sequence_logprobs` under the trainer's policy at ``GRPOConfig.temperature``.
 
-    The prompt tokens are re-derived from TRL's ``prompts`` exactly as GRPOTrainer tokenises them
-    (`trainer_prompt_ids`); the completion tokens are TRL's ``completion_ids`` (eos kept). Logits are
-    divided by ``GRPOConfig.temperature`` as in GRPOTrainer's own log-probabilities; the model runs in
-    eval mode (no dropout), so the ranking is deterministic. Custom ``rollout_func`` or multi-turn tool
-    rollouts, whose prompt tokens TRL builds elsewhere, are not reproduced.
-
-    Args:
-        trainer: The GRPOTrainer (``model``, ``processing_class``, ``args``).
-        prompts: TRL's ``prompts`` of the local batch.
-        completion_ids: TRL's ``completion_ids`` of the local batch.
-        reduction: ``"mean"`` (per token) or ``"sum"``.
-
-    Returns:
-        Float64 array, one log-probability per completion.
+    Prompt tokens are re-derived from TRL's ``prompts`` as GRPOTrainer tokenises them (a custom
+    ``rollout_func`` or multi-turn tool rollout is not reproduced).
 
     Raises:
         SeffiError: No completion ids or no model/tokenizer on the trainer.
@@ -305,11 +262,7 @@ def policy_logprobs(
 def resolve_prompts(
     explicit: Mapping[str, Any] | None, dataset: Any, id_column: str, task: Any, inputs: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """``{input id: prompt}`` of the reference: given, else the training dataset's, else ``task.prompt``.
-
-    A dataset serves with ``prompt`` and ``id_column`` columns (the first prompt of an id wins); a
-    prompt is a string or a list of chat messages (TRL's conversational format).
-    """
+    """``{input id: prompt}``: given, else the dataset's ``prompt`` by ``id_column``, else the task's."""
     if explicit:
         return {str(k): v for k, v in explicit.items()}
     cols = getattr(dataset, "column_names", None) or []
@@ -358,12 +311,9 @@ def digest(obj: Any) -> str:
 
 
 class ReferenceCache:
-    """Reference completions on disk: ``{prompt digest: [completion ids, ...]}`` in one JSON file per key.
+    """Reference completions as token ids, ``{prompt digest: [ids, ...]}``, one JSON file per key.
 
-    The key digests the model weights, the generation config, the sampling mode and the seed; a
-    prompt's entry is keyed by its token ids (so by the tokenizer, chat template and prompt). Entries
-    are token ids, so the labeler and the decoder can change without invalidating them. Written
-    atomically by the main process; a damaged file is ignored (and rewritten).
+    Token ids keep entries valid when the labeler or decoder changes; a damaged file is ignored.
     """
 
     FORMAT = "seffi.models.reference_cache/1"
@@ -398,13 +348,8 @@ class ReferenceCache:
 
 
 def rank_and_world() -> tuple[int, int]:
-    """(rank, world size) of an initialised ``torch.distributed`` group, else (0, 1).
-
-    Read-only on purpose: calling ``accelerate``'s ``PartialState()`` here would *create* its
-    process-global singleton as a side effect, which then leaks into whatever builds an
-    ``Accelerator`` later in the process. Under a multi-process launch the trainer initialises
-    ``torch.distributed`` before any callback or reward function runs.
-    """
+    """(rank, world size) of an initialised ``torch.distributed`` group, else (0, 1)."""
+    # Not accelerate's PartialState(): it would create its process-global singleton as a side effect.
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():

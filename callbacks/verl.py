@@ -87,11 +87,6 @@ class VerlCoverage:
         self._runs: Counter[str] = Counter()  # groups of each prompt so far: its next run index
         atexit.register(self.close)
 
-    def _start(self, group_size: int) -> CoverageMonitor:
-        budget = self.budget or group_size
-        self.monitor = CoverageMonitor(budget, list(self.labeler.strategies), **self.options)
-        return self.monitor
-
     def compute_score(
         self,
         data_sources: Sequence[Any],
@@ -121,7 +116,11 @@ class VerlCoverage:
     def record(self, ids: Sequence[str], texts: Sequence[Any], correct: Sequence[bool]) -> None:
         """Record one training step: each prompt's samples (in order) are one group of runs."""
         sizes = Counter(ids)
-        monitor = self.monitor or self._start(max(sizes.values()))
+        if self.monitor is None:
+            budget = self.budget or max(sizes.values())
+            self.monitor = CoverageMonitor(budget, list(self.labeler.strategies), **self.options)
+        monitor = self.monitor
+
         k = monitor.budget
         results = [self.labeler(x, t) for x, t in zip(ids, texts, strict=True)]
         position: Counter[str] = Counter()

@@ -1,10 +1,6 @@
 """The single-env base class and the pool API shared by single and native vector envs.
 
-An env is a thin shell around an *engine* (``TokenEngine`` / ``RouterEngine``) that steps ``E``
-independent rows with numpy; a single env is an engine with one row. Envs expose, on
-``env.unwrapped`` and on the native vector env alike, what a callback needs to build the exact iid
-baseline and the oracle: ``task``, ``inputs``, ``input_ids``, ``budget``, ``strategies``,
-``base_match_distribution`` and ``reference_match_sets``.
+An env is a thin shell around an *engine* that steps ``E`` rows with numpy (a single env: one row).
 """
 
 from __future__ import annotations
@@ -82,14 +78,9 @@ class PoolAPI:
         return self._engine.cfg
 
     def base_match_distribution(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
-        """Exact law of the match set of one draw of this env's iid base model on ``input_id``.
+        """Exact law ``{match set: probability}`` of one iid base draw on ``input_id``.
 
-        Args:
-            input_id: A pool input id.
-            valid_only: Count matches of valid traces only (an invalid trace then matches nothing).
-
-        Returns:
-            ``{match set: probability}`` summing to 1.
+        ``valid_only``: an invalid trace matches nothing.
         """
         return self._engine.spec.base_match_distribution(input_id, valid_only=valid_only)
 
@@ -99,10 +90,7 @@ class PoolAPI:
 
 
 def explicit_inputs(spec: PoolSpec, options: Any, rows: int, allowed: frozenset[str]) -> np.ndarray | None:
-    """Pool indices requested by ``options["input_id"]`` (one id, or one per row), else ``None``.
-
-    Misspelt reset options are refused instead of silently ignored, as are options that are no mapping.
-    """
+    """Pool indices requested by ``options["input_id"]`` (one id, or one per row), else ``None``."""
     if options is not None and not isinstance(options, Mapping):
         # Iterating a string would list its characters as "unknown options".
         raise SeffiError(
@@ -141,9 +129,7 @@ def warn_no_render_mode(env: Any) -> None:
 class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
     """Base of the single seffi envs: one engine row, Gymnasium's reset/step protocol, clear errors.
 
-    ``render_mode`` (``"ansi"`` or ``"rgb_array"``, see `seffi.envs.render`) is a config field, so
-    ``gym.make(id, render_mode=...)`` — and SB3's ``make_vec_env``, which asks for ``"rgb_array"`` —
-    work; ``gym.make`` adds Gymnasium's wrappers for ``"human"`` and the ``*_list`` modes.
+    ``render_mode`` (``"ansi"`` or ``"rgb_array"``, see `seffi.envs.render`) is a config field.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": list(RENDER_MODES), "render_fps": RENDER_FPS}
@@ -152,9 +138,8 @@ class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
 
     def __init__(self, **kwargs: Any) -> None:
         cfg = parse_config(self.config_cls, kwargs)
-        # Per instance: Gymnasium 1.2's SyncVectorEnv / AsyncVectorEnv write their autoreset mode into
-        # their first env's metadata, which would otherwise be this class's dict, shared by every env of
-        # the process (Gymnasium 1.4 copies the dict first; this copy is then merely redundant).
+        # Per instance: Gymnasium 1.2's vector envs write their autoreset mode into the first env's
+        # metadata, which would otherwise be this class's dict, shared by every env of the process.
         self.metadata = dict(type(self).metadata)  # type: ignore[misc]
         self._engine = self.engine_cls(cfg, 1)
         self.observation_space = self._engine.single_observation_space
@@ -162,10 +147,7 @@ class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
         self.render_mode = cfg.render_mode
 
     def render(self) -> str | np.ndarray | None:
-        """The current frame: text (``"ansi"``) or uint8 array, shape (H, W, 3) (``"rgb_array"``).
-
-        Without a render mode it warns and returns ``None``, as Gymnasium's own envs do.
-        """
+        """The current frame: text (``"ansi"``) or uint8 array (H, W, 3); without a mode, a warning."""
         if self.render_mode is None:
             warn_no_render_mode(self)
             return None
@@ -182,12 +164,12 @@ class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
     ) -> tuple[Any, dict[str, Any]]:
         """Start an episode on the scheduled input, or on ``options["input_id"]``.
 
-        A seed restarts the env's life (budgets, runs, history and novelty memory) as well as its
-        generator, so ``reset(seed=s)`` followed by the same actions reproduces every step.
+        A seed restarts the env's life (budgets, runs, history, novelty memory) and its generator.
         """
         explicit = explicit_inputs(
             self._engine.spec, options, 1, frozenset({"input_id"})
         )  # before any change
+
         super().reset(seed=seed)
         if seed is not None or not self._engine.life.seeded(0):
             self._engine.restart(0, self.np_random)

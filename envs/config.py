@@ -27,11 +27,8 @@ RewardFn = Callable[[dict[str, Any]], float]
 
 
 def _integer(value: Any) -> Any:
-    """An ``int`` as itself, a numpy integer as ``int``; ``True``, ``"8"`` or ``8.0`` is refused.
-
-    Pydantic's lax mode would turn ``True`` into 1 and ``"8"`` into 8: a typo'd sweep value would then
-    silently run a different experiment.
-    """
+    """An ``int`` as itself, a numpy integer as ``int``; ``True``, ``"8"`` or ``8.0`` is refused."""
+    # Pydantic's lax mode would turn "8" into 8: a typo'd sweep value would run another experiment.
     if value is None:  # optional fields: ``None`` is checked by the field's own type
         return value
     if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):

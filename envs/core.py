@@ -1,16 +1,12 @@
 """Shared machinery of the seffi envs: the input pool, the batched per-input budget state, rewards, infos.
 
-Every env — single or native vector — keeps its state in a `Life` holding ``E`` independent
-rows (``E = 1`` for a single env). Each row behaves exactly like one single env, with its own seeded
-generator, so a native vector env of ``E`` rows gives the same infos as ``SyncVectorEnv`` over ``E``
-single envs by construction.
+Every env keeps its state in a `Life` of ``E`` independent rows (``E = 1`` for a single env), each
+with its own seeded generator, so a native vector env equals ``SyncVectorEnv`` over single envs.
 
-**Runs and budgets.** Each input gets ``budget`` samples per *run*. ``info["sample_index"]`` is k
-(1..budget) within the run and ``info["run_index"]`` counts the runs of that input. When the schedule
-finds no input with budget left, every input starts a new run (k restarts at 1, history and novelty
-memory are cleared); selecting an exhausted input with ``reset(options={"input_id": ...})`` starts a new
-run of that input alone. ``reset(seed=...)`` starts the env's life afresh (all counters cleared), which
-is what makes seeded rollouts reproducible.
+**Runs and budgets.** Each input gets ``budget`` samples per *run* (``info["sample_index"]`` is k,
+``info["run_index"]`` counts the input's runs). When no input has budget left, every input starts a
+new run (history and novelty memory cleared); ``reset(options={"input_id": ...})`` on an exhausted
+input starts a new run of that input alone; ``reset(seed=...)`` clears every counter.
 """
 
 from __future__ import annotations
@@ -62,10 +58,8 @@ def pool_fields(cfg: EnvConfig) -> dict[str, Any]:
 
 
 def cached_spec(kind: str, key_fields: dict[str, Any], build: Any) -> Any:
-    """Build (once per distinct configuration) the immutable pool data shared by envs of one config.
-
-    ``SyncVectorEnv`` of 256 envs would otherwise draw and validate the same pool 256 times.
-    """
+    """Build once per distinct configuration the immutable pool data shared by envs of one config."""
+    # SyncVectorEnv of 256 envs would otherwise draw and validate the same pool 256 times.
     key = kind + canonical_json(key_fields)
     if key not in _SPEC_CACHE:
         if len(_SPEC_CACHE) > 64:  # bounded: configs in a sweep come and go
@@ -75,15 +69,7 @@ def cached_spec(kind: str, key_fields: dict[str, Any], build: Any) -> Any:
 
 
 class PoolSpec:
-    """The fixed input pool of an env and what a baseline needs about it (immutable, shareable).
-
-    Attributes:
-        task: The task instance.
-        inputs: The pool, ``task.make_inputs(n_inputs, seed=input_seed)``.
-        input_ids: Their ids, in pool order.
-        strategies: ``task.strategies()``; its length M is ``info["num_strategies"]``.
-        ids_array: object array, shape (N,): the ids (for vectorised info assembly).
-    """
+    """The fixed input pool of an env (``task.make_inputs(n_inputs, seed=input_seed)``), shareable."""
 
     def __init__(self, cfg: EnvConfig) -> None:
         self.task = build_task(cfg)
@@ -118,11 +104,9 @@ class PoolSpec:
         return mask
 
     def reference_match_sets(self, input_id: str) -> dict[str, frozenset[str]]:
-        """``task.reference_match_sets`` of a pool input (what the no-repeat oracle emits)."""
         return self.task.reference_match_sets(self.inputs[self.index_of(input_id)])
 
     def base_match_distribution(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
-        """The exact match-set law of one iid base draw on a pool input: the task's base sampler's."""
         return self.task.base_match_distribution(self.inputs[self.index_of(input_id)], valid_only=valid_only)
 
     @cached_property
@@ -152,11 +136,7 @@ class Outcomes:
     def from_results(
         cls, spec: PoolSpec, texts: Sequence[str], results: Iterable[ValidationResult]
     ) -> Outcomes:
-        """Columns of ``texts`` and their validation ``results``.
-
-        ``results`` is consumed once, so a generator keeps a large pool (hundreds of thousands of rows)
-        from holding every result at once.
-        """
+        """Columns of ``texts`` and their validation ``results`` (consumed once: a generator is fine)."""
         r_count, m = len(texts), len(spec.strategies)
         mask = np.zeros((r_count, m), dtype=bool)
         valid = np.zeros(r_count, dtype=bool)
@@ -182,16 +162,8 @@ class Outcomes:
 class Life:
     """Budget, schedule, history and novelty state of ``E`` independent env rows over one pool.
 
-    With ``cfg.render_mode`` set, a row also keeps what only the renderer reads: ``matched`` (strategies
-    whose procedure any trace followed this run, valid or not: bool array, shape (E, N, M)) and
-    ``last_info`` (the final-step info of its latest episode). Without rendering neither is recorded,
-    so training throughput does not pay for it.
-
-    Args:
-        spec: The pool.
-        cfg: The env settings (budget, schedule, reward, render mode).
-        num_envs: Number of rows E.
-        n_latents: Z for the router env (its history counts latents tried), 0 otherwise.
+    Only with ``cfg.render_mode`` set does a row keep what the renderer reads: ``matched`` (shape
+    (E, N, M): strategies any trace followed this run) and ``last_info``. ``n_latents``: the router's Z.
     """
 
     def __init__(self, spec: PoolSpec, cfg: EnvConfig, num_envs: int, n_latents: int = 0) -> None:
@@ -272,10 +244,7 @@ class Life:
         self.active[rows] = True
 
     def _budget_left(self, rows: np.ndarray) -> np.ndarray:
-        """Which inputs have budget left: bool array, shape (len(rows), N).
-
-        A row whose whole pool used its budget starts a new run of every input first.
-        """
+        """Which inputs have budget left, shape (len(rows), N); an exhausted row starts new runs first."""
         left = self.counts[rows] < self.cfg.budget
         done = ~left.any(axis=1)
         if done.any():
@@ -304,10 +273,9 @@ class Life:
     def finish(
         self, rows: np.ndarray, out: Outcomes, latents: np.ndarray | None = None
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Book the finished episodes of ``rows`` (int array, shape (R,)): budgets, history, novelty.
+        """Book the finished episodes of ``rows``: (rewards, info columns ``{key: array (R,)}``).
 
-        ``latents`` (router envs, shape (R,)) adds ``info["z"]``. Returns the rewards, float array, shape
-        (R,), and the info columns ``{key: array, shape (R,)}``.
+        ``latents`` (router envs) adds ``info["z"]``.
         """
         inputs = self.cur[rows]
         k = self.counts[rows, inputs] + 1
@@ -350,10 +318,7 @@ class Life:
 
 
 def user_reward(fn: Any, info: dict[str, Any]) -> float:
-    """``fn(info)`` as a float; a value that is not a finite number is a `SeffiError` naming ``fn``.
-
-    A NaN reward would otherwise flow silently into the learner's returns and poison its updates.
-    """
+    """``fn(info)`` as a float; a value that is not a finite number is a `SeffiError` naming ``fn``."""
     value = fn(info)
     try:
         reward = float(value)
@@ -379,8 +344,7 @@ def row_info(columns: dict[str, np.ndarray], j: int) -> dict[str, Any]:
 def vector_infos(num_envs: int, rows: np.ndarray, columns: dict[str, np.ndarray]) -> dict[str, Any]:
     """Gymnasium's vector info layout: per key a length-E array plus a ``_key`` bool mask.
 
-    The fill values and dtypes are those ``SyncVectorEnv`` produces from single-env infos (0 / False
-    for numbers and booleans, ``None`` in object arrays), so the two are directly comparable.
+    Fill values and dtypes are ``SyncVectorEnv``'s (0 / False, ``None`` in object arrays).
     """
     infos: dict[str, Any] = {}
     if rows.size == 0:

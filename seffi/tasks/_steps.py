@@ -36,11 +36,8 @@ C = TypeVar("C", bound=TaskConfig)
 
 
 def parse_int(word: str) -> int | None:
-    """A non-negative ASCII integer word (at most ``MAX_INT_CHARS`` digits), else ``None``.
-
-    ``str.isdigit`` alone accepts superscripts and other scripts' digits that ``int`` rejects, so
-    the word must be ASCII too.
-    """
+    """A non-negative ASCII integer word (at most ``MAX_INT_CHARS`` digits), else ``None``."""
+    # ASCII too: str.isdigit alone accepts superscripts and other scripts' digits that int rejects.
     if 0 < len(word) <= MAX_INT_CHARS and word.isascii() and word.isdigit():
         return int(word)
     return None
@@ -94,8 +91,6 @@ class StepTask(Task[X, C]):
         self._steps_cache: dict[tuple[str, str], list[Step] | None] = {}
         self._off_cache: dict[str, list[list[Step]]] = {}
 
-    # -- what a step task declares ----------------------------------------------------------------
-
     @abc.abstractmethod
     def _draw(self, rng: np.random.Generator) -> dict[str, Any]:
         """Draw candidate fields of one input (``_generate`` redraws until the input is acceptable)."""
@@ -134,8 +129,6 @@ class StepTask(Task[X, C]):
     @abc.abstractmethod
     def _off_candidates(self, x: X) -> list[list[Step]]:
         """Deterministic correct step lists, most of which follow no strategy (filtered here)."""
-
-    # -- derived ----------------------------------------------------------------------------------
 
     def steps(self, x: X, strategy: str) -> list[Step] | None:
         """Cached canonical reference steps of ``strategy`` on ``x``."""

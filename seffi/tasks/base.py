@@ -44,8 +44,7 @@ MAX_TRACE_CHARS = 100_000
 def coerce_text(y_text: Any, noun: str = "text") -> tuple[str, None] | tuple[None, str]:
     """``(text, None)`` for usable text (UTF-8 bytes decoded), else ``(None, why)``, ``noun`` naming it.
 
-    Every validator and labeler screens junk this way: text that is not UTF-8, not text at all, longer
-    than ``MAX_TRACE_CHARS`` or empty/whitespace is refused.
+    Not UTF-8, not text, longer than ``MAX_TRACE_CHARS`` or blank is refused.
     """
     if isinstance(y_text, bytes | bytearray | memoryview):
         try:
@@ -101,10 +100,9 @@ class ValidationResult(BaseModel):
 
 
 class TaskInput(BaseModel):
-    """One input ``x``. Tasks subclass it with their own (immutable) fields.
+    """One input ``x``; tasks subclass it with their own (immutable) fields.
 
-    ``id`` is a content hash of the task name and the fields, so the same instance has the same id
-    no matter how many inputs were drawn before it or on which machine.
+    ``id`` is a content hash of the task name and the fields, the same on every machine.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -149,11 +147,7 @@ ModeKind = Literal["strategy", "invalid", "off_strategy"]
 
 @dataclass(frozen=True)
 class BaseMode:
-    """One branch of the base sampler: what kind of trace it emits and with which probability.
-
-    For ``"strategy"`` and ``"invalid"`` modes ``strategy`` names the procedure the trace follows
-    (an invalid trace is that procedure with a wrong answer); it is ``None`` for off-strategy traces.
-    """
+    """One branch of the base sampler: its kind of trace, its procedure (or None), its probability."""
 
     kind: ModeKind
     strategy: str | None
@@ -162,10 +156,7 @@ class BaseMode:
 
 @dataclass(frozen=True)
 class TrainingRow:
-    """A labelled row for pretraining a generator: ``strategy`` is the label the sampler used.
-
-    Generated responses are still attributed by ``validate_y_text``, never by these labels.
-    """
+    """A labelled row for pretraining a generator (responses are attributed by the validator, never by it)."""
 
     input_id: str
     prompt: str
@@ -239,9 +230,7 @@ class Task(abc.ABC, Generic[X, C]):
     """A family of inputs with several solution strategies and a validator that attributes traces.
 
     Subclasses set ``name`` and implement the abstract methods; ``input_cls`` and ``config_cls`` come
-    from the type parameters of ``Task[Input, Config]`` (or of a generic subclass such as
-    ``StepTask[Input, Config]``) unless the class body sets them. Ids, seeding, the base sampler and its
-    exact law, and the never-raising guard around the validator live here once.
+    from the type parameters of ``Task[Input, Config]`` unless the class body sets them.
     """
 
     name: ClassVar[str]
@@ -270,8 +259,6 @@ class Task(abc.ABC, Generic[X, C]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config!r})"
-
-    # -- what a task declares -------------------------------------------------------------------
 
     @abc.abstractmethod
     def strategies(self) -> tuple[str, ...]:
@@ -309,18 +296,10 @@ class Task(abc.ABC, Generic[X, C]):
     def vocabulary(self) -> Vocabulary:
         """Words covering every prompt and reference trace under this config."""
 
-    # -- inputs ---------------------------------------------------------------------------------
-
     def make_inputs(self, n: int, seed: SeedLike = 0) -> list[X]:
-        """``n`` distinct inputs drawn from independent streams spawned from ``seed``.
+        """``n`` distinct inputs, the i-th from the i-th stream spawned from ``seed``.
 
-        Args:
-            n: Number of inputs, ``n >= 0``.
-            seed: Root seed; the i-th input uses the i-th spawned child, so ``make_inputs(5, s)`` is
-                a prefix of ``make_inputs(10, s)``.
-
-        Returns:
-            A list of inputs with content-hashed ids (duplicates redrawn from the same stream).
+        So ``make_inputs(5, s)`` is a prefix of ``make_inputs(10, s)``; a duplicate is redrawn.
         """
         if not isinstance(n, int) or n < 0:
             raise ValueError(f"n must be a non-negative int, got {n!r}")
@@ -345,17 +324,10 @@ class Task(abc.ABC, Generic[X, C]):
         payload = self.input_cls.model_construct(id="", **fields).model_dump(mode="json", exclude={"id"})
         return self.input_cls(id=stable_id(self.name, payload), **fields)  # type: ignore[return-value]
 
-    # -- validation -----------------------------------------------------------------------------
-
     def validate_y_text(self, x: X, y_text: Any) -> ValidationResult:
-        """Which strategies ``y_text`` followed on ``x``. Never raises, on any input.
+        """Which strategies ``y_text`` followed on ``x`` ([`ValidationResult`][seffi.tasks.ValidationResult]).
 
-        Args:
-            x: An input of this task.
-            y_text: The generated trace; non-strings, oversized text and junk give ``parse_ok=False``.
-
-        Returns:
-            A [`ValidationResult`][seffi.tasks.ValidationResult]; ``error`` says why when it is not valid.
+        Never raises: non-strings, oversized text and junk give ``parse_ok=False``.
         """
         text, reason = coerce_text(y_text, noun="trace")
         if text is None:
@@ -364,8 +336,6 @@ class Task(abc.ABC, Generic[X, C]):
             return self._validate(x, text)
         except Exception as exc:  # a validator bug must not crash training; tests assert it never fires
             return ValidationResult.unparsable(f"internal validator error: {type(exc).__name__}: {exc}")
-
-    # -- the base sampler -----------------------------------------------------------------------
 
     def reference(self, x: X, strategy: str) -> str | None:
         """Cached ``solve`` (reference traces are pure functions of the input)."""
@@ -387,10 +357,7 @@ class Task(abc.ABC, Generic[X, C]):
         return tuple(s for s in self.strategies() if self.reference(x, s) is not None)
 
     def reference_match_sets(self, x: X) -> dict[str, frozenset[str]]:
-        """Match set of each feasible strategy's reference trace (what the no-repeat oracle emits).
-
-        A set with several members means two strategies produce the same trace on ``x``.
-        """
+        """Match set of each feasible strategy's reference trace (what the no-repeat oracle emits)."""
         return {
             s: self.validate_y_text(x, self.reference(x, s)).strategy_matches
             for s in self.feasible_strategies(x)
@@ -427,10 +394,7 @@ class Task(abc.ABC, Generic[X, C]):
     def base_distribution(self, x: X) -> dict[str, float]:
         """Probability that a base sample is the (correct) reference trace of each declared strategy.
 
-        It sums to less than 1 (0.85 with the default config): the missing mass is named by
-        `base_remainder` — ``invalid`` (a strategy's procedure with a wrong answer, default 0.10)
-        and ``off_strategy`` (a correct trace that follows no declared strategy, default 0.05).
-        Infeasible strategies get 0.
+        The rest of the mass is `base_remainder` (invalid and off-strategy traces).
         """
         dist = dict.fromkeys(self.strategies(), 0.0)
         for m in self.base_modes(x):
@@ -439,10 +403,7 @@ class Task(abc.ABC, Generic[X, C]):
         return dist
 
     def base_remainder(self, x: X) -> dict[str, float]:
-        """The base sampler's mass outside `base_distribution`: ``{"invalid": p, "off_strategy": q}``.
-
-        ``sum(base_distribution(x).values()) + p + q == 1`` (up to rounding).
-        """
+        """The base sampler's mass outside `base_distribution`: ``{"invalid": p, "off_strategy": q}``."""
         out = {"invalid": 0.0, "off_strategy": 0.0}
         for m in self.base_modes(x):
             if m.kind != "strategy" or m.strategy is None:
@@ -450,15 +411,9 @@ class Task(abc.ABC, Generic[X, C]):
         return out
 
     def base_match_distribution(self, x: X, *, valid_only: bool = False) -> dict[frozenset[str], float]:
-        """The exact law of a base sample's match set (what the exact iid baseline consumes).
+        """The exact law ``{match set: probability}`` of a base sample (the exact iid baseline's input).
 
-        Args:
-            x: The input.
-            valid_only: Count matches of correct traces only (an incorrect trace matches nothing).
-
-        Returns:
-            ``{match set: probability}``, probabilities summing to 1; the empty set collects parse
-            failures, incorrect (when ``valid_only``) and off-strategy traces.
+        ``valid_only``: an incorrect trace matches nothing.
         """
         probe = np.random.default_rng(seed_from_text(self.name, x.id, "probe"))
         law: dict[frozenset[str], float] = {}
@@ -497,11 +452,7 @@ class Task(abc.ABC, Generic[X, C]):
         return self.emit(x, self.sample_mode(x, rng), rng)
 
     def training_rows(self, n_inputs: int, rows_per_input: int, seed: SeedLike = 0) -> Iterator[TrainingRow]:
-        """Labelled rows (x, y_text, strategy) drawn with the base skew, for pretraining a generator.
-
-        Inputs come from ``make_inputs(n_inputs, seed)``; the rows of input i use their own spawned
-        stream, so the output is reproducible and independent of ``rows_per_input`` ordering.
-        """
+        """Labelled rows (x, y_text, strategy) drawn with the base skew, for pretraining a generator."""
         input_seed, row_seed = spawn(seed, 2)
         inputs = self.make_inputs(n_inputs, input_seed)
         for x, rng in zip(inputs, rngs(row_seed, n_inputs), strict=True):
