@@ -361,17 +361,14 @@ class MultiSink:
                 call(*args, **kwargs)
 
     def log(self, data: Mapping[str, Any], step: int) -> None:
-        """Log to every sink."""
         self._each("log", data, step)
 
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
-        """Snapshot to every sink."""
         self._each("log_snapshot", comparison, step, scope)
 
     def log_final_curves(
         self, comparison: Comparison, step: int | None = None, scope: str | None = None, *, image: bool = True
     ) -> None:
-        """The final coverage chart, to every sink that draws one."""
         self._each("log_final_curves", comparison, step, scope, image=image)
 
     def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
@@ -386,29 +383,25 @@ class MultiSink:
             raise error
 
     def start_renderer(self) -> None:
-        """`LocalSink.start_renderer` of every sink that draws plots."""
         self._each("start_renderer")
 
     def render_ahead(self, report: Report) -> None:
-        """`LocalSink.render_ahead` of every sink that draws plots."""
         self._each("render_ahead", report)
 
     def checkpoint(self, report: Report, tracker_state: Mapping[str, Any]) -> None:
-        """Checkpoint every sink that keeps files (the local one)."""
         self._each("checkpoint", report, tracker_state)
 
 
 class NullSink:
     """Drops everything: the sink of a worker's tracker replica (RLlib env runner, non-main TRL process)."""
 
-    def log(self, data: Mapping[str, Any], step: int) -> None:
-        """Drop."""
+    def log(self, data: Mapping[str, Any], step: int) -> None: ...
 
-    def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
-        """Drop."""
+    def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None: ...
 
-    def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
-        """Drop."""
+    def finish(
+        self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None
+    ) -> None: ...
 
 
 class ForwardingSink:
@@ -431,25 +424,23 @@ class ForwardingSink:
             wandb.run.add_step_axis(scope)
 
     def log(self, data: Mapping[str, Any], step: int) -> None:
-        """Forward, with the scope's own step added."""
         if self.step_key is not None:
             data = {**data, self.step_key: float(int(step) - self.start)}
         self.sinks.log(data, step)
 
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
-        """Forward."""
         self.sinks.log_snapshot(comparison, step, scope)
 
     def log_final_curves(
         self, comparison: Comparison, step: int | None = None, scope: str | None = None, *, image: bool = True
     ) -> None:
-        """Forward (to sinks that draw a final chart)."""
         final = getattr(self.sinks, "log_final_curves", None)
         if final is not None:
             final(comparison, step, scope, image=image)
 
-    def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
-        """Nothing: the owner of the run finishes the shared sinks once."""
+    def finish(
+        self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None
+    ) -> None: ...  # the owner of the run finishes the shared sinks once
 
 
 def default_sinks(
