@@ -306,18 +306,6 @@ def _gain_text(p: PolicyResult) -> str:
     return f", gain {g.value:.2f}{' [unbounded]' if g.unbounded else ''}{flag}"
 
 
-def figure_format(path: str | Path) -> str:
-    """The format of a figure file, from its suffix: one of `FORMATS`.
-
-    Raises:
-        SeffiError: The suffix names no format of `FORMATS`.
-    """
-    fmt = Path(path).suffix.lstrip(".").lower()
-    if fmt not in FORMATS:
-        raise SeffiError(f"cannot write a figure as {Path(path).name!r}: use a .png, .pdf or .svg file")
-    return fmt
-
-
 def check_format(fmt: str) -> str:
     """``fmt`` when it is one of `FORMATS`.
 
@@ -337,21 +325,22 @@ def _savefig(fig: Figure, fmt: str, dpi: int) -> bytes:
 
 
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
-    """Write ``fig`` to ``path`` (parent folders created), in the format its suffix names.
+    """Write ``fig`` to a ``.png``, ``.pdf`` or ``.svg`` file ``path`` (parent folders created).
 
     A PNG figure is laid out here once and keeps that layout (its layout engine is removed).
 
     Args:
         fig: The figure.
-        path: A ``.png``, ``.pdf`` or ``.svg`` file (see `FORMATS`).
-        dpi: Pixels per inch of a PNG (`DPI` on screen, `PRINT_DPI` for print); in a PDF or SVG, of
-            the only raster artist (a barcode's image).
+        path: The file.
+        dpi: Pixels per inch of a PNG, or of a PDF's or SVG's one raster artist (a barcode's image).
 
     Raises:
         SeffiError: The suffix names no format of `FORMATS`.
     """
     path = Path(path)
-    fmt = figure_format(path)
+    fmt = path.suffix.lstrip(".").lower()
+    if fmt not in FORMATS:
+        raise SeffiError(f"cannot write a figure as {path.name!r}: use a .png, .pdf or .svg file")
     path.parent.mkdir(parents=True, exist_ok=True)
     import matplotlib
 
@@ -475,8 +464,7 @@ def plot_barcode(
 ) -> Figure:
     """Strategy barcode: rows inputs, columns sample index, colour = strategy, dot at first appearance.
 
-    Cells with no match are white, cells past a row's end light grey. Only the first ``max_rows`` rows
-    are drawn; the title says how many of ``n_runs`` runs (when given) or of the rows that is.
+    Only the first ``max_rows`` rows are drawn; the title says how many of ``n_runs`` runs that is.
     """
     fig, _ = _barcode_figure([barcode], max_rows)
     note = _rows_note(barcode, max_rows, n_runs)
@@ -486,9 +474,6 @@ def plot_barcode(
 
 def plot_barcodes(comparison: Comparison, *, max_rows: int = BARCODE_ROWS) -> Figure | None:
     """The barcodes of all policies of a comparison side by side (one panel each, shared colours).
-
-    Panels share the input axis when the policies saw the same inputs in the same order, so the same
-    row is the same input across panels.
 
     Returns:
         The figure, or None when no policy carries a barcode.
@@ -515,16 +500,13 @@ def rarity_panels(comparison: Comparison) -> dict[str, Any] | None:
     """The numbers behind `plot_coverage_by_rarity`.
 
     Rows of ``coverage_by_rarity`` are the coverage *contributed* by each base-probability quantile bin
-    (row 0 = most common), so they sum to C(k). When the oracle reaches full coverage at K, its rows at
-    K are the bins' shares of the strategies; each row is then divided by that share ("share of this
-    bin's strategies found by k") and empty bins are dropped. Otherwise the raw contributions are shown.
+    (row 0 = most common), summing to C(k). When the oracle reaches full coverage at K, each row is
+    divided by the oracle's at K (the bin's share of the strategies) and empty bins are dropped.
 
     Returns:
-        None when no curve set has ``coverage_by_rarity``; else a dict with ``bins`` (labels shown),
-        ``normalized`` (bool), ``ceiling`` (share per shown bin or None), ``curves``
-        (``{label: float array, shape (n_shown, K)}``), ``k`` (``{label: k list}``), ``dropped``
-        (labels of empty bins) and ``delta`` (``{label: float array, shape (n_shown,)}``: mean over k
-        of the bin's contribution minus the iid's, for policies and the oracle; empty without iid rows).
+        None without ``coverage_by_rarity``; else ``bins`` (labels shown), ``dropped``, ``normalized``,
+        ``ceiling`` (share per shown bin or None), ``curves`` (``{label: (n_shown, K) array}``), ``k``
+        and ``delta`` (``{label: (n_shown,) array}``: the bin's mean contribution minus the iid's).
     """
     sets = [c for c in comparison.curve_sets() if c.coverage_by_rarity]
     if not sets:
@@ -559,10 +541,8 @@ def rarity_panels(comparison: Comparison) -> dict[str, Any] | None:
 def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
     """Common vs rare: coverage of each base-probability quantile bin, policies vs iid vs oracle.
 
-    Top: one facet per bin (most common on the left, shared y), the share of that bin's strategies
-    found by k. A policy that only avoids repeats gains in the common bins; one that finds genuinely
-    rare strategies gains in the rare bins. Bottom: the AUC difference to iid split by bin (the bars of
-    one sampler sum to AUC - AUC_iid). Each row has its own legend below it.
+    Top: one facet per bin (most common on the left), the share of its strategies found by k. Bottom:
+    the AUC difference to iid split by bin (a sampler's bars sum to AUC - AUC_iid).
 
     Returns:
         The figure, or None when no curve set carries ``coverage_by_rarity``.
@@ -684,11 +664,9 @@ def _gain_notes(ax: Axes, lines: Sequence[tuple[str, str]]) -> None:
 def plot_compare(reports: Mapping[str, Report]) -> Figure:
     """Several runs overlaid: one axes per task, a colour per run, each run against its own baselines.
 
-    In a task's axes, every run that measured the task draws its policies in the run's colour (solid,
-    with CI bands; a run's further policies carry markers; a sanity-check policy is a thin dash-dot
-    line) and its iid (dotted) and oracle (dashed) curves. A baseline every run shares is drawn once,
-    grey or black; otherwise each run's own is drawn in its colour. The gains sit in the lower right
-    corner, one line per run and policy in the run's colour. One legend below names each run's lines.
+    A run's policies are drawn in its colour (further policies with markers), with its iid (dotted) and
+    oracle (dashed) curves; a baseline every run shares is drawn once, grey or black. The gains sit in
+    the lower right corner, one line per run and policy.
 
     Args:
         reports: ``{run label: report}``; runs take the policy colours in this order.
@@ -791,9 +769,8 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
 def eval_series(comparison: Comparison) -> list[tuple[int | None, PolicyResult]]:
     """The periodic evaluations of a comparison, oldest first: ``(step, policy)``.
 
-    Earlier evaluations carry a ``<label>@<step>`` label (see
-    [`seffi.callbacks.evaluator.CoverageEvaluator`][seffi.callbacks.CoverageEvaluator]); the final one keeps
-    the plain ``<label>`` and comes last with step None. Empty with fewer than two ``@`` lines.
+    Earlier evaluations carry a ``<label>@<step>`` label; the final one keeps the plain ``<label>`` and
+    comes last with step None. Empty with fewer than two ``@`` lines.
     """
     groups: dict[str, list[tuple[int, PolicyResult]]] = {}
     for pol in comparison.policies:
@@ -811,8 +788,8 @@ def eval_series(comparison: Comparison) -> list[tuple[int | None, PolicyResult]]
 def plot_gain_vs_step(comparison: Comparison) -> Figure | None:
     """Gain vs iid of each periodic evaluation against the training step, with its 95% CI.
 
-    The final evaluation sits one step-spacing right of the last labelled one, on a tick named
-    "final". Evaluations whose gain is undefined are listed under the axes with their reason.
+    The final evaluation sits one step-spacing right of the last, on a tick named "final"; undefined
+    gains are listed under the axes with their reason.
 
     Returns:
         The figure, or None when the comparison holds fewer than 3 evaluations.
@@ -867,11 +844,7 @@ ORACLE_NOTE = (
 
 
 def oracle_exceeded(comparison: Comparison, *, tol: float = 1e-9) -> list[int]:
-    """The budgets k where some policy's coverage is above the oracle's (empty when none is).
-
-    The no-repeat oracle maximises coverage in expectation only for single-strategy traces and over the
-    whole budget; a policy can beat it at a given k (multi-strategy traces, luck at k = 1).
-    """
+    """The budgets k where some policy's coverage is above the oracle's (multi-strategy traces, luck)."""
     oracle = comparison.oracle
     if oracle is None:
         return []
@@ -906,11 +879,9 @@ def _mark_extrapolated(ax: Any, c: CurveSet, y: Sequence[float | None], style: d
 def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
     """Main figure: coverage C(k) with CI bands, policies vs iid vs oracle.
 
-    The legend gives each sampler's AUC and, for policies, the gain vs iid with CI. Sanity-check
-    policies are drawn as a muted line without a band. Where a policy is above the oracle at some k, a
-    note says the oracle is not a pointwise upper bound. Earlier evaluations of a periodic series
-    ([`eval_series`][seffi.report.plots.eval_series]) are thin lines without bands
-    ([`plot_gain_vs_step`][seffi.report.plots.plot_gain_vs_step] shows the series with CIs).
+    The legend gives each sampler's AUC and each policy's gain vs iid with CI. Where a policy is above
+    the oracle, a note says the oracle is not a pointwise upper bound. Earlier evaluations of a periodic
+    series are thin lines without bands (`plot_gain_vs_step` shows them with CIs).
 
     Args:
         comparison: the comparison to draw.
@@ -961,14 +932,10 @@ _last_coverage: tuple[str, bytes] | None = None
 
 
 def save_coverage(comparison: Comparison, path: str | Path, *, dpi: int = DPI) -> Path:
-    """Write `plot_coverage` of ``comparison`` to ``path``; see `save_figure`.
-
-    A comparison equal to the one of the previous call, in the same format at the same dpi, is not drawn
-    again: the previous file's bytes are written.
-    """
+    """Write `plot_coverage` of ``comparison`` to ``path``, reusing the previous call's bytes when equal."""
     global _last_coverage
     path = Path(path)
-    key = f"{figure_format(path)}@{dpi}:{comparison.model_dump_json()}"
+    key = f"{path.suffix}@{dpi}:{comparison.model_dump_json()}"
     if _last_coverage is not None and _last_coverage[0] == key:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, _last_coverage[1])
@@ -982,7 +949,7 @@ def remember_coverage(comparison: Comparison, path: str | Path, *, dpi: int = DP
     """Make ``path``, `plot_coverage` of ``comparison`` drawn elsewhere, the figure `save_coverage` reuses."""
     global _last_coverage
     path = Path(path)
-    _last_coverage = (f"{figure_format(path)}@{dpi}:{comparison.model_dump_json()}", path.read_bytes())
+    _last_coverage = (f"{path.suffix}@{dpi}:{comparison.model_dump_json()}", path.read_bytes())
 
 
 def plot_novelty(comparison: Comparison) -> Figure:
@@ -998,12 +965,7 @@ def plot_novelty(comparison: Comparison) -> Figure:
 
 
 def _tau_groups(sets: Sequence[CurveSet], taus: Sequence[float], m: int | None) -> list[list[float]]:
-    """Group thresholds whose T is the same for every run (e.g. T(0.8) = T(1) when M <= 4).
-
-    With M strategies per input, T(tau) = the first k with |S_k| >= ceil(tau * M), so thresholds
-    with equal ceil(tau * M) define the same T. Without M, thresholds are grouped when every sampler
-    reports identical numbers.
-    """
+    """Group thresholds whose T is the same for every run: equal ceil(tau * M), else equal numbers."""
 
     def key(tau: float) -> Any:
         if m:
@@ -1035,10 +997,8 @@ def _merged_note(group: Sequence[float], m: int | None) -> str:
 def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 1.0)) -> Figure:
     """Survival Pr[T_tau > k] per tau, plus a box panel of per-run T (censored runs in a band at K+1).
 
-    A survival curve crosses the thin 0.5 line at the median T. Thresholds that give the same T for
-    every sampler (with M <= 4 strategies, 80% coverage already needs all of them) share one panel.
-    Runs that never reach tau within the budget K are censored: the box panel draws them at K+1, in a
-    shaded band whose tick reads "> K"; a median in that band is marked with a triangle.
+    Thresholds that give the same T for every sampler share one panel; a censored median is marked
+    with a triangle.
     """
     from matplotlib.lines import Line2D
 
@@ -1118,11 +1078,7 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
 
 
 def plot_valid_vs_raw(comparison: Comparison) -> Figure:
-    """Raw strategy coverage (solid) vs valid-only coverage (dotted), same colour per sampler.
-
-    A gap between the two lines is coverage earned by incorrect solutions. The legend names samplers
-    by colour (with their valid rate); a corner note says what the two line styles mean.
-    """
+    """Raw coverage (solid) vs valid-only coverage (dotted): a gap is earned by incorrect solutions."""
     fig, ax = _k_axes((7.0, 5.0))
     handles: list[Any] = []
     labels: list[str] = []
@@ -1174,10 +1130,7 @@ _PLOTS = {
 def render_report_plots(
     report: Report, out_dir: str | Path, *, format: str = "png", dpi: int = DPI
 ) -> dict[str, Path]:
-    """Write the plots of ``report`` under ``out_dir/plots/``, as ``<slug>_<plot>.<format>``.
-
-    Plots are drawn for the first `PLOTTED_COMPARISONS` comparisons; a report holding more says so in
-    one warning.
+    """Write the plots of the first `PLOTTED_COMPARISONS` comparisons as ``out_dir/plots/<slug>_<plot>.*``.
 
     Args:
         report: The report.
@@ -1186,8 +1139,7 @@ def render_report_plots(
         dpi: Of a PNG (see `save_figure`).
 
     Returns:
-        ``{"<slug>/<plot>": path}`` with plot in coverage, coverage_by_rarity, novelty,
-        time_to_coverage, valid_vs_raw, barcode, latent, gain_vs_step (those that apply), in that order.
+        ``{"<slug>/<plot>": path}``, coverage first, then those of `_PLOTS` that apply.
 
     Raises:
         SeffiError: ``format`` is not one of `FORMATS`.
