@@ -287,9 +287,8 @@ class SafeWandbRun:
             if not self._warned_order:
                 self._warned_order = True
                 warnings.warn(
-                    f"dropping W&B data at step {step}: steps must not decrease "
-                    f"(last was {self._last_step}); "
-                    "further out-of-order steps are dropped silently",
+                    f"dropping W&B data at step {step}: steps must not decrease (last was "
+                    f"{self._last_step}); further out-of-order steps are dropped silently",
                     WandbSinkWarning,
                     stacklevel=3,
                 )
@@ -346,14 +345,10 @@ class SafeWandbRun:
             ys.append(vals)
         if not ys:
             return False
+        floats = [float(x) for x in xs]
         chart = self._call(
             "line_series",
-            self._wandb.plot.line_series,
-            xs=[float(x) for x in xs],
-            ys=ys,
-            keys=labels,
-            title=title,
-            xname=xname,
+            lambda: self._wandb.plot.line_series(floats, ys, keys=labels, title=title, xname=xname),
         )
         if chart is None:
             return False
@@ -377,26 +372,18 @@ class SafeWandbRun:
 
     def log_image(self, key: str, path: str | Path, step: int, caption: str | None = None) -> bool:
         """Log a PNG file as a ``wandb.Image``."""
-        if not self.enabled:
-            return False
-        image = self._call("image", self._wandb.Image, str(path), caption=caption)
-        if image is None:
-            return False
-        return self.log({key: image}, step)
+        image = self._call("image", lambda: self._wandb.Image(str(path), caption=caption))
+        return image is not None and self.log({key: image}, step)
 
     def update_summary(self, data: Mapping[str, Any]) -> None:
         """Put final numbers into ``run.summary``."""
-        if not self.enabled:
-            return
-        self._call("summary", self.run.summary.update, {k: plain(v) for k, v in data.items()})
+        self._call("summary", lambda: self.run.summary.update({k: plain(v) for k, v in data.items()}))
 
     def log_artifact(self, name: str, type: str, paths: Sequence[str | Path]) -> None:
         """Log files as one artifact (the name is sanitised to W&B's allowed characters)."""
-        if not self.enabled:
-            return
-        safe = re.sub(r"[^A-Za-z0-9_.-]", "-", name).strip("-") or "seffi"
 
         def _log() -> None:
+            safe = re.sub(r"[^A-Za-z0-9_.-]", "-", name).strip("-") or "seffi"
             artifact = self._wandb.Artifact(safe, type=type)
             for p in paths:
                 artifact.add_file(str(p))
