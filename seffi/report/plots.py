@@ -398,10 +398,8 @@ def _draw_barcode(
                 fy.append(i)
             seen.add(v)
     # Marker area follows the cell size, so dense barcodes are not covered in dots.
-    pos = ax.get_position()
-    cell_pt = 72.0 * min(
-        pos.width * ax.figure.get_figwidth() / width, pos.height * ax.figure.get_figheight() / n_rows
-    )
+    pos, (fig_w, fig_h) = ax.get_position(), ax.figure.get_size_inches()
+    cell_pt = 72.0 * min(pos.width * fig_w / width, pos.height * fig_h / n_rows)
     size = float(np.clip((0.45 * cell_pt) ** 2, 2.0, 30.0))
     ax.scatter(fx, fy, marker="o", s=size, facecolor="white", edgecolor="black", linewidth=0.7, zorder=3)
     ax.set_xlabel(SAMPLE_INDEX)
@@ -596,13 +594,8 @@ def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
         bx.grid(True, axis="y", alpha=0.3)
         legend_below(bottom_fig, *bx.get_legend_handles_labels())
     if data["dropped"]:
-        fig.text(
-            0.005,
-            0.005,
-            f"empty bins not shown: {', '.join(data['dropped'])}",
-            fontsize=font("note"),
-            color="0.4",
-        )
+        note = f"empty bins not shown: {', '.join(data['dropped'])}"
+        fig.text(0.005, 0.005, note, fontsize=font("note"), color="0.4")
     suptitle(fig, title(comparison, "coverage of common vs rare strategies"))
     return finish(fig)
 
@@ -689,10 +682,8 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
     # A run's policies, in order of first appearance over its tasks: the j-th takes the j-th marker.
     markers: dict[tuple[str, str], str | None] = {}
     for run, rep in reports.items():
-        labels = dict.fromkeys(
-            p.label for c in rep.comparisons for p in c.policies if not is_sanity(p.curves)
-        )
-        for j, label in enumerate(labels):
+        pols = (p for c in rep.comparisons for p in c.policies if not is_sanity(p.curves))
+        for j, label in enumerate(dict.fromkeys(p.label for p in pols)):
             markers[(run, label)] = _POLICY_MARKERS[j % len(_POLICY_MARKERS)]
     n = len(tasks)
     ncols = 2 if n == 4 else min(n, 3)
@@ -733,12 +724,8 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
                 continue
             for run, c in zip(comps, curves, strict=True):
                 if c is not None:
-                    ax.plot(
-                        c.k,
-                        _a(c.coverage),
-                        label=f"{run}: {role}",
-                        **{**STYLE[role], "color": run_color[run]},
-                    )
+                    look = {**STYLE[role], "color": run_color[run]}
+                    ax.plot(c.k, _a(c.coverage), label=f"{run}: {role}", **look)
                     own[role] = True
         if notes:
             _gain_notes(ax, notes)
@@ -753,16 +740,13 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
         if i + ncols >= n:  # no axes below this one
             ax.set_xlabel(BUDGET)
     for role, what in (("iid", "dotted"), ("oracle", "dashed")):
-        label = (
-            f"{role} ({what}; in a run's colour: that run's own)" if own[role] else f"{role} (every run's)"
-        )
-        legend[label] = Line2D([], [], **STYLE[role])
+        mine = f"{what}; in a run's colour: that run's own"
+        legend[f"{role} ({mine})" if own[role] else f"{role} (every run's)"] = Line2D([], [], **STYLE[role])
     handles, labels = list(legend.values()), list(legend)
     _add_band_key(handles, labels)
     legend_below(fig, handles, labels)
-    suptitle(
-        fig, f"strategy coverage of {len(reports)} run{'s' if len(reports) > 1 else ''}, one panel per task"
-    )
+    runs = f"{len(reports)} run{'s' if len(reports) > 1 else ''}"
+    suptitle(fig, f"strategy coverage of {runs}, one panel per task")
     return finish(fig)
 
 
@@ -868,9 +852,8 @@ def _mark_extrapolated(ax: Any, c: CurveSet, y: Sequence[float | None], style: d
     width = float(style.get("linewidth", 1.8))
     # A white line under a dashed one of the curve's colour turns the solid stretch dashed.
     ax.plot(k, v, color="white", linewidth=width + 0.8, label="_nolegend_")
-    ax.plot(
-        k, v, label="_nolegend_", gid="extrapolated", color=style["color"], linestyle="--", linewidth=width
-    )
+    dashed = {"color": style["color"], "linestyle": "--", "linewidth": width}
+    ax.plot(k, v, label="_nolegend_", gid="extrapolated", **dashed)
     ax.axvline(c.k[first], color="0.6", linestyle=":", linewidth=0.8)
     note = f" {c.label} extrapolated"
     ax.text(c.k[first], 0.01, note, fontsize=font("note"), color="0.35", ha="left", va="bottom")
@@ -901,11 +884,8 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
             ax.plot(c.k, _a(y), color=style["color"], linewidth=0.9, alpha=0.55, label=c.label)
             continue
         auc = c.valid_auc if valid else c.auc
-        label = (
-            legend_label(c)
-            + ("" if auc is None else f": AUC {auc:.3f}")
-            + ("" if valid else gains.get(id(c), ""))
-        )
+        label = legend_label(c) + ("" if auc is None else f": AUC {auc:.3f}")
+        label += "" if valid else gains.get(id(c), "")
         marker = "o" if len(c.k) <= 12 and c.role == "policy" and not is_sanity(c) else None
         ax.plot(c.k, _a(y), label=label, marker=marker, markersize=4, **style)
         _mark_extrapolated(ax, c, y, style)
@@ -921,9 +901,8 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
         _add_band_key(handles, labels)
     ylabel = "valid-strategy coverage" if valid else r"strategy coverage $C(k) = \mathbb{E}\,|S_k|\,/\,M$"
     what = "valid coverage" if valid else "strategy coverage"
-    return _k_done(
-        fig, ax, comparison, what, ylabel, xlabel=f"{BUDGET} (samples per input)", legend=(handles, labels)
-    )
+    xlabel = f"{BUDGET} (samples per input)"
+    return _k_done(fig, ax, comparison, what, ylabel, xlabel=xlabel, legend=(handles, labels))
 
 
 #: The last coverage figure written (its comparison's JSON, format and dpi) and its bytes: a run's final
@@ -1048,16 +1027,9 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
             median.set(color=color, linewidth=2.2, zorder=4)
         mark = {"marker": "^", "markersize": 9, "markeredgecolor": "black", "linestyle": ""}
         censored = [i for i, d in enumerate(data) if np.median(d) >= budget + 1]
+        on_box = {"markeredgewidth": 0.8, "zorder": 5, "gid": "censored-median", **mark}
         for i in censored:
-            box_ax.plot(
-                i + 1,
-                budget + 1,
-                color=colors[i],
-                markeredgewidth=0.8,
-                zorder=5,
-                gid="censored-median",
-                **mark,
-            )
+            box_ax.plot(i + 1, budget + 1, color=colors[i], **on_box)
         if censored:
             legend[f"median censored (> K = {budget})"] = Line2D([], [], color="0.6", **mark)
         box_ax.set_ylim(min(0.5, min(min(d) for d in data) - 0.5), budget + 1.5)
