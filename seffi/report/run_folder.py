@@ -278,36 +278,6 @@ def _in_use(path: Path) -> bool:
     return False
 
 
-def fresh_run_folder(path: Path, *, nested: Sequence[str] = (), stacklevel: int = 2) -> Path:
-    """``path``, or the first free ``path-2``, ``path-3``, ... (one warning) when ``path`` holds a seffi run.
-
-    A folder a live run holds or that holds an earlier run's output is taken; what a killed run left
-    is cleared, not counted. ``nested``: sub-folders that also hold a run of this layout (the SB3
-    callback's ``stream``/``eval``). Nothing is created here.
-    """
-    path = Path(path)
-
-    def taken(p: Path) -> bool:
-        folders = [p, *(p / sub for sub in nested)]
-        live = [_in_use(f) for f in folders]  # every folder swept of a killed run's leftovers
-        return any(live) or any(_earlier_output(e) for f in folders for e in _owned_entries(f))
-
-    if not taken(path):
-        return path
-    n = 2
-    while True:
-        candidate = path.with_name(f"{path.name}-{n}")
-        if not candidate.exists() or (candidate.is_dir() and not taken(candidate)):
-            break
-        n += 1
-    warnings.warn(
-        f"{path} already holds a seffi run; writing this run to {candidate} instead",
-        UserWarning,
-        stacklevel=stacklevel,
-    )
-    return candidate
-
-
 def default_out_dir(prefix: str = "seffi") -> Path:
     """A fresh run folder ``runs/<prefix>-<UTC timestamp>`` (``runs/<UTC timestamp>`` without a prefix)."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
@@ -320,7 +290,32 @@ def default_out_dir(prefix: str = "seffi") -> Path:
 
 
 def fresh_out_dir(out_dir: str | Path | None, prefix: str = "seffi", *, nested: Sequence[str] = ()) -> Path:
-    """The folder (not created) a callback writes its run into: `fresh_run_folder`, or `default_out_dir`."""
+    """The folder (not created) a callback writes its run into: never one that holds a seffi run.
+
+    ``None`` gives `default_out_dir`; a folder a live run holds or that holds an earlier run's output
+    is taken, and the first free ``DIR-2``, ``DIR-3``, ... is used instead, with one warning (what a
+    killed run left is cleared, not counted). ``nested``: sub-folders that also hold a run of this
+    layout (the SB3 callback's ``stream``/``eval``).
+    """
     if out_dir is None:
         return default_out_dir(prefix)
-    return fresh_run_folder(Path(out_dir), nested=nested, stacklevel=4)
+    path = Path(out_dir)
+
+    def taken(p: Path) -> bool:
+        folders = [p, *(p / sub for sub in nested)]
+        live = [_in_use(f) for f in folders]  # every folder swept of a killed run's leftovers
+        return any(live) or any(_earlier_output(e) for f in folders for e in _owned_entries(f))
+
+    if not taken(path):
+        return path
+    n = 2
+    while (candidate := path.with_name(f"{path.name}-{n}")).exists() and not (
+        candidate.is_dir() and not taken(candidate)
+    ):
+        n += 1
+    warnings.warn(
+        f"{path} already holds a seffi run; writing this run to {candidate} instead",
+        UserWarning,
+        stacklevel=3,
+    )
+    return candidate
