@@ -85,14 +85,11 @@ class LocalSink:
         self._handles: dict[Path, Any] = {}  # path -> open binary file (append mode, unbuffered)
         self._backlog: dict[Path, list[str]] = {}  # lines a full disk refused, in order
         self._warned = False
+        self._own_lock = False
         try:
             self.out_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            msg = f"cannot write to the output folder {self.out_dir}: {exc.strerror or exc}"
-            raise SeffiError(msg) from exc
-        self._own_lock = not holds_claim(self.out_dir)  # a command's folder stays claimed by the command
-        claim_run_folder(self.out_dir)
-        try:
+            self._own_lock = not holds_claim(self.out_dir)  # a command's folder stays claimed by the command
+            claim_run_folder(self.out_dir)
             refuse_links(self.out_dir)
             self._handle(self.metrics_path)  # an empty metrics.jsonl marks a run that has not logged yet
         except (OSError, SeffiError) as exc:
