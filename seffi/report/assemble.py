@@ -1,8 +1,4 @@
-"""From a tracker and its baselines to the report schema: one policy's ``Comparison``.
-
-The monitor and the evaluator call this for every curve snapshot and the final report; converting
-cached baseline curves is the costly part, so their ``CurveSet`` is kept per baseline object.
-"""
+"""From a tracker and its baselines to the report schema: one policy's ``Comparison``."""
 
 from __future__ import annotations
 
@@ -70,7 +66,7 @@ def curves_dataframe(curves: Any, *, label: str = "policy") -> Any:
 
 
 class BaselineSets:
-    """``CurveSet`` of baseline curves, converted once per baseline object (identity-keyed)."""
+    """``CurveSet`` of baseline curves, converted once per baseline object (the costly part of a snapshot)."""
 
     def __init__(self) -> None:
         self._cache: dict[str, tuple[Any, CurveSet]] = {}
@@ -85,7 +81,6 @@ class BaselineSets:
         return hit[1]
 
     def clear(self) -> None:
-        """Forget every converted baseline."""
         self._cache.clear()
 
 

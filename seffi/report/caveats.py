@@ -1,15 +1,12 @@
 """Caveats: when a reported number does not mean what it seems to, say so next to it.
 
-Pure functions over the report schema, so the console, report.md and the W&B summary say the same
-thing:
+Pure functions over the report schema, so the console, report.md and the W&B summary say the same:
 
-- **A fragile gain.** gain = (AUC − AUC_iid) / (AUC_oracle − AUC_iid). When the oracle is barely
-  better than iid, or a few inputs hold all the room, a small AUC difference (noise) becomes a large
-  gain of either sign. The rule is the coverage layer's (`seffi.coverage.summaries.gain_fragility`,
-  carried by each `Gain`); the gain is still shown, with its flag and this warning.
-- **Infeasible strategies.** M_x counts every declared strategy, but some are infeasible on some inputs
-  (coin_sum's ``greedy`` gets stuck on some amounts). Then even the oracle cannot cover them all: its
-  C(K) stays below 1 and F(K) below 1 although K ≥ M. Coverage is a share of the *declared* strategies.
+- **A fragile gain.** When the oracle is barely better than iid, or a few inputs hold all the room, a
+  small AUC difference (noise) becomes a large gain of either sign
+  (`seffi.coverage.summaries.gain_fragility`, carried by each `Gain`).
+- **Infeasible strategies.** Some declared strategies are infeasible on some inputs (coin_sum's
+  ``greedy``): even the oracle's C(K) stays below 1 although K ≥ M.
 """
 
 from __future__ import annotations
@@ -22,10 +19,9 @@ from seffi.report import keys
 
 
 def gain_caveat(gain: Any, auc_iid: float | None = None, auc_oracle: float | None = None) -> str | None:
-    """A defined gain's fragility note (`Gain.fragility`), None when it is not fragile.
+    """A defined gain's fragility note, None when it is not fragile.
 
-    A gain read from an earlier report.json carries no room: the comparison's ``auc_oracle − auc_iid``
-    stands in for it.
+    A gain read from an earlier report.json carries no room: ``auc_oracle − auc_iid`` stands in for it.
     """
     if gain is None or gain.value is None:
         return None
@@ -44,7 +40,7 @@ def infeasible_caveat(
 
     Args:
         oracle_coverage_at_k: the oracle's C(K).
-        num_strategies: M, the declared strategies per input.
+        num_strategies: M.
         budget: K.
         oracle_full_coverage_at_k: the oracle's F(K), quoted when known.
     """

@@ -1,10 +1,4 @@
-"""report.json on disk: deterministic serialisation, bounded loading, and rendering a run folder.
-
-Owns the file side of `seffi.report.schema`: [`dumps_report`][seffi.report.dumps_report] (sorted keys,
-shortest float repr, no NaN), [`write_report`][seffi.report.write_report] (report.json, then the plots as
-PNG, PDF or SVG and report.md rendered from it) and [`load_report`][seffi.report.load_report] (size- and
-depth-capped, one-line errors).
-"""
+"""report.json on disk: deterministic serialisation, bounded loading, and rendering a run folder."""
 
 from __future__ import annotations
 
@@ -35,9 +29,10 @@ REPORT_MD = "report.md"
 
 def dumps_report(report: Report) -> str:
     """Serialise deterministically: sorted keys, 2-space indent, shortest float repr, trailing newline."""
-    data = report.model_dump(mode="json")
     try:
-        text = json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
+        text = json.dumps(
+            report.model_dump(mode="json"), sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False
+        )
     except ValueError as exc:  # NaN/inf hidden in config or meta
         raise SeffiError(f"report holds a non-finite number ({exc}); use null for missing values") from exc
     return text + "\n"
@@ -59,20 +54,16 @@ def write_report(
     Args:
         out_dir: target folder.
         report: the report.
-        plots: render the plots (skip for speed in tight loops).
+        plots: render the plots.
         markdown: write report.md (it embeds the plots written here).
         report_json: write report.json; ``False`` re-renders plots and report.md from a report that
             is already on disk and never touches its only copy.
-        format: of the plots: "png", or "pdf" / "svg" for vector figures
-            (`seffi.report.plots.FORMATS`).
-        dpi: of PNG plots: `seffi.report.plots.DPI` (screen, the default) or
-            `seffi.report.plots.PRINT_DPI` (print, as ``seffi report`` writes them).
-        renderer: A `seffi.report.render.PlotRenderer` that draws the plots (its own
-            format and dpi) in a child process, maybe already under way; report.json is written first.
+        format: of the plots (`seffi.report.plots.FORMATS`).
+        dpi: of PNG plots (`seffi.report.plots.DPI` or `seffi.report.plots.PRINT_DPI`).
+        renderer: A `seffi.report.render.PlotRenderer` that draws the plots in a child process.
 
     Returns:
-        ``{name: path}`` of every file written; "report.json" and "report.md" plus one entry per plot
-        (named like ``"<slug>/coverage"``).
+        ``{name: path}`` of every file written (a plot is named like ``"<slug>/coverage"``).
 
     Raises:
         SeffiError: ``out_dir`` cannot be created or written, or ``format`` is unknown.

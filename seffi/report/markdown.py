@@ -1,7 +1,4 @@
-"""report.md: one summary table per comparison, the plots embedded, and how to read each plot.
-
-The table's metric columns and their order come from [`seffi.coverage.columns`][seffi.coverage.columns].
-"""
+"""report.md: one summary table per comparison, the plots embedded, and how to read each plot."""
 
 from __future__ import annotations
 
@@ -80,11 +77,7 @@ def _num(v: float | None, fmt: str = ".3f") -> str:
 
 
 def _ci(v: float | None, lo: float | None, hi: float | None) -> str:
-    if v is None:
-        return "–"
-    if lo is None or hi is None:
-        return _num(v)
-    return f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
+    return _num(v) if v is None or lo is None or hi is None else f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
 def _gain(g: Gain | None) -> str:
@@ -134,9 +127,7 @@ def render_markdown(report: Report, plots: Mapping[str, str] | None = None) -> s
 
     Args:
         report: the report.
-        plots: ``{"<slug>/<plot>": relative path}`` as returned (made relative) by
-            [`seffi.report.plots.render_report_plots`][seffi.report.plots.render_report_plots]; plots are
-            embedded in that order.
+        plots: ``{"<slug>/<plot>": relative path}``, embedded in that order.
     """
     plots = dict(plots or {})
     lines = [f"# {text(report.title)}", ""]
@@ -156,18 +147,12 @@ def render_markdown(report: Report, plots: Mapping[str, str] | None = None) -> s
         # Said next to the numbers they qualify (the rules live in seffi.report.caveats).
         lines += [f"> **Warning:** {text(note)}" for note in comparison_caveats(comp)]
         lines += [""] if lines[-1].startswith("> **Warning:**") else []
-        for note in comp.notes:
-            lines += [f"- {text(note)}"]
-        if comp.notes:
-            lines += [""]
+        lines += [f"- {text(note)}" for note in comp.notes] + ([""] if comp.notes else [])
         for name, rel in plots.items():
             prefix, _, plot = name.partition("/")
-            if prefix != slug:
-                continue
-            kind = "barcode" if plot.startswith("barcode") else plot
-            lines += [f"### {plot.replace('_', ' ')}", "", f"![{plot}]({rel})", ""]
-            if kind in HOW_TO_READ:
-                lines += [f"_How to read:_ {HOW_TO_READ[kind]}", ""]
+            if prefix == slug:
+                lines += [f"### {plot.replace('_', ' ')}", "", f"![{plot}]({rel})", ""]
+                lines += [f"_How to read:_ {HOW_TO_READ[plot]}", ""] if plot in HOW_TO_READ else []
     lines += [
         "## Definitions",
         "",

@@ -1,30 +1,20 @@
-"""The figures of a report: one look, schema objects in, ``matplotlib.figure.Figure`` out (Agg canvas).
+"""The figures of a report: schema objects in, ``matplotlib.figure.Figure`` out (Agg canvas, no pyplot).
 
 Each ``plot_*`` returns a Figure (or None when it has nothing to draw); `save_figure` writes it as PNG,
-PDF or SVG (`FORMATS`) and `render_report_plots` every plot of a report. Labels set symbols in
-mathtext ($C(k)$, $N(i)$, $T_{0.8}$). The look is defined once, in `STYLE`:
+PDF or SVG (`FORMATS`), `render_report_plots` every plot of a report. The look is defined once, in
+`STYLE`: policies take strong tab10 colours; the iid is a grey dotted line, the oracle a black dashed
+one, a sanity-check policy (see `is_sanity`) a light grey dash-dot line; strategies take a palette of
+their own (Set2), so a colour never means a strategy in one figure and a policy in another. One title
+line per figure; legends sit below the axes; constrained layout places everything.
 
-- policies take strong tab10 colours (grey and pink left out: grey is the iid's, pink is too close to
-  a strategy colour); baselines are muted: iid a grey dotted line, the oracle a black dashed one, a
-  sanity-check policy (a measured iid sampler, see `is_sanity`) a light grey dash-dot line;
-- strategies (barcode cells) take a qualitative palette of their own (Set2), so a colour never means
-  a strategy in one figure and a policy in another; strategy j of a task always gets the same colour;
-- one title line per figure: task, what is shown and the number of inputs (the env id, budget and run
-  details belong to the report's caption and tables);
-- legends of line plots sit below the axes, outside the data; constrained layout places everything,
-  so nothing is cut off; font sizes (points) suit a figure shown at its natural width (a 7 in figure
-  is 700 px wide at `DPI`, 2100 px at `PRINT_DPI`).
-
-[`plot_compare`][seffi.report.plots.plot_compare] overlays several runs (``seffi compare``): one axes
-per task, a colour per run, each run's policies against *that run's own* iid and oracle (runs may use
-other priors or skews); runs whose budget K differs on a task are refused with one line
-([`IncompatibleRuns`][seffi.report.plots.IncompatibleRuns]): their AUCs average over different budgets.
-[`plot_gain_vs_step`][seffi.report.plots.plot_gain_vs_step] draws the gain of every periodic evaluation
-against the training step instead of stacking one CI band per evaluation on the coverage plot.
+[`plot_compare`][seffi.report.plots.plot_compare] overlays several runs (``seffi compare``), each run's
+policies against its own iid and oracle; runs whose budget K differs on a task are refused
+([`IncompatibleRuns`][seffi.report.plots.IncompatibleRuns]).
 """
 
 from __future__ import annotations
 
+import io
 import math
 import re
 import textwrap
@@ -48,14 +38,14 @@ if TYPE_CHECKING:
 STYLE: dict[str, Any] = {
     # Points, at 100 dpi.
     "font": {"title": 12.5, "panel": 11.0, "label": 11.0, "tick": 10.0, "legend": 9.5, "note": 9.0},
+    # Grey is the iid's; pink is too close to a strategy colour.
     "policy_colors": tuple(f"tab:{c}" for c in "blue orange green red purple brown olive cyan".split()),
     "policy": {"linestyle": "-", "linewidth": 2.2},
     "iid": {"color": "0.35", "linestyle": ":", "linewidth": 2.4},
     "oracle": {"color": "black", "linestyle": "--", "linewidth": 1.7},
     "sanity": {"color": "0.62", "linestyle": "-.", "linewidth": 1.8},
     "band_alpha": 0.15,
-    # Qualitative palettes for strategies, none shared with the policies; greys left out (they mean
-    # "baseline" and "beyond the row" here). Up to 7 strategies take Set2, more take tab20b + tab20c.
+    # Up to 7 strategies take Set2, more take tab20b + tab20c; greys mean "baseline" / "beyond the row".
     "strategy_palette": "Set2",
     "strategy_palette_many": ("tab20b", "tab20c"),
     "no_match": "white",
@@ -65,6 +55,39 @@ STYLE: dict[str, Any] = {
 #: A policy label that names a sanity check: a measured iid sampler ("iid-sampler") or a run marked
 #: "sanity" (e.g. "GRPO lr=0 (sanity)"). It is drawn as a baseline, not in a policy colour.
 SANITY_LABEL = re.compile(r"^iid[-_ ]|\bsanity\b", re.IGNORECASE)
+#: Axis labels shared by the figures (mathtext: the symbols of the docs).
+BUDGET = "sample budget $k$"
+SAMPLE_INDEX = "sample index $i$"
+AUC_GAIN = r"$\mathrm{AUC} - \mathrm{AUC}_{\mathrm{iid}}$"
+PLOTS_DIR = "plots"
+#: The file formats a figure is written in: PNG (raster), PDF and SVG (vector, for papers).
+FORMATS = ("png", "pdf", "svg")
+#: Resolution of the figures a run writes as it ends: a 7 in figure is 700 px wide.
+DPI = 100
+#: Resolution of ``seffi report`` and ``seffi compare`` PNGs (and of a barcode's image in a PDF or SVG).
+PRINT_DPI = 300
+#: Comparisons a report draws plots for (the first, in report order): each costs ~2 s of CPU at
+#: print resolution; report.md has every table.
+PLOTTED_COMPARISONS = 20
+#: Strategies a barcode legend names (the first drawn, in declared order); it counts the others.
+LEGEND_STRATEGIES = 24
+# PNG zlib level 1: ~3x faster than the default 6 on these flat-colour plots, files a few % larger.
+_PNG_OPTIONS = {"compress_level": 1}
+# Unhinted text is as legible here and ~13% faster; PDF fonts as TrueType (journals refuse Type 3);
+# SVG ids from a fixed salt, and (in `_METADATA`) no dates or versions: equal figures give equal bytes.
+_SAVE_RC = {
+    "text.hinting": "no_hinting",
+    "figure.autolayout": False,
+    "figure.constrained_layout.use": False,
+    "pdf.fonttype": 42,
+    "svg.hashsalt": "seffi",
+}
+_METADATA = {
+    "png": {"Software": None},
+    "pdf": {"Creator": None, "Producer": None, "CreationDate": None},
+    "svg": {"Creator": None, "Date": None},
+}
+_Bound = Sequence[float | None] | None
 
 
 def font(role: str) -> float:
@@ -79,28 +102,19 @@ def is_sanity(c: CurveSet) -> bool:
 
 def policy_color(index: int) -> str:
     """The colour of the ``index``-th (non-sanity) policy."""
-    colors = STYLE["policy_colors"]
-    return colors[index % len(colors)]
-
-
-def role_style(c: CurveSet, index: int) -> dict[str, Any]:
-    """Line style of a curve set: baselines and sanity checks by role, policies by ``index``."""
-    if c.role in ("iid", "oracle"):
-        return dict(STYLE[c.role])
-    if is_sanity(c):
-        return dict(STYLE["sanity"])
-    return {"color": policy_color(index), **STYLE["policy"]}
+    return STYLE["policy_colors"][index % len(STYLE["policy_colors"])]
 
 
 def styled_sets(comparison: Comparison) -> list[tuple[CurveSet, dict[str, Any]]]:
-    """Every curve set of ``comparison`` (policies, iid, oracle) with its line style.
-
-    Sanity-check policies take no policy colour, so the first real policy is always blue.
-    """
+    """Every curve set of ``comparison`` with its line style; the first real policy is always blue."""
     out, n_policy = [], 0
     for c in comparison.curve_sets():
-        out.append((c, role_style(c, n_policy)))
-        n_policy += c.role == "policy" and not is_sanity(c)
+        if c.role in ("iid", "oracle") or is_sanity(c):
+            style = dict(STYLE["sanity" if is_sanity(c) else c.role])
+        else:
+            style = {"color": policy_color(n_policy), **STYLE["policy"]}
+            n_policy += 1
+        out.append((c, style))
     return out
 
 
@@ -109,24 +123,22 @@ def figure_text(value: str) -> str:
     return printable(value).replace("$", r"\$")
 
 
-def _figure_names(data: Any) -> Any:
-    """``data`` (a model dump) with every string as `figure_text`."""
-    if isinstance(data, str):
-        return figure_text(data)
-    if isinstance(data, list):
-        return [_figure_names(v) for v in data]
-    if isinstance(data, dict):
-        return {k: _figure_names(v) for k, v in data.items()}
-    return data
-
-
 def figure_safe(comparison: Comparison) -> Comparison:
-    r"""``comparison`` with its names (task, labels, strategy and input ids, notes) as `figure_text`.
+    r"""``comparison`` with every name (task, labels, strategy and input ids, notes) as `figure_text`.
 
-    A name from report.json is drawn as typed: ``"$\frac$"`` would otherwise be parsed as mathtext
-    (and fail the figure), an escape sequence drawn as missing glyphs.
+    A name from report.json is drawn as typed: ``"$\frac$"`` would otherwise be parsed as mathtext.
     """
-    return Comparison.model_validate(_figure_names(comparison.model_dump()))
+
+    def names(data: Any) -> Any:
+        if isinstance(data, str):
+            return figure_text(data)
+        if isinstance(data, list):
+            return [names(v) for v in data]
+        if isinstance(data, dict):
+            return {k: names(v) for k, v in data.items()}
+        return data
+
+    return Comparison.model_validate(names(comparison.model_dump()))
 
 
 def legend_label(c: CurveSet) -> str:
@@ -143,10 +155,9 @@ def strategy_colors(names: Sequence[str]) -> dict[str, tuple[float, float, float
     import matplotlib
     from matplotlib.colors import to_rgb
 
-    if len(names) <= 7:
-        palette = [to_rgb(c) for c in matplotlib.colormaps[STYLE["strategy_palette"]].colors[:7]]
-    else:
-        palette = [to_rgb(c) for n in STYLE["strategy_palette_many"] for c in matplotlib.colormaps[n].colors]
+    maps = [STYLE["strategy_palette"]] if len(names) <= 7 else STYLE["strategy_palette_many"]
+    palette = [to_rgb(c) for n in maps for c in matplotlib.colormaps[n].colors]
+    palette = palette[:7] if len(names) <= 7 else palette
     return {s: palette[j % len(palette)] for j, s in enumerate(names)}
 
 
@@ -183,8 +194,7 @@ def legend_below(fig: Figure | SubFigure, handles: Sequence[Any], labels: Sequen
         # handle and padding (~0.75 in) + text (~0.55 em per character).
         rows = -(-len(labels) // n)
         cols = [labels[i : i + rows] for i in range(0, len(labels), rows)]
-        need = sum(0.75 + max(len(t) for t in col) * 0.55 * size / 72.0 for col in cols)
-        if need <= width_in - 0.2:
+        if sum(0.75 + max(map(len, col)) * 0.55 * size / 72.0 for col in cols) <= width_in - 0.2:
             ncols = len(cols)
             break
     fig.legend(handles, labels, loc="outside lower center", ncols=ncols, fontsize=size, frameon=False)
@@ -226,55 +236,41 @@ def finish(fig: Figure) -> Figure:
     return fig
 
 
-#: Axis labels shared by the figures (mathtext: the symbols of the docs, set in math italics).
-BUDGET = "sample budget $k$"
-SAMPLE_INDEX = "sample index $i$"
-AUC_GAIN = r"$\mathrm{AUC} - \mathrm{AUC}_{\mathrm{iid}}$"
-
-
-PLOTS_DIR = "plots"
-#: The file formats a figure is written in: PNG (raster), PDF and SVG (vector, for papers).
-FORMATS = ("png", "pdf", "svg")
-#: Resolution of the figures a run writes as it ends (a callback's ``close``, a monitor's ``finalize``,
-#: ``seffi run``): the figure's natural size on screen, a 7 in figure 700 px wide.
-DPI = 100
-#: Resolution of ``seffi report`` and ``seffi compare`` PNGs, print quality (a 7 in figure 2100 px wide);
-#: also the resolution of the one raster artist (a barcode's image) inside a PDF or SVG.
-PRINT_DPI = 300
-# PNG zlib level: these plots are large flat-colour areas, where level 1 encodes about 3x faster than
-# the default 6 for files within a few percent of the size (measured on a `seffi run` report).
-_PNG_OPTIONS = {"compress_level": 1}
-# Unhinted glyphs: text rendering is the largest single cost of a plot; at these font sizes and 100 dpi
-# unhinted antialiased text is as legible as autohinted text (compared side by side) and ~13% faster.
-# PDF text as TrueType (Type 42) fonts: journals' PDF checks refuse Type 3 fonts. SVG ids from a fixed
-# salt: equal figures give equal files.
-_SAVE_RC = {
-    "text.hinting": "no_hinting",
-    "figure.autolayout": False,
-    "figure.constrained_layout.use": False,
-    "pdf.fonttype": 42,
-    "svg.hashsalt": "seffi",
-}
-# No creation dates or software versions in the files: equal figures give equal bytes.
-_METADATA = {
-    "png": {"Software": None},
-    "pdf": {"Creator": None, "Producer": None, "CreationDate": None},
-    "svg": {"Creator": None, "Date": None},
-}
-#: One bound of a curve's interval: a value per budget (null = undefined), or None without an interval.
-_Bound = Sequence[float | None] | None
-
-
 def _figure(size: tuple[float, float] = (7.0, 4.5)) -> Figure:
     """An empty Figure on its own Agg canvas (not pyplot: no global state, no GUI, thread-safe)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    # The figure dpi equals the save dpi, so the layout pass and the final draw measure text at the
-    # same resolution and the second one hits matplotlib's text-metrics cache.
+    # At the save dpi, the layout pass and the final draw hit matplotlib's text-metrics cache.
     fig = Figure(figsize=size, dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
+
+
+def _k_axes(size: tuple[float, float]) -> tuple[Figure, Axes]:
+    fig = _figure(size)
+    return fig, fig.subplots()
+
+
+def _k_done(
+    fig: Figure,
+    ax: Axes,
+    comparison: Comparison,
+    what: str,
+    ylabel: str,
+    *,
+    xlabel: str = BUDGET,
+    top: float | None = 1.05,
+    legend: tuple[Sequence[Any], Sequence[str]] | None = None,
+) -> Figure:
+    """Label a one-axes figure over k = 1..K, put its legend below and its title on top."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(-0.02, top)
+    budget_axis(ax, comparison.budget)
+    legend_below(fig, *(legend or ax.get_legend_handles_labels()))
+    suptitle(fig, title(comparison, what))
+    return finish(fig)
 
 
 def _a(values: Sequence[float | None] | None) -> np.ndarray:
@@ -283,7 +279,7 @@ def _a(values: Sequence[float | None] | None) -> np.ndarray:
 
 
 def _band(ax: Any, k: Sequence[int], lo: _Bound, hi: _Bound, color: str) -> bool:
-    """Shade a curve's CI between ``lo`` and ``hi``, shape (K,) (gaps at nulls); False without an interval."""
+    """Shade a curve's CI between ``lo`` and ``hi`` (gaps at nulls); False without an interval."""
     if lo is None or hi is None:
         return False
     ax.fill_between(k, _a(lo), _a(hi), color=color, alpha=STYLE["band_alpha"], linewidth=0)
@@ -291,7 +287,7 @@ def _band(ax: Any, k: Sequence[int], lo: _Bound, hi: _Bound, color: str) -> bool
 
 
 def _add_band_key(handles: list[Any], labels: list[str]) -> None:
-    """Append the legend entry of the CI bands (a grey patch, "shaded: 95% CI") to a legend's lists."""
+    """Append the legend entry of the CI bands (a grey patch, "shaded: 95% CI")."""
     from matplotlib.patches import Patch
 
     handles.append(Patch(facecolor="0.5", alpha=2 * STYLE["band_alpha"], linewidth=0))
@@ -310,18 +306,6 @@ def _gain_text(p: PolicyResult) -> str:
     return f", gain {g.value:.2f}{' [unbounded]' if g.unbounded else ''}{flag}"
 
 
-def figure_format(path: str | Path) -> str:
-    """The format of a figure file, from its suffix: one of `FORMATS`.
-
-    Raises:
-        SeffiError: The suffix names no format of `FORMATS`.
-    """
-    fmt = Path(path).suffix.lstrip(".").lower()
-    if fmt not in FORMATS:
-        raise SeffiError(f"cannot write a figure as {Path(path).name!r}: use a .png, .pdf or .svg file")
-    return fmt
-
-
 def check_format(fmt: str) -> str:
     """``fmt`` when it is one of `FORMATS`.
 
@@ -334,9 +318,6 @@ def check_format(fmt: str) -> str:
 
 
 def _savefig(fig: Figure, fmt: str, dpi: int) -> bytes:
-    """The bytes of ``fig`` in format ``fmt`` (PNG at ``dpi``; a vector format's images at ``dpi``)."""
-    import io
-
     buf = io.BytesIO()
     extra = {"pil_kwargs": _PNG_OPTIONS} if fmt == "png" else {}
     fig.savefig(buf, format=fmt, dpi=dpi, metadata=_METADATA[fmt], **extra)
@@ -344,39 +325,34 @@ def _savefig(fig: Figure, fmt: str, dpi: int) -> bytes:
 
 
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
-    """Write ``fig`` to ``path`` (parent folders created), in the format its suffix names.
+    """Write ``fig`` to a ``.png``, ``.pdf`` or ``.svg`` file ``path`` (parent folders created).
+
+    A PNG figure is laid out here once and keeps that layout (its layout engine is removed).
 
     Args:
         fig: The figure.
-        path: A ``.png``, ``.pdf`` or ``.svg`` file (see `FORMATS`).
-        dpi: Pixels per inch of a PNG (`DPI` on screen, `PRINT_DPI` for print); in a PDF or SVG, of
-            the only raster artist (a barcode's image), all else being vector.
-
-    A figure with a layout engine is laid out here once and keeps that layout (its engine is removed),
-    so drawing it again gives the same picture without a second layout pass.
+        path: The file.
+        dpi: Pixels per inch of a PNG, or of a PDF's or SVG's one raster artist (a barcode's image).
 
     Raises:
         SeffiError: The suffix names no format of `FORMATS`.
     """
     path = Path(path)
-    fmt = figure_format(path)
+    fmt = path.suffix.lstrip(".").lower()
+    if fmt not in FORMATS:
+        raise SeffiError(f"cannot write a figure as {path.name!r}: use a .png, .pdf or .svg file")
     path.parent.mkdir(parents=True, exist_ok=True)
     import matplotlib
 
-    # Layout and drawing both happen under the text settings.
     with matplotlib.rc_context(_SAVE_RC):
         engine = fig.get_layout_engine()
         if engine is not None and fmt == "png":
-            # savefig with a layout engine draws the whole figure once with output disabled, only to
-            # run the layout, then again for the pixels. Running the layout here (same renderer, same
-            # dpi) and dropping the engine leaves savefig the one draw: equal bytes, ~20% less time.
-            # Sizes are in points, so the layout at PRINT_DPI is the layout at DPI, scaled.
+            # savefig with a layout engine draws the figure once with output disabled only to run the
+            # layout: running it here and dropping the engine leaves one draw (equal bytes, ~20% faster).
             fig.set_dpi(dpi)
             engine.execute(fig)
             fig.set_layout_engine(None)  # _SAVE_RC turns off the rc layouts None would pick
         write_atomic(path, _savefig(fig, fmt, dpi))
-    # No fig.clear(): it re-initialises every axes (~5-10 ms each) only to drop it; an unreferenced
-    # Agg figure (no pyplot registry) is freed by the garbage collector like any other object.
     return path
 
 
@@ -387,14 +363,7 @@ _READABLE_ID = re.compile(r"^(?![0-9a-f]{8,}$).{1,8}$", re.IGNORECASE)
 
 
 def row_labels(input_ids: Sequence[str]) -> tuple[list[str], str]:
-    """Row tick labels and the y-axis label of a barcode.
-
-    Short readable ids label their rows; hash-like or long ids are replaced by the row number
-    (1-based, rows sorted by input id), so no tick shows an unreadable hash.
-
-    Returns:
-        ``(labels, ylabel)``.
-    """
+    """``(row tick labels, y-axis label)`` of a barcode: short readable ids, else row numbers (1-based)."""
     if input_ids and all(_READABLE_ID.match(i) for i in input_ids):
         return list(input_ids), "input id (its first run)"
     return [str(i + 1) for i in range(len(input_ids))], "input # (sorted by id; its first run)"
@@ -415,8 +384,7 @@ def _draw_barcode(
     # Colours of the strategies drawn only: the cost follows the cells, not the M declared.
     used, cell = np.unique(grid, return_inverse=True)
     fixed = {-2: STYLE["beyond_row"], -1: STYLE["no_match"]}
-    rgb = [to_rgb(fixed[j] if j < 0 else colors[barcode.strategies[j]]) for j in used.tolist()]
-    palette = np.array(rgb, dtype=np.float64)
+    palette = np.array([to_rgb(fixed[j] if j < 0 else colors[barcode.strategies[j]]) for j in used.tolist()])
     # 1-based columns so "sample index i" means the same here as in N(i) and C(k).
     extent = (0.5, width + 0.5, n_rows - 0.5, -0.5)
     ax.imshow(palette[cell.reshape(grid.shape)], aspect="auto", interpolation="nearest", extent=extent)
@@ -425,20 +393,19 @@ def _draw_barcode(
         seen: set[int] = set()
         for j, v in enumerate(r):
             # Prefer the recorded flag: a multi-match sample can be new through a strategy not shown.
-            is_new = barcode.new[i][j] if barcode.new is not None else v >= 0 and v not in seen
-            seen.add(v)
-            if is_new:
+            if barcode.new[i][j] if barcode.new is not None else v >= 0 and v not in seen:
                 fx.append(j + 1)
                 fy.append(i)
-    # Marker area follows the cell size, so dense barcodes (large K or many rows) are not covered in dots.
-    fig_w, fig_h = ax.figure.get_figwidth(), ax.figure.get_figheight()
-    cell_pt = 72.0 * min(ax.get_position().width * fig_w / width, ax.get_position().height * fig_h / n_rows)
+            seen.add(v)
+    # Marker area follows the cell size, so dense barcodes are not covered in dots.
+    pos, (fig_w, fig_h) = ax.get_position(), ax.figure.get_size_inches()
+    cell_pt = 72.0 * min(pos.width * fig_w / width, pos.height * fig_h / n_rows)
     size = float(np.clip((0.45 * cell_pt) ** 2, 2.0, 30.0))
     ax.scatter(fx, fy, marker="o", s=size, facecolor="white", edgecolor="black", linewidth=0.7, zorder=3)
     ax.set_xlabel(SAMPLE_INDEX)
     ax.set_xticks(k_ticks(width, 16, 8))
     labels, _ = row_labels(barcode.input_ids[:max_rows])
-    # Every row labelled up to 32 rows; beyond, about 16 labels (rows at ~15 px each stay legible).
+    # Every row labelled up to 32 rows; beyond, about 16 labels.
     step = 1 if len(rows) <= 32 else int(np.ceil(len(rows) / 16))
     ticks = [i for i in range(len(rows)) if i == 0 or (i + 1) % step == 0]
     ax.set_yticks(ticks, [labels[i] for i in ticks])
@@ -446,49 +413,44 @@ def _draw_barcode(
         ax.tick_params(axis="y", labelleft=False)
 
 
-#: Strategies a barcode legend names (the first drawn, in declared order); it counts the others.
-LEGEND_STRATEGIES = 24
-
-
-def _drawn(bars: Sequence[Barcode], names: Sequence[str], max_rows: int) -> list[str]:
-    """The strategies the drawn rows of ``bars`` show, in the order of ``names``."""
-    seen = {b.strategies[j] for b in bars for r in b.matrix[:max_rows] for j in set(r) if j >= 0}
-    return [s for s in names if s in seen]
-
-
-def _barcode_legend(fig: Figure, colors: Mapping[str, Any], drawn: Sequence[str]) -> None:
-    """The legend of the strategies ``drawn`` (at most `LEGEND_STRATEGIES`, then a count), no match, dots."""
+def _barcode_figure(bars: Sequence[Barcode], max_rows: int) -> tuple[Figure, Sequence[Axes]]:
+    """Barcodes side by side (shared colours; a shared input axis when their rows are the same inputs)."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
+    names = list(dict.fromkeys(s for b in bars for s in b.strategies))  # in order of first appearance
+    colors = strategy_colors(names)
+    same_rows = all(b.input_ids[:max_rows] == bars[0].input_ids[:max_rows] for b in bars)
+    width = max(max((len(r) for r in b.matrix[:max_rows]), default=1) for b in bars)
+    n_rows = max(len(b.matrix[:max_rows]) for b in bars)
+    panel = float(np.clip(1.0 + 0.22 * width, 2.4, 6.0))
+    # ~0.25 in a row up to 24 rows, then shrinking to ~0.15 in (64 rows in a 12 in figure).
+    height = float(np.clip(2.2 + 0.25 * min(n_rows, 24) + 0.15 * max(n_rows - 24, 0), 3.6, 12.5))
+    fig = _figure((max(7.0, 1.2 + len(bars) * panel), height))
+    axes = fig.subplots(1, len(bars), squeeze=False, sharey=same_rows)[0]
+    for i, (ax, bar) in enumerate(zip(axes, bars, strict=True)):
+        _draw_barcode(ax, bar, colors, max_rows, ylabels=i == 0 or not same_rows)
+    axes[0].set_ylabel(row_labels(bars[0].input_ids[:max_rows])[1])
+    seen = {b.strategies[j] for b in bars for r in b.matrix[:max_rows] for j in set(r) if j >= 0}
+    drawn = [s for s in names if s in seen]
     named = drawn[:LEGEND_STRATEGIES]
     handles: list[Any] = [Patch(facecolor=colors[s], edgecolor="0.5", linewidth=0.5) for s in named]
     labels = list(named)
     if len(drawn) > len(named):
         handles.append(Line2D([], [], linestyle=""))
         labels.append(f"+ {len(drawn) - len(named)} more strategies")
-    handles.append(Patch(facecolor=STYLE["no_match"], edgecolor="0.5", linewidth=0.5))
-    labels.append("no match")
     dot = {"marker": "o", "linestyle": "", "markerfacecolor": "white", "markeredgecolor": "black"}
-    handles.append(Line2D([], [], **dot))
-    labels.append("first appearance")
-    legend_below(fig, handles, labels)
+    handles += [Patch(facecolor=STYLE["no_match"], edgecolor="0.5", linewidth=0.5), Line2D([], [], **dot)]
+    legend_below(fig, handles, [*labels, "no match", "first appearance"])
+    return fig, axes
 
 
-def _barcode_size(n_panels: int, width: int, n_rows: int) -> tuple[float, float]:
-    panel = float(np.clip(1.0 + 0.22 * width, 2.4, 6.0))
-    # ~0.25 in a row up to 24 rows, then shrinking to ~0.15 in (64 rows in a 12 in figure).
-    height = float(np.clip(2.2 + 0.25 * min(n_rows, 24) + 0.15 * max(n_rows - 24, 0), 3.6, 12.5))
-    return max(7.0, 1.2 + n_panels * panel), height
-
-
-def _rows_note(n_shown: int, n_rows: int, n_runs: int | None) -> str:
+def _rows_note(barcode: Barcode, max_rows: int, n_runs: int | None) -> str:
     """How many runs the rows are, e.g. "16 of 64 runs shown" (the y label says which run)."""
+    n_shown = len(barcode.matrix[:max_rows])
     if n_runs is not None and n_runs > n_shown:
         return f"{n_shown} of {n_runs} runs shown"
-    if n_rows > n_shown:
-        return f"first {n_shown} of {n_rows} rows shown"
-    return ""
+    return f"first {n_shown} of {len(barcode.matrix)} rows shown" if len(barcode.matrix) > n_shown else ""
 
 
 def plot_barcode(
@@ -500,29 +462,16 @@ def plot_barcode(
 ) -> Figure:
     """Strategy barcode: rows inputs, columns sample index, colour = strategy, dot at first appearance.
 
-    Cells with no match are white; cells past a row's end are light grey. Only the first ``max_rows``
-    rows are drawn (by default as many as a monitor keeps); the title says how many of ``n_runs``
-    runs (when given) or of the barcode's rows that is.
+    Only the first ``max_rows`` rows are drawn; the title says how many of ``n_runs`` runs that is.
     """
-    rows = barcode.matrix[:max_rows]
-    width = max((len(r) for r in rows), default=1)
-    fig = _figure(_barcode_size(1, width, len(rows)))
-    ax = fig.subplots()
-    colors = strategy_colors(barcode.strategies)
-    _draw_barcode(ax, barcode, colors, max_rows, ylabels=True)
-    ax.set_ylabel(row_labels(barcode.input_ids[:max_rows])[1])
-    _barcode_legend(fig, colors, _drawn([barcode], barcode.strategies, max_rows))
-    note = _rows_note(len(rows), len(barcode.matrix), n_runs)
+    fig, _ = _barcode_figure([barcode], max_rows)
+    note = _rows_note(barcode, max_rows, n_runs)
     suptitle(fig, f"{title}, {note}" if note else title)
     return finish(fig)
 
 
 def plot_barcodes(comparison: Comparison, *, max_rows: int = BARCODE_ROWS) -> Figure | None:
     """The barcodes of all policies of a comparison side by side (one panel each, shared colours).
-
-    Panels share the input axis when the policies saw the same inputs in the same order, so the same
-    row is the same input across panels and redundancy can be compared directly. Strategy colours come
-    from `seffi.report.plots.strategy_colors`, never from the policy palette.
 
     Returns:
         The figure, or None when no policy carries a barcode.
@@ -531,24 +480,12 @@ def plot_barcodes(comparison: Comparison, *, max_rows: int = BARCODE_ROWS) -> Fi
     if not pols:
         return None
     bars = [p.barcode for p in pols if p.barcode is not None]
-    names = list(dict.fromkeys(s for b in bars for s in b.strategies))  # in order of first appearance
-    colors = strategy_colors(names)
-    same_rows = all(b.input_ids[:max_rows] == bars[0].input_ids[:max_rows] for b in bars)
-    width = max(max((len(r) for r in b.matrix[:max_rows]), default=1) for b in bars)
-    n_rows = max(len(b.matrix[:max_rows]) for b in bars)
-    fig = _figure(_barcode_size(len(bars), width, n_rows))
-    axes = fig.subplots(1, len(bars), squeeze=False, sharey=same_rows)[0]
-    notes = [
-        _rows_note(len(b.matrix[:max_rows]), len(b.matrix), p.curves.n_runs)
-        for p, b in zip(pols, bars, strict=True)
-    ]
+    fig, axes = _barcode_figure(bars, max_rows)
+    notes = [_rows_note(b, max_rows, p.curves.n_runs) for p, b in zip(pols, bars, strict=True)]
     shared = notes[0] if len(set(notes)) == 1 else ""
-    for i, (ax, pol, bar, note) in enumerate(zip(axes, pols, bars, notes, strict=True)):
-        _draw_barcode(ax, bar, colors, max_rows, ylabels=i == 0 or not same_rows)
+    for ax, pol, note in zip(axes, pols, notes, strict=True):
         name = legend_label(pol.curves)
         ax.set_title(name if shared or not note else f"{name}\n{note}")
-    axes[0].set_ylabel(row_labels(bars[0].input_ids[:max_rows])[1])
-    _barcode_legend(fig, colors, _drawn(bars, names, max_rows))
     what = "strategy barcodes" + (f", {shared}" if shared else "")
     suptitle(fig, f"{comparison.task}: {what}" if shared else title(comparison, what))
     return finish(fig)
@@ -558,21 +495,16 @@ def plot_barcodes(comparison: Comparison, *, max_rows: int = BARCODE_ROWS) -> Fi
 
 
 def rarity_panels(comparison: Comparison) -> dict[str, Any] | None:
-    """The numbers behind `plot_coverage_by_rarity` (also used by tests).
+    """The numbers behind `plot_coverage_by_rarity`.
 
     Rows of ``coverage_by_rarity`` are the coverage *contributed* by each base-probability quantile bin
-    (row 0 = most common), so they sum to C(k). When the oracle reaches full coverage at K, its rows at
-    K are the bins' shares of the strategies; each row is then divided by that share, giving "share of
-    this bin's strategies found by k" on a 0..1 scale, and empty bins (share 0, e.g. M=3 with 4 bins)
-    are dropped. Otherwise the raw contributions are shown.
+    (row 0 = most common), summing to C(k). When the oracle reaches full coverage at K, each row is
+    divided by the oracle's at K (the bin's share of the strategies) and empty bins are dropped.
 
     Returns:
-        None when no curve set has ``coverage_by_rarity``; else a dict with ``bins`` (labels shown),
-        ``normalized`` (bool), ``ceiling`` (share per shown bin or None), ``curves``
-        (``{label: float array, shape (n_shown, K)}``), ``k`` (``{label: k list}``), ``dropped``
-        (labels of empty bins) and ``delta`` (``{label: float array, shape (n_shown,)}``: mean over k
-        of the bin's contribution minus the iid's, for policies and the oracle; bars over all bins sum to
-        AUC - AUC_iid; empty when the iid has no rarity rows).
+        None without ``coverage_by_rarity``; else ``bins`` (labels shown), ``dropped``, ``normalized``,
+        ``ceiling`` (share per shown bin or None), ``curves`` (``{label: (n_shown, K) array}``), ``k``
+        and ``delta`` (``{label: (n_shown,) array}``: the bin's mean contribution minus the iid's).
     """
     sets = [c for c in comparison.curve_sets() if c.coverage_by_rarity]
     if not sets:
@@ -581,22 +513,18 @@ def rarity_panels(comparison: Comparison) -> dict[str, Any] | None:
     sets = [c for c in sets if len(c.coverage_by_rarity or []) == n_bins]
     labels = sets[0].rarity_bins or [f"q{b + 1}" for b in range(n_bins)]
     rows = {c.label: np.array([_a(r) for r in c.coverage_by_rarity or []]) for c in sets}
-    oracle = comparison.oracle
+    oracle, iid = comparison.oracle, comparison.iid
     ceiling: np.ndarray | None = None
     if oracle is not None and oracle.label in rows and (oracle.coverage[-1] or 0.0) >= 1.0 - 1e-9:
         ceiling = rows[oracle.label][:, -1]
     keep = np.ones(n_bins, dtype=bool) if ceiling is None else ceiling > 1e-12
     curves = {
-        label: (r[keep] / ceiling[keep, None]) if ceiling is not None else r[keep]
-        for label, r in rows.items()
+        lab: r[keep] / ceiling[keep, None] if ceiling is not None else r[keep] for lab, r in rows.items()
     }
     delta: dict[str, np.ndarray] = {}
-    iid = comparison.iid
     if iid is not None and iid.label in rows:
         base = np.nanmean(rows[iid.label], axis=1)
-        for c in sets:
-            if c.role != "iid":
-                delta[c.label] = (np.nanmean(rows[c.label], axis=1) - base)[keep]
+        delta = {c.label: (np.nanmean(rows[c.label], axis=1) - base)[keep] for c in sets if c.role != "iid"}
     return {
         "bins": [lab for lab, k in zip(labels, keep, strict=True) if k],
         "dropped": [lab for lab, k in zip(labels, keep, strict=True) if not k],
@@ -611,12 +539,8 @@ def rarity_panels(comparison: Comparison) -> dict[str, Any] | None:
 def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
     """Common vs rare: coverage of each base-probability quantile bin, policies vs iid vs oracle.
 
-    Top: small multiples, one facet per base-probability quantile bin (most common on the left,
-    shared y; a tick at every k up to K = 8), the share of that
-    bin's strategies found by k. A policy that only avoids repeats gains in the common bins; one that
-    finds genuinely rare strategies gains in the rare bins. Bottom: the AUC difference to iid split by
-    bin (the bars of one sampler sum to AUC - AUC_iid), i.e. where each sampler's gain comes from.
-    Each row has its own legend below it: lines for the facets, patches for the bars.
+    Top: one facet per bin (most common on the left), the share of its strategies found by k. Bottom:
+    the AUC difference to iid split by bin (a sampler's bars sum to AUC - AUC_iid).
 
     Returns:
         The figure, or None when no curve set carries ``coverage_by_rarity``.
@@ -630,7 +554,6 @@ def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
     fig = _figure((max(7.0, 1.9 * n + 1.2), 7.8 if has_delta else 4.6))
     top_fig, bottom_fig = fig.subfigures(2, 1, height_ratios=[1.2, 1.0]) if has_delta else (fig, None)
     facets = top_fig.subplots(1, n, sharey=True, squeeze=False)[0]
-    K = comparison.budget
     styled = [(c, s) for c, s in styled_sets(comparison) if c.label in data["curves"]]
     for b, (ax, name) in enumerate(zip(facets, bins, strict=True)):
         ax.set_gid(f"rarity:facet:{b}")
@@ -638,16 +561,13 @@ def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
             ax.plot(data["k"][c.label], data["curves"][c.label][b], label=legend_label(c), **style)
         ax.set_title(name)
         ax.set_xlabel(BUDGET)
-        ax.set_xlim(0.5, K + 0.5)
-        ax.set_xticks(k_ticks(K, 8, 5))
-        ax.grid(True, alpha=0.3)
+        budget_axis(ax, comparison.budget, narrow=True)
     top = 1.0 if data["normalized"] else max(1e-9, *(np.nanmax(v) for v in data["curves"].values()))
     facets[0].set_ylim(-0.02, top * 1.05)
     facets[0].set_ylabel(
         "share of the bin's\nstrategies found" if data["normalized"] else "coverage from the bin\n(found / M)"
     )
-    handles, labels = facets[0].get_legend_handles_labels()
-    legend_below(top_fig, handles, labels)
+    legend_below(top_fig, *facets[0].get_legend_handles_labels())
     if bottom_fig is not None:
         bx = bottom_fig.subplots()
         bx.set_gid("rarity:delta")
@@ -672,8 +592,7 @@ def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
         bx.set_ylabel(f"{AUC_GAIN}\nfrom the bin")
         bx.set_title(f"where the gain over iid comes from (a sampler's bars sum to its {AUC_GAIN})")
         bx.grid(True, axis="y", alpha=0.3)
-        handles, labels = bx.get_legend_handles_labels()  # the bars' Rectangle patches
-        legend_below(bottom_fig, handles, labels)
+        legend_below(bottom_fig, *bx.get_legend_handles_labels())
     if data["dropped"]:
         note = f"empty bins not shown: {', '.join(data['dropped'])}"
         fig.text(0.005, 0.005, note, fontsize=font("note"), color="0.4")
@@ -684,6 +603,8 @@ def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
 # -- several results ---------------------------------------------------------------------------------------
 
 _EVAL_LABEL = re.compile(r"^(?P<base>.+)@(?P<step>\d+)$")
+#: Markers that tell a run's policies apart (its first policy has none), the colour being the run's.
+_POLICY_MARKERS = (None, "s", "^", "D", "v", "P", "X")
 
 
 class IncompatibleRuns(SeffiError):
@@ -711,15 +632,12 @@ def check_overlay(reports: Mapping[str, Report]) -> None:
 
 def _same_curves(curves: Sequence[CurveSet | None]) -> bool:
     """Whether every run's baseline is the same curve (same k, coverage equal to 1e-12)."""
-    if any(c is None for c in curves):
-        return False
     first = curves[0]
-    assert first is not None
-    ref = _a(first.coverage)
     return all(
         c is not None
+        and first is not None
         and list(c.k) == list(first.k)
-        and np.allclose(_a(c.coverage), ref, rtol=0.0, atol=1e-12, equal_nan=True)
+        and np.allclose(_a(c.coverage), _a(first.coverage), rtol=0.0, atol=1e-12, equal_nan=True)
         for c in curves
     )
 
@@ -729,32 +647,19 @@ def _gain_notes(ax: Axes, lines: Sequence[tuple[str, str]]) -> None:
     from matplotlib.offsetbox import AnchoredOffsetbox, TextArea, VPacker
 
     rows = [TextArea(text, textprops={"color": color, "fontsize": font("note")}) for text, color in lines]
-    box = AnchoredOffsetbox(
-        loc="lower right",
-        child=VPacker(children=rows, align="right", pad=0, sep=2),
-        pad=0.3,
-        borderpad=0.5,
-        frameon=True,
-    )
+    child = VPacker(children=rows, align="right", pad=0, sep=2)
+    box = AnchoredOffsetbox(loc="lower right", child=child, pad=0.3, borderpad=0.5, frameon=True)
     box.patch.set(facecolor="white", edgecolor="none", alpha=0.8)
     box.set_gid("compare:gains")
     ax.add_artist(box)
 
 
-#: Markers that tell a run's policies apart (its first policy has none), the colour being the run's.
-_POLICY_MARKERS = (None, "s", "^", "D", "v", "P", "X")
-
-
 def plot_compare(reports: Mapping[str, Report]) -> Figure:
     """Several runs overlaid: one axes per task, a colour per run, each run against its own baselines.
 
-    In a task's axes, every run that measured the task draws its policies in the run's colour (solid,
-    with CI bands; a run's further policies carry markers; a sanity-check policy is a thin dash-dot
-    line) and its iid (dotted) and oracle (dashed) curves. A baseline every run shares (the same
-    curve) is drawn once, grey or black; otherwise each run's own is drawn in its colour, because runs
-    may use other priors or skews and each gain is against its own run's baselines. The gains sit in
-    the lower right corner, one line per run and policy in the run's colour. One legend below names
-    each run's lines. Tasks a run did not measure are simply absent from that task's axes.
+    A run's policies are drawn in its colour (further policies with markers), with its iid (dotted) and
+    oracle (dashed) curves; a baseline every run shares is drawn once, grey or black. The gains sit in
+    the lower right corner, one line per run and policy.
 
     Args:
         reports: ``{run label: report}``; runs take the policy colours in this order.
@@ -763,39 +668,33 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
         IncompatibleRuns: two runs measured one task at different budgets.
         ValueError: no run holds a comparison.
     """
+    from matplotlib.lines import Line2D
+
     check_overlay(reports)  # names as given, for its message
     reports = {
         figure_text(run): rep.model_copy(update={"comparisons": [figure_safe(c) for c in rep.comparisons]})
         for run, rep in reports.items()
     }
-    tasks: list[str] = []
-    for rep in reports.values():
-        for comp in rep.comparisons:
-            if comp.task not in tasks:
-                tasks.append(comp.task)
+    tasks = list(dict.fromkeys(comp.task for rep in reports.values() for comp in rep.comparisons))
     if not tasks:
         raise ValueError("no comparisons to overlay")
-    runs = list(reports)
-    run_color = {run: policy_color(i) for i, run in enumerate(runs)}
+    run_color = {run: policy_color(i) for i, run in enumerate(reports)}
     # A run's policies, in order of first appearance over its tasks: the j-th takes the j-th marker.
     markers: dict[tuple[str, str], str | None] = {}
     for run, rep in reports.items():
-        labels = list(
-            dict.fromkeys(p.label for c in rep.comparisons for p in c.policies if not is_sanity(p.curves))
-        )
-        for j, label in enumerate(labels):
+        pols = (p for c in rep.comparisons for p in c.policies if not is_sanity(p.curves))
+        for j, label in enumerate(dict.fromkeys(p.label for p in pols)):
             markers[(run, label)] = _POLICY_MARKERS[j % len(_POLICY_MARKERS)]
     n = len(tasks)
     ncols = 2 if n == 4 else min(n, 3)
     nrows = -(-n // ncols)
-    fig = _figure((max(7.0, 0.4 + 4.2 * ncols), 1.6 + 0.2 * len(runs) + 3.3 * nrows))
-    grid = fig.subplots(nrows, ncols, squeeze=False)
-    for ax in grid.ravel()[n:]:
+    fig = _figure((max(7.0, 0.4 + 4.2 * ncols), 1.6 + 0.2 * len(reports) + 3.3 * nrows))
+    grid = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax in grid[n:]:
         ax.remove()  # a task grid's unused slots: no empty panel
     legend: dict[str, Any] = {}
     own = {"iid": False, "oracle": False}  # some task draws each run's own baseline
-    for i, task in enumerate(tasks):
-        ax = grid.ravel()[i]
+    for i, (ax, task) in enumerate(zip(grid, tasks, strict=False)):
         ax.set_gid(f"compare:{task}")
         comps = {run: c for run, rep in reports.items() for c in rep.comparisons if c.task == task}
         notes: list[tuple[str, str]] = []
@@ -813,8 +712,7 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
                         "markersize": 5,
                     }
                 label = f"{run}: {legend_label(c)}"
-                (line,) = ax.plot(c.k, _a(c.coverage), label=label, **look)
-                legend.setdefault(label, line)
+                legend.setdefault(label, ax.plot(c.k, _a(c.coverage), label=label, **look)[0])
                 if not is_sanity(c):
                     _band(ax, c.k, c.coverage_lo, c.coverage_hi, color)
                 if pol.gain is not None:
@@ -822,18 +720,12 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
         for role in ("iid", "oracle"):
             curves = [getattr(comp, role) for comp in comps.values()]
             if _same_curves(curves):
-                c = curves[0]
-                assert c is not None
-                ax.plot(c.k, _a(c.coverage), label=role, **STYLE[role])
+                ax.plot(curves[0].k, _a(curves[0].coverage), label=role, **STYLE[role])  # type: ignore[union-attr]
                 continue
             for run, c in zip(comps, curves, strict=True):
                 if c is not None:
-                    ax.plot(
-                        c.k,
-                        _a(c.coverage),
-                        label=f"{run}: {role}",
-                        **{**STYLE[role], "color": run_color[run]},
-                    )
+                    look = {**STYLE[role], "color": run_color[run]}
+                    ax.plot(c.k, _a(c.coverage), label=f"{run}: {role}", **look)
                     own[role] = True
         if notes:
             _gain_notes(ax, notes)
@@ -847,50 +739,41 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
             ax.tick_params(axis="y", labelleft=False)
         if i + ncols >= n:  # no axes below this one
             ax.set_xlabel(BUDGET)
-    from matplotlib.lines import Line2D
-
-    for role in ("iid", "oracle"):
-        what = "dotted" if role == "iid" else "dashed"
-        label = (
-            f"{role} ({what}; in a run's colour: that run's own)" if own[role] else f"{role} (every run's)"
-        )
-        legend[label] = Line2D([], [], **STYLE[role])
+    for role, what in (("iid", "dotted"), ("oracle", "dashed")):
+        mine = f"{what}; in a run's colour: that run's own"
+        legend[f"{role} ({mine})" if own[role] else f"{role} (every run's)"] = Line2D([], [], **STYLE[role])
     handles, labels = list(legend.values()), list(legend)
     _add_band_key(handles, labels)
     legend_below(fig, handles, labels)
-    suptitle(fig, f"strategy coverage of {len(runs)} run{'s' if len(runs) > 1 else ''}, one panel per task")
+    runs = f"{len(reports)} run{'s' if len(reports) > 1 else ''}"
+    suptitle(fig, f"strategy coverage of {runs}, one panel per task")
     return finish(fig)
 
 
 def eval_series(comparison: Comparison) -> list[tuple[int | None, PolicyResult]]:
     """The periodic evaluations of a comparison, oldest first: ``(step, policy)``.
 
-    Earlier evaluations carry a ``<label>@<step>`` label (see
-    [`seffi.callbacks.evaluator.CoverageEvaluator`][seffi.callbacks.CoverageEvaluator]); the final one keeps
-    the plain ``<label>`` and comes last with step None. Empty when the comparison holds fewer than two ``@``
-    lines.
+    Earlier evaluations carry a ``<label>@<step>`` label; the final one keeps the plain ``<label>`` and
+    comes last with step None. Empty with fewer than two ``@`` lines.
     """
     groups: dict[str, list[tuple[int, PolicyResult]]] = {}
     for pol in comparison.policies:
-        m = _EVAL_LABEL.match(pol.label)
-        if m:
+        if m := _EVAL_LABEL.match(pol.label):
             groups.setdefault(m["base"], []).append((int(m["step"]), pol))
     if not groups:
         return []
     base, items = max(groups.items(), key=lambda kv: len(kv[1]))
     if len(items) < 2:
         return []
-    out: list[tuple[int | None, PolicyResult]] = list(sorted(items, key=lambda t: t[0]))
-    out += [(None, p) for p in comparison.policies if p.label == base]
-    return out
+    out: list[tuple[int | None, PolicyResult]] = sorted(items, key=lambda t: t[0])
+    return out + [(None, p) for p in comparison.policies if p.label == base]
 
 
 def plot_gain_vs_step(comparison: Comparison) -> Figure | None:
     """Gain vs iid of each periodic evaluation against the training step, with its 95% CI.
 
-    The final evaluation (its step is not in the label) sits one step-spacing right of the last
-    labelled one, on a tick named "final". Evaluations whose gain is undefined are listed under the axes
-    with their reason, never silently left out.
+    The final evaluation sits one step-spacing right of the last, on a tick named "final"; undefined
+    gains are listed under the axes with their reason.
 
     Returns:
         The figure, or None when the comparison holds fewer than 3 evaluations.
@@ -901,8 +784,7 @@ def plot_gain_vs_step(comparison: Comparison) -> Figure | None:
     steps = np.array([s for s, _ in series if s is not None], dtype=np.float64)
     spacing = float(np.median(np.diff(steps))) if steps.size > 1 else max(1.0, float(steps[0]))
     xs = [float(s) if s is not None else float(steps[-1] + spacing) for s, _ in series]
-    fig = _figure((7.0, 4.6))
-    ax = fig.subplots()
+    fig, ax = _k_axes((7.0, 4.6))
     val, lo, hi, missing = [], [], [], []
     for _step, pol in series:
         g = pol.gain
@@ -911,17 +793,17 @@ def plot_gain_vs_step(comparison: Comparison) -> Figure | None:
             lo.append(np.nan)
             hi.append(np.nan)
             missing.append(f"{pol.label}: {'no gain' if g is None else g.reason}")
-            continue
-        val.append(g.value)
-        lo.append(g.value if g.lo is None else g.lo)
-        hi.append(g.value if g.hi is None else g.hi)
-    color, look = policy_color(0), STYLE
-    ax.fill_between(xs, lo, hi, color=color, alpha=look["band_alpha"] + 0.05, linewidth=0, label="95% CI")
-    ax.plot(xs, val, color=color, marker="o", linewidth=look["policy"]["linewidth"], label="gain vs iid")
-    ax.axhline(0.0, **look["iid"], label="iid (0)")
-    ax.axhline(1.0, **look["oracle"], label="oracle (1)")
-    ticks = [f"{int(x):,}" if s is not None else "final" for x, (s, _) in zip(xs, series, strict=True)]
+        else:
+            val.append(g.value)
+            lo.append(g.value if g.lo is None else g.lo)
+            hi.append(g.value if g.hi is None else g.hi)
+    color = policy_color(0)
+    ax.fill_between(xs, lo, hi, color=color, alpha=STYLE["band_alpha"] + 0.05, linewidth=0, label="95% CI")
+    ax.plot(xs, val, color=color, marker="o", linewidth=STYLE["policy"]["linewidth"], label="gain vs iid")
+    ax.axhline(0.0, **STYLE["iid"], label="iid (0)")
+    ax.axhline(1.0, **STYLE["oracle"], label="oracle (1)")
     if len(xs) <= 12:
+        ticks = [f"{int(x):,}" if s is not None else "final" for x, (s, _) in zip(xs, series, strict=True)]
         ax.set_xticks(xs, ticks, rotation=30)
     xlabel = "training step of the evaluation"
     if missing:  # under the axis, where the layout makes room for it (the legend sits below it)
@@ -946,46 +828,51 @@ ORACLE_NOTE = (
 
 
 def oracle_exceeded(comparison: Comparison, *, tol: float = 1e-9) -> list[int]:
-    """The budgets k where some policy's coverage is above the oracle's (empty when none is).
-
-    The no-repeat oracle maximises coverage in expectation only for single-strategy traces and over the
-    whole budget; a policy can beat it at a given k (multi-strategy traces, luck at k = 1), which a reader
-    would otherwise take for a bug.
-    """
+    """The budgets k where some policy's coverage is above the oracle's (multi-strategy traces, luck)."""
     oracle = comparison.oracle
     if oracle is None:
         return []
     ref = dict(zip(oracle.k, _a(oracle.coverage), strict=True))
-    out: set[int] = set()
-    for p in comparison.policies:
-        for k, v in zip(p.curves.k, _a(p.curves.coverage), strict=True):
-            o = ref.get(k)
-            if o is not None and np.isfinite(v) and np.isfinite(o) and v > o + tol:
-                out.add(int(k))
+    out = {
+        int(k)
+        for p in comparison.policies
+        for k, v in zip(p.curves.k, _a(p.curves.coverage), strict=True)
+        if (o := ref.get(k)) is not None and np.isfinite(v) and np.isfinite(o) and v > o + tol
+    }
     return sorted(out)
+
+
+def _mark_extrapolated(ax: Any, c: CurveSet, y: Sequence[float | None], style: dict[str, Any]) -> None:
+    """Draw a curve's extrapolated part (k > n of an iid baseline from n samples) dashed, marked by a rule."""
+    ext = np.asarray(getattr(c, "extrapolated", None) or [], dtype=bool)
+    if not ext.any():
+        return
+    first = int(np.argmax(ext))
+    k, v = np.asarray(c.k)[max(first - 1, 0) :], _a(y)[max(first - 1, 0) :]
+    width = float(style.get("linewidth", 1.8))
+    # A white line under a dashed one of the curve's colour turns the solid stretch dashed.
+    ax.plot(k, v, color="white", linewidth=width + 0.8, label="_nolegend_")
+    dashed = {"color": style["color"], "linestyle": "--", "linewidth": width}
+    ax.plot(k, v, label="_nolegend_", gid="extrapolated", **dashed)
+    ax.axvline(c.k[first], color="0.6", linestyle=":", linewidth=0.8)
+    note = f" {c.label} extrapolated"
+    ax.text(c.k[first], 0.01, note, fontsize=font("note"), color="0.35", ha="left", va="bottom")
 
 
 def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
     """Main figure: coverage C(k) with CI bands, policies vs iid vs oracle.
 
-    The legend (below the axes) gives each sampler's AUC and, for policies, the gain vs iid with CI,
-    and a "shaded: 95% CI" entry when a band is drawn. Sanity-check policies (see
-    `seffi.report.plots.is_sanity`) are drawn as a muted line without a band. Where a
-    policy is above the oracle at some k, a note in the axes says the oracle is not a pointwise upper
-    bound. A series of periodic evaluations (``eval@<step>`` lines, see
-    [`eval_series`][seffi.report.plots.eval_series]) is drawn as thin lines without bands, the last
-    evaluation with its band: [`plot_gain_vs_step`][seffi.report.plots.plot_gain_vs_step] shows the
-    series with CIs.
+    The legend gives each sampler's AUC and each policy's gain vs iid with CI. Where a policy is above
+    the oracle, a note says the oracle is not a pointwise upper bound. Earlier evaluations of a periodic
+    series are thin lines without bands (`plot_gain_vs_step` shows them with CIs).
 
     Args:
         comparison: the comparison to draw.
         valid: draw valid-only coverage instead of raw coverage.
     """
-    fig = _figure((7.0, 5.0))
-    ax = fig.subplots()
+    fig, ax = _k_axes((7.0, 5.0))
     gains = {id(p.curves): _gain_text(p) for p in comparison.policies}
     series = eval_series(comparison)
-    # Earlier evaluations of a series: a stack of overlapping CI bands is unreadable, so no bands.
     faded = {id(p.curves) for _, p in series[:-1]} if len(series) >= 3 else set()
     banded = False
     for c, style in styled_sets(comparison):
@@ -996,35 +883,26 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
         if id(c) in faded:
             ax.plot(c.k, _a(y), color=style["color"], linewidth=0.9, alpha=0.55, label=c.label)
             continue
-        label = legend_label(c)
         auc = c.valid_auc if valid else c.auc
-        if auc is not None:
-            label += f": AUC {auc:.3f}"
-        if not valid:
-            label += gains.get(id(c), "")
+        label = legend_label(c) + ("" if auc is None else f": AUC {auc:.3f}")
+        label += "" if valid else gains.get(id(c), "")
         marker = "o" if len(c.k) <= 12 and c.role == "policy" and not is_sanity(c) else None
         ax.plot(c.k, _a(y), label=label, marker=marker, markersize=4, **style)
         _mark_extrapolated(ax, c, y, style)
         # Bands for the policies and the iid only: a sanity check's band would cover the iid's.
         if not is_sanity(c):
             banded = _band(ax, c.k, lo, hi, style["color"]) or banded
-    ax.set_xlabel(f"{BUDGET} (samples per input)")
-    ax.set_ylabel(
-        "valid-strategy coverage" if valid else r"strategy coverage $C(k) = \mathbb{E}\,|S_k|\,/\,M$"
-    )
-    ax.set_ylim(-0.02, 1.05)
-    budget_axis(ax, comparison.budget)
     above = [] if valid else oracle_exceeded(comparison)
     if above:
         ks = ", ".join(str(k) for k in above[:6]) + (", …" if len(above) > 6 else "")
-        note = [*wrap(ORACLE_NOTE, 4.0, font("note")), f"(here: $k$ = {ks})"]
-        corner_note(ax, note, gid="oracle-note")
+        corner_note(ax, [*wrap(ORACLE_NOTE, 4.0, font("note")), f"(here: $k$ = {ks})"], gid="oracle-note")
     handles, labels = ax.get_legend_handles_labels()
     if banded:
         _add_band_key(handles, labels)
-    legend_below(fig, handles, labels)
-    suptitle(fig, title(comparison, "valid coverage" if valid else "strategy coverage"))
-    return finish(fig)
+    ylabel = "valid-strategy coverage" if valid else r"strategy coverage $C(k) = \mathbb{E}\,|S_k|\,/\,M$"
+    what = "valid coverage" if valid else "strategy coverage"
+    xlabel = f"{BUDGET} (samples per input)"
+    return _k_done(fig, ax, comparison, what, ylabel, xlabel=xlabel, legend=(handles, labels))
 
 
 #: The last coverage figure written (its comparison's JSON, format and dpi) and its bytes: a run's final
@@ -1033,18 +911,13 @@ _last_coverage: tuple[str, bytes] | None = None
 
 
 def save_coverage(comparison: Comparison, path: str | Path, *, dpi: int = DPI) -> Path:
-    """Write `plot_coverage` of ``comparison`` to ``path`` (parent folders created); see `save_figure`.
-
-    A comparison equal (field by field) to the one of the previous call, written in the same format
-    at the same dpi, is not drawn again: the previous file's bytes are written.
-    """
+    """Write `plot_coverage` of ``comparison`` to ``path``, reusing the previous call's bytes when equal."""
     global _last_coverage
     path = Path(path)
-    key = f"{figure_format(path)}@{dpi}:{comparison.model_dump_json()}"
-    last = _last_coverage
-    if last is not None and last[0] == key:
+    key = f"{path.suffix}@{dpi}:{comparison.model_dump_json()}"
+    if _last_coverage is not None and _last_coverage[0] == key:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, last[1])
+        write_atomic(path, _last_coverage[1])
         return path
     save_figure(plot_coverage(comparison), path, dpi=dpi)
     _last_coverage = (key, path.read_bytes())
@@ -1055,55 +928,23 @@ def remember_coverage(comparison: Comparison, path: str | Path, *, dpi: int = DP
     """Make ``path``, `plot_coverage` of ``comparison`` drawn elsewhere, the figure `save_coverage` reuses."""
     global _last_coverage
     path = Path(path)
-    _last_coverage = (f"{figure_format(path)}@{dpi}:{comparison.model_dump_json()}", path.read_bytes())
-
-
-def _mark_extrapolated(ax: Any, c: CurveSet, y: Sequence[float | None], style: dict[str, Any]) -> None:
-    """Draw a curve's extrapolated part (``extrapolated``: k > n of an iid baseline from n samples) dashed.
-
-    A white line under a dashed one of the curve's colour turns the solid stretch dashed; a dotted
-    vertical line and a label mark where the model-based extrapolation starts.
-    """
-    ext = np.asarray(getattr(c, "extrapolated", None) or [], dtype=bool)
-    if not ext.any():
-        return
-    first = int(np.argmax(ext))
-    k, v = np.asarray(c.k)[max(first - 1, 0) :], _a(y)[max(first - 1, 0) :]
-    width = float(style.get("linewidth", 1.8))
-    ax.plot(k, v, color="white", linewidth=width + 0.8, label="_nolegend_")
-    dashed = {"color": style["color"], "linestyle": "--", "linewidth": width}
-    ax.plot(k, v, label="_nolegend_", gid="extrapolated", **dashed)
-    ax.axvline(c.k[first], color="0.6", linestyle=":", linewidth=0.8)
-    note = f" {c.label} extrapolated"
-    ax.text(c.k[first], 0.01, note, fontsize=font("note"), color="0.35", ha="left", va="bottom")
+    _last_coverage = (f"{path.suffix}@{dpi}:{comparison.model_dump_json()}", path.read_bytes())
 
 
 def plot_novelty(comparison: Comparison) -> Figure:
     """Marginal novelty N(i) = Pr[sample i reveals a new strategy] (expected new count if that is all)."""
-    fig = _figure((7.0, 4.8))
-    ax = fig.subplots()
+    fig, ax = _k_axes((7.0, 4.8))
     for c, style in styled_sets(comparison):
         y = c.novelty if c.novelty is not None else c.expected_new
-        if y is None:
-            continue
-        suffix = "" if c.novelty is not None else " (expected # new)"
-        ax.plot(c.k, _a(y), label=legend_label(c) + suffix, **style)
-    ax.set_xlabel(SAMPLE_INDEX)
-    ax.set_ylabel(r"novelty $N(i) = \Pr[\mathrm{sample}\ i\ \mathrm{is\ new}]$")
-    ax.set_ylim(bottom=-0.02)
-    budget_axis(ax, comparison.budget)
-    legend_below(fig, *ax.get_legend_handles_labels())
-    suptitle(fig, title(comparison, "marginal novelty"))
-    return finish(fig)
+        if y is not None:
+            suffix = "" if c.novelty is not None else " (expected # new)"
+            ax.plot(c.k, _a(y), label=legend_label(c) + suffix, **style)
+    ylabel = r"novelty $N(i) = \Pr[\mathrm{sample}\ i\ \mathrm{is\ new}]$"
+    return _k_done(fig, ax, comparison, "marginal novelty", ylabel, xlabel=SAMPLE_INDEX, top=None)
 
 
 def _tau_groups(sets: Sequence[CurveSet], taus: Sequence[float], m: int | None) -> list[list[float]]:
-    """Group thresholds whose T is the same for every run (e.g. T(0.8) = T(1) when M <= 4).
-
-    With M strategies per input, T(tau) = the first k with |S_k| >= ceil(tau * M), so thresholds
-    with equal ceil(tau * M) define the same T (estimated curves may differ by their Monte Carlo
-    noise only). Without M, thresholds are grouped when every sampler reports identical numbers.
-    """
+    """Group thresholds whose T is the same for every run: equal ceil(tau * M), else equal numbers."""
 
     def key(tau: float) -> Any:
         if m:
@@ -1119,13 +960,6 @@ def _tau_groups(sets: Sequence[CurveSet], taus: Sequence[float], m: int | None) 
     return list(groups.values())
 
 
-def _labelled_rule(ax: Any, y: float, text: str, **line: Any) -> None:
-    """A horizontal line at ``y`` across ``ax``, with ``text`` just below its left end."""
-    ax.axhline(y, **line)
-    at = {"xycoords": ("axes fraction", "data"), "xytext": (3, -3), "textcoords": "offset points"}
-    ax.annotate(text, (0.0, y), ha="left", va="top", fontsize=font("note"), color="0.4", **at)
-
-
 def t_name(taus: Sequence[float]) -> str:
     """Mathtext name of thresholds that define one T, e.g. ``$T_{0.8} = T_{1}$``."""
     return "$" + " = ".join(f"T_{{{tau:g}}}" for tau in taus) + "$"
@@ -1133,31 +967,17 @@ def t_name(taus: Sequence[float]) -> str:
 
 def _merged_note(group: Sequence[float], m: int | None) -> str:
     """Why thresholds share a panel, e.g. "(M = 4: 80% coverage needs all 4)"."""
-    if m:
-        need = math.ceil(group[0] * m - 1e-9)  # the strategies every threshold of the group asks for
-        count = f"all {m}" if need == m else f"{need} of {m}"
-        return f"(M = {m}: {group[0]:.0%} coverage needs {count})"
-    return "(equal for every sampler here)"
-
-
-def _censored_ticks(ax: Axes, budget: int) -> None:
-    """Budget ticks on the y axis of per-run T, and one at K+1 labelled "> K" (the censored runs).
-
-    A budget tick closer to K+1 than ~8% of the axis is dropped, so its label never touches "> K".
-    """
-    ticks = [t for t in k_ticks(budget, 8, 5) if budget + 1 - t >= max(1.0, 0.08 * (budget + 1))]
-    ax.set_yticks([*ticks, budget + 1], [*map(str, ticks), f"$>{budget}$"])
+    if not m:
+        return "(equal for every sampler here)"
+    need = math.ceil(group[0] * m - 1e-9)  # the strategies every threshold of the group asks for
+    return f"(M = {m}: {group[0]:.0%} coverage needs {f'all {m}' if need == m else f'{need} of {m}'})"
 
 
 def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 1.0)) -> Figure:
     """Survival Pr[T_tau > k] per tau, plus a box panel of per-run T (censored runs in a band at K+1).
 
-    A survival curve crosses the thin 0.5 line at the median T. One legend (below) serves all panels.
-    Thresholds that give the same T for every sampler (with M <= 4 strategies, 80% coverage already
-    needs all of them) share one panel, titled e.g. "$T_{0.8} = T_{1}$" with the reason below.
-    Runs that never reach tau within the budget K are censored: the box panel draws them at K+1, in a
-    shaded band whose tick reads "> K". A median in that band (more than half the runs censored) is
-    marked with a triangle in the series colour, explained in the legend.
+    Thresholds that give the same T for every sampler share one panel; a censored median is marked
+    with a triangle.
     """
     from matplotlib.lines import Line2D
 
@@ -1165,70 +985,57 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
     groups = _tau_groups([c for c, _ in styled], taus, comparison.num_strategies)
     budget = comparison.budget
     fig = _figure((min(10.0, 4.0 * (len(groups) + 1)), 4.8))
-    axes = fig.subplots(1, len(groups) + 1, squeeze=False)
+    axes = fig.subplots(1, len(groups) + 1, squeeze=False)[0]
     names = [t_name(g) for g in groups]
     legend: dict[str, Any] = {}
-    for ax, group, name in zip(axes[0, :-1], groups, names, strict=True):
+    for ax, group, name in zip(axes[:-1], groups, names, strict=True):
         tau = group[0]
         for c, style in styled:
             t = c.ttc(tau)
-            if t is None or t.survival is None:
-                continue
-            (line,) = ax.step(c.k, _a(t.survival), where="post", label=legend_label(c), **style)
-            legend.setdefault(legend_label(c), line)
-        # A thin solid line: dotted and dashed mean the baselines here.
-        _labelled_rule(ax, 0.5, "median", color="0.6", linewidth=0.9)
+            if t is not None and t.survival is not None:
+                (line,) = ax.step(c.k, _a(t.survival), where="post", label=legend_label(c), **style)
+                legend.setdefault(legend_label(c), line)
+        # A thin solid line (dotted and dashed mean the baselines here), labelled below its left end.
+        ax.axhline(0.5, color="0.6", linewidth=0.9)
+        at = {"xycoords": ("axes fraction", "data"), "xytext": (3, -3), "textcoords": "offset points"}
+        ax.annotate("median", (0.0, 0.5), ha="left", va="top", fontsize=font("note"), color="0.4", **at)
         ax.set_xlabel(BUDGET)
         ax.set_ylabel(f"$\\Pr[T_{{{tau:g}}} > k]$  (below {tau:.0%} coverage)")
         ax.set_ylim(-0.02, 1.05)
         budget_axis(ax, budget, narrow=True)
         merged = f"\n{_merged_note(group, comparison.num_strategies)}" if len(group) > 1 else ""
         ax.set_title(f"survival of {name}{merged}")
-    box_ax = axes[0, -1]
+    box_ax = axes[-1]
     data, labels, colors = [], [], []
     for c, style in styled:
         for group, name in zip(groups, names, strict=True):
             t = c.ttc(group[0])
-            if t is None or not t.values:
-                continue
-            # Censored runs sit at K+1 so the box shows them as "beyond the budget".
-            data.append([budget + 1 if v is None else v for v in t.values])
-            labels.append(c.label if len(groups) == 1 else f"{c.label} {name}")
-            colors.append(style["color"])
+            if t is not None and t.values:
+                data.append([budget + 1 if v is None else v for v in t.values])  # censored at K+1
+                labels.append(c.label if len(groups) == 1 else f"{c.label} {name}")
+                colors.append(style["color"])
     if data:
         box_ax.axhspan(budget + 0.5, budget + 1.5, color="0.88", linewidth=0, zorder=0, gid="censored")
         parts = box_ax.boxplot(data, patch_artist=True, widths=0.6)
         # One line per box, slanted, when thresholds split the boxes: two-line labels would collide.
         slant = {} if len(groups) == 1 else {"rotation": 45, "ha": "right", "rotation_mode": "anchor"}
         box_ax.set_xticks(range(1, len(labels) + 1), labels, **slant)
-        for patch, color in zip(parts["boxes"], colors, strict=True):
-            patch.set_facecolor(color)
-            patch.set_alpha(0.35)
-        # Each median in its own series colour, above the whisker caps: matplotlib's default (orange
-        # for every box) reads as the second policy's colour, and a censored median lies on a cap.
-        for median, color in zip(parts["medians"], colors, strict=True):
-            median.set_color(color)
-            median.set_linewidth(2.2)
-            median.set_zorder(4)
-        censored = [i + 1 for i, d in enumerate(data) if np.median(d) >= budget + 1]
-        for x in censored:
-            box_ax.plot(
-                x,
-                budget + 1,
-                marker="^",
-                markersize=9,
-                color=colors[x - 1],
-                markeredgecolor="black",
-                markeredgewidth=0.8,
-                linestyle="",
-                zorder=5,
-                gid="censored-median",
-            )
+        # Each median in its series colour, above the whisker caps: matplotlib's default orange reads as
+        # the second policy's colour, and a censored median lies on a cap.
+        for patch, median, color in zip(parts["boxes"], parts["medians"], colors, strict=True):
+            patch.set(facecolor=color, alpha=0.35)
+            median.set(color=color, linewidth=2.2, zorder=4)
+        mark = {"marker": "^", "markersize": 9, "markeredgecolor": "black", "linestyle": ""}
+        censored = [i for i, d in enumerate(data) if np.median(d) >= budget + 1]
+        on_box = {"markeredgewidth": 0.8, "zorder": 5, "gid": "censored-median", **mark}
+        for i in censored:
+            box_ax.plot(i + 1, budget + 1, color=colors[i], **on_box)
         if censored:
-            mark = {"marker": "^", "markersize": 9, "color": "0.6", "markeredgecolor": "black"}
-            legend[f"median censored (> K = {budget})"] = Line2D([], [], linestyle="", **mark)
+            legend[f"median censored (> K = {budget})"] = Line2D([], [], color="0.6", **mark)
         box_ax.set_ylim(min(0.5, min(min(d) for d in data) - 0.5), budget + 1.5)
-        _censored_ticks(box_ax, budget)
+        # Budget ticks, none closer to K+1 than ~8% of the axis, and "> K" at K+1 (the censored runs).
+        ticks = [t for t in k_ticks(budget, 8, 5) if budget + 1 - t >= max(1.0, 0.08 * (budget + 1))]
+        box_ax.set_yticks([*ticks, budget + 1], [*map(str, ticks), f"$>{budget}$"])
     else:
         box_ax.text(0.5, 0.5, "no per-run values", ha="center", va="center", transform=box_ax.transAxes)
     what = names[0] if len(groups) == 1 else "$T$"
@@ -1243,33 +1050,20 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
 
 
 def plot_valid_vs_raw(comparison: Comparison) -> Figure:
-    """Raw strategy coverage (solid) vs valid-only coverage (dotted), same colour per sampler.
-
-    A method should not look good by producing many invalid modes: a gap between the two lines is
-    coverage earned by incorrect solutions. The legend names samplers by colour (with their valid
-    rate); a corner note says what the two line styles mean.
-    """
-    fig = _figure((7.0, 5.0))
-    ax = fig.subplots()
+    """Raw coverage (solid) vs valid-only coverage (dotted): a gap is earned by incorrect solutions."""
+    fig, ax = _k_axes((7.0, 5.0))
     handles: list[Any] = []
     labels: list[str] = []
     for c, style in styled_sets(comparison):
         # Line style means raw vs valid here, so every sampler is solid/dotted; colour names it.
-        (line,) = ax.plot(c.k, _a(c.coverage), **dict(style, linestyle="-", linewidth=2.0))
+        handles += ax.plot(c.k, _a(c.coverage), **dict(style, linestyle="-", linewidth=2.0))
         if c.valid_coverage is not None:
             ax.plot(c.k, _a(c.valid_coverage), **dict(style, linestyle=":", linewidth=2.4))
-        rate = "" if c.valid_rate is None else f" (valid rate {c.valid_rate:.0%})"
-        handles.append(line)
-        labels.append(legend_label(c) + rate)
+        labels.append(legend_label(c) + ("" if c.valid_rate is None else f" (valid rate {c.valid_rate:.0%})"))
     # The line styles are not samplers: a note, so no legend handle looks like a sampler's line.
     corner_note(ax, ["solid: raw, every matched strategy", "dotted: valid, correct solutions only"])
-    ax.set_xlabel(BUDGET)
-    ax.set_ylabel("strategy coverage $C(k)$")
-    ax.set_ylim(-0.02, 1.05)
-    budget_axis(ax, comparison.budget)
-    legend_below(fig, handles, labels)
-    suptitle(fig, title(comparison, "raw vs valid strategy coverage"))
-    return finish(fig)
+    ylabel = "strategy coverage $C(k)$"
+    return _k_done(fig, ax, comparison, "raw vs valid strategy coverage", ylabel, legend=(handles, labels))
 
 
 def plot_latent(comparison: Comparison) -> Figure | None:
@@ -1282,45 +1076,42 @@ def plot_latent(comparison: Comparison) -> Figure | None:
     if not latents:
         return None
     styles = {c.label: s for c, s in styled_sets(comparison) if c.role == "policy"}
-    fig = _figure((7.0, 4.8))
-    ax = fig.subplots()
+    fig, ax = _k_axes((7.0, 4.8))
     for pol, lat in latents:
         style = styles[pol.label]  # the policy's colour and line in every plot
         codes = "" if lat.num_codes is None else f" ({lat.num_codes} codes)"
         ax.plot(lat.k, _a(lat.coverage), label=f"{legend_label(pol.curves)}{codes}", **style)
         if not is_sanity(pol.curves):
             _band(ax, lat.k, lat.coverage_lo, lat.coverage_hi, style["color"])
-    ax.set_xlabel(BUDGET)
-    ax.set_ylabel(r"latent-code coverage (distinct $z$ / #codes)")
-    ax.set_ylim(-0.02, 1.05)
-    budget_axis(ax, comparison.budget)
-    legend_below(fig, *ax.get_legend_handles_labels())
-    suptitle(fig, title(comparison, "router latent-code coverage, a diagnostic"))
-    return finish(fig)
+    ylabel = r"latent-code coverage (distinct $z$ / #codes)"
+    return _k_done(fig, ax, comparison, "router latent-code coverage, a diagnostic", ylabel)
 
 
-#: Comparisons a report draws plots for (the first, in report order): each costs ~2 s of CPU at
-#: print resolution, so a report of thousands renders in under a minute; report.md has every table.
-PLOTTED_COMPARISONS = 20
+#: The figures after the coverage plot, in report order (each drawn when its data exist).
+_PLOTS = {
+    "coverage_by_rarity": plot_coverage_by_rarity,
+    "novelty": plot_novelty,
+    "time_to_coverage": plot_time_to_coverage,
+    "valid_vs_raw": plot_valid_vs_raw,
+    "barcode": plot_barcodes,
+    "latent": plot_latent,
+    "gain_vs_step": plot_gain_vs_step,
+}
 
 
 def render_report_plots(
     report: Report, out_dir: str | Path, *, format: str = "png", dpi: int = DPI
 ) -> dict[str, Path]:
-    """Write the plots of ``report`` under ``out_dir/plots/``, as ``<slug>_<plot>.<format>``.
-
-    Plots are drawn for the first `PLOTTED_COMPARISONS` comparisons; a report holding more says so in
-    one warning.
+    """Write the plots of the first `PLOTTED_COMPARISONS` comparisons as ``out_dir/plots/<slug>_<plot>.*``.
 
     Args:
         report: The report.
         out_dir: The run folder.
-        format: One of `FORMATS`: "png", or "pdf" / "svg" for vector figures.
+        format: One of `FORMATS`.
         dpi: Of a PNG (see `save_figure`).
 
     Returns:
-        ``{"<slug>/<plot>": path}`` with plot in coverage, coverage_by_rarity, novelty,
-        time_to_coverage, valid_vs_raw, barcode, latent, gain_vs_step (those that apply), in that order.
+        ``{"<slug>/<plot>": path}``, coverage first, then those of `_PLOTS` that apply.
 
     Raises:
         SeffiError: ``format`` is not one of `FORMATS`.
@@ -1328,31 +1119,23 @@ def render_report_plots(
     ext = check_format(format)
     out = Path(out_dir) / PLOTS_DIR
     files: dict[str, Path] = {}
-    n = len(report.comparisons)
-    if n > PLOTTED_COMPARISONS:
+    if len(report.comparisons) > PLOTTED_COMPARISONS:
         warnings.warn(
-            f"the report holds {n:,} comparisons: plots are drawn for the first {PLOTTED_COMPARISONS} "
-            "(report.md has the table of every one)",
+            f"the report holds {len(report.comparisons):,} comparisons: plots are drawn for the first "
+            f"{PLOTTED_COMPARISONS} (report.md has the table of every one)",
             stacklevel=2,
         )
-    pairs = zip(report.slugs()[:PLOTTED_COMPARISONS], report.comparisons[:PLOTTED_COMPARISONS], strict=True)
-    for slug, comp in pairs:
-
-        def _save(name: str, fig: Figure | None, slug: str = slug) -> None:
-            if fig is not None:
-                files[f"{slug}/{name}"] = save_figure(fig, out / f"{slug}_{name}.{ext}", dpi=dpi)
-
+    for slug, comp in zip(report.slugs()[:PLOTTED_COMPARISONS], report.comparisons, strict=False):
         comp = figure_safe(comp)
         sets = comp.curve_sets()
         files[f"{slug}/coverage"] = save_coverage(comp, out / f"{slug}_coverage.{ext}", dpi=dpi)
-        _save("coverage_by_rarity", plot_coverage_by_rarity(comp))
-        if any(c.novelty is not None or c.expected_new is not None for c in sets):
-            _save("novelty", plot_novelty(comp))
-        if any(c.time_to_coverage for c in sets):
-            _save("time_to_coverage", plot_time_to_coverage(comp))
-        if any(c.valid_coverage is not None for c in sets):
-            _save("valid_vs_raw", plot_valid_vs_raw(comp))
-        _save("barcode", plot_barcodes(comp))
-        _save("latent", plot_latent(comp))
-        _save("gain_vs_step", plot_gain_vs_step(comp))
+        applies = {
+            "novelty": any(c.novelty is not None or c.expected_new is not None for c in sets),
+            "time_to_coverage": any(c.time_to_coverage for c in sets),
+            "valid_vs_raw": any(c.valid_coverage is not None for c in sets),
+        }
+        for name, draw in _PLOTS.items():
+            fig = draw(comp) if applies.get(name, True) else None
+            if fig is not None:
+                files[f"{slug}/{name}"] = save_figure(fig, out / f"{slug}_{name}.{ext}", dpi=dpi)
     return files

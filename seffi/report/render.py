@@ -1,17 +1,10 @@
 """Plots rendered in a child process, so a training loop's last steps and its plots overlap.
 
-Drawing a report's figures (importing matplotlib, laying out and encoding ~6 PNGs) is most of what a
-run does when it ends. A `PlotRenderer` starts a child Python
-process early (it imports matplotlib while training runs, on another core); once the data is final,
-`submit` hands it the report as JSON and the child draws the figures into a private folder while
-the caller finishes its own work (an SB3 model's last policy update). `plots` then waits for the
-child and copies its files into the run folder, so the folder is complete when `plots` returns.
-
-The figures are the same files, byte for byte, as ``render_report_plots`` draws in the process:
-the child renders the report read back from its JSON, which holds the same numbers. Anything that
-goes wrong in the child (it cannot start, it fails, the report changed after `submit`) makes
-`plots` draw the figures in the calling process instead, so a figure is never lost to the child
-and a real plotting error is raised where it always was.
+Drawing a report's figures is most of what a run does when it ends. A `PlotRenderer` starts a child
+process early (it imports matplotlib while training runs, on another core); `submit` hands it the final
+report as JSON, and `plots` waits for the child and copies its files (the same bytes as
+``render_report_plots`` draws in the process) into the run folder. Anything that goes wrong in the
+child makes `plots` draw the figures in the calling process instead.
 """
 
 from __future__ import annotations
@@ -29,10 +22,8 @@ from pathlib import Path
 
 from seffi._io import write_atomic
 from seffi.report.plots import (
-    DPI,
     PLOTS_DIR,
     PLOTTED_COMPARISONS,
-    check_format,
     figure_safe,
     remember_coverage,
     render_report_plots,
@@ -41,25 +32,13 @@ from seffi.report.schema import Report
 
 __all__ = ["PlotRenderer"]
 
-#: The report handed to the child, in its private folder.
 REPORT_FILE = "report.json"
 
 
 class PlotRenderer:
-    """A child process that draws one report's plots while the caller goes on.
+    """A child process that draws one report's PNG plots (at screen resolution) while the caller goes on."""
 
-    Args:
-        format: Of the plots, as ``render_report_plots`` (``"png"``, ``"pdf"``, ``"svg"``).
-        dpi: Of PNG plots.
-
-    Examples:
-        >>> renderer = PlotRenderer()                    # doctest: +SKIP
-        >>> renderer.submit(report_json)                 # the final report, as dumps_report writes it
-        >>> files = renderer.plots(report, report_json, "runs/demo")  # waits; the same files as in-process
-    """
-
-    def __init__(self, *, format: str = "png", dpi: int = DPI) -> None:
-        self.format, self.dpi = check_format(format), int(dpi)
+    def __init__(self) -> None:
         self._submitted: str | None = None
         self._folder = tempfile.mkdtemp(prefix="seffi-plots-")
         # The child finds this seffi even when the caller put it on sys.path by hand.
@@ -69,7 +48,7 @@ class PlotRenderer:
             "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
         }
         main = "import sys; from seffi.report.render import _main; sys.exit(_main(sys.argv[1:]))"
-        args = [sys.executable, "-c", main, self._folder, self.format, str(self.dpi), str(os.getpid())]
+        args = [sys.executable, "-c", main, self._folder, str(os.getpid())]
         try:
             self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
                 args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
@@ -79,10 +58,7 @@ class PlotRenderer:
         atexit.register(self.close)  # a run that never reached `plots` leaves no process or folder
 
     def submit(self, report_json: str) -> None:
-        """Start drawing the report ``report_json`` (as ``dumps_report`` writes it); returns at once.
-
-        Only the first call starts a drawing; `plots` of any other report draws in the calling process.
-        """
+        """Start drawing ``report_json`` (as ``dumps_report`` writes it); only the first call does."""
         proc = self._proc
         if proc is None or self._submitted is not None or proc.stdin is None:
             return
@@ -97,9 +73,7 @@ class PlotRenderer:
     def plots(self, report: Report, report_json: str, out_dir: str | Path) -> dict[str, Path]:
         """The plots of ``report`` written under ``out_dir/plots/``, as ``render_report_plots`` returns them.
 
-        Waits for the child when it drew this very report (``report_json`` equal to what was
-        submitted), or hands the report to the idle child now; otherwise, or when the child failed,
-        draws in this process.
+        Waits for the child when it drew this very report; otherwise, or when it failed, draws here.
 
         Raises:
             OSError: A plot file cannot be written (as ``render_report_plots``).
@@ -109,7 +83,7 @@ class PlotRenderer:
         drawn = self._drawn() if self._submitted == report_json else None
         if drawn is None or len(report.comparisons) > PLOTTED_COMPARISONS:  # its warning is this process's
             self.close()
-            return render_report_plots(report, out_dir, format=self.format, dpi=self.dpi)
+            return render_report_plots(report, out_dir)
         out = Path(out_dir) / PLOTS_DIR
         out.mkdir(parents=True, exist_ok=True)
         files = {}
@@ -122,7 +96,7 @@ class PlotRenderer:
             slug = report.slugs()[0]
             cover = files.get(f"{slug}/coverage")
             if cover is not None:
-                remember_coverage(figure_safe(report.comparisons[0]), cover, dpi=self.dpi)
+                remember_coverage(figure_safe(report.comparisons[0]), cover)
         return files
 
     def _drawn(self) -> dict[str, str] | None:
@@ -158,19 +132,19 @@ class PlotRenderer:
 def _main(argv: list[str]) -> int:
     """The child: on a line from stdin, draw the plots of ``argv[0]/report.json``; print ``{name: file}``.
 
-    ``argv``: the private folder, the format, the dpi and the parent's process id.
+    ``argv``: the private folder and the parent's process id.
     """
-    folder, fmt, dpi = argv[0], argv[1], int(argv[2])
+    folder = argv[0]
     for name in ("matplotlib.figure", "matplotlib.backends.backend_agg"):  # loaded while the parent trains
         importlib.import_module(name)
 
-    parent = int(argv[3])  # not os.getppid() here: the parent may have died while this one started
+    parent = int(argv[1])  # not os.getppid() here: the parent may have died while this one started
     if not sys.stdin.readline():  # the parent ended (or was killed) without a report
         shutil.rmtree(folder, ignore_errors=True)
         return 0
     try:
         report = Report.model_validate_json((Path(folder) / REPORT_FILE).read_bytes())
-        files = render_report_plots(report, Path(folder) / "out", format=fmt, dpi=dpi)
+        files = render_report_plots(report, Path(folder) / "out")
         json.dump({name: str(path) for name, path in files.items()}, sys.stdout)
         sys.stdout.flush()
         sys.stdin.read()  # the parent has copied the files when it closes this input (or it died)

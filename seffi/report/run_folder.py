@@ -1,9 +1,7 @@
 """Run folders: one seffi run per folder, never two mixed, never a silent overwrite.
 
-Owns `SEFFI_OWNED` (the names a seffi command writes), `prepare_run_folder` (command line:
-refuse an earlier run unless ``--overwrite``), `fresh_run_folder` /
-[`fresh_out_dir`][seffi.report.fresh_out_dir] (callbacks: move to ``DIR-2``, ``DIR-3``, ... with one warning)
-and [`default_out_dir`][seffi.report.default_out_dir].
+A command refuses an earlier run unless ``--overwrite`` (`prepare_run_folder`); a callback moves to
+``DIR-2``, ``DIR-3``, ... with one warning ([`fresh_out_dir`][seffi.report.fresh_out_dir]).
 
 Examples:
     >>> import tempfile
@@ -25,9 +23,8 @@ from pathlib import Path
 
 from seffi.errors import RunFolderExists, SeffiError
 
-#: Names (``fnmatch`` patterns, matched against the entries directly inside the folder) that a seffi
-#: command writes into a run folder. Folders among them (``plots``) are seffi-owned as a whole. The lane
-#: writes report.json and its curve figures (``curves.png``, and ``curves-<page>.png`` when paged).
+#: Names (``fnmatch`` patterns of the entries directly inside the folder) that a seffi command writes into
+#: a run folder; folders among them (``plots``) are seffi-owned as a whole.
 SEFFI_OWNED: tuple[str, ...] = (
     "report.json",
     "report.md",
@@ -44,7 +41,6 @@ SEFFI_OWNED: tuple[str, ...] = (
     "curves-*.png",
     ".seffi-write-test",
 )
-
 
 #: The lock file that claims a run folder for one process (created with ``O_EXCL``; holds the pid).
 LOCK_FILE = ".seffi-lock"
@@ -115,14 +111,8 @@ def _claim(path: Path, kind: str) -> tuple[int | None, str] | None:
 def claim_run_folder(path: Path, *, kind: str = TRAINING) -> Path:
     """Claim the existing folder ``path`` for this process: one atomic ``O_EXCL`` create of its lock file.
 
-    Two runs started together on one folder cannot both pass: the second finds the first's lock. A
-    lock left by a process that no longer runs (a killed run) is taken over with one warning, and the
-    temporary files of its interrupted writes are removed; a lock of a live process raises
-    `SeffiError`, which says how to clear it if that process is no seffi run.
-
-    Args:
-        path: An existing folder.
-        kind: `TRAINING` (a training's sink or a resume) or `COMMAND` (`prepare_run_folder`).
+    A lock left by a process that no longer runs is taken over with one warning (the temporary files
+    of its interrupted writes removed); a lock of a live process raises `SeffiError`.
     """
     taken = _claim(path, kind)
     if taken is not None:
@@ -146,11 +136,7 @@ def release_run_folder(path: Path) -> None:
 
 
 def refuse_links(path: Path) -> None:
-    """Refuse a run folder in which a name seffi writes is a symbolic link (seffi never writes through one).
-
-    Raises:
-        SeffiError: Names the first link found.
-    """
+    """Raise `SeffiError` naming the first name seffi writes in ``path`` that is a symbolic link."""
     for entry in _owned_entries(Path(path)):
         if entry.is_symlink():
             raise SeffiError(
@@ -175,7 +161,6 @@ atexit.register(release_run_folders)
 
 
 def _owned_entries(path: Path, owned: tuple[str, ...] = SEFFI_OWNED) -> list[Path]:
-    """The seffi-owned entries directly inside ``path`` (empty when it is not a readable folder)."""
     try:
         return sorted(p for p in path.iterdir() if any(fnmatch.fnmatchcase(p.name, o) for o in owned))
     except OSError:
@@ -183,12 +168,7 @@ def _owned_entries(path: Path, owned: tuple[str, ...] = SEFFI_OWNED) -> list[Pat
 
 
 def holds_seffi_run(path: Path) -> bool:
-    """True when the folder ``path`` holds files a seffi run writes (report.json, metrics.jsonl, ...).
-
-    A missing path, a file, or a folder with only the user's own files is not a seffi run. The
-    write-probe file alone (left by a crash between two system calls) does not count either. An
-    empty metrics.jsonl does: a callback's run that has not logged yet looks like that.
-    """
+    """True when the folder ``path`` holds files a seffi run writes (not the write-probe file alone)."""
     path = Path(path)
     if not path.is_dir():
         return False
@@ -196,25 +176,13 @@ def holds_seffi_run(path: Path) -> bool:
 
 
 def _earlier_output(entry: Path) -> bool:
-    """Whether an owned entry of a claimed folder is an earlier run's output worth protecting.
-
-    The folder's lock rules out a live run, so an empty file there is what a run stopped before its
-    first log left behind: nothing to lose.
-    """
+    """Whether an owned entry of a claimed folder is an earlier run's output (an empty file is not)."""
     if entry.name == ".seffi-write-test":
         return False
     try:
         return entry.is_dir() or entry.stat().st_size > 0
     except OSError:
         return False
-
-
-def _remove(entry: Path) -> None:
-    """Remove one seffi-owned entry; a symlink is unlinked, never followed."""
-    if entry.is_symlink() or not entry.is_dir():
-        entry.unlink()
-    else:
-        shutil.rmtree(entry)
 
 
 def remove_leftovers(path: Path) -> None:
@@ -237,11 +205,9 @@ def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = 
 
     Args:
         path: The run folder (``--out``).
-        overwrite: When the folder already holds a seffi run, remove that run's seffi-owned files and
-            folders first (never anything else) instead of refusing.
-        owned: The names that count as an earlier run's output (default `SEFFI_OWNED`). A command
-            that writes into another run's folder on purpose narrows it, e.g. ``seffi compare`` passes
-            ``("compare.png", "compare.md")``.
+        overwrite: Remove an earlier run's seffi-owned files and folders (never anything else) instead
+            of refusing.
+        owned: The names that count as an earlier run's output (``seffi compare`` narrows them).
 
     Returns:
         ``path``.
@@ -284,7 +250,10 @@ def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = 
     probe = path / ".seffi-write-test"
     try:
         for entry in [*earlier, *(p for p in _owned_entries(path, owned) if p not in earlier)]:
-            _remove(entry)
+            if entry.is_symlink() or not entry.is_dir():  # a link is unlinked, never followed
+                entry.unlink()
+            else:
+                shutil.rmtree(entry)
         probe.write_text("ok", encoding="utf-8")
         probe.unlink()
     except OSError as exc:
@@ -293,11 +262,7 @@ def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = 
 
 
 def _in_use(path: Path) -> bool:
-    """Whether another live process holds the folder's lock; a dead one's lock and temporary files go.
-
-    So a folder a run left when it was killed before its first log (its lock, an empty metrics.jsonl)
-    is free again, and one that holds its output keeps only whole files.
-    """
+    """Whether another live process holds the folder's lock; a dead one's lock and temporary files go."""
     lock = path / LOCK_FILE
     if not lock.is_file():
         return False
@@ -313,48 +278,8 @@ def _in_use(path: Path) -> bool:
     return False
 
 
-def fresh_run_folder(path: Path, *, nested: Sequence[str] = (), stacklevel: int = 2) -> Path:
-    """``path``, or the first free ``path-2``, ``path-3``, ... when ``path`` already holds a seffi run.
-
-    For library callers (a callback's ``out_dir``), which must neither stop training nor mix two runs
-    in one folder. When another folder is used, one `UserWarning` names it. A folder that a live run
-    holds (its lock) or that holds an earlier run's output is taken; what a killed run left (its lock,
-    temporary files, empty logs) is cleared, not counted. Nothing is created here.
-
-    Args:
-        path: The folder asked for.
-        nested: Sub-folders that also hold a run of this layout (the SB3 callback's ``stream``/``eval``
-            in ``mode="both"``): a folder counts as taken when it or one of them holds a seffi run.
-        stacklevel: Of the warning (2: the caller's line).
-    """
-    path = Path(path)
-
-    def taken(p: Path) -> bool:
-        folders = [p, *(p / sub for sub in nested)]
-        live = [_in_use(f) for f in folders]  # every folder swept of a killed run's leftovers
-        return any(live) or any(_earlier_output(e) for f in folders for e in _owned_entries(f))
-
-    if not taken(path):
-        return path
-    n = 2
-    while True:
-        candidate = path.with_name(f"{path.name}-{n}")
-        if not candidate.exists() or (candidate.is_dir() and not taken(candidate)):
-            break
-        n += 1
-    warnings.warn(
-        f"{path} already holds a seffi run; writing this run to {candidate} instead",
-        UserWarning,
-        stacklevel=stacklevel,
-    )
-    return candidate
-
-
 def default_out_dir(prefix: str = "seffi") -> Path:
-    """A fresh run folder: ``runs/<prefix>-<UTC timestamp>``, or ``runs/<UTC timestamp>`` without a prefix.
-
-    Made unique if it exists; the timestamp lives in the folder name only, never in report.json.
-    """
+    """A fresh run folder ``runs/<prefix>-<UTC timestamp>`` (``runs/<UTC timestamp>`` without a prefix)."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     base = Path("runs") / (f"{prefix}-{stamp}" if prefix else stamp)
     out, n = base, 1
@@ -365,11 +290,32 @@ def default_out_dir(prefix: str = "seffi") -> Path:
 
 
 def fresh_out_dir(out_dir: str | Path | None, prefix: str = "seffi", *, nested: Sequence[str] = ()) -> Path:
-    """The folder (not created) a callback writes its run into: never one that already holds a seffi run.
+    """The folder (not created) a callback writes its run into: never one that holds a seffi run.
 
-    ``out_dir`` goes through `fresh_run_folder`; ``None`` gives
-    [`default_out_dir`][seffi.report.default_out_dir] with ``prefix`` (always fresh).
+    ``None`` gives `default_out_dir`; a folder a live run holds or that holds an earlier run's output
+    is taken, and the first free ``DIR-2``, ``DIR-3``, ... is used instead, with one warning (what a
+    killed run left is cleared, not counted). ``nested``: sub-folders that also hold a run of this
+    layout (the SB3 callback's ``stream``/``eval``).
     """
     if out_dir is None:
         return default_out_dir(prefix)
-    return fresh_run_folder(Path(out_dir), nested=nested, stacklevel=4)
+    path = Path(out_dir)
+
+    def taken(p: Path) -> bool:
+        folders = [p, *(p / sub for sub in nested)]
+        live = [_in_use(f) for f in folders]  # every folder swept of a killed run's leftovers
+        return any(live) or any(_earlier_output(e) for f in folders for e in _owned_entries(f))
+
+    if not taken(path):
+        return path
+    n = 2
+    while (candidate := path.with_name(f"{path.name}-{n}")).exists() and not (
+        candidate.is_dir() and not taken(candidate)
+    ):
+        n += 1
+    warnings.warn(
+        f"{path} already holds a seffi run; writing this run to {candidate} instead",
+        UserWarning,
+        stacklevel=3,
+    )
+    return candidate

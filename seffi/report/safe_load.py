@@ -1,8 +1,7 @@
 r"""Read the JSON and YAML files a user hands to seffi without crashing or exhausting memory.
 
-Owns `load_json_file`, `loads_yaml` and friends: size and depth caps, no YAML aliases,
-no duplicate keys, no JSON NaN; every problem is one `SeffiError` line naming
-the file.
+Size and depth caps, no YAML aliases, no duplicate keys, no JSON NaN; every problem is one `SeffiError`
+line naming the file.
 
 Examples:
     >>> loads_yaml("a: 1\nb: [1, 2]\n", source="c.yaml")
@@ -18,9 +17,8 @@ from typing import Any
 
 from seffi.errors import SeffiError
 
-#: Default cap on a file's size, in bytes.
 DEFAULT_MAX_BYTES = 64 * 2**20
-#: Default cap on nesting depth (each mapping or list level counts one; a scalar at the top is 0).
+#: Each mapping or list level counts one; a scalar at the top is 0.
 DEFAULT_MAX_DEPTH = 64
 
 
@@ -28,8 +26,8 @@ def read_text(path: str | Path, *, what: str = "file", max_bytes: int = DEFAULT_
     """The UTF-8 text of ``path`` (a leading byte-order mark is dropped).
 
     Raises:
-        SeffiError: The file is missing or unreadable, not a regular file (a FIFO would block the read,
-            a device never end), larger than ``max_bytes`` (told by ``stat``, before reading), or not UTF-8.
+        SeffiError: The file is missing or unreadable, not a regular file (a FIFO would block the read),
+            larger than ``max_bytes``, or not UTF-8.
     """
     path = Path(path)
     try:
@@ -57,10 +55,7 @@ def read_text(path: str | Path, *, what: str = "file", max_bytes: int = DEFAULT_
 
 
 def check_depth(data: Any, *, source: str, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
-    """Raise one `SeffiError` line when ``data`` nests lists/dicts deeper than ``max_depth``.
-
-    Iterative, so it never hits Python's recursion limit itself.
-    """
+    """Raise one `SeffiError` line when ``data`` nests lists/dicts deeper than ``max_depth`` (iteratively)."""
     stack: list[tuple[Any, int]] = [(data, 0)]
     while stack:
         obj, depth = stack.pop()
@@ -98,9 +93,8 @@ def loads_json(text: str, *, source: str, max_depth: int = DEFAULT_MAX_DEPTH) ->
     """Parse JSON text; ``source`` names it in the error ("config file x.json").
 
     Raises:
-        SeffiError: Not valid JSON (with line and column), a duplicate key (JSON, like YAML, would
-            keep the last one silently), ``NaN``/``Infinity``, an integer of more than 4,300 digits,
-            or nested deeper than ``max_depth``.
+        SeffiError: Not valid JSON, a duplicate key, ``NaN``/``Infinity``, an integer of more than
+            4,300 digits, or nested deeper than ``max_depth``.
     """
     try:
         data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_pairs)
@@ -119,10 +113,7 @@ def loads_json(text: str, *, source: str, max_depth: int = DEFAULT_MAX_DEPTH) ->
 
 
 def _yaml_loader(max_depth: int) -> tuple[Any, type[Exception]]:
-    """A ``yaml.SafeLoader`` subclass (no aliases, no duplicate keys, bounded nesting) and its refusal.
-
-    The refusal is a YAML error for text that parses but is not accepted; yaml is imported lazily.
-    """
+    """A ``yaml.SafeLoader`` subclass (no aliases, no duplicate keys, bounded nesting) and its refusal."""
     import yaml
     from yaml.constructor import ConstructorError
     from yaml.events import AliasEvent
@@ -170,8 +161,7 @@ def loads_yaml(text: str, *, source: str, max_depth: int = DEFAULT_MAX_DEPTH) ->
     """Parse YAML text with a safe loader that also rejects aliases and duplicate keys.
 
     Raises:
-        SeffiError: Not valid YAML (with line and column), an alias, a duplicate key, or nested
-            deeper than ``max_depth``.
+        SeffiError: Not valid YAML, an alias, a duplicate key, or nested deeper than ``max_depth``.
     """
     import yaml
 

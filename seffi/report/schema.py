@@ -1,10 +1,8 @@
 """The report.json models (pydantic): everything needed to re-render report.md and the plots.
 
-Owns ``Report -> Comparison -> PolicyResult/CurveSet/Barcode/LatentCurve``; ``Gain`` and
-``TimeToCoverage`` are `seffi.coverage.summaries`' and ``CurveSet``'s metric fields come from the
-column table, which also drives reading a coverage ``Curves`` (or its ``to_dict()``) into a
-``CurveSet`` (``CurveSet.from_curves``). No timestamps or absolute paths, NaN refused (a missing value
-is null), so the same run gives the same bytes. Files and rendering live in `seffi.report.files`.
+``Report -> Comparison -> PolicyResult/CurveSet/Barcode/LatentCurve``; ``CurveSet``'s metric fields come
+from the column table (`seffi.coverage.columns`). No timestamps or absolute paths, NaN refused (a
+missing value is null), so the same run gives the same bytes.
 """
 
 from __future__ import annotations
@@ -51,11 +49,7 @@ _ROLE_OF_KIND: dict[str, tuple[str, str | None]] = {
 
 
 def _ttc(raw: Any) -> list[TimeToCoverage]:
-    """Point summaries (no intervals: report.json keeps its v1 keys) sorted by tau.
-
-    Args:
-        raw: ``{tau key: TimeToCoverage or its dict}`` as ``Curves`` holds it, or a list of them.
-    """
+    """Point summaries (report.json keeps its v1 keys) sorted by tau, from ``{tau: summary}`` or a list."""
     items = list(raw.items()) if isinstance(raw, Mapping) else [(None, t) for t in raw or []]
     out = []
     for key, t in items:
@@ -119,14 +113,6 @@ def _check_band(name: str, lo: Sequence[float | None] | None, hi: Sequence[float
         raise ValueError(f"{name}_lo exceeds {name}_hi somewhere")
 
 
-def _check_range(name: str, values: Sequence[Any] | float | None, *, unit: bool) -> None:
-    """Probabilities lie in [0, 1]; other metrics (counts of new strategies) are >= 0."""
-    if unit:
-        check_unit(name, values)
-    elif any(v is not None and v < 0 for v in (values if isinstance(values, Sequence) else [values])):
-        raise ValueError(f"{name} must be >= 0")
-
-
 #: The metric columns a curve set holds (the gain belongs to a policy result, not to a curve set).
 _SET_COLUMNS: tuple[Column, ...] = tuple(c for c in COLUMNS if c.shape != "gain")
 
@@ -172,9 +158,15 @@ class _CurveSetBase(_Model):
             elif c.shape == "count" and (values[c.name] or 0) < 0:
                 raise ValueError(f"{where}: {c.name} must be >= 0")
             if c.dtype == "float" and c.shape != "tau":
+                # Probabilities lie in [0, 1]; other metrics (counts of new strategies) are >= 0.
                 for name, v in values.items():
                     for row in (v or []) if c.shape == "bins_k" else [v]:
-                        _check_range(f"{where}: {name}", row, unit=c.unit)
+                        if c.unit:
+                            check_unit(f"{where}: {name}", row)
+                        elif any(
+                            x is not None and x < 0 for x in (row if isinstance(row, Sequence) else [row])
+                        ):
+                            raise ValueError(f"{where}: {name} must be >= 0")
         bins, rows = self.rarity_bins, getattr(self, "coverage_by_rarity", None)
         if rows is not None and bins is not None and len(bins) != len(rows):
             raise ValueError(f"{where}: rarity_bins and coverage_by_rarity rows differ")
@@ -187,10 +179,7 @@ class _CurveSetBase(_Model):
 
     def ttc(self, tau: float) -> TimeToCoverage | None:
         """The time-to-coverage summary for ``tau`` (None if not reported)."""
-        for t in getattr(self, "time_to_coverage", []):
-            if math.isclose(t.tau, tau):
-                return t
-        return None
+        return next((t for t in getattr(self, "time_to_coverage", []) if math.isclose(t.tau, tau)), None)
 
     @classmethod
     def from_curves(cls, curves: Any, label: str, role: str | None = None, **extra: Any) -> CurveSet:
@@ -199,15 +188,11 @@ class _CurveSetBase(_Model):
         Args:
             curves: a ``Curves``, or the dict of its ``to_dict()``.
             label: legend name.
-            role: "policy", "iid" or "oracle"; None derives it from the curves' ``kind``
-                ("iid_estimated" -> "iid" with method "estimated").
+            role: "policy", "iid" or "oracle"; None derives it from the curves' ``kind``.
             **extra: fields to set or override (e.g. ``method="exact"``).
         """
         fields = _curveset_fields(curves)
-        if role is not None:
-            fields["role"] = role
-        fields.update(extra)
-        return cls(label=label, **fields)
+        return cls(label=label, **{**fields, **({} if role is None else {"role": role}), **extra})
 
 
 def _field(c: Column, bound: bool) -> tuple[Any, Any]:
@@ -256,10 +241,8 @@ class Barcode(_Model):
         strategies: strategy names; cell value j means ``strategies[j]``.
         input_ids: one per row.
         matrix: int rows (inputs) x columns (sample index); -1 = matched no strategy. Rows may be
-            shorter than the budget (an input that got fewer samples). A sample matching several
-            strategies shows one of them (callers pick the first *new* one, else the first).
-        new: optional bool rows like ``matrix``: the sample added a strategy not seen before in its
-            row (drawn as the first-appearance marker); derived from ``matrix`` when absent.
+            shorter than the budget. A sample matching several strategies shows one of them.
+        new: optional bool rows like ``matrix``: the sample added a strategy new to its row.
     """
 
     strategies: list[str]
@@ -269,12 +252,7 @@ class Barcode(_Model):
 
     @classmethod
     def from_tracker(cls, data: Mapping[str, Any]) -> Barcode:
-        """Adapt ``CoverageTracker.barcode()`` / ``Curves.barcode`` into a barcode.
-
-        Args:
-            data: a dict with ``rows``, ``strategies``, ``first_strategy``, ``new`` and ``lengths``
-                (rows are cut to their recorded length), or this model's own fields.
-        """
+        """A barcode from ``CoverageTracker.barcode()``, ``Curves.barcode`` or this model's fields."""
         if "matrix" in data:
             return cls(**dict(data))
         lengths = data.get("lengths") or [len(r) for r in data["first_strategy"]]
@@ -389,10 +367,9 @@ class Comparison(_Model):
         latents: Mapping[str, LatentCurve] | None = None,
         notes: Sequence[str] = (),
     ) -> Comparison:
-        """Build a comparison straight from [`seffi.coverage.Curves`][seffi.coverage.Curves] objects.
+        """Build a comparison from [`seffi.coverage.Curves`][seffi.coverage.Curves] objects.
 
-        The gain of each policy comes from ``policy_curves.gain(iid, oracle)`` when both baselines
-        are ``Curves`` objects (else it is left out). Budget and input count come from the curves.
+        Each policy's gain is ``curves.gain(iid, oracle)`` when both baselines are given.
 
         Args:
             task: task name.

@@ -1,10 +1,6 @@
-"""Where logged numbers go: a local folder (always) and W&B (optional, never fatal).
+"""Where logged numbers go: a local folder (always) and W&B (optional, never fatal), and the closing lines.
 
-Owns the [`Sink`][seffi.report.Sink] protocol (``log``, ``log_snapshot``, ``finish``) and its implementations:
-[`LocalSink`][seffi.report.LocalSink], [`WandbSink`][seffi.report.WandbSink],
-[`MultiSink`][seffi.report.MultiSink] (fan-out, [`default_sinks`][seffi.report.default_sinks]),
-[`NullSink`][seffi.report.NullSink] (a worker's replica) and [`ForwardingSink`][seffi.report.ForwardingSink]
-(monitors sharing a run's sinks), plus the closing console lines. A W&B failure only disables the W&B sink.
+A W&B failure only disables the W&B sink.
 """
 
 from __future__ import annotations
@@ -64,16 +60,11 @@ class LocalSinkWarning(RuntimeWarning):
 
 
 class LocalSink:
-    """Always-on local sink.
+    """Always-on local sink: metrics.jsonl, snapshots.jsonl, and at ``finish`` the state and report files.
 
-    Files in ``out_dir``: metrics.jsonl (one ``{"step": s, key: value, ...}`` line per ``log``),
-    snapshots.jsonl (one line per ``log_snapshot``), and at ``finish``: tracker_state.json,
-    report.json, report.md and the PNG plots. The sink holds the folder's lock while it writes (a
-    second process writing into it is refused) and never writes through a symbolic link.
-
-    A full disk or a file-size limit never stops training: the first failed write gives one warning,
-    the lines that do not fit are kept in memory, in order, and written at the next log or
-    checkpoint that fits, or at ``finish``.
+    The sink holds the folder's lock while it writes and never writes through a symbolic link. A full
+    disk never stops training: one warning, and the lines that do not fit are kept in memory, in order,
+    until a later log, checkpoint or ``finish`` fits.
 
     Args:
         out_dir: the run folder (created).
@@ -87,19 +78,18 @@ class LocalSink:
     def __init__(self, out_dir: str | Path, *, plots: bool = True) -> None:
         self.out_dir = Path(out_dir)
         self.plots = plots
+        self.metrics_path = self.out_dir / "metrics.jsonl"
+        self.snapshots_path = self.out_dir / "snapshots.jsonl"
         self._renderer: PlotRenderer | None = None
         self.files: dict[str, Path] = {}
         self._handles: dict[Path, Any] = {}  # path -> open binary file (append mode, unbuffered)
         self._backlog: dict[Path, list[str]] = {}  # lines a full disk refused, in order
         self._warned = False
+        self._own_lock = False
         try:
             self.out_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            msg = f"cannot write to the output folder {self.out_dir}: {exc.strerror or exc}"
-            raise SeffiError(msg) from exc
-        self._own_lock = not holds_claim(self.out_dir)  # a command's folder stays claimed by the command
-        claim_run_folder(self.out_dir)
-        try:
+            self._own_lock = not holds_claim(self.out_dir)  # a command's folder stays claimed by the command
+            claim_run_folder(self.out_dir)
             refuse_links(self.out_dir)
             self._handle(self.metrics_path)  # an empty metrics.jsonl marks a run that has not logged yet
         except (OSError, SeffiError) as exc:
@@ -108,16 +98,6 @@ class LocalSink:
                 raise
             msg = f"cannot write to the output folder {self.out_dir}: {exc.strerror or exc}"
             raise SeffiError(msg) from None
-
-    @property
-    def metrics_path(self) -> Path:
-        """Path of metrics.jsonl."""
-        return self.out_dir / "metrics.jsonl"
-
-    @property
-    def snapshots_path(self) -> Path:
-        """Path of snapshots.jsonl."""
-        return self.out_dir / "snapshots.jsonl"
 
     @property
     def unwritten(self) -> int:
@@ -134,8 +114,6 @@ class LocalSink:
         return fh
 
     def _append(self, path: Path, record: Mapping[str, Any]) -> None:
-        # One handle per file for the sink's life (opening per log cost ~0.1 ms, a log's other work
-        # ~1 ms); one whole line per record, so the file is complete after every log.
         self._backlog.setdefault(path, []).append(json.dumps(record, sort_keys=True, default=json_default))
         self._write_backlog()
 
@@ -179,13 +157,12 @@ class LocalSink:
 
     def log(self, data: Mapping[str, Any], step: int) -> None:
         """Append one record (all steps kept, in call order, even out-of-order ones)."""
-        record = {keys.STEP_KEY: int(step), **data}
-        self._append(self.metrics_path, record)
+        self._append(self.metrics_path, {keys.STEP_KEY: int(step), **data})
 
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
         """Append the whole comparison (curves as lists) to snapshots.jsonl."""
-        record = {"step": int(step), "scope": scope, "comparison": comparison.model_dump(mode="json")}
-        self._append(self.snapshots_path, record)
+        data = comparison.model_dump(mode="json")
+        self._append(self.snapshots_path, {"step": int(step), "scope": scope, "comparison": data})
 
     def _write_state(self, tracker_state: Mapping[str, Any]) -> None:
         path = self.out_dir / TRACKER_STATE_JSON
@@ -196,30 +173,21 @@ class LocalSink:
         self.files[TRACKER_STATE_JSON] = path
 
     def start_renderer(self) -> None:
-        """Have a child process draw the plots at `finish` (see `PlotRenderer`); nothing without plots.
-
-        Called when training starts: the child loads matplotlib then, on another core, not at `finish`.
-        """
+        """Start the child process that draws the plots at `finish` (see `PlotRenderer`), if any plots."""
         if self.plots and self._renderer is None:
             self._renderer = PlotRenderer()
 
     def render_ahead(self, report: Report) -> None:
-        """Start drawing the plots of ``report`` in the child process (started here if need be).
-
-        For a caller whose data is final before it calls `finish` (an SB3 model's last policy update
-        still runs): `finish` with an equal report waits for these plots, any other report is drawn anew.
-        """
+        """Start drawing the plots of ``report`` in the child; `finish` of an equal report waits for them."""
         if self.plots:
             self.start_renderer()
             assert self._renderer is not None
             self._renderer.submit(dumps_report(report))
 
     def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
-        """Write the lines kept in memory, tracker_state.json and report.json / report.md / plots; close.
+        """Write the lines kept in memory, tracker_state.json, report.json, report.md and the plots; close.
 
-        Every file is replaced whole (written aside, then renamed), so a kill or a full disk leaves
-        the previous checkpoint's file or the new one, never a truncated one. The folder's lock is
-        released.
+        Every file is replaced whole (written aside, then renamed); the folder's lock is released.
 
         Raises:
             SeffiError: One line naming what did not fit (a full disk); what fitted is written.
@@ -242,12 +210,7 @@ class LocalSink:
             raise SeffiError("; ".join(failed) + " (the files written before are whole)")
 
     def checkpoint(self, report: Report, tracker_state: Mapping[str, Any]) -> None:
-        """Write tracker_state.json and report.json of a run still in progress (no plots, no report.md).
-
-        ``seffi report DIR`` renders them, and a monitor's ``resume_from=DIR`` continues from them. A
-        checkpoint that does not fit (a full disk) leaves the previous one, with one warning; the lines
-        kept in memory are written first.
-        """
+        """Write tracker_state.json and report.json of a run in progress (a full disk: one warning)."""
         self._write_backlog()
         try:
             self._write_state(tracker_state)
@@ -264,14 +227,11 @@ class WandbSink:
     """W&B sink following the key scheme; never raises into training.
 
     Args:
-        run: a [`SafeWandbRun`][seffi.report.SafeWandbRun]; when None one is started with ``mode`` and
-            ``**run_kwargs``.
-        mode: W&B mode when starting a run ("offline" by default).
+        run: a [`SafeWandbRun`][seffi.report.SafeWandbRun]; when None one is started with ``mode``.
+        mode: W&B mode when starting a run.
         log_curves_every: turn every n-th ``log_snapshot`` call of each scope (starting with the first)
-            into a ``line_series`` table and (with ``log_images``) a coverage PNG; each scope (a task's
-            training stream in ``seffi run``) counts its own calls, so every scope gets its snapshots.
+            into a ``line_series`` table and (with ``log_images``) a coverage PNG.
         log_images: also log the coverage figure as an image with each snapshot.
-        **run_kwargs: ``project``, ``dir``, ``name``, ``group``, ``job_type``, ``config``.
     """
 
     def __init__(
@@ -281,11 +241,10 @@ class WandbSink:
         mode: Mode = "offline",
         log_curves_every: int = 10,
         log_images: bool = True,
-        **run_kwargs: Any,
     ) -> None:
         if type(log_curves_every) is not int or log_curves_every < 1:
             raise SeffiError(f"log_curves_every must be a positive int, got {log_curves_every!r}")
-        self.run = run if run is not None else SafeWandbRun(mode=mode, **run_kwargs)
+        self.run = run if run is not None else SafeWandbRun(mode=mode)
         self.log_curves_every = log_curves_every
         self.log_images = log_images
         self._snapshot_calls: dict[str | None, int] = {}  # per scope
@@ -315,13 +274,11 @@ class WandbSink:
     def log_final_curves(
         self, comparison: Comparison, step: int | None = None, scope: str | None = None, *, image: bool = True
     ) -> None:
-        """The final coverage chart of a comparison: C(k) of every policy, iid and oracle, in one chart.
+        """The final coverage chart of a comparison, under the key of the curve snapshots.
 
-        Under the same key as the curve snapshots (``keys.curves_key("coverage", scope)``), so the
-        chart ends on the final policies whatever ``log_curves_every`` is; with ``image`` the coverage
-        plot goes to ``.../curves/coverage_plot`` at ``step`` (default: the last logged step), drawn
-        at this sink's next call: a run's last call is `finish`, after the local sink drew the same
-        figure into the run folder, which is then reused (`seffi.report.plots.save_coverage`).
+        With ``image`` the coverage plot goes to ``.../curves/coverage_plot`` at ``step`` (default: the
+        last logged step), drawn at this sink's next call: at `finish`, after the local sink drew the same
+        figure, which is then reused (`seffi.report.plots.save_coverage`).
         """
         self._log_final_image()
         if self.run.enabled:
@@ -339,21 +296,20 @@ class WandbSink:
         sets = comparison.curve_sets()
         if not sets:
             return
-        # line_series needs one shared x axis: use the k grid of the first set, lines on other grids skip.
-        xs = sets[0].k
-        ys = {c.label: c.coverage for c in sets if c.k == xs}
+        # line_series needs one shared x axis: that of the first set (lines on other grids skip).
+        ys = {c.label: c.coverage for c in sets if c.k == sets[0].k}
         self.run.log_line_series(
-            keys.curves_key("coverage", scope), xs, ys, _chart_title(comparison), "k", step
+            keys.curves_key("coverage", scope), sets[0].k, ys, _chart_title(comparison), "k", step
         )
         if image:
             self._image(comparison, step if step is not None else (self.run.last_step or 0), scope)
 
     def _image(self, comparison: Comparison, step: int, scope: str | None) -> None:
         with tempfile.TemporaryDirectory(prefix="seffi-img-") as tmp:
-            png = save_coverage(comparison, Path(tmp) / "coverage.png")
-            # wandb.Image copies the file into the run's media folder at log time.
-            key = keys.curves_key("coverage_plot", scope)
-            self.run.log_image(key, png, step, caption=_chart_title(comparison))
+            png = save_coverage(comparison, Path(tmp) / "coverage.png")  # wandb.Image copies it at log time
+            self.run.log_image(
+                keys.curves_key("coverage_plot", scope), png, step, caption=_chart_title(comparison)
+            )
 
     def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
         """Final chart image, ``run.summary``, report.json + tracker state as one artifact; finish."""
@@ -361,19 +317,17 @@ class WandbSink:
         if report is not None:
             self.run.update_summary({**keys.report_scalars(report), **summary_notes(report)})
         if self.run.enabled and (report is not None or tracker_state is not None):
+            texts = {
+                "report.json": None if report is None else dumps_report(report),
+                TRACKER_STATE_JSON: None if tracker_state is None else dumps_state(tracker_state),
+            }
             with tempfile.TemporaryDirectory(prefix="seffi-art-") as tmp:
-                paths: list[Path] = []
-                if report is not None:
-                    paths.append(Path(tmp) / "report.json")
-                    paths[-1].write_text(dumps_report(report), encoding="utf-8")
-                if tracker_state is not None:
-                    paths.append(Path(tmp) / TRACKER_STATE_JSON)
-                    paths[-1].write_text(dumps_state(tracker_state), encoding="utf-8")
-                name = "seffi-report"
-                if report is not None and len(report.comparisons) == 1:
-                    name = f"seffi-report-{report.comparisons[0].slug}"
-                # add_file copies at call time (the artifact is staged), so the temp dir may go.
-                self.run.log_artifact(name, "seffi-report", paths)
+                paths = [Path(tmp) / name for name, text in texts.items() if text is not None]
+                for path in paths:
+                    path.write_text(texts[path.name], encoding="utf-8")
+                one = report is not None and len(report.comparisons) == 1
+                name = f"seffi-report-{report.comparisons[0].slug}" if one else "seffi-report"  # type: ignore[union-attr]
+                self.run.log_artifact(name, "seffi-report", paths)  # add_file copies at call time
         self.run.finish()
 
 
@@ -398,24 +352,20 @@ class MultiSink:
         return next((s for s in self.sinks if isinstance(s, WandbSink)), None)
 
     def _each(self, method: str, *args: Any, **kwargs: Any) -> None:
-        """Call ``method`` on every sink that has it, in order."""
         for s in self.sinks:
             call = getattr(s, method, None)
             if call is not None:
                 call(*args, **kwargs)
 
     def log(self, data: Mapping[str, Any], step: int) -> None:
-        """Log to every sink."""
         self._each("log", data, step)
 
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
-        """Snapshot to every sink."""
         self._each("log_snapshot", comparison, step, scope)
 
     def log_final_curves(
         self, comparison: Comparison, step: int | None = None, scope: str | None = None, *, image: bool = True
     ) -> None:
-        """The final coverage chart, to every sink that draws one (`WandbSink.log_final_curves`)."""
         self._each("log_final_curves", comparison, step, scope, image=image)
 
     def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
@@ -430,41 +380,31 @@ class MultiSink:
             raise error
 
     def start_renderer(self) -> None:
-        """`LocalSink.start_renderer` of every sink that draws plots."""
         self._each("start_renderer")
 
     def render_ahead(self, report: Report) -> None:
-        """`LocalSink.render_ahead` of every sink that draws plots."""
         self._each("render_ahead", report)
 
     def checkpoint(self, report: Report, tracker_state: Mapping[str, Any]) -> None:
-        """Checkpoint every sink that keeps files (the local one)."""
         self._each("checkpoint", report, tracker_state)
 
 
 class NullSink:
-    """Drops everything.
+    """Drops everything: the sink of a worker's tracker replica (RLlib env runner, non-main TRL process)."""
 
-    For a process that keeps a tracker replica but must write nothing (an RLlib env runner, a non-main
-    TRL process): the driver or main process logs the merged numbers.
-    """
+    def log(self, data: Mapping[str, Any], step: int) -> None: ...
 
-    def log(self, data: Mapping[str, Any], step: int) -> None:
-        """Drop."""
+    def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None: ...
 
-    def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
-        """Drop."""
-
-    def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
-        """Drop."""
+    def finish(
+        self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None
+    ) -> None: ...
 
 
 class ForwardingSink:
-    """Forwards logs to a run's sinks but leaves ``finish`` to the run's owner.
+    """Forwards logs to a run's shared sinks but leaves ``finish`` to the run's owner (``seffi run``'s tasks).
 
-    ``seffi run`` gives every task's monitor one of these over the run's shared sinks: one W&B run and
-    one metrics.jsonl serve every task, and the runner writes one report for all of them. With a
-    ``scope``, each log also carries the scope's own step axis ``seffi/<scope>/step`` = ``step -
+    With a ``scope``, each log also carries the scope's own step axis ``seffi/<scope>/step`` = ``step -
     start`` (W&B's ``seffi/step`` must not decrease within a run, so it counts over all scopes).
 
     Args:
@@ -481,25 +421,23 @@ class ForwardingSink:
             wandb.run.add_step_axis(scope)
 
     def log(self, data: Mapping[str, Any], step: int) -> None:
-        """Forward, with the scope's own step added."""
         if self.step_key is not None:
             data = {**data, self.step_key: float(int(step) - self.start)}
         self.sinks.log(data, step)
 
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
-        """Forward."""
         self.sinks.log_snapshot(comparison, step, scope)
 
     def log_final_curves(
         self, comparison: Comparison, step: int | None = None, scope: str | None = None, *, image: bool = True
     ) -> None:
-        """Forward (to sinks that draw a final chart)."""
         final = getattr(self.sinks, "log_final_curves", None)
         if final is not None:
             final(comparison, step, scope, image=image)
 
-    def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
-        """Nothing: the owner of the run finishes the shared sinks once."""
+    def finish(
+        self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None
+    ) -> None: ...  # the owner of the run finishes the shared sinks once
 
 
 def default_sinks(
@@ -519,9 +457,8 @@ def default_sinks(
         wandb: "offline" (default), "online" or "disabled".
         run: an existing ``wandb`` run (or [`SafeWandbRun`][seffi.report.SafeWandbRun]) to log into.
         log_curves_every: see [`WandbSink`][seffi.report.WandbSink].
-        plots: render PNGs into ``out_dir`` at ``finish``.
-        tensorboard: also a [`TensorBoardSink`][seffi.report.tensorboard.TensorBoardSink] writing to
-            ``out_dir/tb``.
+        plots: render the plots into ``out_dir`` at ``finish``.
+        tensorboard: also a [`TensorBoardSink`][seffi.report.tensorboard.TensorBoardSink] in ``out_dir/tb``.
         **run_kwargs: ``wandb.init`` arguments (``project``, ``dir``, ``name``, ...).
     """
     # First: without tensorboardX the error comes before any folder or W&B run is made.
@@ -544,24 +481,17 @@ def own_sinks(
 ) -> tuple[Path, Sink]:
     """(folder, sinks) of a callback that makes its own: `default_sinks` in a fresh folder.
 
-    ``out_dir`` None gives ``runs/seffi-<timestamp>``, a folder holding a seffi run ``-2``, ``-3``, ...
-    ([`fresh_out_dir`][seffi.report.fresh_out_dir]) unless ``reuse`` (a resumed run continues its folder);
-    ``wandb`` None reads ``WANDB_MODE``, else offline. ``names``: the local folder always, W&B when
-    ``"wandb"`` is named, a [`TensorBoardSink`][seffi.report.tensorboard.TensorBoardSink] writing to
-    ``folder/tb`` when ``"tensorboard"`` is.
+    ``out_dir`` goes through [`fresh_out_dir`][seffi.report.fresh_out_dir] unless ``reuse`` (a resumed
+    run continues its folder); ``wandb`` None reads ``WANDB_MODE``. ``names``: the local folder always,
+    W&B when ``"wandb"`` is named, TensorBoard (``folder/tb``) when ``"tensorboard"`` is.
     """
     folder = Path(out_dir) if reuse and out_dir is not None else fresh_out_dir(out_dir)
     mode = wandb_mode(wandb) if "wandb" in names else "disabled"
     # The caller decides which logs are curve snapshots: every snapshot it sends is one.
-    sinks = default_sinks(
-        folder,
-        wandb=mode,
-        log_curves_every=1,
-        plots=plots,
-        tensorboard="tensorboard" in names,
-        **dict(wandb_kwargs),
+    tensorboard = "tensorboard" in names
+    return folder, default_sinks(
+        folder, wandb=mode, log_curves_every=1, plots=plots, tensorboard=tensorboard, **wandb_kwargs
     )
-    return folder, sinks
 
 
 def closing_lines(
@@ -576,9 +506,7 @@ def closing_lines(
 ) -> list[str]:
     """What a finished run prints once at the end: where its report went and how to upload W&B.
 
-    ``seffi run`` and every adapter (SB3 callback, RLlib ``finalize``, TRL callback, a
-    [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] that owns its sinks) print these lines, so the
-    wording is one. Paths under the current directory are shown relative to it.
+    ``seffi run`` and every adapter print these lines. Paths under the current directory are relative.
 
     Args:
         out_dir: The local report folder (None: no folder line).

@@ -1,12 +1,7 @@
 """A TensorBoard sink: every logged ``seffi/*`` scalar as a TensorBoard scalar at its step.
 
-TensorBoard tags take letters, digits and ``_ . / -`` only: `tag` replaces anything else by ``_``
-(``seffi/coverage/k=4`` is the tag ``seffi/coverage/k_4``).
-
-For plain loops and the Gymnasium wrapper (the SB3 callback records through SB3's own logger, which
-writes TensorBoard when the user asked for it). Events are written by ``tensorboardX`` (the
-``tensorboard`` extra); like the W&B sink it never raises into training: a writer that fails warns
-once and drops what follows.
+For plain loops and the Gymnasium wrapper (the SB3 callback records through SB3's own logger). Events
+are written by ``tensorboardX``; a writer that fails warns once and drops what follows.
 
 Examples:
     >>> sink = TensorBoardSink("runs/tb")  # doctest: +SKIP
@@ -30,7 +25,7 @@ _NOT_IN_TAGS = re.compile(r"[^\w./-]")
 
 
 def tag(key: str) -> str:
-    """The TensorBoard tag of a seffi key: characters TensorBoard does not take become ``_``.
+    """The TensorBoard tag of a seffi key: characters other than letters, digits and ``_ . / -`` become ``_``.
 
     Examples:
         >>> tag("seffi/coverage/k=4")
@@ -40,7 +35,7 @@ def tag(key: str) -> str:
 
 
 class TensorBoardSink:
-    """Writes each scalar of every `log` call as a TensorBoard scalar (``add_scalar(key, value, step)``).
+    """Writes each scalar of every `log` call as a TensorBoard scalar.
 
     Args:
         log_dir: The folder of the event files (TensorBoard's ``--logdir`` or a subfolder of it).

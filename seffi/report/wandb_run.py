@@ -1,9 +1,6 @@
 """A Weights & Biases run that never raises into training, and the W&B mode to use.
 
-Owns [`SafeWandbRun`][seffi.report.SafeWandbRun] (any W&B failure is ONE
-[`WandbSinkWarning`][seffi.report.WandbSinkWarning], then every call is a no-op; ``wandb`` imported lazily;
-offline runs read back with ``wandb leet inspect <run_dir> --summary --json``, uploaded with ``wandb sync``)
-and [`wandb_mode`][seffi.report.wandb_mode] (explicit, else ``WANDB_MODE``, else offline).
+Any W&B failure is one [`WandbSinkWarning`][seffi.report.WandbSinkWarning], then every call is a no-op.
 """
 
 from __future__ import annotations
@@ -29,10 +26,7 @@ _MODE_ALIASES = {"run": "online", "dryrun": "offline"}
 
 
 def wandb_mode_from_env() -> str | None:
-    """The W&B mode ``WANDB_MODE`` names ("online", "offline" or "disabled"), else None.
-
-    W&B's own aliases count too: "run" is online, "dryrun" offline; anything else is ignored.
-    """
+    """The W&B mode ``WANDB_MODE`` names (W&B's aliases "run" and "dryrun" too), else None."""
     env = os.environ.get("WANDB_MODE", "").strip().lower()
     env = _MODE_ALIASES.get(env, env)
     return env if env in MODES else None
@@ -52,11 +46,11 @@ class WandbSinkWarning(RuntimeWarning):
     """W&B failed or dropped data; training and the local report continue."""
 
 
-#: W&B log files that failed a write (path -> the error), noted by `_quiet_log_files`.
+#: W&B log files that failed a write (path -> the error), noted by `_quiet`.
 _LOG_FILE_ERRORS: dict[str, BaseException] = {}
 
 
-def _note_log_error(handler: logging.FileHandler, record: logging.LogRecord) -> None:
+def _quiet(self: logging.FileHandler, record: logging.LogRecord) -> None:
     """``handleError`` of W&B's own log files: the error noted, nothing printed.
 
     logging's default prints a traceback per record; a W&B folder on a full disk fails every record,
@@ -64,23 +58,15 @@ def _note_log_error(handler: logging.FileHandler, record: logging.LogRecord) -> 
     """
     import sys
 
-    _LOG_FILE_ERRORS.setdefault(handler.baseFilename, sys.exc_info()[1] or OSError("write failed"))
+    _LOG_FILE_ERRORS.setdefault(self.baseFilename, sys.exc_info()[1] or OSError("write failed"))
 
 
 def _quiet_log_files(record: logging.LogRecord) -> bool:
-    """A filter of the ``wandb`` logger: its file handlers report a failed write through `_note_log_error`.
-
-    A filter runs before any handler sees the record, so a handler ``wandb.init`` adds is set before
-    its first write.
-    """
+    """A filter of the ``wandb`` logger, run before any handler sees a record: file handlers get `_quiet`."""
     for h in logging.getLogger("wandb").handlers:
         if isinstance(h, logging.FileHandler) and getattr(h, "handleError", None) is not _quiet:
             h.handleError = _quiet.__get__(h)  # type: ignore[method-assign]
     return True
-
-
-def _quiet(self: logging.FileHandler, record: logging.LogRecord) -> None:
-    _note_log_error(self, record)
 
 
 class SafeWandbRun:
@@ -95,19 +81,13 @@ class SafeWandbRun:
         job_type: passed to ``wandb.init``.
         config: passed to ``wandb.init``.
         tags: passed to ``wandb.init``.
-        run: an existing run to log into; it is reused as is and not finished by ``finish()``.
-            Without it, an active ``wandb.run`` (one the user or their framework started) is reused
-            the same way; otherwise this object starts a run of its own. Ignored in "disabled" mode.
-            A run this object starts is created with ``reinit="create_new"``: it never becomes
-            ``wandb.run`` and never replaces or finishes another active run, so two objects in one
-            process (two monitors) each own a run, and a later one never mistakes an earlier
-            one's run for the user's.
-        step_key: the custom step metric (the key scheme's ``seffi/step``).
-        quiet: keep W&B's own console chatter out of the user's output when this object starts the
-            run. Offline runs are fully silent (``Settings(silent=True)``: no banner, history panel
-            or "wandb sync" footer; seffi prints its own ``sync_hint``); online runs are ``quiet``
-            (W&B still prints the run URL). Warnings about failures come from this class either way.
-            A reused run keeps its own settings.
+        run: an existing run to log into, reused as is and not finished by ``finish()``. Without it,
+            an active ``wandb.run`` (the user's) is reused the same way; otherwise this object starts
+            a run of its own with ``reinit="create_new"``: it never becomes ``wandb.run``, so two
+            objects in one process (two monitors) each own a run. Ignored in "disabled" mode.
+        quiet: keep W&B's console chatter out of the user's output when this object starts the run:
+            offline runs are silent (seffi prints its own ``sync_hint``), online runs ``quiet`` (W&B
+            still prints the run URL).
 
     Attributes:
         enabled: False once anything failed (or in "disabled" mode), and after ``finish()``.
@@ -126,13 +106,12 @@ class SafeWandbRun:
         config: Mapping[str, Any] | None = None,
         tags: Sequence[str] | None = None,
         run: Any = None,
-        step_key: str = keys.STEP_KEY,
         quiet: bool = True,
     ) -> None:
         if mode not in MODES:
             raise SeffiError(f"W&B mode must be one of {', '.join(MODES)}, got {mode!r}")
         self.mode: str = mode
-        self.step_key = step_key
+        self.step_key = keys.STEP_KEY
         self.enabled = False
         self.failed = False
         self.owns_run = False
@@ -186,10 +165,7 @@ class SafeWandbRun:
             self._fail("init", exc)
 
     def describe(self, name: str, tags: Sequence[str], config: Mapping[str, Any]) -> None:
-        """Name, tags and config keys of a run this object started, where the caller set none.
-
-        A run the user started (or passed in) is theirs and is left as it is.
-        """
+        """Name, tags and config keys of a run this object started, where the caller set none."""
         if not (self.enabled and self.owns_run):
             return
         try:
@@ -228,10 +204,7 @@ class SafeWandbRun:
 
     @classmethod
     def check_login(cls, mode: str = "online") -> None:
-        """Raise one clear `SeffiError` when ``mode`` is "online" and there is no W&B login.
-
-        Call it up front in a CLI, before training starts. Offline / disabled modes need no login.
-        """
+        """Raise one clear `SeffiError` when ``mode`` is "online" and there is no W&B login (for a CLI)."""
         if mode not in MODES:
             raise SeffiError(f"W&B mode must be one of {', '.join(MODES)}, got {mode!r}")
         if mode == "online" and not cls.logged_in():
@@ -265,41 +238,27 @@ class SafeWandbRun:
             self._fail(what, exc)
             return None
 
-    def define_step_metric(self, step_key: str | None = None, glob: str = keys.GLOB) -> None:
-        """``define_metric(step_key)`` then ``define_metric(glob, step_metric=step_key)``."""
-        if step_key is not None:
-            self.step_key = step_key
+    def define_step_metric(self) -> None:
+        """``define_metric("seffi/step")`` then ``define_metric("seffi/*", step_metric="seffi/step")``."""
 
         def _define() -> None:
             self.run.define_metric(self.step_key)
-            self.run.define_metric(glob, step_metric=self.step_key)
+            self.run.define_metric(keys.GLOB, step_metric=self.step_key)
 
         self._call("define_metric", _define)
         self._defined = self.enabled
 
     def add_step_axis(self, scope: str) -> str:
-        """Give the keys under ``seffi/<scope>/`` their own step metric, ``seffi/<scope>/step``.
+        """Give the keys under ``seffi/<scope>/`` their own step metric, ``seffi/<scope>/step``; return it.
 
-        Used by ``seffi run`` so each task's training stream counts its own episodes. W&B matches
-        overlapping ``define_metric`` globs (``seffi/*`` and ``seffi/<scope>/*``) in no fixed order, so no
-        second glob is defined: `log` defines each new key under the prefix by its exact name with
-        ``step_metric=seffi/<scope>/step`` before its first value (an exact definition beats any glob).
-        The caller puts the axis value into the logged data
-        ([`seffi.report.keys.step_key`][seffi.report.keys.step_key]).
-
-        Returns:
-            The axis' step key.
+        W&B matches overlapping globs in no fixed order, so `log` defines each new key under the prefix
+        by its exact name (which beats any glob) before its first value. The caller logs the axis value.
         """
         step_key = keys.step_key(scope)
         self._axes[step_key[: -len("step")]] = step_key
         self._call("define_metric", lambda: self.run.define_metric(step_key))
         self._axis_defined.add(step_key)
         return step_key
-
-    def _axis_of(self, name: str) -> str | None:
-        """The extra step axis of key ``name`` (the longest matching prefix wins), or None."""
-        prefix = max((p for p in self._axes if name.startswith(p)), key=len, default=None)
-        return self._axes[prefix] if prefix is not None else None
 
     def _with_axes(self, payload: dict[str, Any]) -> dict[str, Any]:
         """Define new keys of extra axes by exact name, and give every row the value of its axes.
@@ -308,7 +267,9 @@ class SafeWandbRun:
         value, so a table or image sits at the right x in the file itself, not only after upload.
         """
         for name in list(payload):
-            axis = self._axis_of(name)
+            # The longest matching prefix names the key's axis.
+            prefix = max((p for p in self._axes if name.startswith(p)), key=len, default=None)
+            axis = self._axes[prefix] if prefix is not None else None
             if axis is None or name == axis:
                 if name in self._axes.values():
                     self._axis_last[name] = payload[name]
@@ -326,9 +287,8 @@ class SafeWandbRun:
             if not self._warned_order:
                 self._warned_order = True
                 warnings.warn(
-                    f"dropping W&B data at step {step}: steps must not decrease "
-                    f"(last was {self._last_step}); "
-                    "further out-of-order steps are dropped silently",
+                    f"dropping W&B data at step {step}: steps must not decrease (last was "
+                    f"{self._last_step}); further out-of-order steps are dropped silently",
                     WandbSinkWarning,
                     stacklevel=3,
                 )
@@ -367,10 +327,9 @@ class SafeWandbRun:
     ) -> bool:
         """Show a ``wandb.plot.line_series`` chart (one line per label) under ``key``; a new call replaces it.
 
-        The table goes to ``run.summary`` and the chart into the run config (``_wandb.visualize``), as
-        ``run.log`` would do, but without a history row, whose ``ncols``/``nrows`` would be charted as
-        metrics; a run without that hook gets the chart through ``run.log`` at ``step``. An older
-        ``step`` is dropped (as in `log`), a line with a NaN/None value skipped.
+        The table goes to ``run.summary`` and the chart into the run config, as ``run.log`` would do but
+        without a history row (whose ``ncols``/``nrows`` W&B would chart as metrics). An older ``step`` is
+        dropped (as in `log`), a line with a NaN/None value skipped.
 
         Returns:
             True when the chart went to W&B.
@@ -386,14 +345,10 @@ class SafeWandbRun:
             ys.append(vals)
         if not ys:
             return False
+        floats = [float(x) for x in xs]
         chart = self._call(
             "line_series",
-            self._wandb.plot.line_series,
-            xs=[float(x) for x in xs],
-            ys=ys,
-            keys=labels,
-            title=title,
-            xname=xname,
+            lambda: self._wandb.plot.line_series(floats, ys, keys=labels, title=title, xname=xname),
         )
         if chart is None:
             return False
@@ -417,26 +372,18 @@ class SafeWandbRun:
 
     def log_image(self, key: str, path: str | Path, step: int, caption: str | None = None) -> bool:
         """Log a PNG file as a ``wandb.Image``."""
-        if not self.enabled:
-            return False
-        image = self._call("image", self._wandb.Image, str(path), caption=caption)
-        if image is None:
-            return False
-        return self.log({key: image}, step)
+        image = self._call("image", lambda: self._wandb.Image(str(path), caption=caption))
+        return image is not None and self.log({key: image}, step)
 
     def update_summary(self, data: Mapping[str, Any]) -> None:
         """Put final numbers into ``run.summary``."""
-        if not self.enabled:
-            return
-        self._call("summary", self.run.summary.update, {k: plain(v) for k, v in data.items()})
+        self._call("summary", lambda: self.run.summary.update({k: plain(v) for k, v in data.items()}))
 
     def log_artifact(self, name: str, type: str, paths: Sequence[str | Path]) -> None:
         """Log files as one artifact (the name is sanitised to W&B's allowed characters)."""
-        if not self.enabled:
-            return
-        safe = re.sub(r"[^A-Za-z0-9_.-]", "-", name).strip("-") or "seffi"
 
         def _log() -> None:
+            safe = re.sub(r"[^A-Za-z0-9_.-]", "-", name).strip("-") or "seffi"
             artifact = self._wandb.Artifact(safe, type=type)
             for p in paths:
                 artifact.add_file(str(p))
@@ -445,11 +392,7 @@ class SafeWandbRun:
         self._call("artifact", _log)
 
     def _close_service(self) -> None:
-        """Tear down W&B's connection to its lost ``wandb-core`` process, quietly.
-
-        W&B's exit hook would try the dead connection again at interpreter exit and print its
-        traceback; its own teardown unregisters that hook first (then fails on the dead connection).
-        """
+        """Tear down W&B's connection to its lost ``wandb-core`` (else its exit hook prints a traceback)."""
         try:
             self._wandb.teardown()
         except BaseException as exc:  # a dead connection fails here, as expected
@@ -459,9 +402,8 @@ class SafeWandbRun:
     def finish(self) -> None:
         """Finish the run if this object started it; a reused run is left to its owner.
 
-        A run that cannot have been saved whole (a write to W&B's log file failed, or W&B's folder
-        has no space left) counts as failed, with one warning: the closing line does not offer to
-        upload it.
+        A run that cannot have been saved whole (a failed write, a full folder) counts as failed, with
+        one warning: the closing line does not offer to upload it.
         """
         if self.enabled and self.owns_run:
             self._call("finish", self.run.finish)
@@ -499,11 +441,7 @@ class SafeWandbRun:
 
     @property
     def sync_hint(self) -> str | None:
-        """``wandb sync <run_dir>`` for an offline run that did not fail (None otherwise).
-
-        The folder is given relative to the current directory when it lies under it (the usual
-        ``wandb/offline-run-...``), so the command is short and works as printed from where the user is.
-        """
+        """``wandb sync <run_dir>`` for an offline run that did not fail (None otherwise)."""
         if self.mode != "offline" or self.failed or self.run_dir is None:
             return None
         try:
@@ -530,18 +468,12 @@ def _service_lost(exc: BaseException | None) -> bool:
 
 
 def _core_lost_records(log: Path) -> bool:
-    """Whether ``wandb-core``'s log of a run says a record was not saved (a full disk, a file cap).
-
-    wandb-core keeps going when its writes fail and says so only in this log, one line per record.
-    """
+    """Whether ``wandb-core``'s log says a record was not saved (it says so nowhere else)."""
     try:
         with open(log, "rb") as f:
-            return any(_LOST_RECORD in line for line in f)
+            return any(b"failed to save record" in line for line in f)
     except OSError:
         return False
-
-
-_LOST_RECORD = b"failed to save record"
 
 
 def display_path(path: str | Path) -> str:

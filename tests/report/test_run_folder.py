@@ -12,7 +12,7 @@ from seffi.errors import RunFolderExists, SeffiError
 from seffi.report.run_folder import (
     LOCK_FILE,
     SEFFI_OWNED,
-    fresh_run_folder,
+    fresh_out_dir,
     holds_seffi_run,
     prepare_run_folder,
     release_run_folders,
@@ -111,20 +111,20 @@ def test_fresh_run_folder_picks_a_suffix_with_one_warning(tmp_path):
     run = tmp_path / "run"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert fresh_run_folder(run) == run  # missing: used as is, no warning
+        assert fresh_out_dir(run) == run  # missing: used as is, no warning
         run.mkdir()
         (run / "notes.txt").write_text("mine")
-        assert fresh_run_folder(run) == run  # the user's files only: still free of runs
+        assert fresh_out_dir(run) == run  # the user's files only: still free of runs
     (run / "metrics.jsonl").write_text("")
     (run / LOCK_FILE).write_text("1 training\n")  # a live run that has not logged yet (init: always alive)
     with pytest.warns(UserWarning) as record:
-        got = fresh_run_folder(run)
+        got = fresh_out_dir(run)
     assert got == tmp_path / "run-2" and not got.exists()
     assert len(record) == 1 and str(tmp_path / "run-2") in str(record[0].message)
     got.mkdir()
     (got / "report.json").write_text("{}")
     with pytest.warns(UserWarning, match="run-3"):
-        assert fresh_run_folder(run) == tmp_path / "run-3"
+        assert fresh_out_dir(run) == tmp_path / "run-3"
 
 
 def test_a_folder_a_killed_run_left_before_its_first_log_is_reused_and_swept(tmp_path):
@@ -140,13 +140,13 @@ def test_a_folder_a_killed_run_left_before_its_first_log_is_reused_and_swept(tmp
     (run / "metrics.jsonl").write_text("")
     (run / ".tracker_state.json.q1w2.tmp").write_text('{"cut')
     with pytest.warns(UserWarning, match=f"removing the lock of pid {dead}, which no longer runs") as seen:
-        assert fresh_run_folder(run) == run
+        assert fresh_out_dir(run) == run
     assert len(seen) == 1
     assert sorted(p.name for p in run.iterdir()) == ["metrics.jsonl"]
     (run / LOCK_FILE).write_text(f"{dead} training\n")
     (run / "metrics.jsonl").write_text('{"seffi/step": 1}\n')  # its first log: an earlier run's output
     with pytest.warns(UserWarning) as seen:
-        assert fresh_run_folder(run) == tmp_path / "run-2"
+        assert fresh_out_dir(run) == tmp_path / "run-2"
     assert [str(w.message).split(",")[0] for w in seen] == [
         f"removing the lock of pid {dead}",
         f"{run} already holds a seffi run; writing this run to {run}-2 instead",
