@@ -100,10 +100,10 @@ def _law_arrays(law: Mapping[Any, float], cols: list[str], where: str) -> tuple[
 
 
 def rarity_ranks(pi: np.ndarray, m: int, n_bins: int) -> np.ndarray:
-    """Quantile bin (0 = most common) of each column by base probability ``pi`` (M,) within one input."""
-    order = np.argsort(-np.asarray(pi, dtype=np.float64), kind="stable")
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
+    """Quantile bin (0 = most common) of each column by base probability ``pi`` (..., M) within an input."""
+    order = np.argsort(-np.asarray(pi, dtype=np.float64), axis=-1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(order.shape[-1]), axis=-1)
     return np.minimum(rank * n_bins // max(m, 1), n_bins - 1)
 
 

@@ -11,11 +11,11 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from seffi.coverage import estimators as est
-from seffi.coverage._common import _Samples
+from seffi.coverage._common import _Samples, rarity_ranks
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
 from seffi.coverage.extrapolate import _beyond_n, _full_law, model_law
 from seffi.coverage.resampling import normal_quantile, percentile_interval, t_quantile
-from seffi.coverage.subsets import MAX_SET_STRATEGIES, meet_counts, nonempty_subsets, used_masks
+from seffi.coverage.subsets import MAX_SET_STRATEGIES, meet_counts, nonempty_subsets, pair_ids, used_masks
 from seffi.coverage.sums_curves import rarity_labels
 
 
@@ -93,7 +93,7 @@ def assemblage(Y: np.ndarray, n: int, single: np.ndarray | bool) -> np.ndarray:
 def _assemblage_counts(
     P: np.ndarray, n: int, single: np.ndarray, rng: np.random.Generator, B: int
 ) -> np.ndarray:
-    """Incidence counts (D, B, L) of B datasets of n samples from each assemblage P (D, L + 1).
+    """Incidence counts (D, B, L) of B datasets of n samples from each law P (D, L + 1), "nothing" last.
 
     Multinomial (abundance) or independent binomials (incidence), without drawing the match sets.
     """
@@ -104,6 +104,13 @@ def _assemblage_counts(
     if (~single).any():
         out[~single] = _binomial(n, P[~single, :-1], rng, B).swapaxes(0, 1)
     return out
+
+
+def _draw_counts(q: np.ndarray, single: np.ndarray, n: int, rng: np.random.Generator, B: int) -> np.ndarray:
+    """Incidence counts (D, B, m) of B datasets of n samples from each per-column law q (D, m)."""
+    P = np.column_stack([q, np.maximum(0.0, 1.0 - q.sum(axis=1))])  # "matches nothing" last
+    P[single] /= P[single].sum(axis=1, keepdims=True)
+    return _assemblage_counts(P, n, single, rng, B)
 
 
 #: Largest n drawn by ``_binomial``'s table (one pass over the draws per count 0..n-1).
@@ -170,7 +177,7 @@ def _set_datasets(X: np.ndarray, unseen: np.ndarray, rng: np.random.Generator, B
     D, n, c = X.shape
     # Distinct match sets in np.unique(X[d], axis=0)'s order: column 0 the most significant bit.
     key = X.astype(np.int64) @ np.left_shift(np.int64(1), np.arange(c - 1, -1, -1, dtype=np.int64))
-    ids, first = _ids(np.repeat(np.arange(D), n), key.ravel())
+    ids, first = pair_ids(np.repeat(np.arange(D), n), key.ravel())
     set_d, set_key = first // n, key.ravel()[first]
     sizes = np.bincount(set_d, minlength=D)
     slot = np.arange(set_d.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
@@ -197,15 +204,6 @@ def _set_datasets(X: np.ndarray, unseen: np.ndarray, rng: np.random.Generator, B
     return atoms[np.arange(D)[:, None, None], idx]
 
 
-def _ids(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Dense ids of the pairs (a, b) in sorted order, and the position of each id's first pair."""
-    order = np.lexsort((b, a))
-    new = np.r_[True, (a[order][1:] != a[order][:-1]) | (b[order][1:] != b[order][:-1])]
-    ids = np.empty(a.size, dtype=np.int64)
-    ids[order] = np.cumsum(new) - 1
-    return ids, order[new]
-
-
 def _world_columns(X: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The columns set-valued novelty replicates draw, per input of X (D, n, m) with model law q (D, m).
 
@@ -226,33 +224,11 @@ def _world_columns(X: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return cols, unseen, np.where(kept, np.take_along_axis(q, cols, axis=1), 0.0)
 
 
-def _draw_counts(q: np.ndarray, single: np.ndarray, n: int, rng: np.random.Generator, B: int) -> np.ndarray:
-    """Incidence counts (D, B, m) of B datasets of n samples from each per-column law q (D, m)."""
-    D, m = q.shape
-    out = np.zeros((D, B, m), dtype=np.int64)
-    if single.any():
-        qs = q[single]
-        p = np.column_stack([qs, np.maximum(0.0, 1.0 - qs.sum(axis=1))])
-        p /= p.sum(axis=1, keepdims=True)
-        out[single] = rng.multinomial(n, p, size=(B, p.shape[0]))[..., :m].swapaxes(0, 1)
-    if (~single).any():
-        out[~single] = _binomial(n, q[~single], rng, B).swapaxes(0, 1)
-    return out
-
-
 #: Replicates behind the sd of set-valued novelty (tiled to ``n_boot``).
 NOVELTY_REPLICATES = 32
 
 #: Curve fields whose interval is estimate +- z sd of centred replicates (iNEXT), with their upper bound.
-_SD_CAPS = {
-    "coverage": 1.0,
-    "novelty": 1.0,
-    "expected_new": math.inf,
-    "valid_coverage": 1.0,
-}
-#: Curve fields whose interval is the percentile interval of uncentred model replicates, widened to
-#: contain the estimate (see ``_sample_curves``).
-_PERCENTILE_FIELDS = ("full_coverage",)
+_SD_CAPS = {"coverage": 1.0, "novelty": 1.0, "expected_new": math.inf, "valid_coverage": 1.0}
 
 
 #: Bytes of working arrays per chunk of inputs: the bootstrap's memory does not grow with the inputs.
@@ -340,10 +316,7 @@ class SamplePlan:
             parts = [self.parts[i] for i in idx]
             X = np.stack([p.X for p in parts])
             valid = np.stack([p.valid for p in parts]) if parts[0].valid is not None else None
-            _chunk(
-                acc, idx, X, valid, parts[0].m, self.K, self.runs, streams, self.n_boot, self.n_bins,
-                self.ci_level, self.k_wilson,
-            )  # fmt: skip
+            self._chunk(acc, idx, X, valid, parts[0].m, streams)
         return acc
 
     def curves(self, blocks: Iterable[_Sums]) -> Curves:
@@ -353,6 +326,126 @@ class SamplePlan:
             acc.merge(part)
         trials = full_trials(np.array([p.X.shape[0] for p in self.parts]), self.K)
         return acc.curves(self.keys, self.ci_level, self.n_boot, trials)
+
+    def _chunk(
+        self, acc: _Sums, idx: list[int], X: np.ndarray, valid: np.ndarray | None, m: int, streams: list
+    ) -> None:
+        """Add the curves and replicates of D inputs X (D, n, m) (and their ``valid`` (D, n)) to ``acc``."""
+        K, runs, n_bins = self.K, self.runs, self.n_bins
+        D, n = X.shape[:2]
+        kn = min(K, n)
+        Y, single = est.incidence(X)
+        point = _sample_points(X, m, K, Y, single)
+        acc.n_min, acc.samples = min(acc.n_min, n), acc.samples + D * n
+        if K > n:
+            acc.notes.add(
+                f"iid (estimated) values beyond k = n = {n} are model-based extrapolations: coverage by "
+                "Chao et al. 2014, full coverage and time to coverage from the estimated law of the unseen "
+                "strategies"
+            )
+        if not single.all() and m > est.EXACT_SET_STRATEGIES:
+            acc.notes.add(
+                f"iid (estimated) full coverage at k <= n is Monte Carlo over {est.PERMUTATIONS} random "
+                f"orders of the samples (set-valued, more than {est.EXACT_SET_STRATEGIES} strategies; "
+                f"standard error <= {0.5 / math.sqrt(est.PERMUTATIONS):.3f})"
+            )
+        acc.notes.add(
+            f"iid (estimated) time-to-coverage for tau < 1 and k <= n is Monte Carlo over {runs} sample "
+            f"permutations per input ({runs * acc.U} in all)"
+        )
+        for name, v in point.items():
+            acc.add(name, v.sum(axis=0))
+        acc.aucs.append((idx, point["coverage"].mean(axis=1)))
+        # Time to coverage at k <= n: prefixes of random permutations are uniform k-subsets (the
+        # U-statistic by Monte Carlo); at tau = 1 the exact F; beyond n the law of the future given the data.
+        needs = [math.ceil(tau * m - 1e-9) for tau in TAUS]
+        covered = _covered_by_prefixes(X, Y > 0, runs, kn, streams[0])  # (D, runs, kn)
+        beyond = _beyond_n(Y, n, m, single, K - n, needs)[1] if K > n else None
+        for i, tau in enumerate(TAUS):
+            surv = 1.0 - point["full_coverage"][:, :kn] if tau == 1.0 else (covered < needs[i]).mean(axis=1)
+            if beyond is not None:
+                surv = np.concatenate([surv, beyond[i]], axis=1)
+            acc.survival[tau_key(tau)] += np.clip(surv, 0.0, 1.0).sum(axis=0)
+        # Per-strategy rarefied contributions, binned by incidence frequency (ranking only).
+        lf = est.log_factorial(n)
+        kk = np.arange(1, kn + 1)
+        per_s = -np.expm1(est._log_binom_ratio(n - Y[:, None, :], n, kk[None, :, None], lf))  # (D, kn, m)
+        if K > n:
+            per_s = np.concatenate([per_s, np.repeat(per_s[:, -1:], K - n, axis=1)], axis=1)
+        bins = rarity_ranks(Y / n, m, n_bins)
+        by_rarity = np.stack([(per_s * (bins == b)[:, None, :]).sum(axis=2) / m for b in range(n_bins)], 1)
+        if K > n:
+            # Beyond n only strategies not yet seen can be found, and they rank rarest: the extrapolated
+            # gain in coverage goes to the last bin, so the rows still sum to the coverage.
+            cov = point["coverage"]
+            by_rarity[:, -1, n:] += cov[:, n:] - by_rarity[:, :, n:].sum(axis=1)
+        acc.add("coverage_by_rarity", by_rarity.sum(axis=0))
+        Xv = None
+        if valid is not None:
+            Xv = X & valid[:, :, None]
+            vcov = _covered_from_counts(Xv.sum(axis=1), n, m, K) / m
+            acc.add("valid_coverage", vcov.sum(axis=0))
+            acc.valid_aucs.append((idx, vcov.mean(axis=1)))
+            nv = valid.sum(axis=1)
+            va = -np.expm1(est._log_binom_ratio(n - nv[:, None], n, kk[None, :], lf))
+            if K > n:  # given the data: 1 if a sample was correct, else a correct one in the next j draws
+                rate = 1.0 / (n + 2)  # uniform-prior posterior mean of a rate never seen in n samples
+                more = -np.expm1(np.arange(1, K - n + 1) * math.log1p(-rate))
+                va = np.concatenate([va, np.where(nv[:, None] > 0, 1.0, more[None, :])], axis=1)
+            acc.add("valid_at_k", va.sum(axis=0))
+            point["valid_coverage"] = vcov
+        if self.n_boot > 0:
+            self._replicates(acc, X, Xv, point, m, streams[1:])
+
+    def _replicates(
+        self, acc: _Sums, X: np.ndarray, Xv: np.ndarray | None, point: dict, m: int, streams: list
+    ) -> None:
+        """Add the bootstrap replicates (B, K) of D inputs, summed over inputs, to ``acc.reps``."""
+        K, B, k_wilson = self.K, self.n_boot, self.k_wilson
+        boot_rng, model_rng, valid_rng = streams
+        Y, single = est.incidence(X)
+        D, n = X.shape[:2]
+        kn = min(K, n)
+        reps: dict[str, np.ndarray] = {}
+        cov = inext_coverage_replicates(X, m, K, B, boot_rng)  # (D, B, K)
+        # F (and set-valued novelty's second world) from the model law refitted to its own datasets.
+        q = model_law(Y, n, m, single)
+        Yb = _draw_counts(q, single, n, model_rng, B)
+        # The coverage sd is the larger of the two models of the unseen strategies: the assemblage
+        # alone is too narrow when many rare ones were missed (C(n) of a Zipf(1.5) law, M = 20,
+        # n = 40 covered 0.90 instead of 0.93).
+        cov_model = _covered_from_counts(Yb, n, m, K) / m
+        reps["coverage"] = _widen(cov, cov_model, axis=1)
+        reps["expected_new"] = np.diff(reps["coverage"] * m, axis=2, prepend=0.0)
+        # Pr[new] = E[new] sample by sample for single-label data: the two U-statistics coincide.
+        reps["novelty"] = np.clip(reps["expected_new"], 0.0, 1.0)
+        sv = np.flatnonzero(~single)
+        if sv.size:
+            reps["novelty"][sv] = _set_novelty_replicates(
+                X[sv], q[sv], reps["expected_new"][sv], K, B, model_rng, self.ci_level
+            )
+        # At k <= the smallest n over all inputs F(k)'s interval is Wilson's (``full_trials``): the
+        # model's replicates there would be discarded, so they hold the point estimate.
+        full = np.broadcast_to(point["full_coverage"][:, None, :kn], (D, B, kn)).copy()
+        if kn > k_wilson:
+            qb = model_law(Yb, n, m, np.repeat(single[:, None], B, axis=1))
+            full[:, :, k_wilson:] = _full_law(qb.reshape(D * B, m), kn).reshape(D, B, kn)[:, :, k_wilson:]
+        if K > n:
+            extra = _beyond_n(Yb.reshape(D * B, m), n, m, np.repeat(single, B), K - n, [])[0]
+            full = np.concatenate([full, extra.reshape(D, B, K - n)], axis=2)
+        reps["full_coverage"] = full
+        if Xv is not None:
+            reps["valid_coverage"] = inext_coverage_replicates(Xv, m, K, B, valid_rng)
+        for name in list(reps):
+            if name in _SD_CAPS:  # centred: iNEXT is point +- z sd
+                centred = reps[name] - reps[name].mean(axis=1, keepdims=True)
+                centred += point[name][:, None, :]
+                reps[name] = centred
+        reps["auc"] = _widen(reps["coverage"].mean(axis=2), cov_model.mean(axis=2), axis=1)
+        if "valid_coverage" in reps:
+            reps["valid_auc"] = reps["valid_coverage"].mean(axis=2)
+        for name, r in reps.items():
+            acc.add(name, r.sum(axis=0), acc.reps)
 
 
 class _Sums:
@@ -368,19 +461,16 @@ class _Sums:
         self.valid_aucs: list[tuple[list[int], np.ndarray]] = []
         self.n_min, self.samples, self.notes = K + 1, 0, set()
 
-    def add(self, name: str, values: np.ndarray, into: dict[str, np.ndarray] | None = None) -> None:
-        """Add per-input values (D, ...) of ``name`` summed over inputs."""
-        self._sum(name, values.sum(axis=0), self.arrays if into is None else into)
-
-    @staticmethod
-    def _sum(name: str, total: np.ndarray, into: dict[str, np.ndarray]) -> None:
+    def add(self, name: str, total: np.ndarray, into: dict[str, np.ndarray] | None = None) -> None:
+        """Add ``total`` (a sum over inputs) to the sum of ``name`` in ``into`` (default: the curves)."""
+        into = self.arrays if into is None else into
         into[name] = into[name] + total if name in into else total
 
     def merge(self, other: _Sums) -> None:
         """Add another block's sums (after this one's)."""
         for mine, theirs in ((self.arrays, other.arrays), (self.reps, other.reps)):
             for name, total in theirs.items():
-                self._sum(name, total, mine)
+                self.add(name, total, mine)
         for key, s in other.survival.items():
             self.survival[key] += s
         self.aucs += other.aucs
@@ -424,153 +514,6 @@ class _Sums:
             _set_intervals(c, reps, level, trials)
             c.n_boot = n_boot
         return c
-
-
-def _chunk(
-    acc: _Sums,
-    idx: list[int],
-    X: np.ndarray,
-    valid: np.ndarray | None,
-    m: int,
-    K: int,
-    runs: int,
-    streams: list[np.random.Generator],
-    n_boot: int,
-    n_bins: int,
-    ci_level: float,
-    k_wilson: int,
-) -> None:
-    """Add the curves and replicates of D inputs X (D, n, m) (and their ``valid`` (D, n)) to ``acc``."""
-    ttc_rng, boot_rng, model_rng, valid_rng = streams
-    D, n = X.shape[:2]
-    kn = min(K, n)
-    Y, single = est.incidence(X)
-    point = _sample_points(X, m, K, Y, single)
-    acc.n_min, acc.samples = min(acc.n_min, n), acc.samples + D * n
-    if K > n:
-        acc.notes.add(
-            f"iid (estimated) values beyond k = n = {n} are model-based extrapolations: coverage by Chao "
-            "et al. 2014, full coverage and time to coverage from the estimated law of the unseen strategies"
-        )
-    if not single.all() and m > est.EXACT_SET_STRATEGIES:
-        acc.notes.add(
-            f"iid (estimated) full coverage at k <= n is Monte Carlo over {est.PERMUTATIONS} random orders "
-            f"of the samples (set-valued, more than {est.EXACT_SET_STRATEGIES} strategies; standard error "
-            f"<= {0.5 / math.sqrt(est.PERMUTATIONS):.3f})"
-        )
-    acc.notes.add(
-        f"iid (estimated) time-to-coverage for tau < 1 and k <= n is Monte Carlo over {runs} sample "
-        f"permutations per input ({runs * acc.U} in all)"
-    )
-    for name, v in point.items():
-        acc.add(name, v)
-    acc.aucs.append((idx, point["coverage"].mean(axis=1)))
-    # Time to coverage at k <= n: prefixes of random permutations are uniform k-subsets (the
-    # U-statistic by Monte Carlo); at tau = 1 the exact F; beyond n the law of the future given the data.
-    needs = [math.ceil(tau * m - 1e-9) for tau in TAUS]
-    covered = _covered_by_prefixes(X, Y > 0, runs, kn, ttc_rng)  # (D, runs, kn)
-    beyond = _beyond_n(Y, n, m, single, K - n, needs)[1] if K > n else None
-    for i, tau in enumerate(TAUS):
-        surv = 1.0 - point["full_coverage"][:, :kn] if tau == 1.0 else (covered < needs[i]).mean(axis=1)
-        if beyond is not None:
-            surv = np.concatenate([surv, beyond[i]], axis=1)
-        acc.survival[tau_key(tau)] += np.clip(surv, 0.0, 1.0).sum(axis=0)
-    # Per-strategy rarefied contributions, binned by incidence frequency (ranking only).
-    lf = est.log_factorial(n)
-    kk = np.arange(1, kn + 1)
-    per_s = -np.expm1(est._log_binom_ratio(n - Y[:, None, :], n, kk[None, :, None], lf))  # (D, kn, m)
-    if K > n:
-        per_s = np.concatenate([per_s, np.repeat(per_s[:, -1:], K - n, axis=1)], axis=1)
-    bins = _rarity_ranks_many(Y / n, m, n_bins)
-    by_rarity = np.stack([(per_s * (bins == b)[:, None, :]).sum(axis=2) / m for b in range(n_bins)], axis=1)
-    if K > n:
-        # Beyond n only strategies not yet seen can be found, and they rank rarest: the extrapolated
-        # gain in coverage goes to the last bin, so the rows still sum to the coverage.
-        cov = point["coverage"]
-        by_rarity[:, -1, n:] += cov[:, n:] - by_rarity[:, :, n:].sum(axis=1)
-    acc.add("coverage_by_rarity", by_rarity)
-    Xv = None
-    if valid is not None:
-        Xv = X & valid[:, :, None]
-        vcov = _covered_from_counts(Xv.sum(axis=1), n, m, K) / m
-        acc.add("valid_coverage", vcov)
-        acc.valid_aucs.append((idx, vcov.mean(axis=1)))
-        nv = valid.sum(axis=1)
-        va = -np.expm1(est._log_binom_ratio(n - nv[:, None], n, kk[None, :], lf))
-        if K > n:  # given the data: 1 if a sample was correct, else a correct one in the next j draws
-            rate = 1.0 / (n + 2)  # uniform-prior posterior mean of a rate never seen in n samples
-            more = -np.expm1(np.arange(1, K - n + 1) * math.log1p(-rate))
-            va = np.concatenate([va, np.where(nv[:, None] > 0, 1.0, more[None, :])], axis=1)
-        acc.add("valid_at_k", va)
-        point["valid_coverage"] = vcov
-    if n_boot > 0:
-        _chunk_replicates(
-            acc, X, Xv, point, Y, single, m, K, n_boot, boot_rng, model_rng, valid_rng, ci_level, k_wilson
-        )
-
-
-def _chunk_replicates(
-    acc: _Sums,
-    X: np.ndarray,
-    Xv: np.ndarray | None,
-    point: dict[str, np.ndarray],
-    Y: np.ndarray,
-    single: np.ndarray,
-    m: int,
-    K: int,
-    B: int,
-    boot_rng: np.random.Generator,
-    model_rng: np.random.Generator,
-    valid_rng: np.random.Generator,
-    ci_level: float,
-    k_wilson: int,
-) -> None:
-    """Add the bootstrap replicates (B, K) of D inputs, summed over inputs, to ``acc.reps``.
-
-    ``k_wilson``: the smallest n over all inputs (F(k)'s interval at k <= it is Wilson's).
-    """
-    D, n = X.shape[:2]
-    kn = min(K, n)
-    reps: dict[str, np.ndarray] = {}
-    cov = inext_coverage_replicates(X, m, K, B, boot_rng)  # (D, B, K)
-    # F (and set-valued novelty's second world) from the model law refitted to its own datasets.
-    q = model_law(Y, n, m, single)
-    Yb = _draw_counts(q, single, n, model_rng, B)
-    # The coverage sd is the larger of the two models of the unseen strategies: the assemblage
-    # alone is too narrow when many rare ones were missed (C(n) of a Zipf(1.5) law, M = 20,
-    # n = 40 covered 0.90 instead of 0.93).
-    cov_model = _covered_from_counts(Yb, n, m, K) / m
-    reps["coverage"] = _widen(cov, cov_model, axis=1)
-    reps["expected_new"] = np.diff(reps["coverage"] * m, axis=2, prepend=0.0)
-    # Pr[new] = E[new] sample by sample for single-label data: the two U-statistics coincide.
-    reps["novelty"] = np.clip(reps["expected_new"], 0.0, 1.0)
-    sv = np.flatnonzero(~single)
-    if sv.size:
-        reps["novelty"][sv] = _set_novelty_replicates(
-            X[sv], q[sv], reps["expected_new"][sv], K, B, model_rng, ci_level
-        )
-    # At k <= the smallest n over all inputs F(k)'s interval is Wilson's (``full_trials``): the
-    # model's replicates there would be discarded, so they hold the point estimate.
-    full = np.broadcast_to(point["full_coverage"][:, None, :kn], (D, B, kn)).copy()
-    if kn > k_wilson:
-        qb = model_law(Yb, n, m, np.repeat(single[:, None], B, axis=1))
-        full[:, :, k_wilson:] = _full_law(qb.reshape(D * B, m), kn).reshape(D, B, kn)[:, :, k_wilson:]
-    if K > n:
-        extra = _beyond_n(Yb.reshape(D * B, m), n, m, np.repeat(single, B), K - n, [])[0]
-        full = np.concatenate([full, extra.reshape(D, B, K - n)], axis=2)
-    reps["full_coverage"] = full
-    if Xv is not None:
-        reps["valid_coverage"] = inext_coverage_replicates(Xv, m, K, B, valid_rng)
-    for name in list(reps):
-        if name in _SD_CAPS:  # centred: iNEXT is point +- z sd
-            centred = reps[name] - reps[name].mean(axis=1, keepdims=True)
-            centred += point[name][:, None, :]
-            reps[name] = centred
-    reps["auc"] = _widen(reps["coverage"].mean(axis=2), cov_model.mean(axis=2), axis=1)
-    if "valid_coverage" in reps:
-        reps["valid_auc"] = reps["valid_coverage"].mean(axis=2)
-    for name, r in reps.items():
-        acc.add(name, r, acc.reps)
 
 
 def _set_novelty_replicates(
@@ -657,14 +600,6 @@ def _covered_by_prefixes(
     return out.T.reshape(D, runs, kn)
 
 
-def _rarity_ranks_many(pi: np.ndarray, m: int, n_bins: int) -> np.ndarray:
-    """``rarity_ranks`` of each row of ``pi`` (D, M): quantile bins (D, M), 0 = most common."""
-    order = np.argsort(-pi, axis=1, kind="stable")
-    rank = np.empty_like(order)
-    np.put_along_axis(rank, order, np.arange(pi.shape[1])[None, :], axis=1)
-    return np.minimum(rank * n_bins // max(m, 1), n_bins - 1)
-
-
 def _widen(reps: np.ndarray, other: np.ndarray, axis: int = 0) -> np.ndarray:
     """Replicates scaled about their mean over ``axis`` to at least the sd of ``other`` (its own if flat)."""
     sd, sd_other = reps.std(axis=axis, keepdims=True), other.std(axis=axis, keepdims=True)
@@ -738,16 +673,14 @@ def _set_intervals(
             lo, hi = _sd_interval(getattr(c, name), reps[name], z, cap)
             setattr(c, f"{name}_lo", lo)
             setattr(c, f"{name}_hi", hi)
-    for name in _PERCENTILE_FIELDS:
-        if name in reps:
-            pt = np.asarray(getattr(c, name), dtype=np.float64)
-            lo, hi = percentile_interval(reps[name], level, skip_nan=False)
-            lo, hi = np.minimum(lo, pt), np.maximum(hi, pt)
-            if trials is not None:
-                wlo, whi = wilson_interval(pt, trials, z)
-                lo, hi = np.where(trials >= 1, wlo, lo), np.where(trials >= 1, whi, hi)
-            setattr(c, f"{name}_lo", np.clip(lo, 0.0, 1.0))
-            setattr(c, f"{name}_hi", np.clip(hi, 0.0, 1.0))
+    if "full_coverage" in reps:  # percentile interval of uncentred model replicates, holding the estimate
+        pt = np.asarray(c.full_coverage, dtype=np.float64)
+        lo, hi = percentile_interval(reps["full_coverage"], level, skip_nan=False)
+        lo, hi = np.minimum(lo, pt), np.maximum(hi, pt)
+        if trials is not None:
+            wlo, whi = wilson_interval(pt, trials, z)
+            lo, hi = np.where(trials >= 1, wlo, lo), np.where(trials >= 1, whi, hi)
+        c.full_coverage_lo, c.full_coverage_hi = np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
     for prefix in ("", "valid_"):
         if f"{prefix}auc" in reps:
             r = reps[f"{prefix}auc"]
@@ -804,7 +737,9 @@ def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
     """
     D, n, _ = X.shape
     masks, bits = used_masks(X)
-    inverse, first = _ids(np.repeat(np.arange(D), n), masks.ravel())  # each sample's distinct (input, set)
+    inverse, first = pair_ids(
+        np.repeat(np.arange(D), n), masks.ravel()
+    )  # each sample's distinct (input, set)
     d_of, sets, mult = first // n, masks.ravel()[first], np.bincount(inverse)
     lf = est.log_factorial(n)
     i1 = np.arange(kmax)
@@ -836,7 +771,7 @@ def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
     y, w = np.concatenate(pair_y), np.concatenate(pair_w)
     q_set, q_sign = np.concatenate(ask_set), np.concatenate(ask_sign)
     # T within its input: one id per distinct (input, T), shared by the pairs and the queries.
-    tids = _ids(np.concatenate([*pair_d, d_of[q_set]]), np.concatenate([*pair_t, *ask_t]))[0]
+    tids = pair_ids(np.concatenate([*pair_d, d_of[q_set]]), np.concatenate([*pair_t, *ask_t]))[0]
     tid, q_tid = tids[: y.size], tids[y.size :]
     keys, kinv = np.unique(tid * width + y, return_inverse=True)
     c = np.bincount(kinv.reshape(-1), weights=w)  # c(T, y) per distinct (T, y), sorted by T then y
