@@ -362,38 +362,6 @@ class RunAssigner:
                 count = 1 if new[i] else count + 1
         return new
 
-    def _loop(
-        self, u: np.ndarray, e: np.ndarray, sample_index: np.ndarray, run_index: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The rules of `assign`, one episode at a time (env columns ``e``): a reference for tests."""
-        n = u.shape[0]
-        slots, ks = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-        rows = zip(u.tolist(), e.tolist(), sample_index.tolist(), run_index.tolist(), strict=True)
-        for i, (ui, ei, si, ri) in enumerate(rows):
-            r = int(self._rows(np.array([(ui << _SHIFT) | ei], dtype=np.int64))[0])
-            slot = int(self.o_slot[r])
-            new = slot < 0
-            if not new:
-                last_si, last_ri = self.o_si[r], self.o_ri[r]
-                if ri >= 0 and last_ri >= 0:
-                    new = ri != last_ri
-                elif si >= 0 and last_si >= 0:
-                    new = si <= last_si
-                else:
-                    new = self.o_cnt[r] >= self.budget
-            if new:
-                slot = int(self._new_slots(np.array([ui], dtype=np.int64))[0])
-                self.o_slot[r], self.o_cnt[r] = slot, 0
-            self.o_cnt[r] += 1
-            self.o_si[r], self.o_ri[r] = si, ri
-            slots[i], ks[i] = slot, self.o_cnt[r]
-        return slots, ks
-
-    def _grow(self, n_inputs: int, n_envs: int) -> None:
-        """Room for input codes below ``n_inputs`` (open runs are keyed by pair: env rows need none)."""
-        del n_envs
-        self.ensure_inputs(n_inputs)
-
     def open_runs(self) -> list[tuple[int, int, int, int, int, int]]:
         """(input code, env index, slot, samples so far, last sample_index, last run_index) of open runs."""
         env_of = {c: e for e, c in self.env_cols.items()}
