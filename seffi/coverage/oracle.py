@@ -29,7 +29,7 @@ __all__ = ["OracleBaseline"]
 _Part = tuple[list[str], int, dict[int, int]]
 
 
-def _unambiguous_oracle(f: int, m: int, M: int, K: int, bins: np.ndarray | None, n_bins: int) -> Curves:
+def _unambiguous_oracle(f: int, m: int, K: int, bins: np.ndarray | None, n_bins: int) -> Curves:
     """Analytic oracle when every reference trace matches exactly its own strategy: C(k) = min(k, f) / m."""
     ks = np.arange(1, K + 1)
     covered = np.minimum(ks, f).astype(np.float64)
@@ -43,8 +43,6 @@ def _unambiguous_oracle(f: int, m: int, M: int, K: int, bins: np.ndarray | None,
     full = ((covered >= m) & (f >= m)).astype(np.float64)
     point = {"coverage": covered / m, "novelty": new, "expected_new": new.copy(), "full_coverage": full}
     c = Curves.from_point("oracle", K, point, ttc, n_inputs=1)
-    c.valid_coverage, c.valid_auc = c.coverage, c.auc
-    c.valid_at_k = np.full(K, 1.0 if f else 0.0)
     if bins is not None:
         # Uniform choice among uncovered strategies: each feasible one is covered by step k w.p. min(k, f)/f.
         per = covered / max(f, 1)
@@ -200,7 +198,12 @@ class OracleBaseline:
             same = (tuple(cols), m, tuple(sorted(refmask.items())), None if bins is None else bins.tobytes())
             c = exact.get(same)
             if c is None:
-                c = self._input_curves((cols, m, refmask), K, rng, bins, rarity_bins)
+                if all(r == 1 << s for s, r in refmask.items()):
+                    c = _unambiguous_oracle(len(refmask), m, K, bins, rarity_bins)
+                else:
+                    c = self._input_curves((cols, m, refmask), K, rng, bins, rarity_bins)
+                c.valid_coverage, c.valid_auc = c.coverage, c.auc  # reference traces are correct solutions
+                c.valid_at_k = np.full(K, 1.0 if refmask else 0.0)
                 if not c.notes:  # exact (analytic or DP)
                     exact[same] = c
             parts.append(c)
@@ -211,8 +214,6 @@ class OracleBaseline:
     ) -> Curves:
         cols, m, refmask = part
         M = len(cols)
-        if all(r == 1 << s for s, r in refmask.items()):
-            return _unambiguous_oracle(len(refmask), m, M, K, bins, n_bins)
         dist: dict[int, float] = {0: 1.0}
         # Per step: distribution over covered sets (as bitmasks). The chain is absorbed after at
         # most M steps (every step covers a new strategy or stalls for good), so K costs nothing.
@@ -262,8 +263,6 @@ class OracleBaseline:
             for t in TAUS
         }
         c = Curves.from_point("oracle", K, point, ttc, n_inputs=1)
-        c.valid_coverage, c.valid_auc = c.coverage, c.auc  # reference traces are correct solutions
-        c.valid_at_k = np.full(K, 1.0 if refmask else 0.0)
         if bins is not None:
             c.coverage_by_rarity = np.stack([per_s[:, bins == b].sum(axis=1) / m for b in range(n_bins)])
         return c
@@ -291,7 +290,5 @@ class OracleBaseline:
             f"oracle curves are Monte Carlo ({runs} runs; standard error <= {se:.4f}, "
             f"<= {se * widest:.4f} for expected new strategies)"
         )
-        c.valid_coverage, c.valid_auc = c.coverage, c.auc
-        c.valid_at_k = np.full(K, 1.0 if refmask else 0.0)
         c.n_runs, c.samples = 0, 0
         return c
