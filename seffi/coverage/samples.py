@@ -29,15 +29,17 @@ def _sample_points(X: np.ndarray, m: int, K: int, Y: np.ndarray, single: np.ndar
     expected_new = np.diff(covered, axis=1, prepend=0.0)
     novelty = est.novelty_samples_many(X, K)
     full = est.full_coverage_samples_many(X, m, K)
-    if K > n:
-        # Beyond n: expected new strategies times the observed Pr[new]/E[new] ratio at n (= 1 for
-        # single-label data). Model-based, flagged as extrapolated.
-        at_n = expected_new[:, n - 1]
-        ratio = np.where(at_n > 0, novelty[:, -1] / np.where(at_n > 0, at_n, 1.0), 1.0)
-        novelty = np.concatenate([novelty, np.clip(expected_new[:, n:] * ratio[:, None], 0.0, 1.0)], axis=1)
-        # Model-based: the law of finding the missing strategies given the data.
+    if K > n:  # model-based, flagged as extrapolated
+        novelty = _novelty_beyond_n(novelty, expected_new, n)
         full = np.concatenate([full, _beyond_n(Y, n, m, single, K - n, [])[0]], axis=1)
     return {"coverage": covered / m, "expected_new": expected_new, "novelty": novelty, "full_coverage": full}
+
+
+def _novelty_beyond_n(novelty: np.ndarray, expected_new: np.ndarray, n: int) -> np.ndarray:
+    """Novelty (..., n) extended to (..., K): expected new strategies times the Pr[new] / E[new] at n."""
+    at_n = expected_new[..., n - 1]
+    ratio = np.where(at_n > 0, novelty[..., -1] / np.where(at_n > 0, at_n, 1.0), 1.0)
+    return np.concatenate([novelty, np.clip(expected_new[..., n:] * ratio[..., None], 0.0, 1.0)], axis=-1)
 
 
 def _covered_from_counts(Y: np.ndarray, n: int, m: int, K: int) -> np.ndarray:
@@ -549,11 +551,7 @@ def _set_novelty_replicates(
         mean = nov.mean(axis=1, keepdims=True)
         nov = mean + (nov - mean) * (t_quantile(ci_level, b_nov - 1) / z)
     nov = jackknife_novelty_sd(Xc, np.take(nov, np.arange(B) % b_nov, axis=1), ci_level, rng)
-    if K > n:  # same extension as the point estimate, replicate by replicate
-        at_n = expected_new[:, :, n - 1]
-        ratio = np.where(at_n > 0, nov[:, :, -1] / np.where(at_n > 0, at_n, 1.0), 1.0)
-        nov = np.concatenate([nov, np.clip(expected_new[:, :, n:] * ratio[:, :, None], 0.0, 1.0)], axis=2)
-    return nov
+    return _novelty_beyond_n(nov, expected_new, n) if K > n else nov
 
 
 def _covered_by_prefixes(
