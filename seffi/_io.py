@@ -44,7 +44,9 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, encoding: s
     payload = data.encode(encoding) if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        os.fchmod(fd, _file_mode())  # mkstemp makes 0600; a written file gets what open() would give
+        mask = os.umask(0)  # read the umask: mkstemp makes 0600, a written file gets what open() gives
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
             fh.flush()
@@ -54,13 +56,6 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, encoding: s
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-def _file_mode() -> int:
-    """The permission bits ``open(path, "w")`` gives a new file: 0o666 less the process umask."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
 
 
 def write_figure(fig: Any, path: str | os.PathLike[str], **savefig: Any) -> None:

@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 
 from seffi._convert import brief, clip
-from seffi._seeding import check_probabilities
 from seffi.coverage.columns import curves_arrays
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
 from seffi.coverage.sums_curves import rarity_labels
@@ -91,7 +90,16 @@ def _law_arrays(law: Mapping[Any, float], cols: list[str], where: str) -> tuple[
                 f"{where}: match-distribution keys must be frozensets of strategy ids, got {key!r}"
             )
         sets.append(frozenset(key))
-    p = check_probabilities([law[k] for k in law], what=f"{where}: probabilities")
+    p = np.asarray([law[k] for k in law], dtype=np.float64)
+    what = f"{where}: probabilities"
+    if p.ndim != 1:
+        raise ValueError(f"{what} must be numbers")
+    if not np.all(np.isfinite(p)):
+        raise ValueError(f"{what} contain NaN or infinity: {p.tolist()}")
+    if np.any(p < 0):
+        raise ValueError(f"{what} must be non-negative, got {p.tolist()}")
+    if abs(p.sum() - 1.0) > 1e-9:
+        raise ValueError(f"{what} must sum to 1, they sum to {p.sum():.12g}")
     index = {s: j for j, s in enumerate(cols)}
     atoms = np.zeros((len(sets), len(cols)), dtype=bool)
     for r, s in enumerate(sets):
