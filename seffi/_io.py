@@ -59,13 +59,7 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, encoding: s
 
 
 def write_figure(fig: Any, path: str | os.PathLike[str], **savefig: Any) -> None:
-    """Render a matplotlib figure to PNG in memory, then `write_atomic` it to ``path``.
-
-    Args:
-        fig: A matplotlib ``Figure``.
-        path: The PNG file.
-        **savefig: Arguments of ``Figure.savefig`` (``dpi``, ``metadata``, ...).
-    """
+    """Render a matplotlib ``Figure`` to PNG in memory (``savefig`` arguments), then `write_atomic` it."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", **savefig)
     write_atomic(path, buf.getvalue())

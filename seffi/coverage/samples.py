@@ -13,7 +13,7 @@ import numpy as np
 from seffi.coverage import estimators as est
 from seffi.coverage._common import _Samples, rarity_ranks
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
-from seffi.coverage.extrapolate import _beyond_n, _full_law, model_law
+from seffi.coverage.extrapolate import _beyond_n, _full_law, chao_f0, detected_law, model_law
 from seffi.coverage.resampling import normal_quantile, percentile_interval, t_quantile
 from seffi.coverage.subsets import MAX_SET_STRATEGIES, meet_counts, nonempty_subsets, pair_ids, used_masks
 from seffi.coverage.sums_curves import rarity_labels
@@ -71,22 +71,15 @@ def assemblage(Y: np.ndarray, n: int, single: np.ndarray | bool) -> np.ndarray:
     Y = np.asarray(Y, dtype=np.int64)
     rows = np.atleast_2d(Y)
     single = np.broadcast_to(np.asarray(single, dtype=bool), rows.shape[:1])
-    f1 = (rows == 1).sum(axis=1).astype(np.float64)
-    f2 = (rows == 2).sum(axis=1).astype(np.float64)
-    f0 = est.chao_f0_array(n, f1, f2)
+    f1, f0 = chao_f0(rows, n)
     unseen = np.ceil(f0 - 1e-9).astype(np.int64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.where((unseen > 0) & (f1 > 0), f1 / n * (n * f0 / (n * f0 + f1)), 0.0)
-    rel = rows / n
-    tail = (1.0 - rel) ** n
-    b = (rel * tail).sum(axis=1)
-    w = np.where((a > 0) & (b > 0), a / np.where(b > 0, b, 1.0), 0.0)
+    a, detected = detected_law(rows, n, f1, f0, unseen > 0)
     U = int(unseen.max(initial=0))
     out = np.zeros((rows.shape[0], rows.shape[1] + U + 1))
-    out[:, : rows.shape[1]] = rel * (1.0 - w[:, None] * tail)
+    out[:, : rows.shape[1]] = detected
     slot = np.arange(U)[None, :] < unseen[:, None]
     out[:, rows.shape[1] : -1] = np.where(slot, a[:, None] / np.maximum(unseen, 1)[:, None], 0.0)
-    out[:, -1] = np.where(single, np.maximum(1.0 - rel.sum(axis=1), 0.0), 0.0)
+    out[:, -1] = np.where(single, np.maximum(1.0 - (rows / n).sum(axis=1), 0.0), 0.0)
     out = np.clip(out, 0.0, 1.0)
     out[single] /= out[single].sum(axis=1, keepdims=True)
     return out if Y.ndim == 2 else out[0]
@@ -248,16 +241,11 @@ BLOCK_CHUNKS = 8
 class SamplePlan:
     """The mean curves over inputs estimated from samples (``IidBaseline.curves``), as blocks of work.
 
-    ``plan.curves(map(plan.block, range(plan.blocks)))`` computes them here; any block may be computed
-    elsewhere (another process) from the same plan.
-
-    Inputs are processed in chunks of equal (n, m) as arrays (D, ...); only sums over inputs (and each
-    input's AUC, which the paired gain resamples) are kept, so memory is bounded by `CHUNK_BYTES`.
-    `BLOCK_CHUNKS` chunks make a block, which `block` sums alone; `curves` adds the blocks' sums in
-    block order. Block b draws from four streams of ``seed`` (time-to-coverage runs, the coverage,
-    model and valid bootstraps), shared by its chunks in turn: block 0 from ``seed.spawn(4)``, block
-    b > 0 from the b-th child of each of those, so the curves do not depend on which process
-    computed which block, and inputs that fit one block draw as one stream.
+    ``plan.curves(map(plan.block, range(plan.blocks)))``; any block may be computed in another process.
+    Inputs go in chunks of equal (n, m) as arrays (D, ...), keeping only sums over inputs (and each
+    input's AUC, for the paired gain): memory is bounded by `CHUNK_BYTES`. Block b draws from four
+    streams of ``seed`` (time-to-coverage runs, the coverage, model and valid bootstraps): block 0 from
+    ``seed.spawn(4)``, block b > 0 from the b-th child of each.
     Intervals: C(k), expected new, AUC and valid coverage by iNEXT (``inext_coverage_replicates``);
     N(i) single-label from the coverage replicates, set-valued by the pooled sd over two worlds
     (``_set_datasets``, ``model_law``) and the jackknife at i <= n / 2; F(k) by Wilson with
