@@ -315,7 +315,41 @@ class SamplePlan:
         for part in blocks:
             acc.merge(part)
         trials = full_trials(np.array([p.X.shape[0] for p in self.parts]), self.K)
-        return acc.curves(self.keys, self.ci_level, self.n_boot, trials)
+        mean = {name: v / acc.U for name, v in acc.arrays.items()}
+        auc, valid_auc = np.zeros(acc.U), np.full(acc.U, np.nan)
+        for into, parts in ((auc, acc.aucs), (valid_auc, acc.valid_aucs)):
+            for idx, values in parts:
+                into[idx] = values
+        ttc = {key: TimeToCoverage.from_survival(float(key), s / acc.U) for key, s in acc.survival.items()}
+        c = Curves.from_point(
+            "iid_estimated",
+            self.K,
+            mean,
+            ttc,
+            n_inputs=acc.U,
+            n_runs=acc.U,
+            samples=acc.samples,
+            coverage_by_rarity=mean["coverage_by_rarity"],
+            rarity_bins=rarity_labels(self.n_bins),
+            extrapolated=np.arange(1, self.K + 1) > acc.n_min,
+            notes=sorted(acc.notes),
+        )
+        c.auc = float(auc.mean())
+        if "valid_coverage" in mean and not np.isnan(valid_auc).any():
+            c.valid_coverage, c.valid_at_k = mean["valid_coverage"], mean["valid_at_k"]
+            c.valid_auc = float(c.valid_coverage.mean())
+            c.input_valid_auc = valid_auc
+        if all(k is not None for k in self.keys):
+            # Baselines do not know the task: their inputs are matched to a policy's by id.
+            c.input_keys = [(None, str(k)) for k in self.keys]
+            c.input_auc = auc
+        if acc.reps:
+            reps = {name: v / acc.U for name, v in acc.reps.items()}
+            if "valid_auc" in reps and c.valid_auc is None:
+                reps = {k: v for k, v in reps.items() if not k.startswith("valid_")}
+            _set_intervals(c, reps, self.ci_level, trials)
+            c.n_boot = self.n_boot
+        return c
 
     def _chunk(
         self, acc: _Sums, idx: list[int], X: np.ndarray, valid: np.ndarray | None, m: int, streams: list
@@ -468,43 +502,6 @@ class _Sums:
         self.n_min, self.samples = min(self.n_min, other.n_min), self.samples + other.samples
         self.notes |= other.notes
 
-    def curves(self, keys: list[str | None], level: float, n_boot: int, trials: np.ndarray) -> Curves:
-        mean = {name: v / self.U for name, v in self.arrays.items()}
-        auc, valid_auc = np.zeros(self.U), np.full(self.U, np.nan)
-        for into, parts in ((auc, self.aucs), (valid_auc, self.valid_aucs)):
-            for idx, values in parts:
-                into[idx] = values
-        ttc = {key: TimeToCoverage.from_survival(float(key), s / self.U) for key, s in self.survival.items()}
-        c = Curves.from_point(
-            "iid_estimated",
-            self.K,
-            mean,
-            ttc,
-            n_inputs=self.U,
-            n_runs=self.U,
-            samples=self.samples,
-            coverage_by_rarity=mean["coverage_by_rarity"],
-            rarity_bins=rarity_labels(self.n_bins),
-            extrapolated=np.arange(1, self.K + 1) > self.n_min,
-            notes=sorted(self.notes),
-        )
-        c.auc = float(auc.mean())
-        if "valid_coverage" in mean and not np.isnan(valid_auc).any():
-            c.valid_coverage, c.valid_at_k = mean["valid_coverage"], mean["valid_at_k"]
-            c.valid_auc = float(c.valid_coverage.mean())
-            c.input_valid_auc = valid_auc
-        if all(k is not None for k in keys):
-            # Baselines do not know the task: their inputs are matched to a policy's by id.
-            c.input_keys = [(None, str(k)) for k in keys]
-            c.input_auc = auc
-        if self.reps:
-            reps = {name: v / self.U for name, v in self.reps.items()}
-            if "valid_auc" in reps and c.valid_auc is None:
-                reps = {k: v for k, v in reps.items() if not k.startswith("valid_")}
-            _set_intervals(c, reps, level, trials)
-            c.n_boot = n_boot
-        return c
-
 
 def _set_novelty_replicates(
     X: np.ndarray,
@@ -649,9 +646,7 @@ def full_trials(n: int | np.ndarray, K: int) -> np.ndarray:
     return np.where((per > 0).all(axis=0), per.sum(axis=0), 0).astype(np.float64)
 
 
-def _set_intervals(
-    c: Curves, reps: Mapping[str, np.ndarray], level: float, trials: np.ndarray | None = None
-) -> None:
+def _set_intervals(c: Curves, reps: Mapping[str, np.ndarray], level: float, trials: np.ndarray) -> None:
     """Set ``*_lo``/``*_hi`` (and ``auc_reps``) from replicates; F(k) Wilson where ``trials`` (K,) >= 1."""
     z = normal_quantile(level)
     for name, cap in _SD_CAPS.items():
@@ -663,9 +658,8 @@ def _set_intervals(
         pt = np.asarray(c.full_coverage, dtype=np.float64)
         lo, hi = percentile_interval(reps["full_coverage"], level, skip_nan=False)
         lo, hi = np.minimum(lo, pt), np.maximum(hi, pt)
-        if trials is not None:
-            wlo, whi = wilson_interval(pt, trials, z)
-            lo, hi = np.where(trials >= 1, wlo, lo), np.where(trials >= 1, whi, hi)
+        wlo, whi = wilson_interval(pt, trials, z)
+        lo, hi = np.where(trials >= 1, wlo, lo), np.where(trials >= 1, whi, hi)
         c.full_coverage_lo, c.full_coverage_hi = np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
     for prefix in ("", "valid_"):
         if f"{prefix}auc" in reps:
