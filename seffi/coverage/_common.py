@@ -14,12 +14,6 @@ from seffi.coverage.columns import curves_arrays
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
 from seffi.coverage.sums_curves import rarity_labels
 
-#: What ``OracleBaseline`` takes, named in its input-format errors.
-ORACLE_INPUT_FORMAT = (
-    "{strategy: match set of its reference trace} (e.g. task.reference_match_sets(x)) or "
-    "{input_id: that}, not a list of samples' match sets"
-)
-
 #: Total Monte Carlo runs (split over inputs) used where no exact formula exists.
 MC_RUNS = 20000
 

@@ -11,7 +11,6 @@ import numpy as np
 
 from seffi._seeding import SeedLike, rngs
 from seffi.coverage._common import (
-    ORACLE_INPUT_FORMAT,
     _check_strategies,
     _columns,
     _input_id,
@@ -24,6 +23,12 @@ from seffi.coverage.sums_curves import curves_from_runs
 from seffi.errors import SeffiError
 
 __all__ = ["OracleBaseline"]
+
+#: What ``OracleBaseline`` takes, named in its input-format errors.
+ORACLE_INPUT_FORMAT = (
+    "{strategy: match set of its reference trace} (e.g. task.reference_match_sets(x)) or "
+    "{input_id: that}, not a list of samples' match sets"
+)
 
 #: One input of the oracle: (strategy columns, M_x, {feasible column: its trace's match-set mask}).
 _Part = tuple[list[str], int, dict[int, int]]
