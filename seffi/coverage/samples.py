@@ -735,7 +735,7 @@ def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
     # T subset of A_l of c(T, y) = sum of w_B over B containing T with Y_B = y (linear in n).
     total, own = np.zeros(D * width), np.zeros(S * width)
     pair_d, pair_t, pair_y, pair_w, ask_set, ask_t, ask_sign = [], [], [], [], [], [], []
-    for (g, sub, sign), Y in zip(groups, meet_counts(d_of, sets, mult, groups), strict=True):
+    for (g, sub, sign), Y in zip(groups, meet_counts(d_of, mult, groups), strict=True):
         w = mult[g][:, None] * sign[None, :]  # every sample j holding the set carries the term
         total += np.bincount((d_of[g][:, None] * width + Y).ravel(), weights=w.ravel(), minlength=D * width)
         rows = np.repeat(g, sign.size) * width + (Y - 1).ravel()

@@ -69,16 +69,12 @@ def nonempty_subsets(sets: np.ndarray, m: int) -> Iterator[tuple[np.ndarray, np.
 
 
 def meet_counts(
-    d_of: np.ndarray,
-    sets: np.ndarray,
-    mult: np.ndarray,
-    groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    d_of: np.ndarray, mult: np.ndarray, groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
 ) -> list[np.ndarray]:
     """Y_B (samples of its dataset meeting B) per group of ``nonempty_subsets``, aligned with its ``sub``.
 
-    ``d_of``, ``sets``, ``mult`` (S,): each distinct set's dataset, mask and multiplicity.
+    ``d_of``, ``mult`` (S,): each distinct set's dataset and multiplicity.
     """
-    del sets
     if not groups:
         return []
     # c(T): the samples containing T, for every non-empty T that is a subset of some set.
