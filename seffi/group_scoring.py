@@ -101,9 +101,6 @@ def check_scale(name: str, value: float, low: float, high: float | None = None) 
     return x
 
 
-# -- unlikeliness reward (He, Fried & Welleck 2025) -------------------------------------------------------
-
-
 def ascending_ranks(values: Sequence[float]) -> np.ndarray:
     """Ascending rank (G,) of each of ``values`` (G,) (0 = smallest); ties share their mean rank.
 
@@ -144,9 +141,6 @@ def unlikeliness_rewards(
     return (valid_of(group) * (1.0 - beta * u / len(group))).tolist()
 
 
-# -- pass@k advantage (Chen et al. 2025) ------------------------------------------------------------------
-
-
 def passk_advantages(group: Sequence[Record], k: int) -> list[float]:
     """The analytic pass@k advantage of each completion of one group (Chen et al. 2025).
 
@@ -172,9 +166,6 @@ def passk_advantages(group: Sequence[Record], k: int) -> list[float]:
     a_valid = float(1 - mean) / sigma
     a_invalid = float(1 - mean - Fraction(math.comb(n - c - 1, k - 1), math.comb(n - 1, k - 1))) / sigma
     return [a_valid if rec[2] else a_invalid for rec in group]
-
-
-# -- outcome-based exploration (Song, Kempe & Munos 2025) -------------------------------------------------
 
 
 class OutcomeCounts:
@@ -259,9 +250,6 @@ def batch_penalty_rewards(
         penalty = c * (seen[tuple(outcome)] - 1) / (g - 1) if penalised else 0.0
         out.append((1.0 if valid else 0.0) - penalty)
     return out
-
-
-# -- registry and whole batches ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
