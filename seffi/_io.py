@@ -44,7 +44,9 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, encoding: s
     payload = data.encode(encoding) if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        os.fchmod(fd, _file_mode())  # mkstemp makes 0600; a written file gets what open() would give
+        mask = os.umask(0)  # read the umask: mkstemp makes 0600, a written file gets what open() gives
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
             fh.flush()
@@ -56,21 +58,8 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, encoding: s
         raise
 
 
-def _file_mode() -> int:
-    """The permission bits ``open(path, "w")`` gives a new file: 0o666 less the process umask."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
 def write_figure(fig: Any, path: str | os.PathLike[str], **savefig: Any) -> None:
-    """Render a matplotlib figure to PNG in memory, then `write_atomic` it to ``path``.
-
-    Args:
-        fig: A matplotlib ``Figure``.
-        path: The PNG file.
-        **savefig: Arguments of ``Figure.savefig`` (``dpi``, ``metadata``, ...).
-    """
+    """Render a matplotlib ``Figure`` to PNG in memory (``savefig`` arguments), then `write_atomic` it."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", **savefig)
     write_atomic(path, buf.getvalue())

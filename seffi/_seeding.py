@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -63,22 +62,6 @@ def stable_id(*parts: Any, length: int = 12) -> str:
 def seed_from_text(*parts: Any) -> int:
     """A 64-bit seed derived from content, for per-input randomness that must not depend on order."""
     return int(hashlib.sha256(canonical_json(list(parts)).encode("utf-8")).hexdigest()[:16], 16)
-
-
-def check_probabilities(
-    probs: Sequence[float], *, what: str = "probabilities", atol: float = 1e-9
-) -> np.ndarray:
-    """Validate a probability vector: finite, non-negative, summing to 1 (within ``atol``)."""
-    p = np.asarray(probs, dtype=np.float64)
-    if p.ndim != 1 or p.size == 0:
-        raise ValueError(f"{what} must be a non-empty 1-D sequence")
-    if not np.all(np.isfinite(p)):
-        raise ValueError(f"{what} contain NaN or infinity: {p.tolist()}")
-    if np.any(p < 0):
-        raise ValueError(f"{what} must be non-negative, got {p.tolist()}")
-    if abs(p.sum() - 1.0) > atol:
-        raise ValueError(f"{what} must sum to 1, they sum to {p.sum():.12g}")
-    return p
 
 
 def seed_of(seed: int, *salt: int) -> int:

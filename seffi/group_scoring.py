@@ -1,12 +1,11 @@
 """Group scoring: the rewards of GRPO's completion groups, as pure functions (numpy only).
 
-A *group* is the list of `Record` ``(input id, sorted match set, valid)`` of the G completions of one
-prompt, in TRL's order (`split_groups`). Each rule returns one float per record, in record order, meant
-as a GRPO reward, and depends on a group only through the multiset of its records. The *outcome* of a
-completion is its sorted match set, the empty tuple included. `METHODS` names every group rule with
-the inputs it needs, `batch_rewards` applies one over a whole (gathered) generation batch, group by
-group, and `RewardMethod` binds a rule to its options and its state across steps. Formulas and
-sources: docs/statistics.md, "Group rewards of the exploration methods".
+A *group* is the `Record`s ``(input id, sorted match set, valid)`` of the G completions of one prompt,
+in TRL's order (`split_groups`). Each rule returns one reward per record, in record order, and depends
+on a group only through the multiset of its records; a completion's *outcome* is its sorted match set
+(the empty tuple included). `batch_rewards` applies a rule of `METHODS` over a gathered batch and
+`RewardMethod` binds one to its options and state. Formulas and sources: docs/statistics.md, "Group
+rewards of the exploration methods".
 """
 
 from __future__ import annotations
@@ -91,7 +90,7 @@ def valid_of(group: Sequence[Record]) -> np.ndarray:
 
 
 def check_scale(name: str, value: float, low: float, high: float | None = None) -> float:
-    """``value`` as a float within [low, high], else one readable SeffiError."""
+    """``value`` as a float in [low, high], else one readable SeffiError."""
     try:
         x = float(value)
     except (TypeError, ValueError):
@@ -102,21 +101,12 @@ def check_scale(name: str, value: float, low: float, high: float | None = None) 
     return x
 
 
-# -- unlikeliness reward (He, Fried & Welleck 2025) -------------------------------------------------------
-
-
 def ascending_ranks(values: Sequence[float]) -> np.ndarray:
-    """Rank of each value in ascending order (0 = smallest); tied values share the mean of their ranks.
+    """Ascending rank (G,) of each of ``values`` (G,) (0 = smallest); ties share their mean rank.
 
-    Args:
-        values: Shape (G,) of comparable floats (``-inf`` allowed).
-
-    Returns:
-        Float array of shape (G,): ranks in [0, G-1]; ``[-1, -1, -2]`` gives ``[1.5, 1.5, 0]``.
+    ``[-1, -1, -2]`` gives ``[1.5, 1.5, 0]``, whatever the records' order.
     """
-    x = np.asarray(values, dtype=np.float64)
-    ordered = np.sort(x)
-    # mid-rank: a tie's ranks average to the same value, whatever the records' order
+    ordered = np.sort(x := np.asarray(values, dtype=np.float64))
     return (np.searchsorted(ordered, x, "left") + np.searchsorted(ordered, x, "right") - 1) / 2.0
 
 
@@ -125,17 +115,13 @@ def unlikeliness_rewards(
 ) -> list[float]:
     """The unlikeliness reward of each completion of one group: ``valid_i * (1 - beta * u_i / G)``.
 
-    He, Fried & Welleck (2025). ``u_i`` in {0, ..., G-1} ranks the group's completions by the policy's
-    log-probability, 0 for the *least* likely one; every completion is ranked, invalid ones included,
-    and ties share the mean of their ranks (`ascending_ranks`). The form and its source:
-    docs/statistics.md, "Group rewards of the exploration methods".
+    He, Fried & Welleck (2025). ``u_i`` in {0, ..., G-1} ranks every completion of the group (invalid
+    ones included) by the policy's log-probability, 0 for the *least* likely one (`ascending_ranks`).
 
     Args:
         group: G records of one prompt.
-        logprobs: Shape (G,): the policy's log-probability of each completion (sum or mean over its
-            tokens), aligned with ``group``.
-        beta: The rank penalty, in [0, 1] (0 gives the validity reward; at most 1 keeps every valid
-            completion above every invalid one).
+        logprobs: Shape (G,): the policy's log-probability of each completion (sum or mean over tokens).
+        beta: The rank penalty in [0, 1] (at most 1 keeps every valid completion above every invalid one).
 
     Returns:
         G rewards in [0, 1].
@@ -155,27 +141,16 @@ def unlikeliness_rewards(
     return (valid_of(group) * (1.0 - beta * u / len(group))).tolist()
 
 
-# -- pass@k advantage (Chen et al. 2025) ------------------------------------------------------------------
-
-
 def passk_advantages(group: Sequence[Record], k: int) -> list[float]:
     """The analytic pass@k advantage of each completion of one group (Chen et al. 2025).
 
     With N completions of which c are valid, R = 1 - C(N-c, k) / C(N, k) and sigma = sqrt(R (1 - R)):
     a valid completion gets (1 - R) / sigma, an invalid one (1 - R - C(N-c-1, k-1) / C(N-1, k-1)) /
-    sigma, and a group with sigma = 0 gets 0 everywhere. The advantages sum to zero over the group:
-    use them as the reward with TRL's ``scale_rewards="none"``. Derivation: docs/statistics.md,
-    "Group rewards of the exploration methods".
-
-    Args:
-        group: N records of one prompt.
-        k: The pass@k budget, 1 <= k <= N.
-
-    Returns:
-        N advantages.
+    sigma, and a group with sigma = 0 gets 0 everywhere. The N advantages sum to zero over the group:
+    use them as the reward with TRL's ``scale_rewards="none"``.
 
     Raises:
-        SeffiError: ``k`` not an integer in [1, N].
+        SeffiError: ``k`` is not an integer in [1, N].
     """
     n = len(group)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
@@ -193,15 +168,8 @@ def passk_advantages(group: Sequence[Record], k: int) -> list[float]:
     return [a_valid if rec[2] else a_invalid for rec in group]
 
 
-# -- outcome-based exploration (Song, Kempe & Munos 2025) -------------------------------------------------
-
-
 class OutcomeCounts:
-    """Historical counts N(x, o): how many completions of input x had outcome o (its match set).
-
-    State of `historical_bonus`: one instance per training run, updated after every batch's
-    bonuses are computed. Every completion is counted, valid or not; the empty match set is an outcome.
-    """
+    """Historical counts N(x, o) of `historical_bonus`: completions of input x with outcome o."""
 
     def __init__(self, counts: Mapping[str, Mapping[Outcome, int]] | None = None) -> None:
         self._counts: dict[str, dict[Outcome, int]] = {}
@@ -244,19 +212,8 @@ def historical_bonus(
     """Validity plus a UCB-style bonus on rarely seen outcomes, for each completion of one group.
 
     ``r_i = valid_i + c / sqrt(1 + N(x, o_i))`` (Song, Kempe & Munos 2025, historical exploration),
-    with ``N(x, o_i)`` the number of earlier completions of input x with outcome ``o_i`` (its match
-    set) in ``counts``, read before this group is counted: completions sharing an outcome within the
-    group get the same bonus. The form: docs/statistics.md, "Group rewards of the exploration methods".
-
-    Args:
-        group: G records of one prompt.
-        counts: The historical counts (updated in place unless ``update=False``).
-        c: Bonus scale, >= 0.
-        valid_only: Give the bonus to valid completions only (every completion is still counted).
-        update: Count this group's outcomes after computing its rewards.
-
-    Returns:
-        G rewards in [0, 1 + c].
+    ``N(x, o_i)`` read from ``counts`` before this group is counted (the group is counted after, unless
+    ``update=False``). ``valid_only``: the bonus goes to valid completions only. Rewards in [0, 1 + c].
 
     Raises:
         SeffiError: ``c`` negative or not finite.
@@ -276,19 +233,10 @@ def batch_penalty_rewards(
 ) -> list[float]:
     """Validity minus a penalty on outcomes repeated within the group, for each completion.
 
-    ``r_i = valid_i - c * (n_{o_i} - 1) / (G - 1)`` (Song, Kempe & Munos 2025, batch exploration), with
-    ``n_{o_i}`` the number of the group's completions with completion i's outcome (its match set, the
-    empty set included); a group of one is never penalised. The form: docs/statistics.md, "Group
-    rewards of the exploration methods".
-
-    Args:
-        group: G records of one prompt.
-        c: Penalty scale, >= 0.
-        valid_only: Count and penalise valid completions only (``n`` then counts valid
-            completions, as seffi's diversity reward does).
-
-    Returns:
-        G rewards in [-c, 1].
+    ``r_i = valid_i - c * (n_{o_i} - 1) / (G - 1)`` (Song, Kempe & Munos 2025, batch exploration),
+    ``n_{o_i}`` the group's completions with completion i's outcome (valid ones only with
+    ``valid_only``, which also penalises only those); a group of one is never penalised. Rewards in
+    [-c, 1].
 
     Raises:
         SeffiError: ``c`` negative or not finite.
@@ -304,18 +252,9 @@ def batch_penalty_rewards(
     return out
 
 
-# -- registry and whole batches ---------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Method:
-    """A group reward rule: what `batch_rewards` must be given for it and its keyword options.
-
-    Attributes:
-        name: Registry key.
-        needs: ``"logprobs"``, ``"k"``, ``"counts"``.
-        options: Keyword options of the rule (``beta``, ``c``, ``weight``, ``valid_only``).
-    """
+    """A reward rule: what `batch_rewards` needs for it (``logprobs``, ``k``, ``counts``) and its options."""
 
     name: str
     needs: tuple[str, ...] = ()
@@ -346,12 +285,10 @@ def batch_rewards(
     counts: OutcomeCounts | None = None,
     **options: Any,
 ) -> list[float]:
-    """Rewards of a whole (gathered) generation batch under ``method``, group by group.
+    """Rewards of a whole (gathered) generation batch under ``method``, group by group (`split_groups`).
 
-    Groups are `split_groups` (consecutive records of one prompt, cut every
-    ``size``). For ``"outcome_ucb"`` every group's
-    bonus is read from the counts as they stood before the batch and the whole batch is counted after,
-    so a prompt drawn twice in one batch gets the same bonuses in both groups.
+    ``"outcome_ucb"`` reads every group's bonus from the counts as they stood before the batch and
+    counts the batch after, so a prompt drawn twice in one batch gets the same bonuses in both groups.
 
     Args:
         method: A key of `METHODS`.

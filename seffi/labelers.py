@@ -58,11 +58,10 @@ def judge_validity(
     text: str,
     who: str,
 ) -> ValidationResult:
-    """``matches``, correct or invalid as ``valid`` decides (never raises).
+    """``matches``, correct or invalid (``"<who>: not valid"``) as ``valid`` decides; never raises.
 
-    ``valid`` is a regex searched in ``text``, ``valid(x, text) -> bool``, or None (every text is valid);
-    a check that raises makes the text invalid, with its message. ``who`` names the labeler in the
-    reason of an invalid result (``"<who>: not valid"``).
+    ``valid``: a regex searched in ``text``, ``valid(x, text) -> bool`` (raising: invalid, with its
+    message) or None (every text is valid).
     """
     if valid is None:
         return ValidationResult.correct(matches)
@@ -92,7 +91,6 @@ class TaskLabeler:
         self.strategies: tuple[str, ...] = tuple(task.strategies())
 
     def __call__(self, x: Any, y_text: Any) -> ValidationResult:
-        """``task.validate_y_text(x, y_text)`` (already never raises)."""
         return self.task.validate_y_text(x, y_text)
 
     def __repr__(self) -> str:
@@ -216,16 +214,13 @@ class CallableLabeler:
 
 
 def as_labeler(obj: Any, strategies: Iterable[str] | None = None) -> Labeler:
-    """Turn what a user passed into a [`Labeler`][seffi.labelers.Labeler].
+    """A [`Labeler`][seffi.labelers.Labeler] from what a user passed.
 
     Args:
         obj: A [`Task`][seffi.tasks.Task] (its ``validate_y_text``), a labeler, a mapping of
             ``{strategy id: regex}`` (a [`RegexRubric`][seffi.labelers.RegexRubric]), or a callable
             ``fn(x, text)`` (needs ``strategies``).
         strategies: Declared strategy ids for a bare callable.
-
-    Returns:
-        A labeler.
 
     Raises:
         ValueError: ``obj`` is none of these, or a callable came without ``strategies``.

@@ -10,16 +10,9 @@ from typing import Any
 import numpy as np
 
 from seffi._convert import brief, clip
-from seffi._seeding import check_probabilities
 from seffi.coverage.columns import curves_arrays
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
 from seffi.coverage.sums_curves import rarity_labels
-
-#: What ``OracleBaseline`` takes, named in its input-format errors.
-ORACLE_INPUT_FORMAT = (
-    "{strategy: match set of its reference trace} (e.g. task.reference_match_sets(x)) or "
-    "{input_id: that}, not a list of samples' match sets"
-)
 
 #: Total Monte Carlo runs (split over inputs) used where no exact formula exists.
 MC_RUNS = 20000
@@ -91,7 +84,16 @@ def _law_arrays(law: Mapping[Any, float], cols: list[str], where: str) -> tuple[
                 f"{where}: match-distribution keys must be frozensets of strategy ids, got {key!r}"
             )
         sets.append(frozenset(key))
-    p = check_probabilities([law[k] for k in law], what=f"{where}: probabilities")
+    p = np.asarray([law[k] for k in law], dtype=np.float64)
+    what = f"{where}: probabilities"
+    if p.ndim != 1:
+        raise ValueError(f"{what} must be numbers")
+    if not np.all(np.isfinite(p)):
+        raise ValueError(f"{what} contain NaN or infinity: {p.tolist()}")
+    if np.any(p < 0):
+        raise ValueError(f"{what} must be non-negative, got {p.tolist()}")
+    if abs(p.sum() - 1.0) > 1e-9:
+        raise ValueError(f"{what} must sum to 1, they sum to {p.sum():.12g}")
     index = {s: j for j, s in enumerate(cols)}
     atoms = np.zeros((len(sets), len(cols)), dtype=bool)
     for r, s in enumerate(sets):
@@ -100,10 +102,10 @@ def _law_arrays(law: Mapping[Any, float], cols: list[str], where: str) -> tuple[
 
 
 def rarity_ranks(pi: np.ndarray, m: int, n_bins: int) -> np.ndarray:
-    """Quantile bin (0 = most common) of each column by base probability ``pi`` (M,) within one input."""
-    order = np.argsort(-np.asarray(pi, dtype=np.float64), kind="stable")
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
+    """Quantile bin (0 = most common) of each column by base probability ``pi`` (..., M) within an input."""
+    order = np.argsort(-np.asarray(pi, dtype=np.float64), axis=-1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(order.shape[-1]), axis=-1)
     return np.minimum(rank * n_bins // max(m, 1), n_bins - 1)
 
 

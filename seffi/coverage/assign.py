@@ -13,10 +13,19 @@ import numpy as np
 
 from seffi.coverage.sums import _segment_starts
 
-__all__ = ["InputKeys", "KeyIndex", "RunAssigner", "pair_keys"]
+__all__ = ["InputKeys", "KeyIndex", "RunAssigner", "grown", "pair_keys"]
 
 _LUT_MAX = 1 << 16  # env indices below this are looked up in an array (larger ones: the dict)
 _SHIFT = 32  # open-run key: input code << 32 | env column
+
+
+def grown(a: np.ndarray, n: int, fill: Any = 0, least: int = 0) -> np.ndarray:
+    """``a`` if it holds ``n`` entries, else a copy with room for them (doubling), ``fill`` after."""
+    if n <= a.size:
+        return a
+    out = np.full(max(n, 2 * a.size, least), fill, dtype=a.dtype)
+    out[: a.size] = a
+    return out
 
 
 def pair_keys(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -125,10 +134,7 @@ class InputKeys(Sequence[tuple[str, str]]):
     def add(self, keys: Sequence[tuple[str, str]]) -> None:
         """New distinct keys (none seen yet), coded from ``len(self)`` on in order."""
         n = self.n + len(keys)
-        if n > self.ids.size:
-            size = max(n, 2 * self.ids.size)
-            self.ids = np.concatenate([self.ids, np.empty(size - self.ids.size, dtype=object)])
-            self.task = np.concatenate([self.task, np.zeros(size - self.task.size, dtype=np.int32)])
+        self.ids, self.task = grown(self.ids, n, None), grown(self.task, n)
         for task, _ in keys:
             if task not in self._task_of:
                 self._task_of[task] = len(self.tasks)
@@ -208,21 +214,12 @@ class RunAssigner:
 
     def ensure_inputs(self, n_inputs: int) -> None:
         """Room for input codes below ``n_inputs`` (amortised doubling)."""
-        have = self.next_stream.size
-        if n_inputs > have:
-            grown = np.zeros(max(n_inputs, 2 * have, 16), dtype=np.int64)
-            grown[:have] = self.next_stream
-            self.next_stream = grown
+        self.next_stream = grown(self.next_stream, n_inputs, 0, 16)
 
     def add_slots(self, streams: np.ndarray, inputs: np.ndarray) -> np.ndarray:
         """Slots for runs with the given streams and input codes (in order); their streams are raised past."""
         n = self.n_slots + streams.size
-        if n > self._slot_stream.size:
-            size = max(n, 2 * self._slot_stream.size)
-            for name in ("_slot_stream", "_slot_input"):
-                grown = np.zeros(size, dtype=getattr(self, name).dtype)
-                grown[: self.n_slots] = getattr(self, name)[: self.n_slots]
-                setattr(self, name, grown)
+        self._slot_stream, self._slot_input = grown(self._slot_stream, n), grown(self._slot_input, n)
         self._slot_stream[self.n_slots : n] = streams
         self._slot_input[self.n_slots : n] = inputs
         if inputs.size:
@@ -256,12 +253,8 @@ class RunAssigner:
             have = len(self._row)
             fresh = np.arange(have, have + new.size, dtype=np.int64)
             self._row.add(keys[new], fresh)
-            if have + new.size > self.o_key.size:
-                size = max(have + new.size, 2 * self.o_key.size, 64)
-                for name, fill in (("o_key", 0), ("o_slot", -1), ("o_cnt", 0), ("o_si", -1), ("o_ri", -1)):
-                    grown = np.full(size, fill, dtype=np.int64)
-                    grown[:have] = getattr(self, name)[:have]
-                    setattr(self, name, grown)
+            for name, fill in (("o_key", 0), ("o_slot", -1), ("o_cnt", 0), ("o_si", -1), ("o_ri", -1)):
+                setattr(self, name, grown(getattr(self, name), have + new.size, fill, 64))
             self.o_key[fresh] = keys[new]
             rows[new] = fresh
         return rows
@@ -361,38 +354,6 @@ class RunAssigner:
                     new[i] = count >= K
                 count = 1 if new[i] else count + 1
         return new
-
-    def _loop(
-        self, u: np.ndarray, e: np.ndarray, sample_index: np.ndarray, run_index: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The rules of `assign`, one episode at a time (env columns ``e``): a reference for tests."""
-        n = u.shape[0]
-        slots, ks = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-        rows = zip(u.tolist(), e.tolist(), sample_index.tolist(), run_index.tolist(), strict=True)
-        for i, (ui, ei, si, ri) in enumerate(rows):
-            r = int(self._rows(np.array([(ui << _SHIFT) | ei], dtype=np.int64))[0])
-            slot = int(self.o_slot[r])
-            new = slot < 0
-            if not new:
-                last_si, last_ri = self.o_si[r], self.o_ri[r]
-                if ri >= 0 and last_ri >= 0:
-                    new = ri != last_ri
-                elif si >= 0 and last_si >= 0:
-                    new = si <= last_si
-                else:
-                    new = self.o_cnt[r] >= self.budget
-            if new:
-                slot = int(self._new_slots(np.array([ui], dtype=np.int64))[0])
-                self.o_slot[r], self.o_cnt[r] = slot, 0
-            self.o_cnt[r] += 1
-            self.o_si[r], self.o_ri[r] = si, ri
-            slots[i], ks[i] = slot, self.o_cnt[r]
-        return slots, ks
-
-    def _grow(self, n_inputs: int, n_envs: int) -> None:
-        """Room for input codes below ``n_inputs`` (open runs are keyed by pair: env rows need none)."""
-        del n_envs
-        self.ensure_inputs(n_inputs)
 
     def open_runs(self) -> list[tuple[int, int, int, int, int, int]]:
         """(input code, env index, slot, samples so far, last sample_index, last run_index) of open runs."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from seffi.coverage.assign import grown
 from seffi.coverage.sums import _segment_starts
 
 __all__ = ["BARCODE_ROWS", "BarcodeRows"]
@@ -40,11 +41,7 @@ class BarcodeRows:
 
     def grow(self, n_inputs: int) -> None:
         """Room for ``n_inputs`` input codes."""
-        have = self.stream.size
-        if n_inputs > have:
-            grown = np.full(max(n_inputs, 2 * have), _NONE, dtype=np.int64)
-            grown[:have] = self.stream
-            self.stream = grown
+        self.stream = grown(self.stream, n_inputs, _NONE)
 
     def rows_held(self) -> Iterator[tuple[int, int, list[int], list[bool]]]:
         """(code, stream, cells, new flags) of every row (the cells recorded so far)."""

@@ -354,7 +354,7 @@ def novelty_samples_many(X: np.ndarray, K: int) -> np.ndarray:
         masks, bits = used_masks(X[sv])  # each dataset's own columns: any m
         d_of, u, mult = distinct_sets(masks)
         groups = list(nonempty_subsets(u, bits))
-        for (g, _, sign), y in zip(groups, meet_counts(d_of, u, mult, groups), strict=True):
+        for (g, _, sign), y in zip(groups, meet_counts(d_of, mult, groups), strict=True):
             w = mult[g][:, None] * sign[None, :]
             coef[sv] += np.bincount(
                 (d_of[g][:, None] * (n + 1) + y).ravel(), weights=w.ravel(), minlength=sv.size * (n + 1)

@@ -7,6 +7,24 @@ import numpy as np
 from seffi.coverage import estimators as est
 
 
+def chao_f0(rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(f1, Chao1's f0) of each row of incidence counts ``rows`` (D, m) out of n samples: (D,) each."""
+    f1 = (rows == 1).sum(axis=1).astype(np.float64)
+    f2 = (rows == 2).sum(axis=1).astype(np.float64)
+    return f1, est.chao_f0_array(n, f1, f2)
+
+
+def detected_law(rows: np.ndarray, n: int, f1: np.ndarray, f0: np.ndarray, unseen: np.ndarray) -> tuple:
+    """(undetected mass (D,), detected probabilities (D, m)) of ``assemblage``; no mass unless ``unseen``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(unseen & (f1 > 0), f1 / n * (n * f0 / (n * f0 + f1)), 0.0)
+    rel = rows / n
+    tail = (1.0 - rel) ** n
+    b = (rel * tail).sum(axis=1)
+    w = np.where((a > 0) & (b > 0), a / np.where(b > 0, b, 1.0), 0.0)
+    return a, rel * (1.0 - w[:, None] * tail)
+
+
 def model_law(Y: np.ndarray, n: int, m: int, single: np.ndarray | bool) -> np.ndarray:
     """q_s (..., m), the probability that a sample matches column s, fitted to incidence counts Y (..., m).
 
@@ -17,20 +35,12 @@ def model_law(Y: np.ndarray, n: int, m: int, single: np.ndarray | bool) -> np.nd
     Y = np.asarray(Y, dtype=np.int64)
     rows = Y.reshape(-1, Y.shape[-1])
     single = np.broadcast_to(np.asarray(single, dtype=bool), Y.shape[:-1]).reshape(-1)
-    f1 = (rows == 1).sum(axis=1).astype(np.float64)
-    f2 = (rows == 2).sum(axis=1).astype(np.float64)
-    f0 = est.chao_f0_array(n, f1, f2)
+    f1, f0 = chao_f0(rows, n)
     u = (rows == 0).sum(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.where((u > 0) & (f0 > 0) & (f1 > 0), f1 / n * (n * f0 / (n * f0 + f1)), 0.0)
+    a, detected = detected_law(rows, n, f1, f0, (u > 0) & (f0 > 0))
     prior = np.where(single, 1.0 / (n + m), 1.0 / (n + 2))  # uniform-prior posterior mean of an unseen one
     r = np.where(u > 0, np.where(a > 0, a / np.maximum(u, 1), prior), 0.0)
-    rel = rows / n
-    tail = (1.0 - rel) ** n
-    b = (rel * tail).sum(axis=1)
-    w = np.where((a > 0) & (b > 0), a / np.where(b > 0, b, 1.0), 0.0)
-    q = np.where(rows > 0, rel * (1.0 - w[:, None] * tail), r[:, None])
-    q = np.clip(q, 0.0, 1.0)
+    q = np.clip(np.where(rows > 0, detected, r[:, None]), 0.0, 1.0)
     tot = q.sum(axis=1)
     over = single & (tot > 1.0)
     q[over] /= tot[over, None]

@@ -11,7 +11,6 @@ import numpy as np
 
 from seffi._seeding import SeedLike, rngs
 from seffi.coverage._common import (
-    ORACLE_INPUT_FORMAT,
     _check_strategies,
     _columns,
     _input_id,
@@ -25,11 +24,17 @@ from seffi.errors import SeffiError
 
 __all__ = ["OracleBaseline"]
 
+#: What ``OracleBaseline`` takes, named in its input-format errors.
+ORACLE_INPUT_FORMAT = (
+    "{strategy: match set of its reference trace} (e.g. task.reference_match_sets(x)) or "
+    "{input_id: that}, not a list of samples' match sets"
+)
+
 #: One input of the oracle: (strategy columns, M_x, {feasible column: its trace's match-set mask}).
 _Part = tuple[list[str], int, dict[int, int]]
 
 
-def _unambiguous_oracle(f: int, m: int, M: int, K: int, bins: np.ndarray | None, n_bins: int) -> Curves:
+def _unambiguous_oracle(f: int, m: int, K: int, bins: np.ndarray | None, n_bins: int) -> Curves:
     """Analytic oracle when every reference trace matches exactly its own strategy: C(k) = min(k, f) / m."""
     ks = np.arange(1, K + 1)
     covered = np.minimum(ks, f).astype(np.float64)
@@ -43,8 +48,6 @@ def _unambiguous_oracle(f: int, m: int, M: int, K: int, bins: np.ndarray | None,
     full = ((covered >= m) & (f >= m)).astype(np.float64)
     point = {"coverage": covered / m, "novelty": new, "expected_new": new.copy(), "full_coverage": full}
     c = Curves.from_point("oracle", K, point, ttc, n_inputs=1)
-    c.valid_coverage, c.valid_auc = c.coverage, c.auc
-    c.valid_at_k = np.full(K, 1.0 if f else 0.0)
     if bins is not None:
         # Uniform choice among uncovered strategies: each feasible one is covered by step k w.p. min(k, f)/f.
         per = covered / max(f, 1)
@@ -200,7 +203,12 @@ class OracleBaseline:
             same = (tuple(cols), m, tuple(sorted(refmask.items())), None if bins is None else bins.tobytes())
             c = exact.get(same)
             if c is None:
-                c = self._input_curves((cols, m, refmask), K, rng, bins, rarity_bins)
+                if all(r == 1 << s for s, r in refmask.items()):
+                    c = _unambiguous_oracle(len(refmask), m, K, bins, rarity_bins)
+                else:
+                    c = self._input_curves((cols, m, refmask), K, rng, bins, rarity_bins)
+                c.valid_coverage, c.valid_auc = c.coverage, c.auc  # reference traces are correct solutions
+                c.valid_at_k = np.full(K, 1.0 if refmask else 0.0)
                 if not c.notes:  # exact (analytic or DP)
                     exact[same] = c
             parts.append(c)
@@ -211,8 +219,6 @@ class OracleBaseline:
     ) -> Curves:
         cols, m, refmask = part
         M = len(cols)
-        if all(r == 1 << s for s, r in refmask.items()):
-            return _unambiguous_oracle(len(refmask), m, M, K, bins, n_bins)
         dist: dict[int, float] = {0: 1.0}
         # Per step: distribution over covered sets (as bitmasks). The chain is absorbed after at
         # most M steps (every step covers a new strategy or stalls for good), so K costs nothing.
@@ -262,8 +268,6 @@ class OracleBaseline:
             for t in TAUS
         }
         c = Curves.from_point("oracle", K, point, ttc, n_inputs=1)
-        c.valid_coverage, c.valid_auc = c.coverage, c.auc  # reference traces are correct solutions
-        c.valid_at_k = np.full(K, 1.0 if refmask else 0.0)
         if bins is not None:
             c.coverage_by_rarity = np.stack([per_s[:, bins == b].sum(axis=1) / m for b in range(n_bins)])
         return c
@@ -291,7 +295,5 @@ class OracleBaseline:
             f"oracle curves are Monte Carlo ({runs} runs; standard error <= {se:.4f}, "
             f"<= {se * widest:.4f} for expected new strategies)"
         )
-        c.valid_coverage, c.valid_auc = c.coverage, c.auc
-        c.valid_at_k = np.full(K, 1.0 if refmask else 0.0)
         c.n_runs, c.samples = 0, 0
         return c

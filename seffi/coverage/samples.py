@@ -11,11 +11,11 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from seffi.coverage import estimators as est
-from seffi.coverage._common import _Samples
+from seffi.coverage._common import _Samples, rarity_ranks
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
-from seffi.coverage.extrapolate import _beyond_n, _full_law, model_law
+from seffi.coverage.extrapolate import _beyond_n, _full_law, chao_f0, detected_law, model_law
 from seffi.coverage.resampling import normal_quantile, percentile_interval, t_quantile
-from seffi.coverage.subsets import MAX_SET_STRATEGIES, meet_counts, nonempty_subsets, used_masks
+from seffi.coverage.subsets import MAX_SET_STRATEGIES, meet_counts, nonempty_subsets, pair_ids, used_masks
 from seffi.coverage.sums_curves import rarity_labels
 
 
@@ -29,15 +29,17 @@ def _sample_points(X: np.ndarray, m: int, K: int, Y: np.ndarray, single: np.ndar
     expected_new = np.diff(covered, axis=1, prepend=0.0)
     novelty = est.novelty_samples_many(X, K)
     full = est.full_coverage_samples_many(X, m, K)
-    if K > n:
-        # Beyond n: expected new strategies times the observed Pr[new]/E[new] ratio at n (= 1 for
-        # single-label data). Model-based, flagged as extrapolated.
-        at_n = expected_new[:, n - 1]
-        ratio = np.where(at_n > 0, novelty[:, -1] / np.where(at_n > 0, at_n, 1.0), 1.0)
-        novelty = np.concatenate([novelty, np.clip(expected_new[:, n:] * ratio[:, None], 0.0, 1.0)], axis=1)
-        # Model-based: the law of finding the missing strategies given the data.
+    if K > n:  # model-based, flagged as extrapolated
+        novelty = _novelty_beyond_n(novelty, expected_new, n)
         full = np.concatenate([full, _beyond_n(Y, n, m, single, K - n, [])[0]], axis=1)
     return {"coverage": covered / m, "expected_new": expected_new, "novelty": novelty, "full_coverage": full}
+
+
+def _novelty_beyond_n(novelty: np.ndarray, expected_new: np.ndarray, n: int) -> np.ndarray:
+    """Novelty (..., n) extended to (..., K): expected new strategies times the Pr[new] / E[new] at n."""
+    at_n = expected_new[..., n - 1]
+    ratio = np.where(at_n > 0, novelty[..., -1] / np.where(at_n > 0, at_n, 1.0), 1.0)
+    return np.concatenate([novelty, np.clip(expected_new[..., n:] * ratio[..., None], 0.0, 1.0)], axis=-1)
 
 
 def _covered_from_counts(Y: np.ndarray, n: int, m: int, K: int) -> np.ndarray:
@@ -69,22 +71,15 @@ def assemblage(Y: np.ndarray, n: int, single: np.ndarray | bool) -> np.ndarray:
     Y = np.asarray(Y, dtype=np.int64)
     rows = np.atleast_2d(Y)
     single = np.broadcast_to(np.asarray(single, dtype=bool), rows.shape[:1])
-    f1 = (rows == 1).sum(axis=1).astype(np.float64)
-    f2 = (rows == 2).sum(axis=1).astype(np.float64)
-    f0 = est.chao_f0_array(n, f1, f2)
+    f1, f0 = chao_f0(rows, n)
     unseen = np.ceil(f0 - 1e-9).astype(np.int64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.where((unseen > 0) & (f1 > 0), f1 / n * (n * f0 / (n * f0 + f1)), 0.0)
-    rel = rows / n
-    tail = (1.0 - rel) ** n
-    b = (rel * tail).sum(axis=1)
-    w = np.where((a > 0) & (b > 0), a / np.where(b > 0, b, 1.0), 0.0)
+    a, detected = detected_law(rows, n, f1, f0, unseen > 0)
     U = int(unseen.max(initial=0))
     out = np.zeros((rows.shape[0], rows.shape[1] + U + 1))
-    out[:, : rows.shape[1]] = rel * (1.0 - w[:, None] * tail)
+    out[:, : rows.shape[1]] = detected
     slot = np.arange(U)[None, :] < unseen[:, None]
     out[:, rows.shape[1] : -1] = np.where(slot, a[:, None] / np.maximum(unseen, 1)[:, None], 0.0)
-    out[:, -1] = np.where(single, np.maximum(1.0 - rel.sum(axis=1), 0.0), 0.0)
+    out[:, -1] = np.where(single, np.maximum(1.0 - (rows / n).sum(axis=1), 0.0), 0.0)
     out = np.clip(out, 0.0, 1.0)
     out[single] /= out[single].sum(axis=1, keepdims=True)
     return out if Y.ndim == 2 else out[0]
@@ -93,7 +88,7 @@ def assemblage(Y: np.ndarray, n: int, single: np.ndarray | bool) -> np.ndarray:
 def _assemblage_counts(
     P: np.ndarray, n: int, single: np.ndarray, rng: np.random.Generator, B: int
 ) -> np.ndarray:
-    """Incidence counts (D, B, L) of B datasets of n samples from each assemblage P (D, L + 1).
+    """Incidence counts (D, B, L) of B datasets of n samples from each law P (D, L + 1), "nothing" last.
 
     Multinomial (abundance) or independent binomials (incidence), without drawing the match sets.
     """
@@ -104,6 +99,13 @@ def _assemblage_counts(
     if (~single).any():
         out[~single] = _binomial(n, P[~single, :-1], rng, B).swapaxes(0, 1)
     return out
+
+
+def _draw_counts(q: np.ndarray, single: np.ndarray, n: int, rng: np.random.Generator, B: int) -> np.ndarray:
+    """Incidence counts (D, B, m) of B datasets of n samples from each per-column law q (D, m)."""
+    P = np.column_stack([q, np.maximum(0.0, 1.0 - q.sum(axis=1))])  # "matches nothing" last
+    P[single] /= P[single].sum(axis=1, keepdims=True)
+    return _assemblage_counts(P, n, single, rng, B)
 
 
 #: Largest n drawn by ``_binomial``'s table (one pass over the draws per count 0..n-1).
@@ -170,7 +172,7 @@ def _set_datasets(X: np.ndarray, unseen: np.ndarray, rng: np.random.Generator, B
     D, n, c = X.shape
     # Distinct match sets in np.unique(X[d], axis=0)'s order: column 0 the most significant bit.
     key = X.astype(np.int64) @ np.left_shift(np.int64(1), np.arange(c - 1, -1, -1, dtype=np.int64))
-    ids, first = _ids(np.repeat(np.arange(D), n), key.ravel())
+    ids, first = pair_ids(np.repeat(np.arange(D), n), key.ravel())
     set_d, set_key = first // n, key.ravel()[first]
     sizes = np.bincount(set_d, minlength=D)
     slot = np.arange(set_d.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
@@ -197,15 +199,6 @@ def _set_datasets(X: np.ndarray, unseen: np.ndarray, rng: np.random.Generator, B
     return atoms[np.arange(D)[:, None, None], idx]
 
 
-def _ids(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Dense ids of the pairs (a, b) in sorted order, and the position of each id's first pair."""
-    order = np.lexsort((b, a))
-    new = np.r_[True, (a[order][1:] != a[order][:-1]) | (b[order][1:] != b[order][:-1])]
-    ids = np.empty(a.size, dtype=np.int64)
-    ids[order] = np.cumsum(new) - 1
-    return ids, order[new]
-
-
 def _world_columns(X: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The columns set-valued novelty replicates draw, per input of X (D, n, m) with model law q (D, m).
 
@@ -226,33 +219,11 @@ def _world_columns(X: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return cols, unseen, np.where(kept, np.take_along_axis(q, cols, axis=1), 0.0)
 
 
-def _draw_counts(q: np.ndarray, single: np.ndarray, n: int, rng: np.random.Generator, B: int) -> np.ndarray:
-    """Incidence counts (D, B, m) of B datasets of n samples from each per-column law q (D, m)."""
-    D, m = q.shape
-    out = np.zeros((D, B, m), dtype=np.int64)
-    if single.any():
-        qs = q[single]
-        p = np.column_stack([qs, np.maximum(0.0, 1.0 - qs.sum(axis=1))])
-        p /= p.sum(axis=1, keepdims=True)
-        out[single] = rng.multinomial(n, p, size=(B, p.shape[0]))[..., :m].swapaxes(0, 1)
-    if (~single).any():
-        out[~single] = _binomial(n, q[~single], rng, B).swapaxes(0, 1)
-    return out
-
-
 #: Replicates behind the sd of set-valued novelty (tiled to ``n_boot``).
 NOVELTY_REPLICATES = 32
 
 #: Curve fields whose interval is estimate +- z sd of centred replicates (iNEXT), with their upper bound.
-_SD_CAPS = {
-    "coverage": 1.0,
-    "novelty": 1.0,
-    "expected_new": math.inf,
-    "valid_coverage": 1.0,
-}
-#: Curve fields whose interval is the percentile interval of uncentred model replicates, widened to
-#: contain the estimate (see ``_sample_curves``).
-_PERCENTILE_FIELDS = ("full_coverage",)
+_SD_CAPS = {"coverage": 1.0, "novelty": 1.0, "expected_new": math.inf, "valid_coverage": 1.0}
 
 
 #: Bytes of working arrays per chunk of inputs: the bootstrap's memory does not grow with the inputs.
@@ -270,16 +241,11 @@ BLOCK_CHUNKS = 8
 class SamplePlan:
     """The mean curves over inputs estimated from samples (``IidBaseline.curves``), as blocks of work.
 
-    ``plan.curves(map(plan.block, range(plan.blocks)))`` computes them here; any block may be computed
-    elsewhere (another process) from the same plan.
-
-    Inputs are processed in chunks of equal (n, m) as arrays (D, ...); only sums over inputs (and each
-    input's AUC, which the paired gain resamples) are kept, so memory is bounded by `CHUNK_BYTES`.
-    `BLOCK_CHUNKS` chunks make a block, which `block` sums alone; `curves` adds the blocks' sums in
-    block order. Block b draws from four streams of ``seed`` (time-to-coverage runs, the coverage,
-    model and valid bootstraps), shared by its chunks in turn: block 0 from ``seed.spawn(4)``, block
-    b > 0 from the b-th child of each of those, so the curves do not depend on which process
-    computed which block, and inputs that fit one block draw as one stream.
+    ``plan.curves(map(plan.block, range(plan.blocks)))``; any block may be computed in another process.
+    Inputs go in chunks of equal (n, m) as arrays (D, ...), keeping only sums over inputs (and each
+    input's AUC, for the paired gain): memory is bounded by `CHUNK_BYTES`. Block b draws from four
+    streams of ``seed`` (time-to-coverage runs, the coverage, model and valid bootstraps): block 0 from
+    ``seed.spawn(4)``, block b > 0 from the b-th child of each.
     Intervals: C(k), expected new, AUC and valid coverage by iNEXT (``inext_coverage_replicates``);
     N(i) single-label from the coverage replicates, set-valued by the pooled sd over two worlds
     (``_set_datasets``, ``model_law``) and the jackknife at i <= n / 2; F(k) by Wilson with
@@ -340,10 +306,7 @@ class SamplePlan:
             parts = [self.parts[i] for i in idx]
             X = np.stack([p.X for p in parts])
             valid = np.stack([p.valid for p in parts]) if parts[0].valid is not None else None
-            _chunk(
-                acc, idx, X, valid, parts[0].m, self.K, self.runs, streams, self.n_boot, self.n_bins,
-                self.ci_level, self.k_wilson,
-            )  # fmt: skip
+            self._chunk(acc, idx, X, valid, parts[0].m, streams)
         return acc
 
     def curves(self, blocks: Iterable[_Sums]) -> Curves:
@@ -352,7 +315,161 @@ class SamplePlan:
         for part in blocks:
             acc.merge(part)
         trials = full_trials(np.array([p.X.shape[0] for p in self.parts]), self.K)
-        return acc.curves(self.keys, self.ci_level, self.n_boot, trials)
+        mean = {name: v / acc.U for name, v in acc.arrays.items()}
+        auc, valid_auc = np.zeros(acc.U), np.full(acc.U, np.nan)
+        for into, parts in ((auc, acc.aucs), (valid_auc, acc.valid_aucs)):
+            for idx, values in parts:
+                into[idx] = values
+        ttc = {key: TimeToCoverage.from_survival(float(key), s / acc.U) for key, s in acc.survival.items()}
+        c = Curves.from_point(
+            "iid_estimated",
+            self.K,
+            mean,
+            ttc,
+            n_inputs=acc.U,
+            n_runs=acc.U,
+            samples=acc.samples,
+            coverage_by_rarity=mean["coverage_by_rarity"],
+            rarity_bins=rarity_labels(self.n_bins),
+            extrapolated=np.arange(1, self.K + 1) > acc.n_min,
+            notes=sorted(acc.notes),
+        )
+        c.auc = float(auc.mean())
+        if "valid_coverage" in mean and not np.isnan(valid_auc).any():
+            c.valid_coverage, c.valid_at_k = mean["valid_coverage"], mean["valid_at_k"]
+            c.valid_auc = float(c.valid_coverage.mean())
+            c.input_valid_auc = valid_auc
+        if all(k is not None for k in self.keys):
+            # Baselines do not know the task: their inputs are matched to a policy's by id.
+            c.input_keys = [(None, str(k)) for k in self.keys]
+            c.input_auc = auc
+        if acc.reps:
+            reps = {name: v / acc.U for name, v in acc.reps.items()}
+            if "valid_auc" in reps and c.valid_auc is None:
+                reps = {k: v for k, v in reps.items() if not k.startswith("valid_")}
+            _set_intervals(c, reps, self.ci_level, trials)
+            c.n_boot = self.n_boot
+        return c
+
+    def _chunk(
+        self, acc: _Sums, idx: list[int], X: np.ndarray, valid: np.ndarray | None, m: int, streams: list
+    ) -> None:
+        """Add the curves and replicates of D inputs X (D, n, m) (and their ``valid`` (D, n)) to ``acc``."""
+        K, runs, n_bins = self.K, self.runs, self.n_bins
+        D, n = X.shape[:2]
+        kn = min(K, n)
+        Y, single = est.incidence(X)
+        point = _sample_points(X, m, K, Y, single)
+        acc.n_min, acc.samples = min(acc.n_min, n), acc.samples + D * n
+        if K > n:
+            acc.notes.add(
+                f"iid (estimated) values beyond k = n = {n} are model-based extrapolations: coverage by "
+                "Chao et al. 2014, full coverage and time to coverage from the estimated law of the unseen "
+                "strategies"
+            )
+        if not single.all() and m > est.EXACT_SET_STRATEGIES:
+            acc.notes.add(
+                f"iid (estimated) full coverage at k <= n is Monte Carlo over {est.PERMUTATIONS} random "
+                f"orders of the samples (set-valued, more than {est.EXACT_SET_STRATEGIES} strategies; "
+                f"standard error <= {0.5 / math.sqrt(est.PERMUTATIONS):.3f})"
+            )
+        acc.notes.add(
+            f"iid (estimated) time-to-coverage for tau < 1 and k <= n is Monte Carlo over {runs} sample "
+            f"permutations per input ({runs * acc.U} in all)"
+        )
+        for name, v in point.items():
+            acc.add(name, v.sum(axis=0))
+        acc.aucs.append((idx, point["coverage"].mean(axis=1)))
+        # Time to coverage at k <= n: prefixes of random permutations are uniform k-subsets (the
+        # U-statistic by Monte Carlo); at tau = 1 the exact F; beyond n the law of the future given the data.
+        needs = [math.ceil(tau * m - 1e-9) for tau in TAUS]
+        covered = _covered_by_prefixes(X, Y > 0, runs, kn, streams[0])  # (D, runs, kn)
+        beyond = _beyond_n(Y, n, m, single, K - n, needs)[1] if K > n else None
+        for i, tau in enumerate(TAUS):
+            surv = 1.0 - point["full_coverage"][:, :kn] if tau == 1.0 else (covered < needs[i]).mean(axis=1)
+            if beyond is not None:
+                surv = np.concatenate([surv, beyond[i]], axis=1)
+            acc.survival[tau_key(tau)] += np.clip(surv, 0.0, 1.0).sum(axis=0)
+        # Per-strategy rarefied contributions, binned by incidence frequency (ranking only).
+        lf = est.log_factorial(n)
+        kk = np.arange(1, kn + 1)
+        per_s = -np.expm1(est._log_binom_ratio(n - Y[:, None, :], n, kk[None, :, None], lf))  # (D, kn, m)
+        if K > n:
+            per_s = np.concatenate([per_s, np.repeat(per_s[:, -1:], K - n, axis=1)], axis=1)
+        bins = rarity_ranks(Y / n, m, n_bins)
+        by_rarity = np.stack([(per_s * (bins == b)[:, None, :]).sum(axis=2) / m for b in range(n_bins)], 1)
+        if K > n:
+            # Beyond n only strategies not yet seen can be found, and they rank rarest: the extrapolated
+            # gain in coverage goes to the last bin, so the rows still sum to the coverage.
+            cov = point["coverage"]
+            by_rarity[:, -1, n:] += cov[:, n:] - by_rarity[:, :, n:].sum(axis=1)
+        acc.add("coverage_by_rarity", by_rarity.sum(axis=0))
+        Xv = None
+        if valid is not None:
+            Xv = X & valid[:, :, None]
+            vcov = _covered_from_counts(Xv.sum(axis=1), n, m, K) / m
+            acc.add("valid_coverage", vcov.sum(axis=0))
+            acc.valid_aucs.append((idx, vcov.mean(axis=1)))
+            nv = valid.sum(axis=1)
+            va = -np.expm1(est._log_binom_ratio(n - nv[:, None], n, kk[None, :], lf))
+            if K > n:  # given the data: 1 if a sample was correct, else a correct one in the next j draws
+                rate = 1.0 / (n + 2)  # uniform-prior posterior mean of a rate never seen in n samples
+                more = -np.expm1(np.arange(1, K - n + 1) * math.log1p(-rate))
+                va = np.concatenate([va, np.where(nv[:, None] > 0, 1.0, more[None, :])], axis=1)
+            acc.add("valid_at_k", va.sum(axis=0))
+            point["valid_coverage"] = vcov
+        if self.n_boot > 0:
+            self._replicates(acc, X, Xv, point, m, streams[1:])
+
+    def _replicates(
+        self, acc: _Sums, X: np.ndarray, Xv: np.ndarray | None, point: dict, m: int, streams: list
+    ) -> None:
+        """Add the bootstrap replicates (B, K) of D inputs, summed over inputs, to ``acc.reps``."""
+        K, B, k_wilson = self.K, self.n_boot, self.k_wilson
+        boot_rng, model_rng, valid_rng = streams
+        Y, single = est.incidence(X)
+        D, n = X.shape[:2]
+        kn = min(K, n)
+        reps: dict[str, np.ndarray] = {}
+        cov = inext_coverage_replicates(X, m, K, B, boot_rng)  # (D, B, K)
+        # F (and set-valued novelty's second world) from the model law refitted to its own datasets.
+        q = model_law(Y, n, m, single)
+        Yb = _draw_counts(q, single, n, model_rng, B)
+        # The coverage sd is the larger of the two models of the unseen strategies: the assemblage
+        # alone is too narrow when many rare ones were missed (C(n) of a Zipf(1.5) law, M = 20,
+        # n = 40 covered 0.90 instead of 0.93).
+        cov_model = _covered_from_counts(Yb, n, m, K) / m
+        reps["coverage"] = _widen(cov, cov_model, axis=1)
+        reps["expected_new"] = np.diff(reps["coverage"] * m, axis=2, prepend=0.0)
+        # Pr[new] = E[new] sample by sample for single-label data: the two U-statistics coincide.
+        reps["novelty"] = np.clip(reps["expected_new"], 0.0, 1.0)
+        sv = np.flatnonzero(~single)
+        if sv.size:
+            reps["novelty"][sv] = _set_novelty_replicates(
+                X[sv], q[sv], reps["expected_new"][sv], K, B, model_rng, self.ci_level
+            )
+        # At k <= the smallest n over all inputs F(k)'s interval is Wilson's (``full_trials``): the
+        # model's replicates there would be discarded, so they hold the point estimate.
+        full = np.broadcast_to(point["full_coverage"][:, None, :kn], (D, B, kn)).copy()
+        if kn > k_wilson:
+            qb = model_law(Yb, n, m, np.repeat(single[:, None], B, axis=1))
+            full[:, :, k_wilson:] = _full_law(qb.reshape(D * B, m), kn).reshape(D, B, kn)[:, :, k_wilson:]
+        if K > n:
+            extra = _beyond_n(Yb.reshape(D * B, m), n, m, np.repeat(single, B), K - n, [])[0]
+            full = np.concatenate([full, extra.reshape(D, B, K - n)], axis=2)
+        reps["full_coverage"] = full
+        if Xv is not None:
+            reps["valid_coverage"] = inext_coverage_replicates(Xv, m, K, B, valid_rng)
+        for name in list(reps):
+            if name in _SD_CAPS:  # centred: iNEXT is point +- z sd
+                centred = reps[name] - reps[name].mean(axis=1, keepdims=True)
+                centred += point[name][:, None, :]
+                reps[name] = centred
+        reps["auc"] = _widen(reps["coverage"].mean(axis=2), cov_model.mean(axis=2), axis=1)
+        if "valid_coverage" in reps:
+            reps["valid_auc"] = reps["valid_coverage"].mean(axis=2)
+        for name, r in reps.items():
+            acc.add(name, r.sum(axis=0), acc.reps)
 
 
 class _Sums:
@@ -368,209 +485,22 @@ class _Sums:
         self.valid_aucs: list[tuple[list[int], np.ndarray]] = []
         self.n_min, self.samples, self.notes = K + 1, 0, set()
 
-    def add(self, name: str, values: np.ndarray, into: dict[str, np.ndarray] | None = None) -> None:
-        """Add per-input values (D, ...) of ``name`` summed over inputs."""
-        self._sum(name, values.sum(axis=0), self.arrays if into is None else into)
-
-    @staticmethod
-    def _sum(name: str, total: np.ndarray, into: dict[str, np.ndarray]) -> None:
+    def add(self, name: str, total: np.ndarray, into: dict[str, np.ndarray] | None = None) -> None:
+        """Add ``total`` (a sum over inputs) to the sum of ``name`` in ``into`` (default: the curves)."""
+        into = self.arrays if into is None else into
         into[name] = into[name] + total if name in into else total
 
     def merge(self, other: _Sums) -> None:
         """Add another block's sums (after this one's)."""
         for mine, theirs in ((self.arrays, other.arrays), (self.reps, other.reps)):
             for name, total in theirs.items():
-                self._sum(name, total, mine)
+                self.add(name, total, mine)
         for key, s in other.survival.items():
             self.survival[key] += s
         self.aucs += other.aucs
         self.valid_aucs += other.valid_aucs
         self.n_min, self.samples = min(self.n_min, other.n_min), self.samples + other.samples
         self.notes |= other.notes
-
-    def curves(self, keys: list[str | None], level: float, n_boot: int, trials: np.ndarray) -> Curves:
-        mean = {name: v / self.U for name, v in self.arrays.items()}
-        auc, valid_auc = np.zeros(self.U), np.full(self.U, np.nan)
-        for into, parts in ((auc, self.aucs), (valid_auc, self.valid_aucs)):
-            for idx, values in parts:
-                into[idx] = values
-        ttc = {key: TimeToCoverage.from_survival(float(key), s / self.U) for key, s in self.survival.items()}
-        c = Curves.from_point(
-            "iid_estimated",
-            self.K,
-            mean,
-            ttc,
-            n_inputs=self.U,
-            n_runs=self.U,
-            samples=self.samples,
-            coverage_by_rarity=mean["coverage_by_rarity"],
-            rarity_bins=rarity_labels(self.n_bins),
-            extrapolated=np.arange(1, self.K + 1) > self.n_min,
-            notes=sorted(self.notes),
-        )
-        c.auc = float(auc.mean())
-        if "valid_coverage" in mean and not np.isnan(valid_auc).any():
-            c.valid_coverage, c.valid_at_k = mean["valid_coverage"], mean["valid_at_k"]
-            c.valid_auc = float(c.valid_coverage.mean())
-            c.input_valid_auc = valid_auc
-        if all(k is not None for k in keys):
-            # Baselines do not know the task: their inputs are matched to a policy's by id.
-            c.input_keys = [(None, str(k)) for k in keys]
-            c.input_auc = auc
-        if self.reps:
-            reps = {name: v / self.U for name, v in self.reps.items()}
-            if "valid_auc" in reps and c.valid_auc is None:
-                reps = {k: v for k, v in reps.items() if not k.startswith("valid_")}
-            _set_intervals(c, reps, level, trials)
-            c.n_boot = n_boot
-        return c
-
-
-def _chunk(
-    acc: _Sums,
-    idx: list[int],
-    X: np.ndarray,
-    valid: np.ndarray | None,
-    m: int,
-    K: int,
-    runs: int,
-    streams: list[np.random.Generator],
-    n_boot: int,
-    n_bins: int,
-    ci_level: float,
-    k_wilson: int,
-) -> None:
-    """Add the curves and replicates of D inputs X (D, n, m) (and their ``valid`` (D, n)) to ``acc``."""
-    ttc_rng, boot_rng, model_rng, valid_rng = streams
-    D, n = X.shape[:2]
-    kn = min(K, n)
-    Y, single = est.incidence(X)
-    point = _sample_points(X, m, K, Y, single)
-    acc.n_min, acc.samples = min(acc.n_min, n), acc.samples + D * n
-    if K > n:
-        acc.notes.add(
-            f"iid (estimated) values beyond k = n = {n} are model-based extrapolations: coverage by Chao "
-            "et al. 2014, full coverage and time to coverage from the estimated law of the unseen strategies"
-        )
-    if not single.all() and m > est.EXACT_SET_STRATEGIES:
-        acc.notes.add(
-            f"iid (estimated) full coverage at k <= n is Monte Carlo over {est.PERMUTATIONS} random orders "
-            f"of the samples (set-valued, more than {est.EXACT_SET_STRATEGIES} strategies; standard error "
-            f"<= {0.5 / math.sqrt(est.PERMUTATIONS):.3f})"
-        )
-    acc.notes.add(
-        f"iid (estimated) time-to-coverage for tau < 1 and k <= n is Monte Carlo over {runs} sample "
-        f"permutations per input ({runs * acc.U} in all)"
-    )
-    for name, v in point.items():
-        acc.add(name, v)
-    acc.aucs.append((idx, point["coverage"].mean(axis=1)))
-    # Time to coverage at k <= n: prefixes of random permutations are uniform k-subsets (the
-    # U-statistic by Monte Carlo); at tau = 1 the exact F; beyond n the law of the future given the data.
-    needs = [math.ceil(tau * m - 1e-9) for tau in TAUS]
-    covered = _covered_by_prefixes(X, Y > 0, runs, kn, ttc_rng)  # (D, runs, kn)
-    beyond = _beyond_n(Y, n, m, single, K - n, needs)[1] if K > n else None
-    for i, tau in enumerate(TAUS):
-        surv = 1.0 - point["full_coverage"][:, :kn] if tau == 1.0 else (covered < needs[i]).mean(axis=1)
-        if beyond is not None:
-            surv = np.concatenate([surv, beyond[i]], axis=1)
-        acc.survival[tau_key(tau)] += np.clip(surv, 0.0, 1.0).sum(axis=0)
-    # Per-strategy rarefied contributions, binned by incidence frequency (ranking only).
-    lf = est.log_factorial(n)
-    kk = np.arange(1, kn + 1)
-    per_s = -np.expm1(est._log_binom_ratio(n - Y[:, None, :], n, kk[None, :, None], lf))  # (D, kn, m)
-    if K > n:
-        per_s = np.concatenate([per_s, np.repeat(per_s[:, -1:], K - n, axis=1)], axis=1)
-    bins = _rarity_ranks_many(Y / n, m, n_bins)
-    by_rarity = np.stack([(per_s * (bins == b)[:, None, :]).sum(axis=2) / m for b in range(n_bins)], axis=1)
-    if K > n:
-        # Beyond n only strategies not yet seen can be found, and they rank rarest: the extrapolated
-        # gain in coverage goes to the last bin, so the rows still sum to the coverage.
-        cov = point["coverage"]
-        by_rarity[:, -1, n:] += cov[:, n:] - by_rarity[:, :, n:].sum(axis=1)
-    acc.add("coverage_by_rarity", by_rarity)
-    Xv = None
-    if valid is not None:
-        Xv = X & valid[:, :, None]
-        vcov = _covered_from_counts(Xv.sum(axis=1), n, m, K) / m
-        acc.add("valid_coverage", vcov)
-        acc.valid_aucs.append((idx, vcov.mean(axis=1)))
-        nv = valid.sum(axis=1)
-        va = -np.expm1(est._log_binom_ratio(n - nv[:, None], n, kk[None, :], lf))
-        if K > n:  # given the data: 1 if a sample was correct, else a correct one in the next j draws
-            rate = 1.0 / (n + 2)  # uniform-prior posterior mean of a rate never seen in n samples
-            more = -np.expm1(np.arange(1, K - n + 1) * math.log1p(-rate))
-            va = np.concatenate([va, np.where(nv[:, None] > 0, 1.0, more[None, :])], axis=1)
-        acc.add("valid_at_k", va)
-        point["valid_coverage"] = vcov
-    if n_boot > 0:
-        _chunk_replicates(
-            acc, X, Xv, point, Y, single, m, K, n_boot, boot_rng, model_rng, valid_rng, ci_level, k_wilson
-        )
-
-
-def _chunk_replicates(
-    acc: _Sums,
-    X: np.ndarray,
-    Xv: np.ndarray | None,
-    point: dict[str, np.ndarray],
-    Y: np.ndarray,
-    single: np.ndarray,
-    m: int,
-    K: int,
-    B: int,
-    boot_rng: np.random.Generator,
-    model_rng: np.random.Generator,
-    valid_rng: np.random.Generator,
-    ci_level: float,
-    k_wilson: int,
-) -> None:
-    """Add the bootstrap replicates (B, K) of D inputs, summed over inputs, to ``acc.reps``.
-
-    ``k_wilson``: the smallest n over all inputs (F(k)'s interval at k <= it is Wilson's).
-    """
-    D, n = X.shape[:2]
-    kn = min(K, n)
-    reps: dict[str, np.ndarray] = {}
-    cov = inext_coverage_replicates(X, m, K, B, boot_rng)  # (D, B, K)
-    # F (and set-valued novelty's second world) from the model law refitted to its own datasets.
-    q = model_law(Y, n, m, single)
-    Yb = _draw_counts(q, single, n, model_rng, B)
-    # The coverage sd is the larger of the two models of the unseen strategies: the assemblage
-    # alone is too narrow when many rare ones were missed (C(n) of a Zipf(1.5) law, M = 20,
-    # n = 40 covered 0.90 instead of 0.93).
-    cov_model = _covered_from_counts(Yb, n, m, K) / m
-    reps["coverage"] = _widen(cov, cov_model, axis=1)
-    reps["expected_new"] = np.diff(reps["coverage"] * m, axis=2, prepend=0.0)
-    # Pr[new] = E[new] sample by sample for single-label data: the two U-statistics coincide.
-    reps["novelty"] = np.clip(reps["expected_new"], 0.0, 1.0)
-    sv = np.flatnonzero(~single)
-    if sv.size:
-        reps["novelty"][sv] = _set_novelty_replicates(
-            X[sv], q[sv], reps["expected_new"][sv], K, B, model_rng, ci_level
-        )
-    # At k <= the smallest n over all inputs F(k)'s interval is Wilson's (``full_trials``): the
-    # model's replicates there would be discarded, so they hold the point estimate.
-    full = np.broadcast_to(point["full_coverage"][:, None, :kn], (D, B, kn)).copy()
-    if kn > k_wilson:
-        qb = model_law(Yb, n, m, np.repeat(single[:, None], B, axis=1))
-        full[:, :, k_wilson:] = _full_law(qb.reshape(D * B, m), kn).reshape(D, B, kn)[:, :, k_wilson:]
-    if K > n:
-        extra = _beyond_n(Yb.reshape(D * B, m), n, m, np.repeat(single, B), K - n, [])[0]
-        full = np.concatenate([full, extra.reshape(D, B, K - n)], axis=2)
-    reps["full_coverage"] = full
-    if Xv is not None:
-        reps["valid_coverage"] = inext_coverage_replicates(Xv, m, K, B, valid_rng)
-    for name in list(reps):
-        if name in _SD_CAPS:  # centred: iNEXT is point +- z sd
-            centred = reps[name] - reps[name].mean(axis=1, keepdims=True)
-            centred += point[name][:, None, :]
-            reps[name] = centred
-    reps["auc"] = _widen(reps["coverage"].mean(axis=2), cov_model.mean(axis=2), axis=1)
-    if "valid_coverage" in reps:
-        reps["valid_auc"] = reps["valid_coverage"].mean(axis=2)
-    for name, r in reps.items():
-        acc.add(name, r, acc.reps)
 
 
 def _set_novelty_replicates(
@@ -606,11 +536,7 @@ def _set_novelty_replicates(
         mean = nov.mean(axis=1, keepdims=True)
         nov = mean + (nov - mean) * (t_quantile(ci_level, b_nov - 1) / z)
     nov = jackknife_novelty_sd(Xc, np.take(nov, np.arange(B) % b_nov, axis=1), ci_level, rng)
-    if K > n:  # same extension as the point estimate, replicate by replicate
-        at_n = expected_new[:, :, n - 1]
-        ratio = np.where(at_n > 0, nov[:, :, -1] / np.where(at_n > 0, at_n, 1.0), 1.0)
-        nov = np.concatenate([nov, np.clip(expected_new[:, :, n:] * ratio[:, :, None], 0.0, 1.0)], axis=2)
-    return nov
+    return _novelty_beyond_n(nov, expected_new, n) if K > n else nov
 
 
 def _covered_by_prefixes(
@@ -655,14 +581,6 @@ def _covered_by_prefixes(
             union[w] |= words[w, rows]
         out[t] = np.bitwise_count(union[0]) if W == 1 else np.bitwise_count(union).sum(axis=0)
     return out.T.reshape(D, runs, kn)
-
-
-def _rarity_ranks_many(pi: np.ndarray, m: int, n_bins: int) -> np.ndarray:
-    """``rarity_ranks`` of each row of ``pi`` (D, M): quantile bins (D, M), 0 = most common."""
-    order = np.argsort(-pi, axis=1, kind="stable")
-    rank = np.empty_like(order)
-    np.put_along_axis(rank, order, np.arange(pi.shape[1])[None, :], axis=1)
-    return np.minimum(rank * n_bins // max(m, 1), n_bins - 1)
 
 
 def _widen(reps: np.ndarray, other: np.ndarray, axis: int = 0) -> np.ndarray:
@@ -728,9 +646,7 @@ def full_trials(n: int | np.ndarray, K: int) -> np.ndarray:
     return np.where((per > 0).all(axis=0), per.sum(axis=0), 0).astype(np.float64)
 
 
-def _set_intervals(
-    c: Curves, reps: Mapping[str, np.ndarray], level: float, trials: np.ndarray | None = None
-) -> None:
+def _set_intervals(c: Curves, reps: Mapping[str, np.ndarray], level: float, trials: np.ndarray) -> None:
     """Set ``*_lo``/``*_hi`` (and ``auc_reps``) from replicates; F(k) Wilson where ``trials`` (K,) >= 1."""
     z = normal_quantile(level)
     for name, cap in _SD_CAPS.items():
@@ -738,16 +654,13 @@ def _set_intervals(
             lo, hi = _sd_interval(getattr(c, name), reps[name], z, cap)
             setattr(c, f"{name}_lo", lo)
             setattr(c, f"{name}_hi", hi)
-    for name in _PERCENTILE_FIELDS:
-        if name in reps:
-            pt = np.asarray(getattr(c, name), dtype=np.float64)
-            lo, hi = percentile_interval(reps[name], level, skip_nan=False)
-            lo, hi = np.minimum(lo, pt), np.maximum(hi, pt)
-            if trials is not None:
-                wlo, whi = wilson_interval(pt, trials, z)
-                lo, hi = np.where(trials >= 1, wlo, lo), np.where(trials >= 1, whi, hi)
-            setattr(c, f"{name}_lo", np.clip(lo, 0.0, 1.0))
-            setattr(c, f"{name}_hi", np.clip(hi, 0.0, 1.0))
+    if "full_coverage" in reps:  # percentile interval of uncentred model replicates, holding the estimate
+        pt = np.asarray(c.full_coverage, dtype=np.float64)
+        lo, hi = percentile_interval(reps["full_coverage"], level, skip_nan=False)
+        lo, hi = np.minimum(lo, pt), np.maximum(hi, pt)
+        wlo, whi = wilson_interval(pt, trials, z)
+        lo, hi = np.where(trials >= 1, wlo, lo), np.where(trials >= 1, whi, hi)
+        c.full_coverage_lo, c.full_coverage_hi = np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
     for prefix in ("", "valid_"):
         if f"{prefix}auc" in reps:
             r = reps[f"{prefix}auc"]
@@ -804,7 +717,9 @@ def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
     """
     D, n, _ = X.shape
     masks, bits = used_masks(X)
-    inverse, first = _ids(np.repeat(np.arange(D), n), masks.ravel())  # each sample's distinct (input, set)
+    inverse, first = pair_ids(
+        np.repeat(np.arange(D), n), masks.ravel()
+    )  # each sample's distinct (input, set)
     d_of, sets, mult = first // n, masks.ravel()[first], np.bincount(inverse)
     lf = est.log_factorial(n)
     i1 = np.arange(kmax)
@@ -820,7 +735,7 @@ def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
     # T subset of A_l of c(T, y) = sum of w_B over B containing T with Y_B = y (linear in n).
     total, own = np.zeros(D * width), np.zeros(S * width)
     pair_d, pair_t, pair_y, pair_w, ask_set, ask_t, ask_sign = [], [], [], [], [], [], []
-    for (g, sub, sign), Y in zip(groups, meet_counts(d_of, sets, mult, groups), strict=True):
+    for (g, sub, sign), Y in zip(groups, meet_counts(d_of, mult, groups), strict=True):
         w = mult[g][:, None] * sign[None, :]  # every sample j holding the set carries the term
         total += np.bincount((d_of[g][:, None] * width + Y).ravel(), weights=w.ravel(), minlength=D * width)
         rows = np.repeat(g, sign.size) * width + (Y - 1).ravel()
@@ -836,7 +751,7 @@ def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
     y, w = np.concatenate(pair_y), np.concatenate(pair_w)
     q_set, q_sign = np.concatenate(ask_set), np.concatenate(ask_sign)
     # T within its input: one id per distinct (input, T), shared by the pairs and the queries.
-    tids = _ids(np.concatenate([*pair_d, d_of[q_set]]), np.concatenate([*pair_t, *ask_t]))[0]
+    tids = pair_ids(np.concatenate([*pair_d, d_of[q_set]]), np.concatenate([*pair_t, *ask_t]))[0]
     tid, q_tid = tids[: y.size], tids[y.size :]
     keys, kinv = np.unique(tid * width + y, return_inverse=True)
     c = np.bincount(kinv.reshape(-1), weights=w)  # c(T, y) per distinct (T, y), sorted by T then y

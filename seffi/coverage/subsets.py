@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-__all__ = ["MAX_SET_STRATEGIES", "distinct_sets", "meet_counts", "nonempty_subsets", "used_masks"]
+__all__ = ["MAX_SET_STRATEGIES", "distinct_sets", "meet_counts", "nonempty_subsets", "pair_ids", "used_masks"]
 
 #: Distinct strategies set-valued match sets may name (bitmasks are int64).
 MAX_SET_STRATEGIES = 62
@@ -36,14 +36,19 @@ def used_masks(X: np.ndarray) -> tuple[np.ndarray, int]:
     return (X.astype(np.int64) @ bit[..., :, None])[..., 0], top
 
 
+def pair_ids(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dense ids of the pairs (a, b) in sorted order, and the position of each id's first pair."""
+    order = np.lexsort((b, a))
+    new = np.r_[True, (a[order][1:] != a[order][:-1]) | (b[order][1:] != b[order][:-1])]
+    ids = np.empty(a.size, dtype=np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids, order[new]
+
+
 def distinct_sets(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Distinct (dataset, mask) pairs of masks (D, n): (dataset of each, mask, multiplicity)."""
-    D, n = masks.shape
-    d_all, m_all = np.repeat(np.arange(D), n), masks.ravel()
-    order = np.lexsort((m_all, d_all))
-    d_s, m_s = d_all[order], m_all[order]
-    first = np.flatnonzero(np.r_[True, (d_s[1:] != d_s[:-1]) | (m_s[1:] != m_s[:-1])])
-    return d_s[first], m_s[first], np.diff(np.r_[first, d_s.size])
+    ids, first = pair_ids(np.repeat(np.arange(masks.shape[0]), masks.shape[1]), masks.ravel())
+    return first // masks.shape[1], masks.ravel()[first], np.bincount(ids)
 
 
 def nonempty_subsets(sets: np.ndarray, m: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -63,26 +68,13 @@ def nonempty_subsets(sets: np.ndarray, m: int) -> Iterator[tuple[np.ndarray, np.
         yield g, (np.int64(1) << pos) @ pattern, np.where(pattern.sum(axis=0) % 2 == 1, 1.0, -1.0)
 
 
-def subset_sum(F: np.ndarray, r: int) -> np.ndarray:
-    """In place over the last axis (2^r patterns): F[q] <- sum of F[t] over t subset of q."""
-    idx = np.arange(1 << r)
-    for b in range(r):
-        has = idx[(idx >> b) & 1 == 1]
-        F[..., has] += F[..., has ^ (1 << b)]
-    return F
-
-
 def meet_counts(
-    d_of: np.ndarray,
-    sets: np.ndarray,
-    mult: np.ndarray,
-    groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    d_of: np.ndarray, mult: np.ndarray, groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
 ) -> list[np.ndarray]:
     """Y_B (samples of its dataset meeting B) per group of ``nonempty_subsets``, aligned with its ``sub``.
 
-    ``d_of``, ``sets``, ``mult`` (S,): each distinct set's dataset, mask and multiplicity.
+    ``d_of``, ``mult`` (S,): each distinct set's dataset and multiplicity.
     """
-    del sets
     if not groups:
         return []
     # c(T): the samples containing T, for every non-empty T that is a subset of some set.
@@ -90,8 +82,7 @@ def meet_counts(
     d = np.concatenate([np.repeat(d_of[g], sub.shape[1]) for g, sub, _ in groups])
     w = np.concatenate([np.repeat(mult[g], sub.shape[1]) for g, sub, _ in groups])
     values, tid = np.unique(T, return_inverse=True)
-    keys, kinv = np.unique(d * values.size + tid.reshape(-1), return_inverse=True)
-    del keys
+    kinv = np.unique(d * values.size + tid.reshape(-1), return_inverse=True)[1]
     count = np.bincount(kinv.reshape(-1), weights=w).astype(np.int64)
     out, at = [], 0
     for _, sub, sign in groups:
@@ -101,5 +92,9 @@ def meet_counts(
         at += G * P
         F = np.zeros((G, P + 1), dtype=np.int64)
         F[:, 1:] = np.where(sign > 0, c, -c)  # (-1)^(|T|+1) c(T): sign is +1 for odd |T|
-        out.append(subset_sum(F, r)[:, 1:])
+        idx = np.arange(1 << r)
+        for b in range(r):  # in place: F[q] <- sum of F[t] over t subset of q
+            has = idx[(idx >> b) & 1 == 1]
+            F[:, has] += F[:, has ^ (1 << b)]
+        out.append(F[:, 1:])
     return out

@@ -39,9 +39,30 @@ class _Null:
 
 
 def _loop_only(assigner: RunAssigner, u, env, si, ri):
+    """The rules of `RunAssigner.assign`, one episode at a time."""
     e = assigner.env_columns(env)
-    assigner._grow(int(u.max()) + 1, len(assigner.env_cols))
-    return assigner._loop(u, e, si, ri)
+    assigner.ensure_inputs(int(u.max()) + 1)
+    slots, ks = np.empty(u.size, dtype=np.int64), np.empty(u.size, dtype=np.int64)
+    rows = zip(u.tolist(), e.tolist(), si.tolist(), ri.tolist(), strict=True)
+    for i, (ui, ei, sii, rii) in enumerate(rows):
+        r = int(assigner._rows(np.array([(ui << 32) | ei], dtype=np.int64))[0])
+        slot = int(assigner.o_slot[r])
+        new = slot < 0
+        if not new:
+            last_si, last_ri = assigner.o_si[r], assigner.o_ri[r]
+            if rii >= 0 and last_ri >= 0:
+                new = rii != last_ri
+            elif sii >= 0 and last_si >= 0:
+                new = sii <= last_si
+            else:
+                new = assigner.o_cnt[r] >= assigner.budget
+        if new:
+            slot = int(assigner._new_slots(np.array([ui], dtype=np.int64))[0])
+            assigner.o_slot[r], assigner.o_cnt[r] = slot, 0
+        assigner.o_cnt[r] += 1
+        assigner.o_si[r], assigner.o_ri[r] = sii, rii
+        slots[i], ks[i] = slot, assigner.o_cnt[r]
+    return slots, ks
 
 
 @pytest.mark.parametrize("kind", ["run_index", "sample_index", "mixed", "none"])
