@@ -135,14 +135,13 @@ class BarcodeRows:
         first = np.maximum.accumulate(np.where(seg, np.arange(seg.size), 0))  # each sample's run start
         before = np.where((first > 0)[:, None], run_count[np.maximum(first - 1, 0)], 0)
         seen = covered(slot[live]) | (run_count - H - before > 0)
-        fresh = (H & ~seen)[:, col_order]
-        matched = H[:, col_order]
-        cell = np.where(
-            fresh.any(axis=1),
-            col_order[fresh.argmax(axis=1)],
-            np.where(matched.any(axis=1), col_order[matched.argmax(axis=1)], -1),
-        )
-        is_new = fresh.any(axis=1)
+        # A stack of the first matched column, or -1: argmax has no answer on a row of no columns
+        # (a free-form tracker before its first strategy).
+        fresh = np.column_stack([(H & ~seen)[:, col_order], np.ones(len(H), bool)])
+        matched = np.column_stack([H[:, col_order], np.ones(len(H), bool)])
+        cols = np.append(col_order, -1)
+        is_new = fresh[:, :-1].any(axis=1)
+        cell = np.where(is_new, cols[fresh.argmax(axis=1)], cols[matched.argmax(axis=1)])
         codes = u[live]
         pos = k[live] - 1
         order = np.argsort(codes, kind="stable")

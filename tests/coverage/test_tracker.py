@@ -188,6 +188,18 @@ def test_barcode_bounded_and_order_independent() -> None:
     assert b.barcode(3) == bc  # the kept rows do not depend on update/merge order
 
 
+def test_free_form_barcode_starts_on_samples_that_match_nothing() -> None:
+    """A free-form tracker keeping barcode rows: samples before any strategy was seen are "no match"
+    cells, and the first strategy seen later gets column 0 and its first-appearance dot."""
+    t = CoverageTracker(None, budget=3, barcode_rows=2)
+    for x, matched in (("x", set()), ("y", set()), ("x", {"a"}), ("x", {"a"}), ("y", {"b"})):
+        t.update(x, matched, num_strategies=2)
+    bc = t.barcode(3)
+    assert bc["rows"] == ["x/0", "y/0"]
+    assert bc["first_strategy"] == [[-1, 0, 0], [-1, 1, -1]]
+    assert bc["new"] == [[False, True, False], [False, True, False]]
+
+
 def test_rarity_split_sums_to_coverage() -> None:
     t = CoverageTracker(strategies=IDS)
     rng = np.random.default_rng(0)
