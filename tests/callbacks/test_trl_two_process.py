@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -49,15 +49,15 @@ def two_process_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, flo
     from seffi.models.config import LMConfig
     from seffi.models.grpo import base_lm_folder
 
-    if shutil.which("accelerate") is None:
-        pytest.fail("the trl extra installs accelerate, but its launcher is not on PATH", pytrace=False)
     root = tmp_path_factory.mktemp("two")
     model = base_lm_folder(LMConfig(**LM), root / "cache")
     env = {**os.environ, "ACCELERATE_USE_CPU": "1", "WANDB_MODE": "offline", "MPLBACKEND": "Agg"}
     env["SEFFI_CACHE"] = str(root / "cache")
+    # This interpreter's launcher: an `accelerate` on PATH may belong to another Python.
     cmd = [
-        "accelerate",
-        "launch",
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
         "--multi_gpu",
         "--num_processes",
         "2",
