@@ -10,13 +10,22 @@ at U >= 20,000, |gamma| <= 10, against ~0.08 sd of Monte Carlo error).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from seffi._seeding import as_seed_sequence
-from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, check_budget, survival_summary, tau_key
+from seffi.coverage.curves import (
+    TAUS,
+    Curves,
+    KeyView,
+    TimeToCoverage,
+    check_budget,
+    survival_summary,
+    tau_key,
+)
 from seffi.coverage.resampling import (
     MIN_INPUTS,
     bootstrap_blocks,
@@ -236,7 +245,7 @@ def curves_from_sums(
     seed: int = 0,
     ci_level: float = 0.95,
     kind: str = "policy",
-    input_keys: list[tuple[str | None, str]] | None = None,
+    input_keys: Sequence[tuple[str | None, str]] | None = None,
     samples: int | None = None,
     valid: bool = True,
     rarity: np.ndarray | None = None,
@@ -368,7 +377,10 @@ def curves_from_sums(
         if valid:
             c.input_valid_auc = valid_auc
     if input_keys is not None:
-        as_str = all(type(t) is str and type(i) is str for t, i in input_keys)  # a tracker's keys: kept
+        # A tracker's keys (a `KeyView`, or str pairs) are kept as they are.
+        as_str = isinstance(input_keys, KeyView) or all(
+            type(t) is str and type(i) is str for t, i in input_keys
+        )
         c.input_keys = (
             input_keys if as_str else [(None if t is None else str(t), str(i)) for t, i in input_keys]
         )

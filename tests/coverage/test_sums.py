@@ -333,3 +333,28 @@ def test_curves_of_many_inputs_recomputed_metric_by_metric_equal_one_pass(
     mine = np.flatnonzero(inputs == u)
     covered = np.array([[(fh[r][fh[r] >= 0] <= k).sum() for k in range(K)] for r in mine]) / m[u]
     assert many.input_auc[u] == pytest.approx(covered.mean(), abs=1e-12)
+
+
+def test_tracker_curves_input_keys_read_as_the_sorted_key_list():
+    """A tracker's curves name their inputs in sorted key order; the JSON form is the same list."""
+    import json
+
+    from seffi.coverage.curves import Curves
+
+    rng = np.random.default_rng(7)
+    K = 3
+    keys = [(task, f"x{u}") for task in ("t2", "t1") for u in (3, 1, 2, 0)]
+    trackers = {task: CoverageTracker(strategies=STRATS, task=task, budget=K) for task in ("t2", "t1")}
+    for task, x in keys:
+        for _ in range(K):
+            trackers[task].update(x, {s for s in STRATS if rng.random() < 0.4})
+    c = trackers["t2"].merge(trackers["t1"]).curves(n_boot=0)
+    want = sorted(keys)
+    assert len(c.input_keys) == len(want)
+    assert list(c.input_keys) == want
+    assert c.input_keys == want and c.input_keys != want[::-1]
+    assert c.input_keys[2] == want[2] and c.input_keys[-1] == want[-1]
+    assert c.input_keys[1:4] == want[1:4]
+    d = json.loads(json.dumps(c.to_dict()))
+    assert d["input_keys"] == [list(k) for k in want]
+    assert Curves.from_dict(d).input_keys == want
