@@ -117,7 +117,8 @@ def test_coverage_only_sums_keep_the_coverage_curve_and_first_hits(seed: int) ->
     np.testing.assert_array_equal(lean.sums[:, :, :5], full.sums[:, :, :5])  # runs .. full
     assert not lean.sums[:, :, 5:7].any()  # no correct-sample statistics
     np.testing.assert_array_equal(lean.n_runs, full.n_runs)
-    np.testing.assert_array_equal(lean_runs.first_hit, full_runs.first_hit)
+    S = full_runs.filled  # the slots in use (the room above holds nothing yet)
+    np.testing.assert_array_equal(lean_runs.first_hit[:S], full_runs.first_hit[:S])
     complete = [(u, hits) for u, hits, _ in runs if len(hits) == K]
     assert lean.sums[:, :, 0].sum() == len(complete) * K
     # By hand: only complete runs, each input's runs averaged, inputs equal.
@@ -358,3 +359,17 @@ def test_tracker_curves_input_keys_read_as_the_sorted_key_list():
     d = json.loads(json.dumps(c.to_dict()))
     assert d["input_keys"] == [list(k) for k in want]
     assert Curves.from_dict(d).input_keys == want
+
+
+def test_run_table_growth_keeps_runs_and_gives_new_slots_and_columns_their_fill() -> None:
+    table = RunTable(2, budget=8)
+    table.grow(3)
+    table.first_hit[:3] = [[0, -1], [2, 1], [-1, 5]]
+    table.n[:3] = [4, 8, 6]
+    table.grow(3, n_columns=4)  # a new strategy: its column is -1 for every run so far
+    table.grow(200)  # past the room: a new allocation, the runs copied
+    np.testing.assert_array_equal(table.first_hit[:3], [[0, -1, -1, -1], [2, 1, -1, -1], [-1, 5, -1, -1]])
+    np.testing.assert_array_equal(table.n[:3], [4, 8, 6])
+    assert (table.first_hit[3:200] == -1).all() and (table.first_valid_hit[:200] == -1).all()
+    assert not table.n[3:200].any() and not table.beyond[:200].any() and (table.first_valid[:200] == -1).all()
+    assert table.first_hit.shape[0] >= 200 and table.filled == 200
