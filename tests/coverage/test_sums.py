@@ -295,22 +295,23 @@ def test_input_sums_widen_their_type_before_a_count_leaves_it() -> None:
     assert seen[0] == np.int8 and np.int16 in seen and np.int32 in seen and seen[-1] == np.int64
 
 
+@pytest.mark.parametrize(("K", "tasks"), [(5, 2), (5, 1), (1, 3)])
 def test_curves_of_many_inputs_recomputed_metric_by_metric_equal_one_pass(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, K: int, tasks: int
 ) -> None:
     """Above STREAM_INPUTS the per-input values come metric by metric in small blocks: the intervals
     are the one pass's to the bit, the AUC shares to rounding, and they still average to the AUC."""
     import seffi.coverage.sums_curves as sc
 
     rng = np.random.default_rng(11)
-    S, C, K, U = 900, 6, 5, 120
+    S, C, U = 900, 6, 120
     fh = np.where(rng.random((S, C)) < 0.35, rng.integers(0, K, (S, C)), -1)
     fvh = np.where((fh >= 0) & (rng.random((S, C)) < 0.5), fh, -1)
     fv = np.where(rng.random(S) < 0.6, rng.integers(0, K, S), -1)
     inputs = np.r_[np.arange(U), rng.integers(0, U, S - U)]  # every input has a run
     m = rng.integers(C, 9, U)
     sums, _ = sc.sums_from_runs(fh, np.full(S, K), inputs, m, K, first_valid_hit=fvh, first_valid=fv)
-    strata = (np.arange(U) % 3 == 0).astype(np.int64)  # two tasks
+    strata = (np.arange(U) % (tasks + 1)).clip(max=tasks - 1)  # tasks of unequal sizes, or one
 
     def curves():
         return sc.curves_from_sums(sums, m, strata=strata, n_boot=64, seed=5)
