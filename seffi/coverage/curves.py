@@ -7,7 +7,7 @@ budget hold k = 1..K in positions 0..K-1; ``R`` counts runs, ``U`` inputs, ``M``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -28,6 +28,7 @@ __all__ = [
     "TAUS",
     "Curves",
     "Gain",
+    "KeyView",
     "TimeToCoverage",
     "auc",
     "check_budget",
@@ -134,7 +135,7 @@ class Curves:
     seed: int | None = None
     auc_reps: np.ndarray | None = None
     valid_auc_reps: np.ndarray | None = None
-    input_keys: list[tuple[str | None, str]] | None = None
+    input_keys: Sequence[tuple[str | None, str]] | None = None
     input_auc: np.ndarray | None = None
     input_valid_auc: np.ndarray | None = None
     barcode: dict[str, Any] | None = None
@@ -163,6 +164,8 @@ class Curves:
             v = getattr(self, f.name)
             if f.name == "time_to_coverage":
                 out[f.name] = {k: t.to_dict() for k, t in v.items()}
+            elif f.name == "input_keys" and v is not None:
+                out[f.name] = [list(k) for k in v]
             else:
                 out[f.name] = jsonable(v)
         return out
@@ -218,6 +221,39 @@ class Curves:
             return cls(**kw)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"corrupted Curves dict: {exc}") from exc
+
+
+class KeyView(Sequence[tuple[str, str]]):
+    """The (task, input_id) keys of input ``codes`` of a tracker's `InputKeys`, built when read.
+
+    A snapshot of 10^6 inputs would otherwise hold 10^6 tuples (~70 MB) that only a paired gain
+    reads. Codes stay valid: a tracker's keys only grow.
+    """
+
+    def __init__(self, keys: Any, codes: np.ndarray) -> None:
+        self._keys, self._codes = keys, np.asarray(codes, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return int(self._codes.size)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return self._keys.take(self._codes[i])
+        return self._keys[int(self._codes[i])]
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        for a in range(0, self._codes.size, 4096):  # in blocks: never every tuple at once
+            yield from self._keys.take(self._codes[a : a + 4096])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or len(other) != len(self):
+            return False
+        return all(tuple(a) == tuple(b) for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"KeyView({len(self)} input keys)"
 
 
 def extrapolation_note(curves: Curves) -> str | None:

@@ -24,6 +24,7 @@ __all__ = [
     "mean_score_intervals",
     "normal_quantile",
     "percentile_interval",
+    "score_bounds",
     "stratified_mean_variance",
     "t_quantile",
 ]
@@ -250,11 +251,26 @@ def mean_score_intervals(
                     mh = yh.mean(axis=0)[:w]
                     r_max = float(np.max(np.asarray(runs)[in_h]))
                     floor[cols] += yh.shape[0] * mh * (1.0 - mh) / r_max / U**2
+    lo, hi = score_bounds(mu, var, floor, U, groups.size, level)
+    return [
+        (lo[a:b].reshape(arr.shape[1:]), hi[a:b].reshape(arr.shape[1:]))
+        for arr, a, b in zip(arrays, bounds[:-1], bounds[1:], strict=True)
+    ]
+
+
+def score_bounds(
+    mu: np.ndarray, var: np.ndarray, floor: np.ndarray, U: int, n_groups: int, level: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The score interval of each column: (lo, hi), flat.
+
+    From its mean ``mu``, the stratified variance of the mean ``var`` and its binomial ``floor``, as
+    `mean_score_intervals` computes them over ``U`` units in ``n_groups`` strata.
+    """
     bern = mu * (1.0 - mu) / U  # Var(mean) when every value is 0 or 1: the largest possible
     with np.errstate(divide="ignore", invalid="ignore"):
         phi = np.where(bern > 0, np.maximum(var, floor) / np.where(bern > 0, bern, 1.0), 1.0)
     phi = np.clip(phi, 0.0, 1.0)
-    c2 = t_quantile(level, max(U - groups.size, 1)) ** 2
+    c2 = t_quantile(level, max(U - n_groups, 1)) ** 2
     # Wilson's interval with n_eff = U / phi depends on c^2 / n_eff = c^2 phi / U only.
     g = c2 * phi / U
     centre = (mu + g / 2.0) / (1.0 + g)
@@ -274,10 +290,7 @@ def mean_score_intervals(
         n_lo = int(few_lo.sum())
         lo[few_lo] = np.minimum(lo[few_lo], got[:n_lo] / n_eff[few_lo])
         hi[few_hi] = np.maximum(hi[few_hi], 1.0 - got[n_lo:] / n_eff[few_hi])
-    return [
-        (lo[a:b].reshape(arr.shape[1:]), hi[a:b].reshape(arr.shape[1:]))
-        for arr, a, b in zip(arrays, bounds[:-1], bounds[1:], strict=True)
-    ]
+    return lo, hi
 
 
 def _chunks(width: int, size: int) -> list[tuple[int, int]]:

@@ -92,6 +92,9 @@ class RunTable:
         self.columns, self.latents = int(columns), int(latents)
         self.dtype = run_dtype(budget)
         self.fields = [p for p in RUN_TABLE_FIELDS if p.width != "num_latents" or self.latents > 0]
+        #: Slots set to their fill values; the room above is allocated but never written, so the
+        #: memory it takes is not resident until runs reach it.
+        self.filled = 0
         for p in self.fields:
             setattr(self, p.key, np.full((0, *self._width(p)), p.fill, dtype=self._dtype(p)))
 
@@ -104,22 +107,32 @@ class RunTable:
         return (self.columns,) if p.width == "columns" else (self.latents,)
 
     def grow(self, n_slots: int, n_columns: int | None = None) -> None:
-        """Room for ``n_slots`` slots (amortised doubling) and ``n_columns`` columns."""
+        """Room for ``n_slots`` slots (amortised doubling) and ``n_columns`` columns.
+
+        Slots below ``n_slots`` hold their fill values (-1, 0) until written; only those and the
+        slots written are copied when the room grows.
+        """
+        top = self.filled
         if n_columns is not None and n_columns > self.columns:
             for p in self.fields:
                 if p.width == "columns":
                     arr = getattr(self, p.key)
-                    pad = np.full((arr.shape[0], n_columns - self.columns), p.fill, dtype=self.dtype)
-                    setattr(self, p.key, np.concatenate([arr, pad], axis=1))
+                    wide = np.empty((arr.shape[0], n_columns), dtype=self.dtype)
+                    wide[:top, : self.columns] = arr[:top]
+                    wide[:top, self.columns :] = p.fill
+                    setattr(self, p.key, wide)
             self.columns = n_columns
         have = self.n.shape[0]
         if n_slots > have:
             size = max(n_slots, 2 * have, 64)
             for p in self.fields:
-                arr = getattr(self, p.key)
-                grown = np.full((size, *self._width(p)), p.fill, dtype=self._dtype(p))
-                grown[:have] = arr
+                grown = np.empty((size, *self._width(p)), dtype=self._dtype(p))
+                grown[:top] = getattr(self, p.key)[:top]
                 setattr(self, p.key, grown)
+        if n_slots > top:
+            for p in self.fields:
+                getattr(self, p.key)[top:n_slots] = p.fill
+            self.filled = n_slots
 
 
 # -- per-input sums -------------------------------------------------------------------------------------

@@ -10,19 +10,29 @@ at U >= 20,000, |gamma| <= 10, against ~0.08 sd of Monte Carlo error).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from seffi._seeding import as_seed_sequence
-from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, check_budget, survival_summary, tau_key
+from seffi.coverage.curves import (
+    TAUS,
+    Curves,
+    KeyView,
+    TimeToCoverage,
+    check_budget,
+    survival_summary,
+    tau_key,
+)
 from seffi.coverage.resampling import (
     MIN_INPUTS,
     bootstrap_blocks,
     expanded_level,
     mean_score_intervals,
     percentile_interval,
+    score_bounds,
     t_quantile,
 )
 from seffi.coverage.sums import (
@@ -236,7 +246,7 @@ def curves_from_sums(
     seed: int = 0,
     ci_level: float = 0.95,
     kind: str = "policy",
-    input_keys: list[tuple[str | None, str]] | None = None,
+    input_keys: Sequence[tuple[str | None, str]] | None = None,
     samples: int | None = None,
     valid: bool = True,
     rarity: np.ndarray | None = None,
@@ -368,7 +378,10 @@ def curves_from_sums(
         if valid:
             c.input_valid_auc = valid_auc
     if input_keys is not None:
-        as_str = all(type(t) is str and type(i) is str for t, i in input_keys)  # a tracker's keys: kept
+        # A tracker's keys (a `KeyView`, or str pairs) are kept as they are.
+        as_str = isinstance(input_keys, KeyView) or all(
+            type(t) is str and type(i) is str for t, i in input_keys
+        )
         c.input_keys = (
             input_keys if as_str else [(None if t is None else str(t), str(i)) for t, i in input_keys]
         )
@@ -416,29 +429,89 @@ class _PerInput:
             w = (1.0 / np.asarray(self.m[a:b], dtype=np.float64)) * w
         return self.sums.stat(j, self.order[a:b]) * w[:, None]
 
-    def _curves(self, name: str) -> np.ndarray:
-        out = np.empty((self.U, self.K))
+    def _blocks(self, name: str) -> Iterator[tuple[int, int, np.ndarray]]:
+        """Rows ``a:b`` of the (U, K) curves of metric ``name`` (as `_block_values`), block by block."""
         for a in range(0, self.U, INPUT_BLOCK):
             b = min(a + INPUT_BLOCK, self.U)
             with np.errstate(divide="ignore", invalid="ignore"):
-                np.divide(self._weighted(METRICS[name], a, b), self._weighted(0, a, b), out=out[a:b])
-        return out
+                yield a, b, np.divide(self._weighted(METRICS[name], a, b), self._weighted(0, a, b))
 
     def score_intervals(
         self, scored: list[str], auc_names: list[str], level: float, strata: np.ndarray | None
     ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """`mean_score_intervals` of each metric of ``scored``, then of the AUCs of ``auc_names``."""
-        got, auc_rows = [], {}
+        """`mean_score_intervals` of each metric of ``scored``, then of the AUCs of ``auc_names``.
+
+        Its numbers to the bit without its (U, K) arrays: each column's sums over inputs are made
+        input after input as numpy makes them over a (U, >= 2) array, carried from block to block.
+        """
+        strata = np.zeros(self.U, dtype=np.int64) if strata is None else np.asarray(strata)
+        groups = np.unique(strata)
+        curves, aucs = {}, {}
         for name in dict.fromkeys([*scored, *auc_names]):
-            values = self._curves(name)
-            if name in scored:
-                runs = self.n_runs if _SCORE_METRICS[name] else None
-                got += mean_score_intervals([(values, runs)], level, strata=strata)
-            if name in auc_names:
-                auc_rows[name] = values.mean(axis=1)
-            del values
-        got += [mean_score_intervals([(auc_rows[name], None)], level, strata=strata)[0] for name in auc_names]
+            runs = self.n_runs if name in scored and _SCORE_METRICS[name] else None
+            curves[name], aucs[name] = self._moments(name, strata, groups, runs, auc=name in auc_names)
+        got = [score_bounds(*curves[name], self.U, groups.size, level) for name in scored]
+        for name in auc_names:
+            lo, hi = score_bounds(*aucs[name], self.U, groups.size, level)
+            got.append((lo.reshape(()), hi.reshape(())))
         return got
+
+    def _moments(
+        self, name: str, strata: np.ndarray, groups: np.ndarray, runs: np.ndarray | None, *, auc: bool
+    ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+        """(mean, variance of the mean, binomial floor) of metric ``name``'s curves and of its AUC row."""
+        H = groups.size
+        one = H == 1
+        width = (max(self.K, 2), 2)[: 2 if auc else 1]  # the curves, the AUC row
+        sums = [[None] * H for _ in width]  # per stratum, then over all inputs
+        total: list[np.ndarray | None] = [None, None]
+        count = np.array([(strata == h).sum() for h in groups], dtype=np.int64)
+
+        def carry(acc: np.ndarray | None, y: np.ndarray) -> np.ndarray:
+            # The sum of the rows of ``y`` after ``acc``, row after row: one sum over all rows.
+            return y.sum(axis=0) if acc is None else np.concatenate([acc[None], y]).sum(axis=0)
+
+        def rows(a: int, b: int, y: np.ndarray) -> list[np.ndarray]:
+            # One column is padded to two (numpy sums a single column pairwise, as it is in
+            # `mean_score_intervals`): a K = 1 curve and the AUC row.
+            out = [y if self.K > 1 else np.concatenate([y, np.zeros((b - a, 1))], axis=1)]
+            if auc:
+                pad = np.zeros((b - a, 2))
+                pad[:, 0] = y.mean(axis=1)
+                out.append(pad)
+            return out
+
+        for a, b, y in self._blocks(name):
+            for i, part in enumerate(rows(a, b, y)):
+                total[i] = carry(total[i], part)
+                for g, h in enumerate(groups):
+                    if not one:
+                        part_h = part[strata[a:b] == h]
+                        if part_h.shape[0]:
+                            sums[i][g] = carry(sums[i][g], part_h)
+        if one:
+            sums = [[t] for t in total]
+        means = [[sums[i][g] / count[g] for g in range(H)] for i in range(len(width))]
+        squares: list[list[np.ndarray | None]] = [[None] * H for _ in width]
+        for a, b, y in self._blocks(name):
+            for i, part in enumerate(rows(a, b, y)):
+                for g, h in enumerate(groups):
+                    part_h = part if one else part[strata[a:b] == h]
+                    if part_h.shape[0]:
+                        squares[i][g] = carry(squares[i][g], (part_h - means[i][g]) ** 2)
+        out = []
+        for i, w in enumerate(width):
+            mu, var, floor = total[i] / self.U, np.zeros(w), np.zeros(w)
+            for g in range(H):
+                if count[g] > 1:  # a stratum of one unit adds nothing (drawn as itself)
+                    var += count[g] * (squares[i][g] / (count[g] - 1)) / self.U**2
+                if runs is not None:
+                    mh = means[i][g]
+                    r_max = float(np.max(runs[strata == groups[g]]))
+                    floor += count[g] * mh * (1.0 - mh) / r_max / self.U**2
+            keep = self.K if i == 0 else 1
+            out.append((mu[:keep], var[:keep], floor[:keep]))
+        return out[0], (out[1] if auc else None)  # type: ignore[return-value]
 
     def auc_contributions(self, total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """`input_auc_contributions` of C(k) and valid C(k), from the summed weighted ``total``."""

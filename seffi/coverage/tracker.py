@@ -22,7 +22,7 @@ from seffi.coverage import state as states
 from seffi.coverage._common import _input_id, _int_array, _match_set, rarity_bin_matrix
 from seffi.coverage.assign import InputKeys, KeyIndex, RunAssigner, pair_keys
 from seffi.coverage.barcode import BARCODE_ROWS, BarcodeRows
-from seffi.coverage.curves import Curves, check_budget
+from seffi.coverage.curves import Curves, KeyView, check_budget
 from seffi.coverage.input_metrics import Estimate, InputMetric, registered
 from seffi.coverage.resampling import MIN_INPUTS
 from seffi.coverage.state import MAX_STRATEGIES, STATE, STATE_FORMAT
@@ -714,7 +714,7 @@ class CoverageTracker:
             n_boot=n_boot,
             seed=seed,
             ci_level=ci_level,
-            input_keys=self.keys.take(codes),
+            input_keys=KeyView(self.keys, codes),
             samples=samples,
             rarity=rare,
             absent=absent,

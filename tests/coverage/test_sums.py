@@ -117,7 +117,8 @@ def test_coverage_only_sums_keep_the_coverage_curve_and_first_hits(seed: int) ->
     np.testing.assert_array_equal(lean.sums[:, :, :5], full.sums[:, :, :5])  # runs .. full
     assert not lean.sums[:, :, 5:7].any()  # no correct-sample statistics
     np.testing.assert_array_equal(lean.n_runs, full.n_runs)
-    np.testing.assert_array_equal(lean_runs.first_hit, full_runs.first_hit)
+    S = full_runs.filled  # the slots in use (the room above holds nothing yet)
+    np.testing.assert_array_equal(lean_runs.first_hit[:S], full_runs.first_hit[:S])
     complete = [(u, hits) for u, hits, _ in runs if len(hits) == K]
     assert lean.sums[:, :, 0].sum() == len(complete) * K
     # By hand: only complete runs, each input's runs averaged, inputs equal.
@@ -294,22 +295,23 @@ def test_input_sums_widen_their_type_before_a_count_leaves_it() -> None:
     assert seen[0] == np.int8 and np.int16 in seen and np.int32 in seen and seen[-1] == np.int64
 
 
+@pytest.mark.parametrize(("K", "tasks"), [(5, 2), (5, 1), (1, 3)])
 def test_curves_of_many_inputs_recomputed_metric_by_metric_equal_one_pass(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, K: int, tasks: int
 ) -> None:
     """Above STREAM_INPUTS the per-input values come metric by metric in small blocks: the intervals
     are the one pass's to the bit, the AUC shares to rounding, and they still average to the AUC."""
     import seffi.coverage.sums_curves as sc
 
     rng = np.random.default_rng(11)
-    S, C, K, U = 900, 6, 5, 120
+    S, C, U = 900, 6, 120
     fh = np.where(rng.random((S, C)) < 0.35, rng.integers(0, K, (S, C)), -1)
     fvh = np.where((fh >= 0) & (rng.random((S, C)) < 0.5), fh, -1)
     fv = np.where(rng.random(S) < 0.6, rng.integers(0, K, S), -1)
     inputs = np.r_[np.arange(U), rng.integers(0, U, S - U)]  # every input has a run
     m = rng.integers(C, 9, U)
     sums, _ = sc.sums_from_runs(fh, np.full(S, K), inputs, m, K, first_valid_hit=fvh, first_valid=fv)
-    strata = (np.arange(U) % 3 == 0).astype(np.int64)  # two tasks
+    strata = (np.arange(U) % (tasks + 1)).clip(max=tasks - 1)  # tasks of unequal sizes, or one
 
     def curves():
         return sc.curves_from_sums(sums, m, strata=strata, n_boot=64, seed=5)
@@ -333,3 +335,42 @@ def test_curves_of_many_inputs_recomputed_metric_by_metric_equal_one_pass(
     mine = np.flatnonzero(inputs == u)
     covered = np.array([[(fh[r][fh[r] >= 0] <= k).sum() for k in range(K)] for r in mine]) / m[u]
     assert many.input_auc[u] == pytest.approx(covered.mean(), abs=1e-12)
+
+
+def test_tracker_curves_input_keys_read_as_the_sorted_key_list():
+    """A tracker's curves name their inputs in sorted key order; the JSON form is the same list."""
+    import json
+
+    from seffi.coverage.curves import Curves
+
+    rng = np.random.default_rng(7)
+    K = 3
+    keys = [(task, f"x{u}") for task in ("t2", "t1") for u in (3, 1, 2, 0)]
+    trackers = {task: CoverageTracker(strategies=STRATS, task=task, budget=K) for task in ("t2", "t1")}
+    for task, x in keys:
+        for _ in range(K):
+            trackers[task].update(x, {s for s in STRATS if rng.random() < 0.4})
+    c = trackers["t2"].merge(trackers["t1"]).curves(n_boot=0)
+    want = sorted(keys)
+    assert len(c.input_keys) == len(want)
+    assert list(c.input_keys) == want
+    assert c.input_keys == want and c.input_keys != want[::-1]
+    assert c.input_keys[2] == want[2] and c.input_keys[-1] == want[-1]
+    assert c.input_keys[1:4] == want[1:4]
+    d = json.loads(json.dumps(c.to_dict()))
+    assert d["input_keys"] == [list(k) for k in want]
+    assert Curves.from_dict(d).input_keys == want
+
+
+def test_run_table_growth_keeps_runs_and_gives_new_slots_and_columns_their_fill() -> None:
+    table = RunTable(2, budget=8)
+    table.grow(3)
+    table.first_hit[:3] = [[0, -1], [2, 1], [-1, 5]]
+    table.n[:3] = [4, 8, 6]
+    table.grow(3, n_columns=4)  # a new strategy: its column is -1 for every run so far
+    table.grow(200)  # past the room: a new allocation, the runs copied
+    np.testing.assert_array_equal(table.first_hit[:3], [[0, -1, -1, -1], [2, 1, -1, -1], [-1, 5, -1, -1]])
+    np.testing.assert_array_equal(table.n[:3], [4, 8, 6])
+    assert (table.first_hit[3:200] == -1).all() and (table.first_valid_hit[:200] == -1).all()
+    assert not table.n[3:200].any() and not table.beyond[:200].any() and (table.first_valid[:200] == -1).all()
+    assert table.first_hit.shape[0] >= 200 and table.filled == 200
