@@ -232,6 +232,8 @@ class WandbSink:
         log_curves_every: turn every n-th ``log_snapshot`` call of each scope (starting with the first)
             into a ``line_series`` table and (with ``log_images``) a coverage PNG.
         log_images: also log the coverage figure as an image with each snapshot.
+        **run_kwargs: when ``run`` is None, passed on to the `SafeWandbRun` it starts (``project``,
+            ``name``, ``group``, ``tags``, ``config``, ``dir``, ...).
     """
 
     def __init__(
@@ -241,10 +243,11 @@ class WandbSink:
         mode: Mode = "offline",
         log_curves_every: int = 10,
         log_images: bool = True,
+        **run_kwargs: Any,
     ) -> None:
         if type(log_curves_every) is not int or log_curves_every < 1:
             raise SeffiError(f"log_curves_every must be a positive int, got {log_curves_every!r}")
-        self.run = run if run is not None else SafeWandbRun(mode=mode)
+        self.run = run if run is not None else SafeWandbRun(mode=mode, **run_kwargs)
         self.log_curves_every = log_curves_every
         self.log_images = log_images
         self._snapshot_calls: dict[str | None, int] = {}  # per scope

@@ -301,3 +301,17 @@ def test_final_wandb_image_and_report_coverage_plot_are_drawn_once(
     png = tmp_path / "plots" / f"{report.slugs()[0]}_coverage.png"
     reference = P.save_figure(P.plot_coverage(report.comparisons[0]), tmp_path / "reference.png")
     assert png.read_bytes() == reference.read_bytes()
+
+
+def test_wandb_sink_passes_run_settings_to_the_run_it_starts(tmp_path) -> None:
+    """``WandbSink(project=..., name=..., tags=..., dir=...)`` starts its offline run with them."""
+    sink = WandbSink(mode="offline", project="my-project", name="trial-7", tags=["a"], dir=tmp_path)
+    try:
+        assert sink.run.enabled and sink.run.owns_run
+        assert (sink.run.run.project, sink.run.run.name, tuple(sink.run.run.tags)) == (
+            "my-project",
+            "trial-7",
+            ("a",),
+        )
+    finally:
+        sink.finish()
