@@ -475,18 +475,23 @@ def test_window_sums_kept_as_batches_come_and_go_equal_the_window_recomputed_fro
     checked = 0
     for i in range(0, len(ends), 37):
         _feed(m, ends[i : i + 37])
-        if m.maybe_log(i + 37):
-            win, *_ = m.recent.at(m.episodes, m.tracker)
-            slots = m.recent.slots()
-            if win is None or slots.size == 0:
-                continue
-            t = m.tracker
-            _same(win.point(), t.point(slots=slots))
-            assert (win.runs, win.samples) == (slots.size, int(t.runs.n[slots].sum()))
-            assert win.valid == int(t.runs.n_valid[slots].sum())
-            assert sorted(win.input_codes().tolist()) == np.unique(t.assigner.slot_input[slots]).tolist()
+        if m.maybe_log(i + 37) and _window_checked(m) is not None:
             checked += 1
     assert checked > 20 and m.recent.dropped
+
+
+def _window_checked(m: CoverageMonitor) -> int | None:
+    """Assert the monitor's window equals its runs recomputed; the inputs it holds (None: no window)."""
+    win, *_ = m.recent.at(m.episodes, m.tracker)
+    slots = m.recent.slots()
+    if win is None or slots.size == 0:
+        return None
+    t = m.tracker
+    _same(win.point(), t.point(slots=slots))
+    assert (win.runs, win.samples) == (slots.size, int(t.runs.n[slots].sum()))
+    assert win.valid == int(t.runs.n_valid[slots].sum())
+    assert sorted(win.input_codes().tolist()) == np.unique(t.assigner.slot_input[slots]).tolist()
+    return int(win.input_codes().size)
 
 
 def test_window_of_inputs_passing_through_holds_rows_for_its_runs_only() -> None:
@@ -504,18 +509,8 @@ def test_window_of_inputs_passing_through_holds_rows_for_its_runs_only() -> None
     checked, most = 0, 0
     for i in range(0, len(ends), 20):
         _feed(m, ends[i : i + 20])
-        if m.maybe_log(i + 20):
-            win, *_ = m.recent.at(m.episodes, m.tracker)
-            slots = m.recent.slots()
-            if win is None or slots.size == 0:
-                continue
-            t = m.tracker
-            _same(win.point(), t.point(slots=slots))
-            assert (win.runs, win.samples, win.valid) == (
-                slots.size, int(t.runs.n[slots].sum()), int(t.runs.n_valid[slots].sum())
-            )  # fmt: skip
-            assert win.input_codes().tolist() == np.unique(t.assigner.slot_input[slots]).tolist()
-            most = max(most, win.input_codes().size)
+        if m.maybe_log(i + 20) and (held := _window_checked(m)) is not None:
+            most = max(most, held)
             checked += 1
     assert checked > 50 and len(m.tracker.keys) == 75
     # 200 episodes hold at most 40 runs of 5 inputs each pass: rows for those, reused as inputs leave.
