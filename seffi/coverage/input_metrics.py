@@ -1,21 +1,53 @@
 """Per-input metrics declared torchmetrics-style: ``add_state`` in ``setup``, then ``update``, ``compute``.
 
-A metric is an `InputMetric` subclass in a module of `seffi.coverage.metrics`; `seffi.coverage.state`
-derives its storage, check and exact merge from its ``add_state`` declarations. The tracker records
+A metric is an `InputMetric` subclass in a module of `seffi.coverage.metrics`; each ``add_state`` is a
+`Part` of the tracker's state, so storage, checks and exact merge follow from it. The tracker records
 into every registered metric, the monitor logs ``seffi/<name>`` and the report holds its `Estimate`.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from collections.abc import Callable, Mapping
-from typing import ClassVar, Literal, NamedTuple
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Estimate", "InputMetric", "registered"]
+__all__ = ["Estimate", "InputMetric", "Part", "registered"]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a tracker's state: its type, bounds, default (``fill``) and merge rule.
+
+    ``merge``: "agree" (equal in both), "keep" (the merged-into tracker's), "union" (ids in order of
+    appearance), "key" (rows join by it), "disjoint" (a run in both is an error), "sum", "max", "or".
+    ``hi`` (exclusive) may be a function of the parts checked before; ``width``: the setting giving a
+    matrix's width ("columns": their count); ``derive``: a counter's value from the runs.
+    """
+
+    name: str
+    merge: str
+    doc: str
+    kind: str = "int"  # "int", "bool", "str", "ids" (a list of str), "list" (ints, in a record)
+    null: bool = False
+    lo: int = 0
+    hi: int | Callable[[Mapping[str, Any]], int] = 2**53  # counts stay exact as JSON numbers
+    width: str | None = None
+    fill: int = 0
+    fields: tuple[Part, ...] = ()  # of each record of a "records" part
+    where: str = ""  # "setting", "counter", "records", "metrics", or the table holding it
+    wide: bool = False  # int64 in a narrow run table
+    derive: Callable[[Mapping[str, Any]], Any] | None = None
+
+    @functools.cached_property
+    def key(self) -> str:
+        """The name inside its table (``runs.first_hit`` -> ``first_hit``)."""
+        return self.name.rsplit(".", 1)[-1]
 
 
 class Estimate(BaseModel):
@@ -29,15 +61,6 @@ class Estimate(BaseModel):
     iid: float | None = None  # the iid baseline over the same inputs (None: no base law)
     n_inputs: int = 0  # the inputs behind ``value``
     reason: str | None = None  # why ``value`` is None, or a caveat
-
-
-class StateSpec(NamedTuple):
-    """One declared state: its name, width ("columns": one per strategy), merge rule and least value."""
-
-    name: str
-    width: Literal["columns"] | None
-    merge: Literal["sum", "max"]
-    lo: int
 
 
 class InputMetric:
@@ -55,7 +78,7 @@ class InputMetric:
     compute: Callable[[np.ndarray, Callable[[int], Mapping[str, float]] | None], Estimate]
 
     def __init__(self) -> None:
-        self.specs: dict[str, StateSpec] = {}
+        self.specs: dict[str, Part] = {}
         self.n_inputs, self.n_columns = 0, 0
         self.partial = False  # loaded from a state without this metric: it counts samples since
         self.setup()
@@ -66,20 +89,21 @@ class InputMetric:
         """Declare an int array with a row per input (and a column per strategy if ``per_strategy``)."""
         if merge not in ("sum", "max"):
             raise ValueError(f"merge must be 'sum' or 'max', got {merge!r}")
-        self.specs[name] = StateSpec(name, "columns" if per_strategy else None, merge, lo)
-        shape = (self.n_inputs, self.n_columns) if per_strategy else (self.n_inputs,)
-        setattr(self, name, np.full(shape, lo, dtype=np.int64))
+        self.specs[name] = Part(
+            name, merge, self.name, lo=lo, fill=lo, width="columns" if per_strategy else None
+        )
+        setattr(self, name, np.full((self.n_inputs, self.n_columns)[: 1 + per_strategy], lo, dtype=np.int64))
 
     def grow(self, n_inputs: int, n_columns: int) -> None:
         """Room for ``n_inputs`` input codes and ``n_columns`` strategy columns (new cells at ``lo``)."""
         rows, cols = max(n_inputs, self.n_inputs), max(n_columns, self.n_columns)
-        for spec in self.specs.values():  # rows double (kept beyond n_inputs at lo); the integer type stays
-            old = getattr(self, spec.name)
-            if len(old) < rows or (spec.width and old.shape[1] != cols):
+        for p in self.specs.values():  # rows double (kept beyond n_inputs at lo); the integer type stays
+            old = getattr(self, p.name)
+            if len(old) < rows or (p.width and old.shape[1] != cols):
                 cap = max(rows, 2 * len(old)) if rows > len(old) else len(old)  # amortised doubling
-                new = np.full((cap, cols) if spec.width else (cap,), spec.lo, dtype=old.dtype)
+                new = np.full((cap, cols)[: old.ndim], p.fill, dtype=old.dtype)
                 new[tuple(slice(0, n) for n in old.shape)] = old
-                setattr(self, spec.name, new)
+                setattr(self, p.name, new)
         self.n_inputs, self.n_columns = rows, cols
 
     def rows(self, name: str) -> np.ndarray:

@@ -1,21 +1,22 @@
-"""The tracker's state declared once; checking, storing, merging and loading follow from it.
+"""The tracker's state declared once (`STATE`, each metric's ``add_state``); the rest follows from it.
 
-`STATE` and each metric's `metric_parts` declare every part. The stored layout (format 2; older ones
-are converted by `seffi.coverage.state_v1`) holds tables as columns in key order, first-hit rows packed
-one base-36 character a cell when all fit; per-input sums are derived from the runs at load.
+Checks, storage, merge and load are derived from the declaration. Stored (format 2; older ones:
+`seffi.coverage.state_v1`): tables as columns in key order, first-hit rows packed one base-36
+character a cell when all fit; per-input sums are derived from the runs at load.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from seffi._convert import clip
 from seffi.coverage import state_v1
-from seffi.coverage.input_metrics import registered
+from seffi.coverage.input_metrics import Part, registered
 
 if TYPE_CHECKING:
     from seffi.coverage.tracker import CoverageTracker
@@ -26,38 +27,7 @@ STATE_FORMAT = state_v1.STATE_FORMAT
 MAX_BUDGET = MAX_LATENTS = 2**16  # caps on K and Z, and on M below: each sizes an allocation
 MAX_STRATEGIES = 2**20
 MAX_SUM_CELLS = 2**28  # inputs with a complete run x K: the per-input sums a loaded state needs
-_BIG = 2**53  # counts, streams and indices stay below this (exact as JSON numbers)
-
-
-@dataclass(frozen=True)
-class Part:
-    """One part of the state: where it is held, its bounds, and how two trackers' values merge.
-
-    ``merge``: "agree" (must be equal), "keep" (the merged-into tracker's; the other's rows read
-    ``fill``), "union" (ids in order of appearance), "key" (rows join by it), "disjoint" (a run in
-    both is an error), "sum", "max"; a counter is ``derive``d from the runs. ``hi`` is exclusive (an
-    int, or a function of the parts checked before). ``width``: the setting giving a matrix's width
-    ("columns": their count; width 0: not stored). ``wide``: int64 in a narrow run table.
-    """
-
-    name: str
-    merge: str
-    doc: str
-    kind: str = "int"  # "int", "bool", "str", "ids" (a list of str), "list" (ints, in a record)
-    null: bool = False
-    lo: int = 0
-    hi: int | Callable[[Mapping[str, Any]], int] = _BIG
-    width: str | None = None
-    fill: int = 0
-    fields: tuple[Part, ...] = ()  # of each record of a "records" part
-    where: str = ""  # "setting", "counter", "records", "metrics", or the table holding it
-    wide: bool = False
-    derive: Callable[[Mapping[str, Any]], Any] | None = None
-
-    @functools.cached_property
-    def key(self) -> str:
-        """The name inside its table (``runs.first_hit`` -> ``first_hit``)."""
-        return self.name.rsplit(".", 1)[-1]
+_BIG = 2**53
 
 
 def _in(where: str, *parts: Part) -> tuple[Part, ...]:
@@ -132,31 +102,27 @@ STATE: tuple[Part, ...] = (*SETTINGS, *INPUT_FIELDS, *RUN_FIELDS, *RECORDS, *COU
 #: Per-run fields kept in the tracker's run table (the keys live in its run assigner).
 RUN_TABLE_FIELDS = tuple(p for p in RUN_FIELDS if p.merge != "key")
 _OPEN_KEYS = tuple(f.key for f in _OPEN)
-_HITS = ("first_hit", "first_valid_hit")
 _OPS = {"sum": np.add, "max": np.maximum}
 
 
 @functools.cache
 def metric_parts() -> tuple[Part, ...]:
-    """The parts each registered metric declares (`InputMetric.add_state`); ``doc``: the metric."""
-    specs = [(cls.name, d) for cls in registered() for d in cls().specs.values()]
+    """The parts each registered metric declares (``add_state``); ``doc``: the metric's name."""
     return tuple(
-        Part(f"metrics.{m}.{d.name}", d.merge, m, lo=d.lo, fill=d.lo, width=d.width, where="metrics")
-        for m, d in specs
+        replace(p, name=f"metrics.{p.doc}.{p.name}", where="metrics")
+        for cls in registered()
+        for p in cls().specs.values()
     )
 
 
 def _int(value: Any, where: str, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or not lo <= value < hi:
-        text = repr(value)
-        text = text[:57] + "..." * (len(text) > 60)
-        raise ValueError(f"{where} must be an int in [{lo}, {hi}), got {text}")
+        raise ValueError(f"{where} must be an int in [{lo}, {hi}), got {clip(repr(value), 57)}")
     return int(value)
 
 
 def setting(p: Part, value: Any, s: Mapping[str, Any]) -> Any:
-    """A setting, counter or record field checked against its declaration (bounds from ``s``)."""
-    hi = p.hi(s) if callable(p.hi) else p.hi
+    """A setting or counter checked against its declaration (bounds from ``s``)."""
     if value is None and p.null:
         return None
     if p.kind == "ids":
@@ -167,22 +133,8 @@ def setting(p: Part, value: Any, s: Mapping[str, Any]) -> Any:
         if not isinstance(value, str if p.kind == "str" else bool):
             raise ValueError(f"{p.name} must be a {p.kind}")
         return value
-    if p.kind == "list":
-        return _column(value, p.name, (len(value) if isinstance(value, list) else 0,), p.lo, hi).tolist()
-    return _int(value, p.name, p.lo, hi)
+    return _int(value, p.name, p.lo, p.hi(s) if callable(p.hi) else p.hi)
 
-
-def _field(f: Part, values: list[Any], s: Mapping[str, Any]) -> list[Any]:
-    """A record field's values checked: ints at once (one by one when one is bad, to name it)."""
-    if f.kind == "int":
-        try:
-            return _column(values, f.name, (len(values),), f.lo, f.hi(s) if callable(f.hi) else f.hi).tolist()
-        except ValueError:
-            pass
-    return [setting(f, v, s) for v in values]
-
-
-# -- the stored layout ------------------------------------------------------------------------------------
 
 _DIGITS = "-0123456789abcdefghijklmnopqrstuvwxyz"  # a packed cell: "-" none, else its index in base 36
 _UNPACK = np.full(256, -2, dtype=np.int64)  # byte -> cell (-2: not a packed character, out of bounds)
@@ -190,23 +142,23 @@ _UNPACK[[ord(c) for c in _DIGITS]] = np.arange(-1, len(_DIGITS) - 1)
 _CHARS = np.array(list(_DIGITS))
 
 
-def _column(value: Any, where: str, shape: tuple[int, ...], lo: int, hi: int) -> np.ndarray:
-    """An int64 array of ``shape`` in [lo, hi) from an int array, a list (of rows) of ints or packed rows."""
+def _ints(value: Any, p: Part, shape: tuple[int, ...], s: Mapping[str, Any]) -> np.ndarray:
+    """Part ``p``'s int64 array of ``shape`` from an int array, a list (of rows) of ints or packed rows."""
     if isinstance(value, list) and len(shape) == 2:
         if len(value) != shape[0] or any(len(row) != shape[1] for row in value):
-            raise ValueError(f"{where} must be {shape[0]} rows of {shape[1]} cells")
+            raise ValueError(f"{p.name} must be {shape[0]} rows of {shape[1]} cells")
         packed = bool(value) and all(isinstance(row, str) for row in value)
         flat = [v for row in value for v in row] if not packed else None
         value = _UNPACK[np.frombuffer("".join(value).encode("ascii"), np.uint8)] if packed else flat
     if isinstance(value, list):
         if not set(map(type, value)) <= {int}:
-            raise ValueError(f"{where} must hold ints")
+            raise ValueError(f"{p.name} must hold ints")
         value = np.array(value, dtype=np.int64)
     if not isinstance(value, np.ndarray) or value.dtype.kind not in "iu" or value.size != np.prod(shape):
-        raise ValueError(f"{where} must be a list of {' x '.join(map(str, shape))} ints")
-    arr = value.astype(np.int64, copy=False).reshape(shape)
-    if arr.size and (arr.min() < lo or arr.max() >= hi):
-        raise ValueError(f"{where} must hold ints in [{lo}, {hi})")
+        raise ValueError(f"{p.name} must be a list of {' x '.join(map(str, shape))} ints")
+    arr, hi = value.astype(np.int64, copy=False).reshape(shape), p.hi(s) if callable(p.hi) else p.hi
+    if arr.size and (arr.min() < p.lo or arr.max() >= hi):
+        raise ValueError(f"{p.name} must hold ints in [{p.lo}, {hi})")
     return arr
 
 
@@ -226,13 +178,10 @@ def to_json(s: Mapping[str, Any]) -> dict[str, Any]:
     for p in metric_parts():
         held = s["metrics"][p.doc]
         metrics.setdefault(p.doc, {"partial": True} if held["partial"] else {})[p.key] = held[p.key].tolist()
-    used = {p.doc for p in metric_parts() if (s["metrics"][p.doc][p.key] != p.lo).any()}
+    used = {p.doc for p in metric_parts() if (s["metrics"][p.doc][p.key] != p.fill).any()}
     # A partial metric that recorded nothing is left out: a state stored without it stays so.
     metrics = {name: v for name, v in metrics.items() if name in used or not v.get("partial")}
     return out | ({"metrics": metrics} if metrics else {})
-
-
-# -- checking ---------------------------------------------------------------------------------------------
 
 
 def check(state: Any) -> dict[str, Any]:
@@ -247,10 +196,9 @@ def check(state: Any) -> dict[str, Any]:
         raise ValueError(f"not a seffi CoverageTracker state (expected format {STATE_FORMAT!r})")
     try:
         return _checked(state)
-    except (KeyError, TypeError, AttributeError, IndexError, OverflowError) as exc:
-        raise ValueError(f"corrupted CoverageTracker state: {type(exc).__name__}: {exc}") from exc
-    except ValueError as exc:
-        raise ValueError(f"corrupted CoverageTracker state: {exc}") from exc
+    except (KeyError, TypeError, AttributeError, IndexError, OverflowError, ValueError) as exc:
+        text = str(exc) if type(exc) is ValueError else f"{type(exc).__name__}: {exc}"
+        raise ValueError(f"corrupted CoverageTracker state: {text}") from exc
 
 
 def _checked(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -269,31 +217,41 @@ def _checked(state: Mapping[str, Any]) -> dict[str, Any]:
             s[p.name] = setting(p, state[p.name], s)
             _hold(_setting_rules(s) if p.name == "columns" else ())
         elif p.fields:
-            if not isinstance(state[p.name], list):
+            if not isinstance(rows := state[p.name], list):
                 raise ValueError(f"{p.name} must be a list")
-            cols = [_field(f, [row[f.key] for row in state[p.name]], s) for f in p.fields]
-            s[p.name] = [
-                dict(zip((f.key for f in p.fields), r, strict=True)) for r in zip(*cols, strict=True)
+            cols = [
+                [
+                    _ints(r[f.key], f, (len(r[f.key]) if isinstance(r[f.key], list) else 0,), s).tolist()
+                    for r in rows
+                ]
+                if f.kind == "list"
+                else _ints([r[f.key] for r in rows], f, (len(rows),), s).tolist()
+                for f in p.fields
             ]
+            s[p.name] = [dict(zip(_keys(p.fields), r, strict=True)) for r in zip(*cols, strict=True)]
         else:
             held = stored.get(p.doc) if p.where == "metrics" else state[p.where]
             into = s["metrics"][p.doc] if p.where == "metrics" else s[p.where]
             n = len(state["runs"]["input"] if p.where == "runs" else state["inputs"]["input_id"])
             w = None if p.width is None else len(s["columns"]) if p.width == "columns" else s[p.width]
+            shape = (n,) if w is None else (n, w)
             if w == 0 and p.width != "columns":  # a matrix of width 0 is not stored
                 if p.key in (held or {}):
                     raise ValueError(f"{p.name} is present but its declaration says it is not")
             elif held is None:  # a metric the state lacks
-                into[p.key] = np.full((n,) if w is None else (n, w), p.fill, dtype=np.int64)
+                into[p.key] = np.full(shape, p.fill, dtype=np.int64)
             elif p.kind != "str":
-                hi = p.hi(s) if callable(p.hi) else p.hi
-                into[p.key] = _column(held[p.key], p.name, (n,) if w is None else (n, w), p.lo, hi)
+                into[p.key] = _ints(held[p.key], p, shape, s)
             elif not isinstance(v := held[p.key], list) or len(v) != n or set(map(type, v)) - {str}:
                 raise ValueError(f"{p.name} must be a list of {n} strings")
             else:
                 into[p.key] = list(v)
     _hold(_rules(s))
     return s
+
+
+def _keys(parts: tuple[Part, ...]) -> tuple[str, ...]:
+    return tuple(p.key for p in parts)
 
 
 def _hold(rules: Any) -> None:
@@ -304,18 +262,20 @@ def _hold(rules: Any) -> None:
 
 
 def _setting_rules(s: Mapping[str, Any]) -> Any:
-    """The rules tying the settings together (they bound the tables)."""
     cols, M, declared = s["columns"], s["num_strategies"], s["strategies"] is not None
-    unique = len(set(cols)) == len(cols) <= MAX_STRATEGIES
-    yield not unique, f"columns must be at most {MAX_STRATEGIES} unique strategy ids"
+    yield (
+        not len(set(cols)) == len(cols) <= MAX_STRATEGIES,
+        f"columns must be at most {MAX_STRATEGIES} unique strategy ids",
+    )
     yield declared and cols != s["strategies"], "columns must be the declared strategies"
     yield declared and M != len(cols), f"num_strategies={M} but {len(cols)} strategies are declared"
 
 
 def _rules(s: Mapping[str, Any]) -> Any:
-    """The rules tying the parts together, each a (broken, message) pair."""
     r, K, opened, bars = s["runs"], s["budget"], s["open_runs"], s["barcode"]
-    u, n, nv, fv, out, fh, fvh = (r[k] for k in ("input", "n", "n_valid", "first_valid", "beyond", *_HITS))
+    u, n, nv, fv, out, fh, fvh = (
+        r[k] for k in ("input", "n", "n_valid", "first_valid", "beyond", "first_hit", "first_valid_hit")
+    )
     ids = list(zip(s["inputs"]["task"], s["inputs"]["input_id"], strict=True))
     yield ids != sorted(set(ids)), "inputs must be unique and sorted"
     order = np.lexsort((r["stream"], u))
@@ -345,9 +305,6 @@ def _rules(s: Mapping[str, Any]) -> Any:
     yield len({b["input"] for b in bars}) != len(bars), "barcode rows must be one per input"
 
 
-# -- a tracker in and out ---------------------------------------------------------------------------------
-
-
 def dump(t: CoverageTracker) -> dict[str, Any]:
     """Tracker ``t``'s state in checked form: inputs in key order, runs in (input, stream) order."""
     a, C, order = t.assigner, len(t.columns), t.input_order()
@@ -366,7 +323,7 @@ def dump(t: CoverageTracker) -> dict[str, Any]:
     opened = (dict(zip(_OPEN_KEYS, (int(pos[r[2]]), r[1], *r[3:]), strict=True)) for r in a.open_runs())
     s["open_runs"] = sorted(opened, key=lambda r: r["run"])
     bars = ((int(rank[c]), st, x, list(map(int, f))) for c, st, x, f in t.bar.rows_held())
-    s["barcode"] = [dict(zip(("input", "stream", "cells", "new"), b, strict=True)) for b in sorted(bars)]
+    s["barcode"] = [dict(zip(_keys(_BARCODE), b, strict=True)) for b in sorted(bars)]
     for m in t.metrics:
         m.grow(len(t.keys), C)
     s["metrics"] = {
@@ -390,7 +347,6 @@ def load(cls: type[CoverageTracker], state: Any, *, barcode_rows: int | None = N
 
 
 def _new(cls: type[CoverageTracker], s: Mapping[str, Any]) -> CoverageTracker:
-    """An empty tracker of class ``cls`` with the settings of state ``s``."""
     spec = s["strategies"] if s["strategies"] is not None else s["num_strategies"]
     return cls(spec, **{p.name: s[p.name] for p in SETTINGS[2:-1]})  # task .. stream_offset
 
@@ -399,9 +355,6 @@ def _add(t: CoverageTracker, s: Mapping[str, Any], *, merged: bool = False) -> C
     """Tracker ``t`` with checked state ``s``'s runs added by the declared merge rules (returned).
 
     ``merged``: ``s`` is another tracker's: ``t`` keeps its open runs and next streams ("keep").
-
-    Raises:
-        ValueError: an input's M_x differs, or a run is in both.
     """
     inp, runs = s["inputs"], s["runs"]
     cols = np.array([t._column(c) for c in s["columns"]], dtype=np.int64)  # s's columns in t
@@ -438,9 +391,9 @@ def _add(t: CoverageTracker, s: Mapping[str, Any], *, merged: bool = False) -> C
     for m in t.metrics:
         m.grow(len(t.keys), len(t.columns))
         m.partial = m.partial or s["metrics"][m.name]["partial"]
-        for k, spec in m.specs.items():  # into int64 arrays (a tracker fits their type after)
-            ix = np.ix_(codes, cols) if spec.width else codes
-            getattr(m, k)[ix] = _OPS[spec.merge](getattr(m, k)[ix], s["metrics"][m.name][k])
+        for k, p in m.specs.items():  # into int64 arrays (a tracker fits their type after)
+            ix = np.ix_(codes, cols) if p.width else codes
+            getattr(m, k)[ix] = _OPS[p.merge](getattr(m, k)[ix], s["metrics"][m.name][k])
     return t
 
 
@@ -455,20 +408,15 @@ def merge(cls: type[CoverageTracker], a: Mapping[str, Any], b: Mapping[str, Any]
         mine, theirs = zip(*agree, strict=True)
         text = "cannot merge trackers with different strategy sets, budget or latent codes"
         raise ValueError(f"{text}: {mine!r} vs {theirs!r}")
-    merged = dump(_add(_add(_new(cls, a), a), b, merged=True))
-    return load(cls, merged)  # in canonical order: as loading the merged state
-
-
-# -- moving streams ---------------------------------------------------------------------------------------
+    return load(cls, dump(_add(_add(_new(cls, a), a), b, merged=True)))  # in canonical order
 
 
 def shift_streams(state: Any, offset: int) -> dict[str, Any]:
     """A copy of a state (JSON-safe) with every stream moved up by ``offset``."""
     s = check(state)
     offset = _int(offset, "offset", 0, _BIG)
-    shifted = _int(s["stream_offset"] + offset, "stream_offset", 0, _BIG)
-    s = {**s, "runs": dict(s["runs"]), "stream_offset": shifted}
-    s["runs"]["stream"] = s["runs"]["stream"] + offset
+    s = {**s, "runs": {**s["runs"], "stream": s["runs"]["stream"] + offset}}
+    s["stream_offset"] = _int(s["stream_offset"] + offset, "stream_offset", 0, _BIG)
     if s["runs"]["stream"].size and s["runs"]["stream"].max() >= _BIG:
         raise ValueError(f"shifting by {offset} moves streams past {_BIG}")
     s["barcode"] = [{**b, "stream": b["stream"] + offset} for b in s["barcode"]]

@@ -307,7 +307,7 @@ def test_a_free_form_tracker_before_its_first_strategy_round_trips() -> None:
         (lambda s: s["runs"]["first_valid_hit"].__setitem__(0, [0, 1, True, 0, 0]), "must hold ints"),
         (lambda s: s.update(num_latents=0, has_latent=False), "latent_first_hit is present but its declar"),
         (lambda s: s.update(open_runs={}), "open_runs must be a list"),
-        (lambda s: s["open_runs"][0].update(run=10**6), "open_runs.run must be an int in [0, 132)"),
+        (lambda s: s["open_runs"][0].update(run=10**6), "open_runs.run must hold ints in [0, 132)"),
         (lambda s: s["barcode"][0].update(cells=[9]), "barcode.cells must hold ints in [-1, 5)"),
         (lambda s: s["barcode"][0].pop("new"), "KeyError: 'new'"),
         (lambda s: s.update(metrics=[]), "metrics must be an object"),
