@@ -665,7 +665,7 @@ class CoverageMonitor:
 def _unpack(state: Any, like: CoverageTracker) -> tuple[dict[str, Any], int]:
     """(checked tracker state, episodes) of a monitor state (any format) that fits tracker ``like``."""
     try:
-        state = state_v1.upgrade_monitor(state)
+        state = state_v1.upgrade(state)
         if not isinstance(state, Mapping) or state.get("format") != MONITOR_STATE_FORMAT:
             raise ValueError(f"not a CoverageMonitor state (expected format {MONITOR_STATE_FORMAT!r})")
         checked, episodes = check(state["tracker"]), state["episodes"]

@@ -11,21 +11,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["MONITOR_STATE_FORMAT", "STATE_FORMAT", "upgrade", "upgrade_monitor"]
+__all__ = ["MONITOR_STATE_FORMAT", "STATE_FORMAT", "upgrade"]
 
 STATE_FORMAT = "seffi.coverage.tracker/2"
 MONITOR_STATE_FORMAT = "seffi.callbacks.monitor/2"
 
 
 def upgrade(state: Any) -> Any:
-    """A current tracker state from an older one; any other value as it is."""
-    if isinstance(state, Mapping) and state.get("format") == "seffi.coverage.tracker/1":
-        state = _v1(state, "CoverageTracker", (KeyError, TypeError, AttributeError, ValueError))
-    runs = state.get("runs") if isinstance(state, Mapping) else None
-    if not isinstance(runs, Mapping) or state.get("format") != STATE_FORMAT or "beyond" in runs:
-        return state
-    if not isinstance(n := runs.get("n"), list):
-        return state  # malformed: the check names it
+    """A current tracker or monitor state from an older one; any other value as it is."""
+    old = state.get("format") if isinstance(state, Mapping) else None
+    if old in ("seffi.coverage.tracker/1", "seffi.callbacks.monitor/1"):
+        what = "CoverageTracker" if "tracker" in old else "CoverageMonitor"
+        try:
+            state = _tracker(state) if what == "CoverageTracker" else _monitor(state)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise ValueError(f"corrupted {what} state (version 1): {type(exc).__name__}: {exc}") from exc
+        old = state["format"]
+    runs = state.get("runs") if old == STATE_FORMAT else None
+    if not isinstance(runs, Mapping) or "beyond" in runs or not isinstance(n := runs.get("n"), list):
+        return state  # current, or malformed (the check names it)
     beyond = [0] * len(n)  # an open run counts every sample, its run only the first K
     for o in state["open_runs"] if isinstance(state.get("open_runs"), list) else ():
         r, count = (o.get("run"), o.get("count")) if isinstance(o, Mapping) else (None, None)
@@ -34,21 +38,7 @@ def upgrade(state: Any) -> Any:
     return {**state, "runs": {**runs, "beyond": beyond}}
 
 
-def upgrade_monitor(state: Any) -> Any:
-    """A current monitor state from a format-1 one; any other value as it is."""
-    if isinstance(state, Mapping) and state.get("format") == "seffi.callbacks.monitor/1":
-        return _v1(state, "CoverageMonitor", (KeyError, TypeError, AttributeError))
-    return state
-
-
-def _v1(state: Mapping[str, Any], what: str, errors: tuple[type[Exception], ...]) -> dict[str, Any]:
-    try:
-        return _from_v1(state) if what == "CoverageTracker" else _monitor_v1(state)
-    except errors as exc:
-        raise ValueError(f"corrupted {what} state (version 1): {type(exc).__name__}: {exc}") from exc
-
-
-def _from_v1(state: Mapping[str, Any]) -> dict[str, Any]:
+def _tracker(state: Mapping[str, Any]) -> dict[str, Any]:
     declared = state["strategies"]
     runs = sorted(state["runs"], key=lambda d: (d["task"], str(d["input_id"]), d["stream"]))
     cols = list(declared) if declared is not None else sorted({s for d in runs for s in d["first_hit"]})
@@ -57,26 +47,23 @@ def _from_v1(state: Mapping[str, Any]) -> dict[str, Any]:
     code = {k: i for i, k in enumerate(keys)}
     unit = [code[(d["task"], str(d["input_id"]))] for d in runs]
     m: dict[int, int] = {}
+    bars: dict[int, dict[str, Any]] = {}  # the lowest stream's row per input (runs are sorted)
+    rank = (lambda s: (index[s], s)) if declared is not None else (lambda s: (0, s))
     for u, d in zip(unit, runs, strict=True):
         if m.setdefault(u, d["m"]) != d["m"]:
             raise ValueError(f"input {d['input_id']!r} has inconsistent M_x across runs")
-    barcode: dict[int, dict[str, Any]] = {}  # the lowest stream's row per input
-    rank = (lambda s: (index[s], s)) if declared is not None else (lambda s: (0, s))
-    for u, d in zip(unit, runs, strict=True):
-        if "barcode" not in d or u in barcode:  # runs are sorted by stream: the first is the lowest
-            continue
-        cells, new, seen = [], [], set()
-        for sample in d["barcode"]:  # a cell: the first new strategy matched, else the first matched
-            matched = sorted(sample, key=rank)
-            fresh = [s for s in matched if s not in seen]
-            cells.append(index[(fresh or matched)[0]] if matched else -1)
-            new.append(int(bool(fresh)))
-            seen.update(matched)
-        barcode[u] = {"input": u, "stream": d["stream"], "cells": cells, "new": new}
-    column = {name: [d[name] for d in runs] for name in ("stream", "n", "n_valid", "first_valid")}
+        if "barcode" in d and u not in bars:
+            cells, new, seen = [], [], set()
+            for matched in map(lambda x: sorted(x, key=rank), d["barcode"]):
+                fresh = [s for s in matched if s not in seen]  # the first new strategy, else the first
+                cells.append(index[(fresh or matched)[0]] if matched else -1)
+                new.append(int(bool(fresh)))
+                seen.update(matched)
+            bars[u] = {"input": u, "stream": d["stream"], "cells": cells, "new": new}
     hits = {h: [[d[h].get(c, -1) for c in cols] for d in runs] for h in ("first_hit", "first_valid_hit")}
     if stray := {s for d in runs for h in hits for s in d[h]} - index.keys():
         raise ValueError(f"strategies {sorted(stray)} are not among the columns")
+    column = {name: [d[name] for d in runs] for name in ("stream", "n", "n_valid", "first_valid")}
     return {
         **{k: state[k] for k in ("strategies", "num_strategies", "task", "barcode_rows", "barcode_cols")},
         **{"format": STATE_FORMAT, "budget": None, "num_latents": 0, "stream_offset": 0, "columns": cols},
@@ -84,39 +71,33 @@ def _from_v1(state: Mapping[str, Any]) -> dict[str, Any]:
         | {"next_stream": [0] * len(keys)},
         "runs": {"input": unit, **column, **hits},
         "open_runs": [],
-        "barcode": [barcode[u] for u in sorted(barcode)][: state["barcode_rows"]],
+        "barcode": [bars[u] for u in sorted(bars)][: state["barcode_rows"]],
         **{"samples": sum(column["n"]), "valid": sum(column["n_valid"]), "skipped": 0, "has_latent": False},
     }
 
 
-def _monitor_v1(state: Mapping[str, Any]) -> dict[str, Any]:
-    s = _from_v1(state["tracker"])
-    ids, inputs = s["inputs"]["input_id"], state["inputs"]
-    s["budget"], s["num_latents"] = int(state["budget"]), int(state["num_latents"] or 0)
-    s["barcode_rows"], s["barcode_cols"] = 2**31, s["budget"]  # the monitor's: a row per input
-    s["stream_offset"], s["skipped"] = int(state["stream_offset"]), int(state["skipped_beyond_budget"])
-    s["samples"], s["valid"] = int(state["samples"]), int(state["valid"])
+def _monitor(state: Mapping[str, Any]) -> dict[str, Any]:
+    s, inputs = _tracker(state["tracker"]), state["inputs"]
+    ids, K, Z = s["inputs"]["input_id"], int(state["budget"]), int(state["num_latents"] or 0)
+    s |= {"budget": K, "num_latents": Z, "barcode_rows": 2**31, "barcode_cols": K}  # a row per input
+    s |= {k: int(state[v]) for k, v in (("stream_offset",) * 2, ("skipped", "skipped_beyond_budget"))}
+    s |= {k: int(state[k]) for k in ("samples", "valid")}
     s["inputs"]["next_stream"] = [int(inputs[x]["next_stream"]) for x in ids]
     run_of = {
         (ids[u], st): r for r, (u, st) in enumerate(zip(s["runs"]["input"], s["runs"]["stream"], strict=True))
     }
-    fields = ("env_index", "count", "sample_index", "run_index")
     opened = [
-        {"run": run_of[(o["input_id"], int(o["stream"]))], **{f: int(o[f]) for f in fields}}
+        {"run": run_of[(o["input_id"], int(o["stream"]))]}
+        | {f: int(o[f]) for f in ("env_index", "count", "sample_index", "run_index")}
         for o in state["open_runs"]
     ]
     s["open_runs"] = sorted(opened, key=lambda o: o["run"])
-    if s["num_latents"]:
-        s["runs"]["latent_first_hit"] = [[-1] * s["num_latents"] for _ in s["runs"]["input"]]
-    bars = [(u, inputs[x].get("barcode")) for u, x in enumerate(ids)]
-    s["barcode"] = [_row(u, b["stream"], [int(c) for c in b["cells"]]) for u, b in bars if b is not None]
+    if Z:
+        s["runs"]["latent_first_hit"] = [[-1] * Z for _ in s["runs"]["input"]]
+    s["barcode"] = []
+    for u, b in ((u, inputs[x].get("barcode")) for u, x in enumerate(ids)):
+        if b is not None:  # a cell is new when its strategy is first seen in the row
+            cells = [int(c) for c in b["cells"]]
+            new = [int(c >= 0 and c not in cells[:i]) for i, c in enumerate(cells)]
+            s["barcode"].append({"input": u, "stream": int(b["stream"]), "cells": cells, "new": new})
     return {"format": MONITOR_STATE_FORMAT, "episodes": state["episodes"], "tracker": s}
-
-
-def _row(u: int, stream: Any, cells: list[int]) -> dict[str, Any]:
-    """A barcode row from its cells: a cell is new when its strategy is first seen in the row."""
-    new, seen = [], set()
-    for c in cells:
-        new.append(int(c >= 0 and c not in seen))
-        seen.add(c)
-    return {"input": u, "stream": int(stream), "cells": cells, "new": new}
