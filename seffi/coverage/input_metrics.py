@@ -25,7 +25,8 @@ class Part:
     """One part of a tracker's state: its type, bounds, default (``fill``) and merge rule.
 
     ``merge``: "agree" (equal in both), "keep" (the merged-into tracker's), "union" (ids in order of
-    appearance), "key" (rows join by it), "disjoint" (a run in both is an error), "sum", "max", "or".
+    appearance; barcode rows: the smallest inputs'), "key" (rows join by it), "disjoint" (a run in
+    both is an error), "sum", "max", "or".
     ``hi`` (exclusive) may be a function of the parts checked before; ``width``: the setting giving a
     matrix's width ("columns": their count); ``derive``: a counter's value from the runs.
     """
@@ -39,8 +40,7 @@ class Part:
     hi: int | Callable[[Mapping[str, Any]], int] = 2**53  # counts stay exact as JSON numbers
     width: str | None = None
     fill: int = 0
-    fields: tuple[Part, ...] = ()  # of each record of a "records" part
-    where: str = ""  # "setting", "counter", "records", "metrics", or the table holding it
+    where: str = ""  # "setting", "counter", "metrics", or the table holding it
     wide: bool = False  # int64 in a narrow run table
     derive: Callable[[Mapping[str, Any]], Any] | None = None
 

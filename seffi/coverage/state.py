@@ -31,7 +31,7 @@ _BIG = 2**53
 
 
 def _in(where: str, *parts: Part) -> tuple[Part, ...]:
-    prefix = f"{where}." if where in ("inputs", "runs", "open_runs", "barcode") else ""
+    prefix = "" if where in ("setting", "counter") else f"{where}."
     return tuple(replace(p, name=prefix + p.name, where=where) for p in parts)
 
 
@@ -70,25 +70,20 @@ RUN_FIELDS = _in(
     Part("latent_first_hit", "disjoint", "first sample with each latent code", **_HIT, width="num_latents"),
     Part("beyond", "disjoint", "samples beyond the budget (counted, not recorded)", wide=True),
 )
-_OPEN = _in(
+OPEN_FIELDS = _in(  # stored as a list of records, as is the barcode
     "open_runs",
-    Part("run", "", "the run (index into runs)", hi=lambda s: len(s["runs"]["n"])),
-    Part("env_index", "", "its env row"),
-    Part("count", "", "samples so far (also those beyond the budget)"),
-    Part("sample_index", "", "last sample_index reported", lo=-1),
-    Part("run_index", "", "last run_index reported", lo=-1),
+    Part("run", "keep", "a run record() continues (index into runs)", hi=lambda s: len(s["runs"]["n"])),
+    Part("env_index", "keep", "its env row"),
+    Part("count", "keep", "samples so far (also those beyond the budget)"),
+    Part("sample_index", "keep", "last sample_index reported", lo=-1),
+    Part("run_index", "keep", "last run_index reported", lo=-1),
 )
-_BARCODE = _in(
+BARCODE_FIELDS = _in(  # rows: an input's lowest stream's, for the barcode_rows smallest inputs
     "barcode",
-    Part("input", "", "the row's input", hi=_INPUTS),
-    Part("stream", "", "its run's stream"),
-    Part("cells", "", "strategy column per sample", "list", lo=-1, hi=lambda s: len(s["columns"])),
-    Part("new", "", "the sample added a strategy", "list", hi=2),
-)
-RECORDS = _in(
-    "records",
-    Part("open_runs", "", "runs record() continues (the merged-into tracker's)", fields=_OPEN),
-    Part("barcode", "", "rows: an input's lowest stream's, for the barcode_rows smallest", fields=_BARCODE),
+    Part("input", "union", "the row's input", hi=_INPUTS),
+    Part("stream", "union", "its run's stream"),
+    Part("cells", "union", "strategy column per sample", "list", lo=-1, hi=lambda s: len(s["columns"])),
+    Part("new", "union", "the sample added a strategy", "list", hi=2),
 )
 COUNTERS = _in(
     "counter",
@@ -98,10 +93,10 @@ COUNTERS = _in(
     Part("has_latent", "or", "(whether a run holds a latent code)", "bool", derive=_LATENT),
 )
 #: Every part of a tracker's state, in storage order (then the metrics' parts, `metric_parts`).
-STATE: tuple[Part, ...] = (*SETTINGS, *INPUT_FIELDS, *RUN_FIELDS, *RECORDS, *COUNTERS)
+STATE: tuple[Part, ...] = (*SETTINGS, *INPUT_FIELDS, *RUN_FIELDS, *OPEN_FIELDS, *BARCODE_FIELDS, *COUNTERS)
 #: Per-run fields kept in the tracker's run table (the keys live in its run assigner).
 RUN_TABLE_FIELDS = tuple(p for p in RUN_FIELDS if p.merge != "key")
-_OPEN_KEYS = tuple(f.key for f in _OPEN)
+_RECORDS = {w: [p.key for p in STATE if p.where == w] for w in ("open_runs", "barcode")}  # their keys
 _OPS = {"sum": np.add, "max": np.maximum}
 
 
@@ -166,8 +161,12 @@ def to_json(s: Mapping[str, Any]) -> dict[str, Any]:
     """A checked-form state as JSON-safe data (the stored layout)."""
     out: dict[str, Any] = {"format": STATE_FORMAT, "inputs": {}, "runs": {}}
     for p in STATE:
-        if p.where not in ("inputs", "runs"):
-            out[p.name] = [dict(r) for r in s[p.name]] if p.fields else s[p.name]
+        if p.where in ("setting", "counter"):
+            out[p.name] = s[p.name]
+        elif p.where in _RECORDS:
+            if p.where not in out:
+                cols = [c.tolist() if isinstance(c, np.ndarray) else c for c in s[p.where].values()]
+                out[p.where] = [dict(zip(s[p.where], r, strict=True)) for r in zip(*cols, strict=True)]
         elif p.kind == "str":
             out[p.where][p.key] = list(s[p.where][p.key])
         elif p.key in s[p.where] and (p.key != "beyond" or s["runs"]["beyond"].any()):  # beyond: if any
@@ -203,7 +202,7 @@ def check(state: Any) -> dict[str, Any]:
 
 def _checked(state: Mapping[str, Any]) -> dict[str, Any]:
     """Each part checked in storage order (the settings bound the rest), then the rules tying them."""
-    s: dict[str, Any] = {"format": STATE_FORMAT, "inputs": {}, "runs": {}, "metrics": {}}
+    s: dict[str, Any] = {"format": STATE_FORMAT, "metrics": {}}
     stored = state.get("metrics", {})
     if not isinstance(stored, Mapping):
         raise ValueError("metrics must be an object")
@@ -216,42 +215,35 @@ def _checked(state: Mapping[str, Any]) -> dict[str, Any]:
         if p.where in ("setting", "counter"):
             s[p.name] = setting(p, state[p.name], s)
             _hold(_setting_rules(s) if p.name == "columns" else ())
-        elif p.fields:
-            if not isinstance(rows := state[p.name], list):
-                raise ValueError(f"{p.name} must be a list")
-            cols = [
-                [
-                    _ints(r[f.key], f, (len(r[f.key]) if isinstance(r[f.key], list) else 0,), s).tolist()
-                    for r in rows
-                ]
-                if f.kind == "list"
-                else _ints([r[f.key] for r in rows], f, (len(rows),), s).tolist()
-                for f in p.fields
-            ]
-            s[p.name] = [dict(zip(_keys(p.fields), r, strict=True)) for r in zip(*cols, strict=True)]
+            continue
+        held = stored.get(p.doc) if p.where == "metrics" else state[p.where]
+        into = s["metrics"][p.doc] if p.where == "metrics" else s.setdefault(p.where, {})
+        n = len(state["runs"]["input"] if p.where == "runs" else state["inputs"]["input_id"])
+        if p.where in _RECORDS:  # a list of records, checked as columns (its checked form)
+            columns = isinstance(held, Mapping) and held.keys() == set(_RECORDS[p.where])
+            if not columns and not isinstance(held, list):
+                raise ValueError(f"{p.where} must be a list")
+            n = len(held[_RECORDS[p.where][0]] if columns else held)
+            held = held if columns else {p.key: [r[p.key] for r in held]}
+        w = None if p.width is None else len(s["columns"]) if p.width == "columns" else s[p.width]
+        if w == 0 and p.width != "columns":  # a matrix of width 0 is not stored
+            if p.key in (held or {}):
+                raise ValueError(f"{p.name} is present but its declaration says it is not")
+        elif held is None:  # a metric the state lacks
+            into[p.key] = np.full((n,) if w is None else (n, w), p.fill, dtype=np.int64)
+        elif p.kind == "list":  # a list of ints per row
+            if not all(isinstance(v, list) for v in held[p.key]):
+                raise ValueError(f"{p.name} must be lists of ints")
+            _ints([x for v in held[p.key] for x in v], p, (sum(map(len, held[p.key])),), s)
+            into[p.key] = [list(v) for v in held[p.key]]
+        elif p.kind != "str":
+            into[p.key] = _ints(held[p.key], p, (n,) if w is None else (n, w), s)
+        elif not isinstance(v := held[p.key], list) or len(v) != n or set(map(type, v)) - {str}:
+            raise ValueError(f"{p.name} must be a list of {n} strings")
         else:
-            held = stored.get(p.doc) if p.where == "metrics" else state[p.where]
-            into = s["metrics"][p.doc] if p.where == "metrics" else s[p.where]
-            n = len(state["runs"]["input"] if p.where == "runs" else state["inputs"]["input_id"])
-            w = None if p.width is None else len(s["columns"]) if p.width == "columns" else s[p.width]
-            shape = (n,) if w is None else (n, w)
-            if w == 0 and p.width != "columns":  # a matrix of width 0 is not stored
-                if p.key in (held or {}):
-                    raise ValueError(f"{p.name} is present but its declaration says it is not")
-            elif held is None:  # a metric the state lacks
-                into[p.key] = np.full(shape, p.fill, dtype=np.int64)
-            elif p.kind != "str":
-                into[p.key] = _ints(held[p.key], p, shape, s)
-            elif not isinstance(v := held[p.key], list) or len(v) != n or set(map(type, v)) - {str}:
-                raise ValueError(f"{p.name} must be a list of {n} strings")
-            else:
-                into[p.key] = list(v)
+            into[p.key] = list(v)
     _hold(_rules(s))
     return s
-
-
-def _keys(parts: tuple[Part, ...]) -> tuple[str, ...]:
-    return tuple(p.key for p in parts)
 
 
 def _hold(rules: Any) -> None:
@@ -272,7 +264,7 @@ def _setting_rules(s: Mapping[str, Any]) -> Any:
 
 
 def _rules(s: Mapping[str, Any]) -> Any:
-    r, K, opened, bars = s["runs"], s["budget"], s["open_runs"], s["barcode"]
+    r, K, o, b = s["runs"], s["budget"], s["open_runs"], s["barcode"]
     u, n, nv, fv, out, fh, fvh = (
         r[k] for k in ("input", "n", "n_valid", "first_valid", "beyond", "first_hit", "first_valid_hit")
     )
@@ -295,14 +287,17 @@ def _rules(s: Mapping[str, Any]) -> Any:
     yield cells, f"inputs with a complete run x budget exceed the cap of {MAX_SUM_CELLS} per-input sums"
     short = ((out > 0) & (n != (K or 0))).any()
     yield short, "a run has samples beyond the budget but fewer than budget samples"
-    counted = any(o["count"] != n[o["run"]] + out[o["run"]] for o in opened)  # all samples vs the first K
+    counted = (o["count"] != n[o["run"]] + out[o["run"]]).any()  # all samples vs the first K
     yield counted, "an open run does not match its run (count = n + beyond)"
-    shared = len({(u[o["run"]], o["env_index"]) for o in opened}) != len(opened)
+    shared = len(set(zip(u[o["run"]].tolist(), o["env_index"].tolist(), strict=True))) != len(o["run"])
     yield shared, "two open runs share an (input, env_index)"
-    yield len(bars) > s["barcode_rows"], f"{len(bars)} barcode rows but barcode_rows={s['barcode_rows']}"
-    rows = any(len(b["cells"]) != len(b["new"]) or len(b["cells"]) > s["barcode_cols"] for b in bars)
-    yield rows, "a barcode row needs cells and new flags of one length, at most barcode_cols"
-    yield len({b["input"] for b in bars}) != len(bars), "barcode rows must be one per input"
+    rows = len(b["input"])
+    yield rows > s["barcode_rows"], f"{rows} barcode rows but barcode_rows={s['barcode_rows']}"
+    bad = any(
+        len(c) != len(f) or len(c) > s["barcode_cols"] for c, f in zip(b["cells"], b["new"], strict=True)
+    )
+    yield bad, "a barcode row needs cells and new flags of one length, at most barcode_cols"
+    yield len(set(b["input"].tolist())) != rows, "barcode rows must be one per input"
 
 
 def dump(t: CoverageTracker) -> dict[str, Any]:
@@ -320,10 +315,13 @@ def dump(t: CoverageTracker) -> dict[str, Any]:
     s["runs"] = {"input": unit[runs], "stream": a.slot_stream[runs]}
     for p in t.runs.fields:
         s["runs"][p.key] = getattr(t.runs, p.key)[(runs, slice(C)) if p.width == "columns" else runs]
-    opened = (dict(zip(_OPEN_KEYS, (int(pos[r[2]]), r[1], *r[3:]), strict=True)) for r in a.open_runs())
-    s["open_runs"] = sorted(opened, key=lambda r: r["run"])
-    bars = ((int(rank[c]), st, x, list(map(int, f))) for c, st, x, f in t.bar.rows_held())
-    s["barcode"] = [dict(zip(_keys(_BARCODE), b, strict=True)) for b in sorted(bars)]
+    o = np.array(a.open_runs(), dtype=np.int64).reshape(-1, 6)  # input, env, slot, count, indices
+    o = o[np.argsort(pos[o[:, 2]])]
+    s["open_runs"] = dict(zip(_RECORDS["open_runs"], (pos[o[:, 2]], o[:, 1], *o[:, 3:].T), strict=True))
+    bars = sorted((int(rank[c]), st, x, list(map(int, f))) for c, st, x, f in t.bar.rows_held())
+    cols = [list(c) for c in zip(*bars, strict=True)] or [[]] * 4
+    ints = [np.array(c, dtype=np.int64) for c in cols[:2]]
+    s["barcode"] = dict(zip(_RECORDS["barcode"], (*ints, *cols[2:]), strict=True))
     for m in t.metrics:
         m.grow(len(t.keys), C)
     s["metrics"] = {
@@ -340,7 +338,11 @@ def load(cls: type[CoverageTracker], state: Any, *, barcode_rows: int | None = N
     s = check(state)
     if barcode_rows is not None:
         rows = _int(barcode_rows, "barcode_rows", 0, 2**31 + 1)
-        s = {**s, "barcode_rows": rows, "barcode": sorted(s["barcode"], key=lambda b: b["input"])[:rows]}
+        keep = np.argsort(s["barcode"]["input"], kind="stable")[:rows]
+        bars = {
+            k: v[keep] if isinstance(v, np.ndarray) else [v[i] for i in keep] for k, v in s["barcode"].items()
+        }
+        s = {**s, "barcode_rows": rows, "barcode": bars}
     t = _add(_new(cls, s), s)
     t._rebuild_sums()
     return t
@@ -378,13 +380,14 @@ def _add(t: CoverageTracker, s: Mapping[str, Any], *, merged: bool = False) -> C
         getattr(t.runs, p.key)[np.ix_(slots, cols) if p.width == "columns" else slots] = runs[p.key]
     if not merged:
         np.maximum.at(t.assigner.next_stream, codes, inp["next_stream"])
-        o = {k: np.array([r[k] for r in s["open_runs"]], dtype=np.int64) for k in _OPEN_KEYS}
-        run = o.pop("run")
-        t.assigner.restore_open(u[run], o.pop("env_index"), slots[run], *o.values())  # count, indices
+        o, run = s["open_runs"], s["open_runs"]["run"]
+        t.assigner.restore_open(
+            u[run], o["env_index"], slots[run], o["count"], o["sample_index"], o["run_index"]
+        )
     t.bar.grow(len(t.keys))
-    for b in s["barcode"]:
-        cells = [int(cols[c]) if c >= 0 else c for c in b["cells"]]
-        t.bar.put(int(codes[b["input"]]), b["stream"], cells, [bool(x) for x in b["new"]], t.keys)
+    b = s["barcode"]
+    for c, st, x, f in zip(b["input"].tolist(), b["stream"].tolist(), b["cells"], b["new"], strict=True):
+        t.bar.put(int(codes[c]), st, [int(cols[j]) if j >= 0 else j for j in x], [bool(y) for y in f], t.keys)
     for p in COUNTERS:
         held = getattr(t, p.name)
         setattr(t, p.name, held + s[p.name] if p.merge == "sum" else held or s[p.name])
@@ -419,7 +422,7 @@ def shift_streams(state: Any, offset: int) -> dict[str, Any]:
     s["stream_offset"] = _int(s["stream_offset"] + offset, "stream_offset", 0, _BIG)
     if s["runs"]["stream"].size and s["runs"]["stream"].max() >= _BIG:
         raise ValueError(f"shifting by {offset} moves streams past {_BIG}")
-    s["barcode"] = [{**b, "stream": b["stream"] + offset} for b in s["barcode"]]
+    s["barcode"] = {**s["barcode"], "stream": s["barcode"]["stream"] + offset}
     return to_json(s)
 
 

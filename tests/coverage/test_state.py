@@ -167,7 +167,13 @@ def test_every_declared_part_is_what_the_state_holds() -> None:
     from seffi.coverage import state as state_io
 
     rec = DATA["recorded"]["state"]
-    top = {p.name for p in state_io.STATE if "." not in p.name} | {"format", "inputs", "runs"}
+    top = {p.name for p in state_io.STATE if "." not in p.name} | {
+        "format",
+        "inputs",
+        "runs",
+        "open_runs",
+        "barcode",
+    }
     assert set(rec) == top
     assert set(rec["inputs"]) == {p.key for p in state_io.INPUT_FIELDS}
     # num_latents > 0: latent rows too; "beyond" is stored when a run has samples beyond the budget
