@@ -96,6 +96,7 @@ COUNTERS = _in(
 STATE: tuple[Part, ...] = (*SETTINGS, *INPUT_FIELDS, *RUN_FIELDS, *OPEN_FIELDS, *BARCODE_FIELDS, *COUNTERS)
 #: Per-run fields kept in the tracker's run table (the keys live in its run assigner).
 RUN_TABLE_FIELDS = tuple(p for p in RUN_FIELDS if p.merge != "key")
+_HITS = ("first_hit", "first_valid_hit")
 _RECORDS = {w: [p.key for p in STATE if p.where == w] for w in ("open_runs", "barcode")}  # their keys
 _OPS = {"sum": np.add, "max": np.maximum}
 
@@ -248,56 +249,46 @@ def _checked(state: Mapping[str, Any]) -> dict[str, Any]:
 
 def _hold(rules: Any) -> None:
     """Raise the message of the first broken rule of ``rules`` ((broken, message) pairs)."""
-    for broken, message in rules:
-        if broken:
-            raise ValueError(message)
+    if broken := next((message for bad, message in rules if bad), None):
+        raise ValueError(broken)
 
 
 def _setting_rules(s: Mapping[str, Any]) -> Any:
     cols, M, declared = s["columns"], s["num_strategies"], s["strategies"] is not None
-    yield (
-        not len(set(cols)) == len(cols) <= MAX_STRATEGIES,
-        f"columns must be at most {MAX_STRATEGIES} unique strategy ids",
-    )
+    unique = len(set(cols)) == len(cols) <= MAX_STRATEGIES
+    yield not unique, f"columns must be at most {MAX_STRATEGIES} unique strategy ids"
     yield declared and cols != s["strategies"], "columns must be the declared strategies"
     yield declared and M != len(cols), f"num_strategies={M} but {len(cols)} strategies are declared"
 
 
 def _rules(s: Mapping[str, Any]) -> Any:
-    r, K, o, b = s["runs"], s["budget"], s["open_runs"], s["barcode"]
-    u, n, nv, fv, out, fh, fvh = (
-        r[k] for k in ("input", "n", "n_valid", "first_valid", "beyond", "first_hit", "first_valid_hit")
-    )
+    r, K, o, b, m = s["runs"], s["budget"] or 0, s["open_runs"], s["barcode"], s["inputs"]["m"]
+    u, n, nv, fv, out, fh, fvh = (r[k] for k in ("input", "n", "n_valid", "first_valid", "beyond", *_HITS))
+    lat, N = r.get("latent_first_hit"), n[:, None]
     ids = list(zip(s["inputs"]["task"], s["inputs"]["input_id"], strict=True))
     yield ids != sorted(set(ids)), "inputs must be unique and sorted"
-    order = np.lexsort((r["stream"], u))
-    again = (np.diff(u[order]) == 0) & (np.diff(r["stream"][order]) == 0)
-    yield again.any(), "runs must be unique per (input, stream)"
-    counts = (nv > n).any() or (fv >= n).any() or ((fv < 0) != (nv == 0)).any()
-    yield counts, "runs have inconsistent n / n_valid / first_valid"
-    outside = (fvh >= 0) & ((fh < 0) | (fvh < fh) | (fvh >= n[:, None]))
-    yield (fh >= n[:, None]).any() or outside.any(), "runs have first hits outside their samples"
-    over_m = ((fh >= 0).sum(axis=1) > s["inputs"]["m"][u]).any()
-    yield over_m, "a run matched more distinct strategies than its input's M_x"
-    lat = r.get("latent_first_hit")
-    yield lat is not None and (lat >= n[:, None]).any(), "runs have latent first hits outside their samples"
+    yield len(np.unique(np.c_[u, r["stream"]], axis=0)) < u.size, "runs must be unique per (input, stream)"
+    bad = (nv > n).any() or (fv >= n).any() or ((fv < 0) != (nv == 0)).any()
+    yield bad, "runs have inconsistent n / n_valid / first_valid"
+    bad = (fh >= N).any() or ((fvh >= 0) & ((fh < 0) | (fvh < fh) | (fvh >= N))).any()
+    yield bad, "runs have first hits outside their samples"
+    yield ((fh >= 0).sum(axis=1) > m[u]).any(), "a run matched more distinct strategies than its input's M_x"
+    yield lat is not None and (lat >= N).any(), "runs have latent first hits outside their samples"
     for p in COUNTERS:  # each counter is the runs' figure
         yield s[p.name] != (want := p.derive(s)), f"{p.name}={s[p.name]} must be the runs' {want} {p.doc}"
-    cells = np.unique(u[n >= K]).size * K > MAX_SUM_CELLS if K else False
-    yield cells, f"inputs with a complete run x budget exceed the cap of {MAX_SUM_CELLS} per-input sums"
-    short = ((out > 0) & (n != (K or 0))).any()
-    yield short, "a run has samples beyond the budget but fewer than budget samples"
-    counted = (o["count"] != n[o["run"]] + out[o["run"]]).any()  # all samples vs the first K
-    yield counted, "an open run does not match its run (count = n + beyond)"
-    shared = len(set(zip(u[o["run"]].tolist(), o["env_index"].tolist(), strict=True))) != len(o["run"])
-    yield shared, "two open runs share an (input, env_index)"
-    rows = len(b["input"])
-    yield rows > s["barcode_rows"], f"{rows} barcode rows but barcode_rows={s['barcode_rows']}"
-    bad = any(
-        len(c) != len(f) or len(c) > s["barcode_cols"] for c, f in zip(b["cells"], b["new"], strict=True)
-    )
+    bad = np.unique(u[n >= K]).size * K > MAX_SUM_CELLS
+    yield bad, f"inputs with a complete run x budget exceed the cap of {MAX_SUM_CELLS} per-input sums"
+    yield ((out > 0) & (n != K)).any(), "a run has samples beyond the budget but fewer than budget samples"
+    bad = (o["count"] != n[o["run"]] + out[o["run"]]).any()  # all samples vs the first K
+    yield bad, "an open run does not match its run (count = n + beyond)"
+    bad = len(np.unique(np.c_[u[o["run"]], o["env_index"]], axis=0)) < o["run"].size
+    yield bad, "two open runs share an (input, env_index)"
+    bars, most = len(b["input"]), s["barcode_rows"]
+    yield bars > most, f"{bars} barcode rows but barcode_rows={most}"
+    rows = zip(b["cells"], b["new"], strict=True)
+    bad = any(len(c) != len(f) or len(c) > s["barcode_cols"] for c, f in rows)
     yield bad, "a barcode row needs cells and new flags of one length, at most barcode_cols"
-    yield len(set(b["input"].tolist())) != rows, "barcode rows must be one per input"
+    yield np.unique(b["input"]).size < bars, "barcode rows must be one per input"
 
 
 def dump(t: CoverageTracker) -> dict[str, Any]:
