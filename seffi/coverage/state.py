@@ -8,6 +8,7 @@ character a cell when all fit; per-input sums are derived from the runs at load.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -98,7 +99,7 @@ STATE: tuple[Part, ...] = (*SETTINGS, *INPUT_FIELDS, *RUN_FIELDS, *OPEN_FIELDS, 
 RUN_TABLE_FIELDS = tuple(p for p in RUN_FIELDS if p.merge != "key")
 _HITS = ("first_hit", "first_valid_hit")
 _RECORDS = {w: [p.key for p in STATE if p.where == w] for w in ("open_runs", "barcode")}  # their keys
-_OPS = {"sum": np.add, "max": np.maximum}
+_OPS = {"sum": operator.add, "max": np.maximum, "or": operator.or_}
 
 
 @functools.cache
@@ -327,14 +328,8 @@ def load(cls: type[CoverageTracker], state: Any, *, barcode_rows: int | None = N
     ``barcode_rows``: keep this many barcode rows (the smallest keys) instead of the state's.
     """
     s = check(state)
-    if barcode_rows is not None:
-        rows = _int(barcode_rows, "barcode_rows", 0, 2**31 + 1)
-        keep = np.argsort(s["barcode"]["input"], kind="stable")[:rows]
-        bars = {
-            k: v[keep] if isinstance(v, np.ndarray) else [v[i] for i in keep] for k, v in s["barcode"].items()
-        }
-        s = {**s, "barcode_rows": rows, "barcode": bars}
-    t = _add(_new(cls, s), s)
+    rows = s["barcode_rows"] if barcode_rows is None else _int(barcode_rows, "barcode_rows", 0, 2**31 + 1)
+    t = _add(_new(cls, {**s, "barcode_rows": rows}), s)  # its barcode keeps the smallest keys
     t._rebuild_sums()
     return t
 
@@ -380,8 +375,7 @@ def _add(t: CoverageTracker, s: Mapping[str, Any], *, merged: bool = False) -> C
     for c, st, x, f in zip(b["input"].tolist(), b["stream"].tolist(), b["cells"], b["new"], strict=True):
         t.bar.put(int(codes[c]), st, [int(cols[j]) if j >= 0 else j for j in x], [bool(y) for y in f], t.keys)
     for p in COUNTERS:
-        held = getattr(t, p.name)
-        setattr(t, p.name, held + s[p.name] if p.merge == "sum" else held or s[p.name])
+        setattr(t, p.name, _OPS[p.merge](getattr(t, p.name), s[p.name]))
     for m in t.metrics:
         m.grow(len(t.keys), len(t.columns))
         m.partial = m.partial or s["metrics"][m.name]["partial"]
