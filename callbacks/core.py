@@ -669,11 +669,8 @@ def _unpack(state: Any, like: CoverageTracker) -> tuple[dict[str, Any], int]:
         if not isinstance(state, Mapping) or state.get("format") != MONITOR_STATE_FORMAT:
             raise ValueError(f"not a CoverageMonitor state (expected format {MONITOR_STATE_FORMAT!r})")
         checked, episodes = check(state["tracker"]), state["episodes"]
-        if (checked["budget"], checked["strategies"], checked["task"]) != (
-            like.budget,
-            list(like.strategies or ()),
-            like.task,
-        ):
+        mine = (like.budget, list(like.strategies or ()), like.task)
+        if (checked["budget"], checked["strategies"], checked["task"]) != mine:
             raise ValueError("the state's budget, strategies or task do not mix with this monitor's")
         if type(episodes) is not int or episodes != checked["samples"] + checked["skipped"]:
             raise ValueError(  # every episode is a sample or one past its run's budget

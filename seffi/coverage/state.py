@@ -105,11 +105,8 @@ _OPS = {"sum": operator.add, "max": np.maximum, "or": operator.or_}
 @functools.cache
 def metric_parts() -> tuple[Part, ...]:
     """The parts each registered metric declares (``add_state``); ``doc``: the metric's name."""
-    return tuple(
-        replace(p, name=f"metrics.{p.doc}.{p.name}", where="metrics")
-        for cls in registered()
-        for p in cls().specs.values()
-    )
+    parts = (p for cls in registered() for p in cls().specs.values())
+    return tuple(replace(p, name=f"metrics.{p.doc}.{p.name}", where="metrics") for p in parts)
 
 
 def _int(value: Any, where: str, lo: int, hi: int) -> int:

@@ -178,6 +178,8 @@ def test_every_declared_part_is_what_the_state_holds() -> None:
     assert set(rec["inputs"]) == {p.key for p in state_io.INPUT_FIELDS}
     # num_latents > 0: latent rows too; "beyond" is stored when a run has samples beyond the budget
     assert set(rec["runs"]) == {p.key for p in state_io.RUN_FIELDS} - {"beyond"}
+    assert set(rec["open_runs"][0]) == {p.key for p in state_io.OPEN_FIELDS}
+    assert set(rec["barcode"][0]) == {p.key for p in state_io.BARCODE_FIELDS}
     t = CoverageTracker(STRATS, budget=4)
     for p in state_io.COUNTERS:
         assert getattr(t, p.name) == p.fill
