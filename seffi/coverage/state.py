@@ -259,13 +259,18 @@ def _setting_rules(s: Mapping[str, Any]) -> Any:
     yield declared and M != len(cols), f"num_strategies={M} but {len(cols)} strategies are declared"
 
 
+def _repeats(a: np.ndarray, b: np.ndarray) -> bool:
+    order = np.lexsort((b, a))  # a sort: np.unique(axis=0) takes 3x as long on 4M runs
+    return bool(((np.diff(a[order]) == 0) & (np.diff(b[order]) == 0)).any())
+
+
 def _rules(s: Mapping[str, Any]) -> Any:
     r, K, o, b, m = s["runs"], s["budget"] or 0, s["open_runs"], s["barcode"], s["inputs"]["m"]
     u, n, nv, fv, out, fh, fvh = (r[k] for k in ("input", "n", "n_valid", "first_valid", "beyond", *_HITS))
     lat, N = r.get("latent_first_hit"), n[:, None]
     ids = list(zip(s["inputs"]["task"], s["inputs"]["input_id"], strict=True))
     yield ids != sorted(set(ids)), "inputs must be unique and sorted"
-    yield len(np.unique(np.c_[u, r["stream"]], axis=0)) < u.size, "runs must be unique per (input, stream)"
+    yield _repeats(u, r["stream"]), "runs must be unique per (input, stream)"
     bad = (nv > n).any() or (fv >= n).any() or ((fv < 0) != (nv == 0)).any()
     yield bad, "runs have inconsistent n / n_valid / first_valid"
     bad = (fh >= N).any() or ((fvh >= 0) & ((fh < 0) | (fvh < fh) | (fvh >= N))).any()
@@ -279,8 +284,7 @@ def _rules(s: Mapping[str, Any]) -> Any:
     yield ((out > 0) & (n != K)).any(), "a run has samples beyond the budget but fewer than budget samples"
     bad = (o["count"] != n[o["run"]] + out[o["run"]]).any()  # all samples vs the first K
     yield bad, "an open run does not match its run (count = n + beyond)"
-    bad = len(np.unique(np.c_[u[o["run"]], o["env_index"]], axis=0)) < o["run"].size
-    yield bad, "two open runs share an (input, env_index)"
+    yield _repeats(u[o["run"]], o["env_index"]), "two open runs share an (input, env_index)"
     bars, most = len(b["input"]), s["barcode_rows"]
     yield bars > most, f"{bars} barcode rows but barcode_rows={most}"
     rows = zip(b["cells"], b["new"], strict=True)
