@@ -231,8 +231,8 @@ def _checked(state: Mapping[str, Any]) -> dict[str, Any]:
         elif held is None:  # a metric the state lacks
             into[p.key] = np.full((n,) if w is None else (n, w), p.fill, dtype=np.int64)
         elif p.kind == "list":  # a list of ints per row
-            if not all(isinstance(v, list) for v in held[p.key]):
-                raise ValueError(f"{p.name} must be lists of ints")
+            if len(held[p.key]) != n or not all(isinstance(v, list) for v in held[p.key]):
+                raise ValueError(f"{p.name} must be a list of ints in each of {n} rows")
             _ints([x for v in held[p.key] for x in v], p, (sum(map(len, held[p.key])),), s)
             into[p.key] = [list(v) for v in held[p.key]]
         elif p.kind != "str":

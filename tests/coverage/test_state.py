@@ -317,6 +317,7 @@ def test_a_free_form_tracker_before_its_first_strategy_round_trips() -> None:
         (lambda s: s.update(open_runs={}), "open_runs must be a list"),
         (lambda s: s["open_runs"][0].update(run=10**6), "open_runs.run must hold ints in [0, 132)"),
         (lambda s: s["barcode"][0].update(cells=[9]), "barcode.cells must hold ints in [-1, 5)"),
+        (lambda s: s["barcode"][0].update(cells=5), "barcode.cells must be a list of ints in each of 3 rows"),
         (lambda s: s["barcode"][0].pop("new"), "KeyError: 'new'"),
         (lambda s: s.update(metrics=[]), "metrics must be an object"),
         (
