@@ -252,7 +252,7 @@ class ColumnSum:
     """
 
     def __init__(self, n: int) -> None:
-        self.plan: deque[int] = deque()  # leaf sizes and 0 = "add the last two", in postfix order
+        self.plan: deque[int] = deque()  # leaf sizes and -1 = "add the last two", in postfix order
         todo = [n]
         while todo:
             m = todo.pop()
