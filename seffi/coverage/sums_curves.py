@@ -65,6 +65,9 @@ INPUT_BLOCK = 4096
 NORMAL_INPUTS = 20_000
 #: Replicates drawn per block by the exact bootstrap.
 REPLICATE_BLOCK = 64
+#: Weighted sums (inputs x statistics x K floats, 32 MB) up to which a snapshot keeps its blocks
+#: between its two passes over the inputs instead of rebuilding them.
+KEEP_CELLS = 1 << 22
 
 
 _METRIC_ROWS = list(METRICS.values())
@@ -220,12 +223,21 @@ def point_in_order(sums: InputSums, m: np.ndarray) -> dict[str, Any]:
 
 
 def _weighted_blocks(
-    sums: InputSums, order: np.ndarray, n_runs: np.ndarray, m: np.ndarray
+    sums: InputSums, order: np.ndarray, n_runs: np.ndarray, m: np.ndarray, stats: Sequence[int] = ()
 ) -> Iterator[tuple[int, np.ndarray]]:
-    """``(a, st)`` per block of `INPUT_BLOCK` inputs from ``a`` (in ``order``): `_weighted` sums."""
+    """``(a, st)`` per block of `INPUT_BLOCK` inputs from ``a`` (in ``order``): `_weighted` sums.
+
+    With ``stats``, only those statistics are rebuilt (the others are 0): a cheaper pass.
+    """
     for a in range(0, order.size, INPUT_BLOCK):
-        b = min(a + INPUT_BLOCK, order.size)
-        yield a, _weighted(sums.full(order[a:b]), n_runs[a:b], m[a:b])
+        rows = order[a : a + INPUT_BLOCK]
+        if stats:
+            full = np.zeros((rows.size, sums.budget, N_STATS), dtype=np.int64)
+            for j in stats:
+                full[:, :, j] = sums.stat(j, rows)
+        else:
+            full = sums.full(rows)
+        yield a, _weighted(full, n_runs[a : a + INPUT_BLOCK], m[a : a + INPUT_BLOCK])
 
 
 def _point(total: np.ndarray, K: int) -> dict[str, Any]:
@@ -333,7 +345,9 @@ def curves_from_sums(
     # the point estimates (the additions of one sum over all), the bootstrap's data, the means.
     total: np.ndarray | None = None
     num = ColumnSum(U)  # the AUC shares' C(k) and valid C(k) numerators
-    for a, st in _weighted_blocks(sums, order, n_runs, m):
+    # The blocks are kept for the second pass while they are small, else rebuilt from the sums.
+    kept = list(_weighted_blocks(sums, order, n_runs, m)) if U * N_STATS * K <= KEEP_CELLS else None
+    for a, st in kept or _weighted_blocks(sums, order, n_runs, m):
         total = add_rows(total, st)
         num.add(np.concatenate([st[:, 1], st[:, 5]], axis=1))
         if reps is not None:
@@ -346,7 +360,8 @@ def curves_from_sums(
     ok = D > 0
     C = [N[ok] / D[ok] for N in np.split(num.result(), 2)]
     shares = np.full((2, U), np.nan)
-    for a, st in _weighted_blocks(sums, order, n_runs, m):
+    needed = sorted({0, 1, 5, *(METRICS[name] for name in scored)})
+    for a, st in kept or _weighted_blocks(sums, order, n_runs, m, needed):
         if score is not None:
             score.add_squares(a, values(st))
         for i, j in enumerate((1, 5) if ok.any() else ()):

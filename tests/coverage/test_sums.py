@@ -300,9 +300,9 @@ def test_input_sums_widen_their_type_before_a_count_leaves_it() -> None:
 def test_curves_from_blocks_of_any_size_are_the_same_and_match_per_input_values_by_hand(
     monkeypatch: pytest.MonkeyPatch, K: int, tasks: int
 ) -> None:
-    """Inputs fed 7 at a time (and score sums 3 units at a time) give the digits of one block; the
-    intervals are `mean_score_interval`s of per-input curves counted by hand, and each input's AUC
-    share is its own AUC (every run reaches K)."""
+    """Inputs fed 7 at a time and rebuilt for the second pass (score sums 3 units at a time) give the
+    digits of one kept block; the intervals are `mean_score_interval`s of per-input curves counted
+    by hand, and each input's AUC share is its own AUC (every run reaches K)."""
     import seffi.coverage.resampling as rs
     import seffi.coverage.sums_curves as sc
 
@@ -321,6 +321,7 @@ def test_curves_from_blocks_of_any_size_are_the_same_and_match_per_input_values_
 
     one = curves()
     monkeypatch.setattr(sc, "INPUT_BLOCK", 7)
+    monkeypatch.setattr(sc, "KEEP_CELLS", 0)  # blocks rebuilt for the second pass
     monkeypatch.setattr(rs, "_CHUNK_CELLS", 3)
     many = curves()
     for name in ("coverage", "valid_coverage", "novelty", "full_coverage", "valid_at_k"):
