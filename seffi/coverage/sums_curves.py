@@ -53,7 +53,6 @@ __all__ = [
     "curves_from_runs",
     "curves_from_sums",
     "input_auc_contributions",
-    "point_from_sums",
     "point_from_totals",
     "point_in_order",
     "rarity_labels",
@@ -196,11 +195,6 @@ _SCORE_METRICS: dict[str, bool] = {
     "full_coverage": True,
     "valid_at_k": True,
 }
-
-
-def point_from_sums(sums: InputSums, m: np.ndarray) -> dict[str, Any]:
-    """Point estimates for a log from per-input sums and M_x (U,) (see `point_from_totals`)."""
-    return point_from_totals(GroupTotals.of(sums, m))
 
 
 def point_from_totals(totals: GroupTotals) -> dict[str, Any]:

@@ -11,8 +11,8 @@ import pytest
 
 from seffi.coverage import CoverageTracker
 from seffi.coverage.resampling import mean_score_interval
-from seffi.coverage.sums import InputSums, RunTable, fold, run_sums
-from seffi.coverage.sums_curves import curves_from_sums, point_from_sums
+from seffi.coverage.sums import GroupTotals, InputSums, RunTable, fold, run_sums
+from seffi.coverage.sums_curves import curves_from_sums, point_from_totals
 
 STRATS = ("a", "b", "c", "d")
 
@@ -101,7 +101,7 @@ def test_run_sums_give_the_tracker_curves_and_intervals(seed: int) -> None:
     g_got, g_want = got.gain(iid, oracle), want.gain(iid, oracle)  # the paired bootstrap sees the same data
     assert g_got.value == pytest.approx(g_want.value, abs=1e-12)
     assert (g_got.lo, g_got.hi) == pytest.approx((g_want.lo, g_want.hi), abs=1e-6)
-    point = point_from_sums(sums, m)
+    point = point_from_totals(GroupTotals.of(sums, m))
     np.testing.assert_allclose(point["coverage"], want.coverage, atol=1e-12)
     assert point["auc"] == pytest.approx(want.auc, abs=1e-12)
 
@@ -129,7 +129,8 @@ def test_coverage_only_sums_keep_the_coverage_curve_and_first_hits(seed: int) ->
         for u, hits in complete:
             per_input.setdefault(u, []).append(hits[:k].any(axis=0).sum() / len(STRATS))
         want.append(np.mean([np.mean(v) for v in per_input.values()]))
-    np.testing.assert_allclose(point_from_sums(lean, np.full(U, len(STRATS)))["coverage"], want, atol=1e-12)
+    point = point_from_totals(GroupTotals.of(lean, np.full(U, len(STRATS))))
+    np.testing.assert_allclose(point["coverage"], want, atol=1e-12)
 
 
 def test_short_runs_are_left_out_and_inputs_weigh_the_same() -> None:
