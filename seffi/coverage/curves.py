@@ -152,9 +152,12 @@ class Curves:
         ``kwargs``: ``valid``, ``n_boot``, ``seed``. ``reason`` notes iid curves extrapolated at k <= K.
         """
         g = paired_gain(self, iid, oracle, **kwargs)
-        note = extrapolation_note(iid)
-        if note is None or g.value is None:
+        if iid.extrapolated is None or not np.any(iid.extrapolated) or g.value is None:
             return g
+        note = (
+            f"the iid AUC is extrapolated beyond its samples from k = {int(np.argmax(iid.extrapolated)) + 1} "
+            f"to K = {iid.K} (model-based, Chao et al. 2014): the gain depends on that model"
+        )
         return g.model_copy(update={"reason": note if not g.reason else f"{g.reason}; {note}"})
 
     def to_dict(self) -> dict[str, Any]:
@@ -254,18 +257,6 @@ class KeyView(Sequence[tuple[str, str]]):
 
     def __repr__(self) -> str:
         return f"KeyView({len(self)} input keys)"
-
-
-def extrapolation_note(curves: Curves) -> str | None:
-    """A caveat for a gain against these (iid) curves when some of their k are extrapolated, else None."""
-    ext = curves.extrapolated
-    if ext is None or not np.any(ext):
-        return None
-    first = int(np.argmax(np.asarray(ext, dtype=bool))) + 1
-    return (
-        f"the iid AUC is extrapolated beyond its samples from k = {first} to K = {curves.K} (model-based, "
-        "Chao et al. 2014): the gain depends on that model"
-    )
 
 
 def _input_key(k: Any) -> tuple[str | None, str]:

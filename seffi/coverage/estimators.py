@@ -199,18 +199,11 @@ def _subset_table(masks: np.ndarray, w: np.ndarray, m: int) -> tuple[np.ndarray,
     full = (1 << m) - 1
     all_b = np.arange(1 << m)
     vals = table[full ^ all_b]
-    signs = np.where(_popcount_fast(all_b, m) % 2 == 0, 1.0, -1.0)
+    signs = np.where(np.bitwise_count(all_b) % 2 == 0, 1.0, -1.0)
     uniq, inv = np.unique(vals, return_inverse=True)
     summed = np.bincount(inv, weights=signs, minlength=uniq.size)
     keep = summed != 0
     return uniq[keep], summed[keep]
-
-
-def _popcount_fast(x: np.ndarray, m: int) -> np.ndarray:
-    c = np.zeros_like(x)
-    for b in range(m):
-        c += (x >> b) & 1
-    return c
 
 
 def time_to_full_mean(atoms: np.ndarray, p: np.ndarray, m: int) -> float:

@@ -6,7 +6,9 @@ matrix product for all replicates: ``(W @ num) / (W @ den)`` with W of shape (B,
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections import deque
 from collections.abc import Iterator, Sequence
 from statistics import NormalDist
 from typing import Any
@@ -17,6 +19,9 @@ from seffi._seeding import SeedLike, as_seed_sequence
 
 __all__ = [
     "MIN_INPUTS",
+    "ColumnSum",
+    "ScoreSums",
+    "add_rows",
     "bootstrap_blocks",
     "bootstrap_counts",
     "expanded_level",
@@ -103,7 +108,7 @@ def percentile_interval(
 #: Counts (replicates x units) a bootstrap block may hold: ~30 MB with the draws behind them.
 _BLOCK_CELLS = 1 << 20
 
-#: Cells (units x columns) per chunk of `mean_score_intervals`' per-column statistics.
+#: Cells (units x columns) per block of `mean_score_intervals`.
 _CHUNK_CELLS = 1 << 20
 
 #: Fewer inputs and an interval over inputs means little (a percentile bootstrap over 2 or 4 inputs
@@ -218,44 +223,142 @@ def mean_score_intervals(
         raise ValueError(f"ci level must be in (0, 1), got {level!r}")
     arrays = [np.asarray(v, dtype=np.float64) for v, _ in blocks]
     U = arrays[0].shape[0]
-    if U < 2:
-        raise ValueError(f"a score interval over units needs at least 2 units, got {U}")
     if any(a.shape[0] != U for a in arrays):
         raise ValueError("every block needs the same units (first axis)")
-    # (U, columns) per block: one code path for curves and single AUCs. The per-column statistics
-    # are taken over column chunks, so no (U x all columns) copy is ever made (a snapshot over 10^5
-    # inputs); each column sees the same additions as over the whole.
-    flats = [a.reshape(U, -1) for a in arrays]
-    bounds = np.cumsum([0] + [f.shape[1] for f in flats])
-    strata = np.zeros(U, dtype=np.int64) if strata is None else np.asarray(strata)
-    groups = np.unique(strata)
-    # One stratum (the usual case): every unit, no mask and no copy of the column chunk.
-    in_groups = [strata == h for h in groups] if groups.size > 1 else [slice(None)]
-    width = int(bounds[-1])
-    mu, var = np.empty(width), np.zeros(width)
-    floor = np.zeros(width)  # its lower bound from 0/1 runs (sum over inputs of binomial)
-    chunk = max(2, _CHUNK_CELLS // U)
-    for flat, (_, runs), a in zip(flats, blocks, bounds[:-1], strict=True):
-        for j0, j1 in _chunks(flat.shape[1], chunk):
-            # A single column is padded to two: numpy sums one column pairwise, wider ones row by
-            # row, and row by row is what the whole (units x columns) matrix gets.
-            y = np.zeros((U, max(j1 - j0, 2)))
-            y[:, : j1 - j0] = flat[:, j0:j1]
-            w, cols = j1 - j0, slice(a + j0, a + j1)
-            mu[cols] = y.mean(axis=0)[:w]
-            for in_h in in_groups:
-                yh = y[in_h]
-                if yh.shape[0] > 1:  # a stratum of one unit adds nothing (drawn as itself)
-                    var[cols] += (yh.shape[0] * yh.var(axis=0, ddof=1) / U**2)[:w]
-                if runs is not None:
-                    mh = yh.mean(axis=0)[:w]
-                    r_max = float(np.max(np.asarray(runs)[in_h]))
-                    floor[cols] += yh.shape[0] * mh * (1.0 - mh) / r_max / U**2
-    lo, hi = score_bounds(mu, var, floor, U, groups.size, level)
-    return [
-        (lo[a:b].reshape(arr.shape[1:]), hi[a:b].reshape(arr.shape[1:]))
-        for arr, a, b in zip(arrays, bounds[:-1], bounds[1:], strict=True)
-    ]
+    sums = ScoreSums(
+        np.zeros(U, dtype=np.int64) if strata is None else strata,
+        [a[0].size if U else 1 for a in arrays],
+        [r for _, r in blocks],
+    )
+    step = max(1, _CHUNK_CELLS // sums.width)  # units per block: no (units x all columns) copy
+    for add in (sums.add, sums.add_squares):
+        for a in range(0, U, step):
+            add(a, [x[a : a + step] for x in arrays])
+    got = zip(sums.bounds(level), arrays, strict=True)
+    return [(lo.reshape(x.shape[1:]), hi.reshape(x.shape[1:])) for (lo, hi), x in got]
+
+
+def add_rows(acc: np.ndarray | None, y: np.ndarray) -> np.ndarray:
+    """``acc`` plus the rows of ``y``, row after row: over blocks, the digits of one sum over all rows."""
+    return y.sum(axis=0) if acc is None else np.concatenate([acc[None], y]).sum(axis=0)
+
+
+class ColumnSum:
+    """Column sums of n rows fed block by block, with the digits of numpy's sum of a column in memory.
+
+    numpy sums a contiguous column pairwise: halves (cut at a multiple of 8) down to at most 128
+    values, each summed in 8 interleaved partial sums. The same tree is walked here over the rows as
+    they come, holding fewer than 128 of them.
+    """
+
+    def __init__(self, n: int) -> None:
+        self.plan: deque[int] = deque()  # leaf sizes and -1 = "add the last two", in postfix order
+        todo = [n]
+        while todo:
+            m = todo.pop()
+            if m <= 128:  # a leaf, or -1
+                self.plan.append(m)
+            else:
+                half = m // 2 - (m // 2) % 8
+                todo += [-1, m - half, half]
+        self.stack: list[np.ndarray] = []
+        self.rows: np.ndarray | None = None
+
+    def add(self, y: np.ndarray) -> None:
+        """The next rows, (B, columns)."""
+        buf = y if self.rows is None else np.concatenate([self.rows, y])
+        while self.plan and (self.plan[0] < 0 or self.plan[0] <= buf.shape[0]):
+            n = self.plan.popleft()
+            if n < 0:
+                right = self.stack.pop()
+                self.stack.append(self.stack.pop() + right)
+                continue
+            a, buf = buf[:n], buf[n:]
+            if n < 8:
+                res = a.sum(axis=0)
+            else:
+                r = a[: n - n % 8].reshape(-1, 8, *a.shape[1:]).sum(axis=0)  # the 8 partial sums
+                res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+                for row in a[n - n % 8 :]:
+                    res = res + row
+            self.stack.append(res)
+        self.rows = buf
+
+    def result(self) -> np.ndarray:
+        """The column sums, once all n rows are in."""
+        if self.plan or len(self.stack) != 1:
+            raise ValueError("ColumnSum: not every row was added")
+        return self.stack[0]
+
+
+class ScoreSums:
+    """The sums behind `mean_score_intervals`, fed units block by block (one block in memory at a time).
+
+    Two passes over the same blocks in the same order: `add` (the means), then `add_squares` (the
+    spread about them). Each column is summed over units row after row, as numpy sums a
+    (units, >= 2 columns) array, so any blocking gives the digits of one whole array.
+
+    Args:
+        strata: (U,): stratum of each unit.
+        widths: columns of each block of values.
+        runs: per block, (U,) complete runs per unit when each run's value is 0 or 1, else None.
+    """
+
+    def __init__(
+        self,
+        strata: Sequence[int] | np.ndarray,
+        widths: Sequence[int],
+        runs: Sequence[Sequence[int] | np.ndarray | None],
+    ) -> None:
+        self.code = np.unique(np.asarray(strata), return_inverse=True)[1]
+        self.U, self.count = self.code.size, np.bincount(self.code).tolist()
+        if self.U < 2:
+            raise ValueError(f"a score interval over units needs at least 2 units, got {self.U}")
+        self.cols = np.cumsum([0, *widths]).tolist()
+        # A single column is padded to two: numpy sums one column pairwise, wider ones row by row.
+        self.width = max(self.cols[-1], 2)
+        self.runs = [None if r is None else np.asarray(r) for r in runs]
+        self.total: np.ndarray | None = None
+        self.sums: list[np.ndarray | None] = [None] * len(self.count)
+        self.squares: list[np.ndarray | None] = [None] * len(self.count)
+
+    def _rows(self, a: int, values: Sequence[np.ndarray]) -> tuple[np.ndarray, list[tuple[int, np.ndarray]]]:
+        n = values[0].shape[0]
+        y = np.zeros((n, self.width))
+        for v, c0, c1 in zip(values, self.cols[:-1], self.cols[1:], strict=True):
+            y[:, c0:c1] = np.reshape(v, (n, -1))
+        if len(self.count) == 1:  # one stratum (the usual case): no masks, no copies
+            return y, [(0, y)]
+        code = self.code[a : a + n]
+        parts = [(g, y[code == g]) for g in range(len(self.count))]
+        return y, [(g, part) for g, part in parts if part.shape[0]]
+
+    def add(self, a: int, values: Sequence[np.ndarray]) -> None:
+        """Values of units ``a .. a + n``, one (n, width) array per block (first pass, in order)."""
+        y, parts = self._rows(a, values)
+        self.total = add_rows(self.total, y)
+        for g, part in parts:
+            self.sums[g] = add_rows(self.sums[g], part)
+
+    def add_squares(self, a: int, values: Sequence[np.ndarray]) -> None:
+        """The same values again, after every `add` (second pass, in the same order)."""
+        for g, part in self._rows(a, values)[1]:
+            self.squares[g] = add_rows(self.squares[g], (part - self.sums[g] / self.count[g]) ** 2)
+
+    def bounds(self, level: float) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The score interval of each block's columns: (lo, hi) per block, flat."""
+        U, w = self.U, self.cols[-1]
+        mu, var, floor = self.total[:w] / U, np.zeros(w), np.zeros(w)  # type: ignore[index]
+        for g, n in enumerate(self.count):
+            if n > 1:  # a stratum of one unit adds nothing (drawn as itself)
+                var += (n * (self.squares[g] / (n - 1)) / U**2)[:w]
+            mh = self.sums[g][:w] / n  # type: ignore[index]
+            for runs, c0, c1 in zip(self.runs, self.cols[:-1], self.cols[1:], strict=True):
+                if runs is not None:  # the binomial floor of 0/1 runs
+                    r_max = float(np.max(runs[self.code == g]))
+                    floor[c0:c1] += n * mh[c0:c1] * (1.0 - mh[c0:c1]) / r_max / U**2
+        lo, hi = score_bounds(mu, var, floor, U, len(self.count), level)
+        return [(lo[c0:c1], hi[c0:c1]) for c0, c1 in itertools.pairwise(self.cols)]
 
 
 def score_bounds(
@@ -291,14 +394,6 @@ def score_bounds(
         lo[few_lo] = np.minimum(lo[few_lo], got[:n_lo] / n_eff[few_lo])
         hi[few_hi] = np.maximum(hi[few_hi], 1.0 - got[n_lo:] / n_eff[few_hi])
     return lo, hi
-
-
-def _chunks(width: int, size: int) -> list[tuple[int, int]]:
-    """Column ranges of at most ``size`` (>= 2) over 0..width; a last single column joins the one before."""
-    out = [(j, min(j + size, width)) for j in range(0, width, size)]
-    if len(out) > 1 and out[-1][1] - out[-1][0] == 1:
-        out[-2:] = [(out[-2][0], width)]
-    return out
 
 
 def _poisson_lower(x: np.ndarray, alpha: float) -> np.ndarray:

@@ -28,11 +28,12 @@ from seffi.coverage.curves import (
 )
 from seffi.coverage.resampling import (
     MIN_INPUTS,
+    ColumnSum,
+    ScoreSums,
+    add_rows,
     bootstrap_blocks,
     expanded_level,
-    mean_score_intervals,
     percentile_interval,
-    score_bounds,
     t_quantile,
 )
 from seffi.coverage.sums import (
@@ -52,7 +53,6 @@ __all__ = [
     "curves_from_runs",
     "curves_from_sums",
     "input_auc_contributions",
-    "point_from_sums",
     "point_from_totals",
     "point_in_order",
     "rarity_labels",
@@ -64,8 +64,9 @@ INPUT_BLOCK = 4096
 NORMAL_INPUTS = 20_000
 #: Replicates drawn per block by the exact bootstrap.
 REPLICATE_BLOCK = 64
-#: Above this many inputs a snapshot recomputes per-input values metric by metric (`_PerInput`).
-STREAM_INPUTS = NORMAL_INPUTS
+#: Weighted sums (inputs x statistics x K floats, 32 MB) up to which a snapshot keeps its blocks
+#: between its two passes over the inputs instead of rebuilding them.
+KEEP_CELLS = 1 << 22
 
 
 _METRIC_ROWS = list(METRICS.values())
@@ -196,11 +197,6 @@ _SCORE_METRICS: dict[str, bool] = {
 }
 
 
-def point_from_sums(sums: InputSums, m: np.ndarray) -> dict[str, Any]:
-    """Point estimates for a log from per-input sums and M_x (U,) (see `point_from_totals`)."""
-    return point_from_totals(GroupTotals.of(sums, m))
-
-
 def point_from_totals(totals: GroupTotals) -> dict[str, Any]:
     """Point estimates for a log from the group totals, O(groups x K).
 
@@ -214,12 +210,28 @@ def point_from_totals(totals: GroupTotals) -> dict[str, Any]:
 
 def point_in_order(sums: InputSums, m: np.ndarray) -> dict[str, Any]:
     """Point estimates with the additions of `curves_from_sums` (input by input): its digits exactly."""
-    total = np.zeros((N_STATS, sums.budget))
-    for a in range(0, sums.n_inputs, INPUT_BLOCK):
-        rows = np.arange(a, min(a + INPUT_BLOCK, sums.n_inputs))
-        st = _weighted(sums.full(rows), sums.n_runs[rows], np.asarray(m)[rows])
-        total = st.sum(axis=0) if a == 0 else np.concatenate([total[None], st]).sum(axis=0)
-    return _point(total, sums.budget)
+    total = None
+    for _, st in _weighted_blocks(sums, np.arange(sums.n_inputs), sums.n_runs, np.asarray(m)):
+        total = add_rows(total, st)
+    return _point(total, sums.budget)  # type: ignore[arg-type]
+
+
+def _weighted_blocks(
+    sums: InputSums, order: np.ndarray, n_runs: np.ndarray, m: np.ndarray, stats: Sequence[int] = ()
+) -> Iterator[tuple[int, np.ndarray]]:
+    """``(a, st)`` per block of `INPUT_BLOCK` inputs from ``a`` (in ``order``): `_weighted` sums.
+
+    With ``stats``, only those statistics are rebuilt (the others are 0): a cheaper pass.
+    """
+    for a in range(0, order.size, INPUT_BLOCK):
+        rows = order[a : a + INPUT_BLOCK]
+        if stats:
+            full = np.zeros((rows.size, sums.budget, N_STATS), dtype=np.int64)
+            for j in stats:
+                full[:, :, j] = sums.stat(j, rows)
+        else:
+            full = sums.full(rows)
+        yield a, _weighted(full, n_runs[a : a + INPUT_BLOCK], m[a : a + INPUT_BLOCK])
 
 
 def _point(total: np.ndarray, K: int) -> dict[str, Any]:
@@ -304,23 +316,50 @@ def curves_from_sums(
         if boot
         else None
     )
-    # One pass over the inputs in blocks (canonical order): each input's weighted sums (its runs
-    # averaged), summed in order for the point estimates (the same additions as one sum over all),
-    # and the bootstrap's data. Up to `STREAM_INPUTS` inputs the same pass keeps each input's curves
-    # (score intervals), its AUC share's terms; above, `_PerInput` recomputes them metric by metric.
-    per_input = _PerInput(sums, order, n_runs, m) if U > STREAM_INPUTS else None
-    kept: dict[str, np.ndarray] = {}
-    if per_input is None:
-        kept = {name: np.empty((U, K)) for name in (*_SCORE_METRICS, "num", "den", "vnum")}
+    scored = [name for name in metrics if boot and name in _SCORE_METRICS]
+    aucs = [(p, name) for p, name in (("", "coverage"), ("valid_", "valid_coverage")) if name in metrics]
+    # Every score interval of the snapshot (curves, then AUCs), from two passes over the inputs.
+    score = (
+        ScoreSums(
+            reps.strata,
+            [K] * len(scored) + [1] * len(aucs),
+            [n_runs if _SCORE_METRICS[name] else None for name in scored] + [None] * len(aucs),
+        )
+        if reps is not None
+        else None
+    )
+
+    def values(st: np.ndarray) -> list[np.ndarray]:
+        # Each input's curves (its runs averaged) and AUCs: one block of inputs at a time.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            curves = {name: st[:, METRICS[name], :] / st[:, 0, :] for name in scored}
+        return [*curves.values(), *(curves[name].mean(axis=1) for _, name in aucs)]
+
+    # First pass over the inputs in blocks (canonical order): the weighted sums summed in order for
+    # the point estimates (the additions of one sum over all), the bootstrap's data, the means.
     total: np.ndarray | None = None
-    for a in range(0, U, INPUT_BLOCK):
-        b = min(a + INPUT_BLOCK, U)
-        st = _weighted(sums.full(order[a:b]), n_runs[a:b], m[a:b])  # (B, N_STATS, K)
-        total = st.sum(axis=0) if total is None else np.concatenate([total[None], st]).sum(axis=0)
-        if kept:
-            _block_values(st, kept, a, b)
+    num = ColumnSum(U)  # the AUC shares' C(k) and valid C(k) numerators
+    # The blocks are kept for the second pass while they are small, else rebuilt from the sums.
+    kept = list(_weighted_blocks(sums, order, n_runs, m)) if U * N_STATS * K <= KEEP_CELLS else None
+    for a, st in kept or _weighted_blocks(sums, order, n_runs, m):
+        total = add_rows(total, st)
+        num.add(np.concatenate([st[:, 1], st[:, 5]], axis=1))
         if reps is not None:
             reps.add(a, st)
+        if score is not None:
+            score.add(a, values(st))
+    # Second pass: the spread about those means, and each input's share of the AUCs (for
+    # Curves.gain's paired bootstrap over inputs).
+    D = total[0]  # type: ignore[index]
+    ok = D > 0
+    C = [N[ok] / D[ok] for N in np.split(num.result(), 2)]
+    shares = np.full((2, U), np.nan)
+    needed = sorted({0, 1, 5, *(METRICS[name] for name in scored)})
+    for a, st in kept or _weighted_blocks(sums, order, n_runs, m, needed):
+        if score is not None:
+            score.add_squares(a, values(st))
+        for i, j in enumerate((1, 5) if ok.any() else ()):
+            shares[i, a : a + st.shape[0]] = _auc_shares(st[:, j], st[:, 0], C[i], D, ok, U)
     point, surv = unpack_stats(total)  # type: ignore[arg-type]
     draws = reps.result() if reps is not None else None
     c = Curves.from_point(
@@ -341,16 +380,7 @@ def curves_from_sums(
         n_boot=int(n_boot),
         seed=seed if n_boot > 0 else None,
     )
-    aucs = [(p, name) for p, name in (("", "coverage"), ("valid_", "valid_coverage")) if name in metrics]
-    # Every score interval of the snapshot (curves, then AUCs); each column's numbers are its own,
-    # so intervals computed metric by metric (``_PerInput``) are the same.
-    scored = [name for name in metrics if boot and name in _SCORE_METRICS]
-    if per_input is None:
-        blocks = [(kept[name], n_runs if _SCORE_METRICS[name] else None) for name in scored]
-        blocks += [(kept[name].mean(axis=1), None) for _, name in aucs if boot]
-        got = iter(mean_score_intervals(blocks, ci_level, strata=strata) if blocks else [])
-    else:
-        got = iter(per_input.score_intervals(scored, [name for _, name in aucs if boot], ci_level, strata))
+    got = iter(score.bounds(ci_level) if score is not None else [])
     for name in metrics:
         setattr(c, name, point[name])
         if not boot or (name not in _SCORE_METRICS and name != "expected_new"):
@@ -364,19 +394,13 @@ def curves_from_sums(
             # The replicates stay: Curves.gain pairs them when per-input contributions are missing.
             setattr(c, f"{prefix}auc_reps", draws.auc if prefix == "" else draws.valid_auc)  # type: ignore[union-attr]
             lo, hi = next(got)
-            setattr(c, f"{prefix}auc_lo", float(lo))
-            setattr(c, f"{prefix}auc_hi", float(hi))
+            setattr(c, f"{prefix}auc_lo", float(lo[0]))
+            setattr(c, f"{prefix}auc_hi", float(hi[0]))
     if n_boot > 0 and not over_inputs:
         _within_input_intervals(c, sums.take(order), m, metrics, ci_level)
-    # Each input's share of the AUCs, for Curves.gain's paired (inputs jointly) bootstrap.
-    if per_input is None:
-        c.input_auc = input_auc_contributions(kept["num"], kept["den"])
-        if valid:
-            c.input_valid_auc = input_auc_contributions(kept["vnum"], kept["den"])
-    else:
-        c.input_auc, valid_auc = per_input.auc_contributions(total)  # type: ignore[arg-type]
-        if valid:
-            c.input_valid_auc = valid_auc
+    c.input_auc = shares[0]
+    if valid:
+        c.input_valid_auc = shares[1]
     if input_keys is not None:
         # A tracker's keys (a `KeyView`, or str pairs) are kept as they are.
         as_str = isinstance(input_keys, KeyView) or all(
@@ -396,138 +420,6 @@ def curves_from_sums(
             + (f"; {empty} input(s) have no complete run and are left out" if empty else "")
         )
     return c
-
-
-def _block_values(st: np.ndarray, out: dict[str, np.ndarray], a: int, b: int) -> None:
-    """Rows ``a:b`` of each input's curves (``_SCORE_METRICS``) and AUC terms from weighted sums ``st``."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for name in _SCORE_METRICS:
-            if name in out:
-                np.divide(st[:, METRICS[name], :], st[:, 0, :], out=out[name][a:b])
-    for key, j in (("num", 1), ("den", 0), ("vnum", 5)):
-        if key in out:
-            out[key][a:b] = st[:, j, :]
-
-
-class _PerInput:
-    """Per-input values of many inputs, recomputed block by block from the integer sums.
-
-    One metric's (U, K) curves at a time, never every metric's at once: above `STREAM_INPUTS`
-    inputs (8 such arrays of 10^6 inputs x K = 8 would take 512 MB). The score intervals get the
-    same arrays as in one pass; the AUC shares take C(k) from the summed totals (one sum in input
-    order, where one pass sums each column pairwise: the same to rounding).
-    """
-
-    def __init__(self, sums: InputSums, order: np.ndarray, n_runs: np.ndarray, m: np.ndarray) -> None:
-        self.sums, self.order, self.n_runs, self.m = sums, order, n_runs, m
-        self.U, self.K = order.size, sums.budget
-
-    def _weighted(self, j: int, a: int, b: int) -> np.ndarray:
-        """Rows ``a:b`` of statistic ``j`` of `_weighted` (the same products), computed alone: (B, K)."""
-        w = 1.0 / np.maximum(self.n_runs[a:b], 1)
-        if j in PER_STRATEGY:
-            w = (1.0 / np.asarray(self.m[a:b], dtype=np.float64)) * w
-        return self.sums.stat(j, self.order[a:b]) * w[:, None]
-
-    def _blocks(self, name: str) -> Iterator[tuple[int, int, np.ndarray]]:
-        """Rows ``a:b`` of the (U, K) curves of metric ``name`` (as `_block_values`), block by block."""
-        for a in range(0, self.U, INPUT_BLOCK):
-            b = min(a + INPUT_BLOCK, self.U)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                yield a, b, np.divide(self._weighted(METRICS[name], a, b), self._weighted(0, a, b))
-
-    def score_intervals(
-        self, scored: list[str], auc_names: list[str], level: float, strata: np.ndarray | None
-    ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """`mean_score_intervals` of each metric of ``scored``, then of the AUCs of ``auc_names``.
-
-        Its numbers to the bit without its (U, K) arrays: each column's sums over inputs are made
-        input after input as numpy makes them over a (U, >= 2) array, carried from block to block.
-        """
-        strata = np.zeros(self.U, dtype=np.int64) if strata is None else np.asarray(strata)
-        groups = np.unique(strata)
-        curves, aucs = {}, {}
-        for name in dict.fromkeys([*scored, *auc_names]):
-            runs = self.n_runs if name in scored and _SCORE_METRICS[name] else None
-            curves[name], aucs[name] = self._moments(name, strata, groups, runs, auc=name in auc_names)
-        got = [score_bounds(*curves[name], self.U, groups.size, level) for name in scored]
-        for name in auc_names:
-            lo, hi = score_bounds(*aucs[name], self.U, groups.size, level)
-            got.append((lo.reshape(()), hi.reshape(())))
-        return got
-
-    def _moments(
-        self, name: str, strata: np.ndarray, groups: np.ndarray, runs: np.ndarray | None, *, auc: bool
-    ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
-        """(mean, variance of the mean, binomial floor) of metric ``name``'s curves and of its AUC row."""
-        H = groups.size
-        one = H == 1
-        width = (max(self.K, 2), 2)[: 2 if auc else 1]  # the curves, the AUC row
-        sums = [[None] * H for _ in width]  # per stratum, then over all inputs
-        total: list[np.ndarray | None] = [None, None]
-        count = np.array([(strata == h).sum() for h in groups], dtype=np.int64)
-
-        def carry(acc: np.ndarray | None, y: np.ndarray) -> np.ndarray:
-            # The sum of the rows of ``y`` after ``acc``, row after row: one sum over all rows.
-            return y.sum(axis=0) if acc is None else np.concatenate([acc[None], y]).sum(axis=0)
-
-        def rows(a: int, b: int, y: np.ndarray) -> list[np.ndarray]:
-            # One column is padded to two (numpy sums a single column pairwise, as it is in
-            # `mean_score_intervals`): a K = 1 curve and the AUC row.
-            out = [y if self.K > 1 else np.concatenate([y, np.zeros((b - a, 1))], axis=1)]
-            if auc:
-                pad = np.zeros((b - a, 2))
-                pad[:, 0] = y.mean(axis=1)
-                out.append(pad)
-            return out
-
-        for a, b, y in self._blocks(name):
-            for i, part in enumerate(rows(a, b, y)):
-                total[i] = carry(total[i], part)
-                for g, h in enumerate(groups):
-                    if not one:
-                        part_h = part[strata[a:b] == h]
-                        if part_h.shape[0]:
-                            sums[i][g] = carry(sums[i][g], part_h)
-        if one:
-            sums = [[t] for t in total]
-        means = [[sums[i][g] / count[g] for g in range(H)] for i in range(len(width))]
-        squares: list[list[np.ndarray | None]] = [[None] * H for _ in width]
-        for a, b, y in self._blocks(name):
-            for i, part in enumerate(rows(a, b, y)):
-                for g, h in enumerate(groups):
-                    part_h = part if one else part[strata[a:b] == h]
-                    if part_h.shape[0]:
-                        squares[i][g] = carry(squares[i][g], (part_h - means[i][g]) ** 2)
-        out = []
-        for i, w in enumerate(width):
-            mu, var, floor = total[i] / self.U, np.zeros(w), np.zeros(w)
-            for g in range(H):
-                if count[g] > 1:  # a stratum of one unit adds nothing (drawn as itself)
-                    var += count[g] * (squares[i][g] / (count[g] - 1)) / self.U**2
-                if runs is not None:
-                    mh = means[i][g]
-                    r_max = float(np.max(runs[strata == groups[g]]))
-                    floor += count[g] * mh * (1.0 - mh) / r_max / self.U**2
-            keep = self.K if i == 0 else 1
-            out.append((mu[:keep], var[:keep], floor[:keep]))
-        return out[0], (out[1] if auc else None)  # type: ignore[return-value]
-
-    def auc_contributions(self, total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """`input_auc_contributions` of C(k) and valid C(k), from the summed weighted ``total``."""
-        D = total[0]
-        ok = D > 0
-        out = np.full((2, self.U), np.nan)
-        if not ok.any():
-            return out[0], out[1]
-        C = total[[1, 5]][:, ok] / D[ok]
-        for a in range(0, self.U, INPUT_BLOCK):
-            b = min(a + INPUT_BLOCK, self.U)
-            den = self._weighted(0, a, b)[:, ok]
-            for i, j in enumerate((1, 5)):
-                infl = self.U * (self._weighted(j, a, b)[:, ok] - C[i] * den) / D[ok]
-                out[i, a:b] = C[i].mean() + infl.mean(axis=1)
-        return out[0], out[1]
 
 
 def _within_input_intervals(
@@ -678,16 +570,23 @@ def input_auc_contributions(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     """
     D = den.sum(axis=0)
     ok = D > 0
-    U = num.shape[0]
     if not ok.any():
-        return np.full(U, np.nan)
-    C = num[:, ok].sum(axis=0) / D[ok]
+        return np.full(num.shape[0], np.nan)
+    U, C = num.shape[0], num[:, ok].sum(axis=0) / D[ok]
     out = np.empty(U)
     for a in range(0, U, INPUT_BLOCK):  # rows in blocks: no (U, K) temporaries beside num and den
-        b = min(a + INPUT_BLOCK, U)
-        infl = U * (num[a:b][:, ok] - C[None, :] * den[a:b][:, ok]) / D[ok][None, :]
-        out[a:b] = C.mean() + infl.mean(axis=1)
+        b = a + INPUT_BLOCK
+        out[a:b] = _auc_shares(num[a:b], den[a:b], C, D, ok, U)
     return out
+
+
+def _auc_shares(
+    num: np.ndarray, den: np.ndarray, C: np.ndarray, D: np.ndarray, ok: np.ndarray, U: int
+) -> np.ndarray:
+    """`input_auc_contributions` of rows ``num``, ``den`` (B, K) of U inputs with C(k), D(k) where ``ok``."""
+    infl = U * (num[:, ok] - C[None, :] * den[:, ok]) / D[ok][None, :]
+    # Summed over k column after column, as numpy sums ``num[:, ok]`` (a Fortran-ordered copy).
+    return C.mean() + np.asfortranarray(infl).mean(axis=1)
 
 
 def rarity_labels(n_bins: int) -> list[str]:

@@ -1,7 +1,7 @@
 """The fast periodic log path gives the numbers the plain definitions give.
 
 Each test pins a fast path to a reference computed independently: per-run statistics summed by hand,
-one score interval per block, a fresh ``point_from_sums``, the dict of env columns.
+one score interval per block, a fresh ``point_from_totals``, the dict of env columns.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from seffi.coverage import sums as sums_mod
 from seffi.coverage.assign import RunAssigner
 from seffi.coverage.curves import TAUS
 from seffi.coverage.resampling import mean_score_interval, mean_score_intervals
-from seffi.coverage.sums import BASE_STATS, N_STATS, sums_from_runs
-from seffi.coverage.sums_curves import point_from_sums
+from seffi.coverage.sums import BASE_STATS, N_STATS, GroupTotals, sums_from_runs
+from seffi.coverage.sums_curves import point_from_totals
 from seffi.episodes import EpisodeBatch
 
 
@@ -128,7 +128,7 @@ def test_point_estimates_are_reused_until_a_run_completes_and_follow_loads() -> 
     assert t.point()["auc"] == pytest.approx((1 / 3 + 1 / 3 + 2 / 3) / 3)
     for k, hit in ((2, 1), (3, 0)):
         record("x1", 1, k, hit)  # completes: coverage 1/3, 2/3, 3/3
-    fresh = point_from_sums(*t.derived_sums(K)[:1], t.m)
+    fresh = point_from_totals(GroupTotals.of(t.derived_sums(K)[0], t.m))
     assert t.point()["auc"] == fresh["auc"] == pytest.approx((4 / 9 + 6 / 9) / 2)
     other = CoverageTracker(("a", "b", "c"), budget=K)
     for _ in range(K):

@@ -6,6 +6,7 @@ import numpy as np
 
 from seffi.coverage import estimators as est
 from seffi.coverage.resampling import (
+    ColumnSum,
     _poisson_lower,
     bootstrap_counts,
     mean_score_interval,
@@ -144,3 +145,20 @@ def test_score_interval_uses_the_poisson_bound_for_a_few_events() -> None:
     assert 1.9e-4 < lo < 2.1e-4 and 0.015 < hi < 0.03
     lo2, hi2 = mean_score_interval(1.0 - y, runs=np.full(64, 4))
     assert abs(lo2 - (1 - hi)) < 1e-12 and abs(hi2 - (1 - lo)) < 1e-12
+
+
+def test_column_sums_fed_in_blocks_have_the_digits_of_numpy_summing_the_column() -> None:
+    """Rows fed 1, 7 or 4096 at a time sum to numpy's (pairwise) sum of each column held in memory,
+    bit for bit, and not to a plain running sum (which differs in the last digits)."""
+    rng = np.random.default_rng(1)
+    plain_differs = False
+    for n in (1, 2, 7, 8, 9, 100, 128, 129, 300, 8193, 20_000):
+        x = rng.random((n, 3)) * 10 ** rng.uniform(-3, 3, (n, 3))
+        want = np.asfortranarray(x).sum(axis=0)  # each column contiguous: numpy's pairwise sum
+        for block in (1, 7, 4096):
+            got = ColumnSum(n)
+            for a in range(0, n, block):
+                got.add(x[a : a + block])
+            np.testing.assert_array_equal(got.result(), want, f"n={n} block={block}")
+        plain_differs |= not np.array_equal(np.ascontiguousarray(x).sum(axis=0), want)
+    assert plain_differs

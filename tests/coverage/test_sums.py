@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from seffi.coverage import CoverageTracker
-from seffi.coverage.sums import InputSums, RunTable, fold, run_sums
-from seffi.coverage.sums_curves import curves_from_sums, point_from_sums
+from seffi.coverage.resampling import mean_score_interval
+from seffi.coverage.sums import GroupTotals, InputSums, RunTable, fold, run_sums
+from seffi.coverage.sums_curves import curves_from_sums, point_from_totals
 
 STRATS = ("a", "b", "c", "d")
 
@@ -100,7 +101,7 @@ def test_run_sums_give_the_tracker_curves_and_intervals(seed: int) -> None:
     g_got, g_want = got.gain(iid, oracle), want.gain(iid, oracle)  # the paired bootstrap sees the same data
     assert g_got.value == pytest.approx(g_want.value, abs=1e-12)
     assert (g_got.lo, g_got.hi) == pytest.approx((g_want.lo, g_want.hi), abs=1e-6)
-    point = point_from_sums(sums, m)
+    point = point_from_totals(GroupTotals.of(sums, m))
     np.testing.assert_allclose(point["coverage"], want.coverage, atol=1e-12)
     assert point["auc"] == pytest.approx(want.auc, abs=1e-12)
 
@@ -128,7 +129,8 @@ def test_coverage_only_sums_keep_the_coverage_curve_and_first_hits(seed: int) ->
         for u, hits in complete:
             per_input.setdefault(u, []).append(hits[:k].any(axis=0).sum() / len(STRATS))
         want.append(np.mean([np.mean(v) for v in per_input.values()]))
-    np.testing.assert_allclose(point_from_sums(lean, np.full(U, len(STRATS)))["coverage"], want, atol=1e-12)
+    point = point_from_totals(GroupTotals.of(lean, np.full(U, len(STRATS))))
+    np.testing.assert_allclose(point["coverage"], want, atol=1e-12)
 
 
 def test_short_runs_are_left_out_and_inputs_weigh_the_same() -> None:
@@ -296,11 +298,13 @@ def test_input_sums_widen_their_type_before_a_count_leaves_it() -> None:
 
 
 @pytest.mark.parametrize(("K", "tasks"), [(5, 2), (5, 1), (1, 3)])
-def test_curves_of_many_inputs_recomputed_metric_by_metric_equal_one_pass(
+def test_curves_from_blocks_of_any_size_are_the_same_and_match_per_input_values_by_hand(
     monkeypatch: pytest.MonkeyPatch, K: int, tasks: int
 ) -> None:
-    """Above STREAM_INPUTS the per-input values come metric by metric in small blocks: the intervals
-    are the one pass's to the bit, the AUC shares to rounding, and they still average to the AUC."""
+    """Inputs fed 7 at a time and rebuilt for the second pass (score sums 3 units at a time) give the
+    digits of one kept block; the intervals are `mean_score_interval`s of per-input curves counted
+    by hand, and each input's AUC share is its own AUC (every run reaches K)."""
+    import seffi.coverage.resampling as rs
     import seffi.coverage.sums_curves as sc
 
     rng = np.random.default_rng(11)
@@ -317,8 +321,9 @@ def test_curves_of_many_inputs_recomputed_metric_by_metric_equal_one_pass(
         return sc.curves_from_sums(sums, m, strata=strata, n_boot=64, seed=5)
 
     one = curves()
-    monkeypatch.setattr(sc, "STREAM_INPUTS", 10)
     monkeypatch.setattr(sc, "INPUT_BLOCK", 7)
+    monkeypatch.setattr(sc, "KEEP_CELLS", 0)  # blocks rebuilt for the second pass
+    monkeypatch.setattr(rs, "_CHUNK_CELLS", 3)
     many = curves()
     for name in ("coverage", "valid_coverage", "novelty", "full_coverage", "valid_at_k"):
         for suffix in ("", "_lo", "_hi"):
@@ -328,13 +333,28 @@ def test_curves_of_many_inputs_recomputed_metric_by_metric_equal_one_pass(
     for name in ("auc", "auc_lo", "auc_hi", "valid_auc", "valid_auc_lo", "valid_auc_hi"):
         assert getattr(many, name) == getattr(one, name), name
     for name in ("input_auc", "input_valid_auc"):
-        np.testing.assert_allclose(getattr(many, name), getattr(one, name), rtol=1e-12, atol=1e-14)
-    # an input's share by hand: its AUC plus its influence on the mean curve (every run reaches K)
-    assert many.input_auc.mean() == pytest.approx(one.auc, abs=1e-12)
-    u = 0  # sums rows are input codes in canonical order
-    mine = np.flatnonzero(inputs == u)
-    covered = np.array([[(fh[r][fh[r] >= 0] <= k).sum() for k in range(K)] for r in mine]) / m[u]
-    assert many.input_auc[u] == pytest.approx(covered.mean(), abs=1e-12)
+        np.testing.assert_array_equal(getattr(many, name), getattr(one, name), name)
+    # by hand: each input's coverage curve (its runs averaged) and its full-coverage share
+    cov = np.zeros((U, K))
+    full = np.zeros((U, K))
+    for u in range(U):
+        mine = fh[inputs == u]
+        hit = np.array([[(r[r >= 0] <= k).sum() for k in range(K)] for r in mine])
+        cov[u] = (hit / m[u]).mean(axis=0)
+        full[u] = (hit == m[u]).mean(axis=0)
+    runs = np.bincount(inputs, minlength=U)
+    np.testing.assert_allclose(one.coverage, cov.mean(axis=0), rtol=0, atol=1e-12)
+    for got, want in (
+        ((one.coverage_lo, one.coverage_hi), mean_score_interval(cov, 0.95, strata=strata)),
+        (
+            (one.full_coverage_lo, one.full_coverage_hi),
+            mean_score_interval(full, 0.95, strata=strata, runs=runs),
+        ),
+        ((one.auc_lo, one.auc_hi), mean_score_interval(cov.mean(axis=1), 0.95, strata=strata)),
+    ):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(one.input_auc, cov.mean(axis=1), rtol=0, atol=1e-12)
+    assert one.input_auc.mean() == pytest.approx(one.auc, abs=1e-12)
 
 
 def test_tracker_curves_input_keys_read_as_the_sorted_key_list():
