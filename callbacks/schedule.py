@@ -100,6 +100,8 @@ class RecentRuns:
         #: Date -> the slots of the window's runs of that date.
         self.held: dict[int, list[np.ndarray]] = {}
         self.mark = tracker.n_done  # runs complete already stay out
+        #: (tracker.n_done, episode count) at the end of each batch folded since the window was last read.
+        self._ends: list[tuple[int, int]] = []
         # Slot ranges and their dates: the runs opened from slot ``_first[i]`` on are dated
         # ``_date[i]`` (the last range: the next batch's); a slot below ``_first[0]`` is older
         # than the window (opened before it, or in a range dropped as too old).
@@ -110,23 +112,38 @@ class RecentRuns:
         self.dropped = bool(loaded)
 
     def folded(self, tracker: CoverageTracker, end: int) -> None:
-        """A batch ending at episode count ``end`` went into ``tracker``: its completed recent runs enter."""
+        """A batch ending at episode count ``end`` went into ``tracker``: the runs it opened are dated.
+
+        The runs it completed enter the window when the window is next read (`at`), each judged
+        by this batch's ``end``: a fold stays O(1) when no log reads the window in between.
+        """
         opened = tracker.assigner.n_slots
         if opened > self._first[-1]:  # this batch opened runs: the next batch's get its own date
             self._first = np.append(self._first, opened)
             self._date = np.append(self._date, int(end))
-        else:
+        else:  # no run of the last range exists yet: its date moves on, no dated run changes
             self._date[-1] = int(end)
-        slots, self.mark = tracker.done[self.mark :].copy(), tracker.n_done
-        if not slots.size:
+        if tracker.n_done > (self._ends[-1][0] if self._ends else self.mark):
+            self._ends.append((tracker.n_done, int(end)))
+
+    def _enter(self, tracker: CoverageTracker) -> None:
+        """The runs completed in the batches folded since the last read enter, if recent at their end."""
+        if not self._ends:
             return
+        done, ends = np.array(self._ends, dtype=np.int64).T
+        slots, self._ends = tracker.done[self.mark : done[-1]].copy(), []
+        end = np.repeat(ends, np.diff(done, prepend=self.mark))  # each run's batch end
+        self.mark = int(done[-1])
+        # A run's range keeps its date once the run exists: dating now is dating at its batch.
         at = np.searchsorted(self._first, slots, side="right") - 1
         date = np.where(at >= 0, self._date[np.maximum(at, 0)], np.iinfo(np.int64).min)
         recent = date >= end - self.window
         self.dropped |= not recent.all()
-        slots, date = slots[recent], date[recent]
-        for d in np.unique(date).tolist():
-            self.held.setdefault(d, []).append(slots[date == d])
+        for e in np.unique(end).tolist():  # batch by batch: runs grouped by date as each batch held them
+            part, d = slots[recent & (end == e)], date[recent & (end == e)]
+            for x in np.unique(d).tolist():
+                self.held.setdefault(x, []).append(part[d == x])
+        slots = slots[recent]
         self.runs.add(
             tracker.runs, slots, tracker.assigner.slot_input[slots], tracker.m, like=tracker.complete
         )
@@ -139,6 +156,7 @@ class RecentRuns:
         episodes since the window began when fewer; the age is how many episodes back the first
         sample of its oldest run came (None for an empty window).
         """
+        self._enter(tracker)
         cutoff = int(episodes) - self.window
         for d in [d for d in self.held if d < cutoff]:
             for slots in self.held.pop(d):

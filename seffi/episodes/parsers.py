@@ -43,8 +43,8 @@ def _columns(infos: Mapping[str, Any], idx: np.ndarray, strategies: Any, name: A
     cols: dict[str, Any] = {}
     for key in (k for k in CONTRACT if idx.size and k in infos):
         values, mask = infos[key], infos.get("_" + key)
-        have = None if mask is None else np.asarray(mask, dtype=bool)[idx]
         rows = values[idx] if isinstance(values, np.ndarray) else [values[i] for i in idx.tolist()]
+        have = None if mask is None or np.count_nonzero(mask) == len(mask) else np.asarray(mask, bool)[idx]
         cols[key] = (rows, None if have is None or np.count_nonzero(have) == have.size else have)
 
     def info_of(row: int) -> dict[str, Any]:  # the keys env idx[row] reported, for the error message
