@@ -197,12 +197,12 @@ def screen(cols: dict, env: np.ndarray, strategies: Any, info_of: Callable, name
         if values is not None and key != "strategy_matches" and not (key == "input_id" and known):
             if (mask := rule.bad(values, have)) is not None:  # a reason only for a refused row
                 add(mask, key, lambda r, k=key, v=values: _why(k, v[r]))
-    codes, matches = np.zeros(n, dtype=np.int64), cols.get("strategy_matches", (None,))[0]
-    if (rows := np.flatnonzero(~bad) if first[0] < n else np.arange(n)).size:  # only good rows are coded
-        codes[rows], why = coder.codes(matches if rows.size == n else [matches[i] for i in rows.tolist()])
-        if why:
-            where = dict(zip(rows[list(why)].tolist(), why.values(), strict=True))
-            add(np.isin(np.arange(n), list(where)), "strategy_matches", where.__getitem__)
+    matches, rows = cols.get("strategy_matches", (None,))[0], np.flatnonzero(~bad) if first[0] < n else None
+    codes, why = coder.codes(matches if rows is None else [matches[i] for i in rows.tolist()])  # good rows
+    if why:
+        at = list(why) if rows is None else rows[list(why)].tolist()  # the coded values' rows
+        where = dict(zip(at, why.values(), strict=True))
+        add(np.isin(np.arange(n), list(where)), "strategy_matches", where.__getitem__)
     if not known and (first[0] == n or not bad.all()):  # the ids' kind: refused rows do not decide it
         types = set(map(type, ids))
         mixed = types - _STRS and types - _INTS  # else all of one kind: is_str is one bool
@@ -219,7 +219,7 @@ def screen(cols: dict, env: np.ndarray, strategies: Any, info_of: Callable, name
     valid, ids, *index = (_column(cols, k, keep, m, known) for k in _COLUMNS)
     if not known and coder.ids_are_str:
         coder.known.update(ids.tolist())
-    hits = coder.table.take(codes[picked], axis=0)
+    hits = coder.table.take(codes if keep is None else codes[keep if rows is None else keep[rows]], axis=0)
     batch = EpisodeBatch(coder.strategies, ids, hits, valid, env[picked], *index)
     if keep is None:
         return batch
