@@ -82,10 +82,11 @@ class RecentRuns:
     A run is dated by its first sample. The monitor folds buffered episodes into its tracker in
     batches (at every log, and every ``flush_every`` episodes); a run opened in a batch is dated by
     the batch's first episode, so a date is at most one batch early. A completed run
-    (``tracker.done``) enters the window if its date is at most ``window`` episodes back, and leaves
-    it, its sums subtracted, once its date is more: a run that spans more than the window never
-    enters it. With logs every ``log_every`` episodes and ``window`` a multiple of it, the window
-    holds exactly the runs that started and completed in the last ``window`` episodes.
+    (``tracker.done``) enters the window if its date is at most ``window`` episodes before the end of
+    the batch that completed it (judged when the window is next read), and leaves it, its sums
+    subtracted, once its date is more: a run that spans more than the window never enters it. With
+    logs every ``log_every`` episodes and ``window`` a multiple of it, the window holds exactly the
+    runs that started and completed in the last ``window`` episodes.
 
     Args:
         window: Episodes the window reaches back.
@@ -169,6 +170,6 @@ class RecentRuns:
         return (self.runs if self.dropped else None), min(self.window, int(episodes) - self.since), age
 
     def slots(self) -> np.ndarray:
-        """Slots of the runs in the window."""
+        """Slots of the runs in the window as of its last read (`at`)."""
         parts = [s for held in self.held.values() for s in held]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
