@@ -140,11 +140,9 @@ class RecentRuns:
         date = np.where(at >= 0, self._date[np.maximum(at, 0)], np.iinfo(np.int64).min)
         recent = date >= end - self.window
         self.dropped |= not recent.all()
-        for e in np.unique(end).tolist():  # batch by batch: runs grouped by date as each batch held them
-            part, d = slots[recent & (end == e)], date[recent & (end == e)]
-            for x in np.unique(d).tolist():
-                self.held.setdefault(x, []).append(part[d == x])
-        slots = slots[recent]
+        slots, date = slots[recent], date[recent]
+        for d in np.unique(date).tolist():
+            self.held.setdefault(d, []).append(slots[date == d])
         self.runs.add(
             tracker.runs, slots, tracker.assigner.slot_input[slots], tracker.m, like=tracker.complete
         )

@@ -41,7 +41,7 @@ def _width(infos: Mapping[str, Any]) -> int | None:  # the envs of a dict of arr
 def _columns(infos: Mapping[str, Any], idx: np.ndarray, strategies: Any, name: Any, offset: int) -> Any:
     """The batch of the finished envs ``idx`` of a dict of arrays (``_key``: the envs that hold ``key``)."""
     cols: dict[str, Any] = {}
-    for key in (k for k in CONTRACT if idx.size and k in infos):
+    for key in [k for k in CONTRACT if k in infos] if idx.size else ():
         values, mask = infos[key], infos.get("_" + key)
         rows = values[idx] if isinstance(values, np.ndarray) else [values[i] for i in idx.tolist()]
         have = None if mask is None or np.count_nonzero(mask) == len(mask) else np.asarray(mask, bool)[idx]
