@@ -249,7 +249,7 @@ class CoverageMonitor:
                 were recorded first.
             SeffiError: ``dones`` is not boolean or does not fit the infos (nothing recorded).
         """
-        if isinstance(dones, np.ndarray) and dones.dtype == np.bool_ and not dones.any():
+        if isinstance(dones, np.ndarray) and dones.dtype == np.bool_ and not np.count_nonzero(dones):
             return 0  # nothing ended (every other step of NEXT_STEP autoreset): nothing to parse
         try:
             batch = parse_infos(infos, self.coder, dones, env_name=self.env_name, env_offset=env_offset)

@@ -82,10 +82,11 @@ class RecentRuns:
     A run is dated by its first sample. The monitor folds buffered episodes into its tracker in
     batches (at every log, and every ``flush_every`` episodes); a run opened in a batch is dated by
     the batch's first episode, so a date is at most one batch early. A completed run
-    (``tracker.done``) enters the window if its date is at most ``window`` episodes back, and leaves
-    it, its sums subtracted, once its date is more: a run that spans more than the window never
-    enters it. With logs every ``log_every`` episodes and ``window`` a multiple of it, the window
-    holds exactly the runs that started and completed in the last ``window`` episodes.
+    (``tracker.done``) enters the window if its date is at most ``window`` episodes before the end of
+    the batch that completed it (judged when the window is next read), and leaves it, its sums
+    subtracted, once its date is more: a run that spans more than the window never enters it. With
+    logs every ``log_every`` episodes and ``window`` a multiple of it, the window holds exactly the
+    runs that started and completed in the last ``window`` episodes.
 
     Args:
         window: Episodes the window reaches back.
@@ -100,6 +101,8 @@ class RecentRuns:
         #: Date -> the slots of the window's runs of that date.
         self.held: dict[int, list[np.ndarray]] = {}
         self.mark = tracker.n_done  # runs complete already stay out
+        #: (tracker.n_done, episode count) at the end of each batch folded since the window was last read.
+        self._ends: list[tuple[int, int]] = []
         # Slot ranges and their dates: the runs opened from slot ``_first[i]`` on are dated
         # ``_date[i]`` (the last range: the next batch's); a slot below ``_first[0]`` is older
         # than the window (opened before it, or in a range dropped as too old).
@@ -110,16 +113,29 @@ class RecentRuns:
         self.dropped = bool(loaded)
 
     def folded(self, tracker: CoverageTracker, end: int) -> None:
-        """A batch ending at episode count ``end`` went into ``tracker``: its completed recent runs enter."""
+        """A batch ending at episode count ``end`` went into ``tracker``: the runs it opened are dated.
+
+        The runs it completed enter the window when the window is next read (`at`), each judged
+        by this batch's ``end``: a fold stays O(1) when no log reads the window in between.
+        """
         opened = tracker.assigner.n_slots
         if opened > self._first[-1]:  # this batch opened runs: the next batch's get its own date
             self._first = np.append(self._first, opened)
             self._date = np.append(self._date, int(end))
-        else:
+        else:  # no run of the last range exists yet: its date moves on, no dated run changes
             self._date[-1] = int(end)
-        slots, self.mark = tracker.done[self.mark :].copy(), tracker.n_done
-        if not slots.size:
+        if tracker.n_done > (self._ends[-1][0] if self._ends else self.mark):
+            self._ends.append((tracker.n_done, int(end)))
+
+    def _enter(self, tracker: CoverageTracker) -> None:
+        """The runs completed in the batches folded since the last read enter, if recent at their end."""
+        if not self._ends:
             return
+        done, ends = np.array(self._ends, dtype=np.int64).T
+        slots, self._ends = tracker.done[self.mark : done[-1]].copy(), []
+        end = np.repeat(ends, np.diff(done, prepend=self.mark))  # each run's batch end
+        self.mark = int(done[-1])
+        # A run's range keeps its date once the run exists: dating now is dating at its batch.
         at = np.searchsorted(self._first, slots, side="right") - 1
         date = np.where(at >= 0, self._date[np.maximum(at, 0)], np.iinfo(np.int64).min)
         recent = date >= end - self.window
@@ -139,10 +155,11 @@ class RecentRuns:
         episodes since the window began when fewer; the age is how many episodes back the first
         sample of its oldest run came (None for an empty window).
         """
+        self._enter(tracker)
         cutoff = int(episodes) - self.window
-        for d in [d for d in self.held if d < cutoff]:
-            for slots in self.held.pop(d):
-                self.runs.add(tracker.runs, slots, tracker.assigner.slot_input[slots], tracker.m, -1)
+        if gone := [s for d in [d for d in self.held if d < cutoff] for s in self.held.pop(d)]:
+            slots = np.concatenate(gone)  # the runs that left, in one removal: integer sums, any order
+            self.runs.add(tracker.runs, slots, tracker.assigner.slot_input[slots], tracker.m, -1)
             self.dropped = True
         # Ranges dated before the cutoff are older than any later window (the last is the next batch's).
         old = min(int(np.searchsorted(self._date, cutoff)), self._date.size - 1)
@@ -151,6 +168,6 @@ class RecentRuns:
         return (self.runs if self.dropped else None), min(self.window, int(episodes) - self.since), age
 
     def slots(self) -> np.ndarray:
-        """Slots of the runs in the window."""
+        """Slots of the runs in the window as of its last read (`at`)."""
         parts = [s for held in self.held.values() for s in held]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)

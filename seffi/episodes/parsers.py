@@ -34,17 +34,17 @@ def _bools(dones: Any, n: int | None = None) -> np.ndarray:
 
 
 def _width(infos: Mapping[str, Any]) -> int | None:  # the envs of a dict of arrays: its first _key mask
-    masks = (v for k, v in infos.items() if k[:1] == "_" and isinstance(v, np.ndarray))
-    return next((len(v) for v in masks if v.dtype == np.bool_), None)
+    masks = (len(v) for k, v in infos.items() if k[:1] == "_" and type(v) is np.ndarray and v.dtype == bool)
+    return next(masks, None)
 
 
 def _columns(infos: Mapping[str, Any], idx: np.ndarray, strategies: Any, name: Any, offset: int) -> Any:
     """The batch of the finished envs ``idx`` of a dict of arrays (``_key``: the envs that hold ``key``)."""
     cols: dict[str, Any] = {}
-    for key in (k for k in CONTRACT if idx.size and k in infos):
+    for key in [k for k in CONTRACT if k in infos] if idx.size else ():
         values, mask = infos[key], infos.get("_" + key)
-        have = None if mask is None else np.asarray(mask, dtype=bool)[idx]
         rows = values[idx] if isinstance(values, np.ndarray) else [values[i] for i in idx.tolist()]
+        have = None if mask is None or np.count_nonzero(mask) == len(mask) else np.asarray(mask, bool)[idx]
         cols[key] = (rows, None if have is None or np.count_nonzero(have) == have.size else have)
 
     def info_of(row: int) -> dict[str, Any]:  # the keys env idx[row] reported, for the error message
@@ -66,7 +66,7 @@ def parse_vector(
         return parse_rows([final[i] for i in idx], strategies, env_index=idx + env_offset, env_name=env_name)
     marks = [infos["_" + k] for k in END_MARKERS if dones is None and "_" + k in infos] or [[]]
     ends = np.logical_or.reduce(marks) if dones is None else _bools(dones, _width(infos))
-    return _columns(infos, np.flatnonzero(ends), strategies, env_name, env_offset)
+    return _columns(infos, ends.nonzero()[0], strategies, env_name, env_offset)
 
 
 def parse_list(
