@@ -34,21 +34,6 @@ __all__ = ["EnvAccess"]
 _PIPE_ERRORS = (EOFError, BrokenPipeError, ConnectionError)
 
 
-def _base_vector_env(env: Any) -> Any:
-    """The innermost Gymnasium vector env under any ``VectorWrapper``."""
-    return getattr(env, "unwrapped", env)
-
-
-def _innermost_venv(env: Any) -> Any:
-    """The SB3 ``VecEnv`` under any ``VecEnvWrapper`` (``VecNormalize``, ``VecMonitor``, ...)."""
-    for _ in range(64):  # a wrapper chain, never a cycle; the bound only guards against odd objects
-        inner = getattr(env, "__dict__", {}).get("venv")
-        if inner is None:
-            break
-        env = inner
-    return env
-
-
 def _local_get(target: Any, name: str) -> Any:
     """``name`` of a local env, looked up through its Gymnasium wrappers."""
     getter = getattr(target, "get_wrapper_attr", None)
@@ -71,14 +56,19 @@ class EnvAccess:
         self._has: dict[str, bool] = {}
         self._values: dict[str, Any] = {}
         if hasattr(env, "env_method") and hasattr(env, "get_attr"):  # an SB3 VecEnv
-            venv = _innermost_venv(env)
+            venv = env  # the VecEnv under any VecEnvWrapper (VecNormalize, VecMonitor, ...)
+            for _ in range(64):  # a wrapper chain, never a cycle; the bound only guards against odd objects
+                inner = getattr(venv, "__dict__", {}).get("venv")
+                if inner is None:
+                    break
+                venv = inner
             envs = getattr(venv, "envs", None)
             if isinstance(envs, Sequence) and envs:  # DummyVecEnv: the sub-envs live here
                 self.kind, self._target = "local", envs[0]
             else:
                 self.kind, self._target, self._remote = "sb3_subproc", None, venv
         elif hasattr(env, "num_envs") and hasattr(env, "single_action_space"):
-            base = _base_vector_env(env)
+            base = getattr(env, "unwrapped", env)  # the vector env under any VectorWrapper
             envs = getattr(base, "envs", None)
             if isinstance(envs, Sequence) and envs:  # SyncVectorEnv
                 self.kind, self._target = "local", envs[0]
@@ -162,7 +152,8 @@ class EnvAccess:
 
     def env_id(self) -> str | None:
         """The registered id (e.g. ``"seffi/HanoiRouter-v0"``), if known."""
-        specs = (getattr(obj, "spec", None) for obj in (self.env, _base_vector_env(self.env), self._target))
+        env = self.env
+        specs = (getattr(obj, "spec", None) for obj in (env, getattr(env, "unwrapped", env), self._target))
         spec = next((s for s in specs if s is not None), None)
         if spec is None and self._remote is not None and self.has("spec"):
             spec = self.get("spec")

@@ -453,10 +453,8 @@ class GroupCoverage:
     def _cache(self, model: Any, gen: Any) -> trl_model.ReferenceCache | None:
         if self.reference_cache in (None, False):
             return None
-        if self.reference_cache is True:
-            folder = default_cache_dir() / "reference-iid"
-        else:
-            folder = Path(self.reference_cache)
+        ref = self.reference_cache
+        folder = default_cache_dir() / "reference-iid" if ref is True else Path(ref)
         # The same weights sample other tokens on another library stack: its samples are its own.
         key = {
             "format": trl_model.ReferenceCache.FORMAT,

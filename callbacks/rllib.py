@@ -150,9 +150,7 @@ class WorkerStates:
     """
 
     def __init__(self) -> None:
-        self.snapshots: dict[
-            tuple[int, str], dict[str, Any]
-        ] = {}  # by (worker, incarnation), first seen first
+        self.snapshots: dict[tuple[int, str], dict[str, Any]] = {}  # by (worker, incarnation), as first seen
         self.last_reachable: set[int] = set()
         self.known_workers: set[int] = set()
         self.gather_failures = 0

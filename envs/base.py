@@ -166,10 +166,7 @@ class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
 
         A seed restarts the env's life (budgets, runs, history, novelty memory) and its generator.
         """
-        explicit = explicit_inputs(
-            self._engine.spec, options, 1, frozenset({"input_id"})
-        )  # before any change
-
+        explicit = explicit_inputs(self._engine.spec, options, 1, frozenset({"input_id"}))  # checked first
         super().reset(seed=seed)
         if seed is not None or not self._engine.life.seeded(0):
             self._engine.restart(0, self.np_random)

@@ -194,11 +194,9 @@ class Life:
         """Give ``row`` a (freshly seeded) generator and start its life afresh."""
         self.gens[row] = gen
         self.upos[row] = UNIFORM_BLOCK
-        for arr in (self.counts, self.runs, self.seen, self.tried, self.matched):
+        for arr in (self.counts, self.runs, self.seen, self.tried, self.matched, self.rr, self.active):
             arr[row] = 0
-        self.rr[row] = 0
         self.cur[row] = -1
-        self.active[row] = False
         self.last_info[row] = None
 
     def uniform(self, rows: np.ndarray) -> np.ndarray:

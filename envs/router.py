@@ -89,8 +89,7 @@ class RouterSpec(PoolSpec):
 
     def __init__(self, cfg: RouterEnvConfig) -> None:
         super().__init__(cfg)
-        z_count = cfg.n_latents or max(4, 2 * len(self.strategies))
-        self.n_latents = z_count
+        z_count = self.n_latents = cfg.n_latents or max(4, 2 * len(self.strategies))
         n = self.n_inputs
         # Written into preallocated arrays input by input (no per-input arrays kept): an input has at
         # most 2M + 1 branches (its M strategies, each also with a wrong answer, and an off-strategy one).
@@ -102,8 +101,7 @@ class RouterSpec(PoolSpec):
             self.prior[i] = prior
             probs_all[i, :, : probs.shape[1]] = probs
             texts_per_input.append(texts)
-        k_max = max(len(texts) for texts in texts_per_input)
-        self.n_branches = k_max
+        k_max = self.n_branches = max(len(texts) for texts in texts_per_input)
         self.branch_probs = np.ascontiguousarray(probs_all[:, :, :k_max])
         del probs_all
         texts_all: list[str] = []

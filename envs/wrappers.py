@@ -22,6 +22,9 @@ from gymnasium.vector import VectorWrapper
 
 from seffi.errors import SeffiError
 
+#: The final-step info keys the bonus reads, in `_BonusWrapper._novelty`'s argument order.
+_READ = ("input_id", "strategy_matches", "valid", "sample_index")
+
 
 class _BonusWrapper:
     """What both wrappers share: the strategies found per (stream, input) in the current run."""
@@ -63,9 +66,7 @@ class NoveltyBonus(_BonusWrapper, gym.Wrapper[Any, Any, Any, Any]):
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if "strategy_matches" in info:
-            extra = self._novelty(
-                0, info["input_id"], info["strategy_matches"], info["valid"], info["sample_index"]
-            )
+            extra = self._novelty(0, *(info[k] for k in _READ))
             reward = float(reward) + extra
             info = {**info, "novelty_bonus": extra}
         return obs, reward, terminated, truncated, info
@@ -88,13 +89,7 @@ class VectorNoveltyBonus(_BonusWrapper, VectorWrapper):
             rewards = np.asarray(rewards, dtype=np.float64).copy()
             extra = np.zeros(self.num_envs)
             for i in np.flatnonzero(mask):
-                extra[i] = self._novelty(
-                    int(i),
-                    final["input_id"][i],
-                    final["strategy_matches"][i],
-                    bool(final["valid"][i]),
-                    int(final["sample_index"][i]),
-                )
+                extra[i] = self._novelty(int(i), *(final[k][i] for k in _READ))
             rewards += extra
             final = {**final, "novelty_bonus": extra, "_novelty_bonus": mask.copy()}
             infos = {**infos, "final_info": final} if same_step else final

@@ -83,18 +83,13 @@ def _chain(
 
 def _pairwise(nums: Sequence[int], ops: Sequence[str], max_value: int) -> list[Step] | None:
     steps: list[Step] = []
-    results: list[int] = []
-    k = 0
-    for i in range(0, len(nums) - 1, 2):
+    for k, i in enumerate(range(0, len(nums) - 1, 2)):
         r = _apply(nums[i], ops[k], nums[i + 1], max_value)
         if r is None:
             return None
         steps.append(_step(nums[i], ops[k], nums[i + 1], r))
-        results.append(r)
-        k += 1
-    if len(nums) % 2:
-        results.append(nums[-1])
-    rest = _chain(results, ops[k:], max_value)
+    k = len(steps)  # the pair results, then an odd last number, combined left to right
+    rest = _chain([s[-1] for s in steps] + list(nums[2 * k :]), ops[k:], max_value)
     return None if rest is None else steps + rest
 
 
