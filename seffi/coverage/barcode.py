@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from seffi.coverage.assign import grown
+from seffi.coverage.room import grow
 from seffi.coverage.sums import _segment_starts
 
 __all__ = ["BARCODE_ROWS", "BarcodeRows"]
@@ -34,14 +34,22 @@ class BarcodeRows:
         self.rows, self.cols = int(rows), int(cols)
         # code -> [stream, cells (int array, cols), new (bool array, cols), length]
         self.data: dict[int, list[Any]] = {}
-        # The row's stream per input code (_NONE: none yet; -1: never, beyond ``rows``), so the
-        # samples that can be cells are found in numpy.
-        self.stream = np.full(16, _NONE, dtype=np.int64)
+        # Per input code: 0 no row yet, 1 a row (its stream in ``data``), -1 never (beyond ``rows``),
+        # so the samples that can be cells are found in numpy at a byte an input.
+        self.state = np.zeros(16, dtype=np.int8)
         self._worst: int | None = None  # the largest key among the rows (cached while full)
 
     def grow(self, n_inputs: int) -> None:
         """Room for ``n_inputs`` input codes."""
-        self.stream = grown(self.stream, n_inputs, _NONE)
+        grow(self, "state", n_inputs)
+
+    def _stream(self, u: np.ndarray) -> np.ndarray:
+        """The row's stream of each input code of ``u`` (_NONE: none yet; -1: never)."""
+        state = self.state[u]
+        out = np.where(state == 0, _NONE, -1)
+        held = np.flatnonzero(state > 0)
+        out[held] = [self.data[c][0] for c in u[held].tolist()]
+        return out
 
     def rows_held(self) -> Iterator[tuple[int, int, list[int], list[bool]]]:
         """(code, stream, cells, new flags) of every row (the cells recorded so far)."""
@@ -58,16 +66,16 @@ class BarcodeRows:
             self._worst = max(self.data, key=keys.__getitem__)
         worst = self._worst
         if keys[code] > keys[worst]:
-            self.stream[code] = -1
+            self.state[code] = -1
             return False
         del self.data[worst]
-        self.stream[worst] = -1
+        self.state[worst] = -1
         self._worst = None
         return True
 
     def _start(self, code: int, stream: int) -> None:
         self.data[code] = [stream, np.full(self.cols, -1, dtype=np.int64), np.zeros(self.cols, dtype=bool), 0]
-        self.stream[code] = stream
+        self.state[code] = 1
         self._worst = None
 
     def put(self, code: int, stream: int, cells: list[int], new: list[bool], keys: Sequence[Any]) -> None:
@@ -106,7 +114,7 @@ class BarcodeRows:
         if self.rows == 0 or u.size == 0:
             return
         self.grow(int(u.max()) + 1)
-        start = (k == 1) & (streams < self.stream[u])  # a run that may (re)start an input's row
+        start = (k == 1) & (streams < self._stream(u))  # a run that may (re)start an input's row
         if start.any():
             i = np.flatnonzero(start)
             i = i[np.lexsort((streams[i], u[i]))]
@@ -118,13 +126,13 @@ class BarcodeRows:
                 ok = np.fromiter(
                     (c in self.data or keys[c] < top for c in u[first].tolist()), bool, first.size
                 )
-                self.stream[u[first[~ok]]] = -1  # for good, as admit would
+                self.state[u[first[~ok]]] = -1  # for good, as admit would
                 first = first[ok]
             for code, stream in zip(u[first].tolist(), streams[first].tolist(), strict=True):
                 row = self.data.get(code)
                 if (row is None or stream < row[0]) and self.admit(code, keys):
                     self._start(code, stream)
-        live = np.flatnonzero((streams == self.stream[u]) & (k <= self.cols))
+        live = np.flatnonzero((streams == self._stream(u)) & (k <= self.cols))
         if live.size == 0:
             return
         live = live[np.lexsort((k[live], slot[live]))]
