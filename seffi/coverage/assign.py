@@ -121,8 +121,8 @@ class InputKeys(Sequence[tuple[str, str]]):
         if not -self.n <= code < self.n:
             raise IndexError(f"input code {code} out of range ({self.n} inputs)")
         code %= self.n
-        a, b = int(self.ends[code - 1]) if code else 0, int(self.ends[code])
-        return self.tasks[self.task[code]], self._bytes[a:b].tobytes().decode("utf-8", "surrogatepass")
+        a, b = self.ends.item(code - 1) if code else 0, self.ends.item(code)
+        return self.tasks[self.task.item(code)], self._bytes[a:b].tobytes().decode("utf-8", "surrogatepass")
 
     def _spans(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) in ``_bytes`` of the ids of ``codes``."""
@@ -174,16 +174,15 @@ class InputKeys(Sequence[tuple[str, str]]):
         raw, lens = self._encode(ids)
         starts, ends = self._spans(codes)
         same = ends - starts == lens
-        if not same.any():
+        if not same.all():  # ids of other lengths differ: compare the others alone
+            k = np.flatnonzero(same)
+            same[k] = self._equal(codes[k], [ids[i] for i in k.tolist()]) if k.size else same[k]
             return same
-        at = np.cumsum(lens) - lens  # each id's start in ``raw``
-        k = np.flatnonzero(same)
-        n = lens[k]
-        step = np.repeat(np.cumsum(n) - n, n)  # byte j of the k-th id: its start + j
-        j = np.arange(int(n.sum())) - step
-        diff = self._bytes[np.repeat(starts[k], n) + j] != raw[np.repeat(at[k], n) + j]
-        bad = np.concatenate([[0], np.cumsum(diff)])
-        same[k] = bad[np.cumsum(n)] == bad[np.cumsum(n) - n]
+        at = np.cumsum(lens) - lens  # each id's start in ``raw``: byte j of it is held at start + j
+        diff = self._bytes[np.repeat(starts - at, lens) + np.arange(raw.size)] != raw
+        if diff.any():
+            bad = np.concatenate([[0], np.cumsum(diff)])
+            same = bad[at + lens] == bad[at]
         return same
 
     def codes(self, task: str, ids: Sequence[str]) -> np.ndarray:

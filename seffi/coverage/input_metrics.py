@@ -15,7 +15,7 @@ from typing import ClassVar, Literal, NamedTuple
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from seffi.coverage.room import GROWTH, zeros
+from seffi.coverage.room import grow
 
 __all__ = ["Estimate", "InputMetric", "registered"]
 
@@ -75,15 +75,14 @@ class InputMetric:
     def grow(self, n_inputs: int, n_columns: int) -> None:
         """Room for ``n_inputs`` input codes and ``n_columns`` strategy columns (new cells at ``lo``)."""
         rows, cols = max(n_inputs, self.n_inputs), max(n_columns, self.n_columns)
-        for spec in self.specs.values():  # rows grow by GROWTH (kept beyond n_inputs at lo); the type stays
+        for spec in self.specs.values():  # rows kept beyond n_inputs at lo; the integer type stays
             old = getattr(self, spec.name)
-            if len(old) < rows or (spec.width and old.shape[1] != cols):
-                cap = max(rows, int(GROWTH * len(old)) + 1) if rows > len(old) else len(old)  # amortised
-                shape = (cap, cols) if spec.width else (cap,)
-                # zeroed room (`seffi.coverage.room.zeros`) is not resident until rows are written
-                new = zeros(shape, old.dtype) if spec.lo == 0 else np.full(shape, spec.lo, old.dtype)
-                new[tuple(slice(0, n) for n in old.shape)] = old
+            if spec.width and old.shape[1] != cols:  # a new strategy column: a wider copy
+                new = np.full((len(old), cols), spec.lo, dtype=old.dtype)
+                new[:, : old.shape[1]] = old
                 setattr(self, spec.name, new)
+            del old  # held here, the array could not grow in place
+            grow(self, spec.name, rows, spec.lo)  # `seffi.coverage.room`: room not resident until written
         self.n_inputs, self.n_columns = rows, cols
 
     def rows(self, name: str) -> np.ndarray:

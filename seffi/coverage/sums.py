@@ -17,7 +17,7 @@ import numpy as np
 
 from seffi.coverage.columns import COLUMNS, PER_K, SUM_STATS
 from seffi.coverage.curves import TAUS
-from seffi.coverage.room import GROWTH, grow, zeros
+from seffi.coverage.room import grow, zeros
 from seffi.coverage.state import RUN_TABLE_FIELDS
 
 __all__ = [
@@ -110,10 +110,9 @@ class RunTable:
     def grow(self, n_slots: int, n_columns: int | None = None) -> None:
         """Room for ``n_slots`` slots (amortised growth by `GROWTH`) and ``n_columns`` columns.
 
-        Slots below ``n_slots`` hold their fill values (-1, 0) until written; only those and the
-        slots written are copied when the room grows (`seffi.coverage.room.zeros`: the room is not
-        resident until written). A field filled with 0 is copied only when it holds a non-zero
-        value, so a field that stays 0 (``beyond`` when no run passes the budget) takes no memory.
+        Slots below ``n_slots`` hold their fill values (-1, 0) until written (`seffi.coverage.room`:
+        the room above is zero pages, not resident until written, so a field that stays 0, such as
+        ``beyond`` when no run passes the budget, takes no memory).
         """
         top = self.filled
         if n_columns is not None and n_columns > self.columns:
@@ -125,15 +124,8 @@ class RunTable:
                     wide[:top, self.columns :] = p.fill
                     setattr(self, p.key, wide)
             self.columns = n_columns
-        have = self.n.shape[0]
-        if n_slots > have:
-            size = max(n_slots, int(GROWTH * have) + 1, 64)
-            for p in self.fields:
-                old = getattr(self, p.key)
-                grown = zeros((size, *self._width(p)), dtype=self._dtype(p))
-                if p.fill != 0 or old[:top].any():
-                    grown[:top] = old[:top]
-                setattr(self, p.key, grown)
+        for p in self.fields:  # rows above ``filled`` are zero: never written
+            grow(self, p.key, n_slots, 0, 64)
         if n_slots > top:
             for p in self.fields:
                 if p.fill != 0:  # zero-filled fields hold 0 above ``filled`` already

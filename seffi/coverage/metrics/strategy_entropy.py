@@ -88,6 +88,7 @@ class StrategyEntropy(InputMetric):
         if cached is None or self._cached_cols != self.n_columns:
             cached, stale = np.full(U, np.nan), np.arange(U)  # a load, a merge or a new strategy column
         else:
+            del cached  # held here, the cache could not grow in place
             grow(self, "_cache", U, np.nan)
             cached = self._cache
             stale = np.unique(np.concatenate(self._stale)) if self._stale else np.zeros(0, dtype=np.int64)
