@@ -21,13 +21,22 @@ _LUT_MAX = 1 << 16  # env indices below this are looked up in an array (larger o
 _SHIFT = 32  # open-run key: input code << 32 | env column
 
 
+_TOP = {np.dtype(t): np.iinfo(t).max for t in (np.int8, np.int16, np.int32, np.int64)}
+
+
 def fit(a: np.ndarray, values: Any) -> np.ndarray:
     """``a``, or a copy in the narrowest integer type holding ``values`` (ints) too when ``a``'s cannot."""
-    v = np.asarray(values)
-    if v.size == 0:
+    held = _TOP[a.dtype]
+    if held == _TOP[np.dtype(np.int64)]:  # the widest already (a per-batch call: no reduction)
         return a
-    top = max(int(v.max()), -int(v.min()))
-    return a if top <= np.iinfo(a.dtype).max else a.astype(int_type(top))
+    if isinstance(values, int):
+        top = abs(values)
+    else:
+        v = np.asarray(values)
+        if v.size == 0:
+            return a
+        top = max(int(v.max()), -int(v.min()))
+    return a if top <= held else a.astype(int_type(top))
 
 
 def pair_keys(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -193,7 +202,7 @@ class InputKeys(Sequence[tuple[str, str]]):
         want = np.fromiter(map(hash, zip([task] * len(ids), ids, strict=True)), np.int64, len(ids))
         out = self._index.get(want)
         found = np.flatnonzero(out >= 0)
-        held = [ids[i] for i in found.tolist()]
+        held = ids if found.size == len(ids) else [ids[i] for i in found.tolist()]
         wrong = found[~self._equal(out[found], held) | (self.task[out[found]] != t)]
         if wrong.size:  # the hash of another key: only the clash dict can hold this one
             out[wrong] = [self._clash.get((task, ids[i]), -1) for i in wrong.tolist()]
