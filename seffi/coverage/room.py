@@ -60,7 +60,13 @@ def grow(obj: Any, name: str, rows: int, fill: Any = 0, least: int = 0) -> None:
         try:
             mm.resize(int(np.prod(shape)) * dtype.itemsize)
             out = np.frombuffer(mm, dtype=dtype).reshape(shape)
-        except (BufferError, OSError, TypeError, ValueError):  # a view is held elsewhere (or no mremap)
+        except (
+            BufferError,
+            OSError,
+            SystemError,
+            TypeError,
+            ValueError,
+        ):  # a view is held elsewhere, no mremap
             a = np.frombuffer(mm, dtype=dtype).reshape((have, *shape[1:]))
     if out is None:
         out = zeros(shape, dtype)

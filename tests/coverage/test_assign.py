@@ -117,6 +117,15 @@ def test_room_grows_keeping_rows_and_filling_new_ones() -> None:
     assert h.big.size >= before.size + 1 and h.big.dtype == np.int64
     np.testing.assert_array_equal(h.big[: before.size], before)
     assert (h.big[before.size :] == -1).all()
+    held = h.big[:10]  # a view held elsewhere: the array is copied, not moved, and the view stays valid
+    before = h.big.copy()
+    grow(h, "big", 2 * h.big.size)
+    np.testing.assert_array_equal(h.big[: before.size], before)
+    np.testing.assert_array_equal(held, before[:10])
+    del held
+    grow(h, "big", 2 * h.big.size)  # no view left: grown in place, rows kept, new rows zero
+    np.testing.assert_array_equal(h.big[: before.size], before)
+    assert not h.big[before.size :].any()
     grow(h, "small", 40)
     assert h.small.size >= 40 and h.small.dtype == np.int16
     np.testing.assert_array_equal(h.small[:10], np.arange(10))
