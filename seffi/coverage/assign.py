@@ -1,7 +1,8 @@
 """Run assignment: which run (tracker stream) each finished episode belongs to, and its position k.
 
 Also the inputs' keys (`InputKeys`): (task, input_id) per input code and the code of each key, held
-in numpy arrays, so an input costs its id string and a few integers, not Python tuples and dicts.
+in numpy arrays (the ids' UTF-8 bytes one after another), so an input costs its id's bytes and a few
+integers, not Python strings, tuples and dicts.
 """
 
 from __future__ import annotations
@@ -11,21 +12,31 @@ from typing import Any, overload
 
 import numpy as np
 
-from seffi.coverage.sums import _segment_starts
+from seffi.coverage.room import grow, zeros
+from seffi.coverage.sums import _segment_starts, int_type
 
-__all__ = ["InputKeys", "KeyIndex", "RunAssigner", "grown", "pair_keys"]
+__all__ = ["InputKeys", "KeyIndex", "RunAssigner", "fit", "pair_keys"]
 
 _LUT_MAX = 1 << 16  # env indices below this are looked up in an array (larger ones: the dict)
 _SHIFT = 32  # open-run key: input code << 32 | env column
 
 
-def grown(a: np.ndarray, n: int, fill: Any = 0, least: int = 0) -> np.ndarray:
-    """``a`` if it holds ``n`` entries, else a copy with room for them (doubling), ``fill`` after."""
-    if n <= a.size:
+_TOP = {np.dtype(t): np.iinfo(t).max for t in (np.int8, np.int16, np.int32, np.int64)}
+
+
+def fit(a: np.ndarray, values: Any) -> np.ndarray:
+    """``a``, or a copy in the narrowest integer type holding ``values`` (ints) too when ``a``'s cannot."""
+    held = _TOP[a.dtype]
+    if held == _TOP[np.dtype(np.int64)]:  # the widest already (a per-batch call: no reduction)
         return a
-    out = np.full(max(n, 2 * a.size, least), fill, dtype=a.dtype)
-    out[: a.size] = a
-    return out
+    if isinstance(values, int):
+        top = abs(values)
+    else:
+        v = np.asarray(values)
+        if v.size == 0:
+            return a
+        top = max(int(v.max()), -int(v.min()))
+    return a if top <= held else a.astype(int_type(top))
 
 
 def pair_keys(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -35,14 +46,15 @@ def pair_keys(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class KeyIndex:
-    """Key -> row in sorted numpy arrays (int64 keys, or ``"V16"`` `pair_keys`): 16-24 bytes a key.
+    """Key -> row in sorted numpy arrays (int64 keys, or ``"V16"`` `pair_keys`): 12-20 bytes a key.
 
     New keys enter a small sorted array, merged into the large one once it holds an eighth of it.
+    Rows are held in the narrowest integer type that holds them (int32 below 2^31).
     """
 
     def __init__(self, dtype: Any = np.int64) -> None:
-        self.keys, self.rows = np.zeros(0, dtype=dtype), np.zeros(0, dtype=np.int64)
-        self.new_keys, self.new_rows = np.zeros(0, dtype=dtype), np.zeros(0, dtype=np.int64)
+        self.keys, self.rows = np.zeros(0, dtype=dtype), np.zeros(0, dtype=np.int32)
+        self.new_keys, self.new_rows = np.zeros(0, dtype=dtype), np.zeros(0, dtype=np.int32)
 
     def __len__(self) -> int:
         return self.keys.size + self.new_keys.size
@@ -52,10 +64,10 @@ class KeyIndex:
         pos = np.minimum(np.searchsorted(keys, want), max(keys.size - 1, 0))
         if keys.size == 0:
             return np.full(want.size, -1, dtype=np.int64)
-        return np.where(keys[pos] == want, rows[pos], -1)
+        return np.where(keys[pos] == want, rows[pos].astype(np.int64), -1)
 
     def get(self, want: np.ndarray) -> np.ndarray:
-        """Rows of keys ``want`` (-1: absent)."""
+        """Rows of keys ``want`` (-1: absent): int64."""
         rows = self._find(self.keys, self.rows, want)
         miss = rows < 0
         if miss.any() and self.new_keys.size:
@@ -67,24 +79,38 @@ class KeyIndex:
         order = np.argsort(keys, kind="stable")
         keys, rows = keys[order], rows[order]
         at = np.searchsorted(self.new_keys, keys)
-        self.new_keys, self.new_rows = np.insert(self.new_keys, at, keys), np.insert(self.new_rows, at, rows)
+        self.new_keys, self.new_rows = _inserted(self.new_keys, at, keys), _inserted(self.new_rows, at, rows)
         if self.new_keys.size > max(4096, self.keys.size // 8):
             at = np.searchsorted(self.keys, self.new_keys)
-            self.keys = np.insert(self.keys, at, self.new_keys)
-            self.rows = np.insert(self.rows, at, self.new_rows)
+            self.keys = _inserted(self.keys, at, self.new_keys)
+            self.rows = _inserted(self.rows, at, self.new_rows)
             self.new_keys, self.new_rows = self.new_keys[:0], self.new_rows[:0]
+
+
+def _inserted(a: np.ndarray, at: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.insert(a, at, b)`` for ascending ``at``, in memory from `zeros`, in a type holding ``b`` too."""
+    a = fit(a, b) if a.dtype.kind == "i" else a
+    out = zeros(a.size + b.size, a.dtype)
+    pos = at + np.arange(b.size)  # b's entries land after the ones inserted before them
+    keep = np.ones(out.size, dtype=bool)
+    keep[pos] = False
+    out[pos], out[keep] = b, a
+    return out
 
 
 class InputKeys(Sequence[tuple[str, str]]):
     """The (task, input_id) key of every input code, in code order, and the code of each key.
 
-    Ids are kept once, in an object array; a key is found by its hash in a `KeyIndex` and checked
-    against the id held, so equal hashes of different keys (kept in a small dict) never mix inputs.
+    The ids' UTF-8 bytes are held one after another in one byte array (a code's id ends at
+    ``ends[code]``); a key is found by its hash in a `KeyIndex` and checked against the id held, so
+    equal hashes of different keys (kept in a small dict) never mix inputs.
     """
 
     def __init__(self) -> None:
-        self.ids = np.empty(16, dtype=object)  # input code -> input_id
-        self.task = np.zeros(16, dtype=np.int32)  # input code -> index into ``tasks``
+        self._bytes = np.zeros(16, dtype=np.uint8)  # every id's UTF-8 bytes, in code order (then room)
+        # input code -> end of its id in ``_bytes``, and -> index into ``tasks`` (types widened by `fit`)
+        self.ends = np.zeros(0, dtype=np.int32)
+        self.task = np.zeros(0, dtype=np.int8)
         self.tasks: list[str] = []
         self._task_of: dict[str, int] = {}
         self._index = KeyIndex()  # hash of the key -> the code of the first key with that hash
@@ -103,19 +129,70 @@ class InputKeys(Sequence[tuple[str, str]]):
             return self.take(np.arange(self.n)[code])
         if not -self.n <= code < self.n:
             raise IndexError(f"input code {code} out of range ({self.n} inputs)")
-        return self.tasks[self.task[code]], self.ids[code]
+        code %= self.n
+        a, b = self.ends.item(code - 1) if code else 0, self.ends.item(code)
+        return self.tasks[self.task.item(code)], self._bytes[a:b].tobytes().decode("utf-8", "surrogatepass")
+
+    def _spans(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) in ``_bytes`` of the ids of ``codes``."""
+        ends = self.ends[codes]
+        starts = np.where(codes > 0, self.ends[np.maximum(codes - 1, 0)], 0)
+        return starts, ends
+
+    def _ids(self, codes: np.ndarray) -> list[str]:
+        """The input_ids of ``codes`` (int array), in that order."""
+        codes = np.asarray(codes, dtype=np.int64)
+        if codes.size == 0:
+            return []
+        starts, ends = self._spans(codes)
+        a, b = int(starts.min()), int(ends.max())
+        if b - a > 8 * int((ends - starts).sum()) + 4096:  # a few ids far apart: each on its own
+            buf, a = self._bytes, 0
+        else:  # one copy of the span: slicing bytes is cheap
+            buf = self._bytes[a:b].tobytes()
+        spans = zip((starts - a).tolist(), (ends - a).tolist(), strict=True)
+        return [bytes(buf[s:e]).decode("utf-8", "surrogatepass") for s, e in spans]
 
     def take(self, codes: np.ndarray) -> list[tuple[str, str]]:
         """The keys of input ``codes`` (int array), in that order."""
         tasks = [self.tasks[t] for t in self.task[codes].tolist()]
-        return list(zip(tasks, self.ids[codes].tolist(), strict=True))
+        return list(zip(tasks, self._ids(codes), strict=True))
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         return iter(self.take(np.arange(self.n)))
 
     def input_ids(self) -> np.ndarray:
         """The input_id of every code: object array, shape (U,)."""
-        return self.ids[: self.n]
+        out = np.empty(self.n, dtype=object)
+        out[:] = self._ids(np.arange(self.n))
+        return out
+
+    @staticmethod
+    def _encode(ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(UTF-8 bytes of ``ids`` one after another, each id's byte length)."""
+        text = "".join(ids)
+        raw = text.encode("utf-8", "surrogatepass")
+        if len(raw) == len(text):  # ASCII: a byte per character
+            lens = np.fromiter(map(len, ids), np.int64, len(ids))
+        else:
+            lens = np.fromiter((len(x.encode("utf-8", "surrogatepass")) for x in ids), np.int64, len(ids))
+        return np.frombuffer(raw, dtype=np.uint8), lens
+
+    def _equal(self, codes: np.ndarray, ids: Sequence[str]) -> np.ndarray:
+        """Whether the id held for each of ``codes`` is the matching one of ``ids``: bool (N,)."""
+        raw, lens = self._encode(ids)
+        starts, ends = self._spans(codes)
+        same = ends - starts == lens
+        if not same.all():  # ids of other lengths differ: compare the others alone
+            k = np.flatnonzero(same)
+            same[k] = self._equal(codes[k], [ids[i] for i in k.tolist()]) if k.size else same[k]
+            return same
+        at = np.cumsum(lens) - lens  # each id's start in ``raw``: byte j of it is held at start + j
+        diff = self._bytes[np.repeat(starts - at, lens) + np.arange(raw.size)] != raw
+        if diff.any():
+            bad = np.concatenate([[0], np.cumsum(diff)])
+            same = bad[at + lens] == bad[at]
+        return same
 
     def codes(self, task: str, ids: Sequence[str]) -> np.ndarray:
         """Codes of the keys (``task``, id) of str ``ids`` (-1: not seen)."""
@@ -125,8 +202,8 @@ class InputKeys(Sequence[tuple[str, str]]):
         want = np.fromiter(map(hash, zip([task] * len(ids), ids, strict=True)), np.int64, len(ids))
         out = self._index.get(want)
         found = np.flatnonzero(out >= 0)
-        held = np.asarray(ids, dtype=object)[found]
-        wrong = found[(self.ids[out[found]] != held) | (self.task[out[found]] != t)]
+        held = ids if found.size == len(ids) else [ids[i] for i in found.tolist()]
+        wrong = found[~self._equal(out[found], held) | (self.task[out[found]] != t)]
         if wrong.size:  # the hash of another key: only the clash dict can hold this one
             out[wrong] = [self._clash.get((task, ids[i]), -1) for i in wrong.tolist()]
         return out
@@ -134,12 +211,18 @@ class InputKeys(Sequence[tuple[str, str]]):
     def add(self, keys: Sequence[tuple[str, str]]) -> None:
         """New distinct keys (none seen yet), coded from ``len(self)`` on in order."""
         n = self.n + len(keys)
-        self.ids, self.task = grown(self.ids, n, None), grown(self.task, n)
+        raw, lens = self._encode([k[1] for k in keys])
+        used = int(self.ends[self.n - 1]) if self.n else 0
+        grow(self, "_bytes", used + raw.size)
+        self._bytes[used : used + raw.size] = raw
+        grow(self, "ends", n)
+        grow(self, "task", n)
         for task, _ in keys:
             if task not in self._task_of:
                 self._task_of[task] = len(self.tasks)
                 self.tasks.append(task)
-        self.ids[self.n : n] = [k[1] for k in keys]
+        self.ends, self.task = fit(self.ends, used + raw.size), fit(self.task, len(self.tasks))
+        self.ends[self.n : n] = used + np.cumsum(lens)
         self.task[self.n : n] = [self._task_of[k[0]] for k in keys]
         h = np.fromiter(map(hash, keys), np.int64, len(keys))
         codes = np.arange(self.n, n, dtype=np.int64)
@@ -156,9 +239,11 @@ class InputKeys(Sequence[tuple[str, str]]):
         code = int(self.codes(key[0], [key[1]])[0])
         return None if code < 0 else code
 
-    def strata(self, codes: np.ndarray) -> np.ndarray:
-        """The task of each of ``codes`` as its rank among the tasks present (sorted by name)."""
-        t = self.task[codes]
+    def strata(self, codes: np.ndarray | None = None) -> np.ndarray:
+        """The task of each of ``codes`` (None: every code) as its rank among the tasks present (by name)."""
+        if len(self.tasks) <= 1:  # one task: zeros, allocated but not written (no memory until read)
+            return np.zeros(self.n if codes is None else len(codes), dtype=np.int64)
+        t = self.task[: self.n] if codes is None else self.task[codes]
         present = np.unique(t)
         rank = np.zeros(len(self.tasks), dtype=np.int64)
         rank[present[np.argsort(np.array([self.tasks[i] for i in present.tolist()], dtype=object))]] = (
@@ -168,9 +253,44 @@ class InputKeys(Sequence[tuple[str, str]]):
 
     def order(self) -> np.ndarray:
         """Codes in sorted (task, input_id) order."""
-        by_id = np.argsort(self.ids[: self.n], kind="stable")
+        by_id = self._by_id()
         rank = np.argsort(np.argsort(np.array(self.tasks, dtype=object), kind="stable"))
         return by_id[np.argsort(rank[self.task[by_id]], kind="stable")].astype(np.int64)
+
+    def _by_id(self) -> np.ndarray:
+        """Codes sorted by input_id (equal ids in code order), in numpy over the bytes held.
+
+        UTF-8 byte order is code point order, so ids sort as Python sorts them. Each round sorts the
+        ids still tied by their next 8 bytes (0 past an id's end), then by how many of those 8 the
+        id has (a prefix sorts first); only ties that have all 8 go on to the next round.
+        """
+        n = self.n
+        idx = np.int32 if n < 2**31 else np.int64
+        order = np.arange(n, dtype=idx)
+        group = np.zeros(n, dtype=idx)  # per position of ``order``: the first position of its ties
+        live, p = np.arange(n, dtype=idx), 0  # positions of ``order`` still tied with another
+        while live.size:
+            c = order[live]
+            start, end = self._spans(c)
+            start = start.astype(np.int64)
+            key = np.zeros(live.size, dtype=np.uint64)
+            for j in range(p, p + 8):
+                inside = end - start > j
+                key <<= np.uint64(8)
+                key |= np.where(inside, self._bytes[np.where(inside, start + j, 0)], 0).astype(np.uint64)
+            held = np.clip(end - start - p, 0, 8).astype(np.int8)  # bytes of this round the id has
+            del start, end, inside
+            g = group[live]
+            sub = np.lexsort((held, key, g))
+            c, key, held, g = c[sub], key[sub], held[sub], g[sub]
+            order[live] = c
+            first = np.ones(live.size, dtype=bool)
+            first[1:] = (g[1:] != g[:-1]) | (key[1:] != key[:-1]) | (held[1:] != held[:-1])
+            tie = np.cumsum(first) - 1
+            group[live] = live[np.flatnonzero(first)][tie]
+            live = live[(np.bincount(tie)[tie] > 1) & (held == 8)]
+            p += 8
+        return order
 
 
 class RunAssigner:
@@ -190,14 +310,15 @@ class RunAssigner:
         self._env_lut = np.full(0, -1, dtype=np.int64)
         self._lut_for = 0  # len(env_cols) the lookup table was built for
         self._row = KeyIndex()  # (input code << 32 | env column) -> open-run row
-        self.o_key = np.zeros(0, dtype=np.int64)
-        # per row: open run slot (-1 none), its samples so far, its last sample's indices (-1 unknown)
-        self.o_slot = np.zeros(0, dtype=np.int64)
-        self.o_cnt = np.zeros(0, dtype=np.int64)
-        self.o_si = np.zeros(0, dtype=np.int64)
-        self.o_ri = np.zeros(0, dtype=np.int64)
+        # Per row: open run slot (-1 none), its samples so far, its last sample's indices (-1
+        # unknown), each in the narrowest integer type holding the values written (`fit`): slots
+        # int32 below 2^31 runs, counts and indices as small as they come.
+        self.o_slot = np.zeros(0, dtype=np.int32)
+        self.o_cnt = np.zeros(0, dtype=np.int8)
+        self.o_si = np.zeros(0, dtype=np.int8)
+        self.o_ri = np.zeros(0, dtype=np.int8)
         self.next_stream = np.zeros(0, dtype=np.int64)  # per input: the next local stream number
-        self._slot_stream = np.zeros(64, dtype=np.int64)
+        self._slot_stream = np.zeros(64, dtype=np.int8)  # widened by `fit` as streams grow
         # int32: a tracker holds far fewer than 2^31 inputs (their ids alone would take > 100 GB)
         self._slot_input = np.zeros(64, dtype=np.int32)
         self.n_slots = 0  # runs created so far
@@ -213,13 +334,16 @@ class RunAssigner:
         return self._slot_input[: self.n_slots]
 
     def ensure_inputs(self, n_inputs: int) -> None:
-        """Room for input codes below ``n_inputs`` (amortised doubling)."""
-        self.next_stream = grown(self.next_stream, n_inputs, 0, 16)
+        """Room for input codes below ``n_inputs`` (amortised growth)."""
+        grow(self, "next_stream", n_inputs, 0, 16)
 
     def add_slots(self, streams: np.ndarray, inputs: np.ndarray) -> np.ndarray:
         """Slots for runs with the given streams and input codes (in order); their streams are raised past."""
         n = self.n_slots + streams.size
-        self._slot_stream, self._slot_input = grown(self._slot_stream, n), grown(self._slot_input, n)
+        grow(self, "_slot_stream", n)
+        grow(self, "_slot_input", n)
+        self._slot_stream = fit(self._slot_stream, streams)
+        self.o_slot = fit(self.o_slot, n)
         self._slot_stream[self.n_slots : n] = streams
         self._slot_input[self.n_slots : n] = inputs
         if inputs.size:
@@ -253,9 +377,9 @@ class RunAssigner:
             have = len(self._row)
             fresh = np.arange(have, have + new.size, dtype=np.int64)
             self._row.add(keys[new], fresh)
-            for name, fill in (("o_key", 0), ("o_slot", -1), ("o_cnt", 0), ("o_si", -1), ("o_ri", -1)):
-                setattr(self, name, grown(getattr(self, name), have + new.size, fill, 64))
-            self.o_key[fresh] = keys[new]
+            for name, fill in (("o_slot", -1), ("o_cnt", 0), ("o_si", -1), ("o_ri", -1)):
+                grow(self, name, have + new.size, 0, 64)
+                getattr(self, name)[fresh] = fill
             rows[new] = fresh
         return rows
 
@@ -283,10 +407,11 @@ class RunAssigner:
         gfirst = _segment_starts(ps)
         gstarts = np.flatnonzero(gfirst)
         rows = self._rows(ps[gstarts])
-        o_slot, o_cnt = self.o_slot[rows], self.o_cnt[rows]
+        o_slot, o_cnt = self.o_slot[rows].astype(np.int64), self.o_cnt[rows].astype(np.int64)
         has_open = o_slot >= 0
         si, ri = sample_index[order], run_index[order]
-        new = self._boundaries(si, ri, gfirst, gstarts, has_open, o_cnt, self.o_si[rows], self.o_ri[rows])
+        o_si, o_ri = self.o_si[rows].astype(np.int64), self.o_ri[rows].astype(np.int64)
+        new = self._boundaries(si, ri, gfirst, gstarts, has_open, o_cnt, o_si, o_ri)
         boundary = new | gfirst
         seg = np.cumsum(boundary) - 1
         seg_first = np.flatnonzero(boundary)
@@ -302,10 +427,7 @@ class RunAssigner:
         gends = np.empty_like(gstarts)
         gends[:-1], gends[-1] = gstarts[1:] - 1, n - 1
         last = order[gends]
-        self.o_slot[rows] = slot_sorted[gends]
-        self.o_cnt[rows] = k[gends]
-        self.o_si[rows] = sample_index[last]
-        self.o_ri[rows] = run_index[last]
+        self._set_open(rows, slot_sorted[gends], k[gends], sample_index[last], run_index[last])
         slots, ks = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
         slots[order], ks[order] = slot_sorted, k
         return slots, ks
@@ -355,12 +477,21 @@ class RunAssigner:
                 count = 1 if new[i] else count + 1
         return new
 
+    def _set_open(self, rows: np.ndarray, *fields: np.ndarray) -> None:
+        """Write rows of the open-run fields (slots, counts, last indices), each type widened to hold them."""
+        for name, values in zip(("o_slot", "o_cnt", "o_si", "o_ri"), fields, strict=True):
+            setattr(self, name, fit(getattr(self, name), values))
+            getattr(self, name)[rows] = values
+
     def open_runs(self) -> list[tuple[int, int, int, int, int, int]]:
         """(input code, env index, slot, samples so far, last sample_index, last run_index) of open runs."""
         env_of = {c: e for e, c in self.env_cols.items()}
         n = len(self._row)
+        key_of = np.empty(n, dtype=np.int64)  # row -> its (input << 32 | env column) key
+        for keys, rows in ((self._row.keys, self._row.rows), (self._row.new_keys, self._row.new_rows)):
+            key_of[rows] = keys
         rows = np.flatnonzero(self.o_slot[:n] >= 0)
-        keys = self.o_key[rows]
+        keys = key_of[rows]
         order = np.argsort(keys, kind="stable")  # by (input code, env column)
         keys, rows = keys[order], rows[order]
         # Whole columns to lists: a checkpoint lists every open run (one per env row and input).
@@ -376,4 +507,4 @@ class RunAssigner:
             col = np.array([self.env_cols.setdefault(e, len(self.env_cols)) for e in env.tolist()], np.int64)
             self.ensure_inputs(int(u.max()) + 1)
             r = self._rows((u << _SHIFT) | col)
-            self.o_slot[r], self.o_cnt[r], self.o_si[r], self.o_ri[r] = fields
+            self._set_open(r, *(np.broadcast_to(np.asarray(f, dtype=np.int64), r.shape) for f in fields))

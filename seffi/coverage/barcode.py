@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from seffi.coverage.assign import grown
+from seffi.coverage.room import grow
 from seffi.coverage.sums import _segment_starts
 
 __all__ = ["BARCODE_ROWS", "BarcodeRows"]
@@ -34,14 +34,36 @@ class BarcodeRows:
         self.rows, self.cols = int(rows), int(cols)
         # code -> [stream, cells (int array, cols), new (bool array, cols), length]
         self.data: dict[int, list[Any]] = {}
-        # The row's stream per input code (_NONE: none yet; -1: never, beyond ``rows``), so the
-        # samples that can be cells are found in numpy.
-        self.stream = np.full(16, _NONE, dtype=np.int64)
+        # Per input code: 0 no row yet, 1 a row (its stream in ``data``), -1 never (beyond ``rows``),
+        # so the samples that can be cells are found in numpy at a byte an input.
+        self.state = np.zeros(16, dtype=np.int8)
+        self._held: tuple[np.ndarray, np.ndarray] | None = None  # (codes, streams) of the rows, sorted
         self._worst: int | None = None  # the largest key among the rows (cached while full)
+        self._keys: dict[int, Any] = {}  # the key of each row's input, read once
+
+    def _key(self, code: int, keys: Sequence[Any]) -> Any:
+        """The key of row ``code`` (read from ``keys`` the first time)."""
+        key = self._keys.get(code)
+        if key is None:
+            key = self._keys[code] = keys[code]
+        return key
 
     def grow(self, n_inputs: int) -> None:
         """Room for ``n_inputs`` input codes."""
-        self.stream = grown(self.stream, n_inputs, _NONE)
+        grow(self, "state", n_inputs)
+
+    def _stream(self, u: np.ndarray) -> np.ndarray:
+        """The row's stream of each input code of ``u`` (_NONE: none yet; -1: never)."""
+        state = self.state[u]
+        out = np.where(state == 0, _NONE, -1)
+        held = np.flatnonzero(state > 0)
+        if held.size:
+            if self._held is None:  # rebuilt after a row came or went
+                codes = np.sort(np.fromiter(self.data, np.int64, len(self.data)))
+                self._held = codes, np.array([self.data[c][0] for c in codes.tolist()], dtype=np.int64)
+            codes, streams = self._held
+            out[held] = streams[np.searchsorted(codes, u[held])]
+        return out
 
     def rows_held(self) -> Iterator[tuple[int, int, list[int], list[bool]]]:
         """(code, stream, cells, new flags) of every row (the cells recorded so far)."""
@@ -55,20 +77,22 @@ class BarcodeRows:
         if not self.data:  # rows == 0: no barcode at all
             return False
         if self._worst is None:
-            self._worst = max(self.data, key=keys.__getitem__)
+            self._worst = max(self.data, key=lambda c: self._key(c, keys))
         worst = self._worst
-        if keys[code] > keys[worst]:
-            self.stream[code] = -1
+        if keys[code] > self._key(worst, keys):
+            self.state[code] = -1
             return False
         del self.data[worst]
-        self.stream[worst] = -1
+        self._keys.pop(worst, None)
+        self.state[worst] = -1
+        self._held = None
         self._worst = None
         return True
 
     def _start(self, code: int, stream: int) -> None:
         self.data[code] = [stream, np.full(self.cols, -1, dtype=np.int64), np.zeros(self.cols, dtype=bool), 0]
-        self.stream[code] = stream
-        self._worst = None
+        self.state[code] = 1
+        self._worst = self._held = None
 
     def put(self, code: int, stream: int, cells: list[int], new: list[bool], keys: Sequence[Any]) -> None:
         """Keep a whole row (from a merged or loaded state) if its stream is the input's lowest."""
@@ -106,25 +130,31 @@ class BarcodeRows:
         if self.rows == 0 or u.size == 0:
             return
         self.grow(int(u.max()) + 1)
-        start = (k == 1) & (streams < self.stream[u])  # a run that may (re)start an input's row
+        row_stream = self._stream(u)
+        start = (k == 1) & (streams < row_stream)  # a run that may (re)start an input's row
         if start.any():
             i = np.flatnonzero(start)
             i = i[np.lexsort((streams[i], u[i]))]
             first = i[_segment_starts(u[i])]  # each input's lowest such stream
             if len(self.data) >= self.rows:  # full: only a key below the largest held can get a row
                 if self._worst is None:
-                    self._worst = max(self.data, key=keys.__getitem__)
-                top = keys[self._worst]
-                ok = np.fromiter(
-                    (c in self.data or keys[c] < top for c in u[first].tolist()), bool, first.size
-                )
-                self.stream[u[first[~ok]]] = -1  # for good, as admit would
+                    self._worst = max(self.data, key=lambda c: self._key(c, keys))
+                top = self._key(self._worst, keys)
+                cand = u[first]
+                held = np.fromiter((c in self.data for c in cand.tolist()), bool, cand.size)
+                ok = held.copy()
+                # the keys of the others at once: one read of the ids held (an InputKeys), not one each
+                new = cand[~held]
+                take = getattr(keys, "take", lambda codes: [keys[c] for c in codes.tolist()])
+                ok[~held] = np.fromiter((k < top for k in take(new)), bool, new.size)
+                self.state[u[first[~ok]]] = -1  # for good, as admit would
                 first = first[ok]
             for code, stream in zip(u[first].tolist(), streams[first].tolist(), strict=True):
                 row = self.data.get(code)
                 if (row is None or stream < row[0]) and self.admit(code, keys):
                     self._start(code, stream)
-        live = np.flatnonzero((streams == self.stream[u]) & (k <= self.cols))
+            row_stream = self._stream(u)  # rows may have (re)started
+        live = np.flatnonzero((streams == row_stream) & (k <= self.cols))
         if live.size == 0:
             return
         live = live[np.lexsort((k[live], slot[live]))]

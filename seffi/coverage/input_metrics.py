@@ -17,6 +17,8 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from seffi.coverage.room import grow
+
 __all__ = ["Estimate", "InputMetric", "Part", "registered"]
 
 
@@ -97,13 +99,14 @@ class InputMetric:
     def grow(self, n_inputs: int, n_columns: int) -> None:
         """Room for ``n_inputs`` input codes and ``n_columns`` strategy columns (new cells at ``lo``)."""
         rows, cols = max(n_inputs, self.n_inputs), max(n_columns, self.n_columns)
-        for p in self.specs.values():  # rows double (kept beyond n_inputs at lo); the integer type stays
+        for p in self.specs.values():  # rows kept beyond n_inputs at the fill value; the integer type stays
             old = getattr(self, p.name)
-            if len(old) < rows or (p.width and old.shape[1] != cols):
-                cap = max(rows, 2 * len(old)) if rows > len(old) else len(old)  # amortised doubling
-                new = np.full((cap, cols)[: old.ndim], p.fill, dtype=old.dtype)
-                new[tuple(slice(0, n) for n in old.shape)] = old
+            if p.width and old.shape[1] != cols:  # a new strategy column: a wider copy
+                new = np.full((len(old), cols), p.fill, dtype=old.dtype)
+                new[:, : old.shape[1]] = old
                 setattr(self, p.name, new)
+            del old  # held here, the array could not grow in place
+            grow(self, p.name, rows, p.fill)  # `seffi.coverage.room`: room not resident until written
         self.n_inputs, self.n_columns = rows, cols
 
     def rows(self, name: str) -> np.ndarray:

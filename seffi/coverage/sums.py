@@ -17,6 +17,7 @@ import numpy as np
 
 from seffi.coverage.columns import COLUMNS, PER_K, SUM_STATS
 from seffi.coverage.curves import TAUS
+from seffi.coverage.room import grow, zeros
 from seffi.coverage.state import RUN_TABLE_FIELDS
 
 __all__ = [
@@ -107,10 +108,11 @@ class RunTable:
         return (self.columns,) if p.width == "columns" else (self.latents,)
 
     def grow(self, n_slots: int, n_columns: int | None = None) -> None:
-        """Room for ``n_slots`` slots (amortised doubling) and ``n_columns`` columns.
+        """Room for ``n_slots`` slots (amortised growth by `GROWTH`) and ``n_columns`` columns.
 
-        Slots below ``n_slots`` hold their fill values (-1, 0) until written; only those and the
-        slots written are copied when the room grows.
+        Slots below ``n_slots`` hold their fill values (-1, 0) until written (`seffi.coverage.room`:
+        the room above is zero pages, not resident until written, so a field that stays 0, such as
+        ``beyond`` when no run passes the budget, takes no memory).
         """
         top = self.filled
         if n_columns is not None and n_columns > self.columns:
@@ -122,16 +124,12 @@ class RunTable:
                     wide[:top, self.columns :] = p.fill
                     setattr(self, p.key, wide)
             self.columns = n_columns
-        have = self.n.shape[0]
-        if n_slots > have:
-            size = max(n_slots, 2 * have, 64)
-            for p in self.fields:
-                grown = np.empty((size, *self._width(p)), dtype=self._dtype(p))
-                grown[:top] = getattr(self, p.key)[:top]
-                setattr(self, p.key, grown)
+        for p in self.fields:  # rows above ``filled`` are zero: never written
+            grow(self, p.key, n_slots, 0, 64)
         if n_slots > top:
             for p in self.fields:
-                getattr(self, p.key)[top:n_slots] = p.fill
+                if p.fill != 0:  # zero-filled fields hold 0 above ``filled`` already
+                    getattr(self, p.key)[top:n_slots] = p.fill
             self.filled = n_slots
 
 
@@ -204,15 +202,15 @@ class InputSums:
         for name in ("inc", "n_runs", "sq", "auc_sq"):
             arr = getattr(self, name)
             if arr is not None:
-                grown = np.zeros((n, *arr.shape[1:]), dtype=arr.dtype)
+                grown = zeros((n, *arr.shape[1:]), dtype=arr.dtype)
                 grown[: min(n, arr.shape[0])] = arr[:n]
                 setattr(self, name, grown)
 
     def grow(self, n_inputs: int) -> None:
-        """Room for ``n_inputs`` rows (amortised doubling; rows beyond the old ones are zero)."""
-        have = self.n_runs.shape[0]
-        if n_inputs > have:
-            self._resize(max(n_inputs, 2 * have, 16))
+        """Room for ``n_inputs`` rows (amortised growth by `GROWTH`; rows beyond the old ones are zero)."""
+        for name in ("inc", "n_runs", "sq", "auc_sq"):
+            if getattr(self, name) is not None:
+                grow(self, name, n_inputs, 0, 16)
 
     def add(self, other: InputSums) -> None:
         """Add another set of sums over the same inputs (exact: integers)."""

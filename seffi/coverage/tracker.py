@@ -20,11 +20,12 @@ import numpy as np
 from seffi._convert import brief, clip
 from seffi.coverage import state as states
 from seffi.coverage._common import _input_id, _int_array, _match_set, rarity_bin_matrix
-from seffi.coverage.assign import InputKeys, KeyIndex, RunAssigner, pair_keys
+from seffi.coverage.assign import InputKeys, KeyIndex, RunAssigner, fit, pair_keys
 from seffi.coverage.barcode import BARCODE_ROWS, BarcodeRows
 from seffi.coverage.curves import Curves, KeyView, check_budget
 from seffi.coverage.input_metrics import Estimate, InputMetric, registered
 from seffi.coverage.resampling import MIN_INPUTS
+from seffi.coverage.room import grow
 from seffi.coverage.state import MAX_STRATEGIES, STATE, STATE_FORMAT
 from seffi.coverage.sums import (
     GroupTotals,
@@ -115,14 +116,14 @@ class CoverageTracker:
         self.columns: list[str] = list(self.strategies or ())
         self._col = {s: j for j, s in enumerate(self.columns)}
         self.keys = InputKeys()  # input code -> (task, input_id), and back
-        self._m = np.zeros(16, dtype=np.int64)  # M_x per input code (capacity doubles)
+        self._m = np.zeros(16, dtype=np.int64)  # M_x per input code (capacity grows by `grown`)
         self.assigner = RunAssigner(self.budget or 1, self.stream_offset)
         self._slots = KeyIndex("V16")  # pair_keys(input code, stream) -> slot, synced lazily
         self._slots_synced = 0
         self.runs = RunTable(len(self.columns), self.num_latents, budget=self.budget)
         #: Per-input sums of every complete run (None without a budget).
         self.complete = CompleteRuns(self.budget) if self.budget else None
-        self._done = np.zeros(0, dtype=np.int64)  # slots of complete runs, in order of completion
+        self._done = np.zeros(0, dtype=np.int32)  # slots of complete runs, in order of completion (`fit`)
         self.n_done = 0
         self.bar = BarcodeRows(self.barcode_rows, self.barcode_cols)
         #: Per-input metrics (`seffi.coverage.metrics`): each records every sample kept.
@@ -144,10 +145,7 @@ class CoverageTracker:
         """New inputs ``keys`` (not seen yet) with M_x ``m`` (one int, or an int array, one per key)."""
         start = len(self.keys)
         self.keys.add(keys)
-        if len(self.keys) > self._m.size:
-            grown = np.zeros(max(len(self.keys), 2 * self._m.size), dtype=self._m.dtype)
-            grown[: self._m.size] = self._m
-            self._m = grown
+        grow(self, "_m", len(self.keys))
         self._m[start : len(self.keys)] = m
         self.assigner.ensure_inputs(len(self.keys))
 
@@ -446,8 +444,8 @@ class CoverageTracker:
         """Runs ``slots`` (of input codes ``u``) just completed: into the sums, noted in order."""
         self.complete.add(self.runs, slots, u, self.m)  # type: ignore[union-attr]
         n = self.n_done + slots.size
-        if n > self._done.size:
-            self._done = np.concatenate([self._done, np.zeros(max(n, self._done.size), dtype=np.int64)])
+        grow(self, "_done", n)
+        self._done = fit(self._done, self.assigner.n_slots)
         self._done[self.n_done : n] = slots
         self.n_done = n
 
@@ -461,7 +459,7 @@ class CoverageTracker:
         self._fit_metrics(None)
         if self.budget is None:
             return
-        self.complete, self._done, self.n_done = CompleteRuns(self.budget), np.zeros(0, dtype=np.int64), 0
+        self.complete, self._done, self.n_done = CompleteRuns(self.budget), np.zeros(0, dtype=np.int32), 0
         done = np.flatnonzero(self.runs.n[: self.assigner.n_slots] >= self.budget)
         if done.size:
             self._complete(done, self.assigner.slot_input[done])
@@ -629,7 +627,7 @@ class CoverageTracker:
 
     def _strata(self) -> np.ndarray:
         """The task stratum of every input code (tasks in sorted order)."""
-        return self.keys.strata(np.arange(len(self.keys)))
+        return self.keys.strata()
 
     def derived_sums(self, K: int, **rarity: Any) -> tuple[InputSums, np.ndarray | None]:
         """Per-input sums for budget K derived from the runs (``sums_from_runs``; ``rarity``: its options)."""
@@ -757,7 +755,7 @@ class CompleteRuns:
         self.totals = GroupTotals(self.budget)
         # int32: a tracker holds far fewer than 2^31 inputs (as `RunAssigner.slot_input`)
         self.row_of = np.full(16, -1, dtype=np.int32)  # input code -> row of ``sums`` (-1: none)
-        self._codes = np.zeros(16, dtype=np.int32)  # row of ``sums`` -> input code (capacity doubles)
+        self._codes = np.zeros(16, dtype=np.int32)  # row of ``sums`` -> input code (capacity grows)
         self.runs = self.samples = self.valid = self.n_rows = 0
         self._point: dict[str, Any] | None = None
         #: (slots, input codes, their sums) of the runs added or removed last.
@@ -793,10 +791,7 @@ class CompleteRuns:
             codes, unit = np.unique(u, return_inverse=True)
             part = run_sums(table, slots, unit.reshape(-1), m[codes], self.budget)
         self.last = (slots, codes, part)
-        if codes[-1] >= self.row_of.size:
-            grown = np.full(max(int(codes[-1]) + 1, 2 * self.row_of.size), -1, dtype=np.int32)
-            grown[: self.row_of.size] = self.row_of
-            self.row_of = grown
+        grow(self, "row_of", int(codes[-1]) + 1, -1)
         rows = self.row_of[codes]
         new = np.flatnonzero(rows < 0)
         if new.size:  # the first run of these inputs: a row each (a freed one first)
@@ -804,8 +799,7 @@ class CompleteRuns:
             have, fresh = self.n_rows, new.size - reused.size
             rows[new] = np.concatenate([reused, np.arange(have, have + fresh)])
             self.row_of[codes[new]] = rows[new]
-            if have + fresh > self._codes.size:
-                self._codes = np.concatenate([self._codes, np.zeros(max(fresh, self._codes.size), np.int32)])
+            grow(self, "_codes", have + fresh)
             self._codes[rows[new]] = codes[new]
             self.n_rows = have + fresh
             self.sums.grow(have + fresh)

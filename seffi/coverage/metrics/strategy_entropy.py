@@ -20,6 +20,7 @@ import numpy as np
 
 from seffi.coverage.input_metrics import Estimate, InputMetric
 from seffi.coverage.resampling import stratified_mean_variance, t_quantile
+from seffi.coverage.room import grow
 
 __all__ = ["StrategyEntropy", "effective_strategies"]
 
@@ -48,7 +49,8 @@ class StrategyEntropy(InputMetric):
     """Effective number of strategies per input (exp of the Miller–Madow entropy), mean over inputs.
 
     Per-input values are recomputed only for the inputs a batch touched, and each input's iid
-    figure is computed once: a log costs O(inputs) in numpy, not O(inputs x strategies).
+    figure is computed once: a log costs O(inputs) in numpy, not O(inputs x strategies), and its
+    temporary memory about two floats per input.
     """
 
     name = "strategy_entropy"
@@ -56,7 +58,8 @@ class StrategyEntropy(InputMetric):
 
     def setup(self) -> None:
         self.add_state("counts", per_strategy=True, merge="sum")
-        # Derived, not state: exp(H) per input code, the codes updated since, iid figures by code.
+        # Derived, not state: exp(H) per input code (room beyond: NaN), the codes updated since, iid
+        # figures by code.
         self._cache: np.ndarray | None = None
         self._cached_cols = -1
         self._stale: list[np.ndarray] = []
@@ -78,20 +81,22 @@ class StrategyEntropy(InputMetric):
         if (
             cached is not None
             and not self._stale
-            and cached.size == U
             and self._cached_cols == self.n_columns
+            and cached.size >= U
         ):
-            return cached
+            return cached[:U]
         if cached is None or self._cached_cols != self.n_columns:
             cached, stale = np.full(U, np.nan), np.arange(U)  # a load, a merge or a new strategy column
         else:
-            cached = np.concatenate([cached, np.full(U - cached.size, np.nan)])
+            del cached  # held here, the cache could not grow in place
+            grow(self, "_cache", U, np.nan)
+            cached = self._cache
             stale = np.unique(np.concatenate(self._stale)) if self._stale else np.zeros(0, dtype=np.int64)
         counts = self.rows("counts")[stale]
         hit = counts.sum(axis=1) > 0
         cached[stale[hit]] = effective_strategies(counts[hit])
         self._cache, self._cached_cols, self._stale = cached, self.n_columns, []
-        return cached
+        return cached[:U]
 
     def _iid_values(self, use: np.ndarray, law_of: Callable[[int], Mapping[str, float]]) -> np.ndarray:
         """exp(H) of each input's base law of matched strategies, each computed once."""
@@ -104,21 +109,22 @@ class StrategyEntropy(InputMetric):
         self, strata: np.ndarray, law_of: Callable[[int], Mapping[str, float]] | None = None
     ) -> Estimate:
         values = self._values()
-        use = np.flatnonzero(~np.isnan(values))
-        if use.size == 0:
-            return Estimate(reason="no recorded sample matched a strategy")
+        use = ~np.isnan(values)  # a mask, not indices: a log's temporaries stay small
         y = values[use]
+        if y.size == 0:
+            return Estimate(reason="no recorded sample matched a strategy")
         value, lo, hi = float(y.mean()), None, None
-        s = strata[use]
+        # One stratum among every input is one among those used: no copy of the strata then.
+        s = strata if strata.min() == strata.max() else strata[use]
         groups = (
-            np.zeros(use.size, dtype=np.int64) if s.min() == s.max() else np.unique(s, return_inverse=True)[1]
+            np.zeros(y.size, dtype=np.int64) if s.min() == s.max() else np.unique(s, return_inverse=True)[1]
         )
-        df = use.size - int(groups.max()) - 1
+        df = y.size - int(groups.max()) - 1
         if df >= 1:
             half = t_quantile(self.level, df) * math.sqrt(float(stratified_mean_variance(y, groups)))
             lo, hi = max(value - half, 1.0), value + half  # exp(H) >= 1 for every input
-        iid = None if law_of is None else float(self._iid_values(use, law_of).mean())
-        return Estimate(value=value, lo=lo, hi=hi, iid=iid, n_inputs=int(use.size))
+        iid = None if law_of is None else float(self._iid_values(np.flatnonzero(use), law_of).mean())
+        return Estimate(value=value, lo=lo, hi=hi, iid=iid, n_inputs=int(y.size))
 
 
 def _law_effective(law: Mapping[str, float]) -> float:
