@@ -456,7 +456,8 @@ def _draw_barcode(
     # Colours of the strategies drawn only: the cost follows the cells, not the M declared.
     used, cell = np.unique(grid, return_inverse=True)
     fixed = {-2: STYLE["beyond_row"], -1: STYLE["no_match"]}
-    palette = np.array([to_rgb(fixed[j] if j < 0 else colors[barcode.strategies[j]]) for j in used.tolist()])
+    rgb = [to_rgb(fixed[j] if j < 0 else colors[barcode.strategies[j]]) for j in used.tolist()]
+    palette = np.round(np.array(rgb) * 255).astype(np.uint8)  # bytes: matplotlib draws them as they are
     # 1-based columns so "sample index i" means the same here as in N(i) and C(k).
     extent = (0.5, width + 0.5, n_rows - 0.5, -0.5)
     ax.imshow(palette[cell.reshape(grid.shape)], aspect="auto", interpolation="nearest", extent=extent)
