@@ -250,9 +250,8 @@ def _figure(size: tuple[float, float] = (7.0, 4.5)) -> Figure:
 def _layout_engine() -> Any:
     """A layout engine that measures every decoration once and places the axes grids around them.
 
-    Matplotlib's constrained layout measures twice and solves a constraint system; these figures are
-    one grid of axes per (sub)figure, with a title on top and a legend below, so one measurement
-    fixes the margins: equal figures get equal layouts, at about a third of the cost.
+    Constrained layout measures twice and solves constraints; each (sub)figure here is one grid of
+    axes between a title and a legend, so one measurement fixes the margins.
     """
     from matplotlib.layout_engine import LayoutEngine
 
@@ -399,12 +398,8 @@ def _savefig(fig: Figure, fmt: str, dpi: int) -> bytes:
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
     """Write ``fig`` to a ``.png``, ``.pdf`` or ``.svg`` file ``path`` (parent folders created).
 
-    A PNG figure is laid out here once and keeps that layout (its layout engine is removed).
-
-    Args:
-        fig: The figure.
-        path: The file.
-        dpi: Pixels per inch of a PNG, or of a PDF's or SVG's one raster artist (a barcode's image).
+    ``dpi``: of a PNG, or of a PDF's or SVG's one raster artist (a barcode's image). A PNG figure is
+    laid out here once and keeps that layout (its layout engine is removed).
 
     Raises:
         SeffiError: The suffix names no format of `FORMATS`.
@@ -937,11 +932,8 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
 
     The legend gives each sampler's AUC and each policy's gain vs iid with CI. Where a policy is above
     the oracle, a note says the oracle is not a pointwise upper bound. Earlier evaluations of a periodic
-    series are thin lines without bands (`plot_gain_vs_step` shows them with CIs).
-
-    Args:
-        comparison: the comparison to draw.
-        valid: draw valid-only coverage instead of raw coverage.
+    series are thin lines without bands (`plot_gain_vs_step` shows them with CIs). ``valid``: draw
+    valid-only coverage instead of raw coverage.
     """
     fig, ax = _k_axes((7.0, 5.0))
     gains = {id(p.curves): _gain_text(p) for p in comparison.policies}
@@ -1033,11 +1025,6 @@ def _tau_groups(sets: Sequence[CurveSet], taus: Sequence[float], m: int | None) 
     return list(groups.values())
 
 
-def t_name(taus: Sequence[float]) -> str:
-    """Mathtext name of thresholds that define one T, e.g. ``$T_{0.8} = T_{1}$``."""
-    return "$" + " = ".join(f"T_{{{tau:g}}}" for tau in taus) + "$"
-
-
 def _merged_note(group: Sequence[float], m: int | None) -> str:
     """Why thresholds share a panel, e.g. "(M = 4: 80% coverage needs all 4)"."""
     if not m:
@@ -1059,7 +1046,7 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
     budget = comparison.budget
     fig = _figure((min(10.0, 4.0 * (len(groups) + 1)), 4.8))
     axes = fig.subplots(1, len(groups) + 1, squeeze=False)[0]
-    names = [t_name(g) for g in groups]
+    names = ["$" + " = ".join(f"T_{{{tau:g}}}" for tau in g) + "$" for g in groups]  # $T_{0.8} = T_{1}$
     legend: dict[str, Any] = {}
     for ax, group, name in zip(axes[:-1], groups, names, strict=True):
         tau = group[0]
@@ -1176,12 +1163,6 @@ def render_report_plots(
     report: Report, out_dir: str | Path, *, format: str = "png", dpi: int = DPI
 ) -> dict[str, Path]:
     """Write the plots of the first `PLOTTED_COMPARISONS` comparisons as ``out_dir/plots/<slug>_<plot>.*``.
-
-    Args:
-        report: The report.
-        out_dir: The run folder.
-        format: One of `FORMATS`.
-        dpi: Of a PNG (see `save_figure`).
 
     Returns:
         ``{"<slug>/<plot>": path}``, coverage first, then those of `_PLOTS` that apply.
