@@ -27,7 +27,7 @@ from stable_baselines3 import PPO  # noqa: E402
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList  # noqa: E402
 from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
 
-from seffi.callbacks.sb3 import STEPS_PER_CHUNK, CoverageCallback  # noqa: E402
+from seffi.callbacks.sb3 import CoverageCallback  # noqa: E402
 
 K = 8
 
@@ -328,9 +328,9 @@ class _StopAt(BaseCallback):
         return self.n_calls < self.n
 
 
-def test_rollout_logging_reads_steps_in_chunks_and_keeps_a_stopped_rollout(tmp_path: Path) -> None:
-    """With log_at="rollout" the episodes are read in chunks of STEPS_PER_CHUNK steps and the rest at
-    the rollout's end; a training stopped inside a rollout still records every episode."""
+def test_rollout_logging_reads_each_rollout_once_and_keeps_a_stopped_one(tmp_path: Path) -> None:
+    """With log_at="rollout" a step costs one append; the episodes are
+    read once per rollout, and a training stopped inside a rollout still records every episode."""
     model = _ppo("seffi/SortSwapsRouter-v0", "MlpPolicy", n_inputs=2, budget=K)
     cb = CoverageCallback(budget=K, out_dir=tmp_path, wandb="disabled", plots=False, n_boot=0, log_every=64)
     rec = Recorder()
@@ -352,10 +352,9 @@ def test_rollout_logging_reads_steps_in_chunks_and_keeps_a_stopped_rollout(tmp_p
 
     cb._init_callback = spied_init  # type: ignore[method-assign]
     model.learn(4 * 64 * 2, callback=CallbackList([cb, rec, _StopAt(2 * 64 + 10)]))
-    # two full rollouts of 64 steps x 2 envs (every step ends both episodes), then 10 steps, stopped
+    # two full rollouts of 64 steps x 2 envs, then 10 steps of a third one, stopped
     assert len(rec.finals) == cb.monitor.episodes == sum(calls) == 2 * 128 + 20
-    chunk = 2 * STEPS_PER_CHUNK
-    assert calls == [chunk] * (128 // chunk) * 2 + [20]
+    assert calls == [128, 128, 20]
     assert load_report(tmp_path)["meta"]["episodes"] == 276
     ref = hand_tracker(rec.finals, model.get_env().get_attr("strategies")[0], K)
     (comp,) = load_report(tmp_path)["comparisons"]
