@@ -224,11 +224,12 @@ class CoverageCallback(BaseCallback):
     def _on_step(self) -> bool:
         steps = self._steps
         if steps is not None:
-            # Nothing reads the episodes before the rollout ends, so a step costs one append and the
+            # Nothing reads the episodes before the rollout ends, so a step costs one check and the
             # rollout's episodes are parsed together (SB3 never changes a step's dones or infos
-            # afterwards). Steps where nothing ended are not kept (fewer GC survivors).
+            # afterwards). Steps where nothing ended are not kept (fewer GC survivors). count_nonzero:
+            # a C loop, where ndarray.any() goes through a ufunc reduction (~3x the time per step).
             dones = self.locals["dones"]
-            if dones.any():
+            if np.count_nonzero(dones):
                 steps.append((self.locals["infos"], dones))
         elif self.monitor is not None:
             # SB3 VecEnvs put the finished episode's info in infos[i] at the done step.

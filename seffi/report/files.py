@@ -49,18 +49,11 @@ def write_report(
     dpi: int = DPI,
     renderer: PlotRenderer | None = None,
 ) -> dict[str, Path]:
-    """Write report.json, the plots and report.md into ``out_dir`` (created if needed).
+    """Write report.json, the plots (``format``, ``dpi``) and report.md into ``out_dir`` (created if needed).
 
-    Args:
-        out_dir: target folder.
-        report: the report.
-        plots: render the plots.
-        markdown: write report.md (it embeds the plots written here).
-        report_json: write report.json; ``False`` re-renders plots and report.md from a report that
-            is already on disk and never touches its only copy.
-        format: of the plots (`seffi.report.plots.FORMATS`).
-        dpi: of PNG plots (`seffi.report.plots.DPI` or `seffi.report.plots.PRINT_DPI`).
-        renderer: A `seffi.report.render.PlotRenderer` that draws the plots in a child process.
+    ``report_json=False`` re-renders plots and report.md from a report already on disk and never
+    touches its only copy; a ``renderer`` (`seffi.report.render.PlotRenderer`) draws the plots in a
+    child process.
 
     Returns:
         ``{name: path}`` of every file written (a plot is named like ``"<slug>/coverage"``).

@@ -5,7 +5,7 @@ PDF or SVG (`FORMATS`), `render_report_plots` every plot of a report. The look i
 `STYLE`: policies take strong tab10 colours; the iid is a grey dotted line, the oracle a black dashed
 one, a sanity-check policy (see `is_sanity`) a light grey dash-dot line; strategies take a palette of
 their own (Set2), so a colour never means a strategy in one figure and a policy in another. One title
-line per figure; legends sit below the axes; constrained layout places everything.
+line per figure; legends sit below the axes; one measured layout pass places everything.
 
 [`plot_compare`][seffi.report.plots.plot_compare] overlays several runs (``seffi compare``), each run's
 policies against its own iid and oracle; runs whose budget K differs on a task are refused
@@ -242,9 +242,80 @@ def _figure(size: tuple[float, float] = (7.0, 4.5)) -> Figure:
     from matplotlib.figure import Figure
 
     # At the save dpi, the layout pass and the final draw hit matplotlib's text-metrics cache.
-    fig = Figure(figsize=size, dpi=DPI, layout="constrained")
+    fig = Figure(figsize=size, dpi=DPI, layout=_layout_engine())
     FigureCanvasAgg(fig)
     return fig
+
+
+def _layout_engine() -> Any:
+    """A layout engine that measures every decoration once and places the axes grids around them.
+
+    Constrained layout measures twice and solves constraints; each (sub)figure here is one grid of
+    axes between a title and a legend, so one measurement fixes the margins.
+    """
+    from matplotlib.layout_engine import LayoutEngine
+
+    class GridLayout(LayoutEngine):
+        _adjust_compatible = False
+        _colorbar_gridspec = False
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.done: tuple[float, ...] | None = None
+
+        def execute(self, fig: Figure) -> None:
+            key = (fig.dpi, *fig.get_size_inches())
+            if self.done != key:  # a second draw at the same size keeps the layout (same pixels)
+                self.done = key
+                _place_grids(fig)
+
+    return GridLayout()
+
+
+def _place_grids(fig: Figure) -> None:
+    """Fit each (sub)figure's axes grid between the title above it and the legends below it."""
+    renderer = fig._get_renderer()  # as constrained layout: the canvas of the format being written
+    pad = 3.0 * fig.dpi / 72.0  # 3 pt between decorations
+    top = fig.bbox.y1
+    if fig._suptitle is not None and fig._suptitle.get_text():
+        top = fig._suptitle.get_window_extent(renderer).y0
+    for sub in [fig, *fig.subfigs]:
+        axes = [ax for ax in sub.axes if ax.get_visible() and ax.get_subplotspec() is not None]
+        if not axes:
+            continue
+        box = sub.bbox
+        upper = min(box.y1, top) - pad
+        lower = max([box.y0, *(leg.get_window_extent(renderer).y1 for leg in sub.legends)]) + pad
+        grid = axes[0].get_subplotspec().get_gridspec()
+        nrows, ncols = grid.get_geometry()
+        left, right, above, below = [0.0] * ncols, [0.0] * ncols, [0.0] * nrows, [0.0] * nrows
+        for ax in axes:
+            spec, at = ax.get_subplotspec(), ax.bbox
+            tight = ax.get_tightbbox(renderer, for_layout_only=True)
+            if tight is None:
+                continue
+            cols, rows = spec.colspan, spec.rowspan
+            left[cols.start] = max(left[cols.start], at.x0 - tight.x0)
+            right[cols.stop - 1] = max(right[cols.stop - 1], tight.x1 - at.x1)
+            above[rows.start] = max(above[rows.start], tight.y1 - at.y1)
+            below[rows.stop - 1] = max(below[rows.stop - 1], at.y0 - tight.y0)
+        wgap = max((right[c] + left[c + 1] for c in range(ncols - 1)), default=0.0) + pad
+        hgap = max((below[r] + above[r + 1] for r in range(nrows - 1)), default=0.0) + pad
+        x0, x1 = box.x0 + left[0] + pad, box.x1 - right[-1] - pad
+        y0, y1 = lower + below[-1], upper - above[0]
+        width, height = (x1 - x0 - (ncols - 1) * wgap) / ncols, (y1 - y0 - (nrows - 1) * hgap) / nrows
+        if width < 10 or height < 10:  # no room: keep matplotlib's default grid
+            continue
+        grid.update(
+            left=(x0 - box.x0) / box.width,
+            right=(x1 - box.x0) / box.width,
+            bottom=(y0 - box.y0) / box.height,
+            top=(y1 - box.y0) / box.height,
+            wspace=wgap / width,
+            hspace=hgap / height,
+        )
+        for ax in axes:  # GridSpec.update moves the axes of pyplot's figures only
+            ax._set_position(ax.get_subplotspec().get_position(sub))
 
 
 def _k_axes(size: tuple[float, float]) -> tuple[Figure, Axes]:
@@ -327,12 +398,8 @@ def _savefig(fig: Figure, fmt: str, dpi: int) -> bytes:
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
     """Write ``fig`` to a ``.png``, ``.pdf`` or ``.svg`` file ``path`` (parent folders created).
 
-    A PNG figure is laid out here once and keeps that layout (its layout engine is removed).
-
-    Args:
-        fig: The figure.
-        path: The file.
-        dpi: Pixels per inch of a PNG, or of a PDF's or SVG's one raster artist (a barcode's image).
+    ``dpi``: of a PNG, or of a PDF's or SVG's one raster artist (a barcode's image). A PNG figure is
+    laid out here once and keeps that layout (its layout engine is removed).
 
     Raises:
         SeffiError: The suffix names no format of `FORMATS`.
@@ -384,7 +451,8 @@ def _draw_barcode(
     # Colours of the strategies drawn only: the cost follows the cells, not the M declared.
     used, cell = np.unique(grid, return_inverse=True)
     fixed = {-2: STYLE["beyond_row"], -1: STYLE["no_match"]}
-    palette = np.array([to_rgb(fixed[j] if j < 0 else colors[barcode.strategies[j]]) for j in used.tolist()])
+    rgb = [to_rgb(fixed[j] if j < 0 else colors[barcode.strategies[j]]) for j in used.tolist()]
+    palette = np.round(np.array(rgb) * 255).astype(np.uint8)  # bytes: matplotlib draws them as they are
     # 1-based columns so "sample index i" means the same here as in N(i) and C(k).
     extent = (0.5, width + 0.5, n_rows - 0.5, -0.5)
     ax.imshow(palette[cell.reshape(grid.shape)], aspect="auto", interpolation="nearest", extent=extent)
@@ -864,11 +932,8 @@ def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
 
     The legend gives each sampler's AUC and each policy's gain vs iid with CI. Where a policy is above
     the oracle, a note says the oracle is not a pointwise upper bound. Earlier evaluations of a periodic
-    series are thin lines without bands (`plot_gain_vs_step` shows them with CIs).
-
-    Args:
-        comparison: the comparison to draw.
-        valid: draw valid-only coverage instead of raw coverage.
+    series are thin lines without bands (`plot_gain_vs_step` shows them with CIs). ``valid``: draw
+    valid-only coverage instead of raw coverage.
     """
     fig, ax = _k_axes((7.0, 5.0))
     gains = {id(p.curves): _gain_text(p) for p in comparison.policies}
@@ -960,11 +1025,6 @@ def _tau_groups(sets: Sequence[CurveSet], taus: Sequence[float], m: int | None) 
     return list(groups.values())
 
 
-def t_name(taus: Sequence[float]) -> str:
-    """Mathtext name of thresholds that define one T, e.g. ``$T_{0.8} = T_{1}$``."""
-    return "$" + " = ".join(f"T_{{{tau:g}}}" for tau in taus) + "$"
-
-
 def _merged_note(group: Sequence[float], m: int | None) -> str:
     """Why thresholds share a panel, e.g. "(M = 4: 80% coverage needs all 4)"."""
     if not m:
@@ -986,7 +1046,7 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
     budget = comparison.budget
     fig = _figure((min(10.0, 4.0 * (len(groups) + 1)), 4.8))
     axes = fig.subplots(1, len(groups) + 1, squeeze=False)[0]
-    names = [t_name(g) for g in groups]
+    names = ["$" + " = ".join(f"T_{{{tau:g}}}" for tau in g) + "$" for g in groups]  # $T_{0.8} = T_{1}$
     legend: dict[str, Any] = {}
     for ax, group, name in zip(axes[:-1], groups, names, strict=True):
         tau = group[0]
@@ -1103,12 +1163,6 @@ def render_report_plots(
     report: Report, out_dir: str | Path, *, format: str = "png", dpi: int = DPI
 ) -> dict[str, Path]:
     """Write the plots of the first `PLOTTED_COMPARISONS` comparisons as ``out_dir/plots/<slug>_<plot>.*``.
-
-    Args:
-        report: The report.
-        out_dir: The run folder.
-        format: One of `FORMATS`.
-        dpi: Of a PNG (see `save_figure`).
 
     Returns:
         ``{"<slug>/<plot>": path}``, coverage first, then those of `_PLOTS` that apply.

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import importlib
 import json
 import os
 import shutil
@@ -21,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from seffi._io import write_atomic
+from seffi.report import plots
 from seffi.report.plots import (
     PLOTS_DIR,
     PLOTTED_COMPARISONS,
@@ -88,9 +88,11 @@ class PlotRenderer:
         out.mkdir(parents=True, exist_ok=True)
         files = {}
         for name, file in drawn.items():
-            target = out / Path(file).name
-            write_atomic(target, Path(file).read_bytes())
-            files[name] = target
+            target = files[name] = out / Path(file).name
+            try:  # the child wrote (and synced) the file: a rename on one file system
+                os.replace(file, target)
+            except OSError:  # another file system
+                write_atomic(target, Path(file).read_bytes())
         self.close()
         if report.comparisons:  # a W&B chart image of the same comparison reuses the file
             slug = report.slugs()[0]
@@ -129,15 +131,24 @@ class PlotRenderer:
         atexit.unregister(self.close)
 
 
+def _warm_up() -> None:
+    """While the parent trains: load matplotlib, its fonts and mathtext parser by drawing a small figure."""
+    fig = plots._figure((2.0, 2.0))
+    ax = fig.subplots()
+    ax.plot([1, 2], [0, 1], label="policy")
+    ax.set(xlabel=plots.BUDGET, ylabel=f"{plots.SAMPLE_INDEX} {plots.AUC_GAIN}", title="$T_{1}$")
+    plots.legend_below(fig, *ax.get_legend_handles_labels())
+    plots.suptitle(fig, "warm-up")
+    fig.canvas.draw()
+
+
 def _main(argv: list[str]) -> int:
     """The child: on a line from stdin, draw the plots of ``argv[0]/report.json``; print ``{name: file}``.
 
     ``argv``: the private folder and the parent's process id.
     """
     folder = argv[0]
-    for name in ("matplotlib.figure", "matplotlib.backends.backend_agg"):  # loaded while the parent trains
-        importlib.import_module(name)
-
+    _warm_up()
     parent = int(argv[1])  # not os.getppid() here: the parent may have died while this one started
     if not sys.stdin.readline():  # the parent ended (or was killed) without a report
         shutil.rmtree(folder, ignore_errors=True)

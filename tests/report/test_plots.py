@@ -305,7 +305,7 @@ def test_barcodes_share_rows_and_colours() -> None:
     panels = [ax for ax in fig.axes if ax.images]
     assert len(panels) == 2 and [ax.get_title() for ax in panels] == ["learned", "learned1"]
     bar = comp.policies[0].barcode
-    img = np.asarray(panels[0].images[0].get_array())
+    img = np.asarray(panels[0].images[0].get_array()) / 255.0  # RGB bytes
     assert img.shape[:2] == (len(bar.matrix), fx.K)
     # Same strategy -> same colour in every cell; no-match cells are white.
     flat = np.array(bar.matrix)

@@ -31,7 +31,7 @@ def test_a_barcode_over_many_declared_strategies_names_the_ones_drawn() -> None:
     cells = np.array([[1500, -1, 7, 7], [7, 42, -1, 1500]])
     fig = P.plot_barcodes(_with_barcode(2000, cells))
     assert _legend(fig) == ["s7", "s42", "s1500", "no match", "first appearance"]
-    img = np.asarray(next(ax for ax in fig.axes if ax.images).images[0].get_array())
+    img = np.asarray(next(ax for ax in fig.axes if ax.images).images[0].get_array()) / 255.0  # RGB bytes
     colors = P.strategy_colors([f"s{j}" for j in range(2000)])
     assert np.allclose(img[0, 0, :3], colors["s1500"]) and np.allclose(img[1, 1, :3], colors["s42"])
     assert np.allclose(img[0, 1, :3], 1.0)  # no match: white

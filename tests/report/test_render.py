@@ -65,6 +65,27 @@ def test_child_draws_the_same_files_as_this_process(tmp_path: Path, no_parent_dr
         assert f"plots/{name}" in (tmp_path / "run" / "report.md").read_text()
 
 
+def test_child_files_reach_a_run_folder_on_another_file_system(
+    tmp_path: Path, no_parent_drawing: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rename across file systems fails (EXDEV): the child's files are copied instead."""
+    report = fx.report()
+    sink = LocalSink(tmp_path / "run")
+    sink.render_ahead(report)
+
+    rename = R.os.replace
+
+    def cross_device(src: str, dst: str) -> None:
+        if "seffi-plots-" in str(src):  # a file of the child's private folder
+            raise OSError(18, "Invalid cross-device link")
+        rename(src, dst)
+
+    monkeypatch.setattr(R.os, "replace", cross_device)
+    sink.finish(report, {"samples": 1})
+    assert no_parent_drawing == []  # the child drew them
+    assert _pngs(tmp_path / "run") == _in_process(report, tmp_path / "reference")
+
+
 def test_a_report_that_changed_after_render_ahead_is_drawn_anew(
     tmp_path: Path, no_parent_drawing: list[int]
 ) -> None:
