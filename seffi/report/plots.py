@@ -5,7 +5,7 @@ PDF or SVG (`FORMATS`), `render_report_plots` every plot of a report. The look i
 `STYLE`: policies take strong tab10 colours; the iid is a grey dotted line, the oracle a black dashed
 one, a sanity-check policy (see `is_sanity`) a light grey dash-dot line; strategies take a palette of
 their own (Set2), so a colour never means a strategy in one figure and a policy in another. One title
-line per figure; legends sit below the axes; one measured layout pass places everything.
+line per figure; legends sit below the axes; constrained layout places everything.
 
 [`plot_compare`][seffi.report.plots.plot_compare] overlays several runs (``seffi compare``), each run's
 policies against its own iid and oracle; runs whose budget K differs on a task are refused
@@ -242,80 +242,9 @@ def _figure(size: tuple[float, float] = (7.0, 4.5)) -> Figure:
     from matplotlib.figure import Figure
 
     # At the save dpi, the layout pass and the final draw hit matplotlib's text-metrics cache.
-    fig = Figure(figsize=size, dpi=DPI, layout=_layout_engine())
+    fig = Figure(figsize=size, dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
-
-
-def _layout_engine() -> Any:
-    """A layout engine that measures every decoration once and places the axes grids around them.
-
-    Constrained layout measures twice and solves constraints; each (sub)figure here is one grid of
-    axes between a title and a legend, so one measurement fixes the margins.
-    """
-    from matplotlib.layout_engine import LayoutEngine
-
-    class GridLayout(LayoutEngine):
-        _adjust_compatible = False
-        _colorbar_gridspec = False
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.done: tuple[float, ...] | None = None
-
-        def execute(self, fig: Figure) -> None:
-            key = (fig.dpi, *fig.get_size_inches())
-            if self.done != key:  # a second draw at the same size keeps the layout (same pixels)
-                self.done = key
-                _place_grids(fig)
-
-    return GridLayout()
-
-
-def _place_grids(fig: Figure) -> None:
-    """Fit each (sub)figure's axes grid between the title above it and the legends below it."""
-    renderer = fig._get_renderer()  # as constrained layout: the canvas of the format being written
-    pad = 3.0 * fig.dpi / 72.0  # 3 pt between decorations
-    top = fig.bbox.y1
-    if fig._suptitle is not None and fig._suptitle.get_text():
-        top = fig._suptitle.get_window_extent(renderer).y0
-    for sub in [fig, *fig.subfigs]:
-        axes = [ax for ax in sub.axes if ax.get_visible() and ax.get_subplotspec() is not None]
-        if not axes:
-            continue
-        box = sub.bbox
-        upper = min(box.y1, top) - pad
-        lower = max([box.y0, *(leg.get_window_extent(renderer).y1 for leg in sub.legends)]) + pad
-        grid = axes[0].get_subplotspec().get_gridspec()
-        nrows, ncols = grid.get_geometry()
-        left, right, above, below = [0.0] * ncols, [0.0] * ncols, [0.0] * nrows, [0.0] * nrows
-        for ax in axes:
-            spec, at = ax.get_subplotspec(), ax.bbox
-            tight = ax.get_tightbbox(renderer, for_layout_only=True)
-            if tight is None:
-                continue
-            cols, rows = spec.colspan, spec.rowspan
-            left[cols.start] = max(left[cols.start], at.x0 - tight.x0)
-            right[cols.stop - 1] = max(right[cols.stop - 1], tight.x1 - at.x1)
-            above[rows.start] = max(above[rows.start], tight.y1 - at.y1)
-            below[rows.stop - 1] = max(below[rows.stop - 1], at.y0 - tight.y0)
-        wgap = max((right[c] + left[c + 1] for c in range(ncols - 1)), default=0.0) + pad
-        hgap = max((below[r] + above[r + 1] for r in range(nrows - 1)), default=0.0) + pad
-        x0, x1 = box.x0 + left[0] + pad, box.x1 - right[-1] - pad
-        y0, y1 = lower + below[-1], upper - above[0]
-        width, height = (x1 - x0 - (ncols - 1) * wgap) / ncols, (y1 - y0 - (nrows - 1) * hgap) / nrows
-        if width < 10 or height < 10:  # no room: keep matplotlib's default grid
-            continue
-        grid.update(
-            left=(x0 - box.x0) / box.width,
-            right=(x1 - box.x0) / box.width,
-            bottom=(y0 - box.y0) / box.height,
-            top=(y1 - box.y0) / box.height,
-            wspace=wgap / width,
-            hspace=hgap / height,
-        )
-        for ax in axes:  # GridSpec.update moves the axes of pyplot's figures only
-            ax._set_position(ax.get_subplotspec().get_position(sub))
 
 
 def _k_axes(size: tuple[float, float]) -> tuple[Figure, Axes]:
