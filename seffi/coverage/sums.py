@@ -318,7 +318,7 @@ def fold(
         vi = valid[i]  # the valid samples' hits: a subset of the hits just found
         _set_first(runs.first_valid_hit, cells[vi], ki[vi])
         v = np.flatnonzero(valid)
-        np.add.at(runs.n_valid, slot[v], 1)
+        np.add.at(runs.n_valid, slot[v], runs.n_valid.dtype.type(1))  # typed: ufunc.at's fast path
         _set_first(runs.first_valid, slot[v], k[v])
 
 
@@ -399,7 +399,7 @@ def _grouped_runs(runs: np.ndarray, unit: np.ndarray) -> Iterator[tuple[np.ndarr
     for a in range(0, unit.size, _CHUNK):
         b = min(a + _CHUNK, unit.size)
         starts = np.flatnonzero(_segment_starts(unit[a:b]))
-        counts = np.diff(np.r_[starts, b - a])
+        counts = np.diff(starts, append=b - a)
         yield unit[a:b][starts], starts, counts, unit[a:b], runs[a:b]
 
 
@@ -543,8 +543,8 @@ class GroupTotals:
     ) -> None:
         """Inputs whose sums went from (old_n runs, ``old``) to (new_n, ``new``): (R,), (R, K, N_INC)."""
         R = old_n.shape[0]
-        sign = np.r_[np.full(R, -1, dtype=np.int64), np.ones(R, dtype=np.int64)]
-        self._apply(np.r_[old_n, new_n], np.r_[m, m], np.concatenate([old, new]), sign)
+        sign = np.repeat(np.array([-1, 1], dtype=np.int64), R)
+        self._apply(np.concatenate([old_n, new_n]), np.concatenate([m, m]), np.concatenate([old, new]), sign)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(runs, M_x, inputs, totals (G, K, N_INC)) of the groups in sorted (runs, M_x) order."""
