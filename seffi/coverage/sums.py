@@ -340,8 +340,8 @@ def _first_hit_histogram(
     fh = np.asarray(first_hit, dtype=np.int64)
     R = fh.shape[0]
     col = np.where((fh < 0) | (fh >= K), K, fh)  # column K collects "not within the budget"
-    b = np.zeros_like(col) if bins is None else np.asarray(bins, dtype=np.int64)
-    flat = (np.arange(R)[:, None] * n_bins + b) * (K + 1) + col
+    rows = np.arange(R)[:, None] * n_bins
+    flat = (rows if bins is None else rows + np.asarray(bins, dtype=np.int64)) * (K + 1) + col
     hist = np.bincount(flat.ravel(), minlength=R * n_bins * (K + 1)).reshape(R, n_bins, K + 1)[:, :, :K]
     return hist[:, 0, :] if bins is None else hist
 
@@ -366,11 +366,10 @@ def _run_increments(
     inc = np.zeros((N_INC, R, K), dtype=np.int64)
     inc[_I["new"]] = new
     inc[_I["novel"]] = new > 0
-    valid_covered = None
+    vnew = None
     if fvh is not None:
         vnew = _first_hit_histogram(fvh, K)
         inc[_I["valid_new"]] = vnew
-        valid_covered = np.cumsum(vnew, axis=1)
     if fv is not None:
         first = (fv >= 0) & (fv < K)
         inc[_I["valid_first"], np.flatnonzero(first), fv[first]] = 1
@@ -386,7 +385,8 @@ def _run_increments(
     sq[:, :, 1] = np.add.reduceat(new * new, starts, axis=0)
     A = np.zeros((R, 2), dtype=np.int64)
     A[:, 0] = covered.sum(axis=1)
-    if valid_covered is not None:
+    if vnew is not None:
+        valid_covered = np.cumsum(vnew, axis=1)
         sq[:, :, 2] = np.add.reduceat(valid_covered * valid_covered, starts, axis=0)
         A[:, 1] = valid_covered.sum(axis=1)
     return total, sq, np.add.reduceat(A * A, starts, axis=0)

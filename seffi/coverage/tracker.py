@@ -45,7 +45,7 @@ from seffi.episodes import EpisodeBatch
 
 __all__ = ["BARCODE_ROWS", "STATE", "STATE_FORMAT", "CoverageTracker"]
 
-_RECENT = 4096  # ids whose codes `CoverageTracker._codes` keeps between batches
+_RECENT = 256  # ids whose codes `CoverageTracker._codes` keeps between batches
 
 
 class CoverageTracker:
@@ -379,9 +379,10 @@ class CoverageTracker:
             self._add_inputs([(self.task, distinct[i]) for i in miss.tolist()], self.num_strategies)
             codes[miss] = self.keys.codes(self.task, [distinct[i] for i in miss.tolist()])
         code_of = dict(zip(distinct, codes.tolist(), strict=True))
-        if len(self._recent) + len(code_of) > _RECENT:  # bounded: memory follows no input count
-            self._recent.clear()
-        self._recent.update(code_of)
+        if len(code_of) <= _RECENT:  # a batch of few inputs; bounded: memory follows no input count
+            if len(self._recent) + len(code_of) > _RECENT:
+                self._recent.clear()
+            self._recent.update(code_of)
         return np.fromiter(map(code_of.__getitem__, raw), np.int64, len(raw))
 
     def _record_positions(
