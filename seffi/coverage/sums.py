@@ -318,7 +318,7 @@ def fold(
         vi = valid[i]  # the valid samples' hits: a subset of the hits just found
         _set_first(runs.first_valid_hit, cells[vi], ki[vi])
         v = np.flatnonzero(valid)
-        np.add.at(runs.n_valid, slot[v], 1)
+        np.add.at(runs.n_valid, slot[v], runs.n_valid.dtype.type(1))  # typed: ufunc.at's fast path
         _set_first(runs.first_valid, slot[v], k[v])
 
 
@@ -340,8 +340,8 @@ def _first_hit_histogram(
     fh = np.asarray(first_hit, dtype=np.int64)
     R = fh.shape[0]
     col = np.where((fh < 0) | (fh >= K), K, fh)  # column K collects "not within the budget"
-    b = np.zeros_like(col) if bins is None else np.asarray(bins, dtype=np.int64)
-    flat = (np.arange(R)[:, None] * n_bins + b) * (K + 1) + col
+    rows = np.arange(R)[:, None] * n_bins
+    flat = (rows if bins is None else rows + np.asarray(bins, dtype=np.int64)) * (K + 1) + col
     hist = np.bincount(flat.ravel(), minlength=R * n_bins * (K + 1)).reshape(R, n_bins, K + 1)[:, :, :K]
     return hist[:, 0, :] if bins is None else hist
 
@@ -366,11 +366,10 @@ def _run_increments(
     inc = np.zeros((N_INC, R, K), dtype=np.int64)
     inc[_I["new"]] = new
     inc[_I["novel"]] = new > 0
-    valid_covered = None
+    vnew = None
     if fvh is not None:
         vnew = _first_hit_histogram(fvh, K)
         inc[_I["valid_new"]] = vnew
-        valid_covered = np.cumsum(vnew, axis=1)
     if fv is not None:
         first = (fv >= 0) & (fv < K)
         inc[_I["valid_first"], np.flatnonzero(first), fv[first]] = 1
@@ -386,7 +385,8 @@ def _run_increments(
     sq[:, :, 1] = np.add.reduceat(new * new, starts, axis=0)
     A = np.zeros((R, 2), dtype=np.int64)
     A[:, 0] = covered.sum(axis=1)
-    if valid_covered is not None:
+    if vnew is not None:
+        valid_covered = np.cumsum(vnew, axis=1)
         sq[:, :, 2] = np.add.reduceat(valid_covered * valid_covered, starts, axis=0)
         A[:, 1] = valid_covered.sum(axis=1)
     return total, sq, np.add.reduceat(A * A, starts, axis=0)
@@ -399,7 +399,7 @@ def _grouped_runs(runs: np.ndarray, unit: np.ndarray) -> Iterator[tuple[np.ndarr
     for a in range(0, unit.size, _CHUNK):
         b = min(a + _CHUNK, unit.size)
         starts = np.flatnonzero(_segment_starts(unit[a:b]))
-        counts = np.diff(np.r_[starts, b - a])
+        counts = np.diff(starts, append=b - a)
         yield unit[a:b][starts], starts, counts, unit[a:b], runs[a:b]
 
 
@@ -543,8 +543,8 @@ class GroupTotals:
     ) -> None:
         """Inputs whose sums went from (old_n runs, ``old``) to (new_n, ``new``): (R,), (R, K, N_INC)."""
         R = old_n.shape[0]
-        sign = np.r_[np.full(R, -1, dtype=np.int64), np.ones(R, dtype=np.int64)]
-        self._apply(np.r_[old_n, new_n], np.r_[m, m], np.concatenate([old, new]), sign)
+        sign = np.repeat(np.array([-1, 1], dtype=np.int64), R)
+        self._apply(np.concatenate([old_n, new_n]), np.concatenate([m, m]), np.concatenate([old, new]), sign)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(runs, M_x, inputs, totals (G, K, N_INC)) of the groups in sorted (runs, M_x) order."""

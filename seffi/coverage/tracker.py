@@ -11,6 +11,7 @@ O(groups x K), whatever the number of inputs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -43,6 +44,8 @@ from seffi.coverage.sums_curves import curves_from_sums, point_from_totals, poin
 from seffi.episodes import EpisodeBatch
 
 __all__ = ["BARCODE_ROWS", "STATE", "STATE_FORMAT", "CoverageTracker"]
+
+_RECENT = 256  # ids whose codes `CoverageTracker._codes` keeps between batches
 
 
 class CoverageTracker:
@@ -116,6 +119,8 @@ class CoverageTracker:
         self.columns: list[str] = list(self.strategies or ())
         self._col = {s: j for j, s in enumerate(self.columns)}
         self.keys = InputKeys()  # input code -> (task, input_id), and back
+        # str id -> code of the ids of recent batches (at most _RECENT): a log's batch repeats them
+        self._recent: dict[str, int] = {}
         self._m = np.zeros(16, dtype=np.int64)  # M_x per input code (capacity grows by `grown`)
         self.assigner = RunAssigner(self.budget or 1, self.stream_offset)
         self._slots = KeyIndex("V16")  # pair_keys(input code, stream) -> slot, synced lazily
@@ -362,6 +367,8 @@ class CoverageTracker:
     def _codes(self, ids: np.ndarray) -> np.ndarray:
         """Input codes of raw ids (str or int), new inputs added with M = the declared count."""
         raw = ids.tolist()
+        with contextlib.suppress(KeyError):  # every id seen in a recent batch: one dict pass
+            return np.fromiter(map(self._recent.__getitem__, raw), np.int64, len(raw))
         if not set(map(type, raw)) <= {str}:
             raw = [x if type(x) is str else _input_id(x) for x in raw]
         # A batch repeats few ids: code each distinct one once (a str caches its hash, so this is cheap).
@@ -372,6 +379,10 @@ class CoverageTracker:
             self._add_inputs([(self.task, distinct[i]) for i in miss.tolist()], self.num_strategies)
             codes[miss] = self.keys.codes(self.task, [distinct[i] for i in miss.tolist()])
         code_of = dict(zip(distinct, codes.tolist(), strict=True))
+        if len(code_of) <= _RECENT:  # a batch of few inputs; bounded: memory follows no input count
+            if len(self._recent) + len(code_of) > _RECENT:
+                self._recent.clear()
+            self._recent.update(code_of)
         return np.fromiter(map(code_of.__getitem__, raw), np.int64, len(raw))
 
     def _record_positions(
@@ -424,16 +435,19 @@ class CoverageTracker:
         A metric's state counts (or indexes) an input's samples: a sample adds at most one to a cell,
         so after a batch of input codes ``u`` a cell is at most its input's largest cell before plus
         that input's samples in the batch. The first batch, and None (a load or a merge: the state
-        is written in int64 first), fit the type to every cell held.
+        is written in int64 first), fit the type to every cell held. No cell passes the samples
+        recorded: while they fit the type, the cells are not read.
         """
-        full, extra = u is None or not self._fitted, 0
-        if u is not None:
-            codes, n = np.unique(u, return_counts=True)
-            extra = int(n.max(initial=0))
+        full, extra, codes = u is None or not self._fitted, 0, None
         for metric in self.metrics:
             metric.grow(len(self.keys), len(self.columns))
             for spec in metric.specs.values():
                 arr = getattr(metric, spec.name)
+                if not full and max(self.samples + u.shape[0], -spec.lo) <= np.iinfo(arr.dtype).max:  # type: ignore[union-attr]
+                    continue
+                if codes is None and u is not None:
+                    codes, n = np.unique(u, return_counts=True)
+                    extra = int(n.max(initial=0))
                 cells = arr if full else arr[codes]
                 top = max(int(cells.max(initial=0)), -int(cells.min(initial=0))) + extra
                 if full or top > np.iinfo(arr.dtype).max:
