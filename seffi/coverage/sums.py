@@ -227,8 +227,7 @@ class InputSums:
         if self.inc.dtype != np.int64 and rows.size:
             top = int(part.inc.max(initial=0)) + int(self.inc[rows].max(initial=0))
             if top > np.iinfo(self.inc.dtype).max:  # a count would leave the type: widen to one that holds it
-                wide = next(t for t in (np.int16, np.int32, np.int64) if top <= np.iinfo(t).max)
-                self.inc = self.inc.astype(wide)
+                self.inc = self.inc.astype(int_type(top))
         self.inc[rows] += part.inc.astype(self.inc.dtype, copy=False)
         self.n_runs[rows] += part.n_runs
         if self.sq is not None and part.sq is not None:

@@ -121,7 +121,7 @@ class CoverageTracker:
         self.keys = InputKeys()  # input code -> (task, input_id), and back
         # str id -> code of the ids of recent batches (at most _RECENT): a log's batch repeats them
         self._recent: dict[str, int] = {}
-        self._m = np.zeros(16, dtype=np.int64)  # M_x per input code (capacity grows by `grown`)
+        self._m = np.zeros(16, dtype=np.int64)  # M_x per input code (grown by `room.grow`)
         self.assigner = RunAssigner(self.budget or 1, self.stream_offset)
         self._slots = KeyIndex("V16")  # pair_keys(input code, stream) -> slot, synced lazily
         self._slots_synced = 0
