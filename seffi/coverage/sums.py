@@ -1,11 +1,7 @@
-"""The one estimator of adaptive curves: runs -> per-input integer sums -> curves.
+"""The one estimator of adaptive curves: runs -> per-input integer sums (exact in any order) -> curves.
 
-Every per-k quantity of a run is fixed when its k-th sample arrives, so the curves need only, per
-input, integer sums over complete runs: the 13 statistics of `BASE_STATS` (then (risk, event) per
-tau), rebuilt exactly from the 7 of `INC_STATS` that `InputSums` stores. `fold` records samples in
-the run table and `add_runs` adds each run that completes (streaming); `sums_from_runs` derives the
-same integers from first-hit indices. `GroupTotals` keeps them per (complete runs, M_x), so a log
-costs O(groups x K). Integer sums merge exactly in any order.
+`fold` records samples in the run table, `add_runs` adds each run that completes, `sums_from_runs`
+derives the same integers from first hits; `GroupTotals` sums them per (complete runs, M_x) for logs.
 """
 
 from __future__ import annotations
@@ -20,24 +16,10 @@ from seffi.coverage.curves import TAUS
 from seffi.coverage.room import grow, zeros
 from seffi.coverage.state import RUN_TABLE_FIELDS
 
-__all__ = [
-    "BASE_STATS",
-    "INC_STATS",
-    "METRICS",
-    "N_STATS",
-    "GroupTotals",
-    "InputSums",
-    "RunTable",
-    "fold",
-    "fold_latent",
-    "int_type",
-    "run_dtype",
-    "sums_from_runs",
-]
+__all__ = ["GroupTotals", "InputSums", "RunTable", "fold", "sums_from_runs"]
 
 BY_CURVES = {c.curves_name: c for c in COLUMNS if c.stat}
-#: Statistics summed per (input, k), in storage order (the column table's); ``risk``/``event`` follow
-#: once per tau.
+#: Statistics summed per (input, k) (the column table's); (risk, event) per tau follow.
 BASE_STATS: tuple[str, ...] = SUM_STATS
 #: Curve metrics (in ``Curves``) and the statistic each is the ratio of (to ``runs``).
 METRICS: dict[str, int] = {name: SUM_STATS.index(str(BY_CURVES[name].stat)) for name in PER_K}
@@ -45,14 +27,14 @@ METRICS: dict[str, int] = {name: SUM_STATS.index(str(BY_CURVES[name].stat)) for 
 PER_STRATEGY: tuple[int, ...] = tuple(j for name, j in METRICS.items() if BY_CURVES[name].per_strategy)
 N_STATS = len(BASE_STATS) + 2 * len(TAUS)
 _S = {name: j for j, name in enumerate(BASE_STATS)}
-#: What `InputSums` stores per (input, k): the statistics the 13 of ``BASE_STATS`` follow from.
+#: What `InputSums` stores per (input, k): ``BASE_STATS`` follow from them.
 INC_STATS: tuple[str, ...] = ("new", "novel", "valid_new", "valid_first", *(f"event_{t:g}" for t in TAUS))
 N_INC = len(INC_STATS)
 _I = {name: j for j, name in enumerate(INC_STATS)}
 if 1.0 not in TAUS:  # full coverage is the running sum of the tau = 1 event
     raise ImportError("seffi.coverage.sums needs tau = 1 in TAUS")
 _EVENTS = slice(_I[f"event_{TAUS[0]:g}"], _I[f"event_{TAUS[0]:g}"] + len(TAUS))  # (risk, event) per tau
-#: Statistics that are running sums of a stored one (the rest are stored as they are, but ``runs``).
+#: Statistics that are running sums of a stored one.
 _RUNNING = {"covered": "new", "valid_covered": "valid_new", "valid_any": "valid_first", "full": "event_1"}
 #: Statistics whose per-run value is a count (not 0/1): only their squares differ from their sums.
 SQUARED: tuple[int, ...] = (_S["covered"], _S["new"], _S["valid_covered"])
@@ -71,49 +53,23 @@ def int_type(top: int) -> np.dtype:
     return next(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64) if top <= np.iinfo(t).max)
 
 
-def run_dtype(budget: int | None) -> np.dtype:
-    """The narrowest integer type holding [-1, K] (every per-run value); None: unbounded runs."""
-    return np.dtype(np.int64) if budget is None else int_type(budget)
-
-
 class RunTable:
-    """Per run slot, the declared per-run fields (``seffi.coverage.state``, ``runs.*``) in `run_dtype`.
+    """Per run slot, the declared per-run fields (`seffi.coverage.state.RUN_FIELDS`), each an attribute.
 
-    Attributes:
-        first_hit: (S, C): 0-based index of the run's first sample matching column c, -1 if none.
-        first_valid_hit: (S, C): the same over correct samples only.
-        n: (S,): samples in the run.
-        n_valid: (S,): correct samples.
-        first_valid: (S,): index of the first correct sample, -1 if none.
-        latent_first_hit: (S, Z): first sample with latent code z (only when Z > 0).
-        beyond: (S,): samples past the budget (counted in ``skipped``, not recorded), int64.
+    Held in the narrowest type holding [-1, K] (int64 without a budget; ``beyond``: int64).
     """
 
     def __init__(self, columns: int, latents: int = 0, *, budget: int | None = None) -> None:
         self.columns, self.latents = int(columns), int(latents)
-        self.dtype = run_dtype(budget)
+        self.dtype = np.dtype(np.int64) if budget is None else int_type(budget)
         self.fields = [p for p in RUN_TABLE_FIELDS if p.width != "num_latents" or self.latents > 0]
-        #: Slots set to their fill values; the room above is allocated but never written, so the
-        #: memory it takes is not resident until runs reach it.
-        self.filled = 0
+        self.filled = 0  # slots set to their fill values; the room above is never written (not resident)
         for p in self.fields:
-            setattr(self, p.key, np.full((0, *self._width(p)), p.fill, dtype=self._dtype(p)))
-
-    def _dtype(self, p: Any) -> np.dtype:
-        return np.dtype(np.int64) if p.wide else self.dtype
-
-    def _width(self, p: Any) -> tuple[int, ...]:
-        if p.width is None:
-            return ()
-        return (self.columns,) if p.width == "columns" else (self.latents,)
+            width = {None: (), "columns": (self.columns,)}.get(p.width, (self.latents,))
+            setattr(self, p.key, np.full((0, *width), p.fill, dtype=np.int64 if p.wide else self.dtype))
 
     def grow(self, n_slots: int, n_columns: int | None = None) -> None:
-        """Room for ``n_slots`` slots (amortised growth by `GROWTH`) and ``n_columns`` columns.
-
-        Slots below ``n_slots`` hold their fill values (-1, 0) until written (`seffi.coverage.room`:
-        the room above is zero pages, not resident until written, so a field that stays 0, such as
-        ``beyond`` when no run passes the budget, takes no memory).
-        """
+        """Room for ``n_slots`` slots and ``n_columns`` columns; new slots hold their fill values."""
         top = self.filled
         if n_columns is not None and n_columns > self.columns:
             for p in self.fields:
@@ -137,19 +93,11 @@ class RunTable:
 
 
 class InputSums:
-    """Per-input sums over an input's complete runs (the sufficient statistics of the curves).
+    """Per-input sums over complete runs: ``inc`` (U, K, N_INC) of `INC_STATS`, ``n_runs`` (U,).
 
-    Attributes:
-        inc: (U, K, N_INC): sums over each input's runs of `INC_STATS` at each k.
-        n_runs: (U,): complete runs per input.
-        sq: (U, K, 3) or None: sums of squares of the count statistics (`SQUARED`).
-        auc_sq: (U, 2) or None: sums of A_r^2, A_r = sum_k covered_r(k) (column 0) or
-            valid_covered_r(k) (column 1); a run's AUC is A_r / (K M_x).
-
-    Args:
-        budget: K.
-        dtype: integer type of ``inc`` (`add_at` widens it when a count could leave it).
-        squares: keep ``sq`` and ``auc_sq``.
+    With ``squares``: ``sq`` (U, K, 3) sums of squares of the `SQUARED` statistics, ``auc_sq`` (U, 2)
+    sums of A_r^2 (A_r = sum_k covered_r(k), then valid_covered_r(k)). ``add_at`` widens ``inc``'s
+    ``dtype`` when a count would leave it.
     """
 
     def __init__(self, budget: int, *, dtype: Any = np.int64, squares: bool = True) -> None:
@@ -158,16 +106,6 @@ class InputSums:
         self.n_runs = np.zeros(0, dtype=np.int64)
         self.sq = np.zeros((0, self.budget, len(SQUARED)), dtype=np.int64) if squares else None
         self.auc_sq = np.zeros((0, 2), dtype=np.int64) if squares else None
-
-    @property
-    def n_inputs(self) -> int:
-        """Rows held."""
-        return self.n_runs.shape[0]
-
-    @property
-    def sums(self) -> np.ndarray:
-        """Int array, shape (U, K, N_STATS): ``BASE_STATS`` then (risk, event) per tau, rebuilt exactly."""
-        return self.full()
 
     def full(self, rows: np.ndarray | slice | None = None) -> np.ndarray:
         """The 13 statistics of ``rows`` (default all): int array, shape (R, K, N_STATS)."""
@@ -178,15 +116,9 @@ class InputSums:
         """Statistic ``j`` of `BASE_STATS` alone for ``rows``: ``full(rows)[:, :, j]``, int (R, K)."""
         if j == _S["runs"]:
             return np.repeat(self.n_runs[rows][:, None], self.budget, axis=1)
-        running = {
-            "covered": "new",
-            "valid_covered": "valid_new",
-            "valid_any": "valid_first",
-            "full": "event_1",
-        }
         name = BASE_STATS[j]
-        col = self.inc[rows, :, _I[running.get(name, name)]]
-        return np.cumsum(col, axis=1, dtype=np.int64) if name in running else col.astype(np.int64)
+        col = self.inc[rows, :, _I[_RUNNING.get(name, name)]]
+        return np.cumsum(col, axis=1, dtype=np.int64) if name in _RUNNING else col.astype(np.int64)
 
     def squares(self, j: int, rows: np.ndarray | slice | None = None) -> np.ndarray:
         """Sums of squares of statistic ``j`` over each input's runs: (R, K)."""
@@ -207,16 +139,10 @@ class InputSums:
                 setattr(self, name, grown)
 
     def grow(self, n_inputs: int) -> None:
-        """Room for ``n_inputs`` rows (amortised growth by `GROWTH`; rows beyond the old ones are zero)."""
+        """Room for ``n_inputs`` rows (new rows zero)."""
         for name in ("inc", "n_runs", "sq", "auc_sq"):
             if getattr(self, name) is not None:
                 grow(self, name, n_inputs, 0, 16)
-
-    def add(self, other: InputSums) -> None:
-        """Add another set of sums over the same inputs (exact: integers)."""
-        U = other.n_runs.shape[0]
-        self.grow(U)
-        self.add_at(np.arange(U), other)
 
     def add_at(self, rows: np.ndarray, part: InputSums, sign: int = 1) -> None:
         """Add (``sign`` 1) or remove (-1) ``part``'s rows at distinct ``rows``; widens ``inc`` if needed."""
@@ -274,10 +200,7 @@ def _segment_starts(keys: np.ndarray) -> np.ndarray:
 
 
 def _set_first(target: np.ndarray, cells: np.ndarray, k: np.ndarray) -> None:
-    """Write first-hit indices ``k - 1`` into flat ``target`` where it still holds -1.
-
-    A hit in an earlier batch came first (a run's samples come in order), so only unset cells move.
-    """
+    """Write first-hit indices ``k - 1`` into flat ``target`` where it still holds -1 (earlier hits stay)."""
     if cells.size == 0:
         return
     flat = target.reshape(-1)
@@ -287,25 +210,8 @@ def _set_first(target: np.ndarray, cells: np.ndarray, k: np.ndarray) -> None:
     np.minimum.at(flat, cells, (k - 1).astype(flat.dtype))
 
 
-def fold(
-    runs: RunTable,
-    slot: np.ndarray,
-    k: np.ndarray,
-    hits: np.ndarray,
-    valid: np.ndarray,
-    *,
-    coverage_only: bool = False,
-) -> None:
-    """Record samples in the run table (first hits, lengths, correct samples); in order within a run.
-
-    Args:
-        runs: The run table (``runs.grow`` first).
-        slot: (N,): run slot.
-        k: (N,): 1-based position of the sample in its run.
-        hits: (N, C) bool: the columns each sample matched.
-        valid: (N,) bool: the sample was correct.
-        coverage_only: Keep only the first hits and lengths.
-    """
+def fold(runs: RunTable, slot: np.ndarray, k: np.ndarray, hits: np.ndarray, valid: np.ndarray) -> None:
+    """Record samples (slot (N,), 1-based position k (N,), hits (N, C), valid (N,)) in order within a run."""
     if slot.shape[0] == 0:
         return
     C = runs.columns
@@ -313,12 +219,11 @@ def fold(
     i, j = np.nonzero(hits)
     cells, ki = slot[i] * C + j, k[i]
     _set_first(runs.first_hit, cells, ki)
-    if not coverage_only:
-        vi = valid[i]  # the valid samples' hits: a subset of the hits just found
-        _set_first(runs.first_valid_hit, cells[vi], ki[vi])
-        v = np.flatnonzero(valid)
-        np.add.at(runs.n_valid, slot[v], runs.n_valid.dtype.type(1))  # typed: ufunc.at's fast path
-        _set_first(runs.first_valid, slot[v], k[v])
+    vi = valid[i]  # the valid samples' hits: a subset of the hits just found
+    _set_first(runs.first_valid_hit, cells[vi], ki[vi])
+    v = np.flatnonzero(valid)
+    np.add.at(runs.n_valid, slot[v], runs.n_valid.dtype.type(1))  # typed: ufunc.at's fast path
+    _set_first(runs.first_valid, slot[v], k[v])
 
 
 def fold_latent(runs: RunTable, slot: np.ndarray, k: np.ndarray, z: np.ndarray) -> bool:
@@ -421,9 +326,7 @@ def sums_from_runs(
     squares: bool = True,
     runs: np.ndarray | None = None,
 ) -> tuple[InputSums, np.ndarray | None]:
-    """The per-input sums of the runs that reached K (what the streaming path adds), for any K.
-
-    Shorter runs are left out, so every k uses the same runs and C(k) is monotone.
+    """The per-input sums of the runs that reached K (shorter runs left out: C(k) stays monotone).
 
     Args:
         first_hit: (S, C): first sample of run r matching column c, or -1.
@@ -495,11 +398,7 @@ def run_sums(
 
 
 class GroupTotals:
-    """The per-input sums added up per group of inputs with the same (complete runs, M_x).
-
-    Inputs of a group weigh the same in the point estimates, so a log costs O(groups x K); integer
-    totals, so any order of updates gives the same numbers.
-    """
+    """The per-input sums added up per (complete runs, M_x): a group's inputs weigh the same in a log."""
 
     _BITS = 21  # M_x < 2^21 (MAX_STRATEGIES): a group's key is runs << 21 | M_x
 
@@ -561,10 +460,7 @@ class GroupTotals:
 def add_runs(
     sums: InputSums, totals: GroupTotals, rows: np.ndarray, part: InputSums, m: np.ndarray, sign: int = 1
 ) -> None:
-    """Add (``sign`` 1) or remove (-1) runs' sums ``part`` at distinct ``rows`` (M_x ``m``) and ``totals``.
-
-    The one update of streamed sums: the tracker's and a streaming window's.
-    """
+    """Add (``sign`` 1) or remove (-1) runs' sums ``part`` at distinct ``rows`` (M_x ``m``) and ``totals``."""
     old_n, old = sums.n_runs[rows].copy(), sums.inc[rows].copy()
     sums.add_at(rows, part, sign)
     totals.move(m, old_n, old, sums.n_runs[rows], sums.inc[rows])

@@ -1,11 +1,9 @@
 """Per-input sums -> curves: point estimates for logs, curves with intervals for snapshots.
 
-Every input weighs the same (its runs are averaged); time to coverage is Kaplan-Meier. Intervals
-over inputs, stratified by task: a score interval for means of [0, 1] values (C, N, F, valid
-curves, AUC), the bootstrap over inputs elsewhere: exact in blocks below `NORMAL_INPUTS` inputs,
-from the normal limit of the resampled totals above (mean sum_u x_u, covariance
-sum_h sum_{u in h} (x_u - mean_h)(x_u - mean_h)^T: skewness moves a 97.5 % quantile by < 0.03 sd
-at U >= 20,000, |gamma| <= 10, against ~0.08 sd of Monte Carlo error).
+Every input weighs the same (its runs are averaged); time to coverage is Kaplan-Meier. Intervals over
+inputs, stratified by task: a score interval for means of [0, 1] values, the bootstrap elsewhere
+(exact below `NORMAL_INPUTS` inputs, from the normal limit of the resampled totals above, where
+skewness moves a 97.5 % quantile by < 0.03 sd against ~0.08 sd of Monte Carlo error).
 """
 
 from __future__ import annotations
@@ -46,36 +44,18 @@ from seffi.coverage.sums import (
     sums_from_runs,
 )
 
-__all__ = [
-    "NORMAL_INPUTS",
-    "REPLICATE_BLOCK",
-    "Replicates",
-    "curves_from_runs",
-    "curves_from_sums",
-    "input_auc_contributions",
-    "point_from_totals",
-    "point_in_order",
-    "rarity_labels",
-]
+__all__ = ["curves_from_runs", "curves_from_sums", "point_from_totals"]
 
-#: Inputs per block when turning per-input sums into curves (bounds the float copies).
-INPUT_BLOCK = 4096
-#: From this many inputs on, replicates come from the normal limit of the bootstrap totals.
-NORMAL_INPUTS = 20_000
-#: Replicates drawn per block by the exact bootstrap.
-REPLICATE_BLOCK = 64
-#: Weighted sums (inputs x statistics x K floats, 32 MB) up to which a snapshot keeps its blocks
-#: between its two passes over the inputs instead of rebuilding them.
-KEEP_CELLS = 1 << 22
-
-
+INPUT_BLOCK = 4096  # inputs per block from sums to curves (bounds the float copies)
+NORMAL_INPUTS = 20_000  # from this many inputs on, replicates come from the normal limit
+REPLICATE_BLOCK = 64  # replicates per block of the exact bootstrap
+KEEP_CELLS = 1 << 22  # weighted cells (32 MB) up to which a snapshot keeps its blocks for its second pass
 _METRIC_ROWS = list(METRICS.values())
 _TAU_KEYS = [tau_key(tau) for tau in TAUS]
 
 
 def unpack_stats(s: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Summed blocks, shape (..., N_STATS, K) -> metric curves and Kaplan-Meier survival curves."""
-    # Every metric (and every tau) in one array operation: this runs on every log.
+    """Summed blocks (..., N_STATS, K) -> metric curves and Kaplan-Meier survival curves, in one pass."""
     den = s[..., :1, :]
     pos = den > 0
     ratios = np.where(pos, s[..., _METRIC_ROWS, :] / np.where(pos, den, 1.0), np.nan)
@@ -181,13 +161,12 @@ def _weighted(sums: np.ndarray, n_runs: np.ndarray, m: np.ndarray) -> np.ndarray
 
 
 def _mean_finite(x: np.ndarray) -> Any:
-    """Mean over the last axis of the finite entries (``np.nanmean`` without empty-slice warnings)."""
+    """``np.nanmean`` over the last axis without empty-slice warnings."""
     ok = np.isfinite(x)
     return np.where(ok, x, 0.0).sum(axis=-1) / np.maximum(ok.sum(axis=-1), 1)
 
 
-#: Metrics with per-input values in [0, 1] get the score interval; True where each run's value is 0
-#: or 1 (the variance has a binomial floor). The others keep the expanded percentile bootstrap.
+#: Metrics of [0, 1] per-input values get the score interval; True: a run's value is 0 or 1.
 _SCORE_METRICS: dict[str, bool] = {
     "coverage": False,
     "valid_coverage": False,
@@ -198,12 +177,7 @@ _SCORE_METRICS: dict[str, bool] = {
 
 
 def point_from_totals(totals: GroupTotals) -> dict[str, Any]:
-    """Point estimates for a log from the group totals, O(groups x K).
-
-    Returns:
-        ``k``, the metric curves ((K,), NaN where no run reached k), ``auc``, ``valid_auc`` and
-        ``time_to_coverage`` (list of {tau, median, restricted_mean, fraction_censored}).
-    """
+    """Point estimates for a log in O(groups x K): ``k``, the curves, AUCs, ``time_to_coverage``."""
     n, m, count, tot = totals.arrays()
     return _point(_weighted(_rebuild(tot, count * n), n, m).sum(axis=0), totals.budget)
 
@@ -211,7 +185,7 @@ def point_from_totals(totals: GroupTotals) -> dict[str, Any]:
 def point_in_order(sums: InputSums, m: np.ndarray) -> dict[str, Any]:
     """Point estimates with the additions of `curves_from_sums` (input by input): its digits exactly."""
     total = None
-    for _, st in _weighted_blocks(sums, np.arange(sums.n_inputs), sums.n_runs, np.asarray(m)):
+    for _, st in _weighted_blocks(sums, np.arange(sums.n_runs.size), sums.n_runs, np.asarray(m)):
         total = add_rows(total, st)
     return _point(total, sums.budget)  # type: ignore[arg-type]
 
@@ -219,10 +193,7 @@ def point_in_order(sums: InputSums, m: np.ndarray) -> dict[str, Any]:
 def _weighted_blocks(
     sums: InputSums, order: np.ndarray, n_runs: np.ndarray, m: np.ndarray, stats: Sequence[int] = ()
 ) -> Iterator[tuple[int, np.ndarray]]:
-    """``(a, st)`` per block of `INPUT_BLOCK` inputs from ``a`` (in ``order``): `_weighted` sums.
-
-    With ``stats``, only those statistics are rebuilt (the others are 0): a cheaper pass.
-    """
+    """``(a, st)``: `_weighted` sums per block of inputs from ``a`` (only ``stats`` if given, others 0)."""
     for a in range(0, order.size, INPUT_BLOCK):
         rows = order[a : a + INPUT_BLOCK]
         if stats:
@@ -265,30 +236,17 @@ def curves_from_sums(
     incomplete: int = 0,
     absent: int = 0,
 ) -> Curves:
-    """Curves for k = 1..K over the inputs' complete runs, with intervals.
+    """Curves for k = 1..K over the inputs' complete runs (others left out, counted in the notes).
 
-    Inputs without a complete run are left out and counted in the notes. With at least
-    `MIN_INPUTS` inputs, intervals cover another draw of inputs (stratified by ``strata``): the
-    score interval (`mean_score_interval`) for [0, 1] metrics and AUCs, Hesterberg's expanded
-    percentile bootstrap for expected new strategies and time to coverage. With fewer, normal
-    intervals from the run-to-run variance within each input, covering these inputs only.
+    With at least `MIN_INPUTS` inputs, intervals cover another draw of inputs (stratified by
+    ``strata``): score intervals for [0, 1] metrics and AUCs, the expanded percentile bootstrap
+    otherwise; with fewer, Student t from the run-to-run variance within each input.
 
-    Args:
-        sums: Per-input sums (U inputs).
-        m: (U,): M_x per input.
-        order: (U,): inputs in canonical order (sorted ids), so the bootstrap draws the same
-            inputs however the data arrived.
-        strata: (U,) in ``order``: task stratum of each input; default one.
-        n_boot: Bootstrap replicates over inputs (0: no intervals).
-        seed: Bootstrap seed.
-        ci_level: Interval level.
-        kind: ``Curves.kind``.
-        input_keys: (task, input_id) of the inputs in ``order`` (for the paired gain).
-        samples: ``Curves.samples`` (default: the samples of complete runs).
-        valid: Whether the valid statistics were recorded (else valid curves are ``None``).
-        rarity: (U, B, K): covered strategies per rarity bin, or None.
-        incomplete: Runs that have not reached K (reported in the notes).
-        absent: Inputs without a complete run that ``sums`` does not hold (reported in the notes).
+    ``sums`` hold U inputs of M_x ``m``; ``order`` lists them in canonical order (sorted ids: the
+    bootstrap draws the same inputs however the data arrived), and ``strata`` and ``input_keys``
+    follow it. ``valid``: the valid statistics were recorded; ``rarity``: (U, B, K) covered
+    strategies per rarity bin; ``incomplete`` and ``absent``: runs short of K and inputs ``sums``
+    does not hold (for the notes).
     """
     K = sums.budget
     order = np.arange(m.shape[0]) if order is None else np.asarray(order, dtype=np.int64)
@@ -425,11 +383,7 @@ def curves_from_sums(
 def _within_input_intervals(
     c: Curves, part: InputSums, m: np.ndarray, metrics: list[str], level: float
 ) -> None:
-    """Student-t intervals from the run-to-run variance within each input: Var = sum_u s_u^2 / R_u / U^2.
-
-    Each input's variance rests on R_u - 1 degrees of freedom; the sum's are Welch-Satterthwaite's,
-    rounded down. A normal quantile for a variance from 4 runs per input covers 0.90 at 2 inputs.
-    """
+    """Student-t intervals, Var = sum_u s_u^2 / R_u / U^2 with Welch-Satterthwaite degrees of freedom."""
     U, R = part.n_runs.shape[0], part.n_runs
     full = part.full()
     if (R < 2).any():
@@ -499,24 +453,10 @@ def curves_from_runs(
     kind: str = "policy",
     input_keys: list[tuple[str | None, str]] | None = None,
 ) -> Curves:
-    """Curves from per-run first-hit indices: `sums_from_runs` then `curves_from_sums`.
+    """Curves from per-run first hits (R, C), lengths and M_x (R,): `sums_from_runs`, `curves_from_sums`.
 
-    Args:
-        first_hit: (R, C): first sample of run r matching column c, or -1.
-        lengths: (R,): samples in each run.
-        m: (R,): M_x of each run's input.
-        K: budget.
-        unit: (R,): input index (0..U-1) of each run; default one input per run.
-        strata: (U,): task stratum of each input 0..U-1.
-        first_valid: (R,): index of the first correct sample, -1 if none.
-        first_valid_hit: (R, C): like ``first_hit`` over correct samples only.
-        rarity_bin: (R, C): base-probability quantile bin of each column, or None.
-        n_bins: number of rarity bins.
-        n_boot: bootstrap replicates (0 = no intervals).
-        seed: bootstrap seed.
-        ci_level: interval level.
-        kind: ``Curves.kind``.
-        input_keys: (task, input_id) of each input 0..U-1.
+    ``unit``: (R,) input 0..U-1 of each run (default one input per run); ``strata`` and ``input_keys``
+    are per input; the rest as in `sums_from_runs` and `curves_from_sums`.
     """
     K = check_budget(K)
     fh = np.asarray(first_hit, dtype=np.int64)

@@ -1,12 +1,7 @@
 """``CoverageTracker``: the one owner of recorded run data — runs, inputs, barcode, latent codes.
 
-The state is declared once (`seffi.coverage.state.STATE`: every part with its bounds and merge
-rule); ``merge``, ``state_dict`` / ``load_state_dict`` and stream shifting follow from it. A run is
-one input's sample sequence in one stream; per run we keep first-hit indices
-(``seffi.coverage.sums.RunTable``), so memory is O(runs x strategies), never O(samples). With a
-``budget`` K the per-input sums of the curves are updated as runs complete, only for the inputs
-they belong to, and their totals per (complete runs, M_x) too: a batch costs what it holds, a log
-O(groups x K), whatever the number of inputs.
+Its state is declared in `seffi.coverage.state`. Per run it keeps first-hit indices (memory
+O(runs x strategies)); with a budget K, per-input sums as runs complete (a log costs O(groups x K)).
 """
 
 from __future__ import annotations
@@ -57,18 +52,12 @@ class CoverageTracker:
             M_x). None: free-form ids; every input's M_x must then come with its first ``update``.
         task: task name; runs of different tasks form separate bootstrap strata after ``merge``.
         budget: K (at most ``state.MAX_BUDGET``), or None. With K, only each run's first K samples
-            are recorded (later ones are counted in ``skipped``), per-input sums are kept as runs
-            complete, and `curves` defaults to K.
-        barcode_rows: keep the strategy barcode of this many inputs (the smallest (task, input_id)
-            keys, so the choice does not depend on update or merge order). 0 keeps none; a
-            monitor keeps `BARCODE_ROWS`.
+            are recorded (later ones are counted in ``skipped``) and `curves` defaults to K.
+        barcode_rows: keep the strategy barcode (`seffi.coverage.barcode`) of this many inputs (the
+            smallest (task, input_id) keys). 0 keeps none; a monitor keeps `BARCODE_ROWS`.
         barcode_cols: samples kept per barcode row.
-        num_latents: Z > 0 records which latent codes each run tried (``record(..., z=...)``).
+        num_latents: Z > 0 records which latent codes each run tried (the batch's ``z``).
         stream_offset: first stream number of runs that `record` opens.
-
-    The barcode rule (one, everywhere): a row is an input's lowest-stream run; a cell is the first
-    strategy (declared order; alphabetical when free-form) the sample adds to its run's coverage,
-    else its first matched strategy, else -1 (no match).
 
     Examples:
         >>> t = CoverageTracker(strategies=("a", "b", "c"))
@@ -87,16 +76,15 @@ class CoverageTracker:
         num_latents: int = 0,
         stream_offset: int = 0,
     ) -> None:
+        self.strategies: tuple[str, ...] | None = None
+        self.num_strategies: int | None = None
         if isinstance(strategies, bool):
             raise ValueError("strategies must be a sequence of ids, a count or None")
         if isinstance(strategies, int | np.integer):
             if not 1 <= strategies <= MAX_STRATEGIES:
                 raise ValueError(f"strategy count must be in [1, {MAX_STRATEGIES}], got {strategies}")
-            self.strategies: tuple[str, ...] | None = None
-            self.num_strategies: int | None = int(strategies)
-        elif strategies is None:
-            self.strategies, self.num_strategies = None, None
-        else:
+            self.num_strategies = int(strategies)
+        elif strategies is not None:
             if isinstance(strategies, str) or not all(isinstance(s, str) for s in strategies):
                 raise ValueError(f"strategies must be a sequence of str ids, got {clip(repr(strategies))}")
             ids = tuple(strategies)
@@ -119,20 +107,17 @@ class CoverageTracker:
         self.columns: list[str] = list(self.strategies or ())
         self._col = {s: j for j, s in enumerate(self.columns)}
         self.keys = InputKeys()  # input code -> (task, input_id), and back
-        # str id -> code of the ids of recent batches (at most _RECENT): a log's batch repeats them
-        self._recent: dict[str, int] = {}
-        self._m = np.zeros(16, dtype=np.int64)  # M_x per input code (grown by `room.grow`)
+        self._recent: dict[str, int] = {}  # id -> code of recent batches' ids (a log's batch repeats them)
+        self._m = np.zeros(16, dtype=np.int64)  # M_x per input code
         self.assigner = RunAssigner(self.budget or 1, self.stream_offset)
         self._slots = KeyIndex("V16")  # pair_keys(input code, stream) -> slot, synced lazily
         self._slots_synced = 0
         self.runs = RunTable(len(self.columns), self.num_latents, budget=self.budget)
-        #: Per-input sums of every complete run (None without a budget).
-        self.complete = CompleteRuns(self.budget) if self.budget else None
-        self._done = np.zeros(0, dtype=np.int32)  # slots of complete runs, in order of completion (`fit`)
+        self.complete = CompleteRuns(self.budget) if self.budget else None  # sums of every complete run
+        self._done = np.zeros(0, dtype=np.int32)  # slots of complete runs, in order of completion
         self.n_done = 0
         self.bar = BarcodeRows(self.barcode_rows, self.barcode_cols)
-        #: Per-input metrics (`seffi.coverage.metrics`): each records every sample kept.
-        self.metrics: list[InputMetric] = [cls() for cls in registered()]
+        self.metrics: list[InputMetric] = [cls() for cls in registered()]  # `seffi.coverage.metrics`
         for p in states.COUNTERS:
             setattr(self, p.name, bool(p.fill) if p.kind == "bool" else p.fill)
         self._order: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
@@ -144,10 +129,8 @@ class CoverageTracker:
         """M_x per input code: int array, shape (U,)."""
         return self._m[: len(self.keys)]
 
-    # -- coding --------------------------------------------------------------------------------------
-
     def _add_inputs(self, keys: list[tuple[str, str]], m: Any) -> None:
-        """New inputs ``keys`` (not seen yet) with M_x ``m`` (one int, or an int array, one per key)."""
+        """New inputs ``keys`` with M_x ``m`` (one int, or one per key)."""
         start = len(self.keys)
         self.keys.add(keys)
         grow(self, "_m", len(self.keys))
@@ -188,10 +171,8 @@ class CoverageTracker:
     def _rule_order(self) -> np.ndarray:
         """Columns in the barcode rule's order: declared order when declared, else alphabetical."""
         C = len(self.columns)
-        if self._rule[0] != C:  # declared: the columns are the strategies, in order
-            order = (
-                range(C) if self.strategies is not None else sorted(range(C), key=self.columns.__getitem__)
-            )
+        if self._rule[0] != C:
+            order = sorted(range(C), key=self.columns.__getitem__) if self.strategies is None else range(C)
             self._rule = (C, np.array(order, dtype=np.int64))
         return self._rule[1]
 
@@ -205,21 +186,11 @@ class CoverageTracker:
             self._slots_synced = S
         return self._slots.get(pair_keys(u, streams))
 
-    # -- recording -----------------------------------------------------------------------------------
-
     def record(self, batch: EpisodeBatch) -> int:
-        """Record finished episodes of a training loop, assigning each to its run (the monitor's path).
+        """Record finished episodes (a `seffi.episodes.EpisodeBatch`), each assigned to its run.
 
-        A run is one input's consecutive samples in one env row (see `RunAssigner`); needs declared
-        strategies (the batch's) and a ``budget``. Inputs get M = the declared count.
-        The cost of a batch grows with its size (and the runs it completes), not with the inputs seen.
-
-        Args:
-            batch: The episodes (`seffi.episodes.EpisodeBatch`); ``sample_index``, ``run_index``
-                and ``z`` are -1 where not reported.
-
-        Returns:
-            The number of samples recorded (the rest were beyond their run's budget).
+        A run is one input's consecutive samples in one env row (`RunAssigner`); needs declared
+        strategies (the batch's) and a ``budget``. Returns the samples recorded (not beyond budgets).
         """
         if self.budget is None or self.strategies is None:
             raise ValueError("record() needs declared strategies and a budget")
@@ -269,9 +240,7 @@ class CoverageTracker:
         stream: int | Sequence[int] | np.ndarray = 0,
         num_strategies: int | None = None,
     ) -> None:
-        """Record N samples at once: exactly ``update(input_ids[i], matches[i], ...)`` for i = 0..N-1.
-
-        The whole batch is checked before anything is recorded: on ValueError the tracker is unchanged.
+        """Record N samples at once, as ``update`` each in order; a refused batch records nothing.
 
         Args:
             input_ids: the N inputs, in sample order.
@@ -354,7 +323,7 @@ class CoverageTracker:
         return {self.columns[j] for j in np.flatnonzero(self.runs.first_hit[slot, : len(self.columns)] >= 0)}
 
     def _fold(self, u: np.ndarray, slots: np.ndarray, hits: np.ndarray, valid: np.ndarray) -> None:
-        """Positions in their runs, then the run table, sums and barcode (``update``'s path)."""
+        """``update``'s path: positions in their runs, then `_record_positions`."""
         self.runs.grow(self.assigner.n_slots)
         order = np.argsort(slots, kind="stable")
         ss = slots[order]
@@ -430,13 +399,10 @@ class CoverageTracker:
         self.valid += int(valid.sum())
 
     def _fit_metrics(self, u: np.ndarray | None) -> None:
-        """Hold each metric's state in the narrowest integer type its cells can need.
+        """Hold each metric's state in the narrowest integer type its cells can need (None: refit all).
 
-        A metric's state counts (or indexes) an input's samples: a sample adds at most one to a cell,
-        so after a batch of input codes ``u`` a cell is at most its input's largest cell before plus
-        that input's samples in the batch. The first batch, and None (a load or a merge: the state
-        is written in int64 first), fit the type to every cell held. No cell passes the samples
-        recorded: while they fit the type, the cells are not read.
+        A sample adds at most one to a cell, so a cell stays below the samples recorded: while those fit
+        the type, the cells are not read; else a cell grows by at most its input's samples in ``u``.
         """
         full, extra, codes = u is None or not self._fitted, 0, None
         for metric in self.metrics:
@@ -469,7 +435,7 @@ class CoverageTracker:
         return self._done[: self.n_done]
 
     def _rebuild_sums(self) -> None:
-        """Per-input sums derived from every complete run (as recording them one by one); metrics fitted."""
+        """Per-input sums of every complete run (after a load); metrics fitted."""
         self._fit_metrics(None)
         if self.budget is None:
             return
@@ -478,15 +444,12 @@ class CoverageTracker:
         if done.size:
             self._complete(done, self.assigner.slot_input[done])
 
-    # -- merging and checkpoints ---------------------------------------------------------------------
-
     def merge(self, other: CoverageTracker) -> CoverageTracker:
-        """Add another tracker's runs to this one (in place; returns self).
+        """Add another tracker's runs to this one (in place, atomic; returns self).
 
-        By the merge rules of `STATE`: runs are a disjoint union keyed
-        by (task, input_id, stream), so merging is exact, associative and commutative. Both trackers
-        must declare the same strategies (or count), budget and latent codes; a run present in both
-        raises (give each worker its own streams). The barcode keeps this tracker's bounds.
+        Runs are a disjoint union keyed by (task, input_id, stream): merging is exact, associative
+        and commutative. Both must declare the same strategies (or count), budget and latent codes;
+        a run present in both raises (give each worker its own streams).
         """
         if not isinstance(other, CoverageTracker):
             raise ValueError(f"can only merge a CoverageTracker, got {type(other).__name__}")
@@ -500,10 +463,7 @@ class CoverageTracker:
         return states.to_json(states.dump(self))
 
     def load_state_dict(self, state: Mapping[str, Any] | str | bytes) -> CoverageTracker:
-        """Replace this tracker's state with ``state`` (format 1 or 2); returns self.
-
-        A foreign or corrupted state raises ValueError and leaves the tracker unchanged.
-        """
+        """Replace this tracker's state with ``state`` (format 1 or 2; ValueError leaves it unchanged)."""
         fresh = self.from_state_dict(state)
         self.__dict__.update(fresh.__dict__)
         return self
@@ -512,11 +472,9 @@ class CoverageTracker:
     def from_state_dict(
         cls, state: Mapping[str, Any] | str | bytes, *, barcode_rows: int | None = None
     ) -> CoverageTracker:
-        """A new tracker from `state_dict` output (formats 1 and 2; ValueError when corrupted).
+        """A new tracker from `state_dict` output or its JSON text (formats 1, 2; ValueError if corrupted).
 
-        Args:
-            state: the state, or its JSON text.
-            barcode_rows: keep this many barcode rows (the smallest keys) instead of the state's.
+        ``barcode_rows``: keep this many barcode rows (the smallest keys) instead of the state's.
         """
         if isinstance(state, str | bytes):
             try:
@@ -534,8 +492,6 @@ class CoverageTracker:
     def stream_span(state: Mapping[str, Any]) -> int:
         """1 + the highest stream number in a state (0 when it holds no run)."""
         return states.stream_span(state)
-
-    # -- results -------------------------------------------------------------------------------------
 
     def __len__(self) -> int:
         """Number of runs."""
@@ -557,11 +513,7 @@ class CoverageTracker:
         return self._order[1]
 
     def complete_inputs(self) -> np.ndarray:
-        """Codes of the inputs with a complete run, in the order their first run completed.
-
-        The list only grows as runs complete (a load or merge rebuilds it): running sums over it
-        (the monitor's baseline AUCs) fold in its new entries at each log.
-        """
+        """Codes of the inputs with a complete run, in the order their first run completed (it only grows)."""
         return self.complete.codes if self.complete is not None else np.zeros(0, dtype=np.int64)
 
     def complete_runs(self, K: int | None = None) -> int:
@@ -579,7 +531,6 @@ class CoverageTracker:
         if slots.size and (slots.min() < 0 or slots.max() >= self.assigner.n_slots):
             raise ValueError(f"slots must be runs of this tracker (0..{self.assigner.n_slots - 1})")
         codes, unit = np.unique(self.assigner.slot_input[slots], return_inverse=True)
-        # The inputs present, in sorted key order: O(present log present), not a sort of every input.
         keys = self.keys.take(codes)
         by_key = np.array(sorted(range(codes.size), key=keys.__getitem__), dtype=np.int64)
         row = np.empty(codes.size, dtype=np.int64)
@@ -587,13 +538,7 @@ class CoverageTracker:
         return slots, row[unit.reshape(-1)], codes[by_key]
 
     def point(self, slots: Any = None) -> dict[str, Any]:
-        """Point estimates at the budget for a log (needs ``budget``).
-
-        Args:
-            slots: run slots to estimate from (a streaming window), or None for every run. Every run
-                at once costs O(groups x K) (the group totals are kept as runs complete); a window
-                O(its runs x K).
-        """
+        """Point estimates at the budget for a log, over run ``slots`` (O(their runs x K)) or every run."""
         if self.complete is None:
             raise ValueError("point() needs a tracker budget")
         if slots is not None:
@@ -620,7 +565,6 @@ class CoverageTracker:
         Args:
             base_law: ``base_law(input_id)``: the base sampler's law over match sets (an env's
                 ``base_match_distribution``), for each metric's iid figure; None: no iid figure.
-                Each metric asks it once per input.
         """
         law_of = None
         if base_law is not None:
@@ -632,16 +576,12 @@ class CoverageTracker:
         out = {}
         for m in self.metrics:
             m.grow(len(self.keys), len(self.columns))
-            est = m.compute(self._strata(), law_of)
+            est = m.compute(self.keys.strata(), law_of)
             if m.partial:
                 note = "counts only the samples recorded after loading a state without this metric"
                 est = est.model_copy(update={"reason": f"{est.reason}; {note}" if est.reason else note})
             out[m.name] = est
         return out
-
-    def _strata(self) -> np.ndarray:
-        """The task stratum of every input code (tasks in sorted order)."""
-        return self.keys.strata()
 
     def derived_sums(self, K: int, **rarity: Any) -> tuple[InputSums, np.ndarray | None]:
         """Per-input sums for budget K derived from the runs (``sums_from_runs``; ``rarity``: its options)."""
@@ -666,7 +606,6 @@ class CoverageTracker:
         ci_level: float = 0.95,
         rarity: Any = None,
         rarity_bins: int = 4,
-        slots: Any = None,
     ) -> Curves:
         """The policy's curves for k = 1..K with bootstrap intervals (inputs resampled within tasks).
 
@@ -678,7 +617,6 @@ class CoverageTracker:
             rarity: the base law for the common-vs-rare split: an ``IidBaseline`` or a mapping
                 ``{input_id: {strategy: base probability pi_s}}``; None skips the split.
             rarity_bins: number of within-input quantile bins of base probability.
-            slots: run slots to estimate from (a streaming window), or None for every run.
         """
         if K is None:
             if self.budget is None:
@@ -687,35 +625,25 @@ class CoverageTracker:
         K = check_budget(K)
         if self.assigner.n_slots == 0:
             raise ValueError("the tracker has no samples yet: cannot compute curves")
-        S, U = self.assigner.n_slots, len(self.keys)
-        if slots is not None:
-            runs, unit, codes = self._window(slots)
-            sums = run_sums(self.runs, runs, unit, self.m[codes], K, squares=True)
-            m, samples, absent = self.m[codes], int(self.runs.n[runs].sum()), U - codes.size
-            incomplete = int((self.runs.n[runs] < K).sum())
-            rare, at = None, None
+        S, U, order = self.assigner.n_slots, len(self.keys), self.input_order()
+        incomplete, done = int((self.runs.n[:S] < K).sum()), self.complete
+        rows = np.full(U, -1, dtype=np.int64)
+        if done is not None:
+            have = min(U, done.row_of.size)
+            rows[:have] = done.row_of[:have]
+        rows = rows[order]  # the sums row of each input in sorted key order (-1: no complete run)
+        # The streamed sums are read in canonical order where they are (``at``), never copied whole.
+        if K == self.budget and rarity is None and done is not None and (rows >= 0).sum() >= MIN_INPUTS:
+            codes, at = order[rows >= 0], rows[rows >= 0]
+            sums, m, absent, rare = done.sums, self.m[done.codes], U - codes.size, None
         else:
-            order = self.input_order()
-            samples, incomplete = self.samples, int((self.runs.n[:S] < K).sum())
-            done = self.complete
-            streamed = K == self.budget and rarity is None and done is not None
-            rows = np.full(U, -1, dtype=np.int64)
-            if done is not None:
-                have = min(U, done.row_of.size)
-                rows[:have] = done.row_of[:have]
-            rows = rows[order]  # the sums row of each input in sorted key order (-1: no complete run)
-            # The sums are read in canonical order where they are (``at``), never copied whole.
-            if streamed and (rows >= 0).sum() >= MIN_INPUTS:
-                codes, at = order[rows >= 0], rows[rows >= 0]
-                sums, m, absent, rare = done.sums, self.m[done.codes], U - codes.size, None  # type: ignore[union-attr]
-            else:
-                bins = None
-                if rarity is not None:
-                    unit = self.assigner.slot_input
-                    ids = self.keys.input_ids()[unit].tolist()
-                    bins = rarity_bin_matrix(rarity, ids, self.columns, self.m[unit], rarity_bins)
-                sums, rare = self.derived_sums(K, rarity_bin=bins, n_bins=rarity_bins)
-                m, codes, at, absent = self.m[: len(self.keys)], order, order, 0
+            bins = None
+            if rarity is not None:
+                unit = self.assigner.slot_input
+                ids = self.keys.input_ids()[unit].tolist()
+                bins = rarity_bin_matrix(rarity, ids, self.columns, self.m[unit], rarity_bins)
+            sums, rare = self.derived_sums(K, rarity_bin=bins, n_bins=rarity_bins)
+            m, codes, at, absent = self.m[: len(self.keys)], order, order, 0
         strata = self.keys.strata(codes)  # a stratum per task
         c = curves_from_sums(
             sums,
@@ -727,7 +655,7 @@ class CoverageTracker:
             seed=seed,
             ci_level=ci_level,
             input_keys=KeyView(self.keys, codes),
-            samples=samples,
+            samples=self.samples,
             rarity=rare,
             absent=absent,
         )
@@ -751,14 +679,9 @@ class CoverageTracker:
 class CompleteRuns:
     """Per-input sums of a set of complete runs and their group totals: point estimates in O(groups x K).
 
-    A tracker keeps one over every complete run; a monitor's window keeps another over the runs
-    completed in its last episodes, adding runs as they complete and removing them as they age out.
-    Integer sums: any order of additions and removals gives the numbers of the runs held.
-
-    Args:
-        budget: K.
-        reuse_rows: An input whose runs all left gives its row to the next new input (a window's
-            memory then follows the runs it holds, not every input it ever held).
+    A tracker keeps one over every complete run, a monitor's window one over its recent runs (added
+    and removed: integer sums, exact in any order). ``reuse_rows``: an input whose runs all left gives
+    its row to the next new input (memory follows the runs held).
     """
 
     def __init__(self, budget: int, *, reuse_rows: bool = False) -> None:
@@ -785,16 +708,10 @@ class CompleteRuns:
         *,
         like: CompleteRuns | None = None,
     ) -> None:
-        """Add (``sign`` 1) or remove (-1) the complete runs ``slots`` of ``table``.
+        """Add (``sign`` 1) or remove (-1) the complete runs ``slots`` (R,) of inputs ``u`` (R,).
 
-        Args:
-            table: The run table holding them.
-            slots: int array, shape (R,): their slots.
-            u: int array, shape (R,): their input codes.
-            m: int array: M_x per input code.
-            sign: 1 to add, -1 to remove runs added before.
-            like: Another holder of runs of ``table``: when the runs it added last are ``slots``, their
-                sums are reused (a window adds the runs the tracker just added).
+        ``m``: M_x per input code. ``like``: another holder of ``table``'s runs; when it added
+        ``slots`` last, their sums are reused (a window adds the runs the tracker just added).
         """
         if slots.size == 0:
             return

@@ -231,8 +231,8 @@ def test_normal_limit_replicates_agree_with_the_exact_bootstrap(monkeypatch: pyt
 
 
 def test_window_estimates_equal_a_tracker_holding_only_those_runs() -> None:
-    """point(slots=...) and curves(slots=...) (a streaming log's window, O(its runs)) equal the
-    estimates of a tracker fed only those runs: the same digits for the curves, 1e-12 for point()."""
+    """point(slots=...) (a streaming log's window, O(its runs)) equals the point estimates of a
+    tracker fed only those runs, to 1e-12."""
     rng = np.random.default_rng(21)
     runs = [
         (f"x{int(rng.integers(0, 40))}", r, rng.random((K, M)) < 0.25, rng.random(K) < 0.5)
@@ -248,15 +248,6 @@ def test_window_estimates_equal_a_tracker_holding_only_those_runs() -> None:
         alone.update_many([x] * K, hits, valid=valid, stream=r)
     codes = np.array([t.keys.get(("", runs[i][0])) for i in window])
     slots = t._slots_of(codes, np.array([runs[i][1] for i in window]))
-    got, want = t.curves(n_boot=200, seed=3, slots=slots), alone.curves(n_boot=200, seed=3)
-    for name in ("coverage", "coverage_lo", "coverage_hi", "expected_new_hi", "full_coverage"):
-        assert np.array_equal(getattr(got, name), getattr(want, name)), name
-    assert (got.auc, got.auc_lo, got.n_inputs, got.n_runs) == (
-        want.auc,
-        want.auc_lo,
-        want.n_inputs,
-        want.n_runs,
-    )
     p, q = t.point(slots=slots), alone.point()
     np.testing.assert_allclose(p["coverage"], q["coverage"], rtol=0, atol=1e-12)
     assert p["auc"] == pytest.approx(q["auc"], abs=1e-12)
