@@ -1,8 +1,6 @@
-"""The tracker's state declared once (`STATE`, each metric's ``add_state``); the rest follows from it.
-
-Checks, storage, merge and load are derived from the declaration. Stored (format 2; older ones:
-`seffi.coverage.state_v1`): tables as columns in key order, first-hit rows packed one base-36
-character a cell when all fit; per-input sums are derived from the runs at load.
+"""The tracker's state declared once (`STATE`, each metric's ``add_state``): checks, storage, merge
+and load follow from it. Stored (format 2; older: `seffi.coverage.state_v1`) as columns in key order,
+first-hit rows packed one base-36 character a cell when all fit; per-input sums derived at load.
 """
 
 from __future__ import annotations
@@ -22,10 +20,10 @@ from seffi.coverage.input_metrics import Part, registered
 if TYPE_CHECKING:
     from seffi.coverage.tracker import CoverageTracker
 
-__all__ = ["MAX_BUDGET", "MAX_LATENTS", "MAX_STRATEGIES", "STATE", "STATE_FORMAT", "Part", "check"]
+__all__ = ["MAX_BUDGET", "MAX_STRATEGIES", "STATE", "STATE_FORMAT", "Part", "check"]
 
 STATE_FORMAT = state_v1.STATE_FORMAT
-MAX_BUDGET = MAX_LATENTS = 2**16  # caps on K and Z, and on M below: each sizes an allocation
+MAX_BUDGET = MAX_LATENTS = 2**16  # caps on K, Z and M: each sizes an allocation
 MAX_STRATEGIES = 2**20
 MAX_SUM_CELLS = 2**28  # inputs with a complete run x K: the per-input sums a loaded state needs
 _BIG = 2**53
@@ -104,7 +102,7 @@ _OPS = {"sum": operator.add, "max": np.maximum, "or": operator.or_}
 
 @functools.cache
 def metric_parts() -> tuple[Part, ...]:
-    """The parts each registered metric declares (``add_state``); ``doc``: the metric's name."""
+    """The parts the registered metrics declare (``add_state``); ``doc``: the metric's name."""
     parts = (p for cls in registered() for p in cls().specs.values())
     return tuple(replace(p, name=f"metrics.{p.doc}.{p.name}", where="metrics") for p in parts)
 
@@ -185,9 +183,8 @@ def to_json(s: Mapping[str, Any]) -> dict[str, Any]:
 def check(state: Any) -> dict[str, Any]:
     """The checked form of a state (older formats converted): tables as int arrays, metrics by name.
 
-    Raises:
-        ValueError: one line, "corrupted CoverageTracker state: <the first problem>" (or "not a
-            seffi CoverageTracker state" for another format).
+    Raises ValueError in one line: "corrupted CoverageTracker state: <the first problem>" (or "not a
+    seffi CoverageTracker state").
     """
     state = state_v1.upgrade(state)
     if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
@@ -324,10 +321,7 @@ def dump(t: CoverageTracker) -> dict[str, Any]:
 
 
 def load(cls: type[CoverageTracker], state: Any, *, barcode_rows: int | None = None) -> CoverageTracker:
-    """A new tracker of class ``cls`` holding ``state`` (stored or checked; its open runs stay open).
-
-    ``barcode_rows``: keep this many barcode rows (the smallest keys) instead of the state's.
-    """
+    """A new tracker holding ``state`` (stored or checked; open runs stay open; ``barcode_rows``: kept)."""
     s = check(state)
     rows = s["barcode_rows"] if barcode_rows is None else _int(barcode_rows, "barcode_rows", 0, 2**31 + 1)
     t = _add(_new(cls, {**s, "barcode_rows": rows}), s)  # its barcode keeps the smallest keys
@@ -341,10 +335,7 @@ def _new(cls: type[CoverageTracker], s: Mapping[str, Any]) -> CoverageTracker:
 
 
 def _add(t: CoverageTracker, s: Mapping[str, Any], *, merged: bool = False) -> CoverageTracker:
-    """Tracker ``t`` with checked state ``s``'s runs added by the declared merge rules (returned).
-
-    ``merged``: ``s`` is another tracker's: ``t`` keeps its open runs and next streams ("keep").
-    """
+    """``t`` with checked state ``s``'s runs added; ``merged``: ``t`` keeps its open runs, next streams."""
     inp, runs = s["inputs"], s["runs"]
     cols = np.array([t._column(c) for c in s["columns"]], dtype=np.int64)  # s's columns in t
     codes = np.full(len(inp["task"]), -1, dtype=np.int64)
@@ -387,11 +378,7 @@ def _add(t: CoverageTracker, s: Mapping[str, Any], *, merged: bool = False) -> C
 
 
 def merge(cls: type[CoverageTracker], a: Mapping[str, Any], b: Mapping[str, Any]) -> CoverageTracker:
-    """A tracker holding checked state ``a`` with ``b``'s runs added, by the declared merge rules.
-
-    Raises:
-        ValueError: the settings differ, an input's M_x differs, or a run is in both.
-    """
+    """A tracker holding checked state ``a`` with ``b``'s runs added (ValueError: they do not mix)."""
     agree = [(a[p.name], b[p.name]) for p in SETTINGS if p.merge == "agree"]
     if any(x != y for x, y in agree):
         mine, theirs = zip(*agree, strict=True)

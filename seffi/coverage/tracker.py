@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from seffi._convert import brief, clip
+from seffi._convert import clip
 from seffi.coverage import state as states
 from seffi.coverage._common import _input_id, _int_array, _match_set, rarity_bin_matrix
 from seffi.coverage.assign import InputKeys, KeyIndex, RunAssigner, fit, pair_keys
@@ -76,24 +76,15 @@ class CoverageTracker:
         num_latents: int = 0,
         stream_offset: int = 0,
     ) -> None:
-        self.strategies: tuple[str, ...] | None = None
-        self.num_strategies: int | None = None
-        if isinstance(strategies, bool):
-            raise ValueError("strategies must be a sequence of ids, a count or None")
-        if isinstance(strategies, int | np.integer):
-            if not 1 <= strategies <= MAX_STRATEGIES:
-                raise ValueError(f"strategy count must be in [1, {MAX_STRATEGIES}], got {strategies}")
-            self.num_strategies = int(strategies)
-        elif strategies is not None:
-            if isinstance(strategies, str) or not all(isinstance(s, str) for s in strategies):
-                raise ValueError(f"strategies must be a sequence of str ids, got {clip(repr(strategies))}")
-            ids = tuple(strategies)
-            if not ids or len(set(ids)) != len(ids) or len(ids) > MAX_STRATEGIES:
-                raise ValueError(
-                    f"strategies must be non-empty and unique (at most {MAX_STRATEGIES}), got {len(ids)}: "
-                    f"{brief(ids)}"
-                )
-            self.strategies, self.num_strategies = ids, len(ids)
+        ids = None if strategies is None or isinstance(strategies, int | np.integer) else strategies
+        if isinstance(strategies, bool | str) or not all(isinstance(s, str) for s in ids or ()):
+            raise ValueError(f"strategies must be str ids, a count or None, got {clip(repr(strategies))}")
+        self.strategies = None if ids is None else tuple(ids)
+        count = len(self.strategies) if self.strategies is not None else strategies
+        self.num_strategies = None if count is None else int(count)
+        unique = self.strategies is None or len(set(self.strategies)) == count
+        if not unique or not 1 <= (1 if count is None else count) <= MAX_STRATEGIES:
+            raise ValueError(f"strategies must be a count or non-empty unique ids, at most {MAX_STRATEGIES}")
         given = {"task": task, "budget": budget, "barcode_rows": barcode_rows, "barcode_cols": barcode_cols}
         given |= {"num_latents": num_latents, "stream_offset": stream_offset}
         if budget is not None:
@@ -148,25 +139,19 @@ class CoverageTracker:
     def _resolve_m(self, key: tuple[str, str], num_strategies: int | None) -> int:
         """M_x of input ``key`` (checked, not stored)."""
         code = self.keys.get(key)
-        known = int(self.m[code]) if code is not None else None
-        if num_strategies is not None:
-            if isinstance(num_strategies, bool) or not isinstance(num_strategies, int | np.integer):
-                raise ValueError(f"num_strategies must be an int, got {num_strategies!r}")
-            top = self.num_strategies or MAX_STRATEGIES
-            if not 1 <= num_strategies <= top:
-                raise ValueError(
-                    f"num_strategies must be in [1, {top}] (the tracker's count), got {num_strategies}"
-                )
-            if known is not None and known != num_strategies:
-                raise ValueError(f"input {key[1]!r} already has M_x={known}, got {num_strategies!r}")
-            return int(num_strategies)
-        if known is not None:
-            return known
-        if self.num_strategies is not None:
-            return self.num_strategies
-        raise ValueError(
-            f"input {key[1]!r}: no strategy count; pass num_strategies= or declare strategies on the tracker"
-        )
+        known = int(self.m[code]) if code is not None else self.num_strategies
+        if num_strategies is None and known is None:
+            raise ValueError(
+                f"input {key[1]!r}: no strategy count; pass num_strategies= or declare strategies"
+            )
+        if num_strategies is None:
+            return known  # type: ignore[return-value]
+        top, given = self.num_strategies or MAX_STRATEGIES, num_strategies
+        if isinstance(given, bool) or not isinstance(given, int | np.integer) or not 1 <= given <= top:
+            raise ValueError(f"num_strategies must be in [1, {top}] (the tracker's count), got {given!r}")
+        if code is not None and known != given:
+            raise ValueError(f"input {key[1]!r} already has M_x={known}, got {given!r}")
+        return int(given)
 
     def _rule_order(self) -> np.ndarray:
         """Columns in the barcode rule's order: declared order when declared, else alphabetical."""
@@ -223,13 +208,7 @@ class CoverageTracker:
             stream: the stream (e.g. vector-env index) the sample belongs to.
             num_strategies: M_x for this input (defaults to the declared count); fixed once set.
         """
-        if not isinstance(valid, bool | np.bool_):
-            raise ValueError(f"valid must be a bool, got {valid!r}")
-        if isinstance(stream, bool) or not isinstance(stream, int | np.integer) or stream < 0:
-            raise ValueError(f"stream must be a non-negative int, got {stream!r}")
-        self.update_many(
-            [input_id], [matches], valid=bool(valid), stream=int(stream), num_strategies=num_strategies
-        )
+        self.update_many([input_id], [matches], valid=valid, stream=stream, num_strategies=num_strategies)
 
     def update_many(
         self,
@@ -285,15 +264,18 @@ class CoverageTracker:
         if n == 0:
             return
         m_of = {x: self._resolve_m((self.task, x), num_strategies) for x in dict.fromkeys(ids)}
-        # Check M_x before the first write: a refused batch must not leave runs behind.
-        keys = list(zip(ids, st.tolist(), strict=True))
+        # M_x checked before the first write (a refused batch leaves no run), only where it can be passed
         seen: dict[tuple[str, int], set[str]] = {}
-        # M_x can only be exceeded when it is below the column count: skip the per-sample check otherwise
         limit = len(set(self.columns).union(names))
-        for (x, s), row in zip(keys, mat, strict=True) if min(m_of.values()) < limit else ():
-            got = seen.get((x, s))
-            if got is None:
-                got = seen[(x, s)] = self._run_strategies(x, s)
+        for x, s, row in zip(ids, st.tolist(), mat, strict=True) if min(m_of.values()) < limit else ():
+            if (x, s) not in seen:
+                code = self.keys.get((self.task, x))
+                slot = -1 if code is None else int(self._slots_of(np.array([code]), np.array([s]))[0])
+                have = (
+                    np.flatnonzero(self.runs.first_hit[slot, : len(self.columns)] >= 0) if slot >= 0 else []
+                )
+                seen[(x, s)] = {self.columns[j] for j in have}
+            got = seen[(x, s)]
             got.update(names[j] for j in np.flatnonzero(row))
             if len(got) > m_of[x]:
                 raise ValueError(
@@ -313,17 +295,6 @@ class CoverageTracker:
         cols = np.array([self._column(s) for s in names], dtype=np.int64)
         hits = np.zeros((n, len(self.columns)), dtype=bool)
         hits[:, cols] = mat
-        self._fold(u, slots, hits, v)
-
-    def _run_strategies(self, x: str, stream: int) -> set[str]:
-        code = self.keys.get((self.task, x))
-        slot = -1 if code is None else int(self._slots_of(np.array([code]), np.array([stream]))[0])
-        if slot < 0:
-            return set()
-        return {self.columns[j] for j in np.flatnonzero(self.runs.first_hit[slot, : len(self.columns)] >= 0)}
-
-    def _fold(self, u: np.ndarray, slots: np.ndarray, hits: np.ndarray, valid: np.ndarray) -> None:
-        """``update``'s path: positions in their runs, then `_record_positions`."""
         self.runs.grow(self.assigner.n_slots)
         order = np.argsort(slots, kind="stable")
         ss = slots[order]
@@ -331,7 +302,7 @@ class CoverageTracker:
         within = np.arange(ss.size) - np.repeat(starts, np.diff(np.append(starts, ss.size)))
         k = np.empty_like(slots)
         k[order] = self.runs.n[ss] + within + 1
-        self._record_positions(u, slots, k, hits, valid, None)
+        self._record_positions(u, slots, k, hits, v, None)
 
     def _codes(self, ids: np.ndarray) -> np.ndarray:
         """Input codes of raw ids (str or int), new inputs added with M = the declared count."""
