@@ -10,10 +10,6 @@ Examples:
     >>> iid = IidBaseline.from_probabilities({"a": 0.8, "b": 0.15, "c": 0.05}, strategies=ids).curves(3)
     >>> round(c.gain(iid, OracleBaseline(strategies=ids).curves(3)).value, 3)
     0.534
-
-Modules: ``tracker`` (recorded runs), ``curves`` (the result container), ``estimators`` (exact iid
-formulas, unbiased rarefaction and extrapolation from samples), ``iid`` and ``oracle`` (``IidBaseline``,
-``OracleBaseline``), ``gain``, ``resampling`` (bootstrap).
 """
 
 from seffi.coverage.curves import TAUS, Curves, Gain, TimeToCoverage

@@ -1,7 +1,6 @@
 """The metric column table: every quantity the curves report, declared once.
 
-Each `Column` says where the quantity lives in `Curves`, report.json, W&B and report.md, whether it
-has an interval and what its estimator needs; adding a metric is one row here plus its estimator.
+Each `Column` says where it shows (`Curves`, report.json, W&B, report.md) and what its estimator needs.
 """
 
 from __future__ import annotations
@@ -9,16 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = [
-    "BY_NAME",
-    "COLUMNS",
-    "MARKDOWN_TAU",
-    "PER_K",
-    "SUM_STATS",
-    "Column",
-    "column",
-    "curves_arrays",
-]
+__all__ = ["BY_NAME", "COLUMNS", "MARKDOWN_TAU", "PER_K", "SUM_STATS", "Column", "column", "curves_arrays"]
 
 #: What an estimator sums over runs per (input, k), in storage order: the runs that reached k, then
 #: the statistics a per-k column is the ratio of (``Column.stat``); (risk, event) per tau follow.
@@ -34,43 +24,24 @@ Needs = Literal["valid", "base_law", "extrapolation", "caller"]
 
 @dataclass(frozen=True)
 class Column:
-    """One reported quantity and everything that shows it.
+    """One reported quantity and everything that shows it."""
 
-    Attributes:
-        name: field of report.json's curve set; for shape "gain", of the policy result.
-        shape: how it is indexed (`Shape`).
-        curves: attribute of ``Curves`` ("" when it holds none); default ``name``.
-        dtype: "float", "bool" or "int" values.
-        ci: ``Curves`` holds ``<curves>_lo`` / ``<curves>_hi``.
-        report_ci: report.json holds ``<name>_lo`` / ``<name>_hi`` too.
-        unit: values are probabilities in [0, 1] (checked by the schema); else >= 0.
-        required: report.json's curve set must have it.
-        wandb: W&B key stem under ``seffi/`` (``coverage/k=<k>``); None: not logged.
-        wandb_at: which budgets a per-k column is logged at.
-        wandb_index: the letter of the budget in the key (``novelty/i=<i>``).
-        header: report.md table header ("{K}" becomes the budget); None: not in the table.
-        needs: what the estimator needs beyond first hits (`Needs`).
-        stat: the statistic of `SUM_STATS` whose ratio to ``runs`` a per-k column is.
-        per_strategy: the statistic counts strategies: divide by M_x.
-        doc: one line saying what it is.
-    """
-
-    name: str
+    name: str  # field of report.json's curve set; for shape "gain", of the policy result
     shape: Shape
-    doc: str
-    curves: str | None = None
+    doc: str  # one line saying what it is
+    curves: str | None = None  # attribute of ``Curves`` ("": none); default ``name``
     dtype: Literal["float", "bool", "int"] = "float"
-    ci: bool = False
-    report_ci: bool = False
-    unit: bool = False
-    required: bool = False
-    wandb: str | None = None
+    ci: bool = False  # ``Curves`` holds ``<curves>_lo`` / ``<curves>_hi``
+    report_ci: bool = False  # report.json holds ``<name>_lo`` / ``<name>_hi`` too
+    unit: bool = False  # values in [0, 1] (checked by the schema); else >= 0
+    required: bool = False  # report.json's curve set must have it
+    wandb: str | None = None  # W&B key stem under ``seffi/`` (``coverage/k=<k>``); None: not logged
     wandb_at: WandbAt | None = None
-    wandb_index: str = "k"
-    header: str | None = None
+    wandb_index: str = "k"  # the letter of the budget in the key (``novelty/i=<i>``)
+    header: str | None = None  # report.md table header ("{K}": the budget); None: not in the table
     needs: Needs | None = None
-    stat: str | None = None
-    per_strategy: bool = False
+    stat: str | None = None  # the statistic of `SUM_STATS` whose ratio to ``runs`` a per-k column is
+    per_strategy: bool = False  # the statistic counts strategies: divided by M_x
 
     @property
     def curves_name(self) -> str:

@@ -1,8 +1,7 @@
 """Per-input metrics declared torchmetrics-style: ``add_state`` in ``setup``, then ``update``, ``compute``.
 
-A metric is an `InputMetric` subclass in a module of `seffi.coverage.metrics`; each ``add_state`` is a
-`Part` of the tracker's state, so storage, checks and exact merge follow from it. The tracker records
-into every registered metric, the monitor logs ``seffi/<name>`` and the report holds its `Estimate`.
+Each ``add_state`` is a `Part` of the tracker's state (stored, checked and merged from it); the monitor
+logs ``seffi/<name>`` and the report holds its `Estimate`.
 """
 
 from __future__ import annotations
@@ -24,13 +23,11 @@ __all__ = ["Estimate", "InputMetric", "Part", "registered"]
 
 @dataclass(frozen=True)
 class Part:
-    """One part of a tracker's state: its type, bounds, default (``fill``) and merge rule.
+    """One part of a tracker's state: its type, bounds [lo, hi), default (``fill``) and merge rule.
 
-    ``merge``: "agree" (equal in both), "keep" (the merged-into tracker's), "union" (ids in order of
-    appearance; barcode rows: the smallest inputs'), "key" (rows join by it), "disjoint" (a run in
-    both is an error), "sum", "max", "or".
-    ``hi`` (exclusive) may be a function of the parts checked before; ``width``: the setting giving a
-    matrix's width ("columns": their count); ``derive``: a counter's value from the runs.
+    ``merge``: "agree" (equal in both), "keep" (the merged-into tracker's), "union", "key" (rows join
+    by it), "disjoint" (a run in both is an error), "sum", "max", "or". ``hi`` may be a function of the
+    parts checked before; ``width``: the setting giving a matrix's width; ``derive``: a counter's value.
     """
 
     name: str
@@ -47,8 +44,7 @@ class Part:
     derive: Callable[[Mapping[str, Any]], Any] | None = None
 
     @functools.cached_property
-    def key(self) -> str:
-        """The name inside its table (``runs.first_hit`` -> ``first_hit``)."""
+    def key(self) -> str:  # the name inside its table (runs.first_hit -> first_hit)
         return self.name.rsplit(".", 1)[-1]
 
 
@@ -68,10 +64,9 @@ class Estimate(BaseModel):
 class InputMetric:
     """A metric kept per input: ``name`` (logged as ``seffi/<name>``), ``setup``, ``update``, ``compute``.
 
-    ``update(codes, hits, valid)`` folds recorded samples in (input codes (N,), matched strategy
-    columns (N, C), correct (N,)); ``compute(strata, law_of)`` is the `Estimate` given each input
-    code's task stratum, ``law_of(code)`` the base sampler's probability that a sample of that input
-    matches each strategy id (for the iid figure; None: none).
+    ``update(codes, hits, valid)`` folds samples in (input codes (N,), hits (N, C), valid (N,));
+    ``compute(strata, law_of)``: the `Estimate` given each input's task stratum and ``law_of(code)``,
+    the base sampler's probability of each strategy id (for the iid figure; None: none).
     """
 
     name: ClassVar[str] = ""
@@ -99,14 +94,14 @@ class InputMetric:
     def grow(self, n_inputs: int, n_columns: int) -> None:
         """Room for ``n_inputs`` input codes and ``n_columns`` strategy columns (new cells at ``lo``)."""
         rows, cols = max(n_inputs, self.n_inputs), max(n_columns, self.n_columns)
-        for p in self.specs.values():  # rows kept beyond n_inputs at the fill value; the integer type stays
+        for p in self.specs.values():
             old = getattr(self, p.name)
             if p.width and old.shape[1] != cols:  # a new strategy column: a wider copy
                 new = np.full((len(old), cols), p.fill, dtype=old.dtype)
                 new[:, : old.shape[1]] = old
                 setattr(self, p.name, new)
             del old  # held here, the array could not grow in place
-            grow(self, p.name, rows, p.fill)  # `seffi.coverage.room`: room not resident until written
+            grow(self, p.name, rows, p.fill)
         self.n_inputs, self.n_columns = rows, cols
 
     def rows(self, name: str) -> np.ndarray:

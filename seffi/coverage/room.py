@@ -1,10 +1,7 @@
-"""Memory for the arrays a tracker grows with its stream (per input, per run).
+"""Memory for the arrays a tracker grows (per input, per run): a large one in its own anonymous map.
 
-A large array gets its own private anonymous memory map: its pages are zero and take no memory
-until written, so the spare rows of a grown array cost nothing, and a dropped array goes back to the
-system at once instead of leaving a hole in the allocator's heap (which keeps it). A map grows in
-place (``mremap``: pages move, none is copied, so growing never holds the array twice) unless a view
-of it is held elsewhere; then it is copied. Rows grow by `GROWTH`.
+Its pages take no memory until written (spare rows are free), go back to the system when dropped, and
+grow in place (``mremap``: never held twice) unless a view of it is held elsewhere.
 """
 
 from __future__ import annotations
@@ -16,10 +13,8 @@ import numpy as np
 
 __all__ = ["GROWTH", "grow", "zeros"]
 
-#: Growth factor of the arrays' rows.
-GROWTH = 1.25
-#: Arrays of at least this many bytes get their own map (smaller ones: numpy's allocator).
-MAP_BYTES = 1 << 20
+GROWTH = 1.25  # growth factor of the arrays' rows
+MAP_BYTES = 1 << 20  # arrays of at least this many bytes get their own map
 _FLAGS = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
 
 
@@ -46,7 +41,7 @@ def _map_of(a: np.ndarray) -> mmap.mmap | None:
 def grow(obj: Any, name: str, rows: int, fill: Any = 0, least: int = 0) -> None:
     """Give array ``obj.<name>`` room for ``rows`` rows (x `GROWTH`, at least ``least``), new rows ``fill``.
 
-    With ``fill`` 0 the new rows are not written (zero pages): not resident until used.
+    With ``fill`` 0 the new rows are not written: not resident until used.
     """
     a = getattr(obj, name)
     have, dtype = a.shape[0], a.dtype
@@ -60,13 +55,7 @@ def grow(obj: Any, name: str, rows: int, fill: Any = 0, least: int = 0) -> None:
         try:
             mm.resize(int(np.prod(shape)) * dtype.itemsize)
             out = np.frombuffer(mm, dtype=dtype).reshape(shape)
-        except (
-            BufferError,
-            OSError,
-            SystemError,
-            TypeError,
-            ValueError,
-        ):  # a view is held elsewhere, no mremap
+        except (BufferError, OSError, SystemError, TypeError, ValueError):  # a view held elsewhere; no mremap
             a = np.frombuffer(mm, dtype=dtype).reshape((have, *shape[1:]))
     if out is None:
         out = zeros(shape, dtype)

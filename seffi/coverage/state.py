@@ -1,6 +1,7 @@
-"""The tracker's state declared once (`STATE`, each metric's ``add_state``): checks, storage, merge
-and load follow from it. Stored (format 2; older: `seffi.coverage.state_v1`) as columns in key order,
-first-hit rows packed one base-36 character a cell when all fit; per-input sums derived at load.
+"""The tracker's state declared once (`STATE`, each metric's ``add_state``): the rest follows from it.
+
+Stored (format 2; older: `seffi.coverage.state_v1`) as columns in key order, first-hit rows packed
+one base-36 character a cell when all fit; per-input sums are derived at load.
 """
 
 from __future__ import annotations
