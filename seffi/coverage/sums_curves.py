@@ -269,23 +269,13 @@ def curves_from_sums(
     over_inputs = U >= MIN_INPUTS
     level = expanded_level(ci_level, U) if over_inputs else ci_level
     boot = n_boot > 0 and over_inputs
-    reps = (
-        Replicates(U, K, np.zeros(U, dtype=np.int64) if strata is None else strata, n_boot, seed)
-        if boot
-        else None
-    )
+    strata = np.zeros(U, dtype=np.int64) if strata is None else strata
+    reps = Replicates(U, K, strata, n_boot, seed) if boot else None
     scored = [name for name in metrics if boot and name in _SCORE_METRICS]
     aucs = [(p, name) for p, name in (("", "coverage"), ("valid_", "valid_coverage")) if name in metrics]
     # Every score interval of the snapshot (curves, then AUCs), from two passes over the inputs.
-    score = (
-        ScoreSums(
-            reps.strata,
-            [K] * len(scored) + [1] * len(aucs),
-            [n_runs if _SCORE_METRICS[name] else None for name in scored] + [None] * len(aucs),
-        )
-        if reps is not None
-        else None
-    )
+    floors = [n_runs if _SCORE_METRICS[name] else None for name in scored] + [None] * len(aucs)
+    score = ScoreSums(strata, [K] * len(scored) + [1] * len(aucs), floors) if boot else None
 
     def values(st: np.ndarray) -> list[np.ndarray]:
         # Each input's curves (its runs averaged) and AUCs: one block of inputs at a time.

@@ -181,13 +181,10 @@ class CoverageTracker:
             raise ValueError("record() needs declared strategies and a budget")
         if batch.strategies != self.strategies:
             raise ValueError(f"a batch over {batch.strategies} for a tracker of {self.strategies}")
-        input_ids, hits, valid, z = batch.input_id, batch.hits, batch.valid, batch.z
-        env_index, sample_index, run_index = batch.env_index, batch.sample_index, batch.run_index
-        u = self._codes(input_ids)
-        slot, k = self.assigner.assign(u, env_index, sample_index, run_index)
+        u, before = self._codes(batch.input_id), self.samples
+        slot, k = self.assigner.assign(u, batch.env_index, batch.sample_index, batch.run_index)
         self.runs.grow(self.assigner.n_slots)
-        before = self.samples
-        self._record_positions(u, slot, k, hits, valid, z)
+        self._record_positions(u, slot, k, batch.hits, batch.valid, batch.z)
         return self.samples - before
 
     def update(
@@ -325,15 +322,8 @@ class CoverageTracker:
             self._recent.update(code_of)
         return np.fromiter(map(code_of.__getitem__, raw), np.int64, len(raw))
 
-    def _record_positions(
-        self,
-        u: np.ndarray,
-        slot: np.ndarray,
-        k: np.ndarray,
-        hits: np.ndarray,
-        valid: np.ndarray,
-        z: np.ndarray | None,
-    ) -> None:
+    def _record_positions(self, u: Any, slot: Any, k: Any, hits: Any, valid: Any, z: Any) -> None:
+        """Record samples at their positions ``k`` in their runs ``slot`` (arrays, (N,); hits (N, C))."""
         if u.shape[0] == 0:
             return
         if self.budget is not None:
@@ -348,17 +338,9 @@ class CoverageTracker:
         for metric in self.metrics:
             metric.update(u, hits, valid)
         if self.bar.rows:
-            C = len(self.columns)
-            self.bar.add(
-                u,
-                slot,
-                k,
-                hits,
-                self.assigner.slot_stream[slot],
-                lambda sl: self.runs.first_hit[sl, :C] >= 0,
-                self.keys,
-                self._rule_order(),
-            )
+            C, streams = len(self.columns), self.assigner.slot_stream[slot]
+            covered = lambda sl: self.runs.first_hit[sl, :C] >= 0  # noqa: E731
+            self.bar.add(u, slot, k, hits, streams, covered, self.keys, self._rule_order())
         fold(self.runs, slot, k, hits, valid)
         if z is not None and self.num_latents:
             self.has_latent |= fold_latent(self.runs, slot, k, z)
@@ -537,14 +519,8 @@ class CoverageTracker:
             base_law: ``base_law(input_id)``: the base sampler's law over match sets (an env's
                 ``base_match_distribution``), for each metric's iid figure; None: no iid figure.
         """
-        law_of = None
-        if base_law is not None:
-            keys = self.keys
-
-            def law_of(code: int) -> dict[str, float]:
-                return _matched_law(base_law(keys[code][1]))
-
-        out = {}
+        keys, out = self.keys, {}
+        law_of = None if base_law is None else lambda code: _matched_law(base_law(keys[code][1]))
         for m in self.metrics:
             m.grow(len(self.keys), len(self.columns))
             est = m.compute(self.keys.strata(), law_of)
