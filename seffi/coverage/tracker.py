@@ -532,17 +532,9 @@ class CoverageTracker:
 
     def derived_sums(self, K: int, **rarity: Any) -> tuple[InputSums, np.ndarray | None]:
         """Per-input sums for budget K derived from the runs (``sums_from_runs``; ``rarity``: its options)."""
-        S, C = self.assigner.n_slots, len(self.columns)
-        return sums_from_runs(
-            self.runs.first_hit[:S, :C],
-            self.runs.n[:S],
-            self.assigner.slot_input,
-            self.m,
-            K,
-            first_valid_hit=self.runs.first_valid_hit[:S, :C],
-            first_valid=self.runs.first_valid[:S],
-            **rarity,
-        )
+        S, C, r = self.assigner.n_slots, len(self.columns), self.runs
+        kw = {"first_valid_hit": r.first_valid_hit[:S, :C], "first_valid": r.first_valid[:S], **rarity}
+        return sums_from_runs(r.first_hit[:S, :C], r.n[:S], self.assigner.slot_input, self.m, K, **kw)
 
     def curves(
         self,
