@@ -182,14 +182,6 @@ def point_from_totals(totals: GroupTotals) -> dict[str, Any]:
     return _point(_weighted(_rebuild(tot, count * n), n, m).sum(axis=0), totals.budget)
 
 
-def point_in_order(sums: InputSums, m: np.ndarray) -> dict[str, Any]:
-    """Point estimates with the additions of `curves_from_sums` (input by input): its digits exactly."""
-    total = None
-    for _, st in _weighted_blocks(sums, np.arange(sums.n_runs.size), sums.n_runs, np.asarray(m)):
-        total = add_rows(total, st)
-    return _point(total, sums.budget)  # type: ignore[arg-type]
-
-
 def _weighted_blocks(
     sums: InputSums, order: np.ndarray, n_runs: np.ndarray, m: np.ndarray, stats: Sequence[int] = ()
 ) -> Iterator[tuple[int, np.ndarray]]:

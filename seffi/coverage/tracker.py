@@ -35,7 +35,7 @@ from seffi.coverage.sums import (
     run_sums,
     sums_from_runs,
 )
-from seffi.coverage.sums_curves import curves_from_sums, point_from_totals, point_in_order
+from seffi.coverage.sums_curves import curves_from_sums, point_from_totals
 from seffi.episodes import EpisodeBatch
 
 __all__ = ["BARCODE_ROWS", "STATE", "STATE_FORMAT", "CoverageTracker"]
@@ -508,7 +508,7 @@ class CoverageTracker:
         runs, unit, codes = self._window(np.flatnonzero(self.runs.n[:S] >= self.budget))
         Z = np.full(codes.size, self.num_latents)
         part = run_sums(self.runs, runs, unit, Z, self.budget, latent=True)
-        return point_in_order(part, Z)["coverage"]  # inputs in sorted key order, as the curves
+        return curves_from_sums(part, Z, n_boot=0).coverage if codes.size else None  # sorted keys, as curves
 
     def metric_estimates(
         self, base_law: Callable[[str], Mapping[frozenset[str], float]] | None = None
