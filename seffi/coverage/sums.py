@@ -100,12 +100,12 @@ class InputSums:
     ``dtype`` when a count would leave it.
     """
 
-    def __init__(self, budget: int, *, dtype: Any = np.int64, squares: bool = True) -> None:
+    def __init__(self, budget: int, *, dtype: Any = np.int64, squares: bool = True, rows: int = 0) -> None:
         self.budget = int(budget)
-        self.inc = np.zeros((0, self.budget, N_INC), dtype=dtype)
-        self.n_runs = np.zeros(0, dtype=np.int64)
-        self.sq = np.zeros((0, self.budget, len(SQUARED)), dtype=np.int64) if squares else None
-        self.auc_sq = np.zeros((0, 2), dtype=np.int64) if squares else None
+        self.inc = zeros((rows, self.budget, N_INC), dtype=dtype)
+        self.n_runs = zeros(rows, dtype=np.int64)
+        self.sq = zeros((rows, self.budget, len(SQUARED)), dtype=np.int64) if squares else None
+        self.auc_sq = zeros((rows, 2), dtype=np.int64) if squares else None
 
     def full(self, rows: np.ndarray | slice | None = None) -> np.ndarray:
         """The 13 statistics of ``rows`` (default all): int array, shape (R, K, N_STATS)."""
@@ -128,15 +128,6 @@ class InputSums:
                 raise ValueError("these sums keep no squares (derive them from the runs)")
             return self.sq[rows, :, SQUARED.index(j)]
         return self.full(rows)[:, :, j]
-
-    def _resize(self, n: int) -> None:
-        """Cut or zero-pad every array to ``n`` rows."""
-        for name in ("inc", "n_runs", "sq", "auc_sq"):
-            arr = getattr(self, name)
-            if arr is not None:
-                grown = zeros((n, *arr.shape[1:]), dtype=arr.dtype)
-                grown[: min(n, arr.shape[0])] = arr[:n]
-                setattr(self, name, grown)
 
     def grow(self, n_inputs: int) -> None:
         """Room for ``n_inputs`` rows (new rows zero)."""
@@ -348,8 +339,7 @@ def sums_from_runs(
     keep = np.asarray(lengths)[runs] >= K
     m = np.asarray(m, dtype=np.int64)
     U = m.shape[0]
-    out = InputSums(K, squares=squares)
-    out._resize(U)  # exactly U rows
+    out = InputSums(K, squares=squares, rows=U)
     rarity = None if rarity_bin is None else np.zeros((U, n_bins, K), dtype=np.int64)
     if not keep.any():
         return out, rarity
@@ -436,14 +426,6 @@ class GroupTotals:
         if empty.any():
             self.keys, self.count, self.total = self.keys[~empty], self.count[~empty], self.total[~empty]
 
-    def move(
-        self, m: np.ndarray, old_n: np.ndarray, old: np.ndarray, new_n: np.ndarray, new: np.ndarray
-    ) -> None:
-        """Inputs whose sums went from (old_n runs, ``old``) to (new_n, ``new``): (R,), (R, K, N_INC)."""
-        R = old_n.shape[0]
-        sign = np.repeat(np.array([-1, 1], dtype=np.int64), R)
-        self._apply(np.concatenate([old_n, new_n]), np.concatenate([m, m]), np.concatenate([old, new]), sign)
-
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(runs, M_x, inputs, totals (G, K, N_INC)) of the groups in sorted (runs, M_x) order."""
         mask = (np.int64(1) << self._BITS) - 1
@@ -463,4 +445,6 @@ def add_runs(
     """Add (``sign`` 1) or remove (-1) runs' sums ``part`` at distinct ``rows`` (M_x ``m``) and ``totals``."""
     old_n, old = sums.n_runs[rows].copy(), sums.inc[rows].copy()
     sums.add_at(rows, part, sign)
-    totals.move(m, old_n, old, sums.n_runs[rows], sums.inc[rows])
+    both = np.repeat(np.array([-1, 1], dtype=np.int64), rows.size)  # the inputs leave their groups, then join
+    n, inc = np.concatenate([old_n, sums.n_runs[rows]]), np.concatenate([old, sums.inc[rows]])
+    totals._apply(n, np.concatenate([m, m]), inc, both)

@@ -279,8 +279,7 @@ def test_input_sums_widen_their_type_before_a_count_leaves_it() -> None:
         s.grow(4)
     seen = []
     for scale in (100, 100, 30_000, 30_000, 3_000_000_000):
-        part = InputSums(K, squares=False)
-        part._resize(2)
+        part = InputSums(K, squares=False, rows=2)
         part.inc[:] = rng.integers(scale // 2, scale + 1, (2, K, N_INC))
         part.n_runs[:] = 1
         rows = rng.choice(4, 2, replace=False)
