@@ -316,7 +316,7 @@ def dump(t: CoverageTracker) -> dict[str, Any]:
     for m in t.metrics:
         m.grow(len(t.keys), C)
     s["metrics"] = {
-        m.name: {"partial": m.partial, **{k: m.rows(k)[order] for k in m.specs}} for m in t.metrics
+        m.name: {"partial": m.partial} | {k: m.rows(k)[order] for k in m.specs} for m in t.metrics
     }
     return s
 
@@ -382,9 +382,8 @@ def merge(cls: type[CoverageTracker], a: Mapping[str, Any], b: Mapping[str, Any]
     """A tracker holding checked state ``a`` with ``b``'s runs added (ValueError: they do not mix)."""
     agree = [(a[p.name], b[p.name]) for p in SETTINGS if p.merge == "agree"]
     if any(x != y for x, y in agree):
-        mine, theirs = zip(*agree, strict=True)
         text = "cannot merge trackers with different strategy sets, budget or latent codes"
-        raise ValueError(f"{text}: {mine!r} vs {theirs!r}")
+        raise ValueError(f"{text}: {tuple(x for x, _ in agree)!r} vs {tuple(y for _, y in agree)!r}")
     return load(cls, dump(_add(_add(_new(cls, a), a), b, merged=True)))  # in canonical order
 
 
