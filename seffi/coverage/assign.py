@@ -1,8 +1,6 @@
 """Run assignment: which run (tracker stream) each finished episode belongs to, and its position k.
 
-Also the inputs' keys (`InputKeys`): (task, input_id) per input code and the code of each key, held
-in numpy arrays (the ids' UTF-8 bytes one after another), so an input costs its id's bytes and a few
-integers, not Python strings, tuples and dicts.
+Also the inputs' keys (`InputKeys`), held in numpy arrays: an input costs its id's bytes and a few ints.
 """
 
 from __future__ import annotations
@@ -26,16 +24,10 @@ _TOP = {np.dtype(t): np.iinfo(t).max for t in (np.int8, np.int16, np.int32, np.i
 
 def fit(a: np.ndarray, values: Any) -> np.ndarray:
     """``a``, or a copy in the narrowest integer type holding ``values`` (ints) too when ``a``'s cannot."""
-    held = _TOP[a.dtype]
-    if held == _TOP[np.dtype(np.int64)]:  # the widest already (a per-batch call: no reduction)
+    held, v = _TOP[a.dtype], values
+    if held == _TOP[np.dtype(np.int64)] or (not isinstance(v, int) and not np.size(v)):  # a per-batch call
         return a
-    if isinstance(values, int):
-        top = abs(values)
-    else:
-        v = np.asarray(values)
-        if v.size == 0:
-            return a
-        top = max(int(v.max()), -int(v.min()))
+    top = abs(v) if isinstance(v, int) else max(int(np.max(v)), -int(np.min(v)))
     return a if top <= held else a.astype(int_type(top))
 
 
@@ -303,20 +295,15 @@ class RunAssigner:
     """
 
     def __init__(self, budget: int, stream_offset: int = 0) -> None:
-        # The open run of each (input, env row) pair seen: one row of flat arrays, via a `KeyIndex`.
         self.budget, self.stream_offset = int(budget), int(stream_offset)
         self.env_cols: dict[int, int] = {}  # env index -> column (in order of first appearance)
         # env index -> column as an array (-1: none), rebuilt when env_cols grows: one gather a batch
         self._env_lut = np.full(0, -1, dtype=np.int64)
         self._lut_for = 0  # len(env_cols) the lookup table was built for
-        self._row = KeyIndex()  # (input code << 32 | env column) -> open-run row
-        # Per row: open run slot (-1 none), its samples so far, its last sample's indices (-1
-        # unknown), each in the narrowest integer type holding the values written (`fit`): slots
-        # int32 below 2^31 runs, counts and indices as small as they come.
+        self._row = KeyIndex()  # (input code << 32 | env column) -> open-run row, for every pair seen
+        # Per row: open run slot (-1 none), samples so far, last sample's indices (-1 unknown), by `fit`
         self.o_slot = np.zeros(0, dtype=np.int32)
-        self.o_cnt = np.zeros(0, dtype=np.int8)
-        self.o_si = np.zeros(0, dtype=np.int8)
-        self.o_ri = np.zeros(0, dtype=np.int8)
+        self.o_cnt, self.o_si, self.o_ri = (np.zeros(0, dtype=np.int8) for _ in range(3))
         self.next_stream = np.zeros(0, dtype=np.int64)  # per input: the next local stream number
         self._slot_stream = np.zeros(64, dtype=np.int8)  # widened by `fit` as streams grow
         # int32: a tracker holds far fewer than 2^31 inputs (their ids alone would take > 100 GB)
