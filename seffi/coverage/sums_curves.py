@@ -402,14 +402,11 @@ def _within_input_intervals(
         if name not in metrics:
             continue
         total = full[:, :, METRICS[name]].sum(axis=1).astype(np.float64)
-        err_a, df_a = se(total, part.auc_sq[:, col].astype(np.float64), 1.0 / (K * m))
-        err, df = float(err_a), float(df_a)
-        half = float(quantile(np.asarray(df))) * err
-        value = getattr(c, f"{prefix}auc")
-        setattr(c, f"{prefix}auc_se", err)
-        setattr(c, f"{prefix}auc_df", df)
-        setattr(c, f"{prefix}auc_lo", float(np.clip(value - half, 0.0, 1.0)))
-        setattr(c, f"{prefix}auc_hi", float(np.clip(value + half, 0.0, 1.0)))
+        err, df = map(float, se(total, part.auc_sq[:, col].astype(np.float64), 1.0 / (K * m)))
+        half, value = float(quantile(np.asarray(df))) * err, getattr(c, f"{prefix}auc")
+        lo, hi = (float(np.clip(value + d, 0.0, 1.0)) for d in (-half, half))
+        for key, v in (("se", err), ("df", df), ("lo", lo), ("hi", hi)):
+            setattr(c, f"{prefix}auc_{key}", v)
     c.notes.append(
         f"only {U} input(s) (fewer than {MIN_INPUTS}): intervals cover run-to-run noise for these inputs "
         "only (Student t, from the variance between each input's complete runs), not what other inputs "
