@@ -26,8 +26,8 @@ from seffi.coverage._common import (
     rarity_ranks,
 )
 from seffi.coverage.curves import Curves, TimeToCoverage, check_budget, tau_key
+from seffi.coverage.estimators import used_masks
 from seffi.coverage.samples import SamplePlan, _covered_from_counts
-from seffi.coverage.subsets import used_masks
 
 __all__ = ["IidBaseline"]
 

@@ -1,6 +1,6 @@
-"""Unbiased curves of an unknown iid law from n samples: rarefaction, Chao extrapolation, intervals.
+"""The iid curves of an unknown law from n samples per input: U-statistics, model beyond n, intervals.
 
-Intervals: iNEXT's bootstrap assemblage, and for set-valued novelty a delete-one jackknife.
+Methods, sizes and calibration: docs/statistics.md, "The iid baseline from samples".
 """
 
 from __future__ import annotations
@@ -13,17 +13,13 @@ import numpy as np
 from seffi.coverage import estimators as est
 from seffi.coverage._common import _Samples, rarity_ranks
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
-from seffi.coverage.extrapolate import _beyond_n, _full_law, chao_f0, detected_law, model_law
+from seffi.coverage.estimators import MAX_SET_STRATEGIES, meet_counts, nonempty_subsets, pair_ids, used_masks
 from seffi.coverage.resampling import normal_quantile, percentile_interval, t_quantile
-from seffi.coverage.subsets import MAX_SET_STRATEGIES, meet_counts, nonempty_subsets, pair_ids, used_masks
 from seffi.coverage.sums_curves import rarity_labels
 
 
 def _sample_points(X: np.ndarray, m: int, K: int, Y: np.ndarray, single: np.ndarray) -> dict[str, np.ndarray]:
-    """Unbiased curves (D, K) of D inputs X (D, n, m) for k <= n, model-based beyond.
-
-    ``Y``, ``single``: ``est.incidence(X)``. Fields: coverage, expected_new, novelty, full_coverage.
-    """
+    """Curves (D, K) of inputs X (D, n, m), ``Y, single = est.incidence(X)``: unbiased to n, model beyond."""
     n = X.shape[1]
     covered = _covered_from_counts(Y, n, m, K)
     expected_new = np.diff(covered, axis=1, prepend=0.0)
@@ -43,37 +39,50 @@ def _novelty_beyond_n(novelty: np.ndarray, expected_new: np.ndarray, n: int) -> 
 
 
 def _covered_from_counts(Y: np.ndarray, n: int, m: int, K: int) -> np.ndarray:
-    """Estimated E|S_k|, k = 1..K, from counts Y (S,) or (B, S): rarefaction to n, Chao beyond, <= m."""
+    """Estimated E|S_k|, k = 1..K, from counts Y (..., m): rarefaction to n, Chao beyond, <= m."""
     covered = est.rarefaction_counts(Y, n, K)
     if K > n:
         covered = np.concatenate([covered, est.chao_extrapolation_counts(Y, n, K, m)], axis=-1)
     return np.minimum(covered, m)
 
 
-def assemblage(Y: np.ndarray, n: int, single: np.ndarray | bool) -> np.ndarray:
-    """The iNEXT bootstrap assemblages of D datasets from their incidence counts (Chao et al. 2014, App. S2).
+def _chao(rows: np.ndarray, n: int, unseen: np.ndarray | None = None) -> tuple:
+    """(f0, undetected mass (D,), detected probabilities (D, m)) of counts ``rows`` (D, m) out of n.
 
-    The undetected mass 1 - C_hat = (f1/n) n f0 / (n f0 + f1) (f0 = Chao1, *uncapped* as in iNEXT:
-    capping lowered the coverage of 95 % intervals at k <= n by 0.01-0.04 in ``benchmarks/coverage.py``)
-    is taken from the rare detected strategies, y_s/n (1 - w (1 - y_s/n)^n), and shared by ceil(f0)
-    unseen ones. Single-label data use the abundance assemblage (samples matching nothing are a
-    category), set-valued data the incidence one.
+    The iNEXT assemblage: 1 - C_hat = (f1/n) n f0 / (n f0 + f1) (f0 = Chao1, uncapped as in iNEXT),
+    taken from the detected y_s/n (1 - w (1 - y_s/n)^n); no mass where ``unseen`` (default f0 > 0) fails.
+    """
+    f1 = (rows == 1).sum(axis=1).astype(np.float64)
+    f2 = (rows == 2).sum(axis=1).astype(np.float64)
+    f0 = est.chao_f0_array(n, f1, f2)
+    unseen = np.ceil(f0 - 1e-9) > 0 if unseen is None else unseen & (f0 > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(unseen & (f1 > 0), f1 / n * (n * f0 / (n * f0 + f1)), 0.0)
+    rel = rows / n
+    tail = (1.0 - rel) ** n
+    b = (rel * tail).sum(axis=1)
+    w = np.where((a > 0) & (b > 0), a / np.where(b > 0, b, 1.0), 0.0)
+    return f0, a, rel * (1.0 - w[:, None] * tail)
+
+
+def assemblage(Y: np.ndarray, n: int, single: np.ndarray | bool) -> np.ndarray:
+    """The iNEXT bootstrap assemblages of datasets from their incidence counts (Chao et al. 2014, App. S2).
 
     Args:
         Y: (D, m) or (m,): per-strategy incidence counts out of n samples.
         n: samples per dataset.
-        single: (D,) bool (or a bool): whether each dataset is single-label.
+        single: (D,) bool (or a bool): single-label (abundance: "matches nothing" is a category) or
+            set-valued (incidence).
 
     Returns:
         (D, m + U + 1) (or (m + U + 1,)): strategy j's probability (j < m), U unseen strategies
-        (U the largest ceil(f0)), then "matches nothing" (abundance) or 0. Abundance rows sum to 1.
+        sharing the undetected mass (U the largest ceil(f0)), then "matches nothing" (abundance) or 0.
     """
     Y = np.asarray(Y, dtype=np.int64)
     rows = np.atleast_2d(Y)
     single = np.broadcast_to(np.asarray(single, dtype=bool), rows.shape[:1])
-    f1, f0 = chao_f0(rows, n)
+    f0, a, detected = _chao(rows, n)
     unseen = np.ceil(f0 - 1e-9).astype(np.int64)
-    a, detected = detected_law(rows, n, f1, f0, unseen > 0)
     U = int(unseen.max(initial=0))
     out = np.zeros((rows.shape[0], rows.shape[1] + U + 1))
     out[:, : rows.shape[1]] = detected
@@ -85,13 +94,115 @@ def assemblage(Y: np.ndarray, n: int, single: np.ndarray | bool) -> np.ndarray:
     return out if Y.ndim == 2 else out[0]
 
 
+def model_law(Y: np.ndarray, n: int, m: int, single: np.ndarray | bool) -> np.ndarray:
+    """q_s (..., m), the probability that a sample matches column s, fitted to incidence counts Y (..., m).
+
+    Detected columns get the assemblage probabilities; the m - S_obs unseen ones share the
+    undetected mass, or without singletons each get a uniform prior's posterior mean. ``single``
+    (broadcast to Y's leading shape): a categorical law (remainder: "matches nothing").
+    """
+    Y = np.asarray(Y, dtype=np.int64)
+    rows = Y.reshape(-1, Y.shape[-1])
+    single = np.broadcast_to(np.asarray(single, dtype=bool), Y.shape[:-1]).reshape(-1)
+    u = (rows == 0).sum(axis=1)
+    _, a, detected = _chao(rows, n, u > 0)
+    prior = np.where(single, 1.0 / (n + m), 1.0 / (n + 2))  # uniform-prior posterior mean of an unseen one
+    r = np.where(u > 0, np.where(a > 0, a / np.maximum(u, 1), prior), 0.0)
+    q = np.clip(np.where(rows > 0, detected, r[:, None]), 0.0, 1.0)
+    tot = q.sum(axis=1)
+    over = single & (tot > 1.0)
+    q[over] /= tot[over, None]
+    return q.reshape(Y.shape)
+
+
+def _missing_found(
+    u: np.ndarray, r: np.ndarray, J: int, single: np.ndarray, short: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(Pr[all u found] (D, J), Pr[fewer than short[i] found] (len(short), D, J)) after j = 1..J draws.
+
+    u missing columns of D datasets, each found with probability r per draw; ``short`` (N, D).
+    Single-label: a Markov chain over the number found f; set-valued: each found w.p. 1 - (1 - r)^j
+    independently. The f below e^-50 after J draws (Chernoff) are left out: the work is J x (the f
+    kept), not J x M.
+    """
+    D, N = u.shape[0], short.shape[0]
+    full, surv = np.zeros((D, J)), np.ones((N, D, J))
+    if J == 0:
+        return full, surv
+    with np.errstate(divide="ignore"):  # r = 1: log1p(-1) = -inf
+        log_miss = np.log1p(-np.minimum(r, 1.0))
+    mu = u * -np.expm1(J * log_miss)
+    bound = np.ceil(mu + 50.0 / 3.0 + np.sqrt((50.0 / 3.0) ** 2 + 100.0 * mu))  # t^2 = 100 (mu + t / 3)
+    reach = u <= bound  # finding all u has a chance above e^-50
+    needed = reach | (N > 0)
+    U = int(np.where(needed, np.minimum(u, bound), 0).max(initial=0))
+    f = np.arange(U + 1)
+    below = f[None, None, :] < short[:, :, None]  # (N, D, U + 1)
+    j = np.arange(1, J + 1, dtype=np.float64)
+    s = np.flatnonzero(~single & needed)
+    if s.size:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # f > u: masked below
+            pj = -np.expm1(j[None, :] * log_miss[s][:, None])  # (Ds, J)
+            full[s] = np.where(pj >= 1.0, 1.0, np.exp(u[s][:, None] * np.log(pj)))
+            if N:
+                lf = est.log_factorial(int(u.max(initial=0)))
+                uu = u[s][:, None, None]
+                ok = f[None, None, :] <= uu
+                ff = np.where(ok, f[None, None, :], 0)
+                logp = (
+                    lf[uu]
+                    - lf[ff]
+                    - lf[np.where(ok, uu - ff, 0)]
+                    + ff * np.log(pj[:, :, None])
+                    + (uu - ff) * np.log1p(-pj[:, :, None])
+                )
+                pmf = np.where(ok, np.exp(np.where(np.isnan(logp), -np.inf, logp)), 0.0)
+                pmf = np.where(ok & (pj[:, :, None] >= 1.0), (ff == uu).astype(np.float64), pmf)
+                surv[:, s] = np.einsum("djf,ndf->ndj", pmf, below[:, s])
+    s = np.flatnonzero(single & needed)
+    if s.size:
+        P = np.zeros((s.size, U + 1))
+        P[:, 0] = 1.0
+        step = np.clip((u[s][:, None] - f[None, :]) * r[s][:, None], 0.0, 1.0)  # Pr[new | f found]
+        at = np.minimum(u[s], U)
+        mask = below[:, s].transpose(1, 2, 0).astype(np.float64)  # (Ds, U + 1, N)
+        rows = np.arange(s.size)
+        for i in range(J):
+            moved = P * step
+            P = P - moved
+            P[:, 1:] += moved[:, :-1]
+            full[s, i] = P[rows, at]
+            if N:
+                surv[:, s, i] = np.einsum("df,dfn->nd", P, mask)
+        full[s] = np.where(reach[s, None], full[s], 0.0)
+    return full, surv
+
+
+def _full_law(q: np.ndarray, K: int) -> np.ndarray:
+    """F(k) ~ prod_s 1 - (1 - q_s)^k (D, K) under per-column laws q (D, m) (exact if independent)."""
+    ks = np.arange(1, K + 1, dtype=np.float64)
+    with np.errstate(divide="ignore"):  # q = 1: log1p(-1) = -inf, and the factor is 1 as it should be
+        miss = np.log1p(-np.minimum(q, 1.0))[:, :, None]
+    return np.clip(np.prod(-np.expm1(ks[None, None, :] * miss), axis=1), 0.0, 1.0)
+
+
+def _beyond_n(Y: np.ndarray, n: int, m: int, single: np.ndarray, J: int, needs: list[int]) -> tuple:
+    """(full (D, J), survival (len(needs), D, J)) at k = n + 1..n + J: the unseen found under `model_law`."""
+    Y = np.asarray(Y, dtype=np.int64)
+    s_obs = (Y > 0).sum(axis=1)
+    u = m - s_obs
+    q = model_law(Y, n, m, single)
+    r = np.where(u > 0, np.where(Y == 0, q, 0.0).max(axis=1), 0.0)
+    short = np.array([need - s_obs for need in needs], dtype=np.int64).reshape(len(needs), len(u))
+    full, surv = _missing_found(u, r, J, single, short)
+    full = np.where(u[:, None] == 0, 1.0, full)
+    return np.clip(full, 0.0, 1.0), np.clip(surv, 0.0, 1.0)
+
+
 def _assemblage_counts(
     P: np.ndarray, n: int, single: np.ndarray, rng: np.random.Generator, B: int
 ) -> np.ndarray:
-    """Incidence counts (D, B, L) of B datasets of n samples from each law P (D, L + 1), "nothing" last.
-
-    Multinomial (abundance) or independent binomials (incidence), without drawing the match sets.
-    """
+    """Incidence counts (D, B, L) of B datasets of n samples from each law P (D, L + 1), "nothing" last."""
     D, L = P.shape[0], P.shape[1] - 1
     out = np.zeros((D, B, L), dtype=np.int64)
     if single.any():
@@ -113,12 +224,7 @@ TABLE_BINOMIAL_N = 64
 
 
 def _binomial(n: int, p: np.ndarray, rng: np.random.Generator, B: int) -> np.ndarray:
-    """B draws of Binomial(n, p) for each probability of ``p``: (B, *p.shape) int64.
-
-    By inversion of each p's cdf over 0..n: a draw is the number of cdf values below a uniform,
-    counted in n vectorised passes, 3x faster than ``rng.binomial`` with a different p per draw at
-    the bootstrap's n. Above ``TABLE_BINOMIAL_N``, ``rng.binomial``.
-    """
+    """B draws (B, *p.shape) of Binomial(n, p) per p, by inversion of the cdf (3x ``rng.binomial``)."""
     if n > TABLE_BINOMIAL_N:
         return rng.binomial(n, p, size=(B, *p.shape))
     j, lf = np.arange(n + 1), est.log_factorial(n)
@@ -141,8 +247,7 @@ def inext_coverage_replicates(
 ) -> np.ndarray:
     """Bootstrap replicates C(k) (B, K) or (D, B, K) of the estimated coverage of X (n, m) or (D, n, m).
 
-    ``n_boot`` datasets drawn from each dataset's iNEXT ``assemblage``, the estimator recomputed on
-    each; the baseline reports estimate +- z * sd of these, as iNEXT does.
+    ``n_boot`` datasets drawn from each dataset's iNEXT ``assemblage``, the estimator recomputed on each.
     """
     X = np.asarray(X, dtype=bool)
     Xs = X[None] if X.ndim == 2 else X
@@ -166,8 +271,7 @@ def _set_datasets(X: np.ndarray, unseen: np.ndarray, rng: np.random.Generator, B
     """B datasets (D, B, n, c) from the abundance assemblage of each input's distinct match sets X (D, n, c).
 
     Strategies that come together stay together; the undetected mass goes to single unseen
-    strategies, in turn the columns ``unseen`` (D, c) of each input. Rows are drawn as
-    ``rng.choice`` draws them (one input: the same datasets).
+    strategies, in turn the columns ``unseen`` (D, c) of each input.
     """
     D, n, c = X.shape
     # Distinct match sets in np.unique(X[d], axis=0)'s order: column 0 the most significant bit.
@@ -200,13 +304,10 @@ def _set_datasets(X: np.ndarray, unseen: np.ndarray, rng: np.random.Generator, B
 
 
 def _world_columns(X: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The columns set-valued novelty replicates draw, per input of X (D, n, m) with model law q (D, m).
+    """(columns (D, c), which are unseen, their law q) drawn by set-valued novelty replicates of X (D, n, m).
 
-    Each input's used columns and its first unseen ones, `MAX_SET_STRATEGIES` in all, whatever the
-    declared M: (columns (D, c) in column order, padded with never-drawn ones; which are unseen
-    (D, c); their law (D, c)). Unseen strategies beyond are left out: at their model rate (a prior's
-    1 / (n + 2) each when no strategy was seen once) hundreds of them would put most of them in
-    every drawn sample.
+    Each input's used columns and its first unseen ones, `MAX_SET_STRATEGIES` in all: at the model
+    rate, hundreds of unseen strategies would put most of them in every drawn sample.
     """
     used = X.any(axis=1)
     s_obs = used.sum(axis=1)
@@ -221,18 +322,13 @@ def _world_columns(X: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 #: Replicates behind the sd of set-valued novelty (tiled to ``n_boot``).
 NOVELTY_REPLICATES = 32
-
 #: Curve fields whose interval is estimate +- z sd of centred replicates (iNEXT), with their upper bound.
 _SD_CAPS = {"coverage": 1.0, "novelty": 1.0, "expected_new": math.inf, "valid_coverage": 1.0}
-
-
 #: Bytes of working arrays per chunk of inputs: the bootstrap's memory does not grow with the inputs.
 CHUNK_BYTES = 64 << 20
 #: Sample orders per input behind time to coverage at tau < 1: 256, fewer over many inputs (20,000 in
 #: all, at least 16 each): only the mean over inputs is reported, its standard error <= 0.5 / sqrt(runs).
 TTC_RUNS, TTC_TOTAL_RUNS, TTC_MIN_RUNS = 256, 20_000, 16
-
-
 #: Chunks per block of `SamplePlan`: each block draws from its own streams and is summed on its own,
 #: then the blocks in order, so the curves are the same whichever process computes which block.
 BLOCK_CHUNKS = 8
@@ -242,17 +338,10 @@ class SamplePlan:
     """The mean curves over inputs estimated from samples (``IidBaseline.curves``), as blocks of work.
 
     ``plan.curves(map(plan.block, range(plan.blocks)))``; any block may be computed in another process.
-    Inputs go in chunks of equal (n, m) as arrays (D, ...), keeping only sums over inputs (and each
-    input's AUC, for the paired gain): memory is bounded by `CHUNK_BYTES`. Block b draws from four
-    streams of ``seed`` (time-to-coverage runs, the coverage, model and valid bootstraps): block 0 from
-    ``seed.spawn(4)``, block b > 0 from the b-th child of each.
-    Intervals: C(k), expected new, AUC and valid coverage by iNEXT (``inext_coverage_replicates``);
-    N(i) single-label from the coverage replicates, set-valued by the pooled sd over two worlds
-    (``_set_datasets``, ``model_law``) and the jackknife at i <= n / 2; F(k) by Wilson with
-    floor(n / k) trials at k <= n, beyond by the percentile interval under the refitted model law,
-    widened to contain the estimate (``_set_intervals``). Replicates of the mean over inputs are
-    index-wise means of independent per-input replicates, those of ``_SD_CAPS`` centred on each
-    input's point estimate.
+    Inputs go in chunks of equal (n, m), keeping only sums over inputs (and each input's AUC):
+    memory is bounded by `CHUNK_BYTES`. Block 0 draws from ``seed.spawn(4)`` (time-to-coverage runs,
+    the coverage, model and valid bootstraps), block b > 0 from the b-th child of each. Replicates
+    of the mean over inputs are index-wise means of independent per-input replicates.
     """
 
     def __init__(
@@ -265,12 +354,10 @@ class SamplePlan:
         n_bins: int,
         ci_level: float,
     ) -> None:
-        self.parts, self.keys, self.K, self.n_boot, self.n_bins, self.ci_level = (
-            parts, keys, K, n_boot, n_bins, ci_level
-        )  # fmt: skip
+        self.parts, self.keys, self.K, self.n_boot, self.n_bins = parts, keys, K, n_boot, n_bins
+        self.ci_level = ci_level
         self.seeds = seed.spawn(4)
-        U = len(parts)
-        self.runs = max(TTC_MIN_RUNS, min(TTC_RUNS, TTC_TOTAL_RUNS // U))
+        self.runs = max(TTC_MIN_RUNS, min(TTC_RUNS, TTC_TOTAL_RUNS // len(parts)))
         self.k_wilson = min(p.X.shape[0] for p in parts)
         groups: dict[tuple[int, int, bool], list[int]] = {}
         for i, part in enumerate(parts):
@@ -290,7 +377,6 @@ class SamplePlan:
             )
             step = int(max(1, CHUNK_BYTES // per_input))
             self.chunks.extend(members[a : a + step] for a in range(0, len(members), step))
-        #: Number of blocks.
         self.blocks = -(-len(self.chunks) // BLOCK_CHUNKS)
 
     def block(self, b: int) -> _Sums:
@@ -301,7 +387,7 @@ class SamplePlan:
             else [np.random.SeedSequence(s.entropy, spawn_key=(*s.spawn_key, b)) for s in self.seeds]
         )
         streams = [np.random.default_rng(s) for s in seeds]
-        acc = _Sums(len(self.parts), self.K, self.n_bins)
+        acc = _Sums(len(self.parts), self.K)
         for idx in self.chunks[b * BLOCK_CHUNKS : (b + 1) * BLOCK_CHUNKS]:
             parts = [self.parts[i] for i in idx]
             X = np.stack([p.X for p in parts])
@@ -311,7 +397,7 @@ class SamplePlan:
 
     def curves(self, blocks: Iterable[_Sums]) -> Curves:
         """The curves from every block's sums, given in block order."""
-        acc = _Sums(len(self.parts), self.K, self.n_bins)
+        acc = _Sums(len(self.parts), self.K)
         for part in blocks:
             acc.merge(part)
         trials = full_trials(np.array([p.X.shape[0] for p in self.parts]), self.K)
@@ -475,8 +561,8 @@ class SamplePlan:
 class _Sums:
     """Sums over inputs of per-input curves and replicates; each input's AUC in input order."""
 
-    def __init__(self, U: int, K: int, n_bins: int) -> None:
-        self.U, self.K, self.n_bins = U, K, n_bins
+    def __init__(self, U: int, K: int) -> None:
+        self.U = U
         self.arrays: dict[str, np.ndarray] = {}
         self.reps: dict[str, np.ndarray] = {}
         self.survival = {tau_key(t): np.zeros(K) for t in TAUS}
@@ -514,11 +600,9 @@ def _set_novelty_replicates(
 ) -> np.ndarray:
     """Set-valued novelty replicates (D, B, K) of D inputs X (D, n, m) with model laws q (D, m).
 
-    Set-valued novelty depends on which strategies come together. Only its sd enters, from
-    NOVELTY_REPLICATES replicates widened by t_{B-1} / z, pooled over two worlds: observed match
-    sets (``_set_datasets``) and independent strategies (``model_law``) (N(n/2), N(n) covered
-    0.91-0.93 / 0.94-0.97 and 0.91-0.98 alone, 0.93-0.98 pooled); the jackknife at i <= n / 2.
-    Both worlds draw only each input's columns of ``_world_columns``.
+    Only their sd enters: from `NOVELTY_REPLICATES` replicates widened by t_{B-1} / z, pooled over
+    observed match sets (``_set_datasets``) and independent strategies (``model_law``); the
+    jackknife at i <= n / 2.
     """
     D, n, _ = X.shape
     b_nov = min(B, NOVELTY_REPLICATES)
@@ -544,12 +628,8 @@ def _covered_by_prefixes(
 ) -> np.ndarray:
     """Strategies covered (D, runs, kn) by the first 1..kn samples of ``runs`` random orders of each input.
 
-    ``used`` (D, m): the columns each input's samples hold.
-
-    Each input's used columns become bits of 64-bit words, so a run's union is an OR and its size a
-    popcount; the orders are partial Fisher-Yates shuffles (only the first kn positions are drawn,
-    position t's uniforms for every run drawn as one row of a (kn, runs) block, which is the stream of
-    kn draws of ``runs`` uniforms in turn).
+    ``used`` (D, m): the columns each input's samples hold. They become bits of 64-bit words (a
+    run's union an OR, its size a popcount); the orders are partial Fisher-Yates shuffles.
     """
     D, n = X.shape[:2]
     pos = np.cumsum(used, axis=1) - 1  # each used column's bit among its input's used columns
@@ -608,14 +688,6 @@ def _pool(reps: np.ndarray, other: np.ndarray) -> np.ndarray:
     return np.where(sd > 0, scaled, alt)
 
 
-def _sd_interval(
-    point: np.ndarray, reps: np.ndarray, z: float, hi_cap: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """The iNEXT interval: point +- z * (bootstrap standard deviation), clipped to [0, hi_cap]."""
-    sd = np.std(reps, axis=0, ddof=1) if len(reps) > 1 else np.zeros(np.shape(point))
-    return np.clip(point - z * sd, 0.0, hi_cap), np.clip(point + z * sd, 0.0, hi_cap)
-
-
 def wilson_interval(p: np.ndarray, trials: np.ndarray, z: float) -> tuple[np.ndarray, np.ndarray]:
     """Wilson score interval of p from ``trials`` Bernoulli trials, Clopper-Pearson at p = 0 and 1.
 
@@ -637,8 +709,7 @@ def wilson_interval(p: np.ndarray, trials: np.ndarray, z: float) -> tuple[np.nda
 def full_trials(n: int | np.ndarray, K: int) -> np.ndarray:
     """Hoeffding's effective trials behind the F(k) U-statistic, floor(n / k) summed over inputs: (K,).
 
-    The U-statistic is at least as concentrated as a mean of floor(n / k) independent indicators
-    (Hoeffding 1963); 0 for k > n (extrapolated). ``n``: samples per input (int or (U,)).
+    0 for k > n (extrapolated). ``n``: samples per input (int or (U,)).
     """
     ns = np.atleast_1d(np.asarray(n, dtype=np.int64))
     k = np.arange(1, K + 1)
@@ -649,9 +720,14 @@ def full_trials(n: int | np.ndarray, K: int) -> np.ndarray:
 def _set_intervals(c: Curves, reps: Mapping[str, np.ndarray], level: float, trials: np.ndarray) -> None:
     """Set ``*_lo``/``*_hi`` (and ``auc_reps``) from replicates; F(k) Wilson where ``trials`` (K,) >= 1."""
     z = normal_quantile(level)
+
+    def sd_interval(point: np.ndarray, r: np.ndarray, hi_cap: float) -> tuple[np.ndarray, np.ndarray]:
+        sd = np.std(r, axis=0, ddof=1) if len(r) > 1 else np.zeros(np.shape(point))
+        return np.clip(point - z * sd, 0.0, hi_cap), np.clip(point + z * sd, 0.0, hi_cap)
+
     for name, cap in _SD_CAPS.items():
         if name in reps:
-            lo, hi = _sd_interval(getattr(c, name), reps[name], z, cap)
+            lo, hi = sd_interval(getattr(c, name), reps[name], cap)
             setattr(c, f"{name}_lo", lo)
             setattr(c, f"{name}_hi", hi)
     if "full_coverage" in reps:  # percentile interval of uncentred model replicates, holding the estimate
@@ -664,13 +740,10 @@ def _set_intervals(c: Curves, reps: Mapping[str, np.ndarray], level: float, tria
     for prefix in ("", "valid_"):
         if f"{prefix}auc" in reps:
             r = reps[f"{prefix}auc"]
-            lo, hi = _sd_interval(np.asarray(getattr(c, f"{prefix}auc")), r, z, 1.0)
+            lo, hi = sd_interval(np.asarray(getattr(c, f"{prefix}auc")), r, 1.0)
             setattr(c, f"{prefix}auc_reps", r)
             setattr(c, f"{prefix}auc_lo", float(lo))
             setattr(c, f"{prefix}auc_hi", float(hi))
-
-
-# -- the delete-one jackknife of set-valued novelty (its sd at i <= n / 2) ------------------------------
 
 
 def jackknife_novelty_sd(
@@ -679,9 +752,7 @@ def jackknife_novelty_sd(
     """Set-valued novelty replicates (D, B, min(K, n)) rescaled to the delete-one jackknife sd at i <= n / 2.
 
     The jackknife sd of each input X[d] (X: (D, n, m)), widened by t_{n-1} / z; beyond n / 2 the
-    pooled bootstrap replicates are kept (there the delete-one spread is mostly noise). Calibration:
-    docs/statistics.md, "The iid baseline from samples". ``rng`` draws signs where the replicates do
-    not vary.
+    pooled bootstrap replicates are kept. ``rng`` draws signs where the replicates do not vary.
     """
     n = X.shape[1]
     half = min(n // 2, reps.shape[2])
@@ -717,9 +788,8 @@ def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
     """
     D, n, _ = X.shape
     masks, bits = used_masks(X)
-    inverse, first = pair_ids(
-        np.repeat(np.arange(D), n), masks.ravel()
-    )  # each sample's distinct (input, set)
+    # each sample's distinct (input, set)
+    inverse, first = pair_ids(np.repeat(np.arange(D), n), masks.ravel())
     d_of, sets, mult = first // n, masks.ravel()[first], np.bincount(inverse)
     lf = est.log_factorial(n)
     i1 = np.arange(kmax)
@@ -740,7 +810,8 @@ def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
         total += np.bincount((d_of[g][:, None] * width + Y).ravel(), weights=w.ravel(), minlength=D * width)
         rows = np.repeat(g, sign.size) * width + (Y - 1).ravel()
         own += np.bincount(rows, weights=np.tile(sign, g.size), minlength=S * width)
-        q, t = _pairs(sub.shape[1])
+        pat = np.arange(1, sub.shape[1] + 1)  # column pairs (q, t) with pattern t inside pattern q
+        q, t = np.nonzero((pat[None, :] & ~pat[:, None]) == 0)
         pair_d.append(np.repeat(d_of[g], q.size))
         pair_t.append(sub[:, t].ravel())
         pair_y.append(Y[:, q].ravel())
@@ -773,10 +844,3 @@ def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
         - own_rho[inverse]
     )
     return out.reshape(D, n, kmax) / (n - 1)
-
-
-def _pairs(P: int) -> tuple[np.ndarray, np.ndarray]:
-    """(q, t) column pairs of a set's subsets (columns 0..P-1 are patterns 1..P) with pattern t inside q."""
-    pat = np.arange(1, P + 1)
-    q, t = np.nonzero((pat[None, :] & ~pat[:, None]) == 0)  # t's bits within q's
-    return q, t

@@ -126,11 +126,11 @@ def test_chao_extrapolation_formula_and_cap() -> None:
     for t, s in enumerate([0, 0, 0, 1, 1, 2, 3, 0, 1, 0]):
         X[t, s] = True
     # f1 = 2 (strategies 2, 3), f2 = 0 -> f0 = (9/10) * 2 * 1 / 2 = 0.9
-    ext = est.chao_extrapolation(X, 13, m=6)
+    ext = est.chao_extrapolation_counts(X.sum(axis=0), 10, 13, m=6)
     f0 = 0.9
     expect = 4 + f0 * (1 - (1 - 2 / (10 * f0 + 2)) ** np.arange(1, 4))
     np.testing.assert_allclose(ext, expect)
-    capped = est.chao_extrapolation(X, 13, m=4)  # S_obs = M: nothing left to find
+    capped = est.chao_extrapolation_counts(X.sum(axis=0), 10, 13, m=4)  # S_obs = M: nothing left to find
     np.testing.assert_allclose(capped, 4.0)
 
 

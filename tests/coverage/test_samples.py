@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from seffi.coverage import IidBaseline, OracleBaseline
-from seffi.coverage.extrapolate import _beyond_n
-from seffi.coverage.samples import full_trials, model_law, wilson_interval
+from seffi.coverage.samples import _beyond_n, full_trials, model_law, wilson_interval
 from seffi.report import keys
 from seffi.report.schema import Comparison, CurveSet, Report
 
