@@ -54,6 +54,11 @@ def _columns(
     return cols, int(m)
 
 
+def named(cols: Sequence[str]) -> tuple[str, ...]:
+    """The strategy ids among an input's columns (without the padding of unseen ones)."""
+    return tuple(s for s in cols if not s.startswith("<unseen"))
+
+
 def _check_strategies(strategies: Sequence[str] | None) -> tuple[str, ...] | None:
     if strategies is None:
         return None

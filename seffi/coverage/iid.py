@@ -23,13 +23,12 @@ from seffi.coverage._common import (
     _per_input_m,
     _Samples,
     _ttc_from_runs,
+    named,
     rarity_ranks,
 )
 from seffi.coverage.curves import Curves, TimeToCoverage, check_budget, tau_key
 from seffi.coverage.estimators import used_masks
 from seffi.coverage.samples import SamplePlan, _covered_from_counts
-
-__all__ = ["IidBaseline"]
 
 
 class IidBaseline:
@@ -53,10 +52,7 @@ class IidBaseline:
 
     def strategy_sets(self) -> dict[str | None, tuple[tuple[str, ...], int]]:
         """Per input key (``None`` for a single law): (the strategy ids named, M_x >= their number)."""
-        return {
-            key: (tuple(s for s in part.cols if not s.startswith("<unseen")), int(part.m))
-            for key, part in self._parts.items()
-        }
+        return {key: (named(part.cols), int(part.m)) for key, part in self._parts.items()}
 
     @classmethod
     def from_probabilities(
@@ -72,13 +68,10 @@ class IidBaseline:
         Args:
             probabilities: ``{strategy: p}`` summing to 1, or ``{input_id: {strategy: p}}``.
             strategies: declared strategy ids (M_x = their number). Without them (and without
-                ``num_strategies``) M_x is inferred as the number of keys, with a warning: a declared
-                strategy the base model never uses still counts in a monitor's M.
+                ``num_strategies``) M_x is the number of keys, with a UserWarning: a declared strategy
+                the base model never uses still counts in a monitor's M.
             num_strategies: M_x when strategies are not declared (int or per input).
             valid_probability: probability that a base sample is correct (for valid@k).
-
-        Warns:
-            UserWarning: M is inferred (neither ``strategies`` nor ``num_strategies`` given).
         """
         if not isinstance(probabilities, Mapping) or not probabilities:
             raise ValueError("probabilities must be a non-empty {strategy: probability} dict")
@@ -158,24 +151,16 @@ class IidBaseline:
         """Estimated baseline from n iid base samples' match sets (the law is unknown).
 
         Unbiased U-statistics for k <= n, model-based extrapolations beyond (``Curves.extrapolated``);
-        any M may be declared, and set-valued match sets may name at most 62 strategies within one
-        input. Details:
+        any M, but set-valued match sets may name at most 62 strategies within one input (else a
+        ValueError). Details:
         [The iid baseline from samples](../statistics.md#the-iid-baseline-from-samples).
 
         Args:
             samples: list of match sets (each an iterable of strategy ids), or ``{input_id: list}``.
             strategies: declared strategy ids (M_x = their number). Without them (and without
-                ``num_strategies``) M_x is the number of strategies seen, with a warning.
-            num_strategies: M_x when strategies are not declared (int or per input). Strongly
-                recommended: strategies never seen still belong in the denominator.
+                ``num_strategies``) M_x is the number of strategies seen, with a UserWarning.
+            num_strategies: M_x when strategies are not declared (int or per input).
             valid: per-sample correctness (same shape as ``samples``), for valid-only curves.
-
-        Raises:
-            ValueError: bad samples, or set-valued match sets naming more than 62 strategies within
-                one input.
-
-        Warns:
-            UserWarning: M is inferred (neither ``strategies`` nor ``num_strategies`` given).
         """
         strategies = _check_strategies(strategies)
         per_input = isinstance(samples, Mapping)
@@ -250,13 +235,12 @@ class IidBaseline:
     def aucs(self, K: int) -> dict[str | None, float]:
         """``{input key: AUC@K}``: the coverage of `curves` at a fraction of its cost (what a log needs)."""
         K = check_budget(K)
-        ks = np.arange(1, K + 1)
         out: dict[str | None, float] = {}
         groups: dict[tuple[int, int], list[str | None]] = {}
         for key, part in self._parts.items():
             if isinstance(part, _Law):
                 pi = est.marginals(part.atoms, part.p)
-                out[key] = float(((1.0 - est.pow1m(pi[None, :], ks[:, None])).sum(axis=1) / part.m).mean())
+                out[key] = float((est.expected_covered_exact(pi, K) / part.m).mean())
             else:
                 groups.setdefault((part.X.shape[0], part.m), []).append(key)
         for (n, m), keys in groups.items():
@@ -275,7 +259,7 @@ class IidBaseline:
 
         Args:
             K: budget.
-            n_boot: bootstrap replicates for sample-based baselines, per input, averaged index-wise.
+            n_boot: bootstrap replicates of a baseline from samples, per input, averaged index-wise.
             seed: seed for Monte Carlo parts and the bootstrap.
             rarity_bins: number of within-input quantile bins for ``coverage_by_rarity``.
             ci_level: interval level.
@@ -344,23 +328,10 @@ def _warn_inferred_m(baseline: IidBaseline, constructor: str) -> None:
     )
 
 
-def _simulate_law_first_hits(
-    atoms: np.ndarray, p: np.ndarray, K: int, runs: int, rng: np.random.Generator
-) -> np.ndarray:
-    """First-hit indices (runs, M) of iid draws from a law (-1 = not within K)."""
-    draws = rng.choice(len(p), size=(runs, K), p=p / p.sum())
-    first_atom = np.full((runs, len(p)), K, dtype=np.int64)
-    for j in range(len(p)):
-        hit = draws == j
-        first_atom[:, j] = np.where(hit.any(axis=1), hit.argmax(axis=1), K)
-    fh = np.where(atoms[None, :, :], first_atom[:, :, None], K).min(axis=1)
-    return np.where(fh >= K, -1, fh)
-
-
 def _law_curves(part: _Law, K: int, rng: np.random.Generator, mc_runs: int, n_bins: int) -> Curves:
     pi = est.marginals(part.atoms, part.p)
     ks = np.arange(1, K + 1)
-    per_s = 1.0 - est.pow1m(pi[None, :], ks[:, None])  # (K, M): Pr[s in S_k]
+    per_s = est.covered_by_strategy(pi, K)
     coverage = per_s.sum(axis=1) / part.m
     notes = []
     try:
@@ -368,8 +339,13 @@ def _law_curves(part: _Law, K: int, rng: np.random.Generator, mc_runs: int, n_bi
         mean_t = est.time_to_full_mean(part.atoms, part.p, part.m)
     except ValueError:  # set-valued with too many strategies: Monte Carlo below
         full, mean_t = None, None
-    fh = _simulate_law_first_hits(part.atoms, part.p, K, mc_runs, rng)
-    ttc = _ttc_from_runs(fh, part.m, K)
+    draws = rng.choice(len(part.p), size=(mc_runs, K), p=part.p / part.p.sum())  # first hits of iid runs
+    first_atom = np.full((mc_runs, len(part.p)), K, dtype=np.int64)
+    for j in range(len(part.p)):
+        hit = draws == j
+        first_atom[:, j] = np.where(hit.any(axis=1), hit.argmax(axis=1), K)
+    fh = np.where(part.atoms[None, :, :], first_atom[:, :, None], K).min(axis=1)
+    ttc = _ttc_from_runs(np.where(fh >= K, -1, fh), part.m, K)
     notes.append(
         f"iid time-to-coverage for tau < 1 is Monte Carlo ({mc_runs} runs per input, standard error "
         f"<= {0.5 / math.sqrt(mc_runs):.4f} per point)"
@@ -388,8 +364,9 @@ def _law_curves(part: _Law, K: int, rng: np.random.Generator, mc_runs: int, n_bi
     bins = rarity_ranks(pi, part.m, n_bins)
     c.coverage_by_rarity = np.stack([per_s[:, bins == b].sum(axis=1) / part.m for b in range(n_bins)])
     if part.valid_atoms is not None:
-        vpi = est.marginals(part.valid_atoms, part.valid_p)
-        c.valid_coverage = (1.0 - est.pow1m(vpi[None, :], ks[:, None])).sum(axis=1) / part.m
+        c.valid_coverage = (
+            est.expected_covered_exact(est.marginals(part.valid_atoms, part.valid_p), K) / part.m
+        )
         c.valid_auc = float(c.valid_coverage.mean())
     if part.valid_probability is not None:
         c.valid_at_k = 1.0 - est.pow1m(part.valid_probability, ks)
