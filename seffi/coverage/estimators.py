@@ -345,11 +345,7 @@ DENSE_DP_K = 64
 
 
 def _full_single_label_many(Y: np.ndarray, n: int, kmax: int) -> np.ndarray:
-    """Single-label F(k), k = 1..kmax, of D datasets from their counts Y (D, m), every count >= 1.
-
-    [x^k] prod_s ((1 + x)^{N_s} - 1) (1 + x)^{n_0} / C(n, k), one strategy at a time for all
-    datasets; the weights depend on (N_m, T_m) only, so are computed once per distinct pair.
-    """
+    """Single-label F(k), k = 1..kmax, of D datasets from their counts Y (D, m), every count >= 1."""
     Y = np.asarray(Y, dtype=np.int64)
     D, m = Y.shape
     N = -np.sort(-Y, axis=1)  # large first, as in the known-law DP
@@ -424,11 +420,7 @@ def _full_by_permutations(X: np.ndarray, K: int) -> np.ndarray:
 
 
 def _full_set_valued(X: np.ndarray, m: int, K: int) -> np.ndarray:
-    """Set-valued F(k) = sum_B (-1)^|B| C(n - Y_B, k) / C(n, k) of X bool (D, n, m <= 20).
-
-    n - Y_B (samples inside the complement S of B) for every S by a zeta transform over the 2^m
-    bitmasks; the signs are summed per value first, so binomial ratios are taken n + 1 times.
-    """
+    """Set-valued F(k) = sum_B (-1)^|B| C(n - Y_B, k) / C(n, k) of X bool (D, n, m <= 20)."""
     D, n, _ = X.shape
     kmax = min(K, n)
     lf = log_factorial(n)

@@ -47,11 +47,7 @@ def _covered_from_counts(Y: np.ndarray, n: int, m: int, K: int) -> np.ndarray:
 
 
 def _chao(rows: np.ndarray, n: int, unseen: np.ndarray | None = None) -> tuple:
-    """(f0, undetected mass (D,), detected probabilities (D, m)) of counts ``rows`` (D, m) out of n.
-
-    The iNEXT assemblage: 1 - C_hat = (f1/n) n f0 / (n f0 + f1) (f0 = Chao1, uncapped as in iNEXT),
-    taken from the detected y_s/n (1 - w (1 - y_s/n)^n); no mass where ``unseen`` (default f0 > 0) fails.
-    """
+    """(f0, undetected mass (D,), detected probabilities (D, m)) of counts ``rows`` (D, m) out of n."""
     f1 = (rows == 1).sum(axis=1).astype(np.float64)
     f2 = (rows == 2).sum(axis=1).astype(np.float64)
     f0 = est.chao_f0_array(n, f1, f2)
@@ -118,13 +114,7 @@ def model_law(Y: np.ndarray, n: int, m: int, single: np.ndarray | bool) -> np.nd
 def _missing_found(
     u: np.ndarray, r: np.ndarray, J: int, single: np.ndarray, short: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(Pr[all u found] (D, J), Pr[fewer than short[i] found] (len(short), D, J)) after j = 1..J draws.
-
-    u missing columns of D datasets, each found with probability r per draw; ``short`` (N, D).
-    Single-label: a Markov chain over the number found f; set-valued: each found w.p. 1 - (1 - r)^j
-    independently. The f below e^-50 after J draws (Chernoff) are left out: the work is J x (the f
-    kept), not J x M.
-    """
+    """(Pr[all u found] (D, J), Pr[fewer than short[i] found] (len(short), D, J)) after j = 1..J draws."""
     D, N = u.shape[0], short.shape[0]
     full, surv = np.zeros((D, J)), np.ones((N, D, J))
     if J == 0:
@@ -268,11 +258,7 @@ def inext_coverage_replicates(
 
 
 def _set_datasets(X: np.ndarray, unseen: np.ndarray, rng: np.random.Generator, B: int) -> np.ndarray:
-    """B datasets (D, B, n, c) from the abundance assemblage of each input's distinct match sets X (D, n, c).
-
-    Strategies that come together stay together; the undetected mass goes to single unseen
-    strategies, in turn the columns ``unseen`` (D, c) of each input.
-    """
+    """B datasets (D, B, n, c) from the abundance assemblage of the distinct match sets of X (D, n, c)."""
     D, n, c = X.shape
     # Distinct match sets in np.unique(X[d], axis=0)'s order: column 0 the most significant bit.
     key = X.astype(np.int64) @ np.left_shift(np.int64(1), np.arange(c - 1, -1, -1, dtype=np.int64))
@@ -304,11 +290,7 @@ def _set_datasets(X: np.ndarray, unseen: np.ndarray, rng: np.random.Generator, B
 
 
 def _world_columns(X: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(columns (D, c), which are unseen, their law q) drawn by set-valued novelty replicates of X (D, n, m).
-
-    Each input's used columns and its first unseen ones, `MAX_SET_STRATEGIES` in all: at the model
-    rate, hundreds of unseen strategies would put most of them in every drawn sample.
-    """
+    """(columns (D, c), which are unseen, their law q) drawn by set-valued novelty replicates."""
     used = X.any(axis=1)
     s_obs = used.sum(axis=1)
     room = np.minimum(X.shape[2] - s_obs, MAX_SET_STRATEGIES - s_obs)
@@ -598,12 +580,7 @@ def _set_novelty_replicates(
     rng: np.random.Generator,
     ci_level: float,
 ) -> np.ndarray:
-    """Set-valued novelty replicates (D, B, K) of D inputs X (D, n, m) with model laws q (D, m).
-
-    Only their sd enters: from `NOVELTY_REPLICATES` replicates widened by t_{B-1} / z, pooled over
-    observed match sets (``_set_datasets``) and independent strategies (``model_law``); the
-    jackknife at i <= n / 2.
-    """
+    """Set-valued novelty replicates (D, B, K) of D inputs X (D, n, m) with model laws q (D, m)."""
     D, n, _ = X.shape
     b_nov = min(B, NOVELTY_REPLICATES)
     cols, unseen, qc = _world_columns(X, q)
@@ -626,11 +603,7 @@ def _set_novelty_replicates(
 def _covered_by_prefixes(
     X: np.ndarray, used: np.ndarray, runs: int, kn: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """Strategies covered (D, runs, kn) by the first 1..kn samples of ``runs`` random orders of each input.
-
-    ``used`` (D, m): the columns each input's samples hold. They become bits of 64-bit words (a
-    run's union an OR, its size a popcount); the orders are partial Fisher-Yates shuffles.
-    """
+    """Strategies covered (D, runs, kn) by the first 1..kn samples of ``runs`` random orders of each input."""
     D, n = X.shape[:2]
     pos = np.cumsum(used, axis=1) - 1  # each used column's bit among its input's used columns
     W = max((int(pos[:, -1].max(initial=0)) + 64) // 64, 1)
