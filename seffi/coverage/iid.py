@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -12,23 +13,41 @@ import numpy as np
 from seffi._seeding import SeedLike, spawn
 from seffi.coverage import estimators as est
 from seffi.coverage._common import (
-    MC_RUNS,
     _check_strategies,
     _columns,
     _input_id,
-    _is_per_input,
-    _Law,
-    _law_arrays,
     _mean_curves,
     _per_input_m,
     _Samples,
-    _ttc_from_runs,
     named,
     rarity_ranks,
 )
-from seffi.coverage.curves import Curves, TimeToCoverage, check_budget, tau_key
+from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, check_budget, tau_key
 from seffi.coverage.estimators import used_masks
 from seffi.coverage.samples import SamplePlan, _covered_from_counts
+
+#: Total Monte Carlo runs (split over inputs) used where no exact formula exists.
+MC_RUNS = 20000
+
+
+@dataclass
+class _Law:
+    cols: list[str]
+    m: int
+    atoms: np.ndarray  # (J, M) bool
+    p: np.ndarray  # (J,)
+    valid_atoms: np.ndarray | None = None
+    valid_p: np.ndarray | None = None
+    valid_probability: float | None = None
+
+
+def _is_per_input(obj: Mapping[Any, Any], leaf: type | tuple[type, ...]) -> bool:
+    """Whether a mapping is keyed by input id (its values are the per-input objects)."""
+    return (
+        bool(obj)
+        and all(not isinstance(k, leaf) for k in obj)
+        and all(isinstance(v, Mapping) for v in obj.values())
+    )
 
 
 class IidBaseline:
@@ -371,3 +390,43 @@ def _law_curves(part: _Law, K: int, rng: np.random.Generator, mc_runs: int, n_bi
     if part.valid_probability is not None:
         c.valid_at_k = 1.0 - est.pow1m(part.valid_probability, ks)
     return c
+
+
+def _law_arrays(law: Mapping[Any, float], cols: list[str], where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Validated (atoms (J, M) bool, p (J,)) of a ``{frozenset: probability}`` law."""
+    if not isinstance(law, Mapping) or not law:
+        raise ValueError(f"{where}: a match distribution must be a non-empty {{frozenset: probability}} dict")
+    bad = [k for k in law if isinstance(k, str) or not isinstance(k, frozenset | set | tuple)]
+    if bad:
+        raise ValueError(
+            f"{where}: match-distribution keys must be frozensets of strategy ids, got {bad[0]!r}"
+        )
+    p = np.asarray(list(law.values()), dtype=np.float64)
+    if p.ndim != 1 or not np.all(np.isfinite(p)) or np.any(p < 0):
+        raise ValueError(f"{where}: probabilities must be finite non-negative numbers, got {p.tolist()}")
+    if abs(p.sum() - 1.0) > 1e-9:
+        raise ValueError(f"{where}: probabilities must sum to 1, they sum to {p.sum():.12g}")
+    index = {s: j for j, s in enumerate(cols)}
+    atoms = np.zeros((len(law), len(cols)), dtype=bool)
+    for r, key in enumerate(law):
+        atoms[r, [index[x] for x in frozenset(key)]] = True
+    return atoms, p
+
+
+def _ttc_from_runs(fh: np.ndarray, m: int, K: int) -> dict[str, TimeToCoverage]:
+    """Time-to-coverage of simulated full-length runs (first hits (R, M)): Kaplan-Meier, no censoring."""
+    R, M = fh.shape
+    ks = np.arange(1, K + 1)
+    never = np.iinfo(np.int64).max // 2
+    sorted_fh = np.sort(np.where(fh < 0, never, fh), axis=1)
+    out = {}
+    for tau in TAUS:
+        need = math.ceil(tau * m - 1e-9)
+        t_hit = sorted_fh[:, need - 1] + 1 if need <= M else np.full(R, never)  # TAUS > 0: need >= 1
+        event = t_hit <= K
+        time = np.where(event, t_hit, K)
+        d = np.bincount(t_hit[event] - 1, minlength=K)[:K].astype(np.float64)
+        at_risk = (time[:, None] >= ks[None, :]).sum(axis=0).astype(np.float64)
+        hazard = np.where(at_risk > 0, d / np.where(at_risk > 0, at_risk, 1.0), 0.0)
+        out[tau_key(tau)] = TimeToCoverage.from_survival(float(tau), np.cumprod(1.0 - hazard))
+    return out
