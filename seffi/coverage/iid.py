@@ -403,7 +403,9 @@ def _law_arrays(law: Mapping[Any, float], cols: list[str], where: str) -> tuple[
         )
     p = np.asarray(list(law.values()), dtype=np.float64)
     if p.ndim != 1 or not np.all(np.isfinite(p)) or np.any(p < 0):
-        raise ValueError(f"{where}: probabilities must be finite non-negative numbers, got {p.tolist()}")
+        raise ValueError(
+            f"{where}: probabilities must be non-negative numbers, not NaN or infinity, got {p.tolist()}"
+        )
     if abs(p.sum() - 1.0) > 1e-9:
         raise ValueError(f"{where}: probabilities must sum to 1, they sum to {p.sum():.12g}")
     index = {s: j for j, s in enumerate(cols)}
