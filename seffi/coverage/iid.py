@@ -185,13 +185,9 @@ class IidBaseline:
         per_input = isinstance(samples, Mapping)
         data = samples if per_input else {None: samples}
         valids = (valid if per_input else {None: valid}) if valid is not None else None
-        # One pass over the samples per input; the incidence matrices are built per distinct column
-        # list, all its inputs at once (each input's X a slice of one array).
-        groups: dict[tuple[str, ...], tuple[list[int], list[int]]] = {}
-        inputs: list[tuple[str | None, tuple[str, ...], int, int, str, np.ndarray | None]] = []
-        indexes: dict[tuple[str, ...], dict[str, int]] = {}
         declared = None if strategies is None else frozenset(strategies)
-        checked: dict[int | None, tuple[str, ...]] = {}
+        indexes: dict[int | None, dict[str, int]] = {}  # declared strategies: one index per M
+        parts: dict[str | None, _Samples] = {}
         for key, rows in data.items():
             iid = None if key is None else _input_id(key)
             where = "samples" + ("" if iid is None else f" of input {iid!r}")
@@ -202,40 +198,26 @@ class IidBaseline:
                 raise ValueError(f"{where}: each sample must be an iterable of ids, not the string {bad!r}")
             sets = list(map(frozenset, rows))
             used, m_x = frozenset().union(*sets), _per_input_m(num_strategies, key)
-            if declared is not None and used <= declared and m_x in checked:
-                group = checked[m_x]  # declared strategies: the same columns, checked once per M
-            else:
-                group = tuple(_columns(used, strategies, m_x, where)[0])
+            index = indexes.get(m_x) if declared is not None and used <= declared else None
+            if index is None:
+                index = {s: j for j, s in enumerate(_columns(used, strategies, m_x, where)[0])}
                 if declared is not None:
-                    checked[m_x] = group
-            index = indexes.get(group)
-            if index is None:  # declared strategies: one index for every input
-                index = indexes.setdefault(group, {s: j for j, s in enumerate(group)})
-            flat, lens = groups.setdefault(group, ([], []))
-            start = len(lens)
-            lens.extend(map(len, sets))
-            flat.extend([index[s] for ms in sets for s in ms])
+                    indexes[m_x] = index
+            lens = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))
+            X = np.zeros((len(sets), len(index)), dtype=bool)
+            cols = np.asarray([index[s] for ms in sets for s in ms], dtype=np.int64)
+            X[np.repeat(np.arange(len(sets)), lens), cols] = True
+            if lens.max() > 1:
+                try:
+                    used_masks(X)  # set-valued: at most 62 strategies named in an input (the bitmasks)
+                except ValueError as exc:
+                    raise ValueError(f"{where}: {exc}") from None
             v = None
             if valids is not None:
                 if key not in valids or len(valids[key]) != len(sets):
                     raise ValueError(f"{where}: valid must give one bool per sample")
                 v = np.asarray(valids[key], dtype=bool)
-            inputs.append((iid, group, start, len(lens), where, v))
-        matrices = {}
-        for group, (flat, lens) in groups.items():
-            sizes = np.asarray(lens, dtype=np.int64)
-            X = np.zeros((sizes.size, len(group)), dtype=bool)
-            X[np.repeat(np.arange(sizes.size), sizes), np.asarray(flat, dtype=np.int64)] = True
-            matrices[group] = (X, sizes)
-        parts: dict[str | None, _Samples] = {}
-        for iid, group, a, b, where, v in inputs:
-            X, sizes = matrices[group]
-            if sizes[a:b].max() > 1:
-                try:
-                    used_masks(X[a:b])  # set-valued: at most 62 strategies named in an input (the bitmasks)
-                except ValueError as exc:
-                    raise ValueError(f"{where}: {exc}") from None
-            parts[iid] = _Samples(list(group), len(group), X[a:b], v)
+            parts[iid] = _Samples(list(index), len(index), X, v)
         baseline = cls(parts)
         if strategies is None and num_strategies is None:
             _warn_inferred_m(baseline, "from_samples")
