@@ -13,7 +13,7 @@ import numpy as np
 from seffi.coverage import estimators as est
 from seffi.coverage._common import _Samples, rarity_ranks
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
-from seffi.coverage.estimators import MAX_SET_STRATEGIES, meet_counts, nonempty_subsets, pair_ids, used_masks
+from seffi.coverage.estimators import MAX_SET_STRATEGIES, pair_ids
 from seffi.coverage.resampling import normal_quantile, percentile_interval, t_quantile
 from seffi.coverage.sums_curves import rarity_labels
 
@@ -751,69 +751,7 @@ def jackknife_novelty_sd(
 
 
 def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
-    """[d, l]: the novelty U-statistic N(1..kmax) of X[d] without sample l, for X (D, n, m), in one pass.
-
-    With s_B = -(-1)^|B| and rho(y, i) = C(n - 1 - y, i - 1) / C(n - 2, i - 1), removing sample l
-    lowers Y_B by d_lB = [A_l meets B]:
-    (n - 1) N_(-l)(i) = sum_(j, B subset A_j) s_B rho(Y_B - d_lB, i) - sum_(B subset A_l) s_B rho(Y_B - 1, i),
-    and rho(Y_B - d) = rho(Y_B) - d (rho(Y_B) - rho(Y_B - 1)) makes the first sum one total minus a
-    (samples x subsets) product.
-    """
-    D, n, _ = X.shape
-    masks, bits = used_masks(X)
-    # each sample's distinct (input, set)
-    inverse, first = pair_ids(np.repeat(np.arange(D), n), masks.ravel())
-    d_of, sets, mult = first // n, masks.ravel()[first], np.bincount(inverse)
-    lf = est.log_factorial(n)
-    i1 = np.arange(kmax)
-    left = np.maximum(n - 1 - np.arange(n + 1), 0)  # samples not meeting B, y = 0..n
-    rho = np.exp(est._log_binom_ratio(left[:, None], n - 2, i1[None, :], lf))
-    rho[n] = 0.0  # Y_B = n: then every sample meets B and the value cancels exactly
-    groups = list(nonempty_subsets(sets, bits))  # an empty match set brings nothing new
-    if not groups:
-        return np.zeros((D, n, kmax))
-    S, width = sets.size, n + 1
-    # Integer coefficients times tables indexed by y = Y_B: the total sum_B w_B rho(Y_B), each sample's
-    # own terms, and sum_B [A_l meets B] w_B (rho(Y_B) - rho(Y_B - 1)) by inclusion-exclusion over
-    # T subset of A_l of c(T, y) = sum of w_B over B containing T with Y_B = y (linear in n).
-    total, own = np.zeros(D * width), np.zeros(S * width)
-    pair_d, pair_t, pair_y, pair_w, ask_set, ask_t, ask_sign = [], [], [], [], [], [], []
-    for (g, sub, sign), Y in zip(groups, meet_counts(d_of, mult, groups), strict=True):
-        w = mult[g][:, None] * sign[None, :]  # every sample j holding the set carries the term
-        total += np.bincount((d_of[g][:, None] * width + Y).ravel(), weights=w.ravel(), minlength=D * width)
-        rows = np.repeat(g, sign.size) * width + (Y - 1).ravel()
-        own += np.bincount(rows, weights=np.tile(sign, g.size), minlength=S * width)
-        pat = np.arange(1, sub.shape[1] + 1)  # column pairs (q, t) with pattern t inside pattern q
-        q, t = np.nonzero((pat[None, :] & ~pat[:, None]) == 0)
-        pair_d.append(np.repeat(d_of[g], q.size))
-        pair_t.append(sub[:, t].ravel())
-        pair_y.append(Y[:, q].ravel())
-        pair_w.append(w[:, q].ravel())
-        ask_set.append(np.repeat(g, sign.size))
-        ask_t.append(sub.ravel())
-        ask_sign.append(np.tile(sign, g.size))
-    y, w = np.concatenate(pair_y), np.concatenate(pair_w)
-    q_set, q_sign = np.concatenate(ask_set), np.concatenate(ask_sign)
-    # T within its input: one id per distinct (input, T), shared by the pairs and the queries.
-    tids = pair_ids(np.concatenate([*pair_d, d_of[q_set]]), np.concatenate([*pair_t, *ask_t]))[0]
-    tid, q_tid = tids[: y.size], tids[y.size :]
-    keys, kinv = np.unique(tid * width + y, return_inverse=True)
-    c = np.bincount(kinv.reshape(-1), weights=w)  # c(T, y) per distinct (T, y), sorted by T then y
-    c_tid = keys // width
-    lo = np.searchsorted(c_tid, np.arange(tids.max() + 1), side="left")
-    hi = np.searchsorted(c_tid, np.arange(tids.max() + 1), side="right")
-    size = hi[q_tid] - lo[q_tid]
-    which = np.repeat(np.arange(q_tid.size), size)
-    idx = lo[q_tid][which] + (np.arange(which.size) - np.repeat(np.cumsum(size) - size, size))
-    meet = np.bincount(
-        q_set[which] * width + keys[idx] % width, weights=q_sign[which] * c[idx], minlength=S * width
-    ).reshape(S, width)
-    step = np.zeros((width, kmax))
-    step[1:] = rho[1:] - rho[:-1]  # rho(y) - rho(y - 1)
-    own_rho = own.reshape(S, width) @ rho
-    out = (
-        (total.reshape(D, width) @ rho)[np.repeat(np.arange(D), n)]
-        - (meet @ step)[inverse]
-        - own_rho[inverse]
-    )
-    return out.reshape(D, n, kmax) / (n - 1)
+    """[d, l]: the novelty U-statistic N(1..kmax) of X[d] without sample l, for X (D, n, m)."""
+    D, n, m = X.shape
+    keep = np.nonzero(~np.eye(n, dtype=bool))[1].reshape(n, n - 1)
+    return est.novelty_samples_many(X[:, keep].reshape(D * n, n - 1, m), kmax).reshape(D, n, -1)
