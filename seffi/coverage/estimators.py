@@ -47,9 +47,6 @@ def _band(mu: np.ndarray, var: np.ndarray, ks: np.ndarray) -> tuple[np.ndarray, 
     return j, j <= hi[..., None]
 
 
-# -- known law (exact) ---------------------------------------------------------------------------
-
-
 def pow1m(pi: np.ndarray, e: np.ndarray) -> np.ndarray:
     """(1 - pi)^e, accurate for tiny pi and exact (0^0 = 1) for pi = 1; broadcasts."""
     pi = np.minimum(np.asarray(pi, dtype=np.float64), 1.0)
@@ -77,8 +74,7 @@ def expected_covered_exact(pi: np.ndarray, K: int) -> np.ndarray:
 def novelty_exact(atoms: np.ndarray, p: np.ndarray, K: int) -> np.ndarray:
     """Pr[A_i not a subset of S_{i-1}] for i = 1..K: float array, shape (K,).
 
-    Pr[A subset of S] = sum_{B subset of A} (-1)^|B| q_B^(i-1), q_B = Pr[A' and B disjoint]; for
-    single-label laws this is sum_s p_s (1 - p_s)^(i-1).
+    Pr[A subset of S] = sum_{B subset of A} (-1)^|B| q_B^(i-1), q_B = Pr[A' and B disjoint].
     """
     atoms = np.asarray(atoms, dtype=bool)
     p = np.asarray(p, dtype=np.float64)
@@ -102,9 +98,8 @@ def novelty_exact(atoms: np.ndarray, p: np.ndarray, K: int) -> np.ndarray:
 def full_coverage_exact(atoms: np.ndarray, p: np.ndarray, m: int, K: int) -> np.ndarray:
     """F(k) = Pr[|S_k| = m], k = 1..K, under iid draws from a known law (atoms (J, M), p (J,)).
 
-    Single-label: k! [x^k] e^{p_0 x} prod_s (e^{p_s x} - 1) as a normalised binomial DP, one
-    strategy at a time (large first, keeping the bands narrow). Set-valued: inclusion-exclusion
-    sum_B (-1)^|B| q_B^k over M <= 20 columns.
+    Single-label: k! [x^k] e^{p_0 x} prod_s (e^{p_s x} - 1) as a normalised binomial DP, large
+    strategies first (narrow bands). Set-valued: sum_B (-1)^|B| q_B^k over M <= 20 columns.
     """
     atoms = np.asarray(atoms, dtype=bool)
     p = np.asarray(p, dtype=np.float64)
@@ -165,8 +160,7 @@ def time_to_full_mean(atoms: np.ndarray, p: np.ndarray, m: int) -> float:
     """E[T(1)], the expected number of iid draws to cover all m strategies (inf if impossible).
 
     Single-label: the integral of 1 - prod_s (1 - e^{-p_s t}) over t >= 0 (Flajolet, Gardy and
-    Thimonier 1992), by Simpson's rule on a log-spaced grid. Set-valued (M <= 20):
-    sum_{B != {}} (-1)^(|B|+1) / (1 - q_B).
+    Thimonier 1992) by Simpson's rule; set-valued (M <= 20): sum_{B != {}} (-1)^(|B|+1) / (1 - q_B).
     """
     atoms = np.asarray(atoms, dtype=bool)
     p = np.asarray(p, dtype=np.float64)
@@ -190,9 +184,6 @@ def time_to_full_mean(atoms: np.ndarray, p: np.ndarray, m: int) -> float:
     return float((-sign[nonempty] / (1.0 - q[nonempty])).sum())
 
 
-# -- estimated from samples (unbiased for k <= n) -------------------------------------------------
-
-
 def incidence(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Incidence counts Y (D, m) and whether each dataset is single-label (D,) of X bool (D, n, m)."""
     # einsum: under half the time of X.sum over a middle or short last axis.
@@ -214,9 +205,8 @@ COLUMN_SUM_ROWS = 2048
 def rarefaction_counts(Y: np.ndarray, n: int, K: int) -> np.ndarray:
     """``rarefaction`` from incidence counts Y (..., M) in 0..n: (..., min(K, n)).
 
-    Each distinct count's term is computed once. With fewer columns than distinct counts, rows add
-    each column's term (blocks of `COLUMN_SUM_ROWS` rows, in cache); otherwise one product (rows x
-    distinct counts) @ (distinct counts x k).
+    Each distinct count's term is computed once; rows then add their columns' terms (few columns) or
+    take one product (rows x distinct counts) @ (distinct counts x k).
     """
     Y = np.asarray(Y, dtype=np.int64)
     rows = Y.reshape(-1, Y.shape[-1])
@@ -263,8 +253,8 @@ DENSE_SUBSET_COLUMNS = 6
 def novelty_samples_many(X: np.ndarray, K: int) -> np.ndarray:
     """Novelty U-statistics of D datasets X bool (D, n, m): (D, min(K, n)).
 
-    (1/n) sum_j -sum_{{} != B subset A_j} (-1)^|B| C(n - Y_B, i-1) / C(n-1, i-1): the signed terms are
-    summed into coefficients per (dataset, Y_B), then multiplied by one (n, K) table of ratios.
+    (1/n) sum_j -sum_{{} != B subset A_j} (-1)^|B| C(n - Y_B, i-1) / C(n-1, i-1), its signed terms
+    summed per (dataset, Y_B) first.
     """
     X = np.asarray(X, dtype=bool)
     D, n, m = X.shape
@@ -318,8 +308,8 @@ def full_coverage_samples(X: np.ndarray, m: int, K: int) -> np.ndarray:
 def full_coverage_samples_many(X: np.ndarray, m: int, K: int) -> np.ndarray:
     """F(k) U-statistics of D datasets X bool (D, n, >= m): (D, min(K, n)).
 
-    Single-label: [x^k] prod_s ((1 + x)^{N_s} - 1) / C(n, k) as a hypergeometric DP. Set-valued:
-    inclusion-exclusion up to `EXACT_SET_STRATEGIES`, random orders beyond.
+    Single-label: [x^k] prod_s ((1 + x)^{N_s} - 1) / C(n, k) as a hypergeometric DP; set-valued:
+    inclusion-exclusion up to `EXACT_SET_STRATEGIES` strategies, random orders beyond.
     """
     X = np.asarray(X, dtype=bool)
     D, n = X.shape[:2]
@@ -484,9 +474,6 @@ def chao_f0_array(
     return np.minimum(np.maximum(f0, 0.0), np.maximum(cap, 0.0))
 
 
-# -- match sets as bitmasks and their subsets ---------------------------------------------------------
-
-
 def used_masks(X: np.ndarray) -> tuple[np.ndarray, int]:
     """(bitmasks, bits used) of boolean rows (..., n, m) over each dataset's own used columns."""
     X = np.asarray(X, dtype=bool)
@@ -536,9 +523,9 @@ def nonempty_subsets(sets: np.ndarray, m: int) -> Iterator[tuple[np.ndarray, np.
 def meet_counts(
     d_of: np.ndarray, mult: np.ndarray, groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
 ) -> list[np.ndarray]:
-    """Y_B = sum over non-empty T subset of B of (-1)^(|T|+1) c(T), per group of ``nonempty_subsets``.
+    """Y_B = sum_{{} != T subset B} (-1)^(|T|+1) c(T), c(T) the samples containing T, per subset group.
 
-    c(T): the samples containing T; ``d_of``, ``mult`` (S,): each distinct set's dataset and multiplicity.
+    ``groups``: of ``nonempty_subsets``; ``d_of``, ``mult`` (S,): each set's dataset and multiplicity.
     """
     if not groups:
         return []
