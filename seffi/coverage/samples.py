@@ -93,9 +93,7 @@ def assemblage(Y: np.ndarray, n: int, single: np.ndarray | bool) -> np.ndarray:
 def model_law(Y: np.ndarray, n: int, m: int, single: np.ndarray | bool) -> np.ndarray:
     """q_s (..., m), the probability that a sample matches column s, fitted to incidence counts Y (..., m).
 
-    Detected columns get the assemblage probabilities; the m - S_obs unseen ones share the
-    undetected mass, or without singletons each get a uniform prior's posterior mean. ``single``
-    (broadcast to Y's leading shape): a categorical law (remainder: "matches nothing").
+    ``single`` (broadcast to Y's leading shape): a categorical law (remainder: "matches nothing").
     """
     Y = np.asarray(Y, dtype=np.int64)
     rows = Y.reshape(-1, Y.shape[-1])
@@ -244,9 +242,8 @@ def inext_coverage_replicates(
     n = Xs.shape[1]
     Y, single = est.incidence(Xs)
     P = assemblage(Y, n, single)
-    # Without singletons the assemblage has no undetected mass and the interval collapses, although
-    # the m - S_obs unseen strategies exist: they get a uniform prior's posterior mean (as
-    # ``model_law``), which removed the worst calibration misses (5-30 sd at k = n).
+    # Without singletons the unseen strategies get a uniform prior's posterior mean (as ``model_law``),
+    # not a zero-width interval: that removed the worst calibration misses (5-30 sd at k = n).
     empty = (P[:, m:-1].sum(axis=1) == 0) & (Y == 0).any(axis=1)
     if empty.any():
         prior = np.where(single[empty], 1.0 / (n + m), 1.0 / (n + 2))[:, None]
@@ -308,11 +305,10 @@ NOVELTY_REPLICATES = 32
 _SD_CAPS = {"coverage": 1.0, "novelty": 1.0, "expected_new": math.inf, "valid_coverage": 1.0}
 #: Bytes of working arrays per chunk of inputs: the bootstrap's memory does not grow with the inputs.
 CHUNK_BYTES = 64 << 20
-#: Sample orders per input behind time to coverage at tau < 1: 256, fewer over many inputs (20,000 in
-#: all, at least 16 each): only the mean over inputs is reported, its standard error <= 0.5 / sqrt(runs).
+#: Sample orders per input behind time to coverage at tau < 1 (20,000 in all, 16 to 256 each).
 TTC_RUNS, TTC_TOTAL_RUNS, TTC_MIN_RUNS = 256, 20_000, 16
-#: Chunks per block of `SamplePlan`: each block draws from its own streams and is summed on its own,
-#: then the blocks in order, so the curves are the same whichever process computes which block.
+#: Chunks per block of `SamplePlan`: each block draws from its own streams, so the curves are the
+#: same whichever process computes which block.
 BLOCK_CHUNKS = 8
 
 
@@ -320,10 +316,8 @@ class SamplePlan:
     """The mean curves over inputs estimated from samples (``IidBaseline.curves``), as blocks of work.
 
     ``plan.curves(map(plan.block, range(plan.blocks)))``; any block may be computed in another process.
-    Inputs go in chunks of equal (n, m), keeping only sums over inputs (and each input's AUC):
-    memory is bounded by `CHUNK_BYTES`. Block 0 draws from ``seed.spawn(4)`` (time-to-coverage runs,
-    the coverage, model and valid bootstraps), block b > 0 from the b-th child of each. Replicates
-    of the mean over inputs are index-wise means of independent per-input replicates.
+    Inputs go in chunks of equal (n, m), keeping sums over inputs: memory is bounded by `CHUNK_BYTES`.
+    Block 0 draws from ``seed.spawn(4)``, block b > 0 from the b-th child of each.
     """
 
     def __init__(
@@ -348,8 +342,7 @@ class SamplePlan:
         self.chunks: list[list[int]] = []
         for (n, m, _), members in groups.items():
             kn = min(K, n)
-            # Bytes per input of the largest working arrays: replicate counts and curves, sample orders,
-            # per-strategy rarefaction, the F(k) DP's band.
+            # Bytes per input of the largest working arrays.
             per_input = 8 * (
                 max(n_boot, 1) * (m * (kn + 12) + 24 * K)
                 + self.runs * (n + 3 * kn + 8)
@@ -448,8 +441,7 @@ class SamplePlan:
         for name, v in point.items():
             acc.add(name, v.sum(axis=0))
         acc.aucs.append((idx, point["coverage"].mean(axis=1)))
-        # Time to coverage at k <= n: prefixes of random permutations are uniform k-subsets (the
-        # U-statistic by Monte Carlo); at tau = 1 the exact F; beyond n the law of the future given the data.
+        # Time to coverage at k <= n by random orders (tau < 1) or F (tau = 1); beyond n by the model.
         needs = [math.ceil(tau * m - 1e-9) for tau in TAUS]
         covered = _covered_by_prefixes(X, Y > 0, runs, kn, streams[0])  # (D, runs, kn)
         beyond = _beyond_n(Y, n, m, single, K - n, needs)[1] if K > n else None
@@ -467,8 +459,7 @@ class SamplePlan:
         bins = rarity_ranks(Y / n, m, n_bins)
         by_rarity = np.stack([(per_s * (bins == b)[:, None, :]).sum(axis=2) / m for b in range(n_bins)], 1)
         if K > n:
-            # Beyond n only strategies not yet seen can be found, and they rank rarest: the extrapolated
-            # gain in coverage goes to the last bin, so the rows still sum to the coverage.
+            # Beyond n only unseen strategies are found, and they rank rarest: the gain goes to the last bin.
             cov = point["coverage"]
             by_rarity[:, -1, n:] += cov[:, n:] - by_rarity[:, :, n:].sum(axis=1)
         acc.add("coverage_by_rarity", by_rarity.sum(axis=0))
@@ -503,9 +494,8 @@ class SamplePlan:
         # F (and set-valued novelty's second world) from the model law refitted to its own datasets.
         q = model_law(Y, n, m, single)
         Yb = _draw_counts(q, single, n, model_rng, B)
-        # The coverage sd is the larger of the two models of the unseen strategies: the assemblage
-        # alone is too narrow when many rare ones were missed (C(n) of a Zipf(1.5) law, M = 20,
-        # n = 40 covered 0.90 instead of 0.93).
+        # The coverage sd is the larger of the two models of the unseen strategies (the assemblage
+        # alone covered C(n) of a Zipf(1.5) law, M = 20, n = 40, 0.90 instead of 0.93).
         cov_model = _covered_from_counts(Yb, n, m, K) / m
         reps["coverage"] = _widen(cov, cov_model, axis=1)
         reps["expected_new"] = np.diff(reps["coverage"] * m, axis=2, prepend=0.0)
@@ -516,8 +506,7 @@ class SamplePlan:
             reps["novelty"][sv] = _set_novelty_replicates(
                 X[sv], q[sv], reps["expected_new"][sv], K, B, model_rng, self.ci_level
             )
-        # At k <= the smallest n over all inputs F(k)'s interval is Wilson's (``full_trials``): the
-        # model's replicates there would be discarded, so they hold the point estimate.
+        # At k <= the smallest n F(k)'s interval is Wilson's: there the replicates hold the estimate.
         full = np.broadcast_to(point["full_coverage"][:, None, :kn], (D, B, kn)).copy()
         if kn > k_wilson:
             qb = model_law(Yb, n, m, np.repeat(single[:, None], B, axis=1))
@@ -662,10 +651,7 @@ def _pool(reps: np.ndarray, other: np.ndarray) -> np.ndarray:
 
 
 def wilson_interval(p: np.ndarray, trials: np.ndarray, z: float) -> tuple[np.ndarray, np.ndarray]:
-    """Wilson score interval of p from ``trials`` Bernoulli trials, Clopper-Pearson at p = 0 and 1.
-
-    (With one trial, as F(n) has, Wilson's 0.79 would miss every F above it.)
-    """
+    """Wilson score interval of p from ``trials`` Bernoulli trials, Clopper-Pearson at p = 0 and 1."""
     p = np.clip(np.asarray(p, dtype=np.float64), 0.0, 1.0)
     t = np.maximum(np.asarray(trials, dtype=np.float64), 1.0)
     den = 1.0 + z * z / t
@@ -680,10 +666,7 @@ def wilson_interval(p: np.ndarray, trials: np.ndarray, z: float) -> tuple[np.nda
 
 
 def full_trials(n: int | np.ndarray, K: int) -> np.ndarray:
-    """Hoeffding's effective trials behind the F(k) U-statistic, floor(n / k) summed over inputs: (K,).
-
-    0 for k > n (extrapolated). ``n``: samples per input (int or (U,)).
-    """
+    """Hoeffding's effective trials behind F(k), floor(n / k) summed over inputs (0 beyond n): (K,)."""
     ns = np.atleast_1d(np.asarray(n, dtype=np.int64))
     k = np.arange(1, K + 1)
     per = ns[:, None] // k[None, :]
@@ -724,8 +707,8 @@ def jackknife_novelty_sd(
 ) -> np.ndarray:
     """Set-valued novelty replicates (D, B, min(K, n)) rescaled to the delete-one jackknife sd at i <= n / 2.
 
-    The jackknife sd of each input X[d] (X: (D, n, m)), widened by t_{n-1} / z; beyond n / 2 the
-    pooled bootstrap replicates are kept. ``rng`` draws signs where the replicates do not vary.
+    The jackknife sd of each input X[d] is widened by t_{n-1} / z; ``rng`` draws signs where the
+    replicates do not vary.
     """
     n = X.shape[1]
     half = min(n // 2, reps.shape[2])
@@ -737,8 +720,7 @@ def jackknife_novelty_sd(
     cols = reps[:, :, :half]
     mean = cols.mean(axis=1, keepdims=True)
     dev = cols - mean
-    # Replicates that do not move at all (rare): random signs, independent across inputs, so the
-    # index-wise mean over inputs stays a mean of independent terms.
+    # Replicates that do not move (rare): random signs, independent across inputs.
     flat = dev.std(axis=1, ddof=1) <= 0
     if flat.any():
         signs = rng.choice([-1.0, 1.0], size=(reps.shape[1], int(flat.sum())))
