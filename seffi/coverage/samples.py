@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -580,7 +581,8 @@ def _set_novelty_replicates(
         return est.novelty_samples_many(worlds.reshape(D * b_nov, n, c), K).reshape(D, b_nov, -1)
 
     nov = novelty(_set_datasets(Xc, unseen, rng, b_nov))
-    nov = _pool(nov, novelty(rng.random((D, b_nov, n, c)) < qc[:, None, None, :]))
+    other = novelty(rng.random((D, b_nov, n, c)) < qc[:, None, None, :])
+    nov = _rescale(nov, other, 1, lambda a, b: np.sqrt((a**2 + b**2) / 2))  # the pooled sd
     if b_nov > 1:
         z = normal_quantile(ci_level)
         mean = nov.mean(axis=1, keepdims=True)
@@ -625,29 +627,20 @@ def _covered_by_prefixes(
     return out.T.reshape(D, runs, kn)
 
 
-def _widen(reps: np.ndarray, other: np.ndarray, axis: int = 0) -> np.ndarray:
-    """Replicates scaled about their mean over ``axis`` to at least the sd of ``other`` (its own if flat)."""
+def _rescale(reps: np.ndarray, other: np.ndarray, axis: int, target: Any) -> np.ndarray:
+    """Replicates scaled about their mean over ``axis`` to sd ``target(sd, other's sd)`` (flat: other's)."""
     sd, sd_other = reps.std(axis=axis, keepdims=True), other.std(axis=axis, keepdims=True)
-    mean = reps.mean(axis=axis, keepdims=True)
-    scale = np.maximum(1.0, sd_other / np.where(sd > 0, sd, 1.0))
-    out = reps - mean
-    out *= scale
-    out += mean  # mean + (reps - mean) * scale, without temporaries
-    if (sd > 0).all():
-        return out
-    return np.where(sd > 0, out, mean + other - other.mean(axis=axis, keepdims=True))
-
-
-def _pool(reps: np.ndarray, other: np.ndarray) -> np.ndarray:
-    """Replicates (D, B, K) scaled about their mean to the sd pooled with ``other`` (or its deviations)."""
-    sd, sd_other = reps.std(axis=1, keepdims=True), other.std(axis=1, keepdims=True)
-    pooled = np.sqrt((sd**2 + sd_other**2) / 2)
-    mean = reps.mean(axis=1, keepdims=True)
-    scaled = mean + (reps - mean) * (pooled / np.where(sd > 0, sd, 1.0))
-    alt = mean + (other - other.mean(axis=1, keepdims=True)) * (
-        pooled / np.where(sd_other > 0, sd_other, 1.0)
+    want, mean = target(sd, sd_other), reps.mean(axis=axis, keepdims=True)
+    scaled = mean + (reps - mean) * (want / np.where(sd > 0, sd, 1.0))
+    alt = mean + (other - other.mean(axis=axis, keepdims=True)) * (
+        want / np.where(sd_other > 0, sd_other, 1.0)
     )
     return np.where(sd > 0, scaled, alt)
+
+
+def _widen(reps: np.ndarray, other: np.ndarray, axis: int = 0) -> np.ndarray:
+    """Replicates scaled about their mean over ``axis`` to at least the sd of ``other``."""
+    return _rescale(reps, other, axis, np.maximum)
 
 
 def wilson_interval(p: np.ndarray, trials: np.ndarray, z: float) -> tuple[np.ndarray, np.ndarray]:
