@@ -27,8 +27,7 @@ class BarcodeRows:
         self.rows, self.cols = int(rows), int(cols)
         # code -> [stream, cells (int array, cols), new (bool array, cols), length]
         self.data: dict[int, list[Any]] = {}
-        # Per input code: 0 no row yet, 1 a row (its stream in ``data``), -1 never (beyond ``rows``),
-        # so the samples that can be cells are found in numpy at a byte an input.
+        # Per input code: 0 no row yet, 1 a row (its stream in ``data``), -1 never (beyond ``rows``).
         self.state = np.zeros(16, dtype=np.int8)
         self._held: tuple[np.ndarray, np.ndarray] | None = None  # (codes, streams) of the rows, sorted
         self._worst: int | None = None  # the largest key among the rows (cached while full)
@@ -151,8 +150,7 @@ class BarcodeRows:
         first = np.maximum.accumulate(np.where(seg, np.arange(seg.size), 0))  # each sample's run start
         before = np.where((first > 0)[:, None], run_count[np.maximum(first - 1, 0)], 0)
         seen = covered(slot[live]) | (run_count - H - before > 0)
-        # A stack of the first matched column, or -1: argmax has no answer on a row of no columns
-        # (a free-form tracker before its first strategy).
+        # The first matched column, or -1 (a free-form tracker before its first strategy has no columns).
         fresh = np.column_stack([(H & ~seen)[:, col_order], np.ones(len(H), bool)])
         matched = np.column_stack([H[:, col_order], np.ones(len(H), bool)])
         cols = np.append(col_order, -1)

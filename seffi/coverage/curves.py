@@ -42,8 +42,7 @@ def auc(coverage: np.ndarray) -> np.ndarray:
     return np.asarray(coverage, dtype=np.float64).mean(axis=-1)
 
 
-#: Array-valued fields of ``Curves``: the metric columns' (see `seffi.coverage.columns`), then the
-#: run counts and per-input / bootstrap arrays the gain needs.
+#: Array-valued fields of ``Curves``: the metric columns', run counts, per-input and bootstrap arrays.
 _ARRAY_FIELDS = (*curves_arrays(), "runs_at_k", "auc_reps", "valid_auc_reps", "input_auc", "input_valid_auc")
 
 

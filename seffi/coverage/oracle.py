@@ -151,8 +151,7 @@ class OracleBaseline:
                 raise ValueError(f"{where}: expected a {{strategy: match set}} dict")
             used = set(refs)
             for s, ms in refs.items():
-                # A wrong guess at the format (per-input lists of samples, nested lists) would end in
-                # "TypeError: unhashable type: 'list'" deep inside; name the expected format instead.
+                # Name the expected format, not "TypeError: unhashable type: 'list'" deep inside.
                 if (
                     isinstance(ms, str)
                     or not isinstance(ms, Iterable)
@@ -186,9 +185,7 @@ class OracleBaseline:
         gens = rngs(self.seed, len(self._parts))
         parts = []
         items = sorted(self._parts.items(), key=lambda kv: str(kv[0]))
-        # Inputs with the same strategies, reference traces and rarity bins have the same exact curves
-        # (many prompts declaring one strategy list): each distinct one is computed once. Monte Carlo
-        # curves draw from their input's own generator, so they are not shared.
+        # Inputs with the same strategies, traces and rarity bins share their exact curves (not Monte Carlo).
         exact: dict[tuple, Curves] = {}
         for (key, (cols, m, refmask)), rng in zip(items, gens, strict=True):
             bins = None
@@ -214,8 +211,7 @@ class OracleBaseline:
         cols, m, refmask = part
         M = len(cols)
         dist: dict[int, float] = {0: 1.0}
-        # Per step: distribution over covered sets (as bitmasks). The chain is absorbed after at
-        # most M steps (every step covers a new strategy or stalls for good), so K costs nothing.
+        # Per step: the law of the covered set (a bitmask); absorbed after at most M steps.
         per_s = np.zeros((K, M))
         count_law = np.zeros((K, M + 1))
         new_prob = np.zeros(K)

@@ -21,8 +21,8 @@ from seffi._seeding import SeedLike, as_seed_sequence
 _BLOCK_CELLS = 1 << 20
 #: Cells (units x columns) per block of `mean_score_interval`.
 _CHUNK_CELLS = 1 << 20
-#: Fewer inputs and an interval over inputs means little (a percentile bootstrap over 2 or 4 inputs
-#: covered the truth 48% and 79% of the time): intervals then cover run-to-run noise only.
+#: Below this many inputs, intervals cover run-to-run noise only (a percentile bootstrap over 2 or 4
+#: inputs covered the truth 48% and 79% of the time).
 MIN_INPUTS = 8
 
 
@@ -63,8 +63,7 @@ def bootstrap_blocks(
         step = max(block, _BLOCK_CELLS // max(n, 1)) if block < B else B
         for a in range(0, B, step):
             b = min(a + step, B)
-            # n uniform draws with replacement per replicate, counted in one bincount: the same
-            # multinomial law as rng.multinomial(n, [1/n] * n), several times faster.
+            # Multinomial(n, 1/n) counts by one bincount of n uniform draws: several times faster.
             draws = rng.integers(0, n, size=(b - a, n)) + (np.arange(b - a) * n)[:, None]
             part = np.bincount(draws.ravel(), minlength=(b - a) * n).reshape(b - a, n)
             yield h, idx, slice(a, b), part.astype(np.float64)
@@ -157,9 +156,6 @@ def mean_score_interval(
         >>> float(lo[0]), round(float(hi[0]), 2)
         (0.0, 0.41)
     """
-    # Rejected on benchmarks/calibration.py's laws: the expanded percentile bootstrap (F(8) covered
-    # 0.73 / 0.89 / 0.92 with 8 / 16 / 64 inputs), z instead of t (0.89), a zero-inflated variance
-    # (0.80), Wilson over inputs alone (0.99-1.00), percentile, BCa, bootstrap-t (0.13-0.67).
     if not 0.0 < level < 1.0:
         raise ValueError(f"ci level must be in (0, 1), got {level!r}")
     x = np.asarray(values, dtype=np.float64)
@@ -317,9 +313,8 @@ class ScoreSums:
         half = np.sqrt(g * mu * (1.0 - mu) + g * g / 4.0) / (1.0 + g)
         lo = np.clip(centre - half, 0.0, 1.0)
         hi = np.clip(centre + half, 0.0, 1.0)
-        # Wilson's bound is too high when a handful of events carry the estimate (F(8) 0.004 over 64
-        # inputs covered 0.91): with x = mean * n_eff <= 3 effective events it is lowered to the Poisson
-        # one (Brown, Cai & DasGupta 2001, sec. 4.1.1); likewise at the top for 1 - mean.
+        # At <= 3 effective events x = mean * n_eff, Wilson's bound gives way to the Poisson one (Brown,
+        # Cai & DasGupta 2001, sec. 4.1.1); likewise at the top for 1 - mean.
         with np.errstate(divide="ignore", invalid="ignore"):
             n_eff = np.where(g > 0, c2 / np.where(g > 0, g, 1.0), np.inf)
         x_lo, x_hi = mu * n_eff, (1.0 - mu) * n_eff

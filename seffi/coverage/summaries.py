@@ -183,8 +183,7 @@ class TimeToCoverage(BaseModel):
         *_lo, *_hi: bootstrap interval bounds (None for exact baselines or when undefined).
     """
 
-    # Not frozen: a baseline averaged over inputs sets its survival band after construction;
-    # assignments are validated like construction (arrays become lists).
+    # Not frozen: a baseline averaged over inputs sets its survival band after construction.
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, validate_assignment=True)
 
     tau: float

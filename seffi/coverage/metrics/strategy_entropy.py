@@ -45,8 +45,7 @@ class StrategyEntropy(InputMetric):
 
     def setup(self) -> None:
         self.add_state("counts", per_strategy=True, merge="sum")
-        # Derived, not state: exp(H) per input code (room beyond: NaN), the codes updated since, iid
-        # figures by code.
+        # Derived, not state: exp(H) per input code, the codes updated since, iid figures by code.
         self._cache: np.ndarray | None = None
         self._cached_cols = -1
         self._stale: list[np.ndarray] = []
