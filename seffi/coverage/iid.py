@@ -60,8 +60,6 @@ class IidBaseline:
     def __init__(self, parts: Mapping[str | None, _Law | _Samples]) -> None:
         if not parts:
             raise ValueError("IidBaseline needs at least one input")
-        if len({type(p) for p in parts.values()}) > 1:
-            raise ValueError("IidBaseline takes either known laws or samples for all inputs, not both")
         self._parts = dict(parts)
 
     @property
@@ -290,8 +288,6 @@ class IidBaseline:
         """The work of `curves` of an estimated baseline (its arguments checked there)."""
         items = sorted(self._parts.items(), key=lambda kv: str(kv[0]))
         parts = [part for _, part in items]
-        if not all(isinstance(p, _Samples) for p in parts):
-            raise ValueError("only a baseline estimated from samples has a plan of blocks")
         keys = [key for key, _ in items]
         return SamplePlan(parts, keys, K, spawn(seed, 1)[0], int(n_boot), rarity_bins, ci_level)
 
