@@ -213,8 +213,6 @@ class KeyView(Sequence[tuple[str, str]]):
             return False
         return all(tuple(a) == tuple(b) for a, b in zip(self, other, strict=True))
 
-    __hash__ = None  # type: ignore[assignment]
-
     def __repr__(self) -> str:
         return f"KeyView({len(self)} input keys)"
 

@@ -186,12 +186,9 @@ class EnvBaselines:
 
     def aucs(self, inputs: Sequence[str]) -> tuple[float | None, float | None]:
         """(iid AUC, oracle AUC) over ``inputs``: the mean of per-input AUCs (None where one is missing)."""
-        pairs = [self.input_aucs(x) for x in inputs]
-        means = [
-            None if not pairs or any(p[i] is None for p in pairs) else float(np.mean([p[i] for p in pairs]))
-            for i in (0, 1)
-        ]
-        return means[0], means[1]
+        iid, oracle = zip(*map(self.input_aucs, inputs), strict=True) if inputs else ((), ())
+        iid_auc, oracle_auc = (None if not v or None in v else float(np.mean(v)) for v in (iid, oracle))
+        return iid_auc, oracle_auc
 
     def curves(self, inputs: Iterable[str], *, pool: bool = False) -> tuple[Curves | None, Curves | None]:
         """(iid, oracle) curves over ``inputs`` (``None`` where unavailable); cached.
