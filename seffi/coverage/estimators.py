@@ -1,9 +1,7 @@
-"""Exact iid curves of a known match-set law, and unbiased estimators from n iid base samples.
+"""Exact iid curves of a known match-set law, and unbiased U-statistics from n iid base samples.
 
 A *law* is atoms (J, M) bool (the possible match sets) with probabilities p (J,); *samples* are an
-incidence matrix X (n, M) bool; curves are arrays over k = 1..K. From samples, k <= n uses
-U-statistics (the plug-in is biased low); set-valued ones need, for every non-empty subset B of a
-distinct match set, Y_B (samples meeting B), by inclusion-exclusion over superset counts: linear in n.
+incidence matrix X (n, M) bool; curves are arrays over k = 1..K.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The gain over iid: its formula (`gain_value`, the only place it is written) and its interval.
 
-`paired_gain` is ``Curves.gain``: the point value of three AUCs and an interval that resamples
-inputs jointly for the policy, iid and the oracle (paired, stratified by task). Method and
-calibration: docs/statistics.md, "Interval of the gain".
+Method and calibration: docs/statistics.md, "Interval of the gain".
 """
 
 from __future__ import annotations
