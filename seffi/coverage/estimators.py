@@ -239,11 +239,6 @@ def rarefaction_counts(Y: np.ndarray, n: int, K: int) -> np.ndarray:
     return out.reshape(*Y.shape[:-1], kmax)
 
 
-def novelty_samples(X: np.ndarray, K: int) -> np.ndarray:
-    """Unbiased Pr[A_i not a subset of S_{i-1}], i = 1..min(K, n), of one dataset X (n, M)."""
-    return novelty_samples_many(np.asarray(X, dtype=bool)[None], K)[0]
-
-
 #: Columns up to which set-valued novelty counts every non-empty subset of the columns at once.
 DENSE_SUBSET_COLUMNS = 6
 
@@ -296,11 +291,6 @@ def novelty_samples_many(X: np.ndarray, K: int) -> np.ndarray:
                 (d_of[g][:, None] * (n + 1) + y).ravel(), weights=w.ravel(), minlength=sv.size * (n + 1)
             ).reshape(sv.size, n + 1)
     return np.clip(coef @ ratio / n, 0.0, 1.0)
-
-
-def full_coverage_samples(X: np.ndarray, m: int, K: int) -> np.ndarray:
-    """Unbiased F(k), k = 1..min(K, n), of one dataset X (n, M): the share of k-subsets covering all m."""
-    return full_coverage_samples_many(np.asarray(X, dtype=bool)[None], m, K)[0]
 
 
 def full_coverage_samples_many(X: np.ndarray, m: int, K: int) -> np.ndarray:

@@ -42,8 +42,8 @@ def test_rarefaction_novelty_full_match_brute_force(set_valued: bool) -> None:
     X[1, 0] = X[2, 1] = X[3, 2] = X[4, 3] = True  # every strategy seen, so F > 0 somewhere
     cov, full, nov = _brute(X, m, K=n)
     np.testing.assert_allclose(est.rarefaction(X, n), cov, atol=1e-12)
-    np.testing.assert_allclose(est.full_coverage_samples(X, m, n), full, atol=1e-12)
-    np.testing.assert_allclose(est.novelty_samples(X, n), nov, atol=1e-12)
+    np.testing.assert_allclose(est.full_coverage_samples_many(X[None], m, n)[0], full, atol=1e-12)
+    np.testing.assert_allclose(est.novelty_samples_many(X[None], n)[0], nov, atol=1e-12)
 
 
 def test_estimator_unbiased_where_plugin_is_not() -> None:

@@ -206,7 +206,7 @@ def test_jackknife_sd_replaces_the_spread_at_low_degree_only() -> None:
     jack = delete_one_novelty(X[None], n // 2)[0]
     want = np.sqrt((n - 1) / n * ((jack - jack.mean(0)) ** 2).sum(0))
     want *= t_quantile(0.95, n - 1) / normal_quantile(0.95)
-    base = np.tile(est.novelty_samples(X, n), (40, 1))
+    base = np.tile(est.novelty_samples_many(X[None], n)[0], (40, 1))
     base[:, 3:] += rng.normal(0.0, 0.01, size=(40, n - 3))  # columns 1-3 do not move at all
     out = jackknife_novelty_sd(X[None], base[None], 0.95, np.random.default_rng(0))[0]
     np.testing.assert_allclose(out[:, : n // 2].std(axis=0, ddof=1), want, rtol=1e-9)
