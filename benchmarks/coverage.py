@@ -61,7 +61,8 @@ def bench_rarefaction() -> None:
     X[np.arange(n), cats] = True
 
     def ours() -> np.ndarray:
-        return np.concatenate([est.rarefaction(X, steps - 1), est.chao_extrapolation(X, steps - 1, M)])
+        beyond = est.chao_extrapolation_counts(X.sum(axis=0), n, steps - 1, M)
+        return np.concatenate([est.rarefaction(X, steps - 1), beyond])
 
     t_ours, a = best_of(ours)
     t_copia, b = best_of(lambda: copia.stats.rarefaction_extrapolation(counts.astype(float), steps), 1)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,20 +10,8 @@ import numpy as np
 
 from seffi._convert import brief, clip
 from seffi.coverage.columns import curves_arrays
-from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
+from seffi.coverage.curves import Curves, TimeToCoverage
 from seffi.coverage.sums_curves import rarity_labels
-
-#: Total Monte Carlo runs (split over inputs) used where no exact formula exists.
-MC_RUNS = 20000
-
-
-def _is_per_input(obj: Mapping[Any, Any], leaf: type | tuple[type, ...]) -> bool:
-    """Whether a mapping is keyed by input id (its values are the per-input objects)."""
-    return (
-        bool(obj)
-        and all(not isinstance(k, leaf) for k in obj)
-        and all(isinstance(v, Mapping) for v in obj.values())
-    )
 
 
 def _columns(
@@ -54,6 +41,11 @@ def _columns(
     return cols, int(m)
 
 
+def named(cols: Sequence[str]) -> tuple[str, ...]:
+    """The strategy ids among an input's columns (without the padding of unseen ones)."""
+    return tuple(s for s in cols if not s.startswith("<unseen"))
+
+
 def _check_strategies(strategies: Sequence[str] | None) -> tuple[str, ...] | None:
     if strategies is None:
         return None
@@ -71,34 +63,6 @@ def _per_input_m(num_strategies: int | Mapping[Any, int] | None, key: Any) -> in
             raise ValueError(f"num_strategies has no entry for input {key!r}")
         return num_strategies.get(key, num_strategies.get(str(key)))
     return num_strategies
-
-
-def _law_arrays(law: Mapping[Any, float], cols: list[str], where: str) -> tuple[np.ndarray, np.ndarray]:
-    """Validated (atoms (J, M) bool, p (J,)) of a ``{frozenset: probability}`` law."""
-    if not isinstance(law, Mapping) or not law:
-        raise ValueError(f"{where}: a match distribution must be a non-empty {{frozenset: probability}} dict")
-    sets = []
-    for key in law:
-        if isinstance(key, str) or not isinstance(key, frozenset | set | tuple):
-            raise ValueError(
-                f"{where}: match-distribution keys must be frozensets of strategy ids, got {key!r}"
-            )
-        sets.append(frozenset(key))
-    p = np.asarray([law[k] for k in law], dtype=np.float64)
-    what = f"{where}: probabilities"
-    if p.ndim != 1:
-        raise ValueError(f"{what} must be numbers")
-    if not np.all(np.isfinite(p)):
-        raise ValueError(f"{what} contain NaN or infinity: {p.tolist()}")
-    if np.any(p < 0):
-        raise ValueError(f"{what} must be non-negative, got {p.tolist()}")
-    if abs(p.sum() - 1.0) > 1e-9:
-        raise ValueError(f"{what} must sum to 1, they sum to {p.sum():.12g}")
-    index = {s: j for j, s in enumerate(cols)}
-    atoms = np.zeros((len(sets), len(cols)), dtype=bool)
-    for r, s in enumerate(sets):
-        atoms[r, [index[x] for x in s]] = True
-    return atoms, p
 
 
 def rarity_ranks(pi: np.ndarray, m: int, n_bins: int) -> np.ndarray:
@@ -173,36 +137,6 @@ def _mean_curves(
         if all(c.valid_auc is not None for c in parts):
             out.input_valid_auc = np.array([c.valid_auc for c in parts], dtype=np.float64)
     return out
-
-
-def _ttc_from_runs(fh: np.ndarray, m: int, K: int) -> dict[str, TimeToCoverage]:
-    """Time-to-coverage of simulated full-length runs (first hits (R, M)): Kaplan-Meier, no censoring."""
-    R, M = fh.shape
-    ks = np.arange(1, K + 1)
-    never = np.iinfo(np.int64).max // 2
-    sorted_fh = np.sort(np.where(fh < 0, never, fh), axis=1)
-    out = {}
-    for tau in TAUS:
-        need = math.ceil(tau * m - 1e-9)
-        t_hit = sorted_fh[:, need - 1] + 1 if need <= M else np.full(R, never)  # TAUS > 0: need >= 1
-        event = t_hit <= K
-        time = np.where(event, t_hit, K)
-        d = np.bincount(t_hit[event] - 1, minlength=K)[:K].astype(np.float64)
-        at_risk = (time[:, None] >= ks[None, :]).sum(axis=0).astype(np.float64)
-        hazard = np.where(at_risk > 0, d / np.where(at_risk > 0, at_risk, 1.0), 0.0)
-        out[tau_key(tau)] = TimeToCoverage.from_survival(float(tau), np.cumprod(1.0 - hazard))
-    return out
-
-
-@dataclass
-class _Law:
-    cols: list[str]
-    m: int
-    atoms: np.ndarray  # (J, M) bool
-    p: np.ndarray  # (J,)
-    valid_atoms: np.ndarray | None = None
-    valid_p: np.ndarray | None = None
-    valid_probability: float | None = None
 
 
 @dataclass

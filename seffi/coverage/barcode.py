@@ -15,34 +15,25 @@ import numpy as np
 from seffi.coverage.room import grow
 from seffi.coverage.sums import _segment_starts
 
-__all__ = ["BARCODE_ROWS", "BarcodeRows"]
-
 #: Barcode rows a monitor keeps by default: the 64 smallest (task, input_id) keys.
 BARCODE_ROWS = 64
 _NONE = np.iinfo(np.int64).max  # no row yet: any stream qualifies
 
 
 class BarcodeRows:
-    """Barcode rows keyed by input code (see the module docstring for the rule).
-
-    Args:
-        rows: Inputs with a row (the smallest keys); 0 keeps none.
-        cols: Samples kept per row.
-    """
+    """Barcode rows by input code: ``rows`` inputs (the smallest keys; 0: none), ``cols`` samples each."""
 
     def __init__(self, rows: int, cols: int) -> None:
         self.rows, self.cols = int(rows), int(cols)
         # code -> [stream, cells (int array, cols), new (bool array, cols), length]
         self.data: dict[int, list[Any]] = {}
-        # Per input code: 0 no row yet, 1 a row (its stream in ``data``), -1 never (beyond ``rows``),
-        # so the samples that can be cells are found in numpy at a byte an input.
+        # Per input code: 0 no row yet, 1 a row (its stream in ``data``), -1 never (beyond ``rows``).
         self.state = np.zeros(16, dtype=np.int8)
         self._held: tuple[np.ndarray, np.ndarray] | None = None  # (codes, streams) of the rows, sorted
         self._worst: int | None = None  # the largest key among the rows (cached while full)
         self._keys: dict[int, Any] = {}  # the key of each row's input, read once
 
     def _key(self, code: int, keys: Sequence[Any]) -> Any:
-        """The key of row ``code`` (read from ``keys`` the first time)."""
         key = self._keys.get(code)
         if key is None:
             key = self._keys[code] = keys[code]
@@ -117,15 +108,9 @@ class BarcodeRows:
     ) -> None:
         """Set the cells of a batch's samples that fall in a barcode row (before they are folded).
 
-        Args:
-            u: (N,): input codes.
-            slot: (N,): run slots.
-            k: (N,): 1-based positions in the runs.
-            hits: (N, C) bool: matched columns.
-            streams: (N,): the runs' streams.
-            covered: ``covered(slots)`` -> (len(slots), C): columns each run covered before the batch.
-            keys: (task, input_id) per input code.
-            col_order: columns in the rule's order.
+        Per sample (N,): input code ``u``, run ``slot``, 1-based position ``k``, matched columns
+        ``hits`` (N, C) and run ``streams``; ``covered(slots)``: the columns (len(slots), C) each run
+        covered before the batch; ``col_order``: columns in the rule's order.
         """
         if self.rows == 0 or u.size == 0:
             return
@@ -165,8 +150,7 @@ class BarcodeRows:
         first = np.maximum.accumulate(np.where(seg, np.arange(seg.size), 0))  # each sample's run start
         before = np.where((first > 0)[:, None], run_count[np.maximum(first - 1, 0)], 0)
         seen = covered(slot[live]) | (run_count - H - before > 0)
-        # A stack of the first matched column, or -1: argmax has no answer on a row of no columns
-        # (a free-form tracker before its first strategy).
+        # The first matched column, or -1 (a free-form tracker before its first strategy has no columns).
         fresh = np.column_stack([(H & ~seen)[:, col_order], np.ones(len(H), bool)])
         matched = np.column_stack([H[:, col_order], np.ones(len(H), bool)])
         cols = np.append(col_order, -1)

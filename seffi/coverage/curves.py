@@ -22,20 +22,7 @@ from seffi.coverage.summaries import Gain, TimeToCoverage, survival_summary
 TAUS: tuple[float, ...] = (0.5, 0.8, 1.0)
 #: Format tag of ``Curves.to_dict``; ``from_dict`` refuses anything else.
 CURVES_FORMAT = "seffi.coverage.curves/1"
-
-__all__ = [
-    "CURVES_FORMAT",
-    "TAUS",
-    "Curves",
-    "Gain",
-    "KeyView",
-    "TimeToCoverage",
-    "auc",
-    "check_budget",
-    "gain_value",
-    "survival_summary",
-    "tau_key",
-]
+__all__ = ["TAUS", "Curves", "Gain", "KeyView", "TimeToCoverage", "auc", "gain_value", "survival_summary"]
 
 
 def tau_key(tau: float) -> str:
@@ -55,8 +42,7 @@ def auc(coverage: np.ndarray) -> np.ndarray:
     return np.asarray(coverage, dtype=np.float64).mean(axis=-1)
 
 
-#: Array-valued fields of ``Curves``: the metric columns' (see `seffi.coverage.columns`), then the
-#: run counts and per-input / bootstrap arrays the gain needs.
+#: Array-valued fields of ``Curves``: the metric columns', run counts, per-input and bootstrap arrays.
 _ARRAY_FIELDS = (*curves_arrays(), "runs_at_k", "auc_reps", "valid_auc_reps", "input_auc", "input_valid_auc")
 
 
@@ -64,28 +50,20 @@ _ARRAY_FIELDS = (*curves_arrays(), "runs_at_k", "auc_reps", "valid_auc_reps", "i
 class Curves:
     """Coverage curves for k = 1..K of one method (a policy, the iid baseline or the oracle).
 
-    ``*_lo`` / ``*_hi`` bound a ``ci_level`` interval; None for exact baselines and for quantities
-    not measured (then the point value is None too). The per-k metrics are described in
-    `seffi.coverage.columns.COLUMNS`.
+    The per-k metrics are described in `seffi.coverage.columns.COLUMNS`. ``*_lo`` / ``*_hi`` bound a
+    ``ci_level`` interval; None for exact baselines and for quantities not measured.
 
     Attributes:
         kind: "policy", "iid" (exact law), "iid_estimated" (from base samples) or "oracle".
-        K: the budget.
-        coverage, novelty, expected_new, full_coverage, valid_coverage, valid_at_k: (K,) curves.
         auc, valid_auc: AUC(K) of ``coverage`` / ``valid_coverage``.
         time_to_coverage: {"0.5" | "0.8" | "1.0": TimeToCoverage}.
         coverage_by_rarity: (n_bins, K): coverage per within-input base-probability quantile (row 0
-            = most common; rows sum to coverage), labelled by ``rarity_bins``; None without a law.
+            most common; rows sum to coverage), labelled by ``rarity_bins``.
         extrapolated: (K,) bool: True where the value is a model-based extrapolation.
         runs_at_k: (K,): runs observed for at least k samples (policy).
-        n_inputs, n_runs, samples: counts behind the curves.
-        ci_level, n_boot, seed: how the intervals were made.
         auc_reps, valid_auc_reps: (B,): bootstrap replicates of the AUCs (for unpaired gains).
-        input_keys: (task, input_id) of the U inputs, in the order of ``input_auc``; task None for
-            baselines (matched by id); None when unknown.
-        input_auc, input_valid_auc: (U,): each input's share of the AUC (mean exactly the AUC; see
-            ``sums_curves.input_auc_contributions``), resampled jointly by `gain`.
-        barcode: optional strategy barcode, see ``CoverageTracker.barcode``.
+        input_keys: (task, input_id) of the U inputs of ``input_auc`` (task None for baselines).
+        input_auc, input_valid_auc: (U,): each input's share of the AUC (their mean is the AUC).
         notes: human-readable caveats (Monte Carlo error, extrapolation, undefined quantities).
     """
 
@@ -107,11 +85,10 @@ class Curves:
     full_coverage_hi: np.ndarray | None = None
     auc_lo: float | None = None
     auc_hi: float | None = None
-    #: Standard errors of the AUCs when the intervals cover run-to-run noise only (fewer than
-    #: ``resampling.MIN_INPUTS`` inputs; else None): ``gain`` uses them instead of resampling inputs.
+    #: Standard errors of the AUCs when intervals cover run-to-run noise only (few inputs), with
+    #: their Welch-Satterthwaite degrees of freedom: ``gain`` uses them instead of resampling inputs.
     auc_se: float | None = None
     valid_auc_se: float | None = None
-    #: Welch-Satterthwaite degrees of freedom of ``auc_se`` / ``valid_auc_se`` (None with them).
     auc_df: float | None = None
     valid_auc_df: float | None = None
     valid_coverage: np.ndarray | None = None
@@ -147,10 +124,7 @@ class Curves:
         return np.arange(1, self.K + 1)
 
     def gain(self, iid: Curves, oracle: Curves, **kwargs: Any) -> Gain:
-        """Gain(K) of these curves with an interval paired over inputs (`seffi.coverage.gain.paired_gain`).
-
-        ``kwargs``: ``valid``, ``n_boot``, ``seed``. ``reason`` notes iid curves extrapolated at k <= K.
-        """
+        """Gain(K) with an interval paired over inputs (`seffi.coverage.gain.paired_gain`, its ``kwargs``)."""
         g = paired_gain(self, iid, oracle, **kwargs)
         if iid.extrapolated is None or not np.any(iid.extrapolated) or g.value is None:
             return g
@@ -183,17 +157,9 @@ class Curves:
         **other: Any,
     ) -> Curves:
         """Curves from point estimates (``coverage``, ``novelty``, ``expected_new``, ``full_coverage``)."""
-        return cls(
-            kind=kind,
-            K=K,
-            coverage=point["coverage"],
-            novelty=point["novelty"],
-            expected_new=point["expected_new"],
-            full_coverage=point["full_coverage"],
-            auc=float(point["coverage"].mean()),
-            time_to_coverage=time_to_coverage,
-            **other,
-        )
+        curves = {n: point[n] for n in ("coverage", "novelty", "expected_new", "full_coverage")}
+        auc = float(point["coverage"].mean())
+        return cls(kind=kind, K=K, auc=auc, time_to_coverage=time_to_coverage, **curves, **other)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Curves:
@@ -211,9 +177,7 @@ class Curves:
             }
             for name in _ARRAY_FIELDS:
                 if kw.get(name) is not None:
-                    dtype = (
-                        bool if name == "extrapolated" else np.int64 if name == "runs_at_k" else np.float64
-                    )
+                    dtype = {"extrapolated": bool, "runs_at_k": np.int64}.get(name, np.float64)
                     arr = np.array(kw[name], dtype=object)
                     kw[name] = np.where(arr == None, np.nan, arr).astype(dtype)  # noqa: E711
             if kw.get("input_keys") is not None:
@@ -227,11 +191,7 @@ class Curves:
 
 
 class KeyView(Sequence[tuple[str, str]]):
-    """The (task, input_id) keys of input ``codes`` of a tracker's `InputKeys`, built when read.
-
-    A snapshot of 10^6 inputs would otherwise hold 10^6 tuples (~70 MB) that only a paired gain
-    reads. Codes stay valid: a tracker's keys only grow.
-    """
+    """The (task, input_id) keys of input ``codes`` of a tracker's `InputKeys`, built only when read."""
 
     def __init__(self, keys: Any, codes: np.ndarray) -> None:
         self._keys, self._codes = keys, np.asarray(codes, dtype=np.int64)
@@ -253,16 +213,17 @@ class KeyView(Sequence[tuple[str, str]]):
             return False
         return all(tuple(a) == tuple(b) for a, b in zip(self, other, strict=True))
 
-    __hash__ = None  # type: ignore[assignment]
-
     def __repr__(self) -> str:
         return f"KeyView({len(self)} input keys)"
 
 
 def _input_key(k: Any) -> tuple[str | None, str]:
     """A (task, input_id) pair from its JSON form [task or null, input_id]."""
-    if not isinstance(k, list | tuple) or len(k) != 2 or not isinstance(k[1], str):
-        raise ValueError(f"bad input key {k!r}: expected [task or null, input_id]")
-    if k[0] is not None and not isinstance(k[0], str):
-        raise ValueError(f"bad input key {k!r}: the task must be a str or null")
+    if (
+        not isinstance(k, list | tuple)
+        or len(k) != 2
+        or not isinstance(k[1], str)
+        or not isinstance(k[0], str | None)
+    ):
+        raise ValueError(f"bad input key {k!r}: expected [task (str) or null, input_id (str)]")
     return (k[0], k[1])

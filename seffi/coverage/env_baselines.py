@@ -1,8 +1,4 @@
-"""``EnvBaselines``: the exact iid and oracle baselines of an env's inputs, computed once and cached.
-
-It reads an env's facts through three callables (``base_law(x, valid_only)``, ``references(x)``,
-``pool()``), so it knows no env API; a user baseline (``iid=``/``oracle=``) replaces the env's.
-"""
+"""``EnvBaselines``: the exact iid and oracle baselines of an env's inputs, computed once and cached."""
 
 from __future__ import annotations
 
@@ -18,10 +14,6 @@ from seffi.coverage.curves import Curves, check_budget
 from seffi.coverage.iid import IidBaseline
 from seffi.coverage.oracle import OracleBaseline
 from seffi.errors import SeffiError
-
-__all__ = ["BaselineAucSums", "EnvBaselines", "check_agrees"]
-
-BaseLaw = Callable[..., Any]
 
 
 def check_agrees(what: str, baseline: Any, strategies: Sequence[str]) -> None:
@@ -54,14 +46,16 @@ def _env_fact_errors(fact: str) -> Iterator[None]:
     """Turn a ValueError raised while building a baseline from the env's ``fact`` into one SeffiError."""
     try:
         yield
-    except SeffiError:
-        raise
     except ValueError as exc:  # the env's fact names other strategies, or is not what it should be
+        if isinstance(exc, SeffiError):
+            raise
         raise SeffiError(f"the env's {fact}: {exc}") from exc
 
 
 class EnvBaselines:
     """Exact iid and oracle curves of an env's inputs, cached per input (AUCs) and per input set (curves).
+
+    It reads the env's facts through callables only; a user baseline replaces the env's.
 
     Args:
         strategies: The declared strategy ids.
@@ -73,17 +67,11 @@ class EnvBaselines:
         iid: A user iid baseline, used instead of ``base_law`` (checked by `check_agrees`).
         oracle: A user oracle baseline, used instead of ``references`` (checked likewise).
         seed: Seed of the oracle's Monte Carlo parts.
-        iid_seed: Seed of the iid curves' Monte Carlo parts (time to coverage) and of the bootstrap of
-            an `IidBaseline` estimated from samples.
+        iid_seed: Seed of the iid curves' Monte Carlo parts and of an estimated iid's bootstrap.
         oracle_rarity: Split the oracle's coverage by the iid law's rarity bins (the report's panel).
 
     Raises:
         SeffiError: A user baseline counts coverage over other strategies or another M.
-
-    Examples:
-        >>> from seffi.tasks import get_task                           # doctest: +SKIP
-        >>> b = EnvBaselines.from_env(env.unwrapped, budget=8)           # doctest: +SKIP
-        >>> iid, oracle = b.curves(env.unwrapped.input_ids)              # doctest: +SKIP
     """
 
     def __init__(
@@ -91,7 +79,7 @@ class EnvBaselines:
         strategies: Sequence[str],
         budget: int,
         *,
-        base_law: BaseLaw | None = None,
+        base_law: Callable[..., Any] | None = None,
         references: Callable[[str], Any] | None = None,
         pool: Callable[[], Iterable[str]] | None = None,
         iid: Any = None,
@@ -164,25 +152,10 @@ class EnvBaselines:
                 oracle = OracleBaseline(refs, strategies=self.strategies, seed=self.seed)
         return iid, oracle
 
-    def _iid_curves(self, iid: Any) -> Curves | None:
-        if iid is None:
-            return None
-        if iid is self.user_iid:  # a user object may not take a seed (any object with .curves(K))
-            return self._user_curves(iid)
-        return iid.curves(self.budget, seed=self.iid_seed)
-
-    def _oracle_curves(self, oracle: Any, iid: Any) -> Curves | None:
-        if oracle is None:
-            return None
-        if oracle is self.user_oracle and not self.oracle_rarity:  # the per-input AUCs' curves
-            return self._user_curves(oracle)
-        return oracle.curves(self.budget, rarity=iid if self.oracle_rarity else None)
-
     def _user_curves(self, baseline: Any) -> Curves:
         """A user baseline's curves over its inputs, computed once (an `IidBaseline`'s with ``iid_seed``)."""
         if id(baseline) not in self._users:
-            # Other objects need only ``.curves(K)``.
-            seed = {"seed": self.iid_seed} if isinstance(baseline, IidBaseline) else {}
+            seed = {"seed": self.iid_seed} if isinstance(baseline, IidBaseline) else {}  # else any .curves(K)
             self._users[id(baseline)] = baseline.curves(self.budget, **seed)
         return self._users[id(baseline)]
 
@@ -213,12 +186,9 @@ class EnvBaselines:
 
     def aucs(self, inputs: Sequence[str]) -> tuple[float | None, float | None]:
         """(iid AUC, oracle AUC) over ``inputs``: the mean of per-input AUCs (None where one is missing)."""
-        pairs = [self.input_aucs(x) for x in inputs]
-        means = [
-            None if not pairs or any(p[i] is None for p in pairs) else float(np.mean([p[i] for p in pairs]))
-            for i in (0, 1)
-        ]
-        return means[0], means[1]
+        iid, oracle = zip(*map(self.input_aucs, inputs), strict=True) if inputs else ((), ())
+        iid_auc, oracle_auc = (None if not v or None in v else float(np.mean(v)) for v in (iid, oracle))
+        return iid_auc, oracle_auc
 
     def curves(self, inputs: Iterable[str], *, pool: bool = False) -> tuple[Curves | None, Curves | None]:
         """(iid, oracle) curves over ``inputs`` (``None`` where unavailable); cached.
@@ -243,19 +213,23 @@ class EnvBaselines:
             order = sorted(seen)
             iid, oracle = self._baselines(order)
             self.iid_baseline = iid
-            self._curves[seen] = (
-                self._iid_curves(iid),
-                self._oracle_curves(oracle, iid),
-            )
+            # A user object may take no seed; a user oracle's own curves carry its per-input AUCs.
+            if iid is None or iid is self.user_iid:
+                iid_c = None if iid is None else self._user_curves(iid)
+            else:
+                iid_c = iid.curves(self.budget, seed=self.iid_seed)
+            oracle_c = None
+            if oracle is not None:
+                user = oracle is self.user_oracle and not self.oracle_rarity
+                rarity = iid if self.oracle_rarity else None
+                oracle_c = self._user_curves(oracle) if user else oracle.curves(self.budget, rarity=rarity)
+            self._curves[seen] = (iid_c, oracle_c)
             self.seconds += time.perf_counter() - started
         return self._curves[seen]
 
 
 class BaselineAucSums:
-    """Running sums of per-input baseline AUCs over the inputs with a complete run (a list that grows).
-
-    A log's baselines average the policy's inputs; each log folds in the new ones: O(new inputs).
-    """
+    """Running sums of per-input baseline AUCs over the inputs with a complete run: O(new inputs) a log."""
 
     def __init__(self) -> None:
         self.restart()

@@ -1,41 +1,19 @@
-"""Exact iid curves of a known match-set law, and unbiased estimators from n iid base samples.
+"""Exact iid curves of a known match-set law, and unbiased U-statistics from n iid base samples.
 
-Numpy functions over one input: a *law* is atoms (J, M) bool (the possible match sets) with
-probabilities p (J,); *samples* are an incidence matrix X (n, M) bool. Curves are arrays over
-k = 1..K. The plug-in sum_s 1 - (1 - p_hat_s)^k is biased low (it inflates every gain) and unused:
-k <= n uses U-statistics (averages over all k-subsets), with binomial ratios from log-factorials.
+A *law* is atoms (J, M) bool (the possible match sets) with probabilities p (J,); *samples* are an
+incidence matrix X (n, M) bool; curves are arrays over k = 1..K.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
-from seffi.coverage.subsets import distinct_sets, meet_counts, nonempty_subsets, used_masks
-
-__all__ = [
-    "chao_extrapolation",
-    "chao_extrapolation_counts",
-    "chao_f0_array",
-    "expected_covered_exact",
-    "full_coverage_exact",
-    "full_coverage_samples",
-    "full_coverage_samples_many",
-    "incidence",
-    "log_factorial",
-    "marginals",
-    "nonempty_subsets",
-    "novelty_exact",
-    "novelty_samples",
-    "novelty_samples_many",
-    "pow1m",
-    "rarefaction",
-    "rarefaction_counts",
-    "time_to_full_mean",
-]
-
 _NEG = -np.inf
+#: Distinct strategies set-valued match sets may name within one input (bitmasks are int64).
+MAX_SET_STRATEGIES = 62
 
 
 def log_factorial(n: int) -> np.ndarray:
@@ -52,25 +30,19 @@ def _log_binom_ratio(a: np.ndarray, n: int, k: np.ndarray, lf: np.ndarray) -> np
     return np.where(ok, out, _NEG)
 
 
-def _masks(atoms: np.ndarray) -> np.ndarray:
-    """Bit masks of boolean rows (M <= 62 columns)."""
-    atoms = np.asarray(atoms, dtype=bool)
-    if atoms.shape[1] > 62:
-        raise ValueError(
-            f"set-valued inclusion-exclusion supports at most 62 strategies, got {atoms.shape[1]}"
-        )
-    return (atoms.astype(np.int64) << np.arange(atoms.shape[1], dtype=np.int64)).sum(axis=1)
+def _masks(rows: np.ndarray) -> np.ndarray:
+    """Bit masks of boolean rows (N, m <= 20)."""
+    return (rows.astype(np.int64) << np.arange(rows.shape[1], dtype=np.int64)).sum(axis=1)
 
 
-def _submasks(mask: int) -> list[int]:
-    out, b = [], mask
-    while b:
-        out.append(b)
-        b = (b - 1) & mask
-    return out
-
-
-# -- known law (exact) ---------------------------------------------------------------------------
+def _band(mu: np.ndarray, var: np.ndarray, ks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(j, inside) of a DP step's weights above e^-60 of the mode: ~11 sd, with slack for Poisson tails."""
+    half = np.ceil(1.25 * np.sqrt(120.0 * np.maximum(var, 0.0)) + 45.0).astype(np.int64)
+    lo = np.clip(np.floor(mu).astype(np.int64) - half, 1, None)
+    hi = np.minimum(np.ceil(mu).astype(np.int64) + half, ks)
+    width = int(max((hi - lo).max(initial=0) + 1, 1))
+    j = lo[..., None] + np.arange(width)
+    return j, j <= hi[..., None]
 
 
 def pow1m(pi: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -87,17 +59,20 @@ def marginals(atoms: np.ndarray, p: np.ndarray) -> np.ndarray:
     return np.asarray(p, dtype=np.float64) @ np.asarray(atoms, dtype=np.float64)
 
 
+def covered_by_strategy(pi: np.ndarray, K: int) -> np.ndarray:
+    """Pr[s in S_k] = 1 - (1 - pi_s)^k, (K, M): exact also for set-valued laws."""
+    return 1.0 - pow1m(np.asarray(pi)[None, :], np.arange(1, K + 1)[:, None])
+
+
 def expected_covered_exact(pi: np.ndarray, K: int) -> np.ndarray:
-    """E|S_k| = sum_s 1 - (1 - pi_s)^k (exact also for set-valued A): float array, shape (K,)."""
-    ks = np.arange(1, K + 1)[:, None]
-    return (1.0 - pow1m(np.asarray(pi)[None, :], ks)).sum(axis=1)
+    """E|S_k| = sum_s 1 - (1 - pi_s)^k: float array, shape (K,)."""
+    return covered_by_strategy(pi, K).sum(axis=1)
 
 
 def novelty_exact(atoms: np.ndarray, p: np.ndarray, K: int) -> np.ndarray:
     """Pr[A_i not a subset of S_{i-1}] for i = 1..K: float array, shape (K,).
 
-    Pr[A subset of S] = sum_{B subset of A} (-1)^|B| q_B^(i-1), q_B = Pr[A' and B disjoint]; for
-    single-label laws this is sum_s p_s (1 - p_s)^(i-1).
+    Pr[A subset of S] = sum_{B subset of A} (-1)^|B| q_B^(i-1), q_B = Pr[A' and B disjoint].
     """
     atoms = np.asarray(atoms, dtype=bool)
     p = np.asarray(p, dtype=np.float64)
@@ -108,48 +83,21 @@ def novelty_exact(atoms: np.ndarray, p: np.ndarray, K: int) -> np.ndarray:
         return (pi[keep][None, :] * pow1m(pi[keep][None, :], i1[:, None])).sum(axis=1)
     masks = used_masks(atoms)[0]
     out = np.zeros(K)
-    for mask, pj in zip(masks, p, strict=True):
-        if mask == 0 or pj == 0:
-            continue
-        for b in _submasks(int(mask)):
+    for mask, pj in zip(masks.tolist(), p, strict=True):
+        b = mask
+        while b and pj:  # every non-empty submask b of mask
             q = p[(masks & b) == 0].sum()
             sign = -((-1) ** bin(b).count("1"))  # 1 - Pr[A subset S] drops the B = {} term
             out += pj * sign * (q**i1 if q > 0 else (i1 == 0).astype(float))
+            b = (b - 1) & mask
     return np.clip(out, 0.0, 1.0)
-
-
-def _cover_all_dp(sizes: list[float], K: int, log_weight, mean_var, h0: np.ndarray) -> np.ndarray:
-    """H_m(k) = sum_{j>=1} w_m(k, j) H_{m-1}(k - j) for k = 0..K, from ``h0`` (K + 1,): non-negative terms.
-
-    Each step adds one strategy; ``w_m(k, .)`` is a law over j (binomial for a known law,
-    hypergeometric for samples), given as ``log_weight(m, k (K+1, 1), j (K+1, W))`` with
-    ``mean_var(m, k)``. Weights below e^-60 of the mode are skipped, keeping each step banded.
-    """
-    h = h0
-    ks = np.arange(K + 1)
-    for m in range(len(sizes)):
-        mu, var = mean_var(m, ks)
-        # e^-60 is ~11 sd for a Gaussian; Poisson-like (small r) tails need the additive slack.
-        half = np.ceil(1.25 * np.sqrt(120.0 * np.maximum(var, 0.0)) + 45.0).astype(np.int64)
-        lo = np.clip(np.floor(mu).astype(np.int64) - half, 1, None)
-        hi = np.minimum(np.ceil(mu).astype(np.int64) + half, ks)
-        width = int(max((hi - lo).max(initial=0) + 1, 1))
-        j = lo[:, None] + np.arange(width)[None, :]
-        ok = (j <= hi[:, None]) & (j >= 1)
-        jj = np.where(ok, j, 1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lw = log_weight(m, ks[:, None], jj)
-        w = np.where(ok & np.isfinite(lw), np.exp(np.where(ok, lw, _NEG)), 0.0)
-        u = np.clip(ks[:, None] - jj, 0, K)
-        h = (w * h[u]).sum(axis=1)
-    return h
 
 
 def full_coverage_exact(atoms: np.ndarray, p: np.ndarray, m: int, K: int) -> np.ndarray:
     """F(k) = Pr[|S_k| = m], k = 1..K, under iid draws from a known law (atoms (J, M), p (J,)).
 
-    Single-label: k! [x^k] e^{p_0 x} prod_s (e^{p_s x} - 1) as the normalised binomial DP.
-    Set-valued: inclusion-exclusion sum_B (-1)^|B| q_B^k over M <= 20 columns.
+    Single-label: k! [x^k] e^{p_0 x} prod_s (e^{p_s x} - 1) as a normalised binomial DP, large
+    strategies first (narrow bands). Set-valued: sum_B (-1)^|B| q_B^k over M <= 20 columns.
     """
     atoms = np.asarray(atoms, dtype=bool)
     p = np.asarray(p, dtype=np.float64)
@@ -158,34 +106,34 @@ def full_coverage_exact(atoms: np.ndarray, p: np.ndarray, m: int, K: int) -> np.
         raise ValueError(f"law has {atoms.shape[1]} strategy columns but M_x = {m}")
     if (pi <= 0).any():
         return np.zeros(K)  # some strategy can never be drawn
-    if atoms.sum(axis=1).max(initial=0) <= 1:
-        return _full_single_label_exact(pi, K)
-    if m > 20:
-        raise ValueError(f"exact full coverage of set-valued laws needs M <= 20 strategies, got {m}")
-    q, sign = _subset_table(_masks(atoms[:, :m]), p, m)
-    ks = np.arange(1, K + 1)
-    return np.clip((sign[None, :] * q[None, :] ** ks[:, None]).sum(axis=1), 0.0, 1.0)
-
-
-def _full_single_label_exact(pi: np.ndarray, K: int) -> np.ndarray:
-    """Single-label F(k), k = 1..K, via the normalised binomial DP (see ``full_coverage_exact``)."""
-    pi = np.sort(pi)[::-1]  # large first: the normaliser P_m grows quickly, keeping bands narrow
-    p0 = max(0.0, 1.0 - pi.sum())
-    cum = p0 + np.cumsum(pi)
-    r = np.minimum(pi / cum, 1.0)
+    ks = np.arange(K + 1)
+    if atoms.sum(axis=1).max(initial=0) > 1:
+        if m > 20:
+            raise ValueError(f"exact full coverage of set-valued laws needs M <= 20 strategies, got {m}")
+        q, sign = _subset_table(_masks(atoms[:, :m]), p, m)
+        return np.clip((sign[None, :] * q[None, :] ** ks[1:, None]).sum(axis=1), 0.0, 1.0)
+    pi = np.sort(pi)[::-1]
+    r = np.minimum(pi / (max(0.0, 1.0 - pi.sum()) + np.cumsum(pi)), 1.0)
     lf = log_factorial(K)
-
-    def log_weight(mi: int, k: np.ndarray, j: np.ndarray) -> np.ndarray:
-        rr = r[mi]
-        if rr >= 1.0:  # the first strategy when p_0 = 0: all k draws are this strategy
-            return np.where(j == k, 0.0, _NEG)
-        return lf[k] - lf[j] - lf[np.maximum(k - j, 0)] + j * math.log(rr) + (k - j) * math.log1p(-rr)
-
-    def mean_var(mi: int, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return k * r[mi], k * r[mi] * (1 - r[mi])
-
-    h0 = np.ones(K + 1)
-    return np.clip(_cover_all_dp(list(pi), K, log_weight, mean_var, h0)[1:], 0.0, 1.0)
+    h = np.ones(K + 1)  # H_m(k) = sum_{j>=1} Binomial(k, r_m)(j) H_{m-1}(k - j)
+    for rr in r:
+        j, ok = _band(ks * rr, ks * rr * (1 - rr), ks)
+        jj = np.where(ok, j, 1)
+        k = ks[:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if rr >= 1.0:  # the first strategy when p_0 = 0: all k draws are this strategy
+                lw = np.where(jj == k, 0.0, _NEG)
+            else:
+                lw = (
+                    lf[k]
+                    - lf[jj]
+                    - lf[np.maximum(k - jj, 0)]
+                    + jj * math.log(rr)
+                    + (k - jj) * math.log1p(-rr)
+                )
+        w = np.where(ok & np.isfinite(lw), np.exp(np.where(ok, lw, _NEG)), 0.0)
+        h = (w * h[np.clip(k - jj, 0, K)]).sum(axis=1)
+    return np.clip(h[1:], 0.0, 1.0)
 
 
 def _subset_table(masks: np.ndarray, w: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -210,8 +158,7 @@ def time_to_full_mean(atoms: np.ndarray, p: np.ndarray, m: int) -> float:
     """E[T(1)], the expected number of iid draws to cover all m strategies (inf if impossible).
 
     Single-label: the integral of 1 - prod_s (1 - e^{-p_s t}) over t >= 0 (Flajolet, Gardy and
-    Thimonier 1992), by Simpson's rule on a log-spaced grid. Set-valued (M <= 20):
-    sum_{B != {}} (-1)^(|B|+1) / (1 - q_B).
+    Thimonier 1992) by Simpson's rule; set-valued (M <= 20): sum_{B != {}} (-1)^(|B|+1) / (1 - q_B).
     """
     atoms = np.asarray(atoms, dtype=bool)
     p = np.asarray(p, dtype=np.float64)
@@ -235,14 +182,9 @@ def time_to_full_mean(atoms: np.ndarray, p: np.ndarray, m: int) -> float:
     return float((-sign[nonempty] / (1.0 - q[nonempty])).sum())
 
 
-# -- estimated from samples (unbiased for k <= n) -------------------------------------------------
-
-
 def incidence(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Incidence counts Y (D, m) and whether each dataset is single-label (D,) of X bool (D, n, m).
-
-    Integer sums by ``einsum``: under half the time of ``X.sum`` over a middle or short last axis.
-    """
+    """Incidence counts Y (D, m) and whether each dataset is single-label (D,) of X bool (D, n, m)."""
+    # einsum: under half the time of X.sum over a middle or short last axis.
     Y = np.einsum("dnm->dm", X, dtype=np.int64, casting="unsafe")
     per_sample = np.einsum("dnm->dn", X, dtype=np.int64, casting="unsafe")
     return Y, per_sample.max(axis=1, initial=0) <= 1
@@ -254,12 +196,15 @@ def rarefaction(X: np.ndarray, K: int) -> np.ndarray:
     return rarefaction_counts(X.sum(axis=0), X.shape[0], K)
 
 
+#: Rows of a column-by-column rarefaction summed at a time (a few hundred KB of sums and terms).
+COLUMN_SUM_ROWS = 2048
+
+
 def rarefaction_counts(Y: np.ndarray, n: int, K: int) -> np.ndarray:
     """``rarefaction`` from incidence counts Y (..., M) in 0..n: (..., min(K, n)).
 
-    Each count's term is taken once per distinct count. With fewer columns M than distinct counts a
-    batch adds each column's term; otherwise it is one product (rows x distinct counts) @ (distinct
-    counts x k), equal counts sharing a term.
+    Each distinct count's term is computed once; rows then add their columns' terms (few columns) or
+    take one product (rows x distinct counts) @ (distinct counts x k).
     """
     Y = np.asarray(Y, dtype=np.int64)
     rows = Y.reshape(-1, Y.shape[-1])
@@ -276,52 +221,33 @@ def rarefaction_counts(Y: np.ndarray, n: int, K: int) -> np.ndarray:
     table = np.vstack([seen_k, np.zeros((1, kmax))])  # row V - 1: a zero count adds nothing
     by_column = rows.shape[1] < V
     out = np.empty((rows.shape[0], kmax))
+    term = np.empty((min(COLUMN_SUM_ROWS, rows.shape[0]), kmax))
     step = max(1, 4_000_000 // max(V, rows.shape[1]))  # bounds the (rows x distinct counts) histogram
     for a in range(0, rows.shape[0], step):
         chunk = index[rows[a : a + step]]
-        if by_column:
-            out[a : a + step] = _column_sums(table, chunk)
+        if not by_column:
+            flat = (chunk + V * np.arange(chunk.shape[0])[:, None]).ravel()
+            H = np.bincount(flat, minlength=chunk.shape[0] * V).reshape(chunk.shape[0], V)
+            out[a : a + step] = H[:, :-1] @ seen_k
             continue
-        flat = (chunk + V * np.arange(chunk.shape[0])[:, None]).ravel()
-        H = np.bincount(flat, minlength=chunk.shape[0] * V).reshape(chunk.shape[0], V)
-        out[a : a + step] = H[:, :-1] @ seen_k
+        for b in range(0, chunk.shape[0], COLUMN_SUM_ROWS):
+            sub = chunk[b : b + COLUMN_SUM_ROWS]
+            part = out[a + b : a + b + sub.shape[0]]
+            part[:] = 0.0
+            for s in range(sub.shape[1]):
+                part += np.take(table, sub[:, s], axis=0, out=term[: sub.shape[0]])
     return out.reshape(*Y.shape[:-1], kmax)
 
 
-def _column_sums(table: np.ndarray, chunk: np.ndarray) -> np.ndarray:
-    """sum_s table[chunk[:, s]] (R, k), the columns added in order, for chunk (R, M) of table rows.
-
-    A block of rows at a time, so that the sums and each column's terms stay in cache while every
-    column is added (2.5x faster than whole columns over the bootstrap's 10^4 rows).
-    """
-    R, M = chunk.shape
-    total = np.zeros((R, table.shape[1]))
-    term = np.empty((min(COLUMN_SUM_ROWS, R), table.shape[1]))
-    for a in range(0, R, COLUMN_SUM_ROWS):
-        rows, part = chunk[a : a + COLUMN_SUM_ROWS], total[a : a + COLUMN_SUM_ROWS]
-        for s in range(M):
-            part += np.take(table, rows[:, s], axis=0, out=term[: rows.shape[0]])
-    return total
-
-
-#: Rows of `_column_sums` summed at a time (a few hundred KB of sums and terms).
-COLUMN_SUM_ROWS = 2048
-
-
-def novelty_samples(X: np.ndarray, K: int) -> np.ndarray:
-    """Unbiased Pr[A_i not a subset of S_{i-1}], i = 1..min(K, n), by the U-statistic.
-
-    (1/n) sum_j -sum_{{} != B subset A_j} (-1)^|B| C(n - Y_B, i-1) / C(n-1, i-1), Y_B samples meeting B.
-    """
-    X = np.asarray(X, dtype=bool)
-    return novelty_samples_many(X[None], K)[0]
+#: Columns up to which set-valued novelty counts every non-empty subset of the columns at once.
+DENSE_SUBSET_COLUMNS = 6
 
 
 def novelty_samples_many(X: np.ndarray, K: int) -> np.ndarray:
-    """``novelty_samples`` of D datasets at once: X bool (D, n, m) -> (D, min(K, n)).
+    """Novelty U-statistics of D datasets X bool (D, n, m): (D, min(K, n)).
 
-    The signed terms are summed into coefficients per (dataset, Y_B) first, then multiplied by one
-    (n, K) table of binomial ratios; set-valued data take Y_B from superset counts (``subsets``).
+    (1/n) sum_j -sum_{{} != B subset A_j} (-1)^|B| C(n - Y_B, i-1) / C(n-1, i-1), its signed terms
+    summed per (dataset, Y_B) first.
     """
     X = np.asarray(X, dtype=bool)
     D, n, m = X.shape
@@ -342,7 +268,19 @@ def novelty_samples_many(X: np.ndarray, K: int) -> np.ndarray:
         )
     sv = np.flatnonzero(~single)
     if sv.size and m <= DENSE_SUBSET_COLUMNS:
-        coef[sv] += _dense_novelty_coefficients(X[sv])
+        # Every non-empty column set B at once: -(-1)^|B| times the samples containing B, at Y_B
+        # (integer-valued: equal to the per-set sums exactly).
+        S = sv.size
+        masks = X[sv].astype(np.uint8) @ np.left_shift(np.uint8(1), np.arange(m, dtype=np.uint8))
+        B = np.arange(1, 1 << m, dtype=np.uint8)
+        common = masks[:, :, None] & B  # (S, n, 2^m - 1)
+        meets = np.count_nonzero(common, axis=1)
+        holds = (common == B).sum(axis=1)
+        sign = np.where(np.bitwise_count(B) % 2 == 1, 1.0, -1.0)
+        at = np.arange(S)[:, None] * (n + 1) + meets
+        coef[sv] += np.bincount(at.ravel(), weights=(holds * sign).ravel(), minlength=S * (n + 1)).reshape(
+            S, n + 1
+        )
     elif sv.size:
         masks, bits = used_masks(X[sv])  # each dataset's own columns: any m
         d_of, u, mult = distinct_sets(masks)
@@ -355,40 +293,12 @@ def novelty_samples_many(X: np.ndarray, K: int) -> np.ndarray:
     return np.clip(coef @ ratio / n, 0.0, 1.0)
 
 
-#: Columns up to which set-valued novelty counts every non-empty subset of the columns at once
-#: (2^m - 1 of them, one array operation) instead of the subsets of each distinct match set.
-DENSE_SUBSET_COLUMNS = 6
-
-
-def _dense_novelty_coefficients(X: np.ndarray) -> np.ndarray:
-    """``novelty_samples_many``'s coefficients (S, n + 1) of S datasets X (S, n, m <= DENSE_SUBSET_COLUMNS).
-
-    coef[s, y] = sum over non-empty column sets B with Y_B = y (samples meeting B) of -(-1)^|B| times
-    the samples whose match set contains B: integer-valued, so equal to the per-set sums exactly.
-    """
-    S, n, m = X.shape
-    masks = X.astype(np.uint8) @ np.left_shift(np.uint8(1), np.arange(m, dtype=np.uint8))  # (S, n)
-    B = np.arange(1, 1 << m, dtype=np.uint8)
-    common = masks[:, :, None] & B  # (S, n, 2^m - 1)
-    meets = np.count_nonzero(common, axis=1)
-    holds = (common == B).sum(axis=1)
-    sign = np.where(np.bitwise_count(B) % 2 == 1, 1.0, -1.0)
-    rows = np.arange(S)[:, None] * (n + 1) + meets
-    return np.bincount(rows.ravel(), weights=(holds * sign).ravel(), minlength=S * (n + 1)).reshape(S, n + 1)
-
-
-def full_coverage_samples(X: np.ndarray, m: int, K: int) -> np.ndarray:
-    """Unbiased F(k), k = 1..min(K, n): the fraction of k-subsets of the samples covering all m.
-
-    Single-label: [x^k] prod_s ((1 + x)^{N_s} - 1) / C(n, k) as a hypergeometric DP. Set-valued:
-    inclusion-exclusion up to `EXACT_SET_STRATEGIES`, random orders beyond (``_full_by_permutations``).
-    One dataset of `full_coverage_samples_many`.
-    """
-    return full_coverage_samples_many(np.asarray(X, dtype=bool)[None], m, K)[0]
-
-
 def full_coverage_samples_many(X: np.ndarray, m: int, K: int) -> np.ndarray:
-    """``full_coverage_samples`` of D datasets: X bool (D, n, >= m) -> (D, min(K, n))."""
+    """F(k) U-statistics of D datasets X bool (D, n, >= m): (D, min(K, n)).
+
+    Single-label: [x^k] prod_s ((1 + x)^{N_s} - 1) / C(n, k) as a hypergeometric DP; set-valued:
+    inclusion-exclusion up to `EXACT_SET_STRATEGIES` strategies, random orders beyond.
+    """
     X = np.asarray(X, dtype=bool)
     D, n = X.shape[:2]
     out = np.zeros((D, min(K, n)))
@@ -402,49 +312,38 @@ def full_coverage_samples_many(X: np.ndarray, m: int, K: int) -> np.ndarray:
         out[sl] = _full_single_label_many(Y[sl], n, min(K, n))
     sv = np.flatnonzero(full & ~single)
     if sv.size:
-        out[sv] = _full_set_valued(X[sv], m, K)
+        out[sv] = (
+            _full_by_permutations(X[sv], K) if m > EXACT_SET_STRATEGIES else _full_set_valued(X[sv], m, K)
+        )
     return out
 
 
-#: Largest k of the single-label F(k) DP from samples that uses whole (k + 1) x (k + 1) transition
-#: matrices; beyond it the weights are banded (``_cover_all_dp``), as e^-60 tails dominate the work.
+#: Largest k of the single-label F(k) DP from samples by whole (k + 1) x (k + 1) matrices; banded beyond.
 DENSE_DP_K = 64
 
 
 def _full_single_label_many(Y: np.ndarray, n: int, kmax: int) -> np.ndarray:
-    """Single-label F(k), k = 1..kmax, of D datasets from their counts Y (D, m), every count >= 1.
-
-    A hypergeometric DP, one strategy at a time for all datasets at once:
-    [x^k] prod_s ((1 + x)^{N_s} - 1) (1 + x)^{n_0} / C(n, k). The weights depend on (N_m, T_m) only,
-    so they are computed once per distinct pair; up to `DENSE_DP_K` each step is one batched
-    matrix-vector product, beyond it the bands of ``_cover_all_dp``.
-    """
+    """Single-label F(k), k = 1..kmax, of D datasets from their counts Y (D, m), every count >= 1."""
     Y = np.asarray(Y, dtype=np.int64)
     D, m = Y.shape
-    N = -np.sort(-Y, axis=1)  # large first, as in the one-dataset DP
+    N = -np.sort(-Y, axis=1)  # large first, as in the known-law DP
     n0 = n - N.sum(axis=1)
     T = n0[:, None] + np.cumsum(N, axis=1)
     lf = log_factorial(n)
     ks = np.arange(kmax + 1)
     h = (ks[None, :] <= np.minimum(n0, kmax)[:, None]).astype(np.float64)
-    dense = kmax <= DENSE_DP_K
     for mi in range(m):
         pairs, inv = np.unique(N[:, mi] * (n + 1) + T[:, mi], return_inverse=True)
         Nm, Tm = pairs // (n + 1), pairs % (n + 1)
-        if dense:
-            # W[p, k, u]: weight of k - u draws of strategy m among k; the band holds every j then.
+        if kmax <= DENSE_DP_K:
+            # W[p, k, u]: weight of k - u draws of strategy m among k.
             j = ks[:, None] - ks[None, :]
             W = _hypergeometric_weights(Nm[:, None, None], Tm[:, None, None], j, ks[:, None], lf)
             h = np.einsum("dku,du->dk", W[inv], h)
             continue
         r = (Nm / Tm)[:, None]
-        mu, var = ks[None, :] * r, ks[None, :] * r * (1 - r)
-        half = np.ceil(1.25 * np.sqrt(120.0 * np.maximum(var, 0.0)) + 45.0).astype(np.int64)
-        lo = np.clip(np.floor(mu).astype(np.int64) - half, 1, None)
-        hi = np.minimum(np.ceil(mu).astype(np.int64) + half, ks[None, :])
-        width = int(max((hi - lo).max(initial=0) + 1, 1))
-        j = lo[:, :, None] + np.arange(width)[None, None, :]  # (pairs, kmax + 1, width)
-        j = np.where(j <= hi[:, :, None], j, 0)  # outside the band: weight 0
+        j, inside = _band(ks[None, :] * r, ks[None, :] * r * (1 - r), ks[None, :])
+        j = np.where(inside, j, 0)  # outside the band: weight 0
         w = _hypergeometric_weights(Nm[:, None, None], Tm[:, None, None], j, ks[None, :, None], lf)
         u = np.clip(ks[None, :, None] - j, 0, kmax)
         h = (w[inv] * h[np.arange(D)[:, None, None], u[inv]]).sum(axis=2)
@@ -478,10 +377,7 @@ PERMUTATIONS = 4000
 
 
 def _full_by_permutations(X: np.ndarray, K: int) -> np.ndarray:
-    """Set-valued F(k) of X bool (D, n, m): the share of `PERMUTATIONS` random orders covering all by k.
-
-    Unbiased for the U-statistic (standard error <= 0.008); seeded from the data, so deterministic.
-    """
+    """Set-valued F(k) of X (D, n, m): the share of random orders covering all by k (seeded by the data)."""
     D, n, m = X.shape
     kmax = min(K, n)
     out = np.zeros((D, kmax))
@@ -502,14 +398,8 @@ def _full_by_permutations(X: np.ndarray, K: int) -> np.ndarray:
 
 
 def _full_set_valued(X: np.ndarray, m: int, K: int) -> np.ndarray:
-    """Set-valued F(k) = sum_B (-1)^|B| C(n - Y_B, k) / C(n, k) of X bool (D, n, m).
-
-    n - Y_B (samples inside the complement S of B) for every S by a zeta transform over the 2^m
-    bitmasks; the signs are summed per value first, so binomial ratios are taken n + 1 times.
-    """
+    """Set-valued F(k) = sum_B (-1)^|B| C(n - Y_B, k) / C(n, k) of X bool (D, n, m <= 20)."""
     D, n, _ = X.shape
-    if m > EXACT_SET_STRATEGIES:
-        return _full_by_permutations(X, K)
     kmax = min(K, n)
     lf = log_factorial(n)
     ks = np.arange(1, kmax + 1)
@@ -544,17 +434,11 @@ def _full_set_valued(X: np.ndarray, m: int, K: int) -> np.ndarray:
     return np.clip(coef @ ratio, 0.0, 1.0)
 
 
-def chao_extrapolation(X: np.ndarray, K: int, m: int) -> np.ndarray:
-    """Model-based E|S_{n+j}|, j = 1..K-n (Chao et al. 2014, iNEXT): (max(K - n, 0),).
+def chao_extrapolation_counts(Y: np.ndarray, n: int, K: int, m: int) -> np.ndarray:
+    """Model-based E|S_{n+j}|, j = 1..K-n, from incidence counts Y (..., M) out of n (Chao et al. 2014).
 
     S(n+j) = S_obs + f0 [1 - (1 - f1 / (n f0 + f1))^j], f0 the Chao1 estimate capped at m - S_obs.
     """
-    X = np.asarray(X, dtype=bool)
-    return chao_extrapolation_counts(X.sum(axis=0), X.shape[0], K, m)
-
-
-def chao_extrapolation_counts(Y: np.ndarray, n: int, K: int, m: int) -> np.ndarray:
-    """``chao_extrapolation`` from incidence counts Y (..., M) out of n: (..., max(K - n, 0))."""
     Y = np.asarray(Y, dtype=np.int64)
     j = np.arange(1, max(K - n, 0) + 1, dtype=np.float64)
     s_obs = (Y > 0).sum(axis=-1).astype(np.float64)
@@ -576,3 +460,80 @@ def chao_f0_array(
     with np.errstate(divide="ignore", invalid="ignore"):
         f0 = np.where(f2 > 0, (n - 1) / n * f1 * f1 / (2 * f2), (n - 1) / n * f1 * (f1 - 1) / 2)
     return np.minimum(np.maximum(f0, 0.0), np.maximum(cap, 0.0))
+
+
+def used_masks(X: np.ndarray) -> tuple[np.ndarray, int]:
+    """(bitmasks, bits used) of boolean rows (..., n, m) over each dataset's own used columns."""
+    X = np.asarray(X, dtype=bool)
+    used = X.any(axis=-2)
+    top = int(used.sum(axis=-1).max(initial=0))
+    if top > MAX_SET_STRATEGIES:
+        raise ValueError(
+            f"set-valued match sets name {top} distinct strategies; set-valued novelty and its "
+            f"intervals handle at most {MAX_SET_STRATEGIES} per input: record single-label samples "
+            "(one strategy each, any M), or merge strategies that are always matched together"
+        )
+    bit = np.where(used, np.left_shift(np.int64(1), np.maximum(np.cumsum(used, axis=-1) - 1, 0)), 0)
+    return (X.astype(np.int64) @ bit[..., :, None])[..., 0], top
+
+
+def pair_ids(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dense ids of the pairs (a, b) in sorted order, and the position of each id's first pair."""
+    order = np.lexsort((b, a))
+    new = np.r_[True, (a[order][1:] != a[order][:-1]) | (b[order][1:] != b[order][:-1])]
+    ids = np.empty(a.size, dtype=np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids, order[new]
+
+
+def distinct_sets(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct (dataset, mask) pairs of masks (D, n): (dataset of each, mask, multiplicity)."""
+    ids, first = pair_ids(np.repeat(np.arange(masks.shape[0]), masks.shape[1]), masks.ravel())
+    return first // masks.shape[1], masks.ravel()[first], np.bincount(ids)
+
+
+def nonempty_subsets(sets: np.ndarray, m: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Every non-empty subset B of each distinct match set (masks ``sets`` (S,) over m bits), by size.
+
+    Yields ``(g, sub, sign)`` per set size r >= 1: the sets ``g`` (G,) of size r, their subsets'
+    masks ``sub`` (G, 2^r - 1) (subset q takes the bits where q has ones), ``sign`` = ``-(-1)^|B|``.
+    """
+    bits = ((sets[:, None] >> np.arange(m, dtype=np.int64)) & 1).astype(bool)
+    size = bits.sum(axis=1)
+    for r in np.unique(size[size > 0]).tolist():
+        g = np.flatnonzero(size == r)
+        pos = np.nonzero(bits[g])[1].reshape(g.size, r)  # bit positions, ascending per row
+        q = np.arange(1, 1 << r, dtype=np.int64)
+        pattern = (q[None, :] >> np.arange(r, dtype=np.int64)[:, None]) & 1  # (r, 2^r - 1)
+        yield g, (np.int64(1) << pos) @ pattern, np.where(pattern.sum(axis=0) % 2 == 1, 1.0, -1.0)
+
+
+def meet_counts(
+    d_of: np.ndarray, mult: np.ndarray, groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+) -> list[np.ndarray]:
+    """Y_B = sum_{{} != T subset B} (-1)^(|T|+1) c(T), c(T) the samples containing T, per subset group.
+
+    ``groups``: of ``nonempty_subsets``; ``d_of``, ``mult`` (S,): each set's dataset and multiplicity.
+    """
+    if not groups:
+        return []
+    T = np.concatenate([sub.ravel() for _, sub, _ in groups])
+    d = np.concatenate([np.repeat(d_of[g], sub.shape[1]) for g, sub, _ in groups])
+    w = np.concatenate([np.repeat(mult[g], sub.shape[1]) for g, sub, _ in groups])
+    values, tid = np.unique(T, return_inverse=True)
+    kinv = np.unique(d * values.size + tid.reshape(-1), return_inverse=True)[1]
+    count = np.bincount(kinv.reshape(-1), weights=w).astype(np.int64)
+    out, at = [], 0
+    for _, sub, sign in groups:
+        G, P = sub.shape
+        r = int(P + 1).bit_length() - 1
+        c = count[kinv.reshape(-1)[at : at + G * P]].reshape(G, P)
+        at += G * P
+        F = np.zeros((G, P + 1), dtype=np.int64)
+        F[:, 1:] = np.where(sign > 0, c, -c)  # (-1)^(|T|+1) c(T): sign is +1 for odd |T|
+        idx = np.arange(1 << r)
+        for b in range(r):  # in place: F[q] <- sum of F[t] over t subset of q
+            has = idx[(idx >> b) & 1 == 1]
+            F[:, has] += F[:, has ^ (1 << b)]
+        out.append(F[:, 1:])
+    return out

@@ -1,14 +1,12 @@
 """The gain over iid: its formula (`gain_value`, the only place it is written) and its interval.
 
-`paired_gain` is ``Curves.gain``: the point value of three AUCs and a bootstrap interval that
-resamples inputs jointly for the policy, iid and the oracle (paired, stratified by task).
+Method and calibration: docs/statistics.md, "Interval of the gain".
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -26,7 +24,11 @@ from seffi.coverage.summaries import UNBOUNDED_NOTE, Gain, inputs_holding
 if TYPE_CHECKING:  # annotations only: curves.py imports this module
     from seffi.coverage.curves import Curves
 
-__all__ = ["Gain", "gain_value", "paired_gain", "point_gain", "ratio_interval"]
+_ROLES = ("policy", "iid", "oracle")
+_UNPAIRED_NOTE = (
+    "interval not paired over inputs (the policy curves carry no per-input AUCs, e.g. an older dict): "
+    "independent bootstrap replicates combined by index, which overstates the width"
+)
 
 
 def gain_value(auc_a: np.ndarray, auc_iid: np.ndarray, auc_oracle: np.ndarray) -> np.ndarray:
@@ -38,7 +40,7 @@ def gain_value(auc_a: np.ndarray, auc_iid: np.ndarray, auc_oracle: np.ndarray) -
 
 
 def point_gain(auc: float | None, iid_auc: float | None, oracle_auc: float | None) -> float | None:
-    """The gain of three AUCs over one set of inputs; None when one is missing or the gain undefined.
+    """The gain of three AUCs over one set of inputs (None when one is missing or the gain undefined).
 
     The one point value of the gain: `paired_gain` (curves) and the monitor's point logs both call it.
     """
@@ -46,14 +48,6 @@ def point_gain(auc: float | None, iid_auc: float | None, oracle_auc: float | Non
         return None
     g = float(gain_value(auc, iid_auc, oracle_auc))
     return g if np.isfinite(g) else None
-
-
-def _budget_reached(c: Curves) -> int:
-    """The largest k such that the curve is defined at every budget 1..k (policy: some run reaches k)."""
-    ok = np.isfinite(np.asarray(c.coverage, dtype=np.float64))
-    if c.runs_at_k is not None:
-        ok &= np.asarray(c.runs_at_k) > 0
-    return int(np.argmin(ok)) if not ok.all() else int(ok.size)
 
 
 def paired_gain(
@@ -68,25 +62,21 @@ def paired_gain(
     """Gain(K) = (AUC - AUC_iid) / (AUC_oracle - AUC_iid), with an interval paired over inputs.
 
     The AUCs are over the policy's inputs (baselines restricted to them, matched by (task,
-    input_id), or by id). The interval treats those inputs as a sample, stratified by task: Fieller's
-    `ratio_interval` when every curve is per-input or exact (unbounded, lo/hi None, when the room
-    is not clearly above 0 over the inputs), else the expanded percentile bootstrap; curves without
-    per-input AUCs are combined unpaired (``reason`` says so). The gain carries its room, how many
-    inputs hold it, and a fragility caveat first in ``reason`` (`Gain.fragile`). Details:
-    docs/statistics.md, "Interval of the gain" and "When the gain is fragile".
+    input_id), or by id). Fieller's `ratio_interval` when every curve is per-input or exact, else
+    the expanded percentile bootstrap; curves without per-input AUCs are combined unpaired
+    (``reason`` says so). The gain carries its room, how many inputs hold it, and a fragility
+    caveat first in ``reason`` (`Gain.fragile`).
 
     Args:
         policy: the policy's curves.
         iid: the iid baseline's curves (same K).
         oracle: the oracle's curves (same K).
         valid: compare the valid-only AUCs instead of the raw ones.
-        n_boot: bootstrap replicates; default the policy's ``n_boot`` (0: no interval unless a
-            baseline brings replicates).
+        n_boot: bootstrap replicates; default the policy's ``n_boot``.
         seed: bootstrap seed; default the policy's ``seed`` (or 0).
 
     Returns:
-        A `Gain`; value/lo/hi None with ``reason`` when undefined; ``reason`` also carries caveats.
-        ``room``, ``held_by`` and ``n_inputs`` are set whenever the room is known.
+        A `Gain`; value/lo/hi None with ``reason`` when undefined.
 
     Raises:
         ValueError: the curves have different K, or the policy saw inputs a baseline lacks.
@@ -96,11 +86,15 @@ def paired_gain(
             raise ValueError(f"gain: {name} must be Curves, got {type(other).__name__}")
         if other.K != policy.K:
             raise ValueError(f"gain: {name} curves have K={other.K}, these have K={policy.K}")
-    attr, reps_attr, vec_attr = (
-        ("valid_auc", "valid_auc_reps", "input_valid_auc") if valid else ("auc", "auc_reps", "input_auc")
-    )
+    prefix = "valid_" if valid else ""
+    attr, reps_attr, vec_attr = f"{prefix}auc", f"{prefix}auc_reps", f"input_{prefix}auc"
     curves = (policy, iid, oracle)
-    reached = [_budget_reached(c) for c in curves]
+    reached = []
+    for c in curves:  # the largest k such that the curve is defined at every budget 1..k
+        ok = np.isfinite(np.asarray(c.coverage, dtype=np.float64))
+        if c.runs_at_k is not None:
+            ok &= np.asarray(c.runs_at_k) > 0
+        reached.append(int(np.argmin(ok)) if not ok.all() else int(ok.size))
     if min(reached) < policy.K:
         # An AUC over fewer than K budgets is an AUC at a smaller budget: no gain at all.
         sides = ", ".join(f"{n} reaches k={r}" for n, r in zip(_ROLES, reached, strict=True))
@@ -117,25 +111,19 @@ def paired_gain(
         for i, vec in enumerate(design.vectors):
             if design.restricted[i]:  # compared over the policy's inputs only
                 vals[i + 1] = float(vec.mean())
-    den = vals[2] - vals[1]
-    if den <= 1e-12:
+    if vals[2] - vals[1] <= 1e-12:
         return Gain(
             reason=f"oracle AUC ({vals[2]:.6g}) does not exceed iid AUC ({vals[1]:.6g}) at K={policy.K}: "
             "there is no room for improvement, the gain is undefined",
         )
     gain = _gain_interval(policy, curves, vals, design, (reps_attr, vec_attr), valid, n_boot, seed)
-    return _flagged(gain, vals, design)
-
-
-def _flagged(gain: Gain, vals: list[float], design: _Design | None) -> Gain:
-    """``gain`` with its room, the inputs holding it, and a fragility caveat first in its reason."""
     held, n = None, None
     if design is not None and any(v is not None for v in design.vectors):
         n = int(design.strata.size)
-        iid, oracle = (
+        rooms = [
             np.full(n, v) if vec is None else vec for vec, v in zip(design.vectors, vals[1:], strict=True)
-        )
-        held = inputs_holding(oracle - iid)
+        ]
+        held = inputs_holding(rooms[1] - rooms[0])
     room = vals[2] - vals[1]
     return gain.model_copy(update={"room": float(room), "held_by": held, "n_inputs": n}).flagged()
 
@@ -171,8 +159,14 @@ def _gain_interval(
         )
     reps = [getattr(c, reps_attr) for c in curves]
     if design is None or B == 0:
-        note = None if design is not None else _UNPAIRED_NOTE
-        return _unpaired_interval(value, vals, reps, policy.ci_level, note)
+        # Independent replicates of the three AUCs combined by index; exact baselines held fixed.
+        if all(r is None for r in reps):
+            return Gain(value=value)
+        B = max(len(r) for r in reps if r is not None)
+        cols = [np.resize(r, B) if r is not None else np.full(B, v) for r, v in zip(reps, vals, strict=True)]
+        return _interval(
+            value, gain_value(*cols), policy.ci_level, None if design is not None else _UNPAIRED_NOTE
+        )
     if all(vec is not None or r is None for vec, r in zip(design.vectors, reps[1:], strict=True)):
         # Every side is per-input or exact: the studentized interval of the ratio of means.
         vecs = [np.asarray(getattr(policy, vec_attr), dtype=np.float64)]
@@ -196,23 +190,8 @@ def _gain_interval(
     return _interval(value, gain_value(*cols), level, design.note)
 
 
-_ROLES = ("policy", "iid", "oracle")
-_UNPAIRED_NOTE = (
-    "interval not paired over inputs (the policy curves carry no per-input AUCs, e.g. an older dict): "
-    "independent bootstrap replicates combined by index, which overstates the width"
-)
-
-
-@dataclass
-class _Design:
-    """How a paired gain bootstrap resamples inputs.
-
-    Attributes:
-        strata: (U,): task stratum of each of the policy's inputs.
-        vectors: per baseline: its per-input AUCs (U,) in the policy's order, or None (one value).
-        restricted: per baseline: True when it covered more inputs than the policy.
-        note: caveat for ``Gain.reason``, or None.
-    """
+class _Design(NamedTuple):
+    """Input strata (U,); per baseline its AUCs on them (None: one value), if restricted; a caveat."""
 
     strata: np.ndarray
     vectors: list[np.ndarray | None]
@@ -288,10 +267,7 @@ def ratio_interval(
     """Fieller's interval (lo, hi) of mean(num) / mean(den) over inputs (U,); None when unbounded.
 
     The set of ratios g with (N̄ − g D̄)² <= t² Var(N̄ − g D̄), the variances stratified by task and
-    t Student's on U − H degrees of freedom. Unlike the delta method it lets the room D̄ vary from
-    sample to sample: when D̄ is not clearly above 0 (t² Var(D̄) >= D̄², e.g. a room held by 3 of 16
-    inputs), the set is unbounded and None says so. Where D̄ is well determined it is the delta-method
-    interval. Coverage: benchmarks/gain_calibration.py; docs/statistics.md, "Interval of the gain".
+    t Student's on U − H degrees of freedom: unbounded when D̄ is not clearly above 0 (t² Var(D̄) >= D̄²).
     """
     num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
     strata = np.zeros(num.size, dtype=np.int64) if strata is None else np.asarray(strata)
@@ -317,17 +293,3 @@ def _interval(value: float, reps: np.ndarray, level: float, note: str | None) ->
         return Gain(value=value, reason="every bootstrap replicate had an undefined gain")
     lo, hi = percentile_interval(g, level, skip_nan=False)
     return Gain(value=value, lo=float(lo), hi=float(hi), reason=note)
-
-
-def _unpaired_interval(
-    value: float, vals: list[float], reps: list[np.ndarray | None], level: float, note: str | None
-) -> Gain:
-    """Independent replicates of the three AUCs combined by index (curves without per-input AUCs).
-
-    Exact baselines are held fixed; the correlation across inputs is ignored (too wide).
-    """
-    if all(r is None for r in reps):
-        return Gain(value=value)
-    B = max(len(r) for r in reps if r is not None)
-    cols = [np.resize(r, B) if r is not None else np.full(B, v) for r, v in zip(reps, vals, strict=True)]
-    return _interval(value, gain_value(*cols), level, note)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -12,24 +13,41 @@ import numpy as np
 from seffi._seeding import SeedLike, spawn
 from seffi.coverage import estimators as est
 from seffi.coverage._common import (
-    MC_RUNS,
     _check_strategies,
     _columns,
     _input_id,
-    _is_per_input,
-    _Law,
-    _law_arrays,
     _mean_curves,
     _per_input_m,
     _Samples,
-    _ttc_from_runs,
+    named,
     rarity_ranks,
 )
-from seffi.coverage.curves import Curves, TimeToCoverage, check_budget, tau_key
+from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, check_budget, tau_key
+from seffi.coverage.estimators import used_masks
 from seffi.coverage.samples import SamplePlan, _covered_from_counts
-from seffi.coverage.subsets import used_masks
 
-__all__ = ["IidBaseline"]
+#: Total Monte Carlo runs (split over inputs) used where no exact formula exists.
+MC_RUNS = 20000
+
+
+@dataclass
+class _Law:
+    cols: list[str]
+    m: int
+    atoms: np.ndarray  # (J, M) bool
+    p: np.ndarray  # (J,)
+    valid_atoms: np.ndarray | None = None
+    valid_p: np.ndarray | None = None
+    valid_probability: float | None = None
+
+
+def _is_per_input(obj: Mapping[Any, Any], leaf: type | tuple[type, ...]) -> bool:
+    """Whether a mapping is keyed by input id (its values are the per-input objects)."""
+    return (
+        bool(obj)
+        and all(not isinstance(k, leaf) for k in obj)
+        and all(isinstance(v, Mapping) for v in obj.values())
+    )
 
 
 class IidBaseline:
@@ -42,8 +60,6 @@ class IidBaseline:
     def __init__(self, parts: Mapping[str | None, _Law | _Samples]) -> None:
         if not parts:
             raise ValueError("IidBaseline needs at least one input")
-        if len({type(p) for p in parts.values()}) > 1:
-            raise ValueError("IidBaseline takes either known laws or samples for all inputs, not both")
         self._parts = dict(parts)
 
     @property
@@ -53,10 +69,7 @@ class IidBaseline:
 
     def strategy_sets(self) -> dict[str | None, tuple[tuple[str, ...], int]]:
         """Per input key (``None`` for a single law): (the strategy ids named, M_x >= their number)."""
-        return {
-            key: (tuple(s for s in part.cols if not s.startswith("<unseen")), int(part.m))
-            for key, part in self._parts.items()
-        }
+        return {key: (named(part.cols), int(part.m)) for key, part in self._parts.items()}
 
     @classmethod
     def from_probabilities(
@@ -72,13 +85,10 @@ class IidBaseline:
         Args:
             probabilities: ``{strategy: p}`` summing to 1, or ``{input_id: {strategy: p}}``.
             strategies: declared strategy ids (M_x = their number). Without them (and without
-                ``num_strategies``) M_x is inferred as the number of keys, with a warning: a declared
-                strategy the base model never uses still counts in a monitor's M.
+                ``num_strategies``) M_x is the number of keys, with a UserWarning: a declared strategy
+                the base model never uses still counts in a monitor's M.
             num_strategies: M_x when strategies are not declared (int or per input).
             valid_probability: probability that a base sample is correct (for valid@k).
-
-        Warns:
-            UserWarning: M is inferred (neither ``strategies`` nor ``num_strategies`` given).
         """
         if not isinstance(probabilities, Mapping) or not probabilities:
             raise ValueError("probabilities must be a non-empty {strategy: probability} dict")
@@ -158,36 +168,24 @@ class IidBaseline:
         """Estimated baseline from n iid base samples' match sets (the law is unknown).
 
         Unbiased U-statistics for k <= n, model-based extrapolations beyond (``Curves.extrapolated``);
-        any M may be declared, and set-valued match sets may name at most 62 strategies within one
-        input. Details:
+        any M, but set-valued match sets may name at most 62 strategies within one input (else a
+        ValueError). Details:
         [The iid baseline from samples](../statistics.md#the-iid-baseline-from-samples).
 
         Args:
             samples: list of match sets (each an iterable of strategy ids), or ``{input_id: list}``.
             strategies: declared strategy ids (M_x = their number). Without them (and without
-                ``num_strategies``) M_x is the number of strategies seen, with a warning.
-            num_strategies: M_x when strategies are not declared (int or per input). Strongly
-                recommended: strategies never seen still belong in the denominator.
+                ``num_strategies``) M_x is the number of strategies seen, with a UserWarning.
+            num_strategies: M_x when strategies are not declared (int or per input).
             valid: per-sample correctness (same shape as ``samples``), for valid-only curves.
-
-        Raises:
-            ValueError: bad samples, or set-valued match sets naming more than 62 strategies within
-                one input.
-
-        Warns:
-            UserWarning: M is inferred (neither ``strategies`` nor ``num_strategies`` given).
         """
         strategies = _check_strategies(strategies)
         per_input = isinstance(samples, Mapping)
         data = samples if per_input else {None: samples}
         valids = (valid if per_input else {None: valid}) if valid is not None else None
-        # One pass over the samples per input; the incidence matrices are built per distinct column
-        # list, all its inputs at once (each input's X a slice of one array).
-        groups: dict[tuple[str, ...], tuple[list[int], list[int]]] = {}
-        inputs: list[tuple[str | None, tuple[str, ...], int, int, str, np.ndarray | None]] = []
-        indexes: dict[tuple[str, ...], dict[str, int]] = {}
         declared = None if strategies is None else frozenset(strategies)
-        checked: dict[int | None, tuple[str, ...]] = {}
+        indexes: dict[int | None, dict[str, int]] = {}  # declared strategies: one index per M
+        parts: dict[str | None, _Samples] = {}
         for key, rows in data.items():
             iid = None if key is None else _input_id(key)
             where = "samples" + ("" if iid is None else f" of input {iid!r}")
@@ -198,40 +196,26 @@ class IidBaseline:
                 raise ValueError(f"{where}: each sample must be an iterable of ids, not the string {bad!r}")
             sets = list(map(frozenset, rows))
             used, m_x = frozenset().union(*sets), _per_input_m(num_strategies, key)
-            if declared is not None and used <= declared and m_x in checked:
-                group = checked[m_x]  # declared strategies: the same columns, checked once per M
-            else:
-                group = tuple(_columns(used, strategies, m_x, where)[0])
+            index = indexes.get(m_x) if declared is not None and used <= declared else None
+            if index is None:
+                index = {s: j for j, s in enumerate(_columns(used, strategies, m_x, where)[0])}
                 if declared is not None:
-                    checked[m_x] = group
-            index = indexes.get(group)
-            if index is None:  # declared strategies: one index for every input
-                index = indexes.setdefault(group, {s: j for j, s in enumerate(group)})
-            flat, lens = groups.setdefault(group, ([], []))
-            start = len(lens)
-            lens.extend(map(len, sets))
-            flat.extend([index[s] for ms in sets for s in ms])
+                    indexes[m_x] = index
+            lens = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))
+            X = np.zeros((len(sets), len(index)), dtype=bool)
+            cols = np.asarray([index[s] for ms in sets for s in ms], dtype=np.int64)
+            X[np.repeat(np.arange(len(sets)), lens), cols] = True
+            if lens.max() > 1:
+                try:
+                    used_masks(X)  # set-valued: at most 62 strategies named in an input (the bitmasks)
+                except ValueError as exc:
+                    raise ValueError(f"{where}: {exc}") from None
             v = None
             if valids is not None:
                 if key not in valids or len(valids[key]) != len(sets):
                     raise ValueError(f"{where}: valid must give one bool per sample")
                 v = np.asarray(valids[key], dtype=bool)
-            inputs.append((iid, group, start, len(lens), where, v))
-        matrices = {}
-        for group, (flat, lens) in groups.items():
-            sizes = np.asarray(lens, dtype=np.int64)
-            X = np.zeros((sizes.size, len(group)), dtype=bool)
-            X[np.repeat(np.arange(sizes.size), sizes), np.asarray(flat, dtype=np.int64)] = True
-            matrices[group] = (X, sizes)
-        parts: dict[str | None, _Samples] = {}
-        for iid, group, a, b, where, v in inputs:
-            X, sizes = matrices[group]
-            if sizes[a:b].max() > 1:
-                try:
-                    used_masks(X[a:b])  # set-valued: at most 62 strategies named in an input (the bitmasks)
-                except ValueError as exc:
-                    raise ValueError(f"{where}: {exc}") from None
-            parts[iid] = _Samples(list(group), len(group), X[a:b], v)
+            parts[iid] = _Samples(list(index), len(index), X, v)
         baseline = cls(parts)
         if strategies is None and num_strategies is None:
             _warn_inferred_m(baseline, "from_samples")
@@ -250,13 +234,12 @@ class IidBaseline:
     def aucs(self, K: int) -> dict[str | None, float]:
         """``{input key: AUC@K}``: the coverage of `curves` at a fraction of its cost (what a log needs)."""
         K = check_budget(K)
-        ks = np.arange(1, K + 1)
         out: dict[str | None, float] = {}
         groups: dict[tuple[int, int], list[str | None]] = {}
         for key, part in self._parts.items():
             if isinstance(part, _Law):
                 pi = est.marginals(part.atoms, part.p)
-                out[key] = float(((1.0 - est.pow1m(pi[None, :], ks[:, None])).sum(axis=1) / part.m).mean())
+                out[key] = float((est.expected_covered_exact(pi, K) / part.m).mean())
             else:
                 groups.setdefault((part.X.shape[0], part.m), []).append(key)
         for (n, m), keys in groups.items():
@@ -275,7 +258,7 @@ class IidBaseline:
 
         Args:
             K: budget.
-            n_boot: bootstrap replicates for sample-based baselines, per input, averaged index-wise.
+            n_boot: bootstrap replicates of a baseline from samples, per input, averaged index-wise.
             seed: seed for Monte Carlo parts and the bootstrap.
             rarity_bins: number of within-input quantile bins for ``coverage_by_rarity``.
             ci_level: interval level.
@@ -305,8 +288,6 @@ class IidBaseline:
         """The work of `curves` of an estimated baseline (its arguments checked there)."""
         items = sorted(self._parts.items(), key=lambda kv: str(kv[0]))
         parts = [part for _, part in items]
-        if not all(isinstance(p, _Samples) for p in parts):
-            raise ValueError("only a baseline estimated from samples has a plan of blocks")
         keys = [key for key, _ in items]
         return SamplePlan(parts, keys, K, spawn(seed, 1)[0], int(n_boot), rarity_bins, ci_level)
 
@@ -344,23 +325,10 @@ def _warn_inferred_m(baseline: IidBaseline, constructor: str) -> None:
     )
 
 
-def _simulate_law_first_hits(
-    atoms: np.ndarray, p: np.ndarray, K: int, runs: int, rng: np.random.Generator
-) -> np.ndarray:
-    """First-hit indices (runs, M) of iid draws from a law (-1 = not within K)."""
-    draws = rng.choice(len(p), size=(runs, K), p=p / p.sum())
-    first_atom = np.full((runs, len(p)), K, dtype=np.int64)
-    for j in range(len(p)):
-        hit = draws == j
-        first_atom[:, j] = np.where(hit.any(axis=1), hit.argmax(axis=1), K)
-    fh = np.where(atoms[None, :, :], first_atom[:, :, None], K).min(axis=1)
-    return np.where(fh >= K, -1, fh)
-
-
 def _law_curves(part: _Law, K: int, rng: np.random.Generator, mc_runs: int, n_bins: int) -> Curves:
     pi = est.marginals(part.atoms, part.p)
     ks = np.arange(1, K + 1)
-    per_s = 1.0 - est.pow1m(pi[None, :], ks[:, None])  # (K, M): Pr[s in S_k]
+    per_s = est.covered_by_strategy(pi, K)
     coverage = per_s.sum(axis=1) / part.m
     notes = []
     try:
@@ -368,8 +336,13 @@ def _law_curves(part: _Law, K: int, rng: np.random.Generator, mc_runs: int, n_bi
         mean_t = est.time_to_full_mean(part.atoms, part.p, part.m)
     except ValueError:  # set-valued with too many strategies: Monte Carlo below
         full, mean_t = None, None
-    fh = _simulate_law_first_hits(part.atoms, part.p, K, mc_runs, rng)
-    ttc = _ttc_from_runs(fh, part.m, K)
+    draws = rng.choice(len(part.p), size=(mc_runs, K), p=part.p / part.p.sum())  # first hits of iid runs
+    first_atom = np.full((mc_runs, len(part.p)), K, dtype=np.int64)
+    for j in range(len(part.p)):
+        hit = draws == j
+        first_atom[:, j] = np.where(hit.any(axis=1), hit.argmax(axis=1), K)
+    fh = np.where(part.atoms[None, :, :], first_atom[:, :, None], K).min(axis=1)
+    ttc = _ttc_from_runs(np.where(fh >= K, -1, fh), part.m, K)
     notes.append(
         f"iid time-to-coverage for tau < 1 is Monte Carlo ({mc_runs} runs per input, standard error "
         f"<= {0.5 / math.sqrt(mc_runs):.4f} per point)"
@@ -388,9 +361,52 @@ def _law_curves(part: _Law, K: int, rng: np.random.Generator, mc_runs: int, n_bi
     bins = rarity_ranks(pi, part.m, n_bins)
     c.coverage_by_rarity = np.stack([per_s[:, bins == b].sum(axis=1) / part.m for b in range(n_bins)])
     if part.valid_atoms is not None:
-        vpi = est.marginals(part.valid_atoms, part.valid_p)
-        c.valid_coverage = (1.0 - est.pow1m(vpi[None, :], ks[:, None])).sum(axis=1) / part.m
+        c.valid_coverage = (
+            est.expected_covered_exact(est.marginals(part.valid_atoms, part.valid_p), K) / part.m
+        )
         c.valid_auc = float(c.valid_coverage.mean())
     if part.valid_probability is not None:
         c.valid_at_k = 1.0 - est.pow1m(part.valid_probability, ks)
     return c
+
+
+def _law_arrays(law: Mapping[Any, float], cols: list[str], where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Validated (atoms (J, M) bool, p (J,)) of a ``{frozenset: probability}`` law."""
+    if not isinstance(law, Mapping) or not law:
+        raise ValueError(f"{where}: a match distribution must be a non-empty {{frozenset: probability}} dict")
+    bad = [k for k in law if isinstance(k, str) or not isinstance(k, frozenset | set | tuple)]
+    if bad:
+        raise ValueError(
+            f"{where}: match-distribution keys must be frozensets of strategy ids, got {bad[0]!r}"
+        )
+    p = np.asarray(list(law.values()), dtype=np.float64)
+    if p.ndim != 1 or not np.all(np.isfinite(p)) or np.any(p < 0):
+        raise ValueError(
+            f"{where}: probabilities must be non-negative numbers, not NaN or infinity, got {p.tolist()}"
+        )
+    if abs(p.sum() - 1.0) > 1e-9:
+        raise ValueError(f"{where}: probabilities must sum to 1, they sum to {p.sum():.12g}")
+    index = {s: j for j, s in enumerate(cols)}
+    atoms = np.zeros((len(law), len(cols)), dtype=bool)
+    for r, key in enumerate(law):
+        atoms[r, [index[x] for x in frozenset(key)]] = True
+    return atoms, p
+
+
+def _ttc_from_runs(fh: np.ndarray, m: int, K: int) -> dict[str, TimeToCoverage]:
+    """Time-to-coverage of simulated full-length runs (first hits (R, M)): Kaplan-Meier, no censoring."""
+    R, M = fh.shape
+    ks = np.arange(1, K + 1)
+    never = np.iinfo(np.int64).max // 2
+    sorted_fh = np.sort(np.where(fh < 0, never, fh), axis=1)
+    out = {}
+    for tau in TAUS:
+        need = math.ceil(tau * m - 1e-9)
+        t_hit = sorted_fh[:, need - 1] + 1 if need <= M else np.full(R, never)  # TAUS > 0: need >= 1
+        event = t_hit <= K
+        time = np.where(event, t_hit, K)
+        d = np.bincount(t_hit[event] - 1, minlength=K)[:K].astype(np.float64)
+        at_risk = (time[:, None] >= ks[None, :]).sum(axis=0).astype(np.float64)
+        hazard = np.where(at_risk > 0, d / np.where(at_risk > 0, at_risk, 1.0), 0.0)
+        out[tau_key(tau)] = TimeToCoverage.from_survival(float(tau), np.cumprod(1.0 - hazard))
+    return out

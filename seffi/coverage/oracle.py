@@ -16,13 +16,12 @@ from seffi.coverage._common import (
     _input_id,
     _mean_curves,
     _per_input_m,
+    named,
     rarity_bin_matrix,
 )
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, check_budget, tau_key
 from seffi.coverage.sums_curves import curves_from_runs
 from seffi.errors import SeffiError
-
-__all__ = ["OracleBaseline"]
 
 #: What ``OracleBaseline`` takes, named in its input-format errors.
 ORACLE_INPUT_FORMAT = (
@@ -48,8 +47,7 @@ def _unambiguous_oracle(f: int, m: int, K: int, bins: np.ndarray | None, n_bins:
     full = ((covered >= m) & (f >= m)).astype(np.float64)
     point = {"coverage": covered / m, "novelty": new, "expected_new": new.copy(), "full_coverage": full}
     c = Curves.from_point("oracle", K, point, ttc, n_inputs=1)
-    if bins is not None:
-        # Uniform choice among uncovered strategies: each feasible one is covered by step k w.p. min(k, f)/f.
+    if bins is not None:  # each feasible strategy is covered by step k w.p. min(k, f) / f
         per = covered / max(f, 1)
         c.coverage_by_rarity = np.stack([per * (bins[:f] == b).sum() / m for b in range(n_bins)])
     return c
@@ -72,8 +70,7 @@ def oracle_first_hits(
 ) -> np.ndarray:
     """First-hit indices (runs, M) of simulated no-repeat oracle runs (-1 never), all advanced together.
 
-    Each step every run covers the reference trace (``refmask``: column -> bit mask) of a uniformly
-    chosen uncovered strategy whose trace still adds something; after min(K, M) steps all are done.
+    ``refmask``: column -> bit mask of its reference trace's match set.
     """
     feas = np.fromiter(refmask, dtype=np.int64, count=len(refmask))  # (F,)
     # Python ints, so masks of any width decode (numpy int64 shifts would overflow past 63 columns).
@@ -107,8 +104,8 @@ def oracle_first_hits(
 class OracleBaseline:
     """The no-repeat oracle, exact per input and averaged over inputs.
 
-    Each step emits the reference trace of a uniformly chosen strategy that is not yet covered (and
-    whose trace still adds something), so it never repeats a strategy.
+    Each step emits the reference trace of a uniformly chosen strategy that is not yet covered and
+    whose trace still adds something.
 
     Args:
         reference_sets: ``{strategy: match set of its reference trace}`` (``task.reference_match_sets(x)``;
@@ -154,8 +151,7 @@ class OracleBaseline:
                 raise ValueError(f"{where}: expected a {{strategy: match set}} dict")
             used = set(refs)
             for s, ms in refs.items():
-                # A wrong guess at the format (per-input lists of samples, nested lists) would end in
-                # "TypeError: unhashable type: 'list'" deep inside; name the expected format instead.
+                # Name the expected format, not "TypeError: unhashable type: 'list'" deep inside.
                 if (
                     isinstance(ms, str)
                     or not isinstance(ms, Iterable)
@@ -174,10 +170,7 @@ class OracleBaseline:
 
     def strategy_sets(self) -> dict[str | None, tuple[tuple[str, ...], int]]:
         """Per input key (``None`` for a single input): (the strategy ids the oracle names, M_x)."""
-        return {
-            key: (tuple(s for s in cols if not s.startswith("<unseen")), int(m))
-            for key, (cols, m, _) in self._parts.items()
-        }
+        return {key: (named(cols), int(m)) for key, (cols, m, _) in self._parts.items()}
 
     def curves(self, K: int, *, rarity: Any = None, rarity_bins: int = 4) -> Curves:
         """Exact curves (analytic or DP over covered sets; Monte Carlo above ``max_states``).
@@ -192,9 +185,7 @@ class OracleBaseline:
         gens = rngs(self.seed, len(self._parts))
         parts = []
         items = sorted(self._parts.items(), key=lambda kv: str(kv[0]))
-        # Inputs with the same strategies, reference traces and rarity bins have the same exact curves
-        # (many prompts declaring one strategy list): each distinct one is computed once. Monte Carlo
-        # curves draw from their input's own generator, so they are not shared.
+        # Inputs with the same strategies, traces and rarity bins share their exact curves (not Monte Carlo).
         exact: dict[tuple, Curves] = {}
         for (key, (cols, m, refmask)), rng in zip(items, gens, strict=True):
             bins = None
@@ -220,8 +211,7 @@ class OracleBaseline:
         cols, m, refmask = part
         M = len(cols)
         dist: dict[int, float] = {0: 1.0}
-        # Per step: distribution over covered sets (as bitmasks). The chain is absorbed after at
-        # most M steps (every step covers a new strategy or stalls for good), so K costs nothing.
+        # Per step: the law of the covered set (a bitmask); absorbed after at most M steps.
         per_s = np.zeros((K, M))
         count_law = np.zeros((K, M + 1))
         new_prob = np.zeros(K)

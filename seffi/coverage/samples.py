@@ -1,29 +1,26 @@
-"""Unbiased curves of an unknown iid law from n samples: rarefaction, Chao extrapolation, intervals.
+"""The iid curves of an unknown law from n samples per input: U-statistics, model beyond n, intervals.
 
-Intervals: iNEXT's bootstrap assemblage, and for set-valued novelty a delete-one jackknife.
+Methods, sizes and calibration: docs/statistics.md, "The iid baseline from samples".
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
 from seffi.coverage import estimators as est
 from seffi.coverage._common import _Samples, rarity_ranks
 from seffi.coverage.curves import TAUS, Curves, TimeToCoverage, tau_key
-from seffi.coverage.extrapolate import _beyond_n, _full_law, chao_f0, detected_law, model_law
+from seffi.coverage.estimators import MAX_SET_STRATEGIES, pair_ids
 from seffi.coverage.resampling import normal_quantile, percentile_interval, t_quantile
-from seffi.coverage.subsets import MAX_SET_STRATEGIES, meet_counts, nonempty_subsets, pair_ids, used_masks
 from seffi.coverage.sums_curves import rarity_labels
 
 
 def _sample_points(X: np.ndarray, m: int, K: int, Y: np.ndarray, single: np.ndarray) -> dict[str, np.ndarray]:
-    """Unbiased curves (D, K) of D inputs X (D, n, m) for k <= n, model-based beyond.
-
-    ``Y``, ``single``: ``est.incidence(X)``. Fields: coverage, expected_new, novelty, full_coverage.
-    """
+    """Curves (D, K) of inputs X (D, n, m), ``Y, single = est.incidence(X)``: unbiased to n, model beyond."""
     n = X.shape[1]
     covered = _covered_from_counts(Y, n, m, K)
     expected_new = np.diff(covered, axis=1, prepend=0.0)
@@ -43,37 +40,46 @@ def _novelty_beyond_n(novelty: np.ndarray, expected_new: np.ndarray, n: int) -> 
 
 
 def _covered_from_counts(Y: np.ndarray, n: int, m: int, K: int) -> np.ndarray:
-    """Estimated E|S_k|, k = 1..K, from counts Y (S,) or (B, S): rarefaction to n, Chao beyond, <= m."""
+    """Estimated E|S_k|, k = 1..K, from counts Y (..., m): rarefaction to n, Chao beyond, <= m."""
     covered = est.rarefaction_counts(Y, n, K)
     if K > n:
         covered = np.concatenate([covered, est.chao_extrapolation_counts(Y, n, K, m)], axis=-1)
     return np.minimum(covered, m)
 
 
-def assemblage(Y: np.ndarray, n: int, single: np.ndarray | bool) -> np.ndarray:
-    """The iNEXT bootstrap assemblages of D datasets from their incidence counts (Chao et al. 2014, App. S2).
+def _chao(rows: np.ndarray, n: int, unseen: np.ndarray | None = None) -> tuple:
+    """(f0, undetected mass (D,), detected probabilities (D, m)) of counts ``rows`` (D, m) out of n."""
+    f1 = (rows == 1).sum(axis=1).astype(np.float64)
+    f2 = (rows == 2).sum(axis=1).astype(np.float64)
+    f0 = est.chao_f0_array(n, f1, f2)
+    unseen = np.ceil(f0 - 1e-9) > 0 if unseen is None else unseen & (f0 > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(unseen & (f1 > 0), f1 / n * (n * f0 / (n * f0 + f1)), 0.0)
+    rel = rows / n
+    tail = (1.0 - rel) ** n
+    b = (rel * tail).sum(axis=1)
+    w = np.where((a > 0) & (b > 0), a / np.where(b > 0, b, 1.0), 0.0)
+    return f0, a, rel * (1.0 - w[:, None] * tail)
 
-    The undetected mass 1 - C_hat = (f1/n) n f0 / (n f0 + f1) (f0 = Chao1, *uncapped* as in iNEXT:
-    capping lowered the coverage of 95 % intervals at k <= n by 0.01-0.04 in ``benchmarks/coverage.py``)
-    is taken from the rare detected strategies, y_s/n (1 - w (1 - y_s/n)^n), and shared by ceil(f0)
-    unseen ones. Single-label data use the abundance assemblage (samples matching nothing are a
-    category), set-valued data the incidence one.
+
+def assemblage(Y: np.ndarray, n: int, single: np.ndarray | bool) -> np.ndarray:
+    """The iNEXT bootstrap assemblages of datasets from their incidence counts (Chao et al. 2014, App. S2).
 
     Args:
         Y: (D, m) or (m,): per-strategy incidence counts out of n samples.
         n: samples per dataset.
-        single: (D,) bool (or a bool): whether each dataset is single-label.
+        single: (D,) bool (or a bool): single-label (abundance: "matches nothing" is a category) or
+            set-valued (incidence).
 
     Returns:
         (D, m + U + 1) (or (m + U + 1,)): strategy j's probability (j < m), U unseen strategies
-        (U the largest ceil(f0)), then "matches nothing" (abundance) or 0. Abundance rows sum to 1.
+        sharing the undetected mass (U the largest ceil(f0)), then "matches nothing" (abundance) or 0.
     """
     Y = np.asarray(Y, dtype=np.int64)
     rows = np.atleast_2d(Y)
     single = np.broadcast_to(np.asarray(single, dtype=bool), rows.shape[:1])
-    f1, f0 = chao_f0(rows, n)
+    f0, a, detected = _chao(rows, n)
     unseen = np.ceil(f0 - 1e-9).astype(np.int64)
-    a, detected = detected_law(rows, n, f1, f0, unseen > 0)
     U = int(unseen.max(initial=0))
     out = np.zeros((rows.shape[0], rows.shape[1] + U + 1))
     out[:, : rows.shape[1]] = detected
@@ -85,13 +91,107 @@ def assemblage(Y: np.ndarray, n: int, single: np.ndarray | bool) -> np.ndarray:
     return out if Y.ndim == 2 else out[0]
 
 
+def model_law(Y: np.ndarray, n: int, m: int, single: np.ndarray | bool) -> np.ndarray:
+    """q_s (..., m), the probability that a sample matches column s, fitted to incidence counts Y (..., m).
+
+    ``single`` (broadcast to Y's leading shape): a categorical law (remainder: "matches nothing").
+    """
+    Y = np.asarray(Y, dtype=np.int64)
+    rows = Y.reshape(-1, Y.shape[-1])
+    single = np.broadcast_to(np.asarray(single, dtype=bool), Y.shape[:-1]).reshape(-1)
+    u = (rows == 0).sum(axis=1)
+    _, a, detected = _chao(rows, n, u > 0)
+    prior = np.where(single, 1.0 / (n + m), 1.0 / (n + 2))  # uniform-prior posterior mean of an unseen one
+    r = np.where(u > 0, np.where(a > 0, a / np.maximum(u, 1), prior), 0.0)
+    q = np.clip(np.where(rows > 0, detected, r[:, None]), 0.0, 1.0)
+    tot = q.sum(axis=1)
+    over = single & (tot > 1.0)
+    q[over] /= tot[over, None]
+    return q.reshape(Y.shape)
+
+
+def _missing_found(
+    u: np.ndarray, r: np.ndarray, J: int, single: np.ndarray, short: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(Pr[all u found] (D, J), Pr[fewer than short[i] found] (len(short), D, J)) after j = 1..J draws."""
+    D, N = u.shape[0], short.shape[0]
+    full, surv = np.zeros((D, J)), np.ones((N, D, J))
+    if J == 0:
+        return full, surv
+    with np.errstate(divide="ignore"):  # r = 1: log1p(-1) = -inf
+        log_miss = np.log1p(-np.minimum(r, 1.0))
+    mu = u * -np.expm1(J * log_miss)
+    bound = np.ceil(mu + 50.0 / 3.0 + np.sqrt((50.0 / 3.0) ** 2 + 100.0 * mu))  # t^2 = 100 (mu + t / 3)
+    reach = u <= bound  # finding all u has a chance above e^-50
+    needed = reach | (N > 0)
+    U = int(np.where(needed, np.minimum(u, bound), 0).max(initial=0))
+    f = np.arange(U + 1)
+    below = f[None, None, :] < short[:, :, None]  # (N, D, U + 1)
+    j = np.arange(1, J + 1, dtype=np.float64)
+    s = np.flatnonzero(~single & needed)
+    if s.size:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # f > u: masked below
+            pj = -np.expm1(j[None, :] * log_miss[s][:, None])  # (Ds, J)
+            full[s] = np.where(pj >= 1.0, 1.0, np.exp(u[s][:, None] * np.log(pj)))
+            if N:
+                lf = est.log_factorial(int(u.max(initial=0)))
+                uu = u[s][:, None, None]
+                ok = f[None, None, :] <= uu
+                ff = np.where(ok, f[None, None, :], 0)
+                logp = (
+                    lf[uu]
+                    - lf[ff]
+                    - lf[np.where(ok, uu - ff, 0)]
+                    + ff * np.log(pj[:, :, None])
+                    + (uu - ff) * np.log1p(-pj[:, :, None])
+                )
+                pmf = np.where(ok, np.exp(np.where(np.isnan(logp), -np.inf, logp)), 0.0)
+                pmf = np.where(ok & (pj[:, :, None] >= 1.0), (ff == uu).astype(np.float64), pmf)
+                surv[:, s] = np.einsum("djf,ndf->ndj", pmf, below[:, s])
+    s = np.flatnonzero(single & needed)
+    if s.size:
+        P = np.zeros((s.size, U + 1))
+        P[:, 0] = 1.0
+        step = np.clip((u[s][:, None] - f[None, :]) * r[s][:, None], 0.0, 1.0)  # Pr[new | f found]
+        at = np.minimum(u[s], U)
+        mask = below[:, s].transpose(1, 2, 0).astype(np.float64)  # (Ds, U + 1, N)
+        rows = np.arange(s.size)
+        for i in range(J):
+            moved = P * step
+            P = P - moved
+            P[:, 1:] += moved[:, :-1]
+            full[s, i] = P[rows, at]
+            if N:
+                surv[:, s, i] = np.einsum("df,dfn->nd", P, mask)
+        full[s] = np.where(reach[s, None], full[s], 0.0)
+    return full, surv
+
+
+def _full_law(q: np.ndarray, K: int) -> np.ndarray:
+    """F(k) ~ prod_s 1 - (1 - q_s)^k (D, K) under per-column laws q (D, m) (exact if independent)."""
+    ks = np.arange(1, K + 1, dtype=np.float64)
+    with np.errstate(divide="ignore"):  # q = 1: log1p(-1) = -inf, and the factor is 1 as it should be
+        miss = np.log1p(-np.minimum(q, 1.0))[:, :, None]
+    return np.clip(np.prod(-np.expm1(ks[None, None, :] * miss), axis=1), 0.0, 1.0)
+
+
+def _beyond_n(Y: np.ndarray, n: int, m: int, single: np.ndarray, J: int, needs: list[int]) -> tuple:
+    """(full (D, J), survival (len(needs), D, J)) at k = n + 1..n + J: the unseen found under `model_law`."""
+    Y = np.asarray(Y, dtype=np.int64)
+    s_obs = (Y > 0).sum(axis=1)
+    u = m - s_obs
+    q = model_law(Y, n, m, single)
+    r = np.where(u > 0, np.where(Y == 0, q, 0.0).max(axis=1), 0.0)
+    short = np.array([need - s_obs for need in needs], dtype=np.int64).reshape(len(needs), len(u))
+    full, surv = _missing_found(u, r, J, single, short)
+    full = np.where(u[:, None] == 0, 1.0, full)
+    return np.clip(full, 0.0, 1.0), np.clip(surv, 0.0, 1.0)
+
+
 def _assemblage_counts(
     P: np.ndarray, n: int, single: np.ndarray, rng: np.random.Generator, B: int
 ) -> np.ndarray:
-    """Incidence counts (D, B, L) of B datasets of n samples from each law P (D, L + 1), "nothing" last.
-
-    Multinomial (abundance) or independent binomials (incidence), without drawing the match sets.
-    """
+    """Incidence counts (D, B, L) of B datasets of n samples from each law P (D, L + 1), "nothing" last."""
     D, L = P.shape[0], P.shape[1] - 1
     out = np.zeros((D, B, L), dtype=np.int64)
     if single.any():
@@ -113,12 +213,7 @@ TABLE_BINOMIAL_N = 64
 
 
 def _binomial(n: int, p: np.ndarray, rng: np.random.Generator, B: int) -> np.ndarray:
-    """B draws of Binomial(n, p) for each probability of ``p``: (B, *p.shape) int64.
-
-    By inversion of each p's cdf over 0..n: a draw is the number of cdf values below a uniform,
-    counted in n vectorised passes, 3x faster than ``rng.binomial`` with a different p per draw at
-    the bootstrap's n. Above ``TABLE_BINOMIAL_N``, ``rng.binomial``.
-    """
+    """B draws (B, *p.shape) of Binomial(n, p) per p, by inversion of the cdf (3x ``rng.binomial``)."""
     if n > TABLE_BINOMIAL_N:
         return rng.binomial(n, p, size=(B, *p.shape))
     j, lf = np.arange(n + 1), est.log_factorial(n)
@@ -141,17 +236,15 @@ def inext_coverage_replicates(
 ) -> np.ndarray:
     """Bootstrap replicates C(k) (B, K) or (D, B, K) of the estimated coverage of X (n, m) or (D, n, m).
 
-    ``n_boot`` datasets drawn from each dataset's iNEXT ``assemblage``, the estimator recomputed on
-    each; the baseline reports estimate +- z * sd of these, as iNEXT does.
+    ``n_boot`` datasets drawn from each dataset's iNEXT ``assemblage``, the estimator recomputed on each.
     """
     X = np.asarray(X, dtype=bool)
     Xs = X[None] if X.ndim == 2 else X
     n = Xs.shape[1]
     Y, single = est.incidence(Xs)
     P = assemblage(Y, n, single)
-    # Without singletons the assemblage has no undetected mass and the interval collapses, although
-    # the m - S_obs unseen strategies exist: they get a uniform prior's posterior mean (as
-    # ``model_law``), which removed the worst calibration misses (5-30 sd at k = n).
+    # Without singletons the unseen strategies get a uniform prior's posterior mean (as ``model_law``),
+    # not a zero-width interval: that removed the worst calibration misses (5-30 sd at k = n).
     empty = (P[:, m:-1].sum(axis=1) == 0) & (Y == 0).any(axis=1)
     if empty.any():
         prior = np.where(single[empty], 1.0 / (n + m), 1.0 / (n + 2))[:, None]
@@ -163,12 +256,7 @@ def inext_coverage_replicates(
 
 
 def _set_datasets(X: np.ndarray, unseen: np.ndarray, rng: np.random.Generator, B: int) -> np.ndarray:
-    """B datasets (D, B, n, c) from the abundance assemblage of each input's distinct match sets X (D, n, c).
-
-    Strategies that come together stay together; the undetected mass goes to single unseen
-    strategies, in turn the columns ``unseen`` (D, c) of each input. Rows are drawn as
-    ``rng.choice`` draws them (one input: the same datasets).
-    """
+    """B datasets (D, B, n, c) from the abundance assemblage of the distinct match sets of X (D, n, c)."""
     D, n, c = X.shape
     # Distinct match sets in np.unique(X[d], axis=0)'s order: column 0 the most significant bit.
     key = X.astype(np.int64) @ np.left_shift(np.int64(1), np.arange(c - 1, -1, -1, dtype=np.int64))
@@ -200,14 +288,7 @@ def _set_datasets(X: np.ndarray, unseen: np.ndarray, rng: np.random.Generator, B
 
 
 def _world_columns(X: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The columns set-valued novelty replicates draw, per input of X (D, n, m) with model law q (D, m).
-
-    Each input's used columns and its first unseen ones, `MAX_SET_STRATEGIES` in all, whatever the
-    declared M: (columns (D, c) in column order, padded with never-drawn ones; which are unseen
-    (D, c); their law (D, c)). Unseen strategies beyond are left out: at their model rate (a prior's
-    1 / (n + 2) each when no strategy was seen once) hundreds of them would put most of them in
-    every drawn sample.
-    """
+    """(columns (D, c), which are unseen, their law q) drawn by set-valued novelty replicates."""
     used = X.any(axis=1)
     s_obs = used.sum(axis=1)
     room = np.minimum(X.shape[2] - s_obs, MAX_SET_STRATEGIES - s_obs)
@@ -221,20 +302,14 @@ def _world_columns(X: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 #: Replicates behind the sd of set-valued novelty (tiled to ``n_boot``).
 NOVELTY_REPLICATES = 32
-
 #: Curve fields whose interval is estimate +- z sd of centred replicates (iNEXT), with their upper bound.
 _SD_CAPS = {"coverage": 1.0, "novelty": 1.0, "expected_new": math.inf, "valid_coverage": 1.0}
-
-
 #: Bytes of working arrays per chunk of inputs: the bootstrap's memory does not grow with the inputs.
 CHUNK_BYTES = 64 << 20
-#: Sample orders per input behind time to coverage at tau < 1: 256, fewer over many inputs (20,000 in
-#: all, at least 16 each): only the mean over inputs is reported, its standard error <= 0.5 / sqrt(runs).
+#: Sample orders per input behind time to coverage at tau < 1 (20,000 in all, 16 to 256 each).
 TTC_RUNS, TTC_TOTAL_RUNS, TTC_MIN_RUNS = 256, 20_000, 16
-
-
-#: Chunks per block of `SamplePlan`: each block draws from its own streams and is summed on its own,
-#: then the blocks in order, so the curves are the same whichever process computes which block.
+#: Chunks per block of `SamplePlan`: each block draws from its own streams, so the curves are the
+#: same whichever process computes which block.
 BLOCK_CHUNKS = 8
 
 
@@ -242,17 +317,8 @@ class SamplePlan:
     """The mean curves over inputs estimated from samples (``IidBaseline.curves``), as blocks of work.
 
     ``plan.curves(map(plan.block, range(plan.blocks)))``; any block may be computed in another process.
-    Inputs go in chunks of equal (n, m) as arrays (D, ...), keeping only sums over inputs (and each
-    input's AUC, for the paired gain): memory is bounded by `CHUNK_BYTES`. Block b draws from four
-    streams of ``seed`` (time-to-coverage runs, the coverage, model and valid bootstraps): block 0 from
-    ``seed.spawn(4)``, block b > 0 from the b-th child of each.
-    Intervals: C(k), expected new, AUC and valid coverage by iNEXT (``inext_coverage_replicates``);
-    N(i) single-label from the coverage replicates, set-valued by the pooled sd over two worlds
-    (``_set_datasets``, ``model_law``) and the jackknife at i <= n / 2; F(k) by Wilson with
-    floor(n / k) trials at k <= n, beyond by the percentile interval under the refitted model law,
-    widened to contain the estimate (``_set_intervals``). Replicates of the mean over inputs are
-    index-wise means of independent per-input replicates, those of ``_SD_CAPS`` centred on each
-    input's point estimate.
+    Inputs go in chunks of equal (n, m), keeping sums over inputs: memory is bounded by `CHUNK_BYTES`.
+    Block 0 draws from ``seed.spawn(4)``, block b > 0 from the b-th child of each.
     """
 
     def __init__(
@@ -265,12 +331,10 @@ class SamplePlan:
         n_bins: int,
         ci_level: float,
     ) -> None:
-        self.parts, self.keys, self.K, self.n_boot, self.n_bins, self.ci_level = (
-            parts, keys, K, n_boot, n_bins, ci_level
-        )  # fmt: skip
+        self.parts, self.keys, self.K, self.n_boot, self.n_bins = parts, keys, K, n_boot, n_bins
+        self.ci_level = ci_level
         self.seeds = seed.spawn(4)
-        U = len(parts)
-        self.runs = max(TTC_MIN_RUNS, min(TTC_RUNS, TTC_TOTAL_RUNS // U))
+        self.runs = max(TTC_MIN_RUNS, min(TTC_RUNS, TTC_TOTAL_RUNS // len(parts)))
         self.k_wilson = min(p.X.shape[0] for p in parts)
         groups: dict[tuple[int, int, bool], list[int]] = {}
         for i, part in enumerate(parts):
@@ -279,8 +343,7 @@ class SamplePlan:
         self.chunks: list[list[int]] = []
         for (n, m, _), members in groups.items():
             kn = min(K, n)
-            # Bytes per input of the largest working arrays: replicate counts and curves, sample orders,
-            # per-strategy rarefaction, the F(k) DP's band.
+            # Bytes per input of the largest working arrays.
             per_input = 8 * (
                 max(n_boot, 1) * (m * (kn + 12) + 24 * K)
                 + self.runs * (n + 3 * kn + 8)
@@ -290,7 +353,6 @@ class SamplePlan:
             )
             step = int(max(1, CHUNK_BYTES // per_input))
             self.chunks.extend(members[a : a + step] for a in range(0, len(members), step))
-        #: Number of blocks.
         self.blocks = -(-len(self.chunks) // BLOCK_CHUNKS)
 
     def block(self, b: int) -> _Sums:
@@ -301,7 +363,7 @@ class SamplePlan:
             else [np.random.SeedSequence(s.entropy, spawn_key=(*s.spawn_key, b)) for s in self.seeds]
         )
         streams = [np.random.default_rng(s) for s in seeds]
-        acc = _Sums(len(self.parts), self.K, self.n_bins)
+        acc = _Sums(len(self.parts), self.K)
         for idx in self.chunks[b * BLOCK_CHUNKS : (b + 1) * BLOCK_CHUNKS]:
             parts = [self.parts[i] for i in idx]
             X = np.stack([p.X for p in parts])
@@ -311,7 +373,7 @@ class SamplePlan:
 
     def curves(self, blocks: Iterable[_Sums]) -> Curves:
         """The curves from every block's sums, given in block order."""
-        acc = _Sums(len(self.parts), self.K, self.n_bins)
+        acc = _Sums(len(self.parts), self.K)
         for part in blocks:
             acc.merge(part)
         trials = full_trials(np.array([p.X.shape[0] for p in self.parts]), self.K)
@@ -380,8 +442,7 @@ class SamplePlan:
         for name, v in point.items():
             acc.add(name, v.sum(axis=0))
         acc.aucs.append((idx, point["coverage"].mean(axis=1)))
-        # Time to coverage at k <= n: prefixes of random permutations are uniform k-subsets (the
-        # U-statistic by Monte Carlo); at tau = 1 the exact F; beyond n the law of the future given the data.
+        # Time to coverage at k <= n by random orders (tau < 1) or F (tau = 1); beyond n by the model.
         needs = [math.ceil(tau * m - 1e-9) for tau in TAUS]
         covered = _covered_by_prefixes(X, Y > 0, runs, kn, streams[0])  # (D, runs, kn)
         beyond = _beyond_n(Y, n, m, single, K - n, needs)[1] if K > n else None
@@ -399,8 +460,7 @@ class SamplePlan:
         bins = rarity_ranks(Y / n, m, n_bins)
         by_rarity = np.stack([(per_s * (bins == b)[:, None, :]).sum(axis=2) / m for b in range(n_bins)], 1)
         if K > n:
-            # Beyond n only strategies not yet seen can be found, and they rank rarest: the extrapolated
-            # gain in coverage goes to the last bin, so the rows still sum to the coverage.
+            # Beyond n only unseen strategies are found, and they rank rarest: the gain goes to the last bin.
             cov = point["coverage"]
             by_rarity[:, -1, n:] += cov[:, n:] - by_rarity[:, :, n:].sum(axis=1)
         acc.add("coverage_by_rarity", by_rarity.sum(axis=0))
@@ -435,9 +495,8 @@ class SamplePlan:
         # F (and set-valued novelty's second world) from the model law refitted to its own datasets.
         q = model_law(Y, n, m, single)
         Yb = _draw_counts(q, single, n, model_rng, B)
-        # The coverage sd is the larger of the two models of the unseen strategies: the assemblage
-        # alone is too narrow when many rare ones were missed (C(n) of a Zipf(1.5) law, M = 20,
-        # n = 40 covered 0.90 instead of 0.93).
+        # The coverage sd is the larger of the two models of the unseen strategies (the assemblage
+        # alone covered C(n) of a Zipf(1.5) law, M = 20, n = 40, 0.90 instead of 0.93).
         cov_model = _covered_from_counts(Yb, n, m, K) / m
         reps["coverage"] = _widen(cov, cov_model, axis=1)
         reps["expected_new"] = np.diff(reps["coverage"] * m, axis=2, prepend=0.0)
@@ -448,8 +507,7 @@ class SamplePlan:
             reps["novelty"][sv] = _set_novelty_replicates(
                 X[sv], q[sv], reps["expected_new"][sv], K, B, model_rng, self.ci_level
             )
-        # At k <= the smallest n over all inputs F(k)'s interval is Wilson's (``full_trials``): the
-        # model's replicates there would be discarded, so they hold the point estimate.
+        # At k <= the smallest n F(k)'s interval is Wilson's: there the replicates hold the estimate.
         full = np.broadcast_to(point["full_coverage"][:, None, :kn], (D, B, kn)).copy()
         if kn > k_wilson:
             qb = model_law(Yb, n, m, np.repeat(single[:, None], B, axis=1))
@@ -475,8 +533,8 @@ class SamplePlan:
 class _Sums:
     """Sums over inputs of per-input curves and replicates; each input's AUC in input order."""
 
-    def __init__(self, U: int, K: int, n_bins: int) -> None:
-        self.U, self.K, self.n_bins = U, K, n_bins
+    def __init__(self, U: int, K: int) -> None:
+        self.U = U
         self.arrays: dict[str, np.ndarray] = {}
         self.reps: dict[str, np.ndarray] = {}
         self.survival = {tau_key(t): np.zeros(K) for t in TAUS}
@@ -512,14 +570,7 @@ def _set_novelty_replicates(
     rng: np.random.Generator,
     ci_level: float,
 ) -> np.ndarray:
-    """Set-valued novelty replicates (D, B, K) of D inputs X (D, n, m) with model laws q (D, m).
-
-    Set-valued novelty depends on which strategies come together. Only its sd enters, from
-    NOVELTY_REPLICATES replicates widened by t_{B-1} / z, pooled over two worlds: observed match
-    sets (``_set_datasets``) and independent strategies (``model_law``) (N(n/2), N(n) covered
-    0.91-0.93 / 0.94-0.97 and 0.91-0.98 alone, 0.93-0.98 pooled); the jackknife at i <= n / 2.
-    Both worlds draw only each input's columns of ``_world_columns``.
-    """
+    """Set-valued novelty replicates (D, B, K) of D inputs X (D, n, m) with model laws q (D, m)."""
     D, n, _ = X.shape
     b_nov = min(B, NOVELTY_REPLICATES)
     cols, unseen, qc = _world_columns(X, q)
@@ -530,7 +581,8 @@ def _set_novelty_replicates(
         return est.novelty_samples_many(worlds.reshape(D * b_nov, n, c), K).reshape(D, b_nov, -1)
 
     nov = novelty(_set_datasets(Xc, unseen, rng, b_nov))
-    nov = _pool(nov, novelty(rng.random((D, b_nov, n, c)) < qc[:, None, None, :]))
+    other = novelty(rng.random((D, b_nov, n, c)) < qc[:, None, None, :])
+    nov = _rescale(nov, other, 1, lambda a, b: np.sqrt((a**2 + b**2) / 2))  # the pooled sd
     if b_nov > 1:
         z = normal_quantile(ci_level)
         mean = nov.mean(axis=1, keepdims=True)
@@ -542,15 +594,7 @@ def _set_novelty_replicates(
 def _covered_by_prefixes(
     X: np.ndarray, used: np.ndarray, runs: int, kn: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """Strategies covered (D, runs, kn) by the first 1..kn samples of ``runs`` random orders of each input.
-
-    ``used`` (D, m): the columns each input's samples hold.
-
-    Each input's used columns become bits of 64-bit words, so a run's union is an OR and its size a
-    popcount; the orders are partial Fisher-Yates shuffles (only the first kn positions are drawn,
-    position t's uniforms for every run drawn as one row of a (kn, runs) block, which is the stream of
-    kn draws of ``runs`` uniforms in turn).
-    """
+    """Strategies covered (D, runs, kn) by the first 1..kn samples of ``runs`` random orders of each input."""
     D, n = X.shape[:2]
     pos = np.cumsum(used, axis=1) - 1  # each used column's bit among its input's used columns
     W = max((int(pos[:, -1].max(initial=0)) + 64) // 64, 1)
@@ -583,44 +627,24 @@ def _covered_by_prefixes(
     return out.T.reshape(D, runs, kn)
 
 
-def _widen(reps: np.ndarray, other: np.ndarray, axis: int = 0) -> np.ndarray:
-    """Replicates scaled about their mean over ``axis`` to at least the sd of ``other`` (its own if flat)."""
+def _rescale(reps: np.ndarray, other: np.ndarray, axis: int, target: Any) -> np.ndarray:
+    """Replicates scaled about their mean over ``axis`` to sd ``target(sd, other's sd)`` (flat: other's)."""
     sd, sd_other = reps.std(axis=axis, keepdims=True), other.std(axis=axis, keepdims=True)
-    mean = reps.mean(axis=axis, keepdims=True)
-    scale = np.maximum(1.0, sd_other / np.where(sd > 0, sd, 1.0))
-    out = reps - mean
-    out *= scale
-    out += mean  # mean + (reps - mean) * scale, without temporaries
-    if (sd > 0).all():
-        return out
-    return np.where(sd > 0, out, mean + other - other.mean(axis=axis, keepdims=True))
-
-
-def _pool(reps: np.ndarray, other: np.ndarray) -> np.ndarray:
-    """Replicates (D, B, K) scaled about their mean to the sd pooled with ``other`` (or its deviations)."""
-    sd, sd_other = reps.std(axis=1, keepdims=True), other.std(axis=1, keepdims=True)
-    pooled = np.sqrt((sd**2 + sd_other**2) / 2)
-    mean = reps.mean(axis=1, keepdims=True)
-    scaled = mean + (reps - mean) * (pooled / np.where(sd > 0, sd, 1.0))
-    alt = mean + (other - other.mean(axis=1, keepdims=True)) * (
-        pooled / np.where(sd_other > 0, sd_other, 1.0)
+    want, mean = target(sd, sd_other), reps.mean(axis=axis, keepdims=True)
+    scaled = mean + (reps - mean) * (want / np.where(sd > 0, sd, 1.0))
+    alt = mean + (other - other.mean(axis=axis, keepdims=True)) * (
+        want / np.where(sd_other > 0, sd_other, 1.0)
     )
     return np.where(sd > 0, scaled, alt)
 
 
-def _sd_interval(
-    point: np.ndarray, reps: np.ndarray, z: float, hi_cap: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """The iNEXT interval: point +- z * (bootstrap standard deviation), clipped to [0, hi_cap]."""
-    sd = np.std(reps, axis=0, ddof=1) if len(reps) > 1 else np.zeros(np.shape(point))
-    return np.clip(point - z * sd, 0.0, hi_cap), np.clip(point + z * sd, 0.0, hi_cap)
+def _widen(reps: np.ndarray, other: np.ndarray, axis: int = 0) -> np.ndarray:
+    """Replicates scaled about their mean over ``axis`` to at least the sd of ``other``."""
+    return _rescale(reps, other, axis, np.maximum)
 
 
 def wilson_interval(p: np.ndarray, trials: np.ndarray, z: float) -> tuple[np.ndarray, np.ndarray]:
-    """Wilson score interval of p from ``trials`` Bernoulli trials, Clopper-Pearson at p = 0 and 1.
-
-    (With one trial, as F(n) has, Wilson's 0.79 would miss every F above it.)
-    """
+    """Wilson score interval of p from ``trials`` Bernoulli trials, Clopper-Pearson at p = 0 and 1."""
     p = np.clip(np.asarray(p, dtype=np.float64), 0.0, 1.0)
     t = np.maximum(np.asarray(trials, dtype=np.float64), 1.0)
     den = 1.0 + z * z / t
@@ -635,11 +659,7 @@ def wilson_interval(p: np.ndarray, trials: np.ndarray, z: float) -> tuple[np.nda
 
 
 def full_trials(n: int | np.ndarray, K: int) -> np.ndarray:
-    """Hoeffding's effective trials behind the F(k) U-statistic, floor(n / k) summed over inputs: (K,).
-
-    The U-statistic is at least as concentrated as a mean of floor(n / k) independent indicators
-    (Hoeffding 1963); 0 for k > n (extrapolated). ``n``: samples per input (int or (U,)).
-    """
+    """Hoeffding's effective trials behind F(k), floor(n / k) summed over inputs (0 beyond n): (K,)."""
     ns = np.atleast_1d(np.asarray(n, dtype=np.int64))
     k = np.arange(1, K + 1)
     per = ns[:, None] // k[None, :]
@@ -649,9 +669,14 @@ def full_trials(n: int | np.ndarray, K: int) -> np.ndarray:
 def _set_intervals(c: Curves, reps: Mapping[str, np.ndarray], level: float, trials: np.ndarray) -> None:
     """Set ``*_lo``/``*_hi`` (and ``auc_reps``) from replicates; F(k) Wilson where ``trials`` (K,) >= 1."""
     z = normal_quantile(level)
+
+    def sd_interval(point: np.ndarray, r: np.ndarray, hi_cap: float) -> tuple[np.ndarray, np.ndarray]:
+        sd = np.std(r, axis=0, ddof=1) if len(r) > 1 else np.zeros(np.shape(point))
+        return np.clip(point - z * sd, 0.0, hi_cap), np.clip(point + z * sd, 0.0, hi_cap)
+
     for name, cap in _SD_CAPS.items():
         if name in reps:
-            lo, hi = _sd_interval(getattr(c, name), reps[name], z, cap)
+            lo, hi = sd_interval(getattr(c, name), reps[name], cap)
             setattr(c, f"{name}_lo", lo)
             setattr(c, f"{name}_hi", hi)
     if "full_coverage" in reps:  # percentile interval of uncentred model replicates, holding the estimate
@@ -664,13 +689,10 @@ def _set_intervals(c: Curves, reps: Mapping[str, np.ndarray], level: float, tria
     for prefix in ("", "valid_"):
         if f"{prefix}auc" in reps:
             r = reps[f"{prefix}auc"]
-            lo, hi = _sd_interval(np.asarray(getattr(c, f"{prefix}auc")), r, z, 1.0)
+            lo, hi = sd_interval(np.asarray(getattr(c, f"{prefix}auc")), r, 1.0)
             setattr(c, f"{prefix}auc_reps", r)
             setattr(c, f"{prefix}auc_lo", float(lo))
             setattr(c, f"{prefix}auc_hi", float(hi))
-
-
-# -- the delete-one jackknife of set-valued novelty (its sd at i <= n / 2) ------------------------------
 
 
 def jackknife_novelty_sd(
@@ -678,10 +700,8 @@ def jackknife_novelty_sd(
 ) -> np.ndarray:
     """Set-valued novelty replicates (D, B, min(K, n)) rescaled to the delete-one jackknife sd at i <= n / 2.
 
-    The jackknife sd of each input X[d] (X: (D, n, m)), widened by t_{n-1} / z; beyond n / 2 the
-    pooled bootstrap replicates are kept (there the delete-one spread is mostly noise). Calibration:
-    docs/statistics.md, "The iid baseline from samples". ``rng`` draws signs where the replicates do
-    not vary.
+    The jackknife sd of each input X[d] is widened by t_{n-1} / z; ``rng`` draws signs where the
+    replicates do not vary.
     """
     n = X.shape[1]
     half = min(n // 2, reps.shape[2])
@@ -693,8 +713,7 @@ def jackknife_novelty_sd(
     cols = reps[:, :, :half]
     mean = cols.mean(axis=1, keepdims=True)
     dev = cols - mean
-    # Replicates that do not move at all (rare): random signs, independent across inputs, so the
-    # index-wise mean over inputs stays a mean of independent terms.
+    # Replicates that do not move (rare): random signs, independent across inputs.
     flat = dev.std(axis=1, ddof=1) <= 0
     if flat.any():
         signs = rng.choice([-1.0, 1.0], size=(reps.shape[1], int(flat.sum())))
@@ -707,76 +726,7 @@ def jackknife_novelty_sd(
 
 
 def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
-    """[d, l]: the novelty U-statistic N(1..kmax) of X[d] without sample l, for X (D, n, m), in one pass.
-
-    With s_B = -(-1)^|B| and rho(y, i) = C(n - 1 - y, i - 1) / C(n - 2, i - 1), removing sample l
-    lowers Y_B by d_lB = [A_l meets B]:
-    (n - 1) N_(-l)(i) = sum_(j, B subset A_j) s_B rho(Y_B - d_lB, i) - sum_(B subset A_l) s_B rho(Y_B - 1, i),
-    and rho(Y_B - d) = rho(Y_B) - d (rho(Y_B) - rho(Y_B - 1)) makes the first sum one total minus a
-    (samples x subsets) product.
-    """
-    D, n, _ = X.shape
-    masks, bits = used_masks(X)
-    inverse, first = pair_ids(
-        np.repeat(np.arange(D), n), masks.ravel()
-    )  # each sample's distinct (input, set)
-    d_of, sets, mult = first // n, masks.ravel()[first], np.bincount(inverse)
-    lf = est.log_factorial(n)
-    i1 = np.arange(kmax)
-    left = np.maximum(n - 1 - np.arange(n + 1), 0)  # samples not meeting B, y = 0..n
-    rho = np.exp(est._log_binom_ratio(left[:, None], n - 2, i1[None, :], lf))
-    rho[n] = 0.0  # Y_B = n: then every sample meets B and the value cancels exactly
-    groups = list(nonempty_subsets(sets, bits))  # an empty match set brings nothing new
-    if not groups:
-        return np.zeros((D, n, kmax))
-    S, width = sets.size, n + 1
-    # Integer coefficients times tables indexed by y = Y_B: the total sum_B w_B rho(Y_B), each sample's
-    # own terms, and sum_B [A_l meets B] w_B (rho(Y_B) - rho(Y_B - 1)) by inclusion-exclusion over
-    # T subset of A_l of c(T, y) = sum of w_B over B containing T with Y_B = y (linear in n).
-    total, own = np.zeros(D * width), np.zeros(S * width)
-    pair_d, pair_t, pair_y, pair_w, ask_set, ask_t, ask_sign = [], [], [], [], [], [], []
-    for (g, sub, sign), Y in zip(groups, meet_counts(d_of, mult, groups), strict=True):
-        w = mult[g][:, None] * sign[None, :]  # every sample j holding the set carries the term
-        total += np.bincount((d_of[g][:, None] * width + Y).ravel(), weights=w.ravel(), minlength=D * width)
-        rows = np.repeat(g, sign.size) * width + (Y - 1).ravel()
-        own += np.bincount(rows, weights=np.tile(sign, g.size), minlength=S * width)
-        q, t = _pairs(sub.shape[1])
-        pair_d.append(np.repeat(d_of[g], q.size))
-        pair_t.append(sub[:, t].ravel())
-        pair_y.append(Y[:, q].ravel())
-        pair_w.append(w[:, q].ravel())
-        ask_set.append(np.repeat(g, sign.size))
-        ask_t.append(sub.ravel())
-        ask_sign.append(np.tile(sign, g.size))
-    y, w = np.concatenate(pair_y), np.concatenate(pair_w)
-    q_set, q_sign = np.concatenate(ask_set), np.concatenate(ask_sign)
-    # T within its input: one id per distinct (input, T), shared by the pairs and the queries.
-    tids = pair_ids(np.concatenate([*pair_d, d_of[q_set]]), np.concatenate([*pair_t, *ask_t]))[0]
-    tid, q_tid = tids[: y.size], tids[y.size :]
-    keys, kinv = np.unique(tid * width + y, return_inverse=True)
-    c = np.bincount(kinv.reshape(-1), weights=w)  # c(T, y) per distinct (T, y), sorted by T then y
-    c_tid = keys // width
-    lo = np.searchsorted(c_tid, np.arange(tids.max() + 1), side="left")
-    hi = np.searchsorted(c_tid, np.arange(tids.max() + 1), side="right")
-    size = hi[q_tid] - lo[q_tid]
-    which = np.repeat(np.arange(q_tid.size), size)
-    idx = lo[q_tid][which] + (np.arange(which.size) - np.repeat(np.cumsum(size) - size, size))
-    meet = np.bincount(
-        q_set[which] * width + keys[idx] % width, weights=q_sign[which] * c[idx], minlength=S * width
-    ).reshape(S, width)
-    step = np.zeros((width, kmax))
-    step[1:] = rho[1:] - rho[:-1]  # rho(y) - rho(y - 1)
-    own_rho = own.reshape(S, width) @ rho
-    out = (
-        (total.reshape(D, width) @ rho)[np.repeat(np.arange(D), n)]
-        - (meet @ step)[inverse]
-        - own_rho[inverse]
-    )
-    return out.reshape(D, n, kmax) / (n - 1)
-
-
-def _pairs(P: int) -> tuple[np.ndarray, np.ndarray]:
-    """(q, t) column pairs of a set's subsets (columns 0..P-1 are patterns 1..P) with pattern t inside q."""
-    pat = np.arange(1, P + 1)
-    q, t = np.nonzero((pat[None, :] & ~pat[:, None]) == 0)  # t's bits within q's
-    return q, t
+    """[d, l]: the novelty U-statistic N(1..kmax) of X[d] without sample l, for X (D, n, m)."""
+    D, n, m = X.shape
+    keep = np.nonzero(~np.eye(n, dtype=bool))[1].reshape(n, n - 1)
+    return est.novelty_samples_many(X[:, keep].reshape(D * n, n - 1, m), kmax).reshape(D, n, -1)

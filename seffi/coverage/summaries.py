@@ -20,24 +20,18 @@ from pydantic import (
 from seffi._convert import finite
 from seffi.coverage.resampling import percentile_interval
 
-__all__ = [
-    "GAIN_HELD_SHARE",
-    "GAIN_ROOM_THRESHOLD",
-    "MAX_BUDGET",
-    "UNBOUNDED_NOTE",
-    "FloatList",
-    "Gain",
-    "TimeToCoverage",
-    "check_unit",
-    "gain_fragility",
-    "inputs_holding",
-    "survival_summary",
-]
-
 #: Largest budget K a result may hold (a plot or table allocates per k).
 MAX_BUDGET = 10_000_000
-#: Rounding slack for values that are probabilities (means of fractions may land a few ulps past 1).
-_EPS = 1e-9
+#: Smallest room AUC_oracle − AUC_iid at which a gain is read without a flag. At 0.05, a policy AUC
+#: 0.01 above iid (about one more strategy found in one of 20 runs of M = 4, K = 8) reads as 0.2.
+GAIN_ROOM_THRESHOLD = 0.05
+#: Smallest share of the inputs that must hold the room for a gain to be read without a flag.
+GAIN_HELD_SHARE = 0.25
+#: The reason's note of a gain whose interval is unbounded (`Gain.unbounded`).
+UNBOUNDED_NOTE = (
+    "interval unbounded: over these inputs the room AUC_oracle − AUC_iid is not clearly above 0, so the "
+    "gain could be arbitrarily large or small (Fieller)"
+)
 
 
 def _plain_floats(value: Any) -> Any:
@@ -45,18 +39,15 @@ def _plain_floats(value: Any) -> Any:
     return [finite(x) for x in value.astype(np.float64).tolist()] if isinstance(value, np.ndarray) else value
 
 
-#: Per-k values; None marks a value that is undefined at that k (e.g. no run reached k samples).
-#: NumPy arrays are accepted (NaN -> None); a NaN inside a plain list is refused.
+#: Per-k values; None marks a value undefined at that k. Arrays are accepted (NaN -> None); a NaN
+#: inside a plain list is refused.
 FloatList = Annotated[list[float | None], BeforeValidator(_plain_floats)]
 
 
 def check_unit(name: str, values: Sequence[Any] | float | None) -> None:
-    """Raise ValueError unless every value (None skipped) is a probability in [0, 1]."""
-    if values is None:
-        return
-    items = values if isinstance(values, Sequence) else [values]
-    for v in items:
-        if v is not None and not -_EPS <= v <= 1.0 + _EPS:
+    """Raise ValueError unless every value (None skipped) is a probability in [0, 1] (up to rounding)."""
+    for v in [] if values is None else values if isinstance(values, Sequence) else [values]:
+        if v is not None and not -1e-9 <= v <= 1.0 + 1e-9:
             raise ValueError(f"{name} must lie in [0, 1], got {v}")
 
 
@@ -69,25 +60,14 @@ def survival_summary(survival: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     s = np.asarray(survival, dtype=np.float64)
     K = s.shape[-1]
     reached = s <= 0.5 + 1e-12
-    first = np.argmax(reached, axis=-1)
-    median = np.where(reached.any(axis=-1), first + 1.0, np.nan)
-    restricted_mean = 1.0 + s[..., : K - 1].sum(axis=-1)
-    return median, restricted_mean, s[..., K - 1].copy()
-
-
-#: Smallest room AUC_oracle − AUC_iid at which a gain is read without a flag. At 0.05, a policy AUC
-#: 0.01 above iid (about one more strategy found in one of 20 runs of M = 4, K = 8) reads as 0.2.
-GAIN_ROOM_THRESHOLD = 0.05
-#: Smallest share of the inputs that must hold the room for a gain to be read without a flag: below
-#: it, a few inputs decide the gain and its interval rests on their few degrees of freedom.
-GAIN_HELD_SHARE = 0.25
+    median = np.where(reached.any(axis=-1), np.argmax(reached, axis=-1) + 1.0, np.nan)
+    return median, 1.0 + s[..., : K - 1].sum(axis=-1), s[..., K - 1].copy()
 
 
 def inputs_holding(rooms: Any) -> float | None:
-    """How many inputs hold the room: (Σ r)² / Σ r² of the per-input rooms r = max(o − i, 0).
+    """How many inputs hold the room: (Σ r)² / Σ r² of the per-input rooms r = max(o − i, 0) (None: no room).
 
-    Every input holding an equal room counts fully (U of U); a room held by 3 of 16 inputs counts
-    3; None when no input has room.
+    Every input holding an equal room counts fully (U of U); a room held by 3 of 16 inputs counts 3.
     """
     r = np.clip(np.asarray(rooms, dtype=np.float64), 0.0, None)
     sq = float((r * r).sum())
@@ -97,14 +77,9 @@ def inputs_holding(rooms: Any) -> float | None:
 def gain_fragility(room: float | None, held_by: float | None, n_inputs: int | None) -> str | None:
     """Why a gain with this room is fragile (None when it is not): the one place the rule lives.
 
-    A gain is fragile when the room AUC_oracle − AUC_iid is below `GAIN_ROOM_THRESHOLD` (a small AUC
-    difference, noise included, becomes a large gain) or when fewer than `GAIN_HELD_SHARE` of the
-    inputs hold it (a few inputs decide the gain and its interval).
-
-    Args:
-        room: AUC_oracle − AUC_iid over the gain's inputs (None: unknown, not flagged).
-        held_by: `inputs_holding` of the per-input rooms (None: unknown).
-        n_inputs: The gain's inputs.
+    Fragile: the room AUC_oracle − AUC_iid is below `GAIN_ROOM_THRESHOLD` (small AUC differences,
+    noise included, become large gains), or fewer than `GAIN_HELD_SHARE` of the ``n_inputs`` inputs
+    hold it (``held_by``, `inputs_holding`). None arguments are not flagged.
     """
     notes = []
     if room is not None and room < GAIN_ROOM_THRESHOLD:
@@ -120,22 +95,14 @@ def gain_fragility(room: float | None, held_by: float | None, n_inputs: int | No
     return "fragile gain: " + "; ".join(notes) if notes else None
 
 
-#: The reason's note of a gain whose interval is unbounded (`Gain.unbounded`).
-UNBOUNDED_NOTE = (
-    "interval unbounded: over these inputs the room AUC_oracle − AUC_iid is not clearly above 0, so the "
-    "gain could be arbitrarily large or small (Fieller)"
-)
-
-
 class Gain(BaseModel):
     """Gain(K) = (AUC - AUC_iid) / (AUC_oracle - AUC_iid) with an interval, or why it is undefined.
 
-    ``reason``: why ``value`` is None, or a caveat about the interval (a fragile gain's caveat
-    first). The gain may exceed 1 when traces match several strategies at once.
+    The gain may exceed 1 when traces match several strategies at once.
 
     Attributes:
         value, lo, hi: The gain and its interval (lo/hi None: no interval, or an unbounded one).
-        reason: Why the value is undefined, or caveats.
+        reason: Why the value is undefined, or caveats (a fragile gain's first).
         room: AUC_oracle − AUC_iid over the gain's inputs (None when unknown).
         held_by: How many inputs hold the room (`inputs_holding`; None when unknown).
         n_inputs: The inputs the gain is over (None when unknown).
@@ -173,7 +140,7 @@ class Gain(BaseModel):
         return self.fragility is not None
 
     def flagged(self) -> Gain:
-        """This gain with its fragility note (`fragility`) first in ``reason``; itself when not fragile."""
+        """This gain with its fragility note first in ``reason``; itself when not fragile."""
         note = self.fragility
         if note is None or note in (self.reason or ""):
             return self
@@ -186,16 +153,20 @@ class Gain(BaseModel):
 
 #: Fields of `TimeToCoverage` written only when set (report.json keeps its six keys).
 _SPARSE = (
-    "survival_lo",
-    "survival_hi",
-    "median_lo",
-    "median_hi",
-    "restricted_mean_lo",
-    "restricted_mean_hi",
-    "fraction_censored_lo",
-    "fraction_censored_hi",
+    *(
+        f"{n}_{b}"
+        for n in ("survival", "median", "restricted_mean", "fraction_censored")
+        for b in ("lo", "hi")
+    ),
     "mean",
 )
+
+
+def _alias(name: str) -> Any:
+    """A field that also reads its earlier name (``censored`` for ``fraction_censored``)."""
+    return Field(
+        default=None, validation_alias=AliasChoices(name, name.replace("fraction_censored", "censored"))
+    )
 
 
 class TimeToCoverage(BaseModel):
@@ -212,16 +183,13 @@ class TimeToCoverage(BaseModel):
         *_lo, *_hi: bootstrap interval bounds (None for exact baselines or when undefined).
     """
 
-    # Not frozen: a baseline averaged over inputs sets its survival band after construction;
-    # assignments are validated like construction (arrays become lists).
+    # Not frozen: a baseline averaged over inputs sets its survival band after construction.
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, validate_assignment=True)
 
     tau: float
     median: float | None = None
     restricted_mean: float | None = None
-    fraction_censored: float | None = Field(
-        default=None, validation_alias=AliasChoices("fraction_censored", "censored")
-    )
+    fraction_censored: float | None = _alias("fraction_censored")
     survival: FloatList | None = None
     values: list[int | None] | None = None
     survival_lo: FloatList | None = None
@@ -230,12 +198,8 @@ class TimeToCoverage(BaseModel):
     median_hi: float | None = None
     restricted_mean_lo: float | None = None
     restricted_mean_hi: float | None = None
-    fraction_censored_lo: float | None = Field(
-        default=None, validation_alias=AliasChoices("fraction_censored_lo", "censored_lo")
-    )
-    fraction_censored_hi: float | None = Field(
-        default=None, validation_alias=AliasChoices("fraction_censored_hi", "censored_hi")
-    )
+    fraction_censored_lo: float | None = _alias("fraction_censored_lo")
+    fraction_censored_hi: float | None = _alias("fraction_censored_hi")
     mean: float | None = None
 
     @field_validator("tau")
@@ -295,8 +259,7 @@ class TimeToCoverage(BaseModel):
             kw["survival_lo"], kw["survival_hi"] = lo[:-2], hi[:-2]
             kw["restricted_mean_lo"], kw["restricted_mean_hi"] = float(lo[-2]), float(hi[-2])
             kw["fraction_censored_lo"], kw["fraction_censored_hi"] = float(lo[-1]), float(hi[-1])
-            # A replicate whose median is censored counts as +inf, so the interval is honest about it.
-            # Medians are integers: take order statistics instead of interpolating between them.
+            # A censored replicate median counts as +inf; medians are integers: order statistics.
             lo, hi = percentile_interval(
                 np.where(np.isnan(rmed), np.inf, rmed), level, "nearest", skip_nan=False
             )

@@ -36,7 +36,7 @@ def full_coverage_by_loops(X: np.ndarray, m: int, K: int) -> np.ndarray:
     if m > X.shape[1] or not X[:, :m].any(axis=0).all():
         return np.zeros(ks.size)
     if X[:, :m].sum(axis=1).max() <= 1:
-        return est.full_coverage_samples(X, m, K)  # single-label DP, unchanged
+        return est.full_coverage_samples_many(X[None], m, K)[0]  # single-label DP, unchanged
     masks = (X[:, :m].astype(np.int64) << np.arange(m, dtype=np.int64)).sum(axis=1)
     disjoint, sign = est._subset_table(masks, np.ones(n), m)
     y_b = n - np.rint(disjoint).astype(np.int64)

@@ -232,9 +232,11 @@ def test_batched_set_valued_estimators_equal_the_reference() -> None:
         full = est.full_coverage_samples_many(X, m, K)
         for d in range(D):
             np.testing.assert_allclose(nov[d], novelty_by_loops(X[d], K), rtol=0, atol=1e-12)
-            np.testing.assert_allclose(est.novelty_samples(X[d], K), nov[d], rtol=0, atol=1e-12)
+            np.testing.assert_allclose(est.novelty_samples_many(X[d][None], K)[0], nov[d], rtol=0, atol=1e-12)
             np.testing.assert_allclose(full[d], full_coverage_by_loops(X[d], m, K), rtol=0, atol=1e-12)
-            np.testing.assert_allclose(est.full_coverage_samples(X[d], m, K), full[d], rtol=0, atol=1e-12)
+            np.testing.assert_allclose(
+                est.full_coverage_samples_many(X[d][None], m, K)[0], full[d], rtol=0, atol=1e-12
+            )
 
 
 def _reference_loops(monkeypatch) -> None:

@@ -42,8 +42,8 @@ def test_rarefaction_novelty_full_match_brute_force(set_valued: bool) -> None:
     X[1, 0] = X[2, 1] = X[3, 2] = X[4, 3] = True  # every strategy seen, so F > 0 somewhere
     cov, full, nov = _brute(X, m, K=n)
     np.testing.assert_allclose(est.rarefaction(X, n), cov, atol=1e-12)
-    np.testing.assert_allclose(est.full_coverage_samples(X, m, n), full, atol=1e-12)
-    np.testing.assert_allclose(est.novelty_samples(X, n), nov, atol=1e-12)
+    np.testing.assert_allclose(est.full_coverage_samples_many(X[None], m, n)[0], full, atol=1e-12)
+    np.testing.assert_allclose(est.novelty_samples_many(X[None], n)[0], nov, atol=1e-12)
 
 
 def test_estimator_unbiased_where_plugin_is_not() -> None:
@@ -126,11 +126,11 @@ def test_chao_extrapolation_formula_and_cap() -> None:
     for t, s in enumerate([0, 0, 0, 1, 1, 2, 3, 0, 1, 0]):
         X[t, s] = True
     # f1 = 2 (strategies 2, 3), f2 = 0 -> f0 = (9/10) * 2 * 1 / 2 = 0.9
-    ext = est.chao_extrapolation(X, 13, m=6)
+    ext = est.chao_extrapolation_counts(X.sum(axis=0), 10, 13, m=6)
     f0 = 0.9
     expect = 4 + f0 * (1 - (1 - 2 / (10 * f0 + 2)) ** np.arange(1, 4))
     np.testing.assert_allclose(ext, expect)
-    capped = est.chao_extrapolation(X, 13, m=4)  # S_obs = M: nothing left to find
+    capped = est.chao_extrapolation_counts(X.sum(axis=0), 10, 13, m=4)  # S_obs = M: nothing left to find
     np.testing.assert_allclose(capped, 4.0)
 
 

@@ -66,14 +66,14 @@ def test_set_valued_novelty_interval_the_same_at_any_declared_m() -> None:
     rng = np.random.default_rng(21)
     n, K = 16, 8
     X = np.tile(rng.random((n // 2, 10)) < 0.4 / np.arange(1, 11) ** 0.5, (2, 1))  # no singletons
-    jack = np.array([est.novelty_samples(np.delete(X, drop, axis=0), K) for drop in range(n)])
+    jack = np.array([est.novelty_samples_many(np.delete(X, drop, axis=0)[None], K)[0] for drop in range(n)])
     sd = np.sqrt((n - 1) / n * ((jack - jack.mean(axis=0)) ** 2).sum(axis=0))
     for M in (10, 63, 200, 1000):
         cols = [f"s{j}" for j in range(M)]
         samples = [[cols[j] for j in np.flatnonzero(r)] for r in X]
         c = IidBaseline.from_samples(samples, strategies=cols).curves(2 * n, n_boot=50, seed=3)
         half = np.arange(n // 2)
-        assert np.allclose(c.novelty[:n], est.novelty_samples(X, n), atol=1e-12)
+        assert np.allclose(c.novelty[:n], est.novelty_samples_many(X[None], n)[0], atol=1e-12)
         inside = (c.novelty_lo[half] > 0) & (c.novelty_hi[half] < 1)
         np.testing.assert_allclose(
             (c.novelty_hi - c.novelty_lo)[half][inside],
@@ -127,7 +127,7 @@ def test_set_valued_full_coverage_beyond_20_strategies_within_its_stated_error()
     rng = np.random.default_rng(8)
     X = rng.random((n, m)) < 0.3
     X[np.arange(m) % n, np.arange(m)] = True  # every strategy seen
-    got = est.full_coverage_samples(X, m, n)
+    got = est.full_coverage_samples_many(X[None], m, n)[0]
     for k in range(1, n + 1):
         want = np.mean([X[list(s)].any(axis=0).all() for s in itertools.combinations(range(n), k)])
         assert abs(got[k - 1] - want) <= 4 * max(math.sqrt(want * (1 - want) / est.PERMUTATIONS), 1e-12)

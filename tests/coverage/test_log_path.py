@@ -15,7 +15,6 @@ from seffi.coverage import CoverageTracker
 from seffi.coverage import sums as sums_mod
 from seffi.coverage.assign import RunAssigner
 from seffi.coverage.curves import TAUS
-from seffi.coverage.resampling import mean_score_interval, mean_score_intervals
 from seffi.coverage.sums import BASE_STATS, N_STATS, GroupTotals, sums_from_runs
 from seffi.coverage.sums_curves import point_from_totals
 from seffi.episodes import EpisodeBatch
@@ -79,32 +78,6 @@ def test_sums_from_runs_match_per_run_statistics_by_hand(monkeypatch: pytest.Mon
                 np.testing.assert_array_equal(got.squares(j), w[:, :, j], err_msg=f"sq {j}")
             continue
         np.testing.assert_array_equal(got.full() if name == "sums" else getattr(got, name), w, err_msg=name)
-
-
-def test_mean_score_intervals_equal_one_interval_per_block() -> None:
-    """A snapshot's score intervals in one pass equal the separate calls.
-
-    The blocks mix curves with and without the 0/1-run floor, single AUCs, two strata, and columns
-    with a few effective events (the Poisson bound on both sides).
-    """
-    rng = np.random.default_rng(3)
-    U, K = 10, 6
-    strata = np.array([0] * 6 + [1] * 4)
-    runs = rng.integers(2, 6, U)
-    curve = rng.random((U, K)) * (rng.random((U, K)) < 0.4)
-    curve[:, 0] = 0.0
-    curve[0, 1] = 0.05  # one small event: the lower bound goes to the Poisson one
-    share = rng.integers(0, 3, (U, K)) / 4.0
-    share[:, 2] = 1.0
-    share[3, 3] = 0.75  # nearly all: the upper bound
-    blocks = [(curve, None), (share, runs), (curve.mean(axis=1), None), (share.mean(axis=1), runs)]
-    together = mean_score_intervals(blocks, 0.9, strata=strata)
-    for (values, r), (lo, hi) in zip(blocks, together, strict=True):
-        want_lo, want_hi = mean_score_interval(values, 0.9, strata=strata, runs=r)
-        assert lo.shape == want_lo.shape == np.shape(values)[1:]
-        np.testing.assert_allclose(lo, want_lo, rtol=0, atol=1e-15)
-        np.testing.assert_allclose(hi, want_hi, rtol=0, atol=1e-15)
-    assert together[0][0][0] == 0.0 and together[1][1][2] == pytest.approx(1.0)  # all 0, all 1
 
 
 def test_point_estimates_are_reused_until_a_run_completes_and_follow_loads() -> None:

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from seffi.coverage import IidBaseline, OracleBaseline
-from seffi.coverage.extrapolate import _beyond_n
-from seffi.coverage.samples import full_trials, model_law, wilson_interval
+from seffi.coverage.samples import _beyond_n, full_trials, model_law, wilson_interval
 from seffi.report import keys
 from seffi.report.schema import Comparison, CurveSet, Report
 
@@ -160,26 +159,6 @@ def test_set_valued_from_samples_flat_law_reaches_full_coverage_at_n() -> None:
     assert c.full_coverage[n - 1] == 1.0 and c.full_coverage_lo[n - 1] < 0.1  # F(n): one trial
 
 
-def test_delete_one_novelty_equals_recomputing_without_each_sample() -> None:
-    """The one-pass delete-one novelty U-statistics behind the jackknife sd equal
-    ``novelty_samples_many`` on the n datasets without one sample each (empty and repeated match
-    sets included), for three inputs using different columns in one call."""
-    from seffi.coverage import estimators as est
-    from seffi.coverage.samples import delete_one_novelty
-
-    rng = np.random.default_rng(13)
-    for n, m, dens in ((12, 6, 0.3), (30, 10, 0.2), (5, 3, 0.6), (8, 4, 0.05)):
-        X = rng.random((3, n, m)) < dens
-        X[:, 1] = X[:, 0]  # a repeated match set
-        X[1, :, 0] = False  # the inputs use different columns
-        keep = np.nonzero(~np.eye(n, dtype=bool))[1].reshape(n, n - 1)
-        got = delete_one_novelty(X, n - 1)
-        for d in range(3):
-            want = est.novelty_samples_many(X[d][keep], n - 1)
-            np.testing.assert_allclose(got[d], want, atol=1e-12)
-        assert delete_one_novelty(X, 2).shape == (3, n, 2)
-
-
 def _set6_novelty_intervals(
     D: int, n: int = 12, k: int = 6
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
@@ -227,7 +206,7 @@ def test_jackknife_sd_replaces_the_spread_at_low_degree_only() -> None:
     jack = delete_one_novelty(X[None], n // 2)[0]
     want = np.sqrt((n - 1) / n * ((jack - jack.mean(0)) ** 2).sum(0))
     want *= t_quantile(0.95, n - 1) / normal_quantile(0.95)
-    base = np.tile(est.novelty_samples(X, n), (40, 1))
+    base = np.tile(est.novelty_samples_many(X[None], n)[0], (40, 1))
     base[:, 3:] += rng.normal(0.0, 0.01, size=(40, n - 3))  # columns 1-3 do not move at all
     out = jackknife_novelty_sd(X[None], base[None], 0.95, np.random.default_rng(0))[0]
     np.testing.assert_allclose(out[:, : n // 2].std(axis=0, ddof=1), want, rtol=1e-9)

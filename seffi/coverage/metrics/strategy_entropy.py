@@ -1,14 +1,9 @@
 """Strategy entropy: how many strategies a policy effectively spreads its samples over, per input.
 
-The approach-level counterpart of the token entropy RL trainers log: for each input, the Shannon
-entropy H of the distribution of matched strategies over its recorded samples (a sample that
-matches several strategies counts once for each), reported as the effective number of strategies
-exp(H) — 1 for a policy that always follows one strategy, M for one that spreads evenly over M.
-The plug-in entropy is biased low at small sample sizes; the Miller–Madow correction adds
-(m - 1) / (2 N), m the strategies observed and N the observations of the input (Miller 1955). The
-figure is the mean of exp(H) over inputs with at least one match, with a t interval over inputs
-(stratified by task); the iid figure beside it is exp(H) of the base sampler's own law of matched
-strategies (exact, no sampling) over the same inputs.
+exp(H) of each input's distribution of matched strategies (a sample counts once per strategy it
+matches), Miller–Madow corrected: 1 for a policy that always follows one strategy, M for one that
+spreads evenly over M. The figure is its mean over inputs with a match, with a t interval over
+inputs (stratified by task), beside the same figure of the base sampler's exact law.
 """
 
 from __future__ import annotations
@@ -22,18 +17,11 @@ from seffi.coverage.input_metrics import Estimate, InputMetric
 from seffi.coverage.resampling import stratified_mean_variance, t_quantile
 from seffi.coverage.room import grow
 
-__all__ = ["StrategyEntropy", "effective_strategies"]
-
 
 def effective_strategies(counts: np.ndarray, *, corrected: bool = True) -> np.ndarray:
-    """exp(H) of each row of strategy counts, Miller–Madow corrected unless ``corrected`` is False.
+    """exp(H) (U,) of each row of strategy counts (U, C) (rows sum > 0), Miller–Madow corrected.
 
-    Args:
-        counts: int array, shape (U, C): observations of each strategy per input; rows sum > 0.
-        corrected: add the Miller–Madow term (m - 1) / (2 N) to each row's entropy.
-
-    Returns:
-        float array, shape (U,).
+    ``corrected`` adds (m - 1) / (2 N) to H: m strategies observed, N observations (Miller 1955).
     """
     counts = np.asarray(counts, dtype=np.float64)
     n = counts.sum(axis=1, keepdims=True)
@@ -48,9 +36,8 @@ def effective_strategies(counts: np.ndarray, *, corrected: bool = True) -> np.nd
 class StrategyEntropy(InputMetric):
     """Effective number of strategies per input (exp of the Miller–Madow entropy), mean over inputs.
 
-    Per-input values are recomputed only for the inputs a batch touched, and each input's iid
-    figure is computed once: a log costs O(inputs) in numpy, not O(inputs x strategies), and its
-    temporary memory about two floats per input.
+    Per-input values are recomputed only for the inputs a batch touched and each iid figure once:
+    a log costs O(inputs), not O(inputs x strategies).
     """
 
     name = "strategy_entropy"
@@ -58,8 +45,7 @@ class StrategyEntropy(InputMetric):
 
     def setup(self) -> None:
         self.add_state("counts", per_strategy=True, merge="sum")
-        # Derived, not state: exp(H) per input code (room beyond: NaN), the codes updated since, iid
-        # figures by code.
+        # Derived, not state: exp(H) per input code, the codes updated since, iid figures by code.
         self._cache: np.ndarray | None = None
         self._cached_cols = -1
         self._stale: list[np.ndarray] = []
