@@ -143,10 +143,7 @@ def _warm_up() -> None:
 
 
 def _main(argv: list[str]) -> int:
-    """The child: on a line from stdin, draw the plots of ``argv[0]/report.json``; print ``{name: file}``.
-
-    ``argv``: the private folder and the parent's process id.
-    """
+    """The child: on a line from stdin, draw the plots of ``argv[0]/report.json``; print ``{name: file}``."""
     folder = argv[0]
     _warm_up()
     parent = int(argv[1])  # not os.getppid() here: the parent may have died while this one started

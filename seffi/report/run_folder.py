@@ -76,11 +76,7 @@ TRAINING = "training"
 
 
 def _claim(path: Path, kind: str) -> tuple[int | None, str] | None:
-    """Create the lock of ``path`` for this process; the (pid, kind) of a dead process's lock taken over.
-
-    Raises:
-        SeffiError: A live process holds the lock, or the folder cannot be written.
-    """
+    """Create the lock of ``path`` for this process; the (pid, kind) of a dead process's lock taken over."""
     lock = Path(path) / LOCK_FILE
     taken = None
     for _ in range(2):
