@@ -16,9 +16,8 @@ from seffi._io import append_line, drop_partial_line, read_jsonl, write_atomic
 from seffi.errors import SeffiError
 from seffi.report import keys
 from seffi.report.caveats import console_lines, summary_notes
-from seffi.report.files import dumps_report, load_report, write_report
+from seffi.report.files import PlotRenderer, dumps_report, load_report, write_report
 from seffi.report.plots import save_coverage
-from seffi.report.render import PlotRenderer
 from seffi.report.run_folder import (
     claim_run_folder,
     fresh_out_dir,
