@@ -321,8 +321,6 @@ def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
     return path
 
 
-# -- strategy barcodes ----------------------------------------------------------------------------------
-
 # An id a reader can use as a row label: short, and not a hash (8+ hex digits).
 _READABLE_ID = re.compile(r"^(?![0-9a-f]{8,}$).{1,8}$", re.IGNORECASE)
 
@@ -432,9 +430,6 @@ def plot_barcodes(comparison: Comparison) -> Figure | None:
     return finish(fig)
 
 
-# -- common vs rare strategies ----------------------------------------------------------------------------
-
-
 def rarity_panels(comparison: Comparison) -> dict[str, Any] | None:
     """The numbers behind `plot_coverage_by_rarity`.
 
@@ -538,8 +533,6 @@ def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
     suptitle(fig, title(comparison, "coverage of common vs rare strategies"))
     return finish(fig)
 
-
-# -- several results ---------------------------------------------------------------------------------------
 
 _EVAL_LABEL = re.compile(r"^(?P<base>.+)@(?P<step>\d+)$")
 #: Markers that tell a run's policies apart (its first policy has none), the colour being the run's.
@@ -751,8 +744,6 @@ def plot_gain_vs_step(comparison: Comparison) -> Figure | None:
     suptitle(fig, title(comparison, f"gain over training ({len(series)} evaluations)"))
     return finish(fig)
 
-
-# -- the main figures ------------------------------------------------------------------------------------
 
 ORACLE_NOTE = (
     "note: the oracle is not a pointwise upper bound; a sampler whose traces match several strategies "

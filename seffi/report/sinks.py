@@ -370,16 +370,11 @@ class MultiSink:
         self._each("checkpoint", report, tracker_state)
 
 
-class NullSink:
+class NullSink(MultiSink):
     """Drops everything: the sink of a worker's tracker replica (RLlib env runner, non-main TRL process)."""
 
-    def log(self, data: Mapping[str, Any], step: int) -> None: ...
-
-    def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None: ...
-
-    def finish(
-        self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None
-    ) -> None: ...
+    def __init__(self) -> None:
+        super().__init__([])
 
 
 class ForwardingSink:
