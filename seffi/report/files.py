@@ -24,15 +24,7 @@ from seffi._io import write_atomic
 from seffi.errors import SeffiError
 from seffi.report import plots
 from seffi.report.markdown import render_markdown
-from seffi.report.plots import (
-    DPI,
-    PLOTS_DIR,
-    PLOTTED_COMPARISONS,
-    check_format,
-    figure_safe,
-    remember_coverage,
-    render_report_plots,
-)
+from seffi.report.plots import DPI, check_format, render_report_plots
 from seffi.report.run_folder import refuse_links
 from seffi.report.safe_load import load_json_file
 from seffi.report.schema import SCHEMA_VERSION, Report
@@ -69,8 +61,7 @@ def write_report(
     """Write report.json, the plots (``format``, ``dpi``) and report.md into ``out_dir`` (created if needed).
 
     ``report_json=False`` re-renders plots and report.md from a report already on disk and never
-    touches its only copy; a ``renderer`` (`PlotRenderer`) draws the plots in a
-    child process.
+    touches its only copy; a ``renderer`` (`PlotRenderer`) draws the plots in a child process.
 
     Returns:
         ``{name: path}`` of every file written (a plot is named like ``"<slug>/coverage"``).
@@ -182,10 +173,11 @@ class PlotRenderer:
         if self._submitted is None:
             self.submit(report_json)
         drawn = self._drawn() if self._submitted == report_json else None
-        if drawn is None or len(report.comparisons) > PLOTTED_COMPARISONS:  # its warning is this process's
+        # Too many comparisons: their warning is this process's.
+        if drawn is None or len(report.comparisons) > plots.PLOTTED_COMPARISONS:
             self.close()
             return render_report_plots(report, out_dir)
-        out = Path(out_dir) / PLOTS_DIR
+        out = Path(out_dir) / plots.PLOTS_DIR
         out.mkdir(parents=True, exist_ok=True)
         files = {}
         for name, file in drawn.items():
@@ -199,7 +191,7 @@ class PlotRenderer:
             slug = report.slugs()[0]
             cover = files.get(f"{slug}/coverage")
             if cover is not None:
-                remember_coverage(figure_safe(report.comparisons[0]), cover)
+                plots.remember_coverage(plots.figure_safe(report.comparisons[0]), cover)
         return files
 
     def _drawn(self) -> dict[str, str] | None:

@@ -105,9 +105,7 @@ def claim_run_folder(path: Path, *, kind: str = TRAINING) -> Path:
     taken = _claim(path, kind)
     if taken is not None:
         warnings.warn(
-            f"taking over the lock of pid {taken[0]}, which no longer runs, in {path}",
-            UserWarning,
-            stacklevel=3,
+            f"taking over the lock of pid {taken[0]}, which no longer runs, in {path}", stacklevel=3
         )
     remove_leftovers(Path(path))
     return Path(path)
@@ -210,9 +208,7 @@ def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = 
         rerun = killed[1] == COMMAND and earlier
         what = f"; replacing what it left unfinished ({_names(earlier)})" if rerun else ""
         warnings.warn(
-            f"taking over the lock of pid {killed[0]}, which no longer runs, in {path}{what}",
-            UserWarning,
-            stacklevel=2,
+            f"taking over the lock of pid {killed[0]}, which no longer runs, in {path}{what}", stacklevel=2
         )
         overwrite = overwrite or bool(rerun)
     if earlier and not overwrite:
@@ -247,7 +243,7 @@ def _in_use(path: Path) -> bool:
     if owner is not None and _pid_alive(owner):
         return True
     msg = f"removing the lock of pid {owner}, which no longer runs, in {path}"
-    warnings.warn(msg, UserWarning, stacklevel=4)
+    warnings.warn(msg, stacklevel=4)
     lock.unlink(missing_ok=True)
     remove_leftovers(path)
     return False
@@ -287,9 +283,5 @@ def fresh_out_dir(out_dir: str | Path | None, prefix: str = "seffi", *, nested: 
         candidate.is_dir() and not taken(candidate)
     ):
         n += 1
-    warnings.warn(
-        f"{path} already holds a seffi run; writing this run to {candidate} instead",
-        UserWarning,
-        stacklevel=3,
-    )
+    warnings.warn(f"{path} already holds a seffi run; writing this run to {candidate} instead", stacklevel=3)
     return candidate

@@ -68,7 +68,7 @@ class SafeWandbRun:
         mode: "offline" (default; files only, ``wandb sync`` later), "online" or "disabled".
         project: W&B project.
         dir: parent folder of ``wandb/`` (default: ``WANDB_DIR`` or cwd).
-        name, group, job_type, config, tags: passed to ``wandb.init``.
+        name: passed to ``wandb.init``, as are ``group``, ``job_type``, ``config`` and ``tags``.
         run: an existing run to log into, not finished by ``finish()``. Without it, an active
             ``wandb.run`` (the user's) is reused the same way; otherwise this object starts a run of its
             own (``reinit="create_new"``, never ``wandb.run``), so two monitors never share one.
