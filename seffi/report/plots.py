@@ -292,13 +292,7 @@ def check_format(fmt: str) -> str:
 
 
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
-    """Write ``fig`` to a ``.png``, ``.pdf`` or ``.svg`` file ``path`` (parent folders created).
-
-    ``dpi``: of a PNG, or of a PDF's or SVG's one raster artist (a barcode's image).
-
-    Raises:
-        SeffiError: The suffix names no format of `FORMATS`.
-    """
+    """Write ``fig`` to a ``.png``, ``.pdf`` or ``.svg`` file (`SeffiError` for another suffix) at ``dpi``."""
     path = Path(path)
     fmt = path.suffix.lstrip(".").lower()
     if fmt not in FORMATS:
@@ -383,12 +377,10 @@ def _rows_note(barcode: Barcode, n_runs: int | None) -> str:
 
 
 def plot_barcodes(comparison: Comparison) -> Figure | None:
-    """Strategy barcodes of the policies side by side: rows inputs, columns samples, colour = strategy.
+    """Strategy barcodes of the policies side by side (None when no policy carries one).
 
-    A dot marks a strategy's first appearance; only the first `BARCODE_ROWS` rows are drawn.
-
-    Returns:
-        The figure, or None when no policy carries a barcode.
+    Rows are inputs, columns samples, colour the strategy, a dot its first appearance; only the first
+    `BARCODE_ROWS` rows are drawn.
     """
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -431,16 +423,11 @@ def plot_barcodes(comparison: Comparison) -> Figure | None:
 
 
 def rarity_panels(comparison: Comparison) -> dict[str, Any] | None:
-    """The numbers behind `plot_coverage_by_rarity`.
+    """The numbers behind `plot_coverage_by_rarity` (None without ``coverage_by_rarity``).
 
-    Rows of ``coverage_by_rarity`` are the coverage each base-probability quantile bin contributes
-    (row 0 = most common), summing to C(k). When the oracle reaches full coverage at K, each row is
-    divided by the oracle's at K (the bin's share of the strategies) and empty bins are dropped.
-
-    Returns:
-        None without ``coverage_by_rarity``; else ``bins`` (shown), ``dropped``, ``normalized``,
-        ``curves`` (``{label: (n_shown, K) array}``), ``k`` and ``delta`` (``{label: (n_shown,)}``:
-        the bin's mean contribution minus the iid's).
+    Each row is the coverage a base-probability quantile bin contributes (row 0 = most common); when
+    the oracle reaches full coverage at K, rows are divided by the oracle's at K and empty bins
+    dropped. ``delta`` is each bin's mean contribution minus the iid's.
     """
     sets = [c for c in comparison.curve_sets() if c.coverage_by_rarity]
     if not sets:
@@ -472,13 +459,9 @@ def rarity_panels(comparison: Comparison) -> dict[str, Any] | None:
 
 
 def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
-    """Common vs rare: coverage of each base-probability quantile bin, policies vs iid vs oracle.
+    """Common vs rare: a facet per base-probability bin, and AUC - AUC_iid split by bin below.
 
-    Top: one facet per bin (most common on the left). Bottom: the AUC difference to iid split by bin
-    (a sampler's bars sum to AUC - AUC_iid).
-
-    Returns:
-        The figure, or None when no curve set carries ``coverage_by_rarity``.
+    None when no curve set carries ``coverage_by_rarity``.
     """
     data = rarity_panels(comparison)
     if data is None or not data["bins"]:
@@ -700,13 +683,9 @@ def eval_series(comparison: Comparison) -> list[tuple[int | None, PolicyResult]]
 
 
 def plot_gain_vs_step(comparison: Comparison) -> Figure | None:
-    """Gain vs iid of each periodic evaluation against the training step, with its 95% CI.
+    """Gain vs iid of each periodic evaluation against its training step, with its 95% CI.
 
-    The final evaluation sits one step-spacing right of the last, on a tick named "final"; undefined
-    gains are listed under the axes with their reason.
-
-    Returns:
-        The figure, or None when the comparison holds fewer than 3 evaluations.
+    The final evaluation sits one step-spacing on, at "final"; None with fewer than 3 evaluations.
     """
     series = eval_series(comparison)
     if len(series) < 3:
@@ -1032,10 +1011,7 @@ def render_report_plots(
     """Write the plots of the first `PLOTTED_COMPARISONS` comparisons as ``out_dir/plots/<slug>_<plot>.*``.
 
     Returns:
-        ``{"<slug>/<plot>": path}``, coverage first, then those of `_PLOTS` that apply.
-
-    Raises:
-        SeffiError: ``format`` is not one of `FORMATS`.
+        ``{"<slug>/<plot>": path}``, coverage first (`SeffiError` for a ``format`` not in `FORMATS`).
     """
     ext = check_format(format)
     out = Path(out_dir) / PLOTS_DIR

@@ -36,13 +36,14 @@ TRACKER_STATE_JSON = "tracker_state.json"
 class Sink(Protocol):
     """What the callbacks and ``seffi run`` log to."""
 
-    def log(self, data: Mapping[str, Any], step: int) -> None: ...
+    def log(self, data: Mapping[str, Any], step: int) -> None:
+        """Log scalars at ``step``."""
 
-    def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None: ...
+    def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
+        """Log a curve snapshot of one comparison."""
 
-    def finish(
-        self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None
-    ) -> None: ...
+    def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
+        """Write final results and close."""
 
 
 def _dumps_state(state: Mapping[str, Any]) -> str:
