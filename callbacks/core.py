@@ -598,7 +598,7 @@ class CoverageMonitor:
         """Start drawing the final report's plots now, for a caller that records no more episodes.
 
         For a caller with work left before `finalize` (an SB3 model's last policy update): the plots
-        are drawn in a child process meanwhile (`seffi.report.render.PlotRenderer`), and `finalize`
+        are drawn in a child process meanwhile (`seffi.report.files.PlotRenderer`), and `finalize`
         waits for them and reuses the report; a `finalize` of other data (more episodes came) or of
         a stopped run computes its report and draws anew.
         """

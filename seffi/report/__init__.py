@@ -1,6 +1,6 @@
 """seffi.report: the report.json schema and files, report.md, plots, W&B keys and the sinks.
 
-Importing it imports neither wandb nor matplotlib (both load on first use). Typical use:
+wandb and matplotlib load on first use. Typical use:
 
 ```python
 sink = default_sinks("runs/demo", wandb="offline")          # LocalSink + WandbSink

@@ -24,19 +24,10 @@ FRAME_COLUMNS = (
 
 
 def curves_dataframe(curves: Any, *, label: str = "policy") -> Any:
-    """A long-format pandas DataFrame of curves: one row per (method, k), k = 1..K.
+    """A long-format pandas DataFrame of ``{method: Curves or None}``: one row per (method, k).
 
-    Args:
-        curves: ``{method: Curves or None}`` in row order (``None`` entries are left out), e.g.
-            ``{"policy": ..., "iid": ..., "oracle": ...}``.
-        label: The ``label`` column of the ``"policy"`` rows (baselines carry their method name).
-
-    Returns:
-        A DataFrame with the columns `FRAME_COLUMNS`; ``*_lo`` / ``*_hi`` and quantities a
-        method lacks (an exact baseline has no interval) are NaN; ``auc`` repeats the method's AUC@K.
-
-    Raises:
-        SeffiError: pandas is not installed.
+    The columns are `FRAME_COLUMNS` (NaN where a method lacks a quantity); ``label`` names the
+    ``"policy"`` rows (baselines carry their method name). `SeffiError` without pandas.
     """
     try:
         import pandas as pd
@@ -72,7 +63,6 @@ class BaselineSets:
         self._cache: dict[str, tuple[Any, CurveSet]] = {}
 
     def __call__(self, curves: Any, kind: str) -> CurveSet | None:
-        """The curve set of ``curves`` (``None`` for no baseline) with role and label ``kind``."""
         if curves is None:
             return None
         hit = self._cache.get(kind)
@@ -97,8 +87,8 @@ def policy_comparison(
 ) -> tuple[Comparison, CurveSet, Gain]:
     """(comparison, the policy's curve set, its gain) of a tracker's ``curves`` for the report and the sinks.
 
-    ``iid``/``oracle`` are the baseline curves (or None); ``base_law(input_id)``, the base sampler's law
-    over match sets, gives the per-input metrics their iid figures (None: no iid figure).
+    ``base_law(input_id)``, the base sampler's law over match sets, gives the per-input metrics their
+    iid figures.
     """
     valid_rate = tracker.valid / max(tracker.samples, 1)
     policy_set = CurveSet.from_curves(curves, label, "policy", valid_rate=valid_rate)

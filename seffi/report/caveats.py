@@ -1,12 +1,7 @@
-"""Caveats: when a reported number does not mean what it seems to, say so next to it.
+"""Caveats said next to a number that does not mean what it seems to (console, report.md, W&B summary).
 
-Pure functions over the report schema, so the console, report.md and the W&B summary say the same:
-
-- **A fragile gain.** When the oracle is barely better than iid, or a few inputs hold all the room, a
-  small AUC difference (noise) becomes a large gain of either sign
-  (`seffi.coverage.summaries.gain_fragility`, carried by each `Gain`).
-- **Infeasible strategies.** Some declared strategies are infeasible on some inputs (coin_sum's
-  ``greedy``): even the oracle's C(K) stays below 1 although K ≥ M.
+A fragile gain (`seffi.coverage.summaries.gain_fragility`), and declared strategies infeasible on some
+inputs (the oracle's C(K) below 1 although K ≥ M).
 """
 
 from __future__ import annotations
@@ -19,10 +14,7 @@ from seffi.report import keys
 
 
 def gain_caveat(gain: Any, auc_iid: float | None = None, auc_oracle: float | None = None) -> str | None:
-    """A defined gain's fragility note, None when it is not fragile.
-
-    A gain read from an earlier report.json carries no room: ``auc_oracle − auc_iid`` stands in for it.
-    """
+    """A defined gain's fragility note (None when not fragile); the AUCs give a gain without room its room."""
     if gain is None or gain.value is None:
         return None
     if gain.room is None and auc_iid is not None and auc_oracle is not None:
@@ -36,14 +28,7 @@ def infeasible_caveat(
     budget: int,
     oracle_full_coverage_at_k: float | None = None,
 ) -> str | None:
-    """A note naming the mean feasible count per input when the oracle's C(K) < 1 although K ≥ M.
-
-    Args:
-        oracle_coverage_at_k: the oracle's C(K).
-        num_strategies: M.
-        budget: K.
-        oracle_full_coverage_at_k: the oracle's F(K), quoted when known.
-    """
+    """A note naming the mean feasible count per input when the oracle's C(K) < 1 although K ≥ M."""
     if oracle_coverage_at_k is None or not num_strategies or budget < num_strategies:
         return None
     if oracle_coverage_at_k >= 1.0 - 1e-9:
@@ -75,7 +60,7 @@ def comparison_caveats(comparison: Any) -> list[str]:
 
 
 def console_lines(report: Any) -> list[str]:
-    """The caveats as console lines, ``"warning (<task>): <caveat>"`` (control characters a space)."""
+    """The caveats as console lines, ``"warning (<task>): <caveat>"``."""
     return [
         printable(f"warning ({c.task}): {note}") for c in report.comparisons for note in comparison_caveats(c)
     ]

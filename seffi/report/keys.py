@@ -1,10 +1,7 @@
-"""The W&B key scheme (DESIGN.md, "W&B key scheme") as functions: no caller spells a key by hand.
+"""The W&B key scheme as functions: no caller spells a key by hand.
 
-Owns ``seffi/<stem>[/k=<k>]`` keys of the metric columns ([`seffi.coverage.columns`][seffi.coverage.columns]
-gives each column its stem), the step keys, scoping (``seffi/<task>/<policy>/auc`` when a report has several
-comparisons: the task's name, as the report and the summary table write it) and
-[`scalars_from_curves`][seffi.report.keys.scalars_from_curves] /
-[`report_scalars`][seffi.report.keys.report_scalars].
+``seffi/<stem>[/k=<k>]`` keys of the metric columns ([`seffi.coverage.columns`][seffi.coverage.columns]),
+the step keys, and scoping (``seffi/<task>/<policy>/auc`` when a report has several comparisons).
 """
 
 from __future__ import annotations
@@ -22,18 +19,11 @@ GLOB = f"{PREFIX}/*"
 
 
 def _key(name: str, scope: str | None = None) -> str:
-    if scope:
-        scope = scope.strip("/")
-        return f"{PREFIX}/{scope}/{name}"
-    return f"{PREFIX}/{name}"
+    return f"{PREFIX}/{scope.strip('/')}/{name}" if scope else f"{PREFIX}/{name}"
 
 
 def step_key(scope: str | None = None) -> str:
-    """``seffi/step``, or a scoped stream's own step metric ``seffi/<scope>/step``.
-
-    ``seffi run`` gives each task's training stream its own axis (``seffi/<task>/train/step``
-    = that task's training episodes so far); a single callback logs against ``seffi/step``.
-    """
+    """``seffi/step``, or a scoped stream's own step metric ``seffi/<scope>/step`` (``seffi run``'s tasks)."""
     return _key("step", scope)
 
 
@@ -46,10 +36,7 @@ def log_spaced_ks(budget: int) -> list[int]:
 
 @functools.lru_cache(maxsize=4096)  # a log asks for the same keys every ~1 ms
 def metric_key(name: str, k: int | None = None, scope: str | None = None) -> str:
-    """W&B key of the metric column ``name`` (`seffi.coverage.columns`), at budget ``k`` if per-k.
-
-    ``metric_key("coverage", 4) == "seffi/coverage/k=4"``, ``metric_key("novelty", 2) ==
-    "seffi/novelty/i=2"``, ``metric_key("auc") == "seffi/auc"``.
+    """W&B key of the metric column ``name``, at budget ``k`` if per-k (``seffi/coverage/k=4``).
 
     Raises:
         KeyError: no such column, or it is not logged to W&B.
@@ -71,7 +58,7 @@ def coverage_key(k: int, scope: str | None = None) -> str:
 
 
 def valid_coverage_key(k: int, scope: str | None = None) -> str:
-    """``seffi/valid_coverage/k=<k>`` (coverage counting only valid samples' strategies)."""
+    """``seffi/valid_coverage/k=<k>``."""
     return metric_key("valid_coverage", k, scope)
 
 
@@ -88,7 +75,7 @@ def gain_key(scope: str | None = None, bound: str | None = None) -> str:
 
 
 def gain_fragile_key(scope: str | None = None) -> str:
-    """``seffi/gain_vs_iid_fragile``: 1 when the gain next to it is fragile (`Gain.fragile`), else 0."""
+    """``seffi/gain_vs_iid_fragile``: 1 when the gain next to it is fragile, else 0."""
     return metric_key("gain", scope=scope) + "_fragile"
 
 
@@ -124,11 +111,7 @@ def inputs_key(scope: str | None = None) -> str:
 
 
 def window_key(name: str, scope: str | None = None) -> str:
-    """``seffi/window/runs``, ``.../episodes`` or ``.../age``: what a windowed streaming log covers.
-
-    ``runs``: the complete runs in the window; ``episodes``: how many episodes back it reaches;
-    ``age``: how many episodes back the first sample of its oldest run came.
-    """
+    """``seffi/window/runs``, ``.../episodes`` or ``.../age``: what a windowed streaming log covers."""
     if name not in ("runs", "episodes", "age"):
         raise ValueError(f"window key name must be 'runs', 'episodes' or 'age', got {name!r}")
     return _key(f"window/{name}", scope)
@@ -151,20 +134,19 @@ def curves_key(name: str, scope: str | None = None) -> str:
     return _key(f"curves/{name}", scope)
 
 
+def iid_extrapolated_key(scope: str | None = None) -> str:
+    """``seffi/iid_extrapolated_from_k``: the first budget at which the iid curve is an extrapolation."""
+    return _key("iid_extrapolated_from_k", scope)
+
+
 def _get(curves: Any, name: str) -> Any:
     return curves.get(name) if isinstance(curves, Mapping) else getattr(curves, name, None)
 
 
-def _at(values: Any, i: int) -> float | None:
-    """``values[i]`` as a finite float; None when absent or undefined."""
-    try:
-        return finite(values[i])
-    except IndexError:
-        return None
-
-
 #: Time-to-coverage statistics logged per tau: (key suffix, ``TimeToCoverage`` field).
 _TTC_STATS = (("median", "median"), ("restricted_mean", "restricted_mean"), ("censored", "fraction_censored"))
+#: The columns with a W&B key, in table order.
+_LOGGED = tuple(c for c in COLUMNS if c.wandb is not None)
 
 
 @functools.lru_cache(maxsize=256)
@@ -183,7 +165,10 @@ def _column_scalars(
     if c.shape == "k" and ks:
         values = _get(curves, c.name)
         if values is not None:
-            out = {key: _at(values, i) for key, i in _per_k_keys(c.name, tuple(ks), scope)}
+            out = {
+                key: finite(values[i]) if i < len(values) else None
+                for key, i in _per_k_keys(c.name, tuple(ks), scope)
+            }
     elif c.shape == "scalar":
         out = {metric_key(c.name, scope=scope): finite(_get(curves, c.name))}
     elif c.shape == "tau":
@@ -214,20 +199,15 @@ def scalars_from_curves(
     """Turn one policy's curves (+ its gain vs iid) into the scalar dict of the key scheme.
 
     Args:
-        curves: a `seffi.report.schema.CurveSet`, or any mapping / object with the same field
-            names: ``k`` (int list, shape (K,), 1..K), ``coverage`` (shape (K,)), optional ``novelty``,
-            ``valid_coverage``, ``full_coverage`` (shape (K,)), ``auc``, ``valid_rate``,
-            ``time_to_coverage`` (list of {tau, median, restricted_mean, fraction_censored}),
-            ``n_samples`` and ``n_inputs``.
-        gain: a [`seffi.report.schema.Gain`][seffi.coverage.Gain] or mapping with ``value``, ``lo``, ``hi``;
-            None skips.
+        curves: a `seffi.report.schema.CurveSet`, or any mapping / object with its field names (``k``,
+            ``coverage``, ``novelty``, ``auc``, ``time_to_coverage``, ``n_samples``, ...).
+        gain: a [`Gain`][seffi.coverage.Gain] or mapping with ``value``, ``lo``, ``hi``; None skips.
         episodes: overrides ``curves.n_samples`` for ``seffi/episodes``.
         inputs: overrides ``curves.n_inputs`` for ``seffi/inputs``.
         scope: optional scope inserted after ``seffi/`` (several comparisons in one run).
 
     Returns:
-        ``{key: float}``; quantities that are missing or undefined (NaN, no gain) are left out rather
-        than logged as NaN, so W&B charts do not break.
+        ``{key: float}``; missing or undefined quantities (NaN, no gain) are left out, not logged as NaN.
     """
     ks = [int(k) for k in (_get(curves, "k") or [])]
     counts = {"n_samples": episodes, "n_inputs": inputs}
@@ -237,16 +217,8 @@ def scalars_from_curves(
     return out
 
 
-#: The columns with a W&B key, in table order.
-_LOGGED = tuple(c for c in COLUMNS if c.wandb is not None)
-
-
 def comparison_names(comparisons: Any) -> list[str]:
-    """The key scope of each comparison: its task (``sort_swaps``), the name the report shows.
-
-    Two comparisons of one task (the ladder's rungs) are told apart by their slugs
-    (``SortSwapsRouter-v0``) instead.
-    """
+    """The key scope of each comparison: its task, or its slug when two comparisons share the task."""
     comparisons = list(comparisons)
     tasks = [c.task for c in comparisons]
     return [c.task if tasks.count(c.task) == 1 else c.slug for c in comparisons]
@@ -255,40 +227,23 @@ def comparison_names(comparisons: Any) -> list[str]:
 def report_scopes(report: Any) -> list[tuple[Any, Any, str | None]]:
     """(comparison, policy result, scope) for every policy in a report.
 
-    The scope is None for a report with one comparison holding one policy (the single-callback
-    case, so its summary has plain ``seffi/auc``); otherwise ``<task>`` and/or ``<policy label>`` are
-    added, only as far as needed to tell entries apart.
+    The scope is None for one comparison holding one policy (plain ``seffi/auc``); otherwise
+    ``<task>`` and/or ``<policy label>``, only as far as needed to tell entries apart.
     """
     comparisons = list(report.comparisons)
     many_tasks = len(comparisons) > 1
     out = []
     for comp, name in zip(comparisons, comparison_names(comparisons), strict=True):
-        many_policies = len(comp.policies) > 1
         for pol in comp.policies:
-            parts = ([name] if many_tasks else []) + ([pol.label] if many_policies else [])
+            parts = ([name] if many_tasks else []) + ([pol.label] if len(comp.policies) > 1 else [])
             out.append((comp, pol, "/".join(parts) or None))
     return out
-
-
-def iid_extrapolated_key(scope: str | None = None) -> str:
-    """``seffi/iid_extrapolated_from_k``: the first budget at which the iid curve is an extrapolation."""
-    return _key("iid_extrapolated_from_k", scope)
-
-
-def extrapolated_from_k(curves: Any) -> int | None:
-    """The first k whose value is a model-based extrapolation (``extrapolated``), or None."""
-    flags, ks = _get(curves, "extrapolated"), _get(curves, "k")
-    if not flags or not ks:
-        return None
-    return next((int(k) for k, e in zip(ks, flags, strict=False) if e), None)
 
 
 def report_scalars(report: Any) -> dict[str, float]:
     """Final numbers of every policy in a report, keyed by the scheme (for ``run.summary``).
 
-    When a comparison's iid curve is extrapolated beyond its samples, its policies'
-    scopes also get [`iid_extrapolated_key`][seffi.report.keys.iid_extrapolated_key] (absent otherwise): their
-    gains compare against it.
+    A comparison whose iid curve is extrapolated also gets `iid_extrapolated_key` in its scopes.
     """
     out: dict[str, float] = {}
     for comp, pol, scope in report_scopes(report):
@@ -296,19 +251,16 @@ def report_scalars(report: Any) -> dict[str, float]:
         out.update(baseline_scalars(comp, scope))
         for name, est in getattr(pol, "metrics", {}).items():
             out.update(estimate_scalars(name, est, scope))
-        first = extrapolated_from_k(getattr(comp, "iid", None))
+        iid = getattr(comp, "iid", None)
+        flags = (_get(iid, "extrapolated") or []) if iid is not None else []
+        first = next((int(k) for k, e in zip(_get(iid, "k") or [], flags, strict=False) if e), None)
         if first is not None:
             out[iid_extrapolated_key(scope)] = float(first)
     return out
 
 
 def baseline_scalars(comparison: Any, scope: str | None = None) -> dict[str, float]:
-    """The comparison's iid and oracle AUC@K and the gain's denominator AUC_oracle - AUC_iid.
-
-    Keyed like the policy's numbers (``seffi/<scope>/auc_iid``, ``.../auc_oracle``,
-    ``.../gain_denominator``), so each gain in ``run.summary`` sits next to the numbers it divides;
-    a missing baseline leaves its keys out.
-    """
+    """The comparison's iid and oracle AUC@K and the gain's denominator AUC_oracle - AUC_iid."""
     aucs = {}
     for role in ("iid", "oracle"):
         auc = finite(_get(_get(comparison, role), "auc")) if _get(comparison, role) is not None else None
@@ -331,20 +283,6 @@ def progress_line(
 
 
 def estimate_scalars(name: str, estimate: Any, scope: str | None = None) -> dict[str, float]:
-    """``seffi/<name>`` and its ``_lo``, ``_hi`` and ``_iid`` of a per-input metric's estimate.
-
-    Args:
-        name: the metric's name (``strategy_entropy``).
-        estimate: its `seffi.coverage.input_metrics.Estimate`; missing values are left out.
-        scope: optional scope inserted after ``seffi/``.
-    """
-    out = {}
-    for suffix, value in (
-        ("", estimate.value),
-        ("_lo", estimate.lo),
-        ("_hi", estimate.hi),
-        ("_iid", estimate.iid),
-    ):
-        if value is not None:
-            out[_key(name + suffix, scope)] = float(value)
-    return out
+    """``seffi/<name>`` and its ``_lo``, ``_hi`` and ``_iid`` of a per-input metric's estimate."""
+    values = {"": estimate.value, "_lo": estimate.lo, "_hi": estimate.hi, "_iid": estimate.iid}
+    return {_key(name + suffix, scope): float(v) for suffix, v in values.items() if v is not None}

@@ -1,15 +1,9 @@
 """The figures of a report: schema objects in, ``matplotlib.figure.Figure`` out (Agg canvas, no pyplot).
 
-Each ``plot_*`` returns a Figure (or None when it has nothing to draw); `save_figure` writes it as PNG,
-PDF or SVG (`FORMATS`), `render_report_plots` every plot of a report. The look is defined once, in
-`STYLE`: policies take strong tab10 colours; the iid is a grey dotted line, the oracle a black dashed
-one, a sanity-check policy (see `is_sanity`) a light grey dash-dot line; strategies take a palette of
-their own (Set2), so a colour never means a strategy in one figure and a policy in another. One title
-line per figure; legends sit below the axes; constrained layout places everything.
-
-[`plot_compare`][seffi.report.plots.plot_compare] overlays several runs (``seffi compare``), each run's
-policies against its own iid and oracle; runs whose budget K differs on a task are refused
-([`IncompatibleRuns`][seffi.report.plots.IncompatibleRuns]).
+The look is defined once, in `STYLE`: policies take tab10 colours, the iid is grey dotted, the oracle
+black dashed, a sanity-check policy (`is_sanity`) light grey dash-dot; strategies take a palette of
+their own, so a colour never means a strategy in one figure and a policy in another.
+[`plot_compare`][seffi.report.plots.plot_compare] overlays several runs (``seffi compare``).
 """
 
 from __future__ import annotations
@@ -45,36 +39,33 @@ STYLE: dict[str, Any] = {
     "oracle": {"color": "black", "linestyle": "--", "linewidth": 1.7},
     "sanity": {"color": "0.62", "linestyle": "-.", "linewidth": 1.8},
     "band_alpha": 0.15,
-    # Up to 7 strategies take Set2, more take tab20b + tab20c; greys mean "baseline" / "beyond the row".
+    # Up to 7 strategies take Set2, more take tab20b + tab20c.
     "strategy_palette": "Set2",
     "strategy_palette_many": ("tab20b", "tab20c"),
     "no_match": "white",
     "beyond_row": "0.92",
 }
 
-#: A policy label that names a sanity check: a measured iid sampler ("iid-sampler") or a run marked
-#: "sanity" (e.g. "GRPO lr=0 (sanity)"). It is drawn as a baseline, not in a policy colour.
+#: A policy label that names a sanity check ("iid-sampler", "GRPO lr=0 (sanity)"): drawn as a baseline.
 SANITY_LABEL = re.compile(r"^iid[-_ ]|\bsanity\b", re.IGNORECASE)
-#: Axis labels shared by the figures (mathtext: the symbols of the docs).
 BUDGET = "sample budget $k$"
 SAMPLE_INDEX = "sample index $i$"
 AUC_GAIN = r"$\mathrm{AUC} - \mathrm{AUC}_{\mathrm{iid}}$"
 PLOTS_DIR = "plots"
-#: The file formats a figure is written in: PNG (raster), PDF and SVG (vector, for papers).
+#: The file formats a figure is written in.
 FORMATS = ("png", "pdf", "svg")
 #: Resolution of the figures a run writes as it ends: a 7 in figure is 700 px wide.
 DPI = 100
-#: Resolution of ``seffi report`` and ``seffi compare`` PNGs (and of a barcode's image in a PDF or SVG).
+#: Resolution of ``seffi report`` and ``seffi compare`` PNGs.
 PRINT_DPI = 300
-#: Comparisons a report draws plots for (the first, in report order): each costs ~2 s of CPU at
-#: print resolution; report.md has every table.
+#: Comparisons a report draws plots for (each costs ~2 s of CPU at print resolution).
 PLOTTED_COMPARISONS = 20
-#: Strategies a barcode legend names (the first drawn, in declared order); it counts the others.
+#: Strategies a barcode legend names; it counts the others.
 LEGEND_STRATEGIES = 24
 # PNG zlib level 1: ~3x faster than the default 6 on these flat-colour plots, files a few % larger.
 _PNG_OPTIONS = {"compress_level": 1}
-# Unhinted text is as legible here and ~13% faster; PDF fonts as TrueType (journals refuse Type 3);
-# SVG ids from a fixed salt, and (in `_METADATA`) no dates or versions: equal figures give equal bytes.
+# Unhinted text is as legible and ~13% faster; PDF fonts as TrueType (journals refuse Type 3); SVG ids
+# from a fixed salt and no dates or versions (`_METADATA`): equal figures give equal bytes.
 _SAVE_RC = {
     "text.hinting": "no_hinting",
     "figure.autolayout": False,
@@ -87,7 +78,6 @@ _METADATA = {
     "pdf": {"Creator": None, "Producer": None, "CreationDate": None},
     "svg": {"Creator": None, "Date": None},
 }
-_Bound = Sequence[float | None] | None
 
 
 def font(role: str) -> float:
@@ -118,20 +108,17 @@ def styled_sets(comparison: Comparison) -> list[tuple[CurveSet, dict[str, Any]]]
     return out
 
 
-def figure_text(value: str) -> str:
-    """A name from a report as literal figure text: control characters a space, ``$`` not mathtext."""
+def _literal(value: str) -> str:
+    """A name as literal figure text: control characters a space, ``$`` not mathtext."""
     return printable(value).replace("$", r"\$")
 
 
 def figure_safe(comparison: Comparison) -> Comparison:
-    r"""``comparison`` with every name (task, labels, strategy and input ids, notes) as `figure_text`.
-
-    A name from report.json is drawn as typed: ``"$\frac$"`` would otherwise be parsed as mathtext.
-    """
+    """``comparison`` with every name drawn as typed, never parsed as mathtext."""
 
     def names(data: Any) -> Any:
         if isinstance(data, str):
-            return figure_text(data)
+            return _literal(data)
         if isinstance(data, list):
             return [names(v) for v in data]
         if isinstance(data, dict):
@@ -201,10 +188,7 @@ def legend_below(fig: Figure | SubFigure, handles: Sequence[Any], labels: Sequen
 
 
 def k_ticks(budget: int, every_up_to: int, most: int) -> list[int]:
-    """Ticks of a budget axis 1..K: every k up to ``every_up_to``, else 1 and a round step's multiples.
-
-    The step is the smallest of 2, 4, 5, 10, 20, 25, 50, ... giving at most ``most`` multiples.
-    """
+    """Ticks of a budget axis: every k up to ``every_up_to``, else 1 and at most ``most`` round steps."""
     if budget <= every_up_to:
         return list(range(1, budget + 1))
     steps = (base * 10**e for e in range(20) for base in (2, 4, 5, 10))
@@ -213,14 +197,14 @@ def k_ticks(budget: int, every_up_to: int, most: int) -> list[int]:
 
 
 def budget_axis(ax: Axes, budget: int, *, narrow: bool = False) -> None:
-    """Axis 1..K, light grid; a tick at each k up to K = 16, ~8 beyond (``narrow``, < 4 in: 8 and ~5)."""
+    """Axis 1..K with a light grid; fewer ticks on a ``narrow`` (< 4 in) axes."""
     ax.set_xlim(0.5, budget + 0.5)
     ax.set_xticks(k_ticks(budget, 8, 5) if narrow else k_ticks(budget, 16, 8))
     ax.grid(True, alpha=0.3)
 
 
-def corner_note(ax: Axes, lines: Sequence[str], **kwargs: Any) -> None:
-    """Note text in the lower right corner of ``ax`` (where rising coverage curves leave room)."""
+def _corner_note(ax: Axes, lines: Sequence[str], **kwargs: Any) -> None:
+    """Note text in the lower right corner (where rising coverage curves leave room)."""
     style = {"ha": "right", "va": "bottom", "fontsize": font("note"), "color": "0.2", **kwargs}
     box = {"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1.5}
     ax.text(0.98, 0.03, "\n".join(lines), transform=ax.transAxes, bbox=box, **style)
@@ -237,7 +221,7 @@ def finish(fig: Figure) -> Figure:
 
 
 def _figure(size: tuple[float, float] = (7.0, 4.5)) -> Figure:
-    """An empty Figure on its own Agg canvas (not pyplot: no global state, no GUI, thread-safe)."""
+    """An empty Figure on its own Agg canvas (not pyplot: no global state, thread-safe)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -247,26 +231,21 @@ def _figure(size: tuple[float, float] = (7.0, 4.5)) -> Figure:
     return fig
 
 
-def _k_axes(size: tuple[float, float]) -> tuple[Figure, Axes]:
-    fig = _figure(size)
-    return fig, fig.subplots()
-
-
-def _k_done(
-    fig: Figure,
-    ax: Axes,
+def _k_figure(
     comparison: Comparison,
+    size: tuple[float, float],
+    draw: Any,
     what: str,
     ylabel: str,
     *,
     xlabel: str = BUDGET,
     top: float | None = 1.05,
-    legend: tuple[Sequence[Any], Sequence[str]] | None = None,
 ) -> Figure:
-    """Label a one-axes figure over k = 1..K, put its legend below and its title on top."""
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_ylim(-0.02, top)
+    """A one-axes figure over k = 1..K: ``draw(ax)`` (returns the legend or None), labels, title."""
+    fig = _figure(size)
+    ax = fig.subplots()
+    legend = draw(ax)
+    ax.set(xlabel=xlabel, ylabel=ylabel, ylim=(-0.02, top))
     budget_axis(ax, comparison.budget)
     legend_below(fig, *(legend or ax.get_legend_handles_labels()))
     suptitle(fig, title(comparison, what))
@@ -278,8 +257,8 @@ def _a(values: Sequence[float | None] | None) -> np.ndarray:
     return np.array([np.nan if v is None else v for v in (values or [])], dtype=np.float64)
 
 
-def _band(ax: Any, k: Sequence[int], lo: _Bound, hi: _Bound, color: str) -> bool:
-    """Shade a curve's CI between ``lo`` and ``hi`` (gaps at nulls); False without an interval."""
+def _band(ax: Any, k: Sequence[int], lo: Any, hi: Any, color: str) -> bool:
+    """Shade a curve's CI between ``lo`` and ``hi``; False without an interval."""
     if lo is None or hi is None:
         return False
     ax.fill_between(k, _a(lo), _a(hi), color=color, alpha=STYLE["band_alpha"], linewidth=0)
@@ -287,7 +266,6 @@ def _band(ax: Any, k: Sequence[int], lo: _Bound, hi: _Bound, color: str) -> bool
 
 
 def _add_band_key(handles: list[Any], labels: list[str]) -> None:
-    """Append the legend entry of the CI bands (a grey patch, "shaded: 95% CI")."""
     from matplotlib.patches import Patch
 
     handles.append(Patch(facecolor="0.5", alpha=2 * STYLE["band_alpha"], linewidth=0))
@@ -307,32 +285,14 @@ def _gain_text(p: PolicyResult) -> str:
 
 
 def check_format(fmt: str) -> str:
-    """``fmt`` when it is one of `FORMATS`.
-
-    Raises:
-        SeffiError: Any other value, in one line naming the choices.
-    """
+    """``fmt`` when it is one of `FORMATS`; else one `SeffiError` line naming the choices."""
     if fmt not in FORMATS:
         raise SeffiError(f"unknown figure format {fmt!r}; choose one of {', '.join(FORMATS)}")
     return fmt
 
 
-def _savefig(fig: Figure, fmt: str, dpi: int) -> bytes:
-    buf = io.BytesIO()
-    extra = {"pil_kwargs": _PNG_OPTIONS} if fmt == "png" else {}
-    fig.savefig(buf, format=fmt, dpi=dpi, metadata=_METADATA[fmt], **extra)
-    return buf.getvalue()
-
-
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
-    """Write ``fig`` to a ``.png``, ``.pdf`` or ``.svg`` file ``path`` (parent folders created).
-
-    ``dpi``: of a PNG, or of a PDF's or SVG's one raster artist (a barcode's image). A PNG figure is
-    laid out here once and keeps that layout (its layout engine is removed).
-
-    Raises:
-        SeffiError: The suffix names no format of `FORMATS`.
-    """
+    """Write ``fig`` to a ``.png``, ``.pdf`` or ``.svg`` file (`SeffiError` for another suffix) at ``dpi``."""
     path = Path(path)
     fmt = path.suffix.lstrip(".").lower()
     if fmt not in FORMATS:
@@ -343,35 +303,34 @@ def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
     with matplotlib.rc_context(_SAVE_RC):
         engine = fig.get_layout_engine()
         if engine is not None and fmt == "png":
-            # savefig with a layout engine draws the figure once with output disabled only to run the
-            # layout: running it here and dropping the engine leaves one draw (equal bytes, ~20% faster).
+            # savefig with a layout engine draws once with output disabled only to run the layout:
+            # running it here and dropping the engine leaves one draw (equal bytes, ~20% faster).
             fig.set_dpi(dpi)
             engine.execute(fig)
             fig.set_layout_engine(None)  # _SAVE_RC turns off the rc layouts None would pick
-        write_atomic(path, _savefig(fig, fmt, dpi))
+        buf = io.BytesIO()
+        extra = {"pil_kwargs": _PNG_OPTIONS} if fmt == "png" else {}
+        fig.savefig(buf, format=fmt, dpi=dpi, metadata=_METADATA[fmt], **extra)
+        write_atomic(path, buf.getvalue())
     return path
 
-
-# -- strategy barcodes ----------------------------------------------------------------------------------
 
 # An id a reader can use as a row label: short, and not a hash (8+ hex digits).
 _READABLE_ID = re.compile(r"^(?![0-9a-f]{8,}$).{1,8}$", re.IGNORECASE)
 
 
-def row_labels(input_ids: Sequence[str]) -> tuple[list[str], str]:
-    """``(row tick labels, y-axis label)`` of a barcode: short readable ids, else row numbers (1-based)."""
+def _row_labels(input_ids: Sequence[str]) -> tuple[list[str], str]:
+    """``(row tick labels, y-axis label)``: short readable ids, else row numbers (1-based)."""
     if input_ids and all(_READABLE_ID.match(i) for i in input_ids):
         return list(input_ids), "input id (its first run)"
     return [str(i + 1) for i in range(len(input_ids))], "input # (sorted by id; its first run)"
 
 
-def _draw_barcode(
-    ax: Axes, barcode: Barcode, colors: Mapping[str, Any], max_rows: int, ylabels: bool
-) -> None:
-    """Draw one barcode as an RGB image (one rasterized artist, however many cells) + first-hit dots."""
+def _draw_barcode(ax: Axes, barcode: Barcode, colors: Mapping[str, Any], ylabels: bool) -> None:
+    """One barcode as an RGB image (one rasterized artist, however many cells) + first-hit dots."""
     from matplotlib.colors import to_rgb
 
-    rows = barcode.matrix[:max_rows]
+    rows = barcode.matrix[:BARCODE_ROWS]
     n_rows = max(len(rows), 1)
     width = max(max((len(r) for r in rows), default=1), 1)
     grid = np.full((n_rows, width), -2, dtype=np.int64)  # -2 = beyond the row, -1 = no match
@@ -381,7 +340,7 @@ def _draw_barcode(
     used, cell = np.unique(grid, return_inverse=True)
     fixed = {-2: STYLE["beyond_row"], -1: STYLE["no_match"]}
     rgb = [to_rgb(fixed[j] if j < 0 else colors[barcode.strategies[j]]) for j in used.tolist()]
-    palette = np.round(np.array(rgb) * 255).astype(np.uint8)  # bytes: matplotlib draws them as they are
+    palette = np.round(np.array(rgb) * 255).astype(np.uint8)  # bytes: drawn as they are
     # 1-based columns so "sample index i" means the same here as in N(i) and C(k).
     extent = (0.5, width + 0.5, n_rows - 0.5, -0.5)
     ax.imshow(palette[cell.reshape(grid.shape)], aspect="auto", interpolation="nearest", extent=extent)
@@ -401,34 +360,53 @@ def _draw_barcode(
     ax.scatter(fx, fy, marker="o", s=size, facecolor="white", edgecolor="black", linewidth=0.7, zorder=3)
     ax.set_xlabel(SAMPLE_INDEX)
     ax.set_xticks(k_ticks(width, 16, 8))
-    labels, _ = row_labels(barcode.input_ids[:max_rows])
-    # Every row labelled up to 32 rows; beyond, about 16 labels.
-    step = 1 if len(rows) <= 32 else int(np.ceil(len(rows) / 16))
+    labels, _ = _row_labels(barcode.input_ids[:BARCODE_ROWS])
+    step = 1 if len(rows) <= 32 else int(np.ceil(len(rows) / 16))  # every row up to 32, then ~16
     ticks = [i for i in range(len(rows)) if i == 0 or (i + 1) % step == 0]
     ax.set_yticks(ticks, [labels[i] for i in ticks])
     if not ylabels:
         ax.tick_params(axis="y", labelleft=False)
 
 
-def _barcode_figure(bars: Sequence[Barcode], max_rows: int) -> tuple[Figure, Sequence[Axes]]:
-    """Barcodes side by side (shared colours; a shared input axis when their rows are the same inputs)."""
+def _rows_note(barcode: Barcode, n_runs: int | None) -> str:
+    """How many runs the rows are, e.g. "16 of 64 runs shown"."""
+    n_shown = len(barcode.matrix[:BARCODE_ROWS])
+    if n_runs is not None and n_runs > n_shown:
+        return f"{n_shown} of {n_runs} runs shown"
+    return f"first {n_shown} of {len(barcode.matrix)} rows shown" if len(barcode.matrix) > n_shown else ""
+
+
+def plot_barcodes(comparison: Comparison) -> Figure | None:
+    """Strategy barcodes of the policies side by side (None when no policy carries one).
+
+    Rows are inputs, columns samples, colour the strategy, a dot its first appearance; only the first
+    `BARCODE_ROWS` rows are drawn.
+    """
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
+    pols = [p for p in comparison.policies if p.barcode is not None]
+    if not pols:
+        return None
+    bars = [p.barcode for p in pols if p.barcode is not None]
     names = list(dict.fromkeys(s for b in bars for s in b.strategies))  # in order of first appearance
     colors = strategy_colors(names)
-    same_rows = all(b.input_ids[:max_rows] == bars[0].input_ids[:max_rows] for b in bars)
-    width = max(max((len(r) for r in b.matrix[:max_rows]), default=1) for b in bars)
-    n_rows = max(len(b.matrix[:max_rows]) for b in bars)
+    same_rows = all(b.input_ids[:BARCODE_ROWS] == bars[0].input_ids[:BARCODE_ROWS] for b in bars)
+    width = max(max((len(r) for r in b.matrix[:BARCODE_ROWS]), default=1) for b in bars)
+    n_rows = max(len(b.matrix[:BARCODE_ROWS]) for b in bars)
     panel = float(np.clip(1.0 + 0.22 * width, 2.4, 6.0))
     # ~0.25 in a row up to 24 rows, then shrinking to ~0.15 in (64 rows in a 12 in figure).
     height = float(np.clip(2.2 + 0.25 * min(n_rows, 24) + 0.15 * max(n_rows - 24, 0), 3.6, 12.5))
     fig = _figure((max(7.0, 1.2 + len(bars) * panel), height))
     axes = fig.subplots(1, len(bars), squeeze=False, sharey=same_rows)[0]
-    for i, (ax, bar) in enumerate(zip(axes, bars, strict=True)):
-        _draw_barcode(ax, bar, colors, max_rows, ylabels=i == 0 or not same_rows)
-    axes[0].set_ylabel(row_labels(bars[0].input_ids[:max_rows])[1])
-    seen = {b.strategies[j] for b in bars for r in b.matrix[:max_rows] for j in set(r) if j >= 0}
+    notes = [_rows_note(b, p.curves.n_runs) for p, b in zip(pols, bars, strict=True)]
+    shared = notes[0] if len(set(notes)) == 1 else ""
+    for i, (ax, pol, bar, note) in enumerate(zip(axes, pols, bars, notes, strict=True)):
+        _draw_barcode(ax, bar, colors, ylabels=i == 0 or not same_rows)
+        name = legend_label(pol.curves)
+        ax.set_title(name if shared or not note else f"{name}\n{note}")
+    axes[0].set_ylabel(_row_labels(bars[0].input_ids[:BARCODE_ROWS])[1])
+    seen = {b.strategies[j] for b in bars for r in b.matrix[:BARCODE_ROWS] for j in set(r) if j >= 0}
     drawn = [s for s in names if s in seen]
     named = drawn[:LEGEND_STRATEGIES]
     handles: list[Any] = [Patch(facecolor=colors[s], edgecolor="0.5", linewidth=0.5) for s in named]
@@ -439,69 +417,17 @@ def _barcode_figure(bars: Sequence[Barcode], max_rows: int) -> tuple[Figure, Seq
     dot = {"marker": "o", "linestyle": "", "markerfacecolor": "white", "markeredgecolor": "black"}
     handles += [Patch(facecolor=STYLE["no_match"], edgecolor="0.5", linewidth=0.5), Line2D([], [], **dot)]
     legend_below(fig, handles, [*labels, "no match", "first appearance"])
-    return fig, axes
-
-
-def _rows_note(barcode: Barcode, max_rows: int, n_runs: int | None) -> str:
-    """How many runs the rows are, e.g. "16 of 64 runs shown" (the y label says which run)."""
-    n_shown = len(barcode.matrix[:max_rows])
-    if n_runs is not None and n_runs > n_shown:
-        return f"{n_shown} of {n_runs} runs shown"
-    return f"first {n_shown} of {len(barcode.matrix)} rows shown" if len(barcode.matrix) > n_shown else ""
-
-
-def plot_barcode(
-    barcode: Barcode,
-    *,
-    title: str = "strategy barcode",
-    max_rows: int = BARCODE_ROWS,
-    n_runs: int | None = None,
-) -> Figure:
-    """Strategy barcode: rows inputs, columns sample index, colour = strategy, dot at first appearance.
-
-    Only the first ``max_rows`` rows are drawn; the title says how many of ``n_runs`` runs that is.
-    """
-    fig, _ = _barcode_figure([barcode], max_rows)
-    note = _rows_note(barcode, max_rows, n_runs)
-    suptitle(fig, f"{title}, {note}" if note else title)
-    return finish(fig)
-
-
-def plot_barcodes(comparison: Comparison, *, max_rows: int = BARCODE_ROWS) -> Figure | None:
-    """The barcodes of all policies of a comparison side by side (one panel each, shared colours).
-
-    Returns:
-        The figure, or None when no policy carries a barcode.
-    """
-    pols = [p for p in comparison.policies if p.barcode is not None]
-    if not pols:
-        return None
-    bars = [p.barcode for p in pols if p.barcode is not None]
-    fig, axes = _barcode_figure(bars, max_rows)
-    notes = [_rows_note(b, max_rows, p.curves.n_runs) for p, b in zip(pols, bars, strict=True)]
-    shared = notes[0] if len(set(notes)) == 1 else ""
-    for ax, pol, note in zip(axes, pols, notes, strict=True):
-        name = legend_label(pol.curves)
-        ax.set_title(name if shared or not note else f"{name}\n{note}")
     what = "strategy barcodes" + (f", {shared}" if shared else "")
     suptitle(fig, f"{comparison.task}: {what}" if shared else title(comparison, what))
     return finish(fig)
 
 
-# -- common vs rare strategies ----------------------------------------------------------------------------
-
-
 def rarity_panels(comparison: Comparison) -> dict[str, Any] | None:
-    """The numbers behind `plot_coverage_by_rarity`.
+    """The numbers behind `plot_coverage_by_rarity` (None without ``coverage_by_rarity``).
 
-    Rows of ``coverage_by_rarity`` are the coverage *contributed* by each base-probability quantile bin
-    (row 0 = most common), summing to C(k). When the oracle reaches full coverage at K, each row is
-    divided by the oracle's at K (the bin's share of the strategies) and empty bins are dropped.
-
-    Returns:
-        None without ``coverage_by_rarity``; else ``bins`` (labels shown), ``dropped``, ``normalized``,
-        ``ceiling`` (share per shown bin or None), ``curves`` (``{label: (n_shown, K) array}``), ``k``
-        and ``delta`` (``{label: (n_shown,) array}``: the bin's mean contribution minus the iid's).
+    Each row is the coverage a base-probability quantile bin contributes (row 0 = most common); when
+    the oracle reaches full coverage at K, rows are divided by the oracle's at K and empty bins
+    dropped. ``delta`` is each bin's mean contribution minus the iid's.
     """
     sets = [c for c in comparison.curve_sets() if c.coverage_by_rarity]
     if not sets:
@@ -526,7 +452,6 @@ def rarity_panels(comparison: Comparison) -> dict[str, Any] | None:
         "bins": [lab for lab, k in zip(labels, keep, strict=True) if k],
         "dropped": [lab for lab, k in zip(labels, keep, strict=True) if not k],
         "normalized": ceiling is not None,
-        "ceiling": None if ceiling is None else ceiling[keep],
         "curves": curves,
         "k": {c.label: c.k for c in sets},
         "delta": delta,
@@ -534,13 +459,9 @@ def rarity_panels(comparison: Comparison) -> dict[str, Any] | None:
 
 
 def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
-    """Common vs rare: coverage of each base-probability quantile bin, policies vs iid vs oracle.
+    """Common vs rare: a facet per base-probability bin, and AUC - AUC_iid split by bin below.
 
-    Top: one facet per bin (most common on the left), the share of its strategies found by k. Bottom:
-    the AUC difference to iid split by bin (a sampler's bars sum to AUC - AUC_iid).
-
-    Returns:
-        The figure, or None when no curve set carries ``coverage_by_rarity``.
+    None when no curve set carries ``coverage_by_rarity``.
     """
     data = rarity_panels(comparison)
     if data is None or not data["bins"]:
@@ -556,8 +477,7 @@ def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
         ax.set_gid(f"rarity:facet:{b}")
         for c, style in styled:
             ax.plot(data["k"][c.label], data["curves"][c.label][b], label=legend_label(c), **style)
-        ax.set_title(name)
-        ax.set_xlabel(BUDGET)
+        ax.set(title=name, xlabel=BUDGET)
         budget_axis(ax, comparison.budget, narrow=True)
     top = 1.0 if data["normalized"] else max(1e-9, *(np.nanmax(v) for v in data["curves"].values()))
     facets[0].set_ylim(-0.02, top * 1.05)
@@ -597,8 +517,6 @@ def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
     return finish(fig)
 
 
-# -- several results ---------------------------------------------------------------------------------------
-
 _EVAL_LABEL = re.compile(r"^(?P<base>.+)@(?P<step>\d+)$")
 #: Markers that tell a run's policies apart (its first policy has none), the colour being the run's.
 _POLICY_MARKERS = (None, "s", "^", "D", "v", "P", "X")
@@ -609,11 +527,7 @@ class IncompatibleRuns(SeffiError):
 
 
 def check_overlay(reports: Mapping[str, Report]) -> None:
-    """Refuse runs whose budgets differ on a task they share.
-
-    Raises:
-        IncompatibleRuns: one line naming the task and each run's K.
-    """
+    """Raise `IncompatibleRuns` (one line naming the task and each run's K) when budgets differ on a task."""
     budgets: dict[str, dict[str, int]] = {}
     for run, rep in reports.items():
         for comp in rep.comparisons:
@@ -640,7 +554,7 @@ def _same_curves(curves: Sequence[CurveSet | None]) -> bool:
 
 
 def _gain_notes(ax: Axes, lines: Sequence[tuple[str, str]]) -> None:
-    """Gain notes in the lower right corner of ``ax``: one ``(text, colour)`` line per run and policy."""
+    """Gain notes in the lower right corner: one ``(text, colour)`` line per run and policy."""
     from matplotlib.offsetbox import AnchoredOffsetbox, TextArea, VPacker
 
     rows = [TextArea(text, textprops={"color": color, "fontsize": font("note")}) for text, color in lines]
@@ -654,9 +568,8 @@ def _gain_notes(ax: Axes, lines: Sequence[tuple[str, str]]) -> None:
 def plot_compare(reports: Mapping[str, Report]) -> Figure:
     """Several runs overlaid: one axes per task, a colour per run, each run against its own baselines.
 
-    A run's policies are drawn in its colour (further policies with markers), with its iid (dotted) and
-    oracle (dashed) curves; a baseline every run shares is drawn once, grey or black. The gains sit in
-    the lower right corner, one line per run and policy.
+    A run's policies take its colour (further policies markers), its iid and oracle too; a baseline
+    every run shares is drawn once, grey or black. The gains sit in the lower right corner.
 
     Args:
         reports: ``{run label: report}``; runs take the policy colours in this order.
@@ -669,7 +582,7 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
 
     check_overlay(reports)  # names as given, for its message
     reports = {
-        figure_text(run): rep.model_copy(update={"comparisons": [figure_safe(c) for c in rep.comparisons]})
+        _literal(run): rep.model_copy(update={"comparisons": [figure_safe(c) for c in rep.comparisons]})
         for run, rep in reports.items()
     }
     tasks = list(dict.fromkeys(comp.task for rep in reports.values() for comp in rep.comparisons))
@@ -721,15 +634,18 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
                 continue
             for run, c in zip(comps, curves, strict=True):
                 if c is not None:
-                    look = {**STYLE[role], "color": run_color[run]}
-                    ax.plot(c.k, _a(c.coverage), label=f"{run}: {role}", **look)
+                    ax.plot(
+                        c.k,
+                        _a(c.coverage),
+                        label=f"{run}: {role}",
+                        **{**STYLE[role], "color": run_color[run]},
+                    )
                     own[role] = True
         if notes:
             _gain_notes(ax, notes)
         budget = next(iter(comps.values())).budget
         budget_axis(ax, budget, narrow=ncols > 1)
-        ax.set_ylim(-0.02, 1.05)
-        ax.set_title(f"{task} (K = {budget})")
+        ax.set(ylim=(-0.02, 1.05), title=f"{task} (K = {budget})")
         if i % ncols == 0:
             ax.set_ylabel("strategy coverage $C(k)$")
         else:
@@ -767,13 +683,9 @@ def eval_series(comparison: Comparison) -> list[tuple[int | None, PolicyResult]]
 
 
 def plot_gain_vs_step(comparison: Comparison) -> Figure | None:
-    """Gain vs iid of each periodic evaluation against the training step, with its 95% CI.
+    """Gain vs iid of each periodic evaluation against its training step, with its 95% CI.
 
-    The final evaluation sits one step-spacing right of the last, on a tick named "final"; undefined
-    gains are listed under the axes with their reason.
-
-    Returns:
-        The figure, or None when the comparison holds fewer than 3 evaluations.
+    The final evaluation sits one step-spacing on, at "final"; None with fewer than 3 evaluations.
     """
     series = eval_series(comparison)
     if len(series) < 3:
@@ -781,19 +693,17 @@ def plot_gain_vs_step(comparison: Comparison) -> Figure | None:
     steps = np.array([s for s, _ in series if s is not None], dtype=np.float64)
     spacing = float(np.median(np.diff(steps))) if steps.size > 1 else max(1.0, float(steps[0]))
     xs = [float(s) if s is not None else float(steps[-1] + spacing) for s, _ in series]
-    fig, ax = _k_axes((7.0, 4.6))
-    val, lo, hi, missing = [], [], [], []
-    for _step, pol in series:
-        g = pol.gain
-        if g is None or g.value is None:
-            val.append(np.nan)
-            lo.append(np.nan)
-            hi.append(np.nan)
-            missing.append(f"{pol.label}: {'no gain' if g is None else g.reason}")
-        else:
-            val.append(g.value)
-            lo.append(g.value if g.lo is None else g.lo)
-            hi.append(g.value if g.hi is None else g.hi)
+    fig = _figure((7.0, 4.6))
+    ax = fig.subplots()
+    gains = [pol.gain for _, pol in series]
+    val = [np.nan if g is None or g.value is None else g.value for g in gains]
+    lo = [v if g is None or g.lo is None else g.lo for v, g in zip(val, gains, strict=True)]
+    hi = [v if g is None or g.hi is None else g.hi for v, g in zip(val, gains, strict=True)]
+    missing = [
+        f"{pol.label}: {'no gain' if pol.gain is None else pol.gain.reason}"
+        for _, pol in series
+        if pol.gain is None or pol.gain.value is None
+    ]
     color = policy_color(0)
     ax.fill_between(xs, lo, hi, color=color, alpha=STYLE["band_alpha"] + 0.05, linewidth=0, label="95% CI")
     ax.plot(xs, val, color=color, marker="o", linewidth=STYLE["policy"]["linewidth"], label="gain vs iid")
@@ -803,11 +713,10 @@ def plot_gain_vs_step(comparison: Comparison) -> Figure | None:
         ticks = [f"{int(x):,}" if s is not None else "final" for x, (s, _) in zip(xs, series, strict=True)]
         ax.set_xticks(xs, ticks, rotation=30)
     xlabel = "training step of the evaluation"
-    if missing:  # under the axis, where the layout makes room for it (the legend sits below it)
+    if missing:  # under the axis, where the layout makes room for it
         note = "gain undefined: " + "; ".join(missing)
         xlabel += "\n" + "\n".join(wrap(note, fig.get_figwidth() - 0.5, font("label")))
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("gain vs iid (0 = iid, 1 = oracle)")
+    ax.set(xlabel=xlabel, ylabel="gain vs iid (0 = iid, 1 = oracle)")
     ax.grid(True, alpha=0.3)
     # Below the axes: inside, the oracle's line at 1 would run through the legend's text.
     legend_below(fig, *ax.get_legend_handles_labels())
@@ -815,9 +724,6 @@ def plot_gain_vs_step(comparison: Comparison) -> Figure | None:
     return finish(fig)
 
 
-# -- the main figures ------------------------------------------------------------------------------------
-
-#: Text of the note drawn when a sampler's coverage exceeds the oracle's at some k.
 ORACLE_NOTE = (
     "note: the oracle is not a pointwise upper bound; a sampler whose traces match several strategies "
     "(or that is lucky at small $k$) can sit above it at some $k$"
@@ -840,7 +746,7 @@ def oracle_exceeded(comparison: Comparison, *, tol: float = 1e-9) -> list[int]:
 
 
 def _mark_extrapolated(ax: Any, c: CurveSet, y: Sequence[float | None], style: dict[str, Any]) -> None:
-    """Draw a curve's extrapolated part (k > n of an iid baseline from n samples) dashed, marked by a rule."""
+    """Draw a curve's extrapolated part (an iid baseline beyond its samples) dashed, marked by a rule."""
     ext = np.asarray(getattr(c, "extrapolated", None) or [], dtype=bool)
     if not ext.any():
         return
@@ -849,54 +755,56 @@ def _mark_extrapolated(ax: Any, c: CurveSet, y: Sequence[float | None], style: d
     width = float(style.get("linewidth", 1.8))
     # A white line under a dashed one of the curve's colour turns the solid stretch dashed.
     ax.plot(k, v, color="white", linewidth=width + 0.8, label="_nolegend_")
-    dashed = {"color": style["color"], "linestyle": "--", "linewidth": width}
-    ax.plot(k, v, label="_nolegend_", gid="extrapolated", **dashed)
+    ax.plot(
+        k, v, label="_nolegend_", gid="extrapolated", color=style["color"], linestyle="--", linewidth=width
+    )
     ax.axvline(c.k[first], color="0.6", linestyle=":", linewidth=0.8)
     note = f" {c.label} extrapolated"
     ax.text(c.k[first], 0.01, note, fontsize=font("note"), color="0.35", ha="left", va="bottom")
 
 
 def plot_coverage(comparison: Comparison, *, valid: bool = False) -> Figure:
-    """Main figure: coverage C(k) with CI bands, policies vs iid vs oracle.
+    """Main figure: coverage C(k) with CI bands, policies vs iid vs oracle (``valid``: valid-only coverage).
 
-    The legend gives each sampler's AUC and each policy's gain vs iid with CI. Where a policy is above
-    the oracle, a note says the oracle is not a pointwise upper bound. Earlier evaluations of a periodic
-    series are thin lines without bands (`plot_gain_vs_step` shows them with CIs). ``valid``: draw
-    valid-only coverage instead of raw coverage.
+    The legend gives each sampler's AUC and each policy's gain vs iid with CI; a note says when a
+    policy is above the oracle. Earlier evaluations of a periodic series are thin lines without bands.
     """
-    fig, ax = _k_axes((7.0, 5.0))
     gains = {id(p.curves): _gain_text(p) for p in comparison.policies}
     series = eval_series(comparison)
     faded = {id(p.curves) for _, p in series[:-1]} if len(series) >= 3 else set()
-    banded = False
-    for c, style in styled_sets(comparison):
-        y = c.valid_coverage if valid else c.coverage
-        lo, hi = (c.valid_coverage_lo, c.valid_coverage_hi) if valid else (c.coverage_lo, c.coverage_hi)
-        if y is None:
-            continue
-        if id(c) in faded:
-            ax.plot(c.k, _a(y), color=style["color"], linewidth=0.9, alpha=0.55, label=c.label)
-            continue
-        auc = c.valid_auc if valid else c.auc
-        label = legend_label(c) + ("" if auc is None else f": AUC {auc:.3f}")
-        label += "" if valid else gains.get(id(c), "")
-        marker = "o" if len(c.k) <= 12 and c.role == "policy" and not is_sanity(c) else None
-        ax.plot(c.k, _a(y), label=label, marker=marker, markersize=4, **style)
-        _mark_extrapolated(ax, c, y, style)
-        # Bands for the policies and the iid only: a sanity check's band would cover the iid's.
-        if not is_sanity(c):
-            banded = _band(ax, c.k, lo, hi, style["color"]) or banded
-    above = [] if valid else oracle_exceeded(comparison)
-    if above:
-        ks = ", ".join(str(k) for k in above[:6]) + (", …" if len(above) > 6 else "")
-        corner_note(ax, [*wrap(ORACLE_NOTE, 4.0, font("note")), f"(here: $k$ = {ks})"], gid="oracle-note")
-    handles, labels = ax.get_legend_handles_labels()
-    if banded:
-        _add_band_key(handles, labels)
+
+    def draw(ax: Axes) -> tuple[list[Any], list[str]]:
+        banded = False
+        for c, style in styled_sets(comparison):
+            y = c.valid_coverage if valid else c.coverage
+            lo, hi = (c.valid_coverage_lo, c.valid_coverage_hi) if valid else (c.coverage_lo, c.coverage_hi)
+            if y is None:
+                continue
+            if id(c) in faded:
+                ax.plot(c.k, _a(y), color=style["color"], linewidth=0.9, alpha=0.55, label=c.label)
+                continue
+            auc = c.valid_auc if valid else c.auc
+            label = legend_label(c) + ("" if auc is None else f": AUC {auc:.3f}")
+            label += "" if valid else gains.get(id(c), "")
+            marker = "o" if len(c.k) <= 12 and c.role == "policy" and not is_sanity(c) else None
+            ax.plot(c.k, _a(y), label=label, marker=marker, markersize=4, **style)
+            _mark_extrapolated(ax, c, y, style)
+            # Bands for the policies and the iid only: a sanity check's band would cover the iid's.
+            if not is_sanity(c):
+                banded = _band(ax, c.k, lo, hi, style["color"]) or banded
+        above = [] if valid else oracle_exceeded(comparison)
+        if above:
+            ks = ", ".join(str(k) for k in above[:6]) + (", …" if len(above) > 6 else "")
+            note = [*wrap(ORACLE_NOTE, 4.0, font("note")), f"(here: $k$ = {ks})"]
+            _corner_note(ax, note, gid="oracle-note")
+        handles, labels = ax.get_legend_handles_labels()
+        if banded:
+            _add_band_key(handles, labels)
+        return handles, labels
+
     ylabel = "valid-strategy coverage" if valid else r"strategy coverage $C(k) = \mathbb{E}\,|S_k|\,/\,M$"
     what = "valid coverage" if valid else "strategy coverage"
-    xlabel = f"{BUDGET} (samples per input)"
-    return _k_done(fig, ax, comparison, what, ylabel, xlabel=xlabel, legend=(handles, labels))
+    return _k_figure(comparison, (7.0, 5.0), draw, what, ylabel, xlabel=f"{BUDGET} (samples per input)")
 
 
 #: The last coverage figure written (its comparison's JSON, format and dpi) and its bytes: a run's final
@@ -927,14 +835,16 @@ def remember_coverage(comparison: Comparison, path: str | Path, *, dpi: int = DP
 
 def plot_novelty(comparison: Comparison) -> Figure:
     """Marginal novelty N(i) = Pr[sample i reveals a new strategy] (expected new count if that is all)."""
-    fig, ax = _k_axes((7.0, 4.8))
-    for c, style in styled_sets(comparison):
-        y = c.novelty if c.novelty is not None else c.expected_new
-        if y is not None:
-            suffix = "" if c.novelty is not None else " (expected # new)"
-            ax.plot(c.k, _a(y), label=legend_label(c) + suffix, **style)
+
+    def draw(ax: Axes) -> None:
+        for c, style in styled_sets(comparison):
+            y = c.novelty if c.novelty is not None else c.expected_new
+            if y is not None:
+                suffix = "" if c.novelty is not None else " (expected # new)"
+                ax.plot(c.k, _a(y), label=legend_label(c) + suffix, **style)
+
     ylabel = r"novelty $N(i) = \Pr[\mathrm{sample}\ i\ \mathrm{is\ new}]$"
-    return _k_done(fig, ax, comparison, "marginal novelty", ylabel, xlabel=SAMPLE_INDEX, top=None)
+    return _k_figure(comparison, (7.0, 4.8), draw, "marginal novelty", ylabel, xlabel=SAMPLE_INDEX, top=None)
 
 
 def _tau_groups(sets: Sequence[CurveSet], taus: Sequence[float], m: int | None) -> list[list[float]]:
@@ -958,7 +868,7 @@ def _merged_note(group: Sequence[float], m: int | None) -> str:
     """Why thresholds share a panel, e.g. "(M = 4: 80% coverage needs all 4)"."""
     if not m:
         return "(equal for every sampler here)"
-    need = math.ceil(group[0] * m - 1e-9)  # the strategies every threshold of the group asks for
+    need = math.ceil(group[0] * m - 1e-9)
     return f"(M = {m}: {group[0]:.0%} coverage needs {f'all {m}' if need == m else f'{need} of {m}'})"
 
 
@@ -988,12 +898,10 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
         ax.axhline(0.5, color="0.6", linewidth=0.9)
         at = {"xycoords": ("axes fraction", "data"), "xytext": (3, -3), "textcoords": "offset points"}
         ax.annotate("median", (0.0, 0.5), ha="left", va="top", fontsize=font("note"), color="0.4", **at)
-        ax.set_xlabel(BUDGET)
-        ax.set_ylabel(f"$\\Pr[T_{{{tau:g}}} > k]$  (below {tau:.0%} coverage)")
-        ax.set_ylim(-0.02, 1.05)
-        budget_axis(ax, budget, narrow=True)
         merged = f"\n{_merged_note(group, comparison.num_strategies)}" if len(group) > 1 else ""
-        ax.set_title(f"survival of {name}{merged}")
+        ylabel = f"$\\Pr[T_{{{tau:g}}} > k]$  (below {tau:.0%} coverage)"
+        ax.set(xlabel=BUDGET, ylabel=ylabel, ylim=(-0.02, 1.05), title=f"survival of {name}{merged}")
+        budget_axis(ax, budget, narrow=True)
     box_ax = axes[-1]
     data, labels, colors = [], [], []
     for c, style in styled:
@@ -1006,19 +914,25 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
     if data:
         box_ax.axhspan(budget + 0.5, budget + 1.5, color="0.88", linewidth=0, zorder=0, gid="censored")
         parts = box_ax.boxplot(data, patch_artist=True, widths=0.6)
-        # One line per box, slanted, when thresholds split the boxes: two-line labels would collide.
+        # One slanted line per box when thresholds split the boxes: two-line labels would collide.
         slant = {} if len(groups) == 1 else {"rotation": 45, "ha": "right", "rotation_mode": "anchor"}
         box_ax.set_xticks(range(1, len(labels) + 1), labels, **slant)
-        # Each median in its series colour, above the whisker caps: matplotlib's default orange reads as
-        # the second policy's colour, and a censored median lies on a cap.
+        # Medians in the series colour, above the caps: the default orange reads as the second policy.
         for patch, median, color in zip(parts["boxes"], parts["medians"], colors, strict=True):
             patch.set(facecolor=color, alpha=0.35)
             median.set(color=color, linewidth=2.2, zorder=4)
         mark = {"marker": "^", "markersize": 9, "markeredgecolor": "black", "linestyle": ""}
         censored = [i for i, d in enumerate(data) if np.median(d) >= budget + 1]
-        on_box = {"markeredgewidth": 0.8, "zorder": 5, "gid": "censored-median", **mark}
         for i in censored:
-            box_ax.plot(i + 1, budget + 1, color=colors[i], **on_box)
+            box_ax.plot(
+                i + 1,
+                budget + 1,
+                color=colors[i],
+                markeredgewidth=0.8,
+                zorder=5,
+                gid="censored-median",
+                **mark,
+            )
         if censored:
             legend[f"median censored (> K = {budget})"] = Line2D([], [], color="0.6", **mark)
         box_ax.set_ylim(min(0.5, min(min(d) for d in data) - 0.5), budget + 1.5)
@@ -1028,8 +942,9 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
     else:
         box_ax.text(0.5, 0.5, "no per-run values", ha="center", va="center", transform=box_ax.transAxes)
     what = names[0] if len(groups) == 1 else "$T$"
-    box_ax.set_ylabel(f"samples needed {what}\n(shaded: censored, not reached by $K$)")
-    box_ax.set_title(f"{what} per run")
+    box_ax.set(
+        ylabel=f"samples needed {what}\n(shaded: censored, not reached by $K$)", title=f"{what} per run"
+    )
     box_ax.grid(True, axis="y", alpha=0.3)
     legend_below(fig, list(legend.values()), list(legend))
     suptitle(fig, title(comparison, "time to coverage"))
@@ -1040,40 +955,42 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
 
 def plot_valid_vs_raw(comparison: Comparison) -> Figure:
     """Raw coverage (solid) vs valid-only coverage (dotted): a gap is earned by incorrect solutions."""
-    fig, ax = _k_axes((7.0, 5.0))
-    handles: list[Any] = []
-    labels: list[str] = []
-    for c, style in styled_sets(comparison):
-        # Line style means raw vs valid here, so every sampler is solid/dotted; colour names it.
-        handles += ax.plot(c.k, _a(c.coverage), **dict(style, linestyle="-", linewidth=2.0))
-        if c.valid_coverage is not None:
-            ax.plot(c.k, _a(c.valid_coverage), **dict(style, linestyle=":", linewidth=2.4))
-        labels.append(legend_label(c) + ("" if c.valid_rate is None else f" (valid rate {c.valid_rate:.0%})"))
-    # The line styles are not samplers: a note, so no legend handle looks like a sampler's line.
-    corner_note(ax, ["solid: raw, every matched strategy", "dotted: valid, correct solutions only"])
-    ylabel = "strategy coverage $C(k)$"
-    return _k_done(fig, ax, comparison, "raw vs valid strategy coverage", ylabel, legend=(handles, labels))
+
+    def draw(ax: Axes) -> tuple[list[Any], list[str]]:
+        handles: list[Any] = []
+        labels: list[str] = []
+        for c, style in styled_sets(comparison):
+            # Line style means raw vs valid here, so every sampler is solid/dotted; colour names it.
+            handles += ax.plot(c.k, _a(c.coverage), **dict(style, linestyle="-", linewidth=2.0))
+            if c.valid_coverage is not None:
+                ax.plot(c.k, _a(c.valid_coverage), **dict(style, linestyle=":", linewidth=2.4))
+            rate = "" if c.valid_rate is None else f" (valid rate {c.valid_rate:.0%})"
+            labels.append(legend_label(c) + rate)
+        # The line styles are not samplers: a note, so no legend handle looks like a sampler's line.
+        _corner_note(ax, ["solid: raw, every matched strategy", "dotted: valid, correct solutions only"])
+        return handles, labels
+
+    what = "raw vs valid strategy coverage"
+    return _k_figure(comparison, (7.0, 5.0), draw, what, "strategy coverage $C(k)$")
 
 
 def plot_latent(comparison: Comparison) -> Figure | None:
-    """Latent-code coverage of router policies: a method diagnostic, drawn apart from strategy coverage.
-
-    Returns:
-        The figure, or None when no policy carries a latent curve.
-    """
+    """Latent-code coverage of router policies (a method diagnostic); None when no policy has one."""
     latents = [(p, p.latent) for p in comparison.policies if p.latent is not None]
     if not latents:
         return None
     styles = {c.label: s for c, s in styled_sets(comparison) if c.role == "policy"}
-    fig, ax = _k_axes((7.0, 4.8))
-    for pol, lat in latents:
-        style = styles[pol.label]  # the policy's colour and line in every plot
-        codes = "" if lat.num_codes is None else f" ({lat.num_codes} codes)"
-        ax.plot(lat.k, _a(lat.coverage), label=f"{legend_label(pol.curves)}{codes}", **style)
-        if not is_sanity(pol.curves):
-            _band(ax, lat.k, lat.coverage_lo, lat.coverage_hi, style["color"])
+
+    def draw(ax: Axes) -> None:
+        for pol, lat in latents:
+            style = styles[pol.label]  # the policy's colour and line in every plot
+            codes = "" if lat.num_codes is None else f" ({lat.num_codes} codes)"
+            ax.plot(lat.k, _a(lat.coverage), label=f"{legend_label(pol.curves)}{codes}", **style)
+            if not is_sanity(pol.curves):
+                _band(ax, lat.k, lat.coverage_lo, lat.coverage_hi, style["color"])
+
     ylabel = r"latent-code coverage (distinct $z$ / #codes)"
-    return _k_done(fig, ax, comparison, "router latent-code coverage, a diagnostic", ylabel)
+    return _k_figure(comparison, (7.0, 4.8), draw, "router latent-code coverage, a diagnostic", ylabel)
 
 
 #: The figures after the coverage plot, in report order (each drawn when its data exist).
@@ -1094,10 +1011,7 @@ def render_report_plots(
     """Write the plots of the first `PLOTTED_COMPARISONS` comparisons as ``out_dir/plots/<slug>_<plot>.*``.
 
     Returns:
-        ``{"<slug>/<plot>": path}``, coverage first, then those of `_PLOTS` that apply.
-
-    Raises:
-        SeffiError: ``format`` is not one of `FORMATS`.
+        ``{"<slug>/<plot>": path}``, coverage first (`SeffiError` for a ``format`` not in `FORMATS`).
     """
     ext = check_format(format)
     out = Path(out_dir) / PLOTS_DIR

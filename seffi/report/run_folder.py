@@ -2,12 +2,6 @@
 
 A command refuses an earlier run unless ``--overwrite`` (`prepare_run_folder`); a callback moves to
 ``DIR-2``, ``DIR-3``, ... with one warning ([`fresh_out_dir`][seffi.report.fresh_out_dir]).
-
-Examples:
-    >>> import tempfile
-    >>> d = Path(tempfile.mkdtemp()) / "run"
-    >>> prepare_run_folder(d, overwrite=False) == d, holds_seffi_run(d)
-    (True, False)
 """
 
 from __future__ import annotations
@@ -23,8 +17,7 @@ from pathlib import Path
 
 from seffi.errors import RunFolderExists, SeffiError
 
-#: Names (``fnmatch`` patterns of the entries directly inside the folder) that a seffi command writes into
-#: a run folder; folders among them (``plots``) are seffi-owned as a whole.
+#: ``fnmatch`` patterns of the entries a seffi command writes into a run folder (``plots`` as a whole).
 SEFFI_OWNED: tuple[str, ...] = (
     "report.json",
     "report.md",
@@ -44,7 +37,6 @@ SEFFI_OWNED: tuple[str, ...] = (
 
 #: The lock file that claims a run folder for one process (created with ``O_EXCL``; holds the pid).
 LOCK_FILE = ".seffi-lock"
-#: Locks this process holds, released by `release_run_folders` (and at exit).
 _CLAIMED: set[Path] = set()
 
 
@@ -59,7 +51,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _lock_owner(lock: Path) -> tuple[int | None, str]:
-    """(pid, kind) written in a lock file; pid None when it holds no pid (being written, or damaged)."""
+    """(pid, kind) written in a lock file; pid None when it holds none (being written, or damaged)."""
     try:
         words = lock.read_text(encoding="utf-8").split()
     except OSError:
@@ -69,18 +61,14 @@ def _lock_owner(lock: Path) -> tuple[int | None, str]:
     return int(words[0]), " ".join(words[1:])
 
 
-#: The kind of lock `prepare_run_folder` takes: a command that rebuilds its folder from its settings.
+#: The lock of a command, which rebuilds its folder from its settings; of a training, whose folder
+#: holds the only copy of what it measured.
 COMMAND = "command"
-#: The kind of lock a training's local sink takes: its folder holds the only copy of what it measured.
 TRAINING = "training"
 
 
 def _claim(path: Path, kind: str) -> tuple[int | None, str] | None:
-    """Create the lock of ``path`` for this process; the (pid, kind) of a dead process's lock taken over.
-
-    Raises:
-        SeffiError: A live process holds the lock, or the folder cannot be written.
-    """
+    """Create the lock of ``path`` for this process; the (pid, kind) of a dead process's lock taken over."""
     lock = Path(path) / LOCK_FILE
     taken = None
     for _ in range(2):
@@ -109,17 +97,15 @@ def _claim(path: Path, kind: str) -> tuple[int | None, str] | None:
 
 
 def claim_run_folder(path: Path, *, kind: str = TRAINING) -> Path:
-    """Claim the existing folder ``path`` for this process: one atomic ``O_EXCL`` create of its lock file.
+    """Claim the existing folder ``path`` for this process (a dead process's lock taken over with a warning).
 
-    A lock left by a process that no longer runs is taken over with one warning (the temporary files
-    of its interrupted writes removed); a lock of a live process raises `SeffiError`.
+    Raises:
+        SeffiError: A live process holds the folder.
     """
     taken = _claim(path, kind)
     if taken is not None:
         warnings.warn(
-            f"taking over the lock of pid {taken[0]}, which no longer runs, in {path}",
-            UserWarning,
-            stacklevel=3,
+            f"taking over the lock of pid {taken[0]}, which no longer runs, in {path}", stacklevel=3
         )
     remove_leftovers(Path(path))
     return Path(path)
@@ -167,14 +153,6 @@ def _owned_entries(path: Path, owned: tuple[str, ...] = SEFFI_OWNED) -> list[Pat
         return []
 
 
-def holds_seffi_run(path: Path) -> bool:
-    """True when the folder ``path`` holds files a seffi run writes (not the write-probe file alone)."""
-    path = Path(path)
-    if not path.is_dir():
-        return False
-    return any(p.name != ".seffi-write-test" for p in _owned_entries(path))
-
-
 def _earlier_output(entry: Path) -> bool:
     """Whether an owned entry of a claimed folder is an earlier run's output (an empty file is not)."""
     if entry.name == ".seffi-write-test":
@@ -186,7 +164,7 @@ def _earlier_output(entry: Path) -> bool:
 
 
 def remove_leftovers(path: Path) -> None:
-    """Delete the temporary files an interrupted atomic write of a seffi file left (``.NAME.*.tmp``)."""
+    """Delete the temporary files of interrupted atomic writes (``.NAME.*.tmp``)."""
     try:
         entries = list(path.iterdir())
     except OSError:
@@ -201,16 +179,12 @@ def _names(entries: list[Path]) -> str:
 
 
 def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = SEFFI_OWNED) -> Path:
-    """Create the run folder ``path`` (if needed) and prove it is writable, before any work starts.
+    """Create the run folder ``path`` (if needed), claim it and prove it is writable, before any work.
 
     Args:
         path: The run folder (``--out``).
-        overwrite: Remove an earlier run's seffi-owned files and folders (never anything else) instead
-            of refusing.
+        overwrite: Remove an earlier run's seffi-owned files and folders (never anything else).
         owned: The names that count as an earlier run's output (``seffi compare`` narrows them).
-
-    Returns:
-        ``path``.
 
     Raises:
         RunFolderExists: The folder holds an earlier run and ``overwrite`` is False.
@@ -230,14 +204,11 @@ def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = 
     remove_leftovers(path)
     earlier = [p for p in _owned_entries(path, owned) if _earlier_output(p)]
     if killed is not None:
-        # A command's lock is removed only when it ends: a dead one marks output left unfinished by a
-        # kill, which a rerun rebuilds. A training's unfinished folder is its only copy: kept.
+        # A dead command left unfinished output, which a rerun rebuilds; a training's is its only copy.
         rerun = killed[1] == COMMAND and earlier
         what = f"; replacing what it left unfinished ({_names(earlier)})" if rerun else ""
         warnings.warn(
-            f"taking over the lock of pid {killed[0]}, which no longer runs, in {path}{what}",
-            UserWarning,
-            stacklevel=2,
+            f"taking over the lock of pid {killed[0]}, which no longer runs, in {path}{what}", stacklevel=2
         )
         overwrite = overwrite or bool(rerun)
     if earlier and not overwrite:
@@ -272,14 +243,14 @@ def _in_use(path: Path) -> bool:
     if owner is not None and _pid_alive(owner):
         return True
     msg = f"removing the lock of pid {owner}, which no longer runs, in {path}"
-    warnings.warn(msg, UserWarning, stacklevel=4)
+    warnings.warn(msg, stacklevel=4)
     lock.unlink(missing_ok=True)
     remove_leftovers(path)
     return False
 
 
 def default_out_dir(prefix: str = "seffi") -> Path:
-    """A fresh run folder ``runs/<prefix>-<UTC timestamp>`` (``runs/<UTC timestamp>`` without a prefix)."""
+    """A fresh run folder ``runs/<prefix>-<UTC timestamp>``."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     base = Path("runs") / (f"{prefix}-{stamp}" if prefix else stamp)
     out, n = base, 1
@@ -292,10 +263,9 @@ def default_out_dir(prefix: str = "seffi") -> Path:
 def fresh_out_dir(out_dir: str | Path | None, prefix: str = "seffi", *, nested: Sequence[str] = ()) -> Path:
     """The folder (not created) a callback writes its run into: never one that holds a seffi run.
 
-    ``None`` gives `default_out_dir`; a folder a live run holds or that holds an earlier run's output
-    is taken, and the first free ``DIR-2``, ``DIR-3``, ... is used instead, with one warning (what a
-    killed run left is cleared, not counted). ``nested``: sub-folders that also hold a run of this
-    layout (the SB3 callback's ``stream``/``eval``).
+    ``None`` gives `default_out_dir`; a folder a live run holds or with an earlier run's output gives
+    the first free ``DIR-2``, ``DIR-3``, ... with one warning. ``nested``: sub-folders that also hold
+    a run (the SB3 callback's ``stream``/``eval``).
     """
     if out_dir is None:
         return default_out_dir(prefix)
@@ -313,9 +283,5 @@ def fresh_out_dir(out_dir: str | Path | None, prefix: str = "seffi", *, nested: 
         candidate.is_dir() and not taken(candidate)
     ):
         n += 1
-    warnings.warn(
-        f"{path} already holds a seffi run; writing this run to {candidate} instead",
-        UserWarning,
-        stacklevel=3,
-    )
+    warnings.warn(f"{path} already holds a seffi run; writing this run to {candidate} instead", stacklevel=3)
     return candidate

@@ -1,12 +1,4 @@
-r"""Read the JSON and YAML files a user hands to seffi without crashing or exhausting memory.
-
-Size and depth caps, no YAML aliases, no duplicate keys, no JSON NaN; every problem is one `SeffiError`
-line naming the file.
-
-Examples:
-    >>> loads_yaml("a: 1\nb: [1, 2]\n", source="c.yaml")
-    {'a': 1, 'b': [1, 2]}
-"""
+"""Read the JSON and YAML files a user hands to seffi: any problem is one `SeffiError` line."""
 
 from __future__ import annotations
 
@@ -23,12 +15,7 @@ DEFAULT_MAX_DEPTH = 64
 
 
 def read_text(path: str | Path, *, what: str = "file", max_bytes: int = DEFAULT_MAX_BYTES) -> str:
-    """The UTF-8 text of ``path`` (a leading byte-order mark is dropped).
-
-    Raises:
-        SeffiError: The file is missing or unreadable, not a regular file (a FIFO would block the read),
-            larger than ``max_bytes``, or not UTF-8.
-    """
+    """The UTF-8 text of ``path``; `SeffiError` unless a regular, small, UTF-8 file."""
     path = Path(path)
     try:
         info = path.stat()
@@ -55,7 +42,7 @@ def read_text(path: str | Path, *, what: str = "file", max_bytes: int = DEFAULT_
 
 
 def check_depth(data: Any, *, source: str, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
-    """Raise one `SeffiError` line when ``data`` nests lists/dicts deeper than ``max_depth`` (iteratively)."""
+    """Raise one `SeffiError` line when ``data`` nests lists/dicts deeper than ``max_depth``."""
     stack: list[tuple[Any, int]] = [(data, 0)]
     while stack:
         obj, depth = stack.pop()
@@ -90,12 +77,7 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def loads_json(text: str, *, source: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
-    """Parse JSON text; ``source`` names it in the error ("config file x.json").
-
-    Raises:
-        SeffiError: Not valid JSON, a duplicate key, ``NaN``/``Infinity``, an integer of more than
-            4,300 digits, or nested deeper than ``max_depth``.
-    """
+    """Parse JSON text; `SeffiError` naming ``source`` on bad JSON, a duplicate key, NaN, or deep nesting."""
     try:
         data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_pairs)
     except json.JSONDecodeError as exc:
@@ -158,11 +140,7 @@ def _yaml_loader(max_depth: int) -> tuple[Any, type[Exception]]:
 
 
 def loads_yaml(text: str, *, source: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
-    """Parse YAML text with a safe loader that also rejects aliases and duplicate keys.
-
-    Raises:
-        SeffiError: Not valid YAML, an alias, a duplicate key, or nested deeper than ``max_depth``.
-    """
+    """Parse YAML safely; `SeffiError` on bad YAML, an alias, a duplicate key or deep nesting."""
     import yaml
 
     loader_class, refused = _yaml_loader(max_depth)

@@ -1,8 +1,7 @@
 """The report.json models (pydantic): everything needed to re-render report.md and the plots.
 
-``Report -> Comparison -> PolicyResult/CurveSet/Barcode/LatentCurve``; ``CurveSet``'s metric fields come
-from the column table (`seffi.coverage.columns`). No timestamps or absolute paths, NaN refused (a
-missing value is null), so the same run gives the same bytes.
+``CurveSet``'s metric fields come from the column table (`seffi.coverage.columns`). No timestamps or
+absolute paths, NaN refused (a missing value is null): the same run gives the same bytes.
 """
 
 from __future__ import annotations
@@ -18,26 +17,9 @@ from seffi.coverage.columns import COLUMNS, Column
 from seffi.coverage.input_metrics import Estimate
 from seffi.coverage.summaries import MAX_BUDGET, FloatList, Gain, TimeToCoverage, check_unit
 
-__all__ = [
-    "MAX_BUDGET",
-    "MAX_INPUTS",
-    "SCHEMA_VERSION",
-    "Barcode",
-    "Comparison",
-    "CurveSet",
-    "Gain",
-    "LatentCurve",
-    "PolicyResult",
-    "Report",
-    "TimeToCoverage",
-]
-
 SCHEMA_VERSION = 1
-#: Largest input pool a report may name.
 MAX_INPUTS = 1_000_000_000
-#: The inclusive range of each bounded count of a `Comparison`.
 _COUNT_RANGES: dict[str, tuple[int, int]] = {"budget": (1, MAX_BUDGET), "n_inputs": (0, MAX_INPUTS)}
-
 
 # seffi.coverage.Curves.kind -> (CurveSet.role, default method)
 _ROLE_OF_KIND: dict[str, tuple[str, str | None]] = {
@@ -71,10 +53,8 @@ def _curveset_fields(curves: Any) -> dict[str, Any]:
     for c in COLUMNS:
         if not c.curves_name:  # not held by Curves (the gain, the caller's valid rate)
             continue
-        sources = [c.curves_name] + ([f"{c.curves_name}_lo", f"{c.curves_name}_hi"] if c.report_ci else [])
-        targets = [c.name] + ([f"{c.name}_lo", f"{c.name}_hi"] if c.report_ci else [])
-        for src, dst in zip(sources, targets, strict=True):
-            value = get(src)
+        for dst in _names(c):
+            value = get(c.curves_name + dst[len(c.name) :])
             if value is None:
                 continue
             if c.shape == "tau":
@@ -83,7 +63,6 @@ def _curveset_fields(curves: Any) -> dict[str, Any]:
                 fields[dst] = int(value)
             else:
                 fields[dst] = jsonable(value)
-    # Curves holds k = 1..K in positions 0..K-1.
     fields["k"] = list(range(1, len(fields.get("coverage") or []) + 1))
     for name in ("rarity_bins", "notes", "method"):
         if get(name) is not None:
@@ -113,7 +92,7 @@ def _check_band(name: str, lo: Sequence[float | None] | None, hi: Sequence[float
         raise ValueError(f"{name}_lo exceeds {name}_hi somewhere")
 
 
-#: The metric columns a curve set holds (the gain belongs to a policy result, not to a curve set).
+#: The metric columns a curve set holds (the gain belongs to a policy result).
 _SET_COLUMNS: tuple[Column, ...] = tuple(c for c in COLUMNS if c.shape != "gain")
 
 
@@ -123,8 +102,6 @@ def _names(c: Column) -> list[str]:
 
 
 class _CurveSetBase(_Model):
-    """The fixed fields of `CurveSet`; the metric fields come from the column table."""
-
     label: str
     role: Literal["policy", "iid", "oracle"] = "policy"
     method: str | None = None
@@ -174,7 +151,6 @@ class _CurveSetBase(_Model):
 
     @property
     def budget(self) -> int:
-        """The largest k (the budget K)."""
         return self.k[-1]
 
     def ttc(self, tau: float) -> TimeToCoverage | None:
@@ -183,20 +159,15 @@ class _CurveSetBase(_Model):
 
     @classmethod
     def from_curves(cls, curves: Any, label: str, role: str | None = None, **extra: Any) -> CurveSet:
-        """Adapt a [`seffi.coverage.Curves`][seffi.coverage.Curves] (or its ``to_dict()``) into a curve set.
+        """A curve set of a [`seffi.coverage.Curves`][seffi.coverage.Curves] (or its ``to_dict()``).
 
-        Args:
-            curves: a ``Curves``, or the dict of its ``to_dict()``.
-            label: legend name.
-            role: "policy", "iid" or "oracle"; None derives it from the curves' ``kind``.
-            **extra: fields to set or override (e.g. ``method="exact"``).
+        ``role`` None derives it from the curves' ``kind``; ``extra`` sets or overrides fields.
         """
         fields = _curveset_fields(curves)
         return cls(label=label, **{**fields, **({} if role is None else {"role": role}), **extra})
 
 
 def _field(c: Column, bound: bool) -> tuple[Any, Any]:
-    """(type, default) of one metric field of `CurveSet`."""
     if c.shape == "tau":
         return list[TimeToCoverage], []
     kind: Any = {
@@ -216,34 +187,17 @@ CurveSet = create_model(
     __module__=__name__,
     __doc__="""One sampler's curves over budgets k (policy, iid baseline or oracle).
 
-    Attributes:
-        label: legend name, e.g. "learned", "iid", "oracle".
-        role: "policy", "iid" or "oracle".
-        method: how the numbers were obtained, e.g. "exact", "empirical", "estimated",
-            "extrapolated", "monte_carlo" (shown in report.md so estimates are labelled as such).
-        k: budgets, int list, shape (K,), increasing, >= 1.
-        rarity_bins: names of the rows of ``coverage_by_rarity`` (row 0 = most common).
-        notes: caveats.
-
-    The metric fields (``coverage`` with ``coverage_lo``/``coverage_hi``, ``novelty``, ``full_coverage``,
-    ``time_to_coverage``, ``auc``, ``valid_rate``, ``n_samples``, ...) are declared by
-    `seffi.coverage.columns.COLUMNS`: per-k lists have the length of ``k`` (null where undefined),
-    probabilities lie in [0, 1], and a band's ``_lo`` never exceeds its ``_hi``.
+    Besides ``label``, ``role``, ``method`` ("exact", "empirical", "estimated", ...), ``k`` (increasing,
+    >= 1), ``rarity_bins`` and ``notes``, its metric fields (``coverage`` with ``coverage_lo``/``_hi``,
+    ``novelty``, ``auc``, ...) are declared by `seffi.coverage.columns.COLUMNS`: per-k lists have the
+    length of ``k`` (null where undefined), and a band's ``_lo`` never exceeds its ``_hi``.
     """,
     **{name: _field(c, name != c.name) for c in _SET_COLUMNS for name in _names(c)},
 )
 
 
 class Barcode(_Model):
-    """Which strategy each sample of each input matched (the qualitative redundancy picture).
-
-    Attributes:
-        strategies: strategy names; cell value j means ``strategies[j]``.
-        input_ids: one per row.
-        matrix: int rows (inputs) x columns (sample index); -1 = matched no strategy. Rows may be
-            shorter than the budget. A sample matching several strategies shows one of them.
-        new: optional bool rows like ``matrix``: the sample added a strategy new to its row.
-    """
+    """Which strategy each sample of each input matched (-1: none), ``new`` where it was new to its row."""
 
     strategies: list[str]
     input_ids: list[str]
@@ -279,7 +233,7 @@ class Barcode(_Model):
 
 
 class LatentCurve(_Model):
-    """Coverage of the router's latent codes (a method diagnostic, kept apart from strategy coverage)."""
+    """Coverage of the router's latent codes (a method diagnostic)."""
 
     label: str
     k: list[int]
@@ -310,7 +264,6 @@ class PolicyResult(_Model):
 
     @property
     def label(self) -> str:
-        """The policy's legend name."""
         return self.curves.label
 
 
@@ -326,7 +279,7 @@ class Comparison(_Model):
     oracle: CurveSet | None = None
     policies: list[PolicyResult] = []
     notes: list[str] = []
-    #: Exploration-ladder rung (``seffi ladder``): 1 = hand-written router env, 2 = learned generators.
+    #: Exploration-ladder rung (``seffi ladder``).
     rung: int | None = None
     #: Where the iid curves come from: the env's exact law, or estimated from base-model samples.
     iid_source: Literal["exact", "samples"] | None = None
@@ -348,8 +301,7 @@ class Comparison(_Model):
 
     @property
     def slug(self) -> str:
-        """A filesystem-safe name for this comparison's plot files."""
-        # The env id names the comparison best (token vs router env of one task); drop the namespace.
+        """A file-name-safe name: the env id without its namespace, else the task."""
         raw = self.env_id.rsplit("/", 1)[-1] if self.env_id else self.task
         return "".join(c if c.isalnum() or c in "-_." else "_" for c in raw).strip("_") or "comparison"
 
@@ -367,20 +319,10 @@ class Comparison(_Model):
         latents: Mapping[str, LatentCurve] | None = None,
         notes: Sequence[str] = (),
     ) -> Comparison:
-        """Build a comparison from [`seffi.coverage.Curves`][seffi.coverage.Curves] objects.
+        """Build a comparison from ``{label: Curves}`` and the baselines' [`Curves`][seffi.coverage.Curves].
 
-        Each policy's gain is ``curves.gain(iid, oracle)`` when both baselines are given.
-
-        Args:
-            task: task name.
-            policies: ``{label: Curves}``.
-            iid: the iid baseline ``Curves`` (or None).
-            oracle: the oracle ``Curves`` (or None).
-            env_id: env id (names the plot files).
-            num_strategies: M, shown in report.md.
-            notes: caveats shown in report.md.
-            barcodes: ``{label: Barcode or its dict}``; a policy's ``Curves.barcode`` is used otherwise.
-            latents: ``{label: LatentCurve}`` for router policies.
+        Each policy's gain is ``curves.gain(iid, oracle)`` when both baselines are given; ``barcodes``
+        (``{label: Barcode or its dict}``) replace a policy's ``Curves.barcode``.
         """
         results = []
         for label, curves in policies.items():
@@ -416,7 +358,7 @@ class Comparison(_Model):
         )
 
     def curve_sets(self) -> list[CurveSet]:
-        """Policies first, then iid and oracle (those present): the order of every legend."""
+        """Policies first, then iid and oracle: the order of every legend."""
         sets = [p.curves for p in self.policies]
         sets += [c for c in (self.iid, self.oracle) if c is not None]
         return sets
@@ -433,10 +375,7 @@ class Report(_Model):
     comparisons: list[Comparison]  # required: a report.json without it is not a report
 
     def slugs(self) -> list[str]:
-        """One file-name slug per comparison, in order: its `Comparison.slug`, ``_<index>`` added on a repeat.
-
-        The plot files and report.md's links to them both use these names.
-        """
+        """One file-name slug per comparison: its `Comparison.slug`, ``_<index>`` added on a repeat."""
         used: list[str] = []
         for index, comp in enumerate(self.comparisons):
             used.append(comp.slug if comp.slug not in used else f"{comp.slug}_{index}")

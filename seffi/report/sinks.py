@@ -1,7 +1,4 @@
-"""Where logged numbers go: a local folder (always) and W&B (optional, never fatal), and the closing lines.
-
-A W&B failure only disables the W&B sink.
-"""
+"""Where logged numbers go: a local folder (always) and W&B (optional, never fatal), and the closing lines."""
 
 from __future__ import annotations
 
@@ -19,9 +16,8 @@ from seffi._io import append_line, drop_partial_line, read_jsonl, write_atomic
 from seffi.errors import SeffiError
 from seffi.report import keys
 from seffi.report.caveats import console_lines, summary_notes
-from seffi.report.files import dumps_report, load_report, write_report
+from seffi.report.files import PlotRenderer, dumps_report, load_report, write_report
 from seffi.report.plots import save_coverage
-from seffi.report.render import PlotRenderer
 from seffi.report.run_folder import (
     claim_run_folder,
     fresh_out_dir,
@@ -50,8 +46,7 @@ class Sink(Protocol):
         """Write final results and close."""
 
 
-def dumps_state(state: Mapping[str, Any]) -> str:
-    """Tracker state as deterministic JSON (sorted keys; numpy arrays become lists)."""
+def _dumps_state(state: Mapping[str, Any]) -> str:
     return json.dumps(state, sort_keys=True, indent=None, separators=(",", ":"), default=json_default) + "\n"
 
 
@@ -62,17 +57,15 @@ class LocalSinkWarning(RuntimeWarning):
 class LocalSink:
     """Always-on local sink: metrics.jsonl, snapshots.jsonl, and at ``finish`` the state and report files.
 
-    The sink holds the folder's lock while it writes and never writes through a symbolic link. A full
-    disk never stops training: one warning, and the lines that do not fit are kept in memory, in order,
-    until a later log, checkpoint or ``finish`` fits.
+    It holds the folder's lock and never writes through a symbolic link. A full disk never stops
+    training: one warning, and the lines that do not fit wait in memory for a later write that fits.
 
     Args:
         out_dir: the run folder (created).
         plots: render PNG plots at ``finish``.
 
     Raises:
-        SeffiError: ``out_dir`` is not writable, another live process writes into it, or a file seffi
-            writes there is a symbolic link.
+        SeffiError: ``out_dir`` is not writable, held by another live process, or holds a link.
     """
 
     def __init__(self, out_dir: str | Path, *, plots: bool = True) -> None:
@@ -99,11 +92,6 @@ class LocalSink:
             msg = f"cannot write to the output folder {self.out_dir}: {exc.strerror or exc}"
             raise SeffiError(msg) from None
 
-    @property
-    def unwritten(self) -> int:
-        """Lines kept in memory because the disk refused them."""
-        return sum(map(len, self._backlog.values()))
-
     def _handle(self, path: Path) -> Any:
         fh = self._handles.get(path)
         if fh is None or fh.closed:
@@ -118,7 +106,7 @@ class LocalSink:
         self._write_backlog()
 
     def _write_backlog(self) -> bool:
-        """Write the lines kept in memory, oldest first; False (one warning, lines kept) on a full disk."""
+        """Write the lines kept in memory, oldest first; False (lines kept) on a full disk."""
         for path, lines in self._backlog.items():
             try:
                 fh = self._handle(path)
@@ -143,7 +131,7 @@ class LocalSink:
             )
 
     def close(self) -> None:
-        """Close the open metrics/snapshots files (a later log reopens them for appending)."""
+        """Close the open files (a later log reopens them)."""
         for fh in self._handles.values():
             fh.close()
         self._handles.clear()
@@ -156,24 +144,23 @@ class LocalSink:
             release_run_folder(self.out_dir)
 
     def log(self, data: Mapping[str, Any], step: int) -> None:
-        """Append one record (all steps kept, in call order, even out-of-order ones)."""
+        """Append one record (every step kept, in call order)."""
         self._append(self.metrics_path, {keys.STEP_KEY: int(step), **data})
 
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
-        """Append the whole comparison (curves as lists) to snapshots.jsonl."""
         data = comparison.model_dump(mode="json")
         self._append(self.snapshots_path, {"step": int(step), "scope": scope, "comparison": data})
 
     def _write_state(self, tracker_state: Mapping[str, Any]) -> None:
         path = self.out_dir / TRACKER_STATE_JSON
         try:
-            write_atomic(path, dumps_state(tracker_state))
+            write_atomic(path, _dumps_state(tracker_state))
         except OSError as exc:
             raise SeffiError(f"cannot write {path}: {exc.strerror or exc}") from None
         self.files[TRACKER_STATE_JSON] = path
 
     def start_renderer(self) -> None:
-        """Start the child process that draws the plots at `finish` (see `PlotRenderer`), if any plots."""
+        """Start the child process that draws the plots at `finish` (`PlotRenderer`)."""
         if self.plots and self._renderer is None:
             self._renderer = PlotRenderer()
 
@@ -185,17 +172,16 @@ class LocalSink:
             self._renderer.submit(dumps_report(report))
 
     def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
-        """Write the lines kept in memory, tracker_state.json, report.json, report.md and the plots; close.
-
-        Every file is replaced whole (written aside, then renamed); the folder's lock is released.
+        """Write the kept lines, tracker_state.json, report.json, report.md and the plots; release the folder.
 
         Raises:
-            SeffiError: One line naming what did not fit (a full disk); what fitted is written.
+            SeffiError: One line naming what did not fit (a full disk); what fitted is written whole.
         """
         failed = []
         try:
             if not self._write_backlog():
-                failed.append(f"{self.unwritten} lines of metrics.jsonl / snapshots.jsonl did not fit")
+                unwritten = sum(map(len, self._backlog.values()))
+                failed.append(f"{unwritten} lines of metrics.jsonl / snapshots.jsonl did not fit")
             try:
                 if tracker_state is not None:
                     self._write_state(tracker_state)
@@ -219,7 +205,7 @@ class LocalSink:
             self._disk_full(str(exc))
 
     def records(self) -> list[dict[str, Any]]:
-        """Everything logged so far, read back from metrics.jsonl (a partial last line is skipped)."""
+        """Everything logged so far, read back from metrics.jsonl."""
         return read_jsonl(self.metrics_path)
 
 
@@ -229,11 +215,10 @@ class WandbSink:
     Args:
         run: a [`SafeWandbRun`][seffi.report.SafeWandbRun]; when None one is started with ``mode``.
         mode: W&B mode when starting a run.
-        log_curves_every: turn every n-th ``log_snapshot`` call of each scope (starting with the first)
-            into a ``line_series`` table and (with ``log_images``) a coverage PNG.
+        log_curves_every: turn every n-th ``log_snapshot`` of each scope (the first included) into a
+            ``line_series`` table and (with ``log_images``) a coverage image.
         log_images: also log the coverage figure as an image with each snapshot.
-        **run_kwargs: when ``run`` is None, passed on to the `SafeWandbRun` it starts (``project``,
-            ``name``, ``group``, ``tags``, ``config``, ``dir``, ...).
+        **run_kwargs: passed on to the `SafeWandbRun` it starts (``project``, ``name``, ``dir``, ...).
     """
 
     def __init__(
@@ -257,16 +242,13 @@ class WandbSink:
 
     @property
     def enabled(self) -> bool:
-        """False once W&B failed or when disabled."""
         return self.run.enabled
 
     def log(self, data: Mapping[str, Any], step: int) -> None:
-        """Scalars at ``step`` (out-of-order steps are dropped with one warning)."""
         self._log_final_image()
         self.run.log(data, step)
 
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
-        """Every ``log_curves_every``-th call: coverage ``line_series`` (+ image) of all curve sets."""
         self._log_final_image()
         call = self._snapshot_calls.get(scope, 0)
         self._snapshot_calls[scope] = call + 1
@@ -280,8 +262,7 @@ class WandbSink:
         """The final coverage chart of a comparison, under the key of the curve snapshots.
 
         With ``image`` the coverage plot goes to ``.../curves/coverage_plot`` at ``step`` (default: the
-        last logged step), drawn at this sink's next call: at `finish`, after the local sink drew the same
-        figure, which is then reused (`seffi.report.plots.save_coverage`).
+        last one), drawn at this sink's next call: at `finish` the local sink's figure is reused.
         """
         self._log_final_image()
         if self.run.enabled:
@@ -322,7 +303,7 @@ class WandbSink:
         if self.run.enabled and (report is not None or tracker_state is not None):
             texts = {
                 "report.json": None if report is None else dumps_report(report),
-                TRACKER_STATE_JSON: None if tracker_state is None else dumps_state(tracker_state),
+                TRACKER_STATE_JSON: None if tracker_state is None else _dumps_state(tracker_state),
             }
             with tempfile.TemporaryDirectory(prefix="seffi-art-") as tmp:
                 paths = [Path(tmp) / name for name, text in texts.items() if text is not None]
@@ -346,12 +327,10 @@ class MultiSink:
 
     @property
     def local(self) -> LocalSink | None:
-        """The first [`LocalSink`][seffi.report.LocalSink], if any."""
         return next((s for s in self.sinks if isinstance(s, LocalSink)), None)
 
     @property
     def wandb(self) -> WandbSink | None:
-        """The first [`WandbSink`][seffi.report.WandbSink], if any."""
         return next((s for s in self.sinks if isinstance(s, WandbSink)), None)
 
     def _each(self, method: str, *args: Any, **kwargs: Any) -> None:
@@ -392,28 +371,18 @@ class MultiSink:
         self._each("checkpoint", report, tracker_state)
 
 
-class NullSink:
+class NullSink(MultiSink):
     """Drops everything: the sink of a worker's tracker replica (RLlib env runner, non-main TRL process)."""
 
-    def log(self, data: Mapping[str, Any], step: int) -> None: ...
-
-    def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None: ...
-
-    def finish(
-        self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None
-    ) -> None: ...
+    def __init__(self) -> None:
+        super().__init__([])
 
 
 class ForwardingSink:
     """Forwards logs to a run's shared sinks but leaves ``finish`` to the run's owner (``seffi run``'s tasks).
 
-    With a ``scope``, each log also carries the scope's own step axis ``seffi/<scope>/step`` = ``step -
-    start`` (W&B's ``seffi/step`` must not decrease within a run, so it counts over all scopes).
-
-    Args:
-        sinks: The run's sinks (a [`MultiSink`][seffi.report.MultiSink] or any [`Sink`][seffi.report.Sink]).
-        scope: The scope (a task's training stream, ``<task>/train``); None adds no axis.
-        start: The run's step when this scope started.
+    With a ``scope`` (``<task>/train``), each log also carries the scope's own step axis
+    ``seffi/<scope>/step`` = ``step - start`` (``seffi/step`` counts over all scopes).
     """
 
     def __init__(self, sinks: Sink, scope: str | None = None, start: int = 0) -> None:
@@ -482,18 +451,16 @@ def own_sinks(
     reuse: bool = False,
     names: Sequence[str] = ("local", "wandb"),
 ) -> tuple[Path, Sink]:
-    """(folder, sinks) of a callback that makes its own: `default_sinks` in a fresh folder.
+    """(folder, sinks) of a callback: `default_sinks` in a fresh folder (``reuse``: a resumed run's own).
 
-    ``out_dir`` goes through [`fresh_out_dir`][seffi.report.fresh_out_dir] unless ``reuse`` (a resumed
-    run continues its folder); ``wandb`` None reads ``WANDB_MODE``. ``names``: the local folder always,
-    W&B when ``"wandb"`` is named, TensorBoard (``folder/tb``) when ``"tensorboard"`` is.
+    ``wandb`` None reads ``WANDB_MODE``; ``names`` adds W&B (``"wandb"``) and TensorBoard (``"tensorboard"``).
     """
     folder = Path(out_dir) if reuse and out_dir is not None else fresh_out_dir(out_dir)
     mode = wandb_mode(wandb) if "wandb" in names else "disabled"
     # The caller decides which logs are curve snapshots: every snapshot it sends is one.
-    tensorboard = "tensorboard" in names
+    board = "tensorboard" in names
     return folder, default_sinks(
-        folder, wandb=mode, log_curves_every=1, plots=plots, tensorboard=tensorboard, **wandb_kwargs
+        folder, wandb=mode, log_curves_every=1, plots=plots, tensorboard=board, **wandb_kwargs
     )
 
 
@@ -507,23 +474,16 @@ def closing_lines(
     report: Report | None = None,
     unwritten: bool = False,
 ) -> list[str]:
-    """What a finished run prints once at the end: where its report went and how to upload W&B.
-
-    ``seffi run`` and every adapter print these lines. Paths under the current directory are relative.
+    """What a finished run prints at the end: its caveats, its folder, and how to upload its W&B run.
 
     Args:
         out_dir: The local report folder (None: no folder line).
         wandb: The run's W&B sink or [`SafeWandbRun`][seffi.report.SafeWandbRun] (None: none of seffi's).
         contents: What the folder holds, in words.
         seconds: Wall time, added to the folder line when given.
-        prefix: Put before each line (the adapters use ``"[seffi] "`` inside a training log).
+        prefix: Put before each line (``"[seffi] "`` inside a training log).
         report: The final report, for its caveats; None reads ``out_dir/report.json`` when there is one.
-        unwritten: The report files could not be written (a full disk): the folder line says so instead
-            of listing ``contents``.
-
-    Returns:
-        The caveat warnings, the folder, then ``wandb sync ...`` for an offline run, or one line saying
-        W&B failed (its warning came earlier) when it did.
+        unwritten: The report files did not fit (a full disk): the folder line says so.
     """
     run = wandb.run if isinstance(wandb, WandbSink) else wandb
     if report is None and out_dir is not None and (Path(out_dir) / "report.json").is_file():

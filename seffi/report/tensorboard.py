@@ -1,12 +1,4 @@
-"""A TensorBoard sink: every logged ``seffi/*`` scalar as a TensorBoard scalar at its step.
-
-For plain loops and the Gymnasium wrapper (the SB3 callback records through SB3's own logger). Events
-are written by ``tensorboardX``; a writer that fails warns once and drops what follows.
-
-Examples:
-    >>> sink = TensorBoardSink("runs/tb")  # doctest: +SKIP
-    >>> sink.log({"seffi/auc": 0.61, "seffi/gain_vs_iid": 0.2}, step=1024)  # doctest: +SKIP
-"""
+"""A TensorBoard sink (``tensorboardX``): every logged ``seffi/*`` scalar at its step; failures warn once."""
 
 from __future__ import annotations
 
@@ -25,20 +17,12 @@ _NOT_IN_TAGS = re.compile(r"[^\w./-]")
 
 
 def tag(key: str) -> str:
-    """The TensorBoard tag of a seffi key: characters other than letters, digits and ``_ . / -`` become ``_``.
-
-    Examples:
-        >>> tag("seffi/coverage/k=4")
-        'seffi/coverage/k_4'
-    """
+    """The TensorBoard tag of a seffi key: ``seffi/coverage/k=4`` -> ``seffi/coverage/k_4``."""
     return _NOT_IN_TAGS.sub("_", key)
 
 
 class TensorBoardSink:
-    """Writes each scalar of every `log` call as a TensorBoard scalar.
-
-    Args:
-        log_dir: The folder of the event files (TensorBoard's ``--logdir`` or a subfolder of it).
+    """Writes each scalar of every `log` call as a TensorBoard scalar into ``log_dir``.
 
     Raises:
         SeffiError: ``tensorboardX`` is not installed (``pip install 'seffi[tensorboard]'``).
@@ -61,7 +45,7 @@ class TensorBoardSink:
         self._writer = None
 
     def log(self, data: Mapping[str, Any], step: int) -> None:
-        """Every finite number of ``data`` at ``step`` (strings and NaN are left out)."""
+        """Every finite number of ``data`` at ``step``."""
         if self._writer is None:
             return
         try:
@@ -73,7 +57,7 @@ class TensorBoardSink:
             self._failed(exc)
 
     def log_snapshot(self, comparison: Any, step: int, scope: str | None = None) -> None:
-        """Curves are the local report's and W&B's: TensorBoard gets the scalars."""
+        """Curves go to the local report and W&B only."""
 
     def finish(self, report: Any = None, tracker_state: Mapping[str, Any] | None = None) -> None:
         """Flush and close the event file."""

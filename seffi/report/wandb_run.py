@@ -1,7 +1,4 @@
-"""A Weights & Biases run that never raises into training, and the W&B mode to use.
-
-Any W&B failure is one [`WandbSinkWarning`][seffi.report.WandbSinkWarning], then every call is a no-op.
-"""
+"""A Weights & Biases run that never raises into training: a failure is one warning, then no-ops."""
 
 from __future__ import annotations
 
@@ -37,8 +34,8 @@ def wandb_mode(mode: str | None = None) -> str:
     return mode if mode is not None else wandb_mode_from_env() or "offline"
 
 
-#: Seconds an online ``wandb.init`` may take before W&B is given up for the run (W&B's own default
-#: is 90 s of retries against an unreachable server). ``WANDB_INIT_TIMEOUT`` overrides it.
+#: Seconds an online ``wandb.init`` may take (W&B's own 90 s of retries would stall training);
+#: ``WANDB_INIT_TIMEOUT`` overrides it.
 INIT_TIMEOUT_S = 15.0
 
 
@@ -46,16 +43,11 @@ class WandbSinkWarning(RuntimeWarning):
     """W&B failed or dropped data; training and the local report continue."""
 
 
-#: W&B log files that failed a write (path -> the error), noted by `_quiet`.
 _LOG_FILE_ERRORS: dict[str, BaseException] = {}
 
 
 def _quiet(self: logging.FileHandler, record: logging.LogRecord) -> None:
-    """``handleError`` of W&B's own log files: the error noted, nothing printed.
-
-    logging's default prints a traceback per record; a W&B folder on a full disk fails every record,
-    and W&B's console capture turns each printed traceback into more (hundreds in all).
-    """
+    """``handleError`` of W&B's own log files: the error noted, nothing printed."""
     import sys
 
     _LOG_FILE_ERRORS.setdefault(self.baseFilename, sys.exc_info()[1] or OSError("write failed"))
@@ -75,23 +67,16 @@ class SafeWandbRun:
     Args:
         mode: "offline" (default; files only, ``wandb sync`` later), "online" or "disabled".
         project: W&B project.
-        dir: parent folder of ``wandb/`` (default: W&B's own default, ``WANDB_DIR`` or cwd).
-        name: passed to ``wandb.init``.
-        group: passed to ``wandb.init``.
-        job_type: passed to ``wandb.init``.
-        config: passed to ``wandb.init``.
-        tags: passed to ``wandb.init``.
-        run: an existing run to log into, reused as is and not finished by ``finish()``. Without it,
-            an active ``wandb.run`` (the user's) is reused the same way; otherwise this object starts
-            a run of its own with ``reinit="create_new"``: it never becomes ``wandb.run``, so two
-            objects in one process (two monitors) each own a run. Ignored in "disabled" mode.
-        quiet: keep W&B's console chatter out of the user's output when this object starts the run:
-            offline runs are silent (seffi prints its own ``sync_hint``), online runs ``quiet`` (W&B
-            still prints the run URL).
+        dir: parent folder of ``wandb/`` (default: ``WANDB_DIR`` or cwd).
+        name: passed to ``wandb.init``, as are ``group``, ``job_type``, ``config`` and ``tags``.
+        run: an existing run to log into, not finished by ``finish()``. Without it, an active
+            ``wandb.run`` (the user's) is reused the same way; otherwise this object starts a run of its
+            own (``reinit="create_new"``, never ``wandb.run``), so two monitors never share one.
+        quiet: keep W&B's console chatter out of the user's output (online runs still print the URL).
 
     Attributes:
         enabled: False once anything failed (or in "disabled" mode), and after ``finish()``.
-        failed: True once a W&B call failed (unlike ``enabled``, it stays False after ``finish()``).
+        failed: True once a W&B call failed (it stays False after ``finish()``).
         owns_run: True when this object started the run (then ``finish()`` finishes it).
     """
 
@@ -121,7 +106,6 @@ class SafeWandbRun:
         self._warned_order = False
         self._last_step: int | None = None
         self._defined = False
-        #: Extra step axes: key prefix (``seffi/<scope>/``) -> its step key (see ``add_step_axis``).
         self._axes: dict[str, str] = {}
         self._axis_defined: set[str] = set()
         self._axis_last: dict[str, Any] = {}  # step key -> its last logged value
@@ -140,8 +124,7 @@ class SafeWandbRun:
                 if mode == "online" and not self.logged_in():
                     # wandb.init would prompt for a key (or hang) inside a training process.
                     raise SeffiError("no W&B login for online mode (run `wandb login` or set WANDB_API_KEY)")
-                # wandb reads WANDB_DIR once per process; resolve it at every init instead so that
-                # each run lands where the environment (or the caller) says at that moment.
+                # wandb reads WANDB_DIR once per process: resolved at every init instead.
                 dir = Path(dir if dir is not None else os.environ.get("WANDB_DIR") or os.getcwd())
                 dir.mkdir(parents=True, exist_ok=True)
                 run = wandb.init(
@@ -179,10 +162,8 @@ class SafeWandbRun:
 
     @staticmethod
     def _settings(wandb: Any, mode: str, quiet: bool) -> Any:
-        """``wandb.Settings`` for a run this object starts (a reused run keeps its own)."""
         kwargs: dict[str, Any] = {}
-        # An online init gives up after INIT_TIMEOUT_S, so a bad key or no network costs seconds, not
-        # W&B's 90 s; not offline: that init talks to a local process, which may start slowly.
+        # Not offline: that init talks to a local process, which may start slowly.
         if mode == "online" and "WANDB_INIT_TIMEOUT" not in os.environ:
             kwargs["init_timeout"] = INIT_TIMEOUT_S
         if quiet:
@@ -192,7 +173,7 @@ class SafeWandbRun:
 
     @staticmethod
     def logged_in() -> bool:
-        """True when W&B has credentials (env var, settings, .netrc) — without prompting or network."""
+        """True when W&B has credentials, found without prompting or network."""
         if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
             return True
         try:
@@ -239,7 +220,7 @@ class SafeWandbRun:
             return None
 
     def define_step_metric(self) -> None:
-        """``define_metric("seffi/step")`` then ``define_metric("seffi/*", step_metric="seffi/step")``."""
+        """Chart ``seffi/*`` against ``seffi/step``."""
 
         def _define() -> None:
             self.run.define_metric(self.step_key)
@@ -252,7 +233,7 @@ class SafeWandbRun:
         """Give the keys under ``seffi/<scope>/`` their own step metric, ``seffi/<scope>/step``; return it.
 
         W&B matches overlapping globs in no fixed order, so `log` defines each new key under the prefix
-        by its exact name (which beats any glob) before its first value. The caller logs the axis value.
+        by its exact name before its first value.
         """
         step_key = keys.step_key(scope)
         self._axes[step_key[: -len("step")]] = step_key
@@ -261,11 +242,7 @@ class SafeWandbRun:
         return step_key
 
     def _with_axes(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """Define new keys of extra axes by exact name, and give every row the value of its axes.
-
-        A row without its axis value (a curve snapshot logged after the scalars) gets the axis' last
-        value, so a table or image sits at the right x in the file itself, not only after upload.
-        """
+        """Define new keys of extra axes by exact name, and give every row the value of its axes."""
         for name in list(payload):
             # The longest matching prefix names the key's axis.
             prefix = max((p for p in self._axes if name.startswith(p)), key=len, default=None)
@@ -297,11 +274,7 @@ class SafeWandbRun:
         return True
 
     def log(self, data: Mapping[str, Any], step: int) -> bool:
-        """Log ``data`` at ``step`` (written as the ``seffi/step`` value, not W&B's internal step).
-
-        Returns:
-            True when the data went to W&B; False when disabled or dropped (out-of-order step).
-        """
+        """Log ``data`` at ``step`` (the ``seffi/step`` value); False when disabled or dropped."""
         if not self.enabled:
             return False
         step = int(step)
@@ -327,12 +300,8 @@ class SafeWandbRun:
     ) -> bool:
         """Show a ``wandb.plot.line_series`` chart (one line per label) under ``key``; a new call replaces it.
 
-        The table goes to ``run.summary`` and the chart into the run config, as ``run.log`` would do but
-        without a history row (whose ``ncols``/``nrows`` W&B would chart as metrics). An older ``step`` is
-        dropped (as in `log`), a line with a NaN/None value skipped.
-
-        Returns:
-            True when the chart went to W&B.
+        The table goes to ``run.summary`` and the chart into the run config, without a history row
+        (whose ``ncols``/``nrows`` W&B would chart as metrics). A line with a NaN/None value is skipped.
         """
         if not self.enabled or (step is not None and not self._accept_step(int(step))):
             return False
@@ -367,20 +336,16 @@ class SafeWandbRun:
 
     @property
     def last_step(self) -> int | None:
-        """The last step that went to W&B (None before the first)."""
         return self._last_step
 
     def log_image(self, key: str, path: str | Path, step: int, caption: str | None = None) -> bool:
-        """Log a PNG file as a ``wandb.Image``."""
         image = self._call("image", lambda: self._wandb.Image(str(path), caption=caption))
         return image is not None and self.log({key: image}, step)
 
     def update_summary(self, data: Mapping[str, Any]) -> None:
-        """Put final numbers into ``run.summary``."""
         self._call("summary", lambda: self.run.summary.update({k: plain(v) for k, v in data.items()}))
 
     def log_artifact(self, name: str, type: str, paths: Sequence[str | Path]) -> None:
-        """Log files as one artifact (the name is sanitised to W&B's allowed characters)."""
 
         def _log() -> None:
             safe = re.sub(r"[^A-Za-z0-9_.-]", "-", name).strip("-") or "seffi"
@@ -400,11 +365,7 @@ class SafeWandbRun:
                 raise
 
     def finish(self) -> None:
-        """Finish the run if this object started it; a reused run is left to its owner.
-
-        A run that cannot have been saved whole (a failed write, a full folder) counts as failed, with
-        one warning: the closing line does not offer to upload it.
-        """
+        """Finish the run if this object started it; one that was not saved whole counts as failed."""
         if self.enabled and self.owns_run:
             self._call("finish", self.run.finish)
             if self.enabled and (trouble := self._storage_trouble()) is not None:
@@ -431,7 +392,7 @@ class SafeWandbRun:
 
     @property
     def run_dir(self) -> Path | None:
-        """The local run folder (``.../wandb/offline-run-*/`` or ``run-*``); None without a run."""
+        """The local run folder (``.../wandb/offline-run-*/``); None without a run."""
         for where in (lambda: self.run.settings.sync_dir, lambda: Path(self.run.dir).parent):
             try:
                 return None if self.run is None else Path(where())
@@ -452,8 +413,7 @@ class SafeWandbRun:
         return f"wandb sync {shlex.quote(display_path(self.run_dir))}"
 
 
-#: wandb.sdk.mailbox's errors when wandb-core is gone: a request abandoned, or the mailbox closed
-#: (wandb-core dying inside ``wandb.init``).
+#: wandb.sdk.mailbox's errors when wandb-core is gone.
 _MAILBOX_LOST = ("HandleAbandonedError", "MailboxClosedError")
 
 

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from seffi.report import files as report_files
-from seffi.report import render as R
 from seffi.report.files import dumps_report
 from seffi.report.sinks import LocalSink
 from tests.helpers import require
@@ -76,9 +75,9 @@ def test_the_folder_is_complete_when_learn_returns_and_as_drawn_in_process(
 ) -> None:
     events: list[str] = []
     in_process: list[int] = []
-    submit, plots = R.PlotRenderer.submit, report_files.render_report_plots
+    submit, plots = report_files.PlotRenderer.submit, report_files.render_report_plots
 
-    def recording_submit(self: R.PlotRenderer, report_json: str) -> None:
+    def recording_submit(self: report_files.PlotRenderer, report_json: str) -> None:
         events.append("submit")
         submit(self, report_json)
 
@@ -95,8 +94,7 @@ def test_the_folder_is_complete_when_learn_returns_and_as_drawn_in_process(
             super()._on_training_end()
             events.append(f"{len(computed)} reports computed")
 
-    monkeypatch.setattr(R.PlotRenderer, "submit", recording_submit)
-    monkeypatch.setattr(R, "render_report_plots", counting)
+    monkeypatch.setattr(report_files.PlotRenderer, "submit", recording_submit)
     monkeypatch.setattr(report_files, "render_report_plots", counting)
     monkeypatch.setattr("tests.callbacks.test_sb3_finalize.CoverageCallback", Callback)
     child = _folder(_train(tmp_path / "child").out_dir)

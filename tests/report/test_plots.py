@@ -157,7 +157,6 @@ LONG_TASK = "a_very_long_task_name_for_testing_title_wrapping_with_extra_words_v
         P.plot_valid_vs_raw,
         P.plot_barcodes,
         P.plot_latent,
-        lambda c: P.plot_barcode(c.policies[0].barcode, title=f"{c.task}: strategy barcode, learned"),
     ],
 )
 def test_no_text_is_cut_off_with_a_long_task_name(make) -> None:
@@ -409,7 +408,6 @@ EVERY_FIGURE = {
     "time_to_coverage": P.plot_time_to_coverage,
     "valid_vs_raw": P.plot_valid_vs_raw,
     "barcodes": P.plot_barcodes,
-    "barcode": lambda c: P.plot_barcode(c.policies[0].barcode),
     "latent": P.plot_latent,
     "gain_vs_step": lambda c: P.plot_gain_vs_step(fx.eval_series_comparison()),
     "compare": lambda c: P.plot_compare(

@@ -40,7 +40,7 @@ def test_a_barcode_over_many_declared_strategies_names_the_ones_drawn() -> None:
 def test_a_barcode_with_more_drawn_strategies_than_the_cap_counts_the_rest() -> None:
     drawn = 3 * P.LEGEND_STRATEGIES  # every cell its own strategy, in reverse declared order
     cells = np.arange(drawn)[::-1].reshape(-1, 4) * 10
-    fig = P.plot_barcode(_with_barcode(10 * drawn, cells).policies[0].barcode)
+    fig = P.plot_barcodes(_with_barcode(10 * drawn, cells))
     names = [f"s{10 * j}" for j in range(P.LEGEND_STRATEGIES)]
     more = f"+ {drawn - P.LEGEND_STRATEGIES} more strategies"
     assert _legend(fig) == [*names, more, "no match", "first appearance"]

@@ -91,7 +91,8 @@ def test_strategy_colours_are_not_policy_colours_and_agree_across_barcode_plots(
     comp = fx.comparison(n_policies=2)
     bar = comp.policies[0].barcode
     several = _cell_colours(_panel(P.plot_barcodes(comp)), bar)
-    alone = _cell_colours(_panel(P.plot_barcode(bar)), bar)
+    one = comp.model_copy(update={"policies": comp.policies[:1]})
+    alone = _cell_colours(_panel(P.plot_barcodes(one)), bar)
     assert several == alone and len(several) == fx.M  # one strategy -> colour mapping in both plots
     assert len(set(several.values())) == fx.M
     cov = P.plot_coverage(comp)

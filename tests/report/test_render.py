@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from seffi.errors import SeffiError
-from seffi.report import render as R
-from seffi.report.files import dumps_report, load_report
+from seffi.report import files as R
+from seffi.report.files import PlotRenderer, dumps_report, load_report
 from seffi.report.plots import render_report_plots
-from seffi.report.render import PlotRenderer
 from seffi.report.schema import Report
 from seffi.report.sinks import LocalSink
 from tests.report import _fixtures as fx

@@ -13,7 +13,6 @@ from seffi.report.run_folder import (
     LOCK_FILE,
     SEFFI_OWNED,
     fresh_out_dir,
-    holds_seffi_run,
     prepare_run_folder,
     release_run_folders,
 )
@@ -30,21 +29,19 @@ def _fake_run(folder):
     (folder / "data" / "report.json").write_text("user data")
 
 
-def test_holds_seffi_run(tmp_path):
-    """Only seffi-owned names make a folder a seffi run."""
-    assert not holds_seffi_run(tmp_path / "missing")
-    (tmp_path / "file").write_text("x")
-    assert not holds_seffi_run(tmp_path / "file")
+def test_only_seffi_owned_names_make_a_folder_a_seffi_run(tmp_path):
+    """A folder with the user's files (or a crashed write probe) is free; one with seffi's output is not."""
     user = tmp_path / "user"
     user.mkdir()
     (user / "notes.txt").write_text("mine")
     (user / ".seffi-write-test").write_text("ok")  # a crashed probe alone is not a run
-    assert not holds_seffi_run(user)
+    assert fresh_out_dir(user) == user
     for name in ("metrics.jsonl", "report.json", "curves.png", "plots"):
         d = tmp_path / f"with-{name}"
         d.mkdir()
-        (d / name).mkdir() if name == "plots" else (d / name).write_text("")
-        assert holds_seffi_run(d), name
+        (d / name).mkdir() if name == "plots" else (d / name).write_text("x")
+        with pytest.warns(UserWarning, match="already holds a seffi run"):
+            assert fresh_out_dir(d) == tmp_path / f"with-{name}-2", name
     assert {"report.json", "metrics.jsonl", "tracker_state.json", "routers.json", "plots"} <= set(SEFFI_OWNED)
 
 
@@ -70,7 +67,7 @@ def test_prepare_overwrite_removes_only_seffi_files(tmp_path):
     release_run_folders()
     assert sorted(p.name for p in run.iterdir()) == ["data", "notes.txt"]
     assert (run / "data" / "report.json").read_text() == "user data"
-    assert not holds_seffi_run(run)
+    assert fresh_out_dir(run) == run
 
 
 def test_prepare_creates_and_checks_the_folder(tmp_path):

@@ -275,13 +275,13 @@ def test_final_wandb_image_and_report_coverage_plot_are_drawn_once(
     from tests.report.test_wandb_run import FakeRun
 
     titles: list[str] = []  # every figure rendered to PNG, by its title
-    savefig = plots._savefig
+    save = plots.save_figure
 
-    def counting(fig: Any, fmt: str, dpi: int) -> bytes:
+    def counting(fig: Any, path: Any, **kwargs: Any) -> Path:
         titles.append(fig.get_suptitle())
-        return savefig(fig, fmt, dpi)
+        return save(fig, path, **kwargs)
 
-    monkeypatch.setattr(plots, "_savefig", counting)
+    monkeypatch.setattr(plots, "save_figure", counting)
     monkeypatch.setattr(P, "_last_coverage", None)
 
     class Run(FakeRun):
