@@ -1,9 +1,7 @@
-"""Coverage of grouped policy samples (GRPO's completion groups), independent of the trainer library.
+"""Coverage of GRPO's completion groups, independent of the trainer library (`seffi.callbacks.trl` adapts it).
 
-`GroupScorer` labels completions, gathers every process's records and returns rewards;
-`GroupCoverage` records each prompt's group as runs of a
-[`CoverageMonitor`][seffi.callbacks.CoverageMonitor] with its baselines (by default the reference
-model's own samples). [`seffi.callbacks.trl`][seffi.callbacks.trl] adapts both to TRL.
+`GroupScorer` labels completions, gathers every process's records and returns rewards; `GroupCoverage`
+records each prompt's group as runs of a [`CoverageMonitor`][seffi.callbacks.CoverageMonitor].
 """
 
 from __future__ import annotations
@@ -31,10 +29,8 @@ from seffi.report.run_folder import claim_run_folder, fresh_out_dir, refuse_link
 from seffi.report.sinks import NullSink, default_sinks
 from seffi.tasks.base import Task, TaskInput
 
-#: Format tag of `GroupCoverage.state_dict`.
 STATE_FORMAT = "seffi.callbacks.groups/1"
-#: Default cap on the prompts of the reference iid.
-REFERENCE_PROMPTS = 256
+REFERENCE_PROMPTS = 256  # default cap on the prompts of the reference iid
 
 
 class GroupScorer:
@@ -57,10 +53,7 @@ class GroupScorer:
 
     Attributes:
         sink: Receives each gathered batch of records ``[(input_id, matches, valid), ...]``.
-        group_size: Completions per group (the trainer's ``num_generations``).
-        method: The `RewardMethod` of a group reward (else None).
-        last_results: Validation results of the latest local batch.
-        last_logprobs: The log-probabilities the latest local batch was scored with (unlikeliness).
+        last_results: Validation results of the latest local batch (``last_logprobs``: their scores).
         logprob_cost: ``batches``, ``rows`` and ``seconds`` spent computing log-probabilities.
     """
 
@@ -97,7 +90,7 @@ class GroupScorer:
                 reward_options = {"weight": diversity_weight, **(reward_options or {})}
             self.method = RewardMethod(reward, reward_options)
         self.logprob_fn = logprob_fn
-        self.group_size: int | None = None
+        self.group_size: int | None = None  # the trainer's num_generations
         self._gather = gather or trl_model.default_gather
         self.sink: Callable[[list[Record]], None] | None = None
         self.last_results: list[Any] = []
@@ -114,10 +107,7 @@ class GroupScorer:
         completion_ids: Any = None,
         policy_logprobs: Callable[[], Sequence[float]] | None = None,
     ) -> list[float]:
-        """Label one local batch, record the gathered batch (when training), return local rewards.
-
-        ``policy_logprobs()`` serves ``"unlikeliness"`` when no ``logprob_fn`` was given.
-        """
+        """Label one local batch, record the gathered batch (when training), return local rewards."""
         if not len(ids) == len(prompts) == len(texts):
             raise SeffiError(
                 f"{len(ids)} ids, {len(prompts)} prompts, {len(texts)} texts: one each per completion"
@@ -173,7 +163,6 @@ class GroupScorer:
         return values.tolist()
 
 
-#: The keyword-only parameters of `GroupScorer`, which `GroupCoverage` passes on.
 SCORER_OPTIONS = tuple(
     p.name for p in inspect.signature(GroupScorer).parameters.values() if p.kind == p.KEYWORD_ONLY
 )
@@ -193,14 +182,12 @@ class GroupCoverage:
             drawn, the task's sampler), ``"task"`` (the task's base sampler), a baseline object
             (``.curves(K)``, e.g. ``IidBaseline.from_samples``) or None.
         iid_samples: Reference samples per prompt (default 4 K: the baseline interpolates at k <= K).
-        iid_prompts: ``{input id: prompt}`` (a string or chat messages) for the reference samples
-            (default: the train dataset's).
+        iid_prompts: ``{input id: prompt}`` for the reference samples (default: the train dataset's).
         reference_prompts: At most this many prompts get reference samples (drawn from ``seed``;
             None: every prompt); with ``iid="reference"`` only their groups are recorded.
         reference_cache: Folder of the on-disk cache of reference completions (True: ``$SEFFI_CACHE``
             or ``~/.cache/seffi/models``, subfolder ``reference-iid``; False/None: no cache).
-        reuse_first_batch: Count the first training batch's completions (from the unchanged model)
-            as reference samples of their prompts.
+        reuse_first_batch: Count the first training batch's completions as reference samples.
         oracle: A user oracle (default: the task's reference traces).
         out_dir: Local report folder (one holding a run gets a fresh sibling, with one warning).
         n_boot: Bootstrap replicates for logged CIs.
@@ -209,13 +196,10 @@ class GroupCoverage:
         **scoring: The keyword-only settings of `GroupScorer` (``labeler``, ``reward``, ...).
 
     Attributes:
-        reward: The reward function (``reward_class``).
-        monitor: The [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] (after the first batch).
-        group_sizes: ``{group size: count}`` of the groups seen.
+        reward: The reward function; ``monitor``: the `CoverageMonitor` (after the first batch).
         reference: The reference samples ``{"ids", "n", "sets", "valid"}`` once drawn (or restored).
-        reference_cost: What the reference cost: ``prompts`` (of ``of_prompts``),
-            ``samples_per_prompt``, ``samples`` = ``drawn`` + ``reused`` + ``cached``,
-            ``generate_calls``, ``seconds``, the draw's ``seed`` and the ``cache`` file.
+        reference_cost: ``prompts`` (of ``of_prompts``), ``samples_per_prompt``, ``samples`` =
+            ``drawn`` + ``reused`` + ``cached``, ``generate_calls``, ``seconds``, ``seed``, ``cache``.
         monitored: The prompt ids the monitor records (None: every prompt).
     """
 
@@ -262,7 +246,6 @@ class GroupCoverage:
         self.facts = TaskFacts(task, self.reward.inputs) if task is not None and own_parser else None
         self.monitor: Any = None
         self._occurrences: dict[str, int] = {}
-        self.batches = 0
         self.group_sizes: dict[int, int] = {}
         self.reference: dict[str, Any] | None = None
         self.reference_cost: dict[str, Any] | None = None
@@ -271,11 +254,7 @@ class GroupCoverage:
         self._resumed = False
 
     def configure_groups(self, group_size: int | None) -> None:
-        """Set G (the trainer's completions per prompt); K defaults to it and must divide it.
-
-        Raises:
-            SeffiError: ``budget`` does not divide ``group_size``; pass@k's k exceeds it.
-        """
+        """Set G (the trainer's completions per prompt); K defaults to it and must divide it."""
         if group_size is None:
             return
         g = int(group_size)
@@ -325,7 +304,6 @@ class GroupCoverage:
             except EpisodeRejected as exc:  # the good completions are recorded first
                 raise exc.recorded_as(monitor.update(exc.batch)) from None
             monitor.update(batch)
-        self.batches += 1
 
     def _ensure_monitor(self, budget: int) -> Any:
         if self.monitor is None:
@@ -351,18 +329,13 @@ class GroupCoverage:
         return self.monitor
 
     def _reference_context(self, model: Any, tokenizer: Any, args: Any, dataset: Any) -> tuple[Any, ...]:
-        """(model, tokenizer, args, the chosen ``{id: prompt}``, how many prompts there were)."""
         r = self.reward
         prompts = trl_model.resolve_prompts(self.iid_prompts, dataset, r.id_column, r.task, r.inputs)
         ids = trl_model.subsample_ids(list(prompts), self.reference_prompts, seed_of(self.seed, 3))
         return model, tokenizer, args, {i: prompts[i] for i in ids}, len(prompts)
 
     def prepare_reference(self, model: Any, tokenizer: Any, args: Any, dataset: Any = None) -> None:
-        """Resolve the reference prompts now (errors before training); draw at the first batch (or now).
-
-        Raises:
-            SeffiError: No prompts for the reference (a dataset without ``prompt``/``id_column``).
-        """
+        """Resolve the reference prompts now (errors before training); draw at the first batch (or now)."""
         self._pending = self._reference_context(model, tokenizer, args, dataset)
         if not self.reuse_first_batch:
             self.draw_reference_iid()
@@ -382,9 +355,6 @@ class GroupCoverage:
         Each prompt's samples are its ``first_batch`` completions (when ``reuse_first_batch``), then
         cached ones, then fresh ones; the task oracle (unless given) covers the same prompts. Without
         ``model`` it draws what `prepare_reference` prepared.
-
-        Raises:
-            SeffiError: Nothing prepared and no model given.
         """
         if model is not None:
             self._pending = self._reference_context(model, tokenizer, args, dataset)
@@ -447,7 +417,7 @@ class GroupCoverage:
             "cache": str(cache.path) if cache else None,
         }
         if main:
-            print(cost_line(self.reference_cost), flush=True)
+            print(_cost_line(self.reference_cost), flush=True)
         return self.iid
 
     def _cache(self, model: Any, gen: Any) -> trl_model.ReferenceCache | None:
@@ -467,7 +437,6 @@ class GroupCoverage:
         return trl_model.ReferenceCache(folder, trl_model.digest(key))
 
     def _set_reference_baselines(self) -> None:
-        """The iid (and, unless given, the task oracle) from `reference`; record those prompts only."""
         ref = self.reference
         assert ref is not None
         self.iid = IidBaseline.from_samples(
@@ -495,20 +464,16 @@ class GroupCoverage:
             "schedule": {"n_logs": m.schedule.n_logs, "last_step": m.schedule.last_step} if m else None,
             "last_scalars": dict(m.last_scalars) if m is not None else {},
             "occurrences": dict(self._occurrences),
-            "batches": self.batches,
             "group_sizes": {str(k): v for k, v in self.group_sizes.items()},
             "outcome_counts": self.reward.method.state() if self.reward.method is not None else None,
         }
 
     def load_state_dict(self, state: Mapping[str, Any], step: int | None = None) -> GroupCoverage:
-        """Continue from `state_dict`: same reference samples, same monitor and folder.
-
-        The main process claims the folder (a second process resuming it is refused), then drops the
-        local logs' lines after ``step``.
+        """Continue from `state_dict` (same reference samples, monitor and folder), logs cut after ``step``.
 
         Raises:
-            SeffiError: Not such a state, its K differs from this run's, it was recorded for another
-                folder than this run's ``out_dir``, or another live process writes into the folder.
+            SeffiError: Not such a state, another K, another folder than ``out_dir``, or another live
+                process writes into the folder.
         """
         if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
             raise SeffiError(f"not a GroupCoverage state (expected format {STATE_FORMAT!r})")
@@ -544,7 +509,6 @@ class GroupCoverage:
         if state.get("monitored") is not None:
             self.monitored = frozenset(state["monitored"])
         self._occurrences = {str(k): int(v) for k, v in state.get("occurrences", {}).items()}
-        self.batches = int(state.get("batches", 0))
         self.group_sizes = {int(k): int(v) for k, v in state.get("group_sizes", {}).items()}
         if self.reward.method is not None:  # outcome_ucb's history continues where it stopped
             self.reward.method.load_state(state.get("outcome_counts"))
@@ -575,8 +539,7 @@ class GroupCoverage:
         return self.monitor
 
 
-def cost_line(cost: Mapping[str, Any]) -> str:
-    """The console line stating what the reference iid cost."""
+def _cost_line(cost: Mapping[str, Any]) -> str:
     line = (
         f"[seffi] reference iid: {cost['prompts']} prompts x {cost['samples_per_prompt']} samples = "
         f"{cost['samples']} ({cost['drawn']} drawn in {cost['generate_calls']} generate calls, "
@@ -592,18 +555,12 @@ def cost_line(cost: Mapping[str, Any]) -> str:
 
 
 def same_folder(a: str | Path, b: str | Path) -> bool:
-    """Whether two paths name one folder (relative to the working directory, links resolved)."""
+    """Whether two paths name one folder (links resolved)."""
     return Path(a).resolve() == Path(b).resolve()
 
 
 def drop_lines_after(path: Path, key: str, step: int) -> None:
-    """Keep the JSON lines of ``path`` whose ``key`` is at most ``step`` (a resumed run rewinds its log).
-
-    The log is replaced whole; a cut last line that is not JSON is dropped, other foreign lines kept.
-
-    Raises:
-        SeffiError: The trimmed log cannot be written (the log is then unchanged).
-    """
+    """Keep the JSON lines of ``path`` whose ``key`` is at most ``step``; a cut last line is dropped."""
     if not path.is_file():
         return
     text = path.read_text(encoding="utf-8")
@@ -635,7 +592,7 @@ def drop_lines_after(path: Path, key: str, step: int) -> None:
 
 
 class TaskFacts:
-    """What the monitor's baselines read from an env, answered from a task and its inputs."""
+    """The env facts a monitor's baselines read, answered from a task and its inputs."""
 
     def __init__(self, task: Task[Any, Any], inputs: Mapping[str, TaskInput]) -> None:
         self.task, self._inputs = task, inputs

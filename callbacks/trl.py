@@ -1,9 +1,7 @@
-"""TRL GRPO integration: a coverage-recording reward function and a logging ``TrainerCallback``.
+"""TRL GRPO: a coverage-recording reward function and a logging ``TrainerCallback``.
 
-GRPO samples ``num_generations`` (G) completions per prompt: a per-input sample budget. Each prompt's
-group is one *run* of that prompt with K = G (or G / K runs of K consecutive completions when
-``budget`` K divides G; any other K is refused at train begin), so coverage C(k), novelty and the gain
-vs iid describe how well the groups explore the strategy space while GRPO trains:
+Each prompt's group of G = ``num_generations`` completions is one run with K = G (or G / K runs when
+``budget`` K divides G), so C(k), novelty and the gain vs iid describe how the groups explore:
 
 ```python
 from seffi.callbacks.trl import GRPOCoverage
@@ -15,10 +13,9 @@ trainer.train()          # seffi/* keys land in TRL's logs (so in its W&B run) +
 cov.metrics(), cov.curves(), cov.to_dataframe()   # the numbers in code
 ```
 
-The default iid is the reference model's own sampling, drawn at the first training batch before any
-update. Each TRL checkpoint folder gets ``seffi_coverage.json`` (``resume_from_checkpoint`` continues
-without redrawing); under accelerate every rank's records are gathered and rank 0 writes the report.
-Rewards, labelers, chat prompts and the reference's cost: ``docs/integrations.md``, ``docs/custom-llm.md``.
+The default iid is the reference model's own sampling, drawn at the first training batch. Each TRL
+checkpoint gets ``seffi_coverage.json`` (``resume_from_checkpoint`` continues); under accelerate
+every rank's records are gathered and rank 0 writes the report. More: ``docs/custom-llm.md``.
 """
 
 from __future__ import annotations
@@ -55,11 +52,7 @@ CHECKPOINT_FILE = "seffi_coverage.json"
 
 
 def check_scaling(method: Any, args: Any) -> None:
-    """Refuse a ``GRPOConfig`` that would normalise pass@k's advantage a second time.
-
-    Raises:
-        SeffiError: ``reward="passk"`` with rewards scaled by a standard deviation.
-    """
+    """Refuse a ``GRPOConfig`` that would normalise pass@k's advantage a second time."""
     if method is None or method.name != "passk":
         return
     scale_rewards = getattr(args, "scale_rewards", None)
@@ -83,16 +76,12 @@ def checkpoint_state_path(output_dir: str | Path, step: int) -> Path:
 
 
 def _jsonable(obj: Any) -> Any:
-    """Numpy scalars and arrays and sets as JSON values; anything else (a path) as its text."""
     converted = plain(obj)
     return str(obj) if converted is obj else converted
 
 
 def completion_text(completion: Any) -> Any:
-    """The text of one TRL completion: a string, or the last message's ``content`` (text parts joined).
-
-    Anything else is returned unchanged and the labeler rejects it as junk.
-    """
+    """The text of one TRL completion: a string, or the last message's ``content`` (text parts joined)."""
     if isinstance(completion, list) and completion and isinstance(completion[-1], Mapping):
         content = completion[-1].get("content")
         if isinstance(content, list):
@@ -107,8 +96,8 @@ def completion_text(completion: Any) -> Any:
 class CoverageReward(GroupScorer):
     """A GRPO reward function: labels completions, records their match sets, returns rewards.
 
-    Arguments: see [`GroupScorer`][seffi.callbacks.groups.GroupScorer]. Under a trainer,
-    ``"unlikeliness"`` uses the trainer's current model unless ``logprob_fn`` is given.
+    Arguments: see [`GroupScorer`][seffi.callbacks.groups.GroupScorer] (``"unlikeliness"`` scores
+    with the trainer's current model unless ``logprob_fn`` is given).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -120,12 +109,7 @@ class CoverageReward(GroupScorer):
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float]:
-        """Score one (local) batch, record the gathered batch, and return one reward per completion.
-
-        Raises:
-            SeffiError: The dataset has no ``id_column`` (named with the columns TRL passed); the
-                trainer scales a pass@k reward.
-        """
+        """Score one (local) batch, record the gathered batch, and return one reward per completion."""
         ids = kwargs.get(self.id_column)
         if ids is None:
             cols = sorted(k for k in kwargs if k not in _TRL_KWARGS)
@@ -159,15 +143,12 @@ class CoverageReward(GroupScorer):
 class GRPOCoverage(GroupCoverage):
     """Coverage of GRPO's completion groups: a reward function plus a ``TrainerCallback``.
 
-    Arguments: see [`GroupCoverage`][seffi.callbacks.groups.GroupCoverage]. The default
-    ``iid="reference"`` is prepared by `callback` at train begin and drawn at the first training
-    batch, before any update. Read the numbers with `metrics`, `curves` and `to_dataframe` (also on
-    `callback`).
+    Arguments: see [`GroupCoverage`][seffi.callbacks.groups.GroupCoverage]. Read the numbers with
+    `metrics`, `curves` and `to_dataframe`.
 
     Attributes:
         reward: The reward function to put in ``reward_funcs``.
         callback: The ``TrainerCallback`` to put in ``callbacks``.
-        monitor: The [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] (after the first batch).
     """
 
     reward_class = CoverageReward
@@ -194,11 +175,7 @@ class GRPOCoverage(GroupCoverage):
 class CoverageTrainerCallback(TrainerCallback):
     """Draws or restores the reference iid, adds seffi's scalars to TRL's logs, saves with checkpoints.
 
-    Created by [`GRPOCoverage`][seffi.callbacks.trl.GRPOCoverage] (``cov.callback``); pass it in
-    ``callbacks=[...]``.
-
-    Attributes:
-        last_logged: The ``seffi/*`` scalars of the latest log (as `metrics`).
+    ``GRPOCoverage.callback``; ``last_logged`` holds the ``seffi/*`` scalars of the latest log.
     """
 
     def __init__(self, coverage: GRPOCoverage) -> None:
@@ -213,12 +190,7 @@ class CoverageTrainerCallback(TrainerCallback):
             control.should_training_stop = True
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-        """Check K against ``num_generations``; restore a resumed run, else prepare the reference draw.
-
-        Raises:
-            SeffiError: ``budget`` does not divide ``num_generations``; the dataset has no prompts; a
-                ``"passk"`` reward with ``scale_rewards`` other than ``"none"`` or a k above G.
-        """
+        """Check K against ``num_generations``; restore a resumed run, else prepare the reference draw."""
         cov = self.coverage
         check_scaling(cov.reward.method, args)
         cov.configure_groups(getattr(args, "num_generations", None))
@@ -234,7 +206,6 @@ class CoverageTrainerCallback(TrainerCallback):
             cov.prepare_reference(model, tokenizer, args, getattr(loader, "dataset", None))
 
     def _resume(self, args: Any, step: int) -> None:
-        """Continue from the seffi state in ``checkpoint-<step>`` (never a reference from trained weights)."""
         cov = self.coverage
         path = checkpoint_state_path(args.output_dir, step)
         if path.is_file():
@@ -262,7 +233,7 @@ class CoverageTrainerCallback(TrainerCallback):
             cov.iid = None
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        """Write the reference samples and the monitor's state into the new checkpoint (main process)."""
+        """Write the seffi state into the new checkpoint (main process)."""
         if not state.is_world_process_zero:
             return
         path = checkpoint_state_path(args.output_dir, int(state.global_step))
@@ -297,7 +268,7 @@ class CoverageTrainerCallback(TrainerCallback):
         self.last_logged = scalars
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        """Write report.json/md, plots and the tracker state, and print the folder (main process)."""
+        """Write the report and print its folder (main process)."""
         try:
             self._finish(state)
         finally:
