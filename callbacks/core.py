@@ -39,9 +39,7 @@ class CoverageMonitor:
 
     Four verbs: `update` (or `update_infos`) records episodes, `log` (or `maybe_log`) sends the
     scalars, `flush` folds buffered episodes into `tracker` (a
-    [`CoverageTracker`][seffi.coverage.CoverageTracker]; a run is one input's samples in one env
-    row), `close` writes the report. A log costs O(inputs x K); bootstrap intervals come with curve
-    snapshots and the final report. Without baselines only the gain is missing, with its reason.
+    [`CoverageTracker`][seffi.coverage.CoverageTracker]), `close` writes the report.
 
     Args:
         budget: Per-input sample budget K (or ``config.budget``).
@@ -189,11 +187,7 @@ class CoverageMonitor:
         return [x for _, x in self.tracker.keys]
 
     def update(self, batch: EpisodeBatch) -> int:
-        """Record a batch of finished episodes (buffered until `flush`); returns its size.
-
-        Raises:
-            SeffiError: The batch is over other strategies than the monitor's.
-        """
+        """Record a batch of finished episodes (buffered until `flush`); returns its size."""
         n = len(batch)
         if n == 0:
             return 0
@@ -207,24 +201,13 @@ class CoverageMonitor:
         return n
 
     def update_infos(self, infos: Any, dones: Any = None, *, env_offset: int = 0) -> int:
-        """Record the episodes that ended in one step's ``infos``, whatever the format.
+        """Record the episodes that ended in one step's ``infos`` (any format); returns how many.
 
         The format is told by the shape (`seffi.episodes.parse_infos`): a Gymnasium vector info dict
-        (any autoreset mode), a list of per-env dicts (SB3, ``DictInfoToList``; a list of steps' lists
-        with ``dones`` of shape (steps, num_envs)), or one single-env info.
-
-        Args:
-            infos: The step's infos.
-            dones: ``terminated | truncated``: bool array of shape (num_envs,), or a bool. Recommended:
-                with it an ended episode whose info lacks ``strategy_matches`` is rejected, not unseen.
-            env_offset: Added to sub-env indices (a worker's first env index; a single env's index).
-
-        Returns:
-            The number of episodes recorded.
-
-        Raises:
-            EpisodeRejected: Some finished episodes broke the info contract; the others were recorded.
-            SeffiError: ``dones`` is not boolean or does not fit the infos (nothing recorded).
+        (any autoreset mode), a list of per-env dicts (or of steps' lists, ``dones`` (steps, envs)),
+        or one single-env info. ``dones`` (``terminated | truncated``) lets an ended episode whose
+        info lacks ``strategy_matches`` be rejected, not unseen; ``env_offset`` is added to sub-env
+        indices. An `EpisodeRejected` comes after the call's good episodes were recorded.
         """
         if isinstance(dones, np.ndarray) and dones.dtype == np.bool_ and not np.count_nonzero(dones):
             return 0  # nothing ended (every other step of NEXT_STEP autoreset): nothing to parse
@@ -249,14 +232,11 @@ class CoverageMonitor:
         return self.schedule.due(step, self.episodes) and self.log(step) is not None
 
     def log(self, step: int) -> dict[str, float] | None:
-        """Send the key scheme's scalars (and, on snapshot logs, the curves) to the sinks at ``step``.
+        """Send the scalars (and, on snapshot logs, the curves) to the sinks at ``step``; returns them.
 
-        ``seffi/<metric>`` keys describe every run recorded (the final report's numbers); with a
-        ``window``, ``seffi/window/<metric>`` keys describe the runs whose samples all came in the
-        last ``window`` episodes, with ``seffi/window/{runs,episodes,age}`` saying what it holds.
-
-        Returns the scalars, or ``None``: no data yet, or a step not above the last logged one
-        (refused with one warning; the tracker keeps every episode for the final report).
+        ``seffi/<metric>`` describes every run (the final report's numbers), ``seffi/window/<metric>``
+        the runs of the last ``window`` episodes. ``None``: no complete run yet, or a step not above
+        the last logged one (refused with one warning).
         """
         return self._log(step, checkpoint=True)
 
@@ -366,23 +346,13 @@ class CoverageMonitor:
         return self.tracker.curves(self.budget, n_boot=self.n_boot, seed=self.seed)
 
     def metrics(self) -> dict[str, float]:
-        """A copy of the flat scalars of the latest log (``{}`` before the first), keys as logged.
-
-        ``seffi/auc``, ``seffi/coverage/k=<k>``, ``seffi/gain_vs_iid``, ... describe every run (the
-        final report's numbers); with a ``window`` the same metrics of the recent runs are under
-        ``seffi/window/`` (scoped keys when the monitor has a ``scope``).
-        """
+        """A copy of the scalars of the latest log (``{}`` before the first), keys as logged (see `log`)."""
         return dict(self.last_scalars)
 
     def to_dataframe(self) -> Any:
-        """The curves so far as a long pandas DataFrame: one row per (method, k), k = 1..K.
+        """The policy, iid and oracle curves as a long pandas DataFrame, one row per (method, k).
 
-        ``method`` is ``"policy"`` (bootstrap CIs as `curves`), then ``"iid"`` and ``"oracle"``
-        when the monitor has them, over the inputs seen. Columns:
-        ``seffi.report.assemble.FRAME_COLUMNS``; empty before the first complete sample.
-
-        Raises:
-            SeffiError: pandas is not installed (``pip install pandas``).
+        Columns: ``seffi.report.assemble.FRAME_COLUMNS``; empty before the first complete sample.
         """
         if self.tracker.samples == 0:
             return curves_dataframe({}, label=self.label)
@@ -396,11 +366,7 @@ class CoverageMonitor:
         return self.env_baselines.curves(self.inputs, pool=pool)
 
     def snapshot(self, *, exact: bool = False) -> tuple[Any, dict[str, float]]:
-        """(``Comparison``, scalars) of every run so far, with intervals.
-
-        Args:
-            exact: Baselines over the inputs seen (the report's) instead of the env's pool.
-        """
+        """(``Comparison``, scalars) of every run, with intervals (``exact``: the report's baselines)."""
         comparison, scalars = self._snapshot(exact=exact)
         self._curves = None
         return comparison, {**scalars, **self._window_scalars()}
@@ -487,11 +453,7 @@ class CoverageMonitor:
         )
 
     def checkpoint(self) -> bool:
-        """Write tracker_state.json and report.json of the run so far (marked ``checkpoint``).
-
-        ``seffi report DIR`` renders a killed run's last checkpoint and ``resume_from=DIR`` continues
-        it. Sinks without files (W&B only, forwarding) skip it; returns whether one was written.
-        """
+        """Write tracker_state.json and report.json of the run so far; returns whether the sinks had files."""
         save = getattr(self.sinks, "checkpoint", None)
         # The early first checkpoint of a time schedule leaves an episode schedule where it was.
         base, at = self._checkpointed
@@ -505,10 +467,7 @@ class CoverageMonitor:
         return True
 
     def prepare_finalize(self) -> None:
-        """Start drawing the final report's plots in a child process, for a caller that records no more.
-
-        `finalize` waits for them and reuses the report unless more episodes came or the run stopped.
-        """
+        """Start drawing the final report's plots in a child process (`finalize` reuses unchanged data's)."""
         ahead = getattr(self.sinks, "render_ahead", None)
         if ahead is not None and not self.finalized and self.tracker.complete_runs():
             report = self.report()
@@ -518,12 +477,8 @@ class CoverageMonitor:
     def finalize(self, step: int | None = None, *, interrupted: bool = False) -> Any:
         """Log a last time (if ``step`` is new), write the report, close the sinks; idempotent.
 
-        Chart sinks (W&B) get C(k) of every policy line of the report, iid and oracle, under
-        ``seffi/[<scope>/]curves/coverage``. A monitor with its own sinks prints where the report went.
-
-        Args:
-            step: The step of the last log.
-            interrupted: The run was stopped early (Ctrl-C, SIGTERM): the report says so in its meta.
+        Chart sinks (W&B) get the report's C(k) chart; a monitor with its own sinks prints where the
+        report went. ``interrupted``: the run was stopped early, the report's meta says so.
         """
         if self.finalized:
             return None
