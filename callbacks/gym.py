@@ -1,21 +1,7 @@
-"""Plain Gymnasium loops (CleanRL style): four lines add coverage monitoring.
+"""Plain Gymnasium loops (CleanRL style): wrappers that record coverage (a loop by hand: docs/custom-env.md).
 
-```python
-import gymnasium as gym, seffi.envs
-from seffi.callbacks import CoverageMonitor
-
-envs = gym.make_vec("seffi/HanoiRouter-v0", num_envs=8, budget=16)
-monitor = CoverageMonitor.for_env(envs, budget=16)            # 1: build (baselines from the env)
-obs, _ = envs.reset(seed=0)
-for global_step in range(0, 100_000, envs.num_envs):
-    obs, rewards, terminations, truncations, infos = envs.step(agent(obs))
-    monitor.update_infos(infos, terminations | truncations)   # 2: record finished episodes
-    monitor.maybe_log(global_step)                            # 3: log every `log_every` episodes
-monitor.close()                                               # 4: report.json, plots, W&B summary
-```
-
-Or wrap the env (`CoverageVectorWrapper` / `CoverageWrapper`), which make those calls in ``step``
-and ``close``; both take every [`MonitorConfig`][seffi.callbacks.MonitorConfig] option.
+`CoverageVectorWrapper` / `CoverageWrapper` call ``monitor.update_infos`` and ``maybe_log`` in
+``step`` and ``close`` the monitor; both take every [`MonitorConfig`][seffi.callbacks.MonitorConfig] option.
 """
 
 from __future__ import annotations

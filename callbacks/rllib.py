@@ -2,21 +2,8 @@
 
 Each env runner records its episodes in its own monitor; every iteration the driver loads the exact
 union of the runners' cumulative states (not RLlib's mean of per-runner means). Runners send their
-env's facts and exact laws as plain data: the driver never builds the env.
-
-```python
-from seffi.callbacks import rllib as seffi_rllib
-
-config = (PPOConfig().environment("seffi/HanoiRouter-v0", env_config={"budget": 8})
-          .env_runners(num_env_runners=2)
-          .callbacks(seffi_rllib.CoverageCallback.configure(out_dir="runs/ppo", wandb="offline")))
-algo = config.build_algo()
-result = algo.train()             # result["seffi"]: seffi_rllib.metrics(algo) + the runner counts
-seffi_rllib.curves(algo)          # the merged policy Curves; seffi_rllib.to_dataframe(algo): pandas
-seffi_rllib.finalize(algo)        # report.json/md + plots, W&B summary; then algo.stop()
-```
-
-Evaluation env runners are not recorded.
+env's facts and exact laws as plain data: the driver never builds the env. Evaluation env runners
+are not recorded. Example: docs/integrations.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,4 @@
-"""Stable-Baselines3 adapter: `CoverageCallback`, a drop-in ``BaseCallback``.
-
-Examples:
-    >>> import gymnasium as gym, seffi.envs                           # doctest: +SKIP
-    >>> from stable_baselines3 import PPO
-    >>> from seffi.callbacks.sb3 import CoverageCallback
-    >>> model = PPO("MultiInputPolicy", "seffi/HanoiRouter-v0", n_steps=64)
-    >>> model.learn(4096, callback=CoverageCallback(budget=8))        # streaming mode
-    >>> eval_env = gym.make("seffi/HanoiRouter-v0", budget=8)
-    >>> model.learn(4096, callback=CoverageCallback(budget=8, eval_env=eval_env, eval_freq=1024))
+"""Stable-Baselines3 adapter: `CoverageCallback`, a drop-in ``BaseCallback`` (examples: docs/integrations.md).
 
 Streaming mode (default) records the training episodes; evaluation mode (``eval_env`` given) lets
 the policy spend ``budget`` samples on each eval input every ``eval_freq`` calls, like SB3's

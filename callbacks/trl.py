@@ -1,21 +1,9 @@
 """TRL GRPO: a coverage-recording reward function and a logging ``TrainerCallback``.
 
 Each prompt's group of G = ``num_generations`` completions is one run with K = G (or G / K runs when
-``budget`` K divides G), so C(k), novelty and the gain vs iid describe how the groups explore:
-
-```python
-from seffi.callbacks.trl import GRPOCoverage
-
-cov = GRPOCoverage(task, inputs, id_column="input_id", out_dir="runs/grpo")
-trainer = GRPOTrainer(model=model, args=GRPOConfig(num_generations=8, ...), train_dataset=ds,
-                      reward_funcs=[cov.reward], callbacks=[cov.callback], processing_class=tok)
-trainer.train()          # seffi/* keys land in TRL's logs (so in its W&B run) + runs/grpo/report.*
-cov.metrics(), cov.curves(), cov.to_dataframe()   # the numbers in code
-```
-
-The default iid is the reference model's own sampling, drawn at the first training batch. Each TRL
-checkpoint gets ``seffi_coverage.json`` (``resume_from_checkpoint`` continues); under accelerate
-every rank's records are gathered and rank 0 writes the report. More: ``docs/custom-llm.md``.
+``budget`` K divides G). The default iid is the reference model's own sampling, drawn at the first
+training batch. Each TRL checkpoint gets ``seffi_coverage.json`` (``resume_from_checkpoint``
+continues); under accelerate rank 0 writes the report. Example: ``docs/custom-llm.md``.
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
-r"""verl: a batch reward function that records group coverage while verl trains.
+"""verl: a batch reward function that records group coverage while verl trains.
 
 verl's batch reward manager calls one function with every sample of a step.
 `VerlCoverage.compute_score` is that function: it returns *your* per-sample scores unchanged and
 records the step's groups in a `CoverageMonitor` (the samples of one prompt, ``extra_info[id_key]``,
 form runs of K = ``rollout.n``), which logs every ``log_every`` steps and reports at exit or `close`.
 
-Put it in the file ``custom_reward_function.path`` names:
-
-```python
-# my_reward.py
-from seffi.callbacks.verl import VerlCoverage
-
-rubric = {"algebra": r"\bx =", "guess": r"\btry\b"}
-cov = VerlCoverage(rubric, score=my_score, out_dir="runs/verl")
-compute_score = cov.compute_score
-```
-
-and run verl with ``reward_model.reward_manager=batch custom_reward_function.path=my_reward.py
-custom_reward_function.name=compute_score``.
+Setup (``custom_reward_function.path``, ``reward_manager=batch``): docs/custom-llm.md.
 """
 
 from __future__ import annotations

@@ -76,9 +76,6 @@ class TaskLabeler:
     def __call__(self, x: Any, y_text: Any) -> ValidationResult:
         return self.task.validate_y_text(x, y_text)
 
-    def __repr__(self) -> str:
-        return f"TaskLabeler({self.task.name!r})"
-
 
 class RegexRubric:
     """A rubric of regular expressions: strategy ``s`` matched iff its pattern is found in the text.
@@ -127,9 +124,6 @@ class RegexRubric:
         matches = frozenset(s for s, p in self._patterns.items() if p.search(text))
         return judge_validity(matches, self._valid, x, text, "rubric")
 
-    def __repr__(self) -> str:
-        return f"RegexRubric({list(self.strategies)})"
-
 
 class CallableLabeler:
     """Any user function ``fn(x, text)`` as a labeler, over the declared ``strategies``.
@@ -173,9 +167,6 @@ class CallableLabeler:
         if result.valid:
             return ValidationResult(parse_ok=True, valid=True, strategy_matches=kept, error=note)
         return ValidationResult.invalid(f"{result.error}; {note}" if result.error else note, kept)
-
-    def __repr__(self) -> str:
-        return f"CallableLabeler({getattr(self.fn, '__name__', self.fn)!r}, {list(self.strategies)})"
 
 
 def as_labeler(obj: Any, strategies: Iterable[str] | None = None) -> Labeler:
