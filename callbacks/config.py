@@ -1,4 +1,4 @@
-"""``MonitorConfig``: every option of a coverage monitor, declared once for the monitor and every adapter."""
+"""``MonitorConfig``: every option of a coverage monitor, declared once for it and every adapter."""
 
 from __future__ import annotations
 
@@ -43,30 +43,24 @@ class MonitorConfig:
         strategies: Declared strategy ids (the coverage denominator M). ``None``: read from the env.
         iid: A user iid baseline (e.g. ``IidBaseline.from_samples(...)``) — replaces the env's.
         oracle: A user oracle baseline — replaces the env's.
-        sinks: Where to log: a [`seffi.report.sinks.Sink`][seffi.report.Sink] of the caller's, or the names
-            of the sinks the monitor makes, out of `SINK_NAMES`: ``"local"`` (the folder ``out_dir``,
-            always made), ``"wandb"`` (W&B in ``wandb`` mode; an active ``wandb.run`` is reused) and
-            ``"tensorboard"`` (event files in ``out_dir/tb``, the ``tensorboard`` extra).
-            ``None``: ``["local", "wandb"]``.
-        out_dir: Local report folder for the default sinks (default ``runs/seffi-<timestamp>``). If it
-            already holds a seffi run, the run goes to ``out_dir-2`` (``-3``, ...) with one warning.
+        sinks: A [`Sink`][seffi.report.Sink] of the caller's, or names out of `SINK_NAMES` of sinks
+            the monitor makes: ``"local"`` (``out_dir``, always made), ``"wandb"`` (an active
+            ``wandb.run`` is reused), ``"tensorboard"`` (``out_dir/tb``). ``None``: local and wandb.
+        out_dir: Local report folder (default ``runs/seffi-<timestamp>``); one that holds a seffi run
+            gives ``out_dir-2`` (``-3``, ...) with one warning.
         wandb: "offline", "online" or "disabled"; ``None`` uses ``WANDB_MODE`` if set, else offline.
         wandb_kwargs: Extra ``wandb.init`` arguments (project, name, group, config, dir, run).
-        log_every: Log after this many new episodes (``log_unit="episodes"``) or steps (``"steps"``);
-            default 1024, a quarter of the default ``window``: consecutive logs share three quarters
-            of their runs, so logging more often adds cost (a fold and a point estimate per log), not
-            information.
+        log_every: Log after this many new episodes (or steps, ``log_unit="steps"``); the default is a
+            quarter of the default ``window``: logging more often adds cost, not information.
         log_unit: What ``log_every`` counts.
-        log_curves_every: Every this many logs (starting with the first) a log is a *curve snapshot*:
-            curves with bootstrap intervals go to ``sinks.log_snapshot`` (W&B table + image, a line
-            of snapshots.jsonl) and the gain gets its ``_lo``/``_hi`` bounds. A snapshot over U
-            inputs costs O(U): the next one waits until K x U more episodes came (``LogSchedule``).
+        log_curves_every: Every this many logs (the first too) is a *curve snapshot*: curves with
+            bootstrap intervals to ``sinks.log_snapshot`` and the gain's ``_lo``/``_hi`` bounds; after
+            a snapshot over U inputs the next waits until K x U more episodes came.
         scope: Key scope, e.g. ``"eval"`` gives ``seffi/eval/auc`` (``None``: ``seffi/auc``).
         label: Legend name of the policy in plots and report.
         n_boot: Bootstrap replicates of the final report's intervals (0: no intervals).
-        snapshot_n_boot: Bootstrap replicates of mid-training curve snapshots, at most ``n_boot``
-            (``None``: ``n_boot``). Snapshots are frequent and read as a trend; fewer replicates make
-            each one cheaper, and the final report's intervals still use ``n_boot``.
+        snapshot_n_boot: Bootstrap replicates of mid-training snapshots and checkpoints, at most
+            ``n_boot`` (``None``: ``n_boot``).
         seed: Seed of the bootstrap.
         stream_offset: Added to every stream id, so trackers of several workers merge without clashes.
         plots: Render PNG plots into the local folder at ``finalize``.
@@ -74,22 +68,17 @@ class MonitorConfig:
         task_name: Task name for the report (default: read from the env).
         verbose: 1 prints a one-line summary at every log.
         window: Each log also describes the runs whose every sample came in the last ``window``
-            episodes (default 4096) under ``seffi/window/<metric>``, so a chart can follow the
-            policy as it trains (like SB3's ``stats_window_size``); ``seffi/<metric>`` always
-            describes every run, as the final report, the W&B summary and `metrics` do. A run is
-            dated by its first sample, at the fold that brought it in (see `RecentRuns`: with
-            ``window`` a multiple of an episode-based ``log_every`` the window is exact), and
-            ``seffi/window/age`` says how old the window's oldest sample is. ``None``: no window keys.
-        checkpoint_every: Also write a checkpoint (tracker_state.json and report.json, each replaced
-            whole) at the first log after this many more episodes (``None``: by time only).
-        checkpoint_seconds: Write a checkpoint at the first log after this many seconds since the
-            last one (default 300; ``None``: by episodes only), the first one at the first log with
-            a complete run (a kill in the first minutes keeps a report). A
-            killed run keeps its last checkpoint: ``seffi report DIR`` renders it and
-            ``resume_from=DIR`` continues from it. A checkpoint's intervals use ``snapshot_n_boot``.
+            episodes under ``seffi/window/<metric>`` (like SB3's ``stats_window_size``);
+            ``seffi/<metric>`` describes every run, as the report, the W&B summary and `metrics` do.
+            A run is dated by its first sample (exact with ``window`` a multiple of ``log_every``);
+            ``seffi/window/age`` is the age of the oldest sample. ``None``: no window keys.
+        checkpoint_every: Also write a checkpoint (tracker_state.json and report.json) at the first
+            log after this many more episodes (``None``: by time only).
+        checkpoint_seconds: Write a checkpoint at the first log this many seconds after the last
+            (``None``: by episodes only), the first at the first log with a complete run. ``seffi
+            report DIR`` renders a killed run's last checkpoint; ``resume_from=DIR`` continues it.
         resume_from: A run folder holding a checkpoint (or a finished run's tracker_state.json): the
-            monitor starts from its recorded runs and episodes (open runs continue) and, unless
-            ``out_dir`` names another folder, keeps writing into it.
+            monitor continues its runs and episodes and, unless ``out_dir`` differs, its folder.
 
     Examples:
         >>> cfg = MonitorConfig(budget=16, n_boot=100, wandb="disabled")
@@ -142,11 +131,7 @@ class MonitorConfig:
         self.sink_names()  # names out of SINK_NAMES, or one clear error
 
     def sink_names(self) -> tuple[str, ...] | None:
-        """The sinks the monitor makes itself (``sinks`` None or names), or None for a caller's sink.
-
-        Raises:
-            SeffiError: ``sinks`` holds a name not in `SINK_NAMES`, or names mixed with sinks.
-        """
+        """The sinks the monitor makes itself (``sinks`` None or names), or None for a caller's sink."""
         sinks = self.sinks
         if sinks is None:
             return ("local", "wandb")

@@ -34,33 +34,12 @@ __all__ = ["MONITOR_STATE_FORMAT", "CoverageMonitor", "LogUnit"]
 MONITOR_STATE_FORMAT = state_v1.MONITOR_STATE_FORMAT
 
 
-def run_description(monitor: CoverageMonitor, cfg: MonitorConfig) -> dict[str, Any]:
-    """How a W&B run seffi starts is described: named and tagged by the task, settings in its config.
-
-    So runs group and filter in the W&B UI by task, env, K and M; what ``wandb_kwargs`` sets wins.
-    """
-    task = monitor.task_name or monitor.env_name or "coverage"
-    config = {
-        "seffi_version": __version__,
-        "task": monitor.task_name,
-        "env_id": monitor.env_name,
-        "budget": monitor.budget,
-        "num_strategies": len(monitor.strategies) if monitor.strategies else None,
-        "window": cfg.window,
-        "n_boot": monitor.n_boot,
-        "seed": monitor.seed,
-    }
-    return {"name": f"seffi-{task}-K{monitor.budget}", "tags": ["seffi", str(task)], "config": config}
-
-
 class CoverageMonitor:
     """Framework-agnostic coverage monitoring: feed episode ends, get curves logged to the sinks.
 
-    The monitor owns the log schedule, the step order and the sinks; the recorded data belongs to
-    `tracker` (a [`CoverageTracker`][seffi.coverage.CoverageTracker] with budget K; a run is one input's
-    samples in one env row). Episodes are checked and buffered, then folded into the tracker in
-    batches; a log costs O(inputs x K); bootstrap intervals come only with curve snapshots and the
-    final report. Without baselines (env or caller) only the gain is missing, with its reason.
+    Four verbs: `update` (or `update_infos`) records episodes, `log` (or `maybe_log`) sends the
+    scalars, `flush` folds buffered episodes into `tracker` (a
+    [`CoverageTracker`][seffi.coverage.CoverageTracker]), `close` writes the report.
 
     Args:
         budget: Per-input sample budget K (or ``config.budget``).
@@ -94,8 +73,7 @@ class CoverageMonitor:
             raise SeffiError("CoverageMonitor needs a budget K (a positive int)")
         self.budget, self.scope, self.label = int(cfg.budget), cfg.scope, cfg.label
         self.n_boot, self.seed, self.stream_offset = int(cfg.n_boot), int(cfg.seed), int(cfg.stream_offset)
-        #: Bootstrap replicates of mid-training snapshots (the final report uses ``n_boot``).
-        snap_boot = cfg.snapshot_n_boot
+        snap_boot = cfg.snapshot_n_boot  # replicates of mid-training snapshots (the report uses n_boot)
         self.snapshot_n_boot = self.n_boot if snap_boot is None else min(self.n_boot, int(snap_boot))
         self.access = EnvAccess(env) if env is not None else None
         self.env_name, self.task_name, self.strategies, self.num_latents = env_facts(self.access, cfg)
@@ -118,12 +96,14 @@ class CoverageMonitor:
         else:
             self.out_dir, self.sinks = Path(cfg.out_dir) if cfg.out_dir is not None else None, cfg.sinks
         wandb = getattr(self.sinks, "wandb", None)
-        if wandb is not None:
-            wandb.run.describe(**run_description(self, cfg))
+        if wandb is not None:  # runs group and filter in the W&B UI by task, env, K and M
+            task = self.task_name or self.env_name or "coverage"
+            settings = {"seffi_version": __version__, "task": self.task_name, "env_id": self.env_name}
+            settings |= {"budget": self.budget, "num_strategies": len(self.strategies), "window": cfg.window}
+            settings |= {"n_boot": self.n_boot, "seed": self.seed}
+            wandb.run.describe(name=f"seffi-{task}-K{self.budget}", tags=["seffi", task], config=settings)
         self.coder = MatchCoder(self.strategies)  # match sets coded once, across calls
-        self._batches: list[EpisodeBatch] = []
-        #: Episodes buffered, not yet folded into the tracker; finished episodes accepted (lifetime).
-        self.pending, self._episodes = 0, 0
+        self._episodes = 0  # finished episodes accepted (lifetime)
         self.reset_tracker()
         if resumed is not None:  # a checkpoint's runs and episodes; its open runs continue
             self.load_state_dict(resumed)
@@ -131,7 +111,7 @@ class CoverageMonitor:
         #: (episodes, time) of the last checkpoint; time None until the first one.
         self._checkpointed: tuple[int, float | None] = (self.episodes, None)
         self.baseline_sets = BaselineSets()
-        self.log_seconds, self.finalized = 0.0, False
+        self.finalized = False
         #: Why the report files were not written at `finalize` (a full disk), None when they were.
         self.write_error: str | None = None
         self.last_scalars: dict[str, float] = {}
@@ -159,7 +139,8 @@ class CoverageMonitor:
 
     def reset_tracker(self) -> None:
         """Drop all recorded samples (the evaluator does this per evaluation); ``episodes`` stays."""
-        self._batches, self.pending = [], 0
+        self._batches: list[EpisodeBatch] = []
+        self.pending = 0  # episodes buffered, not yet folded into the tracker
         self._tracker = self._new_tracker()
         self._auc_sums = BaselineAucSums()
         #: (tracker, its counts, policy curves) of a snapshot log, for the checkpoint written with it.
@@ -167,10 +148,8 @@ class CoverageMonitor:
         self._new_window()
 
     def _new_window(self, *, loaded: bool = False) -> None:
-        """The window's tracker (``window=None``: none), following the runs opened from now on."""
-        w, t = self.config.window, self._tracker
-        #: The runs of the last ``window`` episodes (None: no window, or merged data without dates).
-        self.recent = None if w is None else RecentRuns(w, t, since=self.episodes, loaded=loaded)
+        w = self.config.window  # the runs of the last ``w`` episodes (None: no window, or undated runs)
+        self.recent = None if w is None else RecentRuns(w, self._tracker, since=self.episodes, loaded=loaded)
 
     def flush(self) -> CoverageTracker:
         """Fold the buffered episodes into the tracker (run assignment, sums, barcode, latents)."""
@@ -208,14 +187,7 @@ class CoverageMonitor:
         return [x for _, x in self.tracker.keys]
 
     def update(self, batch: EpisodeBatch) -> int:
-        """Record a batch of finished episodes (buffered; folded into the tracker at `flush`).
-
-        Returns:
-            The number of episodes in the batch.
-
-        Raises:
-            SeffiError: The batch is over other strategies than the monitor's.
-        """
+        """Record a batch of finished episodes (buffered until `flush`); returns its size."""
         n = len(batch)
         if n == 0:
             return 0
@@ -229,25 +201,13 @@ class CoverageMonitor:
         return n
 
     def update_infos(self, infos: Any, dones: Any = None, *, env_offset: int = 0) -> int:
-        """Record the episodes that ended in one step's ``infos``, whatever the format.
+        """Record the episodes that ended in one step's ``infos`` (any format); returns how many.
 
         The format is told by the shape (`seffi.episodes.parse_infos`): a Gymnasium vector info dict
-        (any autoreset mode), a list of per-env dicts (SB3, ``DictInfoToList``; a list of steps' lists
-        with ``dones`` of shape (steps, num_envs)), or one single-env info.
-
-        Args:
-            infos: The step's infos.
-            dones: ``terminated | truncated``: bool array of shape (num_envs,), or a bool. Recommended:
-                with it an ended episode whose info lacks ``strategy_matches`` is rejected, not unseen.
-            env_offset: Added to sub-env indices (a worker's first env index; a single env's index).
-
-        Returns:
-            The number of episodes recorded.
-
-        Raises:
-            EpisodeRejected: Some finished episodes broke the info contract; the others of the call
-                were recorded first.
-            SeffiError: ``dones`` is not boolean or does not fit the infos (nothing recorded).
+        (any autoreset mode), a list of per-env dicts (or of steps' lists, ``dones`` (steps, envs)),
+        or one single-env info. ``dones`` (``terminated | truncated``) lets an ended episode whose
+        info lacks ``strategy_matches`` be rejected, not unseen; ``env_offset`` is added to sub-env
+        indices. An `EpisodeRejected` comes after the call's good episodes were recorded.
         """
         if isinstance(dones, np.ndarray) and dones.dtype == np.bool_ and not np.count_nonzero(dones):
             return 0  # nothing ended (every other step of NEXT_STEP autoreset): nothing to parse
@@ -267,25 +227,16 @@ class CoverageMonitor:
         """The step of the last log."""
         return self.schedule.last_step
 
-    def due(self, step: int) -> bool:
-        """Whether `maybe_log` would log at ``step``."""
-        return self.schedule.due(step, self.episodes)
-
     def maybe_log(self, step: int) -> bool:
         """Log if ``log_every`` episodes (or steps) passed since the last log. O(1) when not due."""
-        return self.due(step) and self.log(step) is not None
+        return self.schedule.due(step, self.episodes) and self.log(step) is not None
 
     def log(self, step: int) -> dict[str, float] | None:
-        """Send the key scheme's scalars (and, on snapshot logs, the curves) to the sinks at ``step``.
+        """Send the scalars (and, on snapshot logs, the curves) to the sinks at ``step``; returns them.
 
-        ``seffi/<metric>`` keys describe every run recorded (the numbers of the final report and
-        the W&B summary); with a ``window``, ``seffi/window/<metric>`` keys beside them describe the
-        runs whose samples all came in the last ``window`` episodes (point estimates), with
-        ``seffi/window/runs``, ``seffi/window/episodes`` and ``seffi/window/age`` saying what the
-        window holds and how old its oldest sample is.
-
-        Returns the scalars, or ``None``: no data yet, or a step not above the last logged one
-        (refused with one warning; the tracker keeps every episode for the final report).
+        ``seffi/<metric>`` describes every run (the final report's numbers), ``seffi/window/<metric>``
+        the runs of the last ``window`` episodes. ``None``: no complete run yet, or a step not above
+        the last logged one (refused with one warning).
         """
         return self._log(step, checkpoint=True)
 
@@ -293,7 +244,6 @@ class CoverageMonitor:
         step = int(step)
         if not self.schedule.start(step, self.episodes) or self.tracker.complete_runs() == 0:
             return None
-        started = time.perf_counter()
         comparison = None
         if self.schedule.snapshot:
             comparison, scalars = self._snapshot(n_boot=self.snapshot_n_boot)
@@ -310,7 +260,6 @@ class CoverageMonitor:
         if checkpoint and self._checkpoint_due():
             self.checkpoint()
         self._curves = None  # its per-input arrays are O(inputs): not kept between logs
-        self.log_seconds += time.perf_counter() - started
         if self.config.verbose:  # opt-in console progress
             print(keys.progress_line(scalars, self.scope, step, self.episodes, len(self._tracker.keys)))
         return scalars
@@ -321,22 +270,11 @@ class CoverageMonitor:
         return self.env_baselines.seconds
 
     def point_scalars(self) -> dict[str, float]:
-        """The scalars of a log from point estimates only, O(inputs x K) (the gain without interval).
-
-        Every run under ``seffi/``, the streaming window (when the monitor has one) under
-        ``seffi/window/``, as `log` sends them.
-        """
+        """The scalars of a log from point estimates only, O(inputs x K), as `log` sends them."""
         return {**self._cumulative_scalars(), **self._window_scalars()}
 
     def _point_gain(self, point: dict[str, Any], codes: np.ndarray | None = None) -> Gain | None:
-        """The gain of a point estimate over the inputs behind it (no interval), or None where undefined.
-
-        It carries its room and the inputs holding it, so the log says whether it is fragile.
-
-        Args:
-            point: The point estimates (``tracker.point()`` or a window's).
-            codes: The codes of the inputs behind ``point``; None: every input with a complete run.
-        """
+        """The gain of a point estimate over the inputs ``codes`` (None: every complete run), no interval."""
         # As Curves.gain: no gain until some run reaches K (an AUC over fewer budgets is another K).
         if point["auc"] is None or not np.isfinite(point["coverage"][-1]):
             return None
@@ -357,22 +295,15 @@ class CoverageMonitor:
     def _cumulative_scalars(self) -> dict[str, float]:
         t = self.tracker
         point = t.point()
-        return (
-            self._scalars(point, self._point_gain(point), t.valid / max(t.samples, 1))
-            | self._metric_scalars()
-        )
+        scalars = self._scalars(point, self._point_gain(point), t.valid / max(t.samples, 1))
+        for name, est in t.metric_estimates(self._base_law).items():  # `seffi.coverage.metrics`
+            scalars.update(keys.estimate_scalars(name, est, self.scope))
+        return scalars
 
     @property
     def _base_law(self) -> Any:
         """The env's base law per input id (read once each), or None without one."""
         return self.env_baselines.law if self.env_baselines.base_law is not None else None
-
-    def _metric_scalars(self) -> dict[str, float]:
-        """The per-input metrics (`seffi.coverage.metrics`) over every input recorded."""
-        out: dict[str, float] = {}
-        for name, est in self._tracker.metric_estimates(self._base_law).items():
-            out.update(keys.estimate_scalars(name, est, self.scope))
-        return out
 
     def _window_scalars(self) -> dict[str, float]:
         """``seffi/window/*``: the runs of the last ``window`` episodes ({} without a window)."""
@@ -415,27 +346,13 @@ class CoverageMonitor:
         return self.tracker.curves(self.budget, n_boot=self.n_boot, seed=self.seed)
 
     def metrics(self) -> dict[str, float]:
-        """A copy of the flat scalars of the latest log (``{}`` before the first), keys as logged.
-
-        The same dict went to the sinks (W&B, ``metrics.jsonl``): ``seffi/auc``,
-        ``seffi/coverage/k=<k>``, ``seffi/gain_vs_iid``, ..., ``seffi/step`` over every run (the
-        final report's numbers), and with a ``window`` the same metrics of the recent runs under
-        ``seffi/window/`` (scoped keys when the monitor has a ``scope``).
-        """
+        """A copy of the scalars of the latest log (``{}`` before the first), keys as logged (see `log`)."""
         return dict(self.last_scalars)
 
     def to_dataframe(self) -> Any:
-        """The curves so far as a long pandas DataFrame: one row per (method, k), k = 1..K.
+        """The policy, iid and oracle curves as a long pandas DataFrame, one row per (method, k).
 
-        ``method`` is ``"policy"`` (the recorded samples, bootstrap CIs as `curves`), then
-        ``"iid"`` and ``"oracle"`` when the monitor has them, over the inputs seen (the final
-        report's baselines). Columns: ``seffi.report.assemble.FRAME_COLUMNS`` (method, label, k,
-        coverage, coverage_lo, coverage_hi, novelty, full_coverage, valid_coverage, valid_at_k, auc).
-        Empty (the same columns) before the first complete sample. It recomputes the curves; for
-        the logged numbers without cost, use `metrics`.
-
-        Raises:
-            SeffiError: pandas is not installed (``pip install pandas``).
+        Columns: ``seffi.report.assemble.FRAME_COLUMNS``; empty before the first complete sample.
         """
         if self.tracker.samples == 0:
             return curves_dataframe({}, label=self.label)
@@ -449,12 +366,7 @@ class CoverageMonitor:
         return self.env_baselines.curves(self.inputs, pool=pool)
 
     def snapshot(self, *, exact: bool = False) -> tuple[Any, dict[str, float]]:
-        """(``Comparison``, key-scheme scalars) of every run so far, with intervals.
-
-        Args:
-            exact: Baselines over the inputs seen (the report's) instead of the env's pool (computed
-                once; the gain is the same, restricted to the policy's inputs).
-        """
+        """(``Comparison``, scalars) of every run, with intervals (``exact``: the report's baselines)."""
         comparison, scalars = self._snapshot(exact=exact)
         self._curves = None
         return comparison, {**scalars, **self._window_scalars()}
@@ -467,10 +379,9 @@ class CoverageMonitor:
         data = (t.samples, t.skipped, t.n_done, n_boot)
         if self._curves is None or self._curves[0] is not t or self._curves[1] != data:
             self._curves = (t, data, t.curves(self.budget, n_boot=n_boot, seed=self.seed))
-        curves = self._curves[2]
         comparison, policy_set, gain = policy_comparison(
             t,
-            curves,
+            self._curves[2],
             iid,
             oracle,
             label=self.label,
@@ -485,17 +396,11 @@ class CoverageMonitor:
 
     def state_dict(self) -> dict[str, Any]:
         """Everything recorded, JSON-safe: the tracker's state and ``episodes``."""
-        return {
-            "format": MONITOR_STATE_FORMAT,
-            "episodes": self.episodes,
-            "tracker": self.tracker.state_dict(),
-        }
+        tracker = self.tracker.state_dict()
+        return {"format": MONITOR_STATE_FORMAT, "episodes": self.episodes, "tracker": tracker}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> CoverageMonitor:
-        """Replace everything recorded with ``state`` (format 1 or 2); open runs continue.
-
-        A foreign or corrupted state raises one `SeffiError` and changes nothing.
-        """
+        """Replace everything recorded with ``state`` (open runs continue); a bad state changes nothing."""
         checked, episodes = _unpack(state, self._tracker)
         self._replace(CoverageTracker.from_state_dict(checked, barcode_rows=BARCODE_ROWS), episodes)
         self.stream_offset = self._tracker.stream_offset
@@ -503,62 +408,36 @@ class CoverageMonitor:
         return self
 
     def merge(self, other: CoverageMonitor | Mapping[str, Any]) -> CoverageMonitor:
-        """Add another monitor's (or state's) data: exact, order-independent, atomic (as the tracker's).
-
-        Runs present in both raise (give workers distinct ``stream_offset`` values, or move a state
-        with `shift_streams`); only this monitor's own open runs continue.
-        """
-        checked, episodes = _unpack(
-            other.state_dict() if isinstance(other, CoverageMonitor) else other, self._tracker
-        )
-        try:  # the tracker merges atomically: nothing changes on an error
-            self.tracker.merge(CoverageTracker.from_state_dict(checked, barcode_rows=BARCODE_ROWS))
-        except ValueError as exc:
-            text = str(exc).replace("both trackers", "both monitors")
-            raise SeffiError(
-                f"{text}; give workers distinct stream_offset values or use load_states"
-            ) from exc
-        self._episodes += episodes
-        self._auc_sums.restart()  # the merged tracker lists its complete inputs anew
-        self.recent = None  # merged runs have no dates: logs cover every run
-        return self
+        """Add another monitor's (or state's) data: exact, order-independent, atomic; shared runs raise."""
+        state = other.state_dict() if isinstance(other, CoverageMonitor) else other
+        return self._union(self.tracker, [state], self._episodes, shift=False)
 
     def load_states(self, states: Sequence[Mapping[str, Any]]) -> CoverageMonitor:
         """Replace everything recorded with the exact union of workers' ``states`` (own streams each)."""
-        parts, fresh, offset = [_unpack(s, self._tracker) for s in states], self._new_tracker(), 0
-        try:  # merged into a fresh tracker: this monitor is unchanged on an error
-            for checked, _ in parts:
-                fresh.merge(CoverageTracker.from_state_dict(CoverageTracker.shift_streams(checked, offset)))
-                offset += CoverageTracker.stream_span(checked)
+        return self._union(self._new_tracker(), states, 0, shift=True)
+
+    def _union(self, into: CoverageTracker, states: Any, episodes: int, *, shift: bool) -> CoverageMonitor:
+        parts, offset = [_unpack(s, self._tracker) for s in states], 0
+        try:  # a tracker merges atomically, and a fresh one leaves this monitor unchanged on an error
+            for checked, n in parts:
+                moved = CoverageTracker.shift_streams(checked, offset) if shift else checked
+                into.merge(CoverageTracker.from_state_dict(moved, barcode_rows=BARCODE_ROWS))
+                offset, episodes = offset + CoverageTracker.stream_span(checked), episodes + n
         except ValueError as exc:
-            raise SeffiError(f"cannot merge CoverageMonitor states: {exc}") from exc
-        self._replace(fresh, sum(e for _, e in parts))
-        self.recent = None  # merged runs have no dates: logs cover every run
+            why = str(exc).replace("both trackers", "both monitors")
+            raise SeffiError(
+                f"cannot merge CoverageMonitor states: {why} (distinct stream_offset values?)"
+            ) from exc
+        self._replace(into, episodes)
         return self
 
     def _replace(self, tracker: CoverageTracker, episodes: int) -> None:
-        self._batches, self.pending = [], 0
-        self._tracker, self._episodes = tracker, episodes
-        self._auc_sums.restart()
-        self._curves = None
-
-    @staticmethod
-    def shift_streams(state: Mapping[str, Any], offset: int) -> dict[str, Any]:
-        """A copy of a monitor state with every stream moved up by ``offset``."""
-        return {**state, "tracker": CoverageTracker.shift_streams(state["tracker"], offset)}
-
-    @staticmethod
-    def stream_span(state: Mapping[str, Any]) -> int:
-        """1 + the highest stream number in a monitor state (0 when it holds no run)."""
-        return CoverageTracker.stream_span(state["tracker"])
+        self._batches, self.pending, self._tracker, self._episodes = [], 0, tracker, episodes
+        self._auc_sums.restart()  # the tracker lists its complete inputs anew
+        self._curves = self.recent = None  # merged runs have no dates: logs cover every run
 
     def report(self, *, n_boot: int | None = None, **meta: Any) -> Any:
-        """The `seffi.report.schema.Report` of everything recorded so far (plus ``meta`` entries).
-
-        Args:
-            n_boot: Bootstrap replicates of the intervals (default: the monitor's ``n_boot``).
-            **meta: Entries added to the report's meta.
-        """
+        """The `seffi.report.schema.Report` of everything recorded so far, ``meta`` added to its meta."""
         comparison = self._snapshot(exact=True, n_boot=n_boot)[0] if self.tracker.complete_runs() else None
         self._curves = None  # reused by a report right after a snapshot log only
         report = monitor_report(self, comparison)
@@ -574,14 +453,7 @@ class CoverageMonitor:
         )
 
     def checkpoint(self) -> bool:
-        """Write tracker_state.json and report.json of the run so far (marked ``checkpoint``).
-
-        A killed run keeps its last checkpoint: ``seffi report DIR`` renders it and
-        ``resume_from=DIR`` continues from it. Sinks without files (W&B only, forwarding) skip it.
-
-        Returns:
-            Whether a checkpoint was written.
-        """
+        """Write tracker_state.json and report.json of the run so far; returns whether the sinks had files."""
         save = getattr(self.sinks, "checkpoint", None)
         # The early first checkpoint of a time schedule leaves an episode schedule where it was.
         base, at = self._checkpointed
@@ -595,13 +467,7 @@ class CoverageMonitor:
         return True
 
     def prepare_finalize(self) -> None:
-        """Start drawing the final report's plots now, for a caller that records no more episodes.
-
-        For a caller with work left before `finalize` (an SB3 model's last policy update): the plots
-        are drawn in a child process meanwhile (`seffi.report.files.PlotRenderer`), and `finalize`
-        waits for them and reuses the report; a `finalize` of other data (more episodes came) or of
-        a stopped run computes its report and draws anew.
-        """
+        """Start drawing the final report's plots in a child process (`finalize` reuses unchanged data's)."""
         ahead = getattr(self.sinks, "render_ahead", None)
         if ahead is not None and not self.finalized and self.tracker.complete_runs():
             report = self.report()
@@ -611,26 +477,15 @@ class CoverageMonitor:
     def finalize(self, step: int | None = None, *, interrupted: bool = False) -> Any:
         """Log a last time (if ``step`` is new), write the report, close the sinks; idempotent.
 
-        Sinks that draw charts (W&B) get the report's coverage chart: C(k) of every policy line of
-        the report (everything recorded), iid and oracle, under ``seffi/[<scope>/]curves/coverage``.
-
-        A monitor that made its own sinks prints where the report went and the ``wandb sync`` command.
-
-        Args:
-            step: The step of the last log.
-            interrupted: The run was stopped early (Ctrl-C, SIGTERM): the report says so in its meta.
+        Chart sinks (W&B) get the report's C(k) chart; a monitor with its own sinks prints where the
+        report went. ``interrupted``: the run was stopped early, the report's meta says so.
         """
         if self.finalized:
             return None
         if step is not None and (self.last_step is None or step > self.last_step):
             self._log(step, checkpoint=False)  # the report and state written next supersede one
         prepared, self._prepared = self._prepared, None
-        if (
-            prepared is not None
-            and not interrupted
-            and prepared[0] is self._tracker
-            and prepared[1] == self.episodes
-        ):
+        if prepared and not interrupted and prepared[0] is self._tracker and prepared[1] == self.episodes:
             report = prepared[2]  # computed once: report.json, report.md, the plots and W&B share it
         else:
             report = self.report(interrupted=True) if interrupted else self.report()
@@ -668,33 +523,27 @@ def _unpack(state: Any, like: CoverageTracker) -> tuple[dict[str, Any], int]:
         state = state_v1.upgrade(state)
         if not isinstance(state, Mapping) or state.get("format") != MONITOR_STATE_FORMAT:
             raise ValueError(f"not a CoverageMonitor state (expected format {MONITOR_STATE_FORMAT!r})")
-        checked, episodes = check(state["tracker"]), state["episodes"]
-        mine = (like.budget, list(like.strategies or ()), like.task)
-        if (checked["budget"], checked["strategies"], checked["task"]) != mine:
+        s, episodes = check(state["tracker"]), state["episodes"]
+        if [s["budget"], s["strategies"], s["task"]] != [like.budget, list(like.strategies), like.task]:
             raise ValueError("the state's budget, strategies or task do not mix with this monitor's")
-        if type(episodes) is not int or episodes != checked["samples"] + checked["skipped"]:
-            raise ValueError(  # every episode is a sample or one past its run's budget
-                f"episodes={episodes!r} must be the tracker's {checked['samples']} samples and "
-                f"{checked['skipped']} beyond the budget"
-            )
+        if type(episodes) is not int or episodes != s["samples"] + s["skipped"]:  # a sample or beyond K
+            raise ValueError(f"episodes={episodes!r} is not the tracker's samples + those beyond the budget")
     except (ValueError, KeyError, TypeError) as exc:
         raise SeffiError(f"corrupted CoverageMonitor state: {exc}") from exc
-    return checked, episodes
+    return s, episodes
 
 
 def _read_checkpoint(folder: Path) -> dict[str, Any]:
-    """The monitor state of a run folder's tracker_state.json (episodes = samples + skipped ones).
-
-    Raises:
-        SeffiError: The folder holds no tracker_state.json, or not a JSON object with sample counts.
-    """
+    """The monitor state of a run folder's tracker_state.json (episodes = samples + skipped ones)."""
     path = folder / TRACKER_STATE_JSON
     if not path.is_file():
         raise SeffiError(f"resume_from={folder}: no {TRACKER_STATE_JSON} there (no checkpoint was written)")
     # About 10 bytes per episode: room for 10^8 episodes.
     tracker = load_json_file(path, what="tracker state", max_bytes=2**30, max_depth=16)
-    counts = [tracker.get("samples"), tracker.get("skipped")] if isinstance(tracker, Mapping) else [None]
-    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
-        raise SeffiError(f"corrupted CoverageMonitor state: {path} holds no tracker state with sample counts")
-    # Every episode a monitor folds is either a sample or one beyond its run's budget.
-    return {"format": MONITOR_STATE_FORMAT, "episodes": counts[0] + counts[1], "tracker": dict(tracker)}
+    try:  # every episode a monitor folds is a sample or one beyond its run's budget
+        episodes = tracker["samples"] + tracker["skipped"]
+    except (KeyError, TypeError) as exc:
+        raise SeffiError(
+            f"corrupted CoverageMonitor state: {path} holds no tracker state with sample counts"
+        ) from exc
+    return {"format": MONITOR_STATE_FORMAT, "episodes": episodes, "tracker": dict(tracker)}

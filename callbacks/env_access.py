@@ -1,21 +1,10 @@
 """One safe way to read what an env exposes (sub-env 0 of any container).
 
-Every adapter reads an env's facts (``strategies``, ``input_ids``, ``budget``, ``task``,
-``n_latents``, ``spec``) and its two optional methods (``base_match_distribution(input_id,
-valid_only=False)``, ``reference_match_sets(input_id)``) through `EnvAccess`. The rules:
-
-* **Local envs are read directly.** A single env (with any Gymnasium wrappers), the sub-env 0 of a
-  ``SyncVectorEnv`` or an SB3 ``DummyVecEnv`` (under any vector wrappers such as
-  ``RecordEpisodeStatistics``, ``NormalizeReward`` or ``VecNormalize``) and a native vector env are
-  in this process: ``get_wrapper_attr`` looks through the wrappers.
-* **Remote envs are asked, never shipped.** For an SB3 ``SubprocVecEnv`` presence is tested with
-  ``has_attr`` and for a Gymnasium ``AsyncVectorEnv`` with ``call("has_wrapper_attr", name)``; both
-  answer a bool, so a missing optional attribute never raises inside a worker (an exception there
-  stops the worker for good). Plain attributes come back with ``get_attr``/``call(name)``; methods are
-  called in the worker with their arguments (``env_method``/``call(name, *args)``) and only their
-  result, plain data, comes back. No bound method, and so no env, ever goes through a pipe.
-* **Nothing the caller gave is probed.** ``env_facts`` and `EnvAccess.baselines` skip every fact
-  the monitor config already holds (strategies, task and env names, iid and oracle baselines).
+Local envs (a single env, the sub-env 0 of a ``SyncVectorEnv`` or SB3 ``DummyVecEnv`` under any
+wrappers, a native vector env) are read directly through their wrappers. Remote envs (SB3
+``SubprocVecEnv``, Gymnasium ``AsyncVectorEnv``) are asked: presence as a bool (a missing attribute
+never raises inside a worker, which would stop it), methods called in the worker with only their
+plain result coming back. Nothing the caller gave (strategies, names, baselines) is probed.
 """
 
 from __future__ import annotations
@@ -35,7 +24,6 @@ _PIPE_ERRORS = (EOFError, BrokenPipeError, ConnectionError)
 
 
 def _local_get(target: Any, name: str) -> Any:
-    """``name`` of a local env, looked up through its Gymnasium wrappers."""
     getter = getattr(target, "get_wrapper_attr", None)
     if callable(getter):
         return getter(name)
@@ -43,11 +31,9 @@ def _local_get(target: Any, name: str) -> Any:
 
 
 class EnvAccess:
-    """Read-only access to sub-env 0 of any env, vector env or SB3 ``VecEnv``, safe for subprocess envs.
+    """Read-only access to sub-env 0 of any env, vector env or SB3 ``VecEnv``.
 
-    Attributes:
-        kind: ``"local"`` (read in this process), ``"sb3_subproc"`` or ``"gym_async"`` (asked through
-            the container's pipes).
+    ``kind``: ``"local"`` (read in this process), ``"sb3_subproc"`` or ``"gym_async"`` (asked).
     """
 
     def __init__(self, env: Any) -> None:
@@ -110,7 +96,6 @@ class EnvAccess:
         return self._ask("call", name, *args, **kwargs)
 
     def _ask(self, op: str, name: str, *args: Any, **kwargs: Any) -> Any:
-        """One request (``has``, ``get`` or ``call``) to a remote env; a failure is one readable error."""
         venv = self._remote
         try:
             if self.kind == "gym_async":
@@ -184,10 +169,7 @@ class EnvAccess:
         return 0
 
     def baselines(self, strategies: Sequence[str], budget: int, **kwargs: Any) -> EnvBaselines:
-        """The env's exact iid and oracle baselines (whatever it exposes), computed lazily.
-
-        A baseline given in ``kwargs`` (``iid=``/``oracle=``) is used as is: the env is not asked for it.
-        """
+        """The env's exact iid and oracle baselines, computed lazily; one given in ``kwargs`` is not asked."""
         given_iid, given_oracle = kwargs.get("iid") is not None, kwargs.get("oracle") is not None
         base_law = None if given_iid else self.method("base_match_distribution")
         references = None if given_oracle else self.method("reference_match_sets")
@@ -215,11 +197,7 @@ def _check_ids(found: Any, where: str) -> tuple[str, ...]:
 
 
 def env_facts(access: EnvAccess | None, config: Any) -> tuple[str | None, str, tuple[str, ...], int]:
-    """(env id, task name, strategy ids, latent codes Z) of a monitor: the config's, else the env's.
-
-    Raises:
-        SeffiError: Neither the config nor the env gives the strategies, or they are no list of ids.
-    """
+    """(env id, task name, strategy ids, latent codes Z) of a monitor: the config's, else the env's."""
     env_name = config.env_name or (access.env_id() if access else None)
     task = config.task_name or (access.task_name(env_name) if access else env_name) or "unknown"
     if config.strategies is not None:

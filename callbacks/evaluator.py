@@ -30,16 +30,10 @@ def rollout_episodes(
     seed: int | None = None,
     max_steps_per_episode: int = 100_000,
 ) -> EpisodeBatch:
-    """Run ``budget`` consecutive episodes on each input with policy ``act`` on a single Gymnasium env.
+    """``budget`` consecutive episodes of policy ``act`` on each input of a single Gymnasium env.
 
-    ``reset(seed=seed)`` first (a fresh life), then ``reset(options={"input_id": x})`` per episode.
-    ``act`` maps one observation to one action; ``strategies`` may be the monitor's `MatchCoder`.
-
-    Returns:
-        The episodes, input by input, with ``env_index`` 0 and ``run_index`` = position of the input.
-
-    Raises:
-        EpisodeRejected: An episode's final info breaks the info contract.
+    ``reset(seed=seed)`` first, then ``reset(options={"input_id": x})`` per episode; the batch's
+    ``run_index`` is the position of the input.
     """
     ends: list[EpisodeBatch] = []
     name = getattr(getattr(env, "spec", None), "id", None)
@@ -68,23 +62,19 @@ def rollout_episodes(
 class CoverageEvaluator:
     """Periodic evaluation of exploration efficiency, like SB3's ``EvalCallback``.
 
-    Each `evaluate` call starts a fresh tracker, lets the current policy spend ``budget`` samples
-    on every eval input of ``eval_env`` and logs that evaluation's curves (keys ``seffi/eval/...``)
-    at the training step. The final report holds the last evaluation and, as extra lines, earlier ones.
+    Each `evaluate` starts a fresh tracker, lets the policy spend ``budget`` samples on every eval
+    input and logs that evaluation's curves (keys ``seffi/eval/...``) at the training step. The final
+    report holds the last evaluation and, as extra lines, earlier ones.
 
     Args:
         eval_env: A single seffi env (not vector), separate from the training env.
         budget: Samples per eval input, K (default: ``config.budget``).
         input_ids: Eval inputs (default: the env's whole pool).
-        keep_history: Number of evaluations kept as lines in the final report (evenly spaced); None
-            (the default) keeps every one. When it drops some, finalize warns which steps it left out.
-        config: The monitor options ([`MonitorConfig`][seffi.callbacks.MonitorConfig]; without one,
-            ``n_boot=100``). An unset ``scope`` becomes ``"eval"`` (keys ``seffi/eval/...``) and the
-            default label ``"eval"``; ``log_curves_every`` is always 1 (every evaluation is a curve
-            snapshot) and ``window`` None (each evaluation starts fresh); evaluation i resets the env
-            with ``seed + i``.
-        **options: [`MonitorConfig`][seffi.callbacks.MonitorConfig] fields on top of ``config`` (sinks,
-            out_dir, wandb, iid, seed, ...).
+        keep_history: Evaluations kept as report lines (evenly spaced; None: all, else a warning).
+        config: The monitor options ([`MonitorConfig`][seffi.callbacks.MonitorConfig]; default
+            ``n_boot=100``). Scope and label default to ``"eval"``; every evaluation is a curve
+            snapshot without window; evaluation i resets the env with ``seed + i``.
+        **options: [`MonitorConfig`][seffi.callbacks.MonitorConfig] fields on top of ``config``.
     """
 
     def __init__(
@@ -101,11 +91,9 @@ class CoverageEvaluator:
             raise SeffiError("the evaluation env must be a single Gymnasium env, not a vector env")
         if budget is not None:
             options["budget"] = budget
-        # One log per evaluation, each a curve snapshot (its comparison goes into the history).
-        options["log_curves_every"] = 1
+        options["log_curves_every"] = 1  # every evaluation's comparison goes into the history
         cfg = MonitorConfig.build(config if config is not None else MonitorConfig(n_boot=100), **options)
-        # Evaluation keys never mix with training keys in a shared W&B run; each evaluation starts
-        # fresh, so its numbers are that evaluation's (no streaming window).
+        # Evaluation keys never mix with training keys in a shared W&B run; no streaming window.
         cfg = cfg.replace(
             scope=cfg.scope or "eval", label="eval" if cfg.label == "policy" else cfg.label, window=None
         )
@@ -145,15 +133,15 @@ class CoverageEvaluator:
         return scalars
 
     def metrics(self) -> dict[str, float]:
-        """A copy of the latest evaluation's logged scalars (``seffi/<scope>/...``; ``{}`` before one)."""
+        """A copy of the latest evaluation's logged scalars (``{}`` before one)."""
         return self.monitor.metrics()
 
     def curves(self) -> Any:
-        """The latest evaluation's policy [`Curves`][seffi.coverage.Curves] (with bootstrap CIs)."""
+        """The latest evaluation's policy [`Curves`][seffi.coverage.Curves]."""
         return self.monitor.curves()
 
     def to_dataframe(self) -> Any:
-        """The latest evaluation's curves, long format (see ``CoverageMonitor.to_dataframe``)."""
+        """The latest evaluation's curves, long format."""
         return self.monitor.to_dataframe()
 
     def finalize(self, *, interrupted: bool = False) -> Any:

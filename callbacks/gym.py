@@ -1,25 +1,7 @@
-"""Plain Gymnasium loops (CleanRL style): the few lines that add coverage monitoring.
+"""Plain Gymnasium loops (CleanRL style): wrappers that record coverage (a loop by hand: docs/custom-env.md).
 
-Manual pattern — four lines in a hand-written vector loop:
-
-```python
-import gymnasium as gym, seffi.envs
-from seffi.callbacks import CoverageMonitor
-
-envs = gym.make_vec("seffi/HanoiRouter-v0", num_envs=8, budget=16)
-monitor = CoverageMonitor.for_env(envs, budget=16)            # 1: build (baselines from the env)
-obs, _ = envs.reset(seed=0)
-for global_step in range(0, 100_000, envs.num_envs):
-    obs, rewards, terminations, truncations, infos = envs.step(agent(obs))
-    monitor.update_infos(infos, terminations | truncations)   # 2: record finished episodes
-    monitor.maybe_log(global_step)                            # 3: log every `log_every` episodes
-monitor.close()                                               # 4: report.json, plots, W&B summary
-```
-
-Or wrap the env ([`CoverageVectorWrapper`][seffi.callbacks.gym.CoverageVectorWrapper] /
-[`CoverageWrapper`][seffi.callbacks.gym.CoverageWrapper]), which make exactly those calls in ``step``
-and ``close``. Both take every [`MonitorConfig`][seffi.callbacks.MonitorConfig] option (e.g.
-``sinks=["local", "tensorboard"]``). A single env: ``monitor.update_infos(info, terminated or truncated)``.
+`CoverageVectorWrapper` / `CoverageWrapper` call ``monitor.update_infos`` and ``maybe_log`` in
+``step`` and ``close`` the monitor; both take every [`MonitorConfig`][seffi.callbacks.MonitorConfig] option.
 """
 
 from __future__ import annotations
@@ -36,12 +18,7 @@ __all__ = ["CoverageVectorWrapper", "CoverageWrapper"]
 
 
 class _Recording:
-    """What both wrappers add to the env they wrap: the monitor, the step counter, the report at ``close``.
-
-    Attributes:
-        monitor: The [`CoverageMonitor`][seffi.callbacks.CoverageMonitor] recording every finished episode.
-        global_step: The logging step: steps of the wrapped env, ``num_envs`` each for a vector env.
-    """
+    """What both wrappers add: ``monitor``, the logging step ``global_step``, the report at ``close``."""
 
     def __init__(
         self, env: Any, budget: int | None, config: MonitorConfig | None, options: dict[str, Any]
@@ -66,11 +43,10 @@ class _Recording:
 
 
 class CoverageVectorWrapper(_Recording, VectorWrapper):
-    """A Gymnasium vector env that records coverage of every finished episode; ``close()`` writes the report.
+    """A Gymnasium vector env (any kind) that records coverage of every finished episode.
 
     Args:
-        env: A Gymnasium vector env of any kind (native, ``SyncVectorEnv``, ``AsyncVectorEnv``, under any
-            vector wrappers) whose sub-envs meet the info contract (``docs/custom-env.md``).
+        env: A vector env whose sub-envs meet the info contract (``docs/custom-env.md``).
         budget: Per-input sample budget K (default: ``config.budget``).
         config: The monitor options ([`MonitorConfig`][seffi.callbacks.MonitorConfig]).
         **options: [`MonitorConfig`][seffi.callbacks.MonitorConfig] fields on top of ``config``.
@@ -93,11 +69,7 @@ class CoverageVectorWrapper(_Recording, VectorWrapper):
 
 
 class CoverageWrapper(_Recording, gym.Wrapper):
-    """A single Gymnasium env that records coverage of every finished episode.
-
-    Arguments as for [`CoverageVectorWrapper`][seffi.callbacks.gym.CoverageVectorWrapper]; the step counter
-    advances by 1 per ``step``.
-    """
+    """A single Gymnasium env that records coverage of every finished episode (as `CoverageVectorWrapper`)."""
 
     def __init__(
         self, env: gym.Env, budget: int | None = None, *, config: MonitorConfig | None = None, **options: Any

@@ -1,10 +1,8 @@
 """Ctrl-C and SIGTERM during training: stop at the next step, write what was measured, then stop as asked.
 
-A callback cannot catch an exception inside the trainer's loop, so `StopOnSignal` turns the first
-SIGINT/SIGTERM into a stop request the adapter passes on at its next hook; the trainer ends normally,
-the report is written (marked interrupted) and `StopOnSignal.reraise` delivers the signal. A second
-signal acts at once. After a trainer died without its end hook, signals go straight to the previous
-handler (the handlers remember the trainer's loop frame).
+`StopOnSignal` turns the first SIGINT/SIGTERM into a stop request the adapter passes on at its next
+hook; the report is written (marked interrupted), then `StopOnSignal.reraise` delivers the signal. A
+second signal acts at once; after the trainer's loop frame is gone, signals go to the previous handler.
 """
 
 from __future__ import annotations
@@ -35,11 +33,9 @@ class StopOnSignal:
         return self.received is not None
 
     def install(self, loop: Iterable[str] = ()) -> bool:
-        """Take over SIGINT and SIGTERM until `restore`; False (nothing done) off the main thread.
+        """Take over SIGINT and SIGTERM until `restore` (False off the main thread).
 
-        Args:
-            loop: Names of the trainer's loop function (``"learn"``, ``"train"``): the nearest calling
-                frame of that name is the loop; once it has returned, signals go to the previous handler.
+        ``loop``: names of the trainer's loop function; the nearest calling frame of that name is it.
         """
         if threading.current_thread() is not threading.main_thread() or self._previous:
             return False

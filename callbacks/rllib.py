@@ -1,23 +1,9 @@
-"""Ray RLlib (new API stack) integration: per-env-runner monitors merged exactly on the driver.
+"""Ray RLlib (new API stack): per-env-runner monitors, merged exactly on the driver.
 
-Each env runner records its episodes in its own monitor; after each iteration the driver loads the
-exact union of every runner's *cumulative* state (not RLlib's mean of per-runner means, which
-weighs runners, not runs). The driver never builds the env: runners send their env's facts and
-exact laws as plain data, from which it computes the iid and oracle baselines.
-
-```python
-from seffi.callbacks import rllib as seffi_rllib
-
-config = (PPOConfig().environment("seffi/HanoiRouter-v0", env_config={"budget": 8})
-          .env_runners(num_env_runners=2)
-          .callbacks(seffi_rllib.CoverageCallback.configure(out_dir="runs/ppo", wandb="offline")))
-algo = config.build_algo()
-result = algo.train()             # result["seffi"]: seffi_rllib.metrics(algo) + the runner counts
-seffi_rllib.curves(algo)          # the merged policy Curves; seffi_rllib.to_dataframe(algo): pandas
-seffi_rllib.finalize(algo)        # report.json/md + plots, W&B summary; then algo.stop()
-```
-
-Evaluation env runners are not recorded. Cost of the gathers: ``docs/integrations.md``.
+Each env runner records its episodes in its own monitor; every iteration the driver loads the exact
+union of the runners' cumulative states (not RLlib's mean of per-runner means). Runners send their
+env's facts and exact laws as plain data: the driver never builds the env. Evaluation env runners
+are not recorded. Example: docs/integrations.md.
 """
 
 from __future__ import annotations
@@ -42,9 +28,9 @@ from seffi.report.sinks import NullSink
 
 __all__ = ["CoverageCallback", "coverage_callback", "curves", "finalize", "metrics", "to_dataframe"]
 
-#: This process's callbacks by ``id(env_runner)``: how a driver request finds them (no RLlib privates).
+#: This process's callbacks by ``id(env_runner)``: how a driver request finds them.
 _LOCAL: dict[int, list[weakref.ReferenceType[CoverageCallback]]] = {}
-#: The facts of a runner's env that the driver's monitor needs (all runners must agree on them).
+#: The facts of a runner's env the driver's monitor needs (all runners must agree on them).
 FACTS = ("budget", "strategies", "env_name", "task_name", "num_latents", "base_law", "references")
 
 
@@ -52,23 +38,15 @@ def worker_snapshot(
     monitor: CoverageMonitor, identity: Mapping[str, Any], laws: EnvLaws | None = None
 ) -> dict[str, Any]:
     """What a runner sends: its identity, counts, monitor state and (``laws``) its inputs' env laws."""
-    snap = {
-        **identity,
-        "episodes": monitor.episodes,
-        "samples": monitor.samples,
-        "monitor": monitor.state_dict(),
-    }
+    counts = {"episodes": monitor.episodes, "samples": monitor.samples}
+    snap = {**identity, **counts, "monitor": monitor.state_dict()}
     if laws is not None:
         snap["laws"] = laws.read(monitor.inputs, int(identity["worker_index"]))
     return snap
 
 
 def _agreed_facts(answers: Iterable[tuple[int, Mapping[str, Any]]]) -> dict[str, Any] | None:
-    """The facts all runners agree on (None when none answered), from ``(worker index, facts)`` pairs.
-
-    Raises:
-        SeffiError: A runner could not read its env, or two runners disagree.
-    """
+    """The facts all runners agree on (None when none answered); a runner's error or a disagreement raises."""
     first: tuple[int, Mapping[str, Any]] | None = None
     for worker, facts in answers:
         if "error" in facts:
@@ -90,9 +68,8 @@ def _law(law: Mapping[Any, Any]) -> dict[frozenset[str], float]:
 class EnvLaws:
     """The env's exact base law and reference sets per input: read on a runner, served on the driver.
 
-    A runner reads each input once (an error is kept as its message, raised on the driver where a
-    baseline needs it); the driver keeps each input's first entry and serves it with the env methods'
-    signatures, for an [`EnvBaselines`][seffi.coverage.env_baselines.EnvBaselines].
+    A runner reads each input once (an error is kept and raised on the driver where a baseline needs
+    it); the driver serves each input's first entry with the env methods' signatures.
     """
 
     def __init__(
@@ -153,8 +130,7 @@ class WorkerStates:
         self.snapshots: dict[tuple[int, str], dict[str, Any]] = {}  # by (worker, incarnation), as first seen
         self.last_reachable: set[int] = set()
         self.known_workers: set[int] = set()
-        self.gather_failures = 0
-        self.laws = EnvLaws()
+        self.gather_failures, self.laws = 0, EnvLaws()
 
     def add(self, snap: Mapping[str, Any]) -> None:
         """Store one runner's snapshot (replacing that incarnation's older one)."""
@@ -190,7 +166,7 @@ class WorkerStates:
         return monitor.samples > 0
 
     def summary(self) -> dict[str, Any]:
-        """How many runners (incarnations) contributed, and which known runners did not answer."""
+        """How many runners (incarnations) contributed; which known runners did not answer."""
         active = [s for s in self.ordered() if s["episodes"] > 0]
         return {
             "runners_contributed": len({s["worker_index"] for s in active}),
@@ -239,8 +215,8 @@ class MergedMonitor(CoverageMonitor):
 def _local(env_runner: Any, slot: int | None) -> list[CoverageCallback]:
     """This runner's seffi callbacks; ``slot``: only the one at that position of RLlib's callback list.
 
-    RLlib builds the same list on the driver and every runner, so a runner's i-th seffi callback
-    belongs to the driver's i-th: two seffi callbacks never see each other's episodes.
+    RLlib builds the same list on the driver and every runner: a runner's i-th seffi callback belongs
+    to the driver's i-th.
     """
     refs = _LOCAL.get(id(env_runner), [])
     callbacks = (ref() for ref in (refs if slot is None else refs[slot : slot + 1]))
@@ -274,22 +250,17 @@ def _in_evaluation(env_runner: Any) -> bool:
 class CoverageCallback(RLlibCallback):
     """An ``RLlibCallback`` measuring exploration coverage across all env runners.
 
-    RLlib instantiates callbacks itself without arguments, so configure it with
-    `configure` (a picklable ``functools.partial``) — or subclass and set the arguments.
-    On the driver, read it with [`metrics`][seffi.callbacks.rllib.CoverageCallback.metrics],
-    [`curves`][seffi.callbacks.rllib.CoverageCallback.curves] and
-    [`to_dataframe`][seffi.callbacks.rllib.CoverageCallback.to_dataframe] (or the methods of the same names on
-    [`coverage_callback`][seffi.callbacks.rllib.coverage_callback]).
+    RLlib builds callbacks without arguments: pass `configure` (a picklable ``functools.partial``).
+    On the driver, read it with `metrics`, `curves` and `to_dataframe` (also module functions).
 
     Args:
         budget: Per-input sample budget K; default: ``config.budget``, else the env's ``budget``.
         env: A seffi env (or a zero-argument factory) for the driver's baselines; default: none, the
             runners read their envs and send the baselines' data.
-        log_every: Gather, merge and log every this many *training iterations* (the driver logs
-            per iteration, so ``MonitorConfig.log_every``/``log_unit`` do not apply here).
+        log_every: Gather, merge and log every this many *training iterations* (``MonitorConfig``'s
+            ``log_every``/``log_unit`` do not apply here).
         gather_timeout_s: How long the driver waits for runners' states.
-        config: The monitor options shared by every adapter ([`MonitorConfig`][seffi.callbacks.MonitorConfig]:
-            out_dir, wandb, wandb_kwargs, iid, oracle, strategies, n_boot, seed, plots, verbose, ...).
+        config: The monitor options ([`MonitorConfig`][seffi.callbacks.MonitorConfig]).
         **options: [`MonitorConfig`][seffi.callbacks.MonitorConfig] fields on top of ``config``.
     """
 
@@ -323,8 +294,6 @@ class CoverageCallback(RLlibCallback):
         """A picklable factory for ``config.callbacks(...)`` with these arguments."""
         cls(**kwargs)  # validate now, on the driver, with a clear error
         return functools.partial(cls, **kwargs)
-
-    # -- env runner side -------------------------------------------------------------------------------
 
     def on_environment_created(self, *, env_runner: Any = None, env: Any = None, **kwargs: Any) -> None:
         """Read the new env's facts now, so the driver can build its monitor before any episode."""
@@ -372,15 +341,8 @@ class CoverageCallback(RLlibCallback):
             raise SeffiError("CoverageCallback needs budget=K: the env does not expose a `budget`")
         return int(access.get("budget"))
 
-    # -- driver side ---------------------------------------------------------------------------------------
-
     def on_algorithm_init(self, *, algorithm: Any, **kwargs: Any) -> None:
-        """Build the driver's monitor (W&B + local sinks) from the runners' env facts, or ``env=``.
-
-        Raises:
-            SeffiError: A runner could not read its env (e.g. no ``strategies``), runners disagree,
-                or no runner answered and ``strategies``/``budget`` were not given.
-        """
+        """Build the driver's monitor (W&B + local sinks) from the runners' env facts, or ``env=``."""
         mine = [i for i, cb in enumerate(_callbacks(algorithm)) if cb is self]
         self.slot = mine[0] if mine else None
         if self.env is not None:
@@ -440,18 +402,12 @@ class CoverageCallback(RLlibCallback):
         m = self.monitor
         return m.tracker if m is not None and self.workers.load_into(m) else None
 
-    # -- read API (driver side) ------------------------------------------------------------------------
-
     def metrics(self) -> dict[str, float]:
         """A copy of the latest logged merged scalars (as ``result["seffi"]``; ``{}`` before a log)."""
         return self.monitor.metrics() if self.monitor is not None else {}
 
     def curves(self, algorithm: Any = None) -> Any:
-        """The merged policy [`Curves`][seffi.coverage.Curves] (fresh from the runners given ``algorithm``).
-
-        Raises:
-            SeffiError: before the algorithm is built, or before any runner finished an episode.
-        """
+        """The merged policy `Curves` (gathered from the runners first when ``algorithm`` is given)."""
         return self._current(algorithm).curves()
 
     def to_dataframe(self, algorithm: Any = None) -> Any:
@@ -487,11 +443,7 @@ def _callbacks(algorithm: Any) -> list[CoverageCallback]:
 
 
 def coverage_callback(algorithm: Any) -> CoverageCallback:
-    """The driver-side seffi `CoverageCallback` of ``algorithm`` (the first, if several).
-
-    Raises:
-        SeffiError: ``algorithm`` has no seffi callback.
-    """
+    """The driver-side seffi `CoverageCallback` of ``algorithm`` (the first, if several)."""
     cbs = _callbacks(algorithm)
     if not cbs:
         raise SeffiError(
@@ -517,11 +469,7 @@ def to_dataframe(algorithm: Any) -> Any:
 
 
 def finalize(algorithm: Any) -> Any:
-    """Finalize every seffi `CoverageCallback` of ``algorithm`` (call before ``algo.stop()``).
-
-    Returns:
-        The report of the (first) seffi callback, or None if there is none or it already finished.
-    """
+    """Finalize every seffi callback of ``algorithm`` (before ``algo.stop()``); the first one's report."""
     reports = [cb.finalize(algorithm) for cb in _callbacks(algorithm)]
     return reports[0] if reports else None
 

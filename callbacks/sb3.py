@@ -1,18 +1,8 @@
-"""Stable-Baselines3 adapter: `CoverageCallback`, a drop-in ``BaseCallback``.
+"""Stable-Baselines3 adapter: `CoverageCallback`, a drop-in ``BaseCallback`` (examples: docs/integrations.md).
 
-Examples:
-    >>> import gymnasium as gym, seffi.envs                           # doctest: +SKIP
-    >>> from stable_baselines3 import PPO
-    >>> from seffi.callbacks.sb3 import CoverageCallback
-    >>> model = PPO("MultiInputPolicy", "seffi/HanoiRouter-v0", n_steps=64)
-    >>> model.learn(4096, callback=CoverageCallback(budget=8))        # streaming mode
-    >>> eval_env = gym.make("seffi/HanoiRouter-v0", budget=8)
-    >>> model.learn(4096, callback=CoverageCallback(budget=8, eval_env=eval_env, eval_freq=1024))
-
-Streaming mode (default) treats the training episodes as the exploration process. Evaluation mode
-(``eval_env`` given) lets the current policy spend ``budget`` samples on each eval input every
-``eval_freq`` calls, like SB3's ``EvalCallback``. ``mode="both"`` runs the two into one W&B run
-(keys ``seffi/...`` and ``seffi/eval/...``) and two local folders, ``<out_dir>/stream`` and ``/eval``.
+Streaming mode (default) records the training episodes; evaluation mode (``eval_env`` given) lets
+the policy spend ``budget`` samples on each eval input every ``eval_freq`` calls, like SB3's
+``EvalCallback``; ``mode="both"`` logs both into one W&B run and ``<out_dir>/stream``, ``/eval``.
 """
 
 from __future__ import annotations
@@ -39,16 +29,12 @@ __all__ = ["CoverageCallback"]
 
 
 class LoggerSink:
-    """SB3's own logger as a sink: every ``seffi/*`` scalar goes to SB3's outputs at its next dump.
-
-    Per-k curve keys (``.../k=<k>``) stay out of the stdout table, which they would flood.
-    """
+    """SB3's own logger as a sink: ``seffi/*`` scalars go to SB3's outputs (per-k keys not to stdout)."""
 
     def __init__(self, callback: BaseCallback) -> None:
         self.callback, self.pending = callback, False
 
     def log(self, data: Mapping[str, Any], step: int) -> None:
-        """Record every finite number of ``data`` in SB3's logger (written at SB3's next dump)."""
         logger = self.callback.logger
         for key, value in data.items():
             if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
@@ -58,8 +44,7 @@ class LoggerSink:
     def log_snapshot(self, comparison: Any, step: int, scope: str | None = None) -> None:
         pass  # curves go to the report and W&B
 
-    def finish(self, report: Any = None, tracker_state: Mapping[str, Any] | None = None) -> None:
-        """Dump the final log, which no SB3 dump follows."""
+    def finish(self, report: Any = None, tracker_state: Any = None) -> None:  # no SB3 dump follows
         if self.pending:
             self.callback.logger.dump(self.callback.num_timesteps)
             self.pending = False
@@ -68,9 +53,8 @@ class LoggerSink:
 class CoverageCallback(BaseCallback):
     """Log strategy coverage, novelty and gain vs iid while an SB3 model trains.
 
-    With only ``budget`` it works on any seffi env: the exact iid baseline and the oracle come from
-    the training env (through ``VecEnv.get_attr`` / ``env_method``, so subprocess envs work too), W&B
-    reuses the active run or starts an offline one, and a local report folder is always written.
+    The exact baselines come from the training env (subprocess envs too); W&B reuses the active run
+    or starts an offline one; a local report folder is always written.
 
     Args:
         budget: Per-input sample budget K (default: ``config.budget``).
@@ -81,19 +65,12 @@ class CoverageCallback(BaseCallback):
         eval_inputs: Eval input ids (default: the eval env's pool).
         deterministic: Use the deterministic policy in evaluation (default ``False``: an exploration
             policy explores by sampling; a deterministic one repeats itself).
-        log_at: When a due streaming log is written. ``"rollout"`` (default): at the end of each
-            rollout, at most once per rollout, so coverage gets one W&B point per policy update, on the
-            steps of SB3's own ``rollout/*`` and ``train/*`` metrics (points inside a rollout would all
-            describe the same frozen policy); the rollout's episodes are read and checked in one batch
-            at its end (so `monitor` counts them from then on, and an info that breaks the
-            contract is reported there). ``"step"``: at the first ``VecEnv.step`` where ``log_every``
-            is reached (finer curves, more logs; episodes are read at every step).
-        config: The monitor options shared by every adapter ([`MonitorConfig`][seffi.callbacks.MonitorConfig]:
-            iid, oracle, strategies, out_dir, wandb, wandb_kwargs, log_every, log_unit,
-            log_curves_every, n_boot, seed, plots, verbose, ...). Here ``out_dir`` that already holds
-            a seffi run when training starts gives ``out_dir-2`` (``-3``, ...; `out_dir` names
-            the folder used), ``log_unit="steps"`` counts ``num_timesteps``, ``seed`` also seeds the
-            evaluation resets and ``verbose`` is also SB3's. Evaluation logs under scope ``"eval"``.
+        log_at: ``"rollout"`` (default): a due log is written at the end of a rollout, one point per
+            policy update (the rollout's episodes are read and checked together there); ``"step"``:
+            at the first ``VecEnv.step`` where ``log_every`` is reached.
+        config: The monitor options ([`MonitorConfig`][seffi.callbacks.MonitorConfig]). An ``out_dir``
+            holding a seffi run gives ``out_dir-2`` (`out_dir` names the folder used);
+            ``log_unit="steps"`` counts ``num_timesteps``; ``seed`` also seeds evaluation resets.
         **options: [`MonitorConfig`][seffi.callbacks.MonitorConfig] fields on top of ``config``.
     """
 
@@ -140,10 +117,8 @@ class CoverageCallback(BaseCallback):
         self._steps: list[tuple[Any, Any]] | None = None
         self.evaluator: CoverageEvaluator | None = None
         self.report: Any = None
-        self.eval_report: Any = None
 
     def _part(self, part: str | None) -> CoverageMonitor | None:
-        """The monitor of ``part`` ("stream" or "eval"; ``None``: "stream" unless the mode is "eval")."""
         part = part or ("eval" if self.mode == "eval" else "stream")
         if part not in ("stream", "eval"):
             raise SeffiError(f"part must be 'stream' or 'eval', got {part!r}")
@@ -152,12 +127,11 @@ class CoverageCallback(BaseCallback):
         return self.monitor if part == "stream" else (self.evaluator.monitor if self.evaluator else None)
 
     def metrics(self, part: str | None = None) -> dict[str, float]:
-        """A copy of the latest logged flat scalars (``{}`` before the first log).
+        """A copy of the latest logged scalars of ``part`` (``{}`` before the first log).
 
         Args:
-            part: ``"stream"`` (training episodes, keys ``seffi/...``) or ``"eval"`` (the latest
-                evaluation, keys ``seffi/eval/...``); ``None``: the stream's, in mode ``"eval"`` the
-                evaluation's.
+            part: ``"stream"`` (keys ``seffi/...``) or ``"eval"`` (the latest evaluation, keys
+                ``seffi/eval/...``); ``None``: the stream's, in mode ``"eval"`` the evaluation's.
         """
         monitor = self._part(part)
         return monitor.metrics() if monitor is not None else {}
@@ -175,8 +149,7 @@ class CoverageCallback(BaseCallback):
         return monitor.to_dataframe() if monitor is not None else curves_dataframe({})
 
     def _init_callback(self) -> None:
-        # The first Ctrl-C / SIGTERM stops training at the next step; the report is written, then it
-        # is delivered as usual (KeyboardInterrupt out of learn()).
+        # A Ctrl-C / SIGTERM stops training at the next step; the report is written, then it is delivered.
         self._stop = StopOnSignal()
         self._stop.install(loop=("learn",))
         own = self.config.sink_names() is not None
@@ -199,7 +172,6 @@ class CoverageCallback(BaseCallback):
             self.evaluator = CoverageEvaluator(self.eval_env, input_ids=self.eval_inputs, config=cfg)
 
     def _part_config(self, part: str, run: Any = None) -> MonitorConfig:
-        """The monitor config of the ``"stream"`` or ``"eval"`` part, with its sinks."""
         cfg = self.config
         names = cfg.sink_names()
         if names is None:
@@ -224,15 +196,12 @@ class CoverageCallback(BaseCallback):
     def _on_step(self) -> bool:
         steps = self._steps
         if steps is not None:
-            # Nothing reads the episodes before the rollout ends, so a step costs one check and the
-            # rollout's episodes are parsed together (SB3 never changes a step's dones or infos
-            # afterwards). Steps where nothing ended are not kept (fewer GC survivors). count_nonzero:
-            # a C loop, where ndarray.any() goes through a ufunc reduction (~3x the time per step).
+            # Nothing reads the episodes before the rollout ends: a step costs one check, the rollout's
+            # episodes are parsed together. count_nonzero: a C loop (ndarray.any() is ~3x the time).
             dones = self.locals["dones"]
             if np.count_nonzero(dones):
                 steps.append((self.locals["infos"], dones))
         elif self.monitor is not None:
-            # SB3 VecEnvs put the finished episode's info in infos[i] at the done step.
             self.monitor.update_infos(self.locals["infos"], self.locals["dones"])
             if self.log_at == "step":
                 self.monitor.maybe_log(self.num_timesteps)
@@ -269,7 +238,7 @@ class CoverageCallback(BaseCallback):
             due = self.evaluator.n_evals == 0 or self.evaluator.last_step != self.num_timesteps
             if due and not stopped:  # a stop request is answered without a last evaluation
                 self._evaluate()
-            self.eval_report = self.evaluator.finalize(interrupted=stopped)
+            self.evaluator.finalize(interrupted=stopped)
         if self.monitor is not None:
             if self._steps:  # training stopped inside a rollout
                 self._ingest_steps()
@@ -279,7 +248,6 @@ class CoverageCallback(BaseCallback):
         self._stop.reraise()  # KeyboardInterrupt after a Ctrl-C; nothing otherwise
 
     def _print_closing(self) -> None:
-        """Say once where the report went and how to upload an offline W&B run (as ``seffi run`` does)."""
         contents = "report.json, report.md, plots"
         if self.mode == "both":
             contents = f"stream/ and eval/: {contents}"
@@ -302,6 +270,6 @@ class CoverageCallback(BaseCallback):
 
     @property
     def wandb_run_dir(self) -> Path | None:
-        """Local folder of the W&B run (``wandb leet inspect <dir> --summary --json`` reads it)."""
+        """Local folder of the W&B run, or None."""
         sinks = self._wandb_sinks()
         return sinks[0].run.run_dir if sinks else None

@@ -15,21 +15,9 @@ __all__ = ["LogSchedule", "RecentRuns"]
 class LogSchedule:
     """Every ``every`` episodes (or steps) a log; every ``curves_every``-th log (the first too) a snapshot.
 
-    A snapshot costs O(inputs x K) where a point log costs O(K): after a snapshot over U inputs,
-    the next waits until K x U more episodes came (room for every input to complete one more run),
-    skipping the ``curves_every``-th logs before. A snapshot's cost per episode then stays flat in
-    the number of inputs. It depends on episode counts only, so a run repeats its snapshots; with
-    K x U at most ``every`` x ``curves_every`` episodes (up to 1,280 inputs at the defaults and
-    K = 8) it never holds one back. The final report does not depend on it.
-
-    Steps must increase (W&B drops a step that goes back): a step not above the last logged one is
-    refused, with one warning per schedule.
-
-    Args:
-        every: Episodes (or steps) between logs.
-        unit: What ``every`` counts: "episodes" or "steps".
-        curves_every: Every this many logs is a curve snapshot.
-        budget: K, the per-input budget (spaces snapshots by K x inputs episodes).
+    A snapshot over U inputs costs O(U x K): the next waits until K x U more episodes came, so its
+    cost per episode stays flat in inputs. Steps must increase (W&B drops a step that goes back): a
+    step not above the last logged one is refused, with one warning per schedule.
     """
 
     def __init__(self, every: int, unit: LogUnit, curves_every: int, budget: int = 1) -> None:
@@ -79,20 +67,11 @@ class LogSchedule:
 class RecentRuns:
     """The window's tracker: the complete runs whose every sample came in the last ``window`` episodes.
 
-    A run is dated by its first sample. The monitor folds buffered episodes into its tracker in
-    batches (at every log, and every ``flush_every`` episodes); a run opened in a batch is dated by
-    the batch's first episode, so a date is at most one batch early. A completed run
-    (``tracker.done``) enters the window if its date is at most ``window`` episodes before the end of
-    the batch that completed it (judged when the window is next read), and leaves it, its sums
-    subtracted, once its date is more: a run that spans more than the window never enters it. With
-    logs every ``log_every`` episodes and ``window`` a multiple of it, the window holds exactly the
-    runs that started and completed in the last ``window`` episodes.
-
-    Args:
-        window: Episodes the window reaches back.
-        tracker: The tracker whose runs opened from now on the window follows.
-        since: The episode count the next batch starts at.
-        loaded: ``tracker`` holds runs older than any window (a loaded state).
+    A run is dated by the first episode of the folded batch that opened it (at most one batch
+    early). A completed run enters the window if its date is at most ``window`` episodes before the
+    end of the batch that completed it, and leaves it, its sums subtracted, once older. It follows
+    the runs of ``tracker`` opened from episode count ``since`` on; ``loaded``: ``tracker`` holds
+    older runs (a loaded state).
     """
 
     def __init__(self, window: int, tracker: CoverageTracker, *, since: int = 0, loaded: bool = False):
@@ -115,8 +94,7 @@ class RecentRuns:
     def folded(self, tracker: CoverageTracker, end: int) -> None:
         """A batch ending at episode count ``end`` went into ``tracker``: the runs it opened are dated.
 
-        The runs it completed enter the window when the window is next read (`at`), each judged
-        by this batch's ``end``: a fold stays O(1) when no log reads the window in between.
+        The runs it completed enter at the next read (`at`), judged by this ``end``: a fold stays O(1).
         """
         opened = tracker.assigner.n_slots
         if opened > self._first[-1]:  # this batch opened runs: the next batch's get its own date
@@ -148,12 +126,10 @@ class RecentRuns:
         )
 
     def at(self, episodes: int, tracker: CoverageTracker) -> tuple[CompleteRuns | None, int, int | None]:
-        """(the window's runs at episode count ``episodes``, episodes it reaches back, its age).
+        """(the window's runs at ``episodes``, episodes it reaches back, age of its oldest run).
 
-        The runs are None while the window holds every complete run of ``tracker`` (nothing left
-        yet): the cumulative numbers are then the window's. The reach is ``window``, or the
-        episodes since the window began when fewer; the age is how many episodes back the first
-        sample of its oldest run came (None for an empty window).
+        The runs are None while the window holds every complete run (the cumulative numbers are
+        then the window's); the age is None for an empty window.
         """
         self._enter(tracker)
         cutoff = int(episodes) - self.window

@@ -1,7 +1,6 @@
 """The trainer's model as TRL's GRPOTrainer drives it: prompt tokens, sampling, log-probabilities.
 
-Used by the TRL adapter's reference iid and rewards; torch, transformers and accelerate are imported
-inside the functions that need them.
+torch, transformers and accelerate are imported inside the functions that need them.
 """
 
 from __future__ import annotations
@@ -59,11 +58,7 @@ def prompt_token_ids(
     chat_template: str | None = None,
     chat_template_kwargs: Mapping[str, Any] | None = None,
 ) -> list[list[int]]:
-    """The token ids GRPOTrainer generates from for each dataset prompt (``_tokenize_prompts``, TRL 1.x).
-
-    Chat messages go through the chat template with the generation prompt; a string through the
-    tokenizer itself, special tokens included.
-    """
+    """The token ids GRPOTrainer generates from for each dataset prompt (``_tokenize_prompts``, TRL 1.x)."""
     out: list[list[int]] = []
     for p in prompts:
         if is_conversational(p):
@@ -145,12 +140,9 @@ def generate_ids(
     training: bool | None = None,
     checkpointing_kwargs: Any = None,
 ) -> tuple[list[list[list[int]]], int]:
-    """``counts[i]`` completions of prompt i as token ids (cut after the first eos, which is kept).
+    """(``counts[i]`` completions of prompt i as token ids, cut after the first eos, ``generate`` calls).
 
-    Seeded inside ``torch.random.fork_rng``, so the caller's torch random stream never moves.
-
-    Returns:
-        (completions per prompt, number of ``model.generate`` calls).
+    Seeded inside ``torch.random.fork_rng``: the caller's torch random stream never moves.
     """
     import torch
 
@@ -191,17 +183,11 @@ def sequence_logprobs(
     batch_size: int = 64,
     temperature: float = 1.0,
 ) -> np.ndarray:
-    """The policy's log-probability of each completion given its prompt, in eval mode, no grad.
+    """The policy's log-probability (B,) of each completion given its prompt, in eval mode, no grad.
 
     ``log p(c | p) = sum_t log softmax(logits(p + c[:t]) / temperature)[c_t]`` (``reduction="sum"``),
-    or that over the completion length (``"mean"``, what He et al. rank by); an empty completion
-    scores 0. Rows are right-padded, so a causal model's real tokens never see padding.
-
-    Returns:
-        Float64 array of shape (B,).
-
-    Raises:
-        SeffiError: Lists of different lengths, an empty prompt, an unknown reduction.
+    or that over the completion length (``"mean"``); an empty completion scores 0. Rows are
+    right-padded, so a causal model's real tokens never see padding.
     """
     if reduction not in ("sum", "mean"):
         raise SeffiError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
@@ -241,11 +227,7 @@ def policy_logprobs(
 ) -> np.ndarray:
     """Each completion's `sequence_logprobs` under the trainer's policy at ``GRPOConfig.temperature``.
 
-    Prompt tokens are re-derived from TRL's ``prompts`` as GRPOTrainer tokenises them (a custom
-    ``rollout_func`` or multi-turn tool rollout is not reproduced).
-
-    Raises:
-        SeffiError: No completion ids or no model/tokenizer on the trainer.
+    Prompt tokens are re-derived from TRL's ``prompts`` as GRPOTrainer tokenises them.
     """
     model, tokenizer = getattr(trainer, "model", None), getattr(trainer, "processing_class", None)
     if completion_ids is None or model is None or tokenizer is None:
@@ -311,10 +293,7 @@ def digest(obj: Any) -> str:
 
 
 class ReferenceCache:
-    """Reference completions as token ids, ``{prompt digest: [ids, ...]}``, one JSON file per key.
-
-    Token ids keep entries valid when the labeler or decoder changes; a damaged file is ignored.
-    """
+    """Reference completions as token ids (valid across labelers), one JSON file per key; damage ignored."""
 
     FORMAT = "seffi.models.reference_cache/1"
 
@@ -329,7 +308,7 @@ class ReferenceCache:
             self.entries = {}
 
     def get(self, prompt_key: str, n: int) -> list[list[int]]:
-        """Up to ``n`` cached completions of a prompt (the first ones stored)."""
+        """Up to ``n`` cached completions of a prompt."""
         return self.entries.get(prompt_key, [])[:n]
 
     def put(self, prompt_key: str, completions: Sequence[Sequence[int]]) -> None:
@@ -337,7 +316,7 @@ class ReferenceCache:
         self.entries.setdefault(prompt_key, []).extend([list(map(int, c)) for c in completions])
 
     def save(self) -> None:
-        """Write the file (tmp + rename); an unwritable folder is skipped with a warning."""
+        """Write the file; an unwritable folder is skipped with a warning."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(self.path, json.dumps({"format": self.FORMAT, "entries": self.entries}))

@@ -1,29 +1,11 @@
-r"""verl integration: a batch reward function that records group coverage while verl trains.
+"""verl: a batch reward function that records group coverage while verl trains.
 
-verl's batch reward manager (``reward_model.reward_manager=batch``) calls one function with every
-sample of a training step, ``compute_score(data_sources=..., solution_strs=..., ground_truths=...,
-extra_infos=..., **reward_kwargs)``, and expects one score (a float, or a dict with ``"score"``)
-per sample. `VerlCoverage.compute_score` is that function: it returns the scores of *your*
-per-sample function (verl's ``compute_score(data_source, solution_str, ground_truth, extra_info)``
-signature) unchanged, and on the side labels each solution's strategies and records the step's
-groups in a `CoverageMonitor`: the samples of one prompt (``extra_info[id_key]``, ``"index"`` in
-verl's data preprocessing scripts) in one call form one run of K = ``rollout.n`` samples. The
-monitor logs ``seffi/*`` every ``log_every`` steps to its own sinks (W&B offline by default,
-``out_dir``) and writes the report when the process exits or `close` is called.
+verl's batch reward manager calls one function with every sample of a step.
+`VerlCoverage.compute_score` is that function: it returns *your* per-sample scores unchanged and
+records the step's groups in a `CoverageMonitor` (the samples of one prompt, ``extra_info[id_key]``,
+form runs of K = ``rollout.n``), which logs every ``log_every`` steps and reports at exit or `close`.
 
-Put it in the file ``custom_reward_function.path`` names:
-
-```python
-# my_reward.py
-from seffi.callbacks.verl import VerlCoverage
-
-rubric = {"algebra": r"\bx =", "guess": r"\btry\b"}
-cov = VerlCoverage(rubric, score=my_score, out_dir="runs/verl")
-compute_score = cov.compute_score
-```
-
-and run verl with ``reward_model.reward_manager=batch custom_reward_function.path=my_reward.py
-custom_reward_function.name=compute_score``.
+Setup (``custom_reward_function.path``, ``reward_manager=batch``): docs/custom-llm.md.
 """
 
 from __future__ import annotations
@@ -44,7 +26,6 @@ __all__ = ["VerlCoverage"]
 
 
 def _correct(score: Any) -> bool:
-    """A verl score as correctness: ``score > 0`` (a dict's ``"acc"`` if it has one, else ``"score"``)."""
     if isinstance(score, Mapping):
         score = score.get("acc", score.get("score"))
     return bool(score is not None and score > 0)
@@ -54,15 +35,13 @@ class VerlCoverage:
     r"""Group coverage of a verl run, recorded by its batch reward function.
 
     Args:
-        labeler: What reads the strategies off a solution: a `seffi.labelers` labeler, a
-            ``{strategy: regex}`` rubric or a task (see `seffi.labelers.as_labeler`).
+        labeler: What reads the strategies off a solution (see `seffi.labelers.as_labeler`).
         score: Your per-sample reward, ``score(data_source, solution_str, ground_truth, extra_info)``;
-            its value is returned to verl as it is, and ``> 0`` counts as correct.
+            returned to verl as it is, ``> 0`` (a dict's ``"acc"``, else ``"score"``) is correct.
         id_key: The ``extra_info`` key naming each sample's prompt.
         budget: K, samples per run (default: the group size of the first step, ``rollout.n``).
         strategies: The declared strategy ids (default: the labeler's).
-        **monitor_options: Passed to `CoverageMonitor` (``iid``, ``oracle``, ``out_dir``, ``wandb``,
-            ``log_every`` in steps, ...).
+        **monitor_options: Passed to `CoverageMonitor` (``log_every`` in steps, ...).
 
     Examples:
         >>> cov = VerlCoverage({"loop": r"\bfor\b"}, score=lambda ds, s, gt, ei: float(gt in s),
@@ -95,7 +74,7 @@ class VerlCoverage:
         extra_infos: Sequence[Mapping[str, Any]] | None = None,
         **reward_kwargs: Any,
     ) -> list[Any]:
-        """The batch reward function verl calls: your scores, with the step's groups recorded aside."""
+        """The batch reward function verl calls: your scores, the step's groups recorded aside."""
         n = len(solution_strs)
         infos = list(extra_infos) if extra_infos is not None else [{}] * n
         scores = [
@@ -119,9 +98,7 @@ class VerlCoverage:
         if self.monitor is None:
             budget = self.budget or max(sizes.values())
             self.monitor = CoverageMonitor(budget, list(self.labeler.strategies), **self.options)
-        monitor = self.monitor
-
-        k = monitor.budget
+        monitor, k = self.monitor, self.monitor.budget
         results = [self.labeler(x, t) for x, t in zip(ids, texts, strict=True)]
         position: Counter[str] = Counter()
         sample, run = np.empty(len(ids), np.int64), np.empty(len(ids), np.int64)

@@ -1,7 +1,7 @@
 """seffi's on-disk cache: its root folder and the library stack a cached numeric result depends on.
 
 The trained models of `seffi.models` and the TRL adapter's reference-iid samples
-(`seffi.callbacks.groups.GroupCoverage`) live under `default_cache_dir`, each keyed by what
+(`seffi.callbacks.trl.GRPOCoverage`) live under `default_cache_dir`, each keyed by what
 produced it, `numerics_stack` included.
 """
 

@@ -1,11 +1,9 @@
 """Group scoring: the rewards of GRPO's completion groups, as pure functions (numpy only).
 
-A *group* is the `Record`s ``(input id, sorted match set, valid)`` of the G completions of one prompt,
-in TRL's order (`split_groups`). Each rule returns one reward per record, in record order, and depends
-on a group only through the multiset of its records; a completion's *outcome* is its sorted match set
-(the empty tuple included). `batch_rewards` applies a rule of `METHODS` over a gathered batch and
-`RewardMethod` binds one to its options and state. Formulas and sources: docs/statistics.md, "Group
-rewards of the exploration methods".
+A *group* is the `Record`s ``(input id, sorted match set, valid)`` of one prompt's G completions
+(`split_groups`); a completion's *outcome* is its sorted match set. Each rule returns one reward per
+record, in order. `batch_rewards` applies a rule of `METHODS` to a gathered batch; `RewardMethod`
+binds one to its options and state. Formulas and sources: docs/statistics.md.
 """
 
 from __future__ import annotations
@@ -30,12 +28,7 @@ REWARD_MODES = ("valid", "matched", *GROUP_MODES)
 
 
 def split_groups(records: Sequence[Record], size: int | None) -> list[list[int]]:
-    """Indices of each GRPO group: consecutive records of one prompt, at most ``size`` each.
-
-    TRL lays a generation batch out prompt by prompt (each prompt's G completions adjacent, rank 0's
-    share first), so a group is a maximal run of one input id, cut every ``size`` records (the same
-    prompt drawn twice in a row makes two groups).
-    """
+    """Indices of each GRPO group: a maximal run of one input id in TRL's order, cut every ``size``."""
     groups: list[list[int]] = []
     for i, rec in enumerate(records):
         last = groups[-1] if groups else None
@@ -49,10 +42,8 @@ def split_groups(records: Sequence[Record], size: int | None) -> list[list[int]]
 def diversity_rewards(group: Sequence[Record], weight: float = 0.5) -> list[float]:
     """The group-diversity reward of each completion of one group.
 
-    ``r_i = valid_i * ((1 - w) + w * [A_i != {}] / c_i)`` with ``c_i = #{j : valid_j and A_j = A_i}``,
-    ``A_i`` completion i's match set and ``w`` the weight: a valid completion whose strategy set no
-    other valid completion of the group shares scores 1, an invalid one 0, and a valid one that follows
-    no declared strategy ``1 - w`` (an off-strategy trace is never the cheapest way to be unique).
+    ``r_i = valid_i * ((1 - w) + w * [A_i != {}] / c_i)`` with ``c_i = #{j : valid_j and A_j = A_i}``
+    and ``A_i`` completion i's match set: a valid completion with a strategy set of its own scores 1.
     """
     if not 0.0 <= weight <= 1.0:
         raise SeffiError(f"diversity weight must be in [0, 1], got {weight!r}")
@@ -77,15 +68,14 @@ def reward_function(spec: Any) -> Callable[[ValidationResult], float] | None:
 
 #: He, Fried & Welleck's rank penalty (``lean.rank_penalty=0.25`` in their released GRPO recipe).
 UNLIKELINESS_BETA = 0.25
-#: Outcome-bonus scale of the two outcome rules. Not a value from Song et al.: half the validity reward,
-#: the scale of seffi's default diversity weight; a benchmark sets it explicitly.
+#: Outcome-bonus scale: half the validity reward, as seffi's diversity weight (not from Song et al.).
 OUTCOME_C = 0.5
 
 Outcome = tuple[str, ...]
 
 
 def valid_of(group: Sequence[Record]) -> np.ndarray:
-    """The validity of each record as a float array of shape (G,)."""
+    """The validity of each record, float (G,)."""
     return np.array([1.0 if rec[2] else 0.0 for rec in group], dtype=np.float64)
 
 
@@ -102,10 +92,7 @@ def check_scale(name: str, value: float, low: float, high: float | None = None) 
 
 
 def ascending_ranks(values: Sequence[float]) -> np.ndarray:
-    """Ascending rank (G,) of each of ``values`` (G,) (0 = smallest); ties share their mean rank.
-
-    ``[-1, -1, -2]`` gives ``[1.5, 1.5, 0]``, whatever the records' order.
-    """
+    """Ascending rank (0 = smallest) of each of ``values``; ties share their mean rank."""
     ordered = np.sort(x := np.asarray(values, dtype=np.float64))
     return (np.searchsorted(ordered, x, "left") + np.searchsorted(ordered, x, "right") - 1) / 2.0
 
@@ -115,19 +102,8 @@ def unlikeliness_rewards(
 ) -> list[float]:
     """The unlikeliness reward of each completion of one group: ``valid_i * (1 - beta * u_i / G)``.
 
-    He, Fried & Welleck (2025). ``u_i`` in {0, ..., G-1} ranks every completion of the group (invalid
-    ones included) by the policy's log-probability, 0 for the *least* likely one (`ascending_ranks`).
-
-    Args:
-        group: G records of one prompt.
-        logprobs: Shape (G,): the policy's log-probability of each completion (sum or mean over tokens).
-        beta: The rank penalty in [0, 1] (at most 1 keeps every valid completion above every invalid one).
-
-    Returns:
-        G rewards in [0, 1].
-
-    Raises:
-        SeffiError: ``beta`` outside [0, 1], ``logprobs`` of another length, NaN or ``+inf``.
+    He, Fried & Welleck (2025). ``u_i`` ranks every completion of the group by the policy's
+    log-probability ``logprobs`` (G,), 0 for the *least* likely one; ``beta`` is in [0, 1].
     """
     beta = check_scale("unlikeliness beta", beta, 0.0, 1.0)
     lp = np.asarray(logprobs, dtype=np.float64).reshape(-1)
@@ -144,13 +120,9 @@ def unlikeliness_rewards(
 def passk_advantages(group: Sequence[Record], k: int) -> list[float]:
     """The analytic pass@k advantage of each completion of one group (Chen et al. 2025).
 
-    With N completions of which c are valid, R = 1 - C(N-c, k) / C(N, k) and sigma = sqrt(R (1 - R)):
-    a valid completion gets (1 - R) / sigma, an invalid one (1 - R - C(N-c-1, k-1) / C(N-1, k-1)) /
-    sigma, and a group with sigma = 0 gets 0 everywhere. The N advantages sum to zero over the group:
-    use them as the reward with TRL's ``scale_rewards="none"``.
-
-    Raises:
-        SeffiError: ``k`` is not an integer in [1, N].
+    With N completions, c valid, R = 1 - C(N-c, k) / C(N, k) and sigma = sqrt(R (1 - R)): a valid one
+    gets (1 - R) / sigma, an invalid one (1 - R - C(N-c-1, k-1) / C(N-1, k-1)) / sigma (0 when sigma
+    = 0). They sum to zero over the group: use them with TRL's ``scale_rewards="none"``.
     """
     n = len(group)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
@@ -180,7 +152,7 @@ class OutcomeCounts:
                 self._counts.setdefault(str(x), {})[tuple(o)] = int(n)
 
     def count(self, input_id: str, outcome: Iterable[str]) -> int:
-        """N(x, o): completions of ``input_id`` seen so far with match set ``outcome``."""
+        """N(x, o): completions of ``input_id`` seen with match set ``outcome``."""
         return self._counts.get(input_id, {}).get(tuple(outcome), 0)
 
     def total(self, input_id: str) -> int:
@@ -194,11 +166,8 @@ class OutcomeCounts:
             row[tuple(outcome)] = row.get(tuple(outcome), 0) + 1
 
     def as_dict(self) -> dict[str, dict[Outcome, int]]:
-        """A copy of the counts, ``{input id: {outcome: N}}`` (the constructor takes it back)."""
+        """A copy of the counts, ``{input id: {outcome: N}}`` (what the constructor takes)."""
         return {x: dict(row) for x, row in self._counts.items()}
-
-    def __repr__(self) -> str:
-        return f"OutcomeCounts({len(self._counts)} inputs, {sum(map(self.total, self._counts))} completions)"
 
 
 def historical_bonus(
@@ -212,11 +181,8 @@ def historical_bonus(
     """Validity plus a UCB-style bonus on rarely seen outcomes, for each completion of one group.
 
     ``r_i = valid_i + c / sqrt(1 + N(x, o_i))`` (Song, Kempe & Munos 2025, historical exploration),
-    ``N(x, o_i)`` read from ``counts`` before this group is counted (the group is counted after, unless
-    ``update=False``). ``valid_only``: the bonus goes to valid completions only. Rewards in [0, 1 + c].
-
-    Raises:
-        SeffiError: ``c`` negative or not finite.
+    ``N`` read before the group is counted (then counted unless ``update=False``); ``valid_only``:
+    the bonus goes to valid completions only.
     """
     c = check_scale("outcome bonus c", c, 0.0)
     out = []
@@ -234,12 +200,8 @@ def batch_penalty_rewards(
     """Validity minus a penalty on outcomes repeated within the group, for each completion.
 
     ``r_i = valid_i - c * (n_{o_i} - 1) / (G - 1)`` (Song, Kempe & Munos 2025, batch exploration),
-    ``n_{o_i}`` the group's completions with completion i's outcome (valid ones only with
-    ``valid_only``, which also penalises only those); a group of one is never penalised. Rewards in
-    [-c, 1].
-
-    Raises:
-        SeffiError: ``c`` negative or not finite.
+    ``n_{o_i}`` the group's completions with completion i's outcome (valid ones only, and only those
+    penalised, with ``valid_only``).
     """
     c = check_scale("outcome penalty c", c, 0.0)
     g = len(group)
@@ -285,25 +247,11 @@ def batch_rewards(
     counts: OutcomeCounts | None = None,
     **options: Any,
 ) -> list[float]:
-    """Rewards of a whole (gathered) generation batch under ``method``, group by group (`split_groups`).
+    """Rewards of a gathered batch under ``method`` (a key of `METHODS`), group by group.
 
-    ``"outcome_ucb"`` reads every group's bonus from the counts as they stood before the batch and
-    counts the batch after, so a prompt drawn twice in one batch gets the same bonuses in both groups.
-
-    Args:
-        method: A key of `METHODS`.
-        records: The batch's records, in TRL's order.
-        size: Group size (``num_generations``), or None for maximal runs of one input id.
-        logprobs: Shape (len(records),): for ``"unlikeliness"``.
-        k: For ``"passk"``.
-        counts: For ``"outcome_ucb"`` (updated in place).
-        **options: The method's options (`Method.options`).
-
-    Returns:
-        One reward per record, in record order.
-
-    Raises:
-        SeffiError: An unknown method or option, a missing input, or a rule's own argument errors.
+    ``logprobs`` (one per record) serve ``"unlikeliness"``, ``k`` ``"passk"`` and ``counts``
+    ``"outcome_ucb"``, which reads every group's bonus from the counts as they stood before the batch
+    and counts the batch after. ``size``: the group size (None: maximal runs of one input id).
     """
     spec = METHODS.get(method)
     if spec is None:
@@ -347,20 +295,14 @@ EXTRA_OPTIONS = {"unlikeliness": ("reduction",), "passk": ("k",)}
 
 
 class RewardMethod:
-    """One method of `METHODS` with its options and its state across steps.
+    """One method of `METHODS` with its options (checked now) and its state across steps.
 
-    ``"unlikeliness"`` needs the policy's log-probability of each completion (option ``reduction``:
-    ``"mean"`` per token, the default and what He et al. rank by, or ``"sum"``). ``"passk"`` needs
-    ``k`` (1 <= k <= the group size); its reward *is* the advantage, so the trainer must not normalise
-    it again. ``"outcome_ucb"`` keeps its historical counts in `counts`.
+    ``"unlikeliness"`` takes option ``reduction`` (``"mean"`` per token, the default, or ``"sum"``),
+    ``"passk"`` needs ``k`` (its reward *is* the advantage) and ``"outcome_ucb"`` keeps its `counts`.
 
     Args:
         name: A key of `METHODS`.
         options: The method's options, e.g. ``{"beta": 0.25}``, ``{"k": 4}``, ``{"c": 0.5}``.
-
-    Raises:
-        SeffiError: An unknown method or option, or an option value the rule refuses (checked now on a
-            tiny group, so a bad option fails when the scorer is built, not mid-training).
     """
 
     def __init__(self, name: str, options: Mapping[str, Any] | None = None) -> None:
@@ -387,12 +329,13 @@ class RewardMethod:
             self.k = int(self.k)
         if self.reduction not in ("sum", "mean"):
             raise SeffiError(f"unlikeliness reduction must be 'sum' or 'mean', got {self.reduction!r}")
+        # A bad option fails when the scorer is built, not mid-training.
         batch_rewards(name, [("x", (), True)], None, logprobs=[0.0], k=1, counts=OutcomeCounts(), **opts)
 
     def score(
         self, records: Sequence[Record], size: int | None, logprobs: Sequence[float] | None, training: bool
     ) -> list[float]:
-        """Rewards of one gathered batch (`batch_rewards`); the counts advance on training batches only."""
+        """Rewards of one gathered batch; the counts advance on training batches only."""
         counts = self.counts
         if counts is not None and not training:
             counts = OutcomeCounts(counts.as_dict())  # an evaluation batch leaves the history alone
@@ -401,7 +344,7 @@ class RewardMethod:
         )
 
     def state(self) -> list[list[Any]] | None:
-        """The outcome counts as JSON rows ``[input id, [strategies...], N]`` (None without counts)."""
+        """The outcome counts as JSON rows ``[input id, [strategies...], N]`` (None without)."""
         if self.counts is None:
             return None
         return [[x, list(o), n] for x, row in sorted(self.counts.as_dict().items()) for o, n in row.items()]

@@ -1,14 +1,9 @@
 r"""Labelers: who decides which strategies a generated text followed.
 
-For seffi's built-in tasks the answer is ``task.validate_y_text``, which parses the trace. When the
-strategies cannot be parsed out of the text (free-form LLM output, a proof sketch, code in any style)
-the seed asks for an *independent labeling mechanism*: a rubric of regular expressions, or any user
-function returning strategy ids. A [`Labeler`][seffi.labelers.Labeler] is that mechanism behind one interface,
-used in place of ``validate_y_text`` by the TRL reward wrapper (and by anything else that attributes text).
-
-Every labeler returns a [`ValidationResult`][seffi.tasks.ValidationResult] and **never raises** on the
-text: non-strings, empty text, bytes that are not UTF-8 and user-function exceptions all come back as
-``parse_ok=False`` with a reason, exactly like junk given to ``validate_y_text``.
+A built-in task parses its traces (``task.validate_y_text``); free-form text needs a rubric of regular
+expressions or a user function. A [`Labeler`][seffi.labelers.Labeler] is either behind one interface.
+It returns a [`ValidationResult`][seffi.tasks.ValidationResult] and **never raises** on the text: junk
+and user-function exceptions come back as ``parse_ok=False`` with a reason.
 
 Examples:
     >>> rubric = RegexRubric({"recursion": r"\bdef (\w+)\(.*\n.*\1\(", "loop": r"\bfor\b|\bwhile\b"})
@@ -38,11 +33,7 @@ __all__ = [
 
 @runtime_checkable
 class Labeler(Protocol):
-    """Attributes a generated text to strategies; used in place of ``task.validate_y_text``.
-
-    Attributes:
-        strategies: The declared strategy ids (their number is the coverage denominator M).
-    """
+    """Attributes a generated text to strategies (``strategies``: the declared ids, M of them)."""
 
     strategies: tuple[str, ...]
 
@@ -58,11 +49,7 @@ def judge_validity(
     text: str,
     who: str,
 ) -> ValidationResult:
-    """``matches``, correct or invalid (``"<who>: not valid"``) as ``valid`` decides; never raises.
-
-    ``valid``: a regex searched in ``text``, ``valid(x, text) -> bool`` (raising: invalid, with its
-    message) or None (every text is valid).
-    """
+    """``matches``, correct or invalid as ``valid`` (a regex, ``valid(x, text)`` or None) decides."""
     if valid is None:
         return ValidationResult.correct(matches)
     try:
@@ -80,11 +67,7 @@ def _declared(strategies: Iterable[str], what: str) -> tuple[str, ...]:
 
 
 class TaskLabeler:
-    """The default labeler: a seffi task's own parser, ``task.validate_y_text``.
-
-    Args:
-        task: A [`Task`][seffi.tasks.Task].
-    """
+    """The default labeler: a seffi task's own parser, ``task.validate_y_text``."""
 
     def __init__(self, task: Task) -> None:
         self.task = task
@@ -93,22 +76,15 @@ class TaskLabeler:
     def __call__(self, x: Any, y_text: Any) -> ValidationResult:
         return self.task.validate_y_text(x, y_text)
 
-    def __repr__(self) -> str:
-        return f"TaskLabeler({self.task.name!r})"
-
 
 class RegexRubric:
     """A rubric of regular expressions: strategy ``s`` matched iff its pattern is found in the text.
 
     Args:
-        patterns: ``{strategy id: regex}`` (strings are compiled with ``flags``; compiled patterns are
-            used as they are). Every key is a declared strategy.
-        valid: Optional regex (or ``callable(x, text) -> bool``) deciding correctness. Without it
-            every parseable text counts as valid, so valid coverage equals raw coverage.
-        flags: ``re`` flags for string patterns (default ``re.MULTILINE``).
-
-    Raises:
-        ValueError: No patterns, or a pattern that does not compile (named in the message).
+        patterns: ``{strategy id: regex}`` (strings compiled with ``flags``); every key is declared.
+        valid: Optional regex (or ``callable(x, text) -> bool``) deciding correctness (default:
+            every parseable text is valid).
+        flags: ``re`` flags for string patterns.
     """
 
     def __init__(
@@ -148,29 +124,13 @@ class RegexRubric:
         matches = frozenset(s for s, p in self._patterns.items() if p.search(text))
         return judge_validity(matches, self._valid, x, text, "rubric")
 
-    def __repr__(self) -> str:
-        return f"RegexRubric({list(self.strategies)})"
-
 
 class CallableLabeler:
-    """Any user function as a labeler.
+    """Any user function ``fn(x, text)`` as a labeler, over the declared ``strategies``.
 
-    The function is called as ``fn(x, text)`` with usable text only (junk is rejected before it is
-    called) and may return:
-
-    * an iterable of strategy ids (the text counts as valid),
-    * a ``(strategy_ids, valid)`` pair, or
-    * a [`ValidationResult`][seffi.tasks.ValidationResult].
-
-    Ids outside the declared ``strategies`` are dropped (they are not part of the denominator) and
-    named in ``error``; an exception inside ``fn`` becomes ``parse_ok=False`` with its message.
-
-    Args:
-        fn: The labelling function.
-        strategies: The declared strategy ids.
-
-    Raises:
-        ValueError: ``fn`` is not callable or ``strategies`` is empty.
+    ``fn`` gets usable text only and returns strategy ids (valid), a ``(strategy_ids, valid)`` pair
+    or a [`ValidationResult`][seffi.tasks.ValidationResult]. Undeclared ids are dropped and named in
+    ``error``; an exception inside ``fn`` becomes ``parse_ok=False`` with its message.
     """
 
     def __init__(self, fn: Callable[[Any, str], Any], strategies: Iterable[str]) -> None:
@@ -181,7 +141,6 @@ class CallableLabeler:
         self._known = frozenset(self.strategies)
 
     def __call__(self, x: Any, y_text: Any) -> ValidationResult:
-        """Run ``fn`` and normalise its answer; never raises."""
         text, reason = coerce_text(y_text)
         if text is None:
             return ValidationResult.unparsable(reason)
@@ -209,21 +168,11 @@ class CallableLabeler:
             return ValidationResult(parse_ok=True, valid=True, strategy_matches=kept, error=note)
         return ValidationResult.invalid(f"{result.error}; {note}" if result.error else note, kept)
 
-    def __repr__(self) -> str:
-        return f"CallableLabeler({getattr(self.fn, '__name__', self.fn)!r}, {list(self.strategies)})"
-
 
 def as_labeler(obj: Any, strategies: Iterable[str] | None = None) -> Labeler:
-    """A [`Labeler`][seffi.labelers.Labeler] from what a user passed.
+    """A [`Labeler`][seffi.labelers.Labeler] from a task, a labeler, a ``{id: regex}`` rubric or a callable.
 
-    Args:
-        obj: A [`Task`][seffi.tasks.Task] (its ``validate_y_text``), a labeler, a mapping of
-            ``{strategy id: regex}`` (a [`RegexRubric`][seffi.labelers.RegexRubric]), or a callable
-            ``fn(x, text)`` (needs ``strategies``).
-        strategies: Declared strategy ids for a bare callable.
-
-    Raises:
-        ValueError: ``obj`` is none of these, or a callable came without ``strategies``.
+    A callable ``fn(x, text)`` needs the declared ``strategies``.
     """
     if isinstance(obj, Task):
         return TaskLabeler(obj)

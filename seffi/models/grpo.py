@@ -4,7 +4,7 @@
   generation (`seffi.callbacks.trl_model.generate_ids`), for evaluations and the ladder's pool.
 * **The reference model's iid** (`reference_iid`): n completions per prompt from the model
   before any update, labelled like training completions, as ``IidBaseline.from_samples``; the TRL
-  path (`seffi.callbacks.groups.GroupCoverage`) draws its own with a prompt cap and an on-disk cache.
+  path (`seffi.callbacks.trl.GRPOCoverage`) draws its own with a prompt cap and an on-disk cache.
 * **A task LM for TRL** (`trl_policy`): a `seffi.models` folder loaded with
   ``AutoModelForCausalLM`` / ``AutoTokenizer``, the dataset prompt (``prompt <sep>``), the decoder
   that keeps newlines (the HF tokenizer drops the special ``<nl>`` when TRL decodes), and the tokens

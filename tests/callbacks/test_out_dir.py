@@ -82,7 +82,7 @@ def test_nested_layout_counts_as_a_run(tmp_path: Path) -> None:
 _TRIM = """
 import json, resource, signal, sys
 from pathlib import Path
-from seffi.callbacks.groups import drop_lines_after
+from seffi.callbacks.trl import drop_lines_after
 from seffi.errors import SeffiError
 path, limit, step = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
@@ -130,7 +130,7 @@ def test_trimming_a_resumed_log_under_a_file_size_limit_never_shortens_it(tmp_pa
 _TRIM_LOOP = """
 import sys
 from pathlib import Path
-from seffi.callbacks.groups import drop_lines_after
+from seffi.callbacks.trl import drop_lines_after
 path, n = Path(sys.argv[1]), int(sys.argv[2])
 print("ready", flush=True)
 for step in range(n - 2, 0, -1):  # one line fewer at each resume
@@ -177,10 +177,10 @@ def test_a_kill_mid_trim_never_shortens_the_log_below_the_resume_step(tmp_path: 
 def _grpo_run(out_dir: Path, steps: int = 5) -> Any:
     """A GRPO-style coverage run of a user labeler over hand-made completions (no trainer)."""
     require("torch", "trl")  # the group reward asks torch.distributed for its rank
-    from seffi.callbacks.groups import GroupCoverage
+    from seffi.callbacks.trl import GRPOCoverage
 
     rubric = {"up": "up", "down": "down", "left": "left"}
-    cov = GroupCoverage(labeler=rubric, iid=None, out_dir=out_dir, budget=2, n_boot=0, plots=False)
+    cov = GRPOCoverage(labeler=rubric, iid=None, out_dir=out_dir, budget=2, n_boot=0, plots=False)
     cov.configure_groups(2)
     texts = ["up", "down", "left up", "down", "up", "left"]
     for step in range(1, steps + 1):
@@ -193,7 +193,7 @@ def test_a_grpo_state_recorded_for_another_folder_is_refused_and_that_folder_unt
     tmp_path: Path,
 ) -> None:
     """A checkpoint copied from run A into run B never rewrites A's log nor writes B's report into A."""
-    from seffi.callbacks.groups import GroupCoverage
+    from seffi.callbacks.trl import GRPOCoverage
     from seffi.errors import SeffiError
 
     run_a = _grpo_run(tmp_path / "a")
@@ -202,13 +202,13 @@ def test_a_grpo_state_recorded_for_another_folder_is_refused_and_that_folder_unt
     before = {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir()}
     assert len((tmp_path / "a" / "metrics.jsonl").read_text().splitlines()) == 5
     rubric = {"up": "up", "down": "down", "left": "left"}
-    b = GroupCoverage(labeler=rubric, iid=None, out_dir=tmp_path / "b", budget=2, n_boot=0, plots=False)
+    b = GRPOCoverage(labeler=rubric, iid=None, out_dir=tmp_path / "b", budget=2, n_boot=0, plots=False)
     with pytest.raises(SeffiError, match=r"belongs to the run writing to .*a, not to this run's out_dir="):
         b.load_state_dict(state, step=2)
     assert {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir()} == before
     assert not (tmp_path / "b").exists() and b.monitor is None
     # The run's own folder resumes: the log rewinds to step 2, under the folder's lock.
-    own = GroupCoverage(labeler=rubric, iid=None, out_dir=tmp_path / "a", budget=2, n_boot=0, plots=False)
+    own = GRPOCoverage(labeler=rubric, iid=None, out_dir=tmp_path / "a", budget=2, n_boot=0, plots=False)
     own.load_state_dict(state, step=2)
     lines = (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["seffi/step"] for line in lines] == [1, 2]
