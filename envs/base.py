@@ -1,12 +1,13 @@
 """The single-env base class and the pool API shared by single and native vector envs.
 
-An env is a thin shell around an *engine* that steps ``E`` rows with numpy (a single env: one row).
+An env is a thin shell around an *engine* (``TokenEngine``, ``RouterEngine``) that steps ``E`` rows
+with numpy (a single env: one row) and renders them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -15,37 +16,14 @@ from seffi.errors import SeffiError
 from seffi.tasks.base import Task, TaskInput
 
 from .config import EnvConfig, parse_config
-from .core import Life, PoolSpec, row_info
+from .core import PoolSpec, row_info
 from .render import RENDER_FPS, RENDER_MODES, render_row
-
-
-class Engine(Protocol):
-    """What an env needs from its engine (see ``envs/token.py`` and ``envs/router.py``)."""
-
-    kind: str
-    spec: PoolSpec
-    cfg: EnvConfig
-    life: Life
-    single_observation_space: gym.Space[Any]
-    single_action_space: gym.spaces.Discrete
-
-    def restart(self, row: int, gen: np.random.Generator) -> None: ...
-
-    def reset_rows(self, rows: np.ndarray, explicit: np.ndarray | None) -> None: ...
-
-    def step_rows(
-        self, rows: np.ndarray, actions: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]: ...
-
-    def observe(self, rows: np.ndarray) -> Any: ...
-
-    def episode_lines(self, row: int) -> list[str]: ...
 
 
 class PoolAPI:
     """Read-only view of an env's pool, for baselines and oracles (mixed into single and vector envs)."""
 
-    _engine: Engine
+    _engine: Any
 
     @property
     def task(self) -> Task[Any, Any]:
@@ -78,10 +56,7 @@ class PoolAPI:
         return self._engine.cfg
 
     def base_match_distribution(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
-        """Exact law ``{match set: probability}`` of one iid base draw on ``input_id``.
-
-        ``valid_only``: an invalid trace matches nothing.
-        """
+        """Exact law ``{match set: probability}`` of one iid base draw (``valid_only``: if valid)."""
         return self._engine.spec.base_match_distribution(input_id, valid_only=valid_only)
 
     def reference_match_sets(self, input_id: str) -> dict[str, frozenset[str]]:
@@ -91,8 +66,7 @@ class PoolAPI:
 
 def explicit_inputs(spec: PoolSpec, options: Any, rows: int, allowed: frozenset[str]) -> np.ndarray | None:
     """Pool indices requested by ``options["input_id"]`` (one id, or one per row), else ``None``."""
-    if options is not None and not isinstance(options, Mapping):
-        # Iterating a string would list its characters as "unknown options".
+    if options is not None and not isinstance(options, Mapping):  # a str would list its characters
         raise SeffiError(
             f"reset options must be a dict such as {{'input_id': ...}} (supported keys: {sorted(allowed)}), "
             f"got {type(options).__name__} {options!r}"
@@ -118,7 +92,7 @@ def first(obs: Any) -> Any:
 
 
 def warn_no_render_mode(env: Any) -> None:
-    """Gymnasium's convention (as in CartPole) for ``render()`` on an env made without a render mode."""
+    """Gymnasium's (CartPole's) warning for ``render()`` on an env made without a render mode."""
     eid = env.spec.id if env.spec is not None else "seffi/<Name>-v0"
     gym.logger.warn(
         "You are calling render() without a render mode; pass one at creation, e.g. "
@@ -127,10 +101,7 @@ def warn_no_render_mode(env: Any) -> None:
 
 
 class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
-    """Base of the single seffi envs: one engine row, Gymnasium's reset/step protocol, clear errors.
-
-    ``render_mode`` (``"ansi"`` or ``"rgb_array"``, see `seffi.envs.render`) is a config field.
-    """
+    """Base of the single seffi envs: one engine row, Gymnasium's reset/step protocol, clear errors."""
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": list(RENDER_MODES), "render_fps": RENDER_FPS}
     engine_cls: ClassVar[Any]
@@ -139,7 +110,7 @@ class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
     def __init__(self, **kwargs: Any) -> None:
         cfg = parse_config(self.config_cls, kwargs)
         # Per instance: Gymnasium 1.2's vector envs write their autoreset mode into the first env's
-        # metadata, which would otherwise be this class's dict, shared by every env of the process.
+        # metadata, else this class's dict shared by every env.
         self.metadata = dict(type(self).metadata)  # type: ignore[misc]
         self._engine = self.engine_cls(cfg, 1)
         self.observation_space = self._engine.single_observation_space
@@ -162,10 +133,7 @@ class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
-        """Start an episode on the scheduled input, or on ``options["input_id"]``.
-
-        A seed restarts the env's life (budgets, runs, history, novelty memory) and its generator.
-        """
+        """Start an episode on the scheduled input or ``options["input_id"]``; a seed restarts all."""
         explicit = explicit_inputs(self._engine.spec, options, 1, frozenset({"input_id"}))  # checked first
         super().reset(seed=seed)
         if seed is not None or not self._engine.life.seeded(0):
@@ -184,7 +152,7 @@ class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
         return np.array([action], dtype=np.int64)
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """Apply one action. ``info`` holds the final-episode keys only on the step that ends it."""
+        """Apply one action; ``info`` holds the final keys only on the step that ends the episode."""
         if not self._engine.life.active[0]:
             raise SeffiError("the episode is over (or never started): call reset() before step()")
         actions = self._check_action(action)

@@ -1,12 +1,9 @@
 """Shared machinery of the seffi envs: the input pool, the batched per-input budget state, rewards, infos.
 
-Every env keeps its state in a `Life` of ``E`` independent rows (``E = 1`` for a single env), each
-with its own seeded generator, so a native vector env equals ``SyncVectorEnv`` over single envs.
-
-**Runs and budgets.** Each input gets ``budget`` samples per *run* (``info["sample_index"]`` is k,
-``info["run_index"]`` counts the input's runs). When no input has budget left, every input starts a
-new run (history and novelty memory cleared); ``reset(options={"input_id": ...})`` on an exhausted
-input starts a new run of that input alone; ``reset(seed=...)`` clears every counter.
+Every env keeps its state in a `Life` of ``E`` rows, each with its own seeded generator, so a native
+vector env equals ``SyncVectorEnv`` over single envs. Each input gets ``budget`` samples per *run*;
+when no input has budget left, every input starts a new run (history and novelty memory cleared);
+``reset(options={"input_id": ...})`` on an exhausted input starts a new run of it alone.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from seffi._convert import plain
+from seffi._convert import clip, plain
 from seffi._seeding import canonical_json
 from seffi.errors import SeffiError
 from seffi.tasks import get_task
@@ -28,7 +25,7 @@ from seffi.tasks.base import Task, TaskInput, ValidationResult
 
 from .config import EnvConfig, problems
 
-#: Uniforms drawn per refill of a row's buffer (draws come in blocks so the vector env can index them).
+#: Uniforms drawn per refill of a row's buffer (in blocks, so the vector env can index them).
 UNIFORM_BLOCK = 256
 
 #: Keys present in ``info`` exactly on the step that ends an episode, in this order.
@@ -58,8 +55,7 @@ def pool_fields(cfg: EnvConfig) -> dict[str, Any]:
 
 
 def cached_spec(kind: str, key_fields: dict[str, Any], build: Any) -> Any:
-    """Build once per distinct configuration the immutable pool data shared by envs of one config."""
-    # SyncVectorEnv of 256 envs would otherwise draw and validate the same pool 256 times.
+    """The pool data shared by envs of one config (a SyncVectorEnv of 256 envs builds it once)."""
     key = kind + canonical_json(key_fields)
     if key not in _SPEC_CACHE:
         if len(_SPEC_CACHE) > 64:  # bounded: configs in a sweep come and go
@@ -85,7 +81,7 @@ class PoolSpec:
         return len(self.inputs)
 
     def index_of(self, input_id: Any) -> int:
-        """Pool position of ``input_id``; a clear `SeffiError` for an id not in the pool."""
+        """Pool position of ``input_id``; a `SeffiError` for an id not in the pool."""
         try:
             return self._index[input_id]
         except (KeyError, TypeError):
@@ -111,7 +107,7 @@ class PoolSpec:
 
     @cached_property
     def feasible_mask(self) -> np.ndarray:
-        """Which strategies each input admits: bool array, shape (N, M) (built when first rendered)."""
+        """Which strategies each input admits: bool (N, M), built when first rendered."""
         mask = np.zeros((self.n_inputs, len(self.strategies)), dtype=bool)
         for i, x in enumerate(self.inputs):
             mask[i] = self.match_mask(self.task.feasible_strategies(x))
@@ -120,11 +116,7 @@ class PoolSpec:
 
 @dataclass(frozen=True, slots=True)
 class Outcomes:
-    """Validated samples, as columns of R rows (one per finished episode).
-
-    ``y_text`` and ``matches`` (sorted tuples of strategy ids) are object arrays, ``valid`` and ``parse_ok``
-    bool arrays, shape (R,); ``mask``: bool array, shape (R, M), the matches over ``strategies``.
-    """
+    """Validated samples as columns of R rows; ``matches`` holds sorted tuples, ``mask`` is (R, M)."""
 
     y_text: np.ndarray
     matches: np.ndarray
@@ -136,7 +128,7 @@ class Outcomes:
     def from_results(
         cls, spec: PoolSpec, texts: Sequence[str], results: Iterable[ValidationResult]
     ) -> Outcomes:
-        """Columns of ``texts`` and their validation ``results`` (consumed once: a generator is fine)."""
+        """Columns of ``texts`` and their validation ``results`` (an iterable read once)."""
         r_count, m = len(texts), len(spec.strategies)
         mask = np.zeros((r_count, m), dtype=bool)
         valid = np.zeros(r_count, dtype=bool)
@@ -160,10 +152,10 @@ class Outcomes:
 
 
 class Life:
-    """Budget, schedule, history and novelty state of ``E`` independent env rows over one pool.
+    """Budget, schedule, history and novelty state of ``E`` env rows over one pool.
 
-    Only with ``cfg.render_mode`` set does a row keep what the renderer reads: ``matched`` (shape
-    (E, N, M): strategies any trace followed this run) and ``last_info``. ``n_latents``: the router's Z.
+    With ``cfg.render_mode`` a row also keeps ``matched`` ((E, N, M): strategies any trace followed this
+    run) and ``last_info`` for the renderer. ``n_latents``: the router's Z.
     """
 
     def __init__(self, spec: PoolSpec, cfg: EnvConfig, num_envs: int, n_latents: int = 0) -> None:
@@ -185,8 +177,6 @@ class Life:
         self.last_info: list[dict[str, Any] | None] = [None] * e
         self._arange_n = np.arange(n)
 
-    # -- seeding --------------------------------------------------------------------------------
-
     def seeded(self, row: int) -> bool:
         return self.gens[row] is not None
 
@@ -200,7 +190,7 @@ class Life:
         self.last_info[row] = None
 
     def uniform(self, rows: np.ndarray) -> np.ndarray:
-        """Next uniforms, float array, shape (len(rows),): the next uniform of each row's stream."""
+        """The next uniform of each row's stream, shape (len(rows),)."""
         empty = rows[self.upos[rows] >= UNIFORM_BLOCK]
         for r in empty:  # rare: once per UNIFORM_BLOCK draws of a row
             gen = self.gens[r]
@@ -210,8 +200,6 @@ class Life:
         u = self.ubuf[rows, self.upos[rows]]
         self.upos[rows] += 1
         return u
-
-    # -- schedule -------------------------------------------------------------------------------
 
     def _new_runs(self, rows: np.ndarray, inputs: np.ndarray) -> None:
         self.counts[rows, inputs] = 0
@@ -242,7 +230,7 @@ class Life:
         self.active[rows] = True
 
     def _budget_left(self, rows: np.ndarray) -> np.ndarray:
-        """Which inputs have budget left, shape (len(rows), N); an exhausted row starts new runs first."""
+        """Which inputs have budget left (len(rows), N); an exhausted row starts new runs first."""
         left = self.counts[rows] < self.cfg.budget
         done = ~left.any(axis=1)
         if done.any():
@@ -251,11 +239,10 @@ class Life:
         return left
 
     def _round_robin(self, rows: np.ndarray) -> np.ndarray:
-        """The next input with budget left at or after each row's pointer (cyclic); advances the pointers."""
+        """The next input with budget left at or after each row's pointer (cyclic); advances it."""
         n = self.spec.n_inputs
         choice = self.rr[rows].copy()
-        # Usually the input at the pointer still has budget, so only the other rows pay for a scan of
-        # the pool: O(rows) per reset instead of O(rows * N) on pools of up to 100,000 inputs.
+        # Only rows whose pointed input is exhausted scan the pool: O(rows), not O(rows * N).
         slow = self.counts[rows, choice] >= self.cfg.budget
         if slow.any():
             s = rows[slow]
@@ -266,15 +253,10 @@ class Life:
         self.rr[rows] = (choice + 1) % n
         return choice
 
-    # -- episode ends ---------------------------------------------------------------------------
-
     def finish(
         self, rows: np.ndarray, out: Outcomes, latents: np.ndarray | None = None
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Book the finished episodes of ``rows``: (rewards, info columns ``{key: array (R,)}``).
-
-        ``latents`` (router envs) adds ``info["z"]``.
-        """
+        """Book the finished episodes of ``rows``: (rewards, info columns); ``latents`` adds ``z``."""
         inputs = self.cur[rows]
         k = self.counts[rows, inputs] + 1
         found = out.mask & out.valid[:, None]
@@ -301,8 +283,7 @@ class Life:
             rewards = out.valid.astype(np.float64) + self.cfg.novelty_bonus * n_new
         else:
             rewards = np.array([user_reward(reward, row_info(columns, j)) for j in range(rows.size)])
-        # Booked only once every reward is known: a user reward that raises leaves budgets and history
-        # as they were.
+        # Booked once every reward is known: a user reward that raises leaves the state as it was.
         self.counts[rows, inputs] = k
         self.seen[rows, inputs] |= found
         if latents is not None:
@@ -321,14 +302,13 @@ def user_reward(fn: Any, info: dict[str, Any]) -> float:
     try:
         reward = float(value)
     except (TypeError, ValueError, OverflowError):  # None, a string, an int beyond float range
-        reward = None
-    if reward is None or not math.isfinite(reward):
+        reward = math.nan
+    if not math.isfinite(reward):
         name = getattr(fn, "__qualname__", None) or repr(fn)
         module = getattr(fn, "__module__", None)
         where = f"{module}.{name}" if module and module != "builtins" else name
-        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
         raise SeffiError(
-            f"reward function {where} returned {shown} for input {info.get('input_id')!r} "
+            f"reward function {where} returned {clip(repr(value), 77)} for input {info.get('input_id')!r} "
             f"(sample {info.get('sample_index')}); a reward must be a finite number"
         )
     return reward
@@ -340,10 +320,7 @@ def row_info(columns: dict[str, np.ndarray], j: int) -> dict[str, Any]:
 
 
 def vector_infos(num_envs: int, rows: np.ndarray, columns: dict[str, np.ndarray]) -> dict[str, Any]:
-    """Gymnasium's vector info layout: per key a length-E array plus a ``_key`` bool mask.
-
-    Fill values and dtypes are ``SyncVectorEnv``'s (0 / False, ``None`` in object arrays).
-    """
+    """Gymnasium's vector info layout: per key a length-E array (``SyncVectorEnv``'s fill) and a mask."""
     infos: dict[str, Any] = {}
     if rows.size == 0:
         return infos

@@ -1,31 +1,18 @@
 """Router envs ``seffi/<Name>Router-v0``: the router/generator factorisation, one step per episode.
 
-The action is a latent code ``z`` in ``Discrete(Z)``. A hidden generator turns ``(x, z)`` into a trace:
-
-* each latent is assigned a strategy of ``x`` (a seeded permutation per input, every feasible strategy
-  gets ``Z // F`` or more latents);
-* with probability ``1 - noise`` the generator *executes* that strategy: the reference trace with
-  probability ``1 - invalid_rate - off_strategy_rate``, the strategy with a wrong answer with
-  ``invalid_rate`` (matches kept, ``valid=False``: raw coverage differs from valid coverage), a correct
-  off-strategy trace with ``off_strategy_rate`` (rates from the task config);
-* with probability ``noise`` it ignores ``z`` and draws a branch of the task's base sampler.
-
+The action is a latent code ``z`` in ``Discrete(Z)``. A hidden generator assigns each latent a
+strategy of ``x`` (a seeded permutation per input; every feasible strategy gets ``Z // F`` or more
+latents) and, with probability ``1 - noise``, executes it: the reference trace, the strategy with a
+wrong answer (``invalid_rate``: raw but not valid coverage) or a correct off-strategy trace
+(``off_strategy_rate``); with probability ``noise`` it draws a branch of the task's base sampler.
 The iid base model is the router prior over latents (Zipf with ``prior_skew`` over a per-input
-ranking), so its match-set law — ``base_match_distribution`` — is exact: the prior pushed through the
-generator's branch probabilities. Each branch emits one fixed representative trace per input, which is
+ranking), so ``base_match_distribution`` is exact. Each branch emits one fixed trace per input,
 validated once when the pool is built.
 
-**Observation** (float32 ``Box`` in [0, 1]; ``obs_layout`` maps names to slices), in this order:
-
-=========  =====  =========================================================================
-name       size   content
-=========  =====  =========================================================================
-input      N      one-hot of the input's pool position
-prior      Z      the router prior over latents for this input
-tried      Z      (``history``) times each latent was tried in this run / budget
-found      M      (``history``) 1 for strategies found by valid traces in this run
-used       1      (``history``) samples used in this run / budget
-=========  =====  =========================================================================
+The observation is a float32 ``Box`` in [0, 1]; ``obs_layout`` maps its parts to slices, in order:
+``input`` (N: the input's one-hot), ``prior`` (Z: the router prior), and with ``history``
+``tried`` (Z: times each latent was tried this run / budget), ``found`` (M: strategies found by
+valid traces this run) and ``used`` (1: samples used this run / budget).
 
 Examples:
     >>> import gymnasium as gym, seffi.envs
@@ -56,17 +43,7 @@ from .vector import SeffiVectorEnv
 def observation_layout(
     n_inputs: int, n_latents: int, n_strategies: int, *, history: bool = True
 ) -> dict[str, slice]:
-    """Name -> slice of a router env's flat observation, in order (the module docstring's table).
-
-    Args:
-        n_inputs: N, the width of the input one-hot (0 leaves it out).
-        n_latents: Z, the codes.
-        n_strategies: M, the declared strategies (``found``).
-        history: Whether ``tried``, ``found`` and ``used`` follow the prior.
-
-    Returns:
-        ``{"input", "prior"[, "tried", "found", "used"]}`` -> contiguous slices.
-    """
+    """Name -> slice of a router env's flat observation, in order (``n_inputs`` 0 leaves ``input`` out)."""
     sizes = [("input", n_inputs), ("prior", n_latents)]
     if history:
         sizes += [("tried", n_latents), ("found", n_strategies), ("used", 1)]
@@ -78,21 +55,13 @@ def observation_layout(
 
 
 class RouterSpec(PoolSpec):
-    """Pool data of a router env: priors, the hidden generator's branch law, validated branch outcomes.
-
-    Attributes:
-        n_latents: Z.
-        prior: float array, shape (N, Z): router prior per input.
-        branch_probs: float array, shape (N, Z, K): generator law over (padded) branches per latent.
-        outcomes: validated branch outcomes, flattened row ``n * K + k``.
-    """
+    """Router pool data: ``prior`` (N, Z), ``branch_probs`` (N, Z, K), ``outcomes`` (row n * K + k)."""
 
     def __init__(self, cfg: RouterEnvConfig) -> None:
         super().__init__(cfg)
         z_count = self.n_latents = cfg.n_latents or max(4, 2 * len(self.strategies))
         n = self.n_inputs
-        # Written into preallocated arrays input by input (no per-input arrays kept): an input has at
-        # most 2M + 1 branches (its M strategies, each also with a wrong answer, and an off-strategy one).
+        # An input has at most 2M + 1 branches: its strategies, each with a wrong answer, off-strategy.
         self.prior = np.empty((n, z_count))
         probs_all = np.zeros((n, z_count, 2 * len(self.strategies) + 1))
         texts_per_input: list[list[str]] = []
@@ -116,10 +85,7 @@ class RouterSpec(PoolSpec):
         self.cdf = cdf
 
     def _validated(self, texts_per_input: list[list[str]], k_max: int) -> Iterator[ValidationResult]:
-        """Validation results of every branch text; a padding row reuses its input's last result.
-
-        Yielded one at a time: a pool of 20,000 inputs never holds its ~180,000 results at once.
-        """
+        # Yielded: a pool of 20,000 inputs never holds its ~180,000 results at once.
         for x, texts in zip(self.inputs, texts_per_input, strict=True):
             results = [self.task.validate_y_text(x, t) for t in texts]
             yield from results + results[-1:] * (k_max - len(texts))
@@ -175,15 +141,12 @@ class RouterSpec(PoolSpec):
 
 
 class LatentCodeEngine:
-    """What the engines whose action is a latent code share: the observation and the run bookkeeping.
+    """What engines whose action is a latent code share: the observation and the run bookkeeping.
 
-    The observation (see the module docstring) is the input's one-hot, its latent prior and, with
-    ``history``, the latents tried, strategies found and budget used in this run. Subclasses build a
-    spec with ``n_inputs``, ``n_latents``, ``strategies`` and ``prior`` (shape (N, Z)), call
-    `_init_codes`, and say how a latent becomes a trace in `_outcomes`.
+    Subclasses build a spec with ``n_inputs``, ``n_latents``, ``strategies`` and ``prior`` (N, Z), call
+    `_init_codes`, and say in `_outcomes` how a latent becomes a trace.
     """
 
-    #: How ``"ansi"`` renders the codes: (plural noun, symbol of their count).
     code_names: tuple[str, str] = ("latents", "Z")
 
     def _init_codes(self, spec: Any, cfg: Any, num_envs: int) -> None:
@@ -191,8 +154,7 @@ class LatentCodeEngine:
         self.life = Life(spec, cfg, num_envs, n_latents=z)
         self.obs_layout = observation_layout(n, z, m, history=cfg.history)
         self._obs_dim = max(s.stop for s in self.obs_layout.values())
-        # The input one-hot is written per observed row, never stored as an (N, N) table: the config
-        # allows N = 100,000 inputs, whose table alone would take 40 GB.
+        # The one-hot is written per observed row: an (N, N) table at N = 100,000 would take 40 GB.
         self._prior = spec.prior.astype(np.float32)
         self.single_observation_space = spaces.Box(0.0, 1.0, shape=(self._obs_dim,), dtype=np.float32)
         self.single_action_space = spaces.Discrete(z)
@@ -221,17 +183,17 @@ class LatentCodeEngine:
     def step_rows(
         self, rows: np.ndarray, actions: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        """End the one-step episodes of ``rows`` (int array, shape (R,)) with latent codes ``actions``."""
+        """End the one-step episodes of ``rows`` with latent codes ``actions``."""
         out = self._outcomes(rows, self.life.cur[rows], actions)
         rewards, cols = self.life.finish(rows, out, latents=actions)
         return rewards, np.ones(rows.size, dtype=bool), np.zeros(rows.size, dtype=bool), rows, cols
 
     def _outcomes(self, rows: np.ndarray, inputs: np.ndarray, actions: np.ndarray) -> Outcomes:
-        """The validated traces of ``rows`` on pool ``inputs`` for latent codes ``actions`` (each (R,))."""
+        """The validated traces of ``rows`` on pool ``inputs`` for latent codes ``actions``."""
         raise NotImplementedError
 
     def episode_lines(self, row: int) -> list[str]:
-        """``"ansi"`` lines of a running episode: the codes already tried on its input in this run."""
+        """``"ansi"`` lines of a running episode: the codes tried on its input this run."""
         noun, symbol = self.code_names
         tried = self.life.tried[row, self.life.cur[row]]
         listed = ", ".join(f"z={z}\u00d7{int(tried[z])}" for z in np.flatnonzero(tried))
@@ -256,7 +218,7 @@ class RouterEngine(LatentCodeEngine):
 
 
 class RouterAPI:
-    """The router env kind, mixed into the single and the vector env: its extras, engine and config."""
+    """The router env kind's extras, engine and config, mixed into the single and the vector env."""
 
     _engine: RouterEngine
 
@@ -267,7 +229,7 @@ class RouterAPI:
 
     @property
     def obs_layout(self) -> dict[str, slice]:
-        """Name -> slice of the flat observation (see the module docstring)."""
+        """Name -> slice of the flat observation."""
         return dict(self._engine.obs_layout)
 
     def latent_prior(self, input_id: str) -> np.ndarray:
@@ -280,7 +242,6 @@ class RouterAPI:
         prior = self.latent_prior(input_id)
         return int(rng.choice(prior.size, p=prior))
 
-    # The engine both envs of this kind run on, and the model that parses their settings.
     engine_cls = RouterEngine
     config_cls = RouterEnvConfig
 

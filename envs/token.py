@@ -1,19 +1,11 @@
 """Token-level envs ``seffi/<Name>-v0``: the agent writes ``y_text`` one vocabulary token at a time.
 
-* **Action**: ``Discrete(V)`` over ``task.vocabulary()`` (id 1 = ``<eos>`` ends the episode; ``<pad>``
-  is a no-op word, newline id 3 starts a new line).
-* **Observation** (``Dict`` of fixed-size int64 arrays, SB3-compatible):
-
-  - ``"prompt"``: ``MultiDiscrete`` shape (P,): the prompt's token ids, ``<pad>``-padded; P is the
-    longest prompt of the pool.
-  - ``"output"``: ``MultiDiscrete`` shape (L,): tokens written so far, ``<pad>``-padded.
-  - ``"length"``: ``Discrete(L + 1)``: number of tokens written.
-  - ``"found"`` (only with ``history=True``): ``MultiBinary`` shape (M,): strategies found by valid
-    traces for this input in this run.
-
-* **Episode end**: terminated on ``<eos>``; truncated when L tokens were written without one (L =
-  ``max_length``, derived from the pool's traces by default). Either way the final ``info`` is complete:
-  the written tokens are decoded and validated by the task.
+The action is ``Discrete(V)`` over ``task.vocabulary()`` (``<eos>`` ends the episode, ``<pad>`` is a
+no-op word, the newline token starts a line). The observation is a ``Dict`` of fixed-size int64
+arrays (SB3-compatible): ``"prompt"`` (P prompt tokens, ``<pad>``-padded), ``"output"`` (the L
+tokens written so far), ``"length"`` and, with ``history``, ``"found"`` (M: strategies found by
+valid traces for this input in this run). An episode is terminated on ``<eos>`` and truncated after
+L tokens (``max_length``); either way the written tokens are decoded and validated.
 
 Examples:
     >>> import gymnasium as gym, seffi.envs
@@ -42,12 +34,11 @@ from .core import Life, Outcomes, PoolSpec, cached_spec, pool_fields
 from .render import indented
 from .vector import SeffiVectorEnv
 
-#: Validation results kept per spec (the cache only saves time; it never changes a result).
 _CACHE_LIMIT = 200_000
 
 
 class TokenSpec(PoolSpec):
-    """Pool data of a token env: vocabulary, padded prompts, the max length, a validation cache."""
+    """Pool data of a token env: vocabulary, padded prompts, max length, a validation cache."""
 
     def __init__(self, cfg: TokenEnvConfig) -> None:
         super().__init__(cfg)
@@ -61,7 +52,7 @@ class TokenSpec(PoolSpec):
         self._cache: dict[tuple[int, bytes], tuple[str, ValidationResult]] = {}
 
     def _derived_max_length(self) -> int:
-        """Longest pool trace (references, and a few invalid / off-strategy draws) + eos + a margin."""
+        """Longest pool trace (references, a few invalid / off-strategy draws) + eos + a margin."""
         longest = 1
         for x in self.inputs:
             probe = np.random.default_rng(seed_from_text(self.task.name, x.id, "token-max-length"))
@@ -74,7 +65,7 @@ class TokenSpec(PoolSpec):
         return longest + max(4, longest // 4)
 
     def outcomes(self, inputs: np.ndarray, tokens: np.ndarray, lengths: np.ndarray) -> Outcomes:
-        """Decode and validate the first ``lengths`` (R,) of the outputs ``tokens`` (R, L) on ``inputs``."""
+        """Decode and validate the first ``lengths`` of the outputs ``tokens`` (R, L) on ``inputs``."""
         texts, results = [], []
         for n, toks, length in zip(inputs.tolist(), tokens, lengths.tolist(), strict=True):
             written = toks[:length]
@@ -92,7 +83,7 @@ class TokenSpec(PoolSpec):
 
 
 class TokenEngine:
-    """Batched token-writing state of E rows (see the module docstring for the spaces)."""
+    """Batched token-writing state of E rows."""
 
     kind = "token"
 
@@ -159,7 +150,7 @@ class TokenEngine:
 
 
 class TokenAPI:
-    """The token env kind, mixed into the single and the vector env: its extras, engine and config."""
+    """The token env kind's extras, engine and config, mixed into the single and the vector env."""
 
     _engine: TokenEngine
 
@@ -182,7 +173,6 @@ class TokenAPI:
         spec = self._engine.spec
         return spec.task.sample_y_text(spec.inputs[spec.index_of(input_id)], rng)
 
-    # The engine both envs of this kind run on, and the model that parses their settings.
     engine_cls = TokenEngine
     config_cls = TokenEnvConfig
 

@@ -1,19 +1,13 @@
 """Native batched vector envs (Gymnasium's ``vector_entry_point``, like ``CartPoleVectorEnv``).
 
-One engine steps all ``num_envs`` rows with numpy. Row ``i`` is seeded exactly like the ``i``-th env
-of a ``SyncVectorEnv`` (``reset(seed=s)`` gives it ``s + i``), so observations, rewards, terminations
-and infos (dict of arrays with ``_key`` masks) equal those of ``SyncVectorEnv`` over the single env,
-built with the same ``autoreset_mode``, for the same seeds and actions. The three Gymnasium modes
-(``autoreset_mode=`` at construction; ``metadata["autoreset_mode"]`` of the instance says which):
+One engine steps all ``num_envs`` rows with numpy; row ``i`` is seeded like the ``i``-th env of a
+``SyncVectorEnv`` (``reset(seed=s)`` gives it ``s + i``), so observations, rewards and infos equal
+``SyncVectorEnv``'s with the same ``autoreset_mode``:
 
-* ``NEXT_STEP`` (default, Gymnasium's default): a row whose episode ended is reset by the *next*
-  ``step``, which ignores its action and returns reward 0 and no info for it.
-* ``SAME_STEP``: the row is reset inside the step that ended its episode; the returned observation is
-  the new episode's first, the ended episode's last observation and info go to ``infos["final_obs"]``
-  and ``infos["final_info"]`` (masks ``_final_obs`` / ``_final_info``; ``final_info`` is itself a dict
-  of arrays with ``_key`` masks). No step is wasted: the choice for one-step router episodes.
-* ``DISABLED``: no autoreset; reset ended rows with ``reset(options={"reset_mask": ...})`` before the
-  next ``step`` (stepping an ended row is an error).
+* ``NEXT_STEP`` (default): an ended row is reset by the *next* ``step``, which ignores its action.
+* ``SAME_STEP``: the ended row is reset in the same step; its last observation and info go to
+  ``infos["final_obs"]`` and ``infos["final_info"]``. No step is wasted on one-step router episodes.
+* ``DISABLED``: reset ended rows with ``reset(options={"reset_mask": ...})`` before the next step.
 
 Examples:
     >>> import gymnasium as gym, seffi.envs
@@ -35,7 +29,7 @@ from gymnasium.vector.utils import batch_space
 
 from seffi.errors import SeffiError
 
-from .base import Engine, PoolAPI, explicit_inputs, warn_no_render_mode
+from .base import PoolAPI, explicit_inputs, warn_no_render_mode
 from .config import EnvConfig, parse_config
 from .core import vector_infos
 from .render import RENDER_FPS, RENDER_MODES, render_row
@@ -60,10 +54,7 @@ def parse_autoreset_mode(mode: Any) -> AutoresetMode:
 
 
 def final_obs_info(num_envs: int, rows: np.ndarray, obs: Any) -> tuple[np.ndarray, np.ndarray]:
-    """``infos["final_obs"]`` (object array of per-env observations) and its mask, as ``SyncVectorEnv`` does.
-
-    ``rows`` (int array, shape (R,)) ended with the batched observations ``obs`` (shape (R, ...) each).
-    """
+    """``infos["final_obs"]`` (object array) and its mask for ``rows`` that ended with batched ``obs``."""
     mask = np.zeros(num_envs, dtype=np.bool_)
     mask[rows] = True
     views = ({k: v[j] for k, v in obs.items()} for j in range(rows.size)) if isinstance(obs, dict) else obs
@@ -80,10 +71,8 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
 
     Args:
         num_envs: Number of independent envs (rows).
-        autoreset_mode: ``AutoresetMode.NEXT_STEP`` (default), ``SAME_STEP`` or ``DISABLED`` (or the
-            enum's value or name as a string); see the module docstring. With ``gymnasium.make_vec``
-            pass it as a keyword argument (``make_vec`` rejects ``vector_kwargs`` for
-            ``vector_entry_point``); a ``SyncVectorEnv`` takes ``vector_kwargs={"autoreset_mode": ...}``.
+        autoreset_mode: ``AutoresetMode`` (or its value or name); with ``gymnasium.make_vec`` a
+            keyword argument (``make_vec`` rejects ``vector_kwargs`` for ``vector_entry_point``).
         **kwargs: The env settings, as for the single env.
     """
 
@@ -102,7 +91,7 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
         kwargs.pop("max_episode_steps", None)  # make_vec forwards the spec's value; episodes end on their own
         cfg = parse_config(self.config_cls, kwargs)
         self.num_envs = num_envs
-        self._engine: Engine = self.engine_cls(cfg, num_envs)
+        self._engine: Any = self.engine_cls(cfg, num_envs)
         self.single_observation_space = self._engine.single_observation_space
         self.single_action_space = self._engine.single_action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
@@ -113,11 +102,7 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
         self._started = False
 
     def render(self) -> tuple[str | np.ndarray, ...] | None:
-        """One frame per row, as ``SyncVectorEnv.render`` returns them (see `seffi.envs.render`).
-
-        A row whose episode ended on the last step shows its end, or in ``SAME_STEP`` mode the new
-        episode, as in a ``SyncVectorEnv``. Without a render mode it warns and returns ``None``.
-        """
+        """One frame per row, as ``SyncVectorEnv.render`` returns them; without a mode, a warning."""
         if self.render_mode is None:
             warn_no_render_mode(self)
             return None
@@ -126,10 +111,9 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
     def reset(
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
-        """Reset all rows (or ``options["reset_mask"]``), seeding row ``i`` with ``seed + i``.
+        """Reset all rows (or ``options["reset_mask"]``), row ``i`` seeded ``seed + i``.
 
-        ``options["input_id"]`` may be one id (for every row, as ``SyncVectorEnv`` passes it) or a
-        sequence of ``num_envs`` ids.
+        ``options["input_id"]``: one id for every row, or ``num_envs`` ids.
         """
         n = self.num_envs
         explicit = explicit_inputs(self._engine.spec, options, n, frozenset({"input_id", "reset_mask"}))
@@ -157,7 +141,7 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
         return self._engine.observe(self._rows), {}
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Step every row, autoresetting ended episodes as ``autoreset_mode`` says (module docstring)."""
+        """Step every row, autoresetting ended episodes as ``autoreset_mode`` says."""
         if not self._started:
             raise SeffiError("call reset() before step()")
         actions = np.asarray(actions)
@@ -191,8 +175,7 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
             self._autoreset = terminated | truncated
             infos = vector_infos(self.num_envs, fin, cols)
             return self._engine.observe(self._rows), rewards, terminated, truncated, infos
-        # SAME_STEP: what SyncVectorEnv does per env — record the final obs and info, reset at once
-        # (unseeded, no options: the schedule picks the input). Every ended row is in ``fin``.
+        # SAME_STEP, as SyncVectorEnv: record the final obs and info, reset at once (unseeded).
         infos = {}
         if fin.size:
             final_obs = self._engine.observe(fin)

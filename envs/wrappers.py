@@ -1,10 +1,9 @@
 """Wrappers that add a novelty bonus to any seffi env (single or vector).
 
-The bonus is ``bonus`` per strategy a finished trace adds to the set already found for its input in
-the current run (a run restarts when ``info["sample_index"] == 1``), read from the final-step ``info``
-alone — so it works on any env whose infos follow the seffi contract. With ``valid_only`` (default)
-only valid traces count, like the envs' built-in ``reward="novel"`` mode; wrapping a ``reward="valid"``
-env reproduces that mode exactly.
+The bonus is ``bonus`` per strategy a finished trace adds to those found for its input in the
+current run (which restarts at ``info["sample_index"] == 1``), read from the final-step ``info``
+alone. With ``valid_only`` (default) only valid traces count: wrapping a ``reward="valid"`` env
+reproduces its ``reward="novel"`` mode.
 
 Examples:
     >>> import gymnasium as gym, seffi.envs
@@ -22,7 +21,6 @@ from gymnasium.vector import VectorWrapper
 
 from seffi.errors import SeffiError
 
-#: The final-step info keys the bonus reads, in `_BonusWrapper._novelty`'s argument order.
 _READ = ("input_id", "strategy_matches", "valid", "sample_index")
 
 
@@ -73,11 +71,10 @@ class NoveltyBonus(_BonusWrapper, gym.Wrapper[Any, Any, Any, Any]):
 
 
 class VectorNoveltyBonus(_BonusWrapper, VectorWrapper):
-    """`NoveltyBonus` for vector envs (Gymnasium's dict-of-arrays infos, every autoreset mode).
+    """`NoveltyBonus` for vector envs (every autoreset mode).
 
-    ``infos["novelty_bonus"]`` (with its ``_novelty_bonus`` mask) sits where the final-step keys are:
-    at the top level, or inside ``infos["final_info"]`` in ``SAME_STEP`` mode — where a
-    ``SyncVectorEnv`` over [`NoveltyBonus`][seffi.envs.NoveltyBonus]-wrapped single envs puts it.
+    ``infos["novelty_bonus"]`` (and its mask) sits beside the final-step keys, as a ``SyncVectorEnv``
+    over [`NoveltyBonus`][seffi.envs.NoveltyBonus]-wrapped envs puts it.
     """
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:

@@ -1,18 +1,10 @@
 """The task contract: inputs, reference traces per strategy, a never-raising validator, a base sampler.
 
-A *task* poses inputs ``x`` whose solutions can be produced by several *strategies* (bubble sort vs
-insertion sort, BFS vs DFS, ...). ``validate_y_text(x, y_text)`` says which strategies a generated
-trace followed — possibly several, when their traces coincide on ``x``. That attribution is what the
-coverage engine counts.
-
-Trace conventions shared by every built-in task:
-
-* a trace is lines of whitespace-separated words; the last line is ``answer ...``;
-* ``valid`` means the trace is a *correct* solution (legal steps and the right answer);
-* ``strategy_matches`` holds the strategies whose *procedure* the steps follow. It is empty on parse
-  failures, illegal steps and off-strategy traces. A trace that follows a procedure but states a wrong
-  answer keeps its matches with ``valid=False``: that is what separates *raw* from *valid* coverage
-  (the seed's guardrail "report valid strategy coverage alongside raw").
+A *task* poses inputs ``x`` that several *strategies* solve (bubble vs insertion sort, BFS vs DFS).
+``validate_y_text(x, y_text)`` says which strategies a trace followed (several when their traces
+coincide on ``x``): ``valid`` means a correct solution, ``strategy_matches`` the procedures the steps
+follow. A right procedure with a wrong answer keeps its matches with ``valid=False``, which separates
+*raw* from *valid* coverage.
 
 Examples:
     >>> from seffi.tasks import get_task
@@ -42,10 +34,7 @@ MAX_TRACE_CHARS = 100_000
 
 
 def coerce_text(y_text: Any, noun: str = "text") -> tuple[str, None] | tuple[None, str]:
-    """``(text, None)`` for usable text (UTF-8 bytes decoded), else ``(None, why)``, ``noun`` naming it.
-
-    Not UTF-8, not text, longer than ``MAX_TRACE_CHARS`` or blank is refused.
-    """
+    """``(text, None)`` for usable text (UTF-8 bytes decoded), else ``(None, why)`` naming ``noun``."""
     if isinstance(y_text, bytes | bytearray | memoryview):
         try:
             y_text = bytes(y_text).decode("utf-8")
@@ -90,20 +79,17 @@ class ValidationResult(BaseModel):
 
     @classmethod
     def invalid(cls, reason: str, matches: frozenset[str] = frozenset()) -> ValidationResult:
-        """A parsed but incorrect trace (``matches`` non-empty only for a right procedure, wrong answer)."""
+        """A parsed but incorrect trace (``matches``: a right procedure with a wrong answer)."""
         return cls(parse_ok=True, valid=False, strategy_matches=matches, error=reason)
 
     @classmethod
     def correct(cls, matches: frozenset[str] | set[str] = frozenset()) -> ValidationResult:
-        """A correct trace following the strategies ``matches`` (empty: correct but off-strategy)."""
+        """A correct trace following ``matches`` (empty: off-strategy)."""
         return cls(parse_ok=True, valid=True, strategy_matches=frozenset(matches))
 
 
 class TaskInput(BaseModel):
-    """One input ``x``; tasks subclass it with their own (immutable) fields.
-
-    ``id`` is a content hash of the task name and the fields, the same on every machine.
-    """
+    """One input ``x``; tasks subclass it with their fields. ``id`` hashes the task name and fields."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -114,12 +100,11 @@ class TaskConfig(BaseModel):
     """Settings of a task's base sampler, shared by all tasks; tasks add their own fields.
 
     Attributes:
-        skew: Zipf exponent of the base sampler's strategy probabilities (0 = uniform). Which
+        skew: Zipf exponent of the base sampler's strategy probabilities (0 = uniform); which
             strategy is rare is drawn per input from its id.
         invalid_rate: Probability that a base sample is an incorrect trace.
         off_strategy_rate: Probability that a base sample is correct but follows no strategy.
-        ordered_fields: Class-level pairs ``(low, high)`` of field names whose values must satisfy
-            ``low <= high`` (e.g. ``("min_length", "max_length")``); a violation names both fields.
+        ordered_fields: Class-level pairs ``(low, high)`` of fields that must hold ``low <= high``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -147,7 +132,7 @@ ModeKind = Literal["strategy", "invalid", "off_strategy"]
 
 @dataclass(frozen=True)
 class BaseMode:
-    """One branch of the base sampler: its kind of trace, its procedure (or None), its probability."""
+    """One branch of the base sampler: its kind, its procedure (or None), its probability."""
 
     kind: ModeKind
     strategy: str | None
@@ -156,7 +141,7 @@ class BaseMode:
 
 @dataclass(frozen=True)
 class TrainingRow:
-    """A labelled row for pretraining a generator (responses are attributed by the validator, never by it)."""
+    """A labelled row for pretraining a generator (the validator, not the label, attributes outputs)."""
 
     input_id: str
     prompt: str
@@ -166,11 +151,9 @@ class TrainingRow:
 
 
 class Vocabulary:
-    r"""A word-level vocabulary for token-level environments.
+    r"""A word-level vocabulary: ids 0..3 are ``<pad>``, ``<eos>``, ``<unk>`` and newline, then words.
 
-    Ids 0..3 are ``<pad>``, ``<eos>``, ``<unk>`` and the newline token; task words follow. ``encode``
-    never fails (unknown words map to ``<unk>``) and ``decode(encode(t))`` reproduces any trace in
-    canonical form (single spaces between words, ``\n`` between lines).
+    ``encode`` maps unknown words to ``<unk>``; ``decode(encode(t))`` is ``t`` in canonical form.
 
     Examples:
         >>> v = Vocabulary(("swap", "0", "1"))
@@ -203,9 +186,6 @@ class Vocabulary:
     def __hash__(self) -> int:
         return hash(self.tokens)
 
-    def __repr__(self) -> str:
-        return f"Vocabulary({len(self)} tokens)"
-
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` (no ``<eos>`` appended)."""
         return [self._index.get(w, self.UNK) for w in re.findall(r"\n|\S+", text)]
@@ -230,7 +210,7 @@ class Task(abc.ABC, Generic[X, C]):
     """A family of inputs with several solution strategies and a validator that attributes traces.
 
     Subclasses set ``name`` and implement the abstract methods; ``input_cls`` and ``config_cls`` come
-    from the type parameters of ``Task[Input, Config]`` unless the class body sets them.
+    from ``Task[Input, Config]`` unless the class body sets them.
     """
 
     name: ClassVar[str]
@@ -286,10 +266,9 @@ class Task(abc.ABC, Generic[X, C]):
 
     @abc.abstractmethod
     def invalid_trace(self, x: X, strategy: str, rng: np.random.Generator) -> str:
-        """``strategy``'s procedure with a wrong answer.
+        """``strategy``'s procedure with a wrong answer: ``valid=False``, the matches of ``solve``.
 
-        The trace parses, has ``valid=False`` and the same matches as ``solve(x, strategy)``. The matches
-        must not depend on ``rng``: the exact base law validates one representative per strategy.
+        The matches must not depend on ``rng``: the exact base law validates one per strategy.
         """
 
     @abc.abstractmethod
@@ -297,10 +276,7 @@ class Task(abc.ABC, Generic[X, C]):
         """Words covering every prompt and reference trace under this config."""
 
     def make_inputs(self, n: int, seed: SeedLike = 0) -> list[X]:
-        """``n`` distinct inputs, the i-th from the i-th stream spawned from ``seed``.
-
-        So ``make_inputs(5, s)`` is a prefix of ``make_inputs(10, s)``; a duplicate is redrawn.
-        """
+        """``n`` distinct inputs, the i-th from the i-th stream spawned from ``seed`` (prefix-stable)."""
         if not isinstance(n, int) or n < 0:
             raise ValueError(f"n must be a non-negative int, got {n!r}")
         inputs: list[X] = []
@@ -325,10 +301,7 @@ class Task(abc.ABC, Generic[X, C]):
         return self.input_cls(id=stable_id(self.name, payload), **fields)  # type: ignore[return-value]
 
     def validate_y_text(self, x: X, y_text: Any) -> ValidationResult:
-        """Which strategies ``y_text`` followed on ``x`` ([`ValidationResult`][seffi.tasks.ValidationResult]).
-
-        Never raises: non-strings, oversized text and junk give ``parse_ok=False``.
-        """
+        """Which strategies ``y_text`` followed on ``x``; never raises (junk gives ``parse_ok=False``)."""
         text, reason = coerce_text(y_text, noun="trace")
         if text is None:
             return ValidationResult.unparsable(reason)
@@ -344,7 +317,6 @@ class Task(abc.ABC, Generic[X, C]):
     def _cached(
         self, cache: dict[tuple[str, str], R], x: X, strategy: str, compute: Callable[[X, str], R]
     ) -> R:
-        """``compute(x, strategy)``, kept in ``cache``; a ValueError for an unknown strategy."""
         key = (x.id, strategy)
         if key not in cache:
             if strategy not in self.strategies():
@@ -364,11 +336,7 @@ class Task(abc.ABC, Generic[X, C]):
         }
 
     def strategy_weights(self, x: X) -> dict[str, float]:
-        """Which strategy the base sampler picks, given it emits an on-strategy trace (sums to 1).
-
-        Zipf weights ``rank ** -skew`` over the feasible strategies, ranked by a permutation drawn
-        from the input's id, so which strategy is rare varies by input.
-        """
+        """The base sampler's strategy law given an on-strategy trace: Zipf over an id-seeded ranking."""
         feasible = self.feasible_strategies(x)
         if not feasible:
             return {}
@@ -392,10 +360,7 @@ class Task(abc.ABC, Generic[X, C]):
         return modes
 
     def base_distribution(self, x: X) -> dict[str, float]:
-        """Probability that a base sample is the (correct) reference trace of each declared strategy.
-
-        The rest of the mass is `base_remainder` (invalid and off-strategy traces).
-        """
+        """Probability that a base sample is each strategy's correct reference (rest: `base_remainder`)."""
         dist = dict.fromkeys(self.strategies(), 0.0)
         for m in self.base_modes(x):
             if m.kind == "strategy" and m.strategy is not None:
@@ -411,10 +376,7 @@ class Task(abc.ABC, Generic[X, C]):
         return out
 
     def base_match_distribution(self, x: X, *, valid_only: bool = False) -> dict[frozenset[str], float]:
-        """The exact law ``{match set: probability}`` of a base sample (the exact iid baseline's input).
-
-        ``valid_only``: an incorrect trace matches nothing.
-        """
+        """The exact law ``{match set: probability}`` of a base sample (``valid_only``: if valid)."""
         probe = np.random.default_rng(seed_from_text(self.name, x.id, "probe"))
         law: dict[frozenset[str], float] = {}
         for m in self.base_modes(x):
