@@ -33,7 +33,6 @@ from .core import FINAL_INFO_KEYS
 from .router import RouterEnv, RouterVectorEnv
 from .token import TokenEnv, TokenVectorEnv
 from .vector import AutoresetMode, parse_autoreset_mode
-from .wrappers import NoveltyBonus, VectorNoveltyBonus
 
 EnvKind = Literal["token", "router", "latent_lm"]
 
@@ -83,14 +82,12 @@ __all__ = [
     "FINAL_INFO_KEYS",
     "AutoresetMode",
     "EnvConfig",
-    "NoveltyBonus",
     "RouterEnv",
     "RouterEnvConfig",
     "RouterVectorEnv",
     "TokenEnv",
     "TokenEnvConfig",
     "TokenVectorEnv",
-    "VectorNoveltyBonus",
     "env_id",
     "parse_autoreset_mode",
     "register_envs",

@@ -1,19 +1,10 @@
 """Countdown arithmetic: combine every number once with + - * / to reach a target.
 
-Trace: ``<a> <op> <b> = <c>`` lines (results must be positive integers at most ``max_value``;
-division exact), then ``answer <target>``. Operands of ``+`` and ``*`` are canonicalised (sorted)
-before matching, so ``4 + 3 = 7`` and ``3 + 4 = 7`` are one step. Strategies are expression shapes,
-each taking the first solution of its shape in a fixed enumeration order (numbers by prompt
-position, operators in the order ``+ - * /``):
-
-* ``chain`` — ((a∘b)∘c)∘d: each step combines the running result with the next number;
-* ``pairwise`` — (a∘b)∘(c∘d): numbers combined in pairs, then the pair results left to right;
-* ``multiply_first`` — a chain whose first step is a multiplication;
-* ``largest_first`` — a chain over the numbers in descending order (often infeasible: rare by
-  constraint).
-
-When the first chain solution starts with ``*`` or takes the numbers in descending order it is also
-the ``multiply_first`` / ``largest_first`` trace — natural ambiguity.
+Trace: ``<a> <op> <b> = <c>`` lines (positive integer results at most ``max_value``, exact
+division; ``4 + 3`` and ``3 + 4`` are one step), then ``answer <target>``. Strategies are expression
+shapes, each the first solution of its shape (numbers by prompt position, operators ``+ - * /``):
+``chain`` ((a∘b)∘c)∘d, ``pairwise`` (a∘b)∘(c∘d), ``multiply_first`` (a chain starting with ``*``)
+and ``largest_first`` (a chain over the numbers in descending order, often infeasible).
 """
 
 from __future__ import annotations
@@ -34,7 +25,7 @@ OPS = ("+", "-", "*", "/")
 
 
 class CountdownConfig(TaskConfig):
-    """``n_numbers`` numbers from ``1..max_number``; results bounded by ``max_value``."""
+    """``n_numbers`` numbers from ``1..max_number``; results at most ``max_value``."""
 
     n_numbers: int = Field(4, ge=4, le=5)
     max_number: int = Field(9, ge=2, le=20)
@@ -52,7 +43,7 @@ class CountdownInput(TaskInput):
 
 
 def _apply(a: int, op: str, b: int, max_value: int) -> int | None:
-    """``a op b`` under the rules (positive integer results at most ``max_value``), else ``None``."""
+    """``a op b`` when a positive integer at most ``max_value``, else ``None``."""
     if op == "/":
         r = None if b == 0 or a % b else a // b
     else:
@@ -69,7 +60,7 @@ def _step(a: int, op: str, b: int, r: int) -> Step:
 def _chain(
     nums: Sequence[int], ops: Sequence[str], max_value: int, flipped: bool = False
 ) -> list[Step] | None:
-    """Combine the running result with each next number; ``flipped`` makes the result the right operand."""
+    """A chain over ``nums``; ``flipped`` makes the running result the right operand."""
     acc, steps = nums[0], []
     for op, b in zip(ops, nums[1:], strict=True):
         left, right = (b, acc) if flipped else (acc, b)
@@ -94,7 +85,7 @@ def _pairwise(nums: Sequence[int], ops: Sequence[str], max_value: int) -> list[S
 
 
 def _candidates(x: CountdownInput, shape: str, max_value: int) -> Iterator[list[Step]]:
-    """Step lists of one shape (a strategy, or ``"flipped"``: a chain ``b op acc``) reaching the target."""
+    """Step lists of one shape (a strategy, or ``"flipped"``) reaching the target."""
     n = len(x.numbers)
     orders: Any = (
         [sorted(x.numbers, reverse=True)]
@@ -180,8 +171,7 @@ class Countdown(StepTask[CountdownInput, CountdownConfig]):
         return len(x.numbers) + 1
 
     def _off_candidates(self, x: CountdownInput) -> list[list[Step]]:
-        # Every chain and pairwise solution (deduplicated after canonicalisation), plus chains written
-        # with the running result as the right operand of - and / (a different expression shape).
+        # Every chain and pairwise solution, and chains with the result as the right operand.
         shapes = ("chain", "pairwise", "flipped")
         found = (tuple(s) for shape in shapes for s in _candidates(x, shape, self.config.max_value))
         return [list(s) for s in dict.fromkeys(found)]

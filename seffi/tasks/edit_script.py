@@ -1,16 +1,10 @@
 """Turn a source word into a target word with an edit script.
 
-Trace: ``sub <i> <letter>``, ``del <i>`` and ``ins <i> <letter>`` lines, each applied to the
-*current* word (positions from 0), then ``answer <the final word's letters>``. Strategies:
-
-* ``left_to_right`` — a minimum-cost (Levenshtein) alignment, edited from the left (positions shift);
-* ``right_to_left`` — the same alignment edited from the right (positions are source positions);
-* ``delete_then_insert`` — a longest-common-subsequence alignment without substitutions: every
-  deletion first, then every insertion, left to right;
-* ``substitution_preferring`` — substitute position by position, then delete or append the tail.
-
-A single edit is every Levenshtein strategy's trace, and equal-length words that differ only in
-substitutions make ``left_to_right`` and ``substitution_preferring`` coincide — natural ambiguity.
+Trace: ``sub <i> <letter>``, ``del <i>`` and ``ins <i> <letter>`` lines on the *current* word, then
+``answer <the final word's letters>``. ``left_to_right`` and ``right_to_left`` edit one minimum-cost
+(Levenshtein) alignment from either end; ``delete_then_insert`` deletes first, then inserts, along a
+longest common subsequence; ``substitution_preferring`` substitutes position by position, then
+fixes the tail. A single edit is every Levenshtein strategy's trace.
 """
 
 from __future__ import annotations
@@ -25,13 +19,12 @@ from seffi.tasks._steps import Answer, Step, StepTask, parse_int
 from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
 from seffi.tasks.registry import register_task
 
-#: Alignment columns: ("M"|"S", i, j) match/substitute, ("D", i, -1) delete, ("I", i, j) insert t[j]
-#: before source position i.
+#: ("M"|"S", i, j) match/substitute, ("D", i, -1) delete, ("I", i, j) insert t[j] before source i.
 Column = tuple[str, int, int]
 
 
 class EditScriptConfig(TaskConfig):
-    """Words of ``min_length..max_length`` letters over the first ``alphabet_size`` letters."""
+    """Words of ``min_length..max_length`` of the first ``alphabet_size`` letters."""
 
     alphabet_size: int = Field(3, ge=2, le=26)
     min_length: int = Field(3, ge=1, le=8)
@@ -77,7 +70,7 @@ def _align(s: str, t: str, substitutions: bool) -> list[Column]:
 
 
 def _left_to_right(cols: list[Column], t: str, kinds: str = "SDI") -> list[Step]:
-    """Edits of the ``kinds`` columns applied from the left; ``pos`` tracks the current word."""
+    """Edits of the ``kinds`` columns applied from the left (``pos`` in the current word)."""
     out: list[Step] = []
     pos = 0
     for kind, _, j in cols:
@@ -110,7 +103,7 @@ def _right_to_left(cols: list[Column], t: str) -> list[Step]:
 
 
 def _apply(word: list[str], step: Step) -> str | None:
-    """Apply one edit in place; ``None`` when legal, else why not."""
+    """Apply one edit in place: ``None`` when legal, else why not."""
     op, i = step[0], step[1]
     limit = len(word) if op == "ins" else len(word) - 1
     if i > limit:
@@ -203,7 +196,7 @@ class EditScript(StepTask[EditScriptInput, EditScriptConfig]):
         return 2 * (len(x.source) + len(x.target)) + 4
 
     def _off_candidates(self, x: EditScriptInput) -> list[list[Step]]:
-        # A reference with an insert-then-delete of one letter spliced in: correct, never a procedure.
+        # A reference with an insert-then-delete spliced in: correct, never a procedure.
         base = self._strategy_steps(x, "right_to_left") or []
         return [
             [*base[:p], ("ins", 0, letter), ("del", 0), *base[p:]]

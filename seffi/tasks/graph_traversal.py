@@ -1,9 +1,8 @@
 """Traverse a connected graph: breadth-first, depth-first and best-first (smallest label) orders.
 
-Trace: ``visit <node>`` lines (the start first; every later node adjacent to an already visited
-one, each node once), then ``answer <number of nodes visited>``. Ties are broken by the smallest
-label. On trees, stars and paths the three orders often coincide — natural ambiguity; any other
-valid search order is correct but off-strategy.
+Trace: ``visit <node>`` lines (the start first, then each node once, adjacent to a visited one),
+then ``answer <number of nodes visited>``; ties go to the smallest label. On trees, stars and paths
+the orders often coincide; any other search order is correct but off-strategy.
 """
 
 from __future__ import annotations
@@ -18,12 +17,11 @@ from seffi.tasks._steps import Answer, Step, StepTask
 from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
 from seffi.tasks.registry import register_task
 
-#: Search orders enumerated when looking for off-strategy traces (enough for any default input).
-_MAX_ORDERS = 400
+_MAX_ORDERS = 400  # search orders enumerated for off-strategy traces
 
 
 class GraphTraversalConfig(TaskConfig):
-    """Connected graphs: a random spanning tree on ``min_nodes..max_nodes`` nodes plus ``extra_edges``."""
+    """A random spanning tree on ``min_nodes..max_nodes`` nodes plus ``extra_edges``."""
 
     min_nodes: int = Field(5, ge=3, le=9)
     max_nodes: int = Field(6, ge=3, le=9)
@@ -146,8 +144,7 @@ class GraphTraversal(StepTask[GraphTraversalInput, GraphTraversalConfig]):
         return x.n_nodes + 1
 
     def _off_candidates(self, x: GraphTraversalInput) -> list[list[Step]]:
-        # Every valid search order (a node adjacent to the visited set at each step), enumerated
-        # depth-first in label order and capped; the base class drops the strategies' own orders.
+        # Every valid search order, depth-first in label order, capped.
         adj = _adjacency(x)
         orders: list[list[int]] = []
 

@@ -1,17 +1,10 @@
 """Route from the top-left to the bottom-right cell of a grid with walls.
 
-Trace: one move per line (``right``, ``down``, ``left``, ``up``; never into a wall or off the grid),
-then ``answer <row> <col>`` — the cell the route ends on, which must be the goal. Route families:
-
-* ``right_first`` — all the way right along the top row, then down; blocked by any wall on it;
-* ``down_first`` — down the left column, then right;
-* ``staircase`` — alternate right and down, then finish straight;
-* ``wall_following`` — go right until a wall or the edge, then down, and so on (no backtracking);
-  infeasible when it walks into a dead end.
-
-Walls make families infeasible (``solve`` returns ``None``). With no wall on the top row
-``wall_following`` *is* ``right_first`` — natural ambiguity. Other routes (any other monotone path,
-detours) are correct but off-strategy.
+Trace: one move per line (``right``, ``down``, ``left``, ``up``), then ``answer <row> <col>`` (the
+goal). Route families, each infeasible when a wall blocks it: ``right_first`` (along the top row,
+then down), ``down_first``, ``staircase`` (alternate right and down, then straight) and
+``wall_following`` (right until blocked, then down; no backtracking), which *is* ``right_first``
+when the top row has no wall. Other routes are correct but off-strategy.
 """
 
 from __future__ import annotations
@@ -30,7 +23,7 @@ Cell = tuple[int, int]
 
 
 class GridRoutesConfig(TaskConfig):
-    """Grids of ``min_size..max_size`` rows and columns with up to ``max_walls`` walls."""
+    """``min_size..max_size`` rows and columns, up to ``max_walls`` walls."""
 
     min_size: int = Field(3, ge=2, le=8)
     max_size: int = Field(4, ge=2, le=8)
@@ -61,7 +54,7 @@ def _wall_following(x: GridRoutesInput) -> list[Step] | None:
 
 
 def _monotone_routes(x: GridRoutesInput) -> list[list[str]]:
-    """Every right/down route from start to goal, right-before-down lexicographic order."""
+    """Every right/down route from start to goal, right before down."""
     walls, out = set(x.walls), []
 
     def rec(r: int, c: int, acc: list[str]) -> None:

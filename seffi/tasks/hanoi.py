@@ -1,11 +1,8 @@
-"""Tower of Hanoi: the negative control.
+"""Tower of Hanoi, the negative control: every strategy's trace is the unique optimal one.
 
-Its optimal solution is unique, so every strategy's reference trace is the same and matches every
-strategy: one valid sample covers the whole strategy space, and no exploration policy can beat iid.
-A coverage pipeline that reports a gain here is broken.
-
-Trace: ``move <disk> <from> <to>`` lines (disks 1 = smallest), then ``answer <number of moves>``.
-Any other legal solution (the optimal one with wasted moves) is correct but off-strategy.
+One valid sample covers the whole strategy space, so no policy can beat iid; a gain here means a
+broken pipeline. Trace: ``move <disk> <from> <to>`` lines (disk 1 smallest), then ``answer <number
+of moves>``; the optimal solution with wasted moves is correct but off-strategy.
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ from seffi.tasks.registry import register_task
 
 
 class HanoiConfig(TaskConfig):
-    """Hanoi settings: disk counts are drawn uniformly from ``[min_disks, max_disks]``."""
+    """Disk counts drawn uniformly from ``min_disks..max_disks``."""
 
     min_disks: int = Field(2, ge=1, le=8)
     max_disks: int = Field(4, ge=1, le=8)
@@ -38,7 +35,6 @@ class HanoiInput(TaskInput):
 
 
 def _tower(x: HanoiInput) -> list[list[int]]:
-    """The pegs at the start: every disk on ``x.source``, the largest at the bottom."""
     pegs: list[list[int]] = [[], [], []]
     pegs[x.source] = list(range(x.n_disks, 0, -1))
     return pegs
@@ -52,8 +48,7 @@ def _recursive(n: int, a: int, b: int, c: int, out: list[Step]) -> None:
     _recursive(n - 1, c, b, a, out)
 
 
-def _legal_between(pegs: list[list[int]], p: int, q: int) -> Step:
-    """The one legal move between pegs p and q (smaller top disk moves)."""
+def _legal_between(pegs: list[list[int]], p: int, q: int) -> Step:  # the smaller top disk moves
     if not pegs[p] or (pegs[q] and pegs[q][-1] < pegs[p][-1]):
         p, q = q, p
     return ("move", pegs[p][-1], p, q)
@@ -95,8 +90,8 @@ class Hanoi(StepTask[HanoiInput, HanoiConfig]):
             return out
         pegs = _tower(x)
         total = 2**x.n_disks - 1
-        # With an even disk count the smallest disk cycles source -> spare -> target, else
-        # source -> target -> spare; both algorithms below derive from that one fact.
+        # The smallest disk cycles source -> spare -> target (even disk count) or source -> target ->
+        # spare; both algorithms below derive from that one fact.
         cycle = [x.source, spare, x.target] if x.n_disks % 2 == 0 else [x.source, x.target, spare]
         moves: list[Step] = []
         if strategy == "iterative":
@@ -106,7 +101,7 @@ class Hanoi(StepTask[HanoiInput, HanoiConfig]):
                 _apply(pegs, move)
                 moves.append(move)
             return moves
-        # smallest_cycle: alternate "smallest disk one step along the cycle" and "the other legal move".
+        # smallest_cycle: alternate "smallest disk one step along the cycle" and the other legal move.
         pos = 0
         while len(moves) < total:
             if len(moves) % 2 == 0:

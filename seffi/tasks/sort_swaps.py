@@ -1,9 +1,8 @@
 """Sort a list by swaps: bubble, insertion, selection and odd-even transposition sort.
 
-Trace: ``swap i j`` lines (positions, in either order — ``swap 2 1`` is ``swap 1 2``), then
-``answer <the sorted list>``. Bubble, insertion and odd-even transposition all swap adjacent
-inversions but in different orders; on lists with few inversions their traces coincide, which is the
-natural ambiguity of this task. Selection swaps distant positions.
+Trace: ``swap i j`` lines (``swap 2 1`` is ``swap 1 2``), then ``answer <the sorted list>``. Bubble,
+insertion and odd-even swap adjacent inversions in different orders (their traces coincide on lists
+with few inversions); selection swaps distant positions.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from seffi.tasks.registry import register_task
 
 
 class SortSwapsConfig(TaskConfig):
-    """Lists have ``min_length..max_length`` distinct values drawn from ``0..max_value``."""
+    """Lists of ``min_length..max_length`` distinct values from ``0..max_value``."""
 
     min_length: int = Field(4, ge=2, le=8)
     max_length: int = Field(5, ge=2, le=8)
@@ -145,8 +144,7 @@ class SortSwaps(StepTask[SortSwapsInput, SortSwapsConfig]):
         return len(x.values) ** 2 + 4
 
     def _off_candidates(self, x: SortSwapsInput) -> list[list[Step]]:
-        # A reference with a swap and its immediate undo inserted: correct, but no procedure ever
-        # swaps a pair back (each of them only swaps inversions / places the minimum).
+        # A reference with a swap and its undo inserted: no procedure ever swaps a pair back.
         base = _bubble(list(x.values))
         n = len(x.values)
         return [

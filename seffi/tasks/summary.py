@@ -1,17 +1,8 @@
-"""Per-task statistics on a fixed seeded input pool: ambiguity rates, feasibility, trace lengths.
+"""Per-task statistics on a seeded input pool: ambiguity rates, feasibility, trace lengths.
 
-*Ambiguity* is how often one trace matches several strategies:
-
-* ``reference`` — the fraction of (input, feasible strategy) reference traces whose match set has
-  more than one strategy (what the no-repeat oracle sees);
-* ``base`` — the probability that a base-sampler draw has a match set with more than one strategy,
-  averaged over inputs (exact, from ``base_match_distribution``; raw matches, incorrect traces included).
-
-Examples:
-    >>> from seffi.tasks import get_task
-    >>> s = summarize(get_task("hanoi"), n_inputs=20, seed=0)
-    >>> s.reference_ambiguity, s.name
-    (1.0, 'hanoi')
+*Ambiguity* is how often one trace matches several strategies: ``reference`` over the feasible
+strategies' reference traces (what the no-repeat oracle sees), ``base`` the probability of it for a
+base-sampler draw, averaged over inputs (exact, from ``base_match_distribution``).
 """
 
 from __future__ import annotations
@@ -29,24 +20,11 @@ from seffi.tasks.registry import get_task, list_tasks
 
 @dataclass(frozen=True)
 class TaskSummary:
-    """Statistics of one task on a pool of inputs.
+    """Statistics of one task on a pool of ``inputs`` distinct inputs.
 
-    Attributes:
-        name: Task name.
-        strategies: Declared strategy ids.
-        inputs: Distinct inputs in the pool.
-        reference_ambiguity: Fraction of reference traces matching more than one strategy.
-        base_ambiguity: Mean probability that a base sample matches more than one strategy.
-        mean_feasible: Mean number of feasible strategies per input (the oracle covers only these:
-            with fewer than M feasible, its C(K) and F(K) stay below 1 at K >= M).
-        min_feasible: Fewest feasible strategies on an input of the pool.
-        max_feasible: Most feasible strategies on an input of the pool.
-        base_strategy_mass: Mean mass of ``base_distribution`` (base samples that are a strategy's
-            correct reference trace).
-        base_invalid: Mean base mass of incorrect traces (``base_remainder(x)["invalid"]``).
-        base_off_strategy: Mean base mass of correct traces that follow no declared strategy.
-        mean_trace_tokens: Mean vocabulary tokens of a reference trace (no ``<eos>``).
-        max_trace_tokens: Longest reference trace in tokens.
+    Feasible counts are per input (with fewer than M feasible, the oracle's C(K) stays below 1); the
+    ``base_*`` masses are means of ``base_distribution`` and ``base_remainder``; trace lengths are
+    in vocabulary tokens of the reference traces.
     """
 
     name: str
@@ -71,11 +49,7 @@ class TaskSummary:
 
 
 def input_pool(task: Task[Any, Any], n_draws: int, seed: SeedLike = 0) -> list[Any]:
-    """The distinct inputs among ``n_draws`` seeded draws.
-
-    A task with few possible inputs (Hanoi has 18) yields fewer than ``n_draws`` instead of failing
-    the way ``make_inputs`` does when it cannot find ``n`` distinct inputs.
-    """
+    """The distinct inputs among ``n_draws`` seeded draws (fewer, not an error, for hanoi's 18)."""
     if n_draws < 1:
         raise ValueError(f"n_draws must be >= 1, got {n_draws}")
     pool: dict[str, Any] = {}
