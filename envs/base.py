@@ -21,9 +21,30 @@ from .render import RENDER_FPS, RENDER_MODES, render_row
 
 
 class PoolAPI:
-    """Read-only view of an env's pool, for baselines and oracles (mixed into single and vector envs)."""
+    """What single and vector envs share: their engine, rendering and a read-only view of the pool."""
 
     _engine: Any
+    engine_cls: ClassVar[Any]
+    config_cls: ClassVar[type[EnvConfig]]
+
+    def _setup(self, kwargs: dict[str, Any], num_envs: int, metadata: dict[str, Any]) -> None:
+        # Per instance: Gymnasium 1.2's vector envs write their autoreset mode into the first env's
+        # metadata, else this class's dict shared by every env.
+        self.metadata = metadata
+        cfg = parse_config(self.config_cls, kwargs)
+        self._engine = self.engine_cls(cfg, num_envs)
+        self.render_mode = cfg.render_mode
+
+    def _frames(self, rows: int) -> list[Any] | None:
+        """A frame per row, or (Gymnasium's warning, as CartPole) ``None`` without a render mode."""
+        if self.render_mode is None:
+            eid = self.spec.id if self.spec is not None else "seffi/<Name>-v0"  # type: ignore[attr-defined]
+            gym.logger.warn(
+                "You are calling render() without a render mode; pass one at creation, e.g. "
+                f'gym.make("{eid}", render_mode="rgb_array") (supported: {list(RENDER_MODES)})'
+            )
+            return None
+        return [render_row(self._engine, r, self.render_mode) for r in range(rows)]
 
     @property
     def task(self) -> Task[Any, Any]:
@@ -91,38 +112,20 @@ def first(obs: Any) -> Any:
     return obs[0]
 
 
-def warn_no_render_mode(env: Any) -> None:
-    """Gymnasium's (CartPole's) warning for ``render()`` on an env made without a render mode."""
-    eid = env.spec.id if env.spec is not None else "seffi/<Name>-v0"
-    gym.logger.warn(
-        "You are calling render() without a render mode; pass one at creation, e.g. "
-        f'gym.make("{eid}", render_mode="rgb_array") (supported: {list(RENDER_MODES)})'
-    )
-
-
 class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
     """Base of the single seffi envs: one engine row, Gymnasium's reset/step protocol, clear errors."""
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": list(RENDER_MODES), "render_fps": RENDER_FPS}
-    engine_cls: ClassVar[Any]
-    config_cls: ClassVar[type[EnvConfig]]
 
     def __init__(self, **kwargs: Any) -> None:
-        cfg = parse_config(self.config_cls, kwargs)
-        # Per instance: Gymnasium 1.2's vector envs write their autoreset mode into the first env's
-        # metadata, else this class's dict shared by every env.
-        self.metadata = dict(type(self).metadata)  # type: ignore[misc]
-        self._engine = self.engine_cls(cfg, 1)
+        self._setup(kwargs, 1, dict(type(self).metadata))
         self.observation_space = self._engine.single_observation_space
         self.action_space = self._engine.single_action_space
-        self.render_mode = cfg.render_mode
 
     def render(self) -> str | np.ndarray | None:
         """The current frame: text (``"ansi"``) or uint8 array (H, W, 3); without a mode, a warning."""
-        if self.render_mode is None:
-            warn_no_render_mode(self)
-            return None
-        return render_row(self._engine, 0, self.render_mode)  # type: ignore[arg-type]
+        frames = self._frames(1)
+        return None if frames is None else frames[0]
 
     @property
     def current_input_id(self) -> str | None:

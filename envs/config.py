@@ -2,11 +2,6 @@
 
 Unknown keys, out-of-range values and wrong types raise one `SeffiError` naming the field. Types are
 not coerced: an integer field takes an ``int`` or numpy integer, never a ``bool``, str or float.
-
-Examples:
-    >>> cfg = parse_config(TokenEnvConfig, {"task": "hanoi", "budget": 4})
-    >>> cfg.budget, cfg.reward, cfg.schedule
-    (4, 'valid', 'round_robin')
 """
 
 from __future__ import annotations

@@ -4,14 +4,6 @@ Both draw one env row from its engine's state (a native vector env renders a tup
 per row, as ``SyncVectorEnv.render`` does). ``"ansi"``: the current input and prompt, the output so
 far or latents tried, the last finished sample and the strategies found this run. ``"rgb_array"``:
 uint8 (H, W, 3), inputs x strategies coloured by `COLORS` (legend in docs/integrations.md).
-
-Examples:
-    >>> import gymnasium as gym, seffi.envs
-    >>> env = gym.make("seffi/HanoiRouter-v0", n_inputs=3, budget=4, render_mode="rgb_array")
-    >>> _ = env.reset(seed=0)
-    >>> frame = env.render()
-    >>> frame.shape, frame.dtype.name
-    ((48, 64, 3), 'uint8')
 """
 
 from __future__ import annotations

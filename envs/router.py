@@ -13,14 +13,6 @@ The observation is a float32 ``Box`` in [0, 1]; ``obs_layout`` maps its parts to
 ``input`` (N: the input's one-hot), ``prior`` (Z: the router prior), and with ``history``
 ``tried`` (Z: times each latent was tried this run / budget), ``found`` (M: strategies found by
 valid traces this run) and ``used`` (1: samples used this run / budget).
-
-Examples:
-    >>> import gymnasium as gym, seffi.envs
-    >>> env = gym.make("seffi/HanoiRouter-v0", n_inputs=3, budget=4)
-    >>> obs, _ = env.reset(seed=0)
-    >>> obs, reward, terminated, truncated, info = env.step(0)
-    >>> terminated, sorted(env.unwrapped.obs_layout), info["sample_index"]
-    (True, ['found', 'input', 'prior', 'tried', 'used'], 1)
 """
 
 from __future__ import annotations

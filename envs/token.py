@@ -6,16 +6,6 @@ arrays (SB3-compatible): ``"prompt"`` (P prompt tokens, ``<pad>``-padded), ``"ou
 tokens written so far), ``"length"`` and, with ``history``, ``"found"`` (M: strategies found by
 valid traces for this input in this run). An episode is terminated on ``<eos>`` and truncated after
 L tokens (``max_length``); either way the written tokens are decoded and validated.
-
-Examples:
-    >>> import gymnasium as gym, seffi.envs
-    >>> env = gym.make("seffi/Hanoi-v0", n_inputs=2, budget=3)
-    >>> obs, _ = env.reset(seed=0)
-    >>> u = env.unwrapped
-    >>> for a in u.encode(u.task.solve(u.inputs[0], "recursive")):
-    ...     obs, reward, terminated, truncated, info = env.step(a)
-    >>> terminated, reward, info["valid"], info["sample_index"]
-    (True, 1.0, True, 1)
 """
 
 from __future__ import annotations

@@ -8,14 +8,6 @@ One engine steps all ``num_envs`` rows with numpy; row ``i`` is seeded like the 
 * ``SAME_STEP``: the ended row is reset in the same step; its last observation and info go to
   ``infos["final_obs"]`` and ``infos["final_info"]``. No step is wasted on one-step router episodes.
 * ``DISABLED``: reset ended rows with ``reset(options={"reset_mask": ...})`` before the next step.
-
-Examples:
-    >>> import gymnasium as gym, seffi.envs
-    >>> envs = gym.make_vec("seffi/HanoiRouter-v0", num_envs=4, vectorization_mode="vector_entry_point")
-    >>> obs, _ = envs.reset(seed=0)
-    >>> _, rewards, terminated, _, infos = envs.step(envs.action_space.sample())
-    >>> bool(terminated.all()), infos["_strategy_matches"].tolist()
-    (True, [True, True, True, True])
 """
 
 from __future__ import annotations
@@ -29,10 +21,9 @@ from gymnasium.vector.utils import batch_space
 
 from seffi.errors import SeffiError
 
-from .base import PoolAPI, explicit_inputs, warn_no_render_mode
-from .config import EnvConfig, parse_config
+from .base import PoolAPI, explicit_inputs
 from .core import vector_infos
-from .render import RENDER_FPS, RENDER_MODES, render_row
+from .render import RENDER_FPS, RENDER_MODES
 
 _METADATA: dict[str, Any] = {
     "autoreset_mode": AutoresetMode.NEXT_STEP,
@@ -77,8 +68,6 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
     """
 
     metadata: ClassVar[dict[str, Any]] = _METADATA  # the class default; each instance gets its own copy
-    engine_cls: ClassVar[Any]
-    config_cls: ClassVar[type[EnvConfig]]
 
     def __init__(
         self, num_envs: int = 1, autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, **kwargs: Any
@@ -86,27 +75,21 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
         if not isinstance(num_envs, int) or num_envs < 1:
             raise SeffiError(f"num_envs must be a positive int, got {num_envs!r}")
         self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
-        # Per instance: two envs with different modes must not share (and overwrite) one class dict.
-        self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}  # type: ignore[misc]
         kwargs.pop("max_episode_steps", None)  # make_vec forwards the spec's value; episodes end on their own
-        cfg = parse_config(self.config_cls, kwargs)
+        self._setup(kwargs, num_envs, {**type(self).metadata, "autoreset_mode": self.autoreset_mode})
         self.num_envs = num_envs
-        self._engine: Any = self.engine_cls(cfg, num_envs)
         self.single_observation_space = self._engine.single_observation_space
         self.single_action_space = self._engine.single_action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
-        self.render_mode = cfg.render_mode
         self._rows = np.arange(num_envs, dtype=np.int64)
         self._autoreset = np.zeros(num_envs, dtype=bool)
         self._started = False
 
     def render(self) -> tuple[str | np.ndarray, ...] | None:
         """One frame per row, as ``SyncVectorEnv.render`` returns them; without a mode, a warning."""
-        if self.render_mode is None:
-            warn_no_render_mode(self)
-            return None
-        return tuple(render_row(self._engine, r, self.render_mode) for r in range(self.num_envs))  # type: ignore[arg-type]
+        frames = self._frames(self.num_envs)
+        return None if frames is None else tuple(frames)
 
     def reset(
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None

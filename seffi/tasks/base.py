@@ -5,14 +5,6 @@ A *task* poses inputs ``x`` that several *strategies* solve (bubble vs insertion
 coincide on ``x``): ``valid`` means a correct solution, ``strategy_matches`` the procedures the steps
 follow. A right procedure with a wrong answer keeps its matches with ``valid=False``, which separates
 *raw* from *valid* coverage.
-
-Examples:
-    >>> from seffi.tasks import get_task
-    >>> task = get_task("hanoi", max_disks=3)
-    >>> x = task.make_inputs(1, seed=0)[0]
-    >>> result = task.validate_y_text(x, task.solve(x, "recursive"))
-    >>> result.valid, sorted(result.strategy_matches)
-    (True, ['iterative', 'recursive', 'smallest_cycle'])
 """
 
 from __future__ import annotations
@@ -151,16 +143,9 @@ class TrainingRow:
 
 
 class Vocabulary:
-    r"""A word-level vocabulary: ids 0..3 are ``<pad>``, ``<eos>``, ``<unk>`` and newline, then words.
+    """A word-level vocabulary: ids 0..3 are ``<pad>``, ``<eos>``, ``<unk>`` and newline, then words.
 
     ``encode`` maps unknown words to ``<unk>``; ``decode(encode(t))`` is ``t`` in canonical form.
-
-    Examples:
-        >>> v = Vocabulary(("swap", "0", "1"))
-        >>> v.encode("swap 0 1\nswap 1 0")
-        [4, 5, 6, 3, 4, 6, 5]
-        >>> v.decode([4, 5, 6, 3, 4, 6, 5, 1, 0])
-        'swap 0 1\nswap 1 0'
     """
 
     SPECIALS: ClassVar[tuple[str, ...]] = ("<pad>", "<eos>", "<unk>", "\n")
