@@ -27,8 +27,11 @@ from seffi.tasks.base import (
     TrainingRow,
     ValidationResult,
     Vocabulary,
+    get_task,
+    list_tasks,
+    register_task,
+    task_class,
 )
-from seffi.tasks.registry import get_task, list_tasks, register_task, task_class
 
 __all__ = [
     "MAX_TRACE_CHARS",

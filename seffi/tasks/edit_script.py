@@ -16,8 +16,7 @@ import numpy as np
 from pydantic import Field
 
 from seffi.tasks._steps import Answer, Step, StepTask, parse_int
-from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
-from seffi.tasks.registry import register_task
+from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary, register_task
 
 #: ("M"|"S", i, j) match/substitute, ("D", i, -1) delete, ("I", i, j) insert t[j] before source i.
 Column = tuple[str, int, int]

@@ -15,8 +15,7 @@ import numpy as np
 from pydantic import Field
 
 from seffi.tasks._steps import Answer, Step, StepTask, parse_ints
-from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
-from seffi.tasks.registry import register_task
+from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary, register_task
 
 MOVES = {"right": (0, 1), "down": (1, 0), "left": (0, -1), "up": (-1, 0)}
 Cell = tuple[int, int]

@@ -13,8 +13,7 @@ import numpy as np
 from pydantic import Field
 
 from seffi.tasks._steps import Answer, Step, StepTask
-from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
-from seffi.tasks.registry import register_task
+from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary, register_task
 
 
 class HanoiConfig(TaskConfig):

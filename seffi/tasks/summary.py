@@ -14,8 +14,7 @@ import numpy as np
 
 from seffi._seeding import SeedLike, rngs
 from seffi.errors import SeffiError
-from seffi.tasks.base import Task
-from seffi.tasks.registry import get_task, list_tasks
+from seffi.tasks.base import Task, get_task, list_tasks
 
 
 @dataclass(frozen=True)
@@ -63,35 +62,31 @@ def summarize(task: Task[Any, Any], n_inputs: int = 200, seed: SeedLike = 0) -> 
     """Ambiguity rates and trace statistics of ``task`` on ``input_pool(task, n_inputs, seed)``."""
     inputs = input_pool(task, n_inputs, seed)
     vocab = task.vocabulary()
-    ambiguous, references, base, feasible, tokens = 0, 0, [], [], []
-    mass, invalid, off = [], [], []
-    for x in inputs:
-        match_sets = task.reference_match_sets(x)
-        feasible.append(len(match_sets))
-        for strategy, matches in match_sets.items():
-            references += 1
-            ambiguous += len(matches) > 1
-            tokens.append(len(vocab.encode(task.reference(x, strategy))))
-        law = task.base_match_distribution(x)
-        base.append(sum(p for m, p in law.items() if len(m) > 1))
-        rest = task.base_remainder(x)
-        mass.append(sum(task.base_distribution(x).values()))
-        invalid.append(rest["invalid"])
-        off.append(rest["off_strategy"])
+    sets = [task.reference_match_sets(x) for x in inputs]
+    ambiguous = [len(m) > 1 for s in sets for m in s.values()]
+    tokens = [len(vocab.encode(task.reference(x, k))) for x, s in zip(inputs, sets, strict=True) for k in s]
+    feasible = [len(s) for s in sets]
+
+    def base_law(x: Any) -> tuple[float, ...]:  # ambiguity, strategy mass, invalid, off-strategy
+        law, rest = task.base_match_distribution(x), task.base_remainder(x)
+        mass = sum(task.base_distribution(x).values())
+        return sum(p for m, p in law.items() if len(m) > 1), mass, rest["invalid"], rest["off_strategy"]
+
+    base, mass, invalid, off = (float(np.mean(c)) for c in zip(*map(base_law, inputs), strict=True))
     return TaskSummary(
         name=task.name,
         strategies=task.strategies(),
         inputs=len(inputs),
-        reference_ambiguity=ambiguous / references if references else 0.0,
-        base_ambiguity=float(np.mean(base)),
+        reference_ambiguity=sum(ambiguous) / len(ambiguous) if ambiguous else 0.0,
+        base_ambiguity=base,
         mean_feasible=float(np.mean(feasible)),
         mean_trace_tokens=float(np.mean(tokens)) if tokens else 0.0,
         max_trace_tokens=max(tokens, default=0),
         min_feasible=min(feasible, default=0),
         max_feasible=max(feasible, default=0),
-        base_strategy_mass=float(np.mean(mass)),
-        base_invalid=float(np.mean(invalid)),
-        base_off_strategy=float(np.mean(off)),
+        base_strategy_mass=mass,
+        base_invalid=invalid,
+        base_off_strategy=off,
     )
 
 
