@@ -18,6 +18,7 @@ valid traces this run) and ``used`` (1: samples used this run / budget).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -39,11 +40,8 @@ def observation_layout(
     sizes = [("input", n_inputs), ("prior", n_latents)]
     if history:
         sizes += [("tried", n_latents), ("found", n_strategies), ("used", 1)]
-    layout, start = {}, 0
-    for name, size in sizes:
-        layout[name] = slice(start, start + size)
-        start += size
-    return layout
+    starts = list(accumulate((size for _, size in sizes), initial=0))
+    return {name: slice(starts[i], starts[i + 1]) for i, (name, _) in enumerate(sizes)}
 
 
 class RouterSpec(PoolSpec):
@@ -65,9 +63,8 @@ class RouterSpec(PoolSpec):
         k_max = self.n_branches = max(len(texts) for texts in texts_per_input)
         self.branch_probs = np.ascontiguousarray(probs_all[:, :, :k_max])
         del probs_all
-        texts_all: list[str] = []
-        for texts in texts_per_input:
-            texts_all += texts + [texts[-1]] * (k_max - len(texts))  # zero-probability padding, never drawn
+        # Padded with each input's last text: zero probability, never drawn.
+        texts_all = [t for texts in texts_per_input for t in texts + [texts[-1]] * (k_max - len(texts))]
         self.outcomes = Outcomes.from_results(self, texts_all, self._validated(texts_per_input, k_max))
         cdf = np.cumsum(self.branch_probs, axis=2)
         # Inverse-CDF sampling draws the first branch with u < cdf; pinning the tail to 1 makes
@@ -121,14 +118,11 @@ class RouterSpec(PoolSpec):
         n = self.index_of(input_id)
         branch = np.einsum("z,zb->b", self.prior[n], self.branch_probs[n])  # not BLAS: same bits on every CPU
         law: dict[frozenset[str], float] = {}
-        for k, p in enumerate(branch):
-            if p <= 0.0:
-                continue
+        for k in np.flatnonzero(branch > 0.0):
             row = n * self.n_branches + k
-            matches = frozenset(self.outcomes.matches[row])
-            if valid_only and not self.outcomes.valid[row]:
-                matches = frozenset()
-            law[matches] = law.get(matches, 0.0) + float(p)
+            keep = self.outcomes.valid[row] or not valid_only
+            matches = frozenset(self.outcomes.matches[row] if keep else ())
+            law[matches] = law.get(matches, 0.0) + float(branch[k])
         return law
 
 
