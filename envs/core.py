@@ -37,14 +37,6 @@ FINAL_INFO_KEYS: tuple[str, ...] = tuple(
 _SPEC_CACHE: dict[str, Any] = {}
 
 
-def build_task(cfg: EnvConfig) -> Task[Any, Any]:
-    """The task named by ``cfg`` with its config overrides; bad overrides raise a `SeffiError`."""
-    try:
-        return get_task(cfg.task, **(cfg.task_config or {}))
-    except ValidationError as exc:
-        raise SeffiError(f"invalid task_config for {cfg.task!r}: {problems(exc)}") from None
-
-
 #: Settings that shape an env row's runs, not its pool: envs that differ only in these share one spec.
 _RUN_FIELDS = frozenset({"budget", "reward", "novelty_bonus", "schedule", "history", "render_mode"})
 
@@ -68,7 +60,10 @@ class PoolSpec:
     """The fixed input pool of an env (``task.make_inputs(n_inputs, seed=input_seed)``), shareable."""
 
     def __init__(self, cfg: EnvConfig) -> None:
-        self.task = build_task(cfg)
+        try:
+            self.task: Task[Any, Any] = get_task(cfg.task, **(cfg.task_config or {}))
+        except ValidationError as exc:
+            raise SeffiError(f"invalid task_config for {cfg.task!r}: {problems(exc)}") from None
         self.inputs: list[TaskInput] = self.task.make_inputs(cfg.n_inputs, seed=cfg.input_seed)
         self.input_ids: tuple[str, ...] = tuple(x.id for x in self.inputs)
         self.strategies: tuple[str, ...] = tuple(self.task.strategies())
@@ -93,11 +88,7 @@ class PoolSpec:
 
     def match_mask(self, matches: frozenset[str] | Sequence[str]) -> np.ndarray:
         """Which declared strategies are in ``matches``: bool array, shape (M,)."""
-        mask = np.zeros(len(self.strategies), dtype=bool)
-        for s in matches:
-            if s in self.strategy_index:
-                mask[self.strategy_index[s]] = True
-        return mask
+        return np.fromiter((s in matches for s in self.strategies), bool, len(self.strategies))
 
     def reference_match_sets(self, input_id: str) -> dict[str, frozenset[str]]:
         return self.task.reference_match_sets(self.inputs[self.index_of(input_id)])
@@ -146,9 +137,7 @@ class Outcomes:
 
     def take(self, idx: Any) -> Outcomes:
         """The rows ``idx`` of every column."""
-        return Outcomes(
-            self.y_text[idx], self.matches[idx], self.valid[idx], self.parse_ok[idx], self.mask[idx]
-        )
+        return Outcomes(*(getattr(self, column)[idx] for column in self.__slots__))
 
 
 class Life:
@@ -277,12 +266,10 @@ class Life:
         if latents is not None:
             columns["z"] = latents.astype(np.int64)
         reward = self.cfg.reward
-        if reward == "valid":
-            rewards = out.valid.astype(np.float64)
-        elif reward == "novel":
-            rewards = out.valid.astype(np.float64) + self.cfg.novelty_bonus * n_new
-        else:
+        if callable(reward):
             rewards = np.array([user_reward(reward, row_info(columns, j)) for j in range(rows.size)])
+        else:
+            rewards = out.valid + (self.cfg.novelty_bonus * n_new if reward == "novel" else 0.0)
         # Booked once every reward is known: a user reward that raises leaves the state as it was.
         self.counts[rows, inputs] = k
         self.seen[rows, inputs] |= found

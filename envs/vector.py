@@ -34,12 +34,9 @@ _METADATA: dict[str, Any] = {
 
 def parse_autoreset_mode(mode: Any) -> AutoresetMode:
     """An ``AutoresetMode`` from the enum, its value (``"SameStep"``) or its name (``"same_step"``)."""
-    if isinstance(mode, AutoresetMode):
-        return mode
-    if isinstance(mode, str):
-        for member in AutoresetMode:
-            if mode in (member.value, member.name) or mode.upper() == member.name:
-                return member
+    for member in AutoresetMode:
+        if mode is member or (isinstance(mode, str) and mode.upper() in (member.value.upper(), member.name)):
+            return member
     choices = ", ".join(f"AutoresetMode.{m.name} ({m.value!r})" for m in AutoresetMode)
     raise SeffiError(f"autoreset_mode must be one of {choices}, got {mode!r}")
 
@@ -100,14 +97,10 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
         """
         n = self.num_envs
         explicit = explicit_inputs(self._engine.spec, options, n, frozenset({"input_id", "reset_mask"}))
-        if seed is None:
-            seeds: list[int | None] = [None] * n
-        elif isinstance(seed, int | np.integer):
-            seeds = [int(seed) + i for i in range(n)]
-        else:
-            seeds = list(seed)
-            if len(seeds) != n:
-                raise SeffiError(f"reset got {len(seeds)} seeds for num_envs={n}")
+        if seed is None or isinstance(seed, int | np.integer):
+            seeds: list[int | None] = [None if seed is None else int(seed) + i for i in range(n)]
+        elif len(seeds := list(seed)) != n:
+            raise SeffiError(f"reset got {len(seeds)} seeds for num_envs={n}")
         rows = self._rows
         mask = (options or {}).get("reset_mask")
         if mask is not None:
@@ -149,9 +142,7 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
                 f"action {int(live_actions[bad][0])} of env {int(live[bad][0])} is outside Discrete({n})"
             )
         self._engine.reset_rows(self._rows[auto], None)  # NEXT_STEP: the previous step's ended rows
-        rewards = np.zeros(self.num_envs, dtype=np.float64)
-        terminated = np.zeros(self.num_envs, dtype=np.bool_)
-        truncated = np.zeros(self.num_envs, dtype=np.bool_)
+        rewards, terminated, truncated = np.zeros(self.num_envs), *np.zeros((2, self.num_envs), dtype=bool)
         r, term, trunc, fin, cols = self._engine.step_rows(live, live_actions)
         rewards[live], terminated[live], truncated[live] = r, term, trunc
         if mode is not AutoresetMode.SAME_STEP:

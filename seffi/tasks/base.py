@@ -110,9 +110,7 @@ class TaskConfig(BaseModel):
     @model_validator(mode="after")
     def _ordered(self) -> TaskConfig:
         if self.invalid_rate + self.off_strategy_rate >= 1.0:
-            raise ValueError(
-                "invalid_rate + off_strategy_rate must be < 1 (some samples must follow a strategy)"
-            )
+            raise ValueError("invalid_rate + off_strategy_rate must be < 1 (some samples follow a strategy)")
         for low, high in self.ordered_fields:
             if getattr(self, low) > getattr(self, high):
                 raise ValueError(f"{low} must be <= {high}")
@@ -264,21 +262,19 @@ class Task(abc.ABC, Generic[X, C]):
         """``n`` distinct inputs, the i-th from the i-th stream spawned from ``seed`` (prefix-stable)."""
         if not isinstance(n, int) or n < 0:
             raise ValueError(f"n must be a non-negative int, got {n!r}")
-        inputs: list[X] = []
-        seen: set[str] = set()
+        inputs: dict[str, X] = {}
         for rng in rngs(seed, n):
             for _ in range(1000):
                 x = self.make_input(**self._generate(rng))
-                if x.id not in seen:
+                if x.id not in inputs:
                     break
             else:  # the config's input space is smaller than n (e.g. hanoi with 2-4 disks has 18)
                 raise SeffiError(
-                    f"{self.name}: could not draw {n} distinct inputs (found {len(seen)}); "
+                    f"{self.name}: could not draw {n} distinct inputs (found {len(inputs)}); "
                     f"widen the task config ({self.config!r}) or ask for fewer inputs"
                 )
-            seen.add(x.id)
-            inputs.append(x)
-        return inputs
+            inputs[x.id] = x
+        return list(inputs.values())
 
     def make_input(self, **fields: Any) -> X:
         """Build an input from its fields, computing the content-hashed id."""

@@ -90,30 +90,9 @@ def _left_to_right(cols: list[Column], t: str, kinds: str = "SDI") -> list[Step]
 
 
 def _right_to_left(cols: list[Column], t: str) -> list[Step]:
-    out: list[Step] = []
-    for kind, i, j in reversed(cols):  # positions left of i are untouched, so i is the current index
-        if kind == "S":
-            out.append(("sub", i, t[j]))
-        elif kind == "D":
-            out.append(("del", i))
-        elif kind == "I":
-            out.append(("ins", i, t[j]))
-    return out
-
-
-def _apply(word: list[str], step: Step) -> str | None:
-    """Apply one edit in place: ``None`` when legal, else why not."""
-    op, i = step[0], step[1]
-    limit = len(word) if op == "ins" else len(word) - 1
-    if i > limit:
-        return f"{op} {i}: the word has {len(word)} letters"
-    if op == "del":
-        del word[i]
-    elif op == "ins":
-        word.insert(i, step[2])
-    else:
-        word[i] = step[2]
-    return None
+    # Positions left of i are untouched, so the source position i is the current index.
+    ops = {"S": "sub", "I": "ins"}
+    return [("del", i) if k == "D" else (ops[k], i, t[j]) for k, i, j in reversed(cols) if k != "M"]
 
 
 @register_task
@@ -170,10 +149,15 @@ class EditScript(StepTask[EditScriptInput, EditScriptConfig]):
 
     def _check(self, x: EditScriptInput, steps: list[Step]) -> str | None:
         word = list(x.source)
-        for k, step in enumerate(steps, 1):
-            problem = _apply(word, step)
-            if problem is not None:
-                return f"step {k}: {problem}"
+        for k, (op, i, *letter) in enumerate(steps, 1):
+            if i > len(word) - (op != "ins"):  # an insert may also append
+                return f"step {k}: {op} {i}: the word has {len(word)} letters"
+            if op == "del":
+                del word[i]
+            elif op == "ins":
+                word.insert(i, letter[0])
+            else:
+                word[i] = letter[0]
         if "".join(word) != x.target:
             return f"the script gives {''.join(word) or 'the empty word'}, not {x.target}"
         return None
