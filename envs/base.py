@@ -1,8 +1,4 @@
-"""The single-env base class and the pool API shared by single and native vector envs.
-
-An env is a thin shell around an *engine* (``TokenEngine``, ``RouterEngine``) that steps ``E`` rows
-with numpy (a single env: one row) and renders them.
-"""
+"""The single-env base class and what it shares with the vector env: shells around a numpy engine."""
 
 from __future__ import annotations
 

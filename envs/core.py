@@ -1,9 +1,7 @@
 """Shared machinery of the seffi envs: the input pool, the batched per-input budget state, rewards, infos.
 
 Every env keeps its state in a `Life` of ``E`` rows, each with its own seeded generator, so a native
-vector env equals ``SyncVectorEnv`` over single envs. Each input gets ``budget`` samples per *run*;
-when no input has budget left, every input starts a new run (history and novelty memory cleared);
-``reset(options={"input_id": ...})`` on an exhausted input starts a new run of it alone.
+vector env equals ``SyncVectorEnv`` over single envs.
 """
 
 from __future__ import annotations

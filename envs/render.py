@@ -1,9 +1,6 @@
-"""Gymnasium rendering of the seffi envs: ``"ansi"`` text and a small ``"rgb_array"`` coverage grid.
+"""Gymnasium rendering of one env row: ``"ansi"`` text and an ``"rgb_array"`` coverage grid.
 
-Both draw one env row from its engine's state (a native vector env renders a tuple of frames, one
-per row, as ``SyncVectorEnv.render`` does). ``"ansi"``: the current input and prompt, the output so
-far or latents tried, the last finished sample and the strategies found this run. ``"rgb_array"``:
-uint8 (H, W, 3), inputs x strategies coloured by `COLORS` (legend in docs/integrations.md).
+What each shows: docs/integrations.md ("Rendering").
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
-"""Router envs ``seffi/<Name>Router-v0``: the router/generator factorisation, one step per episode.
+"""Router envs ``seffi/<Name>Router-v0``: the action is a latent code, a hidden generator writes the trace.
 
-The action is a latent code ``z`` in ``Discrete(Z)``. A hidden generator assigns each latent a
-strategy of ``x`` (a seeded permutation per input; every feasible strategy gets ``Z // F`` or more
-latents) and, with probability ``1 - noise``, executes it: the reference trace, the strategy with a
-wrong answer (``invalid_rate``: raw but not valid coverage) or a correct off-strategy trace
-(``off_strategy_rate``); with probability ``noise`` it draws a branch of the task's base sampler.
-The iid base model is the router prior over latents (Zipf with ``prior_skew`` over a per-input
-ranking), so ``base_match_distribution`` is exact. Each branch emits one fixed trace per input,
-validated once when the pool is built.
-
-The observation is a float32 ``Box`` in [0, 1]; ``obs_layout`` maps its parts to slices, in order:
-``input`` (N: the input's one-hot), ``prior`` (Z: the router prior), and with ``history``
-``tried`` (Z: times each latent was tried this run / budget), ``found`` (M: strategies found by
-valid traces this run) and ``used`` (1: samples used this run / budget).
+The generator, its exact iid law and the observation layout: docs/integrations.md ("seffi's envs").
 """
 
 from __future__ import annotations

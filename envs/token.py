@@ -1,11 +1,6 @@
 """Token-level envs ``seffi/<Name>-v0``: the agent writes ``y_text`` one vocabulary token at a time.
 
-The action is ``Discrete(V)`` over ``task.vocabulary()`` (``<eos>`` ends the episode, ``<pad>`` is a
-no-op word, the newline token starts a line). The observation is a ``Dict`` of fixed-size int64
-arrays (SB3-compatible): ``"prompt"`` (P prompt tokens, ``<pad>``-padded), ``"output"`` (the L
-tokens written so far), ``"length"`` and, with ``history``, ``"found"`` (M: strategies found by
-valid traces for this input in this run). An episode is terminated on ``<eos>`` and truncated after
-L tokens (``max_length``); either way the written tokens are decoded and validated.
+The action and observation spaces: docs/integrations.md ("seffi's envs").
 """
 
 from __future__ import annotations

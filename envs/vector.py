@@ -1,13 +1,7 @@
 """Native batched vector envs (Gymnasium's ``vector_entry_point``, like ``CartPoleVectorEnv``).
 
-One engine steps all ``num_envs`` rows with numpy; row ``i`` is seeded like the ``i``-th env of a
-``SyncVectorEnv`` (``reset(seed=s)`` gives it ``s + i``), so observations, rewards and infos equal
-``SyncVectorEnv``'s with the same ``autoreset_mode``:
-
-* ``NEXT_STEP`` (default): an ended row is reset by the *next* ``step``, which ignores its action.
-* ``SAME_STEP``: the ended row is reset in the same step; its last observation and info go to
-  ``infos["final_obs"]`` and ``infos["final_info"]``. No step is wasted on one-step router episodes.
-* ``DISABLED``: reset ended rows with ``reset(options={"reset_mask": ...})`` before the next step.
+Row ``i`` is seeded like the ``i``-th env of a ``SyncVectorEnv`` (``s + i``), so in each
+``autoreset_mode`` (docs/integrations.md) the vector env equals ``SyncVectorEnv`` over the single env.
 """
 
 from __future__ import annotations

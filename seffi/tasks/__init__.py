@@ -2,7 +2,8 @@
 
 Built-in tasks: ``sort_swaps``, ``graph_traversal``, ``coin_sum``, ``countdown``, ``grid_routes``,
 ``edit_script`` and the negative control ``hanoi`` (every strategy yields the same trace).
-``seffi tasks`` lists them with their measured ambiguity rates.
+``seffi tasks`` lists them with their measured ambiguity rates; docs/custom-task.md describes each
+one's strategies and trace format.
 """
 
 # Importing a task module registers it.

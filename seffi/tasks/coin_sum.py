@@ -1,11 +1,4 @@
-"""Pay a target amount with coins: greedy, minimum-coin, ascending and fewest-denominations.
-
-Trace: ``take <coin> <count>`` lines, then ``answer <total number of coins>``. ``greedy``: largest
-coin first (infeasible when stuck); ``min_coin``: fewest coins; ``fewest_denominations``: fewest
-distinct coins; these list coins descending, ties going to larger coins. ``ascending``: as few of
-each small coin as possible, smallest first. On canonical coin sets (1 2 5) greedy and min_coin
-coincide; non-canonical ones (1 3 4, target 6) pull them apart.
-"""
+"""Pay a target amount with coins: greedy, minimum-coin, ascending and fewest-denominations."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""Countdown arithmetic: combine every number once with + - * / to reach a target.
-
-Trace: ``<a> <op> <b> = <c>`` lines (positive integer results at most ``max_value``, exact
-division; ``4 + 3`` and ``3 + 4`` are one step), then ``answer <target>``. Strategies are expression
-shapes, each the first solution of its shape (numbers by prompt position, operators ``+ - * /``):
-``chain`` ((a∘b)∘c)∘d, ``pairwise`` (a∘b)∘(c∘d), ``multiply_first`` (a chain starting with ``*``)
-and ``largest_first`` (a chain over the numbers in descending order, often infeasible).
-"""
+"""Countdown arithmetic: combine every number once with + - * / to reach a target."""
 
 from __future__ import annotations
 

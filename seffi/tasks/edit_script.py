@@ -1,11 +1,4 @@
-"""Turn a source word into a target word with an edit script.
-
-Trace: ``sub <i> <letter>``, ``del <i>`` and ``ins <i> <letter>`` lines on the *current* word, then
-``answer <the final word's letters>``. ``left_to_right`` and ``right_to_left`` edit one minimum-cost
-(Levenshtein) alignment from either end; ``delete_then_insert`` deletes first, then inserts, along a
-longest common subsequence; ``substitution_preferring`` substitutes position by position, then
-fixes the tail. A single edit is every Levenshtein strategy's trace.
-"""
+"""Turn a source word into a target word with an edit script."""
 
 from __future__ import annotations
 

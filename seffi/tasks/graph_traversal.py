@@ -1,9 +1,4 @@
-"""Traverse a connected graph: breadth-first, depth-first and best-first (smallest label) orders.
-
-Trace: ``visit <node>`` lines (the start first, then each node once, adjacent to a visited one),
-then ``answer <number of nodes visited>``; ties go to the smallest label. On trees, stars and paths
-the orders often coincide; any other search order is correct but off-strategy.
-"""
+"""Traverse a connected graph: breadth-first, depth-first and best-first (smallest label) orders."""
 
 from __future__ import annotations
 

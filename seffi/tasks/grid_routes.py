@@ -1,11 +1,4 @@
-"""Route from the top-left to the bottom-right cell of a grid with walls.
-
-Trace: one move per line (``right``, ``down``, ``left``, ``up``), then ``answer <row> <col>`` (the
-goal). Route families, each infeasible when a wall blocks it: ``right_first`` (along the top row,
-then down), ``down_first``, ``staircase`` (alternate right and down, then straight) and
-``wall_following`` (right until blocked, then down; no backtracking), which *is* ``right_first``
-when the top row has no wall. Other routes are correct but off-strategy.
-"""
+"""Route from the top-left to the bottom-right cell of a grid with walls."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Tower of Hanoi, the negative control: every strategy's trace is the unique optimal one.
-
-One valid sample covers the whole strategy space, so no policy can beat iid; a gain here means a
-broken pipeline. Trace: ``move <disk> <from> <to>`` lines (disk 1 smallest), then ``answer <number
-of moves>``; the optimal solution with wasted moves is correct but off-strategy.
-"""
+"""Tower of Hanoi, the negative control: every strategy's trace is the unique optimal one."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Sort a list by swaps: bubble, insertion, selection and odd-even transposition sort.
-
-Trace: ``swap i j`` lines (``swap 2 1`` is ``swap 1 2``), then ``answer <the sorted list>``. Bubble,
-insertion and odd-even swap adjacent inversions in different orders (their traces coincide on lists
-with few inversions); selection swaps distant positions.
-"""
+"""Sort a list by swaps: bubble, insertion, selection and odd-even transposition sort."""
 
 from __future__ import annotations
 
