@@ -1,21 +1,14 @@
 """Gymnasium environments for every seffi task (imported as ``seffi.envs``).
 
-Importing this package registers, per task in ``seffi.tasks.list_tasks()``, ``seffi/<Name>-v0``
-([`TokenEnv`][seffi.envs.TokenEnv]), ``seffi/<Name>Router-v0`` ([`RouterEnv`][seffi.envs.RouterEnv])
-and ``seffi/<Name>LatentLM-v0`` (`seffi.models.latent_env`, the ``lm`` extra, imported only when
-built), each with a native vector env (``gymnasium.make_vec(id, num_envs,
-vectorization_mode="vector_entry_point")``) that takes Gymnasium's ``autoreset_mode=``. Keyword
-arguments are validated by [`TokenEnvConfig`][seffi.envs.TokenEnvConfig] /
-[`RouterEnvConfig`][seffi.envs.RouterEnvConfig]; every env renders as ``"ansi"`` text or an
-``"rgb_array"`` coverage grid.
-
-The step that ends an episode carries the ``info`` keys `FINAL_INFO_KEYS` (and ``z`` for router
-envs); other steps' ``info`` is empty. Which mode suits which loop: ``docs/integrations.md``.
+Importing it registers, per task, ``seffi/<Name>-v0`` ([`TokenEnv`][seffi.envs.TokenEnv]),
+``seffi/<Name>Router-v0`` ([`RouterEnv`][seffi.envs.RouterEnv]) and ``seffi/<Name>LatentLM-v0``
+(`seffi.models.latent_env`, imported only when built), each with a native vector env
+(``vectorization_mode="vector_entry_point"``). Settings: [`TokenEnvConfig`][seffi.envs.TokenEnvConfig],
+[`RouterEnvConfig`][seffi.envs.RouterEnvConfig]. The step that ends an episode carries the ``info``
+keys `FINAL_INFO_KEYS` (and ``z`` for router envs); other steps' ``info`` is empty.
 
 Examples:
     >>> import gymnasium as gym, seffi.envs
-    >>> seffi.envs.env_id("sort_swaps", "router")
-    'seffi/SortSwapsRouter-v0'
     >>> env = gym.make(seffi.envs.env_id("hanoi", "router"), n_inputs=4, budget=8, reward="novel")
 """
 
@@ -53,11 +46,7 @@ def env_id(task_name: str, kind: EnvKind = "token") -> str:
 
 
 def register_envs() -> list[str]:
-    """Register the envs of every task not registered yet (runs at import; again after a new task).
-
-    Returns:
-        The ids registered by this call.
-    """
+    """Register the envs of every task not registered yet (runs at import); the ids registered."""
     added = []
     for name in list_tasks():
         for kind, (suffix, module) in _KINDS.items():

@@ -1,7 +1,6 @@
-"""Validated settings of the seffi environments (the keyword arguments of ``gymnasium.make``).
+"""Validated env settings (the keyword arguments of ``gymnasium.make``), never coerced.
 
-Unknown keys, out-of-range values and wrong types raise one `SeffiError` naming the field. Types are
-not coerced: an integer field takes an ``int`` or numpy integer, never a ``bool``, str or float.
+Unknown keys, bad values or wrong types (a bool, str or float for an ``int``) raise one `SeffiError`.
 """
 
 from __future__ import annotations

@@ -139,10 +139,9 @@ class Outcomes:
 
 
 class Life:
-    """Budget, schedule, history and novelty state of ``E`` env rows over one pool.
+    """Budget, schedule, history and novelty state of ``E`` env rows over one pool (``n_latents``: Z).
 
-    With ``cfg.render_mode`` a row also keeps ``matched`` ((E, N, M): strategies any trace followed this
-    run) and ``last_info`` for the renderer. ``n_latents``: the router's Z.
+    With ``cfg.render_mode`` it also keeps what the renderer reads: ``matched`` and ``last_info``.
     """
 
     def __init__(self, spec: PoolSpec, cfg: EnvConfig, num_envs: int, n_latents: int = 0) -> None:

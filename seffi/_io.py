@@ -1,8 +1,4 @@
-"""Crash-safe file output: whole files appear complete or not at all; JSONL lines never half-written.
-
-Every file seffi writes goes through `write_atomic` or `append_line`; `read_jsonl` skips, with a
-warning, a partial last line another program or a crash left.
-"""
+"""Crash-safe file output: whole files appear complete or not at all; JSONL lines never half-written."""
 
 from __future__ import annotations
 
@@ -88,11 +84,7 @@ def drop_partial_line(fd: int) -> None:
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> list[Any]:
-    """Every record of a JSONL file; a partial last line is skipped with a warning.
-
-    Raises:
-        ValueError: A line other than the last one is not JSON (the file is damaged).
-    """
+    """Every record of a JSONL file; a partial last line is skipped, warned; another bad one raises."""
     text = Path(path).read_text(encoding="utf-8")
     lines = text.split("\n")
     out = []

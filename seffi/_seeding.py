@@ -1,7 +1,6 @@
-"""The one seeding contract: every random draw flows from one seed through ``SeedSequence``.
+"""The one seeding contract: every draw flows from one seed through ``SeedSequence``.
 
-Streams are *spawned* (never ``seed + idx``, which correlates neighbouring streams), and ids are
-*hashed* from content so they do not depend on how many inputs were drawn before.
+Streams are spawned (never ``seed + i``); ids are hashed from content, not from the drawing order.
 """
 
 from __future__ import annotations

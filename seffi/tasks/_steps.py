@@ -1,10 +1,7 @@
 """The step-trace scheme every built-in task follows, implemented once.
 
-A trace is step lines, then ``answer ...``. Each line parses into a canonical step (commutative
-operands sorted); the steps are simulated, and an illegal or non-solving list matches nothing. A
-legal, solving list matches every strategy whose reference steps it equals (ambiguity arises when
-strategies share them); the answer is checked last, so a wrong answer keeps the matches. Validation
-is linear in the text length.
+Step lines parse into canonical steps, which are simulated; a solving list matches the strategies
+whose reference steps it equals, and the answer is checked last (a wrong one keeps the matches).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The task contract: inputs, reference traces per strategy, a never-raising validator, a base sampler.
 
-A *task* poses inputs ``x`` that several *strategies* solve (bubble vs insertion sort, BFS vs DFS).
 ``validate_y_text(x, y_text)`` says which strategies a trace followed (several when their traces
-coincide on ``x``): ``valid`` means a correct solution, ``strategy_matches`` the procedures the steps
-follow. A right procedure with a wrong answer keeps its matches with ``valid=False``, which separates
-*raw* from *valid* coverage.
+coincide on ``x``); a right procedure with a wrong answer keeps its matches with ``valid=False``,
+which separates *raw* from *valid* coverage.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Per-task statistics on a seeded input pool: ambiguity rates, feasibility, trace lengths.
 
-*Ambiguity* is how often one trace matches several strategies: ``reference`` over the feasible
-strategies' reference traces (what the no-repeat oracle sees), ``base`` the probability of it for a
-base-sampler draw, averaged over inputs (exact, from ``base_match_distribution``).
+Ambiguity (a trace matching several strategies) is measured on reference traces and, exactly, on
+base-sampler draws.
 """
 
 from __future__ import annotations
@@ -19,12 +18,7 @@ from seffi.tasks.base import Task, get_task, list_tasks
 
 @dataclass(frozen=True)
 class TaskSummary:
-    """Statistics of one task on a pool of ``inputs`` distinct inputs.
-
-    Feasible counts are per input (with fewer than M feasible, the oracle's C(K) stays below 1); the
-    ``base_*`` masses are means of ``base_distribution`` and ``base_remainder``; trace lengths are
-    in vocabulary tokens of the reference traces.
-    """
+    """Statistics of one task on a pool of ``inputs`` inputs (``base_*``: mean masses; lengths in tokens)."""
 
     name: str
     strategies: tuple[str, ...]
