@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 import numpy as np
@@ -41,41 +40,26 @@ def _adjacency(x: GraphTraversalInput) -> list[list[int]]:
 
 
 def _bfs(adj: list[list[int]], start: int) -> list[int]:
-    order, seen, queue = [], {start}, deque([start])
-    while queue:
-        u = queue.popleft()
-        order.append(u)
-        for v in adj[u]:
-            if v not in seen:
-                seen.add(v)
-                queue.append(v)
+    order = [start]
+    for u in order:  # the list grows as it is read: discovery order is visit order
+        order += [v for v in adj[u] if v not in order]
     return order
 
 
-def _dfs(adj: list[list[int]], start: int) -> list[int]:
-    order: list[int] = []
-    seen: set[int] = set()
-
-    def visit(u: int) -> None:
-        seen.add(u)
-        order.append(u)
-        for v in adj[u]:
-            if v not in seen:
-                visit(v)
-
-    visit(start)
+def _dfs(adj: list[list[int]], u: int, order: list[int] | None = None) -> list[int]:
+    order = [] if order is None else order
+    order.append(u)
+    for v in adj[u]:
+        if v not in order:
+            _dfs(adj, v, order)
     return order
 
 
 def _best_first(adj: list[list[int]], start: int) -> list[int]:
-    order, seen = [start], {start}
-    while True:
-        frontier = [v for u in order for v in adj[u] if v not in seen]
-        if not frontier:
-            return order
-        v = min(frontier)
-        seen.add(v)
-        order.append(v)
+    order = [start]
+    while frontier := [v for u in order for v in adj[u] if v not in order]:
+        order.append(min(frontier))
+    return order
 
 
 _PROCEDURES = {"bfs": _bfs, "dfs": _dfs, "best_first": _best_first}
@@ -142,18 +126,13 @@ class GraphTraversal(StepTask[GraphTraversalInput, GraphTraversalConfig]):
         adj = _adjacency(x)
         orders: list[list[int]] = []
 
-        def extend(order: list[int], seen: set[int]) -> None:
+        def extend(order: list[int]) -> None:
             if len(orders) >= _MAX_ORDERS:
                 return
-            if len(order) == x.n_nodes:
-                orders.append(list(order))
-                return
-            for v in sorted({v for u in order for v in adj[u]} - seen):
-                order.append(v)
-                seen.add(v)
-                extend(order, seen)
-                seen.discard(v)
-                order.pop()
+            if len(order) == x.n_nodes:  # complete: no node is left to extend it with
+                orders.append(order)
+            for v in sorted({v for u in order for v in adj[u]} - set(order)):
+                extend([*order, v])
 
-        extend([x.start], {x.start})
+        extend([x.start])
         return [[("visit", v) for v in o] for o in orders]
