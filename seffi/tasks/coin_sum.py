@@ -34,18 +34,12 @@ class CoinSumInput(TaskInput):
 
 def _representations(coins: tuple[int, ...], target: int) -> list[Counts]:
     """Every way to pay ``target``: count vectors over ``coins``, lexicographic."""
-    out: list[Counts] = []
-
-    def rec(i: int, rest: int, acc: list[int]) -> None:
-        if i == len(coins) - 1:
-            if rest % coins[i] == 0:
-                out.append((*acc, rest // coins[i]))
-            return
-        for k in range(rest // coins[i] + 1):
-            rec(i + 1, rest - k * coins[i], [*acc, k])
-
-    rec(0, target, [])
-    return out
+    if len(coins) == 1:
+        return [] if target % coins[0] else [(target // coins[0],)]
+    first, rest = coins[0], coins[1:]
+    return [
+        (k, *tail) for k in range(target // first + 1) for tail in _representations(rest, target - k * first)
+    ]
 
 
 def _lines(coins: tuple[int, ...], counts: Counts, descending: bool) -> list[Step]:

@@ -45,22 +45,14 @@ def _wall_following(x: GridRoutesInput) -> list[Step] | None:
     return [(m,) for m in moves]
 
 
-def _monotone_routes(x: GridRoutesInput) -> list[list[str]]:
-    """Every right/down route from start to goal, right before down."""
-    walls, out = set(x.walls), []
-
-    def rec(r: int, c: int, acc: list[str]) -> None:
-        if (r, c) == (x.rows - 1, x.cols - 1):
-            out.append(list(acc))
-            return
-        for move, (dr, dc) in (("right", (0, 1)), ("down", (1, 0))):
-            nr, nc = r + dr, c + dc
-            if nr < x.rows and nc < x.cols and (nr, nc) not in walls:
-                acc.append(move)
-                rec(nr, nc, acc)
-                acc.pop()
-
-    rec(0, 0, [])
+def _monotone_routes(x: GridRoutesInput, r: int = 0, c: int = 0) -> list[list[str]]:
+    """Every right/down route from ``(r, c)`` to the goal, right before down."""
+    if (r, c) == (x.rows - 1, x.cols - 1):
+        return [[]]
+    out: list[list[str]] = []
+    for move, nr, nc in (("right", r, c + 1), ("down", r + 1, c)):
+        if nr < x.rows and nc < x.cols and (nr, nc) not in x.walls:
+            out += [[move, *rest] for rest in _monotone_routes(x, nr, nc)]
     return out
 
 

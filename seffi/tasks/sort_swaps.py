@@ -33,16 +33,19 @@ class SortSwapsInput(TaskInput):
     values: tuple[int, ...]
 
 
+def _swap(a: list[int], out: list[Step], i: int, j: int) -> None:
+    a[i], a[j] = a[j], a[i]
+    out.append(("swap", i, j))
+
+
 def _bubble(a: list[int]) -> list[Step]:
     out: list[Step] = []
     for end in range(len(a) - 1, 0, -1):
-        swapped = False
+        swaps = len(out)
         for i in range(end):
             if a[i] > a[i + 1]:
-                a[i], a[i + 1] = a[i + 1], a[i]
-                out.append(("swap", i, i + 1))
-                swapped = True
-        if not swapped:
+                _swap(a, out, i, i + 1)
+        if len(out) == swaps:  # a pass without a swap: sorted
             break
     return out
 
@@ -50,21 +53,18 @@ def _bubble(a: list[int]) -> list[Step]:
 def _insertion(a: list[int]) -> list[Step]:
     out: list[Step] = []
     for i in range(1, len(a)):
-        j = i
-        while j > 0 and a[j - 1] > a[j]:
-            a[j - 1], a[j] = a[j], a[j - 1]
-            out.append(("swap", j - 1, j))
-            j -= 1
+        for j in range(i, 0, -1):
+            if a[j - 1] <= a[j]:
+                break
+            _swap(a, out, j - 1, j)
     return out
 
 
 def _selection(a: list[int]) -> list[Step]:
     out: list[Step] = []
     for i in range(len(a) - 1):
-        m = min(range(i, len(a)), key=a.__getitem__)
-        if m != i:
-            a[i], a[m] = a[m], a[i]
-            out.append(("swap", i, m))
+        if (m := min(range(i, len(a)), key=a.__getitem__)) != i:
+            _swap(a, out, i, m)
     return out
 
 
@@ -74,8 +74,7 @@ def _odd_even(a: list[int]) -> list[Step]:
     while any(a[i] > a[i + 1] for i in range(len(a) - 1)):
         for i in range(phase, len(a) - 1, 2):
             if a[i] > a[i + 1]:
-                a[i], a[i + 1] = a[i + 1], a[i]
-                out.append(("swap", i, i + 1))
+                _swap(a, out, i, i + 1)
         phase ^= 1
     return out
 
