@@ -34,12 +34,8 @@ def _tower(x: HanoiInput) -> list[list[int]]:
     return pegs
 
 
-def _recursive(n: int, a: int, b: int, c: int, out: list[Step]) -> None:
-    if n == 0:
-        return
-    _recursive(n - 1, a, c, b, out)
-    out.append(("move", n, a, b))
-    _recursive(n - 1, c, b, a, out)
+def _recursive(n: int, a: int, b: int, c: int) -> list[Step]:
+    return [*_recursive(n - 1, a, c, b), ("move", n, a, b), *_recursive(n - 1, c, b, a)] if n else []
 
 
 def _legal_between(pegs: list[list[int]], p: int, q: int) -> Step:  # the smaller top disk moves
@@ -48,10 +44,10 @@ def _legal_between(pegs: list[list[int]], p: int, q: int) -> Step:  # the smalle
     return ("move", pegs[p][-1], p, q)
 
 
-def _apply(pegs: list[list[int]], move: Step) -> None:
-    _, disk, p, q = move
-    pegs[p].pop()
-    pegs[q].append(disk)
+def _apply(pegs: list[list[int]], move: Step) -> Step:
+    *_, p, q = move
+    pegs[q].append(pegs[p].pop())
+    return move
 
 
 @register_task
@@ -79,9 +75,7 @@ class Hanoi(StepTask[HanoiInput, HanoiConfig]):
     def _strategy_steps(self, x: HanoiInput, strategy: str) -> list[Step] | None:
         spare = 3 - x.source - x.target
         if strategy == "recursive":
-            out: list[Step] = []
-            _recursive(x.n_disks, x.source, x.target, spare, out)
-            return out
+            return _recursive(x.n_disks, x.source, x.target, spare)
         pegs = _tower(x)
         total = 2**x.n_disks - 1
         # The smallest disk cycles source -> spare -> target (even disk count) or source -> target ->
@@ -90,11 +84,7 @@ class Hanoi(StepTask[HanoiInput, HanoiConfig]):
         moves: list[Step] = []
         if strategy == "iterative":
             pairs = [(cycle[0], cycle[1]), (cycle[0], cycle[2]), (cycle[1], cycle[2])]
-            for i in range(total):
-                move = _legal_between(pegs, *pairs[i % 3])
-                _apply(pegs, move)
-                moves.append(move)
-            return moves
+            return [_apply(pegs, _legal_between(pegs, *pairs[i % 3])) for i in range(total)]
         # smallest_cycle: alternate "smallest disk one step along the cycle" and the other legal move.
         pos = 0
         while len(moves) < total:
@@ -102,10 +92,8 @@ class Hanoi(StepTask[HanoiInput, HanoiConfig]):
                 move = ("move", 1, cycle[pos], cycle[(pos + 1) % 3])
                 pos = (pos + 1) % 3
             else:
-                others = [p for p in range(3) if p != cycle[pos]]
-                move = _legal_between(pegs, *others)
-            _apply(pegs, move)
-            moves.append(move)
+                move = _legal_between(pegs, *(p for p in range(3) if p != cycle[pos]))
+            moves.append(_apply(pegs, move))
         return moves
 
     def _check(self, x: HanoiInput, steps: list[Step]) -> str | None:
