@@ -78,7 +78,8 @@ class PoolAPI:
 
     def reference_match_sets(self, input_id: str) -> dict[str, frozenset[str]]:
         """``task.reference_match_sets`` of a pool input (what the no-repeat oracle emits)."""
-        return self._engine.spec.reference_match_sets(input_id)
+        spec = self._engine.spec
+        return spec.task.reference_match_sets(spec.inputs[spec.index_of(input_id)])
 
 
 def explicit_inputs(spec: PoolSpec, options: Any, rows: int, allowed: frozenset[str]) -> np.ndarray | None:

@@ -88,9 +88,6 @@ class PoolSpec:
         """Which declared strategies are in ``matches``: bool array, shape (M,)."""
         return np.fromiter((s in matches for s in self.strategies), bool, len(self.strategies))
 
-    def reference_match_sets(self, input_id: str) -> dict[str, frozenset[str]]:
-        return self.task.reference_match_sets(self.inputs[self.index_of(input_id)])
-
     def base_match_distribution(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
         return self.task.base_match_distribution(self.inputs[self.index_of(input_id)], valid_only=valid_only)
 

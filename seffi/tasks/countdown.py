@@ -130,10 +130,8 @@ class Countdown(StepTask[CountdownInput, CountdownConfig]):
     def _parse_step(self, x: CountdownInput, words: list[str]) -> Step | None:
         if len(words) != 5 or words[1] not in OPS or words[3] != "=":
             return None
-        a, b, r = parse_int(words[0]), parse_int(words[2]), parse_int(words[4])
-        if a is None or b is None or r is None:
-            return None
-        return _step(a, words[1], b, r)
+        a, b, r = (parse_int(words[i]) for i in (0, 2, 4))
+        return None if a is None or b is None or r is None else _step(a, words[1], b, r)
 
     def _check(self, x: CountdownInput, steps: list[Step]) -> str | None:
         pool = Counter(x.numbers)
