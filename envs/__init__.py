@@ -21,11 +21,11 @@ import gymnasium as gym
 from seffi.errors import SeffiError
 from seffi.tasks import list_tasks
 
+from .base import AutoresetMode, parse_autoreset_mode
 from .config import EnvConfig, RouterEnvConfig, TokenEnvConfig
 from .core import FINAL_INFO_KEYS
 from .router import RouterEnv, RouterVectorEnv
 from .token import TokenEnv, TokenVectorEnv
-from .vector import AutoresetMode, parse_autoreset_mode
 
 EnvKind = Literal["token", "router", "latent_lm"]
 

@@ -1,4 +1,8 @@
-"""The single-env base class and what it shares with the vector env: shells around a numpy engine."""
+"""The single and native vector env classes: Gymnasium shells around an engine that steps rows with numpy.
+
+A vector env's row ``i`` is seeded like the ``i``-th env of a ``SyncVectorEnv`` (``s + i``), so in
+each ``autoreset_mode`` (docs/integrations.md) it equals ``SyncVectorEnv`` over the single env.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,15 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.utils import seeding
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
 
 from seffi.errors import SeffiError
 from seffi.tasks.base import Task, TaskInput
 
 from .config import EnvConfig, parse_config
-from .core import PoolSpec, row_info
+from .core import PoolSpec, row_info, vector_infos
 from .render import RENDER_FPS, RENDER_MODES, render_row
 
 
@@ -159,3 +166,138 @@ class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
         rewards, term, trunc, fin, cols = self._engine.step_rows(_ROW0, actions)
         info = row_info(cols, 0) if fin.size else {}
         return first(self._engine.observe(_ROW0)), float(rewards[0]), bool(term[0]), bool(trunc[0]), info
+
+
+_METADATA: dict[str, Any] = {
+    "autoreset_mode": AutoresetMode.NEXT_STEP,
+    "render_modes": list(RENDER_MODES),
+    "render_fps": RENDER_FPS,
+}
+
+
+def parse_autoreset_mode(mode: Any) -> AutoresetMode:
+    """An ``AutoresetMode`` from the enum, its value (``"SameStep"``) or its name (``"same_step"``)."""
+    for member in AutoresetMode:
+        if mode is member or (isinstance(mode, str) and mode.upper() in (member.value.upper(), member.name)):
+            return member
+    choices = ", ".join(f"AutoresetMode.{m.name} ({m.value!r})" for m in AutoresetMode)
+    raise SeffiError(f"autoreset_mode must be one of {choices}, got {mode!r}")
+
+
+def final_obs_info(num_envs: int, rows: np.ndarray, obs: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``infos["final_obs"]`` (object array) and its mask for ``rows`` that ended with batched ``obs``."""
+    mask = np.zeros(num_envs, dtype=np.bool_)
+    mask[rows] = True
+    views = ({k: v[j] for k, v in obs.items()} for j in range(rows.size)) if isinstance(obs, dict) else obs
+    per_row = np.fromiter(views, dtype=object, count=rows.size)  # iterating a 2-D array yields its rows
+    if rows.size == num_envs:  # every row ended (always, for router envs): rows is 0..E-1, in order
+        return per_row, mask
+    arr = np.full(num_envs, None, dtype=object)
+    arr[rows] = per_row
+    return arr, mask
+
+
+class SeffiVectorEnv(VectorEnv, PoolAPI):
+    """Base of the native vector envs.
+
+    Args:
+        num_envs: Number of independent envs (rows).
+        autoreset_mode: ``AutoresetMode`` (or its value or name); with ``gymnasium.make_vec`` a
+            keyword argument (``make_vec`` rejects ``vector_kwargs`` for ``vector_entry_point``).
+        **kwargs: The env settings, as for the single env.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = _METADATA  # the class default; each instance gets its own copy
+
+    def __init__(
+        self, num_envs: int = 1, autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, **kwargs: Any
+    ) -> None:
+        if not isinstance(num_envs, int) or num_envs < 1:
+            raise SeffiError(f"num_envs must be a positive int, got {num_envs!r}")
+        self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
+        kwargs.pop("max_episode_steps", None)  # make_vec forwards the spec's value; episodes end on their own
+        self._setup(kwargs, num_envs, {**type(self).metadata, "autoreset_mode": self.autoreset_mode})
+        self.num_envs = num_envs
+        self.single_observation_space = self._engine.single_observation_space
+        self.single_action_space = self._engine.single_action_space
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self._rows = np.arange(num_envs, dtype=np.int64)
+        self._autoreset = np.zeros(num_envs, dtype=bool)
+        self._started = False
+
+    def render(self) -> tuple[str | np.ndarray, ...] | None:
+        """One frame per row, as ``SyncVectorEnv.render`` returns them; without a mode, a warning."""
+        frames = self._frames(self.num_envs)
+        return None if frames is None else tuple(frames)
+
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset all rows (or ``options["reset_mask"]``), row ``i`` seeded ``seed + i``.
+
+        ``options["input_id"]``: one id for every row, or ``num_envs`` ids.
+        """
+        n = self.num_envs
+        explicit = explicit_inputs(self._engine.spec, options, n, frozenset({"input_id", "reset_mask"}))
+        if seed is None or isinstance(seed, int | np.integer):
+            seeds: list[int | None] = [None if seed is None else int(seed) + i for i in range(n)]
+        elif len(seeds := list(seed)) != n:
+            raise SeffiError(f"reset got {len(seeds)} seeds for num_envs={n}")
+        rows = self._rows
+        mask = (options or {}).get("reset_mask")
+        if mask is not None:
+            mask = np.asarray(mask)
+            if mask.shape != (n,) or mask.dtype != np.bool_ or not mask.any():
+                raise SeffiError(f"options['reset_mask'] must be a bool array of shape ({n},) with a True")
+            rows = self._rows[mask]
+        for r in rows:
+            if seeds[r] is not None or not self._engine.life.seeded(int(r)):
+                self._engine.restart(int(r), seeding.np_random(seeds[r])[0])
+        self._engine.reset_rows(rows, None if explicit is None else explicit[rows])
+        self._autoreset[rows] = False
+        self._started = True
+        return self._engine.observe(self._rows), {}
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step every row, autoresetting ended episodes as ``autoreset_mode`` says."""
+        if not self._started:
+            raise SeffiError("call reset() before step()")
+        actions = np.asarray(actions)
+        if actions.shape != (self.num_envs,) or not np.issubdtype(actions.dtype, np.integer):
+            raise SeffiError(
+                f"actions must be an integer array of shape ({self.num_envs},), "
+                f"got dtype {actions.dtype} shape {actions.shape}"
+            )
+        mode = self.autoreset_mode
+        auto = self._autoreset  # only ever set in NEXT_STEP and DISABLED modes
+        if mode is AutoresetMode.DISABLED and auto.any():
+            raise SeffiError(
+                f"env {int(np.flatnonzero(auto)[0])}'s episode is over and autoreset_mode is DISABLED: "
+                "reset it with reset(options={'reset_mask': terminated | truncated}) before step()"
+            )
+        live = self._rows[~auto]
+        live_actions = actions[live].astype(np.int64, copy=False)
+        n = int(self.single_action_space.n)
+        bad = (live_actions < 0) | (live_actions >= n)
+        if bad.any():
+            raise SeffiError(
+                f"action {int(live_actions[bad][0])} of env {int(live[bad][0])} is outside Discrete({n})"
+            )
+        self._engine.reset_rows(self._rows[auto], None)  # NEXT_STEP: the previous step's ended rows
+        rewards, terminated, truncated = np.zeros(self.num_envs), *np.zeros((2, self.num_envs), dtype=bool)
+        r, term, trunc, fin, cols = self._engine.step_rows(live, live_actions)
+        rewards[live], terminated[live], truncated[live] = r, term, trunc
+        if mode is not AutoresetMode.SAME_STEP:
+            self._autoreset = terminated | truncated
+            infos = vector_infos(self.num_envs, fin, cols)
+            return self._engine.observe(self._rows), rewards, terminated, truncated, infos
+        # SAME_STEP, as SyncVectorEnv: record the final obs and info, reset at once (unseeded).
+        infos = {}
+        if fin.size:
+            final_obs = self._engine.observe(fin)
+            self._engine.reset_rows(fin, None)
+            infos["final_obs"], infos["_final_obs"] = final_obs_info(self.num_envs, fin, final_obs)
+            infos["final_info"] = vector_infos(self.num_envs, fin, cols)
+            infos["_final_info"] = infos["_final_obs"].copy()
+        return self._engine.observe(self._rows), rewards, terminated, truncated, infos

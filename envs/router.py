@@ -15,10 +15,9 @@ from gymnasium import spaces
 from seffi._seeding import seed_from_text
 from seffi.tasks.base import ValidationResult
 
-from .base import SeffiEnv
+from .base import SeffiEnv, SeffiVectorEnv
 from .config import RouterEnvConfig
 from .core import Life, Outcomes, PoolSpec, cached_spec, pool_fields
-from .vector import SeffiVectorEnv
 
 
 def observation_layout(

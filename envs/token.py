@@ -13,11 +13,10 @@ from gymnasium import spaces
 from seffi._seeding import seed_from_text
 from seffi.tasks.base import ValidationResult
 
-from .base import SeffiEnv
+from .base import SeffiEnv, SeffiVectorEnv
 from .config import TokenEnvConfig
 from .core import Life, Outcomes, PoolSpec, cached_spec, pool_fields
 from .render import indented
-from .vector import SeffiVectorEnv
 
 _CACHE_LIMIT = 200_000
 

@@ -17,7 +17,7 @@ from seffi.envs import (
     RouterEnv,
     RouterVectorEnv,
 )
-from seffi.envs.vector import final_obs_info
+from seffi.envs.base import final_obs_info
 from seffi.episodes import parse_infos
 from seffi.errors import SeffiError
 from tests.envs.common import CASES, KINDS, make, make_vec, policy_for
