@@ -20,7 +20,7 @@ from seffi.tasks.base import Task, TaskInput
 
 from .config import EnvConfig, parse_config
 from .core import PoolSpec, row_info, vector_infos
-from .render import RENDER_FPS, RENDER_MODES, render_row
+from .render import RENDER_FPS, RENDER_MODES, render_ansi, render_rgb
 
 
 class PoolAPI:
@@ -47,7 +47,8 @@ class PoolAPI:
                 f'gym.make("{eid}", render_mode="rgb_array") (supported: {list(RENDER_MODES)})'
             )
             return None
-        return [render_row(self._engine, r, self.render_mode) for r in range(rows)]
+        draw = render_ansi if self.render_mode == "ansi" else render_rgb
+        return [draw(self._engine, r) for r in range(rows)]
 
     @property
     def task(self) -> Task[Any, Any]:
@@ -111,9 +112,7 @@ _ROW0 = np.zeros(1, dtype=np.int64)
 
 def first(obs: Any) -> Any:
     """Row 0 of a batched observation (a dict of arrays or an array)."""
-    if isinstance(obs, dict):
-        return {k: v[0] for k, v in obs.items()}
-    return obs[0]
+    return {k: v[0] for k, v in obs.items()} if isinstance(obs, dict) else obs[0]
 
 
 class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
@@ -148,31 +147,22 @@ class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
         self._engine.reset_rows(_ROW0, explicit)
         return first(self._engine.observe(_ROW0)), {}
 
-    def _check_action(self, action: Any) -> np.ndarray:
-        if isinstance(action, np.ndarray) and action.shape == ():
-            action = action[()]
-        if isinstance(action, bool | np.bool_) or not isinstance(action, int | np.integer):
-            raise SeffiError(f"action must be an integer, got {action!r} ({type(action).__name__})")
-        n = int(self.action_space.n)
-        if not 0 <= action < n:
-            raise SeffiError(f"action {action} is outside the action space Discrete({n})")
-        return np.array([action], dtype=np.int64)
-
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """Apply one action; ``info`` holds the final keys only on the step that ends the episode."""
         if not self._engine.life.active[0]:
             raise SeffiError("the episode is over (or never started): call reset() before step()")
-        actions = self._check_action(action)
-        rewards, term, trunc, fin, cols = self._engine.step_rows(_ROW0, actions)
+        if isinstance(action, np.ndarray) and action.shape == ():
+            action = action[()]
+        if isinstance(action, bool | np.bool_) or not isinstance(action, int | np.integer):
+            raise SeffiError(f"action must be an integer, got {action!r} ({type(action).__name__})")
+        if not 0 <= action < (n := int(self.action_space.n)):
+            raise SeffiError(f"action {action} is outside the action space Discrete({n})")
+        rewards, term, trunc, fin, cols = self._engine.step_rows(_ROW0, np.array([action], dtype=np.int64))
         info = row_info(cols, 0) if fin.size else {}
         return first(self._engine.observe(_ROW0)), float(rewards[0]), bool(term[0]), bool(trunc[0]), info
 
 
-_METADATA: dict[str, Any] = {
-    "autoreset_mode": AutoresetMode.NEXT_STEP,
-    "render_modes": list(RENDER_MODES),
-    "render_fps": RENDER_FPS,
-}
+_METADATA: dict[str, Any] = {**SeffiEnv.metadata, "autoreset_mode": AutoresetMode.NEXT_STEP}
 
 
 def parse_autoreset_mode(mode: Any) -> AutoresetMode:

@@ -34,7 +34,6 @@ FINAL_INFO_KEYS: tuple[str, ...] = tuple(
 
 _SPEC_CACHE: dict[str, Any] = {}
 
-
 #: Settings that shape an env row's runs, not its pool: envs that differ only in these share one spec.
 _RUN_FIELDS = frozenset({"budget", "reward", "novelty_bonus", "schedule", "history", "render_mode"})
 

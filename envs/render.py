@@ -6,11 +6,9 @@ What each shows: docs/integrations.md ("Rendering").
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-
-RenderMode = Literal["ansi", "rgb_array"]
 
 RENDER_MODES: tuple[str, ...] = ("ansi", "rgb_array")
 RENDER_FPS = 4  # slow enough to read each sample
@@ -62,11 +60,6 @@ class GridLayout:
     def cell_center(self, row: int, column: int) -> tuple[int, int]:
         """Pixel ``(y, x)`` of a cell's centre (``column`` 0 is the budget bar)."""
         return row * self.cell_h + (self.cell_h - 1) // 2, column * self.cell_w + (self.cell_w - 1) // 2
-
-
-def render_row(engine: Any, row: int, mode: RenderMode) -> str | np.ndarray:
-    """One frame of env row ``row``: a string (``"ansi"``) or a uint8 array, shape (H, W, 3)."""
-    return render_ansi(engine, row) if mode == "ansi" else render_rgb(engine, row)
 
 
 def render_rgb(engine: Any, row: int) -> np.ndarray:
