@@ -155,7 +155,8 @@ class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
             action = action[()]
         if isinstance(action, bool | np.bool_) or not isinstance(action, int | np.integer):
             raise SeffiError(f"action must be an integer, got {action!r} ({type(action).__name__})")
-        if not 0 <= action < (n := int(self.action_space.n)):
+        n = int(self.action_space.n)
+        if not 0 <= action < n:
             raise SeffiError(f"action {action} is outside the action space Discrete({n})")
         rewards, term, trunc, fin, cols = self._engine.step_rows(_ROW0, np.array([action], dtype=np.int64))
         info = row_info(cols, 0) if fin.size else {}
