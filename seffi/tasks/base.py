@@ -11,6 +11,7 @@ import abc
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import takewhile
 from typing import Any, ClassVar, Generic, Literal, TypeVar, get_args, get_origin
 
 import numpy as np
@@ -173,12 +174,8 @@ class Vocabulary:
 
     def decode(self, ids: Any) -> str:
         """Text of ``ids`` up to the first ``<eos>``; ``<pad>`` is skipped, ``<unk>`` kept as a word."""
-        words = []
-        for i in map(int, ids):
-            if i == self.EOS:
-                break
-            if i != self.PAD:
-                words.append(self.tokens[i] if 0 <= i < len(self.tokens) else "<unk>")
+        ids = takewhile(lambda i: i != self.EOS, map(int, ids))
+        words = [self.tokens[i] if 0 <= i < len(self.tokens) else "<unk>" for i in ids if i != self.PAD]
         return "\n".join(line.strip(" ") for line in " ".join(words).split("\n"))
 
 
