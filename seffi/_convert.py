@@ -54,11 +54,8 @@ def finite(value: Any) -> float | None:
 def jsonable(value: Any) -> Any:
     """Arrays to nested lists and non-finite floats to None, recursively (dict keys become str)."""
     if isinstance(value, np.ndarray):
-        if value.dtype == bool or np.issubdtype(value.dtype, np.integer):
-            return value.tolist()
-        return (
-            [jsonable(x) for x in value.tolist()] if value.ndim > 1 else [finite(x) for x in value.tolist()]
-        )
+        exact = value.dtype == bool or np.issubdtype(value.dtype, np.integer)
+        return value.tolist() if exact else [jsonable(x) for x in value.tolist()]
     if isinstance(value, list | tuple):
         return [jsonable(x) for x in value]
     if isinstance(value, dict):

@@ -69,15 +69,11 @@ def drop_partial_line(fd: int) -> None:
     A SIGKILL can stop a write between pages and leave a partial last line, which a line appended
     after it would join into one damaged line.
     """
-    size = os.lseek(fd, 0, os.SEEK_END)
-    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
-        return
-    end, block = size, 1 << 16
-    while end > 0:
-        start = max(0, end - block)
-        at = os.pread(fd, end - start, start).rfind(b"\n")
-        if at >= 0:
-            os.ftruncate(fd, start + at + 1)
+    end = os.lseek(fd, 0, os.SEEK_END)
+    while end > 0:  # backwards, a block at a time
+        start = max(0, end - (1 << 16))
+        if (at := os.pread(fd, end - start, start).rfind(b"\n")) >= 0:
+            os.ftruncate(fd, start + at + 1)  # a no-op when the file ends on a newline
             return
         end = start
     os.ftruncate(fd, 0)
