@@ -35,10 +35,8 @@ def parse_int(word: str) -> int | None:
 
 def parse_ints(words: list[str], n: int) -> tuple[int, ...] | None:
     """Exactly ``n`` integer words, else ``None``."""
-    if len(words) != n:
-        return None
-    values = tuple(parse_int(w) for w in words)
-    return None if any(v is None for v in values) else values  # type: ignore[return-value]
+    values = tuple(map(parse_int, words)) if len(words) == n else (None,)
+    return None if None in values else values  # type: ignore[return-value]
 
 
 def parse_command(words: list[str], keyword: str, n: int) -> Step | None:
