@@ -43,8 +43,7 @@ class RouterSpec(PoolSpec):
         probs_all = np.zeros((n, z_count, 2 * len(self.strategies) + 1))
         texts_per_input: list[list[str]] = []
         for i, x in enumerate(self.inputs):
-            prior, probs, texts = self._input_law(x, cfg, z_count)
-            self.prior[i] = prior
+            self.prior[i], probs, texts = self._input_law(x, cfg, z_count)
             probs_all[i, :, : probs.shape[1]] = probs
             texts_per_input.append(texts)
         k_max = self.n_branches = max(len(texts) for texts in texts_per_input)

@@ -90,13 +90,11 @@ class TokenEngine:
 
     def restart(self, row: int, gen: np.random.Generator) -> None:
         self.life.restart(row, gen)
-        self.out[row] = 0
-        self.length[row] = 0
+        self.out[row] = self.length[row] = 0
 
     def reset_rows(self, rows: np.ndarray, explicit: np.ndarray | None) -> None:
         self.life.begin(rows, explicit)
-        self.out[rows] = 0
-        self.length[rows] = 0
+        self.out[rows] = self.length[rows] = 0
 
     def step_rows(
         self, rows: np.ndarray, actions: np.ndarray
