@@ -236,8 +236,7 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
         elif len(seeds := list(seed)) != n:
             raise SeffiError(f"reset got {len(seeds)} seeds for num_envs={n}")
         rows = self._rows
-        mask = (options or {}).get("reset_mask")
-        if mask is not None:
+        if (mask := (options or {}).get("reset_mask")) is not None:
             mask = np.asarray(mask)
             if mask.shape != (n,) or mask.dtype != np.bool_ or not mask.any():
                 raise SeffiError(f"options['reset_mask'] must be a bool array of shape ({n},) with a True")

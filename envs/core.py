@@ -114,18 +114,15 @@ class Outcomes:
         cls, spec: PoolSpec, texts: Sequence[str], results: Iterable[ValidationResult]
     ) -> Outcomes:
         """Columns of ``texts`` and their validation ``results`` (an iterable read once)."""
-        r_count, m = len(texts), len(spec.strategies)
-        mask = np.zeros((r_count, m), dtype=bool)
-        valid = np.zeros(r_count, dtype=bool)
-        parse_ok = np.zeros(r_count, dtype=bool)
+        r_count = len(texts)
+        mask = np.zeros((r_count, len(spec.strategies)), dtype=bool)
+        valid, parse_ok = np.zeros((2, r_count), dtype=bool)
         matches = np.empty(r_count, dtype=object)
         shared: dict[frozenset[str], tuple[str, ...]] = {}  # one tuple per distinct match set
         for i, (_, r) in enumerate(zip(texts, results, strict=True)):  # strict: one result per text
-            key = r.strategy_matches
-            if key not in shared:
+            if (key := r.strategy_matches) not in shared:
                 shared[key] = tuple(sorted(key))
-            matches[i] = shared[key]
-            mask[i] = spec.match_mask(key)
+            matches[i], mask[i] = shared[key], spec.match_mask(key)
             valid[i], parse_ok[i] = r.valid, r.parse_ok
         return cls(np.fromiter(texts, dtype=object, count=r_count), matches, valid, parse_ok, mask)
 

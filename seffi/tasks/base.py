@@ -153,8 +153,7 @@ class Vocabulary:
 
     def __init__(self, words: tuple[str, ...] | list[str]) -> None:
         words = tuple(dict.fromkeys(words))  # de-duplicate, keep order
-        bad = [w for w in words if not w or any(c.isspace() for c in w) or w in self.SPECIALS]
-        if bad:
+        if bad := [w for w in words if not w or any(c.isspace() for c in w) or w in self.SPECIALS]:
             raise ValueError(f"vocabulary words must be non-empty, without whitespace or specials: {bad!r}")
         self.tokens: tuple[str, ...] = self.SPECIALS + words
         self._index = {t: i for i, t in enumerate(self.tokens)}

@@ -36,9 +36,7 @@ class TaskSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        out = asdict(self)
-        out["strategies"] = list(self.strategies)
-        return out
+        return {**asdict(self), "strategies": list(self.strategies)}
 
 
 def input_pool(task: Task[Any, Any], n_draws: int, seed: SeedLike = 0) -> list[Any]:
