@@ -172,9 +172,7 @@ class Life:
         """The next uniform of each row's stream, shape (len(rows),)."""
         empty = rows[self.upos[rows] >= UNIFORM_BLOCK]
         for r in empty:  # rare: once per UNIFORM_BLOCK draws of a row
-            gen = self.gens[r]
-            assert gen is not None
-            self.ubuf[r] = gen.random(UNIFORM_BLOCK)
+            self.ubuf[r] = self.gens[r].random(UNIFORM_BLOCK)  # type: ignore[union-attr]
             self.upos[r] = 0
         u = self.ubuf[rows, self.upos[rows]]
         self.upos[rows] += 1

@@ -157,17 +157,14 @@ class StepTask(Task[X, C]):
         last = lines[-1].split()
         if not last or last[0] != "answer":
             return ValidationResult.unparsable("the last line must be 'answer ...'")
-        answer = self._parse_answer(x, last[1:])
-        if answer is None:
+        if (answer := self._parse_answer(x, last[1:])) is None:
             return ValidationResult.unparsable(f"malformed answer line; expected '{self.answer_format}'")
         steps: list[Step] = []
         for i, line in enumerate(lines[:-1], 1):
-            step = self._parse_step(x, line.split())
-            if step is None:
+            if (step := self._parse_step(x, line.split())) is None:
                 return ValidationResult.unparsable(f"line {i}: expected '{self.step_format}'")
             steps.append(step)
-        problem = self._check(x, steps)
-        if problem is not None:
+        if (problem := self._check(x, steps)) is not None:
             return ValidationResult.invalid(problem)
         matches = frozenset(s for s in self.strategies() if self.steps(x, s) == steps)
         expected = self._answer(x, steps)
