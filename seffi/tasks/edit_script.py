@@ -66,19 +66,10 @@ def _left_to_right(cols: list[Column], t: str, kinds: str = "SDI") -> list[Step]
     out: list[Step] = []
     pos = 0
     for kind, _, j in cols:
-        if kind == "D":
-            if "D" in kinds:
-                out.append(("del", pos))
-            else:
-                pos += 1  # not deleted yet: the letter is still in the word
-        elif kind == "I":
-            if "I" in kinds:
-                out.append(("ins", pos, t[j]))
-                pos += 1
-        else:
-            if kind == "S" and "S" in kinds:
-                out.append(("sub", pos, t[j]))
-            pos += 1
+        if kind in kinds:
+            out.append(("del", pos) if kind == "D" else ("sub" if kind == "S" else "ins", pos, t[j]))
+        # Past every letter the word now holds there: all but an applied deletion or a pending insert.
+        pos += kind != "D" if kind in kinds else kind != "I"
     return out
 
 
