@@ -72,13 +72,11 @@ def render_rgb(engine: Any, row: int) -> np.ndarray:
     shown = slice(start, start + lay.rows)
 
     # Later colours overwrite earlier ones (found beats infeasible).
-    cells = np.empty((lay.rows, m + 1, 3), dtype=np.uint8)
+    cells = np.full((lay.rows, m + 1, 3), _RGB["empty"], dtype=np.uint8)
     strategy_cells = cells[:, 1:]
-    strategy_cells[:] = _RGB["empty"]
     strategy_cells[~spec.feasible_mask[shown]] = _RGB["infeasible"]
     strategy_cells[life.matched[row, shown]] = _RGB["raw"]
     strategy_cells[life.seen[row, shown]] = _RGB["valid"]
-    cells[:, 0] = _RGB["empty"]
     grid = cells.repeat(ch, axis=0).repeat(cw, axis=1)
 
     used = np.rint(life.counts[row, shown] / engine.cfg.budget * cw).astype(np.int64)
@@ -107,8 +105,7 @@ def render_rgb(engine: Any, row: int) -> np.ndarray:
         band[:t] = band[-t:] = _RGB["current"]
         band[:, :t] = band[:, -t:] = _RGB["current"]
 
-    frame = np.empty((lay.height, lay.width, 3), dtype=np.uint8)
-    frame[:] = _RGB["background"]
+    frame = np.full((lay.height, lay.width, 3), _RGB["background"], dtype=np.uint8)
     frame[: grid.shape[0], : grid.shape[1]] = grid
     return frame
 
