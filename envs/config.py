@@ -1,15 +1,6 @@
-"""Validated settings of the seffi environments (the keyword arguments of ``gymnasium.make``).
+"""Validated env settings (the keyword arguments of ``gymnasium.make``), never coerced.
 
-Every env id ``seffi/<Name>-v0`` / ``seffi/<Name>Router-v0`` accepts the fields below as keyword
-arguments; unknown keys, out-of-range values and values of the wrong type raise one
-`SeffiError` naming the field. Types are not coerced: an integer field takes an
-``int`` (or numpy integer) but never a ``bool``, a string or a float, a number field never a ``bool`` or
-a string, and ``history`` only a ``bool``.
-
-Examples:
-    >>> cfg = parse_config(TokenEnvConfig, {"task": "hanoi", "budget": 4})
-    >>> cfg.budget, cfg.reward, cfg.schedule
-    (4, 'valid', 'round_robin')
+Unknown keys, bad values or wrong types (a bool, str or float for an ``int``) raise one `SeffiError`.
 """
 
 from __future__ import annotations
@@ -26,34 +17,24 @@ from seffi.errors import SeffiError
 RewardFn = Callable[[dict[str, Any]], float]
 
 
-def _integer(value: Any) -> Any:
-    """An ``int`` as itself, a numpy integer as ``int``; ``True``, ``"8"`` or ``8.0`` is refused."""
-    # Pydantic's lax mode would turn "8" into 8: a typo'd sweep value would run another experiment.
-    if value is None:  # optional fields: ``None`` is checked by the field's own type
-        return value
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
-        raise ValueError(f"must be an integer, not {type(value).__name__} {value!r}")
-    return int(value)
+def _exactly(what: str, types: tuple[type, ...], cast: type) -> BeforeValidator:
+    """Accept only ``types`` (then ``cast``): pydantic's lax mode would turn ``"8"`` or ``True`` into 8."""
+
+    def check(value: Any) -> Any:
+        if value is None and cast is int:  # optional fields: the field's own type checks ``None``
+            return value
+        if not isinstance(value, types) or (cast is not bool and isinstance(value, bool | np.bool_)):
+            raise ValueError(f"must be {what}, not {type(value).__name__} {value!r}")
+        return cast(value)
+
+    return BeforeValidator(check)
 
 
-def _number(value: Any) -> Any:
-    """A real number (``int``, ``float`` or numpy scalar) as ``float``; ``bool`` and strings are refused."""
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
-        raise ValueError(f"must be a number, not {type(value).__name__} {value!r}")
-    return float(value)
-
-
-def _boolean(value: Any) -> Any:
-    """``True`` / ``False`` (or a numpy bool) only: ``1`` or ``"yes"`` is not a setting of a flag."""
-    if not isinstance(value, bool | np.bool_):
-        raise ValueError(f"must be True or False, not {type(value).__name__} {value!r}")
-    return bool(value)
-
-
-Integer = Annotated[int, BeforeValidator(_integer)]
-OptionalInteger = Annotated[int | None, BeforeValidator(_integer)]
-Number = Annotated[float, BeforeValidator(_number)]
-Boolean = Annotated[bool, BeforeValidator(_boolean)]
+_INT = _exactly("an integer", (int, np.integer), int)
+Integer = Annotated[int, _INT]
+OptionalInteger = Annotated[int | None, _INT]
+Number = Annotated[float, _exactly("a number", (int, float, np.integer, np.floating), float)]
+Boolean = Annotated[bool, _exactly("True or False", (bool, np.bool_), bool)]
 
 
 class EnvConfig(BaseModel):
@@ -62,19 +43,17 @@ class EnvConfig(BaseModel):
     Attributes:
         task: Registered task name (set by the env id; see ``seffi.tasks.list_tasks()``).
         task_config: Overrides of the task's config (``None``: the task's defaults).
-        n_inputs: Size of the fixed input pool, drawn with ``task.make_inputs(n_inputs, seed=input_seed)``.
+        n_inputs: Size of the fixed input pool, ``task.make_inputs(n_inputs, seed=input_seed)``.
         input_seed: Seed of the input pool (independent of the episode seed given to ``reset``).
         budget: Samples per input in one *run*; ``info["sample_index"]`` counts 1..budget.
-        reward: ``"valid"`` (default: 1 for a valid trace, else 0), ``"novel"`` (``valid`` plus
+        reward: ``"valid"`` (1 for a valid trace, else 0), ``"novel"`` (``valid`` plus
             ``novelty_bonus`` per strategy a valid trace adds to this input's run), or a callable
-            ``f(info) -> float`` applied to the final-step info.
+            ``f(info) -> float`` of the final-step info.
         novelty_bonus: Bonus per newly found strategy in ``"novel"`` mode.
-        schedule: How ``reset()`` without an ``input_id`` picks the input: ``"round_robin"`` (default,
-            cycles the pool, skipping inputs whose budget is used) or ``"random"`` (uniform over inputs
-            with budget left, drawn from the env's seeded generator).
+        schedule: How ``reset()`` picks the input: ``"round_robin"`` (cycles the pool, skipping
+            inputs whose budget is used) or ``"random"`` (uniform over inputs with budget left).
         history: Add the per-input history of this run to the observation.
-        render_mode: ``None`` (default), ``"ansi"`` (text: prompt, output, last sample, its matches) or
-            ``"rgb_array"`` (uint8 coverage grid, shape (H, W, 3)); see `seffi.envs.render`.
+        render_mode: ``None``, ``"ansi"`` (text) or ``"rgb_array"`` (uint8 coverage grid (H, W, 3)).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
@@ -95,8 +74,8 @@ class TokenEnvConfig(EnvConfig):
     """Token-level env settings.
 
     Attributes:
-        max_length: Output tokens per episode (incl. ``<eos>``); ``None`` derives it from the pool: the
-            longest reference / invalid / off-strategy trace plus a margin of ``max(4, longest // 4)``.
+        max_length: Output tokens per episode (incl. ``<eos>``); ``None``: the pool's longest trace
+            plus ``max(4, longest // 4)``.
         history: Add ``"found"`` (strategies found for this input in this run) to the observation.
     """
 
@@ -128,9 +107,7 @@ def problems(exc: ValidationError) -> str:
     """The problems of a pydantic ``ValidationError`` as one line: ``field.path: message; ...``."""
     return "; ".join(
         f"{'.'.join(str(p) for p in err['loc']) or 'config'}: "
-        # Pydantic prefixes the messages of our own validators with "Value error, ".
-        + err["msg"].removeprefix("Value error, ")
-        # A choice among names is easier to fix when the message shows what was passed.
+        + err["msg"].removeprefix("Value error, ")  # pydantic's prefix to our validators' messages
         + (f" (got {err['input']!r})" if err["type"] == "literal_error" else "")
         for err in exc.errors()
     )

@@ -1,12 +1,7 @@
 """Shared machinery of the seffi envs: the input pool, the batched per-input budget state, rewards, infos.
 
-Every env keeps its state in a `Life` of ``E`` independent rows (``E = 1`` for a single env), each
-with its own seeded generator, so a native vector env equals ``SyncVectorEnv`` over single envs.
-
-**Runs and budgets.** Each input gets ``budget`` samples per *run* (``info["sample_index"]`` is k,
-``info["run_index"]`` counts the input's runs). When no input has budget left, every input starts a
-new run (history and novelty memory cleared); ``reset(options={"input_id": ...})`` on an exhausted
-input starts a new run of that input alone; ``reset(seed=...)`` clears every counter.
+Every env keeps its state in a `Life` of ``E`` rows, each with its own seeded generator, so a native
+vector env equals ``SyncVectorEnv`` over single envs.
 """
 
 from __future__ import annotations
@@ -20,7 +15,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from seffi._convert import plain
+from seffi._convert import clip, plain
 from seffi._seeding import canonical_json
 from seffi.errors import SeffiError
 from seffi.tasks import get_task
@@ -28,7 +23,7 @@ from seffi.tasks.base import Task, TaskInput, ValidationResult
 
 from .config import EnvConfig, problems
 
-#: Uniforms drawn per refill of a row's buffer (draws come in blocks so the vector env can index them).
+#: Uniforms drawn per refill of a row's buffer (in blocks, so the vector env can index them).
 UNIFORM_BLOCK = 256
 
 #: Keys present in ``info`` exactly on the step that ends an episode, in this order.
@@ -38,15 +33,6 @@ FINAL_INFO_KEYS: tuple[str, ...] = tuple(
 )
 
 _SPEC_CACHE: dict[str, Any] = {}
-
-
-def build_task(cfg: EnvConfig) -> Task[Any, Any]:
-    """The task named by ``cfg`` with its config overrides; bad overrides raise a `SeffiError`."""
-    try:
-        return get_task(cfg.task, **(cfg.task_config or {}))
-    except ValidationError as exc:
-        raise SeffiError(f"invalid task_config for {cfg.task!r}: {problems(exc)}") from None
-
 
 #: Settings that shape an env row's runs, not its pool: envs that differ only in these share one spec.
 _RUN_FIELDS = frozenset({"budget", "reward", "novelty_bonus", "schedule", "history", "render_mode"})
@@ -58,8 +44,7 @@ def pool_fields(cfg: EnvConfig) -> dict[str, Any]:
 
 
 def cached_spec(kind: str, key_fields: dict[str, Any], build: Any) -> Any:
-    """Build once per distinct configuration the immutable pool data shared by envs of one config."""
-    # SyncVectorEnv of 256 envs would otherwise draw and validate the same pool 256 times.
+    """The pool data shared by envs of one config (a SyncVectorEnv of 256 envs builds it once)."""
     key = kind + canonical_json(key_fields)
     if key not in _SPEC_CACHE:
         if len(_SPEC_CACHE) > 64:  # bounded: configs in a sweep come and go
@@ -72,7 +57,10 @@ class PoolSpec:
     """The fixed input pool of an env (``task.make_inputs(n_inputs, seed=input_seed)``), shareable."""
 
     def __init__(self, cfg: EnvConfig) -> None:
-        self.task = build_task(cfg)
+        try:
+            self.task: Task[Any, Any] = get_task(cfg.task, **(cfg.task_config or {}))
+        except ValidationError as exc:
+            raise SeffiError(f"invalid task_config for {cfg.task!r}: {problems(exc)}") from None
         self.inputs: list[TaskInput] = self.task.make_inputs(cfg.n_inputs, seed=cfg.input_seed)
         self.input_ids: tuple[str, ...] = tuple(x.id for x in self.inputs)
         self.strategies: tuple[str, ...] = tuple(self.task.strategies())
@@ -85,7 +73,7 @@ class PoolSpec:
         return len(self.inputs)
 
     def index_of(self, input_id: Any) -> int:
-        """Pool position of ``input_id``; a clear `SeffiError` for an id not in the pool."""
+        """Pool position of ``input_id``; a `SeffiError` for an id not in the pool."""
         try:
             return self._index[input_id]
         except (KeyError, TypeError):
@@ -97,21 +85,14 @@ class PoolSpec:
 
     def match_mask(self, matches: frozenset[str] | Sequence[str]) -> np.ndarray:
         """Which declared strategies are in ``matches``: bool array, shape (M,)."""
-        mask = np.zeros(len(self.strategies), dtype=bool)
-        for s in matches:
-            if s in self.strategy_index:
-                mask[self.strategy_index[s]] = True
-        return mask
-
-    def reference_match_sets(self, input_id: str) -> dict[str, frozenset[str]]:
-        return self.task.reference_match_sets(self.inputs[self.index_of(input_id)])
+        return np.fromiter((s in matches for s in self.strategies), bool, len(self.strategies))
 
     def base_match_distribution(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
         return self.task.base_match_distribution(self.inputs[self.index_of(input_id)], valid_only=valid_only)
 
     @cached_property
     def feasible_mask(self) -> np.ndarray:
-        """Which strategies each input admits: bool array, shape (N, M) (built when first rendered)."""
+        """Which strategies each input admits: bool (N, M), built when first rendered."""
         mask = np.zeros((self.n_inputs, len(self.strategies)), dtype=bool)
         for i, x in enumerate(self.inputs):
             mask[i] = self.match_mask(self.task.feasible_strategies(x))
@@ -120,11 +101,7 @@ class PoolSpec:
 
 @dataclass(frozen=True, slots=True)
 class Outcomes:
-    """Validated samples, as columns of R rows (one per finished episode).
-
-    ``y_text`` and ``matches`` (sorted tuples of strategy ids) are object arrays, ``valid`` and ``parse_ok``
-    bool arrays, shape (R,); ``mask``: bool array, shape (R, M), the matches over ``strategies``.
-    """
+    """Validated samples as columns of R rows; ``matches`` holds sorted tuples, ``mask`` is (R, M)."""
 
     y_text: np.ndarray
     matches: np.ndarray
@@ -136,34 +113,28 @@ class Outcomes:
     def from_results(
         cls, spec: PoolSpec, texts: Sequence[str], results: Iterable[ValidationResult]
     ) -> Outcomes:
-        """Columns of ``texts`` and their validation ``results`` (consumed once: a generator is fine)."""
-        r_count, m = len(texts), len(spec.strategies)
-        mask = np.zeros((r_count, m), dtype=bool)
-        valid = np.zeros(r_count, dtype=bool)
-        parse_ok = np.zeros(r_count, dtype=bool)
+        """Columns of ``texts`` and their validation ``results`` (an iterable read once)."""
+        r_count = len(texts)
+        mask = np.zeros((r_count, len(spec.strategies)), dtype=bool)
+        valid, parse_ok = np.zeros((2, r_count), dtype=bool)
         matches = np.empty(r_count, dtype=object)
         shared: dict[frozenset[str], tuple[str, ...]] = {}  # one tuple per distinct match set
         for i, (_, r) in enumerate(zip(texts, results, strict=True)):  # strict: one result per text
-            key = r.strategy_matches
-            if key not in shared:
+            if (key := r.strategy_matches) not in shared:
                 shared[key] = tuple(sorted(key))
-            matches[i] = shared[key]
-            mask[i] = spec.match_mask(key)
+            matches[i], mask[i] = shared[key], spec.match_mask(key)
             valid[i], parse_ok[i] = r.valid, r.parse_ok
         return cls(np.fromiter(texts, dtype=object, count=r_count), matches, valid, parse_ok, mask)
 
     def take(self, idx: Any) -> Outcomes:
         """The rows ``idx`` of every column."""
-        return Outcomes(
-            self.y_text[idx], self.matches[idx], self.valid[idx], self.parse_ok[idx], self.mask[idx]
-        )
+        return Outcomes(*(getattr(self, column)[idx] for column in self.__slots__))
 
 
 class Life:
-    """Budget, schedule, history and novelty state of ``E`` independent env rows over one pool.
+    """Budget, schedule, history and novelty state of ``E`` env rows over one pool (``n_latents``: Z).
 
-    Only with ``cfg.render_mode`` set does a row keep what the renderer reads: ``matched`` (shape
-    (E, N, M): strategies any trace followed this run) and ``last_info``. ``n_latents``: the router's Z.
+    With ``cfg.render_mode`` it also keeps what the renderer reads: ``matched`` and ``last_info``.
     """
 
     def __init__(self, spec: PoolSpec, cfg: EnvConfig, num_envs: int, n_latents: int = 0) -> None:
@@ -185,8 +156,6 @@ class Life:
         self.last_info: list[dict[str, Any] | None] = [None] * e
         self._arange_n = np.arange(n)
 
-    # -- seeding --------------------------------------------------------------------------------
-
     def seeded(self, row: int) -> bool:
         return self.gens[row] is not None
 
@@ -200,18 +169,14 @@ class Life:
         self.last_info[row] = None
 
     def uniform(self, rows: np.ndarray) -> np.ndarray:
-        """Next uniforms, float array, shape (len(rows),): the next uniform of each row's stream."""
+        """The next uniform of each row's stream, shape (len(rows),)."""
         empty = rows[self.upos[rows] >= UNIFORM_BLOCK]
         for r in empty:  # rare: once per UNIFORM_BLOCK draws of a row
-            gen = self.gens[r]
-            assert gen is not None
-            self.ubuf[r] = gen.random(UNIFORM_BLOCK)
+            self.ubuf[r] = self.gens[r].random(UNIFORM_BLOCK)  # type: ignore[union-attr]
             self.upos[r] = 0
         u = self.ubuf[rows, self.upos[rows]]
         self.upos[rows] += 1
         return u
-
-    # -- schedule -------------------------------------------------------------------------------
 
     def _new_runs(self, rows: np.ndarray, inputs: np.ndarray) -> None:
         self.counts[rows, inputs] = 0
@@ -242,7 +207,7 @@ class Life:
         self.active[rows] = True
 
     def _budget_left(self, rows: np.ndarray) -> np.ndarray:
-        """Which inputs have budget left, shape (len(rows), N); an exhausted row starts new runs first."""
+        """Which inputs have budget left (len(rows), N); an exhausted row starts new runs first."""
         left = self.counts[rows] < self.cfg.budget
         done = ~left.any(axis=1)
         if done.any():
@@ -251,11 +216,10 @@ class Life:
         return left
 
     def _round_robin(self, rows: np.ndarray) -> np.ndarray:
-        """The next input with budget left at or after each row's pointer (cyclic); advances the pointers."""
+        """The next input with budget left at or after each row's pointer (cyclic); advances it."""
         n = self.spec.n_inputs
         choice = self.rr[rows].copy()
-        # Usually the input at the pointer still has budget, so only the other rows pay for a scan of
-        # the pool: O(rows) per reset instead of O(rows * N) on pools of up to 100,000 inputs.
+        # Only rows whose pointed input is exhausted scan the pool: O(rows), not O(rows * N).
         slow = self.counts[rows, choice] >= self.cfg.budget
         if slow.any():
             s = rows[slow]
@@ -266,15 +230,10 @@ class Life:
         self.rr[rows] = (choice + 1) % n
         return choice
 
-    # -- episode ends ---------------------------------------------------------------------------
-
     def finish(
         self, rows: np.ndarray, out: Outcomes, latents: np.ndarray | None = None
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Book the finished episodes of ``rows``: (rewards, info columns ``{key: array (R,)}``).
-
-        ``latents`` (router envs) adds ``info["z"]``.
-        """
+        """Book the finished episodes of ``rows``: (rewards, info columns); ``latents`` adds ``z``."""
         inputs = self.cur[rows]
         k = self.counts[rows, inputs] + 1
         found = out.mask & out.valid[:, None]
@@ -295,14 +254,11 @@ class Life:
         if latents is not None:
             columns["z"] = latents.astype(np.int64)
         reward = self.cfg.reward
-        if reward == "valid":
-            rewards = out.valid.astype(np.float64)
-        elif reward == "novel":
-            rewards = out.valid.astype(np.float64) + self.cfg.novelty_bonus * n_new
-        else:
+        if callable(reward):
             rewards = np.array([user_reward(reward, row_info(columns, j)) for j in range(rows.size)])
-        # Booked only once every reward is known: a user reward that raises leaves budgets and history
-        # as they were.
+        else:
+            rewards = out.valid + (self.cfg.novelty_bonus * n_new if reward == "novel" else 0.0)
+        # Booked once every reward is known: a user reward that raises leaves the state as it was.
         self.counts[rows, inputs] = k
         self.seen[rows, inputs] |= found
         if latents is not None:
@@ -321,14 +277,13 @@ def user_reward(fn: Any, info: dict[str, Any]) -> float:
     try:
         reward = float(value)
     except (TypeError, ValueError, OverflowError):  # None, a string, an int beyond float range
-        reward = None
-    if reward is None or not math.isfinite(reward):
+        reward = math.nan
+    if not math.isfinite(reward):
         name = getattr(fn, "__qualname__", None) or repr(fn)
         module = getattr(fn, "__module__", None)
         where = f"{module}.{name}" if module and module != "builtins" else name
-        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
         raise SeffiError(
-            f"reward function {where} returned {shown} for input {info.get('input_id')!r} "
+            f"reward function {where} returned {clip(repr(value), 77)} for input {info.get('input_id')!r} "
             f"(sample {info.get('sample_index')}); a reward must be a finite number"
         )
     return reward
@@ -340,10 +295,7 @@ def row_info(columns: dict[str, np.ndarray], j: int) -> dict[str, Any]:
 
 
 def vector_infos(num_envs: int, rows: np.ndarray, columns: dict[str, np.ndarray]) -> dict[str, Any]:
-    """Gymnasium's vector info layout: per key a length-E array plus a ``_key`` bool mask.
-
-    Fill values and dtypes are ``SyncVectorEnv``'s (0 / False, ``None`` in object arrays).
-    """
+    """Gymnasium's vector info layout: per key a length-E array (``SyncVectorEnv``'s fill) and a mask."""
     infos: dict[str, Any] = {}
     if rows.size == 0:
         return infos

@@ -1,54 +1,19 @@
-"""Gymnasium rendering of the seffi envs: ``"ansi"`` text and a small ``"rgb_array"`` coverage grid.
+"""Gymnasium rendering of one env row: ``"ansi"`` text and an ``"rgb_array"`` coverage grid.
 
-Both modes draw one env row from its engine's state (a single env is row 0; a native vector env
-renders every row and returns a tuple of frames, as ``SyncVectorEnv.render`` does), so the native
-vector env renders exactly what ``SyncVectorEnv`` over the single env renders.
-
-* ``"ansi"``: the current input and its prompt, the output written so far (token env) or the latents
-  tried (router env) while an episode runs, the last finished sample (its ``y_text``, validity and
-  strategy matches), and the strategies found for the current input in this run.
-* ``"rgb_array"``: uint8 array, shape (H, W, 3). One row of cells per pool input (at most
-  `MAX_ROWS`; a larger pool shows the window of `MAX_ROWS` inputs that holds the current
-  one), one column per strategy, after a first column whose bar shows the share of the input's budget
-  used in this run. Cell colours (`COLORS`): ``"valid"`` — a valid trace followed the strategy
-  in this run; ``"raw"`` — only invalid traces did (the procedure with a wrong answer: raw but not valid
-  coverage); ``"empty"`` — not found yet; ``"infeasible"`` — the input admits no trace of the strategy.
-  The current input's row is outlined (``"current"``) and the last sample's matches carry a dot
-  (``"last"``). The shape is fixed by the pool (H and W are multiples of 16, which video encoders
-  want), so video wrappers can stack frames. Pure numpy: no plotting library is imported.
-
-Examples:
-    >>> import gymnasium as gym, seffi.envs
-    >>> env = gym.make("seffi/HanoiRouter-v0", n_inputs=3, budget=4, render_mode="rgb_array")
-    >>> _ = env.reset(seed=0)
-    >>> frame = env.render()
-    >>> frame.shape, frame.dtype.name
-    ((48, 64, 3), 'uint8')
+What each shows: docs/integrations.md ("Rendering").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:  # the engines import this module's users; only their types are needed here
-    from .base import Engine
-
-RenderMode = Literal["ansi", "rgb_array"]
-
-#: The render modes every seffi env supports (``metadata["render_modes"]``).
 RENDER_MODES: tuple[str, ...] = ("ansi", "rgb_array")
-
-#: Frames per second for video wrappers (``metadata["render_fps"]``): slow enough to read each sample.
-RENDER_FPS = 4
-
-#: Most inputs drawn in one frame (larger pools show a window holding the current input).
-MAX_ROWS = 64
-
-#: Most lines of a trace shown by ``"ansi"`` (the rest is summarised by a line count).
-MAX_TEXT_LINES = 24
+RENDER_FPS = 4  # slow enough to read each sample
+MAX_ROWS = 64  # inputs in one frame; a larger pool shows a window holding the current input
+MAX_TEXT_LINES = 24  # of a trace in ``"ansi"``
 
 #: RGB colours of the coverage grid, by role.
 COLORS: dict[str, tuple[int, int, int]] = {
@@ -67,11 +32,7 @@ _RGB = {role: np.array(rgb, dtype=np.uint8) for role, rgb in COLORS.items()}
 
 @dataclass(frozen=True)
 class GridLayout:
-    """Geometry of the ``"rgb_array"`` frame of a pool of N inputs and M strategies.
-
-    ``rows`` inputs (``min(N, MAX_ROWS)``) of cells ``cell_h`` x ``cell_w`` pixels (the budget column is
-    as wide) fill a frame of ``height`` x ``width``, both rounded up to a multiple of 16.
-    """
+    """Geometry of the ``"rgb_array"`` frame: ``rows`` inputs of ``cell_h`` x ``cell_w`` pixel cells."""
 
     n_inputs: int
     n_strategies: int
@@ -83,7 +44,7 @@ class GridLayout:
 
     @classmethod
     def for_pool(cls, n_inputs: int, n_strategies: int) -> GridLayout:
-        """The layout of a pool: cells of at most 16 px, at least 4 px, frames of about 256 x 384 px."""
+        """Cells of 4 to 16 px in frames of about 256 x 384 px, rounded up to multiples of 16."""
         rows = min(n_inputs, MAX_ROWS)
         cell_h = int(np.clip(256 // rows, 4, 16))
         cell_w = int(np.clip(384 // (n_strategies + 1), 4, 16))
@@ -91,23 +52,18 @@ class GridLayout:
         return cls(n_inputs, n_strategies, rows, cell_h, cell_w, height, width)
 
     def window(self, current: int) -> int:
-        """Pool index of the first input drawn when ``current`` (or -1: none yet) is the current input."""
+        """Pool index of the first input drawn when ``current`` (-1: none yet) is the current one."""
         if current < 0 or self.n_inputs <= self.rows:
             return 0
         return min((current // self.rows) * self.rows, self.n_inputs - self.rows)
 
     def cell_center(self, row: int, column: int) -> tuple[int, int]:
-        """Pixel ``(y, x)`` of the centre of a cell: ``row`` in the window, ``column`` 0 = budget, 1..M."""
+        """Pixel ``(y, x)`` of a cell's centre (``column`` 0 is the budget bar)."""
         return row * self.cell_h + (self.cell_h - 1) // 2, column * self.cell_w + (self.cell_w - 1) // 2
 
 
-def render_row(engine: Engine, row: int, mode: RenderMode) -> str | np.ndarray:
-    """One frame of env row ``row``: a string (``"ansi"``) or a uint8 array, shape (H, W, 3)."""
-    return render_ansi(engine, row) if mode == "ansi" else render_rgb(engine, row)
-
-
-def render_rgb(engine: Engine, row: int) -> np.ndarray:
-    """The coverage grid of env row ``row``: uint8 array, shape (H, W, 3) (see the module docstring)."""
+def render_rgb(engine: Any, row: int) -> np.ndarray:
+    """The coverage grid of env row ``row``: uint8 (H, W, 3)."""
     spec, life = engine.spec, engine.life
     lay = GridLayout.for_pool(spec.n_inputs, len(spec.strategies))
     ch, cw, m = lay.cell_h, lay.cell_w, lay.n_strategies
@@ -115,17 +71,14 @@ def render_rgb(engine: Engine, row: int) -> np.ndarray:
     start = lay.window(cur)
     shown = slice(start, start + lay.rows)
 
-    # One colour per cell, later priorities overwrite earlier ones (found beats infeasible).
-    cells = np.empty((lay.rows, m + 1, 3), dtype=np.uint8)
+    # Later colours overwrite earlier ones (found beats infeasible).
+    cells = np.full((lay.rows, m + 1, 3), _RGB["empty"], dtype=np.uint8)
     strategy_cells = cells[:, 1:]
-    strategy_cells[:] = _RGB["empty"]
     strategy_cells[~spec.feasible_mask[shown]] = _RGB["infeasible"]
     strategy_cells[life.matched[row, shown]] = _RGB["raw"]
     strategy_cells[life.seen[row, shown]] = _RGB["valid"]
-    cells[:, 0] = _RGB["empty"]
     grid = cells.repeat(ch, axis=0).repeat(cw, axis=1)
 
-    # Budget bar: the used share of each input's budget, to the pixel.
     used = np.rint(life.counts[row, shown] / engine.cfg.budget * cw).astype(np.int64)
     bar = (np.arange(cw)[None, :] < used[:, None]).repeat(ch, axis=0)
     grid[:, :cw][bar] = _RGB["budget"]
@@ -152,14 +105,13 @@ def render_rgb(engine: Engine, row: int) -> np.ndarray:
         band[:t] = band[-t:] = _RGB["current"]
         band[:, :t] = band[:, -t:] = _RGB["current"]
 
-    frame = np.empty((lay.height, lay.width, 3), dtype=np.uint8)
-    frame[:] = _RGB["background"]
+    frame = np.full((lay.height, lay.width, 3), _RGB["background"], dtype=np.uint8)
     frame[: grid.shape[0], : grid.shape[1]] = grid
     return frame
 
 
 def indented(text: str, limit: int = MAX_TEXT_LINES) -> list[str]:
-    """``text`` as lines indented by two spaces, at most ``limit`` of them (then a count of the rest)."""
+    """``text`` as lines indented by two spaces, at most ``limit`` of them, then a count."""
     lines = text.split("\n") if text else ["(empty)"]
     shown = [f"  {line}" for line in lines[:limit]]
     if len(lines) > limit:
@@ -168,7 +120,7 @@ def indented(text: str, limit: int = MAX_TEXT_LINES) -> list[str]:
 
 
 def describe_sample(info: dict[str, Any]) -> list[str]:
-    """Text lines of a final-step ``info``: which input, k, validity, strategy matches, the trace."""
+    """Text lines of a final-step ``info``: input, k, validity, matches, the trace."""
     verdict = "valid" if info["valid"] else "invalid" + ("" if info["parse_ok"] else " (unparsable)")
     matches = ", ".join(info["strategy_matches"]) or "none"
     latent = f" · z={info['z']}" if "z" in info else ""
@@ -179,8 +131,8 @@ def describe_sample(info: dict[str, Any]) -> list[str]:
     return [head, *indented(info["y_text"])]
 
 
-def render_ansi(engine: Engine, row: int) -> str:
-    """The text view of env row ``row`` (see the module docstring)."""
+def render_ansi(engine: Any, row: int) -> str:
+    """The text view of env row ``row``."""
     spec, life, cfg = engine.spec, engine.life, engine.cfg
     m = len(spec.strategies)
     lines = [f"seffi {engine.kind} env · task {spec.task.name} · {m} strategies · budget {cfg.budget}"]

@@ -1,44 +1,12 @@
-"""Router envs ``seffi/<Name>Router-v0``: the router/generator factorisation, one step per episode.
+"""Router envs ``seffi/<Name>Router-v0``: the action is a latent code, a hidden generator writes the trace.
 
-The action is a latent code ``z`` in ``Discrete(Z)``. A hidden generator turns ``(x, z)`` into a trace:
-
-* each latent is assigned a strategy of ``x`` (a seeded permutation per input, every feasible strategy
-  gets ``Z // F`` or more latents);
-* with probability ``1 - noise`` the generator *executes* that strategy: the reference trace with
-  probability ``1 - invalid_rate - off_strategy_rate``, the strategy with a wrong answer with
-  ``invalid_rate`` (matches kept, ``valid=False``: raw coverage differs from valid coverage), a correct
-  off-strategy trace with ``off_strategy_rate`` (rates from the task config);
-* with probability ``noise`` it ignores ``z`` and draws a branch of the task's base sampler.
-
-The iid base model is the router prior over latents (Zipf with ``prior_skew`` over a per-input
-ranking), so its match-set law — ``base_match_distribution`` — is exact: the prior pushed through the
-generator's branch probabilities. Each branch emits one fixed representative trace per input, which is
-validated once when the pool is built.
-
-**Observation** (float32 ``Box`` in [0, 1]; ``obs_layout`` maps names to slices), in this order:
-
-=========  =====  =========================================================================
-name       size   content
-=========  =====  =========================================================================
-input      N      one-hot of the input's pool position
-prior      Z      the router prior over latents for this input
-tried      Z      (``history``) times each latent was tried in this run / budget
-found      M      (``history``) 1 for strategies found by valid traces in this run
-used       1      (``history``) samples used in this run / budget
-=========  =====  =========================================================================
-
-Examples:
-    >>> import gymnasium as gym, seffi.envs
-    >>> env = gym.make("seffi/HanoiRouter-v0", n_inputs=3, budget=4)
-    >>> obs, _ = env.reset(seed=0)
-    >>> obs, reward, terminated, truncated, info = env.step(0)
-    >>> terminated, sorted(env.unwrapped.obs_layout), info["sample_index"]
-    (True, ['found', 'input', 'prior', 'tried', 'used'], 1)
+The generator, its exact iid law and the observation layout: docs/integrations.md ("seffi's envs").
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -47,66 +15,42 @@ from gymnasium import spaces
 from seffi._seeding import seed_from_text
 from seffi.tasks.base import ValidationResult
 
-from .base import SeffiEnv
+from .base import SeffiEnv, SeffiVectorEnv
 from .config import RouterEnvConfig
 from .core import Life, Outcomes, PoolSpec, cached_spec, pool_fields
-from .vector import SeffiVectorEnv
 
 
 def observation_layout(
     n_inputs: int, n_latents: int, n_strategies: int, *, history: bool = True
 ) -> dict[str, slice]:
-    """Name -> slice of a router env's flat observation, in order (the module docstring's table).
-
-    Args:
-        n_inputs: N, the width of the input one-hot (0 leaves it out).
-        n_latents: Z, the codes.
-        n_strategies: M, the declared strategies (``found``).
-        history: Whether ``tried``, ``found`` and ``used`` follow the prior.
-
-    Returns:
-        ``{"input", "prior"[, "tried", "found", "used"]}`` -> contiguous slices.
-    """
+    """Name -> slice of a router env's flat observation, in order (``n_inputs`` 0 leaves ``input`` out)."""
     sizes = [("input", n_inputs), ("prior", n_latents)]
     if history:
         sizes += [("tried", n_latents), ("found", n_strategies), ("used", 1)]
-    layout, start = {}, 0
-    for name, size in sizes:
-        layout[name] = slice(start, start + size)
-        start += size
-    return layout
+    starts = list(accumulate((size for _, size in sizes), initial=0))
+    return {name: slice(starts[i], starts[i + 1]) for i, (name, _) in enumerate(sizes)}
 
 
 class RouterSpec(PoolSpec):
-    """Pool data of a router env: priors, the hidden generator's branch law, validated branch outcomes.
-
-    Attributes:
-        n_latents: Z.
-        prior: float array, shape (N, Z): router prior per input.
-        branch_probs: float array, shape (N, Z, K): generator law over (padded) branches per latent.
-        outcomes: validated branch outcomes, flattened row ``n * K + k``.
-    """
+    """Router pool data: ``prior`` (N, Z), ``branch_probs`` (N, Z, K), ``outcomes`` (row n * K + k)."""
 
     def __init__(self, cfg: RouterEnvConfig) -> None:
         super().__init__(cfg)
         z_count = self.n_latents = cfg.n_latents or max(4, 2 * len(self.strategies))
         n = self.n_inputs
-        # Written into preallocated arrays input by input (no per-input arrays kept): an input has at
-        # most 2M + 1 branches (its M strategies, each also with a wrong answer, and an off-strategy one).
+        # An input has at most 2M + 1 branches: its strategies, each with a wrong answer, off-strategy.
         self.prior = np.empty((n, z_count))
         probs_all = np.zeros((n, z_count, 2 * len(self.strategies) + 1))
         texts_per_input: list[list[str]] = []
         for i, x in enumerate(self.inputs):
-            prior, probs, texts = self._input_law(x, cfg, z_count)
-            self.prior[i] = prior
+            self.prior[i], probs, texts = self._input_law(x, cfg, z_count)
             probs_all[i, :, : probs.shape[1]] = probs
             texts_per_input.append(texts)
         k_max = self.n_branches = max(len(texts) for texts in texts_per_input)
         self.branch_probs = np.ascontiguousarray(probs_all[:, :, :k_max])
         del probs_all
-        texts_all: list[str] = []
-        for texts in texts_per_input:
-            texts_all += texts + [texts[-1]] * (k_max - len(texts))  # zero-probability padding, never drawn
+        # Padded with each input's last text: zero probability, never drawn.
+        texts_all = [t for texts in texts_per_input for t in texts + [texts[-1]] * (k_max - len(texts))]
         self.outcomes = Outcomes.from_results(self, texts_all, self._validated(texts_per_input, k_max))
         cdf = np.cumsum(self.branch_probs, axis=2)
         # Inverse-CDF sampling draws the first branch with u < cdf; pinning the tail to 1 makes
@@ -116,10 +60,7 @@ class RouterSpec(PoolSpec):
         self.cdf = cdf
 
     def _validated(self, texts_per_input: list[list[str]], k_max: int) -> Iterator[ValidationResult]:
-        """Validation results of every branch text; a padding row reuses its input's last result.
-
-        Yielded one at a time: a pool of 20,000 inputs never holds its ~180,000 results at once.
-        """
+        # Yielded: a pool of 20,000 inputs never holds its ~180,000 results at once.
         for x, texts in zip(self.inputs, texts_per_input, strict=True):
             results = [self.task.validate_y_text(x, t) for t in texts]
             yield from results + results[-1:] * (k_max - len(texts))
@@ -150,11 +91,9 @@ class RouterSpec(PoolSpec):
         execute[:, 2 * f] = off
         base = np.zeros(2 * f + 1)
         position = {s: i for i, s in enumerate(feasible)}
-        for mode in task.base_modes(x):
-            if mode.kind == "off_strategy" or mode.strategy is None:
-                base[2 * f] += mode.probability
-            else:
-                base[position[mode.strategy] + (f if mode.kind == "invalid" else 0)] += mode.probability
+        for m in task.base_modes(x):  # into the branches above
+            k = 2 * f if m.strategy is None else position[m.strategy] + f * (m.kind == "invalid")
+            base[k] += m.probability
         probs = (1.0 - cfg.noise) * execute + cfg.noise * base[None, :]
         return prior, probs / probs.sum(axis=1, keepdims=True), texts
 
@@ -163,27 +102,21 @@ class RouterSpec(PoolSpec):
         n = self.index_of(input_id)
         branch = np.einsum("z,zb->b", self.prior[n], self.branch_probs[n])  # not BLAS: same bits on every CPU
         law: dict[frozenset[str], float] = {}
-        for k, p in enumerate(branch):
-            if p <= 0.0:
-                continue
+        for k in np.flatnonzero(branch > 0.0):
             row = n * self.n_branches + k
-            matches = frozenset(self.outcomes.matches[row])
-            if valid_only and not self.outcomes.valid[row]:
-                matches = frozenset()
-            law[matches] = law.get(matches, 0.0) + float(p)
+            keep = self.outcomes.valid[row] or not valid_only
+            matches = frozenset(self.outcomes.matches[row] if keep else ())
+            law[matches] = law.get(matches, 0.0) + float(branch[k])
         return law
 
 
 class LatentCodeEngine:
-    """What the engines whose action is a latent code share: the observation and the run bookkeeping.
+    """What engines whose action is a latent code share: the observation and the run bookkeeping.
 
-    The observation (see the module docstring) is the input's one-hot, its latent prior and, with
-    ``history``, the latents tried, strategies found and budget used in this run. Subclasses build a
-    spec with ``n_inputs``, ``n_latents``, ``strategies`` and ``prior`` (shape (N, Z)), call
-    `_init_codes`, and say how a latent becomes a trace in `_outcomes`.
+    Subclasses build a spec with ``n_inputs``, ``n_latents``, ``strategies`` and ``prior`` (N, Z), call
+    `_init_codes`, and say in `_outcomes` how a latent becomes a trace.
     """
 
-    #: How ``"ansi"`` renders the codes: (plural noun, symbol of their count).
     code_names: tuple[str, str] = ("latents", "Z")
 
     def _init_codes(self, spec: Any, cfg: Any, num_envs: int) -> None:
@@ -191,8 +124,7 @@ class LatentCodeEngine:
         self.life = Life(spec, cfg, num_envs, n_latents=z)
         self.obs_layout = observation_layout(n, z, m, history=cfg.history)
         self._obs_dim = max(s.stop for s in self.obs_layout.values())
-        # The input one-hot is written per observed row, never stored as an (N, N) table: the config
-        # allows N = 100,000 inputs, whose table alone would take 40 GB.
+        # The one-hot is written per observed row: an (N, N) table at N = 100,000 would take 40 GB.
         self._prior = spec.prior.astype(np.float32)
         self.single_observation_space = spaces.Box(0.0, 1.0, shape=(self._obs_dim,), dtype=np.float32)
         self.single_action_space = spaces.Discrete(z)
@@ -221,17 +153,17 @@ class LatentCodeEngine:
     def step_rows(
         self, rows: np.ndarray, actions: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        """End the one-step episodes of ``rows`` (int array, shape (R,)) with latent codes ``actions``."""
+        """End the one-step episodes of ``rows`` with latent codes ``actions``."""
         out = self._outcomes(rows, self.life.cur[rows], actions)
         rewards, cols = self.life.finish(rows, out, latents=actions)
         return rewards, np.ones(rows.size, dtype=bool), np.zeros(rows.size, dtype=bool), rows, cols
 
     def _outcomes(self, rows: np.ndarray, inputs: np.ndarray, actions: np.ndarray) -> Outcomes:
-        """The validated traces of ``rows`` on pool ``inputs`` for latent codes ``actions`` (each (R,))."""
+        """The validated traces of ``rows`` on pool ``inputs`` for latent codes ``actions``."""
         raise NotImplementedError
 
     def episode_lines(self, row: int) -> list[str]:
-        """``"ansi"`` lines of a running episode: the codes already tried on its input in this run."""
+        """``"ansi"`` lines of a running episode: the codes tried on its input this run."""
         noun, symbol = self.code_names
         tried = self.life.tried[row, self.life.cur[row]]
         listed = ", ".join(f"z={z}\u00d7{int(tried[z])}" for z in np.flatnonzero(tried))
@@ -256,7 +188,7 @@ class RouterEngine(LatentCodeEngine):
 
 
 class RouterAPI:
-    """The router env kind, mixed into the single and the vector env: its extras, engine and config."""
+    """The router env kind's extras, engine and config, mixed into the single and the vector env."""
 
     _engine: RouterEngine
 
@@ -267,7 +199,7 @@ class RouterAPI:
 
     @property
     def obs_layout(self) -> dict[str, slice]:
-        """Name -> slice of the flat observation (see the module docstring)."""
+        """Name -> slice of the flat observation."""
         return dict(self._engine.obs_layout)
 
     def latent_prior(self, input_id: str) -> np.ndarray:
@@ -280,7 +212,6 @@ class RouterAPI:
         prior = self.latent_prior(input_id)
         return int(rng.choice(prior.size, p=prior))
 
-    # The engine both envs of this kind run on, and the model that parses their settings.
     engine_cls = RouterEngine
     config_cls = RouterEnvConfig
 

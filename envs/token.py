@@ -1,29 +1,6 @@
 """Token-level envs ``seffi/<Name>-v0``: the agent writes ``y_text`` one vocabulary token at a time.
 
-* **Action**: ``Discrete(V)`` over ``task.vocabulary()`` (id 1 = ``<eos>`` ends the episode; ``<pad>``
-  is a no-op word, newline id 3 starts a new line).
-* **Observation** (``Dict`` of fixed-size int64 arrays, SB3-compatible):
-
-  - ``"prompt"``: ``MultiDiscrete`` shape (P,): the prompt's token ids, ``<pad>``-padded; P is the
-    longest prompt of the pool.
-  - ``"output"``: ``MultiDiscrete`` shape (L,): tokens written so far, ``<pad>``-padded.
-  - ``"length"``: ``Discrete(L + 1)``: number of tokens written.
-  - ``"found"`` (only with ``history=True``): ``MultiBinary`` shape (M,): strategies found by valid
-    traces for this input in this run.
-
-* **Episode end**: terminated on ``<eos>``; truncated when L tokens were written without one (L =
-  ``max_length``, derived from the pool's traces by default). Either way the final ``info`` is complete:
-  the written tokens are decoded and validated by the task.
-
-Examples:
-    >>> import gymnasium as gym, seffi.envs
-    >>> env = gym.make("seffi/Hanoi-v0", n_inputs=2, budget=3)
-    >>> obs, _ = env.reset(seed=0)
-    >>> u = env.unwrapped
-    >>> for a in u.encode(u.task.solve(u.inputs[0], "recursive")):
-    ...     obs, reward, terminated, truncated, info = env.step(a)
-    >>> terminated, reward, info["valid"], info["sample_index"]
-    (True, 1.0, True, 1)
+The action and observation spaces: docs/integrations.md ("seffi's envs").
 """
 
 from __future__ import annotations
@@ -36,18 +13,16 @@ from gymnasium import spaces
 from seffi._seeding import seed_from_text
 from seffi.tasks.base import ValidationResult
 
-from .base import SeffiEnv
+from .base import SeffiEnv, SeffiVectorEnv
 from .config import TokenEnvConfig
 from .core import Life, Outcomes, PoolSpec, cached_spec, pool_fields
 from .render import indented
-from .vector import SeffiVectorEnv
 
-#: Validation results kept per spec (the cache only saves time; it never changes a result).
 _CACHE_LIMIT = 200_000
 
 
 class TokenSpec(PoolSpec):
-    """Pool data of a token env: vocabulary, padded prompts, the max length, a validation cache."""
+    """Pool data of a token env: vocabulary, padded prompts, max length, a validation cache."""
 
     def __init__(self, cfg: TokenEnvConfig) -> None:
         super().__init__(cfg)
@@ -61,7 +36,7 @@ class TokenSpec(PoolSpec):
         self._cache: dict[tuple[int, bytes], tuple[str, ValidationResult]] = {}
 
     def _derived_max_length(self) -> int:
-        """Longest pool trace (references, and a few invalid / off-strategy draws) + eos + a margin."""
+        """Longest pool trace (references, a few invalid / off-strategy draws) + eos + a margin."""
         longest = 1
         for x in self.inputs:
             probe = np.random.default_rng(seed_from_text(self.task.name, x.id, "token-max-length"))
@@ -74,7 +49,7 @@ class TokenSpec(PoolSpec):
         return longest + max(4, longest // 4)
 
     def outcomes(self, inputs: np.ndarray, tokens: np.ndarray, lengths: np.ndarray) -> Outcomes:
-        """Decode and validate the first ``lengths`` (R,) of the outputs ``tokens`` (R, L) on ``inputs``."""
+        """Decode and validate the first ``lengths`` of the outputs ``tokens`` (R, L) on ``inputs``."""
         texts, results = [], []
         for n, toks, length in zip(inputs.tolist(), tokens, lengths.tolist(), strict=True):
             written = toks[:length]
@@ -92,7 +67,7 @@ class TokenSpec(PoolSpec):
 
 
 class TokenEngine:
-    """Batched token-writing state of E rows (see the module docstring for the spaces)."""
+    """Batched token-writing state of E rows."""
 
     kind = "token"
 
@@ -115,13 +90,11 @@ class TokenEngine:
 
     def restart(self, row: int, gen: np.random.Generator) -> None:
         self.life.restart(row, gen)
-        self.out[row] = 0
-        self.length[row] = 0
+        self.out[row] = self.length[row] = 0
 
     def reset_rows(self, rows: np.ndarray, explicit: np.ndarray | None) -> None:
         self.life.begin(rows, explicit)
-        self.out[rows] = 0
-        self.length[rows] = 0
+        self.out[rows] = self.length[rows] = 0
 
     def step_rows(
         self, rows: np.ndarray, actions: np.ndarray
@@ -159,7 +132,7 @@ class TokenEngine:
 
 
 class TokenAPI:
-    """The token env kind, mixed into the single and the vector env: its extras, engine and config."""
+    """The token env kind's extras, engine and config, mixed into the single and the vector env."""
 
     _engine: TokenEngine
 
@@ -182,7 +155,6 @@ class TokenAPI:
         spec = self._engine.spec
         return spec.task.sample_y_text(spec.inputs[spec.index_of(input_id)], rng)
 
-    # The engine both envs of this kind run on, and the model that parses their settings.
     engine_cls = TokenEngine
     config_cls = TokenEnvConfig
 

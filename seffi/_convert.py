@@ -15,12 +15,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 
 
 def brief(values: Any, most: int = 8, chars: int = 40) -> str:
-    """A list for a message: at most ``most`` items of at most ``chars`` characters each, then a count.
-
-    Examples:
-        >>> brief([f"s{i}" for i in range(10)], most=2)
-        "['s0', 's1', ... (8 more)]"
-    """
+    """A list for a message: at most ``most`` items of at most ``chars`` characters, then a count."""
     values = list(values)
     items = [clip(repr(v), chars) for v in values[:most]]
     more = len(values) - most
@@ -33,27 +28,12 @@ def clip(text: str, chars: int = 60) -> str:
 
 
 def printable(value: object) -> str:
-    r"""A name or note from a report as one line of inert text: control characters a space.
-
-    Terminal escapes (a window title, a clipboard write) and line breaks do nothing on a terminal or
-    in a table.
-
-    Examples:
-        >>> printable("sort\x1b]0;title\x07")
-        'sort ]0;title '
-    """
+    """A name or note as one line of inert text: control characters (escapes, line breaks) a space."""
     return _CONTROL.sub(" ", str(value))
 
 
 def plain(value: Any) -> Any:
-    """A NumPy scalar or 0-d array as its Python value, an array as a nested list, a set as a sorted list.
-
-    Anything else is returned unchanged.
-
-    Examples:
-        >>> plain(np.float32(0.5)), plain(np.arange(3)), plain({"b", "a"})
-        (0.5, [0, 1, 2], ['a', 'b'])
-    """
+    """A NumPy scalar as its Python value, an array as a nested list, a set as a sorted list; else as is."""
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
@@ -72,18 +52,10 @@ def finite(value: Any) -> float | None:
 
 
 def jsonable(value: Any) -> Any:
-    """Arrays to nested lists and non-finite floats to None, recursively (dict keys become str).
-
-    Examples:
-        >>> jsonable({"c": np.array([0.5, np.nan]), "n": np.int64(3)})
-        {'c': [0.5, None], 'n': 3}
-    """
+    """Arrays to nested lists and non-finite floats to None, recursively (dict keys become str)."""
     if isinstance(value, np.ndarray):
-        if value.dtype == bool or np.issubdtype(value.dtype, np.integer):
-            return value.tolist()
-        return (
-            [jsonable(x) for x in value.tolist()] if value.ndim > 1 else [finite(x) for x in value.tolist()]
-        )
+        exact = value.dtype == bool or np.issubdtype(value.dtype, np.integer)
+        return value.tolist() if exact else [jsonable(x) for x in value.tolist()]
     if isinstance(value, list | tuple):
         return [jsonable(x) for x in value]
     if isinstance(value, dict):

@@ -1,7 +1,6 @@
-"""The one seeding contract: every random draw flows from one seed through ``SeedSequence``.
+"""The one seeding contract: every draw flows from one seed through ``SeedSequence``.
 
-Streams are *spawned* (never ``seed + idx``, which correlates neighbouring streams), and ids are
-*hashed* from content so they do not depend on how many inputs were drawn before.
+Streams are spawned (never ``seed + i``); ids are hashed from content, not from the drawing order.
 """
 
 from __future__ import annotations
@@ -25,14 +24,9 @@ def as_seed_sequence(seed: SeedLike) -> np.random.SeedSequence:
 
 
 def spawn(seed: SeedLike, n: int) -> list[np.random.SeedSequence]:
-    """Spawn ``n`` independent child sequences of ``seed``.
-
-    Spawning from a fresh ``SeedSequence`` built from the same integer is deterministic, so the same
-    seed always yields the same children regardless of what else was spawned elsewhere.
-    """
+    """``n`` independent child sequences of ``seed``, the same for the same seed (never advanced)."""
     parent = as_seed_sequence(seed)
-    if isinstance(seed, np.random.SeedSequence):
-        # Do not advance the caller's sequence: derive children from its entropy and spawn key.
+    if isinstance(seed, np.random.SeedSequence):  # derive from its entropy and key, not its counter
         parent = np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key)
     return parent.spawn(n)
 
@@ -55,13 +49,12 @@ def canonical_json(obj: Any) -> str:
 
 def stable_id(*parts: Any, length: int = 12) -> str:
     """A short content hash of ``parts`` (sha256 over canonical JSON); stable across runs and machines."""
-    digest = hashlib.sha256(canonical_json(list(parts)).encode("utf-8")).hexdigest()
-    return digest[:length]
+    return hashlib.sha256(canonical_json(list(parts)).encode("utf-8")).hexdigest()[:length]
 
 
 def seed_from_text(*parts: Any) -> int:
     """A 64-bit seed derived from content, for per-input randomness that must not depend on order."""
-    return int(hashlib.sha256(canonical_json(list(parts)).encode("utf-8")).hexdigest()[:16], 16)
+    return int(stable_id(*parts, length=16), 16)
 
 
 def seed_of(seed: int, *salt: int) -> int:

@@ -1,8 +1,4 @@
-"""Exceptions that carry a message meant for a person.
-
-The CLI prints a `SeffiError` (and pydantic's ``ValidationError``) as one readable line and
-exits non-zero; anything else is a bug and keeps its traceback.
-"""
+"""Exceptions with a message for a person: the CLI prints them as one line (others are bugs)."""
 
 from __future__ import annotations
 

@@ -21,8 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from seffi.errors import SeffiError
 from seffi.report.safe_load import loads_json, loads_yaml, read_text
 from seffi.report.wandb_run import wandb_mode_from_env
-from seffi.tasks import list_tasks
-from seffi.tasks.registry import task_class
+from seffi.tasks import list_tasks, task_class
 
 #: The default experiment: three tasks with four, four and three strategies and different ambiguity.
 DEFAULT_TASKS: tuple[str, ...] = ("sort_swaps", "edit_script", "graph_traversal")

@@ -46,11 +46,10 @@ from pydantic import Field
 
 from seffi.coverage import IidBaseline
 from seffi.envs import env_id
-from seffi.envs.base import SeffiEnv
+from seffi.envs.base import SeffiEnv, SeffiVectorEnv
 from seffi.envs.config import EnvConfig
 from seffi.envs.core import Outcomes, PoolSpec, cached_spec
 from seffi.envs.router import LatentCodeEngine, RouterAPI
-from seffi.envs.vector import SeffiVectorEnv
 from seffi.errors import SeffiError
 
 from . import require_lm

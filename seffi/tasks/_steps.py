@@ -1,17 +1,7 @@
-"""Shared machinery of the step-trace tasks: parse lines, simulate, compare against reference steps.
+"""The step-trace scheme every built-in task follows, implemented once.
 
-Every built-in task follows one scheme, implemented here once:
-
-* a trace is step lines followed by ``answer ...``; each step line parses into a *canonical step*
-  (a tuple of words/ints; commutative operands are sorted, so ``3 + 4`` and ``4 + 3`` are one step);
-* the steps are simulated on the input; an illegal step or a final state that does not solve the
-  input makes the trace invalid with no matches;
-* a legal, solving trace matches every feasible strategy whose reference step list it equals —
-  several strategies can share a step list on an input, which is how ambiguity arises naturally;
-* the answer line is checked last, so a right procedure with a wrong answer keeps its matches.
-
-Validation is linear in the text length: the number of lines is bounded before splitting, every
-line is parsed in time proportional to its length, and simulation is bounded by the line count.
+Step lines parse into canonical steps, which are simulated; a solving list matches the strategies
+whose reference steps it equals, and the answer is checked last (a wrong one keeps the matches).
 """
 
 from __future__ import annotations
@@ -37,7 +27,7 @@ C = TypeVar("C", bound=TaskConfig)
 
 def parse_int(word: str) -> int | None:
     """A non-negative ASCII integer word (at most ``MAX_INT_CHARS`` digits), else ``None``."""
-    # ASCII too: str.isdigit alone accepts superscripts and other scripts' digits that int rejects.
+    # ASCII: str.isdigit alone accepts superscripts and other scripts' digits that int rejects.
     if 0 < len(word) <= MAX_INT_CHARS and word.isascii() and word.isdigit():
         return int(word)
     return None
@@ -45,10 +35,8 @@ def parse_int(word: str) -> int | None:
 
 def parse_ints(words: list[str], n: int) -> tuple[int, ...] | None:
     """Exactly ``n`` integer words, else ``None``."""
-    if len(words) != n:
-        return None
-    values = tuple(parse_int(w) for w in words)
-    return None if any(v is None for v in values) else values  # type: ignore[return-value]
+    values = tuple(map(parse_int, words)) if len(words) == n else (None,)
+    return None if None in values else values  # type: ignore[return-value]
 
 
 def parse_command(words: list[str], keyword: str, n: int) -> Step | None:
@@ -58,7 +46,6 @@ def parse_command(words: list[str], keyword: str, n: int) -> Step | None:
 
 
 def render_words(items: tuple[Any, ...]) -> str:
-    """Words of a step or answer tuple, single-space separated."""
     return " ".join(str(w) for w in items)
 
 
@@ -70,17 +57,12 @@ def render_trace(steps: list[Step], answer: Answer) -> str:
 class StepTask(Task[X, C]):
     """A task whose traces are canonical step lines plus an answer line (see the module docstring).
 
-    Subclasses declare ``strategy_names`` and the formats, and implement ``_draw``, ``prompt``,
-    ``vocabulary``, ``_strategy_steps``, ``_check``, ``_wrong_answer``, ``_max_steps`` and
-    ``_off_candidates``. By default a step line is ``command`` (``keyword <int> ...``) and the answer is
-    one integer, the number of steps.
+    Subclasses declare ``strategy_names``, the formats of error messages, and by default a step line
+    ``command`` (``(keyword, number of ints)``) with one integer answer, the number of steps.
     """
 
-    #: The declared strategy ids, returned by ``strategies()``.
     strategy_names: ClassVar[tuple[str, ...]]
-    #: ``(keyword, number of integers)`` of a step line, read by the default ``_parse_step``.
     command: ClassVar[tuple[str, int]]
-    #: Human-readable formats used in parse-error messages.
     step_format: ClassVar[str]
     answer_format: ClassVar[str]
     #: An input is redrawn unless at least this many strategies are feasible on it.
@@ -93,49 +75,46 @@ class StepTask(Task[X, C]):
 
     @abc.abstractmethod
     def _draw(self, rng: np.random.Generator) -> dict[str, Any]:
-        """Draw candidate fields of one input (``_generate`` redraws until the input is acceptable)."""
+        """Candidate fields of one input (``_generate`` redraws until the input is acceptable)."""
 
     @abc.abstractmethod
     def _strategy_steps(self, x: X, strategy: str) -> list[Step] | None:
-        """The canonical steps ``strategy`` takes on ``x``; ``None`` when it has no valid trace."""
+        """The canonical steps of ``strategy`` on ``x``; ``None`` when it has no valid trace."""
 
     def strategies(self) -> tuple[str, ...]:
         return self.strategy_names
 
     def _parse_step(self, x: X, words: list[str]) -> Step | None:
-        """The canonical step of one line's words, or ``None`` when the line is malformed."""
         return parse_command(words, *self.command)
 
     @abc.abstractmethod
     def _check(self, x: X, steps: list[Step]) -> str | None:
-        """Simulate ``steps``: ``None`` when every step is legal and the input is solved, else why not."""
+        """``None`` when every step is legal and solves ``x``, else why not."""
 
     def _answer(self, x: X, steps: list[Step]) -> Answer:
-        """The correct answer of a legal, solving step list (default: the number of steps)."""
         return (len(steps),)
 
     def _parse_answer(self, x: X, words: list[str]) -> Answer | None:
-        """The answer of the words after ``answer``, or ``None`` when malformed (default: one integer)."""
         return parse_ints(words, 1)
 
     @abc.abstractmethod
     def _wrong_answer(self, x: X, steps: list[Step], rng: np.random.Generator) -> Answer:
-        """A well-formed answer different from ``_answer(x, steps)``."""
+        """A well-formed answer other than ``_answer(x, steps)``."""
 
     @abc.abstractmethod
     def _max_steps(self, x: X) -> int:
-        """More step lines than this make a trace unparsable (no solution needs that many)."""
+        """More step lines than this make a trace unparsable."""
 
     @abc.abstractmethod
     def _off_candidates(self, x: X) -> list[list[Step]]:
-        """Deterministic correct step lists, most of which follow no strategy (filtered here)."""
+        """Correct step lists, most following no strategy (references are filtered out here)."""
 
     def steps(self, x: X, strategy: str) -> list[Step] | None:
-        """Cached canonical reference steps of ``strategy`` on ``x``."""
+        """Cached ``_strategy_steps``."""
         return self._cached(self._steps_cache, x, strategy, self._strategy_steps)
 
     def off_strategy_steps(self, x: X) -> list[list[Step]]:
-        """Correct step lists of ``x`` that equal no strategy's reference steps (cached)."""
+        """Correct step lists of ``x`` that are no strategy's reference (cached)."""
         if x.id not in self._off_cache:
             refs = [s for s in (self.steps(x, k) for k in self.strategies()) if s is not None]
             self._off_cache[x.id] = [
@@ -178,17 +157,14 @@ class StepTask(Task[X, C]):
         last = lines[-1].split()
         if not last or last[0] != "answer":
             return ValidationResult.unparsable("the last line must be 'answer ...'")
-        answer = self._parse_answer(x, last[1:])
-        if answer is None:
+        if (answer := self._parse_answer(x, last[1:])) is None:
             return ValidationResult.unparsable(f"malformed answer line; expected '{self.answer_format}'")
         steps: list[Step] = []
         for i, line in enumerate(lines[:-1], 1):
-            step = self._parse_step(x, line.split())
-            if step is None:
+            if (step := self._parse_step(x, line.split())) is None:
                 return ValidationResult.unparsable(f"line {i}: expected '{self.step_format}'")
             steps.append(step)
-        problem = self._check(x, steps)
-        if problem is not None:
+        if (problem := self._check(x, steps)) is not None:
             return ValidationResult.invalid(problem)
         matches = frozenset(s for s in self.strategies() if self.steps(x, s) == steps)
         expected = self._answer(x, steps)

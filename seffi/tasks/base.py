@@ -1,26 +1,8 @@
 """The task contract: inputs, reference traces per strategy, a never-raising validator, a base sampler.
 
-A *task* poses inputs ``x`` whose solutions can be produced by several *strategies* (bubble sort vs
-insertion sort, BFS vs DFS, ...). ``validate_y_text(x, y_text)`` says which strategies a generated
-trace followed — possibly several, when their traces coincide on ``x``. That attribution is what the
-coverage engine counts.
-
-Trace conventions shared by every built-in task:
-
-* a trace is lines of whitespace-separated words; the last line is ``answer ...``;
-* ``valid`` means the trace is a *correct* solution (legal steps and the right answer);
-* ``strategy_matches`` holds the strategies whose *procedure* the steps follow. It is empty on parse
-  failures, illegal steps and off-strategy traces. A trace that follows a procedure but states a wrong
-  answer keeps its matches with ``valid=False``: that is what separates *raw* from *valid* coverage
-  (the seed's guardrail "report valid strategy coverage alongside raw").
-
-Examples:
-    >>> from seffi.tasks import get_task
-    >>> task = get_task("hanoi", max_disks=3)
-    >>> x = task.make_inputs(1, seed=0)[0]
-    >>> result = task.validate_y_text(x, task.solve(x, "recursive"))
-    >>> result.valid, sorted(result.strategy_matches)
-    (True, ['iterative', 'recursive', 'smallest_cycle'])
+``validate_y_text(x, y_text)`` says which strategies a trace followed (several when their traces
+coincide on ``x``); a right procedure with a wrong answer keeps its matches with ``valid=False``,
+which separates *raw* from *valid* coverage.
 """
 
 from __future__ import annotations
@@ -29,6 +11,7 @@ import abc
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import takewhile
 from typing import Any, ClassVar, Generic, Literal, TypeVar, get_args, get_origin
 
 import numpy as np
@@ -42,10 +25,7 @@ MAX_TRACE_CHARS = 100_000
 
 
 def coerce_text(y_text: Any, noun: str = "text") -> tuple[str, None] | tuple[None, str]:
-    """``(text, None)`` for usable text (UTF-8 bytes decoded), else ``(None, why)``, ``noun`` naming it.
-
-    Not UTF-8, not text, longer than ``MAX_TRACE_CHARS`` or blank is refused.
-    """
+    """``(text, None)`` for usable text (UTF-8 bytes decoded), else ``(None, why)`` naming ``noun``."""
     if isinstance(y_text, bytes | bytearray | memoryview):
         try:
             y_text = bytes(y_text).decode("utf-8")
@@ -90,20 +70,17 @@ class ValidationResult(BaseModel):
 
     @classmethod
     def invalid(cls, reason: str, matches: frozenset[str] = frozenset()) -> ValidationResult:
-        """A parsed but incorrect trace (``matches`` non-empty only for a right procedure, wrong answer)."""
+        """A parsed but incorrect trace (``matches``: a right procedure with a wrong answer)."""
         return cls(parse_ok=True, valid=False, strategy_matches=matches, error=reason)
 
     @classmethod
     def correct(cls, matches: frozenset[str] | set[str] = frozenset()) -> ValidationResult:
-        """A correct trace following the strategies ``matches`` (empty: correct but off-strategy)."""
+        """A correct trace following ``matches`` (empty: off-strategy)."""
         return cls(parse_ok=True, valid=True, strategy_matches=frozenset(matches))
 
 
 class TaskInput(BaseModel):
-    """One input ``x``; tasks subclass it with their own (immutable) fields.
-
-    ``id`` is a content hash of the task name and the fields, the same on every machine.
-    """
+    """One input ``x``; tasks subclass it with their fields. ``id`` hashes the task name and fields."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -114,12 +91,11 @@ class TaskConfig(BaseModel):
     """Settings of a task's base sampler, shared by all tasks; tasks add their own fields.
 
     Attributes:
-        skew: Zipf exponent of the base sampler's strategy probabilities (0 = uniform). Which
+        skew: Zipf exponent of the base sampler's strategy probabilities (0 = uniform); which
             strategy is rare is drawn per input from its id.
         invalid_rate: Probability that a base sample is an incorrect trace.
         off_strategy_rate: Probability that a base sample is correct but follows no strategy.
-        ordered_fields: Class-level pairs ``(low, high)`` of field names whose values must satisfy
-            ``low <= high`` (e.g. ``("min_length", "max_length")``); a violation names both fields.
+        ordered_fields: Class-level pairs ``(low, high)`` of fields that must hold ``low <= high``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -133,9 +109,7 @@ class TaskConfig(BaseModel):
     @model_validator(mode="after")
     def _ordered(self) -> TaskConfig:
         if self.invalid_rate + self.off_strategy_rate >= 1.0:
-            raise ValueError(
-                "invalid_rate + off_strategy_rate must be < 1 (some samples must follow a strategy)"
-            )
+            raise ValueError("invalid_rate + off_strategy_rate must be < 1 (some samples follow a strategy)")
         for low, high in self.ordered_fields:
             if getattr(self, low) > getattr(self, high):
                 raise ValueError(f"{low} must be <= {high}")
@@ -147,7 +121,7 @@ ModeKind = Literal["strategy", "invalid", "off_strategy"]
 
 @dataclass(frozen=True)
 class BaseMode:
-    """One branch of the base sampler: its kind of trace, its procedure (or None), its probability."""
+    """One branch of the base sampler: its kind, its procedure (or None), its probability."""
 
     kind: ModeKind
     strategy: str | None
@@ -156,7 +130,7 @@ class BaseMode:
 
 @dataclass(frozen=True)
 class TrainingRow:
-    """A labelled row for pretraining a generator (responses are attributed by the validator, never by it)."""
+    """A labelled row for pretraining a generator (the validator, not the label, attributes outputs)."""
 
     input_id: str
     prompt: str
@@ -166,18 +140,9 @@ class TrainingRow:
 
 
 class Vocabulary:
-    r"""A word-level vocabulary for token-level environments.
+    """A word-level vocabulary: ids 0..3 are ``<pad>``, ``<eos>``, ``<unk>`` and newline, then words.
 
-    Ids 0..3 are ``<pad>``, ``<eos>``, ``<unk>`` and the newline token; task words follow. ``encode``
-    never fails (unknown words map to ``<unk>``) and ``decode(encode(t))`` reproduces any trace in
-    canonical form (single spaces between words, ``\n`` between lines).
-
-    Examples:
-        >>> v = Vocabulary(("swap", "0", "1"))
-        >>> v.encode("swap 0 1\nswap 1 0")
-        [4, 5, 6, 3, 4, 6, 5]
-        >>> v.decode([4, 5, 6, 3, 4, 6, 5, 1, 0])
-        'swap 0 1\nswap 1 0'
+    ``encode`` maps unknown words to ``<unk>``; ``decode(encode(t))`` is ``t`` in canonical form.
     """
 
     SPECIALS: ClassVar[tuple[str, ...]] = ("<pad>", "<eos>", "<unk>", "\n")
@@ -188,8 +153,7 @@ class Vocabulary:
 
     def __init__(self, words: tuple[str, ...] | list[str]) -> None:
         words = tuple(dict.fromkeys(words))  # de-duplicate, keep order
-        bad = [w for w in words if not w or any(c.isspace() for c in w) or w in self.SPECIALS]
-        if bad:
+        if bad := [w for w in words if not w or any(c.isspace() for c in w) or w in self.SPECIALS]:
             raise ValueError(f"vocabulary words must be non-empty, without whitespace or specials: {bad!r}")
         self.tokens: tuple[str, ...] = self.SPECIALS + words
         self._index = {t: i for i, t in enumerate(self.tokens)}
@@ -203,21 +167,14 @@ class Vocabulary:
     def __hash__(self) -> int:
         return hash(self.tokens)
 
-    def __repr__(self) -> str:
-        return f"Vocabulary({len(self)} tokens)"
-
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` (no ``<eos>`` appended)."""
         return [self._index.get(w, self.UNK) for w in re.findall(r"\n|\S+", text)]
 
     def decode(self, ids: Any) -> str:
         """Text of ``ids`` up to the first ``<eos>``; ``<pad>`` is skipped, ``<unk>`` kept as a word."""
-        words = []
-        for i in map(int, ids):
-            if i == self.EOS:
-                break
-            if i != self.PAD:
-                words.append(self.tokens[i] if 0 <= i < len(self.tokens) else "<unk>")
+        ids = takewhile(lambda i: i != self.EOS, map(int, ids))
+        words = [self.tokens[i] if 0 <= i < len(self.tokens) else "<unk>" for i in ids if i != self.PAD]
         return "\n".join(line.strip(" ") for line in " ".join(words).split("\n"))
 
 
@@ -230,7 +187,7 @@ class Task(abc.ABC, Generic[X, C]):
     """A family of inputs with several solution strategies and a validator that attributes traces.
 
     Subclasses set ``name`` and implement the abstract methods; ``input_cls`` and ``config_cls`` come
-    from the type parameters of ``Task[Input, Config]`` unless the class body sets them.
+    from ``Task[Input, Config]`` unless the class body sets them.
     """
 
     name: ClassVar[str]
@@ -286,10 +243,9 @@ class Task(abc.ABC, Generic[X, C]):
 
     @abc.abstractmethod
     def invalid_trace(self, x: X, strategy: str, rng: np.random.Generator) -> str:
-        """``strategy``'s procedure with a wrong answer.
+        """``strategy``'s procedure with a wrong answer: ``valid=False``, the matches of ``solve``.
 
-        The trace parses, has ``valid=False`` and the same matches as ``solve(x, strategy)``. The matches
-        must not depend on ``rng``: the exact base law validates one representative per strategy.
+        The matches must not depend on ``rng``: the exact base law validates one per strategy.
         """
 
     @abc.abstractmethod
@@ -297,27 +253,22 @@ class Task(abc.ABC, Generic[X, C]):
         """Words covering every prompt and reference trace under this config."""
 
     def make_inputs(self, n: int, seed: SeedLike = 0) -> list[X]:
-        """``n`` distinct inputs, the i-th from the i-th stream spawned from ``seed``.
-
-        So ``make_inputs(5, s)`` is a prefix of ``make_inputs(10, s)``; a duplicate is redrawn.
-        """
+        """``n`` distinct inputs, the i-th from the i-th stream spawned from ``seed`` (prefix-stable)."""
         if not isinstance(n, int) or n < 0:
             raise ValueError(f"n must be a non-negative int, got {n!r}")
-        inputs: list[X] = []
-        seen: set[str] = set()
+        inputs: dict[str, X] = {}
         for rng in rngs(seed, n):
             for _ in range(1000):
                 x = self.make_input(**self._generate(rng))
-                if x.id not in seen:
+                if x.id not in inputs:
                     break
             else:  # the config's input space is smaller than n (e.g. hanoi with 2-4 disks has 18)
                 raise SeffiError(
-                    f"{self.name}: could not draw {n} distinct inputs (found {len(seen)}); "
+                    f"{self.name}: could not draw {n} distinct inputs (found {len(inputs)}); "
                     f"widen the task config ({self.config!r}) or ask for fewer inputs"
                 )
-            seen.add(x.id)
-            inputs.append(x)
-        return inputs
+            inputs[x.id] = x
+        return list(inputs.values())
 
     def make_input(self, **fields: Any) -> X:
         """Build an input from its fields, computing the content-hashed id."""
@@ -325,10 +276,7 @@ class Task(abc.ABC, Generic[X, C]):
         return self.input_cls(id=stable_id(self.name, payload), **fields)  # type: ignore[return-value]
 
     def validate_y_text(self, x: X, y_text: Any) -> ValidationResult:
-        """Which strategies ``y_text`` followed on ``x`` ([`ValidationResult`][seffi.tasks.ValidationResult]).
-
-        Never raises: non-strings, oversized text and junk give ``parse_ok=False``.
-        """
+        """Which strategies ``y_text`` followed on ``x``; never raises (junk gives ``parse_ok=False``)."""
         text, reason = coerce_text(y_text, noun="trace")
         if text is None:
             return ValidationResult.unparsable(reason)
@@ -344,7 +292,6 @@ class Task(abc.ABC, Generic[X, C]):
     def _cached(
         self, cache: dict[tuple[str, str], R], x: X, strategy: str, compute: Callable[[X, str], R]
     ) -> R:
-        """``compute(x, strategy)``, kept in ``cache``; a ValueError for an unknown strategy."""
         key = (x.id, strategy)
         if key not in cache:
             if strategy not in self.strategies():
@@ -364,11 +311,7 @@ class Task(abc.ABC, Generic[X, C]):
         }
 
     def strategy_weights(self, x: X) -> dict[str, float]:
-        """Which strategy the base sampler picks, given it emits an on-strategy trace (sums to 1).
-
-        Zipf weights ``rank ** -skew`` over the feasible strategies, ranked by a permutation drawn
-        from the input's id, so which strategy is rare varies by input.
-        """
+        """The base sampler's strategy law given an on-strategy trace: Zipf over an id-seeded ranking."""
         feasible = self.feasible_strategies(x)
         if not feasible:
             return {}
@@ -392,10 +335,7 @@ class Task(abc.ABC, Generic[X, C]):
         return modes
 
     def base_distribution(self, x: X) -> dict[str, float]:
-        """Probability that a base sample is the (correct) reference trace of each declared strategy.
-
-        The rest of the mass is `base_remainder` (invalid and off-strategy traces).
-        """
+        """Probability that a base sample is each strategy's correct reference (rest: `base_remainder`)."""
         dist = dict.fromkeys(self.strategies(), 0.0)
         for m in self.base_modes(x):
             if m.kind == "strategy" and m.strategy is not None:
@@ -411,10 +351,7 @@ class Task(abc.ABC, Generic[X, C]):
         return out
 
     def base_match_distribution(self, x: X, *, valid_only: bool = False) -> dict[frozenset[str], float]:
-        """The exact law ``{match set: probability}`` of a base sample (the exact iid baseline's input).
-
-        ``valid_only``: an incorrect trace matches nothing.
-        """
+        """The exact law ``{match set: probability}`` of a base sample (``valid_only``: if valid)."""
         probe = np.random.default_rng(seed_from_text(self.name, x.id, "probe"))
         law: dict[frozenset[str], float] = {}
         for m in self.base_modes(x):
@@ -463,3 +400,34 @@ class Task(abc.ABC, Generic[X, C]):
     def describe(self) -> Mapping[str, Any]:
         """Name, strategies and config, for listings and reports."""
         return {"name": self.name, "strategies": list(self.strategies()), "config": self.config.model_dump()}
+
+
+_REGISTRY: dict[str, type[Task[Any, Any]]] = {}
+T = TypeVar("T", bound=type)
+
+
+def register_task(cls: T) -> T:
+    """Class decorator adding a task to the registry under ``cls.name``."""
+    name = cls.name  # type: ignore[attr-defined]
+    if name in _REGISTRY and _REGISTRY[name] is not cls:
+        raise ValueError(f"a task named {name!r} is already registered ({_REGISTRY[name].__qualname__})")
+    _REGISTRY[name] = cls  # type: ignore[assignment]
+    return cls
+
+
+def list_tasks() -> list[str]:
+    """Names of all registered tasks, sorted."""
+    return sorted(_REGISTRY)
+
+
+def task_class(name: str) -> type[Task[Any, Any]]:
+    """The class registered as ``name``; a `SeffiError` listing the known names otherwise."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise SeffiError(f"unknown task {name!r}; known tasks: {', '.join(list_tasks())}") from None
+
+
+def get_task(name: str, **config: Any) -> Task[Any, Any]:
+    """Instantiate a registered task with config overrides (unknown keys are an error)."""
+    return task_class(name)(**config)

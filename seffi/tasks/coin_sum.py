@@ -1,18 +1,4 @@
-"""Pay a target amount with coins: greedy, minimum-coin, ascending and fewest-denominations.
-
-Trace: ``take <coin> <count>`` lines, then ``answer <total number of coins>``. Strategies:
-
-* ``greedy`` — largest coin first, as many as fit; listed descending. Infeasible when it gets stuck
-  (coin sets without a 1).
-* ``min_coin`` — fewest coins (ties: more of the larger coins); listed descending.
-* ``ascending`` — as few of each small coin as possible, smallest first, so small coins only fix
-  the residue the larger ones cannot pay; listed ascending.
-* ``fewest_denominations`` — fewest distinct coins used (ties: fewest coins, then larger coins);
-  listed descending.
-
-On canonical coin sets (e.g. 1 2 5) greedy and min_coin coincide, and a single-denomination payment
-is every strategy's trace — natural ambiguity; non-canonical sets (1 3 4, target 6) pull them apart.
-"""
+"""Pay a target amount with coins: greedy, minimum-coin, ascending and fewest-denominations."""
 
 from __future__ import annotations
 
@@ -22,14 +8,13 @@ import numpy as np
 from pydantic import Field
 
 from seffi.tasks._steps import Answer, Step, StepTask
-from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
-from seffi.tasks.registry import register_task
+from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary, register_task
 
 Counts = tuple[int, ...]  # coins used per denomination, ascending denominations
 
 
 class CoinSumConfig(TaskConfig):
-    """``num_coins`` distinct denominations from ``1..max_coin``; targets in ``min_target..max_target``."""
+    """``num_coins`` denominations from ``1..max_coin``; targets ``min_target..max_target``."""
 
     num_coins: int = Field(3, ge=2, le=5)
     max_coin: int = Field(9, ge=2, le=20)
@@ -48,19 +33,13 @@ class CoinSumInput(TaskInput):
 
 
 def _representations(coins: tuple[int, ...], target: int) -> list[Counts]:
-    """Every way to pay ``target``: count vectors over ``coins`` (ascending), in lexicographic order."""
-    out: list[Counts] = []
-
-    def rec(i: int, rest: int, acc: list[int]) -> None:
-        if i == len(coins) - 1:
-            if rest % coins[i] == 0:
-                out.append((*acc, rest // coins[i]))
-            return
-        for k in range(rest // coins[i] + 1):
-            rec(i + 1, rest - k * coins[i], [*acc, k])
-
-    rec(0, target, [])
-    return out
+    """Every way to pay ``target``: count vectors over ``coins``, lexicographic."""
+    if len(coins) == 1:
+        return [] if target % coins[0] else [(target // coins[0],)]
+    first, rest = coins[0], coins[1:]
+    return [
+        (k, *tail) for k in range(target // first + 1) for tail in _representations(rest, target - k * first)
+    ]
 
 
 def _lines(coins: tuple[int, ...], counts: Counts, descending: bool) -> list[Step]:
@@ -140,8 +119,7 @@ class CoinSum(StepTask[CoinSumInput, CoinSumConfig]):
         return x.target + 1  # every legal line pays at least 1
 
     def _off_candidates(self, x: CoinSumInput) -> list[list[Step]]:
-        # Every payment listed descending and ascending, plus each with its first multi-coin line
-        # split in two (no strategy ever splits a denomination); the base class drops references.
+        # Every payment both ways, and with its first multi-coin line split (no strategy splits one).
         out: list[list[Step]] = []
         for counts in _representations(x.coins, x.target):
             for descending in (True, False):

@@ -1,20 +1,4 @@
-"""Countdown arithmetic: combine every number once with + - * / to reach a target.
-
-Trace: ``<a> <op> <b> = <c>`` lines (results must be positive integers at most ``max_value``;
-division exact), then ``answer <target>``. Operands of ``+`` and ``*`` are canonicalised (sorted)
-before matching, so ``4 + 3 = 7`` and ``3 + 4 = 7`` are one step. Strategies are expression shapes,
-each taking the first solution of its shape in a fixed enumeration order (numbers by prompt
-position, operators in the order ``+ - * /``):
-
-* ``chain`` — ((a∘b)∘c)∘d: each step combines the running result with the next number;
-* ``pairwise`` — (a∘b)∘(c∘d): numbers combined in pairs, then the pair results left to right;
-* ``multiply_first`` — a chain whose first step is a multiplication;
-* ``largest_first`` — a chain over the numbers in descending order (often infeasible: rare by
-  constraint).
-
-When the first chain solution starts with ``*`` or takes the numbers in descending order it is also
-the ``multiply_first`` / ``largest_first`` trace — natural ambiguity.
-"""
+"""Countdown arithmetic: combine every number once with + - * / to reach a target."""
 
 from __future__ import annotations
 
@@ -27,14 +11,13 @@ import numpy as np
 from pydantic import Field
 
 from seffi.tasks._steps import Answer, Step, StepTask, parse_int
-from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
-from seffi.tasks.registry import register_task
+from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary, register_task
 
 OPS = ("+", "-", "*", "/")
 
 
 class CountdownConfig(TaskConfig):
-    """``n_numbers`` numbers from ``1..max_number``; results bounded by ``max_value``."""
+    """``n_numbers`` numbers from ``1..max_number``; results at most ``max_value``."""
 
     n_numbers: int = Field(4, ge=4, le=5)
     max_number: int = Field(9, ge=2, le=20)
@@ -52,7 +35,7 @@ class CountdownInput(TaskInput):
 
 
 def _apply(a: int, op: str, b: int, max_value: int) -> int | None:
-    """``a op b`` under the rules (positive integer results at most ``max_value``), else ``None``."""
+    """``a op b`` when a positive integer at most ``max_value``, else ``None``."""
     if op == "/":
         r = None if b == 0 or a % b else a // b
     else:
@@ -69,7 +52,7 @@ def _step(a: int, op: str, b: int, r: int) -> Step:
 def _chain(
     nums: Sequence[int], ops: Sequence[str], max_value: int, flipped: bool = False
 ) -> list[Step] | None:
-    """Combine the running result with each next number; ``flipped`` makes the result the right operand."""
+    """A chain over ``nums``; ``flipped`` makes the running result the right operand."""
     acc, steps = nums[0], []
     for op, b in zip(ops, nums[1:], strict=True):
         left, right = (b, acc) if flipped else (acc, b)
@@ -94,7 +77,7 @@ def _pairwise(nums: Sequence[int], ops: Sequence[str], max_value: int) -> list[S
 
 
 def _candidates(x: CountdownInput, shape: str, max_value: int) -> Iterator[list[Step]]:
-    """Step lists of one shape (a strategy, or ``"flipped"``: a chain ``b op acc``) reaching the target."""
+    """Step lists of one shape (a strategy, or ``"flipped"``) reaching the target."""
     n = len(x.numbers)
     orders: Any = (
         [sorted(x.numbers, reverse=True)]
@@ -147,10 +130,8 @@ class Countdown(StepTask[CountdownInput, CountdownConfig]):
     def _parse_step(self, x: CountdownInput, words: list[str]) -> Step | None:
         if len(words) != 5 or words[1] not in OPS or words[3] != "=":
             return None
-        a, b, r = parse_int(words[0]), parse_int(words[2]), parse_int(words[4])
-        if a is None or b is None or r is None:
-            return None
-        return _step(a, words[1], b, r)
+        a, b, r = (parse_int(words[i]) for i in (0, 2, 4))
+        return None if a is None or b is None or r is None else _step(a, words[1], b, r)
 
     def _check(self, x: CountdownInput, steps: list[Step]) -> str | None:
         pool = Counter(x.numbers)
@@ -180,8 +161,7 @@ class Countdown(StepTask[CountdownInput, CountdownConfig]):
         return len(x.numbers) + 1
 
     def _off_candidates(self, x: CountdownInput) -> list[list[Step]]:
-        # Every chain and pairwise solution (deduplicated after canonicalisation), plus chains written
-        # with the running result as the right operand of - and / (a different expression shape).
+        # Every chain and pairwise solution, and chains with the result as the right operand.
         shapes = ("chain", "pairwise", "flipped")
         found = (tuple(s) for shape in shapes for s in _candidates(x, shape, self.config.max_value))
         return [list(s) for s in dict.fromkeys(found)]

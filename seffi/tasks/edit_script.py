@@ -1,17 +1,4 @@
-"""Turn a source word into a target word with an edit script.
-
-Trace: ``sub <i> <letter>``, ``del <i>`` and ``ins <i> <letter>`` lines, each applied to the
-*current* word (positions from 0), then ``answer <the final word's letters>``. Strategies:
-
-* ``left_to_right`` — a minimum-cost (Levenshtein) alignment, edited from the left (positions shift);
-* ``right_to_left`` — the same alignment edited from the right (positions are source positions);
-* ``delete_then_insert`` — a longest-common-subsequence alignment without substitutions: every
-  deletion first, then every insertion, left to right;
-* ``substitution_preferring`` — substitute position by position, then delete or append the tail.
-
-A single edit is every Levenshtein strategy's trace, and equal-length words that differ only in
-substitutions make ``left_to_right`` and ``substitution_preferring`` coincide — natural ambiguity.
-"""
+"""Turn a source word into a target word with an edit script."""
 
 from __future__ import annotations
 
@@ -22,16 +9,14 @@ import numpy as np
 from pydantic import Field
 
 from seffi.tasks._steps import Answer, Step, StepTask, parse_int
-from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
-from seffi.tasks.registry import register_task
+from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary, register_task
 
-#: Alignment columns: ("M"|"S", i, j) match/substitute, ("D", i, -1) delete, ("I", i, j) insert t[j]
-#: before source position i.
+#: ("M"|"S", i, j) match/substitute, ("D", i, -1) delete, ("I", i, j) insert t[j] before source i.
 Column = tuple[str, int, int]
 
 
 class EditScriptConfig(TaskConfig):
-    """Words of ``min_length..max_length`` letters over the first ``alphabet_size`` letters."""
+    """Words of ``min_length..max_length`` of the first ``alphabet_size`` letters."""
 
     alphabet_size: int = Field(3, ge=2, le=26)
     min_length: int = Field(3, ge=1, le=8)
@@ -77,51 +62,21 @@ def _align(s: str, t: str, substitutions: bool) -> list[Column]:
 
 
 def _left_to_right(cols: list[Column], t: str, kinds: str = "SDI") -> list[Step]:
-    """Edits of the ``kinds`` columns applied from the left; ``pos`` tracks the current word."""
+    """Edits of the ``kinds`` columns applied from the left (``pos`` in the current word)."""
     out: list[Step] = []
     pos = 0
     for kind, _, j in cols:
-        if kind == "D":
-            if "D" in kinds:
-                out.append(("del", pos))
-            else:
-                pos += 1  # not deleted yet: the letter is still in the word
-        elif kind == "I":
-            if "I" in kinds:
-                out.append(("ins", pos, t[j]))
-                pos += 1
-        else:
-            if kind == "S" and "S" in kinds:
-                out.append(("sub", pos, t[j]))
-            pos += 1
+        if kind in kinds:
+            out.append(("del", pos) if kind == "D" else ("sub" if kind == "S" else "ins", pos, t[j]))
+        # Past every letter the word now holds there: all but an applied deletion or a pending insert.
+        pos += kind != "D" if kind in kinds else kind != "I"
     return out
 
 
 def _right_to_left(cols: list[Column], t: str) -> list[Step]:
-    out: list[Step] = []
-    for kind, i, j in reversed(cols):  # positions left of i are untouched, so i is the current index
-        if kind == "S":
-            out.append(("sub", i, t[j]))
-        elif kind == "D":
-            out.append(("del", i))
-        elif kind == "I":
-            out.append(("ins", i, t[j]))
-    return out
-
-
-def _apply(word: list[str], step: Step) -> str | None:
-    """Apply one edit in place; ``None`` when legal, else why not."""
-    op, i = step[0], step[1]
-    limit = len(word) if op == "ins" else len(word) - 1
-    if i > limit:
-        return f"{op} {i}: the word has {len(word)} letters"
-    if op == "del":
-        del word[i]
-    elif op == "ins":
-        word.insert(i, step[2])
-    else:
-        word[i] = step[2]
-    return None
+    # Positions left of i are untouched, so the source position i is the current index.
+    ops = {"S": "sub", "I": "ins"}
+    return [("del", i) if k == "D" else (ops[k], i, t[j]) for k, i, j in reversed(cols) if k != "M"]
 
 
 @register_task
@@ -178,10 +133,15 @@ class EditScript(StepTask[EditScriptInput, EditScriptConfig]):
 
     def _check(self, x: EditScriptInput, steps: list[Step]) -> str | None:
         word = list(x.source)
-        for k, step in enumerate(steps, 1):
-            problem = _apply(word, step)
-            if problem is not None:
-                return f"step {k}: {problem}"
+        for k, (op, i, *letter) in enumerate(steps, 1):
+            if i > len(word) - (op != "ins"):  # an insert may also append
+                return f"step {k}: {op} {i}: the word has {len(word)} letters"
+            if op == "del":
+                del word[i]
+            elif op == "ins":
+                word.insert(i, letter[0])
+            else:
+                word[i] = letter[0]
         if "".join(word) != x.target:
             return f"the script gives {''.join(word) or 'the empty word'}, not {x.target}"
         return None
@@ -203,7 +163,7 @@ class EditScript(StepTask[EditScriptInput, EditScriptConfig]):
         return 2 * (len(x.source) + len(x.target)) + 4
 
     def _off_candidates(self, x: EditScriptInput) -> list[list[Step]]:
-        # A reference with an insert-then-delete of one letter spliced in: correct, never a procedure.
+        # A reference with an insert-then-delete spliced in: correct, never a procedure.
         base = self._strategy_steps(x, "right_to_left") or []
         return [
             [*base[:p], ("ins", 0, letter), ("del", 0), *base[p:]]

@@ -1,29 +1,20 @@
-"""Traverse a connected graph: breadth-first, depth-first and best-first (smallest label) orders.
-
-Trace: ``visit <node>`` lines (the start first; every later node adjacent to an already visited
-one, each node once), then ``answer <number of nodes visited>``. Ties are broken by the smallest
-label. On trees, stars and paths the three orders often coincide — natural ambiguity; any other
-valid search order is correct but off-strategy.
-"""
+"""Traverse a connected graph: breadth-first, depth-first and best-first (smallest label) orders."""
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 import numpy as np
 from pydantic import Field
 
 from seffi.tasks._steps import Answer, Step, StepTask
-from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
-from seffi.tasks.registry import register_task
+from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary, register_task
 
-#: Search orders enumerated when looking for off-strategy traces (enough for any default input).
-_MAX_ORDERS = 400
+_MAX_ORDERS = 400  # search orders enumerated for off-strategy traces
 
 
 class GraphTraversalConfig(TaskConfig):
-    """Connected graphs: a random spanning tree on ``min_nodes..max_nodes`` nodes plus ``extra_edges``."""
+    """A random spanning tree on ``min_nodes..max_nodes`` nodes plus ``extra_edges``."""
 
     min_nodes: int = Field(5, ge=3, le=9)
     max_nodes: int = Field(6, ge=3, le=9)
@@ -49,41 +40,26 @@ def _adjacency(x: GraphTraversalInput) -> list[list[int]]:
 
 
 def _bfs(adj: list[list[int]], start: int) -> list[int]:
-    order, seen, queue = [], {start}, deque([start])
-    while queue:
-        u = queue.popleft()
-        order.append(u)
-        for v in adj[u]:
-            if v not in seen:
-                seen.add(v)
-                queue.append(v)
+    order = [start]
+    for u in order:  # the list grows as it is read: discovery order is visit order
+        order += [v for v in adj[u] if v not in order]
     return order
 
 
-def _dfs(adj: list[list[int]], start: int) -> list[int]:
-    order: list[int] = []
-    seen: set[int] = set()
-
-    def visit(u: int) -> None:
-        seen.add(u)
-        order.append(u)
-        for v in adj[u]:
-            if v not in seen:
-                visit(v)
-
-    visit(start)
+def _dfs(adj: list[list[int]], u: int, order: list[int] | None = None) -> list[int]:
+    order = [] if order is None else order
+    order.append(u)
+    for v in adj[u]:
+        if v not in order:
+            _dfs(adj, v, order)
     return order
 
 
 def _best_first(adj: list[list[int]], start: int) -> list[int]:
-    order, seen = [start], {start}
-    while True:
-        frontier = [v for u in order for v in adj[u] if v not in seen]
-        if not frontier:
-            return order
-        v = min(frontier)
-        seen.add(v)
-        order.append(v)
+    order = [start]
+    while frontier := [v for u in order for v in adj[u] if v not in order]:
+        order.append(min(frontier))
+    return order
 
 
 _PROCEDURES = {"bfs": _bfs, "dfs": _dfs, "best_first": _best_first}
@@ -146,23 +122,17 @@ class GraphTraversal(StepTask[GraphTraversalInput, GraphTraversalConfig]):
         return x.n_nodes + 1
 
     def _off_candidates(self, x: GraphTraversalInput) -> list[list[Step]]:
-        # Every valid search order (a node adjacent to the visited set at each step), enumerated
-        # depth-first in label order and capped; the base class drops the strategies' own orders.
+        # Every valid search order, depth-first in label order, capped.
         adj = _adjacency(x)
         orders: list[list[int]] = []
 
-        def extend(order: list[int], seen: set[int]) -> None:
+        def extend(order: list[int]) -> None:
             if len(orders) >= _MAX_ORDERS:
                 return
-            if len(order) == x.n_nodes:
-                orders.append(list(order))
-                return
-            for v in sorted({v for u in order for v in adj[u]} - seen):
-                order.append(v)
-                seen.add(v)
-                extend(order, seen)
-                seen.discard(v)
-                order.pop()
+            if len(order) == x.n_nodes:  # complete: no node is left to extend it with
+                orders.append(order)
+            for v in sorted({v for u in order for v in adj[u]} - set(order)):
+                extend([*order, v])
 
-        extend([x.start], {x.start})
+        extend([x.start])
         return [[("visit", v) for v in o] for o in orders]

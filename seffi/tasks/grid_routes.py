@@ -1,18 +1,4 @@
-"""Route from the top-left to the bottom-right cell of a grid with walls.
-
-Trace: one move per line (``right``, ``down``, ``left``, ``up``; never into a wall or off the grid),
-then ``answer <row> <col>`` — the cell the route ends on, which must be the goal. Route families:
-
-* ``right_first`` — all the way right along the top row, then down; blocked by any wall on it;
-* ``down_first`` — down the left column, then right;
-* ``staircase`` — alternate right and down, then finish straight;
-* ``wall_following`` — go right until a wall or the edge, then down, and so on (no backtracking);
-  infeasible when it walks into a dead end.
-
-Walls make families infeasible (``solve`` returns ``None``). With no wall on the top row
-``wall_following`` *is* ``right_first`` — natural ambiguity. Other routes (any other monotone path,
-detours) are correct but off-strategy.
-"""
+"""Route from the top-left to the bottom-right cell of a grid with walls."""
 
 from __future__ import annotations
 
@@ -22,15 +8,14 @@ import numpy as np
 from pydantic import Field
 
 from seffi.tasks._steps import Answer, Step, StepTask, parse_ints
-from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
-from seffi.tasks.registry import register_task
+from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary, register_task
 
 MOVES = {"right": (0, 1), "down": (1, 0), "left": (0, -1), "up": (-1, 0)}
 Cell = tuple[int, int]
 
 
 class GridRoutesConfig(TaskConfig):
-    """Grids of ``min_size..max_size`` rows and columns with up to ``max_walls`` walls."""
+    """``min_size..max_size`` rows and columns, up to ``max_walls`` walls."""
 
     min_size: int = Field(3, ge=2, le=8)
     max_size: int = Field(4, ge=2, le=8)
@@ -60,22 +45,14 @@ def _wall_following(x: GridRoutesInput) -> list[Step] | None:
     return [(m,) for m in moves]
 
 
-def _monotone_routes(x: GridRoutesInput) -> list[list[str]]:
-    """Every right/down route from start to goal, right-before-down lexicographic order."""
-    walls, out = set(x.walls), []
-
-    def rec(r: int, c: int, acc: list[str]) -> None:
-        if (r, c) == (x.rows - 1, x.cols - 1):
-            out.append(list(acc))
-            return
-        for move, (dr, dc) in (("right", (0, 1)), ("down", (1, 0))):
-            nr, nc = r + dr, c + dc
-            if nr < x.rows and nc < x.cols and (nr, nc) not in walls:
-                acc.append(move)
-                rec(nr, nc, acc)
-                acc.pop()
-
-    rec(0, 0, [])
+def _monotone_routes(x: GridRoutesInput, r: int = 0, c: int = 0) -> list[list[str]]:
+    """Every right/down route from ``(r, c)`` to the goal, right before down."""
+    if (r, c) == (x.rows - 1, x.cols - 1):
+        return [[]]
+    out: list[list[str]] = []
+    for move, nr, nc in (("right", r, c + 1), ("down", r + 1, c)):
+        if nr < x.rows and nc < x.cols and (nr, nc) not in x.walls:
+            out += [[move, *rest] for rest in _monotone_routes(x, nr, nc)]
     return out
 
 

@@ -1,12 +1,4 @@
-"""Tower of Hanoi: the negative control.
-
-Its optimal solution is unique, so every strategy's reference trace is the same and matches every
-strategy: one valid sample covers the whole strategy space, and no exploration policy can beat iid.
-A coverage pipeline that reports a gain here is broken.
-
-Trace: ``move <disk> <from> <to>`` lines (disks 1 = smallest), then ``answer <number of moves>``.
-Any other legal solution (the optimal one with wasted moves) is correct but off-strategy.
-"""
+"""Tower of Hanoi, the negative control: every strategy's trace is the unique optimal one."""
 
 from __future__ import annotations
 
@@ -16,12 +8,11 @@ import numpy as np
 from pydantic import Field
 
 from seffi.tasks._steps import Answer, Step, StepTask
-from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
-from seffi.tasks.registry import register_task
+from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary, register_task
 
 
 class HanoiConfig(TaskConfig):
-    """Hanoi settings: disk counts are drawn uniformly from ``[min_disks, max_disks]``."""
+    """Disk counts drawn uniformly from ``min_disks..max_disks``."""
 
     min_disks: int = Field(2, ge=1, le=8)
     max_disks: int = Field(4, ge=1, le=8)
@@ -38,31 +29,25 @@ class HanoiInput(TaskInput):
 
 
 def _tower(x: HanoiInput) -> list[list[int]]:
-    """The pegs at the start: every disk on ``x.source``, the largest at the bottom."""
     pegs: list[list[int]] = [[], [], []]
     pegs[x.source] = list(range(x.n_disks, 0, -1))
     return pegs
 
 
-def _recursive(n: int, a: int, b: int, c: int, out: list[Step]) -> None:
-    if n == 0:
-        return
-    _recursive(n - 1, a, c, b, out)
-    out.append(("move", n, a, b))
-    _recursive(n - 1, c, b, a, out)
+def _recursive(n: int, a: int, b: int, c: int) -> list[Step]:
+    return [*_recursive(n - 1, a, c, b), ("move", n, a, b), *_recursive(n - 1, c, b, a)] if n else []
 
 
-def _legal_between(pegs: list[list[int]], p: int, q: int) -> Step:
-    """The one legal move between pegs p and q (smaller top disk moves)."""
+def _legal_between(pegs: list[list[int]], p: int, q: int) -> Step:  # the smaller top disk moves
     if not pegs[p] or (pegs[q] and pegs[q][-1] < pegs[p][-1]):
         p, q = q, p
     return ("move", pegs[p][-1], p, q)
 
 
-def _apply(pegs: list[list[int]], move: Step) -> None:
-    _, disk, p, q = move
-    pegs[p].pop()
-    pegs[q].append(disk)
+def _apply(pegs: list[list[int]], move: Step) -> Step:
+    *_, p, q = move
+    pegs[q].append(pegs[p].pop())
+    return move
 
 
 @register_task
@@ -90,33 +75,25 @@ class Hanoi(StepTask[HanoiInput, HanoiConfig]):
     def _strategy_steps(self, x: HanoiInput, strategy: str) -> list[Step] | None:
         spare = 3 - x.source - x.target
         if strategy == "recursive":
-            out: list[Step] = []
-            _recursive(x.n_disks, x.source, x.target, spare, out)
-            return out
+            return _recursive(x.n_disks, x.source, x.target, spare)
         pegs = _tower(x)
         total = 2**x.n_disks - 1
-        # With an even disk count the smallest disk cycles source -> spare -> target, else
-        # source -> target -> spare; both algorithms below derive from that one fact.
+        # The smallest disk cycles source -> spare -> target (even disk count) or source -> target ->
+        # spare; both algorithms below derive from that one fact.
         cycle = [x.source, spare, x.target] if x.n_disks % 2 == 0 else [x.source, x.target, spare]
         moves: list[Step] = []
         if strategy == "iterative":
             pairs = [(cycle[0], cycle[1]), (cycle[0], cycle[2]), (cycle[1], cycle[2])]
-            for i in range(total):
-                move = _legal_between(pegs, *pairs[i % 3])
-                _apply(pegs, move)
-                moves.append(move)
-            return moves
-        # smallest_cycle: alternate "smallest disk one step along the cycle" and "the other legal move".
+            return [_apply(pegs, _legal_between(pegs, *pairs[i % 3])) for i in range(total)]
+        # smallest_cycle: alternate "smallest disk one step along the cycle" and the other legal move.
         pos = 0
         while len(moves) < total:
             if len(moves) % 2 == 0:
                 move = ("move", 1, cycle[pos], cycle[(pos + 1) % 3])
                 pos = (pos + 1) % 3
             else:
-                others = [p for p in range(3) if p != cycle[pos]]
-                move = _legal_between(pegs, *others)
-            _apply(pegs, move)
-            moves.append(move)
+                move = _legal_between(pegs, *(p for p in range(3) if p != cycle[pos]))
+            moves.append(_apply(pegs, move))
         return moves
 
     def _check(self, x: HanoiInput, steps: list[Step]) -> str | None:

@@ -1,10 +1,4 @@
-"""Sort a list by swaps: bubble, insertion, selection and odd-even transposition sort.
-
-Trace: ``swap i j`` lines (positions, in either order — ``swap 2 1`` is ``swap 1 2``), then
-``answer <the sorted list>``. Bubble, insertion and odd-even transposition all swap adjacent
-inversions but in different orders; on lists with few inversions their traces coincide, which is the
-natural ambiguity of this task. Selection swaps distant positions.
-"""
+"""Sort a list by swaps: bubble, insertion, selection and odd-even transposition sort."""
 
 from __future__ import annotations
 
@@ -14,12 +8,11 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from seffi.tasks._steps import Answer, Step, StepTask, parse_command, parse_ints
-from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary
-from seffi.tasks.registry import register_task
+from seffi.tasks.base import TaskConfig, TaskInput, Vocabulary, register_task
 
 
 class SortSwapsConfig(TaskConfig):
-    """Lists have ``min_length..max_length`` distinct values drawn from ``0..max_value``."""
+    """Lists of ``min_length..max_length`` distinct values from ``0..max_value``."""
 
     min_length: int = Field(4, ge=2, le=8)
     max_length: int = Field(5, ge=2, le=8)
@@ -40,16 +33,19 @@ class SortSwapsInput(TaskInput):
     values: tuple[int, ...]
 
 
+def _swap(a: list[int], out: list[Step], i: int, j: int) -> None:
+    a[i], a[j] = a[j], a[i]
+    out.append(("swap", i, j))
+
+
 def _bubble(a: list[int]) -> list[Step]:
     out: list[Step] = []
     for end in range(len(a) - 1, 0, -1):
-        swapped = False
+        swaps = len(out)
         for i in range(end):
             if a[i] > a[i + 1]:
-                a[i], a[i + 1] = a[i + 1], a[i]
-                out.append(("swap", i, i + 1))
-                swapped = True
-        if not swapped:
+                _swap(a, out, i, i + 1)
+        if len(out) == swaps:  # a pass without a swap: sorted
             break
     return out
 
@@ -57,21 +53,18 @@ def _bubble(a: list[int]) -> list[Step]:
 def _insertion(a: list[int]) -> list[Step]:
     out: list[Step] = []
     for i in range(1, len(a)):
-        j = i
-        while j > 0 and a[j - 1] > a[j]:
-            a[j - 1], a[j] = a[j], a[j - 1]
-            out.append(("swap", j - 1, j))
-            j -= 1
+        for j in range(i, 0, -1):
+            if a[j - 1] <= a[j]:
+                break
+            _swap(a, out, j - 1, j)
     return out
 
 
 def _selection(a: list[int]) -> list[Step]:
     out: list[Step] = []
     for i in range(len(a) - 1):
-        m = min(range(i, len(a)), key=a.__getitem__)
-        if m != i:
-            a[i], a[m] = a[m], a[i]
-            out.append(("swap", i, m))
+        if (m := min(range(i, len(a)), key=a.__getitem__)) != i:
+            _swap(a, out, i, m)
     return out
 
 
@@ -81,8 +74,7 @@ def _odd_even(a: list[int]) -> list[Step]:
     while any(a[i] > a[i + 1] for i in range(len(a) - 1)):
         for i in range(phase, len(a) - 1, 2):
             if a[i] > a[i + 1]:
-                a[i], a[i + 1] = a[i + 1], a[i]
-                out.append(("swap", i, i + 1))
+                _swap(a, out, i, i + 1)
         phase ^= 1
     return out
 
@@ -145,8 +137,7 @@ class SortSwaps(StepTask[SortSwapsInput, SortSwapsConfig]):
         return len(x.values) ** 2 + 4
 
     def _off_candidates(self, x: SortSwapsInput) -> list[list[Step]]:
-        # A reference with a swap and its immediate undo inserted: correct, but no procedure ever
-        # swaps a pair back (each of them only swaps inversions / places the minimum).
+        # A reference with a swap and its undo inserted: no procedure ever swaps a pair back.
         base = _bubble(list(x.values))
         n = len(x.values)
         return [

@@ -68,6 +68,7 @@ def test_every_registered_id_makes_with_its_defaults_or_refuses_in_one_line():
     ids = sorted(e for e in gym.registry if e.startswith("seffi/"))
     assert len(ids) >= 21
     refused = []
+
     def make_vec(i):
         return gym.make_vec(i, num_envs=2, vectorization_mode="vector_entry_point")
 

@@ -222,7 +222,7 @@ def test_a_task_registered_at_runtime_runs_end_to_end(tmp_path, monkeypatch):
     import gymnasium as gym
 
     from seffi.experiment.runner import run_experiment
-    from seffi.tasks import registry
+    from seffi.tasks import base as registry
     from seffi.tasks.sort_swaps import SortSwaps
 
     class MySort(SortSwaps):

@@ -1,12 +1,10 @@
-"""Reward modes and the novelty-bonus wrappers."""
+"""Reward modes."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from seffi.envs import NoveltyBonus, VectorNoveltyBonus
-from tests.envs.common import KINDS, make, make_vec, policy_for
+from tests.envs.common import KINDS, make, policy_for
 
 
 def rollout(env, kind: str, episodes: int, seed: int = 0) -> list[tuple[float, dict]]:
@@ -58,29 +56,3 @@ def test_callable_reward_gets_the_final_info() -> None:
 
     for reward, info in rollout(make("edit_script", "router", reward=score), "router", 12):
         assert reward == 10.0 * len(info["strategy_matches"]) + info["sample_index"]
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_novelty_wrapper_on_valid_reward_equals_the_novel_mode(kind: str) -> None:
-    wrapped = rollout(NoveltyBonus(make("sort_swaps", kind), bonus=2.0), kind, 30)
-    native = rollout(make("sort_swaps", kind, reward="novel", novelty_bonus=2.0), kind, 30)
-    assert [r for r, _ in wrapped] == [r for r, _ in native]
-    assert any(i.get("novelty_bonus", 0) > 0 for _, i in wrapped)
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_vector_novelty_wrapper_equals_the_novel_mode(kind: str) -> None:
-    e = 4
-    wrapped = VectorNoveltyBonus(make_vec("coin_sum", kind, e, budget=3), bonus=1.5)
-    native = make_vec("coin_sum", kind, e, budget=3, reward="novel", novelty_bonus=1.5)
-    wrapped.reset(seed=9)
-    obs_n, _ = native.reset(seed=9)
-    policy = policy_for(kind, native, e, seed=2)
-    total = 0.0
-    for _ in range(40):
-        actions = policy(obs_n)
-        _, r_w, *_ = wrapped.step(actions)
-        obs_n, r_n, *_ = native.step(actions)
-        assert np.array_equal(r_w, r_n)
-        total += r_n.sum()
-    assert total > 0
