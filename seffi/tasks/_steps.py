@@ -35,7 +35,9 @@ def parse_int(word: str) -> int | None:
 
 def parse_ints(words: list[str], n: int) -> tuple[int, ...] | None:
     """Exactly ``n`` integer words, else ``None``."""
-    values = tuple(map(parse_int, words)) if len(words) == n else (None,)
+    if len(words) != n:
+        return None
+    values = tuple(map(parse_int, words))
     return None if None in values else values  # type: ignore[return-value]
 
 
@@ -57,8 +59,9 @@ def render_trace(steps: list[Step], answer: Answer) -> str:
 class StepTask(Task[X, C]):
     """A task whose traces are canonical step lines plus an answer line (see the module docstring).
 
-    Subclasses declare ``strategy_names``, the formats of error messages, and by default a step line
-    ``command`` (``(keyword, number of ints)``) with one integer answer, the number of steps.
+    Subclasses declare ``strategy_names`` and the ``step_format`` / ``answer_format`` of parse errors.
+    The default step line is ``command``, ``(keyword, number of integers)``, and the default answer one
+    integer, the number of steps.
     """
 
     strategy_names: ClassVar[tuple[str, ...]]

@@ -66,10 +66,14 @@ def _left_to_right(cols: list[Column], t: str, kinds: str = "SDI") -> list[Step]
     out: list[Step] = []
     pos = 0
     for kind, _, j in cols:
-        if kind in kinds:
-            out.append(("del", pos) if kind == "D" else ("sub" if kind == "S" else "ins", pos, t[j]))
-        # Past every letter the word now holds there: all but an applied deletion or a pending insert.
-        pos += kind != "D" if kind in kinds else kind != "I"
+        if kind not in kinds:  # not edited here: pos passes its letter, unless one still to insert
+            if kind != "I":
+                pos += 1
+        elif kind == "D":
+            out.append(("del", pos))  # the next letter moves to pos
+        else:
+            out.append(("sub" if kind == "S" else "ins", pos, t[j]))
+            pos += 1
     return out
 
 
@@ -133,15 +137,17 @@ class EditScript(StepTask[EditScriptInput, EditScriptConfig]):
 
     def _check(self, x: EditScriptInput, steps: list[Step]) -> str | None:
         word = list(x.source)
-        for k, (op, i, *letter) in enumerate(steps, 1):
-            if i > len(word) - (op != "ins"):  # an insert may also append
+        for k, step in enumerate(steps, 1):
+            op, i = step[0], step[1]
+            last = len(word) if op == "ins" else len(word) - 1  # an insert may also append
+            if i > last:
                 return f"step {k}: {op} {i}: the word has {len(word)} letters"
             if op == "del":
                 del word[i]
             elif op == "ins":
-                word.insert(i, letter[0])
+                word.insert(i, step[2])
             else:
-                word[i] = letter[0]
+                word[i] = step[2]
         if "".join(word) != x.target:
             return f"the script gives {''.join(word) or 'the empty word'}, not {x.target}"
         return None

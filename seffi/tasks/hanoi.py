@@ -44,10 +44,10 @@ def _legal_between(pegs: list[list[int]], p: int, q: int) -> Step:  # the smalle
     return ("move", pegs[p][-1], p, q)
 
 
-def _apply(pegs: list[list[int]], move: Step) -> Step:
-    *_, p, q = move
-    pegs[q].append(pegs[p].pop())
-    return move
+def _apply(pegs: list[list[int]], move: Step) -> None:
+    _, disk, p, q = move
+    pegs[p].pop()
+    pegs[q].append(disk)
 
 
 @register_task
@@ -84,7 +84,10 @@ class Hanoi(StepTask[HanoiInput, HanoiConfig]):
         moves: list[Step] = []
         if strategy == "iterative":
             pairs = [(cycle[0], cycle[1]), (cycle[0], cycle[2]), (cycle[1], cycle[2])]
-            return [_apply(pegs, _legal_between(pegs, *pairs[i % 3])) for i in range(total)]
+            for i in range(total):
+                moves.append(_legal_between(pegs, *pairs[i % 3]))
+                _apply(pegs, moves[-1])
+            return moves
         # smallest_cycle: alternate "smallest disk one step along the cycle" and the other legal move.
         pos = 0
         while len(moves) < total:
@@ -93,7 +96,8 @@ class Hanoi(StepTask[HanoiInput, HanoiConfig]):
                 pos = (pos + 1) % 3
             else:
                 move = _legal_between(pegs, *(p for p in range(3) if p != cycle[pos]))
-            moves.append(_apply(pegs, move))
+            _apply(pegs, move)
+            moves.append(move)
         return moves
 
     def _check(self, x: HanoiInput, steps: list[Step]) -> str | None:

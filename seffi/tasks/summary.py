@@ -18,7 +18,19 @@ from seffi.tasks.base import Task, get_task, list_tasks
 
 @dataclass(frozen=True)
 class TaskSummary:
-    """Statistics of one task on a pool of ``inputs`` inputs (``base_*``: mean masses; lengths in tokens)."""
+    """Statistics of one task on a pool of ``inputs`` distinct inputs.
+
+    Attributes:
+        reference_ambiguity: Fraction of the (input, feasible strategy) reference traces that match
+            more than one strategy (what the no-repeat oracle sees).
+        base_ambiguity: Mean probability that a base sample matches more than one strategy (exact;
+            raw matches, incorrect traces included).
+        mean_feasible: Mean feasible strategies per input; with fewer than M, the oracle's C(K) stays
+            below 1 at K >= M.
+        base_strategy_mass: Mean base mass of the strategies' correct reference traces;
+            ``base_invalid`` of incorrect traces, ``base_off_strategy`` of correct off-strategy ones.
+        mean_trace_tokens: Mean vocabulary tokens of a reference trace (no ``<eos>``).
+    """
 
     name: str
     strategies: tuple[str, ...]
@@ -58,27 +70,27 @@ def summarize(task: Task[Any, Any], n_inputs: int = 200, seed: SeedLike = 0) -> 
     ambiguous = [len(m) > 1 for s in sets for m in s.values()]
     tokens = [len(vocab.encode(task.reference(x, k))) for x, s in zip(inputs, sets, strict=True) for k in s]
     feasible = [len(s) for s in sets]
-
-    def base_law(x: Any) -> tuple[float, ...]:  # ambiguity, strategy mass, invalid, off-strategy
+    base, mass, invalid, off = [], [], [], []  # per input
+    for x in inputs:
         law, rest = task.base_match_distribution(x), task.base_remainder(x)
-        mass = sum(task.base_distribution(x).values())
-        return sum(p for m, p in law.items() if len(m) > 1), mass, rest["invalid"], rest["off_strategy"]
-
-    base, mass, invalid, off = (float(np.mean(c)) for c in zip(*map(base_law, inputs), strict=True))
+        base.append(sum(p for m, p in law.items() if len(m) > 1))
+        mass.append(sum(task.base_distribution(x).values()))
+        invalid.append(rest["invalid"])
+        off.append(rest["off_strategy"])
     return TaskSummary(
         name=task.name,
         strategies=task.strategies(),
         inputs=len(inputs),
         reference_ambiguity=sum(ambiguous) / len(ambiguous) if ambiguous else 0.0,
-        base_ambiguity=base,
+        base_ambiguity=float(np.mean(base)),
         mean_feasible=float(np.mean(feasible)),
         mean_trace_tokens=float(np.mean(tokens)) if tokens else 0.0,
         max_trace_tokens=max(tokens, default=0),
         min_feasible=min(feasible, default=0),
         max_feasible=max(feasible, default=0),
-        base_strategy_mass=mass,
-        base_invalid=invalid,
-        base_off_strategy=off,
+        base_strategy_mass=float(np.mean(mass)),
+        base_invalid=float(np.mean(invalid)),
+        base_off_strategy=float(np.mean(off)),
     )
 
 
