@@ -233,8 +233,10 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
         explicit = explicit_inputs(self._engine.spec, options, n, frozenset({"input_id", "reset_mask"}))
         if seed is None or isinstance(seed, int | np.integer):
             seeds: list[int | None] = [None if seed is None else int(seed) + i for i in range(n)]
-        elif len(seeds := list(seed)) != n:
-            raise SeffiError(f"reset got {len(seeds)} seeds for num_envs={n}")
+        else:
+            seeds = list(seed)
+            if len(seeds) != n:
+                raise SeffiError(f"reset got {len(seeds)} seeds for num_envs={n}")
         rows = self._rows
         if (mask := (options or {}).get("reset_mask")) is not None:
             mask = np.asarray(mask)
@@ -275,7 +277,9 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
                 f"action {int(live_actions[bad][0])} of env {int(live[bad][0])} is outside Discrete({n})"
             )
         self._engine.reset_rows(self._rows[auto], None)  # NEXT_STEP: the previous step's ended rows
-        rewards, terminated, truncated = np.zeros(self.num_envs), *np.zeros((2, self.num_envs), dtype=bool)
+        rewards = np.zeros(self.num_envs, dtype=np.float64)
+        terminated = np.zeros(self.num_envs, dtype=np.bool_)
+        truncated = np.zeros(self.num_envs, dtype=np.bool_)
         r, term, trunc, fin, cols = self._engine.step_rows(live, live_actions)
         rewards[live], terminated[live], truncated[live] = r, term, trunc
         if mode is not AutoresetMode.SAME_STEP:

@@ -91,9 +91,11 @@ class RouterSpec(PoolSpec):
         execute[:, 2 * f] = off
         base = np.zeros(2 * f + 1)
         position = {s: i for i, s in enumerate(feasible)}
-        for m in task.base_modes(x):  # into the branches above
-            k = 2 * f if m.strategy is None else position[m.strategy] + f * (m.kind == "invalid")
-            base[k] += m.probability
+        for mode in task.base_modes(x):  # into the branches above
+            if mode.kind == "off_strategy" or mode.strategy is None:
+                base[2 * f] += mode.probability
+            else:
+                base[position[mode.strategy] + (f if mode.kind == "invalid" else 0)] += mode.probability
         probs = (1.0 - cfg.noise) * execute + cfg.noise * base[None, :]
         return prior, probs / probs.sum(axis=1, keepdims=True), texts
 
