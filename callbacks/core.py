@@ -426,13 +426,14 @@ class CoverageMonitor:
         except ValueError as exc:
             why = str(exc).replace("both trackers", "both monitors")
             raise SeffiError(
-                f"cannot merge CoverageMonitor states: {why} (distinct stream_offset values?)"
+                f"cannot merge CoverageMonitor states: {why}; give workers distinct stream_offset values"
             ) from exc
         self._replace(into, episodes)
         return self
 
     def _replace(self, tracker: CoverageTracker, episodes: int) -> None:
-        self._batches, self.pending, self._tracker, self._episodes = [], 0, tracker, episodes
+        self._batches, self.pending = [], 0
+        self._tracker, self._episodes = tracker, episodes
         self._auc_sums.restart()  # the tracker lists its complete inputs anew
         self._curves = self.recent = None  # merged runs have no dates: logs cover every run
 

@@ -66,8 +66,9 @@ class CoverageCallback(BaseCallback):
         deterministic: Use the deterministic policy in evaluation (default ``False``: an exploration
             policy explores by sampling; a deterministic one repeats itself).
         log_at: ``"rollout"`` (default): a due log is written at the end of a rollout, one point per
-            policy update (the rollout's episodes are read and checked together there); ``"step"``:
-            at the first ``VecEnv.step`` where ``log_every`` is reached.
+            policy update (points inside a rollout would all describe one frozen policy; its episodes
+            are read and checked together there); ``"step"``: at the first ``VecEnv.step`` where
+            ``log_every`` is reached.
         config: The monitor options ([`MonitorConfig`][seffi.callbacks.MonitorConfig]). An ``out_dir``
             holding a seffi run gives ``out_dir-2`` (`out_dir` names the folder used);
             ``log_unit="steps"`` counts ``num_timesteps``; ``seed`` also seeds evaluation resets.
@@ -117,6 +118,7 @@ class CoverageCallback(BaseCallback):
         self._steps: list[tuple[Any, Any]] | None = None
         self.evaluator: CoverageEvaluator | None = None
         self.report: Any = None
+        self.eval_report: Any = None
 
     def _part(self, part: str | None) -> CoverageMonitor | None:
         part = part or ("eval" if self.mode == "eval" else "stream")
@@ -238,7 +240,7 @@ class CoverageCallback(BaseCallback):
             due = self.evaluator.n_evals == 0 or self.evaluator.last_step != self.num_timesteps
             if due and not stopped:  # a stop request is answered without a last evaluation
                 self._evaluate()
-            self.evaluator.finalize(interrupted=stopped)
+            self.eval_report = self.evaluator.finalize(interrupted=stopped)
         if self.monitor is not None:
             if self._steps:  # training stopped inside a rollout
                 self._ingest_steps()

@@ -3,7 +3,8 @@
 A *group* is the `Record`s ``(input id, sorted match set, valid)`` of one prompt's G completions
 (`split_groups`); a completion's *outcome* is its sorted match set. Each rule returns one reward per
 record, in order. `batch_rewards` applies a rule of `METHODS` to a gathered batch; `RewardMethod`
-binds one to its options and state. Formulas and sources: docs/statistics.md.
+binds one to its options and state. Formulas and sources: docs/statistics.md ("Group rewards of the
+exploration methods").
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def diversity_rewards(group: Sequence[Record], weight: float = 0.5) -> list[floa
     """The group-diversity reward of each completion of one group.
 
     ``r_i = valid_i * ((1 - w) + w * [A_i != {}] / c_i)`` with ``c_i = #{j : valid_j and A_j = A_i}``
-    and ``A_i`` completion i's match set: a valid completion with a strategy set of its own scores 1.
+    and ``A_i`` completion i's match set: a valid completion with a strategy set of its own scores 1,
+    a valid off-strategy one ``1 - w`` (an off-strategy trace is never the cheapest way to be unique).
     """
     if not 0.0 <= weight <= 1.0:
         raise SeffiError(f"diversity weight must be in [0, 1], got {weight!r}")
