@@ -87,6 +87,10 @@ def _check_eval(cb: CoverageCallback, eval_env: RecordFinals, n_inputs: int) -> 
     assert_curves_match(comp["policies"][0]["curves"], ref.curves(K, n_boot=0))
     assert comp["iid"] is not None and comp["oracle"] is not None
     assert any(p["curves"]["label"].startswith("eval@") for p in comp["policies"][1:])
+    # The report written is the one the callback hands back.
+    assert cb.eval_report.comparisons[0].policies[0].curves.auc == pytest.approx(
+        comp["policies"][0]["curves"]["auc"]
+    )
 
 
 def test_router_env_both_modes_curves_match_and_wandb_summary(
