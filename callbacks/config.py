@@ -60,7 +60,7 @@ class MonitorConfig:
         label: Legend name of the policy in plots and report.
         n_boot: Bootstrap replicates of the final report's intervals (0: no intervals).
         snapshot_n_boot: Bootstrap replicates of mid-training snapshots and checkpoints, at most
-            ``n_boot`` (``None``: ``n_boot``).
+            ``n_boot`` (``None``: ``n_boot``): fewer make the frequent snapshots, read as a trend, cheaper.
         seed: Seed of the bootstrap.
         stream_offset: Added to every stream id, so trackers of several workers merge without clashes.
         plots: Render PNG plots into the local folder at ``finalize``.
