@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from seffi._convert import clip
+from seffi._convert import brief, clip
 from seffi.coverage import state as states
 from seffi.coverage._common import _input_id, _int_array, _match_set, rarity_bin_matrix
 from seffi.coverage.assign import InputKeys, KeyIndex, RunAssigner, fit, pair_keys
@@ -76,15 +76,21 @@ class CoverageTracker:
         num_latents: int = 0,
         stream_offset: int = 0,
     ) -> None:
-        ids = None if strategies is None or isinstance(strategies, int | np.integer) else strategies
-        if isinstance(strategies, bool | str) or not all(isinstance(s, str) for s in ids or ()):
-            raise ValueError(f"strategies must be str ids, a count or None, got {clip(repr(strategies))}")
-        self.strategies = None if ids is None else tuple(ids)
-        count = len(self.strategies) if self.strategies is not None else strategies
-        self.num_strategies = None if count is None else int(count)
-        unique = self.strategies is None or len(set(self.strategies)) == count
-        if not unique or not 1 <= (1 if count is None else count) <= MAX_STRATEGIES:
-            raise ValueError(f"strategies must be a count or non-empty unique ids, at most {MAX_STRATEGIES}")
+        self.strategies: tuple[str, ...] | None = None
+        self.num_strategies: int | None = None
+        if isinstance(strategies, int | np.integer) and not isinstance(strategies, bool):
+            self.num_strategies = int(strategies)
+        elif strategies is not None:
+            if isinstance(strategies, bool | str) or not all(isinstance(s, str) for s in strategies):
+                raise ValueError(f"strategies must be str ids, a count or None, got {clip(repr(strategies))}")
+            self.strategies = tuple(strategies)
+            self.num_strategies = len(self.strategies)
+            if len(set(self.strategies)) != self.num_strategies:
+                raise ValueError(f"strategies must be unique ids, got {brief(self.strategies)}")
+        if self.num_strategies is not None and not 1 <= self.num_strategies <= MAX_STRATEGIES:
+            raise ValueError(
+                f"the strategy count must be in [1, {MAX_STRATEGIES}], got {self.num_strategies}"
+            )
         given = {"task": task, "budget": budget, "barcode_rows": barcode_rows, "barcode_cols": barcode_cols}
         given |= {"num_latents": num_latents, "stream_offset": stream_offset}
         if budget is not None:
