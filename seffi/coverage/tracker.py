@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from seffi._convert import brief, clip
 from seffi.coverage import state as states
-from seffi.coverage._common import _input_id, _int_array, _match_set, rarity_bin_matrix
+from seffi.coverage._common import _check_strategies, _input_id, _int_array, _match_set, rarity_bin_matrix
 from seffi.coverage.assign import InputKeys, KeyIndex, RunAssigner, fit, pair_keys
 from seffi.coverage.barcode import BARCODE_ROWS, BarcodeRows
 from seffi.coverage.curves import Curves, KeyView, check_budget
@@ -76,17 +75,14 @@ class CoverageTracker:
         num_latents: int = 0,
         stream_offset: int = 0,
     ) -> None:
-        self.strategies: tuple[str, ...] | None = None
-        self.num_strategies: int | None = None
-        if isinstance(strategies, int | np.integer) and not isinstance(strategies, bool):
-            self.num_strategies = int(strategies)
-        elif strategies is not None:
-            if isinstance(strategies, bool | str) or not all(isinstance(s, str) for s in strategies):
-                raise ValueError(f"strategies must be str ids, a count or None, got {clip(repr(strategies))}")
-            self.strategies = tuple(strategies)
-            self.num_strategies = len(self.strategies)
-            if len(set(self.strategies)) != self.num_strategies:
-                raise ValueError(f"strategies must be unique ids, got {brief(self.strategies)}")
+        if isinstance(strategies, bool):
+            raise ValueError(f"strategies must be str ids, a count or None, got {strategies!r}")
+        if isinstance(strategies, int | np.integer):
+            self.strategies: tuple[str, ...] | None = None
+            self.num_strategies: int | None = int(strategies)
+        else:  # non-empty unique str ids, or None
+            self.strategies = _check_strategies(strategies)
+            self.num_strategies = None if self.strategies is None else len(self.strategies)
         if self.num_strategies is not None and not 1 <= self.num_strategies <= MAX_STRATEGIES:
             raise ValueError(
                 f"the strategy count must be in [1, {MAX_STRATEGIES}], got {self.num_strategies}"
@@ -270,20 +266,19 @@ class CoverageTracker:
         # M_x checked before the first write (a refused batch leaves no run), only where it can be passed
         seen: dict[tuple[str, int], set[str]] = {}
         limit = len(set(self.columns).union(names))
-        for x, s, row in zip(ids, st.tolist(), mat, strict=True) if min(m_of.values()) < limit else ():
-            if (x, s) not in seen:
-                code = self.keys.get((self.task, x))
-                slot = -1 if code is None else int(self._slots_of(np.array([code]), np.array([s]))[0])
-                have = (
-                    np.flatnonzero(self.runs.first_hit[slot, : len(self.columns)] >= 0) if slot >= 0 else []
-                )
-                seen[(x, s)] = {self.columns[j] for j in have}
-            got = seen[(x, s)]
-            got.update(names[j] for j in np.flatnonzero(row))
-            if len(got) > m_of[x]:
-                raise ValueError(
-                    f"input {x!r} has matched {len(got)} distinct strategies but its M_x is {m_of[x]}"
-                )
+        if min(m_of.values()) < limit:  # else no input can match more than its M_x
+            for x, s, row in zip(ids, st.tolist(), mat, strict=True):
+                if (x, s) not in seen:  # the strategies its run (if any) already matched
+                    code = self.keys.get((self.task, x))
+                    slot = -1 if code is None else int(self._slots_of(np.array([code]), np.array([s]))[0])
+                    have = self.runs.first_hit[slot, : len(self.columns)] >= 0 if slot >= 0 else ()
+                    seen[(x, s)] = {self.columns[j] for j in np.flatnonzero(have)}
+                got = seen[(x, s)]
+                got.update(names[j] for j in np.flatnonzero(row))
+                if len(got) > m_of[x]:
+                    raise ValueError(
+                        f"input {x!r} has matched {len(got)} distinct strategies but its M_x is {m_of[x]}"
+                    )
         known = self.keys.codes(self.task, list(m_of))
         new = [x for x, c in zip(m_of, known.tolist(), strict=True) if c < 0]
         self._add_inputs([(self.task, x) for x in new], np.array([m_of[x] for x in new], dtype=np.int64))
