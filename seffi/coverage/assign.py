@@ -24,10 +24,11 @@ _TOP = {np.dtype(t): np.iinfo(t).max for t in (np.int8, np.int16, np.int32, np.i
 
 def fit(a: np.ndarray, values: Any) -> np.ndarray:
     """``a``, or a copy in the narrowest integer type holding ``values`` (ints) too when ``a``'s cannot."""
-    held, v = _TOP[a.dtype], values
-    if held == _TOP[np.dtype(np.int64)] or (not isinstance(v, int) and not np.size(v)):  # a per-batch call
+    held = _TOP[a.dtype]
+    # The widest type already (a per-batch call: no reduction), or no values to hold.
+    if held == _TOP[np.dtype(np.int64)] or (not isinstance(values, int) and np.size(values) == 0):
         return a
-    top = abs(v) if isinstance(v, int) else max(int(np.max(v)), -int(np.min(v)))
+    top = abs(values) if isinstance(values, int) else max(int(np.max(values)), -int(np.min(values)))
     return a if top <= held else a.astype(int_type(top))
 
 

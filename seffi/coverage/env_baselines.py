@@ -186,7 +186,8 @@ class EnvBaselines:
 
     def aucs(self, inputs: Sequence[str]) -> tuple[float | None, float | None]:
         """(iid AUC, oracle AUC) over ``inputs``: the mean of per-input AUCs (None where one is missing)."""
-        iid, oracle = zip(*map(self.input_aucs, inputs), strict=True) if inputs else ((), ())
+        pairs = [self.input_aucs(x) for x in inputs]
+        iid, oracle = [p[0] for p in pairs], [p[1] for p in pairs]
         iid_auc, oracle_auc = (None if not v or None in v else float(np.mean(v)) for v in (iid, oracle))
         return iid_auc, oracle_auc
 

@@ -120,10 +120,10 @@ def paired_gain(
     held, n = None, None
     if design is not None and any(v is not None for v in design.vectors):
         n = int(design.strata.size)
-        rooms = [
+        iid, oracle = (
             np.full(n, v) if vec is None else vec for vec, v in zip(design.vectors, vals[1:], strict=True)
-        ]
-        held = inputs_holding(rooms[1] - rooms[0])
+        )
+        held = inputs_holding(oracle - iid)
     room = vals[2] - vals[1]
     return gain.model_copy(update={"room": float(room), "held_by": held, "n_inputs": n}).flagged()
 
@@ -191,12 +191,12 @@ def _gain_interval(
 
 
 class _Design(NamedTuple):
-    """Input strata (U,); per baseline its AUCs on them (None: one value), if restricted; a caveat."""
+    """How a paired gain bootstrap resamples the policy's inputs."""
 
-    strata: np.ndarray
-    vectors: list[np.ndarray | None]
-    restricted: list[bool]
-    note: str | None
+    strata: np.ndarray  # (U,): the task stratum of each input
+    vectors: list[np.ndarray | None]  # per baseline: its AUCs (U,) on those inputs, or None (one value)
+    restricted: list[bool]  # per baseline: it covered more inputs than the policy
+    note: str | None  # a caveat for Gain.reason
 
 
 def _paired_design(policy: Curves, baselines: tuple[Curves, Curves], vec_attr: str) -> _Design | None:

@@ -313,8 +313,8 @@ class ScoreSums:
         half = np.sqrt(g * mu * (1.0 - mu) + g * g / 4.0) / (1.0 + g)
         lo = np.clip(centre - half, 0.0, 1.0)
         hi = np.clip(centre + half, 0.0, 1.0)
-        # At <= 3 effective events x = mean * n_eff, Wilson's bound gives way to the Poisson one (Brown,
-        # Cai & DasGupta 2001, sec. 4.1.1); likewise at the top for 1 - mean.
+        # Wilson's bound is too high (coverage dips) at <= 3 effective events x = mean * n_eff: there the
+        # Poisson one (Brown, Cai & DasGupta 2001, sec. 4.1.1); likewise at the top for 1 - mean.
         with np.errstate(divide="ignore", invalid="ignore"):
             n_eff = np.where(g > 0, c2 / np.where(g > 0, g, 1.0), np.inf)
         x_lo, x_hi = mu * n_eff, (1.0 - mu) * n_eff

@@ -46,7 +46,7 @@ FloatList = Annotated[list[float | None], BeforeValidator(_plain_floats)]
 
 def check_unit(name: str, values: Sequence[Any] | float | None) -> None:
     """Raise ValueError unless every value (None skipped) is a probability in [0, 1] (up to rounding)."""
-    for v in [] if values is None else values if isinstance(values, Sequence) else [values]:
+    for v in values if isinstance(values, Sequence) else [values]:  # None: [None], skipped
         if v is not None and not -1e-9 <= v <= 1.0 + 1e-9:
             raise ValueError(f"{name} must lie in [0, 1], got {v}")
 

@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from seffi._convert import clip
 from seffi.coverage import state as states
-from seffi.coverage._common import _input_id, _int_array, _match_set, rarity_bin_matrix
+from seffi.coverage._common import _check_strategies, _input_id, _int_array, _match_set, rarity_bin_matrix
 from seffi.coverage.assign import InputKeys, KeyIndex, RunAssigner, fit, pair_keys
 from seffi.coverage.barcode import BARCODE_ROWS, BarcodeRows
 from seffi.coverage.curves import Curves, KeyView, check_budget
@@ -76,15 +75,18 @@ class CoverageTracker:
         num_latents: int = 0,
         stream_offset: int = 0,
     ) -> None:
-        ids = None if strategies is None or isinstance(strategies, int | np.integer) else strategies
-        if isinstance(strategies, bool | str) or not all(isinstance(s, str) for s in ids or ()):
-            raise ValueError(f"strategies must be str ids, a count or None, got {clip(repr(strategies))}")
-        self.strategies = None if ids is None else tuple(ids)
-        count = len(self.strategies) if self.strategies is not None else strategies
-        self.num_strategies = None if count is None else int(count)
-        unique = self.strategies is None or len(set(self.strategies)) == count
-        if not unique or not 1 <= (1 if count is None else count) <= MAX_STRATEGIES:
-            raise ValueError(f"strategies must be a count or non-empty unique ids, at most {MAX_STRATEGIES}")
+        if isinstance(strategies, bool):
+            raise ValueError(f"strategies must be str ids, a count or None, got {strategies!r}")
+        if isinstance(strategies, int | np.integer):
+            self.strategies: tuple[str, ...] | None = None
+            self.num_strategies: int | None = int(strategies)
+        else:  # non-empty unique str ids, or None
+            self.strategies = _check_strategies(strategies)
+            self.num_strategies = None if self.strategies is None else len(self.strategies)
+        if self.num_strategies is not None and not 1 <= self.num_strategies <= MAX_STRATEGIES:
+            raise ValueError(
+                f"the strategy count must be in [1, {MAX_STRATEGIES}], got {self.num_strategies}"
+            )
         given = {"task": task, "budget": budget, "barcode_rows": barcode_rows, "barcode_cols": barcode_cols}
         given |= {"num_latents": num_latents, "stream_offset": stream_offset}
         if budget is not None:
@@ -264,20 +266,19 @@ class CoverageTracker:
         # M_x checked before the first write (a refused batch leaves no run), only where it can be passed
         seen: dict[tuple[str, int], set[str]] = {}
         limit = len(set(self.columns).union(names))
-        for x, s, row in zip(ids, st.tolist(), mat, strict=True) if min(m_of.values()) < limit else ():
-            if (x, s) not in seen:
-                code = self.keys.get((self.task, x))
-                slot = -1 if code is None else int(self._slots_of(np.array([code]), np.array([s]))[0])
-                have = (
-                    np.flatnonzero(self.runs.first_hit[slot, : len(self.columns)] >= 0) if slot >= 0 else []
-                )
-                seen[(x, s)] = {self.columns[j] for j in have}
-            got = seen[(x, s)]
-            got.update(names[j] for j in np.flatnonzero(row))
-            if len(got) > m_of[x]:
-                raise ValueError(
-                    f"input {x!r} has matched {len(got)} distinct strategies but its M_x is {m_of[x]}"
-                )
+        if min(m_of.values()) < limit:  # else no input can match more than its M_x
+            for x, s, row in zip(ids, st.tolist(), mat, strict=True):
+                if (x, s) not in seen:  # the strategies its run (if any) already matched
+                    code = self.keys.get((self.task, x))
+                    slot = -1 if code is None else int(self._slots_of(np.array([code]), np.array([s]))[0])
+                    have = self.runs.first_hit[slot, : len(self.columns)] >= 0 if slot >= 0 else ()
+                    seen[(x, s)] = {self.columns[j] for j in np.flatnonzero(have)}
+                got = seen[(x, s)]
+                got.update(names[j] for j in np.flatnonzero(row))
+                if len(got) > m_of[x]:
+                    raise ValueError(
+                        f"input {x!r} has matched {len(got)} distinct strategies but its M_x is {m_of[x]}"
+                    )
         known = self.keys.codes(self.task, list(m_of))
         new = [x for x, c in zip(m_of, known.tolist(), strict=True) if c < 0]
         self._add_inputs([(self.task, x) for x in new], np.array([m_of[x] for x in new], dtype=np.int64))

@@ -251,9 +251,9 @@ def report_scalars(report: Any) -> dict[str, float]:
         out.update(baseline_scalars(comp, scope))
         for name, est in getattr(pol, "metrics", {}).items():
             out.update(estimate_scalars(name, est, scope))
-        iid = getattr(comp, "iid", None)
-        flags = (_get(iid, "extrapolated") or []) if iid is not None else []
-        first = next((int(k) for k, e in zip(_get(iid, "k") or [], flags, strict=False) if e), None)
+        iid = getattr(comp, "iid", None)  # its first extrapolated budget, if any (None has neither list)
+        flagged = zip(_get(iid, "k") or [], _get(iid, "extrapolated") or [], strict=False)
+        first = next((int(k) for k, extrapolated in flagged if extrapolated), None)
         if first is not None:
             out[iid_extrapolated_key(scope)] = float(first)
     return out

@@ -148,6 +148,7 @@ class LocalSink:
         self._append(self.metrics_path, {keys.STEP_KEY: int(step), **data})
 
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
+        """Append the whole comparison (curves as lists) to snapshots.jsonl."""
         data = comparison.model_dump(mode="json")
         self._append(self.snapshots_path, {"step": int(step), "scope": scope, "comparison": data})
 
@@ -245,10 +246,12 @@ class WandbSink:
         return self.run.enabled
 
     def log(self, data: Mapping[str, Any], step: int) -> None:
+        """Scalars at ``step`` (out-of-order steps are dropped with one warning)."""
         self._log_final_image()
         self.run.log(data, step)
 
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
+        """Every ``log_curves_every``-th call: coverage ``line_series`` (+ image) of all curve sets."""
         self._log_final_image()
         call = self._snapshot_calls.get(scope, 0)
         self._snapshot_calls[scope] = call + 1

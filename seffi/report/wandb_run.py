@@ -336,6 +336,7 @@ class SafeWandbRun:
 
     @property
     def last_step(self) -> int | None:
+        """The last step that went to W&B (None before the first)."""
         return self._last_step
 
     def log_image(self, key: str, path: str | Path, step: int, caption: str | None = None) -> bool:
