@@ -528,7 +528,10 @@ def _unpack(state: Any, like: CoverageTracker) -> tuple[dict[str, Any], int]:
         if [s["budget"], s["strategies"], s["task"]] != [like.budget, list(like.strategies), like.task]:
             raise ValueError("the state's budget, strategies or task do not mix with this monitor's")
         if type(episodes) is not int or episodes != s["samples"] + s["skipped"]:  # a sample or beyond K
-            raise ValueError(f"episodes={episodes!r} is not the tracker's samples + those beyond the budget")
+            raise ValueError(
+                f"episodes={episodes!r} must be the tracker's {s['samples']} samples and "
+                f"{s['skipped']} beyond the budget"
+            )
     except (ValueError, KeyError, TypeError) as exc:
         raise SeffiError(f"corrupted CoverageMonitor state: {exc}") from exc
     return s, episodes
