@@ -21,7 +21,7 @@ from transformers import TrainerCallback
 
 from seffi._cache import default_cache_dir, numerics_stack
 from seffi._convert import plain
-from seffi._io import write_atomic
+from seffi._io import drop_lines_after, write_atomic
 from seffi._seeding import seed_of
 from seffi.callbacks import trl_model
 from seffi.callbacks.core import CoverageMonitor
@@ -783,38 +783,6 @@ def _cost_line(cost: Mapping[str, Any]) -> str:
 
 def _same_folder(a: str | Path, b: str | Path) -> bool:
     return Path(a).resolve() == Path(b).resolve()
-
-
-def drop_lines_after(path: Path, key: str, step: int) -> None:
-    """Keep the JSON lines of ``path`` whose ``key`` is at most ``step``; a cut last line is dropped."""
-    if not path.is_file():
-        return
-    text = path.read_text(encoding="utf-8")
-    lines = text.split("\n")
-    partial = lines.pop()  # "" when the file ends on a newline
-    try:
-        json.loads(partial)
-        lines.append(partial)  # whole, only its newline missing
-    except ValueError:
-        pass
-    kept = []
-    for line in lines:
-        try:
-            if float(json.loads(line).get(key, step)) > step:
-                continue
-        except (ValueError, AttributeError, TypeError):
-            pass  # a line seffi did not write as such: left alone
-        kept.append(line)
-    new = "".join(f"{line}\n" for line in kept)
-    if new == text:
-        return
-    try:
-        write_atomic(path, new)
-    except OSError as exc:
-        raise SeffiError(
-            f"cannot trim {path} to step {step} for the resumed run: {exc.strerror or exc}; "
-            "the log is unchanged"
-        ) from None
 
 
 class TaskFacts:

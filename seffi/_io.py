@@ -11,6 +11,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from seffi.errors import SeffiError
+
 __all__ = ["append_line", "read_jsonl", "write_atomic", "write_figure"]
 
 
@@ -95,3 +97,35 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[Any]:
                 break
             raise ValueError(f"{path}: line {i + 1} is not valid JSON") from None
     return out
+
+
+def drop_lines_after(path: Path, key: str, step: int) -> None:
+    """Keep the JSON lines of ``path`` whose ``key`` is at most ``step``; a cut last line is dropped."""
+    if not path.is_file():
+        return
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    partial = lines.pop()  # "" when the file ends on a newline
+    try:
+        json.loads(partial)
+        lines.append(partial)  # whole, only its newline missing
+    except ValueError:
+        pass
+    kept = []
+    for line in lines:
+        try:
+            if float(json.loads(line).get(key, step)) > step:
+                continue
+        except (ValueError, AttributeError, TypeError):
+            pass  # a line seffi did not write as such: left alone
+        kept.append(line)
+    new = "".join(f"{line}\n" for line in kept)
+    if new == text:
+        return
+    try:
+        write_atomic(path, new)
+    except OSError as exc:
+        raise SeffiError(
+            f"cannot trim {path} to step {step} for the resumed run: {exc.strerror or exc}; "
+            "the log is unchanged"
+        ) from None

@@ -82,7 +82,7 @@ def test_nested_layout_counts_as_a_run(tmp_path: Path) -> None:
 _TRIM = """
 import json, resource, signal, sys
 from pathlib import Path
-from seffi.callbacks.trl import drop_lines_after
+from seffi._io import drop_lines_after
 from seffi.errors import SeffiError
 path, limit, step = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
@@ -130,7 +130,7 @@ def test_trimming_a_resumed_log_under_a_file_size_limit_never_shortens_it(tmp_pa
 _TRIM_LOOP = """
 import sys
 from pathlib import Path
-from seffi.callbacks.trl import drop_lines_after
+from seffi._io import drop_lines_after
 path, n = Path(sys.argv[1]), int(sys.argv[2])
 print("ready", flush=True)
 for step in range(n - 2, 0, -1):  # one line fewer at each resume
@@ -193,10 +193,11 @@ def test_a_grpo_state_recorded_for_another_folder_is_refused_and_that_folder_unt
     tmp_path: Path,
 ) -> None:
     """A checkpoint copied from run A into run B never rewrites A's log nor writes B's report into A."""
-    from seffi.callbacks.trl import GRPOCoverage
     from seffi.errors import SeffiError
 
-    run_a = _grpo_run(tmp_path / "a")
+    run_a = _grpo_run(tmp_path / "a")  # skips without the trl extra
+    from seffi.callbacks.trl import GRPOCoverage
+
     state = json.loads(json.dumps(run_a.state_dict()))
     run_a.monitor.finalize()
     before = {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir()}
