@@ -188,7 +188,10 @@ def legend_below(fig: Figure | SubFigure, handles: Sequence[Any], labels: Sequen
 
 
 def k_ticks(budget: int, every_up_to: int, most: int) -> list[int]:
-    """Ticks of a budget axis: every k up to ``every_up_to``, else 1 and at most ``most`` round steps."""
+    """Ticks of a budget axis 1..K: every k up to ``every_up_to``, else 1 and a round step's multiples.
+
+    The step is the smallest of 2, 4, 5, 10, 20, 40, 50, 100, ... giving at most ``most`` multiples.
+    """
     if budget <= every_up_to:
         return list(range(1, budget + 1))
     steps = (base * 10**e for e in range(20) for base in (2, 4, 5, 10))

@@ -264,6 +264,7 @@ class PolicyResult(_Model):
 
     @property
     def label(self) -> str:
+        """The policy's legend name."""
         return self.curves.label
 
 

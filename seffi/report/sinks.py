@@ -243,6 +243,7 @@ class WandbSink:
 
     @property
     def enabled(self) -> bool:
+        """False once W&B failed or when disabled."""
         return self.run.enabled
 
     def log(self, data: Mapping[str, Any], step: int) -> None:
@@ -330,10 +331,12 @@ class MultiSink:
 
     @property
     def local(self) -> LocalSink | None:
+        """The first [`LocalSink`][seffi.report.LocalSink], if any."""
         return next((s for s in self.sinks if isinstance(s, LocalSink)), None)
 
     @property
     def wandb(self) -> WandbSink | None:
+        """The first [`WandbSink`][seffi.report.WandbSink], if any."""
         return next((s for s in self.sinks if isinstance(s, WandbSink)), None)
 
     def _each(self, method: str, *args: Any, **kwargs: Any) -> None:

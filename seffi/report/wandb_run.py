@@ -340,13 +340,16 @@ class SafeWandbRun:
         return self._last_step
 
     def log_image(self, key: str, path: str | Path, step: int, caption: str | None = None) -> bool:
+        """Log a PNG file as a ``wandb.Image``."""
         image = self._call("image", lambda: self._wandb.Image(str(path), caption=caption))
         return image is not None and self.log({key: image}, step)
 
     def update_summary(self, data: Mapping[str, Any]) -> None:
+        """Put final numbers into ``run.summary``."""
         self._call("summary", lambda: self.run.summary.update({k: plain(v) for k, v in data.items()}))
 
     def log_artifact(self, name: str, type: str, paths: Sequence[str | Path]) -> None:
+        """Log files as one artifact (the name is sanitised to W&B's allowed characters)."""
 
         def _log() -> None:
             safe = re.sub(r"[^A-Za-z0-9_.-]", "-", name).strip("-") or "seffi"
