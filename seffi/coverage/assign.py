@@ -11,25 +11,12 @@ from typing import Any, overload
 import numpy as np
 
 from seffi.coverage.room import grow, zeros
-from seffi.coverage.sums import _segment_starts, int_type
+from seffi.coverage.sums import _segment_starts, fit
 
-__all__ = ["InputKeys", "KeyIndex", "RunAssigner", "fit", "pair_keys"]
+__all__ = ["InputKeys", "KeyIndex", "RunAssigner", "pair_keys"]
 
 _LUT_MAX = 1 << 16  # env indices below this are looked up in an array (larger ones: the dict)
 _SHIFT = 32  # open-run key: input code << 32 | env column
-
-
-_TOP = {np.dtype(t): np.iinfo(t).max for t in (np.int8, np.int16, np.int32, np.int64)}
-
-
-def fit(a: np.ndarray, values: Any) -> np.ndarray:
-    """``a``, or a copy in the narrowest integer type holding ``values`` (ints) too when ``a``'s cannot."""
-    held = _TOP[a.dtype]
-    # The widest type already (a per-batch call: no reduction), or no values to hold.
-    if held == _TOP[np.dtype(np.int64)] or (not isinstance(values, int) and np.size(values) == 0):
-        return a
-    top = abs(values) if isinstance(values, int) else max(int(np.max(values)), -int(np.min(values)))
-    return a if top <= held else a.astype(int_type(top))
 
 
 def pair_keys(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -53,6 +53,19 @@ def int_type(top: int) -> np.dtype:
     return next(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64) if top <= np.iinfo(t).max)
 
 
+_TOP = {np.dtype(t): np.iinfo(t).max for t in (np.int8, np.int16, np.int32, np.int64)}
+
+
+def fit(a: np.ndarray, values: Any) -> np.ndarray:
+    """``a``, or a copy in the narrowest integer type holding ``values`` (ints) too when ``a``'s cannot."""
+    held = _TOP[a.dtype]
+    # The widest type already (a per-batch call: no reduction), or no values to hold.
+    if held == _TOP[np.dtype(np.int64)] or (not isinstance(values, int) and np.size(values) == 0):
+        return a
+    top = abs(values) if isinstance(values, int) else max(int(np.max(values)), -int(np.min(values)))
+    return a if top <= held else a.astype(int_type(top))
+
+
 class RunTable:
     """Per run slot, the declared per-run fields (`seffi.coverage.state.RUN_FIELDS`), each an attribute.
 
@@ -75,7 +88,7 @@ class RunTable:
             for p in self.fields:
                 if p.width == "columns":
                     arr = getattr(self, p.key)
-                    wide = np.empty((arr.shape[0], n_columns), dtype=self.dtype)
+                    wide = zeros((arr.shape[0], n_columns), self.dtype)  # rows above ``filled`` stay zero
                     wide[:top, : self.columns] = arr[:top]
                     wide[:top, self.columns :] = p.fill
                     setattr(self, p.key, wide)
@@ -141,10 +154,8 @@ class InputSums:
             self.inc[rows] -= part.inc.astype(self.inc.dtype, copy=False)
             self.n_runs[rows] -= part.n_runs
             return
-        if self.inc.dtype != np.int64 and rows.size:
-            top = int(part.inc.max(initial=0)) + int(self.inc[rows].max(initial=0))
-            if top > np.iinfo(self.inc.dtype).max:  # a count would leave the type: widen to one that holds it
-                self.inc = self.inc.astype(int_type(top))
+        if self.inc.dtype != np.int64 and rows.size:  # widen to a type holding every count after the add
+            self.inc = fit(self.inc, int(part.inc.max(initial=0)) + int(self.inc[rows].max(initial=0)))
         self.inc[rows] += part.inc.astype(self.inc.dtype, copy=False)
         self.n_runs[rows] += part.n_runs
         if self.sq is not None and part.sq is not None:

@@ -15,7 +15,7 @@ import numpy as np
 
 from seffi.coverage import state as states
 from seffi.coverage._common import _check_strategies, _input_id, _int_array, _match_set, rarity_bin_matrix
-from seffi.coverage.assign import InputKeys, KeyIndex, RunAssigner, fit, pair_keys
+from seffi.coverage.assign import InputKeys, KeyIndex, RunAssigner, pair_keys
 from seffi.coverage.barcode import BARCODE_ROWS, BarcodeRows
 from seffi.coverage.curves import Curves, KeyView, check_budget
 from seffi.coverage.input_metrics import Estimate, InputMetric, registered
@@ -28,6 +28,7 @@ from seffi.coverage.sums import (
     RunTable,
     _segment_starts,
     add_runs,
+    fit,
     fold,
     fold_latent,
     int_type,
