@@ -544,10 +544,9 @@ def _read_checkpoint(folder: Path) -> dict[str, Any]:
         raise SeffiError(f"resume_from={folder}: no {TRACKER_STATE_JSON} there (no checkpoint was written)")
     # About 10 bytes per episode: room for 10^8 episodes.
     tracker = load_json_file(path, what="tracker state", max_bytes=2**30, max_depth=16)
-    try:  # every episode a monitor folds is a sample or one beyond its run's budget
-        episodes = tracker["samples"] + tracker["skipped"]
-    except (KeyError, TypeError) as exc:
-        raise SeffiError(
-            f"corrupted CoverageMonitor state: {path} holds no tracker state with sample counts"
-        ) from exc
-    return {"format": MONITOR_STATE_FORMAT, "episodes": episodes, "tracker": dict(tracker)}
+    # Checked before any sink claims the folder, so a bad file leaves it untouched.
+    counts = [tracker.get("samples"), tracker.get("skipped")] if isinstance(tracker, Mapping) else [None]
+    if not all(type(c) is int and c >= 0 for c in counts):
+        raise SeffiError(f"corrupted CoverageMonitor state: {path} holds no tracker state with sample counts")
+    # Every episode a monitor folds is a sample or one beyond its run's budget.
+    return {"format": MONITOR_STATE_FORMAT, "episodes": counts[0] + counts[1], "tracker": dict(tracker)}

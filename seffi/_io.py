@@ -72,10 +72,12 @@ def drop_partial_line(fd: int) -> None:
     after it would join into one damaged line.
     """
     end = os.lseek(fd, 0, os.SEEK_END)
+    if end == 0 or os.pread(fd, 1, end - 1) == b"\n":  # whole: no write (a truncate would touch mtime)
+        return
     while end > 0:  # backwards, a block at a time
         start = max(0, end - (1 << 16))
         if (at := os.pread(fd, end - start, start).rfind(b"\n")) >= 0:
-            os.ftruncate(fd, start + at + 1)  # a no-op when the file ends on a newline
+            os.ftruncate(fd, start + at + 1)
             return
         end = start
     os.ftruncate(fd, 0)

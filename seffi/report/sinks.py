@@ -377,11 +377,20 @@ class MultiSink:
         self._each("checkpoint", report, tracker_state)
 
 
-class NullSink(MultiSink):
-    """Drops everything: the sink of a worker's tracker replica (RLlib env runner, non-main TRL process)."""
+class NullSink:
+    """Drops everything: the sink of a worker's tracker replica (RLlib env runner, non-main TRL process).
 
-    def __init__(self) -> None:
-        super().__init__([])
+    Not a `MultiSink`: a monitor asks its sinks for ``checkpoint`` and ``render_ahead`` and must find
+    none here, or a replica would build reports only to drop them.
+    """
+
+    def log(self, data: Mapping[str, Any], step: int) -> None: ...
+
+    def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None: ...
+
+    def finish(
+        self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None
+    ) -> None: ...
 
 
 class ForwardingSink:

@@ -291,3 +291,20 @@ def test_a_resume_never_appends_through_a_linked_log(tmp_path: Path) -> None:
         CoverageMonitor(2, STRATS, resume_from=tmp_path / "run", wandb="disabled", plots=False, n_boot=0)
     assert other.read_text() == '{"mine": 1}\n'
     assert not (tmp_path / "run" / ".seffi-lock").exists()
+
+
+@pytest.mark.parametrize(
+    "counts", [{"samples": "3", "skipped": "1"}, {"samples": 3}, {"samples": True, "skipped": 0}]
+)
+def test_a_resume_from_a_state_without_sample_counts_is_refused_and_the_folder_untouched(
+    tmp_path: Path, counts: dict
+) -> None:
+    """Counts that are not non-negative ints are refused before any sink claims the folder."""
+    from seffi.errors import SeffiError
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "tracker_state.json").write_text(json.dumps({"format": 2, **counts}))
+    with pytest.raises(SeffiError, match="holds no tracker state with sample counts"):
+        CoverageMonitor(2, STRATS, resume_from=run, wandb="disabled", plots=False, n_boot=0)
+    assert sorted(p.name for p in run.iterdir()) == ["tracker_state.json"]

@@ -205,6 +205,8 @@ def test_null_and_forwarding_sinks(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
     null = NullSink()
     assert isinstance(null, Sink)
+    # A monitor finds no checkpoint or render-ahead here, so a replica never builds a report to drop.
+    assert not hasattr(null, "checkpoint") and not hasattr(null, "render_ahead")
     null.log({"seffi/auc": 1.0}, 1)
     null.finish(fx.report())
     shared = MultiSink([LocalSink(tmp_path, plots=False)])
