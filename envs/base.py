@@ -110,9 +110,9 @@ def explicit_inputs(spec: PoolSpec, options: Any, rows: int, allowed: frozenset[
 _ROW0 = np.zeros(1, dtype=np.int64)
 
 
-def first(obs: Any) -> Any:
-    """Row 0 of a batched observation (a dict of arrays or an array)."""
-    return {k: v[0] for k, v in obs.items()} if isinstance(obs, dict) else obs[0]
+def row_of(obs: Any, j: int = 0) -> Any:
+    """Row ``j`` of a batched observation (a dict of arrays or an array)."""
+    return {k: v[j] for k, v in obs.items()} if isinstance(obs, dict) else obs[j]
 
 
 class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
@@ -145,7 +145,7 @@ class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
         if seed is not None or not self._engine.life.seeded(0):
             self._engine.restart(0, self.np_random)
         self._engine.reset_rows(_ROW0, explicit)
-        return first(self._engine.observe(_ROW0)), {}
+        return row_of(self._engine.observe(_ROW0)), {}
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """Apply one action; ``info`` holds the final keys only on the step that ends the episode."""
@@ -160,7 +160,7 @@ class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
             raise SeffiError(f"action {action} is outside the action space Discrete({n})")
         rewards, term, trunc, fin, cols = self._engine.step_rows(_ROW0, np.array([action], dtype=np.int64))
         info = row_info(cols, 0) if fin.size else {}
-        return first(self._engine.observe(_ROW0)), float(rewards[0]), bool(term[0]), bool(trunc[0]), info
+        return row_of(self._engine.observe(_ROW0)), float(rewards[0]), bool(term[0]), bool(trunc[0]), info
 
 
 _METADATA: dict[str, Any] = {**SeffiEnv.metadata, "autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -179,7 +179,7 @@ def final_obs_info(num_envs: int, rows: np.ndarray, obs: Any) -> tuple[np.ndarra
     """``infos["final_obs"]`` (object array) and its mask for ``rows`` that ended with batched ``obs``."""
     mask = np.zeros(num_envs, dtype=np.bool_)
     mask[rows] = True
-    views = ({k: v[j] for k, v in obs.items()} for j in range(rows.size)) if isinstance(obs, dict) else obs
+    views = (row_of(obs, j) for j in range(rows.size)) if isinstance(obs, dict) else obs
     per_row = np.fromiter(views, dtype=object, count=rows.size)  # iterating a 2-D array yields its rows
     if rows.size == num_envs:  # every row ended (always, for router envs): rows is 0..E-1, in order
         return per_row, mask

@@ -85,7 +85,9 @@ class PoolSpec:
 
     def match_mask(self, matches: frozenset[str] | Sequence[str]) -> np.ndarray:
         """Which declared strategies are in ``matches``: bool array, shape (M,)."""
-        return np.fromiter((s in matches for s in self.strategies), bool, len(self.strategies))
+        mask = np.zeros(len(self.strategies), dtype=bool)
+        mask[[self.strategy_index[s] for s in matches if s in self.strategy_index]] = True
+        return mask
 
     def base_match_distribution(self, input_id: str, valid_only: bool = False) -> dict[frozenset[str], float]:
         return self.task.base_match_distribution(self.inputs[self.index_of(input_id)], valid_only=valid_only)
@@ -118,11 +120,11 @@ class Outcomes:
         mask = np.zeros((r_count, len(spec.strategies)), dtype=bool)
         valid, parse_ok = np.zeros((2, r_count), dtype=bool)
         matches = np.empty(r_count, dtype=object)
-        shared: dict[frozenset[str], tuple[str, ...]] = {}  # one tuple per distinct match set
+        shared: dict[frozenset[str], tuple[tuple[str, ...], np.ndarray]] = {}  # per distinct match set
         for i, (_, r) in enumerate(zip(texts, results, strict=True)):  # strict: one result per text
             if (key := r.strategy_matches) not in shared:
-                shared[key] = tuple(sorted(key))
-            matches[i], mask[i] = shared[key], spec.match_mask(key)
+                shared[key] = (tuple(sorted(key)), spec.match_mask(key))
+            matches[i], mask[i] = shared[key]
             valid[i], parse_ok[i] = r.valid, r.parse_ok
         return cls(np.fromiter(texts, dtype=object, count=r_count), matches, valid, parse_ok, mask)
 

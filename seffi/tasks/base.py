@@ -11,7 +11,6 @@ import abc
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from itertools import takewhile
 from typing import Any, ClassVar, Generic, Literal, TypeVar, get_args, get_origin
 
 import numpy as np
@@ -173,8 +172,11 @@ class Vocabulary:
 
     def decode(self, ids: Any) -> str:
         """Text of ``ids`` up to the first ``<eos>``; ``<pad>`` is skipped, ``<unk>`` kept as a word."""
-        ids = takewhile(lambda i: i != self.EOS, map(int, ids))
-        words = [self.tokens[i] if 0 <= i < len(self.tokens) else "<unk>" for i in ids if i != self.PAD]
+        ids = list(map(int, ids))
+        if self.EOS in ids:
+            ids = ids[: ids.index(self.EOS)]
+        n = len(self.tokens)
+        words = [self.tokens[i] if 0 <= i < n else "<unk>" for i in ids if i != self.PAD]
         return "\n".join(line.strip(" ") for line in " ".join(words).split("\n"))
 
 
