@@ -8,6 +8,7 @@ their own, so a colour never means a strategy in one figure and a policy in anot
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import re
@@ -165,7 +166,8 @@ def title(comparison: Comparison, what: str) -> str:
 def suptitle(fig: Figure, text: str) -> None:
     """Set the figure title, wrapped to the figure width only when it would not fit."""
     lines = [line for part in text.split("\n") for line in wrap(part, fig.get_figwidth())]
-    fig.suptitle("\n".join(lines), fontsize=font("title"))
+    top = 1.0 - _PAD_IN / fig.get_figheight()
+    fig.suptitle("\n".join(lines), fontsize=font("title"), y=top, va="top", gid=_SUPTITLE)
 
 
 def legend_below(fig: Figure | SubFigure, handles: Sequence[Any], labels: Sequence[str]) -> None:
@@ -219,8 +221,115 @@ def finish(fig: Figure) -> Figure:
         ax.tick_params(labelsize=font("tick"))
         ax.xaxis.label.set_fontsize(font("label"))
         ax.yaxis.label.set_fontsize(font("label"))
-        ax.title.set_fontsize(font("panel"))
+        if ax.get_title():
+            # At a fixed height: no x tick labels sit above an axes here, so matplotlib's search
+            # through every sibling's tick labels for room at each draw would find none.
+            ax.set_title(ax.get_title(), fontsize=font("panel"), y=1.0)
     return fig
+
+
+#: Space (inches) between the figure's edge and any text, and on each side of an axes' decorations.
+_PAD_IN = 3 / 72
+_SUPTITLE = "suptitle"
+
+
+def _decorations(ax: Axes, renderer: Any) -> tuple[float, float, float, float]:
+    """How far (pixels) ``ax``'s tick labels, axis labels, title and texts reach out of its left, right, bottom, top.
+
+    Each text is measured once; an axis label sits ``labelpad`` beyond its tick labels (as matplotlib
+    draws it), so only its size is measured.
+    """
+    pos = ax.get_window_extent(renderer)
+    x0, x1, y0, y1 = pos.x0, pos.x1, pos.y0, pos.y1
+    texts = [ax.title, *ax.texts]
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.get_majorticklabels()  # places the ticks and sets their labels
+        lo, hi = sorted(axis.get_view_interval())
+        locs = axis.get_majorticklocs()
+        ticks = axis.get_major_ticks(len(locs))
+        shown = [t for t, v in zip(ticks, locs, strict=True) if lo - 1e-9 <= v <= hi + 1e-9]
+        labels = [lab for t in shown for lab in (t.label1, t.label2) if lab.get_visible() and lab.get_text()]
+        boxes = [lab.get_window_extent(renderer) for lab in labels]
+        inner = (min([b.x0 for b in boxes], default=x0), min([b.y0 for b in boxes], default=y0))
+        texts += labels
+        if axis.label.get_visible() and axis.label.get_text():
+            size = axis.label.get_window_extent(renderer)
+            gap = axis.labelpad * renderer.points_to_pixels(1.0)
+            if axis is ax.xaxis:
+                y0 = min(y0, min(inner[1], pos.y0) - gap - size.height)
+            else:
+                x0 = min(x0, min(inner[0], pos.x0) - gap - size.width)
+    for t in texts:
+        if t.get_visible() and t.get_text():
+            b = t.get_window_extent(renderer)
+            x0, x1, y0, y1 = min(x0, b.x0), max(x1, b.x1), min(y0, b.y0), max(y1, b.y1)
+    return pos.x0 - x0, x1 - pos.x1, pos.y0 - y0, y1 - pos.y1
+
+
+def lay_out(fig: Figure | SubFigure) -> None:
+    """Place the axes of ``fig`` in their grid, leaving room for every decoration, title and legend.
+
+    Each grid column is as wide as its axes' widest left and right decorations need, each row as
+    tall as its top and bottom ones; the axes share what is left equally, under the figure title and
+    above the figure legend (`legend_below`). Every text is measured once, which costs a fraction of
+    matplotlib's constrained layout (it measures each tick label four times).
+    """
+    from matplotlib.axes import Axes
+    from matplotlib.transforms import Bbox
+
+    root = fig.get_figure(root=True)
+    renderer = root._get_renderer()
+    for sub in fig.subfigs:
+        lay_out(sub)
+    axes = [ax for ax in fig.get_children() if isinstance(ax, Axes) and ax.get_subplotspec() is not None]
+    if not axes:
+        return
+    pad = _PAD_IN * root.dpi
+    box = fig.bbox
+    top, bottom = box.y1, box.y0
+    title = next((t for t in root.texts if t.get_gid() == _SUPTITLE), None)
+    if title is not None:  # the figure's title, over a subfigure too
+        top = min(top, title.get_window_extent(renderer).y0 - pad)
+    for legend in fig.legends:
+        bottom = max(bottom, legend.get_window_extent(renderer).y1 + pad)
+    nrows, ncols = axes[0].get_subplotspec().get_gridspec().get_geometry()
+    left, right = np.zeros(ncols), np.zeros(ncols)
+    above, below = np.zeros(nrows), np.zeros(nrows)
+    for ax in axes:
+        spec = ax.get_subplotspec()
+        r0, r1, c0, c1 = spec.rowspan.start, spec.rowspan.stop - 1, spec.colspan.start, spec.colspan.stop - 1
+        out = _decorations(ax, renderer)
+        left[c0] = max(left[c0], out[0] + pad)
+        right[c1] = max(right[c1], out[1] + pad)
+        below[r1] = max(below[r1], out[2] + pad)
+        above[r0] = max(above[r0], out[3] + pad)
+    width = (box.width - left.sum() - right.sum()) / ncols
+    height = (top - bottom - above.sum() - below.sum()) / nrows
+    xs = box.x0 + np.cumsum(left) + np.concatenate([[0.0], np.cumsum(right + width)[:-1]])
+    ys = top - np.cumsum(above) - np.concatenate([[0.0], np.cumsum(below + height)[:-1]])
+    to_fig = fig.transSubfigure.inverted()
+    for ax in axes:
+        spec = ax.get_subplotspec()
+        r0, r1, c0, c1 = spec.rowspan.start, spec.rowspan.stop - 1, spec.colspan.start, spec.colspan.stop - 1
+        corners = [[xs[c0], ys[r1] - height], [xs[c1] + width, ys[r0]]]
+        ax.set_position(to_fig.transform_bbox(Bbox(corners)))
+
+
+@functools.cache
+def _layout_engine() -> type:
+    """The layout engine of seffi's figures (a class built on first use: matplotlib loads lazily)."""
+    from matplotlib.layout_engine import LayoutEngine
+
+    class GridLayout(LayoutEngine):
+        """`lay_out` at each draw."""
+
+        _adjust_compatible = False
+        _colorbar_gridspec = False
+
+        def execute(self, fig: Figure) -> None:
+            lay_out(fig)
+
+    return GridLayout
 
 
 def _figure(size: tuple[float, float] = (7.0, 4.5)) -> Figure:
@@ -229,7 +338,7 @@ def _figure(size: tuple[float, float] = (7.0, 4.5)) -> Figure:
     from matplotlib.figure import Figure
 
     # At the save dpi, the layout pass and the final draw hit matplotlib's text-metrics cache.
-    fig = Figure(figsize=size, dpi=DPI, layout="constrained")
+    fig = Figure(figsize=size, dpi=DPI, layout=_layout_engine()())
     FigureCanvasAgg(fig)
     return fig
 
