@@ -225,13 +225,17 @@ class PlotRenderer:
 
 
 def _warm_up() -> None:
-    """While the parent trains: load matplotlib, its fonts and mathtext parser by drawing a small figure."""
+    """While the parent trains: load matplotlib, its fonts and mathtext parser by drawing a small figure.
+
+    Its axis labels are those of most plots, at their size: the report's figures find them parsed.
+    """
     fig = plots._figure((2.0, 2.0))
     ax = fig.subplots()
     ax.plot([1, 2], [0, 1], label="policy")
-    ax.set(xlabel=plots.BUDGET, ylabel=f"{plots.SAMPLE_INDEX} {plots.AUC_GAIN}", title="$T_{1}$")
+    ax.set(xlabel=plots.BUDGET, ylabel=plots.SAMPLE_INDEX, title=plots.AUC_GAIN)
     plots.legend_below(fig, *ax.get_legend_handles_labels())
     plots.suptitle(fig, "warm-up")
+    plots.finish(fig)
     fig.canvas.draw()
 
 

@@ -234,7 +234,7 @@ _SUPTITLE = "suptitle"
 
 
 def _decorations(ax: Axes, renderer: Any) -> tuple[float, float, float, float]:
-    """How far (pixels) ``ax``'s tick labels, axis labels, title and texts reach out of its left, right, bottom, top.
+    """How far (pixels) the tick labels, axis labels, title and texts of ``ax`` reach out of it (l, r, b, t).
 
     Each text is measured once; an axis label sits ``labelpad`` beyond its tick labels (as matplotlib
     draws it), so only its size is measured.
@@ -275,10 +275,15 @@ def lay_out(fig: Figure | SubFigure) -> None:
     matplotlib's constrained layout (it measures each tick label four times).
     """
     from matplotlib.axes import Axes
+    from matplotlib.backends.backend_agg import RendererAgg
     from matplotlib.transforms import Bbox
 
     root = fig.get_figure(root=True)
     renderer = root._get_renderer()
+    if isinstance(renderer, RendererAgg):
+        # matplotlib caches a label's mathtext parse per parser, and each figure's renderer has its own:
+        # one parser for all of them parses "sample budget $k$" once per process, not once per figure.
+        renderer.mathtext_parser = _mathtext_parser()
     for sub in fig.subfigs:
         lay_out(sub)
     axes = [ax for ax in fig.get_children() if isinstance(ax, Axes) and ax.get_subplotspec() is not None]
@@ -313,6 +318,14 @@ def lay_out(fig: Figure | SubFigure) -> None:
         r0, r1, c0, c1 = spec.rowspan.start, spec.rowspan.stop - 1, spec.colspan.start, spec.colspan.stop - 1
         corners = [[xs[c0], ys[r1] - height], [xs[c1] + width, ys[r0]]]
         ax.set_position(to_fig.transform_bbox(Bbox(corners)))
+
+
+@functools.cache
+def _mathtext_parser() -> Any:
+    """The mathtext parser of every Agg renderer that draws a figure of this module."""
+    from matplotlib.mathtext import MathTextParser
+
+    return MathTextParser("path")
 
 
 @functools.cache
