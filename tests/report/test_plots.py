@@ -94,7 +94,7 @@ def _savefig_png(fig) -> bytes:
     ],
 )
 def test_save_figure_writes_the_bytes_of_savefig_with_its_layout_pass(tmp_path: Path, draw) -> None:
-    # save_figure runs the constrained layout itself and skips savefig's disabled pre-draw: the pixels
+    # save_figure runs the layout itself and skips savefig's disabled pre-draw: the pixels
     # (and so the PNG bytes) must be those of a plain savefig, which lays the figure out on its own.
     comp = fx.comparison()
     reference = _savefig_png(draw(comp))
