@@ -7,14 +7,15 @@ one base-36 character a cell when all fit; per-input sums are derived at load.
 from __future__ import annotations
 
 import functools
+import json
 import operator
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from seffi._convert import clip
+from seffi._convert import clip, json_default
 from seffi.coverage import state_v1
 from seffi.coverage.input_metrics import Part, registered
 
@@ -155,8 +156,36 @@ def _ints(value: Any, p: Part, shape: tuple[int, ...], s: Mapping[str, Any]) -> 
     return arr
 
 
-def to_json(s: Mapping[str, Any]) -> dict[str, Any]:
-    """A checked-form state as JSON-safe data (the stored layout)."""
+class _Rows:
+    """Rows ``index`` of a tracker's table, each slice taken when read (``take(index[part])``)."""
+
+    def __init__(self, take: Any, index: np.ndarray) -> None:
+        self.take, self.index = take, index
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, part: slice) -> Any:
+        return self.take(self.index[part])
+
+
+_CELLS = 1 << 18  # cells of a table read at a time: what writing a state holds beside the tracker
+_SEP = (",", ":")
+
+
+def _chunks(column: Any) -> Iterator[Any]:
+    """A table column (an array, a list or `_Rows`) in slices of about `_CELLS` cells."""
+    step = max(1, _CELLS // max(1, np.asarray(column[:1]).size))
+    return (column[lo : lo + step] for lo in range(0, len(column), step))
+
+
+class _Column(NamedTuple):
+    rows: Any  # an array, a list or `_Rows`
+    packed: bool = False  # int rows stored as strings of base-36 characters
+
+
+def _layout(s: Mapping[str, Any]) -> dict[str, Any]:
+    """The stored layout of checked-form state ``s``, each table column a `_Column` (read when written)."""
     out: dict[str, Any] = {"format": STATE_FORMAT, "inputs": {}, "runs": {}}
     for p in STATE:
         if p.where in ("setting", "counter"):
@@ -166,19 +195,59 @@ def to_json(s: Mapping[str, Any]) -> dict[str, Any]:
                 cols = [c.tolist() if isinstance(c, np.ndarray) else c for c in s[p.where].values()]
                 out[p.where] = [dict(zip(s[p.where], r, strict=True)) for r in zip(*cols, strict=True)]
         elif p.kind == "str":
-            out[p.where][p.key] = list(s[p.where][p.key])
-        elif p.key in s[p.where] and (p.key != "beyond" or s["runs"]["beyond"].any()):  # beyond: if any
-            v = np.asarray(s[p.where][p.key], dtype=np.int64)
-            packed = p.width and (v.size == 0 or v.max() < len(_DIGITS) - 1)
-            out[p.where][p.key] = ["".join(r) for r in _CHARS[v + 1].tolist()] if packed else v.tolist()
+            out[p.where][p.key] = _Column(s[p.where][p.key])
+        elif p.key in s[p.where] and (
+            p.key != "beyond" or any(c.any() for c in _chunks(s["runs"]["beyond"]))
+        ):
+            v = s[p.where][p.key]  # packed when every cell fits a character
+            packed = p.width is not None and all(
+                c.size == 0 or c.max() < len(_DIGITS) - 1 for c in _chunks(v)
+            )
+            out[p.where][p.key] = _Column(v, packed)
     metrics: dict[str, Any] = {}
     for p in metric_parts():
         held = s["metrics"][p.doc]
-        metrics.setdefault(p.doc, {"partial": True} if held["partial"] else {})[p.key] = held[p.key].tolist()
-    used = {p.doc for p in metric_parts() if (s["metrics"][p.doc][p.key] != p.fill).any()}
+        metrics.setdefault(p.doc, {"partial": True} if held["partial"] else {})[p.key] = _Column(held[p.key])
+    used = {
+        p.doc for p in metric_parts() if any((c != p.fill).any() for c in _chunks(s["metrics"][p.doc][p.key]))
+    }
     # A partial metric that recorded nothing is left out: a state stored without it stays so.
     metrics = {name: v for name, v in metrics.items() if name in used or not v.get("partial")}
     return out | ({"metrics": metrics} if metrics else {})
+
+
+def _text(value: Any) -> Iterator[str]:
+    """``json.dumps(value, sort_keys=True, separators=_SEP)`` in pieces (a `_Column` a slice at a time)."""
+    if isinstance(value, dict):
+        for i, key in enumerate(sorted(value)):
+            yield ("," if i else "{") + json.dumps(key) + ":"
+            yield from _text(value[key])
+        yield "}" if value else "{}"
+    elif isinstance(value, _Column):
+        yield "["
+        for i, rows in enumerate(_chunks(value.rows)):
+            if value.packed:
+                rows = ["".join(r) for r in _CHARS[np.asarray(rows, dtype=np.int64) + 1].tolist()]
+            text = json.dumps(rows.tolist() if isinstance(rows, np.ndarray) else rows, separators=_SEP)
+            yield ("," if i else "") + text[1:-1]
+        yield "]"
+    else:
+        yield json.dumps(value, sort_keys=True, separators=_SEP, default=json_default)
+
+
+def text(state: Mapping[str, Any] | CoverageTracker) -> Iterator[str]:
+    """The stored form (JSON, keys sorted, a newline last) of a tracker or a checked-form state, in pieces.
+
+    A tracker's tables are read a slice of rows at a time: writing holds little beside the tracker.
+    """
+    s = state if isinstance(state, Mapping) else dump(state, whole=False)
+    yield from _text(_layout(s))
+    yield "\n"
+
+
+def to_json(s: Mapping[str, Any]) -> dict[str, Any]:
+    """A checked-form state as JSON-safe data (the stored layout, as `text` writes it)."""
+    return json.loads("".join(text(s)))
 
 
 def check(state: Any) -> dict[str, Any]:
@@ -291,8 +360,11 @@ def _rules(s: Mapping[str, Any]) -> Any:
     yield np.unique(b["input"]).size < bars, "barcode rows must be one per input"
 
 
-def dump(t: CoverageTracker) -> dict[str, Any]:
-    """Tracker ``t``'s state in checked form: inputs in key order, runs in (input, stream) order."""
+def dump(t: CoverageTracker, *, whole: bool = True) -> dict[str, Any]:
+    """Tracker ``t``'s state in checked form: inputs in key order, runs in (input, stream) order.
+
+    ``whole=False``: each table column a `_Rows` of ``t``'s arrays, read a slice at a time (by `text`).
+    """
     a, C, order = t.assigner, len(t.columns), t.input_order()
     rank = np.argsort(order)  # input code -> its row
     unit = rank[a.slot_input]
@@ -300,12 +372,13 @@ def dump(t: CoverageTracker) -> dict[str, Any]:
     pos = np.argsort(runs)  # slot -> its row
     s: dict[str, Any] = {"format": STATE_FORMAT, **{p.name: getattr(t, p.name) for p in SETTINGS + COUNTERS}}
     s["strategies"], s["columns"] = None if t.strategies is None else list(t.strategies), list(t.columns)
-    keys = t.keys.take(order)
-    s["inputs"] = {"task": [k[0] for k in keys], "input_id": [k[1] for k in keys], "m": t.m[order]}
-    s["inputs"]["next_stream"] = a.next_stream[order]
-    s["runs"] = {"input": unit[runs], "stream": a.slot_stream[runs]}
+    part = lambda i: lambda c: [k[i] for k in t.keys.take(c)]  # noqa: E731  (task, input_id)[i] of codes c
+    s["inputs"] = {"task": part(0), "input_id": part(1), "m": t.m.__getitem__}
+    s["inputs"]["next_stream"] = a.next_stream.__getitem__
+    s["runs"] = {"input": unit.__getitem__, "stream": a.slot_stream.__getitem__}
     for p in t.runs.fields:
-        s["runs"][p.key] = getattr(t.runs, p.key)[(runs, slice(C)) if p.width == "columns" else runs]
+        held = getattr(t.runs, p.key)
+        s["runs"][p.key] = (lambda r, x=held: x[r, :C]) if p.width == "columns" else held.__getitem__
     o = np.array(a.open_runs(), dtype=np.int64).reshape(-1, 6)  # input, env, slot, count, indices
     o = o[np.argsort(pos[o[:, 2]])]
     s["open_runs"] = dict(zip(_RECORDS["open_runs"], (pos[o[:, 2]], o[:, 1], *o[:, 3:].T), strict=True))
@@ -316,8 +389,13 @@ def dump(t: CoverageTracker) -> dict[str, Any]:
     for m in t.metrics:
         m.grow(len(t.keys), C)
     s["metrics"] = {
-        m.name: {"partial": m.partial} | {k: m.rows(k)[order] for k in m.specs} for m in t.metrics
+        m.name: {"partial": m.partial} | {k: m.rows(k).__getitem__ for k in m.specs} for m in t.metrics
     }
+    tables = [(s["inputs"], order), (s["runs"], runs)] + [(v, order) for v in s["metrics"].values()]
+    for table, index in tables:
+        for key, take in table.items():
+            if callable(take):  # each table's rows in stored order
+                table[key] = take(index) if whole else _Rows(take, index)
     return s
 
 

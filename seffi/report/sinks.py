@@ -7,12 +7,13 @@ import json
 import os
 import tempfile
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from seffi._convert import json_default
 from seffi._io import append_line, drop_partial_line, read_jsonl, write_atomic
+from seffi.coverage import state as states
 from seffi.errors import SeffiError
 from seffi.report import keys
 from seffi.report.caveats import console_lines, summary_notes
@@ -28,6 +29,9 @@ from seffi.report.run_folder import (
 from seffi.report.schema import Comparison, Report
 from seffi.report.tensorboard import TensorBoardSink
 from seffi.report.wandb_run import Mode, SafeWandbRun, display_path, wandb_mode
+
+if TYPE_CHECKING:
+    from seffi.coverage.tracker import CoverageTracker
 
 TRACKER_STATE_JSON = "tracker_state.json"
 
@@ -46,8 +50,11 @@ class Sink(Protocol):
         """Write final results and close."""
 
 
-def _dumps_state(state: Mapping[str, Any]) -> str:
-    return json.dumps(state, sort_keys=True, indent=None, separators=(",", ":"), default=json_default) + "\n"
+def _state_text(state: Mapping[str, Any] | CoverageTracker) -> Iterable[str]:
+    """tracker_state.json in pieces: a tracker's state read a slice of rows at a time (`state.text`)."""
+    if not isinstance(state, Mapping):
+        return states.text(state)
+    return [json.dumps(state, sort_keys=True, separators=(",", ":"), default=json_default) + "\n"]
 
 
 class LocalSinkWarning(RuntimeWarning):
@@ -155,7 +162,7 @@ class LocalSink:
     def _write_state(self, tracker_state: Mapping[str, Any]) -> None:
         path = self.out_dir / TRACKER_STATE_JSON
         try:
-            write_atomic(path, _dumps_state(tracker_state))
+            write_atomic(path, _state_text(tracker_state))
         except OSError as exc:
             raise SeffiError(f"cannot write {path}: {exc.strerror or exc}") from None
         self.files[TRACKER_STATE_JSON] = path
@@ -306,13 +313,14 @@ class WandbSink:
             self.run.update_summary({**keys.report_scalars(report), **summary_notes(report)})
         if self.run.enabled and (report is not None or tracker_state is not None):
             texts = {
-                "report.json": None if report is None else dumps_report(report),
-                TRACKER_STATE_JSON: None if tracker_state is None else _dumps_state(tracker_state),
+                "report.json": None if report is None else [dumps_report(report)],
+                TRACKER_STATE_JSON: None if tracker_state is None else _state_text(tracker_state),
             }
             with tempfile.TemporaryDirectory(prefix="seffi-art-") as tmp:
                 paths = [Path(tmp) / name for name, text in texts.items() if text is not None]
                 for path in paths:
-                    path.write_text(texts[path.name], encoding="utf-8")
+                    with path.open("w", encoding="utf-8") as fh:
+                        fh.writelines(texts[path.name])
                 one = report is not None and len(report.comparisons) == 1
                 name = f"seffi-report-{report.comparisons[0].slug}" if one else "seffi-report"  # type: ignore[union-attr]
                 self.run.log_artifact(name, "seffi-report", paths)  # add_file copies at call time
