@@ -183,6 +183,14 @@ class _Column(NamedTuple):
     rows: Any  # an array, a list or `_Rows`
     packed: bool = False  # int rows stored as strings of base-36 characters
 
+    def lists(self) -> Iterator[list[Any]]:
+        """The stored rows, JSON-safe, a slice at a time."""
+        for rows in _chunks(self.rows):
+            if self.packed:
+                yield ["".join(r) for r in _CHARS[np.asarray(rows, dtype=np.int64) + 1].tolist()]
+            else:
+                yield rows.tolist() if isinstance(rows, np.ndarray) else list(rows)
+
 
 def _layout(s: Mapping[str, Any]) -> dict[str, Any]:
     """The stored layout of checked-form state ``s``, each table column a `_Column` (read when written)."""
@@ -225,11 +233,8 @@ def _text(value: Any) -> Iterator[str]:
         yield "}" if value else "{}"
     elif isinstance(value, _Column):
         yield "["
-        for i, rows in enumerate(_chunks(value.rows)):
-            if value.packed:
-                rows = ["".join(r) for r in _CHARS[np.asarray(rows, dtype=np.int64) + 1].tolist()]
-            text = json.dumps(rows.tolist() if isinstance(rows, np.ndarray) else rows, separators=_SEP)
-            yield ("," if i else "") + text[1:-1]
+        for i, rows in enumerate(value.lists()):
+            yield ("," if i else "") + json.dumps(rows, separators=_SEP)[1:-1]
         yield "]"
     else:
         yield json.dumps(value, sort_keys=True, separators=_SEP, default=json_default)
@@ -246,8 +251,14 @@ def text(state: Mapping[str, Any] | CoverageTracker) -> Iterator[str]:
 
 
 def to_json(s: Mapping[str, Any]) -> dict[str, Any]:
-    """A checked-form state as JSON-safe data (the stored layout, as `text` writes it)."""
-    return json.loads("".join(text(s)))
+    """A checked-form state as JSON-safe data (the stored layout `text` writes)."""
+    return _data(_layout(s))
+
+
+def _data(value: Any) -> Any:
+    if isinstance(value, _Column):
+        return [row for rows in value.lists() for row in rows]
+    return {k: _data(v) for k, v in value.items()} if isinstance(value, dict) else value
 
 
 def check(state: Any) -> dict[str, Any]:
