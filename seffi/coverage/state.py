@@ -169,7 +169,7 @@ class _Rows:
         return self.take(self.index[part])
 
 
-_CELLS = 1 << 18  # cells of a table read at a time: what writing a state holds beside the tracker
+_CELLS = 1 << 16  # cells of a table read at a time: what writing a state holds beside the tracker
 _SEP = (",", ":")
 
 
@@ -180,16 +180,25 @@ def _chunks(column: Any) -> Iterator[Any]:
 
 
 class _Column(NamedTuple):
-    rows: Any  # an array, a list or `_Rows`
+    rows: Any  # an array, a list or `_Rows`; records: a dict of such columns
     packed: bool = False  # int rows stored as strings of base-36 characters
 
     def lists(self) -> Iterator[list[Any]]:
-        """The stored rows, JSON-safe, a slice at a time."""
+        """The stored rows, JSON-safe, a slice at a time (records: a dict per row)."""
+        if isinstance(self.rows, dict):
+            step = max(1, _CELLS // len(self.rows))
+            for lo in range(0, len(next(iter(self.rows.values()))), step):
+                cols = [_list(c[lo : lo + step]) for c in self.rows.values()]
+                yield [dict(zip(self.rows, r, strict=True)) for r in zip(*cols, strict=True)]
+            return
         for rows in _chunks(self.rows):
-            if self.packed:
-                yield ["".join(r) for r in _CHARS[np.asarray(rows, dtype=np.int64) + 1].tolist()]
-            else:
-                yield rows.tolist() if isinstance(rows, np.ndarray) else list(rows)
+            if self.packed:  # a string of base-36 characters per row
+                rows = ["".join(r) for r in _CHARS[np.asarray(rows, dtype=np.int64) + 1].tolist()]
+            yield _list(rows)
+
+
+def _list(rows: Any) -> list[Any]:
+    return rows.tolist() if isinstance(rows, np.ndarray) else list(rows)
 
 
 def _layout(s: Mapping[str, Any]) -> dict[str, Any]:
@@ -199,9 +208,7 @@ def _layout(s: Mapping[str, Any]) -> dict[str, Any]:
         if p.where in ("setting", "counter"):
             out[p.name] = s[p.name]
         elif p.where in _RECORDS:
-            if p.where not in out:
-                cols = [c.tolist() if isinstance(c, np.ndarray) else c for c in s[p.where].values()]
-                out[p.where] = [dict(zip(s[p.where], r, strict=True)) for r in zip(*cols, strict=True)]
+            out[p.where] = _Column(s[p.where])
         elif p.kind == "str":
             out[p.where][p.key] = _Column(s[p.where][p.key])
         elif p.key in s[p.where] and (
@@ -234,7 +241,7 @@ def _text(value: Any) -> Iterator[str]:
     elif isinstance(value, _Column):
         yield "["
         for i, rows in enumerate(value.lists()):
-            yield ("," if i else "") + json.dumps(rows, separators=_SEP)[1:-1]
+            yield ("," if i else "") + json.dumps(rows, sort_keys=True, separators=_SEP)[1:-1]
         yield "]"
     else:
         yield json.dumps(value, sort_keys=True, separators=_SEP, default=json_default)
