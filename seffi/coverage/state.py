@@ -397,9 +397,10 @@ def dump(t: CoverageTracker, *, whole: bool = True) -> dict[str, Any]:
     for p in t.runs.fields:
         held = getattr(t.runs, p.key)
         s["runs"][p.key] = (lambda r, x=held: x[r, :C]) if p.width == "columns" else held.__getitem__
-    o = np.array(a.open_runs(), dtype=np.int64).reshape(-1, 6)  # input, env, slot, count, indices
-    o = o[np.argsort(pos[o[:, 2]])]
-    s["open_runs"] = dict(zip(_RECORDS["open_runs"], (pos[o[:, 2]], o[:, 1], *o[:, 3:].T), strict=True))
+    o = np.asarray(a.open_runs(), dtype=np.int64).reshape(-1, 6)  # input, env, slot, count, indices
+    col = lambda j: lambda i: o[i, j]  # noqa: E731  (its run is the slot's row)
+    takes = (lambda i: pos[o[i, 2]], col(1), col(3), col(4), col(5))
+    s["open_runs"] = dict(zip(_RECORDS["open_runs"], takes, strict=True))
     bars = sorted((int(rank[c]), st, x, list(map(int, f))) for c, st, x, f in t.bar.rows_held())
     cols = [list(c) for c in zip(*bars, strict=True)] or [[]] * 4
     ints = [np.array(c, dtype=np.int64) for c in cols[:2]]
@@ -409,7 +410,8 @@ def dump(t: CoverageTracker, *, whole: bool = True) -> dict[str, Any]:
     s["metrics"] = {
         m.name: {"partial": m.partial} | {k: m.rows(k).__getitem__ for k in m.specs} for m in t.metrics
     }
-    tables = [(s["inputs"], order), (s["runs"], runs)] + [(v, order) for v in s["metrics"].values()]
+    tables = [(s["inputs"], order), (s["runs"], runs), (s["open_runs"], np.argsort(pos[o[:, 2]]))]
+    tables += [(v, order) for v in s["metrics"].values()]
     for table, index in tables:
         for key, take in table.items():
             if callable(take):  # each table's rows in stored order
