@@ -33,6 +33,9 @@ from seffi.report.wandb_run import Mode, SafeWandbRun, display_path, wandb_mode
 if TYPE_CHECKING:
     from seffi.coverage.tracker import CoverageTracker
 
+    #: A tracker state for the sinks: JSON-safe data (``state_dict()``) or the tracker, read as it is written.
+    TrackerState = Mapping[str, Any] | CoverageTracker
+
 TRACKER_STATE_JSON = "tracker_state.json"
 
 
@@ -46,11 +49,11 @@ class Sink(Protocol):
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
         """Log a curve snapshot of one comparison."""
 
-    def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
+    def finish(self, report: Report | None = None, tracker_state: TrackerState | None = None) -> None:
         """Write final results and close."""
 
 
-def _state_text(state: Mapping[str, Any] | CoverageTracker) -> Iterable[str]:
+def _state_text(state: TrackerState) -> Iterable[str]:
     """tracker_state.json in pieces: a tracker's state read a slice of rows at a time (`state.text`)."""
     if not isinstance(state, Mapping):
         return states.text(state)
@@ -159,7 +162,7 @@ class LocalSink:
         data = comparison.model_dump(mode="json")
         self._append(self.snapshots_path, {"step": int(step), "scope": scope, "comparison": data})
 
-    def _write_state(self, tracker_state: Mapping[str, Any]) -> None:
+    def _write_state(self, tracker_state: TrackerState) -> None:
         path = self.out_dir / TRACKER_STATE_JSON
         try:
             write_atomic(path, _state_text(tracker_state))
@@ -179,7 +182,7 @@ class LocalSink:
             assert self._renderer is not None
             self._renderer.submit(dumps_report(report))
 
-    def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
+    def finish(self, report: Report | None = None, tracker_state: TrackerState | None = None) -> None:
         """Write the kept lines, tracker_state.json, report.json, report.md and the plots; release the folder.
 
         Raises:
@@ -203,7 +206,7 @@ class LocalSink:
         if failed:
             raise SeffiError("; ".join(failed) + " (the files written before are whole)")
 
-    def checkpoint(self, report: Report, tracker_state: Mapping[str, Any]) -> None:
+    def checkpoint(self, report: Report, tracker_state: TrackerState) -> None:
         """Write tracker_state.json and report.json of a run in progress (a full disk: one warning)."""
         self._write_backlog()
         try:
@@ -306,7 +309,7 @@ class WandbSink:
                 keys.curves_key("coverage_plot", scope), png, step, caption=_chart_title(comparison)
             )
 
-    def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
+    def finish(self, report: Report | None = None, tracker_state: TrackerState | None = None) -> None:
         """Final chart image, ``run.summary``, report.json + tracker state as one artifact; finish."""
         self._log_final_image()
         if report is not None:
@@ -364,7 +367,7 @@ class MultiSink:
     ) -> None:
         self._each("log_final_curves", comparison, step, scope, image=image)
 
-    def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
+    def finish(self, report: Report | None = None, tracker_state: TrackerState | None = None) -> None:
         """Finish every sink (the local one first); a sink's `SeffiError` is raised once all have finished."""
         error: SeffiError | None = None
         for sink in self.sinks:
@@ -381,7 +384,7 @@ class MultiSink:
     def render_ahead(self, report: Report) -> None:
         self._each("render_ahead", report)
 
-    def checkpoint(self, report: Report, tracker_state: Mapping[str, Any]) -> None:
+    def checkpoint(self, report: Report, tracker_state: TrackerState) -> None:
         self._each("checkpoint", report, tracker_state)
 
 
@@ -396,9 +399,7 @@ class NullSink:
 
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None: ...
 
-    def finish(
-        self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None
-    ) -> None: ...
+    def finish(self, report: Report | None = None, tracker_state: TrackerState | None = None) -> None: ...
 
 
 class ForwardingSink:
@@ -431,7 +432,7 @@ class ForwardingSink:
             final(comparison, step, scope, image=image)
 
     def finish(
-        self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None
+        self, report: Report | None = None, tracker_state: TrackerState | None = None
     ) -> None: ...  # the owner of the run finishes the shared sinks once
 
 
