@@ -8,6 +8,7 @@ import json
 import os
 import tempfile
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -16,21 +17,25 @@ from seffi.errors import SeffiError
 __all__ = ["append_line", "read_jsonl", "write_atomic", "write_figure"]
 
 
-def write_atomic(path: str | os.PathLike[str], data: str | bytes, *, encoding: str = "utf-8") -> None:
-    """Write ``data`` (text or bytes) to ``path`` so a reader sees the old file or the whole new one.
+def write_atomic(
+    path: str | os.PathLike[str], data: str | bytes | Iterable[str], *, encoding: str = "utf-8"
+) -> None:
+    """Write ``data`` (text, bytes or text in pieces) to ``path``: readers see the old or the whole new file.
 
-    A temporary file in the same folder is flushed, fsynced and ``os.replace``d over ``path``; on an
-    ``OSError`` (full disk, read-only folder) ``path`` is unchanged and no temporary file is left.
+    A temporary file in the same folder is written (pieces as they come), flushed, fsynced and
+    ``os.replace``d over ``path``; on an ``OSError`` (full disk, read-only folder) or any error while
+    the pieces are made, ``path`` is unchanged and no temporary file is left.
     """
     target = Path(path)
-    payload = data.encode(encoding) if isinstance(data, str) else data
+    pieces = [data] if isinstance(data, str | bytes) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         mask = os.umask(0)  # read the umask: mkstemp makes 0600, a written file gets what open() gives
         os.umask(mask)
         os.fchmod(fd, 0o666 & ~mask)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
+            for piece in pieces:
+                fh.write(piece.encode(encoding) if isinstance(piece, str) else piece)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)

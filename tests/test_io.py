@@ -25,6 +25,22 @@ def test_write_atomic_replaces_the_whole_file(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
 
 
+def test_text_in_pieces_is_written_as_it_comes_or_not_at_all(tmp_path):
+    """Pieces of text are the file's text joined; an error while they are made leaves the old file alone."""
+    path = tmp_path / "state.json"
+    write_atomic(path, iter(['{"a":', "[1,2]", ',"\u00e9":"\u00e9"}\n']))
+    assert path.read_bytes() == '{"a":[1,2],"\u00e9":"\u00e9"}\n'.encode()
+
+    def failing():
+        yield '{"a":'
+        raise ValueError("a piece that cannot be made")
+
+    with pytest.raises(ValueError, match="cannot be made"):
+        write_atomic(path, failing())
+    assert json.loads(path.read_text()) == {"a": [1, 2], "é": "é"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
+
+
 def test_a_full_disk_leaves_the_old_file_and_no_temporary_file(tmp_path, monkeypatch):
     path = tmp_path / "report.json"
     write_atomic(path, '{"auc": 0.8}\n')

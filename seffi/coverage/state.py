@@ -7,14 +7,15 @@ one base-36 character a cell when all fit; per-input sums are derived at load.
 from __future__ import annotations
 
 import functools
+import json
 import operator
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from seffi._convert import clip
+from seffi._convert import clip, json_default
 from seffi.coverage import state_v1
 from seffi.coverage.input_metrics import Part, registered
 
@@ -155,30 +156,116 @@ def _ints(value: Any, p: Part, shape: tuple[int, ...], s: Mapping[str, Any]) -> 
     return arr
 
 
-def to_json(s: Mapping[str, Any]) -> dict[str, Any]:
-    """A checked-form state as JSON-safe data (the stored layout)."""
+class _Rows:
+    """Rows ``index`` of a tracker's table, each slice taken when read (``take(index[part])``)."""
+
+    def __init__(self, take: Any, index: np.ndarray) -> None:
+        self.take, self.index = take, index
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, part: slice) -> Any:
+        return self.take(self.index[part])
+
+
+_CELLS = 1 << 16  # cells of a table read at a time: what writing a state holds beside the tracker
+_SEP = (",", ":")
+
+
+def _chunks(column: Any) -> Iterator[Any]:
+    """A table column (an array, a list or `_Rows`) in slices of about `_CELLS` cells."""
+    step = max(1, _CELLS // max(1, np.asarray(column[:1]).size))
+    return (column[lo : lo + step] for lo in range(0, len(column), step))
+
+
+class _Column(NamedTuple):
+    rows: Any  # an array, a list or `_Rows`; records: a dict of such columns
+    packed: bool = False  # int rows stored as strings of base-36 characters
+
+    def lists(self) -> Iterator[list[Any]]:
+        """The stored rows, JSON-safe, a slice at a time (records: a dict per row)."""
+        if isinstance(self.rows, dict):
+            step = max(1, _CELLS // len(self.rows))
+            for lo in range(0, len(next(iter(self.rows.values()))), step):
+                cols = [_list(c[lo : lo + step]) for c in self.rows.values()]
+                yield [dict(zip(self.rows, r, strict=True)) for r in zip(*cols, strict=True)]
+            return
+        for rows in _chunks(self.rows):
+            if self.packed:  # a string of base-36 characters per row
+                rows = ["".join(r) for r in _CHARS[np.asarray(rows, dtype=np.int64) + 1].tolist()]
+            yield _list(rows)
+
+
+def _list(rows: Any) -> list[Any]:
+    return rows.tolist() if isinstance(rows, np.ndarray) else list(rows)
+
+
+def _layout(s: Mapping[str, Any]) -> dict[str, Any]:
+    """The stored layout of checked-form state ``s``, each table column a `_Column` (read when written)."""
     out: dict[str, Any] = {"format": STATE_FORMAT, "inputs": {}, "runs": {}}
     for p in STATE:
         if p.where in ("setting", "counter"):
             out[p.name] = s[p.name]
         elif p.where in _RECORDS:
-            if p.where not in out:
-                cols = [c.tolist() if isinstance(c, np.ndarray) else c for c in s[p.where].values()]
-                out[p.where] = [dict(zip(s[p.where], r, strict=True)) for r in zip(*cols, strict=True)]
+            out[p.where] = _Column(s[p.where])
         elif p.kind == "str":
-            out[p.where][p.key] = list(s[p.where][p.key])
-        elif p.key in s[p.where] and (p.key != "beyond" or s["runs"]["beyond"].any()):  # beyond: if any
-            v = np.asarray(s[p.where][p.key], dtype=np.int64)
-            packed = p.width and (v.size == 0 or v.max() < len(_DIGITS) - 1)
-            out[p.where][p.key] = ["".join(r) for r in _CHARS[v + 1].tolist()] if packed else v.tolist()
+            out[p.where][p.key] = _Column(s[p.where][p.key])
+        elif p.key in s[p.where] and (
+            p.key != "beyond" or any(c.any() for c in _chunks(s["runs"]["beyond"]))
+        ):
+            v = s[p.where][p.key]  # packed when every cell fits a character
+            packed = p.width is not None and all(
+                c.size == 0 or c.max() < len(_DIGITS) - 1 for c in _chunks(v)
+            )
+            out[p.where][p.key] = _Column(v, packed)
     metrics: dict[str, Any] = {}
     for p in metric_parts():
         held = s["metrics"][p.doc]
-        metrics.setdefault(p.doc, {"partial": True} if held["partial"] else {})[p.key] = held[p.key].tolist()
-    used = {p.doc for p in metric_parts() if (s["metrics"][p.doc][p.key] != p.fill).any()}
+        metrics.setdefault(p.doc, {"partial": True} if held["partial"] else {})[p.key] = _Column(held[p.key])
+    used = {
+        p.doc for p in metric_parts() if any((c != p.fill).any() for c in _chunks(s["metrics"][p.doc][p.key]))
+    }
     # A partial metric that recorded nothing is left out: a state stored without it stays so.
     metrics = {name: v for name, v in metrics.items() if name in used or not v.get("partial")}
     return out | ({"metrics": metrics} if metrics else {})
+
+
+def _text(value: Any) -> Iterator[str]:
+    """``json.dumps(value, sort_keys=True, separators=_SEP)`` in pieces (a `_Column` a slice at a time)."""
+    if isinstance(value, dict):
+        for i, key in enumerate(sorted(value)):
+            yield ("," if i else "{") + json.dumps(key) + ":"
+            yield from _text(value[key])
+        yield "}" if value else "{}"
+    elif isinstance(value, _Column):
+        yield "["
+        for i, rows in enumerate(value.lists()):
+            yield ("," if i else "") + json.dumps(rows, sort_keys=True, separators=_SEP)[1:-1]
+        yield "]"
+    else:
+        yield json.dumps(value, sort_keys=True, separators=_SEP, default=json_default)
+
+
+def text(state: Mapping[str, Any] | CoverageTracker) -> Iterator[str]:
+    """The stored form (JSON, keys sorted, a newline last) of a tracker or a checked-form state, in pieces.
+
+    A tracker's tables are read a slice of rows at a time: writing holds little beside the tracker.
+    """
+    s = state if isinstance(state, Mapping) else dump(state, whole=False)
+    yield from _text(_layout(s))
+    yield "\n"
+
+
+def to_json(s: Mapping[str, Any]) -> dict[str, Any]:
+    """A checked-form state as JSON-safe data (the stored layout `text` writes)."""
+    return _data(_layout(s))
+
+
+def _data(value: Any) -> Any:
+    if isinstance(value, _Column):
+        return [row for rows in value.lists() for row in rows]
+    return {k: _data(v) for k, v in value.items()} if isinstance(value, dict) else value
 
 
 def check(state: Any) -> dict[str, Any]:
@@ -291,8 +378,11 @@ def _rules(s: Mapping[str, Any]) -> Any:
     yield np.unique(b["input"]).size < bars, "barcode rows must be one per input"
 
 
-def dump(t: CoverageTracker) -> dict[str, Any]:
-    """Tracker ``t``'s state in checked form: inputs in key order, runs in (input, stream) order."""
+def dump(t: CoverageTracker, *, whole: bool = True) -> dict[str, Any]:
+    """Tracker ``t``'s state in checked form: inputs in key order, runs in (input, stream) order.
+
+    ``whole=False``: each table column a `_Rows` of ``t``'s arrays, read a slice at a time (by `text`).
+    """
     a, C, order = t.assigner, len(t.columns), t.input_order()
     rank = np.argsort(order)  # input code -> its row
     unit = rank[a.slot_input]
@@ -300,15 +390,17 @@ def dump(t: CoverageTracker) -> dict[str, Any]:
     pos = np.argsort(runs)  # slot -> its row
     s: dict[str, Any] = {"format": STATE_FORMAT, **{p.name: getattr(t, p.name) for p in SETTINGS + COUNTERS}}
     s["strategies"], s["columns"] = None if t.strategies is None else list(t.strategies), list(t.columns)
-    keys = t.keys.take(order)
-    s["inputs"] = {"task": [k[0] for k in keys], "input_id": [k[1] for k in keys], "m": t.m[order]}
-    s["inputs"]["next_stream"] = a.next_stream[order]
-    s["runs"] = {"input": unit[runs], "stream": a.slot_stream[runs]}
+    part = lambda i: lambda c: [k[i] for k in t.keys.take(c)]  # noqa: E731  (task, input_id)[i] of codes c
+    s["inputs"] = {"task": part(0), "input_id": part(1), "m": t.m.__getitem__}
+    s["inputs"]["next_stream"] = a.next_stream.__getitem__
+    s["runs"] = {"input": unit.__getitem__, "stream": a.slot_stream.__getitem__}
     for p in t.runs.fields:
-        s["runs"][p.key] = getattr(t.runs, p.key)[(runs, slice(C)) if p.width == "columns" else runs]
-    o = np.array(a.open_runs(), dtype=np.int64).reshape(-1, 6)  # input, env, slot, count, indices
-    o = o[np.argsort(pos[o[:, 2]])]
-    s["open_runs"] = dict(zip(_RECORDS["open_runs"], (pos[o[:, 2]], o[:, 1], *o[:, 3:].T), strict=True))
+        held = getattr(t.runs, p.key)
+        s["runs"][p.key] = (lambda r, x=held: x[r, :C]) if p.width == "columns" else held.__getitem__
+    o = np.asarray(a.open_runs(), dtype=np.int64).reshape(-1, 6)  # input, env, slot, count, indices
+    col = lambda j: lambda i: o[i, j]  # noqa: E731  (its run is the slot's row)
+    takes = (lambda i: pos[o[i, 2]], col(1), col(3), col(4), col(5))
+    s["open_runs"] = dict(zip(_RECORDS["open_runs"], takes, strict=True))
     bars = sorted((int(rank[c]), st, x, list(map(int, f))) for c, st, x, f in t.bar.rows_held())
     cols = [list(c) for c in zip(*bars, strict=True)] or [[]] * 4
     ints = [np.array(c, dtype=np.int64) for c in cols[:2]]
@@ -316,8 +408,14 @@ def dump(t: CoverageTracker) -> dict[str, Any]:
     for m in t.metrics:
         m.grow(len(t.keys), C)
     s["metrics"] = {
-        m.name: {"partial": m.partial} | {k: m.rows(k)[order] for k in m.specs} for m in t.metrics
+        m.name: {"partial": m.partial} | {k: m.rows(k).__getitem__ for k in m.specs} for m in t.metrics
     }
+    tables = [(s["inputs"], order), (s["runs"], runs), (s["open_runs"], np.argsort(pos[o[:, 2]]))]
+    tables += [(v, order) for v in s["metrics"].values()]
+    for table, index in tables:
+        for key, take in table.items():
+            if callable(take):  # each table's rows in stored order
+                table[key] = take(index) if whole else _Rows(take, index)
     return s
 
 

@@ -7,12 +7,13 @@ import json
 import os
 import tempfile
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from seffi._convert import json_default
 from seffi._io import append_line, drop_partial_line, read_jsonl, write_atomic
+from seffi.coverage import state as states
 from seffi.errors import SeffiError
 from seffi.report import keys
 from seffi.report.caveats import console_lines, summary_notes
@@ -29,6 +30,12 @@ from seffi.report.schema import Comparison, Report
 from seffi.report.tensorboard import TensorBoardSink
 from seffi.report.wandb_run import Mode, SafeWandbRun, display_path, wandb_mode
 
+if TYPE_CHECKING:
+    from seffi.coverage.tracker import CoverageTracker
+
+    #: A tracker state for the sinks: JSON-safe data (``state_dict()``) or the tracker, read as it is written.
+    TrackerState = Mapping[str, Any] | CoverageTracker
+
 TRACKER_STATE_JSON = "tracker_state.json"
 
 
@@ -42,12 +49,15 @@ class Sink(Protocol):
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None:
         """Log a curve snapshot of one comparison."""
 
-    def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
+    def finish(self, report: Report | None = None, tracker_state: TrackerState | None = None) -> None:
         """Write final results and close."""
 
 
-def _dumps_state(state: Mapping[str, Any]) -> str:
-    return json.dumps(state, sort_keys=True, indent=None, separators=(",", ":"), default=json_default) + "\n"
+def _state_text(state: TrackerState) -> Iterable[str]:
+    """tracker_state.json in pieces: a tracker's state read a slice of rows at a time (`state.text`)."""
+    if not isinstance(state, Mapping):
+        return states.text(state)
+    return [json.dumps(state, sort_keys=True, separators=(",", ":"), default=json_default) + "\n"]
 
 
 class LocalSinkWarning(RuntimeWarning):
@@ -152,10 +162,10 @@ class LocalSink:
         data = comparison.model_dump(mode="json")
         self._append(self.snapshots_path, {"step": int(step), "scope": scope, "comparison": data})
 
-    def _write_state(self, tracker_state: Mapping[str, Any]) -> None:
+    def _write_state(self, tracker_state: TrackerState) -> None:
         path = self.out_dir / TRACKER_STATE_JSON
         try:
-            write_atomic(path, _dumps_state(tracker_state))
+            write_atomic(path, _state_text(tracker_state))
         except OSError as exc:
             raise SeffiError(f"cannot write {path}: {exc.strerror or exc}") from None
         self.files[TRACKER_STATE_JSON] = path
@@ -172,7 +182,7 @@ class LocalSink:
             assert self._renderer is not None
             self._renderer.submit(dumps_report(report))
 
-    def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
+    def finish(self, report: Report | None = None, tracker_state: TrackerState | None = None) -> None:
         """Write the kept lines, tracker_state.json, report.json, report.md and the plots; release the folder.
 
         Raises:
@@ -196,7 +206,7 @@ class LocalSink:
         if failed:
             raise SeffiError("; ".join(failed) + " (the files written before are whole)")
 
-    def checkpoint(self, report: Report, tracker_state: Mapping[str, Any]) -> None:
+    def checkpoint(self, report: Report, tracker_state: TrackerState) -> None:
         """Write tracker_state.json and report.json of a run in progress (a full disk: one warning)."""
         self._write_backlog()
         try:
@@ -299,20 +309,21 @@ class WandbSink:
                 keys.curves_key("coverage_plot", scope), png, step, caption=_chart_title(comparison)
             )
 
-    def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
+    def finish(self, report: Report | None = None, tracker_state: TrackerState | None = None) -> None:
         """Final chart image, ``run.summary``, report.json + tracker state as one artifact; finish."""
         self._log_final_image()
         if report is not None:
             self.run.update_summary({**keys.report_scalars(report), **summary_notes(report)})
         if self.run.enabled and (report is not None or tracker_state is not None):
             texts = {
-                "report.json": None if report is None else dumps_report(report),
-                TRACKER_STATE_JSON: None if tracker_state is None else _dumps_state(tracker_state),
+                "report.json": None if report is None else [dumps_report(report)],
+                TRACKER_STATE_JSON: None if tracker_state is None else _state_text(tracker_state),
             }
             with tempfile.TemporaryDirectory(prefix="seffi-art-") as tmp:
                 paths = [Path(tmp) / name for name, text in texts.items() if text is not None]
                 for path in paths:
-                    path.write_text(texts[path.name], encoding="utf-8")
+                    with path.open("w", encoding="utf-8") as fh:
+                        fh.writelines(texts[path.name])
                 one = report is not None and len(report.comparisons) == 1
                 name = f"seffi-report-{report.comparisons[0].slug}" if one else "seffi-report"  # type: ignore[union-attr]
                 self.run.log_artifact(name, "seffi-report", paths)  # add_file copies at call time
@@ -356,7 +367,7 @@ class MultiSink:
     ) -> None:
         self._each("log_final_curves", comparison, step, scope, image=image)
 
-    def finish(self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None) -> None:
+    def finish(self, report: Report | None = None, tracker_state: TrackerState | None = None) -> None:
         """Finish every sink (the local one first); a sink's `SeffiError` is raised once all have finished."""
         error: SeffiError | None = None
         for sink in self.sinks:
@@ -373,7 +384,7 @@ class MultiSink:
     def render_ahead(self, report: Report) -> None:
         self._each("render_ahead", report)
 
-    def checkpoint(self, report: Report, tracker_state: Mapping[str, Any]) -> None:
+    def checkpoint(self, report: Report, tracker_state: TrackerState) -> None:
         self._each("checkpoint", report, tracker_state)
 
 
@@ -388,9 +399,7 @@ class NullSink:
 
     def log_snapshot(self, comparison: Comparison, step: int, scope: str | None = None) -> None: ...
 
-    def finish(
-        self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None
-    ) -> None: ...
+    def finish(self, report: Report | None = None, tracker_state: TrackerState | None = None) -> None: ...
 
 
 class ForwardingSink:
@@ -423,7 +432,7 @@ class ForwardingSink:
             final(comparison, step, scope, image=image)
 
     def finish(
-        self, report: Report | None = None, tracker_state: Mapping[str, Any] | None = None
+        self, report: Report | None = None, tracker_state: TrackerState | None = None
     ) -> None: ...  # the owner of the run finishes the shared sinks once
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from seffi.coverage import CoverageTracker
+from seffi.coverage import state as states
 from seffi.episodes import EpisodeBatch
 from seffi.errors import SeffiError
 
@@ -134,6 +135,26 @@ def test_corrupted_monitor_state_is_one_seffi_error_line() -> None:
     state["tracker"]["samples"] += 1
     with pytest.raises(SeffiError, match="must be the runs'"):
         m.load_state_dict(state)
+
+
+def test_text_is_the_stored_state_read_a_few_cells_at_a_time(monkeypatch) -> None:
+    """`state.text` of a tracker or a checked state, its tables read 5 cells at a time, is the stored
+    JSON: the format-2 references as written, and packed, unpacked, beyond and non-ASCII parts."""
+    monkeypatch.setattr(states, "_CELLS", 5)
+    compact = lambda state: json.dumps(state, sort_keys=True, separators=(",", ":")) + "\n"  # noqa: E731
+    for name in ("recorded", "updated"):
+        stored = DATA[name]["state"]
+        t = CoverageTracker.from_state_dict(stored)
+        assert "".join(states.text(t)) == "".join(states.text(states.check(stored))) == compact(stored), name
+    t = CoverageTracker(("a", "b"), budget=40)
+    for i in range(42):  # a first hit at sample 36: no base-36 character, the rows stay ints
+        t.update("\u00e9\u2603", ["a"] if i == 36 else [], valid=i > 0)
+    t.update("z", ["b"])
+    text = "".join(states.text(t))
+    assert text == compact(t.state_dict())
+    assert '"input_id":["z","\\u00e9\\u2603"]' in text and '"first_hit":[[-1,0],[36,-1]]' in text
+    assert '"beyond":[0,2]' in text and '"first_valid_hit":[[-1,0],[36,-1]]' in text
+    assert CoverageTracker.from_state_dict(json.loads(text)).state_dict() == t.state_dict()
 
 
 def test_a_run_recorded_past_its_budget_still_resumes() -> None:

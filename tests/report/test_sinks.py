@@ -317,3 +317,23 @@ def test_wandb_sink_passes_run_settings_to_the_run_it_starts(tmp_path) -> None:
         )
     finally:
         sink.finish()
+
+
+def test_a_tracker_given_as_tracker_state_is_written_as_its_state_dict(tmp_path: Path) -> None:
+    """The local file and the W&B artifact of a tracker hold its ``state_dict`` as JSON, which loads back."""
+    from seffi.coverage import CoverageTracker
+    from seffi.report import SafeWandbRun
+    from tests.report.test_wandb_run import FakeRun
+
+    t = CoverageTracker(["a", "b"], budget=3)
+    for i, hits in enumerate([["a"], [], ["b", "a"], ["b"], []]):
+        t.update(f"x{i % 2}", hits, valid=i % 3 == 0)
+    wandb = WandbSink(SafeWandbRun(run=FakeRun()), log_images=False)
+    got: dict[str, str] = {}  # each artifact file's text, read when it is logged
+    wandb.run.log_artifact = lambda name, kind, paths: got.update(
+        {Path(p).name: Path(p).read_text() for p in paths}
+    )
+    MultiSink([LocalSink(tmp_path, plots=False), wandb]).finish(None, t)
+    want = json.dumps(t.state_dict(), sort_keys=True, separators=(",", ":")) + "\n"
+    assert (tmp_path / "tracker_state.json").read_text() == got["tracker_state.json"] == want
+    assert CoverageTracker.from_state_dict(json.loads(want)).state_dict() == t.state_dict()
