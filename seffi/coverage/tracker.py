@@ -647,18 +647,17 @@ class CompleteRuns:
         m: np.ndarray,
         sign: int = 1,
         *,
-        like: CompleteRuns | None = None,
+        known: tuple[np.ndarray, Any, Any] | None = None,
     ) -> None:
         """Add (``sign`` 1) or remove (-1) the complete runs ``slots`` (R,) of inputs ``u`` (R,).
 
-        ``m``: M_x per input code. ``like``: another holder of ``table``'s runs; when it added
-        ``slots`` last, their sums are reused (a window adds the runs the tracker just added).
+        ``m``: M_x per input code. ``known``: a `last` (sums None: not known); when it holds these
+        runs, their sums are reused (a window adds the runs the tracker just added, removes its own).
         """
         if slots.size == 0:
             return
-        last = None if like is None else like.last
-        if last is not None and last[0].size == slots.size and np.array_equal(last[0], slots):
-            codes, part = last[1], last[2]
+        if known is not None and known[2] is not None and np.array_equal(known[0], slots):
+            codes, part = known[1], known[2]
         else:
             codes, unit = np.unique(u, return_inverse=True)
             part = run_sums(table, slots, unit.reshape(-1), m[codes], self.budget)
