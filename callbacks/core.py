@@ -143,8 +143,9 @@ class CoverageMonitor:
         self.pending = 0  # episodes buffered, not yet folded into the tracker
         self._tracker = self._new_tracker()
         self._auc_sums = BaselineAucSums()
-        #: (tracker, its counts, policy curves) of a snapshot log, for the checkpoint written with it.
-        self._curves: tuple[CoverageTracker, tuple[int, ...], Any] | None = None
+        #: (tracker, its counts, policy curves, (iid, oracle, their `policy_comparison`) or None) of a
+        #: snapshot log, for the checkpoint written with it.
+        self._curves: tuple[CoverageTracker, tuple[int, ...], Any, Any] | None = None
         self._new_window()
 
     def _new_window(self, *, loaded: bool = False) -> None:
@@ -375,20 +376,26 @@ class CoverageMonitor:
         iid, oracle = self.baselines(pool=not exact)
         n_boot = self.n_boot if n_boot is None else n_boot
         t = self.tracker
-        # A snapshot log and the checkpoint written right after it share one curves computation.
+        # A snapshot log and the checkpoint written right after it share one curves computation, and
+        # one comparison when their baselines are the same (none, or the same objects).
         data = (t.samples, t.skipped, t.n_done, n_boot)
         if self._curves is None or self._curves[0] is not t or self._curves[1] != data:
-            self._curves = (t, data, t.curves(self.budget, n_boot=n_boot, seed=self.seed))
-        comparison, policy_set, gain = policy_comparison(
-            t,
-            self._curves[2],
-            iid,
-            oracle,
-            label=self.label,
-            env_id=self.env_name,
-            baseline_sets=self.baseline_sets,
-            base_law=self._base_law,
-        )
+            self._curves = (t, data, t.curves(self.budget, n_boot=n_boot, seed=self.seed), None)
+        compared = self._curves[3]
+        if compared is None or compared[0] is not iid or compared[1] is not oracle:
+            got = policy_comparison(
+                t,
+                self._curves[2],
+                iid,
+                oracle,
+                label=self.label,
+                env_id=self.env_name,
+                baseline_sets=self.baseline_sets,
+                base_law=self._base_law,
+            )
+            compared = (iid, oracle, got)
+            self._curves = (*self._curves[:3], compared)
+        comparison, policy_set, gain = compared[2]
         scalars = self._scalars(policy_set, gain, t.valid / max(t.samples, 1))
         for name, est in comparison.policies[0].metrics.items():
             scalars.update(keys.estimate_scalars(name, est, self.scope))
