@@ -41,13 +41,15 @@ class KeyIndex:
 
     @staticmethod
     def _find(keys: np.ndarray, rows: np.ndarray, want: np.ndarray) -> np.ndarray:
-        pos = np.minimum(np.searchsorted(keys, want), max(keys.size - 1, 0))
         if keys.size == 0:
             return np.full(want.size, -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(keys, want), keys.size - 1)
         return np.where(keys[pos] == want, rows[pos].astype(np.int64), -1)
 
     def get(self, want: np.ndarray) -> np.ndarray:
         """Rows of keys ``want`` (-1: absent): int64."""
+        if self.keys.size == 0:  # every key still in the small array (fewer than 4096)
+            return self._find(self.new_keys, self.new_rows, want)
         rows = self._find(self.keys, self.rows, want)
         miss = rows < 0
         if miss.any() and self.new_keys.size:

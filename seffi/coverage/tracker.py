@@ -23,6 +23,7 @@ from seffi.coverage.resampling import MIN_INPUTS
 from seffi.coverage.room import grow
 from seffi.coverage.state import MAX_STRATEGIES, STATE, STATE_FORMAT
 from seffi.coverage.sums import (
+    _TOP,
     GroupTotals,
     InputSums,
     RunTable,
@@ -364,14 +365,14 @@ class CoverageTracker:
             metric.grow(len(self.keys), len(self.columns))
             for spec in metric.specs.values():
                 arr = getattr(metric, spec.name)
-                if not full and max(self.samples + u.shape[0], -spec.lo) <= np.iinfo(arr.dtype).max:  # type: ignore[union-attr]
+                if not full and max(self.samples + u.shape[0], -spec.lo) <= _TOP[arr.dtype]:  # type: ignore[union-attr]
                     continue
                 if codes is None and u is not None:
                     codes, n = np.unique(u, return_counts=True)
                     extra = int(n.max(initial=0))
                 cells = arr if full else arr[codes]
                 top = max(int(cells.max(initial=0)), -int(cells.min(initial=0))) + extra
-                if full or top > np.iinfo(arr.dtype).max:
+                if full or top > _TOP[arr.dtype]:
                     setattr(metric, spec.name, arr.astype(int_type(top)))
         self._fitted = True
 
