@@ -16,6 +16,7 @@ import numpy as np
 from seffi.coverage.input_metrics import Estimate, InputMetric
 from seffi.coverage.resampling import stratified_mean_variance, t_quantile
 from seffi.coverage.room import grow
+from seffi.coverage.sums import _segment_starts
 
 
 def effective_strategies(counts: np.ndarray, *, corrected: bool = True) -> np.ndarray:
@@ -26,8 +27,7 @@ def effective_strategies(counts: np.ndarray, *, corrected: bool = True) -> np.nd
     counts = np.asarray(counts, dtype=np.float64)
     n = counts.sum(axis=1, keepdims=True)
     p = counts / n
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
+    h = -(p * np.log(p, out=np.zeros_like(p), where=p > 0)).sum(axis=1)  # 0 log 0 = 0
     if corrected:
         h = h + ((counts > 0).sum(axis=1) - 1) / (2.0 * n[:, 0])
     return np.exp(h)
@@ -59,7 +59,8 @@ class StrategyEntropy(InputMetric):
         width = self.counts.shape[1]
         cells, n = np.unique(codes[rows] * width + cols, return_counts=True)
         self.counts.reshape(-1)[cells] += n
-        self._stale.append(cells // width)
+        touched = cells // width  # ascending: each input once
+        self._stale.append(touched[_segment_starts(touched)])
 
     def _values(self) -> np.ndarray:
         """exp(H) per input code (NaN where no sample matched), brought up to date."""
@@ -77,7 +78,9 @@ class StrategyEntropy(InputMetric):
             del cached  # held here, the cache could not grow in place
             grow(self, "_cache", U, np.nan)
             cached = self._cache
-            stale = np.unique(np.concatenate(self._stale)) if self._stale else np.zeros(0, dtype=np.int64)
+            stale = np.zeros(0, dtype=np.int64)
+            if self._stale:  # one batch since the last read (a log's) holds each input once already
+                stale = self._stale[0] if len(self._stale) == 1 else np.unique(np.concatenate(self._stale))
         counts = self.rows("counts")[stale]
         hit = counts.sum(axis=1) > 0
         cached[stale[hit]] = effective_strategies(counts[hit])
@@ -101,11 +104,9 @@ class StrategyEntropy(InputMetric):
             return Estimate(reason="no recorded sample matched a strategy")
         value, lo, hi = float(y.mean()), None, None
         # One stratum among every input is one among those used: no copy of the strata then.
-        s = strata if strata.min() == strata.max() else strata[use]
-        groups = (
-            np.zeros(y.size, dtype=np.int64) if s.min() == s.max() else np.unique(s, return_inverse=True)[1]
-        )
-        df = y.size - int(groups.max()) - 1
+        one = bool(strata.min() == strata.max()) or bool((s := strata[use]).min() == s.max())
+        groups = np.zeros(y.size, dtype=np.int64) if one else np.unique(s, return_inverse=True)[1]
+        df = y.size - (0 if one else int(groups.max())) - 1
         if df >= 1:
             half = t_quantile(self.level, df) * math.sqrt(float(stratified_mean_variance(y, groups)))
             lo, hi = max(value - half, 1.0), value + half  # exp(H) >= 1 for every input
