@@ -422,15 +422,17 @@ class RunAssigner:
     ) -> np.ndarray:
         """Whether each sample (grouped by (input, env row), in order) starts a new run."""
         n, K = si.size, self.budget
-        prev_si, prev_ri = np.empty_like(si), np.empty_like(ri)
-        prev_si[1:], prev_ri[1:] = si[:-1], ri[:-1]
-        prev_si[gstarts], prev_ri[gstarts] = o_si, o_ri  # the open run's last sample (-1 when none)
-        by_ri = (ri >= 0) & (prev_ri >= 0)
-        by_si = ~by_ri & (si >= 0) & (prev_si >= 0)
-        new = np.where(by_ri, ri != prev_ri, by_si & (si <= prev_si))
         opens = np.zeros(n, dtype=bool)  # a group's first sample without an open run
         opens[gstarts[~has_open]] = True
-        new |= opens
+        prev_ri = np.empty_like(ri)
+        prev_ri[1:], prev_ri[gstarts] = ri[:-1], o_ri  # the open run's last sample (-1 when none)
+        by_ri = (ri >= 0) & (prev_ri >= 0)
+        if by_ri.all():  # every sample ruled by its run_index (a seffi env reports it)
+            return (ri != prev_ri) | opens
+        prev_si = np.empty_like(si)
+        prev_si[1:], prev_si[gstarts] = si[:-1], o_si
+        by_si = ~by_ri & (si >= 0) & (prev_si >= 0)
+        new = np.where(by_ri, ri != prev_ri, by_si & (si <= prev_si)) | opens
         by_count = ~by_ri & ~by_si & ~opens
         if not by_count.any():
             return new

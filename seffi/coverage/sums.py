@@ -223,7 +223,7 @@ def fold(runs: RunTable, slot: np.ndarray, k: np.ndarray, hits: np.ndarray, vali
         return
     C = runs.columns
     np.maximum.at(runs.n, slot, k.astype(runs.dtype))  # k <= K: it fits the table's type
-    i, j = np.nonzero(hits)
+    i, j = np.divmod(np.flatnonzero(hits), hits.shape[1])  # np.nonzero(hits), in fewer steps
     cells, ki = slot[i] * C + j, k[i]
     _set_first(runs.first_hit, cells, ki)
     vi = valid[i]  # the valid samples' hits: a subset of the hits just found
