@@ -16,7 +16,6 @@ import numpy as np
 from seffi.coverage.input_metrics import Estimate, InputMetric
 from seffi.coverage.resampling import stratified_mean_variance, t_quantile
 from seffi.coverage.room import grow
-from seffi.coverage.sums import _segment_starts
 
 
 def effective_strategies(counts: np.ndarray, *, corrected: bool = True) -> np.ndarray:
@@ -45,46 +44,39 @@ class StrategyEntropy(InputMetric):
 
     def setup(self) -> None:
         self.add_state("counts", per_strategy=True, merge="sum")
-        # Derived, not state: exp(H) per input code, the codes updated since, iid figures by code.
+        # Derived, not state: exp(H) per input code, the codes updated since (a mask), iid figures by code.
         self._cache: np.ndarray | None = None
         self._cached_cols = -1
-        self._stale: list[np.ndarray] = []
+        self._stale = np.zeros(0, dtype=bool)
         self._iid: dict[int, float] = {}
 
     def update(self, codes: np.ndarray, hits: np.ndarray, valid: np.ndarray) -> None:
         rows, cols = np.divmod(np.flatnonzero(hits), hits.shape[1])  # np.nonzero(hits), in fewer steps
         if rows.size == 0:
             return
-        # One add per distinct (input, strategy) cell: counts is C-contiguous, so cells are flat indices.
-        width = self.counts.shape[1]
-        cells, n = np.unique(codes[rows] * width + cols, return_counts=True)
-        self.counts.reshape(-1)[cells] += n
-        touched = cells // width  # ascending: each input once
-        self._stale.append(touched[_segment_starts(touched)])
+        # counts is C-contiguous, so cells are flat indices; its type holds every count (the tracker's fit).
+        u = codes[rows]
+        np.add.at(self.counts.reshape(-1), u * self.counts.shape[1] + cols, self.counts.dtype.type(1))
+        grow(self, "_stale", self.n_inputs)
+        self._stale[u] = True
 
     def _values(self) -> np.ndarray:
         """exp(H) per input code (NaN where no sample matched), brought up to date."""
         cached, U = self._cache, self.n_inputs
-        if (
-            cached is not None
-            and not self._stale
-            and self._cached_cols == self.n_columns
-            and cached.size >= U
-        ):
-            return cached[:U]
         if cached is None or self._cached_cols != self.n_columns:
             cached, stale = np.full(U, np.nan), np.arange(U)  # a load, a merge or a new strategy column
+            self._stale[:] = False
         else:
             del cached  # held here, the cache could not grow in place
             grow(self, "_cache", U, np.nan)
             cached = self._cache
-            stale = np.zeros(0, dtype=np.int64)
-            if self._stale:  # one batch since the last read (a log's) holds each input once already
-                stale = self._stale[0] if len(self._stale) == 1 else np.unique(np.concatenate(self._stale))
-        counts = self.rows("counts")[stale]
-        hit = counts.sum(axis=1) > 0
-        cached[stale[hit]] = effective_strategies(counts[hit])
-        self._cache, self._cached_cols, self._stale = cached, self.n_columns, []
+            stale = np.flatnonzero(self._stale[:U])
+            self._stale[stale] = False
+        if stale.size:
+            counts = self.rows("counts")[stale]
+            hit = counts.sum(axis=1) > 0
+            cached[stale[hit]] = effective_strategies(counts[hit])
+        self._cache, self._cached_cols = cached, self.n_columns
         return cached[:U]
 
     def _iid_values(self, use: np.ndarray, law_of: Callable[[int], Mapping[str, float]]) -> np.ndarray:
