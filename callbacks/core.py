@@ -279,18 +279,20 @@ class CoverageMonitor:
         # As Curves.gain: no gain until some run reaches K (an AUC over fewer budgets is another K).
         if point["auc"] is None or not np.isfinite(point["coverage"][-1]):
             return None
-        t = self._tracker
+        t, sums = self._tracker, self._auc_sums
         if codes is None:  # every complete run: running sums, O(new inputs) per log
-            aucs = self._auc_sums.mean(self.env_baselines, t.complete_inputs(), t.keys)
+            codes = t.complete_inputs()
+            aucs = sums.mean(self.env_baselines, codes, t.keys)
         elif not self.env_baselines.sources:
             return None
-        else:
-            aucs = self.env_baselines.aucs([t.keys[c][1] for c in codes.tolist()])
+        else:  # the mean of each input's AUCs (one unavailable: NaN, no mean)
+            both = sums.of(self.env_baselines, codes, t.keys).T.copy()
+            aucs = tuple(float(np.mean(v)) if v.size and not np.isnan(v).any() else None for v in both)
         value = point_gain(point["auc"], *aucs)
         if value is None:
             return None
-        names = [t.keys[c][1] for c in (t.complete_inputs() if codes is None else codes).tolist()]
-        rooms = [o - i for i, o in map(self.env_baselines.input_aucs, names)]  # each cached once
+        iid, oracle = sums.of(self.env_baselines, codes, t.keys).T  # each input's, read once
+        rooms = oracle - iid
         return Gain(value=value, room=aucs[1] - aucs[0], held_by=inputs_holding(rooms), n_inputs=len(rooms))
 
     def _cumulative_scalars(self) -> dict[str, float]:
