@@ -396,10 +396,10 @@ class RunAssigner:
         g_of_seg = np.cumsum(gfirst)[seg_first] - 1
         k = np.arange(n) - seg_first[seg] + 1 + np.where(cont, o_cnt[g_of_seg], 0)[seg]
         seg_slot = np.where(cont, o_slot[g_of_seg], -1)
-        # New runs get slots and streams in the order they appear in the batch.
         fresh = np.flatnonzero(~cont)
-        fresh = fresh[np.argsort(order[seg_first[fresh]], kind="stable")]
-        seg_slot[fresh] = self._new_slots(u[order[seg_first[fresh]]])
+        if fresh.size:  # new runs get slots and streams in the order they appear in the batch
+            fresh = fresh[np.argsort(order[seg_first[fresh]], kind="stable")]
+            seg_slot[fresh] = self._new_slots(u[order[seg_first[fresh]]])
         slot_sorted = seg_slot[seg]
         gends = np.empty_like(gstarts)
         gends[:-1], gends[-1] = gstarts[1:] - 1, n - 1
