@@ -254,7 +254,10 @@ class TimeToCoverage(BaseModel):
         level: float = 0.95,
         mean: float | None = None,
     ) -> list[TimeToCoverage]:
-        """`from_survival` of each tau; the replicates' percentiles (column by column) in one pass."""
+        """`from_survival` of each tau (``mean`` for each), the replicates' percentiles in one pass.
+
+        Quantiles are taken column by column: one pass over every tau's columns gives each tau's own.
+        """
         kws: list[dict[str, Any]] = []
         for tau, survival in zip(taus, survivals, strict=True):
             s = np.clip(np.asarray(survival, dtype=np.float64), 0.0, 1.0)
