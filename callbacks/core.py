@@ -143,8 +143,9 @@ class CoverageMonitor:
         self.pending = 0  # episodes buffered, not yet folded into the tracker
         self._tracker = self._new_tracker()
         self._auc_sums = BaselineAucSums()
-        #: (tracker, its counts, policy curves) of a snapshot log, for the checkpoint written with it.
-        self._curves: tuple[CoverageTracker, tuple[int, ...], Any] | None = None
+        #: (tracker, its counts, policy curves, (iid, oracle, their `policy_comparison`) or None) of a
+        #: snapshot log, for the checkpoint written with it.
+        self._curves: tuple[CoverageTracker, tuple[int, ...], Any, Any] | None = None
         self._new_window()
 
     def _new_window(self, *, loaded: bool = False) -> None:
@@ -278,18 +279,20 @@ class CoverageMonitor:
         # As Curves.gain: no gain until some run reaches K (an AUC over fewer budgets is another K).
         if point["auc"] is None or not np.isfinite(point["coverage"][-1]):
             return None
-        t = self._tracker
+        t, sums = self._tracker, self._auc_sums
         if codes is None:  # every complete run: running sums, O(new inputs) per log
-            aucs = self._auc_sums.mean(self.env_baselines, t.complete_inputs(), t.keys)
+            codes = t.complete_inputs()
+            aucs = sums.mean(self.env_baselines, codes, t.keys)
         elif not self.env_baselines.sources:
             return None
-        else:
-            aucs = self.env_baselines.aucs([t.keys[c][1] for c in codes.tolist()])
+        else:  # the mean of each input's AUCs (one unavailable: NaN, no mean)
+            both = sums.of(self.env_baselines, codes, t.keys).T.copy()
+            aucs = tuple(float(np.mean(v)) if v.size and not np.isnan(v).any() else None for v in both)
         value = point_gain(point["auc"], *aucs)
         if value is None:
             return None
-        names = [t.keys[c][1] for c in (t.complete_inputs() if codes is None else codes).tolist()]
-        rooms = [o - i for i, o in map(self.env_baselines.input_aucs, names)]  # each cached once
+        iid, oracle = sums.of(self.env_baselines, codes, t.keys).T  # each input's, read once
+        rooms = oracle - iid
         return Gain(value=value, room=aucs[1] - aucs[0], held_by=inputs_holding(rooms), n_inputs=len(rooms))
 
     def _cumulative_scalars(self) -> dict[str, float]:
@@ -375,20 +378,26 @@ class CoverageMonitor:
         iid, oracle = self.baselines(pool=not exact)
         n_boot = self.n_boot if n_boot is None else n_boot
         t = self.tracker
-        # A snapshot log and the checkpoint written right after it share one curves computation.
+        # A snapshot log and the checkpoint written right after it share one curves computation, and
+        # one comparison when their baselines are the same (none, or the same objects).
         data = (t.samples, t.skipped, t.n_done, n_boot)
         if self._curves is None or self._curves[0] is not t or self._curves[1] != data:
-            self._curves = (t, data, t.curves(self.budget, n_boot=n_boot, seed=self.seed))
-        comparison, policy_set, gain = policy_comparison(
-            t,
-            self._curves[2],
-            iid,
-            oracle,
-            label=self.label,
-            env_id=self.env_name,
-            baseline_sets=self.baseline_sets,
-            base_law=self._base_law,
-        )
+            self._curves = (t, data, t.curves(self.budget, n_boot=n_boot, seed=self.seed), None)
+        compared = self._curves[3]
+        if compared is None or compared[0] is not iid or compared[1] is not oracle:
+            got = policy_comparison(
+                t,
+                self._curves[2],
+                iid,
+                oracle,
+                label=self.label,
+                env_id=self.env_name,
+                baseline_sets=self.baseline_sets,
+                base_law=self._base_law,
+            )
+            compared = (iid, oracle, got)
+            self._curves = (*self._curves[:3], compared)
+        comparison, policy_set, gain = compared[2]
         scalars = self._scalars(policy_set, gain, t.valid / max(t.samples, 1))
         for name, est in comparison.policies[0].metrics.items():
             scalars.update(keys.estimate_scalars(name, est, self.scope))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -77,8 +78,8 @@ class RecentRuns:
     def __init__(self, window: int, tracker: CoverageTracker, *, since: int = 0, loaded: bool = False):
         self.window = int(window)
         self.runs = CompleteRuns(tracker.budget, reuse_rows=True)  # type: ignore[arg-type]
-        #: Date -> the slots of the window's runs of that date.
-        self.held: dict[int, list[np.ndarray]] = {}
+        #: Date -> the window's runs of that date, as added: (slots, input codes, their sums or None).
+        self.held: dict[int, list[tuple[np.ndarray, Any, Any]]] = {}
         self.mark = tracker.n_done  # runs complete already stay out
         #: (tracker.n_done, episode count) at the end of each batch folded since the window was last read.
         self._ends: list[tuple[int, int]] = []
@@ -119,11 +120,12 @@ class RecentRuns:
         recent = date >= end - self.window
         self.dropped |= not recent.all()
         slots, date = slots[recent], date[recent]
-        for d in np.unique(date).tolist():
-            self.held.setdefault(d, []).append(slots[date == d])
-        self.runs.add(
-            tracker.runs, slots, tracker.assigner.slot_input[slots], tracker.m, like=tracker.complete
-        )
+        u = tracker.assigner.slot_input
+        self.runs.add(tracker.runs, slots, u[slots], tracker.m, known=tracker.complete.last)
+        days = np.unique(date).tolist()
+        for d in days:  # runs of one date (the usual case) leave with the sums they came with
+            last = self.runs.last if len(days) == 1 else (slots[date == d], None, None)
+            self.held.setdefault(d, []).append(last)  # type: ignore[arg-type]
 
     def at(self, episodes: int, tracker: CoverageTracker) -> tuple[CompleteRuns | None, int, int | None]:
         """(the window's runs at ``episodes``, episodes it reaches back, age of its oldest run).
@@ -133,9 +135,10 @@ class RecentRuns:
         """
         self._enter(tracker)
         cutoff = int(episodes) - self.window
-        if gone := [s for d in [d for d in self.held if d < cutoff] for s in self.held.pop(d)]:
-            slots = np.concatenate(gone)  # the runs that left, in one removal: integer sums, any order
-            self.runs.add(tracker.runs, slots, tracker.assigner.slot_input[slots], tracker.m, -1)
+        for d in [d for d in self.held if d < cutoff]:
+            for held in self.held.pop(d):  # integer sums: removed in any order
+                u = tracker.assigner.slot_input[held[0]]
+                self.runs.add(tracker.runs, held[0], u, tracker.m, -1, known=held)
             self.dropped = True
         # Ranges dated before the cutoff are older than any later window (the last is the next batch's).
         old = min(int(np.searchsorted(self._date, cutoff)), self._date.size - 1)
@@ -145,5 +148,5 @@ class RecentRuns:
 
     def slots(self) -> np.ndarray:
         """Slots of the runs in the window as of its last read (`at`)."""
-        parts = [s for held in self.held.values() for s in held]
+        parts = [s for held in self.held.values() for s, _, _ in held]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)

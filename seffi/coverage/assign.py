@@ -41,13 +41,15 @@ class KeyIndex:
 
     @staticmethod
     def _find(keys: np.ndarray, rows: np.ndarray, want: np.ndarray) -> np.ndarray:
-        pos = np.minimum(np.searchsorted(keys, want), max(keys.size - 1, 0))
         if keys.size == 0:
             return np.full(want.size, -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(keys, want), keys.size - 1)
         return np.where(keys[pos] == want, rows[pos].astype(np.int64), -1)
 
     def get(self, want: np.ndarray) -> np.ndarray:
         """Rows of keys ``want`` (-1: absent): int64."""
+        if self.keys.size == 0:  # every key still in the small array (fewer than 4096)
+            return self._find(self.new_keys, self.new_rows, want)
         rows = self._find(self.keys, self.rows, want)
         miss = rows < 0
         if miss.any() and self.new_keys.size:
@@ -394,10 +396,10 @@ class RunAssigner:
         g_of_seg = np.cumsum(gfirst)[seg_first] - 1
         k = np.arange(n) - seg_first[seg] + 1 + np.where(cont, o_cnt[g_of_seg], 0)[seg]
         seg_slot = np.where(cont, o_slot[g_of_seg], -1)
-        # New runs get slots and streams in the order they appear in the batch.
         fresh = np.flatnonzero(~cont)
-        fresh = fresh[np.argsort(order[seg_first[fresh]], kind="stable")]
-        seg_slot[fresh] = self._new_slots(u[order[seg_first[fresh]]])
+        if fresh.size:  # new runs get slots and streams in the order they appear in the batch
+            fresh = fresh[np.argsort(order[seg_first[fresh]], kind="stable")]
+            seg_slot[fresh] = self._new_slots(u[order[seg_first[fresh]]])
         slot_sorted = seg_slot[seg]
         gends = np.empty_like(gstarts)
         gends[:-1], gends[-1] = gstarts[1:] - 1, n - 1
@@ -420,15 +422,17 @@ class RunAssigner:
     ) -> np.ndarray:
         """Whether each sample (grouped by (input, env row), in order) starts a new run."""
         n, K = si.size, self.budget
-        prev_si, prev_ri = np.empty_like(si), np.empty_like(ri)
-        prev_si[1:], prev_ri[1:] = si[:-1], ri[:-1]
-        prev_si[gstarts], prev_ri[gstarts] = o_si, o_ri  # the open run's last sample (-1 when none)
-        by_ri = (ri >= 0) & (prev_ri >= 0)
-        by_si = ~by_ri & (si >= 0) & (prev_si >= 0)
-        new = np.where(by_ri, ri != prev_ri, by_si & (si <= prev_si))
         opens = np.zeros(n, dtype=bool)  # a group's first sample without an open run
         opens[gstarts[~has_open]] = True
-        new |= opens
+        prev_ri = np.empty_like(ri)
+        prev_ri[1:], prev_ri[gstarts] = ri[:-1], o_ri  # the open run's last sample (-1 when none)
+        by_ri = (ri >= 0) & (prev_ri >= 0)
+        if by_ri.all():  # every sample ruled by its run_index (a seffi env reports it)
+            return (ri != prev_ri) | opens
+        prev_si = np.empty_like(si)
+        prev_si[1:], prev_si[gstarts] = si[:-1], o_si
+        by_si = ~by_ri & (si >= 0) & (prev_si >= 0)
+        new = np.where(by_ri, ri != prev_ri, by_si & (si <= prev_si)) | opens
         by_count = ~by_ri & ~by_si & ~opens
         if not by_count.any():
             return new

@@ -13,6 +13,7 @@ from seffi._seeding import SeedLike
 from seffi.coverage.curves import Curves, check_budget
 from seffi.coverage.iid import IidBaseline
 from seffi.coverage.oracle import OracleBaseline
+from seffi.coverage.room import grow
 from seffi.errors import SeffiError
 
 
@@ -230,14 +231,37 @@ class EnvBaselines:
 
 
 class BaselineAucSums:
-    """Running sums of per-input baseline AUCs over the inputs with a complete run: O(new inputs) a log."""
+    """Per-input baseline AUCs by input code, each read once; their sums over the inputs with a complete run.
+
+    A log costs O(new inputs) in Python (the rest: numpy over the codes asked for).
+    """
 
     def __init__(self) -> None:
         self.restart()
 
     def restart(self) -> None:
-        """Forget every input summed."""
+        """Forget every input read and summed (the tracker's input codes are new)."""
         self._n, self._sums, self._complete = 0, [0.0, 0.0], True
+        self._aucs = np.zeros((0, 2))  # (iid, oracle) AUC by input code, NaN where unavailable
+        self._read = np.zeros(0, dtype=bool)
+
+    def _read_one(self, baselines: EnvBaselines, c: int, keys: Sequence[tuple[str, str]]) -> list[float]:
+        """Input code ``c``'s (iid, oracle) AUCs, NaN where unavailable."""
+        if c >= self._read.size:
+            grow(self, "_read", c + 1)
+            grow(self, "_aucs", c + 1)
+        if not self._read[c]:
+            self._aucs[c] = [np.nan if v is None else v for v in baselines.input_aucs(keys[c][1])]
+            self._read[c] = True
+        return self._aucs[c].tolist()
+
+    def of(self, baselines: EnvBaselines, codes: np.ndarray, keys: Sequence[tuple[str, str]]) -> np.ndarray:
+        """(iid, oracle) AUCs of input ``codes`` (U,): (U, 2), NaN where unavailable; ``keys`` by code."""
+        if codes.size:
+            self._read_one(baselines, int(codes.max()), keys)  # room for every code
+        for c in codes[~self._read[codes]].tolist():
+            self._read_one(baselines, c, keys)
+        return self._aucs[codes]
 
     def mean(
         self, baselines: EnvBaselines, codes: np.ndarray, keys: Sequence[tuple[str, str]]
@@ -245,8 +269,8 @@ class BaselineAucSums:
         """(iid AUC, oracle AUC) over input ``codes`` (U,) (the previous call's first); ``keys`` by code."""
         # An input without a baseline AUC leaves the mean undefined until a restart: nothing more to ask.
         for c in codes[self._n :].tolist() if self._complete else ():
-            iid, oracle = baselines.input_aucs(keys[c][1])
-            if iid is None or oracle is None:
+            iid, oracle = self._read_one(baselines, c, keys)
+            if iid != iid or oracle != oracle:  # NaN: unavailable
                 self._complete = False
                 break
             self._sums[0] += iid

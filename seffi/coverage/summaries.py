@@ -241,30 +241,58 @@ class TimeToCoverage(BaseModel):
         mean: float | None = None,
     ) -> TimeToCoverage:
         """Summaries of a survival curve (K,), percentile intervals from replicates (B, K), exact ``mean``."""
-        s = np.clip(np.asarray(survival, dtype=np.float64), 0.0, 1.0)
-        med, rmean, cens = survival_summary(s)
-        kw: dict[str, Any] = {
-            "tau": float(tau),
-            "survival": s,
-            "median": finite(med),
-            "restricted_mean": float(rmean),
-            "fraction_censored": float(cens),
-            "mean": None if mean is None else finite(mean),
-        }
-        if reps is not None and len(reps):
-            reps = np.clip(reps, 0.0, 1.0)
-            rmed, rrm, rc = survival_summary(reps)
-            # One quantile pass over the survival columns, restricted means and censored fractions.
-            lo, hi = percentile_interval(np.column_stack([reps, rrm, rc]), level, skip_nan=False)
-            kw["survival_lo"], kw["survival_hi"] = lo[:-2], hi[:-2]
-            kw["restricted_mean_lo"], kw["restricted_mean_hi"] = float(lo[-2]), float(hi[-2])
-            kw["fraction_censored_lo"], kw["fraction_censored_hi"] = float(lo[-1]), float(hi[-1])
-            # A censored replicate median counts as +inf; medians are integers: order statistics.
-            lo, hi = percentile_interval(
-                np.where(np.isnan(rmed), np.inf, rmed), level, "nearest", skip_nan=False
+        many = cls.from_survivals([tau], [survival], None if reps is None else [reps], level=level, mean=mean)
+        return many[0]
+
+    @classmethod
+    def from_survivals(
+        cls,
+        taus: Sequence[float],
+        survivals: Sequence[np.ndarray],
+        reps: Sequence[np.ndarray] | None = None,
+        *,
+        level: float = 0.95,
+        mean: float | None = None,
+    ) -> list[TimeToCoverage]:
+        """`from_survival` of each tau (``mean`` for each), the replicates' percentiles in one pass.
+
+        Quantiles are taken column by column: one pass over every tau's columns gives each tau's own.
+        """
+        kws: list[dict[str, Any]] = []
+        for tau, survival in zip(taus, survivals, strict=True):
+            s = np.clip(np.asarray(survival, dtype=np.float64), 0.0, 1.0)
+            med, rmean, cens = survival_summary(s)
+            kws.append(
+                {
+                    "tau": float(tau),
+                    "survival": s,
+                    "median": finite(med),
+                    "restricted_mean": float(rmean),
+                    "fraction_censored": float(cens),
+                    "mean": None if mean is None else finite(mean),
+                }
             )
-            kw["median_lo"], kw["median_hi"] = finite(lo), finite(hi)
-        return cls(**kw)
+        have = [] if reps is None else [i for i, r in enumerate(reps) if len(r)]
+        if have:
+            cols, medians = [], []
+            for i in have:
+                r = np.clip(reps[i], 0.0, 1.0)  # type: ignore[index]
+                rmed, rrm, rc = survival_summary(r)
+                cols += [r, rrm[:, None], rc[:, None]]
+                # A censored replicate median counts as +inf; medians are integers: order statistics.
+                medians.append(np.where(np.isnan(rmed), np.inf, rmed))
+            # One quantile pass over the survival columns, restricted means and censored fractions.
+            lo, hi = percentile_interval(np.concatenate(cols, axis=1), level, skip_nan=False)
+            mlo, mhi = percentile_interval(np.column_stack(medians), level, "nearest", skip_nan=False)
+            a = 0
+            for j, i in enumerate(have):
+                kw, b = kws[i], a + cols[3 * j].shape[1] + 2
+                kw["survival_lo"], kw["survival_hi"] = lo[a : b - 2], hi[a : b - 2]
+                kw["restricted_mean_lo"], kw["restricted_mean_hi"] = float(lo[b - 2]), float(hi[b - 2])
+                kw["fraction_censored_lo"], kw["fraction_censored_hi"] = float(lo[b - 1]), float(hi[b - 1])
+                kw["median_lo"], kw["median_hi"] = finite(mlo[j]), finite(mhi[j])
+                a = b
+        return [cls(**kw) for kw in kws]
 
     def point(self) -> TimeToCoverage:
         """These summaries without intervals or the exact mean (what report.json stores)."""

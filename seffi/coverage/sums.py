@@ -54,15 +54,20 @@ def int_type(top: int) -> np.dtype:
 
 
 _TOP = {np.dtype(t): np.iinfo(t).max for t in (np.int8, np.int16, np.int32, np.int64)}
+_WIDEST = _TOP[np.dtype(np.int64)]
 
 
 def fit(a: np.ndarray, values: Any) -> np.ndarray:
     """``a``, or a copy in the narrowest integer type holding ``values`` (ints) too when ``a``'s cannot."""
     held = _TOP[a.dtype]
     # The widest type already (a per-batch call: no reduction), or no values to hold.
-    if held == _TOP[np.dtype(np.int64)] or (not isinstance(values, int) and np.size(values) == 0):
+    if held == _WIDEST or (not isinstance(values, int) and np.size(values) == 0):
         return a
-    top = abs(values) if isinstance(values, int) else max(int(np.max(values)), -int(np.min(values)))
+    if isinstance(values, int):
+        top = abs(values)
+    else:  # the array's own reductions: quicker calls than np.max and np.min
+        values = np.asarray(values)
+        top = max(int(values.max()), -int(values.min()))
     return a if top <= held else a.astype(int_type(top))
 
 
@@ -208,7 +213,7 @@ def _set_first(target: np.ndarray, cells: np.ndarray, k: np.ndarray) -> None:
     flat = target.reshape(-1)
     unset = flat[cells] < 0
     cells, k = cells[unset], k[unset]
-    flat[cells] = np.iinfo(flat.dtype).max  # above every index: the minimum below replaces it
+    flat[cells] = _TOP[flat.dtype]  # above every index: the minimum below replaces it
     np.minimum.at(flat, cells, (k - 1).astype(flat.dtype))
 
 
@@ -218,7 +223,7 @@ def fold(runs: RunTable, slot: np.ndarray, k: np.ndarray, hits: np.ndarray, vali
         return
     C = runs.columns
     np.maximum.at(runs.n, slot, k.astype(runs.dtype))  # k <= K: it fits the table's type
-    i, j = np.nonzero(hits)
+    i, j = np.divmod(np.flatnonzero(hits), hits.shape[1])  # np.nonzero(hits), in fewer steps
     cells, ki = slot[i] * C + j, k[i]
     _set_first(runs.first_hit, cells, ki)
     vi = valid[i]  # the valid samples' hits: a subset of the hits just found

@@ -306,12 +306,18 @@ def curves_from_sums(
         kind,
         K,
         point,
-        time_to_coverage={
-            key: TimeToCoverage.from_survival(
-                float(key), surv[key], None if draws is None else draws.survival[key], level=level
+        time_to_coverage=dict(
+            zip(
+                surv,
+                TimeToCoverage.from_survivals(
+                    [float(key) for key in surv],
+                    list(surv.values()),
+                    None if draws is None else [draws.survival[key] for key in surv],
+                    level=level,
+                ),
+                strict=True,
             )
-            for key in surv
-        },
+        ),
         runs_at_k=np.full(K, R, dtype=np.int64),
         n_inputs=U,
         n_runs=R,

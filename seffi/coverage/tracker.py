@@ -23,6 +23,7 @@ from seffi.coverage.resampling import MIN_INPUTS
 from seffi.coverage.room import grow
 from seffi.coverage.state import MAX_STRATEGIES, STATE, STATE_FORMAT
 from seffi.coverage.sums import (
+    _TOP,
     GroupTotals,
     InputSums,
     RunTable,
@@ -364,14 +365,14 @@ class CoverageTracker:
             metric.grow(len(self.keys), len(self.columns))
             for spec in metric.specs.values():
                 arr = getattr(metric, spec.name)
-                if not full and max(self.samples + u.shape[0], -spec.lo) <= np.iinfo(arr.dtype).max:  # type: ignore[union-attr]
+                if not full and max(self.samples + u.shape[0], -spec.lo) <= _TOP[arr.dtype]:  # type: ignore[union-attr]
                     continue
                 if codes is None and u is not None:
                     codes, n = np.unique(u, return_counts=True)
                     extra = int(n.max(initial=0))
                 cells = arr if full else arr[codes]
                 top = max(int(cells.max(initial=0)), -int(cells.min(initial=0))) + extra
-                if full or top > np.iinfo(arr.dtype).max:
+                if full or top > _TOP[arr.dtype]:
                     setattr(metric, spec.name, arr.astype(int_type(top)))
         self._fitted = True
 
@@ -647,18 +648,17 @@ class CompleteRuns:
         m: np.ndarray,
         sign: int = 1,
         *,
-        like: CompleteRuns | None = None,
+        known: tuple[np.ndarray, Any, Any] | None = None,
     ) -> None:
         """Add (``sign`` 1) or remove (-1) the complete runs ``slots`` (R,) of inputs ``u`` (R,).
 
-        ``m``: M_x per input code. ``like``: another holder of ``table``'s runs; when it added
-        ``slots`` last, their sums are reused (a window adds the runs the tracker just added).
+        ``m``: M_x per input code. ``known``: a `last` (sums None: not known); when it holds these
+        runs, their sums are reused (a window adds the runs the tracker just added, removes its own).
         """
         if slots.size == 0:
             return
-        last = None if like is None else like.last
-        if last is not None and last[0].size == slots.size and np.array_equal(last[0], slots):
-            codes, part = last[1], last[2]
+        if known is not None and known[2] is not None and np.array_equal(known[0], slots):
+            codes, part = known[1], known[2]
         else:
             codes, unit = np.unique(u, return_inverse=True)
             part = run_sums(table, slots, unit.reshape(-1), m[codes], self.budget)

@@ -37,7 +37,7 @@ class EpisodeBatch:
     def __post_init__(self) -> None:
         n, m = len(self.input_id), len(self.strategies)
         cols = (self.hits, self.valid, self.env_index, self.sample_index, self.run_index, self.z)
-        if [(c.shape, c.dtype) for c in cols] != [((n, m), bool), ((n,), bool), *[((n,), np.int64)] * 4]:
+        if [c.shape for c in cols] != [(n, m), *[(n,)] * 5] or [c.dtype for c in cols] != _DTYPES:
             raise ValueError(f"EpisodeBatch needs bool hits shape ({n}, {m}), bool valid, int64 indices, z")
 
     def __len__(self) -> int:
@@ -75,4 +75,5 @@ class EpisodeBatch:
 
 
 _COLUMNS = ("input_id", "hits", "valid", "env_index", "sample_index", "run_index", "z")
+_DTYPES = [np.dtype(bool)] * 2 + [np.dtype(np.int64)] * 4  # of hits, valid and the index columns
 _FILL = dict(zip(_COLUMNS[2:], (True, *map(np.int64, (0, -1, -1, -1))), strict=True))  # "not reported"

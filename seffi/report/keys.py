@@ -140,7 +140,9 @@ def iid_extrapolated_key(scope: str | None = None) -> str:
 
 
 def _get(curves: Any, name: str) -> Any:
-    return curves.get(name) if isinstance(curves, Mapping) else getattr(curves, name, None)
+    # A dict is told without the ABC check: a log reads ~50 fields.
+    is_map = type(curves) is dict or isinstance(curves, Mapping)
+    return curves.get(name) if is_map else getattr(curves, name, None)
 
 
 #: Time-to-coverage statistics logged per tau: (key suffix, ``TimeToCoverage`` field).
@@ -157,35 +159,43 @@ def _per_k_keys(name: str, ks: tuple[int, ...], scope: str | None) -> tuple[tupl
     return tuple((metric_key(name, k, scope), ks.index(k)) for k in at if k in ks)
 
 
+def _put(out: dict[str, float], key: str, value: Any) -> Any:
+    """``out[key] = value`` as a float unless it is undefined (None, NaN, inf); returns the float or None."""
+    v = finite(value)
+    if v is not None:
+        out[key] = v
+    return v
+
+
 def _column_scalars(
-    c: Column, curves: Any, gain: Any, ks: list[int], counts: Mapping[str, Any], scope: str | None
-) -> dict[str, float]:
-    """The W&B scalars of one column (its undefined values left out)."""
-    out: dict[str, float | None] = {}
+    c: Column, curves: Any, gain: Any, ks: tuple[int, ...], counts: Mapping[str, Any], scope: str | None,
+    out: dict[str, float],
+) -> None:  # fmt: skip
+    """Add the W&B scalars of one column to ``out`` (its undefined values left out)."""
     if c.shape == "k" and ks:
         values = _get(curves, c.name)
         if values is not None:
-            out = {
-                key: finite(values[i]) if i < len(values) else None
-                for key, i in _per_k_keys(c.name, tuple(ks), scope)
-            }
+            for key, i in _per_k_keys(c.name, ks, scope):
+                if i < len(values):
+                    _put(out, key, values[i])
     elif c.shape == "scalar":
-        out = {metric_key(c.name, scope=scope): finite(_get(curves, c.name))}
+        _put(out, metric_key(c.name, scope=scope), _get(curves, c.name))
     elif c.shape == "tau":
         items = _get(curves, c.name) or []
         for s in items.values() if isinstance(items, Mapping) else items:
             for stat, field in _TTC_STATS:
-                out[time_to_coverage_key(float(_get(s, "tau")), scope, stat)] = finite(_get(s, field))
+                _put(out, time_to_coverage_key(float(_get(s, "tau")), scope, stat), _get(s, field))
     elif c.shape == "gain" and gain is not None:
-        for bound, field in ((None, "value"), ("lo", "lo"), ("hi", "hi")):
-            out[gain_key(scope, bound)] = finite(_get(gain, field))
-        if out[gain_key(scope)] is not None:  # every logged gain says whether it is fragile
+        value = _put(out, gain_key(scope), _get(gain, "value"))
+        for bound in ("lo", "hi"):
+            _put(out, gain_key(scope, bound), _get(gain, bound))
+        if value is not None:  # every logged gain says whether it is fragile
             out[gain_fragile_key(scope)] = float(bool(_get(gain, "fragile")))
     elif c.shape == "count":
         n = counts.get(c.name)
         n = n if n is not None else _get(curves, c.name)
-        out = {metric_key(c.name, scope=scope): None if n is None else float(n)}
-    return {key: v for key, v in out.items() if v is not None}
+        if n is not None:
+            out[metric_key(c.name, scope=scope)] = float(n)
 
 
 def scalars_from_curves(
@@ -209,11 +219,11 @@ def scalars_from_curves(
     Returns:
         ``{key: float}``; missing or undefined quantities (NaN, no gain) are left out, not logged as NaN.
     """
-    ks = [int(k) for k in (_get(curves, "k") or [])]
+    ks = tuple(int(k) for k in (_get(curves, "k") or []))
     counts = {"n_samples": episodes, "n_inputs": inputs}
     out: dict[str, float] = {}
     for c in _LOGGED:
-        out.update(_column_scalars(c, curves, gain, ks, counts, scope))
+        _column_scalars(c, curves, gain, ks, counts, scope, out)
     return out
 
 

@@ -26,8 +26,7 @@ def effective_strategies(counts: np.ndarray, *, corrected: bool = True) -> np.nd
     counts = np.asarray(counts, dtype=np.float64)
     n = counts.sum(axis=1, keepdims=True)
     p = counts / n
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
+    h = -(p * np.log(p, out=np.zeros_like(p), where=p > 0)).sum(axis=1)  # 0 log 0 = 0
     if corrected:
         h = h + ((counts > 0).sum(axis=1) - 1) / (2.0 * n[:, 0])
     return np.exp(h)
@@ -45,43 +44,39 @@ class StrategyEntropy(InputMetric):
 
     def setup(self) -> None:
         self.add_state("counts", per_strategy=True, merge="sum")
-        # Derived, not state: exp(H) per input code, the codes updated since, iid figures by code.
+        # Derived, not state: exp(H) per input code, the codes updated since (a mask), iid figures by code.
         self._cache: np.ndarray | None = None
         self._cached_cols = -1
-        self._stale: list[np.ndarray] = []
+        self._stale = np.zeros(0, dtype=bool)
         self._iid: dict[int, float] = {}
 
     def update(self, codes: np.ndarray, hits: np.ndarray, valid: np.ndarray) -> None:
-        rows, cols = np.nonzero(hits)
+        rows, cols = np.divmod(np.flatnonzero(hits), hits.shape[1])  # np.nonzero(hits), in fewer steps
         if rows.size == 0:
             return
-        # One add per distinct (input, strategy) cell: counts is C-contiguous, so cells are flat indices.
-        width = self.counts.shape[1]
-        cells, n = np.unique(codes[rows] * width + cols, return_counts=True)
-        self.counts.reshape(-1)[cells] += n
-        self._stale.append(cells // width)
+        # counts is C-contiguous, so cells are flat indices; its type holds every count (the tracker's fit).
+        u = codes[rows]
+        np.add.at(self.counts.reshape(-1), u * self.counts.shape[1] + cols, self.counts.dtype.type(1))
+        grow(self, "_stale", self.n_inputs)
+        self._stale[u] = True
 
     def _values(self) -> np.ndarray:
         """exp(H) per input code (NaN where no sample matched), brought up to date."""
         cached, U = self._cache, self.n_inputs
-        if (
-            cached is not None
-            and not self._stale
-            and self._cached_cols == self.n_columns
-            and cached.size >= U
-        ):
-            return cached[:U]
         if cached is None or self._cached_cols != self.n_columns:
             cached, stale = np.full(U, np.nan), np.arange(U)  # a load, a merge or a new strategy column
+            self._stale[:] = False
         else:
             del cached  # held here, the cache could not grow in place
             grow(self, "_cache", U, np.nan)
             cached = self._cache
-            stale = np.unique(np.concatenate(self._stale)) if self._stale else np.zeros(0, dtype=np.int64)
-        counts = self.rows("counts")[stale]
-        hit = counts.sum(axis=1) > 0
-        cached[stale[hit]] = effective_strategies(counts[hit])
-        self._cache, self._cached_cols, self._stale = cached, self.n_columns, []
+            stale = np.flatnonzero(self._stale[:U])
+            self._stale[stale] = False
+        if stale.size:
+            counts = self.rows("counts")[stale]
+            hit = counts.sum(axis=1) > 0
+            cached[stale[hit]] = effective_strategies(counts[hit])
+        self._cache, self._cached_cols = cached, self.n_columns
         return cached[:U]
 
     def _iid_values(self, use: np.ndarray, law_of: Callable[[int], Mapping[str, float]]) -> np.ndarray:
@@ -101,11 +96,9 @@ class StrategyEntropy(InputMetric):
             return Estimate(reason="no recorded sample matched a strategy")
         value, lo, hi = float(y.mean()), None, None
         # One stratum among every input is one among those used: no copy of the strata then.
-        s = strata if strata.min() == strata.max() else strata[use]
-        groups = (
-            np.zeros(y.size, dtype=np.int64) if s.min() == s.max() else np.unique(s, return_inverse=True)[1]
-        )
-        df = y.size - int(groups.max()) - 1
+        one = bool(strata.min() == strata.max()) or bool((s := strata[use]).min() == s.max())
+        groups = np.zeros(y.size, dtype=np.int64) if one else np.unique(s, return_inverse=True)[1]
+        df = y.size - (0 if one else int(groups.max())) - 1
         if df >= 1:
             half = t_quantile(self.level, df) * math.sqrt(float(stratified_mean_variance(y, groups)))
             lo, hi = max(value - half, 1.0), value + half  # exp(H) >= 1 for every input
