@@ -473,7 +473,7 @@ class CoverageMonitor:
         if save is None or self.finalized:
             return False
         # A checkpoint is a fallback for a killed run: the snapshots' replicates keep it cheap.
-        save(self.report(n_boot=self.snapshot_n_boot, checkpoint=True), self.tracker.state_dict())
+        save(self.report(n_boot=self.snapshot_n_boot, checkpoint=True), self.tracker)  # written as read
         return True
 
     def prepare_finalize(self) -> None:
@@ -504,7 +504,7 @@ class CoverageMonitor:
             final(report.comparisons[0], None, self.scope)
         self.finalized = True
         try:
-            self.sinks.finish(report, self.tracker.state_dict())  # run.summary, report files, state artifact
+            self.sinks.finish(report, self.tracker)  # run.summary, report files, state artifact (streamed)
         except SeffiError as exc:  # a full disk after training: one message, the training's result stands
             self.write_error = str(exc)
             warnings.warn(f"{exc}; monitor.report() still holds the numbers", LocalSinkWarning, stacklevel=2)

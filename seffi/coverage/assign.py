@@ -462,9 +462,8 @@ class RunAssigner:
             setattr(self, name, fit(getattr(self, name), values))
             getattr(self, name)[rows] = values
 
-    def open_runs(self) -> list[tuple[int, int, int, int, int, int]]:
-        """(input code, env index, slot, samples so far, last sample_index, last run_index) of open runs."""
-        env_of = {c: e for e, c in self.env_cols.items()}
+    def open_runs(self) -> np.ndarray:
+        """Open runs (n, 6): input code, env index, slot, samples so far, last sample_index, last run_index."""
         n = len(self._row)
         key_of = np.empty(n, dtype=np.int64)  # row -> its (input << 32 | env column) key
         for keys, rows in ((self._row.keys, self._row.rows), (self._row.new_keys, self._row.new_rows)):
@@ -473,11 +472,14 @@ class RunAssigner:
         keys = key_of[rows]
         order = np.argsort(keys, kind="stable")  # by (input code, env column)
         keys, rows = keys[order], rows[order]
-        # Whole columns to lists: a checkpoint lists every open run (one per env row and input).
-        cols = (keys >> _SHIFT, self.o_slot[rows], self.o_cnt[rows], self.o_si[rows], self.o_ri[rows])
-        u, slot, cnt, si, ri = (c.tolist() for c in cols)
-        env = map(env_of.__getitem__, (keys & ((1 << _SHIFT) - 1)).tolist())
-        return list(zip(u, env, slot, cnt, si, ri, strict=True))
+        env_of = np.zeros(len(self.env_cols), dtype=np.int64)  # env column -> env index
+        env_of[list(self.env_cols.values())] = list(self.env_cols)
+        # An array, not tuples: a checkpoint holds every open run (one per env row and input).
+        out = np.empty((rows.size, 6), dtype=np.int64)
+        out[:, 0], out[:, 1] = keys >> _SHIFT, env_of[keys & ((1 << _SHIFT) - 1)]
+        for j, held in enumerate((self.o_slot, self.o_cnt, self.o_si, self.o_ri), 2):
+            out[:, j] = held[rows]
+        return out
 
     def restore_open(self, u: Any, env: Any, *fields: Any) -> None:
         """Reopen runs (inverse of `open_runs`): inputs, env indices, slots, counts, last indices."""

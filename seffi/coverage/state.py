@@ -397,7 +397,7 @@ def dump(t: CoverageTracker, *, whole: bool = True) -> dict[str, Any]:
     for p in t.runs.fields:
         held = getattr(t.runs, p.key)
         s["runs"][p.key] = (lambda r, x=held: x[r, :C]) if p.width == "columns" else held.__getitem__
-    o = np.asarray(a.open_runs(), dtype=np.int64).reshape(-1, 6)  # input, env, slot, count, indices
+    o = a.open_runs()  # input, env, slot, count, indices
     col = lambda j: lambda i: o[i, j]  # noqa: E731  (its run is the slot's row)
     takes = (lambda i: pos[o[i, 2]], col(1), col(3), col(4), col(5))
     s["open_runs"] = dict(zip(_RECORDS["open_runs"], takes, strict=True))
