@@ -175,7 +175,7 @@ def legend_below(fig: Figure | SubFigure, handles: Sequence[Any], labels: Sequen
     if not handles:
         return
     size = font("legend")
-    root = fig.get_figure(root=True)
+    root = fig.canvas.figure  # the root figure (get_figure(root=True) needs matplotlib 3.10)
     width_in = root.get_figwidth() * fig.bbox.width / root.bbox.width
     ncols = 1
     for n in range(len(labels), 1, -1):
@@ -231,6 +231,7 @@ def finish(fig: Figure) -> Figure:
 #: Space (inches) between the figure's edge and any text, and on each side of an axes' decorations.
 _PAD_IN = 3 / 72
 _SUPTITLE = "suptitle"
+_MATHTEXT: dict[str, Any] = {}  # the first Agg renderer's mathtext parser, shared by all (`lay_out`)
 
 
 def _decorations(ax: Axes, renderer: Any) -> tuple[float, float, float, float]:
@@ -278,12 +279,12 @@ def lay_out(fig: Figure | SubFigure) -> None:
     from matplotlib.backends.backend_agg import RendererAgg
     from matplotlib.transforms import Bbox
 
-    root = fig.get_figure(root=True)
+    root = fig.canvas.figure  # the root figure (get_figure(root=True) needs matplotlib 3.10)
     renderer = root._get_renderer()
     if isinstance(renderer, RendererAgg):
         # matplotlib caches a label's mathtext parse per parser, and each figure's renderer has its own:
         # one parser for all of them parses "sample budget $k$" once per process, not once per figure.
-        renderer.mathtext_parser = _mathtext_parser()
+        renderer.mathtext_parser = _MATHTEXT.setdefault("parser", renderer.mathtext_parser)
     for sub in fig.subfigs:
         lay_out(sub)
     axes = [ax for ax in fig.get_children() if isinstance(ax, Axes) and ax.get_subplotspec() is not None]
@@ -318,14 +319,6 @@ def lay_out(fig: Figure | SubFigure) -> None:
         r0, r1, c0, c1 = spec.rowspan.start, spec.rowspan.stop - 1, spec.colspan.start, spec.colspan.stop - 1
         corners = [[xs[c0], ys[r1] - height], [xs[c1] + width, ys[r0]]]
         ax.set_position(to_fig.transform_bbox(Bbox(corners)))
-
-
-@functools.cache
-def _mathtext_parser() -> Any:
-    """The mathtext parser of every Agg renderer that draws a figure of this module."""
-    from matplotlib.mathtext import MathTextParser
-
-    return MathTextParser("path")
 
 
 @functools.cache
