@@ -26,7 +26,7 @@ from seffi.errors import SeffiError
 from seffi.report import keys
 from seffi.report.assemble import BaselineSets, curves_dataframe, monitor_report, policy_comparison
 from seffi.report.safe_load import load_json_file
-from seffi.report.sinks import TRACKER_STATE_JSON, LocalSinkWarning, closing_lines, own_sinks
+from seffi.report.sinks import TRACKER_STATE_JSON, LocalSinkWarning, closing_lines, own_sinks, state_for
 
 __all__ = ["MONITOR_STATE_FORMAT", "CoverageMonitor", "LogUnit"]
 
@@ -279,19 +279,19 @@ class CoverageMonitor:
         # As Curves.gain: no gain until some run reaches K (an AUC over fewer budgets is another K).
         if point["auc"] is None or not np.isfinite(point["coverage"][-1]):
             return None
-        t, sums = self._tracker, self._auc_sums
+        t, sums, each = self._tracker, self._auc_sums, None
         if codes is None:  # every complete run: running sums, O(new inputs) per log
             codes = t.complete_inputs()
             aucs = sums.mean(self.env_baselines, codes, t.keys)
         elif not self.env_baselines.sources:
             return None
         else:  # the mean of each input's AUCs (one unavailable: NaN, no mean)
-            both = sums.of(self.env_baselines, codes, t.keys).T.copy()
-            aucs = tuple(float(np.mean(v)) if v.size and not np.isnan(v).any() else None for v in both)
+            each = sums.of(self.env_baselines, codes, t.keys)
+            aucs = tuple(float(np.mean(v)) if v.size and not np.isnan(v).any() else None for v in each.T)
         value = point_gain(point["auc"], *aucs)
         if value is None:
             return None
-        iid, oracle = sums.of(self.env_baselines, codes, t.keys).T  # each input's, read once
+        iid, oracle = (sums.of(self.env_baselines, codes, t.keys) if each is None else each).T  # read once
         rooms = oracle - iid
         return Gain(value=value, room=aucs[1] - aucs[0], held_by=inputs_holding(rooms), n_inputs=len(rooms))
 
@@ -473,7 +473,7 @@ class CoverageMonitor:
         if save is None or self.finalized:
             return False
         # A checkpoint is a fallback for a killed run: the snapshots' replicates keep it cheap.
-        save(self.report(n_boot=self.snapshot_n_boot, checkpoint=True), self.tracker)  # written as read
+        save(self.report(n_boot=self.snapshot_n_boot, checkpoint=True), state_for(self.sinks, self.tracker))
         return True
 
     def prepare_finalize(self) -> None:
@@ -504,7 +504,7 @@ class CoverageMonitor:
             final(report.comparisons[0], None, self.scope)
         self.finalized = True
         try:
-            self.sinks.finish(report, self.tracker)  # run.summary, report files, state artifact (streamed)
+            self.sinks.finish(report, state_for(self.sinks, self.tracker))  # run.summary, report files, state
         except SeffiError as exc:  # a full disk after training: one message, the training's result stands
             self.write_error = str(exc)
             warnings.warn(f"{exc}; monitor.report() still holds the numbers", LocalSinkWarning, stacklevel=2)

@@ -31,6 +31,8 @@ __all__ = ["CoverageCallback"]
 class LoggerSink:
     """SB3's own logger as a sink: ``seffi/*`` scalars go to SB3's outputs (per-k keys not to stdout)."""
 
+    takes_tracker = True  # and ignores it
+
     def __init__(self, callback: BaseCallback) -> None:
         self.callback, self.pending = callback, False
 

@@ -463,7 +463,10 @@ class RunAssigner:
             getattr(self, name)[rows] = values
 
     def open_runs(self) -> np.ndarray:
-        """Open runs (n, 6): input code, env index, slot, samples so far, last sample_index, last run_index."""
+        """Open runs (n, 6): input code, env index, slot, samples so far, last sample_index, last run_index.
+
+        One int64 array: a checkpoint holds every open run (one per env row and input).
+        """
         n = len(self._row)
         key_of = np.empty(n, dtype=np.int64)  # row -> its (input << 32 | env column) key
         for keys, rows in ((self._row.keys, self._row.rows), (self._row.new_keys, self._row.new_rows)):
@@ -474,7 +477,6 @@ class RunAssigner:
         keys, rows = keys[order], rows[order]
         env_of = np.zeros(len(self.env_cols), dtype=np.int64)  # env column -> env index
         env_of[list(self.env_cols.values())] = list(self.env_cols)
-        # An array, not tuples: a checkpoint holds every open run (one per env row and input).
         out = np.empty((rows.size, 6), dtype=np.int64)
         out[:, 0], out[:, 1] = keys >> _SHIFT, env_of[keys & ((1 << _SHIFT) - 1)]
         for j, held in enumerate((self.o_slot, self.o_cnt, self.o_si, self.o_ri), 2):

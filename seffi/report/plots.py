@@ -273,7 +273,8 @@ def lay_out(fig: Figure | SubFigure) -> None:
     Each grid column is as wide as its axes' widest left and right decorations need, each row as
     tall as its top and bottom ones; the axes share what is left equally, under the figure title and
     above the figure legend (`legend_below`). Every text is measured once, which costs a fraction of
-    matplotlib's constrained layout (it measures each tick label four times).
+    matplotlib's constrained layout (it measures each tick label four times). It places the axes of
+    a grid spec only: colorbars and twin axes (none in seffi's figures) are left where they are.
     """
     from matplotlib.axes import Axes
     from matplotlib.backends.backend_agg import RendererAgg
@@ -311,6 +312,9 @@ def lay_out(fig: Figure | SubFigure) -> None:
         above[r0] = max(above[r0], out[3] + pad)
     width = (box.width - left.sum() - right.sum()) / ncols
     height = (top - bottom - above.sum() - below.sum()) / nrows
+    if width <= 0 or height <= 0:  # the texts need more than the figure: keep the axes where they are
+        warnings.warn("seffi plot: the figure is too small for its labels and legend", stacklevel=2)
+        return
     xs = box.x0 + np.cumsum(left) + np.concatenate([[0.0], np.cumsum(right + width)[:-1]])
     ys = top - np.cumsum(above) - np.concatenate([[0.0], np.cumsum(below + height)[:-1]])
     to_fig = fig.transSubfigure.inverted()

@@ -9,7 +9,7 @@ import tempfile
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
 from seffi._convert import json_default
 from seffi._io import append_line, drop_partial_line, read_jsonl, write_atomic
@@ -33,8 +33,9 @@ from seffi.report.wandb_run import Mode, SafeWandbRun, display_path, wandb_mode
 if TYPE_CHECKING:
     from seffi.coverage.tracker import CoverageTracker
 
-    #: A tracker state for the sinks: JSON-safe data (``state_dict()``) or the tracker, read as it is written.
-    TrackerState = Mapping[str, Any] | CoverageTracker
+#: A tracker state for the sinks: JSON-safe data (``state_dict()``), or to a sink with ``takes_tracker``
+#: the tracker itself, written as it is read (no copy of its state in memory).
+TrackerState = Union[Mapping[str, Any], "CoverageTracker"]  # Union: "X | str" fails at run time
 
 TRACKER_STATE_JSON = "tracker_state.json"
 
@@ -53,6 +54,13 @@ class Sink(Protocol):
         """Write final results and close."""
 
 
+def state_for(sink: Any, state: TrackerState) -> TrackerState:
+    """``state`` as ``sink`` takes it: the tracker if it says ``takes_tracker``, else ``state_dict()``."""
+    if isinstance(state, Mapping) or getattr(sink, "takes_tracker", False):
+        return state
+    return state.state_dict()
+
+
 def _state_text(state: TrackerState) -> Iterable[str]:
     """tracker_state.json in pieces: a tracker's state read a slice of rows at a time (`state.text`)."""
     if not isinstance(state, Mapping):
@@ -62,6 +70,8 @@ def _state_text(state: TrackerState) -> Iterable[str]:
 
 class LocalSinkWarning(RuntimeWarning):
     """A local file did not fit (a full disk, a file-size limit): training went on, the lines were kept."""
+
+    takes_tracker = True
 
 
 class LocalSink:
@@ -232,6 +242,8 @@ class WandbSink:
         **run_kwargs: passed on to the `SafeWandbRun` it starts (``project``, ``name``, ``dir``, ...).
     """
 
+    takes_tracker = True
+
     def __init__(
         self,
         run: SafeWandbRun | None = None,
@@ -337,6 +349,8 @@ def _chart_title(comparison: Comparison) -> str:
 class MultiSink:
     """Fan-out to several sinks, in order (put the local sink first so its files exist before W&B's)."""
 
+    takes_tracker = True
+
     def __init__(self, sinks: Sequence[Sink]) -> None:
         self.sinks = list(sinks)
 
@@ -372,7 +386,7 @@ class MultiSink:
         error: SeffiError | None = None
         for sink in self.sinks:
             try:
-                sink.finish(report, tracker_state)
+                sink.finish(report, None if tracker_state is None else state_for(sink, tracker_state))
             except SeffiError as exc:  # a full disk must not leave the W&B run open
                 error = error or exc
         if error is not None:
@@ -385,7 +399,9 @@ class MultiSink:
         self._each("render_ahead", report)
 
     def checkpoint(self, report: Report, tracker_state: TrackerState) -> None:
-        self._each("checkpoint", report, tracker_state)
+        for sink in self.sinks:
+            if hasattr(sink, "checkpoint"):
+                sink.checkpoint(report, state_for(sink, tracker_state))
 
 
 class NullSink:
@@ -394,6 +410,8 @@ class NullSink:
     Not a `MultiSink`: a monitor asks its sinks for ``checkpoint`` and ``render_ahead`` and must find
     none here, or a replica would build reports only to drop them.
     """
+
+    takes_tracker = True
 
     def log(self, data: Mapping[str, Any], step: int) -> None: ...
 
@@ -408,6 +426,8 @@ class ForwardingSink:
     With a ``scope`` (``<task>/train``), each log also carries the scope's own step axis
     ``seffi/<scope>/step`` = ``step - start`` (``seffi/step`` counts over all scopes).
     """
+
+    takes_tracker = True
 
     def __init__(self, sinks: Sink, scope: str | None = None, start: int = 0) -> None:
         self.sinks, self.start = sinks, int(start)

@@ -28,6 +28,8 @@ class TensorBoardSink:
         SeffiError: ``tensorboardX`` is not installed (``pip install 'seffi[tensorboard]'``).
     """
 
+    takes_tracker = True  # and ignores it
+
     def __init__(self, log_dir: str | Path) -> None:
         try:
             from tensorboardX import SummaryWriter

@@ -54,3 +54,42 @@ def test_snapshots_use_snapshot_n_boot_and_the_final_report_n_boot(tmp_path, mon
     monitor.close()
     assert drawn == [40]
     assert CoverageMonitor(2, ("a",), sinks=LocalSink(tmp_path / "b"), n_boot=5).snapshot_n_boot == 5
+
+
+def test_a_user_sink_gets_the_tracker_state_as_json_safe_data(tmp_path) -> None:
+    """A sink of the user's own (alone, or beside seffi's in a MultiSink) gets ``state_dict()`` data.
+
+    seffi's own sinks write the tracker as they read it; any other sink gets what `state_dict` gives.
+    """
+    import json
+
+    from seffi.callbacks.core import CoverageMonitor
+    from seffi.report.sinks import LocalSink, MultiSink
+
+    class UserSink:
+        def __init__(self) -> None:
+            self.got: list[str] = []
+
+        def log(self, data, step) -> None: ...
+
+        def log_snapshot(self, comparison, step, scope=None) -> None: ...
+
+        def checkpoint(self, report, tracker_state) -> None:
+            self.got.append(json.dumps(tracker_state, sort_keys=True))
+
+        def finish(self, report=None, tracker_state=None) -> None:
+            self.got.append(json.dumps(tracker_state, sort_keys=True))
+
+    alone, beside = UserSink(), UserSink()
+    local = LocalSink(tmp_path / "run", plots=False)
+    for sinks in (alone, MultiSink([local, beside])):
+        monitor = CoverageMonitor(2, ("a", "b"), sinks=sinks, log_every=4, n_boot=5, checkpoint_every=4)
+        ids, hits = ["x", "x", "y", "y"], [("a",), ("b",), ("a",), ("a",)]
+        for i, (x, h) in enumerate(zip(ids, hits, strict=True)):
+            monitor.update_infos({"input_id": x, "strategy_matches": h, "sample_index": i % 2 + 1}, True)
+        monitor.maybe_log(4)
+        monitor.close()
+        want = json.dumps(monitor.tracker.state_dict(), sort_keys=True)
+        assert sinks is alone or json.loads((tmp_path / "run" / "tracker_state.json").read_text())
+        assert (alone if sinks is alone else beside).got == [want, want]  # the checkpoint, then finish
+    assert json.loads((tmp_path / "run" / "tracker_state.json").read_text()) == json.loads(want)

@@ -88,3 +88,20 @@ def test_text_stays_on_the_canvas_apart_and_off_the_axes_it_does_not_label(case:
     for t in (t for t in outside if id(t) in boxes):
         for frame in frames:
             assert not boxes[id(t)].overlaps(frame), f"{t.get_text()!r} covers an axes"
+
+
+def test_a_figure_too_small_for_its_texts_warns_and_keeps_its_axes_on_the_canvas() -> None:
+    """Labels that need more room than the figure has: one warning, no axes of negative size."""
+    fig = P._figure((2.0, 1.5))
+    axes = fig.subplots(2, 2)
+    for ax in axes.flat:
+        ax.plot([0, 1e6], [0, 1])
+        ax.set(xlabel=P.BUDGET, ylabel="coverage $C(k)$", title="panel $T_{1}$")
+    P.suptitle(fig, "a figure title " * 5)
+    P.finish(fig)
+    with pytest.warns(UserWarning, match="too small for its labels"):
+        fig.canvas.draw()
+    for ax in axes.flat:
+        box = ax.get_position()
+        assert box.width > 0 and box.height > 0
+        assert 0 <= box.x0 and box.x1 <= 1 and 0 <= box.y0 and box.y1 <= 1
