@@ -311,7 +311,7 @@ class ScoreSums:
             mh = self.sums[g][:w] / n  # type: ignore[index]
             for runs, c0, c1 in zip(self.runs, self.cols[:-1], self.cols[1:], strict=True):
                 if runs is not None:  # the binomial floor of 0/1 runs
-                    r_max = float(np.max(runs[self.code == g]))
+                    r_max = float(np.max(runs if len(self.count) == 1 else runs[self.code == g]))
                     floor[c0:c1] += n * mh[c0:c1] * (1.0 - mh[c0:c1]) / r_max / U**2
         bern = mu * (1.0 - mu) / U  # Var(mean) when every value is 0 or 1: the largest possible
         with np.errstate(divide="ignore", invalid="ignore"):
