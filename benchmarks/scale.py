@@ -198,7 +198,8 @@ def measure_monitor(n_inputs: int, episodes: int) -> dict:
             elif tracker_state is not None:
                 from seffi.coverage.state import text
 
-                for _ in text(tracker_state): ...
+                for _ in text(tracker_state):
+                    ...
 
     m = CoverageMonitor(8, [f"s{j}" for j in range(M)], sinks=Null())
     total = 0.0
