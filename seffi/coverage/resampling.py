@@ -69,6 +69,17 @@ def bootstrap_blocks(
             yield h, idx, slice(a, b), part.astype(np.float64)
 
 
+def strata_codes(strata: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(strata, return_inverse=True)``: the strata and each unit's index among them.
+
+    One stratum (the usual case) takes neither a sort nor memory: its indices are a zero broadcast.
+    """
+    strata = np.asarray(strata)
+    if strata.ndim == 1 and strata.size and (strata == strata[0]).all():
+        return strata[:1], np.broadcast_to(np.intp(0), strata.shape)
+    return np.unique(strata, return_inverse=True)
+
+
 def percentile_interval(
     reps: np.ndarray, level: float = 0.95, method: str = "linear", *, skip_nan: bool = True
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -255,7 +266,7 @@ class ScoreSums:
         widths: Sequence[int],
         runs: Sequence[Sequence[int] | np.ndarray | None],
     ) -> None:
-        self.code = np.unique(np.asarray(strata), return_inverse=True)[1]
+        self.code = strata_codes(strata)[1]
         self.U, self.count = self.code.size, np.bincount(self.code).tolist()
         if self.U < 2:
             raise ValueError(f"a score interval over units needs at least 2 units, got {self.U}")
@@ -300,7 +311,7 @@ class ScoreSums:
             mh = self.sums[g][:w] / n  # type: ignore[index]
             for runs, c0, c1 in zip(self.runs, self.cols[:-1], self.cols[1:], strict=True):
                 if runs is not None:  # the binomial floor of 0/1 runs
-                    r_max = float(np.max(runs[self.code == g]))
+                    r_max = float(np.max(runs if len(self.count) == 1 else runs[self.code == g]))
                     floor[c0:c1] += n * mh[c0:c1] * (1.0 - mh[c0:c1]) / r_max / U**2
         bern = mu * (1.0 - mu) / U  # Var(mean) when every value is 0 or 1: the largest possible
         with np.errstate(divide="ignore", invalid="ignore"):

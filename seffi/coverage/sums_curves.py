@@ -32,6 +32,7 @@ from seffi.coverage.resampling import (
     bootstrap_blocks,
     expanded_level,
     percentile_interval,
+    strata_codes,
     t_quantile,
 )
 from seffi.coverage.sums import (
@@ -87,7 +88,7 @@ class Replicates:
         self.normal = U >= NORMAL_INPUTS
         if self.normal:
             P = 3 + (1 + len(TAUS)) * K
-            self.groups, self.group_of = np.unique(self.strata, return_inverse=True)
+            self.groups, self.group_of = strata_codes(self.strata)
             self.xtx = np.zeros((P, P))
             self.total = np.zeros((self.groups.size, P))
             self.count = np.bincount(self.group_of, minlength=self.groups.size).astype(np.float64)
@@ -242,18 +243,17 @@ def curves_from_sums(
     """
     K = sums.budget
     order = np.arange(m.shape[0]) if order is None else np.asarray(order, dtype=np.int64)
-    has_runs = sums.n_runs[order] > 0
-    empty = int((~has_runs).sum()) + int(absent)
-    if strata is not None:
-        strata = np.asarray(strata)[has_runs]
-    if input_keys is not None:
-        if len(input_keys) != order.size:
-            raise ValueError(f"input_keys has {len(input_keys)} entries for {order.size} inputs")
-        if not has_runs.all():
-            input_keys = [key for key, ok in zip(input_keys, has_runs.tolist(), strict=True) if ok]
-    order = order[has_runs]
-    m = np.asarray(m)[order]
+    if input_keys is not None and len(input_keys) != order.size:
+        raise ValueError(f"input_keys has {len(input_keys)} entries for {order.size} inputs")
     n_runs = sums.n_runs[order]
+    has_runs = n_runs > 0
+    empty = int((~has_runs).sum()) + int(absent)
+    if not has_runs.all():  # inputs without a complete run are left out
+        order, n_runs = order[has_runs], n_runs[has_runs]
+        strata = None if strata is None else np.asarray(strata)[has_runs]
+        if input_keys is not None:
+            input_keys = [key for key, ok in zip(input_keys, has_runs.tolist(), strict=True) if ok]
+    m = np.asarray(m)[order]
     U, R = order.size, int(n_runs.sum())
     if U == 0:
         raise ValueError(f"no run has reached K={K} yet ({incomplete} incomplete runs): no curves")

@@ -574,9 +574,10 @@ class CoverageTracker:
             have = min(U, done.row_of.size)
             rows[:have] = done.row_of[:have]
         rows = rows[order]  # the sums row of each input in sorted key order (-1: no complete run)
+        held = rows >= 0
         # The streamed sums are read in canonical order where they are (``at``), never copied whole.
-        if K == self.budget and rarity is None and done is not None and (rows >= 0).sum() >= MIN_INPUTS:
-            codes, at = order[rows >= 0], rows[rows >= 0]
+        if K == self.budget and rarity is None and done is not None and held.sum() >= MIN_INPUTS:
+            codes, at = (order, rows) if held.all() else (order[held], rows[held])
             sums, m, absent, rare = done.sums, self.m[done.codes], U - codes.size, None
         else:
             bins = None

@@ -11,6 +11,7 @@ from seffi.coverage.resampling import (
     bootstrap_counts,
     mean_score_interval,
     percentile_interval,
+    strata_codes,
     t_quantile,
 )
 from seffi.coverage.sums_curves import curves_from_runs
@@ -88,6 +89,15 @@ def test_policy_full_coverage_interval_covers_with_8_inputs() -> None:
         widths.append(hi - lo)
     assert 0.92 <= hits / 300 <= 0.995, hits / 300
     assert np.mean(widths) < 0.4, np.mean(widths)
+
+
+def test_strata_codes_are_numpys_unique_and_inverse() -> None:
+    """One stratum (any label) and several give np.unique's strata and indices; one takes no memory."""
+    for strata in ([4, 4, 4], ["b", "b"], [2, 0, 2, 1], ["t2", "t1", "t2"]):
+        groups, codes = strata_codes(np.array(strata))
+        want_groups, want_codes = np.unique(np.array(strata), return_inverse=True)
+        assert groups.tolist() == want_groups.tolist() and codes.tolist() == want_codes.tolist()
+    assert strata_codes(np.zeros(10**6, dtype=np.int64))[1].strides == (0,)
 
 
 def test_score_interval_bounds_and_floors() -> None:
