@@ -189,6 +189,8 @@ def measure_monitor(n_inputs: int, episodes: int) -> dict:
     from seffi.callbacks import CoverageMonitor
 
     class Null:
+        takes_tracker = True  # as seffi's own sinks: the tracker, written as it is read
+
         def log(self, *a, **k): ...
         def log_snapshot(self, *a, **k): ...
         def finish(self, report=None, tracker_state=None):
