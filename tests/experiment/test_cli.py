@@ -143,7 +143,7 @@ def test_sigterm_ends_seffi_run_with_exit_143_and_no_lock_left(tmp_path):
     import time
 
     cmd = [sys.executable, "-u", "-m", "seffi.cli", "run", "--wandb", "disabled", "--no-progress",
-           "--n-inputs", "8", "--rounds", "40", "--bootstrap", "50", "--out"]  # fmt: skip
+           "--n-inputs", "8", "--rounds", "400", "--bootstrap", "50", "--out"]  # fmt: skip
     for i, extra in enumerate((0.0, 3.0)):  # at start-up, then during training
         out = tmp_path / f"run{i}"
         proc = subprocess.Popen(
