@@ -390,17 +390,24 @@ def dump(t: CoverageTracker, *, whole: bool = True) -> dict[str, Any]:
     pos = np.argsort(runs)  # slot -> its row
     s: dict[str, Any] = {"format": STATE_FORMAT, **{p.name: getattr(t, p.name) for p in SETTINGS + COUNTERS}}
     s["strategies"], s["columns"] = None if t.strategies is None else list(t.strategies), list(t.columns)
-    part = lambda i: lambda c: [k[i] for k in t.keys.take(c)]  # noqa: E731  (task, input_id)[i] of codes c
-    s["inputs"] = {"task": part(0), "input_id": part(1), "m": t.m.__getitem__}
-    s["inputs"]["next_stream"] = a.next_stream.__getitem__
-    s["runs"] = {"input": unit.__getitem__, "stream": a.slot_stream.__getitem__}
+
+    def stored(index: np.ndarray, take: Any) -> Any:  # rows ``index`` now, or a slice at a time (`text`)
+        return take(index) if whole else _Rows(take, index)
+
+    def key_part(i: int) -> Any:  # task (0) or input_id (1) of input codes
+        return lambda codes: [k[i] for k in t.keys.take(codes)]
+
+    takes = (key_part(0), key_part(1), t.m.__getitem__, a.next_stream.__getitem__)
+    s["inputs"] = {p.key: stored(order, take) for p, take in zip(INPUT_FIELDS, takes, strict=True)}
+    s["runs"] = {"input": stored(runs, unit.__getitem__), "stream": stored(runs, a.slot_stream.__getitem__)}
     for p in t.runs.fields:
         held = getattr(t.runs, p.key)
-        s["runs"][p.key] = (lambda r, x=held: x[r, :C]) if p.width == "columns" else held.__getitem__
-    o = a.open_runs()  # input, env, slot, count, indices
-    col = lambda j: lambda i: o[i, j]  # noqa: E731  (its run is the slot's row)
-    takes = (lambda i: pos[o[i, 2]], col(1), col(3), col(4), col(5))
-    s["open_runs"] = dict(zip(_RECORDS["open_runs"], takes, strict=True))
+        take = (lambda r, x=held: x[r, :C]) if p.width == "columns" else held.__getitem__
+        s["runs"][p.key] = stored(runs, take)
+    o = a.open_runs()  # input, env, slot, count, indices; an open run's row is its slot's
+    takes = (lambda i: pos[o[i, 2]], *(o[:, j].__getitem__ for j in (1, 3, 4, 5)))
+    by_run = np.argsort(pos[o[:, 2]])
+    s["open_runs"] = {k: stored(by_run, take) for k, take in zip(_RECORDS["open_runs"], takes, strict=True)}
     bars = sorted((int(rank[c]), st, x, list(map(int, f))) for c, st, x, f in t.bar.rows_held())
     cols = [list(c) for c in zip(*bars, strict=True)] or [[]] * 4
     ints = [np.array(c, dtype=np.int64) for c in cols[:2]]
@@ -408,14 +415,9 @@ def dump(t: CoverageTracker, *, whole: bool = True) -> dict[str, Any]:
     for m in t.metrics:
         m.grow(len(t.keys), C)
     s["metrics"] = {
-        m.name: {"partial": m.partial} | {k: m.rows(k).__getitem__ for k in m.specs} for m in t.metrics
+        m.name: {"partial": m.partial} | {k: stored(order, m.rows(k).__getitem__) for k in m.specs}
+        for m in t.metrics
     }
-    tables = [(s["inputs"], order), (s["runs"], runs), (s["open_runs"], np.argsort(pos[o[:, 2]]))]
-    tables += [(v, order) for v in s["metrics"].values()]
-    for table, index in tables:
-        for key, take in table.items():
-            if callable(take):  # each table's rows in stored order
-                table[key] = take(index) if whole else _Rows(take, index)
     return s
 
 
