@@ -26,7 +26,7 @@ from seffi.report import plots
 from seffi.report.markdown import render_markdown
 from seffi.report.plots import DPI, check_format, render_report_plots
 from seffi.report.run_folder import refuse_links
-from seffi.report.safe_load import load_json_file
+from seffi.report.safe_load import load_json_file, os_errors
 from seffi.report.schema import SCHEMA_VERSION, Report
 
 #: Caps when reading a report.json (a large real run writes a few MB at a nesting depth below 12).
@@ -73,30 +73,25 @@ def write_report(
     if plots:
         check_format(format)  # before anything is written
     text = dumps_report(report) if report_json or renderer is not None else ""
-    try:
+    with os_errors(f"cannot write the report to {out}"):
         out.mkdir(parents=True, exist_ok=True)
         refuse_links(out)  # seffi report must not write its plots through a link to another folder
         if report_json:
             write_atomic(out / REPORT_JSON, text)
-    except OSError as exc:
-        raise SeffiError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
     files: dict[str, Path] = {REPORT_JSON: out / REPORT_JSON}
     plot_files: dict[str, Path] = {}
     if plots:
-        try:
+        # A full disk or an unwritable plots/ folder: what was written stays valid.
+        with os_errors(f"cannot write the plots to {out}"):
             if renderer is not None:
                 plot_files = renderer.plots(report, text, out)
             else:
                 plot_files = render_report_plots(report, out, format=format, dpi=dpi)
-        except OSError as exc:  # a full disk or an unwritable plots/ folder: what was written stays valid
-            raise SeffiError(f"cannot write the plots to {out}: {exc.strerror or exc}") from None
         files.update(plot_files)
     if markdown:
         rel = {name: p.relative_to(out).as_posix() for name, p in plot_files.items()}
-        try:
+        with os_errors(f"cannot write {REPORT_MD} to {out}"):
             write_atomic(out / REPORT_MD, render_markdown(report, rel))
-        except OSError as exc:
-            raise SeffiError(f"cannot write {REPORT_MD} to {out}: {exc.strerror or exc}") from None
         files[REPORT_MD] = out / REPORT_MD
     return files
 

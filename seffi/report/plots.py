@@ -302,9 +302,9 @@ def lay_out(fig: Figure | SubFigure) -> None:
     nrows, ncols = axes[0].get_subplotspec().get_gridspec().get_geometry()
     left, right = np.zeros(ncols), np.zeros(ncols)
     above, below = np.zeros(nrows), np.zeros(nrows)
-    for ax in axes:
-        spec = ax.get_subplotspec()
-        r0, r1, c0, c1 = spec.rowspan.start, spec.rowspan.stop - 1, spec.colspan.start, spec.colspan.stop - 1
+    specs = [ax.get_subplotspec() for ax in axes]
+    spans = [(s.rowspan.start, s.rowspan.stop - 1, s.colspan.start, s.colspan.stop - 1) for s in specs]
+    for ax, (r0, r1, c0, c1) in zip(axes, spans, strict=True):
         out = _decorations(ax, renderer)
         left[c0] = max(left[c0], out[0] + pad)
         right[c1] = max(right[c1], out[1] + pad)
@@ -318,9 +318,7 @@ def lay_out(fig: Figure | SubFigure) -> None:
     xs = box.x0 + np.cumsum(left) + np.concatenate([[0.0], np.cumsum(right + width)[:-1]])
     ys = top - np.cumsum(above) - np.concatenate([[0.0], np.cumsum(below + height)[:-1]])
     to_fig = fig.transSubfigure.inverted()
-    for ax in axes:
-        spec = ax.get_subplotspec()
-        r0, r1, c0, c1 = spec.rowspan.start, spec.rowspan.stop - 1, spec.colspan.start, spec.colspan.stop - 1
+    for ax, (r0, r1, c0, c1) in zip(axes, spans, strict=True):
         corners = [[xs[c0], ys[r1] - height], [xs[c1] + width, ys[r0]]]
         ax.set_position(to_fig.transform_bbox(Bbox(corners)))
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from seffi.errors import RunFolderExists, SeffiError
+from seffi.report.safe_load import os_errors
 
 #: ``fnmatch`` patterns of the entries a seffi command writes into a run folder (``plots`` as a whole).
 SEFFI_OWNED: tuple[str, ...] = (
@@ -193,10 +194,8 @@ def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = 
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise SeffiError(f"{path} exists and is not a folder")
-    try:
+    with os_errors(f"cannot write to {path}"):
         path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SeffiError(f"cannot write to {path}: {exc.strerror or exc}") from None
     lock = path / LOCK_FILE
     held_before = lock in _CLAIMED
     # Claimed before the check: the check and the claim are one step.
@@ -219,7 +218,7 @@ def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = 
             "or choose another folder"
         )
     probe = path / ".seffi-write-test"
-    try:
+    with os_errors(f"cannot write to {path}"):
         for entry in [*earlier, *(p for p in _owned_entries(path, owned) if p not in earlier)]:
             if entry.is_symlink() or not entry.is_dir():  # a link is unlinked, never followed
                 entry.unlink()
@@ -227,8 +226,6 @@ def prepare_run_folder(path: Path, *, overwrite: bool, owned: tuple[str, ...] = 
                 shutil.rmtree(entry)
         probe.write_text("ok", encoding="utf-8")
         probe.unlink()
-    except OSError as exc:
-        raise SeffiError(f"cannot write to {path}: {exc.strerror or exc}") from None
     return path
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,22 +16,26 @@ DEFAULT_MAX_BYTES = 64 * 2**20
 DEFAULT_MAX_DEPTH = 64
 
 
+@contextlib.contextmanager
+def os_errors(what: str) -> Iterator[None]:
+    """Raise an `OSError` of the block as one `SeffiError` line, ``"<what>: <reason>"``."""
+    try:
+        yield
+    except OSError as exc:
+        raise SeffiError(f"{what}: {exc.strerror or exc}") from None
+
+
 def read_text(path: str | Path, *, what: str = "file", max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     """The UTF-8 text of ``path``; `SeffiError` unless a regular, small, UTF-8 file."""
     path = Path(path)
-    try:
+    with os_errors(f"cannot read {what} {path}"):
         info = path.stat()
-    except OSError as exc:
-        raise SeffiError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
     if not stat.S_ISREG(info.st_mode):
         raise SeffiError(f"{what} {path} is not a regular file")
     if info.st_size > max_bytes:
         raise SeffiError(f"{what} {path} is larger than {max_bytes:,} bytes")
-    try:
-        with path.open("rb") as fh:
-            raw = fh.read(max_bytes + 1)  # never more than the cap in memory
-    except OSError as exc:
-        raise SeffiError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    with os_errors(f"cannot read {what} {path}"), path.open("rb") as fh:
+        raw = fh.read(max_bytes + 1)  # never more than the cap in memory
     if len(raw) > max_bytes:
         raise SeffiError(f"{what} {path} is larger than {max_bytes:,} bytes")
     try:

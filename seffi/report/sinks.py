@@ -26,6 +26,7 @@ from seffi.report.run_folder import (
     refuse_links,
     release_run_folder,
 )
+from seffi.report.safe_load import os_errors
 from seffi.report.schema import Comparison, Report
 from seffi.report.tensorboard import TensorBoardSink
 from seffi.report.wandb_run import Mode, SafeWandbRun, display_path, wandb_mode
@@ -70,8 +71,6 @@ def _state_text(state: TrackerState) -> Iterable[str]:
 
 class LocalSinkWarning(RuntimeWarning):
     """A local file did not fit (a full disk, a file-size limit): training went on, the lines were kept."""
-
-    takes_tracker = True
 
 
 class LocalSink:
@@ -174,10 +173,8 @@ class LocalSink:
 
     def _write_state(self, tracker_state: TrackerState) -> None:
         path = self.out_dir / TRACKER_STATE_JSON
-        try:
+        with os_errors(f"cannot write {path}"):
             write_atomic(path, _state_text(tracker_state))
-        except OSError as exc:
-            raise SeffiError(f"cannot write {path}: {exc.strerror or exc}") from None
         self.files[TRACKER_STATE_JSON] = path
 
     def start_renderer(self) -> None:
@@ -399,9 +396,8 @@ class MultiSink:
         self._each("render_ahead", report)
 
     def checkpoint(self, report: Report, tracker_state: TrackerState) -> None:
-        for sink in self.sinks:
-            if hasattr(sink, "checkpoint"):
-                sink.checkpoint(report, state_for(sink, tracker_state))
+        for sink in (s for s in self.sinks if hasattr(s, "checkpoint")):
+            sink.checkpoint(report, state_for(sink, tracker_state))
 
 
 class NullSink:
@@ -447,9 +443,8 @@ class ForwardingSink:
     def log_final_curves(
         self, comparison: Comparison, step: int | None = None, scope: str | None = None, *, image: bool = True
     ) -> None:
-        final = getattr(self.sinks, "log_final_curves", None)
-        if final is not None:
-            final(comparison, step, scope, image=image)
+        if hasattr(self.sinks, "log_final_curves"):
+            self.sinks.log_final_curves(comparison, step, scope, image=image)
 
     def finish(
         self, report: Report | None = None, tracker_state: TrackerState | None = None
