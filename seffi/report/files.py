@@ -182,11 +182,9 @@ class PlotRenderer:
             except OSError:  # another file system
                 write_atomic(target, Path(file).read_bytes())
         self.close()
-        if report.comparisons:  # a W&B chart image of the same comparison reuses the file
-            slug = report.slugs()[0]
-            cover = files.get(f"{slug}/coverage")
-            if cover is not None:
-                plots.remember_coverage(plots.figure_safe(report.comparisons[0]), cover)
+        cover = files.get(f"{report.slugs()[0]}/coverage") if report.comparisons else None
+        if cover is not None:  # a W&B chart image of the same comparison reuses the file
+            plots.remember_coverage(plots.figure_safe(report.comparisons[0]), cover)
         return files
 
     def _drawn(self) -> dict[str, str] | None:

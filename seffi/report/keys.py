@@ -271,14 +271,10 @@ def report_scalars(report: Any) -> dict[str, float]:
 
 def baseline_scalars(comparison: Any, scope: str | None = None) -> dict[str, float]:
     """The comparison's iid and oracle AUC@K and the gain's denominator AUC_oracle - AUC_iid."""
-    aucs = {}
-    for role in ("iid", "oracle"):
-        auc = finite(_get(_get(comparison, role), "auc")) if _get(comparison, role) is not None else None
-        if auc is not None:
-            aucs[role] = auc
-    out = {baseline_auc_key(role, scope): auc for role, auc in aucs.items()}
-    if len(aucs) == 2:
-        out[gain_denominator_key(scope)] = aucs["oracle"] - aucs["iid"]
+    iid, oracle = (finite(_get(_get(comparison, role), "auc")) for role in ("iid", "oracle"))
+    out = {baseline_auc_key(r, scope): a for r, a in (("iid", iid), ("oracle", oracle)) if a is not None}
+    if iid is not None and oracle is not None:
+        out[gain_denominator_key(scope)] = oracle - iid
     return out
 
 

@@ -123,12 +123,7 @@ def comparison_table(comp: Comparison) -> str:
 
 
 def render_markdown(report: Report, plots: Mapping[str, str] | None = None) -> str:
-    """Render report.md.
-
-    Args:
-        report: the report.
-        plots: ``{"<slug>/<plot>": relative path}``, embedded in that order.
-    """
+    """report.md of ``report``, embedding ``plots`` (``{"<slug>/<plot>": relative path}``) in their order."""
     plots = dict(plots or {})
     lines = [f"# {text(report.title)}", ""]
     if report.seed is not None:

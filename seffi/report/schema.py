@@ -45,8 +45,6 @@ def _ttc(raw: Any) -> list[TimeToCoverage]:
 
 def _curveset_fields(curves: Any) -> dict[str, Any]:
     """``CurveSet`` keyword arguments from a ``Curves`` or its dict (missing metrics are left out)."""
-    if not isinstance(curves, Mapping) and not hasattr(curves, "coverage") and hasattr(curves, "to_dict"):
-        curves = curves.to_dict()  # another result object in the Curves.to_dict form
     get = curves.get if isinstance(curves, Mapping) else lambda name: getattr(curves, name, None)
 
     fields: dict[str, Any] = {}
@@ -326,8 +324,7 @@ class Comparison(_Model):
         for label, curves in policies.items():
             gain = None
             if hasattr(curves, "gain") and hasattr(iid, "to_dict") and hasattr(oracle, "to_dict"):
-                g = curves.gain(iid, oracle)
-                gain = g if isinstance(g, Gain) else Gain.model_validate(dict(g))
+                gain = curves.gain(iid, oracle)
             bar = (barcodes or {}).get(label)
             bar = getattr(curves, "barcode", None) if bar is None else bar
             results.append(

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
 from seffi._convert import json_default
-from seffi._io import append_line, drop_partial_line, read_jsonl, write_atomic
+from seffi._io import append_line, drop_partial_line, write_atomic
 from seffi.coverage import state as states
 from seffi.errors import SeffiError
 from seffi.report import keys
@@ -99,17 +99,15 @@ class LocalSink:
         self._warned = False
         self._own_lock = False
         try:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            self._own_lock = not holds_claim(self.out_dir)  # a command's folder stays claimed by the command
-            claim_run_folder(self.out_dir)
-            refuse_links(self.out_dir)
-            self._handle(self.metrics_path)  # an empty metrics.jsonl marks a run that has not logged yet
-        except (OSError, SeffiError) as exc:
+            with os_errors(f"cannot write to the output folder {self.out_dir}"):
+                self.out_dir.mkdir(parents=True, exist_ok=True)
+                self._own_lock = not holds_claim(self.out_dir)  # a command's folder stays the command's
+                claim_run_folder(self.out_dir)
+                refuse_links(self.out_dir)
+                self._handle(self.metrics_path)  # an empty metrics.jsonl marks a run that has not logged yet
+        except SeffiError:
             self._release()
-            if isinstance(exc, SeffiError):
-                raise
-            msg = f"cannot write to the output folder {self.out_dir}: {exc.strerror or exc}"
-            raise SeffiError(msg) from None
+            raise
 
     def _handle(self, path: Path) -> Any:
         fh = self._handles.get(path)
@@ -221,10 +219,6 @@ class LocalSink:
             self.files.update(write_report(self.out_dir, report, plots=False, markdown=False))
         except SeffiError as exc:
             self._disk_full(str(exc))
-
-    def records(self) -> list[dict[str, Any]]:
-        """Everything logged so far, read back from metrics.jsonl."""
-        return read_jsonl(self.metrics_path)
 
 
 class WandbSink:

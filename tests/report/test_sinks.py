@@ -132,7 +132,7 @@ def test_final_curves_chart_every_policy_whatever_log_curves_every() -> None:
 
 def test_local_sink_keeps_everything(offline_run: dict[str, Any]) -> None:
     local = offline_run["sink"].local
-    records = local.records()
+    records = read_jsonl(local.metrics_path)
     assert [r["seffi/step"] for r in records] == STEPS
     assert [r["seffi/auc"] for r in records] == pytest.approx([0.1, 0.2, 0.3, 0.4])
     assert len(local.snapshots_path.read_text().splitlines()) == len(STEPS)
@@ -160,7 +160,7 @@ def test_wandb_init_failure_keeps_local_report(tmp_path: Path, monkeypatch: pyte
             sink.log_snapshot(fx.comparison(), step)
         sink.finish(fx.report(), tracker_state={"x": 1})
     assert len([w for w in rec if issubclass(w.category, WandbSinkWarning)]) == 1
-    assert [r[keys.auc_key()] for r in sink.local.records()] == [0.1, 0.2, 0.3]
+    assert [r[keys.auc_key()] for r in read_jsonl(sink.local.metrics_path)] == [0.1, 0.2, 0.3]
     assert load_report(tmp_path) == fx.report()
     assert (tmp_path / "report.md").is_file() and (tmp_path / "tracker_state.json").is_file()
     assert sink.wandb.run.sync_hint is None
@@ -215,7 +215,9 @@ def test_null_and_forwarding_sinks(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     fwd.log_snapshot(fx.comparison(), 14, "Hanoi/train")
     fwd.finish(fx.report())  # the run's owner finishes the shared sinks, not a forwarder
     assert not (tmp_path / "report.json").exists()
-    assert shared.local.records() == [{"seffi/step": 14, "seffi/auc": 0.5, "seffi/Hanoi/train/step": 4.0}]
+    assert read_jsonl(shared.local.metrics_path) == [
+        {"seffi/step": 14, "seffi/auc": 0.5, "seffi/Hanoi/train/step": 4.0}
+    ]
     assert len((tmp_path / "snapshots.jsonl").read_text().splitlines()) == 1
     cases = (("", "offline"), ("dryrun", "offline"), ("run", "online"), ("DISABLED", "disabled"))
     for env, expected in cases:
@@ -239,7 +241,7 @@ def test_local_sink_keeps_its_files_open_and_every_record_readable(tmp_path: Pat
     assert first.closed and not sink._handles
     sink.log({"seffi/auc": 0.75}, 3)  # a late log appends, it never truncates
     sink.close()
-    assert [r[keys.STEP_KEY] for r in sink.records()] == [1, 2, 3]
+    assert [r[keys.STEP_KEY] for r in read_jsonl(sink.metrics_path)] == [1, 2, 3]
 
 
 def test_local_sink_resuming_a_killed_runs_folder_drops_its_partial_last_line(tmp_path: Path) -> None:
