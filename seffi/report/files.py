@@ -226,9 +226,7 @@ def _warm_up() -> None:
     ax = fig.subplots()
     ax.plot([1, 2], [0, 1], label="policy")
     ax.set(xlabel=plots.BUDGET, ylabel=plots.SAMPLE_INDEX, title=plots.AUC_GAIN)
-    plots.legend_below(fig, *ax.get_legend_handles_labels())
-    plots.suptitle(fig, "warm-up")
-    plots.finish(fig)
+    plots.finish(fig, "warm-up", ax.get_legend_handles_labels())
     fig.canvas.draw()
 
 

@@ -215,8 +215,13 @@ def _corner_note(ax: Axes, lines: Sequence[str], **kwargs: Any) -> None:
     ax.text(0.98, 0.03, "\n".join(lines), transform=ax.transAxes, bbox=box, **style)
 
 
-def finish(fig: Figure) -> Figure:
-    """Apply the font sizes of `STYLE` to every axes' ticks, axis labels and panel titles."""
+def finish(
+    fig: Figure, text: str | None = None, legend: tuple[Sequence[Any], Sequence[str]] = ((), ())
+) -> Figure:
+    """Put the title ``text`` on ``fig``, ``legend`` (handles, labels) below it, and `STYLE`'s font sizes."""
+    legend_below(fig, *legend)
+    if text is not None:
+        suptitle(fig, text)
     for ax in fig.axes:
         ax.tick_params(labelsize=font("tick"))
         ax.xaxis.label.set_fontsize(font("label"))
@@ -367,9 +372,7 @@ def _k_figure(
     legend = draw(ax)
     ax.set(xlabel=xlabel, ylabel=ylabel, ylim=(-0.02, top))
     budget_axis(ax, comparison.budget)
-    legend_below(fig, *(legend or ax.get_legend_handles_labels()))
-    suptitle(fig, title(comparison, what))
-    return finish(fig)
+    return finish(fig, title(comparison, what), legend or ax.get_legend_handles_labels())
 
 
 def _a(values: Sequence[float | None] | None) -> np.ndarray:
@@ -536,10 +539,9 @@ def plot_barcodes(comparison: Comparison) -> Figure | None:
         labels.append(f"+ {len(drawn) - len(named)} more strategies")
     dot = {"marker": "o", "linestyle": "", "markerfacecolor": "white", "markeredgecolor": "black"}
     handles += [Patch(facecolor=STYLE["no_match"], edgecolor="0.5", linewidth=0.5), Line2D([], [], **dot)]
-    legend_below(fig, handles, [*labels, "no match", "first appearance"])
     what = "strategy barcodes" + (f", {shared}" if shared else "")
-    suptitle(fig, f"{comparison.task}: {what}" if shared else title(comparison, what))
-    return finish(fig)
+    text = f"{comparison.task}: {what}" if shared else title(comparison, what)
+    return finish(fig, text, (handles, [*labels, "no match", "first appearance"]))
 
 
 def rarity_panels(comparison: Comparison) -> dict[str, Any] | None:
@@ -633,8 +635,7 @@ def plot_coverage_by_rarity(comparison: Comparison) -> Figure | None:
     if data["dropped"]:
         note = f"empty bins not shown: {', '.join(data['dropped'])}"
         fig.text(0.005, 0.005, note, fontsize=font("note"), color="0.4")
-    suptitle(fig, title(comparison, "coverage of common vs rare strategies"))
-    return finish(fig)
+    return finish(fig, title(comparison, "coverage of common vs rare strategies"))
 
 
 _EVAL_LABEL = re.compile(r"^(?P<base>.+)@(?P<step>\d+)$")
@@ -777,10 +778,8 @@ def plot_compare(reports: Mapping[str, Report]) -> Figure:
         legend[f"{role} ({mine})" if own[role] else f"{role} (every run's)"] = Line2D([], [], **STYLE[role])
     handles, labels = list(legend.values()), list(legend)
     _add_band_key(handles, labels)
-    legend_below(fig, handles, labels)
     runs = f"{len(reports)} run{'s' if len(reports) > 1 else ''}"
-    suptitle(fig, f"strategy coverage of {runs}, one panel per task")
-    return finish(fig)
+    return finish(fig, f"strategy coverage of {runs}, one panel per task", (handles, labels))
 
 
 def eval_series(comparison: Comparison) -> list[tuple[int | None, PolicyResult]]:
@@ -839,9 +838,8 @@ def plot_gain_vs_step(comparison: Comparison) -> Figure | None:
     ax.set(xlabel=xlabel, ylabel="gain vs iid (0 = iid, 1 = oracle)")
     ax.grid(True, alpha=0.3)
     # Below the axes: inside, the oracle's line at 1 would run through the legend's text.
-    legend_below(fig, *ax.get_legend_handles_labels())
-    suptitle(fig, title(comparison, f"gain over training ({len(series)} evaluations)"))
-    return finish(fig)
+    text = title(comparison, f"gain over training ({len(series)} evaluations)")
+    return finish(fig, text, ax.get_legend_handles_labels())
 
 
 ORACLE_NOTE = (
@@ -1066,9 +1064,7 @@ def plot_time_to_coverage(comparison: Comparison, taus: Sequence[float] = (0.8, 
         ylabel=f"samples needed {what}\n(shaded: censored, not reached by $K$)", title=f"{what} per run"
     )
     box_ax.grid(True, axis="y", alpha=0.3)
-    legend_below(fig, list(legend.values()), list(legend))
-    suptitle(fig, title(comparison, "time to coverage"))
-    finish(fig)
+    finish(fig, title(comparison, "time to coverage"), (list(legend.values()), list(legend)))
     box_ax.tick_params(axis="x", labelsize=font("note"))  # one label per (sampler, threshold)
     return fig
 
