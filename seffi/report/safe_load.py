@@ -49,17 +49,12 @@ def read_text(path: str | Path, *, what: str = "file", max_bytes: int = DEFAULT_
 
 def check_depth(data: Any, *, source: str, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
     """Raise one `SeffiError` line when ``data`` nests lists/dicts deeper than ``max_depth``."""
-    stack: list[tuple[Any, int]] = [(data, 0)]
+    stack: list[tuple[Any, int]] = [(data, 1)] if isinstance(data, dict | list | tuple) else []
     while stack:
-        obj, depth = stack.pop()
-        if isinstance(obj, dict):
-            children = obj.values()
-        elif isinstance(obj, list | tuple):
-            children = obj
-        else:
-            continue
-        if depth + 1 > max_depth:
+        obj, depth = stack.pop()  # a mapping or list, ``depth`` levels down
+        if depth > max_depth:
             raise SeffiError(f"{source} is nested deeper than {max_depth} levels")
+        children = obj.values() if isinstance(obj, dict) else obj
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list | tuple))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -520,10 +521,8 @@ def closing_lines(
     """
     run = wandb.run if isinstance(wandb, WandbSink) else wandb
     if report is None and out_dir is not None and (Path(out_dir) / "report.json").is_file():
-        try:
+        with contextlib.suppress(Exception):  # a closing message never fails a finished run
             report = load_report(out_dir)
-        except Exception:  # a closing message never fails a finished run
-            report = None
     lines = [f"{prefix}{line}" for line in ([] if report is None else console_lines(report))]
     if out_dir is not None:
         timing = f"; {seconds:.1f} s" if seconds is not None else ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -118,8 +119,7 @@ class SafeWandbRun:
             self._wandb = wandb
             if _quiet_log_files not in logging.getLogger("wandb").filters:
                 logging.getLogger("wandb").addFilter(_quiet_log_files)
-            if run is None:
-                run = wandb.run
+            run = wandb.run if run is None else run
             if run is None:
                 if mode == "online" and not self.logged_in():
                     # wandb.init would prompt for a key (or hang) inside a training process.
@@ -398,10 +398,8 @@ class SafeWandbRun:
     def run_dir(self) -> Path | None:
         """The local run folder (``.../wandb/offline-run-*/``); None without a run."""
         for where in (lambda: self.run.settings.sync_dir, lambda: Path(self.run.dir).parent):
-            try:
+            with contextlib.suppress(Exception):
                 return None if self.run is None else Path(where())
-            except Exception:
-                continue
         return None
 
     @property
@@ -409,11 +407,9 @@ class SafeWandbRun:
         """``wandb sync <run_dir>`` for an offline run that did not fail (None otherwise)."""
         if self.mode != "offline" or self.failed or self.run_dir is None:
             return None
-        try:
+        with contextlib.suppress(Exception):
             if self.run.settings.mode != "offline":  # a reused run may be online
                 return None
-        except Exception:
-            pass
         return f"wandb sync {shlex.quote(display_path(self.run_dir))}"
 
 
