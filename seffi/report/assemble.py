@@ -40,18 +40,13 @@ def curves_dataframe(curves: Any, *, label: str = "policy") -> Any:
         if c is None:
             continue
         K = int(c.K)
-
-        def col(name: str, c: Any = c, K: int = K) -> np.ndarray:
-            v = getattr(c, name, None)
-            return np.full(K, np.nan) if v is None else np.asarray(v, dtype=float).reshape(K)
-
         columns["method"] += [method] * K
         columns["label"] += [label if method == "policy" else method] * K
         columns["k"] += list(range(1, K + 1))
         for name in FRAME_COLUMNS[3:-1]:
-            columns[name] += col(name).tolist()
-        auc = c.auc if c.auc is not None else float("nan")
-        columns["auc"] += [float(auc)] * K
+            v = getattr(c, name, None)
+            columns[name] += [np.nan] * K if v is None else np.asarray(v, dtype=float).reshape(K).tolist()
+        columns["auc"] += [float("nan") if c.auc is None else float(c.auc)] * K
     frame = pd.DataFrame(columns, columns=list(FRAME_COLUMNS))
     return frame.astype({"method": str, "label": str, "k": "int64"})
 
