@@ -255,10 +255,9 @@ class CoverageCallback(BaseCallback):
         contents = "report.json, report.md, plots"
         if self.mode == "both":
             contents = f"stream/ and eval/: {contents}"
-        wandb = None
-        for sink in self._wandb_sinks():
-            if wandb is None or sink.run.owns_run:
-                wandb = sink  # the sink that started the shared run knows its folder and its failures
+        sinks = self._wandb_sinks()
+        # The sink that started the shared run knows its folder and its failures.
+        wandb = next((s for s in sinks if s.run.owns_run), sinks[0] if sinks else None)
         unwritten = any(getattr(owner, "write_error", None) for owner in self._owners())
         for line in closing_lines(
             self.out_dir, wandb, contents=contents, prefix="[seffi] ", unwritten=unwritten
