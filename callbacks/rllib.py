@@ -394,11 +394,6 @@ class CoverageCallback(RLlibCallback):
             return 0
         return self.workers.answered(snap for states in answers for snap in states or [])
 
-    def merged_tracker(self) -> Any:
-        """The exact union of all runners' trackers (None before any episode)."""
-        m = self.monitor
-        return m.tracker if m is not None and self.workers.load_into(m) else None
-
     def metrics(self) -> dict[str, float]:
         """A copy of the latest logged merged scalars (as ``result["seffi"]``; ``{}`` before a log)."""
         return self.monitor.metrics() if self.monitor is not None else {}
