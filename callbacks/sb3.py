@@ -182,10 +182,8 @@ class CoverageCallback(BaseCallback):
             return cfg
         assert self.out_dir is not None
         folder = self.out_dir / part if self.mode == "both" else self.out_dir
-        kwargs = dict(cfg.wandb_kwargs)
-        kwargs.setdefault("config", {"seffi_budget": self.budget, "algo": type(self.model).__name__})
-        if run is not None:
-            kwargs = {"run": run}
+        default = {"seffi_budget": self.budget, "algo": type(self.model).__name__}
+        kwargs = {"run": run} if run is not None else {"config": default, **cfg.wandb_kwargs}
         sinks = default_sinks(
             folder,
             wandb=wandb_mode(cfg.wandb) if "wandb" in names else "disabled",  # type: ignore[arg-type]
