@@ -21,7 +21,7 @@ class _Recording:
     """What both wrappers add: ``monitor``, the logging step ``global_step``, the report at ``close``."""
 
     def __init__(
-        self, env: Any, budget: int | None, config: MonitorConfig | None, options: dict[str, Any]
+        self, env: Any, budget: int | None = None, *, config: MonitorConfig | None = None, **options: Any
     ) -> None:
         # The monitor first: if it cannot be built, no half-made wrapper exists whose clean-up at
         # garbage collection would close the caller's env or look for a monitor.
@@ -52,16 +52,6 @@ class CoverageVectorWrapper(_Recording, VectorWrapper):
         **options: [`MonitorConfig`][seffi.callbacks.MonitorConfig] fields on top of ``config``.
     """
 
-    def __init__(
-        self,
-        env: gym.vector.VectorEnv,
-        budget: int | None = None,
-        *,
-        config: MonitorConfig | None = None,
-        **options: Any,
-    ) -> None:
-        super().__init__(env, budget, config, options)
-
     def step(self, actions: Any) -> Any:
         obs, rewards, terminations, truncations, infos = self.env.step(actions)
         self._record(infos, terminations | truncations, self.num_envs)
@@ -70,11 +60,6 @@ class CoverageVectorWrapper(_Recording, VectorWrapper):
 
 class CoverageWrapper(_Recording, gym.Wrapper):
     """A single Gymnasium env that records coverage of every finished episode (as `CoverageVectorWrapper`)."""
-
-    def __init__(
-        self, env: gym.Env, budget: int | None = None, *, config: MonitorConfig | None = None, **options: Any
-    ) -> None:
-        super().__init__(env, budget, config, options)
 
     def step(self, action: Any) -> Any:
         obs, reward, terminated, truncated, info = self.env.step(action)

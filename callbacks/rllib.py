@@ -157,8 +157,7 @@ class WorkerStates:
 
     def ordered(self) -> list[dict[str, Any]]:
         """Snapshots by worker index, then by when the incarnation was first seen (deterministic)."""
-        order = {key: i for i, key in enumerate(self.snapshots)}
-        return [self.snapshots[k] for k in sorted(self.snapshots, key=lambda k: (k[0], order[k]))]
+        return [self.snapshots[k] for k in sorted(self.snapshots, key=lambda k: k[0])]  # a stable sort
 
     def load_into(self, monitor: CoverageMonitor) -> bool:
         """Load the exact union of the snapshots into ``monitor``; whether it holds any sample."""
@@ -348,18 +347,16 @@ class CoverageCallback(RLlibCallback):
         if self.env is not None:
             env = self.env() if callable(self.env) and not hasattr(self.env, "step") else self.env
             self.monitor = MergedMonitor(env=env, config=self.config.replace(budget=self._budget(env)))
-            self.monitor.workers = self.workers
-            return
-        facts = _agreed_facts(answer for answers in self._ask(algorithm, _runner_facts) for answer in answers)
-        if facts is None:
+        else:
+            facts = _agreed_facts(a for answers in self._ask(algorithm, _runner_facts) for a in answers)
             cfg = self.config
-            if cfg.strategies is None or cfg.budget is None:
+            if facts is None and (cfg.strategies is None or cfg.budget is None):
                 raise SeffiError(
                     "no env runner reported its env's facts; pass CoverageCallback.configure(env=...) "
                     "or strategies=... and budget=..."
                 )
-            facts = {"strategies": tuple(cfg.strategies), "budget": cfg.budget}
-        self.monitor = MergedMonitor.from_facts(facts, self.config, self.workers.laws)
+            facts = facts or {"strategies": tuple(cfg.strategies), "budget": cfg.budget}
+            self.monitor = MergedMonitor.from_facts(facts, cfg, self.workers.laws)
         self.monitor.workers = self.workers
 
     def _ask(self, algorithm: Any, fn: Callable[[Any], Any]) -> list[Any]:
@@ -396,11 +393,6 @@ class CoverageCallback(RLlibCallback):
             self.workers.failed(exc)
             return 0
         return self.workers.answered(snap for states in answers for snap in states or [])
-
-    def merged_tracker(self) -> Any:
-        """The exact union of all runners' trackers (None before any episode)."""
-        m = self.monitor
-        return m.tracker if m is not None and self.workers.load_into(m) else None
 
     def metrics(self) -> dict[str, float]:
         """A copy of the latest logged merged scalars (as ``result["seffi"]``; ``{}`` before a log)."""

@@ -182,10 +182,8 @@ class CoverageCallback(BaseCallback):
             return cfg
         assert self.out_dir is not None
         folder = self.out_dir / part if self.mode == "both" else self.out_dir
-        kwargs = dict(cfg.wandb_kwargs)
-        kwargs.setdefault("config", {"seffi_budget": self.budget, "algo": type(self.model).__name__})
-        if run is not None:
-            kwargs = {"run": run}
+        default = {"seffi_budget": self.budget, "algo": type(self.model).__name__}
+        kwargs = {"run": run} if run is not None else {"config": default, **cfg.wandb_kwargs}
         sinks = default_sinks(
             folder,
             wandb=wandb_mode(cfg.wandb) if "wandb" in names else "disabled",  # type: ignore[arg-type]
@@ -255,10 +253,9 @@ class CoverageCallback(BaseCallback):
         contents = "report.json, report.md, plots"
         if self.mode == "both":
             contents = f"stream/ and eval/: {contents}"
-        wandb = None
-        for sink in self._wandb_sinks():
-            if wandb is None or sink.run.owns_run:
-                wandb = sink  # the sink that started the shared run knows its folder and its failures
+        sinks = self._wandb_sinks()
+        # The sink that started the shared run knows its folder and its failures.
+        wandb = next((s for s in sinks if s.run.owns_run), sinks[0] if sinks else None)
         unwritten = any(getattr(owner, "write_error", None) for owner in self._owners())
         for line in closing_lines(
             self.out_dir, wandb, contents=contents, prefix="[seffi] ", unwritten=unwritten

@@ -154,7 +154,8 @@ def test_dead_runner_keeps_last_state_and_restart_is_new_incarnation(ray_session
         algo.train()
         algo.train()
         summary = driver.workers.summary()
-        merged = driver.merged_tracker()
+        assert driver.workers.load_into(driver.monitor)
+        merged = driver.monitor.tracker
         total = sum(s["samples"] for s in driver.workers.snapshots.values())
         assert merged.n_samples == total
         assert driver.workers.snapshots[dead]["episodes"] == before[dead]
@@ -180,7 +181,8 @@ def test_runner_snapshots_merge_through_the_public_state_api():
         runners.append(m)
         cb.workers.add(worker_snapshot(m, {"worker_index": w + 1, "incarnation": "i", "pid": 0}))
     cb.monitor = CoverageMonitor(2, ("a", "b"), sinks=_Null(), n_boot=0)
-    merged = cb.merged_tracker()
+    assert cb.workers.load_into(cb.monitor)
+    merged = cb.monitor.tracker
     assert len(merged) == 6 and merged.n_samples == 9 == ref.samples
     np.testing.assert_array_equal(
         merged.curves(2, n_boot=0).coverage, ref.tracker.curves(2, n_boot=0).coverage
