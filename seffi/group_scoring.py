@@ -157,6 +157,10 @@ class OutcomeCounts:
         """N(x, o): completions of ``input_id`` seen with match set ``outcome``."""
         return self._counts.get(input_id, {}).get(tuple(outcome), 0)
 
+    def total(self, input_id: str) -> int:
+        """Completions of ``input_id`` seen so far."""
+        return sum(self._counts.get(input_id, {}).values())
+
     def update(self, records: Iterable[Record]) -> None:
         """Count each record's outcome under its input id."""
         for x, outcome, _ in records:

@@ -187,7 +187,7 @@ def test_historical_bonus_reads_counts_before_the_group_then_counts_it() -> None
     # () and (a, b) never seen for x -> 1 + 0.5/sqrt(1) = 1.5 (y's counts are another input's)
     assert historical_bonus(group, counts, c=0.5) == pytest.approx([1.25, 0.5 / 3, 1.5, 1.5])
     assert counts.as_dict()["x"] == {("a",): 4, ("b",): 9, (): 1, ("a", "b"): 1}
-    assert counts.count("y", ("a",)) == 99
+    assert counts.count("y", ("a",)) == 99 and counts.total("x") == 15
     # the same group again: a 4 -> 1 + 0.5/sqrt(5); b 9 -> 0.5/sqrt(10); () and (a, b) 1 -> 1 + 0.5/sqrt(2)
     again = historical_bonus(group, counts, c=0.5, update=False)
     expect = [1 + 0.5 / math.sqrt(5), 0.5 / math.sqrt(10), 1 + 0.5 / math.sqrt(2), 1 + 0.5 / math.sqrt(2)]
