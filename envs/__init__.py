@@ -60,11 +60,6 @@ def register_envs() -> list[str]:
     return added
 
 
-def registered_ids() -> list[str]:
-    """All seffi env ids currently registered, sorted."""
-    return sorted(i for i in gym.registry if i.startswith("seffi/"))
-
-
 register_envs()
 
 __all__ = [
@@ -80,5 +75,4 @@ __all__ = [
     "env_id",
     "parse_autoreset_mode",
     "register_envs",
-    "registered_ids",
 ]

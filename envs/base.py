@@ -163,9 +163,6 @@ class SeffiEnv(gym.Env[Any, np.int64], PoolAPI):
         return row_of(self._engine.observe(_ROW0)), float(rewards[0]), bool(term[0]), bool(trunc[0]), info
 
 
-_METADATA: dict[str, Any] = {**SeffiEnv.metadata, "autoreset_mode": AutoresetMode.NEXT_STEP}
-
-
 def parse_autoreset_mode(mode: Any) -> AutoresetMode:
     """An ``AutoresetMode`` from the enum, its value (``"SameStep"``) or its name (``"same_step"``)."""
     for member in AutoresetMode:
@@ -198,7 +195,8 @@ class SeffiVectorEnv(VectorEnv, PoolAPI):
         **kwargs: The env settings, as for the single env.
     """
 
-    metadata: ClassVar[dict[str, Any]] = _METADATA  # the class default; each instance gets its own copy
+    # The class default; each instance gets its own copy.
+    metadata: ClassVar[dict[str, Any]] = {**SeffiEnv.metadata, "autoreset_mode": AutoresetMode.NEXT_STEP}
 
     def __init__(
         self, num_envs: int = 1, autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, **kwargs: Any

@@ -62,15 +62,12 @@ class PoolSpec:
         except ValidationError as exc:
             raise SeffiError(f"invalid task_config for {cfg.task!r}: {problems(exc)}") from None
         self.inputs: list[TaskInput] = self.task.make_inputs(cfg.n_inputs, seed=cfg.input_seed)
+        self.n_inputs = len(self.inputs)
         self.input_ids: tuple[str, ...] = tuple(x.id for x in self.inputs)
         self.strategies: tuple[str, ...] = tuple(self.task.strategies())
         self.strategy_index = {s: i for i, s in enumerate(self.strategies)}
         self._index = {xid: i for i, xid in enumerate(self.input_ids)}
         self.ids_array = np.fromiter(self.input_ids, dtype=object, count=len(self.input_ids))
-
-    @property
-    def n_inputs(self) -> int:
-        return len(self.inputs)
 
     def index_of(self, input_id: Any) -> int:
         """Pool position of ``input_id``; a `SeffiError` for an id not in the pool."""

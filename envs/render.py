@@ -27,8 +27,6 @@ COLORS: dict[str, tuple[int, int, int]] = {
     "last": (0, 0, 0),
 }
 
-_RGB = {role: np.array(rgb, dtype=np.uint8) for role, rgb in COLORS.items()}
-
 
 @dataclass(frozen=True)
 class GridLayout:
@@ -72,22 +70,22 @@ def render_rgb(engine: Any, row: int) -> np.ndarray:
     shown = slice(start, start + lay.rows)
 
     # Later colours overwrite earlier ones (found beats infeasible).
-    cells = np.full((lay.rows, m + 1, 3), _RGB["empty"], dtype=np.uint8)
+    cells = np.full((lay.rows, m + 1, 3), COLORS["empty"], dtype=np.uint8)
     strategy_cells = cells[:, 1:]
-    strategy_cells[~spec.feasible_mask[shown]] = _RGB["infeasible"]
-    strategy_cells[life.matched[row, shown]] = _RGB["raw"]
-    strategy_cells[life.seen[row, shown]] = _RGB["valid"]
+    strategy_cells[~spec.feasible_mask[shown]] = COLORS["infeasible"]
+    strategy_cells[life.matched[row, shown]] = COLORS["raw"]
+    strategy_cells[life.seen[row, shown]] = COLORS["valid"]
     grid = cells.repeat(ch, axis=0).repeat(cw, axis=1)
 
     used = np.rint(life.counts[row, shown] / engine.cfg.budget * cw).astype(np.int64)
     bar = (np.arange(cw)[None, :] < used[:, None]).repeat(ch, axis=0)
-    grid[:, :cw][bar] = _RGB["budget"]
+    grid[:, :cw][bar] = COLORS["budget"]
 
     # One-pixel gaps between cells keep neighbouring cells of one colour apart.
     if ch >= 6:
-        grid[ch - 1 :: ch] = _RGB["background"]
+        grid[ch - 1 :: ch] = COLORS["background"]
     if cw >= 6:
-        grid[:, cw - 1 :: cw] = _RGB["background"]
+        grid[:, cw - 1 :: cw] = COLORS["background"]
 
     last = life.last_info[row]
     if last is not None:
@@ -96,16 +94,16 @@ def render_rgb(engine: Any, row: int) -> np.ndarray:
             d = max(1, min(ch, cw) // 4)
             for s in last["strategy_matches"]:
                 y, x = lay.cell_center(i, 1 + spec.strategy_index[s])
-                grid[y - d + 1 : y + d, x - d + 1 : x + d] = _RGB["last"]
+                grid[y - d + 1 : y + d, x - d + 1 : x + d] = COLORS["last"]
 
     if cur >= 0:
         top, bottom = (cur - start) * ch, (cur - start + 1) * ch
         t = 2 if ch >= 8 else 1
         band = grid[top:bottom]
-        band[:t] = band[-t:] = _RGB["current"]
-        band[:, :t] = band[:, -t:] = _RGB["current"]
+        band[:t] = band[-t:] = COLORS["current"]
+        band[:, :t] = band[:, -t:] = COLORS["current"]
 
-    frame = np.full((lay.height, lay.width, 3), _RGB["background"], dtype=np.uint8)
+    frame = np.full((lay.height, lay.width, 3), COLORS["background"], dtype=np.uint8)
     frame[: grid.shape[0], : grid.shape[1]] = grid
     return frame
 

@@ -113,11 +113,9 @@ def drop_lines_after(path: Path, key: str, step: int) -> None:
     text = path.read_text(encoding="utf-8")
     lines = text.split("\n")
     partial = lines.pop()  # "" when the file ends on a newline
-    try:
+    with contextlib.suppress(ValueError):
         json.loads(partial)
         lines.append(partial)  # whole, only its newline missing
-    except ValueError:
-        pass
     kept = []
     for line in lines:
         try:

@@ -218,11 +218,12 @@ def batch_penalty_rewards(
 
 @dataclass(frozen=True)
 class Method:
-    """A reward rule: what `batch_rewards` needs for it (``logprobs``, ``k``, ``counts``) and its options."""
+    """A reward rule: what `batch_rewards` needs for it, its options, `RewardMethod`'s ``extra`` options."""
 
     name: str
     needs: tuple[str, ...] = ()
     options: tuple[str, ...] = ()
+    extra: tuple[str, ...] = ()
 
 
 #: Every rule by name; sources in docs/statistics.md, "Group rewards of the exploration methods".
@@ -231,8 +232,8 @@ METHODS: dict[str, Method] = {
     for m in (
         Method("valid"),
         Method("diversity", options=("weight",)),  # seffi
-        Method("unlikeliness", ("logprobs",), ("beta",)),  # He, Fried & Welleck 2025
-        Method("passk", ("k",)),  # Chen et al. 2025, Pass@k Training
+        Method("unlikeliness", ("logprobs",), ("beta",), ("reduction",)),  # He, Fried & Welleck 2025
+        Method("passk", ("k",), extra=("k",)),  # Chen et al. 2025, Pass@k Training
         Method("outcome_ucb", ("counts",), ("c", "valid_only")),  # Song, Kempe & Munos 2025, historical
         Method("outcome_batch", options=("c", "valid_only")),  # Song, Kempe & Munos 2025, batch
     )
@@ -292,10 +293,6 @@ def batch_rewards(
     return out
 
 
-#: Options a `RewardMethod` takes besides its rule's own (`Method.options`).
-EXTRA_OPTIONS = {"unlikeliness": ("reduction",), "passk": ("k",)}
-
-
 class RewardMethod:
     """One method of `METHODS` with its options (checked now) and its state across steps.
 
@@ -314,7 +311,7 @@ class RewardMethod:
         if options is not None and not isinstance(options, Mapping):
             raise SeffiError(f"reward_options must be a mapping of option names, got {options!r}")
         opts = dict(options or {})
-        allowed = (*spec.options, *EXTRA_OPTIONS.get(name, ()))
+        allowed = (*spec.options, *spec.extra)
         if unknown := sorted(set(opts) - set(allowed)):
             raise SeffiError(f"reward {name!r} takes options {list(allowed)}, got {unknown}")
         self.name, self.needs_logprobs = name, "logprobs" in spec.needs

@@ -21,14 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from seffi.tasks.base import Task, ValidationResult, coerce_text
 
-__all__ = [
-    "CallableLabeler",
-    "Labeler",
-    "RegexRubric",
-    "TaskLabeler",
-    "as_labeler",
-    "coerce_text",
-]
+__all__ = ["CallableLabeler", "Labeler", "RegexRubric", "TaskLabeler", "as_labeler", "coerce_text"]
 
 
 @runtime_checkable

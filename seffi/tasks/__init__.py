@@ -7,13 +7,7 @@ one's strategies and trace format.
 """
 
 # Importing a task module registers it.
-from seffi.tasks import coin_sum as _coin_sum  # noqa: F401
-from seffi.tasks import countdown as _countdown  # noqa: F401
-from seffi.tasks import edit_script as _edit_script  # noqa: F401
-from seffi.tasks import graph_traversal as _graph_traversal  # noqa: F401
-from seffi.tasks import grid_routes as _grid_routes  # noqa: F401
-from seffi.tasks import hanoi as _hanoi  # noqa: F401
-from seffi.tasks import sort_swaps as _sort_swaps  # noqa: F401
+from seffi.tasks import coin_sum, countdown, edit_script, graph_traversal, grid_routes, hanoi, sort_swaps  # noqa: F401
 from seffi.tasks.base import (
     MAX_TRACE_CHARS,
     BaseMode,

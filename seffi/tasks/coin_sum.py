@@ -59,11 +59,9 @@ class CoinSum(StepTask[CoinSumInput, CoinSumConfig]):
 
     def _draw(self, rng: np.random.Generator) -> dict[str, Any]:
         cfg = self.config
-        if rng.random() < cfg.include_one:
-            rest = rng.choice(np.arange(2, cfg.max_coin + 1), size=cfg.num_coins - 1, replace=False)
-            coins = [1, *rest.tolist()]
-        else:
-            coins = rng.choice(np.arange(2, cfg.max_coin + 1), size=cfg.num_coins, replace=False).tolist()
+        one = int(rng.random() < cfg.include_one)
+        rest = rng.choice(np.arange(2, cfg.max_coin + 1), size=cfg.num_coins - one, replace=False)
+        coins = [1] * one + rest.tolist()
         target = int(rng.integers(cfg.min_target, cfg.max_target + 1))
         return {"coins": tuple(sorted(int(c) for c in coins)), "target": target}
 

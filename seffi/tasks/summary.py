@@ -70,27 +70,22 @@ def summarize(task: Task[Any, Any], n_inputs: int = 200, seed: SeedLike = 0) -> 
     ambiguous = [len(m) > 1 for s in sets for m in s.values()]
     tokens = [len(vocab.encode(task.reference(x, k))) for x, s in zip(inputs, sets, strict=True) for k in s]
     feasible = [len(s) for s in sets]
-    base, mass, invalid, off = [], [], [], []  # per input
-    for x in inputs:
-        law, rest = task.base_match_distribution(x), task.base_remainder(x)
-        base.append(sum(p for m, p in law.items() if len(m) > 1))
-        mass.append(sum(task.base_distribution(x).values()))
-        invalid.append(rest["invalid"])
-        off.append(rest["off_strategy"])
+    laws = [task.base_match_distribution(x) for x in inputs]
+    rest = [task.base_remainder(x) for x in inputs]
     return TaskSummary(
         name=task.name,
         strategies=task.strategies(),
         inputs=len(inputs),
         reference_ambiguity=sum(ambiguous) / len(ambiguous) if ambiguous else 0.0,
-        base_ambiguity=float(np.mean(base)),
+        base_ambiguity=float(np.mean([sum(p for m, p in law.items() if len(m) > 1) for law in laws])),
         mean_feasible=float(np.mean(feasible)),
         mean_trace_tokens=float(np.mean(tokens)) if tokens else 0.0,
         max_trace_tokens=max(tokens, default=0),
         min_feasible=min(feasible, default=0),
         max_feasible=max(feasible, default=0),
-        base_strategy_mass=float(np.mean(mass)),
-        base_invalid=float(np.mean(invalid)),
-        base_off_strategy=float(np.mean(off)),
+        base_strategy_mass=float(np.mean([sum(task.base_distribution(x).values()) for x in inputs])),
+        base_invalid=float(np.mean([r["invalid"] for r in rest])),
+        base_off_strategy=float(np.mean([r["off_strategy"] for r in rest])),
     )
 
 
