@@ -428,9 +428,10 @@ class GroupTotals:
             count[at], total[at] = self.count, self.total
             self.keys, self.count, self.total = keys, count, total
         pos = np.searchsorted(self.keys, key)
-        sign = np.broadcast_to(np.asarray(sign, dtype=np.int64), n.shape)[keep]
+        sign = np.asarray(sign, dtype=np.int64)
+        sign = sign[keep] if sign.ndim else sign  # np.broadcast_to costs more than the rest
         np.add.at(self.count, pos, sign)  # integer sums: exact in any order
-        np.add.at(self.total, pos, inc[keep] * sign[:, None, None])
+        np.add.at(self.total, pos, inc[keep] * sign[..., None, None])
         held = self.count != 0
         if not held.all():
             self.keys, self.count, self.total = self.keys[held], self.count[held], self.total[held]
