@@ -383,7 +383,6 @@ def run_sums(
     K: int,
     *,
     latent: bool = False,
-    squares: bool = False,
 ) -> InputSums:
     """Per-input sums (P rows; ``unit`` (R,) in 0..P-1, ``m`` (P,)) of the complete runs among ``slots``.
 
@@ -395,7 +394,7 @@ def run_sums(
     else:  # views: sums_from_runs reads the slots' rows block by block
         fh, fvh, fv = runs.first_hit[:, :C], runs.first_valid_hit[:, :C], runs.first_valid
     sums, _ = sums_from_runs(
-        fh, runs.n, unit, m, K, first_valid_hit=fvh, first_valid=fv, squares=squares, runs=slots
+        fh, runs.n, unit, m, K, first_valid_hit=fvh, first_valid=fv, squares=False, runs=slots
     )
     return sums
 
