@@ -302,22 +302,17 @@ def curves_from_sums(
             shares[i, a : a + st.shape[0]] = _auc_shares(st[:, j], st[:, 0], C[i], D, ok, U)
     point, surv = unpack_stats(total)  # type: ignore[arg-type]
     draws = reps.result() if reps is not None else None
+    ttc = TimeToCoverage.from_survivals(
+        [float(key) for key in surv],
+        list(surv.values()),
+        None if draws is None else [draws.survival[key] for key in surv],
+        level=level,
+    )
     c = Curves.from_point(
         kind,
         K,
         point,
-        time_to_coverage=dict(
-            zip(
-                surv,
-                TimeToCoverage.from_survivals(
-                    [float(key) for key in surv],
-                    list(surv.values()),
-                    None if draws is None else [draws.survival[key] for key in surv],
-                    level=level,
-                ),
-                strict=True,
-            )
-        ),
+        time_to_coverage=dict(zip(surv, ttc, strict=True)),
         runs_at_k=np.full(K, R, dtype=np.int64),
         n_inputs=U,
         n_runs=R,
