@@ -383,7 +383,6 @@ def run_sums(
     K: int,
     *,
     latent: bool = False,
-    squares: bool = False,
 ) -> InputSums:
     """Per-input sums (P rows; ``unit`` (R,) in 0..P-1, ``m`` (P,)) of the complete runs among ``slots``.
 
@@ -395,7 +394,7 @@ def run_sums(
     else:  # views: sums_from_runs reads the slots' rows block by block
         fh, fvh, fv = runs.first_hit[:, :C], runs.first_valid_hit[:, :C], runs.first_valid
     sums, _ = sums_from_runs(
-        fh, runs.n, unit, m, K, first_valid_hit=fvh, first_valid=fv, squares=squares, runs=slots
+        fh, runs.n, unit, m, K, first_valid_hit=fvh, first_valid=fv, squares=False, runs=slots
     )
     return sums
 
@@ -416,31 +415,25 @@ class GroupTotals:
 
     def _apply(self, n: np.ndarray, m: np.ndarray, inc: np.ndarray, sign: np.ndarray | int) -> None:
         """Add ``sign`` x each input's sums (R, K, N_INC) to its group (runs ``n``, M_x ``m``)."""
-        sign = np.broadcast_to(np.asarray(sign, dtype=np.int64), n.shape)
-        keep = n > 0
-        if not keep.any():
+        keep = np.flatnonzero(n > 0)
+        if not keep.size:
             return
         key = (n[keep].astype(np.int64) << self._BITS) | m[keep].astype(np.int64)
-        order = np.argsort(key, kind="stable")
-        key, sign = key[order], sign[keep][order]
-        starts = np.flatnonzero(_segment_starts(key))
-        counts = np.add.reduceat(sign, starts)
-        totals = np.add.reduceat(inc[keep][order].astype(np.int64) * sign[:, None, None], starts, axis=0)
-        key = key[starts]
+        keys = np.union1d(self.keys, key)
+        if keys.size > self.keys.size:  # groups not seen yet: inserted in key order
+            at = np.searchsorted(keys, self.keys)
+            count = np.zeros(keys.size, dtype=np.int64)
+            total = np.zeros((keys.size, self.budget, N_INC), dtype=np.int64)
+            count[at], total[at] = self.count, self.total
+            self.keys, self.count, self.total = keys, count, total
         pos = np.searchsorted(self.keys, key)
-        have = self.keys[np.minimum(pos, self.keys.size - 1)] if self.keys.size else key + 1
-        new = (pos >= self.keys.size) | (have != key)
-        if new.any():  # groups not seen yet: inserted in key order
-            at = pos[new]
-            self.keys = np.insert(self.keys, at, key[new])
-            self.count = np.insert(self.count, at, 0)
-            self.total = np.insert(self.total, at, 0, axis=0)
-            pos = np.searchsorted(self.keys, key)
-        self.count[pos] += counts
-        self.total[pos] += totals
-        empty = self.count == 0
-        if empty.any():
-            self.keys, self.count, self.total = self.keys[~empty], self.count[~empty], self.total[~empty]
+        sign = np.asarray(sign, dtype=np.int64)
+        sign = sign[keep] if sign.ndim else sign  # np.broadcast_to costs more than the rest
+        np.add.at(self.count, pos, sign)  # integer sums: exact in any order
+        np.add.at(self.total, pos, inc[keep] * sign[..., None, None])
+        held = self.count != 0
+        if not held.all():
+            self.keys, self.count, self.total = self.keys[held], self.count[held], self.total[held]
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(runs, M_x, inputs, totals (G, K, N_INC)) of the groups in sorted (runs, M_x) order."""

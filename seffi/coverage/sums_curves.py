@@ -302,22 +302,17 @@ def curves_from_sums(
             shares[i, a : a + st.shape[0]] = _auc_shares(st[:, j], st[:, 0], C[i], D, ok, U)
     point, surv = unpack_stats(total)  # type: ignore[arg-type]
     draws = reps.result() if reps is not None else None
+    ttc = TimeToCoverage.from_survivals(
+        [float(key) for key in surv],
+        list(surv.values()),
+        None if draws is None else [draws.survival[key] for key in surv],
+        level=level,
+    )
     c = Curves.from_point(
         kind,
         K,
         point,
-        time_to_coverage=dict(
-            zip(
-                surv,
-                TimeToCoverage.from_survivals(
-                    [float(key) for key in surv],
-                    list(surv.values()),
-                    None if draws is None else [draws.survival[key] for key in surv],
-                    level=level,
-                ),
-                strict=True,
-            )
-        ),
+        time_to_coverage=dict(zip(surv, ttc, strict=True)),
         runs_at_k=np.full(K, R, dtype=np.int64),
         n_inputs=U,
         n_runs=R,
@@ -486,29 +481,14 @@ def curves_from_runs(
     return c
 
 
-def input_auc_contributions(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    """Each input's share of the AUC of C(k) = sum_u num[u, k] / sum_u den[u, k]: float (U,).
-
-    a_u = AUC + mean over k with D(k) > 0 of U (num[u, k] - C(k) den[u, k]) / D(k), D = sum_u den:
-    its mean is exactly the AUC; with every run reaching K it is the input's own AUC, else the
-    first-order (influence-function) contribution that the paired gain bootstrap resamples.
-    """
-    D = den.sum(axis=0)
-    ok = D > 0
-    if not ok.any():
-        return np.full(num.shape[0], np.nan)
-    U, C = num.shape[0], num[:, ok].sum(axis=0) / D[ok]
-    out = np.empty(U)
-    for a in range(0, U, INPUT_BLOCK):  # rows in blocks: no (U, K) temporaries beside num and den
-        b = a + INPUT_BLOCK
-        out[a:b] = _auc_shares(num[a:b], den[a:b], C, D, ok, U)
-    return out
-
-
 def _auc_shares(
     num: np.ndarray, den: np.ndarray, C: np.ndarray, D: np.ndarray, ok: np.ndarray, U: int
 ) -> np.ndarray:
-    """`input_auc_contributions` of rows ``num``, ``den`` (B, K) of U inputs with C(k), D(k) where ``ok``."""
+    """Each input's share of the AUC of C(k) = sum_u num[u, k] / sum_u den[u, k]: rows (B, K) of U inputs.
+
+    a_u = AUC + mean over k where ``ok`` of U (num[u, k] - C(k) den[u, k]) / D(k), D = sum_u den: its
+    mean is exactly the AUC; with every run reaching K it is the input's own AUC.
+    """
     infl = U * (num[:, ok] - C[None, :] * den[:, ok]) / D[ok][None, :]
     # Summed over k column after column, as numpy sums ``num[:, ok]`` (a Fortran-ordered copy).
     return C.mean() + np.asfortranarray(infl).mean(axis=1)

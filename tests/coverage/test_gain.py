@@ -33,7 +33,7 @@ import pytest
 from seffi.coverage import CoverageTracker, Curves, IidBaseline, OracleBaseline
 from seffi.coverage.curves import gain_value
 from seffi.coverage.resampling import bootstrap_counts
-from seffi.coverage.sums_curves import curves_from_runs, input_auc_contributions
+from seffi.coverage.sums_curves import _auc_shares, curves_from_runs
 
 K = 8
 
@@ -133,7 +133,7 @@ def test_input_auc_is_exact_per_input_auc_for_full_runs_and_mean_is_auc() -> Non
     assert cs.input_auc.mean() == pytest.approx(cs.auc)
 
 
-def test_input_auc_contributions_are_the_derivative_of_the_weighted_auc() -> None:
+def test_input_auc_shares_are_the_derivative_of_the_weighted_auc() -> None:
     """With short runs, a_u - AUC = U x d AUC(w) / d w_u at w = 1 (the definition of the linearisation)."""
     rng = np.random.default_rng(4)
     U = 6
@@ -146,7 +146,9 @@ def test_input_auc_contributions_are_the_derivative_of_the_weighted_auc() -> Non
         ok = d > 0
         return float(((w @ num)[ok] / d[ok]).mean())
 
-    a = input_auc_contributions(num, den)
+    D = den.sum(axis=0)
+    ok = D > 0
+    a = _auc_shares(num, den, num[:, ok].sum(axis=0) / D[ok], D, ok, U)
     base = weighted_auc(np.ones(U))
     assert a.mean() == pytest.approx(base)
     eps = 1e-6
