@@ -219,11 +219,9 @@ class KeyView(Sequence[tuple[str, str]]):
 
 def _input_key(k: Any) -> tuple[str | None, str]:
     """A (task, input_id) pair from its JSON form [task or null, input_id]."""
-    if (
-        not isinstance(k, list | tuple)
-        or len(k) != 2
-        or not isinstance(k[1], str)
-        or not isinstance(k[0], str | None)
-    ):
+    ok = (
+        isinstance(k, list | tuple) and len(k) == 2 and isinstance(k[0], str | None) and isinstance(k[1], str)
+    )
+    if not ok:
         raise ValueError(f"bad input key {k!r}: expected [task (str) or null, input_id (str)]")
     return (k[0], k[1])

@@ -261,12 +261,11 @@ def _set_datasets(X: np.ndarray, unseen: np.ndarray, rng: np.random.Generator, B
     D, n, c = X.shape
     # Distinct match sets in np.unique(X[d], axis=0)'s order: column 0 the most significant bit.
     key = X.astype(np.int64) @ np.left_shift(np.int64(1), np.arange(c - 1, -1, -1, dtype=np.int64))
-    ids, first = pair_ids(np.repeat(np.arange(D), n), key.ravel())
-    set_d, set_key = first // n, key.ravel()[first]
+    _, set_d, set_key, mult = est.distinct_sets(key)
     sizes = np.bincount(set_d, minlength=D)
     slot = np.arange(set_d.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
     counts = np.zeros((D, int(sizes.max())), dtype=np.int64)
-    counts[set_d, slot] = np.bincount(ids)
+    counts[set_d, slot] = mult
     P = assemblage(counts, n, True)
     atoms = np.zeros((D, P.shape[1], c), dtype=bool)
     atoms[set_d, slot] = (set_key[:, None] >> np.arange(c - 1, -1, -1)) & 1
@@ -735,8 +734,7 @@ def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
     """
     D, n, _ = X.shape
     masks, bits = est.used_masks(X)
-    inverse, first = pair_ids(np.repeat(np.arange(D), n), masks.ravel())  # each sample's (input, set)
-    d_of, sets, mult = first // n, masks.ravel()[first], np.bincount(inverse)
+    inverse, d_of, sets, mult = est.distinct_sets(masks)  # each sample's (input, set)
     left = np.maximum(n - 1 - np.arange(n + 1), 0)  # samples not meeting B, y = 0..n
     rho = np.exp(est._log_binom_ratio(left[:, None], n - 2, np.arange(kmax)[None, :], est.log_factorial(n)))
     rho[n] = 0.0  # Y_B = n: then every sample meets B and the value cancels exactly
