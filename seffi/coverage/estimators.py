@@ -486,7 +486,7 @@ def pair_ids(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def distinct_sets(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct (dataset, mask) pairs of masks (D, n): (id of each mask (D * n,), dataset, mask, multiplicity)."""
+    """Distinct (dataset, mask) pairs of masks (D, n): (pair id of each mask, dataset, mask, multiplicity)."""
     ids, first = pair_ids(np.repeat(np.arange(masks.shape[0]), masks.shape[1]), masks.ravel())
     return ids, first // masks.shape[1], masks.ravel()[first], np.bincount(ids)
 
