@@ -411,12 +411,7 @@ class SamplePlan:
             f"iid (estimated) time-to-coverage for tau < 1 and k <= n is Monte Carlo over {runs} sample "
             f"permutations per input ({runs * acc.U} in all)"
         )
-        point = {
-            "coverage": count / m,
-            "expected_new": expected_new,
-            "novelty": novelty,
-            "full_coverage": full,
-        }
+        point = dict(coverage=count / m, expected_new=expected_new, novelty=novelty, full_coverage=full)
         for name, v in point.items():
             acc.add(name, v.sum(axis=0))
         acc.aucs.append((idx, point["coverage"].mean(axis=1)))
@@ -439,8 +434,7 @@ class SamplePlan:
         by_rarity = np.stack([(per_s * (bins == b)[:, None, :]).sum(axis=2) / m for b in range(n_bins)], 1)
         if K > n:
             # Beyond n only unseen strategies are found, and they rank rarest: the gain goes to the last bin.
-            cov = point["coverage"]
-            by_rarity[:, -1, n:] += cov[:, n:] - by_rarity[:, :, n:].sum(axis=1)
+            by_rarity[:, -1, n:] += point["coverage"][:, n:] - by_rarity[:, :, n:].sum(axis=1)
         acc.add("coverage_by_rarity", by_rarity.sum(axis=0))
         Xv = None
         if valid is not None:
