@@ -140,9 +140,8 @@ def _subset_table(masks: np.ndarray, w: np.ndarray, m: int) -> tuple[np.ndarray,
     table = np.zeros(1 << m)
     np.add.at(table, masks, w)
     for b in range(m):  # zeta transform: table[S] = sum of weights of masks subset of S
-        idx = np.arange(1 << m)
-        has = (idx >> b) & 1 == 1
-        table[has] += table[idx[has] ^ (1 << b)]
+        t = table.reshape(-1, 2, 1 << b)
+        t[:, 1, :] += t[:, 0, :]
     full = (1 << m) - 1
     all_b = np.arange(1 << m)
     vals = table[full ^ all_b]
@@ -530,9 +529,8 @@ def meet_counts(
         at += G * P
         F = np.zeros((G, P + 1), dtype=np.int64)
         F[:, 1:] = np.where(sign > 0, c, -c)  # (-1)^(|T|+1) c(T): sign is +1 for odd |T|
-        idx = np.arange(1 << r)
         for b in range(r):  # in place: F[q] <- sum of F[t] over t subset of q
-            has = idx[(idx >> b) & 1 == 1]
-            F[:, has] += F[:, has ^ (1 << b)]
+            t = F.reshape(G, -1, 2, 1 << b)
+            t[:, :, 1, :] += t[:, :, 0, :]
         out.append(F[:, 1:])
     return out

@@ -104,8 +104,6 @@ def _missing_found(
     """(Pr[all u found] (D, J), Pr[fewer than short[i] found] (len(short), D, J)) after j = 1..J draws."""
     D, N = u.shape[0], short.shape[0]
     full, surv = np.zeros((D, J)), np.ones((N, D, J))
-    if J == 0:
-        return full, surv
     with np.errstate(divide="ignore"):  # r = 1: log1p(-1) = -inf
         log_miss = np.log1p(-np.minimum(r, 1.0))
     mu = u * -np.expm1(J * log_miss)
