@@ -147,8 +147,6 @@ class OracleBaseline:
         for key, refs in data.items():
             iid = None if key is None else _input_id(key)
             where = "reference sets" + ("" if iid is None else f" of input {iid!r}")
-            if not isinstance(refs, Mapping):
-                raise ValueError(f"{where}: expected a {{strategy: match set}} dict")
             used = set(refs)
             for s, ms in refs.items():
                 # Name the expected format, not "TypeError: unhashable type: 'list'" deep inside.
