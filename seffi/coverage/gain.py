@@ -40,10 +40,7 @@ def gain_value(auc_a: np.ndarray, auc_iid: np.ndarray, auc_oracle: np.ndarray) -
 
 
 def point_gain(auc: float | None, iid_auc: float | None, oracle_auc: float | None) -> float | None:
-    """The gain of three AUCs over one set of inputs (None when one is missing or the gain undefined).
-
-    The one point value of the gain: `paired_gain` (curves) and the monitor's point logs both call it.
-    """
+    """The gain of three AUCs over one set of inputs (None when one is missing or the gain undefined)."""
     if auc is None or iid_auc is None or oracle_auc is None:
         return None
     g = float(gain_value(auc, iid_auc, oracle_auc))
