@@ -80,17 +80,20 @@ class BarcodeRows:
         self._worst = None
         return True
 
-    def _start(self, code: int, stream: int) -> None:
+    def _claim(self, code: int, stream: int, keys: Sequence[Any]) -> bool:
+        """Start input ``code``'s row at ``stream`` if that is its lowest stream and it may hold a row."""
+        row = self.data.get(code)
+        if (row is not None and stream >= row[0]) or not self.admit(code, keys):
+            return False
         self.data[code] = [stream, np.full(self.cols, -1, dtype=np.int64), np.zeros(self.cols, dtype=bool), 0]
         self.state[code] = 1
         self._worst = self._held = None
+        return True
 
     def put(self, code: int, stream: int, cells: list[int], new: list[bool], keys: Sequence[Any]) -> None:
         """Keep a whole row (from a merged or loaded state) if its stream is the input's lowest."""
         self.grow(code + 1)
-        row = self.data.get(code)
-        if (row is None or stream < row[0]) and self.admit(code, keys):
-            self._start(code, stream)
+        if self._claim(code, stream, keys):
             got = self.data[code]
             w = min(len(cells), self.cols)
             got[1][:w], got[2][:w], got[3] = cells[:w], new[:w], w
@@ -135,9 +138,7 @@ class BarcodeRows:
                 self.state[u[first[~ok]]] = -1  # for good, as admit would
                 first = first[ok]
             for code, stream in zip(u[first].tolist(), streams[first].tolist(), strict=True):
-                row = self.data.get(code)
-                if (row is None or stream < row[0]) and self.admit(code, keys):
-                    self._start(code, stream)
+                self._claim(code, stream, keys)
             row_stream = self._stream(u)  # rows may have (re)started
         live = np.flatnonzero((streams == row_stream) & (k <= self.cols))
         if live.size == 0:

@@ -1,4 +1,4 @@
-"""Coverage curves: the `Curves` result container (k = 1..K of one sampler) and ``auc``.
+"""Coverage curves: the `Curves` result container (k = 1..K of one sampler).
 
 Conventions in every docstring of ``seffi.coverage``: ``K`` is the budget and arrays indexed by
 budget hold k = 1..K in positions 0..K-1; ``R`` counts runs, ``U`` inputs, ``M`` strategy columns,
@@ -22,7 +22,7 @@ from seffi.coverage.summaries import Gain, TimeToCoverage, survival_summary
 TAUS: tuple[float, ...] = (0.5, 0.8, 1.0)
 #: Format tag of ``Curves.to_dict``; ``from_dict`` refuses anything else.
 CURVES_FORMAT = "seffi.coverage.curves/1"
-__all__ = ["TAUS", "Curves", "Gain", "KeyView", "TimeToCoverage", "auc", "gain_value", "survival_summary"]
+__all__ = ["TAUS", "Curves", "Gain", "KeyView", "TimeToCoverage", "gain_value", "survival_summary"]
 
 
 def tau_key(tau: float) -> str:
@@ -35,11 +35,6 @@ def check_budget(K: Any) -> int:
     if isinstance(K, bool) or not isinstance(K, int | np.integer) or int(K) <= 0:
         raise ValueError(f"budget K must be a positive integer, got {K!r}")
     return int(K)
-
-
-def auc(coverage: np.ndarray) -> np.ndarray:
-    """Coverage area under the curve, AUC(K) = (1/K) sum_k C(k), over the last axis of (..., K)."""
-    return np.asarray(coverage, dtype=np.float64).mean(axis=-1)
 
 
 #: Array-valued fields of ``Curves``: the metric columns', run counts, per-input and bootstrap arrays.
@@ -219,11 +214,9 @@ class KeyView(Sequence[tuple[str, str]]):
 
 def _input_key(k: Any) -> tuple[str | None, str]:
     """A (task, input_id) pair from its JSON form [task or null, input_id]."""
-    if (
-        not isinstance(k, list | tuple)
-        or len(k) != 2
-        or not isinstance(k[1], str)
-        or not isinstance(k[0], str | None)
-    ):
+    ok = (
+        isinstance(k, list | tuple) and len(k) == 2 and isinstance(k[0], str | None) and isinstance(k[1], str)
+    )
+    if not ok:
         raise ValueError(f"bad input key {k!r}: expected [task (str) or null, input_id (str)]")
     return (k[0], k[1])

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 
 import numpy as np
 
-_NEG = -np.inf
 #: Distinct strategies set-valued match sets may name within one input (bitmasks are int64).
 MAX_SET_STRATEGIES = 62
 
@@ -27,7 +26,7 @@ def _log_binom_ratio(a: np.ndarray, n: int, k: np.ndarray, lf: np.ndarray) -> np
     ok = a >= k
     ak = np.where(ok, a - k, 0)
     out = lf[np.where(ok, a, 0)] - lf[ak] - lf[n] + lf[n - k]
-    return np.where(ok, out, _NEG)
+    return np.where(ok, out, -np.inf)
 
 
 def _masks(rows: np.ndarray) -> np.ndarray:
@@ -122,7 +121,7 @@ def full_coverage_exact(atoms: np.ndarray, p: np.ndarray, m: int, K: int) -> np.
         k = ks[:, None]
         with np.errstate(divide="ignore", invalid="ignore"):
             if rr >= 1.0:  # the first strategy when p_0 = 0: all k draws are this strategy
-                lw = np.where(jj == k, 0.0, _NEG)
+                lw = np.where(jj == k, 0.0, -np.inf)
             else:
                 lw = (
                     lf[k]
@@ -131,7 +130,7 @@ def full_coverage_exact(atoms: np.ndarray, p: np.ndarray, m: int, K: int) -> np.
                     + jj * math.log(rr)
                     + (k - jj) * math.log1p(-rr)
                 )
-        w = np.where(ok & np.isfinite(lw), np.exp(np.where(ok, lw, _NEG)), 0.0)
+        w = np.where(ok & np.isfinite(lw), np.exp(np.where(ok, lw, -np.inf)), 0.0)
         h = (w * h[np.clip(k - jj, 0, K)]).sum(axis=1)
     return np.clip(h[1:], 0.0, 1.0)
 
@@ -141,9 +140,8 @@ def _subset_table(masks: np.ndarray, w: np.ndarray, m: int) -> tuple[np.ndarray,
     table = np.zeros(1 << m)
     np.add.at(table, masks, w)
     for b in range(m):  # zeta transform: table[S] = sum of weights of masks subset of S
-        idx = np.arange(1 << m)
-        has = (idx >> b) & 1 == 1
-        table[has] += table[idx[has] ^ (1 << b)]
+        t = table.reshape(-1, 2, 1 << b)
+        t[:, 1, :] += t[:, 0, :]
     full = (1 << m) - 1
     all_b = np.arange(1 << m)
     vals = table[full ^ all_b]
@@ -283,7 +281,7 @@ def novelty_samples_many(X: np.ndarray, K: int) -> np.ndarray:
         )
     elif sv.size:
         masks, bits = used_masks(X[sv])  # each dataset's own columns: any m
-        d_of, u, mult = distinct_sets(masks)
+        _, d_of, u, mult = distinct_sets(masks)
         groups = list(nonempty_subsets(u, bits))
         for (g, _, sign), y in zip(groups, meet_counts(d_of, mult, groups), strict=True):
             w = mult[g][:, None] * sign[None, :]
@@ -486,10 +484,10 @@ def pair_ids(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ids, order[new]
 
 
-def distinct_sets(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct (dataset, mask) pairs of masks (D, n): (dataset of each, mask, multiplicity)."""
+def distinct_sets(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct (dataset, mask) pairs of masks (D, n): (pair id of each mask, dataset, mask, multiplicity)."""
     ids, first = pair_ids(np.repeat(np.arange(masks.shape[0]), masks.shape[1]), masks.ravel())
-    return first // masks.shape[1], masks.ravel()[first], np.bincount(ids)
+    return ids, first // masks.shape[1], masks.ravel()[first], np.bincount(ids)
 
 
 def nonempty_subsets(sets: np.ndarray, m: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -531,9 +529,8 @@ def meet_counts(
         at += G * P
         F = np.zeros((G, P + 1), dtype=np.int64)
         F[:, 1:] = np.where(sign > 0, c, -c)  # (-1)^(|T|+1) c(T): sign is +1 for odd |T|
-        idx = np.arange(1 << r)
         for b in range(r):  # in place: F[q] <- sum of F[t] over t subset of q
-            has = idx[(idx >> b) & 1 == 1]
-            F[:, has] += F[:, has ^ (1 << b)]
+            t = F.reshape(G, -1, 2, 1 << b)
+            t[:, :, 1, :] += t[:, :, 0, :]
         out.append(F[:, 1:])
     return out

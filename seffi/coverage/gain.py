@@ -40,10 +40,7 @@ def gain_value(auc_a: np.ndarray, auc_iid: np.ndarray, auc_oracle: np.ndarray) -
 
 
 def point_gain(auc: float | None, iid_auc: float | None, oracle_auc: float | None) -> float | None:
-    """The gain of three AUCs over one set of inputs (None when one is missing or the gain undefined).
-
-    The one point value of the gain: `paired_gain` (curves) and the monitor's point logs both call it.
-    """
+    """The gain of three AUCs over one set of inputs (None when one is missing or the gain undefined)."""
     if auc is None or iid_auc is None or oracle_auc is None:
         return None
     g = float(gain_value(auc, iid_auc, oracle_auc))
@@ -87,7 +84,7 @@ def paired_gain(
         if other.K != policy.K:
             raise ValueError(f"gain: {name} curves have K={other.K}, these have K={policy.K}")
     prefix = "valid_" if valid else ""
-    attr, reps_attr, vec_attr = f"{prefix}auc", f"{prefix}auc_reps", f"input_{prefix}auc"
+    attr, vec_attr = f"{prefix}auc", f"input_{prefix}auc"
     curves = (policy, iid, oracle)
     reached = []
     for c in curves:  # the largest k such that the curve is defined at every budget 1..k
@@ -116,7 +113,7 @@ def paired_gain(
             reason=f"oracle AUC ({vals[2]:.6g}) does not exceed iid AUC ({vals[1]:.6g}) at K={policy.K}: "
             "there is no room for improvement, the gain is undefined",
         )
-    gain = _gain_interval(policy, curves, vals, design, (reps_attr, vec_attr), valid, n_boot, seed)
+    gain = _gain_interval(curves, vals, design, prefix, n_boot, seed)
     held, n = None, None
     if design is not None and any(v is not None for v in design.vectors):
         n = int(design.strata.size)
@@ -129,26 +126,24 @@ def paired_gain(
 
 
 def _gain_interval(
-    policy: Curves,
     curves: tuple[Curves, Curves, Curves],
     vals: list[float],
     design: _Design | None,
-    attrs: tuple[str, str],
-    valid: bool,
+    prefix: str,
     n_boot: int | None,
     seed: SeedLike,
 ) -> Gain:
-    """The gain's value and interval (see `paired_gain`), before its room is attached."""
-    reps_attr, vec_attr = attrs
+    """The gain's value and interval (see `paired_gain`; ``prefix`` "valid_" or ""), before its room."""
+    policy, vec_attr = curves[0], f"input_{prefix}auc"
     den = vals[2] - vals[1]
     value = point_gain(*vals)
     B = policy.n_boot if n_boot is None else n_boot
     if isinstance(B, bool) or not isinstance(B, int | np.integer) or B < 0:
         raise ValueError(f"gain: n_boot must be a non-negative integer, got {n_boot!r}")
-    se = getattr(policy, "valid_auc_se" if valid else "auc_se", None)
+    se = getattr(policy, f"{prefix}auc_se", None)
     if se is not None and B > 0:
         # Too few inputs to resample: the policy's run-to-run noise, the baselines held fixed.
-        df = getattr(policy, "valid_auc_df" if valid else "auc_df", None)
+        df = getattr(policy, f"{prefix}auc_df", None)
         level = policy.ci_level
         q = t_quantile(level, max(1, int(df + 1e-9))) if df is not None else normal_quantile(level)
         return Gain(
@@ -157,7 +152,7 @@ def _gain_interval(
             hi=value + q * se / den,
             reason=f"only {policy.n_inputs} input(s): the interval covers run-to-run noise on these inputs",
         )
-    reps = [getattr(c, reps_attr) for c in curves]
+    reps = [getattr(c, f"{prefix}auc_reps") for c in curves]
     if design is None or B == 0:
         # Independent replicates of the three AUCs combined by index; exact baselines held fixed.
         if all(r is None for r in reps):

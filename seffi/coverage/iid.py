@@ -41,15 +41,6 @@ class _Law:
     valid_probability: float | None = None
 
 
-def _is_per_input(obj: Mapping[Any, Any], leaf: type | tuple[type, ...]) -> bool:
-    """Whether a mapping is keyed by input id (its values are the per-input objects)."""
-    return (
-        bool(obj)
-        and all(not isinstance(k, leaf) for k in obj)
-        and all(isinstance(v, Mapping) for v in obj.values())
-    )
-
-
 class IidBaseline:
     """The iid base sampler's curves, per input, averaged over inputs.
 
@@ -127,7 +118,11 @@ class IidBaseline:
             valid_probability: probability that a base sample is correct, for valid@k.
         """
         strategies = _check_strategies(strategies)
-        per_input = _is_per_input(distribution, (frozenset, set, tuple))
+        # Keyed by input id: no key is a match set, every value a law.
+        per_input = bool(distribution) and all(
+            not isinstance(k, frozenset | set | tuple) for k in distribution
+        )
+        per_input = per_input and all(isinstance(v, Mapping) for v in distribution.values())
         laws = distribution if per_input else {None: distribution}
         if valid_distribution is not None:
             valid_distribution = valid_distribution if per_input else {None: valid_distribution}
@@ -341,8 +336,20 @@ def _law_curves(part: _Law, K: int, rng: np.random.Generator, mc_runs: int, n_bi
     for j in range(len(part.p)):
         hit = draws == j
         first_atom[:, j] = np.where(hit.any(axis=1), hit.argmax(axis=1), K)
-    fh = np.where(part.atoms[None, :, :], first_atom[:, :, None], K).min(axis=1)
-    ttc = _ttc_from_runs(np.where(fh >= K, -1, fh), part.m, K)
+    fh = np.where(part.atoms[None, :, :], first_atom[:, :, None], K).min(axis=1)  # (runs, M), K: never
+    # Time-to-coverage of these full-length runs: Kaplan-Meier, no censoring before K.
+    never = np.iinfo(np.int64).max // 2
+    sorted_fh = np.sort(np.where(fh >= K, never, fh), axis=1)
+    ttc = {}
+    for tau in TAUS:
+        need = math.ceil(tau * part.m - 1e-9)
+        t_hit = sorted_fh[:, need - 1] + 1 if need <= fh.shape[1] else np.full(mc_runs, never)  # need >= 1
+        event = t_hit <= K
+        time = np.where(event, t_hit, K)
+        d = np.bincount(t_hit[event] - 1, minlength=K)[:K].astype(np.float64)
+        at_risk = (time[:, None] >= ks[None, :]).sum(axis=0).astype(np.float64)
+        hazard = np.where(at_risk > 0, d / np.where(at_risk > 0, at_risk, 1.0), 0.0)
+        ttc[tau_key(tau)] = TimeToCoverage.from_survival(float(tau), np.cumprod(1.0 - hazard))
     notes.append(
         f"iid time-to-coverage for tau < 1 is Monte Carlo ({mc_runs} runs per input, standard error "
         f"<= {0.5 / math.sqrt(mc_runs):.4f} per point)"
@@ -391,22 +398,3 @@ def _law_arrays(law: Mapping[Any, float], cols: list[str], where: str) -> tuple[
     for r, key in enumerate(law):
         atoms[r, [index[x] for x in frozenset(key)]] = True
     return atoms, p
-
-
-def _ttc_from_runs(fh: np.ndarray, m: int, K: int) -> dict[str, TimeToCoverage]:
-    """Time-to-coverage of simulated full-length runs (first hits (R, M)): Kaplan-Meier, no censoring."""
-    R, M = fh.shape
-    ks = np.arange(1, K + 1)
-    never = np.iinfo(np.int64).max // 2
-    sorted_fh = np.sort(np.where(fh < 0, never, fh), axis=1)
-    out = {}
-    for tau in TAUS:
-        need = math.ceil(tau * m - 1e-9)
-        t_hit = sorted_fh[:, need - 1] + 1 if need <= M else np.full(R, never)  # TAUS > 0: need >= 1
-        event = t_hit <= K
-        time = np.where(event, t_hit, K)
-        d = np.bincount(t_hit[event] - 1, minlength=K)[:K].astype(np.float64)
-        at_risk = (time[:, None] >= ks[None, :]).sum(axis=0).astype(np.float64)
-        hazard = np.where(at_risk > 0, d / np.where(at_risk > 0, at_risk, 1.0), 0.0)
-        out[tau_key(tau)] = TimeToCoverage.from_survival(float(tau), np.cumprod(1.0 - hazard))
-    return out

@@ -147,8 +147,6 @@ class OracleBaseline:
         for key, refs in data.items():
             iid = None if key is None else _input_id(key)
             where = "reference sets" + ("" if iid is None else f" of input {iid!r}")
-            if not isinstance(refs, Mapping):
-                raise ValueError(f"{where}: expected a {{strategy: match set}} dict")
             used = set(refs)
             for s, ms in refs.items():
                 # Name the expected format, not "TypeError: unhashable type: 'list'" deep inside.
@@ -215,7 +213,6 @@ class OracleBaseline:
         per_s = np.zeros((K, M))
         count_law = np.zeros((K, M + 1))
         new_prob = np.zeros(K)
-        note = None
         for k in range(K):
             nxt: dict[int, float] = {}
             moved = 0.0
@@ -231,8 +228,7 @@ class OracleBaseline:
             dist = nxt
             new_prob[k] = moved
             if len(dist) > self.max_states:
-                note = "mc"
-                break
+                return self._mc_curves(part, K, rng, bins, n_bins)
             for S, pr in dist.items():
                 count_law[k, bin(S).count("1")] += pr
                 if bins is not None:
@@ -241,10 +237,7 @@ class OracleBaseline:
                 count_law[k + 1 :] = count_law[k]
                 per_s[k + 1 :] = per_s[k]
                 break
-        if note == "mc":
-            return self._mc_curves(part, K, rng, bins, n_bins)
-        sizes = np.arange(M + 1)
-        covered = count_law @ sizes
+        covered = count_law @ np.arange(M + 1)
         point = {
             "coverage": covered / m,
             "novelty": new_prob,

@@ -19,19 +19,6 @@ from seffi.coverage.resampling import normal_quantile, percentile_interval, t_qu
 from seffi.coverage.sums_curves import rarity_labels
 
 
-def _sample_points(X: np.ndarray, m: int, K: int, Y: np.ndarray, single: np.ndarray) -> dict[str, np.ndarray]:
-    """Curves (D, K) of inputs X (D, n, m), ``Y, single = est.incidence(X)``: unbiased to n, model beyond."""
-    n = X.shape[1]
-    covered = _covered_from_counts(Y, n, m, K)
-    expected_new = np.diff(covered, axis=1, prepend=0.0)
-    novelty = est.novelty_samples_many(X, K)
-    full = est.full_coverage_samples_many(X, m, K)
-    if K > n:  # model-based, flagged as extrapolated
-        novelty = _novelty_beyond_n(novelty, expected_new, n)
-        full = np.concatenate([full, _beyond_n(Y, n, m, single, K - n, [])[0]], axis=1)
-    return {"coverage": covered / m, "expected_new": expected_new, "novelty": novelty, "full_coverage": full}
-
-
 def _novelty_beyond_n(novelty: np.ndarray, expected_new: np.ndarray, n: int) -> np.ndarray:
     """Novelty (..., n) extended to (..., K): expected new strategies times the Pr[new] / E[new] at n."""
     at_n = expected_new[..., n - 1]
@@ -117,8 +104,6 @@ def _missing_found(
     """(Pr[all u found] (D, J), Pr[fewer than short[i] found] (len(short), D, J)) after j = 1..J draws."""
     D, N = u.shape[0], short.shape[0]
     full, surv = np.zeros((D, J)), np.ones((N, D, J))
-    if J == 0:
-        return full, surv
     with np.errstate(divide="ignore"):  # r = 1: log1p(-1) = -inf
         log_miss = np.log1p(-np.minimum(r, 1.0))
     mu = u * -np.expm1(J * log_miss)
@@ -166,14 +151,6 @@ def _missing_found(
                 surv[:, s, i] = np.einsum("df,dfn->nd", P, mask)
         full[s] = np.where(reach[s, None], full[s], 0.0)
     return full, surv
-
-
-def _full_law(q: np.ndarray, K: int) -> np.ndarray:
-    """F(k) ~ prod_s 1 - (1 - q_s)^k (D, K) under per-column laws q (D, m) (exact if independent)."""
-    ks = np.arange(1, K + 1, dtype=np.float64)
-    with np.errstate(divide="ignore"):  # q = 1: log1p(-1) = -inf, and the factor is 1 as it should be
-        miss = np.log1p(-np.minimum(q, 1.0))[:, :, None]
-    return np.clip(np.prod(-np.expm1(ks[None, None, :] * miss), axis=1), 0.0, 1.0)
 
 
 def _beyond_n(Y: np.ndarray, n: int, m: int, single: np.ndarray, J: int, needs: list[int]) -> tuple:
@@ -261,12 +238,11 @@ def _set_datasets(X: np.ndarray, unseen: np.ndarray, rng: np.random.Generator, B
     D, n, c = X.shape
     # Distinct match sets in np.unique(X[d], axis=0)'s order: column 0 the most significant bit.
     key = X.astype(np.int64) @ np.left_shift(np.int64(1), np.arange(c - 1, -1, -1, dtype=np.int64))
-    ids, first = pair_ids(np.repeat(np.arange(D), n), key.ravel())
-    set_d, set_key = first // n, key.ravel()[first]
+    _, set_d, set_key, mult = est.distinct_sets(key)
     sizes = np.bincount(set_d, minlength=D)
     slot = np.arange(set_d.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
     counts = np.zeros((D, int(sizes.max())), dtype=np.int64)
-    counts[set_d, slot] = np.bincount(ids)
+    counts[set_d, slot] = mult
     P = assemblage(counts, n, True)
     atoms = np.zeros((D, P.shape[1], c), dtype=bool)
     atoms[set_d, slot] = (set_key[:, None] >> np.arange(c - 1, -1, -1)) & 1
@@ -286,19 +262,6 @@ def _set_datasets(X: np.ndarray, unseen: np.ndarray, rng: np.random.Generator, B
     )
     idx = np.clip(idx - (np.arange(D) * P.shape[1])[:, None, None], 0, P.shape[1] - 1)
     return atoms[np.arange(D)[:, None, None], idx]
-
-
-def _world_columns(X: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(columns (D, c), which are unseen, their law q) drawn by set-valued novelty replicates."""
-    used = X.any(axis=1)
-    s_obs = used.sum(axis=1)
-    room = np.minimum(X.shape[2] - s_obs, MAX_SET_STRATEGIES - s_obs)
-    keep = used | (np.cumsum(~used, axis=1) <= room[:, None])
-    c = int(keep.sum(axis=1).max(initial=1))
-    cols = np.argsort(~keep, axis=1, kind="stable")[:, :c]
-    kept = np.take_along_axis(keep, cols, axis=1)
-    unseen = kept & ~np.take_along_axis(used, cols, axis=1)
-    return cols, unseen, np.where(kept, np.take_along_axis(q, cols, axis=1), 0.0)
 
 
 #: Replicates behind the sd of set-valued novelty (tiled to ``n_boot``).
@@ -422,9 +385,15 @@ class SamplePlan:
         D, n = X.shape[:2]
         kn = min(K, n)
         Y, single = est.incidence(X)
-        point = _sample_points(X, m, K, Y, single)
+        # Curves (D, K): unbiased to n, model-based beyond (flagged as extrapolated).
+        count = _covered_from_counts(Y, n, m, K)
+        expected_new = np.diff(count, axis=1, prepend=0.0)
+        novelty = est.novelty_samples_many(X, K)
+        full = est.full_coverage_samples_many(X, m, K)
         acc.n_min, acc.samples = min(acc.n_min, n), acc.samples + D * n
         if K > n:
+            novelty = _novelty_beyond_n(novelty, expected_new, n)
+            full = np.concatenate([full, _beyond_n(Y, n, m, single, K - n, [])[0]], axis=1)
             acc.notes.add(
                 f"iid (estimated) values beyond k = n = {n} are model-based extrapolations: coverage by "
                 "Chao et al. 2014, full coverage and time to coverage from the estimated law of the unseen "
@@ -440,6 +409,7 @@ class SamplePlan:
             f"iid (estimated) time-to-coverage for tau < 1 and k <= n is Monte Carlo over {runs} sample "
             f"permutations per input ({runs * acc.U} in all)"
         )
+        point = dict(coverage=count / m, expected_new=expected_new, novelty=novelty, full_coverage=full)
         for name, v in point.items():
             acc.add(name, v.sum(axis=0))
         acc.aucs.append((idx, point["coverage"].mean(axis=1)))
@@ -462,8 +432,7 @@ class SamplePlan:
         by_rarity = np.stack([(per_s * (bins == b)[:, None, :]).sum(axis=2) / m for b in range(n_bins)], 1)
         if K > n:
             # Beyond n only unseen strategies are found, and they rank rarest: the gain goes to the last bin.
-            cov = point["coverage"]
-            by_rarity[:, -1, n:] += cov[:, n:] - by_rarity[:, :, n:].sum(axis=1)
+            by_rarity[:, -1, n:] += point["coverage"][:, n:] - by_rarity[:, :, n:].sum(axis=1)
         acc.add("coverage_by_rarity", by_rarity.sum(axis=0))
         Xv = None
         if valid is not None:
@@ -511,8 +480,12 @@ class SamplePlan:
         # At k <= the smallest n F(k)'s interval is Wilson's: there the replicates hold the estimate.
         full = np.broadcast_to(point["full_coverage"][:, None, :kn], (D, B, kn)).copy()
         if kn > k_wilson:
+            # F(k) ~ prod_s 1 - (1 - q_s)^k under the refitted laws q (exact if the columns are independent).
             qb = model_law(Yb, n, m, np.repeat(single[:, None], B, axis=1))
-            full[:, :, k_wilson:] = _full_law(qb.reshape(D * B, m), kn).reshape(D, B, kn)[:, :, k_wilson:]
+            ks = np.arange(k_wilson + 1, kn + 1, dtype=np.float64)
+            with np.errstate(divide="ignore"):  # q = 1: log1p(-1) = -inf, and the factor is 1 as it should be
+                miss = np.log1p(-np.minimum(qb, 1.0))[..., None]
+            full[:, :, k_wilson:] = np.clip(np.prod(-np.expm1(ks * miss), axis=2), 0.0, 1.0)
         if K > n:
             extra = _beyond_n(Yb.reshape(D * B, m), n, m, np.repeat(single, B), K - n, [])[0]
             full = np.concatenate([full, extra.reshape(D, B, K - n)], axis=2)
@@ -574,9 +547,17 @@ def _set_novelty_replicates(
     """Set-valued novelty replicates (D, B, K) of D inputs X (D, n, m) with model laws q (D, m)."""
     D, n, _ = X.shape
     b_nov = min(B, NOVELTY_REPLICATES)
-    cols, unseen, qc = _world_columns(X, q)
+    # The columns drawn (D, c): the seen ones, then unseen ones in column order, at most 62 in all.
+    used = X.any(axis=1)
+    s_obs = used.sum(axis=1)
+    room = np.minimum(X.shape[2] - s_obs, MAX_SET_STRATEGIES - s_obs)
+    keep = used | (np.cumsum(~used, axis=1) <= room[:, None])
+    c = int(keep.sum(axis=1).max(initial=1))
+    cols = np.argsort(~keep, axis=1, kind="stable")[:, :c]
+    kept = np.take_along_axis(keep, cols, axis=1)
+    unseen = kept & ~np.take_along_axis(used, cols, axis=1)
+    qc = np.where(kept, np.take_along_axis(q, cols, axis=1), 0.0)
     Xc = np.take_along_axis(X, cols[:, None, :], axis=2)
-    c = cols.shape[1]
 
     def novelty(worlds: np.ndarray) -> np.ndarray:
         return est.novelty_samples_many(worlds.reshape(D * b_nov, n, c), K).reshape(D, b_nov, -1)
@@ -735,8 +716,7 @@ def delete_one_novelty(X: np.ndarray, kmax: int) -> np.ndarray:
     """
     D, n, _ = X.shape
     masks, bits = est.used_masks(X)
-    inverse, first = pair_ids(np.repeat(np.arange(D), n), masks.ravel())  # each sample's (input, set)
-    d_of, sets, mult = first // n, masks.ravel()[first], np.bincount(inverse)
+    inverse, d_of, sets, mult = est.distinct_sets(masks)  # each sample's (input, set)
     left = np.maximum(n - 1 - np.arange(n + 1), 0)  # samples not meeting B, y = 0..n
     rho = np.exp(est._log_binom_ratio(left[:, None], n - 2, np.arange(kmax)[None, :], est.log_factorial(n)))
     rho[n] = 0.0  # Y_B = n: then every sample meets B and the value cancels exactly
