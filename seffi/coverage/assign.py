@@ -462,26 +462,14 @@ class RunAssigner:
             setattr(self, name, fit(getattr(self, name), values))
             getattr(self, name)[rows] = values
 
-    def open_runs(self) -> np.ndarray:
-        """Open runs (n, 6): input code, env index, slot, samples so far, last sample_index, last run_index.
-
-        One int64 array: a checkpoint holds every open run (one per env row and input).
-        """
-        n = len(self._row)
-        key_of = np.empty(n, dtype=np.int64)  # row -> its (input << 32 | env column) key
-        for keys, rows in ((self._row.keys, self._row.rows), (self._row.new_keys, self._row.new_rows)):
-            key_of[rows] = keys
-        rows = np.flatnonzero(self.o_slot[:n] >= 0)
-        keys = key_of[rows]
-        order = np.argsort(keys, kind="stable")  # by (input code, env column)
-        keys, rows = keys[order], rows[order]
+    def open_runs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Open runs: their rows of ``o_slot``, ``o_cnt``, ``o_si`` and ``o_ri``, and their env indices."""
+        rows = np.concatenate([self._row.rows, self._row.new_rows])
+        is_open = self.o_slot[rows] >= 0
+        cols = np.concatenate([self._row.keys, self._row.new_keys])[is_open] & ((1 << _SHIFT) - 1)
         env_of = np.zeros(len(self.env_cols), dtype=np.int64)  # env column -> env index
         env_of[list(self.env_cols.values())] = list(self.env_cols)
-        out = np.empty((rows.size, 6), dtype=np.int64)
-        out[:, 0], out[:, 1] = keys >> _SHIFT, env_of[keys & ((1 << _SHIFT) - 1)]
-        for j, held in enumerate((self.o_slot, self.o_cnt, self.o_si, self.o_ri), 2):
-            out[:, j] = held[rows]
-        return out
+        return rows[is_open], env_of[cols]
 
     def restore_open(self, u: Any, env: Any, *fields: Any) -> None:
         """Reopen runs (inverse of `open_runs`): inputs, env indices, slots, counts, last indices."""

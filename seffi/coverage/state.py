@@ -378,16 +378,22 @@ def _rules(s: Mapping[str, Any]) -> Any:
     yield np.unique(b["input"]).size < bars, "barcode rows must be one per input"
 
 
+def _inverse(order: np.ndarray) -> np.ndarray:
+    """The inverse of permutation ``order``, int32: a tracker holds far fewer than 2^31 inputs or runs."""
+    inverse = np.empty(order.size, dtype=np.int32)
+    inverse[order] = np.arange(order.size, dtype=np.int32)
+    return inverse
+
+
 def dump(t: CoverageTracker, *, whole: bool = True) -> dict[str, Any]:
     """Tracker ``t``'s state in checked form: inputs in key order, runs in (input, stream) order.
 
     ``whole=False``: each table column a `_Rows` of ``t``'s arrays, read a slice at a time (by `text`).
     """
     a, C, order = t.assigner, len(t.columns), t.input_order()
-    rank = np.argsort(order)  # input code -> its row
+    rank = _inverse(order)  # input code -> its row
     unit = rank[a.slot_input]
-    runs = np.lexsort((a.slot_stream, unit))
-    pos = np.argsort(runs)  # slot -> its row
+    runs = np.lexsort((a.slot_stream, unit)).astype(np.int32)
     s: dict[str, Any] = {"format": STATE_FORMAT, **{p.name: getattr(t, p.name) for p in SETTINGS + COUNTERS}}
     s["strategies"], s["columns"] = None if t.strategies is None else list(t.strategies), list(t.columns)
 
@@ -404,10 +410,13 @@ def dump(t: CoverageTracker, *, whole: bool = True) -> dict[str, Any]:
         held = getattr(t.runs, p.key)
         take = (lambda r, x=held: x[r, :C]) if p.width == "columns" else held.__getitem__
         s["runs"][p.key] = stored(runs, take)
-    o = a.open_runs()  # input, env, slot, count, indices; an open run's row is its slot's
-    takes = (lambda i: pos[o[i, 2]], *(o[:, j].__getitem__ for j in (1, 3, 4, 5)))
-    by_run = np.argsort(pos[o[:, 2]])
-    s["open_runs"] = {k: stored(by_run, take) for k, take in zip(_RECORDS["open_runs"], takes, strict=True)}
+    rows, env = a.open_runs()
+    run = _inverse(runs)[a.o_slot[rows]]  # an open run's row is its slot's
+    by_run = np.argsort(run)
+    rows, fields = rows[by_run], (a.o_cnt, a.o_si, a.o_ri)
+    s["open_runs"] = {"run": run[by_run], "env_index": env[by_run]} | {
+        k: stored(rows, x.__getitem__) for k, x in zip(_RECORDS["open_runs"][2:], fields, strict=True)
+    }
     bars = sorted((int(rank[c]), st, x, list(map(int, f))) for c, st, x, f in t.bar.rows_held())
     cols = [list(c) for c in zip(*bars, strict=True)] or [[]] * 4
     ints = [np.array(c, dtype=np.int64) for c in cols[:2]]
