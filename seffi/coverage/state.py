@@ -433,7 +433,7 @@ def dump(t: CoverageTracker, *, whole: bool = True) -> dict[str, Any]:
 def load(cls: type[CoverageTracker], state: Any, *, barcode_rows: int | None = None) -> CoverageTracker:
     """A new tracker holding ``state`` (stored or checked; open runs stay open; ``barcode_rows``: kept)."""
     s = check(state)
-    rows = s["barcode_rows"] if barcode_rows is None else _int(barcode_rows, "barcode_rows", 0, 2**31 + 1)
+    rows = s["barcode_rows"] if barcode_rows is None else barcode_rows  # checked by the tracker
     t = _add(_new(cls, {**s, "barcode_rows": rows}), s)  # its barcode keeps the smallest keys
     t._rebuild_sums()
     return t
