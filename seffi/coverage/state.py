@@ -169,7 +169,7 @@ class _Rows:
         return self.take(self.index[part])
 
 
-_CELLS = 1 << 16  # cells of a table read at a time: what writing a state holds beside the tracker
+_CELLS = 1 << 14  # cells of a table read at a time: what writing a state holds beside the tracker
 _SEP = (",", ":")
 
 
@@ -400,24 +400,25 @@ def dump(t: CoverageTracker, *, whole: bool = True) -> dict[str, Any]:
     def stored(index: np.ndarray, take: Any) -> Any:  # rows ``index`` now, or a slice at a time (`text`)
         return take(index) if whole else _Rows(take, index)
 
-    def key_part(i: int) -> Any:  # task (0) or input_id (1) of input codes
-        return lambda codes: [k[i] for k in t.keys.take(codes)]
-
-    takes = (key_part(0), key_part(1), t.m.__getitem__, a.next_stream.__getitem__)
+    takes = (t.keys.task_names, t.keys.ids, t.m.__getitem__, a.next_stream.__getitem__)
     s["inputs"] = {p.key: stored(order, take) for p, take in zip(INPUT_FIELDS, takes, strict=True)}
     s["runs"] = {"input": stored(runs, unit.__getitem__), "stream": stored(runs, a.slot_stream.__getitem__)}
     for p in t.runs.fields:
         held = getattr(t.runs, p.key)
         take = (lambda r, x=held: x[r, :C]) if p.width == "columns" else held.__getitem__
         s["runs"][p.key] = stored(runs, take)
+    bars = sorted((int(rank[c]), st, x, list(map(int, f))) for c, st, x, f in t.bar.rows_held())
+    del rank  # each index array freed once used: a state of 10^6 open runs is written with little more
     rows, env = a.open_runs()
     run = _inverse(runs)[a.o_slot[rows]]  # an open run's row is its slot's
-    by_run = np.argsort(run)
-    rows, fields = rows[by_run], (a.o_cnt, a.o_si, a.o_ri)
-    s["open_runs"] = {"run": run[by_run], "env_index": env[by_run]} | {
-        k: stored(rows, x.__getitem__) for k, x in zip(_RECORDS["open_runs"][2:], fields, strict=True)
-    }
-    bars = sorted((int(rank[c]), st, x, list(map(int, f))) for c, st, x, f in t.bar.rows_held())
+    by_run = np.argsort(run).astype(np.int32)
+    s["open_runs"] = {"run": run[by_run]}
+    del run
+    s["open_runs"]["env_index"] = env[by_run]
+    del env
+    rows = rows[by_run]
+    fields = zip(_RECORDS["open_runs"][2:], (a.o_cnt, a.o_si, a.o_ri), strict=True)
+    s["open_runs"] |= {k: stored(rows, x.__getitem__) for k, x in fields}
     cols = [list(c) for c in zip(*bars, strict=True)] or [[]] * 4
     ints = [np.array(c, dtype=np.int64) for c in cols[:2]]
     s["barcode"] = dict(zip(_RECORDS["barcode"], (*ints, *cols[2:]), strict=True))
@@ -467,7 +468,7 @@ def _add(t: CoverageTracker, s: Mapping[str, Any], *, merged: bool = False) -> C
     for p in t.runs.fields:
         getattr(t.runs, p.key)[np.ix_(slots, cols) if p.width == "columns" else slots] = runs[p.key]
     if not merged:
-        np.maximum.at(t.assigner.next_stream, codes, inp["next_stream"])
+        t.assigner.raise_next(codes, inp["next_stream"])
         o, run = s["open_runs"], s["open_runs"]["run"]
         t.assigner.restore_open(
             u[run], o["env_index"], slots[run], o["count"], o["sample_index"], o["run_index"]
