@@ -385,6 +385,14 @@ def _inverse(order: np.ndarray) -> np.ndarray:
     return inverse
 
 
+def _open_runs(a: Any, runs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Assigner ``a``'s open runs in run order (``runs``: the slot of each run): rows, runs, env indices."""
+    rows, env = a.open_runs()
+    run = _inverse(runs)[a.o_slot[rows]]  # an open run's row is its slot's
+    by_run = np.argsort(run)
+    return rows[by_run], run[by_run], env[by_run]
+
+
 def dump(t: CoverageTracker, *, whole: bool = True) -> dict[str, Any]:
     """Tracker ``t``'s state in checked form: inputs in key order, runs in (input, stream) order.
 
@@ -407,18 +415,10 @@ def dump(t: CoverageTracker, *, whole: bool = True) -> dict[str, Any]:
         held = getattr(t.runs, p.key)
         take = (lambda r, x=held: x[r, :C]) if p.width == "columns" else held.__getitem__
         s["runs"][p.key] = stored(runs, take)
-    bars = sorted((int(rank[c]), st, x, list(map(int, f))) for c, st, x, f in t.bar.rows_held())
-    del rank  # each index array freed once used: a state of 10^6 open runs is written with little more
-    rows, env = a.open_runs()
-    run = _inverse(runs)[a.o_slot[rows]]  # an open run's row is its slot's
-    by_run = np.argsort(run).astype(np.int32)
-    s["open_runs"] = {"run": run[by_run]}
-    del run
-    s["open_runs"]["env_index"] = env[by_run]
-    del env
-    rows = rows[by_run]
+    rows, run, env = _open_runs(a, runs)
     fields = zip(_RECORDS["open_runs"][2:], (a.o_cnt, a.o_si, a.o_ri), strict=True)
-    s["open_runs"] |= {k: stored(rows, x.__getitem__) for k, x in fields}
+    s["open_runs"] = {"run": run, "env_index": env} | {k: stored(rows, x.__getitem__) for k, x in fields}
+    bars = sorted((int(rank[c]), st, x, list(map(int, f))) for c, st, x, f in t.bar.rows_held())
     cols = [list(c) for c in zip(*bars, strict=True)] or [[]] * 4
     ints = [np.array(c, dtype=np.int64) for c in cols[:2]]
     s["barcode"] = dict(zip(_RECORDS["barcode"], (*ints, *cols[2:]), strict=True))
