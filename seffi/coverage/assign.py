@@ -121,7 +121,7 @@ class InputKeys(Sequence[tuple[str, str]]):
         starts = np.where(codes > 0, self.ends[np.maximum(codes - 1, 0)], 0)
         return starts, ends
 
-    def _ids(self, codes: np.ndarray) -> list[str]:
+    def ids(self, codes: np.ndarray) -> list[str]:
         """The input_ids of ``codes`` (int array), in that order."""
         codes = np.asarray(codes, dtype=np.int64)
         if codes.size == 0:
@@ -135,10 +135,13 @@ class InputKeys(Sequence[tuple[str, str]]):
         spans = zip((starts - a).tolist(), (ends - a).tolist(), strict=True)
         return [bytes(buf[s:e]).decode("utf-8", "surrogatepass") for s, e in spans]
 
+    def task_names(self, codes: np.ndarray) -> list[str]:
+        """The tasks of input ``codes`` (int array), in that order."""
+        return [self.tasks[t] for t in self.task[codes].tolist()]
+
     def take(self, codes: np.ndarray) -> list[tuple[str, str]]:
         """The keys of input ``codes`` (int array), in that order."""
-        tasks = [self.tasks[t] for t in self.task[codes].tolist()]
-        return list(zip(tasks, self._ids(codes), strict=True))
+        return list(zip(self.task_names(codes), self.ids(codes), strict=True))
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         return iter(self.take(np.arange(self.n)))
@@ -146,7 +149,7 @@ class InputKeys(Sequence[tuple[str, str]]):
     def input_ids(self) -> np.ndarray:
         """The input_id of every code: object array, shape (U,)."""
         out = np.empty(self.n, dtype=object)
-        out[:] = self._ids(np.arange(self.n))
+        out[:] = self.ids(np.arange(self.n))
         return out
 
     @staticmethod
@@ -294,7 +297,7 @@ class RunAssigner:
         # Per row: open run slot (-1 none), samples so far, last sample's indices (-1 unknown), by `fit`
         self.o_slot = np.zeros(0, dtype=np.int32)
         self.o_cnt, self.o_si, self.o_ri = (np.zeros(0, dtype=np.int8) for _ in range(3))
-        self.next_stream = np.zeros(0, dtype=np.int64)  # per input: the next local stream number
+        self.next_stream = np.zeros(0, dtype=np.int8)  # per input: the next local stream number (`fit`)
         self._slot_stream = np.zeros(64, dtype=np.int8)  # widened by `fit` as streams grow
         # int32: a tracker holds far fewer than 2^31 inputs (their ids alone would take > 100 GB)
         self._slot_input = np.zeros(64, dtype=np.int32)
@@ -325,11 +328,15 @@ class RunAssigner:
         self._slot_input[self.n_slots : n] = inputs
         if inputs.size:
             self.ensure_inputs(int(inputs.max()) + 1)
-            # record() must never reuse a stream: the next one is above every stream in use
-            np.maximum.at(self.next_stream, inputs, streams - self.stream_offset + 1)
+            self.raise_next(inputs, streams - self.stream_offset + 1)  # record() never reuses a stream
         slots = np.arange(self.n_slots, n, dtype=np.int64)
         self.n_slots = n
         return slots
+
+    def raise_next(self, inputs: np.ndarray, next_streams: np.ndarray) -> None:
+        """Raise the next local stream of ``inputs`` to at least ``next_streams``."""
+        self.next_stream = fit(self.next_stream, next_streams)
+        np.maximum.at(self.next_stream, inputs, next_streams)
 
     def env_columns(self, env: np.ndarray) -> np.ndarray:
         """Columns of env indices (new indices get new columns, in increasing env index)."""
@@ -462,26 +469,15 @@ class RunAssigner:
             setattr(self, name, fit(getattr(self, name), values))
             getattr(self, name)[rows] = values
 
-    def open_runs(self) -> np.ndarray:
-        """Open runs (n, 6): input code, env index, slot, samples so far, last sample_index, last run_index.
-
-        One int64 array: a checkpoint holds every open run (one per env row and input).
-        """
-        n = len(self._row)
-        key_of = np.empty(n, dtype=np.int64)  # row -> its (input << 32 | env column) key
-        for keys, rows in ((self._row.keys, self._row.rows), (self._row.new_keys, self._row.new_rows)):
-            key_of[rows] = keys
-        rows = np.flatnonzero(self.o_slot[:n] >= 0)
-        keys = key_of[rows]
-        order = np.argsort(keys, kind="stable")  # by (input code, env column)
-        keys, rows = keys[order], rows[order]
+    def open_runs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Open runs: their rows of ``o_slot``, ``o_cnt``, ``o_si`` and ``o_ri``, and their env indices."""
+        rows = np.concatenate([self._row.rows, self._row.new_rows])
+        is_open = self.o_slot[rows] >= 0
+        cols = np.concatenate([self._row.keys, self._row.new_keys])[is_open]
+        cols &= (1 << _SHIFT) - 1
         env_of = np.zeros(len(self.env_cols), dtype=np.int64)  # env column -> env index
         env_of[list(self.env_cols.values())] = list(self.env_cols)
-        out = np.empty((rows.size, 6), dtype=np.int64)
-        out[:, 0], out[:, 1] = keys >> _SHIFT, env_of[keys & ((1 << _SHIFT) - 1)]
-        for j, held in enumerate((self.o_slot, self.o_cnt, self.o_si, self.o_ri), 2):
-            out[:, j] = held[rows]
-        return out
+        return rows[is_open], env_of[cols]
 
     def restore_open(self, u: Any, env: Any, *fields: Any) -> None:
         """Reopen runs (inverse of `open_runs`): inputs, env indices, slots, counts, last indices."""

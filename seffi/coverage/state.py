@@ -169,7 +169,7 @@ class _Rows:
         return self.take(self.index[part])
 
 
-_CELLS = 1 << 16  # cells of a table read at a time: what writing a state holds beside the tracker
+_CELLS = 1 << 14  # cells of a table read at a time: what writing a state holds beside the tracker
 _SEP = (",", ":")
 
 
@@ -378,36 +378,46 @@ def _rules(s: Mapping[str, Any]) -> Any:
     yield np.unique(b["input"]).size < bars, "barcode rows must be one per input"
 
 
+def _inverse(order: np.ndarray) -> np.ndarray:
+    """The inverse of permutation ``order``, int32: a tracker holds far fewer than 2^31 inputs or runs."""
+    inverse = np.empty(order.size, dtype=np.int32)
+    inverse[order] = np.arange(order.size, dtype=np.int32)
+    return inverse
+
+
+def _open_runs(a: Any, runs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Assigner ``a``'s open runs in run order (``runs``: the slot of each run): rows, runs, env indices."""
+    rows, env = a.open_runs()
+    run = _inverse(runs)[a.o_slot[rows]]  # an open run's row is its slot's
+    by_run = np.argsort(run)
+    return rows[by_run], run[by_run], env[by_run]
+
+
 def dump(t: CoverageTracker, *, whole: bool = True) -> dict[str, Any]:
     """Tracker ``t``'s state in checked form: inputs in key order, runs in (input, stream) order.
 
     ``whole=False``: each table column a `_Rows` of ``t``'s arrays, read a slice at a time (by `text`).
     """
     a, C, order = t.assigner, len(t.columns), t.input_order()
-    rank = np.argsort(order)  # input code -> its row
+    rank = _inverse(order)  # input code -> its row
     unit = rank[a.slot_input]
-    runs = np.lexsort((a.slot_stream, unit))
-    pos = np.argsort(runs)  # slot -> its row
+    runs = np.lexsort((a.slot_stream, unit)).astype(np.int32)
     s: dict[str, Any] = {"format": STATE_FORMAT, **{p.name: getattr(t, p.name) for p in SETTINGS + COUNTERS}}
     s["strategies"], s["columns"] = None if t.strategies is None else list(t.strategies), list(t.columns)
 
     def stored(index: np.ndarray, take: Any) -> Any:  # rows ``index`` now, or a slice at a time (`text`)
         return take(index) if whole else _Rows(take, index)
 
-    def key_part(i: int) -> Any:  # task (0) or input_id (1) of input codes
-        return lambda codes: [k[i] for k in t.keys.take(codes)]
-
-    takes = (key_part(0), key_part(1), t.m.__getitem__, a.next_stream.__getitem__)
+    takes = (t.keys.task_names, t.keys.ids, t.m.__getitem__, a.next_stream.__getitem__)
     s["inputs"] = {p.key: stored(order, take) for p, take in zip(INPUT_FIELDS, takes, strict=True)}
     s["runs"] = {"input": stored(runs, unit.__getitem__), "stream": stored(runs, a.slot_stream.__getitem__)}
     for p in t.runs.fields:
         held = getattr(t.runs, p.key)
         take = (lambda r, x=held: x[r, :C]) if p.width == "columns" else held.__getitem__
         s["runs"][p.key] = stored(runs, take)
-    o = a.open_runs()  # input, env, slot, count, indices; an open run's row is its slot's
-    takes = (lambda i: pos[o[i, 2]], *(o[:, j].__getitem__ for j in (1, 3, 4, 5)))
-    by_run = np.argsort(pos[o[:, 2]])
-    s["open_runs"] = {k: stored(by_run, take) for k, take in zip(_RECORDS["open_runs"], takes, strict=True)}
+    rows, run, env = _open_runs(a, runs)
+    fields = zip(_RECORDS["open_runs"][2:], (a.o_cnt, a.o_si, a.o_ri), strict=True)
+    s["open_runs"] = {"run": run, "env_index": env} | {k: stored(rows, x.__getitem__) for k, x in fields}
     bars = sorted((int(rank[c]), st, x, list(map(int, f))) for c, st, x, f in t.bar.rows_held())
     cols = [list(c) for c in zip(*bars, strict=True)] or [[]] * 4
     ints = [np.array(c, dtype=np.int64) for c in cols[:2]]
@@ -424,7 +434,7 @@ def dump(t: CoverageTracker, *, whole: bool = True) -> dict[str, Any]:
 def load(cls: type[CoverageTracker], state: Any, *, barcode_rows: int | None = None) -> CoverageTracker:
     """A new tracker holding ``state`` (stored or checked; open runs stay open; ``barcode_rows``: kept)."""
     s = check(state)
-    rows = s["barcode_rows"] if barcode_rows is None else _int(barcode_rows, "barcode_rows", 0, 2**31 + 1)
+    rows = s["barcode_rows"] if barcode_rows is None else barcode_rows  # checked by the tracker
     t = _add(_new(cls, {**s, "barcode_rows": rows}), s)  # its barcode keeps the smallest keys
     t._rebuild_sums()
     return t
@@ -458,7 +468,7 @@ def _add(t: CoverageTracker, s: Mapping[str, Any], *, merged: bool = False) -> C
     for p in t.runs.fields:
         getattr(t.runs, p.key)[np.ix_(slots, cols) if p.width == "columns" else slots] = runs[p.key]
     if not merged:
-        np.maximum.at(t.assigner.next_stream, codes, inp["next_stream"])
+        t.assigner.raise_next(codes, inp["next_stream"])
         o, run = s["open_runs"], s["open_runs"]["run"]
         t.assigner.restore_open(
             u[run], o["env_index"], slots[run], o["count"], o["sample_index"], o["run_index"]

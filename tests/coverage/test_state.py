@@ -173,7 +173,7 @@ def test_a_run_recorded_past_its_budget_still_resumes() -> None:
     for t in (whole, first):
         batch(t, 0, 5, 0)  # two samples past K, skipped
     resumed = CoverageTracker.from_state_dict(json.loads(json.dumps(first.state_dict())))
-    assert resumed.skipped == 2 and resumed.assigner.open_runs()[0][3] == 5
+    assert resumed.skipped == 2 and resumed.assigner.o_cnt[resumed.assigner.open_runs()[0]].tolist() == [5]
     for t in (whole, resumed):
         batch(t, 0, 1, 5)  # the same run: skipped too
         batch(t, 1, 3, 0)  # the next run

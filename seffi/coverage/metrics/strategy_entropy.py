@@ -18,18 +18,16 @@ from seffi.coverage.resampling import stratified_mean_variance, t_quantile
 from seffi.coverage.room import grow
 
 
-def effective_strategies(counts: np.ndarray, *, corrected: bool = True) -> np.ndarray:
+def effective_strategies(counts: np.ndarray) -> np.ndarray:
     """exp(H) (U,) of each row of strategy counts (U, C) (rows sum > 0), Miller–Madow corrected.
 
-    ``corrected`` adds (m - 1) / (2 N) to H: m strategies observed, N observations (Miller 1955).
+    The correction adds (m - 1) / (2 N) to H: m strategies observed, N observations (Miller 1955).
     """
     counts = np.asarray(counts, dtype=np.float64)
     n = counts.sum(axis=1, keepdims=True)
     p = counts / n
     h = -(p * np.log(p, out=np.zeros_like(p), where=p > 0)).sum(axis=1)  # 0 log 0 = 0
-    if corrected:
-        h = h + ((counts > 0).sum(axis=1) - 1) / (2.0 * n[:, 0])
-    return np.exp(h)
+    return np.exp(h + ((counts > 0).sum(axis=1) - 1) / (2.0 * n[:, 0]))
 
 
 class StrategyEntropy(InputMetric):
