@@ -132,6 +132,18 @@ class CoverageEvaluator:
             self.history.append((int(step), self.monitor.last_comparison.policies[0]))
         return scalars
 
+    def metrics(self) -> dict[str, float]:
+        """A copy of the latest evaluation's logged scalars (``{}`` before one)."""
+        return self.monitor.metrics()
+
+    def curves(self) -> Any:
+        """The latest evaluation's policy [`Curves`][seffi.coverage.Curves]."""
+        return self.monitor.curves()
+
+    def to_dataframe(self) -> Any:
+        """The latest evaluation's curves, long format."""
+        return self.monitor.to_dataframe()
+
     def finalize(self, *, interrupted: bool = False) -> Any:
         """Write the report (last evaluation + earlier ones as extra lines) and close the sinks."""
         if self.monitor.finalized:

@@ -195,9 +195,10 @@ class CoverageReward:
             for i, r in zip(ids, results, strict=True)
         ]
         # A collective (every rank calls it); log-probabilities travel with their records.
-        tagged = self._gather(
-            [(rank, rec, lp) for rec, lp in zip(records, lps or [None] * len(records), strict=True)]
-        )
+        if lps is None:
+            tagged = self._gather([(rank, rec) for rec in records])
+        else:
+            tagged = self._gather([(rank, rec, lp) for rec, lp in zip(records, lps, strict=True)])
         gathered = [t[1] for t in tagged]
         if training and self.sink is not None:
             self.sink(gathered)
@@ -439,26 +440,41 @@ class GRPOCoverage:
             )
         return self.monitor
 
-    def prepare_reference(self, model: Any, tokenizer: Any, args: Any, dataset: Any = None) -> None:
-        """Resolve the reference prompts now (errors before training); draw at the first batch (or now)."""
+    def _reference_context(self, model: Any, tokenizer: Any, args: Any, dataset: Any) -> tuple[Any, ...]:
         r = self.reward
         prompts = trl_model.resolve_prompts(self.iid_prompts, dataset, r.id_column, r.task, r.inputs)
         ids = trl_model.subsample_ids(list(prompts), self.reference_prompts, seed_of(self.seed, 3))
-        self._pending = model, tokenizer, args, {i: prompts[i] for i in ids}, len(prompts)
+        return model, tokenizer, args, {i: prompts[i] for i in ids}, len(prompts)
+
+    def prepare_reference(self, model: Any, tokenizer: Any, args: Any, dataset: Any = None) -> None:
+        """Resolve the reference prompts now (errors before training); draw at the first batch (or now)."""
+        self._pending = self._reference_context(model, tokenizer, args, dataset)
         if not self.reuse_first_batch:
             self.draw_reference_iid()
 
-    def draw_reference_iid(self, first_batch: Sequence[Record] | None = None) -> Any:
-        """Sample the reference model `prepare_reference` prepared (``iid_samples`` per prompt) into the iid.
+    def draw_reference_iid(
+        self,
+        model: Any = None,
+        tokenizer: Any = None,
+        args: Any = None,
+        dataset: Any = None,
+        *,
+        first_batch: Sequence[Record] | None = None,
+        trainer: Any = None,
+    ) -> Any:
+        """Sample the reference model (``iid_samples`` per prompt, GRPO's generation) into the iid.
 
         Each prompt's samples are its ``first_batch`` completions (when ``reuse_first_batch``), then
-        cached ones, then fresh ones; the task oracle (unless given) covers the same prompts.
+        cached ones, then fresh ones; the task oracle (unless given) covers the same prompts. Without
+        ``model`` it draws what `prepare_reference` prepared.
         """
+        if model is not None:
+            self._pending = self._reference_context(model, tokenizer, args, dataset)
         ctx, self._pending = self._pending, None
         if ctx is None:
-            raise SeffiError("draw_reference_iid needs prepare_reference(model, tokenizer, args) first")
+            raise SeffiError("draw_reference_iid needs the model, tokenizer and trainer args")
         started = time.perf_counter()
-        r = self.reward
+        r, trainer = self.reward, trainer or self.reward.trainer
         model, tokenizer, args, prompts, total = ctx
         ids = list(prompts)
         n = self.iid_samples or 4 * int(self.budget or getattr(args, "num_generations", 8))
@@ -466,7 +482,7 @@ class GRPOCoverage:
         for pid, matches, ok in first_batch if self.reuse_first_batch and first_batch else ():
             if pid in reused and len(reused[pid]) < n:
                 reused[pid].append((matches, ok))
-        prompt_ids = trl_model.trainer_prompt_ids(tokenizer, [prompts[i] for i in ids], r.trainer, args)
+        prompt_ids = trl_model.trainer_prompt_ids(tokenizer, [prompts[i] for i in ids], trainer, args)
         gen = trl_model.generation_config(args, model, tokenizer)
         keys = [trl_model.digest(p) for p in prompt_ids]
         cache = self._cache(model, gen)
@@ -705,6 +721,14 @@ class CoverageTrainerCallback(TrainerCallback):
     def metrics(self) -> dict[str, float]:
         """As `GRPOCoverage.metrics`."""
         return self.coverage.metrics()
+
+    def curves(self) -> Any:
+        """As `GRPOCoverage.curves`."""
+        return self.coverage.curves()
+
+    def to_dataframe(self) -> Any:
+        """As `GRPOCoverage.to_dataframe`."""
+        return self.coverage.to_dataframe()
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
         """Put the ``seffi/*`` scalars into ``logs`` — on every rank, so all ranks log the same keys."""

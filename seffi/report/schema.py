@@ -207,12 +207,15 @@ class Barcode(_Model):
         """A barcode from ``CoverageTracker.barcode()``, ``Curves.barcode`` or this model's fields."""
         if "matrix" in data:
             return cls(**dict(data))
-        cut = [min(int(n), len(r)) for n, r in zip(data["lengths"], data["first_strategy"], strict=True)]
+        # Curves files written before barcodes held ``lengths``, ``input_ids`` and ``new`` lack them.
+        lengths = data.get("lengths") or [len(r) for r in data["first_strategy"]]
+        cut = [min(int(n), len(r)) for n, r in zip(lengths, data["first_strategy"], strict=True)]
+        new = data.get("new")
         return cls(
             strategies=list(data["strategies"]),
-            input_ids=list(data["input_ids"]),
+            input_ids=list(data.get("input_ids") or data["rows"]),
             matrix=[list(r[:n]) for r, n in zip(data["first_strategy"], cut, strict=True)],
-            new=[list(r[:n]) for r, n in zip(data["new"], cut, strict=True)],
+            new=None if new is None else [list(r[:n]) for r, n in zip(new, cut, strict=True)],
         )
 
     @model_validator(mode="after")
@@ -242,8 +245,9 @@ class LatentCurve(_Model):
     def _shapes(self) -> LatentCurve:
         for name in ("coverage", "coverage_lo", "coverage_hi"):
             _check_len(f"latent curve {self.label!r}: {name}", getattr(self, name), len(self.k))
-            check_unit(f"latent curve {self.label!r}: {name}", getattr(self, name))
         _check_band("coverage", self.coverage_lo, self.coverage_hi)
+        for name in ("coverage", "coverage_lo", "coverage_hi"):
+            check_unit(f"latent curve {self.label!r}: {name}", getattr(self, name))
         return self
 
 

@@ -161,3 +161,19 @@ def test_markdown_table() -> None:
         ]
     )
     assert "undefined (oracle AUC does not exceed iid)" in render_markdown(undefined)
+
+
+def test_barcode_from_a_curves_file_without_lengths_ids_or_new_marks() -> None:
+    """A barcode in the tracker's older dict form (rows, first_strategy only) reads: rows name its rows."""
+    from seffi.coverage import CoverageTracker
+    from seffi.report.schema import Barcode
+
+    tracker = CoverageTracker(strategies=("a", "b"), budget=2, barcode_rows=3)
+    for x in "pq":
+        tracker.update_many([x, x], [["a"], ["b"]])
+    full = tracker.curves(2, n_boot=0).to_dict()["barcode"]
+    older = {k: v for k, v in full.items() if k not in ("new", "input_ids", "lengths")}
+    got, want = Barcode.from_tracker(older), Barcode.from_tracker(full)
+    assert got.input_ids == older["rows"] == ["p/0", "q/0"] and want.input_ids == ["p", "q"]
+    assert got.matrix == want.matrix == [[0, 1], [0, 1]]
+    assert got.new is None and want.new == [[True, True], [True, True]]
