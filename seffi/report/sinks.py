@@ -8,7 +8,7 @@ import json
 import os
 import tempfile
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
@@ -373,12 +373,22 @@ class MultiSink:
     ) -> None:
         self._each("log_final_curves", comparison, step, scope, image=image)
 
+    def _with_state(self, sinks: Iterable[Any], state: TrackerState | None) -> Iterator[tuple[Any, Any]]:
+        """Each of ``sinks`` with ``state`` as it takes it (`state_for`), ``state_dict()`` made once."""
+        data = None
+        for sink in sinks:
+            if state is None or isinstance(state, Mapping) or getattr(sink, "takes_tracker", False):
+                yield sink, state
+            else:
+                data = state.state_dict() if data is None else data
+                yield sink, data
+
     def finish(self, report: Report | None = None, tracker_state: TrackerState | None = None) -> None:
         """Finish every sink (the local one first); a sink's `SeffiError` is raised once all have finished."""
         error: SeffiError | None = None
-        for sink in self.sinks:
+        for sink, state in self._with_state(self.sinks, tracker_state):
             try:
-                sink.finish(report, None if tracker_state is None else state_for(sink, tracker_state))
+                sink.finish(report, state)
             except SeffiError as exc:  # a full disk must not leave the W&B run open
                 error = error or exc
         if error is not None:
@@ -391,8 +401,9 @@ class MultiSink:
         self._each("render_ahead", report)
 
     def checkpoint(self, report: Report, tracker_state: TrackerState) -> None:
-        for sink in (s for s in self.sinks if hasattr(s, "checkpoint")):
-            sink.checkpoint(report, state_for(sink, tracker_state))
+        saving = (s for s in self.sinks if hasattr(s, "checkpoint"))
+        for sink, state in self._with_state(saving, tracker_state):
+            sink.checkpoint(report, state)
 
 
 class NullSink:

@@ -339,3 +339,36 @@ def test_a_tracker_given_as_tracker_state_is_written_as_its_state_dict(tmp_path:
     want = json.dumps(t.state_dict(), sort_keys=True, separators=(",", ":")) + "\n"
     assert (tmp_path / "tracker_state.json").read_text() == got["tracker_state.json"] == want
     assert CoverageTracker.from_state_dict(json.loads(want)).state_dict() == t.state_dict()
+
+
+def test_multisink_builds_state_dict_once_for_all_sinks_that_want_data() -> None:
+    """Sinks without ``takes_tracker`` share one ``state_dict()``; seffi's own sinks get the tracker."""
+    from seffi.report.sinks import MultiSink, NullSink
+
+    class Tracker:
+        calls = 0
+
+        def state_dict(self) -> dict:
+            Tracker.calls += 1
+            return {"n": Tracker.calls}
+
+    class UserSink:
+        def __init__(self) -> None:
+            self.got: list = []
+
+        def checkpoint(self, report, tracker_state) -> None:
+            self.got.append(tracker_state)
+
+        def finish(self, report=None, tracker_state=None) -> None:
+            self.got.append(tracker_state)
+
+    class OwnSink(UserSink):
+        takes_tracker = True
+
+    tracker, a, b, own = Tracker(), UserSink(), UserSink(), OwnSink()
+    sinks = MultiSink([a, NullSink(), own, b])
+    sinks.checkpoint(None, tracker)
+    sinks.finish(None, tracker)
+    assert a.got == b.got == [{"n": 1}, {"n": 2}] and own.got == [tracker, tracker]
+    sinks.finish(None, None)
+    assert a.got[-1] is None and own.got[-1] is None and Tracker.calls == 2
