@@ -319,6 +319,7 @@ class RunAssigner:
 
     def add_slots(self, streams: np.ndarray, inputs: np.ndarray) -> np.ndarray:
         """Slots for runs with the given streams and input codes (in order); their streams are raised past."""
+        streams = streams.astype(np.int64, copy=False)  # a tracker's own may be int8: offsets go past
         n = self.n_slots + streams.size
         grow(self, "_slot_stream", n)
         grow(self, "_slot_input", n)

@@ -151,6 +151,21 @@ def test_merge_is_exact_and_order_independent() -> None:
     assert ab.samples == 300  # unchanged by the refused merge
 
 
+def test_merge_into_a_worker_whose_streams_start_past_a_small_int() -> None:
+    """A worker with ``stream_offset`` 128 or 5000 takes in one with offset 0 (its streams held in the
+    narrowest int type) in either direction, and equals one monitor fed both workers' episodes."""
+    ends = _ends(2, 160)
+    for offset in (128, 5000):
+        low, high, ref = _monitor(), _monitor(stream_offset=offset), _monitor()
+        for m, part, rows in ((low, ends[:80], 0), (high, ends[80:], 10)):
+            moved = [dict(e, env_index=e["env_index"] + rows) for e in part]
+            _feed(m, moved)
+            _feed(ref, moved)
+        for merged in (_monitor(stream_offset=offset).merge(low).merge(high), high.merge(low)):
+            np.testing.assert_allclose(merged.curves().coverage, ref.curves().coverage, atol=1e-12)
+            assert (merged.episodes, merged.samples) == (ref.episodes, ref.samples) == (160, 160)
+
+
 def test_load_states_puts_each_worker_in_its_own_streams() -> None:
     ends = _ends(1, 200)
     states = []
