@@ -49,7 +49,8 @@ class MonitorConfig:
         out_dir: Local report folder (default ``runs/seffi-<timestamp>``); one that holds a seffi run
             gives ``out_dir-2`` (``-3``, ...) with one warning.
         wandb: "offline", "online" or "disabled"; ``None`` uses ``WANDB_MODE`` if set, else offline.
-        wandb_kwargs: Extra ``wandb.init`` arguments (project, name, group, config, dir, run).
+        wandb_kwargs: Extra ``wandb.init`` arguments (project, entity, name, group, notes, config, dir,
+            ...), or ``run``: a run to log into.
         log_every: Log after this many new episodes (or steps, ``log_unit="steps"``); the default is a
             quarter of the default ``window``: logging more often adds cost, not information.
         log_unit: What ``log_every`` counts.

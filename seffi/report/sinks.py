@@ -479,6 +479,8 @@ def default_sinks(
         **run_kwargs: ``wandb.init`` arguments (``project``, ``dir``, ``name``, ...).
     """
     # First: without tensorboardX the error comes before any folder or W&B run is made.
+    if "mode" in run_kwargs:
+        raise SeffiError("W&B init arguments may not set the mode: pass wandb='offline', 'online' or 'disabled'")
     board = TensorBoardSink(Path(out_dir) / "tb") if tensorboard else None
     sinks: list[Sink] = [LocalSink(out_dir, plots=plots)]
     if isinstance(run, SafeWandbRun) or wandb != "disabled":

@@ -74,6 +74,8 @@ class SafeWandbRun:
             ``wandb.run`` (the user's) is reused the same way; otherwise this object starts a run of its
             own (``reinit="create_new"``, never ``wandb.run``), so two monitors never share one.
         quiet: keep W&B's console chatter out of the user's output (online runs still print the URL).
+        **init_kwargs: any other ``wandb.init`` argument (``entity``, ``notes``, ``id``, ``resume``,
+            ``settings``, ...), passed as given (``settings`` over seffi's quiet defaults); not ``reinit``.
 
     Attributes:
         enabled: False once anything failed (or in "disabled" mode), and after ``finish()``.
@@ -93,9 +95,12 @@ class SafeWandbRun:
         tags: Sequence[str] | None = None,
         run: Any = None,
         quiet: bool = True,
+        **init_kwargs: Any,
     ) -> None:
         if mode not in MODES:
             raise SeffiError(f"W&B mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if "reinit" in init_kwargs:
+            raise SeffiError("W&B init arguments may not set reinit: each run seffi starts is its own")
         self.mode: str = mode
         self.step_key = keys.STEP_KEY
         self.enabled = False
@@ -137,7 +142,8 @@ class SafeWandbRun:
                     tags=list(tags) if tags else None,
                     mode=mode,
                     reinit="create_new",
-                    settings=self._settings(wandb, mode, quiet),
+                    settings=self._settings(wandb, mode, quiet, init_kwargs.pop("settings", None)),
+                    **init_kwargs,
                 )
                 self.owns_run = True
             self.run = run
@@ -161,7 +167,10 @@ class SafeWandbRun:
             warnings.warn(f"W&B: could not name or tag the run ({exc}); logging goes on", stacklevel=2)
 
     @staticmethod
-    def _settings(wandb: Any, mode: str, quiet: bool) -> Any:
+    def _settings(wandb: Any, mode: str, quiet: bool, given: Any = None) -> Any:
+        """W&B settings: seffi's defaults under the caller's ``given`` (a ``wandb.Settings``: as given)."""
+        if given is not None and not isinstance(given, Mapping):
+            return given
         kwargs: dict[str, Any] = {}
         # Not offline: that init talks to a local process, which may start slowly.
         if mode == "online" and "WANDB_INIT_TIMEOUT" not in os.environ:
@@ -169,7 +178,7 @@ class SafeWandbRun:
         if quiet:
             # silent drops every W&B console line, including the online run URL; quiet keeps that one.
             kwargs["silent" if mode == "offline" else "quiet"] = True
-        return wandb.Settings(**kwargs)
+        return wandb.Settings(**{**kwargs, **(given or {})})
 
     @staticmethod
     def logged_in() -> bool:

@@ -6,9 +6,11 @@ import json
 from typing import Any
 
 import gymnasium as gym
+import pytest
 
 from seffi.callbacks import CoverageMonitor
 from seffi.episodes import parse_generation
+from seffi.errors import SeffiError
 from tests.helpers import require, wandb_leet
 
 WAYS = ("left", "right", "up")
@@ -40,6 +42,22 @@ def test_what_the_user_sets_wins(tmp_path):
     run = _described(monitor.sinks.wandb.run.run_dir)
     assert run["name"] == "mine" and run["tags"] == ["ablation"]
     assert run["config"]["budget"] == "theirs" and run["config"]["task"] == "maze"
+
+
+def test_any_wandb_init_argument_reaches_the_run(tmp_path):
+    """``wandb_kwargs`` takes whatever ``wandb.init`` takes (``notes``, ``id``, ``resume``, ``settings``);
+    the mode is the monitor's ``wandb=`` and refused there in one line."""
+    mine = {"dir": str(tmp_path), "notes": "ablation 3", "id": "mine0001", "resume": "allow",
+            "entity": "lab", "settings": {"console": "off"}}  # fmt: skip
+    monitor = CoverageMonitor(2, list(WAYS), out_dir=tmp_path / "run", wandb="offline", wandb_kwargs=mine,
+                              plots=False, task_name="maze", n_boot=10)  # fmt: skip
+    monitor.finalize(step=1)
+    assert not monitor.sinks.wandb.run.failed
+    run = _described(monitor.sinks.wandb.run.run_dir)
+    assert (run["run_id"], run["notes"], run["name"]) == ("mine0001", "ablation 3", "seffi-maze-K2")
+    with pytest.raises(SeffiError, match="may not set the mode: pass wandb="):
+        CoverageMonitor(2, list(WAYS), out_dir=tmp_path / "two", wandb_kwargs={"mode": "online"})
+    assert not (tmp_path / "two").exists()
 
 
 class PickAWay(gym.Env):
