@@ -168,6 +168,17 @@ class CoverageMonitor:
         return self.flush()
 
     @property
+    def fold_every(self) -> int:
+        """Episodes a fold holds at most: ``flush_every``, ``window`` and ``log_every`` (in episodes).
+
+        A run is dated by the fold that brought its first sample, so folds no longer than the window
+        and the logging interval keep the window exact when one call brings a whole rollout.
+        """
+        cfg = self.config
+        sizes = (self.flush_every, cfg.window, cfg.log_every if cfg.log_unit == "episodes" else None)
+        return min(s for s in sizes if s)
+
+    @property
     def episodes(self) -> int:
         """Finished episodes ingested (lifetime; including those beyond a run's budget)."""
         return self._episodes
@@ -194,11 +205,15 @@ class CoverageMonitor:
             return 0
         if batch.strategies is not self.strategies and batch.strategies != self.strategies:
             raise SeffiError(f"a batch over strategies {batch.strategies} fed a monitor of {self.strategies}")
-        self._batches.append(batch)
-        self.pending += n
-        self._episodes += n
-        if self.pending >= self.flush_every:
-            self.flush()
+        fold, start = self.fold_every, 0
+        while start < n:  # a fold boundary inside the batch folds there: runs are dated by their fold
+            end = min(n, start + max(fold - self.pending, 1))
+            self._batches.append(batch if (start, end) == (0, n) else batch.take(slice(start, end)))
+            self.pending += end - start
+            self._episodes += end - start
+            if self.pending >= fold:
+                self.flush()
+            start = end
         return n
 
     def update_infos(self, infos: Any, dones: Any = None, *, env_offset: int = 0) -> int:

@@ -707,3 +707,25 @@ def test_a_run_longer_than_the_window_is_not_reported_as_recent(user: bool) -> N
         assert scalars["seffi/window/gain_vs_iid"] == pytest.approx(hand["gain"], abs=1e-12)
         checked += 1
     assert checked >= 20 and stale >= 20
+
+
+def test_a_rollout_in_one_call_dates_its_runs_as_calls_of_one_log_interval_would() -> None:
+    """An SB3-style call with a whole rollout (8,192 episodes, twice the window) gives the window the
+    runs of its last 4,096 episodes, exactly as the same episodes fed 1,024 at a time: 512 runs of
+    16 env rows x K = 8 one-step episodes, every run complete within one quarter of the window."""
+    rows, K = 16, 8
+    rng = np.random.default_rng(3)
+    steps = [
+        [{"input_id": f"x{(r + 16 * (s // K)) % 64}", "strategy_matches": (STRATS[rng.integers(4)],)}
+         for r in range(rows)]
+        for s in range(3 * 8192 // rows)
+    ]  # fmt: skip
+    logged = []
+    for per_call in (8192, 1024):
+        m = CoverageMonitor(K, STRATS, sinks=_Null(), n_boot=0, window=4096, log_every=1024)
+        for at in range(0, len(steps), per_call // rows):
+            m.update_infos(steps[at : at + per_call // rows], np.ones((per_call // rows, rows), bool))
+            if (at + per_call // rows) % (8192 // rows) == 0:  # a log at each rollout's end
+                m.log(m.episodes)
+        logged.append({k: v for k, v in m.last_scalars.items() if k.startswith("seffi/window/")})
+    assert logged[0] == logged[1] and logged[0]["seffi/window/runs"] == 512
