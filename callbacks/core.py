@@ -79,7 +79,7 @@ class CoverageMonitor:
         self.env_name, self.task_name, self.strategies, self.num_latents = env_facts(self.access, cfg)
         kwargs = {"iid": cfg.iid, "oracle": cfg.oracle, "seed": self.seed, "iid_seed": self.seed}
         self.env_baselines = baselines or (
-            self.access.baselines(self.strategies, self.budget, **kwargs)
+            self.access.baselines(self.strategies, self.budget, env_id=self._env_id, **kwargs)
             if self.access
             else EnvBaselines(self.strategies, self.budget, **kwargs)
         )
@@ -166,6 +166,10 @@ class CoverageMonitor:
     def tracker(self) -> CoverageTracker:
         """The `CoverageTracker` that owns every counted sample (flushed first)."""
         return self.flush()
+
+    def _env_id(self, x: str) -> Any:
+        """The env's own id of input ``x``: ids are kept as str, and ids that came as ints go back as ints."""
+        return int(x) if self.coder.ids_are_str is False else x
 
     @property
     def fold_every(self) -> int:

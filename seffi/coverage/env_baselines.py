@@ -70,6 +70,8 @@ class EnvBaselines:
         seed: Seed of the oracle's Monte Carlo parts.
         iid_seed: Seed of the iid curves' Monte Carlo parts and of an estimated iid's bootstrap.
         oracle_rarity: Split the oracle's coverage by the iid law's rarity bins (the report's panel).
+        env_id: ``env_id(x)``: the id ``base_law`` and ``references`` take for input ``x`` (seffi keeps
+            ids as str; an env reporting int ids keys its facts by int). Default: ``x`` itself.
 
     Raises:
         SeffiError: A user baseline counts coverage over other strategies or another M.
@@ -88,7 +90,12 @@ class EnvBaselines:
         seed: SeedLike = 0,
         iid_seed: SeedLike = 0,
         oracle_rarity: bool = False,
+        env_id: Callable[[str], Any] | None = None,
     ) -> None:
+        if env_id is not None:
+            law, refs = base_law, references
+            base_law = law and (lambda x, **kw: law(env_id(x), **kw))  # type: ignore[misc]
+            references = refs and (lambda x: refs(env_id(x)))  # type: ignore[misc]
         self.strategies = tuple(strategies)
         self.budget = check_budget(budget)
         for what, baseline in (("iid", iid), ("oracle", oracle)):

@@ -480,7 +480,9 @@ def default_sinks(
     """
     # First: without tensorboardX the error comes before any folder or W&B run is made.
     if "mode" in run_kwargs:
-        raise SeffiError("W&B init arguments may not set the mode: pass wandb='offline', 'online' or 'disabled'")
+        raise SeffiError(
+            "W&B init arguments may not set the mode: pass wandb='offline', 'online' or 'disabled'"
+        )
     board = TensorBoardSink(Path(out_dir) / "tb") if tensorboard else None
     sinks: list[Sink] = [LocalSink(out_dir, plots=plots)]
     if isinstance(run, SafeWandbRun) or wandb != "disabled":

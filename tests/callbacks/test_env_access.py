@@ -233,3 +233,44 @@ def test_failed_wrapper_construction_leaves_the_env_open_and_reports_nothing_at_
     assert unraisable == []  # no "Exception ignored in __del__"
     assert not envs.closed  # the half-made wrapper did not close the caller's env
     envs.close()
+
+
+class _IntIdEnv(gym.Env):
+    """A user's one-step env whose input ids are ints, and whose facts are keyed by those ints."""
+
+    observation_space, action_space = gym.spaces.Discrete(1), gym.spaces.Discrete(2)
+    strategies = ("a", "b")
+    input_ids = (0, 1)
+    laws = {0: {frozenset("a"): 0.9, frozenset("b"): 0.1}, 1: {frozenset("a"): 0.5, frozenset("b"): 0.5}}
+
+    def __init__(self) -> None:
+        self.x = 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[int, dict]:
+        self.x = (options or {}).get("input_id", self.x)
+        return 0, {}
+
+    def step(self, action: int) -> tuple[int, float, bool, bool, dict]:
+        return 0, 0.0, True, False, {"input_id": self.x, "strategy_matches": (("a", "b")[action],)}
+
+    def base_match_distribution(self, input_id: int, valid_only: bool = False) -> dict:
+        return self.laws[input_id]  # a KeyError for "0": the env's own ids must come back as ints
+
+    def reference_match_sets(self, input_id: int) -> dict:
+        return {s: {s} for s in self.strategies} if input_id in self.input_ids else {}
+
+
+def test_an_env_with_int_ids_gets_its_facts_asked_by_its_own_ids(tmp_path: Path) -> None:
+    """Ids are kept as str; an env that reports int ids is asked its laws and references by int, and
+    the report's iid curve is the exact one of those laws (K = 2, M = 2: C(1) = 1/2, C(2) by hand)."""
+    env = _IntIdEnv()
+    monitor = CoverageMonitor.for_env(env, budget=2, wandb="disabled", plots=False, out_dir=tmp_path / "run")
+    for x in (0, 1):
+        env.reset(options={"input_id": x})
+        for action in (0, 1):
+            monitor.update_infos(env.step(action)[4], True)
+    report = monitor.finalize(step=4)
+    iid = next(c for c in report.comparisons[0].curve_sets() if c.label == "iid")
+    # C(2) of a law {a: p, b: 1 - p} over M = 2: (1 + (1 - p^2 - (1-p)^2)) / 2 per input, C(1) = 1/2.
+    c2 = np.mean([(1 + 1 - p**2 - (1 - p) ** 2) / 2 for p in (0.9, 0.5)])
+    assert iid.coverage == pytest.approx([0.5, c2], abs=1e-12)
