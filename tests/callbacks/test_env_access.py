@@ -12,7 +12,7 @@ import gc
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -241,7 +241,10 @@ class _IntIdEnv(gym.Env):
     observation_space, action_space = gym.spaces.Discrete(1), gym.spaces.Discrete(2)
     strategies = ("a", "b")
     input_ids = (0, 1)
-    laws = {0: {frozenset("a"): 0.9, frozenset("b"): 0.1}, 1: {frozenset("a"): 0.5, frozenset("b"): 0.5}}
+    laws: ClassVar = {
+        0: {frozenset("a"): 0.9, frozenset("b"): 0.1},
+        1: {frozenset("a"): 0.5, frozenset("b"): 0.5},
+    }
 
     def __init__(self) -> None:
         self.x = 0

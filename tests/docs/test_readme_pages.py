@@ -66,20 +66,8 @@ def test_relative_links_resolve(page: Path) -> None:
 
 def test_readme_links_every_guide() -> None:
     text = _text(README)
-    guides = [
-        "custom-env",
-        "custom-llm",
-        "custom-task",
-        "plots",
-        "wandb",
-        "integrations",
-        "statistics",
-        "cli",
-        "ladder",
-        "lane",
-        "performance",
-        "architecture",
-    ]
+    guides = ["custom-env", "custom-llm", "custom-task", "plots", "wandb", "integrations", "statistics",
+              "cli", "ladder", "lane", "performance", "architecture"]
     for name in guides:
         assert f"(docs/{name}.md)" in text, name
 

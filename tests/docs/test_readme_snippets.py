@@ -46,9 +46,8 @@ def run(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "WANDB_MODE": "disabled", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
     env["PYTHONPATH"] = os.pathsep.join([str(cwd), str(ROOT), env.get("PYTHONPATH", "")])
     code = "import torch; torch.set_num_threads(1)\n" + code
-    return subprocess.run(
-        [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
-    )
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=600)
 
 
 def test_readme_snippets_are_short() -> None:

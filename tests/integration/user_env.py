@@ -91,12 +91,8 @@ class PlannerEnvWithLaws(PlannerEnv):
         return dict(BASE_LAW)
 
     def reference_match_sets(self, input_id: str) -> dict[str, frozenset[str]]:
-        return {
-            "astar": frozenset({"astar"}),
-            "bfs": frozenset({"bfs"}),
-            "dfs": frozenset({"dfs"}),
-            "greedy": frozenset({"astar", "greedy"}),
-        }
+        return {"astar": frozenset({"astar"}), "bfs": frozenset({"bfs"}), "dfs": frozenset({"dfs"}),
+                "greedy": frozenset({"astar", "greedy"})}
 
 
 def read_log(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -136,9 +132,8 @@ def hand_coverage(
     return np.mean(means, axis=0), sum(len(c) for c in per_input.values())
 
 
-def hand_iid_coverage(
-    budget: int, law: Mapping[frozenset[str], float] = BASE_LAW, m: int = len(STRATEGIES)
-) -> np.ndarray:
+def hand_iid_coverage(budget: int, law: Mapping[frozenset[str], float] = BASE_LAW,
+                      m: int = len(STRATEGIES)) -> np.ndarray:
     """Exact iid C(k) from a match-set law: sum over strategies of 1 - (1 - pi_s)^k, divided by M."""
     pi = {s: sum(p for a, p in law.items() if s in a) for s in STRATEGIES}
     return np.array([sum(1 - (1 - pi[s]) ** k for s in STRATEGIES) / m for k in range(1, budget + 1)])
