@@ -87,8 +87,11 @@ class CoverageMonitor:
         self._owns_sinks = names is not None
         resume = Path(cfg.resume_from) if cfg.resume_from is not None else None
         resumed = _read_checkpoint(resume) if resume is not None else None
+        same = False  # a resumed run continuing in its own folder
         if names is not None:  # sinks of its own; a folder that holds a run gets a fresh sibling
-            same = resume is not None and (cfg.out_dir is None or Path(cfg.out_dir) == resume)
+            same = resume is not None and (
+                cfg.out_dir is None or Path(cfg.out_dir).resolve() == resume.resolve()
+            )
             folder = resume if same else cfg.out_dir
             self.out_dir, self.sinks = own_sinks(
                 folder, cfg.wandb, cfg.plots, cfg.wandb_kwargs, reuse=same, names=names
@@ -108,6 +111,10 @@ class CoverageMonitor:
         if resumed is not None:  # a checkpoint's runs and episodes; its open runs continue
             self.load_state_dict(resumed)
         self.schedule = LogSchedule(cfg.log_every, cfg.log_unit, cfg.log_curves_every, self.budget)
+        local = getattr(self.sinks, "local", None)
+        if same and local is not None:  # the logs go on from the checkpoint's; a killed run's later lines go
+            kept = local.cut_after(keys.episodes_key(self.scope), self.episodes)
+            self.schedule.resume(len(kept), int(kept[-1][keys.STEP_KEY]) if kept else None, self.episodes)
         #: (episodes, time) of the last checkpoint; time None until the first one.
         self._checkpointed: tuple[int, float | None] = (self.episodes, None)
         self.baseline_sets = BaselineSets()
@@ -563,6 +570,10 @@ def _unpack(state: Any, like: CoverageTracker) -> tuple[dict[str, Any], int]:
     except (ValueError, KeyError, TypeError) as exc:
         raise SeffiError(f"corrupted CoverageMonitor state: {exc}") from exc
     return s, episodes
+
+
+def _same_folder(a: Any, b: Path) -> bool:
+    return Path(a).resolve() == b.resolve()  # runs/od and /abs/path/runs/od are one folder
 
 
 def _read_checkpoint(folder: Path) -> dict[str, Any]:

@@ -29,6 +29,11 @@ class LogSchedule:
         self._episodes_at, self._step_at, self._warned = 0, None, False
         self._snapshot_after = 0  # episodes before which no snapshot comes
 
+    def resume(self, n_logs: int, last_step: int | None, episodes: int) -> None:
+        """Go on from a checkpoint written at the log of ``last_step``, the ``n_logs``-th, at ``episodes``."""
+        self.n_logs, self.last_step, self._step_at = n_logs, last_step, last_step
+        self._episodes_at = episodes if n_logs else 0
+
     def due(self, step: int, episodes: int) -> bool:
         """Whether a log is due at ``step`` after ``episodes`` episodes. O(1)."""
         if episodes == 0:

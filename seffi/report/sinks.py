@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import tempfile
 import warnings
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
 from seffi._convert import json_default
-from seffi._io import append_line, drop_partial_line, write_atomic
+from seffi._io import append_line, drop_lines_after, drop_partial_line, read_jsonl, write_atomic
 from seffi.coverage import state as states
 from seffi.errors import SeffiError
 from seffi.report import keys
@@ -153,6 +154,21 @@ class LocalSink:
         for fh in self._handles.values():
             fh.close()
         self._handles.clear()
+
+    def cut_after(self, key: str, value: float) -> list[dict[str, Any]]:
+        """Drop what a killed run logged after its checkpoint; returns the metrics lines kept.
+
+        Metrics lines whose ``key`` is above ``value`` go, then the snapshots after the last step kept.
+        """
+        self.close()  # the files are replaced: a later log appends to the new ones
+        drop_lines_after(self.metrics_path, key, value)
+        try:
+            kept = [r for r in read_jsonl(self.metrics_path) if isinstance(r, dict)]
+        except ValueError:  # a line seffi did not write: the logs go on after it as they are
+            return []
+        last = max((float(r.get(keys.STEP_KEY, -math.inf)) for r in kept), default=-math.inf)
+        drop_lines_after(self.snapshots_path, "step", last)
+        return kept
 
     def _release(self) -> None:
         self.close()

@@ -24,3 +24,47 @@ def test_a_killed_loop_keeps_a_checkpoint_from_its_first_log(tmp_path):
     monitor.maybe_log(8)  # the next one waits for checkpoint_seconds
     assert json.loads((out / "report.json").read_text()) == report
     monitor.close()
+
+
+_LOOP = """
+import os, signal, sys
+from seffi.callbacks import CoverageMonitor
+out, n, kill_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+options = dict(wandb="disabled", plots=False, log_every=30, checkpoint_every=60, n_boot=20, window=60)
+resume = out if kill_at < 0 else None
+monitor = CoverageMonitor(4, ("a", "b", "c"), out_dir=out, resume_from=resume, **options)
+for i in range(monitor.episodes, n):  # env row i % 3 runs input x<(i // 12) % 5>; a hashed strategy
+    info = {"input_id": f"x{(i // 12) % 5}", "strategy_matches": ("abc"[(i * 7919) % 11 % 3],)}
+    monitor.update_infos(info, True, env_offset=i % 3)
+    monitor.maybe_log(i + 1)
+    if i + 1 == kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+monitor.finalize(step=n + 1)
+"""
+
+
+def test_a_run_killed_after_a_checkpoint_resumes_to_the_uninterrupted_runs_logs(tmp_path):
+    """Killed at episode 215 (last checkpoint at 180), resumed with ``resume_from``: the logs after
+    the checkpoint are dropped and the schedule goes on, so the logs (at the same steps, with the
+    same cumulative numbers), snapshots.jsonl and report.json equal those of the same 400 episodes
+    run without a stop."""
+    import subprocess
+    import sys
+
+    def run(out, kill_at):
+        subprocess.run([sys.executable, "-c", _LOOP, str(out), "400", str(kill_at)], capture_output=True)
+
+    run(tmp_path / "whole", 0)
+    run(tmp_path / "killed", 215)
+    lines = (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["seffi/step"] for line in lines][-2:] == [180, 210]  # 210: after it
+    run(tmp_path / "killed", -1)
+    snapshots = [(tmp_path / d / "snapshots.jsonl").read_text() for d in ("whole", "killed")]
+    assert snapshots[1] == snapshots[0]
+    logs = [[json.loads(line) for line in (tmp_path / d / "metrics.jsonl").read_text().splitlines()]
+            for d in ("whole", "killed")]  # fmt: skip
+    # A loaded run carries no date: the window holds the runs opened after the resume at first.
+    cumulative = [[{k: v for k, v in line.items() if "/window/" not in k} for line in log] for log in logs]
+    assert cumulative[1] == cumulative[0] and len(logs[0]) == 14
+    whole, resumed = (json.loads((tmp_path / d / "report.json").read_text()) for d in ("whole", "killed"))
+    assert resumed["comparisons"] == whole["comparisons"]

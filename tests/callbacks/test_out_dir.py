@@ -308,3 +308,17 @@ def test_a_resume_from_a_state_without_sample_counts_is_refused_and_the_folder_u
     with pytest.raises(SeffiError, match="holds no tracker state with sample counts"):
         CoverageMonitor(2, STRATS, resume_from=run, wandb="disabled", plots=False, n_boot=0)
     assert sorted(p.name for p in run.iterdir()) == ["tracker_state.json"]
+
+
+def test_resume_with_out_dir_naming_the_same_folder_another_way_continues_it(tmp_path, monkeypatch) -> None:
+    """``resume_from="run"`` with ``out_dir`` its absolute path (or ``run/../run``) is the same folder:
+    the run goes on there, with no sibling folder and no warning."""
+    monkeypatch.chdir(tmp_path)
+    _run(Path("run"), 6)
+    for out_dir in (tmp_path / "run", Path("run/../run")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            m = CoverageMonitor(2, STRATS, resume_from="run", out_dir=out_dir, wandb="disabled", plots=False)
+        assert m.episodes == 6 and m.out_dir.resolve() == tmp_path / "run"
+        m.finalize()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
