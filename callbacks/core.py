@@ -548,9 +548,9 @@ class CoverageMonitor:
         return self
 
     def __exit__(self, exc_type: Any, *exc: object) -> None:
-        # Ctrl-C inside the ``with`` block: what was measured is still written, marked interrupted.
-        stopped = exc_type is not None and issubclass(exc_type, KeyboardInterrupt | SystemExit)
-        self.finalize(interrupted=stopped)
+        # Ctrl-C or an error inside the ``with`` block: what was measured is still written, marked
+        # interrupted (a report of a run cut short never reads as a finished one).
+        self.finalize(interrupted=exc_type is not None)
 
 
 def _unpack(state: Any, like: CoverageTracker) -> tuple[dict[str, Any], int]:

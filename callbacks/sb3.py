@@ -250,7 +250,7 @@ class CoverageCallback(BaseCallback):
         self._stop.reraise()  # KeyboardInterrupt after a Ctrl-C; nothing otherwise
 
     def _print_closing(self) -> None:
-        contents = "report.json, report.md, plots"
+        contents = "report.json, report.md" + (", plots" if self.config.plots else "")
         if self.mode == "both":
             contents = f"stream/ and eval/: {contents}"
         sinks = self._wandb_sinks()

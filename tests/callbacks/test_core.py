@@ -93,3 +93,23 @@ def test_a_user_sink_gets_the_tracker_state_as_json_safe_data(tmp_path) -> None:
         assert sinks is alone or json.loads((tmp_path / "run" / "tracker_state.json").read_text())
         assert (alone if sinks is alone else beside).got == [want, want]  # the checkpoint, then finish
     assert json.loads((tmp_path / "run" / "tracker_state.json").read_text()) == json.loads(want)
+
+
+def test_a_with_block_writes_the_report_and_marks_one_cut_short_by_an_error(tmp_path) -> None:
+    """Leaving a ``with CoverageMonitor(...)`` block writes the report; an error inside it (like
+    Ctrl-C) marks the report interrupted, so a crashed run never reads as a finished one."""
+    import json
+
+    import pytest
+
+    from seffi.callbacks.core import CoverageMonitor
+
+    info = {"input_id": "x", "strategy_matches": ("a",)}
+    with CoverageMonitor(1, ("a", "b"), out_dir=tmp_path / "done", wandb="disabled", plots=False) as m:
+        m.update_infos(info, True)
+    with pytest.raises(ValueError, match="the user's loop fails"):
+        with CoverageMonitor(1, ("a", "b"), out_dir=tmp_path / "cut", wandb="disabled", plots=False) as m:
+            m.update_infos(info, True)
+            raise ValueError("the user's loop fails")
+    meta = {d: json.loads((tmp_path / d / "report.json").read_text())["meta"] for d in ("done", "cut")}
+    assert not meta["done"].get("interrupted") and meta["cut"]["interrupted"] is True

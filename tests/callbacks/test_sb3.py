@@ -363,3 +363,13 @@ def test_rollout_logging_reads_each_rollout_once_and_keeps_a_stopped_one(tmp_pat
     ref = hand_tracker(rec.finals, model.get_env().get_attr("strategies")[0], K)
     (comp,) = load_report(tmp_path)["comparisons"]
     assert_curves_match(comp["policies"][0]["curves"], ref.curves(K, n_boot=0))
+
+
+def test_the_closing_line_names_plots_only_when_they_are_drawn(tmp_path, capsys):
+    """``plots=False``: no plots folder, and the closing line lists report.json and report.md only."""
+    model = _ppo("seffi/SortSwapsRouter-v0", "MlpPolicy", n_inputs=2, budget=K)
+    cb = CoverageCallback(budget=K, out_dir=tmp_path, wandb="disabled", plots=False, n_boot=0)
+    model.learn(256, callback=cb)
+    assert not (tmp_path / "plots").exists() and (tmp_path / "report.json").is_file()
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[seffi] ")]
+    assert printed == [f"[seffi] run folder: {tmp_path}  (report.json, report.md)"]
