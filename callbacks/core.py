@@ -87,6 +87,8 @@ class CoverageMonitor:
         self._owns_sinks = names is not None
         resume = Path(cfg.resume_from) if cfg.resume_from is not None else None
         resumed = _read_checkpoint(resume) if resume is not None else None
+        if resumed is not None:  # refused before any sink claims the folder or starts a W&B run
+            _unpack(resumed, self._new_tracker())
         same = False  # a resumed run continuing in its own folder
         if names is not None:  # sinks of its own; a folder that holds a run gets a fresh sibling
             same = resume is not None and (
@@ -560,8 +562,6 @@ def _unpack(state: Any, like: CoverageTracker) -> tuple[dict[str, Any], int]:
         if not isinstance(state, Mapping) or state.get("format") != MONITOR_STATE_FORMAT:
             raise ValueError(f"not a CoverageMonitor state (expected format {MONITOR_STATE_FORMAT!r})")
         s, episodes = check(state["tracker"]), state["episodes"]
-        if [s["budget"], s["strategies"], s["task"]] != [like.budget, list(like.strategies), like.task]:
-            raise ValueError("the state's budget, strategies or task do not mix with this monitor's")
         if type(episodes) is not int or episodes != s["samples"] + s["skipped"]:  # a sample or beyond K
             raise ValueError(
                 f"episodes={episodes!r} must be the tracker's {s['samples']} samples and "
@@ -569,6 +569,10 @@ def _unpack(state: Any, like: CoverageTracker) -> tuple[dict[str, Any], int]:
             )
     except (ValueError, KeyError, TypeError) as exc:
         raise SeffiError(f"corrupted CoverageMonitor state: {exc}") from exc
+    mine = {"budget": like.budget, "strategies": list(like.strategies), "task_name": like.task}
+    theirs = {"budget": s["budget"], "strategies": s["strategies"], "task_name": s["task"]}
+    if differ := [f"{k}={theirs[k]!r} (this monitor: {mine[k]!r})" for k in mine if mine[k] != theirs[k]]:
+        raise SeffiError(f"the state does not mix with this monitor: it has {', '.join(differ)}")
     return s, episodes
 
 

@@ -322,3 +322,23 @@ def test_resume_with_out_dir_naming_the_same_folder_another_way_continues_it(tmp
         assert m.episodes == 6 and m.out_dir.resolve() == tmp_path / "run"
         m.finalize()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_a_resume_with_other_settings_names_them_and_leaves_the_folder_untouched(tmp_path: Path) -> None:
+    """Another budget, task name or strategy set than the run's: one message naming what differs,
+    given before any sink claims the folder or starts a W&B run."""
+    from seffi.errors import SeffiError
+
+    _run(tmp_path / "run", 6)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()}
+    cases = [
+        ({"budget": 3}, r"it has budget=2 \(this monitor: 3\)"),
+        ({"task_name": "maze"}, r"it has task_name='unknown' \(this monitor: 'maze'\)"),
+        ({"strategies": ("a", "z")}, r"it has strategies=\['a', 'b'\] \(this monitor: \['a', 'z'\]\)"),
+    ]
+    for changed, message in cases:
+        options = {"budget": 2, "strategies": STRATS, **changed}
+        with pytest.raises(SeffiError, match="the state does not mix with this monitor: " + message):
+            CoverageMonitor(resume_from=tmp_path / "run", wandb="offline", plots=False, **options)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]

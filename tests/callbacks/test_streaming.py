@@ -201,7 +201,7 @@ def test_resume_continues_open_runs_exactly() -> None:
     before = resumed.state_dict()
     with pytest.raises(SeffiError, match="not a CoverageMonitor state"):
         resumed.load_state_dict({"format": "nope"})
-    with pytest.raises(SeffiError, match="do not mix"):
+    with pytest.raises(SeffiError, match=r"does not mix with this monitor: it has budget=7 \(this"):
         resumed.load_state_dict({**before, "tracker": {**before["tracker"], "budget": 7}})
     with pytest.raises(SeffiError, match="corrupted"):
         bad = {**before["tracker"], "inputs": {"p": {"sums": [[1]]}}}
