@@ -212,6 +212,9 @@ class SafeWandbRun:
             self._warned = True
             # One line: W&B's messages may carry advice on further lines (e.g. "increase init_timeout").
             first = (str(exc).strip().splitlines() or [""])[0]
+            with contextlib.suppress(Exception):  # pydantic (W&B settings): the field at fault and why
+                error = exc.errors()[0]  # type: ignore[attr-defined]
+                first += f": {'.'.join(map(str, error['loc']))}: {error['msg']}"
             warnings.warn(
                 f"W&B {what} failed ({type(exc).__name__}: {first}); W&B logging is off for this run, "
                 "training continues and the local report keeps everything",
