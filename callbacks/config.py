@@ -63,7 +63,8 @@ class MonitorConfig:
         snapshot_n_boot: Bootstrap replicates of mid-training snapshots and checkpoints, at most
             ``n_boot`` (``None``: ``n_boot``): fewer make the frequent snapshots, read as a trend, cheaper.
         seed: Seed of the bootstrap.
-        stream_offset: Added to every stream id, so trackers of several workers merge without clashes.
+        stream_offset: Added to every stream id, so trackers of several workers merge without clashes
+            when the offsets lie further apart than the runs a worker records per input (e.g. 10**6 x rank).
         plots: Render PNG plots into the local folder at ``finalize``.
         env_name: Env id used in error messages and the report (default: read from the env).
         task_name: Task name for the report (default: read from the env).

@@ -463,7 +463,8 @@ class CoverageMonitor:
         except ValueError as exc:
             why = str(exc).replace("both trackers", "both monitors")
             raise SeffiError(
-                f"cannot merge CoverageMonitor states: {why}; give workers distinct stream_offset values"
+                f"cannot merge CoverageMonitor states: {why}; give workers stream_offset values further "
+                "apart than the runs one worker records per input (e.g. 10**6 x its rank)"
             ) from exc
         self._replace(into, episodes)
         return self
