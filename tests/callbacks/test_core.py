@@ -113,3 +113,21 @@ def test_a_with_block_writes_the_report_and_marks_one_cut_short_by_an_error(tmp_
             raise ValueError("the user's loop fails")
     meta = {d: json.loads((tmp_path / d / "report.json").read_text())["meta"] for d in ("done", "cut")}
     assert not meta["done"].get("interrupted") and meta["cut"]["interrupted"] is True
+
+
+def test_metrics_after_a_close_without_a_step_are_the_reports(tmp_path) -> None:
+    """``close()`` with no step logs nothing more, yet ``metrics()`` then holds the final numbers, as
+    report.json and the W&B summary do: 5 runs of K = 2 in one env row, the last log after 4 runs."""
+    import json
+
+    from seffi.callbacks.core import CoverageMonitor
+
+    m = CoverageMonitor(2, ("a", "b"), out_dir=tmp_path / "run", wandb="disabled", plots=False, log_every=8)
+    for i, s in enumerate("aaabbaabbb", 1):  # runs aa ab ba ab bb: C(1) = 1/2, C(2) = 4/5
+        m.update_infos({"input_id": "x", "strategy_matches": (s,)}, True)
+        m.maybe_log(i)
+    assert m.metrics()["seffi/episodes"] == 8
+    m.close()
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    auc = report["comparisons"][0]["policies"][0]["curves"]["auc"]
+    assert auc == (0.5 + 0.8) / 2 and m.metrics()["seffi/auc"] == auc and m.metrics()["seffi/episodes"] == 10
