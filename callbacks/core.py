@@ -528,7 +528,10 @@ class CoverageMonitor:
             report = prepared[2]  # computed once: report.json, report.md, the plots and W&B share it
         else:
             report = self.report(interrupted=True) if interrupted else self.report()
-        if self.scope is None and len(keys.report_scopes(report)) == 1:  # as the W&B summary: final numbers
+        # Data since the last log (a close without a step): metrics() ends on the final numbers, as the
+        # W&B summary does.
+        stale = self.last_scalars.get(keys.episodes_key(self.scope)) != self.episodes
+        if stale and self.scope is None and len(keys.report_scopes(report)) == 1:
             self.last_scalars = {**self.last_scalars, **keys.report_scalars(report)}
         final = getattr(self.sinks, "log_final_curves", None)
         if final is not None and report.comparisons:  # the chart ends on every policy of the report

@@ -141,7 +141,7 @@ def test_router_env_both_modes_curves_match_and_wandb_summary(
     # One closing message for both folders and the one shared W&B run.
     printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[seffi] ")]
     assert printed == [
-        f"[seffi] run folder: {tmp_path}  (stream/ and eval/: report.json, report.md, plots)",
+        f"[seffi] run folder: {tmp_path}  (stream/ and eval/: report.json, report.md)",  # plots off
         f"[seffi] W&B offline run saved; upload it with: wandb sync {run_dir}",
     ]
 

@@ -132,16 +132,25 @@ def test_a_mailbox_closed_during_init_counts_as_the_lost_wandb_core() -> None:
     assert not _service_lost(ValueError("a bad config value"))
 
 
-def test_a_bad_wandb_setting_is_named_in_the_one_warning(tmp_path, monkeypatch) -> None:
-    """A W&B setting W&B refuses (``WANDB_INIT_TIMEOUT=abc``) turns W&B off with one warning that
-    names the setting and why, not only "1 validation error for Settings"."""
-    import warnings
+_BAD_SETTING = """
+import json, sys, warnings
+from seffi.report.wandb_run import SafeWandbRun
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    run = SafeWandbRun(mode="offline", dir=sys.argv[1])
+failed = [str(w.message) for w in caught if "W&B init failed" in str(w.message)]
+print(json.dumps({"warnings": failed, "enabled": run.enabled, "failed": run.failed}))
+"""
 
-    from seffi.report.wandb_run import SafeWandbRun
 
-    monkeypatch.setenv("WANDB_INIT_TIMEOUT", "abc")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        run = SafeWandbRun(mode="offline", dir=tmp_path)
-    (message,) = [str(w.message) for w in caught if "W&B init failed" in str(w.message)]
-    assert "init_timeout: Input should be a valid number" in message and not run.enabled and run.failed
+def test_a_bad_wandb_setting_is_named_in_the_one_warning(tmp_path: Path) -> None:
+    """A W&B setting W&B refuses (``WANDB_INIT_TIMEOUT=abc``, in a fresh process: W&B reads it once)
+    turns W&B off with one warning naming the setting and why, not only "1 validation error"."""
+    import json
+
+    env = _fresh_env(WANDB_INIT_TIMEOUT="abc")
+    argv = [sys.executable, "-c", _BAD_SETTING, str(tmp_path)]
+    got = json.loads(subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout)
+    (message,) = got["warnings"]
+    assert "init_timeout: Input should be a valid number" in message
+    assert (got["enabled"], got["failed"]) == (False, True)
