@@ -102,6 +102,7 @@ class CoverageMonitor:
             self.out_dir, self.sinks = Path(cfg.out_dir) if cfg.out_dir is not None else None, cfg.sinks
         wandb = getattr(self.sinks, "wandb", None)
         if wandb is not None:  # runs group and filter in the W&B UI by task, env, K and M
+            wandb.run.share(self.scope)  # a run the user started: another monitor's keys are not ours
             task = self.task_name or self.env_name or "coverage"
             settings = {"seffi_version": __version__, "task": self.task_name, "env_id": self.env_name}
             settings |= {"budget": self.budget, "num_strategies": len(self.strategies), "window": cfg.window}

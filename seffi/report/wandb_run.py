@@ -9,6 +9,7 @@ import os
 import re
 import shlex
 import warnings
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -45,6 +46,8 @@ class WandbSinkWarning(RuntimeWarning):
 
 
 _LOG_FILE_ERRORS: dict[str, BaseException] = {}
+#: The key scopes seffi logs under in each run it did not start (the user's), to see a second user.
+_SCOPES_IN_RUN: weakref.WeakKeyDictionary[Any, set[str | None]] = weakref.WeakKeyDictionary()
 
 
 def _quiet(self: logging.FileHandler, record: logging.LogRecord) -> None:
@@ -152,6 +155,26 @@ class SafeWandbRun:
             if isinstance(exc, KeyboardInterrupt):
                 raise
             self._fail("init", exc)
+
+    def share(self, scope: str | None) -> None:
+        """Note that a monitor logs under key ``scope`` into this run; warn if one already does.
+
+        Only a run the user started is shared: each run seffi starts has one monitor.
+        """
+        if not self.enabled or self.owns_run:
+            return
+        try:
+            scopes = _SCOPES_IN_RUN.setdefault(self.run, set())
+        except TypeError:  # a run object that takes no weak reference: nothing to compare with
+            return
+        if scope in scopes:
+            where = f"seffi/{scope}/..." if scope else "seffi/..."
+            warnings.warn(
+                f"two seffi monitors log into the W&B run you started under the same keys ({where}): "
+                "their numbers mix; give each its own scope (MonitorConfig(scope=...))",
+                stacklevel=3,
+            )
+        scopes.add(scope)
 
     def describe(self, name: str, tags: Sequence[str], config: Mapping[str, Any]) -> None:
         """Name, tags and config keys of a run this object started, where the caller set none."""

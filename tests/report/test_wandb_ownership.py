@@ -123,3 +123,28 @@ def test_a_run_the_user_started_is_reused_and_left_open(
     assert summary["seffi/auc"] == pytest.approx(AUC_A, rel=1e-12)
     assert summary["user/loss"] == 0.25
     assert any("user/loss" in row for row in history)
+
+
+def test_two_monitors_in_the_run_the_user_started_are_warned_unless_scoped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both monitors log into the user's run (theirs to own); the second under the same keys gets one
+    warning that their numbers mix, one with its own scope none."""
+    import warnings
+
+    import wandb
+
+    monkeypatch.chdir(tmp_path)
+    user = wandb.init(project="mine", dir=str(tmp_path), mode="offline", settings=wandb.Settings(silent=True))
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            monitors = [_monitor(TASK_A, tmp_path / name) for name in ("a", "b")]
+            monitors.append(_monitor(TASK_B, tmp_path / "c", scope="other"))
+        mixing = [str(w.message) for w in caught if "two seffi monitors" in str(w.message)]
+        assert len(mixing) == 1 and "(seffi/...)" in mixing[0] and "MonitorConfig(scope=...)" in mixing[0]
+        assert all(m.sinks.wandb.run.run is user for m in monitors)
+        for m in monitors:
+            m.close()
+    finally:
+        user.finish()
