@@ -729,3 +729,15 @@ def test_a_rollout_in_one_call_dates_its_runs_as_calls_of_one_log_interval_would
                 m.log(m.episodes)
         logged.append({k: v for k, v in m.last_scalars.items() if k.startswith("seffi/window/")})
     assert logged[0] == logged[1] and logged[0]["seffi/window/runs"] == 512
+
+
+def test_a_window_shorter_than_the_logging_interval_holds_its_runs() -> None:
+    """``window=8`` with ``log_every=20``, one env row of K = 4 one-step runs: folds of 8 episodes date
+    the runs, so the log at episode 20 holds the one run that started (16) and ended (20) in its last
+    8 episodes, instead of an empty window."""
+    m = CoverageMonitor(4, STRATS, sinks=_Null(), n_boot=0, window=8, log_every=20)
+    for i in range(20):
+        m.update_infos({"input_id": f"x{i // 4}", "strategy_matches": (STRATS[i % 3],)}, True)
+        m.maybe_log(i + 1)
+    assert m.last_scalars["seffi/window/runs"] == 1 and m.last_scalars["seffi/window/episodes"] == 8
+    assert m.last_scalars["seffi/window/coverage/k=4"] == 3 / 4  # b, c, a, b: three of four strategies
