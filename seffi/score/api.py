@@ -231,11 +231,11 @@ class _BaseProcess:
             raise error
         return sets
 
-    def ask(self, strategies: Sequence[str], budget: int, seed: int) -> None:
-        """Start the iid curves over ``strategies`` at K = ``budget`` with ``seed`` (the monitor's call)."""
+    def ask(self, strategies: Sequence[str], prompts: Sequence[str], budget: int, seed: int) -> None:
+        """Start the iid curves of ``prompts`` over ``strategies`` at K = ``budget`` with ``seed``."""
         self.asked = _curves_arguments(budget, seed=seed)
         try:
-            self.conn.send((tuple(strategies), self.asked))
+            self.conn.send((tuple(strategies), list(prompts), self.asked))
         except OSError:  # the process is gone: `blocks` takes every block here
             pass
 
@@ -315,12 +315,12 @@ def _base_work(
         conn.send(answer)
         if sets is None:
             return
-        strategies, arguments = conn.recv()
+        strategies, prompts, arguments = conn.recv()
     except (EOFError, OSError):  # the parent stopped first (its own error) or needs no curves
         return
     try:
         arguments = dict(arguments)
-        plan = _iid(sets, strategies)._plan(arguments.pop("K"), **arguments)
+        plan = _iid({p: sets[p] for p in prompts}, strategies)._plan(arguments.pop("K"), **arguments)
         while (b := _take(counter, plan.blocks)) is not None:
             results.put((b, plan.block(b)))
     except Exception:  # the parent computes what is missing, and meets the error itself
@@ -348,6 +348,12 @@ class _BaseCurves(IidBaseline):
             job, self.job = self.job, None  # its blocks are shared once
             return job.blocks(plan)
         return super()._blocks(plan)
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    """``repr(text)``, its middle cut when longer than ``limit`` characters (a prompt id in a message)."""
+    r = repr(text)
+    return r if len(r) <= limit else f"{r[: limit // 2]}...{r[-limit // 2 :]} ({len(text)} characters)"
 
 
 def _kept(samples: _Labelled) -> list[tuple[str, frozenset[str], bool, int | None]]:
@@ -552,6 +558,16 @@ def score(
         k = int(budget) if budget is not None else max(per_prompt, key=lambda n: (per_prompt[n], n))
         if k < 1:
             raise SeffiError(f"budget must be a positive number of samples, got {k}")
+        totals: Counter[str] = Counter()
+        for (_, pid), n in counts.items():
+            totals[pid] += n
+        # The baselines the report shows are over the prompts the gain compares: those with a run of K.
+        prompts = sorted(p for p, n in totals.items() if n >= k)
+        if not prompts:
+            raise SeffiError(
+                f"no prompt has a run of K = {k} samples (the most a prompt has is "
+                f"{max(totals.values(), default=0)}): no curve and no gain; pass a smaller --budget"
+            )
         plan = dict(
             policy=policy_paths, base=base_paths, fields=fields, labels=labels, declared=declared, budget=k
         )
@@ -590,14 +606,13 @@ def score(
                 raise SeffiError(
                     f"the label field {label_field!r} names no strategy in any file; pass --strategies"
                 )
-        iid = _iid(base_sets, declared, IidBaseline if job is None else _BaseCurves)
-        prompts = sorted(base_sets)
-        missing = sorted({pid for _, pid in counts} - set(prompts))
+        missing = sorted(totals.keys() - base_sets.keys())
         if missing:
             raise SeffiError(
-                f"{len(missing)} policy prompt(s) have no base samples (first: {missing[0]!r}); "
+                f"{len(missing)} policy prompt(s) have no base samples (first: {_clip(missing[0])}); "
                 "the base files must cover every prompt"
             )
+        iid = _iid({p: base_sets[p] for p in prompts}, declared, IidBaseline if job is None else _BaseCurves)
         oracle = OracleBaseline({p: {s: {s} for s in declared} for p in prompts}, strategies=list(declared))
         shown = ", ".join(declared[:8]) + (", ..." if len(declared) > 8 else "")
         say(f"strategies: {len(declared)} ({shown}); budget K = {k}")
@@ -608,7 +623,7 @@ def score(
         if job is not None:  # the base's process computes the report's iid curves meanwhile
             assert isinstance(iid, _BaseCurves)
             iid.job = job
-            job.ask(declared, monitor.budget, monitor.seed)
+            job.ask(declared, prompts, monitor.budget, monitor.seed)
         try:
             if results is None:
                 assert kept is not None
