@@ -111,7 +111,12 @@ def score_command(args: argparse.Namespace) -> int:
         raise SeffiError(f"--ray needs a positive number of workers, got {args.ray}")
     if args.budget is not None and args.budget < 1:
         raise SeffiError(f"--budget must be a positive integer, got {args.budget}")
-    out = prepare_run_folder(args.out, overwrite=args.overwrite) if args.out else default_out_dir("score")
+    out = Path(args.out) if args.out else default_out_dir("score")
+    # A folder that holds a run is refused before any file is read; --overwrite replaces that run
+    # only once every file is read and checked.
+    prepare = lambda: prepare_run_folder(out, overwrite=args.overwrite)  # noqa: E731
+    if args.out and not args.overwrite:
+        prepare()
     score(
         args.policy,
         args.base,
@@ -125,6 +130,7 @@ def score_command(args: argparse.Namespace) -> int:
         workers=args.ray,
         name=args.name,
         say=lambda line: print(line, file=sys.stderr),
+        before_writing=prepare if args.out and args.overwrite else None,
         out_dir=out,
         wandb=args.wandb,
         n_boot=args.n_boot,

@@ -470,6 +470,7 @@ def score(
     workers: int | None = None,
     name: str = "policy",
     say: Callable[[str], None] = print,
+    before_writing: Callable[[], Any] | None = None,
     **monitor_options: Any,
 ) -> Any:
     """Coverage of the policy's generations against the base model's iid sampling and the oracle.
@@ -491,6 +492,8 @@ def score(
             labelling the files takes more requests than this.
         name: The policy's name in the report.
         say: Where the one-line statements of what was detected go.
+        before_writing: Called once every file is read and checked, before anything is written
+            (``seffi score --overwrite`` replaces the earlier run there).
         **monitor_options: Passed to `CoverageMonitor`: ``out_dir``, ``wandb``, ``n_boot``, ``seed``, ...
 
     Returns:
@@ -618,6 +621,8 @@ def score(
         say(f"strategies: {len(declared)} ({shown}); budget K = {k}")
         for line in policy_said:
             say(line)
+        if before_writing is not None:
+            before_writing()
         monitor = CoverageMonitor(k, list(declared), iid=iid, oracle=oracle, label=name, **monitor_options)
         by_step = StepCurves(declared, k)
         if job is not None:  # the base's process computes the report's iid curves meanwhile

@@ -123,3 +123,19 @@ def test_a_million_character_completion_matches_nothing_and_is_counted(tmp_path,
     )
     report = json.loads((tmp_path / "o" / "report.json").read_text())
     assert report["comparisons"][0]["policies"][0]["curves"]["coverage"] == [0.0, 0.5, 0.5, 0.5]
+
+
+@pytest.mark.parametrize("bad", ["a truncated row", "a prompt without base samples"])
+def test_overwrite_keeps_the_earlier_run_when_an_input_is_refused(tmp_path, base, capsys, bad):
+    out = tmp_path / "o"
+    argv = ["--base", str(base), "--labels", "strategy", "--out", str(out)]
+    assert _score(capsys, str(base), *argv)[0] == 0
+    before = (out / "report.json").read_bytes()
+    rows = (
+        ['{"prompt_id": "p0", "completion": "x']
+        if bad == "a truncated row"
+        else [{**ROWS[0], "prompt_id": "p9"}]
+    )
+    code, _, err = _score(capsys, str(_jsonl(tmp_path / "bad.jsonl", rows)), *argv, "--overwrite")
+    assert code == 2 and err.count("seffi score: error: ") == 1, err
+    assert (out / "report.json").read_bytes() == before
