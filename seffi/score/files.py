@@ -205,7 +205,7 @@ def _block_rows(path: Path, start: int, block: list[bytes]) -> Iterator[tuple[in
                 continue
             row, end = _SCAN(text, at)
             end = _SPACE.match(text, end).end()
-        except (StopIteration, ValueError):
+        except (StopIteration, ValueError, RecursionError):
             end = -1
         if end != stop:
             if raw.strip():
@@ -218,7 +218,7 @@ def _block_rows(path: Path, start: int, block: list[bytes]) -> Iterator[tuple[in
 def _line(path: Path, line: int, raw: bytes) -> Any:
     try:
         return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # bad JSON or bytes, an int of > 4300 digits, deep nesting
         raise SeffiError(f"{path}:{line}: not a JSON line ({exc.__class__.__name__}: {exc})") from None
 
 
@@ -235,7 +235,8 @@ def _correct(value: Any, where: str) -> bool | None:
 def _step(value: Any, where: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())  # inf, NaN: not
+    if isinstance(value, bool) or not whole:
         raise SeffiError(f"{where}: the step field holds {value!r}; need a whole number")
     return int(value)
 

@@ -55,6 +55,22 @@ BAD = {
         [{"prompt_id": "p0", "completion": "x", "strategy": "zzz"}],
         "label 'zzz' is not a declared",
     ),
+    "an infinite step": (
+        ['{"prompt_id": "p0", "completion": "x", "strategy": "a", "step": Infinity}'],
+        "policy.jsonl:1: the step field holds inf; need a whole number",
+    ),
+    "a NaN step": (
+        ['{"prompt_id": "p0", "completion": "x", "strategy": "a", "step": NaN}'],
+        "policy.jsonl:1: the step field holds nan; need a whole number",
+    ),
+    "an id of 5000 digits": (
+        ['{"prompt_id": ' + "9" * 5000 + ', "completion": "x"}'],
+        "policy.jsonl:1: not a JSON line (ValueError: Exceeds the limit (4300 digits)",
+    ),
+    "nesting 10^5 deep": (
+        ['{"prompt_id": "p0", "completion": ' + "[" * 100_000 + "]" * 100_000 + "}"],
+        "policy.jsonl:1: not a JSON line (RecursionError: maximum recursion depth exceeded",
+    ),
     "bad score": (
         [{"prompt_id": "p0", "completion": "x", "strategy": "a", "score": "yes"}],
         "the score field holds",
