@@ -27,6 +27,7 @@ from seffi._io import write_atomic
 from seffi.callbacks.core import CoverageMonitor
 from seffi.coverage import IidBaseline, OracleBaseline
 from seffi.coverage.samples import SamplePlan
+from seffi.coverage.state import MAX_BUDGET
 from seffi.episodes import parse_generation
 from seffi.errors import SeffiError
 from seffi.labelers import Labeler, RegexRubric
@@ -559,8 +560,10 @@ def score(
             counts = Counter((step, pid) for pid, _, _, step in kept)
         per_prompt = Counter(counts.values())
         k = int(budget) if budget is not None else max(per_prompt, key=lambda n: (per_prompt[n], n))
-        if k < 1:
-            raise SeffiError(f"budget must be a positive number of samples, got {k}")
+        if not 1 <= k <= MAX_BUDGET:
+            raise SeffiError(
+                f"budget must be a positive number of samples up to {MAX_BUDGET} (seffi's cap on K), got {k}"
+            )
         totals: Counter[str] = Counter()
         for (_, pid), n in counts.items():
             totals[pid] += n

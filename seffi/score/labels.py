@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,8 @@ def load_rubric(path: str | Path) -> RegexRubric:
         spec = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise SeffiError(f"{path}: cannot read the rubric ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise SeffiError(f"{path}: cannot read the rubric (not UTF-8: {exc})") from None
     except yaml.YAMLError as exc:
         raise SeffiError(f"{path}: not YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(spec, dict) or not spec or not all(isinstance(v, str) for v in spec.values()):
@@ -87,9 +90,10 @@ def load_entry_point(spec: str, strategies: Iterable[str] | None) -> Labeler:
         obj: Any = importlib.import_module(module)
         for part in attr.split("."):
             obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise SeffiError(f"--labeler {spec!r}: {exc}") from None
-    if isinstance(obj, Labeler):
+    except Exception as exc:  # any error of the user's module as it is imported: one line
+        raise SeffiError(f"--labeler {spec!r}: {exc.__class__.__name__}: {exc}") from None
+    # A function with a ``strategies`` attribute passes the Protocol's check, yet returns ids.
+    if isinstance(obj, Labeler) and not inspect.isroutine(obj):
         return obj
     if not callable(obj):
         raise SeffiError(f"--labeler {spec!r} is not callable")

@@ -155,3 +155,61 @@ def test_overwrite_keeps_the_earlier_run_when_an_input_is_refused(tmp_path, base
     code, _, err = _score(capsys, str(_jsonl(tmp_path / "bad.jsonl", rows)), *argv, "--overwrite")
     assert code == 2 and err.count("seffi score: error: ") == 1, err
     assert (out / "report.json").read_bytes() == before
+
+
+def test_a_function_labeler_with_a_strategies_attribute_returns_ids(tmp_path, capsys, monkeypatch):
+    (tmp_path / "seffi_test_fn_labeler.py").write_text(
+        "def fn(x, text):\n    return [text]\n\nfn.strategies = ('a', 'b')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    files = _jsonl(tmp_path / "gen.jsonl", [{**r, "completion": r["strategy"]} for r in ROWS])
+    out = tmp_path / "o"
+    code, _, err = _score(
+        capsys, str(files), "--base", str(files), "--labeler", "seffi_test_fn_labeler:fn", "--out", str(out)
+    )
+    assert code == 0, err
+    report = json.loads((out / "report.json").read_text())
+    # every prompt's run of 4 alternates a, b: C(1) = 1/2, C(k >= 2) = 1
+    assert report["comparisons"][0]["policies"][0]["curves"]["coverage"] == [0.5, 1.0, 1.0, 1.0]
+
+
+OPTION_ERRORS = {
+    "a Latin-1 rubric": (["--rubric", "latin1.yaml"], "latin1.yaml: cannot read the rubric (not UTF-8: "),
+    "a labeler with a syntax error": (
+        ["--labeler", "seffi_test_typo_labeler:fn", "--strategies", "a"],
+        "--labeler 'seffi_test_typo_labeler:fn': SyntaxError: expected ':'",
+    ),
+    "a budget above the cap": (
+        ["--labels", "strategy", "--budget", "70000"],
+        "budget must be a positive number of samples up to 65536 (seffi's cap on K), got 70000",
+    ),
+    "a judge URL without scheme": (
+        ["--judge", "host/v1", "--judge-model", "m", "--strategies", "a"],
+        "--judge 'host/v1': need an http:// or https:// URL",
+    ),
+    "a negative judge timeout": (
+        [
+            "--judge",
+            "http://127.0.0.1:9/v1",
+            "--judge-model",
+            "m",
+            "--strategies",
+            "a",
+            "--judge-timeout",
+            "-1",
+        ],
+        "--judge-timeout must be a positive number of seconds, got -1.0",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OPTION_ERRORS))
+def test_bad_options_give_one_line_and_exit_2(tmp_path, base, capsys, monkeypatch, case):
+    (tmp_path / "latin1.yaml").write_bytes(b'a: "caf\xe9"\n')
+    (tmp_path / "seffi_test_typo_labeler.py").write_text("def fn(x, text)\n    return []\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    options, needle = OPTION_ERRORS[case]
+    code, _, err = _score(capsys, str(base), "--base", str(base), *options, "--out", str(tmp_path / "o"))
+    assert code == 2 and err.count("seffi score: error: ") == 1 and needle in err, err
+    assert not (tmp_path / "o" / "report.json").exists()
