@@ -78,7 +78,8 @@ def default_cache() -> Path:
 
 def score_command(args: argparse.Namespace) -> int:
     """Handler of ``seffi score``."""
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
+    given_ids = [s.strip() for s in args.strategies.split(",")] if args.strategies else []
+    strategies = list(dict.fromkeys(s for s in given_ids if s)) or None  # each id counts once in M
     given = [f for f in ("labels", "rubric", "labeler") if getattr(args, f)]
     if len(given) > 1 or not (given or args.judge):
         raise SeffiError(

@@ -481,7 +481,8 @@ def score(
         base: The base model's generation files for the same prompts (its own iid samples).
         labeler: Labels each completion (`seffi.labelers`); or give ``label_field``.
         label_field: A field of the files holding each sample's strategy id(s).
-        strategies: The declared strategy ids (default: the labeler's, or every id the label field names).
+        strategies: The declared strategy ids (default: the labeler's, or every id the label field names);
+            with a labeler, every strategy it emits and any others that count in M.
         budget: K, the samples per run (default: the most common number of samples a prompt has in one
             training step, or in all the files when they record no step).
         fields: Field names overriding detection: id, text, score, step, prompt.
@@ -519,7 +520,13 @@ def score(
     late = label_field is not None and not strategies and not workers and compare_with is None
     if label_field is None:
         assert labeler is not None
-        declared, labels = tuple(labeler.strategies), labeler
+        declared, labels = tuple(strategies or labeler.strategies), labeler
+        left_out = [s for s in labeler.strategies if s not in declared]
+        if left_out:
+            raise SeffiError(
+                f"--strategies leaves out {left_out[0]!r}, which the labeler emits; declare every strategy "
+                f"of the labeler ({', '.join(labeler.strategies)})"
+            )
     elif late:
         declared, labels = (), FieldLabels(None)
     else:

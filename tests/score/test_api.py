@@ -220,3 +220,18 @@ def test_a_budget_no_prompt_reaches_is_one_error_naming_the_most_samples(tmp_pat
     ):
         score([policy], [base], label_field="strategy", budget=3, out_dir=tmp_path / "o", say=lambda _: None)
     assert not (tmp_path / "o").exists()
+
+
+def test_declared_strategies_count_in_m_beside_a_rubrics(tmp_path):
+    policy, base = _two_prompt_files(tmp_path)
+    rubric = RegexRubric({"a": r"\ba\b", "b": r"\bb\b"})
+    report = score(
+        [policy], [base], labeler=rubric, strategies=("a", "b", "c"), out_dir=tmp_path / "o",
+        wandb="disabled", plots=False, n_boot=10, say=lambda _: None,
+    )  # fmt: skip
+    c = report.comparisons[0]
+    # M = 3: C(1) = 1/3 on both prompts; C(2) = 2/3 on p0 (a, b), 1/3 on p1 (a, a).
+    assert c.num_strategies == 3
+    np.testing.assert_allclose(c.policies[0].curves.coverage, [1 / 3, 1 / 2])
+    with pytest.raises(SeffiError, match="--strategies leaves out 'b', which the labeler emits"):
+        score([policy], [base], labeler=rubric, strategies=("a",), out_dir=tmp_path / "p", say=lambda _: None)
