@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from seffi._convert import clip
 from seffi._io import write_atomic
 from seffi.callbacks.core import CoverageMonitor
 from seffi.coverage import IidBaseline, OracleBaseline
@@ -351,12 +352,6 @@ class _BaseCurves(IidBaseline):
         return super()._blocks(plan)
 
 
-def _clip(text: str, limit: int = 80) -> str:
-    """``repr(text)``, its middle cut when longer than ``limit`` characters (a prompt id in a message)."""
-    r = repr(text)
-    return r if len(r) <= limit else f"{r[: limit // 2]}...{r[-limit // 2 :]} ({len(text)} characters)"
-
-
 def _kept(samples: _Labelled) -> list[tuple[str, frozenset[str], bool, int | None]]:
     """The labelled samples without their text, in file order: (prompt id, match set, valid, step).
 
@@ -622,7 +617,7 @@ def score(
         missing = sorted(totals.keys() - base_sets.keys())
         if missing:
             raise SeffiError(
-                f"{len(missing)} policy prompt(s) have no base samples (first: {_clip(missing[0])}); "
+                f"{len(missing)} policy prompt(s) have no base samples (first: {clip(repr(missing[0]))}); "
                 "the base files must cover every prompt"
             )
         iid = _iid({p: base_sets[p] for p in prompts}, declared, IidBaseline if job is None else _BaseCurves)

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from seffi._convert import clip
 from seffi.errors import SeffiError
 from seffi.labelers import CallableLabeler, Labeler, RegexRubric
 from seffi.score.files import Sample
@@ -40,12 +41,14 @@ class FieldLabels:
         ids = [] if value is None else [value] if isinstance(value, str) else value
         if not isinstance(ids, list) or not all(isinstance(s, str) for s in ids):
             raise SeffiError(
-                f"prompt {sample.prompt_id!r}: the label field holds {value!r}; need an id or a list of ids"
+                f"prompt {clip(repr(sample.prompt_id))}: the label field holds {clip(repr(value))}; "
+                "need an id or a list of ids"
             )
         unknown = set(ids) - self._known if self._known is not None else ()
         if unknown:
             raise SeffiError(
-                f"prompt {sample.prompt_id!r}: label {sorted(unknown)[0]!r} is not a declared strategy "
+                f"prompt {clip(repr(sample.prompt_id))}: label {clip(repr(sorted(unknown)[0]))} is not a "
+                "declared strategy "
                 f"({', '.join(self.strategies)})"
             )
         out = self._seen[key] = frozenset(ids)

@@ -43,8 +43,14 @@ def test_scores_a_file_and_says_what_it_detected(tmp_path, base, capsys):
 
 BAD = {
     "not JSON": (['{"prompt_id": 1,'], "policy.jsonl:1: not a JSON line"),
-    "no id field": ([{"completion": "x"}], "no prompt id field in the first row (keys: completion)"),
-    "no text field": ([{"prompt_id": "p0"}], "no completion field in the first row (keys: prompt_id)"),
+    "no id field": (
+        [{"completion": "x"}],
+        "policy.jsonl:1: no prompt id field in the first row (keys: completion)",
+    ),
+    "no text field": (
+        [{"prompt_id": "p0"}],
+        "policy.jsonl:1: no completion field in the first row (keys: prompt_id)",
+    ),
     "empty": ([], "the file holds no rows"),
     "a list per line": ([[1, 2]], "policy.jsonl:1: a row is list; need a JSON object per line"),
     "a later row without text": (
@@ -70,6 +76,10 @@ BAD = {
     "nesting 10^5 deep": (
         ['{"prompt_id": "p0", "completion": ' + "[" * 100_000 + "]" * 100_000 + "}"],
         "policy.jsonl:1: not a JSON line (RecursionError: maximum recursion depth exceeded",
+    ),
+    "a prompt id of 10^6 characters without base samples": (
+        [{"prompt_id": "x" * 10**6, "completion": "x", "strategy": "a"}],
+        "1 policy prompt(s) have no base samples (first: '" + "x" * 59 + "...); the base files",
     ),
     "bad score": (
         [{"prompt_id": "p0", "completion": "x", "strategy": "a", "score": "yes"}],
@@ -111,7 +121,9 @@ def test_files_of_two_layouts_are_refused(tmp_path, base, capsys):
 
 def test_missing_file_and_labeler_choices(tmp_path, base, capsys):
     code, _, err = _score(capsys, str(tmp_path / "nope.jsonl"), "--base", str(base), "--labels", "strategy")
-    assert code == 2 and "nope.jsonl: no such file" in err
+    assert code == 2 and "nope.jsonl: no such file; need a JSONL or Parquet file" in err
+    code, _, err = _score(capsys, str(tmp_path), "--base", str(base), "--labels", "strategy")
+    assert code == 2 and f"{tmp_path}: a folder; need a JSONL or Parquet file" in err
     rubric = tmp_path / "rubric.yaml"
     rubric.write_text("a: '('\n")
     code, _, err = _score(capsys, str(base), "--base", str(base), "--rubric", str(rubric))
