@@ -134,7 +134,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _sigterm_raises() -> Any:
-    """Make SIGTERM raise `Terminated` (the previous handler is returned; None off the main thread)."""
+    """Make SIGTERM raise `Terminated`, and a swallowed Ctrl-C or SIGTERM come again.
+
+    Returns the previous SIGTERM handler (None off the main thread, where nothing changes).
+    """
     if threading.current_thread() is not threading.main_thread():
         return None
 
@@ -147,8 +150,9 @@ def _sigterm_raises() -> Any:
         # A signal handler runs wherever the main thread is, which may be a weakref callback or a
         # __del__ during garbage collection; Python swallows an exception raised there. The signal is
         # sent again a moment later, so it lands in ordinary code and ends the run.
-        if isinstance(unraisable.exc_value, Terminated):
-            threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):  # Ctrl-C's, or SIGTERM's `Terminated`
+            again = signal.SIGTERM if isinstance(unraisable.exc_value, Terminated) else signal.SIGINT
+            threading.Timer(0.01, os.kill, (os.getpid(), again)).start()
         else:
             previous_hook(unraisable)
 

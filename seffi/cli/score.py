@@ -78,7 +78,8 @@ def default_cache() -> Path:
 
 def score_command(args: argparse.Namespace) -> int:
     """Handler of ``seffi score``."""
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
+    given_ids = [s.strip() for s in args.strategies.split(",")] if args.strategies else []
+    strategies = list(dict.fromkeys(s for s in given_ids if s)) or None  # each id counts once in M
     given = [f for f in ("labels", "rubric", "labeler") if getattr(args, f)]
     if len(given) > 1 or not (given or args.judge):
         raise SeffiError(
@@ -111,7 +112,12 @@ def score_command(args: argparse.Namespace) -> int:
         raise SeffiError(f"--ray needs a positive number of workers, got {args.ray}")
     if args.budget is not None and args.budget < 1:
         raise SeffiError(f"--budget must be a positive integer, got {args.budget}")
-    out = prepare_run_folder(args.out, overwrite=args.overwrite) if args.out else default_out_dir("score")
+    out = Path(args.out) if args.out else default_out_dir("score")
+    # A folder that holds a run is refused before any file is read; --overwrite replaces that run
+    # only once every file is read and checked.
+    prepare = lambda: prepare_run_folder(out, overwrite=args.overwrite)  # noqa: E731
+    if args.out and not args.overwrite:
+        prepare()
     score(
         args.policy,
         args.base,
@@ -125,6 +131,7 @@ def score_command(args: argparse.Namespace) -> int:
         workers=args.ray,
         name=args.name,
         say=lambda line: print(line, file=sys.stderr),
+        before_writing=prepare if args.out and args.overwrite else None,
         out_dir=out,
         wandb=args.wandb,
         n_boot=args.n_boot,

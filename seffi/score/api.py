@@ -23,10 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from seffi._convert import clip
 from seffi._io import write_atomic
 from seffi.callbacks.core import CoverageMonitor
 from seffi.coverage import IidBaseline, OracleBaseline
 from seffi.coverage.samples import SamplePlan
+from seffi.coverage.state import MAX_BUDGET
 from seffi.episodes import parse_generation
 from seffi.errors import SeffiError
 from seffi.labelers import Labeler, RegexRubric
@@ -231,11 +233,11 @@ class _BaseProcess:
             raise error
         return sets
 
-    def ask(self, strategies: Sequence[str], budget: int, seed: int) -> None:
-        """Start the iid curves over ``strategies`` at K = ``budget`` with ``seed`` (the monitor's call)."""
+    def ask(self, strategies: Sequence[str], prompts: Sequence[str], budget: int, seed: int) -> None:
+        """Start the iid curves of ``prompts`` over ``strategies`` at K = ``budget`` with ``seed``."""
         self.asked = _curves_arguments(budget, seed=seed)
         try:
-            self.conn.send((tuple(strategies), self.asked))
+            self.conn.send((tuple(strategies), list(prompts), self.asked))
         except OSError:  # the process is gone: `blocks` takes every block here
             pass
 
@@ -315,12 +317,12 @@ def _base_work(
         conn.send(answer)
         if sets is None:
             return
-        strategies, arguments = conn.recv()
+        strategies, prompts, arguments = conn.recv()
     except (EOFError, OSError):  # the parent stopped first (its own error) or needs no curves
         return
     try:
         arguments = dict(arguments)
-        plan = _iid(sets, strategies)._plan(arguments.pop("K"), **arguments)
+        plan = _iid({p: sets[p] for p in prompts}, strategies)._plan(arguments.pop("K"), **arguments)
         while (b := _take(counter, plan.blocks)) is not None:
             results.put((b, plan.block(b)))
     except Exception:  # the parent computes what is missing, and meets the error itself
@@ -464,6 +466,7 @@ def score(
     workers: int | None = None,
     name: str = "policy",
     say: Callable[[str], None] = print,
+    before_writing: Callable[[], Any] | None = None,
     **monitor_options: Any,
 ) -> Any:
     """Coverage of the policy's generations against the base model's iid sampling and the oracle.
@@ -473,7 +476,8 @@ def score(
         base: The base model's generation files for the same prompts (its own iid samples).
         labeler: Labels each completion (`seffi.labelers`); or give ``label_field``.
         label_field: A field of the files holding each sample's strategy id(s).
-        strategies: The declared strategy ids (default: the labeler's, or every id the label field names).
+        strategies: The declared strategy ids (default: the labeler's, or every id the label field names);
+            with a labeler, every strategy it emits and any others that count in M.
         budget: K, the samples per run (default: the most common number of samples a prompt has in one
             training step, or in all the files when they record no step).
         fields: Field names overriding detection: id, text, score, step, prompt.
@@ -485,6 +489,8 @@ def score(
             labelling the files takes more requests than this.
         name: The policy's name in the report.
         say: Where the one-line statements of what was detected go.
+        before_writing: Called once every file is read and checked, before anything is written
+            (``seffi score --overwrite`` replaces the earlier run there).
         **monitor_options: Passed to `CoverageMonitor`: ``out_dir``, ``wandb``, ``n_boot``, ``seed``, ...
 
     Returns:
@@ -509,7 +515,13 @@ def score(
     late = label_field is not None and not strategies and not workers and compare_with is None
     if label_field is None:
         assert labeler is not None
-        declared, labels = tuple(labeler.strategies), labeler
+        declared, labels = tuple(strategies or labeler.strategies), labeler
+        left_out = [s for s in labeler.strategies if s not in declared]
+        if left_out:
+            raise SeffiError(
+                f"--strategies leaves out {left_out[0]!r}, which the labeler emits; declare every strategy "
+                f"of the labeler ({', '.join(labeler.strategies)})"
+            )
     elif late:
         declared, labels = (), FieldLabels(None)
     else:
@@ -550,8 +562,20 @@ def score(
             counts = Counter((step, pid) for pid, _, _, step in kept)
         per_prompt = Counter(counts.values())
         k = int(budget) if budget is not None else max(per_prompt, key=lambda n: (per_prompt[n], n))
-        if k < 1:
-            raise SeffiError(f"budget must be a positive number of samples, got {k}")
+        if not 1 <= k <= MAX_BUDGET:
+            raise SeffiError(
+                f"budget must be a positive number of samples up to {MAX_BUDGET} (seffi's cap on K), got {k}"
+            )
+        totals: Counter[str] = Counter()
+        for (_, pid), n in counts.items():
+            totals[pid] += n
+        # The baselines the report shows are over the prompts the gain compares: those with a run of K.
+        prompts = sorted(p for p, n in totals.items() if n >= k)
+        if not prompts:
+            raise SeffiError(
+                f"no prompt has a run of K = {k} samples (the most a prompt has is "
+                f"{max(totals.values(), default=0)}): no curve and no gain; pass a smaller --budget"
+            )
         plan = dict(
             policy=policy_paths, base=base_paths, fields=fields, labels=labels, declared=declared, budget=k
         )
@@ -590,25 +614,26 @@ def score(
                 raise SeffiError(
                     f"the label field {label_field!r} names no strategy in any file; pass --strategies"
                 )
-        iid = _iid(base_sets, declared, IidBaseline if job is None else _BaseCurves)
-        prompts = sorted(base_sets)
-        missing = sorted({pid for _, pid in counts} - set(prompts))
+        missing = sorted(totals.keys() - base_sets.keys())
         if missing:
             raise SeffiError(
-                f"{len(missing)} policy prompt(s) have no base samples (first: {missing[0]!r}); "
+                f"{len(missing)} policy prompt(s) have no base samples (first: {clip(repr(missing[0]))}); "
                 "the base files must cover every prompt"
             )
+        iid = _iid({p: base_sets[p] for p in prompts}, declared, IidBaseline if job is None else _BaseCurves)
         oracle = OracleBaseline({p: {s: {s} for s in declared} for p in prompts}, strategies=list(declared))
         shown = ", ".join(declared[:8]) + (", ..." if len(declared) > 8 else "")
         say(f"strategies: {len(declared)} ({shown}); budget K = {k}")
         for line in policy_said:
             say(line)
+        if before_writing is not None:
+            before_writing()
         monitor = CoverageMonitor(k, list(declared), iid=iid, oracle=oracle, label=name, **monitor_options)
         by_step = StepCurves(declared, k)
         if job is not None:  # the base's process computes the report's iid curves meanwhile
             assert isinstance(iid, _BaseCurves)
             iid.job = job
-            job.ask(declared, monitor.budget, monitor.seed)
+            job.ask(declared, prompts, monitor.budget, monitor.seed)
         try:
             if results is None:
                 assert kept is not None

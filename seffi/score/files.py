@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from seffi._convert import clip
 from seffi.errors import SeffiError
 
 __all__ = ["Layout", "Sample", "detect", "read_samples"]
@@ -129,7 +130,7 @@ def detect(row: Mapping[str, Any], **fields: str | None) -> Layout:
     else:
         idf, text = _first(row, ID_FIELDS), _first(row, TEXT_FIELDS)
         if (idf or given.get("id")) is None or (text or given.get("text")) is None:
-            keys = ", ".join(sorted(map(str, row))[:12])
+            keys = clip(", ".join(sorted(map(str, row))[:12]), 200)
             what = "prompt id" if (idf or given.get("id")) is None else "completion"
             raise SeffiError(
                 f"no {what} field in the first row (keys: {keys}); name it with --id-field / --text-field"
@@ -205,7 +206,7 @@ def _block_rows(path: Path, start: int, block: list[bytes]) -> Iterator[tuple[in
                 continue
             row, end = _SCAN(text, at)
             end = _SPACE.match(text, end).end()
-        except (StopIteration, ValueError):
+        except (StopIteration, ValueError, RecursionError):
             end = -1
         if end != stop:
             if raw.strip():
@@ -218,7 +219,7 @@ def _block_rows(path: Path, start: int, block: list[bytes]) -> Iterator[tuple[in
 def _line(path: Path, line: int, raw: bytes) -> Any:
     try:
         return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # bad JSON or bytes, an int of > 4300 digits, deep nesting
         raise SeffiError(f"{path}:{line}: not a JSON line ({exc.__class__.__name__}: {exc})") from None
 
 
@@ -235,7 +236,8 @@ def _correct(value: Any, where: str) -> bool | None:
 def _step(value: Any, where: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())  # inf, NaN: not
+    if isinstance(value, bool) or not whole:
         raise SeffiError(f"{where}: the step field holds {value!r}; need a whole number")
     return int(value)
 
@@ -282,14 +284,18 @@ def read_samples(paths: Sequence[str | Path], **fields: str | None) -> Iterator[
     first: Layout | None = None
     for path in map(Path, paths):
         if not path.is_file():
-            raise SeffiError(f"{path}: no such file")
+            what = "a folder" if path.is_dir() else "not a regular file" if path.exists() else "no such file"
+            raise SeffiError(f"{path}: {what}; need a JSONL or Parquet file")
         layout: Layout | None = None
         first_filter = None
         for line, row in _rows(path):
             if type(row) is not dict:
                 raise SeffiError(f"{path}:{line}: a row is {type(row).__name__}; need a JSON object per line")
             if layout is None:
-                layout = detect(row, **fields)
+                try:
+                    layout = detect(row, **fields)
+                except SeffiError as exc:
+                    raise SeffiError(f"{path}:{line}: {exc}") from None
                 if first is None:
                     first = layout
                 elif layout != first:
@@ -308,7 +314,8 @@ def read_samples(paths: Sequence[str | Path], **fields: str | None) -> Iterator[
             if type(pid) is not str:  # the common case costs one test
                 if not isinstance(pid, str | int) or isinstance(pid, bool):
                     raise SeffiError(
-                        f"{path}:{line}: the id field {idf!r} holds {pid!r}; need a string or an int"
+                        f"{path}:{line}: the id field {idf!r} holds {clip(repr(pid))}; "
+                        "need a string or an int"
                     )
                 pid = str(pid)
             correct = step = None

@@ -164,6 +164,12 @@ class JudgeLabeler:
         missing = [p for p in ("{strategies}", "{completion}") if p not in template]
         if missing:
             raise SeffiError(f"the judge's template has no {missing[0]} placeholder")
+        if not url.startswith(("http://", "https://")):
+            raise SeffiError(
+                f"--judge {url!r}: need an http:// or https:// URL, e.g. http://localhost:8000/v1"
+            )
+        if not timeout > 0:  # urlopen refuses 0 and negatives, and NaN never times out
+            raise SeffiError(f"--judge-timeout must be a positive number of seconds, got {timeout}")
         base = url.rstrip("/")
         self.url = base if base.endswith("/chat/completions") else base + "/chat/completions"
         self.template, self.timeout, self.retries, self.backoff = template, timeout, retries, backoff

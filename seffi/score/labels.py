@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from seffi._convert import clip
 from seffi.errors import SeffiError
 from seffi.labelers import CallableLabeler, Labeler, RegexRubric
 from seffi.score.files import Sample
@@ -39,12 +41,14 @@ class FieldLabels:
         ids = [] if value is None else [value] if isinstance(value, str) else value
         if not isinstance(ids, list) or not all(isinstance(s, str) for s in ids):
             raise SeffiError(
-                f"prompt {sample.prompt_id!r}: the label field holds {value!r}; need an id or a list of ids"
+                f"prompt {clip(repr(sample.prompt_id))}: the label field holds {clip(repr(value))}; "
+                "need an id or a list of ids"
             )
         unknown = set(ids) - self._known if self._known is not None else ()
         if unknown:
             raise SeffiError(
-                f"prompt {sample.prompt_id!r}: label {sorted(unknown)[0]!r} is not a declared strategy "
+                f"prompt {clip(repr(sample.prompt_id))}: label {clip(repr(sorted(unknown)[0]))} is not a "
+                "declared strategy "
                 f"({', '.join(self.strategies)})"
             )
         out = self._seen[key] = frozenset(ids)
@@ -61,6 +65,8 @@ def load_rubric(path: str | Path) -> RegexRubric:
         spec = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise SeffiError(f"{path}: cannot read the rubric ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise SeffiError(f"{path}: cannot read the rubric (not UTF-8: {exc})") from None
     except yaml.YAMLError as exc:
         raise SeffiError(f"{path}: not YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(spec, dict) or not spec or not all(isinstance(v, str) for v in spec.values()):
@@ -87,9 +93,10 @@ def load_entry_point(spec: str, strategies: Iterable[str] | None) -> Labeler:
         obj: Any = importlib.import_module(module)
         for part in attr.split("."):
             obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise SeffiError(f"--labeler {spec!r}: {exc}") from None
-    if isinstance(obj, Labeler):
+    except Exception as exc:  # any error of the user's module as it is imported: one line
+        raise SeffiError(f"--labeler {spec!r}: {exc.__class__.__name__}: {exc}") from None
+    # A function with a ``strategies`` attribute passes the Protocol's check, yet returns ids.
+    if isinstance(obj, Labeler) and not inspect.isroutine(obj):
         return obj
     if not callable(obj):
         raise SeffiError(f"--labeler {spec!r} is not callable")

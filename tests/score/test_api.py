@@ -186,3 +186,52 @@ def test_seed_reaches_the_base_bootstrap(files, tmp_path):
         np.testing.assert_allclose(got.coverage_hi, want.coverage_hi, rtol=0, atol=1e-12)
         bounds[seed] = np.asarray(got.coverage_lo)
     assert np.abs(bounds[1] - bounds[2]).max() > 1e-6
+
+
+def _two_prompt_files(tmp_path):
+    """Policy: p0 (a, b), p1 (a, a); base: p0 and p1 all a, p2 alternating a, b (M = 2, K = 2)."""
+    row = lambda p, s: {"prompt_id": p, "completion": s, "strategy": s}  # noqa: E731
+    policy = _write(
+        tmp_path / "policy.jsonl", [row("p0", "a"), row("p0", "b"), row("p1", "a"), row("p1", "a")]
+    )
+    base = [row(p, "a") for p in ("p0", "p1") for _ in range(4)] + [row("p2", s) for s in "abab"]
+    return policy, _write(tmp_path / "base.jsonl", base)
+
+
+def test_the_baselines_shown_are_over_the_policys_prompts(tmp_path):
+    policy, base = _two_prompt_files(tmp_path)
+    report = score(
+        [policy], [base], label_field="strategy", strategies=("a", "b"), out_dir=tmp_path / "o",
+        wandb="disabled", plots=False, n_boot=10, say=lambda _: None,
+    )  # fmt: skip
+    c = report.comparisons[0]
+    # p0 and p1 each hold a in every base sample: iid C(k) = 1/2, AUC 1/2 (p2's 2/3 would make it 5/9).
+    # Oracle: C(1) = 1/2, C(2) = 1, AUC 3/4. Policy: p0 0.75, p1 0.5, AUC 0.625; gain 0.125 / 0.25.
+    assert (c.iid.n_inputs, c.oracle.n_inputs) == (2, 2)
+    np.testing.assert_allclose([c.iid.auc, c.oracle.auc, c.policies[0].curves.auc], [0.5, 0.75, 0.625])
+    gain = c.policies[0].gain
+    assert gain.value == pytest.approx(0.5) and gain.room == pytest.approx(0.25)
+
+
+def test_a_budget_no_prompt_reaches_is_one_error_naming_the_most_samples(tmp_path):
+    policy, base = _two_prompt_files(tmp_path)
+    with pytest.raises(
+        SeffiError, match=r"no prompt has a run of K = 3 samples \(the most a prompt has is 2\)"
+    ):
+        score([policy], [base], label_field="strategy", budget=3, out_dir=tmp_path / "o", say=lambda _: None)
+    assert not (tmp_path / "o").exists()
+
+
+def test_declared_strategies_count_in_m_beside_a_rubrics(tmp_path):
+    policy, base = _two_prompt_files(tmp_path)
+    rubric = RegexRubric({"a": r"\ba\b", "b": r"\bb\b"})
+    report = score(
+        [policy], [base], labeler=rubric, strategies=("a", "b", "c"), out_dir=tmp_path / "o",
+        wandb="disabled", plots=False, n_boot=10, say=lambda _: None,
+    )  # fmt: skip
+    c = report.comparisons[0]
+    # M = 3: C(1) = 1/3 on both prompts; C(2) = 2/3 on p0 (a, b), 1/3 on p1 (a, a).
+    assert c.num_strategies == 3
+    np.testing.assert_allclose(c.policies[0].curves.coverage, [1 / 3, 1 / 2])
+    with pytest.raises(SeffiError, match="--strategies leaves out 'b', which the labeler emits"):
+        score([policy], [base], labeler=rubric, strategies=("a",), out_dir=tmp_path / "p", say=lambda _: None)

@@ -43,8 +43,14 @@ def test_scores_a_file_and_says_what_it_detected(tmp_path, base, capsys):
 
 BAD = {
     "not JSON": (['{"prompt_id": 1,'], "policy.jsonl:1: not a JSON line"),
-    "no id field": ([{"completion": "x"}], "no prompt id field in the first row (keys: completion)"),
-    "no text field": ([{"prompt_id": "p0"}], "no completion field in the first row (keys: prompt_id)"),
+    "no id field": (
+        [{"completion": "x"}],
+        "policy.jsonl:1: no prompt id field in the first row (keys: completion)",
+    ),
+    "no text field": (
+        [{"prompt_id": "p0"}],
+        "policy.jsonl:1: no completion field in the first row (keys: prompt_id)",
+    ),
     "empty": ([], "the file holds no rows"),
     "a list per line": ([[1, 2]], "policy.jsonl:1: a row is list; need a JSON object per line"),
     "a later row without text": (
@@ -54,6 +60,26 @@ BAD = {
     "unknown label": (
         [{"prompt_id": "p0", "completion": "x", "strategy": "zzz"}],
         "label 'zzz' is not a declared",
+    ),
+    "an infinite step": (
+        ['{"prompt_id": "p0", "completion": "x", "strategy": "a", "step": Infinity}'],
+        "policy.jsonl:1: the step field holds inf; need a whole number",
+    ),
+    "a NaN step": (
+        ['{"prompt_id": "p0", "completion": "x", "strategy": "a", "step": NaN}'],
+        "policy.jsonl:1: the step field holds nan; need a whole number",
+    ),
+    "an id of 5000 digits": (
+        ['{"prompt_id": ' + "9" * 5000 + ', "completion": "x"}'],
+        "policy.jsonl:1: not a JSON line (ValueError: Exceeds the limit (4300 digits)",
+    ),
+    "nesting 10^5 deep": (
+        ['{"prompt_id": "p0", "completion": ' + "[" * 100_000 + "]" * 100_000 + "}"],
+        "policy.jsonl:1: not a JSON line (RecursionError: maximum recursion depth exceeded",
+    ),
+    "a prompt id of 10^6 characters without base samples": (
+        [{"prompt_id": "x" * 10**6, "completion": "x", "strategy": "a"}],
+        "1 policy prompt(s) have no base samples (first: '" + "x" * 59 + "...); the base files",
     ),
     "bad score": (
         [{"prompt_id": "p0", "completion": "x", "strategy": "a", "score": "yes"}],
@@ -95,7 +121,9 @@ def test_files_of_two_layouts_are_refused(tmp_path, base, capsys):
 
 def test_missing_file_and_labeler_choices(tmp_path, base, capsys):
     code, _, err = _score(capsys, str(tmp_path / "nope.jsonl"), "--base", str(base), "--labels", "strategy")
-    assert code == 2 and "nope.jsonl: no such file" in err
+    assert code == 2 and "nope.jsonl: no such file; need a JSONL or Parquet file" in err
+    code, _, err = _score(capsys, str(tmp_path), "--base", str(base), "--labels", "strategy")
+    assert code == 2 and f"{tmp_path}: a folder; need a JSONL or Parquet file" in err
     rubric = tmp_path / "rubric.yaml"
     rubric.write_text("a: '('\n")
     code, _, err = _score(capsys, str(base), "--base", str(base), "--rubric", str(rubric))
@@ -123,3 +151,77 @@ def test_a_million_character_completion_matches_nothing_and_is_counted(tmp_path,
     )
     report = json.loads((tmp_path / "o" / "report.json").read_text())
     assert report["comparisons"][0]["policies"][0]["curves"]["coverage"] == [0.0, 0.5, 0.5, 0.5]
+
+
+@pytest.mark.parametrize("bad", ["a truncated row", "a prompt without base samples"])
+def test_overwrite_keeps_the_earlier_run_when_an_input_is_refused(tmp_path, base, capsys, bad):
+    out = tmp_path / "o"
+    argv = ["--base", str(base), "--labels", "strategy", "--out", str(out)]
+    assert _score(capsys, str(base), *argv)[0] == 0
+    before = (out / "report.json").read_bytes()
+    rows = (
+        ['{"prompt_id": "p0", "completion": "x']
+        if bad == "a truncated row"
+        else [{**ROWS[0], "prompt_id": "p9"}]
+    )
+    code, _, err = _score(capsys, str(_jsonl(tmp_path / "bad.jsonl", rows)), *argv, "--overwrite")
+    assert code == 2 and err.count("seffi score: error: ") == 1, err
+    assert (out / "report.json").read_bytes() == before
+
+
+def test_a_function_labeler_with_a_strategies_attribute_returns_ids(tmp_path, capsys, monkeypatch):
+    (tmp_path / "seffi_test_fn_labeler.py").write_text(
+        "def fn(x, text):\n    return [text]\n\nfn.strategies = ('a', 'b')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    files = _jsonl(tmp_path / "gen.jsonl", [{**r, "completion": r["strategy"]} for r in ROWS])
+    out = tmp_path / "o"
+    code, _, err = _score(
+        capsys, str(files), "--base", str(files), "--labeler", "seffi_test_fn_labeler:fn", "--out", str(out)
+    )
+    assert code == 0, err
+    report = json.loads((out / "report.json").read_text())
+    # every prompt's run of 4 alternates a, b: C(1) = 1/2, C(k >= 2) = 1
+    assert report["comparisons"][0]["policies"][0]["curves"]["coverage"] == [0.5, 1.0, 1.0, 1.0]
+
+
+OPTION_ERRORS = {
+    "a Latin-1 rubric": (["--rubric", "latin1.yaml"], "latin1.yaml: cannot read the rubric (not UTF-8: "),
+    "a labeler with a syntax error": (
+        ["--labeler", "seffi_test_typo_labeler:fn", "--strategies", "a"],
+        "--labeler 'seffi_test_typo_labeler:fn': SyntaxError: expected ':'",
+    ),
+    "a budget above the cap": (
+        ["--labels", "strategy", "--budget", "70000"],
+        "budget must be a positive number of samples up to 65536 (seffi's cap on K), got 70000",
+    ),
+    "a judge URL without scheme": (
+        ["--judge", "host/v1", "--judge-model", "m", "--strategies", "a"],
+        "--judge 'host/v1': need an http:// or https:// URL",
+    ),
+    "a negative judge timeout": (
+        [
+            "--judge",
+            "http://127.0.0.1:9/v1",
+            "--judge-model",
+            "m",
+            "--strategies",
+            "a",
+            "--judge-timeout",
+            "-1",
+        ],
+        "--judge-timeout must be a positive number of seconds, got -1.0",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OPTION_ERRORS))
+def test_bad_options_give_one_line_and_exit_2(tmp_path, base, capsys, monkeypatch, case):
+    (tmp_path / "latin1.yaml").write_bytes(b'a: "caf\xe9"\n')
+    (tmp_path / "seffi_test_typo_labeler.py").write_text("def fn(x, text)\n    return []\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    options, needle = OPTION_ERRORS[case]
+    code, _, err = _score(capsys, str(base), "--base", str(base), *options, "--out", str(tmp_path / "o"))
+    assert code == 2 and err.count("seffi score: error: ") == 1 and needle in err, err
+    assert not (tmp_path / "o" / "report.json").exists()

@@ -214,6 +214,16 @@ def test_parquet_is_read_by_record_batches(tmp_path):
     ]
 
 
+def test_a_parquet_step_column_holding_inf_is_one_error(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    table = pa.table({"prompt_id": ["p"] * 3, "completion": ["x"] * 3, "step": [0.0, float("inf"), 1.0]})
+    pq.write_table(table, tmp_path / "gen.parquet")
+    with pytest.raises(SeffiError, match=r"gen.parquet:2: the step field holds inf; need a whole number"):
+        list(read_samples([tmp_path / "gen.parquet"]))
+
+
 def test_a_failed_vllm_request_has_no_samples_and_a_bad_body_is_one_error(tmp_path):
     rows = vllm_batch_layout(_draw(prompts=2))
     rows[0] = {"id": "vllm-0", "custom_id": "request-0", "response": None, "error": {"message": "timeout"}}
