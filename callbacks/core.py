@@ -88,12 +88,9 @@ class CoverageMonitor:
         resume = Path(cfg.resume_from) if cfg.resume_from is not None else None
         resumed = _read_checkpoint(resume) if resume is not None else None
         if resumed is not None:  # refused before any sink claims the folder or starts a W&B run
-            _unpack(resumed, self._new_tracker())
-        same = False  # a resumed run continuing in its own folder
+            resumed = _unpack(resumed, self._new_tracker())
         if names is not None:  # sinks of its own; a folder that holds a run gets a fresh sibling
-            same = resume is not None and (
-                cfg.out_dir is None or Path(cfg.out_dir).resolve() == resume.resolve()
-            )
+            same = resume is not None and (cfg.out_dir is None or _same_folder(cfg.out_dir, resume))
             folder = resume if same else cfg.out_dir
             self.out_dir, self.sinks = own_sinks(
                 folder, cfg.wandb, cfg.plots, cfg.wandb_kwargs, reuse=same, names=names
@@ -112,12 +109,13 @@ class CoverageMonitor:
         self._episodes = 0  # finished episodes accepted (lifetime)
         self.reset_tracker()
         if resumed is not None:  # a checkpoint's runs and episodes; its open runs continue
-            self.load_state_dict(resumed)
+            self._load(*resumed)
         self.schedule = LogSchedule(cfg.log_every, cfg.log_unit, cfg.log_curves_every, self.budget)
         local = getattr(self.sinks, "local", None)
-        if same and local is not None:  # the logs go on from the checkpoint's; a killed run's later lines go
-            kept = local.cut_after(keys.episodes_key(self.scope), self.episodes)
-            self.schedule.resume(len(kept), int(kept[-1][keys.STEP_KEY]) if kept else None, self.episodes)
+        if resume is not None and local is not None and _same_folder(local.out_dir, resume):
+            # The run goes on in its folder: a killed run's lines after the checkpoint go, the logs go on.
+            n_logs, last_step = local.cut_after(keys.episodes_key(self.scope), self.episodes)
+            self.schedule.resume(n_logs, last_step, self.episodes)
         #: (episodes, time) of the last checkpoint; time None until the first one.
         self._checkpointed: tuple[int, float | None] = (self.episodes, None)
         self.baseline_sets = BaselineSets()
@@ -219,15 +217,14 @@ class CoverageMonitor:
             return 0
         if batch.strategies is not self.strategies and batch.strategies != self.strategies:
             raise SeffiError(f"a batch over strategies {batch.strategies} fed a monitor of {self.strategies}")
-        fold, start = self.fold_every, 0
-        while start < n:  # a fold boundary inside the batch folds there: runs are dated by their fold
-            end = min(n, start + max(fold - self.pending, 1))
+        fold = self.fold_every
+        for start in range(0, n, fold):  # a batch longer than a fold is folded a fold at a time
+            end = min(n, start + fold)
             self._batches.append(batch if (start, end) == (0, n) else batch.take(slice(start, end)))
             self.pending += end - start
             self._episodes += end - start
             if self.pending >= fold:
                 self.flush()
-            start = end
         return n
 
     def update_infos(self, infos: Any, dones: Any = None, *, env_offset: int = 0) -> int:
@@ -439,7 +436,9 @@ class CoverageMonitor:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> CoverageMonitor:
         """Replace everything recorded with ``state`` (open runs continue); a bad state changes nothing."""
-        checked, episodes = _unpack(state, self._tracker)
+        return self._load(*_unpack(state, self._tracker))
+
+    def _load(self, checked: dict[str, Any], episodes: int) -> CoverageMonitor:
         self._replace(CoverageTracker.from_state_dict(checked, barcode_rows=BARCODE_ROWS), episodes)
         self.stream_offset = self._tracker.stream_offset
         self._new_window(loaded=True)  # the loaded runs have no dates: windows hold runs opened after

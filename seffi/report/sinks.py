@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
 from seffi._convert import json_default
-from seffi._io import append_line, drop_lines_after, drop_partial_line, read_jsonl, write_atomic
+from seffi._io import append_line, drop_lines_after, drop_partial_line, write_atomic
 from seffi.coverage import state as states
 from seffi.errors import SeffiError
 from seffi.report import keys
@@ -31,7 +31,7 @@ from seffi.report.run_folder import (
 from seffi.report.safe_load import os_errors
 from seffi.report.schema import Comparison, Report
 from seffi.report.tensorboard import TensorBoardSink
-from seffi.report.wandb_run import Mode, SafeWandbRun, display_path, wandb_mode
+from seffi.report.wandb_run import Mode, SafeWandbRun, check_init_arguments, display_path, wandb_mode
 
 if TYPE_CHECKING:
     from seffi.coverage.tracker import CoverageTracker
@@ -155,20 +155,19 @@ class LocalSink:
             fh.close()
         self._handles.clear()
 
-    def cut_after(self, key: str, value: float) -> list[dict[str, Any]]:
-        """Drop what a killed run logged after its checkpoint; returns the metrics lines kept.
+    def cut_after(self, key: str, value: float) -> tuple[int, int | None]:
+        """Drop what a killed run logged after its checkpoint; (logs kept, the last one's step or None).
 
         Metrics lines whose ``key`` is above ``value`` go, then the snapshots after the last step kept.
         """
         self.close()  # the files are replaced: a later log appends to the new ones
         drop_lines_after(self.metrics_path, key, value)
-        try:
-            kept = [r for r in read_jsonl(self.metrics_path) if isinstance(r, dict)]
-        except ValueError:  # a line seffi did not write: the logs go on after it as they are
-            return []
-        last = max((float(r.get(keys.STEP_KEY, -math.inf)) for r in kept), default=-math.inf)
-        drop_lines_after(self.snapshots_path, "step", last)
-        return kept
+        steps = []
+        for line in self.metrics_path.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError, TypeError, KeyError):  # a line seffi did not write
+                steps.append(int(json.loads(line)[keys.STEP_KEY]))
+        drop_lines_after(self.snapshots_path, "step", steps[-1] if steps else -math.inf)
+        return len(steps), steps[-1] if steps else None
 
     def _release(self) -> None:
         self.close()
@@ -495,10 +494,8 @@ def default_sinks(
         **run_kwargs: ``wandb.init`` arguments (``project``, ``dir``, ``name``, ...).
     """
     # First: without tensorboardX the error comes before any folder or W&B run is made.
-    if "mode" in run_kwargs:
-        raise SeffiError(
-            "W&B init arguments may not set the mode: pass wandb='offline', 'online' or 'disabled'"
-        )
+    if wandb != "disabled" and not isinstance(run, SafeWandbRun):
+        check_init_arguments(run_kwargs)
     board = TensorBoardSink(Path(out_dir) / "tb") if tensorboard else None
     sinks: list[Sink] = [LocalSink(out_dir, plots=plots)]
     if isinstance(run, SafeWandbRun) or wandb != "disabled":

@@ -65,6 +65,26 @@ def _quiet_log_files(record: logging.LogRecord) -> bool:
     return True
 
 
+def check_init_arguments(kwargs: Mapping[str, Any]) -> None:
+    """Refuse in one line a ``wandb.init`` argument seffi sets itself, or one ``wandb.init`` does not take."""
+    if reserved := sorted({"mode", "reinit"} & kwargs.keys()):
+        raise SeffiError(
+            f"W&B init arguments may not set {reserved[0]}: pass wandb='offline', 'online' or 'disabled'; "
+            "each run seffi starts is its own"
+        )
+    try:
+        import inspect
+
+        import wandb
+
+        taken = inspect.signature(wandb.init).parameters
+    except Exception:  # W&B itself fails: that is the init's warning to give
+        return
+    if not any(p.kind is p.VAR_KEYWORD for p in taken.values()):
+        if unknown := sorted(kwargs.keys() - taken.keys() - {"run", "quiet"}):
+            raise SeffiError(f"wandb.init takes no argument {unknown[0]!r} (given in the W&B init arguments)")
+
+
 class SafeWandbRun:
     """A W&B run wrapper whose methods never raise.
 
@@ -102,8 +122,7 @@ class SafeWandbRun:
     ) -> None:
         if mode not in MODES:
             raise SeffiError(f"W&B mode must be one of {', '.join(MODES)}, got {mode!r}")
-        if "reinit" in init_kwargs:
-            raise SeffiError("W&B init arguments may not set reinit: each run seffi starts is its own")
+        check_init_arguments(init_kwargs)
         self.mode: str = mode
         self.step_key = keys.STEP_KEY
         self.enabled = False
@@ -119,6 +138,7 @@ class SafeWandbRun:
         self._axis_defined: set[str] = set()
         self._axis_last: dict[str, Any] = {}  # step key -> its last logged value
         self._named = name is not None
+        self._shared: tuple[set[str | None], str | None] | None = None  # (the run's scopes, ours)
         if mode == "disabled":
             return
         try:
@@ -167,6 +187,7 @@ class SafeWandbRun:
             scopes = _SCOPES_IN_RUN.setdefault(self.run, set())
         except TypeError:  # a run object that takes no weak reference: nothing to compare with
             return
+        self._shared = (scopes, scope)  # given back at `finish`: a later monitor may use the keys
         if scope in scopes:
             where = f"seffi/{scope}/..." if scope else "seffi/..."
             warnings.warn(
@@ -405,6 +426,9 @@ class SafeWandbRun:
 
     def finish(self) -> None:
         """Finish the run if this object started it; one that was not saved whole counts as failed."""
+        if self._shared is not None:
+            self._shared[0].discard(self._shared[1])
+            self._shared = None
         if self.enabled and self.owns_run:
             self._call("finish", self.run.finish)
             if self.enabled and (trouble := self._storage_trouble()) is not None:

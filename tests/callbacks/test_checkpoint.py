@@ -1,8 +1,10 @@
-"""The first checkpoint comes at the first log with a complete run, not after checkpoint_seconds."""
+"""Checkpoints: the first at the first log with a complete run; a killed run resumed from one goes on."""
 
 from __future__ import annotations
 
 import json
+
+import pytest
 
 from seffi.callbacks import CoverageMonitor
 from seffi.episodes import parse_generation
@@ -32,6 +34,10 @@ from seffi.callbacks import CoverageMonitor
 out, n, kill_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 options = dict(wandb="disabled", plots=False, log_every=30, checkpoint_every=60, n_boot=20, window=60)
 resume = out if kill_at < 0 else None
+if sys.argv[4] == "given":  # sinks made by the caller, as the SB3 adapter does
+    from seffi.report import default_sinks
+
+    options["sinks"] = default_sinks(out, wandb="disabled", plots=False)
 monitor = CoverageMonitor(4, ("a", "b", "c"), out_dir=out, resume_from=resume, **options)
 for i in range(monitor.episodes, n):  # env row i % 3 runs input x<(i // 12) % 5>; a hashed strategy
     info = {"input_id": f"x{(i // 12) % 5}", "strategy_matches": ("abc"[(i * 7919) % 11 % 3],)}
@@ -43,7 +49,8 @@ monitor.finalize(step=n + 1)
 """
 
 
-def test_a_run_killed_after_a_checkpoint_resumes_to_the_uninterrupted_runs_logs(tmp_path):
+@pytest.mark.parametrize("sinks", ["own", "given"])
+def test_a_run_killed_after_a_checkpoint_resumes_to_the_uninterrupted_runs_logs(tmp_path, sinks):
     """Killed at episode 215 (last checkpoint at 180), resumed with ``resume_from``: the logs after
     the checkpoint are dropped and the schedule goes on, so the logs (at the same steps, with the
     same cumulative numbers), snapshots.jsonl and report.json equal those of the same 400 episodes
@@ -52,13 +59,19 @@ def test_a_run_killed_after_a_checkpoint_resumes_to_the_uninterrupted_runs_logs(
     import sys
 
     def run(out, kill_at):
-        subprocess.run([sys.executable, "-c", _LOOP, str(out), "400", str(kill_at)], capture_output=True)
+        argv = [sys.executable, "-c", _LOOP, str(out), "400", str(kill_at), sinks]
+        subprocess.run(argv, capture_output=True, check=kill_at != 215)
 
     run(tmp_path / "whole", 0)
     run(tmp_path / "killed", 215)
     lines = (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["seffi/step"] for line in lines][-2:] == [180, 210]  # 210: after it
+    with (tmp_path / "killed" / "metrics.jsonl").open("a") as f:
+        f.write('{"note": "mine"}\n')
     run(tmp_path / "killed", -1)
+    lines = (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()
+    assert lines.pop(6) == '{"note": "mine"}'  # after the 6 logs up to the checkpoint
+    (tmp_path / "killed" / "metrics.jsonl").write_text("".join(f"{line}\n" for line in lines))
     snapshots = [(tmp_path / d / "snapshots.jsonl").read_text() for d in ("whole", "killed")]
     assert snapshots[1] == snapshots[0]
     logs = [[json.loads(line) for line in (tmp_path / d / "metrics.jsonl").read_text().splitlines()]

@@ -46,7 +46,7 @@ def test_what_the_user_sets_wins(tmp_path):
 
 def test_any_wandb_init_argument_reaches_the_run(tmp_path):
     """``wandb_kwargs`` takes whatever ``wandb.init`` takes (``notes``, ``id``, ``resume``, ``settings``);
-    the mode is the monitor's ``wandb=`` and refused there in one line."""
+    the mode (the monitor's ``wandb=``), ``reinit`` and a misspelt name are refused in one line."""
     mine = {"dir": str(tmp_path), "notes": "ablation 3", "id": "mine0001", "resume": "allow",
             "entity": "lab", "settings": {"console": "off"}}  # fmt: skip
     monitor = CoverageMonitor(2, list(WAYS), out_dir=tmp_path / "run", wandb="offline", wandb_kwargs=mine,
@@ -55,9 +55,15 @@ def test_any_wandb_init_argument_reaches_the_run(tmp_path):
     assert not monitor.sinks.wandb.run.failed
     run = _described(monitor.sinks.wandb.run.run_dir)
     assert (run["run_id"], run["notes"], run["name"]) == ("mine0001", "ablation 3", "seffi-maze-K2")
-    with pytest.raises(SeffiError, match="may not set the mode: pass wandb="):
-        CoverageMonitor(2, list(WAYS), out_dir=tmp_path / "two", wandb_kwargs={"mode": "online"})
-    assert not (tmp_path / "two").exists()
+    refused = [
+        ({"mode": "online"}, "may not set mode: pass wandb="),
+        ({"projet": "x"}, "no argument 'projet'"),
+        ({"reinit": True}, "may not set reinit"),
+    ]
+    for wrong, message in refused:
+        with pytest.raises(SeffiError, match=message):
+            CoverageMonitor(2, list(WAYS), out_dir=tmp_path / "two", wandb="offline", wandb_kwargs=wrong)
+        assert not (tmp_path / "two").exists()  # refused before the folder is made
 
 
 class PickAWay(gym.Env):

@@ -128,8 +128,9 @@ def test_a_run_the_user_started_is_reused_and_left_open(
 def test_two_monitors_in_the_run_the_user_started_are_warned_unless_scoped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Both monitors log into the user's run (theirs to own); the second under the same keys gets one
-    warning that their numbers mix, one with its own scope none."""
+    """Monitors log into the user's run (theirs to own); a second one under the same keys while the
+    first runs gets one warning that their numbers mix; one with its own scope, or one started after
+    the others closed, none."""
     import warnings
 
     import wandb
@@ -146,5 +147,9 @@ def test_two_monitors_in_the_run_the_user_started_are_warned_unless_scoped(
         assert all(m.sinks.wandb.run.run is user for m in monitors)
         for m in monitors:
             m.close()
+        with warnings.catch_warnings(record=True) as caught:  # a monitor after those ended: no mixing
+            warnings.simplefilter("always")
+            _monitor(TASK_A, tmp_path / "d").close()
+        assert not [w for w in caught if "two seffi monitors" in str(w.message)]
     finally:
         user.finish()
