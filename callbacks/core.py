@@ -181,14 +181,13 @@ class CoverageMonitor:
 
     @property
     def fold_every(self) -> int:
-        """Episodes a fold holds at most: ``flush_every``, ``window`` and ``log_every`` (in episodes).
+        """Episodes a fold holds at most: ``flush_every``, and ``window`` when there is one.
 
         A run is dated by the fold that brought its first sample, so folds no longer than the window
-        and the logging interval keep the window exact when one call brings a whole rollout.
+        keep it filled when one call brings more episodes than it spans (an SB3 rollout).
         """
-        cfg = self.config
-        sizes = (self.flush_every, cfg.window, cfg.log_every if cfg.log_unit == "episodes" else None)
-        return min(s for s in sizes if s)
+        window = self.config.window
+        return self.flush_every if window is None else min(self.flush_every, window)
 
     @property
     def episodes(self) -> int:

@@ -68,7 +68,7 @@ def _vector_infos(infos: list[dict[str, Any] | None]) -> dict[str, Any]:
 
 def test_sb3_list_bad_sample_index_rejects_only_that_episode() -> None:
     """'abc' beside a full buffer is refused at ingestion by name; no good one lost."""
-    m, ref = _monitor(log_every=4096), _monitor(log_every=4096)  # folds of 4,096 episodes
+    m, ref = _monitor(), _monitor()
     good = [_info(t) for t in range(4095)]
     for t in range(0, 4095, 5):  # SB3 steps of 5 envs, all ending an episode; 4,095 buffered
         step = good[t : t + 5]
@@ -86,7 +86,7 @@ def test_sb3_list_bad_sample_index_rejects_only_that_episode() -> None:
     text = str(e)
     assert "'sample_index'" in text and "'abc'" in text and ENV in text and "sub-env index 1" in text
     assert "\n" not in text
-    # The buffer (now past a fold, so folded) and the two good episodes of the call all count.
+    # The buffer (now past flush_every, so flushed) and the two good episodes of the call all count.
     ref.update_infos([bad[0], {}, bad[2]], np.array([True, False, True]))  # same sub-envs, bad one left out
     assert m.samples == m.episodes == 4097 == ref.samples
     same = _state(m) == _state(ref)  # (a bool: pytest's diff of two long JSON strings takes minutes)
