@@ -10,6 +10,7 @@ from pathlib import Path
 from seffi.cli import add_output_options
 from seffi.errors import SeffiError
 from seffi.report.run_folder import default_out_dir, prepare_run_folder
+from seffi.report.wandb_run import SafeWandbRun, wandb_mode
 from seffi.score.api import score
 from seffi.score.judge import DEFAULT_TEMPLATE, JudgeLabeler
 from seffi.score.labels import FieldLabels, load_entry_point, load_rubric
@@ -85,6 +86,7 @@ def score_command(args: argparse.Namespace) -> int:
         raise SeffiError(
             "name one labeler: --labels FIELD, --rubric FILE, --labeler MODULE:FUNCTION or --judge URL"
         )
+    SafeWandbRun.check_login(wandb_mode(args.wandb))  # online without a login: refused before any work
     labeler = None
     if args.rubric:
         labeler = load_rubric(args.rubric)

@@ -225,3 +225,16 @@ def test_bad_options_give_one_line_and_exit_2(tmp_path, base, capsys, monkeypatc
     code, _, err = _score(capsys, str(base), "--base", str(base), *options, "--out", str(tmp_path / "o"))
     assert code == 2 and err.count("seffi score: error: ") == 1 and needle in err, err
     assert not (tmp_path / "o" / "report.json").exists()
+
+
+def test_online_without_a_login_is_refused_before_any_work(tmp_path, base, capsys, monkeypatch):
+    """``--wandb online`` with no W&B login: one line and exit 2, as ``seffi run``, and no folder."""
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    out = tmp_path / "scored"
+    code = main(["score", str(base), "--base", str(base), "--labels", "strategy", "--out", str(out),
+                 "--wandb", "online"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "W&B online mode needs a login" in err and "\n" not in err.strip()
+    assert not out.exists()
