@@ -113,11 +113,15 @@ def report_command(args: argparse.Namespace) -> int:
     """Handler of ``seffi report``: re-render plots and report.md from DIR/report.json."""
     from seffi.report.files import load_report, write_report
     from seffi.report.plots import PRINT_DPI
+    from seffi.report.run_folder import claim_run_folder, release_run_folder
 
     run_dir = Path(args.dir)
     report = load_report(run_dir)
-    # report_json=False: the only copy stays as it is.
-    files = write_report(run_dir, report, report_json=False, format=args.format, dpi=PRINT_DPI)
+    claim_run_folder(run_dir)  # a run still writing there is refused
+    try:  # report_json=False: the only copy stays as it is.
+        files = write_report(run_dir, report, report_json=False, format=args.format, dpi=PRINT_DPI)
+    finally:
+        release_run_folder(run_dir)
     for path in sorted(p for name, p in files.items() if name != "report.json"):
         print(path)
     return 0

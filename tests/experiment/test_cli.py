@@ -188,3 +188,41 @@ def test_a_signal_landing_in_a_garbage_collection_callback_still_ends_the_run(tm
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == caught, out.stderr[-2000:]
     assert "Traceback" not in out.stderr
+
+
+_HOLD = """
+import sys
+from pathlib import Path
+from seffi.report.run_folder import claim_run_folder
+claim_run_folder(Path(sys.argv[1]))
+print("held", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_report_refuses_a_folder_a_live_run_writes_to(tmp_path, capsys):
+    """``seffi report DIR`` while another process holds DIR's lock: one line, exit 2, nothing written."""
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    assert (
+        _run(capsys, "run", "--tasks", "hanoi", "--rounds", "2", "--out", str(run), "--wandb", "disabled")[0]
+        == 0
+    )
+    before = sorted(p.name for p in (run / "plots").iterdir())
+    (run / "plots" / before[0]).unlink()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(run)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        code, _, err = _run(capsys, "report", str(run))
+        assert code == 2 and f"is in use by another seffi run (pid {holder.pid})" in err
+        assert sorted(p.name for p in (run / "plots").iterdir()) == before[1:]  # nothing redrawn
+    finally:
+        holder.communicate("\n")
+    assert (
+        _run(capsys, "report", str(run))[0] == 0
+        and sorted(p.name for p in (run / "plots").iterdir()) == before
+    )
