@@ -627,9 +627,9 @@ class GRPOCoverage:
         if state.get("monitor") is not None and self.budget is not None:
             monitor = self._ensure_monitor(self.budget)
             monitor.load_state_dict(state["monitor"])
-            schedule = state.get("schedule") or {}
-            monitor.schedule.n_logs = int(schedule.get("n_logs") or 0)
-            monitor.schedule.last_step = schedule.get("last_step")
+            logged = state.get("schedule") or {}
+            n_logs, last_step = int(logged.get("n_logs") or 0), logged.get("last_step")
+            monitor.schedule.resume(n_logs, last_step, monitor.episodes)
             monitor.last_scalars = {str(k): float(v) for k, v in (state.get("last_scalars") or {}).items()}
         return self
 
